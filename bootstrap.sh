@@ -1,0 +1,55 @@
+#!/bin/sh
+# bootstrap.sh -- get a fresh clone to a configured build tree.
+#
+#   ./bootstrap.sh [CONFIGURE-ARGS...]
+#
+# Installs the Debian packages the build, the tests and the bench need (as
+# root, only those missing), runs autoreconf when configure is missing or
+# older than its inputs, and runs ./configure with the given arguments when
+# there is no configured tree yet or the arguments changed.  Quiet and
+# idempotent when everything is in place.
+set -e
+cd "$(dirname "$0")"
+
+PKGS="build-essential libsqlite3-dev sqlite3 libzstd-dev zstd check autoconf
+automake libtool pkg-config python3"
+
+missing=
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
+    missing="$missing $p"
+  fi
+done
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "bootstrap: missing packages:$missing (run as root, or install them)" >&2
+    exit 1
+  fi
+  echo "bootstrap: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+regen=no
+if [ ! -x configure ]; then
+  regen=yes
+else
+  for f in configure.ac Makefile.am */local.mk; do
+    if [ "$f" -nt configure ] || [ "$f" -nt Makefile.in ]; then regen=yes; fi
+  done
+fi
+if [ "$regen" = yes ]; then
+  echo "bootstrap: autoreconf"
+  autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+fi
+
+args="$*"
+if [ ! -f Makefile ] || [ ! -f config.status ] || [ "$regen" = yes ] ||
+   [ "$(cat .bootstrap-args 2>/dev/null)" != "$args" ]; then
+  echo "bootstrap: ./configure $args"
+  # shellcheck disable=SC2068
+  ./configure --quiet $@
+  printf '%s' "$args" > .bootstrap-args
+fi

@@ -1,0 +1,85 @@
+/*
+** depot.c -- entry point of the sqlite-depot extension.
+**
+** sqlite3_depot_init() checks the SQLite library it was loaded into, runs
+** the once-per-process setup of every component (the VFS registers itself
+** there), then registers every component's SQL functions and modules on
+** the connection.  The component table below is the one place that knows
+** which components exist.
+*/
+#include "config.h"
+#include "ext/depot.h"
+#include "ext/depot_int.h"
+SQLITE_EXTENSION_INIT1
+
+#include <pthread.h>
+
+/* Every component, in registration order.  One line per component. */
+static const DepotComponent *const aDepotComponent[] = {
+  &depotVersionComponent,
+};
+#define DEPOT_NCOMPONENT \
+  ((int)(sizeof(aDepotComponent)/sizeof(aDepotComponent[0])))
+
+/* Guards the once-per-process setup.  A failed setup is retried by the
+** next load, so a transient failure is not remembered forever. */
+static pthread_mutex_t depotInitMutex = PTHREAD_MUTEX_INITIALIZER;
+static int depotProcessReady = 0;
+
+static int depotProcessInit(char **pzErr){
+  int rc = SQLITE_OK;
+  int i;
+  pthread_mutex_lock(&depotInitMutex);
+  for(i=0; !depotProcessReady && i<DEPOT_NCOMPONENT && rc==SQLITE_OK; i++){
+    if( aDepotComponent[i]->xProcess ){
+      rc = aDepotComponent[i]->xProcess(pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ) depotProcessReady = 1;
+  pthread_mutex_unlock(&depotInitMutex);
+  return rc;
+}
+
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
+int sqlite3_depot_init(
+  sqlite3 *db,
+  char **pzErrMsg,
+  const sqlite3_api_routines *pApi
+){
+  int rc;
+  int i;
+  char *zErr = 0;
+  SQLITE_EXTENSION_INIT2(pApi);
+
+  if( sqlite3_libversion_number()<DEPOT_MIN_SQLITE_VERSION_NUMBER ){
+    if( pzErrMsg ){
+      *pzErrMsg = sqlite3_mprintf(
+          "depot: requires SQLite 3.40.0 or later, found %s",
+          sqlite3_libversion());
+    }
+    return SQLITE_ERROR;
+  }
+  rc = depotProcessInit(&zErr);
+  for(i=0; rc==SQLITE_OK && i<DEPOT_NCOMPONENT; i++){
+    if( aDepotComponent[i]->xConnection ){
+      rc = aDepotComponent[i]->xConnection(db, &zErr);
+    }
+  }
+  if( rc!=SQLITE_OK ){
+    if( pzErrMsg ){
+      *pzErrMsg = zErr;
+    }else{
+      sqlite3_free(zErr);
+    }
+    return rc;
+  }
+#ifdef SQLITE_CORE
+  return SQLITE_OK;
+#else
+  /* Keep the shared object mapped after the loading connection closes: the
+  ** VFS registered by this module must outlive it. */
+  return SQLITE_OK_LOAD_PERMANENTLY;
+#endif
+}

@@ -1,0 +1,29 @@
+/*
+** depot_int.h -- private declarations shared by the files of ext/.
+**
+** Every component of the extension (a group of SQL functions, a virtual
+** table module, the VFS) exposes one DepotComponent; ext/depot.c lists them
+** in a single table and runs them in order, so adding a layer to the SQL
+** surface is one line there.
+*/
+#ifndef DEPOT_INT_H
+#define DEPOT_INT_H
+
+#include "sqlite3ext.h"
+
+typedef struct DepotComponent DepotComponent;
+struct DepotComponent {
+  const char *zName;                 /* for error messages: "kv", "vfs", ... */
+  /* Called once per process, before the first xConnection, under the
+  ** extension's init mutex.  May be NULL.  Returns an SQLite code and on
+  ** failure sets *pzErr to an sqlite3_malloc'd message. */
+  int (*xProcess)(char **pzErr);
+  /* Called for every connection the extension is loaded into.  May be
+  ** NULL.  Same error contract as xProcess. */
+  int (*xConnection)(sqlite3 *db, char **pzErr);
+};
+
+/* ext/version.c: depot_version() */
+extern const DepotComponent depotVersionComponent;
+
+#endif /* DEPOT_INT_H */

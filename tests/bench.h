@@ -1,0 +1,32 @@
+/*
+** bench.h -- the make bench framework.
+**
+** A workload compares a candidate against a baseline in the same process:
+** the framework alternates baseline and candidate runs (B C B C ...), each
+** run returning its cost (seconds for a fixed amount of work, measured by
+** the run itself so set-up is excluded).  The ratio of each candidate run
+** to the baseline run just before it gives one sample; the table shows the
+** median and the min-max of the samples.  A ratio below 1 means the
+** candidate is cheaper.  Each workload runs in its own child process so its
+** peak RSS can be reported.
+*/
+#ifndef DEPOT_BENCH_H
+#define DEPOT_BENCH_H
+
+typedef struct BenchWorkload BenchWorkload;
+struct BenchWorkload {
+  const char *zName;        /* short id, used to select workloads */
+  const char *zBaseline;    /* what the baseline run does */
+  const char *zCandidate;   /* what the candidate run does */
+  double rTarget;           /* ratio the issue asks for at most; 0: none */
+  int nPair;                /* baseline/candidate alternations */
+  /* One run.  bCandidate selects the side; zDir is a scratch directory the
+  ** run may fill (emptied between runs).  Returns the cost, or a negative
+  ** value after printing the reason to stderr. */
+  double (*xRun)(int bCandidate, const char *zDir);
+};
+
+/* Monotonic clock, seconds. */
+double bench_now(void);
+
+#endif /* DEPOT_BENCH_H */

@@ -1,0 +1,132 @@
+/*
+** check_ext.c -- the "ext" suite: the extension entry point, on both of its
+** paths (built in with -DSQLITE_CORE, and the real module loaded through
+** sqlite3_load_extension), and depot_version().
+*/
+#include "config.h"
+#include "tests/harness.h"
+#include "ext/depot.h"
+
+#include <string.h>
+
+START_TEST(test_version_matches_configure_version){
+  sqlite3 *db = th_open(":memory:");
+  char *z = th_text(db, "SELECT depot_version()");
+  ck_assert_str_eq(z, PACKAGE_VERSION);
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_version_is_deterministic_text){
+  sqlite3 *db = th_open(":memory:");
+  ck_assert_int_eq(th_int(db, "SELECT typeof(depot_version())='text'"), 1);
+  /* Deterministic functions are allowed in index expressions. */
+  th_exec(db, "CREATE TABLE t(a); CREATE INDEX i ON t(a, depot_version())");
+  sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_version_rejects_arguments){
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0;
+  int rc = th_try(db, "SELECT depot_version(1)", &zErr);
+  ck_assert_int_eq(rc, SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(zErr, "wrong number of arguments"));
+  sqlite3_free(zErr);
+  sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_init_registers_on_every_connection){
+  sqlite3 *db1 = th_open(":memory:");
+  sqlite3 *db2 = th_open(":memory:");
+  char *z1 = th_text(db1, "SELECT depot_version()");
+  char *z2 = th_text(db2, "SELECT depot_version()");
+  ck_assert_str_eq(z1, z2);
+  sqlite3_free(z1); sqlite3_free(z2);
+  sqlite3_close(db1); sqlite3_close(db2);
+}
+END_TEST
+
+/* The real module, as users load it, into a connection that has not had
+** the built-in copy registered. */
+static sqlite3 *open_plain(void){
+  sqlite3 *db = 0;
+  sqlite3_reset_auto_extension();
+  ck_assert_int_eq(sqlite3_open(":memory:", &db), SQLITE_OK);
+  return db;
+}
+
+START_TEST(test_module_loads_through_load_extension){
+  const char *zModule = th_module_path();
+  sqlite3 *db;
+  char *zErr = 0;
+  char *z;
+  int rc;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  ck_assert_int_eq(sqlite3_enable_load_extension(db, 1), SQLITE_OK);
+  rc = sqlite3_load_extension(db, zModule, 0, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "load %s: %s", zModule, zErr ? zErr : "");
+  z = th_text(db, "SELECT depot_version()");
+  ck_assert_str_eq(z, PACKAGE_VERSION);
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_module_outlives_loading_connection){
+  /* SQLITE_OK_LOAD_PERMANENTLY: after the loading connection closes, the
+  ** module stays mapped, so a second load finds the same code and works. */
+  const char *zModule = th_module_path();
+  sqlite3 *db;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  sqlite3_close(db);
+  db = open_plain();
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  z = th_text(db, "SELECT depot_version()");
+  ck_assert_str_eq(z, PACKAGE_VERSION);
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_module_loads_twice_in_one_connection){
+  /* Loading again (a shell script that runs .load twice) re-registers the same
+  ** functions and must not fail or break them. */
+  const char *zModule = th_module_path();
+  sqlite3 *db;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  z = th_text(db, "SELECT depot_version()");
+  ck_assert_str_eq(z, PACKAGE_VERSION);
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("ext");
+  TCase *tc = tcase_create("entry");
+  tcase_add_test(tc, test_version_matches_configure_version);
+  tcase_add_test(tc, test_version_is_deterministic_text);
+  tcase_add_test(tc, test_version_rejects_arguments);
+  tcase_add_test(tc, test_init_registers_on_every_connection);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("module");
+  tcase_add_test(tc, test_module_loads_through_load_extension);
+  tcase_add_test(tc, test_module_outlives_loading_connection);
+  tcase_add_test(tc, test_module_loads_twice_in_one_connection);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,49 @@
+/*
+** harness.h -- shared helpers of the Check test programs.
+**
+** Each tests/check_<layer>.c defines depot_test_suite() and links
+** tests/harness.c, which supplies main(): fork mode (each test in its own
+** process, so a crash fails one test and not the program), a generous
+** default timeout (sanitizer builds are slow), and the Check summary line on
+** stdout, which .ci/run collects from tests/*.log.
+*/
+#ifndef DEPOT_TEST_HARNESS_H
+#define DEPOT_TEST_HARNESS_H
+
+#include <check.h>
+#include <sqlite3.h>
+
+/* Defined by each test program: the suite it runs. */
+Suite *depot_test_suite(void);
+
+/* A fresh, empty directory for this test under $DEPOT_TEST_TMPDIR (default
+** "tests/tmp" below the current directory).  The returned path is
+** sqlite3_malloc'd; it is not removed afterwards so a failure can be
+** inspected (make clean removes tests/tmp). */
+char *th_tmpdir(const char *zTag);
+
+/* Open zPath (a filename or URI, flags READWRITE|CREATE|URI) with the
+** extension registered through sqlite3_auto_extension.  Fails the test if
+** it cannot. */
+sqlite3 *th_open(const char *zPath);
+
+/* Run zSql (one or more statements); fail the test with the message on
+** error. */
+void th_exec(sqlite3 *db, const char *zSql);
+
+/* Run zSql; return its result code and, if pzErr, the error message
+** (sqlite3_malloc'd, or NULL). */
+int th_try(sqlite3 *db, const char *zSql, char **pzErr);
+
+/* First column of the first row of zSql as text, sqlite3_malloc'd; NULL if
+** the value is NULL or there is no row.  Fails the test on error. */
+char *th_text(sqlite3 *db, const char *zSql);
+
+/* First column of the first row of zSql as an integer; fails the test on
+** error or when there is no row. */
+sqlite3_int64 th_int(sqlite3 *db, const char *zSql);
+
+/* Path of the built loadable module ($DEPOT_MODULE), or NULL if unset. */
+const char *th_module_path(void);
+
+#endif /* DEPOT_TEST_HARNESS_H */

@@ -1,0 +1,40 @@
+## tests/ -- the Check harness, binding smoke tests and the bench.
+##
+## A layer adds its suite with three lines:
+##   check_PROGRAMS += tests/check_<layer>
+##   TESTS += tests/check_<layer>
+##   tests_check_<layer>_SOURCES = tests/check_<layer>.c $(TEST_HARNESS)
+## plus tests_check_<layer>_LDADD = $(TEST_LDADD).
+
+TEST_HARNESS = tests/harness.c tests/harness.h
+TEST_LDADD = libdepot_core.la $(CHECK_LIBS) $(SQLITE3_LIBS) $(ZSTD_LIBS)
+AM_CPPFLAGS += $(CHECK_CFLAGS)
+
+# Every test sees the built module, the shell, and a scratch directory.
+# CK_DEFAULT_TIMEOUT is generous: sanitizer builds run 3-10x slower.
+AM_TESTS_ENVIRONMENT = \
+	DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so'; export DEPOT_MODULE; \
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp'; export DEPOT_TEST_TMPDIR; \
+	DEPOT_SANITIZERS='$(enable_sanitizers)$(enable_tsan)'; export DEPOT_SANITIZERS; \
+	DEPOT_CC='$(CC)'; export DEPOT_CC; \
+	SYSTEM_PYTHON3='$(SYSTEM_PYTHON3)'; export SYSTEM_PYTHON3; \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-300}; export CK_DEFAULT_TIMEOUT; \
+	CK_FORK=$${CK_FORK:-yes}; export CK_FORK;
+
+check_PROGRAMS += tests/check_ext
+TESTS += tests/check_ext
+tests_check_ext_SOURCES = tests/check_ext.c $(TEST_HARNESS)
+tests_check_ext_LDADD = $(TEST_LDADD)
+
+TESTS += tests/python_smoke.sh
+EXTRA_DIST += tests/python_smoke.sh
+
+# make bench: the benchmark program (not built by make all or make check).
+EXTRA_PROGRAMS += tests/depot_bench
+tests_depot_bench_SOURCES = tests/bench.c tests/bench.h
+tests_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+CLEANFILES += tests/depot_bench
+
+bench: tests/depot_bench$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' ./tests/depot_bench$(EXEEXT) $(BENCH_ARGS)

@@ -1,0 +1,1 @@
+## vfs/ -- the depot VFS and its outer store.

@@ -1,0 +1,1 @@
+## wal/ -- the root write-ahead log of KV stores.
