@@ -12,10 +12,10 @@ if ! "$py" -c 'import sqlite3; sqlite3.connect(":memory:").enable_load_extension
 fi
 : "${DEPOT_MODULE:?DEPOT_MODULE is not set}"
 # A sanitizer build's module needs the sanitizer runtime loaded first.
-case "${DEPOT_SANITIZERS:-no}" in
-  *yes*)
-    if [ "${DEPOT_SANITIZERS}" = "noyes" ]; then rt=libtsan.so; else rt=libasan.so; fi
-    LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=$rt); export LD_PRELOAD
+case "${DEPOT_SANITIZER:-none}" in
+  asan|tsan)
+    LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib${DEPOT_SANITIZER}.so)
+    export LD_PRELOAD
     ASAN_OPTIONS=detect_leaks=0; export ASAN_OPTIONS ;;
 esac
 exec "$py" - "$DEPOT_MODULE" <<'PY'
