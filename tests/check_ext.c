@@ -7,6 +7,9 @@
 #include "tests/harness.h"
 #include "ext/depot.h"
 
+#define SQLITE_CORE 1          /* sqlite3ext.h: the struct only, no macros */
+#include "sqlite3ext.h"
+#include <dlfcn.h>
 #include <string.h>
 
 START_TEST(test_version_matches_configure_version){
@@ -115,6 +118,34 @@ START_TEST(test_module_loads_twice_in_one_connection){
 }
 END_TEST
 
+/* An api-routines table that claims to be SQLite 3.39.0: the module must
+** refuse it with a clear message before registering anything. */
+static int oldLibversionNumber(void){ return 3039000; }
+static const char *oldLibversion(void){ return "3.39.0"; }
+
+START_TEST(test_module_refuses_sqlite_older_than_3_40){
+  const char *zModule = th_module_path();
+  sqlite3_api_routines api;
+  void *h;
+  int (*xInit)(sqlite3*, char**, const sqlite3_api_routines*);
+  char *zErr = 0;
+  int rc;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  h = dlopen(zModule, RTLD_NOW|RTLD_LOCAL);
+  ck_assert_msg(h!=0, "dlopen: %s", dlerror());
+  *(void**)&xInit = dlsym(h, "sqlite3_depot_init");
+  ck_assert_ptr_nonnull(xInit);
+  memset(&api, 0, sizeof(api));   /* any other call would crash the test */
+  api.libversion_number = oldLibversionNumber;
+  api.libversion = oldLibversion;
+  api.mprintf = sqlite3_mprintf;
+  rc = xInit((sqlite3*)&api, &zErr, &api);
+  ck_assert_int_eq(rc, SQLITE_ERROR);
+  ck_assert_str_eq(zErr, "depot: requires SQLite 3.40.0 or later, found 3.39.0");
+  sqlite3_free(zErr);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("ext");
   TCase *tc = tcase_create("entry");
@@ -127,6 +158,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_module_loads_through_load_extension);
   tcase_add_test(tc, test_module_outlives_loading_connection);
   tcase_add_test(tc, test_module_loads_twice_in_one_connection);
+  tcase_add_test(tc, test_module_refuses_sqlite_older_than_3_40);
   suite_add_tcase(s, tc);
   return s;
 }

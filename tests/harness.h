@@ -5,7 +5,7 @@
 ** tests/harness.c, which supplies main(): fork mode (each test in its own
 ** process, so a crash fails one test and not the program), a generous
 ** default timeout (sanitizer builds are slow), and the Check summary line on
-** stdout, which .ci/run collects from tests/*.log.
+** stdout, which .ci/run collects from the tests/ log files.
 */
 #ifndef DEPOT_TEST_HARNESS_H
 #define DEPOT_TEST_HARNESS_H
