@@ -556,6 +556,649 @@ START_TEST(test_wal_replay_after_append_is_misuse){
 }
 END_TEST
 
+/* ------------------------------------------------------------- segments */
+
+/* Offsets of the frames of a segment file, parsed independently of wal/. */
+static int tw_frames(const char *zPath, off_t *aOff, int nMax){
+  off_t sz = tw_size(zPath), off = 32;
+  int fd = open(zPath, O_RDONLY), n = 0;
+  ck_assert_int_ge(fd, 0);
+  while( off+8<=sz && n<nMax ){
+    unsigned char h[4];
+    ck_assert_int_eq(pread(fd, h, 4, off), 4);
+    aOff[n++] = off;
+    off += 8 + (h[0] | (h[1]<<8) | (h[2]<<16) | ((off_t)h[3]<<24));
+  }
+  close(fd);
+  return n;
+}
+
+static void tw_truncate(const char *zPath, off_t sz){
+  ck_assert_int_eq(truncate(zPath, sz), 0);
+}
+
+static void tw_append_bytes(const char *zPath, const void *a, size_t n){
+  int fd = open(zPath, O_WRONLY|O_APPEND);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, a, n), (ssize_t)n);
+  close(fd);
+}
+
+static Wal *tw_five(const char *zDir){
+  Wal *pWal = tw_open(zDir);
+  int i;
+  for(i=0; i<5; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "k%d", i+1);
+    tw_append(pWal, i, "t", zKey, "value", 1);
+  }
+  return pWal;
+}
+
+START_TEST(test_wal_torn_tail_is_truncated){
+  char *zDir = th_tmpdir("waltorn");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_five(zDir);
+  off_t aOff[8], szFull;
+  TwSeen *s;
+  int nFrame;
+  wal_close(pWal);
+  nFrame = tw_frames(zPath, aOff, 8);
+  ck_assert_int_eq(nFrame, 5);
+  szFull = tw_size(zPath);
+  tw_truncate(zPath, szFull-3);           /* tear the last record */
+  pWal = tw_open(zDir);
+  ck_assert_int_eq(tw_size(zPath), aOff[4]);   /* cut at the torn frame */
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 4);
+  ck_assert_str_eq(s->azKey[3], "k4");
+  sqlite3_free(s);
+  /* still appendable, and the new record follows the kept ones */
+  ck_assert_uint_eq(tw_append(pWal, 9, "t", "after", "v", 1), 5);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 5);
+  ck_assert_str_eq(s->azKey[4], "after");
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Garbage, zeros, or a lone partial header after the last frame. */
+START_TEST(test_wal_garbage_tail_is_truncated){
+  static const char *azTail[] = {"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
+                                 "\x05\x00\x00\x00garbage!", "\x01\x02"};
+  static const int anTail[] = {10, 12, 2};
+  char *zDir = th_tmpdir("walgarb");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_five(zDir);
+  off_t szGood;
+  TwSeen *s;
+  wal_close(pWal);
+  szGood = tw_size(zPath);
+  tw_append_bytes(zPath, azTail[_i], anTail[_i]);
+  pWal = tw_open(zDir);
+  ck_assert_int_eq(tw_size(zPath), szGood);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 5);
+  sqlite3_free(s);
+  tw_append(pWal, 9, "t", "more", "v", 1);
+  wal_close(pWal);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_wal_bad_crc_in_newest_tail_is_cut){
+  char *zDir = th_tmpdir("walcrc");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_five(zDir);
+  off_t aOff[8];
+  TwSeen *s;
+  wal_close(pWal);
+  ck_assert_int_eq(tw_frames(zPath, aOff, 8), 5);
+  tw_poke(zPath, aOff[2]+10, 1);           /* a body byte of record 3 */
+  pWal = tw_open(zDir);
+  ck_assert_int_eq(tw_size(zPath), aOff[2]);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 2);
+  ck_assert_str_eq(s->azKey[1], "k2");
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Several segments of about 200 bytes: ~4 records each. */
+static Wal *tw_segments(const char *zDir, int nRec, int bBak){
+  Wal *pWal = tw_open_cfg(zDir, 200, bBak, 0);
+  int i;
+  for(i=0; i<nRec; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    tw_append(pWal, i, "t", zKey, "some-value-bytes", 1);
+  }
+  return pWal;
+}
+
+START_TEST(test_wal_bad_frame_in_older_segment_is_corrupt){
+  char *zDir = th_tmpdir("walold");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_segments(zDir, 20, 0);
+  off_t aOff[8];
+  char *zErr = 0;
+  char zWant[64];
+  WalStats st;
+  int rc;
+  wal_stats(pWal, &st);
+  ck_assert_int_gt(st.nSegment, 2);
+  wal_close(pWal);
+  ck_assert_int_ge(tw_frames(zPath, aOff, 8), 2);
+  tw_poke(zPath, aOff[1]+12, 3);
+  pWal = (Wal*)1;
+  rc = wal_open(zDir, 0, &pWal, &zErr);
+  ck_assert_int_eq(rc, SQLITE_CORRUPT);
+  ck_assert_ptr_null(pWal);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "wal/0000000000000001.log")!=0, "%s", zErr);
+  snprintf(zWant, sizeof(zWant), "offset %lld", (long long)aOff[1]);
+  ck_assert_msg(strstr(zErr, zWant)!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_gt(tw_size(zPath), aOff[1]);      /* nothing was cut */
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_wal_bad_header_in_older_segment_is_corrupt){
+  char *zDir = th_tmpdir("walhdr");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_segments(zDir, 20, 0);
+  Wal *pWal2 = 0;
+  char *zErr = 0;
+  wal_close(pWal);
+  tw_poke(zPath, 2, 1);                    /* inside the magic */
+  ck_assert_int_eq(wal_open(zDir, 0, &pWal2, &zErr), SQLITE_CORRUPT);
+  ck_assert_msg(strstr(zErr, "0000000000000001.log")!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, "header")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A newest segment shorter than its header is a rotation that never
+** finished: it is replaced, and the older records stay. */
+START_TEST(test_wal_torn_segment_creation_is_replaced){
+  char *zDir = th_tmpdir("walnewseg");
+  Wal *pWal = tw_five(zDir);
+  char *zPath2 = tw_seg_path(zDir, 2);
+  char *zPath3 = tw_seg_path(zDir, 3);
+  TwSeen *s;
+  WalStats st;
+  wal_close(pWal);
+  close(open(zPath2, O_CREAT|O_WRONLY, 0644));
+  tw_append_bytes(zPath2, "DEPOT", 5);
+  pWal = tw_open(zDir);
+  ck_assert(!tw_exists(zPath2));
+  ck_assert(tw_exists(zPath3));
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 5);
+  sqlite3_free(s);
+  ck_assert_uint_eq(tw_append(pWal, 1, "t", "k", "v", 1), 6);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nSegment, 2);
+  wal_close(pWal);
+  sqlite3_free(zPath2);
+  sqlite3_free(zPath3);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_wal_rotation_by_size){
+  char *zDir = th_tmpdir("walrot");
+  Wal *pWal = tw_segments(zDir, 40, 0);
+  WalStats st;
+  TwSeen *s;
+  uint64_t i;
+  wal_stats(pWal, &st);
+  ck_assert_int_ge(st.nSegment, 5);
+  for(i=1; i<=(uint64_t)st.nSegment; i++){
+    char *zPath = tw_seg_path(zDir, i);
+    /* a segment passes 200 bytes by at most one group */
+    ck_assert_int_lt(tw_size(zPath), 200 + 64);
+    sqlite3_free(zPath);
+  }
+  wal_close(pWal);
+  pWal = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 40);
+  for(i=0; i<40; i++) ck_assert_uint_eq(s->aCid[i], i+1);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Confirming everything in segment 2 leaves it on disk while segment 1
+** still holds an unconfirmed record; confirming that retires both. */
+static void tw_check_retire_order(int bBak){
+  char *zDir = th_tmpdir("walretire");
+  Wal *pWal = tw_segments(zDir, 20, bBak);
+  char *zSeg1 = tw_seg_path(zDir, 1);
+  char *zSeg2 = tw_seg_path(zDir, 2);
+  char *zBak1 = sqlite3_mprintf("%s.bak", zSeg1);
+  char *zBak2 = sqlite3_mprintf("%s.bak", zSeg2);
+  off_t aOff[16];
+  int n1 = tw_frames(zSeg1, aOff, 16);
+  int n2 = tw_frames(zSeg2, aOff, 16);
+  WalStats st;
+  uint64_t cid;
+  TwSeen *s;
+  ck_assert_int_gt(n1, 1);
+  ck_assert_int_gt(n2, 0);
+  /* everything but the first record of segment 1 */
+  for(cid=2; cid<=(uint64_t)(n1+n2); cid++) wal_confirm(pWal, cid, "t", 1);
+  ck_assert(tw_exists(zSeg1));
+  ck_assert(tw_exists(zSeg2));
+  wal_confirm(pWal, 1, "t", 1);
+  ck_assert(!tw_exists(zSeg1));
+  ck_assert(!tw_exists(zSeg2));
+  ck_assert_int_eq(tw_exists(zBak1), bBak);
+  ck_assert_int_eq(tw_exists(zBak2), bBak);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nUnconfirmed, 20 - n1 - n2);
+  wal_close(pWal);
+  /* .bak files are ignored by the next open */
+  pWal = tw_open_cfg(zDir, 200, bBak, 0);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 20 - n1 - n2);
+  ck_assert_uint_eq(s->aCid[0], (uint64_t)(n1+n2+1));
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zSeg1); sqlite3_free(zSeg2);
+  sqlite3_free(zBak1); sqlite3_free(zBak2);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_wal_retirement_keeps_segment_order){
+  tw_check_retire_order(0);
+}
+END_TEST
+
+START_TEST(test_wal_retirement_bak_mode_renames){
+  tw_check_retire_order(1);
+}
+END_TEST
+
+START_TEST(test_wal_open_rejects_bad_arguments){
+  Wal *pWal = (Wal*)1;
+  char *zErr = 0;
+  char *zDir = th_tmpdir("walargs");
+  char *zMissing = sqlite3_mprintf("%s/no/such/dir", zDir);
+  uint64_t cid;
+  ck_assert_int_eq(wal_open("", 0, &pWal, &zErr), SQLITE_MISUSE);
+  ck_assert_ptr_null(pWal);
+  ck_assert_ptr_nonnull(zErr);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(wal_open(zMissing, 0, &pWal, &zErr), SQLITE_CANTOPEN);
+  ck_assert_msg(strstr(zErr, "no/such/dir")!=0, "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  pWal = tw_open(zDir);
+  ck_assert_int_eq(wal_append(pWal, 0, 0, 0, 0, &cid, &zErr), SQLITE_MISUSE);
+  ck_assert_ptr_nonnull(zErr);
+  sqlite3_free(zErr); zErr = 0;
+  {
+    WalRecordBuilder *pRec = tw_rec(1, "t", "k", "v");
+    const char *az[1] = {0};
+    int an[1] = {1};
+    ck_assert_int_eq(wal_append(pWal, pRec, 1, az, an, &cid, &zErr),
+                     SQLITE_MISUSE);
+    sqlite3_free(zErr); zErr = 0;
+    ck_assert_int_eq(wal_append(pWal, pRec, 0, 0, 0, 0, 0), SQLITE_MISUSE);
+    wal_record_free(pRec);
+  }
+  ck_assert_int_eq(wal_replay(pWal, 0, 0, 0), SQLITE_MISUSE);
+  wal_close(pWal);
+  sqlite3_free(zMissing);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---------------------------------------------------------- group commit */
+
+#define TW_NTHREAD 8
+#define TW_PER_THREAD 150
+
+typedef struct TwThread TwThread;
+struct TwThread {
+  Wal *pWal;
+  int iThread;
+  int bConfirm;
+  uint64_t aCid[TW_PER_THREAD];
+  int rc;
+};
+
+static void *tw_thread_main(void *pArg){
+  TwThread *t = (TwThread*)pArg;
+  int i;
+  for(i=0; i<TW_PER_THREAD && t->rc==SQLITE_OK; i++){
+    WalRecordBuilder *pRec = wal_record_new((uint64_t)t->iThread);
+    char zKey[32];
+    const char *az[1] = {"t"};
+    int an[1] = {1};
+    snprintf(zKey, sizeof(zKey), "t%d-%d", t->iThread, i);
+    if( pRec==0 ){ t->rc = SQLITE_NOMEM; break; }
+    t->rc = wal_record_table(pRec, "t", 1);
+    if( t->rc==SQLITE_OK ){
+      t->rc = wal_record_action(pRec, 0, zKey, (int)strlen(zKey), "v", 1);
+    }
+    if( t->rc==SQLITE_OK ){
+      t->rc = wal_append(t->pWal, pRec, 1, az, an, &t->aCid[i], 0);
+    }
+    if( t->rc==SQLITE_OK && t->bConfirm && (i%2)==0 ){
+      t->rc = wal_confirm(t->pWal, t->aCid[i], "t", 1);
+    }
+    wal_record_free(pRec);
+  }
+  return 0;
+}
+
+static int tw_cmp_u64(const void *a, const void *b){
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return x<y ? -1 : x>y ? 1 : 0;
+}
+
+START_TEST(test_wal_group_commit_from_eight_threads){
+  char *zDir = th_tmpdir("walgroup");
+  Wal *pWal = tw_open_cfg(zDir, 16*1024, 0, 0);   /* rotate under load */
+  TwThread *aT = sqlite3_malloc64(sizeof(TwThread)*TW_NTHREAD);
+  pthread_t aId[TW_NTHREAD];
+  uint64_t *aAll = sqlite3_malloc64(sizeof(uint64_t)*TW_NTHREAD*TW_PER_THREAD);
+  int i, j, n = 0, bConfirm = _i;
+  WalStats st;
+  TwSeen *s;
+  memset(aT, 0, sizeof(TwThread)*TW_NTHREAD);
+  for(i=0; i<TW_NTHREAD; i++){
+    aT[i].pWal = pWal;
+    aT[i].iThread = i;
+    aT[i].bConfirm = bConfirm;
+    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_thread_main, &aT[i]), 0);
+  }
+  for(i=0; i<TW_NTHREAD; i++) pthread_join(aId[i], 0);
+  for(i=0; i<TW_NTHREAD; i++){
+    ck_assert_int_eq(aT[i].rc, SQLITE_OK);
+    for(j=0; j<TW_PER_THREAD; j++){
+      if( !bConfirm || (j%2)==1 ) aAll[n++] = aT[i].aCid[j];
+    }
+  }
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, TW_NTHREAD*TW_PER_THREAD);
+  ck_assert_int_lt(st.nFlush, st.nAppend);
+  ck_assert_int_eq(st.nUnconfirmed, n);
+  wal_close(pWal);
+  qsort(aAll, n, sizeof(uint64_t), tw_cmp_u64);
+  pWal = tw_open_cfg(zDir, 16*1024, 0, 0);
+  s = tw_replay(pWal, 0);
+  /* every acknowledged, unconfirmed append is replayed, in CID order;
+  ** confirmed ones may reappear only if their segment is still live */
+  ck_assert_int_ge(s->n, n);
+  for(i=1; i<s->n; i++) ck_assert_uint_gt(s->aCid[i], s->aCid[i-1]);
+  for(i=0, j=0; i<n; i++){
+    while( j<s->n && s->aCid[j]<aAll[i] ) j++;
+    ck_assert_msg(j<s->n && s->aCid[j]==aAll[i], "cid %llu lost",
+                  (unsigned long long)aAll[i]);
+  }
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(aAll);
+  sqlite3_free(aT);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ----------------------------------------------------------------- faults */
+
+typedef struct TwFaultCase TwFaultCase;
+struct TwFaultCase {
+  int eKind;
+  int err;
+  int rcWant;
+  const char *zWant;        /* in the message */
+};
+static const TwFaultCase aFaultCase[] = {
+  { WAL_FAULT_WRITE, EIO,    SQLITE_IOERR_WRITE, "Input/output error" },
+  { WAL_FAULT_WRITE, ENOSPC, SQLITE_FULL,        "No space left" },
+  { WAL_FAULT_WRITE, EFBIG,  SQLITE_FULL,        "File too large" },
+  { WAL_FAULT_SHORT, 0,      SQLITE_IOERR_WRITE, "short write" },
+  { WAL_FAULT_FSYNC, EIO,    SQLITE_IOERR_FSYNC, "fdatasync" },
+};
+
+/* One injected fault on the 4th append: the error and message come back,
+** later appends work, and after reopen exactly the acknowledged records
+** are replayed. */
+START_TEST(test_wal_injected_fault_fails_only_that_append){
+  const TwFaultCase *c = &aFaultCase[_i];
+  char *zDir = th_tmpdir("walfault");
+  WalFault *pF = wal_fault_new(wal_io_posix());
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalRecordBuilder *pRec = tw_rec(1, "t", "failed", "v");
+  const char *az[1] = {"t"};
+  int an[1] = {1};
+  uint64_t cid = 99;
+  char *zErr = 0;
+  WalStats st;
+  TwSeen *s;
+  int i, rc;
+  for(i=0; i<3; i++) tw_append(pWal, i, "t", "ok-before", "v", 1);
+  wal_fault_arm(pF, c->eKind, 1, c->err, 0);
+  rc = wal_append(pWal, pRec, 1, az, an, &cid, &zErr);
+  ck_assert_int_eq(rc, c->rcWant);
+  ck_assert_uint_eq(cid, 0);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, c->zWant)!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, ".log")!=0, "message names no file: %s", zErr);
+  sqlite3_free(zErr);
+  for(i=0; i<2; i++) tw_append(pWal, i, "t", "ok-after", "v", 1);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, 5);
+  ck_assert_int_eq(st.nUnconfirmed, 5);
+  if( c->eKind==WAL_FAULT_FSYNC ){
+    ck_assert_int_eq(st.nSegment, 2);    /* moved off the suspect segment */
+  }
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 5);
+  for(i=0; i<5; i++){
+    ck_assert_str_eq(s->azKey[i], i<3 ? "ok-before" : "ok-after");
+  }
+  sqlite3_free(s);
+  wal_close(pWal);
+  wal_record_free(pRec);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The flush fails and so does every later one: the cut cannot be made
+** durable, the log enters the failed state, appends fail fast, and the
+** store reopens with every acknowledged record. */
+START_TEST(test_wal_unrepairable_fault_enters_failed_state){
+  char *zDir = th_tmpdir("walfailed");
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalRecordBuilder *pRec = tw_rec(1, "t", "failed", "v");
+  const char *az[1] = {"t"};
+  int an[1] = {1};
+  uint64_t cid;
+  char *zErr = 0;
+  TwSeen *s;
+  int i, nWrite;
+  for(i=0; i<3; i++) tw_append(pWal, i, "t", "ok", "v", 1);
+  if( _i==0 ){
+    wal_fault_arm(pF, WAL_FAULT_FSYNC, 1, EIO, 1);
+  }else{
+    wal_fault_arm(pF, WAL_FAULT_WRITE, 1, ENOSPC, 0);
+    wal_fault_arm(pF, WAL_FAULT_TRUNCATE, 1, EIO, 0);
+  }
+  ck_assert_int_eq(wal_append(pWal, pRec, 1, az, an, &cid, &zErr),
+                   _i==0 ? SQLITE_IOERR_FSYNC : SQLITE_FULL);
+  ck_assert_msg(strstr(zErr, "until reopened")!=0, "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  nWrite = wal_fault_count(pF, WAL_FAULT_WRITE);
+  ck_assert_int_eq(wal_append(pWal, pRec, 1, az, an, &cid, &zErr),
+                   SQLITE_IOERR);
+  ck_assert_msg(strstr(zErr, "reopen")!=0, "%s", zErr);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_WRITE), nWrite); /* fast */
+  sqlite3_free(zErr);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  /* the three acknowledged records; the failed one may follow whole */
+  ck_assert_int_ge(s->n, 3);
+  ck_assert_int_le(s->n, 4);
+  for(i=0; i<3; i++) ck_assert_str_eq(s->azKey[i], "ok");
+  if( s->n==4 ) ck_assert_str_eq(s->azKey[3], "failed");
+  sqlite3_free(s);
+  tw_append(pWal, 1, "t", "k", "v", 1);
+  wal_close(pWal);
+  wal_record_free(pRec);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_wal_fault_counts_calls){
+  WalFault *pF = wal_fault_new(0);
+  char *zDir = th_tmpdir("walcount");
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  int nW = wal_fault_count(pF, WAL_FAULT_WRITE);
+  int nS = wal_fault_count(pF, WAL_FAULT_FSYNC);
+  tw_append(pWal, 1, "t", "k", "v", 1);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_WRITE), nW+1);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nS+1);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 2, EIO, 0);
+  tw_append(pWal, 1, "t", "k", "v", 1);           /* 1st write passes */
+  {
+    WalRecordBuilder *pRec = tw_rec(1, "t", "k", "v");
+    uint64_t cid;
+    ck_assert_int_eq(wal_append(pWal, pRec, 0, 0, 0, &cid, 0),
+                     SQLITE_IOERR_WRITE);          /* 2nd write fails */
+    wal_fault_arm(pF, WAL_FAULT_WRITE, 1, EIO, 0);
+    wal_fault_arm(pF, WAL_FAULT_WRITE, 0, 0, 0);  /* disarmed again */
+    ck_assert_int_eq(wal_append(pWal, pRec, 0, 0, 0, &cid, 0), SQLITE_OK);
+    wal_record_free(pRec);
+  }
+  wal_close(pWal);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* -------------------------------------------------------------- SIGKILL */
+
+/* Key and value of record i, so the parent can check a replayed record is
+** whole: key "k<i>", value i%500 bytes of 'a'+i%26. */
+static void tw_kill_child(const char *zDir, int fd){
+  Wal *pWal = 0;
+  WalConfig cfg;
+  char *aVal = malloc(512);
+  uint64_t i;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szSegment = 64*1024;
+  if( wal_open(zDir, &cfg, &pWal, 0)!=SQLITE_OK ) _exit(3);
+  for(i=1; ; i++){
+    WalRecordBuilder *pRec = wal_record_new(i);
+    char zKey[32];
+    const char *az[1] = {"t"};
+    int an[1] = {1};
+    uint64_t cid;
+    int nVal = (int)(i%500);
+    snprintf(zKey, sizeof(zKey), "k%llu", (unsigned long long)i);
+    memset(aVal, 'a'+(int)(i%26), nVal);
+    if( pRec==0 || wal_record_table(pRec, "t", 1)
+     || wal_record_action(pRec, 0, zKey, (int)strlen(zKey), aVal, nVal)
+     || wal_append(pWal, pRec, 1, az, an, &cid, 0) ){
+      _exit(4);
+    }
+    wal_record_free(pRec);
+    if( write(fd, &cid, sizeof(cid))!=(ssize_t)sizeof(cid) ) _exit(5);
+  }
+}
+
+typedef struct TwKillCheck TwKillCheck;
+struct TwKillCheck { int n; uint64_t aCid[TW_MAX_SEEN]; };
+
+static int tw_kill_verify(void *pCtx, const WalRecord *pRec){
+  TwKillCheck *c = (TwKillCheck*)pCtx;
+  const WalAction *a;
+  char zKey[32];
+  int i, nVal = (int)(pRec->tid%500);
+  ck_assert_int_eq(pRec->nTable, 1);
+  ck_assert_int_eq(pRec->aTable[0].nAction, 1);
+  a = &pRec->aTable[0].aAction[0];
+  snprintf(zKey, sizeof(zKey), "k%llu", (unsigned long long)pRec->tid);
+  ck_assert_int_eq(a->nKey, (int)strlen(zKey));
+  ck_assert_int_eq(memcmp(a->aKey, zKey, a->nKey), 0);
+  ck_assert_int_eq(a->nVal, nVal);
+  for(i=0; i<nVal; i++) ck_assert_int_eq(a->aVal[i], 'a'+(int)(pRec->tid%26));
+  ck_assert_uint_eq(pRec->cid, pRec->tid);      /* one CID per append */
+  if( c->n<TW_MAX_SEEN ) c->aCid[c->n++] = pRec->cid;
+  return SQLITE_OK;
+}
+
+static void tw_kill_once(unsigned int seed){
+  char *zDir = th_tmpdir("walkill");
+  int fd[2], st;
+  pid_t pid;
+  uint64_t cid, nAck = 0;
+  TwKillCheck *c = sqlite3_malloc64(sizeof(TwKillCheck));
+  Wal *pWal;
+  char *zErr = 0;
+  uint64_t i;
+  ck_assert_int_eq(pipe(fd), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    close(fd[0]);
+    tw_kill_child(zDir, fd[1]);
+    _exit(0);
+  }
+  close(fd[1]);
+  srand(seed);
+  usleep(20000 + (rand()%80000));
+  kill(pid, SIGKILL);
+  while( read(fd[0], &cid, sizeof(cid))==(ssize_t)sizeof(cid) ){
+    ck_assert_uint_eq(cid, nAck+1);
+    nAck = cid;
+  }
+  close(fd[0]);
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFSIGNALED(st), "child exited early: %d", WEXITSTATUS(st));
+  c->n = 0;
+  pWal = tw_open_cfg(zDir, 64*1024, 0, 0);
+  ck_assert_int_eq(wal_replay(pWal, tw_kill_verify, c, &zErr), SQLITE_OK);
+  /* every acknowledged CID is there, in order, with no gap */
+  ck_assert_int_ge(c->n, (int)(nAck<TW_MAX_SEEN ? nAck : TW_MAX_SEEN));
+  for(i=0; i<(uint64_t)c->n; i++) ck_assert_uint_eq(c->aCid[i], i+1);
+  wal_close(pWal);
+  sqlite3_free(c);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_wal_sigkill_keeps_every_acknowledged_record){
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int nIter = zIters ? atoi(zIters) : 3;
+  int i;
+  for(i=0; i<nIter; i++) tw_kill_once((unsigned int)(1000*_i + i + 1));
+}
+END_TEST
+
 /* ------------------------------------------------------------- the suite */
 
 Suite *depot_test_suite(void){
@@ -578,6 +1221,30 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_cid_survives_full_retirement);
   tcase_add_test(tc, test_wal_replay_stops_on_callback_error);
   tcase_add_test(tc, test_wal_replay_after_append_is_misuse);
+  tcase_add_test(tc, test_wal_open_rejects_bad_arguments);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("segments");
+  tcase_add_test(tc, test_wal_torn_tail_is_truncated);
+  tcase_add_loop_test(tc, test_wal_garbage_tail_is_truncated, 0, 3);
+  tcase_add_test(tc, test_wal_bad_crc_in_newest_tail_is_cut);
+  tcase_add_test(tc, test_wal_bad_frame_in_older_segment_is_corrupt);
+  tcase_add_test(tc, test_wal_bad_header_in_older_segment_is_corrupt);
+  tcase_add_test(tc, test_wal_torn_segment_creation_is_replaced);
+  tcase_add_test(tc, test_wal_rotation_by_size);
+  tcase_add_test(tc, test_wal_retirement_keeps_segment_order);
+  tcase_add_test(tc, test_wal_retirement_bak_mode_renames);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("concurrency");
+  tcase_add_loop_test(tc, test_wal_group_commit_from_eight_threads, 0, 2);
+  tcase_add_loop_test(tc, test_wal_sigkill_keeps_every_acknowledged_record,
+                      0, 1);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("faults");
+  tcase_add_loop_test(tc, test_wal_injected_fault_fails_only_that_append, 0,
+      (int)(sizeof(aFaultCase)/sizeof(aFaultCase[0])));
+  tcase_add_loop_test(tc, test_wal_unrepairable_fault_enters_failed_state,
+                      0, 2);
+  tcase_add_test(tc, test_wal_fault_counts_calls);
   suite_add_tcase(s, tc);
   return s;
 }
