@@ -709,6 +709,12 @@ static int kvPublish(KvRoot *p, char **pzErr){
     if( c->bSchema || c->pTab->pData==0 || kv_map_count(c->pWrite)==0 ){
       continue;
     }
+    if( c->pSnap ){
+      /* Done reading: without this reference the backend may update its
+      ** published version in place. */
+      c->pTab->pBackend->xSnapshotFree(c->pSnap);
+      c->pSnap = 0;
+    }
     rc = c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
     if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
   }

@@ -38,6 +38,7 @@ struct KvVtab {
   KvEngine *pEng;               /* holds a reference */
   char *zName; int nName;       /* the KV table */
   int bJoined;                  /* joined pConn->pSqlRoot */
+  KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
 };
 
 struct KvCursor {
@@ -148,6 +149,9 @@ static void kvVtabFree(KvVtab *p){
   if( p ){
     kv_engine_unref(p->pEng);
     if( p->pConn ) kv_conn_unref(p->pConn);
+    kv_buf_free(&p->kOld);
+    kv_buf_free(&p->kNew);
+    kv_buf_free(&p->val);
     sqlite3_free(p->zName);
     sqlite3_free(p);
   }
@@ -546,30 +550,27 @@ static int kvInsertKey(KvVtab *p, KvRoot *r, const KvBuf *k, const KvBuf *v,
   return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
 }
 
-static int kvUpdateRow(KvVtab *p, KvRoot *r, int argc, sqlite3_value **argv,
+static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
                        char **pzErr){
-  KvBuf kOld = {0, 0, 0}, kNew = {0, 0, 0}, v = {0, 0, 0};
+  KvBuf *kOld = &p->kOld, *kNew = &p->kNew, *v = &p->val;
+  int bOld = sqlite3_value_type(argv[0])!=SQLITE_NULL;
   int bSkip = 0;
-  int rc = kv_key_encode(argv[2], &kNew, pzErr);
+  int rc;
+  kv_buf_reset(kOld);
+  kv_buf_reset(kNew);
+  kv_buf_reset(v);
+  rc = kv_key_encode(argv[2], kNew, pzErr);
   if( rc==SQLITE_CONSTRAINT ) rc = SQLITE_CONSTRAINT_NOTNULL;
-  if( rc==SQLITE_OK ) rc = kv_value_encode(argv[2], argv[3], &v, pzErr);
-  if( rc==SQLITE_OK && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
-    rc = kv_key_encode(argv[0], &kOld, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_value_encode(argv[2], argv[3], v, pzErr);
+  if( rc==SQLITE_OK && bOld ) rc = kv_key_encode(argv[0], kOld, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bOld && kvBufCmp(kOld, kNew)==0 ){
+    return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
-  if( rc!=SQLITE_OK ){
-    /* nothing */
-  }else if( kOld.a && kvBufCmp(&kOld, &kNew)==0 ){
-    rc = kv_put(r, p->zName, p->nName, kNew.a, kNew.n, v.a, v.n, pzErr);
-  }else{
-    rc = kvInsertKey(p, r, &kNew, &v, &bSkip, pzErr);
-    if( rc==SQLITE_OK && kOld.a && !bSkip ){
-      rc = kv_del(r, p->zName, p->nName, kOld.a, kOld.n, pzErr);
-    }
+  rc = kvInsertKey(p, r, kNew, v, &bSkip, pzErr);
+  if( rc==SQLITE_OK && bOld && !bSkip ){
+    rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
   }
-  (void)argc;
-  kv_buf_free(&kOld);
-  kv_buf_free(&kNew);
-  kv_buf_free(&v);
   return rc;
 }
 
@@ -582,12 +583,13 @@ static int kvUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
   (void)pRowid;
   if( rc!=SQLITE_OK ) return rc;
   if( argc==1 ){
-    KvBuf k = {0, 0, 0};
-    rc = kv_key_encode(argv[0], &k, &zErr);
-    if( rc==SQLITE_OK ) rc = kv_del(r, p->zName, p->nName, k.a, k.n, &zErr);
-    kv_buf_free(&k);
+    kv_buf_reset(&p->kOld);
+    rc = kv_key_encode(argv[0], &p->kOld, &zErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
+    }
   }else{
-    rc = kvUpdateRow(p, r, argc, argv, &zErr);
+    rc = kvUpdateRow(p, r, argv, &zErr);
   }
   if( zErr ) kvSetError(p, zErr);
   return rc;

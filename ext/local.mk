@@ -38,3 +38,4 @@ check_PROGRAMS += tests/check_kv
 TESTS += tests/check_kv
 tests_check_kv_SOURCES = tests/check_kv.c $(TEST_HARNESS)
 tests_check_kv_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kv.c

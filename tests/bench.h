@@ -28,6 +28,9 @@ struct BenchWorkload {
 
 /* Workloads (tests/bench_<layer>.c). */
 double bench_kv_map_put(int bCandidate, const char *zDir);
+/* tests/bench_kv.c */
+double bench_kv_memory_upsert(int bCandidate, const char *zDir);
+double bench_kv_group_commit(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);
