@@ -31,10 +31,11 @@
 ** same contents, and an allocation failure half-way leaves the version
 ** unchanged in content.  Non-root nodes hold KVM_MIN..KVM_FAN items.
 **
-** Memory ordering: increments are relaxed; a decrement is a release, and
-** the thread that drops the last reference (or that finds a count of 1 and
-** will change the node in place) first does an acquire, so every read of a
-** node by the threads that held it happens before it is freed or changed.
+** Memory ordering: increments are relaxed; a decrement is acquire-release
+** (not release plus a separate fence, which ThreadSanitizer cannot see) and
+** the check for a count of 1 before an in-place change is an acquire load,
+** so every read of a node by the threads that held it happens before the
+** node is freed or changed.
 */
 #include "config.h"
 #include "ext/kv_map.h"
@@ -96,11 +97,7 @@ static void kvmRef(atomic_int *p){
 
 /* Drop a reference; returns 1 if it was the last (the caller frees). */
 static int kvmUnrefLast(atomic_int *p){
-  if( atomic_fetch_sub_explicit(p, 1, memory_order_release)==1 ){
-    atomic_thread_fence(memory_order_acquire);
-    return 1;
-  }
-  return 0;
+  return atomic_fetch_sub_explicit(p, 1, memory_order_acq_rel)==1;
 }
 
 /* True if the caller holds the only reference. */
