@@ -65,6 +65,10 @@ static const BenchWorkload aWorkload[] = {
     "100k inserts, plain SQLite",
     "100k inserts, depot loaded",
     1.10, 9, calInsert },
+  { "wal_group_commit",
+    "1 thread, durable WAL appends",
+    "8 threads appending at once",
+    0.25, 5, bench_wal_group_commit },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -13,10 +13,20 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 
 #define WAL_DEFAULT_SEGMENT ((int64_t)64*1024*1024)
 
 /* ------------------------------------------------------------------ open */
+
+/* The gathering wait of append.c times out on the monotonic clock. */
+static void walCondInitMonotonic(pthread_cond_t *pCond){
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(pCond, &attr);
+  pthread_condattr_destroy(&attr);
+}
 
 /* Allocates a Wal with its locks; NULL on OOM. */
 static Wal *walAlloc(const char *zDir, const WalConfig *pCfg){
@@ -35,6 +45,7 @@ static Wal *walAlloc(const char *zDir, const WalConfig *pCfg){
   pthread_mutex_init(&p->mutex, 0);
   pthread_mutex_init(&p->retireMutex, 0);
   pthread_cond_init(&p->cond, 0);
+  walCondInitMonotonic(&p->condGather);
   return p;
 }
 
@@ -426,6 +437,7 @@ void wal_close(Wal *p){
   sqlite3_free(p->zFailed);
   sqlite3_free(p->zWalDir);
   pthread_cond_destroy(&p->cond);
+  pthread_cond_destroy(&p->condGather);
   pthread_mutex_destroy(&p->retireMutex);
   pthread_mutex_destroy(&p->mutex);
   sqlite3_free(p);
