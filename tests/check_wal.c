@@ -182,6 +182,17 @@ static uint8_t *tw_sample_body(size_t *pn){
   return a;
 }
 
+static Wal *tw_five(const char *zDir){
+  Wal *pWal = tw_open(zDir);
+  int i;
+  for(i=0; i<5; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "k%d", i+1);
+    tw_append(pWal, i, "t", zKey, "value", 1);
+  }
+  return pWal;
+}
+
 /* ------------------------------------------------------------- records */
 
 START_TEST(test_wal_record_round_trip){
@@ -540,6 +551,39 @@ START_TEST(test_wal_replay_stops_on_callback_error){
 }
 END_TEST
 
+typedef struct TwReentry TwReentry;
+struct TwReentry { Wal *pWal; int rc; char *zErr; };
+
+static int tw_append_inside(void *pCtx, const WalRecord *pRec){
+  TwReentry *r = (TwReentry*)pCtx;
+  WalRecordBuilder *pNew = tw_rec(1, "t", "k", "v");
+  uint64_t cid;
+  (void)pRec;
+  if( r->zErr==0 ) r->rc = wal_append(r->pWal, pNew, 0, 0, 0, &cid, &r->zErr);
+  wal_record_free(pNew);
+  return SQLITE_OK;
+}
+
+/* An append from inside the replay callback would wait for the replay
+** forever; it is refused instead. */
+START_TEST(test_wal_append_inside_replay_is_misuse){
+  char *zDir = th_tmpdir("walreent");
+  Wal *pWal = tw_five(zDir);
+  TwReentry r;
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  memset(&r, 0, sizeof(r));
+  r.pWal = pWal;
+  ck_assert_int_eq(wal_replay(pWal, tw_append_inside, &r, 0), SQLITE_OK);
+  ck_assert_int_eq(r.rc, SQLITE_MISUSE);
+  ck_assert_msg(r.zErr && strstr(r.zErr, "replay"), "%s", r.zErr);
+  sqlite3_free(r.zErr);
+  tw_append(pWal, 1, "t", "k", "v", 1);          /* after replay: fine */
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_wal_replay_after_append_is_misuse){
   char *zDir = th_tmpdir("walmisuse");
   Wal *pWal = tw_open(zDir);
@@ -582,17 +626,6 @@ static void tw_append_bytes(const char *zPath, const void *a, size_t n){
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(write(fd, a, n), (ssize_t)n);
   close(fd);
-}
-
-static Wal *tw_five(const char *zDir){
-  Wal *pWal = tw_open(zDir);
-  int i;
-  for(i=0; i<5; i++){
-    char zKey[16];
-    snprintf(zKey, sizeof(zKey), "k%d", i+1);
-    tw_append(pWal, i, "t", zKey, "value", 1);
-  }
-  return pWal;
 }
 
 START_TEST(test_wal_torn_tail_is_truncated){
@@ -740,9 +773,13 @@ START_TEST(test_wal_torn_segment_creation_is_replaced){
   char *zPath3 = tw_seg_path(zDir, 3);
   TwSeen *s;
   WalStats st;
+  static const int anTorn[] = {5, 32, 0};
+  char aZero[32];
   wal_close(pWal);
+  memset(aZero, 0, sizeof(aZero));
   close(open(zPath2, O_CREAT|O_WRONLY, 0644));
-  tw_append_bytes(zPath2, "DEPOT", 5);
+  if( _i==0 ) tw_append_bytes(zPath2, "DEPOT", anTorn[_i]);
+  if( _i==1 ) tw_append_bytes(zPath2, aZero, anTorn[_i]);
   pWal = tw_open(zDir);
   ck_assert(!tw_exists(zPath2));
   ck_assert(tw_exists(zPath3));
@@ -1221,6 +1258,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_cid_survives_full_retirement);
   tcase_add_test(tc, test_wal_replay_stops_on_callback_error);
   tcase_add_test(tc, test_wal_replay_after_append_is_misuse);
+  tcase_add_test(tc, test_wal_append_inside_replay_is_misuse);
   tcase_add_test(tc, test_wal_open_rejects_bad_arguments);
   suite_add_tcase(s, tc);
   tc = tcase_create("segments");
@@ -1229,7 +1267,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_bad_crc_in_newest_tail_is_cut);
   tcase_add_test(tc, test_wal_bad_frame_in_older_segment_is_corrupt);
   tcase_add_test(tc, test_wal_bad_header_in_older_segment_is_corrupt);
-  tcase_add_test(tc, test_wal_torn_segment_creation_is_replaced);
+  tcase_add_loop_test(tc, test_wal_torn_segment_creation_is_replaced, 0, 3);
   tcase_add_test(tc, test_wal_rotation_by_size);
   tcase_add_test(tc, test_wal_retirement_keeps_segment_order);
   tcase_add_test(tc, test_wal_retirement_bak_mode_renames);

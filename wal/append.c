@@ -333,6 +333,12 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
   pthread_mutex_lock(&p->mutex);
+  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
+    pthread_mutex_unlock(&p->mutex);
+    sqlite3_free(pPend);
+    wal_set_err(pzErr, "wal: append from inside a replay callback");
+    return SQLITE_MISUSE;
+  }
   while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
   rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){

@@ -194,6 +194,7 @@ struct Wal {
   int nGroupTarget;          /* records a leader waits for, see append.c */
   int64_t usLastFlush;       /* duration of the last group flush */
   int bReplaying;            /* wal_replay() is running */
+  pthread_t replayer;        /* ... in this thread (when bReplaying) */
   int bNeedRotate;           /* a flush failed: next group starts a segment */
   char *zFailed;             /* non-NULL: the failed state and its reason */
   int bOpen;                 /* wal_open() completed */
