@@ -504,6 +504,14 @@ START_TEST(test_wal_record_waits_for_every_pending_table){
   ck_assert_int_eq(st.nAppend, 1);
   ck_assert_uint_eq(st.lastCid, cid);
   ck_assert_int_eq(wal_confirm(pWal, cid, 0, 1), SQLITE_MISUSE);
+  /* a table named twice is waited for once */
+  pRec = tw_rec(2, "a", "k", "v");
+  az[1] = "a"; an[1] = 1;
+  ck_assert_int_eq(wal_append(pWal, pRec, 2, az, an, &cid, 0), SQLITE_OK);
+  wal_record_free(pRec);
+  ck_assert_int_eq(wal_confirm(pWal, cid, "a", 1), SQLITE_OK);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nUnconfirmed, 0);
   wal_close(pWal);
   sqlite3_free(zDir);
 }
@@ -1110,6 +1118,48 @@ START_TEST(test_wal_unrepairable_fault_enters_failed_state){
 }
 END_TEST
 
+/* After a failed flush the next append must start a new segment; if
+** creating it fails, that append fails, nothing is left behind, and the
+** append after it retries the rotation. */
+START_TEST(test_wal_failed_rotation_is_retried){
+  char *zDir = th_tmpdir("walrotfail");
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalRecordBuilder *pRec = tw_rec(1, "t", "failed", "v");
+  char *zSeg2 = tw_seg_path(zDir, 2);
+  uint64_t cid;
+  char *zErr = 0;
+  WalStats st;
+  TwSeen *s;
+  tw_append(pWal, 1, "t", "ok-1", "v", 1);
+  wal_fault_arm(pF, WAL_FAULT_FSYNC, 1, EIO, 0);
+  ck_assert_int_eq(wal_append(pWal, pRec, 0, 0, 0, &cid, 0),
+                   SQLITE_IOERR_FSYNC);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 1, ENOSPC, 0);  /* the new header */
+  ck_assert_int_eq(wal_append(pWal, pRec, 0, 0, 0, &cid, &zErr),
+                   SQLITE_FULL);
+  ck_assert_msg(strstr(zErr, "0000000000000002.log")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  ck_assert(!tw_exists(zSeg2));
+  tw_append(pWal, 1, "t", "ok-2", "v", 1);
+  ck_assert(tw_exists(zSeg2));
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nSegment, 2);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 2);
+  ck_assert_str_eq(s->azKey[0], "ok-1");
+  ck_assert_str_eq(s->azKey[1], "ok-2");
+  sqlite3_free(s);
+  wal_close(pWal);
+  wal_record_free(pRec);
+  wal_fault_free(pF);
+  sqlite3_free(zSeg2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_wal_fault_counts_calls){
   WalFault *pF = wal_fault_new(0);
   char *zDir = th_tmpdir("walcount");
@@ -1310,6 +1360,7 @@ Suite *depot_test_suite(void){
       (int)(sizeof(aFaultCase)/sizeof(aFaultCase[0])));
   tcase_add_loop_test(tc, test_wal_unrepairable_fault_enters_failed_state,
                       0, 2);
+  tcase_add_test(tc, test_wal_failed_rotation_is_retried);
   tcase_add_test(tc, test_wal_fault_counts_calls);
   suite_add_tcase(s, tc);
   return s;

@@ -31,7 +31,9 @@
 **
 ** Threads: a Wal is safe to use from many threads at once; every function
 ** takes the Wal's internal mutex as needed.  No callback is invoked while
-** that mutex is held.
+** that mutex is held.  One Wal per store directory at a time, in one
+** process: the log takes no file lock of its own (the KV engine's store
+** lock provides that).
 **
 ** Errors: functions return SQLite result codes (SQLITE_OK, SQLITE_NOMEM,
 ** SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_FULL
