@@ -77,6 +77,10 @@ static const BenchWorkload aWorkload[] = {
     "400 durable commits, 1 thread (per commit)",
     "400 durable commits, 8 threads (per commit)",
     0.25, 5, bench_kv_group_commit },
+  { "wal_group_commit",
+    "1 thread, durable WAL appends",
+    "8 threads appending at once",
+    0.25, 5, bench_wal_group_commit },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -29,6 +29,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 void wal_set_err(char **pzErr, const char *zFmt, ...){
   va_list ap;
@@ -95,6 +96,12 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   return SQLITE_OK;
 }
 
+static int64_t appendNowUs(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000000 + ts.tv_nsec/1000;
+}
+
 /* Cuts the active segment back to iOff and flushes the cut.  On failure
 ** enters the failed state and appends the reason to *pzErr. */
 static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
@@ -121,8 +128,10 @@ static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
 }
 
 /* Writes group g at the end of the active segment and flushes it.
-** *pnFlush counts the flushes attempted.  Leader only, mutex not held. */
-static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, char **pzErr){
+** *pnFlush counts the flushes attempted, *pusFlush gets the time the
+** flush took.  Leader only, mutex not held. */
+static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, int64_t *pusFlush,
+                       char **pzErr){
   const WalIo *pIo = p->pIo;
   uint64_t iOff;
   ssize_t got;
@@ -149,7 +158,10 @@ static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, char **pzErr){
     return rc;
   }
   (*pnFlush)++;
-  if( pIo->xFsync(pIo->pCtx, p->fdActive)!=0 ){
+  *pusFlush = appendNowUs();
+  rc = pIo->xFsync(pIo->pCtx, p->fdActive);
+  *pusFlush = appendNowUs() - *pusFlush;
+  if( rc!=0 ){
     *pzErr = sqlite3_mprintf("wal: fdatasync of %s failed: %s", p->zActive,
                              strerror(errno));
     appendRepair(p, iOff, pzErr);
@@ -191,13 +203,51 @@ static void appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
   wal_group_reset(g);
 }
 
+/* Before a leader takes the open group, it waits until the group holds
+** as many records as the larger of: the appenders inside wal_append()
+** (those of the group that just finished are on their way out, and often
+** straight back in), and the size of the last group that filled up.  It
+** waits no longer than half the last flush time (at most
+** WAL_GATHER_MAX_US); a wait that times out lowers the target to what
+** came.  Without this, N busy appenders settle into two alternating groups
+** of N/2 and twice the flushes.  A lone appender never waits.
+** Mutex held. */
+#define WAL_GATHER_MAX_US 1000
+static void appendGather(Wal *p){
+  int64_t us = p->usLastFlush/2;
+  struct timespec ts;
+  int bTimeout = 0;
+  if( p->zFailed ) return;
+  if( p->pOpen->nRec>=p->nInside && p->pOpen->nRec>=p->nGroupTarget ){
+    if( p->pOpen->nRec>p->nGroupTarget ) p->nGroupTarget = p->pOpen->nRec;
+    return;
+  }
+  if( us>WAL_GATHER_MAX_US ) us = WAL_GATHER_MAX_US;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += (long)(us*1000);
+  ts.tv_sec += ts.tv_nsec/1000000000;
+  ts.tv_nsec %= 1000000000;
+  p->bGathering = 1;
+  while( !bTimeout && (p->pOpen->nRec<p->nInside
+                       || p->pOpen->nRec<p->nGroupTarget) ){
+    bTimeout = pthread_cond_timedwait(&p->condGather, &p->mutex, &ts)!=0;
+  }
+  p->bGathering = 0;
+  if( bTimeout || p->pOpen->nRec>p->nGroupTarget ){
+    p->nGroupTarget = p->pOpen->nRec;
+  }
+}
+
 /* Leads one group: takes the open group, writes it without the mutex,
 ** reports the outcome.  Entered and left with the mutex held. */
 static void appendLead(Wal *p){
-  WalGroup *g = p->pOpen;
+  WalGroup *g;
   char *zErr = 0;
   int rc, nFlush = 0, nSegBefore;
+  int64_t usFlush = 0;
   p->bLeader = 1;
+  appendGather(p);
+  g = p->pOpen;
   p->pOpen = (g==&p->aGroup[0]) ? &p->aGroup[1] : &p->aGroup[0];
   nSegBefore = p->nSeg;
   if( p->zFailed ){
@@ -205,10 +255,11 @@ static void appendLead(Wal *p){
     zErr = sqlite3_mprintf("%s", p->zFailed);
   }else{
     pthread_mutex_unlock(&p->mutex);
-    rc = appendWrite(p, g, &nFlush, &zErr);
+    rc = appendWrite(p, g, &nFlush, &usFlush, &zErr);
     pthread_mutex_lock(&p->mutex);
   }
   p->nFlush += nFlush;
+  if( usFlush>0 ) p->usLastFlush = usFlush;
   appendFinish(p, g, rc, zErr);
   sqlite3_free(zErr);
   p->bLeader = 0;
@@ -265,6 +316,7 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   g->pLast = pPend;
   if( g->nRec++==0 ) g->cidFirst = cid;
   p->nInflight++;
+  if( p->bGathering ) pthread_cond_signal(&p->condGather);
   return SQLITE_OK;
 }
 
@@ -281,14 +333,22 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
   pthread_mutex_lock(&p->mutex);
+  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
+    pthread_mutex_unlock(&p->mutex);
+    sqlite3_free(pPend);
+    wal_set_err(pzErr, "wal: append from inside a replay callback");
+    return SQLITE_MISUSE;
+  }
   while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
   rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){
+    if( p->bGathering ) pthread_cond_signal(&p->condGather);
     pthread_mutex_unlock(&p->mutex);
     sqlite3_free(pPend);
     return rc;
   }
   *pCid = pPend->cid;              /* pPend is not ours after this */
+  p->nInside++;
   while( !w.bDone ){
     if( !p->bLeader ){
       appendLead(p);
@@ -296,6 +356,8 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
       pthread_cond_wait(&p->cond, &p->mutex);
     }
   }
+  p->nInside--;
+  if( p->bGathering ) pthread_cond_signal(&p->condGather);
   pthread_mutex_unlock(&p->mutex);
   if( w.rc!=SQLITE_OK ){
     *pCid = 0;

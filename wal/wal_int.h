@@ -160,6 +160,7 @@ struct Wal {
 
   pthread_mutex_t mutex;     /* guards every field below unless noted */
   pthread_cond_t cond;       /* a group finished, or replay ended */
+  pthread_cond_t condGather; /* an appender came or left (bGathering) */
   pthread_mutex_t retireMutex; /* serialises retirement, oldest first */
 
   WalSeg *aSeg;              /* live segments, oldest first; last = active */
@@ -187,8 +188,13 @@ struct Wal {
 
   WalGroup aGroup[2];
   WalGroup *pOpen;           /* the group new appends join */
-  int bLeader;               /* a leader is writing a group */
+  int bLeader;               /* a leader is gathering or writing a group */
+  int bGathering;            /* the leader waits for appenders to join */
+  int nInside;               /* appenders between enqueue and return */
+  int nGroupTarget;          /* records a leader waits for, see append.c */
+  int64_t usLastFlush;       /* duration of the last group flush */
   int bReplaying;            /* wal_replay() is running */
+  pthread_t replayer;        /* ... in this thread (when bReplaying) */
   int bNeedRotate;           /* a flush failed: next group starts a segment */
   char *zFailed;             /* non-NULL: the failed state and its reason */
   int bOpen;                 /* wal_open() completed */
