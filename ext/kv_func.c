@@ -8,6 +8,7 @@
 **   kv_put(h, table, key, value)         -> 1
 **   kv_delete(h, table, key)             -> old value or NULL
 **   kv_prepare(h) / kv_commit(h) / kv_rollback(h)  -> 1
+**   kv_try_commit(h)                     -> NULL, or the conflicts as JSON
 **   kv_table_meta(h, table)              -> JSON text or NULL
 **   kv_create_table(h, table, type[, options_json]) -> 1 created, 0 existed
 **   kv_remove_table(h, table)            -> 1
@@ -301,6 +302,72 @@ static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   sqlite3_result_int(ctx, 1);
 }
 
+/* JSON array of the conflicts of h's failed prepare: [{"table":t,"key":k}]
+** with key null when the table itself was created or removed. */
+static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
+  const KvConflict *a;
+  sqlite3_stmt *pStmt = 0;
+  char *zAcc = sqlite3_mprintf("[]");
+  int n = kv_root_conflicts(pRoot, &a);
+  int i, rc = sqlite3_prepare_v2(sqlite3_context_db_handle(ctx),
+      "SELECT json_insert(?1, '$[#]', json_object('table', ?2, 'key', ?3))",
+      -1, &pStmt, 0);
+  for(i=0; rc==SQLITE_OK && zAcc && i<n; i++){
+    int bMeta = strcmp(a[i].zTable, KV_META_TABLE)==0;
+    sqlite3_value *pKey = 0;
+    sqlite3_bind_text(pStmt, 1, zAcc, -1, SQLITE_STATIC);
+    if( bMeta ){
+      sqlite3_bind_text(pStmt, 2, (const char*)a[i].aKey, a[i].nKey, SQLITE_STATIC);
+      sqlite3_bind_null(pStmt, 3);
+    }else{
+      sqlite3_bind_text(pStmt, 2, a[i].zTable, a[i].nTable, SQLITE_STATIC);
+      pKey = kv_key_to_value(a[i].aKey, a[i].nKey, 0, 0, &rc);
+      if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
+        sqlite3_bind_value(pStmt, 3, pKey);
+      }else{
+        sqlite3_bind_text(pStmt, 3, kv_key_describe(a[i].aKey, a[i].nKey), -1,
+                          sqlite3_free);
+      }
+      rc = SQLITE_OK;
+    }
+    if( sqlite3_step(pStmt)==SQLITE_ROW ){
+      char *zNew = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
+      sqlite3_free(zAcc);
+      zAcc = zNew;
+    }
+    rc = sqlite3_reset(pStmt);
+    sqlite3_value_free(pKey);
+  }
+  sqlite3_finalize(pStmt);
+  if( zAcc==0 && rc==SQLITE_OK ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK ) sqlite3_result_text(ctx, zAcc, -1, sqlite3_free);
+  else sqlite3_free(zAcc);
+  return rc;
+}
+
+static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv){
+  KvHandle **pp = 0;
+  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  char *zErr = 0;
+  int rc;
+  (void)argc;
+  if( h==0 ) return;
+  rc = kv_root_commit(h->pRoot, &zErr);
+  if( rc==SQLITE_BUSY_SNAPSHOT ){
+    sqlite3_free(zErr);
+    zErr = 0;
+    rc = kvConflictJson(ctx, h->pRoot);
+  }
+  if( rc!=SQLITE_OK && kv_root_state(h->pRoot)!=KV_ROOT_FAILED ){
+    kvFuncError(ctx, rc, zErr);
+    return;
+  }
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else sqlite3_free(zErr);
+  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+}
+
 static void kvRollbackFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
   KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
@@ -431,6 +498,7 @@ static const struct {
   { "kv_prepare",      1, kvPrepareFunc },
   { "kv_commit",       1, kvCommitFunc },
   { "kv_rollback",     1, kvRollbackFunc },
+  { "kv_try_commit",   1, kvTryCommitFunc },
   { "kv_table_meta",   2, kvTableMetaFunc },
   { "kv_create_table", 3, kvCreateTableFunc },
   { "kv_create_table", 4, kvCreateTableFunc },

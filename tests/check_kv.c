@@ -493,6 +493,33 @@ START_TEST(test_kv_handle_conflicts_same_value_and_aba){
 }
 END_TEST
 
+START_TEST(test_kv_try_commit_returns_conflicts_as_json){
+  char *zDir = th_tmpdir("kv-try");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h1, h2;
+  char *z;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db, "u", zDir, 0);
+  h1 = kv_begin(db, zDir);
+  h2 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld,'u',x'01',1), kv_put(%lld,'t','b',1), "
+            "kv_put(%lld,'t',2,1)", h1, h1, h1);
+  kv_ok(db, "SELECT kv_put(%lld,'t',2,2), kv_put(%lld,'u',x'01',2), "
+            "kv_put(%lld,'t','b',2)", h2, h2, h2);
+  z = kv_call(db, "SELECT quote(kv_try_commit(%lld))", h2);
+  ck_assert_str_eq(z, "NULL");
+  sqlite3_free(z);
+  z = kv_call(db, "SELECT kv_try_commit(%lld)", h1);
+  ck_assert_str_eq(z, "[{\"table\":\"t\",\"key\":2},{\"table\":\"t\","
+                   "\"key\":\"b\"},{\"table\":\"u\",\"key\":\"x'01'\"}]");
+  sqlite3_free(z);
+  kv_failf(db, "is finished", "SELECT kv_rollback(%lld)", h1);
+  kv_rows_eq(db, "SELECT key||value AS x FROM t", "22 b2");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_prepared_reservations_conflict){
   char *zDir = th_tmpdir("kv-resv");
   sqlite3 *db = kv_db();
@@ -1086,6 +1113,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_handles_read_write_commit);
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
   tcase_add_test(tc, test_kv_prepared_reservations_conflict);
+  tcase_add_test(tc, test_kv_try_commit_returns_conflicts_as_json);
   tcase_add_test(tc, test_kv_conflicts_are_complete_and_sorted);
   tcase_add_test(tc, test_kv_ddl_through_handles_is_atomic);
   tcase_add_test(tc, test_kv_concurrent_remove_conflicts_with_writer);
