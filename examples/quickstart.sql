@@ -7,3 +7,42 @@
 .mode box
 .print '== the extension is loaded; its version:'
 SELECT depot_version() AS version;
+
+-- ---------------------------------------------------------------- KV tables
+.print ''
+.print '== KV tables: two tables in the store directory ./kvstore'
+CREATE VIRTUAL TABLE account USING kv_memory(dir='kvstore', persistence=1);
+CREATE VIRTUAL TABLE ledger USING kv_memory(dir='kvstore');
+INSERT INTO account VALUES('alice', 100), ('bob', 50);
+SELECT name, type, persistence, rows FROM kv_tables ORDER BY name;
+
+.print '== a transaction over both tables: all of it commits, or none'
+BEGIN;
+UPDATE account SET value = value - 30 WHERE key = 'alice';
+UPDATE account SET value = value + 30 WHERE key = 'bob';
+INSERT INTO ledger VALUES(1, 'alice -> bob: 30');
+COMMIT;
+SELECT key, value FROM account ORDER BY key;
+SELECT key, value FROM ledger;
+
+.print '== a rollback leaves nothing behind'
+BEGIN;
+DELETE FROM account WHERE key = 'bob';
+INSERT INTO ledger VALUES(2, 'never happened');
+ROLLBACK;
+SELECT key, value FROM account ORDER BY key;
+SELECT count(*) AS ledger_rows FROM ledger;
+
+.print '== a conflict: two transactions (explicit handles) read and write alice'
+CREATE TEMP TABLE h(name PRIMARY KEY, id);
+INSERT INTO h VALUES('first', kv_begin('kvstore')), ('second', kv_begin('kvstore'));
+SELECT kv_put(id, 'account', 'alice', kv_get(id, 'account', 'alice') + 1) AS put
+  FROM h WHERE name = 'first';
+SELECT kv_put(id, 'account', 'alice', kv_get(id, 'account', 'alice') * 2) AS put
+  FROM h WHERE name = 'second';
+.print '-- the second commits first; the first then conflicts and is rolled back'
+SELECT kv_try_commit(id) AS second_conflicts FROM h WHERE name = 'second';
+SELECT kv_try_commit(id) AS first_conflicts FROM h WHERE name = 'first';
+SELECT key, value FROM account WHERE key = 'alice';
+.print '-- (kv_commit would have failed with SQLITE_BUSY_SNAPSHOT: "kv: transaction'
+.print "--  conflicts with a concurrent commit on 1 key: account key 'alice'; ...\")"

@@ -25,5 +25,7 @@ struct DepotComponent {
 
 /* ext/version.c: depot_version() */
 extern const DepotComponent depotVersionComponent;
+/* ext/kv_func.c: KV tables, kv_* functions, kv_tables */
+extern const DepotComponent depotKvComponent;
 
 #endif /* DEPOT_INT_H */

@@ -5,3 +5,37 @@ DEPOT_SOURCES += \
 	ext/depot_int.h \
 	ext/depot.c \
 	ext/version.c
+DEPOT_SOURCES += \
+	ext/kv_codec.h \
+	ext/kv_codec.c \
+	ext/kv_map.h \
+	ext/kv_map.c
+
+# The kvlib suite: kv_codec and kv_map.
+check_PROGRAMS += tests/check_kvlib
+TESTS += tests/check_kvlib
+tests_check_kvlib_SOURCES = tests/check_kvlib.c $(TEST_HARNESS)
+tests_check_kvlib_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvlib.c
+
+# The KV engine, the kv_memory backend and the KV SQL surface.
+DEPOT_SOURCES += \
+	ext/kv_backend.h \
+	ext/kv_engine.h \
+	ext/kv_engine_int.h \
+	ext/kv_engine.c \
+	ext/kv_catalog.c \
+	ext/kv_txn.c \
+	ext/kv_iter.c \
+	ext/kv_memory.c \
+	ext/kv_sql.h \
+	ext/kv_vtab.c \
+	ext/kv_func.c \
+	ext/kv_tables.c
+
+# The kv suite: engine, SQL surface, concurrency, durability.
+check_PROGRAMS += tests/check_kv
+TESTS += tests/check_kv
+tests_check_kv_SOURCES = tests/check_kv.c $(TEST_HARNESS)
+tests_check_kv_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kv.c

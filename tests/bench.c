@@ -65,6 +65,22 @@ static const BenchWorkload aWorkload[] = {
     "100k inserts, plain SQLite",
     "100k inserts, depot loaded",
     1.10, 9, calInsert },
+  { "kv_map_put",
+    "100 x 1000-row INSERT OR REPLACE txns, WITHOUT ROWID, in memory",
+    "same rows: kv_codec + write-set kv_map, applied to a shared kv_map",
+    0, 7, bench_kv_map_put },
+  { "kv_memory_upsert",
+    "20x1000 upserts, WITHOUT ROWID table, :memory:",
+    "20x1000 upserts, kv_memory table",
+    1.00, 7, bench_kv_memory_upsert },
+  { "kv_group_commit",
+    "400 durable commits, 1 thread (per commit)",
+    "400 durable commits, 8 threads (per commit)",
+    0.25, 5, bench_kv_group_commit },
+  { "wal_group_commit",
+    "1 thread, durable WAL appends",
+    "8 threads appending at once",
+    0.25, 5, bench_wal_group_commit },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

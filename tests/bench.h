@@ -26,7 +26,16 @@ struct BenchWorkload {
   double (*xRun)(int bCandidate, const char *zDir);
 };
 
+/* Workloads (tests/bench_<layer>.c). */
+double bench_kv_map_put(int bCandidate, const char *zDir);
+/* tests/bench_kv.c */
+double bench_kv_memory_upsert(int bCandidate, const char *zDir);
+double bench_kv_group_commit(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
+
+/* tests/bench_wal.c */
+double bench_wal_group_commit(int bCandidate, const char *zDir);
 
 #endif /* DEPOT_BENCH_H */

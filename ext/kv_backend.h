@@ -1,0 +1,85 @@
+/*
+** kv_backend.h -- the storage-backend interface of KV tables (private to
+** ext/).
+**
+** The engine (kv_engine.c, kv_txn.c) knows nothing about how a table keeps
+** its committed data: it talks to a KvBackend, a struct of function
+** pointers, one per table type ("kv_memory" here; "kv_log" and "kv_btree"
+** plug in the same way by adding their KvBackend to the list in
+** kv_engine.c).  Keys and values crossing this interface are the byte
+** encodings of kv_codec.h.
+**
+** Threads: the engine calls xApply, xOpen and xClose with the engine mutex
+** held, so a backend needs no lock of its own for its published state;
+** snapshots and cursors are used without that mutex, from any one thread at
+** a time, and must stay valid (and unchanged) until freed.
+*/
+#ifndef DEPOT_KV_BACKEND_H
+#define DEPOT_KV_BACKEND_H
+
+#include "ext/kv_map.h"
+#include <stdint.h>
+
+typedef struct KvBackend KvBackend;
+typedef struct KvBackendTable KvBackendTable;   /* a backend's open table */
+typedef struct KvBackendSnap KvBackendSnap;     /* a stable read view */
+typedef struct KvBackendCursor KvBackendCursor; /* a walk over a snapshot */
+typedef struct KvTableDef KvTableDef;
+
+/* What the backend is told about a table when it opens it. */
+struct KvTableDef {
+  const char *zStore;      /* store directory (NULL: anonymous store) */
+  const char *zName;       /* table name, nName bytes, not a path! */
+  int nName;
+  uint64_t iTableId;       /* stable id; backends name files after it */
+  int bPersist;            /* persistence=1 */
+  const char *zOptions;    /* options JSON text (may be NULL) */
+};
+
+struct KvBackend {
+  const char *zType;       /* module / type name, e.g. "kv_memory" */
+  /* Open (bCreate: create) the table's committed state.  *ppTab owned by
+  ** the engine until xClose.  Errors: SQLite code + *pzErr. */
+  int (*xOpen)(const KvTableDef*, int bCreate, KvBackendTable **ppTab,
+               char **pzErr);
+  void (*xClose)(KvBackendTable*);
+  /* The table was removed (its removal committed): delete its files.
+  ** Called just before xClose. */
+  int (*xDrop)(KvBackendTable*, char **pzErr);
+
+  /* A stable view of the committed state as it is now. */
+  int (*xSnapshot)(KvBackendTable*, KvBackendSnap **ppSnap);
+  void (*xSnapshotFree)(KvBackendSnap*);
+  /* A second, independent handle on the same view. */
+  int (*xSnapshotDup)(KvBackendSnap*, KvBackendSnap **ppCopy);
+  /* Point read: *pbFound=1 and *pOut filled (valid while the snapshot
+  ** lives) when present, else *pbFound=0. */
+  int (*xGet)(KvBackendSnap*, const uint8_t *aKey, int nKey, int *pbFound,
+              KvMapEntry *pOut);
+
+  /* Cursors over a snapshot (same seek codes and results as kv_map.h). */
+  int (*xCursorOpen)(KvBackendSnap*, KvBackendCursor **ppCsr);
+  void (*xCursorClose)(KvBackendCursor*);
+  int (*xCursorSeek)(KvBackendCursor*, int eSeek, const void *aKey, int n);
+  int (*xCursorNext)(KvBackendCursor*);
+  int (*xCursorPrev)(KvBackendCursor*);
+  void (*xCursorEntry)(KvBackendCursor*, KvMapEntry *pOut);
+
+  /* Publish a committed batch: every entry of pBatch (tombstones are
+  ** deletes) at commit sequence iSeq, from WAL record cid (0: none).
+  ** Called with the engine mutex held; after it returns, new snapshots see
+  ** the batch and older ones do not. */
+  int (*xApply)(KvBackendTable*, KvMap *pBatch, uint64_t iSeq, uint64_t cid);
+  /* For persistent tables, after xApply of a batch logged as record cid:
+  ** return 1 if the table's effects of cid are durable now (the engine
+  ** confirms the record at once), 0 if the backend will call
+  ** kv_engine_confirm() itself later. */
+  int (*xDurable)(KvBackendTable*, uint64_t cid);
+  /* Live entry count and a byte estimate. */
+  void (*xStats)(KvBackendTable*, int64_t *pnRow, int64_t *pnByte);
+};
+
+/* ext/kv_memory.c */
+extern const KvBackend kvMemoryBackend;
+
+#endif /* DEPOT_KV_BACKEND_H */

@@ -1,0 +1,198 @@
+/*
+** kv_engine.h -- the KV engine: stores, catalogs and root transactions
+** (private to ext/; the SQL surface in kv_vtab.c and kv_func.c is its only
+** user).
+**
+** A store is a directory.  One KvEngine per store per process, shared by
+** every connection and refcounted by real path; an exclusive lock file
+** (<dir>/LOCK, flock) keeps other processes out.  The store holds the root
+** WAL (<dir>/wal/) and the catalog file (<dir>/tables_meta): the committed
+** contents of the internal table ".tables_meta" (name -> type,
+** persistence, id, options).  An anonymous store (zDir NULL) lives in
+** memory only: no lock, no WAL, no catalog file, persistence=1 refused.
+**
+** Transactions.  A KvRoot is one public transaction with one TID.  Its
+** children are one per table it touched (first-touch order), plus the
+** schema child (the catalog) when it creates or removes a table.  Children
+** are internal: every operation goes through the root.  Each child binds
+** to its table at first touch and takes a snapshot then: reads see that
+** snapshot plus the root's own writes.  Writes go to the child's write set
+** (a KvMap, so a savepoint is a reference to it).
+**
+** Commit protocol: kv_root_prepare() checks conflicts and reserves (the
+** root joins the engine's list of prepared roots), then appends the WAL
+** record of its persistent writes and flushes it (outside the engine
+** mutex, so concurrent committers share a flush); kv_root_commit()
+** publishes every child's writes at one new commit sequence number and
+** releases the reservations, then confirms the WAL record as far as the
+** tables allow.  A writable root with no writes runs the same steps but
+** appends nothing.
+**
+** Conflicts, for every (table, key) a child read (point reads) or wrote:
+**   - the key was committed after the child's snapshot (a per-key commit
+**     revision; same-value and A->B->A writes conflict too);
+**   - a prepared root holds a reservation on it that the matrix forbids:
+**                 held:  Read     Write
+**        want Read       ok       conflict
+**        want Write      conflict conflict
+**     and a schema child's reservations conflict with every other one.
+**   - a data child also conflicts when its table's catalog entry changed
+**     after it bound to the table (removed or recreated concurrently).
+** All are collected, deduplicated and sorted by table name bytes, then key
+** bytes; prepare fails with SQLITE_BUSY_SNAPSHOT and the root is rolled
+** back.
+**
+** Threads: an engine may be used from any number of threads; a KvRoot or
+** KvIter by one thread at a time.  KvEngine.mutex guards the table list,
+** the catalog, the commit sequence, revision maps and the prepared list.
+*/
+#ifndef DEPOT_KV_ENGINE_H
+#define DEPOT_KV_ENGINE_H
+
+#include "ext/kv_codec.h"
+#include "ext/kv_map.h"
+#include "wal/wal.h"
+#include <stdint.h>
+
+typedef struct KvEngine KvEngine;
+typedef struct KvRoot KvRoot;
+typedef struct KvIter KvIter;
+
+#define KV_META_TABLE      ".tables_meta"
+#define KV_MAX_NAME_BYTES  4096
+
+/* Test hook: every store opened from now on uses pIo for its WAL and
+** catalog file (NULL: the real POSIX I/O).  The caller keeps pIo alive. */
+void kv_engine_test_io(const WalIo *pIo);
+
+/* Open (create if needed) the store in zDir, or a new anonymous store when
+** zDir is NULL.  Replays the WAL.  *ppEng holds one reference.  Errors:
+** SQLITE_BUSY "kv: store <dir> is open in another process",
+** SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is set. */
+int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
+KvEngine *kv_engine_ref(KvEngine*);
+/* Drop a reference; the last one closes the store.  NULL-safe. */
+void kv_engine_unref(KvEngine*);
+/* Real path of the store directory, or NULL for an anonymous store. */
+const char *kv_engine_dir(KvEngine*);
+
+/* SQLITE_OK if z/n is a usable table name: 1..4096 bytes of valid UTF-8,
+** not ".tables_meta".  Else SQLITE_ERROR with *pzErr. */
+int kv_name_check(const char *z, int n, char **pzErr);
+
+/* A table's catalog entry. */
+typedef struct KvMeta KvMeta;
+struct KvMeta {
+  char zType[32];
+  int bPersist;
+  uint64_t iId;
+  char *zOptions;          /* sqlite3_malloc'd JSON text or NULL */
+};
+void kv_meta_clear(KvMeta*);
+
+/* -------------------------------------------------------------- roots -- */
+#define KV_ROOT_ACTIVE   0
+#define KV_ROOT_PREPARED 1
+#define KV_ROOT_FAILED   2   /* rolled back after an error; only free it */
+#define KV_ROOT_DONE     3   /* committed or rolled back */
+
+/* Begin a root transaction (new TID).  The root holds an engine ref. */
+int kv_root_begin(KvEngine*, KvRoot **ppRoot);
+KvEngine *kv_root_engine(KvRoot*);
+int kv_root_state(KvRoot*);
+uint64_t kv_root_tid(KvRoot*);
+/* Rolls back first if still active or prepared.  NULL-safe. */
+void kv_root_free(KvRoot*);
+
+/* Point read of key aKey in table zTab: copies the value bytes into *pVal
+** (reset first) and sets *pbFound.  With pRoot, sees the root's snapshot
+** and writes and registers a Read; with pRoot NULL (pEng given), reads the
+** latest committed state and registers nothing. */
+int kv_get(KvEngine*, KvRoot*, const char *zTab, int nTab,
+           const uint8_t *aKey, int nKey, KvBuf *pVal, int *pbFound,
+           char **pzErr);
+/* Write (aVal bytes) or delete (aVal NULL) key in the root's write set.
+** Nothing is durable or visible to others until commit. */
+int kv_put(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, const uint8_t *aVal, int nVal, char **pzErr);
+int kv_del(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, char **pzErr);
+
+/* The catalog entry of zTab as the root sees it (its own creates and
+** removes included), without registering a read.  pRoot may be NULL
+** (latest committed catalog).  *pbFound=0 when absent. */
+int kv_table_meta(KvEngine*, KvRoot*, const char *zTab, int nTab,
+                  KvMeta *pMeta, int *pbFound);
+
+/* Create zTab (schema child of the root) unless it exists: *pbCreated=1
+** if created, 0 if it existed with the same type and persistence (an
+** error otherwise).  Must precede every write and remove in the root. */
+int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
+                    int bPersist, const char *zOptions, int *pbCreated,
+                    char **pzErr);
+/* Remove zTab.  The root must do nothing else. */
+int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
+
+/* Prepare: conflict check + reservation, then WAL append and flush.  On
+** SQLITE_OK the transaction's persistent writes are durable in the WAL (a
+** crash from here on replays them).  On error the root is rolled back
+** (state FAILED); a conflict is SQLITE_BUSY_SNAPSHOT with a message naming
+** the tables and keys. */
+int kv_root_prepare(KvRoot*, char **pzErr);
+/* The conflicts found by the last failed prepare (sorted, deduplicated),
+** valid until the root is freed. */
+typedef struct KvConflict KvConflict;
+struct KvConflict {
+  const char *zTable; int nTable;
+  const uint8_t *aKey; int nKey;
+};
+int kv_root_conflicts(KvRoot*, const KvConflict **paConflict);
+/* Commit a prepared (or still active: it prepares first) root: publish,
+** release reservations, confirm.  Returns when the writes are visible to
+** every new snapshot. */
+int kv_root_commit(KvRoot*, char **pzErr);
+void kv_root_rollback(KvRoot*);
+
+/* Savepoints of the write sets, numbered like SQLite's (0 outermost). */
+int kv_root_savepoint(KvRoot*, int iLevel);
+void kv_root_release(KvRoot*, int iLevel);
+void kv_root_rollback_to(KvRoot*, int iLevel);
+
+/* ---------------------------------------------------------- iterators --
+** A scan of zTab between optional bounds, as of now (pRoot NULL) or as the
+** root sees it: its snapshot plus its writes as they were when the scan
+** opened.  Registers no reads. */
+typedef struct KvBound KvBound;
+struct KvBound {
+  const uint8_t *aKey; int nKey;
+  int bIncl;               /* include aKey itself */
+};
+int kv_iter_open(KvEngine*, KvRoot*, const char *zTab, int nTab,
+                 const KvBound *pLo, const KvBound *pHi, int bDesc,
+                 KvIter **ppIter, char **pzErr);
+int kv_iter_eof(KvIter*);
+void kv_iter_next(KvIter*);
+void kv_iter_entry(KvIter*, KvMapEntry *pOut);
+void kv_iter_close(KvIter*);
+
+/* ----------------------------------------------------------- listing -- */
+typedef struct KvTableInfo KvTableInfo;
+struct KvTableInfo {
+  char *zName; int nName;  /* sqlite3_malloc'd */
+  char zType[32];
+  int bPersist;
+  char *zDir;              /* sqlite3_malloc'd, NULL for anonymous */
+  int64_t nRow;
+};
+/* Every table of every store open in the process. */
+int kv_engine_list(KvTableInfo **paInfo, int *pnInfo);
+void kv_engine_list_free(KvTableInfo *aInfo, int nInfo);
+
+/* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd,
+** NULL on OOM). */
+char *kv_key_describe(const uint8_t *aKey, int nKey);
+
+/* For backends that confirm later: table zTab of record cid is durable. */
+int kv_engine_confirm(KvEngine*, uint64_t cid, const char *zTab, int nTab);
+
+#endif /* DEPOT_KV_ENGINE_H */

@@ -1,0 +1,106 @@
+/*
+** kv_engine_int.h -- the structures shared by the files of the KV engine
+** (kv_engine.c: stores and replay; kv_catalog.c: the catalog and its file;
+** kv_txn.c: root transactions; kv_iter.c: scans).  Nothing outside those
+** files includes this header.
+*/
+#ifndef DEPOT_KV_ENGINE_INT_H
+#define DEPOT_KV_ENGINE_INT_H
+
+#include "ext/kv_engine.h"
+#include "ext/kv_backend.h"
+#include <pthread.h>
+
+typedef struct KvTable KvTable;
+typedef struct KvChild KvChild;
+typedef struct KvSavepoint KvSavepoint;
+
+/* A table of a store: its catalog entry and its backend state.  All
+** fields but the immutable ones (zName, nName, meta, pBackend, pEng) are
+** guarded by KvEngine.mutex. */
+struct KvTable {
+  KvEngine *pEng;
+  char *zName; int nName;       /* NUL-terminated copy, nName bytes */
+  KvMeta meta;
+  const KvBackend *pBackend;
+  KvBackendTable *pData;        /* NULL while pending (created, uncommitted) */
+  KvMap *pRev;                  /* key -> revision, NULL when empty */
+  int nActive;                  /* unfinished children bound to it */
+  int nRef;                     /* engine list + children + roots */
+  int bLive;                    /* in KvEngine.pTables */
+  KvTable *pNext;
+};
+
+struct KvEngine {
+  char *zDir;                   /* real path, NULL: anonymous */
+  int nRef;                     /* kvGlobalMutex */
+  int fdLock;                   /* -1 for anonymous */
+  Wal *pWal;                    /* NULL for anonymous */
+  const WalIo *pIo;
+  pthread_mutex_t mutex;
+  uint64_t iSeq;                /* last published commit sequence */
+  uint64_t iNextTid;
+  uint64_t iNextTableId;
+  KvTable *pTables;             /* live tables */
+  KvTable *pMeta;               /* the catalog, ".tables_meta" */
+  KvRoot *pPrepared;            /* prepared, not yet finished roots */
+  pthread_mutex_t catMutex;     /* serialises catalog file writes */
+  KvEngine *pNextEngine;        /* kvGlobalMutex */
+};
+
+/* One table touched by a root. */
+struct KvChild {
+  KvTable *pTab;                /* holds a reference */
+  uint64_t iSnap;               /* engine iSeq when it bound */
+  KvBackendSnap *pSnap;         /* NULL for a pending table */
+  KvMap *pWrite;                /* key -> value or tombstone */
+  KvMap *pRead;                 /* keys of point reads */
+  int bSchema;                  /* the catalog child */
+};
+
+struct KvSavepoint {
+  int iLevel;
+  int nChild;                   /* children that existed then */
+  KvMap **apWrite;              /* their write sets then (references) */
+};
+
+struct KvRoot {
+  KvEngine *pEng;               /* holds a reference */
+  uint64_t tid;
+  uint64_t cid;                 /* WAL record, 0 if none */
+  int eState;
+  int bRemove;                  /* did remove_table */
+  int nChild, nChildAlloc;
+  KvChild **apChild;            /* first-touch order */
+  KvChild *pSchema;
+  int nNew;
+  KvTable **apNew;              /* tables created here (pending) */
+  int nSp;
+  KvSavepoint *aSp;
+  KvRoot *pNextPrepared;        /* engine mutex */
+  int nConflict;
+  KvConflict *aConflict;        /* after a failed prepare */
+};
+
+/* kv_engine.c */
+KvTable *kvTableFind(KvEngine*, const char *zName, int nName);
+void kvTableUnref(KvTable*);     /* engine mutex held */
+int kvTableNew(KvEngine*, const char *zName, int nName, const KvMeta*,
+               KvTable **pp, char **pzErr);
+const KvBackend *kvBackendFind(const char *zType);
+int kvTableOpenData(KvTable*, int bCreate, char **pzErr);
+void kvTableLink(KvEngine*, KvTable*);
+void kvTableUnlink(KvEngine*, KvTable*);
+
+/* kv_catalog.c */
+int kv_meta_encode(const KvMeta*, KvBuf *pOut);
+int kv_meta_decode(const uint8_t *a, int n, KvMeta *pOut);
+int kvCatalogLoad(KvEngine*, char **pzErr);
+int kvCatalogSave(KvEngine*, char **pzErr);
+/* Publish a batch of catalog changes (engine mutex held, or at open):
+** update the live table list (apNew: tables a root created), the catalog
+** revisions and the catalog data. */
+int kvCatalogApply(KvEngine*, KvMap *pBatch, uint64_t iSeq,
+                   KvTable **apNew, int nNew, char **pzErr);
+
+#endif /* DEPOT_KV_ENGINE_INT_H */

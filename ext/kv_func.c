@@ -1,0 +1,531 @@
+/*
+** kv_func.c -- explicit KV transaction handles as SQL functions, the
+** per-connection KV state, and the "kv" component that registers the KV
+** SQL surface (this file, kv_vtab.c and kv_tables.c).
+**
+**   kv_begin([dir])                      -> handle (integer)
+**   kv_get(h, table, key)                -> value or NULL
+**   kv_put(h, table, key, value)         -> 1
+**   kv_delete(h, table, key)             -> old value or NULL
+**   kv_prepare(h) / kv_commit(h) / kv_rollback(h)  -> 1
+**   kv_try_commit(h)                     -> NULL, or the conflicts as JSON
+**   kv_table_meta(h, table)              -> JSON text or NULL
+**   kv_create_table(h, table, type[, options_json]) -> 1 created, 0 existed
+**   kv_remove_table(h, table)            -> 1
+**
+** A handle is one root transaction owned by the connection that began it;
+** handles still open when the connection closes are rolled back.  An
+** unknown, finished or other connection's handle is an error.  Every
+** function is SQLITE_DIRECTONLY: none can run from a trigger or a view.
+*/
+#include "config.h"
+#include "ext/depot_int.h"
+#include "ext/kv_sql.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+/* ------------------------------------------------------- connections --- */
+
+KvConn *kv_conn_new(sqlite3 *db){
+  KvConn *p = sqlite3_malloc64(sizeof(*p));
+  if( p ){
+    memset(p, 0, sizeof(*p));
+    p->nRef = 1;
+    p->db = db;
+  }
+  return p;
+}
+
+void kv_conn_ref(KvConn *p){
+  p->nRef++;
+}
+
+void kv_conn_unref(void *pArg){
+  KvConn *p = (KvConn*)pArg;
+  if( p==0 || --p->nRef>0 ) return;
+  while( p->pHandle ){
+    KvHandle *h = p->pHandle;
+    p->pHandle = h->pNext;
+    kv_root_free(h->pRoot);          /* rolls back */
+    sqlite3_free(h);
+  }
+  kv_root_free(p->pSqlRoot);
+  while( p->nStore>0 ) kv_engine_unref(p->apStore[--p->nStore]);
+  sqlite3_free(p->apStore);
+  kv_engine_unref(p->pAnon);
+  sqlite3_free(p);
+}
+
+/* Keep a reference to pEng for the life of the connection. */
+static int kvConnKeep(KvConn *p, KvEngine *pEng){
+  KvEngine **a;
+  int i;
+  for(i=0; i<p->nStore; i++){
+    if( p->apStore[i]==pEng ) return SQLITE_OK;
+  }
+  a = sqlite3_realloc64(p->apStore, (p->nStore+1)*sizeof(KvEngine*));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->apStore = a;
+  a[p->nStore++] = kv_engine_ref(pEng);
+  return SQLITE_OK;
+}
+
+static int kvConnOpen(KvConn *p, const char *zDir, KvEngine **ppEng,
+                      char **pzErr){
+  int rc = kv_engine_open(zDir, ppEng, pzErr);
+  if( rc==SQLITE_OK && (rc = kvConnKeep(p, *ppEng))!=SQLITE_OK ){
+    kv_engine_unref(*ppEng);
+    *ppEng = 0;
+  }
+  return rc;
+}
+
+int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
+                  KvEngine **ppEng, char **pzErr){
+  const char *zFile;
+  char *zSide;
+  int rc;
+  if( zDir ) return kvConnOpen(p, zDir, ppEng, pzErr);
+  zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
+  if( zFile==0 || zFile[0]==0 ){
+    if( p->pAnon==0 ){
+      rc = kv_engine_open(0, &p->pAnon, pzErr);
+      if( rc!=SQLITE_OK ) return rc;
+    }
+    *ppEng = kv_engine_ref(p->pAnon);
+    return SQLITE_OK;
+  }
+  zSide = sqlite3_mprintf("%s-kv", zFile);
+  if( zSide==0 ) return SQLITE_NOMEM;
+  rc = kvConnOpen(p, zSide, ppEng, pzErr);
+  sqlite3_free(zSide);
+  return rc;
+}
+
+/* ----------------------------------------------------------- helpers --- */
+
+static void kvFuncError(sqlite3_context *ctx, int rc, char *zErr){
+  if( rc==SQLITE_NOMEM && zErr==0 ){
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
+  sqlite3_result_error_code(ctx, rc);
+  sqlite3_free(zErr);
+}
+
+static const char *kvTypeName(sqlite3_value *v){
+  switch( sqlite3_value_type(v) ){
+    case SQLITE_INTEGER: return "integer";
+    case SQLITE_FLOAT:   return "real";
+    case SQLITE_TEXT:    return "text";
+    case SQLITE_BLOB:    return "blob";
+    default:             return "NULL";
+  }
+}
+
+/* The handle argument: its KvHandle, or NULL with the error set. */
+static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
+                             KvHandle ***pppPrev){
+  KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
+  KvHandle **pp;
+  sqlite3_int64 id;
+  if( sqlite3_value_type(pArg)!=SQLITE_INTEGER ){
+    kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+        "kv: transaction handle must be an integer from kv_begin(), got %s",
+        kvTypeName(pArg)));
+    return 0;
+  }
+  id = sqlite3_value_int64(pArg);
+  for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
+    if( (*pp)->id==id ){
+      if( pppPrev ) *pppPrev = pp;
+      return *pp;
+    }
+  }
+  kvFuncError(ctx, SQLITE_ERROR, (id>0 && id<=pConn->iLastHandle)
+      ? sqlite3_mprintf("kv: transaction handle %lld is finished", id)
+      : sqlite3_mprintf("kv: unknown transaction handle %lld "
+                        "(handles belong to the connection that began them)",
+                        id));
+  return 0;
+}
+
+/* A table-name argument: text, not NULL. */
+static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
+                     const char **pz, int *pn){
+  if( sqlite3_value_type(pArg)!=SQLITE_TEXT ){
+    kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+        "kv: table name must be text, got %s", kvTypeName(pArg)));
+    return 0;
+  }
+  *pz = (const char*)sqlite3_value_text(pArg);
+  *pn = sqlite3_value_bytes(pArg);
+  if( *pz==0 ){ sqlite3_result_error_nomem(ctx); return 0; }
+  return 1;
+}
+
+/* A key argument, encoded into *pKey; 0 with the error set on failure. */
+static int kvKeyArg(sqlite3_context *ctx, sqlite3_value *pArg, KvBuf *pKey){
+  char *zErr = 0;
+  int rc = kv_key_encode(pArg, pKey, &zErr);
+  if( rc!=SQLITE_OK ){
+    kvFuncError(ctx, rc, zErr);
+    return 0;
+  }
+  return 1;
+}
+
+/* ------------------------------------------------------------ begin --- */
+
+static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
+  const char *zDir = 0;
+  KvEngine *pEng = 0;
+  KvHandle *h = 0;
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  if( argc==1 && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
+    if( sqlite3_value_type(argv[0])!=SQLITE_TEXT ){
+      kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+          "kv: store directory must be text, got %s", kvTypeName(argv[0])));
+      return;
+    }
+    zDir = (const char*)sqlite3_value_text(argv[0]);
+  }
+  rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
+  if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK ) rc = kv_root_begin(pEng, &h->pRoot);
+  kv_engine_unref(pEng);                 /* the root holds its own */
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(h);
+    kvFuncError(ctx, rc, zErr);
+    return;
+  }
+  h->id = ++pConn->iLastHandle;
+  h->pNext = pConn->pHandle;
+  pConn->pHandle = h;
+  sqlite3_result_int64(ctx, h->id);
+}
+
+/* ------------------------------------------------- reads and writes --- */
+
+static void kvGetFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvBuf k = {0, 0, 0}, v = {0, 0, 0};
+  const char *zTab;
+  char *zErr = 0;
+  int nTab, bFound = 0, rc;
+  (void)argc;
+  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( !kvKeyArg(ctx, argv[2], &k) ) return;
+  rc = kv_get(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, k.a, k.n, &v,
+              &bFound, &zErr);
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else if( bFound ) kv_value_result(ctx, v.a, v.n);
+  kv_buf_free(&k);
+  kv_buf_free(&v);
+}
+
+static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvBuf k = {0, 0, 0}, v = {0, 0, 0};
+  const char *zTab;
+  char *zErr = 0;
+  int nTab, rc;
+  (void)argc;
+  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( !kvKeyArg(ctx, argv[2], &k) ) return;
+  rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_put(h->pRoot, zTab, nTab, k.a, k.n, v.a, v.n, &zErr);
+  }
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else sqlite3_result_int(ctx, 1);
+  kv_buf_free(&k);
+  kv_buf_free(&v);
+}
+
+static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvBuf k = {0, 0, 0}, v = {0, 0, 0};
+  const char *zTab;
+  char *zErr = 0;
+  int nTab, bFound = 0, rc;
+  (void)argc;
+  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( !kvKeyArg(ctx, argv[2], &k) ) return;
+  rc = kv_get(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, k.a, k.n, &v,
+              &bFound, &zErr);
+  if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else if( bFound ) kv_value_result(ctx, v.a, v.n);
+  kv_buf_free(&k);
+  kv_buf_free(&v);
+}
+
+/* ------------------------------------------------------ termination --- */
+
+static void kvHandleDrop(KvConn *pConn, KvHandle **pp){
+  KvHandle *h = *pp;
+  *pp = h->pNext;
+  kv_root_free(h->pRoot);
+  sqlite3_free(h);
+  (void)pConn;
+}
+
+static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  char *zErr = 0;
+  int rc;
+  (void)argc;
+  if( h==0 ) return;
+  rc = kv_root_prepare(h->pRoot, &zErr);
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else sqlite3_result_int(ctx, 1);
+}
+
+static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle **pp = 0;
+  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  char *zErr = 0;
+  int rc;
+  (void)argc;
+  if( h==0 ) return;
+  rc = kv_root_commit(h->pRoot, &zErr);
+  if( rc!=SQLITE_OK ){
+    kvFuncError(ctx, rc, zErr);
+    return;
+  }
+  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+  sqlite3_result_int(ctx, 1);
+}
+
+/* JSON array of the conflicts of h's failed prepare: [{"table":t,"key":k}]
+** with key null when the table itself was created or removed. */
+static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
+  const KvConflict *a;
+  sqlite3_stmt *pStmt = 0;
+  char *zAcc = sqlite3_mprintf("[]");
+  int n = kv_root_conflicts(pRoot, &a);
+  int i, rc = sqlite3_prepare_v2(sqlite3_context_db_handle(ctx),
+      "SELECT json_insert(?1, '$[#]', json_object('table', ?2, 'key', ?3))",
+      -1, &pStmt, 0);
+  for(i=0; rc==SQLITE_OK && zAcc && i<n; i++){
+    int bMeta = strcmp(a[i].zTable, KV_META_TABLE)==0;
+    sqlite3_value *pKey = 0;
+    sqlite3_bind_text(pStmt, 1, zAcc, -1, SQLITE_STATIC);
+    if( bMeta ){
+      sqlite3_bind_text(pStmt, 2, (const char*)a[i].aKey, a[i].nKey, SQLITE_STATIC);
+      sqlite3_bind_null(pStmt, 3);
+    }else{
+      sqlite3_bind_text(pStmt, 2, a[i].zTable, a[i].nTable, SQLITE_STATIC);
+      pKey = kv_key_to_value(a[i].aKey, a[i].nKey, 0, 0, &rc);
+      if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
+        sqlite3_bind_value(pStmt, 3, pKey);
+      }else{
+        sqlite3_bind_text(pStmt, 3, kv_key_describe(a[i].aKey, a[i].nKey), -1,
+                          sqlite3_free);
+      }
+      rc = SQLITE_OK;
+    }
+    if( sqlite3_step(pStmt)==SQLITE_ROW ){
+      char *zNew = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
+      sqlite3_free(zAcc);
+      zAcc = zNew;
+    }
+    rc = sqlite3_reset(pStmt);
+    sqlite3_value_free(pKey);
+  }
+  sqlite3_finalize(pStmt);
+  if( zAcc==0 && rc==SQLITE_OK ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK ) sqlite3_result_text(ctx, zAcc, -1, sqlite3_free);
+  else sqlite3_free(zAcc);
+  return rc;
+}
+
+static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv){
+  KvHandle **pp = 0;
+  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  char *zErr = 0;
+  int rc;
+  (void)argc;
+  if( h==0 ) return;
+  rc = kv_root_commit(h->pRoot, &zErr);
+  if( rc==SQLITE_BUSY_SNAPSHOT ){
+    sqlite3_free(zErr);
+    zErr = 0;
+    rc = kvConflictJson(ctx, h->pRoot);
+  }
+  if( rc!=SQLITE_OK && kv_root_state(h->pRoot)!=KV_ROOT_FAILED ){
+    kvFuncError(ctx, rc, zErr);
+    return;
+  }
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else sqlite3_free(zErr);
+  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+}
+
+static void kvRollbackFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle **pp = 0;
+  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  (void)argc;
+  if( h==0 ) return;
+  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+  sqlite3_result_int(ctx, 1);
+}
+
+/* ------------------------------------------------------------ schema --- */
+
+static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  sqlite3_stmt *pStmt = 0;
+  const char *zTab;
+  KvMeta meta;
+  int nTab, bFound = 0, rc;
+  (void)argc;
+  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  rc = kv_table_meta(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, &meta,
+                     &bFound);
+  if( rc==SQLITE_OK && bFound ){
+    rc = sqlite3_prepare_v2(sqlite3_context_db_handle(ctx),
+        "SELECT json_object('name',?1,'type',?2,'persistence',?3,'id',?4,"
+        "'options',json(?5))", -1, &pStmt, 0);
+  }
+  if( pStmt ){
+    sqlite3_bind_text(pStmt, 1, zTab, nTab, SQLITE_STATIC);
+    sqlite3_bind_text(pStmt, 2, meta.zType, -1, SQLITE_STATIC);
+    sqlite3_bind_int(pStmt, 3, meta.bPersist);
+    sqlite3_bind_int64(pStmt, 4, (sqlite3_int64)meta.iId);
+    sqlite3_bind_text(pStmt, 5, meta.zOptions ? meta.zOptions : "{}", -1,
+                      SQLITE_STATIC);
+    if( sqlite3_step(pStmt)==SQLITE_ROW ){
+      sqlite3_result_value(ctx, sqlite3_column_value(pStmt, 0));
+    }
+    rc = sqlite3_finalize(pStmt);
+  }
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, 0);
+  kv_meta_clear(&meta);
+}
+
+/* Check options_json: an object whose only key is "persistence" (0|1). */
+static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
+                          char **pzErr){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(db, "SELECT json_type(?1)='object', key, atom, "
+      "type FROM json_each(?1) WHERE json_valid(?1) UNION ALL "
+      "SELECT 0, NULL, NULL, NULL WHERE NOT json_valid(?1)", -1, &pStmt, 0);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_value(pStmt, 1, pJson);
+  while( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
+    const char *zType = (const char*)sqlite3_column_text(pStmt, 3);
+    int v = sqlite3_column_int(pStmt, 2);
+    if( !sqlite3_column_int(pStmt, 0) ){
+      *pzErr = sqlite3_mprintf("kv: options must be a JSON object such as "
+                               "'{\"persistence\":1}'");
+      rc = SQLITE_ERROR;
+    }else if( zKey==0 || strcmp(zKey, "persistence")!=0 ){
+      *pzErr = sqlite3_mprintf("kv: unknown option '%s' (allowed: "
+                               "persistence)", zKey ? zKey : "");
+      rc = SQLITE_ERROR;
+    }else if( (strcmp(zType, "integer")!=0 && strcmp(zType, "true")!=0
+            && strcmp(zType, "false")!=0) || v<0 || v>1 ){
+      *pzErr = sqlite3_mprintf("kv: option persistence must be 0 or 1");
+      rc = SQLITE_ERROR;
+    }else{
+      *pbPersist = v;
+    }
+  }
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
+                              sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  const char *zTab, *zType, *zOpt = 0;
+  char *zErr = 0;
+  int nTab, bPersist = 0, bCreated = 0, rc = SQLITE_OK;
+  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( sqlite3_value_type(argv[2])!=SQLITE_TEXT ){
+    kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+        "kv: table type must be text such as 'kv_memory', got %s",
+        kvTypeName(argv[2])));
+    return;
+  }
+  zType = (const char*)sqlite3_value_text(argv[2]);
+  if( argc==4 && sqlite3_value_type(argv[3])!=SQLITE_NULL ){
+    rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], &bPersist,
+                        &zErr);
+    zOpt = (const char*)sqlite3_value_text(argv[3]);
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_create_table(h->pRoot, zTab, nTab, zType, bPersist, zOpt,
+                         &bCreated, &zErr);
+  }
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else sqlite3_result_int(ctx, bCreated);
+}
+
+static void kvRemoveTableFunc(sqlite3_context *ctx, int argc,
+                              sqlite3_value **argv){
+  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  const char *zTab;
+  char *zErr = 0;
+  int nTab, rc;
+  (void)argc;
+  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  rc = kv_remove_table(h->pRoot, zTab, nTab, &zErr);
+  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  else sqlite3_result_int(ctx, 1);
+}
+
+/* -------------------------------------------------------- component --- */
+
+static const struct {
+  const char *zName;
+  int nArg;
+  void (*xFunc)(sqlite3_context*, int, sqlite3_value**);
+} aKvFunc[] = {
+  { "kv_begin",        0, kvBeginFunc },
+  { "kv_begin",        1, kvBeginFunc },
+  { "kv_get",          3, kvGetFunc },
+  { "kv_put",          4, kvPutFunc },
+  { "kv_delete",       3, kvDeleteFunc },
+  { "kv_prepare",      1, kvPrepareFunc },
+  { "kv_commit",       1, kvCommitFunc },
+  { "kv_rollback",     1, kvRollbackFunc },
+  { "kv_try_commit",   1, kvTryCommitFunc },
+  { "kv_table_meta",   2, kvTableMetaFunc },
+  { "kv_create_table", 3, kvCreateTableFunc },
+  { "kv_create_table", 4, kvCreateTableFunc },
+  { "kv_remove_table", 2, kvRemoveTableFunc },
+};
+
+static int kvConnection(sqlite3 *db, char **pzErr){
+  KvConn *pConn = kv_conn_new(db);
+  size_t i;
+  int rc = SQLITE_OK;
+  if( pConn==0 ) return SQLITE_NOMEM;
+  for(i=0; rc==SQLITE_OK && i<sizeof(aKvFunc)/sizeof(aKvFunc[0]); i++){
+    kv_conn_ref(pConn);
+    rc = sqlite3_create_function_v2(db, aKvFunc[i].zName, aKvFunc[i].nArg,
+        SQLITE_UTF8|SQLITE_DIRECTONLY, pConn, aKvFunc[i].xFunc, 0, 0,
+        kv_conn_unref);
+  }
+  if( rc==SQLITE_OK ) rc = kv_vtab_register(db, pConn);
+  if( rc==SQLITE_OK ) rc = kv_tables_register(db);
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv: cannot register the KV functions: %s",
+                             sqlite3_errmsg(db));
+  }
+  kv_conn_unref(pConn);
+  return rc;
+}
+
+const DepotComponent depotKvComponent = {
+  "kv", 0, kvConnection
+};

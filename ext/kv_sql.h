@@ -1,0 +1,56 @@
+/*
+** kv_sql.h -- state shared by the SQL surface of KV tables (kv_vtab.c,
+** kv_func.c; private to ext/).
+**
+** Every connection the extension is loaded into gets one KvConn, shared by
+** the kv_memory module and the kv_* functions (each registration holds a
+** reference; SQLite drops them at sqlite3_close).  It owns the connection's
+** SQL root transaction (the SQLite transaction's KV side), its explicit
+** transaction handles, and the anonymous store used when the main database
+** is in memory and no dir= is given.  A KvConn is used under its
+** connection's mutex only, so it needs no lock of its own.
+*/
+#ifndef DEPOT_KV_SQL_H
+#define DEPOT_KV_SQL_H
+
+#include "ext/kv_engine.h"
+
+typedef struct KvConn KvConn;
+typedef struct KvHandle KvHandle;
+
+struct KvHandle {
+  sqlite3_int64 id;
+  KvRoot *pRoot;
+  KvHandle *pNext;
+};
+
+struct KvConn {
+  int nRef;
+  sqlite3 *db;
+  KvEngine *pAnon;          /* anonymous store, created on first use */
+  int nStore;
+  KvEngine **apStore;       /* stores used so far, kept open until close */
+  KvRoot *pSqlRoot;         /* root of the open SQLite transaction */
+  int nJoin;                /* virtual tables joined to pSqlRoot */
+  KvHandle *pHandle;        /* open kv_begin() handles */
+  sqlite3_int64 iLastHandle;
+};
+
+KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
+void kv_conn_ref(KvConn*);
+void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
+
+/* The store for dir zDir, or when zDir is NULL the default store of
+** schema zSchema: the sidecar directory "<database file>-kv", or the
+** connection's anonymous store if that database has no file.  *ppEng holds
+** a reference.  The connection keeps every store it used open until it
+** closes, so kv_memory data outlives the transactions that wrote it. */
+int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
+                  KvEngine **ppEng, char **pzErr);
+
+/* Register the kv_memory module (kv_vtab.c). */
+int kv_vtab_register(sqlite3 *db, KvConn*);
+/* Register the eponymous kv_tables table (kv_tables.c). */
+int kv_tables_register(sqlite3 *db);
+
+#endif /* DEPOT_KV_SQL_H */

@@ -1,0 +1,803 @@
+/*
+** kv_txn.c -- root transactions of the KV engine: binding children to
+** tables, point reads and writes, create/remove table, the conflict check
+** and reservations of prepare, WAL logging, publication at commit,
+** rollback and savepoints.  The rules are in kv_engine.h.
+*/
+#include "config.h"
+#include "ext/kv_engine_int.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+static int kvIsPending(const KvTable *t){
+  return t->pData==0 && !t->bLive;
+}
+
+static int kvRootUsable(KvRoot *p, char **pzErr){
+  if( p->eState==KV_ROOT_ACTIVE ) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("kv: transaction %llu is %s",
+      (unsigned long long)p->tid,
+      p->eState==KV_ROOT_PREPARED ? "prepared and takes no more operations"
+      : p->eState==KV_ROOT_FAILED ? "failed and was rolled back"
+      : "finished");
+  return SQLITE_MISUSE;
+}
+
+int kv_root_begin(KvEngine *pEng, KvRoot **pp){
+  KvRoot *p = sqlite3_malloc64(sizeof(*p));
+  *pp = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->pEng = kv_engine_ref(pEng);
+  pthread_mutex_lock(&pEng->mutex);
+  p->tid = pEng->iNextTid++;
+  pthread_mutex_unlock(&pEng->mutex);
+  *pp = p;
+  return SQLITE_OK;
+}
+
+KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
+int kv_root_state(KvRoot *p){ return p->eState; }
+uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
+
+/* ----------------------------------------------------------- children --- */
+
+static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
+                      KvBackendSnap *pSnap, KvChild **ppChild){
+  KvChild *c = sqlite3_malloc64(sizeof(*c));
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  c->pTab = pTab;
+  c->iSnap = iSnap;
+  c->pSnap = pSnap;
+  c->pWrite = kv_map_new();
+  if( c->pWrite==0 ){ sqlite3_free(c); return SQLITE_NOMEM; }
+  if( p->nChild==p->nChildAlloc ){
+    int nNew = p->nChildAlloc ? p->nChildAlloc*2 : 4;
+    KvChild **a = sqlite3_realloc64(p->apChild, nNew*sizeof(KvChild*));
+    if( a==0 ){ kv_map_unref(c->pWrite); sqlite3_free(c); return SQLITE_NOMEM; }
+    p->apChild = a;
+    p->nChildAlloc = nNew;
+  }
+  p->apChild[p->nChild++] = c;
+  *ppChild = c;
+  return SQLITE_OK;
+}
+
+/* Bind a new child to live table pTab: reference, snapshot, activity. */
+static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, KvChild **ppChild){
+  KvEngine *pEng = p->pEng;
+  KvBackendSnap *pSnap = 0;
+  int rc = pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
+  if( rc==SQLITE_OK ) rc = kvChildAdd(p, pTab, pEng->iSeq, pSnap, ppChild);
+  if( rc!=SQLITE_OK ){
+    if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
+    return rc;
+  }
+  pTab->nRef++;
+  if( !bSchema ) pTab->nActive++;
+  (*ppChild)->bSchema = bSchema;
+  return SQLITE_OK;
+}
+
+static int kvSchemaChild(KvRoot *p, KvChild **ppChild){
+  int rc = SQLITE_OK;
+  if( p->pSchema==0 ){
+    pthread_mutex_lock(&p->pEng->mutex);
+    rc = kvBindLive(p, p->pEng->pMeta, 1, &p->pSchema);
+    pthread_mutex_unlock(&p->pEng->mutex);
+  }
+  *ppChild = p->pSchema;
+  return rc;
+}
+
+/* What the root's own catalog writes say about zTab: 0 nothing, 1 created
+** (*ppNew is its pending table), 2 removed. */
+static int kvOwnSchema(KvRoot *p, const char *zTab, int nTab, KvTable **ppNew){
+  KvMapEntry e;
+  int i;
+  *ppNew = 0;
+  if( p->pSchema==0 || !kv_map_get(p->pSchema->pWrite, zTab, nTab, &e) ){
+    return 0;
+  }
+  if( e.bTomb ) return 2;
+  for(i=0; i<p->nNew; i++){
+    if( p->apNew[i]->nName==nTab && memcmp(p->apNew[i]->zName, zTab, nTab)==0 ){
+      *ppNew = p->apNew[i];
+    }
+  }
+  return 1;
+}
+
+static int kvNoSuchTable(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  const char *zDir = p->pEng->zDir;
+  *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
+                           zDir ? zDir : "in memory");
+  return SQLITE_ERROR;
+}
+
+/* Find or make the root's child for data table zTab. */
+static int kvBind(KvRoot *p, const char *zTab, int nTab, KvChild **ppChild,
+                  char **pzErr){
+  KvTable *pNew = 0, *pTab;
+  int i, eOwn, rc;
+  *ppChild = 0;
+  if( (rc = kvRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
+  if( p->bRemove ){
+    *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
+                             "transaction");
+    return SQLITE_MISUSE;
+  }
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !c->bSchema && c->pTab->nName==nTab
+     && memcmp(c->pTab->zName, zTab, nTab)==0 ){
+      if( kvIsPending(c->pTab) && kvOwnSchema(p, zTab, nTab, &pNew)!=1 ){
+        return kvNoSuchTable(p, zTab, nTab, pzErr);
+      }
+      *ppChild = c;
+      return SQLITE_OK;
+    }
+  }
+  if( (rc = kv_name_check(zTab, nTab, pzErr))!=SQLITE_OK ) return rc;
+  eOwn = kvOwnSchema(p, zTab, nTab, &pNew);
+  if( eOwn==2 ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  pthread_mutex_lock(&p->pEng->mutex);
+  if( eOwn==1 && pNew ){
+    rc = kvChildAdd(p, pNew, p->pEng->iSeq, 0, ppChild);
+    if( rc==SQLITE_OK ) pNew->nRef++;
+  }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
+    rc = kvBindLive(p, pTab, 0, ppChild);
+  }else{
+    rc = SQLITE_NOTFOUND;
+  }
+  pthread_mutex_unlock(&p->pEng->mutex);
+  if( rc==SQLITE_NOTFOUND ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  return rc;
+}
+
+/* ------------------------------------------------------ reads, writes --- */
+
+static int kvCopyOut(KvBuf *pVal, const KvMapEntry *e){
+  kv_buf_reset(pVal);
+  return kv_buf_append(pVal, e->aVal, e->nVal);
+}
+
+/* A read with no root: the latest committed state. */
+static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
+                         const uint8_t *aKey, int nKey, KvBuf *pVal,
+                         int *pbFound, char **pzErr){
+  KvBackendSnap *pSnap = 0;
+  KvTable *pTab;
+  KvMapEntry e;
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&pEng->mutex);
+  pTab = kvTableFind(pEng, zTab, nTab);
+  if( pTab ){
+    pTab->nRef++;
+    rc = pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( pTab==0 ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
+    return SQLITE_ERROR;
+  }
+  if( rc==SQLITE_OK ) rc = pTab->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
+  if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
+  pthread_mutex_lock(&pEng->mutex);
+  kvTableUnref(pTab);
+  pthread_mutex_unlock(&pEng->mutex);
+  return rc;
+}
+
+int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
+           const uint8_t *aKey, int nKey, KvBuf *pVal, int *pbFound,
+           char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  int rc;
+  *pbFound = 0;
+  if( p==0 ){
+    return kvGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
+  }
+  if( (rc = kvBind(p, zTab, nTab, &c, pzErr))!=SQLITE_OK ) return rc;
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
+    *pbFound = !e.bTomb;
+    return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
+  }
+  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
+  rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+  if( rc==SQLITE_OK && c->pSnap ){
+    rc = c->pTab->pBackend->xGet(c->pSnap, aKey, nKey, pbFound, &e);
+    if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  }
+  return rc;
+}
+
+int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, const uint8_t *aVal, int nVal, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, 0);
+  return rc;
+}
+
+int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, 0, 0, 0, 1);
+  return rc;
+}
+
+/* --------------------------------------------------------- the schema --- */
+
+int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
+                  KvMeta *pMeta, int *pbFound){
+  KvTable *pT = 0;
+  int eOwn = p ? kvOwnSchema(p, zTab, nTab, &pT) : 0;
+  int rc = SQLITE_OK;
+  memset(pMeta, 0, sizeof(*pMeta));
+  *pbFound = 0;
+  if( eOwn==2 ) return SQLITE_OK;
+  if( eOwn!=1 ){
+    pthread_mutex_lock(&pEng->mutex);
+    pT = kvTableFind(pEng, zTab, nTab);
+  }
+  if( pT ){
+    *pbFound = 1;
+    *pMeta = pT->meta;
+    pMeta->zOptions = 0;
+    if( pT->meta.zOptions ){
+      pMeta->zOptions = sqlite3_mprintf("%s", pT->meta.zOptions);
+      if( pMeta->zOptions==0 ) rc = SQLITE_NOMEM;
+    }
+  }
+  if( eOwn!=1 ) pthread_mutex_unlock(&pEng->mutex);
+  return rc;
+}
+
+static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
+                         const char *zType, int bPersist, char **pzErr){
+  int i, rc = kvRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( kvBackendFind(zType)==0 ){
+    *pzErr = sqlite3_mprintf("kv: unknown table type '%s' (this build "
+                             "has: kv_memory)", zType);
+    return SQLITE_ERROR;
+  }
+  if( bPersist && p->pEng->zDir==0 ){
+    *pzErr = sqlite3_mprintf("kv: persistence=1 needs a store directory "
+                             "(dir=...); this store is in memory");
+    return SQLITE_ERROR;
+  }
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( p->bRemove || (!c->bSchema && kv_map_count(c->pWrite)>0) ){
+      *pzErr = sqlite3_mprintf("kv: create_table must come before every "
+                               "write and remove in its transaction");
+      return SQLITE_MISUSE;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* The pending table object for a create, reusing one made earlier in this
+** root (after a rollback to a savepoint) so bound children stay valid. */
+static int kvPendingTable(KvRoot *p, const char *zTab, int nTab,
+                          const KvMeta *pMeta, char **pzErr){
+  KvTable *pT = 0, **a;
+  int i, rc;
+  for(i=0; i<p->nNew; i++){
+    if( p->apNew[i]->nName==nTab && memcmp(p->apNew[i]->zName, zTab, nTab)==0 ){
+      KvTable *t = p->apNew[i];
+      char *zOpt = pMeta->zOptions ? sqlite3_mprintf("%s", pMeta->zOptions) : 0;
+      if( pMeta->zOptions && zOpt==0 ) return SQLITE_NOMEM;
+      sqlite3_free(t->meta.zOptions);
+      t->meta = *pMeta;
+      t->meta.zOptions = zOpt;
+      return SQLITE_OK;
+    }
+  }
+  a = sqlite3_realloc64(p->apNew, (p->nNew+1)*sizeof(KvTable*));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->apNew = a;
+  rc = kvTableNew(p->pEng, zTab, nTab, pMeta, &pT, pzErr);
+  if( rc==SQLITE_OK ) p->apNew[p->nNew++] = pT;
+  return rc;
+}
+
+int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
+                    int bPersist, const char *zOptions, int *pbCreated,
+                    char **pzErr){
+  KvMeta meta;
+  KvBuf buf = {0, 0, 0};
+  KvChild *s = 0;
+  int bFound = 0;
+  int rc = kvCreateCheck(p, zTab, nTab, zType, bPersist, pzErr);
+  *pbCreated = 0;
+  if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bFound ){
+    if( strcmp(meta.zType, zType)!=0 || meta.bPersist!=bPersist ){
+      *pzErr = sqlite3_mprintf("kv: table %.*s exists as %s with "
+          "persistence=%d, not %s with persistence=%d", nTab, zTab,
+          meta.zType, meta.bPersist, zType, bPersist);
+      rc = SQLITE_ERROR;
+    }
+    kv_meta_clear(&meta);
+    return rc;
+  }
+  memcpy(meta.zType, zType, strlen(zType)+1);
+  meta.bPersist = bPersist;
+  meta.zOptions = (char*)zOptions;
+  pthread_mutex_lock(&p->pEng->mutex);
+  meta.iId = p->pEng->iNextTableId++;
+  pthread_mutex_unlock(&p->pEng->mutex);
+  rc = kvSchemaChild(p, &s);
+  if( rc==SQLITE_OK ) rc = kv_meta_encode(&meta, &buf);
+  if( rc==SQLITE_OK ) rc = kvPendingTable(p, zTab, nTab, &meta, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, buf.a, buf.n, 0, 0);
+  if( rc==SQLITE_OK ) *pbCreated = 1;
+  kv_buf_free(&buf);
+  return rc;
+}
+
+int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  KvChild *s = 0;
+  KvMeta meta;
+  int bFound = 0;
+  int rc = kvRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->nChild>0 ){
+    *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
+                             "transaction");
+    return SQLITE_MISUSE;
+  }
+  rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  kv_meta_clear(&meta);
+  if( rc==SQLITE_OK && !bFound ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  if( rc==SQLITE_OK ) rc = kvSchemaChild(p, &s);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, 0, 0, 0, 1);
+  if( rc==SQLITE_OK ) p->bRemove = 1;
+  return rc;
+}
+
+/* ---------------------------------------------------------- conflicts --- */
+
+static int kvConflictAdd(KvRoot *p, const char *zTab, int nTab,
+                         const uint8_t *aKey, int nKey){
+  KvConflict *a;
+  char *zBlock;
+  a = sqlite3_realloc64(p->aConflict, (p->nConflict+1)*sizeof(KvConflict));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->aConflict = a;
+  zBlock = sqlite3_malloc64(nTab + nKey + 1);
+  if( zBlock==0 ) return SQLITE_NOMEM;
+  memcpy(zBlock, zTab, nTab);
+  memcpy(zBlock+nTab, aKey, nKey);
+  a[p->nConflict].zTable = zBlock;
+  a[p->nConflict].nTable = nTab;
+  a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab;
+  a[p->nConflict].nKey = nKey;
+  p->nConflict++;
+  return SQLITE_OK;
+}
+
+static int kvBytesCmp(const void *a, int na, const void *b, int nb){
+  int c = memcmp(a, b, na<nb ? na : nb);
+  return c ? c : na-nb;
+}
+
+static int kvConflictCmp(const void *pA, const void *pB){
+  const KvConflict *a = pA, *b = pB;
+  int c = kvBytesCmp(a->zTable, a->nTable, b->zTable, b->nTable);
+  return c ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
+}
+
+static void kvConflictSort(KvRoot *p){
+  int i, j = 0;
+  if( p->nConflict==0 ) return;
+  qsort(p->aConflict, p->nConflict, sizeof(KvConflict), kvConflictCmp);
+  for(i=1; i<p->nConflict; i++){
+    if( kvConflictCmp(&p->aConflict[j], &p->aConflict[i])==0 ){
+      sqlite3_free((char*)p->aConflict[i].zTable);
+    }else{
+      p->aConflict[++j] = p->aConflict[i];
+    }
+  }
+  p->nConflict = j+1;
+}
+
+/* The child of prepared root q on table t, if any. */
+static KvChild *kvChildOn(KvRoot *q, KvTable *t){
+  int i;
+  for(i=0; i<q->nChild; i++){
+    if( q->apChild[i]->pTab==t ) return q->apChild[i];
+  }
+  return 0;
+}
+
+/* Does key k of child c (bWrite: c writes it) conflict?  Engine mutex. */
+static int kvKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
+                          int nKey, int bWrite){
+  KvMapEntry e;
+  KvRoot *q;
+  if( c->pTab->pRev && kv_map_get(c->pTab->pRev, aKey, nKey, &e)
+   && e.rev>c->iSnap ){
+    return 1;
+  }
+  for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
+    KvChild *d = q==p ? 0 : kvChildOn(q, c->pTab);
+    int bStrict;
+    if( d==0 ) continue;
+    bStrict = c->bSchema || d->bSchema;
+    if( kv_map_get(d->pWrite, aKey, nKey, &e) ) return 1;
+    if( (bWrite || bStrict) && d->pRead && kv_map_get(d->pRead, aKey, nKey, &e) ){
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Check every key of map pKeys (skipping those in pSkip). */
+static int kvCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
+                       int bWrite){
+  KvMapCursor *pCsr;
+  KvMapEntry e, e2;
+  int bOn, rc = SQLITE_OK;
+  if( pKeys==0 || kv_map_count(pKeys)==0 ) return SQLITE_OK;
+  if( c->pTab->pRev==0 && p->pEng->pPrepared==0 ) return SQLITE_OK;
+  pCsr = kv_map_cursor_new(pKeys);
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( pSkip && kv_map_get(pSkip, e.aKey, e.nKey, &e2) ) continue;
+    if( kvKeyConflicts(p, c, e.aKey, e.nKey, bWrite) ){
+      rc = kvConflictAdd(p, c->pTab->zName, c->pTab->nName, e.aKey, e.nKey);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* Did the catalog entry of data child c's table change since it bound? */
+static int kvTableRedefined(KvRoot *p, KvChild *c){
+  KvTable *pMeta = p->pEng->pMeta;
+  KvMapEntry e;
+  KvRoot *q;
+  if( !c->pTab->bLive ) return 1;
+  if( pMeta->pRev && kv_map_get(pMeta->pRev, c->pTab->zName, c->pTab->nName, &e)
+   && e.rev>c->iSnap ){
+    return 1;
+  }
+  for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
+    if( q!=p && q->pSchema
+     && kv_map_get(q->pSchema->pWrite, c->pTab->zName, c->pTab->nName, &e) ){
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Collect every conflict of the root (engine mutex held). */
+static int kvCheckRoot(KvRoot *p){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<p->nChild && rc==SQLITE_OK; i++){
+    KvChild *c = p->apChild[i];
+    if( kvIsPending(c->pTab) ) continue;    /* nobody else can see it */
+    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead)
+     && kvTableRedefined(p, c) ){
+      rc = kvConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
+                         (const uint8_t*)c->pTab->zName, c->pTab->nName);
+    }
+    if( rc==SQLITE_OK ) rc = kvCheckKeys(p, c, c->pWrite, 0, 1);
+    if( rc==SQLITE_OK ) rc = kvCheckKeys(p, c, c->pRead, c->pWrite, 0);
+  }
+  return rc;
+}
+
+/* "kv: ... t1 key 'a', table t2 (created or removed concurrently)" */
+static char *kvConflictMessage(KvRoot *p){
+  char *z = sqlite3_mprintf("kv: transaction conflicts with a concurrent "
+      "commit on %d key%s:", p->nConflict, p->nConflict==1 ? "" : "s");
+  int i;
+  for(i=0; z && i<p->nConflict && i<8; i++){
+    const KvConflict *c = &p->aConflict[i];
+    if( c->nTable==(int)strlen(KV_META_TABLE)
+     && memcmp(c->zTable, KV_META_TABLE, c->nTable)==0 ){
+      z = sqlite3_mprintf("%z%s table %.*s (created or removed concurrently)",
+                          z, i ? "," : "", c->nKey, c->aKey);
+    }else{
+      char *zKey = kv_key_describe(c->aKey, c->nKey);
+      z = sqlite3_mprintf("%z%s %.*s key %s", z, i ? "," : "", c->nTable,
+                          c->zTable, zKey ? zKey : "?");
+      sqlite3_free(zKey);
+    }
+  }
+  if( z && p->nConflict>8 ) z = sqlite3_mprintf("%z, and %d more", z,
+                                                p->nConflict-8);
+  if( z ) z = sqlite3_mprintf("%z; the transaction was rolled back, retry it "
+                              "in a new one", z);
+  return z;
+}
+
+int kv_root_conflicts(KvRoot *p, const KvConflict **pa){
+  *pa = p->aConflict;
+  return p->nConflict;
+}
+
+/* ------------------------------------------------------------ finish --- */
+
+static void kvSavepointsClear(KvRoot *p, int nKeep){
+  while( p->nSp>nKeep ){
+    KvSavepoint *s = &p->aSp[--p->nSp];
+    int i;
+    for(i=0; i<s->nChild; i++) kv_map_unref(s->apWrite[i]);
+    sqlite3_free(s->apWrite);
+  }
+}
+
+static void kvUnlinkPrepared(KvRoot *p){
+  KvRoot **pp;
+  for(pp=&p->pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
+    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+  }
+  p->pNextPrepared = 0;
+}
+
+/* Release every child, pending table and savepoint of the root. */
+static void kvRootFinish(KvRoot *p, int eState){
+  KvEngine *pEng = p->pEng;
+  int i;
+  pthread_mutex_lock(&pEng->mutex);
+  kvUnlinkPrepared(p);
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvTable *t = c->pTab;
+    if( c->pSnap ) t->pBackend->xSnapshotFree(c->pSnap);
+    if( !c->bSchema && !kvIsPending(t) && --t->nActive==0 ){
+      kv_map_unref(t->pRev);      /* no older snapshot needs them now */
+      t->pRev = 0;
+    }
+    kvTableUnref(t);
+  }
+  for(i=0; i<p->nNew; i++) kvTableUnref(p->apNew[i]);
+  pthread_mutex_unlock(&pEng->mutex);
+  for(i=0; i<p->nChild; i++){
+    kv_map_unref(p->apChild[i]->pWrite);
+    kv_map_unref(p->apChild[i]->pRead);
+    sqlite3_free(p->apChild[i]);
+  }
+  sqlite3_free(p->apChild);
+  sqlite3_free(p->apNew);
+  p->apChild = 0; p->nChild = p->nChildAlloc = 0;
+  p->apNew = 0; p->nNew = 0;
+  p->pSchema = 0;
+  kvSavepointsClear(p, 0);
+  sqlite3_free(p->aSp);
+  p->aSp = 0;
+  p->eState = eState;
+}
+
+void kv_root_rollback(KvRoot *p){
+  if( p->eState==KV_ROOT_ACTIVE || p->eState==KV_ROOT_PREPARED ){
+    kvRootFinish(p, KV_ROOT_DONE);
+  }
+}
+
+void kv_root_free(KvRoot *p){
+  int i;
+  if( p==0 ) return;
+  kv_root_rollback(p);
+  for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
+  sqlite3_free(p->aConflict);
+  kv_engine_unref(p->pEng);
+  sqlite3_free(p);
+}
+
+/* ----------------------------------------------------------- prepare --- */
+
+static int kvIsLogged(KvRoot *p, KvChild *c){
+  return p->pEng->pWal && c->pTab->meta.bPersist
+      && kv_map_count(c->pWrite)>0;
+}
+
+static int kvRecordTable(WalRecordBuilder *pRec, KvChild *c){
+  KvMapCursor *pCsr = kv_map_cursor_new(c->pWrite);
+  KvMapEntry e;
+  int bOn, rc;
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  rc = wal_record_table(pRec, c->pTab->zName, c->pTab->nName);
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    rc = wal_record_action(pRec, e.bTomb, e.aKey, e.nKey, e.aVal, e.nVal);
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* Append the root's persistent writes to the WAL (nothing if none). */
+static int kvRootLog(KvRoot *p, char **pzErr){
+  WalRecordBuilder *pRec;
+  const char **az = 0;
+  int *an = 0;
+  int i, n = 0, rc = SQLITE_OK;
+  for(i=0; i<p->nChild; i++) n += kvIsLogged(p, p->apChild[i]);
+  if( n==0 ) return SQLITE_OK;
+  pRec = wal_record_new(p->tid);
+  az = sqlite3_malloc64(n*sizeof(char*));
+  an = sqlite3_malloc64(n*sizeof(int));
+  if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  for(i=0, n=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !kvIsLogged(p, c) ) continue;
+    az[n] = c->pTab->zName;
+    an[n++] = c->pTab->nName;
+    rc = kvRecordTable(pRec, c);
+  }
+  if( rc==SQLITE_OK ){
+    rc = wal_append(p->pEng->pWal, pRec, n, az, an, &p->cid, pzErr);
+  }
+  wal_record_free(pRec);
+  sqlite3_free(az);
+  sqlite3_free(an);
+  return rc;
+}
+
+int kv_root_prepare(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  int rc = kvRootUsable(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&pEng->mutex);
+  rc = kvCheckRoot(p);
+  if( rc==SQLITE_OK && p->nConflict==0 ){
+    p->eState = KV_ROOT_PREPARED;
+    p->pNextPrepared = pEng->pPrepared;
+    pEng->pPrepared = p;
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc==SQLITE_OK && p->nConflict>0 ){
+    kvConflictSort(p);
+    *pzErr = kvConflictMessage(p);
+    rc = SQLITE_BUSY_SNAPSHOT;
+  }
+  if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
+  if( rc!=SQLITE_OK ) kvRootFinish(p, KV_ROOT_FAILED);
+  return rc;
+}
+
+/* ------------------------------------------------------------ commit --- */
+
+/* Record the revisions of c's writes when other children may check them. */
+static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( c->pTab->nActive<=1 ) return SQLITE_OK;
+  if( c->pTab->pRev==0 && (c->pTab->pRev = kv_map_new())==0 ) return SQLITE_NOMEM;
+  pCsr = kv_map_cursor_new(c->pWrite);
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    rc = kv_map_put(&c->pTab->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* Make every write visible at one new sequence number (engine mutex). */
+static int kvPublish(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  uint64_t iSeq = ++pEng->iSeq;
+  int i, rc = SQLITE_OK;
+  if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
+    rc = kvCatalogApply(pEng, p->pSchema->pWrite, iSeq, p->apNew, p->nNew,
+                        pzErr);
+  }
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->bSchema || c->pTab->pData==0 || kv_map_count(c->pWrite)==0 ){
+      continue;
+    }
+    if( c->pSnap ){
+      /* Done reading: without this reference the backend may update its
+      ** published version in place. */
+      c->pTab->pBackend->xSnapshotFree(c->pSnap);
+      c->pSnap = 0;
+    }
+    rc = c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
+    if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
+  }
+  kvUnlinkPrepared(p);
+  return rc;
+}
+
+/* After publication: confirm the WAL record for every table whose effects
+** are durable now.  Failures leave the record unconfirmed (it is replayed
+** at the next open) and are logged, not returned: the commit stands. */
+static void kvConfirm(KvRoot *p){
+  int i, rc;
+  for(i=0; p->cid && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    char *zErr = 0;
+    if( !kvIsLogged(p, c) ) continue;
+    if( c->bSchema ){
+      rc = kvCatalogSave(p->pEng, &zErr);
+      if( rc!=SQLITE_OK ){
+        sqlite3_log(rc, "%s (record %llu stays in the WAL)", zErr,
+                    (unsigned long long)p->cid);
+        sqlite3_free(zErr);
+        continue;
+      }
+    }else if( c->pTab->pData==0
+           || !c->pTab->pBackend->xDurable(c->pTab->pData, p->cid) ){
+      continue;
+    }
+    wal_confirm(p->pEng->pWal, p->cid, c->pTab->zName, c->pTab->nName);
+  }
+}
+
+int kv_root_commit(KvRoot *p, char **pzErr){
+  int rc = SQLITE_OK;
+  if( p->eState==KV_ROOT_ACTIVE ) rc = kv_root_prepare(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->eState!=KV_ROOT_PREPARED ) return kvRootUsable(p, pzErr);
+  pthread_mutex_lock(&p->pEng->mutex);
+  rc = kvPublish(p, pzErr);
+  pthread_mutex_unlock(&p->pEng->mutex);
+  if( rc==SQLITE_OK ) kvConfirm(p);
+  kvRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);
+  return rc;
+}
+
+/* -------------------------------------------------------- savepoints --- */
+
+int kv_root_savepoint(KvRoot *p, int iLevel){
+  KvSavepoint *a, *s;
+  int i;
+  if( p->eState!=KV_ROOT_ACTIVE ) return SQLITE_OK;
+  if( p->nSp>0 && p->aSp[p->nSp-1].iLevel>=iLevel ) return SQLITE_OK;
+  a = sqlite3_realloc64(p->aSp, (p->nSp+1)*sizeof(KvSavepoint));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->aSp = a;
+  s = &a[p->nSp];
+  s->iLevel = iLevel;
+  s->nChild = p->nChild;
+  s->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
+  if( s->apWrite==0 ) return SQLITE_NOMEM;
+  for(i=0; i<p->nChild; i++) s->apWrite[i] = kv_map_ref(p->apChild[i]->pWrite);
+  p->nSp++;
+  return SQLITE_OK;
+}
+
+void kv_root_release(KvRoot *p, int iLevel){
+  int n = p->nSp;
+  while( n>0 && p->aSp[n-1].iLevel>=iLevel ) n--;
+  kvSavepointsClear(p, n);
+}
+
+void kv_root_rollback_to(KvRoot *p, int iLevel){
+  KvSavepoint *s;
+  int i, n = 0;
+  if( p->eState!=KV_ROOT_ACTIVE ) return;
+  while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
+  if( n==p->nSp ) return;                /* nothing written since */
+  kvSavepointsClear(p, n+1);
+  s = &p->aSp[n];
+  for(i=0; i<p->nChild; i++){
+    KvMap *pOld = i<s->nChild ? kv_map_ref(s->apWrite[i]) : kv_map_new();
+    if( pOld==0 ) continue;             /* OOM: keep the newer writes */
+    kv_map_unref(p->apChild[i]->pWrite);
+    p->apChild[i]->pWrite = pOld;
+  }
+}

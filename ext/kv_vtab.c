@@ -1,0 +1,721 @@
+/*
+** kv_vtab.c -- the kv_memory virtual-table module: KV tables in SQL.
+**
+**   CREATE VIRTUAL TABLE t USING kv_memory[(dir=PATH, persistence=0|1)];
+**   INSERT [OR REPLACE] INTO t VALUES(key, value);
+**   SELECT value FROM t WHERE key = ?;       -- also <, <=, >, >=, BETWEEN,
+**   SELECT * FROM t ORDER BY key DESC;       -- IN and ORDER BY key [DESC]
+**   DROP TABLE t;                            -- removes the KV table
+**
+** The table is the KV table of the same name in the store (default: the
+** sidecar directory "<database file>-kv"); CREATE creates it in its own
+** root transaction or attaches to the existing one.  Schema:
+**     CREATE TABLE x(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID
+**
+** Transactions: the SQLite transaction is one root transaction of the
+** store, shared by every KV table it writes (KvConn.pSqlRoot): xBegin joins
+** it, xSync prepares it (conflict check, WAL flush), xCommit publishes it,
+** xRollback rolls it back, and savepoints snapshot its write sets.  A
+** conflict fails xSync -- so COMMIT -- with SQLITE_BUSY_SNAPSHOT, after
+** which SQLite has rolled the whole transaction back.  Statements that only
+** read, outside a writing transaction, read the latest committed state.
+*/
+#include "config.h"
+#include "ext/kv_sql.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct KvVtab KvVtab;
+typedef struct KvCursor KvCursor;
+
+struct KvVtab {
+  sqlite3_vtab base;            /* must be first */
+  sqlite3 *db;
+  KvConn *pConn;                /* holds a reference */
+  KvEngine *pEng;               /* holds a reference */
+  char *zName; int nName;       /* the KV table */
+  int bJoined;                  /* joined pConn->pSqlRoot */
+  KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
+};
+
+struct KvCursor {
+  sqlite3_vtab_cursor base;     /* must be first */
+  KvIter *pIter;                /* range mode */
+  int bPoint;                   /* point mode: aPoint[] lookups */
+  int nPoint, iPoint;
+  KvBuf *aPoint;                /* encoded keys, in output order */
+  KvBuf val;                    /* point mode: current value */
+  int bEof;
+  sqlite3_int64 iRow;
+};
+
+/* ---------------------------------------------------- create, connect --- */
+
+typedef struct KvArgs KvArgs;
+struct KvArgs {
+  char *zDir;                   /* sqlite3_malloc'd or NULL */
+  int bPersist;
+  int bPersistGiven;
+};
+
+/* Unquote a module argument value in place ('x', "x" or x). */
+static void kvUnquote(char *z){
+  int n = (int)strlen(z);
+  if( n>=2 && (z[0]=='\'' || z[0]=='"') && z[n-1]==z[0] ){
+    memmove(z, z+1, n-2);
+    z[n-2] = 0;
+  }
+}
+
+static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){
+  const char *zEq = strchr(zArg, '=');
+  char *zKey, *zVal;
+  int rc = SQLITE_OK;
+  if( zEq==0 ){
+    *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
+                             "persistence=0|1", zArg);
+    return SQLITE_ERROR;
+  }
+  zKey = sqlite3_mprintf("%.*s", (int)(zEq-zArg), zArg);
+  zVal = sqlite3_mprintf("%s", zEq+1);
+  if( zKey==0 || zVal==0 ){
+    rc = SQLITE_NOMEM;
+  }else{
+    char *zK = zKey;
+    while( *zK==' ' ) zK++;
+    while( *zK && zK[strlen(zK)-1]==' ' ) zK[strlen(zK)-1] = 0;
+    while( zVal[0] && zVal[strlen(zVal)-1]==' ' ) zVal[strlen(zVal)-1] = 0;
+    memmove(zVal, zVal+strspn(zVal, " "), strlen(zVal+strspn(zVal, " "))+1);
+    kvUnquote(zVal);
+    if( sqlite3_stricmp(zK, "dir")==0 && zVal[0] ){
+      sqlite3_free(pA->zDir);
+      pA->zDir = zVal;
+      zVal = 0;
+    }else if( sqlite3_stricmp(zK, "persistence")==0
+           && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
+      pA->bPersist = zVal[0]=='1';
+      pA->bPersistGiven = 1;
+    }else{
+      *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
+                               "persistence=0|1", zArg);
+      rc = SQLITE_ERROR;
+    }
+  }
+  sqlite3_free(zKey);
+  sqlite3_free(zVal);
+  return rc;
+}
+
+/* Create (bCreate) or attach the KV table in its own root transaction. */
+static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
+                            char **pzErr){
+  KvMeta meta;
+  KvRoot *pRoot = 0;
+  int bFound = 0, bCreated = 0;
+  int rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bFound ){
+    if( strcmp(meta.zType, "kv_memory")!=0
+     || (pA->bPersistGiven && meta.bPersist!=pA->bPersist) ){
+      *pzErr = sqlite3_mprintf("kv: table %s exists as %s with persistence=%d;"
+          " cannot attach it as kv_memory%s", p->zName, meta.zType,
+          meta.bPersist, pA->bPersistGiven
+            ? (pA->bPersist ? " with persistence=1" : " with persistence=0")
+            : "");
+      rc = SQLITE_ERROR;
+    }
+    kv_meta_clear(&meta);
+    return rc;
+  }
+  if( !bCreate ){
+    *pzErr = sqlite3_mprintf("kv: table %s does not exist in store %s",
+        p->zName, kv_engine_dir(p->pEng) ? kv_engine_dir(p->pEng) : "(memory)");
+    return SQLITE_ERROR;
+  }
+  rc = kv_root_begin(p->pEng, &pRoot);
+  if( rc==SQLITE_OK ){
+    rc = kv_create_table(pRoot, p->zName, p->nName, "kv_memory",
+                         pA->bPersist, 0, &bCreated, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, pzErr);
+  kv_root_free(pRoot);
+  return rc;
+}
+
+static void kvVtabFree(KvVtab *p){
+  if( p ){
+    kv_engine_unref(p->pEng);
+    if( p->pConn ) kv_conn_unref(p->pConn);
+    kv_buf_free(&p->kOld);
+    kv_buf_free(&p->kNew);
+    kv_buf_free(&p->val);
+    sqlite3_free(p->zName);
+    sqlite3_free(p);
+  }
+}
+
+static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
+                      const char *const *argv, sqlite3_vtab **ppVtab,
+                      char **pzErr, int bCreate){
+  KvConn *pConn = (KvConn*)pAux;
+  KvVtab *p = 0;
+  KvArgs a;
+  int i, rc = SQLITE_OK;
+  memset(&a, 0, sizeof(a));
+  for(i=3; i<argc && rc==SQLITE_OK; i++) rc = kvParseArg(argv[i], &a, pzErr);
+  if( rc==SQLITE_OK && (p = sqlite3_malloc64(sizeof(*p)))==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK ){
+    memset(p, 0, sizeof(*p));
+    p->db = db;
+    p->zName = sqlite3_mprintf("%s", argv[2]);
+    p->nName = p->zName ? (int)strlen(p->zName) : 0;
+    if( p->zName==0 ) rc = SQLITE_NOMEM;
+  }
+  if( rc==SQLITE_OK ) rc = kv_name_check(p->zName, p->nName, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_conn_store(pConn, a.zDir, argv[1], &p->pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvCreateOrAttach(p, &a, bCreate, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_declare_vtab(db, "CREATE TABLE x(key PRIMARY KEY NOT NULL, "
+                                  "value) WITHOUT ROWID");
+  }
+  if( rc==SQLITE_OK ){
+    sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
+    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+    kv_conn_ref(pConn);
+    p->pConn = pConn;
+    *ppVtab = &p->base;
+  }else{
+    kvVtabFree(p);
+  }
+  sqlite3_free(a.zDir);
+  return rc;
+}
+
+static int kvCreate(sqlite3 *db, void *pAux, int argc,
+                    const char *const *argv, sqlite3_vtab **pp, char **pzErr){
+  return kvVtabInit(db, pAux, argc, argv, pp, pzErr, 1);
+}
+static int kvConnect(sqlite3 *db, void *pAux, int argc,
+                     const char *const *argv, sqlite3_vtab **pp, char **pzErr){
+  return kvVtabInit(db, pAux, argc, argv, pp, pzErr, 0);
+}
+
+static int kvDisconnect(sqlite3_vtab *pVtab){
+  kvVtabFree((KvVtab*)pVtab);
+  return SQLITE_OK;
+}
+
+static void kvSetError(KvVtab *p, char *zErr){
+  sqlite3_free(p->base.zErrMsg);
+  p->base.zErrMsg = zErr;
+}
+
+/* DROP TABLE: remove the KV table in its own root transaction. */
+static int kvDestroy(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *pRoot = 0;
+  KvMeta meta;
+  char *zErr = 0;
+  int bFound = 0;
+  int rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
+  kv_meta_clear(&meta);
+  if( rc==SQLITE_OK && bFound ) rc = kv_root_begin(p->pEng, &pRoot);
+  if( rc==SQLITE_OK && bFound ){
+    rc = kv_remove_table(pRoot, p->zName, p->nName, &zErr);
+    if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, &zErr);
+  }
+  kv_root_free(pRoot);
+  if( rc!=SQLITE_OK ){
+    kvSetError(p, zErr);
+    return rc;
+  }
+  return kvDisconnect(pVtab);
+}
+
+/* ------------------------------------------------------------- planning --
+** idxNum is a bitmask of what xFilter gets in argv, in this order:
+**   0x01 KV_IDX_EQ   key = ?          (argv: the value; SQLite loops an IN
+**                                      itself when it cannot hand it over)
+**   0x02 KV_IDX_IN   key IN (...)     (argv: the list, read all at once
+**                                      with sqlite3_vtab_in_first/next)
+**   0x04 KV_IDX_GT   key > ?          lower bound (one of GT/GE)
+**   0x08 KV_IDX_GE   key >= ?
+**   0x10 KV_IDX_LT   key < ?          upper bound (one of LT/LE)
+**   0x20 KV_IDX_LE   key <= ?
+**   0x40 KV_IDX_DESC walk in descending key order (ORDER BY key DESC)
+** BETWEEN arrives as GE + LE.  Constraints with a collation other than
+** BINARY are left to SQLite.  ORDER BY key [ASC|DESC] is always consumed. */
+#define KV_IDX_EQ   0x01
+#define KV_IDX_IN   0x02
+#define KV_IDX_GT   0x04
+#define KV_IDX_GE   0x08
+#define KV_IDX_LT   0x10
+#define KV_IDX_LE   0x20
+#define KV_IDX_DESC 0x40
+
+static int kvInAllAtOnce(sqlite3_index_info *pInfo, int i){
+#if SQLITE_VERSION_NUMBER>=3038000
+  if( sqlite3_libversion_number()>=3038000 && sqlite3_vtab_in(pInfo, i, -1) ){
+    sqlite3_vtab_in(pInfo, i, 1);
+    return 1;
+  }
+#endif
+  (void)pInfo; (void)i;
+  return 0;
+}
+
+/* Pick the constraint index for each role: [0] eq, [1] lower, [2] upper. */
+static void kvPickConstraints(sqlite3_index_info *pInfo, int *aPick, int *pMask){
+  int i;
+  aPick[0] = aPick[1] = aPick[2] = -1;
+  *pMask = 0;
+  for(i=0; i<pInfo->nConstraint; i++){
+    const struct sqlite3_index_constraint *c = &pInfo->aConstraint[i];
+    const char *zColl;
+    if( !c->usable || c->iColumn!=0 ) continue;
+    zColl = sqlite3_vtab_collation(pInfo, i);
+    if( zColl && sqlite3_stricmp(zColl, "BINARY")!=0 ) continue;
+    switch( c->op ){
+      case SQLITE_INDEX_CONSTRAINT_EQ:
+        if( aPick[0]<0 ){ aPick[0] = i; *pMask |= KV_IDX_EQ; }
+        break;
+      case SQLITE_INDEX_CONSTRAINT_GT: case SQLITE_INDEX_CONSTRAINT_GE:
+        if( aPick[1]<0 ){
+          aPick[1] = i;
+          *pMask |= c->op==SQLITE_INDEX_CONSTRAINT_GT ? KV_IDX_GT : KV_IDX_GE;
+        }
+        break;
+      case SQLITE_INDEX_CONSTRAINT_LT: case SQLITE_INDEX_CONSTRAINT_LE:
+        if( aPick[2]<0 ){
+          aPick[2] = i;
+          *pMask |= c->op==SQLITE_INDEX_CONSTRAINT_LT ? KV_IDX_LT : KV_IDX_LE;
+        }
+        break;
+    }
+  }
+}
+
+static int kvBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+  int aPick[3], mask, i, n = 0;
+  (void)pVtab;
+  kvPickConstraints(pInfo, aPick, &mask);
+  if( mask & KV_IDX_EQ ){
+    /* A point lookup: range constraints are redundant, SQLite checks them. */
+    mask &= ~(KV_IDX_GT|KV_IDX_GE|KV_IDX_LT|KV_IDX_LE);
+    aPick[1] = aPick[2] = -1;
+    if( kvInAllAtOnce(pInfo, aPick[0]) ) mask ^= KV_IDX_EQ|KV_IDX_IN;
+  }
+  for(i=0; i<3; i++){
+    if( aPick[i]<0 ) continue;
+    pInfo->aConstraintUsage[aPick[i]].argvIndex = ++n;
+    pInfo->aConstraintUsage[aPick[i]].omit = 1;
+  }
+  if( pInfo->nOrderBy==1 && pInfo->aOrderBy[0].iColumn==0 ){
+    if( pInfo->aOrderBy[0].desc ) mask |= KV_IDX_DESC;
+    pInfo->orderByConsumed = 1;
+  }
+  if( mask & KV_IDX_EQ ){
+    pInfo->estimatedCost = 1.0;
+    pInfo->estimatedRows = 1;
+    pInfo->idxFlags = SQLITE_INDEX_SCAN_UNIQUE;
+  }else if( mask & KV_IDX_IN ){
+    pInfo->estimatedCost = 10.0;
+    pInfo->estimatedRows = 10;
+  }else if( aPick[1]>=0 || aPick[2]>=0 ){
+    pInfo->estimatedCost = (aPick[1]>=0 && aPick[2]>=0) ? 100.0 : 1000.0;
+    pInfo->estimatedRows = (aPick[1]>=0 && aPick[2]>=0) ? 100 : 1000;
+  }else{
+    pInfo->estimatedCost = 1000000.0;
+    pInfo->estimatedRows = 1000000;
+  }
+  pInfo->idxNum = mask;
+  return SQLITE_OK;
+}
+
+/* -------------------------------------------------------------- cursors --- */
+
+static int kvOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
+  KvCursor *c = sqlite3_malloc64(sizeof(*c));
+  (void)pVtab;
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  *ppCsr = &c->base;
+  return SQLITE_OK;
+}
+
+static void kvCursorReset(KvCursor *c){
+  int i;
+  kv_iter_close(c->pIter);
+  c->pIter = 0;
+  for(i=0; i<c->nPoint; i++) kv_buf_free(&c->aPoint[i]);
+  sqlite3_free(c->aPoint);
+  c->aPoint = 0;
+  c->nPoint = c->iPoint = 0;
+  c->bPoint = 0;
+  c->bEof = 1;
+}
+
+static int kvClose(sqlite3_vtab_cursor *pCsr){
+  KvCursor *c = (KvCursor*)pCsr;
+  kvCursorReset(c);
+  kv_buf_free(&c->val);
+  sqlite3_free(c);
+  return SQLITE_OK;
+}
+
+/* The root reads go through: the open SQL transaction's, if it is on this
+** table's store and still active; else none (latest committed state). */
+static KvRoot *kvReadRoot(KvVtab *p){
+  KvRoot *r = p->pConn->pSqlRoot;
+  if( r && kv_root_engine(r)==p->pEng && kv_root_state(r)==KV_ROOT_ACTIVE ){
+    return r;
+  }
+  return 0;
+}
+
+/* Move to the first point key at or after iPoint that exists. */
+static int kvPointSettle(KvCursor *c){
+  KvVtab *p = (KvVtab*)c->base.pVtab;
+  int rc = SQLITE_OK, bFound = 0;
+  char *zErr = 0;
+  while( c->iPoint<c->nPoint && rc==SQLITE_OK ){
+    KvBuf *k = &c->aPoint[c->iPoint];
+    rc = kv_get(p->pEng, kvReadRoot(p), p->zName, p->nName, k->a, k->n,
+                &c->val, &bFound, &zErr);
+    if( rc==SQLITE_OK && bFound ) break;
+    c->iPoint++;
+  }
+  c->bEof = rc!=SQLITE_OK || c->iPoint>=c->nPoint;
+  if( zErr ) kvSetError(p, zErr);
+  return rc;
+}
+
+static int kvBufCmp(const void *pA, const void *pB){
+  const KvBuf *a = pA, *b = pB;
+  int c = memcmp(a->a, b->a, a->n<b->n ? a->n : b->n);
+  return c ? c : a->n - b->n;
+}
+static int kvBufCmpDesc(const void *pA, const void *pB){
+  return -kvBufCmp(pA, pB);
+}
+
+static int kvPointAdd(KvCursor *c, sqlite3_value *pVal){
+  KvBuf *a, b = {0, 0, 0};
+  int rc = kv_key_encode_bound(pVal, &b);
+  if( rc==SQLITE_EMPTY ) return SQLITE_OK;       /* NULL matches no key */
+  if( rc!=SQLITE_OK ){ kv_buf_free(&b); return rc; }
+  a = sqlite3_realloc64(c->aPoint, (c->nPoint+1)*sizeof(KvBuf));
+  if( a==0 ){ kv_buf_free(&b); return SQLITE_NOMEM; }
+  c->aPoint = a;
+  a[c->nPoint++] = b;
+  return SQLITE_OK;
+}
+
+/* Point mode: collect, order and deduplicate the keys, then look up. */
+static int kvFilterPoints(KvCursor *c, int idxNum, sqlite3_value *pArg){
+  int rc = SQLITE_OK, i, j;
+  c->bPoint = 1;
+#if SQLITE_VERSION_NUMBER>=3038000
+  if( idxNum & KV_IDX_IN ){
+    sqlite3_value *v = 0;
+    for(rc=sqlite3_vtab_in_first(pArg, &v); rc==SQLITE_OK && v;
+        rc=sqlite3_vtab_in_next(pArg, &v)){
+      if( (rc = kvPointAdd(c, v))!=SQLITE_OK ) return rc;
+    }
+    if( rc==SQLITE_DONE ) rc = SQLITE_OK;
+  }else
+#endif
+  rc = kvPointAdd(c, pArg);
+  if( rc!=SQLITE_OK ) return rc;
+  qsort(c->aPoint, c->nPoint, sizeof(KvBuf),
+        (idxNum & KV_IDX_DESC) ? kvBufCmpDesc : kvBufCmp);
+  for(i=1, j=0; i<c->nPoint; i++){
+    if( kvBufCmp(&c->aPoint[j], &c->aPoint[i])==0 ) kv_buf_free(&c->aPoint[i]);
+    else c->aPoint[++j] = c->aPoint[i];
+  }
+  if( c->nPoint>0 ) c->nPoint = j+1;
+  return kvPointSettle(c);
+}
+
+static int kvFilterRange(KvCursor *c, int idxNum, int argc,
+                         sqlite3_value **argv){
+  KvVtab *p = (KvVtab*)c->base.pVtab;
+  KvBuf lo = {0, 0, 0}, hi = {0, 0, 0};
+  KvBound bLo, bHi;
+  char *zErr = 0;
+  int i = 0, rc = SQLITE_OK;
+  if( idxNum & (KV_IDX_GT|KV_IDX_GE) ){
+    rc = kv_key_encode_bound(argv[i++], &lo);
+    bLo.aKey = lo.a; bLo.nKey = lo.n; bLo.bIncl = (idxNum & KV_IDX_GE)!=0;
+  }
+  if( rc==SQLITE_OK && (idxNum & (KV_IDX_LT|KV_IDX_LE)) && i<argc ){
+    rc = kv_key_encode_bound(argv[i++], &hi);
+    bHi.aKey = hi.a; bHi.nKey = hi.n; bHi.bIncl = (idxNum & KV_IDX_LE)!=0;
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_iter_open(p->pEng, kvReadRoot(p), p->zName, p->nName,
+                      (idxNum & (KV_IDX_GT|KV_IDX_GE)) ? &bLo : 0,
+                      (idxNum & (KV_IDX_LT|KV_IDX_LE)) ? &bHi : 0,
+                      (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
+    if( rc==SQLITE_OK ) c->bEof = kv_iter_eof(c->pIter);
+  }
+  if( rc==SQLITE_EMPTY ) rc = SQLITE_OK;      /* a NULL bound: no rows */
+  if( zErr ) kvSetError(p, zErr);
+  kv_buf_free(&lo);
+  kv_buf_free(&hi);
+  return rc;
+}
+
+static int kvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv){
+  KvCursor *c = (KvCursor*)pCsr;
+  (void)idxStr;
+  kvCursorReset(c);
+  c->iRow = 0;
+  if( idxNum & (KV_IDX_EQ|KV_IDX_IN) ){
+    return kvFilterPoints(c, idxNum, argv[0]);
+  }
+  return kvFilterRange(c, idxNum, argc, argv);
+}
+
+static int kvNext(sqlite3_vtab_cursor *pCsr){
+  KvCursor *c = (KvCursor*)pCsr;
+  c->iRow++;
+  if( c->bPoint ){
+    c->iPoint++;
+    return kvPointSettle(c);
+  }
+  kv_iter_next(c->pIter);
+  c->bEof = kv_iter_eof(c->pIter);
+  return SQLITE_OK;
+}
+
+static int kvEof(sqlite3_vtab_cursor *pCsr){
+  return ((KvCursor*)pCsr)->bEof;
+}
+
+static int kvColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
+  KvCursor *c = (KvCursor*)pCsr;
+  KvMapEntry e;
+  if( c->bPoint ){
+    e.aKey = c->aPoint[c->iPoint].a; e.nKey = c->aPoint[c->iPoint].n;
+    e.aVal = c->val.a; e.nVal = c->val.n;
+  }else{
+    kv_iter_entry(c->pIter, &e);
+  }
+  if( i==0 ) return kv_key_result(ctx, e.aKey, e.nKey, e.aVal, e.nVal);
+  return kv_value_result(ctx, e.aVal, e.nVal);
+}
+
+static int kvRowid(sqlite3_vtab_cursor *pCsr, sqlite3_int64 *pRowid){
+  *pRowid = ((KvCursor*)pCsr)->iRow;
+  return SQLITE_OK;
+}
+
+/* --------------------------------------------------------------- writes --- */
+
+/* The root this table's writes go to (xBegin made it). */
+static int kvWriteRoot(KvVtab *p, KvRoot **ppRoot){
+  KvRoot *r = p->pConn->pSqlRoot;
+  if( r==0 || !p->bJoined ){
+    kvSetError(p, sqlite3_mprintf("kv: table %s is written outside a "
+                                  "transaction", p->zName));
+    return SQLITE_MISUSE;
+  }
+  *ppRoot = r;
+  return SQLITE_OK;
+}
+
+/* Insert key k (unless it exists and eConflict says otherwise). */
+static int kvInsertKey(KvVtab *p, KvRoot *r, const KvBuf *k, const KvBuf *v,
+                       int *pbSkip, char **pzErr){
+  int eConflict = sqlite3_vtab_on_conflict(p->db);
+  *pbSkip = 0;
+  if( eConflict!=SQLITE_REPLACE ){
+    KvBuf old = {0, 0, 0};
+    int bFound = 0;
+    int rc = kv_get(p->pEng, r, p->zName, p->nName, k->a, k->n, &old,
+                    &bFound, pzErr);
+    kv_buf_free(&old);
+    if( rc!=SQLITE_OK ) return rc;
+    if( bFound ){
+      if( eConflict==SQLITE_IGNORE ){ *pbSkip = 1; return SQLITE_OK; }
+      *pzErr = sqlite3_mprintf("UNIQUE constraint failed: %s.key", p->zName);
+      return SQLITE_CONSTRAINT_PRIMARYKEY;
+    }
+  }
+  return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
+}
+
+static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
+                       char **pzErr){
+  KvBuf *kOld = &p->kOld, *kNew = &p->kNew, *v = &p->val;
+  int bOld = sqlite3_value_type(argv[0])!=SQLITE_NULL;
+  int bSkip = 0;
+  int rc;
+  kv_buf_reset(kOld);
+  kv_buf_reset(kNew);
+  kv_buf_reset(v);
+  rc = kv_key_encode(argv[2], kNew, pzErr);
+  if( rc==SQLITE_CONSTRAINT ) rc = SQLITE_CONSTRAINT_NOTNULL;
+  if( rc==SQLITE_OK ) rc = kv_value_encode(argv[2], argv[3], v, pzErr);
+  if( rc==SQLITE_OK && bOld ) rc = kv_key_encode(argv[0], kOld, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bOld && kvBufCmp(kOld, kNew)==0 ){
+    return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
+  }
+  rc = kvInsertKey(p, r, kNew, v, &bSkip, pzErr);
+  if( rc==SQLITE_OK && bOld && !bSkip ){
+    rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
+  }
+  return rc;
+}
+
+static int kvUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
+                    sqlite3_int64 *pRowid){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *r = 0;
+  char *zErr = 0;
+  int rc = kvWriteRoot(p, &r);
+  (void)pRowid;
+  if( rc!=SQLITE_OK ) return rc;
+  if( argc==1 ){
+    kv_buf_reset(&p->kOld);
+    rc = kv_key_encode(argv[0], &p->kOld, &zErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
+    }
+  }else{
+    rc = kvUpdateRow(p, r, argv, &zErr);
+  }
+  if( zErr ) kvSetError(p, zErr);
+  return rc;
+}
+
+static int kvRename(sqlite3_vtab *pVtab, const char *zNew){
+  KvVtab *p = (KvVtab*)pVtab;
+  (void)zNew;
+  kvSetError(p, sqlite3_mprintf("kv: KV table %s cannot be renamed",
+                                p->zName));
+  return SQLITE_ERROR;
+}
+
+/* --------------------------------------------------------- transactions --- */
+
+static int kvBegin(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvConn *pConn = p->pConn;
+  int rc = SQLITE_OK;
+  if( pConn->pSqlRoot && kv_root_engine(pConn->pSqlRoot)!=p->pEng ){
+    const char *zA = kv_engine_dir(kv_root_engine(pConn->pSqlRoot));
+    const char *zB = kv_engine_dir(p->pEng);
+    kvSetError(p, sqlite3_mprintf("kv: one transaction can write the tables "
+        "of one store only: %s is in store %s, the transaction already "
+        "writes store %s", p->zName, zB ? zB : "(memory)",
+        zA ? zA : "(memory)"));
+    return SQLITE_ERROR;
+  }
+  if( pConn->pSqlRoot==0 ) rc = kv_root_begin(p->pEng, &pConn->pSqlRoot);
+  if( rc==SQLITE_OK && !p->bJoined ){
+    p->bJoined = 1;
+    pConn->nJoin++;
+  }
+  return rc;
+}
+
+/* This table is done with the SQL root; the last one frees it. */
+static void kvLeave(KvVtab *p){
+  KvConn *pConn = p->pConn;
+  if( !p->bJoined ) return;
+  p->bJoined = 0;
+  if( --pConn->nJoin==0 ){
+    kv_root_free(pConn->pSqlRoot);
+    pConn->pSqlRoot = 0;
+  }
+}
+
+static int kvSync(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *r = p->pConn->pSqlRoot;
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE ){
+    rc = kv_root_prepare(r, &zErr);
+  }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
+    zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");
+    rc = SQLITE_ABORT;
+  }
+  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  return rc;
+}
+
+static int kvCommit(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *r = p->pConn->pSqlRoot;
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  if( r && p->bJoined && kv_root_state(r)!=KV_ROOT_DONE
+   && kv_root_state(r)!=KV_ROOT_FAILED ){
+    rc = kv_root_commit(r, &zErr);
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "%s", zErr ? zErr : "kv: commit failed");
+    kvSetError(p, zErr);
+  }else{
+    sqlite3_free(zErr);
+  }
+  kvLeave(p);
+  return rc;
+}
+
+static int kvRollback(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  if( p->bJoined && p->pConn->pSqlRoot ) kv_root_rollback(p->pConn->pSqlRoot);
+  kvLeave(p);
+  return SQLITE_OK;
+}
+
+static int kvSavepoint(sqlite3_vtab *pVtab, int iSavepoint){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *r = p->pConn->pSqlRoot;
+  return (r && p->bJoined) ? kv_root_savepoint(r, iSavepoint) : SQLITE_OK;
+}
+
+static int kvRelease(sqlite3_vtab *pVtab, int iSavepoint){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *r = p->pConn->pSqlRoot;
+  if( r && p->bJoined ) kv_root_release(r, iSavepoint);
+  return SQLITE_OK;
+}
+
+static int kvRollbackTo(sqlite3_vtab *pVtab, int iSavepoint){
+  KvVtab *p = (KvVtab*)pVtab;
+  KvRoot *r = p->pConn->pSqlRoot;
+  if( r && p->bJoined ) kv_root_rollback_to(r, iSavepoint);
+  return SQLITE_OK;
+}
+
+static sqlite3_module kvMemoryModule = {
+  2,                            /* iVersion: savepoints */
+  kvCreate, kvConnect, kvBestIndex, kvDisconnect, kvDestroy,
+  kvOpen, kvClose, kvFilter, kvNext, kvEof, kvColumn, kvRowid,
+  kvUpdate, kvBegin, kvSync, kvCommit, kvRollback,
+  0,                            /* xFindFunction */
+  kvRename, kvSavepoint, kvRelease, kvRollbackTo,
+  0                             /* xShadowName */
+};
+
+static void kvModuleDestroy(void *pAux){
+  kv_conn_unref(pAux);
+}
+
+int kv_vtab_register(sqlite3 *db, KvConn *pConn){
+  int rc;
+  kv_conn_ref(pConn);
+  rc = sqlite3_create_module_v2(db, "kv_memory", &kvMemoryModule, pConn,
+                                kvModuleDestroy);
+  return rc;
+}

@@ -1,0 +1,135 @@
+/*
+** bench_kv.c -- make bench workloads of KV tables through SQL.
+**
+** kv_memory_upsert: 20 transactions of 1000 "INSERT OR REPLACE" point
+**   upserts each (integer keys, text values).  Baseline: the same statement
+**   on a plain WITHOUT ROWID table in an in-memory database.  Candidate: a
+**   kv_memory table (persistence=0) of the connection's in-memory store.
+** kv_group_commit: 400 durable single-key commits (autocommit INSERT OR
+**   REPLACE into a persistence=1 kv_memory table, so each is one WAL append
+**   + fdatasync).  Baseline: one thread.  Candidate: 8 threads of 50
+**   commits each, on their own connections and disjoint keys, sharing
+**   flushes through group commit.  Cost is time per commit.
+*/
+#include "config.h"
+#include "tests/bench.h"
+#include "ext/depot.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#define UPSERT_TXN   20
+#define UPSERT_ROWS  1000
+#define GROUP_TOTAL  400
+#define GROUP_THREADS 8
+
+static sqlite3 *benchOpen(void){
+  sqlite3 *db = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  if( sqlite3_open(":memory:", &db)!=SQLITE_OK ){
+    sqlite3_close(db);
+    return 0;
+  }
+  return db;
+}
+
+double bench_kv_memory_upsert(int bCandidate, const char *zDir){
+  sqlite3 *db = benchOpen();
+  sqlite3_stmt *pStmt = 0;
+  double t0, t1 = -1;
+  int i, j, rc;
+  (void)zDir;
+  if( db==0 ) return -1;
+  rc = sqlite3_exec(db, bCandidate
+      ? "CREATE VIRTUAL TABLE t USING kv_memory"
+      : "CREATE TABLE t(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID",
+      0, 0, 0);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t VALUES(?1, "
+                            "printf('value-%d', ?1))", -1, &pStmt, 0);
+  }
+  t0 = bench_now();
+  for(i=0; rc==SQLITE_OK && i<UPSERT_TXN; i++){
+    rc = sqlite3_exec(db, "BEGIN", 0, 0, 0);
+    for(j=0; rc==SQLITE_OK && j<UPSERT_ROWS; j++){
+      sqlite3_bind_int(pStmt, 1, (int)(((unsigned)(i*UPSERT_ROWS+j)*2654435761u)
+                                       % 50000u));
+      rc = sqlite3_step(pStmt)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+      sqlite3_reset(pStmt);
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+  }
+  if( rc==SQLITE_OK ) t1 = bench_now() - t0;
+  else fprintf(stderr, "kv_memory_upsert: %s\n", sqlite3_errmsg(db));
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  return t1;
+}
+
+typedef struct GroupArg GroupArg;
+struct GroupArg {
+  const char *zDir;
+  int iThread, nCommit;
+  int rc;
+};
+
+static void *benchGroupThread(void *pArg){
+  GroupArg *p = (GroupArg*)pArg;
+  sqlite3 *db = benchOpen();
+  sqlite3_stmt *pStmt = 0;
+  char *zSql;
+  int i;
+  p->rc = SQLITE_ERROR;
+  if( db==0 ) return 0;
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE IF NOT EXISTS t USING "
+                         "kv_memory(dir='%q', persistence=1)", p->zDir);
+  p->rc = sqlite3_exec(db, zSql, 0, 0, 0);
+  sqlite3_free(zSql);
+  if( p->rc==SQLITE_OK ){
+    p->rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t VALUES(?1, 'v')",
+                               -1, &pStmt, 0);
+  }
+  for(i=0; p->rc==SQLITE_OK && i<p->nCommit; i++){
+    sqlite3_bind_int(pStmt, 1, p->iThread*1000000 + i);
+    p->rc = sqlite3_step(pStmt)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(pStmt);
+  }
+  if( p->rc!=SQLITE_OK ){
+    fprintf(stderr, "kv_group_commit: %s\n", sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  return 0;
+}
+
+double bench_kv_group_commit(int bCandidate, const char *zDir){
+  int nThread = bCandidate ? GROUP_THREADS : 1;
+  pthread_t aTid[GROUP_THREADS];
+  GroupArg aArg[GROUP_THREADS];
+  sqlite3 *db = benchOpen();
+  char *zSql;
+  double t0, t1;
+  int i, rc;
+  if( db==0 ) return -1;
+  /* Keep the store open (and created) outside the measured region. */
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_memory(dir="
+                         "'%q/store', persistence=1)", zDir);
+  rc = sqlite3_exec(db, zSql, 0, 0, 0);
+  sqlite3_free(zSql);
+  if( rc!=SQLITE_OK ){ sqlite3_close(db); return -1; }
+  zSql = sqlite3_mprintf("%s/store", zDir);
+  t0 = bench_now();
+  for(i=0; i<nThread; i++){
+    aArg[i].zDir = zSql;
+    aArg[i].iThread = i;
+    aArg[i].nCommit = GROUP_TOTAL/nThread;
+    pthread_create(&aTid[i], 0, benchGroupThread, &aArg[i]);
+  }
+  for(i=0; i<nThread; i++) pthread_join(aTid[i], 0);
+  t1 = (bench_now() - t0) / GROUP_TOTAL;
+  for(i=0; i<nThread; i++) if( aArg[i].rc!=SQLITE_OK ) t1 = -1;
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  return t1;
+}
