@@ -17,6 +17,7 @@ SQLITE_EXTENSION_INIT1
 /* Every component, in registration order.  One line per component. */
 static const DepotComponent *const aDepotComponent[] = {
   &depotVersionComponent,
+  &depotVfsComponent,
 };
 #define DEPOT_NCOMPONENT \
   ((int)(sizeof(aDepotComponent)/sizeof(aDepotComponent[0])))

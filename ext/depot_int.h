@@ -26,4 +26,7 @@ struct DepotComponent {
 /* ext/version.c: depot_version() */
 extern const DepotComponent depotVersionComponent;
 
+/* ext/depot_sql.c: the depot VFS and depot_commits/stats/import/export */
+extern const DepotComponent depotVfsComponent;
+
 #endif /* DEPOT_INT_H */

@@ -4,4 +4,5 @@ DEPOT_SOURCES += \
 	ext/depot.h \
 	ext/depot_int.h \
 	ext/depot.c \
-	ext/version.c
+	ext/version.c \
+	ext/depot_sql.c
