@@ -8,3 +8,10 @@ DEPOT_SOURCES += \
 	vfs/db.h vfs/db.c \
 	vfs/admin.c \
 	vfs/depot_vfs.h vfs/vfs.c
+
+check_PROGRAMS += tests/check_vfs tests/check_depot
+TESTS += tests/check_vfs tests/check_depot
+tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
+tests_check_vfs_LDADD = $(TEST_LDADD)
+tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
+tests_check_depot_LDADD = $(TEST_LDADD)
