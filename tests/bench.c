@@ -65,6 +65,14 @@ static const BenchWorkload aWorkload[] = {
     "100k inserts, plain SQLite",
     "100k inserts, depot loaded",
     1.10, 9, calInsert },
+  { "depot_speed",
+    "speedtest steps, unix VFS, synchronous=FULL",
+    "same steps, depot VFS, store synchronous=FULL",
+    1.50, 3, bench_depot_speed },
+  { "depot_bytes",
+    "text-heavy table, plain file bytes (=1.0)",
+    "same table, depot store bytes / plain bytes",
+    0.60, 1, bench_depot_bytes },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -26,6 +26,10 @@ struct BenchWorkload {
   double (*xRun)(int bCandidate, const char *zDir);
 };
 
+/* tests/bench_depot.c: the depot VFS against the unix VFS. */
+double bench_depot_speed(int bCandidate, const char *zDir);
+double bench_depot_bytes(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

@@ -15,3 +15,4 @@ tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
 tests_check_vfs_LDADD = $(TEST_LDADD)
 tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
 tests_check_depot_LDADD = $(TEST_LDADD)
+DEPOT_BENCH_SOURCES += tests/bench_depot.c
