@@ -614,6 +614,27 @@ START_TEST(test_depot_rolled_back_spilled_transaction_leaves_no_commit){
 }
 END_TEST
 
+START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
+  char *zDir = th_tmpdir("depot-excl");
+  sqlite3 *db = open_depot(zDir, "e", 0);
+  char *z;
+  th_exec(db, "PRAGMA synchronous=OFF; CREATE TABLE t(a);"
+              "INSERT INTO t VALUES(1); PRAGMA locking_mode=EXCLUSIVE;"
+              "INSERT INTO t VALUES(2);"
+              "BEGIN; INSERT INTO t VALUES(3); ROLLBACK; PRAGMA cache_size=5;"
+              "BEGIN; INSERT INTO t SELECT randomblob(2000) FROM"
+              " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value FROM g); ROLLBACK; INSERT INTO t VALUES(4)");
+  sqlite3_close(db);
+  db = open_depot(zDir, "e", 0);
+  z = th_text(db, "SELECT group_concat(a) FROM t");
+  ck_assert_str_eq(z, "1,2,4");
+  sqlite3_free(z);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_journal_mode_wal_and_memory_are_refused){
   char *zDir = th_tmpdir("depot-wal");
   sqlite3 *db = open_depot(zDir, "w", 0);
@@ -820,6 +841,8 @@ Suite *depot_test_suite(void){
       test_depot_page_size_change_of_existing_database_fails_cleanly);
   tcase_add_test(tc,
       test_depot_rolled_back_spilled_transaction_leaves_no_commit);
+  tcase_add_test(tc,
+      test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back);
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
