@@ -12,6 +12,7 @@
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,6 +353,72 @@ START_TEST(test_depot_writer_in_other_process_fences_commit){
   ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t WHERE who='parent'"), 0);
   assert_integrity(a);
   sqlite3_close(a);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Threads of one process: a writer moves value between two rows in small
+** transactions while readers check, in read transactions, that the total
+** never changes (each reader sees whole commits only). */
+typedef struct ThreadArg ThreadArg;
+struct ThreadArg { const char *zDir; int nBad; int nDone; int bWriter; };
+
+static void *thread_main(void *pArg){
+  ThreadArg *a = (ThreadArg*)pArg;
+  char *zUri = depot_uri(a->zDir, "th", 0);
+  sqlite3 *db = 0;
+  int i;
+  if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    a->nBad++;
+  }
+  sqlite3_busy_timeout(db, 10000);
+  for(i=0; i<150 && a->nBad==0; i++){
+    sqlite3_stmt *p = 0;
+    if( a->bWriter ){
+      if( sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE acct SET v=v-1 WHERE id=1;"
+              " UPDATE acct SET v=v+1 WHERE id=2; COMMIT", 0, 0, 0) ){
+        a->nBad++;
+      }
+    }else if( sqlite3_prepare_v2(db, "SELECT sum(v), count(*) FROM acct", -1,
+                                 &p, 0)==SQLITE_OK
+           && sqlite3_step(p)==SQLITE_ROW ){
+      if( sqlite3_column_int(p, 0)!=1000 || sqlite3_column_int(p, 1)!=2 ){
+        a->nBad++;
+      }
+    }else{
+      a->nBad++;
+    }
+    sqlite3_finalize(p);
+    a->nDone++;
+  }
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  return 0;
+}
+
+START_TEST(test_depot_threads_see_only_whole_commits){
+  char *zDir = th_tmpdir("depot-threads");
+  sqlite3 *db = open_depot(zDir, "th", 0);
+  pthread_t aT[4];
+  ThreadArg aArg[4];
+  int i;
+  th_exec(db, "CREATE TABLE acct(id INTEGER PRIMARY KEY, v INT);"
+              "INSERT INTO acct VALUES(1, 1000), (2, 0)");
+  for(i=0; i<4; i++){
+    memset(&aArg[i], 0, sizeof(aArg[i]));
+    aArg[i].zDir = zDir;
+    aArg[i].bWriter = (i<2);
+    ck_assert_int_eq(pthread_create(&aT[i], 0, thread_main, &aArg[i]), 0);
+  }
+  for(i=0; i<4; i++){
+    pthread_join(aT[i], 0);
+    ck_assert_msg(aArg[i].nBad==0, "thread %d saw %d bad results", i,
+                  aArg[i].nBad);
+    ck_assert_int_eq(aArg[i].nDone, 150);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT v FROM acct WHERE id=2"), 300);
+  assert_integrity(db);
+  sqlite3_close(db);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -857,6 +924,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_stale_writer_gets_busy_snapshot);
   tcase_add_test(tc, test_depot_second_writer_in_process_is_busy);
   tcase_add_test(tc, test_depot_writer_in_other_process_fences_commit);
+  tcase_add_test(tc, test_depot_threads_see_only_whole_commits);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_add_test(tc, test_depot_sigkill_leaves_last_or_next_commit);
