@@ -491,15 +491,15 @@ END_TEST
 
 /* ---- injected store failures ---- */
 
-/* A VFS over the default one whose Nth write or sync (counting down from
-** faultCountdown; 0 = off) fails. */
-static int faultCountdown = 0;
+/* A VFS over the default one whose Nth write (faultWrites) or Nth sync
+** (faultSyncs) fails; 0 = off. */
+static int faultWrites = 0, faultSyncs = 0;
 static sqlite3_vfs *pFaultRoot = 0;
 typedef struct FaultFile FaultFile;
 struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
 
-static int faultHit(void){
-  return faultCountdown>0 && --faultCountdown==0;
+static int faultHit(int *pCount){
+  return *pCount>0 && --*pCount==0;
 }
 #define REAL(f) (((FaultFile*)(f))->pReal)
 static int fClose(sqlite3_file *f){ return REAL(f)->pMethods->xClose(REAL(f)); }
@@ -507,14 +507,14 @@ static int fRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
   return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
 }
 static int fWrite(sqlite3_file *f, const void *p, int n, sqlite3_int64 o){
-  if( faultHit() ) return SQLITE_IOERR_WRITE;
+  if( faultHit(&faultWrites) ) return SQLITE_IOERR_WRITE;
   return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
 }
 static int fTruncate(sqlite3_file *f, sqlite3_int64 n){
   return REAL(f)->pMethods->xTruncate(REAL(f), n);
 }
 static int fSync(sqlite3_file *f, int flags){
-  if( faultHit() ) return SQLITE_IOERR_FSYNC;
+  if( faultHit(&faultSyncs) ) return SQLITE_IOERR_FSYNC;
   return REAL(f)->pMethods->xSync(REAL(f), flags);
 }
 static int fFileSize(sqlite3_file *f, sqlite3_int64 *p){
@@ -570,6 +570,12 @@ static void setup_fault_vfs(void){
   ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 0), SQLITE_OK);
 }
 
+/* {Nth write fails, Nth sync fails} for one commit of about 40 pages. */
+static const int aFault[][2] = {
+  {1,0}, {2,0}, {3,0}, {5,0}, {10,0}, {20,0}, {35,0}, {45,0}, {60,0},
+  {0,1}, {0,2}, {0,3}, {4,1}, {0,0}
+};
+
 START_TEST(test_depot_store_write_and_sync_failures_fail_commit_cleanly){
   char *zDir = th_tmpdir("depot-fault");
   sqlite3 *db;
@@ -577,14 +583,15 @@ START_TEST(test_depot_store_write_and_sync_failures_fail_commit_cleanly){
   setup_fault_vfs();
   db = open_depot(zDir, "x", "store_vfs=faulty");
   th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b BLOB)");
-  for(n=1; n<=12; n++){
+  for(n=0; n<(int)(sizeof(aFault)/sizeof(aFault[0])); n++){
     sqlite3 *chk;
     sqlite3_int64 nBefore = th_int(db, "SELECT count(*) FROM t"), nAfter;
     int rc;
-    faultCountdown = n;
+    faultWrites = aFault[n][0];
+    faultSyncs = aFault[n][1];
     rc = th_try(db, "INSERT INTO t(b) SELECT randomblob(5000) FROM"
                     " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<30) SELECT value FROM g)", 0);
-    faultCountdown = 0;
+    faultWrites = faultSyncs = 0;
     if( rc!=SQLITE_OK ){
       nFailed++;
       ck_assert_msg((rc&0xff)==SQLITE_IOERR, "rc=%d", rc);
@@ -596,7 +603,7 @@ START_TEST(test_depot_store_write_and_sync_failures_fail_commit_cleanly){
     assert_integrity(chk);
     sqlite3_close(chk);
   }
-  ck_assert_int_gt(nFailed, 2);
+  ck_assert_int_gt(nFailed, 8);
   th_exec(db, "INSERT INTO t(b) VALUES(x'01')");
   assert_integrity(db);
   sqlite3_close(db);
