@@ -688,10 +688,16 @@ START_TEST(test_depot_rolled_back_spilled_transaction_leaves_no_commit){
 }
 END_TEST
 
+static const char *const azExclJournal[] = {
+  "PRAGMA journal_mode=delete", "PRAGMA journal_mode=truncate",
+  "PRAGMA journal_mode=persist"
+};
+
 START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
   char *zDir = th_tmpdir("depot-excl");
   sqlite3 *db = open_depot(zDir, "e", 0);
   char *z;
+  th_exec(db, azExclJournal[_i]);
   th_exec(db, "PRAGMA synchronous=OFF; CREATE TABLE t(a);"
               "INSERT INTO t VALUES(1); PRAGMA locking_mode=EXCLUSIVE;"
               "INSERT INTO t VALUES(2);"
@@ -915,8 +921,9 @@ Suite *depot_test_suite(void){
       test_depot_page_size_change_of_existing_database_fails_cleanly);
   tcase_add_test(tc,
       test_depot_rolled_back_spilled_transaction_leaves_no_commit);
-  tcase_add_test(tc,
-      test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back);
+  tcase_add_loop_test(tc,
+      test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
+      (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,

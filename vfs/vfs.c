@@ -101,11 +101,21 @@ static int depotReport(int rc, char *zErr, int rcDefault){
 
 /* ================= in-memory journals and temporary files ================= */
 
-static int memClose(sqlite3_file *pFile){
-  MemFile *p = (MemFile*)pFile;
+static void depotTxReset(DepotFile *p);
+
+/* The main journal is being closed, truncated or overwritten from its
+** start: a rollback in progress is over, and what it wrote to the database
+** file (the original pages, already in the snapshot) is dropped. */
+static void memEndRollback(MemFile *p){
   if( p->pDb && p->pDb->bRollback ){
     p->pDb->bRollback = 0;
+    depotTxReset(p->pDb);
   }
+}
+
+static int memClose(sqlite3_file *pFile){
+  MemFile *p = (MemFile*)pFile;
+  memEndRollback(p);
   sqlite3_free(p->a);
   return SQLITE_OK;
 }
@@ -124,17 +134,11 @@ static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
   return SQLITE_OK;
 }
 
-static void depotTxReset(DepotFile *p);
-
 static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
                     sqlite3_int64 iOfst){
   MemFile *p = (MemFile*)pFile;
   sqlite3_int64 nEnd = iOfst+iAmt;
-  if( iOfst==0 && p->pDb && p->pDb->bRollback ){
-    /* The journal is reset after a rollback: the transaction is over. */
-    p->pDb->bRollback = 0;
-    depotTxReset(p->pDb);
-  }
+  if( iOfst==0 ) memEndRollback(p);
   if( nEnd > p->nAlloc ){
     sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
     unsigned char *a;
@@ -152,6 +156,7 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
 
 static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   MemFile *p = (MemFile*)pFile;
+  if( size==0 ) memEndRollback(p);
   if( size<p->n ) p->n = size;
   return SQLITE_OK;
 }
