@@ -357,6 +357,46 @@ START_TEST(test_depot_writer_in_other_process_fences_commit){
 }
 END_TEST
 
+/* A reader keeps its snapshot while another process commits. */
+START_TEST(test_depot_reader_keeps_snapshot_while_other_process_commits){
+  char *zDir = th_tmpdir("depot-xsnap");
+  int toChild[2], toParent[2], st;
+  char c = 0;
+  pid_t pid;
+  sqlite3 *r = open_depot(zDir, "x", 0);
+  th_exec(r, "CREATE TABLE t(a); INSERT INTO t VALUES(0)");
+  sqlite3_close(r);
+  ck_assert_int_eq(pipe(toChild), 0);
+  ck_assert_int_eq(pipe(toParent), 0);
+  pid = fork();
+  if( pid==0 ){
+    sqlite3 *w;
+    char *zUri = depot_uri(zDir, "x", 0);
+    if( read(toChild[0], &c, 1)!=1 ) _exit(3);
+    if( sqlite3_open_v2(zUri, &w, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+      _exit(4);
+    }
+    if( sqlite3_exec(w, "INSERT INTO t VALUES(1); INSERT INTO t VALUES(2);"
+                        " DELETE FROM t WHERE a=0", 0, 0, 0) ) _exit(5);
+    sqlite3_close(w);
+    _exit(write(toParent[1], "k", 1)==1 ? 0 : 6);
+  }
+  r = open_depot(zDir, "x", 0);
+  th_exec(r, "BEGIN");
+  ck_assert_int_eq(th_int(r, "SELECT sum(a)+10*count(*) FROM t"), 10);
+  ck_assert_int_eq(write(toChild[1], "g", 1), 1);
+  ck_assert_int_eq(read(toParent[0], &c, 1), 1);
+  waitpid(pid, &st, 0);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  ck_assert_int_eq(th_int(r, "SELECT sum(a)+10*count(*) FROM t"), 10);
+  th_exec(r, "COMMIT");
+  ck_assert_int_eq(th_int(r, "SELECT sum(a)+10*count(*) FROM t"), 23);
+  assert_integrity(r);
+  sqlite3_close(r);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Threads of one process: a writer moves value between two rows in small
 ** transactions while readers check, in read transactions, that the total
 ** never changes (each reader sees whole commits only). */
@@ -939,6 +979,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_second_writer_in_process_is_busy);
   tcase_add_test(tc, test_depot_writer_in_other_process_fences_commit);
   tcase_add_test(tc, test_depot_threads_see_only_whole_commits);
+  tcase_add_test(tc,
+      test_depot_reader_keeps_snapshot_while_other_process_commits);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_add_test(tc, test_depot_sigkill_leaves_last_or_next_commit);
