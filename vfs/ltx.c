@@ -90,6 +90,26 @@ static size_t ltxEncodeFrame(unsigned char *a, uint32_t pgno,
   return LTX_FRAME_HEADER + nOut;
 }
 
+/* Append the index and the trailer after the frames, which end at off;
+** return the blob's length. */
+static size_t ltxEncodeTail(unsigned char *a, size_t off,
+                            const LtxFrameRef *aRef, uint32_t n,
+                            uint64_t iPagesCrc, uint64_t iDbChecksum){
+  uint32_t i;
+  size_t iIdx = off;
+  for(i=0; i<n; i++){
+    ltx_put32(a+off+8*i, aRef[i].pgno);
+    ltx_put32(a+off+8*i+4, aRef[i].iOffset);
+  }
+  off += 8*(size_t)n;
+  ltx_put32(a+off, (uint32_t)iIdx);
+  ltx_put32(a+off+4, n);
+  ltx_put64(a+off+8, iPagesCrc);
+  ltx_put64(a+off+16, iDbChecksum);
+  ltx_put64(a+off+24, ltx_crc64(0, a, off+24));
+  return off + LTX_TRAILER_SIZE;
+}
+
 int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
                const unsigned char *const *apPage, uint64_t iDbChecksum,
                ZSTD_CCtx *pCctx, int iLevel, unsigned char **ppBlob,
@@ -121,18 +141,8 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
     iPagesCrc = ltx_crc64(iPagesCrc, apPage[i], sz);
     off += nFrame;
   }
-  for(i=0; i<n; i++){
-    ltx_put32(a+off+8*i, aPgno[i]);
-    ltx_put32(a+off+8*i+4, aRef[i].iOffset);
-  }
-  ltx_put32(a+off+8*n, (uint32_t)off);
-  off += 8*(size_t)n;
-  ltx_put32(a+off+4, n);
-  ltx_put64(a+off+8, iPagesCrc);
-  ltx_put64(a+off+16, iDbChecksum);
-  ltx_put64(a+off+24, ltx_crc64(0, a, off+24));
   *ppBlob = a;
-  *pnBlob = (int64_t)(off + LTX_TRAILER_SIZE);
+  *pnBlob = (int64_t)ltxEncodeTail(a, off, aRef, n, iPagesCrc, iDbChecksum);
   return SQLITE_OK;
 }
 
