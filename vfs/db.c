@@ -98,32 +98,73 @@ static int dbPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   return 1;
 }
 
+void depot_chunk_cache_clear(DepotChunkCache *p){
+  int i;
+  for(i=0; i<DEPOT_CHUNK_SLOTS; i++) sqlite3_free(p->aSlot[i].a);
+  memset(p, 0, sizeof(*p));
+}
+
+/* Chunk row iChunk of DELTA/{iTxid}: from pChunks, or fetched (and then
+** kept there when pChunks is not NULL, else handed to the caller in
+** *ppFree).  A missing row gives *pn = -1. */
+static int dbGetChunk(Store *pStore, DepotChunkCache *pChunks,
+                      uint64_t iBranch, uint64_t iTxid, uint32_t iChunk,
+                      const unsigned char **pa, int *pn, void **ppFree){
+  unsigned char k[LAYOUT_MAX_KEY];
+  struct DepotChunkSlot *s;
+  void *pVal = 0;
+  int i, rc;
+  *ppFree = 0;
+  for(i=0; pChunks && i<DEPOT_CHUNK_SLOTS; i++){
+    s = &pChunks->aSlot[i];
+    if( s->n>0 && s->iChunk==iChunk && s->iTxid==iTxid && s->iBranch==iBranch ){
+      *pa = s->a;
+      *pn = s->n;
+      return SQLITE_OK;
+    }
+  }
+  rc = store_get(pStore, k, layout_key_delta(k, iBranch, iTxid, iChunk),
+                 &pVal, pn);
+  *pa = pVal;
+  if( rc!=SQLITE_OK || pVal==0 || *pn<=0 || pChunks==0 ){
+    *ppFree = pVal;
+    return rc;
+  }
+  s = &pChunks->aSlot[pChunks->iNext];
+  pChunks->iNext = (pChunks->iNext+1) % DEPOT_CHUNK_SLOTS;
+  sqlite3_free(s->a);
+  s->iBranch = iBranch; s->iTxid = iTxid; s->iChunk = iChunk;
+  s->a = pVal; s->n = *pn;
+  return SQLITE_OK;
+}
+
 /* Copy bytes [iOff, iOff+n) of DELTA/{iTxid} into pOut, reading only the
 ** chunk rows that cover them. */
-static int dbReadRange(Store *pStore, uint64_t iBranch, uint64_t iTxid,
+static int dbReadRange(Store *pStore, DepotChunkCache *pChunks,
+                       uint64_t iBranch, uint64_t iTxid,
                        uint32_t szChunk, uint32_t iOff, uint32_t n,
                        unsigned char *pOut, char **pzErr){
-  unsigned char k[LAYOUT_MAX_KEY];
   uint32_t iChunk = iOff/szChunk, nDone = 0;
   int rc = SQLITE_OK;
   while( rc==SQLITE_OK && nDone<n ){
-    void *pVal = 0;
+    const unsigned char *a = 0;
+    void *pFree = 0;
     int nVal = 0;
     uint32_t iAt = (iOff+nDone) - iChunk*szChunk, nTake;
-    rc = store_get(pStore, k, layout_key_delta(k, iBranch, iTxid, iChunk),
-                   &pVal, &nVal);
+    rc = dbGetChunk(pStore, pChunks, iBranch, iTxid, iChunk, &a, &nVal,
+                    &pFree);
     if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-    if( pVal==0 || (uint32_t)nVal<=iAt || (uint32_t)nVal>szChunk ){
+    if( a==0 || nVal<=0 || (uint32_t)nVal<=iAt || (uint32_t)nVal>szChunk ){
       rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: page blob chunk missing or"
                  " short%s", "");
     }else{
       nTake = (uint32_t)nVal - iAt;
       if( nTake > n-nDone ) nTake = n-nDone;
-      memcpy(pOut+nDone, (unsigned char*)pVal+iAt, nTake);
+      memcpy(pOut+nDone, a+iAt, nTake);
       nDone += nTake;
       iChunk++;
     }
-    sqlite3_free(pVal);
+    sqlite3_free(pFree);
   }
   return rc;
 }
@@ -142,7 +183,8 @@ static int dbFindOwner(Store *pStore, uint64_t iBranch, uint32_t pgno,
   return SQLITE_OK;
 }
 
-int depot_db_read_page(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
+int depot_db_read_page(Store *pStore, DepotCache *pCache,
+                       DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
                        uint64_t iBranch, uint32_t pgno, uint64_t iTxid,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
@@ -168,8 +210,8 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
   }
   aFrame = sqlite3_malloc64(hit.v.nByte);
   if( aFrame==0 ) return SQLITE_NOMEM;
-  rc = dbReadRange(pStore, iBranch, hit.iOwner, hit.v.szChunk, hit.v.iOffset,
-                   hit.v.nByte, aFrame, pzErr);
+  rc = dbReadRange(pStore, pChunks, iBranch, hit.iOwner, hit.v.szChunk,
+                   hit.v.iOffset, hit.v.nByte, aFrame, pzErr);
   if( rc==SQLITE_OK ){
     rc = ltx_decode_frame(aFrame, hit.v.nByte, pgno, szPage, pDctx, pOut,
                           0, pzErr);
@@ -381,7 +423,7 @@ int depot_db_read_blob(Store *pStore, uint64_t iBranch, const CommitRow *pRow,
   }
   a = sqlite3_malloc64(pRow->nBlob);
   if( a==0 ) return SQLITE_NOMEM;
-  rc = dbReadRange(pStore, iBranch, pRow->iTxid, pRow->szChunk, 0,
+  rc = dbReadRange(pStore, 0, iBranch, pRow->iTxid, pRow->szChunk, 0,
                    (uint32_t)pRow->nBlob, a, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(a);

@@ -25,12 +25,31 @@ int depot_db_resolve(Store*, const char *zDb, const char *zBranch,
 ** all-zero head.  SQLITE_CORRUPT with *pzErr if the row does not decode. */
 int depot_db_head(Store*, uint64_t iBranch, DbHead *pHead, char **pzErr);
 
+/* The last few blob chunk rows one reader fetched: chunks are immutable
+** once committed, so a scan that reads neighbouring frames of one commit
+** fetches each chunk row once.  Owned by one file handle (no locking). */
+#define DEPOT_CHUNK_SLOTS 4
+typedef struct DepotChunkCache DepotChunkCache;
+struct DepotChunkCache {
+  struct DepotChunkSlot {
+    uint64_t iBranch, iTxid;
+    uint32_t iChunk;
+    int n;                    /* bytes in a; 0: empty slot */
+    unsigned char *a;         /* sqlite3_malloc'd */
+  } aSlot[DEPOT_CHUNK_SLOTS];
+  int iNext;                  /* slot to replace next */
+};
+
+/* Free every cached chunk. */
+void depot_chunk_cache_clear(DepotChunkCache*);
+
 /* Read page pgno of branch iBranch as of txid iTxid into pOut (szPage
 ** bytes): the newest page index row at or before iTxid, then its frame
-** (through pCache when not NULL).  A page with no row reads as zeros.
+** (through pCache and pChunks when not NULL).  A page with no row reads as zeros.
 ** *piOwner (if not NULL) gets the owning txid (0 for a zero page).
 ** SQLITE_CORRUPT with *pzErr for a missing chunk or a bad frame. */
-int depot_db_read_page(Store*, DepotCache *pCache, ZSTD_DCtx*,
+int depot_db_read_page(Store*, DepotCache *pCache,
+                       DepotChunkCache *pChunks, ZSTD_DCtx*,
                        uint64_t iBranch, uint32_t pgno, uint64_t iTxid,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr);

@@ -11,27 +11,46 @@ SQLITE_EXTENSION_INIT3
 #include <pthread.h>
 #include <string.h>
 
-static uint64_t aLtxCrcTable[256];
+/* Slicing-by-8 tables: aLtxCrc[0] is the byte-at-a-time table, table k
+** advances a byte through k further zero bytes. */
+static uint64_t aLtxCrc[8][256];
 static pthread_once_t ltxCrcOnce = PTHREAD_ONCE_INIT;
 
 static void ltxCrcInit(void){
-  int i, j;
+  int i, j, k;
   for(i=0; i<256; i++){
     uint64_t c = (uint64_t)i;
     for(j=0; j<8; j++){
       c = (c & 1) ? (c>>1) ^ 0xC96C5795D7870F42ULL : (c>>1);
     }
-    aLtxCrcTable[i] = c;
+    aLtxCrc[0][i] = c;
+  }
+  for(k=1; k<8; k++){
+    for(i=0; i<256; i++){
+      uint64_t c = aLtxCrc[k-1][i];
+      aLtxCrc[k][i] = (c>>8) ^ aLtxCrc[0][c & 0xff];
+    }
   }
 }
 
 uint64_t ltx_crc64(uint64_t crc, const void *p, size_t n){
   const unsigned char *a = (const unsigned char*)p;
-  size_t i;
   pthread_once(&ltxCrcOnce, ltxCrcInit);
   crc = ~crc;
-  for(i=0; i<n; i++){
-    crc = aLtxCrcTable[(crc ^ a[i]) & 0xff] ^ (crc>>8);
+  while( n>=8 ){
+    uint64_t w = (uint64_t)a[0] | ((uint64_t)a[1]<<8) | ((uint64_t)a[2]<<16)
+      | ((uint64_t)a[3]<<24) | ((uint64_t)a[4]<<32) | ((uint64_t)a[5]<<40)
+      | ((uint64_t)a[6]<<48) | ((uint64_t)a[7]<<56);
+    crc ^= w;
+    crc = aLtxCrc[7][crc & 0xff] ^ aLtxCrc[6][(crc>>8) & 0xff]
+        ^ aLtxCrc[5][(crc>>16) & 0xff] ^ aLtxCrc[4][(crc>>24) & 0xff]
+        ^ aLtxCrc[3][(crc>>32) & 0xff] ^ aLtxCrc[2][(crc>>40) & 0xff]
+        ^ aLtxCrc[1][(crc>>48) & 0xff] ^ aLtxCrc[0][crc>>56];
+    a += 8;
+    n -= 8;
+  }
+  while( n-- ){
+    crc = aLtxCrc[0][(crc ^ *a++) & 0xff] ^ (crc>>8);
   }
   return ~crc;
 }

@@ -65,6 +65,7 @@ struct DepotFile {
   int bRollback;             /* the main journal is being played back */
   ZSTD_CCtx *pCctx;
   ZSTD_DCtx *pDctx;
+  DepotChunkCache chunks;    /* recently read blob chunk rows */
   unsigned char *aScratch;   /* one page of the largest size */
 };
 
@@ -280,7 +281,7 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
     memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
     return SQLITE_OK;
   }
-  rc = depot_db_read_page(p->pStore, p->pShared->pCache, p->pDctx,
+  rc = depot_db_read_page(p->pStore, p->pShared->pCache, &p->chunks, p->pDctx,
                           p->iBranch, pgno, p->snap.iTxid, p->snap.szPage,
                           pOut, 0, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
@@ -654,6 +655,7 @@ static int depotDeviceCharacteristics(sqlite3_file *pFile){
 
 static void depotFileFree(DepotFile *p){
   txbuf_clear(&p->tx);
+  depot_chunk_cache_clear(&p->chunks);
   store_close(p->pStore);
   depotSharedRelease(p);
   ZSTD_freeCCtx(p->pCctx);
