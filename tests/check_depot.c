@@ -703,6 +703,34 @@ START_TEST(test_depot_corrupt_store_rows_give_sqlite_corrupt){
 }
 END_TEST
 
+START_TEST(test_depot_corrupt_commit_row_and_unknown_layout_are_errors){
+  char *zDir = th_tmpdir("depot-meta");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,'m')",
+                               zStore);
+  char *zUri = depot_uri(zDir, "m", 0);
+  sqlite3 *db = open_depot(zDir, "m", 0), *db2 = 0;
+  char *zErr = 0;
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  poke_store(zDir, "UPDATE depot_kv SET value=x'0102' WHERE"
+             " substr(key,1,2)=x'0230' AND substr(key,11,1)=x'10'");
+  db = th_open(":memory:");
+  ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
+  ck_assert_ptr_nonnull(strstr(zErr, "corrupt commit row"));
+  sqlite3_free(zErr);
+  poke_store(zDir, "UPDATE depot_kv SET value=x'00000002' WHERE"
+             " key=x'0200666f726d6174'");
+  ck_assert_int_eq(th_try(db, zSql, 0), SQLITE_CANTOPEN);
+  ck_assert_int_eq(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
+                   |SQLITE_OPEN_URI, 0), SQLITE_CANTOPEN);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zUri); sqlite3_free(zSql); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- rollback, spill, pragmas, URI ---- */
 
 START_TEST(test_depot_rolled_back_spilled_transaction_leaves_no_commit){
@@ -931,6 +959,13 @@ START_TEST(test_depot_import_export_round_trip){
   ck_assert_int_eq(th_try(m, zSql, &zErr), SQLITE_ERROR);   /* exists */
   ck_assert_ptr_nonnull(strstr(zErr, "already exists"));
   sqlite3_free(zErr); sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc, zStore);
+  th_int(m, zSql);                      /* a second import: a new commit */
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q, 'imp')",
+                         zStore);
+  ck_assert_int_eq(th_int(m, zSql), 2);
+  sqlite3_free(zSql);
   ck_assert_int_eq(th_try(m, "SELECT depot_import(NULL, 'x')", &zErr),
                    SQLITE_ERROR);
   ck_assert_ptr_nonnull(strstr(zErr, "depot_import(src_path, store[, db])"));
@@ -986,6 +1021,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_sigkill_leaves_last_or_next_commit);
   tcase_add_test(tc,
       test_depot_store_write_and_sync_failures_fail_commit_cleanly);
+  tcase_add_test(tc,
+      test_depot_corrupt_commit_row_and_unknown_layout_are_errors);
   tcase_add_loop_test(tc, test_depot_corrupt_store_rows_give_sqlite_corrupt,
                       0, (int)(sizeof(azCorrupt)/sizeof(azCorrupt[0])));
   suite_add_tcase(s, tc);
