@@ -277,6 +277,30 @@ START_TEST(test_depot_reader_keeps_snapshot_while_other_connection_commits){
 }
 END_TEST
 
+/* In exclusive locking mode SQLite stops bumping the change counter, yet
+** depot readers stay open beside the writer: they must still see every
+** commit, not their stale page cache. */
+START_TEST(test_depot_reader_sees_commits_of_exclusive_mode_writer){
+  char *zDir = th_tmpdir("depot-xcc");
+  sqlite3 *w = open_depot(zDir, "x", 0);
+  sqlite3 *r;
+  int i;
+  th_exec(w, "PRAGMA locking_mode=EXCLUSIVE; CREATE TABLE t(a);"
+             "INSERT INTO t VALUES(0)");
+  r = open_depot(zDir, "x", 0);
+  for(i=1; i<=3; i++){
+    char *z = sqlite3_mprintf("UPDATE t SET a=%d", i);
+    ck_assert_int_eq(th_int(r, "SELECT a FROM t"), i-1);
+    th_exec(w, z);
+    ck_assert_int_eq(th_int(r, "SELECT a FROM t"), i);
+    sqlite3_free(z);
+  }
+  sqlite3_close(r);
+  sqlite3_close(w);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_stale_writer_gets_busy_snapshot){
   char *zDir = th_tmpdir("depot-stale");
   sqlite3 *a = open_depot(zDir, "s", 0);
@@ -1011,6 +1035,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_reader_keeps_snapshot_while_other_connection_commits);
   tcase_add_test(tc, test_depot_stale_writer_gets_busy_snapshot);
+  tcase_add_test(tc, test_depot_reader_sees_commits_of_exclusive_mode_writer);
   tcase_add_test(tc, test_depot_second_writer_in_process_is_busy);
   tcase_add_test(tc, test_depot_writer_in_other_process_fences_commit);
   tcase_add_test(tc, test_depot_threads_see_only_whole_commits);

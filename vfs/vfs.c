@@ -287,8 +287,24 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
 
+/* What SQLite reads as the file change counter (offset 24 of page 1, and
+** the version-valid-for number at 92 when it matched) is the low 32 bits of
+** the pinned txid, whatever the stored page holds.  Every commit moves the
+** txid on by one, so every pager sees a new counter for every commit even
+** when the writer, in exclusive locking mode, stopped incrementing it; and
+** a writer's pager, which adds one to the counter it read, writes exactly
+** the value readers will see, so it keeps its own cache. */
+static void depotVirtualCounter(DepotFile *p, unsigned char *a){
+  uint32_t c = (uint32_t)p->snap.iTxid;
+  if( ltx_get32(a+92)==ltx_get32(a+24) ) ltx_put32(a+92, c);
+  ltx_put32(a+24, c);
+}
+
+/* Page pgno as SQLite should see it: the writer's own copy, else the
+** snapshot's (page 1 with the virtual change counter). */
 static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
                         unsigned char *pOut){
+  int rc;
   if( p->eLock>=SQLITE_LOCK_RESERVED ){
     unsigned char *a = txbuf_get(&p->tx, pgno);
     if( a ){
@@ -296,7 +312,9 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
       return SQLITE_OK;
     }
   }
-  return depotSnapPage(p, pgno, pOut);
+  rc = depotSnapPage(p, pgno, pOut);
+  if( rc==SQLITE_OK && pgno==1 && p->iBranch ) depotVirtualCounter(p, pOut);
+  return rc;
 }
 
 static int depotRead(sqlite3_file *pFile, void *pBuf, int iAmt,
