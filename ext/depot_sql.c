@@ -336,16 +336,17 @@ static char *depotUri(const char *zStore, const char *zDb,
   return sqlite3_str_finish(pStr);
 }
 
-/* Copy every page of zFromUri into zToUri with the backup API; returns
-** the page count or -1 with *pzErr set. */
+/* Copy every page of zFromUri into zToUri with the backup API (each opened
+** with its flags: SQLITE_OPEN_URI for a depot URI, none for a plain path);
+** returns the page count or -1 with *pzErr set. */
 static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
                                const char *zToUri, int toFlags, char **pzErr){
   sqlite3 *pFrom = 0, *pTo = 0;
   sqlite3_backup *pB = 0;
   sqlite3_int64 nPage = -1;
-  int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags|SQLITE_OPEN_URI, 0);
+  int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags, 0);
   if( rc==SQLITE_OK ){
-    rc = sqlite3_open_v2(zToUri, &pTo, toFlags|SQLITE_OPEN_URI, 0);
+    rc = sqlite3_open_v2(zToUri, &pTo, toFlags, 0);
     if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
   }else{
     *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pFrom));
@@ -394,12 +395,13 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   zUri = depotUri((const char*)sqlite3_value_text(argv[1]),
                   argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main",
                   "main");
-  zFrom = sqlite3_mprintf("file:%s", (const char*)sqlite3_value_text(argv[0]));
+  zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
   if( zUri==0 || zFrom==0 ){
     sqlite3_result_error_nomem(ctx);
   }else{
     n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
-                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
+                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
+                  &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: import failed: %s", zErr);
       sqlite3_result_error(ctx, z, -1);
@@ -431,11 +433,11 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   zUri = depotUri((const char*)sqlite3_value_text(argv[0]),
                   (const char*)sqlite3_value_text(argv[1]),
                   (const char*)sqlite3_value_text(argv[2]));
-  zTo = sqlite3_mprintf("file:%s", zDst);
+  zTo = sqlite3_mprintf("%s", zDst);
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
   }else{
-    n = depotCopy(zUri, SQLITE_OPEN_READWRITE, zTo,
+    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, zTo,
                   SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
