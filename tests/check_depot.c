@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -377,6 +378,59 @@ START_TEST(test_depot_writer_in_other_process_fences_commit){
   ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t WHERE who='parent'"), 0);
   assert_integrity(a);
   sqlite3_close(a);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Child: nInc increments of the counter, each retried until it commits;
+** exit status 0 when all committed. */
+static void increment_child(const char *zDir, int nInc){
+  char *zUri = depot_uri(zDir, "inc", 0);
+  sqlite3 *db;
+  int i, nTry = 0;
+  if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    _exit(4);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  for(i=0; i<nInc && nTry<100000; nTry++){
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE c SET n=n+1; COMMIT",
+                          0, 0, 0);
+    if( rc==SQLITE_OK ){
+      i++;
+    }else if( (rc&0xff)==SQLITE_BUSY ){
+      sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+    }else{
+      _exit(5);
+    }
+  }
+  sqlite3_close(db);
+  if( getenv("DEPOT_TEST_VERBOSE") ){
+    fprintf(stderr, "increment child: %d retries\n", nTry-i);
+  }
+  _exit(i==nInc ? 0 : 6);
+}
+
+/* Two processes increment one counter; every commit is fenced by the head
+** compare-and-set, so no increment is lost. */
+START_TEST(test_depot_concurrent_processes_lose_no_update){
+  char *zDir = th_tmpdir("depot-inc");
+  sqlite3 *db = open_depot(zDir, "inc", 0);
+  pid_t aPid[2];
+  int i, st;
+  th_exec(db, "CREATE TABLE c(n); INSERT INTO c VALUES(0)");
+  sqlite3_close(db);
+  for(i=0; i<2; i++){
+    aPid[i] = fork();
+    if( aPid[i]==0 ) increment_child(zDir, 100);
+  }
+  for(i=0; i<2; i++){
+    waitpid(aPid[i], &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child %d: %d", i, st);
+  }
+  db = open_depot(zDir, "inc", 0);
+  ck_assert_int_eq(th_int(db, "SELECT n FROM c"), 200);
+  assert_integrity(db);
+  sqlite3_close(db);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -1039,6 +1093,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_second_writer_in_process_is_busy);
   tcase_add_test(tc, test_depot_writer_in_other_process_fences_commit);
   tcase_add_test(tc, test_depot_threads_see_only_whole_commits);
+  tcase_add_test(tc, test_depot_concurrent_processes_lose_no_update);
   tcase_add_test(tc,
       test_depot_reader_keeps_snapshot_while_other_process_commits);
   suite_add_tcase(s, tc);
