@@ -46,3 +46,24 @@ SELECT kv_try_commit(id) AS first_conflicts FROM h WHERE name = 'first';
 SELECT key, value FROM account WHERE key = 'alice';
 .print '-- (kv_commit would have failed with SQLITE_BUSY_SNAPSHOT: "kv: transaction'
 .print "--  conflicts with a concurrent commit on 1 key: account key 'alice'; ...\")"
+.print ''
+.print '== branchable databases: a depot database inside the store file store.depot'
+ATTACH 'file:store.depot?vfs=depot&db=inventory' AS d;
+CREATE TABLE d.item(id INTEGER PRIMARY KEY, name TEXT, qty INT);
+INSERT INTO d.item(name, qty) VALUES ('bolt', 120), ('nut', 300);
+BEGIN;
+UPDATE d.item SET qty = qty - 20 WHERE name = 'bolt';
+INSERT INTO d.item(name, qty) VALUES ('washer', 75);
+COMMIT;
+.print '== a second connection (the VFS is registered for the whole process)'
+.print '== opens the same database and reads it'
+.connection 1
+ATTACH 'file:store.depot?vfs=depot&db=inventory' AS d;
+SELECT * FROM d.item ORDER BY id;
+PRAGMA d.integrity_check;
+.connection 0
+.connection close 1
+.print '== every transaction above is one commit of the database'
+SELECT txid, db_pages, pages_written, bytes_stored FROM depot_commits('store.depot', 'inventory');
+.print '== the store as a whole'
+SELECT databases, branches, stored_bytes, logical_bytes FROM depot_stats('store.depot');

@@ -18,6 +18,7 @@ SQLITE_EXTENSION_INIT1
 static const DepotComponent *const aDepotComponent[] = {
   &depotVersionComponent,
   &depotKvComponent,
+  &depotVfsComponent,
 };
 #define DEPOT_NCOMPONENT \
   ((int)(sizeof(aDepotComponent)/sizeof(aDepotComponent[0])))

@@ -28,4 +28,7 @@ extern const DepotComponent depotVersionComponent;
 /* ext/kv_func.c: KV tables, kv_* functions, kv_tables */
 extern const DepotComponent depotKvComponent;
 
+/* ext/depot_sql.c: the depot VFS and depot_commits/stats/import/export */
+extern const DepotComponent depotVfsComponent;
+
 #endif /* DEPOT_INT_H */

@@ -4,7 +4,8 @@ DEPOT_SOURCES += \
 	ext/depot.h \
 	ext/depot_int.h \
 	ext/depot.c \
-	ext/version.c
+	ext/version.c \
+	ext/depot_sql.c
 DEPOT_SOURCES += \
 	ext/kv_codec.h \
 	ext/kv_codec.c \

@@ -81,6 +81,14 @@ static const BenchWorkload aWorkload[] = {
     "1 thread, durable WAL appends",
     "8 threads appending at once",
     0.25, 5, bench_wal_group_commit },
+  { "depot_speed",
+    "speedtest steps, unix VFS, synchronous=FULL",
+    "same steps, depot VFS, store synchronous=FULL",
+    1.50, 3, bench_depot_speed },
+  { "depot_bytes",
+    "text-heavy table, plain file bytes (=1.0)",
+    "same table, depot store bytes / plain bytes",
+    0.60, 1, bench_depot_bytes },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

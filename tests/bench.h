@@ -31,6 +31,9 @@ double bench_kv_map_put(int bCandidate, const char *zDir);
 /* tests/bench_kv.c */
 double bench_kv_memory_upsert(int bCandidate, const char *zDir);
 double bench_kv_group_commit(int bCandidate, const char *zDir);
+/* tests/bench_depot.c: the depot VFS against the unix VFS. */
+double bench_depot_speed(int bCandidate, const char *zDir);
+double bench_depot_bytes(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);

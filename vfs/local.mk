@@ -1,1 +1,28 @@
 ## vfs/ -- the depot VFS and its outer store.
+DEPOT_SOURCES += \
+	vfs/store.h vfs/store.c vfs/store_sqlite.c \
+	vfs/ltx.h vfs/ltx.c \
+	vfs/layout.h vfs/layout.c \
+	vfs/pcache.h vfs/pcache.c \
+	vfs/txbuf.h vfs/txbuf.c \
+	vfs/db.h vfs/db.c \
+	vfs/admin.c \
+	vfs/depot_vfs.h vfs/vfs.c
+
+check_PROGRAMS += tests/check_vfs tests/check_depot
+TESTS += tests/check_vfs tests/check_depot
+tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
+tests_check_vfs_LDADD = $(TEST_LDADD)
+tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
+tests_check_depot_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_depot.c
+
+# make torture: the SIGKILL and store-fault tests of the depot suite with
+# many kill rounds (DEPOT_TORTURE_ITERS, default 200).
+torture: tests/check_depot$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	DEPOT_TORTURE_ITERS=$${DEPOT_TORTURE_ITERS:-200} CK_RUN_CASE=faults \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
+	  ./tests/check_depot$(EXEEXT)
+.PHONY: torture

@@ -1,0 +1,486 @@
+/*
+** depot_sql.c -- the SQL surface of branchable databases (the "depot" VFS
+** component): registers the VFS once per process and, per connection,
+**
+**   SELECT * FROM depot_commits(store[, db[, branch]]);
+**       txid, time, db_pages, page_size, pages_written, bytes_stored,
+**       checksum -- one row per commit, in txid order
+**   SELECT * FROM depot_stats(store);
+**       databases, branches, stored_bytes, logical_bytes,
+**       compression_ratio, cache_hits, cache_misses -- one row
+**   SELECT depot_import(src_path, store[, db]);         -- pages copied
+**   SELECT depot_export(store, db, branch, dst_path);   -- pages copied
+**
+** depot_import and depot_export write files and are SQLITE_DIRECTONLY.
+** See docs/SQL.md, "Branchable databases (depot VFS)".
+*/
+#include "config.h"
+#include "ext/depot_int.h"
+#include "vfs/depot_vfs.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ================= depot_commits ================= */
+
+#define DC_STORE 7        /* first hidden column */
+
+typedef struct DcCursor DcCursor;
+struct DcCursor {
+  sqlite3_vtab_cursor base;   /* must be first */
+  DepotCommitInfo *a;
+  int n, nAlloc, i;
+};
+
+static int dcConnect(sqlite3 *db, void *pAux, int argc,
+                     const char *const *argv, sqlite3_vtab **ppVtab,
+                     char **pzErr){
+  sqlite3_vtab *p;
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(txid INTEGER, time TEXT,"
+      " db_pages INTEGER, page_size INTEGER, pages_written INTEGER,"
+      " bytes_stored INTEGER, checksum TEXT, store HIDDEN, db HIDDEN,"
+      " branch HIDDEN)");
+  (void)pAux; (void)argc; (void)argv; (void)pzErr;
+  if( rc!=SQLITE_OK ) return rc;
+  p = sqlite3_malloc64(sizeof(*p));
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *ppVtab = p;
+  return SQLITE_OK;
+}
+
+static int dcDisconnect(sqlite3_vtab *p){
+  sqlite3_free(p);
+  return SQLITE_OK;
+}
+
+/* Hidden columns from iFirst on are arguments: usable equality constraints
+** on them are passed to xFilter in column order; idxNum is their bitmask.
+** The first argument is required. */
+static int tvfBestIndex(sqlite3_index_info *pInfo, int iFirst, int nArg){
+  int aIdx[3] = { -1, -1, -1 };
+  int i, nUsed = 0, mask = 0;
+  for(i=0; i<pInfo->nConstraint; i++){
+    const struct sqlite3_index_constraint *c = &pInfo->aConstraint[i];
+    int iArg = c->iColumn - iFirst;
+    if( iArg<0 || iArg>=nArg || c->op!=SQLITE_INDEX_CONSTRAINT_EQ ) continue;
+    if( !c->usable ) return SQLITE_CONSTRAINT;
+    aIdx[iArg] = i;
+  }
+  if( aIdx[0]<0 ) return SQLITE_CONSTRAINT;
+  for(i=0; i<nArg; i++){
+    if( aIdx[i]<0 ) continue;
+    pInfo->aConstraintUsage[aIdx[i]].argvIndex = ++nUsed;
+    pInfo->aConstraintUsage[aIdx[i]].omit = 1;
+    mask |= 1<<i;
+  }
+  pInfo->idxNum = mask;
+  pInfo->estimatedCost = 1000;
+  return SQLITE_OK;
+}
+
+static int dcBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+  (void)pVtab;
+  return tvfBestIndex(pInfo, DC_STORE, 3);
+}
+
+static int dcOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
+  DcCursor *p = sqlite3_malloc64(sizeof(*p));
+  (void)pVtab;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  *ppCur = &p->base;
+  return SQLITE_OK;
+}
+
+static int dcClose(sqlite3_vtab_cursor *pCur){
+  DcCursor *p = (DcCursor*)pCur;
+  sqlite3_free(p->a);
+  sqlite3_free(p);
+  return SQLITE_OK;
+}
+
+static int dcCollect(void *pArg, const DepotCommitInfo *pInfo){
+  DcCursor *p = (DcCursor*)pArg;
+  if( p->n==p->nAlloc ){
+    int nNew = p->nAlloc ? p->nAlloc*2 : 16;
+    DepotCommitInfo *a = sqlite3_realloc64(p->a, sizeof(*a)*nNew);
+    if( a==0 ) return 1;
+    p->a = a;
+    p->nAlloc = nNew;
+  }
+  p->a[p->n++] = *pInfo;
+  return 0;
+}
+
+/* Text argument i of xFilter, or NULL with an error in the vtab. */
+static const char *tvfTextArg(sqlite3_vtab *pVtab, sqlite3_value *pVal,
+                              const char *zWhat){
+  if( sqlite3_value_type(pVal)!=SQLITE_TEXT ){
+    sqlite3_free(pVtab->zErrMsg);
+    pVtab->zErrMsg = sqlite3_mprintf("depot: %s must be text", zWhat);
+    return 0;
+  }
+  return (const char*)sqlite3_value_text(pVal);
+}
+
+static int dcFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv){
+  DcCursor *p = (DcCursor*)pCur;
+  const char *az[3] = { 0, "main", "main" };
+  const char *azWhat[3] = { "store", "db", "branch" };
+  char *zErr = 0;
+  int i, j = 0, rc;
+  (void)idxStr;
+  p->n = p->i = 0;
+  for(i=0; i<3; i++){
+    if( (idxNum & (1<<i))==0 || j>=argc ) continue;
+    az[i] = tvfTextArg(pCur->pVtab, argv[j++], azWhat[i]);
+    if( az[i]==0 ) return SQLITE_ERROR;
+  }
+  rc = depot_list_commits(az[0], az[1], az[2], dcCollect, p, &zErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(pCur->pVtab->zErrMsg);
+    pCur->pVtab->zErrMsg = zErr;
+    return rc;
+  }
+  sqlite3_free(zErr);
+  return SQLITE_OK;
+}
+
+static int dcNext(sqlite3_vtab_cursor *pCur){
+  ((DcCursor*)pCur)->i++;
+  return SQLITE_OK;
+}
+
+static int dcEof(sqlite3_vtab_cursor *pCur){
+  DcCursor *p = (DcCursor*)pCur;
+  return p->i>=p->n;
+}
+
+static void dcTime(sqlite3_context *ctx, uint64_t iMs){
+  time_t t = (time_t)(iMs/1000);
+  struct tm tm;
+  char z[40];
+  gmtime_r(&t, &tm);
+  strftime(z, sizeof(z), "%Y-%m-%d %H:%M:%S", &tm);
+  sqlite3_result_text(ctx, sqlite3_mprintf("%s.%03d", z, (int)(iMs%1000)),
+                      -1, sqlite3_free);
+}
+
+static int dcColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
+  DcCursor *p = (DcCursor*)pCur;
+  const DepotCommitInfo *c = &p->a[p->i];
+  switch( i ){
+    case 0: sqlite3_result_int64(ctx, (sqlite3_int64)c->iTxid); break;
+    case 1: dcTime(ctx, c->iTimeMs); break;
+    case 2: sqlite3_result_int64(ctx, c->nPage); break;
+    case 3: sqlite3_result_int64(ctx, c->szPage); break;
+    case 4: sqlite3_result_int64(ctx, c->nWritten); break;
+    case 5: sqlite3_result_int64(ctx, (sqlite3_int64)c->nStored); break;
+    case 6:
+      sqlite3_result_text(ctx, sqlite3_mprintf("%016llx",
+          (unsigned long long)c->iChecksum), -1, sqlite3_free);
+      break;
+    default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int dcRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
+  *pRowid = ((DcCursor*)pCur)->i + 1;
+  return SQLITE_OK;
+}
+
+static const sqlite3_module depotCommitsModule = {
+  0, 0, dcConnect, dcBestIndex, dcDisconnect, 0, dcOpen, dcClose, dcFilter,
+  dcNext, dcEof, dcColumn, dcRowid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+};
+
+/* ================= depot_stats ================= */
+
+#define DS_STORE 7
+
+typedef struct DsCursor DsCursor;
+struct DsCursor {
+  sqlite3_vtab_cursor base;   /* must be first */
+  DepotStats s;
+  int bEof;
+};
+
+static int dsConnect(sqlite3 *db, void *pAux, int argc,
+                     const char *const *argv, sqlite3_vtab **ppVtab,
+                     char **pzErr){
+  sqlite3_vtab *p;
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(databases INTEGER,"
+      " branches INTEGER, stored_bytes INTEGER, logical_bytes INTEGER,"
+      " compression_ratio REAL, cache_hits INTEGER, cache_misses INTEGER,"
+      " store HIDDEN)");
+  (void)pAux; (void)argc; (void)argv; (void)pzErr;
+  if( rc!=SQLITE_OK ) return rc;
+  p = sqlite3_malloc64(sizeof(*p));
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *ppVtab = p;
+  return SQLITE_OK;
+}
+
+static int dsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+  (void)pVtab;
+  return tvfBestIndex(pInfo, DS_STORE, 1);
+}
+
+static int dsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
+  DsCursor *p = sqlite3_malloc64(sizeof(*p));
+  (void)pVtab;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  *ppCur = &p->base;
+  return SQLITE_OK;
+}
+
+static int dsClose(sqlite3_vtab_cursor *pCur){
+  sqlite3_free(pCur);
+  return SQLITE_OK;
+}
+
+static int dsFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
+                    int argc, sqlite3_value **argv){
+  DsCursor *p = (DsCursor*)pCur;
+  const char *zStore;
+  char *zErr = 0;
+  int rc;
+  (void)idxNum; (void)idxStr;
+  p->bEof = 1;
+  if( argc<1 ) return SQLITE_CONSTRAINT;
+  zStore = tvfTextArg(pCur->pVtab, argv[0], "store");
+  if( zStore==0 ) return SQLITE_ERROR;
+  rc = depot_store_stats(zStore, &p->s, &zErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(pCur->pVtab->zErrMsg);
+    pCur->pVtab->zErrMsg = zErr;
+    return rc;
+  }
+  sqlite3_free(zErr);
+  p->bEof = 0;
+  return SQLITE_OK;
+}
+
+static int dsNext(sqlite3_vtab_cursor *pCur){
+  ((DsCursor*)pCur)->bEof = 1;
+  return SQLITE_OK;
+}
+
+static int dsEof(sqlite3_vtab_cursor *pCur){
+  return ((DsCursor*)pCur)->bEof;
+}
+
+static int dsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
+  const DepotStats *s = &((DsCursor*)pCur)->s;
+  switch( i ){
+    case 0: sqlite3_result_int64(ctx, s->nDatabase); break;
+    case 1: sqlite3_result_int64(ctx, s->nBranch); break;
+    case 2: sqlite3_result_int64(ctx, s->nStored); break;
+    case 3: sqlite3_result_int64(ctx, s->nLogical); break;
+    case 4:
+      if( s->nLogical>0 ){
+        sqlite3_result_double(ctx, (double)s->nStored/(double)s->nLogical);
+      }
+      break;
+    case 5: sqlite3_result_int64(ctx, s->nCacheHit); break;
+    case 6: sqlite3_result_int64(ctx, s->nCacheMiss); break;
+    default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int dsRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
+  (void)pCur;
+  *pRowid = 1;
+  return SQLITE_OK;
+}
+
+static const sqlite3_module depotStatsModule = {
+  0, 0, dsConnect, dsBestIndex, dcDisconnect, 0, dsOpen, dsClose, dsFilter,
+  dsNext, dsEof, dsColumn, dsRowid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+};
+
+/* ================= depot_import / depot_export ================= */
+
+/* "file:" URI of a depot database in store zStore. */
+static char *depotUri(const char *zStore, const char *zDb,
+                      const char *zBranch){
+  sqlite3_str *pStr = sqlite3_str_new(0);
+  const char *z;
+  sqlite3_str_appendall(pStr, "file:");
+  for(z=zStore; *z; z++){
+    if( *z=='?' || *z=='#' || *z=='%' ){
+      sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
+    }else{
+      sqlite3_str_appendchar(pStr, 1, *z);
+    }
+  }
+  sqlite3_str_appendf(pStr, "?vfs=%s", DEPOT_VFS_NAME);
+  for(z=zDb, sqlite3_str_appendall(pStr, "&db="); *z; z++){
+    if( *z=='&' || *z=='#' || *z=='%' || *z=='=' ) sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
+    else sqlite3_str_appendchar(pStr, 1, *z);
+  }
+  for(z=zBranch, sqlite3_str_appendall(pStr, "&branch="); *z; z++){
+    if( *z=='&' || *z=='#' || *z=='%' || *z=='=' ) sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
+    else sqlite3_str_appendchar(pStr, 1, *z);
+  }
+  return sqlite3_str_finish(pStr);
+}
+
+/* Copy every page of zFromUri into zToUri with the backup API (each opened
+** with its flags: SQLITE_OPEN_URI for a depot URI, none for a plain path);
+** returns the page count or -1 with *pzErr set. */
+static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
+                               const char *zToUri, int toFlags, char **pzErr){
+  sqlite3 *pFrom = 0, *pTo = 0;
+  sqlite3_backup *pB = 0;
+  sqlite3_int64 nPage = -1;
+  int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags, 0);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_open_v2(zToUri, &pTo, toFlags, 0);
+    if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
+  }else{
+    *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pFrom));
+  }
+  if( rc==SQLITE_OK ){
+    pB = sqlite3_backup_init(pTo, "main", pFrom, "main");
+    if( pB==0 ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
+  }
+  if( pB ){
+    rc = sqlite3_backup_step(pB, -1);
+    nPage = sqlite3_backup_pagecount(pB);
+    sqlite3_backup_finish(pB);
+    if( rc!=SQLITE_DONE ){
+      *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
+      nPage = -1;
+    }
+  }
+  sqlite3_close(pFrom);
+  sqlite3_close(pTo);
+  return nPage;
+}
+
+/* All arguments must be non-NULL text. */
+static int depotTextArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
+                         const char *zUsage){
+  int i;
+  for(i=0; i<argc; i++){
+    if( sqlite3_value_type(argv[i])!=SQLITE_TEXT
+     || sqlite3_value_bytes(argv[i])==0 ){
+      char *z = sqlite3_mprintf("depot: %s takes non-empty text arguments;"
+                                " argument %d is not", zUsage, i+1);
+      sqlite3_result_error(ctx, z, -1);
+      sqlite3_free(z);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void depotImportFunc(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv){
+  const char *zUsage = "depot_import(src_path, store[, db])";
+  char *zUri, *zFrom, *zErr = 0;
+  sqlite3_int64 n;
+  if( !depotTextArgs(ctx, argc, argv, zUsage) ) return;
+  zUri = depotUri((const char*)sqlite3_value_text(argv[1]),
+                  argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main",
+                  "main");
+  zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
+  if( zUri==0 || zFrom==0 ){
+    sqlite3_result_error_nomem(ctx);
+  }else{
+    n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
+                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
+                  &zErr);
+    if( n<0 ){
+      char *z = sqlite3_mprintf("depot: import failed: %s", zErr);
+      sqlite3_result_error(ctx, z, -1);
+      sqlite3_free(z);
+    }else{
+      sqlite3_result_int64(ctx, n);
+    }
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(zUri);
+  sqlite3_free(zFrom);
+}
+
+static void depotExportFunc(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv){
+  const char *zDst;
+  char *zUri = 0, *zTo = 0, *zErr = 0;
+  struct stat st;
+  sqlite3_int64 n;
+  if( !depotTextArgs(ctx, argc, argv,
+                     "depot_export(store, db, branch, dst_path)") ) return;
+  zDst = (const char*)sqlite3_value_text(argv[3]);
+  if( stat(zDst, &st)==0 ){
+    char *z = sqlite3_mprintf("depot: export target %s already exists", zDst);
+    sqlite3_result_error(ctx, z, -1);
+    sqlite3_free(z);
+    return;
+  }
+  zUri = depotUri((const char*)sqlite3_value_text(argv[0]),
+                  (const char*)sqlite3_value_text(argv[1]),
+                  (const char*)sqlite3_value_text(argv[2]));
+  zTo = sqlite3_mprintf("%s", zDst);
+  if( zUri==0 || zTo==0 ){
+    sqlite3_result_error_nomem(ctx);
+  }else{
+    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, zTo,
+                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
+    if( n<0 ){
+      char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
+      sqlite3_result_error(ctx, z, -1);
+      sqlite3_free(z);
+    }else{
+      sqlite3_result_int64(ctx, n);
+    }
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(zUri);
+  sqlite3_free(zTo);
+}
+
+/* ================= the component ================= */
+
+static int depotSqlProcess(char **pzErr){
+  int rc = depot_vfs_register();
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("depot: cannot register the depot VFS");
+  }
+  return rc;
+}
+
+static int depotSqlConnection(sqlite3 *db, char **pzErr){
+  int f = SQLITE_UTF8|SQLITE_DIRECTONLY;
+  int rc = sqlite3_create_module(db, "depot_commits", &depotCommitsModule, 0);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_create_module(db, "depot_stats", &depotStatsModule, 0);
+  }
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_import", 2, f,
+                                   0, depotImportFunc, 0, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_import", 3, f,
+                                   0, depotImportFunc, 0, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_export", 4, f,
+                                   0, depotExportFunc, 0, 0);
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("depot: cannot register the depot SQL"
+                             " functions: %s", sqlite3_errmsg(db));
+  }
+  return rc;
+}
+
+const DepotComponent depotVfsComponent = {
+  "vfs", depotSqlProcess, depotSqlConnection
+};

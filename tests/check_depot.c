@@ -1,0 +1,1115 @@
+/*
+** check_depot.c -- the "depot" suite, SQL level: databases in the depot VFS
+** against plain files (the oracle), snapshot isolation, fencing of stale
+** writers in and across processes, SIGKILL during commits, injected store
+** write/sync failures, corrupted store rows, page sizes, the pragma and URI
+** surface, and depot_commits / depot_stats / depot_import / depot_export.
+**
+** DEPOT_TORTURE_ITERS=N runs N kill rounds (default 3) in the kill test.
+*/
+#include "config.h"
+#include "tests/harness.h"
+#include "ext/depot.h"
+#include "vfs/depot_vfs.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static void setup_vfs(void){
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
+}
+
+/* URI of database zDb in store <zDir>/store.depot, with extra parameters. */
+static char *depot_uri(const char *zDir, const char *zDb, const char *zExtra){
+  return sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=%s%s%s", zDir, zDb,
+                         zExtra ? "&" : "", zExtra ? zExtra : "");
+}
+
+static sqlite3 *open_depot(const char *zDir, const char *zDb,
+                           const char *zExtra){
+  char *zUri = depot_uri(zDir, zDb, zExtra);
+  sqlite3 *db;
+  setup_vfs();
+  db = th_open(zUri);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_free(zUri);
+  return db;
+}
+
+static void assert_integrity(sqlite3 *db){
+  char *z = th_text(db, "PRAGMA integrity_check");
+  ck_assert_str_eq(z, "ok");
+  sqlite3_free(z);
+}
+
+START_TEST(test_depot_write_then_read_after_reopen){
+  char *zDir = th_tmpdir("depot-rt");
+  sqlite3 *db = open_depot(zDir, "app", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t(b) VALUES('x'),('y');");
+  sqlite3_close(db);
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 'app')"), 2);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- the oracle: the same random workload on a plain file and on depot ---- */
+
+typedef struct Rng Rng;
+struct Rng { uint64_t s; };
+static uint32_t rng_next(Rng *r){
+  r->s = r->s*6364136223846793005ULL + 1442695040888963407ULL;
+  return (uint32_t)(r->s>>33);
+}
+static int rng_below(Rng *r, int n){ return (int)(rng_next(r)%(uint32_t)n); }
+
+/* Run zSql on both; both must succeed or both fail with the same code. */
+static void both(sqlite3 *a, sqlite3 *b, const char *zSql){
+  char *zErrA = 0, *zErrB = 0;
+  int rcA = th_try(a, zSql, &zErrA);
+  int rcB = th_try(b, zSql, &zErrB);
+  ck_assert_msg(rcA==rcB, "%s: plain rc=%d (%s), depot rc=%d (%s)", zSql,
+                rcA, zErrA ? zErrA : "", rcB, zErrB ? zErrB : "");
+  sqlite3_free(zErrA);
+  sqlite3_free(zErrB);
+}
+
+/* Every row of zSql must be equal on both connections. */
+static void same_rows(sqlite3 *a, sqlite3 *b, const char *zSql){
+  sqlite3_stmt *pA = 0, *pB = 0;
+  int rcA, rcB, nRow = 0;
+  ck_assert_int_eq(sqlite3_prepare_v2(a, zSql, -1, &pA, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_prepare_v2(b, zSql, -1, &pB, 0), SQLITE_OK);
+  do{
+    int i;
+    rcA = sqlite3_step(pA);
+    rcB = sqlite3_step(pB);
+    ck_assert_msg(rcA==rcB, "%s: row %d: rc %d vs %d (%s)", zSql, nRow, rcA,
+                  rcB, sqlite3_errmsg(b));
+    for(i=0; rcA==SQLITE_ROW && i<sqlite3_column_count(pA); i++){
+      int n = sqlite3_column_bytes(pA, i);
+      ck_assert_int_eq(sqlite3_column_type(pA, i), sqlite3_column_type(pB, i));
+      ck_assert_int_eq(n, sqlite3_column_bytes(pB, i));
+      ck_assert(n==0 || memcmp(sqlite3_column_blob(pA, i),
+                               sqlite3_column_blob(pB, i), n)==0);
+    }
+    nRow++;
+  }while( rcA==SQLITE_ROW );
+  ck_assert_int_eq(rcA, SQLITE_DONE);
+  sqlite3_finalize(pA);
+  sqlite3_finalize(pB);
+}
+
+static void oracle_step(sqlite3 *a, sqlite3 *b, Rng *r){
+  char *z = 0;
+  int k = rng_below(r, 1000), n = 1+rng_below(r, 40);
+  switch( rng_below(r, 12) ){
+    case 0: case 1: case 2:
+      z = sqlite3_mprintf("INSERT INTO t1(k,v,w) SELECT %d+value,"
+          " printf('%%.*c', %d+value%%50, 'a'), %d*value FROM"
+          " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<%d) SELECT value FROM g) WHERE true ON CONFLICT(k) DO NOTHING",
+          k, rng_below(r, 300), k, n);
+      break;
+    case 3:
+      z = sqlite3_mprintf("INSERT INTO t2(x,y) VALUES(%d, zeroblob(%d)),"
+          " (%d, randomblob(0) || x'%08x')", k, rng_below(r, 20000),
+          k+1, rng_next(r));
+      break;
+    case 4: case 5:
+      z = sqlite3_mprintf("UPDATE t1 SET v=v||'%d', w=w+1 WHERE k BETWEEN %d"
+                          " AND %d", k, k, k+n);
+      break;
+    case 6:
+      z = sqlite3_mprintf("DELETE FROM t1 WHERE k BETWEEN %d AND %d", k, k+n);
+      break;
+    case 7:
+      z = sqlite3_mprintf("DELETE FROM t2 WHERE x%%7=%d", k%7);
+      break;
+    case 8:
+      z = sqlite3_mprintf("BEGIN; INSERT INTO t1(k,v,w) VALUES(%d,'r',0)"
+          " ON CONFLICT DO NOTHING; DELETE FROM t1 WHERE k<%d; ROLLBACK", k, k);
+      break;
+    case 9:
+      z = sqlite3_mprintf("BEGIN; SAVEPOINT s1; UPDATE t1 SET w=-w WHERE k<%d;"
+          " SAVEPOINT s2; DELETE FROM t1 WHERE k>%d; ROLLBACK TO s2;"
+          " RELEASE s1; INSERT INTO t2(x,y) VALUES(%d, x'00'); ROLLBACK TO s1;"
+          " UPDATE t1 SET w=w+100 WHERE k=%d; COMMIT", k, k, k, k);
+      break;
+    case 10:
+      z = sqlite3_mprintf(rng_below(r, 4) ? "PRAGMA page_count"
+                          : "VACUUM");
+      break;
+    default:
+      /* Bigger than the page cache: spills before COMMIT. */
+      z = sqlite3_mprintf("PRAGMA cache_size=10; BEGIN;"
+          " INSERT INTO t2(x,y) SELECT %d+value, randomblob(3000) FROM"
+          " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<%d) SELECT value FROM g); UPDATE t2 SET y=zeroblob(10) WHERE x=%d;"
+          " %s; PRAGMA cache_size=-2000", k, 50+n*5, k,
+          rng_below(r, 3) ? "COMMIT" : "ROLLBACK");
+      break;
+  }
+  both(a, b, z);
+  sqlite3_free(z);
+}
+
+static void oracle_compare(sqlite3 *a, sqlite3 *b){
+  same_rows(a, b, "SELECT * FROM t1 ORDER BY k");
+  same_rows(a, b, "SELECT x, length(y), hex(substr(y,1,16)) FROM t2"
+                  " ORDER BY rowid");
+  same_rows(a, b, "SELECT v, count(*) FROM t1 INDEXED BY t1v GROUP BY v"
+                  " ORDER BY v");
+  assert_integrity(a);
+  assert_integrity(b);
+}
+
+/* randomblob(N) replaced by a deterministic stream, so that both sides of
+** the oracle store the same bytes. */
+static void det_blob(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  Rng *r = (Rng*)sqlite3_user_data(ctx);
+  int n = sqlite3_value_int(argv[0]), i;
+  unsigned char *a;
+  (void)argc;
+  if( n<1 ) n = 1;
+  a = sqlite3_malloc(n);
+  if( a==0 ){ sqlite3_result_error_nomem(ctx); return; }
+  for(i=0; i<n; i++) a[i] = (unsigned char)rng_next(r);
+  sqlite3_result_blob(ctx, a, n, sqlite3_free);
+}
+
+static const int aOraclePage[] = { 4096, 512, 65536 };
+
+START_TEST(test_depot_oracle_random_workload_matches_plain_file){
+  char *zDir = th_tmpdir("depot-oracle");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_depot(zDir, "oracle", 0);
+  char *z = sqlite3_mprintf("PRAGMA page_size=%d", aOraclePage[_i]);
+  Rng r, ra, rb;
+  int i;
+  r.s = 1000 + (uint64_t)_i;
+  ra.s = rb.s = 77;
+  sqlite3_create_function(a, "randomblob", 1, SQLITE_UTF8, &ra, det_blob, 0, 0);
+  sqlite3_create_function(b, "randomblob", 1, SQLITE_UTF8, &rb, det_blob, 0, 0);
+  both(a, b, z);
+  both(a, b, "CREATE TABLE t1(k INTEGER PRIMARY KEY, v TEXT, w INT);"
+             "CREATE INDEX t1v ON t1(v); CREATE INDEX t1w ON t1(w, v);"
+             "CREATE TABLE t2(x INT, y BLOB); CREATE INDEX t2x ON t2(x)");
+  for(i=0; i<160; i++){
+    oracle_step(a, b, &r);
+    if( i%40==39 ) oracle_compare(a, b);
+  }
+  oracle_compare(a, b);
+  ck_assert_int_eq(th_int(b, "PRAGMA page_size"), aOraclePage[_i]);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(z); sqlite3_free(zPlain); sqlite3_free(zDir);
+}
+END_TEST
+
+static const int aPageSizes[] = { 512, 1024, 2048, 4096, 8192, 16384, 32768,
+                                  65536 };
+
+START_TEST(test_depot_every_page_size_works){
+  char *zDir = th_tmpdir("depot-pgsz");
+  sqlite3 *db = open_depot(zDir, "p", 0);
+  char *z = sqlite3_mprintf("PRAGMA page_size=%d; CREATE TABLE t(a, b);"
+      " INSERT INTO t SELECT value, randomblob(700) FROM"
+      " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value FROM g); CREATE INDEX ta ON t(a);", aPageSizes[_i]);
+  th_exec(db, z);
+  sqlite3_close(db);
+  db = open_depot(zDir, "p", 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), aPageSizes[_i]);
+  ck_assert_int_eq(th_int(db, "SELECT sum(a) FROM t"), 300*301/2);
+  th_exec(db, "DELETE FROM t WHERE a%3=0; VACUUM;");
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  sqlite3_close(db);
+  sqlite3_free(z); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_page_size_change_of_existing_database_fails_cleanly){
+  char *zDir = th_tmpdir("depot-pgchg");
+  sqlite3 *db = open_depot(zDir, "p", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  ck_assert_int_ne(th_try(db, "PRAGMA page_size=1024; VACUUM", 0), SQLITE_OK);
+  sqlite3_close(db);
+  db = open_depot(zDir, "p", 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), 4096);
+  ck_assert_int_eq(th_int(db, "SELECT a FROM t"), 1);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- concurrency ---- */
+
+START_TEST(test_depot_reader_keeps_snapshot_while_other_connection_commits){
+  char *zDir = th_tmpdir("depot-snap");
+  sqlite3 *w = open_depot(zDir, "s", 0);
+  sqlite3 *r;
+  th_exec(w, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  r = open_depot(zDir, "s", 0);
+  th_exec(r, "BEGIN");
+  ck_assert_int_eq(th_int(r, "SELECT count(*) FROM t"), 1);
+  th_exec(w, "INSERT INTO t VALUES(2)");          /* readers never block */
+  th_exec(w, "INSERT INTO t SELECT value FROM (WITH RECURSIVE g(value) AS (SELECT 3 UNION ALL SELECT value+1 FROM g WHERE value<2000) SELECT value FROM g)");
+  ck_assert_int_eq(th_int(r, "SELECT count(*) FROM t"), 1);
+  ck_assert_int_eq(th_int(r, "SELECT max(a) FROM t"), 1);
+  th_exec(r, "COMMIT");
+  ck_assert_int_eq(th_int(r, "SELECT count(*) FROM t"), 2000);
+  assert_integrity(r);
+  sqlite3_close(r);
+  sqlite3_close(w);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* In exclusive locking mode SQLite stops bumping the change counter, yet
+** depot readers stay open beside the writer: they must still see every
+** commit, not their stale page cache. */
+START_TEST(test_depot_reader_sees_commits_of_exclusive_mode_writer){
+  char *zDir = th_tmpdir("depot-xcc");
+  sqlite3 *w = open_depot(zDir, "x", 0);
+  sqlite3 *r;
+  int i;
+  th_exec(w, "PRAGMA locking_mode=EXCLUSIVE; CREATE TABLE t(a);"
+             "INSERT INTO t VALUES(0)");
+  r = open_depot(zDir, "x", 0);
+  for(i=1; i<=3; i++){
+    char *z = sqlite3_mprintf("UPDATE t SET a=%d", i);
+    ck_assert_int_eq(th_int(r, "SELECT a FROM t"), i-1);
+    th_exec(w, z);
+    ck_assert_int_eq(th_int(r, "SELECT a FROM t"), i);
+    sqlite3_free(z);
+  }
+  sqlite3_close(r);
+  sqlite3_close(w);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_stale_writer_gets_busy_snapshot){
+  char *zDir = th_tmpdir("depot-stale");
+  sqlite3 *a = open_depot(zDir, "s", 0);
+  sqlite3 *b = open_depot(zDir, "s", 0);
+  int rc;
+  th_exec(a, "CREATE TABLE t(a)");
+  th_exec(a, "BEGIN");
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t"), 0);
+  th_exec(b, "INSERT INTO t VALUES('from b')");
+  rc = th_try(a, "INSERT INTO t VALUES('from a')", 0);
+  ck_assert_int_eq(rc, SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_extended_errcode(a), SQLITE_BUSY_SNAPSHOT);
+  th_exec(a, "ROLLBACK");
+  th_exec(a, "INSERT INTO t VALUES('from a, retried')");
+  ck_assert_int_eq(th_int(b, "SELECT count(*) FROM t"), 2);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_second_writer_in_process_is_busy){
+  char *zDir = th_tmpdir("depot-busy");
+  sqlite3 *a = open_depot(zDir, "s", 0);
+  sqlite3 *b = open_depot(zDir, "s", 0);
+  th_exec(a, "CREATE TABLE t(a)");
+  th_exec(a, "BEGIN IMMEDIATE; INSERT INTO t VALUES(1)");
+  ck_assert_int_eq(th_try(b, "INSERT INTO t VALUES(2)", 0), SQLITE_BUSY);
+  ck_assert_int_eq(th_int(b, "SELECT count(*) FROM t"), 0);
+  th_exec(a, "COMMIT");
+  th_exec(b, "INSERT INTO t VALUES(2)");
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t"), 2);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A writer in another process commits while this one holds RESERVED: the
+** head compare-and-set fences this one at COMMIT. */
+START_TEST(test_depot_writer_in_other_process_fences_commit){
+  char *zDir = th_tmpdir("depot-fence");
+  int toChild[2], toParent[2];
+  char c = 0;
+  pid_t pid;
+  int st;
+  sqlite3 *a = open_depot(zDir, "f", 0);
+  th_exec(a, "CREATE TABLE t(who TEXT)");
+  sqlite3_close(a);
+  ck_assert_int_eq(pipe(toChild), 0);
+  ck_assert_int_eq(pipe(toParent), 0);
+  pid = fork();
+  if( pid==0 ){
+    sqlite3 *b;
+    char *zUri = depot_uri(zDir, "f", 0);
+    if( read(toChild[0], &c, 1)!=1 ) _exit(3);
+    if( sqlite3_open_v2(zUri, &b, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+      _exit(4);
+    }
+    if( sqlite3_exec(b, "INSERT INTO t VALUES('child')", 0, 0, 0) ) _exit(5);
+    sqlite3_close(b);
+    _exit(write(toParent[1], "k", 1)==1 ? 0 : 6);
+  }
+  a = open_depot(zDir, "f", 0);
+  th_exec(a, "BEGIN IMMEDIATE; INSERT INTO t VALUES('parent')");
+  ck_assert_int_eq(write(toChild[1], "g", 1), 1);
+  ck_assert_int_eq(read(toParent[0], &c, 1), 1);
+  waitpid(pid, &st, 0);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  ck_assert_int_eq(th_try(a, "COMMIT", 0), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_extended_errcode(a), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_get_autocommit(a), 1);
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t WHERE who='child'"), 1);
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t WHERE who='parent'"), 0);
+  assert_integrity(a);
+  sqlite3_close(a);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Child: nInc increments of the counter, each retried until it commits;
+** exit status 0 when all committed. */
+static void increment_child(const char *zDir, int nInc){
+  char *zUri = depot_uri(zDir, "inc", 0);
+  sqlite3 *db;
+  int i, nTry = 0;
+  if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    _exit(4);
+  }
+  sqlite3_busy_timeout(db, 10000);
+  for(i=0; i<nInc && nTry<100000; nTry++){
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE c SET n=n+1; COMMIT",
+                          0, 0, 0);
+    if( rc==SQLITE_OK ){
+      i++;
+    }else if( (rc&0xff)==SQLITE_BUSY ){
+      sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+    }else{
+      _exit(5);
+    }
+  }
+  sqlite3_close(db);
+  if( getenv("DEPOT_TEST_VERBOSE") ){
+    fprintf(stderr, "increment child: %d retries\n", nTry-i);
+  }
+  _exit(i==nInc ? 0 : 6);
+}
+
+/* Two processes increment one counter; every commit is fenced by the head
+** compare-and-set, so no increment is lost. */
+START_TEST(test_depot_concurrent_processes_lose_no_update){
+  char *zDir = th_tmpdir("depot-inc");
+  sqlite3 *db = open_depot(zDir, "inc", 0);
+  pid_t aPid[2];
+  int i, st;
+  th_exec(db, "CREATE TABLE c(n); INSERT INTO c VALUES(0)");
+  sqlite3_close(db);
+  for(i=0; i<2; i++){
+    aPid[i] = fork();
+    if( aPid[i]==0 ) increment_child(zDir, 100);
+  }
+  for(i=0; i<2; i++){
+    waitpid(aPid[i], &st, 0);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child %d: %d", i, st);
+  }
+  db = open_depot(zDir, "inc", 0);
+  ck_assert_int_eq(th_int(db, "SELECT n FROM c"), 200);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A reader keeps its snapshot while another process commits. */
+START_TEST(test_depot_reader_keeps_snapshot_while_other_process_commits){
+  char *zDir = th_tmpdir("depot-xsnap");
+  int toChild[2], toParent[2], st;
+  char c = 0;
+  pid_t pid;
+  sqlite3 *r = open_depot(zDir, "x", 0);
+  th_exec(r, "CREATE TABLE t(a); INSERT INTO t VALUES(0)");
+  sqlite3_close(r);
+  ck_assert_int_eq(pipe(toChild), 0);
+  ck_assert_int_eq(pipe(toParent), 0);
+  pid = fork();
+  if( pid==0 ){
+    sqlite3 *w;
+    char *zUri = depot_uri(zDir, "x", 0);
+    if( read(toChild[0], &c, 1)!=1 ) _exit(3);
+    if( sqlite3_open_v2(zUri, &w, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+      _exit(4);
+    }
+    if( sqlite3_exec(w, "INSERT INTO t VALUES(1); INSERT INTO t VALUES(2);"
+                        " DELETE FROM t WHERE a=0", 0, 0, 0) ) _exit(5);
+    sqlite3_close(w);
+    _exit(write(toParent[1], "k", 1)==1 ? 0 : 6);
+  }
+  r = open_depot(zDir, "x", 0);
+  th_exec(r, "BEGIN");
+  ck_assert_int_eq(th_int(r, "SELECT sum(a)+10*count(*) FROM t"), 10);
+  ck_assert_int_eq(write(toChild[1], "g", 1), 1);
+  ck_assert_int_eq(read(toParent[0], &c, 1), 1);
+  waitpid(pid, &st, 0);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  ck_assert_int_eq(th_int(r, "SELECT sum(a)+10*count(*) FROM t"), 10);
+  th_exec(r, "COMMIT");
+  ck_assert_int_eq(th_int(r, "SELECT sum(a)+10*count(*) FROM t"), 23);
+  assert_integrity(r);
+  sqlite3_close(r);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Threads of one process: a writer moves value between two rows in small
+** transactions while readers check, in read transactions, that the total
+** never changes (each reader sees whole commits only). */
+typedef struct ThreadArg ThreadArg;
+struct ThreadArg { const char *zDir; int nBad; int nDone; int bWriter; };
+
+static void *thread_main(void *pArg){
+  ThreadArg *a = (ThreadArg*)pArg;
+  char *zUri = depot_uri(a->zDir, "th", 0);
+  sqlite3 *db = 0;
+  int i;
+  if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    a->nBad++;
+  }
+  sqlite3_busy_timeout(db, 10000);
+  for(i=0; i<150 && a->nBad==0; i++){
+    sqlite3_stmt *p = 0;
+    if( a->bWriter ){
+      if( sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE acct SET v=v-1 WHERE id=1;"
+              " UPDATE acct SET v=v+1 WHERE id=2; COMMIT", 0, 0, 0) ){
+        a->nBad++;
+      }
+    }else if( sqlite3_prepare_v2(db, "SELECT sum(v), count(*) FROM acct", -1,
+                                 &p, 0)==SQLITE_OK
+           && sqlite3_step(p)==SQLITE_ROW ){
+      if( sqlite3_column_int(p, 0)!=1000 || sqlite3_column_int(p, 1)!=2 ){
+        a->nBad++;
+      }
+    }else{
+      a->nBad++;
+    }
+    sqlite3_finalize(p);
+    a->nDone++;
+  }
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  return 0;
+}
+
+START_TEST(test_depot_threads_see_only_whole_commits){
+  char *zDir = th_tmpdir("depot-threads");
+  sqlite3 *db = open_depot(zDir, "th", 0);
+  pthread_t aT[4];
+  ThreadArg aArg[4];
+  int i;
+  th_exec(db, "CREATE TABLE acct(id INTEGER PRIMARY KEY, v INT);"
+              "INSERT INTO acct VALUES(1, 1000), (2, 0)");
+  for(i=0; i<4; i++){
+    memset(&aArg[i], 0, sizeof(aArg[i]));
+    aArg[i].zDir = zDir;
+    aArg[i].bWriter = (i<2);
+    ck_assert_int_eq(pthread_create(&aT[i], 0, thread_main, &aArg[i]), 0);
+  }
+  for(i=0; i<4; i++){
+    pthread_join(aT[i], 0);
+    ck_assert_msg(aArg[i].nBad==0, "thread %d saw %d bad results", i,
+                  aArg[i].nBad);
+    ck_assert_int_eq(aArg[i].nDone, 150);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT v FROM acct WHERE id=2"), 300);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- crashes ---- */
+
+/* Child: commit rows 1, 2, ... forever, acknowledging each on fd. */
+static void kill_child(const char *zDir, int fd, unsigned seed){
+  char *zUri = depot_uri(zDir, "k", 0);
+  sqlite3 *db;
+  int i;
+  if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    _exit(4);
+  }
+  sqlite3_busy_timeout(db, 5000);
+  for(i=1; ; i++){
+    char *z = sqlite3_mprintf("BEGIN; INSERT INTO t VALUES(%d,"
+        " randomblob(%u)); UPDATE c SET n=%d; COMMIT", i, (seed*i)%20000, i);
+    if( sqlite3_exec(db, z, 0, 0, 0)!=SQLITE_OK ) _exit(5);
+    sqlite3_free(z);
+    if( write(fd, &i, sizeof(i))!=(ssize_t)sizeof(i) ) _exit(6);
+  }
+}
+
+static int nKillAcks = 0;
+
+static void kill_round(const char *zDir, unsigned seed){
+  int fd[2], i, nAck = 0, st;
+  pid_t pid;
+  sqlite3 *db;
+  sqlite3_int64 nMax;
+  ck_assert_int_eq(pipe(fd), 0);
+  pid = fork();
+  if( pid==0 ){
+    close(fd[0]);
+    kill_child(zDir, fd[1], seed);
+  }
+  close(fd[1]);
+  usleep(20000 + (seed*7919)%150000);
+  kill(pid, SIGKILL);
+  waitpid(pid, &st, 0);
+  while( read(fd[0], &i, sizeof(i))==(ssize_t)sizeof(i) ) nAck = i;
+  close(fd[0]);
+  nKillAcks += nAck;
+  db = open_depot(zDir, "k", 0);
+  nMax = th_int(db, "SELECT coalesce(max(i),0) FROM t");
+  ck_assert_msg(nMax>=nAck && nMax<=nAck+1, "acked %d, found %lld", nAck,
+                nMax);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), nMax);
+  ck_assert_int_eq(th_int(db, "SELECT n FROM c"), nMax);
+  assert_integrity(db);
+  th_exec(db, "DELETE FROM t; UPDATE c SET n=0");
+  sqlite3_close(db);
+}
+
+START_TEST(test_depot_sigkill_leaves_last_or_next_commit){
+  char *zDir = th_tmpdir("depot-kill");
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int nIter = zIters ? atoi(zIters) : 3;
+  sqlite3 *db = open_depot(zDir, "k", 0);
+  int i;
+  th_exec(db, "CREATE TABLE t(i INTEGER PRIMARY KEY, pad BLOB);"
+              "CREATE TABLE c(n); INSERT INTO c VALUES(0)");
+  sqlite3_close(db);
+  for(i=0; i<nIter; i++) kill_round(zDir, 1+(unsigned)i*2654435761u%1000);
+  ck_assert_int_gt(nKillAcks, 0);    /* the child did commit before dying */
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- injected store failures ---- */
+
+/* A VFS over the default one whose Nth write (faultWrites) or Nth sync
+** (faultSyncs) fails; 0 = off. */
+static int faultWrites = 0, faultSyncs = 0;
+static sqlite3_vfs *pFaultRoot = 0;
+typedef struct FaultFile FaultFile;
+struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
+
+static int faultHit(int *pCount){
+  return *pCount>0 && --*pCount==0;
+}
+#define REAL(f) (((FaultFile*)(f))->pReal)
+static int fClose(sqlite3_file *f){ return REAL(f)->pMethods->xClose(REAL(f)); }
+static int fRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
+  return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
+}
+static int fWrite(sqlite3_file *f, const void *p, int n, sqlite3_int64 o){
+  if( faultHit(&faultWrites) ) return SQLITE_IOERR_WRITE;
+  return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
+}
+static int fTruncate(sqlite3_file *f, sqlite3_int64 n){
+  return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int fSync(sqlite3_file *f, int flags){
+  if( faultHit(&faultSyncs) ) return SQLITE_IOERR_FSYNC;
+  return REAL(f)->pMethods->xSync(REAL(f), flags);
+}
+static int fFileSize(sqlite3_file *f, sqlite3_int64 *p){
+  return REAL(f)->pMethods->xFileSize(REAL(f), p);
+}
+static int fLock(sqlite3_file *f, int e){ return REAL(f)->pMethods->xLock(REAL(f), e); }
+static int fUnlock(sqlite3_file *f, int e){ return REAL(f)->pMethods->xUnlock(REAL(f), e); }
+static int fCheck(sqlite3_file *f, int *p){
+  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), p);
+}
+static int fFcntl(sqlite3_file *f, int op, void *p){
+  return REAL(f)->pMethods->xFileControl(REAL(f), op, p);
+}
+static int fSector(sqlite3_file *f){ return REAL(f)->pMethods->xSectorSize(REAL(f)); }
+static int fDevice(sqlite3_file *f){
+  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int fShmMap(sqlite3_file *f, int i, int sz, int b, void volatile **pp){
+  return REAL(f)->pMethods->xShmMap(REAL(f), i, sz, b, pp);
+}
+static int fShmLock(sqlite3_file *f, int o, int n, int fl){
+  return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
+}
+static void fShmBarrier(sqlite3_file *f){ REAL(f)->pMethods->xShmBarrier(REAL(f)); }
+static int fShmUnmap(sqlite3_file *f, int d){
+  return REAL(f)->pMethods->xShmUnmap(REAL(f), d);
+}
+static const sqlite3_io_methods faultIo = {
+  2, fClose, fRead, fWrite, fTruncate, fSync, fFileSize, fLock, fUnlock,
+  fCheck, fFcntl, fSector, fDevice, fShmMap, fShmLock, fShmBarrier, fShmUnmap,
+  0, 0
+};
+static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
+                     int *pOut){
+  FaultFile *p = (FaultFile*)f;
+  int rc;
+  (void)v;
+  p->pReal = (sqlite3_file*)&p[1];
+  rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
+  p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
+  return rc;
+}
+static sqlite3_vfs faultVfs;
+
+static void setup_fault_vfs(void){
+  if( pFaultRoot ) return;
+  pFaultRoot = sqlite3_vfs_find(0);
+  faultVfs = *pFaultRoot;
+  faultVfs.zName = "faulty";
+  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
+  faultVfs.xOpen = faultOpen;
+  faultVfs.pAppData = 0;
+  ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 0), SQLITE_OK);
+}
+
+/* {Nth write fails, Nth sync fails} for one commit of about 40 pages. */
+static const int aFault[][2] = {
+  {1,0}, {2,0}, {3,0}, {5,0}, {10,0}, {20,0}, {35,0}, {45,0}, {60,0},
+  {0,1}, {0,2}, {0,3}, {4,1}, {0,0}
+};
+
+START_TEST(test_depot_store_write_and_sync_failures_fail_commit_cleanly){
+  char *zDir = th_tmpdir("depot-fault");
+  sqlite3 *db;
+  int n, nFailed = 0;
+  setup_fault_vfs();
+  db = open_depot(zDir, "x", "store_vfs=faulty");
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b BLOB)");
+  for(n=0; n<(int)(sizeof(aFault)/sizeof(aFault[0])); n++){
+    sqlite3 *chk;
+    sqlite3_int64 nBefore = th_int(db, "SELECT count(*) FROM t"), nAfter;
+    int rc;
+    faultWrites = aFault[n][0];
+    faultSyncs = aFault[n][1];
+    rc = th_try(db, "INSERT INTO t(b) SELECT randomblob(5000) FROM"
+                    " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<30) SELECT value FROM g)", 0);
+    faultWrites = faultSyncs = 0;
+    if( rc!=SQLITE_OK ){
+      nFailed++;
+      ck_assert_msg((rc&0xff)==SQLITE_IOERR, "rc=%d", rc);
+    }
+    chk = open_depot(zDir, "x", 0);
+    nAfter = th_int(chk, "SELECT count(*) FROM t");
+    ck_assert(nAfter==nBefore || nAfter==nBefore+30);
+    if( rc==SQLITE_OK ) ck_assert_int_eq(nAfter, nBefore+30);
+    assert_integrity(chk);
+    sqlite3_close(chk);
+  }
+  ck_assert_int_gt(nFailed, 8);
+  th_exec(db, "INSERT INTO t(b) VALUES(x'01')");
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- corrupted rows ---- */
+
+/* Run zSql on the outer store file directly. */
+static void poke_store(const char *zDir, const char *zSql){
+  char *zPath = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *db = 0;
+  ck_assert_int_eq(sqlite3_open(zPath, &db), SQLITE_OK);
+  th_exec(db, zSql);
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+}
+
+static const char *const azCorrupt[] = {
+  /* flip a byte inside the first frame of every blob chunk 0 */
+  "UPDATE depot_kv SET value=substr(value,1,80)||CASE WHEN"
+  " substr(value,81,1)=x'41' THEN x'42' ELSE x'41' END||substr(value,82)"
+  " WHERE substr(key,1,2)=x'0230' AND substr(key,11,1)=x'30'",
+  /* drop every blob chunk */
+  "DELETE FROM depot_kv WHERE substr(key,1,2)=x'0230'"
+  " AND substr(key,11,1)=x'30'",
+  /* truncate every page index value */
+  "UPDATE depot_kv SET value=substr(value,1,5) WHERE substr(key,1,2)=x'0230'"
+  " AND substr(key,11,1)=x'20'",
+  /* a head row of the wrong length */
+  "UPDATE depot_kv SET value=x'01' WHERE substr(key,1,2)=x'0230'"
+  " AND length(key)=11 AND substr(key,11,1)=x'01'",
+  /* frame offsets pointing past the blob */
+  "UPDATE depot_kv SET value=x'7fffff00'||substr(value,5) WHERE"
+  " substr(key,1,2)=x'0230' AND substr(key,11,1)=x'20'",
+};
+
+START_TEST(test_depot_corrupt_store_rows_give_sqlite_corrupt){
+  char *zDir = th_tmpdir("depot-corrupt");
+  sqlite3 *db = open_depot(zDir, "c", 0);
+  char *zErr = 0, *zUri;
+  int rc;
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t SELECT value,"
+              " printf('%.500c', 'z') FROM (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<200) SELECT value FROM g)");
+  sqlite3_close(db);
+  poke_store(zDir, azCorrupt[_i]);
+  zUri = depot_uri(zDir, "c", 0);
+  /* Either the open (which reads the header) or the query fails. */
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = th_try(db, "SELECT sum(length(b)) FROM t", &zErr);
+  ck_assert_msg((rc&0xff)==SQLITE_CORRUPT, "rc=%d %s", rc, zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_corrupt_commit_row_and_unknown_layout_are_errors){
+  char *zDir = th_tmpdir("depot-meta");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,'m')",
+                               zStore);
+  char *zUri = depot_uri(zDir, "m", 0);
+  sqlite3 *db = open_depot(zDir, "m", 0), *db2 = 0;
+  char *zErr = 0;
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  poke_store(zDir, "UPDATE depot_kv SET value=x'0102' WHERE"
+             " substr(key,1,2)=x'0230' AND substr(key,11,1)=x'10'");
+  db = th_open(":memory:");
+  ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
+  ck_assert_ptr_nonnull(strstr(zErr, "corrupt commit row"));
+  sqlite3_free(zErr);
+  poke_store(zDir, "UPDATE depot_kv SET value=x'00000002' WHERE"
+             " key=x'0200666f726d6174'");
+  ck_assert_int_eq(th_try(db, zSql, 0), SQLITE_CANTOPEN);
+  ck_assert_int_eq(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
+                   |SQLITE_OPEN_URI, 0), SQLITE_CANTOPEN);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zUri); sqlite3_free(zSql); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- rollback, spill, pragmas, URI ---- */
+
+START_TEST(test_depot_rolled_back_spilled_transaction_leaves_no_commit){
+  char *zDir = th_tmpdir("depot-spill");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_int64 nCommit;
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t VALUES(1, 'keep')");
+  nCommit = th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')");
+  th_exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<500) SELECT value FROM g);"
+              " UPDATE t SET b='changed' WHERE a=1; ROLLBACK");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')"),
+      nCommit);
+  sqlite3_close(db);
+  db = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b='keep'"), 1);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+static const char *const azExclJournal[] = {
+  "PRAGMA journal_mode=delete", "PRAGMA journal_mode=truncate",
+  "PRAGMA journal_mode=persist"
+};
+
+START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
+  char *zDir = th_tmpdir("depot-excl");
+  sqlite3 *db = open_depot(zDir, "e", 0);
+  char *z;
+  th_exec(db, azExclJournal[_i]);
+  th_exec(db, "PRAGMA synchronous=OFF; CREATE TABLE t(a);"
+              "INSERT INTO t VALUES(1); PRAGMA locking_mode=EXCLUSIVE;"
+              "INSERT INTO t VALUES(2);"
+              "BEGIN; INSERT INTO t VALUES(3); ROLLBACK; PRAGMA cache_size=5;"
+              "BEGIN; INSERT INTO t SELECT randomblob(2000) FROM"
+              " (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value FROM g); ROLLBACK; INSERT INTO t VALUES(4)");
+  sqlite3_close(db);
+  db = open_depot(zDir, "e", 0);
+  z = th_text(db, "SELECT group_concat(a) FROM t");
+  ck_assert_str_eq(z, "1,2,4");
+  sqlite3_free(z);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_journal_mode_wal_and_memory_are_refused){
+  char *zDir = th_tmpdir("depot-wal");
+  sqlite3 *db = open_depot(zDir, "w", 0);
+  char *zErr = 0;
+  th_exec(db, "CREATE TABLE t(a)");
+  ck_assert_int_eq(th_try(db, "PRAGMA journal_mode=WAL", &zErr), SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(zErr, "journal_mode=WAL is not supported"));
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_try(db, "PRAGMA journal_mode=memory", 0), SQLITE_ERROR);
+  th_exec(db, "PRAGMA journal_mode=truncate; INSERT INTO t VALUES(1);"
+              "PRAGMA journal_mode=persist; INSERT INTO t VALUES(2);");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_cache_kb_pragma_reads_sets_and_validates){
+  char *zDir = th_tmpdir("depot-cache");
+  sqlite3 *db = open_depot(zDir, "c", "cache_kb=100");
+  char *z;
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_cache_kb"), 100);
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_cache_kb=2048"), 2048);
+  ck_assert_int_eq(th_try(db, "PRAGMA depot_cache_kb=-1", &z), SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(z, "depot_cache_kb must be"));
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_cache_kb"), 2048);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+static const char *const azBadUri[] = {
+  "cache_kb=-5", "zstd_level=40", "store_sync=sometimes", "store_vfs=nosuch",
+  "branch=", "store_vfs=depot"
+};
+
+START_TEST(test_depot_bad_uri_parameters_cannot_open){
+  char *zDir = th_tmpdir("depot-uri");
+  char *zUri = depot_uri(zDir, "u", azBadUri[_i]);
+  sqlite3 *db = 0;
+  int rc;
+  setup_vfs();
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                       |SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = th_try(db, "CREATE TABLE t(a)", 0);
+  ck_assert_int_eq(rc, SQLITE_CANTOPEN);
+  sqlite3_close(db);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_missing_database_without_create_cannot_open){
+  char *zDir = th_tmpdir("depot-nocreate");
+  char *zUri = depot_uri(zDir, "nope", 0);
+  sqlite3 *db = open_depot(zDir, "other", 0), *db2 = 0;
+  th_exec(db, "CREATE TABLE t(a)");
+  ck_assert_int_eq(sqlite3_open_v2(zUri, &db2,
+                   SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0), SQLITE_CANTOPEN);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_read_only_connection_reads_and_refuses_writes){
+  char *zDir = th_tmpdir("depot-ro");
+  char *zUri = depot_uri(zDir, "r", 0);
+  sqlite3 *db = open_depot(zDir, "r", 0), *ro = 0;
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7)");
+  sqlite3_close(db);
+  ck_assert_int_eq(sqlite3_open_v2(zUri, &ro,
+                   SQLITE_OPEN_READONLY|SQLITE_OPEN_URI, 0), SQLITE_OK);
+  ck_assert_int_eq(th_int(ro, "SELECT a FROM t"), 7);
+  ck_assert_int_eq(th_try(ro, "INSERT INTO t VALUES(8)", 0), SQLITE_READONLY);
+  sqlite3_close(ro);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_databases_and_branches_are_independent){
+  char *zDir = th_tmpdir("depot-multi");
+  sqlite3 *a = open_depot(zDir, "one", 0);
+  sqlite3 *b = open_depot(zDir, "two", "branch=dev");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql;
+  th_exec(a, "CREATE TABLE t(x); INSERT INTO t VALUES('a')");
+  th_exec(b, "CREATE TABLE t(x); INSERT INTO t VALUES('b1'),('b2')");
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM t"), 1);
+  ck_assert_int_eq(th_int(b, "SELECT count(*) FROM t"), 2);
+  zSql = sqlite3_mprintf("SELECT databases*100+branches FROM depot_stats(%Q)",
+                         zStore);
+  ck_assert_int_eq(th_int(a, zSql), 202);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,'two','dev')",
+                         zStore);
+  ck_assert_int_eq(th_int(a, zSql), 2);
+  sqlite3_free(zSql);
+  sqlite3_close(a); sqlite3_close(b);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- SQL functions ---- */
+
+START_TEST(test_depot_commits_lists_txids_sizes_and_checksums){
+  char *zDir = th_tmpdir("depot-commits");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *db = open_depot(zDir, "app", 0);
+  sqlite3 *m = th_open(":memory:");
+  char *zSql, *z;
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1); BEGIN;"
+              " INSERT INTO t VALUES(2); INSERT INTO t VALUES(3); COMMIT");
+  zSql = sqlite3_mprintf("SELECT group_concat(txid) FROM depot_commits(%Q,"
+                         " 'app')", zStore);
+  z = th_text(m, zSql);
+  ck_assert_str_eq(z, "1,2,3");
+  sqlite3_free(z); sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT db_pages*page_size, bytes_stored>0,"
+      " length(checksum), pages_written>0 FROM depot_commits(%Q,'app',"
+      " 'main') WHERE txid=3", zStore);
+  ck_assert_int_eq(th_int(m, zSql), th_int(db, "SELECT page_count*page_size"
+      " FROM pragma_page_count, pragma_page_size"));
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q, 'nope')",
+                         zStore);
+  ck_assert_int_eq(th_int(m, zSql), 0);
+  sqlite3_free(zSql);
+  ck_assert_int_ne(th_try(m, "SELECT * FROM depot_commits()", 0), SQLITE_OK);
+  ck_assert_int_ne(th_try(m, "SELECT * FROM depot_commits(NULL)", 0),
+                   SQLITE_OK);
+  ck_assert_int_ne(th_try(m, "SELECT * FROM depot_commits('/nonexistent/x')",
+                          0), SQLITE_OK);
+  sqlite3_close(m); sqlite3_close(db);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_stats_reports_compression_of_text){
+  char *zDir = th_tmpdir("depot-stats");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *db = open_depot(zDir, "app", 0);
+  char *zSql;
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t SELECT value,"
+      " printf('row %d of a text-heavy table with repeated words', value)"
+      " FROM (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<5000) SELECT value FROM g)");
+  zSql = sqlite3_mprintf("SELECT compression_ratio<0.6 AND stored_bytes>0 AND"
+      " logical_bytes>=stored_bytes AND cache_hits+cache_misses>=0"
+      " FROM depot_stats(%Q)", zStore);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_import_export_round_trip){
+  char *zDir = th_tmpdir("depot-imex");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zDst = sqlite3_mprintf("%s/dst.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *src = th_open(zSrc), *m, *dst;
+  char *zSql, *zErr = 0;
+  th_exec(src, "CREATE TABLE t(a PRIMARY KEY, b); INSERT INTO t SELECT value,"
+               " randomblob(300) FROM (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<1000) SELECT value FROM g)");
+  sqlite3_close(src);
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc, zStore);
+  ck_assert_int_gt(th_int(m, zSql), 10);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT depot_export(%Q, 'imp', 'main', %Q)",
+                         zStore, zDst);
+  ck_assert_int_gt(th_int(m, zSql), 10);
+  ck_assert_int_eq(th_try(m, zSql, &zErr), SQLITE_ERROR);   /* exists */
+  ck_assert_ptr_nonnull(strstr(zErr, "already exists"));
+  sqlite3_free(zErr); sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc, zStore);
+  th_int(m, zSql);                      /* a second import: a new commit */
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q, 'imp')",
+                         zStore);
+  ck_assert_int_eq(th_int(m, zSql), 2);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_try(m, "SELECT depot_import(NULL, 'x')", &zErr),
+                   SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(zErr, "depot_import(src_path, store[, db])"));
+  sqlite3_free(zErr);
+  dst = th_open(zDst);
+  zSql = sqlite3_mprintf("ATTACH %Q AS s", zSrc);
+  th_exec(dst, zSql);
+  ck_assert_int_eq(th_int(dst, "SELECT count(*) FROM (SELECT * FROM t EXCEPT"
+                   " SELECT * FROM s.t)"), 0);
+  ck_assert_int_eq(th_int(dst, "SELECT count(*) FROM t"), 1000);
+  assert_integrity(dst);
+  sqlite3_free(zSql);
+  sqlite3_close(dst); sqlite3_close(m);
+  sqlite3_free(zSrc); sqlite3_free(zDst); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("depot");
+  TCase *tc = tcase_create("basic");
+  tcase_add_test(tc, test_depot_write_then_read_after_reopen);
+  tcase_add_loop_test(tc, test_depot_oracle_random_workload_matches_plain_file,
+                      0, (int)(sizeof(aOraclePage)/sizeof(aOraclePage[0])));
+  tcase_add_loop_test(tc, test_depot_every_page_size_works, 0,
+                      (int)(sizeof(aPageSizes)/sizeof(aPageSizes[0])));
+  tcase_add_test(tc,
+      test_depot_page_size_change_of_existing_database_fails_cleanly);
+  tcase_add_test(tc,
+      test_depot_rolled_back_spilled_transaction_leaves_no_commit);
+  tcase_add_loop_test(tc,
+      test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
+      (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
+  tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
+  tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
+                      (int)(sizeof(azBadUri)/sizeof(azBadUri[0])));
+  tcase_add_test(tc, test_depot_missing_database_without_create_cannot_open);
+  tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
+  tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("concurrency");
+  tcase_add_test(tc,
+      test_depot_reader_keeps_snapshot_while_other_connection_commits);
+  tcase_add_test(tc, test_depot_stale_writer_gets_busy_snapshot);
+  tcase_add_test(tc, test_depot_reader_sees_commits_of_exclusive_mode_writer);
+  tcase_add_test(tc, test_depot_second_writer_in_process_is_busy);
+  tcase_add_test(tc, test_depot_writer_in_other_process_fences_commit);
+  tcase_add_test(tc, test_depot_threads_see_only_whole_commits);
+  tcase_add_test(tc, test_depot_concurrent_processes_lose_no_update);
+  tcase_add_test(tc,
+      test_depot_reader_keeps_snapshot_while_other_process_commits);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("faults");
+  tcase_add_test(tc, test_depot_sigkill_leaves_last_or_next_commit);
+  tcase_add_test(tc,
+      test_depot_store_write_and_sync_failures_fail_commit_cleanly);
+  tcase_add_test(tc,
+      test_depot_corrupt_commit_row_and_unknown_layout_are_errors);
+  tcase_add_loop_test(tc, test_depot_corrupt_store_rows_give_sqlite_corrupt,
+                      0, (int)(sizeof(azCorrupt)/sizeof(azCorrupt[0])));
+  suite_add_tcase(s, tc);
+  tc = tcase_create("sql");
+  tcase_add_test(tc, test_depot_commits_lists_txids_sizes_and_checksums);
+  tcase_add_test(tc, test_depot_stats_reports_compression_of_text);
+  tcase_add_test(tc, test_depot_import_export_round_trip);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,135 @@
+/*
+** admin.c -- read-only inspection of a store for the SQL surface:
+** depot_list_commits() and depot_store_stats() of vfs/depot_vfs.h.  Each
+** call opens its own store handle (default VFS) and closes it again.
+*/
+#include "config.h"
+#include "vfs/depot_vfs.h"
+#include "vfs/db.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+static int adminOpen(const char *zStore, Store **ppStore, char **pzErr){
+  StoreSqliteConfig cfg;
+  int rc;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.iSynchronous = 2;
+  rc = store_sqlite_open(zStore, &cfg, ppStore, pzErr);
+  if( rc==SQLITE_OK ) rc = depot_db_check_format(*ppStore, pzErr);
+  if( rc!=SQLITE_OK ){
+    store_close(*ppStore);
+    *ppStore = 0;
+    if( (rc&0xff)!=SQLITE_NOMEM ) rc = SQLITE_CANTOPEN;
+  }
+  return rc;
+}
+
+typedef struct AdminList AdminList;
+struct AdminList {
+  DepotCommitFn xCommit;
+  void *pArg;
+};
+
+static int adminCommitRow(void *pArg, const CommitRow *pRow){
+  AdminList *p = (AdminList*)pArg;
+  DepotCommitInfo info;
+  info.iTxid = pRow->iTxid;
+  info.iTimeMs = pRow->iTimeMs;
+  info.szPage = pRow->szPage;
+  info.nPage = pRow->nPage;
+  info.nWritten = pRow->nWritten;
+  info.nStored = pRow->nBlob;
+  info.iChecksum = pRow->iChecksum;
+  return p->xCommit(p->pArg, &info);
+}
+
+int depot_list_commits(const char *zStore, const char *zDb,
+                       const char *zBranch, DepotCommitFn xCommit,
+                       void *pArg, char **pzErr){
+  Store *pStore = 0;
+  uint64_t iBranch = 0;
+  AdminList ctx;
+  int rc;
+  if( !layout_name_ok(zDb) || !layout_name_ok(zBranch) ){
+    *pzErr = sqlite3_mprintf("depot: db and branch names must be 1..%d bytes",
+                             LAYOUT_MAX_NAME);
+    return SQLITE_ERROR;
+  }
+  rc = adminOpen(zStore, &pStore, pzErr);
+  if( rc==SQLITE_OK ) rc = depot_db_resolve(pStore, zDb, zBranch, &iBranch,
+                                            pzErr);
+  ctx.xCommit = xCommit;
+  ctx.pArg = pArg;
+  if( rc==SQLITE_OK && iBranch ){
+    rc = depot_db_list_commits(pStore, iBranch, adminCommitRow, &ctx, pzErr);
+  }
+  store_close(pStore);
+  return rc;
+}
+
+typedef struct AdminStats AdminStats;
+struct AdminStats {
+  DepotStats *pStats;
+  Store *pStore;
+  unsigned char zPrevDb[LAYOUT_MAX_NAME+1];
+  int nPrevDb;
+  int rc;
+  char **pzErr;
+};
+
+/* One DBPTR row: 02 10 {db} 00 {branch} 00 -> branch id. */
+static int adminPointerRow(void *pArg, const unsigned char *pKey, int nKey,
+                           const unsigned char *pVal, int nVal){
+  AdminStats *p = (AdminStats*)pArg;
+  const unsigned char *zEnd = memchr(pKey+2, 0, nKey-2);
+  int nDb = zEnd ? (int)(zEnd-(pKey+2)) : -1;
+  DbHead head;
+  if( nDb<1 || nDb>LAYOUT_MAX_NAME || nVal!=8 ){
+    p->rc = SQLITE_CORRUPT;
+    *p->pzErr = sqlite3_mprintf("depot: corrupt database pointer row");
+    return 1;
+  }
+  if( nDb!=p->nPrevDb || memcmp(p->zPrevDb, pKey+2, nDb)!=0 ){
+    p->pStats->nDatabase++;
+    memcpy(p->zPrevDb, pKey+2, nDb);
+    p->nPrevDb = nDb;
+  }
+  p->pStats->nBranch++;
+  p->rc = depot_db_head(p->pStore, ltx_get64(pVal), &head, p->pzErr);
+  p->pStats->nLogical += (int64_t)head.nPage*head.szPage;
+  return p->rc!=SQLITE_OK;
+}
+
+int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
+  unsigned char lo[4] = { 0x02, LAYOUT_P_DBPTR, 0, 0 };
+  unsigned char hi[4] = { 0x02, LAYOUT_P_DBPTR+1, 0, 0 };
+  unsigned char k[LAYOUT_MAX_KEY];
+  AdminStats ctx;
+  void *pVal = 0;
+  int nVal = 0;
+  int rc;
+  memset(pStats, 0, sizeof(*pStats));
+  memset(&ctx, 0, sizeof(ctx));
+  ctx.pStats = pStats;
+  ctx.pzErr = pzErr;
+  rc = adminOpen(zStore, &ctx.pStore, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = store_scan(ctx.pStore, lo, 2, hi, 2, 0, -1, adminPointerRow, &ctx);
+    if( rc==SQLITE_OK ) rc = ctx.rc;
+  }
+  if( rc==SQLITE_OK ){
+    rc = store_get(ctx.pStore, k, layout_key_ctr(k, "stored"), &pVal, &nVal);
+    if( rc==SQLITE_OK && pVal && nVal==8 ){
+      int i;
+      for(i=7; i>=0; i--){
+        pStats->nStored = (pStats->nStored<<8) | ((unsigned char*)pVal)[i];
+      }
+    }
+    sqlite3_free(pVal);
+  }
+  depot_cache_counters(&pStats->nCacheHit, &pStats->nCacheMiss);
+  store_close(ctx.pStore);
+  return rc;
+}

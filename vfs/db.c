@@ -1,0 +1,434 @@
+/*
+** db.c -- one database branch in the outer store (see vfs/db.h): name
+** resolution, the head row, page reads as of a txid through the page index,
+** and the commit transaction with its head compare-and-set.
+*/
+#include "config.h"
+#include "vfs/db.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+#include <sys/time.h>
+
+static int dbErr(char **pzErr, int rc, const char *zFmt, const char *zArg){
+  if( pzErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = sqlite3_mprintf(zFmt, zArg);
+  }
+  return rc;
+}
+
+static int dbStoreErr(Store *pStore, char **pzErr, int rc){
+  return dbErr(pzErr, rc, "depot: %s", store_errmsg(pStore));
+}
+
+int depot_db_check_format(Store *pStore, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc = store_get(pStore, k, layout_key_format(k), &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( pVal && (nVal!=4 || ltx_get32(pVal)!=LAYOUT_VERSION) ){
+    rc = dbErr(pzErr, SQLITE_CANTOPEN, "depot: the store has an unknown"
+               " layout version%s (this build reads version 1)", "");
+  }
+  sqlite3_free(pVal);
+  return rc;
+}
+
+int depot_db_resolve(Store *pStore, const char *zDb, const char *zBranch,
+                     uint64_t *piBranch, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc = store_get(pStore, k, layout_key_dbptr(k, zDb, zBranch),
+                     &pVal, &nVal);
+  *piBranch = 0;
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( pVal ){
+    if( nVal!=8 || ltx_get64(pVal)==0 ){
+      rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt pointer row of"
+                 " database %s", zDb);
+    }else{
+      *piBranch = ltx_get64(pVal);
+    }
+  }
+  sqlite3_free(pVal);
+  return rc;
+}
+
+int depot_db_head(Store *pStore, uint64_t iBranch, DbHead *pHead,
+                  char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc;
+  memset(pHead, 0, sizeof(*pHead));
+  if( iBranch==0 ) return SQLITE_OK;
+  rc = store_get(pStore, k, layout_key_br(k, iBranch, LAYOUT_BR_HEAD),
+                 &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( pVal==0 ){
+    rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: branch has no head row%s", "");
+  }else if( layout_head_decode(pVal, nVal, pHead)!=SQLITE_OK ){
+    memset(pHead, 0, sizeof(*pHead));
+    rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt head row%s", "");
+  }
+  sqlite3_free(pVal);
+  return rc;
+}
+
+/* ---- page reads ---- */
+
+typedef struct PidxHit PidxHit;
+struct PidxHit {
+  int bFound;
+  int rc;
+  uint64_t iOwner;
+  PidxValue v;
+};
+
+static int dbPidxRow(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  PidxHit *p = (PidxHit*)pArg;
+  p->bFound = 1;
+  p->iOwner = nKey>=8 ? ltx_get64(pKey+nKey-8) : 0;
+  p->rc = layout_pidx_decode(pVal, nVal, &p->v);
+  return 1;
+}
+
+void depot_chunk_cache_clear(DepotChunkCache *p){
+  int i;
+  for(i=0; i<DEPOT_CHUNK_SLOTS; i++) sqlite3_free(p->aSlot[i].a);
+  memset(p, 0, sizeof(*p));
+}
+
+/* Chunk row iChunk of DELTA/{iTxid}: from pChunks, or fetched (and then
+** kept there when pChunks is not NULL, else handed to the caller in
+** *ppFree).  A missing row gives *pn = -1. */
+static int dbGetChunk(Store *pStore, DepotChunkCache *pChunks,
+                      uint64_t iBranch, uint64_t iTxid, uint32_t iChunk,
+                      const unsigned char **pa, int *pn, void **ppFree){
+  unsigned char k[LAYOUT_MAX_KEY];
+  struct DepotChunkSlot *s;
+  void *pVal = 0;
+  int i, rc;
+  *ppFree = 0;
+  for(i=0; pChunks && i<DEPOT_CHUNK_SLOTS; i++){
+    s = &pChunks->aSlot[i];
+    if( s->n>0 && s->iChunk==iChunk && s->iTxid==iTxid && s->iBranch==iBranch ){
+      *pa = s->a;
+      *pn = s->n;
+      return SQLITE_OK;
+    }
+  }
+  rc = store_get(pStore, k, layout_key_delta(k, iBranch, iTxid, iChunk),
+                 &pVal, pn);
+  *pa = pVal;
+  if( rc!=SQLITE_OK || pVal==0 || *pn<=0 || pChunks==0 ){
+    *ppFree = pVal;
+    return rc;
+  }
+  s = &pChunks->aSlot[pChunks->iNext];
+  pChunks->iNext = (pChunks->iNext+1) % DEPOT_CHUNK_SLOTS;
+  sqlite3_free(s->a);
+  s->iBranch = iBranch; s->iTxid = iTxid; s->iChunk = iChunk;
+  s->a = pVal; s->n = *pn;
+  return SQLITE_OK;
+}
+
+/* Copy bytes [iOff, iOff+n) of DELTA/{iTxid} into pOut, reading only the
+** chunk rows that cover them. */
+static int dbReadRange(Store *pStore, DepotChunkCache *pChunks,
+                       uint64_t iBranch, uint64_t iTxid,
+                       uint32_t szChunk, uint32_t iOff, uint32_t n,
+                       unsigned char *pOut, char **pzErr){
+  uint32_t iChunk = iOff/szChunk, nDone = 0;
+  int rc = SQLITE_OK;
+  while( rc==SQLITE_OK && nDone<n ){
+    const unsigned char *a = 0;
+    void *pFree = 0;
+    int nVal = 0;
+    uint32_t iAt = (iOff+nDone) - iChunk*szChunk, nTake;
+    rc = dbGetChunk(pStore, pChunks, iBranch, iTxid, iChunk, &a, &nVal,
+                    &pFree);
+    if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+    if( a==0 || nVal<=0 || (uint32_t)nVal<=iAt || (uint32_t)nVal>szChunk ){
+      rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: page blob chunk missing or"
+                 " short%s", "");
+    }else{
+      nTake = (uint32_t)nVal - iAt;
+      if( nTake > n-nDone ) nTake = n-nDone;
+      memcpy(pOut+nDone, a+iAt, nTake);
+      nDone += nTake;
+      iChunk++;
+    }
+    sqlite3_free(pFree);
+  }
+  return rc;
+}
+
+static int dbFindOwner(Store *pStore, uint64_t iBranch, uint32_t pgno,
+                       uint64_t iTxid, PidxHit *pHit, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int nLo = layout_key_pidx(lo, iBranch, pgno, 0);
+  int nHi = layout_key_pidx(hi, iBranch, pgno, iTxid+1);
+  int rc = store_scan(pStore, lo, nLo, hi, nHi, STORE_SCAN_REVERSE, 1,
+                      dbPidxRow, pHit);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( pHit->bFound && pHit->rc!=SQLITE_OK ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt page index row%s", "");
+  }
+  return SQLITE_OK;
+}
+
+int depot_db_read_page(Store *pStore, DepotCache *pCache,
+                       DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
+                       uint64_t iBranch, uint32_t pgno, uint64_t iTxid,
+                       uint32_t szPage, unsigned char *pOut,
+                       uint64_t *piOwner, char **pzErr){
+  PidxHit hit;
+  unsigned char *aFrame;
+  int rc;
+  memset(&hit, 0, sizeof(hit));
+  if( piOwner ) *piOwner = 0;
+  rc = dbFindOwner(pStore, iBranch, pgno, iTxid, &hit, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( !hit.bFound ){
+    memset(pOut, 0, szPage);
+    return SQLITE_OK;
+  }
+  if( piOwner ) *piOwner = hit.iOwner;
+  if( pCache && depot_cache_get(pCache, iBranch, pgno, hit.iOwner, szPage,
+                                pOut) ){
+    return SQLITE_OK;
+  }
+  if( hit.v.nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage) ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index row gives an"
+                 " oversized frame%s", "");
+  }
+  aFrame = sqlite3_malloc64(hit.v.nByte);
+  if( aFrame==0 ) return SQLITE_NOMEM;
+  rc = dbReadRange(pStore, pChunks, iBranch, hit.iOwner, hit.v.szChunk,
+                   hit.v.iOffset, hit.v.nByte, aFrame, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = ltx_decode_frame(aFrame, hit.v.nByte, pgno, szPage, pDctx, pOut,
+                          0, pzErr);
+  }
+  sqlite3_free(aFrame);
+  if( rc==SQLITE_OK && pCache ){
+    depot_cache_put(pCache, iBranch, pgno, hit.iOwner, szPage, pOut);
+  }
+  return rc;
+}
+
+/* ---- commits ---- */
+
+static uint64_t dbNowMs(void){
+  struct timeval tv;
+  gettimeofday(&tv, 0);
+  return (uint64_t)tv.tv_sec*1000 + (uint64_t)tv.tv_usec/1000;
+}
+
+/* Inside the write transaction: check the head still equals the base, or
+** create the branch (pointer, branch record, format row) on first commit. */
+static int dbCasOrCreate(Store *pStore, const DepotCommit *pC,
+                         uint64_t *piBranch, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  uint64_t iBranch = 0;
+  DbHead cur;
+  BranchRecord br;
+  int64_t iNew = 0;
+  int rc = depot_db_resolve(pStore, pC->zDb, pC->zBranch, &iBranch, pzErr);
+  if( rc==SQLITE_OK && iBranch!=pC->iBranch ) return SQLITE_BUSY_SNAPSHOT;
+  if( rc==SQLITE_OK && iBranch ){
+    rc = depot_db_head(pStore, iBranch, &cur, pzErr);
+    if( rc==SQLITE_OK && cur.iTxid!=pC->base.iTxid ) rc = SQLITE_BUSY_SNAPSHOT;
+    *piBranch = iBranch;
+    return rc;
+  }
+  if( rc==SQLITE_OK ) rc = store_add(pStore, k, layout_key_ctr(k, "branch"),
+                                     1, &iNew);
+  if( rc!=SQLITE_OK ) return rc==SQLITE_BUSY_SNAPSHOT ? rc
+                                : dbStoreErr(pStore, pzErr, rc);
+  memset(&br, 0, sizeof(br));
+  memcpy(br.zDb, pC->zDb, strlen(pC->zDb));
+  memcpy(br.zBranch, pC->zBranch, strlen(pC->zBranch));
+  ltx_put64(v, (uint64_t)iNew);
+  rc = store_put(pStore, k, layout_key_dbptr(k, pC->zDb, pC->zBranch), v, 8);
+  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_branch(k, iNew),
+                                     v, layout_branch_encode(v, &br));
+  ltx_put32(v, LAYOUT_VERSION);
+  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_format(k), v, 4);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  *piBranch = (uint64_t)iNew;
+  return SQLITE_OK;
+}
+
+/* DELTA chunk rows and one page index row per frame. */
+static int dbPutBlob(Store *pStore, uint64_t iBranch, uint64_t iTxid,
+                     const unsigned char *a, int64_t n, uint32_t szChunk,
+                     const LtxFrameRef *aRef, uint32_t nRef){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  int64_t off;
+  uint32_t i;
+  int rc = SQLITE_OK;
+  for(off=0, i=0; rc==SQLITE_OK && off<n; off+=szChunk, i++){
+    int64_t nPart = n-off < szChunk ? n-off : szChunk;
+    rc = store_put(pStore, k, layout_key_delta(k, iBranch, iTxid, i),
+                   a+off, (int)nPart);
+  }
+  for(i=0; rc==SQLITE_OK && i<nRef; i++){
+    PidxValue pv;
+    pv.iOffset = aRef[i].iOffset;
+    pv.nByte = aRef[i].nByte;
+    pv.szChunk = szChunk;
+    rc = store_put(pStore, k, layout_key_pidx(k, iBranch, aRef[i].pgno, iTxid),
+                   v, layout_pidx_encode(v, &pv));
+  }
+  return rc;
+}
+
+/* COMMITS, VTX, head and quota rows. */
+static int dbPutCommitRows(Store *pStore, uint64_t iBranch, CommitRow *pRow,
+                           DbHead *pHead){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  int64_t iVs = 0;
+  int rc = store_add(pStore, k, layout_key_ctr(k, "vs"), 1, &iVs);
+  pRow->iVs = pHead->iVs = (uint64_t)iVs;
+  if( rc==SQLITE_OK ) rc = store_put(pStore, k,
+      layout_key_commit(k, iBranch, pRow->iTxid), v,
+      layout_commit_encode(v, pRow));
+  ltx_put64(v, pRow->iTxid);
+  if( rc==SQLITE_OK ) rc = store_put(pStore, k,
+      layout_key_vtx(k, iBranch, (uint64_t)iVs), v, 8);
+  if( rc==SQLITE_OK ) rc = store_put(pStore, k,
+      layout_key_br(k, iBranch, LAYOUT_BR_HEAD), v, layout_head_encode(v, pHead));
+  if( rc==SQLITE_OK ) rc = store_add(pStore, k,
+      layout_key_br(k, iBranch, LAYOUT_BR_QUOTA), (int64_t)pRow->nBlob, 0);
+  if( rc==SQLITE_OK ) rc = store_add(pStore, k, layout_key_ctr(k, "stored"),
+      (int64_t)pRow->nBlob, 0);
+  return rc;
+}
+
+/* The store transaction of a commit, given the encoded blob. */
+static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
+                       const unsigned char *aBlob, int64_t nBlob,
+                       const LtxFrameRef *aRef, CommitRow *pRow,
+                       DbHead *pHead, uint64_t *piBranch, char **pzErr){
+  uint64_t iBranch = 0;
+  int rc = store_begin(pStore, 1);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  rc = dbCasOrCreate(pStore, pC, &iBranch, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = dbPutBlob(pStore, iBranch, pRow->iTxid, aBlob, nBlob, pRow->szChunk,
+                   aRef, pC->nDirty);
+    if( rc==SQLITE_OK ) rc = dbPutCommitRows(pStore, iBranch, pRow, pHead);
+    if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+  }
+  if( rc==SQLITE_OK ){
+    rc = store_commit(pStore);
+    if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+  }else{
+    store_rollback(pStore);
+  }
+  if( rc==SQLITE_OK ) *piBranch = iBranch;
+  return rc;
+}
+
+int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
+                    int iLevel, DbHead *pHead, uint64_t *piBranch,
+                    char **pzErr){
+  LtxHeader h;
+  CommitRow row;
+  LtxFrameRef *aRef;
+  unsigned char *aBlob = 0;
+  int64_t nBlob = 0;
+  int rc;
+  memset(&row, 0, sizeof(row));
+  row.iTxid = pC->base.iTxid + 1;
+  row.iTimeMs = dbNowMs();
+  h.szPage = row.szPage = pC->szPage;
+  h.nPage = row.nPage = pC->nPage;
+  h.iMinTxid = h.iMaxTxid = row.iTxid;
+  h.iTimeMs = row.iTimeMs;
+  h.nFrame = row.nWritten = pC->nDirty;
+  aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*(pC->nDirty+1));
+  if( aRef==0 ) return SQLITE_NOMEM;
+  rc = ltx_encode(&h, pC->aPgno, pC->apPage, pC->iChecksum, pCctx, iLevel,
+                  &aBlob, &nBlob, aRef);
+  if( rc==SQLITE_OK ){
+    row.nBlob = (uint64_t)nBlob;
+    row.szChunk = (uint32_t)store_max_value(pStore);
+    row.nChunk = (uint32_t)((row.nBlob + row.szChunk - 1)/row.szChunk);
+    row.iChecksum = pC->iChecksum;
+    pHead->iTxid = row.iTxid;
+    pHead->szPage = pC->szPage;
+    pHead->nPage = pC->nPage;
+    pHead->iChecksum = pC->iChecksum;
+    rc = dbCommitTxn(pStore, pC, aBlob, nBlob, aRef, &row, pHead, piBranch,
+                     pzErr);
+  }
+  sqlite3_free(aBlob);
+  sqlite3_free(aRef);
+  return rc;
+}
+
+/* ---- listing ---- */
+
+typedef struct ListCtx ListCtx;
+struct ListCtx {
+  DepotCommitRowFn xRow;
+  void *pArg;
+  int rc;
+};
+
+static int dbCommitRow(void *pArg, const unsigned char *pKey, int nKey,
+                       const unsigned char *pVal, int nVal){
+  ListCtx *p = (ListCtx*)pArg;
+  CommitRow row;
+  (void)pKey; (void)nKey;
+  if( layout_commit_decode(pVal, nVal, &row)!=SQLITE_OK ){
+    p->rc = SQLITE_CORRUPT;
+    return 1;
+  }
+  return p->xRow(p->pArg, &row);
+}
+
+int depot_db_list_commits(Store *pStore, uint64_t iBranch,
+                          DepotCommitRowFn xRow, void *pArg, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  ListCtx ctx;
+  int nLo = layout_key_br(lo, iBranch, LAYOUT_BR_COMMITS);
+  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_COMMITS+1);
+  int rc;
+  ctx.xRow = xRow; ctx.pArg = pArg; ctx.rc = SQLITE_OK;
+  rc = store_scan(pStore, lo, nLo, hi, nHi, 0, -1, dbCommitRow, &ctx);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( ctx.rc!=SQLITE_OK ){
+    return dbErr(pzErr, ctx.rc, "depot: corrupt commit row%s", "");
+  }
+  return SQLITE_OK;
+}
+
+int depot_db_read_blob(Store *pStore, uint64_t iBranch, const CommitRow *pRow,
+                       unsigned char **ppBlob, char **pzErr){
+  unsigned char *a;
+  int rc;
+  *ppBlob = 0;
+  if( pRow->nBlob > 0xffffffffULL || pRow->nBlob < LTX_HEADER_SIZE ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: commit row gives a bad blob"
+                 " size%s", "");
+  }
+  a = sqlite3_malloc64(pRow->nBlob);
+  if( a==0 ) return SQLITE_NOMEM;
+  rc = dbReadRange(pStore, 0, iBranch, pRow->iTxid, pRow->szChunk, 0,
+                   (uint32_t)pRow->nBlob, a, pzErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(a);
+    return rc;
+  }
+  *ppBlob = a;
+  return SQLITE_OK;
+}

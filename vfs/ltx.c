@@ -1,0 +1,305 @@
+/*
+** ltx.c -- encoder and decoders of the depot page-blob format described in
+** vfs/ltx.h, and the CRC-64 used by blobs, page index rows and the rolling
+** database checksum.
+*/
+#include "config.h"
+#include "vfs/ltx.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <pthread.h>
+#include <string.h>
+
+/* Slicing-by-8 tables: aLtxCrc[0] is the byte-at-a-time table, table k
+** advances a byte through k further zero bytes. */
+static uint64_t aLtxCrc[8][256];
+static pthread_once_t ltxCrcOnce = PTHREAD_ONCE_INIT;
+
+static void ltxCrcInit(void){
+  int i, j, k;
+  for(i=0; i<256; i++){
+    uint64_t c = (uint64_t)i;
+    for(j=0; j<8; j++){
+      c = (c & 1) ? (c>>1) ^ 0xC96C5795D7870F42ULL : (c>>1);
+    }
+    aLtxCrc[0][i] = c;
+  }
+  for(k=1; k<8; k++){
+    for(i=0; i<256; i++){
+      uint64_t c = aLtxCrc[k-1][i];
+      aLtxCrc[k][i] = (c>>8) ^ aLtxCrc[0][c & 0xff];
+    }
+  }
+}
+
+uint64_t ltx_crc64(uint64_t crc, const void *p, size_t n){
+  const unsigned char *a = (const unsigned char*)p;
+  pthread_once(&ltxCrcOnce, ltxCrcInit);
+  crc = ~crc;
+  while( n>=8 ){
+    uint64_t w = (uint64_t)a[0] | ((uint64_t)a[1]<<8) | ((uint64_t)a[2]<<16)
+      | ((uint64_t)a[3]<<24) | ((uint64_t)a[4]<<32) | ((uint64_t)a[5]<<40)
+      | ((uint64_t)a[6]<<48) | ((uint64_t)a[7]<<56);
+    crc ^= w;
+    crc = aLtxCrc[7][crc & 0xff] ^ aLtxCrc[6][(crc>>8) & 0xff]
+        ^ aLtxCrc[5][(crc>>16) & 0xff] ^ aLtxCrc[4][(crc>>24) & 0xff]
+        ^ aLtxCrc[3][(crc>>32) & 0xff] ^ aLtxCrc[2][(crc>>40) & 0xff]
+        ^ aLtxCrc[1][(crc>>48) & 0xff] ^ aLtxCrc[0][crc>>56];
+    a += 8;
+    n -= 8;
+  }
+  while( n-- ){
+    crc = aLtxCrc[0][(crc ^ *a++) & 0xff] ^ (crc>>8);
+  }
+  return ~crc;
+}
+
+void ltx_put32(unsigned char *a, uint32_t v){
+  a[0] = (unsigned char)(v>>24); a[1] = (unsigned char)(v>>16);
+  a[2] = (unsigned char)(v>>8);  a[3] = (unsigned char)v;
+}
+void ltx_put64(unsigned char *a, uint64_t v){
+  ltx_put32(a, (uint32_t)(v>>32));
+  ltx_put32(a+4, (uint32_t)v);
+}
+uint32_t ltx_get32(const unsigned char *a){
+  return ((uint32_t)a[0]<<24) | ((uint32_t)a[1]<<16)
+       | ((uint32_t)a[2]<<8) | (uint32_t)a[3];
+}
+uint64_t ltx_get64(const unsigned char *a){
+  return ((uint64_t)ltx_get32(a)<<32) | ltx_get32(a+4);
+}
+
+static int ltxPageSizeOk(uint32_t sz){
+  return sz>=512 && sz<=65536 && (sz & (sz-1))==0;
+}
+
+static void ltxEncodeHeader(unsigned char *a, const LtxHeader *p){
+  memcpy(a, "DLTX", 4);
+  a[4] = 0; a[5] = LTX_VERSION; a[6] = 0; a[7] = 0;
+  ltx_put32(a+8, p->szPage);
+  ltx_put32(a+12, p->nPage);
+  ltx_put64(a+16, p->iMinTxid);
+  ltx_put64(a+24, p->iMaxTxid);
+  ltx_put64(a+32, p->iTimeMs);
+  ltx_put32(a+40, p->nFrame);
+  ltx_put32(a+44, 0);
+}
+
+/* Write one frame for page pgno at a (room for the worst case) and return
+** its length, or 0 if zstd failed. */
+static size_t ltxEncodeFrame(unsigned char *a, uint32_t pgno,
+                             const unsigned char *pPage, uint32_t szPage,
+                             ZSTD_CCtx *pCctx, int iLevel, uint64_t iCrc){
+  unsigned char *pData = a + LTX_FRAME_HEADER;
+  size_t nCap = ZSTD_compressBound(szPage);
+  size_t nOut = ZSTD_compressCCtx(pCctx, pData, nCap, pPage, szPage, iLevel);
+  uint32_t flags = LTX_FLAG_ZSTD;
+  if( ZSTD_isError(nOut) ) return 0;
+  if( nOut > (size_t)szPage - szPage/5 ){
+    memcpy(pData, pPage, szPage);
+    nOut = szPage;
+    flags = 0;
+  }
+  ltx_put32(a, pgno);
+  ltx_put32(a+4, (uint32_t)nOut);
+  ltx_put32(a+8, flags);
+  ltx_put64(a+12, iCrc);
+  return LTX_FRAME_HEADER + nOut;
+}
+
+/* Append the index and the trailer after the frames, which end at off;
+** return the blob's length. */
+static size_t ltxEncodeTail(unsigned char *a, size_t off,
+                            const LtxFrameRef *aRef, uint32_t n,
+                            uint64_t iPagesCrc, uint64_t iDbChecksum){
+  uint32_t i;
+  size_t iIdx = off;
+  for(i=0; i<n; i++){
+    ltx_put32(a+off+8*i, aRef[i].pgno);
+    ltx_put32(a+off+8*i+4, aRef[i].iOffset);
+  }
+  off += 8*(size_t)n;
+  ltx_put32(a+off, (uint32_t)iIdx);
+  ltx_put32(a+off+4, n);
+  ltx_put64(a+off+8, iPagesCrc);
+  ltx_put64(a+off+16, iDbChecksum);
+  ltx_put64(a+off+24, ltx_crc64(0, a, off+24));
+  return off + LTX_TRAILER_SIZE;
+}
+
+int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
+               const unsigned char *const *apPage, uint64_t iDbChecksum,
+               ZSTD_CCtx *pCctx, int iLevel, unsigned char **ppBlob,
+               int64_t *pnBlob, LtxFrameRef *aRef){
+  uint32_t i, n = pHdr->nFrame, sz = pHdr->szPage;
+  uint64_t nCap, iPagesCrc = 0;
+  unsigned char *a;
+  size_t off = LTX_HEADER_SIZE;
+  *ppBlob = 0;
+  *pnBlob = 0;
+  if( !ltxPageSizeOk(sz) ) return SQLITE_MISUSE;
+  for(i=1; i<n; i++) if( aPgno[i]<=aPgno[i-1] ) return SQLITE_MISUSE;
+  nCap = LTX_HEADER_SIZE + LTX_TRAILER_SIZE
+       + (uint64_t)n*(LTX_FRAME_HEADER + ZSTD_compressBound(sz)
+                      + LTX_INDEX_ENTRY);
+  if( nCap > 0xffffffffULL ) return SQLITE_TOOBIG;
+  a = sqlite3_malloc64(nCap);
+  if( a==0 ) return SQLITE_NOMEM;
+  ltxEncodeHeader(a, pHdr);
+  for(i=0; i<n; i++){
+    uint64_t c = ltx_crc64(0, apPage[i], sz);
+    size_t nFrame = ltxEncodeFrame(a+off, aPgno[i], apPage[i], sz, pCctx,
+                                   iLevel, c);
+    if( nFrame==0 ){ sqlite3_free(a); return SQLITE_NOMEM; }
+    aRef[i].pgno = aPgno[i];
+    aRef[i].iOffset = (uint32_t)off;
+    aRef[i].nByte = (uint32_t)nFrame;
+    aRef[i].iCrc = c;
+    iPagesCrc = ltx_crc64(iPagesCrc, apPage[i], sz);
+    off += nFrame;
+  }
+  *ppBlob = a;
+  *pnBlob = (int64_t)ltxEncodeTail(a, off, aRef, n, iPagesCrc, iDbChecksum);
+  return SQLITE_OK;
+}
+
+static int ltxCorrupt(char **pzErr, const char *zMsg, uint64_t v){
+  if( pzErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = sqlite3_mprintf("depot: corrupt page blob: %s (%llu)", zMsg,
+                             (unsigned long long)v);
+  }
+  return SQLITE_CORRUPT;
+}
+
+int ltx_decode_header(const unsigned char *a, int64_t n, LtxHeader *pHdr,
+                      char **pzErr){
+  if( n<LTX_HEADER_SIZE ) return ltxCorrupt(pzErr, "short header", n);
+  if( memcmp(a, "DLTX", 4)!=0 ) return ltxCorrupt(pzErr, "bad magic", 0);
+  if( a[4]!=0 || a[5]!=LTX_VERSION ){
+    return ltxCorrupt(pzErr, "unknown format version", a[4]*256+a[5]);
+  }
+  pHdr->szPage = ltx_get32(a+8);
+  pHdr->nPage = ltx_get32(a+12);
+  pHdr->iMinTxid = ltx_get64(a+16);
+  pHdr->iMaxTxid = ltx_get64(a+24);
+  pHdr->iTimeMs = ltx_get64(a+32);
+  pHdr->nFrame = ltx_get32(a+40);
+  if( !ltxPageSizeOk(pHdr->szPage) ){
+    return ltxCorrupt(pzErr, "bad page size", pHdr->szPage);
+  }
+  if( pHdr->iMinTxid>pHdr->iMaxTxid || pHdr->iMinTxid==0 ){
+    return ltxCorrupt(pzErr, "bad txid range", pHdr->iMinTxid);
+  }
+  if( a[6] || a[7] || ltx_get32(a+44) ){
+    return ltxCorrupt(pzErr, "unknown flags", ltx_get32(a+44));
+  }
+  return SQLITE_OK;
+}
+
+int ltx_decode_frame(const unsigned char *a, int64_t n, uint32_t pgno,
+                     uint32_t szPage, ZSTD_DCtx *pDctx, unsigned char *pOut,
+                     uint64_t *piCrc, char **pzErr){
+  uint32_t nStored, flags;
+  uint64_t iCrc;
+  if( n<LTX_FRAME_HEADER ) return ltxCorrupt(pzErr, "short frame", n);
+  if( ltx_get32(a)!=pgno ){
+    return ltxCorrupt(pzErr, "frame holds another page", ltx_get32(a));
+  }
+  nStored = ltx_get32(a+4);
+  flags = ltx_get32(a+8);
+  iCrc = ltx_get64(a+12);
+  if( (int64_t)nStored > n-LTX_FRAME_HEADER || (flags & ~LTX_FLAG_ZSTD) ){
+    return ltxCorrupt(pzErr, "frame length or flags out of range", nStored);
+  }
+  if( flags & LTX_FLAG_ZSTD ){
+    size_t r = ZSTD_decompressDCtx(pDctx, pOut, szPage, a+LTX_FRAME_HEADER,
+                                   nStored);
+    if( ZSTD_isError(r) || r!=szPage ){
+      return ltxCorrupt(pzErr, "zstd frame does not decode to a page", pgno);
+    }
+  }else{
+    if( nStored!=szPage ) return ltxCorrupt(pzErr, "raw frame size", nStored);
+    memcpy(pOut, a+LTX_FRAME_HEADER, szPage);
+  }
+  if( ltx_crc64(0, pOut, szPage)!=iCrc ){
+    return ltxCorrupt(pzErr, "page checksum mismatch", pgno);
+  }
+  if( piCrc ) *piCrc = iCrc;
+  return SQLITE_OK;
+}
+
+/* The trailer and whole-blob CRC; returns the index offset in *piIdx. */
+static int ltxCheckTrailer(const unsigned char *a, int64_t n,
+                           const LtxHeader *pHdr, LtxTrailer *pT,
+                           uint32_t *piIdx, char **pzErr){
+  const unsigned char *t;
+  uint32_t iIdx;
+  if( n < LTX_HEADER_SIZE+LTX_TRAILER_SIZE ){
+    return ltxCorrupt(pzErr, "blob too short", n);
+  }
+  t = a + n - LTX_TRAILER_SIZE;
+  if( ltx_crc64(0, a, n-8)!=ltx_get64(t+24) ){
+    return ltxCorrupt(pzErr, "blob checksum mismatch", n);
+  }
+  iIdx = ltx_get32(t);
+  if( ltx_get32(t+4)!=pHdr->nFrame
+   || (int64_t)iIdx + 8*(int64_t)pHdr->nFrame != n-LTX_TRAILER_SIZE
+   || iIdx<LTX_HEADER_SIZE ){
+    return ltxCorrupt(pzErr, "index does not fit the blob", iIdx);
+  }
+  pT->iPagesCrc = ltx_get64(t+8);
+  pT->iDbChecksum = ltx_get64(t+16);
+  *piIdx = iIdx;
+  return SQLITE_OK;
+}
+
+/* Every index entry must point at the next frame in sequence. */
+static int ltxCheckFrames(const unsigned char *a, uint32_t iIdx,
+                          const LtxHeader *pHdr, ZSTD_DCtx *pDctx,
+                          uint64_t *piPagesCrc, char **pzErr){
+  unsigned char *pPage = sqlite3_malloc64(pHdr->szPage);
+  uint32_t i, off = LTX_HEADER_SIZE, prev = 0;
+  uint64_t c = 0;
+  int rc = SQLITE_OK;
+  if( pPage==0 ) return SQLITE_NOMEM;
+  for(i=0; rc==SQLITE_OK && i<pHdr->nFrame; i++){
+    uint32_t pgno = ltx_get32(a+iIdx+8*i);
+    if( ltx_get32(a+iIdx+8*i+4)!=off || pgno<=prev || off>=iIdx ){
+      rc = ltxCorrupt(pzErr, "index entry out of order", i);
+      break;
+    }
+    rc = ltx_decode_frame(a+off, iIdx-off, pgno, pHdr->szPage, pDctx, pPage,
+                          0, pzErr);
+    if( rc==SQLITE_OK ){
+      c = ltx_crc64(c, pPage, pHdr->szPage);
+      off += LTX_FRAME_HEADER + ltx_get32(a+off+4);
+      prev = pgno;
+    }
+  }
+  if( rc==SQLITE_OK && off!=iIdx ) rc = ltxCorrupt(pzErr, "gap before index", off);
+  sqlite3_free(pPage);
+  *piPagesCrc = c;
+  return rc;
+}
+
+int ltx_verify(const unsigned char *a, int64_t n, ZSTD_DCtx *pDctx,
+               LtxHeader *pHdr, LtxTrailer *pTrailer, char **pzErr){
+  LtxHeader h;
+  LtxTrailer t;
+  uint32_t iIdx = 0;
+  uint64_t c = 0;
+  int rc = ltx_decode_header(a, n, &h, pzErr);
+  if( rc==SQLITE_OK ) rc = ltxCheckTrailer(a, n, &h, &t, &iIdx, pzErr);
+  if( rc==SQLITE_OK ) rc = ltxCheckFrames(a, iIdx, &h, pDctx, &c, pzErr);
+  if( rc==SQLITE_OK && c!=t.iPagesCrc ){
+    rc = ltxCorrupt(pzErr, "pages checksum mismatch", c);
+  }
+  if( rc==SQLITE_OK ){
+    if( pHdr ) *pHdr = h;
+    if( pTrailer ) *pTrailer = t;
+  }
+  return rc;
+}

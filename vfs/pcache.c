@@ -1,0 +1,177 @@
+/*
+** pcache.c -- the decoded-page cache (see vfs/pcache.h): a chained hash
+** table over a doubly linked LRU list, bounded in bytes.
+*/
+#include "config.h"
+#include "vfs/pcache.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <pthread.h>
+#include <string.h>
+
+typedef struct CacheEntry CacheEntry;
+struct CacheEntry {
+  uint64_t iBranch, iOwner;
+  uint32_t pgno, szPage;
+  CacheEntry *pHashNext;
+  CacheEntry *pPrev, *pNext;      /* LRU list, most recent at pHead */
+  unsigned char a[];              /* szPage bytes */
+};
+
+struct DepotCache {
+  pthread_mutex_t mutex;          /* guards every field below */
+  int64_t nMax, nUsed;            /* bytes */
+  uint32_t nSlot;                 /* power of two */
+  uint32_t nEntry;
+  CacheEntry **aSlot;
+  CacheEntry *pHead, *pTail;
+};
+
+static int64_t nCacheHit = 0, nCacheMiss = 0;   /* atomic */
+
+void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss){
+  *pnHit = __atomic_load_n(&nCacheHit, __ATOMIC_RELAXED);
+  *pnMiss = __atomic_load_n(&nCacheMiss, __ATOMIC_RELAXED);
+}
+
+static uint32_t cacheHash(uint64_t b, uint32_t pgno, uint64_t o){
+  uint64_t h = (b*0x9E3779B97F4A7C15ULL) ^ (o*0xC2B2AE3D27D4EB4FULL) ^ pgno;
+  h ^= h>>29;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  return (uint32_t)(h ^ (h>>32));
+}
+
+DepotCache *depot_cache_new(int64_t nMaxBytes){
+  DepotCache *p = sqlite3_malloc64(sizeof(*p));
+  if( p==0 ) return 0;
+  memset(p, 0, sizeof(*p));
+  p->nSlot = 1024;
+  p->aSlot = sqlite3_malloc64(sizeof(CacheEntry*)*p->nSlot);
+  if( p->aSlot==0 ){ sqlite3_free(p); return 0; }
+  memset(p->aSlot, 0, sizeof(CacheEntry*)*p->nSlot);
+  p->nMax = nMaxBytes;
+  pthread_mutex_init(&p->mutex, 0);
+  return p;
+}
+
+void depot_cache_free(DepotCache *p){
+  CacheEntry *e, *pNext;
+  if( p==0 ) return;
+  for(e=p->pHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
+  pthread_mutex_destroy(&p->mutex);
+  sqlite3_free(p->aSlot);
+  sqlite3_free(p);
+}
+
+static void cacheUnlink(DepotCache *p, CacheEntry *e){
+  if( e->pPrev ) e->pPrev->pNext = e->pNext; else p->pHead = e->pNext;
+  if( e->pNext ) e->pNext->pPrev = e->pPrev; else p->pTail = e->pPrev;
+  e->pPrev = e->pNext = 0;
+}
+
+static void cachePushFront(DepotCache *p, CacheEntry *e){
+  e->pNext = p->pHead;
+  e->pPrev = 0;
+  if( p->pHead ) p->pHead->pPrev = e; else p->pTail = e;
+  p->pHead = e;
+}
+
+static CacheEntry **cacheFind(DepotCache *p, uint64_t b, uint32_t pgno,
+                              uint64_t o){
+  CacheEntry **pp = &p->aSlot[cacheHash(b, pgno, o) & (p->nSlot-1)];
+  while( *pp && ((*pp)->pgno!=pgno || (*pp)->iOwner!=o || (*pp)->iBranch!=b) ){
+    pp = &(*pp)->pHashNext;
+  }
+  return pp;
+}
+
+/* Drop least recently used entries until the cache fits nMax. */
+static void cacheEvict(DepotCache *p){
+  while( p->pTail && p->nUsed > p->nMax ){
+    CacheEntry *e = p->pTail;
+    CacheEntry **pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
+    *pp = e->pHashNext;
+    cacheUnlink(p, e);
+    p->nUsed -= e->szPage;
+    p->nEntry--;
+    sqlite3_free(e);
+  }
+}
+
+/* Double the hash table when it gets crowded (best effort). */
+static void cacheGrow(DepotCache *p){
+  uint32_t n = p->nSlot*2, i;
+  CacheEntry **a;
+  if( p->nEntry < p->nSlot || n>(1u<<24) ) return;
+  a = sqlite3_malloc64(sizeof(CacheEntry*)*n);
+  if( a==0 ) return;
+  memset(a, 0, sizeof(CacheEntry*)*n);
+  for(i=0; i<p->nSlot; i++){
+    CacheEntry *e, *pNext;
+    for(e=p->aSlot[i]; e; e=pNext){
+      uint32_t h = cacheHash(e->iBranch, e->pgno, e->iOwner) & (n-1);
+      pNext = e->pHashNext;
+      e->pHashNext = a[h];
+      a[h] = e;
+    }
+  }
+  sqlite3_free(p->aSlot);
+  p->aSlot = a;
+  p->nSlot = n;
+}
+
+void depot_cache_set_limit(DepotCache *p, int64_t nMaxBytes){
+  pthread_mutex_lock(&p->mutex);
+  p->nMax = nMaxBytes<0 ? 0 : nMaxBytes;
+  cacheEvict(p);
+  pthread_mutex_unlock(&p->mutex);
+}
+
+int64_t depot_cache_limit(DepotCache *p){
+  int64_t n;
+  pthread_mutex_lock(&p->mutex);
+  n = p->nMax;
+  pthread_mutex_unlock(&p->mutex);
+  return n;
+}
+
+int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                    uint64_t iOwner, uint32_t szPage, unsigned char *pOut){
+  CacheEntry *e;
+  int bHit = 0;
+  pthread_mutex_lock(&p->mutex);
+  e = *cacheFind(p, iBranch, pgno, iOwner);
+  if( e && e->szPage==szPage ){
+    memcpy(pOut, e->a, szPage);
+    cacheUnlink(p, e);
+    cachePushFront(p, e);
+    bHit = 1;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  __atomic_add_fetch(bHit ? &nCacheHit : &nCacheMiss, 1, __ATOMIC_RELAXED);
+  return bHit;
+}
+
+void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                     uint64_t iOwner, uint32_t szPage, const unsigned char *a){
+  CacheEntry *e, **pp;
+  pthread_mutex_lock(&p->mutex);
+  pp = cacheFind(p, iBranch, pgno, iOwner);
+  if( *pp==0 && (int64_t)szPage<=p->nMax ){
+    e = sqlite3_malloc64(sizeof(*e)+szPage);
+    if( e ){
+      memset(e, 0, sizeof(*e));
+      e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
+      e->szPage = szPage;
+      memcpy(e->a, a, szPage);
+      *pp = e;
+      cachePushFront(p, e);
+      p->nUsed += szPage;
+      p->nEntry++;
+      cacheEvict(p);
+      cacheGrow(p);
+    }
+  }
+  pthread_mutex_unlock(&p->mutex);
+}

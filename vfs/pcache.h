@@ -1,0 +1,41 @@
+/*
+** pcache.h -- the decoded-page cache of the depot VFS (private to vfs/).
+**
+** Decoding a page costs a page-index seek, a chunk read and a zstd frame;
+** the cache keeps decoded pages keyed by (branch id, page number, owner
+** txid).  A key names immutable content (a commit's page never changes), so
+** entries never go stale; they are only evicted, least recently used first,
+** when the cache holds more than its byte limit.  One cache serves every
+** connection of the process to one database branch; all calls are
+** thread-safe (one mutex per cache guards every field).
+*/
+#ifndef DEPOT_PCACHE_H
+#define DEPOT_PCACHE_H
+
+#include <stdint.h>
+
+typedef struct DepotCache DepotCache;
+
+/* A new, empty cache holding at most nMaxBytes of pages (0: caching off).
+** NULL when out of memory. */
+DepotCache *depot_cache_new(int64_t nMaxBytes);
+void depot_cache_free(DepotCache*);
+
+/* Change the byte limit, evicting at once if needed. */
+void depot_cache_set_limit(DepotCache*, int64_t nMaxBytes);
+int64_t depot_cache_limit(DepotCache*);
+
+/* Copy the cached page into pOut (szPage bytes) and return 1, or return 0
+** on a miss.  Counts a hit or a miss in the process-wide counters. */
+int depot_cache_get(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                    uint64_t iOwner, uint32_t szPage, unsigned char *pOut);
+
+/* Add a copy of page p (best effort: silently skipped when out of memory
+** or larger than the limit). */
+void depot_cache_put(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                     uint64_t iOwner, uint32_t szPage, const unsigned char *p);
+
+/* Process-wide hit and miss counts since the module loaded. */
+void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss);
+
+#endif /* DEPOT_PCACHE_H */

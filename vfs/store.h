@@ -1,0 +1,139 @@
+/*
+** store.h -- the outer store: an ordered, transactional key-value interface.
+**
+** Everything in vfs/ above this header reads and writes the outer store only
+** through these calls, so a backend other than the embedded SQLite file (a
+** PostgreSQL backend is planned) implements StoreMethods and nothing else.
+**
+** Model.  Keys and values are byte strings; keys sort by memcmp() order,
+** a shorter key first when one is a prefix of the other.  A Store is used by
+** one thread at a time.  Outside an explicit transaction every call is its
+** own atomic, consistent operation.  Between store_begin(p, 1) and
+** store_commit() the calls form one serializable write transaction: nothing
+** is visible to other Store handles until store_commit() returns SQLITE_OK,
+** and a failed or abandoned transaction leaves no trace.
+**
+** Errors.  Every call returns an SQLite result code.  SQLITE_BUSY means
+** another writer held the store for longer than the backend waits;
+** SQLITE_IOERR_* / SQLITE_FULL / SQLITE_CORRUPT come from the backend's
+** storage.  store_errmsg() describes the most recent failure.
+*/
+#ifndef DEPOT_STORE_H
+#define DEPOT_STORE_H
+
+#include <stdint.h>
+
+typedef struct Store Store;
+typedef struct StoreMethods StoreMethods;
+
+/* Called for each row of a scan, in scan order.  Returns 0 to continue,
+** nonzero to stop the scan (store_scan() then returns SQLITE_OK).  The key
+** and value pointers are valid only during the call. */
+typedef int (*StoreRowFn)(void *pArg, const unsigned char *pKey, int nKey,
+                          const unsigned char *pVal, int nVal);
+
+#define STORE_SCAN_REVERSE 0x01    /* store_scan(): largest key first */
+
+struct StoreMethods {
+  int iVersion;                    /* 1 */
+  void (*xClose)(Store*);
+  int (*xBegin)(Store*, int bWrite);
+  int (*xCommit)(Store*);
+  int (*xRollback)(Store*);
+  int (*xGet)(Store*, const void *pKey, int nKey, void **ppVal, int *pnVal);
+  int (*xScan)(Store*, const void *pLo, int nLo, const void *pHi, int nHi,
+               int flags, int nLimit, StoreRowFn, void*);
+  int (*xPut)(Store*, const void *pKey, int nKey, const void *pVal, int nVal);
+  int (*xClear)(Store*, const void *pKey, int nKey);
+  int (*xClearRange)(Store*, const void *pLo, int nLo,
+                     const void *pHi, int nHi);
+  int (*xAdd)(Store*, const void *pKey, int nKey, int64_t iDelta,
+              int64_t *piNew);
+  int (*xMaxValue)(Store*);
+  const char *(*xErrMsg)(Store*);
+};
+
+/* Every backend's handle starts with this. */
+struct Store {
+  const StoreMethods *pMethods;
+};
+
+/* Close the handle; an open transaction is rolled back.  NULL is a no-op. */
+void store_close(Store*);
+
+/* Start a transaction; bWrite=1 for a write transaction (the backend takes
+** its write lock now, waiting a bounded time, then SQLITE_BUSY).  Nested
+** calls are an error (SQLITE_MISUSE). */
+int store_begin(Store*, int bWrite);
+
+/* Make the transaction's writes durable and visible.  When it returns
+** SQLITE_OK the writes survive a crash of the process or the machine (as
+** far as the backend's sync setting promises: the embedded backend with
+** synchronous=FULL, its default, does).  On error the transaction has been
+** rolled back, unless the failure came after the backend's commit point, in
+** which case a later reader may see it: either way it is all or nothing. */
+int store_commit(Store*);
+
+/* Abandon the open transaction.  SQLITE_OK if there was none. */
+int store_rollback(Store*);
+
+/* Look up one key.  On SQLITE_OK, *ppVal is a sqlite3_malloc'd copy of the
+** value (owned by the caller; never NULL when found, even for an empty
+** value) and *pnVal its length; a missing key gives SQLITE_OK with *ppVal
+** NULL and *pnVal -1. */
+int store_get(Store*, const void *pKey, int nKey, void **ppVal, int *pnVal);
+
+/* Visit the rows with pLo <= key < pHi (an empty pHi, nHi==0, means no upper
+** bound), ascending or with STORE_SCAN_REVERSE descending, at most nLimit
+** rows (nLimit<0: no limit).  A nonzero return of the callback stops the
+** scan early and is not an error. */
+int store_scan(Store*, const void *pLo, int nLo, const void *pHi, int nHi,
+               int flags, int nLimit, StoreRowFn xRow, void *pArg);
+
+/* Insert or replace one row.  Values longer than store_max_value() fail
+** with SQLITE_TOOBIG and change nothing. */
+int store_put(Store*, const void *pKey, int nKey, const void *pVal, int nVal);
+
+/* Remove one row (absent: no-op). */
+int store_clear(Store*, const void *pKey, int nKey);
+
+/* Remove every row with pLo <= key < pHi. */
+int store_clear_range(Store*, const void *pLo, int nLo,
+                      const void *pHi, int nHi);
+
+/* Atomic add: the value is a signed 64-bit little-endian integer (absent
+** counts as 0; a value of another length is SQLITE_CORRUPT).  Stores the
+** sum and, if piNew is not NULL, returns it. */
+int store_add(Store*, const void *pKey, int nKey, int64_t iDelta,
+              int64_t *piNew);
+
+/* The largest value, in bytes, the backend accepts in one row.  Larger
+** blobs are split into chunk rows by the caller. */
+int store_max_value(Store*);
+
+/* English text of the most recent error on this handle ("" if none).
+** Valid until the next call on the handle. */
+const char *store_errmsg(Store*);
+
+/*
+** The embedded backend: one SQLite file holding one WITHOUT ROWID table
+** depot_kv(key BLOB PRIMARY KEY, value BLOB), in WAL mode.
+*/
+typedef struct StoreSqliteConfig StoreSqliteConfig;
+struct StoreSqliteConfig {
+  const char *zVfs;       /* VFS for the outer file; NULL: the default */
+  int iSynchronous;       /* 0 OFF, 1 NORMAL, 2 FULL (default), 3 EXTRA */
+  int bCreate;            /* create the file if it does not exist */
+  int bReadOnly;          /* open read-only */
+  int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
+  int nBusyMs;            /* wait for the write lock; 0: 10000 */
+};
+
+/* Open (and with bCreate, create) the store file zPath.  On success
+** *ppStore is a new handle (close with store_close()).  On failure returns
+** an SQLite code, *ppStore is NULL, and *pzErr (if not NULL) gets a
+** sqlite3_malloc'd message the caller frees. */
+int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
+                      Store **ppStore, char **pzErr);
+
+#endif /* DEPOT_STORE_H */

@@ -1,0 +1,112 @@
+/*
+** txbuf.c -- the transaction write buffer (see vfs/txbuf.h): an
+** open-addressing hash table from page number to a page copy.
+*/
+#include "config.h"
+#include "vfs/txbuf.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint32_t txbufSlot(uint32_t pgno, uint32_t nSlot){
+  return (pgno*2654435761u) & (nSlot-1);
+}
+
+static void txbufInsert(uint32_t *aPgno, unsigned char **apPage,
+                        uint32_t nSlot, uint32_t pgno, unsigned char *p){
+  uint32_t i = txbufSlot(pgno, nSlot);
+  while( aPgno[i] ) i = (i+1) & (nSlot-1);
+  aPgno[i] = pgno;
+  apPage[i] = p;
+}
+
+/* Rehash into nSlot slots, keeping only pages <= nKeep. */
+static int txbufRehash(TxBuf *p, uint32_t nSlot, uint32_t nKeep){
+  uint32_t *aPgno = sqlite3_malloc64(sizeof(uint32_t)*(uint64_t)nSlot);
+  unsigned char **apPage = sqlite3_malloc64(sizeof(void*)*(uint64_t)nSlot);
+  uint32_t i;
+  if( aPgno==0 || apPage==0 ){
+    sqlite3_free(aPgno);
+    sqlite3_free(apPage);
+    return SQLITE_NOMEM;
+  }
+  memset(aPgno, 0, sizeof(uint32_t)*(uint64_t)nSlot);
+  p->nUsed = 0;
+  for(i=0; i<p->nSlot; i++){
+    if( p->aPgno[i]==0 ) continue;
+    if( p->aPgno[i]>nKeep ){
+      sqlite3_free(p->apPage[i]);
+    }else{
+      txbufInsert(aPgno, apPage, nSlot, p->aPgno[i], p->apPage[i]);
+      p->nUsed++;
+    }
+  }
+  sqlite3_free(p->aPgno);
+  sqlite3_free(p->apPage);
+  p->aPgno = aPgno;
+  p->apPage = apPage;
+  p->nSlot = nSlot;
+  return SQLITE_OK;
+}
+
+unsigned char *txbuf_get(const TxBuf *p, uint32_t pgno){
+  uint32_t i;
+  if( p->nSlot==0 ) return 0;
+  i = txbufSlot(pgno, p->nSlot);
+  while( p->aPgno[i] ){
+    if( p->aPgno[i]==pgno ) return p->apPage[i];
+    i = (i+1) & (p->nSlot-1);
+  }
+  return 0;
+}
+
+int txbuf_put(TxBuf *p, uint32_t pgno, const void *pPage, uint32_t szPage){
+  unsigned char *a = txbuf_get(p, pgno);
+  if( a==0 ){
+    if( (p->nUsed+1)*2 > p->nSlot ){
+      int rc = txbufRehash(p, p->nSlot ? p->nSlot*2 : 64, 0xffffffffu);
+      if( rc!=SQLITE_OK ) return rc;
+    }
+    a = sqlite3_malloc64(szPage);
+    if( a==0 ) return SQLITE_NOMEM;
+    txbufInsert(p->aPgno, p->apPage, p->nSlot, pgno, a);
+    p->nUsed++;
+  }
+  memcpy(a, pPage, szPage);
+  return SQLITE_OK;
+}
+
+int txbuf_truncate(TxBuf *p, uint32_t nPage){
+  if( p->nSlot==0 ) return SQLITE_OK;
+  return txbufRehash(p, p->nSlot, nPage);
+}
+
+void txbuf_clear(TxBuf *p){
+  uint32_t i;
+  for(i=0; i<p->nSlot; i++){
+    if( p->aPgno[i] ) sqlite3_free(p->apPage[i]);
+  }
+  sqlite3_free(p->aPgno);
+  sqlite3_free(p->apPage);
+  memset(p, 0, sizeof(*p));
+}
+
+static int txbufCmp(const void *a, const void *b){
+  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
+  return x<y ? -1 : x>y;
+}
+
+int txbuf_sorted(const TxBuf *p, uint32_t **paPgno, uint32_t *pnPgno){
+  uint32_t *a = sqlite3_malloc64(sizeof(uint32_t)*((uint64_t)p->nUsed+1));
+  uint32_t i, n = 0;
+  if( a==0 ) return SQLITE_NOMEM;
+  for(i=0; i<p->nSlot; i++){
+    if( p->aPgno[i] ) a[n++] = p->aPgno[i];
+  }
+  qsort(a, n, sizeof(uint32_t), txbufCmp);
+  *paPgno = a;
+  *pnPgno = n;
+  return SQLITE_OK;
+}

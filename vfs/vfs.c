@@ -1,0 +1,921 @@
+/*
+** vfs.c -- the sqlite3_vfs named "depot" (see vfs/depot_vfs.h).
+**
+** The main database file of a connection is a DepotFile: reads come from the
+** snapshot pinned at the SHARED lock (page index + decoded-page cache) or,
+** inside a write transaction, from the write buffer; writes go to the write
+** buffer only.  The transaction is published as one depot commit at its
+** sync point (SQLITE_FCNTL_SYNC, xSync, or SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
+** where the host SQLite has batch-atomic writes), so pages SQLite spills
+** before COMMIT stay private until then.  Journals, statement journals and
+** temporary files are MemFiles that live in memory only; a read of the main
+** journal's first header marks a rollback in progress, whose closing sync
+** publishes nothing.
+**
+** Locking.  Every connection of the process to one (store, db, branch)
+** shares a DepotShared: at most one of them holds RESERVED or above (others
+** get SQLITE_BUSY); SHARED never blocks a writer because readers read their
+** pinned snapshot.  Writers of other processes are fenced by the head
+** compare-and-set in depot_db_commit().  A writer whose snapshot is already
+** stale when it asks for RESERVED gets SQLITE_BUSY_SNAPSHOT at once.
+*/
+#include "config.h"
+#include "vfs/depot_vfs.h"
+#include "vfs/db.h"
+#include "vfs/txbuf.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEPOT_DEFAULT_CACHE_KB 16384
+#define DEPOT_DEFAULT_LEVEL    1
+#define DEPOT_MAX_CACHE_KB     (1<<30)
+
+typedef struct DepotShared DepotShared;
+typedef struct DepotFile DepotFile;
+typedef struct MemFile MemFile;
+
+/* One per (store path, db, branch) in the process. */
+struct DepotShared {
+  char *zKey;                /* length-prefixed path, db, branch */
+  int nRef;                  /* guarded by depotMutex */
+  DepotFile *pWriter;        /* holder of RESERVED+, guarded by depotMutex */
+  DepotCache *pCache;        /* thread-safe on its own */
+  DepotShared *pNext;        /* guarded by depotMutex */
+};
+
+/* The main database file of one connection.  Used by one thread at a
+** time (SQLite holds the connection's mutex around every call). */
+struct DepotFile {
+  sqlite3_file base;         /* must be first */
+  DepotShared *pShared;
+  Store *pStore;             /* this handle's own store connection */
+  char *zDb, *zBranch;
+  int eLock;
+  int bReadOnly;
+  int iLevel;                /* zstd level */
+  uint64_t iBranch;          /* 0 until the branch exists */
+  DbHead snap;               /* pinned head while eLock>=SHARED */
+  TxBuf tx;                  /* pages written since RESERVED */
+  uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
+  int bTxDirty;              /* tx or nPageTx differs from snap */
+  int bRollback;             /* the main journal is being played back */
+  ZSTD_CCtx *pCctx;
+  ZSTD_DCtx *pDctx;
+  DepotChunkCache chunks;    /* recently read blob chunk rows */
+  unsigned char *aScratch;   /* one page of the largest size */
+};
+
+/* A journal or temporary file, in memory. */
+struct MemFile {
+  sqlite3_file base;         /* must be first */
+  unsigned char *a;
+  sqlite3_int64 n, nAlloc;
+  DepotFile *pDb;            /* main journal: its database, else NULL */
+};
+
+static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
+static DepotShared *pDepotShared = 0;    /* guarded by depotMutex */
+static sqlite3_vfs *pDepotRoot = 0;      /* set once by registration */
+static int bDepotBatch = 0;              /* host has batch-atomic writes */
+
+static const sqlite3_io_methods depotIoMethods;
+static const sqlite3_io_methods memIoMethods;
+
+static int depotPageSizeOk(sqlite3_int64 sz){
+  return sz>=512 && sz<=65536 && (sz & (sz-1))==0;
+}
+
+/* Log zErr (consumed) under rc and return rc, with SQLITE_ERROR mapped to
+** rcDefault so the VFS returns codes the pager understands. */
+static int depotReport(int rc, char *zErr, int rcDefault){
+  if( rc!=SQLITE_OK ){
+    if( (rc&0xff)==SQLITE_ERROR || (rc&0xff)==SQLITE_MISUSE ) rc = rcDefault;
+    sqlite3_log(rc, "%s", zErr ? zErr : "depot: store error");
+  }
+  sqlite3_free(zErr);
+  return rc;
+}
+
+/* ================= in-memory journals and temporary files ================= */
+
+static void depotTxReset(DepotFile *p);
+
+/* The main journal is being closed, truncated or overwritten from its
+** start: a rollback in progress is over, and what it wrote to the database
+** file (the original pages, already in the snapshot) is dropped. */
+static void memEndRollback(MemFile *p){
+  if( p->pDb && p->pDb->bRollback ){
+    p->pDb->bRollback = 0;
+    depotTxReset(p->pDb);
+  }
+}
+
+static int memClose(sqlite3_file *pFile){
+  MemFile *p = (MemFile*)pFile;
+  memEndRollback(p);
+  sqlite3_free(p->a);
+  return SQLITE_OK;
+}
+
+static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
+                   sqlite3_int64 iOfst){
+  MemFile *p = (MemFile*)pFile;
+  if( iOfst==0 && p->pDb ) p->pDb->bRollback = 1;
+  if( iOfst+iAmt > p->n ){
+    sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
+    if( nHave>0 ) memcpy(pBuf, p->a+iOfst, (size_t)nHave);
+    memset((char*)pBuf+nHave, 0, (size_t)(iAmt-nHave));
+    return SQLITE_IOERR_SHORT_READ;
+  }
+  memcpy(pBuf, p->a+iOfst, iAmt);
+  return SQLITE_OK;
+}
+
+static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
+                    sqlite3_int64 iOfst){
+  MemFile *p = (MemFile*)pFile;
+  sqlite3_int64 nEnd = iOfst+iAmt;
+  if( iOfst==0 ) memEndRollback(p);
+  if( nEnd > p->nAlloc ){
+    sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
+    unsigned char *a;
+    while( nNew<nEnd ) nNew *= 2;
+    a = sqlite3_realloc64(p->a, nNew);
+    if( a==0 ) return SQLITE_IOERR_NOMEM;
+    p->a = a;
+    p->nAlloc = nNew;
+  }
+  if( iOfst>p->n ) memset(p->a+p->n, 0, (size_t)(iOfst-p->n));
+  memcpy(p->a+iOfst, pBuf, iAmt);
+  if( nEnd>p->n ) p->n = nEnd;
+  return SQLITE_OK;
+}
+
+static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
+  MemFile *p = (MemFile*)pFile;
+  if( size==0 ) memEndRollback(p);
+  if( size<p->n ) p->n = size;
+  return SQLITE_OK;
+}
+static int memSync(sqlite3_file *pFile, int flags){
+  (void)pFile; (void)flags;
+  return SQLITE_OK;
+}
+static int memFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
+  *pSize = ((MemFile*)pFile)->n;
+  return SQLITE_OK;
+}
+static int memLock(sqlite3_file *pFile, int eLock){
+  (void)pFile; (void)eLock;
+  return SQLITE_OK;
+}
+static int memCheckReserved(sqlite3_file *pFile, int *pResOut){
+  (void)pFile;
+  *pResOut = 0;
+  return SQLITE_OK;
+}
+static int memFileControl(sqlite3_file *pFile, int op, void *pArg){
+  (void)pFile; (void)op; (void)pArg;
+  return SQLITE_NOTFOUND;
+}
+static int memSectorSize(sqlite3_file *pFile){
+  (void)pFile;
+  return 512;
+}
+static int memDeviceCharacteristics(sqlite3_file *pFile){
+  (void)pFile;
+  return SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL
+       | SQLITE_IOCAP_POWERSAFE_OVERWRITE;
+}
+
+static const sqlite3_io_methods memIoMethods = {
+  1, memClose, memRead, memWrite, memTruncate, memSync, memFileSize,
+  memLock, memLock, memCheckReserved, memFileControl, memSectorSize,
+  memDeviceCharacteristics, 0, 0, 0, 0, 0, 0
+};
+
+/* ================= shared per-database state ================= */
+
+static int depotSharedAcquire(DepotFile *p, const char *zPath,
+                              sqlite3_int64 nCacheKb, int bCacheGiven){
+  char *zKey = sqlite3_mprintf("%d:%s%d:%s%d:%s", (int)strlen(zPath), zPath,
+      (int)strlen(p->zDb), p->zDb, (int)strlen(p->zBranch), p->zBranch);
+  DepotShared *s;
+  if( zKey==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&depotMutex);
+  for(s=pDepotShared; s && strcmp(s->zKey, zKey)!=0; s=s->pNext){}
+  if( s==0 && (s = sqlite3_malloc64(sizeof(*s)))!=0 ){
+    memset(s, 0, sizeof(*s));
+    s->pCache = depot_cache_new(nCacheKb*1024);
+    if( s->pCache==0 ){
+      sqlite3_free(s);
+      s = 0;
+    }else{
+      s->zKey = zKey;
+      zKey = 0;
+      s->pNext = pDepotShared;
+      pDepotShared = s;
+    }
+  }else if( s && bCacheGiven ){
+    depot_cache_set_limit(s->pCache, nCacheKb*1024);
+  }
+  if( s ) s->nRef++;
+  pthread_mutex_unlock(&depotMutex);
+  sqlite3_free(zKey);
+  p->pShared = s;
+  return s ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+static void depotSharedRelease(DepotFile *p){
+  DepotShared *s = p->pShared, **pp;
+  if( s==0 ) return;
+  pthread_mutex_lock(&depotMutex);
+  if( s->pWriter==p ) s->pWriter = 0;
+  if( --s->nRef==0 ){
+    for(pp=&pDepotShared; *pp!=s; pp=&(*pp)->pNext){}
+    *pp = s->pNext;
+  }else{
+    s = 0;
+  }
+  pthread_mutex_unlock(&depotMutex);
+  if( s ){
+    depot_cache_free(s->pCache);
+    sqlite3_free(s->zKey);
+    sqlite3_free(s);
+  }
+  p->pShared = 0;
+}
+
+/* ================= reads ================= */
+
+/* Resolve the branch (if needed) and pin its current head. */
+static int depotPin(DepotFile *p){
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  if( p->iBranch==0 ){
+    rc = depot_db_resolve(p->pStore, p->zDb, p->zBranch, &p->iBranch, &zErr);
+  }
+  if( rc==SQLITE_OK ) rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+  return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
+}
+
+static void depotGeometry(DepotFile *p, uint32_t *pSz, uint32_t *pnPage){
+  if( p->eLock>=SQLITE_LOCK_RESERVED ){
+    *pSz = p->szPageTx;
+    *pnPage = p->nPageTx;
+  }else{
+    *pSz = p->snap.szPage;
+    *pnPage = p->snap.nPage;
+  }
+}
+
+/* Page pgno of the pinned snapshot. */
+static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
+  char *zErr = 0;
+  int rc;
+  if( p->iBranch==0 || pgno>p->snap.nPage ){
+    memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
+    return SQLITE_OK;
+  }
+  rc = depot_db_read_page(p->pStore, p->pShared->pCache, &p->chunks, p->pDctx,
+                          p->iBranch, pgno, p->snap.iTxid, p->snap.szPage,
+                          pOut, 0, &zErr);
+  return depotReport(rc, zErr, SQLITE_IOERR_READ);
+}
+
+/* What SQLite reads as the file change counter (offset 24 of page 1, and
+** the version-valid-for number at 92 when it matched) is the low 32 bits of
+** the pinned txid, whatever the stored page holds.  Every commit moves the
+** txid on by one, so every pager sees a new counter for every commit even
+** when the writer, in exclusive locking mode, stopped incrementing it; and
+** a writer's pager, which adds one to the counter it read, writes exactly
+** the value readers will see, so it keeps its own cache. */
+static void depotVirtualCounter(DepotFile *p, unsigned char *a){
+  uint32_t c = (uint32_t)p->snap.iTxid;
+  if( ltx_get32(a+92)==ltx_get32(a+24) ) ltx_put32(a+92, c);
+  ltx_put32(a+24, c);
+}
+
+/* Page pgno as SQLite should see it: the writer's own copy, else the
+** snapshot's (page 1 with the virtual change counter). */
+static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
+                        unsigned char *pOut){
+  int rc;
+  if( p->eLock>=SQLITE_LOCK_RESERVED ){
+    unsigned char *a = txbuf_get(&p->tx, pgno);
+    if( a ){
+      memcpy(pOut, a, sz);
+      return SQLITE_OK;
+    }
+  }
+  rc = depotSnapPage(p, pgno, pOut);
+  if( rc==SQLITE_OK && pgno==1 && p->iBranch ) depotVirtualCounter(p, pOut);
+  return rc;
+}
+
+static int depotRead(sqlite3_file *pFile, void *pBuf, int iAmt,
+                     sqlite3_int64 iOfst){
+  DepotFile *p = (DepotFile*)pFile;
+  unsigned char *z = (unsigned char*)pBuf;
+  uint32_t sz, nPage;
+  int rc = SQLITE_OK;
+  if( p->eLock==SQLITE_LOCK_NONE && (rc = depotPin(p))!=SQLITE_OK ) return rc;
+  depotGeometry(p, &sz, &nPage);
+  while( iAmt>0 ){
+    uint32_t pgno, iIn, n;
+    if( sz==0 || iOfst>=(sqlite3_int64)nPage*sz ){
+      memset(z, 0, iAmt);
+      return SQLITE_IOERR_SHORT_READ;
+    }
+    pgno = (uint32_t)(iOfst/sz) + 1;
+    iIn = (uint32_t)(iOfst%sz);
+    n = (uint32_t)iAmt < sz-iIn ? (uint32_t)iAmt : sz-iIn;
+    if( iIn==0 && n==sz ){
+      rc = depotGetPage(p, pgno, sz, z);
+    }else{
+      rc = depotGetPage(p, pgno, sz, p->aScratch);
+      if( rc==SQLITE_OK ) memcpy(z, p->aScratch+iIn, n);
+    }
+    if( rc!=SQLITE_OK ) return rc;
+    z += n; iOfst += n; iAmt -= (int)n;
+  }
+  return SQLITE_OK;
+}
+
+/* ================= writes ================= */
+
+static void depotTxReset(DepotFile *p){
+  txbuf_clear(&p->tx);
+  p->nPageTx = p->snap.nPage;
+  p->szPageTx = p->snap.szPage;
+  p->bTxDirty = 0;
+}
+
+static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
+                      sqlite3_int64 iOfst){
+  DepotFile *p = (DepotFile*)pFile;
+  uint32_t pgno;
+  if( p->eLock<SQLITE_LOCK_RESERVED ){
+    sqlite3_log(SQLITE_IOERR_WRITE, "depot: write without a write lock");
+    return SQLITE_IOERR_WRITE;
+  }
+  if( p->nPageTx==0 && p->tx.nUsed==0 && depotPageSizeOk(iAmt) ){
+    p->szPageTx = (uint32_t)iAmt;       /* an empty database: any size */
+  }
+  if( (uint32_t)iAmt!=p->szPageTx || iOfst%iAmt ){
+    sqlite3_log(SQLITE_IOERR_WRITE, "depot: writes must be whole pages of"
+        " %u bytes, got %d bytes at offset %lld (the page size of a depot"
+        " database is fixed by its first commit)", p->szPageTx, iAmt, iOfst);
+    return SQLITE_IOERR_WRITE;
+  }
+  pgno = (uint32_t)(iOfst/iAmt) + 1;
+  if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
+    return SQLITE_IOERR_NOMEM;
+  }
+  if( pgno>p->nPageTx ) p->nPageTx = pgno;
+  p->bTxDirty = 1;
+  return SQLITE_OK;
+}
+
+static int depotTruncate(sqlite3_file *pFile, sqlite3_int64 size){
+  DepotFile *p = (DepotFile*)pFile;
+  uint32_t n;
+  if( p->eLock<SQLITE_LOCK_RESERVED
+   || (p->szPageTx==0 ? size!=0 : size%p->szPageTx!=0) ){
+    sqlite3_log(SQLITE_IOERR_TRUNCATE, "depot: truncate to %lld bytes is not"
+                " a whole number of pages inside a write transaction", size);
+    return SQLITE_IOERR_TRUNCATE;
+  }
+  if( p->szPageTx==0 ) return SQLITE_OK;
+  n = (uint32_t)(size/p->szPageTx);
+  if( n<p->nPageTx && txbuf_truncate(&p->tx, n)!=SQLITE_OK ){
+    return SQLITE_IOERR_NOMEM;
+  }
+  p->nPageTx = n;
+  p->bTxDirty = 1;
+  return SQLITE_OK;
+}
+
+static int depotFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
+  DepotFile *p = (DepotFile*)pFile;
+  uint32_t sz, nPage;
+  int rc;
+  if( p->eLock==SQLITE_LOCK_NONE && (rc = depotPin(p))!=SQLITE_OK ) return rc;
+  depotGeometry(p, &sz, &nPage);
+  *pSize = (sqlite3_int64)sz*nPage;
+  return SQLITE_OK;
+}
+
+/* ================= publishing a commit ================= */
+
+/* The pages a commit publishes, in ascending order. */
+typedef struct PubSet PubSet;
+struct PubSet {
+  uint32_t n;
+  uint32_t *aPgno;
+  const unsigned char **ap;
+  unsigned char *aZero;      /* one zero page, for holes */
+  uint64_t iChecksum;        /* post-apply checksum being computed */
+};
+
+/* Changed pages that existed before: compare with the snapshot, keep the
+** ones that differ, and move the checksum from old to new content. */
+static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
+                            uint32_t nDirty){
+  uint32_t i, sz = p->szPageTx;
+  for(i=0; i<nDirty && aDirty[i]<=p->snap.nPage; i++){
+    const unsigned char *pNew = txbuf_get(&p->tx, aDirty[i]);
+    int rc;
+    if( aDirty[i]>p->nPageTx ) break;
+    rc = depotSnapPage(p, aDirty[i], p->aScratch);
+    if( rc!=SQLITE_OK ) return rc;
+    if( memcmp(p->aScratch, pNew, sz)==0 ) continue;
+    s->iChecksum ^= ltx_crc64(0, p->aScratch, sz) ^ ltx_crc64(0, pNew, sz);
+    s->aPgno[s->n] = aDirty[i];
+    s->ap[s->n++] = pNew;
+  }
+  return SQLITE_OK;
+}
+
+/* Pages past the old end (zero pages for holes), and pages cut off by a
+** truncation, which leave the checksum. */
+static int depotPubResized(DepotFile *p, PubSet *s){
+  uint32_t pgno, sz = p->szPageTx;
+  for(pgno=p->snap.nPage+1; pgno<=p->nPageTx; pgno++){
+    const unsigned char *pNew = txbuf_get(&p->tx, pgno);
+    if( pNew==0 ) pNew = s->aZero;
+    s->iChecksum ^= ltx_crc64(0, pNew, sz);
+    s->aPgno[s->n] = pgno;
+    s->ap[s->n++] = pNew;
+  }
+  for(pgno=p->nPageTx+1; pgno<=p->snap.nPage; pgno++){
+    int rc = depotSnapPage(p, pgno, p->aScratch);
+    if( rc!=SQLITE_OK ) return rc;
+    s->iChecksum ^= ltx_crc64(0, p->aScratch, sz);
+  }
+  return SQLITE_OK;
+}
+
+static int depotPubCommit(DepotFile *p, PubSet *s){
+  DepotCommit c;
+  DbHead head;
+  uint64_t iBranch = 0;
+  char *zErr = 0;
+  uint32_t i;
+  int rc;
+  memset(&c, 0, sizeof(c));
+  c.zDb = p->zDb; c.zBranch = p->zBranch; c.iBranch = p->iBranch;
+  c.base = p->snap;
+  c.szPage = p->szPageTx; c.nPage = p->nPageTx;
+  c.iChecksum = s->iChecksum;
+  c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
+  rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
+                       &zErr);
+  if( rc==SQLITE_BUSY_SNAPSHOT ){
+    sqlite3_free(zErr);
+    zErr = sqlite3_mprintf("depot: commit refused: database %s branch %s"
+        " changed since this transaction began", p->zDb, p->zBranch);
+  }
+  if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
+  for(i=0; i<s->n; i++){
+    depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
+                    c.szPage, s->ap[i]);
+  }
+  p->snap = head;
+  p->iBranch = iBranch;
+  return SQLITE_OK;
+}
+
+/* Publish the write transaction, if it changed anything. */
+static int depotPublish(DepotFile *p){
+  PubSet s;
+  uint32_t *aDirty = 0, nDirty = 0;
+  uint64_t nCap;
+  int rc;
+  if( p->eLock<SQLITE_LOCK_RESERVED || !p->bTxDirty || p->bRollback ){
+    return SQLITE_OK;
+  }
+  memset(&s, 0, sizeof(s));
+  rc = txbuf_sorted(&p->tx, &aDirty, &nDirty);
+  nCap = (uint64_t)nDirty + 1
+       + (p->nPageTx>p->snap.nPage ? p->nPageTx-p->snap.nPage : 0);
+  s.aPgno = sqlite3_malloc64(sizeof(uint32_t)*nCap);
+  s.ap = sqlite3_malloc64(sizeof(void*)*nCap);
+  s.aZero = sqlite3_malloc64(p->szPageTx ? p->szPageTx : 1);
+  if( rc==SQLITE_OK && (s.aPgno==0 || s.ap==0 || s.aZero==0) ){
+    rc = SQLITE_IOERR_NOMEM;
+  }
+  if( rc==SQLITE_OK ){
+    memset(s.aZero, 0, p->szPageTx);
+    s.iChecksum = p->snap.iChecksum;
+    rc = depotPubModified(p, &s, aDirty, nDirty);
+  }
+  if( rc==SQLITE_OK ) rc = depotPubResized(p, &s);
+  if( rc==SQLITE_OK && (s.n>0 || p->nPageTx!=p->snap.nPage) ){
+    rc = depotPubCommit(p, &s);
+  }
+  if( rc==SQLITE_OK ) depotTxReset(p);
+  sqlite3_free(aDirty);
+  sqlite3_free(s.aPgno);
+  sqlite3_free(s.ap);
+  sqlite3_free(s.aZero);
+  return rc;
+}
+
+static int depotSync(sqlite3_file *pFile, int flags){
+  (void)flags;
+  return depotPublish((DepotFile*)pFile);
+}
+
+/* ================= locking ================= */
+
+/* Become the process's writer of this branch, then check the snapshot. */
+static int depotTakeWriter(DepotFile *p){
+  DbHead head;
+  uint64_t iBranch = p->iBranch;
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  if( p->bReadOnly ) return SQLITE_READONLY;
+  pthread_mutex_lock(&depotMutex);
+  if( p->pShared->pWriter && p->pShared->pWriter!=p ) rc = SQLITE_BUSY;
+  else p->pShared->pWriter = p;
+  pthread_mutex_unlock(&depotMutex);
+  if( rc!=SQLITE_OK ) return rc;
+  if( iBranch==0 ){
+    rc = depot_db_resolve(p->pStore, p->zDb, p->zBranch, &iBranch, &zErr);
+  }
+  if( rc==SQLITE_OK ) rc = depot_db_head(p->pStore, iBranch, &head, &zErr);
+  if( rc==SQLITE_OK && (iBranch!=p->iBranch || head.iTxid!=p->snap.iTxid) ){
+    rc = SQLITE_BUSY_SNAPSHOT;
+  }
+  if( rc!=SQLITE_OK ){
+    pthread_mutex_lock(&depotMutex);
+    p->pShared->pWriter = 0;
+    pthread_mutex_unlock(&depotMutex);
+    if( rc==SQLITE_BUSY_SNAPSHOT ) return rc;
+    return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
+  }
+  p->bRollback = 0;
+  depotTxReset(p);
+  return SQLITE_OK;
+}
+
+static int depotLock(sqlite3_file *pFile, int eLock){
+  DepotFile *p = (DepotFile*)pFile;
+  int rc;
+  if( p->eLock>=eLock ) return SQLITE_OK;
+  if( p->eLock==SQLITE_LOCK_NONE ){
+    rc = depotPin(p);
+    if( rc!=SQLITE_OK ) return rc;
+    p->eLock = SQLITE_LOCK_SHARED;
+  }
+  if( eLock>=SQLITE_LOCK_RESERVED && p->eLock<SQLITE_LOCK_RESERVED ){
+    rc = depotTakeWriter(p);
+    if( rc!=SQLITE_OK ) return rc;
+  }
+  p->eLock = eLock;
+  return SQLITE_OK;
+}
+
+static int depotUnlock(sqlite3_file *pFile, int eLock){
+  DepotFile *p = (DepotFile*)pFile;
+  if( p->eLock>=SQLITE_LOCK_RESERVED && eLock<SQLITE_LOCK_RESERVED ){
+    p->bRollback = 0;
+    depotTxReset(p);
+    pthread_mutex_lock(&depotMutex);
+    if( p->pShared->pWriter==p ) p->pShared->pWriter = 0;
+    pthread_mutex_unlock(&depotMutex);
+  }
+  if( eLock<p->eLock ) p->eLock = eLock;
+  return SQLITE_OK;
+}
+
+static int depotCheckReservedLock(sqlite3_file *pFile, int *pResOut){
+  DepotFile *p = (DepotFile*)pFile;
+  pthread_mutex_lock(&depotMutex);
+  *pResOut = p->pShared->pWriter!=0;
+  pthread_mutex_unlock(&depotMutex);
+  return SQLITE_OK;
+}
+
+/* ================= file controls ================= */
+
+static int depotPragma(DepotFile *p, char **azArg){
+  const char *zName = azArg[1], *zVal = azArg[2];
+  if( sqlite3_stricmp(zName, "journal_mode")==0 && zVal
+   && (sqlite3_stricmp(zVal, "wal")==0 || sqlite3_stricmp(zVal, "memory")==0)){
+    azArg[0] = sqlite3_mprintf("depot: journal_mode=%s is not supported on a"
+        " depot database: its rollback journal already lives in memory and"
+        " the store keeps its history; use delete, truncate, persist or off",
+        zVal);
+    return SQLITE_ERROR;
+  }
+  if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
+    if( zVal ){
+      char *zEnd = 0;
+      long long n = strtoll(zVal, &zEnd, 10);
+      if( zEnd==zVal || *zEnd || n<0 || n>DEPOT_MAX_CACHE_KB ){
+        azArg[0] = sqlite3_mprintf("depot: depot_cache_kb must be an integer"
+            " 0..%d, got %s", DEPOT_MAX_CACHE_KB, zVal);
+        return SQLITE_ERROR;
+      }
+      depot_cache_set_limit(p->pShared->pCache, (int64_t)n*1024);
+    }
+    azArg[0] = sqlite3_mprintf("%lld",
+        (long long)(depot_cache_limit(p->pShared->pCache)/1024));
+    return SQLITE_OK;
+  }
+  return SQLITE_NOTFOUND;
+}
+
+static int depotFileControl(sqlite3_file *pFile, int op, void *pArg){
+  DepotFile *p = (DepotFile*)pFile;
+  switch( op ){
+    case SQLITE_FCNTL_SYNC:
+      return depotPublish(p);
+    case SQLITE_FCNTL_PRAGMA:
+      return depotPragma(p, (char**)pArg);
+    case SQLITE_FCNTL_VFSNAME:
+      *(char**)pArg = sqlite3_mprintf("%s", DEPOT_VFS_NAME);
+      return SQLITE_OK;
+#ifdef SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
+    case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
+      return bDepotBatch ? SQLITE_OK : SQLITE_NOTFOUND;
+    case SQLITE_FCNTL_COMMIT_ATOMIC_WRITE:
+      return bDepotBatch ? depotPublish(p) : SQLITE_NOTFOUND;
+    case SQLITE_FCNTL_ROLLBACK_ATOMIC_WRITE:
+      if( !bDepotBatch ) return SQLITE_NOTFOUND;
+      depotTxReset(p);
+      return SQLITE_OK;
+#endif
+  }
+  return SQLITE_NOTFOUND;
+}
+
+static int depotSectorSize(sqlite3_file *pFile){
+  (void)pFile;
+  return 512;
+}
+
+static int depotDeviceCharacteristics(sqlite3_file *pFile){
+  int f = SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL
+        | SQLITE_IOCAP_POWERSAFE_OVERWRITE;
+  (void)pFile;
+#ifdef SQLITE_IOCAP_BATCH_ATOMIC
+  if( bDepotBatch ) f |= SQLITE_IOCAP_BATCH_ATOMIC;
+#endif
+  return f;
+}
+
+static void depotFileFree(DepotFile *p){
+  txbuf_clear(&p->tx);
+  depot_chunk_cache_clear(&p->chunks);
+  store_close(p->pStore);
+  depotSharedRelease(p);
+  ZSTD_freeCCtx(p->pCctx);
+  ZSTD_freeDCtx(p->pDctx);
+  sqlite3_free(p->aScratch);
+  sqlite3_free(p->zDb);
+  sqlite3_free(p->zBranch);
+  memset(p, 0, sizeof(*p));
+}
+
+static int depotClose(sqlite3_file *pFile){
+  depotFileFree((DepotFile*)pFile);
+  return SQLITE_OK;
+}
+
+static const sqlite3_io_methods depotIoMethods = {
+  1, depotClose, depotRead, depotWrite, depotTruncate, depotSync,
+  depotFileSize, depotLock, depotUnlock, depotCheckReservedLock,
+  depotFileControl, depotSectorSize, depotDeviceCharacteristics,
+  0, 0, 0, 0, 0, 0
+};
+
+/* ================= opening ================= */
+
+typedef struct DepotArgs DepotArgs;
+struct DepotArgs {
+  const char *zDb, *zBranch, *zStoreVfs;
+  sqlite3_int64 nCacheKb;
+  int bCacheGiven;
+  int iSync;
+  int iLevel;
+};
+
+/* The URI parameters of a main database name; *pzErr on a bad value. */
+static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
+  static const char *const azSync[] = { "off", "normal", "full", "extra" };
+  const char *zSync = sqlite3_uri_parameter(zName, "store_sync");
+  int i;
+  a->zDb = sqlite3_uri_parameter(zName, "db");
+  a->zBranch = sqlite3_uri_parameter(zName, "branch");
+  a->zStoreVfs = sqlite3_uri_parameter(zName, "store_vfs");
+  if( a->zDb==0 ) a->zDb = "main";
+  if( a->zBranch==0 ) a->zBranch = "main";
+  a->bCacheGiven = sqlite3_uri_parameter(zName, "cache_kb")!=0;
+  a->nCacheKb = sqlite3_uri_int64(zName, "cache_kb", DEPOT_DEFAULT_CACHE_KB);
+  a->iLevel = (int)sqlite3_uri_int64(zName, "zstd_level", DEPOT_DEFAULT_LEVEL);
+  a->iSync = zSync ? -1 : 2;
+  for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
+  if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch) ){
+    *pzErr = sqlite3_mprintf("depot: db and branch names must be 1..%d bytes,"
+        " got %d and %d", LAYOUT_MAX_NAME, (int)strlen(a->zDb),
+        (int)strlen(a->zBranch));
+  }else if( a->nCacheKb<0 || a->nCacheKb>DEPOT_MAX_CACHE_KB ){
+    *pzErr = sqlite3_mprintf("depot: cache_kb must be 0..%d, got %lld",
+                             DEPOT_MAX_CACHE_KB, a->nCacheKb);
+  }else if( a->iLevel<1 || a->iLevel>19 ){
+    *pzErr = sqlite3_mprintf("depot: zstd_level must be 1..19, got %d",
+                             a->iLevel);
+  }else if( a->iSync<0 ){
+    *pzErr = sqlite3_mprintf("depot: store_sync must be off, normal, full or"
+                             " extra, got %s", zSync);
+  }else if( a->zStoreVfs && (sqlite3_vfs_find(a->zStoreVfs)==0
+                     || strcmp(a->zStoreVfs, DEPOT_VFS_NAME)==0) ){
+    *pzErr = sqlite3_mprintf("depot: store_vfs %s is not a registered VFS"
+                             " other than depot", a->zStoreVfs);
+  }
+  return *pzErr ? SQLITE_CANTOPEN : SQLITE_OK;
+}
+
+/* Open the store, check its layout, find the branch. */
+static int depotOpenStore(DepotFile *p, const char *zName, const DepotArgs *a,
+                          int flags, char **pzErr){
+  StoreSqliteConfig cfg;
+  int rc;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.zVfs = a->zStoreVfs;
+  cfg.iSynchronous = a->iSync;
+  cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
+  cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
+  rc = store_sqlite_open(zName, &cfg, &p->pStore, pzErr);
+  if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = depot_db_resolve(p->pStore, a->zDb, a->zBranch, &p->iBranch, pzErr);
+  }
+  if( rc==SQLITE_OK && p->iBranch==0 && !(flags & SQLITE_OPEN_CREATE) ){
+    *pzErr = sqlite3_mprintf("depot: database %s branch %s does not exist"
+                             " in %s", a->zDb, a->zBranch, zName);
+    rc = SQLITE_CANTOPEN;
+  }
+  return rc;
+}
+
+static int depotOpenMain(DepotFile *p, const char *zName, int flags,
+                         int *pOutFlags){
+  DepotArgs a;
+  char *zErr = 0;
+  int rc = depotParseArgs(zName, &a, &zErr);
+  if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, &a, flags, &zErr);
+  if( rc==SQLITE_OK ){
+    p->zDb = sqlite3_mprintf("%s", a.zDb);
+    p->zBranch = sqlite3_mprintf("%s", a.zBranch);
+    p->aScratch = sqlite3_malloc64(65536);
+    p->pCctx = ZSTD_createCCtx();
+    p->pDctx = ZSTD_createDCtx();
+    if( !p->zDb || !p->zBranch || !p->aScratch || !p->pCctx || !p->pDctx ){
+      rc = SQLITE_NOMEM;
+    }
+  }
+  if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
+                                              a.bCacheGiven);
+  if( rc!=SQLITE_OK ){
+    if( (rc&0xff)!=SQLITE_NOMEM && (rc&0xff)!=SQLITE_CORRUPT ){
+      rc = SQLITE_CANTOPEN;
+    }
+    depotReport(rc, zErr, SQLITE_CANTOPEN);
+    depotFileFree(p);
+    return rc;
+  }
+  sqlite3_free(zErr);
+  p->bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
+  p->iLevel = a.iLevel;
+  if( pOutFlags ) *pOutFlags = flags;
+  p->base.pMethods = &depotIoMethods;
+  return SQLITE_OK;
+}
+
+static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
+                     int flags, int *pOutFlags){
+  (void)pVfs;
+  memset(pFile, 0, pVfs->szOsFile);
+  if( (flags & SQLITE_OPEN_MAIN_DB) && zName && zName[0] ){
+    return depotOpenMain((DepotFile*)pFile, zName, flags, pOutFlags);
+  }
+  if( (flags & SQLITE_OPEN_MAIN_JOURNAL) && zName ){
+    sqlite3_file *pDb = sqlite3_database_file_object(zName);
+    if( pDb && pDb->pMethods==&depotIoMethods ){
+      ((MemFile*)pFile)->pDb = (DepotFile*)pDb;
+    }
+  }
+  if( pOutFlags ) *pOutFlags = flags;
+  pFile->pMethods = &memIoMethods;
+  return SQLITE_OK;
+}
+
+/* ================= the VFS object ================= */
+
+/* Journals and temporary files live in memory only: nothing to delete. */
+static int depotDelete(sqlite3_vfs *pVfs, const char *zName, int syncDir){
+  (void)pVfs; (void)zName; (void)syncDir;
+  return SQLITE_OK;
+}
+
+/* No journal, WAL or temporary file ever exists on disk; a store file
+** exists when the default VFS says so. */
+static int depotAccess(sqlite3_vfs *pVfs, const char *zName, int flags,
+                       int *pResOut){
+  size_t n = strlen(zName);
+  (void)pVfs;
+  if( (n>8 && strcmp(zName+n-8, "-journal")==0)
+   || (n>4 && (strcmp(zName+n-4, "-wal")==0 || strcmp(zName+n-4, "-shm")==0)) ){
+    *pResOut = 0;
+    return SQLITE_OK;
+  }
+  return pDepotRoot->xAccess(pDepotRoot, zName, flags, pResOut);
+}
+
+static int depotFullPathname(sqlite3_vfs *pVfs, const char *zName, int nOut,
+                             char *zOut){
+  (void)pVfs;
+  return pDepotRoot->xFullPathname(pDepotRoot, zName, nOut, zOut);
+}
+static void *depotDlOpen(sqlite3_vfs *pVfs, const char *zPath){
+  (void)pVfs;
+  return pDepotRoot->xDlOpen(pDepotRoot, zPath);
+}
+static void depotDlError(sqlite3_vfs *pVfs, int nByte, char *zErrMsg){
+  (void)pVfs;
+  pDepotRoot->xDlError(pDepotRoot, nByte, zErrMsg);
+}
+static void (*depotDlSym(sqlite3_vfs *pVfs, void *p, const char *zSym))(void){
+  (void)pVfs;
+  return pDepotRoot->xDlSym(pDepotRoot, p, zSym);
+}
+static void depotDlClose(sqlite3_vfs *pVfs, void *pHandle){
+  (void)pVfs;
+  pDepotRoot->xDlClose(pDepotRoot, pHandle);
+}
+static int depotRandomness(sqlite3_vfs *pVfs, int nByte, char *zOut){
+  (void)pVfs;
+  return pDepotRoot->xRandomness(pDepotRoot, nByte, zOut);
+}
+static int depotSleep(sqlite3_vfs *pVfs, int nMicro){
+  (void)pVfs;
+  return pDepotRoot->xSleep(pDepotRoot, nMicro);
+}
+static int depotCurrentTime(sqlite3_vfs *pVfs, double *pOut){
+  (void)pVfs;
+  return pDepotRoot->xCurrentTime(pDepotRoot, pOut);
+}
+static int depotGetLastError(sqlite3_vfs *pVfs, int n, char *z){
+  (void)pVfs;
+  return pDepotRoot->xGetLastError(pDepotRoot, n, z);
+}
+static int depotCurrentTimeInt64(sqlite3_vfs *pVfs, sqlite3_int64 *pOut){
+  (void)pVfs;
+  if( pDepotRoot->iVersion>=2 && pDepotRoot->xCurrentTimeInt64 ){
+    return pDepotRoot->xCurrentTimeInt64(pDepotRoot, pOut);
+  }else{
+    double r = 0;
+    int rc = pDepotRoot->xCurrentTime(pDepotRoot, &r);
+    *pOut = (sqlite3_int64)(r*86400000.0);
+    return rc;
+  }
+}
+
+static sqlite3_vfs depotVfs = {
+  2, 0, 0, 0, DEPOT_VFS_NAME, 0,
+  depotOpen, depotDelete, depotAccess, depotFullPathname,
+  depotDlOpen, depotDlError, depotDlSym, depotDlClose,
+  depotRandomness, depotSleep, depotCurrentTime, depotGetLastError,
+  depotCurrentTimeInt64, 0, 0, 0
+};
+
+int depot_vfs_register(void){
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&depotMutex);
+  if( pDepotRoot==0 ){
+    sqlite3_vfs *pRoot = sqlite3_vfs_find(0);
+    if( pRoot==0 ){
+      rc = SQLITE_ERROR;
+    }else{
+      int sz = (int)(sizeof(DepotFile)>sizeof(MemFile)
+                     ? sizeof(DepotFile) : sizeof(MemFile));
+      depotVfs.szOsFile = sz;
+      depotVfs.mxPathname = pRoot->mxPathname;
+#if defined(SQLITE_IOCAP_BATCH_ATOMIC) && defined(SQLITE_FCNTL_COMMIT_ATOMIC_WRITE)
+      bDepotBatch = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
+#endif
+      rc = sqlite3_vfs_register(&depotVfs, 0);
+      if( rc==SQLITE_OK ) pDepotRoot = pRoot;
+    }
+  }
+  pthread_mutex_unlock(&depotMutex);
+  return rc;
+}
