@@ -1092,6 +1092,34 @@ START_TEST(test_kv_replay_is_idempotent_across_reopens){
 }
 END_TEST
 
+START_TEST(test_kv_corrupt_catalog_file_is_reported){
+  char *zDir = th_tmpdir("kv-corrupt");
+  char *zFile = sqlite3_mprintf("%s/tables_meta", zDir);
+  sqlite3 *db = kv_db();
+  FILE *f;
+  long n;
+  kv_mk(db, "t", zDir, 0);
+  sqlite3_close(db);                       /* store closed */
+  f = fopen(zFile, "r+b");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, n/2, SEEK_SET);
+  fputc(0x5a ^ fgetc(f), f);               /* flip bits mid-file */
+  fclose(f);
+  db = kv_db();
+  ck_assert_int_eq(kv_failf(db, "catalog file", "SELECT kv_begin('%q')", zDir),
+                   SQLITE_CORRUPT);
+  /* Truncated to a few bytes: still a clear error, never a crash. */
+  ck_assert_int_eq(truncate(zFile, 5), 0);
+  ck_assert_int_eq(kv_failf(db, "is corrupt", "SELECT kv_begin('%q')", zDir),
+                   SQLITE_CORRUPT);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kv");
   TCase *tc = tcase_create("tables");
@@ -1133,6 +1161,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_wal_failure_fails_commit_and_store_reopens,
                       0, (int)(sizeof(aFault)/sizeof(aFault[0])));
   tcase_add_test(tc, test_kv_replay_is_idempotent_across_reopens);
+  tcase_add_test(tc, test_kv_corrupt_catalog_file_is_reported);
   suite_add_tcase(s, tc);
   return s;
 }
