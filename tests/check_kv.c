@@ -427,6 +427,28 @@ static int kv_failf(sqlite3 *db, const char *zLike, const char *zFmt, ...){
   return rc;
 }
 
+START_TEST(test_kv_vtab_of_a_removed_table_errors_and_drops){
+  char *zDir = th_tmpdir("kv-gone");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3_int64 h;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory");
+  h = kv_intf(db, "SELECT kv_begin()");   /* the sidecar store */
+  kv_ok(db, "SELECT kv_remove_table(%lld, 't'), kv_commit(%lld)", h, h);
+  kv_fail(db, "SELECT * FROM t", "no such table: t");
+  kv_fail(db, "INSERT INTO t VALUES(1,1)", "no such table: t");
+  sqlite3_close(db);
+  db = th_open(zDb);                       /* reconnects to a missing table */
+  kv_fail(db, "SELECT * FROM t WHERE key=1", "no such table: t");
+  th_exec(db, "DROP TABLE t");
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory; INSERT INTO t VALUES(1,1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_handles_read_write_commit){
   char *zDir = th_tmpdir("kv-handle");
   sqlite3 *db = kv_db();
@@ -1135,6 +1157,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_sidecar_store_and_catalog_survive_reopen);
+  tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
   suite_add_tcase(s, tc);
   tc = tcase_create("handles");
