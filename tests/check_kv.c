@@ -3,6 +3,7 @@
 ** tables, kv_* handle functions, kv_tables), the engine behind them
 ** (snapshots, conflicts, reservations, catalog, replay), bad input, and
 ** the multi-thread / multi-process / fault-injection scenarios.
+** DEPOT_TORTURE_ITERS=n multiplies the bank-transfer stress by n.
 */
 #include "config.h"
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
@@ -885,10 +886,18 @@ END_TEST
 #define BANK_THREADS  4
 #define BANK_MOVES    300
 
+/* Transfers per thread: BANK_MOVES, or DEPOT_TORTURE_ITERS times that. */
+static int kvBankMoves(void){
+  const char *z = getenv("DEPOT_TORTURE_ITERS");
+  int n = z ? atoi(z) : 0;
+  return BANK_MOVES * (n>1 ? n : 1);
+}
+
 typedef struct KvBank KvBank;
 struct KvBank {
   const char *zDir;
   unsigned int seed;
+  int nMoves;
   int nOk, nConflict, nOther;
 };
 
@@ -902,7 +911,7 @@ static void *kvBankThread(void *pArg){
                          "kv_memory(dir='%q')", p->zDir);
   sqlite3_exec(db, zSql, 0, 0, 0);
   sqlite3_free(zSql);
-  for(i=0; i<BANK_MOVES; i++){
+  for(i=0; i<p->nMoves; i++){
     int a = rand_r(&p->seed)%BANK_ACCOUNTS, b = rand_r(&p->seed)%BANK_ACCOUNTS;
     int amt = rand_r(&p->seed)%10 + 1, rc;
     zSql = sqlite3_mprintf("BEGIN; UPDATE acct SET value=value-%d WHERE key=%d;"
@@ -930,6 +939,7 @@ START_TEST(test_kv_bank_transfers_keep_the_sum){
     memset(&b[i], 0, sizeof(b[i]));
     b[i].zDir = zDir;
     b[i].seed = 17u*(i+1);
+    b[i].nMoves = kvBankMoves();
     pthread_create(&a[i], 0, kvBankThread, &b[i]);
   }
   for(i=0; i<BANK_THREADS; i++){
@@ -943,7 +953,7 @@ START_TEST(test_kv_bank_transfers_keep_the_sum){
     nOk += b[i].nOk;
     nConflict += b[i].nConflict;
   }
-  ck_assert_int_eq(nOk + nConflict, BANK_THREADS*BANK_MOVES);
+  ck_assert_int_eq(nOk + nConflict, BANK_THREADS*kvBankMoves());
   ck_assert_int_gt(nOk, 0);
   ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
                    1000*BANK_ACCOUNTS);
