@@ -61,6 +61,7 @@ struct KvmEntry {
   int nVal;
   int bTomb;
   uint64_t rev;
+  uint64_t pfx;               /* kvmPrefix() of the key */
   uint8_t a[];                /* nKey key bytes, then nVal value bytes */
 };
 
@@ -73,6 +74,7 @@ struct KvmNode {
     KvmEntry *aSep[KVM_FAN];  /* interior; aSep[0] is unused (NULL) */
   } u;
   KvmNode *aChild[KVM_FAN];   /* interior only */
+  uint64_t aPfx[KVM_FAN];     /* aPfx[i] == u.aEnt[i]->pfx (0 if NULL) */
 };
 
 struct KvMap {
@@ -105,6 +107,35 @@ static int kvmUnique(atomic_int *p){
   return atomic_load_explicit(p, memory_order_acquire)==1;
 }
 
+/* ---- keys ---- */
+
+/* A key being looked up, with its prefix. */
+typedef struct KvmKey KvmKey;
+struct KvmKey {
+  const uint8_t *a;
+  int n;
+  uint64_t pfx;
+};
+
+/* The first 8 bytes of a key as a big-endian integer, zero-padded.  Two
+** keys whose prefixes differ compare as their prefixes do (a zero pad
+** sorts like the end of a shorter key); equal prefixes need the full
+** comparison.  Nodes keep the prefixes of their keys in an array, so a
+** binary search touches the entries themselves only on a tie. */
+static uint64_t kvmPrefix(const void *aKey, int nKey){
+  const uint8_t *a = (const uint8_t*)aKey;
+  uint64_t u = 0;
+  int i;
+  for(i=0; i<8; i++) u = (u<<8) | (i<nKey ? a[i] : 0);
+  return u;
+}
+
+static void kvmKeyInit(KvmKey *pKey, const void *aKey, int nKey){
+  pKey->a = (const uint8_t*)aKey;
+  pKey->n = nKey;
+  pKey->pfx = kvmPrefix(aKey, nKey);
+}
+
 /* ---- entries ---- */
 
 static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
@@ -118,6 +149,7 @@ static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
   p->nVal = nVal;
   p->bTomb = bTomb ? 1 : 0;
   p->rev = rev;
+  p->pfx = kvmPrefix(aKey, nKey);
   if( nKey ) memcpy(p->a, aKey, (size_t)nKey);
   if( nVal ) memcpy(p->a + nKey, aVal, (size_t)nVal);
   return p;
@@ -132,13 +164,25 @@ static int64_t kvmEntryBytes(const KvmEntry *p){
 }
 
 /* memcmp order, a shorter key before the longer keys it is a prefix of. */
-static int kvmCmp(const KvmEntry *p, const void *aKey, int nKey){
-  int n = p->nKey<nKey ? p->nKey : nKey;
-  int c = n ? memcmp(p->a, aKey, (size_t)n) : 0;
-  return c ? c : p->nKey - nKey;
+static int kvmCmp(const KvmEntry *p, const KvmKey *pKey){
+  int n = p->nKey<pKey->n ? p->nKey : pKey->n;
+  int c = n ? memcmp(p->a, pKey->a, (size_t)n) : 0;
+  return c ? c : p->nKey - pKey->n;
 }
 
 /* ---- nodes ---- */
+
+/* Compare item i of node p (an entry or a separator) with pKey. */
+static int kvmCmpAt(const KvmNode *p, int i, const KvmKey *pKey){
+  if( p->aPfx[i]!=pKey->pfx ) return p->aPfx[i]<pKey->pfx ? -1 : 1;
+  return kvmCmp(p->u.aEnt[i], pKey);
+}
+
+/* Set item i of node p to pE (not releasing the old item). */
+static void kvmSlot(KvmNode *p, int i, KvmEntry *pE){
+  p->u.aEnt[i] = pE;
+  p->aPfx[i] = pE ? pE->pfx : 0;
+}
 
 static KvmNode *kvmNodeNew(int bLeaf){
   KvmNode *p = sqlite3_malloc64(sizeof(KvmNode));
@@ -151,8 +195,24 @@ static KvmNode *kvmNodeNew(int bLeaf){
 
 static void kvmNodeUnref(KvmNode *p);
 
+/* Start loading the reference counts of every item of p: copies and frees
+** touch all of them, and entries live in scattered allocations, so issuing
+** the loads together overlaps their cache misses. */
+static void kvmPrefetchItems(const KvmNode *p){
+#if defined(__GNUC__)
+  int i;
+  for(i=0; i<p->n; i++){
+    if( p->bLeaf || i>0 ) __builtin_prefetch(p->u.aEnt[i], 1);
+    if( !p->bLeaf ) __builtin_prefetch(p->aChild[i], 1);
+  }
+#else
+  (void)p;
+#endif
+}
+
 static void kvmNodeFree(KvmNode *p){
   int i;
+  kvmPrefetchItems(p);
   for(i=0; i<p->n; i++){
     if( p->bLeaf ){
       kvmEntryUnref(p->u.aEnt[i]);
@@ -173,6 +233,7 @@ static KvmNode *kvmNodeCopy(const KvmNode *p){
   KvmNode *pNew = sqlite3_malloc64(sizeof(KvmNode));
   int i;
   if( pNew==0 ) return 0;
+  kvmPrefetchItems(p);
   memcpy(pNew, p, sizeof(*p));
   atomic_init(&pNew->nRef, 1);
   for(i=0; i<p->n; i++){
@@ -195,23 +256,22 @@ static int kvmWritable(KvmNode **pp){
 }
 
 /* Index of the first entry of leaf p >= key (bGt: > key). */
-static int kvmLeafSearch(const KvmNode *p, const void *aKey, int nKey,
-                         int bGt){
+static int kvmLeafSearch(const KvmNode *p, const KvmKey *pKey, int bGt){
   int lo = 0, hi = p->n;
   while( lo<hi ){
     int mid = (lo+hi)/2;
-    int c = kvmCmp(p->u.aEnt[mid], aKey, nKey);
+    int c = kvmCmpAt(p, mid, pKey);
     if( c<0 || (bGt && c==0) ) lo = mid+1; else hi = mid;
   }
   return lo;
 }
 
 /* Index of the child of interior node p whose range holds key. */
-static int kvmChildSearch(const KvmNode *p, const void *aKey, int nKey){
+static int kvmChildSearch(const KvmNode *p, const KvmKey *pKey){
   int lo = 1, hi = p->n;
   while( lo<hi ){
     int mid = (lo+hi)/2;
-    if( kvmCmp(p->u.aSep[mid], aKey, nKey)<=0 ) lo = mid+1; else hi = mid;
+    if( kvmCmpAt(p, mid, pKey)<=0 ) lo = mid+1; else hi = mid;
   }
   return lo-1;
 }
@@ -222,7 +282,8 @@ static void kvmNodeInsertAt(KvmNode *p, int i, KvmEntry *pEnt,
                             KvmNode *pChild){
   int nMove = p->n - i;
   memmove(&p->u.aEnt[i+1], &p->u.aEnt[i], sizeof(KvmEntry*)*nMove);
-  p->u.aEnt[i] = pEnt;
+  memmove(&p->aPfx[i+1], &p->aPfx[i], sizeof(uint64_t)*nMove);
+  kvmSlot(p, i, pEnt);
   if( !p->bLeaf ){
     memmove(&p->aChild[i+1], &p->aChild[i], sizeof(KvmNode*)*nMove);
     p->aChild[i] = pChild;
@@ -234,11 +295,12 @@ static void kvmNodeInsertAt(KvmNode *p, int i, KvmEntry *pEnt,
 static void kvmNodeRemoveAt(KvmNode *p, int i){
   int nMove = p->n - i - 1;
   memmove(&p->u.aEnt[i], &p->u.aEnt[i+1], sizeof(KvmEntry*)*nMove);
+  memmove(&p->aPfx[i], &p->aPfx[i+1], sizeof(uint64_t)*nMove);
   if( !p->bLeaf ){
     memmove(&p->aChild[i], &p->aChild[i+1], sizeof(KvmNode*)*nMove);
   }
   p->n--;
-  p->u.aEnt[p->n] = 0;
+  kvmSlot(p, p->n, 0);
   p->aChild[p->n] = 0;
 }
 
@@ -304,13 +366,15 @@ static int kvmFinish(KvMap **ppMap, KvMap *pV, KvMap *pOwn, int rc){
 
 int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
   const KvmNode *pNode = p ? p->pRoot : 0;
+  KvmKey k;
   int i;
-  while( pNode && !pNode->bLeaf ){
-    pNode = pNode->aChild[kvmChildSearch(pNode, aKey, nKey)];
+  if( pNode==0 || nKey<0 ) return 0;
+  kvmKeyInit(&k, aKey, nKey);
+  while( !pNode->bLeaf ){
+    pNode = pNode->aChild[kvmChildSearch(pNode, &k)];
   }
-  if( pNode==0 ) return 0;
-  i = kvmLeafSearch(pNode, aKey, nKey, 0);
-  if( i>=pNode->n || kvmCmp(pNode->u.aEnt[i], aKey, nKey)!=0 ) return 0;
+  i = kvmLeafSearch(pNode, &k, 0);
+  if( i>=pNode->n || kvmCmpAt(pNode, i, &k)!=0 ) return 0;
   if( pOut ){
     const KvmEntry *pE = pNode->u.aEnt[i];
     pOut->aKey = pE->a;
@@ -348,8 +412,10 @@ static int kvmSplit(KvmNode *p, KvmNode **ppRight, KvmEntry **ppSep){
     memset(&p->aChild[nLeft], 0, sizeof(KvmNode*)*nRight);
   }
   memcpy(pR->u.aEnt, &p->u.aEnt[nLeft], sizeof(KvmEntry*)*nRight);
+  memcpy(pR->aPfx, &p->aPfx[nLeft], sizeof(uint64_t)*nRight);
   memset(&p->u.aEnt[nLeft], 0, sizeof(KvmEntry*)*nRight);
-  if( !p->bLeaf ) pR->u.aSep[0] = 0;
+  memset(&p->aPfx[nLeft], 0, sizeof(uint64_t)*nRight);
+  if( !p->bLeaf ) kvmSlot(pR, 0, 0);
   pR->n = nRight;
   p->n = nLeft;
   *ppRight = pR;
@@ -403,10 +469,10 @@ static int kvmRootRoom(KvMap *pV){
 ** node pParent, which has room for one more child (pParent is NULL when p
 ** is the root).  Consumes pEnt on success. */
 static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
-                      KvmEntry *pEnt){
-  int i = kvmLeafSearch(p, pEnt->a, pEnt->nKey, 0);
+                      KvmEntry *pEnt, const KvmKey *pKey){
+  int i = kvmLeafSearch(p, pKey, 0);
   int rc;
-  if( i<p->n && kvmCmp(p->u.aEnt[i], pEnt->a, pEnt->nKey)==0 ){
+  if( i<p->n && kvmCmpAt(p, i, pKey)==0 ){
     pV->nByte += kvmEntryBytes(pEnt) - kvmEntryBytes(p->u.aEnt[i]);
     kvmEntryUnref(p->u.aEnt[i]);
     p->u.aEnt[i] = pEnt;
@@ -419,8 +485,9 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
       rc = kvmGrowRoot(pV);
       if( rc!=SQLITE_OK ) return rc;
       pParent = pV->pRoot;
-      iChild = kvmChildSearch(pParent, pEnt->a, pEnt->nKey);
-      return kvmLeafPut(pV, pParent, iChild, pParent->aChild[iChild], pEnt);
+      iChild = kvmChildSearch(pParent, pKey);
+      return kvmLeafPut(pV, pParent, iChild, pParent->aChild[iChild], pEnt,
+                        pKey);
     }
     rc = kvmSplit(p, &pRight, &pSep);
     if( rc!=SQLITE_OK ) return rc;
@@ -439,24 +506,28 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
 /* Put pEnt into the writable version pV.  Consumes pEnt on success. */
 static int kvmPut(KvMap *pV, KvmEntry *pEnt){
   KvmNode *pParent = 0, *p;
+  KvmKey k;
   int iChild = 0;
   int rc = kvmRootRoom(pV);
   if( rc!=SQLITE_OK ) return rc;
+  k.a = pEnt->a;
+  k.n = pEnt->nKey;
+  k.pfx = pEnt->pfx;
   p = pV->pRoot;
   while( !p->bLeaf ){
-    int i = kvmChildSearch(p, pEnt->a, pEnt->nKey);
+    int i = kvmChildSearch(p, &k);
     int nBefore = p->n;
     rc = kvmWritable(&p->aChild[i]);
     if( rc==SQLITE_OK && !p->aChild[i]->bLeaf ) rc = kvmSplitChild(p, i);
     if( rc!=SQLITE_OK ) return rc;
-    if( p->n>nBefore && kvmCmp(p->u.aSep[i+1], pEnt->a, pEnt->nKey)<=0 ){
+    if( p->n>nBefore && kvmCmpAt(p, i+1, &k)<=0 ){
       i++;
     }
     pParent = p;
     iChild = i;
     p = p->aChild[i];
   }
-  return kvmLeafPut(pV, pParent, iChild, p, pEnt);
+  return kvmLeafPut(pV, pParent, iChild, p, pEnt, &k);
 }
 
 int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
@@ -489,30 +560,29 @@ static int kvmBorrow(KvmNode *p, int iLeft){
       if( pSep==0 ) return SQLITE_NOMEM;
       kvmNodeInsertAt(pR, 0, pE, 0);
       kvmEntryUnref(p->u.aSep[iLeft+1]);
-      p->u.aSep[iLeft+1] = pSep;
+      kvmSlot(p, iLeft+1, pSep);
     }else{
       kvmNodeInsertAt(pR, 0, 0, pL->aChild[j]);
-      pR->u.aSep[1] = p->u.aSep[iLeft+1];
-      p->u.aSep[iLeft+1] = pL->u.aSep[j];
-      pL->u.aSep[j] = 0;
+      kvmSlot(pR, 1, p->u.aSep[iLeft+1]);
+      kvmSlot(p, iLeft+1, pL->u.aSep[j]);
     }
     pL->aChild[j] = 0;
-    pL->u.aEnt[j] = 0;
+    kvmSlot(pL, j, 0);
     pL->n--;
   }else{                                  /* first of pR to end of pL */
     if( pR->bLeaf ){
       KvmEntry *pE = pR->u.aEnt[1];
       KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0, 0, 0);
       if( pSep==0 ) return SQLITE_NOMEM;
-      pL->u.aEnt[pL->n++] = pR->u.aEnt[0];
+      kvmSlot(pL, pL->n++, pR->u.aEnt[0]);
       kvmNodeRemoveAt(pR, 0);
       kvmEntryUnref(p->u.aSep[iLeft+1]);
-      p->u.aSep[iLeft+1] = pSep;
+      kvmSlot(p, iLeft+1, pSep);
     }else{
-      pL->u.aSep[pL->n] = p->u.aSep[iLeft+1];
+      kvmSlot(pL, pL->n, p->u.aSep[iLeft+1]);
       pL->aChild[pL->n++] = pR->aChild[0];
-      p->u.aSep[iLeft+1] = pR->u.aSep[1];
-      pR->u.aSep[1] = 0;
+      kvmSlot(p, iLeft+1, pR->u.aSep[1]);
+      kvmSlot(pR, 1, 0);
       kvmNodeRemoveAt(pR, 0);
     }
   }
@@ -526,9 +596,9 @@ static void kvmMerge(KvmNode *p, int iLeft){
   int i;
   for(i=0; i<pR->n; i++){
     if( pL->bLeaf ){
-      pL->u.aEnt[pL->n] = pR->u.aEnt[i];
+      kvmSlot(pL, pL->n, pR->u.aEnt[i]);
     }else{
-      pL->u.aSep[pL->n] = i==0 ? p->u.aSep[iLeft+1] : pR->u.aSep[i];
+      kvmSlot(pL, pL->n, i==0 ? p->u.aSep[iLeft+1] : pR->u.aSep[i]);
       pL->aChild[pL->n] = pR->aChild[i];
     }
     pL->n++;
@@ -561,11 +631,13 @@ static int kvmRefill(KvmNode *p, int i, int *piChild){
 /* Remove key from the writable version pV, in which it is present. */
 static int kvmRemove(KvMap *pV, const void *aKey, int nKey){
   KvmNode *p;
+  KvmKey k;
   int i, rc = kvmWritable(&pV->pRoot);
   if( rc!=SQLITE_OK ) return rc;
+  kvmKeyInit(&k, aKey, nKey);
   p = pV->pRoot;
   while( !p->bLeaf ){
-    rc = kvmRefill(p, kvmChildSearch(p, aKey, nKey), &i);
+    rc = kvmRefill(p, kvmChildSearch(p, &k), &i);
     if( rc!=SQLITE_OK ) return rc;
     if( p==pV->pRoot && p->n==1 ){    /* root lost its last sibling */
       pV->pRoot = p->aChild[0];
@@ -574,10 +646,10 @@ static int kvmRemove(KvMap *pV, const void *aKey, int nKey){
       p = pV->pRoot;
       continue;
     }
-    if( i+1<p->n && kvmCmp(p->u.aSep[i+1], aKey, nKey)<=0 ) i++;
+    if( i+1<p->n && kvmCmpAt(p, i+1, &k)<=0 ) i++;
     p = p->aChild[i];
   }
-  i = kvmLeafSearch(p, aKey, nKey, 0);
+  i = kvmLeafSearch(p, &k, 0);
   pV->nEntry--;
   pV->nByte -= kvmEntryBytes(p->u.aEnt[i]);
   kvmEntryUnref(p->u.aEnt[i]);
@@ -653,11 +725,11 @@ static int kvmStepLeaf(KvMapCursor *pCur, int bNext){
 }
 
 /* Move to the leaf that holds key's position, recording the path. */
-static void kvmDescendKey(KvMapCursor *pCur, const void *aKey, int nKey){
+static void kvmDescendKey(KvMapCursor *pCur, const KvmKey *pKey){
   KvmNode *p = pCur->pMap->pRoot;
   int d = 0;
   while( !p->bLeaf ){
-    int i = kvmChildSearch(p, aKey, nKey);
+    int i = kvmChildSearch(p, pKey);
     pCur->apNode[d] = p;
     pCur->aIdx[d] = i;
     d++;
@@ -670,6 +742,7 @@ static void kvmDescendKey(KvMapCursor *pCur, const void *aKey, int nKey){
 int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
                        int nKey){
   KvmNode *pLeaf;
+  KvmKey k;
   int d, i;
   pCur->nDepth = 0;
   if( pCur->pMap==0 || pCur->pMap->pRoot==0 ) return 0;
@@ -681,10 +754,12 @@ int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
     kvmDescendEdge(pCur, bLast);
     return 1;
   }
-  kvmDescendKey(pCur, aKey, nKey);
+  if( nKey<0 ) return 0;
+  kvmKeyInit(&k, aKey, nKey);
+  kvmDescendKey(pCur, &k);
   d = pCur->nDepth-1;
   pLeaf = pCur->apNode[d];
-  i = kvmLeafSearch(pLeaf, aKey, nKey, eSeek==KV_SEEK_GT||eSeek==KV_SEEK_LE);
+  i = kvmLeafSearch(pLeaf, &k, eSeek==KV_SEEK_GT||eSeek==KV_SEEK_LE);
   if( eSeek==KV_SEEK_LE || eSeek==KV_SEEK_LT ) i--;
   pCur->aIdx[d] = i;
   if( i<0 ) return kvmStepLeaf(pCur, 0);
