@@ -65,7 +65,10 @@ int64_t kv_map_bytes(const KvMap *p);
 ** 0 if absent. */
 int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut);
 
-/* Insert or replace key -> (val, rev, bTomb).  *ppMap is the version to
+/* Insert or replace key -> (val, rev, bTomb).  KvMapEntry pointers taken
+** from the consumed version stay valid only if the caller holds another
+** reference to it (a snapshot or a cursor); an unshared version is changed
+** in place.  *ppMap is the version to
 ** update; on success it is replaced by the new version (the caller's
 ** reference to the old version is consumed).  Key and value bytes are
 ** copied. */
