@@ -75,6 +75,14 @@ int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut);
 int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
                const void *aVal, int nVal, uint64_t rev, int bTomb);
 
+/* Like kv_map_put for the entry pCur is on (a cursor on this or another
+** map), with revision rev and tombstone flag bTomb: the new version shares
+** that entry's key and value bytes instead of copying them (a commit
+** applying its write set allocates and copies nothing per entry).
+** SQLITE_MISUSE if pCur is not on an entry. */
+int kv_map_put_from(KvMap **ppMap, const KvMapCursor *pCur, uint64_t rev,
+                    int bTomb);
+
 /* Remove key if present (no-op otherwise).  Same ownership as put. */
 int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
 

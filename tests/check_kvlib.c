@@ -797,6 +797,25 @@ static void random_key(uint8_t *a, int *pn, int nSpace){
 
 #define MAX_SNAP 16
 
+/* Put e into *ppMap with kv_map_put_from, sharing the entry of a write-set
+** map that has the same bytes under another revision and flag; the write
+** set must not change. */
+static void put_shared(KvMap **ppMap, const ModelEnt *e){
+  KvMap *pWs = kv_map_new();
+  KvMapCursor *pCur;
+  KvMapEntry x;
+  T_EQ(kv_map_put(&pWs, e->aKey, e->nKey, e->aVal, e->nVal, ~e->rev,
+                  !e->bTomb), SQLITE_OK);
+  pCur = kv_map_cursor_new(pWs);
+  T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_MISUSE);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, e->aKey, e->nKey), 1);
+  T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_OK);
+  kv_map_unref(pWs);
+  kv_map_cursor_entry(pCur, &x);
+  T_ASSERT(x.rev==~e->rev && x.bTomb==!e->bTomb);
+  kv_map_cursor_free(pCur);
+}
+
 /* Random puts, removes, gets, seeks and walks, with snapshots. */
 static void map_model_run(uint64_t seed, int nOp, int nSpace){
   KvMap *pMap = kv_map_new();
@@ -816,8 +835,12 @@ static void map_model_run(uint64_t seed, int nOp, int nSpace){
       for(k=0; k<e.nVal; k++) e.aVal[k] = (uint8_t)rng();
       e.rev = rng();
       e.bTomb = rng_below(5)==0;
-      T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, e.aVal, e.nVal,
-                                  e.rev, e.bTomb), SQLITE_OK);
+      if( op<10 ){
+        put_shared(&pMap, &e);
+      }else{
+        T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, e.aVal, e.nVal,
+                        e.rev, e.bTomb), SQLITE_OK);
+      }
       model_put(&m, &e);
     }else if( op<85 ){
       T_EQ(kv_map_remove(&pMap, e.aKey, e.nKey), SQLITE_OK);
