@@ -10,15 +10,20 @@
 ** per copied node, is paid only when a node is shared; transient updates
 ** (a version and path with reference count 1) change nodes in place.
 **
-**   KvmEntry  one key/value pair: key and value bytes inline in the same
-**             allocation, immutable once created, reference counted (leaf
-**             copies share entries).  Separator keys of interior nodes are
-**             KvmEntry objects without a value, so a removed or replaced
-**             entry's value is never kept alive by a separator.
-**   KvmNode   a leaf (aEnt[0..n-1], sorted) or an interior node (aChild[0..n-1]
-**             and aSep[1..n-1]; every key of aChild[i] is >= aSep[i] and
-**             < aSep[i+1]).  Atomic reference count: the number of parents
-**             and versions pointing at it.
+**   KvmEntry  the bytes of one key/value pair, inline in one allocation,
+**             immutable once created, reference counted: leaf copies share
+**             entries, and kv_map_put_from shares an entry between maps
+**             (a write set and the table it commits to).  Separator keys of
+**             interior nodes are KvmEntry objects without a value, so a
+**             removed or replaced entry's value is never kept alive by a
+**             separator.
+**   KvmNode   a leaf (aEnt[0..n-1], sorted, with the revision and tombstone
+**             flag of each in aRev/aTomb: they belong to the put, not to
+**             the bytes) or an interior node (aChild[0..n-1] and
+**             aSep[1..n-1]; every key of aChild[i] is >= aSep[i] and
+**             < aSep[i+1]).  aPfx holds the first 8 bytes of every key.
+**             Atomic reference count: the parents and versions pointing at
+**             it.
 **   KvMap     a version: root, entry count and byte estimate, and its own
 **             atomic reference count (kv_map_ref shares the struct).
 **
