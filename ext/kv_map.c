@@ -807,6 +807,7 @@ int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
   int d, i;
   pCur->nDepth = 0;
   if( pCur->pMap==0 || pCur->pMap->pRoot==0 ) return 0;
+  if( eSeek<KV_SEEK_FIRST || eSeek>KV_SEEK_LT ) return 0;
   if( eSeek==KV_SEEK_FIRST || eSeek==KV_SEEK_LAST ){
     int bLast = eSeek==KV_SEEK_LAST;
     pCur->apNode[0] = pCur->pMap->pRoot;

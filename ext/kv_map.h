@@ -95,7 +95,9 @@ int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
 #define KV_SEEK_LT    5
 KvMapCursor *kv_map_cursor_new(KvMap *p);      /* NULL on OOM */
 void kv_map_cursor_free(KvMapCursor*);
-/* Position; returns 1 if the cursor is on an entry, 0 if none matches. */
+/* Position; returns 1 if the cursor is on an entry, 0 if none matches (or
+** eSeek is not one of the modes above).  After next/prev ran off either
+** end the cursor is on no entry until the next seek. */
 int kv_map_cursor_seek(KvMapCursor*, int eSeek, const void *aKey, int nKey);
 int kv_map_cursor_next(KvMapCursor*);          /* 1 if on an entry */
 int kv_map_cursor_prev(KvMapCursor*);

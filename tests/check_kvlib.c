@@ -1054,6 +1054,7 @@ END_TEST
 START_TEST(test_kvlib_map_empty_map_has_no_entries){
   KvMap *p = kv_map_new();
   KvMapCursor *pCur = kv_map_cursor_new(p);
+  KvMapEntry x;
   int e;
   for(e=KV_SEEK_FIRST; e<=KV_SEEK_LT; e++){
     T_EQ(kv_map_cursor_seek(pCur, e, "a", 1), 0);
@@ -1061,12 +1062,25 @@ START_TEST(test_kvlib_map_empty_map_has_no_entries){
   }
   T_EQ(kv_map_cursor_next(pCur), 0);
   T_EQ(kv_map_cursor_prev(pCur), 0);
+  kv_map_cursor_entry(pCur, &x);
+  T_ASSERT(x.aKey==NULL && x.nKey==0);
   T_EQ(kv_map_get(p, "", 0, 0), 0);
   T_EQ(kv_map_remove(&p, "a", 1), SQLITE_OK);
   T_EQ(kv_map_count(p), 0);
   T_EQ(kv_map_put(&p, "", 0, 0, 0, 0, 0), SQLITE_OK);
   T_EQ(kv_map_count(p), 1);
   T_ASSERT(kv_map_get(p, "", 0, 0));
+  /* misuse: unknown seek mode, NULL map, negative lengths */
+  kv_map_cursor_free(pCur);
+  pCur = kv_map_cursor_new(p);
+  T_EQ(kv_map_cursor_seek(pCur, 6, "", 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, -1, "", 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, "", 0), 1);
+  T_EQ(kv_map_put(0, "a", 1, 0, 0, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_put(&p, "a", -1, 0, 0, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_put(&p, "a", 1, "b", -1, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_remove(&p, "a", -1), SQLITE_MISUSE);
+  T_EQ(kv_map_count(p), 1);
   kv_map_cursor_free(pCur);
   kv_map_unref(p);
   kv_map_unref(0);
