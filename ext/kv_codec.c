@@ -255,7 +255,6 @@ static int kvcKeyAppend(sqlite3_value *v, int eType, KvBuf *pOut){
 
 static void kvcSetErr(char **pzErr, const char *zMsg){
   if( pzErr ){
-    sqlite3_free(*pzErr);
     *pzErr = sqlite3_mprintf("%s", zMsg);
   }
 }
@@ -273,7 +272,6 @@ int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
     n = sqlite3_value_bytes(pKey);
     if( n>KV_MAX_KEY_BYTES ){
       if( pzErr ){
-        sqlite3_free(*pzErr);
         *pzErr = sqlite3_mprintf("kv: key is %d bytes, the limit is %d",
                                  n, KV_MAX_KEY_BYTES);
       }
@@ -441,7 +439,6 @@ int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
   if( rc!=SQLITE_OK ) return rc;
   if( n>KV_MAX_VALUE_BYTES ){
     if( pzErr ){
-      sqlite3_free(*pzErr);
       *pzErr = sqlite3_mprintf("kv: value is %d bytes, the limit is %d",
                                n, KV_MAX_VALUE_BYTES);
     }

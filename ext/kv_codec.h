@@ -49,7 +49,8 @@ void kv_buf_free(KvBuf*);
 **
 ** Append the encoding of key pKey to pOut.  NULL -> SQLITE_CONSTRAINT
 ** ("kv: key must not be NULL"); too large -> SQLITE_TOOBIG.  Messages go to
-** *pzErr (sqlite3_malloc'd) when pzErr is not NULL. */
+** *pzErr (sqlite3_malloc'd; the caller initialises it to NULL and frees
+** it) when pzErr is not NULL. */
 int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
 
 /* Encode a constraint operand for range/equality seeks: like
@@ -58,7 +59,10 @@ int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
 int kv_key_encode_bound(sqlite3_value *pBound, KvBuf *pOut);
 
 /* Append the value-side encoding of (pKey's numeric kind, pVal) to pOut.
-** pVal may be NULL-typed.  Too large -> SQLITE_TOOBIG. */
+** pVal may be NULL-typed (or a NULL pointer: the value NULL); pKey may be
+** a NULL pointer (no numeric kind recorded).  Too large -> SQLITE_TOOBIG
+** ("kv: value is N bytes, the limit is 16777216").  Error messages are
+** written to *pzErr, which the caller initialises to NULL. */
 int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
                     char **pzErr);
 
