@@ -60,18 +60,28 @@ static int appendGroupReserve(WalGroup *g, size_t nMore){
 }
 
 /* Starts segment segActive+1 with base CID baseCid and makes it the active
-** segment.  Called by the leader without the mutex. */
+** segment; its header records the last live segment and its size (the
+** active one, sealed at szActive).  Called by the leader without the
+** mutex. */
 int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
+  WalSegHdr hdr;
   uint64_t segno = p->segActive + 1;
   int fd, fdOld, rc;
   char *zPath, *zOld;
+  memset(&hdr, 0, sizeof(hdr));
+  hdr.segno = segno;
+  hdr.baseCid = baseCid;
   pthread_mutex_lock(&p->mutex);
   rc = wal_seg_reserve(p);
+  if( p->nSeg>0 ){
+    hdr.prevSegno = p->aSeg[p->nSeg-1].segno;
+    hdr.prevEnd = p->szActive;
+  }
   pthread_mutex_unlock(&p->mutex);
   if( rc!=SQLITE_OK ) return rc;
   zPath = wal_segment_path(p->zWalDir, segno);
   if( zPath==0 ) return SQLITE_NOMEM;
-  rc = wal_segment_create(p->pIo, p->zWalDir, segno, baseCid, &fd, pzErr);
+  rc = wal_segment_create(p->pIo, p->zWalDir, &hdr, &fd, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(zPath);
     return rc;
