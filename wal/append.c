@@ -330,6 +330,32 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   return SQLITE_OK;
 }
 
+/* Waits while wal_replay() runs; SQLITE_MISUSE when called from the
+** replay itself (it would wait for itself).  Mutex held. */
+static int appendAfterReplay(Wal *p, char **pzErr){
+  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
+    wal_set_err(pzErr, "wal: append from inside a replay callback");
+    return SQLITE_MISUSE;
+  }
+  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
+  return SQLITE_OK;
+}
+
+/* Waits until the group of waiter w has finished, leading groups while
+** no one else does.  Mutex held. */
+static void appendAwait(Wal *p, WalWaiter *w){
+  p->nInside++;
+  while( !w->bDone ){
+    if( !p->bLeader ){
+      appendLead(p);
+    }else{
+      pthread_cond_wait(&p->cond, &p->mutex);
+    }
+  }
+  p->nInside--;
+  if( p->bGathering ) pthread_cond_signal(&p->condGather);
+}
+
 int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
                const char *const *azPending, const int *anPending,
                uint64_t *pCid, char **pzErr){
@@ -343,31 +369,15 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
   pthread_mutex_lock(&p->mutex);
-  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
-    pthread_mutex_unlock(&p->mutex);
-    sqlite3_free(pPend);
-    wal_set_err(pzErr, "wal: append from inside a replay callback");
-    return SQLITE_MISUSE;
-  }
-  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
-  rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
+  rc = appendAfterReplay(p, pzErr);
+  if( rc==SQLITE_OK ) rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){
-    if( p->bGathering ) pthread_cond_signal(&p->condGather);
     pthread_mutex_unlock(&p->mutex);
     sqlite3_free(pPend);
     return rc;
   }
   *pCid = pPend->cid;              /* pPend is not ours after this */
-  p->nInside++;
-  while( !w.bDone ){
-    if( !p->bLeader ){
-      appendLead(p);
-    }else{
-      pthread_cond_wait(&p->cond, &p->mutex);
-    }
-  }
-  p->nInside--;
-  if( p->bGathering ) pthread_cond_signal(&p->condGather);
+  appendAwait(p, &w);
   pthread_mutex_unlock(&p->mutex);
   if( w.rc!=SQLITE_OK ){
     *pCid = 0;
