@@ -450,6 +450,40 @@ START_TEST(test_kv_vtab_of_a_removed_table_errors_and_drops){
 }
 END_TEST
 
+/* Total bytes of the WAL segments of store zDir. */
+static long kv_wal_bytes(const char *zDir){
+  char *zCmd = sqlite3_mprintf("cat '%q'/wal/*.log | wc -c", zDir);
+  FILE *f = popen(zCmd, "r");
+  long n = -1;
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%ld", &n), 1);
+  pclose(f);
+  sqlite3_free(zCmd);
+  return n;
+}
+
+START_TEST(test_kv_only_persistent_writes_reach_the_wal){
+  char *zDir = th_tmpdir("kv-walbytes");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h;
+  long n0, n1;
+  kv_mk(db, "p", zDir, 1);
+  kv_mk(db, "v", zDir, 0);
+  th_exec(db, "INSERT INTO p VALUES(1, 1)");
+  n0 = kv_wal_bytes(zDir);
+  th_exec(db, "INSERT INTO v VALUES(1, 1); UPDATE v SET value=2");
+  /* A writable root that only reads commits fully but appends nothing. */
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_get(%lld, 'p', 1), kv_commit(%lld)", h, h);
+  n1 = kv_wal_bytes(zDir);
+  ck_assert_int_eq(n0, n1);
+  th_exec(db, "INSERT INTO p VALUES(2, 2)");
+  ck_assert_int_gt(kv_wal_bytes(zDir), n1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_handles_read_write_commit){
   char *zDir = th_tmpdir("kv-handle");
   sqlite3 *db = kv_db();
@@ -1194,6 +1228,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_wal_failure_fails_commit_and_store_reopens,
                       0, (int)(sizeof(aFault)/sizeof(aFault[0])));
   tcase_add_test(tc, test_kv_replay_is_idempotent_across_reopens);
+  tcase_add_test(tc, test_kv_only_persistent_writes_reach_the_wal);
   tcase_add_test(tc, test_kv_corrupt_catalog_file_is_reported);
   suite_add_tcase(s, tc);
   return s;
