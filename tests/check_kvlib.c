@@ -720,8 +720,8 @@ struct Model { ModelEnt *a; int n; int nAlloc; };
 
 #define MAX_VAL 600
 
-/* The value bytes of a model entry (values over 256 bytes are stored out
-** of line by the map, shorter ones inline). */
+/* The value bytes of a model entry (generated from a seed, so the model
+** stays small while values reach MAX_VAL bytes). */
 static const uint8_t *val_bytes(uint64_t seed, int n){
   static uint8_t a[MAX_VAL];
   uint64_t x = seed | 1;
