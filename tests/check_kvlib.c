@@ -509,6 +509,35 @@ START_TEST(test_kvlib_result_functions_report_corrupt_bytes){
 }
 END_TEST
 
+/* kv_key_to_value / kv_value_to_value share one private connection:
+** several threads decode at once (ThreadSanitizer checks the locking). */
+static void *decoder_main(void *pArg){
+  static const uint8_t aKey[] = {0x20, 'k', 'e', 'y', 0x00, 0x00};
+  static const uint8_t aVal[] = {0x00, 0x0B, 'v', 'a', 'l'};
+  int i, rc;
+  (void)pArg;
+  for(i=0; i<300; i++){
+    sqlite3_value *k = kv_key_to_value(aKey, sizeof(aKey), aVal,
+                                       sizeof(aVal), &rc);
+    sqlite3_value *v = kv_value_to_value(aVal, sizeof(aVal), &rc);
+    T_ASSERT(k!=NULL && v!=NULL);
+    T_ASSERT(sqlite3_value_bytes(k)==3 && sqlite3_value_bytes(v)==3);
+    T_ASSERT(memcmp(sqlite3_value_text(k), "key", 3)==0);
+    T_ASSERT(memcmp(sqlite3_value_text(v), "val", 3)==0);
+    sqlite3_value_free(k);
+    sqlite3_value_free(v);
+  }
+  return 0;
+}
+
+START_TEST(test_kvlib_decoders_are_thread_safe){
+  pthread_t aT[4];
+  int i;
+  for(i=0; i<4; i++) pthread_create(&aT[i], 0, decoder_main, 0);
+  for(i=0; i<4; i++) pthread_join(aT[i], 0);
+}
+END_TEST
+
 /* ---- limits and NULL ---- */
 
 START_TEST(test_kvlib_key_null_is_constraint_error){
@@ -1442,6 +1471,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvlib_result_functions_report_corrupt_bytes, 0,
       (int)(sizeof(azCorruptSql)/sizeof(azCorruptSql[0])));
   tcase_add_test(tc, test_kvlib_encoders_leave_buffer_unchanged_on_nomem);
+  tcase_add_test(tc, test_kvlib_decoders_are_thread_safe);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("map");
