@@ -416,12 +416,31 @@ static void kvtFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   kv_buf_free(&kb); kv_buf_free(&vb);
 }
 
+/* kvt_raw_key(KEYBLOB, VALBLOB) / kvt_raw_value(VALBLOB): decode raw
+** bytes (possibly corrupt) with kv_key_result / kv_value_result. */
+static void kvtRawFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  const uint8_t *aVal = sqlite3_value_blob(argv[argc-1]);
+  int nVal = sqlite3_value_bytes(argv[argc-1]);
+  int rc;
+  if( argc==2 ){
+    rc = kv_key_result(ctx, sqlite3_value_blob(argv[0]),
+                       sqlite3_value_bytes(argv[0]), aVal, nVal);
+  }else{
+    rc = kv_value_result(ctx, aVal, nVal);
+  }
+  (void)rc;
+}
+
 static sqlite3 *open_kvt(void){
   sqlite3 *db = 0;
   T_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
   sqlite3_create_function(db, "kvt_key", 2, SQLITE_UTF8, (void*)1,
                           kvtFunc, 0, 0);
   sqlite3_create_function(db, "kvt_value", 2, SQLITE_UTF8, 0, kvtFunc, 0, 0);
+  sqlite3_create_function(db, "kvt_raw_key", 2, SQLITE_UTF8, 0,
+                          kvtRawFunc, 0, 0);
+  sqlite3_create_function(db, "kvt_raw_value", 1, SQLITE_UTF8, 0,
+                          kvtRawFunc, 0, 0);
   return db;
 }
 
@@ -458,6 +477,64 @@ START_TEST(test_kvlib_result_functions_return_stored_type){
   ck_assert_str_eq(zGot, azResultCase[2*_i+1]);
   sqlite3_finalize(p);
   sqlite3_close(db);
+}
+END_TEST
+
+/* Corrupt bytes given to the result functions make the SQL statement
+** fail with SQLITE_CORRUPT and a message. */
+static const char *azCorruptSql[] = {
+  "SELECT kvt_raw_key(x'', x'')",
+  "SELECT kvt_raw_key(x'10', x'')",
+  "SELECT kvt_raw_key(x'2061', x'')",            /* no terminator */
+  "SELECT kvt_raw_key(x'20610001', x'')",        /* bad escape */
+  "SELECT kvt_raw_key(x'40', x'')",              /* unknown tag */
+  "SELECT kvt_raw_key(x'2061000000', x'')",      /* bytes after the end */
+  "SELECT kvt_raw_key(x'20610000', x'0900')",    /* impossible kind */
+  "SELECT kvt_raw_value(x'')",
+  "SELECT kvt_raw_value(x'00')",
+  "SELECT kvt_raw_value(x'0005')",               /* 4-byte int, no bytes */
+  "SELECT kvt_raw_value(x'000A00')",             /* short real */
+  "SELECT kvt_raw_value(x'000D')",               /* unknown tag */
+  "SELECT kvt_raw_value(x'000000')",             /* NULL with a payload */
+};
+
+START_TEST(test_kvlib_result_functions_report_corrupt_bytes){
+  sqlite3 *db = open_kvt();
+  char *zErr = 0;
+  int rc = th_try(db, azCorruptSql[_i], &zErr);
+  T_MSG(rc==SQLITE_CORRUPT, "%s: rc=%d", azCorruptSql[_i], rc);
+  T_ASSERT(zErr!=NULL && strncmp(zErr, "kv: corrupt ", 12)==0);
+  sqlite3_free(zErr);
+  sqlite3_close(db);
+}
+END_TEST
+
+/* kv_key_to_value / kv_value_to_value share one private connection:
+** several threads decode at once (ThreadSanitizer checks the locking). */
+static void *decoder_main(void *pArg){
+  static const uint8_t aKey[] = {0x20, 'k', 'e', 'y', 0x00, 0x00};
+  static const uint8_t aVal[] = {0x00, 0x0B, 'v', 'a', 'l'};
+  int i, rc;
+  (void)pArg;
+  for(i=0; i<300; i++){
+    sqlite3_value *k = kv_key_to_value(aKey, sizeof(aKey), aVal,
+                                       sizeof(aVal), &rc);
+    sqlite3_value *v = kv_value_to_value(aVal, sizeof(aVal), &rc);
+    T_ASSERT(k!=NULL && v!=NULL);
+    T_ASSERT(sqlite3_value_bytes(k)==3 && sqlite3_value_bytes(v)==3);
+    T_ASSERT(memcmp(sqlite3_value_text(k), "key", 3)==0);
+    T_ASSERT(memcmp(sqlite3_value_text(v), "val", 3)==0);
+    sqlite3_value_free(k);
+    sqlite3_value_free(v);
+  }
+  return 0;
+}
+
+START_TEST(test_kvlib_decoders_are_thread_safe){
+  pthread_t aT[4];
+  int i;
+  for(i=0; i<4; i++) pthread_create(&aT[i], 0, decoder_main, 0);
+  for(i=0; i<4; i++) pthread_join(aT[i], 0);
 }
 END_TEST
 
@@ -663,12 +740,27 @@ END_TEST
 typedef struct ModelEnt ModelEnt;
 struct ModelEnt {
   uint8_t aKey[8]; int nKey;
-  uint8_t aVal[12]; int nVal;
+  uint64_t valSeed; int nVal;     /* value: val_bytes(valSeed, nVal) */
   uint64_t rev;
   int bTomb;
 };
 typedef struct Model Model;
 struct Model { ModelEnt *a; int n; int nAlloc; };
+
+#define MAX_VAL 600
+
+/* The value bytes of a model entry (generated from a seed, so the model
+** stays small while values reach MAX_VAL bytes). */
+static const uint8_t *val_bytes(uint64_t seed, int n){
+  static uint8_t a[MAX_VAL];
+  uint64_t x = seed | 1;
+  int i;
+  for(i=0; i<n; i++){
+    x ^= x<<13; x ^= x>>7; x ^= x<<17;
+    a[i] = (uint8_t)x;
+  }
+  return a;
+}
 
 static int model_cmp(const uint8_t *a, int na, const uint8_t *b, int nb){
   int n = na<nb ? na : nb;
@@ -723,7 +815,8 @@ static void check_entry(const KvMapEntry *p, const ModelEnt *e){
   T_EQ(p->nKey, e->nKey);
   T_ASSERT(p->nKey==0 || memcmp(p->aKey, e->aKey, e->nKey)==0);
   T_EQ(p->nVal, e->nVal);
-  T_ASSERT(p->nVal==0 || memcmp(p->aVal, e->aVal, e->nVal)==0);
+  T_ASSERT(p->nVal==0 || memcmp(p->aVal, val_bytes(e->valSeed, e->nVal),
+                                 e->nVal)==0);
   T_ASSERT(p->rev==e->rev);
   T_EQ(p->bTomb, e->bTomb);
 }
@@ -797,6 +890,26 @@ static void random_key(uint8_t *a, int *pn, int nSpace){
 
 #define MAX_SNAP 16
 
+/* Put e into *ppMap with kv_map_put_from, sharing the entry of a write-set
+** map that has the same bytes under another revision and flag; the write
+** set must not change. */
+static void put_shared(KvMap **ppMap, const ModelEnt *e){
+  KvMap *pWs = kv_map_new();
+  KvMapCursor *pCur;
+  KvMapEntry x;
+  T_EQ(kv_map_put(&pWs, e->aKey, e->nKey, val_bytes(e->valSeed, e->nVal),
+                  e->nVal, ~e->rev,
+                  !e->bTomb), SQLITE_OK);
+  pCur = kv_map_cursor_new(pWs);
+  T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_MISUSE);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, e->aKey, e->nKey), 1);
+  T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_OK);
+  kv_map_unref(pWs);
+  kv_map_cursor_entry(pCur, &x);
+  T_ASSERT(x.rev==~e->rev && x.bTomb==!e->bTomb);
+  kv_map_cursor_free(pCur);
+}
+
 /* Random puts, removes, gets, seeks and walks, with snapshots. */
 static void map_model_run(uint64_t seed, int nOp, int nSpace){
   KvMap *pMap = kv_map_new();
@@ -813,11 +926,17 @@ static void map_model_run(uint64_t seed, int nOp, int nSpace){
     random_key(e.aKey, &e.nKey, nSpace);
     if( op<55 ){
       e.nVal = rng_below(13);
-      for(k=0; k<e.nVal; k++) e.aVal[k] = (uint8_t)rng();
+      e.valSeed = rng();
+      if( rng_below(8)==0 ) e.nVal = 200 + rng_below(MAX_VAL-200);
       e.rev = rng();
       e.bTomb = rng_below(5)==0;
-      T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, e.aVal, e.nVal,
-                                  e.rev, e.bTomb), SQLITE_OK);
+      if( op<10 ){
+        put_shared(&pMap, &e);
+      }else{
+        T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, val_bytes(e.valSeed, e.nVal),
+                        e.nVal,
+                        e.rev, e.bTomb), SQLITE_OK);
+      }
       model_put(&m, &e);
     }else if( op<85 ){
       T_EQ(kv_map_remove(&pMap, e.aKey, e.nKey), SQLITE_OK);
@@ -956,6 +1075,43 @@ START_TEST(test_kvlib_map_unshared_version_is_updated_in_place){
 }
 END_TEST
 
+/* kv_map_put may be given bytes that point into the very version it
+** updates in place (an entry re-put under a new revision, or another
+** entry's value); ASan checks that nothing is read after it is freed. */
+START_TEST(test_kvlib_map_put_accepts_bytes_from_the_map_itself){
+  KvMap *p = kv_map_new();
+  KvMapEntry e, f;
+  char z[16];
+  uint8_t aBig[400];
+  int i, round;
+  memset(aBig, 'v', sizeof(aBig));
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_EQ(kv_map_put(&p, z, 5, aBig, i%3 ? 20 : 300, 0, 0), SQLITE_OK);
+  }
+  for(round=1; round<=3; round++){
+    for(i=0; i<2000; i++){
+      snprintf(z, sizeof(z), "%05d", i);
+      T_ASSERT(kv_map_get(p, z, 5, &e));
+      T_EQ(kv_map_put(&p, e.aKey, e.nKey, e.aVal, e.nVal, round, 0),
+           SQLITE_OK);
+      snprintf(z, sizeof(z), "%05d", (i*7)%2000);
+      T_ASSERT(kv_map_get(p, z, 5, &f));
+      snprintf(z, sizeof(z), "x%05d", i);
+      T_EQ(kv_map_put(&p, z, 6, f.aVal, f.nVal, round, 0), SQLITE_OK);
+    }
+  }
+  T_EQ(kv_map_count(p), 4000);
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_ASSERT(kv_map_get(p, z, 5, &e));
+    T_ASSERT(e.rev==3 && e.nVal==(i%3 ? 20 : 300));
+    T_ASSERT(memcmp(e.aVal, aBig, e.nVal)==0);
+  }
+  kv_map_unref(p);
+}
+END_TEST
+
 START_TEST(test_kvlib_map_cursor_outlives_the_callers_reference){
   KvMap *p = kv_map_new();
   KvMapCursor *pCur;
@@ -983,6 +1139,7 @@ END_TEST
 START_TEST(test_kvlib_map_empty_map_has_no_entries){
   KvMap *p = kv_map_new();
   KvMapCursor *pCur = kv_map_cursor_new(p);
+  KvMapEntry x;
   int e;
   for(e=KV_SEEK_FIRST; e<=KV_SEEK_LT; e++){
     T_EQ(kv_map_cursor_seek(pCur, e, "a", 1), 0);
@@ -990,12 +1147,25 @@ START_TEST(test_kvlib_map_empty_map_has_no_entries){
   }
   T_EQ(kv_map_cursor_next(pCur), 0);
   T_EQ(kv_map_cursor_prev(pCur), 0);
+  kv_map_cursor_entry(pCur, &x);
+  T_ASSERT(x.aKey==NULL && x.nKey==0);
   T_EQ(kv_map_get(p, "", 0, 0), 0);
   T_EQ(kv_map_remove(&p, "a", 1), SQLITE_OK);
   T_EQ(kv_map_count(p), 0);
   T_EQ(kv_map_put(&p, "", 0, 0, 0, 0, 0), SQLITE_OK);
   T_EQ(kv_map_count(p), 1);
   T_ASSERT(kv_map_get(p, "", 0, 0));
+  /* misuse: unknown seek mode, NULL map, negative lengths */
+  kv_map_cursor_free(pCur);
+  pCur = kv_map_cursor_new(p);
+  T_EQ(kv_map_cursor_seek(pCur, 6, "", 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, -1, "", 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, "", 0), 1);
+  T_EQ(kv_map_put(0, "a", 1, 0, 0, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_put(&p, "a", -1, 0, 0, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_put(&p, "a", 1, "b", -1, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_remove(&p, "a", -1), SQLITE_MISUSE);
+  T_EQ(kv_map_count(p), 1);
   kv_map_cursor_free(pCur);
   kv_map_unref(p);
   kv_map_unref(0);
@@ -1029,6 +1199,36 @@ static void oom_install(void){
   T_EQ(sqlite3_initialize(), SQLITE_OK);
 }
 
+/* An encoder that cannot grow its buffer returns SQLITE_NOMEM and leaves
+** the buffer's contents as they were. */
+START_TEST(test_kvlib_encoders_leave_buffer_unchanged_on_nomem){
+  char z[300];
+  sqlite3_value *k, *v;
+  KvBuf b = {0};
+  memset(z, 0, sizeof(z));        /* zeros: the escaped key grows most */
+  k = tv_text(z, sizeof(z));
+  v = tv_blob(z, sizeof(z));
+  oom_install();
+  T_EQ(kv_buf_append(&b, "abc", 3), SQLITE_OK);
+  oomCountdown = 0;
+  T_EQ(kv_key_encode(k, &b, 0), SQLITE_NOMEM);
+  T_EQ(b.n, 3);
+  oomCountdown = 0;
+  T_EQ(kv_key_encode_bound(k, &b), SQLITE_NOMEM);
+  T_EQ(b.n, 3);
+  oomCountdown = 0;
+  T_EQ(kv_value_encode(k, v, &b, 0), SQLITE_NOMEM);
+  T_EQ(b.n, 3);
+  T_ASSERT(memcmp(b.a, "abc", 3)==0);
+  oomCountdown = -1;
+  T_EQ(kv_key_encode(k, &b, 0), SQLITE_OK);
+  T_EQ(b.n, 3 + 1 + 2*300 + 2);
+  kv_buf_free(&b);
+  sqlite3_value_free(k); sqlite3_value_free(v);
+  tv_close();
+}
+END_TEST
+
 /* Every allocation of a put or remove fails once in turn: the operation
 ** returns SQLITE_NOMEM and the version (and a snapshot) is unchanged. */
 START_TEST(test_kvlib_map_nomem_leaves_version_unchanged){
@@ -1044,7 +1244,8 @@ START_TEST(test_kvlib_map_nomem_leaves_version_unchanged){
     memset(&e, 0, sizeof(e));
     random_key(e.aKey, &e.nKey, 3125);
     e.nVal = 4;
-    memcpy(e.aVal, "vvvv", 4);
+    e.valSeed = (uint64_t)i;
+    if( i%5==0 ) e.nVal = 300;          /* out of line */
     e.rev = (uint64_t)i;
     pSnap = (i%3==0) ? kv_map_ref(p) : 0;
     for(k=0; ; k++){
@@ -1052,7 +1253,8 @@ START_TEST(test_kvlib_map_nomem_leaves_version_unchanged){
       if( i%4==3 ){
         rc = kv_map_remove(&p, e.aKey, e.nKey);
       }else{
-        rc = kv_map_put(&p, e.aKey, e.nKey, e.aVal, e.nVal, e.rev, 0);
+        rc = kv_map_put(&p, e.aKey, e.nKey, val_bytes(e.valSeed, e.nVal),
+                        e.nVal, e.rev, 0);
       }
       oomCountdown = -1;
       if( rc==SQLITE_OK ) break;
@@ -1201,11 +1403,25 @@ static void *brancher_main(void *pArg){
   for(round=0; round<40; round++){
     KvMap *p = kv_map_ref(b->pBase);
     uint64_t tag = (uint64_t)(b->iThread*1000 + round);
+    KvMapCursor *pCur;
+    int ok;
     for(i=0; i<200; i++){
       snprintf(z, sizeof(z), "k%05d", (i*37 + round*11 + b->iThread) % GEN_KEYS);
       T_EQ(kv_map_put(&p, z, 6, &tag, 8, tag, 0), SQLITE_OK);
       if( i%10==0 ) T_EQ(kv_map_remove(&p, z, 6), SQLITE_OK);
     }
+    /* Share this branch's entries into a second one built from the base
+    ** (the entries are then referenced from two threads' versions). */
+    pCur = kv_map_cursor_new(p);
+    kv_map_unref(p);
+    p = kv_map_ref(b->pBase);
+    for(ok=kv_map_cursor_seek(pCur, KV_SEEK_GE, "k", 1); ok;
+        ok=kv_map_cursor_next(pCur)){
+      KvMapEntry e;
+      kv_map_cursor_entry(pCur, &e);
+      if( e.rev==tag ) T_EQ(kv_map_put_from(&p, pCur, tag+1, 0), SQLITE_OK);
+    }
+    kv_map_cursor_free(pCur);
     kv_map_unref(p);
   }
   return 0;
@@ -1252,6 +1468,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_value_truncations_are_corrupt_or_shorter);
   tcase_add_test(tc, test_kvlib_random_bytes_never_crash_decoders);
   tcase_add_test(tc, test_kvlib_key_with_contradicting_numeric_kind_is_corrupt);
+  tcase_add_loop_test(tc, test_kvlib_result_functions_report_corrupt_bytes, 0,
+      (int)(sizeof(azCorruptSql)/sizeof(azCorruptSql[0])));
+  tcase_add_test(tc, test_kvlib_encoders_leave_buffer_unchanged_on_nomem);
+  tcase_add_test(tc, test_kvlib_decoders_are_thread_safe);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("map");
@@ -1260,6 +1480,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_map_bytes_tracks_keys_and_values);
   tcase_add_test(tc, test_kvlib_map_snapshot_is_unchanged_by_later_writes);
   tcase_add_test(tc, test_kvlib_map_unshared_version_is_updated_in_place);
+  tcase_add_test(tc, test_kvlib_map_put_accepts_bytes_from_the_map_itself);
   tcase_add_test(tc, test_kvlib_map_cursor_outlives_the_callers_reference);
   tcase_add_test(tc, test_kvlib_map_empty_map_has_no_entries);
   tcase_add_test(tc, test_kvlib_map_nomem_leaves_version_unchanged);
