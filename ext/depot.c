@@ -42,6 +42,42 @@ static int depotProcessInit(char **pzErr){
   return rc;
 }
 
+/* Checks the library, runs the process setup and registers every
+** component on db.  Returns an SQLite code; on failure *pzErr holds the
+** message (sqlite3_malloc'd). */
+static int depotInitConnection(sqlite3 *db, char **pzErr){
+  int rc;
+  int i;
+  if( sqlite3_libversion_number()<DEPOT_MIN_SQLITE_VERSION_NUMBER ){
+    *pzErr = sqlite3_mprintf(
+        "depot: requires SQLite 3.40.0 or later, found %s",
+        sqlite3_libversion());
+    return SQLITE_ERROR;
+  }
+  rc = depotProcessInit(pzErr);
+  for(i=0; rc==SQLITE_OK && i<DEPOT_NCOMPONENT; i++){
+    if( aDepotComponent[i]->xConnection ){
+      rc = aDepotComponent[i]->xConnection(db, pzErr);
+    }
+  }
+  return rc;
+}
+
+#ifndef SQLITE_CORE
+/* The automatic extension the loaded module installs: every connection
+** opened later in the process gets the extension too, as a connection
+** opened with vfs=depot needs its SQL functions.  Automatic extensions
+** must return SQLITE_OK on success. */
+static int depotAutoInit(sqlite3 *db, char **pzErrMsg,
+                         const sqlite3_api_routines *pApi){
+  char *zErr = 0;
+  int rc = depotInitConnection(db, &zErr);
+  (void)pApi;
+  if( pzErrMsg ) *pzErrMsg = zErr; else sqlite3_free(zErr);
+  return rc;
+}
+#endif
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
@@ -50,38 +86,22 @@ int sqlite3_depot_init(
   char **pzErrMsg,
   const sqlite3_api_routines *pApi
 ){
-  int rc;
-  int i;
   char *zErr = 0;
+  int rc;
   SQLITE_EXTENSION_INIT2(pApi);
-
-  if( sqlite3_libversion_number()<DEPOT_MIN_SQLITE_VERSION_NUMBER ){
-    if( pzErrMsg ){
-      *pzErrMsg = sqlite3_mprintf(
-          "depot: requires SQLite 3.40.0 or later, found %s",
-          sqlite3_libversion());
-    }
-    return SQLITE_ERROR;
-  }
-  rc = depotProcessInit(&zErr);
-  for(i=0; rc==SQLITE_OK && i<DEPOT_NCOMPONENT; i++){
-    if( aDepotComponent[i]->xConnection ){
-      rc = aDepotComponent[i]->xConnection(db, &zErr);
-    }
-  }
+  rc = depotInitConnection(db, &zErr);
   if( rc!=SQLITE_OK ){
-    if( pzErrMsg ){
-      *pzErrMsg = zErr;
-    }else{
-      sqlite3_free(zErr);
-    }
+    if( pzErrMsg ) *pzErrMsg = zErr; else sqlite3_free(zErr);
     return rc;
   }
 #ifdef SQLITE_CORE
   return SQLITE_OK;
 #else
-  /* Keep the shared object mapped after the loading connection closes: the
-  ** VFS registered by this module must outlive it. */
+  /* Keep the shared object mapped after the loading connection closes (the
+  ** VFS registered by this module must outlive it), and register it for
+  ** every connection opened later in this process.  A failure to register
+  ** the automatic extension only costs later connections a .load. */
+  sqlite3_auto_extension((void(*)(void))depotAutoInit);
   return SQLITE_OK_LOAD_PERMANENTLY;
 #endif
 }

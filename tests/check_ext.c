@@ -118,6 +118,25 @@ START_TEST(test_module_loads_twice_in_one_connection){
 }
 END_TEST
 
+START_TEST(test_module_registers_itself_for_later_connections){
+  /* After one .load, connections opened later in the process (the shell's
+  ** .open, a second Python connection) have the extension too. */
+  const char *zModule = th_module_path();
+  sqlite3 *db, *db2 = 0;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  sqlite3_close(db);
+  ck_assert_int_eq(sqlite3_open(":memory:", &db2), SQLITE_OK);
+  z = th_text(db2, "SELECT depot_version()");
+  ck_assert_str_eq(z, PACKAGE_VERSION);
+  sqlite3_free(z);
+  sqlite3_close(db2);
+}
+END_TEST
+
 /* An api-routines table that claims to be SQLite 3.39.0: the module must
 ** refuse it with a clear message before registering anything. */
 static int oldLibversionNumber(void){ return 3039000; }
@@ -159,6 +178,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_module_outlives_loading_connection);
   tcase_add_test(tc, test_module_loads_twice_in_one_connection);
   tcase_add_test(tc, test_module_refuses_sqlite_older_than_3_40);
+  tcase_add_test(tc, test_module_registers_itself_for_later_connections);
   suite_add_tcase(s, tc);
   return s;
 }
