@@ -8,8 +8,11 @@
 **   DROP TABLE t;                            -- removes the KV table
 **
 ** The table is the KV table of the same name in the store (default: the
-** sidecar directory "<database file>-kv"); CREATE creates it in its own
-** root transaction or attaches to the existing one.  Schema:
+** sidecar directory "<database file>-kv"); CREATE attaches to the existing
+** one or creates it as part of the SQLite transaction (committed with it,
+** undone by its rollback; it must come before the transaction's first KV
+** write); DROP TABLE removes it in its own root transaction and is refused
+** inside an explicit transaction.  Schema:
 **     CREATE TABLE x(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID
 **
 ** Transactions: the SQLite transaction is one root transaction of the
@@ -109,11 +112,17 @@ static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){
   return rc;
 }
 
-/* Create (bCreate) or attach the KV table in its own root transaction. */
+static int kvBegin(sqlite3_vtab *pVtab);
+static void kvLeave(KvVtab *p);
+
+/* Attach the existing KV table, or (bCreate) create it in the connection's
+** SQL root transaction: SQLite adds a table it has just created to the
+** open transaction (without calling xBegin), so the create commits with
+** the statement or the explicit transaction around it and is undone by its
+** rollback.  Called last in xCreate, so nothing can fail after it. */
 static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
                             char **pzErr){
   KvMeta meta;
-  KvRoot *pRoot = 0;
   int bFound = 0, bCreated = 0;
   int rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
   if( rc!=SQLITE_OK ) return rc;
@@ -136,13 +145,15 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
     ** fails with "kv: no such table". */
     return SQLITE_OK;
   }
-  rc = kv_root_begin(p->pEng, &pRoot);
-  if( rc==SQLITE_OK ){
-    rc = kv_create_table(pRoot, p->zName, p->nName, "kv_memory",
-                         pA->bPersist, 0, &bCreated, pzErr);
+  rc = kvBegin(&p->base);
+  if( rc!=SQLITE_OK ){
+    *pzErr = p->base.zErrMsg;
+    p->base.zErrMsg = 0;
+    return rc;
   }
-  if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, pzErr);
-  kv_root_free(pRoot);
+  rc = kv_create_table(p->pConn->pSqlRoot, p->zName, p->nName, "kv_memory",
+                       pA->bPersist, 0, &bCreated, pzErr);
+  if( rc!=SQLITE_OK ) kvLeave(p);
   return rc;
 }
 
@@ -171,13 +182,14 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
   if( rc==SQLITE_OK ){
     memset(p, 0, sizeof(*p));
     p->db = db;
+    kv_conn_ref(pConn);
+    p->pConn = pConn;
     p->zName = sqlite3_mprintf("%s", argv[2]);
     p->nName = p->zName ? (int)strlen(p->zName) : 0;
     if( p->zName==0 ) rc = SQLITE_NOMEM;
   }
   if( rc==SQLITE_OK ) rc = kv_name_check(p->zName, p->nName, pzErr);
   if( rc==SQLITE_OK ) rc = kv_conn_store(pConn, a.zDir, argv[1], &p->pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = kvCreateOrAttach(p, &a, bCreate, pzErr);
   if( rc==SQLITE_OK ){
     rc = sqlite3_declare_vtab(db, "CREATE TABLE x(key PRIMARY KEY NOT NULL, "
                                   "value) WITHOUT ROWID");
@@ -185,8 +197,9 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
   if( rc==SQLITE_OK ){
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    kv_conn_ref(pConn);
-    p->pConn = pConn;
+    rc = kvCreateOrAttach(p, &a, bCreate, pzErr);
+  }
+  if( rc==SQLITE_OK ){
     *ppVtab = &p->base;
   }else{
     kvVtabFree(p);
@@ -214,14 +227,27 @@ static void kvSetError(KvVtab *p, char *zErr){
   p->base.zErrMsg = zErr;
 }
 
-/* DROP TABLE: remove the KV table in its own root transaction. */
+/* DROP TABLE: remove the KV table in its own root transaction.  SQLite
+** gives a dropped virtual table no commit or rollback callback, so a
+** removal inside an explicit transaction could not be undone by its
+** ROLLBACK: it is refused there, and changes nothing. */
 static int kvDestroy(sqlite3_vtab *pVtab){
   KvVtab *p = (KvVtab*)pVtab;
   KvRoot *pRoot = 0;
   KvMeta meta;
   char *zErr = 0;
   int bFound = 0;
-  int rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
+  int rc;
+  if( !sqlite3_get_autocommit(p->db) ){
+    /* SQLite drops xDestroy's message (the user sees "SQL logic error"),
+    ** so it also goes to the error log. */
+    zErr = sqlite3_mprintf("kv: DROP TABLE %s must run outside an explicit "
+        "transaction: removing a KV table commits on its own", p->zName);
+    sqlite3_log(SQLITE_ERROR, "%s", zErr ? zErr : "kv: DROP TABLE refused");
+    kvSetError(p, zErr);
+    return SQLITE_ERROR;
+  }
+  rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
   kv_meta_clear(&meta);
   if( rc==SQLITE_OK && bFound ) rc = kv_root_begin(p->pEng, &pRoot);
   if( rc==SQLITE_OK && bFound ){

@@ -334,6 +334,84 @@ START_TEST(test_kv_drop_table_removes_it){
 }
 END_TEST
 
+START_TEST(test_kv_create_in_a_transaction_then_write_commits){
+  /* SQLite puts a table it has just created into the open transaction
+  ** without calling xBegin: writes to it in the same transaction work and
+  ** commit with it. */
+  char *zDir = th_tmpdir("kv-create-txn");
+  sqlite3 *db = kv_db();
+  char *zSql = sqlite3_mprintf("BEGIN; CREATE VIRTUAL TABLE t USING "
+      "kv_memory(dir='%q', persistence=1); INSERT INTO t VALUES(1,'a'); "
+      "COMMIT", zDir);
+  th_exec(db, zSql);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "1=a");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables "
+                              "WHERE name='t'"), 1);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kv_create_rolled_back_leaves_no_table){
+  char *zDir = th_tmpdir("kv-create-rb");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2;
+  char *zSql = sqlite3_mprintf("BEGIN; CREATE VIRTUAL TABLE t USING "
+      "kv_memory(dir='%q', persistence=1); INSERT INTO t VALUES(1,'a'); "
+      "ROLLBACK", zDir);
+  th_exec(db, zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM sqlite_schema"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables"), 0);
+  sqlite3_close(db);
+  /* Nothing reached the store either: a new connection of the store sees
+  ** no table, and creating it again gives an empty one. */
+  db2 = kv_db();
+  kv_mk(db2, "t", zDir, 1);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 0);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM kv_tables"), 1);
+  sqlite3_free(zSql);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kv_create_after_a_write_in_the_transaction_is_refused){
+  char *zDir = th_tmpdir("kv-create-late");
+  sqlite3 *db = kv_db();
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE u USING "
+      "kv_memory(dir='%q')", zDir);
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "BEGIN; INSERT INTO t VALUES(1,1)");
+  kv_fail(db, zSql, "create_table must come before every write");
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables "
+                              "WHERE name='u'"), 0);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kv_drop_inside_a_transaction_is_refused_and_keeps_data){
+  /* SQLite gives a dropped virtual table no rollback callback, so a DROP
+  ** inside BEGIN..ROLLBACK could not be undone: it is refused. */
+  char *zDir = th_tmpdir("kv-drop-txn");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 1);
+  th_exec(db, "INSERT INTO t VALUES(1,'kept')");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(kv_fail(db, "DROP TABLE t", 0), SQLITE_ERROR);
+  th_exec(db, "ROLLBACK");
+  kv_rows_eq(db, "SELECT value AS x FROM t", "kept");
+  th_exec(db, "DROP TABLE t");                 /* outside: it works */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_sidecar_store_and_catalog_survive_reopen){
   char *zDir = th_tmpdir("kv-sidecar");
   char *zDb = sqlite3_mprintf("%s/main.db", zDir);
@@ -1200,6 +1278,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_conflict_fails_commit_and_rolls_back);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
+  tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
+  tcase_add_test(tc, test_kv_create_rolled_back_leaves_no_table);
+  tcase_add_test(tc, test_kv_create_after_a_write_in_the_transaction_is_refused);
+  tcase_add_test(tc, test_kv_drop_inside_a_transaction_is_refused_and_keeps_data);
   tcase_add_test(tc, test_kv_sidecar_store_and_catalog_survive_reopen);
   tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
