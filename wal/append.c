@@ -1,0 +1,305 @@
+/*
+** append.c -- wal_append(): group commit, rotation, and the repair of a
+** failed append.
+**
+** Group commit.  An appender takes the mutex, gets the next CID, encodes
+** its frame into the open group and waits.  If no leader is writing, it
+** becomes the leader: it takes the whole open group (its own record and
+** every record added since), releases the mutex, writes the group with one
+** pwrite and one fdatasync, then retakes the mutex and tells every
+** appender of the group the outcome.  While a leader flushes, new appends
+** pile up in the next open group, so N concurrent appenders cost about one
+** flush per group.  Groups are written strictly one after another, so file
+** order is CID order.
+**
+** Failure.  If the write or the flush of a group fails, every appender of
+** the group gets the error, and the leader cuts the active segment back to
+** where the group began and flushes that (the repair), so the group is
+** never replayed.  After a failed flush the kernel may have dropped dirty
+** pages and cleared the error, so the segment is not trusted for more
+** appends: the next group starts a fresh segment.  If the repair itself
+** fails, the log enters the failed state (zFailed): every later append
+** fails at once with SQLITE_IOERR until the log is reopened.
+*/
+#include "config.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+#include "wal/wal_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+void wal_set_err(char **pzErr, const char *zFmt, ...){
+  va_list ap;
+  if( pzErr==0 ) return;
+  va_start(ap, zFmt);
+  *pzErr = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+}
+
+void wal_group_reset(WalGroup *g){
+  g->n = 0;
+  g->pFirst = g->pLast = 0;
+  g->nRec = 0;
+  g->cidFirst = 0;
+}
+
+static int appendGroupReserve(WalGroup *g, size_t nMore){
+  size_t nNew;
+  uint8_t *aNew;
+  if( g->n + nMore <= g->nAlloc ) return SQLITE_OK;
+  nNew = g->nAlloc ? g->nAlloc*2 : 4096;
+  while( nNew < g->n + nMore ) nNew *= 2;
+  aNew = sqlite3_realloc64(g->a, nNew);
+  if( aNew==0 ) return SQLITE_NOMEM;
+  g->a = aNew;
+  g->nAlloc = nNew;
+  return SQLITE_OK;
+}
+
+/* Starts segment segActive+1 with base CID baseCid and makes it the active
+** segment.  Called by the leader without the mutex. */
+int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
+  uint64_t segno = p->segActive + 1;
+  int fd, fdOld, rc;
+  char *zPath, *zOld;
+  pthread_mutex_lock(&p->mutex);
+  rc = wal_seg_reserve(p);
+  pthread_mutex_unlock(&p->mutex);
+  if( rc!=SQLITE_OK ) return rc;
+  zPath = wal_segment_path(p->zWalDir, segno);
+  if( zPath==0 ) return SQLITE_NOMEM;
+  rc = wal_segment_create(p->pIo, p->zWalDir, segno, baseCid, &fd, pzErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(zPath);
+    return rc;
+  }
+  pthread_mutex_lock(&p->mutex);
+  if( p->nSeg>0 ) p->aSeg[p->nSeg-1].szEnd = p->szActive;
+  p->aSeg[p->nSeg].segno = segno;
+  p->aSeg[p->nSeg].szEnd = WAL_SEG_HDR;
+  p->aSeg[p->nSeg].nUnconf = 0;
+  p->nSeg++;
+  fdOld = p->fdActive;
+  zOld = p->zActive;
+  p->fdActive = fd;
+  p->zActive = zPath;
+  p->segActive = segno;
+  p->szActive = WAL_SEG_HDR;
+  p->nActiveRec = 0;
+  p->bNeedRotate = 0;
+  pthread_mutex_unlock(&p->mutex);
+  if( fdOld>=0 ) p->pIo->xClose(p->pIo->pCtx, fdOld);
+  sqlite3_free(zOld);
+  return SQLITE_OK;
+}
+
+/* Cuts the active segment back to iOff and flushes the cut.  On failure
+** enters the failed state and appends the reason to *pzErr. */
+static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
+  const WalIo *pIo = p->pIo;
+  const char *zOp = "ftruncate";
+  int ok = pIo->xFtruncate(pIo->pCtx, p->fdActive, (off_t)iOff)==0;
+  if( ok ){
+    zOp = "fdatasync";
+    ok = pIo->xFsync(pIo->pCtx, p->fdActive)==0;
+  }
+  if( !ok ){
+    const char *zWhy = strerror(errno);
+    char *zFailed = sqlite3_mprintf("wal: log %s accepts no appends since "
+        "a failed append could not be cut off (%s: %s); reopen the store",
+        p->zActive, zOp, zWhy);
+    char *zNew = sqlite3_mprintf("%s; the record could not be cut off "
+        "(%s: %s), the log accepts no appends until reopened",
+        *pzErr ? *pzErr : "wal: append failed", zOp, zWhy);
+    pthread_mutex_lock(&p->mutex);
+    p->zFailed = zFailed ? zFailed : sqlite3_mprintf("wal: failed state");
+    pthread_mutex_unlock(&p->mutex);
+    if( zNew ){ sqlite3_free(*pzErr); *pzErr = zNew; }
+  }
+}
+
+/* Writes group g at the end of the active segment and flushes it.
+** *pnFlush counts the flushes attempted.  Leader only, mutex not held. */
+static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, char **pzErr){
+  const WalIo *pIo = p->pIo;
+  uint64_t iOff;
+  ssize_t got;
+  int rc;
+  if( p->bNeedRotate || (p->szActive>=(uint64_t)p->szSegment
+                         && p->nActiveRec>0) ){
+    rc = wal_rotate(p, g->cidFirst, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+  }
+  iOff = p->szActive;
+  got = pIo->xPwrite(pIo->pCtx, p->fdActive, g->a, g->n, (off_t)iOff);
+  if( got!=(ssize_t)g->n ){
+    int err = errno;
+    if( got<0 ){
+      *pzErr = sqlite3_mprintf("wal: write of %s failed: %s", p->zActive,
+                               strerror(err));
+      rc = wal_errno_rc(err, SQLITE_IOERR_WRITE);
+    }else{
+      *pzErr = sqlite3_mprintf("wal: short write to %s: %lld of %lld bytes",
+          p->zActive, (long long)got, (long long)g->n);
+      rc = SQLITE_IOERR_WRITE;
+    }
+    appendRepair(p, iOff, pzErr);
+    return rc;
+  }
+  (*pnFlush)++;
+  if( pIo->xFsync(pIo->pCtx, p->fdActive)!=0 ){
+    *pzErr = sqlite3_mprintf("wal: fdatasync of %s failed: %s", p->zActive,
+                             strerror(errno));
+    appendRepair(p, iOff, pzErr);
+    p->bNeedRotate = 1;
+    return SQLITE_IOERR_FSYNC;
+  }
+  return SQLITE_OK;
+}
+
+/* Hands the outcome of group g to its appenders.  Mutex held. */
+static void appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
+  WalPend *pPend, *pNext;
+  for(pPend=g->pFirst; pPend; pPend=pNext){
+    WalWaiter *w = pPend->pWaiter;
+    pNext = pPend->pNext;
+    pPend->pWaiter = 0;
+    pPend->pNext = 0;
+    w->rc = rc;
+    w->zErr = rc==SQLITE_OK ? 0 : sqlite3_mprintf("%s", zErr ? zErr : "");
+    w->bDone = 1;
+    if( rc==SQLITE_OK ){
+      p->nAppend++;
+      if( pPend->cid>p->lastCid ) p->lastCid = pPend->cid;
+    }
+    if( rc==SQLITE_OK && pPend->nPending>0 ){
+      pPend->segno = p->segActive;
+      p->aSeg[p->nSeg-1].nUnconf++;
+      wal_unconf_push(p, pPend);
+    }else{
+      sqlite3_free(pPend);
+    }
+  }
+  p->nInflight -= g->nRec;
+  if( rc==SQLITE_OK ){
+    p->szActive += g->n;
+    p->aSeg[p->nSeg-1].szEnd = p->szActive;
+    p->nActiveRec += g->nRec;
+  }
+  wal_group_reset(g);
+}
+
+/* Leads one group: takes the open group, writes it without the mutex,
+** reports the outcome.  Entered and left with the mutex held. */
+static void appendLead(Wal *p){
+  WalGroup *g = p->pOpen;
+  char *zErr = 0;
+  int rc, nFlush = 0, nSegBefore;
+  p->bLeader = 1;
+  p->pOpen = (g==&p->aGroup[0]) ? &p->aGroup[1] : &p->aGroup[0];
+  nSegBefore = p->nSeg;
+  if( p->zFailed ){
+    rc = SQLITE_IOERR;
+    zErr = sqlite3_mprintf("%s", p->zFailed);
+  }else{
+    pthread_mutex_unlock(&p->mutex);
+    rc = appendWrite(p, g, &nFlush, &zErr);
+    pthread_mutex_lock(&p->mutex);
+  }
+  p->nFlush += nFlush;
+  appendFinish(p, g, rc, zErr);
+  sqlite3_free(zErr);
+  p->bLeader = 0;
+  pthread_cond_broadcast(&p->cond);
+  if( p->nSeg>nSegBefore && p->nSeg>1 && p->aSeg[0].nUnconf==0 ){
+    pthread_mutex_unlock(&p->mutex);
+    wal_retire(p);                 /* a rotation may free old segments */
+    pthread_mutex_lock(&p->mutex);
+  }
+}
+
+/* Checks the arguments of wal_append(). */
+static int appendCheckArgs(Wal *p, const WalRecordBuilder *pRec,
+                           int nPending, const char *const *az,
+                           const int *an, uint64_t *pCid, char **pzErr){
+  int i;
+  if( p==0 || pRec==0 || pCid==0 || nPending<0
+   || (nPending>0 && (az==0 || an==0)) ){
+    wal_set_err(pzErr, "wal: append needs a log, a record, a CID pointer "
+                "and nPending table names");
+    return SQLITE_MISUSE;
+  }
+  for(i=0; i<nPending; i++){
+    if( az[i]==0 || an[i]<=0 ){
+      wal_set_err(pzErr, "wal: pending table %d of the record has no name",
+                  i);
+      return SQLITE_MISUSE;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* Adds the record to the open group with the next CID.  Mutex held. */
+static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
+                         WalPend *pPend, WalWaiter *w, char **pzErr){
+  WalGroup *g = p->pOpen;
+  uint64_t cid = p->nextCid;
+  size_t nFrame = wal_frame_size(pRec, cid);
+  int rc;
+  if( p->zFailed ){
+    wal_set_err(pzErr, "%s", p->zFailed);
+    return SQLITE_IOERR;
+  }
+  rc = wal_unconf_reserve(p, p->nInflight+1);
+  if( rc==SQLITE_OK ) rc = appendGroupReserve(g, nFrame);
+  if( rc!=SQLITE_OK ) return rc;
+  wal_frame_encode(pRec, cid, g->a + g->n);
+  g->n += nFrame;
+  p->nextCid++;
+  p->nAppendTried++;
+  pPend->cid = cid;
+  pPend->pWaiter = w;
+  if( g->pLast ) g->pLast->pNext = pPend; else g->pFirst = pPend;
+  g->pLast = pPend;
+  if( g->nRec++==0 ) g->cidFirst = cid;
+  p->nInflight++;
+  return SQLITE_OK;
+}
+
+int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
+               const char *const *azPending, const int *anPending,
+               uint64_t *pCid, char **pzErr){
+  WalWaiter w;
+  WalPend *pPend;
+  int rc;
+  rc = appendCheckArgs(p, pRec, nPending, azPending, anPending, pCid,
+                       pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pPend = wal_pend_new(0, nPending, azPending, anPending);
+  if( pPend==0 ) return SQLITE_NOMEM;
+  memset(&w, 0, sizeof(w));
+  pthread_mutex_lock(&p->mutex);
+  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
+  rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
+  if( rc!=SQLITE_OK ){
+    pthread_mutex_unlock(&p->mutex);
+    sqlite3_free(pPend);
+    return rc;
+  }
+  *pCid = pPend->cid;              /* pPend is not ours after this */
+  while( !w.bDone ){
+    if( !p->bLeader ){
+      appendLead(p);
+    }else{
+      pthread_cond_wait(&p->cond, &p->mutex);
+    }
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( w.rc!=SQLITE_OK ){
+    *pCid = 0;
+    if( pzErr ) *pzErr = w.zErr; else sqlite3_free(w.zErr);
+  }
+  return w.rc;
+}

@@ -1,0 +1,208 @@
+/*
+** wal.h -- the root write-ahead log of a KV store (public header of wal/).
+**
+** A store directory holds a "wal/" folder of numbered segment files
+** (wal/0000000000000001.log, ...).  Every writing root transaction appends
+** exactly one record:
+**
+**     CID (commit id, assigned here, strictly increasing across the store's
+**     life), TID (the root's transaction id, from the caller), then for each
+**     touched table in first-touch order: the table name and its final
+**     actions (put key value | delete key).
+**
+** Each record is framed with its length and a CRC32C.  At open, a torn or
+** corrupt tail of the newest segment is detected and cut off (never
+** replayed, never a crash); corruption anywhere before the tail is
+** SQLITE_CORRUPT naming the file and offset.
+**
+** Durability: wal_append() returns only after the record is written and
+** flushed (fdatasync) - or fails.  Concurrent appenders share flushes
+** (group commit): one leader flushes for everyone appended before it.
+**
+** Confirmation: each record remembers the persistent tables it touched that
+** have not yet confirmed (the caller names them at append).  A record is
+** confirmed when all have called wal_confirm().  A segment is retired
+** (deleted, or renamed to *.bak when WalConfig.bKeepBak) only when it and
+** every older segment hold confirmed records only.  Segments rotate when
+** they pass WalConfig.szSegment bytes.
+**
+** Replay: wal_replay() hands every unconfirmed record to a callback in CID
+** order.  The caller applies it idempotently and then confirms it.
+**
+** Threads: a Wal is safe to use from many threads at once; every function
+** takes the Wal's internal mutex as needed.  No callback is invoked while
+** that mutex is held.
+**
+** Errors: functions return SQLite result codes (SQLITE_OK, SQLITE_NOMEM,
+** SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_FULL
+** for ENOSPC/EFBIG, SQLITE_CORRUPT, SQLITE_CANTOPEN, SQLITE_MISUSE) and,
+** where they take char **pzErr, set it to a sqlite3_malloc'd message that
+** names the file ("wal: write of wal/0000000000000003.log failed: No space
+** left on device").  The caller frees it.
+*/
+#ifndef DEPOT_WAL_H
+#define DEPOT_WAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---------------------------------------------------------------- I/O ---
+** The injectable file layer.  wal/ (and the persistent KV backends, which
+** reuse it) never call POSIX file functions directly, so tests can fail any
+** write or flush.  Every method returns 0 on success or -1 with errno set.
+** A short write is reported by the return of xWrite (bytes written). */
+typedef struct WalIo WalIo;
+struct WalIo {
+  void *pCtx;                                   /* passed to every method */
+  int (*xOpen)(void *pCtx, const char *zPath, int flags, int mode);
+  ssize_t (*xPwrite)(void *pCtx, int fd, const void *p, size_t n, off_t off);
+  ssize_t (*xPread)(void *pCtx, int fd, void *p, size_t n, off_t off);
+  int (*xFsync)(void *pCtx, int fd);            /* fdatasync or fsync */
+  int (*xFtruncate)(void *pCtx, int fd, off_t n);
+  int (*xFstatSize)(void *pCtx, int fd, off_t *pSize);
+  int (*xClose)(void *pCtx, int fd);
+  int (*xUnlink)(void *pCtx, const char *zPath);
+  int (*xRename)(void *pCtx, const char *zFrom, const char *zTo);
+  int (*xMkdir)(void *pCtx, const char *zPath, int mode);
+  int (*xSyncDir)(void *pCtx, const char *zDir); /* fsync a directory */
+};
+
+/* The real POSIX implementation (static storage; never freed). */
+const WalIo *wal_io_posix(void);
+
+/* A fault-injecting wrapper around another WalIo, for tests and the
+** torture harness.  Operations are counted from 1 in call order; a fault
+** armed for the Nth write (or fsync) fails that call once with the given
+** errno, or for WAL_FAULT_SHORT, writes half the bytes and returns that. */
+typedef struct WalFault WalFault;
+#define WAL_FAULT_WRITE  1
+#define WAL_FAULT_FSYNC  2
+#define WAL_FAULT_SHORT  3         /* short write on the Nth write */
+#define WAL_FAULT_TRUNCATE 4       /* the Nth xFtruncate fails */
+WalFault *wal_fault_new(const WalIo *pBase);   /* NULL on OOM */
+void wal_fault_free(WalFault*);
+const WalIo *wal_fault_io(WalFault*);         /* owned by the WalFault */
+/* Arm: the nth (1-based, counted from now) call of kind eKind fails with
+** errno err (ignored for WAL_FAULT_SHORT).  n==0 disarms.  With bSticky,
+** every call from the nth on fails. */
+void wal_fault_arm(WalFault*, int eKind, int n, int err, int bSticky);
+/* Calls seen so far of kind eKind (WAL_FAULT_SHORT counts writes). */
+int wal_fault_count(WalFault*, int eKind);
+
+/* -------------------------------------------------------------- records --
+** A record under construction, and the decoded view handed to replay. */
+typedef struct WalRecordBuilder WalRecordBuilder;
+WalRecordBuilder *wal_record_new(uint64_t tid); /* NULL on OOM */
+void wal_record_free(WalRecordBuilder*);
+/* Start the actions of table zTable (nTable bytes).  Tables must be started
+** in first-touch order and each at most once. */
+int wal_record_table(WalRecordBuilder*, const char *zTable, int nTable);
+/* Append an action to the current table.  Keys and values are opaque bytes
+** (the KV layer's encodings).  bDelete: a delete, aVal ignored. */
+int wal_record_action(WalRecordBuilder*, int bDelete,
+                      const void *aKey, int nKey,
+                      const void *aVal, int nVal);
+int wal_record_ntable(const WalRecordBuilder*);  /* tables started so far */
+
+/* A decoded record.  Pointers stay valid only during the replay callback. */
+typedef struct WalRecord WalRecord;
+typedef struct WalAction WalAction;
+struct WalAction {
+  int bDelete;
+  const uint8_t *aKey; int nKey;
+  const uint8_t *aVal; int nVal;      /* NULL/0 for a delete */
+};
+typedef struct WalTableActions WalTableActions;
+struct WalTableActions {
+  const char *zTable; int nTable;      /* not NUL-terminated */
+  int nAction;
+  WalAction *aAction;
+};
+struct WalRecord {
+  uint64_t cid;
+  uint64_t tid;
+  int nTable;
+  WalTableActions *aTable;             /* first-touch order */
+};
+
+/* Decode a record body (the bytes inside one frame).  Used by replay and by
+** the fuzz target.  On success *ppRec is sqlite3_malloc'd (one allocation,
+** pointing into aBody, which must outlive it); free with sqlite3_free.
+** Malformed input gives SQLITE_CORRUPT, never a crash or a read outside
+** aBody, and no allocation larger than a bounded multiple of nBody. */
+int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec);
+
+/* ------------------------------------------------------------------ log -- */
+typedef struct Wal Wal;
+typedef struct WalConfig WalConfig;
+struct WalConfig {
+  int64_t szSegment;        /* rotate past this many bytes; 0: 64 MiB */
+  int bKeepBak;             /* retire by renaming to .bak, not deleting */
+  const WalIo *pIo;         /* NULL: wal_io_posix() */
+};
+
+/* Open (creating if needed) the log in zDir/wal/.  Scans every segment,
+** checks every frame, cuts a torn/corrupt tail off the newest segment (the
+** cut is logged with sqlite3_log(SQLITE_NOTICE, ...)), and rebuilds the
+** set of unconfirmed records: at open every record still in a live
+** segment is unconfirmed (retired segments are gone).  Nothing is replayed
+** yet.  The caller owns *ppWal; free with wal_close(). */
+int wal_open(const char *zDir, const WalConfig *pCfg, Wal **ppWal,
+             char **pzErr);
+
+/* Hand every unconfirmed record to xRecord, in CID order.  A non-OK return
+** from xRecord stops the replay and is returned.  Replay does not confirm;
+** the caller confirms each record once its effects are applied (for
+** in-memory effects, at once).  Must be called before the first append;
+** wal_append() calls made concurrently from other threads wait until it is
+** over, and replay itself never waits on them. */
+int wal_replay(Wal*, int (*xRecord)(void*, const WalRecord*), void *pCtx,
+               char **pzErr);
+
+/* Append the record and flush it, sharing the flush with concurrent
+** appenders.  azPending/anPending name the nPending tables of this record
+** whose confirmation is required (the persistent tables it touched; a
+** record with nPending==0 is confirmed as soon as it is durable).  On
+** success *pCid is the record's CID and the record is durable.
+**
+** On failure (write, short write, ENOSPC, flush failure) the record is not
+** acknowledged: the function truncates the segment back to where the
+** record began, so the failed record is never replayed; if even that
+** truncation fails the Wal enters a failed state in which every later
+** append returns SQLITE_IOERR until the store is reopened (at reopen, the
+** tail check cuts the record off if it is torn; a record that reached the
+** disk whole despite the error is replayed - see docs/ARCHITECTURE.md). */
+int wal_append(Wal*, const WalRecordBuilder*, int nPending,
+               const char *const *azPending, const int *anPending,
+               uint64_t *pCid, char **pzErr);
+
+/* Table zTable has made its effects of record cid durable in its own data
+** files.  Retires every segment that is now fully confirmed, together with
+** all older ones.  Confirming a table the record does not wait for, or an
+** unknown/already confirmed CID, is a no-op returning SQLITE_OK. */
+int wal_confirm(Wal*, uint64_t cid, const char *zTable, int nTable);
+
+/* Every table record cid waits for has confirmed: the same as calling
+** wal_confirm() for each of them (after replay, the tables of a record are
+** all its tables).  Unknown/already confirmed CID: a no-op, SQLITE_OK. */
+int wal_confirm_record(Wal*, uint64_t cid);
+
+/* Counters for kv_stats. */
+typedef struct WalStats WalStats;
+struct WalStats {
+  int nSegment;             /* live segment files */
+  int64_t nUnconfirmed;     /* records not yet confirmed */
+  int64_t nAppend;          /* records appended since open */
+  int64_t nFlush;           /* fdatasync calls since open */
+  uint64_t lastCid;         /* highest CID written or replayed */
+};
+void wal_stats(Wal*, WalStats*);
+
+/* Close: no flush is needed (every append flushed).  Safe on NULL. */
+void wal_close(Wal*);
+
+/* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
+uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n);
+
+#endif /* DEPOT_WAL_H */

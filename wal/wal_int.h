@@ -1,0 +1,213 @@
+/*
+** wal_int.h -- private declarations shared by the files of wal/.
+**
+** record.c builds and decodes record bodies and frames, segment.c knows
+** the segment files (names, header, frame scan, creation, retirement),
+** wal.c ties them into the log.  Nothing outside wal/ includes this file.
+*/
+#ifndef DEPOT_WAL_INT_H
+#define DEPOT_WAL_INT_H
+
+#include "wal/wal.h"
+
+/* Segment header (WAL_SEG_HDR bytes, little-endian), see segment.c. */
+#define WAL_SEG_MAGIC       "DEPOTWAL"
+#define WAL_SEG_MAGIC_LEN   8
+#define WAL_FORMAT_VERSION  1
+#define WAL_SEG_HDR         32
+
+/* Frame header: u32 body length, u32 CRC32C of (length bytes + body). */
+#define WAL_FRAME_HDR       8
+/* Largest record body accepted by the builder and by the scanner. */
+#define WAL_MAX_BODY        ((size_t)1 << 30)
+
+/* ---- record.c ---- */
+
+/* Little-endian fixed-width helpers. */
+void wal_put_u32(uint8_t *a, uint32_t v);
+void wal_put_u64(uint8_t *a, uint64_t v);
+uint32_t wal_get_u32(const uint8_t *a);
+uint64_t wal_get_u64(const uint8_t *a);
+
+/* Bytes of the frame (header + body) that record pRec gets with CID cid. */
+size_t wal_frame_size(const WalRecordBuilder *pRec, uint64_t cid);
+/* Write that frame to aOut, which has wal_frame_size() bytes. */
+void wal_frame_encode(const WalRecordBuilder *pRec, uint64_t cid,
+                      uint8_t *aOut);
+/* Check a frame header against the bytes that follow it in the file
+** (nAvail, counted after the header).  Returns 0 and sets *pnBody if the
+** length is plausible, else a static reason. */
+const char *wal_frame_length(const uint8_t *aHdr, uint64_t nAvail,
+                             size_t *pnBody);
+/* 0 if the CRC of the frame (header aHdr, body aBody/nBody) matches. */
+int wal_frame_crc_ok(const uint8_t *aHdr, const uint8_t *aBody, size_t nBody);
+
+/* ---- segment.c ---- */
+
+/* A segment header, decoded. */
+typedef struct WalSegHdr WalSegHdr;
+struct WalSegHdr {
+  uint64_t segno;            /* number in the file name */
+  uint64_t baseCid;          /* next CID of the log when it was created */
+};
+
+/* "<zWalDir>/<segno as 16 digits>.log", sqlite3_malloc'd (NULL on OOM). */
+char *wal_segment_path(const char *zWalDir, uint64_t segno);
+/* Numbers of the live segments in zWalDir, ascending, in *paSeg
+** (sqlite3_malloc'd, may be NULL when *pnSeg==0). */
+int wal_segment_list(const char *zWalDir, uint64_t **paSeg, int *pnSeg,
+                     char **pzErr);
+/* Create segment segno with its header, flush it and its directory.
+** On success *pFd is open read-write. */
+int wal_segment_create(const WalIo *pIo, const char *zWalDir,
+                       uint64_t segno, uint64_t baseCid, int *pFd,
+                       char **pzErr);
+/* Read and check the header of an open segment.  SQLITE_CORRUPT (with
+** message) when it is short or wrong; *pbShort set when the file is shorter
+** than a header (a creation that never finished). */
+int wal_segment_read_header(const WalIo *pIo, int fd, const char *zPath,
+                            uint64_t segno, WalSegHdr *pHdr, int *pbShort,
+                            char **pzErr);
+/* Retire segment segno: unlink it, or rename it to "<name>.bak". */
+int wal_segment_retire(const WalIo *pIo, const char *zWalDir,
+                       uint64_t segno, int bKeepBak, char **pzErr);
+
+/* Sequential reader of the frames of one segment. */
+typedef struct WalScan WalScan;
+struct WalScan {
+  const WalIo *pIo;
+  int fd;
+  const char *zPath;         /* for messages; not owned */
+  uint64_t iOff;             /* file offset of the next frame */
+  uint64_t iEnd;             /* bytes of the file to consider */
+  uint8_t *aBuf;             /* read buffer */
+  size_t nBuf;               /* allocated size of aBuf */
+  uint64_t iBufOff;          /* file offset of aBuf[0] */
+  size_t nBufData;           /* valid bytes in aBuf */
+};
+void wal_scan_init(WalScan*, const WalIo*, int fd, const char *zPath,
+                   uint64_t iStart, uint64_t iEnd);
+/* Next frame: SQLITE_ROW with *paBody, *pnBody (valid until the next call)
+** and *piFrame its offset; SQLITE_DONE at iEnd; SQLITE_CORRUPT with
+** *pzWhy (static) when the frame at *piFrame is torn or damaged;
+** SQLITE_IOERR_READ / SQLITE_NOMEM otherwise. */
+int wal_scan_next(WalScan*, const uint8_t **paBody, size_t *pnBody,
+                  uint64_t *piFrame, const char **pzWhy);
+void wal_scan_finish(WalScan*);
+
+/* errno of a failed I/O call mapped to an SQLite code: SQLITE_FULL for
+** ENOSPC/EFBIG/EDQUOT, else iDefault. */
+int wal_errno_rc(int err, int iDefault);
+
+/* ---- the log (wal.c, append.c, confirm.c) ---- */
+
+#include <pthread.h>
+
+/* One table name a record waits for. */
+typedef struct WalName WalName;
+struct WalName { const char *z; int n; };
+
+/* The appender of an in-flight record waits on this (on its stack). */
+typedef struct WalWaiter WalWaiter;
+struct WalWaiter {
+  int bDone;                 /* the record's group has finished */
+  int rc;                    /* its outcome */
+  char *zErr;                /* sqlite3_malloc'd message when rc!=OK */
+};
+
+/* A record that is in flight or durable and unconfirmed.  One allocation
+** holding the struct, aName[] and the name bytes. */
+typedef struct WalPend WalPend;
+struct WalPend {
+  uint64_t cid;
+  uint64_t segno;            /* segment holding the record, once durable */
+  int nPending;              /* tables that have not confirmed */
+  WalName *aName;            /* aName[0..nPending) */
+  WalPend *pNext;            /* next record of the same group */
+  WalWaiter *pWaiter;        /* in flight: the appender; else NULL */
+};
+
+/* An entry of the CID-ordered index of unconfirmed records. */
+typedef struct WalUnconf WalUnconf;
+struct WalUnconf {
+  uint64_t cid;
+  WalPend *p;                /* NULL once confirmed (awaiting compaction) */
+};
+
+/* A live segment. */
+typedef struct WalSeg WalSeg;
+struct WalSeg {
+  uint64_t segno;
+  uint64_t szEnd;            /* end of its frames (active: see szActive) */
+  int64_t nUnconf;           /* durable records not yet confirmed */
+};
+
+/* The frames of a group being accumulated or written. */
+typedef struct WalGroup WalGroup;
+struct WalGroup {
+  uint8_t *a;                /* encoded frames, back to back */
+  size_t n, nAlloc;
+  WalPend *pFirst, *pLast;   /* its records, in CID order */
+  int nRec;
+  uint64_t cidFirst;
+};
+
+struct Wal {
+  const WalIo *pIo;
+  char *zWalDir;             /* "<store>/wal" */
+  int64_t szSegment;
+  int bKeepBak;
+
+  pthread_mutex_t mutex;     /* guards every field below unless noted */
+  pthread_cond_t cond;       /* a group finished, or replay ended */
+  pthread_mutex_t retireMutex; /* serialises retirement, oldest first */
+
+  WalSeg *aSeg;              /* live segments, oldest first; last = active */
+  int nSeg, nSegAlloc;
+
+  /* The active segment.  Written by the leader only (bLeader set), which
+  ** reads them without the mutex and changes them with it held. */
+  int fdActive;
+  char *zActive;             /* its path */
+  uint64_t segActive;
+  uint64_t szActive;         /* bytes of durable frames (cut point) */
+  int64_t nActiveRec;        /* records in it */
+
+  uint64_t nextCid;          /* CID of the next append */
+  uint64_t lastCid;          /* highest CID written or found */
+  int64_t nAppendTried;      /* CIDs handed out since open */
+  int64_t nAppend;           /* acknowledged appends since open */
+  int64_t nFlush;            /* group flushes since open */
+
+  WalUnconf *aUnconf;        /* unconfirmed index, CID order */
+  int iUnconfHead;           /* entries before this are dead */
+  int nUnconf, nUnconfAlloc;
+  int64_t nUnconfirmed;      /* live entries of aUnconf */
+  int nInflight;             /* records in unfinished groups */
+
+  WalGroup aGroup[2];
+  WalGroup *pOpen;           /* the group new appends join */
+  int bLeader;               /* a leader is writing a group */
+  int bReplaying;            /* wal_replay() is running */
+  int bNeedRotate;           /* a flush failed: next group starts a segment */
+  char *zFailed;             /* non-NULL: the failed state and its reason */
+  int bOpen;                 /* wal_open() completed */
+};
+
+/* confirm.c */
+WalPend *wal_pend_new(uint64_t cid, int nName, const char *const *az,
+                      const int *an);
+int wal_unconf_reserve(Wal*, int nMore);         /* mutex held */
+void wal_unconf_push(Wal*, WalPend*);            /* mutex held, reserved */
+int wal_unconf_has(Wal*, uint64_t cid);          /* mutex held */
+int wal_seg_reserve(Wal*);                       /* mutex held */
+void wal_retire(Wal*);                           /* mutex not held */
+
+/* append.c */
+void wal_group_reset(WalGroup*);
+int wal_rotate(Wal*, uint64_t baseCid, char **pzErr); /* as the leader */
+
+/* Sets *pzErr (if pzErr) to the printf-formatted message. */
+void wal_set_err(char **pzErr, const char *zFmt, ...);
+
+#endif /* DEPOT_WAL_INT_H */
