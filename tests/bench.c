@@ -65,6 +65,10 @@ static const BenchWorkload aWorkload[] = {
     "100k inserts, plain SQLite",
     "100k inserts, depot loaded",
     1.10, 9, calInsert },
+  { "kv_map_put",
+    "100 x 1000-row INSERT OR REPLACE txns, WITHOUT ROWID, in memory",
+    "same rows: kv_codec + write-set kv_map, applied to a shared kv_map",
+    0, 7, bench_kv_map_put },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -26,6 +26,9 @@ struct BenchWorkload {
   double (*xRun)(int bCandidate, const char *zDir);
 };
 
+/* Workloads (tests/bench_<layer>.c). */
+double bench_kv_map_put(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

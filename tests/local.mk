@@ -31,7 +31,7 @@ EXTRA_DIST += tests/python_smoke.sh
 
 # make bench: the benchmark program (not built by make all or make check).
 EXTRA_PROGRAMS += tests/depot_bench
-tests_depot_bench_SOURCES = tests/bench.c tests/bench.h
+tests_depot_bench_SOURCES += tests/bench.c tests/bench.h
 tests_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 CLEANFILES += tests/depot_bench
 

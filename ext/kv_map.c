@@ -1,0 +1,723 @@
+/*
+** kv_map.c -- the persistent (copy-on-write) ordered map of byte keys (see
+** kv_map.h for the contract).
+**
+** Shape: a B+tree of fan-out KVM_FAN (32).  Chosen over a binary
+** persistent tree (AVL, weight-balanced) because a lookup touches about
+** log32(n) nodes instead of log2(n): 3-4 node visits for a million keys,
+** each a binary search over one contiguous array, so far fewer cache misses;
+** and a path copy copies 3-4 nodes.  The price, copying up to 32 pointers
+** per copied node, is paid only when a node is shared; transient updates
+** (a version and path with reference count 1) change nodes in place.
+**
+**   KvmEntry  one key/value pair: key and value bytes inline in the same
+**             allocation, immutable once created, reference counted (leaf
+**             copies share entries).  Separator keys of interior nodes are
+**             KvmEntry objects without a value, so a removed or replaced
+**             entry's value is never kept alive by a separator.
+**   KvmNode   a leaf (aEnt[0..n-1], sorted) or an interior node (aChild[0..n-1]
+**             and aSep[1..n-1]; every key of aChild[i] is >= aSep[i] and
+**             < aSep[i+1]).  Atomic reference count: the number of parents
+**             and versions pointing at it.
+**   KvMap     a version: root, entry count and byte estimate, and its own
+**             atomic reference count (kv_map_ref shares the struct).
+**
+** Updates work top-down.  A node is changed in place only when it and
+** every node above it on the path has reference count 1; any other node on
+** the path is first copied (a copy shares children and entries, which gain
+** a reference).  Inserts split a full interior node before descending into
+** it and removes refill a small one (borrow from or merge with a sibling)
+** before descending into it, so every step leaves a valid tree with the
+** same contents, and an allocation failure half-way leaves the version
+** unchanged in content.  Non-root nodes hold KVM_MIN..KVM_FAN items.
+**
+** Memory ordering: increments are relaxed; a decrement is a release, and
+** the thread that drops the last reference (or that finds a count of 1 and
+** will change the node in place) first does an acquire, so every read of a
+** node by the threads that held it happens before it is freed or changed.
+*/
+#include "config.h"
+#include "ext/kv_map.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdatomic.h>
+#include <string.h>
+
+#define KVM_FAN       32
+#define KVM_MIN       8       /* fewest items of a non-root node */
+#define KVM_MAX_DEPTH 40      /* > any height reachable with int64 counts */
+
+/* Bytes counted per entry beyond its key and value (kv_map_bytes). */
+#define KVM_ENTRY_OVERHEAD 48
+
+typedef struct KvmEntry KvmEntry;
+typedef struct KvmNode KvmNode;
+
+struct KvmEntry {
+  atomic_int nRef;
+  int nKey;
+  int nVal;
+  int bTomb;
+  uint64_t rev;
+  uint8_t a[];                /* nKey key bytes, then nVal value bytes */
+};
+
+struct KvmNode {
+  atomic_int nRef;
+  int bLeaf;
+  int n;                      /* entries (leaf) or children (interior) */
+  union {
+    KvmEntry *aEnt[KVM_FAN];  /* leaf */
+    KvmEntry *aSep[KVM_FAN];  /* interior; aSep[0] is unused (NULL) */
+  } u;
+  KvmNode *aChild[KVM_FAN];   /* interior only */
+};
+
+struct KvMap {
+  atomic_int nRef;
+  KvmNode *pRoot;             /* NULL when the map is empty */
+  int64_t nEntry;
+  int64_t nByte;
+};
+
+struct KvMapCursor {
+  KvMap *pMap;                /* the version walked (a reference) */
+  int nDepth;                 /* levels on the stack; 0: not on an entry */
+  KvmNode *apNode[KVM_MAX_DEPTH];
+  int aIdx[KVM_MAX_DEPTH];
+};
+
+/* ---- reference counts ---- */
+
+static void kvmRef(atomic_int *p){
+  atomic_fetch_add_explicit(p, 1, memory_order_relaxed);
+}
+
+/* Drop a reference; returns 1 if it was the last (the caller frees). */
+static int kvmUnrefLast(atomic_int *p){
+  if( atomic_fetch_sub_explicit(p, 1, memory_order_release)==1 ){
+    atomic_thread_fence(memory_order_acquire);
+    return 1;
+  }
+  return 0;
+}
+
+/* True if the caller holds the only reference. */
+static int kvmUnique(atomic_int *p){
+  return atomic_load_explicit(p, memory_order_acquire)==1;
+}
+
+/* ---- entries ---- */
+
+static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
+                             int nVal, uint64_t rev, int bTomb){
+  KvmEntry *p;
+  if( nKey<0 || nVal<0 ) return 0;
+  p = sqlite3_malloc64(sizeof(KvmEntry) + (sqlite3_uint64)nKey + nVal);
+  if( p==0 ) return 0;
+  atomic_init(&p->nRef, 1);
+  p->nKey = nKey;
+  p->nVal = nVal;
+  p->bTomb = bTomb ? 1 : 0;
+  p->rev = rev;
+  if( nKey ) memcpy(p->a, aKey, (size_t)nKey);
+  if( nVal ) memcpy(p->a + nKey, aVal, (size_t)nVal);
+  return p;
+}
+
+static void kvmEntryUnref(KvmEntry *p){
+  if( p && kvmUnrefLast(&p->nRef) ) sqlite3_free(p);
+}
+
+static int64_t kvmEntryBytes(const KvmEntry *p){
+  return (int64_t)p->nKey + p->nVal + KVM_ENTRY_OVERHEAD;
+}
+
+/* memcmp order, a shorter key before the longer keys it is a prefix of. */
+static int kvmCmp(const KvmEntry *p, const void *aKey, int nKey){
+  int n = p->nKey<nKey ? p->nKey : nKey;
+  int c = n ? memcmp(p->a, aKey, (size_t)n) : 0;
+  return c ? c : p->nKey - nKey;
+}
+
+/* ---- nodes ---- */
+
+static KvmNode *kvmNodeNew(int bLeaf){
+  KvmNode *p = sqlite3_malloc64(sizeof(KvmNode));
+  if( p==0 ) return 0;
+  memset(p, 0, sizeof(*p));
+  atomic_init(&p->nRef, 1);
+  p->bLeaf = bLeaf;
+  return p;
+}
+
+static void kvmNodeUnref(KvmNode *p);
+
+static void kvmNodeFree(KvmNode *p){
+  int i;
+  for(i=0; i<p->n; i++){
+    if( p->bLeaf ){
+      kvmEntryUnref(p->u.aEnt[i]);
+    }else{
+      kvmEntryUnref(p->u.aSep[i]);
+      kvmNodeUnref(p->aChild[i]);
+    }
+  }
+  sqlite3_free(p);
+}
+
+static void kvmNodeUnref(KvmNode *p){
+  if( p && kvmUnrefLast(&p->nRef) ) kvmNodeFree(p);
+}
+
+/* A private copy of p sharing its children and entries. */
+static KvmNode *kvmNodeCopy(const KvmNode *p){
+  KvmNode *pNew = sqlite3_malloc64(sizeof(KvmNode));
+  int i;
+  if( pNew==0 ) return 0;
+  memcpy(pNew, p, sizeof(*p));
+  atomic_init(&pNew->nRef, 1);
+  for(i=0; i<p->n; i++){
+    if( p->u.aEnt[i] ) kvmRef(&p->u.aEnt[i]->nRef);
+    if( !p->bLeaf ) kvmRef(&p->aChild[i]->nRef);
+  }
+  return pNew;
+}
+
+/* Make *pp (owned by a writable parent or version) writable: copy it if
+** it is shared.  The copy replaces *pp.  SQLITE_OK or SQLITE_NOMEM. */
+static int kvmWritable(KvmNode **pp){
+  KvmNode *pCopy;
+  if( kvmUnique(&(*pp)->nRef) ) return SQLITE_OK;
+  pCopy = kvmNodeCopy(*pp);
+  if( pCopy==0 ) return SQLITE_NOMEM;
+  kvmNodeUnref(*pp);
+  *pp = pCopy;
+  return SQLITE_OK;
+}
+
+/* Index of the first entry of leaf p >= key (bGt: > key). */
+static int kvmLeafSearch(const KvmNode *p, const void *aKey, int nKey,
+                         int bGt){
+  int lo = 0, hi = p->n;
+  while( lo<hi ){
+    int mid = (lo+hi)/2;
+    int c = kvmCmp(p->u.aEnt[mid], aKey, nKey);
+    if( c<0 || (bGt && c==0) ) lo = mid+1; else hi = mid;
+  }
+  return lo;
+}
+
+/* Index of the child of interior node p whose range holds key. */
+static int kvmChildSearch(const KvmNode *p, const void *aKey, int nKey){
+  int lo = 1, hi = p->n;
+  while( lo<hi ){
+    int mid = (lo+hi)/2;
+    if( kvmCmp(p->u.aSep[mid], aKey, nKey)<=0 ) lo = mid+1; else hi = mid;
+  }
+  return lo-1;
+}
+
+/* Insert item (pSep, pChild) or entry pEnt at index i of node p, which has
+** room. */
+static void kvmNodeInsertAt(KvmNode *p, int i, KvmEntry *pEnt,
+                            KvmNode *pChild){
+  int nMove = p->n - i;
+  memmove(&p->u.aEnt[i+1], &p->u.aEnt[i], sizeof(KvmEntry*)*nMove);
+  p->u.aEnt[i] = pEnt;
+  if( !p->bLeaf ){
+    memmove(&p->aChild[i+1], &p->aChild[i], sizeof(KvmNode*)*nMove);
+    p->aChild[i] = pChild;
+  }
+  p->n++;
+}
+
+/* Remove item i of node p without releasing it. */
+static void kvmNodeRemoveAt(KvmNode *p, int i){
+  int nMove = p->n - i - 1;
+  memmove(&p->u.aEnt[i], &p->u.aEnt[i+1], sizeof(KvmEntry*)*nMove);
+  if( !p->bLeaf ){
+    memmove(&p->aChild[i], &p->aChild[i+1], sizeof(KvmNode*)*nMove);
+  }
+  p->n--;
+  p->u.aEnt[p->n] = 0;
+  p->aChild[p->n] = 0;
+}
+
+/* ---- versions ---- */
+
+KvMap *kv_map_new(void){
+  KvMap *p = sqlite3_malloc64(sizeof(KvMap));
+  if( p==0 ) return 0;
+  memset(p, 0, sizeof(*p));
+  atomic_init(&p->nRef, 1);
+  return p;
+}
+
+KvMap *kv_map_ref(KvMap *p){
+  if( p ) kvmRef(&p->nRef);
+  return p;
+}
+
+void kv_map_unref(KvMap *p){
+  if( p && kvmUnrefLast(&p->nRef) ){
+    kvmNodeUnref(p->pRoot);
+    sqlite3_free(p);
+  }
+}
+
+int64_t kv_map_count(const KvMap *p){
+  return p ? p->nEntry : 0;
+}
+
+int64_t kv_map_bytes(const KvMap *p){
+  return p ? p->nByte : 0;
+}
+
+/* The version to update for *ppMap: *ppMap itself when the caller holds
+** the only reference, else a new version sharing its root.  *ppOwn is set
+** to the new version (to release on failure) or NULL. */
+static KvMap *kvmWritableVersion(KvMap *p, KvMap **ppOwn){
+  KvMap *pNew;
+  *ppOwn = 0;
+  if( kvmUnique(&p->nRef) ) return p;
+  pNew = kv_map_new();
+  if( pNew==0 ) return 0;
+  pNew->pRoot = p->pRoot;
+  if( pNew->pRoot ) kvmRef(&pNew->pRoot->nRef);
+  pNew->nEntry = p->nEntry;
+  pNew->nByte = p->nByte;
+  *ppOwn = pNew;
+  return pNew;
+}
+
+/* Finish an update of *ppMap done on pV (see kvmWritableVersion). */
+static int kvmFinish(KvMap **ppMap, KvMap *pV, KvMap *pOwn, int rc){
+  if( pOwn ){
+    if( rc==SQLITE_OK ){
+      kv_map_unref(*ppMap);
+      *ppMap = pV;
+    }else{
+      kv_map_unref(pOwn);
+    }
+  }
+  return rc;
+}
+
+int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
+  const KvmNode *pNode = p ? p->pRoot : 0;
+  int i;
+  while( pNode && !pNode->bLeaf ){
+    pNode = pNode->aChild[kvmChildSearch(pNode, aKey, nKey)];
+  }
+  if( pNode==0 ) return 0;
+  i = kvmLeafSearch(pNode, aKey, nKey, 0);
+  if( i>=pNode->n || kvmCmp(pNode->u.aEnt[i], aKey, nKey)!=0 ) return 0;
+  if( pOut ){
+    const KvmEntry *pE = pNode->u.aEnt[i];
+    pOut->aKey = pE->a;
+    pOut->nKey = pE->nKey;
+    pOut->aVal = pE->a + pE->nKey;
+    pOut->nVal = pE->nVal;
+    pOut->rev = pE->rev;
+    pOut->bTomb = pE->bTomb;
+  }
+  return 1;
+}
+
+/* ---- insert ---- */
+
+/* Split the full writable node p in two: p keeps the lower half, the new
+** node (*ppRight) the upper half, *ppSep is the lower bound of *ppRight
+** (a new key-only entry for leaves, the moved separator for interior
+** nodes). */
+static int kvmSplit(KvmNode *p, KvmNode **ppRight, KvmEntry **ppSep){
+  int nLeft = p->n/2;
+  int nRight = p->n - nLeft;
+  KvmNode *pR = kvmNodeNew(p->bLeaf);
+  KvmEntry *pSep;
+  if( pR==0 ) return SQLITE_NOMEM;
+  if( p->bLeaf ){
+    const KvmEntry *pFirst = p->u.aEnt[nLeft];
+    pSep = kvmEntryNew(pFirst->a, pFirst->nKey, 0, 0, 0, 0);
+    if( pSep==0 ){
+      sqlite3_free(pR);
+      return SQLITE_NOMEM;
+    }
+  }else{
+    pSep = p->u.aSep[nLeft];
+    memcpy(pR->aChild, &p->aChild[nLeft], sizeof(KvmNode*)*nRight);
+    memset(&p->aChild[nLeft], 0, sizeof(KvmNode*)*nRight);
+  }
+  memcpy(pR->u.aEnt, &p->u.aEnt[nLeft], sizeof(KvmEntry*)*nRight);
+  memset(&p->u.aEnt[nLeft], 0, sizeof(KvmEntry*)*nRight);
+  if( !p->bLeaf ) pR->u.aSep[0] = 0;
+  pR->n = nRight;
+  p->n = nLeft;
+  *ppRight = pR;
+  *ppSep = pSep;
+  return SQLITE_OK;
+}
+
+/* Split child i of the writable interior node pParent (which has room) if
+** the child is full.  The child must be writable. */
+static int kvmSplitChild(KvmNode *pParent, int i){
+  KvmNode *pRight = 0;
+  KvmEntry *pSep = 0;
+  int rc;
+  if( pParent->aChild[i]->n<KVM_FAN ) return SQLITE_OK;
+  rc = kvmSplit(pParent->aChild[i], &pRight, &pSep);
+  if( rc==SQLITE_OK ) kvmNodeInsertAt(pParent, i+1, pSep, pRight);
+  return rc;
+}
+
+/* Add a level above the full, writable root of pV: a new interior root
+** with the old root split in two below it. */
+static int kvmGrowRoot(KvMap *pV){
+  KvmNode *pRoot = kvmNodeNew(0);
+  int rc;
+  if( pRoot==0 ) return SQLITE_NOMEM;
+  pRoot->aChild[0] = pV->pRoot;
+  pRoot->n = 1;
+  rc = kvmSplitChild(pRoot, 0);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(pRoot);
+    return rc;
+  }
+  pV->pRoot = pRoot;
+  return SQLITE_OK;
+}
+
+/* Give the writable version pV a writable root and, if the root is an
+** interior node, room for one more child in it. */
+static int kvmRootRoom(KvMap *pV){
+  int rc;
+  if( pV->pRoot==0 ){
+    pV->pRoot = kvmNodeNew(1);
+    return pV->pRoot ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  rc = kvmWritable(&pV->pRoot);
+  if( rc!=SQLITE_OK || pV->pRoot->n<KVM_FAN || pV->pRoot->bLeaf ) return rc;
+  return kvmGrowRoot(pV);
+}
+
+/* Put pEnt into the writable leaf p, child iChild of the writable interior
+** node pParent, which has room for one more child (pParent is NULL when p
+** is the root).  Consumes pEnt on success. */
+static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
+                      KvmEntry *pEnt){
+  int i = kvmLeafSearch(p, pEnt->a, pEnt->nKey, 0);
+  int rc;
+  if( i<p->n && kvmCmp(p->u.aEnt[i], pEnt->a, pEnt->nKey)==0 ){
+    pV->nByte += kvmEntryBytes(pEnt) - kvmEntryBytes(p->u.aEnt[i]);
+    kvmEntryUnref(p->u.aEnt[i]);
+    p->u.aEnt[i] = pEnt;
+    return SQLITE_OK;
+  }
+  if( p->n==KVM_FAN ){
+    KvmNode *pRight = 0;
+    KvmEntry *pSep = 0;
+    if( pParent==0 ){                 /* a full root leaf: grow a level */
+      rc = kvmGrowRoot(pV);
+      if( rc!=SQLITE_OK ) return rc;
+      pParent = pV->pRoot;
+      iChild = kvmChildSearch(pParent, pEnt->a, pEnt->nKey);
+      return kvmLeafPut(pV, pParent, iChild, pParent->aChild[iChild], pEnt);
+    }
+    rc = kvmSplit(p, &pRight, &pSep);
+    if( rc!=SQLITE_OK ) return rc;
+    kvmNodeInsertAt(pParent, iChild+1, pSep, pRight);
+    if( i>p->n ){
+      i -= p->n;
+      p = pRight;
+    }
+  }
+  kvmNodeInsertAt(p, i, pEnt, 0);
+  pV->nEntry++;
+  pV->nByte += kvmEntryBytes(pEnt);
+  return SQLITE_OK;
+}
+
+/* Put pEnt into the writable version pV.  Consumes pEnt on success. */
+static int kvmPut(KvMap *pV, KvmEntry *pEnt){
+  KvmNode *pParent = 0, *p;
+  int iChild = 0;
+  int rc = kvmRootRoom(pV);
+  if( rc!=SQLITE_OK ) return rc;
+  p = pV->pRoot;
+  while( !p->bLeaf ){
+    int i = kvmChildSearch(p, pEnt->a, pEnt->nKey);
+    int nBefore = p->n;
+    rc = kvmWritable(&p->aChild[i]);
+    if( rc==SQLITE_OK && !p->aChild[i]->bLeaf ) rc = kvmSplitChild(p, i);
+    if( rc!=SQLITE_OK ) return rc;
+    if( p->n>nBefore && kvmCmp(p->u.aSep[i+1], pEnt->a, pEnt->nKey)<=0 ){
+      i++;
+    }
+    pParent = p;
+    iChild = i;
+    p = p->aChild[i];
+  }
+  return kvmLeafPut(pV, pParent, iChild, p, pEnt);
+}
+
+int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
+               const void *aVal, int nVal, uint64_t rev, int bTomb){
+  KvMap *pOwn = 0;
+  KvMap *pV;
+  KvmEntry *pEnt;
+  int rc;
+  if( ppMap==0 || *ppMap==0 || nKey<0 || nVal<0 ) return SQLITE_MISUSE;
+  pEnt = kvmEntryNew(aKey, nKey, aVal, nVal, rev, bTomb);
+  if( pEnt==0 ) return SQLITE_NOMEM;
+  pV = kvmWritableVersion(*ppMap, &pOwn);
+  rc = pV ? kvmPut(pV, pEnt) : SQLITE_NOMEM;
+  if( rc!=SQLITE_OK ) kvmEntryUnref(pEnt);
+  return kvmFinish(ppMap, pV, pOwn, rc);
+}
+
+/* ---- remove ---- */
+
+/* Move one item between the writable children iLeft and iLeft+1 of the
+** writable interior node p, from the larger to the smaller, updating the
+** separator between them. */
+static int kvmBorrow(KvmNode *p, int iLeft){
+  KvmNode *pL = p->aChild[iLeft], *pR = p->aChild[iLeft+1];
+  if( pL->n > pR->n ){                    /* last of pL to front of pR */
+    int j = pL->n-1;
+    if( pR->bLeaf ){
+      KvmEntry *pE = pL->u.aEnt[j];
+      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0, 0, 0);
+      if( pSep==0 ) return SQLITE_NOMEM;
+      kvmNodeInsertAt(pR, 0, pE, 0);
+      kvmEntryUnref(p->u.aSep[iLeft+1]);
+      p->u.aSep[iLeft+1] = pSep;
+    }else{
+      kvmNodeInsertAt(pR, 0, 0, pL->aChild[j]);
+      pR->u.aSep[1] = p->u.aSep[iLeft+1];
+      p->u.aSep[iLeft+1] = pL->u.aSep[j];
+      pL->u.aSep[j] = 0;
+    }
+    pL->aChild[j] = 0;
+    pL->u.aEnt[j] = 0;
+    pL->n--;
+  }else{                                  /* first of pR to end of pL */
+    if( pR->bLeaf ){
+      KvmEntry *pE = pR->u.aEnt[1];
+      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0, 0, 0);
+      if( pSep==0 ) return SQLITE_NOMEM;
+      pL->u.aEnt[pL->n++] = pR->u.aEnt[0];
+      kvmNodeRemoveAt(pR, 0);
+      kvmEntryUnref(p->u.aSep[iLeft+1]);
+      p->u.aSep[iLeft+1] = pSep;
+    }else{
+      pL->u.aSep[pL->n] = p->u.aSep[iLeft+1];
+      pL->aChild[pL->n++] = pR->aChild[0];
+      p->u.aSep[iLeft+1] = pR->u.aSep[1];
+      pR->u.aSep[1] = 0;
+      kvmNodeRemoveAt(pR, 0);
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* Merge aChild[iLeft+1] into aChild[iLeft] of the writable node p (both
+** children writable, their items fit in one node). */
+static void kvmMerge(KvmNode *p, int iLeft){
+  KvmNode *pL = p->aChild[iLeft], *pR = p->aChild[iLeft+1];
+  int i;
+  for(i=0; i<pR->n; i++){
+    if( pL->bLeaf ){
+      pL->u.aEnt[pL->n] = pR->u.aEnt[i];
+    }else{
+      pL->u.aSep[pL->n] = i==0 ? p->u.aSep[iLeft+1] : pR->u.aSep[i];
+      pL->aChild[pL->n] = pR->aChild[i];
+    }
+    pL->n++;
+  }
+  if( pL->bLeaf ) kvmEntryUnref(p->u.aSep[iLeft+1]);
+  pR->n = 0;
+  sqlite3_free(pR);   /* was writable: its only reference was p's */
+  kvmNodeRemoveAt(p, iLeft+1);
+}
+
+/* Make sure child i of the writable interior node p is writable and holds
+** more than KVM_MIN items, borrowing from or merging with a neighbour.
+** Returns the index of the child that now covers the old child's range
+** (i or i-1 after a merge to the left). */
+static int kvmRefill(KvmNode *p, int i, int *piChild){
+  int iL = i>0 ? i-1 : i;             /* the pair (iL, iL+1) */
+  int rc = kvmWritable(&p->aChild[i]);
+  *piChild = i;
+  if( rc!=SQLITE_OK || p->aChild[i]->n>KVM_MIN ) return rc;
+  rc = kvmWritable(&p->aChild[i==iL ? i+1 : iL]);
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->aChild[iL]->n + p->aChild[iL+1]->n <= KVM_FAN - 1 ){
+    kvmMerge(p, iL);
+    *piChild = iL;
+    return SQLITE_OK;
+  }
+  return kvmBorrow(p, iL);
+}
+
+/* Remove key from the writable version pV, in which it is present. */
+static int kvmRemove(KvMap *pV, const void *aKey, int nKey){
+  KvmNode *p;
+  int i, rc = kvmWritable(&pV->pRoot);
+  if( rc!=SQLITE_OK ) return rc;
+  p = pV->pRoot;
+  while( !p->bLeaf ){
+    rc = kvmRefill(p, kvmChildSearch(p, aKey, nKey), &i);
+    if( rc!=SQLITE_OK ) return rc;
+    if( p==pV->pRoot && p->n==1 ){    /* root lost its last sibling */
+      pV->pRoot = p->aChild[0];
+      p->n = 0;
+      sqlite3_free(p);
+      p = pV->pRoot;
+      continue;
+    }
+    if( i+1<p->n && kvmCmp(p->u.aSep[i+1], aKey, nKey)<=0 ) i++;
+    p = p->aChild[i];
+  }
+  i = kvmLeafSearch(p, aKey, nKey, 0);
+  pV->nEntry--;
+  pV->nByte -= kvmEntryBytes(p->u.aEnt[i]);
+  kvmEntryUnref(p->u.aEnt[i]);
+  kvmNodeRemoveAt(p, i);
+  if( p->n==0 ){                      /* only the root can become empty */
+    sqlite3_free(p);
+    pV->pRoot = 0;
+  }
+  return SQLITE_OK;
+}
+
+int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey){
+  KvMap *pOwn = 0;
+  KvMap *pV;
+  int rc;
+  if( ppMap==0 || *ppMap==0 || nKey<0 ) return SQLITE_MISUSE;
+  if( !kv_map_get(*ppMap, aKey, nKey, 0) ) return SQLITE_OK;
+  pV = kvmWritableVersion(*ppMap, &pOwn);
+  rc = pV ? kvmRemove(pV, aKey, nKey) : SQLITE_NOMEM;
+  return kvmFinish(ppMap, pV, pOwn, rc);
+}
+
+/* ---- cursors ---- */
+
+KvMapCursor *kv_map_cursor_new(KvMap *p){
+  KvMapCursor *pCur = sqlite3_malloc64(sizeof(KvMapCursor));
+  if( pCur==0 ) return 0;
+  pCur->pMap = kv_map_ref(p);
+  pCur->nDepth = 0;
+  return pCur;
+}
+
+void kv_map_cursor_free(KvMapCursor *pCur){
+  if( pCur ){
+    kv_map_unref(pCur->pMap);
+    sqlite3_free(pCur);
+  }
+}
+
+int kv_map_cursor_valid(const KvMapCursor *pCur){
+  return pCur->nDepth>0;
+}
+
+/* Descend from the node at level pCur->nDepth-1 (already on the stack with
+** its index) to a leaf, taking the first (bLast==0) or last item of every
+** node below it. */
+static void kvmDescendEdge(KvMapCursor *pCur, int bLast){
+  int d = pCur->nDepth-1;
+  while( !pCur->apNode[d]->bLeaf ){
+    KvmNode *pChild = pCur->apNode[d]->aChild[pCur->aIdx[d]];
+    d++;
+    pCur->apNode[d] = pChild;
+    pCur->aIdx[d] = bLast ? pChild->n-1 : 0;
+  }
+  pCur->nDepth = d+1;
+}
+
+/* Step to the neighbouring leaf (bNext: right) and its first or last
+** entry; the stack's leaf index is out of range on entry. */
+static int kvmStepLeaf(KvMapCursor *pCur, int bNext){
+  int d = pCur->nDepth-1;
+  while( d>0 ){
+    d--;
+    pCur->aIdx[d] += bNext ? 1 : -1;
+    if( pCur->aIdx[d]>=0 && pCur->aIdx[d]<pCur->apNode[d]->n ){
+      pCur->nDepth = d+1;
+      kvmDescendEdge(pCur, !bNext);
+      return 1;
+    }
+  }
+  pCur->nDepth = 0;
+  return 0;
+}
+
+/* Move to the leaf that holds key's position, recording the path. */
+static void kvmDescendKey(KvMapCursor *pCur, const void *aKey, int nKey){
+  KvmNode *p = pCur->pMap->pRoot;
+  int d = 0;
+  while( !p->bLeaf ){
+    int i = kvmChildSearch(p, aKey, nKey);
+    pCur->apNode[d] = p;
+    pCur->aIdx[d] = i;
+    d++;
+    p = p->aChild[i];
+  }
+  pCur->apNode[d] = p;
+  pCur->nDepth = d+1;
+}
+
+int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
+                       int nKey){
+  KvmNode *pLeaf;
+  int d, i;
+  pCur->nDepth = 0;
+  if( pCur->pMap==0 || pCur->pMap->pRoot==0 ) return 0;
+  if( eSeek==KV_SEEK_FIRST || eSeek==KV_SEEK_LAST ){
+    int bLast = eSeek==KV_SEEK_LAST;
+    pCur->apNode[0] = pCur->pMap->pRoot;
+    pCur->aIdx[0] = bLast ? pCur->pMap->pRoot->n-1 : 0;
+    pCur->nDepth = 1;
+    kvmDescendEdge(pCur, bLast);
+    return 1;
+  }
+  kvmDescendKey(pCur, aKey, nKey);
+  d = pCur->nDepth-1;
+  pLeaf = pCur->apNode[d];
+  i = kvmLeafSearch(pLeaf, aKey, nKey, eSeek==KV_SEEK_GT||eSeek==KV_SEEK_LE);
+  if( eSeek==KV_SEEK_LE || eSeek==KV_SEEK_LT ) i--;
+  pCur->aIdx[d] = i;
+  if( i<0 ) return kvmStepLeaf(pCur, 0);
+  if( i>=pLeaf->n ) return kvmStepLeaf(pCur, 1);
+  return 1;
+}
+
+int kv_map_cursor_next(KvMapCursor *pCur){
+  int d = pCur->nDepth-1;
+  if( d<0 ) return 0;
+  if( ++pCur->aIdx[d] < pCur->apNode[d]->n ) return 1;
+  return kvmStepLeaf(pCur, 1);
+}
+
+int kv_map_cursor_prev(KvMapCursor *pCur){
+  int d = pCur->nDepth-1;
+  if( d<0 ) return 0;
+  if( --pCur->aIdx[d] >= 0 ) return 1;
+  return kvmStepLeaf(pCur, 0);
+}
+
+void kv_map_cursor_entry(const KvMapCursor *pCur, KvMapEntry *pOut){
+  const KvmEntry *pE;
+  memset(pOut, 0, sizeof(*pOut));
+  if( pCur->nDepth==0 ) return;
+  pE = pCur->apNode[pCur->nDepth-1]->u.aEnt[pCur->aIdx[pCur->nDepth-1]];
+  pOut->aKey = pE->a;
+  pOut->nKey = pE->nKey;
+  pOut->aVal = pE->a + pE->nKey;
+  pOut->nVal = pE->nVal;
+  pOut->rev = pE->rev;
+  pOut->bTomb = pE->bTomb;
+}

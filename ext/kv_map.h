@@ -1,0 +1,94 @@
+/*
+** kv_map.h -- a persistent (copy-on-write) ordered map of byte keys
+** (private to ext/).  It is the storage of kv_memory tables, the write
+** overlay of kv_btree, the in-memory index of kv_log and the per-transaction
+** write sets.
+**
+** A KvMap is one immutable version: a reference-counted root.  Updates
+** return a new version that shares every untouched node with the old one
+** (path copying), so taking a snapshot is kv_map_ref() (O(1)), and readers of
+** a snapshot never see later writes and never block writers.  Lookups and
+** updates are O(log n); a cursor walks a version forward or backward.
+**
+** Keys order by memcmp() over their common length, a shorter key first
+** when it is a prefix of the other (the order of kv_codec key encodings).
+**
+** Entries: key bytes -> (value bytes, 64-bit revision, tombstone flag).  The
+** revision is the commit sequence number of the write that produced the
+** entry (the engine's conflict detection compares it with a snapshot's).  A
+** tombstone is an entry that records a delete (used by write sets and
+** overlays); kv_map_remove() removes an entry physically.
+**
+** Threads: versions are immutable once published; node reference counts are
+** atomic, so versions may be shared, referenced and released from any
+** thread.  A caller that holds the only reference to a version (refcount 1,
+** never shared) may update it in place: kv_map_put()/kv_map_remove() on such
+** a version reuse its unshared nodes instead of copying them ("transient"
+** updates) - which is why they take the old version by reference and
+** consume it.
+**
+** Errors: SQLITE_OK, SQLITE_NOMEM (on NOMEM the old version is left intact
+** and still owned by the caller), SQLITE_MISUSE for a NULL map or a
+** negative length.
+**
+** Durability: none; a KvMap lives in memory only.
+*/
+#ifndef DEPOT_KV_MAP_H
+#define DEPOT_KV_MAP_H
+
+#include <stdint.h>
+
+typedef struct KvMap KvMap;
+typedef struct KvMapCursor KvMapCursor;
+
+typedef struct KvMapEntry KvMapEntry;
+struct KvMapEntry {
+  const uint8_t *aKey; int nKey;   /* valid while the version is referenced */
+  const uint8_t *aVal; int nVal;
+  uint64_t rev;
+  int bTomb;
+};
+
+/* A new empty version (refcount 1), or NULL on OOM. */
+KvMap *kv_map_new(void);
+/* Add a reference (a snapshot); returns p.  NULL-safe. */
+KvMap *kv_map_ref(KvMap *p);
+/* Drop a reference; frees nodes no version uses any more.  NULL-safe. */
+void kv_map_unref(KvMap *p);
+
+/* Number of entries (tombstones included) and a byte estimate (keys,
+** values and node overhead).  O(1). */
+int64_t kv_map_count(const KvMap *p);
+int64_t kv_map_bytes(const KvMap *p);
+
+/* Look key up.  Returns 1 and fills *pOut if present (tombstones too),
+** 0 if absent. */
+int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut);
+
+/* Insert or replace key -> (val, rev, bTomb).  *ppMap is the version to
+** update; on success it is replaced by the new version (the caller's
+** reference to the old version is consumed).  Key and value bytes are
+** copied. */
+int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
+               const void *aVal, int nVal, uint64_t rev, int bTomb);
+
+/* Remove key if present (no-op otherwise).  Same ownership as put. */
+int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
+
+/* Cursors.  A cursor holds its own reference to the version it walks. */
+#define KV_SEEK_FIRST 0   /* smallest key (aKey ignored) */
+#define KV_SEEK_LAST  1   /* largest key (aKey ignored) */
+#define KV_SEEK_GE    2   /* first key >= aKey */
+#define KV_SEEK_GT    3
+#define KV_SEEK_LE    4   /* last key <= aKey */
+#define KV_SEEK_LT    5
+KvMapCursor *kv_map_cursor_new(KvMap *p);      /* NULL on OOM */
+void kv_map_cursor_free(KvMapCursor*);
+/* Position; returns 1 if the cursor is on an entry, 0 if none matches. */
+int kv_map_cursor_seek(KvMapCursor*, int eSeek, const void *aKey, int nKey);
+int kv_map_cursor_next(KvMapCursor*);          /* 1 if on an entry */
+int kv_map_cursor_prev(KvMapCursor*);
+int kv_map_cursor_valid(const KvMapCursor*);
+void kv_map_cursor_entry(const KvMapCursor*, KvMapEntry *pOut);
+
+#endif /* DEPOT_KV_MAP_H */
