@@ -29,3 +29,4 @@ check_PROGRAMS += tests/check_kvlog
 TESTS += tests/check_kvlog
 tests_check_kvlog_SOURCES = tests/check_kvlog.c $(TEST_HARNESS)
 tests_check_kvlog_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvlog.c

@@ -69,6 +69,14 @@ static const BenchWorkload aWorkload[] = {
     "100 x 1000-row INSERT OR REPLACE txns, WITHOUT ROWID, in memory",
     "same rows: kv_codec + write-set kv_map, applied to a shared kv_map",
     0, 7, bench_kv_map_put },
+  { "kv_log_load",
+    "1M keys, 100 synced txns, SQLite file WITHOUT ROWID (WAL, sync FULL)",
+    "1M keys, 100 kv_logstore_apply + kv_logstore_sync",
+    0, 3, bench_kvlog_load },
+  { "kv_log_reopen",
+    "open the 1M-row SQLite file, count(*)",
+    "kv_logstore_open of 1M keys (median = s per million keys)",
+    0, 3, bench_kvlog_reopen },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -28,6 +28,8 @@ struct BenchWorkload {
 
 /* Workloads (tests/bench_<layer>.c). */
 double bench_kv_map_put(int bCandidate, const char *zDir);
+double bench_kvlog_load(int bCandidate, const char *zDir);
+double bench_kvlog_reopen(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);
