@@ -44,7 +44,9 @@
 ** transaction with cid <= kv_logstore_stats().maxCid is present and
 ** durable, every later one absent.  Replaying root-WAL records with a
 ** larger CID is then exactly what is needed (and replaying an older one
-** again is harmless: newest wins).
+** again is harmless: newest wins).  maxCid can be lower than the last CID
+** applied before the close when a compaction dropped the tombstones of the
+** newest transactions; the replay of those is then a harmless repeat.
 **
 ** Threads.  A store may be used from many threads.  Appends (apply, sync)
 ** are serialised by the store's write mutex; readers (get, snapshots,
@@ -152,10 +154,12 @@ int kv_logstore_apply(KvLogStore*, uint64_t cid, int nAction,
 ** When it returns OK, every applied transaction survives a crash and the
 ** caller may confirm their CIDs to the root WAL.
 **
-** On failure (SQLITE_IOERR_FSYNC, SQLITE_IOERR_*): nothing applied since the
-** last successful sync is durable or visible any more - the index returns to
-** its state at that sync, the active file is truncated back - and the store
-** refuses later applies and syncs with SQLITE_IOERR until it is reopened. */
+** On failure (SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC): nothing applied
+** since the last successful sync is visible any more - the index returns
+** to its state at that sync - and the store refuses later applies and
+** syncs with SQLITE_IOERR until it is reopened.  The records stay in the
+** file; the reopen keeps them if they are whole (and syncs them) or cuts
+** them; either way the root WAL still holds them unconfirmed. */
 int kv_logstore_sync(KvLogStore*, char **pzErr);
 
 /* Point read of the current state: *pbFound=1, pOut filled with the value

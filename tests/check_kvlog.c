@@ -6,8 +6,9 @@
 ** child, failed writes and syncs), and SIGKILL of a child running a stream
 ** of applies, syncs and compactions.
 **
-** The SIGKILL test runs KVLOG_KILL_ROUNDS rounds (default 4; the torture
-** run sets KVLOG_TORTURE_ROUNDS, e.g. 200, through the environment).
+** The SIGKILL test kills 4 children in make check, each at a random point
+** 20-80 ms into its stream, all continuing one store; DEPOT_TORTURE_ITERS=n
+** in the environment runs n kills instead (e.g. 500 for a torture run).
 */
 #include "config.h"
 #include "tests/harness.h"
@@ -1171,7 +1172,7 @@ END_TEST
 /* ------------------------------------------------------------ SIGKILL -- */
 
 static int tk_rounds(void){
-  const char *z = getenv("KVLOG_TORTURE_ROUNDS");
+  const char *z = getenv("DEPOT_TORTURE_ITERS");
   int n = z ? atoi(z) : 0;
   return n>0 ? n : 4;
 }
