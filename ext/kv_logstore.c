@@ -480,11 +480,11 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
       pScan->iEnd = iOff;
     }
   }
-  if( zWhy==0 && pScan->iEnd<iOff ) zWhy = "file ends inside a transaction";
-  if( zWhy && !bNewest ){
-    return kl_corrupt(pzErr, pFile->zPath, zWhy[0]=='f' ? pScan->iEnd : iOff,
-                     zWhy);
+  if( zWhy==0 && pScan->iEnd<iOff ){
+    zWhy = "file ends inside a transaction";
+    iOff = pScan->iEnd;
   }
+  if( zWhy && !bNewest ) return kl_corrupt(pzErr, pFile->zPath, iOff, zWhy);
   while( pScan->nRec>0 && pScan->aRec[pScan->nRec-1].iOff>=pScan->iEnd ){
     pScan->nRec--;
   }

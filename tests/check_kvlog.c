@@ -564,6 +564,34 @@ START_TEST(test_kvlog_truncated_older_file_is_corrupt){
 }
 END_TEST
 
+/* Whole frames but no "last" flag at the end of an older file: a
+** transaction lost its tail there, which a synced file cannot show. */
+START_TEST(test_kvlog_older_file_ending_inside_a_transaction_is_corrupt){
+  char *zDir = th_tmpdir("kvlog-midtxn");
+  KvLogStore *p = tk_open(zDir, 40);
+  char *zFile = tk_file(zDir, 1, "klog");
+  char *zErr = 0;
+  KvLogAction a[2];
+  memset(a, 0, sizeof(a));
+  a[0].aKey = (const uint8_t*)"x"; a[0].nKey = 1;
+  a[0].aVal = (const uint8_t*)"1"; a[0].nVal = 1;
+  a[1].aKey = (const uint8_t*)"y"; a[1].nKey = 1;
+  a[1].aVal = (const uint8_t*)"2"; a[1].nVal = 1;
+  ck_assert_int_eq(kv_logstore_apply(p, 1, 2, a, 0), SQLITE_OK);
+  tk_put(p, 2, "z", "3");                   /* rolls to file 2 */
+  tk_sync(p);
+  kv_logstore_close(p);
+  ck_assert_int_eq(tk_size(zFile), 16+2*23);
+  tk_truncate(zFile, 16+23);                /* drop the last frame whole */
+  ck_assert_int_eq(tk_open_fails(zDir, &zErr), SQLITE_CORRUPT);
+  ck_assert_msg(strstr(zErr, "00000001.klog is corrupt at offset 16: file "
+                       "ends inside a transaction")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_huge_length_in_older_file_is_corrupt_not_allocated){
   char *zDir = tk_three_files();
   char *zFile = tk_file(zDir, 1, "klog");
@@ -1354,6 +1382,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvlog_flipped_byte_in_older_file_is_corrupt,
                       0, (int)(sizeof(aFlipOff)/sizeof(aFlipOff[0])));
   tcase_add_loop_test(tc, test_kvlog_truncated_older_file_is_corrupt, 0, 4);
+  tcase_add_test(tc,
+      test_kvlog_older_file_ending_inside_a_transaction_is_corrupt);
   tcase_add_test(tc,
       test_kvlog_huge_length_in_older_file_is_corrupt_not_allocated);
   tcase_add_test(tc, test_kvlog_corruption_found_by_a_read_is_reported);
