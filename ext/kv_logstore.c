@@ -102,21 +102,28 @@ int kl_step(KvLogStore *p, int eStep, char **pzErr){
 
 /* --------------------------------------------------------------- I/O --- */
 
-/* Write all n bytes at iOff; a short write is an error. */
+/* Write all n bytes at iOff.  A short write is continued; the error of
+** the continuation (EFBIG past RLIMIT_FSIZE, ENOSPC) is the one reported. */
 int kl_write(KvLogStore *p, KlFile *pFile, const void *pData, size_t n,
              int64_t iOff, char **pzErr){
-  ssize_t nDone = p->pIo->xPwrite(p->pIo->pCtx, pFile->fd, pData, n,
-                                  (off_t)iOff);
-  if( nDone<0 ){
-    int err = errno;
-    return kl_io_err(pzErr, kl_errno_rc(err, SQLITE_IOERR_WRITE), "write",
-                   pFile->zPath, err);
-  }
-  if( (size_t)nDone!=n ){
-    kl_set_err(pzErr, sqlite3_mprintf("kv_log: write of %s failed: short write "
-             "(%lld of %lld bytes)", pFile->zPath, (long long)nDone,
-             (long long)n));
-    return SQLITE_IOERR_WRITE;
+  size_t nDone = 0;
+  while( nDone<n ){
+    ssize_t r = p->pIo->xPwrite(p->pIo->pCtx, pFile->fd,
+                                (const uint8_t*)pData+nDone, n-nDone,
+                                (off_t)(iOff+nDone));
+    if( r<0 && errno==EINTR ) continue;
+    if( r<0 ){
+      int err = errno;
+      return kl_io_err(pzErr, kl_errno_rc(err, SQLITE_IOERR_WRITE), "write",
+                       pFile->zPath, err);
+    }
+    if( r==0 ){
+      kl_set_err(pzErr, sqlite3_mprintf("kv_log: write of %s failed: no "
+               "progress after %lld of %lld bytes", pFile->zPath,
+               (long long)nDone, (long long)n));
+      return SQLITE_IOERR_WRITE;
+    }
+    nDone += (size_t)r;
   }
   return SQLITE_OK;
 }

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1018,6 +1019,10 @@ START_TEST(test_kvlog_write_fault_publishes_nothing){
   tk_put(p, 1, "a", "1");
   tk_sync(p);
   wal_fault_arm(pF, aKind[_i], 1, aErr[_i], 0);
+  if( aKind[_i]==WAL_FAULT_SHORT ){
+    /* Half written; the continuation of the write fails. */
+    wal_fault_arm(pF, WAL_FAULT_WRITE, 2, EIO, 0);
+  }
   rc = tk_apply_gen(p, 2, &zErr);
   ck_assert_int_eq(rc, _i==2 ? SQLITE_FULL : SQLITE_IOERR_WRITE);
   ck_assert_ptr_nonnull(strstr(zErr, "00000001.klog"));
@@ -1051,6 +1056,7 @@ START_TEST(test_kvlog_write_and_truncate_fault_refuses_until_reopen){
   tk_put(p, 1, "a", "1");
   tk_sync(p);
   wal_fault_arm(pF, WAL_FAULT_SHORT, 1, 0, 0);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 2, EIO, 0);
   wal_fault_arm(pF, WAL_FAULT_TRUNCATE, 1, EIO, 0);
   ck_assert_int_eq(tk_apply_gen(p, 2, 0), SQLITE_IOERR_WRITE);
   ck_assert_int_eq(tk_stats(p).bFailed, 1);
@@ -1192,6 +1198,53 @@ START_TEST(test_kvlog_compaction_rename_or_dirsync_fault_is_safe){
   kv_logstore_close(p);
   p = tk_open(zDir, 900);
   tk_check_model(p, 340);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A real child whose files may not grow past 64 KiB (RLIMIT_FSIZE, with
+** SIGXFSZ ignored so the write fails with EFBIG): the apply that hits the
+** limit fails with SQLITE_FULL naming the file, the child survives, and a
+** reopen holds every transaction synced before. */
+START_TEST(test_kvlog_file_size_limit_fails_cleanly_in_a_child){
+  char *zDir = th_tmpdir("kvlog-fsize");
+  int fd[2];
+  pid_t pid;
+  int st = 0;
+  uint64_t c, cSynced = 0;
+  KvLogStore *p;
+  ck_assert_int_eq(pipe(fd), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    struct rlimit rl;
+    char *zErr = 0;
+    int rc = SQLITE_OK;
+    close(fd[0]);
+    signal(SIGXFSZ, SIG_IGN);
+    rl.rlim_cur = rl.rlim_max = 64*1024;
+    if( setrlimit(RLIMIT_FSIZE, &rl) ) _exit(2);
+    if( kv_logstore_open(zDir, 0, &p, 0) ) _exit(3);
+    for(c=1; rc==SQLITE_OK; c++){
+      rc = tk_apply_gen(p, c, &zErr);
+      if( rc==SQLITE_OK ) rc = kv_logstore_sync(p, &zErr);
+      if( rc==SQLITE_OK && write(fd[1], &c, sizeof(c))!=sizeof(c) ) _exit(4);
+    }
+    if( rc!=SQLITE_FULL || strstr(zErr, "00000001.klog")==0 ) _exit(5);
+    if( tk_apply_gen(p, c, 0)!=SQLITE_FULL ) _exit(6);  /* still failing */
+    kv_logstore_close(p);
+    _exit(0);
+  }
+  close(fd[1]);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  while( read(fd[0], &c, sizeof(c))==(ssize_t)sizeof(c) ) cSynced = c;
+  close(fd[0]);
+  ck_assert_uint_gt(cSynced, 100);
+  p = tk_open(zDir, 0);
+  ck_assert_uint_eq(tk_stats(p).maxCid, cSynced);
+  tk_check_model(p, cSynced);
   kv_logstore_close(p);
   sqlite3_free(zDir);
 }
@@ -1409,6 +1462,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_sync_fault_reverts_and_refuses_until_reopen);
   tcase_add_loop_test(tc,
       test_kvlog_compaction_rename_or_dirsync_fault_is_safe, 0, 2);
+  tcase_add_test(tc, test_kvlog_file_size_limit_fails_cleanly_in_a_child);
   tcase_add_test(tc,
       test_kvlog_sigkill_during_apply_sync_compaction_loses_no_sync);
   tcase_add_test(tc,
