@@ -3,8 +3,9 @@
 ** that makes its result atomic.
 **
 ** MANIFEST (all integers little-endian):
-**   "dkvman01" | u32 M (merged-through log number) | u32 n | n x u32
-**   merged-file numbers | u32 crc32c of everything before it
+**   "dkvman01" | u32 M (merged-through log number) | u64 maxCid (highest
+**   CID of the merged data) | u32 n | n x u32 merged-file numbers | u32
+**   crc32c of everything before it
 ** It is only ever replaced whole: MANIFEST.tmp is written and synced, then
 ** renamed over MANIFEST, then the directory is synced.
 **
@@ -18,7 +19,7 @@
 **                                                    (KVLOG_STEP_OUTPUT)
 **   3. sync every merged file and the directory.     (..._OUTPUT_SYNCED)
 **   4. apply the delta recorded so far to N (off every lock).
-**   5. MANIFEST := (M = A-1, the merged files).  (..._MANIFEST_TMP,
+**   5. MANIFEST := (M = A-1, V0's highest CID, the merged files).  (..._MANIFEST_TMP,
 **      ..._RENAMED, ..._COMMITTED)
 **   6. under the write lock: sync the active file, apply the rest of the
 **      delta to N, then under the state lock swap index and file set and
@@ -40,6 +41,7 @@ SQLITE_EXTENSION_INIT3
 
 static const uint8_t klManMagic[8] = { 'd','k','v','m','a','n','0','1' };
 #define KL_MAN_MAXLIST (1<<20)
+#define KL_MAN_FIXED   28          /* magic, M, maxCid, n, crc */
 
 /* ----------------------------------------------------------- MANIFEST -- */
 
@@ -81,49 +83,53 @@ static int klSlurp(const WalIo *pIo, const char *zPath, int64_t nMax,
 }
 
 static int klManifestParse(const char *zPath, const uint8_t *a, int64_t n,
-                           uint32_t *piMerged, uint32_t **paList,
-                           int *pnList, char **pzErr){
+                           uint32_t *piMerged, uint64_t *pMaxCid,
+                           uint32_t **paList, int *pnList, char **pzErr){
   uint32_t nList, i;
-  if( n<20 ) return kl_corrupt(pzErr, zPath, n, "truncated");
+  if( n<KL_MAN_FIXED ) return kl_corrupt(pzErr, zPath, n, "truncated");
   if( memcmp(a, klManMagic, 8)!=0 ) return kl_corrupt(pzErr, zPath, 0,
                                                       "bad magic");
-  nList = kl_get32(a+12);
-  if( nList>KL_MAN_MAXLIST || (int64_t)20+4*(int64_t)nList!=n ){
-    return kl_corrupt(pzErr, zPath, 12, "file list length does not match");
+  nList = kl_get32(a+20);
+  if( nList>KL_MAN_MAXLIST || (int64_t)KL_MAN_FIXED+4*(int64_t)nList!=n ){
+    return kl_corrupt(pzErr, zPath, 20, "file list length does not match");
   }
   if( wal_crc32c(0, a, n-4)!=kl_get32(a+n-4) ){
     return kl_corrupt(pzErr, zPath, n-4, "checksum mismatch");
   }
   *piMerged = kl_get32(a+8);
+  *pMaxCid = (uint64_t)kl_get32(a+12) | ((uint64_t)kl_get32(a+16)<<32);
   *paList = sqlite3_malloc64(sizeof(uint32_t)*(nList+1));
   if( *paList==0 ) return SQLITE_NOMEM;
   for(i=0; i<nList; i++){
-    (*paList)[i] = kl_get32(a+16+4*i);
+    (*paList)[i] = kl_get32(a+24+4*i);
     if( (*paList)[i]==0 || (*paList)[i]>KL_MAX_FILENUM ){
       sqlite3_free(*paList);
       *paList = 0;
-      return kl_corrupt(pzErr, zPath, 16+4*i, "impossible file number");
+      return kl_corrupt(pzErr, zPath, 24+4*i, "impossible file number");
     }
   }
   *pnList = (int)nList;
   return SQLITE_OK;
 }
 
-int kl_manifest_read(KvLogStore *p, uint32_t *piMerged, uint32_t **paList,
-                     int *pnList, char **pzErr){
+int kl_manifest_read(KvLogStore *p, uint32_t *piMerged, uint64_t *pMaxCid,
+                     uint32_t **paList, int *pnList, char **pzErr){
   char *zPath = sqlite3_mprintf("%s/MANIFEST", p->zDir);
   uint8_t *a = 0;
   int64_t n = 0;
   int rc;
   *piMerged = 0;
+  *pMaxCid = 0;
   *paList = 0;
   *pnList = 0;
   if( zPath==0 ) return SQLITE_NOMEM;
-  rc = klSlurp(p->pIo, zPath, 20+4*(int64_t)KL_MAN_MAXLIST, &a, &n, pzErr);
+  rc = klSlurp(p->pIo, zPath, KL_MAN_FIXED+4*(int64_t)KL_MAN_MAXLIST, &a, &n,
+               pzErr);
   if( rc==SQLITE_NOTFOUND ){
     rc = SQLITE_OK;
   }else if( rc==SQLITE_OK ){
-    rc = klManifestParse(zPath, a, n, piMerged, paList, pnList, pzErr);
+    rc = klManifestParse(zPath, a, n, piMerged, pMaxCid, paList, pnList,
+                         pzErr);
   }
   sqlite3_free(a);
   sqlite3_free(zPath);
@@ -155,9 +161,10 @@ static int klManifestTmp(KvLogStore *p, const char *zTmp, const uint8_t *a,
   return rc;
 }
 
-int kl_manifest_write(KvLogStore *p, uint32_t iMerged, const uint32_t *aList,
-                      int nList, int *pbRenamed, char **pzErr){
-  int n = 20 + 4*nList;
+int kl_manifest_write(KvLogStore *p, uint32_t iMerged, uint64_t maxCid,
+                      const uint32_t *aList, int nList, int *pbRenamed,
+                      char **pzErr){
+  int n = KL_MAN_FIXED + 4*nList;
   uint8_t *a = sqlite3_malloc64((sqlite3_uint64)n);
   char *zTmp = sqlite3_mprintf("%s/MANIFEST.tmp", p->zDir);
   char *zMan = sqlite3_mprintf("%s/MANIFEST", p->zDir);
@@ -166,8 +173,10 @@ int kl_manifest_write(KvLogStore *p, uint32_t iMerged, const uint32_t *aList,
   if( a==0 || zTmp==0 || zMan==0 ){ rc = SQLITE_NOMEM; goto done; }
   memcpy(a, klManMagic, 8);
   kl_put32(a+8, iMerged);
-  kl_put32(a+12, (uint32_t)nList);
-  for(i=0; i<nList; i++) kl_put32(a+16+4*i, aList[i]);
+  kl_put32(a+12, (uint32_t)maxCid);
+  kl_put32(a+16, (uint32_t)(maxCid>>32));
+  kl_put32(a+20, (uint32_t)nList);
+  for(i=0; i<nList; i++) kl_put32(a+24+4*i, aList[i]);
   kl_put32(a+n-4, wal_crc32c(0, a, n-4));
   rc = klManifestTmp(p, zTmp, a, n, pzErr);
   if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_MANIFEST_TMP, pzErr);
@@ -196,6 +205,7 @@ struct KlCompact {
   KvMap *pV0;             /* index at the start */
   KlSet *pS0;             /* files at the start */
   uint32_t iActive;       /* the active file at the start (not merged) */
+  uint64_t maxCid;        /* highest CID in V0's files */
   KlFile **apOut;         /* merged files written */
   int nOut, nOutAlloc;
   KvLogBuf obuf;          /* frames not yet written to apOut[nOut-1] */
@@ -223,6 +233,7 @@ static int klCompactStart(KvLogStore *p, KlCompact *c, int *pbNothing,
   }
   if( rc==SQLITE_OK ){
     c->iActive = p->pActive->iNum;
+    c->maxCid = p->cnt.maxCid;
     pthread_mutex_lock(&p->mu);
     c->pV0 = kv_map_ref(p->pIndex);
     c->pS0 = p->pSet;
@@ -473,8 +484,8 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
     }
     for(i=0; rc==SQLITE_OK && i<c.nOut; i++) aList[i] = c.apOut[i]->iNum;
     if( rc==SQLITE_OK ){
-      rc = kl_manifest_write(p, c.iActive-1, aList, c.nOut, &c.bRenamed,
-                             pzErr);
+      rc = kl_manifest_write(p, c.iActive-1, c.maxCid, aList, c.nOut,
+                             &c.bRenamed, pzErr);
     }
     if( rc==SQLITE_OK ) rc = klCompactSwap(p, &c, pzErr);
     if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);

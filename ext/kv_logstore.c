@@ -581,7 +581,7 @@ static int klLoadFile(KvLogStore *p, KlFile *pFile, int bNewest,
   memset(&scan, 0, sizeof(scan));
   scan.iWin = -1;
   rc = klScanFile(p, pFile, bNewest, &scan, pzErr);
-  if( rc==SQLITE_OK && bNewest && scan.iEnd<pFile->sz ){
+  if( rc==SQLITE_OK && bNewest && (scan.iEnd<pFile->sz || scan.iEnd==0) ){
     rc = klCutTail(p, pFile, scan.iEnd, pzErr);
   }
   if( rc==SQLITE_OK ) rc = klScanApply(p, pFile, &scan);
@@ -786,12 +786,16 @@ static int klMakeDir(KvLogStore *p, char **pzErr){
 static int klOpenFiles(KvLogStore *p, char **pzErr){
   KlDirList list;
   uint32_t iMerged = 0;
+  uint64_t maxCid = 0;
   uint32_t *aList = 0;
   int nList = 0, i;
   int rc;
   memset(&list, 0, sizeof(list));
   rc = klListDir(p, &list, pzErr);
-  if( rc==SQLITE_OK ) rc = kl_manifest_read(p, &iMerged, &aList, &nList, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
+  }
+  p->cnt.maxCid = maxCid;
   if( rc==SQLITE_OK ){
     if( nList>1 ) qsort(aList, nList, sizeof(uint32_t), klCmpU32);
     klDeleteGarbage(p, &list, iMerged, aList, nList);

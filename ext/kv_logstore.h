@@ -12,8 +12,9 @@
 **                   file that appends go to.  A log file is rolled (a new
 **                   one started) once it passes KvLogConfig.szFile bytes.
 **   NNNNNNNN.kmrg   merged files written by compaction, one record per key.
-**   MANIFEST        which merged files are live and the highest log-file
-**                   number they replaced ("merged-through" number M).
+**   MANIFEST        which merged files are live, the highest log-file
+**                   number they replaced ("merged-through" number M) and
+**                   the highest CID they hold.
 **
 ** A file starts with a 16-byte header (magic "dkvlog01", file number,
 ** kind).  Records follow, each framed as
@@ -44,9 +45,9 @@
 ** transaction with cid <= kv_logstore_stats().maxCid is present and
 ** durable, every later one absent.  Replaying root-WAL records with a
 ** larger CID is then exactly what is needed (and replaying an older one
-** again is harmless: newest wins).  maxCid can be lower than the last CID
-** applied before the close when a compaction dropped the tombstones of the
-** newest transactions; the replay of those is then a harmless repeat.
+** again is harmless: newest wins).  A compaction that drops the tombstones
+** of the newest transactions keeps their CID in MANIFEST, so maxCid never
+** goes back.
 **
 ** Threads.  A store may be used from many threads.  Appends (apply, sync)
 ** are serialised by the store's write mutex; readers (get, snapshots,

@@ -142,12 +142,13 @@ void kl_delta_free(KlDelta*);
 int kl_step(KvLogStore*, int eStep, char **pzErr);
 
 /* kv_logcompact.c, used by kv_logstore.c */
-int kl_manifest_read(KvLogStore*, uint32_t *piMerged, uint32_t **paList,
-                     int *pnList, char **pzErr);
+int kl_manifest_read(KvLogStore*, uint32_t *piMerged, uint64_t *pMaxCid,
+                     uint32_t **paList, int *pnList, char **pzErr);
 /* Replace MANIFEST (temp file, fsync, rename, directory fsync), reporting
 ** each KVLOG_STEP_MANIFEST_TMP..COMMITTED.  *pbRenamed is set once the
 ** rename happened: from then on the new set may be the one on disk. */
-int kl_manifest_write(KvLogStore*, uint32_t iMerged, const uint32_t *aList,
-                      int nList, int *pbRenamed, char **pzErr);
+int kl_manifest_write(KvLogStore*, uint32_t iMerged, uint64_t maxCid,
+                      const uint32_t *aList, int nList, int *pbRenamed,
+                      char **pzErr);
 
 #endif /* DEPOT_KV_LOGSTORE_INT_H */

@@ -497,7 +497,7 @@ START_TEST(test_kvlog_torn_header_of_new_file_is_repaired){
   tk_sync(p);
   kv_logstore_close(p);
   ck_assert(tk_exists(zFile2));
-  tk_truncate(zFile2, 5);                 /* header torn */
+  tk_truncate(zFile2, _i);                /* header torn, or never written */
   p = tk_open(zDir, 100);
   tk_expect(p, "a", "0123456789012345678901234567890123456789"
                     "0123456789012345678901234567890123456789");
@@ -785,6 +785,26 @@ START_TEST(test_kvlog_compaction_keeps_live_data_and_reclaims_dead_bytes){
   kv_logstore_close(p);
   p = tk_open(zDir, 2000);
   tk_check_model(p, 1600);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvlog_max_cid_survives_compaction_of_deletes){
+  char *zDir = th_tmpdir("kvlog-maxcid");
+  KvLogStore *p = tk_open(zDir, 0);
+  tk_put(p, 1, "a", "1");
+  tk_put(p, 2, "b", "2");
+  tk_put(p, 3, "b", 0);                     /* newest: a delete only */
+  tk_sync(p);
+  tk_compact(p);                            /* drops the tombstone */
+  ck_assert_int_eq(tk_stats(p).nTomb, 0);
+  ck_assert_uint_eq(tk_stats(p).maxCid, 3);
+  kv_logstore_close(p);
+  p = tk_open(zDir, 0);
+  ck_assert_uint_eq(tk_stats(p).maxCid, 3);
+  tk_expect(p, "a", "1");
+  tk_expect(p, "b", 0);
   kv_logstore_close(p);
   sqlite3_free(zDir);
 }
@@ -1431,7 +1451,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_large_value_round_trip);
   tcase_add_test(tc, test_kvlog_torn_tail_of_newest_file_is_cut);
   tcase_add_test(tc, test_kvlog_partial_transaction_at_tail_is_cut);
-  tcase_add_test(tc, test_kvlog_torn_header_of_new_file_is_repaired);
+  tcase_add_loop_test(tc, test_kvlog_torn_header_of_new_file_is_repaired,
+                      0, 16);
   tcase_add_loop_test(tc, test_kvlog_flipped_byte_in_older_file_is_corrupt,
                       0, (int)(sizeof(aFlipOff)/sizeof(aFlipOff[0])));
   tcase_add_loop_test(tc, test_kvlog_truncated_older_file_is_corrupt, 0, 4);
@@ -1446,6 +1467,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_cursor_walks_live_keys_in_order);
   tcase_add_test(tc,
       test_kvlog_compaction_keeps_live_data_and_reclaims_dead_bytes);
+  tcase_add_test(tc, test_kvlog_max_cid_survives_compaction_of_deletes);
   tcase_add_test(tc,
       test_kvlog_compaction_runs_while_a_snapshot_cursor_is_open);
   tcase_add_test(tc, test_kvlog_compaction_concurrent_with_appends);
