@@ -782,6 +782,22 @@ static int klMakeDir(KvLogStore *p, char **pzErr){
   return rc;
 }
 
+/* Until a compaction commits a MANIFEST (whose M is then at least 1), no
+** log file is ever deleted, so 00000001.klog must be there: its absence
+** means files were lost (or MANIFEST was). */
+static int klCheckFirst(KvLogStore *p, KlDirList *pList, uint32_t iMerged,
+                        char **pzErr){
+  char *zPath;
+  int rc;
+  if( iMerged>0 || (pList->nLog==0 && pList->nMrg==0) ) return SQLITE_OK;
+  if( pList->nLog>0 && pList->aLog[0]==1 ) return SQLITE_OK;
+  zPath = kl_path(p->zDir, 1, KL_KIND_LOG);
+  rc = kl_corrupt(pzErr, zPath ? zPath : p->zDir, 0, "missing, and there "
+                  "is no MANIFEST that replaced it");
+  sqlite3_free(zPath);
+  return rc;
+}
+
 /* Read MANIFEST, delete leftovers, load every live file. */
 static int klOpenFiles(KvLogStore *p, char **pzErr){
   KlDirList list;
@@ -796,6 +812,7 @@ static int klOpenFiles(KvLogStore *p, char **pzErr){
     rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
   }
   p->cnt.maxCid = maxCid;
+  if( rc==SQLITE_OK ) rc = klCheckFirst(p, &list, iMerged, pzErr);
   if( rc==SQLITE_OK ){
     if( nList>1 ) qsort(aList, nList, sizeof(uint32_t), klCmpU32);
     klDeleteGarbage(p, &list, iMerged, aList, nList);

@@ -7,8 +7,9 @@
 ** of applies, syncs and compactions.
 **
 ** The SIGKILL test kills 4 children in make check, each at a random point
-** 20-80 ms into its stream, all continuing one store; DEPOT_TORTURE_ITERS=n
-** in the environment runs n kills instead (e.g. 500 for a torture run).
+** 0-80 ms into its run (its open included), all continuing one store;
+** DEPOT_TORTURE_ITERS=n in the environment runs n kills instead (1500 have
+** been run while developing it).
 */
 #include "config.h"
 #include "tests/harness.h"
@@ -678,6 +679,28 @@ START_TEST(test_kvlog_missing_merged_file_is_corrupt){
 }
 END_TEST
 
+/* _i==0: MANIFEST deleted after a compaction; _i==1: the first log file
+** deleted from a store that never compacted. */
+START_TEST(test_kvlog_lost_manifest_or_first_file_is_corrupt){
+  char *zDir = th_tmpdir("kvlog-lost");
+  KvLogStore *p = tk_open(zDir, 100);
+  char *zPath = _i==0 ? sqlite3_mprintf("%s/MANIFEST", zDir)
+                      : tk_file(zDir, 1, "klog");
+  char *zErr = 0;
+  tk_apply_range(p, 1, 20);
+  tk_sync(p);
+  if( _i==0 ) tk_compact(p);
+  kv_logstore_close(p);
+  ck_assert_int_eq(unlink(zPath), 0);
+  ck_assert_int_eq(tk_open_fails(zDir, &zErr), SQLITE_CORRUPT);
+  ck_assert_msg(strstr(zErr, "00000001.klog is corrupt at offset 0: missing")
+                !=0, "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------ snapshots, cursors -- */
 
 START_TEST(test_kvlog_snapshot_does_not_see_later_writes){
@@ -1324,7 +1347,7 @@ START_TEST(test_kvlog_sigkill_during_apply_sync_compaction_loses_no_sync){
       tk_kill_child(zDir, fd[1], (unsigned)r);
     }
     close(fd[1]);
-    usleep(20000 + (rand()%60000));
+    usleep((useconds_t)(rand()%80000));
     kill(pid, SIGKILL);
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert_msg(WIFSIGNALED(st), "child exited with %d", WEXITSTATUS(st));
@@ -1463,6 +1486,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_corruption_found_by_a_read_is_reported);
   tcase_add_loop_test(tc, test_kvlog_corrupt_manifest_is_corrupt, 0, 2);
   tcase_add_test(tc, test_kvlog_missing_merged_file_is_corrupt);
+  tcase_add_loop_test(tc, test_kvlog_lost_manifest_or_first_file_is_corrupt,
+                      0, 2);
   tcase_add_test(tc, test_kvlog_snapshot_does_not_see_later_writes);
   tcase_add_test(tc, test_kvlog_cursor_walks_live_keys_in_order);
   tcase_add_test(tc,
