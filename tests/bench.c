@@ -77,6 +77,10 @@ static const BenchWorkload aWorkload[] = {
     "open the 1M-row SQLite file, count(*)",
     "kv_logstore_open of 1M keys (median = s per million keys)",
     0, 3, bench_kvlog_reopen },
+  { "wal_group_commit",
+    "1 thread, durable WAL appends",
+    "8 threads appending at once",
+    0.25, 5, bench_wal_group_commit },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -34,4 +34,7 @@ double bench_kvlog_reopen(int bCandidate, const char *zDir);
 /* Monotonic clock, seconds. */
 double bench_now(void);
 
+/* tests/bench_wal.c */
+double bench_wal_group_commit(int bCandidate, const char *zDir);
+
 #endif /* DEPOT_BENCH_H */

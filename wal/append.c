@@ -29,6 +29,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 void wal_set_err(char **pzErr, const char *zFmt, ...){
   va_list ap;
@@ -59,18 +60,28 @@ static int appendGroupReserve(WalGroup *g, size_t nMore){
 }
 
 /* Starts segment segActive+1 with base CID baseCid and makes it the active
-** segment.  Called by the leader without the mutex. */
+** segment; its header records the last live segment and its size (the
+** active one, sealed at szActive).  Called by the leader without the
+** mutex. */
 int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
+  WalSegHdr hdr;
   uint64_t segno = p->segActive + 1;
   int fd, fdOld, rc;
   char *zPath, *zOld;
+  memset(&hdr, 0, sizeof(hdr));
+  hdr.segno = segno;
+  hdr.baseCid = baseCid;
   pthread_mutex_lock(&p->mutex);
   rc = wal_seg_reserve(p);
+  if( p->nSeg>0 ){
+    hdr.prevSegno = p->aSeg[p->nSeg-1].segno;
+    hdr.prevEnd = p->szActive;
+  }
   pthread_mutex_unlock(&p->mutex);
   if( rc!=SQLITE_OK ) return rc;
   zPath = wal_segment_path(p->zWalDir, segno);
   if( zPath==0 ) return SQLITE_NOMEM;
-  rc = wal_segment_create(p->pIo, p->zWalDir, segno, baseCid, &fd, pzErr);
+  rc = wal_segment_create(p->pIo, p->zWalDir, &hdr, &fd, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(zPath);
     return rc;
@@ -93,6 +104,12 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   if( fdOld>=0 ) p->pIo->xClose(p->pIo->pCtx, fdOld);
   sqlite3_free(zOld);
   return SQLITE_OK;
+}
+
+static int64_t appendNowUs(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000000 + ts.tv_nsec/1000;
 }
 
 /* Cuts the active segment back to iOff and flushes the cut.  On failure
@@ -121,8 +138,10 @@ static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
 }
 
 /* Writes group g at the end of the active segment and flushes it.
-** *pnFlush counts the flushes attempted.  Leader only, mutex not held. */
-static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, char **pzErr){
+** *pnFlush counts the flushes attempted, *pusFlush gets the time the
+** flush took.  Leader only, mutex not held. */
+static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, int64_t *pusFlush,
+                       char **pzErr){
   const WalIo *pIo = p->pIo;
   uint64_t iOff;
   ssize_t got;
@@ -149,7 +168,10 @@ static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, char **pzErr){
     return rc;
   }
   (*pnFlush)++;
-  if( pIo->xFsync(pIo->pCtx, p->fdActive)!=0 ){
+  *pusFlush = appendNowUs();
+  rc = pIo->xFsync(pIo->pCtx, p->fdActive);
+  *pusFlush = appendNowUs() - *pusFlush;
+  if( rc!=0 ){
     *pzErr = sqlite3_mprintf("wal: fdatasync of %s failed: %s", p->zActive,
                              strerror(errno));
     appendRepair(p, iOff, pzErr);
@@ -191,13 +213,51 @@ static void appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
   wal_group_reset(g);
 }
 
+/* Before a leader takes the open group, it waits until the group holds
+** as many records as the larger of: the appenders inside wal_append()
+** (those of the group that just finished are on their way out, and often
+** straight back in), and the size of the last group that filled up.  It
+** waits no longer than half the last flush time (at most
+** WAL_GATHER_MAX_US); a wait that times out lowers the target to what
+** came.  Without this, N busy appenders settle into two alternating groups
+** of N/2 and twice the flushes.  A lone appender never waits.
+** Mutex held. */
+#define WAL_GATHER_MAX_US 1000
+static void appendGather(Wal *p){
+  int64_t us = p->usLastFlush/2;
+  struct timespec ts;
+  int bTimeout = 0;
+  if( p->zFailed ) return;
+  if( p->pOpen->nRec>=p->nInside && p->pOpen->nRec>=p->nGroupTarget ){
+    if( p->pOpen->nRec>p->nGroupTarget ) p->nGroupTarget = p->pOpen->nRec;
+    return;
+  }
+  if( us>WAL_GATHER_MAX_US ) us = WAL_GATHER_MAX_US;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  ts.tv_nsec += (long)(us*1000);
+  ts.tv_sec += ts.tv_nsec/1000000000;
+  ts.tv_nsec %= 1000000000;
+  p->bGathering = 1;
+  while( !bTimeout && (p->pOpen->nRec<p->nInside
+                       || p->pOpen->nRec<p->nGroupTarget) ){
+    bTimeout = pthread_cond_timedwait(&p->condGather, &p->mutex, &ts)!=0;
+  }
+  p->bGathering = 0;
+  if( bTimeout || p->pOpen->nRec>p->nGroupTarget ){
+    p->nGroupTarget = p->pOpen->nRec;
+  }
+}
+
 /* Leads one group: takes the open group, writes it without the mutex,
 ** reports the outcome.  Entered and left with the mutex held. */
 static void appendLead(Wal *p){
-  WalGroup *g = p->pOpen;
+  WalGroup *g;
   char *zErr = 0;
   int rc, nFlush = 0, nSegBefore;
+  int64_t usFlush = 0;
   p->bLeader = 1;
+  appendGather(p);
+  g = p->pOpen;
   p->pOpen = (g==&p->aGroup[0]) ? &p->aGroup[1] : &p->aGroup[0];
   nSegBefore = p->nSeg;
   if( p->zFailed ){
@@ -205,10 +265,11 @@ static void appendLead(Wal *p){
     zErr = sqlite3_mprintf("%s", p->zFailed);
   }else{
     pthread_mutex_unlock(&p->mutex);
-    rc = appendWrite(p, g, &nFlush, &zErr);
+    rc = appendWrite(p, g, &nFlush, &usFlush, &zErr);
     pthread_mutex_lock(&p->mutex);
   }
   p->nFlush += nFlush;
+  if( usFlush>0 ) p->usLastFlush = usFlush;
   appendFinish(p, g, rc, zErr);
   sqlite3_free(zErr);
   p->bLeader = 0;
@@ -265,7 +326,34 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   g->pLast = pPend;
   if( g->nRec++==0 ) g->cidFirst = cid;
   p->nInflight++;
+  if( p->bGathering ) pthread_cond_signal(&p->condGather);
   return SQLITE_OK;
+}
+
+/* Waits while wal_replay() runs; SQLITE_MISUSE when called from the
+** replay itself (it would wait for itself).  Mutex held. */
+static int appendAfterReplay(Wal *p, char **pzErr){
+  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
+    wal_set_err(pzErr, "wal: append from inside a replay callback");
+    return SQLITE_MISUSE;
+  }
+  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
+  return SQLITE_OK;
+}
+
+/* Waits until the group of waiter w has finished, leading groups while
+** no one else does.  Mutex held. */
+static void appendAwait(Wal *p, WalWaiter *w){
+  p->nInside++;
+  while( !w->bDone ){
+    if( !p->bLeader ){
+      appendLead(p);
+    }else{
+      pthread_cond_wait(&p->cond, &p->mutex);
+    }
+  }
+  p->nInside--;
+  if( p->bGathering ) pthread_cond_signal(&p->condGather);
 }
 
 int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
@@ -281,21 +369,15 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
   pthread_mutex_lock(&p->mutex);
-  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
-  rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
+  rc = appendAfterReplay(p, pzErr);
+  if( rc==SQLITE_OK ) rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_unlock(&p->mutex);
     sqlite3_free(pPend);
     return rc;
   }
   *pCid = pPend->cid;              /* pPend is not ours after this */
-  while( !w.bDone ){
-    if( !p->bLeader ){
-      appendLead(p);
-    }else{
-      pthread_cond_wait(&p->cond, &p->mutex);
-    }
-  }
+  appendAwait(p, &w);
   pthread_mutex_unlock(&p->mutex);
   if( w.rc!=SQLITE_OK ){
     *pCid = 0;

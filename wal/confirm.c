@@ -18,6 +18,16 @@ SQLITE_EXTENSION_INIT3
 
 #include <string.h>
 
+/* True if name i of az/an repeats one of the names before it. */
+static int confirmRepeats(const char *const *az, const int *an, int i){
+  int k;
+  for(k=0; k<i; k++){
+    if( an[k]==an[i] && memcmp(az[k], az[i], an[i])==0 ) return 1;
+  }
+  return 0;
+}
+
+/* A record waiting for the nName tables az/an (repeats counted once). */
 WalPend *wal_pend_new(uint64_t cid, int nName, const char *const *az,
                       const int *an){
   size_t nByte = sizeof(WalPend) + sizeof(WalName)*(size_t)nName;
@@ -29,13 +39,14 @@ WalPend *wal_pend_new(uint64_t cid, int nName, const char *const *az,
   if( p==0 ) return 0;
   memset(p, 0, sizeof(*p));
   p->cid = cid;
-  p->nPending = nName;
   p->aName = (WalName*)&p[1];
   z = (char*)&p->aName[nName];
   for(i=0; i<nName; i++){
+    if( confirmRepeats(az, an, i) ) continue;
     memcpy(z, az[i], an[i]);
-    p->aName[i].z = z;
-    p->aName[i].n = an[i];
+    p->aName[p->nPending].z = z;
+    p->aName[p->nPending].n = an[i];
+    p->nPending++;
     z += an[i];
   }
   return p;

@@ -13,3 +13,4 @@ check_PROGRAMS += tests/check_wal
 TESTS += tests/check_wal
 tests_check_wal_SOURCES = tests/check_wal.c $(TEST_HARNESS)
 tests_check_wal_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_wal.c

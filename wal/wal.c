@@ -13,10 +13,20 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <time.h>
 
 #define WAL_DEFAULT_SEGMENT ((int64_t)64*1024*1024)
 
 /* ------------------------------------------------------------------ open */
+
+/* The gathering wait of append.c times out on the monotonic clock. */
+static void walCondInitMonotonic(pthread_cond_t *pCond){
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(pCond, &attr);
+  pthread_condattr_destroy(&attr);
+}
 
 /* Allocates a Wal with its locks; NULL on OOM. */
 static Wal *walAlloc(const char *zDir, const WalConfig *pCfg){
@@ -35,6 +45,7 @@ static Wal *walAlloc(const char *zDir, const WalConfig *pCfg){
   pthread_mutex_init(&p->mutex, 0);
   pthread_mutex_init(&p->retireMutex, 0);
   pthread_cond_init(&p->cond, 0);
+  walCondInitMonotonic(&p->condGather);
   return p;
 }
 
@@ -148,19 +159,67 @@ static int walDropTornSegment(Wal *p, const char *zPath, char **pzErr){
   return SQLITE_OK;
 }
 
-/* Opens, checks and registers segment segno.  The newest one stays open
-** as the active segment. */
+/* The segment before this one, if still live, must have the size this
+** header recorded when it was sealed. */
+static int walCheckPrevious(Wal *p, const WalSegHdr *pHdr, const char *zPath,
+                            char **pzErr){
+  const WalSeg *pPrev = p->nSeg>0 ? &p->aSeg[p->nSeg-1] : 0;
+  char *zPrev;
+  if( pPrev==0 || pHdr->prevSegno!=pPrev->segno
+   || pHdr->prevEnd==pPrev->szEnd ){
+    return SQLITE_OK;
+  }
+  zPrev = wal_segment_path(p->zWalDir, pPrev->segno);
+  wal_set_err(pzErr, "wal: corrupt segment %s: %llu bytes of records, but "
+              "%s recorded %llu when it was sealed", zPrev ? zPrev : "?",
+              (unsigned long long)pPrev->szEnd, zPath,
+              (unsigned long long)pHdr->prevEnd);
+  sqlite3_free(zPrev);
+  return SQLITE_CORRUPT;
+}
+
+/* Registers segment segno (header hdr, sz bytes) and scans its frames.
+** The newest one stays open as the active segment: *pFd and *pzPath are
+** then taken over (set to -1 / NULL). */
+static int walAddSegment(Wal *p, const WalSegHdr *pHdr, off_t sz,
+                         int bNewest, int *pFd, char **pzPath,
+                         char **pzErr){
+  uint64_t iEnd = (uint64_t)sz;
+  int64_t nRec = 0;
+  int rc = walCheckPrevious(p, pHdr, *pzPath, pzErr);
+  if( rc==SQLITE_OK ) rc = wal_seg_reserve(p);
+  if( rc!=SQLITE_OK ) return rc;
+  if( pHdr->baseCid>p->nextCid ) p->nextCid = pHdr->baseCid;
+  p->aSeg[p->nSeg].segno = pHdr->segno;
+  p->aSeg[p->nSeg].nUnconf = 0;
+  p->nSeg++;
+  rc = walScanSegment(p, *pFd, *pzPath, pHdr->segno, bNewest, &iEnd, &nRec,
+                      pzErr);
+  p->aSeg[p->nSeg-1].szEnd = iEnd;
+  if( rc==SQLITE_OK && bNewest ){
+    p->fdActive = *pFd;
+    p->zActive = *pzPath;
+    p->segActive = pHdr->segno;
+    p->szActive = iEnd;
+    p->nActiveRec = nRec;
+    *pFd = -1;
+    *pzPath = 0;
+  }
+  return rc;
+}
+
+/* Opens, checks and registers segment segno.  A newest segment whose
+** header never made it to disk (shorter than a header, or exactly a
+** header's size and damaged: the header is flushed before any frame) is
+** a rotation that did not finish; it holds no record and is removed. */
 static int walLoadSegment(Wal *p, uint64_t segno, int bNewest,
-                          int *pbDropped, char **pzErr){
+                          char **pzErr){
   const WalIo *pIo = p->pIo;
   char *zPath = wal_segment_path(p->zWalDir, segno);
+  char *zErr = 0;
   WalSegHdr hdr;
   off_t sz = 0;
-  uint64_t iEnd;
-  int64_t nRec = 0;
   int fd, rc, bShort = 0;
-  char *zErr = 0;
-  *pbDropped = 0;
   if( zPath==0 ) return SQLITE_NOMEM;
   fd = pIo->xOpen(pIo->pCtx, zPath, bNewest ? O_RDWR : O_RDONLY, 0);
   if( fd<0 ){
@@ -168,44 +227,23 @@ static int walLoadSegment(Wal *p, uint64_t segno, int bNewest,
     sqlite3_free(zPath);
     return SQLITE_CANTOPEN;
   }
-  rc = wal_segment_read_header(pIo, fd, zPath, segno, &hdr, &bShort, &zErr);
-  if( rc==SQLITE_CORRUPT && bNewest && bShort ){
-    sqlite3_free(zErr);
-    zErr = 0;
-    pIo->xClose(pIo->pCtx, fd);
-    fd = -1;
-    rc = walDropTornSegment(p, zPath, pzErr);
-    *pbDropped = 1;
-    goto load_done;
-  }
-  if( rc!=SQLITE_OK ){
-    if( pzErr ) *pzErr = zErr; else sqlite3_free(zErr);
-    goto load_done;
-  }
   if( pIo->xFstatSize(pIo->pCtx, fd, &sz)!=0 ){
     wal_set_err(pzErr, "wal: cannot stat %s: %s", zPath, strerror(errno));
     rc = SQLITE_IOERR_FSTAT;
-    goto load_done;
+  }else{
+    rc = wal_segment_read_header(pIo, fd, zPath, segno, &hdr, &bShort,
+                                 &zErr);
   }
-  rc = wal_seg_reserve(p);
-  if( rc!=SQLITE_OK ) goto load_done;
-  if( hdr.baseCid>p->nextCid ) p->nextCid = hdr.baseCid;
-  p->aSeg[p->nSeg].segno = segno;
-  p->aSeg[p->nSeg].nUnconf = 0;
-  p->nSeg++;
-  iEnd = (uint64_t)sz;
-  rc = walScanSegment(p, fd, zPath, segno, bNewest, &iEnd, &nRec, pzErr);
-  p->aSeg[p->nSeg-1].szEnd = iEnd;
-  if( rc==SQLITE_OK && bNewest ){
-    p->fdActive = fd;
-    p->zActive = zPath;
-    p->segActive = segno;
-    p->szActive = iEnd;
-    p->nActiveRec = nRec;
+  if( rc==SQLITE_CORRUPT && bNewest && (bShort || sz==WAL_SEG_HDR) ){
+    pIo->xClose(pIo->pCtx, fd);
     fd = -1;
-    zPath = 0;
+    rc = walDropTornSegment(p, zPath, pzErr);
+  }else if( zErr ){
+    if( pzErr ){ *pzErr = zErr; zErr = 0; }
+  }else if( rc==SQLITE_OK ){
+    rc = walAddSegment(p, &hdr, sz, bNewest, &fd, &zPath, pzErr);
   }
-load_done:
+  sqlite3_free(zErr);
   if( fd>=0 ) pIo->xClose(pIo->pCtx, fd);
   sqlite3_free(zPath);
   return rc;
@@ -215,7 +253,7 @@ load_done:
 ** first segment when there is none. */
 static int walLoadAll(Wal *p, char **pzErr){
   uint64_t *aSegno = 0;
-  int nSegno = 0, i, rc, bDropped = 0;
+  int nSegno = 0, i, rc;
   uint64_t segLast = 0;
   if( p->pIo->xMkdir(p->pIo->pCtx, p->zWalDir, 0755)!=0 && errno!=EEXIST ){
     wal_set_err(pzErr, "wal: cannot create %s: %s", p->zWalDir,
@@ -224,7 +262,7 @@ static int walLoadAll(Wal *p, char **pzErr){
   }
   rc = wal_segment_list(p->zWalDir, &aSegno, &nSegno, pzErr);
   for(i=0; rc==SQLITE_OK && i<nSegno; i++){
-    rc = walLoadSegment(p, aSegno[i], i==nSegno-1, &bDropped, pzErr);
+    rc = walLoadSegment(p, aSegno[i], i==nSegno-1, pzErr);
     segLast = aSegno[i];
   }
   sqlite3_free(aSegno);
@@ -365,6 +403,7 @@ int wal_replay(Wal *p, int (*xRecord)(void*, const WalRecord*), void *pCtx,
     return SQLITE_MISUSE;
   }
   p->bReplaying = 1;
+  p->replayer = pthread_self();
   pthread_mutex_unlock(&p->mutex);
   while( rc==SQLITE_OK && walNextSegment(p, segno, &segno, &iEnd) ){
     rc = walReplaySegment(p, segno, iEnd, xRecord, pCtx, pzErr);
@@ -426,6 +465,7 @@ void wal_close(Wal *p){
   sqlite3_free(p->zFailed);
   sqlite3_free(p->zWalDir);
   pthread_cond_destroy(&p->cond);
+  pthread_cond_destroy(&p->condGather);
   pthread_mutex_destroy(&p->retireMutex);
   pthread_mutex_destroy(&p->mutex);
   sqlite3_free(p);

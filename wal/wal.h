@@ -31,7 +31,9 @@
 **
 ** Threads: a Wal is safe to use from many threads at once; every function
 ** takes the Wal's internal mutex as needed.  No callback is invoked while
-** that mutex is held.
+** that mutex is held.  One Wal per store directory at a time, in one
+** process: the log takes no file lock of its own (the KV engine's store
+** lock provides that).
 **
 ** Errors: functions return SQLite result codes (SQLITE_OK, SQLITE_NOMEM,
 ** SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_FULL
@@ -73,8 +75,9 @@ const WalIo *wal_io_posix(void);
 
 /* A fault-injecting wrapper around another WalIo, for tests and the
 ** torture harness.  Operations are counted from 1 in call order; a fault
-** armed for the Nth write (or fsync) fails that call once with the given
-** errno, or for WAL_FAULT_SHORT, writes half the bytes and returns that. */
+** armed for the Nth write (or fsync, or ftruncate) fails that call once
+** with the given errno, or for WAL_FAULT_SHORT, writes half the bytes and
+** returns that.  Thread-safe. */
 typedef struct WalFault WalFault;
 #define WAL_FAULT_WRITE  1
 #define WAL_FAULT_FSYNC  2
@@ -95,11 +98,15 @@ int wal_fault_count(WalFault*, int eKind);
 typedef struct WalRecordBuilder WalRecordBuilder;
 WalRecordBuilder *wal_record_new(uint64_t tid); /* NULL on OOM */
 void wal_record_free(WalRecordBuilder*);
-/* Start the actions of table zTable (nTable bytes).  Tables must be started
-** in first-touch order and each at most once. */
+/* Start the actions of table zTable (nTable bytes, nTable>0).  Tables must
+** be started in first-touch order and each at most once (a repeat is
+** SQLITE_MISUSE).  On any error the builder is unchanged: SQLITE_MISUSE,
+** SQLITE_NOMEM, or SQLITE_TOOBIG when the record would pass 1 GiB. */
 int wal_record_table(WalRecordBuilder*, const char *zTable, int nTable);
 /* Append an action to the current table.  Keys and values are opaque bytes
-** (the KV layer's encodings).  bDelete: a delete, aVal ignored. */
+** (the KV layer's encodings), 0 or more bytes each.  bDelete: a delete,
+** aVal/nVal ignored.  SQLITE_MISUSE before the first table or for negative
+** lengths / NULL pointers with a positive length; errors as above. */
 int wal_record_action(WalRecordBuilder*, int bDelete,
                       const void *aKey, int nKey,
                       const void *aVal, int nVal);
@@ -126,11 +133,13 @@ struct WalRecord {
   WalTableActions *aTable;             /* first-touch order */
 };
 
-/* Decode a record body (the bytes inside one frame).  Used by replay and by
-** the fuzz target.  On success *ppRec is sqlite3_malloc'd (one allocation,
-** pointing into aBody, which must outlive it); free with sqlite3_free.
-** Malformed input gives SQLITE_CORRUPT, never a crash or a read outside
-** aBody, and no allocation larger than a bounded multiple of nBody. */
+/* Decode a record body (the bytes inside one frame).  Used by open and
+** replay, and fed truncated, flipped and hostile bodies by the wal suite.
+** On success *ppRec is sqlite3_malloc'd (one allocation, pointing into
+** aBody, which must outlive it); free with sqlite3_free.  Malformed input
+** gives SQLITE_CORRUPT (and *ppRec NULL), never a crash or a read outside
+** aBody, and no allocation larger than a bounded multiple of nBody (about
+** 20 bytes per body byte at worst). */
 int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec);
 
 /* ------------------------------------------------------------------ log -- */
@@ -142,12 +151,18 @@ struct WalConfig {
   const WalIo *pIo;         /* NULL: wal_io_posix() */
 };
 
-/* Open (creating if needed) the log in zDir/wal/.  Scans every segment,
-** checks every frame, cuts a torn/corrupt tail off the newest segment (the
-** cut is logged with sqlite3_log(SQLITE_NOTICE, ...)), and rebuilds the
-** set of unconfirmed records: at open every record still in a live
-** segment is unconfirmed (retired segments are gone).  Nothing is replayed
-** yet.  The caller owns *ppWal; free with wal_close(). */
+/* Open (creating if needed) the log in zDir/wal/ (zDir must exist).
+** Scans every segment, checks every frame, cuts a torn/corrupt tail off
+** the newest segment (the cut is logged with sqlite3_log(SQLITE_NOTICE,
+** ...)), replaces a newest segment whose header never reached the disk,
+** and rebuilds the set of unconfirmed records: at open every record still
+** in a live segment is unconfirmed, waiting for every table it names
+** (retired segments are gone).  The next CID continues after the highest
+** CID the log ever handed out, even if every record has retired.  Nothing
+** is replayed yet.  A bad frame or header in an older segment is
+** SQLITE_CORRUPT naming file and offset, and nothing is changed.  The
+** caller owns *ppWal; free with wal_close().  Listing the folder is the
+** one file operation that does not go through WalIo. */
 int wal_open(const char *zDir, const WalConfig *pCfg, Wal **ppWal,
              char **pzErr);
 
@@ -164,23 +179,33 @@ int wal_replay(Wal*, int (*xRecord)(void*, const WalRecord*), void *pCtx,
 ** appenders.  azPending/anPending name the nPending tables of this record
 ** whose confirmation is required (the persistent tables it touched; a
 ** record with nPending==0 is confirmed as soon as it is durable).  On
-** success *pCid is the record's CID and the record is durable.
+** success *pCid is the record's CID and the record - and every record
+** acknowledged before it - is durable.
 **
 ** On failure (write, short write, ENOSPC, flush failure) the record is not
-** acknowledged: the function truncates the segment back to where the
-** record began, so the failed record is never replayed; if even that
-** truncation fails the Wal enters a failed state in which every later
-** append returns SQLITE_IOERR until the store is reopened (at reopen, the
-** tail check cuts the record off if it is torn; a record that reached the
-** disk whole despite the error is replayed - see docs/ARCHITECTURE.md). */
+** acknowledged (*pCid is 0): the function truncates the segment back to
+** where the record's group began and flushes that, so the failed record is
+** never replayed; after a failed flush the next append starts a fresh
+** segment.  If even that truncation fails the Wal enters a failed state in
+** which every later append returns SQLITE_IOERR at once ("... reopen the
+** store") until the store is reopened (at reopen, the tail check cuts the
+** record off if it is torn; a record that reached the disk whole despite
+** the error is replayed - see docs/ARCHITECTURE.md, "Root WAL").
+** SQLITE_MISUSE for NULL arguments, an unnamed pending table, or a call
+** from inside the replay callback (which would wait for itself). */
 int wal_append(Wal*, const WalRecordBuilder*, int nPending,
                const char *const *azPending, const int *anPending,
                uint64_t *pCid, char **pzErr);
 
 /* Table zTable has made its effects of record cid durable in its own data
 ** files.  Retires every segment that is now fully confirmed, together with
-** all older ones.  Confirming a table the record does not wait for, or an
-** unknown/already confirmed CID, is a no-op returning SQLITE_OK. */
+** all older ones (never the active segment, and never past an unconfirmed
+** record).  Confirming a table the record does not wait for, or an
+** unknown/already confirmed CID, is a no-op returning SQLITE_OK; a NULL or
+** empty name is SQLITE_MISUSE.  Durability: confirmations are kept in
+** memory only; after a crash, every record of a live segment is replayed
+** again.  A segment that cannot be removed is logged (sqlite3_log) and its
+** records are replayed again at the next open. */
 int wal_confirm(Wal*, uint64_t cid, const char *zTable, int nTable);
 
 /* Every table record cid waits for has confirmed: the same as calling
@@ -199,7 +224,10 @@ struct WalStats {
 };
 void wal_stats(Wal*, WalStats*);
 
-/* Close: no flush is needed (every append flushed).  Safe on NULL. */
+/* Close: no flush is needed (every append flushed).  When every record is
+** confirmed, a fresh segment carrying the next CID is started and all
+** others retire, so a clean reopen has nothing to replay.  No append may
+** be running.  Safe on NULL. */
 void wal_close(Wal*);
 
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
