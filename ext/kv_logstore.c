@@ -1283,6 +1283,17 @@ void kv_logsnap_free(KvLogSnap *pSnap){
   sqlite3_free(pSnap);
 }
 
+int kv_logsnap_dup(KvLogSnap *pSnap, KvLogSnap **ppCopy){
+  KvLogSnap *pCopy = sqlite3_malloc64(sizeof(KvLogSnap));
+  *ppCopy = 0;
+  if( pCopy==0 ) return SQLITE_NOMEM;
+  pCopy->pIndex = kv_map_ref(pSnap->pIndex);
+  pCopy->pSet = klSetRef(pSnap->pSet);
+  pCopy->nLive = pSnap->nLive;
+  *ppCopy = pCopy;
+  return SQLITE_OK;
+}
+
 int kv_logsnap_get(KvLogSnap *pSnap, const void *aKey, int nKey,
                    KvLogBuf *pOut, uint64_t *pCid, int *pbFound,
                    char **pzErr){

@@ -176,6 +176,8 @@ int kv_logstore_get(KvLogStore*, const void *aKey, int nKey, KvLogBuf *pOut,
 ** deleted) until it is freed.  O(1).  SQLITE_NOMEM on failure. */
 int kv_logstore_snapshot(KvLogStore*, KvLogSnap **ppSnap);
 void kv_logsnap_free(KvLogSnap*);               /* NULL-safe */
+/* A second, independent handle on the same view (O(1); SQLITE_NOMEM). */
+int kv_logsnap_dup(KvLogSnap*, KvLogSnap **ppCopy);
 /* kv_logstore_get() on the snapshot. */
 int kv_logsnap_get(KvLogSnap*, const void *aKey, int nKey, KvLogBuf *pOut,
                    uint64_t *pCid, int *pbFound, char **pzErr);

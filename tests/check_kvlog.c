@@ -706,7 +706,7 @@ END_TEST
 START_TEST(test_kvlog_snapshot_does_not_see_later_writes){
   char *zDir = th_tmpdir("kvlog-snap");
   KvLogStore *p = tk_open(zDir, 0);
-  KvLogSnap *pSnap = 0;
+  KvLogSnap *pSnap = 0, *pCopy = 0;
   KvLogBuf buf = {0, 0, 0};
   int bFound = 0;
   tk_put(p, 1, "a", "1");
@@ -721,7 +721,13 @@ START_TEST(test_kvlog_snapshot_does_not_see_later_writes){
   ck_assert_int_eq(bFound, 0);
   ck_assert_int_eq(kv_logsnap_count(pSnap), 1);
   tk_expect(p, "a", "2");
-  kv_logsnap_free(pSnap);
+  ck_assert_int_eq(kv_logsnap_dup(pSnap, &pCopy), SQLITE_OK);
+  kv_logsnap_free(pSnap);                   /* the copy stands alone */
+  tk_compact(p);
+  ck_assert_int_eq(kv_logsnap_get(pCopy, "a", 1, &buf, 0, &bFound, 0), 0);
+  ck_assert_int_eq(bFound, 1);
+  ck_assert_int_eq(buf.a[0], '1');
+  kv_logsnap_free(pCopy);
   kv_logbuf_free(&buf);
   kv_logstore_close(p);
   sqlite3_free(zDir);
