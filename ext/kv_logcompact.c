@@ -19,8 +19,8 @@
 **                                                    (KVLOG_STEP_OUTPUT)
 **   3. sync every merged file and the directory.     (..._OUTPUT_SYNCED)
 **   4. apply the delta recorded so far to N (off every lock).
-**   5. MANIFEST := (M = A-1, V0's highest CID, the merged files).  (..._MANIFEST_TMP,
-**      ..._RENAMED, ..._COMMITTED)
+**   5. MANIFEST := (M = A-1, V0's highest CID, the merged files).
+**                  (..._MANIFEST_TMP, ..._RENAMED, ..._COMMITTED)
 **   6. under the write lock: sync the active file, apply the rest of the
 **      delta to N, then under the state lock swap index and file set and
 **      doom the old files; each is unlinked when its last user (a snapshot,

@@ -899,18 +899,62 @@ static void *tk_writer_main(void *pArg){
   return 0;
 }
 
+/* Reads from another thread while files are merged away under it: point
+** reads and full cursor walks of snapshots never fail. */
+typedef struct TkReader TkReader;
+struct TkReader { KvLogStore *p; int bStop; int rc; int nRead; };
+
+static int tk_reader_walk(KvLogStore *p, KvLogBuf *pBuf){
+  KvLogSnap *pSnap = 0;
+  KvLogCursor *pCur = 0;
+  int rc = kv_logstore_snapshot(p, &pSnap), bOn;
+  if( rc==SQLITE_OK ) rc = kv_logsnap_cursor(pSnap, &pCur);
+  kv_logsnap_free(pSnap);
+  for(bOn = rc==SQLITE_OK ? kv_logcursor_seek(pCur, KV_SEEK_FIRST, 0, 0) : 0;
+      bOn && rc==SQLITE_OK; bOn = kv_logcursor_next(pCur)){
+    rc = kv_logcursor_value(pCur, pBuf, 0);
+  }
+  kv_logcursor_free(pCur);
+  return rc;
+}
+
+static void *tk_reader_main(void *pArg){
+  TkReader *r = (TkReader*)pArg;
+  KvLogBuf buf = {0, 0, 0};
+  while( r->rc==SQLITE_OK && !__atomic_load_n(&r->bStop, __ATOMIC_ACQUIRE) ){
+    char zKey[16];
+    int bFound;
+    snprintf(zKey, sizeof(zKey), "key%03d", r->nRead % TK_NKEY);
+    r->rc = kv_logstore_get(r->p, zKey, 6, &buf, 0, &bFound, 0);
+    if( r->rc==SQLITE_OK && r->nRead%50==0 ){
+      r->rc = tk_reader_walk(r->p, &buf);
+    }
+    r->nRead++;
+  }
+  kv_logbuf_free(&buf);
+  return 0;
+}
+
 START_TEST(test_kvlog_compaction_concurrent_with_appends){
   char *zDir = th_tmpdir("kvlog-compact-conc");
   KvLogStore *p = tk_open(zDir, 1500);
   TkWriter w;
-  pthread_t t;
+  TkReader r;
+  pthread_t t, tr;
   int i;
   tk_apply_range(p, 1, 500);
   w.p = p; w.iFrom = 501; w.iTo = 3000; w.rc = SQLITE_OK;
+  memset(&r, 0, sizeof(r));
+  r.p = p;
   ck_assert_int_eq(pthread_create(&t, 0, tk_writer_main, &w), 0);
+  ck_assert_int_eq(pthread_create(&tr, 0, tk_reader_main, &r), 0);
   for(i=0; i<8; i++) tk_compact(p);
   pthread_join(t, 0);
+  __atomic_store_n(&r.bStop, 1, __ATOMIC_RELEASE);
+  pthread_join(tr, 0);
   ck_assert_int_eq(w.rc, SQLITE_OK);
+  ck_assert_int_eq(r.rc, SQLITE_OK);
+  ck_assert_int_gt(r.nRead, 0);
   ck_assert_int_eq(tk_stats(p).nCompaction, 8);
   tk_check_model(p, 3000);
   tk_sync(p);
