@@ -255,13 +255,13 @@ static int kvcKeyAppend(sqlite3_value *v, int eType, KvBuf *pOut){
 
 static void kvcSetErr(char **pzErr, const char *zMsg){
   if( pzErr ){
-    sqlite3_free(*pzErr);
     *pzErr = sqlite3_mprintf("%s", zMsg);
   }
 }
 
 int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
   int eType = pKey ? kvcType(pKey) : SQLITE_NULL;
+  int n0 = pOut->n, rc;
   if( eType==SQLITE_NULL ){
     kvcSetErr(pzErr, "kv: key must not be NULL");
     return SQLITE_CONSTRAINT;
@@ -272,20 +272,24 @@ int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
     n = sqlite3_value_bytes(pKey);
     if( n>KV_MAX_KEY_BYTES ){
       if( pzErr ){
-        sqlite3_free(*pzErr);
         *pzErr = sqlite3_mprintf("kv: key is %d bytes, the limit is %d",
                                  n, KV_MAX_KEY_BYTES);
       }
       return SQLITE_TOOBIG;
     }
   }
-  return kvcKeyAppend(pKey, eType, pOut);
+  rc = kvcKeyAppend(pKey, eType, pOut);
+  if( rc!=SQLITE_OK ) pOut->n = n0;     /* nothing half-appended */
+  return rc;
 }
 
 int kv_key_encode_bound(sqlite3_value *pBound, KvBuf *pOut){
   int eType = pBound ? kvcType(pBound) : SQLITE_NULL;
+  int n0 = pOut->n, rc;
   if( eType==SQLITE_NULL ) return SQLITE_EMPTY;
-  return kvcKeyAppend(pBound, eType, pOut);
+  rc = kvcKeyAppend(pBound, eType, pOut);
+  if( rc!=SQLITE_OK ) pOut->n = n0;
+  return rc;
 }
 
 /* Decode the escaped bytes a[0..n-1] of a text or blob key (after the
@@ -421,7 +425,11 @@ int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
       return kv_buf_append(pOut, a, 2);
     case SQLITE_INTEGER:
       rc = kv_buf_append(pOut, a, 1);
-      return rc ? rc : kvcAppendInt(pOut, sqlite3_value_int64(pVal));
+      if( rc==SQLITE_OK ){
+        rc = kvcAppendInt(pOut, sqlite3_value_int64(pVal));
+        if( rc!=SQLITE_OK ) pOut->n -= 1;
+      }
+      return rc;
     case SQLITE_FLOAT:
       a[1] = KVC_VAL_REAL;
       kvcPut64(a+2, kvcDoubleBits(sqlite3_value_double(pVal)));
@@ -431,7 +439,6 @@ int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
   if( rc!=SQLITE_OK ) return rc;
   if( n>KV_MAX_VALUE_BYTES ){
     if( pzErr ){
-      sqlite3_free(*pzErr);
       *pzErr = sqlite3_mprintf("kv: value is %d bytes, the limit is %d",
                                n, KV_MAX_VALUE_BYTES);
     }
@@ -439,7 +446,11 @@ int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
   }
   a[1] = eType==SQLITE_TEXT ? KVC_VAL_TEXT : KVC_VAL_BLOB;
   rc = kv_buf_append(pOut, a, 2);
-  return rc ? rc : kv_buf_append(pOut, z, n);
+  if( rc==SQLITE_OK ){
+    rc = kv_buf_append(pOut, z, n);
+    if( rc!=SQLITE_OK ) pOut->n -= 2;   /* nothing half-appended */
+  }
+  return rc;
 }
 
 /* Decode the payload of value aVal/nVal (kind byte included). */

@@ -44,9 +44,13 @@ int kv_buf_append(KvBuf*, const void *p, int n);   /* SQLITE_OK/NOMEM */
 void kv_buf_reset(KvBuf*);                          /* n=0, keep memory */
 void kv_buf_free(KvBuf*);
 
-/* Append the encoding of key pKey to pOut.  NULL -> SQLITE_CONSTRAINT
+/* The encoders below append to pOut and, on any error, leave pOut as it
+** was.  The decoders accept exactly the bytes the encoders produce.
+**
+** Append the encoding of key pKey to pOut.  NULL -> SQLITE_CONSTRAINT
 ** ("kv: key must not be NULL"); too large -> SQLITE_TOOBIG.  Messages go to
-** *pzErr (sqlite3_malloc'd) when pzErr is not NULL. */
+** *pzErr (sqlite3_malloc'd; the caller initialises it to NULL and frees
+** it) when pzErr is not NULL. */
 int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
 
 /* Encode a constraint operand for range/equality seeks: like
@@ -55,7 +59,10 @@ int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
 int kv_key_encode_bound(sqlite3_value *pBound, KvBuf *pOut);
 
 /* Append the value-side encoding of (pKey's numeric kind, pVal) to pOut.
-** pVal may be NULL-typed.  Too large -> SQLITE_TOOBIG. */
+** pVal may be NULL-typed (or a NULL pointer: the value NULL); pKey may be
+** a NULL pointer (no numeric kind recorded).  Too large -> SQLITE_TOOBIG
+** ("kv: value is N bytes, the limit is 16777216").  Error messages are
+** written to *pzErr, which the caller initialises to NULL. */
 int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
                     char **pzErr);
 
@@ -77,7 +84,9 @@ int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
 ** free with sqlite3_value_free), or NULL with *pRc set (SQLITE_CORRUPT,
 ** SQLITE_NOMEM).  Thread-safe; serialised on a private in-memory
 ** connection opened on first use, so prefer kv_key_result/kv_value_result
-** on hot paths. */
+** on hot paths.  The first call opens that connection, which runs the
+** process's auto-extensions: do not make it while holding a lock that
+** the extension's per-connection setup takes. */
 sqlite3_value *kv_key_to_value(const uint8_t *aKey, int nKey,
                                const uint8_t *aVal, int nVal, int *pRc);
 sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc);

@@ -10,15 +10,20 @@
 ** per copied node, is paid only when a node is shared; transient updates
 ** (a version and path with reference count 1) change nodes in place.
 **
-**   KvmEntry  one key/value pair: key and value bytes inline in the same
-**             allocation, immutable once created, reference counted (leaf
-**             copies share entries).  Separator keys of interior nodes are
-**             KvmEntry objects without a value, so a removed or replaced
-**             entry's value is never kept alive by a separator.
-**   KvmNode   a leaf (aEnt[0..n-1], sorted) or an interior node (aChild[0..n-1]
-**             and aSep[1..n-1]; every key of aChild[i] is >= aSep[i] and
-**             < aSep[i+1]).  Atomic reference count: the number of parents
-**             and versions pointing at it.
+**   KvmEntry  the bytes of one key/value pair, inline in one allocation,
+**             immutable once created, reference counted: leaf copies share
+**             entries, and kv_map_put_from shares an entry between maps
+**             (a write set and the table it commits to).  Separator keys of
+**             interior nodes are KvmEntry objects without a value, so a
+**             removed or replaced entry's value is never kept alive by a
+**             separator.
+**   KvmNode   a leaf (aEnt[0..n-1], sorted, with the revision and tombstone
+**             flag of each in aRev/aTomb: they belong to the put, not to
+**             the bytes) or an interior node (aChild[0..n-1] and
+**             aSep[1..n-1]; every key of aChild[i] is >= aSep[i] and
+**             < aSep[i+1]).  aPfx holds the first 8 bytes of every key.
+**             Atomic reference count: the parents and versions pointing at
+**             it.
 **   KvMap     a version: root, entry count and byte estimate, and its own
 **             atomic reference count (kv_map_ref shares the struct).
 **
@@ -59,8 +64,7 @@ struct KvmEntry {
   atomic_int nRef;
   int nKey;
   int nVal;
-  int bTomb;
-  uint64_t rev;
+  uint64_t pfx;               /* kvmPrefix() of the key */
   uint8_t a[];                /* nKey key bytes, then nVal value bytes */
 };
 
@@ -72,7 +76,12 @@ struct KvmNode {
     KvmEntry *aEnt[KVM_FAN];  /* leaf */
     KvmEntry *aSep[KVM_FAN];  /* interior; aSep[0] is unused (NULL) */
   } u;
-  KvmNode *aChild[KVM_FAN];   /* interior only */
+  union {
+    KvmNode *aChild[KVM_FAN]; /* interior */
+    uint64_t aRev[KVM_FAN];   /* leaf: revision of entry i */
+  } c;
+  uint64_t aPfx[KVM_FAN];     /* aPfx[i] == u.aEnt[i]->pfx (0 if NULL) */
+  uint8_t aTomb[KVM_FAN];     /* leaf: entry i is a tombstone */
 };
 
 struct KvMap {
@@ -105,10 +114,39 @@ static int kvmUnique(atomic_int *p){
   return atomic_load_explicit(p, memory_order_acquire)==1;
 }
 
+/* ---- keys ---- */
+
+/* A key being looked up, with its prefix. */
+typedef struct KvmKey KvmKey;
+struct KvmKey {
+  const uint8_t *a;
+  int n;
+  uint64_t pfx;
+};
+
+/* The first 8 bytes of a key as a big-endian integer, zero-padded.  Two
+** keys whose prefixes differ compare as their prefixes do (a zero pad
+** sorts like the end of a shorter key); equal prefixes need the full
+** comparison.  Nodes keep the prefixes of their keys in an array, so a
+** binary search touches the entries themselves only on a tie. */
+static uint64_t kvmPrefix(const void *aKey, int nKey){
+  const uint8_t *a = (const uint8_t*)aKey;
+  uint64_t u = 0;
+  int i;
+  for(i=0; i<8; i++) u = (u<<8) | (i<nKey ? a[i] : 0);
+  return u;
+}
+
+static void kvmKeyInit(KvmKey *pKey, const void *aKey, int nKey){
+  pKey->a = (const uint8_t*)aKey;
+  pKey->n = nKey;
+  pKey->pfx = kvmPrefix(aKey, nKey);
+}
+
 /* ---- entries ---- */
 
 static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
-                             int nVal, uint64_t rev, int bTomb){
+                             int nVal){
   KvmEntry *p;
   if( nKey<0 || nVal<0 ) return 0;
   p = sqlite3_malloc64(sizeof(KvmEntry) + (sqlite3_uint64)nKey + nVal);
@@ -116,8 +154,7 @@ static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
   atomic_init(&p->nRef, 1);
   p->nKey = nKey;
   p->nVal = nVal;
-  p->bTomb = bTomb ? 1 : 0;
-  p->rev = rev;
+  p->pfx = kvmPrefix(aKey, nKey);
   if( nKey ) memcpy(p->a, aKey, (size_t)nKey);
   if( nVal ) memcpy(p->a + nKey, aVal, (size_t)nVal);
   return p;
@@ -132,13 +169,25 @@ static int64_t kvmEntryBytes(const KvmEntry *p){
 }
 
 /* memcmp order, a shorter key before the longer keys it is a prefix of. */
-static int kvmCmp(const KvmEntry *p, const void *aKey, int nKey){
-  int n = p->nKey<nKey ? p->nKey : nKey;
-  int c = n ? memcmp(p->a, aKey, (size_t)n) : 0;
-  return c ? c : p->nKey - nKey;
+static int kvmCmp(const KvmEntry *p, const KvmKey *pKey){
+  int n = p->nKey<pKey->n ? p->nKey : pKey->n;
+  int c = n ? memcmp(p->a, pKey->a, (size_t)n) : 0;
+  return c ? c : p->nKey - pKey->n;
 }
 
 /* ---- nodes ---- */
+
+/* Compare item i of node p (an entry or a separator) with pKey. */
+static int kvmCmpAt(const KvmNode *p, int i, const KvmKey *pKey){
+  if( p->aPfx[i]!=pKey->pfx ) return p->aPfx[i]<pKey->pfx ? -1 : 1;
+  return kvmCmp(p->u.aEnt[i], pKey);
+}
+
+/* Set item i of node p to pE (not releasing the old item). */
+static void kvmSlot(KvmNode *p, int i, KvmEntry *pE){
+  p->u.aEnt[i] = pE;
+  p->aPfx[i] = pE ? pE->pfx : 0;
+}
 
 static KvmNode *kvmNodeNew(int bLeaf){
   KvmNode *p = sqlite3_malloc64(sizeof(KvmNode));
@@ -151,14 +200,30 @@ static KvmNode *kvmNodeNew(int bLeaf){
 
 static void kvmNodeUnref(KvmNode *p);
 
+/* Start loading the reference counts of every item of p: copies and frees
+** touch all of them, and entries live in scattered allocations, so issuing
+** the loads together overlaps their cache misses. */
+static void kvmPrefetchItems(const KvmNode *p){
+#if defined(__GNUC__)
+  int i;
+  for(i=0; i<p->n; i++){
+    if( p->bLeaf || i>0 ) __builtin_prefetch(p->u.aEnt[i], 1);
+    if( !p->bLeaf ) __builtin_prefetch(p->c.aChild[i], 1);
+  }
+#else
+  (void)p;
+#endif
+}
+
 static void kvmNodeFree(KvmNode *p){
   int i;
+  kvmPrefetchItems(p);
   for(i=0; i<p->n; i++){
     if( p->bLeaf ){
       kvmEntryUnref(p->u.aEnt[i]);
     }else{
       kvmEntryUnref(p->u.aSep[i]);
-      kvmNodeUnref(p->aChild[i]);
+      kvmNodeUnref(p->c.aChild[i]);
     }
   }
   sqlite3_free(p);
@@ -173,11 +238,12 @@ static KvmNode *kvmNodeCopy(const KvmNode *p){
   KvmNode *pNew = sqlite3_malloc64(sizeof(KvmNode));
   int i;
   if( pNew==0 ) return 0;
+  kvmPrefetchItems(p);
   memcpy(pNew, p, sizeof(*p));
   atomic_init(&pNew->nRef, 1);
   for(i=0; i<p->n; i++){
     if( p->u.aEnt[i] ) kvmRef(&p->u.aEnt[i]->nRef);
-    if( !p->bLeaf ) kvmRef(&p->aChild[i]->nRef);
+    if( !p->bLeaf ) kvmRef(&p->c.aChild[i]->nRef);
   }
   return pNew;
 }
@@ -195,51 +261,65 @@ static int kvmWritable(KvmNode **pp){
 }
 
 /* Index of the first entry of leaf p >= key (bGt: > key). */
-static int kvmLeafSearch(const KvmNode *p, const void *aKey, int nKey,
-                         int bGt){
+static int kvmLeafSearch(const KvmNode *p, const KvmKey *pKey, int bGt){
   int lo = 0, hi = p->n;
   while( lo<hi ){
     int mid = (lo+hi)/2;
-    int c = kvmCmp(p->u.aEnt[mid], aKey, nKey);
+    int c = kvmCmpAt(p, mid, pKey);
     if( c<0 || (bGt && c==0) ) lo = mid+1; else hi = mid;
   }
   return lo;
 }
 
 /* Index of the child of interior node p whose range holds key. */
-static int kvmChildSearch(const KvmNode *p, const void *aKey, int nKey){
+static int kvmChildSearch(const KvmNode *p, const KvmKey *pKey){
   int lo = 1, hi = p->n;
   while( lo<hi ){
     int mid = (lo+hi)/2;
-    if( kvmCmp(p->u.aSep[mid], aKey, nKey)<=0 ) lo = mid+1; else hi = mid;
+    if( kvmCmpAt(p, mid, pKey)<=0 ) lo = mid+1; else hi = mid;
   }
   return lo-1;
 }
 
-/* Insert item (pSep, pChild) or entry pEnt at index i of node p, which has
-** room. */
+/* Insert an item at index i of node p, which has room: for an interior
+** node the separator pEnt and the child pChild, for a leaf the entry pEnt
+** with its revision and tombstone flag. */
 static void kvmNodeInsertAt(KvmNode *p, int i, KvmEntry *pEnt,
-                            KvmNode *pChild){
+                            KvmNode *pChild, uint64_t rev, int bTomb){
   int nMove = p->n - i;
   memmove(&p->u.aEnt[i+1], &p->u.aEnt[i], sizeof(KvmEntry*)*nMove);
-  p->u.aEnt[i] = pEnt;
-  if( !p->bLeaf ){
-    memmove(&p->aChild[i+1], &p->aChild[i], sizeof(KvmNode*)*nMove);
-    p->aChild[i] = pChild;
+  memmove(&p->aPfx[i+1], &p->aPfx[i], sizeof(uint64_t)*nMove);
+  memmove(&p->c.aRev[i+1], &p->c.aRev[i], sizeof(uint64_t)*nMove);
+  memmove(&p->aTomb[i+1], &p->aTomb[i], nMove);
+  kvmSlot(p, i, pEnt);
+  if( p->bLeaf ){
+    p->c.aRev[i] = rev;
+    p->aTomb[i] = bTomb ? 1 : 0;
+  }else{
+    p->c.aChild[i] = pChild;
+    p->aTomb[i] = 0;
   }
   p->n++;
+}
+
+/* Insert item j of leaf pFrom at index i of leaf p (not changing pFrom). */
+static void kvmLeafInsertFrom(KvmNode *p, int i, const KvmNode *pFrom,
+                              int j){
+  kvmNodeInsertAt(p, i, pFrom->u.aEnt[j], 0, pFrom->c.aRev[j],
+                  pFrom->aTomb[j]);
 }
 
 /* Remove item i of node p without releasing it. */
 static void kvmNodeRemoveAt(KvmNode *p, int i){
   int nMove = p->n - i - 1;
   memmove(&p->u.aEnt[i], &p->u.aEnt[i+1], sizeof(KvmEntry*)*nMove);
-  if( !p->bLeaf ){
-    memmove(&p->aChild[i], &p->aChild[i+1], sizeof(KvmNode*)*nMove);
-  }
+  memmove(&p->aPfx[i], &p->aPfx[i+1], sizeof(uint64_t)*nMove);
+  memmove(&p->c.aRev[i], &p->c.aRev[i+1], sizeof(uint64_t)*nMove);
+  memmove(&p->aTomb[i], &p->aTomb[i+1], nMove);
   p->n--;
-  p->u.aEnt[p->n] = 0;
-  p->aChild[p->n] = 0;
+  kvmSlot(p, p->n, 0);
+  p->c.aRev[p->n] = 0;
+  p->aTomb[p->n] = 0;
 }
 
 /* ---- versions ---- */
@@ -302,24 +382,29 @@ static int kvmFinish(KvMap **ppMap, KvMap *pV, KvMap *pOwn, int rc){
   return rc;
 }
 
+/* Describe entry i of leaf p in *pOut. */
+static void kvmEntryOut(const KvmNode *p, int i, KvMapEntry *pOut){
+  const KvmEntry *pE = p->u.aEnt[i];
+  pOut->aKey = pE->a;
+  pOut->nKey = pE->nKey;
+  pOut->aVal = pE->a + pE->nKey;
+  pOut->nVal = pE->nVal;
+  pOut->rev = p->c.aRev[i];
+  pOut->bTomb = p->aTomb[i];
+}
+
 int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
   const KvmNode *pNode = p ? p->pRoot : 0;
+  KvmKey k;
   int i;
-  while( pNode && !pNode->bLeaf ){
-    pNode = pNode->aChild[kvmChildSearch(pNode, aKey, nKey)];
+  if( pNode==0 || nKey<0 ) return 0;
+  kvmKeyInit(&k, aKey, nKey);
+  while( !pNode->bLeaf ){
+    pNode = pNode->c.aChild[kvmChildSearch(pNode, &k)];
   }
-  if( pNode==0 ) return 0;
-  i = kvmLeafSearch(pNode, aKey, nKey, 0);
-  if( i>=pNode->n || kvmCmp(pNode->u.aEnt[i], aKey, nKey)!=0 ) return 0;
-  if( pOut ){
-    const KvmEntry *pE = pNode->u.aEnt[i];
-    pOut->aKey = pE->a;
-    pOut->nKey = pE->nKey;
-    pOut->aVal = pE->a + pE->nKey;
-    pOut->nVal = pE->nVal;
-    pOut->rev = pE->rev;
-    pOut->bTomb = pE->bTomb;
-  }
+  i = kvmLeafSearch(pNode, &k, 0);
+  if( i>=pNode->n || kvmCmpAt(pNode, i, &k)!=0 ) return 0;
+  if( pOut ) kvmEntryOut(pNode, i, pOut);
   return 1;
 }
 
@@ -337,19 +422,23 @@ static int kvmSplit(KvmNode *p, KvmNode **ppRight, KvmEntry **ppSep){
   if( pR==0 ) return SQLITE_NOMEM;
   if( p->bLeaf ){
     const KvmEntry *pFirst = p->u.aEnt[nLeft];
-    pSep = kvmEntryNew(pFirst->a, pFirst->nKey, 0, 0, 0, 0);
+    pSep = kvmEntryNew(pFirst->a, pFirst->nKey, 0, 0);
     if( pSep==0 ){
       sqlite3_free(pR);
       return SQLITE_NOMEM;
     }
   }else{
     pSep = p->u.aSep[nLeft];
-    memcpy(pR->aChild, &p->aChild[nLeft], sizeof(KvmNode*)*nRight);
-    memset(&p->aChild[nLeft], 0, sizeof(KvmNode*)*nRight);
   }
+  memcpy(pR->c.aRev, &p->c.aRev[nLeft], sizeof(uint64_t)*nRight);
+  memset(&p->c.aRev[nLeft], 0, sizeof(uint64_t)*nRight);
+  memcpy(pR->aTomb, &p->aTomb[nLeft], nRight);
+  memset(&p->aTomb[nLeft], 0, nRight);
   memcpy(pR->u.aEnt, &p->u.aEnt[nLeft], sizeof(KvmEntry*)*nRight);
+  memcpy(pR->aPfx, &p->aPfx[nLeft], sizeof(uint64_t)*nRight);
   memset(&p->u.aEnt[nLeft], 0, sizeof(KvmEntry*)*nRight);
-  if( !p->bLeaf ) pR->u.aSep[0] = 0;
+  memset(&p->aPfx[nLeft], 0, sizeof(uint64_t)*nRight);
+  if( !p->bLeaf ) kvmSlot(pR, 0, 0);
   pR->n = nRight;
   p->n = nLeft;
   *ppRight = pR;
@@ -363,9 +452,9 @@ static int kvmSplitChild(KvmNode *pParent, int i){
   KvmNode *pRight = 0;
   KvmEntry *pSep = 0;
   int rc;
-  if( pParent->aChild[i]->n<KVM_FAN ) return SQLITE_OK;
-  rc = kvmSplit(pParent->aChild[i], &pRight, &pSep);
-  if( rc==SQLITE_OK ) kvmNodeInsertAt(pParent, i+1, pSep, pRight);
+  if( pParent->c.aChild[i]->n<KVM_FAN ) return SQLITE_OK;
+  rc = kvmSplit(pParent->c.aChild[i], &pRight, &pSep);
+  if( rc==SQLITE_OK ) kvmNodeInsertAt(pParent, i+1, pSep, pRight, 0, 0);
   return rc;
 }
 
@@ -375,7 +464,7 @@ static int kvmGrowRoot(KvMap *pV){
   KvmNode *pRoot = kvmNodeNew(0);
   int rc;
   if( pRoot==0 ) return SQLITE_NOMEM;
-  pRoot->aChild[0] = pV->pRoot;
+  pRoot->c.aChild[0] = pV->pRoot;
   pRoot->n = 1;
   rc = kvmSplitChild(pRoot, 0);
   if( rc!=SQLITE_OK ){
@@ -399,17 +488,30 @@ static int kvmRootRoom(KvMap *pV){
   return kvmGrowRoot(pV);
 }
 
+/* What a put writes: an entry (key and value bytes, the reference to it
+** passing to the map on success), its revision and tombstone flag. */
+typedef struct KvmItem KvmItem;
+struct KvmItem {
+  KvmEntry *pEnt;
+  KvmKey key;                 /* the entry's key */
+  uint64_t rev;
+  int bTomb;
+};
+
 /* Put pEnt into the writable leaf p, child iChild of the writable interior
 ** node pParent, which has room for one more child (pParent is NULL when p
 ** is the root).  Consumes pEnt on success. */
 static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
-                      KvmEntry *pEnt){
-  int i = kvmLeafSearch(p, pEnt->a, pEnt->nKey, 0);
+                      const KvmItem *pItem){
+  const KvmKey *pKey = &pItem->key;
+  int i = kvmLeafSearch(p, pKey, 0);
   int rc;
-  if( i<p->n && kvmCmp(p->u.aEnt[i], pEnt->a, pEnt->nKey)==0 ){
-    pV->nByte += kvmEntryBytes(pEnt) - kvmEntryBytes(p->u.aEnt[i]);
+  if( i<p->n && kvmCmpAt(p, i, pKey)==0 ){
+    pV->nByte += kvmEntryBytes(pItem->pEnt) - kvmEntryBytes(p->u.aEnt[i]);
     kvmEntryUnref(p->u.aEnt[i]);
-    p->u.aEnt[i] = pEnt;
+    p->u.aEnt[i] = pItem->pEnt;
+    p->c.aRev[i] = pItem->rev;
+    p->aTomb[i] = pItem->bTomb ? 1 : 0;
     return SQLITE_OK;
   }
   if( p->n==KVM_FAN ){
@@ -419,59 +521,86 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
       rc = kvmGrowRoot(pV);
       if( rc!=SQLITE_OK ) return rc;
       pParent = pV->pRoot;
-      iChild = kvmChildSearch(pParent, pEnt->a, pEnt->nKey);
-      return kvmLeafPut(pV, pParent, iChild, pParent->aChild[iChild], pEnt);
+      iChild = kvmChildSearch(pParent, pKey);
+      return kvmLeafPut(pV, pParent, iChild, pParent->c.aChild[iChild], pItem);
     }
     rc = kvmSplit(p, &pRight, &pSep);
     if( rc!=SQLITE_OK ) return rc;
-    kvmNodeInsertAt(pParent, iChild+1, pSep, pRight);
+    kvmNodeInsertAt(pParent, iChild+1, pSep, pRight, 0, 0);
     if( i>p->n ){
       i -= p->n;
       p = pRight;
     }
   }
-  kvmNodeInsertAt(p, i, pEnt, 0);
+  kvmNodeInsertAt(p, i, pItem->pEnt, 0, pItem->rev, pItem->bTomb);
   pV->nEntry++;
-  pV->nByte += kvmEntryBytes(pEnt);
+  pV->nByte += kvmEntryBytes(pItem->pEnt);
   return SQLITE_OK;
 }
 
-/* Put pEnt into the writable version pV.  Consumes pEnt on success. */
-static int kvmPut(KvMap *pV, KvmEntry *pEnt){
+/* Put pItem into the writable version pV.  Consumes its entry reference
+** on success. */
+static int kvmPut(KvMap *pV, const KvmItem *pItem){
+  const KvmKey *pKey = &pItem->key;
   KvmNode *pParent = 0, *p;
   int iChild = 0;
   int rc = kvmRootRoom(pV);
   if( rc!=SQLITE_OK ) return rc;
   p = pV->pRoot;
   while( !p->bLeaf ){
-    int i = kvmChildSearch(p, pEnt->a, pEnt->nKey);
+    int i = kvmChildSearch(p, pKey);
     int nBefore = p->n;
-    rc = kvmWritable(&p->aChild[i]);
-    if( rc==SQLITE_OK && !p->aChild[i]->bLeaf ) rc = kvmSplitChild(p, i);
+    rc = kvmWritable(&p->c.aChild[i]);
+    if( rc==SQLITE_OK && !p->c.aChild[i]->bLeaf ) rc = kvmSplitChild(p, i);
     if( rc!=SQLITE_OK ) return rc;
-    if( p->n>nBefore && kvmCmp(p->u.aSep[i+1], pEnt->a, pEnt->nKey)<=0 ){
+    if( p->n>nBefore && kvmCmpAt(p, i+1, pKey)<=0 ){
       i++;
     }
     pParent = p;
     iChild = i;
-    p = p->aChild[i];
+    p = p->c.aChild[i];
   }
-  return kvmLeafPut(pV, pParent, iChild, p, pEnt);
+  return kvmLeafPut(pV, pParent, iChild, p, pItem);
+}
+
+/* Put entry pEnt (one reference, consumed whatever happens) into *ppMap
+** with revision rev and tombstone flag bTomb. */
+static int kvmPutEntry(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
+                       int bTomb){
+  KvMap *pOwn = 0;
+  KvMap *pV = kvmWritableVersion(*ppMap, &pOwn);
+  KvmItem item;
+  int rc;
+  item.pEnt = pEnt;
+  item.key.a = pEnt->a;
+  item.key.n = pEnt->nKey;
+  item.key.pfx = pEnt->pfx;
+  item.rev = rev;
+  item.bTomb = bTomb;
+  rc = pV ? kvmPut(pV, &item) : SQLITE_NOMEM;
+  if( rc!=SQLITE_OK ) kvmEntryUnref(pEnt);
+  return kvmFinish(ppMap, pV, pOwn, rc);
 }
 
 int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
                const void *aVal, int nVal, uint64_t rev, int bTomb){
-  KvMap *pOwn = 0;
-  KvMap *pV;
   KvmEntry *pEnt;
-  int rc;
   if( ppMap==0 || *ppMap==0 || nKey<0 || nVal<0 ) return SQLITE_MISUSE;
-  pEnt = kvmEntryNew(aKey, nKey, aVal, nVal, rev, bTomb);
+  pEnt = kvmEntryNew(aKey, nKey, aVal, nVal);
   if( pEnt==0 ) return SQLITE_NOMEM;
-  pV = kvmWritableVersion(*ppMap, &pOwn);
-  rc = pV ? kvmPut(pV, pEnt) : SQLITE_NOMEM;
-  if( rc!=SQLITE_OK ) kvmEntryUnref(pEnt);
-  return kvmFinish(ppMap, pV, pOwn, rc);
+  return kvmPutEntry(ppMap, pEnt, rev, bTomb);
+}
+
+int kv_map_put_from(KvMap **ppMap, const KvMapCursor *pCur, uint64_t rev,
+                    int bTomb){
+  KvmEntry *pEnt;
+  int d;
+  if( ppMap==0 || *ppMap==0 || pCur==0 ) return SQLITE_MISUSE;
+  d = pCur->nDepth-1;
+  if( d<0 ) return SQLITE_MISUSE;
+  pEnt = pCur->apNode[d]->u.aEnt[pCur->aIdx[d]];
+  kvmRef(&pEnt->nRef);
+  return kvmPutEntry(ppMap, pEnt, rev, bTomb);
 }
 
 /* ---- remove ---- */
@@ -480,39 +609,39 @@ int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
 ** writable interior node p, from the larger to the smaller, updating the
 ** separator between them. */
 static int kvmBorrow(KvmNode *p, int iLeft){
-  KvmNode *pL = p->aChild[iLeft], *pR = p->aChild[iLeft+1];
+  KvmNode *pL = p->c.aChild[iLeft], *pR = p->c.aChild[iLeft+1];
   if( pL->n > pR->n ){                    /* last of pL to front of pR */
     int j = pL->n-1;
     if( pR->bLeaf ){
       KvmEntry *pE = pL->u.aEnt[j];
-      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0, 0, 0);
+      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0);
       if( pSep==0 ) return SQLITE_NOMEM;
-      kvmNodeInsertAt(pR, 0, pE, 0);
+      kvmLeafInsertFrom(pR, 0, pL, j);
       kvmEntryUnref(p->u.aSep[iLeft+1]);
-      p->u.aSep[iLeft+1] = pSep;
+      kvmSlot(p, iLeft+1, pSep);
     }else{
-      kvmNodeInsertAt(pR, 0, 0, pL->aChild[j]);
-      pR->u.aSep[1] = p->u.aSep[iLeft+1];
-      p->u.aSep[iLeft+1] = pL->u.aSep[j];
-      pL->u.aSep[j] = 0;
+      kvmNodeInsertAt(pR, 0, 0, pL->c.aChild[j], 0, 0);
+      kvmSlot(pR, 1, p->u.aSep[iLeft+1]);
+      kvmSlot(p, iLeft+1, pL->u.aSep[j]);
     }
-    pL->aChild[j] = 0;
-    pL->u.aEnt[j] = 0;
+    pL->c.aChild[j] = 0;
+    pL->aTomb[j] = 0;
+    kvmSlot(pL, j, 0);
     pL->n--;
   }else{                                  /* first of pR to end of pL */
     if( pR->bLeaf ){
       KvmEntry *pE = pR->u.aEnt[1];
-      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0, 0, 0);
+      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0);
       if( pSep==0 ) return SQLITE_NOMEM;
-      pL->u.aEnt[pL->n++] = pR->u.aEnt[0];
+      kvmLeafInsertFrom(pL, pL->n, pR, 0);
       kvmNodeRemoveAt(pR, 0);
       kvmEntryUnref(p->u.aSep[iLeft+1]);
-      p->u.aSep[iLeft+1] = pSep;
+      kvmSlot(p, iLeft+1, pSep);
     }else{
-      pL->u.aSep[pL->n] = p->u.aSep[iLeft+1];
-      pL->aChild[pL->n++] = pR->aChild[0];
-      p->u.aSep[iLeft+1] = pR->u.aSep[1];
-      pR->u.aSep[1] = 0;
+      kvmSlot(pL, pL->n, p->u.aSep[iLeft+1]);
+      pL->c.aChild[pL->n++] = pR->c.aChild[0];
+      kvmSlot(p, iLeft+1, pR->u.aSep[1]);
+      kvmSlot(pR, 1, 0);
       kvmNodeRemoveAt(pR, 0);
     }
   }
@@ -522,14 +651,16 @@ static int kvmBorrow(KvmNode *p, int iLeft){
 /* Merge aChild[iLeft+1] into aChild[iLeft] of the writable node p (both
 ** children writable, their items fit in one node). */
 static void kvmMerge(KvmNode *p, int iLeft){
-  KvmNode *pL = p->aChild[iLeft], *pR = p->aChild[iLeft+1];
+  KvmNode *pL = p->c.aChild[iLeft], *pR = p->c.aChild[iLeft+1];
   int i;
   for(i=0; i<pR->n; i++){
     if( pL->bLeaf ){
-      pL->u.aEnt[pL->n] = pR->u.aEnt[i];
+      kvmSlot(pL, pL->n, pR->u.aEnt[i]);
+      pL->c.aRev[pL->n] = pR->c.aRev[i];
+      pL->aTomb[pL->n] = pR->aTomb[i];
     }else{
-      pL->u.aSep[pL->n] = i==0 ? p->u.aSep[iLeft+1] : pR->u.aSep[i];
-      pL->aChild[pL->n] = pR->aChild[i];
+      kvmSlot(pL, pL->n, i==0 ? p->u.aSep[iLeft+1] : pR->u.aSep[i]);
+      pL->c.aChild[pL->n] = pR->c.aChild[i];
     }
     pL->n++;
   }
@@ -545,12 +676,12 @@ static void kvmMerge(KvmNode *p, int iLeft){
 ** (i or i-1 after a merge to the left). */
 static int kvmRefill(KvmNode *p, int i, int *piChild){
   int iL = i>0 ? i-1 : i;             /* the pair (iL, iL+1) */
-  int rc = kvmWritable(&p->aChild[i]);
+  int rc = kvmWritable(&p->c.aChild[i]);
   *piChild = i;
-  if( rc!=SQLITE_OK || p->aChild[i]->n>KVM_MIN ) return rc;
-  rc = kvmWritable(&p->aChild[i==iL ? i+1 : iL]);
+  if( rc!=SQLITE_OK || p->c.aChild[i]->n>KVM_MIN ) return rc;
+  rc = kvmWritable(&p->c.aChild[i==iL ? i+1 : iL]);
   if( rc!=SQLITE_OK ) return rc;
-  if( p->aChild[iL]->n + p->aChild[iL+1]->n <= KVM_FAN - 1 ){
+  if( p->c.aChild[iL]->n + p->c.aChild[iL+1]->n <= KVM_FAN - 1 ){
     kvmMerge(p, iL);
     *piChild = iL;
     return SQLITE_OK;
@@ -561,23 +692,25 @@ static int kvmRefill(KvmNode *p, int i, int *piChild){
 /* Remove key from the writable version pV, in which it is present. */
 static int kvmRemove(KvMap *pV, const void *aKey, int nKey){
   KvmNode *p;
+  KvmKey k;
   int i, rc = kvmWritable(&pV->pRoot);
   if( rc!=SQLITE_OK ) return rc;
+  kvmKeyInit(&k, aKey, nKey);
   p = pV->pRoot;
   while( !p->bLeaf ){
-    rc = kvmRefill(p, kvmChildSearch(p, aKey, nKey), &i);
+    rc = kvmRefill(p, kvmChildSearch(p, &k), &i);
     if( rc!=SQLITE_OK ) return rc;
     if( p==pV->pRoot && p->n==1 ){    /* root lost its last sibling */
-      pV->pRoot = p->aChild[0];
+      pV->pRoot = p->c.aChild[0];
       p->n = 0;
       sqlite3_free(p);
       p = pV->pRoot;
       continue;
     }
-    if( i+1<p->n && kvmCmp(p->u.aSep[i+1], aKey, nKey)<=0 ) i++;
-    p = p->aChild[i];
+    if( i+1<p->n && kvmCmpAt(p, i+1, &k)<=0 ) i++;
+    p = p->c.aChild[i];
   }
-  i = kvmLeafSearch(p, aKey, nKey, 0);
+  i = kvmLeafSearch(p, &k, 0);
   pV->nEntry--;
   pV->nByte -= kvmEntryBytes(p->u.aEnt[i]);
   kvmEntryUnref(p->u.aEnt[i]);
@@ -627,7 +760,7 @@ int kv_map_cursor_valid(const KvMapCursor *pCur){
 static void kvmDescendEdge(KvMapCursor *pCur, int bLast){
   int d = pCur->nDepth-1;
   while( !pCur->apNode[d]->bLeaf ){
-    KvmNode *pChild = pCur->apNode[d]->aChild[pCur->aIdx[d]];
+    KvmNode *pChild = pCur->apNode[d]->c.aChild[pCur->aIdx[d]];
     d++;
     pCur->apNode[d] = pChild;
     pCur->aIdx[d] = bLast ? pChild->n-1 : 0;
@@ -653,15 +786,15 @@ static int kvmStepLeaf(KvMapCursor *pCur, int bNext){
 }
 
 /* Move to the leaf that holds key's position, recording the path. */
-static void kvmDescendKey(KvMapCursor *pCur, const void *aKey, int nKey){
+static void kvmDescendKey(KvMapCursor *pCur, const KvmKey *pKey){
   KvmNode *p = pCur->pMap->pRoot;
   int d = 0;
   while( !p->bLeaf ){
-    int i = kvmChildSearch(p, aKey, nKey);
+    int i = kvmChildSearch(p, pKey);
     pCur->apNode[d] = p;
     pCur->aIdx[d] = i;
     d++;
-    p = p->aChild[i];
+    p = p->c.aChild[i];
   }
   pCur->apNode[d] = p;
   pCur->nDepth = d+1;
@@ -670,9 +803,11 @@ static void kvmDescendKey(KvMapCursor *pCur, const void *aKey, int nKey){
 int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
                        int nKey){
   KvmNode *pLeaf;
+  KvmKey k;
   int d, i;
   pCur->nDepth = 0;
   if( pCur->pMap==0 || pCur->pMap->pRoot==0 ) return 0;
+  if( eSeek<KV_SEEK_FIRST || eSeek>KV_SEEK_LT ) return 0;
   if( eSeek==KV_SEEK_FIRST || eSeek==KV_SEEK_LAST ){
     int bLast = eSeek==KV_SEEK_LAST;
     pCur->apNode[0] = pCur->pMap->pRoot;
@@ -681,10 +816,12 @@ int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
     kvmDescendEdge(pCur, bLast);
     return 1;
   }
-  kvmDescendKey(pCur, aKey, nKey);
+  if( nKey<0 ) return 0;
+  kvmKeyInit(&k, aKey, nKey);
+  kvmDescendKey(pCur, &k);
   d = pCur->nDepth-1;
   pLeaf = pCur->apNode[d];
-  i = kvmLeafSearch(pLeaf, aKey, nKey, eSeek==KV_SEEK_GT||eSeek==KV_SEEK_LE);
+  i = kvmLeafSearch(pLeaf, &k, eSeek==KV_SEEK_GT||eSeek==KV_SEEK_LE);
   if( eSeek==KV_SEEK_LE || eSeek==KV_SEEK_LT ) i--;
   pCur->aIdx[d] = i;
   if( i<0 ) return kvmStepLeaf(pCur, 0);
@@ -707,14 +844,7 @@ int kv_map_cursor_prev(KvMapCursor *pCur){
 }
 
 void kv_map_cursor_entry(const KvMapCursor *pCur, KvMapEntry *pOut){
-  const KvmEntry *pE;
   memset(pOut, 0, sizeof(*pOut));
   if( pCur->nDepth==0 ) return;
-  pE = pCur->apNode[pCur->nDepth-1]->u.aEnt[pCur->aIdx[pCur->nDepth-1]];
-  pOut->aKey = pE->a;
-  pOut->nKey = pE->nKey;
-  pOut->aVal = pE->a + pE->nKey;
-  pOut->nVal = pE->nVal;
-  pOut->rev = pE->rev;
-  pOut->bTomb = pE->bTomb;
+  kvmEntryOut(pCur->apNode[pCur->nDepth-1], pCur->aIdx[pCur->nDepth-1], pOut);
 }

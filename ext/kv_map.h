@@ -65,12 +65,23 @@ int64_t kv_map_bytes(const KvMap *p);
 ** 0 if absent. */
 int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut);
 
-/* Insert or replace key -> (val, rev, bTomb).  *ppMap is the version to
+/* Insert or replace key -> (val, rev, bTomb).  KvMapEntry pointers taken
+** from the consumed version stay valid only if the caller holds another
+** reference to it (a snapshot or a cursor); an unshared version is changed
+** in place.  *ppMap is the version to
 ** update; on success it is replaced by the new version (the caller's
 ** reference to the old version is consumed).  Key and value bytes are
 ** copied. */
 int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
                const void *aVal, int nVal, uint64_t rev, int bTomb);
+
+/* Like kv_map_put for the entry pCur is on (a cursor on this or another
+** map), with revision rev and tombstone flag bTomb: the new version shares
+** that entry's key and value bytes instead of copying them (a commit
+** applying its write set allocates and copies nothing per entry).
+** SQLITE_MISUSE if pCur is not on an entry. */
+int kv_map_put_from(KvMap **ppMap, const KvMapCursor *pCur, uint64_t rev,
+                    int bTomb);
 
 /* Remove key if present (no-op otherwise).  Same ownership as put. */
 int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
@@ -84,7 +95,9 @@ int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
 #define KV_SEEK_LT    5
 KvMapCursor *kv_map_cursor_new(KvMap *p);      /* NULL on OOM */
 void kv_map_cursor_free(KvMapCursor*);
-/* Position; returns 1 if the cursor is on an entry, 0 if none matches. */
+/* Position; returns 1 if the cursor is on an entry, 0 if none matches (or
+** eSeek is not one of the modes above).  After next/prev ran off either
+** end the cursor is on no entry until the next seek. */
 int kv_map_cursor_seek(KvMapCursor*, int eSeek, const void *aKey, int nKey);
 int kv_map_cursor_next(KvMapCursor*);          /* 1 if on an entry */
 int kv_map_cursor_prev(KvMapCursor*);

@@ -8,7 +8,8 @@
 **              BEGIN/COMMIT per transaction;
 **   candidate  the same keys and values encoded with kv_codec and put into
 **              a per-transaction write-set map, which is then applied to
-**              the shared map as a commit does: a reader holds a snapshot
+**              the shared map as a commit does (sharing the entries'
+**              bytes, kv_map_put_from): a reader holds a snapshot
 **              of the published version meanwhile, so the commit copies
 **              the paths it touches and the snapshot is released after.
 ** The keys and values are built as sqlite3_value objects before the timed
@@ -125,7 +126,7 @@ static int kvbApply(KvMap *pWs, KvMap **ppShared, uint64_t rev){
     if( e.bTomb ){
       rc = kv_map_remove(ppShared, e.aKey, e.nKey);
     }else{
-      rc = kv_map_put(ppShared, e.aKey, e.nKey, e.aVal, e.nVal, rev, 0);
+      rc = kv_map_put_from(ppShared, pCur, rev, 0);
     }
   }
   kv_map_cursor_free(pCur);

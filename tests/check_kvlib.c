@@ -416,12 +416,31 @@ static void kvtFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   kv_buf_free(&kb); kv_buf_free(&vb);
 }
 
+/* kvt_raw_key(KEYBLOB, VALBLOB) / kvt_raw_value(VALBLOB): decode raw
+** bytes (possibly corrupt) with kv_key_result / kv_value_result. */
+static void kvtRawFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  const uint8_t *aVal = sqlite3_value_blob(argv[argc-1]);
+  int nVal = sqlite3_value_bytes(argv[argc-1]);
+  int rc;
+  if( argc==2 ){
+    rc = kv_key_result(ctx, sqlite3_value_blob(argv[0]),
+                       sqlite3_value_bytes(argv[0]), aVal, nVal);
+  }else{
+    rc = kv_value_result(ctx, aVal, nVal);
+  }
+  (void)rc;
+}
+
 static sqlite3 *open_kvt(void){
   sqlite3 *db = 0;
   T_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
   sqlite3_create_function(db, "kvt_key", 2, SQLITE_UTF8, (void*)1,
                           kvtFunc, 0, 0);
   sqlite3_create_function(db, "kvt_value", 2, SQLITE_UTF8, 0, kvtFunc, 0, 0);
+  sqlite3_create_function(db, "kvt_raw_key", 2, SQLITE_UTF8, 0,
+                          kvtRawFunc, 0, 0);
+  sqlite3_create_function(db, "kvt_raw_value", 1, SQLITE_UTF8, 0,
+                          kvtRawFunc, 0, 0);
   return db;
 }
 
@@ -457,6 +476,35 @@ START_TEST(test_kvlib_result_functions_return_stored_type){
   }
   ck_assert_str_eq(zGot, azResultCase[2*_i+1]);
   sqlite3_finalize(p);
+  sqlite3_close(db);
+}
+END_TEST
+
+/* Corrupt bytes given to the result functions make the SQL statement
+** fail with SQLITE_CORRUPT and a message. */
+static const char *azCorruptSql[] = {
+  "SELECT kvt_raw_key(x'', x'')",
+  "SELECT kvt_raw_key(x'10', x'')",
+  "SELECT kvt_raw_key(x'2061', x'')",            /* no terminator */
+  "SELECT kvt_raw_key(x'20610001', x'')",        /* bad escape */
+  "SELECT kvt_raw_key(x'40', x'')",              /* unknown tag */
+  "SELECT kvt_raw_key(x'2061000000', x'')",      /* bytes after the end */
+  "SELECT kvt_raw_key(x'20610000', x'0900')",    /* impossible kind */
+  "SELECT kvt_raw_value(x'')",
+  "SELECT kvt_raw_value(x'00')",
+  "SELECT kvt_raw_value(x'0005')",               /* 4-byte int, no bytes */
+  "SELECT kvt_raw_value(x'000A00')",             /* short real */
+  "SELECT kvt_raw_value(x'000D')",               /* unknown tag */
+  "SELECT kvt_raw_value(x'000000')",             /* NULL with a payload */
+};
+
+START_TEST(test_kvlib_result_functions_report_corrupt_bytes){
+  sqlite3 *db = open_kvt();
+  char *zErr = 0;
+  int rc = th_try(db, azCorruptSql[_i], &zErr);
+  T_MSG(rc==SQLITE_CORRUPT, "%s: rc=%d", azCorruptSql[_i], rc);
+  T_ASSERT(zErr!=NULL && strncmp(zErr, "kv: corrupt ", 12)==0);
+  sqlite3_free(zErr);
   sqlite3_close(db);
 }
 END_TEST
@@ -797,6 +845,25 @@ static void random_key(uint8_t *a, int *pn, int nSpace){
 
 #define MAX_SNAP 16
 
+/* Put e into *ppMap with kv_map_put_from, sharing the entry of a write-set
+** map that has the same bytes under another revision and flag; the write
+** set must not change. */
+static void put_shared(KvMap **ppMap, const ModelEnt *e){
+  KvMap *pWs = kv_map_new();
+  KvMapCursor *pCur;
+  KvMapEntry x;
+  T_EQ(kv_map_put(&pWs, e->aKey, e->nKey, e->aVal, e->nVal, ~e->rev,
+                  !e->bTomb), SQLITE_OK);
+  pCur = kv_map_cursor_new(pWs);
+  T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_MISUSE);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, e->aKey, e->nKey), 1);
+  T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_OK);
+  kv_map_unref(pWs);
+  kv_map_cursor_entry(pCur, &x);
+  T_ASSERT(x.rev==~e->rev && x.bTomb==!e->bTomb);
+  kv_map_cursor_free(pCur);
+}
+
 /* Random puts, removes, gets, seeks and walks, with snapshots. */
 static void map_model_run(uint64_t seed, int nOp, int nSpace){
   KvMap *pMap = kv_map_new();
@@ -816,8 +883,12 @@ static void map_model_run(uint64_t seed, int nOp, int nSpace){
       for(k=0; k<e.nVal; k++) e.aVal[k] = (uint8_t)rng();
       e.rev = rng();
       e.bTomb = rng_below(5)==0;
-      T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, e.aVal, e.nVal,
-                                  e.rev, e.bTomb), SQLITE_OK);
+      if( op<10 ){
+        put_shared(&pMap, &e);
+      }else{
+        T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, e.aVal, e.nVal,
+                        e.rev, e.bTomb), SQLITE_OK);
+      }
       model_put(&m, &e);
     }else if( op<85 ){
       T_EQ(kv_map_remove(&pMap, e.aKey, e.nKey), SQLITE_OK);
@@ -983,6 +1054,7 @@ END_TEST
 START_TEST(test_kvlib_map_empty_map_has_no_entries){
   KvMap *p = kv_map_new();
   KvMapCursor *pCur = kv_map_cursor_new(p);
+  KvMapEntry x;
   int e;
   for(e=KV_SEEK_FIRST; e<=KV_SEEK_LT; e++){
     T_EQ(kv_map_cursor_seek(pCur, e, "a", 1), 0);
@@ -990,12 +1062,25 @@ START_TEST(test_kvlib_map_empty_map_has_no_entries){
   }
   T_EQ(kv_map_cursor_next(pCur), 0);
   T_EQ(kv_map_cursor_prev(pCur), 0);
+  kv_map_cursor_entry(pCur, &x);
+  T_ASSERT(x.aKey==NULL && x.nKey==0);
   T_EQ(kv_map_get(p, "", 0, 0), 0);
   T_EQ(kv_map_remove(&p, "a", 1), SQLITE_OK);
   T_EQ(kv_map_count(p), 0);
   T_EQ(kv_map_put(&p, "", 0, 0, 0, 0, 0), SQLITE_OK);
   T_EQ(kv_map_count(p), 1);
   T_ASSERT(kv_map_get(p, "", 0, 0));
+  /* misuse: unknown seek mode, NULL map, negative lengths */
+  kv_map_cursor_free(pCur);
+  pCur = kv_map_cursor_new(p);
+  T_EQ(kv_map_cursor_seek(pCur, 6, "", 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, -1, "", 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, "", 0), 1);
+  T_EQ(kv_map_put(0, "a", 1, 0, 0, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_put(&p, "a", -1, 0, 0, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_put(&p, "a", 1, "b", -1, 0, 0), SQLITE_MISUSE);
+  T_EQ(kv_map_remove(&p, "a", -1), SQLITE_MISUSE);
+  T_EQ(kv_map_count(p), 1);
   kv_map_cursor_free(pCur);
   kv_map_unref(p);
   kv_map_unref(0);
@@ -1028,6 +1113,36 @@ static void oom_install(void){
   T_EQ(sqlite3_config(SQLITE_CONFIG_MALLOC, &m), SQLITE_OK);
   T_EQ(sqlite3_initialize(), SQLITE_OK);
 }
+
+/* An encoder that cannot grow its buffer returns SQLITE_NOMEM and leaves
+** the buffer's contents as they were. */
+START_TEST(test_kvlib_encoders_leave_buffer_unchanged_on_nomem){
+  char z[300];
+  sqlite3_value *k, *v;
+  KvBuf b = {0};
+  memset(z, 0, sizeof(z));        /* zeros: the escaped key grows most */
+  k = tv_text(z, sizeof(z));
+  v = tv_blob(z, sizeof(z));
+  oom_install();
+  T_EQ(kv_buf_append(&b, "abc", 3), SQLITE_OK);
+  oomCountdown = 0;
+  T_EQ(kv_key_encode(k, &b, 0), SQLITE_NOMEM);
+  T_EQ(b.n, 3);
+  oomCountdown = 0;
+  T_EQ(kv_key_encode_bound(k, &b), SQLITE_NOMEM);
+  T_EQ(b.n, 3);
+  oomCountdown = 0;
+  T_EQ(kv_value_encode(k, v, &b, 0), SQLITE_NOMEM);
+  T_EQ(b.n, 3);
+  T_ASSERT(memcmp(b.a, "abc", 3)==0);
+  oomCountdown = -1;
+  T_EQ(kv_key_encode(k, &b, 0), SQLITE_OK);
+  T_EQ(b.n, 3 + 1 + 2*300 + 2);
+  kv_buf_free(&b);
+  sqlite3_value_free(k); sqlite3_value_free(v);
+  tv_close();
+}
+END_TEST
 
 /* Every allocation of a put or remove fails once in turn: the operation
 ** returns SQLITE_NOMEM and the version (and a snapshot) is unchanged. */
@@ -1201,11 +1316,25 @@ static void *brancher_main(void *pArg){
   for(round=0; round<40; round++){
     KvMap *p = kv_map_ref(b->pBase);
     uint64_t tag = (uint64_t)(b->iThread*1000 + round);
+    KvMapCursor *pCur;
+    int ok;
     for(i=0; i<200; i++){
       snprintf(z, sizeof(z), "k%05d", (i*37 + round*11 + b->iThread) % GEN_KEYS);
       T_EQ(kv_map_put(&p, z, 6, &tag, 8, tag, 0), SQLITE_OK);
       if( i%10==0 ) T_EQ(kv_map_remove(&p, z, 6), SQLITE_OK);
     }
+    /* Share this branch's entries into a second one built from the base
+    ** (the entries are then referenced from two threads' versions). */
+    pCur = kv_map_cursor_new(p);
+    kv_map_unref(p);
+    p = kv_map_ref(b->pBase);
+    for(ok=kv_map_cursor_seek(pCur, KV_SEEK_GE, "k", 1); ok;
+        ok=kv_map_cursor_next(pCur)){
+      KvMapEntry e;
+      kv_map_cursor_entry(pCur, &e);
+      if( e.rev==tag ) T_EQ(kv_map_put_from(&p, pCur, tag+1, 0), SQLITE_OK);
+    }
+    kv_map_cursor_free(pCur);
     kv_map_unref(p);
   }
   return 0;
@@ -1252,6 +1381,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_value_truncations_are_corrupt_or_shorter);
   tcase_add_test(tc, test_kvlib_random_bytes_never_crash_decoders);
   tcase_add_test(tc, test_kvlib_key_with_contradicting_numeric_kind_is_corrupt);
+  tcase_add_loop_test(tc, test_kvlib_result_functions_report_corrupt_bytes, 0,
+      (int)(sizeof(azCorruptSql)/sizeof(azCorruptSql[0])));
+  tcase_add_test(tc, test_kvlib_encoders_leave_buffer_unchanged_on_nomem);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("map");

@@ -25,6 +25,9 @@
 
 /* ------------------------------------------------------------- helpers */
 
+/* Bytes of a segment header (format in wal/segment.c); frames follow. */
+#define TW_SEG_HDR 48
+
 static Wal *tw_open_cfg(const char *zDir, int64_t szSeg, int bBak,
                         const WalIo *pIo){
   WalConfig cfg;
@@ -174,8 +177,8 @@ static uint8_t *tw_sample_body(size_t *pn){
   fd = open(zPath, O_RDONLY);
   ck_assert_int_eq(pread(fd, a, sz, 0), sz);
   close(fd);
-  *pn = (size_t)(sz - 40);
-  memmove(a, a+40, *pn);
+  *pn = (size_t)(sz - TW_SEG_HDR - 8);
+  memmove(a, a+TW_SEG_HDR+8, *pn);
   wal_close(pWal);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
@@ -612,7 +615,7 @@ END_TEST
 
 /* Offsets of the frames of a segment file, parsed independently of wal/. */
 static int tw_frames(const char *zPath, off_t *aOff, int nMax){
-  off_t sz = tw_size(zPath), off = 32;
+  off_t sz = tw_size(zPath), off = TW_SEG_HDR;
   int fd = open(zPath, O_RDONLY), n = 0;
   ck_assert_int_ge(fd, 0);
   while( off+8<=sz && n<nMax ){
@@ -714,6 +717,82 @@ START_TEST(test_wal_bad_crc_in_newest_tail_is_cut){
 }
 END_TEST
 
+/* Random damage to the frames of segment 1: flipped bytes, a cut, or
+** appended garbage. */
+static void tw_damage(const char *zPath){
+  off_t sz = tw_size(zPath);
+  int eKind = rand()%3, k;
+  if( eKind==0 ){
+    int n = 1 + rand()%4;
+    for(k=0; k<n; k++){
+      tw_poke(zPath, TW_SEG_HDR + rand()%(int)(sz-TW_SEG_HDR), 1+rand()%255);
+    }
+  }else if( eKind==1 ){
+    tw_truncate(zPath, TW_SEG_HDR + rand()%(int)(sz-TW_SEG_HDR));
+  }else{
+    unsigned char a[64];
+    int n = 1 + rand()%64;
+    for(k=0; k<n; k++) a[k] = (unsigned char)rand();
+    tw_append_bytes(zPath, a, n);
+  }
+}
+
+static int tw_count_segments(const char *zDir){
+  WalStats st;
+  Wal *pWal = tw_open(zDir);
+  wal_stats(pWal, &st);
+  wal_close(pWal);
+  return st.nSegment;
+}
+
+/* Damage in the newest segment always opens (the tail is cut) and keeps
+** a prefix of the records; damage in an older one is SQLITE_CORRUPT (or
+** harmless); nothing crashes. */
+START_TEST(test_wal_open_survives_random_damage){
+  int bOlder = _i, iTrial;
+  srand(4242 + _i);
+  for(iTrial=0; iTrial<60; iTrial++){
+    char *zDir = th_tmpdir("waldamage");
+    char *zSeg1 = tw_seg_path(zDir, 1);
+    Wal *pWal = bOlder ? tw_open_cfg(zDir, 120, 0, 0) : tw_open(zDir);
+    char *zErr = 0;
+    TwSeen *s;
+    int i, rc;
+    for(i=0; i<6; i++){
+      char zKey[16];
+      snprintf(zKey, sizeof(zKey), "k%d", i+1);
+      tw_append(pWal, i, "t", zKey, "value", 1);
+    }
+    wal_close(pWal);
+    ck_assert_int_eq(tw_count_segments(zDir)>1, bOlder);
+    tw_damage(zSeg1);
+    pWal = 0;
+    rc = wal_open(zDir, 0, &pWal, &zErr);
+    if( bOlder ){
+      ck_assert_msg(rc==SQLITE_OK || rc==SQLITE_CORRUPT, "rc=%d", rc);
+      if( rc==SQLITE_CORRUPT ){
+        ck_assert_msg(strstr(zErr, "0000000000000001.log"), "%s", zErr);
+      }
+    }else{
+      ck_assert_msg(rc==SQLITE_OK, "rc=%d %s", rc, zErr ? zErr : "");
+    }
+    sqlite3_free(zErr);
+    if( pWal ){
+      s = tw_replay(pWal, 0);
+      for(i=0; i<s->n; i++){
+        char zKey[16];
+        snprintf(zKey, sizeof(zKey), "k%d", i+1);
+        ck_assert_str_eq(s->azKey[i], zKey);
+      }
+      sqlite3_free(s);
+      wal_close(pWal);
+    }
+    sqlite3_free(zSeg1);
+    sqlite3_free(zDir);
+  }
+}
+END_TEST
+
 /* Several segments of about 200 bytes: ~4 records each. */
 static Wal *tw_segments(const char *zDir, int nRec, int bBak){
   Wal *pWal = tw_open_cfg(zDir, 200, bBak, 0);
@@ -755,6 +834,29 @@ START_TEST(test_wal_bad_frame_in_older_segment_is_corrupt){
 }
 END_TEST
 
+/* Losing whole records at the end of an older segment leaves every frame
+** valid; the next segment's header still tells the sealed size. */
+START_TEST(test_wal_older_segment_cut_at_frame_boundary_is_corrupt){
+  char *zDir = th_tmpdir("walcutold");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_segments(zDir, 20, 0);
+  Wal *pWal2 = 0;
+  off_t aOff[8];
+  char *zErr = 0;
+  int n;
+  wal_close(pWal);
+  n = tw_frames(zPath, aOff, 8);
+  ck_assert_int_ge(n, 2);
+  tw_truncate(zPath, aOff[n-1]);
+  ck_assert_int_eq(wal_open(zDir, 0, &pWal2, &zErr), SQLITE_CORRUPT);
+  ck_assert_msg(strstr(zErr, "0000000000000001.log")!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, "sealed")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_wal_bad_header_in_older_segment_is_corrupt){
   char *zDir = th_tmpdir("walhdr");
   char *zPath = tw_seg_path(zDir, 1);
@@ -781,8 +883,8 @@ START_TEST(test_wal_torn_segment_creation_is_replaced){
   char *zPath3 = tw_seg_path(zDir, 3);
   TwSeen *s;
   WalStats st;
-  static const int anTorn[] = {5, 32, 0};
-  char aZero[32];
+  static const int anTorn[] = {5, TW_SEG_HDR, 0};
+  char aZero[TW_SEG_HDR];
   wal_close(pWal);
   memset(aZero, 0, sizeof(aZero));
   close(open(zPath2, O_CREAT|O_WRONLY, 0644));
@@ -1345,8 +1447,11 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_bad_crc_in_newest_tail_is_cut);
   tcase_add_test(tc, test_wal_bad_frame_in_older_segment_is_corrupt);
   tcase_add_test(tc, test_wal_bad_header_in_older_segment_is_corrupt);
+  tcase_add_test(tc,
+                 test_wal_older_segment_cut_at_frame_boundary_is_corrupt);
   tcase_add_loop_test(tc, test_wal_torn_segment_creation_is_replaced, 0, 3);
   tcase_add_test(tc, test_wal_rotation_by_size);
+  tcase_add_loop_test(tc, test_wal_open_survives_random_damage, 0, 2);
   tcase_add_test(tc, test_wal_retirement_keeps_segment_order);
   tcase_add_test(tc, test_wal_retirement_bak_mode_renames);
   suite_add_tcase(s, tc);

@@ -60,18 +60,28 @@ static int appendGroupReserve(WalGroup *g, size_t nMore){
 }
 
 /* Starts segment segActive+1 with base CID baseCid and makes it the active
-** segment.  Called by the leader without the mutex. */
+** segment; its header records the last live segment and its size (the
+** active one, sealed at szActive).  Called by the leader without the
+** mutex. */
 int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
+  WalSegHdr hdr;
   uint64_t segno = p->segActive + 1;
   int fd, fdOld, rc;
   char *zPath, *zOld;
+  memset(&hdr, 0, sizeof(hdr));
+  hdr.segno = segno;
+  hdr.baseCid = baseCid;
   pthread_mutex_lock(&p->mutex);
   rc = wal_seg_reserve(p);
+  if( p->nSeg>0 ){
+    hdr.prevSegno = p->aSeg[p->nSeg-1].segno;
+    hdr.prevEnd = p->szActive;
+  }
   pthread_mutex_unlock(&p->mutex);
   if( rc!=SQLITE_OK ) return rc;
   zPath = wal_segment_path(p->zWalDir, segno);
   if( zPath==0 ) return SQLITE_NOMEM;
-  rc = wal_segment_create(p->pIo, p->zWalDir, segno, baseCid, &fd, pzErr);
+  rc = wal_segment_create(p->pIo, p->zWalDir, &hdr, &fd, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(zPath);
     return rc;
@@ -320,6 +330,32 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   return SQLITE_OK;
 }
 
+/* Waits while wal_replay() runs; SQLITE_MISUSE when called from the
+** replay itself (it would wait for itself).  Mutex held. */
+static int appendAfterReplay(Wal *p, char **pzErr){
+  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
+    wal_set_err(pzErr, "wal: append from inside a replay callback");
+    return SQLITE_MISUSE;
+  }
+  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
+  return SQLITE_OK;
+}
+
+/* Waits until the group of waiter w has finished, leading groups while
+** no one else does.  Mutex held. */
+static void appendAwait(Wal *p, WalWaiter *w){
+  p->nInside++;
+  while( !w->bDone ){
+    if( !p->bLeader ){
+      appendLead(p);
+    }else{
+      pthread_cond_wait(&p->cond, &p->mutex);
+    }
+  }
+  p->nInside--;
+  if( p->bGathering ) pthread_cond_signal(&p->condGather);
+}
+
 int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
                const char *const *azPending, const int *anPending,
                uint64_t *pCid, char **pzErr){
@@ -333,31 +369,15 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
   pthread_mutex_lock(&p->mutex);
-  if( p->bReplaying && pthread_equal(p->replayer, pthread_self()) ){
-    pthread_mutex_unlock(&p->mutex);
-    sqlite3_free(pPend);
-    wal_set_err(pzErr, "wal: append from inside a replay callback");
-    return SQLITE_MISUSE;
-  }
-  while( p->bReplaying ) pthread_cond_wait(&p->cond, &p->mutex);
-  rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
+  rc = appendAfterReplay(p, pzErr);
+  if( rc==SQLITE_OK ) rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){
-    if( p->bGathering ) pthread_cond_signal(&p->condGather);
     pthread_mutex_unlock(&p->mutex);
     sqlite3_free(pPend);
     return rc;
   }
   *pCid = pPend->cid;              /* pPend is not ours after this */
-  p->nInside++;
-  while( !w.bDone ){
-    if( !p->bLeader ){
-      appendLead(p);
-    }else{
-      pthread_cond_wait(&p->cond, &p->mutex);
-    }
-  }
-  p->nInside--;
-  if( p->bGathering ) pthread_cond_signal(&p->condGather);
+  appendAwait(p, &w);
   pthread_mutex_unlock(&p->mutex);
   if( w.rc!=SQLITE_OK ){
     *pCid = 0;

@@ -9,14 +9,18 @@
 ** segment is deleted, or renamed "<name>.log.bak" in .bak mode; *.bak and
 ** any other name are ignored.
 **
-**   segment header, 32 bytes, little-endian:
+**   segment header, 48 bytes, little-endian:
 **      0   8  magic "DEPOTWAL"
 **      8   4  format version (1)
 **     12   8  segment number (must match the file name)
 **     20   8  base CID: the next CID of the log when the segment was
 **             created, so the CID sequence survives the retirement of
 **             every record
-**     28   4  CRC32C of bytes 0..27
+**     28   8  number of the segment that was active before (0: none)
+**     36   8  that segment's size when it was sealed: while both are
+**             live, a mismatch means the older one lost or gained bytes
+**             (a cut at a frame boundary would otherwise go unnoticed)
+**     44   4  CRC32C of bytes 0..43
 **
 **   then frames, back to back up to the end of the file:
 **      0   4  body length n (1..2^30)
@@ -107,22 +111,24 @@ int wal_segment_list(const char *zWalDir, uint64_t **paSeg, int *pnSeg,
   return SQLITE_OK;
 }
 
-static void segEncodeHeader(uint8_t *a, uint64_t segno, uint64_t baseCid){
+static void segEncodeHeader(uint8_t *a, const WalSegHdr *pHdr){
   memcpy(a, WAL_SEG_MAGIC, WAL_SEG_MAGIC_LEN);
   wal_put_u32(a+8, WAL_FORMAT_VERSION);
-  wal_put_u64(a+12, segno);
-  wal_put_u64(a+20, baseCid);
-  wal_put_u32(a+28, wal_crc32c(0, a, 28));
+  wal_put_u64(a+12, pHdr->segno);
+  wal_put_u64(a+20, pHdr->baseCid);
+  wal_put_u64(a+28, pHdr->prevSegno);
+  wal_put_u64(a+36, pHdr->prevEnd);
+  wal_put_u32(a+44, wal_crc32c(0, a, 44));
 }
 
 /* Writes and flushes the header of a new segment and its directory entry.
 ** Returns an SQLite code and sets *pzErr on failure. */
 static int segWriteHeader(const WalIo *pIo, int fd, const char *zPath,
-                          const char *zWalDir, uint64_t segno,
-                          uint64_t baseCid, char **pzErr){
+                          const char *zWalDir, const WalSegHdr *pHdr,
+                          char **pzErr){
   uint8_t aHdr[WAL_SEG_HDR];
   ssize_t got;
-  segEncodeHeader(aHdr, segno, baseCid);
+  segEncodeHeader(aHdr, pHdr);
   got = pIo->xPwrite(pIo->pCtx, fd, aHdr, WAL_SEG_HDR, 0);
   if( got!=WAL_SEG_HDR ){
     int err = got<0 ? errno : EIO;
@@ -144,9 +150,8 @@ static int segWriteHeader(const WalIo *pIo, int fd, const char *zPath,
 }
 
 int wal_segment_create(const WalIo *pIo, const char *zWalDir,
-                       uint64_t segno, uint64_t baseCid, int *pFd,
-                       char **pzErr){
-  char *zPath = wal_segment_path(zWalDir, segno);
+                       const WalSegHdr *pHdr, int *pFd, char **pzErr){
+  char *zPath = wal_segment_path(zWalDir, pHdr->segno);
   int fd, rc;
   *pFd = -1;
   if( zPath==0 ) return SQLITE_NOMEM;
@@ -158,7 +163,7 @@ int wal_segment_create(const WalIo *pIo, const char *zWalDir,
     sqlite3_free(zPath);
     return wal_errno_rc(err, SQLITE_CANTOPEN);
   }
-  rc = segWriteHeader(pIo, fd, zPath, zWalDir, segno, baseCid, pzErr);
+  rc = segWriteHeader(pIo, fd, zPath, zWalDir, pHdr, pzErr);
   if( rc!=SQLITE_OK ){
     pIo->xClose(pIo->pCtx, fd);
     pIo->xUnlink(pIo->pCtx, zPath);
@@ -190,7 +195,7 @@ int wal_segment_read_header(const WalIo *pIo, int fd, const char *zPath,
   }
   version = wal_get_u32(a+8);
   if( memcmp(a, WAL_SEG_MAGIC, WAL_SEG_MAGIC_LEN)!=0
-   || wal_get_u32(a+28)!=wal_crc32c(0, a, 28)
+   || wal_get_u32(a+44)!=wal_crc32c(0, a, 44)
    || wal_get_u64(a+12)!=segno ){
     *pzErr = sqlite3_mprintf("wal: corrupt segment %s at offset 0: "
                              "bad segment header", zPath);
@@ -204,6 +209,8 @@ int wal_segment_read_header(const WalIo *pIo, int fd, const char *zPath,
   }
   pHdr->segno = segno;
   pHdr->baseCid = wal_get_u64(a+20);
+  pHdr->prevSegno = wal_get_u64(a+28);
+  pHdr->prevEnd = wal_get_u64(a+36);
   return SQLITE_OK;
 }
 

@@ -159,6 +159,25 @@ static int walDropTornSegment(Wal *p, const char *zPath, char **pzErr){
   return SQLITE_OK;
 }
 
+/* The segment before this one, if still live, must have the size this
+** header recorded when it was sealed. */
+static int walCheckPrevious(Wal *p, const WalSegHdr *pHdr, const char *zPath,
+                            char **pzErr){
+  const WalSeg *pPrev = p->nSeg>0 ? &p->aSeg[p->nSeg-1] : 0;
+  char *zPrev;
+  if( pPrev==0 || pHdr->prevSegno!=pPrev->segno
+   || pHdr->prevEnd==pPrev->szEnd ){
+    return SQLITE_OK;
+  }
+  zPrev = wal_segment_path(p->zWalDir, pPrev->segno);
+  wal_set_err(pzErr, "wal: corrupt segment %s: %llu bytes of records, but "
+              "%s recorded %llu when it was sealed", zPrev ? zPrev : "?",
+              (unsigned long long)pPrev->szEnd, zPath,
+              (unsigned long long)pHdr->prevEnd);
+  sqlite3_free(zPrev);
+  return SQLITE_CORRUPT;
+}
+
 /* Registers segment segno (header hdr, sz bytes) and scans its frames.
 ** The newest one stays open as the active segment: *pFd and *pzPath are
 ** then taken over (set to -1 / NULL). */
@@ -167,7 +186,8 @@ static int walAddSegment(Wal *p, const WalSegHdr *pHdr, off_t sz,
                          char **pzErr){
   uint64_t iEnd = (uint64_t)sz;
   int64_t nRec = 0;
-  int rc = wal_seg_reserve(p);
+  int rc = walCheckPrevious(p, pHdr, *pzPath, pzErr);
+  if( rc==SQLITE_OK ) rc = wal_seg_reserve(p);
   if( rc!=SQLITE_OK ) return rc;
   if( pHdr->baseCid>p->nextCid ) p->nextCid = pHdr->baseCid;
   p->aSeg[p->nSeg].segno = pHdr->segno;

@@ -133,11 +133,13 @@ struct WalRecord {
   WalTableActions *aTable;             /* first-touch order */
 };
 
-/* Decode a record body (the bytes inside one frame).  Used by replay and by
-** the fuzz target.  On success *ppRec is sqlite3_malloc'd (one allocation,
-** pointing into aBody, which must outlive it); free with sqlite3_free.
-** Malformed input gives SQLITE_CORRUPT, never a crash or a read outside
-** aBody, and no allocation larger than a bounded multiple of nBody. */
+/* Decode a record body (the bytes inside one frame).  Used by open and
+** replay, and fed truncated, flipped and hostile bodies by the wal suite.
+** On success *ppRec is sqlite3_malloc'd (one allocation, pointing into
+** aBody, which must outlive it); free with sqlite3_free.  Malformed input
+** gives SQLITE_CORRUPT (and *ppRec NULL), never a crash or a read outside
+** aBody, and no allocation larger than a bounded multiple of nBody (about
+** 20 bytes per body byte at worst). */
 int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec);
 
 /* ------------------------------------------------------------------ log -- */

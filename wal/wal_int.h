@@ -14,7 +14,7 @@
 #define WAL_SEG_MAGIC       "DEPOTWAL"
 #define WAL_SEG_MAGIC_LEN   8
 #define WAL_FORMAT_VERSION  1
-#define WAL_SEG_HDR         32
+#define WAL_SEG_HDR         48
 
 /* Frame header: u32 body length, u32 CRC32C of (length bytes + body). */
 #define WAL_FRAME_HDR       8
@@ -49,6 +49,8 @@ typedef struct WalSegHdr WalSegHdr;
 struct WalSegHdr {
   uint64_t segno;            /* number in the file name */
   uint64_t baseCid;          /* next CID of the log when it was created */
+  uint64_t prevSegno;        /* the live segment before it then, or 0 */
+  uint64_t prevEnd;          /* ... and its size when it was sealed */
 };
 
 /* "<zWalDir>/<segno as 16 digits>.log", sqlite3_malloc'd (NULL on OOM). */
@@ -57,11 +59,10 @@ char *wal_segment_path(const char *zWalDir, uint64_t segno);
 ** (sqlite3_malloc'd, may be NULL when *pnSeg==0). */
 int wal_segment_list(const char *zWalDir, uint64_t **paSeg, int *pnSeg,
                      char **pzErr);
-/* Create segment segno with its header, flush it and its directory.
-** On success *pFd is open read-write. */
+/* Create segment pHdr->segno with header *pHdr, flush it and its
+** directory.  On success *pFd is open read-write. */
 int wal_segment_create(const WalIo *pIo, const char *zWalDir,
-                       uint64_t segno, uint64_t baseCid, int *pFd,
-                       char **pzErr);
+                       const WalSegHdr *pHdr, int *pFd, char **pzErr);
 /* Read and check the header of an open segment.  SQLITE_CORRUPT (with
 ** message) when it is short or wrong; *pbShort set when the file is shorter
 ** than a header (a creation that never finished). */
