@@ -514,6 +514,45 @@ START_TEST(test_kvlog_torn_header_of_new_file_is_repaired){
 }
 END_TEST
 
+/* The newest file's header: all zero (never written; no sync of the file
+** can have completed, so its records are cut) versus damaged (the file may
+** hold synced records: SQLITE_CORRUPT, nothing is cut). */
+START_TEST(test_kvlog_newest_header_zero_is_cut_damaged_is_corrupt){
+  char *zDir = th_tmpdir("kvlog-newhdr");
+  KvLogStore *p = tk_open(zDir, 100);
+  char *zFile2 = tk_file(zDir, 2, "klog");
+  char *zErr = 0;
+  uint8_t aZero[16];
+  int64_t sz;
+  int fd;
+  tk_put(p, 1, "a", "0123456789012345678901234567890123456789"
+                    "0123456789012345678901234567890123456789");
+  tk_put(p, 2, "b", "2");                   /* file 2 */
+  tk_sync(p);
+  kv_logstore_close(p);
+  sz = tk_size(zFile2);
+  if( _i==0 ){
+    memset(aZero, 0, sizeof(aZero));
+    fd = open(zFile2, O_RDWR);
+    ck_assert_int_eq(pwrite(fd, aZero, 16, 0), 16);
+    close(fd);
+    p = tk_open(zDir, 100);
+    tk_expect(p, "b", 0);
+    ck_assert_int_eq(tk_size(zFile2), 16);
+    kv_logstore_close(p);
+  }else{
+    tk_flip(zFile2, 2);
+    ck_assert_int_eq(tk_open_fails(zDir, &zErr), SQLITE_CORRUPT);
+    ck_assert_msg(strstr(zErr, "00000002.klog is corrupt at offset 0: bad "
+                         "magic")!=0, "%s", zErr);
+    ck_assert_int_eq(tk_size(zFile2), sz);  /* nothing cut */
+    sqlite3_free(zErr);
+  }
+  sqlite3_free(zFile2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A store of three files (1 and 2 older, 3 newest), closed. */
 static char *tk_three_files(void){
   char *zDir = th_tmpdir("kvlog-corrupt");
@@ -1526,6 +1565,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_partial_transaction_at_tail_is_cut);
   tcase_add_loop_test(tc, test_kvlog_torn_header_of_new_file_is_repaired,
                       0, 16);
+  tcase_add_loop_test(tc,
+      test_kvlog_newest_header_zero_is_cut_damaged_is_corrupt, 0, 2);
   tcase_add_loop_test(tc, test_kvlog_flipped_byte_in_older_file_is_corrupt,
                       0, (int)(sizeof(aFlipOff)/sizeof(aFlipOff[0])));
   tcase_add_loop_test(tc, test_kvlog_truncated_older_file_is_corrupt, 0, 4);
