@@ -237,7 +237,11 @@ void kv_logstore_stats(KvLogStore*, KvLogStats*);
 
 /* Delete every file of the store and its directory (the table was
 ** dropped).  Afterwards only kv_logstore_close() may be called.  Open
-** snapshots keep reading the unlinked files. */
+** snapshots keep reading the unlinked files.  Durable when it returns:
+** nothing - the removal is not synced, so a crash may leave the directory
+** or some of its files behind; the caller's catalog, not this directory,
+** decides whether the table exists.  Errors: SQLITE_IOERR_DELETE naming
+** the directory, SQLITE_NOMEM. */
 int kv_logstore_destroy(KvLogStore*, char **pzErr);
 
 #endif /* DEPOT_KV_LOGSTORE_H */
