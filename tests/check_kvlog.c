@@ -144,6 +144,22 @@ static int tk_count_files(const char *zDir, const char *zSuffix){
   return n;
 }
 
+/* Every data file of zDir is at most szFile bytes. */
+static void tk_assert_files_bounded(const char *zDir, int64_t szFile){
+  DIR *d = opendir(zDir);
+  struct dirent *e;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    if( strstr(e->d_name, ".klog") || strstr(e->d_name, ".kmrg") ){
+      char *z = sqlite3_mprintf("%s/%s", zDir, e->d_name);
+      ck_assert_msg(tk_size(z)<=szFile, "%s is %lld bytes", z,
+                    (long long)tk_size(z));
+      sqlite3_free(z);
+    }
+  }
+  closedir(d);
+}
+
 static void tk_flip(const char *zPath, int64_t iOff){
   int fd = open(zPath, O_RDWR);
   unsigned char c;
@@ -284,6 +300,7 @@ START_TEST(test_kvlog_newest_wins_across_files_and_after_reopen){
   KvLogStore *p = tk_open(zDir, 600);     /* tiny files: many rolls */
   tk_apply_range(p, 1, 400);
   ck_assert_int_gt(tk_stats(p).nFile, 10);
+  tk_assert_files_bounded(zDir, 600);
   tk_check_model(p, 400);
   tk_sync(p);
   kv_logstore_close(p);
@@ -841,6 +858,8 @@ START_TEST(test_kvlog_compaction_keeps_live_data_and_reclaims_dead_bytes){
   ck_assert_int_lt(st1.szStored, st0.szStored/4);
   ck_assert_int_lt(st1.nFile, st0.nFile);
   ck_assert_int_eq(tk_count_files(zDir, ".klog"), 1);  /* only the active */
+  ck_assert_int_gt(tk_count_files(zDir, ".kmrg"), 1);
+  tk_assert_files_bounded(zDir, 2000);
   tk_check_model(p, 1500);
   tk_apply_range(p, 1501, 1600);
   tk_sync(p);
