@@ -126,11 +126,14 @@ int kv_table_meta(KvEngine*, KvRoot*, const char *zTab, int nTab,
 
 /* Create zTab (schema child of the root) unless it exists: *pbCreated=1
 ** if created, 0 if it existed with the same type and persistence (an
-** error otherwise).  Must precede every write and remove in the root. */
+** error otherwise).  Must precede every write and remove in the root.
+** The new table is visible to this root at once; nothing is durable or
+** visible to others before commit, and a rollback leaves nothing. */
 int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
                     int bPersist, const char *zOptions, int *pbCreated,
                     char **pzErr);
-/* Remove zTab.  The root must do nothing else. */
+/* Remove zTab at commit.  The root must do nothing else.  Durable when
+** the commit returns (the WAL record), then in the catalog file. */
 int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
 
 /* Prepare: conflict check + reservation, then WAL append and flush.  On
@@ -149,7 +152,9 @@ struct KvConflict {
 int kv_root_conflicts(KvRoot*, const KvConflict **paConflict);
 /* Commit a prepared (or still active: it prepares first) root: publish,
 ** release reservations, confirm.  Returns when the writes are visible to
-** every new snapshot. */
+** every new snapshot; persistent writes were made durable by the prepare,
+** and DDL is also in the catalog file (unless writing it failed, which is
+** logged: the WAL record then stays and is replayed at the next open). */
 int kv_root_commit(KvRoot*, char **pzErr);
 void kv_root_rollback(KvRoot*);
 

@@ -439,32 +439,40 @@ static int klScanAdd(KlScan *pScan, int64_t iOff, const KlFrame *pFr){
   return SQLITE_OK;
 }
 
-/* Check the file header.  NULL if valid, else the reason. */
+/* Check the file header.  NULL if valid, else the reason.  *pbTorn is set
+** when the header was never written (too short, or all zero): then no
+** sync of the file ever completed, as every sync covers the header. */
 static const char *klHeaderCheck(KvLogStore *p, KlFile *pFile, KlScan *pScan,
-                                 int *pRc, char **pzErr){
+                                 int *pbTorn, int *pRc, char **pzErr){
+  static const uint8_t aZero[KL_HDR] = {0};
   const uint8_t *a;
   int64_t n;
+  *pbTorn = 1;
   if( pFile->sz<KL_HDR ) return "file shorter than its header";
   *pRc = klScanWindow(p, pFile, pScan, 0, KL_HDR, &a, &n, pzErr);
   if( *pRc ) return 0;
+  if( memcmp(a, aZero, KL_HDR)==0 ) return "header never written";
+  *pbTorn = 0;
   if( memcmp(a, klMagic, 8)!=0 ) return "bad magic";
   if( kl_get32(a+8)!=pFile->iNum ) return "header names another file number";
   if( kl_get32(a+12)!=(uint32_t)pFile->eKind ) return "header has another kind";
   return 0;
 }
 
-/* Forward scan: every frame checked, records listed.  A problem in the
-** newest log file (bNewest) ends the scan there (the tail is cut by the
-** caller at pScan->iEnd); anywhere else it is SQLITE_CORRUPT. */
+/* Forward scan: every frame checked, records listed.  A bad frame in the
+** newest log file (bNewest), or a header that was never written there,
+** ends the scan (the tail is cut by the caller at pScan->iEnd); any other
+** damage is SQLITE_CORRUPT. */
 static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
                       KlScan *pScan, char **pzErr){
   int rc = SQLITE_OK;
   int64_t iOff = KL_HDR;
-  const char *zWhy = klHeaderCheck(p, pFile, pScan, &rc, pzErr);
+  int bTorn = 0;
+  const char *zWhy = klHeaderCheck(p, pFile, pScan, &bTorn, &rc, pzErr);
   pScan->iEnd = KL_HDR;
   if( rc ) return rc;
   if( zWhy ){
-    if( bNewest ){ pScan->iEnd = 0; return SQLITE_OK; }
+    if( bNewest && bTorn ){ pScan->iEnd = 0; return SQLITE_OK; }
     return kl_corrupt(pzErr, pFile->zPath, 0, zWhy);
   }
   while( iOff<pFile->sz ){

@@ -35,8 +35,9 @@
 ** records of the key are dead.  A torn or corrupt tail of the NEWEST log
 ** file - and any records after its last complete transaction - is cut off
 ** (it can only hold data never reported durable, which the root WAL still
-** holds).  Any other damage is SQLITE_CORRUPT with a message naming the
-** file and the offset.  No allocation is larger than a bounded record
+** holds), and so is all of it when its header was never written (shorter
+** than 16 bytes or all zero).  Any other damage is SQLITE_CORRUPT with a
+** message naming the file and the offset.  No allocation is larger than a bounded record
 ** (KVLOG_MAX_FRAME) or the actual size of the file being read.
 **
 ** CIDs.  Every transaction carries the commit id of its root-WAL record.
@@ -236,7 +237,11 @@ void kv_logstore_stats(KvLogStore*, KvLogStats*);
 
 /* Delete every file of the store and its directory (the table was
 ** dropped).  Afterwards only kv_logstore_close() may be called.  Open
-** snapshots keep reading the unlinked files. */
+** snapshots keep reading the unlinked files.  Durable when it returns:
+** nothing - the removal is not synced, so a crash may leave the directory
+** or some of its files behind; the caller's catalog, not this directory,
+** decides whether the table exists.  Errors: SQLITE_IOERR_DELETE naming
+** the directory, SQLITE_NOMEM. */
 int kv_logstore_destroy(KvLogStore*, char **pzErr);
 
 #endif /* DEPOT_KV_LOGSTORE_H */

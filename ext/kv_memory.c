@@ -140,7 +140,7 @@ static int memApply(KvBackendTable *p, KvMap *pBatch, uint64_t iSeq,
     if( e.bTomb ){
       rc = kv_map_remove(&pNew, e.aKey, e.nKey);
     }else{
-      rc = kv_map_put(&pNew, e.aKey, e.nKey, e.aVal, e.nVal, iSeq, 0);
+      rc = kv_map_put_from(&pNew, pCsr, iSeq, 0);   /* shares the bytes */
     }
   }
   kv_map_cursor_free(pCsr);

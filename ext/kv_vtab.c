@@ -131,9 +131,10 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
     return rc;
   }
   if( !bCreate ){
-    *pzErr = sqlite3_mprintf("kv: table %s does not exist in store %s",
-        p->zName, kv_engine_dir(p->pEng) ? kv_engine_dir(p->pEng) : "(memory)");
-    return SQLITE_ERROR;
+    /* Removed behind SQLite's back (kv_remove_table, another schema):
+    ** connect anyway so that DROP TABLE still works; every read and write
+    ** fails with "kv: no such table". */
+    return SQLITE_OK;
   }
   rc = kv_root_begin(p->pEng, &pRoot);
   if( rc==SQLITE_OK ){

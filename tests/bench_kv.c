@@ -8,8 +8,9 @@
 ** kv_group_commit: 400 durable single-key commits (autocommit INSERT OR
 **   REPLACE into a persistence=1 kv_memory table, so each is one WAL append
 **   + fdatasync).  Baseline: one thread.  Candidate: 8 threads of 50
-**   commits each, on their own connections and disjoint keys, sharing
-**   flushes through group commit.  Cost is time per commit.
+**   commits each, on their own connections (opened before the timed
+**   region) and disjoint keys, sharing flushes through group commit.  Cost
+**   is time per commit.
 */
 #include "config.h"
 #include "tests/bench.h"
@@ -69,67 +70,64 @@ double bench_kv_memory_upsert(int bCandidate, const char *zDir){
 
 typedef struct GroupArg GroupArg;
 struct GroupArg {
-  const char *zDir;
+  sqlite3 *db;                 /* own connection, set up before timing */
+  sqlite3_stmt *pStmt;
   int iThread, nCommit;
   int rc;
 };
 
 static void *benchGroupThread(void *pArg){
   GroupArg *p = (GroupArg*)pArg;
-  sqlite3 *db = benchOpen();
-  sqlite3_stmt *pStmt = 0;
-  char *zSql;
   int i;
-  p->rc = SQLITE_ERROR;
-  if( db==0 ) return 0;
-  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE IF NOT EXISTS t USING "
-                         "kv_memory(dir='%q', persistence=1)", p->zDir);
-  p->rc = sqlite3_exec(db, zSql, 0, 0, 0);
-  sqlite3_free(zSql);
-  if( p->rc==SQLITE_OK ){
-    p->rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t VALUES(?1, 'v')",
-                               -1, &pStmt, 0);
-  }
   for(i=0; p->rc==SQLITE_OK && i<p->nCommit; i++){
-    sqlite3_bind_int(pStmt, 1, p->iThread*1000000 + i);
-    p->rc = sqlite3_step(pStmt)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    sqlite3_reset(pStmt);
+    sqlite3_bind_int(p->pStmt, 1, p->iThread*1000000 + i);
+    p->rc = sqlite3_step(p->pStmt)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(p->pStmt);
   }
   if( p->rc!=SQLITE_OK ){
-    fprintf(stderr, "kv_group_commit: %s\n", sqlite3_errmsg(db));
+    fprintf(stderr, "kv_group_commit: %s\n", sqlite3_errmsg(p->db));
   }
-  sqlite3_finalize(pStmt);
-  sqlite3_close(db);
   return 0;
+}
+
+/* Open thread i's connection on the store and prepare its statement. */
+static int benchGroupSetup(GroupArg *p, const char *zDir, int i, int n){
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_memory(dir="
+                               "'%q/store', persistence=1)", zDir);
+  memset(p, 0, sizeof(*p));
+  p->iThread = i;
+  p->nCommit = n;
+  p->db = benchOpen();
+  p->rc = p->db ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
+  if( p->rc==SQLITE_OK ){
+    p->rc = sqlite3_prepare_v2(p->db, "INSERT OR REPLACE INTO t "
+                               "VALUES(?1, 'v')", -1, &p->pStmt, 0);
+  }
+  sqlite3_free(zSql);
+  return p->rc;
 }
 
 double bench_kv_group_commit(int bCandidate, const char *zDir){
   int nThread = bCandidate ? GROUP_THREADS : 1;
   pthread_t aTid[GROUP_THREADS];
   GroupArg aArg[GROUP_THREADS];
-  sqlite3 *db = benchOpen();
-  char *zSql;
-  double t0, t1;
-  int i, rc;
-  if( db==0 ) return -1;
-  /* Keep the store open (and created) outside the measured region. */
-  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_memory(dir="
-                         "'%q/store', persistence=1)", zDir);
-  rc = sqlite3_exec(db, zSql, 0, 0, 0);
-  sqlite3_free(zSql);
-  if( rc!=SQLITE_OK ){ sqlite3_close(db); return -1; }
-  zSql = sqlite3_mprintf("%s/store", zDir);
-  t0 = bench_now();
+  double t0, t1 = -1;
+  int i, rc = SQLITE_OK;
   for(i=0; i<nThread; i++){
-    aArg[i].zDir = zSql;
-    aArg[i].iThread = i;
-    aArg[i].nCommit = GROUP_TOTAL/nThread;
-    pthread_create(&aTid[i], 0, benchGroupThread, &aArg[i]);
+    if( benchGroupSetup(&aArg[i], zDir, i, GROUP_TOTAL/nThread) ) rc = SQLITE_ERROR;
   }
-  for(i=0; i<nThread; i++) pthread_join(aTid[i], 0);
-  t1 = (bench_now() - t0) / GROUP_TOTAL;
-  for(i=0; i<nThread; i++) if( aArg[i].rc!=SQLITE_OK ) t1 = -1;
-  sqlite3_free(zSql);
-  sqlite3_close(db);
+  if( rc==SQLITE_OK ){
+    t0 = bench_now();
+    for(i=0; i<nThread; i++){
+      pthread_create(&aTid[i], 0, benchGroupThread, &aArg[i]);
+    }
+    for(i=0; i<nThread; i++) pthread_join(aTid[i], 0);
+    t1 = (bench_now() - t0) / GROUP_TOTAL;
+  }
+  for(i=0; i<nThread; i++){
+    if( aArg[i].rc!=SQLITE_OK ) t1 = -1;
+    sqlite3_finalize(aArg[i].pStmt);
+    sqlite3_close(aArg[i].db);
+  }
   return t1;
 }

@@ -3,6 +3,7 @@
 ** tables, kv_* handle functions, kv_tables), the engine behind them
 ** (snapshots, conflicts, reservations, catalog, replay), bad input, and
 ** the multi-thread / multi-process / fault-injection scenarios.
+** DEPOT_TORTURE_ITERS=n multiplies the bank-transfer stress by n.
 */
 #include "config.h"
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
@@ -426,6 +427,62 @@ static int kv_failf(sqlite3 *db, const char *zLike, const char *zFmt, ...){
   sqlite3_free(zSql);
   return rc;
 }
+
+START_TEST(test_kv_vtab_of_a_removed_table_errors_and_drops){
+  char *zDir = th_tmpdir("kv-gone");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3_int64 h;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory");
+  h = kv_intf(db, "SELECT kv_begin()");   /* the sidecar store */
+  kv_ok(db, "SELECT kv_remove_table(%lld, 't'), kv_commit(%lld)", h, h);
+  kv_fail(db, "SELECT * FROM t", "no such table: t");
+  kv_fail(db, "INSERT INTO t VALUES(1,1)", "no such table: t");
+  sqlite3_close(db);
+  db = th_open(zDb);                       /* reconnects to a missing table */
+  kv_fail(db, "SELECT * FROM t WHERE key=1", "no such table: t");
+  th_exec(db, "DROP TABLE t");
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory; INSERT INTO t VALUES(1,1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Total bytes of the WAL segments of store zDir. */
+static long kv_wal_bytes(const char *zDir){
+  char *zCmd = sqlite3_mprintf("cat '%q'/wal/*.log | wc -c", zDir);
+  FILE *f = popen(zCmd, "r");
+  long n = -1;
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%ld", &n), 1);
+  pclose(f);
+  sqlite3_free(zCmd);
+  return n;
+}
+
+START_TEST(test_kv_only_persistent_writes_reach_the_wal){
+  char *zDir = th_tmpdir("kv-walbytes");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h;
+  long n0, n1;
+  kv_mk(db, "p", zDir, 1);
+  kv_mk(db, "v", zDir, 0);
+  th_exec(db, "INSERT INTO p VALUES(1, 1)");
+  n0 = kv_wal_bytes(zDir);
+  th_exec(db, "INSERT INTO v VALUES(1, 1); UPDATE v SET value=2");
+  /* A writable root that only reads commits fully but appends nothing. */
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_get(%lld, 'p', 1), kv_commit(%lld)", h, h);
+  n1 = kv_wal_bytes(zDir);
+  ck_assert_int_eq(n0, n1);
+  th_exec(db, "INSERT INTO p VALUES(2, 2)");
+  ck_assert_int_gt(kv_wal_bytes(zDir), n1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 START_TEST(test_kv_handles_read_write_commit){
   char *zDir = th_tmpdir("kv-handle");
@@ -863,10 +920,18 @@ END_TEST
 #define BANK_THREADS  4
 #define BANK_MOVES    300
 
+/* Transfers per thread: BANK_MOVES, or DEPOT_TORTURE_ITERS times that. */
+static int kvBankMoves(void){
+  const char *z = getenv("DEPOT_TORTURE_ITERS");
+  int n = z ? atoi(z) : 0;
+  return BANK_MOVES * (n>1 ? n : 1);
+}
+
 typedef struct KvBank KvBank;
 struct KvBank {
   const char *zDir;
   unsigned int seed;
+  int nMoves;
   int nOk, nConflict, nOther;
 };
 
@@ -880,7 +945,7 @@ static void *kvBankThread(void *pArg){
                          "kv_memory(dir='%q')", p->zDir);
   sqlite3_exec(db, zSql, 0, 0, 0);
   sqlite3_free(zSql);
-  for(i=0; i<BANK_MOVES; i++){
+  for(i=0; i<p->nMoves; i++){
     int a = rand_r(&p->seed)%BANK_ACCOUNTS, b = rand_r(&p->seed)%BANK_ACCOUNTS;
     int amt = rand_r(&p->seed)%10 + 1, rc;
     zSql = sqlite3_mprintf("BEGIN; UPDATE acct SET value=value-%d WHERE key=%d;"
@@ -908,6 +973,7 @@ START_TEST(test_kv_bank_transfers_keep_the_sum){
     memset(&b[i], 0, sizeof(b[i]));
     b[i].zDir = zDir;
     b[i].seed = 17u*(i+1);
+    b[i].nMoves = kvBankMoves();
     pthread_create(&a[i], 0, kvBankThread, &b[i]);
   }
   for(i=0; i<BANK_THREADS; i++){
@@ -921,7 +987,7 @@ START_TEST(test_kv_bank_transfers_keep_the_sum){
     nOk += b[i].nOk;
     nConflict += b[i].nConflict;
   }
-  ck_assert_int_eq(nOk + nConflict, BANK_THREADS*BANK_MOVES);
+  ck_assert_int_eq(nOk + nConflict, BANK_THREADS*kvBankMoves());
   ck_assert_int_gt(nOk, 0);
   ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
                    1000*BANK_ACCOUNTS);
@@ -1092,6 +1158,34 @@ START_TEST(test_kv_replay_is_idempotent_across_reopens){
 }
 END_TEST
 
+START_TEST(test_kv_corrupt_catalog_file_is_reported){
+  char *zDir = th_tmpdir("kv-corrupt");
+  char *zFile = sqlite3_mprintf("%s/tables_meta", zDir);
+  sqlite3 *db = kv_db();
+  FILE *f;
+  long n;
+  kv_mk(db, "t", zDir, 0);
+  sqlite3_close(db);                       /* store closed */
+  f = fopen(zFile, "r+b");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, n/2, SEEK_SET);
+  fputc(0x5a ^ fgetc(f), f);               /* flip bits mid-file */
+  fclose(f);
+  db = kv_db();
+  ck_assert_int_eq(kv_failf(db, "catalog file", "SELECT kv_begin('%q')", zDir),
+                   SQLITE_CORRUPT);
+  /* Truncated to a few bytes: still a clear error, never a crash. */
+  ck_assert_int_eq(truncate(zFile, 5), 0);
+  ck_assert_int_eq(kv_failf(db, "is corrupt", "SELECT kv_begin('%q')", zDir),
+                   SQLITE_CORRUPT);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kv");
   TCase *tc = tcase_create("tables");
@@ -1107,6 +1201,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_sidecar_store_and_catalog_survive_reopen);
+  tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
   suite_add_tcase(s, tc);
   tc = tcase_create("handles");
@@ -1133,6 +1228,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_wal_failure_fails_commit_and_store_reopens,
                       0, (int)(sizeof(aFault)/sizeof(aFault[0])));
   tcase_add_test(tc, test_kv_replay_is_idempotent_across_reopens);
+  tcase_add_test(tc, test_kv_only_persistent_writes_reach_the_wal);
+  tcase_add_test(tc, test_kv_corrupt_catalog_file_is_reported);
   suite_add_tcase(s, tc);
   return s;
 }

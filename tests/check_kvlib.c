@@ -509,6 +509,35 @@ START_TEST(test_kvlib_result_functions_report_corrupt_bytes){
 }
 END_TEST
 
+/* kv_key_to_value / kv_value_to_value share one private connection:
+** several threads decode at once (ThreadSanitizer checks the locking). */
+static void *decoder_main(void *pArg){
+  static const uint8_t aKey[] = {0x20, 'k', 'e', 'y', 0x00, 0x00};
+  static const uint8_t aVal[] = {0x00, 0x0B, 'v', 'a', 'l'};
+  int i, rc;
+  (void)pArg;
+  for(i=0; i<300; i++){
+    sqlite3_value *k = kv_key_to_value(aKey, sizeof(aKey), aVal,
+                                       sizeof(aVal), &rc);
+    sqlite3_value *v = kv_value_to_value(aVal, sizeof(aVal), &rc);
+    T_ASSERT(k!=NULL && v!=NULL);
+    T_ASSERT(sqlite3_value_bytes(k)==3 && sqlite3_value_bytes(v)==3);
+    T_ASSERT(memcmp(sqlite3_value_text(k), "key", 3)==0);
+    T_ASSERT(memcmp(sqlite3_value_text(v), "val", 3)==0);
+    sqlite3_value_free(k);
+    sqlite3_value_free(v);
+  }
+  return 0;
+}
+
+START_TEST(test_kvlib_decoders_are_thread_safe){
+  pthread_t aT[4];
+  int i;
+  for(i=0; i<4; i++) pthread_create(&aT[i], 0, decoder_main, 0);
+  for(i=0; i<4; i++) pthread_join(aT[i], 0);
+}
+END_TEST
+
 /* ---- limits and NULL ---- */
 
 START_TEST(test_kvlib_key_null_is_constraint_error){
@@ -711,12 +740,27 @@ END_TEST
 typedef struct ModelEnt ModelEnt;
 struct ModelEnt {
   uint8_t aKey[8]; int nKey;
-  uint8_t aVal[12]; int nVal;
+  uint64_t valSeed; int nVal;     /* value: val_bytes(valSeed, nVal) */
   uint64_t rev;
   int bTomb;
 };
 typedef struct Model Model;
 struct Model { ModelEnt *a; int n; int nAlloc; };
+
+#define MAX_VAL 600
+
+/* The value bytes of a model entry (generated from a seed, so the model
+** stays small while values reach MAX_VAL bytes). */
+static const uint8_t *val_bytes(uint64_t seed, int n){
+  static uint8_t a[MAX_VAL];
+  uint64_t x = seed | 1;
+  int i;
+  for(i=0; i<n; i++){
+    x ^= x<<13; x ^= x>>7; x ^= x<<17;
+    a[i] = (uint8_t)x;
+  }
+  return a;
+}
 
 static int model_cmp(const uint8_t *a, int na, const uint8_t *b, int nb){
   int n = na<nb ? na : nb;
@@ -771,7 +815,8 @@ static void check_entry(const KvMapEntry *p, const ModelEnt *e){
   T_EQ(p->nKey, e->nKey);
   T_ASSERT(p->nKey==0 || memcmp(p->aKey, e->aKey, e->nKey)==0);
   T_EQ(p->nVal, e->nVal);
-  T_ASSERT(p->nVal==0 || memcmp(p->aVal, e->aVal, e->nVal)==0);
+  T_ASSERT(p->nVal==0 || memcmp(p->aVal, val_bytes(e->valSeed, e->nVal),
+                                 e->nVal)==0);
   T_ASSERT(p->rev==e->rev);
   T_EQ(p->bTomb, e->bTomb);
 }
@@ -852,7 +897,8 @@ static void put_shared(KvMap **ppMap, const ModelEnt *e){
   KvMap *pWs = kv_map_new();
   KvMapCursor *pCur;
   KvMapEntry x;
-  T_EQ(kv_map_put(&pWs, e->aKey, e->nKey, e->aVal, e->nVal, ~e->rev,
+  T_EQ(kv_map_put(&pWs, e->aKey, e->nKey, val_bytes(e->valSeed, e->nVal),
+                  e->nVal, ~e->rev,
                   !e->bTomb), SQLITE_OK);
   pCur = kv_map_cursor_new(pWs);
   T_EQ(kv_map_put_from(ppMap, pCur, e->rev, e->bTomb), SQLITE_MISUSE);
@@ -880,13 +926,15 @@ static void map_model_run(uint64_t seed, int nOp, int nSpace){
     random_key(e.aKey, &e.nKey, nSpace);
     if( op<55 ){
       e.nVal = rng_below(13);
-      for(k=0; k<e.nVal; k++) e.aVal[k] = (uint8_t)rng();
+      e.valSeed = rng();
+      if( rng_below(8)==0 ) e.nVal = 200 + rng_below(MAX_VAL-200);
       e.rev = rng();
       e.bTomb = rng_below(5)==0;
       if( op<10 ){
         put_shared(&pMap, &e);
       }else{
-        T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, e.aVal, e.nVal,
+        T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, val_bytes(e.valSeed, e.nVal),
+                        e.nVal,
                         e.rev, e.bTomb), SQLITE_OK);
       }
       model_put(&m, &e);
@@ -1027,6 +1075,43 @@ START_TEST(test_kvlib_map_unshared_version_is_updated_in_place){
 }
 END_TEST
 
+/* kv_map_put may be given bytes that point into the very version it
+** updates in place (an entry re-put under a new revision, or another
+** entry's value); ASan checks that nothing is read after it is freed. */
+START_TEST(test_kvlib_map_put_accepts_bytes_from_the_map_itself){
+  KvMap *p = kv_map_new();
+  KvMapEntry e, f;
+  char z[16];
+  uint8_t aBig[400];
+  int i, round;
+  memset(aBig, 'v', sizeof(aBig));
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_EQ(kv_map_put(&p, z, 5, aBig, i%3 ? 20 : 300, 0, 0), SQLITE_OK);
+  }
+  for(round=1; round<=3; round++){
+    for(i=0; i<2000; i++){
+      snprintf(z, sizeof(z), "%05d", i);
+      T_ASSERT(kv_map_get(p, z, 5, &e));
+      T_EQ(kv_map_put(&p, e.aKey, e.nKey, e.aVal, e.nVal, round, 0),
+           SQLITE_OK);
+      snprintf(z, sizeof(z), "%05d", (i*7)%2000);
+      T_ASSERT(kv_map_get(p, z, 5, &f));
+      snprintf(z, sizeof(z), "x%05d", i);
+      T_EQ(kv_map_put(&p, z, 6, f.aVal, f.nVal, round, 0), SQLITE_OK);
+    }
+  }
+  T_EQ(kv_map_count(p), 4000);
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_ASSERT(kv_map_get(p, z, 5, &e));
+    T_ASSERT(e.rev==3 && e.nVal==(i%3 ? 20 : 300));
+    T_ASSERT(memcmp(e.aVal, aBig, e.nVal)==0);
+  }
+  kv_map_unref(p);
+}
+END_TEST
+
 START_TEST(test_kvlib_map_cursor_outlives_the_callers_reference){
   KvMap *p = kv_map_new();
   KvMapCursor *pCur;
@@ -1159,7 +1244,8 @@ START_TEST(test_kvlib_map_nomem_leaves_version_unchanged){
     memset(&e, 0, sizeof(e));
     random_key(e.aKey, &e.nKey, 3125);
     e.nVal = 4;
-    memcpy(e.aVal, "vvvv", 4);
+    e.valSeed = (uint64_t)i;
+    if( i%5==0 ) e.nVal = 300;          /* out of line */
     e.rev = (uint64_t)i;
     pSnap = (i%3==0) ? kv_map_ref(p) : 0;
     for(k=0; ; k++){
@@ -1167,7 +1253,8 @@ START_TEST(test_kvlib_map_nomem_leaves_version_unchanged){
       if( i%4==3 ){
         rc = kv_map_remove(&p, e.aKey, e.nKey);
       }else{
-        rc = kv_map_put(&p, e.aKey, e.nKey, e.aVal, e.nVal, e.rev, 0);
+        rc = kv_map_put(&p, e.aKey, e.nKey, val_bytes(e.valSeed, e.nVal),
+                        e.nVal, e.rev, 0);
       }
       oomCountdown = -1;
       if( rc==SQLITE_OK ) break;
@@ -1384,6 +1471,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvlib_result_functions_report_corrupt_bytes, 0,
       (int)(sizeof(azCorruptSql)/sizeof(azCorruptSql[0])));
   tcase_add_test(tc, test_kvlib_encoders_leave_buffer_unchanged_on_nomem);
+  tcase_add_test(tc, test_kvlib_decoders_are_thread_safe);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("map");
@@ -1392,6 +1480,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_map_bytes_tracks_keys_and_values);
   tcase_add_test(tc, test_kvlib_map_snapshot_is_unchanged_by_later_writes);
   tcase_add_test(tc, test_kvlib_map_unshared_version_is_updated_in_place);
+  tcase_add_test(tc, test_kvlib_map_put_accepts_bytes_from_the_map_itself);
   tcase_add_test(tc, test_kvlib_map_cursor_outlives_the_callers_reference);
   tcase_add_test(tc, test_kvlib_map_empty_map_has_no_entries);
   tcase_add_test(tc, test_kvlib_map_nomem_leaves_version_unchanged);

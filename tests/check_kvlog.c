@@ -144,6 +144,22 @@ static int tk_count_files(const char *zDir, const char *zSuffix){
   return n;
 }
 
+/* Every data file of zDir is at most szFile bytes. */
+static void tk_assert_files_bounded(const char *zDir, int64_t szFile){
+  DIR *d = opendir(zDir);
+  struct dirent *e;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    if( strstr(e->d_name, ".klog") || strstr(e->d_name, ".kmrg") ){
+      char *z = sqlite3_mprintf("%s/%s", zDir, e->d_name);
+      ck_assert_msg(tk_size(z)<=szFile, "%s is %lld bytes", z,
+                    (long long)tk_size(z));
+      sqlite3_free(z);
+    }
+  }
+  closedir(d);
+}
+
 static void tk_flip(const char *zPath, int64_t iOff){
   int fd = open(zPath, O_RDWR);
   unsigned char c;
@@ -284,6 +300,7 @@ START_TEST(test_kvlog_newest_wins_across_files_and_after_reopen){
   KvLogStore *p = tk_open(zDir, 600);     /* tiny files: many rolls */
   tk_apply_range(p, 1, 400);
   ck_assert_int_gt(tk_stats(p).nFile, 10);
+  tk_assert_files_bounded(zDir, 600);
   tk_check_model(p, 400);
   tk_sync(p);
   kv_logstore_close(p);
@@ -509,6 +526,45 @@ START_TEST(test_kvlog_torn_header_of_new_file_is_repaired){
   p = tk_open(zDir, 100);
   tk_expect(p, "c", "3");
   kv_logstore_close(p);
+  sqlite3_free(zFile2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The newest file's header: all zero (never written; no sync of the file
+** can have completed, so its records are cut) versus damaged (the file may
+** hold synced records: SQLITE_CORRUPT, nothing is cut). */
+START_TEST(test_kvlog_newest_header_zero_is_cut_damaged_is_corrupt){
+  char *zDir = th_tmpdir("kvlog-newhdr");
+  KvLogStore *p = tk_open(zDir, 100);
+  char *zFile2 = tk_file(zDir, 2, "klog");
+  char *zErr = 0;
+  uint8_t aZero[16];
+  int64_t sz;
+  int fd;
+  tk_put(p, 1, "a", "0123456789012345678901234567890123456789"
+                    "0123456789012345678901234567890123456789");
+  tk_put(p, 2, "b", "2");                   /* file 2 */
+  tk_sync(p);
+  kv_logstore_close(p);
+  sz = tk_size(zFile2);
+  if( _i==0 ){
+    memset(aZero, 0, sizeof(aZero));
+    fd = open(zFile2, O_RDWR);
+    ck_assert_int_eq(pwrite(fd, aZero, 16, 0), 16);
+    close(fd);
+    p = tk_open(zDir, 100);
+    tk_expect(p, "b", 0);
+    ck_assert_int_eq(tk_size(zFile2), 16);
+    kv_logstore_close(p);
+  }else{
+    tk_flip(zFile2, 2);
+    ck_assert_int_eq(tk_open_fails(zDir, &zErr), SQLITE_CORRUPT);
+    ck_assert_msg(strstr(zErr, "00000002.klog is corrupt at offset 0: bad "
+                         "magic")!=0, "%s", zErr);
+    ck_assert_int_eq(tk_size(zFile2), sz);  /* nothing cut */
+    sqlite3_free(zErr);
+  }
   sqlite3_free(zFile2);
   sqlite3_free(zDir);
 }
@@ -802,6 +858,8 @@ START_TEST(test_kvlog_compaction_keeps_live_data_and_reclaims_dead_bytes){
   ck_assert_int_lt(st1.szStored, st0.szStored/4);
   ck_assert_int_lt(st1.nFile, st0.nFile);
   ck_assert_int_eq(tk_count_files(zDir, ".klog"), 1);  /* only the active */
+  ck_assert_int_gt(tk_count_files(zDir, ".kmrg"), 1);
+  tk_assert_files_bounded(zDir, 2000);
   tk_check_model(p, 1500);
   tk_apply_range(p, 1501, 1600);
   tk_sync(p);
@@ -1526,6 +1584,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_partial_transaction_at_tail_is_cut);
   tcase_add_loop_test(tc, test_kvlog_torn_header_of_new_file_is_repaired,
                       0, 16);
+  tcase_add_loop_test(tc,
+      test_kvlog_newest_header_zero_is_cut_damaged_is_corrupt, 0, 2);
   tcase_add_loop_test(tc, test_kvlog_flipped_byte_in_older_file_is_corrupt,
                       0, (int)(sizeof(aFlipOff)/sizeof(aFlipOff[0])));
   tcase_add_loop_test(tc, test_kvlog_truncated_older_file_is_corrupt, 0, 4);
