@@ -40,3 +40,15 @@ TESTS += tests/check_kv
 tests_check_kv_SOURCES = tests/check_kv.c $(TEST_HARNESS)
 tests_check_kv_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_kv.c
+## kv_log storage engine (private header ext/kv_logstore.h)
+DEPOT_SOURCES += \
+	ext/kv_logstore.h \
+	ext/kv_logstore_int.h \
+	ext/kv_logstore.c \
+	ext/kv_logcompact.c
+
+check_PROGRAMS += tests/check_kvlog
+TESTS += tests/check_kvlog
+tests_check_kvlog_SOURCES = tests/check_kvlog.c $(TEST_HARNESS)
+tests_check_kvlog_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvlog.c

@@ -34,6 +34,8 @@ double bench_kv_group_commit(int bCandidate, const char *zDir);
 /* tests/bench_depot.c: the depot VFS against the unix VFS. */
 double bench_depot_speed(int bCandidate, const char *zDir);
 double bench_depot_bytes(int bCandidate, const char *zDir);
+double bench_kvlog_load(int bCandidate, const char *zDir);
+double bench_kvlog_reopen(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);
