@@ -145,6 +145,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
 void kvTableUnref(KvTable *p){
   if( p && --p->nRef==0 ){
     if( p->pData ) p->pBackend->xClose(p->pData);
+    kvVersionTableFree(p);
     kv_map_unref(p->pRev);
     sqlite3_free(p->meta.zOptions);
     sqlite3_free(p);
@@ -318,6 +319,7 @@ static int kvLockStore(KvEngine *pEng, char **pzErr){
 static void kvEngineFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
+  kvVersionStoreStop(pEng);
   wal_close(pEng->pWal);
   for(p=pEng->pTables; p; p=pNext){
     pNext = p->pNext;
@@ -348,6 +350,10 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   pthread_mutex_init(&p->mutex, 0);
   pthread_mutex_init(&p->catMutex, 0);
   p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
+  if( kvVersionStoreInit(p)!=SQLITE_OK ){
+    kvEngineFree(p);
+    return SQLITE_NOMEM;
+  }
   if( zReal && (p->zDir = sqlite3_mprintf("%s", zReal))==0 ){
     kvEngineFree(p);
     return SQLITE_NOMEM;
@@ -375,6 +381,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;
     wal_stats(pEng->pWal, &st);
@@ -489,6 +496,7 @@ static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc)
     pI->bPersist = t->meta.bPersist;
     if( pEng->zDir ) pI->zDir = sqlite3_mprintf("%s", pEng->zDir);
     t->pBackend->xStats(t->pData, &pI->nRow, &nByte);
+    kvVersionTableStats(t, &pI->nVerRecord, &pI->nVerBytes);
     if( pI->zName==0 || (pEng->zDir && pI->zDir==0) ) rc = SQLITE_NOMEM;
   }
   pthread_mutex_unlock(&pEng->mutex);

@@ -256,8 +256,7 @@ static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   (void)argc;
   if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
-  rc = kv_get(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, k.a, k.n, &v,
-              &bFound, &zErr);
+  rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
   if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
   else if( bFound ) kv_value_result(ctx, v.a, v.n);
@@ -518,6 +517,7 @@ static int kvConnection(sqlite3 *db, char **pzErr){
   }
   if( rc==SQLITE_OK ) rc = kv_vtab_register(db, pConn);
   if( rc==SQLITE_OK ) rc = kv_tables_register(db);
+  if( rc==SQLITE_OK ) rc = kv_vfunc_register(db, pConn);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: cannot register the KV functions: %s",
                              sqlite3_errmsg(db));

@@ -32,7 +32,11 @@ DEPOT_SOURCES += \
 	ext/kv_sql.h \
 	ext/kv_vtab.c \
 	ext/kv_func.c \
-	ext/kv_tables.c
+	ext/kv_tables.c \
+	ext/kv_version.h \
+	ext/kv_version.c \
+	ext/kv_metrics.c \
+	ext/kv_vfunc.c
 
 # The kv suite: engine, SQL surface, concurrency, durability.
 check_PROGRAMS += tests/check_kv
@@ -52,3 +56,9 @@ TESTS += tests/check_kvlog
 tests_check_kvlog_SOURCES = tests/check_kvlog.c $(TEST_HARNESS)
 tests_check_kvlog_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_kvlog.c
+
+# The kvversion suite: the key-version protocol, version TTL, kv_metrics.
+check_PROGRAMS += tests/check_kvversion
+TESTS += tests/check_kvversion
+tests_check_kvversion_SOURCES = tests/check_kvversion.c $(TEST_HARNESS)
+tests_check_kvversion_LDADD = $(TEST_LDADD)
