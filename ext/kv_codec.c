@@ -687,3 +687,33 @@ int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
   sqlite3_free(v.zFree);
   return rc;
 }
+
+/* ---- keys from C values ---- */
+
+int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
+                    KvBuf *pOut, char **pzErr){
+  uint8_t a[12];
+  switch( eType ){
+    case SQLITE_INTEGER: return kv_buf_append(pOut, a, kvcIntKey(i, a));
+    case SQLITE_FLOAT:
+      if( kvcIsNan(r) ){
+        kvcSetErr(pzErr, "kv: key must not be NULL");
+        return SQLITE_CONSTRAINT;
+      }
+      return kv_buf_append(pOut, a, kvcRealKey(r, a));
+    case SQLITE_TEXT:
+    case SQLITE_BLOB:
+      if( n>KV_MAX_KEY_BYTES ){
+        if( pzErr ){
+          *pzErr = sqlite3_mprintf("kv: key is %d bytes, the limit is %d",
+                                   n, KV_MAX_KEY_BYTES);
+        }
+        return SQLITE_TOOBIG;
+      }
+      return kvcAppendEscaped(pOut, eType==SQLITE_TEXT ? KVC_KEY_TEXT
+                                                       : KVC_KEY_BLOB, z, n);
+    default:
+      kvcSetErr(pzErr, "kv: key must not be NULL");
+      return SQLITE_CONSTRAINT;
+  }
+}

@@ -100,6 +100,11 @@ int kv_key_check(const uint8_t *aKey, int nKey);
 ** {"hex":"<lowercase hex>"} for a blob.  SQLITE_OK, SQLITE_NOMEM or
 ** SQLITE_CORRUPT. */
 int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut);
+/* Like kv_key_encode for a key given as C values: eType SQLITE_INTEGER
+** (i), SQLITE_FLOAT (r; NaN is NULL), SQLITE_TEXT or SQLITE_BLOB (z/n).
+** Same errors. */
+int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
+                    KvBuf *pOut, char **pzErr);
 /* Append z/n (UTF-8) as a JSON string, quotes included. */
 int kv_json_text(KvBuf *pOut, const uint8_t *z, int n);
 

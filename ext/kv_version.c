@@ -329,14 +329,16 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   *pbFound = 0;
   kv_buf_reset(pVal);
   if( rc!=SQLITE_OK ) return rc;
+  /* One critical section: the snapshot, the value and the version are of
+  ** the same published state. */
   pthread_mutex_lock(&pEng->mutex);
   t = kvTableFind(pEng, zTab, nTab);
   if( t ){
-    t->nRef++;
     rc = t->pBackend->xSnapshot(t->pData, &pSnap);
     if( rc==SQLITE_OK ){
       rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, pVal, pbFound, aVer);
     }
+    if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
   }
   pthread_mutex_unlock(&pEng->mutex);
   if( t==0 ){
@@ -344,10 +346,6 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
                              pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;
   }
-  if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
-  pthread_mutex_lock(&pEng->mutex);
-  kvTableUnref(t);
-  pthread_mutex_unlock(&pEng->mutex);
   return rc;
 }
 

@@ -45,6 +45,20 @@ struct KvVerRead {
   uint8_t aVer[KV_VERSION_BYTES];
 };
 
+/* A parsed read set (kv_readset.c): sorted by (table, key), no pair
+** twice; each element's table and key share one allocation. */
+typedef struct KvReadSet KvReadSet;
+struct KvReadSet {
+  int n;
+  KvVerRead *a;
+};
+/* Parse the read-set JSON text z/n (see kv_readset.c and docs/SQL.md).
+** SQLITE_ERROR with *pzErr for malformed input or a duplicate, key codes
+** (SQLITE_TOOBIG, SQLITE_CONSTRAINT), SQLITE_NOMEM.  On error *pSet is
+** empty. */
+int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr);
+void kv_readset_free(KvReadSet*);
+
 /* Versioned prepare of an active root: select the versioned protocol
 ** (SQLITE_MISUSE if the root is ordinary; nothing changes then), check
 ** that every table of the read set exists and that the root writes

@@ -426,192 +426,6 @@ static int kvMetricsFill(KvConn *pConn, sqlite3_value **apArg, KvRows *p,
 
 /* ------------------------------------------- kv_prepare_with_version --- */
 
-/* A parsed read set: elements point into their own allocations. */
-typedef struct KvReadSet KvReadSet;
-struct KvReadSet {
-  int n;
-  KvVerRead *a;
-};
-
-static void kvReadSetFree(KvReadSet *p){
-  int i;
-  for(i=0; i<p->n; i++) sqlite3_free((char*)p->a[i].zTab);
-  sqlite3_free(p->a);
-}
-
-static int kvHexVal(char c){
-  return (c>='0'&&c<='9') ? c-'0' : (c>='a'&&c<='f') ? c-'a'+10
-       : (c>='A'&&c<='F') ? c-'A'+10 : -1;
-}
-
-/* Decode "hex" text z/n and encode it as a blob key (pEcho: "SELECT ?1"). */
-static int kvHexKey(sqlite3_stmt *pEcho, const char *z, int n, KvBuf *pKey,
-                    int iElem, char **pzErr){
-  uint8_t *a = sqlite3_malloc64(n/2+1);
-  int i, rc = SQLITE_OK;
-  if( a==0 ) return SQLITE_NOMEM;
-  if( z==0 || n%2 ) rc = SQLITE_ERROR;
-  for(i=0; rc==SQLITE_OK && i<n; i+=2){
-    int h = kvHexVal(z[i]), l = kvHexVal(z[i+1]);
-    if( h<0 || l<0 ) rc = SQLITE_ERROR;
-    else a[i/2] = (uint8_t)(h<<4 | l);
-  }
-  if( rc!=SQLITE_OK ){
-    *pzErr = sqlite3_mprintf("kv: read set element %d: \"hex\" must be text "
-                             "of an even number of hex digits", iElem);
-  }else{
-    sqlite3_bind_blob(pEcho, 1, a, n/2, SQLITE_STATIC);
-    if( sqlite3_step(pEcho)==SQLITE_ROW ){
-      rc = kv_key_encode(sqlite3_column_value(pEcho, 0), pKey, pzErr);
-    }
-    if( sqlite3_reset(pEcho)!=SQLITE_OK && rc==SQLITE_OK ) rc = SQLITE_NOMEM;
-  }
-  sqlite3_free(a);
-  return rc;
-}
-
-/* Columns of the read-set parser, one row per element. */
-#define KV_RS_SQL \
-  "SELECT json_type(e.value), json_type(e.value,'$.table'), " \
-  "json_extract(e.value,'$.table'), json_type(e.value,'$.key'), " \
-  "json_extract(e.value,'$.key'), json_type(e.value,'$.key.hex'), " \
-  "json_extract(e.value,'$.key.hex'), json_type(e.value,'$.version'), " \
-  "json_extract(e.value,'$.version'), " \
-  "(SELECT count(*) FROM json_each(e.value) AS f), " \
-  "(SELECT count(*) FROM json_each(e.value,'$.key') AS g) " \
-  "FROM json_each(?1) AS e"
-
-static int kvElemError(char **pzErr, int iElem, const char *zWhat){
-  *pzErr = sqlite3_mprintf("kv: read set element %d: %s", iElem, zWhat);
-  return SQLITE_ERROR;
-}
-
-/* The key of one element (column 3..6 of the parser) into *pKey. */
-static int kvElemKey(sqlite3_stmt *pSel, sqlite3_stmt *pEcho, int iElem,
-                     KvBuf *pKey, char **pzErr){
-  const char *zType = (const char*)sqlite3_column_text(pSel, 3);
-  if( zType==0 ) return kvElemError(pzErr, iElem, "\"key\" is missing");
-  if( strcmp(zType, "object")==0 ){
-    const char *zHex = (const char*)sqlite3_column_text(pSel, 5);
-    if( zHex==0 || strcmp(zHex, "text")!=0 || sqlite3_column_int(pSel, 10)!=1 ){
-      return kvElemError(pzErr, iElem, "a blob key must be {\"hex\":\"..\"}");
-    }
-    return kvHexKey(pEcho, (const char*)sqlite3_column_text(pSel, 6),
-                    sqlite3_column_bytes(pSel, 6), pKey, iElem, pzErr);
-  }
-  if( strcmp(zType, "text")!=0 && strcmp(zType, "integer")!=0
-   && strcmp(zType, "real")!=0 ){
-    return kvElemError(pzErr, iElem, "\"key\" must be a JSON string, number "
-                       "or {\"hex\":\"..\"}");
-  }
-  return kv_key_encode(sqlite3_column_value(pSel, 4), pKey, pzErr);
-}
-
-/* Append one parsed element (current row of pSel) to pSet. */
-static int kvElemAdd(sqlite3_stmt *pSel, sqlite3_stmt *pEcho, int iElem,
-                     KvReadSet *pSet, char **pzErr){
-  const char *zT = (const char*)sqlite3_column_text(pSel, 1);
-  const char *zV = (const char*)sqlite3_column_text(pSel, 7);
-  KvBuf key = {0, 0, 0};
-  KvVerRead *r = &pSet->a[pSet->n];
-  int nTab, rc = SQLITE_OK;
-  char *zBlock;
-  if( sqlite3_column_int(pSel, 9)!=3 || zT==0 || zV==0 ){
-    return kvElemError(pzErr, iElem, "must be an object with exactly "
-                       "\"table\", \"key\" and \"version\"");
-  }
-  if( strcmp(zT, "text")!=0 ) return kvElemError(pzErr, iElem,
-                                   "\"table\" must be a string");
-  if( strcmp(zV, "text")!=0 ) return kvElemError(pzErr, iElem,
-                                   "\"version\" must be a string");
-  nTab = sqlite3_column_bytes(pSel, 2);
-  rc = kv_name_check((const char*)sqlite3_column_text(pSel, 2), nTab, pzErr);
-  if( rc==SQLITE_OK && kv_version_parse((const char*)sqlite3_column_text(
-          pSel, 8), sqlite3_column_bytes(pSel, 8), r->aVer)!=SQLITE_OK ){
-    rc = kvElemError(pzErr, iElem, "\"version\" must be \"u:<32 hex>\" or "
-                     "\"d:<32 hex>\" as kv_query_with_version returns it");
-  }
-  if( rc==SQLITE_OK ) rc = kvElemKey(pSel, pEcho, iElem, &key, pzErr);
-  if( rc==SQLITE_OK && (zBlock = sqlite3_malloc64(nTab + key.n + 1))==0 ){
-    rc = SQLITE_NOMEM;
-  }
-  if( rc==SQLITE_OK ){
-    memcpy(zBlock, sqlite3_column_text(pSel, 2), nTab);
-    zBlock[nTab] = 0;
-    memcpy(zBlock+nTab+1, key.a, key.n);
-    r->zTab = zBlock; r->nTab = nTab;
-    r->aKey = (uint8_t*)zBlock+nTab+1; r->nKey = key.n;
-    pSet->n++;
-  }
-  kv_buf_free(&key);
-  return rc;
-}
-
-static int kvReadCmp(const void *pA, const void *pB){
-  const KvVerRead *a = pA, *b = pB;
-  int c = memcmp(a->zTab, b->zTab, a->nTab<b->nTab ? a->nTab : b->nTab);
-  if( c==0 ) c = a->nTab - b->nTab;
-  if( c==0 ) c = memcmp(a->aKey, b->aKey, a->nKey<b->nKey ? a->nKey : b->nKey);
-  return c ? c : a->nKey - b->nKey;
-}
-
-/* Sort the set and reject a (table, key) named twice. */
-static int kvReadSetUnique(KvReadSet *p, char **pzErr){
-  int i;
-  if( p->n>1 ) qsort(p->a, p->n, sizeof(KvVerRead), kvReadCmp);
-  for(i=1; i<p->n; i++){
-    if( kvReadCmp(&p->a[i-1], &p->a[i])==0 ){
-      char *zKey = kv_key_describe(p->a[i].aKey, p->a[i].nKey);
-      *pzErr = sqlite3_mprintf("kv: the read set names table %s key %s "
-                               "twice", p->a[i].zTab, zKey ? zKey : "?");
-      sqlite3_free(zKey);
-      return SQLITE_ERROR;
-    }
-  }
-  return SQLITE_OK;
-}
-
-static int kvJsonArrayLen(sqlite3 *db, sqlite3_value *pJson, int *pn){
-  sqlite3_stmt *pStmt = 0;
-  int rc = sqlite3_prepare_v2(db, "SELECT CASE WHEN json_valid(?1) AND "
-      "json_type(?1)='array' THEN json_array_length(?1) ELSE -1 END", -1,
-      &pStmt, 0);
-  if( rc!=SQLITE_OK ) return rc;
-  sqlite3_bind_value(pStmt, 1, pJson);
-  *pn = sqlite3_step(pStmt)==SQLITE_ROW ? sqlite3_column_int(pStmt, 0) : -1;
-  return sqlite3_finalize(pStmt);
-}
-
-/* Parse the read-set JSON into *pSet (sorted, unique). */
-static int kvReadSetParse(sqlite3 *db, sqlite3_value *pJson, KvReadSet *pSet,
-                          char **pzErr){
-  sqlite3_stmt *pSel = 0, *pEcho = 0;
-  int n = -1, iElem = 0;
-  int rc = sqlite3_value_type(pJson)==SQLITE_TEXT
-         ? kvJsonArrayLen(db, pJson, &n) : SQLITE_OK;
-  memset(pSet, 0, sizeof(*pSet));
-  if( rc==SQLITE_OK && n<0 ){
-    *pzErr = sqlite3_mprintf("kv: the read set must be a JSON array text "
-        "such as '[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]', "
-        "got %s", kvTypeName(pJson));
-    return SQLITE_ERROR;
-  }
-  if( rc==SQLITE_OK && (pSet->a = sqlite3_malloc64((n+1)*sizeof(KvVerRead)))==0 ){
-    rc = SQLITE_NOMEM;
-  }
-  if( rc==SQLITE_OK ) rc = sqlite3_prepare_v2(db, KV_RS_SQL, -1, &pSel, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_prepare_v2(db, "SELECT ?1", -1, &pEcho, 0);
-  if( rc==SQLITE_OK ) sqlite3_bind_value(pSel, 1, pJson);
-  while( rc==SQLITE_OK && iElem<n && sqlite3_step(pSel)==SQLITE_ROW ){
-    rc = kvElemAdd(pSel, pEcho, iElem++, pSet, pzErr);
-  }
-  if( rc==SQLITE_OK && iElem!=n ) rc = sqlite3_errcode(db);
-  sqlite3_finalize(pSel);
-  sqlite3_finalize(pEcho);
-  if( rc==SQLITE_OK ) rc = kvReadSetUnique(pSet, pzErr);
-  return rc;
-}
-
 static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   KvReadSet set;
@@ -620,12 +434,19 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   int rc = h ? SQLITE_OK : SQLITE_ERROR;
   (void)argc;
   memset(&set, 0, sizeof(set));
+  if( rc==SQLITE_OK && sqlite3_value_type(argv[1])!=SQLITE_TEXT ){
+    zErr = sqlite3_mprintf("kv: the read set must be a JSON array text such "
+        "as '[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]', got %s",
+        kvTypeName(argv[1]));
+    rc = SQLITE_MISMATCH;
+  }
   if( rc==SQLITE_OK ){
-    rc = kvReadSetParse(sqlite3_context_db_handle(ctx), argv[1], &set, &zErr);
+    rc = kv_readset_parse((const char*)sqlite3_value_text(argv[1]),
+                          sqlite3_value_bytes(argv[1]), &set, &zErr);
   }
   if( rc==SQLITE_OK ) rc = kv_version_prepare(h->pRoot, set.a, set.n, &zErr);
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_PREPARE_OK : KV_METRIC_PREPARE_FAIL);
-  kvReadSetFree(&set);
+  kv_readset_free(&set);
   if( rc!=SQLITE_OK ) kvVfError(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
 }

@@ -35,6 +35,7 @@ DEPOT_SOURCES += \
 	ext/kv_tables.c \
 	ext/kv_version.h \
 	ext/kv_version.c \
+	ext/kv_readset.c \
 	ext/kv_metrics.c \
 	ext/kv_vfunc.c
 
@@ -62,3 +63,4 @@ check_PROGRAMS += tests/check_kvversion
 TESTS += tests/check_kvversion
 tests_check_kvversion_SOURCES = tests/check_kvversion.c $(TEST_HARNESS)
 tests_check_kvversion_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvversion.c
