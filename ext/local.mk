@@ -52,3 +52,15 @@ TESTS += tests/check_kvlog
 tests_check_kvlog_SOURCES = tests/check_kvlog.c $(TEST_HARNESS)
 tests_check_kvlog_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_kvlog.c
+
+## kv_btree and kv_log backends, kv_stats.
+DEPOT_SOURCES += \
+	ext/kv_btree.h \
+	ext/kv_btree.c \
+	ext/kv_log.c \
+	ext/kv_stats.c
+
+check_PROGRAMS += tests/check_kvbtree
+TESTS += tests/check_kvbtree
+tests_check_kvbtree_SOURCES = tests/check_kvbtree.c $(TEST_HARNESS)
+tests_check_kvbtree_LDADD = $(TEST_LDADD)
