@@ -14,9 +14,21 @@
 ** from the root WAL.  Compaction runs on the log store's own background
 ** thread and blocks neither readers nor committers.
 **
-** Replay is idempotent: kv_logstore_open() reports the highest CID the log
-** durably holds; a replayed WAL record with a CID at or below it is already
-** there, so xApply skips it and xDurable confirms it at once.
+** Stored values.  Each value is stored behind an 8-byte big-endian prefix:
+** the CID of the WAL record that wrote it.  The log store itself labels
+** each transaction with an increasing number: the CID, or the last label
+** + 1 when a CID is not above it (two committers racing, so that a lower
+** CID publishes second, or a replay applying an old record again).
+**
+** Replay is idempotent.  kv_logstore_open() reports the highest label the
+** log durably holds, which is at least every CID it holds.  A replayed
+** record with a CID above it is applied whole; one at or below it may be
+** there already, so each action is checked against the key's entry in the
+** log: a key whose stored CID is >= the record's already has this write or
+** a later one (skipped); a delete of an absent key is skipped; anything else
+** is applied.  Replay runs over the live WAL segments in CID order, so a put
+** applied again over a later delete is deleted again by that later record.
+** A record that needed nothing is confirmed at once (xDurable).
 */
 #include "config.h"
 #include "ext/kv_backend.h"
@@ -35,8 +47,10 @@ struct KvBackendTable {
   KvEngine *pEng;
   char *zName; int nName;
   char *zDir;
-  uint64_t cidLoaded;           /* highest CID durable at open */
-  uint64_t cidLast;             /* highest CID label applied (engine mutex) */
+  uint64_t labelLoaded;         /* highest label durable at open; CIDs
+                                ** at or below it are checked per key */
+  uint64_t labelLast;           /* highest label applied (engine mutex) */
+  uint64_t cidAppended;         /* last replayed cid that appended */
   pthread_mutex_t mu;
   pthread_cond_t cond;
   uint64_t *aCid; int nCid, nAlloc;   /* applied, not yet synced */
@@ -158,7 +172,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   rc = kv_logstore_open(t->zDir, &cfg, &t->pLog, pzErr);
   if( rc==SQLITE_OK ){
     kv_logstore_stats(t->pLog, &st);
-    t->cidLoaded = t->cidLast = st.maxCid;
+    t->labelLoaded = t->labelLast = st.maxCid;
     rc = pthread_create(&t->thread, 0, logCollector, t)==0 ? SQLITE_OK
                                                           : SQLITE_NOMEM;
     t->bThread = rc==SQLITE_OK;
@@ -184,15 +198,31 @@ static int logDrop(KvBackendTable *t, char **pzErr){
 
 /* ------------------------------------------------------ publishing --- */
 
-/* The batch as an action array (pointing into pBatch's bytes). */
-static int logActions(KvMap *pBatch, KvLogAction **paAct, int *pnAct){
-  int64_t n = kv_map_count(pBatch);
+static void logPut64(uint8_t *a, uint64_t v){
+  int i;
+  for(i=7; i>=0; i--){ a[i] = (uint8_t)v; v >>= 8; }
+}
+
+static uint64_t logGet64(const uint8_t *a){
+  uint64_t v = 0;
+  int i;
+  for(i=0; i<8; i++) v = (v<<8) | a[i];
+  return v;
+}
+
+/* The batch as an action array.  Keys point into pBatch's bytes; values
+** are copied behind their CID prefix into *paBuf (one allocation). */
+static int logActions(KvMap *pBatch, uint64_t cid, KvLogAction **paAct,
+                      int *pnAct, uint8_t **paBuf){
+  int64_t n = kv_map_count(pBatch), nByte = kv_map_bytes(pBatch) + 8*n + 8;
   KvLogAction *a = sqlite3_malloc64((n ? n : 1)*sizeof(*a));
+  uint8_t *aBuf = sqlite3_malloc64(nByte), *p = aBuf;
   KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
   KvMapEntry e;
   int i = 0, bOn;
-  if( a==0 || pCsr==0 ){
+  if( a==0 || pCsr==0 || aBuf==0 ){
     sqlite3_free(a);
+    sqlite3_free(aBuf);
     kv_map_cursor_free(pCsr);
     return SQLITE_NOMEM;
   }
@@ -201,12 +231,19 @@ static int logActions(KvMap *pBatch, KvLogAction **paAct, int *pnAct){
     kv_map_cursor_entry(pCsr, &e);
     a[i].bDelete = e.bTomb;
     a[i].aKey = e.aKey; a[i].nKey = e.nKey;
-    a[i].aVal = e.aVal; a[i].nVal = e.bTomb ? 0 : e.nVal;
+    a[i].aVal = p; a[i].nVal = 0;
+    if( !e.bTomb ){
+      logPut64(p, cid);
+      if( e.nVal ) memcpy(p+8, e.aVal, e.nVal);
+      a[i].nVal = 8 + e.nVal;
+      p += 8 + e.nVal;
+    }
     i++;
   }
-  kv_map_cursor_free(pCsr);   /* pBatch keeps the bytes alive */
+  kv_map_cursor_free(pCsr);   /* pBatch keeps the key bytes alive */
   *paAct = a;
   *pnAct = i;
+  *paBuf = aBuf;
   return SQLITE_OK;
 }
 
@@ -225,33 +262,67 @@ static int logNotePending(KvBackendTable *t, uint64_t cid){
   return SQLITE_OK;
 }
 
-static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
-                    uint64_t cid){
-  KvLogAction *a = 0;
+/* Replay of a record the log may already hold: drop from a[] the actions
+** whose effect is there (see the header comment). */
+static int logFilterReplayed(KvBackendTable *t, uint64_t cid,
+                             KvLogAction *a, int *pn){
+  KvLogBuf v = {0, 0, 0};
   char *zErr = 0;
-  int n = 0, rc;
-  (void)iSeq;
-  if( cid!=0 && cid<=t->cidLoaded ) return SQLITE_OK;  /* already there */
-  rc = logActions(pBatch, &a, &n);
-  /* Commits publish in CID order except when two committers race; the
-  ** later-published one is labelled just above the last label. */
-  if( rc==SQLITE_OK ){
-    uint64_t iLabel = cid>t->cidLast ? cid : t->cidLast+1;
-    rc = kv_logstore_apply(t->pLog, iLabel, n, a, &zErr);
-    if( rc==SQLITE_OK ) t->cidLast = iLabel;
+  int i, nOut = 0, rc = SQLITE_OK;
+  for(i=0; i<*pn && rc==SQLITE_OK; i++){
+    int bFound = 0;
+    rc = kv_logstore_get(t->pLog, a[i].aKey, a[i].nKey, &v, 0, &bFound,
+                         &zErr);
+    if( rc==SQLITE_OK && bFound && v.n<8 ) rc = SQLITE_CORRUPT;
+    if( rc!=SQLITE_OK ) break;
+    if( bFound ? logGet64(v.a)>=cid : a[i].bDelete ) continue;
+    a[nOut++] = a[i];
   }
-  if( rc!=SQLITE_OK && zErr ){
-    sqlite3_log(rc, "%s (record %llu stays in the WAL)", zErr,
-                (unsigned long long)cid);
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "kv_log: replay check in %s: %s", t->zDir,
+                zErr ? zErr : "value without its CID prefix");
   }
   sqlite3_free(zErr);
-  sqlite3_free(a);
-  if( rc==SQLITE_OK && cid ) rc = logNotePending(t, cid);
+  kv_logbuf_free(&v);
+  *pn = nOut;
   return rc;
 }
 
+static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
+                    uint64_t cid){
+  KvLogAction *a = 0;
+  uint8_t *aBuf = 0;
+  char *zErr = 0;
+  int n = 0, rc;
+  (void)iSeq;
+  if( cid==0 ) return SQLITE_MISUSE;   /* kv_log tables are persistent */
+  rc = logActions(pBatch, cid, &a, &n, &aBuf);
+  if( rc==SQLITE_OK && cid<=t->labelLoaded ){
+    rc = logFilterReplayed(t, cid, a, &n);
+  }
+  if( rc==SQLITE_OK && n>0 ){
+    uint64_t iLabel = cid>t->labelLast ? cid : t->labelLast+1;
+    rc = kv_logstore_apply(t->pLog, iLabel, n, a, &zErr);
+    if( rc==SQLITE_OK ){
+      t->labelLast = iLabel;
+      t->cidAppended = cid;
+      rc = logNotePending(t, cid);
+    }
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "kv_log: publishing record %llu to %s failed: %s "
+                "(the record stays in the WAL)", (unsigned long long)cid,
+                t->zDir, zErr ? zErr : "");
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(a);
+  sqlite3_free(aBuf);
+  return rc;
+}
+
+/* A replayed record that appended nothing is durable already. */
 static int logDurable(KvBackendTable *t, uint64_t cid){
-  return cid!=0 && cid<=t->cidLoaded;
+  return cid<=t->labelLoaded && t->cidAppended!=cid;
 }
 
 /* ------------------------------------------------------- snapshots --- */
@@ -292,13 +363,17 @@ static int logGet(KvBackendSnap *h, const uint8_t *aKey, int nKey,
                   int *pbFound, KvMapEntry *pOut){
   char *zErr = 0;
   int rc = kv_logsnap_get(h->pSnap, aKey, nKey, &h->val, 0, pbFound, &zErr);
+  if( rc==SQLITE_OK && *pbFound && h->val.n<8 ){
+    rc = SQLITE_CORRUPT;
+    zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
+  }
   if( rc!=SQLITE_OK ){
     sqlite3_log(rc, "%s", zErr);
     *pbFound = 0;
   }else if( *pbFound ){
     memset(pOut, 0, sizeof(*pOut));
     pOut->aKey = aKey; pOut->nKey = nKey;
-    pOut->aVal = h->val.a; pOut->nVal = h->val.n;
+    pOut->aVal = h->val.a+8; pOut->nVal = h->val.n-8;
   }
   sqlite3_free(zErr);
   return rc;
@@ -330,7 +405,8 @@ static void logCursorClose(KvBackendCursor *c){
 ** its file and offset). */
 static int logLanded(KvBackendCursor *c, int bOn){
   char *zErr = 0;
-  if( bOn && kv_logcursor_value(c->pCsr, &c->val, &zErr)!=SQLITE_OK ){
+  if( bOn && (kv_logcursor_value(c->pCsr, &c->val, &zErr)!=SQLITE_OK
+              || c->val.n<8) ){
     sqlite3_log(SQLITE_CORRUPT, "%s (scan stopped)", zErr);
     bOn = 0;
   }
@@ -354,8 +430,8 @@ static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
   memset(pOut, 0, sizeof(*pOut));
   if( !c->bOn ) return;
   kv_logcursor_key(c->pCsr, &pOut->aKey, &pOut->nKey, &cid);
-  pOut->aVal = c->val.a;
-  pOut->nVal = c->val.n;
+  pOut->aVal = c->val.a+8;
+  pOut->nVal = c->val.n-8;
 }
 
 /* ----------------------------------------------------------- stats --- */

@@ -627,8 +627,12 @@ static int kb_kill_check(const char *zDir, int nAck){
   nB = (int)th_int(db, "SELECT count(*) FROM b");
   nL = (int)th_int(db, "SELECT count(*) FROM l");
   ck_assert_int_eq(nM, iMax<7 ? iMax : 7);
-  ck_assert_msg(nB==nM && nL==nM, "after ack %d (max %d): m %d, b %d, l %d",
-                nAck, iMax, nM, nB, nL);
+  if( nB!=nM || nL!=nM ){
+    char *zB = th_text(db, "SELECT group_concat(key) FROM b");
+    char *zL = th_text(db, "SELECT group_concat(key) FROM l");
+    ck_abort_msg("after ack %d (max %d): m %d, b %d (%s), l %d (%s)", nAck,
+                 iMax, nM, nB, zB, nL, zL);
+  }
   ck_assert_int_eq(kb_int(db, "SELECT count(*) FROM m JOIN b USING(key) "
       "JOIN l USING(key) WHERE m.value='m'||key AND "
       "substr(b.value,1,length('b'||key))='b'||key AND "
