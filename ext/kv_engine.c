@@ -26,6 +26,8 @@ static const WalIo *kvTestIo = 0;
 /* Every table type this build knows.  One line per backend. */
 static const KvBackend *const aKvBackend[] = {
   &kvMemoryBackend,
+  &kvBtreeBackend,
+  &kvLogBackend,
 };
 
 void kv_engine_test_io(const WalIo *pIo){
@@ -109,7 +111,7 @@ int kvTableNew(KvEngine *pEng, const char *zName, int nName,
   *pp = 0;
   if( pB==0 ){
     *pzErr = sqlite3_mprintf("kv: table type %s is not available in this "
-                             "build (known: kv_memory)", pMeta->zType);
+                             "build (known: kv_memory, kv_btree, kv_log)", pMeta->zType);
     return SQLITE_ERROR;
   }
   p = sqlite3_malloc64(sizeof(*p) + nName + 1);
@@ -139,6 +141,8 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.iTableId = p->meta.iId;
   def.bPersist = p->meta.bPersist;
   def.zOptions = p->meta.zOptions;
+  def.pEng = p->pEng;
+  def.pIo = p->pEng->pIo;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 
@@ -319,14 +323,16 @@ static int kvLockStore(KvEngine *pEng, char **pzErr){
 static void kvEngineFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
-  kvVersionStoreStop(pEng);
-  wal_close(pEng->pWal);
+  kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  /* Tables first: a backend's collector confirms its last batches to the
+  ** WAL as it closes. */
   for(p=pEng->pTables; p; p=pNext){
     pNext = p->pNext;
     p->bLive = 0;
     kvTableUnref(p);
   }
   kvTableUnref(pEng->pMeta);
+  wal_close(pEng->pWal);
   if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flock */
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
@@ -473,6 +479,17 @@ int kv_engine_confirm(KvEngine *pEng, uint64_t cid, const char *zTab,
 }
 
 /* ---------------------------------------------------------- listing --- */
+
+int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
+  KvEngine *p;
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&kvGlobalMutex);
+  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
+    rc = xEach(p, pCtx);
+  }
+  pthread_mutex_unlock(&kvGlobalMutex);
+  return rc;
+}
 
 static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
   KvTable *t;

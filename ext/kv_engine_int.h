@@ -124,6 +124,9 @@ const KvBackend *kvBackendFind(const char *zType);
 int kvTableOpenData(KvTable*, int bCreate, char **pzErr);
 void kvTableLink(KvEngine*, KvTable*);
 void kvTableUnlink(KvEngine*, KvTable*);
+/* Call xEach on every open store (kv_stats), under the registry mutex:
+** xEach must not open or close stores.  Stops at the first error. */
+int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx);
 
 /* kv_catalog.c */
 int kv_meta_encode(const KvMeta*, KvBuf *pOut);

@@ -9,8 +9,10 @@
 ** from a table name here).  It holds:
 **
 **   NNNNNNNN.klog   log files, numbered from 1; the highest is the active
-**                   file that appends go to.  A log file is rolled (a new
-**                   one started) once it passes KvLogConfig.szFile bytes.
+**                   file that appends go to.  It is rolled (synced, and a
+**                   new one started) before a transaction would take it
+**                   past KvLogConfig.szFile bytes; a transaction is never
+**                   split, so one larger than szFile gets a file alone.
 **   NNNNNNNN.kmrg   merged files written by compaction, one record per key.
 **   MANIFEST        which merged files are live, the highest log-file
 **                   number they replaced ("merged-through" number M) and
@@ -37,8 +39,9 @@
 ** (it can only hold data never reported durable, which the root WAL still
 ** holds), and so is all of it when its header was never written (shorter
 ** than 16 bytes or all zero).  Any other damage is SQLITE_CORRUPT with a
-** message naming the file and the offset.  No allocation is larger than a bounded record
-** (KVLOG_MAX_FRAME) or the actual size of the file being read.
+** message naming the file and the offset.  A length field is checked
+** against the record limit (KVLOG_MAX_KEY + KVLOG_MAX_VALUE + framing) and
+** the file size before anything is allocated or read for it.
 **
 ** CIDs.  Every transaction carries the commit id of its root-WAL record.
 ** kv_logstore_apply() requires CIDs to increase, so the log always holds a
@@ -59,10 +62,11 @@
 ** Errors.  SQLite result codes; where a function takes char **pzErr it
 ** sets it on failure to a sqlite3_malloc'd message naming the file
 ** ("kv_log: write of /x/t/00000003.klog failed: No space left on device")
-** that the caller frees.  I/O failures are SQLITE_IOERR_WRITE,
-** SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_IOERR_TRUNCATE,
+** that the caller frees.  I/O failures are SQLITE_CANTOPEN,
+** SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_DIR_FSYNC,
+** SQLITE_IOERR_READ, SQLITE_IOERR_FSTAT, SQLITE_IOERR_TRUNCATE,
 ** SQLITE_IOERR_DELETE or SQLITE_FULL (ENOSPC, EFBIG); damaged bytes are
-** SQLITE_CORRUPT.
+** SQLITE_CORRUPT.  SQLITE_NOMEM comes without a message.
 */
 #ifndef DEPOT_KV_LOGSTORE_H
 #define DEPOT_KV_LOGSTORE_H
@@ -91,7 +95,7 @@ typedef struct KvLogCursor KvLogCursor;
 
 typedef struct KvLogConfig KvLogConfig;
 struct KvLogConfig {
-  int64_t szFile;         /* roll files past this many bytes; 0: 64 MiB */
+  int64_t szFile;         /* file size bound (see above); 0: 64 MiB */
   int64_t szDeadTrigger;  /* compaction is due when dead bytes exceed this
                           ** and half the stored bytes; 0: szFile; <0:
                           ** never (kv_logstore_compact() still works) */
@@ -99,8 +103,10 @@ struct KvLogConfig {
                           ** started at open and joined at close */
   const WalIo *pIo;       /* NULL: wal_io_posix() */
   /* Test hook: called at each KVLOG_STEP_*; a non-zero return stops the
-  ** compaction right there (as a crash would), and kv_logstore_compact()
-  ** returns SQLITE_ABORT.  NULL: none. */
+  ** compaction right there, which then cleans up as after an I/O error
+  ** and returns SQLITE_ABORT (a crash test kills the process in the hook
+  ** instead).  The return after KVLOG_STEP_SWAPPED is ignored.  NULL:
+  ** none. */
   int (*xStep)(void *pStepCtx, int eStep);
   void *pStepCtx;
 };
@@ -143,8 +149,9 @@ void kv_logstore_close(KvLogStore*);
 ** file (the OS page cache) but only kv_logstore_sync() makes them durable;
 ** a crash before that may lose them (the root WAL still holds them).
 **
-** On failure (bad arguments: SQLITE_MISUSE / SQLITE_TOOBIG; a failed or
-** short write: SQLITE_IOERR_WRITE / SQLITE_FULL; SQLITE_NOMEM) nothing is
+** On failure (bad arguments: SQLITE_MISUSE / SQLITE_TOOBIG; a failed
+** write, a short write being continued until it fails: SQLITE_IOERR_WRITE
+** / SQLITE_FULL; SQLITE_NOMEM) nothing is
 ** published and the file is truncated back to where the transaction began.
 ** If that truncation fails too, the store refuses every later apply and
 ** sync with SQLITE_IOERR until it is reopened (the open cuts the tail). */

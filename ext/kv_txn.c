@@ -314,7 +314,12 @@ static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
   if( rc!=SQLITE_OK ) return rc;
   if( kvBackendFind(zType)==0 ){
     *pzErr = sqlite3_mprintf("kv: unknown table type '%s' (this build "
-                             "has: kv_memory)", zType);
+                             "has: kv_memory, kv_btree, kv_log)", zType);
+    return SQLITE_ERROR;
+  }
+  if( kvBackendFind(zType)->bNeedsStore && (!bPersist || !p->pEng->zDir) ){
+    *pzErr = sqlite3_mprintf("kv: %s tables need a store directory and "
+                             "persistence=1", zType);
     return SQLITE_ERROR;
   }
   if( bPersist && p->pEng->zDir==0 ){

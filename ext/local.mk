@@ -64,3 +64,15 @@ TESTS += tests/check_kvversion
 tests_check_kvversion_SOURCES = tests/check_kvversion.c $(TEST_HARNESS)
 tests_check_kvversion_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_kvversion.c
+
+## kv_btree and kv_log backends, kv_stats.
+DEPOT_SOURCES += \
+	ext/kv_btree.h \
+	ext/kv_btree.c \
+	ext/kv_log.c \
+	ext/kv_stats.c
+
+check_PROGRAMS += tests/check_kvbtree
+TESTS += tests/check_kvbtree
+tests_check_kvbtree_SOURCES = tests/check_kvbtree.c $(TEST_HARNESS)
+tests_check_kvbtree_LDADD = $(TEST_LDADD)
