@@ -747,6 +747,51 @@ START_TEST(test_kvv_metrics_count_calls_and_transactions){
 }
 END_TEST
 
+/* ------------------------------------------------ persistent backends --- */
+
+/* zType = kv_btree or kv_log (loop index 0 or 1). */
+static const char *const azPersistType[] = { "kv_btree", "kv_log" };
+
+START_TEST(test_kvv_empty_persistent_table_query_and_restart){
+  char *zDir = th_tmpdir("kvv-persist");
+  sqlite3 *db = kvv_db();
+  char *zSql, *zV0, *zV1, *zR, *zV2;
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING %s",
+                         azPersistType[_i]);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  /* a new table (no physical table yet) is logically empty */
+  kvv_text_eq(db, "SELECT quote(value) FROM kv_query_with_version('b', 1)",
+              "NULL");
+  zV0 = kvv_version(db, "b", "1");
+  ck_assert_msg(strncmp(zV0, "d:", 2)==0, "%s", zV0);
+  th_exec(db, "SELECT kv_begin()");
+  th_exec(db, "SELECT kv_put(1, 'b', 1, 'one'), kv_put(1, 'b', 2, 'two')");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, "
+      "'[{\"table\":\"b\",\"key\":1,\"version\":\"%s\"}]')", zV0);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  zR = th_text(db, "SELECT kv_commit_with_version(1)");
+  zSql = sqlite3_mprintf("SELECT group_concat(json_extract(value,'$.key')||"
+      "json_extract(value,'$.op'), ' ') FROM json_each(%Q)", zR);
+  kvv_text_eq(db, zSql, "1upsert 2upsert");
+  sqlite3_free(zSql);
+  zV1 = kvv_version(db, "b", "1");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 1)", "one");
+  ck_assert_msg(strstr(zR, zV1)!=0, "%s lacks %s", zR, zV1);
+  sqlite3_close(db);
+  /* the data survives a restart, the versions do not */
+  db = kvv_db();
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 1)", "one");
+  zV2 = kvv_version(db, "b", "1");
+  ck_assert_str_ne(zV1, zV2);
+  ck_assert_msg(strncmp(zV2, "u:", 2)==0, "%s", zV2);
+  sqlite3_free(zV0); sqlite3_free(zV1); sqlite3_free(zV2); sqlite3_free(zR);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -758,6 +803,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_restart_clears_versions);
   tcase_add_test(tc, test_kvv_scan_is_isolated_from_a_versioned_commit);
   tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
+  tcase_add_loop_test(tc, test_kvv_empty_persistent_table_query_and_restart,
+                      0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
