@@ -47,6 +47,32 @@ SELECT key, value FROM account WHERE key = 'alice';
 .print '-- (kv_commit would have failed with SQLITE_BUSY_SNAPSHOT: "kv: transaction'
 .print "--  conflicts with a concurrent commit on 1 key: account key 'alice'; ...\")"
 .print ''
+.print '== the key-version protocol: read values with their versions, then commit'
+.print '== a batch that succeeds only if none of them changed'
+CREATE TEMP TABLE cache AS
+  SELECT 'alice' AS k, value, version FROM kv_query_with_version('account', 'alice', 'kvstore');
+SELECT k, value, substr(version, 1, 2) AS kind FROM cache;
+INSERT INTO h VALUES('versioned', kv_begin('kvstore'));
+SELECT kv_put(id, 'account', 'alice', (SELECT value FROM cache) - 1) AS put
+  FROM h WHERE name = 'versioned';
+SELECT kv_prepare_with_version(id, (SELECT json_group_array(json_object(
+    'table', 'account', 'key', k, 'version', version)) FROM cache)) AS prepared
+  FROM h WHERE name = 'versioned';
+.print '-- the receipts: one per write, with the new version'
+SELECT json_extract(r.value, '$.key') AS key, json_extract(r.value, '$.op') AS op,
+       json_extract(r.value, '$.version') = (SELECT version FROM
+         kv_query_with_version('account', 'alice', 'kvstore')) AS is_current
+  FROM h, json_each(kv_commit_with_version(h.id)) AS r WHERE h.name = 'versioned';
+.print '-- the cached version is now stale: a second batch with it is refused'
+INSERT INTO h VALUES('stale', kv_begin('kvstore'));
+SELECT kv_put(id, 'account', 'alice', 0) AS put FROM h WHERE name = 'stale';
+.print '-- (kv_prepare_with_version(id, <the cached read set>) would fail with'
+.print '--  SQLITE_BUSY_SNAPSHOT, and kv_conflicts(id) would then list'
+.print '--  account|alice|version_mismatch; the caller rolls back and re-reads)'
+SELECT kv_rollback(id) AS rolled_back FROM h WHERE name = 'stale';
+SELECT name, json_extract(labels, '$.result') AS result, value FROM kv_metrics
+  WHERE name = 'key_version_query_calls';
+.print ''
 .print '== branchable databases: a depot database inside the store file store.depot'
 ATTACH 'file:store.depot?vfs=depot&db=inventory' AS d;
 CREATE TABLE d.item(id INTEGER PRIMARY KEY, name TEXT, qty INT);

@@ -4,9 +4,8 @@
 **
 ** The engine (kv_engine.c, kv_txn.c) knows nothing about how a table keeps
 ** its committed data: it talks to a KvBackend, a struct of function
-** pointers, one per table type ("kv_memory" here; "kv_log" and "kv_btree"
-** plug in the same way by adding their KvBackend to the list in
-** kv_engine.c).  Keys and values crossing this interface are the byte
+** pointers, one per table type ("kv_memory", "kv_btree", "kv_log"; a new
+** type plugs in by adding its KvBackend to the list in kv_engine.c).  Keys and values crossing this interface are the byte
 ** encodings of kv_codec.h.
 **
 ** Threads: the engine calls xApply, xOpen and xClose with the engine mutex
@@ -25,6 +24,9 @@ typedef struct KvBackendTable KvBackendTable;   /* a backend's open table */
 typedef struct KvBackendSnap KvBackendSnap;     /* a stable read view */
 typedef struct KvBackendCursor KvBackendCursor; /* a walk over a snapshot */
 typedef struct KvTableDef KvTableDef;
+typedef struct KvBackendStats KvBackendStats;
+struct KvEngine;
+struct WalIo;
 
 /* What the backend is told about a table when it opens it. */
 struct KvTableDef {
@@ -34,6 +36,19 @@ struct KvTableDef {
   uint64_t iTableId;       /* stable id; backends name files after it */
   int bPersist;            /* persistence=1 */
   const char *zOptions;    /* options JSON text (may be NULL) */
+  struct KvEngine *pEng;   /* the store, for kv_engine_confirm(); it
+                           ** outlives the table (tables close first) */
+  const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
+};
+
+/* Counters for kv_stats (all 0 when a backend has no such thing). */
+struct KvBackendStats {
+  int64_t nRow;            /* live rows */
+  int64_t nByte;           /* bytes stored for the table */
+  int64_t nOverlay;        /* committed entries not yet in the data file */
+  int64_t nPending;        /* WAL records of the table not yet confirmed */
+  int64_t nError;          /* collector write/sync failures since open */
+  char zError[160];        /* the last such failure ("" if none) */
 };
 
 struct KvBackend {
@@ -77,9 +92,22 @@ struct KvBackend {
   int (*xDurable)(KvBackendTable*, uint64_t cid);
   /* Live entry count and a byte estimate. */
   void (*xStats)(KvBackendTable*, int64_t *pnRow, int64_t *pnByte);
+
+  /* Members added for the persistent backends; a backend that leaves them
+  ** 0 keeps the behaviour above. */
+  /* Tables of this type need a store directory and persistence=1
+  ** (kv_create_table refuses anything else before the commit). */
+  int bNeedsStore;
+  /* kv_stats counters (NULL: only xStats is shown).  Called WITHOUT the
+  ** engine mutex, on a table the caller holds a reference to. */
+  void (*xStatsEx)(KvBackendTable*, KvBackendStats*);
 };
 
 /* ext/kv_memory.c */
 extern const KvBackend kvMemoryBackend;
+/* ext/kv_btree.c */
+extern const KvBackend kvBtreeBackend;
+/* ext/kv_log.c */
+extern const KvBackend kvLogBackend;
 
 #endif /* DEPOT_KV_BACKEND_H */

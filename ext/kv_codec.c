@@ -633,3 +633,87 @@ sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc){
   }
   return kvcDup(&v, pRc);
 }
+
+/* ---- JSON rendering of keys ---- */
+
+int kv_json_text(KvBuf *pOut, const uint8_t *z, int n){
+  static const char hex[] = "0123456789abcdef";
+  int i, rc = kv_buf_append(pOut, "\"", 1);
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    uint8_t c = z[i];
+    if( c=='"' || c=='\\' ){
+      char a[2] = { '\\', (char)c };
+      rc = kv_buf_append(pOut, a, 2);
+    }else if( c<0x20 ){
+      char a[6] = { '\\', 'u', '0', '0', hex[c>>4], hex[c&15] };
+      rc = kv_buf_append(pOut, a, 6);
+    }else{
+      rc = kv_buf_append(pOut, &z[i], 1);
+    }
+  }
+  return rc==SQLITE_OK ? kv_buf_append(pOut, "\"", 1) : rc;
+}
+
+static int kvcJsonHex(KvBuf *pOut, const uint8_t *z, int n){
+  static const char hex[] = "0123456789abcdef";
+  int i, rc = kv_buf_append(pOut, "{\"hex\":\"", 8);
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    char a[2] = { hex[z[i]>>4], hex[z[i]&15] };
+    rc = kv_buf_append(pOut, a, 2);
+  }
+  return rc==SQLITE_OK ? kv_buf_append(pOut, "\"}", 2) : rc;
+}
+
+int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
+  KvcVal v;
+  char *z = 0;
+  int rc = kvcKeyDecode(aKey, nKey, KVC_KIND_NONE, 0, &v);
+  if( rc==SQLITE_OK ){
+    switch( v.eType ){
+      case SQLITE_INTEGER: z = sqlite3_mprintf("%lld", (long long)v.i); break;
+      case SQLITE_FLOAT:
+        z = v.r>1e308 ? sqlite3_mprintf("9e999")
+          : v.r<-1e308 ? sqlite3_mprintf("-9e999")
+          : sqlite3_mprintf("%!.17g", v.r);
+        break;
+      case SQLITE_TEXT: rc = kv_json_text(pOut, v.z, v.n); break;
+      default: rc = kvcJsonHex(pOut, v.z, v.n); break;
+    }
+  }
+  if( rc==SQLITE_OK && (v.eType==SQLITE_INTEGER || v.eType==SQLITE_FLOAT) ){
+    rc = z ? kv_buf_append(pOut, z, (int)strlen(z)) : SQLITE_NOMEM;
+  }
+  sqlite3_free(z);
+  sqlite3_free(v.zFree);
+  return rc;
+}
+
+/* ---- keys from C values ---- */
+
+int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
+                    KvBuf *pOut, char **pzErr){
+  uint8_t a[12];
+  switch( eType ){
+    case SQLITE_INTEGER: return kv_buf_append(pOut, a, kvcIntKey(i, a));
+    case SQLITE_FLOAT:
+      if( kvcIsNan(r) ){
+        kvcSetErr(pzErr, "kv: key must not be NULL");
+        return SQLITE_CONSTRAINT;
+      }
+      return kv_buf_append(pOut, a, kvcRealKey(r, a));
+    case SQLITE_TEXT:
+    case SQLITE_BLOB:
+      if( n>KV_MAX_KEY_BYTES ){
+        if( pzErr ){
+          *pzErr = sqlite3_mprintf("kv: key is %d bytes, the limit is %d",
+                                   n, KV_MAX_KEY_BYTES);
+        }
+        return SQLITE_TOOBIG;
+      }
+      return kvcAppendEscaped(pOut, eType==SQLITE_TEXT ? KVC_KEY_TEXT
+                                                       : KVC_KEY_BLOB, z, n);
+    default:
+      kvcSetErr(pzErr, "kv: key must not be NULL");
+      return SQLITE_CONSTRAINT;
+  }
+}

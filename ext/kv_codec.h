@@ -95,4 +95,17 @@ sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc);
 ** SQLITE_CORRUPT). */
 int kv_key_check(const uint8_t *aKey, int nKey);
 
+/* Append key aKey/nKey as a JSON value to pOut: an integer, a real
+** (integral reals print with ".0"; infinities as 9e999), a string, or
+** {"hex":"<lowercase hex>"} for a blob.  SQLITE_OK, SQLITE_NOMEM or
+** SQLITE_CORRUPT. */
+int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut);
+/* Like kv_key_encode for a key given as C values: eType SQLITE_INTEGER
+** (i), SQLITE_FLOAT (r; NaN is NULL), SQLITE_TEXT or SQLITE_BLOB (z/n).
+** Same errors. */
+int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
+                    KvBuf *pOut, char **pzErr);
+/* Append z/n (UTF-8) as a JSON string, quotes included. */
+int kv_json_text(KvBuf *pOut, const uint8_t *z, int n);
+
 #endif /* DEPOT_KV_CODEC_H */

@@ -26,6 +26,8 @@ static const WalIo *kvTestIo = 0;
 /* Every table type this build knows.  One line per backend. */
 static const KvBackend *const aKvBackend[] = {
   &kvMemoryBackend,
+  &kvBtreeBackend,
+  &kvLogBackend,
 };
 
 void kv_engine_test_io(const WalIo *pIo){
@@ -109,7 +111,7 @@ int kvTableNew(KvEngine *pEng, const char *zName, int nName,
   *pp = 0;
   if( pB==0 ){
     *pzErr = sqlite3_mprintf("kv: table type %s is not available in this "
-                             "build (known: kv_memory)", pMeta->zType);
+                             "build (known: kv_memory, kv_btree, kv_log)", pMeta->zType);
     return SQLITE_ERROR;
   }
   p = sqlite3_malloc64(sizeof(*p) + nName + 1);
@@ -139,12 +141,15 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.iTableId = p->meta.iId;
   def.bPersist = p->meta.bPersist;
   def.zOptions = p->meta.zOptions;
+  def.pEng = p->pEng;
+  def.pIo = p->pEng->pIo;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 
 void kvTableUnref(KvTable *p){
   if( p && --p->nRef==0 ){
     if( p->pData ) p->pBackend->xClose(p->pData);
+    kvVersionTableFree(p);
     kv_map_unref(p->pRev);
     sqlite3_free(p->meta.zOptions);
     sqlite3_free(p);
@@ -318,13 +323,16 @@ static int kvLockStore(KvEngine *pEng, char **pzErr){
 static void kvEngineFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
-  wal_close(pEng->pWal);
+  kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  /* Tables first: a backend's collector confirms its last batches to the
+  ** WAL as it closes. */
   for(p=pEng->pTables; p; p=pNext){
     pNext = p->pNext;
     p->bLive = 0;
     kvTableUnref(p);
   }
   kvTableUnref(pEng->pMeta);
+  wal_close(pEng->pWal);
   if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flock */
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
@@ -348,6 +356,10 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   pthread_mutex_init(&p->mutex, 0);
   pthread_mutex_init(&p->catMutex, 0);
   p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
+  if( kvVersionStoreInit(p)!=SQLITE_OK ){
+    kvEngineFree(p);
+    return SQLITE_NOMEM;
+  }
   if( zReal && (p->zDir = sqlite3_mprintf("%s", zReal))==0 ){
     kvEngineFree(p);
     return SQLITE_NOMEM;
@@ -375,6 +387,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;
     wal_stats(pEng->pWal, &st);
@@ -467,6 +480,17 @@ int kv_engine_confirm(KvEngine *pEng, uint64_t cid, const char *zTab,
 
 /* ---------------------------------------------------------- listing --- */
 
+int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
+  KvEngine *p;
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&kvGlobalMutex);
+  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
+    rc = xEach(p, pCtx);
+  }
+  pthread_mutex_unlock(&kvGlobalMutex);
+  return rc;
+}
+
 static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
   KvTable *t;
   int64_t nByte;
@@ -489,6 +513,7 @@ static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc)
     pI->bPersist = t->meta.bPersist;
     if( pEng->zDir ) pI->zDir = sqlite3_mprintf("%s", pEng->zDir);
     t->pBackend->xStats(t->pData, &pI->nRow, &nByte);
+    kvVersionTableStats(t, &pI->nVerRecord, &pI->nVerBytes);
     if( pI->zName==0 || (pEng->zDir && pI->zDir==0) ) rc = SQLITE_NOMEM;
   }
   pthread_mutex_unlock(&pEng->mutex);

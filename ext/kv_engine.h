@@ -145,9 +145,12 @@ int kv_root_prepare(KvRoot*, char **pzErr);
 /* The conflicts found by the last failed prepare (sorted, deduplicated),
 ** valid until the root is freed. */
 typedef struct KvConflict KvConflict;
+#define KV_CONFLICT_TXN      0   /* transaction_conflict */
+#define KV_CONFLICT_VERSION  1   /* version_mismatch (wins over TXN) */
 struct KvConflict {
   const char *zTable; int nTable;
   const uint8_t *aKey; int nKey;
+  int eKind;               /* KV_CONFLICT_* */
 };
 int kv_root_conflicts(KvRoot*, const KvConflict **paConflict);
 /* Commit a prepared (or still active: it prepares first) root: publish,
@@ -157,6 +160,23 @@ int kv_root_conflicts(KvRoot*, const KvConflict **paConflict);
 ** logged: the WAL record then stays and is replayed at the next open). */
 int kv_root_commit(KvRoot*, char **pzErr);
 void kv_root_rollback(KvRoot*);
+
+/* Protocols of a root (kv_version.h has the versioned one).  A root
+** starts with none; kv_get with a root, kv_root_prepare and kv_root_commit
+** of an active root select ORDINARY; kv_version_prepare selects VERSIONED.
+** kv_root_protocol() selects eProto or fails with SQLITE_MISUSE and a
+** message when the root already uses the other one; nothing else changes
+** then (no TID, no WAL). */
+#define KV_PROTO_NONE       0
+#define KV_PROTO_ORDINARY   1
+#define KV_PROTO_VERSIONED  2
+int kv_root_protocol(KvRoot*, int eProto, char **pzErr);
+int kv_root_protocol_get(KvRoot*);
+
+/* Like kv_get with a root, but neutral: registers no read and selects no
+** protocol (the old value a delete returns). */
+int kv_peek(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+            int nKey, KvBuf *pVal, int *pbFound, char **pzErr);
 
 /* Savepoints of the write sets, numbered like SQLite's (0 outermost). */
 int kv_root_savepoint(KvRoot*, int iLevel);
@@ -188,6 +208,8 @@ struct KvTableInfo {
   int bPersist;
   char *zDir;              /* sqlite3_malloc'd, NULL for anonymous */
   int64_t nRow;
+  int64_t nVerRecord;      /* key version records (kv_version.h) */
+  int64_t nVerBytes;       /* their estimated memory */
 };
 /* Every table of every store open in the process. */
 int kv_engine_list(KvTableInfo **paInfo, int *pnInfo);

@@ -14,6 +14,9 @@
 typedef struct KvTable KvTable;
 typedef struct KvChild KvChild;
 typedef struct KvSavepoint KvSavepoint;
+typedef struct KvVerTable KvVerTable;
+typedef struct KvVerStore KvVerStore;
+typedef struct KvVerReceipts KvVerReceipts;
 
 /* A table of a store: its catalog entry and its backend state.  All
 ** fields but the immutable ones (zName, nName, meta, pBackend, pEng) are
@@ -26,6 +29,7 @@ struct KvTable {
   KvBackendTable *pData;        /* NULL while pending (created, uncommitted) */
   KvMap *pRev;                  /* key -> revision, NULL when empty */
   int nActive;                  /* unfinished children bound to it */
+  KvVerTable *pVer;             /* key versions (kv_version.c), or NULL */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
   KvTable *pNext;
@@ -45,6 +49,7 @@ struct KvEngine {
   KvTable *pMeta;               /* the catalog, ".tables_meta" */
   KvRoot *pPrepared;            /* prepared, not yet finished roots */
   pthread_mutex_t catMutex;     /* serialises catalog file writes */
+  KvVerStore *pVer;             /* version TTL and sweeper (kv_version.c) */
   KvEngine *pNextEngine;        /* kvGlobalMutex */
 };
 
@@ -80,7 +85,35 @@ struct KvRoot {
   KvRoot *pNextPrepared;        /* engine mutex */
   int nConflict;
   KvConflict *aConflict;        /* after a failed prepare */
+  int eProto;                   /* KV_PROTO_* */
+  KvVerReceipts *pReceipts;     /* versioned commit: receipts sink */
 };
+
+/* kv_txn.c: add a conflict of kind eKind (engine mutex or own root). */
+int kvConflictAddKind(KvRoot*, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, int eKind);
+/* kv_txn.c: bind (if needed) the root's child on zTab and register a
+** read of aKey there, selecting no protocol. */
+int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+               int nKey, char **pzErr);
+/* kv_txn.c: prepare with an extra check run under the engine mutex before
+** the standard conflict checks (xCheck may add conflicts). */
+int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,
+                    char **pzErr);
+
+/* kv_version.c: hooks of the engine into the version layer. */
+/* After xApply of child writes pWrite of root p to table t (engine mutex
+** held): publish the key versions (and receipts for a versioned root). */
+int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite);
+void kvVersionTableFree(KvTable*);          /* engine mutex or closing */
+int kvVersionStoreInit(KvEngine*);          /* at open */
+void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
+void kvVersionClearAll(KvEngine*);          /* after replay */
+void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
+
+/* kv_metrics.c: root lifecycle counters. */
+void kvMetricRootCreated(void);
+void kvMetricRootClosed(void);
 
 /* kv_engine.c */
 KvTable *kvTableFind(KvEngine*, const char *zName, int nName);
@@ -91,6 +124,9 @@ const KvBackend *kvBackendFind(const char *zType);
 int kvTableOpenData(KvTable*, int bCreate, char **pzErr);
 void kvTableLink(KvEngine*, KvTable*);
 void kvTableUnlink(KvEngine*, KvTable*);
+/* Call xEach on every open store (kv_stats), under the registry mutex:
+** xEach must not open or close stores.  Stops at the first error. */
+int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx);
 
 /* kv_catalog.c */
 int kv_meta_encode(const KvMeta*, KvBuf *pOut);

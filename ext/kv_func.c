@@ -256,8 +256,7 @@ static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   (void)argc;
   if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
-  rc = kv_get(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, k.a, k.n, &v,
-              &bFound, &zErr);
+  rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
   if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
   else if( bFound ) kv_value_result(ctx, v.a, v.n);
@@ -410,7 +409,8 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
   kv_meta_clear(&meta);
 }
 
-/* Check options_json: an object whose only key is "persistence" (0|1). */
+/* Check options_json: an object whose keys are "persistence" (0|1) and
+** "accelerated_repair" (0|1, kv_btree). */
 static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
                           char **pzErr){
   sqlite3_stmt *pStmt = 0;
@@ -427,15 +427,17 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
       *pzErr = sqlite3_mprintf("kv: options must be a JSON object such as "
                                "'{\"persistence\":1}'");
       rc = SQLITE_ERROR;
-    }else if( zKey==0 || strcmp(zKey, "persistence")!=0 ){
+    }else if( zKey==0 || (strcmp(zKey, "persistence")!=0
+                          && strcmp(zKey, "accelerated_repair")!=0) ){
       *pzErr = sqlite3_mprintf("kv: unknown option '%s' (allowed: "
-                               "persistence)", zKey ? zKey : "");
+                               "persistence, accelerated_repair)",
+                               zKey ? zKey : "");
       rc = SQLITE_ERROR;
     }else if( (strcmp(zType, "integer")!=0 && strcmp(zType, "true")!=0
             && strcmp(zType, "false")!=0) || v<0 || v>1 ){
-      *pzErr = sqlite3_mprintf("kv: option persistence must be 0 or 1");
+      *pzErr = sqlite3_mprintf("kv: option %s must be 0 or 1", zKey);
       rc = SQLITE_ERROR;
-    }else{
+    }else if( zKey[0]=='p' ){
       *pbPersist = v;
     }
   }
@@ -457,6 +459,8 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
     return;
   }
   zType = (const char*)sqlite3_value_text(argv[2]);
+  /* kv_btree and kv_log tables are persistent unless told otherwise. */
+  bPersist = zType && strcmp(zType, "kv_memory")!=0;
   if( argc==4 && sqlite3_value_type(argv[3])!=SQLITE_NULL ){
     rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], &bPersist,
                         &zErr);
@@ -518,6 +522,8 @@ static int kvConnection(sqlite3 *db, char **pzErr){
   }
   if( rc==SQLITE_OK ) rc = kv_vtab_register(db, pConn);
   if( rc==SQLITE_OK ) rc = kv_tables_register(db);
+  if( rc==SQLITE_OK ) rc = kv_stats_register(db);
+  if( rc==SQLITE_OK ) rc = kv_vfunc_register(db, pConn);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: cannot register the KV functions: %s",
                              sqlite3_errmsg(db));

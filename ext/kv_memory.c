@@ -164,5 +164,6 @@ const KvBackend kvMemoryBackend = {
   memSnapshot, memSnapshotFree, memSnapshotDup, memGet,
   memCursorOpen, memCursorClose, memCursorSeek, memCursorNext, memCursorPrev,
   memCursorEntry,
-  memApply, memDurable, memStats
+  memApply, memDurable, memStats,
+  0, 0                          /* any directory; xStats only */
 };

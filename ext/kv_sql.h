@@ -52,5 +52,10 @@ int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
 int kv_vtab_register(sqlite3 *db, KvConn*);
 /* Register the eponymous kv_tables table (kv_tables.c). */
 int kv_tables_register(sqlite3 *db);
+/* Register the eponymous kv_stats table (kv_stats.c). */
+int kv_stats_register(sqlite3 *db);
+/* Register the key-version functions, kv_query_with_version,
+** kv_conflicts and kv_metrics (kv_vfunc.c). */
+int kv_vfunc_register(sqlite3 *db, KvConn*);
 
 #endif /* DEPOT_KV_SQL_H */

@@ -35,6 +35,7 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
   pthread_mutex_lock(&pEng->mutex);
   p->tid = pEng->iNextTid++;
   pthread_mutex_unlock(&pEng->mutex);
+  kvMetricRootCreated();
   *pp = p;
   return SQLITE_OK;
 }
@@ -42,6 +43,20 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
 KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
 int kv_root_state(KvRoot *p){ return p->eState; }
 uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
+int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
+
+int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
+  if( p->eProto==KV_PROTO_NONE || p->eProto==eProto ){
+    p->eProto = eProto;
+    return SQLITE_OK;
+  }
+  *pzErr = sqlite3_mprintf("kv: transaction %llu uses the %s protocol; "
+      "ordinary (kv_get, kv_prepare, kv_commit) and versioned "
+      "(kv_prepare_with_version, kv_commit_with_version) calls cannot be "
+      "mixed in one transaction", (unsigned long long)p->tid,
+      p->eProto==KV_PROTO_ORDINARY ? "ordinary" : "versioned");
+  return SQLITE_MISUSE;
+}
 
 /* ----------------------------------------------------------- children --- */
 
@@ -204,6 +219,10 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   if( p==0 ){
     return kvGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
   }
+  if( (rc = kvRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr))!=SQLITE_OK ){
+    return rc;
+  }
   if( (rc = kvBind(p, zTab, nTab, &c, pzErr))!=SQLITE_OK ) return rc;
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
     *pbFound = !e.bTomb;
@@ -216,6 +235,33 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
     if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
   }
   return rc;
+}
+
+int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+            int nKey, KvBuf *pVal, int *pbFound, char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  *pbFound = 0;
+  if( rc!=SQLITE_OK ) return rc;
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
+    *pbFound = !e.bTomb;
+    return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
+  }
+  if( c->pSnap ){
+    rc = c->pTab->pBackend->xGet(c->pSnap, aKey, nKey, pbFound, &e);
+    if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  }
+  return rc;
+}
+
+int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+               int nKey, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
+  return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
 }
 
 int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
@@ -268,7 +314,12 @@ static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
   if( rc!=SQLITE_OK ) return rc;
   if( kvBackendFind(zType)==0 ){
     *pzErr = sqlite3_mprintf("kv: unknown table type '%s' (this build "
-                             "has: kv_memory)", zType);
+                             "has: kv_memory, kv_btree, kv_log)", zType);
+    return SQLITE_ERROR;
+  }
+  if( kvBackendFind(zType)->bNeedsStore && (!bPersist || !p->pEng->zDir) ){
+    *pzErr = sqlite3_mprintf("kv: %s tables need a store directory and "
+                             "persistence=1", zType);
     return SQLITE_ERROR;
   }
   if( bPersist && p->pEng->zDir==0 ){
@@ -371,8 +422,8 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
 
 /* ---------------------------------------------------------- conflicts --- */
 
-static int kvConflictAdd(KvRoot *p, const char *zTab, int nTab,
-                         const uint8_t *aKey, int nKey){
+int kvConflictAddKind(KvRoot *p, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, int eKind){
   KvConflict *a;
   char *zBlock;
   a = sqlite3_realloc64(p->aConflict, (p->nConflict+1)*sizeof(KvConflict));
@@ -386,8 +437,14 @@ static int kvConflictAdd(KvRoot *p, const char *zTab, int nTab,
   a[p->nConflict].nTable = nTab;
   a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab;
   a[p->nConflict].nKey = nKey;
+  a[p->nConflict].eKind = eKind;
   p->nConflict++;
   return SQLITE_OK;
+}
+
+static int kvConflictAdd(KvRoot *p, const char *zTab, int nTab,
+                         const uint8_t *aKey, int nKey){
+  return kvConflictAddKind(p, zTab, nTab, aKey, nKey, KV_CONFLICT_TXN);
 }
 
 static int kvBytesCmp(const void *a, int na, const void *b, int nb){
@@ -401,10 +458,18 @@ static int kvConflictCmp(const void *pA, const void *pB){
   return c ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
 }
 
+/* Sort order: the key order, then version_mismatch first (so dedup keeps
+** it when both kinds hit one key). */
+static int kvConflictSortCmp(const void *pA, const void *pB){
+  const KvConflict *a = pA, *b = pB;
+  int c = kvConflictCmp(pA, pB);
+  return c ? c : b->eKind - a->eKind;
+}
+
 static void kvConflictSort(KvRoot *p){
   int i, j = 0;
   if( p->nConflict==0 ) return;
-  qsort(p->aConflict, p->nConflict, sizeof(KvConflict), kvConflictCmp);
+  qsort(p->aConflict, p->nConflict, sizeof(KvConflict), kvConflictSortCmp);
   for(i=1; i<p->nConflict; i++){
     if( kvConflictCmp(&p->aConflict[j], &p->aConflict[i])==0 ){
       sqlite3_free((char*)p->aConflict[i].zTable);
@@ -597,6 +662,7 @@ void kv_root_free(KvRoot *p){
   int i;
   if( p==0 ) return;
   kv_root_rollback(p);
+  kvMetricRootClosed();
   for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
   sqlite3_free(p->aConflict);
   kv_engine_unref(p->pEng);
@@ -654,11 +720,20 @@ static int kvRootLog(KvRoot *p, char **pzErr){
 }
 
 int kv_root_prepare(KvRoot *p, char **pzErr){
+  int rc = kvRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  return kvRootPrepareEx(p, 0, 0, pzErr);
+}
+
+int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
+                    char **pzErr){
   KvEngine *pEng = p->pEng;
   int rc = kvRootUsable(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
-  rc = kvCheckRoot(p);
+  if( xCheck ) rc = xCheck(p, pArg);
+  if( rc==SQLITE_OK ) rc = kvCheckRoot(p);
   if( rc==SQLITE_OK && p->nConflict==0 ){
     p->eState = KV_ROOT_PREPARED;
     p->pNextPrepared = pEng->pPrepared;
@@ -717,6 +792,7 @@ static int kvPublish(KvRoot *p, char **pzErr){
     }
     rc = c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
     if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
+    if( rc==SQLITE_OK ) rc = kvVersionPublish(p, c->pTab, c->pWrite);
   }
   kvUnlinkPrepared(p);
   return rc;
@@ -752,6 +828,12 @@ int kv_root_commit(KvRoot *p, char **pzErr){
   if( p->eState==KV_ROOT_ACTIVE ) rc = kv_root_prepare(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( p->eState!=KV_ROOT_PREPARED ) return kvRootUsable(p, pzErr);
+  if( p->eProto==KV_PROTO_VERSIONED && p->pReceipts==0 ){
+    *pzErr = sqlite3_mprintf("kv: transaction %llu was prepared with "
+        "kv_prepare_with_version; finish it with kv_commit_with_version",
+        (unsigned long long)p->tid);
+    return SQLITE_MISUSE;
+  }
   pthread_mutex_lock(&p->pEng->mutex);
   rc = kvPublish(p, pzErr);
   pthread_mutex_unlock(&p->pEng->mutex);

@@ -1,7 +1,10 @@
 /*
-** kv_vtab.c -- the kv_memory virtual-table module: KV tables in SQL.
+** kv_vtab.c -- the kv_memory, kv_btree and kv_log virtual-table modules
+** (one implementation; the module name is the table type): KV tables in SQL.
 **
 **   CREATE VIRTUAL TABLE t USING kv_memory[(dir=PATH, persistence=0|1)];
+**   CREATE VIRTUAL TABLE t USING kv_btree[(dir=PATH, accelerated_repair=0|1)];
+**   CREATE VIRTUAL TABLE t USING kv_log[(dir=PATH)];
 **   INSERT [OR REPLACE] INTO t VALUES(key, value);
 **   SELECT value FROM t WHERE key = ?;       -- also <, <=, >, >=, BETWEEN,
 **   SELECT * FROM t ORDER BY key DESC;       -- IN and ORDER BY key [DESC]
@@ -62,6 +65,8 @@ struct KvArgs {
   char *zDir;                   /* sqlite3_malloc'd or NULL */
   int bPersist;
   int bPersistGiven;
+  int bAccel;                   /* accelerated_repair=1 */
+  const char *zType;            /* the module name: the table type */
 };
 
 /* Unquote a module argument value in place ('x', "x" or x). */
@@ -101,6 +106,10 @@ static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){
            && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
       pA->bPersist = zVal[0]=='1';
       pA->bPersistGiven = 1;
+    }else if( sqlite3_stricmp(zK, "accelerated_repair")==0
+           && strcmp(pA->zType, "kv_btree")==0
+           && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
+      pA->bAccel = zVal[0]=='1';
     }else{
       *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
                                "persistence=0|1", zArg);
@@ -127,11 +136,11 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
   int rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
   if( rc!=SQLITE_OK ) return rc;
   if( bFound ){
-    if( strcmp(meta.zType, "kv_memory")!=0
+    if( strcmp(meta.zType, pA->zType)!=0
      || (pA->bPersistGiven && meta.bPersist!=pA->bPersist) ){
       *pzErr = sqlite3_mprintf("kv: table %s exists as %s with persistence=%d;"
-          " cannot attach it as kv_memory%s", p->zName, meta.zType,
-          meta.bPersist, pA->bPersistGiven
+          " cannot attach it as %s%s", p->zName, meta.zType,
+          meta.bPersist, pA->zType, pA->bPersistGiven
             ? (pA->bPersist ? " with persistence=1" : " with persistence=0")
             : "");
       rc = SQLITE_ERROR;
@@ -151,8 +160,10 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
     p->base.zErrMsg = 0;
     return rc;
   }
-  rc = kv_create_table(p->pConn->pSqlRoot, p->zName, p->nName, "kv_memory",
-                       pA->bPersist, 0, &bCreated, pzErr);
+  rc = kv_create_table(p->pConn->pSqlRoot, p->zName, p->nName, pA->zType,
+                       pA->bPersist, pA->bAccel
+                         ? "{\"accelerated_repair\":1}" : 0,
+                       &bCreated, pzErr);
   if( rc!=SQLITE_OK ) kvLeave(p);
   return rc;
 }
@@ -177,6 +188,8 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
   KvArgs a;
   int i, rc = SQLITE_OK;
   memset(&a, 0, sizeof(a));
+  a.zType = argv[0];
+  a.bPersist = strcmp(argv[0], "kv_memory")!=0;  /* kv_btree, kv_log: 1 */
   for(i=3; i<argc && rc==SQLITE_OK; i++) rc = kvParseArg(argv[i], &a, pzErr);
   if( rc==SQLITE_OK && (p = sqlite3_malloc64(sizeof(*p)))==0 ) rc = SQLITE_NOMEM;
   if( rc==SQLITE_OK ){
@@ -744,5 +757,15 @@ int kv_vtab_register(sqlite3 *db, KvConn *pConn){
   kv_conn_ref(pConn);
   rc = sqlite3_create_module_v2(db, "kv_memory", &kvMemoryModule, pConn,
                                 kvModuleDestroy);
+  if( rc==SQLITE_OK ){
+    kv_conn_ref(pConn);
+    rc = sqlite3_create_module_v2(db, "kv_btree", &kvMemoryModule, pConn,
+                                  kvModuleDestroy);
+  }
+  if( rc==SQLITE_OK ){
+    kv_conn_ref(pConn);
+    rc = sqlite3_create_module_v2(db, "kv_log", &kvMemoryModule, pConn,
+                                  kvModuleDestroy);
+  }
   return rc;
 }

@@ -32,7 +32,12 @@ DEPOT_SOURCES += \
 	ext/kv_sql.h \
 	ext/kv_vtab.c \
 	ext/kv_func.c \
-	ext/kv_tables.c
+	ext/kv_tables.c \
+	ext/kv_version.h \
+	ext/kv_version.c \
+	ext/kv_readset.c \
+	ext/kv_metrics.c \
+	ext/kv_vfunc.c
 
 # The kv suite: engine, SQL surface, concurrency, durability.
 check_PROGRAMS += tests/check_kv
@@ -40,3 +45,34 @@ TESTS += tests/check_kv
 tests_check_kv_SOURCES = tests/check_kv.c $(TEST_HARNESS)
 tests_check_kv_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_kv.c
+## kv_log storage engine (private header ext/kv_logstore.h)
+DEPOT_SOURCES += \
+	ext/kv_logstore.h \
+	ext/kv_logstore_int.h \
+	ext/kv_logstore.c \
+	ext/kv_logcompact.c
+
+check_PROGRAMS += tests/check_kvlog
+TESTS += tests/check_kvlog
+tests_check_kvlog_SOURCES = tests/check_kvlog.c $(TEST_HARNESS)
+tests_check_kvlog_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvlog.c
+
+# The kvversion suite: the key-version protocol, version TTL, kv_metrics.
+check_PROGRAMS += tests/check_kvversion
+TESTS += tests/check_kvversion
+tests_check_kvversion_SOURCES = tests/check_kvversion.c $(TEST_HARNESS)
+tests_check_kvversion_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvversion.c
+
+## kv_btree and kv_log backends, kv_stats.
+DEPOT_SOURCES += \
+	ext/kv_btree.h \
+	ext/kv_btree.c \
+	ext/kv_log.c \
+	ext/kv_stats.c
+
+check_PROGRAMS += tests/check_kvbtree
+TESTS += tests/check_kvbtree
+tests_check_kvbtree_SOURCES = tests/check_kvbtree.c $(TEST_HARNESS)
+tests_check_kvbtree_LDADD = $(TEST_LDADD)

@@ -34,6 +34,13 @@ double bench_kv_group_commit(int bCandidate, const char *zDir);
 /* tests/bench_depot.c: the depot VFS against the unix VFS. */
 double bench_depot_speed(int bCandidate, const char *zDir);
 double bench_depot_bytes(int bCandidate, const char *zDir);
+double bench_kvlog_load(int bCandidate, const char *zDir);
+double bench_kvlog_reopen(int bCandidate, const char *zDir);
+
+/* tests/bench_kvversion.c: versioned against ordinary 2PC, kv_memory. */
+double bench_kvversion_1(int bCandidate, const char *zDir);
+double bench_kvversion_16(int bCandidate, const char *zDir);
+double bench_kvversion_256(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);

@@ -842,7 +842,7 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "SELECT kv_create_table(%H, '.tables_meta', 'kv_memory')",
     ".tables_meta is internal" },
   { "SELECT kv_table_meta(%H, 5)", "table name must be text" },
-  { "SELECT kv_create_table(%H, 'n', 'kv_btree')", "unknown table type" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_nosuch')", "unknown table type" },
   { "SELECT kv_create_table(%H, 'n', 7)", "table type must be text" },
   { "SELECT kv_create_table(%H, 'n', 'kv_memory', 'nope')",
     "must be a JSON object" },

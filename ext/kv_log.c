@@ -1,0 +1,464 @@
+/*
+** kv_log.c -- the kv_log backend: the adapter between the KV engine and
+** the kv_log storage engine (kv_logstore.h).
+**
+** Each kv_log table keeps its log files in its own directory,
+** <store>/kv_log/<table id>/ - named after the table's stable id, never
+** after its name.  xApply appends a committed batch to the active log file
+** and publishes it to the store's index (new snapshots see it at once);
+** the table's collector thread then syncs the log (one fdatasync for every
+** batch appended meanwhile) and only after that confirms each batch's WAL
+** record.  A failed append fails the publication (the WAL keeps the
+** record); a failed sync confirms nothing, is counted in kv_stats, and
+** leaves the log store refusing writes until the next open, which repairs
+** from the root WAL.  Compaction runs on the log store's own background
+** thread and blocks neither readers nor committers.
+**
+** Stored values.  Each value is stored behind an 8-byte big-endian prefix:
+** the CID of the WAL record that wrote it.  The log store itself labels
+** each transaction with an increasing number: the CID, or the last label
+** + 1 when a CID is not above it (two committers racing, so that a lower
+** CID publishes second, or a replay applying an old record again).
+**
+** Replay is idempotent.  kv_logstore_open() reports the highest label the
+** log durably holds, which is at least every CID it holds.  A replayed
+** record with a CID above it is applied whole; one at or below it may be
+** there already, so each action is checked against the key's entry in the
+** log: a key whose stored CID is >= the record's already has this write or
+** a later one (skipped); a delete of an absent key is skipped; anything else
+** is applied.  Replay runs over the live WAL segments in CID order, so a put
+** applied again over a later delete is deleted again by that later record.
+** A record that needed nothing is confirmed at once (xDurable).
+*/
+#include "config.h"
+#include "ext/kv_backend.h"
+#include "ext/kv_engine.h"
+#include "ext/kv_logstore.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct KvBackendTable {
+  KvLogStore *pLog;
+  KvEngine *pEng;
+  char *zName; int nName;
+  char *zDir;
+  uint64_t labelLoaded;         /* highest label durable at open; CIDs
+                                ** at or below it are checked per key */
+  uint64_t labelLast;           /* highest label applied (engine mutex) */
+  uint64_t cidAppended;         /* last replayed cid that appended */
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  uint64_t *aCid; int nCid, nAlloc;   /* applied, not yet synced */
+  int bStop, bThread;
+  pthread_t thread;
+  int64_t nError;
+  char zError[160];
+};
+
+struct KvBackendSnap {
+  KvLogSnap *pSnap;
+  KvLogBuf val;
+};
+
+struct KvBackendCursor {
+  KvLogCursor *pCsr;
+  KvLogBuf val;
+  int bOn;
+};
+
+/* ------------------------------------------------------- collector --- */
+
+/* Sync what was appended, then confirm it.  Returns 0 when told to stop. */
+static int logCollectOnce(KvBackendTable *t){
+  uint64_t *aCid;
+  char *zErr = 0;
+  int n, i, rc, bStop;
+  pthread_mutex_lock(&t->mu);
+  while( t->nCid==0 && !t->bStop ) pthread_cond_wait(&t->cond, &t->mu);
+  bStop = t->bStop;
+  n = t->nCid;
+  aCid = t->aCid;
+  t->aCid = 0; t->nCid = 0; t->nAlloc = 0;
+  pthread_mutex_unlock(&t->mu);
+  if( n==0 ) return !bStop;
+  rc = kv_logstore_sync(t->pLog, &zErr);
+  if( rc==SQLITE_OK ){
+    for(i=0; i<n; i++) kv_engine_confirm(t->pEng, aCid[i], t->zName, t->nName);
+  }else{
+    pthread_mutex_lock(&t->mu);
+    t->nError++;
+    sqlite3_snprintf(sizeof(t->zError), t->zError, "%s", zErr ? zErr : "");
+    pthread_mutex_unlock(&t->mu);
+    sqlite3_log(rc, "kv_log: %s (records stay in the WAL)", zErr);
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(aCid);
+  return !bStop;
+}
+
+static void *logCollector(void *pArg){
+  KvBackendTable *t = (KvBackendTable*)pArg;
+  while( logCollectOnce(t) ){}
+  return 0;
+}
+
+static void logStopCollector(KvBackendTable *t){
+  if( !t->bThread ) return;
+  pthread_mutex_lock(&t->mu);
+  t->bStop = 1;
+  pthread_cond_broadcast(&t->cond);
+  pthread_mutex_unlock(&t->mu);
+  pthread_join(t->thread, 0);
+  t->bThread = 0;
+}
+
+/* ----------------------------------------------------------- tables --- */
+
+static void logFree(KvBackendTable *t){
+  kv_logstore_close(t->pLog);
+  pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->cond);
+  sqlite3_free(t->aCid);
+  sqlite3_free(t->zDir);
+  sqlite3_free(t);
+}
+
+static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
+                   char **pzErr){
+  KvBackendTable *t;
+  KvLogConfig cfg;
+  KvLogStats st;
+  char *zParent;
+  int rc;
+  (void)bCreate;
+  *pp = 0;
+  if( pDef->zStore==0 || pDef->pEng==0 ){
+    *pzErr = sqlite3_mprintf("kv_log: tables need a store directory");
+    return SQLITE_MISUSE;
+  }
+  t = sqlite3_malloc64(sizeof(*t) + pDef->nName + 1);
+  if( t==0 ) return SQLITE_NOMEM;
+  memset(t, 0, sizeof(*t));
+  pthread_mutex_init(&t->mu, 0);
+  pthread_cond_init(&t->cond, 0);
+  t->zName = (char*)&t[1];
+  memcpy(t->zName, pDef->zName, pDef->nName);
+  t->nName = pDef->nName;
+  t->pEng = pDef->pEng;
+  zParent = sqlite3_mprintf("%s/kv_log", pDef->zStore);
+  t->zDir = sqlite3_mprintf("%s/kv_log/%llu", pDef->zStore,
+                            (unsigned long long)pDef->iTableId);
+  if( zParent==0 || t->zDir==0 ){
+    sqlite3_free(zParent);
+    logFree(t);
+    return SQLITE_NOMEM;
+  }
+  if( mkdir(zParent, 0755)!=0 && errno!=EEXIST ){
+    *pzErr = sqlite3_mprintf("kv_log: cannot create directory %s: %s",
+                             zParent, strerror(errno));
+    sqlite3_free(zParent);
+    logFree(t);
+    return SQLITE_CANTOPEN;
+  }
+  sqlite3_free(zParent);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bBackground = 1;
+  cfg.pIo = pDef->pIo;
+  rc = kv_logstore_open(t->zDir, &cfg, &t->pLog, pzErr);
+  if( rc==SQLITE_OK ){
+    kv_logstore_stats(t->pLog, &st);
+    t->labelLoaded = t->labelLast = st.maxCid;
+    rc = pthread_create(&t->thread, 0, logCollector, t)==0 ? SQLITE_OK
+                                                          : SQLITE_NOMEM;
+    t->bThread = rc==SQLITE_OK;
+  }
+  if( rc!=SQLITE_OK ){ logFree(t); return rc; }
+  *pp = t;
+  return SQLITE_OK;
+}
+
+/* Stop the collector (it syncs and confirms what is pending first). */
+static void logClose(KvBackendTable *t){
+  if( t==0 ) return;
+  logStopCollector(t);
+  logFree(t);
+}
+
+/* Durable when it returns: nothing (the files are unlinked, not synced);
+** the catalog decides that the table is gone. */
+static int logDrop(KvBackendTable *t, char **pzErr){
+  logStopCollector(t);
+  return kv_logstore_destroy(t->pLog, pzErr);
+}
+
+/* ------------------------------------------------------ publishing --- */
+
+static void logPut64(uint8_t *a, uint64_t v){
+  int i;
+  for(i=7; i>=0; i--){ a[i] = (uint8_t)v; v >>= 8; }
+}
+
+static uint64_t logGet64(const uint8_t *a){
+  uint64_t v = 0;
+  int i;
+  for(i=0; i<8; i++) v = (v<<8) | a[i];
+  return v;
+}
+
+/* The batch as an action array.  Keys point into pBatch's bytes; values
+** are copied behind their CID prefix into *paBuf (one allocation). */
+static int logActions(KvMap *pBatch, uint64_t cid, KvLogAction **paAct,
+                      int *pnAct, uint8_t **paBuf){
+  int64_t n = kv_map_count(pBatch), nByte = kv_map_bytes(pBatch) + 8*n + 8;
+  KvLogAction *a = sqlite3_malloc64((n ? n : 1)*sizeof(*a));
+  uint8_t *aBuf = sqlite3_malloc64(nByte), *p = aBuf;
+  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapEntry e;
+  int i = 0, bOn;
+  if( a==0 || pCsr==0 || aBuf==0 ){
+    sqlite3_free(a);
+    sqlite3_free(aBuf);
+    kv_map_cursor_free(pCsr);
+    return SQLITE_NOMEM;
+  }
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && i<n;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    a[i].bDelete = e.bTomb;
+    a[i].aKey = e.aKey; a[i].nKey = e.nKey;
+    a[i].aVal = p; a[i].nVal = 0;
+    if( !e.bTomb ){
+      logPut64(p, cid);
+      if( e.nVal ) memcpy(p+8, e.aVal, e.nVal);
+      a[i].nVal = 8 + e.nVal;
+      p += 8 + e.nVal;
+    }
+    i++;
+  }
+  kv_map_cursor_free(pCsr);   /* pBatch keeps the key bytes alive */
+  *paAct = a;
+  *pnAct = i;
+  *paBuf = aBuf;
+  return SQLITE_OK;
+}
+
+static int logNotePending(KvBackendTable *t, uint64_t cid){
+  pthread_mutex_lock(&t->mu);
+  if( t->nCid==t->nAlloc ){
+    int nNew = t->nAlloc ? t->nAlloc*2 : 16;
+    uint64_t *a = sqlite3_realloc64(t->aCid, nNew*sizeof(uint64_t));
+    if( a==0 ){ pthread_mutex_unlock(&t->mu); return SQLITE_NOMEM; }
+    t->aCid = a;
+    t->nAlloc = nNew;
+  }
+  t->aCid[t->nCid++] = cid;
+  pthread_cond_signal(&t->cond);
+  pthread_mutex_unlock(&t->mu);
+  return SQLITE_OK;
+}
+
+/* Replay of a record the log may already hold: drop from a[] the actions
+** whose effect is there (see the header comment). */
+static int logFilterReplayed(KvBackendTable *t, uint64_t cid,
+                             KvLogAction *a, int *pn){
+  KvLogBuf v = {0, 0, 0};
+  char *zErr = 0;
+  int i, nOut = 0, rc = SQLITE_OK;
+  for(i=0; i<*pn && rc==SQLITE_OK; i++){
+    int bFound = 0;
+    rc = kv_logstore_get(t->pLog, a[i].aKey, a[i].nKey, &v, 0, &bFound,
+                         &zErr);
+    if( rc==SQLITE_OK && bFound && v.n<8 ) rc = SQLITE_CORRUPT;
+    if( rc!=SQLITE_OK ) break;
+    if( bFound ? logGet64(v.a)>=cid : a[i].bDelete ) continue;
+    a[nOut++] = a[i];
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "kv_log: replay check in %s: %s", t->zDir,
+                zErr ? zErr : "value without its CID prefix");
+  }
+  sqlite3_free(zErr);
+  kv_logbuf_free(&v);
+  *pn = nOut;
+  return rc;
+}
+
+static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
+                    uint64_t cid){
+  KvLogAction *a = 0;
+  uint8_t *aBuf = 0;
+  char *zErr = 0;
+  int n = 0, rc;
+  (void)iSeq;
+  if( cid==0 ) return SQLITE_MISUSE;   /* kv_log tables are persistent */
+  rc = logActions(pBatch, cid, &a, &n, &aBuf);
+  if( rc==SQLITE_OK && cid<=t->labelLoaded ){
+    rc = logFilterReplayed(t, cid, a, &n);
+  }
+  if( rc==SQLITE_OK && n>0 ){
+    uint64_t iLabel = cid>t->labelLast ? cid : t->labelLast+1;
+    rc = kv_logstore_apply(t->pLog, iLabel, n, a, &zErr);
+    if( rc==SQLITE_OK ){
+      t->labelLast = iLabel;
+      t->cidAppended = cid;
+      rc = logNotePending(t, cid);
+    }
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "kv_log: publishing record %llu to %s failed: %s "
+                "(the record stays in the WAL)", (unsigned long long)cid,
+                t->zDir, zErr ? zErr : "");
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(a);
+  sqlite3_free(aBuf);
+  return rc;
+}
+
+/* A replayed record that appended nothing is durable already. */
+static int logDurable(KvBackendTable *t, uint64_t cid){
+  return cid<=t->labelLoaded && t->cidAppended!=cid;
+}
+
+/* ------------------------------------------------------- snapshots --- */
+
+static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
+  KvBackendSnap *h = sqlite3_malloc64(sizeof(*h));
+  int rc;
+  *pp = 0;
+  if( h==0 ) return SQLITE_NOMEM;
+  memset(h, 0, sizeof(*h));
+  rc = kv_logstore_snapshot(t->pLog, &h->pSnap);
+  if( rc!=SQLITE_OK ){ sqlite3_free(h); return rc; }
+  *pp = h;
+  return SQLITE_OK;
+}
+
+static void logSnapshotFree(KvBackendSnap *h){
+  if( h==0 ) return;
+  kv_logsnap_free(h->pSnap);
+  kv_logbuf_free(&h->val);
+  sqlite3_free(h);
+}
+
+static int logSnapshotDup(KvBackendSnap *h, KvBackendSnap **pp){
+  KvBackendSnap *c = sqlite3_malloc64(sizeof(*c));
+  int rc;
+  *pp = 0;
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  rc = kv_logsnap_dup(h->pSnap, &c->pSnap);
+  if( rc!=SQLITE_OK ){ sqlite3_free(c); return rc; }
+  *pp = c;
+  return SQLITE_OK;
+}
+
+/* A damaged or unreadable record is an error, never "absent". */
+static int logGet(KvBackendSnap *h, const uint8_t *aKey, int nKey,
+                  int *pbFound, KvMapEntry *pOut){
+  char *zErr = 0;
+  int rc = kv_logsnap_get(h->pSnap, aKey, nKey, &h->val, 0, pbFound, &zErr);
+  if( rc==SQLITE_OK && *pbFound && h->val.n<8 ){
+    rc = SQLITE_CORRUPT;
+    zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "%s", zErr);
+    *pbFound = 0;
+  }else if( *pbFound ){
+    memset(pOut, 0, sizeof(*pOut));
+    pOut->aKey = aKey; pOut->nKey = nKey;
+    pOut->aVal = h->val.a+8; pOut->nVal = h->val.n-8;
+  }
+  sqlite3_free(zErr);
+  return rc;
+}
+
+/* --------------------------------------------------------- cursors --- */
+
+static int logCursorOpen(KvBackendSnap *h, KvBackendCursor **pp){
+  KvBackendCursor *c = sqlite3_malloc64(sizeof(*c));
+  int rc;
+  *pp = 0;
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  rc = kv_logsnap_cursor(h->pSnap, &c->pCsr);
+  if( rc!=SQLITE_OK ){ sqlite3_free(c); return rc; }
+  *pp = c;
+  return SQLITE_OK;
+}
+
+static void logCursorClose(KvBackendCursor *c){
+  if( c==0 ) return;
+  kv_logcursor_free(c->pCsr);
+  kv_logbuf_free(&c->val);
+  sqlite3_free(c);
+}
+
+/* Load the value of the key the cursor landed on.  The interface has no
+** error path for a walk, so a damaged record ends it (and is logged with
+** its file and offset). */
+static int logLanded(KvBackendCursor *c, int bOn){
+  char *zErr = 0;
+  if( bOn && (kv_logcursor_value(c->pCsr, &c->val, &zErr)!=SQLITE_OK
+              || c->val.n<8) ){
+    sqlite3_log(SQLITE_CORRUPT, "%s (scan stopped)", zErr);
+    bOn = 0;
+  }
+  sqlite3_free(zErr);
+  c->bOn = bOn;
+  return bOn;
+}
+
+static int logCursorSeek(KvBackendCursor *c, int eSeek, const void *a, int n){
+  return logLanded(c, kv_logcursor_seek(c->pCsr, eSeek, a, n));
+}
+static int logCursorNext(KvBackendCursor *c){
+  return logLanded(c, kv_logcursor_next(c->pCsr));
+}
+static int logCursorPrev(KvBackendCursor *c){
+  return logLanded(c, kv_logcursor_prev(c->pCsr));
+}
+
+static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
+  uint64_t cid;
+  memset(pOut, 0, sizeof(*pOut));
+  if( !c->bOn ) return;
+  kv_logcursor_key(c->pCsr, &pOut->aKey, &pOut->nKey, &cid);
+  pOut->aVal = c->val.a+8;
+  pOut->nVal = c->val.n-8;
+}
+
+/* ----------------------------------------------------------- stats --- */
+
+static void logStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
+  KvLogStats st;
+  kv_logstore_stats(t->pLog, &st);
+  *pnRow = st.nLive;
+  *pnByte = st.szStored;
+}
+
+static void logStatsEx(KvBackendTable *t, KvBackendStats *pS){
+  memset(pS, 0, sizeof(*pS));
+  logStats(t, &pS->nRow, &pS->nByte);
+  pthread_mutex_lock(&t->mu);
+  pS->nPending = t->nCid;
+  pS->nError = t->nError;
+  memcpy(pS->zError, t->zError, sizeof(pS->zError));
+  pthread_mutex_unlock(&t->mu);
+}
+
+const KvBackend kvLogBackend = {
+  "kv_log",
+  logOpen, logClose, logDrop,
+  logSnapshot, logSnapshotFree, logSnapshotDup, logGet,
+  logCursorOpen, logCursorClose, logCursorSeek, logCursorNext, logCursorPrev,
+  logCursorEntry,
+  logApply, logDurable, logStats,
+  1, logStatsEx
+};

@@ -1,0 +1,347 @@
+/*
+** kv_readset.c -- the JSON read set of kv_prepare_with_version, parsed in
+** one pass without SQLite's JSON functions (a versioned prepare of 256 keys
+** must cost little more than an ordinary one):
+**
+**   [{"table":"t","key":<string|number|{"hex":".."}>,"version":"u:.."}, ...]
+**
+** Each element must have exactly those three members.  Strings may use
+** every JSON escape; numbers without '.', 'e' or 'E' that fit in 64 bits
+** are integer keys, others real keys (equal numbers are the same key, as in
+** SQLite).  The result is sorted by (table, key) and holds no pair twice.
+*/
+#include "config.h"
+#include "ext/kv_version.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct KvJson KvJson;
+struct KvJson {
+  const char *z;
+  int n, i;
+  int iElem;
+  char **pzErr;
+};
+
+static void kvJsonWs(KvJson *p){
+  while( p->i<p->n && (p->z[p->i]==' ' || p->z[p->i]=='\t'
+      || p->z[p->i]=='\n' || p->z[p->i]=='\r') ) p->i++;
+}
+
+/* Consume character c (after white space); 1 if it was there. */
+static int kvJsonEat(KvJson *p, char c){
+  kvJsonWs(p);
+  if( p->i<p->n && p->z[p->i]==c ){ p->i++; return 1; }
+  return 0;
+}
+
+static int kvJsonErr(KvJson *p, const char *zWhat){
+  if( *p->pzErr==0 ){
+    *p->pzErr = p->iElem<0
+      ? sqlite3_mprintf("kv: the read set must be a JSON array text such as "
+          "'[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]' (%s)", zWhat)
+      : sqlite3_mprintf("kv: read set element %d: %s", p->iElem, zWhat);
+  }
+  return SQLITE_ERROR;
+}
+
+static int kvHex4(const char *z){
+  int i, v = 0;
+  for(i=0; i<4; i++){
+    char c = z[i];
+    int d = (c>='0'&&c<='9') ? c-'0' : (c>='a'&&c<='f') ? c-'a'+10
+          : (c>='A'&&c<='F') ? c-'A'+10 : -1;
+    if( d<0 ) return -1;
+    v = v*16 + d;
+  }
+  return v;
+}
+
+static int kvUtf8Put(KvBuf *pOut, unsigned int c){
+  uint8_t a[4];
+  int n;
+  if( c<0x80 ){ a[0] = (uint8_t)c; n = 1; }
+  else if( c<0x800 ){ a[0] = 0xc0|(c>>6); a[1] = 0x80|(c&0x3f); n = 2; }
+  else if( c<0x10000 ){
+    a[0] = 0xe0|(c>>12); a[1] = 0x80|((c>>6)&0x3f); a[2] = 0x80|(c&0x3f); n = 3;
+  }else{
+    a[0] = 0xf0|(c>>18); a[1] = 0x80|((c>>12)&0x3f);
+    a[2] = 0x80|((c>>6)&0x3f); a[3] = 0x80|(c&0x3f); n = 4;
+  }
+  return kv_buf_append(pOut, a, n);
+}
+
+/* A \u escape at z (after the backslash-u); code point in *pc, length of
+** input used in *pn (4 or 10 for a surrogate pair), -1 if malformed. */
+static int kvJsonU(const char *z, int nLeft, unsigned int *pc){
+  int hi = nLeft>=4 ? kvHex4(z) : -1, lo;
+  if( hi<0 || (hi>=0xdc00 && hi<0xe000) ) return -1;
+  if( hi<0xd800 || hi>=0xdc00 ){ *pc = (unsigned)hi; return 4; }
+  if( nLeft<10 || z[4]!='\\' || z[5]!='u' ) return -1;
+  lo = kvHex4(z+6);
+  if( lo<0xdc00 || lo>=0xe000 ) return -1;
+  *pc = 0x10000 + ((unsigned)(hi-0xd800)<<10) + (unsigned)(lo-0xdc00);
+  return 10;
+}
+
+/* A JSON string (the opening quote is next) into *pOut, unescaped. */
+static int kvJsonString(KvJson *p, KvBuf *pOut){
+  static const char zFrom[] = "\"\\/bfnrt", zTo[] = "\"\\/\b\f\n\r\t";
+  int rc = SQLITE_OK;
+  kv_buf_reset(pOut);
+  if( !kvJsonEat(p, '"') ) return kvJsonErr(p, "expected a string");
+  while( rc==SQLITE_OK && p->i<p->n && p->z[p->i]!='"' ){
+    const char *zEsc;
+    unsigned char c = (unsigned char)p->z[p->i++];
+    if( c<0x20 ) return kvJsonErr(p, "control character in a string");
+    if( c!='\\' ){ rc = kv_buf_append(pOut, &c, 1); continue; }
+    if( p->i>=p->n ) break;
+    if( p->z[p->i]=='u' ){
+      unsigned int cp;
+      int nUsed = kvJsonU(p->z+p->i+1, p->n-p->i-1, &cp);
+      if( nUsed<0 ) return kvJsonErr(p, "bad \\u escape in a string");
+      p->i += 1+nUsed;
+      rc = kvUtf8Put(pOut, cp);
+    }else if( (zEsc = strchr(zFrom, p->z[p->i]))!=0 && *zEsc ){
+      rc = kv_buf_append(pOut, &zTo[zEsc-zFrom], 1);
+      p->i++;
+    }else{
+      return kvJsonErr(p, "bad escape in a string");
+    }
+  }
+  if( rc==SQLITE_OK && !kvJsonEat(p, '"') ) return kvJsonErr(p, "unterminated string");
+  return rc;
+}
+
+/* A JSON number into a key encoding. */
+static int kvJsonNumber(KvJson *p, KvBuf *pKey){
+  char zNum[64], *zEnd = 0;
+  int j = 0, bReal = 0;
+  kvJsonWs(p);
+  while( p->i<p->n && j<63 && strchr("+-0123456789.eE", p->z[p->i])
+      && p->z[p->i] ){
+    char c = p->z[p->i++];
+    if( c=='.' || c=='e' || c=='E' ) bReal = 1;
+    zNum[j++] = c;
+  }
+  zNum[j] = 0;
+  if( j==0 ) return kvJsonErr(p, "bad number");
+  if( !bReal ){
+    long long v;
+    errno = 0;
+    v = strtoll(zNum, &zEnd, 10);
+    if( errno==0 && *zEnd==0 ){
+      return kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, pKey, p->pzErr);
+    }
+  }
+  {
+    double r = strtod(zNum, &zEnd);
+    if( *zEnd ) return kvJsonErr(p, "bad number");
+    return kv_key_encode_c(SQLITE_FLOAT, 0, r, 0, 0, pKey, p->pzErr);
+  }
+}
+
+static int kvHexBlob(KvJson *p, const KvBuf *pHex, KvBuf *pKey){
+  KvBuf raw = {0, 0, 0};
+  int i, rc = SQLITE_OK;
+  if( pHex->n%2 ) return kvJsonErr(p, "\"hex\" must be text of an even "
+                                   "number of hex digits");
+  for(i=0; rc==SQLITE_OK && i<pHex->n; i+=2){
+    char a[5] = { '0', '0', (char)pHex->a[i], (char)pHex->a[i+1], 0 };
+    int v = kvHex4(a);
+    uint8_t b = (uint8_t)v;
+    if( v<0 ){
+      rc = kvJsonErr(p, "\"hex\" must be text of an even number of hex digits");
+    }else{
+      rc = kv_buf_append(&raw, &b, 1);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_key_encode_c(SQLITE_BLOB, 0, 0, raw.a ? raw.a : (uint8_t*)"",
+                         raw.n, pKey, p->pzErr);
+  }
+  kv_buf_free(&raw);
+  return rc;
+}
+
+/* The "key" member's value into a key encoding. */
+static int kvJsonKey(KvJson *p, KvBuf *pKey, KvBuf *pTmp){
+  char c;
+  int rc;
+  kvJsonWs(p);
+  c = p->i<p->n ? p->z[p->i] : 0;
+  if( c=='"' ){
+    rc = kvJsonString(p, pTmp);
+    if( rc==SQLITE_OK ){
+      rc = kv_key_encode_c(SQLITE_TEXT, 0, 0, pTmp->a ? pTmp->a : (uint8_t*)"",
+                           pTmp->n, pKey, p->pzErr);
+    }
+    return rc;
+  }
+  if( c=='-' || (c>='0' && c<='9') ) return kvJsonNumber(p, pKey);
+  if( c=='{' ){
+    p->i++;
+    rc = kvJsonString(p, pTmp);
+    if( rc==SQLITE_OK && (pTmp->n!=3 || memcmp(pTmp->a, "hex", 3)!=0) ){
+      rc = SQLITE_ERROR;
+    }
+    if( rc==SQLITE_OK && !kvJsonEat(p, ':') ) rc = SQLITE_ERROR;
+    kvJsonWs(p);
+    if( rc==SQLITE_OK && (p->i>=p->n || p->z[p->i]!='"') ) rc = SQLITE_ERROR;
+    if( rc==SQLITE_OK ) rc = kvJsonString(p, pTmp);
+    if( rc==SQLITE_OK && !kvJsonEat(p, '}') ) rc = SQLITE_ERROR;
+    if( rc!=SQLITE_OK ){
+      sqlite3_free(*p->pzErr);
+      *p->pzErr = 0;
+      return kvJsonErr(p, "a blob key must be {\"hex\":\"..\"}");
+    }
+    return kvHexBlob(p, pTmp, pKey);
+  }
+  return kvJsonErr(p, "\"key\" must be a JSON string, number or "
+                   "{\"hex\":\"..\"}");
+}
+
+/* ------------------------------------------------------------ elements --- */
+
+typedef struct KvElem KvElem;
+struct KvElem {
+  KvBuf tab, key, tmp;
+  uint8_t aVer[KV_VERSION_BYTES];
+  int mSeen;               /* 1 table, 2 key, 4 version */
+};
+
+static int kvJsonMember(KvJson *p, KvElem *e){
+  static const char *azName[] = { "table", "key", "version" };
+  int k, rc = kvJsonString(p, &e->tmp);
+  if( rc!=SQLITE_OK ) return rc;
+  for(k=0; k<3; k++){
+    if( e->tmp.n==(int)strlen(azName[k])
+     && memcmp(e->tmp.a, azName[k], e->tmp.n)==0 ) break;
+  }
+  if( k==3 || (e->mSeen & (1<<k)) || !kvJsonEat(p, ':') ){
+    return kvJsonErr(p, "must be an object with exactly \"table\", \"key\" "
+                     "and \"version\"");
+  }
+  e->mSeen |= 1<<k;
+  kvJsonWs(p);
+  if( k!=1 && (p->i>=p->n || p->z[p->i]!='"') ){
+    return kvJsonErr(p, k==0 ? "\"table\" must be a string"
+                             : "\"version\" must be a string");
+  }
+  if( k==0 ) return kvJsonString(p, &e->tab);
+  if( k==1 ) return kvJsonKey(p, &e->key, &e->tmp);
+  rc = kvJsonString(p, &e->tmp);
+  if( rc==SQLITE_OK && kv_version_parse((const char*)e->tmp.a, e->tmp.n,
+                                        e->aVer)!=SQLITE_OK ){
+    rc = kvJsonErr(p, "\"version\" must be \"u:<32 hex>\" or \"d:<32 hex>\" "
+                   "as kv_query_with_version returns it");
+  }
+  return rc;
+}
+
+/* One element into pSet->a[pSet->n]. */
+static int kvJsonElem(KvJson *p, KvElem *e, KvReadSet *pSet){
+  KvVerRead *r = &pSet->a[pSet->n];
+  char *zBlock;
+  int rc = SQLITE_OK;
+  kv_buf_reset(&e->tab);
+  kv_buf_reset(&e->key);
+  e->mSeen = 0;
+  if( !kvJsonEat(p, '{') ){
+    return kvJsonErr(p, "must be an object with exactly \"table\", \"key\" "
+                     "and \"version\"");
+  }
+  do{
+    rc = kvJsonMember(p, e);
+  }while( rc==SQLITE_OK && kvJsonEat(p, ',') );
+  if( rc==SQLITE_OK && (!kvJsonEat(p, '}') || e->mSeen!=7) ){
+    rc = kvJsonErr(p, "must be an object with exactly \"table\", \"key\" and "
+                   "\"version\"");
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_name_check(e->tab.a ? (const char*)e->tab.a : "", e->tab.n,
+                       p->pzErr);
+  }
+  if( rc!=SQLITE_OK ) return rc;
+  zBlock = sqlite3_malloc64(e->tab.n + e->key.n + 1);
+  if( zBlock==0 ) return SQLITE_NOMEM;
+  memcpy(zBlock, e->tab.a, e->tab.n);
+  zBlock[e->tab.n] = 0;
+  memcpy(zBlock+e->tab.n+1, e->key.a, e->key.n);
+  r->zTab = zBlock; r->nTab = e->tab.n;
+  r->aKey = (uint8_t*)zBlock + e->tab.n + 1; r->nKey = e->key.n;
+  memcpy(r->aVer, e->aVer, KV_VERSION_BYTES);
+  pSet->n++;
+  return SQLITE_OK;
+}
+
+static int kvReadSetGrow(KvReadSet *pSet, int *pnAlloc){
+  if( pSet->n==*pnAlloc ){
+    int nNew = *pnAlloc ? *pnAlloc*2 : 16;
+    KvVerRead *a = sqlite3_realloc64(pSet->a, nNew*sizeof(KvVerRead));
+    if( a==0 ) return SQLITE_NOMEM;
+    pSet->a = a;
+    *pnAlloc = nNew;
+  }
+  return SQLITE_OK;
+}
+
+static int kvReadCmp(const void *pA, const void *pB){
+  const KvVerRead *a = pA, *b = pB;
+  int c = memcmp(a->zTab, b->zTab, a->nTab<b->nTab ? a->nTab : b->nTab);
+  if( c==0 ) c = a->nTab - b->nTab;
+  if( c==0 ) c = memcmp(a->aKey, b->aKey, a->nKey<b->nKey ? a->nKey : b->nKey);
+  return c ? c : a->nKey - b->nKey;
+}
+
+/* Sort the set and reject a (table, key) named twice. */
+static int kvReadSetUnique(KvReadSet *p, char **pzErr){
+  int i;
+  if( p->n>1 ) qsort(p->a, p->n, sizeof(KvVerRead), kvReadCmp);
+  for(i=1; i<p->n; i++){
+    if( kvReadCmp(&p->a[i-1], &p->a[i])==0 ){
+      char *zKey = kv_key_describe(p->a[i].aKey, p->a[i].nKey);
+      *pzErr = sqlite3_mprintf("kv: the read set names table %s key %s "
+                               "twice", p->a[i].zTab, zKey ? zKey : "?");
+      sqlite3_free(zKey);
+      return SQLITE_ERROR;
+    }
+  }
+  return SQLITE_OK;
+}
+
+void kv_readset_free(KvReadSet *p){
+  int i;
+  for(i=0; i<p->n; i++) sqlite3_free((char*)p->a[i].zTab);
+  sqlite3_free(p->a);
+  memset(p, 0, sizeof(*p));
+}
+
+int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
+  KvJson j;
+  KvElem e;
+  int nAlloc = 0, rc = SQLITE_OK;
+  memset(pSet, 0, sizeof(*pSet));
+  memset(&e, 0, sizeof(e));
+  j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
+  if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
+  if( !kvJsonEat(&j, ']') ){
+    do{
+      j.iElem = pSet->n;
+      rc = kvReadSetGrow(pSet, &nAlloc);
+      if( rc==SQLITE_OK ) rc = kvJsonElem(&j, &e, pSet);
+    }while( rc==SQLITE_OK && kvJsonEat(&j, ',') );
+    j.iElem = -1;
+    if( rc==SQLITE_OK && !kvJsonEat(&j, ']') ) rc = kvJsonErr(&j, "bad array");
+  }
+  kvJsonWs(&j);
+  if( rc==SQLITE_OK && j.i<j.n ) rc = kvJsonErr(&j, "text after the array");
+  kv_buf_free(&e.tab); kv_buf_free(&e.key); kv_buf_free(&e.tmp);
+  if( rc==SQLITE_OK ) rc = kvReadSetUnique(pSet, pzErr);
+  if( rc!=SQLITE_OK ) kv_readset_free(pSet);
+  return rc;
+}

@@ -1,0 +1,741 @@
+/*
+** kv_version.c -- key versions of KV tables: the per-table version maps,
+** their publication at commit (the engine's hook), first observations by
+** kv_version_query(), the version check of a versioned prepare, receipts,
+** and version TTL: a per-table FIFO of key tokens and a sweeper thread per
+** store.  The rules are in kv_version.h.
+**
+** A table's version map is a KvMap: key -> KV_VERSION_BYTES bytes (the
+** version), with the entry's revision field holding the record's stamp
+** (monotonic ms of its last first observation or commit publication; 0
+** while TTL is off).  The map is never shared, so updates are in place.
+** With TTL on, every record has exactly one token (a copy of its key) in
+** its table's FIFO: queued when the record is inserted, freed when the
+** sweeper removes the record.  Extra memory is O(live records).
+**
+** Locking: the engine mutex guards the maps, FIFOs and ttl; the counters
+** read by kv_metrics are relaxed atomics.  KvVerStore.mu guards the
+** sweeper's stop flag and poll interval and is never held while taking
+** the engine mutex.
+*/
+#include "config.h"
+#include "ext/kv_engine_int.h"
+#include "ext/kv_version.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KV_SWEEP_BATCH      256
+#define KV_VER_NODE_BYTES   64     /* map node estimate per record */
+#define KV_VER_TOKEN_BYTES  16     /* token header */
+#define KV_TTL_MAX_MS       (INT64_C(1)<<40)
+
+typedef struct KvVerToken KvVerToken;
+struct KvVerToken {
+  KvVerToken *pNext;
+  int nKey;
+  uint8_t aKey[1];
+};
+
+struct KvVerTable {
+  KvMap *pMap;                   /* key -> version; NULL when empty */
+  KvVerToken *pHead, *pTail;     /* the TTL FIFO */
+  int64_t nRecord;               /* atomic */
+  int64_t nByte;                 /* atomic */
+};
+
+struct KvVerStore {
+  uint64_t iEpoch;
+  int64_t ttlMs;                 /* engine mutex */
+  pthread_mutex_t mu;
+  pthread_cond_t cond;
+  int64_t pollMs;                /* mu */
+  int bStop;                     /* mu */
+  int bThread;                   /* a sweeper runs (configure callers) */
+  pthread_t thread;
+};
+
+static int64_t kvNowMs(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
+}
+
+/* ------------------------------------------------------------ format --- */
+
+static void kvPut64(uint8_t *a, uint64_t v){
+  int i;
+  for(i=7; i>=0; i--){ a[i] = (uint8_t)v; v >>= 8; }
+}
+
+static void kvVerMake(uint8_t *aVer, int bDelete, uint64_t hi, uint64_t lo){
+  aVer[0] = bDelete ? 'd' : 'u';
+  kvPut64(aVer+1, hi);
+  kvPut64(aVer+9, lo);
+}
+
+void kv_version_text(const uint8_t *aVer, char *z){
+  static const char hex[] = "0123456789abcdef";
+  int i;
+  z[0] = (char)aVer[0];
+  z[1] = ':';
+  for(i=0; i<16; i++){
+    z[2+2*i] = hex[aVer[1+i]>>4];
+    z[3+2*i] = hex[aVer[1+i]&15];
+  }
+  z[KV_VERSION_TEXT] = 0;
+}
+
+static int kvHexDigit(char c){
+  if( c>='0' && c<='9' ) return c-'0';
+  if( c>='a' && c<='f' ) return c-'a'+10;
+  if( c>='A' && c<='F' ) return c-'A'+10;
+  return -1;
+}
+
+int kv_version_parse(const char *z, int n, uint8_t *aVer){
+  int i;
+  if( n!=KV_VERSION_TEXT || (z[0]!='u' && z[0]!='d') || z[1]!=':' ){
+    return SQLITE_ERROR;
+  }
+  aVer[0] = (uint8_t)z[0];
+  for(i=0; i<16; i++){
+    int h = kvHexDigit(z[2+2*i]), l = kvHexDigit(z[3+2*i]);
+    if( h<0 || l<0 ) return SQLITE_ERROR;
+    aVer[1+i] = (uint8_t)(h<<4 | l);
+  }
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------ tables --- */
+
+static int64_t kvRecordBytes(int nKey, int bToken){
+  return nKey + KV_VERSION_BYTES + KV_VER_NODE_BYTES
+       + (bToken ? nKey + KV_VER_TOKEN_BYTES : 0);
+}
+
+static void kvVerCount(KvVerTable *v, int64_t nRec, int64_t nByte){
+  __atomic_fetch_add(&v->nRecord, nRec, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&v->nByte, nByte, __ATOMIC_RELAXED);
+}
+
+static void kvTokensFree(KvVerTable *v){
+  while( v->pHead ){
+    KvVerToken *t = v->pHead;
+    v->pHead = t->pNext;
+    sqlite3_free(t);
+  }
+  v->pTail = 0;
+}
+
+/* Drop every record and token of table t (engine mutex held). */
+static void kvVerTableClear(KvVerTable *v){
+  kvTokensFree(v);
+  kv_map_unref(v->pMap);
+  v->pMap = 0;
+  __atomic_store_n(&v->nRecord, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&v->nByte, 0, __ATOMIC_RELAXED);
+}
+
+void kvVersionTableFree(KvTable *t){
+  if( t->pVer==0 ) return;
+  kvVerTableClear(t->pVer);
+  sqlite3_free(t->pVer);
+  t->pVer = 0;
+}
+
+void kvVersionTableStats(KvTable *t, int64_t *pnRec, int64_t *pnByte){
+  KvVerTable *v = t->pVer;
+  *pnRec = v ? __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED) : 0;
+  *pnByte = v ? __atomic_load_n(&v->nByte, __ATOMIC_RELAXED) : 0;
+}
+
+static KvVerTable *kvVerTable(KvTable *t){
+  if( t->pVer==0 ){
+    t->pVer = sqlite3_malloc64(sizeof(KvVerTable));
+    if( t->pVer ) memset(t->pVer, 0, sizeof(KvVerTable));
+  }
+  return t->pVer;
+}
+
+static void kvTokenPush(KvVerTable *v, KvVerToken *k){
+  k->pNext = 0;
+  if( v->pTail ) v->pTail->pNext = k; else v->pHead = k;
+  v->pTail = k;
+}
+
+static int kvTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
+  KvVerToken *k = sqlite3_malloc64(sizeof(*k) + nKey);
+  if( k==0 ) return SQLITE_NOMEM;
+  k->nKey = nKey;
+  memcpy(k->aKey, aKey, nKey);
+  kvTokenPush(v, k);
+  return SQLITE_OK;
+}
+
+/* Insert or replace the record of aKey (engine mutex held).  A new record
+** gets its token when TTL is on.  On failure no record is left for aKey,
+** so nobody can validate against a stale version. */
+static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
+                    int nKey, const uint8_t *aVer){
+  int64_t ttl = pEng->pVer->ttlMs;
+  KvMapEntry e;
+  int bNew, rc;
+  if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
+  bNew = !kv_map_get(v->pMap, aKey, nKey, &e);
+  rc = kv_map_put(&v->pMap, aKey, nKey, aVer, KV_VERSION_BYTES,
+                  ttl>0 ? (uint64_t)kvNowMs() : 0, 0);
+  if( rc==SQLITE_OK && bNew && ttl>0 ){
+    rc = kvTokenQueue(v, aKey, nKey);
+    if( rc!=SQLITE_OK ){
+      kv_map_remove(&v->pMap, aKey, nKey);
+      return rc;
+    }
+  }
+  if( rc==SQLITE_OK && bNew ) kvVerCount(v, 1, kvRecordBytes(nKey, ttl>0));
+  if( rc!=SQLITE_OK && !bNew ){
+    /* Could not replace it: remove the old record (the map is unshared,
+    ** so the removal is in place). */
+    if( kv_map_remove(&v->pMap, aKey, nKey)==SQLITE_OK ){
+      kvVerCount(v, -1, -kvRecordBytes(nKey, 0));
+    }
+  }
+  return rc;
+}
+
+/* --------------------------------------------------------- receipts --- */
+
+void kv_version_receipts_free(KvVerReceipts *p){
+  int i;
+  if( p==0 ) return;
+  for(i=0; i<p->n; i++) sqlite3_free(p->a[i].zTab);
+  sqlite3_free(p->a);
+  sqlite3_free(p);
+}
+
+static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
+                        int nKey, const uint8_t *aVer){
+  KvVerReceipt *r;
+  if( p->n==p->nAlloc ){
+    int nNew = p->nAlloc ? p->nAlloc*2 : 16;
+    KvVerReceipt *a = sqlite3_realloc64(p->a, nNew*sizeof(*a));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->a = a;
+    p->nAlloc = nNew;
+  }
+  r = &p->a[p->n];
+  r->zTab = sqlite3_malloc64(t->nName + nKey + 1);
+  if( r->zTab==0 ) return SQLITE_NOMEM;
+  memcpy(r->zTab, t->zName, t->nName);
+  r->zTab[t->nName] = 0;
+  r->nTab = t->nName;
+  r->aKey = (uint8_t*)r->zTab + t->nName + 1;
+  memcpy(r->aKey, aKey, nKey);
+  r->nKey = nKey;
+  memcpy(r->aVer, aVer, KV_VERSION_BYTES);
+  p->n++;
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------- publication --- */
+
+/* Publish one write of root p (engine mutex held).  An ordinary root only
+** updates records that exist: a key without a record gets a first
+** observation when it is next queried, and a read set naming a version
+** that has no record is a mismatch. */
+static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
+                         const KvMapEntry *e){
+  uint8_t aVer[KV_VERSION_BYTES];
+  KvMapEntry old;
+  int rc;
+  if( p->eProto!=KV_PROTO_VERSIONED
+   && (v->pMap==0 || !kv_map_get(v->pMap, e->aKey, e->nKey, &old)) ){
+    return;
+  }
+  kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
+  rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer);
+  if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
+    if( rc==SQLITE_OK ) rc = kvReceiptAdd(p->pReceipts, t, e->aKey, e->nKey, aVer);
+    p->pReceipts->rc = rc;
+  }
+}
+
+int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  KvVerTable *v = t->pVer;
+  int bOn;
+  if( p->eProto!=KV_PROTO_VERSIONED
+   && (v==0 || __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED)==0) ){
+    return SQLITE_OK;
+  }
+  v = kvVerTable(t);
+  pCsr = v ? kv_map_cursor_new(pWrite) : 0;
+  if( pCsr==0 ){
+    /* No memory: the versions of these keys cannot be recorded, so drop
+    ** their old records; the receipts check reports the loss. */
+    if( v ) kvVerTableClear(v);
+    if( p->pReceipts ) p->pReceipts->rc = SQLITE_NOMEM;
+    return SQLITE_OK;
+  }
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    kvPublishOne(p, v, t, &e);
+  }
+  kv_map_cursor_free(pCsr);
+  return SQLITE_OK;
+}
+
+void kvVersionClearAll(KvEngine *pEng){
+  KvTable *t;
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->pVer ) kvVerTableClear(t->pVer);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+}
+
+/* ------------------------------------------------------------- query --- */
+
+/* Under the engine mutex: the value and the version of aKey in t. */
+static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
+                         int nKey, KvBackendSnap *pSnap, KvBuf *pVal,
+                         int *pbFound, uint8_t *aVer){
+  KvMapEntry e;
+  KvVerTable *v;
+  int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
+  if( rc==SQLITE_OK && *pbFound ) rc = kv_buf_append(pVal, e.aVal, e.nVal);
+  if( rc!=SQLITE_OK ) return rc;
+  if( (v = kvVerTable(t))==0 ) return SQLITE_NOMEM;
+  if( v->pMap && kv_map_get(v->pMap, aKey, nKey, &e) ){
+    memcpy(aVer, e.aVal, KV_VERSION_BYTES);
+    return SQLITE_OK;
+  }
+  kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch, pEng->iNextTid++);
+  return kvVerPut(pEng, v, aKey, nKey, aVer);
+}
+
+int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
+                     const uint8_t *aKey, int nKey, KvBuf *pVal,
+                     int *pbFound, uint8_t *aVer, char **pzErr){
+  KvBackendSnap *pSnap = 0;
+  KvTable *t;
+  int rc = kv_name_check(zTab, nTab, pzErr);
+  *pbFound = 0;
+  kv_buf_reset(pVal);
+  if( rc!=SQLITE_OK ) return rc;
+  /* One critical section: the snapshot, the value and the version are of
+  ** the same published state. */
+  pthread_mutex_lock(&pEng->mutex);
+  t = kvTableFind(pEng, zTab, nTab);
+  if( t ){
+    rc = t->pBackend->xSnapshot(t->pData, &pSnap);
+    if( rc==SQLITE_OK ){
+      rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, pVal, pbFound, aVer);
+    }
+    if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( t==0 ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
+                             pEng->zDir ? pEng->zDir : "in memory");
+    return SQLITE_ERROR;
+  }
+  return rc;
+}
+
+/* ----------------------------------------------------------- prepare --- */
+
+typedef struct KvVerCheck KvVerCheck;
+struct KvVerCheck {
+  const KvVerRead *aRead;
+  int nRead;
+};
+
+/* xCheck of kvRootPrepareEx: compare every read version (engine mutex). */
+static int kvVersionCheck(KvRoot *p, void *pArg){
+  KvVerCheck *pC = (KvVerCheck*)pArg;
+  int i, rc = SQLITE_OK;
+  for(i=0; i<pC->nRead && rc==SQLITE_OK; i++){
+    const KvVerRead *r = &pC->aRead[i];
+    KvTable *t = kvTableFind(p->pEng, r->zTab, r->nTab);
+    KvMapEntry e;
+    if( t && t->pVer && t->pVer->pMap
+     && kv_map_get(t->pVer->pMap, r->aKey, r->nKey, &e)
+     && memcmp(e.aVal, r->aVer, KV_VERSION_BYTES)==0 ){
+      continue;
+    }
+    rc = kvConflictAddKind(p, r->zTab, r->nTab, r->aKey, r->nKey,
+                           KV_CONFLICT_VERSION);
+  }
+  return rc;
+}
+
+/* Does the root write anything (schema writes excluded)? */
+static int kvRootWrites(KvRoot *p){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    if( !p->apChild[i]->bSchema && kv_map_count(p->apChild[i]->pWrite)>0 ){
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Every table of the read set exists for this root. */
+static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
+                             char **pzErr){
+  int i, bFound, rc = SQLITE_OK;
+  for(i=0; i<nRead && rc==SQLITE_OK; i++){
+    KvMeta meta;
+    rc = kv_name_check(aRead[i].zTab, aRead[i].nTab, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_table_meta(p->pEng, p, aRead[i].zTab, aRead[i].nTab, &meta,
+                         &bFound);
+      kv_meta_clear(&meta);
+    }
+    if( rc==SQLITE_OK && !bFound ){
+      *pzErr = sqlite3_mprintf("kv: no such table: %.*s (read set element "
+                               "%d)", aRead[i].nTab, aRead[i].zTab, i);
+      rc = SQLITE_ERROR;
+    }
+  }
+  return rc;
+}
+
+int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
+                       char **pzErr){
+  KvVerCheck chk;
+  int i, rc = SQLITE_OK;
+  if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_prepare(p, pzErr);
+  if( p->eProto==KV_PROTO_ORDINARY ){
+    return kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
+  }
+  if( !kvRootWrites(p) ){
+    *pzErr = sqlite3_mprintf("kv: kv_prepare_with_version needs a "
+        "transaction that writes (transaction %llu writes nothing; check "
+        "versions with kv_query_with_version)", (unsigned long long)p->tid);
+    return SQLITE_MISUSE;
+  }
+  rc = kvReadTablesExist(p, aRead, nRead, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
+  for(i=0; rc==SQLITE_OK && i<nRead; i++){
+    rc = kvNoteRead(p, aRead[i].zTab, aRead[i].nTab, aRead[i].aKey,
+                    aRead[i].nKey, pzErr);
+  }
+  chk.aRead = aRead;
+  chk.nRead = nRead;
+  if( rc==SQLITE_OK ) rc = kvRootPrepareEx(p, kvVersionCheck, &chk, pzErr);
+  return rc;
+}
+
+/* ------------------------------------------------------------ commit --- */
+
+/* The final writes of the root: (table, write set) pairs, referenced. */
+typedef struct KvWriteList KvWriteList;
+struct KvWriteList {
+  int n;
+  KvTable **apTab;
+  KvMap **apWrite;
+};
+
+static void kvWriteListFree(KvWriteList *w){
+  int i;
+  for(i=0; i<w->n; i++) kv_map_unref(w->apWrite[i]);
+  sqlite3_free(w->apTab);
+  sqlite3_free(w->apWrite);
+}
+
+static int kvWriteListGet(KvRoot *p, KvWriteList *w){
+  int i;
+  memset(w, 0, sizeof(*w));
+  w->apTab = sqlite3_malloc64((p->nChild+1)*sizeof(KvTable*));
+  w->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
+  if( w->apTab==0 || w->apWrite==0 ){ kvWriteListFree(w); return SQLITE_NOMEM; }
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->bSchema || kv_map_count(c->pWrite)==0 ) continue;
+    w->apTab[w->n] = c->pTab;
+    w->apWrite[w->n++] = kv_map_ref(c->pWrite);
+  }
+  return SQLITE_OK;
+}
+
+/* Does receipt r match write e of table t for root p? */
+static int kvReceiptMatches(KvRoot *p, const KvVerReceipt *r, KvTable *t,
+                            const KvMapEntry *e){
+  uint8_t aVer[KV_VERSION_BYTES];
+  kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
+  return r->nTab==t->nName && memcmp(r->zTab, t->zName, t->nName)==0
+      && r->nKey==e->nKey && memcmp(r->aKey, e->aKey, e->nKey)==0
+      && memcmp(r->aVer, aVer, KV_VERSION_BYTES)==0;
+}
+
+/* Walk the final writes and the receipts together; 0 if they differ. */
+static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
+                           int *piBad){
+  int i, j = 0, bOk = 1;
+  for(i=0; bOk && i<w->n; i++){
+    KvMapCursor *pCsr = kv_map_cursor_new(w->apWrite[i]);
+    KvMapEntry e;
+    int bOn;
+    if( pCsr==0 ) return 0;
+    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && bOk;
+        bOn=kv_map_cursor_next(pCsr)){
+      kv_map_cursor_entry(pCsr, &e);
+      bOk = j<pR->n && kvReceiptMatches(p, &pR->a[j], w->apTab[i], &e);
+      if( bOk ) j++;
+    }
+    kv_map_cursor_free(pCsr);
+  }
+  *piBad = j;
+  return bOk && j==pR->n;
+}
+
+int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
+  KvVerReceipts *pR;
+  KvWriteList w;
+  int rc, iBad = 0;
+  *ppOut = 0;
+  if( p->eState!=KV_ROOT_PREPARED || p->eProto!=KV_PROTO_VERSIONED ){
+    if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_commit(p, pzErr);
+    *pzErr = sqlite3_mprintf("kv: transaction %llu is not prepared with "
+        "kv_prepare_with_version", (unsigned long long)p->tid);
+    return SQLITE_MISUSE;
+  }
+  pR = sqlite3_malloc64(sizeof(*pR));
+  if( pR==0 ) return SQLITE_NOMEM;
+  memset(pR, 0, sizeof(*pR));
+  if( (rc = kvWriteListGet(p, &w))!=SQLITE_OK ){ sqlite3_free(pR); return rc; }
+  p->pReceipts = pR;
+  rc = kv_root_commit(p, pzErr);
+  p->pReceipts = 0;
+  if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !kvReceiptsExact(p, &w, pR, &iBad)) ){
+    *pzErr = sqlite3_mprintf("kv: internal error: the receipts of committed "
+        "transaction %llu do not match its writes (%d receipts, first "
+        "difference at %d%s); the commit stands", (unsigned long long)p->tid,
+        pR->n, iBad, pR->rc!=SQLITE_OK ? ", out of memory while recording" : "");
+    rc = SQLITE_INTERNAL;
+  }
+  kvWriteListFree(&w);
+  if( rc==SQLITE_OK ) *ppOut = pR; else kv_version_receipts_free(pR);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- TTL --- */
+
+/* What to do with token k (engine mutex): 0 keep it, 1 remove its record
+** (due: its stamp is more than ttl ms old and no active transaction is
+** bound to the table), 2 drop the token alone (its record is gone). */
+static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k, int64_t now){
+  KvMapEntry e;
+  if( t->pVer->pMap==0 || !kv_map_get(t->pVer->pMap, k->aKey, k->nKey, &e) ){
+    return 2;
+  }
+  if( t->nActive>0 ) return 0;     /* an active snapshot may compare it */
+  return now >= (int64_t)e.rev + pEng->pVer->ttlMs + 1;
+}
+
+/* One batch of at most KV_SWEEP_BATCH tokens of table t (engine mutex).
+** Kept tokens go back to the FIFO's tail before the batch returns. */
+static int kvSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
+  KvVerTable *v = t->pVer;
+  KvVerToken *pKeep = 0, *pKeepTail = 0;
+  int i, nRemoved = 0;
+  for(i=0; i<KV_SWEEP_BATCH && v->pHead; i++){
+    KvVerToken *k = v->pHead;
+    v->pHead = k->pNext;
+    if( v->pHead==0 ) v->pTail = 0;
+    k->pNext = 0;
+    int eDue = kvTokenDue(pEng, t, k, now);
+    if( eDue==2 ){
+      kvVerCount(v, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
+      sqlite3_free(k);
+      continue;
+    }
+    if( eDue==1 && kv_map_remove(&v->pMap, k->aKey, k->nKey)==SQLITE_OK ){
+      kvVerCount(v, -1, -kvRecordBytes(k->nKey, 1));
+      sqlite3_free(k);
+      nRemoved++;
+      continue;
+    }
+    if( pKeepTail ) pKeepTail->pNext = k; else pKeep = k;
+    pKeepTail = k;
+  }
+  for(; pKeep; pKeep=pKeepTail){
+    pKeepTail = pKeep->pNext;
+    kvTokenPush(v, pKeep);
+  }
+  return nRemoved;
+}
+
+int kv_version_sweep_now(KvEngine *pEng){
+  KvTable *t;
+  int nRemoved = 0;
+  int64_t now = kvNowMs();
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; pEng->pVer->ttlMs>0 && t; t=t->pNext){
+    if( t->pVer && t->pVer->pHead ) nRemoved += kvSweepTable(pEng, t, now);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  return nRemoved;
+}
+
+static void *kvSweeper(void *pArg){
+  KvEngine *pEng = (KvEngine*)pArg;
+  KvVerStore *s = pEng->pVer;
+  pthread_mutex_lock(&s->mu);
+  while( !s->bStop ){
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += s->pollMs/1000;
+    ts.tv_nsec += (s->pollMs%1000)*1000000;
+    if( ts.tv_nsec>=1000000000 ){ ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+    pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+    if( s->bStop ) break;
+    pthread_mutex_unlock(&s->mu);
+    while( kv_version_sweep_now(pEng)>0 ){
+      pthread_mutex_lock(&s->mu);
+      if( s->bStop ){ pthread_mutex_unlock(&s->mu); break; }
+      pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_lock(&s->mu);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+static void kvSweeperStop(KvVerStore *s){
+  if( !s->bThread ) return;
+  pthread_mutex_lock(&s->mu);
+  s->bStop = 1;
+  pthread_cond_signal(&s->cond);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, 0);
+  s->bThread = 0;
+  s->bStop = 0;
+}
+
+/* TTL turned on: stamp every record now and give it its token. */
+static int kvTtlStart(KvEngine *pEng, int64_t ttl){
+  KvTable *t;
+  int rc = SQLITE_OK;
+  int64_t now = kvNowMs();
+  for(t=pEng->pTables; t && rc==SQLITE_OK; t=t->pNext){
+    KvMapCursor *pCsr;
+    KvMapEntry e;
+    KvMap *pNew;
+    int bOn;
+    if( t->pVer==0 || t->pVer->pMap==0 ) continue;
+    if( (pNew = kv_map_new())==0 ) return SQLITE_NOMEM;
+    if( (pCsr = kv_map_cursor_new(t->pVer->pMap))==0 ){
+      kv_map_unref(pNew);
+      return SQLITE_NOMEM;
+    }
+    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+        bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+      kv_map_cursor_entry(pCsr, &e);
+      rc = kv_map_put_from(&pNew, pCsr, (uint64_t)now, 0);
+      if( rc==SQLITE_OK ) rc = kvTokenQueue(t->pVer, e.aKey, e.nKey);
+      if( rc==SQLITE_OK ) kvVerCount(t->pVer, 0, e.nKey + KV_VER_TOKEN_BYTES);
+    }
+    kv_map_cursor_free(pCsr);
+    kv_map_unref(t->pVer->pMap);
+    t->pVer->pMap = pNew;
+  }
+  if( rc==SQLITE_OK ) pEng->pVer->ttlMs = ttl;
+  return rc;
+}
+
+/* TTL turned off: drop every token (the records stay). */
+static void kvTtlStop(KvEngine *pEng){
+  KvTable *t;
+  for(t=pEng->pTables; t; t=t->pNext){
+    KvVerToken *k;
+    if( t->pVer==0 ) continue;
+    for(k=t->pVer->pHead; k; k=k->pNext){
+      kvVerCount(t->pVer, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
+    }
+    kvTokensFree(t->pVer);
+  }
+  pEng->pVer->ttlMs = 0;
+}
+
+/* ms quantisation: (0,1) -> 1, else truncated.  -1 if out of range. */
+static int64_t kvQuantise(double r){
+  if( !(r>=0.0) || r>(double)KV_TTL_MAX_MS ) return -1;
+  if( r>0.0 && r<1.0 ) return 1;
+  return (int64_t)r;
+}
+
+int kv_version_configure(KvEngine *pEng, double rTtl, double rPoll,
+                         char **pzErr){
+  KvVerStore *s = pEng->pVer;
+  int64_t ttl = kvQuantise(rTtl), poll = kvQuantise(rPoll);
+  int rc = SQLITE_OK;
+  if( ttl<0 || poll<=0 ){
+    *pzErr = sqlite3_mprintf("kv: key_version_ttl_ms must be 0..%lld and "
+        "key_version_ttl_poll_ms 1..%lld (milliseconds)",
+        (long long)KV_TTL_MAX_MS, (long long)KV_TTL_MAX_MS);
+    return SQLITE_RANGE;
+  }
+  kvSweeperStop(s);
+  pthread_mutex_lock(&s->mu);
+  s->pollMs = poll;
+  pthread_mutex_unlock(&s->mu);
+  pthread_mutex_lock(&pEng->mutex);
+  if( ttl==0 && s->ttlMs>0 ) kvTtlStop(pEng);
+  else if( ttl>0 && s->ttlMs==0 ) rc = kvTtlStart(pEng, ttl);
+  else s->ttlMs = ttl;
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc==SQLITE_OK && ttl>0 ){
+    if( pthread_create(&s->thread, 0, kvSweeper, pEng)!=0 ){
+      *pzErr = sqlite3_mprintf("kv: cannot start the version sweeper thread");
+      return SQLITE_ERROR;
+    }
+    s->bThread = 1;
+  }
+  return rc;
+}
+
+void kv_version_options(KvEngine *pEng, int64_t *pTtl, int64_t *pPoll){
+  pthread_mutex_lock(&pEng->mutex);
+  *pTtl = pEng->pVer->ttlMs;
+  pthread_mutex_unlock(&pEng->mutex);
+  pthread_mutex_lock(&pEng->pVer->mu);
+  *pPoll = pEng->pVer->pollMs;
+  pthread_mutex_unlock(&pEng->pVer->mu);
+}
+
+/* ------------------------------------------------------------- store --- */
+
+int kvVersionStoreInit(KvEngine *pEng){
+  KvVerStore *s = sqlite3_malloc64(sizeof(*s));
+  struct timespec ts;
+  if( s==0 ) return SQLITE_NOMEM;
+  memset(s, 0, sizeof(*s));
+  clock_gettime(CLOCK_REALTIME, &ts);
+  /* A new epoch per open: versions never match across restarts. */
+  s->iEpoch = ((uint64_t)ts.tv_sec<<32) ^ (uint64_t)ts.tv_nsec
+            ^ ((uint64_t)getpid()<<16) ^ (uint64_t)(uintptr_t)pEng;
+  s->pollMs = 1000;
+  pthread_mutex_init(&s->mu, 0);
+  pthread_cond_init(&s->cond, 0);
+  pEng->pVer = s;
+  return SQLITE_OK;
+}
+
+void kvVersionStoreStop(KvEngine *pEng){
+  KvVerStore *s = pEng->pVer;
+  if( s==0 ) return;
+  kvSweeperStop(s);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cond);
+  sqlite3_free(s);
+  pEng->pVer = 0;
+}

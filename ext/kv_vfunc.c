@@ -1,0 +1,623 @@
+/*
+** kv_vfunc.c -- the key-version protocol from SQL, and kv_metrics:
+**
+**   SELECT value, version FROM kv_query_with_version(table, key[, dir])
+**   kv_prepare_with_version(h, readset_json)   -> 1
+**   SELECT "table", key, kind FROM kv_conflicts(h)
+**   kv_commit_with_version(h)                  -> receipts JSON
+**   kv_store_options([dir[, options_json]])    -> the options as JSON
+**   SELECT name, labels, value, store FROM kv_metrics
+**
+** The three tables are eponymous, read-only virtual tables built on one
+** helper here: xFilter computes every row at once (a handful at most) into
+** an array of cells.  The rules of the protocol are in kv_version.h; the
+** SQL forms are documented in docs/SQL.md.
+*/
+#include "config.h"
+#include "ext/kv_sql.h"
+#include "ext/kv_version.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+/* -------------------------------------------------------------- rows --- */
+
+#define KV_CELL_NULL   0
+#define KV_CELL_INT    1
+#define KV_CELL_TEXT   2
+#define KV_CELL_KEY    3     /* encoded key bytes */
+#define KV_CELL_VALUE  4     /* encoded value bytes */
+
+typedef struct KvCell KvCell;
+struct KvCell {
+  int eType;
+  sqlite3_int64 i;
+  char *z; int n;            /* sqlite3_malloc'd copy */
+};
+
+typedef struct KvRows KvRows;
+struct KvRows {
+  int nCol;
+  int nCell, nAlloc;
+  KvCell *a;
+};
+
+static void kvRowsClear(KvRows *p){
+  int i;
+  for(i=0; i<p->nCell; i++) sqlite3_free(p->a[i].z);
+  sqlite3_free(p->a);
+  p->a = 0;
+  p->nCell = p->nAlloc = 0;
+}
+
+static int kvRowsCell(KvRows *p, int eType, sqlite3_int64 i, const void *z,
+                      int n){
+  KvCell *c;
+  if( p->nCell==p->nAlloc ){
+    int nNew = p->nAlloc ? p->nAlloc*2 : 16;
+    KvCell *a = sqlite3_realloc64(p->a, nNew*sizeof(KvCell));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->a = a;
+    p->nAlloc = nNew;
+  }
+  c = &p->a[p->nCell];
+  memset(c, 0, sizeof(*c));
+  c->eType = eType;
+  c->i = i;
+  if( z ){
+    c->z = sqlite3_malloc64(n+1);
+    if( c->z==0 ) return SQLITE_NOMEM;
+    memcpy(c->z, z, n);
+    c->z[n] = 0;
+    c->n = n;
+  }
+  p->nCell++;
+  return SQLITE_OK;
+}
+
+static int kvRowsText(KvRows *p, const char *z){
+  return z ? kvRowsCell(p, KV_CELL_TEXT, 0, z, (int)strlen(z))
+           : kvRowsCell(p, KV_CELL_NULL, 0, 0, 0);
+}
+
+/* Fill p with the rows for arguments apArg (NULL pointers: absent). */
+typedef int (*KvRowsFill)(KvConn*, sqlite3_value **apArg, KvRows *p,
+                          char **pzErr);
+
+typedef struct KvRowsDef KvRowsDef;
+struct KvRowsDef {
+  const char *zName;
+  const char *zSchema;       /* visible columns, then the argument ones */
+  int nCol;                  /* visible columns */
+  int nArg;                  /* argument (HIDDEN) columns */
+  int nReq;                  /* leading arguments that are required */
+  KvRowsFill xFill;
+};
+
+typedef struct KvRowsVtab KvRowsVtab;
+struct KvRowsVtab {
+  sqlite3_vtab base;
+  KvConn *pConn;
+  const KvRowsDef *pDef;
+};
+
+typedef struct KvRowsCsr KvRowsCsr;
+struct KvRowsCsr {
+  sqlite3_vtab_cursor base;
+  KvRows rows;
+  int iRow, nRow;
+};
+
+static int kvRowsConnect(sqlite3 *db, void *pAux, int argc,
+                         const char *const *argv, sqlite3_vtab **ppVtab,
+                         char **pzErr){
+  const KvRowsDef *pDef = (const KvRowsDef*)((void**)pAux)[0];
+  KvRowsVtab *p;
+  int rc = sqlite3_declare_vtab(db, pDef->zSchema);
+  (void)argc; (void)argv; (void)pzErr;
+  if( rc!=SQLITE_OK ) return rc;
+  p = sqlite3_malloc64(sizeof(*p));
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->pDef = pDef;
+  p->pConn = (KvConn*)((void**)pAux)[1];
+  *ppVtab = &p->base;
+  return SQLITE_OK;
+}
+
+static int kvRowsDisconnect(sqlite3_vtab *pVtab){
+  sqlite3_free(pVtab);
+  return SQLITE_OK;
+}
+
+/* Use every usable equality constraint on an argument column; fail the
+** plan (SQLITE_CONSTRAINT) if a required argument has none. */
+static int kvRowsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+  const KvRowsDef *pDef = ((KvRowsVtab*)pVtab)->pDef;
+  int aIdx[8], i, n = 0, mask = 0;
+  for(i=0; i<8; i++) aIdx[i] = -1;
+  for(i=0; i<pInfo->nConstraint; i++){
+    const struct sqlite3_index_constraint *c = &pInfo->aConstraint[i];
+    int iArg = c->iColumn - pDef->nCol;
+    if( iArg<0 || iArg>=pDef->nArg || c->op!=SQLITE_INDEX_CONSTRAINT_EQ ){
+      continue;
+    }
+    if( !c->usable ){
+      if( iArg<pDef->nReq ) return SQLITE_CONSTRAINT;
+      continue;
+    }
+    aIdx[iArg] = i;
+  }
+  for(i=0; i<pDef->nArg; i++){
+    if( aIdx[i]<0 ){
+      if( i<pDef->nReq ) return SQLITE_CONSTRAINT;
+      continue;
+    }
+    pInfo->aConstraintUsage[aIdx[i]].argvIndex = ++n;
+    pInfo->aConstraintUsage[aIdx[i]].omit = 1;
+    mask |= 1<<i;
+  }
+  pInfo->idxNum = mask;
+  pInfo->estimatedCost = 10.0;
+  pInfo->estimatedRows = 10;
+  return SQLITE_OK;
+}
+
+static int kvRowsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
+  KvRowsCsr *p = sqlite3_malloc64(sizeof(*p));
+  (void)pVtab;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  *ppCsr = &p->base;
+  return SQLITE_OK;
+}
+
+static int kvRowsClose(sqlite3_vtab_cursor *pCsr){
+  kvRowsClear(&((KvRowsCsr*)pCsr)->rows);
+  sqlite3_free(pCsr);
+  return SQLITE_OK;
+}
+
+static int kvRowsFilter(sqlite3_vtab_cursor *pCur, int idxNum,
+                        const char *idxStr, int argc, sqlite3_value **argv){
+  KvRowsCsr *p = (KvRowsCsr*)pCur;
+  KvRowsVtab *pTab = (KvRowsVtab*)pCur->pVtab;
+  sqlite3_value *apArg[8];
+  char *zErr = 0;
+  int i, j = 0, rc;
+  (void)idxStr;
+  memset(apArg, 0, sizeof(apArg));
+  for(i=0; i<pTab->pDef->nArg; i++){
+    if( (idxNum & (1<<i)) && j<argc ) apArg[i] = argv[j++];
+  }
+  kvRowsClear(&p->rows);
+  p->rows.nCol = pTab->pDef->nCol;
+  p->iRow = p->nRow = 0;
+  rc = pTab->pDef->xFill(pTab->pConn, apArg, &p->rows, &zErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(pTab->base.zErrMsg);
+    pTab->base.zErrMsg = zErr;
+    kvRowsClear(&p->rows);
+    return rc;
+  }
+  p->nRow = p->rows.nCell / p->rows.nCol;
+  return SQLITE_OK;
+}
+
+static int kvRowsNext(sqlite3_vtab_cursor *pCur){
+  ((KvRowsCsr*)pCur)->iRow++;
+  return SQLITE_OK;
+}
+
+static int kvRowsEof(sqlite3_vtab_cursor *pCur){
+  KvRowsCsr *p = (KvRowsCsr*)pCur;
+  return p->iRow>=p->nRow;
+}
+
+static int kvRowsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx,
+                        int iCol){
+  KvRowsCsr *p = (KvRowsCsr*)pCur;
+  const KvCell *c;
+  if( iCol>=p->rows.nCol ) return SQLITE_OK;     /* argument: NULL */
+  c = &p->rows.a[p->iRow*p->rows.nCol + iCol];
+  switch( c->eType ){
+    case KV_CELL_INT:  sqlite3_result_int64(ctx, c->i); break;
+    case KV_CELL_TEXT: sqlite3_result_text(ctx, c->z, c->n, SQLITE_TRANSIENT);
+                       break;
+    case KV_CELL_KEY:
+      return kv_key_result(ctx, (const uint8_t*)c->z, c->n, 0, 0);
+    case KV_CELL_VALUE:
+      return kv_value_result(ctx, (const uint8_t*)c->z, c->n);
+    default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int kvRowsRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
+  *pRowid = ((KvRowsCsr*)pCur)->iRow;
+  return SQLITE_OK;
+}
+
+static const sqlite3_module kvRowsModule = {
+  0, 0, kvRowsConnect, kvRowsBestIndex, kvRowsDisconnect, 0,
+  kvRowsOpen, kvRowsClose, kvRowsFilter, kvRowsNext, kvRowsEof,
+  kvRowsColumn, kvRowsRowid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+};
+
+/* ----------------------------------------------------------- helpers --- */
+
+static const char *kvTypeName(sqlite3_value *v){
+  switch( sqlite3_value_type(v) ){
+    case SQLITE_INTEGER: return "integer";
+    case SQLITE_FLOAT:   return "real";
+    case SQLITE_TEXT:    return "text";
+    case SQLITE_BLOB:    return "blob";
+    default:             return "NULL";
+  }
+}
+
+static void kvVfError(sqlite3_context *ctx, int rc, char *zErr){
+  if( rc==SQLITE_NOMEM && zErr==0 ){
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
+  sqlite3_result_error_code(ctx, rc);
+  sqlite3_free(zErr);
+}
+
+/* The store of an optional dir argument (NULL: the default store). */
+static int kvStoreArg(KvConn *pConn, sqlite3_value *pDir, KvEngine **ppEng,
+                      char **pzErr){
+  const char *zDir = 0;
+  if( pDir && sqlite3_value_type(pDir)!=SQLITE_NULL ){
+    if( sqlite3_value_type(pDir)!=SQLITE_TEXT ){
+      *pzErr = sqlite3_mprintf("kv: store directory must be text, got %s",
+                               kvTypeName(pDir));
+      return SQLITE_MISMATCH;
+    }
+    zDir = (const char*)sqlite3_value_text(pDir);
+  }
+  return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
+}
+
+/* The handle with integer id in pArg, or NULL with *pzErr set. */
+static KvHandle *kvHandleFind(KvConn *pConn, sqlite3_value *pArg,
+                              KvHandle ***pppPrev, char **pzErr){
+  KvHandle **pp;
+  sqlite3_int64 id;
+  if( pArg==0 || sqlite3_value_type(pArg)!=SQLITE_INTEGER ){
+    *pzErr = sqlite3_mprintf("kv: transaction handle must be an integer "
+        "from kv_begin(), got %s", pArg ? kvTypeName(pArg) : "NULL");
+    return 0;
+  }
+  id = sqlite3_value_int64(pArg);
+  for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
+    if( (*pp)->id==id ){
+      if( pppPrev ) *pppPrev = pp;
+      return *pp;
+    }
+  }
+  *pzErr = (id>0 && id<=pConn->iLastHandle)
+      ? sqlite3_mprintf("kv: transaction handle %lld is finished", id)
+      : sqlite3_mprintf("kv: unknown transaction handle %lld (handles "
+                        "belong to the connection that began them)", id);
+  return 0;
+}
+
+/* ------------------------------------------------ kv_query_with_version --- */
+
+static int kvQueryFill(KvConn *pConn, sqlite3_value **apArg, KvRows *pRows,
+                       char **pzErr){
+  uint8_t aVer[KV_VERSION_BYTES];
+  char zVer[KV_VERSION_TEXT+1];
+  KvBuf k = {0, 0, 0}, v = {0, 0, 0};
+  KvEngine *pEng = 0;
+  int bFound = 0, rc = SQLITE_OK;
+  if( apArg[0]==0 || sqlite3_value_type(apArg[0])!=SQLITE_TEXT ){
+    *pzErr = sqlite3_mprintf("kv: table name must be text, got %s",
+                             apArg[0] ? kvTypeName(apArg[0]) : "NULL");
+    rc = SQLITE_MISMATCH;
+  }
+  if( rc==SQLITE_OK ) rc = kv_key_encode(apArg[1], &k, pzErr);
+  if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], &pEng, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_version_query(pEng, (const char*)sqlite3_value_text(apArg[0]),
+                          sqlite3_value_bytes(apArg[0]), k.a, k.n, &v,
+                          &bFound, aVer, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    kv_version_text(aVer, zVer);
+    rc = bFound ? kvRowsCell(pRows, KV_CELL_VALUE, 0, v.a, v.n)
+                : kvRowsCell(pRows, KV_CELL_NULL, 0, 0, 0);
+    if( rc==SQLITE_OK ) rc = kvRowsText(pRows, zVer);
+  }
+  kv_metric_add(rc==SQLITE_OK ? KV_METRIC_QUERY_OK : KV_METRIC_QUERY_FAIL);
+  kv_engine_unref(pEng);
+  kv_buf_free(&k);
+  kv_buf_free(&v);
+  return rc;
+}
+
+/* ------------------------------------------------------- kv_conflicts --- */
+
+static int kvConflictsFill(KvConn *pConn, sqlite3_value **apArg,
+                           KvRows *pRows, char **pzErr){
+  KvHandle *h = kvHandleFind(pConn, apArg[0], 0, pzErr);
+  const KvConflict *a;
+  int i, n, rc = SQLITE_OK;
+  if( h==0 ) return SQLITE_ERROR;
+  n = kv_root_conflicts(h->pRoot, &a);
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    int bMeta = strcmp(a[i].zTable, KV_META_TABLE)==0;
+    rc = bMeta ? kvRowsCell(pRows, KV_CELL_TEXT, 0, a[i].aKey, a[i].nKey)
+               : kvRowsCell(pRows, KV_CELL_TEXT, 0, a[i].zTable, a[i].nTable);
+    if( rc==SQLITE_OK ){
+      rc = bMeta ? kvRowsCell(pRows, KV_CELL_NULL, 0, 0, 0)
+                 : kvRowsCell(pRows, KV_CELL_KEY, 0, a[i].aKey, a[i].nKey);
+    }
+    if( rc==SQLITE_OK ){
+      rc = kvRowsText(pRows, a[i].eKind==KV_CONFLICT_VERSION
+                      ? "version_mismatch" : "transaction_conflict");
+    }
+  }
+  return rc;
+}
+
+/* --------------------------------------------------------- kv_metrics --- */
+
+static int kvMetricRow(KvRows *p, const char *zName, const char *zLabels,
+                       sqlite3_int64 v, const char *zStore){
+  int rc = kvRowsText(p, zName);
+  if( rc==SQLITE_OK ) rc = kvRowsText(p, zLabels);
+  if( rc==SQLITE_OK ) rc = kvRowsCell(p, KV_CELL_INT, v, 0, 0);
+  if( rc==SQLITE_OK ) rc = kvRowsText(p, zStore);
+  return rc;
+}
+
+static int kvMetricsTables(KvRows *p){
+  KvTableInfo *a = 0;
+  int i, n = 0, rc = kv_engine_list(&a, &n);
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    KvBuf lab = {0, 0, 0};
+    rc = kv_buf_append(&lab, "{\"table\":", 9);
+    if( rc==SQLITE_OK ) rc = kv_json_text(&lab, (uint8_t*)a[i].zName, a[i].nName);
+    if( rc==SQLITE_OK ) rc = kv_buf_append(&lab, "}", 2);   /* with NUL */
+    if( rc==SQLITE_OK ){
+      rc = kvMetricRow(p, "key_version_cache_record_count", (char*)lab.a,
+                       a[i].nVerRecord, a[i].zDir);
+    }
+    if( rc==SQLITE_OK ){
+      rc = kvMetricRow(p, "key_version_cache_estimated_memory_bytes",
+                       (char*)lab.a, a[i].nVerBytes, a[i].zDir);
+    }
+    kv_buf_free(&lab);
+  }
+  kv_engine_list_free(a, n);
+  return rc;
+}
+
+static int kvMetricsFill(KvConn *pConn, sqlite3_value **apArg, KvRows *p,
+                         char **pzErr){
+  int64_t a[KV_METRIC_N+2];
+  int rc;
+  (void)pConn; (void)apArg; (void)pzErr;
+  kv_metrics_read(a);
+  rc = kvMetricsTables(p);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "key_version_query_calls",
+      "{\"result\":\"success\"}", a[KV_METRIC_QUERY_OK], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "key_version_query_calls",
+      "{\"result\":\"failure\"}", a[KV_METRIC_QUERY_FAIL], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "key_version_2pc_calls",
+      "{\"phase\":\"prepare\",\"result\":\"success\"}", a[KV_METRIC_PREPARE_OK], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "key_version_2pc_calls",
+      "{\"phase\":\"prepare\",\"result\":\"failure\"}", a[KV_METRIC_PREPARE_FAIL], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "key_version_2pc_calls",
+      "{\"phase\":\"commit\",\"result\":\"success\"}", a[KV_METRIC_COMMIT_OK], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "key_version_2pc_calls",
+      "{\"phase\":\"commit\",\"result\":\"failure\"}", a[KV_METRIC_COMMIT_FAIL], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "transaction_lifecycle",
+      "{\"event\":\"created\"}", a[KV_METRIC_N], 0);
+  if( rc==SQLITE_OK ) rc = kvMetricRow(p, "transaction_lifecycle",
+      "{\"event\":\"closed\"}", a[KV_METRIC_N+1], 0);
+  return rc;
+}
+
+/* ------------------------------------------- kv_prepare_with_version --- */
+
+static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
+  KvReadSet set;
+  char *zErr = 0;
+  KvHandle *h = kvHandleFind(pConn, argv[0], 0, &zErr);
+  int rc = h ? SQLITE_OK : SQLITE_ERROR;
+  (void)argc;
+  memset(&set, 0, sizeof(set));
+  if( rc==SQLITE_OK && sqlite3_value_type(argv[1])!=SQLITE_TEXT ){
+    zErr = sqlite3_mprintf("kv: the read set must be a JSON array text such "
+        "as '[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]', got %s",
+        kvTypeName(argv[1]));
+    rc = SQLITE_MISMATCH;
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_readset_parse((const char*)sqlite3_value_text(argv[1]),
+                          sqlite3_value_bytes(argv[1]), &set, &zErr);
+  }
+  if( rc==SQLITE_OK ) rc = kv_version_prepare(h->pRoot, set.a, set.n, &zErr);
+  kv_metric_add(rc==SQLITE_OK ? KV_METRIC_PREPARE_OK : KV_METRIC_PREPARE_FAIL);
+  kv_readset_free(&set);
+  if( rc!=SQLITE_OK ) kvVfError(ctx, rc, zErr);
+  else sqlite3_result_int(ctx, 1);
+}
+
+/* ------------------------------------------------ kv_commit_with_version --- */
+
+static int kvReceiptJson(KvBuf *p, const KvVerReceipt *r, int bFirst){
+  char zVer[KV_VERSION_TEXT+1];
+  int rc = kv_buf_append(p, bFirst ? "{\"table\":" : ",{\"table\":",
+                         bFirst ? 9 : 10);
+  kv_version_text(r->aVer, zVer);
+  if( rc==SQLITE_OK ) rc = kv_json_text(p, (uint8_t*)r->zTab, r->nTab);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"key\":", 7);
+  if( rc==SQLITE_OK ) rc = kv_key_json(r->aKey, r->nKey, p);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"version\":\"", 12);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(p, zVer, KV_VERSION_TEXT);
+  if( rc==SQLITE_OK ){
+    rc = r->aVer[0]=='d' ? kv_buf_append(p, "\",\"op\":\"delete\"}", 16)
+                         : kv_buf_append(p, "\",\"op\":\"upsert\"}", 16);
+  }
+  return rc;
+}
+
+static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
+  KvHandle **pp = 0;
+  KvVerReceipts *pR = 0;
+  KvBuf out = {0, 0, 0};
+  char *zErr = 0;
+  KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &zErr);
+  int i, rc = h ? SQLITE_OK : SQLITE_ERROR;
+  (void)argc;
+  if( rc==SQLITE_OK ) rc = kv_version_commit(h->pRoot, &pR, &zErr);
+  kv_metric_add(rc==SQLITE_OK ? KV_METRIC_COMMIT_OK : KV_METRIC_COMMIT_FAIL);
+  if( h && kv_root_state(h->pRoot)==KV_ROOT_DONE ){
+    *pp = h->pNext;                      /* finished: the handle goes */
+    kv_root_free(h->pRoot);
+    sqlite3_free(h);
+  }
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "[", 1);
+  for(i=0; rc==SQLITE_OK && i<pR->n; i++){
+    rc = kvReceiptJson(&out, &pR->a[i], i==0);
+  }
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "]", 1);
+  if( rc==SQLITE_OK ){
+    sqlite3_result_text(ctx, (const char*)out.a, out.n, SQLITE_TRANSIENT);
+  }else{
+    kvVfError(ctx, rc, zErr);
+  }
+  kv_version_receipts_free(pR);
+  kv_buf_free(&out);
+}
+
+/* ---------------------------------------------------- kv_store_options --- */
+
+/* Apply options JSON {"key_version_ttl_ms":n,"key_version_ttl_poll_ms":n}
+** (either may be absent: it keeps its value). */
+static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
+                            char **pzErr){
+  sqlite3_stmt *pStmt = 0;
+  int64_t ttl, poll;
+  double rTtl, rPoll;
+  int rc = sqlite3_prepare_v2(db, "SELECT json_valid(?1) AND "
+      "json_type(?1)='object', key, type, value FROM json_each("
+      "CASE WHEN json_valid(?1) THEN ?1 ELSE '{}' END) UNION ALL SELECT "
+      "json_valid(?1) AND json_type(?1)='object', NULL, NULL, NULL", -1,
+      &pStmt, 0);
+  if( rc!=SQLITE_OK ) return rc;
+  kv_version_options(pEng, &ttl, &poll);
+  rTtl = (double)ttl; rPoll = (double)poll;
+  sqlite3_bind_value(pStmt, 1, pJson);
+  while( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
+    const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
+    int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
+    if( !sqlite3_column_int(pStmt, 0) ){
+      *pzErr = sqlite3_mprintf("kv: store options must be a JSON object such "
+                               "as '{\"key_version_ttl_ms\":60000}'");
+      rc = SQLITE_ERROR;
+    }else if( zKey==0 ){
+      break;
+    }else if( strcmp(zKey, "key_version_ttl_ms")==0 && bNum ){
+      rTtl = sqlite3_column_double(pStmt, 3);
+    }else if( strcmp(zKey, "key_version_ttl_poll_ms")==0 && bNum ){
+      rPoll = sqlite3_column_double(pStmt, 3);
+    }else{
+      *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or not a number "
+          "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
+      rc = SQLITE_ERROR;
+    }
+  }
+  sqlite3_finalize(pStmt);
+  if( rc==SQLITE_OK ) rc = kv_version_configure(pEng, rTtl, rPoll, pzErr);
+  return rc;
+}
+
+static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
+                               sqlite3_value **argv){
+  KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
+  KvEngine *pEng = 0;
+  char *zErr = 0;
+  int64_t ttl = 0, poll = 0;
+  int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, &pEng, &zErr);
+  if( rc==SQLITE_OK && argc>1 && sqlite3_value_type(argv[1])!=SQLITE_NULL ){
+    rc = kvStoreConfigure(sqlite3_context_db_handle(ctx), pEng, argv[1], &zErr);
+  }
+  if( rc==SQLITE_OK ){
+    char *z;
+    kv_version_options(pEng, &ttl, &poll);
+    z = sqlite3_mprintf("{\"key_version_ttl_ms\":%lld,"
+        "\"key_version_ttl_poll_ms\":%lld}", (long long)ttl, (long long)poll);
+    if( z ) sqlite3_result_text(ctx, z, -1, sqlite3_free);
+    else rc = SQLITE_NOMEM;
+  }
+  if( rc!=SQLITE_OK ) kvVfError(ctx, rc, zErr);
+  kv_engine_unref(pEng);
+}
+
+/* ------------------------------------------------------ registration --- */
+
+static const KvRowsDef aKvRowsDef[] = {
+  { "kv_query_with_version",
+    "CREATE TABLE x(value, version TEXT, \"table\" HIDDEN, key HIDDEN, "
+    "dir HIDDEN)", 2, 3, 2, kvQueryFill },
+  { "kv_conflicts",
+    "CREATE TABLE x(\"table\" TEXT, key, kind TEXT, h HIDDEN)", 3, 1, 1,
+    kvConflictsFill },
+  { "kv_metrics",
+    "CREATE TABLE x(name TEXT, labels TEXT, value INTEGER, store TEXT)",
+    4, 0, 0, kvMetricsFill },
+};
+
+/* Module aux data: the definition and the connection (one reference). */
+static void kvRowsAuxFree(void *p){
+  kv_conn_unref(((void**)p)[1]);
+  sqlite3_free(p);
+}
+
+static int kvRowsRegister(sqlite3 *db, KvConn *pConn, const KvRowsDef *pDef){
+  void **aux = sqlite3_malloc64(2*sizeof(void*));
+  if( aux==0 ) return SQLITE_NOMEM;
+  aux[0] = (void*)pDef;
+  aux[1] = pConn;
+  kv_conn_ref(pConn);
+  return sqlite3_create_module_v2(db, pDef->zName, &kvRowsModule, aux,
+                                  kvRowsAuxFree);
+}
+
+static const struct {
+  const char *zName;
+  int nArg;
+  void (*xFunc)(sqlite3_context*, int, sqlite3_value**);
+} aKvVFunc[] = {
+  { "kv_prepare_with_version", 2, kvPrepareVFunc },
+  { "kv_commit_with_version",  1, kvCommitVFunc },
+  { "kv_store_options",        0, kvStoreOptionsFunc },
+  { "kv_store_options",        1, kvStoreOptionsFunc },
+  { "kv_store_options",        2, kvStoreOptionsFunc },
+};
+
+int kv_vfunc_register(sqlite3 *db, KvConn *pConn){
+  size_t i;
+  int rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<sizeof(aKvVFunc)/sizeof(aKvVFunc[0]); i++){
+    kv_conn_ref(pConn);
+    rc = sqlite3_create_function_v2(db, aKvVFunc[i].zName, aKvVFunc[i].nArg,
+        SQLITE_UTF8|SQLITE_DIRECTONLY, pConn, aKvVFunc[i].xFunc, 0, 0,
+        kv_conn_unref);
+  }
+  for(i=0; rc==SQLITE_OK && i<sizeof(aKvRowsDef)/sizeof(aKvRowsDef[0]); i++){
+    rc = kvRowsRegister(db, pConn, &aKvRowsDef[i]);
+  }
+  return rc;
+}

@@ -1,0 +1,174 @@
+/*
+** bench_kvversion.c -- make bench workloads of the key-version protocol:
+** versioned against ordinary 2PC on a kv_memory table, through SQL, at 1,
+** 16 and 256 keys per transaction.
+**
+** Each transaction reads its keys, writes each of them once and commits.
+** Baseline (ordinary): kv_begin, kv_get of every key, kv_put of every key,
+** kv_prepare, kv_commit.  Candidate (versioned): kv_query_with_version of
+** every key (value and version), kv_put of every key,
+** kv_prepare_with_version with the read set as JSON, kv_commit_with_version
+** (whose receipts are checked and rendered as JSON).  The table is
+** preloaded with 4096 keys; transactions walk them in order.  Cost: the
+** time of a fixed number of keys (TOTAL_KEYS) over all transactions.
+*/
+#include "config.h"
+#include "tests/bench.h"
+#include "ext/depot.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define KVV_TABLE_KEYS 4096
+#define KVV_TOTAL_KEYS 16384
+
+typedef struct BenchV BenchV;
+struct BenchV {
+  sqlite3 *db;
+  sqlite3_stmt *pBegin, *pGet, *pQuery, *pPut, *pPrep, *pCommit;
+  sqlite3_stmt *pPrepV, *pCommitV;
+};
+
+static int benchvStep(sqlite3_stmt *p){
+  int rc = sqlite3_step(p);
+  if( rc==SQLITE_ROW || rc==SQLITE_DONE ) rc = SQLITE_OK;
+  if( rc!=SQLITE_OK ){
+    fprintf(stderr, "bench_kvversion: %s\n",
+            sqlite3_errmsg(sqlite3_db_handle(p)));
+  }
+  sqlite3_reset(p);
+  return rc;
+}
+
+static void benchvClose(BenchV *b){
+  sqlite3_finalize(b->pBegin); sqlite3_finalize(b->pGet);
+  sqlite3_finalize(b->pQuery); sqlite3_finalize(b->pPut);
+  sqlite3_finalize(b->pPrep); sqlite3_finalize(b->pCommit);
+  sqlite3_finalize(b->pPrepV); sqlite3_finalize(b->pCommitV);
+  sqlite3_close(b->db);
+}
+
+static int benchvOpen(BenchV *b){
+  static const char *azSql[] = {
+    "SELECT kv_begin()",
+    "SELECT kv_get(?1, 't', ?2)",
+    "SELECT value, version FROM kv_query_with_version('t', ?2)",
+    "SELECT kv_put(?1, 't', ?2, ?3)",
+    "SELECT kv_prepare(?1)",
+    "SELECT kv_commit(?1)",
+    "SELECT kv_prepare_with_version(?1, ?2)",
+    "SELECT kv_commit_with_version(?1)",
+  };
+  sqlite3_stmt **ap[8];
+  int i, rc;
+  memset(b, 0, sizeof(*b));
+  ap[0] = &b->pBegin; ap[1] = &b->pGet; ap[2] = &b->pQuery; ap[3] = &b->pPut;
+  ap[4] = &b->pPrep; ap[5] = &b->pCommit; ap[6] = &b->pPrepV;
+  ap[7] = &b->pCommitV;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  rc = sqlite3_open(":memory:", &b->db);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_exec(b->db, "CREATE VIRTUAL TABLE t USING kv_memory; "
+        "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM c WHERE "
+        "i<4095) INSERT INTO t SELECT i, i FROM c", 0, 0, 0);
+  }
+  for(i=0; rc==SQLITE_OK && i<8; i++){
+    rc = sqlite3_prepare_v2(b->db, azSql[i], -1, ap[i], 0);
+  }
+  if( rc!=SQLITE_OK ){
+    fprintf(stderr, "bench_kvversion: %s\n", sqlite3_errmsg(b->db));
+    benchvClose(b);
+  }
+  return rc;
+}
+
+/* Run sqlite3 statement p with handle h bound as ?1. */
+static int benchvH(sqlite3_stmt *p, sqlite3_int64 h){
+  sqlite3_bind_int64(p, 1, h);
+  return benchvStep(p);
+}
+
+/* One ordinary transaction over keys iFirst..iFirst+nKey-1. */
+static int benchvOrdinary(BenchV *b, int iFirst, int nKey, int iRound){
+  sqlite3_int64 h = 0;
+  int i, rc = SQLITE_OK;
+  if( sqlite3_step(b->pBegin)==SQLITE_ROW ) h = sqlite3_column_int64(b->pBegin, 0);
+  sqlite3_reset(b->pBegin);
+  for(i=0; rc==SQLITE_OK && i<nKey; i++){
+    sqlite3_bind_int64(b->pGet, 1, h);
+    sqlite3_bind_int(b->pGet, 2, (iFirst+i)%KVV_TABLE_KEYS);
+    rc = benchvStep(b->pGet);
+  }
+  for(i=0; rc==SQLITE_OK && i<nKey; i++){
+    sqlite3_bind_int64(b->pPut, 1, h);
+    sqlite3_bind_int(b->pPut, 2, (iFirst+i)%KVV_TABLE_KEYS);
+    sqlite3_bind_int(b->pPut, 3, iRound);
+    rc = benchvStep(b->pPut);
+  }
+  if( rc==SQLITE_OK ) rc = benchvH(b->pPrep, h);
+  if( rc==SQLITE_OK ) rc = benchvH(b->pCommit, h);
+  return rc;
+}
+
+/* One versioned transaction over the same keys. */
+static int benchvVersioned(BenchV *b, int iFirst, int nKey, int iRound){
+  sqlite3_str *pJson = sqlite3_str_new(b->db);
+  sqlite3_int64 h = 0;
+  char *zJson;
+  int i, rc = SQLITE_OK;
+  sqlite3_str_appendchar(pJson, 1, '[');
+  for(i=0; rc==SQLITE_OK && i<nKey; i++){
+    int k = (iFirst+i)%KVV_TABLE_KEYS;
+    sqlite3_bind_int(b->pQuery, 2, k);
+    if( sqlite3_step(b->pQuery)==SQLITE_ROW ){
+      sqlite3_str_appendf(pJson, "%s{\"table\":\"t\",\"key\":%d,\"version\":"
+          "\"%s\"}", i ? "," : "", k, sqlite3_column_text(b->pQuery, 1));
+    }
+    rc = sqlite3_reset(b->pQuery);
+  }
+  sqlite3_str_appendchar(pJson, 1, ']');
+  zJson = sqlite3_str_finish(pJson);
+  if( sqlite3_step(b->pBegin)==SQLITE_ROW ) h = sqlite3_column_int64(b->pBegin, 0);
+  sqlite3_reset(b->pBegin);
+  for(i=0; rc==SQLITE_OK && i<nKey; i++){
+    sqlite3_bind_int64(b->pPut, 1, h);
+    sqlite3_bind_int(b->pPut, 2, (iFirst+i)%KVV_TABLE_KEYS);
+    sqlite3_bind_int(b->pPut, 3, iRound);
+    rc = benchvStep(b->pPut);
+  }
+  sqlite3_bind_int64(b->pPrepV, 1, h);
+  sqlite3_bind_text(b->pPrepV, 2, zJson, -1, sqlite3_free);
+  if( rc==SQLITE_OK ) rc = benchvStep(b->pPrepV);
+  if( rc==SQLITE_OK ) rc = benchvH(b->pCommitV, h);
+  return rc;
+}
+
+static double benchvRun(int bCandidate, int nKey){
+  BenchV b;
+  double t0, t1;
+  int i, rc, nTxn = KVV_TOTAL_KEYS/nKey;
+  if( benchvOpen(&b)!=SQLITE_OK ) return -1;
+  t0 = bench_now();
+  for(i=0, rc=SQLITE_OK; rc==SQLITE_OK && i<nTxn; i++){
+    rc = bCandidate ? benchvVersioned(&b, i*nKey, nKey, i)
+                    : benchvOrdinary(&b, i*nKey, nKey, i);
+  }
+  t1 = bench_now();
+  benchvClose(&b);
+  return rc==SQLITE_OK ? t1-t0 : -1;
+}
+
+double bench_kvversion_1(int bCandidate, const char *zDir){
+  (void)zDir;
+  return benchvRun(bCandidate, 1);
+}
+
+double bench_kvversion_16(int bCandidate, const char *zDir){
+  (void)zDir;
+  return benchvRun(bCandidate, 16);
+}
+
+double bench_kvversion_256(int bCandidate, const char *zDir){
+  (void)zDir;
+  return benchvRun(bCandidate, 256);
+}

@@ -1,0 +1,743 @@
+/*
+** check_kvbtree.c -- the "kvbtree" suite: the persistent KV backends
+** kv_btree and kv_log (ext/kv_btree.c, ext/kv_log.c) through SQL, and
+** kv_stats: restart, drop durability, overlay and collector (back-pressure,
+** failed writes retried), delete's old value, conflicts, corrupt files,
+** a child limited by RLIMIT_FSIZE, and SIGKILL of a child writing to all
+** three backends.
+**
+** The SIGKILL test runs KB_KILL_ROUNDS (4) children in make check, each
+** killed at a random point (seeded by the round number) while committing
+** to a kv_memory, a kv_btree and a kv_log table, with collection and log
+** compaction running; DEPOT_TORTURE_ITERS=n runs 4*n rounds.
+*/
+#include "config.h"
+#define SQLITE_CORE 1
+#include "tests/harness.h"
+#include "ext/kv_btree.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KB_KILL_ROUNDS 4
+
+/* ------------------------------------------------------------ helpers --- */
+
+static void kb_exec(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *z;
+  va_start(ap, zFmt);
+  z = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  th_exec(db, z);
+  sqlite3_free(z);
+}
+
+static sqlite3_int64 kb_int(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *z;
+  sqlite3_int64 v;
+  va_start(ap, zFmt);
+  z = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  v = th_int(db, z);
+  sqlite3_free(z);
+  return v;
+}
+
+/* CREATE VIRTUAL TABLE zTab USING zType(dir=zDir). */
+static void kb_mk(sqlite3 *db, const char *zTab, const char *zType,
+                  const char *zDir){
+  kb_exec(db, "CREATE VIRTUAL TABLE \"%w\" USING %s(dir='%q')", zTab, zType,
+          zDir);
+}
+
+/* A stat of table zTab (or of the store row when zTab is NULL). */
+static sqlite3_int64 kb_stat(sqlite3 *db, const char *zCol, const char *zTab){
+  if( zTab ) return kb_int(db, "SELECT coalesce(%s,-1) FROM kv_stats WHERE "
+                               "tbl=%Q", zCol, zTab);
+  return kb_int(db, "SELECT coalesce(%s,-1) FROM kv_stats WHERE tbl IS NULL "
+                    "AND store IS NOT NULL", zCol);
+}
+
+/* Wait (up to 10 s) until the collectors have confirmed everything. */
+static void kb_settle(sqlite3 *db){
+  int i;
+  for(i=0; i<1000; i++){
+    if( kb_int(db, "SELECT coalesce(sum(pending_confirmations),0) "
+                   "+ coalesce(sum(wal_unconfirmed),0) FROM kv_stats")==0 ){
+      return;
+    }
+    usleep(10000);
+  }
+  ck_abort_msg("collectors did not confirm everything in 10 s");
+}
+
+/* Write n rows k -> 'v<k>-<tag>' in one transaction. */
+static void kb_fill(sqlite3 *db, const char *zTab, int iFirst, int n,
+                    const char *zTag){
+  kb_exec(db, "BEGIN; WITH RECURSIVE c(i) AS (SELECT %d UNION ALL SELECT i+1 "
+              "FROM c WHERE i<%d) INSERT OR REPLACE INTO \"%w\" "
+              "SELECT i, 'v'||i||'-%q' FROM c; COMMIT", iFirst,
+              iFirst+n-1, zTab, zTag);
+}
+
+/* --------------------------------------------------------- restart --- */
+
+static void kb_restart(const char *zType){
+  char *zDir = th_tmpdir(zType);
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", zType, zDir);
+  kb_fill(db, "t", 1, 1000, "a");
+  kb_fill(db, "t", 500, 10, "b");
+  th_exec(db, "DELETE FROM t WHERE key BETWEEN 900 AND 949");
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "t", zType, zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 950);
+  z = th_text(db, "SELECT value FROM t WHERE key=505");
+  ck_assert_str_eq(z, "v505-b");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT value FROM t WHERE key=10");
+  ck_assert_str_eq(z, "v10-a");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=920"), 0);
+  /* everything was confirmed before the close: nothing to replay */
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_kvbtree_data_survives_reopen)
+{
+  kb_restart("kv_btree");
+}
+END_TEST
+
+START_TEST(test_kvlog_data_survives_reopen)
+{
+  kb_restart("kv_log");
+}
+END_TEST
+
+/* Reads merge the overlay with the data file: ranges, descending order,
+** deletes still in the overlay hiding collected rows. */
+START_TEST(test_kvbtree_scan_merges_overlay_and_data_file)
+{
+  char *zDir = th_tmpdir("kvbtree_scan");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 20, "a");
+  kb_settle(db);                          /* rows 1..20 in the data file */
+  kv_btree_test_fail_writes(1000000);     /* keep the next ones in overlay */
+  th_exec(db, "BEGIN; DELETE FROM t WHERE key IN (3,4,15);"
+              "INSERT OR REPLACE INTO t VALUES(5,'new5'),(25,'v25'),(0,'v0');"
+              "COMMIT");
+  ck_assert_int_gt(kb_stat(db, "overlay_entries", "t"), 0);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t "
+                  "WHERE key BETWEEN 1 AND 7 ORDER BY key)");
+  ck_assert_str_eq(z, "1,2,5,6,7");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t "
+                  "WHERE key>=14 ORDER BY key DESC)");
+  ck_assert_str_eq(z, "25,20,19,18,17,16,14");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT value FROM t WHERE key=5");
+  ck_assert_str_eq(z, "new5");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 19);
+  kv_btree_test_fail_writes(0);
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 19);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A table just created (nothing collected yet) reads as empty. */
+START_TEST(test_kvbtree_new_table_is_empty)
+{
+  char *zDir = th_tmpdir("kvbtree_new");
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=1"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT kv_stats.row_count FROM kv_stats "
+                              "WHERE tbl='t'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------------------ drop --- */
+
+static void kb_drop(const char *zType){
+  char *zDir = th_tmpdir(zType);
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", zType, zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  th_exec(db, "DROP TABLE t");
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables"), 0);
+  kb_mk(db, "t2", zType, zDir);           /* opens the store */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables "
+                              "WHERE name='t'"), 0);
+  kb_mk(db, "t", zType, zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_kvbtree_drop_survives_reopen)
+{
+  kb_drop("kv_btree");
+}
+END_TEST
+
+START_TEST(test_kvlog_drop_survives_reopen)
+{
+  kb_drop("kv_log");
+}
+END_TEST
+
+/* A child drops the table and is killed right after DROP returns: the
+** reopened store no longer has it. */
+START_TEST(test_kvbtree_drop_then_sigkill_removes_table)
+{
+  char *zDir = th_tmpdir("kvbtree_dropkill");
+  sqlite3 *db;
+  pid_t pid;
+  int st;
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = th_open(":memory:");
+    kb_mk(c, "b", "kv_btree", zDir);
+    kb_mk(c, "l", "kv_log", zDir);
+    kb_fill(c, "b", 1, 50, "x");
+    kb_fill(c, "l", 1, 50, "x");
+    th_exec(c, "DROP TABLE b; DROP TABLE l");
+    raise(SIGKILL);
+    _exit(3);
+  }
+  waitpid(pid, &st, 0);
+  ck_assert(WIFSIGNALED(st));
+  db = th_open(":memory:");
+  kb_mk(db, "other", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE "
+                              "name IN ('b','l')"), 0);
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------------- collector --- */
+
+/* Failed data-file writes confirm nothing, show in kv_stats, are retried
+** and lose nothing. */
+START_TEST(test_kvbtree_failed_collector_write_is_retried)
+{
+  char *zDir = th_tmpdir("kvbtree_fail");
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  kv_btree_test_fail_writes(3);
+  kb_fill(db, "t", 1, 200, "a");
+  kb_settle(db);
+  ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 3);
+  ck_assert_int_eq(kv_btree_test_fail_writes_left(), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* While the collector cannot write, nothing is confirmed: a reopen
+** replays the WAL and repairs the data file. */
+START_TEST(test_kvbtree_unconfirmed_batches_replayed_at_open)
+{
+  char *zDir = th_tmpdir("kvbtree_unconf");
+  sqlite3 *db;
+  pid_t pid;
+  int st;
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = th_open(":memory:");
+    kb_mk(c, "t", "kv_btree", zDir);
+    kv_btree_test_fail_writes(1000000000);
+    kb_fill(c, "t", 1, 300, "a");
+    if( kb_stat(c, "wal_unconfirmed", 0)<1 ) _exit(4);
+    if( kb_stat(c, "pending_confirmations", "t")<1 ) _exit(5);
+    raise(SIGKILL);
+    _exit(3);
+  }
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFSIGNALED(st), "child status %d", st);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 300);
+  kb_settle(db);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A write stream far past the overlay limit: committers wait, the overlay
+** stays bounded, every row arrives. */
+START_TEST(test_kvbtree_overlay_is_bounded)
+{
+  char *zDir = th_tmpdir("kvbtree_bound");
+  char *zReal = realpath(zDir, 0);
+  sqlite3 *db = th_open(":memory:");
+  sqlite3_int64 nMax = 0;
+  int i;
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(kv_btree_test_overlay_limit(zReal, 200), SQLITE_OK);
+  for(i=0; i<50; i++){
+    sqlite3_int64 n;
+    kb_fill(db, "t", i*100, 100, "s");
+    n = kb_stat(db, "overlay_entries", "t");
+    if( n>nMax ) nMax = n;
+  }
+  /* the limit is checked before a batch goes in */
+  ck_assert_int_le(nMax, 200+100);
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 5000);
+  sqlite3_close(db);
+  free(zReal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* -------------------------------------------- delete, conflicts --- */
+
+/* kv_delete's old value: cached value, then NULL for a repeated delete,
+** the data file's value for a key only there. */
+START_TEST(test_kvbtree_delete_returns_old_value_three_states)
+{
+  char *zDir = th_tmpdir("kvbtree_del");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES('a','va'),('b','vb')");
+  kb_settle(db);                          /* both in the data file only */
+  ck_assert_int_eq(kb_int(db, "SELECT kv_begin('%q')", zDir), 1);
+  z = th_text(db, "SELECT kv_delete(1,'t','a')");   /* from the data file */
+  ck_assert_str_eq(z, "va");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT kv_delete(1,'t','a')");   /* repeated: NULL */
+  ck_assert_ptr_null(z);
+  th_exec(db, "SELECT kv_put(1,'t','c','vc')");
+  z = th_text(db, "SELECT kv_delete(1,'t','c')");   /* cached value */
+  ck_assert_str_eq(z, "vc");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT kv_delete(1,'t','zz')");  /* absent */
+  ck_assert_ptr_null(z);
+  th_exec(db, "SELECT kv_commit(1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Conflicts by revision: a same-value rewrite of a key another root read
+** conflicts; a key read twice and never rewritten does not. */
+START_TEST(test_kvbtree_conflict_baseline_by_revision)
+{
+  char *zDir = th_tmpdir("kvbtree_conflict");
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0;
+  int rc;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES('k','A'),('u','U')");
+  kb_settle(db);
+  kb_exec(db, "SELECT kv_begin('%q'), kv_begin('%q')", zDir, zDir);
+  th_exec(db, "SELECT kv_get(1,'t','k'), kv_get(1,'t','u'), kv_get(1,'t','u')");
+  th_exec(db, "SELECT kv_put(1,'t','x','1')");
+  /* root 2 rewrites k with the same value, A -> B -> A */
+  th_exec(db, "SELECT kv_put(2,'t','k','B')");
+  th_exec(db, "SELECT kv_commit(2)");
+  kb_exec(db, "SELECT kv_begin('%q')", zDir);
+  th_exec(db, "SELECT kv_put(3,'t','k','A'), kv_commit(3)");
+  rc = th_try(db, "SELECT kv_commit(1)", &zErr);
+  ck_assert_int_eq(rc & 0xff, SQLITE_BUSY);
+  ck_assert_msg(zErr && strstr(zErr, "'k'"), "%s", zErr ? zErr : "");
+  ck_assert_msg(strstr(zErr, "'u'")==0, "%s", zErr);
+  sqlite3_free(zErr);
+  kb_exec(db, "SELECT kv_begin('%q')", zDir);
+  th_exec(db, "SELECT kv_get(4,'t','u'), kv_get(4,'t','u'), "
+              "kv_put(4,'t','y','2'), kv_commit(4)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------------ bad input --- */
+
+START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
+{
+  char *zDir = th_tmpdir("kvbtree_bad");
+  sqlite3 *db = th_open(":memory:");
+  char *zSql, *zErr = 0;
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q', "
+                         "persistence=0)", zDir);
+  ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "persistence=1"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_log(dir='%q', "
+                         "accelerated_repair=1)", zDir);
+  ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "bad argument"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_begin('%q'), kv_create_table(1, 'x', "
+                         "'kv_btree', '{\"persistence\":0}')", zDir);
+  ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "persistence=1"), "%s", zErr);
+  sqlite3_free(zSql);
+  sqlite3_free(zErr); zErr = 0;
+  kb_mk(db, "b", "kv_btree", zDir);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b2 USING kv_log(dir='%q')",
+                         zDir);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  /* a table of one type cannot be attached as another */
+  th_exec(db, "DROP TABLE b2");
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING kv_log(dir='%q')", zDir);
+  ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "exists as kv_btree"), "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* accelerated_repair: fewer synced commits, same data after reopen, and
+** nothing stays unconfirmed. */
+START_TEST(test_kvbtree_accelerated_repair_keeps_data)
+{
+  char *zDir = th_tmpdir("kvbtree_accel");
+  sqlite3 *db = th_open(":memory:");
+  int i;
+  kb_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree(dir='%q', "
+              "accelerated_repair=1)", zDir);
+  for(i=0; i<40; i++) kb_exec(db, "INSERT INTO t VALUES(%d, 'x')", i);
+  kb_settle(db);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 40);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---------------------------------------------------- corrupt files --- */
+
+static void kb_flip(const char *zPath, off_t iOff){
+  int fd = open(zPath, O_RDWR);
+  unsigned char c[64];
+  int i;
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pread(fd, c, sizeof(c), iOff), (ssize_t)sizeof(c));
+  for(i=0; i<(int)sizeof(c); i++) c[i] ^= 0x5a;
+  ck_assert_int_eq(pwrite(fd, c, sizeof(c), iOff), (ssize_t)sizeof(c));
+  close(fd);
+}
+
+START_TEST(test_kvbtree_corrupt_data_file_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_corrupt");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 3000, "a");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_gt(stt.st_size, 8192);
+  kb_flip(zFile, 2*4096);                /* page 3 header: t1's root */
+  kb_flip(zFile, stt.st_size-4096);      /* the last page's header */
+  db = th_open(":memory:");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats"), 0);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvlog_corrupt_log_fails_open)
+{
+  char *zDir = th_tmpdir("kvlog_corrupt");
+  char *zFile = sqlite3_mprintf("%s/kv_log/1/00000001.klog", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", "kv_log", zDir);
+  kb_fill(db, "t", 1, 300, "a");
+  kb_fill(db, "t", 301, 300, "b");
+  sqlite3_close(db);
+  kb_flip(zFile, 0);                     /* its header */
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_log(dir='%q')", zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "00000001.klog")
+                && strstr(zErr, "offset"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------- RLIMIT_FSIZE --- */
+
+/* A real child whose files may not grow past a limit: its commits fail or
+** stay unconfirmed, it does not crash, and a reopen without the limit has
+** every acknowledged row. */
+START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
+{
+  char *zDir = th_tmpdir("kvbtree_fsize");
+  sqlite3 *db = th_open(":memory:");
+  int fds[2], st, nOk = 0, v;
+  pid_t pid;
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_mk(db, "l", "kv_log", zDir);
+  sqlite3_close(db);
+  ck_assert_int_eq(pipe(fds), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    struct rlimit rl;
+    sqlite3 *c;
+    int i;
+    close(fds[0]);
+    signal(SIGXFSZ, SIG_IGN);
+    c = th_open(":memory:");
+    kb_mk(c, "b", "kv_btree", zDir);
+    kb_mk(c, "l", "kv_log", zDir);
+    rl.rlim_cur = rl.rlim_max = 600*1024;
+    if( setrlimit(RLIMIT_FSIZE, &rl) ) _exit(2);
+    for(i=0; i<400; i++){
+      char *z = sqlite3_mprintf("BEGIN; INSERT OR REPLACE INTO b VALUES(%d, "
+          "randomblob(2000)); INSERT OR REPLACE INTO l VALUES(%d, "
+          "randomblob(2000)); COMMIT", i, i);
+      int rc = sqlite3_exec(c, z, 0, 0, 0);
+      sqlite3_free(z);
+      if( rc==SQLITE_OK ){
+        if( write(fds[1], &i, sizeof(i))!=sizeof(i) ) _exit(6);
+      }else{
+        sqlite3_exec(c, "ROLLBACK", 0, 0, 0);
+      }
+    }
+    _exit(0);
+  }
+  close(fds[1]);
+  while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nOk++;
+  close(fds[0]);
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  db = th_open(":memory:");
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM b"), nOk);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM l"), nOk);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"),
+                   th_int(db, "SELECT count(*) FROM l"));
+  kb_settle(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------------- SIGKILL --- */
+
+/* Child: transactions i=1.. each writing key i to all three tables (and
+** deleting key i-7), acknowledging i on the pipe after COMMIT returns. */
+static void kb_kill_child(const char *zDir, int wfd, int iFirst){
+  sqlite3 *c = th_open(":memory:");
+  int i;
+  kb_exec(c, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
+             "persistence=1)", zDir);
+  kb_mk(c, "b", "kv_btree", zDir);
+  kb_mk(c, "l", "kv_log", zDir);
+  for(i=iFirst; ; i++){
+    char *z = sqlite3_mprintf("BEGIN;"
+        "INSERT OR REPLACE INTO m VALUES(%d, 'm%d');"
+        "INSERT OR REPLACE INTO b VALUES(%d, 'b%d'||zeroblob(%d));"
+        "INSERT OR REPLACE INTO l VALUES(%d, 'l%d'||zeroblob(%d));"
+        "DELETE FROM m WHERE key=%d; DELETE FROM b WHERE key=%d;"
+        "DELETE FROM l WHERE key=%d; COMMIT",
+        i, i, i, i, i%200, i, i, 300+i%500, i-7, i-7, i-7);
+    if( sqlite3_exec(c, z, 0, 0, 0)!=SQLITE_OK ) _exit(5);
+    sqlite3_free(z);
+    if( write(wfd, &i, sizeof(i))!=sizeof(i) ) _exit(6);
+  }
+}
+
+/* After a kill: every acknowledged transaction is there, none partial.
+** Returns the last transaction found. */
+static int kb_kill_check(const char *zDir, int nAck){
+  sqlite3 *db = th_open(":memory:");
+  int nM, nB, nL, iMax;
+  kb_exec(db, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
+              "persistence=1)", zDir);
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_mk(db, "l", "kv_log", zDir);
+  iMax = (int)th_int(db, "SELECT coalesce(max(key),0) FROM m");
+  ck_assert_int_ge(iMax, nAck);
+  ck_assert_int_le(iMax, nAck+1);
+  nM = (int)th_int(db, "SELECT count(*) FROM m");
+  nB = (int)th_int(db, "SELECT count(*) FROM b");
+  nL = (int)th_int(db, "SELECT count(*) FROM l");
+  ck_assert_int_eq(nM, iMax<7 ? iMax : 7);
+  if( nB!=nM || nL!=nM ){
+    char *zB = th_text(db, "SELECT group_concat(key) FROM b");
+    char *zL = th_text(db, "SELECT group_concat(key) FROM l");
+    ck_abort_msg("after ack %d (max %d): m %d, b %d (%s), l %d (%s)", nAck,
+                 iMax, nM, nB, zB, nL, zL);
+  }
+  ck_assert_int_eq(kb_int(db, "SELECT count(*) FROM m JOIN b USING(key) "
+      "JOIN l USING(key) WHERE m.value='m'||key AND "
+      "substr(b.value,1,length('b'||key))='b'||key AND "
+      "substr(l.value,1,length('l'||key))='l'||key"), nM);
+  kb_settle(db);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
+  sqlite3_close(db);
+  return iMax;
+}
+
+START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
+{
+  int nRound = KB_KILL_ROUNDS, r;
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  if( zIters && atoi(zIters)>0 ) nRound *= atoi(zIters);
+  for(r=0; r<nRound; r++){
+    char *zDir = th_tmpdir("kvbtree_kill");
+    int fds[2], st, nAck = 0, v, iRun, iLast;
+    pid_t pid;
+    srand(1000+r);
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if( pid==0 ){
+      close(fds[0]);
+      kb_kill_child(zDir, fds[1], 1);
+      _exit(0);
+    }
+    close(fds[1]);
+    /* two lives per store: kill, reopen and continue, kill again */
+    for(iRun=0; iRun<2; iRun++){
+      usleep(50000 + rand()%400000);
+      kill(pid, SIGKILL);
+      while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
+      close(fds[0]);
+      waitpid(pid, &st, 0);
+      ck_assert(WIFSIGNALED(st));
+      if( iRun==1 ) break;
+      iLast = kb_kill_check(zDir, nAck);
+      nAck = iLast;
+      ck_assert_int_eq(pipe(fds), 0);
+      pid = fork();
+      ck_assert_int_ge(pid, 0);
+      if( pid==0 ){
+        /* continue above the keys already there */
+        close(fds[0]);
+        kb_kill_child(zDir, fds[1], iLast+1);
+        _exit(0);
+      }
+      close(fds[1]);
+    }
+    kb_kill_check(zDir, nAck);
+    sqlite3_free(zDir);
+  }
+}
+END_TEST
+
+/* -------------------------------------------------------- kv_stats --- */
+
+START_TEST(test_kv_stats_rows_per_store_and_table)
+{
+  char *zDir = th_tmpdir("kvstats");
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_mk(db, "l", "kv_log", zDir);
+  kb_fill(db, "b", 1, 10, "a");
+  kb_fill(db, "l", 1, 20, "a");
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats WHERE "
+                              "type='store' AND wal_segments>=1"), 1);
+  ck_assert_int_eq(kb_stat(db, "row_count", "b"), 10);
+  ck_assert_int_eq(kb_stat(db, "row_count", "l"), 20);
+  ck_assert_int_gt(kb_stat(db, "stored_bytes", "l"), 20*4);
+  ck_assert_int_gt(kb_stat(db, "stored_bytes", "b"), 10*4);
+  ck_assert_int_eq(kb_stat(db, "collector_errors", "b"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats WHERE "
+                              "tbl='b' AND wal_segments IS NULL"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("kvbtree");
+  TCase *tc = tcase_create("kvbtree");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_kvbtree_data_survives_reopen);
+  tcase_add_test(tc, test_kvlog_data_survives_reopen);
+  tcase_add_test(tc, test_kvbtree_scan_merges_overlay_and_data_file);
+  tcase_add_test(tc, test_kvbtree_new_table_is_empty);
+  tcase_add_test(tc, test_kvbtree_drop_survives_reopen);
+  tcase_add_test(tc, test_kvlog_drop_survives_reopen);
+  tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
+  tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
+  tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
+  tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
+  tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
+  tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
+  tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
+  tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
+  tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
+  tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
+  tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
+  tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
+  tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,823 @@
+/*
+** check_kvversion.c -- the "kvversion" suite: the key-version protocol
+** through SQL (kv_query_with_version, kv_prepare_with_version,
+** kv_conflicts, kv_commit_with_version), protocol separation, version TTL
+** (kv_store_options and the sweeper) and kv_metrics.
+*/
+#include "config.h"
+#include "tests/harness.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ helpers --- */
+
+/* A connection on zDir/main.db: its default KV store (what kv_begin(),
+** kv_query_with_version and kv_store_options use without a dir) is the
+** sidecar directory zDir/main.db-kv. */
+static sqlite3 *kvv_open(const char *zDir){
+  char *zPath = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zPath);
+  sqlite3_free(zPath);
+  return db;
+}
+#define kvv_db() kvv_open(zDir)
+
+/* The sidecar store of kvv_open(zDir) (sqlite3_malloc'd). */
+static char *kvv_store(const char *zDir){
+  return sqlite3_mprintf("%s/main.db-kv", zDir);
+}
+
+static void kvv_mk(sqlite3 *db, const char *zTab, const char *zDir,
+                   int bPersist){
+  char *z = sqlite3_mprintf("CREATE VIRTUAL TABLE \"%w\" USING "
+      "kv_memory(persistence=%d)", zTab, bPersist);
+  (void)zDir;
+  th_exec(db, z);
+  sqlite3_free(z);
+}
+
+/* Run zSql expecting an error whose message contains zLike; returns the
+** extended code. */
+static int kvv_fail(sqlite3 *db, const char *zSql, const char *zLike){
+  char *zErr = 0;
+  int rc = th_try(db, zSql, &zErr);
+  ck_assert_msg(rc!=SQLITE_OK, "expected failure: %s", zSql);
+  ck_assert_msg(zErr && strstr(zErr, zLike), "%s\n  message '%s' lacks '%s'",
+                zSql, zErr ? zErr : "", zLike);
+  sqlite3_free(zErr);
+  return sqlite3_extended_errcode(db);
+}
+
+static void kvv_text_eq(sqlite3 *db, const char *zSql, const char *zWant){
+  char *z = th_text(db, zSql);
+  ck_assert_msg(zWant ? (z && strcmp(z, zWant)==0) : z==0,
+                "%s\n  got '%s', want '%s'", zSql, z ? z : "NULL",
+                zWant ? zWant : "NULL");
+  sqlite3_free(z);
+}
+
+static void kvv_rows_eq(sqlite3 *db, const char *zSql, const char *zWant){
+  char *zQ = sqlite3_mprintf("SELECT group_concat(x, ' ') FROM (%s)", zSql);
+  kvv_text_eq(db, zQ, zWant);
+  sqlite3_free(zQ);
+}
+
+/* The version of zTab/key (key as an SQL literal). */
+static char *kvv_version(sqlite3 *db, const char *zTab, const char *zKey){
+  char *zSql = sqlite3_mprintf("SELECT version FROM "
+      "kv_query_with_version(%Q, %s)", zTab, zKey);
+  char *z = th_text(db, zSql);
+  sqlite3_free(zSql);
+  ck_assert_ptr_nonnull(z);
+  return z;
+}
+
+/* One read-set element as JSON, key given as a JSON literal. */
+static char *kvv_elem(const char *zTab, const char *zKeyJson,
+                      const char *zVer){
+  return sqlite3_mprintf("{\"table\":\"%s\",\"key\":%s,\"version\":\"%s\"}",
+                         zTab, zKeyJson, zVer);
+}
+
+static sqlite3_int64 kvv_metric(sqlite3 *db, const char *zName,
+                                const char *zLabels){
+  char *zSql = sqlite3_mprintf("SELECT coalesce(sum(value),0) FROM kv_metrics "
+      "WHERE name=%Q AND labels=%Q", zName, zLabels);
+  sqlite3_int64 v = th_int(db, zSql);
+  sqlite3_free(zSql);
+  return v;
+}
+
+static int64_t kvv_now_ms(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
+}
+
+/* -------------------------------------------------------------- query --- */
+
+START_TEST(test_kvv_query_returns_value_and_a_stable_version){
+  char *zDir = th_tmpdir("kvv-query");
+  sqlite3 *db = kvv_db();
+  char *zV1, *zV2, *zMissing;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 42), (x'00ff', 'blob key')");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('t', 'a')", "42");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('t', x'00ff')",
+              "blob key");
+  zV1 = kvv_version(db, "t", "'a'");
+  zV2 = kvv_version(db, "t", "'a'");
+  ck_assert_str_eq(zV1, zV2);
+  ck_assert_int_eq((int)strlen(zV1), 34);
+  ck_assert_msg(strncmp(zV1, "u:", 2)==0, "%s", zV1);
+  zMissing = kvv_version(db, "t", "'nope'");
+  ck_assert_msg(strncmp(zMissing, "d:", 2)==0, "%s", zMissing);
+  ck_assert_str_ne(zMissing, zV1);
+  kvv_text_eq(db, "SELECT quote(value) FROM kv_query_with_version('t','nope')",
+              "NULL");
+  kvv_fail(db, "SELECT * FROM kv_query_with_version('nosuch', 1)",
+           "no such table: nosuch");
+  kvv_fail(db, "SELECT * FROM kv_query_with_version('t', NULL)",
+           "key must not be NULL");
+  kvv_fail(db, "SELECT * FROM kv_query_with_version(3, 1)",
+           "table name must be text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_version('.tables_meta', 't')",
+           "internal");
+  sqlite3_free(zV1); sqlite3_free(zV2); sqlite3_free(zMissing);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---------------------------------------------------------- protocol --- */
+
+START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
+  char *zDir = th_tmpdir("kvv-receipts");
+  sqlite3 *db = kvv_db();
+  char *zVa, *zSql, *zE, *zR;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2)");
+  zVa = kvv_version(db, "t", "'a'");
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_create_table(1, 'n', 'kv_memory')"), 1);
+  th_exec(db, "SELECT kv_put(1, 't', 'a', 10), kv_put(1, 't', 'a', 11), "
+              "kv_delete(1, 't', 'b'), kv_put(1, 'n', 1.5, 'x'), "
+              "kv_put(1, 'n', x'01', 'y')");
+  zE = kvv_elem("t", "\"a\"", zVa);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, '[%s]')", zE);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  zR = th_text(db, "SELECT kv_commit_with_version(1)");
+  ck_assert_ptr_nonnull(zR);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT group_concat(json_extract(value,'$.table')"
+      "||':'||coalesce(json_extract(value,'$.key.hex'),"
+      "json_extract(value,'$.key'))||':'||json_extract(value,'$.op'), ' ') "
+      "FROM json_each(%Q)", zR);
+  kvv_text_eq(db, zSql, "t:a:upsert t:b:delete n:1.5:upsert n:01:upsert");
+  sqlite3_free(zSql);
+  /* every receipt carries the version a query now returns */
+  zSql = sqlite3_mprintf("SELECT count(*) FROM json_each(%Q) AS r WHERE "
+      "json_extract(r.value,'$.version') = (SELECT version FROM "
+      "kv_query_with_version(json_extract(r.value,'$.table'), "
+      "CASE WHEN json_type(r.value,'$.key')='object' THEN x'01' ELSE "
+      "json_extract(r.value,'$.key') END))", zR);
+  ck_assert_int_eq(th_int(db, zSql), 4);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(DISTINCT substr(json_extract(value,"
+      "'$.version'),3)) FROM json_each(%Q)", zR);
+  ck_assert_int_eq(th_int(db, zSql), 1);           /* one TID */
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "11");
+  kvv_fail(db, "SELECT kv_commit_with_version(1)", "is finished");
+  sqlite3_free(zSql); sqlite3_free(zE); sqlite3_free(zR); sqlite3_free(zVa);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvv_stale_version_fails_and_retry_succeeds){
+  char *zDir = th_tmpdir("kvv-stale");
+  sqlite3 *db = kvv_db();
+  char *zV, *zE, *zSql;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  zV = kvv_version(db, "t", "'a'");
+  th_exec(db, "UPDATE t SET value=2 WHERE key='a'");   /* ordinary commit */
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 1);
+  th_exec(db, "SELECT kv_put(1, 't', 'a', 3)");
+  zE = kvv_elem("t", "\"a\"", zV);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, '[%s]')", zE);
+  ck_assert_int_eq(kvv_fail(db, zSql, "t key 'a'"), SQLITE_BUSY_SNAPSHOT);
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||key||'|'||kind AS x FROM "
+              "kv_conflicts(1)", "t|a|version_mismatch");
+  th_exec(db, "SELECT kv_rollback(1)");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "2");
+  /* retry with a fresh version in a new handle */
+  sqlite3_free(zV); sqlite3_free(zE); sqlite3_free(zSql);
+  zV = kvv_version(db, "t", "'a'");
+  zE = kvv_elem("t", "\"a\"", zV);
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 2);
+  th_exec(db, "SELECT kv_put(2, 't', 'a', 3)");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(2, '[%s]')", zE);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  th_exec(db, "SELECT kv_commit_with_version(2)");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "3");
+  sqlite3_free(zV); sqlite3_free(zE); sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvv_conflict_set_is_complete_sorted_and_deduplicated){
+  char *zDir = th_tmpdir("kvv-conflicts");
+  sqlite3 *db = kvv_db();
+  char *zVx, *zVy, *zVa, *zSql;
+  kvv_mk(db, "b", zDir, 0);
+  kvv_mk(db, "a", zDir, 0);
+  th_exec(db, "INSERT INTO b VALUES('x', 1), ('y', 1), ('z', 1);"
+              "INSERT INTO a VALUES(1, 1), (2, 1)");
+  zVx = kvv_version(db, "b", "'x'");
+  zVy = kvv_version(db, "b", "'y'");
+  zVa = kvv_version(db, "a", "2");
+  /* x and a.2 change after they were read */
+  th_exec(db, "UPDATE b SET value=2 WHERE key='x'; "
+              "UPDATE a SET value=2 WHERE key=2");
+  /* handle 1 holds a prepared write on b.z and b.x and a.1 */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 'b', 'z', 5), "
+              "kv_put(1, 'b', 'x', 5), kv_put(1, 'a', 1, 5), kv_prepare(1)");
+  th_exec(db, "SELECT kv_begin()");
+  th_exec(db, "SELECT kv_put(2, 'b', 'z', 9), kv_put(2, 'b', 'x', 9), "
+              "kv_put(2, 'a', 1, 9), kv_put(2, 'b', 'w', 9)");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(2, json_array("
+      "json_object('table','b','key','y','version','%s'),"
+      "json_object('table','b','key','x','version','%s'),"
+      "json_object('table','a','key',2,'version','%s')))", zVy, zVx, zVa);
+  ck_assert_int_eq(kvv_fail(db, zSql, "conflict"), SQLITE_BUSY_SNAPSHOT);
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key)||'|'||kind AS x "
+      "FROM kv_conflicts(2)",
+      "a|1|transaction_conflict a|2|version_mismatch "
+      "b|'x'|version_mismatch b|'z'|transaction_conflict");
+  /* the same again: deterministic */
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key)||'|'||kind AS x "
+      "FROM kv_conflicts(2)",
+      "a|1|transaction_conflict a|2|version_mismatch "
+      "b|'x'|version_mismatch b|'z'|transaction_conflict");
+  th_exec(db, "SELECT kv_rollback(2), kv_commit(1)");
+  kvv_text_eq(db, "SELECT value FROM b WHERE key='x'", "5");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b WHERE key='w'"), 0);
+  sqlite3_free(zSql); sqlite3_free(zVx); sqlite3_free(zVy); sqlite3_free(zVa);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvv_protocols_cannot_be_mixed){
+  char *zDir = th_tmpdir("kvv-mix");
+  sqlite3 *db = kvv_db();
+  char *zV, *zSql;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  zV = kvv_version(db, "t", "'a'");
+  /* ordinary read first: the versioned prepare is refused */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_get(1, 't', 'a'), "
+              "kv_put(1, 't', 'a', 2)");
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_prepare_with_version(1, '[]')",
+                            "cannot be mixed"), SQLITE_MISUSE);
+  th_exec(db, "SELECT kv_commit(1)");             /* still usable */
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "2");
+  /* versioned prepare: ordinary calls are refused */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(2, 't', 'a', 3), "
+              "kv_delete(2, 't', 'zz')");
+  ck_assert_int_eq(th_int(db, "SELECT kv_prepare_with_version(2, '[]')"), 1);
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_commit(2)", "kv_commit_with_version"),
+                   SQLITE_MISUSE);
+  th_exec(db, "SELECT kv_commit_with_version(2)");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "3");
+  /* a create_table may precede the versioned protocol */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_table_meta(3, 'u'), "
+              "kv_create_table(3, 'u', 'kv_memory'), kv_put(3, 'u', 1, 1)");
+  ck_assert_int_eq(th_int(db, "SELECT kv_prepare_with_version(3, '[]')"), 1);
+  kvv_text_eq(db, "SELECT json_array_length(kv_commit_with_version(3))", "1");
+  /* ordinary commit of an unprepared handle after nothing versioned works */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(4, 'u', 2, 2), kv_commit(4)");
+  sqlite3_free(zV);
+  zSql = 0;
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Bad input: each statement fails with the message and changes nothing. */
+static const struct { const char *zSql; const char *zLike; } aBadV[] = {
+  { "SELECT kv_prepare_with_version('x', '[]')", "must be an integer" },
+  { "SELECT kv_prepare_with_version(99, '[]')", "unknown transaction handle" },
+  { "SELECT kv_prepare_with_version(1, 'not json')", "must be a JSON array" },
+  { "SELECT kv_prepare_with_version(1, '{}')", "must be a JSON array" },
+  { "SELECT kv_prepare_with_version(1, NULL)", "must be a JSON array" },
+  { "SELECT kv_prepare_with_version(1, '[1]')", "exactly" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":\"a\"}]')",
+    "exactly" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":\"a\","
+    "\"version\":\"u:12\"}]')", "u:<32 hex>" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":\"a\","
+    "\"version\":\"x:00000000000000000000000000000001\"}]')", "u:<32 hex>" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":null,"
+    "\"version\":\"u:00000000000000000000000000000001\"}]')", "\"key\" must" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":{\"hex\":"
+    "\"0g\"},\"version\":\"u:00000000000000000000000000000001\"}]')", "hex" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":7,\"key\":1,"
+    "\"version\":\"u:00000000000000000000000000000001\"}]')",
+    "\"table\" must be a string" },
+  { "SELECT kv_prepare_with_version(1, json_array(json_object('table',"
+    "printf('%.5000c','x'),'key',1,'version',"
+    "'u:00000000000000000000000000000001')))", "1..4096 bytes" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":[1],"
+    "\"version\":\"u:00000000000000000000000000000001\"}]')", "\"key\" must" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":1,"
+    "\"version\":\"u:00000000000000000000000000000001\"},{\"table\":\"t\","
+    "\"key\":1.0,\"version\":\"u:00000000000000000000000000000002\"}]')",
+    "twice" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"nosuch\",\"key\":1,"
+    "\"version\":\"u:00000000000000000000000000000001\"}]')",
+    "no such table: nosuch" },
+  { "SELECT kv_prepare_with_version(1, json_array(json_object('table','t',"
+    "'key',printf('%.40000c','k'),"
+    "'version','u:00000000000000000000000000000001')))", "key" },
+  { "SELECT kv_commit_with_version(1)", "not prepared" },
+  { "SELECT kv_commit_with_version(NULL)", "must be an integer" },
+  { "SELECT * FROM kv_conflicts('h')", "must be an integer" },
+  { "SELECT kv_prepare_with_version(2, '[]')", "writes nothing" },
+};
+
+START_TEST(test_kvv_bad_input_is_rejected_and_changes_nothing){
+  char *zDir = th_tmpdir("kvv-bad");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  th_exec(db, "SELECT kv_begin(), kv_begin()");        /* handles 1 and 2 */
+  th_exec(db, "SELECT kv_put(1, 't', 'a', 2)");
+  kvv_fail(db, aBadV[_i].zSql, aBadV[_i].zLike);
+  /* nothing changed: handle 1 is still active and can commit normally */
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "1");
+  ck_assert_int_eq(th_int(db, "SELECT kv_prepare_with_version(1, '[]')"), 1);
+  th_exec(db, "SELECT kv_commit_with_version(1)");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "2");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ----------------------------------------------------------- threads --- */
+
+#define KVV_THREADS 8
+
+typedef struct KvvObs KvvObs;
+struct KvvObs {
+  const char *zDir;
+  pthread_barrier_t *pBarrier;
+  char zVer[64];
+  int rc;
+};
+
+static void *kvvObsThread(void *pArg){
+  KvvObs *p = (KvvObs*)pArg;
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  char *zSql = sqlite3_mprintf("SELECT version FROM kv_query_with_version("
+      "'t', 'missing', %Q)", p->zDir);
+  p->rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, 0);
+  if( p->rc==SQLITE_OK ) p->rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+  pthread_barrier_wait(p->pBarrier);
+  if( p->rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    snprintf(p->zVer, sizeof(p->zVer), "%s", sqlite3_column_text(pStmt, 0));
+  }
+  if( p->rc==SQLITE_OK ) p->rc = sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  return 0;
+}
+
+START_TEST(test_kvv_concurrent_first_observations_publish_one_version){
+  char *zDir = th_tmpdir("kvv-firstobs");
+  sqlite3 *db = kvv_db();
+  pthread_barrier_t barrier;
+  pthread_t a[KVV_THREADS];
+  KvvObs o[KVV_THREADS];
+  char *zStore = kvv_store(zDir);
+  int i;
+  kvv_mk(db, "t", zDir, 0);
+  pthread_barrier_init(&barrier, 0, KVV_THREADS);
+  for(i=0; i<KVV_THREADS; i++){
+    memset(&o[i], 0, sizeof(o[i]));
+    o[i].zDir = zStore; o[i].pBarrier = &barrier;
+    pthread_create(&a[i], 0, kvvObsThread, &o[i]);
+  }
+  for(i=0; i<KVV_THREADS; i++) pthread_join(a[i], 0);
+  for(i=0; i<KVV_THREADS; i++){
+    ck_assert_int_eq(o[i].rc, SQLITE_OK);
+    ck_assert_int_eq((int)strlen(o[i].zVer), 34);
+    ck_assert_str_eq(o[i].zVer, o[0].zVer);
+  }
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 1);
+  pthread_barrier_destroy(&barrier);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+#define KVV_WRITERS 4
+#define KVV_TXNS    40
+
+typedef struct KvvWriter KvvWriter;
+struct KvvWriter {
+  const char *zDir;
+  int iThread;
+  int nCommit, nConflict, nBadReceipt, nOther;
+};
+
+/* Run zSql (printf-formatted); the first column of the first row as an
+** integer in *piOut when piOut.  Returns the extended code. */
+static int kvvRun(sqlite3 *db, sqlite3_int64 *piOut, const char *zFmt, ...){
+  va_list ap;
+  sqlite3_stmt *pStmt = 0;
+  char *zSql;
+  int rc;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW && piOut ){
+    *piOut = sqlite3_column_int64(pStmt, 0);
+  }
+  rc = sqlite3_finalize(pStmt);
+  return rc==SQLITE_OK ? rc : sqlite3_extended_errcode(db);
+}
+
+/* One versioned transaction: read the shared key's version, write it and
+** three own keys (one a delete); check the receipts.  Returns the code. */
+static int kvvWriterTxn(sqlite3 *db, KvvWriter *p, int iTxn){
+  sqlite3_int64 h = 0, bOk = 0;
+  int rc = kvvRun(db, &h, "SELECT kv_begin(%Q)", p->zDir);
+  if( rc==SQLITE_OK ) rc = kvvRun(db, 0, "SELECT kv_put(%lld,'t','shared',%d),"
+      " kv_put(%lld,'t','k%d-%d-a',1), kv_put(%lld,'t','k%d-%d-b',1), "
+      "kv_delete(%lld,'t','k%d-%d-c')", h, iTxn, h, p->iThread, iTxn, h,
+      p->iThread, iTxn, h, p->iThread, iTxn);
+  if( rc==SQLITE_OK ) rc = kvvRun(db, 0, "SELECT kv_prepare_with_version(%lld,"
+      " json_array(json_object('table','t','key','shared','version',(SELECT "
+      "version FROM kv_query_with_version('t','shared',%Q)))))", h, p->zDir);
+  if( rc!=SQLITE_OK ){
+    kvvRun(db, 0, "SELECT kv_rollback(%lld)", h);
+    return rc;
+  }
+  rc = kvvRun(db, &bOk, "SELECT json_array_length(r) = 4 AND (SELECT "
+      "count(DISTINCT substr(json_extract(value,'$.version'),3)) FROM "
+      "json_each(r))=1 AND (SELECT count(*) FROM json_each(r) WHERE "
+      "json_extract(value,'$.op')='delete')=1 FROM (SELECT "
+      "kv_commit_with_version(%lld) AS r)", h);
+  if( rc==SQLITE_OK && !bOk ) p->nBadReceipt++;
+  return rc;
+}
+
+static void *kvvWriterThread(void *pArg){
+  KvvWriter *p = (KvvWriter*)pArg;
+  sqlite3 *db = 0;
+  int i;
+  if( sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, 0)!=SQLITE_OK ){
+    p->nOther++;
+    return 0;
+  }
+  for(i=0; i<KVV_TXNS; i++){
+    int rc = kvvWriterTxn(db, p, i);
+    if( rc==SQLITE_OK ) p->nCommit++;
+    else if( rc==SQLITE_BUSY_SNAPSHOT ) p->nConflict++;
+    else p->nOther++;
+  }
+  sqlite3_close(db);      /* rolls back the failed handles */
+  return 0;
+}
+
+START_TEST(test_kvv_receipts_exact_under_concurrent_commits){
+  char *zDir = th_tmpdir("kvv-concurrent");
+  sqlite3 *db = kvv_db();
+  pthread_t a[KVV_WRITERS];
+  KvvWriter w[KVV_WRITERS];
+  char *zStore = kvv_store(zDir);
+  int i, nCommit = 0;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('shared', -1)");
+  for(i=0; i<KVV_WRITERS; i++){
+    memset(&w[i], 0, sizeof(w[i]));
+    w[i].zDir = zStore; w[i].iThread = i;
+    pthread_create(&a[i], 0, kvvWriterThread, &w[i]);
+  }
+  for(i=0; i<KVV_WRITERS; i++) pthread_join(a[i], 0);
+  for(i=0; i<KVV_WRITERS; i++){
+    ck_assert_int_eq(w[i].nOther, 0);
+    ck_assert_int_eq(w[i].nBadReceipt, 0);
+    nCommit += w[i].nCommit;
+  }
+  ck_assert_int_gt(nCommit, 0);
+  /* every committed transaction left exactly its two upserts */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key LIKE 'k%'"),
+                   2*nCommit);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ----------------------------------------------------------- restart --- */
+
+START_TEST(test_kvv_restart_clears_versions){
+  char *zDir = th_tmpdir("kvv-restart");
+  sqlite3 *db = kvv_db();
+  char *zV1, *zV2, *zE, *zSql;
+  kvv_mk(db, "t", zDir, 1);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  zV1 = kvv_version(db, "t", "'a'");
+  sqlite3_close(db);                       /* the store closes */
+  db = kvv_db();                           /* t is in main.db's schema */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 0);
+  zV2 = kvv_version(db, "t", "'a'");
+  ck_assert_str_ne(zV1, zV2);
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 't', 'a', 2)");
+  zE = kvv_elem("t", "\"a\"", zV1);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, '[%s]')", zE);
+  kvv_fail(db, zSql, "conflict");
+  kvv_rows_eq(db, "SELECT kind AS x FROM kv_conflicts(1)", "version_mismatch");
+  sqlite3_free(zV1); sqlite3_free(zV2); sqlite3_free(zE); sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---------------------------------------------------------- iterators --- */
+
+START_TEST(test_kvv_scan_is_isolated_from_a_versioned_commit){
+  char *zDir = th_tmpdir("kvv-scan");
+  sqlite3 *db = kvv_db();
+  sqlite3_stmt *pScan = 0;
+  int n = 0;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a'), (2, 'b'), (3, 'c')");
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key FROM t", -1, &pScan, 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(pScan), SQLITE_ROW);
+  n++;
+  /* while the scan is open: a versioned transaction commits */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 't', 4, 'd'), "
+              "kv_delete(1, 't', 3), kv_prepare_with_version(1, '[]'), "
+              "kv_commit_with_version(1)");
+  while( sqlite3_step(pScan)==SQLITE_ROW ) n++;
+  ck_assert_int_eq(sqlite3_finalize(pScan), SQLITE_OK);
+  ck_assert_int_eq(n, 3);                      /* the snapshot: 1, 2, 3 */
+  kvv_rows_eq(db, "SELECT key AS x FROM t", "1 2 4");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* --------------------------------------------------------------- TTL --- */
+
+START_TEST(test_kvv_store_options_are_quantised_and_checked){
+  char *zDir = th_tmpdir("kvv-options");
+  sqlite3 *db = kvv_db();
+  char *zSql;
+  kvv_mk(db, "t", zDir, 0);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_ms\":20.999,\"key_version_ttl_poll_ms\":0.2}')");
+  kvv_text_eq(db, zSql, "{\"key_version_ttl_ms\":20,"
+              "\"key_version_ttl_poll_ms\":1}");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_ms\":0}')");
+  kvv_text_eq(db, zSql, "{\"key_version_ttl_ms\":0,"
+              "\"key_version_ttl_poll_ms\":1}");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_ms\":-1}')");
+  kvv_fail(db, zSql, "key_version_ttl_ms must be");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_poll_ms\":0}')");
+  kvv_fail(db, zSql, "key_version_ttl_poll_ms 1..");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, '{\"ttl\":1}')");
+  kvv_fail(db, zSql, "unknown store option 'ttl'");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, '[1]')");
+  kvv_fail(db, zSql, "must be a JSON object");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL)");
+  kvv_text_eq(db, zSql, "{\"key_version_ttl_ms\":0,"
+              "\"key_version_ttl_poll_ms\":1}");
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvv_ttl_never_expires_early){
+  char *zDir = th_tmpdir("kvv-ttl");
+  sqlite3 *db = kvv_db();
+  char *zSql, *zV, *zNow = 0;
+  int64_t t0, tEnd;
+  int bChanged = 0;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_ms\":300,\"key_version_ttl_poll_ms\":2}')");
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  t0 = kvv_now_ms();
+  zV = kvv_version(db, "t", "'a'");             /* first observation */
+  /* until 300 ms after the observation, the record stays (reads do not
+  ** refresh it, and these cache hits must all return it) */
+  while( kvv_now_ms() < t0 + 290 ){
+    char *z;
+    ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                                "{\"table\":\"t\"}"), 1);
+    z = kvv_version(db, "t", "'a'");
+    ck_assert_msg(kvv_now_ms() >= t0+300 || strcmp(z, zV)==0,
+                  "evicted early at %lld ms", (long long)(kvv_now_ms()-t0));
+    sqlite3_free(z);
+    usleep(10000);
+  }
+  /* then it goes, at the latest a few polls later */
+  tEnd = kvv_now_ms() + 5000;
+  while( !bChanged && kvv_now_ms() < tEnd ){
+    bChanged = kvv_metric(db, "key_version_cache_record_count",
+                          "{\"table\":\"t\"}")==0;
+    if( !bChanged ) usleep(5000);
+  }
+  ck_assert_msg(bChanged, "never evicted");
+  ck_assert_int_ge(kvv_now_ms(), t0+300);
+  zNow = kvv_version(db, "t", "'a'");
+  ck_assert_str_ne(zNow, zV);                    /* a new first observation */
+  sqlite3_free(zV); sqlite3_free(zNow);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvv_ttl_index_stays_bounded_under_churn){
+  char *zDir = th_tmpdir("kvv-churn");
+  sqlite3 *db = kvv_db();
+  sqlite3_int64 nOne, nMany;
+  char *zSql;
+  int i, round;
+  kvv_mk(db, "t", zDir, 0);
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_ms\":600000,\"key_version_ttl_poll_ms\":1}')");
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  /* a hot key committed many times keeps one record and one token */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1,'t','hot',0), "
+              "kv_prepare_with_version(1,'[]'), kv_commit_with_version(1)");
+  nOne = kvv_metric(db, "key_version_cache_estimated_memory_bytes",
+                    "{\"table\":\"t\"}");
+  ck_assert_int_gt(nOne, 0);
+  for(i=2; i<200; i++){
+    zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_put(%d,'t','hot',%d),"
+        " kv_prepare_with_version(%d,'[]'), kv_commit_with_version(%d)",
+        i, i, i, i);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_estimated_memory_bytes",
+                              "{\"table\":\"t\"}"), nOne);
+  /* churn of new keys with a 1 ms TTL: everything drains every round */
+  zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
+      "'{\"key_version_ttl_ms\":1}')");
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  for(round=0; round<5; round++){
+    int64_t tEnd = kvv_now_ms() + 5000;
+    zSql = sqlite3_mprintf("WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+        "SELECT i+1 FROM c WHERE i<300) SELECT count(*) FROM c, "
+        "kv_query_with_version('t', 'r%d-'||c.i)", round);
+    ck_assert_int_eq(th_int(db, zSql), 300);
+    sqlite3_free(zSql);
+    do{
+      nMany = kvv_metric(db, "key_version_cache_record_count",
+                         "{\"table\":\"t\"}");
+      if( nMany ) usleep(2000);
+    }while( nMany && kvv_now_ms() < tEnd );
+    ck_assert_int_eq(nMany, 0);
+    ck_assert_int_eq(kvv_metric(db, "key_version_cache_estimated_memory_bytes",
+                                "{\"table\":\"t\"}"), 0);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ----------------------------------------------------------- metrics --- */
+
+START_TEST(test_kvv_metrics_count_calls_and_transactions){
+  char *zDir = th_tmpdir("kvv-metrics");
+  sqlite3 *db = kvv_db();
+  sqlite3_int64 q0, qf0, p0, pf0, c0, cr0, cl0;
+  kvv_mk(db, "t", zDir, 0);
+  q0 = kvv_metric(db, "key_version_query_calls", "{\"result\":\"success\"}");
+  qf0 = kvv_metric(db, "key_version_query_calls", "{\"result\":\"failure\"}");
+  p0 = kvv_metric(db, "key_version_2pc_calls",
+                  "{\"phase\":\"prepare\",\"result\":\"success\"}");
+  pf0 = kvv_metric(db, "key_version_2pc_calls",
+                   "{\"phase\":\"prepare\",\"result\":\"failure\"}");
+  c0 = kvv_metric(db, "key_version_2pc_calls",
+                  "{\"phase\":\"commit\",\"result\":\"success\"}");
+  cr0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"created\"}");
+  cl0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"closed\"}");
+  th_exec(db, "SELECT * FROM kv_query_with_version('t', 1)");
+  th_try(db, "SELECT * FROM kv_query_with_version('nosuch', 1)", 0);
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1,'t',1,1)");
+  th_try(db, "SELECT kv_prepare_with_version(1, 'bad')", 0);
+  th_exec(db, "SELECT kv_prepare_with_version(1, '[]'), "
+              "kv_commit_with_version(1)");
+  ck_assert_int_eq(kvv_metric(db, "key_version_query_calls",
+                              "{\"result\":\"success\"}"), q0+1);
+  ck_assert_int_eq(kvv_metric(db, "key_version_query_calls",
+                              "{\"result\":\"failure\"}"), qf0+1);
+  ck_assert_int_eq(kvv_metric(db, "key_version_2pc_calls",
+      "{\"phase\":\"prepare\",\"result\":\"success\"}"), p0+1);
+  ck_assert_int_eq(kvv_metric(db, "key_version_2pc_calls",
+      "{\"phase\":\"prepare\",\"result\":\"failure\"}"), pf0+1);
+  ck_assert_int_eq(kvv_metric(db, "key_version_2pc_calls",
+      "{\"phase\":\"commit\",\"result\":\"success\"}"), c0+1);
+  ck_assert_int_ge(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0+1);
+  ck_assert_int_ge(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"closed\"}"), cl0+1);
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 1);
+  kvv_fail(db, "INSERT INTO kv_metrics VALUES('x','{}',1,NULL)", "");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------ persistent backends --- */
+
+/* zType = kv_btree or kv_log (loop index 0 or 1). */
+static const char *const azPersistType[] = { "kv_btree", "kv_log" };
+
+START_TEST(test_kvv_empty_persistent_table_query_and_restart){
+  char *zDir = th_tmpdir("kvv-persist");
+  sqlite3 *db = kvv_db();
+  char *zSql, *zV0, *zV1, *zR, *zV2;
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING %s",
+                         azPersistType[_i]);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  /* a new table (no physical table yet) is logically empty */
+  kvv_text_eq(db, "SELECT quote(value) FROM kv_query_with_version('b', 1)",
+              "NULL");
+  zV0 = kvv_version(db, "b", "1");
+  ck_assert_msg(strncmp(zV0, "d:", 2)==0, "%s", zV0);
+  th_exec(db, "SELECT kv_begin()");
+  th_exec(db, "SELECT kv_put(1, 'b', 1, 'one'), kv_put(1, 'b', 2, 'two')");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, "
+      "'[{\"table\":\"b\",\"key\":1,\"version\":\"%s\"}]')", zV0);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  zR = th_text(db, "SELECT kv_commit_with_version(1)");
+  zSql = sqlite3_mprintf("SELECT group_concat(json_extract(value,'$.key')||"
+      "json_extract(value,'$.op'), ' ') FROM json_each(%Q)", zR);
+  kvv_text_eq(db, zSql, "1upsert 2upsert");
+  sqlite3_free(zSql);
+  zV1 = kvv_version(db, "b", "1");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 1)", "one");
+  ck_assert_msg(strstr(zR, zV1)!=0, "%s lacks %s", zR, zV1);
+  sqlite3_close(db);
+  /* the data survives a restart, the versions do not */
+  db = kvv_db();
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 1)", "one");
+  zV2 = kvv_version(db, "b", "1");
+  ck_assert_str_ne(zV1, zV2);
+  ck_assert_msg(strncmp(zV2, "u:", 2)==0, "%s", zV2);
+  sqlite3_free(zV0); sqlite3_free(zV1); sqlite3_free(zV2); sqlite3_free(zR);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("kvversion");
+  TCase *tc = tcase_create("protocol");
+  tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
+  tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
+  tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
+  tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
+  tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
+  tcase_add_test(tc, test_kvv_restart_clears_versions);
+  tcase_add_test(tc, test_kvv_scan_is_isolated_from_a_versioned_commit);
+  tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
+  tcase_add_loop_test(tc, test_kvv_empty_persistent_table_query_and_restart,
+                      0, 2);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("bad_input");
+  tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
+                      0, (int)(sizeof(aBadV)/sizeof(aBadV[0])));
+  suite_add_tcase(s, tc);
+  tc = tcase_create("threads");
+  tcase_add_test(tc, test_kvv_concurrent_first_observations_publish_one_version);
+  tcase_add_test(tc, test_kvv_receipts_exact_under_concurrent_commits);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("ttl");
+  tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
+  tcase_add_test(tc, test_kvv_ttl_never_expires_early);
+  tcase_add_test(tc, test_kvv_ttl_index_stays_bounded_under_churn);
+  suite_add_tcase(s, tc);
+  return s;
+}
