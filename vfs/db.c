@@ -42,16 +42,17 @@ int depot_db_resolve(Store *pStore, const char *zDb, const char *zBranch,
   unsigned char k[LAYOUT_MAX_KEY];
   void *pVal = 0;
   int nVal = 0;
+  PtrValue pv;
   int rc = store_get(pStore, k, layout_key_dbptr(k, zDb, zBranch),
                      &pVal, &nVal);
   *piBranch = 0;
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
   if( pVal ){
-    if( nVal!=8 || ltx_get64(pVal)==0 ){
+    if( layout_ptr_decode(pVal, nVal, &pv)!=SQLITE_OK ){
       rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt pointer row of"
                  " database %s", zDb);
     }else{
-      *piBranch = ltx_get64(pVal);
+      *piBranch = pv.iBranch;
     }
   }
   sqlite3_free(pVal);
@@ -185,16 +186,21 @@ static int dbFindOwner(Store *pStore, uint64_t iBranch, uint32_t pgno,
 
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
-                       uint64_t iBranch, uint32_t pgno, uint64_t iTxid,
+                       const DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
   PidxHit hit;
   unsigned char *aFrame;
-  int rc;
+  uint64_t iBranch = 0;
+  int rc = SQLITE_OK, i;
   memset(&hit, 0, sizeof(hit));
   if( piOwner ) *piOwner = 0;
-  rc = dbFindOwner(pStore, iBranch, pgno, iTxid, &hit, pzErr);
-  if( rc!=SQLITE_OK ) return rc;
+  for(i=0; i<pChain->n && !hit.bFound; i++){
+    if( pChain->aCap[i]==0 ) continue;
+    iBranch = pChain->aBranch[i];
+    rc = dbFindOwner(pStore, iBranch, pgno, pChain->aCap[i], &hit, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+  }
   if( !hit.bFound ){
     memset(pOut, 0, szPage);
     return SQLITE_OK;
@@ -231,39 +237,40 @@ static uint64_t dbNowMs(void){
   return (uint64_t)tv.tv_sec*1000 + (uint64_t)tv.tv_usec/1000;
 }
 
-/* Inside the write transaction: check the head still equals the base, or
-** create the branch (pointer, branch record, format row) on first commit. */
-static int dbCasOrCreate(Store *pStore, const DepotCommit *pC,
+/* Inside the write transaction: check the name still leads where it led
+** and the head still equals the base, or create the branch on its first
+** commit (a fork of the inherited branch when the name was inherited). */
+static int dbCasOrCreate(Store *pStore, const DepotCommit *pC, uint64_t iVs,
                          uint64_t *piBranch, char **pzErr){
-  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
-  uint64_t iBranch = 0;
+  DepotName nm;
   DbHead cur;
   BranchRecord br;
-  int64_t iNew = 0;
-  int rc = depot_db_resolve(pStore, pC->zDb, pC->zBranch, &iBranch, pzErr);
-  if( rc==SQLITE_OK && iBranch!=pC->iBranch ) return SQLITE_BUSY_SNAPSHOT;
-  if( rc==SQLITE_OK && iBranch ){
-    rc = depot_db_head(pStore, iBranch, &cur, pzErr);
+  int rc = depot_name_resolve(pStore, pC->iBucket, pC->zDb, pC->zBranch,
+                              &nm, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( nm.iBranch!=pC->iBranch ) return SQLITE_BUSY_SNAPSHOT;
+  if( nm.iBranch ){
+    rc = depot_db_head(pStore, nm.iBranch, &cur, pzErr);
     if( rc==SQLITE_OK && cur.iTxid!=pC->base.iTxid ) rc = SQLITE_BUSY_SNAPSHOT;
-    *piBranch = iBranch;
+    *piBranch = nm.iBranch;
     return rc;
   }
-  if( rc==SQLITE_OK ) rc = store_add(pStore, k, layout_key_ctr(k, "branch"),
-                                     1, &iNew);
-  if( rc!=SQLITE_OK ) return rc==SQLITE_BUSY_SNAPSHOT ? rc
-                                : dbStoreErr(pStore, pzErr, rc);
+  if( nm.iInhBranch!=pC->iInhBranch || nm.iInhTxid!=pC->iInhTxid ){
+    return SQLITE_BUSY_SNAPSHOT;
+  }
   memset(&br, 0, sizeof(br));
   memcpy(br.zDb, pC->zDb, strlen(pC->zDb));
   memcpy(br.zBranch, pC->zBranch, strlen(pC->zBranch));
-  ltx_put64(v, (uint64_t)iNew);
-  rc = store_put(pStore, k, layout_key_dbptr(k, pC->zDb, pC->zBranch), v, 8);
-  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_branch(k, iNew),
-                                     v, layout_branch_encode(v, &br));
-  ltx_put32(v, LAYOUT_VERSION);
-  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_format(k), v, 4);
-  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-  *piBranch = (uint64_t)iNew;
-  return SQLITE_OK;
+  br.iParent = nm.iInhBranch;
+  br.iParentTxid = nm.iInhTxid;
+  br.iBucket = pC->iBucket;
+  br.iCreateVs = iVs;
+  rc = depot_branch_create(pStore, &br, &pC->base, piBranch, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = depot_ptr_set(pStore, pC->iBucket, pC->zDb, pC->zBranch, 0,
+                       *piBranch, iVs, 'c', pzErr);
+  }
+  return rc;
 }
 
 /* DELTA chunk rows and one page index row per frame. */
@@ -290,13 +297,18 @@ static int dbPutBlob(Store *pStore, uint64_t iBranch, uint64_t iTxid,
   return rc;
 }
 
-/* COMMITS, VTX, head and quota rows. */
-static int dbPutCommitRows(Store *pStore, uint64_t iBranch, CommitRow *pRow,
-                           DbHead *pHead){
+/* COMMITS, VTX, LOG, head and quota rows. */
+static int dbPutCommitRows(Store *pStore, uint64_t iBranch, uint64_t iVs,
+                           CommitRow *pRow, DbHead *pHead){
   unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
-  int64_t iVs = 0;
-  int rc = store_add(pStore, k, layout_key_ctr(k, "vs"), 1, &iVs);
-  pRow->iVs = pHead->iVs = (uint64_t)iVs;
+  LogRow lg;
+  int rc;
+  pRow->iVs = pHead->iVs = iVs;
+  lg.iBranch = iBranch;
+  lg.iTxid = pRow->iTxid;
+  lg.iTimeMs = pRow->iTimeMs;
+  rc = store_put(pStore, k, layout_key_log(k, iVs), v,
+                 layout_log_encode(v, &lg));
   if( rc==SQLITE_OK ) rc = store_put(pStore, k,
       layout_key_commit(k, iBranch, pRow->iTxid), v,
       layout_commit_encode(v, pRow));
@@ -317,14 +329,16 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
                        const unsigned char *aBlob, int64_t nBlob,
                        const LtxFrameRef *aRef, CommitRow *pRow,
                        DbHead *pHead, uint64_t *piBranch, char **pzErr){
-  uint64_t iBranch = 0;
+  uint64_t iBranch = 0, iVs = 0;
   int rc = store_begin(pStore, 1);
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-  rc = dbCasOrCreate(pStore, pC, &iBranch, pzErr);
+  rc = depot_next_vs(pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = dbCasOrCreate(pStore, pC, iVs, &iBranch, pzErr);
   if( rc==SQLITE_OK ){
     rc = dbPutBlob(pStore, iBranch, pRow->iTxid, aBlob, nBlob, pRow->szChunk,
                    aRef, pC->nDirty);
-    if( rc==SQLITE_OK ) rc = dbPutCommitRows(pStore, iBranch, pRow, pHead);
+    if( rc==SQLITE_OK ) rc = dbPutCommitRows(pStore, iBranch, iVs, pRow,
+                                             pHead);
     if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
   }
   if( rc==SQLITE_OK ){
@@ -347,7 +361,7 @@ int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
   int64_t nBlob = 0;
   int rc;
   memset(&row, 0, sizeof(row));
-  row.iTxid = pC->base.iTxid + 1;
+  row.iTxid = pC->iBranch ? pC->base.iTxid + 1 : 1;
   row.iTimeMs = dbNowMs();
   h.szPage = row.szPage = pC->szPage;
   h.nPage = row.nPage = pC->nPage;

@@ -5,7 +5,7 @@ DEPOT_SOURCES += \
 	vfs/layout.h vfs/layout.c \
 	vfs/pcache.h vfs/pcache.c \
 	vfs/txbuf.h vfs/txbuf.c \
-	vfs/db.h vfs/db.c \
+	vfs/db.h vfs/db.c vfs/branch.c vfs/fork.c \
 	vfs/admin.c \
 	vfs/depot_vfs.h vfs/vfs.c
 
