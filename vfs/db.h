@@ -9,6 +9,7 @@
 #define DEPOT_DB_H
 
 #include "vfs/store.h"
+#include "vfs/depot_vfs.h"
 #include "vfs/layout.h"
 #include "vfs/ltx.h"
 #include "vfs/pcache.h"
@@ -24,8 +25,6 @@ int depot_db_resolve(Store*, const char *zDb, const char *zBranch,
 
 /* ---- names, buckets, chains and pins (vfs/branch.c) ---- */
 
-/* Forks of forks: a branch may have at most this many ancestors. */
-#define DEPOT_MAX_FORK_DEPTH 32
 
 /* Where the name (bucket, db, branch) leads now. */
 typedef struct DepotName DepotName;

@@ -87,6 +87,9 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
 ** duplicate name, target outside retention, depth limit), SQLITE_CORRUPT.
 */
 
+/* Forks of forks: a branch may have at most this many ancestors. */
+#define DEPOT_MAX_FORK_DEPTH 32
+
 /* A point in a branch's history. */
 typedef struct DepotAt DepotAt;
 struct DepotAt {

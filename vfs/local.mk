@@ -9,8 +9,10 @@ DEPOT_SOURCES += \
 	vfs/admin.c \
 	vfs/depot_vfs.h vfs/vfs.c
 
-check_PROGRAMS += tests/check_vfs tests/check_depot
-TESTS += tests/check_vfs tests/check_depot
+check_PROGRAMS += tests/check_vfs tests/check_depot tests/check_fork
+TESTS += tests/check_vfs tests/check_depot tests/check_fork
+tests_check_fork_SOURCES = tests/check_fork.c $(TEST_HARNESS)
+tests_check_fork_LDADD = $(TEST_LDADD)
 tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
 tests_check_vfs_LDADD = $(TEST_LDADD)
 tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
