@@ -35,6 +35,12 @@ double bench_kv_group_commit(int bCandidate, const char *zDir);
 double bench_depot_speed(int bCandidate, const char *zDir);
 double bench_depot_bytes(int bCandidate, const char *zDir);
 
+/* tests/bench_fork.c: fork time by size, reads through fork chains. */
+double bench_fork_size(int bCandidate, const char *zDir);
+double bench_fork_read_1(int bCandidate, const char *zDir);
+double bench_fork_read_4(int bCandidate, const char *zDir);
+double bench_fork_read_16(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

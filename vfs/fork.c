@@ -295,15 +295,18 @@ static int opResolveAt(Op *p, const View *pV, const DepotAt *pAt,
     *piBranch = pV->iTop;
     *piTxid = pV->iTopTxid;
   }else if( pAt->eType==DEPOT_AT_TXID ){
+    /* txids of the branch the name reads; a fork without commits of its
+    ** own reads its parent's, so its txids are the parent's */
+    uint64_t b = pV->iTop, t = pV->iTopTxid;
     DbHead st;
-    if( pAt->iTxid<1 || (uint64_t)pAt->iTxid>pV->iTopTxid ){
+    if( t==0 && (rc = opNormalize(p, &b, &t))!=SQLITE_OK ) return rc;
+    if( pAt->iTxid<1 || (uint64_t)pAt->iTxid>t ){
       return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: txid %lld is"
           " not a commit of this branch of database %s (txids 1..%llu)",
-          (long long)pAt->iTxid, p->zDb, (unsigned long long)pV->iTopTxid));
+          (long long)pAt->iTxid, p->zDb, (unsigned long long)t));
     }
-    rc = depot_db_state_at(p->pStore, pV->iTop, (uint64_t)pAt->iTxid, &st,
-                           p->pzErr);
-    *piBranch = pV->iTop;
+    rc = depot_db_state_at(p->pStore, b, (uint64_t)pAt->iTxid, &st, p->pzErr);
+    *piBranch = b;
     *piTxid = (uint64_t)pAt->iTxid;
   }else if( depot_parse_time(pAt->zText, &iMs) ){
     PitrPolicy pol;
