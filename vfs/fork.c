@@ -11,18 +11,72 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #define FORK_MAX_BUCKET_DEPTH 64
 #define FORK_MAX_POLICY_S     (100LL*366*86400)
+
+/* One idle store handle kept between operations, so a fork does not pay
+** for opening the store file: reused only by the process that opened it
+** (never across fork()) and only while the path still names the same file
+** (device and inode), else closed.  Guarded by forkMutex. */
+static pthread_mutex_t forkMutex = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  Store *pStore;
+  char *zPath;
+  dev_t dev;
+  ino_t ino;
+  pid_t pid;
+} forkIdle;
+
+/* Take the idle handle of zPath if it is still good, else NULL. */
+static Store *forkTakeIdle(const char *zPath, const struct stat *pSt){
+  Store *pStore = 0;
+  pthread_mutex_lock(&forkMutex);
+  if( forkIdle.pStore && strcmp(forkIdle.zPath, zPath)==0
+   && forkIdle.pid==getpid() && forkIdle.dev==pSt->st_dev
+   && forkIdle.ino==pSt->st_ino ){
+    pStore = forkIdle.pStore;
+    forkIdle.pStore = 0;
+  }
+  pthread_mutex_unlock(&forkMutex);
+  return pStore;
+}
+
+/* Keep pStore (no transaction open) as the idle handle of zPath, closing
+** the one it replaces, or close it. */
+static void forkPutIdle(Store *pStore, const char *zPath){
+  struct stat st;
+  char *zCopy = sqlite3_mprintf("%s", zPath);
+  Store *pOld = 0;
+  if( zCopy==0 || stat(zPath, &st)!=0 ){
+    sqlite3_free(zCopy);
+    store_close(pStore);
+    return;
+  }
+  pthread_mutex_lock(&forkMutex);
+  if( forkIdle.pid==getpid() ) pOld = forkIdle.pStore;
+  sqlite3_free(forkIdle.zPath);
+  forkIdle.pStore = pStore;
+  forkIdle.zPath = zCopy;
+  forkIdle.dev = st.st_dev;
+  forkIdle.ino = st.st_ino;
+  forkIdle.pid = getpid();
+  pthread_mutex_unlock(&forkMutex);
+  store_close(pOld);
+}
 
 /* An open operation: the store in a transaction and the database name. */
 typedef struct Op Op;
 struct Op {
   Store *pStore;
+  const char *zPath;
   uint64_t iBucket;
   char zBucket[LAYOUT_MAX_NAME+1];
   char zDb[LAYOUT_MAX_NAME+1];
@@ -79,14 +133,19 @@ static int opCheckName(Op *p, const char *zWhat, const char *z){
 static int opOpen(Op *p, const char *zStore, const char *zQual,
                   char **pzErr){
   StoreSqliteConfig cfg;
+  struct stat st;
   int rc, bFound = 1;
   memset(p, 0, sizeof(*p));
   p->pzErr = pzErr;
+  p->zPath = zStore;
   if( zQual && (rc = opSplitName(p, zQual))!=SQLITE_OK ) return rc;
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
-  rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
-  if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
+  if( stat(zStore, &st)==0 ) p->pStore = forkTakeIdle(zStore, &st);
+  if( p->pStore==0 ){
+    rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
+    if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
+  }
   rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK && (rc = store_begin(p->pStore, 1))!=SQLITE_OK ){
     rc = opStoreErr(p, rc);
@@ -101,7 +160,8 @@ static int opOpen(Op *p, const char *zStore, const char *zQual,
   return rc;
 }
 
-/* Commit on success, else roll back; close the store. */
+/* Commit on success, else roll back; keep the handle for the next
+** operation, or close it after a failure. */
 static int opEnd(Op *p, int rc){
   if( p->pStore && rc==SQLITE_OK ){
     rc = store_commit(p->pStore);
@@ -109,7 +169,8 @@ static int opEnd(Op *p, int rc){
   }else if( p->pStore ){
     store_rollback(p->pStore);
   }
-  store_close(p->pStore);
+  if( p->pStore && rc==SQLITE_OK ) forkPutIdle(p->pStore, p->zPath);
+  else store_close(p->pStore);
   p->pStore = 0;
   if( rc==SQLITE_NOTFOUND ) rc = SQLITE_ERROR;
   return rc;
