@@ -4,7 +4,7 @@
 ** by the "vfs" component in ext/depot_sql.c):
 **
 **   depot_fork(store, db, from_branch, new_branch[, at])   -> branch id
-**   depot_restore_point(store, db, branch, name)           -> txid pinned
+**   depot_restore_point(store, db, branch, name)           -> name
 **   depot_drop_restore_point(store, db, name)              -> 1
 **   depot_restore(store, db, branch, at)                   -> undo point
 **   depot_rollback(store, db, branch[, at])                -> branch id

@@ -1140,9 +1140,13 @@ static int opNameRow(void *pArg, const unsigned char *pKey, int nKey,
   int iStart = pKey[1]==LAYOUT_P_DBPTR ? 2 : 10, i;
   char *z;
   (void)pVal; (void)nVal;
-  if( nKey<=iStart+2 || pKey[nKey-1]!=0 ) return 0;
+  if( nKey<=iStart+2 || pKey[nKey-1]!=0
+   || memchr(pKey+iStart, 0, nKey-iStart-1)==0 ) return 0;
   for(i=0; i<s->n; i++){
-    if( memcmp(s->az[i], pKey+iStart, nKey-iStart)==0 ) return 0;
+    size_t n = strlen(s->az[i])+1;
+    n += strlen(s->az[i]+n)+1;
+    if( n==(size_t)(nKey-iStart)
+     && memcmp(s->az[i], pKey+iStart, n)==0 ) return 0;
   }
   if( s->n==s->nAlloc ){
     int nNew = s->nAlloc ? s->nAlloc*2 : 16;
