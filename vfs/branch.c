@@ -247,6 +247,7 @@ int depot_db_chain(Store *pStore, uint64_t iBranch, uint64_t iCap,
     if( rc==SQLITE_NOTFOUND ) rc = SQLITE_CORRUPT;
     if( rc!=SQLITE_OK ) return rc;
     pChain->aBranch[pChain->n] = b;
+    pChain->aGapLo[pChain->n] = pChain->aGapHi[pChain->n] = 0;
     pChain->aCap[pChain->n++] = c;
     b = rec.iParent;
     c = rec.iParentTxid;

@@ -184,9 +184,32 @@ static int dbFindOwner(Store *pStore, uint64_t iBranch, uint32_t pgno,
   return SQLITE_OK;
 }
 
+static int dbNextRow(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  uint32_t *pNext = (uint32_t*)pArg;
+  (void)pVal; (void)nVal;
+  if( nKey>=12 ) *pNext = ltx_get32(pKey+nKey-12);
+  return 1;
+}
+
+/* Page pgno has no row at level i: find the next page that has one there
+** (any txid) and remember the run between as that level's gap. */
+static int dbFindGap(Store *pStore, DepotChain *pChain, int i, uint32_t pgno,
+                     char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  uint32_t iNext = 0xffffffff;
+  int nLo = layout_key_pidx(lo, pChain->aBranch[i], pgno, 0);
+  int nHi = layout_key_br(hi, pChain->aBranch[i], LAYOUT_BR_PIDX+1);
+  int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbNextRow, &iNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  pChain->aGapLo[i] = pgno;
+  pChain->aGapHi[i] = iNext>pgno ? iNext : pgno;
+  return SQLITE_OK;
+}
+
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
-                       const DepotChain *pChain, uint32_t pgno,
+                       DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
   PidxHit hit;
@@ -197,8 +220,12 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache,
   if( piOwner ) *piOwner = 0;
   for(i=0; i<pChain->n && !hit.bFound; i++){
     if( pChain->aCap[i]==0 ) continue;
+    if( i>0 && pgno>=pChain->aGapLo[i] && pgno<pChain->aGapHi[i] ) continue;
     iBranch = pChain->aBranch[i];
     rc = dbFindOwner(pStore, iBranch, pgno, pChain->aCap[i], &hit, pzErr);
+    if( rc==SQLITE_OK && i>0 && !hit.bFound ){
+      rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
+    }
     if( rc!=SQLITE_OK ) return rc;
   }
   if( !hit.bFound ){

@@ -47,12 +47,17 @@ int depot_bucket_find(Store*, const char *zBucket, uint64_t *piBucket,
 
 /* The read path of a branch: level 0 is the branch itself up to aCap[0],
 ** each next level its parent up to the fork point.  Immutable once built,
-** except aCap[0], which follows the snapshot. */
+** except aCap[0], which follows the snapshot.  aGapLo/aGapHi remember, per
+** ancestor level, the last run of pages [lo, hi) found to have no page
+** index row at all there, so a scan skips that level's seeks for them
+** (ancestor levels only: rows written later are past their caps). */
 typedef struct DepotChain DepotChain;
 struct DepotChain {
   int n;
   uint64_t aBranch[DEPOT_MAX_FORK_DEPTH+1];
   uint64_t aCap[DEPOT_MAX_FORK_DEPTH+1];
+  uint32_t aGapLo[DEPOT_MAX_FORK_DEPTH+1];
+  uint32_t aGapHi[DEPOT_MAX_FORK_DEPTH+1];
 };
 
 /* Build the chain of iBranch capped at iCap.  SQLITE_CORRUPT for a
@@ -128,7 +133,7 @@ void depot_chunk_cache_clear(DepotChunkCache*);
 ** page).  SQLITE_CORRUPT with *pzErr for a missing chunk or a bad frame. */
 int depot_db_read_page(Store*, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx*,
-                       const DepotChain *pChain, uint32_t pgno,
+                       DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr);
 

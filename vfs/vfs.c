@@ -537,6 +537,8 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     memmove(&p->chain.aBranch[1], &p->chain.aBranch[0],
             sizeof(uint64_t)*p->chain.n);
     memmove(&p->chain.aCap[1], &p->chain.aCap[0], sizeof(uint64_t)*p->chain.n);
+    memset(p->chain.aGapLo, 0, sizeof(p->chain.aGapLo));
+    memset(p->chain.aGapHi, 0, sizeof(p->chain.aGapHi));
     p->chain.n++;
   }else if( p->iBranch==0 ){
     p->chain.n = 1;
