@@ -19,12 +19,16 @@ tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
 tests_check_depot_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_depot.c tests/bench_fork.c
 
-# make torture: the SIGKILL and store-fault tests of the depot suite with
-# many kill rounds (DEPOT_TORTURE_ITERS, default 200).
-torture: tests/check_depot$(EXEEXT)
+# make torture: the SIGKILL and store-fault tests of the depot and fork
+# suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
+torture: tests/check_depot$(EXEEXT) tests/check_fork$(EXEEXT)
 	@mkdir -p tests/tmp
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	DEPOT_TORTURE_ITERS=$${DEPOT_TORTURE_ITERS:-200} CK_RUN_CASE=faults \
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
 	  ./tests/check_depot$(EXEEXT)
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	DEPOT_TORTURE_ITERS=$${DEPOT_TORTURE_ITERS:-200} CK_RUN_CASE=faults \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
+	  ./tests/check_fork$(EXEEXT)
 .PHONY: torture
