@@ -559,7 +559,7 @@ END_TEST
 typedef struct Writer Writer;
 struct Writer {
   Fx *f;
-  volatile int bStop;
+  int bStop;                /* __atomic access */
   int nCommit;
 };
 
@@ -567,7 +567,7 @@ static void *writer_main(void *pArg){
   Writer *w = (Writer*)pArg;
   sqlite3 *db = fx_db(w->f, "app", "main", 0);
   int i;
-  for(i=2; !w->bStop; i++){
+  for(i=2; !__atomic_load_n(&w->bStop, __ATOMIC_ACQUIRE); i++){
     char *z = sqlite3_mprintf("BEGIN; INSERT INTO t VALUES(%d,'w');"
                               "UPDATE c SET n=%d; COMMIT", i, i);
     if( sqlite3_exec(db, z, 0, 0, 0)==SQLITE_OK ) w->nCommit++;
@@ -607,7 +607,7 @@ START_TEST(test_fork_while_parent_writer_commits_sees_a_whole_commit){
     sqlite3_close(db);
     usleep(2000);
   }
-  w.bStop = 1;
+  __atomic_store_n(&w.bStop, 1, __ATOMIC_RELEASE);
   pthread_join(t, 0);
   ck_assert_int_gt(w.nCommit, 0);
   fx_close(&f);
