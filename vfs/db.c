@@ -207,6 +207,25 @@ static int dbFindGap(Store *pStore, DepotChain *pChain, int i, uint32_t pgno,
   return SQLITE_OK;
 }
 
+/* The owner of page pgno: level by level down the chain, skipping levels
+** whose cap is 0 and ancestor levels whose gap holds the page. */
+static int dbFindOwnerInChain(Store *pStore, DepotChain *pChain,
+                              uint32_t pgno, PidxHit *pHit,
+                              uint64_t *piBranch, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<pChain->n && !pHit->bFound; i++){
+    if( pChain->aCap[i]==0 ) continue;
+    if( i>0 && pgno>=pChain->aGapLo[i] && pgno<pChain->aGapHi[i] ) continue;
+    *piBranch = pChain->aBranch[i];
+    rc = dbFindOwner(pStore, *piBranch, pgno, pChain->aCap[i], pHit, pzErr);
+    if( rc==SQLITE_OK && i>0 && !pHit->bFound ){
+      rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
+    }
+    if( rc!=SQLITE_OK ) break;
+  }
+  return rc;
+}
+
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
                        DepotChain *pChain, uint32_t pgno,
@@ -215,19 +234,11 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache,
   PidxHit hit;
   unsigned char *aFrame;
   uint64_t iBranch = 0;
-  int rc = SQLITE_OK, i;
+  int rc;
   memset(&hit, 0, sizeof(hit));
   if( piOwner ) *piOwner = 0;
-  for(i=0; i<pChain->n && !hit.bFound; i++){
-    if( pChain->aCap[i]==0 ) continue;
-    if( i>0 && pgno>=pChain->aGapLo[i] && pgno<pChain->aGapHi[i] ) continue;
-    iBranch = pChain->aBranch[i];
-    rc = dbFindOwner(pStore, iBranch, pgno, pChain->aCap[i], &hit, pzErr);
-    if( rc==SQLITE_OK && i>0 && !hit.bFound ){
-      rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
-    }
-    if( rc!=SQLITE_OK ) return rc;
-  }
+  rc = dbFindOwnerInChain(pStore, pChain, pgno, &hit, &iBranch, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
   if( !hit.bFound ){
     memset(pOut, 0, szPage);
     return SQLITE_OK;

@@ -347,6 +347,24 @@ static int opRestorePoint(Op *p, const char *zName, RestorePoint *pRp,
   return rc;
 }
 
+/* A txid of the branch the name reads; a fork without commits of its own
+** reads its parent's, so its txids are the parent's. */
+static int opResolveTxid(Op *p, const View *pV, int64_t iTxid,
+                         uint64_t *piBranch, uint64_t *piTxid){
+  uint64_t b = pV->iTop, t = pV->iTopTxid;
+  DbHead st;
+  int rc;
+  if( t==0 && (rc = opNormalize(p, &b, &t))!=SQLITE_OK ) return rc;
+  if( iTxid<1 || (uint64_t)iTxid>t ){
+    return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: txid %lld is"
+        " not a commit of this branch of database %s (txids 1..%llu)",
+        (long long)iTxid, p->zDb, (unsigned long long)t));
+  }
+  *piBranch = b;
+  *piTxid = (uint64_t)iTxid;
+  return depot_db_state_at(p->pStore, b, (uint64_t)iTxid, &st, p->pzErr);
+}
+
 /* The (branch, txid) that pAt names on view pV, normalized. */
 static int opResolveAt(Op *p, const View *pV, const DepotAt *pAt,
                        uint64_t *piBranch, uint64_t *piTxid){
@@ -356,19 +374,7 @@ static int opResolveAt(Op *p, const View *pV, const DepotAt *pAt,
     *piBranch = pV->iTop;
     *piTxid = pV->iTopTxid;
   }else if( pAt->eType==DEPOT_AT_TXID ){
-    /* txids of the branch the name reads; a fork without commits of its
-    ** own reads its parent's, so its txids are the parent's */
-    uint64_t b = pV->iTop, t = pV->iTopTxid;
-    DbHead st;
-    if( t==0 && (rc = opNormalize(p, &b, &t))!=SQLITE_OK ) return rc;
-    if( pAt->iTxid<1 || (uint64_t)pAt->iTxid>t ){
-      return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: txid %lld is"
-          " not a commit of this branch of database %s (txids 1..%llu)",
-          (long long)pAt->iTxid, p->zDb, (unsigned long long)t));
-    }
-    rc = depot_db_state_at(p->pStore, b, (uint64_t)pAt->iTxid, &st, p->pzErr);
-    *piBranch = b;
-    *piTxid = (uint64_t)pAt->iTxid;
+    rc = opResolveTxid(p, pV, pAt->iTxid, piBranch, piTxid);
   }else if( depot_parse_time(pAt->zText, &iMs) ){
     PitrPolicy pol;
     rc = opPolicy(p, p->zDb, &pol, 0);

@@ -498,6 +498,25 @@ static int depotPubResized(DepotFile *p, PubSet *s){
   return SQLITE_OK;
 }
 
+/* After a commit: the new head; a name that had no branch of its own now
+** has one, which reads through the inherited chain (if any). */
+static void depotAdopt(DepotFile *p, uint64_t iBranch, const DbHead *pHead){
+  if( p->iBranch==0 && p->chain.n>0 ){
+    memmove(&p->chain.aBranch[1], &p->chain.aBranch[0],
+            sizeof(uint64_t)*p->chain.n);
+    memmove(&p->chain.aCap[1], &p->chain.aCap[0], sizeof(uint64_t)*p->chain.n);
+    memset(p->chain.aGapLo, 0, sizeof(p->chain.aGapLo));
+    memset(p->chain.aGapHi, 0, sizeof(p->chain.aGapHi));
+    p->chain.n++;
+  }else if( p->iBranch==0 ){
+    p->chain.n = 1;
+  }
+  p->chain.aBranch[0] = iBranch;
+  p->chain.aCap[0] = pHead->iTxid;
+  p->snap = *pHead;
+  p->iBranch = iBranch;
+}
+
 static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
@@ -532,21 +551,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
   }
-  if( p->iBranch==0 && p->chain.n>0 ){
-    /* the name got its own branch: it reads through the inherited one */
-    memmove(&p->chain.aBranch[1], &p->chain.aBranch[0],
-            sizeof(uint64_t)*p->chain.n);
-    memmove(&p->chain.aCap[1], &p->chain.aCap[0], sizeof(uint64_t)*p->chain.n);
-    memset(p->chain.aGapLo, 0, sizeof(p->chain.aGapLo));
-    memset(p->chain.aGapHi, 0, sizeof(p->chain.aGapHi));
-    p->chain.n++;
-  }else if( p->iBranch==0 ){
-    p->chain.n = 1;
-  }
-  p->chain.aBranch[0] = iBranch;
-  p->chain.aCap[0] = head.iTxid;
-  p->snap = head;
-  p->iBranch = iBranch;
+  depotAdopt(p, iBranch, &head);
   return SQLITE_OK;
 }
 
