@@ -93,3 +93,29 @@ PRAGMA d.integrity_check;
 SELECT txid, db_pages, pages_written, bytes_stored FROM depot_commits('store.depot', 'inventory');
 .print '== the store as a whole'
 SELECT databases, branches, stored_bytes, logical_bytes FROM depot_stats('store.depot');
+.print ''
+.print '== forks: a branch "dev" of the inventory, made in constant time'
+SELECT depot_fork('store.depot', 'inventory', 'main', 'dev') AS dev_branch_id;
+ATTACH 'file:store.depot?vfs=depot&db=inventory&branch=dev' AS dev;
+.print '== write on both sides: neither sees the other'
+INSERT INTO d.item(name, qty) VALUES ('main-only', 1);
+UPDATE dev.item SET qty = 0 WHERE name = 'nut';
+SELECT 'main' AS branch, name, qty FROM d.item
+UNION ALL SELECT 'dev', name, qty FROM dev.item ORDER BY 1, 2;
+SELECT branch, parent, fork_txid, head_txid, state FROM depot_branches('store.depot', 'inventory');
+.print '== a restore point, a mistake, and a restore to the point'
+SELECT depot_restore_point('store.depot', 'inventory', 'main', 'before-cleanup') AS restore_point;
+DELETE FROM d.item;
+SELECT count(*) AS rows_after_mistake FROM d.item;
+SELECT depot_restore('store.depot', 'inventory', 'main', 'before-cleanup') IS NOT NULL AS restored;
+DETACH d;
+ATTACH 'file:store.depot?vfs=depot&db=inventory' AS d;
+SELECT name, qty FROM d.item ORDER BY id;
+.print '== undo: restore to the undo point the restore made'
+SELECT depot_restore('store.depot', 'inventory', 'main',
+  (SELECT name FROM depot_restore_points('store.depot', 'inventory') WHERE kind = 'undo'))
+  IS NOT NULL AS undone;
+DETACH d;
+ATTACH 'file:store.depot?vfs=depot&db=inventory' AS d;
+SELECT count(*) AS rows_after_undo FROM d.item;
+SELECT name, kind FROM depot_restore_points('store.depot', 'inventory') ORDER BY kind, name;

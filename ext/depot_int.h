@@ -30,5 +30,8 @@ extern const DepotComponent depotKvComponent;
 
 /* ext/depot_sql.c: the depot VFS and depot_commits/stats/import/export */
 extern const DepotComponent depotVfsComponent;
+/* ext/depot_branch_sql.c: forks, restore points, PITR, rollback, buckets
+** (registered by depotVfsComponent's xConnection). */
+int depot_branch_sql_register(sqlite3 *db);
 
 #endif /* DEPOT_INT_H */

@@ -474,6 +474,7 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
                                    0, depotImportFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_export", 4, f,
                                    0, depotExportFunc, 0, 0);
+  if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("depot: cannot register the depot SQL"
                              " functions: %s", sqlite3_errmsg(db));

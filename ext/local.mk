@@ -5,7 +5,8 @@ DEPOT_SOURCES += \
 	ext/depot_int.h \
 	ext/depot.c \
 	ext/version.c \
-	ext/depot_sql.c
+	ext/depot_sql.c \
+	ext/depot_branch_sql.c
 DEPOT_SOURCES += \
 	ext/kv_codec.h \
 	ext/kv_codec.c \

@@ -109,6 +109,22 @@ static const BenchWorkload aWorkload[] = {
     "text-heavy table, plain file bytes (=1.0)",
     "same table, depot store bytes / plain bytes",
     0.60, 1, bench_depot_bytes },
+  { "fork_size",
+    "fork a 1 MB depot database (per fork)",
+    "fork a 1 GB one (DEPOT_BENCH_FORK_MB; smaller if the build passes ~60 s)",
+    2.00, 3, bench_fork_size },
+  { "fork_read_1",
+    "read a 32 MB database on its own branch, page cache off",
+    "same read through a fork 1 level deep",
+    0, 3, bench_fork_read_1 },
+  { "fork_read_4",
+    "read a 32 MB database on its own branch, page cache off",
+    "same read through a fork 4 levels deep",
+    0, 3, bench_fork_read_4 },
+  { "fork_read_16",
+    "read a 32 MB database on its own branch, page cache off",
+    "same read through a fork 16 levels deep",
+    0, 3, bench_fork_read_16 },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

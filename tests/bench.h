@@ -42,6 +42,12 @@ double bench_kvversion_1(int bCandidate, const char *zDir);
 double bench_kvversion_16(int bCandidate, const char *zDir);
 double bench_kvversion_256(int bCandidate, const char *zDir);
 
+/* tests/bench_fork.c: fork time by size, reads through fork chains. */
+double bench_fork_size(int bCandidate, const char *zDir);
+double bench_fork_read_1(int bCandidate, const char *zDir);
+double bench_fork_read_4(int bCandidate, const char *zDir);
+double bench_fork_read_16(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

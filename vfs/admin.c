@@ -86,7 +86,9 @@ static int adminPointerRow(void *pArg, const unsigned char *pKey, int nKey,
   const unsigned char *zEnd = memchr(pKey+2, 0, nKey-2);
   int nDb = zEnd ? (int)(zEnd-(pKey+2)) : -1;
   DbHead head;
-  if( nDb<1 || nDb>LAYOUT_MAX_NAME || nVal!=8 ){
+  PtrValue pv;
+  if( nDb<1 || nDb>LAYOUT_MAX_NAME
+   || layout_ptr_decode(pVal, nVal, &pv)!=SQLITE_OK ){
     p->rc = SQLITE_CORRUPT;
     *p->pzErr = sqlite3_mprintf("depot: corrupt database pointer row");
     return 1;
@@ -97,7 +99,7 @@ static int adminPointerRow(void *pArg, const unsigned char *pKey, int nKey,
     p->nPrevDb = nDb;
   }
   p->pStats->nBranch++;
-  p->rc = depot_db_head(p->pStore, ltx_get64(pVal), &head, p->pzErr);
+  p->rc = depot_db_head(p->pStore, pv.iBranch, &head, p->pzErr);
   p->pStats->nLogical += (int64_t)head.nPage*head.szPage;
   return p->rc!=SQLITE_OK;
 }

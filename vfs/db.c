@@ -42,16 +42,17 @@ int depot_db_resolve(Store *pStore, const char *zDb, const char *zBranch,
   unsigned char k[LAYOUT_MAX_KEY];
   void *pVal = 0;
   int nVal = 0;
+  PtrValue pv;
   int rc = store_get(pStore, k, layout_key_dbptr(k, zDb, zBranch),
                      &pVal, &nVal);
   *piBranch = 0;
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
   if( pVal ){
-    if( nVal!=8 || ltx_get64(pVal)==0 ){
+    if( layout_ptr_decode(pVal, nVal, &pv)!=SQLITE_OK ){
       rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt pointer row of"
                  " database %s", zDb);
     }else{
-      *piBranch = ltx_get64(pVal);
+      *piBranch = pv.iBranch;
     }
   }
   sqlite3_free(pVal);
@@ -183,17 +184,60 @@ static int dbFindOwner(Store *pStore, uint64_t iBranch, uint32_t pgno,
   return SQLITE_OK;
 }
 
+static int dbNextRow(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  uint32_t *pNext = (uint32_t*)pArg;
+  (void)pVal; (void)nVal;
+  if( nKey>=12 ) *pNext = ltx_get32(pKey+nKey-12);
+  return 1;
+}
+
+/* Page pgno has no row at level i: find the next page that has one there
+** (any txid) and remember the run between as that level's gap. */
+static int dbFindGap(Store *pStore, DepotChain *pChain, int i, uint32_t pgno,
+                     char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  uint32_t iNext = 0xffffffff;
+  int nLo = layout_key_pidx(lo, pChain->aBranch[i], pgno, 0);
+  int nHi = layout_key_br(hi, pChain->aBranch[i], LAYOUT_BR_PIDX+1);
+  int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbNextRow, &iNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  pChain->aGapLo[i] = pgno;
+  pChain->aGapHi[i] = iNext>pgno ? iNext : pgno;
+  return SQLITE_OK;
+}
+
+/* The owner of page pgno: level by level down the chain, skipping levels
+** whose cap is 0 and ancestor levels whose gap holds the page. */
+static int dbFindOwnerInChain(Store *pStore, DepotChain *pChain,
+                              uint32_t pgno, PidxHit *pHit,
+                              uint64_t *piBranch, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<pChain->n && !pHit->bFound; i++){
+    if( pChain->aCap[i]==0 ) continue;
+    if( i>0 && pgno>=pChain->aGapLo[i] && pgno<pChain->aGapHi[i] ) continue;
+    *piBranch = pChain->aBranch[i];
+    rc = dbFindOwner(pStore, *piBranch, pgno, pChain->aCap[i], pHit, pzErr);
+    if( rc==SQLITE_OK && i>0 && !pHit->bFound ){
+      rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
+    }
+    if( rc!=SQLITE_OK ) break;
+  }
+  return rc;
+}
+
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
-                       uint64_t iBranch, uint32_t pgno, uint64_t iTxid,
+                       DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
   PidxHit hit;
   unsigned char *aFrame;
+  uint64_t iBranch = 0;
   int rc;
   memset(&hit, 0, sizeof(hit));
   if( piOwner ) *piOwner = 0;
-  rc = dbFindOwner(pStore, iBranch, pgno, iTxid, &hit, pzErr);
+  rc = dbFindOwnerInChain(pStore, pChain, pgno, &hit, &iBranch, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( !hit.bFound ){
     memset(pOut, 0, szPage);
@@ -231,39 +275,40 @@ static uint64_t dbNowMs(void){
   return (uint64_t)tv.tv_sec*1000 + (uint64_t)tv.tv_usec/1000;
 }
 
-/* Inside the write transaction: check the head still equals the base, or
-** create the branch (pointer, branch record, format row) on first commit. */
-static int dbCasOrCreate(Store *pStore, const DepotCommit *pC,
+/* Inside the write transaction: check the name still leads where it led
+** and the head still equals the base, or create the branch on its first
+** commit (a fork of the inherited branch when the name was inherited). */
+static int dbCasOrCreate(Store *pStore, const DepotCommit *pC, uint64_t iVs,
                          uint64_t *piBranch, char **pzErr){
-  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
-  uint64_t iBranch = 0;
+  DepotName nm;
   DbHead cur;
   BranchRecord br;
-  int64_t iNew = 0;
-  int rc = depot_db_resolve(pStore, pC->zDb, pC->zBranch, &iBranch, pzErr);
-  if( rc==SQLITE_OK && iBranch!=pC->iBranch ) return SQLITE_BUSY_SNAPSHOT;
-  if( rc==SQLITE_OK && iBranch ){
-    rc = depot_db_head(pStore, iBranch, &cur, pzErr);
+  int rc = depot_name_resolve(pStore, pC->iBucket, pC->zDb, pC->zBranch,
+                              &nm, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( nm.iBranch!=pC->iBranch ) return SQLITE_BUSY_SNAPSHOT;
+  if( nm.iBranch ){
+    rc = depot_db_head(pStore, nm.iBranch, &cur, pzErr);
     if( rc==SQLITE_OK && cur.iTxid!=pC->base.iTxid ) rc = SQLITE_BUSY_SNAPSHOT;
-    *piBranch = iBranch;
+    *piBranch = nm.iBranch;
     return rc;
   }
-  if( rc==SQLITE_OK ) rc = store_add(pStore, k, layout_key_ctr(k, "branch"),
-                                     1, &iNew);
-  if( rc!=SQLITE_OK ) return rc==SQLITE_BUSY_SNAPSHOT ? rc
-                                : dbStoreErr(pStore, pzErr, rc);
+  if( nm.iInhBranch!=pC->iInhBranch || nm.iInhTxid!=pC->iInhTxid ){
+    return SQLITE_BUSY_SNAPSHOT;
+  }
   memset(&br, 0, sizeof(br));
   memcpy(br.zDb, pC->zDb, strlen(pC->zDb));
   memcpy(br.zBranch, pC->zBranch, strlen(pC->zBranch));
-  ltx_put64(v, (uint64_t)iNew);
-  rc = store_put(pStore, k, layout_key_dbptr(k, pC->zDb, pC->zBranch), v, 8);
-  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_branch(k, iNew),
-                                     v, layout_branch_encode(v, &br));
-  ltx_put32(v, LAYOUT_VERSION);
-  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_format(k), v, 4);
-  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-  *piBranch = (uint64_t)iNew;
-  return SQLITE_OK;
+  br.iParent = nm.iInhBranch;
+  br.iParentTxid = nm.iInhTxid;
+  br.iBucket = pC->iBucket;
+  br.iCreateVs = iVs;
+  rc = depot_branch_create(pStore, &br, &pC->base, piBranch, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = depot_ptr_set(pStore, pC->iBucket, pC->zDb, pC->zBranch, 0,
+                       *piBranch, iVs, 'c', pzErr);
+  }
+  return rc;
 }
 
 /* DELTA chunk rows and one page index row per frame. */
@@ -290,13 +335,18 @@ static int dbPutBlob(Store *pStore, uint64_t iBranch, uint64_t iTxid,
   return rc;
 }
 
-/* COMMITS, VTX, head and quota rows. */
-static int dbPutCommitRows(Store *pStore, uint64_t iBranch, CommitRow *pRow,
-                           DbHead *pHead){
+/* COMMITS, VTX, LOG, head and quota rows. */
+static int dbPutCommitRows(Store *pStore, uint64_t iBranch, uint64_t iVs,
+                           CommitRow *pRow, DbHead *pHead){
   unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
-  int64_t iVs = 0;
-  int rc = store_add(pStore, k, layout_key_ctr(k, "vs"), 1, &iVs);
-  pRow->iVs = pHead->iVs = (uint64_t)iVs;
+  LogRow lg;
+  int rc;
+  pRow->iVs = pHead->iVs = iVs;
+  lg.iBranch = iBranch;
+  lg.iTxid = pRow->iTxid;
+  lg.iTimeMs = pRow->iTimeMs;
+  rc = store_put(pStore, k, layout_key_log(k, iVs), v,
+                 layout_log_encode(v, &lg));
   if( rc==SQLITE_OK ) rc = store_put(pStore, k,
       layout_key_commit(k, iBranch, pRow->iTxid), v,
       layout_commit_encode(v, pRow));
@@ -317,14 +367,16 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
                        const unsigned char *aBlob, int64_t nBlob,
                        const LtxFrameRef *aRef, CommitRow *pRow,
                        DbHead *pHead, uint64_t *piBranch, char **pzErr){
-  uint64_t iBranch = 0;
+  uint64_t iBranch = 0, iVs = 0;
   int rc = store_begin(pStore, 1);
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-  rc = dbCasOrCreate(pStore, pC, &iBranch, pzErr);
+  rc = depot_next_vs(pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = dbCasOrCreate(pStore, pC, iVs, &iBranch, pzErr);
   if( rc==SQLITE_OK ){
     rc = dbPutBlob(pStore, iBranch, pRow->iTxid, aBlob, nBlob, pRow->szChunk,
                    aRef, pC->nDirty);
-    if( rc==SQLITE_OK ) rc = dbPutCommitRows(pStore, iBranch, pRow, pHead);
+    if( rc==SQLITE_OK ) rc = dbPutCommitRows(pStore, iBranch, iVs, pRow,
+                                             pHead);
     if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
   }
   if( rc==SQLITE_OK ){
@@ -347,7 +399,7 @@ int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
   int64_t nBlob = 0;
   int rc;
   memset(&row, 0, sizeof(row));
-  row.iTxid = pC->base.iTxid + 1;
+  row.iTxid = pC->iBranch ? pC->base.iTxid + 1 : 1;
   row.iTimeMs = dbNowMs();
   h.szPage = row.szPage = pC->szPage;
   h.nPage = row.nPage = pC->nPage;

@@ -9,6 +9,7 @@
 #define DEPOT_DB_H
 
 #include "vfs/store.h"
+#include "vfs/depot_vfs.h"
 #include "vfs/layout.h"
 #include "vfs/ltx.h"
 #include "vfs/pcache.h"
@@ -17,9 +18,90 @@
 ** LAYOUT_VERSION, SQLITE_CANTOPEN with *pzErr for another version. */
 int depot_db_check_format(Store*, char **pzErr);
 
-/* The branch id of (zDb, zBranch), 0 if it does not exist yet. */
+/* The branch id of (zDb, zBranch) in bucket main, 0 if it does not exist
+** yet (inherited names of other buckets: depot_name_resolve()). */
 int depot_db_resolve(Store*, const char *zDb, const char *zBranch,
                      uint64_t *piBranch, char **pzErr);
+
+/* ---- names, buckets, chains and pins (vfs/branch.c) ---- */
+
+
+/* Where the name (bucket, db, branch) leads now. */
+typedef struct DepotName DepotName;
+struct DepotName {
+  uint64_t iBranch;       /* the name's own branch in its bucket; 0: none */
+  uint64_t iInhBranch;    /* else, if not 0: inherited from an ancestor
+                          ** bucket: that branch ... */
+  uint64_t iInhTxid;      /* ... as of this txid (the bucket fork point) */
+};
+
+/* Resolve a name, walking bucket parents (each capped at its fork vs;
+** tombstones hide inherited names).  All-zero *pName: no such name. */
+int depot_name_resolve(Store*, uint64_t iBucket, const char *zDb,
+                       const char *zBranch, DepotName *pName, char **pzErr);
+
+/* The id of bucket zBucket ("main" is 0).  *pbFound 0 if it does not
+** exist. */
+int depot_bucket_find(Store*, const char *zBucket, uint64_t *piBucket,
+                      int *pbFound, char **pzErr);
+
+/* The read path of a branch: level 0 is the branch itself up to aCap[0],
+** each next level its parent up to the fork point.  Immutable once built,
+** except aCap[0], which follows the snapshot.  aGapLo/aGapHi remember, per
+** ancestor level, the last run of pages [lo, hi) found to have no page
+** index row at all there, so a scan skips that level's seeks for them
+** (ancestor levels only: rows written later are past their caps). */
+typedef struct DepotChain DepotChain;
+struct DepotChain {
+  int n;
+  uint64_t aBranch[DEPOT_MAX_FORK_DEPTH+1];
+  uint64_t aCap[DEPOT_MAX_FORK_DEPTH+1];
+  uint32_t aGapLo[DEPOT_MAX_FORK_DEPTH+1];
+  uint32_t aGapHi[DEPOT_MAX_FORK_DEPTH+1];
+};
+
+/* Build the chain of iBranch capped at iCap.  SQLITE_CORRUPT for a
+** missing record or a chain longer than DEPOT_MAX_FORK_DEPTH+1 levels. */
+int depot_db_chain(Store*, uint64_t iBranch, uint64_t iCap, DepotChain*,
+                   char **pzErr);
+
+/* The branch record of iBranch.  SQLITE_NOTFOUND (with *pzErr) if absent. */
+int depot_branch_get(Store*, uint64_t iBranch, BranchRecord*, char **pzErr);
+
+/* The database as of txid iTxid of iBranch: the commit row's geometry and
+** checksum, or for txid 0 the head the branch was forked with (all zero
+** for a root branch).  SQLITE_NOTFOUND with *pzErr when that commit's row
+** is gone. */
+int depot_db_state_at(Store*, uint64_t iBranch, uint64_t iTxid, DbHead*,
+                      char **pzErr);
+
+/* The newest txid of iBranch committed at or before store sequence iVs
+** (0: none). */
+int depot_db_txid_at_vs(Store*, uint64_t iBranch, uint64_t iVs,
+                        uint64_t *piTxid, char **pzErr);
+
+/* Next store-wide sequence number (inside a write transaction). */
+int depot_next_vs(Store*, uint64_t *piVs, char **pzErr);
+
+/* Point (bucket, db, branch) at iNew (0: remove it; a tombstone in a
+** bucket that can inherit) as of sequence iVs, with a PTRHIST row that
+** records iOld and eReason. */
+int depot_ptr_set(Store*, uint64_t iBucket, const char *zDb,
+                  const char *zBranch, uint64_t iOld, uint64_t iNew,
+                  uint64_t iVs, int eReason, char **pzErr);
+
+/* Add or remove one DB_PIN row of iBranch at iTxid and keep the branch's
+** refcount, descendant pin and restore-point pin in step with the rows. */
+int depot_pin_add(Store*, uint64_t iBranch, uint64_t iTxid, int eKind,
+                  const void *pOwner, int nOwner, char **pzErr);
+int depot_pin_remove(Store*, uint64_t iBranch, uint64_t iTxid, int eKind,
+                     const void *pOwner, int nOwner, char **pzErr);
+
+/* Create a branch record (id from CTR "branch") forked from iParent at
+** iParentTxid (0, 0: a root), with its head (txid 0, geometry of pState)
+** and head_at_fork rows and the fork pin on the parent.  *piNew gets it. */
+int depot_branch_create(Store*, const BranchRecord *pRec,
+                        const DbHead *pState, uint64_t *piNew, char **pzErr);
 
 /* The head of branch iBranch; a branch id of 0 (not created) gives an
 ** all-zero head.  SQLITE_CORRUPT with *pzErr if the row does not decode. */
@@ -43,14 +125,15 @@ struct DepotChunkCache {
 /* Free every cached chunk. */
 void depot_chunk_cache_clear(DepotChunkCache*);
 
-/* Read page pgno of branch iBranch as of txid iTxid into pOut (szPage
-** bytes): the newest page index row at or before iTxid, then its frame
-** (through pCache and pChunks when not NULL).  A page with no row reads as zeros.
-** *piOwner (if not NULL) gets the owning txid (0 for a zero page).
-** SQLITE_CORRUPT with *pzErr for a missing chunk or a bad frame. */
+/* Read page pgno through chain pChain into pOut (szPage bytes): level by
+** level, the newest page index row at or before the level's cap (one
+** reverse seek per level, stopping at the first hit), then its frame
+** (through pCache and pChunks when not NULL).  A page with no row reads
+** as zeros.  *piOwner (if not NULL) gets the owning txid (0 for a zero
+** page).  SQLITE_CORRUPT with *pzErr for a missing chunk or a bad frame. */
 int depot_db_read_page(Store*, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx*,
-                       uint64_t iBranch, uint32_t pgno, uint64_t iTxid,
+                       DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr);
 
@@ -59,7 +142,10 @@ int depot_db_read_page(Store*, DepotCache *pCache,
 typedef struct DepotCommit DepotCommit;
 struct DepotCommit {
   const char *zDb, *zBranch;
+  uint64_t iBucket;
   uint64_t iBranch;           /* 0: create the branch in this commit */
+  uint64_t iInhBranch;        /* creating: fork of this inherited branch */
+  uint64_t iInhTxid;          /* ... at this txid (see DepotName) */
   DbHead base;                /* head the writer started from */
   uint32_t szPage, nPage;     /* after the commit */
   uint64_t iChecksum;         /* post-apply database checksum */
@@ -69,8 +155,10 @@ struct DepotCommit {
 };
 
 /* Publish pC as one store transaction: the blob in DELTA chunk rows, a
-** page index row per page, COMMITS/VTX rows, quota counters and the head,
-** which must still equal pC->base (compare-and-set).  On SQLITE_OK the
+** page index row per page, COMMITS/VTX/LOG rows, quota counters and the
+** head, which must still equal pC->base (compare-and-set); the name must
+** still lead where it led (to iBranch, or to the inherited branch).  A
+** branch created by the commit (iBranch 0) starts at txid 1.  On SQLITE_OK the
 ** commit is durable (store_commit()'s promise), *pHead is the new head and
 ** *piBranch the branch id.  SQLITE_BUSY_SNAPSHOT when another writer
 ** committed first (nothing written); any other error: nothing written,

@@ -8,6 +8,10 @@
 **
 ** URI parameters (all optional):
 **   db=NAME          database in the store (default "main"), 1..255 bytes
+**   bucket=NAME      bucket holding the database (default "main"); a bucket
+**                    made by depot_fork_bucket() reads the capped fork of
+**                    its parent's databases until its first write, which
+**                    gives the name its own branch there
 **   branch=NAME      branch of that database (default "main"), 1..255 bytes
 **   cache_kb=N       decoded-page cache of this database branch, shared by
 **                    the process's connections to it, in KiB (default
@@ -71,5 +75,122 @@ struct DepotStats {
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
+
+/*
+** Branch operations (vfs/fork.c).  Each opens the store file zStore (it
+** must exist), runs as ONE store transaction and closes it again: when it
+** returns SQLITE_OK the whole change is durable (the store's synchronous
+** setting, FULL by default); on any error, or if the process dies before
+** the store commits, nothing changed.  zDb is "NAME" (bucket main) or
+** "BUCKET/NAME".  Errors come with a sqlite3_malloc'd English *pzErr:
+** SQLITE_CANTOPEN (no store), SQLITE_ERROR (bad argument, unknown or
+** duplicate name, target outside retention, depth limit), SQLITE_CORRUPT.
+*/
+
+/* Forks of forks: a branch may have at most this many ancestors. */
+#define DEPOT_MAX_FORK_DEPTH 32
+
+/* A point in a branch's history. */
+typedef struct DepotAt DepotAt;
+struct DepotAt {
+  int eType;               /* DEPOT_AT_HEAD / _TXID / _TEXT */
+  int64_t iTxid;           /* DEPOT_AT_TXID */
+  const char *zText;       /* DEPOT_AT_TEXT: ISO-8601 time or restore point */
+};
+#define DEPOT_AT_HEAD 0
+#define DEPOT_AT_TXID 1
+#define DEPOT_AT_TEXT 2
+
+/* Fork zFrom of zDb at pAt into the new branch zNew: a branch record with
+** parent and cap, nothing copied.  *piNew gets the new branch id. */
+int depot_fork(const char *zStore, const char *zDb, const char *zFrom,
+               const char *zNew, const DepotAt *pAt, uint64_t *piNew,
+               char **pzErr);
+
+/* Pin the head of zBranch as restore point zName of zDb. */
+int depot_restore_point(const char *zStore, const char *zDb,
+                        const char *zBranch, const char *zName, char **pzErr);
+
+/* Remove restore point zName of zDb and its pin. */
+int depot_drop_restore_point(const char *zStore, const char *zDb,
+                             const char *zName, char **pzErr);
+
+/* One restore point, as depot_restore_points lists it. */
+typedef struct DepotRpInfo DepotRpInfo;
+struct DepotRpInfo {
+  const char *zName;
+  const char *zBranch;     /* name of the branch it pins */
+  uint64_t iBranch, iTxid, iTimeMs;
+  int bUndo;
+};
+typedef int (*DepotRpFn)(void*, const DepotRpInfo*);
+int depot_list_restore_points(const char *zStore, const char *zDb,
+                              DepotRpFn, void*, char **pzErr);
+
+/* Restore zBranch of zDb to pAt: pin its head as an undo restore point
+** (its name in *pzUndo, sqlite3_malloc'd), fork at the target and point
+** the name at the fork (pointer history kept; the old branch is frozen). */
+int depot_restore(const char *zStore, const char *zDb, const char *zBranch,
+                  const DepotAt *pAt, char **pzUndo, char **pzErr);
+
+/* Roll zBranch of zDb back to pAt (a fork at the target gets the name; the
+** old branch is frozen and pinned by the pointer history), or with pAt
+** NULL undo the name's last move (restore, rollback or undo): a fork of
+** the branch it pointed to before, at that branch's head. */
+int depot_rollback(const char *zStore, const char *zDb, const char *zBranch,
+                   const DepotAt *pAt, uint64_t *piNew, char **pzErr);
+
+/* Drop a branch by name (zBranch) or, with zBranch NULL, a frozen branch
+** by id: its name goes (a tombstone in a forked bucket), its restore
+** points and the pins it holds are released (its fork pin on the parent
+** once no child reads through it); its rows stay for compaction. */
+int depot_drop_branch(const char *zStore, const char *zDb,
+                      const char *zBranch, uint64_t iBranch, char **pzErr);
+
+/* Point-in-time policy of zDb (NULL: the store default).  Interval 0:
+** every commit is a point; retention 0: point-in-time targets are off. */
+int depot_pitr_set(const char *zStore, const char *zDb, int64_t iIntervalS,
+                   int64_t iRetentionS, char **pzErr);
+int depot_pitr_get(const char *zStore, const char *zDb, int64_t *piIntervalS,
+                   int64_t *piRetentionS, char **pzErr);
+#define DEPOT_PITR_DEFAULT_INTERVAL_S  300
+#define DEPOT_PITR_DEFAULT_RETENTION_S (7*86400)
+
+/* Fork bucket zBucket into the new bucket zNew at pAt (head, a store
+** sequence number as DEPOT_AT_TXID, or an ISO-8601 time); *piVs gets the
+** store sequence number the fork is capped at. */
+int depot_fork_bucket(const char *zStore, const char *zBucket,
+                      const char *zNew, const DepotAt *pAt, uint64_t *piVs,
+                      char **pzErr);
+
+/* One branch record, as depot_branches lists it. */
+typedef struct DepotBranchInfo DepotBranchInfo;
+struct DepotBranchInfo {
+  const char *zBucket, *zDb, *zBranch;
+  uint64_t iBranch, iParent, iForkTxid, iHeadTxid;
+  int eState;              /* 0 live, 1 frozen, 2 dropped */
+  int64_t nLogical;        /* bytes: pages * page size at the head */
+  int64_t nRef;            /* pins on it (children, restore points) */
+};
+typedef int (*DepotBranchFn)(void*, const DepotBranchInfo*);
+int depot_list_branches(const char *zStore, const char *zDb,
+                        DepotBranchFn, void*, char **pzErr);
+
+/* One name visible in a bucket, as depot_databases lists it. */
+typedef struct DepotNameInfo DepotNameInfo;
+struct DepotNameInfo {
+  const char *zBucket, *zDb, *zBranch;
+  uint64_t iBranch;        /* own or inherited branch */
+  uint64_t iTxid;          /* its head, or the inherited cap */
+  int bInherited;
+  int64_t nLogical;
+};
+typedef int (*DepotNameFn)(void*, const DepotNameInfo*);
+int depot_list_databases(const char *zStore, const char *zBucket,
+                         DepotNameFn, void*, char **pzErr);
+
+/* 1 and the time in ms since 1970 if z is an ISO-8601 time
+** (YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|(+|-)HH:MM]), else 0. */
+int depot_parse_time(const char *z, int64_t *piMs);
 
 #endif /* DEPOT_VFS_H */

@@ -12,6 +12,7 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 
 #define LAYOUT_ROW_V1 1
+#define LAYOUT_ROW_V2 2          /* BranchRecord with bucket, vs, state */
 
 int layout_key_format(unsigned char *a){
   a[0] = 0x02; a[1] = LAYOUT_P_FORMAT;
@@ -88,6 +89,92 @@ int layout_key_ctr(unsigned char *a, const char *zName){
   return (int)(2+n);
 }
 
+/* {bucket:8}{db} 00 {name} 00 after a two-byte prefix. */
+static int layoutNamed(unsigned char *a, int ePart, uint64_t iBucket,
+                       const char *zDb, const char *zName){
+  size_t nDb = strlen(zDb), nName = strlen(zName);
+  a[0] = 0x02; a[1] = (unsigned char)ePart;
+  ltx_put64(a+2, iBucket);
+  memcpy(a+10, zDb, nDb);
+  a[10+nDb] = 0;
+  memcpy(a+11+nDb, zName, nName);
+  a[11+nDb+nName] = 0;
+  return (int)(12+nDb+nName);
+}
+
+int layout_key_ptr(unsigned char *a, uint64_t iBucket, const char *zDb,
+                   const char *zBranch){
+  if( iBucket==0 ) return layout_key_dbptr(a, zDb, zBranch);
+  return layoutNamed(a, LAYOUT_P_BDBPTR, iBucket, zDb, zBranch);
+}
+
+int layout_key_ptr_hist(unsigned char *a, uint64_t iBucket, const char *zDb,
+                        const char *zBranch, uint64_t iVs){
+  int n = layoutNamed(a, LAYOUT_P_PTRHIST, iBucket, zDb, zBranch);
+  ltx_put64(a+n, iVs);
+  return n+8;
+}
+
+int layout_key_branch_sub(unsigned char *a, uint64_t iBranch, int eSub){
+  int n = layout_key_branch(a, iBranch);
+  a[n] = (unsigned char)eSub;
+  return n+1;
+}
+
+int layout_key_bucket_ptr(unsigned char *a, const char *zBucket){
+  size_t n = strlen(zBucket);
+  a[0] = 0x02; a[1] = LAYOUT_P_BUCKET_PTR;
+  memcpy(a+2, zBucket, n);
+  a[2+n] = 0;
+  return (int)(3+n);
+}
+
+int layout_key_bucket(unsigned char *a, uint64_t iBucket, int eSub){
+  a[0] = 0x02; a[1] = LAYOUT_P_BUCKET;
+  ltx_put64(a+2, iBucket);
+  if( eSub==0 ) return 10;
+  a[10] = (unsigned char)eSub;
+  return 11;
+}
+
+int layout_key_log(unsigned char *a, uint64_t iVs){
+  a[0] = 0x02; a[1] = LAYOUT_P_LOG;
+  ltx_put64(a+2, iVs);
+  return 10;
+}
+
+int layout_key_rp(unsigned char *a, uint64_t iBucket, const char *zDb,
+                  const char *zName){
+  return layoutNamed(a, LAYOUT_P_RP, iBucket, zDb, zName);
+}
+
+int layout_key_pitr(unsigned char *a, const char *zDb){
+  size_t n = zDb ? strlen(zDb) : 0;
+  a[0] = 0x02; a[1] = LAYOUT_P_CONFIG;
+  memcpy(a+2, "pitr", 5);
+  if( n ) memcpy(a+7, zDb, n);
+  return (int)(7+n);
+}
+
+int layout_key_pin(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
+                   int eKind, const void *pOwner, int nOwner){
+  a[0] = 0x02; a[1] = LAYOUT_P_DBPIN;
+  ltx_put64(a+2, iBranch);
+  ltx_put64(a+10, iTxid);
+  a[18] = (unsigned char)eKind;
+  if( nOwner>0 ) memcpy(a+19, pOwner, nOwner);
+  return 19+nOwner;
+}
+
+int layout_key_bchild(unsigned char *a, uint64_t iSrc, uint64_t iVs,
+                      uint64_t iChild){
+  a[0] = 0x02; a[1] = LAYOUT_P_BCHILD;
+  ltx_put64(a+2, iSrc);
+  ltx_put64(a+10, iVs);
+  ltx_put64(a+18, iChild);
+  return 26;
+}
+
 int layout_head_encode(unsigned char *a, const DbHead *p){
   a[0] = LAYOUT_ROW_V1;
   ltx_put64(a+1, p->iTxid);
@@ -146,25 +233,36 @@ int layout_commit_decode(const unsigned char *a, int n, CommitRow *p){
 
 int layout_branch_encode(unsigned char *a, const BranchRecord *p){
   size_t nDb = strlen(p->zDb), nBr = strlen(p->zBranch);
-  a[0] = LAYOUT_ROW_V1;
+  int n = 19+(int)(nDb+nBr);
+  a[0] = LAYOUT_ROW_V2;
   ltx_put64(a+1, p->iParent);
   ltx_put64(a+9, p->iParentTxid);
   a[17] = (unsigned char)nDb;
   memcpy(a+18, p->zDb, nDb);
   a[18+nDb] = (unsigned char)nBr;
   memcpy(a+19+nDb, p->zBranch, nBr);
-  return (int)(19+nDb+nBr);
+  ltx_put64(a+n, p->iBucket);
+  ltx_put64(a+n+8, p->iCreateVs);
+  a[n+16] = (unsigned char)p->eState;
+  return n+17;
 }
 
 int layout_branch_decode(const unsigned char *a, int n, BranchRecord *p){
-  int nDb, nBr;
-  if( n<19 || a[0]!=LAYOUT_ROW_V1 ) return SQLITE_CORRUPT;
+  int nDb, nBr, nExtra;
+  if( n<19 || (a[0]!=LAYOUT_ROW_V1 && a[0]!=LAYOUT_ROW_V2) ){
+    return SQLITE_CORRUPT;
+  }
+  nExtra = a[0]==LAYOUT_ROW_V2 ? 17 : 0;
   p->iParent = ltx_get64(a+1);
   p->iParentTxid = ltx_get64(a+9);
   nDb = a[17];
   if( 19+nDb>n ) return SQLITE_CORRUPT;
   nBr = a[18+nDb];
-  if( 19+nDb+nBr!=n ) return SQLITE_CORRUPT;
+  if( 19+nDb+nBr+nExtra!=n ) return SQLITE_CORRUPT;
+  p->iBucket = nExtra ? ltx_get64(a+19+nDb+nBr) : 0;
+  p->iCreateVs = nExtra ? ltx_get64(a+27+nDb+nBr) : 0;
+  p->eState = nExtra ? a[35+nDb+nBr] : LAYOUT_STATE_LIVE;
+  if( p->eState>LAYOUT_STATE_DROPPED ) return SQLITE_CORRUPT;
   memcpy(p->zDb, a+18, nDb);
   p->zDb[nDb] = 0;
   memcpy(p->zBranch, a+19+nDb, nBr);
@@ -185,5 +283,108 @@ int layout_pidx_decode(const unsigned char *a, int n, PidxValue *p){
   p->nByte = ltx_get32(a+4);
   p->szChunk = ltx_get32(a+8);
   if( p->szChunk==0 || p->nByte<LTX_FRAME_HEADER ) return SQLITE_CORRUPT;
+  return SQLITE_OK;
+}
+
+int layout_ptr_encode(unsigned char *a, const PtrValue *p){
+  ltx_put64(a, p->iBranch);
+  ltx_put64(a+8, p->iVs);
+  return 16;
+}
+
+/* 8-byte values are pointers written before pointers carried a vs. */
+int layout_ptr_decode(const unsigned char *a, int n, PtrValue *p){
+  if( n!=8 && n!=16 ) return SQLITE_CORRUPT;
+  p->iBranch = ltx_get64(a);
+  p->iVs = n==16 ? ltx_get64(a+8) : 0;
+  if( n==8 && p->iBranch==0 ) return SQLITE_CORRUPT;
+  return SQLITE_OK;
+}
+
+int layout_hist_encode(unsigned char *a, const PtrHistory *p){
+  a[0] = LAYOUT_ROW_V1;
+  ltx_put64(a+1, p->iOld);
+  ltx_put64(a+9, p->iNew);
+  ltx_put64(a+17, p->iTimeMs);
+  a[25] = (unsigned char)p->eReason;
+  return 26;
+}
+
+int layout_hist_decode(const unsigned char *a, int n, PtrHistory *p){
+  if( n!=26 || a[0]!=LAYOUT_ROW_V1 ) return SQLITE_CORRUPT;
+  p->iOld = ltx_get64(a+1);
+  p->iNew = ltx_get64(a+9);
+  p->iTimeMs = ltx_get64(a+17);
+  p->eReason = a[25];
+  return SQLITE_OK;
+}
+
+int layout_bucket_encode(unsigned char *a, const BucketRecord *p){
+  size_t n = strlen(p->zName);
+  a[0] = LAYOUT_ROW_V1;
+  ltx_put64(a+1, p->iParent);
+  ltx_put64(a+9, p->iForkVs);
+  memcpy(a+17, p->zName, n);
+  return (int)(17+n);
+}
+
+int layout_bucket_decode(const unsigned char *a, int n, BucketRecord *p){
+  if( n<18 || n>17+LAYOUT_MAX_NAME || a[0]!=LAYOUT_ROW_V1 ){
+    return SQLITE_CORRUPT;
+  }
+  p->iParent = ltx_get64(a+1);
+  p->iForkVs = ltx_get64(a+9);
+  memcpy(p->zName, a+17, n-17);
+  p->zName[n-17] = 0;
+  return SQLITE_OK;
+}
+
+int layout_rp_encode(unsigned char *a, const RestorePoint *p){
+  a[0] = LAYOUT_ROW_V1;
+  ltx_put64(a+1, p->iBranch);
+  ltx_put64(a+9, p->iTxid);
+  ltx_put64(a+17, p->iVs);
+  ltx_put64(a+25, p->iTimeMs);
+  a[33] = (unsigned char)(p->bUndo!=0);
+  return 34;
+}
+
+int layout_rp_decode(const unsigned char *a, int n, RestorePoint *p){
+  if( n!=34 || a[0]!=LAYOUT_ROW_V1 || a[33]>1 ) return SQLITE_CORRUPT;
+  p->iBranch = ltx_get64(a+1);
+  p->iTxid = ltx_get64(a+9);
+  p->iVs = ltx_get64(a+17);
+  p->iTimeMs = ltx_get64(a+25);
+  p->bUndo = a[33];
+  return p->iBranch ? SQLITE_OK : SQLITE_CORRUPT;
+}
+
+int layout_pitr_encode(unsigned char *a, const PitrPolicy *p){
+  a[0] = LAYOUT_ROW_V1;
+  ltx_put64(a+1, (uint64_t)p->iIntervalMs);
+  ltx_put64(a+9, (uint64_t)p->iRetentionMs);
+  return 17;
+}
+
+int layout_pitr_decode(const unsigned char *a, int n, PitrPolicy *p){
+  if( n!=17 || a[0]!=LAYOUT_ROW_V1 ) return SQLITE_CORRUPT;
+  p->iIntervalMs = (int64_t)ltx_get64(a+1);
+  p->iRetentionMs = (int64_t)ltx_get64(a+9);
+  if( p->iIntervalMs<0 || p->iRetentionMs<0 ) return SQLITE_CORRUPT;
+  return SQLITE_OK;
+}
+
+int layout_log_encode(unsigned char *a, const LogRow *p){
+  ltx_put64(a, p->iBranch);
+  ltx_put64(a+8, p->iTxid);
+  ltx_put64(a+16, p->iTimeMs);
+  return 24;
+}
+
+int layout_log_decode(const unsigned char *a, int n, LogRow *p){
+  if( n!=24 ) return SQLITE_CORRUPT;
+  p->iBranch = ltx_get64(a);
+  p->iTxid = ltx_get64(a+8);
+  p->iTimeMs = ltx_get64(a+16);
   return SQLITE_OK;
 }

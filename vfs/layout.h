@@ -6,10 +6,19 @@
 ** big-endian and fixed-width so that keys sort numerically:
 **
 **   FORMAT   02 00 "format"                     -> u32 layout version (1)
-**   DBPTR    02 10 {db} 00 {branch} 00          -> u64 branch id
+**   DBPTR    02 10 {db} 00 {branch} 00          -> PtrValue (bucket main)
+**   BUCKET_PTR 02 11 {bucket} 00                -> u64 bucket id (not main)
+**   BDBPTR   02 12 {bucket:8}{db} 00 {branch} 00 -> PtrValue (other buckets)
+**   PTRHIST  02 13 {bucket:8}{db} 00 {branch} 00 {vs:8} -> PtrHistory
 **   BRANCHES 02 20 {branch_id:8}                -> BranchRecord
+**            02 20 {branch_id:8} 01             -> i64 LE refcount (pins)
+**            02 20 {branch_id:8} 02             -> u64 descendant pin txid
+**            02 20 {branch_id:8} 03             -> u64 restore-point pin txid
+**   BUCKET_BRANCH 02 21 {bucket:8}              -> BucketRecord
+**            02 21 {bucket:8} 01                -> i64 LE refcount (forks)
 **   BR       02 30 {branch_id:8} 01             -> DbHead (META/head)
 **            02 30 {branch_id:8} 02             -> i64 LE net stored bytes
+**            02 30 {branch_id:8} 03             -> DbHead (META/head_at_fork)
 **            02 30 {branch_id:8} 10 {txid:8}    -> CommitRow (COMMITS)
 **            02 30 {branch_id:8} 11 {vs:8}      -> u64 txid (VTX)
 **            02 30 {branch_id:8} 20 {pgno:4}{txid:8} -> PidxValue (PIDX)
@@ -17,6 +26,26 @@
 **   CTR      02 40 "vs"                         -> i64 LE commit sequence
 **            02 40 "branch"                     -> i64 LE last branch id
 **            02 40 "stored"                     -> i64 LE stored blob bytes
+**            02 40 "bucket"                     -> i64 LE last bucket id
+**   LOG      02 41 {vs:8}                       -> LogRow (store-wide commits)
+**   RESTORE_POINT 02 50 {bucket:8}{db} 00 {name} 00 -> RestorePoint
+**   CONFIG   02 60 "pitr" 00 [{db}]             -> PitrPolicy (store, db)
+**   DB_PIN   02 70 {branch_id:8}{txid:8}{kind}{owner...} -> empty
+**   BUCKET_CHILD 02 72 {src:8}{fork_vs:8}{child:8} -> empty
+**
+** Buckets.  Bucket "main" has id 0 and keeps its pointers in DBPTR; every
+** other bucket has an id from CTR "bucket", a BUCKET_PTR row, a record with
+** its parent bucket and fork vs, and its pointers in BDBPTR.  A pointer
+** value carries the vs at which it was set; a zero branch id there is a
+** tombstone hiding an inherited name.  Every change of a pointer also
+** writes a PTRHIST row, so a pointer "as of vs V" is one reverse seek.
+**
+** Pins.  A DB_PIN row records one txid of a branch that something else can
+** still read: kind 'f' a fork cap (owner: child branch id), 'r' a restore
+** point (owner: bucket id and name), 'h' the head of a branch a pointer
+** moved away from (owner: the vs of the move).  The refcount counts the
+** branch's DB_PIN rows; the descendant pin is the smallest 'f' txid, the
+** restore-point pin the smallest 'r' or 'h' txid (absent: none).
 **
 ** The page index row of page P written by commit T is keyed (P, T), so
 ** "the owner of P as of txid T" is one reverse seek from (P, T).  Txids of
@@ -39,9 +68,31 @@
 #define LAYOUT_P_BRANCHES  0x20
 #define LAYOUT_P_BR        0x30
 #define LAYOUT_P_CTR       0x40
+#define LAYOUT_P_BUCKET_PTR 0x11
+#define LAYOUT_P_BDBPTR    0x12
+#define LAYOUT_P_PTRHIST   0x13
+#define LAYOUT_P_BUCKET    0x21
+#define LAYOUT_P_LOG       0x41
+#define LAYOUT_P_RP        0x50
+#define LAYOUT_P_CONFIG    0x60
+#define LAYOUT_P_DBPIN     0x70
+#define LAYOUT_P_BCHILD    0x72
+
+#define LAYOUT_BRANCH_REFCOUNT 0x01
+#define LAYOUT_BRANCH_DESCPIN  0x02
+#define LAYOUT_BRANCH_RPPIN    0x03
+
+#define LAYOUT_PIN_FORK    'f'
+#define LAYOUT_PIN_RP      'r'
+#define LAYOUT_PIN_HISTORY 'h'
+
+#define LAYOUT_STATE_LIVE    0
+#define LAYOUT_STATE_FROZEN  1
+#define LAYOUT_STATE_DROPPED 2
 
 #define LAYOUT_BR_HEAD     0x01
 #define LAYOUT_BR_QUOTA    0x02
+#define LAYOUT_BR_FORKHEAD 0x03
 #define LAYOUT_BR_COMMITS  0x10
 #define LAYOUT_BR_VTX      0x11
 #define LAYOUT_BR_PIDX     0x20
@@ -72,13 +123,59 @@ struct CommitRow {
   uint64_t iVs;
 };
 
-/* BRANCHES/{id}. */
+/* BRANCHES/{id}.  Ancestry fields never change; eState does. */
 typedef struct BranchRecord BranchRecord;
 struct BranchRecord {
   uint64_t iParent;         /* 0: a root branch */
   uint64_t iParentTxid;     /* fork point in the parent */
   char zDb[LAYOUT_MAX_NAME+1];
   char zBranch[LAYOUT_MAX_NAME+1];
+  uint64_t iBucket;         /* bucket whose pointer created it */
+  uint64_t iCreateVs;       /* store-wide sequence at creation */
+  int eState;               /* LAYOUT_STATE_* */
+};
+
+/* DBPTR / BDBPTR value. */
+typedef struct PtrValue PtrValue;
+struct PtrValue {
+  uint64_t iBranch;         /* 0: tombstone */
+  uint64_t iVs;             /* set at this store-wide sequence */
+};
+
+/* PTRHIST/{...}/{vs}. */
+typedef struct PtrHistory PtrHistory;
+struct PtrHistory {
+  uint64_t iOld, iNew;      /* branch ids (0: none / removed) */
+  uint64_t iTimeMs;
+  int eReason;              /* 'c'reate 'f'ork 'r'estore 'b' rollback 'd'rop */
+};
+
+/* BUCKET_BRANCH/{id}. */
+typedef struct BucketRecord BucketRecord;
+struct BucketRecord {
+  uint64_t iParent;         /* parent bucket id (main is 0) */
+  uint64_t iForkVs;         /* inherited entries are those set at or before */
+  char zName[LAYOUT_MAX_NAME+1];
+};
+
+/* RESTORE_POINT/{bucket}/{db}/{name}. */
+typedef struct RestorePoint RestorePoint;
+struct RestorePoint {
+  uint64_t iBranch, iTxid, iVs, iTimeMs;
+  int bUndo;                /* made by depot_restore */
+};
+
+/* CONFIG/pitr. */
+typedef struct PitrPolicy PitrPolicy;
+struct PitrPolicy {
+  int64_t iIntervalMs;      /* 0: every commit is a point */
+  int64_t iRetentionMs;     /* 0: point-in-time restore is off */
+};
+
+/* LOG/{vs}. */
+typedef struct LogRow LogRow;
+struct LogRow {
+  uint64_t iBranch, iTxid, iTimeMs;
 };
 
 /* PIDX/{pgno}/{txid}: where the page's frame sits in DELTA/{txid}. */
@@ -102,6 +199,23 @@ int layout_key_pidx(unsigned char *a, uint64_t iBranch, uint32_t pgno,
 int layout_key_delta(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
                      uint32_t iChunk);
 int layout_key_ctr(unsigned char *a, const char *zName);
+/* Pointer of (db, branch) in bucket iBucket (DBPTR for 0, else BDBPTR);
+** _hist appends the vs of a PTRHIST row. */
+int layout_key_ptr(unsigned char *a, uint64_t iBucket, const char *zDb,
+                   const char *zBranch);
+int layout_key_ptr_hist(unsigned char *a, uint64_t iBucket, const char *zDb,
+                        const char *zBranch, uint64_t iVs);
+int layout_key_branch_sub(unsigned char *a, uint64_t iBranch, int eSub);
+int layout_key_bucket_ptr(unsigned char *a, const char *zBucket);
+int layout_key_bucket(unsigned char *a, uint64_t iBucket, int eSub);
+int layout_key_log(unsigned char *a, uint64_t iVs);
+int layout_key_rp(unsigned char *a, uint64_t iBucket, const char *zDb,
+                  const char *zName);
+int layout_key_pitr(unsigned char *a, const char *zDb);
+int layout_key_pin(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
+                   int eKind, const void *pOwner, int nOwner);
+int layout_key_bchild(unsigned char *a, uint64_t iSrc, uint64_t iVs,
+                      uint64_t iChild);
 
 /* 1 if z is a valid database or branch name, else 0. */
 int layout_name_ok(const char *z);
@@ -117,5 +231,17 @@ int layout_branch_encode(unsigned char *a, const BranchRecord*);
 int layout_branch_decode(const unsigned char *a, int n, BranchRecord*);
 int layout_pidx_encode(unsigned char *a, const PidxValue*);
 int layout_pidx_decode(const unsigned char *a, int n, PidxValue*);
+int layout_ptr_encode(unsigned char *a, const PtrValue*);
+int layout_ptr_decode(const unsigned char *a, int n, PtrValue*);
+int layout_hist_encode(unsigned char *a, const PtrHistory*);
+int layout_hist_decode(const unsigned char *a, int n, PtrHistory*);
+int layout_bucket_encode(unsigned char *a, const BucketRecord*);
+int layout_bucket_decode(const unsigned char *a, int n, BucketRecord*);
+int layout_rp_encode(unsigned char *a, const RestorePoint*);
+int layout_rp_decode(const unsigned char *a, int n, RestorePoint*);
+int layout_pitr_encode(unsigned char *a, const PitrPolicy*);
+int layout_pitr_decode(const unsigned char *a, int n, PitrPolicy*);
+int layout_log_encode(unsigned char *a, const LogRow*);
+int layout_log_decode(const unsigned char *a, int n, LogRow*);
 
 #endif /* DEPOT_LAYOUT_H */

@@ -54,10 +54,14 @@ struct DepotFile {
   DepotShared *pShared;
   Store *pStore;             /* this handle's own store connection */
   char *zDb, *zBranch;
+  uint64_t iBucket;          /* bucket of the name (0: main) */
   int eLock;
   int bReadOnly;
   int iLevel;                /* zstd level */
-  uint64_t iBranch;          /* 0 until the branch exists */
+  uint64_t iBranch;          /* 0 until the name has its own branch */
+  uint64_t iInhBranch;       /* iBranch 0: the name is inherited from an */
+  uint64_t iInhTxid;         /* ancestor bucket, as this branch at txid */
+  DepotChain chain;          /* read path of the snapshot (n 0: empty) */
   DbHead snap;               /* pinned head while eLock>=SHARED */
   TxBuf tx;                  /* pages written since RESERVED */
   uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
@@ -202,8 +206,9 @@ static const sqlite3_io_methods memIoMethods = {
 
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
                               sqlite3_int64 nCacheKb, int bCacheGiven){
-  char *zKey = sqlite3_mprintf("%d:%s%d:%s%d:%s", (int)strlen(zPath), zPath,
-      (int)strlen(p->zDb), p->zDb, (int)strlen(p->zBranch), p->zBranch);
+  char *zKey = sqlite3_mprintf("%d:%s%llu:%d:%s%d:%s", (int)strlen(zPath),
+      zPath, (unsigned long long)p->iBucket, (int)strlen(p->zDb), p->zDb,
+      (int)strlen(p->zBranch), p->zBranch);
   DepotShared *s;
   if( zKey==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&depotMutex);
@@ -252,14 +257,46 @@ static void depotSharedRelease(DepotFile *p){
 
 /* ================= reads ================= */
 
-/* Resolve the branch (if needed) and pin its current head. */
+/* The chain from branch iTop at txid iCap: the cached one when it starts
+** at iTop (ancestry never changes), else built anew. */
+static int depotChainFor(DepotFile *p, uint64_t iTop, uint64_t iCap,
+                         char **pzErr){
+  int rc = SQLITE_OK;
+  if( iTop==0 ){
+    p->chain.n = 0;
+  }else if( p->chain.n>0 && p->chain.aBranch[0]==iTop ){
+    p->chain.aCap[0] = iCap;
+  }else{
+    rc = depot_db_chain(p->pStore, iTop, iCap, &p->chain, pzErr);
+    if( rc!=SQLITE_OK ) p->chain.n = 0;
+  }
+  return rc;
+}
+
+/* Resolve the name (until it has its own branch) and pin the head: the
+** branch's own, or the inherited branch's state at the bucket fork. */
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
   if( p->iBranch==0 ){
-    rc = depot_db_resolve(p->pStore, p->zDb, p->zBranch, &p->iBranch, &zErr);
+    DepotName nm;
+    rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
+                            &zErr);
+    p->iBranch = nm.iBranch;
+    p->iInhBranch = nm.iInhBranch;
+    p->iInhTxid = nm.iInhTxid;
   }
-  if( rc==SQLITE_OK ) rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+  if( rc==SQLITE_OK && p->iBranch==0 ){
+    rc = depot_db_state_at(p->pStore, p->iInhBranch, p->iInhTxid, &p->snap,
+                           &zErr);
+    if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iInhBranch, p->iInhTxid,
+                                           &zErr);
+  }else if( rc==SQLITE_OK ){
+    rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+    if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iBranch, p->snap.iTxid,
+                                           &zErr);
+  }
+  if( rc==SQLITE_NOTFOUND ) rc = SQLITE_CORRUPT;
   return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
 }
 
@@ -277,25 +314,26 @@ static void depotGeometry(DepotFile *p, uint32_t *pSz, uint32_t *pnPage){
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   char *zErr = 0;
   int rc;
-  if( p->iBranch==0 || pgno>p->snap.nPage ){
+  if( p->chain.n==0 || pgno>p->snap.nPage ){
     memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
     return SQLITE_OK;
   }
   rc = depot_db_read_page(p->pStore, p->pShared->pCache, &p->chunks, p->pDctx,
-                          p->iBranch, pgno, p->snap.iTxid, p->snap.szPage,
-                          pOut, 0, &zErr);
+                          &p->chain, pgno, p->snap.szPage, pOut, 0, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
 
 /* What SQLite reads as the file change counter (offset 24 of page 1, and
 ** the version-valid-for number at 92 when it matched) is the low 32 bits of
-** the pinned txid, whatever the stored page holds.  Every commit moves the
-** txid on by one, so every pager sees a new counter for every commit even
-** when the writer, in exclusive locking mode, stopped incrementing it; and
-** a writer's pager, which adds one to the counter it read, writes exactly
-** the value readers will see, so it keeps its own cache. */
+** the pinned head's store-wide sequence, whatever the stored page holds.
+** Every commit and every fork takes a new sequence number, so every pager
+** sees a new counter for every commit even when the writer, in exclusive
+** locking mode, stopped incrementing it, and even when a name moves from
+** an inherited branch to its own; a writer's pager, which adds one to the
+** counter it read, writes the value readers will see whenever no other
+** commit of the store came in between, so it usually keeps its cache. */
 static void depotVirtualCounter(DepotFile *p, unsigned char *a){
-  uint32_t c = (uint32_t)p->snap.iTxid;
+  uint32_t c = (uint32_t)p->snap.iVs;
   if( ltx_get32(a+92)==ltx_get32(a+24) ) ltx_put32(a+92, c);
   ltx_put32(a+24, c);
 }
@@ -313,7 +351,7 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
     }
   }
   rc = depotSnapPage(p, pgno, pOut);
-  if( rc==SQLITE_OK && pgno==1 && p->iBranch ) depotVirtualCounter(p, pOut);
+  if( rc==SQLITE_OK && pgno==1 && p->chain.n>0 ) depotVirtualCounter(p, pOut);
   return rc;
 }
 
@@ -460,6 +498,25 @@ static int depotPubResized(DepotFile *p, PubSet *s){
   return SQLITE_OK;
 }
 
+/* After a commit: the new head; a name that had no branch of its own now
+** has one, which reads through the inherited chain (if any). */
+static void depotAdopt(DepotFile *p, uint64_t iBranch, const DbHead *pHead){
+  if( p->iBranch==0 && p->chain.n>0 ){
+    memmove(&p->chain.aBranch[1], &p->chain.aBranch[0],
+            sizeof(uint64_t)*p->chain.n);
+    memmove(&p->chain.aCap[1], &p->chain.aCap[0], sizeof(uint64_t)*p->chain.n);
+    memset(p->chain.aGapLo, 0, sizeof(p->chain.aGapLo));
+    memset(p->chain.aGapHi, 0, sizeof(p->chain.aGapHi));
+    p->chain.n++;
+  }else if( p->iBranch==0 ){
+    p->chain.n = 1;
+  }
+  p->chain.aBranch[0] = iBranch;
+  p->chain.aCap[0] = pHead->iTxid;
+  p->snap = *pHead;
+  p->iBranch = iBranch;
+}
+
 static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
@@ -468,7 +525,16 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   uint32_t i;
   int rc;
   memset(&c, 0, sizeof(c));
+  if( p->iBranch==0 && p->chain.n>DEPOT_MAX_FORK_DEPTH ){
+    sqlite3_log(SQLITE_IOERR_FSYNC, "depot: the first write to database %s"
+        " branch %s in this bucket would fork a branch past the fork depth"
+        " limit of %d", p->zDb, p->zBranch, DEPOT_MAX_FORK_DEPTH);
+    return SQLITE_IOERR_FSYNC;
+  }
   c.zDb = p->zDb; c.zBranch = p->zBranch; c.iBranch = p->iBranch;
+  c.iBucket = p->iBucket;
+  c.iInhBranch = p->iBranch ? 0 : p->iInhBranch;
+  c.iInhTxid = p->iBranch ? 0 : p->iInhTxid;
   c.base = p->snap;
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
@@ -485,8 +551,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
   }
-  p->snap = head;
-  p->iBranch = iBranch;
+  depotAdopt(p, iBranch, &head);
   return SQLITE_OK;
 }
 
@@ -533,10 +598,39 @@ static int depotSync(sqlite3_file *pFile, int flags){
 
 /* ================= locking ================= */
 
+/* A name this handle's branch no longer answers to: restored, rolled back
+** or dropped since the handle pinned it. */
+static int depotMoved(DepotFile *p){
+  sqlite3_log(SQLITE_READONLY_DBMOVED, "depot: database %s branch %s was"
+      " restored, rolled back or dropped: this connection still reads the"
+      " old branch %llu, which is frozen; reopen the database to write",
+      p->zDb, p->zBranch, (unsigned long long)p->iBranch);
+  return SQLITE_READONLY_DBMOVED;
+}
+
+/* Check, as the writer, that the name still leads to the pinned branch
+** (or inherited branch) and its head is still the snapshot. */
+static int depotCheckFresh(DepotFile *p, char **pzErr){
+  DepotName nm;
+  DbHead head;
+  int rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
+                              pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->iBranch && nm.iBranch!=p->iBranch ) return depotMoved(p);
+  if( p->iBranch==0 ){
+    if( nm.iBranch || nm.iInhBranch!=p->iInhBranch
+     || nm.iInhTxid!=p->iInhTxid ){
+      return SQLITE_BUSY_SNAPSHOT;
+    }
+    return SQLITE_OK;
+  }
+  rc = depot_db_head(p->pStore, p->iBranch, &head, pzErr);
+  if( rc==SQLITE_OK && head.iTxid!=p->snap.iTxid ) rc = SQLITE_BUSY_SNAPSHOT;
+  return rc;
+}
+
 /* Become the process's writer of this branch, then check the snapshot. */
 static int depotTakeWriter(DepotFile *p){
-  DbHead head;
-  uint64_t iBranch = p->iBranch;
   char *zErr = 0;
   int rc = SQLITE_OK;
   if( p->bReadOnly ) return SQLITE_READONLY;
@@ -545,18 +639,15 @@ static int depotTakeWriter(DepotFile *p){
   else p->pShared->pWriter = p;
   pthread_mutex_unlock(&depotMutex);
   if( rc!=SQLITE_OK ) return rc;
-  if( iBranch==0 ){
-    rc = depot_db_resolve(p->pStore, p->zDb, p->zBranch, &iBranch, &zErr);
-  }
-  if( rc==SQLITE_OK ) rc = depot_db_head(p->pStore, iBranch, &head, &zErr);
-  if( rc==SQLITE_OK && (iBranch!=p->iBranch || head.iTxid!=p->snap.iTxid) ){
-    rc = SQLITE_BUSY_SNAPSHOT;
-  }
+  rc = depotCheckFresh(p, &zErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_lock(&depotMutex);
     p->pShared->pWriter = 0;
     pthread_mutex_unlock(&depotMutex);
-    if( rc==SQLITE_BUSY_SNAPSHOT ) return rc;
+    if( rc==SQLITE_BUSY_SNAPSHOT || rc==SQLITE_READONLY_DBMOVED ){
+      sqlite3_free(zErr);
+      return rc;
+    }
     return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
   }
   p->bRollback = 0;
@@ -700,7 +791,7 @@ static const sqlite3_io_methods depotIoMethods = {
 
 typedef struct DepotArgs DepotArgs;
 struct DepotArgs {
-  const char *zDb, *zBranch, *zStoreVfs;
+  const char *zDb, *zBranch, *zBucket, *zStoreVfs;
   sqlite3_int64 nCacheKb;
   int bCacheGiven;
   int iSync;
@@ -714,6 +805,8 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
   int i;
   a->zDb = sqlite3_uri_parameter(zName, "db");
   a->zBranch = sqlite3_uri_parameter(zName, "branch");
+  a->zBucket = sqlite3_uri_parameter(zName, "bucket");
+  if( a->zBucket==0 ) a->zBucket = "main";
   a->zStoreVfs = sqlite3_uri_parameter(zName, "store_vfs");
   if( a->zDb==0 ) a->zDb = "main";
   if( a->zBranch==0 ) a->zBranch = "main";
@@ -722,10 +815,11 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
   a->iLevel = (int)sqlite3_uri_int64(zName, "zstd_level", DEPOT_DEFAULT_LEVEL);
   a->iSync = zSync ? -1 : 2;
   for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
-  if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch) ){
-    *pzErr = sqlite3_mprintf("depot: db and branch names must be 1..%d bytes,"
-        " got %d and %d", LAYOUT_MAX_NAME, (int)strlen(a->zDb),
-        (int)strlen(a->zBranch));
+  if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch)
+   || !layout_name_ok(a->zBucket) ){
+    *pzErr = sqlite3_mprintf("depot: bucket, db and branch names must be"
+        " 1..%d bytes, got %d, %d and %d", LAYOUT_MAX_NAME,
+        (int)strlen(a->zBucket), (int)strlen(a->zDb), (int)strlen(a->zBranch));
   }else if( a->nCacheKb<0 || a->nCacheKb>DEPOT_MAX_CACHE_KB ){
     *pzErr = sqlite3_mprintf("depot: cache_kb must be 0..%d, got %lld",
                              DEPOT_MAX_CACHE_KB, a->nCacheKb);
@@ -756,9 +850,24 @@ static int depotOpenStore(DepotFile *p, const char *zName, const DepotArgs *a,
   rc = store_sqlite_open(zName, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
-    rc = depot_db_resolve(p->pStore, a->zDb, a->zBranch, &p->iBranch, pzErr);
+    int bFound = 0;
+    rc = depot_bucket_find(p->pStore, a->zBucket, &p->iBucket, &bFound, pzErr);
+    if( rc==SQLITE_OK && !bFound ){
+      *pzErr = sqlite3_mprintf("depot: bucket %s does not exist in %s",
+                               a->zBucket, zName);
+      rc = SQLITE_CANTOPEN;
+    }
   }
-  if( rc==SQLITE_OK && p->iBranch==0 && !(flags & SQLITE_OPEN_CREATE) ){
+  if( rc==SQLITE_OK ){
+    DepotName nm;
+    rc = depot_name_resolve(p->pStore, p->iBucket, a->zDb, a->zBranch, &nm,
+                            pzErr);
+    p->iBranch = nm.iBranch;
+    p->iInhBranch = nm.iInhBranch;
+    p->iInhTxid = nm.iInhTxid;
+  }
+  if( rc==SQLITE_OK && p->iBranch==0 && p->iInhBranch==0
+   && !(flags & SQLITE_OPEN_CREATE) ){
     *pzErr = sqlite3_mprintf("depot: database %s branch %s does not exist"
                              " in %s", a->zDb, a->zBranch, zName);
     rc = SQLITE_CANTOPEN;
