@@ -364,6 +364,27 @@ START_TEST(test_layout_rows_round_trip_and_reject_bad_bytes){
 }
 END_TEST
 
+/* A BRANCHES row whose database or branch name is empty or holds a NUL
+** is corrupt, not silently cut short (found by the layout fuzz target). */
+START_TEST(test_layout_branch_row_with_bad_name_is_corrupt){
+  unsigned char a[LAYOUT_MAX_ROW];
+  BranchRecord br, br2;
+  int n;
+  memset(&br, 0, sizeof(br));
+  strcpy(br.zDb, "app"); strcpy(br.zBranch, "main");
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_OK);
+  a[19] = 0;                              /* "a\0p" as the database name */
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+  a[19] = 'p';
+  a[23] = 0;                              /* "m\0in" as the branch name */
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+  br.zBranch[0] = 0;                      /* an empty branch name */
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+}
+END_TEST
+
 START_TEST(test_layout_names_must_be_1_to_255_bytes){
   char z[300];
   ck_assert_int_eq(layout_name_ok(""), 0);
@@ -440,6 +461,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_layout_pidx_keys_sort_by_page_then_txid);
   tcase_add_test(tc, test_layout_rows_round_trip_and_reject_bad_bytes);
   tcase_add_test(tc, test_layout_names_must_be_1_to_255_bytes);
+  tcase_add_test(tc, test_layout_branch_row_with_bad_name_is_corrupt);
   tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);

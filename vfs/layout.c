@@ -165,6 +165,10 @@ int layout_branch_decode(const unsigned char *a, int n, BranchRecord *p){
   if( 19+nDb>n ) return SQLITE_CORRUPT;
   nBr = a[18+nDb];
   if( 19+nDb+nBr!=n ) return SQLITE_CORRUPT;
+  /* Names are 1..255 bytes without NUL (layout_name_ok). */
+  if( nDb==0 || nBr==0 || memchr(a+18, 0, nDb) || memchr(a+19+nDb, 0, nBr) ){
+    return SQLITE_CORRUPT;
+  }
   memcpy(p->zDb, a+18, nDb);
   p->zDb[nDb] = 0;
   memcpy(p->zBranch, a+19+nDb, nBr);
