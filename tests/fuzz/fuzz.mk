@@ -35,17 +35,19 @@ tests/fuzz/fuzz_%: $(srcdir)/tests/fuzz/fuzz_%.c $(OBJS) $(HDRS)
 	$(FUZZ_CC) $(FCFLAGS) -fsanitize=fuzzer $< $(OBJS) $(FLIBS) -o $@
 
 # One bounded run; prints the executions, the corpus size and the
-# coverage reached.
+# coverage reached.  Paths are absolute: the sql_args target changes the
+# working directory, and libFuzzer opens corpus files as it goes.
+W = $(abspath tests/fuzz/work)
 run-%: tests/fuzz/fuzz_%
 	@mkdir -p tests/fuzz/work/$* tests/tmp
 	@echo "fuzz $*: $(FUZZ_SECONDS) s"
 	@DEPOT_TEST_TMPDIR=$(abspath tests/tmp) ./tests/fuzz/fuzz_$* \
 	  -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  -artifact_prefix=tests/fuzz/work/$*- $(FUZZ_ARGS) \
-	  tests/fuzz/work/$* $(srcdir)/tests/fuzz/corpus/$* \
+	  -artifact_prefix=$(W)/$*- $(FUZZ_ARGS) \
+	  $(W)/$* $(abspath $(srcdir)/tests/fuzz/corpus/$*) \
 	  >tests/fuzz/work/$*.log 2>&1 \
 	  || { tail -n 60 tests/fuzz/work/$*.log; exit 1; }
-	@grep -E '^#[0-9]+ +DONE' tests/fuzz/work/$*.log | tail -n 1
+	@grep -E '^#[0-9]+[[:space:]]+DONE' tests/fuzz/work/$*.log | tail -n 1
 	@grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec' \
 	  tests/fuzz/work/$*.log
 
