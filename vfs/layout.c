@@ -138,7 +138,9 @@ int layout_commit_decode(const unsigned char *a, int n, CommitRow *p){
   p->nBlob = ltx_get64(a+37);
   p->iChecksum = ltx_get64(a+45);
   p->iVs = ltx_get64(a+53);
-  if( p->szChunk==0 || p->nChunk != (p->nBlob + p->szChunk - 1)/p->szChunk ){
+  /* nChunk == ceil(nBlob/szChunk), without nBlob+szChunk-1 wrapping. */
+  if( p->szChunk==0 || p->nChunk != p->nBlob/p->szChunk
+                                     + (p->nBlob%p->szChunk!=0) ){
     return SQLITE_CORRUPT;
   }
   return SQLITE_OK;
