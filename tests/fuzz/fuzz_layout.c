@@ -93,7 +93,8 @@ static void fuzzKeyOrder(int eKind, const uint8_t *a, int n){
   FUZZ_CHECK( nx==ny && nx<=LAYOUT_MAX_KEY );
   c = memcmp(kx, ky, nx);
   /* branch keys use one id, commit and vtx keys two, pidx and delta 3 */
-  FUZZ_CHECK( fuzzSign(c)==fuzzCmpIds(x, y, eKind==0 ? 1 : eKind<3 ? 2 : 3) );
+  FUZZ_CHECK( fuzzSign(c)==fuzzCmpIds(x, y,
+                                      eKind==0 ? 1 : eKind<3 ? 2 : 3) );
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *aData, size_t nData){
