@@ -470,8 +470,10 @@ static int kvFilterPoints(KvCursor *c, int idxNum, sqlite3_value *pArg){
 #endif
   rc = kvPointAdd(c, pArg);
   if( rc!=SQLITE_OK ) return rc;
-  qsort(c->aPoint, c->nPoint, sizeof(KvBuf),
-        (idxNum & KV_IDX_DESC) ? kvBufCmpDesc : kvBufCmp);
+  if( c->nPoint>1 ){          /* aPoint is NULL when every operand was NULL */
+    qsort(c->aPoint, c->nPoint, sizeof(KvBuf),
+          (idxNum & KV_IDX_DESC) ? kvBufCmpDesc : kvBufCmp);
+  }
   for(i=1, j=0; i<c->nPoint; i++){
     if( kvBufCmp(&c->aPoint[j], &c->aPoint[i])==0 ) kv_buf_free(&c->aPoint[i]);
     else c->aPoint[++j] = c->aPoint[i];

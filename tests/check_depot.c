@@ -575,6 +575,11 @@ static void kill_round(const char *zDir, unsigned seed){
     kill_child(zDir, fd[1], seed);
   }
   close(fd[1]);
+  /* Kill at a random moment after the first acknowledged commit: waiting
+  ** for it keeps the round meaningful however slow the build (the
+  ** sanitizer builds on a loaded machine may take longer than the sleep to
+  ** commit at all). */
+  if( read(fd[0], &i, sizeof(i))==(ssize_t)sizeof(i) ) nAck = i;
   usleep(20000 + (seed*7919)%150000);
   kill(pid, SIGKILL);
   waitpid(pid, &st, 0);

@@ -154,6 +154,27 @@ START_TEST(test_kv_range_and_in_constraints){
 }
 END_TEST
 
+/* An IN list whose every operand is NULL matches nothing (found by the
+** sql_args fuzz target: UBSan reported qsort() of the empty, NULL point
+** array). */
+START_TEST(test_kv_in_list_of_only_nulls_matches_nothing){
+  char *zDir = th_tmpdir("kv-in-null");
+  sqlite3 *db = kv_db();
+  sqlite3_stmt *pStmt = 0;
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a'), (2, 'b')");
+  kv_rows_eq(db, "SELECT key AS x FROM t WHERE key IN (NULL, NULL)", 0);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT count(*) FROM t "
+                   "WHERE key IN (?,?,?)", -1, &pStmt, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  ck_assert_int_eq(sqlite3_column_int(pStmt, 0), 0);
+  sqlite3_finalize(pStmt);
+  kv_rows_eq(db, "SELECT key AS x FROM t WHERE key IN (2, NULL)", "2");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_query_plan_pushes_down){
   char *zDir = th_tmpdir("kv-eqp");
   sqlite3 *db = kv_db();
@@ -1270,6 +1291,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_roundtrip_keeps_types);
   tcase_add_test(tc, test_kv_keys_order_like_sqlite);
   tcase_add_test(tc, test_kv_range_and_in_constraints);
+  tcase_add_test(tc, test_kv_in_list_of_only_nulls_matches_nothing);
   tcase_add_test(tc, test_kv_query_plan_pushes_down);
   tcase_add_test(tc, test_kv_plain_insert_of_existing_key_fails);
   tcase_add_test(tc, test_kv_update_and_delete);

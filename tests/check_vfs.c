@@ -364,6 +364,44 @@ START_TEST(test_layout_rows_round_trip_and_reject_bad_bytes){
 }
 END_TEST
 
+/* A BRANCHES row whose database or branch name is empty or holds a NUL
+** is corrupt, not silently cut short (found by the layout fuzz target). */
+START_TEST(test_layout_branch_row_with_bad_name_is_corrupt){
+  unsigned char a[LAYOUT_MAX_ROW];
+  BranchRecord br, br2;
+  int n;
+  memset(&br, 0, sizeof(br));
+  strcpy(br.zDb, "app"); strcpy(br.zBranch, "main");
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_OK);
+  a[19] = 0;                              /* "a\0p" as the database name */
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+  a[19] = 'p';
+  a[23] = 0;                              /* "m\0in" as the branch name */
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+  br.zBranch[0] = 0;                      /* an empty branch name */
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+}
+END_TEST
+
+/* A COMMITS row whose blob size is near 2^64 is corrupt: the chunk count
+** check must not wrap (found by the layout fuzz target). */
+START_TEST(test_layout_commit_row_with_huge_blob_size_is_corrupt){
+  unsigned char a[LAYOUT_MAX_ROW];
+  CommitRow c, c2;
+  int n;
+  memset(&c, 0, sizeof(c));
+  c.iTxid = 1; c.szChunk = 65536; c.nChunk = 0;
+  c.nBlob = ~(uint64_t)0 - 10;    /* (nBlob+szChunk-1) wraps to a small n */
+  n = layout_commit_encode(a, &c);
+  ck_assert_int_eq(layout_commit_decode(a, n, &c2), SQLITE_CORRUPT);
+  c.nBlob = 65537; c.nChunk = 2;
+  n = layout_commit_encode(a, &c);
+  ck_assert_int_eq(layout_commit_decode(a, n, &c2), SQLITE_OK);
+}
+END_TEST
+
 START_TEST(test_layout_names_must_be_1_to_255_bytes){
   char z[300];
   ck_assert_int_eq(layout_name_ok(""), 0);
@@ -440,6 +478,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_layout_pidx_keys_sort_by_page_then_txid);
   tcase_add_test(tc, test_layout_rows_round_trip_and_reject_bad_bytes);
   tcase_add_test(tc, test_layout_names_must_be_1_to_255_bytes);
+  tcase_add_test(tc, test_layout_branch_row_with_bad_name_is_corrupt);
+  tcase_add_test(tc, test_layout_commit_row_with_huge_blob_size_is_corrupt);
   tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);

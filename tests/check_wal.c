@@ -357,6 +357,22 @@ START_TEST(test_wal_decode_byte_flips_never_crash){
 }
 END_TEST
 
+/* A record that names no table (cid 0x24, tid 0x3d, 0 tables) decodes to
+** an empty record; found by the wal_record fuzz target, whose UBSan run
+** reported pointer arithmetic on the NULL table array. */
+START_TEST(test_wal_decode_record_of_no_tables){
+  static const uint8_t a[] = {0x24, 0x3d, 0x00};
+  WalRecord *pRec = 0;
+  ck_assert_int_eq(wal_record_decode(a, sizeof(a), &pRec), SQLITE_OK);
+  ck_assert_ptr_nonnull(pRec);
+  ck_assert_uint_eq(pRec->cid, 0x24);
+  ck_assert_uint_eq(pRec->tid, 0x3d);
+  ck_assert_int_eq(pRec->nTable, 0);
+  ck_assert_ptr_null(pRec->aTable);
+  sqlite3_free(pRec);
+}
+END_TEST
+
 /* Hostile lengths: huge counts never lead to big allocations. */
 START_TEST(test_wal_decode_hostile_counts){
   /* cid=1 tid=1 nTable=2^63 */
@@ -1428,6 +1444,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_decode_truncated_is_corrupt);
   tcase_add_test(tc, test_wal_decode_byte_flips_never_crash);
   tcase_add_test(tc, test_wal_decode_hostile_counts);
+  tcase_add_test(tc, test_wal_decode_record_of_no_tables);
   tcase_add_test(tc, test_wal_crc32c_known_values);
   suite_add_tcase(s, tc);
   tc = tcase_create("log");

@@ -38,3 +38,34 @@ CLEANFILES += tests/depot_bench
 bench: tests/depot_bench$(EXEEXT)
 	@mkdir -p tests/tmp
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' ./tests/depot_bench$(EXEEXT) $(BENCH_ARGS)
+
+# make valgrind: every test program under Valgrind memcheck in one process
+# (CK_FORK=no), leak checking on; any memory error or leak fails.  Reports
+# go to tests/<program>.valgrind.  tests/valgrind.supp holds suppressions
+# for third-party noise only.  Slow (an hour or so); not part of make check.
+VALGRIND = valgrind
+VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
+	--show-leak-kinds=definite,indirect,possible \
+	--errors-for-leak-kinds=definite,indirect,possible \
+	--track-origins=yes --num-callers=30 \
+	--suppressions=$(srcdir)/tests/valgrind.supp
+EXTRA_DIST += tests/valgrind.supp
+
+valgrind: $(check_PROGRAMS) depot.la
+	@mkdir -p tests/tmp
+	@fail=; for p in $(check_PROGRAMS); do \
+	  b=`echo $$p | sed 's|/|_|g'`; \
+	  echo "== valgrind $$p"; \
+	  DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
+	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	  DEPOT_SANITIZER=valgrind CK_FORK=no srcdir='$(srcdir)' \
+	  $(VALGRIND) $(VALGRIND_FLAGS) --log-file=tests/$$b.valgrind \
+	    ./$$p$(EXEEXT) >tests/$$b.valgrind-out 2>&1; rc=$$?; \
+	  grep -E '^[0-9]+%: Checks:|inputs fed' tests/$$b.valgrind-out; \
+	  grep -E 'ERROR SUMMARY|definitely lost|indirectly lost|possibly lost' \
+	    tests/$$b.valgrind | sed 's/^==[0-9]*== /  /'; \
+	  if test $$rc != 0; then fail="$$fail $$p"; fi; \
+	done; \
+	if test -n "$$fail"; then echo "valgrind: failed:$$fail"; exit 1; fi; \
+	echo "valgrind: all clean"
+.PHONY: valgrind

@@ -225,7 +225,9 @@ int layout_commit_decode(const unsigned char *a, int n, CommitRow *p){
   p->nBlob = ltx_get64(a+37);
   p->iChecksum = ltx_get64(a+45);
   p->iVs = ltx_get64(a+53);
-  if( p->szChunk==0 || p->nChunk != (p->nBlob + p->szChunk - 1)/p->szChunk ){
+  /* nChunk == ceil(nBlob/szChunk), without nBlob+szChunk-1 wrapping. */
+  if( p->szChunk==0 || p->nChunk != p->nBlob/p->szChunk
+                                     + (p->nBlob%p->szChunk!=0) ){
     return SQLITE_CORRUPT;
   }
   return SQLITE_OK;
@@ -259,6 +261,10 @@ int layout_branch_decode(const unsigned char *a, int n, BranchRecord *p){
   if( 19+nDb>n ) return SQLITE_CORRUPT;
   nBr = a[18+nDb];
   if( 19+nDb+nBr+nExtra!=n ) return SQLITE_CORRUPT;
+  /* Names are 1..255 bytes without NUL (layout_name_ok). */
+  if( nDb==0 || nBr==0 || memchr(a+18, 0, nDb) || memchr(a+19+nDb, 0, nBr) ){
+    return SQLITE_CORRUPT;
+  }
   p->iBucket = nExtra ? ltx_get64(a+19+nDb+nBr) : 0;
   p->iCreateVs = nExtra ? ltx_get64(a+27+nDb+nBr) : 0;
   p->eState = nExtra ? a[35+nDb+nBr] : LAYOUT_STATE_LIVE;

@@ -329,7 +329,8 @@ int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec){
   pRec->nTable = (int)nTable;
   pRec->aTable = nTable ? (WalTableActions*)&pRec[1] : 0;
   r.pRec = pRec;
-  r.aNext = (WalAction*)&pRec->aTable[nTable];
+  /* Not &pRec->aTable[nTable]: aTable is NULL for a record of no tables. */
+  r.aNext = (WalAction*)((WalTableActions*)&pRec[1] + nTable);
   if( recParse(&r, &cid, &tid, &nTable) ){
     sqlite3_free(pRec);       /* cannot happen: same bytes as pass one */
     return SQLITE_CORRUPT;

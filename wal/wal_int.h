@@ -39,7 +39,8 @@ void wal_frame_encode(const WalRecordBuilder *pRec, uint64_t cid,
 ** length is plausible, else a static reason. */
 const char *wal_frame_length(const uint8_t *aHdr, uint64_t nAvail,
                              size_t *pnBody);
-/* 0 if the CRC of the frame (header aHdr, body aBody/nBody) matches. */
+/* Non-zero if the CRC of the frame (header aHdr, body aBody/nBody)
+** matches, 0 if it does not. */
 int wal_frame_crc_ok(const uint8_t *aHdr, const uint8_t *aBody, size_t nBody);
 
 /* ---- segment.c ---- */
