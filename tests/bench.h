@@ -41,6 +41,9 @@ double bench_kvlog_reopen(int bCandidate, const char *zDir);
 double bench_kvversion_1(int bCandidate, const char *zDir);
 double bench_kvversion_16(int bCandidate, const char *zDir);
 double bench_kvversion_256(int bCandidate, const char *zDir);
+double bench_kvversion_btree_1(int bCandidate, const char *zDir);
+double bench_kvversion_btree_16(int bCandidate, const char *zDir);
+double bench_kvversion_btree_256(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);
