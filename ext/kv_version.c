@@ -502,8 +502,10 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   KvWriteList w;
   int rc, iBad = 0;
   *ppOut = 0;
+  if( p->eState==KV_ROOT_FAILED || p->eState==KV_ROOT_DONE ){
+    return kv_root_commit(p, pzErr);        /* the "finished" error */
+  }
   if( p->eState!=KV_ROOT_PREPARED || p->eProto!=KV_PROTO_VERSIONED ){
-    if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_commit(p, pzErr);
     *pzErr = sqlite3_mprintf("kv: transaction %llu is not prepared with "
         "kv_prepare_with_version", (unsigned long long)p->tid);
     return SQLITE_MISUSE;
