@@ -64,3 +64,4 @@ check_PROGRAMS += tests/check_kvbtree
 TESTS += tests/check_kvbtree
 tests_check_kvbtree_SOURCES = tests/check_kvbtree.c $(TEST_HARNESS)
 tests_check_kvbtree_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvbtree.c

@@ -37,6 +37,11 @@ double bench_depot_bytes(int bCandidate, const char *zDir);
 double bench_kvlog_load(int bCandidate, const char *zDir);
 double bench_kvlog_reopen(int bCandidate, const char *zDir);
 
+/* tests/bench_kvbtree.c */
+double bench_kv_btree_upsert(int bCandidate, const char *zDir);
+double bench_kv_btree_read(int bCandidate, const char *zDir);
+double bench_kv_btree_stream(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 
