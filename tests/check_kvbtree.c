@@ -15,6 +15,8 @@
 #define SQLITE_CORE 1
 #include "tests/harness.h"
 #include "ext/kv_btree.h"
+#include "ext/kv_engine.h"
+#include "wal/wal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -690,6 +692,69 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
 }
 END_TEST
 
+/* --------------------------------------------- injected log faults --- */
+
+/* kv_log through the injectable I/O layer: a failed log sync confirms
+** nothing and is counted; a failed log append fails the commit; the next
+** open (real I/O) has every row whose WAL record was flushed. */
+START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
+{
+  char *zDir = th_tmpdir("kvlog_fault");
+  WalFault *pF = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  char *zErr = 0;
+  int i, nSync;
+  ck_assert_ptr_nonnull(pF);
+  kv_engine_test_io(wal_fault_io(pF));
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  kb_settle(db);
+  /* the 2nd fsync from now is the collector's log sync (the 1st is the
+  ** commit's WAL flush) */
+  nSync = wal_fault_count(pF, WAL_FAULT_FSYNC);
+  wal_fault_arm(pF, WAL_FAULT_FSYNC, 2, EIO, 0);
+  th_exec(db, "INSERT INTO l VALUES(2, 'two')");
+  for(i=0; i<1000 && kb_stat(db, "collector_errors", "l")==0; i++){
+    usleep(10000);
+  }
+  ck_assert_int_ge(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync+2);
+  ck_assert_int_eq(kb_stat(db, "collector_errors", "l"), 1);
+  ck_assert_int_ge(kb_stat(db, "wal_unconfirmed", 0), 1);
+  /* the log store now refuses writes: the next commit's publication fails
+  ** after its WAL flush (SQLite does not report a failing xCommit), the
+  ** row is not visible, and the next open repairs it */
+  th_try(db, "INSERT INTO l VALUES(3, 'three')", &zErr);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=3"), 0);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 3);
+  kb_settle(db);
+  sqlite3_close(db);
+  /* a failed append (the 2nd write from now: the 1st is the WAL append) */
+  kv_engine_test_io(wal_fault_io(pF));
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 2, ENOSPC, 0);
+  th_try(db, "INSERT INTO l VALUES(4, 'four')", &zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=4"), 0);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 4);
+  kb_settle(db);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
+  sqlite3_close(db);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* -------------------------------------------------------- kv_stats --- */
 
 START_TEST(test_kv_stats_rows_per_store_and_table)
@@ -738,6 +803,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
+  tcase_add_test(tc, test_kvlog_injected_write_and_sync_faults_repair_on_reopen);
   suite_add_tcase(s, tc);
   return s;
 }
