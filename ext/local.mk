@@ -57,6 +57,7 @@ tests_depot_bench_SOURCES += tests/bench_kvlog.c
 DEPOT_SOURCES += \
 	ext/kv_btree.h \
 	ext/kv_btree.c \
+	ext/kv_log.h \
 	ext/kv_log.c \
 	ext/kv_stats.c
 
