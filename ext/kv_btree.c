@@ -1062,10 +1062,10 @@ static void btStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
   btCount(t, pnRow, pnByte);
 }
 
-static void btStatsEx(KvBackendTable *t, KvBackendStats *pS){
+static void btStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   BtStore *s = t->pStore;
   memset(pS, 0, sizeof(*pS));
-  btCount(t, &pS->nRow, &pS->nByte);
+  if( bCount ) btCount(t, &pS->nRow, &pS->nByte);
   pthread_mutex_lock(&s->mu);
   pS->nOverlay = kv_map_count(t->pOverlay);
   pS->nPending = t->nPending;
