@@ -55,7 +55,8 @@ struct KvVerStore {
   pthread_cond_t cond;
   int64_t pollMs;                /* mu */
   int bStop;                     /* mu */
-  int bThread;                   /* a sweeper runs (configure callers) */
+  pthread_mutex_t cfgMu;         /* serialises kv_version_configure */
+  int bThread;                   /* a sweeper runs (cfgMu) */
   pthread_t thread;
 };
 
@@ -686,22 +687,28 @@ int kv_version_configure(KvEngine *pEng, double rTtl, double rPoll,
         (long long)KV_TTL_MAX_MS, (long long)KV_TTL_MAX_MS);
     return SQLITE_RANGE;
   }
+  pthread_mutex_lock(&s->cfgMu);
   kvSweeperStop(s);
   pthread_mutex_lock(&s->mu);
   s->pollMs = poll;
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&pEng->mutex);
   if( ttl==0 && s->ttlMs>0 ) kvTtlStop(pEng);
-  else if( ttl>0 && s->ttlMs==0 ) rc = kvTtlStart(pEng, ttl);
+  else if( ttl>0 && s->ttlMs==0 ){
+    rc = kvTtlStart(pEng, ttl);
+    if( rc!=SQLITE_OK ) kvTtlStop(pEng);    /* no half-queued FIFOs */
+  }
   else s->ttlMs = ttl;
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK && ttl>0 ){
     if( pthread_create(&s->thread, 0, kvSweeper, pEng)!=0 ){
       *pzErr = sqlite3_mprintf("kv: cannot start the version sweeper thread");
-      return SQLITE_ERROR;
+      rc = SQLITE_ERROR;
+    }else{
+      s->bThread = 1;
     }
-    s->bThread = 1;
   }
+  pthread_mutex_unlock(&s->cfgMu);
   return rc;
 }
 
@@ -727,6 +734,7 @@ int kvVersionStoreInit(KvEngine *pEng){
             ^ ((uint64_t)getpid()<<16) ^ (uint64_t)(uintptr_t)pEng;
   s->pollMs = 1000;
   pthread_mutex_init(&s->mu, 0);
+  pthread_mutex_init(&s->cfgMu, 0);
   pthread_cond_init(&s->cond, 0);
   pEng->pVer = s;
   return SQLITE_OK;
@@ -735,8 +743,9 @@ int kvVersionStoreInit(KvEngine *pEng){
 void kvVersionStoreStop(KvEngine *pEng){
   KvVerStore *s = pEng->pVer;
   if( s==0 ) return;
-  kvSweeperStop(s);
+  kvSweeperStop(s);                    /* the last user: no configure runs */
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->cfgMu);
   pthread_cond_destroy(&s->cond);
   sqlite3_free(s);
   pEng->pVer = 0;
