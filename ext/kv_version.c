@@ -648,6 +648,10 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
       if( rc==SQLITE_OK ) kvVerCount(t->pVer, 0, e.nKey + KV_VER_TOKEN_BYTES);
     }
     kv_map_cursor_free(pCsr);
+    if( rc!=SQLITE_OK ){                 /* keep the old records as they were */
+      kv_map_unref(pNew);
+      break;
+    }
     kv_map_unref(t->pVer->pMap);
     t->pVer->pMap = pNew;
   }
