@@ -506,6 +506,32 @@ START_TEST(test_kvbtree_corrupt_data_file_fails_open)
 }
 END_TEST
 
+/* A data file cut short is damage too: SQLITE_CORRUPT naming the file. */
+START_TEST(test_kvbtree_truncated_data_file_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_trunc");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 3000, "a");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_eq(truncate(zFile, stt.st_size/2), 0);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_corrupt_log_fails_open)
 {
   char *zDir = th_tmpdir("kvlog_corrupt");
@@ -522,6 +548,34 @@ START_TEST(test_kvlog_corrupt_log_fails_open)
   ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
   ck_assert_msg(zErr && strstr(zErr, "00000001.klog")
                 && strstr(zErr, "offset"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A kv_log file cut after its records were synced: the open reports the
+** loss instead of silently dropping the tail. */
+START_TEST(test_kvlog_truncated_synced_log_fails_open)
+{
+  char *zDir = th_tmpdir("kvlog_trunc");
+  char *zFile = sqlite3_mprintf("%s/kv_log/1/00000001.klog", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_log", zDir);
+  kb_fill(db, "t", 1, 300, "a");
+  kb_fill(db, "t", 301, 300, "b");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_eq(truncate(zFile, stt.st_size-100), 0);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_log(dir='%q')", zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "lost synced records"), "%s",
+                zErr ? zErr : "");
   sqlite3_free(zErr);
   sqlite3_free(zSql);
   sqlite3_close(db);
@@ -811,7 +865,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
   tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
+  tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
   tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
+  tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
