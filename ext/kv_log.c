@@ -267,12 +267,24 @@ static void logClose(KvBackendTable *t){
   logFree(t);
 }
 
-/* Durable when it returns: nothing (the files are unlinked, not synced);
-** the catalog decides that the table is gone. */
+/* Durable when it returns: the table's directory and marker are removed
+** and <store>/kv_log is synced (before the engine saves its catalog), so
+** a later table can never find this table's files under a reused id.  A
+** failed sync is logged; the catalog still decides that the table is
+** gone. */
 static int logDrop(KvBackendTable *t, char **pzErr){
+  char *zParent = sqlite3_mprintf("%.*s", (int)(strrchr(t->zDir, '/')
+                                                - t->zDir), t->zDir);
+  int rc;
   logStopCollector(t);
   t->pIo->xUnlink(t->pIo->pCtx, t->zMark);
-  return kv_logstore_destroy(t->pLog, pzErr);
+  rc = kv_logstore_destroy(t->pLog, pzErr);
+  if( rc==SQLITE_OK && zParent
+   && t->pIo->xSyncDir(t->pIo->pCtx, zParent)!=0 ){
+    sqlite3_log(SQLITE_IOERR_DIR_FSYNC, "kv_log: cannot sync %s", zParent);
+  }
+  sqlite3_free(zParent);
+  return rc;
 }
 
 /* ------------------------------------------------------ publishing --- */
