@@ -218,6 +218,32 @@ START_TEST(test_kvlog_drop_survives_reopen)
 }
 END_TEST
 
+/* DROP while the collector cannot write returns; the physical table is
+** dropped once writes succeed, and a new table of that name is empty. */
+START_TEST(test_kvbtree_drop_while_collector_fails_returns)
+{
+  char *zDir = th_tmpdir("kvbtree_dropfail");
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  kb_settle(db);
+  kv_btree_test_fail_writes(1000000000);
+  th_exec(db, "DROP TABLE t");
+  kv_btree_test_fail_writes(0);
+  kb_mk(db, "u", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO u VALUES(1, 1)");
+  kb_settle(db);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  kb_mk(db, "u", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A child drops the table and is killed right after DROP returns: the
 ** reopened store no longer has it. */
 START_TEST(test_kvbtree_drop_then_sigkill_removes_table)
@@ -857,6 +883,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_drop_survives_reopen);
   tcase_add_test(tc, test_kvlog_drop_survives_reopen);
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
+  tcase_add_test(tc, test_kvbtree_drop_while_collector_fails_returns);
   tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
   tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
   tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
