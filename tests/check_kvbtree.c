@@ -218,6 +218,32 @@ START_TEST(test_kvlog_drop_survives_reopen)
 }
 END_TEST
 
+/* DROP while the collector cannot write returns; the physical table is
+** dropped once writes succeed, and a new table of that name is empty. */
+START_TEST(test_kvbtree_drop_while_collector_fails_returns)
+{
+  char *zDir = th_tmpdir("kvbtree_dropfail");
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  kb_settle(db);
+  kv_btree_test_fail_writes(1000000000);
+  th_exec(db, "DROP TABLE t");
+  kv_btree_test_fail_writes(0);
+  kb_mk(db, "u", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO u VALUES(1, 1)");
+  kb_settle(db);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  kb_mk(db, "u", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A child drops the table and is killed right after DROP returns: the
 ** reopened store no longer has it. */
 START_TEST(test_kvbtree_drop_then_sigkill_removes_table)
@@ -506,6 +532,32 @@ START_TEST(test_kvbtree_corrupt_data_file_fails_open)
 }
 END_TEST
 
+/* A data file cut short is damage too: SQLITE_CORRUPT naming the file. */
+START_TEST(test_kvbtree_truncated_data_file_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_trunc");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 3000, "a");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_eq(truncate(zFile, stt.st_size/2), 0);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_corrupt_log_fails_open)
 {
   char *zDir = th_tmpdir("kvlog_corrupt");
@@ -522,6 +574,34 @@ START_TEST(test_kvlog_corrupt_log_fails_open)
   ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
   ck_assert_msg(zErr && strstr(zErr, "00000001.klog")
                 && strstr(zErr, "offset"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A kv_log file cut after its records were synced: the open reports the
+** loss instead of silently dropping the tail. */
+START_TEST(test_kvlog_truncated_synced_log_fails_open)
+{
+  char *zDir = th_tmpdir("kvlog_trunc");
+  char *zFile = sqlite3_mprintf("%s/kv_log/1/00000001.klog", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_log", zDir);
+  kb_fill(db, "t", 1, 300, "a");
+  kb_fill(db, "t", 301, 300, "b");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_eq(truncate(zFile, stt.st_size-100), 0);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_log(dir='%q')", zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "lost synced records"), "%s",
+                zErr ? zErr : "");
   sqlite3_free(zErr);
   sqlite3_free(zSql);
   sqlite3_close(db);
@@ -803,6 +883,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_drop_survives_reopen);
   tcase_add_test(tc, test_kvlog_drop_survives_reopen);
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
+  tcase_add_test(tc, test_kvbtree_drop_while_collector_fails_returns);
   tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
   tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
   tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
@@ -811,7 +892,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
   tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
+  tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
   tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
+  tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
