@@ -46,30 +46,55 @@ SELECT kv_try_commit(id) AS first_conflicts FROM h WHERE name = 'first';
 SELECT key, value FROM account WHERE key = 'alice';
 .print '-- (kv_commit would have failed with SQLITE_BUSY_SNAPSHOT: "kv: transaction'
 .print "--  conflicts with a concurrent commit on 1 key: account key 'alice'; ...\")"
+
+.print ''
+.print '== persistent tables: kv_btree (a B-tree data file) and kv_log (log files)'
+CREATE VIRTUAL TABLE stock USING kv_btree(dir='kvstore');
+CREATE VIRTUAL TABLE events USING kv_log(dir='kvstore');
+BEGIN;
+INSERT INTO stock VALUES('bolt', 120), ('nut', 300), ('washer', 75);
+INSERT INTO events VALUES(1, 'stock counted'), (2, 'bolts reordered');
+COMMIT;
+DELETE FROM stock WHERE key = 'washer';
+SELECT tbl, type, row_count, wal_segments FROM kv_stats ORDER BY tbl NULLS FIRST;
+.print '== close the connection (the store closes, its collectors finish) and'
+.print '== open a fresh one: the tables attach again and the data came back'
+.open :memory:
+.load ./.libs/depot
+CREATE VIRTUAL TABLE stock USING kv_btree(dir='kvstore');
+CREATE VIRTUAL TABLE events USING kv_log(dir='kvstore');
+CREATE VIRTUAL TABLE account USING kv_memory(dir='kvstore');
+SELECT key, value FROM stock ORDER BY key;
+SELECT key, value FROM events ORDER BY key;
+.print '-- (kv_memory data is volatile: account reopens empty, its catalog entry stays)'
+SELECT count(*) AS account_rows FROM account;
+.print '-- nothing was left to replay: every WAL record is confirmed'
+SELECT wal_unconfirmed FROM kv_stats WHERE tbl IS NULL;
 .print ''
 .print '== the key-version protocol: read values with their versions, then commit'
-.print '== a batch that succeeds only if none of them changed'
+.print '== a batch that succeeds only if none of them changed (versions start'
+.print '== afresh at every open of the store: caches re-read after a restart)'
 CREATE TEMP TABLE cache AS
-  SELECT 'alice' AS k, value, version FROM kv_query_with_version('account', 'alice', 'kvstore');
+  SELECT 'bolt' AS k, value, version FROM kv_query_with_version('stock', 'bolt', 'kvstore');
 SELECT k, value, substr(version, 1, 2) AS kind FROM cache;
-INSERT INTO h VALUES('versioned', kv_begin('kvstore'));
-SELECT kv_put(id, 'account', 'alice', (SELECT value FROM cache) - 1) AS put
-  FROM h WHERE name = 'versioned';
+CREATE TEMP TABLE vh(name PRIMARY KEY, id);
+INSERT INTO vh VALUES('versioned', kv_begin('kvstore'));
+SELECT kv_put(id, 'stock', 'bolt', (SELECT value FROM cache) - 1) AS put
+  FROM vh WHERE name = 'versioned';
 SELECT kv_prepare_with_version(id, (SELECT json_group_array(json_object(
-    'table', 'account', 'key', k, 'version', version)) FROM cache)) AS prepared
-  FROM h WHERE name = 'versioned';
+    'table', 'stock', 'key', k, 'version', version)) FROM cache)) AS prepared
+  FROM vh WHERE name = 'versioned';
 .print '-- the receipts: one per write, with the new version'
 SELECT json_extract(r.value, '$.key') AS key, json_extract(r.value, '$.op') AS op,
        json_extract(r.value, '$.version') = (SELECT version FROM
-         kv_query_with_version('account', 'alice', 'kvstore')) AS is_current
-  FROM h, json_each(kv_commit_with_version(h.id)) AS r WHERE h.name = 'versioned';
-.print '-- the cached version is now stale: a second batch with it is refused'
-INSERT INTO h VALUES('stale', kv_begin('kvstore'));
-SELECT kv_put(id, 'account', 'alice', 0) AS put FROM h WHERE name = 'stale';
-.print '-- (kv_prepare_with_version(id, <the cached read set>) would fail with'
-.print '--  SQLITE_BUSY_SNAPSHOT, and kv_conflicts(id) would then list'
-.print '--  account|alice|version_mismatch; the caller rolls back and re-reads)'
-SELECT kv_rollback(id) AS rolled_back FROM h WHERE name = 'stale';
+         kv_query_with_version('stock', 'bolt', 'kvstore')) AS is_current
+  FROM vh, json_each(kv_commit_with_version(vh.id)) AS r WHERE vh.name = 'versioned';
+SELECT key, value FROM stock WHERE key = 'bolt';
+.print '-- the cached version is now stale: kv_prepare_with_version(h, <the cached'
+.print '-- read set>) would fail with SQLITE_BUSY_SNAPSHOT, and kv_conflicts(h)'
+.print '-- would list stock|bolt|version_mismatch; the caller rolls back, re-reads'
+SELECT (SELECT version FROM cache) = (SELECT version FROM
+         kv_query_with_version('stock', 'bolt', 'kvstore')) AS cache_still_current;
 SELECT name, json_extract(labels, '$.result') AS result, value FROM kv_metrics
   WHERE name = 'key_version_query_calls';
 .print ''

@@ -98,9 +98,10 @@ struct KvBackend {
   /* Tables of this type need a store directory and persistence=1
   ** (kv_create_table refuses anything else before the commit). */
   int bNeedsStore;
-  /* kv_stats counters (NULL: only xStats is shown).  Called WITHOUT the
-  ** engine mutex, on a table the caller holds a reference to. */
-  void (*xStatsEx)(KvBackendTable*, KvBackendStats*);
+  /* kv_stats counters (NULL: only xStats is shown).  bCount=0: nRow and
+  ** nByte may be left 0 (they may cost a walk).  Called WITHOUT the engine
+  ** mutex, on a table the caller holds a reference to. */
+  void (*xStatsEx)(KvBackendTable*, int bCount, KvBackendStats*);
 };
 
 /* ext/kv_memory.c */

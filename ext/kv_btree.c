@@ -283,6 +283,7 @@ static void btTableUnref(KvBackendTable *t);   /* store mutex held */
 static void btNote(BtStore *s, int rc, const char *zWhat){
   pthread_mutex_lock(&s->mu);
   s->nError++;
+  pthread_cond_broadcast(&s->condRoom);
   sqlite3_snprintf(sizeof(s->zError), s->zError, "%s: %s (rc=%d)", zWhat,
                    s->dbW ? sqlite3_errmsg(s->dbW) : "", rc);
   pthread_mutex_unlock(&s->mu);
@@ -685,14 +686,19 @@ static void btClose(KvBackendTable *t){
 ** the batches queued before, and this waits for that commit (the engine
 ** saves its catalog only afterwards, so the id of a dropped table never
 ** names a physical table again).  Durable when it returns: the DROP is
-** committed to the data file. */
+** committed to the data file - unless the collector is failing, in which
+** case it stays queued and is done once writes succeed again. */
 static int btDrop(KvBackendTable *t, char **pzErr){
   BtStore *s = t->pStore;
+  int64_t nErr0;
   int rc;
   (void)pzErr;
   pthread_mutex_lock(&s->mu);
+  nErr0 = s->nError;
   rc = btQueue(s, t, BT_JOB_DROP, 0, 0, 0);
-  while( rc==SQLITE_OK && !t->bDropped && !s->bStop ){
+  /* A failing collector keeps the job queued (it drops the table once it
+  ** can write again); this does not wait for that. */
+  while( rc==SQLITE_OK && !t->bDropped && !s->bStop && s->nError==nErr0 ){
     pthread_cond_wait(&s->condRoom, &s->mu);
   }
   pthread_mutex_unlock(&s->mu);
@@ -1062,10 +1068,10 @@ static void btStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
   btCount(t, pnRow, pnByte);
 }
 
-static void btStatsEx(KvBackendTable *t, KvBackendStats *pS){
+static void btStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   BtStore *s = t->pStore;
   memset(pS, 0, sizeof(*pS));
-  btCount(t, &pS->nRow, &pS->nByte);
+  if( bCount ) btCount(t, &pS->nRow, &pS->nByte);
   pthread_mutex_lock(&s->mu);
   pS->nOverlay = kv_map_count(t->pOverlay);
   pS->nPending = t->nPending;

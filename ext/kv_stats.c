@@ -11,7 +11,8 @@
 **   pending_confirmations, collector_errors, last_error,
 **   wal_segments, wal_unconfirmed
 ** Anonymous (in-memory) stores show store NULL and no WAL counters.
-** row_count of a kv_btree table walks the table (O(n)).
+** row_count and stored_bytes of a kv_btree table walk the table (O(n));
+** they are computed only when the query uses one of those columns.
 */
 #include "config.h"
 #include "ext/kv_engine_int.h"
@@ -37,6 +38,7 @@ struct KsCursor {
   sqlite3_vtab_cursor base;
   KsRow *aRow; int nRow, nAlloc;
   int iRow;
+  int bCount;                   /* row_count or stored_bytes wanted */
 };
 
 /* ---------------------------------------------------------- gather --- */
@@ -86,7 +88,7 @@ static int ksTableRow(KsCursor *pCur, KvEngine *pEng, KvTable *t){
   memcpy(r->zType, t->meta.zType, sizeof(r->zType));
   if( t->pData==0 ) return SQLITE_OK;
   if( t->pBackend->xStatsEx ){
-    t->pBackend->xStatsEx(t->pData, &r->st);
+    t->pBackend->xStatsEx(t->pData, pCur->bCount, &r->st);
   }else{
     pthread_mutex_lock(&pEng->mutex);
     t->pBackend->xStats(t->pData, &r->st.nRow, &r->st.nByte);
@@ -158,8 +160,10 @@ static int ksDisconnect(sqlite3_vtab *p){
   return SQLITE_OK;
 }
 
+/* idxNum 1: row_count or stored_bytes is used (they may cost a walk). */
 static int ksBestIndex(sqlite3_vtab *p, sqlite3_index_info *pInfo){
   (void)p;
+  pInfo->idxNum = (pInfo->colUsed & ((sqlite3_uint64)3<<3)) ? 1 : 0;
   pInfo->estimatedCost = 1000;
   return SQLITE_OK;
 }
@@ -184,8 +188,9 @@ static int ksFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
   KsCursor *c = (KsCursor*)pCur;
   KsEngines e;
   int i, rc;
-  (void)idxNum; (void)idxStr; (void)argc; (void)argv;
+  (void)idxStr; (void)argc; (void)argv;
   ksClear(c);
+  c->bCount = idxNum;
   c->iRow = 0;
   memset(&e, 0, sizeof(e));
   rc = kv_engine_foreach(ksCollectEngine, &e);

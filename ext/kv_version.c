@@ -55,7 +55,8 @@ struct KvVerStore {
   pthread_cond_t cond;
   int64_t pollMs;                /* mu */
   int bStop;                     /* mu */
-  int bThread;                   /* a sweeper runs (configure callers) */
+  pthread_mutex_t cfgMu;         /* serialises kv_version_configure */
+  int bThread;                   /* a sweeper runs (cfgMu) */
   pthread_t thread;
 };
 
@@ -502,8 +503,10 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   KvWriteList w;
   int rc, iBad = 0;
   *ppOut = 0;
+  if( p->eState==KV_ROOT_FAILED || p->eState==KV_ROOT_DONE ){
+    return kv_root_commit(p, pzErr);        /* the "finished" error */
+  }
   if( p->eState!=KV_ROOT_PREPARED || p->eProto!=KV_PROTO_VERSIONED ){
-    if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_commit(p, pzErr);
     *pzErr = sqlite3_mprintf("kv: transaction %llu is not prepared with "
         "kv_prepare_with_version", (unsigned long long)p->tid);
     return SQLITE_MISUSE;
@@ -645,6 +648,10 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
       if( rc==SQLITE_OK ) kvVerCount(t->pVer, 0, e.nKey + KV_VER_TOKEN_BYTES);
     }
     kv_map_cursor_free(pCsr);
+    if( rc!=SQLITE_OK ){                 /* keep the old records as they were */
+      kv_map_unref(pNew);
+      break;
+    }
     kv_map_unref(t->pVer->pMap);
     t->pVer->pMap = pNew;
   }
@@ -684,22 +691,28 @@ int kv_version_configure(KvEngine *pEng, double rTtl, double rPoll,
         (long long)KV_TTL_MAX_MS, (long long)KV_TTL_MAX_MS);
     return SQLITE_RANGE;
   }
+  pthread_mutex_lock(&s->cfgMu);
   kvSweeperStop(s);
   pthread_mutex_lock(&s->mu);
   s->pollMs = poll;
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&pEng->mutex);
   if( ttl==0 && s->ttlMs>0 ) kvTtlStop(pEng);
-  else if( ttl>0 && s->ttlMs==0 ) rc = kvTtlStart(pEng, ttl);
+  else if( ttl>0 && s->ttlMs==0 ){
+    rc = kvTtlStart(pEng, ttl);
+    if( rc!=SQLITE_OK ) kvTtlStop(pEng);    /* no half-queued FIFOs */
+  }
   else s->ttlMs = ttl;
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK && ttl>0 ){
     if( pthread_create(&s->thread, 0, kvSweeper, pEng)!=0 ){
       *pzErr = sqlite3_mprintf("kv: cannot start the version sweeper thread");
-      return SQLITE_ERROR;
+      rc = SQLITE_ERROR;
+    }else{
+      s->bThread = 1;
     }
-    s->bThread = 1;
   }
+  pthread_mutex_unlock(&s->cfgMu);
   return rc;
 }
 
@@ -725,6 +738,7 @@ int kvVersionStoreInit(KvEngine *pEng){
             ^ ((uint64_t)getpid()<<16) ^ (uint64_t)(uintptr_t)pEng;
   s->pollMs = 1000;
   pthread_mutex_init(&s->mu, 0);
+  pthread_mutex_init(&s->cfgMu, 0);
   pthread_cond_init(&s->cond, 0);
   pEng->pVer = s;
   return SQLITE_OK;
@@ -733,8 +747,9 @@ int kvVersionStoreInit(KvEngine *pEng){
 void kvVersionStoreStop(KvEngine *pEng){
   KvVerStore *s = pEng->pVer;
   if( s==0 ) return;
-  kvSweeperStop(s);
+  kvSweeperStop(s);                    /* the last user: no configure runs */
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->cfgMu);
   pthread_cond_destroy(&s->cond);
   sqlite3_free(s);
   pEng->pVer = 0;

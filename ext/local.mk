@@ -70,6 +70,7 @@ tests_depot_bench_SOURCES += tests/bench_kvversion.c
 DEPOT_SOURCES += \
 	ext/kv_btree.h \
 	ext/kv_btree.c \
+	ext/kv_log.h \
 	ext/kv_log.c \
 	ext/kv_stats.c
 
@@ -77,3 +78,4 @@ check_PROGRAMS += tests/check_kvbtree
 TESTS += tests/check_kvbtree
 tests_check_kvbtree_SOURCES = tests/check_kvbtree.c $(TEST_HARNESS)
 tests_check_kvbtree_LDADD = $(TEST_LDADD)
+tests_depot_bench_SOURCES += tests/bench_kvbtree.c

@@ -41,6 +41,13 @@ double bench_kvlog_reopen(int bCandidate, const char *zDir);
 double bench_kvversion_1(int bCandidate, const char *zDir);
 double bench_kvversion_16(int bCandidate, const char *zDir);
 double bench_kvversion_256(int bCandidate, const char *zDir);
+double bench_kvversion_btree_1(int bCandidate, const char *zDir);
+double bench_kvversion_btree_16(int bCandidate, const char *zDir);
+double bench_kvversion_btree_256(int bCandidate, const char *zDir);
+/* tests/bench_kvbtree.c */
+double bench_kv_btree_upsert(int bCandidate, const char *zDir);
+double bench_kv_btree_read(int bCandidate, const char *zDir);
+double bench_kv_btree_stream(int bCandidate, const char *zDir);
 
 /* tests/bench_fork.c: fork time by size, reads through fork chains. */
 double bench_fork_size(int bCandidate, const char *zDir);

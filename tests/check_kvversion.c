@@ -278,13 +278,20 @@ START_TEST(test_kvv_protocols_cannot_be_mixed){
                    SQLITE_MISUSE);
   th_exec(db, "SELECT kv_commit_with_version(2)");
   kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "3");
+  /* an ordinary prepare cannot be finished by kv_commit_with_version */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(3, 't', 'b', 1), kv_prepare(3)");
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_commit_with_version(3)",
+                            "not prepared with kv_prepare_with_version"),
+                   SQLITE_MISUSE);
+  th_exec(db, "SELECT kv_commit(3)");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='b'", "1");
   /* a create_table may precede the versioned protocol */
-  th_exec(db, "SELECT kv_begin(); SELECT kv_table_meta(3, 'u'), "
-              "kv_create_table(3, 'u', 'kv_memory'), kv_put(3, 'u', 1, 1)");
-  ck_assert_int_eq(th_int(db, "SELECT kv_prepare_with_version(3, '[]')"), 1);
-  kvv_text_eq(db, "SELECT json_array_length(kv_commit_with_version(3))", "1");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_table_meta(4, 'u'), "
+              "kv_create_table(4, 'u', 'kv_memory'), kv_put(4, 'u', 1, 1)");
+  ck_assert_int_eq(th_int(db, "SELECT kv_prepare_with_version(4, '[]')"), 1);
+  kvv_text_eq(db, "SELECT json_array_length(kv_commit_with_version(4))", "1");
   /* ordinary commit of an unprepared handle after nothing versioned works */
-  th_exec(db, "SELECT kv_begin(); SELECT kv_put(4, 'u', 2, 2), kv_commit(4)");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(5, 'u', 2, 2), kv_commit(5)");
   sqlite3_free(zV);
   zSql = 0;
   sqlite3_free(zSql);
