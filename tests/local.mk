@@ -42,12 +42,13 @@ bench: tests/depot_bench$(EXEEXT)
 # make valgrind: every test program under Valgrind memcheck in one process
 # (CK_FORK=no), leak checking on; any memory error or leak fails.  Reports
 # go to tests/<program>.valgrind.  tests/valgrind.supp holds suppressions
-# for third-party noise only.  Slow (an hour or so); not part of make check.
+# for third-party noise only.  Slow (an hour or more on 2 cores); not part
+# of make check.  VALGRIND_FLAGS+=--track-origins=yes helps read a report.
 VALGRIND = valgrind
 VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
 	--show-leak-kinds=definite,indirect,possible \
 	--errors-for-leak-kinds=definite,indirect,possible \
-	--track-origins=yes --num-callers=30 \
+	--num-callers=30 \
 	--suppressions=$(srcdir)/tests/valgrind.supp
 EXTRA_DIST += tests/valgrind.supp
 
