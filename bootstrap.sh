@@ -11,8 +11,11 @@
 set -e
 cd "$(dirname "$0")"
 
+# clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) are
+# for `make fuzz` only; make check does not use them.  valgrind is for
+# `make valgrind` only.
 PKGS="build-essential libsqlite3-dev sqlite3 libzstd-dev zstd check autoconf
-automake libtool pkg-config python3"
+automake libtool pkg-config python3 clang-14 libclang-rt-14-dev valgrind"
 
 missing=
 for p in $PKGS; do

@@ -24,7 +24,11 @@ FCFLAGS := -g -O1 -fno-omit-frame-pointer $(SAN) -DSQLITE_CORE \
 	-I$(srcdir) -I. $(SQLITE3_CFLAGS) $(ZSTD_CFLAGS)
 FLIBS := $(SQLITE3_LIBS) $(ZSTD_LIBS) -lpthread
 
-all: $(addprefix run-,$(FUZZ_TARGETS))
+all: check-cc $(addprefix run-,$(FUZZ_TARGETS))
+
+check-cc:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found \
+	(Debian: clang-14 libclang-rt-14-dev; or make fuzz FUZZ_CC=clang)"; exit 1; }
 build: $(addprefix tests/fuzz/fuzz_,$(FUZZ_TARGETS))
 
 $(B)/%.o: $(srcdir)/%.c $(HDRS)
@@ -51,5 +55,5 @@ run-%: tests/fuzz/fuzz_%
 	@grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec' \
 	  tests/fuzz/work/$*.log
 
-.PHONY: all build
+.PHONY: all build check-cc
 .SECONDARY:
