@@ -741,6 +741,10 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
 {
   int nRound = KB_KILL_ROUNDS, r;
   const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  if( th_under_tsan() ){
+    printf("kvbtree: SIGKILL rounds skipped under ThreadSanitizer\n");
+    return;
+  }
   if( zIters && atoi(zIters)>0 ) nRound *= atoi(zIters);
   for(r=0; r<nRound; r++){
     char *zDir = th_tmpdir("kvbtree_kill");

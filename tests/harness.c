@@ -105,6 +105,11 @@ sqlite3_int64 th_int(sqlite3 *db, const char *zSql){
   return v;
 }
 
+int th_under_tsan(void){
+  const char *z = getenv("DEPOT_SANITIZER");
+  return z && strcmp(z, "tsan")==0;
+}
+
 const char *th_module_path(void){
   const char *z = getenv("DEPOT_MODULE");
   return (z && z[0]) ? z : 0;

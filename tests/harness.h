@@ -43,6 +43,13 @@ char *th_text(sqlite3 *db, const char *zSql);
 ** error or when there is no row. */
 sqlite3_int64 th_int(sqlite3 *db, const char *zSql);
 
+/* True in a ThreadSanitizer build ($DEPOT_SANITIZER is "tsan").  Tests
+** that fork a child and kill it with SIGKILL skip their kill rounds there:
+** ThreadSanitizer supports fork() in a process that has run threads only
+** partly, and those rounds prove durability, which the plain and the
+** ASan+UBSan builds check. */
+int th_under_tsan(void);
+
 /* Path of the built loadable module ($DEPOT_MODULE), or NULL if unset. */
 const char *th_module_path(void);
 
