@@ -102,6 +102,15 @@ struct KvBackend {
   ** nByte may be left 0 (they may cost a walk).  Called WITHOUT the engine
   ** mutex, on a table the caller holds a reference to. */
   void (*xStatsEx)(KvBackendTable*, int bCount, KvBackendStats*);
+  /* Why the last xCursorSeek/Next/Prev of the cursor returned 0: SQLITE_OK
+  ** when it ran out of keys, else the read error that ended the walk (a
+  ** damaged record, a failed data-file read); then *pzErr is set to a
+  ** sqlite3_malloc'd message (NULL on OOM).  A walk that failed stays
+  ** failed.  NULL: the backend's walks cannot fail (in-memory data). */
+  int (*xCursorError)(KvBackendCursor*, char **pzErr);
+  /* The message of the last xGet on the snapshot that failed (*pzErr
+  ** sqlite3_malloc'd, or left NULL).  NULL: no messages. */
+  void (*xGetError)(KvBackendSnap*, char **pzErr);
 };
 
 /* ext/kv_memory.c */

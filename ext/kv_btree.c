@@ -125,11 +125,13 @@ struct BtSnapCore {
 struct KvBackendSnap {
   BtSnapCore *p;
   KvBuf val;                    /* the last value xGet read */
+  char *zErr;                   /* message of the last failed xGet */
 };
 
 static pthread_mutex_t btGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static BtStore *btStoreList = 0;
 static int btFailWrites = 0;   /* test hook, see kv_btree.h */
+static int btFailReads = 0;    /* test hook, see kv_btree.h */
 
 void kv_btree_test_fail_writes(int n){
   __atomic_store_n(&btFailWrites, n, __ATOMIC_SEQ_CST);
@@ -137,6 +139,19 @@ void kv_btree_test_fail_writes(int n){
 
 int kv_btree_test_fail_writes_left(void){
   return __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST);
+}
+
+void kv_btree_test_fail_reads(int n){
+  __atomic_store_n(&btFailReads, n, __ATOMIC_SEQ_CST);
+}
+
+/* rc, or SQLITE_IOERR_READ while the read-failure test hook is armed. */
+static int btReadFault(int rc){
+  if( __atomic_load_n(&btFailReads, __ATOMIC_SEQ_CST)>0
+   && __atomic_fetch_sub(&btFailReads, 1, __ATOMIC_SEQ_CST)>0 ){
+    return SQLITE_IOERR_READ;
+  }
+  return rc;
 }
 
 /* ------------------------------------------------------ data file --- */
@@ -268,6 +283,12 @@ static int btReaderStmt(BtReader *r, uint64_t iId, sqlite3_stmt **pp){
   r->aStmt[0] = *pp;
   r->nStmt++;
   return SQLITE_OK;
+}
+
+/* The message of a failed read rc on db. */
+static const char *btErrText(sqlite3 *db, int rc){
+  return sqlite3_extended_errcode(db)==rc ? sqlite3_errmsg(db)
+                                          : sqlite3_errstr(rc);
 }
 
 /* 1 if rc/db say the physical table does not exist (an empty table). */
@@ -656,6 +677,7 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   memset(t, 0, sizeof(*t));
   t->zName = (char*)&t[1];
   memcpy(t->zName, pDef->zName, pDef->nName);
+  t->zName[pDef->nName] = 0;
   t->nName = pDef->nName;
   t->iId = pDef->iTableId;
   t->nRef = 1;
@@ -772,6 +794,7 @@ static void btSnapshotFree(KvBackendSnap *h){
   c = h->p;
   s = c->pTab->pStore;
   kv_buf_free(&h->val);
+  sqlite3_free(h->zErr);
   sqlite3_free(h);
   pthread_mutex_lock(&s->mu);
   if( --c->nRef==0 ){
@@ -799,7 +822,7 @@ static int btSnapshotDup(KvBackendSnap *h, KvBackendSnap **pp){
 
 /* Read key from the data file of the snapshot into pBuf. */
 static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
-                     KvBuf *pBuf, int *pbFound){
+                     KvBuf *pBuf, int *pbFound, char **pzErr){
   BtReader *r = c->pReader;
   sqlite3_stmt *p = 0;
   int rc;
@@ -809,7 +832,7 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
   rc = btReaderStmt(r, c->pTab->iId, &p);
   if( rc==SQLITE_OK ){
     sqlite3_bind_blob(p, 1, aKey, nKey, SQLITE_STATIC);
-    rc = sqlite3_step(p);
+    rc = btReadFault(sqlite3_step(p));
     if( rc==SQLITE_ROW ){
       kv_buf_reset(pBuf);
       rc = kv_buf_append(pBuf, sqlite3_column_blob(p, 0),
@@ -823,8 +846,10 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
     rc = SQLITE_OK;
   }
   if( rc!=SQLITE_OK ){
-    sqlite3_log(rc, "kv_btree: read of table %s from the data file failed: "
-                "%s", c->pTab->zName, sqlite3_errmsg(r->db));
+    *pzErr = sqlite3_mprintf("kv_btree: read of table %s from the data file "
+        "%s failed: %s", c->pTab->zName, c->pTab->pStore->zPath,
+        btErrText(r->db, rc));
+    sqlite3_log(rc, "%s", *pzErr ? *pzErr : "kv_btree: read failed");
   }
   pthread_mutex_unlock(&r->mu);
   return rc;
@@ -839,13 +864,19 @@ static int btGet(KvBackendSnap *h, const uint8_t *aKey, int nKey,
     *pOut = e;
     return SQLITE_OK;
   }
-  rc = btDataGet(h->p, aKey, nKey, &h->val, pbFound);
+  sqlite3_free(h->zErr);
+  h->zErr = 0;
+  rc = btDataGet(h->p, aKey, nKey, &h->val, pbFound, &h->zErr);
   if( rc==SQLITE_OK && *pbFound ){
     memset(pOut, 0, sizeof(*pOut));
     pOut->aKey = aKey; pOut->nKey = nKey;
     pOut->aVal = h->val.a; pOut->nVal = h->val.n;
   }
   return rc;
+}
+
+static void btGetError(KvBackendSnap *h, char **pzErr){
+  *pzErr = h->zErr ? sqlite3_mprintf("%s", h->zErr) : 0;
 }
 
 /* -------------------------------------------------------- cursors --- */
@@ -864,7 +895,22 @@ struct KvBackendCursor {
   int eCur;                     /* 0 none, 1 overlay, 2 data, 3 both */
   KvBuf dKey, dVal;             /* data side's current row (copied) */
   KvBuf cur;                    /* current key */
+  int rc;                       /* data-file read error that ended the walk */
+  char *zErr;                   /* its message */
 };
+
+/* A data-file read failed (r->mu held): the walk ends with that error
+** (kept for btCursorError), never as if the table had ended. */
+static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
+  if( p->rc==SQLITE_OK ){
+    p->rc = rc;
+    p->zErr = sqlite3_mprintf("kv_btree: scan of table %s in the data file "
+        "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
+        btErrText(db, rc));
+    sqlite3_log(rc, "%s", p->zErr ? p->zErr : "kv_btree: scan failed");
+  }
+  return rc;
+}
 
 static int btCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
   int c = memcmp(a, b, na<nb ? na : nb);
@@ -893,6 +939,7 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
   if( rc==SQLITE_OK && aKey ) sqlite3_bind_blob(p->pData, 1, aKey, nKey,
                                                 SQLITE_TRANSIENT);
   if( btNoTable(r->db, rc) ) rc = SQLITE_OK;
+  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
   pthread_mutex_unlock(&r->mu);
   return rc;
 }
@@ -903,7 +950,7 @@ static int btDataStep(KvBackendCursor *p){
   p->bDataOn = 0;
   if( p->pData==0 ) return SQLITE_OK;
   pthread_mutex_lock(&r->mu);
-  rc = sqlite3_step(p->pData);
+  rc = btReadFault(sqlite3_step(p->pData));
   if( rc==SQLITE_ROW ){
     kv_buf_reset(&p->dKey);
     kv_buf_reset(&p->dVal);
@@ -916,10 +963,8 @@ static int btDataStep(KvBackendCursor *p){
     p->bDataOn = rc==SQLITE_OK;
   }else if( rc==SQLITE_DONE ){
     rc = SQLITE_OK;
-  }else{
-    sqlite3_log(rc, "kv_btree: scan of table %s failed: %s",
-                p->c->pTab->zName, sqlite3_errmsg(r->db));
   }
+  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
   pthread_mutex_unlock(&r->mu);
   return rc;
 }
@@ -941,7 +986,7 @@ static int btSettle(KvBackendCursor *p){
     }
     p->eCur = cmp<0 ? 1 : cmp>0 ? 2 : 3;
     if( p->eCur!=2 && o.bTomb ){
-      if( p->eCur==3 && btDataStep(p)!=SQLITE_OK ) return 0;
+      if( p->eCur==3 && btDataStep(p)!=SQLITE_OK ){ p->eCur = 0; return 0; }
       p->bOvOn = p->bDesc ? kv_map_cursor_prev(p->pOv)
                           : kv_map_cursor_next(p->pOv);
       continue;
@@ -987,6 +1032,7 @@ static void btCursorClose(KvBackendCursor *p){
   kv_buf_free(&p->dKey);
   kv_buf_free(&p->dVal);
   kv_buf_free(&p->cur);
+  sqlite3_free(p->zErr);
   btSnapshotFree(p->pHold);
   sqlite3_free(p);
 }
@@ -997,6 +1043,7 @@ static int btCursorSeek(KvBackendCursor *p, int eSeek, const void *aKey,
   int bDesc = eSeek==KV_SEEK_LAST || eSeek==KV_SEEK_LE || eSeek==KV_SEEK_LT;
   int bIncl = eSeek==KV_SEEK_GE || eSeek==KV_SEEK_LE;
   int bEnd = eSeek==KV_SEEK_FIRST || eSeek==KV_SEEK_LAST;
+  if( p->rc!=SQLITE_OK ){ p->eCur = 0; return 0; }
   p->bDesc = bDesc;
   p->bOvOn = kv_map_cursor_seek(p->pOv, eSeek, aKey, n);
   if( btDataSeek(p, bDesc, bIncl, bEnd ? 0 : aKey, n)!=SQLITE_OK
@@ -1012,7 +1059,7 @@ static int btCursorSeek(KvBackendCursor *p, int eSeek, const void *aKey,
 static int btCursorMove(KvBackendCursor *p, int bDesc){
   KvBuf k;
   int r;
-  if( p->eCur==0 ) return 0;
+  if( p->eCur==0 || p->rc!=SQLITE_OK ) return 0;
   if( bDesc!=p->bDesc ){
     memset(&k, 0, sizeof(k));
     if( kv_buf_append(&k, p->cur.a, p->cur.n)!=SQLITE_OK ) return 0;
@@ -1028,6 +1075,15 @@ static int btCursorMove(KvBackendCursor *p, int bDesc){
     return 0;
   }
   return btSettle(p);
+}
+
+static int btCursorError(KvBackendCursor *p, char **pzErr){
+  *pzErr = 0;
+  if( p->rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("%s", p->zErr ? p->zErr
+                             : "kv_btree: data-file read failed");
+  }
+  return p->rc;
 }
 
 static int btCursorNext(KvBackendCursor *p){ return btCursorMove(p, 0); }
@@ -1107,5 +1163,6 @@ const KvBackend kvBtreeBackend = {
   btCursorOpen, btCursorClose, btCursorSeek, btCursorNext, btCursorPrev,
   btCursorEntry,
   btApply, btDurable, btStats,
-  1, btStatsEx
+  1, btStatsEx,
+  btCursorError, btGetError
 };

@@ -14,6 +14,10 @@ void kv_btree_test_fail_writes(int n);
 /* How many of those failures are still to come. */
 int kv_btree_test_fail_writes_left(void);
 
+/* Make the next n data-file reads (point reads and scan steps, of every
+** store) fail with SQLITE_IOERR_READ, as a failing disk would. */
+void kv_btree_test_fail_reads(int n);
+
 /* Set the overlay limit (entries) of the open store in zStoreDir (its real
 ** path); <=0 restores the default.  SQLITE_NOTFOUND if not open. */
 int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit);

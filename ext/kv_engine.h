@@ -197,6 +197,9 @@ int kv_iter_open(KvEngine*, KvRoot*, const char *zTab, int nTab,
                  KvIter **ppIter, char **pzErr);
 int kv_iter_eof(KvIter*);
 void kv_iter_next(KvIter*);
+/* SQLITE_OK, or the read error that ended the scan early (it is then at
+** EOF); *pzErr gets the message (sqlite3_malloc'd; the caller frees it). */
+int kv_iter_error(KvIter*, char **pzErr);
 void kv_iter_entry(KvIter*, KvMapEntry *pOut);
 void kv_iter_close(KvIter*);
 

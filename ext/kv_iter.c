@@ -4,7 +4,9 @@
 ** inside a root, the root's write set as it was when the scan opened (a
 ** kv_map cursor on a reference to it; tombstones hide committed keys).
 ** Later writes, by anyone, are never seen by an open scan.  Bounds are
-** encoded keys; the scan walks forward, or backward when bDesc.
+** encoded keys; the scan walks forward, or backward when bDesc.  A read
+** error of the committed side (a damaged record, a failed data-file read)
+** ends the scan and is kept for kv_iter_error(): never a silent early end.
 */
 #include "config.h"
 #include "ext/kv_engine_int.h"
@@ -26,6 +28,8 @@ struct KvIter {
   int bEof;
   KvMapEntry cur;
   int bCurOwn;                  /* cur comes from the write set */
+  int rc;                       /* read error that ended the scan */
+  char *zErr;                   /* its message (or NULL) */
 };
 
 static int kvCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
@@ -46,9 +50,18 @@ static int kvPastEnd(KvIter *p, const KvMapEntry *e){
   return c<0 || (c==0 && !p->bLoIncl);
 }
 
+/* After a seek or step of the committed side returned 0: was it a read
+** error?  Then the scan is over and keeps the error. */
+static void kvDataEnded(KvIter *p){
+  const KvBackend *pB = p->pTab->pBackend;
+  if( p->bDataOn || pB->xCursorError==0 || p->rc!=SQLITE_OK ) return;
+  p->rc = pB->xCursorError(p->pData, &p->zErr);
+}
+
 static void kvStepData(KvIter *p){
   const KvBackend *pB = p->pTab->pBackend;
   p->bDataOn = p->bDesc ? pB->xCursorPrev(p->pData) : pB->xCursorNext(p->pData);
+  kvDataEnded(p);
 }
 static void kvStepOwn(KvIter *p){
   p->bOwnOn = p->bDesc ? kv_map_cursor_prev(p->pOwn)
@@ -61,7 +74,10 @@ static void kvIterSettle(KvIter *p){
   KvMapEntry d, o;
   for(;;){
     int c;
-    if( !p->bDataOn && !p->bOwnOn ){ p->bEof = 1; return; }
+    if( p->rc!=SQLITE_OK || (!p->bDataOn && !p->bOwnOn) ){
+      p->bEof = 1;
+      return;
+    }
     if( p->bDataOn ) pB->xCursorEntry(p->pData, &d);
     if( p->bOwnOn ) kv_map_cursor_entry(p->pOwn, &o);
     if( !p->bOwnOn ) c = -1;
@@ -96,12 +112,13 @@ static int kvIterStart(KvIter *p){
   const KvBuf *pB = p->bDesc ? &p->hi : &p->lo;
   if( p->pData ){
     p->bDataOn = p->pTab->pBackend->xCursorSeek(p->pData, eSeek, pB->a, pB->n);
+    kvDataEnded(p);
   }
   if( p->pOwn ){
     p->bOwnOn = kv_map_cursor_seek(p->pOwn, eSeek, pB->a, pB->n);
   }
   kvIterSettle(p);
-  return SQLITE_OK;
+  return p->rc;
 }
 
 static int kvIterBounds(KvIter *p, const KvBound *pLo, const KvBound *pHi){
@@ -172,7 +189,10 @@ int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
     if( p->pOwn==0 ) rc = SQLITE_NOMEM;
   }
   kv_map_unref(pOwn);                   /* the cursor holds its own */
-  if( rc==SQLITE_OK ) rc = kvIterStart(p);
+  if( rc==SQLITE_OK && (rc = kvIterStart(p))!=SQLITE_OK ){
+    *pzErr = p->zErr;
+    p->zErr = 0;
+  }
   if( rc!=SQLITE_OK ){
     kv_iter_close(p);
     return rc;
@@ -187,6 +207,14 @@ void kv_iter_next(KvIter *p){
   if( p->bEof ) return;
   if( p->bCurOwn ) kvStepOwn(p); else kvStepData(p);
   kvIterSettle(p);
+}
+
+int kv_iter_error(KvIter *p, char **pzErr){
+  *pzErr = 0;
+  if( p->rc!=SQLITE_OK ){
+    *pzErr = p->zErr ? sqlite3_mprintf("%s", p->zErr) : 0;
+  }
+  return p->rc;
 }
 
 void kv_iter_entry(KvIter *p, KvMapEntry *pOut){
@@ -205,5 +233,6 @@ void kv_iter_close(KvIter *p){
   }
   kv_buf_free(&p->lo);
   kv_buf_free(&p->hi);
+  sqlite3_free(p->zErr);
   sqlite3_free(p);
 }

@@ -165,5 +165,6 @@ const KvBackend kvMemoryBackend = {
   memCursorOpen, memCursorClose, memCursorSeek, memCursorNext, memCursorPrev,
   memCursorEntry,
   memApply, memDurable, memStats,
-  0, 0                          /* any directory; xStats only */
+  0, 0,                         /* any directory; xStats only */
+  0, 0                          /* in memory: reads cannot fail */
 };

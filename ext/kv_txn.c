@@ -181,6 +181,21 @@ static int kvCopyOut(KvBuf *pVal, const KvMapEntry *e){
   return kv_buf_append(pVal, e->aVal, e->nVal);
 }
 
+/* Point read of the committed side: a failure gets the backend's message
+** (e.g. the damaged log file and offset) or a generic one. */
+static int kvSnapGet(KvTable *t, KvBackendSnap *pSnap, const uint8_t *aKey,
+                     int nKey, int *pbFound, KvMapEntry *pE, char **pzErr){
+  int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, pE);
+  if( rc!=SQLITE_OK && *pzErr==0 ){
+    if( t->pBackend->xGetError ) t->pBackend->xGetError(pSnap, pzErr);
+    if( *pzErr==0 ){
+      *pzErr = sqlite3_mprintf("kv: read of table %s failed: %s", t->zName,
+                               sqlite3_errstr(rc));
+    }
+  }
+  return rc;
+}
+
 /* A read with no root: the latest committed state. */
 static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
                          const uint8_t *aKey, int nKey, KvBuf *pVal,
@@ -200,7 +215,7 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
     return SQLITE_ERROR;
   }
-  if( rc==SQLITE_OK ) rc = pTab->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
+  if( rc==SQLITE_OK ) rc = kvSnapGet(pTab, pSnap, aKey, nKey, pbFound, &e, pzErr);
   if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
   if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
   pthread_mutex_lock(&pEng->mutex);
@@ -231,7 +246,7 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
   rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
   if( rc==SQLITE_OK && c->pSnap ){
-    rc = c->pTab->pBackend->xGet(c->pSnap, aKey, nKey, pbFound, &e);
+    rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
     if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
   }
   return rc;
@@ -249,7 +264,7 @@ int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
     return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
   }
   if( c->pSnap ){
-    rc = c->pTab->pBackend->xGet(c->pSnap, aKey, nKey, pbFound, &e);
+    rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
     if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
   }
   return rc;

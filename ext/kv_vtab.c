@@ -532,6 +532,13 @@ static int kvNext(sqlite3_vtab_cursor *pCsr){
   }
   kv_iter_next(c->pIter);
   c->bEof = kv_iter_eof(c->pIter);
+  if( c->bEof ){
+    char *zErr = 0;
+    int rc = kv_iter_error(c->pIter, &zErr);
+    if( rc!=SQLITE_OK ) kvSetError((KvVtab*)pCsr->pVtab, zErr);
+    else sqlite3_free(zErr);
+    return rc;
+  }
   return SQLITE_OK;
 }
 
