@@ -76,12 +76,15 @@ struct KvBackendTable {
 struct KvBackendSnap {
   KvLogSnap *pSnap;
   KvLogBuf val;
+  char *zErr;                   /* message of the last failed xGet */
 };
 
 struct KvBackendCursor {
   KvLogCursor *pCsr;
   KvLogBuf val;
   int bOn;
+  int rc;                       /* read error that ended the walk */
+  char *zErr;                   /* its message */
 };
 
 static int64_t logTestSzFile = 0;
@@ -435,6 +438,7 @@ static void logSnapshotFree(KvBackendSnap *h){
   if( h==0 ) return;
   kv_logsnap_free(h->pSnap);
   kv_logbuf_free(&h->val);
+  sqlite3_free(h->zErr);
   sqlite3_free(h);
 }
 
@@ -460,8 +464,11 @@ static int logGet(KvBackendSnap *h, const uint8_t *aKey, int nKey,
     zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
   }
   if( rc!=SQLITE_OK ){
-    sqlite3_log(rc, "%s", zErr);
+    sqlite3_log(rc, "%s", zErr ? zErr : "kv_log: read error");
     *pbFound = 0;
+    sqlite3_free(h->zErr);
+    h->zErr = zErr;
+    zErr = 0;
   }else if( *pbFound ){
     memset(pOut, 0, sizeof(*pOut));
     pOut->aKey = aKey; pOut->nKey = nKey;
@@ -489,22 +496,48 @@ static void logCursorClose(KvBackendCursor *c){
   if( c==0 ) return;
   kv_logcursor_free(c->pCsr);
   kv_logbuf_free(&c->val);
+  sqlite3_free(c->zErr);
   sqlite3_free(c);
 }
 
-/* Load the value of the key the cursor landed on.  The interface has no
-** error path for a walk, so a damaged record ends it (and is logged with
-** its file and offset). */
+/* Load the value of the key the cursor landed on.  A record that cannot
+** be read (damaged: SQLITE_CORRUPT naming the log file and offset; or an
+** I/O error) ends the walk with that error, kept for logCursorError();
+** a failed walk stays failed. */
 static int logLanded(KvBackendCursor *c, int bOn){
   char *zErr = 0;
-  if( bOn && (kv_logcursor_value(c->pCsr, &c->val, &zErr)!=SQLITE_OK
-              || c->val.n<8) ){
-    sqlite3_log(SQLITE_CORRUPT, "%s (scan stopped)", zErr);
+  int rc = SQLITE_OK;
+  if( c->rc!=SQLITE_OK ) bOn = 0;
+  if( bOn ){
+    rc = kv_logcursor_value(c->pCsr, &c->val, &zErr);
+    if( rc==SQLITE_OK && c->val.n<8 ){
+      rc = SQLITE_CORRUPT;
+      zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
+    }
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "%s (scan stopped)", zErr ? zErr : "kv_log: read error");
+    c->rc = rc;
+    c->zErr = zErr;
+    zErr = 0;
     bOn = 0;
   }
   sqlite3_free(zErr);
   c->bOn = bOn;
   return bOn;
+}
+
+static void logGetError(KvBackendSnap *h, char **pzErr){
+  *pzErr = h->zErr ? sqlite3_mprintf("%s", h->zErr) : 0;
+}
+
+static int logCursorError(KvBackendCursor *c, char **pzErr){
+  *pzErr = 0;
+  if( c->rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("%s", c->zErr ? c->zErr
+                             : "kv_log: a log record could not be read");
+  }
+  return c->rc;
 }
 
 static int logCursorSeek(KvBackendCursor *c, int eSeek, const void *a, int n){
@@ -554,5 +587,5 @@ const KvBackend kvLogBackend = {
   logCursorEntry,
   logApply, logDurable, logStats,
   1, logStatsEx,
-  0, 0
+  logCursorError, logGetError
 };

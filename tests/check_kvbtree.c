@@ -622,6 +622,69 @@ START_TEST(test_kvlog_corrupt_log_fails_open)
 }
 END_TEST
 
+/* Offset of the first occurrence of zNeedle in file zPath (fails if none). */
+static off_t kb_find(const char *zPath, const char *zNeedle){
+  struct stat st;
+  int fd = open(zPath, O_RDONLY);
+  char *a;
+  off_t i, n = (off_t)strlen(zNeedle);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(fstat(fd, &st), 0);
+  a = malloc(st.st_size+1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq(pread(fd, a, st.st_size, 0), (ssize_t)st.st_size);
+  close(fd);
+  for(i=0; i+n<=st.st_size && memcmp(&a[i], zNeedle, n)!=0; i++){}
+  ck_assert_msg(i+n<=st.st_size, "%s not found in %s", zNeedle, zPath);
+  free(a);
+  return i;
+}
+
+/* A record damaged after the open checked it (open verifies every
+** checksum): a scan reaching it and a point read of it fail with
+** SQLITE_CORRUPT naming the log file and the record's offset; before, the
+** scan ended there as if the table had ended. */
+START_TEST(test_kvlog_damaged_record_fails_scan_and_read)
+{
+  char *zDir = th_tmpdir("kvlog_damaged");
+  char *zFile = sqlite3_mprintf("%s/kv_log/1/00000001.klog", zDir);
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0;
+  int fd;
+  off_t iOff;
+  kb_mk(db, "l", "kv_log", zDir);
+  kb_fill(db, "l", 1, 20, "a");
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 20);
+  /* damage the value of key 7 in place: one byte of "v7-a" */
+  iOff = kb_find(zFile, "v7-a");
+  fd = open(zFile, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, "w", 1, iOff), 1);
+  close(fd);
+  ck_assert_int_eq(th_try(db, "SELECT count(*) FROM l", &zErr) & 0xff,
+                   SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "00000001.klog is corrupt at offset")
+                && strstr(zErr, "checksum"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr); zErr = 0;
+  /* keys away from it still read (a walk reads the record of the key it
+  ** lands on, also the first one past its bound); the damaged one fails */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key<6"), 5);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key>7"), 13);
+  ck_assert_int_eq(th_try(db, "SELECT value FROM l WHERE key=7", &zErr)
+                   & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "00000001.klog is corrupt at offset"),
+                "%s", zErr ? zErr : "");
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_try(db, "SELECT key FROM l ORDER BY key DESC", &zErr)
+                   & 0xff, SQLITE_CORRUPT);
+  sqlite3_free(zErr);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A kv_log file cut after its records were synced: the open reports the
 ** loss instead of silently dropping the tail. */
 START_TEST(test_kvlog_truncated_synced_log_fails_open)
@@ -995,6 +1058,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
   tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
   tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
+  tcase_add_test(tc, test_kvlog_damaged_record_fails_scan_and_read);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
