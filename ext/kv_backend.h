@@ -111,6 +111,11 @@ struct KvBackend {
   /* The message of the last xGet on the snapshot that failed (*pzErr
   ** sqlite3_malloc'd, or left NULL).  NULL: no messages. */
   void (*xGetError)(KvBackendSnap*, char **pzErr);
+  /* Called by prepare, before the WAL append, for each table with writes:
+  ** an error (code + *pzErr) if the table already knows that xApply would
+  ** refuse them, so the commit fails with nothing logged.  NULL: always
+  ** writable.  Without the engine mutex. */
+  int (*xCheckWrite)(KvBackendTable*, char **pzErr);
 };
 
 /* ext/kv_memory.c */

@@ -1164,5 +1164,5 @@ const KvBackend kvBtreeBackend = {
   btCursorEntry,
   btApply, btDurable, btStats,
   1, btStatsEx,
-  btCursorError, btGetError
+  btCursorError, btGetError, 0
 };

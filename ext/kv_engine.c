@@ -36,6 +36,45 @@ void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_unlock(&kvGlobalMutex);
 }
 
+static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
+
+void kv_engine_test_fail_apply(int n){
+  __atomic_store_n(&kvApplyFault, n, __ATOMIC_SEQ_CST);
+}
+
+int kvEngineApplyFault(void){
+  return __atomic_load_n(&kvApplyFault, __ATOMIC_SEQ_CST)>0
+      && __atomic_sub_fetch(&kvApplyFault, 1, __ATOMIC_SEQ_CST)==0;
+}
+
+/* ---------------------------------------------------- failed state --- */
+
+int kvEngineFailed(KvEngine *pEng, char **pzErr){
+  int rc = __atomic_load_n(&pEng->rcFailed, __ATOMIC_ACQUIRE);
+  if( rc!=SQLITE_OK && pzErr ){
+    *pzErr = sqlite3_mprintf("%s", pEng->zFailed ? pEng->zFailed
+                             : "kv: the store is stopped");
+  }
+  return rc;
+}
+
+void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
+  const char *zWhy = *pzErr ? *pzErr : sqlite3_errstr(rc);
+  if( pEng->rcFailed==SQLITE_OK ){
+    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: publishing "
+        "commit %llu failed after its WAL flush (%s); %s", pEng->zDir
+        ? pEng->zDir : "(memory)", (unsigned long long)cid, zWhy, cid
+        ? "its persistent writes are in the WAL: close every connection to "
+          "the store and open it again to apply them"
+        : "it held only volatile writes, which are lost");
+    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed : zWhy);
+    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
+  }
+  sqlite3_free(*pzErr);
+  *pzErr = 0;
+  kvEngineFailed(pEng, pzErr);
+}
+
 const KvBackend *kvBackendFind(const char *zType){
   size_t i;
   for(i=0; i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
@@ -336,6 +375,7 @@ static void kvEngineFree(KvEngine *pEng){
   if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flock */
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
+  sqlite3_free(pEng->zFailed);
   sqlite3_free(pEng->zDir);
   sqlite3_free(pEng);
 }

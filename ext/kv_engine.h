@@ -65,6 +65,11 @@ typedef struct KvIter KvIter;
 ** catalog file (NULL: the real POSIX I/O).  The caller keeps pIo alive. */
 void kv_engine_test_io(const WalIo *pIo);
 
+/* Test hook: the n-th backend publication (xApply of one table of a
+** committing root) from now fails with SQLITE_NOMEM, as running out of
+** memory after the WAL flush would (1: the next one; 0: none). */
+void kv_engine_test_fail_apply(int n);
+
 /* Open (create if needed) the store in zDir, or a new anonymous store when
 ** zDir is NULL.  Replays the WAL.  *ppEng holds one reference.  Errors:
 ** SQLITE_BUSY "kv: store <dir> is open in another process",

@@ -50,6 +50,8 @@ struct KvEngine {
   KvRoot *pPrepared;            /* prepared, not yet finished roots */
   pthread_mutex_t catMutex;     /* serialises catalog file writes */
   KvVerStore *pVer;             /* version TTL and sweeper (kv_version.c) */
+  int rcFailed;                 /* failed state (kvEngineFail); atomic */
+  char *zFailed;                /* its message, set before rcFailed */
   KvEngine *pNextEngine;        /* kvGlobalMutex */
 };
 
@@ -116,6 +118,17 @@ void kvMetricRootCreated(void);
 void kvMetricRootClosed(void);
 
 /* kv_engine.c */
+/* The store's failed state: SQLITE_OK, or the code of the publication
+** that failed, with the message in *pzErr (sqlite3_malloc'd; pzErr may
+** be NULL).  Any thread, no lock needed. */
+int kvEngineFailed(KvEngine*, char **pzErr);
+/* Publishing commit cid failed with rc (message *pzErr, replaced by the
+** store's failed-state message): the store enters its failed state, in
+** which every later operation fails, until it is opened again.  Engine
+** mutex held.  The first failure names the state; later ones keep it. */
+void kvEngineFail(KvEngine*, int rc, uint64_t cid, char **pzErr);
+/* Test hook kv_engine_test_fail_apply: should this xApply fail? */
+int kvEngineApplyFault(void);
 KvTable *kvTableFind(KvEngine*, const char *zName, int nName);
 void kvTableUnref(KvTable*);     /* engine mutex held */
 int kvTableNew(KvEngine*, const char *zName, int nName, const KvMeta*,

@@ -179,7 +179,8 @@ int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
   memset(p, 0, sizeof(*p));
   p->pEng = pEng;
   p->bDesc = bDesc;
-  rc = kvIterBounds(p, pLo, pHi);
+  rc = kvEngineFailed(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvIterBounds(p, pLo, pHi);
   if( rc==SQLITE_OK ) rc = kvIterSource(p, pRoot, zTab, nTab, &pOwn, pzErr);
   if( rc==SQLITE_OK && p->pSnap ){
     rc = p->pTab->pBackend->xCursorOpen(p->pSnap, &p->pData);

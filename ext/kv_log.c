@@ -223,6 +223,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   pthread_cond_init(&t->cond, 0);
   t->zName = (char*)&t[1];
   memcpy(t->zName, pDef->zName, pDef->nName);
+  t->zName[pDef->nName] = 0;
   t->nName = pDef->nName;
   t->pEng = pDef->pEng;
   t->pIo = pDef->pIo ? pDef->pIo : wal_io_posix();
@@ -415,6 +416,20 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   return rc;
 }
 
+/* Prepare's check: a log that refused writes after a failed sync would
+** refuse this commit's too, after its WAL flush; fail it now instead. */
+static int logCheckWrite(KvBackendTable *t, char **pzErr){
+  KvLogStats st;
+  kv_logstore_stats(t->pLog, &st);
+  if( !st.bFailed ) return SQLITE_OK;
+  pthread_mutex_lock(&t->mu);
+  *pzErr = sqlite3_mprintf("kv_log: table %s takes no writes until the store "
+      "is opened again: its log in %s failed (%s)", t->zName, t->zDir,
+      t->zError[0] ? t->zError : "a write or sync failed");
+  pthread_mutex_unlock(&t->mu);
+  return SQLITE_IOERR;
+}
+
 /* A replayed record that appended nothing is durable already. */
 static int logDurable(KvBackendTable *t, uint64_t cid){
   return cid<=t->labelLoaded && t->cidAppended!=cid;
@@ -587,5 +602,5 @@ const KvBackend kvLogBackend = {
   logCursorEntry,
   logApply, logDurable, logStats,
   1, logStatsEx,
-  logCursorError, logGetError
+  logCursorError, logGetError, logCheckWrite
 };

@@ -166,5 +166,6 @@ const KvBackend kvMemoryBackend = {
   memCursorEntry,
   memApply, memDurable, memStats,
   0, 0,                         /* any directory; xStats only */
-  0, 0                          /* in memory: reads cannot fail */
+  0, 0,                         /* in memory: reads cannot fail */
+  0                             /* always writable */
 };

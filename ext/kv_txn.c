@@ -17,7 +17,7 @@ static int kvIsPending(const KvTable *t){
 }
 
 static int kvRootUsable(KvRoot *p, char **pzErr){
-  if( p->eState==KV_ROOT_ACTIVE ) return SQLITE_OK;
+  if( p->eState==KV_ROOT_ACTIVE ) return kvEngineFailed(p->pEng, pzErr);
   *pzErr = sqlite3_mprintf("kv: transaction %llu is %s",
       (unsigned long long)p->tid,
       p->eState==KV_ROOT_PREPARED ? "prepared and takes no more operations"
@@ -203,7 +203,8 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   KvBackendSnap *pSnap = 0;
   KvTable *pTab;
   KvMapEntry e;
-  int rc = SQLITE_OK;
+  int rc = kvEngineFailed(pEng, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
   pTab = kvTableFind(pEng, zTab, nTab);
   if( pTab ){
@@ -734,6 +735,24 @@ static int kvRootLog(KvRoot *p, char **pzErr){
   return rc;
 }
 
+/* Before the WAL append: can every table the root writes take its writes
+** at publication?  (A backend that knows it would refuse them - a kv_log
+** table whose log failed - fails the prepare here, with nothing logged,
+** instead of failing the publication after the WAL flush.) */
+static int kvCheckWritable(KvRoot *p, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvTable *t = c->pTab;
+    if( c->bSchema || t->pData==0 || t->pBackend->xCheckWrite==0
+     || kv_map_count(c->pWrite)==0 ){
+      continue;
+    }
+    rc = t->pBackend->xCheckWrite(t->pData, pzErr);
+  }
+  return rc;
+}
+
 int kv_root_prepare(KvRoot *p, char **pzErr){
   int rc = kvRootUsable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr);
@@ -760,6 +779,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
     *pzErr = kvConflictMessage(p);
     rc = SQLITE_BUSY_SNAPSHOT;
   }
+  if( rc==SQLITE_OK ) rc = kvCheckWritable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
   if( rc!=SQLITE_OK ) kvRootFinish(p, KV_ROOT_FAILED);
   return rc;
@@ -805,7 +825,8 @@ static int kvPublish(KvRoot *p, char **pzErr){
       c->pTab->pBackend->xSnapshotFree(c->pSnap);
       c->pSnap = 0;
     }
-    rc = c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
+    rc = kvEngineApplyFault() ? SQLITE_NOMEM
+       : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
     if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
     if( rc==SQLITE_OK ) rc = kvVersionPublish(p, c->pTab, c->pWrite);
   }
@@ -850,7 +871,11 @@ int kv_root_commit(KvRoot *p, char **pzErr){
     return SQLITE_MISUSE;
   }
   pthread_mutex_lock(&p->pEng->mutex);
-  rc = kvPublish(p, pzErr);
+  rc = kvEngineFailed(p->pEng, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kvPublish(p, pzErr);
+    if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
+  }
   pthread_mutex_unlock(&p->pEng->mutex);
   if( rc==SQLITE_OK ) kvConfirm(p);
   kvRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);

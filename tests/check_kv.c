@@ -1238,6 +1238,59 @@ START_TEST(test_kv_wal_failure_fails_commit_and_store_reopens){
 }
 END_TEST
 
+/* A publication that fails after the WAL flush (out of memory applying the
+** second table of a commit).  SQLite ignores an error of xCommit, so the
+** COMMIT says OK; the store then fails every later operation with a
+** message naming the failed commit, so no reader sees a state without it,
+** or with half of it; closing every connection and opening the store again
+** applies it from the WAL.  Through a handle, kv_commit reports it. */
+START_TEST(test_kv_failed_publication_stops_store_until_reopen){
+  char *zDir = th_tmpdir("kv-pubfail");
+  char *zDir2 = th_tmpdir("kv-pubfail-h");
+  sqlite3 *db = kv_db(), *db2 = kv_db();
+  sqlite3_int64 h;
+  kv_mk(db, "a", zDir, 1);
+  kv_mk(db, "b", zDir, 1);
+  kv_mk(db2, "a", zDir, 1);
+  th_exec(db, "INSERT INTO a VALUES(1,'a1'); INSERT INTO b VALUES(1,'b1')");
+  kv_engine_test_fail_apply(2);          /* b's part of the next commit */
+  ck_assert_int_eq(th_try(db, "BEGIN; INSERT INTO a VALUES(2,'a2'); "
+                   "INSERT INTO b VALUES(2,'b2'); COMMIT", 0), SQLITE_OK);
+  /* a's part was published, b's was not: nobody may read that */
+  kv_fail(db, "SELECT count(*) FROM a", "is stopped: publishing commit");
+  kv_fail(db, "SELECT count(*) FROM b", "(out of memory)");
+  kv_fail(db2, "SELECT value FROM a WHERE key=2", "is stopped");
+  kv_fail(db2, "INSERT INTO a VALUES(3,'a3')", "open it again to apply");
+  h = kv_begin(db2, zDir);
+  kv_failf(db2, "is stopped", "SELECT kv_get(%lld, 'a', 1)", h);
+  kv_ok(db2, "SELECT kv_rollback(%lld)", h);
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  db = kv_db();
+  kv_mk(db, "a", zDir, 1);
+  kv_mk(db, "b", zDir, 1);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM a", "1=a1 2=a2");
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM b", "1=b1 2=b2");
+  th_exec(db, "INSERT INTO a VALUES(3,'a3')");       /* writable again */
+  sqlite3_close(db);
+  /* an explicit handle: kv_commit itself returns the failure */
+  db = kv_db();
+  kv_mk(db, "c", zDir2, 1);
+  h = kv_begin(db, zDir2);
+  kv_ok(db, "SELECT kv_put(%lld, 'c', 1, 'c1')", h);
+  kv_engine_test_fail_apply(1);
+  kv_failf(db, "is stopped: publishing commit", "SELECT kv_commit(%lld)", h);
+  kv_fail(db, "SELECT count(*) FROM c", "is stopped");
+  sqlite3_close(db);
+  db = kv_db();
+  kv_mk(db, "c", zDir2, 1);
+  kv_text_eq(db, "SELECT value FROM c WHERE key=1", "c1");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+  sqlite3_free(zDir2);
+}
+END_TEST
+
 START_TEST(test_kv_replay_is_idempotent_across_reopens){
   char *zDir = th_tmpdir("kv-replay");
   const char *zCheck = "SELECT group_concat(key||'='||value, ' ') FROM t";
@@ -1332,6 +1385,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_wal_failure_fails_commit_and_store_reopens,
                       0, (int)(sizeof(aFault)/sizeof(aFault[0])));
   tcase_add_test(tc, test_kv_replay_is_idempotent_across_reopens);
+  tcase_add_test(tc, test_kv_failed_publication_stops_store_until_reopen);
   tcase_add_test(tc, test_kv_only_persistent_writes_reach_the_wal);
   tcase_add_test(tc, test_kv_corrupt_catalog_file_is_reported);
   suite_add_tcase(s, tc);

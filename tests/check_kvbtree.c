@@ -949,8 +949,11 @@ END_TEST
 /* --------------------------------------------- injected log faults --- */
 
 /* kv_log through the injectable I/O layer: a failed log sync confirms
-** nothing and is counted; a failed log append fails the commit; the next
-** open (real I/O) has every row whose WAL record was flushed. */
+** nothing and is counted, and the next COMMIT to that table fails at its
+** prepare (the log refuses writes; nothing reaches the WAL); a log append
+** failing after the WAL flush stops the store, so readers get that error
+** instead of a state without the commit; the next open (real I/O) has
+** every row whose WAL record was flushed. */
 START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
 {
   char *zDir = th_tmpdir("kvlog_fault");
@@ -975,17 +978,19 @@ START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
   ck_assert_int_ge(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync+2);
   ck_assert_int_eq(kb_stat(db, "collector_errors", "l"), 1);
   ck_assert_int_ge(kb_stat(db, "wal_unconfirmed", 0), 1);
-  /* the log store now refuses writes: the next commit's publication fails
-  ** after its WAL flush (SQLite does not report a failing xCommit), the
-  ** row is not visible, and the next open repairs it */
-  th_try(db, "INSERT INTO l VALUES(3, 'three')", &zErr);
+  /* the log store now refuses writes: the next COMMIT fails at prepare,
+  ** naming the cause, and nothing of it is visible or in the WAL */
+  ck_assert_int_eq(th_try(db, "INSERT INTO l VALUES(3, 'three')", &zErr)
+                   & 0xff, SQLITE_IOERR);
+  ck_assert_msg(zErr && strstr(zErr, "kv_log: table l takes no writes until "
+                "the store is opened again"), "%s", zErr ? zErr : "");
   sqlite3_free(zErr); zErr = 0;
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=3"), 0);
   sqlite3_close(db);
   kv_engine_test_io(0);
   db = th_open(":memory:");
   kb_mk(db, "l", "kv_log", zDir);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 2);
   kb_settle(db);
   sqlite3_close(db);
   /* a failed append (the 2nd write from now: the 1st is the WAL append) */
@@ -993,14 +998,22 @@ START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
   db = th_open(":memory:");
   kb_mk(db, "l", "kv_log", zDir);
   wal_fault_arm(pF, WAL_FAULT_WRITE, 2, ENOSPC, 0);
-  th_try(db, "INSERT INTO l VALUES(4, 'four')", &zErr);
-  sqlite3_free(zErr);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=4"), 0);
+  /* SQLite does not pass on an error of xCommit: the COMMIT says OK, so
+  ** every later statement on the store reports the failure */
+  ck_assert_int_eq(th_try(db, "INSERT INTO l VALUES(4, 'four')", &zErr),
+                   SQLITE_OK);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_try(db, "SELECT count(*) FROM l WHERE key=4", &zErr)
+                   & 0xff, SQLITE_FULL);
+  ck_assert_msg(zErr && strstr(zErr, "is stopped: publishing commit"),
+                "%s", zErr ? zErr : "");
+  sqlite3_free(zErr); zErr = 0;
   sqlite3_close(db);
   kv_engine_test_io(0);
   db = th_open(":memory:");
   kb_mk(db, "l", "kv_log", zDir);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 4);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=4"), 1);
   kb_settle(db);
   ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
   sqlite3_close(db);
