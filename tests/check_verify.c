@@ -703,6 +703,22 @@ START_TEST(test_verify_finds_pins_restore_points_and_counters_out_of_step){
   assert_finding(&f, "restore_point", 55);
   assert_finding(&f, "pin", -1);
   fx_close(&f);
+  fx_open(&f, "verify_vtx");
+  iMain = build_store(&f);
+  {
+    sqlite3 *db = raw_open(&f);
+    char *zSql = sqlite3_mprintf("DELETE FROM depot_kv WHERE key IN (SELECT"
+        " key FROM depot_kv WHERE key>x'0230%016llx11' AND"
+        " key<x'0230%016llx12' LIMIT 1)", (unsigned long long)iMain,
+        (unsigned long long)iMain);
+    th_exec(db, zSql);
+    ck_assert_int_eq(sqlite3_changes(db), 1);
+    sqlite3_free(zSql);
+    sqlite3_close(db);
+  }
+  assert_finding(&f, "vtx", 1);
+  ck_assert_int_eq(findings(&f, 0, -1), 1);
+  fx_close(&f);
   fx_open(&f, "verify_counter");
   iMain = build_store(&f);
   memset(v, 0, 8);
@@ -715,44 +731,53 @@ END_TEST
 /* Random rows in every partition verify reads, and garbage in existing
 ** rows: verify returns (findings or not), never crashes, and stays within
 ** its finding limit. */
+/* 60 random rows in the partitions verify reads (many under existing
+** branch ids), and random bytes over about one in seven existing rows. */
+static void put_garbage(Fx *f, uint64_t iMain){
+  static const unsigned aPart[] = { 0x20, 0x30, 0x50, 0x70, 0x42, 0x40 };
+  sqlite3 *db = raw_open(f);
+  sqlite3_stmt *st = 0;
+  int i, j;
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO depot_kv"
+                   " VALUES(?1, ?2)", -1, &st, 0), SQLITE_OK);
+  for(i=0; i<60; i++){
+    unsigned char k[64], v[700];
+    int nKey = 2 + rand()%40, nVal = rand()%700;
+    k[0] = 0x02;
+    k[1] = (unsigned char)aPart[rand()%6];
+    if( nKey>=10 ) ltx_put64(k+2, rand()%3 ? iMain+rand()%3 : (uint64_t)rand());
+    for(j=10; j<nKey; j++) k[j] = (unsigned char)(rand()%4 ? rand()%4 : rand());
+    if( nKey>10 && rand()%2 ) k[10] = "\x01\x02\x10\x11\x20\x30"[rand()%6];
+    for(j=0; j<nVal; j++) v[j] = (unsigned char)rand();
+    if( nVal>0 && rand()%2 ) v[0] = 1;
+    sqlite3_bind_blob(st, 1, k, nKey, SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 2, v, nVal, SQLITE_TRANSIENT);
+    ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_reset(st);
+  }
+  sqlite3_finalize(st);
+  th_exec(db, "UPDATE depot_kv SET value=randomblob(length(value))"
+              " WHERE abs(random())%7=0 AND key>=x'0220' AND key<x'0280'");
+  sqlite3_close(db);
+}
+
+/* Random rows in every partition verify reads, and garbage in existing
+** rows: verify returns (findings or not), never crashes, and stays within
+** its finding limit. */
 START_TEST(test_verify_survives_random_garbage_rows){
   Fx f;
   const char *zRounds = getenv("DEPOT_VERIFY_FUZZ_ROUNDS");
-  int nRound = zRounds ? atoi(zRounds) : 6, r, i;
-  unsigned aPart[] = { 0x20, 0x30, 0x50, 0x70, 0x42, 0x40 };
+  int nRound = zRounds ? atoi(zRounds) : 6, r;
   uint64_t iMain;
   fx_open(&f, "verify_fuzz");
   iMain = build_store(&f);
   srand(1234);
   for(r=0; r<nRound; r++){
-    sqlite3 *db = raw_open(&f);
-    sqlite3_stmt *st = 0;
-    char *zErr = 0, *zSql;
+    char *zErr = 0;
+    char *zSql = sqlite3_mprintf("SELECT count(*) FROM depot_verify(%Q)",
+                                 f.zStore);
     int rc;
-    ck_assert_int_eq(sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO depot_kv"
-                     " VALUES(?1, ?2)", -1, &st, 0), SQLITE_OK);
-    for(i=0; i<60; i++){
-      unsigned char k[64], v[700];
-      int nKey = 2 + rand()%40, nVal = rand()%700, j;
-      k[0] = 0x02;
-      k[1] = (unsigned char)aPart[rand()%6];
-      if( nKey>=10 ){
-        ltx_put64(k+2, rand()%3 ? iMain + rand()%3 : (uint64_t)rand());
-      }
-      for(j=10; j<nKey; j++) k[j] = (unsigned char)(rand()%4 ? rand()%4 : rand());
-      if( nKey>10 && rand()%2 ) k[10] = (unsigned char)"\x01\x02\x10\x20\x30"[rand()%5];
-      for(j=0; j<nVal; j++) v[j] = (unsigned char)rand();
-      if( nVal>0 && rand()%2 ) v[0] = 1;
-      sqlite3_bind_blob(st, 1, k, nKey, SQLITE_TRANSIENT);
-      sqlite3_bind_blob(st, 2, v, nVal, SQLITE_TRANSIENT);
-      ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
-      sqlite3_reset(st);
-    }
-    sqlite3_finalize(st);
-    th_exec(db, "UPDATE depot_kv SET value=randomblob(length(value))"
-                " WHERE abs(random())%7=0 AND key>=x'0220' AND key<x'0280'");
-    sqlite3_close(db);
-    zSql = sqlite3_mprintf("SELECT count(*) FROM depot_verify(%Q)", f.zStore);
+    put_garbage(&f, iMain);
     rc = th_try(f.db, zSql, &zErr);
     sqlite3_free(zSql);
     ck_assert_msg(rc==SQLITE_OK || (rc&0xff)==SQLITE_CORRUPT,

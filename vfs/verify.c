@@ -6,6 +6,7 @@
 **   vfyBlobs         DELTA chunk rows against COMMITS rows, then every
 **                    blob decoded whole (frames, page CRCs, blob CRC) and
 **                    compared with its commit row
+**   vfyVtx           VTX rows and commits lead to each other
 **   vfyPidx          every page index row: its commit exists and its frame
 **                    decodes to that page with a good CRC
 **   vfyHead          the head against its commit row, and the database
@@ -52,6 +53,7 @@ struct VCommit {
   CommitRow row;
   int bSeen;                /* has chunk rows */
   int bChunksOk;            /* ... exactly the ones the row describes */
+  int bVtx;                 /* its VTX row was seen */
 };
 
 typedef struct VRow VRow;
@@ -495,6 +497,37 @@ static void vfyBlobs(Vfy *p, VBranch *pB){
     }else if( c->bChunksOk ){
       vfyBlobDecode(p, pB, c);
     }
+  }
+}
+
+/* ---- VTX: store sequence -> txid ---- */
+
+static void vfyVtxRow(Vfy *p, void *pCtx, const VRow *r){
+  VBranch *pB = (VBranch*)pCtx;
+  uint64_t iVs = r->nKey==19 ? ltx_get64(r->aKey+11) : 0;
+  VCommit *c = r->nKey==19 && r->nVal==8 ? vfyCommit(p, ltx_get64(r->aVal))
+                                         : 0;
+  if( c && c->row.iVs==iVs ){
+    c->bVtx = 1;
+    return;
+  }
+  vfyFind(p, pB, "vtx", c ? (int64_t)c->row.iTxid : -1, -1, r->aKey, r->nKey,
+      sqlite3_mprintf("depot: VTX row of sequence %llu does not lead to a"
+      " commit of that sequence", (unsigned long long)iVs));
+}
+
+/* Every VTX row leads to its commit and every commit has its VTX row. */
+static void vfyVtx(Vfy *p, VBranch *pB){
+  int i;
+  vfyEachBr(p, pB->iId, LAYOUT_BR_VTX, vfyVtxRow, pB);
+  for(i=0; i<p->nC && p->rc==SQLITE_OK && !p->bStop; i++){
+    unsigned char k[LAYOUT_MAX_KEY];
+    if( p->aC[i].bVtx ) continue;
+    vfyFind(p, pB, "vtx", (int64_t)p->aC[i].row.iTxid, -1, k,
+        layout_key_vtx(k, pB->iId, p->aC[i].row.iVs), sqlite3_mprintf(
+        "depot: commit %llu has no VTX row for its sequence %llu",
+        (unsigned long long)p->aC[i].row.iTxid,
+        (unsigned long long)p->aC[i].row.iVs));
   }
 }
 
@@ -948,6 +981,7 @@ static void vfyRun(Vfy *p){
     VBranch *pB = &p->aBr[i];
     if( !pB->bSel ) continue;
     vfyBlobs(p, pB);
+    if( p->rc==SQLITE_OK && !p->bStop ) vfyVtx(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyPidx(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyHead(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyForks(p, pB);
