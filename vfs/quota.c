@@ -112,7 +112,7 @@ static int quSumBranches(Store *pStore, uint64_t iBucket, const char *zDb,
     int64_t n = 0;
     rc = quGetI64(pStore, k, layout_key_br(k, ids.a[i], LAYOUT_BR_QUOTA),
                   &bFound, &n, pzErr);
-    *pnSum += n;
+    *pnSum = (int64_t)((uint64_t)*pnSum + (uint64_t)n);
   }
   sqlite3_free(ids.a);
   return rc;
@@ -163,7 +163,10 @@ static int quEnforce(Store *pStore, uint64_t iBucket, const char *zDb,
   int bCap = 0;
   int rc = quGetI64(pStore, k, layout_key_quota(k, iBucket, zDb,
                     LAYOUT_QUOTA_CAP), &bCap, &nCap, pzErr);
-  if( rc!=SQLITE_OK || !bCap || nUsed+nDelta<=nCap ) return rc;
+  if( rc!=SQLITE_OK || !bCap || (nUsed<=nCap
+      && (uint64_t)nDelta<=(uint64_t)nCap-(uint64_t)nUsed) ){
+    return rc;
+  }
   quLabel(pStore, iBucket, zDb, zLabel);
   return quErr(pzErr, SQLITE_FULL, sqlite3_mprintf("depot: quota of database"
       " '%s' exceeded: commit needs %lld bytes, %lld of %lld used", zLabel,
@@ -184,7 +187,7 @@ int depot_quota_charge(Store *pStore, uint64_t iBranch, int64_t nDelta,
     rc = quEnforce(pStore, rec.iBucket, rec.zDb, nUsed, nDelta, pzErr);
   }
   if( rc!=SQLITE_OK ) return rc;
-  quPutLe64(v, nUsed+nDelta);
+  quPutLe64(v, (int64_t)((uint64_t)nUsed + (uint64_t)nDelta));
   rc = store_put(pStore, k, layout_key_quota(k, rec.iBucket, rec.zDb,
                  LAYOUT_QUOTA_USED), v, 8);
   if( rc==SQLITE_OK ) rc = store_add(pStore, k,

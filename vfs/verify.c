@@ -41,7 +41,8 @@ struct VBranch {
   uint64_t iId;
   BranchRecord rec;
   int bSel;                 /* selected for verification */
-  int64_t nDeltaBytes;      /* bytes of its DELTA rows */
+  int64_t nBlobBytes;      /* bytes of its blob rows (DELTA; a shard check
+                           ** adds its SHARD rows) */
   int64_t nCounter;         /* its BR 02 counter */
   int64_t nPin;             /* its DB_PIN rows */
   int bMinF, bMinR;
@@ -90,6 +91,7 @@ struct Vfy {
   VCommit *aC;              /* commits of the branch being checked */
   int nC, nCAlloc;
   unsigned char *aPage;     /* one page of the largest size */
+  DepotChunkCache chunks;   /* recent chunk rows (immutable in the txn) */
 };
 
 typedef void (*VfyRowFn)(Vfy*, void*, const VRow*);
@@ -335,7 +337,8 @@ static int vfySelect(Vfy *p, const char *zQual, const char *zBranch){
   for(i=0; i<p->nBr; i++){
     const BranchRecord *r = &p->aBr[i].rec;
     p->aBr[i].bSel = zQual==0 || (r->iBucket==iBucket
-        && strcmp(r->zDb, zDb)==0 && (!zBranch || !strcmp(r->zBranch, zBranch)));
+        && strcmp(r->zDb, zDb)==0
+        && (zBranch==0 || strcmp(r->zBranch, zBranch)==0));
     nSel += p->aBr[i].bSel;
   }
   if( zQual && nSel==0 ){
@@ -419,7 +422,7 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
   uint64_t iTxid;
   uint32_t iChunk;
   VCommit *c;
-  u->pB->nDeltaBytes += r->nVal;
+  u->pB->nBlobBytes += r->nVal;
   if( r->nKey!=23 ){
     vfyFind(p, u->pB, "chunk", -1, -1, r->aKey, r->nKey,
             sqlite3_mprintf("depot: unexpected key among the blob rows"));
@@ -563,8 +566,8 @@ static void vfyPidxRow(Vfy *p, void *pCtx, const VRow *r){
         " %llu", pgno, (unsigned long long)iTxid));
     return;
   }
-  rc = depot_db_read_frame(p->pStore, 0, p->pDctx, pB->iId, iTxid, &pv, pgno,
-                           c->row.szPage, p->aPage, &zErr);
+  rc = depot_db_read_frame(p->pStore, &p->chunks, p->pDctx, pB->iId, iTxid,
+                           &pv, pgno, c->row.szPage, p->aPage, &zErr);
   if( (rc&0xff)==SQLITE_CORRUPT ){
     vfyFind(p, pB, "page_index", (int64_t)iTxid, pgno, r->aKey, r->nKey,
             zErr);
@@ -628,7 +631,7 @@ static int vfyChecksum(Vfy *p, VBranch *pB, const DbHead *h,
     vfyNextPage(p, pChain, pgno, &next, &bFound);
     if( !bFound || next>h->nPage ){ nZero += h->nPage-pgno+1; break; }
     nZero += next-pgno;
-    rc = depot_db_read_page(p->pStore, 0, 0, p->pDctx, pChain, next,
+    rc = depot_db_read_page(p->pStore, 0, &p->chunks, p->pDctx, pChain, next,
                             h->szPage, p->aPage, 0, &zErr);
     if( rc!=SQLITE_OK && (rc&0xff)!=SQLITE_CORRUPT ){
       vfyFail(p, rc, zErr);
@@ -915,11 +918,11 @@ static void vfyBranchCounter(Vfy *p, VBranch *pB){
   unsigned char k[LAYOUT_MAX_KEY];
   int nKey = layout_key_br(k, pB->iId, LAYOUT_BR_QUOTA), bRow;
   pB->nCounter = vfyI64(p, k, nKey, &bRow);
-  if( p->rc==SQLITE_OK && pB->nCounter!=pB->nDeltaBytes ){
+  if( p->rc==SQLITE_OK && pB->nCounter!=pB->nBlobBytes ){
     vfyFind(p, pB, "counter", -1, -1, k, nKey, sqlite3_mprintf(
         "depot: the branch's stored-byte counter is %lld but its blob rows"
         " hold %lld bytes", (long long)pB->nCounter,
-        (long long)pB->nDeltaBytes));
+        (long long)pB->nBlobBytes));
   }
 }
 
@@ -938,7 +941,9 @@ static void vfyDbCounter(Vfy *p, VBranch **ap, int n){
                               LAYOUT_QUOTA_USED);
   int64_t nSum = 0, nRow;
   int i, bRow;
-  for(i=0; i<n; i++) nSum += ap[i]->nCounter;
+  for(i=0; i<n; i++){
+    nSum = (int64_t)((uint64_t)nSum + (uint64_t)ap[i]->nCounter);
+  }
   nRow = vfyI64(p, k, nKey, &bRow);
   if( p->rc==SQLITE_OK && bRow && nRow!=nSum ){
     vfyFind(p, ap[0], "counter", -1, -1, k, nKey, sqlite3_mprintf(
@@ -956,7 +961,9 @@ static void vfyCounters(Vfy *p){
   ap = sqlite3_malloc64(sizeof(VBranch*)*(p->nBr+1));
   if( ap==0 ){ vfyFail(p, SQLITE_NOMEM, 0); return; }
   for(i=0; i<p->nBr; i++){
-    if( p->aBr[i].bSel ){ ap[n++] = &p->aBr[i]; nSum += p->aBr[i].nCounter; }
+    if( !p->aBr[i].bSel ) continue;
+    ap[n++] = &p->aBr[i];
+    nSum = (int64_t)((uint64_t)nSum + (uint64_t)p->aBr[i].nCounter);
   }
   qsort(ap, n, sizeof(VBranch*), vfyDbCmp);
   for(i=0; i<n && p->rc==SQLITE_OK && !p->bStop; i=j){
@@ -1044,5 +1051,6 @@ int depot_verify(const char *zStore, const char *zDb, const char *zBranch,
   sqlite3_free(v.aPage);
   sqlite3_free(v.aBr);
   sqlite3_free(v.aC);
+  depot_chunk_cache_clear(&v.chunks);
   return rc;
 }
