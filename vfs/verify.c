@@ -787,7 +787,8 @@ static void vfyPinRow(Vfy *p, void *pCtx, const VRow *r){
   (void)pCtx;
   if( pB==0 || r->bLongKey ){
     if( p->bWhole ) vfyFind(p, 0, "pin", -1, -1, r->aKey, r->nKey,
-        sqlite3_mprintf("depot: pin row of a branch that does not exist"));
+        sqlite3_mprintf("depot: pin row that does not decode or names a"
+        " branch that does not exist"));
     return;
   }
   if( !pB->bSel ) return;
