@@ -336,6 +336,34 @@ START_TEST(test_quota_fork_counts_only_its_own_bytes){
 }
 END_TEST
 
+/* A store written before quotas has no QUOTA 'u' row: the use is the sum
+** of the branch counters, and the next commit writes the row exactly. */
+START_TEST(test_quota_use_row_absent_is_computed_from_branch_counters){
+  Fx f;
+  unsigned char k[LAYOUT_MAX_KEY];
+  sqlite3 *db;
+  sqlite3_int64 nUsed;
+  fx_open(&f, "quota_absent");
+  build_store(&f);
+  nUsed = raw_db_bytes(&f, 0, "app");
+  raw_put(&f, k, layout_key_quota(k, 0, "app", LAYOUT_QUOTA_USED), 0, -1);
+  ck_assert_int_eq(fx_int(&f, "SELECT used_bytes FROM depot_quotas(%Q)"
+                   " WHERE db='app'", f.zStore), nUsed);
+  fx_exec(&f, "SELECT depot_quota(%Q,'app',%lld)", f.zStore, nUsed);
+  db = fx_db(&f, "app", "dev", 0);
+  ck_assert_int_eq(th_try(db, "INSERT INTO t VALUES(500,'x')", 0) & 0xff,
+                   SQLITE_FULL);
+  fx_exec(&f, "SELECT depot_quota(%Q,'app',NULL)", f.zStore);
+  th_exec(db, "INSERT INTO t VALUES(500,'x')");
+  sqlite3_close(db);
+  ck_assert_int_eq(fx_int(&f, "SELECT used_bytes FROM depot_quotas(%Q)"
+                   " WHERE db='app'", f.zStore), raw_db_bytes(&f, 0, "app"));
+  ck_assert_int_gt(raw_db_bytes(&f, 0, "app"), nUsed);
+  assert_clean(&f);
+  fx_close(&f);
+}
+END_TEST
+
 /* Log messages of SQLITE_FULL, captured through SQLITE_CONFIG_LOG. */
 static char zFullLog[1024];
 static void full_log(void *pArg, int rc, const char *zMsg){
@@ -849,6 +877,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("quota");
   tcase_add_test(tc, test_quota_use_equals_stored_bytes_of_the_database);
   tcase_add_test(tc, test_quota_fork_counts_only_its_own_bytes);
+  tcase_add_test(tc, test_quota_use_row_absent_is_computed_from_branch_counters);
   tcase_add_test(tc, test_quota_commit_past_cap_fails_full_and_writes_nothing);
   tcase_add_test(tc, test_quota_commit_that_just_fits_succeeds);
   tcase_add_test(tc, test_quota_bad_input_is_refused_and_changes_nothing);
