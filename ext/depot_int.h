@@ -34,4 +34,7 @@ extern const DepotComponent depotVfsComponent;
 ** (registered by depotVfsComponent's xConnection). */
 int depot_branch_sql_register(sqlite3 *db);
 
+/* depot_quota, depot_quotas and depot_verify (ext/depot_verify_sql.c). */
+int depot_verify_sql_register(sqlite3 *db);
+
 #endif /* DEPOT_INT_H */

@@ -7,7 +7,8 @@
 **       checksum -- one row per commit, in txid order
 **   SELECT * FROM depot_stats(store);
 **       databases, branches, stored_bytes, logical_bytes,
-**       compression_ratio, cache_hits, cache_misses -- one row
+**       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
+**       quota_databases, quota_full_databases -- one row
 **   SELECT depot_import(src_path, store[, db]);         -- pages copied
 **   SELECT depot_export(store, db, branch, dst_path);   -- pages copied
 **
@@ -218,7 +219,8 @@ static int dsConnect(sqlite3 *db, void *pAux, int argc,
   int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(databases INTEGER,"
       " branches INTEGER, stored_bytes INTEGER, logical_bytes INTEGER,"
       " compression_ratio REAL, cache_hits INTEGER, cache_misses INTEGER,"
-      " store HIDDEN)");
+      " store HIDDEN, quota_used_bytes INTEGER, quota_databases INTEGER,"
+      " quota_full_databases INTEGER)");
   (void)pAux; (void)argc; (void)argv; (void)pzErr;
   if( rc!=SQLITE_OK ) return rc;
   p = sqlite3_malloc64(sizeof(*p));
@@ -293,6 +295,9 @@ static int dsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
       break;
     case 5: sqlite3_result_int64(ctx, s->nCacheHit); break;
     case 6: sqlite3_result_int64(ctx, s->nCacheMiss); break;
+    case 8: sqlite3_result_int64(ctx, s->nQuotaUsed); break;
+    case 9: sqlite3_result_int64(ctx, s->nQuotaCapped); break;
+    case 10: sqlite3_result_int64(ctx, s->nQuotaFull); break;
     default: break;
   }
   return SQLITE_OK;
@@ -475,6 +480,7 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_export", 4, f,
                                    0, depotExportFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
+  if( rc==SQLITE_OK ) rc = depot_verify_sql_register(db);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("depot: cannot register the depot SQL"
                              " functions: %s", sqlite3_errmsg(db));

@@ -1,6 +1,7 @@
 /*
 ** admin.c -- read-only inspection of a store for the SQL surface:
-** depot_list_commits() and depot_store_stats() of vfs/depot_vfs.h.  Each
+** depot_list_commits() and depot_store_stats() (with the quota figures
+** of depot_quota_list()) of vfs/depot_vfs.h.  Each
 ** call opens its own store handle (default VFS) and closes it again.
 */
 #include "config.h"
@@ -104,6 +105,15 @@ static int adminPointerRow(void *pArg, const unsigned char *pKey, int nKey,
   return p->rc!=SQLITE_OK;
 }
 
+/* Quota figures: one call per database. */
+static int adminQuotaRow(void *pArg, const DepotQuotaInfo *q){
+  DepotStats *p = (DepotStats*)pArg;
+  p->nQuotaUsed += q->nUsed;
+  p->nQuotaCapped += q->bCap;
+  p->nQuotaFull += q->bCap && q->nUsed>=q->nCap;
+  return 0;
+}
+
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
   unsigned char lo[4] = { 0x02, LAYOUT_P_DBPTR, 0, 0 };
   unsigned char hi[4] = { 0x02, LAYOUT_P_DBPTR+1, 0, 0 };
@@ -133,5 +143,7 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
   }
   depot_cache_counters(&pStats->nCacheHit, &pStats->nCacheMiss);
   store_close(ctx.pStore);
+  if( rc==SQLITE_OK ) rc = depot_quota_list(zStore, adminQuotaRow, pStats,
+                                            pzErr);
   return rc;
 }

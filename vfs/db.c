@@ -226,13 +226,35 @@ static int dbFindOwnerInChain(Store *pStore, DepotChain *pChain,
   return rc;
 }
 
+int depot_db_read_frame(Store *pStore, DepotChunkCache *pChunks,
+                        ZSTD_DCtx *pDctx, uint64_t iBranch, uint64_t iTxid,
+                        const PidxValue *pv, uint32_t pgno, uint32_t szPage,
+                        unsigned char *pOut, char **pzErr){
+  unsigned char *aFrame;
+  int rc;
+  if( pv->nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage)
+   || pv->szChunk==0 ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index row gives an"
+                 " oversized frame or no chunk size%s", "");
+  }
+  aFrame = sqlite3_malloc64(pv->nByte ? pv->nByte : 1);
+  if( aFrame==0 ) return SQLITE_NOMEM;
+  rc = dbReadRange(pStore, pChunks, iBranch, iTxid, pv->szChunk,
+                   pv->iOffset, pv->nByte, aFrame, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = ltx_decode_frame(aFrame, pv->nByte, pgno, szPage, pDctx, pOut,
+                          0, pzErr);
+  }
+  sqlite3_free(aFrame);
+  return rc;
+}
+
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
                        DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
   PidxHit hit;
-  unsigned char *aFrame;
   uint64_t iBranch = 0;
   int rc;
   memset(&hit, 0, sizeof(hit));
@@ -248,19 +270,8 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache,
                                 pOut) ){
     return SQLITE_OK;
   }
-  if( hit.v.nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage) ){
-    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index row gives an"
-                 " oversized frame%s", "");
-  }
-  aFrame = sqlite3_malloc64(hit.v.nByte);
-  if( aFrame==0 ) return SQLITE_NOMEM;
-  rc = dbReadRange(pStore, pChunks, iBranch, hit.iOwner, hit.v.szChunk,
-                   hit.v.iOffset, hit.v.nByte, aFrame, pzErr);
-  if( rc==SQLITE_OK ){
-    rc = ltx_decode_frame(aFrame, hit.v.nByte, pgno, szPage, pDctx, pOut,
-                          0, pzErr);
-  }
-  sqlite3_free(aFrame);
+  rc = depot_db_read_frame(pStore, pChunks, pDctx, iBranch, hit.iOwner,
+                           &hit.v, pgno, szPage, pOut, pzErr);
   if( rc==SQLITE_OK && pCache ){
     depot_cache_put(pCache, iBranch, pgno, hit.iOwner, szPage, pOut);
   }
@@ -335,7 +346,7 @@ static int dbPutBlob(Store *pStore, uint64_t iBranch, uint64_t iTxid,
   return rc;
 }
 
-/* COMMITS, VTX, LOG, head and quota rows. */
+/* COMMITS, VTX, LOG and head rows. */
 static int dbPutCommitRows(Store *pStore, uint64_t iBranch, uint64_t iVs,
                            CommitRow *pRow, DbHead *pHead){
   unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
@@ -355,10 +366,6 @@ static int dbPutCommitRows(Store *pStore, uint64_t iBranch, uint64_t iVs,
       layout_key_vtx(k, iBranch, (uint64_t)iVs), v, 8);
   if( rc==SQLITE_OK ) rc = store_put(pStore, k,
       layout_key_br(k, iBranch, LAYOUT_BR_HEAD), v, layout_head_encode(v, pHead));
-  if( rc==SQLITE_OK ) rc = store_add(pStore, k,
-      layout_key_br(k, iBranch, LAYOUT_BR_QUOTA), (int64_t)pRow->nBlob, 0);
-  if( rc==SQLITE_OK ) rc = store_add(pStore, k, layout_key_ctr(k, "stored"),
-      (int64_t)pRow->nBlob, 0);
   return rc;
 }
 
@@ -372,6 +379,9 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
   rc = depot_next_vs(pStore, &iVs, pzErr);
   if( rc==SQLITE_OK ) rc = dbCasOrCreate(pStore, pC, iVs, &iBranch, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = depot_quota_charge(pStore, iBranch, (int64_t)nBlob, 1, pzErr);
+  }
   if( rc==SQLITE_OK ){
     rc = dbPutBlob(pStore, iBranch, pRow->iTxid, aBlob, nBlob, pRow->szChunk,
                    aRef, pC->nDirty);

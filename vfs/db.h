@@ -137,6 +137,15 @@ int depot_db_read_page(Store*, DepotCache *pCache,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr);
 
+/* Read and decode the frame of page pgno that page index row pv of
+** DELTA/{iTxid} of iBranch points at (through pChunks when not NULL).
+** SQLITE_CORRUPT with *pzErr for a missing or short chunk, a frame of
+** another page or a CRC mismatch. */
+int depot_db_read_frame(Store*, DepotChunkCache *pChunks, ZSTD_DCtx*,
+                        uint64_t iBranch, uint64_t iTxid,
+                        const PidxValue *pv, uint32_t pgno, uint32_t szPage,
+                        unsigned char *pOut, char **pzErr);
+
 /* One commit to publish: the changed pages (ascending, already compared
 ** with the base) and the new size and checksum. */
 typedef struct DepotCommit DepotCommit;
@@ -157,14 +166,34 @@ struct DepotCommit {
 /* Publish pC as one store transaction: the blob in DELTA chunk rows, a
 ** page index row per page, COMMITS/VTX/LOG rows, quota counters and the
 ** head, which must still equal pC->base (compare-and-set); the name must
-** still lead where it led (to iBranch, or to the inherited branch).  A
+** still lead where it led (to iBranch, or to the inherited branch).  The
+** blob's bytes are charged with depot_quota_charge() before any row is
+** written: past the database's cap the commit fails with SQLITE_FULL.  A
 ** branch created by the commit (iBranch 0) starts at txid 1.  On SQLITE_OK the
 ** commit is durable (store_commit()'s promise), *pHead is the new head and
 ** *piBranch the branch id.  SQLITE_BUSY_SNAPSHOT when another writer
-** committed first (nothing written); any other error: nothing written,
-** *pzErr says why. */
+** committed first (nothing written); SQLITE_FULL when the commit would
+** pass the quota of its database (nothing written, *pzErr says how many
+** bytes it needs and how many of the cap are used); any other error:
+** nothing written, *pzErr says why. */
 int depot_db_commit(Store*, const DepotCommit *pC, ZSTD_CCtx*, int iLevel,
                     DbHead *pHead, uint64_t *piBranch, char **pzErr);
+
+/* ---- quotas (vfs/quota.c) ---- */
+
+/* The one place that moves stored-byte counters: inside the caller's
+** write transaction, add nDelta (negative: bytes reclaimed) to the BR 02
+** counter of iBranch, the store-wide CTR "stored" and the QUOTA 'u' row
+** of the branch's database (bucket and name from its record; an absent
+** row is first set to the sum of the database's branch counters).  With
+** bEnforce and nDelta>0, a database with a cap that the charge would pass
+** gets SQLITE_FULL with *pzErr ("depot: quota of database 'app' exceeded:
+** commit needs N bytes, M of CAP used") and nothing written.  Commits
+** call it with their blob size and bEnforce 1; reclaim calls it with the
+** negative size of what it deletes and bEnforce 0.  Nothing is durable
+** until the caller's store_commit(). */
+int depot_quota_charge(Store*, uint64_t iBranch, int64_t nDelta,
+                       int bEnforce, char **pzErr);
 
 /* Called for each commit row by depot_db_list_commits(); nonzero stops. */
 typedef int (*DepotCommitRowFn)(void*, const CommitRow*);

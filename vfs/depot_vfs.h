@@ -72,6 +72,9 @@ struct DepotStats {
   int64_t nLogical;          /* sum over branch heads of pages*page size */
   int64_t nCacheHit;         /* decoded-page cache, whole process */
   int64_t nCacheMiss;
+  int64_t nQuotaUsed;        /* sum of every database's quota use */
+  int64_t nQuotaCapped;      /* databases with a quota */
+  int64_t nQuotaFull;        /* ... whose use has reached the cap */
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
@@ -188,6 +191,71 @@ struct DepotNameInfo {
 typedef int (*DepotNameFn)(void*, const DepotNameInfo*);
 int depot_list_databases(const char *zStore, const char *zBucket,
                          DepotNameFn, void*, char **pzErr);
+
+/*
+** Quotas (vfs/quota.c).  A database for quotas is a database name in one
+** bucket ("NAME" or "BUCKET/NAME"): its use is the net blob bytes stored
+** by all its branches (forks, restore and rollback branches, frozen and
+** dropped ones until reclaimed); bytes a fork shares with its ancestors
+** count once, where they are stored.  A commit that would pass the cap
+** fails with SQLITE_FULL and writes nothing.  These calls open the store
+** (it must exist) for one transaction and close it again; errors as for
+** the branch operations above.
+*/
+
+/* Use and cap of zDb; *pbCap 0 when it has no cap.  A database without
+** branches uses 0 bytes. */
+int depot_quota_get(const char *zStore, const char *zDb, int64_t *pnUsed,
+                    int64_t *pnCap, int *pbCap, char **pzErr);
+
+/* Set the cap of zDb to nCap bytes (>= 0), or remove it (bRemove).  A cap
+** below the current use is allowed: commits that add bytes fail until
+** reclaim or a higher cap makes room.  Durable when it returns SQLITE_OK. */
+int depot_quota_set(const char *zStore, const char *zDb, int bRemove,
+                    int64_t nCap, char **pzErr);
+
+/* One database's quota, as depot_quotas lists it. */
+typedef struct DepotQuotaInfo DepotQuotaInfo;
+struct DepotQuotaInfo {
+  const char *zDb;         /* "NAME" or "BUCKET/NAME" */
+  int64_t nUsed;
+  int bCap;
+  int64_t nCap;
+};
+typedef int (*DepotQuotaFn)(void*, const DepotQuotaInfo*);
+
+/* Every database with a branch or a quota, by bucket id then name. */
+int depot_quota_list(const char *zStore, DepotQuotaFn, void*, char **pzErr);
+
+/*
+** Verification (vfs/verify.c): read the whole store (or one database, or
+** one branch of it) in one read transaction and report every problem
+** found, one DepotFinding each; a healthy store gives none.  The store is
+** never changed.  At most DEPOT_VERIFY_MAX_FINDINGS findings are
+** reported; the last one then says the verification stopped there.
+*/
+#define DEPOT_VERIFY_MAX_FINDINGS 10000
+
+typedef struct DepotFinding DepotFinding;
+struct DepotFinding {
+  const char *zDb;         /* "NAME"/"BUCKET/NAME"; NULL: store-wide */
+  const char *zBranch;     /* NULL: not about one branch */
+  uint64_t iBranch;        /* 0: not about one branch */
+  const char *zKind;       /* blob chunk commit vtx page_index head pin
+                           ** refcount restore_point fork counter branch
+                           ** limit */
+  int64_t iTxid;           /* -1: none */
+  int64_t iPgno;           /* -1: none */
+  const char *zKey;        /* hex of the store key concerned, or NULL */
+  const char *zMsg;
+};
+typedef int (*DepotFindingFn)(void*, const DepotFinding*);
+
+/* zDb NULL: the whole store; else that database, and with zBranch only
+** the branches of that name.  SQLITE_ERROR for an unknown database or
+** branch; store errors stop the verification with their code. */
+int depot_verify(const char *zStore, const char *zDb, const char *zBranch,
+                 DepotFindingFn, void*, char **pzErr);
 
 /* 1 and the time in ms since 1970 if z is an ISO-8601 time
 ** (YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|(+|-)HH:MM]), else 0. */

@@ -166,6 +166,17 @@ int layout_key_pin(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
   return 19+nOwner;
 }
 
+int layout_key_quota(unsigned char *a, uint64_t iBucket, const char *zDb,
+                     int eSub){
+  size_t n = strlen(zDb);
+  a[0] = 0x02; a[1] = LAYOUT_P_QUOTA;
+  ltx_put64(a+2, iBucket);
+  memcpy(a+10, zDb, n);
+  a[10+n] = 0;
+  a[11+n] = (unsigned char)eSub;
+  return (int)(12+n);
+}
+
 int layout_key_bchild(unsigned char *a, uint64_t iSrc, uint64_t iVs,
                       uint64_t iChild){
   a[0] = 0x02; a[1] = LAYOUT_P_BCHILD;

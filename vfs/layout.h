@@ -28,6 +28,9 @@
 **            02 40 "stored"                     -> i64 LE stored blob bytes
 **            02 40 "bucket"                     -> i64 LE last bucket id
 **   LOG      02 41 {vs:8}                       -> LogRow (store-wide commits)
+**   QUOTA    02 42 {bucket:8}{db} 00 'u'        -> i64 LE net stored bytes of
+**                                                  the database (all branches)
+**            02 42 {bucket:8}{db} 00 'c'        -> i64 LE quota cap in bytes
 **   RESTORE_POINT 02 50 {bucket:8}{db} 00 {name} 00 -> RestorePoint
 **   CONFIG   02 60 "pitr" 00 [{db}]             -> PitrPolicy (store, db)
 **   DB_PIN   02 70 {branch_id:8}{txid:8}{kind}{owner...} -> empty
@@ -53,6 +56,16 @@
 ** them; "vs" orders commits across the whole store.  Neither comes from a
 ** clock.  Names of databases and branches are 1..255 bytes without NUL.
 ** SHARD rows (partition 0x40 under BR) are reserved for compaction.
+**
+** Quotas.  A database, for quotas, is a database name in one bucket: every
+** branch whose record carries that (bucket, name) -- forks, restore and
+** rollback branches, frozen and dropped ones -- counts the blob bytes stored
+** under its own BR rows there.  A fork shares its ancestors' rows without
+** counting them again; a branch made by the first write through a forked
+** bucket counts toward that bucket's database.  The QUOTA 'u' row is the
+** sum of the branches' BR 02 counters; it is written the first time a commit
+** or reclaim of the database charges it (absent: computed from the branch
+** counters), always through depot_quota_charge() (vfs/db.h).
 */
 #ifndef DEPOT_LAYOUT_H
 #define DEPOT_LAYOUT_H
@@ -73,6 +86,7 @@
 #define LAYOUT_P_PTRHIST   0x13
 #define LAYOUT_P_BUCKET    0x21
 #define LAYOUT_P_LOG       0x41
+#define LAYOUT_P_QUOTA     0x42
 #define LAYOUT_P_RP        0x50
 #define LAYOUT_P_CONFIG    0x60
 #define LAYOUT_P_DBPIN     0x70
@@ -89,6 +103,9 @@
 #define LAYOUT_STATE_LIVE    0
 #define LAYOUT_STATE_FROZEN  1
 #define LAYOUT_STATE_DROPPED 2
+
+#define LAYOUT_QUOTA_USED  'u'
+#define LAYOUT_QUOTA_CAP   'c'
 
 #define LAYOUT_BR_HEAD     0x01
 #define LAYOUT_BR_QUOTA    0x02
@@ -214,6 +231,9 @@ int layout_key_rp(unsigned char *a, uint64_t iBucket, const char *zDb,
 int layout_key_pitr(unsigned char *a, const char *zDb);
 int layout_key_pin(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
                    int eKind, const void *pOwner, int nOwner);
+/* QUOTA row eSub (LAYOUT_QUOTA_*) of database zDb in bucket iBucket. */
+int layout_key_quota(unsigned char *a, uint64_t iBucket, const char *zDb,
+                     int eSub);
 int layout_key_bchild(unsigned char *a, uint64_t iSrc, uint64_t iVs,
                       uint64_t iChild);
 

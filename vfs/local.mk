@@ -6,11 +6,15 @@ DEPOT_SOURCES += \
 	vfs/pcache.h vfs/pcache.c \
 	vfs/txbuf.h vfs/txbuf.c \
 	vfs/db.h vfs/db.c vfs/branch.c vfs/fork.c \
-	vfs/admin.c \
+	vfs/admin.c vfs/quota.c vfs/verify.c \
 	vfs/depot_vfs.h vfs/vfs.c
 
 check_PROGRAMS += tests/check_vfs tests/check_depot tests/check_fork
 TESTS += tests/check_vfs tests/check_depot tests/check_fork
+check_PROGRAMS += tests/check_verify
+TESTS += tests/check_verify
+tests_check_verify_SOURCES = tests/check_verify.c $(TEST_HARNESS)
+tests_check_verify_LDADD = $(TEST_LDADD)
 tests_check_fork_SOURCES = tests/check_fork.c $(TEST_HARNESS)
 tests_check_fork_LDADD = $(TEST_LDADD)
 tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
