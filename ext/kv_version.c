@@ -58,6 +58,14 @@ struct KvVerStore {
   pthread_mutex_t cfgMu;         /* serialises kv_version_configure */
   int bThread;                   /* a sweeper runs (cfgMu) */
   pthread_t thread;
+  /* The query snapshot (engine mutex): the backend snapshot the last
+  ** kv_version_query took, of table pSnapTab (referenced), at commit
+  ** sequence iSnapSeq.  Reused while nothing was published since; dropped
+  ** at the start of every publication (so no backend keeps an old version
+  ** alive, or copies on write, because of it). */
+  KvTable *pSnapTab;
+  KvBackendSnap *pSnap;
+  uint64_t iSnapSeq;
 };
 
 static int64_t kvNowMs(void){
@@ -321,6 +329,35 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   return kvVerPut(pEng, v, aKey, nKey, aVer);
 }
 
+void kvVersionSnapDrop(KvEngine *pEng){
+  KvVerStore *s = pEng->pVer;
+  if( s==0 || s->pSnapTab==0 ) return;
+  if( s->pSnap ) s->pSnapTab->pBackend->xSnapshotFree(s->pSnap);
+  kvTableUnref(s->pSnapTab);
+  s->pSnap = 0;
+  s->pSnapTab = 0;
+}
+
+/* The snapshot of table t's published state for a query (engine mutex):
+** the cached one if it is of t and nothing was published since, else a
+** new one, cached.  Owned by the store: never freed by the caller. */
+static int kvQuerySnap(KvEngine *pEng, KvTable *t, KvBackendSnap **ppSnap){
+  KvVerStore *s = pEng->pVer;
+  int rc;
+  if( s->pSnapTab==t && s->iSnapSeq==pEng->iSeq ){
+    *ppSnap = s->pSnap;
+    return SQLITE_OK;
+  }
+  kvVersionSnapDrop(pEng);
+  rc = t->pBackend->xSnapshot(t->pData, &s->pSnap);
+  if( rc!=SQLITE_OK ){ s->pSnap = 0; return rc; }
+  s->pSnapTab = t;
+  t->nRef++;
+  s->iSnapSeq = pEng->iSeq;
+  *ppSnap = s->pSnap;
+  return SQLITE_OK;
+}
+
 int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, KvBuf *pVal,
                      int *pbFound, uint8_t *aVer, char **pzErr){
@@ -335,11 +372,10 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   pthread_mutex_lock(&pEng->mutex);
   t = kvTableFind(pEng, zTab, nTab);
   if( t ){
-    rc = t->pBackend->xSnapshot(t->pData, &pSnap);
+    rc = kvQuerySnap(pEng, t, &pSnap);
     if( rc==SQLITE_OK ){
       rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, pVal, pbFound, aVer);
     }
-    if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
   }
   pthread_mutex_unlock(&pEng->mutex);
   if( t==0 ){
@@ -748,6 +784,7 @@ void kvVersionStoreStop(KvEngine *pEng){
   KvVerStore *s = pEng->pVer;
   if( s==0 ) return;
   kvSweeperStop(s);                    /* the last user: no configure runs */
+  kvVersionSnapDrop(pEng);             /* before the tables close */
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->cfgMu);
   pthread_cond_destroy(&s->cond);
