@@ -24,6 +24,7 @@ struct KvJson {
   const char *z;
   int n, i;
   int iElem;
+  int bKeys;               /* parsing a key list, not a read set */
   char **pzErr;
 };
 
@@ -40,6 +41,12 @@ static int kvJsonEat(KvJson *p, char c){
 }
 
 static int kvJsonErr(KvJson *p, const char *zWhat){
+  if( *p->pzErr==0 && p->bKeys ){
+    *p->pzErr = p->iElem<0
+      ? sqlite3_mprintf("kv: the key list must be a JSON array text such as "
+          "'[\"a\",7,{\"hex\":\"00ff\"}]' (%s)", zWhat)
+      : sqlite3_mprintf("kv: key list element %d: %s", p->iElem, zWhat);
+  }
   if( *p->pzErr==0 ){
     *p->pzErr = p->iElem<0
       ? sqlite3_mprintf("kv: the read set must be a JSON array text such as "
@@ -96,9 +103,17 @@ static int kvJsonString(KvJson *p, KvBuf *pOut){
   if( !kvJsonEat(p, '"') ) return kvJsonErr(p, "expected a string");
   while( rc==SQLITE_OK && p->i<p->n && p->z[p->i]!='"' ){
     const char *zEsc;
-    unsigned char c = (unsigned char)p->z[p->i++];
+    unsigned char c;
+    int j = p->i;
+    while( j<p->n && p->z[j]!='"' && p->z[j]!='\\'
+        && (unsigned char)p->z[j]>=0x20 ) j++;
+    if( j>p->i ){                /* a run of plain characters at once */
+      rc = kv_buf_append(pOut, p->z+p->i, j-p->i);
+      p->i = j;
+      continue;
+    }
+    c = (unsigned char)p->z[p->i++];
     if( c<0x20 ) return kvJsonErr(p, "control character in a string");
-    if( c!='\\' ){ rc = kv_buf_append(pOut, &c, 1); continue; }
     if( p->i>=p->n ) break;
     if( p->z[p->i]=='u' ){
       unsigned int cp;
@@ -201,8 +216,9 @@ static int kvJsonKey(KvJson *p, KvBuf *pKey, KvBuf *pTmp){
     }
     return kvHexBlob(p, pTmp, pKey);
   }
-  return kvJsonErr(p, "\"key\" must be a JSON string, number or "
-                   "{\"hex\":\"..\"}");
+  return kvJsonErr(p, p->bKeys ? "a key must be a JSON string, number or "
+                   "{\"hex\":\"..\"}" : "\"key\" must be a JSON string, "
+                   "number or {\"hex\":\"..\"}");
 }
 
 /* ------------------------------------------------------------ elements --- */
@@ -328,6 +344,7 @@ int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
   memset(pSet, 0, sizeof(*pSet));
   memset(&e, 0, sizeof(e));
   j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
+  j.bKeys = 0;
   if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
   if( !kvJsonEat(&j, ']') ){
     do{
@@ -343,5 +360,59 @@ int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
   kv_buf_free(&e.tab); kv_buf_free(&e.key); kv_buf_free(&e.tmp);
   if( rc==SQLITE_OK ) rc = kvReadSetUnique(pSet, pzErr);
   if( rc!=SQLITE_OK ) kv_readset_free(pSet);
+  return rc;
+}
+
+/* ----------------------------------------------------------- key lists --- */
+
+void kv_keylist_free(KvKeyList *p){
+  sqlite3_free(p->aOff);
+  kv_buf_free(&p->buf);
+  memset(p, 0, sizeof(*p));
+}
+
+/* Append one key (the next JSON value) to p. */
+static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc, KvBuf *pKey,
+                         KvBuf *pTmp){
+  int rc;
+  if( p->n+1>=*pnAlloc ){
+    int nNew = *pnAlloc ? *pnAlloc*2 : 64;
+    int *a = sqlite3_realloc64(p->aOff, nNew*sizeof(int));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->aOff = a;
+    *pnAlloc = nNew;
+  }
+  kv_buf_reset(pKey);
+  rc = kvJsonKey(j, pKey, pTmp);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&p->buf, pKey->a, pKey->n);
+  if( rc==SQLITE_OK ) p->aOff[++p->n] = p->buf.n;
+  return rc;
+}
+
+int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr){
+  KvBuf key = {0, 0, 0}, tmp = {0, 0, 0};
+  KvJson j;
+  int nAlloc = 0, rc = SQLITE_OK;
+  memset(p, 0, sizeof(*p));
+  j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
+  j.bKeys = 1;
+  if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
+  p->aOff = sqlite3_malloc64(64*sizeof(int));
+  if( p->aOff==0 ) return SQLITE_NOMEM;
+  nAlloc = 64;
+  p->aOff[0] = 0;
+  if( !kvJsonEat(&j, ']') ){
+    do{
+      j.iElem = p->n;
+      rc = kvKeyListElem(&j, p, &nAlloc, &key, &tmp);
+    }while( rc==SQLITE_OK && kvJsonEat(&j, ',') );
+    j.iElem = -1;
+    if( rc==SQLITE_OK && !kvJsonEat(&j, ']') ) rc = kvJsonErr(&j, "bad array");
+  }
+  kvJsonWs(&j);
+  if( rc==SQLITE_OK && j.i<j.n ) rc = kvJsonErr(&j, "text after the array");
+  kv_buf_free(&key);
+  kv_buf_free(&tmp);
+  if( rc!=SQLITE_OK ) kv_keylist_free(p);
   return rc;
 }

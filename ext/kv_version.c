@@ -386,6 +386,45 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   return rc;
 }
 
+/* Every key of pList through xRow (engine mutex held). */
+static int kvQueryListLocked(KvEngine *pEng, KvTable *t, const KvKeyList *pL,
+                             KvVerRowFn xRow, void *pArg){
+  KvBackendSnap *pSnap = 0;
+  KvBuf val = {0, 0, 0};
+  uint8_t aVer[KV_VERSION_BYTES];
+  int i, bFound, rc = kvQuerySnap(pEng, t, &pSnap);
+  for(i=0; rc==SQLITE_OK && i<pL->n; i++){
+    const uint8_t *aKey = pL->buf.a + pL->aOff[i];
+    int nKey = pL->aOff[i+1] - pL->aOff[i];
+    kv_buf_reset(&val);
+    rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, &val, &bFound, aVer);
+    if( rc==SQLITE_OK ){
+      rc = xRow(pArg, aKey, nKey, bFound ? (val.a ? val.a : (uint8_t*)"") : 0,
+                val.n, aVer);
+    }
+  }
+  kv_buf_free(&val);
+  return rc;
+}
+
+int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
+                          const KvKeyList *pList, KvVerRowFn xRow,
+                          void *pArg, char **pzErr){
+  KvTable *t;
+  int rc = kv_name_check(zTab, nTab, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&pEng->mutex);
+  t = kvTableFind(pEng, zTab, nTab);
+  if( t ) rc = kvQueryListLocked(pEng, t, pList, xRow, pArg);
+  pthread_mutex_unlock(&pEng->mutex);
+  if( t==0 ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
+                             pEng->zDir ? pEng->zDir : "in memory");
+    return SQLITE_ERROR;
+  }
+  return rc;
+}
+
 /* ----------------------------------------------------------- prepare --- */
 
 typedef struct KvVerCheck KvVerCheck;
@@ -430,6 +469,10 @@ static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
   int i, bFound, rc = SQLITE_OK;
   for(i=0; i<nRead && rc==SQLITE_OK; i++){
     KvMeta meta;
+    if( i>0 && aRead[i].nTab==aRead[i-1].nTab
+     && memcmp(aRead[i].zTab, aRead[i-1].zTab, aRead[i].nTab)==0 ){
+      continue;                 /* sorted by table: checked just before */
+    }
     rc = kv_name_check(aRead[i].zTab, aRead[i].nTab, pzErr);
     if( rc==SQLITE_OK ){
       rc = kv_table_meta(p->pEng, p, aRead[i].zTab, aRead[i].nTab, &meta,

@@ -37,6 +37,32 @@ int kv_version_query(KvEngine*, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, KvBuf *pVal,
                      int *pbFound, uint8_t *aVer, char **pzErr);
 
+/* A parsed key list (kv_readset.c): n key encodings in input order; key
+** i is buf.a[aOff[i] .. aOff[i+1]).  The JSON form is an array of keys
+** encoded as in read sets: ["text", 7, 1.5, {"hex":"00ff"}]. */
+typedef struct KvKeyList KvKeyList;
+struct KvKeyList {
+  int n;
+  int *aOff;                     /* n+1 offsets */
+  KvBuf buf;
+};
+/* SQLITE_ERROR with *pzErr for malformed input, key codes (SQLITE_TOOBIG,
+** SQLITE_CONSTRAINT), SQLITE_NOMEM.  On error *p is empty. */
+int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr);
+void kv_keylist_free(KvKeyList*);
+
+/* kv_version_query for every key of pList, all from one published state
+** (one critical section: no commit publishes in between).  xRow is called
+** once per key, in list order, with the engine mutex held (it must not
+** call into the engine); its non-OK result stops the walk and is
+** returned.  aVal is NULL when the key is absent. */
+typedef int (*KvVerRowFn)(void *pArg, const uint8_t *aKey, int nKey,
+                          const uint8_t *aVal, int nVal,
+                          const uint8_t *aVer);
+int kv_version_query_list(KvEngine*, const char *zTab, int nTab,
+                          const KvKeyList *pList, KvVerRowFn xRow,
+                          void *pArg, char **pzErr);
+
 /* One element of a read set. */
 typedef struct KvVerRead KvVerRead;
 struct KvVerRead {
