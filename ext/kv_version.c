@@ -5,10 +5,17 @@
 ** and version TTL: a per-table FIFO of key tokens and a sweeper thread per
 ** store.  The rules are in kv_version.h.
 **
-** A table's version map is a KvMap: key -> KV_VERSION_BYTES bytes (the
-** version), with the entry's revision field holding the record's stamp
-** (monotonic ms of its last first observation or commit publication; 0
-** while TTL is off).  The map is never shared, so updates are in place.
+** A table's version map is a KvMap: key -> KV_VER_VAL_BYTES bytes, the
+** version (KV_VERSION_BYTES) then the record's lease end (8 bytes, native
+** int64, monotonic ms), with the entry's revision field holding the
+** record's stamp (monotonic ms of its last first observation or commit
+** publication).  Both are 0 while TTL is off.  The lease end is the stamp
+** plus the TTL in force at that moment: lowering the TTL later does not
+** shorten it, so whoever first observed a version (or got it in a receipt)
+** may present it in a read set for the whole TTL it was given.  The
+** sweeper removes a record once both its lease and the current TTL
+** (counted from the stamp) are over.  The map is never shared, so updates
+** are in place.
 ** With TTL on, every record has exactly one token (a copy of its key) in
 ** its table's FIFO: queued when the record is inserted, freed when the
 ** sweeper removes the record.  Extra memory is O(live records).
@@ -33,6 +40,7 @@ SQLITE_EXTENSION_INIT3
 #define KV_VER_NODE_BYTES   64     /* map node estimate per record */
 #define KV_VER_TOKEN_BYTES  16     /* token header */
 #define KV_TTL_MAX_MS       (INT64_C(1)<<40)
+#define KV_VER_VAL_BYTES    (KV_VERSION_BYTES + 8)   /* version, lease end */
 
 typedef struct KvVerToken KvVerToken;
 struct KvVerToken {
@@ -123,7 +131,7 @@ int kv_version_parse(const char *z, int n, uint8_t *aVer){
 /* ------------------------------------------------------------ tables --- */
 
 static int64_t kvRecordBytes(int nKey, int bToken){
-  return nKey + KV_VERSION_BYTES + KV_VER_NODE_BYTES
+  return nKey + KV_VER_VAL_BYTES + KV_VER_NODE_BYTES
        + (bToken ? nKey + KV_VER_TOKEN_BYTES : 0);
 }
 
@@ -186,18 +194,33 @@ static int kvTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
   return SQLITE_OK;
 }
 
+/* The stored value of a record: version aVer, lease end iLease. */
+static void kvVerValue(uint8_t *aVal, const uint8_t *aVer, int64_t iLease){
+  memcpy(aVal, aVer, KV_VERSION_BYTES);
+  memcpy(aVal+KV_VERSION_BYTES, &iLease, 8);
+}
+
+static int64_t kvVerLease(const KvMapEntry *e){
+  int64_t iLease;
+  memcpy(&iLease, e->aVal+KV_VERSION_BYTES, 8);
+  return iLease;
+}
+
 /* Insert or replace the record of aKey (engine mutex held).  A new record
 ** gets its token when TTL is on.  On failure no record is left for aKey,
 ** so nobody can validate against a stale version. */
 static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
                     int nKey, const uint8_t *aVer){
   int64_t ttl = pEng->pVer->ttlMs;
+  int64_t now = ttl>0 ? kvNowMs() : 0;
+  uint8_t aVal[KV_VER_VAL_BYTES];
   KvMapEntry e;
   int bNew, rc;
   if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
   bNew = !kv_map_get(v->pMap, aKey, nKey, &e);
-  rc = kv_map_put(&v->pMap, aKey, nKey, aVer, KV_VERSION_BYTES,
-                  ttl>0 ? (uint64_t)kvNowMs() : 0, 0);
+  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
+  rc = kv_map_put(&v->pMap, aKey, nKey, aVal, KV_VER_VAL_BYTES,
+                  (uint64_t)now, 0);
   if( rc==SQLITE_OK && bNew && ttl>0 ){
     rc = kvTokenQueue(v, aKey, nKey);
     if( rc!=SQLITE_OK ){
@@ -612,15 +635,19 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
 /* ---------------------------------------------------------------- TTL --- */
 
 /* What to do with token k (engine mutex): 0 keep it, 1 remove its record
-** (due: its stamp is more than ttl ms old and no active transaction is
-** bound to the table), 2 drop the token alone (its record is gone). */
+** (due: its lease and the current TTL from its stamp are both over, in
+** whole ms, so never early, and no active transaction is bound to the
+** table), 2 drop the token alone (its record is gone). */
 static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k, int64_t now){
   KvMapEntry e;
+  int64_t iEnd;
   if( t->pVer->pMap==0 || !kv_map_get(t->pVer->pMap, k->aKey, k->nKey, &e) ){
     return 2;
   }
   if( t->nActive>0 ) return 0;     /* an active snapshot may compare it */
-  return now >= (int64_t)e.rev + pEng->pVer->ttlMs + 1;
+  iEnd = (int64_t)e.rev + pEng->pVer->ttlMs;
+  if( kvVerLease(&e)>iEnd ) iEnd = kvVerLease(&e);
+  return now >= iEnd + 1;
 }
 
 /* One batch of at most KV_SWEEP_BATCH tokens of table t (engine mutex).
@@ -703,7 +730,8 @@ static void kvSweeperStop(KvVerStore *s){
   s->bStop = 0;
 }
 
-/* TTL turned on: stamp every record now and give it its token. */
+/* TTL turned on: stamp every record now, lease it for ttl, and give it
+** its token. */
 static int kvTtlStart(KvEngine *pEng, int64_t ttl){
   KvTable *t;
   int rc = SQLITE_OK;
@@ -721,8 +749,11 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
     }
     for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
         bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+      uint8_t aVal[KV_VER_VAL_BYTES];
       kv_map_cursor_entry(pCsr, &e);
-      rc = kv_map_put_from(&pNew, pCsr, (uint64_t)now, 0);
+      kvVerValue(aVal, e.aVal, now+ttl);
+      rc = kv_map_put(&pNew, e.aKey, e.nKey, aVal, KV_VER_VAL_BYTES,
+                      (uint64_t)now, 0);
       if( rc==SQLITE_OK ) rc = kvTokenQueue(t->pVer, e.aKey, e.nKey);
       if( rc==SQLITE_OK ) kvVerCount(t->pVer, 0, e.nKey + KV_VER_TOKEN_BYTES);
     }

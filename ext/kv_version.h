@@ -122,7 +122,10 @@ int kv_version_commit(KvRoot*, KvVerReceipts **ppOut, char **pzErr);
 
 /* Store options.  ttl: 0 = versions are kept until the store closes;
 ** else the minimum time in ms a version record is kept after its last
-** first observation or commit publication.  poll: ms between sweeps.
+** first observation or commit publication.  That refresh leases the
+** record for the ttl then in force: a lower ttl set later does not
+** shorten the lease, a higher one keeps the record longer.  poll: ms
+** between sweeps.
 ** Quantisation (both): a value in (0,1) counts as 1, others are truncated
 ** to whole ms.  Starting TTL starts the store's sweeper thread; ttl 0
 ** stops and joins it.  Errors: SQLITE_RANGE for a negative or too large
