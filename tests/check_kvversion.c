@@ -137,6 +137,58 @@ END_TEST
 
 /* ---------------------------------------------------------- protocol --- */
 
+START_TEST(test_kvv_query_list_matches_single_queries){
+  char *zDir = th_tmpdir("kvv-qlist");
+  sqlite3 *db = kvv_db();
+  char *zA, *zZ, *zSql;
+  sqlite3_int64 nRec;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), (7, 'seven'), (x'00ff', 2.5)");
+  zA = kvv_version(db, "t", "'a'");
+  /* one row per element, in order, value and version as the single form
+  ** gives them; 'z' is a first observation shared with a later query */
+  kvv_rows_eq(db, "SELECT typeof(key)||':'||quote(key)||'='||quote(value) "
+      "AS x FROM kv_query_with_versions('t', "
+      "'[\"a\", 7.0, {\"hex\":\"00FF\"}, \"z\", \"a\"]')",
+      "text:'a'=1 integer:7='seven' blob:X'00FF'=2.5 text:'z'=NULL "
+      "text:'a'=1");
+  zZ = kvv_version(db, "t", "'z'");
+  kvv_text_eq(db, "SELECT version FROM kv_query_with_versions('t', "
+              "'[\"z\"]')", zZ);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM kv_query_with_versions('t', "
+      "'[\"a\",\"a\"]') WHERE version='%s'", zA);
+  ck_assert_int_eq(th_int(db, zSql), 2);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM "
+                   "kv_query_with_versions('t', ' [ ] ')"), 0);
+  /* bad input: clear errors, and no version is created */
+  nRec = kvv_metric(db, "key_version_cache_record_count", "{\"table\":\"t\"}");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', NULL)",
+           "key list must be a JSON array text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', 7)",
+           "key list must be a JSON array text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '{\"a\":1}')",
+           "key list must be a JSON array text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[\"n1\", true]')",
+           "key list element 1: a key must be");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[\"n1\",')",
+           "key list element 1");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[\"n1\"] x')",
+           "text after the array");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[{\"hex\":\"0\"}]')",
+           "even number of hex digits");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('nope', '[\"n1\"]')",
+           "no such table: nope");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions(1, '[\"n1\"]')",
+           "table name must be text");
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), nRec);
+  sqlite3_free(zA); sqlite3_free(zZ);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
   char *zDir = th_tmpdir("kvv-receipts");
   sqlite3 *db = kvv_db();
@@ -884,6 +936,7 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
+  tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
