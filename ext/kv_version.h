@@ -72,11 +72,12 @@ struct KvVerRead {
 };
 
 /* A parsed read set (kv_readset.c): sorted by (table, key), no pair
-** twice; each element's table and key share one allocation. */
+** twice; the tables and keys of all elements are in one allocation. */
 typedef struct KvReadSet KvReadSet;
 struct KvReadSet {
   int n;
   KvVerRead *a;
+  uint8_t *aData;                /* every table name and key */
 };
 /* Parse the read-set JSON text z/n (see kv_readset.c and docs/SQL.md).
 ** SQLITE_ERROR with *pzErr for malformed input or a duplicate, key codes
