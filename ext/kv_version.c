@@ -31,6 +31,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -215,12 +216,17 @@ static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
   int64_t now = ttl>0 ? kvNowMs() : 0;
   uint8_t aVal[KV_VER_VAL_BYTES];
   KvMapEntry e;
+  int64_t n0;
   int bNew, rc;
   if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
-  bNew = !kv_map_get(v->pMap, aKey, nKey, &e);
+  n0 = kv_map_count(v->pMap);
   kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
   rc = kv_map_put(&v->pMap, aKey, nKey, aVal, KV_VER_VAL_BYTES,
                   (uint64_t)now, 0);
+  /* One probe: the put inserted iff the count grew (a failed put leaves
+  ** the map as it was, so look the key up only then). */
+  bNew = rc==SQLITE_OK ? kv_map_count(v->pMap)>n0
+                       : !kv_map_get(v->pMap, aKey, nKey, &e);
   if( rc==SQLITE_OK && bNew && ttl>0 ){
     rc = kvTokenQueue(v, aKey, nKey);
     if( rc!=SQLITE_OK ){
@@ -242,16 +248,19 @@ static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
 /* --------------------------------------------------------- receipts --- */
 
 void kv_version_receipts_free(KvVerReceipts *p){
-  int i;
   if( p==0 ) return;
-  for(i=0; i<p->n; i++) sqlite3_free(p->a[i].zTab);
   sqlite3_free(p->a);
+  kv_buf_free(&p->data);
   sqlite3_free(p);
 }
 
+/* Record a receipt.  While recording, zTab and aKey hold offsets into
+** p->data (which moves as it grows); kvReceiptsFix makes them pointers.
+** A table's name is stored once per run of its receipts. */
 static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
                         int nKey, const uint8_t *aVer){
   KvVerReceipt *r;
+  int rc = SQLITE_OK;
   if( p->n==p->nAlloc ){
     int nNew = p->nAlloc ? p->nAlloc*2 : 16;
     KvVerReceipt *a = sqlite3_realloc64(p->a, nNew*sizeof(*a));
@@ -259,18 +268,31 @@ static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
     p->a = a;
     p->nAlloc = nNew;
   }
+  if( p->pLastTab!=(const void*)t ){
+    p->iLastTab = p->data.n;
+    p->pLastTab = t;
+    rc = kv_buf_append(&p->data, t->zName, t->nName+1);    /* with NUL */
+  }
   r = &p->a[p->n];
-  r->zTab = sqlite3_malloc64(t->nName + nKey + 1);
-  if( r->zTab==0 ) return SQLITE_NOMEM;
-  memcpy(r->zTab, t->zName, t->nName);
-  r->zTab[t->nName] = 0;
+  r->zTab = (const char*)(intptr_t)p->iLastTab;
   r->nTab = t->nName;
-  r->aKey = (uint8_t*)r->zTab + t->nName + 1;
-  memcpy(r->aKey, aKey, nKey);
+  r->aKey = (const uint8_t*)(intptr_t)p->data.n;
   r->nKey = nKey;
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&p->data, aKey, nKey);
+  if( rc!=SQLITE_OK ) return rc;
   memcpy(r->aVer, aVer, KV_VERSION_BYTES);
   p->n++;
   return SQLITE_OK;
+}
+
+/* Offsets -> pointers (recording is over). */
+static void kvReceiptsFix(KvVerReceipts *p){
+  int i;
+  for(i=0; i<p->n; i++){
+    p->a[i].zTab = (const char*)p->data.a + (intptr_t)p->a[i].zTab;
+    p->a[i].aKey = p->data.a + (intptr_t)p->a[i].aKey;
+  }
+  p->pLastTab = 0;
 }
 
 /* ------------------------------------------------------- publication --- */
@@ -620,6 +642,7 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   p->pReceipts = pR;
   rc = kv_root_commit(p, pzErr);
   p->pReceipts = 0;
+  kvReceiptsFix(pR);
   if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !kvReceiptsExact(p, &w, pR, &iBad)) ){
     *pzErr = sqlite3_mprintf("kv: internal error: the receipts of committed "
         "transaction %llu do not match its writes (%d receipts, first "

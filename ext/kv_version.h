@@ -102,14 +102,17 @@ int kv_version_prepare(KvRoot*, const KvVerRead *aRead, int nRead,
 typedef struct KvVerReceipt KvVerReceipt;
 typedef struct KvVerReceipts KvVerReceipts;
 struct KvVerReceipt {
-  char *zTab; int nTab;          /* one block with aKey, sqlite3_malloc'd */
-  uint8_t *aKey; int nKey;
+  const char *zTab; int nTab;    /* in KvVerReceipts.data (NUL after) */
+  const uint8_t *aKey; int nKey; /* in KvVerReceipts.data */
   uint8_t aVer[KV_VERSION_BYTES];
 };
 struct KvVerReceipts {
   int n, nAlloc;
   KvVerReceipt *a;
   int rc;                        /* an OOM while recording */
+  KvBuf data;                    /* every table name and key */
+  const void *pLastTab;          /* while recording: the last table ... */
+  int iLastTab;                  /* ... and its name's offset in data */
 };
 void kv_version_receipts_free(KvVerReceipts*);
 

@@ -505,12 +505,25 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* ------------------------------------------------ kv_commit_with_version --- */
 
-static int kvReceiptJson(KvBuf *p, const KvVerReceipt *r, int bFirst){
+/* Append receipt r as JSON to p.  pzLastTab, piTab and pnTab remember where
+** the last table name was rendered in p, so a run of receipts of one
+** table renders its name once. */
+static int kvReceiptJson(KvBuf *p, const KvVerReceipt *r, int bFirst,
+                         const char **pzLastTab, int *piTab, int *pnTab){
   char zVer[KV_VERSION_TEXT+1];
   int rc = kv_buf_append(p, bFirst ? "{\"table\":" : ",{\"table\":",
                          bFirst ? 9 : 10);
   kv_version_text(r->aVer, zVer);
-  if( rc==SQLITE_OK ) rc = kv_json_text(p, (uint8_t*)r->zTab, r->nTab);
+  if( rc==SQLITE_OK && r->zTab==*pzLastTab && *pnTab<=256 ){
+    char zTab[256];                /* a copy: appending may move p->a */
+    memcpy(zTab, p->a + *piTab, *pnTab);
+    rc = kv_buf_append(p, zTab, *pnTab);
+  }else if( rc==SQLITE_OK ){
+    *piTab = p->n;
+    rc = kv_json_text(p, (const uint8_t*)r->zTab, r->nTab);
+    *pnTab = p->n - *piTab;
+    *pzLastTab = r->zTab;
+  }
   if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"key\":", 7);
   if( rc==SQLITE_OK ) rc = kv_key_json(r->aKey, r->nKey, p);
   if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"version\":\"", 12);
@@ -529,7 +542,8 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvBuf out = {0, 0, 0};
   char *zErr = 0;
   KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &zErr);
-  int i, rc = h ? SQLITE_OK : SQLITE_ERROR;
+  const char *zLastTab = 0;
+  int i, iTab = 0, nTab = 0, rc = h ? SQLITE_OK : SQLITE_ERROR;
   (void)argc;
   if( rc==SQLITE_OK ) rc = kv_version_commit(h->pRoot, &pR, &zErr);
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_COMMIT_OK : KV_METRIC_COMMIT_FAIL);
@@ -540,7 +554,7 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   }
   if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "[", 1);
   for(i=0; rc==SQLITE_OK && i<pR->n; i++){
-    rc = kvReceiptJson(&out, &pR->a[i], i==0);
+    rc = kvReceiptJson(&out, &pR->a[i], i==0, &zLastTab, &iTab, &nTab);
   }
   if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "]", 1);
   if( rc==SQLITE_OK ){
