@@ -43,6 +43,7 @@ SQLITE_EXTENSION_INIT3
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #define KVC_KEY_NUM   0x10
@@ -641,6 +642,13 @@ int kv_json_text(KvBuf *pOut, const uint8_t *z, int n){
   int i, rc = kv_buf_append(pOut, "\"", 1);
   for(i=0; rc==SQLITE_OK && i<n; i++){
     uint8_t c = z[i];
+    int j = i;
+    while( j<n && z[j]!='"' && z[j]!='\\' && z[j]>=0x20 ) j++;
+    if( j>i ){                    /* a run that needs no escape, at once */
+      rc = kv_buf_append(pOut, &z[i], j-i);
+      i = j-1;
+      continue;
+    }
     if( c=='"' || c=='\\' ){
       char a[2] = { '\\', (char)c };
       rc = kv_buf_append(pOut, a, 2);
@@ -670,7 +678,12 @@ int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
   int rc = kvcKeyDecode(aKey, nKey, KVC_KIND_NONE, 0, &v);
   if( rc==SQLITE_OK ){
     switch( v.eType ){
-      case SQLITE_INTEGER: z = sqlite3_mprintf("%lld", (long long)v.i); break;
+      case SQLITE_INTEGER: {
+        char zInt[24];
+        int nInt = snprintf(zInt, sizeof(zInt), "%lld", (long long)v.i);
+        rc = kv_buf_append(pOut, zInt, nInt);
+        break;
+      }
       case SQLITE_FLOAT:
         z = v.r>1e308 ? sqlite3_mprintf("9e999")
           : v.r<-1e308 ? sqlite3_mprintf("-9e999")
@@ -680,7 +693,7 @@ int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
       default: rc = kvcJsonHex(pOut, v.z, v.n); break;
     }
   }
-  if( rc==SQLITE_OK && (v.eType==SQLITE_INTEGER || v.eType==SQLITE_FLOAT) ){
+  if( rc==SQLITE_OK && v.eType==SQLITE_FLOAT ){
     rc = z ? kv_buf_append(pOut, z, (int)strlen(z)) : SQLITE_NOMEM;
   }
   sqlite3_free(z);

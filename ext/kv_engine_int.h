@@ -111,6 +111,9 @@ void kvVersionTableFree(KvTable*);          /* engine mutex or closing */
 int kvVersionStoreInit(KvEngine*);          /* at open */
 void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
 void kvVersionClearAll(KvEngine*);          /* after replay */
+/* Drop the cached query snapshot (engine mutex held, or closing); every
+** publication calls it first. */
+void kvVersionSnapDrop(KvEngine*);
 void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
 
 /* kv_metrics.c: root lifecycle counters. */

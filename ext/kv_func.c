@@ -54,6 +54,7 @@ void kv_conn_unref(void *pArg){
   while( p->nStore>0 ) kv_engine_unref(p->apStore[--p->nStore]);
   sqlite3_free(p->apStore);
   kv_engine_unref(p->pAnon);
+  sqlite3_free(p->zLastDir);
   sqlite3_free(p);
 }
 
@@ -71,6 +72,26 @@ static int kvConnKeep(KvConn *p, KvEngine *pEng){
   return SQLITE_OK;
 }
 
+/* Remember that absolute directory zDir is store pEng (kept open by the
+** connection, so the pointer stays valid).  Relative paths are not
+** remembered: their meaning changes with the working directory. */
+static void kvConnRemember(KvConn *p, const char *zDir, KvEngine *pEng){
+  char *z;
+  if( zDir[0]!='/' ) return;
+  z = sqlite3_mprintf("%s", zDir);
+  if( z==0 ) return;                    /* only a lost shortcut */
+  sqlite3_free(p->zLastDir);
+  p->zLastDir = z;
+  p->pLastEng = pEng;
+}
+
+/* Is zDir (with suffix zSuffix appended) the remembered directory? */
+static int kvConnIsLast(KvConn *p, const char *zDir, const char *zSuffix){
+  size_t n = strlen(zDir);
+  return p->zLastDir && strncmp(p->zLastDir, zDir, n)==0
+      && strcmp(p->zLastDir+n, zSuffix)==0;
+}
+
 static int kvConnOpen(KvConn *p, const char *zDir, KvEngine **ppEng,
                       char **pzErr){
   int rc = kv_engine_open(zDir, ppEng, pzErr);
@@ -78,6 +99,7 @@ static int kvConnOpen(KvConn *p, const char *zDir, KvEngine **ppEng,
     kv_engine_unref(*ppEng);
     *ppEng = 0;
   }
+  if( rc==SQLITE_OK ) kvConnRemember(p, zDir, *ppEng);
   return rc;
 }
 
@@ -86,8 +108,16 @@ int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
   const char *zFile;
   char *zSide;
   int rc;
+  if( zDir && kvConnIsLast(p, zDir, "") ){
+    *ppEng = kv_engine_ref(p->pLastEng);
+    return SQLITE_OK;
+  }
   if( zDir ) return kvConnOpen(p, zDir, ppEng, pzErr);
   zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
+  if( zFile && zFile[0] && kvConnIsLast(p, zFile, "-kv") ){
+    *ppEng = kv_engine_ref(p->pLastEng);
+    return SQLITE_OK;
+  }
   if( zFile==0 || zFile[0]==0 ){
     if( p->pAnon==0 ){
       rc = kv_engine_open(0, &p->pAnon, pzErr);

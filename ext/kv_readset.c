@@ -17,6 +17,7 @@ SQLITE_EXTENSION_INIT3
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct KvJson KvJson;
@@ -24,6 +25,7 @@ struct KvJson {
   const char *z;
   int n, i;
   int iElem;
+  int bKeys;               /* parsing a key list, not a read set */
   char **pzErr;
 };
 
@@ -40,6 +42,12 @@ static int kvJsonEat(KvJson *p, char c){
 }
 
 static int kvJsonErr(KvJson *p, const char *zWhat){
+  if( *p->pzErr==0 && p->bKeys ){
+    *p->pzErr = p->iElem<0
+      ? sqlite3_mprintf("kv: the key list must be a JSON array text such as "
+          "'[\"a\",7,{\"hex\":\"00ff\"}]' (%s)", zWhat)
+      : sqlite3_mprintf("kv: key list element %d: %s", p->iElem, zWhat);
+  }
   if( *p->pzErr==0 ){
     *p->pzErr = p->iElem<0
       ? sqlite3_mprintf("kv: the read set must be a JSON array text such as "
@@ -96,9 +104,17 @@ static int kvJsonString(KvJson *p, KvBuf *pOut){
   if( !kvJsonEat(p, '"') ) return kvJsonErr(p, "expected a string");
   while( rc==SQLITE_OK && p->i<p->n && p->z[p->i]!='"' ){
     const char *zEsc;
-    unsigned char c = (unsigned char)p->z[p->i++];
+    unsigned char c;
+    int j = p->i;
+    while( j<p->n && p->z[j]!='"' && p->z[j]!='\\'
+        && (unsigned char)p->z[j]>=0x20 ) j++;
+    if( j>p->i ){                /* a run of plain characters at once */
+      rc = kv_buf_append(pOut, p->z+p->i, j-p->i);
+      p->i = j;
+      continue;
+    }
+    c = (unsigned char)p->z[p->i++];
     if( c<0x20 ) return kvJsonErr(p, "control character in a string");
-    if( c!='\\' ){ rc = kv_buf_append(pOut, &c, 1); continue; }
     if( p->i>=p->n ) break;
     if( p->z[p->i]=='u' ){
       unsigned int cp;
@@ -201,27 +217,100 @@ static int kvJsonKey(KvJson *p, KvBuf *pKey, KvBuf *pTmp){
     }
     return kvHexBlob(p, pTmp, pKey);
   }
-  return kvJsonErr(p, "\"key\" must be a JSON string, number or "
-                   "{\"hex\":\"..\"}");
+  return kvJsonErr(p, p->bKeys ? "a key must be a JSON string, number or "
+                   "{\"hex\":\"..\"}" : "\"key\" must be a JSON string, "
+                   "number or {\"hex\":\"..\"}");
 }
 
 /* ------------------------------------------------------------ elements --- */
 
+/* While parsing, elements point into the arena by offset (it moves as it
+** grows); kvReadSetFix turns the offsets into pointers at the end. */
 typedef struct KvElem KvElem;
 struct KvElem {
   KvBuf tab, key, tmp;
+  KvBuf data;              /* the arena: table NUL key, per element */
   uint8_t aVer[KV_VERSION_BYTES];
   int mSeen;               /* 1 table, 2 key, 4 version */
+  const char *zRawTab;     /* the previous element's table as raw JSON */
+  int nRawTab;
+  int iPrevTab;            /* its arena offset, -1 if none */
+  int nPrevTab;            /* its length in bytes */
 };
 
-static int kvJsonMember(KvJson *p, KvElem *e){
+/* If the plain JSON string "zLit" (no escapes) is next, consume it. */
+static int kvJsonLit(KvJson *p, const char *zLit, int nLit){
+  kvJsonWs(p);
+  if( p->i+nLit+2<=p->n && p->z[p->i]=='"' && p->z[p->i+nLit+1]=='"'
+   && memcmp(p->z+p->i+1, zLit, nLit)==0 ){
+    p->i += nLit+2;
+    return 1;
+  }
+  return 0;
+}
+
+/* The member name: 0 table, 1 key, 2 version, 3 other (or an error). */
+static int kvJsonMemberName(KvJson *p, KvElem *e, int *pk){
   static const char *azName[] = { "table", "key", "version" };
-  int k, rc = kvJsonString(p, &e->tmp);
-  if( rc!=SQLITE_OK ) return rc;
+  int k, rc;
   for(k=0; k<3; k++){
+    if( kvJsonLit(p, azName[k], (int)strlen(azName[k])) ){ *pk = k; return 0; }
+  }
+  rc = kvJsonString(p, &e->tmp);           /* escaped, or unknown */
+  for(k=0; rc==SQLITE_OK && k<3; k++){
     if( e->tmp.n==(int)strlen(azName[k])
      && memcmp(e->tmp.a, azName[k], e->tmp.n)==0 ) break;
   }
+  *pk = k;
+  return rc;
+}
+
+/* The "table" value: reuse the previous element's when the raw JSON text
+** is the same (a read set is usually many keys of few tables). */
+static int kvJsonTable(KvJson *p, KvElem *e){
+  int i0, rc;
+  kvJsonWs(p);
+  i0 = p->i;
+  if( e->iPrevTab>=0 && p->i+e->nRawTab<=p->n
+   && memcmp(p->z+p->i, e->zRawTab, e->nRawTab)==0 ){
+    p->i += e->nRawTab;
+    kv_buf_reset(&e->tab);
+    return kv_buf_append(&e->tab, e->data.a+e->iPrevTab, e->nPrevTab);
+  }
+  rc = kvJsonString(p, &e->tab);
+  if( rc==SQLITE_OK ){
+    rc = kv_name_check(e->tab.a ? (const char*)e->tab.a : "", e->tab.n,
+                       p->pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    e->zRawTab = p->z+i0;
+    e->nRawTab = p->i-i0;
+    e->iPrevTab = -2;                    /* set once stored */
+  }
+  return rc;
+}
+
+/* The "version" value, parsed in place when it has no escapes. */
+static int kvJsonVersion(KvJson *p, KvElem *e){
+  int rc;
+  kvJsonWs(p);
+  if( p->i+KV_VERSION_TEXT+2<=p->n && p->z[p->i+KV_VERSION_TEXT+1]=='"'
+   && kv_version_parse(p->z+p->i+1, KV_VERSION_TEXT, e->aVer)==SQLITE_OK ){
+    p->i += KV_VERSION_TEXT+2;
+    return SQLITE_OK;
+  }
+  rc = kvJsonString(p, &e->tmp);
+  if( rc==SQLITE_OK && kv_version_parse((const char*)e->tmp.a, e->tmp.n,
+                                        e->aVer)!=SQLITE_OK ){
+    rc = kvJsonErr(p, "\"version\" must be \"u:<32 hex>\" or \"d:<32 hex>\" "
+                   "as kv_query_with_version returns it");
+  }
+  return rc;
+}
+
+static int kvJsonMember(KvJson *p, KvElem *e){
+  int k, rc = kvJsonMemberName(p, e, &k);
+  if( rc!=SQLITE_OK ) return rc;
   if( k==3 || (e->mSeen & (1<<k)) || !kvJsonEat(p, ':') ){
     return kvJsonErr(p, "must be an object with exactly \"table\", \"key\" "
                      "and \"version\"");
@@ -232,24 +321,18 @@ static int kvJsonMember(KvJson *p, KvElem *e){
     return kvJsonErr(p, k==0 ? "\"table\" must be a string"
                              : "\"version\" must be a string");
   }
-  if( k==0 ) return kvJsonString(p, &e->tab);
-  if( k==1 ) return kvJsonKey(p, &e->key, &e->tmp);
-  rc = kvJsonString(p, &e->tmp);
-  if( rc==SQLITE_OK && kv_version_parse((const char*)e->tmp.a, e->tmp.n,
-                                        e->aVer)!=SQLITE_OK ){
-    rc = kvJsonErr(p, "\"version\" must be \"u:<32 hex>\" or \"d:<32 hex>\" "
-                   "as kv_query_with_version returns it");
+  if( k==0 ) return kvJsonTable(p, e);
+  if( k==1 ){
+    kv_buf_reset(&e->key);
+    return kvJsonKey(p, &e->key, &e->tmp);
   }
-  return rc;
+  return kvJsonVersion(p, e);
 }
 
-/* One element into pSet->a[pSet->n]. */
+/* One element into pSet->a[pSet->n] (offsets into e->data for now). */
 static int kvJsonElem(KvJson *p, KvElem *e, KvReadSet *pSet){
   KvVerRead *r = &pSet->a[pSet->n];
-  char *zBlock;
-  int rc = SQLITE_OK;
-  kv_buf_reset(&e->tab);
-  kv_buf_reset(&e->key);
+  int rc = SQLITE_OK, iOff;
   e->mSeen = 0;
   if( !kvJsonEat(p, '{') ){
     return kvJsonErr(p, "must be an object with exactly \"table\", \"key\" "
@@ -262,21 +345,31 @@ static int kvJsonElem(KvJson *p, KvElem *e, KvReadSet *pSet){
     rc = kvJsonErr(p, "must be an object with exactly \"table\", \"key\" and "
                    "\"version\"");
   }
-  if( rc==SQLITE_OK ){
-    rc = kv_name_check(e->tab.a ? (const char*)e->tab.a : "", e->tab.n,
-                       p->pzErr);
-  }
   if( rc!=SQLITE_OK ) return rc;
-  zBlock = sqlite3_malloc64(e->tab.n + e->key.n + 1);
-  if( zBlock==0 ) return SQLITE_NOMEM;
-  memcpy(zBlock, e->tab.a, e->tab.n);
-  zBlock[e->tab.n] = 0;
-  memcpy(zBlock+e->tab.n+1, e->key.a, e->key.n);
-  r->zTab = zBlock; r->nTab = e->tab.n;
-  r->aKey = (uint8_t*)zBlock + e->tab.n + 1; r->nKey = e->key.n;
+  iOff = e->data.n;
+  rc = kv_buf_append(&e->data, e->tab.a ? e->tab.a : (uint8_t*)"", e->tab.n);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&e->data, "", 1);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&e->data, e->key.a, e->key.n);
+  if( rc!=SQLITE_OK ) return rc;
+  if( e->iPrevTab==-2 ){ e->iPrevTab = iOff; e->nPrevTab = e->tab.n; }
+  r->zTab = (const char*)(intptr_t)iOff; r->nTab = e->tab.n;
+  r->aKey = (const uint8_t*)(intptr_t)(iOff + e->tab.n + 1);
+  r->nKey = e->key.n;
   memcpy(r->aVer, e->aVer, KV_VERSION_BYTES);
   pSet->n++;
   return SQLITE_OK;
+}
+
+/* Offsets -> pointers into the arena, which the set takes over. */
+static void kvReadSetFix(KvReadSet *pSet, KvElem *e){
+  int i;
+  pSet->aData = e->data.a;
+  e->data.a = 0;
+  for(i=0; i<pSet->n; i++){
+    KvVerRead *r = &pSet->a[i];
+    r->zTab = (const char*)pSet->aData + (intptr_t)r->zTab;
+    r->aKey = pSet->aData + (intptr_t)r->aKey;
+  }
 }
 
 static int kvReadSetGrow(KvReadSet *pSet, int *pnAlloc){
@@ -298,10 +391,12 @@ static int kvReadCmp(const void *pA, const void *pB){
   return c ? c : a->nKey - b->nKey;
 }
 
-/* Sort the set and reject a (table, key) named twice. */
+/* Sort the set (unless it already is) and reject a (table, key) named
+** twice. */
 static int kvReadSetUnique(KvReadSet *p, char **pzErr){
   int i;
-  if( p->n>1 ) qsort(p->a, p->n, sizeof(KvVerRead), kvReadCmp);
+  for(i=1; i<p->n && kvReadCmp(&p->a[i-1], &p->a[i])<0; i++){}
+  if( i<p->n ) qsort(p->a, p->n, sizeof(KvVerRead), kvReadCmp);
   for(i=1; i<p->n; i++){
     if( kvReadCmp(&p->a[i-1], &p->a[i])==0 ){
       char *zKey = kv_key_describe(p->a[i].aKey, p->a[i].nKey);
@@ -315,9 +410,8 @@ static int kvReadSetUnique(KvReadSet *p, char **pzErr){
 }
 
 void kv_readset_free(KvReadSet *p){
-  int i;
-  for(i=0; i<p->n; i++) sqlite3_free((char*)p->a[i].zTab);
   sqlite3_free(p->a);
+  sqlite3_free(p->aData);
   memset(p, 0, sizeof(*p));
 }
 
@@ -327,7 +421,9 @@ int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
   int nAlloc = 0, rc = SQLITE_OK;
   memset(pSet, 0, sizeof(*pSet));
   memset(&e, 0, sizeof(e));
+  e.iPrevTab = -1;
   j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
+  j.bKeys = 0;
   if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
   if( !kvJsonEat(&j, ']') ){
     do{
@@ -340,8 +436,64 @@ int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
   }
   kvJsonWs(&j);
   if( rc==SQLITE_OK && j.i<j.n ) rc = kvJsonErr(&j, "text after the array");
+  kvReadSetFix(pSet, &e);
   kv_buf_free(&e.tab); kv_buf_free(&e.key); kv_buf_free(&e.tmp);
+  kv_buf_free(&e.data);
   if( rc==SQLITE_OK ) rc = kvReadSetUnique(pSet, pzErr);
   if( rc!=SQLITE_OK ) kv_readset_free(pSet);
+  return rc;
+}
+
+/* ----------------------------------------------------------- key lists --- */
+
+void kv_keylist_free(KvKeyList *p){
+  sqlite3_free(p->aOff);
+  kv_buf_free(&p->buf);
+  memset(p, 0, sizeof(*p));
+}
+
+/* Append one key (the next JSON value) to p. */
+static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc, KvBuf *pKey,
+                         KvBuf *pTmp){
+  int rc;
+  if( p->n+1>=*pnAlloc ){
+    int nNew = *pnAlloc ? *pnAlloc*2 : 64;
+    int *a = sqlite3_realloc64(p->aOff, nNew*sizeof(int));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->aOff = a;
+    *pnAlloc = nNew;
+  }
+  kv_buf_reset(pKey);
+  rc = kvJsonKey(j, pKey, pTmp);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&p->buf, pKey->a, pKey->n);
+  if( rc==SQLITE_OK ) p->aOff[++p->n] = p->buf.n;
+  return rc;
+}
+
+int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr){
+  KvBuf key = {0, 0, 0}, tmp = {0, 0, 0};
+  KvJson j;
+  int nAlloc = 0, rc = SQLITE_OK;
+  memset(p, 0, sizeof(*p));
+  j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
+  j.bKeys = 1;
+  if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
+  p->aOff = sqlite3_malloc64(64*sizeof(int));
+  if( p->aOff==0 ) return SQLITE_NOMEM;
+  nAlloc = 64;
+  p->aOff[0] = 0;
+  if( !kvJsonEat(&j, ']') ){
+    do{
+      j.iElem = p->n;
+      rc = kvKeyListElem(&j, p, &nAlloc, &key, &tmp);
+    }while( rc==SQLITE_OK && kvJsonEat(&j, ',') );
+    j.iElem = -1;
+    if( rc==SQLITE_OK && !kvJsonEat(&j, ']') ) rc = kvJsonErr(&j, "bad array");
+  }
+  kvJsonWs(&j);
+  if( rc==SQLITE_OK && j.i<j.n ) rc = kvJsonErr(&j, "text after the array");
+  kv_buf_free(&key);
+  kv_buf_free(&tmp);
+  if( rc!=SQLITE_OK ) kv_keylist_free(p);
   return rc;
 }

@@ -34,6 +34,8 @@ struct KvConn {
   int nJoin;                /* virtual tables joined to pSqlRoot */
   KvHandle *pHandle;        /* open kv_begin() handles */
   sqlite3_int64 iLastHandle;
+  char *zLastDir;           /* the absolute directory last resolved ... */
+  KvEngine *pLastEng;       /* ... to this store (one of apStore) */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
@@ -44,7 +46,10 @@ void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
 ** schema zSchema: the sidecar directory "<database file>-kv", or the
 ** connection's anonymous store if that database has no file.  *ppEng holds
 ** a reference.  The connection keeps every store it used open until it
-** closes, so kv_memory data outlives the transactions that wrote it. */
+** closes, so kv_memory data outlives the transactions that wrote it.
+** The last absolute directory asked for is remembered with its store, so
+** asking again (every kv_query_with_version of a default store) costs a
+** string compare, not a mkdir and a realpath. */
 int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
                   KvEngine **ppEng, char **pzErr);
 

@@ -810,6 +810,7 @@ static int kvPublish(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   uint64_t iSeq = ++pEng->iSeq;
   int i, rc = SQLITE_OK;
+  kvVersionSnapDrop(pEng);
   if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
     rc = kvCatalogApply(pEng, p->pSchema->pWrite, iSeq, p->apNew, p->nNew,
                         pzErr);

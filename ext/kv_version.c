@@ -5,10 +5,17 @@
 ** and version TTL: a per-table FIFO of key tokens and a sweeper thread per
 ** store.  The rules are in kv_version.h.
 **
-** A table's version map is a KvMap: key -> KV_VERSION_BYTES bytes (the
-** version), with the entry's revision field holding the record's stamp
-** (monotonic ms of its last first observation or commit publication; 0
-** while TTL is off).  The map is never shared, so updates are in place.
+** A table's version map is a KvMap: key -> KV_VER_VAL_BYTES bytes, the
+** version (KV_VERSION_BYTES) then the record's lease end (8 bytes, native
+** int64, monotonic ms), with the entry's revision field holding the
+** record's stamp (monotonic ms of its last first observation or commit
+** publication).  Both are 0 while TTL is off.  The lease end is the stamp
+** plus the TTL in force at that moment: lowering the TTL later does not
+** shorten it, so whoever first observed a version (or got it in a receipt)
+** may present it in a read set for the whole TTL it was given.  The
+** sweeper removes a record once both its lease and the current TTL
+** (counted from the stamp) are over.  The map is never shared, so updates
+** are in place.
 ** With TTL on, every record has exactly one token (a copy of its key) in
 ** its table's FIFO: queued when the record is inserted, freed when the
 ** sweeper removes the record.  Extra memory is O(live records).
@@ -24,6 +31,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +41,7 @@ SQLITE_EXTENSION_INIT3
 #define KV_VER_NODE_BYTES   64     /* map node estimate per record */
 #define KV_VER_TOKEN_BYTES  16     /* token header */
 #define KV_TTL_MAX_MS       (INT64_C(1)<<40)
+#define KV_VER_VAL_BYTES    (KV_VERSION_BYTES + 8)   /* version, lease end */
 
 typedef struct KvVerToken KvVerToken;
 struct KvVerToken {
@@ -58,6 +67,14 @@ struct KvVerStore {
   pthread_mutex_t cfgMu;         /* serialises kv_version_configure */
   int bThread;                   /* a sweeper runs (cfgMu) */
   pthread_t thread;
+  /* The query snapshot (engine mutex): the backend snapshot the last
+  ** kv_version_query took, of table pSnapTab (referenced), at commit
+  ** sequence iSnapSeq.  Reused while nothing was published since; dropped
+  ** at the start of every publication (so no backend keeps an old version
+  ** alive, or copies on write, because of it). */
+  KvTable *pSnapTab;
+  KvBackendSnap *pSnap;
+  uint64_t iSnapSeq;
 };
 
 static int64_t kvNowMs(void){
@@ -115,7 +132,7 @@ int kv_version_parse(const char *z, int n, uint8_t *aVer){
 /* ------------------------------------------------------------ tables --- */
 
 static int64_t kvRecordBytes(int nKey, int bToken){
-  return nKey + KV_VERSION_BYTES + KV_VER_NODE_BYTES
+  return nKey + KV_VER_VAL_BYTES + KV_VER_NODE_BYTES
        + (bToken ? nKey + KV_VER_TOKEN_BYTES : 0);
 }
 
@@ -178,18 +195,38 @@ static int kvTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
   return SQLITE_OK;
 }
 
+/* The stored value of a record: version aVer, lease end iLease. */
+static void kvVerValue(uint8_t *aVal, const uint8_t *aVer, int64_t iLease){
+  memcpy(aVal, aVer, KV_VERSION_BYTES);
+  memcpy(aVal+KV_VERSION_BYTES, &iLease, 8);
+}
+
+static int64_t kvVerLease(const KvMapEntry *e){
+  int64_t iLease;
+  memcpy(&iLease, e->aVal+KV_VERSION_BYTES, 8);
+  return iLease;
+}
+
 /* Insert or replace the record of aKey (engine mutex held).  A new record
 ** gets its token when TTL is on.  On failure no record is left for aKey,
 ** so nobody can validate against a stale version. */
 static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
                     int nKey, const uint8_t *aVer){
   int64_t ttl = pEng->pVer->ttlMs;
+  int64_t now = ttl>0 ? kvNowMs() : 0;
+  uint8_t aVal[KV_VER_VAL_BYTES];
   KvMapEntry e;
+  int64_t n0;
   int bNew, rc;
   if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
-  bNew = !kv_map_get(v->pMap, aKey, nKey, &e);
-  rc = kv_map_put(&v->pMap, aKey, nKey, aVer, KV_VERSION_BYTES,
-                  ttl>0 ? (uint64_t)kvNowMs() : 0, 0);
+  n0 = kv_map_count(v->pMap);
+  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
+  rc = kv_map_put(&v->pMap, aKey, nKey, aVal, KV_VER_VAL_BYTES,
+                  (uint64_t)now, 0);
+  /* One probe: the put inserted iff the count grew (a failed put leaves
+  ** the map as it was, so look the key up only then). */
+  bNew = rc==SQLITE_OK ? kv_map_count(v->pMap)>n0
+                       : !kv_map_get(v->pMap, aKey, nKey, &e);
   if( rc==SQLITE_OK && bNew && ttl>0 ){
     rc = kvTokenQueue(v, aKey, nKey);
     if( rc!=SQLITE_OK ){
@@ -211,16 +248,19 @@ static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
 /* --------------------------------------------------------- receipts --- */
 
 void kv_version_receipts_free(KvVerReceipts *p){
-  int i;
   if( p==0 ) return;
-  for(i=0; i<p->n; i++) sqlite3_free(p->a[i].zTab);
   sqlite3_free(p->a);
+  kv_buf_free(&p->data);
   sqlite3_free(p);
 }
 
+/* Record a receipt.  While recording, zTab and aKey hold offsets into
+** p->data (which moves as it grows); kvReceiptsFix makes them pointers.
+** A table's name is stored once per run of its receipts. */
 static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
                         int nKey, const uint8_t *aVer){
   KvVerReceipt *r;
+  int rc = SQLITE_OK;
   if( p->n==p->nAlloc ){
     int nNew = p->nAlloc ? p->nAlloc*2 : 16;
     KvVerReceipt *a = sqlite3_realloc64(p->a, nNew*sizeof(*a));
@@ -228,18 +268,31 @@ static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
     p->a = a;
     p->nAlloc = nNew;
   }
+  if( p->pLastTab!=(const void*)t ){
+    p->iLastTab = p->data.n;
+    p->pLastTab = t;
+    rc = kv_buf_append(&p->data, t->zName, t->nName+1);    /* with NUL */
+  }
   r = &p->a[p->n];
-  r->zTab = sqlite3_malloc64(t->nName + nKey + 1);
-  if( r->zTab==0 ) return SQLITE_NOMEM;
-  memcpy(r->zTab, t->zName, t->nName);
-  r->zTab[t->nName] = 0;
+  r->zTab = (const char*)(intptr_t)p->iLastTab;
   r->nTab = t->nName;
-  r->aKey = (uint8_t*)r->zTab + t->nName + 1;
-  memcpy(r->aKey, aKey, nKey);
+  r->aKey = (const uint8_t*)(intptr_t)p->data.n;
   r->nKey = nKey;
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&p->data, aKey, nKey);
+  if( rc!=SQLITE_OK ) return rc;
   memcpy(r->aVer, aVer, KV_VERSION_BYTES);
   p->n++;
   return SQLITE_OK;
+}
+
+/* Offsets -> pointers (recording is over). */
+static void kvReceiptsFix(KvVerReceipts *p){
+  int i;
+  for(i=0; i<p->n; i++){
+    p->a[i].zTab = (const char*)p->data.a + (intptr_t)p->a[i].zTab;
+    p->a[i].aKey = p->data.a + (intptr_t)p->a[i].aKey;
+  }
+  p->pLastTab = 0;
 }
 
 /* ------------------------------------------------------- publication --- */
@@ -321,6 +374,35 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   return kvVerPut(pEng, v, aKey, nKey, aVer);
 }
 
+void kvVersionSnapDrop(KvEngine *pEng){
+  KvVerStore *s = pEng->pVer;
+  if( s==0 || s->pSnapTab==0 ) return;
+  if( s->pSnap ) s->pSnapTab->pBackend->xSnapshotFree(s->pSnap);
+  kvTableUnref(s->pSnapTab);
+  s->pSnap = 0;
+  s->pSnapTab = 0;
+}
+
+/* The snapshot of table t's published state for a query (engine mutex):
+** the cached one if it is of t and nothing was published since, else a
+** new one, cached.  Owned by the store: never freed by the caller. */
+static int kvQuerySnap(KvEngine *pEng, KvTable *t, KvBackendSnap **ppSnap){
+  KvVerStore *s = pEng->pVer;
+  int rc;
+  if( s->pSnapTab==t && s->iSnapSeq==pEng->iSeq ){
+    *ppSnap = s->pSnap;
+    return SQLITE_OK;
+  }
+  kvVersionSnapDrop(pEng);
+  rc = t->pBackend->xSnapshot(t->pData, &s->pSnap);
+  if( rc!=SQLITE_OK ){ s->pSnap = 0; return rc; }
+  s->pSnapTab = t;
+  t->nRef++;
+  s->iSnapSeq = pEng->iSeq;
+  *ppSnap = s->pSnap;
+  return SQLITE_OK;
+}
+
 int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, KvBuf *pVal,
                      int *pbFound, uint8_t *aVer, char **pzErr){
@@ -335,12 +417,50 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   pthread_mutex_lock(&pEng->mutex);
   t = kvTableFind(pEng, zTab, nTab);
   if( t ){
-    rc = t->pBackend->xSnapshot(t->pData, &pSnap);
+    rc = kvQuerySnap(pEng, t, &pSnap);
     if( rc==SQLITE_OK ){
       rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, pVal, pbFound, aVer);
     }
-    if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
   }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( t==0 ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
+                             pEng->zDir ? pEng->zDir : "in memory");
+    return SQLITE_ERROR;
+  }
+  return rc;
+}
+
+/* Every key of pList through xRow (engine mutex held). */
+static int kvQueryListLocked(KvEngine *pEng, KvTable *t, const KvKeyList *pL,
+                             KvVerRowFn xRow, void *pArg){
+  KvBackendSnap *pSnap = 0;
+  KvBuf val = {0, 0, 0};
+  uint8_t aVer[KV_VERSION_BYTES];
+  int i, bFound, rc = kvQuerySnap(pEng, t, &pSnap);
+  for(i=0; rc==SQLITE_OK && i<pL->n; i++){
+    const uint8_t *aKey = pL->buf.a + pL->aOff[i];
+    int nKey = pL->aOff[i+1] - pL->aOff[i];
+    kv_buf_reset(&val);
+    rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, &val, &bFound, aVer);
+    if( rc==SQLITE_OK ){
+      rc = xRow(pArg, aKey, nKey, bFound ? (val.a ? val.a : (uint8_t*)"") : 0,
+                val.n, aVer);
+    }
+  }
+  kv_buf_free(&val);
+  return rc;
+}
+
+int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
+                          const KvKeyList *pList, KvVerRowFn xRow,
+                          void *pArg, char **pzErr){
+  KvTable *t;
+  int rc = kv_name_check(zTab, nTab, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&pEng->mutex);
+  t = kvTableFind(pEng, zTab, nTab);
+  if( t ) rc = kvQueryListLocked(pEng, t, pList, xRow, pArg);
   pthread_mutex_unlock(&pEng->mutex);
   if( t==0 ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
@@ -394,6 +514,10 @@ static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
   int i, bFound, rc = SQLITE_OK;
   for(i=0; i<nRead && rc==SQLITE_OK; i++){
     KvMeta meta;
+    if( i>0 && aRead[i].nTab==aRead[i-1].nTab
+     && memcmp(aRead[i].zTab, aRead[i-1].zTab, aRead[i].nTab)==0 ){
+      continue;                 /* sorted by table: checked just before */
+    }
     rc = kv_name_check(aRead[i].zTab, aRead[i].nTab, pzErr);
     if( rc==SQLITE_OK ){
       rc = kv_table_meta(p->pEng, p, aRead[i].zTab, aRead[i].nTab, &meta,
@@ -518,6 +642,7 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   p->pReceipts = pR;
   rc = kv_root_commit(p, pzErr);
   p->pReceipts = 0;
+  kvReceiptsFix(pR);
   if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !kvReceiptsExact(p, &w, pR, &iBad)) ){
     *pzErr = sqlite3_mprintf("kv: internal error: the receipts of committed "
         "transaction %llu do not match its writes (%d receipts, first "
@@ -533,15 +658,19 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
 /* ---------------------------------------------------------------- TTL --- */
 
 /* What to do with token k (engine mutex): 0 keep it, 1 remove its record
-** (due: its stamp is more than ttl ms old and no active transaction is
-** bound to the table), 2 drop the token alone (its record is gone). */
+** (due: its lease and the current TTL from its stamp are both over, in
+** whole ms, so never early, and no active transaction is bound to the
+** table), 2 drop the token alone (its record is gone). */
 static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k, int64_t now){
   KvMapEntry e;
+  int64_t iEnd;
   if( t->pVer->pMap==0 || !kv_map_get(t->pVer->pMap, k->aKey, k->nKey, &e) ){
     return 2;
   }
   if( t->nActive>0 ) return 0;     /* an active snapshot may compare it */
-  return now >= (int64_t)e.rev + pEng->pVer->ttlMs + 1;
+  iEnd = (int64_t)e.rev + pEng->pVer->ttlMs;
+  if( kvVerLease(&e)>iEnd ) iEnd = kvVerLease(&e);
+  return now >= iEnd + 1;
 }
 
 /* One batch of at most KV_SWEEP_BATCH tokens of table t (engine mutex).
@@ -624,7 +753,8 @@ static void kvSweeperStop(KvVerStore *s){
   s->bStop = 0;
 }
 
-/* TTL turned on: stamp every record now and give it its token. */
+/* TTL turned on: stamp every record now, lease it for ttl, and give it
+** its token. */
 static int kvTtlStart(KvEngine *pEng, int64_t ttl){
   KvTable *t;
   int rc = SQLITE_OK;
@@ -642,8 +772,11 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
     }
     for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
         bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+      uint8_t aVal[KV_VER_VAL_BYTES];
       kv_map_cursor_entry(pCsr, &e);
-      rc = kv_map_put_from(&pNew, pCsr, (uint64_t)now, 0);
+      kvVerValue(aVal, e.aVal, now+ttl);
+      rc = kv_map_put(&pNew, e.aKey, e.nKey, aVal, KV_VER_VAL_BYTES,
+                      (uint64_t)now, 0);
       if( rc==SQLITE_OK ) rc = kvTokenQueue(t->pVer, e.aKey, e.nKey);
       if( rc==SQLITE_OK ) kvVerCount(t->pVer, 0, e.nKey + KV_VER_TOKEN_BYTES);
     }
@@ -748,6 +881,7 @@ void kvVersionStoreStop(KvEngine *pEng){
   KvVerStore *s = pEng->pVer;
   if( s==0 ) return;
   kvSweeperStop(s);                    /* the last user: no configure runs */
+  kvVersionSnapDrop(pEng);             /* before the tables close */
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->cfgMu);
   pthread_cond_destroy(&s->cond);

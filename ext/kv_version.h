@@ -37,6 +37,32 @@ int kv_version_query(KvEngine*, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, KvBuf *pVal,
                      int *pbFound, uint8_t *aVer, char **pzErr);
 
+/* A parsed key list (kv_readset.c): n key encodings in input order; key
+** i is buf.a[aOff[i] .. aOff[i+1]).  The JSON form is an array of keys
+** encoded as in read sets: ["text", 7, 1.5, {"hex":"00ff"}]. */
+typedef struct KvKeyList KvKeyList;
+struct KvKeyList {
+  int n;
+  int *aOff;                     /* n+1 offsets */
+  KvBuf buf;
+};
+/* SQLITE_ERROR with *pzErr for malformed input, key codes (SQLITE_TOOBIG,
+** SQLITE_CONSTRAINT), SQLITE_NOMEM.  On error *p is empty. */
+int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr);
+void kv_keylist_free(KvKeyList*);
+
+/* kv_version_query for every key of pList, all from one published state
+** (one critical section: no commit publishes in between).  xRow is called
+** once per key, in list order, with the engine mutex held (it must not
+** call into the engine); its non-OK result stops the walk and is
+** returned.  aVal is NULL when the key is absent. */
+typedef int (*KvVerRowFn)(void *pArg, const uint8_t *aKey, int nKey,
+                          const uint8_t *aVal, int nVal,
+                          const uint8_t *aVer);
+int kv_version_query_list(KvEngine*, const char *zTab, int nTab,
+                          const KvKeyList *pList, KvVerRowFn xRow,
+                          void *pArg, char **pzErr);
+
 /* One element of a read set. */
 typedef struct KvVerRead KvVerRead;
 struct KvVerRead {
@@ -46,11 +72,12 @@ struct KvVerRead {
 };
 
 /* A parsed read set (kv_readset.c): sorted by (table, key), no pair
-** twice; each element's table and key share one allocation. */
+** twice; the tables and keys of all elements are in one allocation. */
 typedef struct KvReadSet KvReadSet;
 struct KvReadSet {
   int n;
   KvVerRead *a;
+  uint8_t *aData;                /* every table name and key */
 };
 /* Parse the read-set JSON text z/n (see kv_readset.c and docs/SQL.md).
 ** SQLITE_ERROR with *pzErr for malformed input or a duplicate, key codes
@@ -75,14 +102,17 @@ int kv_version_prepare(KvRoot*, const KvVerRead *aRead, int nRead,
 typedef struct KvVerReceipt KvVerReceipt;
 typedef struct KvVerReceipts KvVerReceipts;
 struct KvVerReceipt {
-  char *zTab; int nTab;          /* one block with aKey, sqlite3_malloc'd */
-  uint8_t *aKey; int nKey;
+  const char *zTab; int nTab;    /* in KvVerReceipts.data (NUL after) */
+  const uint8_t *aKey; int nKey; /* in KvVerReceipts.data */
   uint8_t aVer[KV_VERSION_BYTES];
 };
 struct KvVerReceipts {
   int n, nAlloc;
   KvVerReceipt *a;
   int rc;                        /* an OOM while recording */
+  KvBuf data;                    /* every table name and key */
+  const void *pLastTab;          /* while recording: the last table ... */
+  int iLastTab;                  /* ... and its name's offset in data */
 };
 void kv_version_receipts_free(KvVerReceipts*);
 
@@ -96,7 +126,10 @@ int kv_version_commit(KvRoot*, KvVerReceipts **ppOut, char **pzErr);
 
 /* Store options.  ttl: 0 = versions are kept until the store closes;
 ** else the minimum time in ms a version record is kept after its last
-** first observation or commit publication.  poll: ms between sweeps.
+** first observation or commit publication.  That refresh leases the
+** record for the ttl then in force: a lower ttl set later does not
+** shorten the lease, a higher one keeps the record longer.  poll: ms
+** between sweeps.
 ** Quantisation (both): a value in (0,1) counts as 1, others are truncated
 ** to whole ms.  Starting TTL starts the store's sweeper thread; ttl 0
 ** stops and joins it.  Errors: SQLITE_RANGE for a negative or too large

@@ -2,6 +2,7 @@
 ** kv_vfunc.c -- the key-version protocol from SQL, and kv_metrics:
 **
 **   SELECT value, version FROM kv_query_with_version(table, key[, dir])
+**   SELECT key, value, version FROM kv_query_with_versions(table, keys[, dir])
 **   kv_prepare_with_version(h, readset_json)   -> 1
 **   SELECT "table", key, kind FROM kv_conflicts(h)
 **   kv_commit_with_version(h)                  -> receipts JSON
@@ -33,7 +34,7 @@ typedef struct KvCell KvCell;
 struct KvCell {
   int eType;
   sqlite3_int64 i;
-  char *z; int n;            /* sqlite3_malloc'd copy */
+  int iOff, n;               /* bytes at KvRows.data.a+iOff (NUL after) */
 };
 
 typedef struct KvRows KvRows;
@@ -41,12 +42,12 @@ struct KvRows {
   int nCol;
   int nCell, nAlloc;
   KvCell *a;
+  KvBuf data;                /* every cell's bytes, one allocation */
 };
 
 static void kvRowsClear(KvRows *p){
-  int i;
-  for(i=0; i<p->nCell; i++) sqlite3_free(p->a[i].z);
   sqlite3_free(p->a);
+  kv_buf_free(&p->data);
   p->a = 0;
   p->nCell = p->nAlloc = 0;
 }
@@ -65,12 +66,12 @@ static int kvRowsCell(KvRows *p, int eType, sqlite3_int64 i, const void *z,
   memset(c, 0, sizeof(*c));
   c->eType = eType;
   c->i = i;
+  c->iOff = -1;
   if( z ){
-    c->z = sqlite3_malloc64(n+1);
-    if( c->z==0 ) return SQLITE_NOMEM;
-    memcpy(c->z, z, n);
-    c->z[n] = 0;
+    c->iOff = p->data.n;
     c->n = n;
+    if( kv_buf_append(&p->data, z, n)!=SQLITE_OK
+     || kv_buf_append(&p->data, "", 1)!=SQLITE_OK ) return SQLITE_NOMEM;
   }
   p->nCell++;
   return SQLITE_OK;
@@ -219,16 +220,18 @@ static int kvRowsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx,
                         int iCol){
   KvRowsCsr *p = (KvRowsCsr*)pCur;
   const KvCell *c;
+  const char *z;
   if( iCol>=p->rows.nCol ) return SQLITE_OK;     /* argument: NULL */
   c = &p->rows.a[p->iRow*p->rows.nCol + iCol];
+  z = c->iOff>=0 ? (const char*)p->rows.data.a + c->iOff : 0;
   switch( c->eType ){
     case KV_CELL_INT:  sqlite3_result_int64(ctx, c->i); break;
-    case KV_CELL_TEXT: sqlite3_result_text(ctx, c->z, c->n, SQLITE_TRANSIENT);
+    case KV_CELL_TEXT: sqlite3_result_text(ctx, z, c->n, SQLITE_TRANSIENT);
                        break;
     case KV_CELL_KEY:
-      return kv_key_result(ctx, (const uint8_t*)c->z, c->n, 0, 0);
+      return kv_key_result(ctx, (const uint8_t*)z, c->n, 0, 0);
     case KV_CELL_VALUE:
-      return kv_value_result(ctx, (const uint8_t*)c->z, c->n);
+      return kv_value_result(ctx, (const uint8_t*)z, c->n);
     default: break;
   }
   return SQLITE_OK;
@@ -337,6 +340,55 @@ static int kvQueryFill(KvConn *pConn, sqlite3_value **apArg, KvRows *pRows,
   kv_engine_unref(pEng);
   kv_buf_free(&k);
   kv_buf_free(&v);
+  return rc;
+}
+
+/* ----------------------------------------------- kv_query_with_versions --- */
+
+static int kvQueryListRow(void *pArg, const uint8_t *aKey, int nKey,
+                          const uint8_t *aVal, int nVal, const uint8_t *aVer){
+  KvRows *pRows = (KvRows*)pArg;
+  char zVer[KV_VERSION_TEXT+1];
+  int rc = kvRowsCell(pRows, KV_CELL_KEY, 0, aKey, nKey);
+  if( rc==SQLITE_OK ){
+    rc = aVal ? kvRowsCell(pRows, KV_CELL_VALUE, 0, aVal, nVal)
+              : kvRowsCell(pRows, KV_CELL_NULL, 0, 0, 0);
+  }
+  kv_version_text(aVer, zVer);
+  if( rc==SQLITE_OK ) rc = kvRowsCell(pRows, KV_CELL_TEXT, 0, zVer,
+                                      KV_VERSION_TEXT);
+  return rc;
+}
+
+static int kvQueryListFill(KvConn *pConn, sqlite3_value **apArg,
+                           KvRows *pRows, char **pzErr){
+  KvKeyList list;
+  KvEngine *pEng = 0;
+  int rc = SQLITE_OK;
+  memset(&list, 0, sizeof(list));
+  if( apArg[0]==0 || sqlite3_value_type(apArg[0])!=SQLITE_TEXT ){
+    *pzErr = sqlite3_mprintf("kv: table name must be text, got %s",
+                             apArg[0] ? kvTypeName(apArg[0]) : "NULL");
+    rc = SQLITE_MISMATCH;
+  }else if( apArg[1]==0 || sqlite3_value_type(apArg[1])!=SQLITE_TEXT ){
+    *pzErr = sqlite3_mprintf("kv: the key list must be a JSON array text "
+        "such as '[\"a\",7,{\"hex\":\"00ff\"}]', got %s",
+        apArg[1] ? kvTypeName(apArg[1]) : "NULL");
+    rc = SQLITE_MISMATCH;
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_keylist_parse((const char*)sqlite3_value_text(apArg[1]),
+                          sqlite3_value_bytes(apArg[1]), &list, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], &pEng, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_version_query_list(pEng, (const char*)sqlite3_value_text(apArg[0]),
+                               sqlite3_value_bytes(apArg[0]), &list,
+                               kvQueryListRow, pRows, pzErr);
+  }
+  kv_metric_add(rc==SQLITE_OK ? KV_METRIC_QUERY_OK : KV_METRIC_QUERY_FAIL);
+  kv_engine_unref(pEng);
+  kv_keylist_free(&list);
   return rc;
 }
 
@@ -453,12 +505,25 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* ------------------------------------------------ kv_commit_with_version --- */
 
-static int kvReceiptJson(KvBuf *p, const KvVerReceipt *r, int bFirst){
+/* Append receipt r as JSON to p.  pzLastTab, piTab and pnTab remember where
+** the last table name was rendered in p, so a run of receipts of one
+** table renders its name once. */
+static int kvReceiptJson(KvBuf *p, const KvVerReceipt *r, int bFirst,
+                         const char **pzLastTab, int *piTab, int *pnTab){
   char zVer[KV_VERSION_TEXT+1];
   int rc = kv_buf_append(p, bFirst ? "{\"table\":" : ",{\"table\":",
                          bFirst ? 9 : 10);
   kv_version_text(r->aVer, zVer);
-  if( rc==SQLITE_OK ) rc = kv_json_text(p, (uint8_t*)r->zTab, r->nTab);
+  if( rc==SQLITE_OK && r->zTab==*pzLastTab && *pnTab<=256 ){
+    char zTab[256];                /* a copy: appending may move p->a */
+    memcpy(zTab, p->a + *piTab, *pnTab);
+    rc = kv_buf_append(p, zTab, *pnTab);
+  }else if( rc==SQLITE_OK ){
+    *piTab = p->n;
+    rc = kv_json_text(p, (const uint8_t*)r->zTab, r->nTab);
+    *pnTab = p->n - *piTab;
+    *pzLastTab = r->zTab;
+  }
   if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"key\":", 7);
   if( rc==SQLITE_OK ) rc = kv_key_json(r->aKey, r->nKey, p);
   if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"version\":\"", 12);
@@ -477,7 +542,8 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvBuf out = {0, 0, 0};
   char *zErr = 0;
   KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &zErr);
-  int i, rc = h ? SQLITE_OK : SQLITE_ERROR;
+  const char *zLastTab = 0;
+  int i, iTab = 0, nTab = 0, rc = h ? SQLITE_OK : SQLITE_ERROR;
   (void)argc;
   if( rc==SQLITE_OK ) rc = kv_version_commit(h->pRoot, &pR, &zErr);
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_COMMIT_OK : KV_METRIC_COMMIT_FAIL);
@@ -488,7 +554,7 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   }
   if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "[", 1);
   for(i=0; rc==SQLITE_OK && i<pR->n; i++){
-    rc = kvReceiptJson(&out, &pR->a[i], i==0);
+    rc = kvReceiptJson(&out, &pR->a[i], i==0, &zLastTab, &iTab, &nTab);
   }
   if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "]", 1);
   if( rc==SQLITE_OK ){
@@ -571,6 +637,9 @@ static const KvRowsDef aKvRowsDef[] = {
   { "kv_query_with_version",
     "CREATE TABLE x(value, version TEXT, \"table\" HIDDEN, key HIDDEN, "
     "dir HIDDEN)", 2, 3, 2, kvQueryFill },
+  { "kv_query_with_versions",
+    "CREATE TABLE x(key, value, version TEXT, \"table\" HIDDEN, keys HIDDEN, "
+    "dir HIDDEN)", 3, 3, 2, kvQueryListFill },
   { "kv_conflicts",
     "CREATE TABLE x(\"table\" TEXT, key, kind TEXT, h HIDDEN)", 3, 1, 1,
     kvConflictsFill },

@@ -98,8 +98,10 @@ static const BenchWorkload aWorkload[] = {
     "kv_logstore_open of 1M keys (median = s per million keys)",
     0, 3, bench_kvlog_reopen },
   { "kv_version_1",
-    "ordinary 2PC, kv_memory, 1 key/txn: kv_get, kv_put, kv_prepare, kv_commit",
-    "versioned 2PC: kv_query_with_version, kv_put, prepare/commit_with_version",
+    "ordinary 2PC, kv_memory, 1 key/txn: kv_get over json_each, kv_put, "
+    "kv_prepare, kv_commit",
+    "versioned 2PC: kv_query_with_versions, kv_put, "
+    "prepare/commit_with_version",
     0, 5, bench_kvversion_1 },
   { "kv_version_16",
     "ordinary 2PC, kv_memory, 16 keys/txn",

@@ -4,15 +4,20 @@
 ** table (persistence=0, so no WAL flush per commit), through SQL, at 1, 16
 ** and 256 keys per transaction.
 **
-** Each transaction reads its keys, writes each of them once and commits.
-** Baseline (ordinary): kv_begin, kv_get of every key, kv_put of every key,
-** kv_prepare, kv_commit.  Candidate (versioned): kv_query_with_version of
-** every key (value and version), kv_put of every key,
-** kv_prepare_with_version with the read set as JSON, kv_commit_with_version
-** (whose receipts are checked and rendered as JSON).  The table is
-** preloaded with 4096 keys; transactions walk them in order.  Cost: the
-** time of a fixed number of keys over all transactions (KVV_TOTAL_KEYS on
-** kv_memory, a sixteenth of it on kv_btree, whose commits sync).
+** Each transaction reads its keys, writes each of them once and commits,
+** and both sides read their keys with ONE statement over the same JSON
+** key list (built by the same code on both sides, inside the timed part).
+** Baseline (ordinary): kv_begin, then
+**   SELECT kv_get(h, 't', value) FROM json_each(keys)
+** stepping every row, kv_put of every key, kv_prepare, kv_commit.
+** Candidate (versioned):
+**   SELECT key, value, version FROM kv_query_with_versions('t', keys)
+** stepping every row and appending it to the read-set JSON, kv_begin,
+** kv_put of every key, kv_prepare_with_version with the read set,
+** kv_commit_with_version (whose receipts are checked and rendered as
+** JSON).  The table is preloaded with 4096 keys; transactions walk them in
+** order.  Cost: the time of a fixed number of keys over all transactions
+** (KVV_TOTAL_KEYS on kv_memory, a sixteenth of it on kv_btree).
 */
 #include "config.h"
 #include "tests/bench.h"
@@ -56,8 +61,8 @@ static void benchvClose(BenchV *b){
 static int benchvOpen(BenchV *b, const char *zType, const char *zDir){
   static const char *azSql[] = {
     "SELECT kv_begin()",
-    "SELECT kv_get(?1, 't', ?2)",
-    "SELECT value, version FROM kv_query_with_version('t', ?2)",
+    "SELECT kv_get(?1, 't', value) FROM json_each(?2)",
+    "SELECT key, value, version FROM kv_query_with_versions('t', ?2)",
     "SELECT kv_put(?1, 't', ?2, ?3)",
     "SELECT kv_prepare(?1)",
     "SELECT kv_commit(?1)",
@@ -99,17 +104,36 @@ static int benchvH(sqlite3_stmt *p, sqlite3_int64 h){
   return benchvStep(p);
 }
 
+/* The JSON key list of keys iFirst..iFirst+nKey-1 (NULL on OOM). */
+static char *benchvKeys(int iFirst, int nKey){
+  sqlite3_str *p = sqlite3_str_new(0);
+  int i;
+  sqlite3_str_appendchar(p, 1, '[');
+  for(i=0; i<nKey; i++){
+    sqlite3_str_appendf(p, "%s%d", i ? "," : "", (iFirst+i)%KVV_TABLE_KEYS);
+  }
+  sqlite3_str_appendchar(p, 1, ']');
+  return sqlite3_str_finish(p);
+}
+
+/* Step p to its end; SQLITE_OK or the error (reported). */
+static int benchvDrain(sqlite3_stmt *p, int *pnRow){
+  int rc;
+  *pnRow = 0;
+  while( (rc = sqlite3_step(p))==SQLITE_ROW ) (*pnRow)++;
+  return benchvStep(p)==SQLITE_OK && rc==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+}
+
 /* One ordinary transaction over keys iFirst..iFirst+nKey-1. */
 static int benchvOrdinary(BenchV *b, int iFirst, int nKey, int iRound){
   sqlite3_int64 h = 0;
-  int i, rc = SQLITE_OK;
+  int i, nRow = 0, rc = SQLITE_OK;
   if( sqlite3_step(b->pBegin)==SQLITE_ROW ) h = sqlite3_column_int64(b->pBegin, 0);
   sqlite3_reset(b->pBegin);
-  for(i=0; rc==SQLITE_OK && i<nKey; i++){
-    sqlite3_bind_int64(b->pGet, 1, h);
-    sqlite3_bind_int(b->pGet, 2, (iFirst+i)%KVV_TABLE_KEYS);
-    rc = benchvStep(b->pGet);
-  }
+  sqlite3_bind_int64(b->pGet, 1, h);
+  sqlite3_bind_text(b->pGet, 2, benchvKeys(iFirst, nKey), -1, sqlite3_free);
+  rc = benchvDrain(b->pGet, &nRow);
+  if( rc==SQLITE_OK && nRow!=nKey ) rc = SQLITE_ERROR;
   for(i=0; rc==SQLITE_OK && i<nKey; i++){
     sqlite3_bind_int64(b->pPut, 1, h);
     sqlite3_bind_int(b->pPut, 2, (iFirst+i)%KVV_TABLE_KEYS);
@@ -128,15 +152,14 @@ static int benchvVersioned(BenchV *b, int iFirst, int nKey, int iRound){
   char *zJson;
   int i, rc = SQLITE_OK;
   sqlite3_str_appendchar(pJson, 1, '[');
-  for(i=0; rc==SQLITE_OK && i<nKey; i++){
-    int k = (iFirst+i)%KVV_TABLE_KEYS;
-    sqlite3_bind_int(b->pQuery, 2, k);
-    if( sqlite3_step(b->pQuery)==SQLITE_ROW ){
-      sqlite3_str_appendf(pJson, "%s{\"table\":\"t\",\"key\":%d,\"version\":"
-          "\"%s\"}", i ? "," : "", k, sqlite3_column_text(b->pQuery, 1));
-    }
-    rc = sqlite3_reset(b->pQuery);
+  sqlite3_bind_text(b->pQuery, 2, benchvKeys(iFirst, nKey), -1, sqlite3_free);
+  for(i=0; sqlite3_step(b->pQuery)==SQLITE_ROW; i++){
+    sqlite3_str_appendf(pJson, "%s{\"table\":\"t\",\"key\":%d,\"version\":"
+        "\"%s\"}", i ? "," : "", sqlite3_column_int(b->pQuery, 0),
+        sqlite3_column_text(b->pQuery, 2));
   }
+  rc = sqlite3_reset(b->pQuery);
+  if( rc==SQLITE_OK && i!=nKey ) rc = SQLITE_ERROR;
   sqlite3_str_appendchar(pJson, 1, ']');
   zJson = sqlite3_str_finish(pJson);
   if( sqlite3_step(b->pBegin)==SQLITE_ROW ) h = sqlite3_column_int64(b->pBegin, 0);

@@ -137,6 +137,58 @@ END_TEST
 
 /* ---------------------------------------------------------- protocol --- */
 
+START_TEST(test_kvv_query_list_matches_single_queries){
+  char *zDir = th_tmpdir("kvv-qlist");
+  sqlite3 *db = kvv_db();
+  char *zA, *zZ, *zSql;
+  sqlite3_int64 nRec;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), (7, 'seven'), (x'00ff', 2.5)");
+  zA = kvv_version(db, "t", "'a'");
+  /* one row per element, in order, value and version as the single form
+  ** gives them; 'z' is a first observation shared with a later query */
+  kvv_rows_eq(db, "SELECT typeof(key)||':'||quote(key)||'='||quote(value) "
+      "AS x FROM kv_query_with_versions('t', "
+      "'[\"a\", 7.0, {\"hex\":\"00FF\"}, \"z\", \"a\"]')",
+      "text:'a'=1 integer:7='seven' blob:X'00FF'=2.5 text:'z'=NULL "
+      "text:'a'=1");
+  zZ = kvv_version(db, "t", "'z'");
+  kvv_text_eq(db, "SELECT version FROM kv_query_with_versions('t', "
+              "'[\"z\"]')", zZ);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM kv_query_with_versions('t', "
+      "'[\"a\",\"a\"]') WHERE version='%s'", zA);
+  ck_assert_int_eq(th_int(db, zSql), 2);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM "
+                   "kv_query_with_versions('t', ' [ ] ')"), 0);
+  /* bad input: clear errors, and no version is created */
+  nRec = kvv_metric(db, "key_version_cache_record_count", "{\"table\":\"t\"}");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', NULL)",
+           "key list must be a JSON array text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', 7)",
+           "key list must be a JSON array text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '{\"a\":1}')",
+           "key list must be a JSON array text");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[\"n1\", true]')",
+           "key list element 1: a key must be");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[\"n1\",')",
+           "key list element 1");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[\"n1\"] x')",
+           "text after the array");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[{\"hex\":\"0\"}]')",
+           "even number of hex digits");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('nope', '[\"n1\"]')",
+           "no such table: nope");
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions(1, '[\"n1\"]')",
+           "table name must be text");
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), nRec);
+  sqlite3_free(zA); sqlite3_free(zZ);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
   char *zDir = th_tmpdir("kvv-receipts");
   sqlite3 *db = kvv_db();
@@ -683,7 +735,8 @@ START_TEST(test_kvv_ttl_index_stays_bounded_under_churn){
   }
   ck_assert_int_eq(kvv_metric(db, "key_version_cache_estimated_memory_bytes",
                               "{\"table\":\"t\"}"), nOne);
-  /* churn of new keys with a 1 ms TTL: everything drains every round */
+  /* churn of new keys with a 1 ms TTL: every new record drains each
+  ** round; the hot key stays, leased for the 600000 ms it was given */
   zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
       "'{\"key_version_ttl_ms\":1}')");
   th_exec(db, zSql);
@@ -698,12 +751,92 @@ START_TEST(test_kvv_ttl_index_stays_bounded_under_churn){
     do{
       nMany = kvv_metric(db, "key_version_cache_record_count",
                          "{\"table\":\"t\"}");
-      if( nMany ) usleep(2000);
-    }while( nMany && kvv_now_ms() < tEnd );
-    ck_assert_int_eq(nMany, 0);
+      if( nMany>1 ) usleep(2000);
+    }while( nMany>1 && kvv_now_ms() < tEnd );
+    ck_assert_int_eq(nMany, 1);
     ck_assert_int_eq(kvv_metric(db, "key_version_cache_estimated_memory_bytes",
-                                "{\"table\":\"t\"}"), 0);
+                                "{\"table\":\"t\"}"), nOne);
   }
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Set the TTL options of the default store. */
+static void kvv_ttl(sqlite3 *db, const char *zJson){
+  char *zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, %Q)", zJson);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+}
+
+/* Wait (up to 5 s) until table t has nWant version records; the count. */
+static sqlite3_int64 kvv_wait_records(sqlite3 *db, sqlite3_int64 nWant){
+  int64_t tEnd = kvv_now_ms() + 5000;
+  sqlite3_int64 n;
+  while( (n = kvv_metric(db, "key_version_cache_record_count",
+                         "{\"table\":\"t\"}"))!=nWant
+      && kvv_now_ms()<tEnd ){
+    usleep(2000);
+  }
+  return n;
+}
+
+START_TEST(test_kvv_ttl_first_observation_lease_survives_lower_ttl){
+  char *zDir = th_tmpdir("kvv-lease");
+  sqlite3 *db = kvv_db();
+  char *zV, *zV2, *zSql;
+  int64_t t0;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  kvv_ttl(db, "{\"key_version_ttl_ms\":1500,\"key_version_ttl_poll_ms\":1}");
+  t0 = kvv_now_ms();
+  zV = kvv_version(db, "t", "'a'");          /* first observation, 1500 ms */
+  sqlite3_free(kvv_version(db, "t", "'b'"));
+  /* a TTL of 1 ms would evict them at once; 'a' and 'b' keep their
+  ** leases, while c, d, e, observed under the 1 ms TTL, go */
+  kvv_ttl(db, "{\"key_version_ttl_ms\":1}");
+  th_exec(db, "SELECT count(*) FROM kv_query_with_versions('t', "
+              "'[\"c\",\"d\",\"e\"]')");           /* leased for 1 ms */
+  usleep(50000);
+  ck_assert_int_eq(kvv_wait_records(db, 2), 2);
+  ck_assert_int_lt(kvv_now_ms(), t0+1500);
+  /* still the same record: a read set naming it is accepted */
+  zV2 = kvv_version(db, "t", "'a'");
+  ck_assert_str_eq(zV2, zV);
+  zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_put(1,'t','a',2), "
+      "kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":\"a\","
+      "\"version\":\"%s\"}]'), kv_rollback(1)", zV);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  sqlite3_free(zV2);
+  /* after the lease (and the TTL) it goes */
+  ck_assert_int_eq(kvv_wait_records(db, 0), 0);
+  ck_assert_int_ge(kvv_now_ms(), t0+1500);
+  zV2 = kvv_version(db, "t", "'a'");
+  ck_assert_str_ne(zV2, zV);
+  sqlite3_free(zV); sqlite3_free(zV2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvv_ttl_raised_ttl_keeps_records_longer){
+  char *zDir = th_tmpdir("kvv-raise");
+  sqlite3 *db = kvv_db();
+  char *zV, *zV2;
+  int64_t t0;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":20,\"key_version_ttl_poll_ms\":1}");
+  t0 = kvv_now_ms();
+  zV = kvv_version(db, "t", "'a'");          /* leased for 20 ms */
+  kvv_ttl(db, "{\"key_version_ttl_ms\":400}");
+  usleep(100000);
+  zV2 = kvv_version(db, "t", "'a'");
+  if( kvv_now_ms() < t0+400 ) ck_assert_str_eq(zV2, zV);
+  sqlite3_free(zV2);
+  ck_assert_int_eq(kvv_wait_records(db, 0), 0);
+  ck_assert_int_ge(kvv_now_ms(), t0+400);
+  sqlite3_free(zV);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -803,6 +936,7 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
+  tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
@@ -825,6 +959,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
   tcase_add_test(tc, test_kvv_ttl_never_expires_early);
   tcase_add_test(tc, test_kvv_ttl_index_stays_bounded_under_churn);
+  tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);
+  tcase_add_test(tc, test_kvv_ttl_raised_ttl_keeps_records_longer);
   suite_add_tcase(s, tc);
   return s;
 }
