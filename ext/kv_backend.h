@@ -102,6 +102,12 @@ struct KvBackend {
   ** nByte may be left 0 (they may cost a walk).  Called WITHOUT the engine
   ** mutex, on a table the caller holds a reference to. */
   void (*xStatsEx)(KvBackendTable*, int bCount, KvBackendStats*);
+  /* Tables of this type keep no data file: a published batch is as
+  ** durable as it will ever be, and xDurable always returns 1.  The engine
+  ** then does not make WAL records wait for confirmations from them (a
+  ** record naming only such tables is confirmed once it is flushed), which
+  ** saves a confirmation per commit. */
+  int bNoDataFile;
 };
 
 /* ext/kv_memory.c */

@@ -1107,5 +1107,6 @@ const KvBackend kvBtreeBackend = {
   btCursorOpen, btCursorClose, btCursorSeek, btCursorNext, btCursorPrev,
   btCursorEntry,
   btApply, btDurable, btStats,
-  1, btStatsEx
+  1, btStatsEx,
+  0                             /* data files: records wait for them */
 };

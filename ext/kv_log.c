@@ -553,5 +553,6 @@ const KvBackend kvLogBackend = {
   logCursorOpen, logCursorClose, logCursorSeek, logCursorNext, logCursorPrev,
   logCursorEntry,
   logApply, logDurable, logStats,
-  1, logStatsEx
+  1, logStatsEx,
+  0                             /* data files: records wait for them */
 };

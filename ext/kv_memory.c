@@ -165,5 +165,6 @@ const KvBackend kvMemoryBackend = {
   memCursorOpen, memCursorClose, memCursorSeek, memCursorNext, memCursorPrev,
   memCursorEntry,
   memApply, memDurable, memStats,
-  0, 0                          /* any directory; xStats only */
+  0, 0,                         /* any directory; xStats only */
+  1                             /* no data file: records need no confirm */
 };

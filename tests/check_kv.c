@@ -820,6 +820,36 @@ START_TEST(test_kv_concurrent_remove_conflicts_with_writer){
 }
 END_TEST
 
+/* A table first touched by a write takes its read snapshot at the first
+** read: that read sees what was committed in between (and the commit then
+** conflicts on it, the write having bound earlier); a table removed in
+** between cannot be read at all. */
+START_TEST(test_kv_write_first_table_snapshots_at_first_read){
+  char *zDir = th_tmpdir("kv-lazysnap");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h1;
+  char *z;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db, "u", zDir, 0);
+  h1 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 'a', 1), kv_put(%lld, 'u', 'a', 1)",
+        h1, h1);
+  th_exec(db, "INSERT INTO t VALUES('b', 2)");
+  z = kv_call(db, "SELECT kv_get(%lld, 't', 'b')", h1);
+  ck_assert_str_eq(z, "2");
+  sqlite3_free(z);
+  th_exec(db, "DROP TABLE u");
+  ck_assert_int_eq(kv_failf(db, "table u was removed or recreated",
+                            "SELECT kv_get(%lld, 'u', 'z')", h1),
+                   SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(kv_failf(db, "t key 'b'", "SELECT kv_commit(%lld)", h1),
+                   SQLITE_BUSY_SNAPSHOT);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "b=2");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_handles_are_per_connection_and_rolled_back_at_close){
   char *zDir = th_tmpdir("kv-close");
   sqlite3 *db = kv_db();
@@ -1316,6 +1346,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_conflicts_are_complete_and_sorted);
   tcase_add_test(tc, test_kv_ddl_through_handles_is_atomic);
   tcase_add_test(tc, test_kv_concurrent_remove_conflicts_with_writer);
+  tcase_add_test(tc, test_kv_write_first_table_snapshots_at_first_read);
   tcase_add_test(tc, test_kv_handles_are_per_connection_and_rolled_back_at_close);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
