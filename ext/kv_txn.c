@@ -317,6 +317,22 @@ int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
   return rc;
 }
 
+int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kvChildSnap(p, c, pzErr);
+  return rc;
+}
+
+int kv_root_has_writes(KvRoot *p){
+  int i;
+  if( p->bRemove ) return 1;
+  for(i=0; i<p->nChild; i++){
+    if( kv_map_count(p->apChild[i]->pWrite)>0 ) return 1;
+  }
+  return 0;
+}
+
 /* --------------------------------------------------------- the schema --- */
 
 int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
