@@ -116,6 +116,12 @@ struct KvBackend {
   ** refuse them, so the commit fails with nothing logged.  NULL: always
   ** writable.  Without the engine mutex. */
   int (*xCheckWrite)(KvBackendTable*, char **pzErr);
+  /* Tables of this type keep no data file: a published batch is as
+  ** durable as it will ever be, and xDurable always returns 1.  The engine
+  ** then does not make WAL records wait for confirmations from them (a
+  ** record naming only such tables is confirmed once it is flushed), which
+  ** saves a confirmation per commit. */
+  int bNoDataFile;
 };
 
 /* ext/kv_memory.c */

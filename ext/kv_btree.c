@@ -1164,5 +1164,6 @@ const KvBackend kvBtreeBackend = {
   btCursorEntry,
   btApply, btDurable, btStats,
   1, btStatsEx,
-  btCursorError, btGetError, 0
+  btCursorError, btGetError, 0,
+  0                             /* data files: records wait for them */
 };

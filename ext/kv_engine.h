@@ -183,6 +183,18 @@ int kv_root_protocol_get(KvRoot*);
 int kv_peek(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
             int nKey, KvBuf *pVal, int *pbFound, char **pzErr);
 
+/* Fix the root's view of table zTab now: bind the table if the root has
+** not touched it yet (its snapshot is taken here), or take the snapshot a
+** first write put off.  Later point reads and scans of zTab through the
+** root see that snapshot plus the root's writes.  Registers no read and
+** selects no protocol.  Errors as kv_get's ("kv: no such table", a
+** finished root), and SQLITE_BUSY_SNAPSHOT when a table the root wrote
+** was removed since. */
+int kv_root_bind(KvRoot*, const char *zTab, int nTab, char **pzErr);
+/* Non-zero if the root has a write (put or delete) in any table, or a
+** create or remove. */
+int kv_root_has_writes(KvRoot*);
+
 /* Savepoints of the write sets, numbered like SQLite's (0 outermost). */
 int kv_root_savepoint(KvRoot*, int iLevel);
 void kv_root_release(KvRoot*, int iLevel);

@@ -43,7 +43,7 @@ struct KvEngine {
   const WalIo *pIo;
   pthread_mutex_t mutex;
   uint64_t iSeq;                /* last published commit sequence */
-  uint64_t iNextTid;
+  uint64_t iNextTid;            /* atomic once the store is open */
   uint64_t iNextTableId;
   KvTable *pTables;             /* live tables */
   KvTable *pMeta;               /* the catalog, ".tables_meta" */
@@ -59,7 +59,10 @@ struct KvEngine {
 struct KvChild {
   KvTable *pTab;                /* holds a reference */
   uint64_t iSnap;               /* engine iSeq when it bound */
-  KvBackendSnap *pSnap;         /* NULL for a pending table */
+  KvBackendSnap *pSnap;         /* NULL for a pending table, and while
+                                ** bSnapLater */
+  int bSnapLater;               /* bound by a write: pSnap is taken at the
+                                ** first read (kv_txn.c, kvChildSnap) */
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
   int bSchema;                  /* the catalog child */
@@ -91,6 +94,10 @@ struct KvRoot {
   KvVerReceipts *pReceipts;     /* versioned commit: receipts sink */
 };
 
+/* kv_txn.c: take the snapshot of child c of root p if its bind put it off
+** (KvChild.bSnapLater).  Engine mutex held.  SQLITE_BUSY_SNAPSHOT with
+** *pzErr when the table was removed meanwhile. */
+int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr);
 /* kv_txn.c: add a conflict of kind eKind (engine mutex or own root). */
 int kvConflictAddKind(KvRoot*, const char *zTab, int nTab,
                       const uint8_t *aKey, int nKey, int eKind);

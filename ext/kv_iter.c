@@ -151,7 +151,10 @@ static int kvIterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
   pthread_mutex_lock(&p->pEng->mutex);
   if( c ){
     p->pTab = c->pTab;
-    if( c->pSnap ) rc = p->pTab->pBackend->xSnapshotDup(c->pSnap, &p->pSnap);
+    rc = kvChildSnapLocked(pRoot, c, pzErr);
+    if( rc==SQLITE_OK && c->pSnap ){
+      rc = p->pTab->pBackend->xSnapshotDup(c->pSnap, &p->pSnap);
+    }
     *ppOwn = kv_map_ref(c->pWrite);
   }else{
     p->pTab = kvTableFind(p->pEng, zTab, nTab);

@@ -602,5 +602,6 @@ const KvBackend kvLogBackend = {
   logCursorEntry,
   logApply, logDurable, logStats,
   1, logStatsEx,
-  logCursorError, logGetError, logCheckWrite
+  logCursorError, logGetError, logCheckWrite,
+  0                             /* data files: records wait for them */
 };

@@ -167,5 +167,6 @@ const KvBackend kvMemoryBackend = {
   memApply, memDurable, memStats,
   0, 0,                         /* any directory; xStats only */
   0, 0,                         /* in memory: reads cannot fail */
-  0                             /* always writable */
+  0,                            /* always writable */
+  1                             /* no data file: records need no confirm */
 };

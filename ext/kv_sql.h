@@ -32,6 +32,8 @@ struct KvConn {
   KvEngine **apStore;       /* stores used so far, kept open until close */
   KvRoot *pSqlRoot;         /* root of the open SQLite transaction */
   int nJoin;                /* virtual tables joined to pSqlRoot */
+  KvEngine *pJoinEng;       /* set while a read joins the SQL transaction:
+                            ** the store its root is to be on (kv_vtab.c) */
   KvHandle *pHandle;        /* open kv_begin() handles */
   sqlite3_int64 iLastHandle;
   char *zLastDir;           /* the absolute directory last resolved ... */

@@ -32,9 +32,7 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
   p->pEng = kv_engine_ref(pEng);
-  pthread_mutex_lock(&pEng->mutex);
-  p->tid = pEng->iNextTid++;
-  pthread_mutex_unlock(&pEng->mutex);
+  p->tid = __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED);
   kvMetricRootCreated();
   *pp = p;
   return SQLITE_OK;
@@ -82,11 +80,15 @@ static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
   return SQLITE_OK;
 }
 
-/* Bind a new child to live table pTab: reference, snapshot, activity. */
-static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, KvChild **ppChild){
+/* Bind a new child to live table pTab: reference, snapshot, activity.
+** bLazy (a write binds it): the snapshot waits for the first read, so a
+** transaction that only writes pins no version of the table, and other
+** commits can update it in place.  Engine mutex held. */
+static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
+                      KvChild **ppChild){
   KvEngine *pEng = p->pEng;
   KvBackendSnap *pSnap = 0;
-  int rc = pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
+  int rc = bLazy ? SQLITE_OK : pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
   if( rc==SQLITE_OK ) rc = kvChildAdd(p, pTab, pEng->iSeq, pSnap, ppChild);
   if( rc!=SQLITE_OK ){
     if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
@@ -95,14 +97,46 @@ static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, KvChild **ppChild){
   pTab->nRef++;
   if( !bSchema ) pTab->nActive++;
   (*ppChild)->bSchema = bSchema;
+  (*ppChild)->bSnapLater = bLazy;
   return SQLITE_OK;
+}
+
+/* Take the snapshot child c put off at bind (bSnapLater).  A child that
+** has neither written nor registered a read yet simply moves its snapshot
+** point to now; one that wrote keeps iSnap, so its writes are still
+** checked from the point it bound, and reads of keys committed since then
+** conflict at commit.  A table removed since the bind (and perhaps
+** recreated: a new KvTable then) is an error: the transaction could not
+** commit anyway.  Engine mutex held. */
+int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr){
+  int rc;
+  if( !c->bSnapLater ) return SQLITE_OK;
+  if( !c->pTab->bLive ){
+    *pzErr = sqlite3_mprintf("kv: table %s was removed or recreated by a "
+        "concurrent transaction; roll back and retry", c->pTab->zName);
+    return SQLITE_BUSY_SNAPSHOT;
+  }
+  rc = c->pTab->pBackend->xSnapshot(c->pTab->pData, &c->pSnap);
+  if( rc!=SQLITE_OK ) return rc;
+  c->bSnapLater = 0;
+  if( kv_map_count(c->pWrite)==0 && c->pRead==0 ) c->iSnap = p->pEng->iSeq;
+  return SQLITE_OK;
+}
+
+static int kvChildSnap(KvRoot *p, KvChild *c, char **pzErr){
+  int rc;
+  if( !c->bSnapLater ) return SQLITE_OK;
+  pthread_mutex_lock(&p->pEng->mutex);
+  rc = kvChildSnapLocked(p, c, pzErr);
+  pthread_mutex_unlock(&p->pEng->mutex);
+  return rc;
 }
 
 static int kvSchemaChild(KvRoot *p, KvChild **ppChild){
   int rc = SQLITE_OK;
   if( p->pSchema==0 ){
     pthread_mutex_lock(&p->pEng->mutex);
-    rc = kvBindLive(p, p->pEng->pMeta, 1, &p->pSchema);
+    rc = kvBindLive(p, p->pEng->pMeta, 1, 0, &p->pSchema);
     pthread_mutex_unlock(&p->pEng->mutex);
   }
   *ppChild = p->pSchema;
@@ -134,9 +168,10 @@ static int kvNoSuchTable(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   return SQLITE_ERROR;
 }
 
-/* Find or make the root's child for data table zTab. */
-static int kvBind(KvRoot *p, const char *zTab, int nTab, KvChild **ppChild,
-                  char **pzErr){
+/* Find or make the root's child for data table zTab (bWrite: for a write,
+** which puts its snapshot off until the first read). */
+static int kvBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
+                  KvChild **ppChild, char **pzErr){
   KvTable *pNew = 0, *pTab;
   int i, eOwn, rc;
   *ppChild = 0;
@@ -165,7 +200,7 @@ static int kvBind(KvRoot *p, const char *zTab, int nTab, KvChild **ppChild,
     rc = kvChildAdd(p, pNew, p->pEng->iSeq, 0, ppChild);
     if( rc==SQLITE_OK ) pNew->nRef++;
   }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
-    rc = kvBindLive(p, pTab, 0, ppChild);
+    rc = kvBindLive(p, pTab, 0, bWrite, ppChild);
   }else{
     rc = SQLITE_NOTFOUND;
   }
@@ -239,11 +274,12 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   if( (rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr))!=SQLITE_OK ){
     return rc;
   }
-  if( (rc = kvBind(p, zTab, nTab, &c, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = kvBind(p, zTab, nTab, 0, &c, pzErr))!=SQLITE_OK ) return rc;
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
     *pbFound = !e.bTomb;
     return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
   }
+  if( (rc = kvChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
   if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
   rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
   if( rc==SQLITE_OK && c->pSnap ){
@@ -257,13 +293,14 @@ int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
             int nKey, KvBuf *pVal, int *pbFound, char **pzErr){
   KvChild *c = 0;
   KvMapEntry e;
-  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
   *pbFound = 0;
   if( rc!=SQLITE_OK ) return rc;
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
     *pbFound = !e.bTomb;
     return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
   }
+  if( (rc = kvChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
   if( c->pSnap ){
     rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
     if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
@@ -274,7 +311,7 @@ int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
 int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
                int nKey, char **pzErr){
   KvChild *c = 0;
-  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
   return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
@@ -283,7 +320,7 @@ int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
 int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, const uint8_t *aVal, int nVal, char **pzErr){
   KvChild *c = 0;
-  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  int rc = kvBind(p, zTab, nTab, 1, &c, pzErr);
   if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, 0);
   return rc;
 }
@@ -291,9 +328,25 @@ int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
 int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, char **pzErr){
   KvChild *c = 0;
-  int rc = kvBind(p, zTab, nTab, &c, pzErr);
+  int rc = kvBind(p, zTab, nTab, 1, &c, pzErr);
   if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, 0, 0, 0, 1);
   return rc;
+}
+
+int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kvChildSnap(p, c, pzErr);
+  return rc;
+}
+
+int kv_root_has_writes(KvRoot *p){
+  int i;
+  if( p->bRemove ) return 1;
+  for(i=0; i<p->nChild; i++){
+    if( kv_map_count(p->apChild[i]->pWrite)>0 ) return 1;
+  }
+  return 0;
 }
 
 /* --------------------------------------------------------- the schema --- */
@@ -549,8 +602,9 @@ static int kvCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
   return rc;
 }
 
-/* Did the catalog entry of data child c's table change since it bound? */
-static int kvTableRedefined(KvRoot *p, KvChild *c){
+/* Did the catalog entry of data child c's table change since it bound?
+** Engine mutex held. */
+static int kvTableRedefinedLocked(KvRoot *p, KvChild *c){
   KvTable *pMeta = p->pEng->pMeta;
   KvMapEntry e;
   KvRoot *q;
@@ -575,7 +629,7 @@ static int kvCheckRoot(KvRoot *p){
     KvChild *c = p->apChild[i];
     if( kvIsPending(c->pTab) ) continue;    /* nobody else can see it */
     if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead)
-     && kvTableRedefined(p, c) ){
+     && kvTableRedefinedLocked(p, c) ){
       rc = kvConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
                          (const uint8_t*)c->pTab->zName, c->pTab->nName);
     }
@@ -692,6 +746,11 @@ static int kvIsLogged(KvRoot *p, KvChild *c){
       && kv_map_count(c->pWrite)>0;
 }
 
+/* Must the WAL record of root p wait for child c to confirm it? */
+static int kvIsPendingConfirm(KvRoot *p, KvChild *c){
+  return kvIsLogged(p, c) && (c->bSchema || !c->pTab->pBackend->bNoDataFile);
+}
+
 static int kvRecordTable(WalRecordBuilder *pRec, KvChild *c){
   KvMapCursor *pCsr = kv_map_cursor_new(c->pWrite);
   KvMapEntry e;
@@ -707,31 +766,38 @@ static int kvRecordTable(WalRecordBuilder *pRec, KvChild *c){
   return rc;
 }
 
-/* Append the root's persistent writes to the WAL (nothing if none). */
+/* Append the root's persistent writes to the WAL (nothing if none).  The
+** record waits for the confirmations of the tables kvIsPendingConfirm()
+** names (at most nChild; a few fit on the stack). */
+#define KV_LOG_STACK_NAMES 8
 static int kvRootLog(KvRoot *p, char **pzErr){
   WalRecordBuilder *pRec;
-  const char **az = 0;
-  int *an = 0;
-  int i, n = 0, rc = SQLITE_OK;
+  const char *azStack[KV_LOG_STACK_NAMES], **az = azStack;
+  int anStack[KV_LOG_STACK_NAMES], *an = anStack;
+  int i, n = 0, nPend = 0, rc = SQLITE_OK;
   for(i=0; i<p->nChild; i++) n += kvIsLogged(p, p->apChild[i]);
   if( n==0 ) return SQLITE_OK;
   pRec = wal_record_new(p->tid);
-  az = sqlite3_malloc64(n*sizeof(char*));
-  an = sqlite3_malloc64(n*sizeof(int));
+  if( n>KV_LOG_STACK_NAMES ){
+    az = sqlite3_malloc64(n*sizeof(char*));
+    an = sqlite3_malloc64(n*sizeof(int));
+  }
   if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
-  for(i=0, n=0; rc==SQLITE_OK && i<p->nChild; i++){
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     if( !kvIsLogged(p, c) ) continue;
-    az[n] = c->pTab->zName;
-    an[n++] = c->pTab->nName;
+    if( kvIsPendingConfirm(p, c) ){
+      az[nPend] = c->pTab->zName;
+      an[nPend++] = c->pTab->nName;
+    }
     rc = kvRecordTable(pRec, c);
   }
   if( rc==SQLITE_OK ){
-    rc = wal_append(p->pEng->pWal, pRec, n, az, an, &p->cid, pzErr);
+    rc = wal_append(p->pEng->pWal, pRec, nPend, az, an, &p->cid, pzErr);
   }
   wal_record_free(pRec);
-  sqlite3_free(az);
-  sqlite3_free(an);
+  if( az!=azStack ) sqlite3_free(az);
+  if( an!=anStack ) sqlite3_free(an);
   return rc;
 }
 
@@ -843,7 +909,7 @@ static void kvConfirm(KvRoot *p){
   for(i=0; p->cid && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     char *zErr = 0;
-    if( !kvIsLogged(p, c) ) continue;
+    if( !kvIsPendingConfirm(p, c) ) continue;
     if( c->bSchema ){
       rc = kvCatalogSave(p->pEng, &zErr);
       if( rc!=SQLITE_OK ){

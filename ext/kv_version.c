@@ -370,7 +370,8 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
     memcpy(aVer, e.aVal, KV_VERSION_BYTES);
     return SQLITE_OK;
   }
-  kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch, pEng->iNextTid++);
+  kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch,
+            __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED));
   return kvVerPut(pEng, v, aKey, nKey, aVer);
 }
 

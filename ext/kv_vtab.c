@@ -23,8 +23,24 @@
 ** it, xSync prepares it (conflict check, WAL flush), xCommit publishes it,
 ** xRollback rolls it back, and savepoints snapshot its write sets.  A
 ** conflict fails xSync -- so COMMIT -- with SQLITE_BUSY_SNAPSHOT, after
-** which SQLite has rolled the whole transaction back.  Statements that only
-** read, outside a writing transaction, read the latest committed state.
+** which SQLite has rolled the whole transaction back.
+**
+** Reads.  Inside an explicit SQL transaction (BEGIN or SAVEPOINT) a read
+** belongs to the transaction as much as a write: its table's snapshot is
+** fixed at the first read, point reads join the conflict check, and every
+** later statement of the transaction sees the same snapshot.  SQLite calls
+** xBegin only for statements that write a virtual table, so a read that
+** finds no SQL root yet enlists the connection's anchor table,
+** temp.kv_sql_txn_anchor (module kv_sql_txn_anchor, no rows), in the
+** transaction: "UPDATE temp.kv_sql_txn_anchor SET x=x WHERE 0" compiles an
+** OP_VBegin for it and changes nothing (the first time, creating the
+** anchor enlists it).  The anchor takes part in the root like a written KV
+** table (xSync, xCommit, xRollback, savepoints) and, being in the temp
+** database, makes only the connection's private temp database a write
+** transaction.  A transaction that only read commits without a conflict
+** check (its reads were one snapshot) and releases it.  Autocommit
+** statements that only read take no root: they read the latest committed
+** state.
 */
 #include "config.h"
 #include "ext/kv_sql.h"
@@ -43,6 +59,7 @@ struct KvVtab {
   KvConn *pConn;                /* holds a reference */
   KvEngine *pEng;               /* holds a reference */
   char *zName; int nName;       /* the KV table */
+  char *zSchema;                /* the database holding the vtab ("main") */
   int bJoined;                  /* joined pConn->pSqlRoot */
   KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
 };
@@ -176,6 +193,7 @@ static void kvVtabFree(KvVtab *p){
     kv_buf_free(&p->kNew);
     kv_buf_free(&p->val);
     sqlite3_free(p->zName);
+    sqlite3_free(p->zSchema);
     sqlite3_free(p);
   }
 }
@@ -199,7 +217,8 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
     p->pConn = pConn;
     p->zName = sqlite3_mprintf("%s", argv[2]);
     p->nName = p->zName ? (int)strlen(p->zName) : 0;
-    if( p->zName==0 ) rc = SQLITE_NOMEM;
+    p->zSchema = sqlite3_mprintf("%s", argv[1]);
+    if( p->zName==0 || p->zSchema==0 ) rc = SQLITE_NOMEM;
   }
   if( rc==SQLITE_OK ) rc = kv_name_check(p->zName, p->nName, pzErr);
   if( rc==SQLITE_OK ) rc = kv_conn_store(pConn, a.zDir, argv[1], &p->pEng, pzErr);
@@ -511,12 +530,76 @@ static int kvFilterRange(KvCursor *c, int idxNum, int argc,
   return rc;
 }
 
+/* Enlists the anchor table in the SQLite transaction: the UPDATE compiles
+** an OP_VBegin for it (xBegin) and matches no row; if the anchor does not
+** exist yet, creating it enlists it.  Returns an SQLite code, and the
+** message in *pzErr on error. */
+#define KV_ANCHOR "kv_sql_txn_anchor"
+static int kvAnchorEnlist(sqlite3 *db, char **pzErr){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(db, "UPDATE temp." KV_ANCHOR " SET x=x WHERE 0",
+                              -1, &pStmt, 0);
+  if( rc!=SQLITE_OK ){
+    rc = sqlite3_exec(db, "CREATE VIRTUAL TABLE temp." KV_ANCHOR " USING "
+                      KV_ANCHOR, 0, 0, 0);
+  }else if( sqlite3_step(pStmt)!=SQLITE_DONE ){
+    rc = sqlite3_extended_errcode(db);
+  }
+  if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(db));
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+/* Starts the SQL root on this table's store for a transaction that has
+** not used a KV table yet, through the anchor.  A connection that may not
+** write at all (PRAGMA query_only) cannot enlist it: it reads without a
+** root, as autocommit statements do. */
+static int kvJoinByStatement(KvVtab *p){
+  KvConn *pConn = p->pConn;
+  char *zErr = 0;
+  int rc;
+  pConn->pJoinEng = p->pEng;
+  rc = kvAnchorEnlist(p->db, &zErr);
+  pConn->pJoinEng = 0;
+  if( (rc & 0xff)==SQLITE_READONLY ){
+    rc = SQLITE_OK;
+  }else if( rc!=SQLITE_OK ){
+    kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
+        "could not join it: %s", p->zName, zErr ? zErr : "?"));
+  }else if( pConn->pSqlRoot==0 ){
+    kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
+        "could not join it: SQLite did not enlist temp." KV_ANCHOR,
+        p->zName));
+    rc = SQLITE_INTERNAL;
+  }
+  sqlite3_free(zErr);
+  return rc;
+}
+
+/* Before a read inside an explicit SQL transaction: join (or start) the
+** SQL root and fix this table's snapshot in it.  Autocommit statements,
+** and tables of another store than the root's, read without a root. */
+static int kvReadJoin(KvVtab *p){
+  KvConn *pConn = p->pConn;
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  if( sqlite3_get_autocommit(p->db) || pConn->pJoinEng ) return SQLITE_OK;
+  if( pConn->pSqlRoot==0 ) rc = kvJoinByStatement(p);
+  if( rc!=SQLITE_OK || kvReadRoot(p)==0 ) return rc;
+  rc = kv_root_bind(pConn->pSqlRoot, p->zName, p->nName, &zErr);
+  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  return rc;
+}
+
 static int kvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv){
   KvCursor *c = (KvCursor*)pCsr;
+  int rc;
   (void)idxStr;
   kvCursorReset(c);
   c->iRow = 0;
+  rc = kvReadJoin((KvVtab*)pCsr->pVtab);
+  if( rc!=SQLITE_OK ) return rc;
   if( idxNum & (KV_IDX_EQ|KV_IDX_IN) ){
     return kvFilterPoints(c, idxNum, argv[0]);
   }
@@ -692,7 +775,8 @@ static int kvSync(sqlite3_vtab *pVtab){
   char *zErr = 0;
   int rc = SQLITE_OK;
   if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE ){
-    rc = kv_root_prepare(r, &zErr);
+    /* A root that only read commits without a check (see kvCommit). */
+    if( kv_root_has_writes(r) ) rc = kv_root_prepare(r, &zErr);
   }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
     zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");
     rc = SQLITE_ABORT;
@@ -706,7 +790,10 @@ static int kvCommit(sqlite3_vtab *pVtab){
   KvRoot *r = p->pConn->pSqlRoot;
   char *zErr = 0;
   int rc = SQLITE_OK;
-  if( r && p->bJoined && kv_root_state(r)!=KV_ROOT_DONE
+  if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE
+   && !kv_root_has_writes(r) ){
+    kv_root_rollback(r);      /* read only: nothing to publish, release */
+  }else if( r && p->bJoined && kv_root_state(r)!=KV_ROOT_DONE
    && kv_root_state(r)!=KV_ROOT_FAILED ){
     rc = kv_root_commit(r, &zErr);
   }
@@ -757,6 +844,118 @@ static sqlite3_module kvMemoryModule = {
   0                             /* xShadowName */
 };
 
+/* ------------------------------------------------------------- anchor ---
+** temp.kv_sql_txn_anchor: a table without rows whose only job is to be
+** enlisted in the SQLite transaction when a read joins it (kvReadJoin).
+** It is a KvVtab without a KV table (zName is its own name, pEng the store
+** of the root it joined); the transaction methods are the KV table's. */
+
+/* Join the SQL root on the store a joining read asked for (nothing when
+** no read is joining: a user's own statement on the anchor). */
+static int kvAnchorJoin(KvVtab *p){
+  KvEngine *pEng = p->pConn->pJoinEng;
+  if( pEng==0 || p->pConn->pSqlRoot || p->bJoined ) return SQLITE_OK;
+  kv_engine_unref(p->pEng);
+  p->pEng = kv_engine_ref(pEng);
+  return kvBegin(&p->base);
+}
+
+static int kvAnchorBegin(sqlite3_vtab *pVtab){
+  return kvAnchorJoin((KvVtab*)pVtab);
+}
+
+/* xCreate / xConnect.  SQLite enlists a table it creates inside a
+** transaction without calling xBegin, so a creation joins at once. */
+static int kvAnchorInit(sqlite3 *db, void *pAux, int argc,
+                        const char *const *argv, sqlite3_vtab **ppVtab,
+                        char **pzErr, int bCreate){
+  KvVtab *p = sqlite3_malloc64(sizeof(*p));
+  int rc;
+  (void)argc; (void)argv;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->db = db;
+  p->pConn = (KvConn*)pAux;
+  kv_conn_ref(p->pConn);
+  p->zName = sqlite3_mprintf("%s", KV_ANCHOR);
+  p->nName = (int)strlen(KV_ANCHOR);
+  rc = p->zName ? sqlite3_declare_vtab(db, "CREATE TABLE x(x)") : SQLITE_NOMEM;
+  if( rc==SQLITE_OK ){
+    sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+    if( bCreate ) rc = kvAnchorJoin(p);
+    if( rc!=SQLITE_OK && p->base.zErrMsg ){
+      *pzErr = p->base.zErrMsg;
+      p->base.zErrMsg = 0;
+    }
+  }
+  if( rc==SQLITE_OK ) *ppVtab = &p->base; else kvVtabFree(p);
+  return rc;
+}
+
+static int kvAnchorCreate(sqlite3 *db, void *pAux, int argc,
+                          const char *const *argv, sqlite3_vtab **pp,
+                          char **pzErr){
+  return kvAnchorInit(db, pAux, argc, argv, pp, pzErr, 1);
+}
+static int kvAnchorConnect(sqlite3 *db, void *pAux, int argc,
+                           const char *const *argv, sqlite3_vtab **pp,
+                           char **pzErr){
+  return kvAnchorInit(db, pAux, argc, argv, pp, pzErr, 0);
+}
+
+static int kvAnchorDisconnect(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  kvLeave(p);
+  kvVtabFree(p);
+  return SQLITE_OK;
+}
+
+static int kvAnchorBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+  (void)pVtab;
+  pInfo->estimatedCost = 1.0;
+  pInfo->estimatedRows = 0;
+  return SQLITE_OK;
+}
+
+static int kvAnchorFilter(sqlite3_vtab_cursor *pCsr, int idxNum,
+                          const char *idxStr, int argc, sqlite3_value **argv){
+  (void)idxNum; (void)idxStr; (void)argc; (void)argv;
+  ((KvCursor*)pCsr)->bEof = 1;
+  return SQLITE_OK;
+}
+
+static int kvAnchorNext(sqlite3_vtab_cursor *pCsr){
+  ((KvCursor*)pCsr)->bEof = 1;
+  return SQLITE_OK;
+}
+
+static int kvAnchorColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx,
+                          int i){
+  (void)pCsr; (void)i;
+  sqlite3_result_null(ctx);
+  return SQLITE_OK;
+}
+
+static int kvAnchorUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
+                          sqlite3_int64 *pRowid){
+  (void)argc; (void)argv; (void)pRowid;
+  kvSetError((KvVtab*)pVtab, sqlite3_mprintf("kv: table " KV_ANCHOR
+      " holds no rows; it only enlists reads in SQL transactions"));
+  return SQLITE_CONSTRAINT;
+}
+
+static sqlite3_module kvAnchorModule = {
+  2,
+  kvAnchorCreate, kvAnchorConnect, kvAnchorBestIndex, kvAnchorDisconnect,
+  kvAnchorDisconnect,
+  kvOpen, kvClose, kvAnchorFilter, kvAnchorNext, kvEof, kvAnchorColumn,
+  kvRowid,
+  kvAnchorUpdate, kvAnchorBegin, kvSync, kvCommit, kvRollback,
+  0,
+  0, kvSavepoint, kvRelease, kvRollbackTo,
+  0
+};
+
 static void kvModuleDestroy(void *pAux){
   kv_conn_unref(pAux);
 }
@@ -774,6 +973,11 @@ int kv_vtab_register(sqlite3 *db, KvConn *pConn){
   if( rc==SQLITE_OK ){
     kv_conn_ref(pConn);
     rc = sqlite3_create_module_v2(db, "kv_log", &kvMemoryModule, pConn,
+                                  kvModuleDestroy);
+  }
+  if( rc==SQLITE_OK ){
+    kv_conn_ref(pConn);
+    rc = sqlite3_create_module_v2(db, KV_ANCHOR, &kvAnchorModule, pConn,
                                   kvModuleDestroy);
   }
   return rc;

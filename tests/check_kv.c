@@ -316,6 +316,179 @@ START_TEST(test_kv_conflict_fails_commit_and_rolls_back){
 }
 END_TEST
 
+/* ----------------------------------------- reads in explicit transactions */
+
+/* Roots begun (bClosed 0) or freed (1) in this process so far. */
+static sqlite3_int64 kv_roots(sqlite3 *db, int bClosed){
+  return th_int(db, bClosed
+      ? "SELECT value FROM kv_metrics WHERE name='transaction_lifecycle' "
+        "AND labels LIKE '%closed%'"
+      : "SELECT value FROM kv_metrics WHERE name='transaction_lifecycle' "
+        "AND labels LIKE '%created%'");
+}
+
+/* A key read by a SELECT before the transaction's first write is in its
+** conflict check. */
+START_TEST(test_kv_read_before_first_write_conflicts_at_commit){
+  char *zDir = th_tmpdir("kv-readjoin");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  int rc;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 1)");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db2, "UPDATE t SET value=2 WHERE key='a'");
+  th_exec(db, "UPDATE t SET value=1 WHERE key='b'");
+  rc = kv_fail(db, "COMMIT", "t key 'a'");
+  ck_assert_int_eq(rc, SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 1);      /* rolled back */
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=2 b=1");
+  /* A range scan joins the snapshot but registers no read: no conflict. */
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key>='a'"), 2);
+  th_exec(db2, "UPDATE t SET value=3 WHERE key='a'");
+  th_exec(db, "UPDATE t SET value=5 WHERE key='b'; COMMIT");
+  kv_rows_eq(db2, "SELECT key||'='||value AS x FROM t", "a=3 b=5");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A transaction that only reads commits or rolls back without a check,
+** frees its root at once, and blocks no writer; autocommit SELECTs take no
+** root at all. */
+START_TEST(test_kv_read_only_transaction_ends_cleanly){
+  char *zDir = th_tmpdir("kv-readonly");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  sqlite3_int64 nNew, nOpen;
+  int i;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  nNew = kv_roots(db, 0);
+  nOpen = nNew - kv_roots(db, 1);
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  }
+  th_exec(db, "SELECT * FROM t");
+  ck_assert_int_eq(kv_roots(db, 0), nNew);          /* autocommit: no root */
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  ck_assert_int_eq(kv_roots(db, 0) - kv_roots(db, 1), nOpen+1);
+  th_exec(db2, "UPDATE t SET value=2 WHERE key='a'");   /* not blocked */
+  th_exec(db, "COMMIT");                           /* read only: no check */
+  ck_assert_int_eq(kv_roots(db, 0) - kv_roots(db, 1), nOpen); /* released */
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 2);
+  ck_assert_int_eq(kv_roots(db, 0) - kv_roots(db, 1), nOpen+1);
+  th_exec(db, "ROLLBACK");
+  ck_assert_int_eq(kv_roots(db, 0) - kv_roots(db, 1), nOpen);
+  th_exec(db2, "BEGIN; UPDATE t SET value=3 WHERE key='a'; COMMIT");
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=3");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Every SELECT of one transaction sees one snapshot of a table, also
+** while another connection commits, plus the transaction's own writes. */
+START_TEST(test_kv_selects_in_a_transaction_see_one_snapshot){
+  char *zDir = th_tmpdir("kv-onesnap");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 1)");
+  th_exec(db, "BEGIN");
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=1 b=1");
+  th_exec(db2, "UPDATE t SET value=2 WHERE key='a'; INSERT INTO t "
+               "VALUES('c', 2); DELETE FROM t WHERE key='b'");
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=1 b=1");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key IN "
+                              "('b', 'c')"), 1);
+  th_exec(db, "INSERT INTO t VALUES('d', 4)");
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t WHERE key>'a'",
+             "b=1 d=4");
+  th_exec(db, "ROLLBACK");
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=2 c=2");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Savepoints around reads and writes of a transaction that began with a
+** read; a SAVEPOINT that opens the transaction works the same way. */
+START_TEST(test_kv_savepoints_with_reads_first){
+  char *zDir = th_tmpdir("kv-spread");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 1)");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "SAVEPOINT s; INSERT INTO t VALUES(2, 2)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  th_exec(db, "ROLLBACK TO s");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "INSERT INTO t VALUES(3, 3); RELEASE s; COMMIT");
+  kv_rows_eq(db2, "SELECT key AS x FROM t", "1 3");
+  /* SAVEPOINT as the outermost transaction, read only and then writing. */
+  th_exec(db, "SAVEPOINT outer");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key=3"), 3);
+  th_exec(db, "RELEASE outer");
+  th_exec(db, "SAVEPOINT outer");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key=3"), 3);
+  th_exec(db2, "UPDATE t SET value=30 WHERE key=3");
+  th_exec(db, "INSERT INTO t VALUES(4, 4)");
+  ck_assert_int_eq(kv_fail(db, "RELEASE outer", "t key 3"),
+                   SQLITE_BUSY_SNAPSHOT);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "1=1 3=30");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Joining reads take no lock on the main database: two connections on
+** one database file (WAL mode) read inside explicit transactions at once
+** while one of them writes the file; a connection with query_only=1 reads
+** too (without a root). */
+START_TEST(test_kv_reads_in_transactions_do_not_lock_the_database){
+  char *zDir = th_tmpdir("kv-readlock");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3 *db2 = th_open(zDb);
+  kv_text_eq(db, "PRAGMA journal_mode=WAL", "wal");
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "CREATE TABLE plain(x); INSERT INTO t VALUES('a', 1)");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db2, "BEGIN");
+  ck_assert_int_eq(th_int(db2, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db2, "INSERT INTO plain VALUES(1); UPDATE t SET value=2 "
+               "WHERE key='a'; COMMIT");
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db, "COMMIT");
+  th_exec(db, "PRAGMA query_only=1; BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 2);
+  th_exec(db, "COMMIT; PRAGMA query_only=0");
+  kv_fail(db, "INSERT INTO temp.kv_sql_txn_anchor VALUES(1)", "holds no rows");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -815,6 +988,36 @@ START_TEST(test_kv_concurrent_remove_conflicts_with_writer){
                             "SELECT kv_commit(%lld)", h1),
                    SQLITE_BUSY_SNAPSHOT);
   kv_ok(db, "SELECT kv_rollback(%lld)", h1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A table first touched by a write takes its read snapshot at the first
+** read: that read sees what was committed in between (and the commit then
+** conflicts on it, the write having bound earlier); a table removed in
+** between cannot be read at all. */
+START_TEST(test_kv_write_first_table_snapshots_at_first_read){
+  char *zDir = th_tmpdir("kv-lazysnap");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h1;
+  char *z;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db, "u", zDir, 0);
+  h1 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 'a', 1), kv_put(%lld, 'u', 'a', 1)",
+        h1, h1);
+  th_exec(db, "INSERT INTO t VALUES('b', 2)");
+  z = kv_call(db, "SELECT kv_get(%lld, 't', 'b')", h1);
+  ck_assert_str_eq(z, "2");
+  sqlite3_free(z);
+  th_exec(db, "DROP TABLE u");
+  ck_assert_int_eq(kv_failf(db, "table u was removed or recreated",
+                            "SELECT kv_get(%lld, 'u', 'z')", h1),
+                   SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(kv_failf(db, "t key 'b'", "SELECT kv_commit(%lld)", h1),
+                   SQLITE_BUSY_SNAPSHOT);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "b=2");
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1351,6 +1554,11 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_rollback_and_savepoints);
   tcase_add_test(tc, test_kv_scan_is_a_snapshot_with_own_writes);
   tcase_add_test(tc, test_kv_conflict_fails_commit_and_rolls_back);
+  tcase_add_test(tc, test_kv_read_before_first_write_conflicts_at_commit);
+  tcase_add_test(tc, test_kv_read_only_transaction_ends_cleanly);
+  tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
+  tcase_add_test(tc, test_kv_savepoints_with_reads_first);
+  tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
@@ -1369,6 +1577,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_conflicts_are_complete_and_sorted);
   tcase_add_test(tc, test_kv_ddl_through_handles_is_atomic);
   tcase_add_test(tc, test_kv_concurrent_remove_conflicts_with_writer);
+  tcase_add_test(tc, test_kv_write_first_table_snapshots_at_first_read);
   tcase_add_test(tc, test_kv_handles_are_per_connection_and_rolled_back_at_close);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");

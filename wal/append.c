@@ -3,14 +3,22 @@
 ** failed append.
 **
 ** Group commit.  An appender takes the mutex, gets the next CID, encodes
-** its frame into the open group and waits.  If no leader is writing, it
-** becomes the leader: it takes the whole open group (its own record and
-** every record added since), releases the mutex, writes the group with one
-** pwrite and one fdatasync, then retakes the mutex and tells every
-** appender of the group the outcome.  While a leader flushes, new appends
-** pile up in the next open group, so N concurrent appenders cost about one
-** flush per group.  Groups are written strictly one after another, so file
-** order is CID order.
+** its frame into the open group and, if no one leads, becomes the leader:
+** it takes the whole open group (its own record and every record added
+** since), releases the mutex, writes the group with one pwrite and one
+** fdatasync, then retakes the mutex and records the outcome.  While a
+** leader flushes, new appends pile up in the next open group, so N
+** concurrent appenders cost about one flush per group.  Groups are written
+** strictly one after another, so file order is CID order.
+**
+** Wake-ups.  An appender that does not lead waits on a semaphore of its
+** own (WalWaiter.sem), not on a shared condition: the leader posts exactly
+** the appenders of the group it finished, after releasing the mutex, and
+** they return without taking the mutex again.  If the next open group
+** already holds records, the leader hands leadership to the first of them
+** (WalWaiter.bLead) instead of letting the appenders race for it.  A
+** gathering leader is woken once, when the group reaches its target, not
+** by every arrival.  So a group of N costs N posts and one gather wake-up.
 **
 ** Failure.  If the write or the flush of a group fails, every appender of
 ** the group gets the error, and the leader cuts the active segment back to
@@ -27,6 +35,7 @@ SQLITE_EXTENSION_INIT3
 #include "wal/wal_int.h"
 
 #include <errno.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <string.h>
 #include <time.h>
@@ -181,9 +190,12 @@ static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, int64_t *pusFlush,
   return SQLITE_OK;
 }
 
-/* Hands the outcome of group g to its appenders.  Mutex held. */
-static void appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
+/* Records the outcome of group g for its appenders and returns them as a
+** list (WalWaiter.pNextPost) to post once the mutex is released.  Mutex
+** held. */
+static WalWaiter *appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
   WalPend *pPend, *pNext;
+  WalWaiter *pPost = 0;
   for(pPend=g->pFirst; pPend; pPend=pNext){
     WalWaiter *w = pPend->pWaiter;
     pNext = pPend->pNext;
@@ -192,6 +204,8 @@ static void appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
     w->rc = rc;
     w->zErr = rc==SQLITE_OK ? 0 : sqlite3_mprintf("%s", zErr ? zErr : "");
     w->bDone = 1;
+    w->pNextPost = pPost;
+    pPost = w;
     if( rc==SQLITE_OK ){
       p->nAppend++;
       if( pPend->cid>p->lastCid ) p->lastCid = pPend->cid;
@@ -211,16 +225,27 @@ static void appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
     p->nActiveRec += g->nRec;
   }
   wal_group_reset(g);
+  return pPost;
+}
+
+/* Posts every waiter of list pPost.  Mutex not held.  A waiter may return
+** (and its WalWaiter vanish) as soon as it is posted, so the link is read
+** first. */
+static void appendPost(WalWaiter *pPost){
+  while( pPost ){
+    WalWaiter *pNext = pPost->pNextPost;
+    sem_post(&pPost->sem);
+    pPost = pNext;
+  }
 }
 
 /* Before a leader takes the open group, it waits until the group holds
-** as many records as the larger of: the appenders inside wal_append()
-** (those of the group that just finished are on their way out, and often
-** straight back in), and the size of the last group that filled up.  It
+** nGroupTarget records: the size of the last group that filled up (the
+** appenders of the group that just finished are on their way back).  It
 ** waits no longer than half the last flush time (at most
 ** WAL_GATHER_MAX_US); a wait that times out lowers the target to what
 ** came.  Without this, N busy appenders settle into two alternating groups
-** of N/2 and twice the flushes.  A lone appender never waits.
+** of N/2 and twice the flushes.  A lone appender waits once, then never.
 ** Mutex held. */
 #define WAL_GATHER_MAX_US 1000
 static void appendGather(Wal *p){
@@ -228,8 +253,8 @@ static void appendGather(Wal *p){
   struct timespec ts;
   int bTimeout = 0;
   if( p->zFailed ) return;
-  if( p->pOpen->nRec>=p->nInside && p->pOpen->nRec>=p->nGroupTarget ){
-    if( p->pOpen->nRec>p->nGroupTarget ) p->nGroupTarget = p->pOpen->nRec;
+  if( p->pOpen->nRec>=p->nGroupTarget ){
+    p->nGroupTarget = p->pOpen->nRec;
     return;
   }
   if( us>WAL_GATHER_MAX_US ) us = WAL_GATHER_MAX_US;
@@ -238,8 +263,7 @@ static void appendGather(Wal *p){
   ts.tv_sec += ts.tv_nsec/1000000000;
   ts.tv_nsec %= 1000000000;
   p->bGathering = 1;
-  while( !bTimeout && (p->pOpen->nRec<p->nInside
-                       || p->pOpen->nRec<p->nGroupTarget) ){
+  while( !bTimeout && p->pOpen->nRec<p->nGroupTarget ){
     bTimeout = pthread_cond_timedwait(&p->condGather, &p->mutex, &ts)!=0;
   }
   p->bGathering = 0;
@@ -248,14 +272,31 @@ static void appendGather(Wal *p){
   }
 }
 
+/* Passes leadership to the first appender of the open group, if it has
+** any (adding it to *ppPost), else gives it up.  Mutex held. */
+static void appendHandOver(Wal *p, WalWaiter **ppPost){
+  WalPend *pFirst = p->pOpen->pFirst;
+  if( pFirst ){
+    WalWaiter *w = pFirst->pWaiter;
+    w->bLead = 1;
+    w->pNextPost = *ppPost;
+    *ppPost = w;
+  }else{
+    p->bLeader = 0;
+    pthread_cond_broadcast(&p->cond);       /* wal_close() may wait */
+  }
+}
+
 /* Leads one group: takes the open group, writes it without the mutex,
-** reports the outcome.  Entered and left with the mutex held. */
+** records the outcome, hands leadership on and posts the group's
+** appenders.  Entered with the mutex held and bLeader set by (or for) the
+** caller; returns with the mutex released. */
 static void appendLead(Wal *p){
   WalGroup *g;
+  WalWaiter *pPost;
   char *zErr = 0;
-  int rc, nFlush = 0, nSegBefore;
+  int rc, nFlush = 0, nSegBefore, bRetire;
   int64_t usFlush = 0;
-  p->bLeader = 1;
   appendGather(p);
   g = p->pOpen;
   p->pOpen = (g==&p->aGroup[0]) ? &p->aGroup[1] : &p->aGroup[0];
@@ -270,15 +311,13 @@ static void appendLead(Wal *p){
   }
   p->nFlush += nFlush;
   if( usFlush>0 ) p->usLastFlush = usFlush;
-  appendFinish(p, g, rc, zErr);
+  pPost = appendFinish(p, g, rc, zErr);
   sqlite3_free(zErr);
-  p->bLeader = 0;
-  pthread_cond_broadcast(&p->cond);
-  if( p->nSeg>nSegBefore && p->nSeg>1 && p->aSeg[0].nUnconf==0 ){
-    pthread_mutex_unlock(&p->mutex);
-    wal_retire(p);                 /* a rotation may free old segments */
-    pthread_mutex_lock(&p->mutex);
-  }
+  appendHandOver(p, &pPost);
+  bRetire = p->nSeg>nSegBefore && p->nSeg>1 && p->aSeg[0].nUnconf==0;
+  pthread_mutex_unlock(&p->mutex);
+  appendPost(pPost);
+  if( bRetire ) wal_retire(p);       /* a rotation may free old segments */
 }
 
 /* Checks the arguments of wal_append(). */
@@ -326,7 +365,9 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   g->pLast = pPend;
   if( g->nRec++==0 ) g->cidFirst = cid;
   p->nInflight++;
-  if( p->bGathering ) pthread_cond_signal(&p->condGather);
+  if( p->bGathering && g->nRec>=p->nGroupTarget ){
+    pthread_cond_signal(&p->condGather);
+  }
   return SQLITE_OK;
 }
 
@@ -341,19 +382,22 @@ static int appendAfterReplay(Wal *p, char **pzErr){
   return SQLITE_OK;
 }
 
-/* Waits until the group of waiter w has finished, leading groups while
-** no one else does.  Mutex held. */
-static void appendAwait(Wal *p, WalWaiter *w){
-  p->nInside++;
-  while( !w->bDone ){
-    if( !p->bLeader ){
-      appendLead(p);
-    }else{
-      pthread_cond_wait(&p->cond, &p->mutex);
-    }
+/* sem_wait, resumed after a signal interrupts it. */
+static void appendSemWait(sem_t *pSem){
+  while( sem_wait(pSem)!=0 && errno==EINTR ){}
+}
+
+/* Waits until the group of waiter w has finished: leads it at once when
+** bLead (the caller took leadership), else sleeps until posted, and leads
+** if posted to lead.  Entered with the mutex held, returns without it. */
+static void appendAwait(Wal *p, WalWaiter *w, int bLead){
+  if( !bLead ){
+    pthread_mutex_unlock(&p->mutex);
+    appendSemWait(&w->sem);
+    if( w->bDone ) return;
+    pthread_mutex_lock(&p->mutex);    /* handed leadership: w->bLead */
   }
-  p->nInside--;
-  if( p->bGathering ) pthread_cond_signal(&p->condGather);
+  appendLead(p);                      /* w's record is in the group led */
 }
 
 int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
@@ -361,24 +405,28 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
                uint64_t *pCid, char **pzErr){
   WalWaiter w;
   WalPend *pPend;
-  int rc;
+  int rc, bLead;
   rc = appendCheckArgs(p, pRec, nPending, azPending, anPending, pCid,
                        pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pPend = wal_pend_new(0, nPending, azPending, anPending);
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
+  sem_init(&w.sem, 0, 0);          /* cannot fail for value 0, unshared */
   pthread_mutex_lock(&p->mutex);
   rc = appendAfterReplay(p, pzErr);
   if( rc==SQLITE_OK ) rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_unlock(&p->mutex);
     sqlite3_free(pPend);
+    sem_destroy(&w.sem);
     return rc;
   }
   *pCid = pPend->cid;              /* pPend is not ours after this */
-  appendAwait(p, &w);
-  pthread_mutex_unlock(&p->mutex);
+  bLead = !p->bLeader;
+  p->bLeader = 1;
+  appendAwait(p, &w, bLead);
+  sem_destroy(&w.sem);
   if( w.rc!=SQLITE_OK ){
     *pCid = 0;
     if( pzErr ) *pzErr = w.zErr; else sqlite3_free(w.zErr);

@@ -10,6 +10,8 @@
 
 #include "wal/wal.h"
 
+#include <semaphore.h>
+
 /* Segment header (WAL_SEG_HDR bytes, little-endian), see segment.c. */
 #define WAL_SEG_MAGIC       "DEPOTWAL"
 #define WAL_SEG_MAGIC_LEN   8
@@ -109,12 +111,19 @@ int wal_errno_rc(int err, int iDefault);
 typedef struct WalName WalName;
 struct WalName { const char *z; int n; };
 
-/* The appender of an in-flight record waits on this (on its stack). */
+/* The appender of an in-flight record waits on this (on its stack).  The
+** leader sets bDone/rc/zErr (or bLead) under Wal.mutex, then posts sem
+** after releasing the mutex; the appender reads them after sem_wait
+** returns, without the mutex, and the leader touches nothing of it after
+** the post. */
 typedef struct WalWaiter WalWaiter;
 struct WalWaiter {
+  sem_t sem;                 /* posted once: done, or lead the next group */
   int bDone;                 /* the record's group has finished */
+  int bLead;                 /* not done: this appender now leads */
   int rc;                    /* its outcome */
   char *zErr;                /* sqlite3_malloc'd message when rc!=OK */
+  WalWaiter *pNextPost;      /* leader's list of waiters to post */
 };
 
 /* A record that is in flight or durable and unconfirmed.  One allocation
@@ -161,8 +170,8 @@ struct Wal {
   int bKeepBak;
 
   pthread_mutex_t mutex;     /* guards every field below unless noted */
-  pthread_cond_t cond;       /* a group finished, or replay ended */
-  pthread_cond_t condGather; /* an appender came or left (bGathering) */
+  pthread_cond_t cond;       /* leadership ended, or replay ended */
+  pthread_cond_t condGather; /* the open group reached nGroupTarget */
   pthread_mutex_t retireMutex; /* serialises retirement, oldest first */
 
   WalSeg *aSeg;              /* live segments, oldest first; last = active */
@@ -190,9 +199,9 @@ struct Wal {
 
   WalGroup aGroup[2];
   WalGroup *pOpen;           /* the group new appends join */
-  int bLeader;               /* a leader is gathering or writing a group */
+  int bLeader;               /* a leader is gathering or writing a group,
+                             ** or leadership is being handed over */
   int bGathering;            /* the leader waits for appenders to join */
-  int nInside;               /* appenders between enqueue and return */
   int nGroupTarget;          /* records a leader waits for, see append.c */
   int64_t usLastFlush;       /* duration of the last group flush */
   int bReplaying;            /* wal_replay() is running */
