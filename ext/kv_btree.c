@@ -54,6 +54,7 @@ SQLITE_EXTENSION_INIT3
 #define BT_MAX_BATCH      64       /* commits per data-file transaction */
 #define BT_ACCEL_EVERY    8        /* accelerated: sync every N batches */
 #define BT_POOL           8        /* idle reader connections kept */
+#define BT_GATHER_MS      20       /* collector: wait for more batches */
 
 typedef struct BtStore BtStore;
 typedef struct BtReader BtReader;
@@ -77,6 +78,7 @@ struct BtJob {
   int eOp;
   KvBackendTable *pTab;         /* holds a reference */
   KvMap *pBatch;                /* BT_JOB_WRITE: the committed write set */
+  KvMap *pOld;                  /* overlay version replaced, freed later */
   uint64_t iSeq, cid;
   BtJob *pNext;
 };
@@ -90,6 +92,7 @@ struct BtStore {
   pthread_cond_t condRoom;      /* committers: overlay shrank */
   sqlite3 *dbW;                 /* collector thread only (after open) */
   BtJob *pHead; BtJob **ppTail; /* queued, not yet taken */
+  int nQueued, nDropQueued;     /* jobs queued, of which DROPs */
   int64_t nOverlay, nLimit;
   uint64_t gen;                 /* collector commits so far */
   BtReader *pCur;               /* reader pinned at gen, or NULL */
@@ -377,6 +380,36 @@ static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
   return rc;
 }
 
+/* Drop the overlay entries of a durable write job (store mutex held).
+** When it was the table's last pending job, every overlay entry came from
+** a durable job: the overlay is swapped for an empty one and the old
+** version is left in j->pOld to be freed outside the mutex.  Otherwise
+** each key still tagged with this job is removed. */
+static void btOverlayDrop(BtStore *s, BtJob *j){
+  KvBackendTable *t = j->pTab;
+  KvMapCursor *pCsr;
+  KvMapEntry e, o;
+  int bOn;
+  if( --t->nPending==0 && (j->pOld = kv_map_new())!=0 ){
+    KvMap *pOld = t->pOverlay;
+    s->nOverlay -= kv_map_count(pOld);
+    t->pOverlay = j->pOld;
+    j->pOld = pOld;
+    return;
+  }
+  pCsr = kv_map_cursor_new(j->pBatch);
+  for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0; bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( kv_map_get(t->pOverlay, e.aKey, e.nKey, &o)
+     && o.rev==j->iSeq
+     && kv_map_remove(&t->pOverlay, e.aKey, e.nKey)==SQLITE_OK ){
+      s->nOverlay--;
+    }
+  }
+  kv_map_cursor_free(pCsr);
+}
+
 /* After a durable commit: confirm each batch, then drop the overlay
 ** entries still tagged with it, and free the jobs. */
 static void btFinishJobs(BtStore *s, BtJob *pList){
@@ -387,31 +420,21 @@ static void btFinishJobs(BtStore *s, BtJob *pList){
     }
   }
   pthread_mutex_lock(&s->mu);
-  for(j=pList; j; j=pNext){
-    pNext = j->pNext;
+  for(j=pList; j; j=j->pNext){
     if( j->eOp==BT_JOB_DROP ) j->pTab->bDropped = 1;
     if( j->eOp==BT_JOB_WRITE ){
-      KvMapCursor *pCsr = kv_map_cursor_new(j->pBatch);
-      KvMapEntry e, o;
-      int bOn;
-      for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0; bOn;
-          bOn=kv_map_cursor_next(pCsr)){
-        kv_map_cursor_entry(pCsr, &e);
-        if( kv_map_get(j->pTab->pOverlay, e.aKey, e.nKey, &o)
-         && o.rev==j->iSeq
-         && kv_map_remove(&j->pTab->pOverlay, e.aKey, e.nKey)==SQLITE_OK ){
-          s->nOverlay--;
-        }
-      }
-      kv_map_cursor_free(pCsr);
-      j->pTab->nPending--;
+      btOverlayDrop(s, j);
       kv_map_unref(j->pBatch);
     }
     btTableUnref(j->pTab);
-    sqlite3_free(j);
   }
   pthread_cond_broadcast(&s->condRoom);
   pthread_mutex_unlock(&s->mu);
+  for(j=pList; j; j=pNext){
+    pNext = j->pNext;
+    kv_map_unref(j->pOld);
+    sqlite3_free(j);
+  }
 }
 
 /* New data is in the file: later snapshots need a new reader. */
@@ -420,6 +443,15 @@ static void btNewGeneration(BtStore *s){
   s->gen++;
   if( s->pCur ){ btReaderUnref(s, s->pCur); s->pCur = 0; }
   pthread_mutex_unlock(&s->mu);
+}
+
+/* Count a list of jobs in or out of the queue (store mutex held). */
+static void btQueueCount(BtStore *s, BtJob *pList, int iDir){
+  BtJob *j;
+  for(j=pList; j; j=j->pNext){
+    s->nQueued += iDir;
+    if( j->eOp==BT_JOB_DROP ) s->nDropQueued += iDir;
+  }
 }
 
 /* Take up to BT_MAX_BATCH queued jobs (store mutex held). */
@@ -431,7 +463,25 @@ static BtJob *btTake(BtStore *s){
   s->pHead = j->pNext;
   if( s->pHead==0 ) s->ppTail = &s->pHead;
   j->pNext = 0;
+  btQueueCount(s, pList, -1);
   return pList;
+}
+
+/* Wait up to BT_GATHER_MS for more queued batches (store mutex held), so
+** that one data-file transaction and one sync carry several commits.
+** Returns at once when the store stops, when a full batch or a DROP is
+** queued, or when the overlays are half full (committers must not come
+** near the back-pressure limit because of this wait). */
+static void btGather(BtStore *s){
+  struct timespec ts;
+  if( s->pHead==0 ) return;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += BT_GATHER_MS*1000000L;
+  if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  while( !s->bStop && s->nQueued<BT_MAX_BATCH && s->nDropQueued==0
+      && s->nOverlay<s->nLimit/2 ){
+    if( pthread_cond_timedwait(&s->condWork, &s->mu, &ts)==ETIMEDOUT ) break;
+  }
 }
 
 static void btAppendList(BtJob **ppList, BtJob *pAdd){
@@ -451,6 +501,7 @@ static void btBackoff(int *pnMs){
 static void btRequeue(BtStore *s, BtJob *pList){
   BtJob *j = pList;
   if( j==0 ) return;
+  btQueueCount(s, pList, 1);
   while( j->pNext ) j = j->pNext;
   j->pNext = s->pHead;
   if( s->pHead==0 ) s->ppTail = &j->pNext;
@@ -491,6 +542,7 @@ static void *btCollector(void *pArg){
       pthread_mutex_unlock(&s->mu);
       break;
     }
+    btGather(s);
     pList = btTake(s);
     bStop = s->bStop;
     bSync = s->nAccel==0 || s->pHead==0 || nDone+1>=BT_ACCEL_EVERY;
@@ -502,6 +554,7 @@ static void *btCollector(void *pArg){
         btAbandon(s, pDone);
         pthread_mutex_lock(&s->mu);
         pList = s->pHead; s->pHead = 0; s->ppTail = &s->pHead;
+        btQueueCount(s, pList, -1);
         pthread_mutex_unlock(&s->mu);
         btAbandon(s, pList);
         break;
@@ -625,6 +678,8 @@ static int btQueue(BtStore *s, KvBackendTable *t, int eOp, KvMap *pBatch,
   j->iSeq = iSeq;
   j->cid = cid;
   if( eOp==BT_JOB_WRITE ) t->nPending++;
+  s->nQueued++;
+  if( eOp==BT_JOB_DROP ) s->nDropQueued++;
   *s->ppTail = j;
   s->ppTail = &j->pNext;
   pthread_cond_signal(&s->condWork);
