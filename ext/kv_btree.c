@@ -54,7 +54,8 @@ SQLITE_EXTENSION_INIT3
 #define BT_MAX_BATCH      64       /* commits per data-file transaction */
 #define BT_ACCEL_EVERY    8        /* accelerated: sync every N batches */
 #define BT_POOL           8        /* idle reader connections kept */
-#define BT_GATHER_MS      20       /* collector: wait for more batches */
+#define BT_GATHER_MS      20       /* collector: wait for the next batch */
+#define BT_GATHER_MAX_MS  100      /* collector: at most this long in all */
 
 typedef struct BtStore BtStore;
 typedef struct BtReader BtReader;
@@ -467,20 +468,41 @@ static BtJob *btTake(BtStore *s){
   return pList;
 }
 
-/* Wait up to BT_GATHER_MS for more queued batches (store mutex held), so
-** that one data-file transaction and one sync carry several commits.
-** Returns at once when the store stops, when a full batch or a DROP is
-** queued, or when the overlays are half full (committers must not come
-** near the back-pressure limit because of this wait). */
+/* The CLOCK_REALTIME time nMs milliseconds after *pBase (or now). */
+static void btDeadline(struct timespec *pOut, const struct timespec *pBase,
+                       int nMs){
+  if( pBase ) *pOut = *pBase;
+  else clock_gettime(CLOCK_REALTIME, pOut);
+  pOut->tv_sec += nMs/1000;
+  pOut->tv_nsec += (long)(nMs%1000)*1000000L;
+  if( pOut->tv_nsec>=1000000000L ){
+    pOut->tv_sec++;
+    pOut->tv_nsec -= 1000000000L;
+  }
+}
+
+static int btBefore(const struct timespec *a, const struct timespec *b){
+  return a->tv_sec<b->tv_sec || (a->tv_sec==b->tv_sec && a->tv_nsec<b->tv_nsec);
+}
+
+/* Gather more queued batches before writing (store mutex held), so that
+** one data-file transaction and one sync carry several commits: wait while
+** batches keep arriving less than BT_GATHER_MS apart, for at most
+** BT_GATHER_MAX_MS.  Returns at once when the store stops, when a full
+** batch or a DROP is queued, or when the overlays are half full
+** (committers must not come near the back-pressure limit because of this
+** wait). */
 static void btGather(BtStore *s){
-  struct timespec ts;
+  struct timespec tEnd, tNext;
   if( s->pHead==0 ) return;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_nsec += BT_GATHER_MS*1000000L;
-  if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  btDeadline(&tEnd, 0, BT_GATHER_MAX_MS);
   while( !s->bStop && s->nQueued<BT_MAX_BATCH && s->nDropQueued==0
       && s->nOverlay<s->nLimit/2 ){
-    if( pthread_cond_timedwait(&s->condWork, &s->mu, &ts)==ETIMEDOUT ) break;
+    btDeadline(&tNext, 0, BT_GATHER_MS);
+    if( btBefore(&tEnd, &tNext) ) tNext = tEnd;
+    if( pthread_cond_timedwait(&s->condWork, &s->mu, &tNext)==ETIMEDOUT ){
+      break;
+    }
   }
 }
 
