@@ -69,6 +69,7 @@ struct BtReader {
   int nStmt;
   uint64_t aId[8];              /* cached point-read statements */
   sqlite3_stmt *aStmt[8];
+  sqlite3_stmt *apTxn[3];       /* BEGIN, schema read, COMMIT (prepared) */
   BtReader *pNextFree;
 };
 
@@ -206,9 +207,31 @@ static int btOpenWriter(BtStore *s, char **pzErr){
 static void btReaderClose(BtReader *r){
   int i;
   for(i=0; i<r->nStmt; i++) sqlite3_finalize(r->aStmt[i]);
+  for(i=0; i<3; i++) sqlite3_finalize(r->apTxn[i]);
   sqlite3_close(r->db);
   pthread_mutex_destroy(&r->mu);
   sqlite3_free(r);
+}
+
+/* Run transaction statement i of r (0 BEGIN, 1 a read of the schema, which
+** starts the read transaction, 2 COMMIT), prepared once per connection. */
+static int btReaderTxn(BtReader *r, int i){
+  static const char *azSql[3] = {
+    "BEGIN", "SELECT 1 FROM sqlite_schema LIMIT 1", "COMMIT"
+  };
+  int rc = SQLITE_OK;
+  if( r->apTxn[i]==0 ){
+    rc = sqlite3_prepare_v3(r->db, azSql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                            &r->apTxn[i], 0);
+  }
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_step(r->apTxn[i]);
+    rc = (rc==SQLITE_DONE || rc==SQLITE_ROW) ? SQLITE_OK : rc;
+    if( sqlite3_reset(r->apTxn[i])!=SQLITE_OK && rc==SQLITE_OK ){
+      rc = sqlite3_errcode(r->db);
+    }
+  }
+  return rc;
 }
 
 /* A reader with an open read transaction (store mutex held). */
@@ -229,7 +252,8 @@ static int btReaderPin(BtStore *s, BtReader **pp){
     sqlite3_free(zErr);
     if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
   }
-  rc = btExec(r->db, "BEGIN; SELECT 1 FROM sqlite_schema LIMIT 1");
+  rc = btReaderTxn(r, 0);
+  if( rc==SQLITE_OK ) rc = btReaderTxn(r, 1);
   if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
   r->nRef = 1;
   *pp = r;
@@ -240,7 +264,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
 ** the connection for later. */
 static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
-  if( btExec(r->db, "COMMIT")!=SQLITE_OK || s->nFree>=BT_POOL ){
+  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
     btReaderClose(r);
     return;
   }
