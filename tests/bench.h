@@ -49,6 +49,7 @@ double bench_kvversion_btree_16(int bCandidate, const char *zDir);
 double bench_kvversion_btree_256(int bCandidate, const char *zDir);
 /* tests/bench_kvbtree.c */
 double bench_kv_btree_upsert(int bCandidate, const char *zDir);
+double bench_kv_btree_upsert_drained(int bCandidate, const char *zDir);
 double bench_kv_btree_read(int bCandidate, const char *zDir);
 double bench_kv_btree_stream(int bCandidate, const char *zDir);
 
