@@ -9,10 +9,11 @@
 ** xApply, after the root WAL flush, into the table's overlay: a
 ** copy-on-write map of values and tombstones, each tagged with the commit
 ** sequence that wrote it.  xApply also queues the batch for the store's
-** collector thread, which takes the queued batches in order, writes them
-** in ONE data-file transaction, commits it (synchronous=FULL: synced),
-** confirms each batch's WAL record for its table, and then drops every
-** overlay entry whose tag still names that batch.  The overlays of a store
+** collector thread, which lets batches gather while they keep arriving
+** (btGather), takes the queued batches in order, writes them in ONE
+** data-file transaction, commits it (synchronous=FULL: synced), confirms
+** each batch's WAL record for its table, and then drops every overlay
+** entry whose tag still names that batch.  The overlays of a store
 ** hold at most nLimit entries: past that, xApply (the committer) waits for
 ** the collector (back-pressure).
 **
