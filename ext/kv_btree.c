@@ -493,11 +493,10 @@ static BtJob *btTake(BtStore *s){
   return pList;
 }
 
-/* The CLOCK_REALTIME time nMs milliseconds after *pBase (or now). */
-static void btDeadline(struct timespec *pOut, const struct timespec *pBase,
-                       int nMs){
-  if( pBase ) *pOut = *pBase;
-  else clock_gettime(CLOCK_REALTIME, pOut);
+/* The CLOCK_REALTIME time (the clock of pthread_cond_timedwait) nMs
+** milliseconds from now. */
+static void btDeadline(struct timespec *pOut, int nMs){
+  clock_gettime(CLOCK_REALTIME, pOut);
   pOut->tv_sec += nMs/1000;
   pOut->tv_nsec += (long)(nMs%1000)*1000000L;
   if( pOut->tv_nsec>=1000000000L ){
@@ -507,7 +506,8 @@ static void btDeadline(struct timespec *pOut, const struct timespec *pBase,
 }
 
 static int btBefore(const struct timespec *a, const struct timespec *b){
-  return a->tv_sec<b->tv_sec || (a->tv_sec==b->tv_sec && a->tv_nsec<b->tv_nsec);
+  return a->tv_sec<b->tv_sec
+      || (a->tv_sec==b->tv_sec && a->tv_nsec<b->tv_nsec);
 }
 
 /* Gather more queued batches before writing (store mutex held), so that
@@ -520,10 +520,10 @@ static int btBefore(const struct timespec *a, const struct timespec *b){
 static void btGather(BtStore *s){
   struct timespec tEnd, tNext;
   if( s->pHead==0 ) return;
-  btDeadline(&tEnd, 0, BT_GATHER_MAX_MS);
+  btDeadline(&tEnd, BT_GATHER_MAX_MS);
   while( !s->bStop && s->nQueued<BT_MAX_BATCH && s->nDropQueued==0
       && s->nOverlay<s->nLimit/2 ){
-    btDeadline(&tNext, 0, BT_GATHER_MS);
+    btDeadline(&tNext, BT_GATHER_MS);
     if( btBefore(&tEnd, &tNext) ) tNext = tEnd;
     if( pthread_cond_timedwait(&s->condWork, &s->mu, &tNext)==ETIMEDOUT ){
       break;
