@@ -9,10 +9,11 @@
 ** xApply, after the root WAL flush, into the table's overlay: a
 ** copy-on-write map of values and tombstones, each tagged with the commit
 ** sequence that wrote it.  xApply also queues the batch for the store's
-** collector thread, which takes the queued batches in order, writes them
-** in ONE data-file transaction, commits it (synchronous=FULL: synced),
-** confirms each batch's WAL record for its table, and then drops every
-** overlay entry whose tag still names that batch.  The overlays of a store
+** collector thread, which lets batches gather while they keep arriving
+** (btGather), takes the queued batches in order, writes them in ONE
+** data-file transaction, commits it (synchronous=FULL: synced), confirms
+** each batch's WAL record for its table, and then drops every overlay
+** entry whose tag still names that batch.  The overlays of a store
 ** hold at most nLimit entries: past that, xApply (the committer) waits for
 ** the collector (back-pressure).
 **
@@ -54,6 +55,8 @@ SQLITE_EXTENSION_INIT3
 #define BT_MAX_BATCH      64       /* commits per data-file transaction */
 #define BT_ACCEL_EVERY    8        /* accelerated: sync every N batches */
 #define BT_POOL           8        /* idle reader connections kept */
+#define BT_GATHER_MS      20       /* collector: wait for the next batch */
+#define BT_GATHER_MAX_MS  100      /* collector: at most this long in all */
 
 typedef struct BtStore BtStore;
 typedef struct BtReader BtReader;
@@ -67,6 +70,7 @@ struct BtReader {
   int nStmt;
   uint64_t aId[8];              /* cached point-read statements */
   sqlite3_stmt *aStmt[8];
+  sqlite3_stmt *apTxn[3];       /* BEGIN, schema read, COMMIT (prepared) */
   BtReader *pNextFree;
 };
 
@@ -77,6 +81,7 @@ struct BtJob {
   int eOp;
   KvBackendTable *pTab;         /* holds a reference */
   KvMap *pBatch;                /* BT_JOB_WRITE: the committed write set */
+  KvMap *pOld;                  /* overlay version replaced, freed later */
   uint64_t iSeq, cid;
   BtJob *pNext;
 };
@@ -90,6 +95,7 @@ struct BtStore {
   pthread_cond_t condRoom;      /* committers: overlay shrank */
   sqlite3 *dbW;                 /* collector thread only (after open) */
   BtJob *pHead; BtJob **ppTail; /* queued, not yet taken */
+  int nQueued, nDropQueued;     /* jobs queued, of which DROPs */
   int64_t nOverlay, nLimit;
   uint64_t gen;                 /* collector commits so far */
   BtReader *pCur;               /* reader pinned at gen, or NULL */
@@ -217,9 +223,31 @@ static int btOpenWriter(BtStore *s, char **pzErr){
 static void btReaderClose(BtReader *r){
   int i;
   for(i=0; i<r->nStmt; i++) sqlite3_finalize(r->aStmt[i]);
+  for(i=0; i<3; i++) sqlite3_finalize(r->apTxn[i]);
   sqlite3_close(r->db);
   pthread_mutex_destroy(&r->mu);
   sqlite3_free(r);
+}
+
+/* Run transaction statement i of r (0 BEGIN, 1 a read of the schema, which
+** starts the read transaction, 2 COMMIT), prepared once per connection. */
+static int btReaderTxn(BtReader *r, int i){
+  static const char *azSql[3] = {
+    "BEGIN", "SELECT 1 FROM sqlite_schema LIMIT 1", "COMMIT"
+  };
+  int rc = SQLITE_OK;
+  if( r->apTxn[i]==0 ){
+    rc = sqlite3_prepare_v3(r->db, azSql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                            &r->apTxn[i], 0);
+  }
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_step(r->apTxn[i]);
+    rc = (rc==SQLITE_DONE || rc==SQLITE_ROW) ? SQLITE_OK : rc;
+    if( sqlite3_reset(r->apTxn[i])!=SQLITE_OK && rc==SQLITE_OK ){
+      rc = sqlite3_errcode(r->db);
+    }
+  }
+  return rc;
 }
 
 /* A reader with an open read transaction (store mutex held). */
@@ -240,7 +268,8 @@ static int btReaderPin(BtStore *s, BtReader **pp){
     sqlite3_free(zErr);
     if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
   }
-  rc = btExec(r->db, "BEGIN; SELECT 1 FROM sqlite_schema LIMIT 1");
+  rc = btReaderTxn(r, 0);
+  if( rc==SQLITE_OK ) rc = btReaderTxn(r, 1);
   if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
   r->nRef = 1;
   *pp = r;
@@ -251,7 +280,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
 ** the connection for later. */
 static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
-  if( btExec(r->db, "COMMIT")!=SQLITE_OK || s->nFree>=BT_POOL ){
+  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
     btReaderClose(r);
     return;
   }
@@ -398,6 +427,36 @@ static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
   return rc;
 }
 
+/* Drop the overlay entries of a durable write job (store mutex held).
+** When it was the table's last pending job, every overlay entry came from
+** a durable job: the overlay is swapped for an empty one and the old
+** version is left in j->pOld to be freed outside the mutex.  Otherwise
+** each key still tagged with this job is removed. */
+static void btOverlayDrop(BtStore *s, BtJob *j){
+  KvBackendTable *t = j->pTab;
+  KvMapCursor *pCsr;
+  KvMapEntry e, o;
+  int bOn;
+  if( --t->nPending==0 && (j->pOld = kv_map_new())!=0 ){
+    KvMap *pOld = t->pOverlay;
+    s->nOverlay -= kv_map_count(pOld);
+    t->pOverlay = j->pOld;
+    j->pOld = pOld;
+    return;
+  }
+  pCsr = kv_map_cursor_new(j->pBatch);
+  for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0; bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( kv_map_get(t->pOverlay, e.aKey, e.nKey, &o)
+     && o.rev==j->iSeq
+     && kv_map_remove(&t->pOverlay, e.aKey, e.nKey)==SQLITE_OK ){
+      s->nOverlay--;
+    }
+  }
+  kv_map_cursor_free(pCsr);
+}
+
 /* After a durable commit: confirm each batch, then drop the overlay
 ** entries still tagged with it, and free the jobs. */
 static void btFinishJobs(BtStore *s, BtJob *pList){
@@ -408,31 +467,21 @@ static void btFinishJobs(BtStore *s, BtJob *pList){
     }
   }
   pthread_mutex_lock(&s->mu);
-  for(j=pList; j; j=pNext){
-    pNext = j->pNext;
+  for(j=pList; j; j=j->pNext){
     if( j->eOp==BT_JOB_DROP ) j->pTab->bDropped = 1;
     if( j->eOp==BT_JOB_WRITE ){
-      KvMapCursor *pCsr = kv_map_cursor_new(j->pBatch);
-      KvMapEntry e, o;
-      int bOn;
-      for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0; bOn;
-          bOn=kv_map_cursor_next(pCsr)){
-        kv_map_cursor_entry(pCsr, &e);
-        if( kv_map_get(j->pTab->pOverlay, e.aKey, e.nKey, &o)
-         && o.rev==j->iSeq
-         && kv_map_remove(&j->pTab->pOverlay, e.aKey, e.nKey)==SQLITE_OK ){
-          s->nOverlay--;
-        }
-      }
-      kv_map_cursor_free(pCsr);
-      j->pTab->nPending--;
+      btOverlayDrop(s, j);
       kv_map_unref(j->pBatch);
     }
     btTableUnref(j->pTab);
-    sqlite3_free(j);
   }
   pthread_cond_broadcast(&s->condRoom);
   pthread_mutex_unlock(&s->mu);
+  for(j=pList; j; j=pNext){
+    pNext = j->pNext;
+    kv_map_unref(j->pOld);
+    sqlite3_free(j);
+  }
 }
 
 /* New data is in the file: later snapshots need a new reader. */
@@ -441,6 +490,15 @@ static void btNewGeneration(BtStore *s){
   s->gen++;
   if( s->pCur ){ btReaderUnref(s, s->pCur); s->pCur = 0; }
   pthread_mutex_unlock(&s->mu);
+}
+
+/* Count a list of jobs in or out of the queue (store mutex held). */
+static void btQueueCount(BtStore *s, BtJob *pList, int iDir){
+  BtJob *j;
+  for(j=pList; j; j=j->pNext){
+    s->nQueued += iDir;
+    if( j->eOp==BT_JOB_DROP ) s->nDropQueued += iDir;
+  }
 }
 
 /* Take up to BT_MAX_BATCH queued jobs (store mutex held). */
@@ -452,7 +510,46 @@ static BtJob *btTake(BtStore *s){
   s->pHead = j->pNext;
   if( s->pHead==0 ) s->ppTail = &s->pHead;
   j->pNext = 0;
+  btQueueCount(s, pList, -1);
   return pList;
+}
+
+/* The CLOCK_REALTIME time (the clock of pthread_cond_timedwait) nMs
+** milliseconds from now. */
+static void btDeadline(struct timespec *pOut, int nMs){
+  clock_gettime(CLOCK_REALTIME, pOut);
+  pOut->tv_sec += nMs/1000;
+  pOut->tv_nsec += (long)(nMs%1000)*1000000L;
+  if( pOut->tv_nsec>=1000000000L ){
+    pOut->tv_sec++;
+    pOut->tv_nsec -= 1000000000L;
+  }
+}
+
+static int btBefore(const struct timespec *a, const struct timespec *b){
+  return a->tv_sec<b->tv_sec
+      || (a->tv_sec==b->tv_sec && a->tv_nsec<b->tv_nsec);
+}
+
+/* Gather more queued batches before writing (store mutex held), so that
+** one data-file transaction and one sync carry several commits: wait while
+** batches keep arriving less than BT_GATHER_MS apart, for at most
+** BT_GATHER_MAX_MS.  Returns at once when the store stops, when a full
+** batch or a DROP is queued, or when the overlays are half full
+** (committers must not come near the back-pressure limit because of this
+** wait). */
+static void btGather(BtStore *s){
+  struct timespec tEnd, tNext;
+  if( s->pHead==0 ) return;
+  btDeadline(&tEnd, BT_GATHER_MAX_MS);
+  while( !s->bStop && s->nQueued<BT_MAX_BATCH && s->nDropQueued==0
+      && s->nOverlay<s->nLimit/2 ){
+    btDeadline(&tNext, BT_GATHER_MS);
+    if( btBefore(&tEnd, &tNext) ) tNext = tEnd;
+    if( pthread_cond_timedwait(&s->condWork, &s->mu, &tNext)==ETIMEDOUT ){
+      break;
+    }
+  }
 }
 
 static void btAppendList(BtJob **ppList, BtJob *pAdd){
@@ -472,6 +569,7 @@ static void btBackoff(int *pnMs){
 static void btRequeue(BtStore *s, BtJob *pList){
   BtJob *j = pList;
   if( j==0 ) return;
+  btQueueCount(s, pList, 1);
   while( j->pNext ) j = j->pNext;
   j->pNext = s->pHead;
   if( s->pHead==0 ) s->ppTail = &j->pNext;
@@ -512,6 +610,7 @@ static void *btCollector(void *pArg){
       pthread_mutex_unlock(&s->mu);
       break;
     }
+    btGather(s);
     pList = btTake(s);
     bStop = s->bStop;
     bSync = s->nAccel==0 || s->pHead==0 || nDone+1>=BT_ACCEL_EVERY;
@@ -523,6 +622,7 @@ static void *btCollector(void *pArg){
         btAbandon(s, pDone);
         pthread_mutex_lock(&s->mu);
         pList = s->pHead; s->pHead = 0; s->ppTail = &s->pHead;
+        btQueueCount(s, pList, -1);
         pthread_mutex_unlock(&s->mu);
         btAbandon(s, pList);
         break;
@@ -646,6 +746,8 @@ static int btQueue(BtStore *s, KvBackendTable *t, int eOp, KvMap *pBatch,
   j->iSeq = iSeq;
   j->cid = cid;
   if( eOp==BT_JOB_WRITE ) t->nPending++;
+  s->nQueued++;
+  if( eOp==BT_JOB_DROP ) s->nDropQueued++;
   *s->ppTail = j;
   s->ppTail = &j->pNext;
   pthread_cond_signal(&s->condWork);

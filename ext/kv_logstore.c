@@ -514,16 +514,16 @@ static int klScanApply(KvLogStore *p, KlFile *pFile, KlScan *pScan){
   for(i=pScan->nRec-1; i>=0 && rc==SQLITE_OK; i--){
     KlRec *pRec = &pScan->aRec[i];
     const uint8_t *aKey = pScan->aKeys + pRec->iKey;
-    KvMapEntry e;
     KlLoc loc;
     int bTomb = (pRec->flags & KL_FLAG_DELETE)!=0;
+    int bAdded = 0;
     if( pRec->cid>p->cnt.maxCid ) p->cnt.maxCid = pRec->cid;
-    if( kv_map_get(p->pIndex, aKey, (int)pRec->nKey, &e) ) continue;
     loc.iFile = pFile->iNum;
     loc.nFrame = pRec->nFrame;
     loc.iOff = (uint64_t)pRec->iOff;
-    rc = kv_map_put(&p->pIndex, aKey, (int)pRec->nKey, &loc, sizeof(loc),
-                    pRec->cid, bTomb);
+    rc = kv_map_put_absent(&p->pIndex, aKey, (int)pRec->nKey, &loc,
+                           sizeof(loc), pRec->cid, bTomb, &bAdded);
+    if( rc!=SQLITE_OK || !bAdded ) continue;   /* a newer record decided */
     if( bTomb ){
       p->cnt.nTomb++;
     }else{

@@ -504,6 +504,7 @@ struct KvmItem {
   KvmKey key;                 /* the entry's key */
   uint64_t rev;
   int bTomb;
+  int *pbAdded;               /* not NULL: keep an existing entry, say so */
 };
 
 /* Put pEnt into the writable leaf p, child iChild of the writable interior
@@ -515,6 +516,11 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
   int i = kvmLeafSearch(p, pKey, 0);
   int rc;
   if( i<p->n && kvmCmpAt(p, i, pKey)==0 ){
+    if( pItem->pbAdded ){
+      *pItem->pbAdded = 0;
+      kvmEntryUnref(pItem->pEnt);
+      return SQLITE_OK;
+    }
     pV->nByte += kvmEntryBytes(pItem->pEnt) - kvmEntryBytes(p->u.aEnt[i]);
     kvmEntryUnref(p->u.aEnt[i]);
     p->u.aEnt[i] = pItem->pEnt;
@@ -541,6 +547,7 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
     }
   }
   kvmNodeInsertAt(p, i, pItem->pEnt, 0, pItem->rev, pItem->bTomb);
+  if( pItem->pbAdded ) *pItem->pbAdded = 1;
   pV->nEntry++;
   pV->nByte += kvmEntryBytes(pItem->pEnt);
   return SQLITE_OK;
@@ -572,9 +579,9 @@ static int kvmPut(KvMap *pV, const KvmItem *pItem){
 }
 
 /* Put entry pEnt (one reference, consumed whatever happens) into *ppMap
-** with revision rev and tombstone flag bTomb. */
-static int kvmPutEntry(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
-                       int bTomb){
+** with revision rev and tombstone flag bTomb.  pbAdded: see KvmItem. */
+static int kvmPutEntryEx(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
+                         int bTomb, int *pbAdded){
   KvMap *pOwn = 0;
   KvMap *pV = kvmWritableVersion(*ppMap, &pOwn);
   KvmItem item;
@@ -585,9 +592,29 @@ static int kvmPutEntry(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
   item.key.pfx = pEnt->pfx;
   item.rev = rev;
   item.bTomb = bTomb;
+  item.pbAdded = pbAdded;
   rc = pV ? kvmPut(pV, &item) : SQLITE_NOMEM;
   if( rc!=SQLITE_OK ) kvmEntryUnref(pEnt);
   return kvmFinish(ppMap, pV, pOwn, rc);
+}
+
+static int kvmPutEntry(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
+                       int bTomb){
+  return kvmPutEntryEx(ppMap, pEnt, rev, bTomb, 0);
+}
+
+int kv_map_put_absent(KvMap **ppMap, const void *aKey, int nKey,
+                      const void *aVal, int nVal, uint64_t rev, int bTomb,
+                      int *pbAdded){
+  KvmEntry *pEnt;
+  int bAdded = 0, rc;
+  if( pbAdded ) *pbAdded = 0;
+  if( ppMap==0 || *ppMap==0 || nKey<0 || nVal<0 ) return SQLITE_MISUSE;
+  pEnt = kvmEntryNew(aKey, nKey, aVal, nVal);
+  if( pEnt==0 ) return SQLITE_NOMEM;
+  rc = kvmPutEntryEx(ppMap, pEnt, rev, bTomb, &bAdded);
+  if( rc==SQLITE_OK && pbAdded ) *pbAdded = bAdded;
+  return rc;
 }
 
 int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,

@@ -75,6 +75,16 @@ int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut);
 int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
                const void *aVal, int nVal, uint64_t rev, int bTomb);
 
+/* Like kv_map_put, but an existing entry of the key (value or tombstone)
+** is kept as it is: *pbAdded (may be NULL) is set to 1 if the key was
+** absent and has been added, 0 if it was present.  One descent instead of
+** a kv_map_get followed by a kv_map_put (used where the first write met
+** for a key wins, as in a log replayed newest first).  Ownership and
+** errors as for kv_map_put; *pbAdded is 0 on error. */
+int kv_map_put_absent(KvMap **ppMap, const void *aKey, int nKey,
+                      const void *aVal, int nVal, uint64_t rev, int bTomb,
+                      int *pbAdded);
+
 /* Like kv_map_put for the entry pCur is on (a cursor on this or another
 ** map), with revision rev and tombstone flag bTomb: the new version shares
 ** that entry's key and value bytes instead of copying them (a commit

@@ -58,6 +58,7 @@ TESTS += tests/check_kvlog
 tests_check_kvlog_SOURCES = tests/check_kvlog.c $(TEST_HARNESS)
 tests_check_kvlog_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_kvlog.c
+tests_depot_bench_SOURCES += tests/bench_kvlogsql.c
 
 # The kvversion suite: the key-version protocol, version TTL, kv_metrics.
 check_PROGRAMS += tests/check_kvversion

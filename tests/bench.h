@@ -36,6 +36,9 @@ double bench_depot_speed(int bCandidate, const char *zDir);
 double bench_depot_bytes(int bCandidate, const char *zDir);
 double bench_kvlog_load(int bCandidate, const char *zDir);
 double bench_kvlog_reopen(int bCandidate, const char *zDir);
+/* tests/bench_kvlogsql.c: the same 1M keys through SQL, kv_log table. */
+double bench_kvlog_sql_load(int bCandidate, const char *zDir);
+double bench_kvlog_sql_reopen(int bCandidate, const char *zDir);
 
 /* tests/bench_kvversion.c: versioned against ordinary 2PC, kv_memory. */
 double bench_kvversion_1(int bCandidate, const char *zDir);
@@ -46,6 +49,7 @@ double bench_kvversion_btree_16(int bCandidate, const char *zDir);
 double bench_kvversion_btree_256(int bCandidate, const char *zDir);
 /* tests/bench_kvbtree.c */
 double bench_kv_btree_upsert(int bCandidate, const char *zDir);
+double bench_kv_btree_upsert_drained(int bCandidate, const char *zDir);
 double bench_kv_btree_read(int bCandidate, const char *zDir);
 double bench_kv_btree_stream(int bCandidate, const char *zDir);
 

@@ -402,6 +402,83 @@ START_TEST(test_kvbtree_overlay_is_bounded)
 }
 END_TEST
 
+/* Batches queued while the collector fails are collected together once it
+** recovers: every table's overlay ends empty, and the data file holds the
+** newest value of each key (a later batch of the same key wins). */
+START_TEST(test_kvbtree_batched_collection_keeps_newest_and_empties_overlay)
+{
+  char *zDir = th_tmpdir("kvbtree_batched");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  int i;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_mk(db, "u", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  kb_settle(db);
+  kv_btree_test_fail_writes(1000000);
+  for(i=0; i<6; i++){
+    kb_fill(db, "t", 1+i*10, 50, i%2 ? "odd" : "even");
+    kb_fill(db, "u", 1, 20, i%2 ? "odd" : "even");
+  }
+  th_exec(db, "DELETE FROM t WHERE key BETWEEN 95 AND 100");
+  ck_assert_int_gt(kb_stat(db, "overlay_entries", "t"), 0);
+  kv_btree_test_fail_writes(0);
+  kb_settle(db);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "u"), 0);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_mk(db, "u", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 94);
+  z = th_text(db, "SELECT value FROM t WHERE key=60");
+  ck_assert_str_eq(z, "v60-odd");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT value FROM t WHERE key=8");
+  ck_assert_str_eq(z, "v8-even");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT value FROM t WHERE key=94");
+  ck_assert_str_eq(z, "v94-odd");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u WHERE value LIKE "
+                              "'%-odd'"), 20);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A transaction that read a key while it was only in the overlay keeps
+** reading that value after the collector has written newer values and
+** emptied the overlay. */
+START_TEST(test_kvbtree_snapshot_reads_through_collection)
+{
+  char *zDir = th_tmpdir("kvbtree_snapcoll");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kv_btree_test_fail_writes(1000000);
+  th_exec(db, "INSERT INTO t VALUES('k','A')");
+  kb_exec(db, "SELECT kv_begin('%q')", zDir);
+  z = th_text(db, "SELECT kv_get(1,'t','k')");
+  ck_assert_str_eq(z, "A");
+  sqlite3_free(z);
+  th_exec(db, "INSERT OR REPLACE INTO t VALUES('k','B'),('n','N')");
+  kv_btree_test_fail_writes(0);
+  kb_settle(db);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
+  z = th_text(db, "SELECT kv_get(1,'t','k')");
+  ck_assert_str_eq(z, "A");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT kv_get(1,'t','n') IS NULL"), 1);
+  th_exec(db, "SELECT kv_rollback(1)");
+  z = th_text(db, "SELECT value FROM t WHERE key='k'");
+  ck_assert_str_eq(z, "B");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* -------------------------------------------- delete, conflicts --- */
 
 /* kv_delete's old value: cached value, then NULL for a repeated delete,
@@ -1063,6 +1140,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
   tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
   tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
+  tcase_add_test(tc,
+      test_kvbtree_batched_collection_keeps_newest_and_empties_overlay);
+  tcase_add_test(tc, test_kvbtree_snapshot_reads_through_collection);
   tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
   tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);

@@ -1075,6 +1075,44 @@ START_TEST(test_kvlib_map_unshared_version_is_updated_in_place){
 }
 END_TEST
 
+/* kv_map_put_absent adds a missing key and leaves a present one (value or
+** tombstone) untouched, saying which; a snapshot never sees the add. */
+START_TEST(test_kvlib_map_put_absent_keeps_present_entries){
+  KvMap *p = kv_map_new();
+  KvMap *pSnap;
+  KvMapEntry e;
+  char z[16];
+  int i, bAdded = -1;
+  for(i=0; i<2000; i+=2){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_EQ(kv_map_put(&p, z, 5, "old", 3, 1, i%4==0), SQLITE_OK);
+  }
+  pSnap = kv_map_ref(p);
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_EQ(kv_map_put_absent(&p, z, 5, "new", 3, 2, 0, &bAdded), SQLITE_OK);
+    T_EQ(bAdded, i%2);
+  }
+  T_EQ(kv_map_count(p), 2000);
+  T_EQ(kv_map_count(pSnap), 1000);
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_ASSERT(kv_map_get(p, z, 5, &e));
+    if( i%2 ){
+      T_ASSERT(e.nVal==3 && memcmp(e.aVal, "new", 3)==0 && e.rev==2);
+      T_ASSERT(!kv_map_get(pSnap, z, 5, 0));
+    }else{
+      T_ASSERT(e.nVal==3 && memcmp(e.aVal, "old", 3)==0 && e.rev==1);
+      T_EQ(e.bTomb, i%4==0);
+    }
+  }
+  T_EQ(kv_map_put_absent(&p, "x", -1, "", 0, 1, 0, &bAdded), SQLITE_MISUSE);
+  T_EQ(bAdded, 0);
+  kv_map_unref(pSnap);
+  kv_map_unref(p);
+}
+END_TEST
+
 /* kv_map_put may be given bytes that point into the very version it
 ** updates in place (an entry re-put under a new revision, or another
 ** entry's value); ASan checks that nothing is read after it is freed. */
@@ -1480,6 +1518,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_map_bytes_tracks_keys_and_values);
   tcase_add_test(tc, test_kvlib_map_snapshot_is_unchanged_by_later_writes);
   tcase_add_test(tc, test_kvlib_map_unshared_version_is_updated_in_place);
+  tcase_add_test(tc, test_kvlib_map_put_absent_keeps_present_entries);
   tcase_add_test(tc, test_kvlib_map_put_accepts_bytes_from_the_map_itself);
   tcase_add_test(tc, test_kvlib_map_cursor_outlives_the_callers_reference);
   tcase_add_test(tc, test_kvlib_map_empty_map_has_no_entries);
