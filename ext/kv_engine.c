@@ -68,6 +68,7 @@ void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
           "the store and open it again to apply them"
         : "it held only volatile writes, which are lost");
     sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed : zWhy);
+    wal_hold(pEng->pWal);        /* the commit may be confirmed already */
     __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
   }
   sqlite3_free(*pzErr);

@@ -556,6 +556,30 @@ START_TEST(test_wal_cid_survives_full_retirement){
 }
 END_TEST
 
+START_TEST(test_wal_hold_keeps_confirmed_records_for_replay){
+  char *zDir = th_tmpdir("walhold");
+  Wal *pWal = tw_open(zDir);
+  TwSeen *s;
+  int i;
+  for(i=0; i<5; i++) tw_append(pWal, i, "t", "k", "v", 1);
+  wal_hold(pWal);
+  for(i=1; i<=5; i++) wal_confirm(pWal, (uint64_t)i, "t", 1);
+  wal_close(pWal);               /* all confirmed, but held: none retires */
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 1);
+  ck_assert_int_eq(s->n, 5);
+  ck_assert_uint_eq(s->aCid[0], 1);
+  sqlite3_free(s);
+  wal_close(pWal);               /* replayed and confirmed: now it retires */
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 0);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_wal_replay_stops_on_callback_error){
   char *zDir = th_tmpdir("walstop");
   Wal *pWal = tw_open(zDir);
@@ -1453,6 +1477,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_confirm_then_reopen_replays_nothing);
   tcase_add_test(tc, test_wal_record_waits_for_every_pending_table);
   tcase_add_test(tc, test_wal_cid_survives_full_retirement);
+  tcase_add_test(tc, test_wal_hold_keeps_confirmed_records_for_replay);
   tcase_add_test(tc, test_wal_replay_stops_on_callback_error);
   tcase_add_test(tc, test_wal_replay_after_append_is_misuse);
   tcase_add_test(tc, test_wal_append_inside_replay_is_misuse);

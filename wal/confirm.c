@@ -174,6 +174,7 @@ static int confirmDetach(Wal *p, uint64_t **paSegno){
   int n = 0, i;
   uint64_t *a;
   *paSegno = 0;
+  if( p->bHold ) return 0;
   while( n<p->nSeg-1 && p->aSeg[n].nUnconf==0 ) n++;
   if( n==0 ) return 0;
   a = sqlite3_malloc64(sizeof(uint64_t)*(size_t)n);
@@ -183,6 +184,13 @@ static int confirmDetach(Wal *p, uint64_t **paSegno){
   p->nSeg -= n;
   *paSegno = a;
   return n;
+}
+
+void wal_hold(Wal *p){
+  if( p==0 ) return;
+  pthread_mutex_lock(&p->mutex);
+  p->bHold = 1;
+  pthread_mutex_unlock(&p->mutex);
 }
 
 void wal_retire(Wal *p){

@@ -438,7 +438,7 @@ static void walRetireAtClose(Wal *p){
   int bAll, rc;
   pthread_mutex_lock(&p->mutex);
   while( p->bLeader ) pthread_cond_wait(&p->cond, &p->mutex);
-  bAll = p->zFailed==0 && p->nUnconfirmed==0 && p->nInflight==0
+  bAll = p->zFailed==0 && !p->bHold && p->nUnconfirmed==0 && p->nInflight==0
       && p->nActiveRec>0 && p->fdActive>=0;
   pthread_mutex_unlock(&p->mutex);
   if( !bAll ) return;

@@ -213,6 +213,13 @@ int wal_confirm(Wal*, uint64_t cid, const char *zTable, int nTable);
 ** all its tables).  Unknown/already confirmed CID: a no-op, SQLITE_OK. */
 int wal_confirm_record(Wal*, uint64_t cid);
 
+/* From now on retire no segment, neither on confirmation nor at close:
+** every record still in a live segment is replayed at the next open, even
+** the confirmed ones.  For a caller that can no longer trust what it has
+** confirmed (the KV engine after a publication failed past the WAL
+** flush).  Appends continue as before.  Safe on NULL. */
+void wal_hold(Wal*);
+
 /* Counters for kv_stats. */
 typedef struct WalStats WalStats;
 struct WalStats {

@@ -209,6 +209,7 @@ struct Wal {
   int bNeedRotate;           /* a flush failed: next group starts a segment */
   char *zFailed;             /* non-NULL: the failed state and its reason */
   int bOpen;                 /* wal_open() completed */
+  int bHold;                 /* wal_hold(): retire nothing any more */
 };
 
 /* confirm.c */
