@@ -168,7 +168,7 @@ struct WalConfig {
 ** ...)), replaces a newest segment whose header never reached the disk,
 ** and rebuilds the set of unconfirmed records: at open every record still
 ** in a live segment is unconfirmed, waiting for every table it names
-** (retired segments are gone).  The next CID continues after the highest
+** (retired segments are gone), unless an abort record withdraws it.  The next CID continues after the highest
 ** CID the log ever handed out, even if every record has retired.  Nothing
 ** is replayed yet.  A bad frame or header in an older segment is
 ** SQLITE_CORRUPT naming file and offset, and nothing is changed.  The
