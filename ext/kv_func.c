@@ -370,9 +370,9 @@ static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
 static void kvRollbackFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
   KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
-  (void)argc;
   char *zErr = 0;
   int rc;
+  (void)argc;
   if( h==0 ) return;
   rc = kv_root_rollback_err(h->pRoot, &zErr);
   kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
