@@ -1484,6 +1484,24 @@ START_TEST(test_kv_sql_rollback_after_xsync_is_not_replayed){
 }
 END_TEST
 
+/* The versioned protocol takes the same path: kv_prepare_with_version
+** then kv_rollback withdraws the record (kv_btree, clean reopen). */
+START_TEST(test_kv_versioned_prepare_then_rollback_is_not_replayed){
+  char *zDir = th_tmpdir("kv-abort-ver");
+  sqlite3 *db = kv_abort_db(zDir, 1);
+  sqlite3_int64 h;
+  th_exec(db, "INSERT INTO t VALUES(1, 'kept')");
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 2, 'gone')", h);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_prepare_with_version(%lld, '[]')",
+                           h), 1);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_rollback(%lld)", h), 1);
+  sqlite3_close(db);
+  kv_abort_check_reopen(zDir, 1, 1, 0);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Child side of the failed-abort test: the exit code names the step that
 ** went wrong. */
 static int kvAbortFaultChild(const char *zDir, int iBackend){
@@ -1591,6 +1609,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_sql_rollback_after_xsync_is_not_replayed,
                       0, 3);
   tcase_add_loop_test(tc, test_kv_failed_abort_write_stops_store, 0, 3);
+  tcase_add_test(tc, test_kv_versioned_prepare_then_rollback_is_not_replayed);
   suite_add_tcase(s, tc);
   return s;
 }
