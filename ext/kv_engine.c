@@ -76,6 +76,23 @@ void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
   kvEngineFailed(pEng, pzErr);
 }
 
+void kvEngineFailAbort(KvEngine *pEng, int rc, uint64_t tid, uint64_t cid,
+                       const char *zWhy){
+  pthread_mutex_lock(&pEng->mutex);
+  if( pEng->rcFailed==SQLITE_OK ){
+    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: the rollback "
+        "of prepared transaction %llu could not be written to the WAL (%s); "
+        "its writes stay in WAL record %llu and will be applied when the "
+        "store is next opened", pEng->zDir ? pEng->zDir : "(memory)",
+        (unsigned long long)tid, zWhy ? zWhy : sqlite3_errstr(rc),
+        (unsigned long long)cid);
+    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed
+                : "kv: the rollback of a prepared transaction failed");
+    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+}
+
 const KvBackend *kvBackendFind(const char *zType){
   size_t i;
   for(i=0; i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){

@@ -164,6 +164,18 @@ int kv_root_conflicts(KvRoot*, const KvConflict **paConflict);
 ** and DDL is also in the catalog file (unless writing it failed, which is
 ** logged: the WAL record then stays and is replayed at the next open). */
 int kv_root_commit(KvRoot*, char **pzErr);
+/* Roll back: release everything the root holds; nothing it wrote becomes
+** visible.  A prepared root whose writes are already in the WAL also
+** withdraws its record: an abort record is appended and flushed (sharing
+** group commit) before this returns, so no later open replays the
+** transaction, across any crash after the return.  If the abort record
+** cannot be made durable, the store is stopped: every later operation on
+** it fails with a message saying the transaction's WAL record will be
+** applied when the store is next opened (the only outcome that can then
+** be guaranteed).  kv_root_rollback_err returns that error (SQLITE_OK
+** otherwise); kv_root_rollback ignores it.  The root is finished either
+** way. */
+int kv_root_rollback_err(KvRoot*, char **pzErr);
 void kv_root_rollback(KvRoot*);
 
 /* Protocols of a root (kv_version.h has the versioned one).  A root

@@ -137,6 +137,12 @@ int kvEngineFailed(KvEngine*, char **pzErr);
 ** which every later operation fails, until it is opened again.  Engine
 ** mutex held.  The first failure names the state; later ones keep it. */
 void kvEngineFail(KvEngine*, int rc, uint64_t cid, char **pzErr);
+/* The abort record withdrawing WAL record cid of the prepared root tid
+** could not be written (rc, message zWhy or NULL): the store enters its
+** failed state (as kvEngineFail), whose message says the record will be
+** applied at the next open.  Engine mutex not held. */
+void kvEngineFailAbort(KvEngine*, int rc, uint64_t tid, uint64_t cid,
+                       const char *zWhy);
 /* Test hook kv_engine_test_fail_apply: should this xApply fail? */
 int kvEngineApplyFault(void);
 KvTable *kvTableFind(KvEngine*, const char *zName, int nName);

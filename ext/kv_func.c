@@ -400,10 +400,19 @@ static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
 static void kvRollbackFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
   KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  char *zErr = 0;
+  int rc;
   (void)argc;
   if( h==0 ) return;
+  rc = kv_root_rollback_err(h->pRoot, &zErr);
   kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
-  sqlite3_result_int(ctx, 1);
+  if( rc!=SQLITE_OK ){
+    sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
+    sqlite3_result_error_code(ctx, rc);
+  }else{
+    sqlite3_result_int(ctx, 1);
+  }
+  sqlite3_free(zErr);
 }
 
 /* ------------------------------------------------------------ schema --- */

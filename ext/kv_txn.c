@@ -722,10 +722,43 @@ static void kvRootFinish(KvRoot *p, int eState){
   p->eState = eState;
 }
 
-void kv_root_rollback(KvRoot *p){
+/* A prepared root whose WAL record is durable is being rolled back:
+** withdraw the record with a durable abort record (tried twice: after a
+** failed flush the log moves to a fresh segment).  If that cannot be done
+** the store stops (kvEngineFailAbort) and the error is returned. */
+static int kvRootAbortRecord(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  char *zErr = 0;
+  int rc;
+  if( p->eState!=KV_ROOT_PREPARED || p->cid==0 || pEng->pWal==0 ){
+    return SQLITE_OK;
+  }
+  rc = wal_abort(pEng->pWal, p->cid, p->tid, &zErr);
+  if( rc!=SQLITE_OK && rc!=SQLITE_MISUSE ){
+    sqlite3_free(zErr);
+    zErr = 0;
+    rc = wal_abort(pEng->pWal, p->cid, p->tid, &zErr);
+  }
+  if( rc!=SQLITE_OK ){
+    kvEngineFailAbort(pEng, rc, p->tid, p->cid, zErr);
+    if( pzErr ) kvEngineFailed(pEng, pzErr);
+  }
+  sqlite3_free(zErr);
+  p->cid = 0;
+  return rc;
+}
+
+int kv_root_rollback_err(KvRoot *p, char **pzErr){
+  int rc = SQLITE_OK;
   if( p->eState==KV_ROOT_ACTIVE || p->eState==KV_ROOT_PREPARED ){
+    rc = kvRootAbortRecord(p, pzErr);
     kvRootFinish(p, KV_ROOT_DONE);
   }
+  return rc;
+}
+
+void kv_root_rollback(KvRoot *p){
+  kv_root_rollback_err(p, 0);
 }
 
 void kv_root_free(KvRoot *p){

@@ -1541,6 +1541,219 @@ START_TEST(test_kv_corrupt_catalog_file_is_reported){
 }
 END_TEST
 
+/* ------------------------------------------- rollback after prepare --- */
+
+/* The three persistent backends, as the module arguments of table t. */
+static const char *const azAbortBackend[] = {
+  "kv_memory(dir='%q', persistence=1)",
+  "kv_btree(dir='%q')",
+  "kv_log(dir='%q')",
+};
+
+/* A connection with table t of backend iBackend on store zDir. */
+static sqlite3 *kv_abort_db(const char *zDir, int iBackend){
+  sqlite3 *db = kv_db();
+  char *zMod = sqlite3_mprintf(azAbortBackend[iBackend], zDir);
+  kv_ok(db, "CREATE VIRTUAL TABLE t USING %s", zMod);
+  sqlite3_free(zMod);
+  return db;
+}
+
+/* Handle: put key 2 = 'gone', kv_prepare, kv_rollback. */
+static void kv_abort_prepared(sqlite3 *db, const char *zDir){
+  sqlite3_int64 h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 2, 'gone')", h);
+  kv_ok(db, "SELECT kv_prepare(%lld)", h);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_rollback(%lld)", h), 1);
+}
+
+/* The store as a fresh open sees it: key 1 kept, key 2 with value zWant2
+** (absent when NULL).  After a clean close a kv_memory table reopens
+** empty (its WAL records are confirmed at once, docs/SQL.md), so
+** bClean with kv_memory expects no key 1. */
+static void kv_abort_check_reopen(const char *zDir, int iBackend,
+                                  int bClean, const char *zWant2){
+  sqlite3 *db = kv_abort_db(zDir, iBackend);
+  if( bClean && iBackend==0 ){
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=1"), 0);
+  }else{
+    kv_rows_eq(db, "SELECT value AS x FROM t WHERE key=1", "kept");
+  }
+  if( zWant2 ){
+    kv_rows_eq(db, "SELECT value AS x FROM t WHERE key=2", zWant2);
+  }else{
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=2"), 0);
+  }
+  sqlite3_close(db);
+}
+
+/* kv_prepare then kv_rollback: the rows never appear, not even after the
+** store is closed and opened again (the WAL record is withdrawn), and the
+** key's reservation is released at once. */
+START_TEST(test_kv_prepare_then_rollback_is_not_replayed){
+  char *zDir = th_tmpdir("kv-abort");
+  sqlite3 *db = kv_abort_db(zDir, _i);
+  sqlite3_int64 h;
+  th_exec(db, "INSERT INTO t VALUES(1, 'kept')");
+  kv_abort_prepared(db, zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=2"), 0);
+  sqlite3_close(db);
+  kv_abort_check_reopen(zDir, _i, 1, 0);
+  /* nothing is left reserved: another root writes and commits the key */
+  db = kv_abort_db(zDir, _i);
+  kv_abort_prepared(db, zDir);
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 2, 'other'), kv_prepare(%lld), "
+        "kv_commit(%lld)", h, h, h);
+  kv_rows_eq(db, "SELECT value AS x FROM t WHERE key=2", "other");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The same when the process is killed with SIGKILL right after
+** kv_rollback returned. */
+START_TEST(test_kv_prepare_then_rollback_survives_sigkill){
+  char *zDir = th_tmpdir("kv-abort-kill");
+  int aPipe[2], v = 0;
+  pid_t pid;
+  ck_assert_int_eq(pipe(aPipe), 0);
+  pid = fork();
+  if( pid==0 ){
+    sqlite3 *db = kv_abort_db(zDir, _i);
+    close(aPipe[0]);
+    th_exec(db, "INSERT INTO t VALUES(1, 'kept')");
+    kv_abort_prepared(db, zDir);
+    v = 1;
+    if( write(aPipe[1], &v, sizeof(v))!=sizeof(v) ) _exit(3);
+    for(;;) pause();
+  }
+  close(aPipe[1]);
+  ck_assert_int_eq(read(aPipe[0], &v, sizeof(v)), (int)sizeof(v));
+  ck_assert_int_eq(v, 1);
+  kill(pid, SIGKILL);
+  waitpid(pid, 0, 0);
+  close(aPipe[0]);
+  kv_abort_check_reopen(zDir, _i, 0, 0);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+static int kv_abort_commit_hook(void *pArg){
+  (void)pArg;
+  return 1;                     /* turn the COMMIT into a rollback */
+}
+
+/* SQL path: the vtab's xSync prepared (the WAL record is durable), then
+** the main database's commit fails (a commit hook vetoes it, which SQLite
+** checks after every xSync) and SQLite rolls back the KV table too: the
+** row is gone now and after reopening. */
+/* Child side of the SQL-path test: exit code names the failed step. */
+static int kvAbortSqlChild(const char *zDir, int iBackend){
+  sqlite3 *db = kv_abort_db(zDir, iBackend);
+  th_exec(db, "INSERT INTO t VALUES(1, 'kept'); CREATE TABLE m(x)");
+  sqlite3_commit_hook(db, kv_abort_commit_hook, 0);
+  if( th_try(db, "BEGIN; INSERT INTO m VALUES(1); "
+             "INSERT INTO t VALUES(2, 'gone'); COMMIT", 0)!=SQLITE_CONSTRAINT
+   || sqlite3_extended_errcode(db)!=SQLITE_CONSTRAINT_COMMITHOOK ){
+    return 11;
+  }
+  if( !sqlite3_get_autocommit(db) ) return 12;
+  sqlite3_commit_hook(db, 0, 0);
+  if( th_int(db, "SELECT count(*) FROM t WHERE key=2")!=0 ) return 13;
+  if( th_int(db, "SELECT count(*) FROM m")!=0 ) return 14;
+  th_exec(db, "INSERT INTO t VALUES(3, 'after')");
+  return 0;                                /* crash: exit without closing */
+}
+
+/* SQL path: the vtab's xSync prepared (the WAL record is durable), then
+** the main database's commit fails (a commit hook vetoes it, which SQLite
+** runs after every xSync) and SQLite rolls the KV table back too: the
+** row is absent at once and after a crash and reopen, while a later
+** commit is kept. */
+START_TEST(test_kv_sql_rollback_after_xsync_is_not_replayed){
+  char *zDir = th_tmpdir("kv-abort-sql");
+  pid_t pid = fork();
+  int st = 0;
+  sqlite3 *db;
+  if( pid==0 ) _exit(kvAbortSqlChild(zDir, _i));
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child step %d",
+                WEXITSTATUS(st));
+  db = kv_abort_db(zDir, _i);
+  kv_rows_eq(db, "SELECT value AS x FROM t ORDER BY key", "kept after");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The versioned protocol takes the same path: kv_prepare_with_version
+** then kv_rollback withdraws the record (kv_btree, clean reopen). */
+START_TEST(test_kv_versioned_prepare_then_rollback_is_not_replayed){
+  char *zDir = th_tmpdir("kv-abort-ver");
+  sqlite3 *db = kv_abort_db(zDir, 1);
+  sqlite3_int64 h;
+  th_exec(db, "INSERT INTO t VALUES(1, 'kept')");
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 2, 'gone')", h);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_prepare_with_version(%lld, '[]')",
+                           h), 1);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_rollback(%lld)", h), 1);
+  sqlite3_close(db);
+  kv_abort_check_reopen(zDir, 1, 1, 0);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Child side of the failed-abort test: the exit code names the step that
+** went wrong. */
+static int kvAbortFaultChild(const char *zDir, int iBackend){
+  WalFault *f = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  sqlite3_int64 h;
+  char *zSql, *zErr = 0;
+  int rc;
+  if( f==0 ) return 10;
+  kv_engine_test_io(wal_fault_io(f));
+  db = kv_abort_db(zDir, iBackend);
+  th_exec(db, "INSERT INTO t VALUES(1, 'kept')");
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 2, 'stays'), kv_prepare(%lld)", h, h);
+  wal_fault_arm(f, WAL_FAULT_WRITE, 1, EIO, 1);       /* every write */
+  zSql = sqlite3_mprintf("SELECT kv_rollback(%lld)", h);
+  rc = th_try(db, zSql, &zErr);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK ) return 11;
+  if( zErr==0 || strstr(zErr, "is stopped: the rollback of prepared")==0
+   || strstr(zErr, "applied when the store is next opened")==0 ){
+    return 12;
+  }
+  sqlite3_free(zErr);
+  zErr = 0;
+  /* every later operation fails with that message; nothing shows key 2 */
+  rc = th_try(db, "SELECT count(*) FROM t", &zErr);
+  if( rc==SQLITE_OK || zErr==0 || strstr(zErr, "is stopped")==0 ) return 13;
+  sqlite3_free(zErr);
+  wal_fault_arm(f, WAL_FAULT_WRITE, 0, 0, 0);
+  return 0;                                /* crash: exit without closing */
+}
+
+/* The abort record cannot be written (every WAL write fails): kv_rollback
+** fails, the store stops with a message saying the transaction will be
+** applied at the next open - and the next open does apply it. */
+START_TEST(test_kv_failed_abort_write_stops_store){
+  char *zDir = th_tmpdir("kv-abort-fault");
+  pid_t pid = fork();
+  int st = 0;
+  if( pid==0 ) _exit(kvAbortFaultChild(zDir, _i));
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child step %d",
+                WEXITSTATUS(st));
+  kv_abort_check_reopen(zDir, _i, 0, "stays");
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kv");
   TCase *tc = tcase_create("tables");
@@ -1597,6 +1810,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_failed_publication_stops_store_until_reopen);
   tcase_add_test(tc, test_kv_only_persistent_writes_reach_the_wal);
   tcase_add_test(tc, test_kv_corrupt_catalog_file_is_reported);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("abort");
+  tcase_add_loop_test(tc, test_kv_prepare_then_rollback_is_not_replayed, 0, 3);
+  tcase_add_loop_test(tc, test_kv_prepare_then_rollback_survives_sigkill,
+                      0, 3);
+  tcase_add_loop_test(tc, test_kv_sql_rollback_after_xsync_is_not_replayed,
+                      0, 3);
+  tcase_add_loop_test(tc, test_kv_failed_abort_write_stops_store, 0, 3);
+  tcase_add_test(tc, test_kv_versioned_prepare_then_rollback_is_not_replayed);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1458,6 +1458,195 @@ END_TEST
 
 /* ------------------------------------------------------------- the suite */
 
+/* ------------------------------------------------------ abort records */
+
+/* An abort record decodes with the CID it withdraws; a bad tag, a CID at
+** or above the record's own, or trailing bytes are corrupt. */
+START_TEST(test_wal_decode_abort_record){
+  static const uint8_t aGood[] = {0x09, 0x07, 0x00, 0x01, 0x03};
+  static const uint8_t aBadTag[] = {0x09, 0x07, 0x00, 0x02, 0x03};
+  static const uint8_t aFuture[] = {0x09, 0x07, 0x00, 0x01, 0x09};
+  static const uint8_t aZero[] = {0x09, 0x07, 0x00, 0x01, 0x00};
+  static const uint8_t aTrail[] = {0x09, 0x07, 0x00, 0x01, 0x03, 0x00};
+  static const uint8_t aShort[] = {0x09, 0x07, 0x00, 0x01};
+  static const uint8_t aTabled[] = {0x09, 0x07, 0x01, 0x01, 't', 0, 0, 0, 0,
+                                    0x01, 0x03};
+  WalRecord *pRec = 0;
+  ck_assert_int_eq(wal_record_decode(aGood, sizeof(aGood), &pRec),
+                   SQLITE_OK);
+  ck_assert_uint_eq(pRec->cid, 9);
+  ck_assert_uint_eq(pRec->tid, 7);
+  ck_assert_int_eq(pRec->nTable, 0);
+  ck_assert_uint_eq(pRec->cidAborted, 3);
+  sqlite3_free(pRec);
+  ck_assert_int_eq(wal_record_decode(aBadTag, sizeof(aBadTag), &pRec),
+                   SQLITE_CORRUPT);
+  ck_assert_int_eq(wal_record_decode(aFuture, sizeof(aFuture), &pRec),
+                   SQLITE_CORRUPT);
+  ck_assert_int_eq(wal_record_decode(aZero, sizeof(aZero), &pRec),
+                   SQLITE_CORRUPT);
+  ck_assert_int_eq(wal_record_decode(aTrail, sizeof(aTrail), &pRec),
+                   SQLITE_CORRUPT);
+  ck_assert_int_eq(wal_record_decode(aShort, sizeof(aShort), &pRec),
+                   SQLITE_CORRUPT);
+  ck_assert_int_eq(wal_record_decode(aTabled, sizeof(aTabled), &pRec),
+                   SQLITE_CORRUPT);
+  ck_assert_ptr_null(pRec);
+}
+END_TEST
+
+/* Withdraws cid, asserting success. */
+static void tw_abort(Wal *pWal, uint64_t cid, uint64_t tid){
+  char *zErr = 0;
+  int rc = wal_abort(pWal, cid, tid, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_abort: rc=%d %s", rc, zErr ? zErr : "");
+}
+
+/* A withdrawn record is confirmed at once and never replayed again. */
+START_TEST(test_wal_aborted_record_is_not_replayed){
+  char *zDir = th_tmpdir("walabort");
+  Wal *pWal = tw_open(zDir);
+  WalStats st;
+  TwSeen *s;
+  ck_assert_uint_eq(tw_append(pWal, 1, "t", "a", "1", 1), 1);
+  ck_assert_uint_eq(tw_append(pWal, 2, "t", "b", "2", 1), 2);
+  ck_assert_uint_eq(tw_append(pWal, 3, "t", "c", "3", 1), 3);
+  tw_abort(pWal, 2, 2);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nUnconfirmed, 2);
+  ck_assert_int_eq(st.nAppend, 4);
+  ck_assert_uint_eq(st.lastCid, 4);       /* the abort took CID 4 */
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nUnconfirmed, 2);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 2);
+  ck_assert_uint_eq(s->aCid[0], 1);
+  ck_assert_uint_eq(s->aCid[1], 3);
+  sqlite3_free(s);
+  ck_assert_uint_eq(tw_append(pWal, 5, "t", "d", "4", 1), 5);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The abort lands segments after its record: the open scan still sees it
+** before replay, and the record's segment retires once the rest of it is
+** confirmed. */
+START_TEST(test_wal_abort_in_later_segment){
+  char *zDir = th_tmpdir("walabortseg");
+  Wal *pWal = tw_segments(zDir, 20, 0);
+  char *zSeg1 = tw_seg_path(zDir, 1);
+  WalStats st;
+  TwSeen *s;
+  int i;
+  wal_stats(pWal, &st);
+  ck_assert_int_ge(st.nSegment, 3);
+  tw_abort(pWal, 1, 0);                 /* record 1 is in segment 1 */
+  wal_close(pWal);
+  pWal = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 19);
+  for(i=0; i<19; i++) ck_assert_uint_eq(s->aCid[i], (uint64_t)i+2);
+  ck_assert(tw_exists(zSeg1));
+  for(i=0; i<19; i++) wal_confirm(pWal, s->aCid[i], "t", 1);
+  ck_assert(!tw_exists(zSeg1));        /* record 1 needs no confirmation */
+  sqlite3_free(s);
+  wal_close(pWal);
+  pWal = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 0);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zSeg1);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Retirement: every other record of segments 1 and 2 confirmed, the last
+** unconfirmed one withdrawn - both segments retire at once. */
+START_TEST(test_wal_retirement_with_aborted_records){
+  char *zDir = th_tmpdir("walabortret");
+  Wal *pWal = tw_segments(zDir, 20, 0);
+  char *zSeg1 = tw_seg_path(zDir, 1);
+  char *zSeg2 = tw_seg_path(zDir, 2);
+  off_t aOff[16];
+  int n1 = tw_frames(zSeg1, aOff, 16);
+  int n2 = tw_frames(zSeg2, aOff, 16);
+  uint64_t cid;
+  TwSeen *s;
+  for(cid=2; cid<=(uint64_t)(n1+n2); cid++) wal_confirm(pWal, cid, "t", 1);
+  ck_assert(tw_exists(zSeg1));
+  ck_assert(tw_exists(zSeg2));
+  tw_abort(pWal, 1, 0);
+  ck_assert(!tw_exists(zSeg1));
+  ck_assert(!tw_exists(zSeg2));
+  wal_close(pWal);
+  pWal = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 20 - n1 - n2);
+  ck_assert_uint_eq(s->aCid[0], (uint64_t)(n1+n2+1));
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zSeg1); sqlite3_free(zSeg2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A failed abort withdraws nothing: the record stays unconfirmed and is
+** replayed at the next open (the caller must report it). */
+START_TEST(test_wal_failed_abort_keeps_record){
+  char *zDir = th_tmpdir("walabortfail");
+  WalFault *pF = wal_fault_new(wal_io_posix());
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalStats st;
+  char *zErr = 0;
+  TwSeen *s;
+  int rc;
+  ck_assert_uint_eq(tw_append(pWal, 1, "t", "a", "1", 1), 1);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 1, ENOSPC, 0);
+  rc = wal_abort(pWal, 1, 1, &zErr);
+  ck_assert_int_eq(rc, SQLITE_FULL);
+  ck_assert_ptr_nonnull(zErr);
+  sqlite3_free(zErr);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nUnconfirmed, 1);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 1);
+  ck_assert_uint_eq(s->aCid[0], 1);
+  sqlite3_free(s);
+  wal_close(pWal);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_wal_abort_rejects_misuse){
+  char *zDir = th_tmpdir("walabortmis");
+  Wal *pWal = tw_open(zDir);
+  char *zErr = 0;
+  tw_append(pWal, 1, "t", "a", "1", 1);
+  ck_assert_int_eq(wal_abort(0, 1, 1, 0), SQLITE_MISUSE);
+  ck_assert_int_eq(wal_abort(pWal, 0, 1, 0), SQLITE_MISUSE);
+  ck_assert_int_eq(wal_abort(pWal, 2, 1, &zErr), SQLITE_MISUSE);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "record 2")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  {
+    TwSeen *s = tw_replay(pWal, 0);
+    ck_assert_int_eq(s->n, 1);
+    sqlite3_free(s);
+  }
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("wal");
   TCase *tc = tcase_create("records");
@@ -1509,6 +1698,14 @@ Suite *depot_test_suite(void){
                       0, 2);
   tcase_add_test(tc, test_wal_failed_rotation_is_retried);
   tcase_add_test(tc, test_wal_fault_counts_calls);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("abort");
+  tcase_add_test(tc, test_wal_decode_abort_record);
+  tcase_add_test(tc, test_wal_aborted_record_is_not_replayed);
+  tcase_add_test(tc, test_wal_abort_in_later_segment);
+  tcase_add_test(tc, test_wal_retirement_with_aborted_records);
+  tcase_add_test(tc, test_wal_failed_abort_keeps_record);
+  tcase_add_test(tc, test_wal_abort_rejects_misuse);
   suite_add_tcase(s, tc);
   return s;
 }

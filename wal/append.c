@@ -326,7 +326,8 @@ static int appendCheckArgs(Wal *p, const WalRecordBuilder *pRec,
                            const int *an, uint64_t *pCid, char **pzErr){
   int i;
   if( p==0 || pRec==0 || pCid==0 || nPending<0
-   || (nPending>0 && (az==0 || an==0)) ){
+   || (nPending>0 && (az==0 || an==0))
+   || (nPending>0 && wal_record_is_abort(pRec)) ){
     wal_set_err(pzErr, "wal: append needs a log, a record, a CID pointer "
                 "and nPending table names");
     return SQLITE_MISUSE;
@@ -432,4 +433,29 @@ int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
     if( pzErr ) *pzErr = w.zErr; else sqlite3_free(w.zErr);
   }
   return w.rc;
+}
+
+int wal_abort(Wal *p, uint64_t cid, uint64_t tid, char **pzErr){
+  WalRecordBuilder *pRec;
+  uint64_t cidAbort = 0;
+  int rc, bRetire, bKnown;
+  if( p==0 || cid==0 ) return SQLITE_MISUSE;
+  pthread_mutex_lock(&p->mutex);
+  bKnown = cid<p->nextCid;
+  pthread_mutex_unlock(&p->mutex);
+  if( !bKnown ){
+    wal_set_err(pzErr, "wal: cannot abort record %llu: no such record was "
+                "appended", (unsigned long long)cid);
+    return SQLITE_MISUSE;
+  }
+  pRec = wal_record_abort_new(tid, cid);
+  if( pRec==0 ) return SQLITE_NOMEM;
+  rc = wal_append(p, pRec, 0, 0, 0, &cidAbort, pzErr);
+  wal_record_free(pRec);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&p->mutex);
+  bRetire = wal_unconf_drop(p, cid);
+  pthread_mutex_unlock(&p->mutex);
+  if( bRetire ) wal_retire(p);
+  return SQLITE_OK;
 }

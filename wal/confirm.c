@@ -157,6 +157,11 @@ int wal_confirm(Wal *p, uint64_t cid, const char *zTable, int nTable){
   return SQLITE_OK;
 }
 
+int wal_unconf_drop(Wal *p, uint64_t cid){
+  int i = confirmFind(p, cid);
+  return i>=0 ? confirmDone(p, i) : 0;
+}
+
 int wal_confirm_record(Wal *p, uint64_t cid){
   int i, bRetire = 0;
   if( p==0 ) return SQLITE_MISUSE;

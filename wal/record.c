@@ -11,6 +11,17 @@
 **                                    nKey key-bytes
 **                                    [nVal val-bytes]    -- put only
 **
+** An abort record (a prepared root rolled back after its record was
+** written) has its own CID, the TID of the root, no tables, and then:
+**
+**     0x01 (the abort tag)  cidAborted
+**
+** cidAborted is the CID of the record it withdraws, below its own CID.
+** Records written before abort records existed never have bytes after
+** their tables, so they decode exactly as before; a reader that predates
+** the tag rejects an abort record as malformed (a log holding one must be
+** opened by this or a later version).
+**
 ** Frame: u32 LE body length, u32 LE CRC32C of (the 4 length bytes + body),
 ** then the body.  Table names are 1..WAL_MAX_BODY bytes; keys and values
 ** may be empty.  The builder keeps everything after nTable, so the CID can
@@ -87,6 +98,7 @@ struct WalRecordBuilder {
   int nNameAlloc;
   size_t iCount;            /* offset of the current table's u32 count */
   uint32_t nAction;         /* actions of the current table so far */
+  int bAbort;               /* an abort record: takes no table */
 };
 
 WalRecordBuilder *wal_record_new(uint64_t tid){
@@ -95,6 +107,24 @@ WalRecordBuilder *wal_record_new(uint64_t tid){
   memset(p, 0, sizeof(*p));
   p->tid = tid;
   return p;
+}
+
+WalRecordBuilder *wal_record_abort_new(uint64_t tid, uint64_t cidAborted){
+  WalRecordBuilder *p;
+  if( cidAborted==0 ) return 0;
+  p = wal_record_new(tid);
+  if( p==0 ) return 0;
+  p->a = sqlite3_malloc64(11);
+  if( p->a==0 ){ sqlite3_free(p); return 0; }
+  p->nAlloc = 11;
+  p->a[0] = WAL_ABORT_TAG;
+  p->n = 1 + recPutVarint(p->a+1, cidAborted);
+  p->bAbort = 1;
+  return p;
+}
+
+int wal_record_is_abort(const WalRecordBuilder *p){
+  return p ? p->bAbort : 0;
 }
 
 void wal_record_free(WalRecordBuilder *p){
@@ -134,7 +164,7 @@ static int recHasTable(const WalRecordBuilder *p, const char *z, int n){
 
 int wal_record_table(WalRecordBuilder *p, const char *zTable, int nTable){
   int rc;
-  if( p==0 || zTable==0 || nTable<=0 ) return SQLITE_MISUSE;
+  if( p==0 || zTable==0 || nTable<=0 || p->bAbort ) return SQLITE_MISUSE;
   if( recHasTable(p, zTable, nTable) ) return SQLITE_MISUSE;
   if( p->nTable==p->nNameAlloc ){
     int nNew = p->nNameAlloc ? p->nNameAlloc*2 : 8;
@@ -291,10 +321,19 @@ static int recParseTable(RecParse *r, WalTableActions *pTab){
   return 0;
 }
 
+/* The tail of an abort record after its (zero) table count: the tag and
+** the CID it withdraws, which must be below the record's own CID. */
+static int recParseAbort(RecParse *r, uint64_t cid, uint64_t *pAborted){
+  if( r->a[r->i++]!=WAL_ABORT_TAG ) return 1;
+  if( recGetVarint(r->a, r->n, &r->i, pAborted) ) return 1;
+  return (*pAborted==0 || *pAborted>=cid) ? 1 : 0;
+}
+
 /* One full pass over the body.  1 on any malformation. */
 static int recParse(RecParse *r, uint64_t *pCid, uint64_t *pTid,
-                    uint64_t *pnTable){
+                    uint64_t *pnTable, uint64_t *pAborted){
   uint64_t nTable, t;
+  *pAborted = 0;
   r->i = 0;
   r->nActTotal = 0;
   if( recGetVarint(r->a, r->n, &r->i, pCid) || *pCid==0 ) return 1;
@@ -305,12 +344,13 @@ static int recParse(RecParse *r, uint64_t *pCid, uint64_t *pTid,
     if( recParseTable(r, r->pRec ? &r->pRec->aTable[t] : 0) ) return 1;
   }
   *pnTable = nTable;
+  if( nTable==0 && r->i<r->n && recParseAbort(r, *pCid, pAborted) ) return 1;
   return r->i==r->n ? 0 : 1;
 }
 
 int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec){
   RecParse r;
-  uint64_t cid, tid, nTable;
+  uint64_t cid, tid, nTable, cidAborted;
   WalRecord *pRec;
   size_t nByte;
   *ppRec = 0;
@@ -318,7 +358,7 @@ int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec){
   memset(&r, 0, sizeof(r));
   r.a = aBody;
   r.n = nBody;
-  if( recParse(&r, &cid, &tid, &nTable) ) return SQLITE_CORRUPT;
+  if( recParse(&r, &cid, &tid, &nTable, &cidAborted) ) return SQLITE_CORRUPT;
   nByte = sizeof(WalRecord) + nTable*sizeof(WalTableActions)
         + r.nActTotal*sizeof(WalAction);
   pRec = sqlite3_malloc64(nByte);
@@ -327,11 +367,12 @@ int wal_record_decode(const uint8_t *aBody, size_t nBody, WalRecord **ppRec){
   pRec->cid = cid;
   pRec->tid = tid;
   pRec->nTable = (int)nTable;
+  pRec->cidAborted = cidAborted;
   pRec->aTable = nTable ? (WalTableActions*)&pRec[1] : 0;
   r.pRec = pRec;
   /* Not &pRec->aTable[nTable]: aTable is NULL for a record of no tables. */
   r.aNext = (WalAction*)((WalTableActions*)&pRec[1] + nTable);
-  if( recParse(&r, &cid, &tid, &nTable) ){
+  if( recParse(&r, &cid, &tid, &nTable, &cidAborted) ){
     sqlite3_free(pRec);       /* cannot happen: same bytes as pass one */
     return SQLITE_CORRUPT;
   }

@@ -88,6 +88,8 @@ static int walLoadFrame(Wal *p, const uint8_t *aBody, size_t nBody,
     *pzWhy = "record CID does not increase";
     rc = SQLITE_CORRUPT;
   }else{
+    /* An abort record withdraws an earlier record (if still live). */
+    if( pRec->cidAborted ) wal_unconf_drop(p, pRec->cidAborted);
     rc = walLoadRecord(p, pRec, segno);
     p->nextCid = pRec->cid + 1;
     p->lastCid = pRec->cid;

@@ -26,6 +26,15 @@
 ** every older segment hold confirmed records only.  Segments rotate when
 ** they pass WalConfig.szSegment bytes.
 **
+** Abort: wal_abort() withdraws a durable record whose root was rolled
+** back after all (prepared, then not committed): it appends an abort
+** record naming the record's CID, flushed like any record.  Replay never
+** hands a withdrawn record to its callback, and a withdrawn record counts
+** as confirmed for retirement (the abort record itself needs no
+** confirmation).  Retirement only ever removes the oldest segments and an
+** abort record always follows its record, so while a withdrawn record is
+** in a live segment its abort record is too.
+**
 ** Replay: wal_replay() hands every unconfirmed record to a callback in CID
 ** order.  The caller applies it idempotently and then confirms it.
 **
@@ -131,6 +140,8 @@ struct WalRecord {
   uint64_t tid;
   int nTable;
   WalTableActions *aTable;             /* first-touch order */
+  uint64_t cidAborted;                 /* an abort record: the CID it
+                                       ** withdraws (nTable is 0); else 0 */
 };
 
 /* Decode a record body (the bytes inside one frame).  Used by open and
@@ -157,7 +168,7 @@ struct WalConfig {
 ** ...)), replaces a newest segment whose header never reached the disk,
 ** and rebuilds the set of unconfirmed records: at open every record still
 ** in a live segment is unconfirmed, waiting for every table it names
-** (retired segments are gone).  The next CID continues after the highest
+** (retired segments are gone), unless an abort record withdraws it.  The next CID continues after the highest
 ** CID the log ever handed out, even if every record has retired.  Nothing
 ** is replayed yet.  A bad frame or header in an older segment is
 ** SQLITE_CORRUPT naming file and offset, and nothing is changed.  The
@@ -196,6 +207,18 @@ int wal_replay(Wal*, int (*xRecord)(void*, const WalRecord*), void *pCtx,
 int wal_append(Wal*, const WalRecordBuilder*, int nPending,
                const char *const *azPending, const int *anPending,
                uint64_t *pCid, char **pzErr);
+
+/* Withdraw record cid (appended earlier, by the root with TID tid, and
+** not yet confirmed - its root was rolled back after the append): append
+** an abort record for it and flush it like wal_append() (sharing group
+** commit).  On SQLITE_OK the abort is durable: no later open replays
+** record cid, and it counts as confirmed.  On failure nothing is
+** withdrawn - record cid stays durable and would be replayed at the next
+** open; the error is that of wal_append() (the caller decides how to
+** stop).  Withdrawing a record already confirmed or retired appends a
+** harmless abort record.  SQLITE_MISUSE for a NULL log, cid 0 or a CID
+** never handed out. */
+int wal_abort(Wal*, uint64_t cid, uint64_t tid, char **pzErr);
 
 /* Table zTable has made its effects of record cid durable in its own data
 ** files.  Retires every segment that is now fully confirmed, together with

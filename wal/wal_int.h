@@ -18,6 +18,9 @@
 #define WAL_FORMAT_VERSION  1
 #define WAL_SEG_HDR         48
 
+/* First byte after the (zero) table count of an abort record. */
+#define WAL_ABORT_TAG       0x01
+
 /* Frame header: u32 body length, u32 CRC32C of (length bytes + body). */
 #define WAL_FRAME_HDR       8
 /* Largest record body accepted by the builder and by the scanner. */
@@ -30,6 +33,12 @@ void wal_put_u32(uint8_t *a, uint32_t v);
 void wal_put_u64(uint8_t *a, uint64_t v);
 uint32_t wal_get_u32(const uint8_t *a);
 uint64_t wal_get_u64(const uint8_t *a);
+
+/* The abort record of a root (TID tid) whose record cidAborted is
+** withdrawn; NULL on OOM or when cidAborted is 0.  Only wal_abort()
+** appends one (it also confirms cidAborted). */
+WalRecordBuilder *wal_record_abort_new(uint64_t tid, uint64_t cidAborted);
+int wal_record_is_abort(const WalRecordBuilder*);
 
 /* Bytes of the frame (header + body) that record pRec gets with CID cid. */
 size_t wal_frame_size(const WalRecordBuilder *pRec, uint64_t cid);
@@ -218,6 +227,10 @@ WalPend *wal_pend_new(uint64_t cid, int nName, const char *const *az,
 int wal_unconf_reserve(Wal*, int nMore);         /* mutex held */
 void wal_unconf_push(Wal*, WalPend*);            /* mutex held, reserved */
 int wal_unconf_has(Wal*, uint64_t cid);          /* mutex held */
+/* Record cid is withdrawn by an abort record: confirmed without its
+** tables.  Returns true if a segment may be retirable.  Mutex held (or
+** the open scan).  Unknown cid: no-op, 0. */
+int wal_unconf_drop(Wal*, uint64_t cid);
 int wal_seg_reserve(Wal*);                       /* mutex held */
 void wal_retire(Wal*);                           /* mutex not held */
 

@@ -8,7 +8,8 @@
 ** a good CRC and decode to the same record (the bytes may differ: the
 ** decoder also takes varints that are longer than needed); every
 ** frame the scanner accepts must have a CRC that matches and a body that
-** lies inside the input.
+** lies inside the input.  Abort records (no tables, the CID they
+** withdraw) are rebuilt with the abort builder.
 */
 #define _GNU_SOURCE 1          /* memfd_create */
 #include "config.h"
@@ -23,7 +24,8 @@
 /* 1 if records p and q hold the same CID, TID, tables and actions. */
 static int fuzzWalSame(const WalRecord *p, const WalRecord *q){
   int t, k;
-  if( p->cid!=q->cid || p->tid!=q->tid || p->nTable!=q->nTable ) return 0;
+  if( p->cid!=q->cid || p->tid!=q->tid || p->nTable!=q->nTable
+   || p->cidAborted!=q->cidAborted ) return 0;
   for(t=0; t<p->nTable; t++){
     const WalTableActions *a = &p->aTable[t], *b = &q->aTable[t];
     if( a->nTable!=b->nTable || memcmp(a->zTable, b->zTable, a->nTable)
@@ -41,7 +43,9 @@ static int fuzzWalSame(const WalRecord *p, const WalRecord *q){
 /* Rebuild pRec with the builder; its frame must decode to pRec again and
 ** be no longer than the n bytes pRec came from. */
 static void fuzzWalRebuild(const WalRecord *pRec, size_t n){
-  WalRecordBuilder *pB = wal_record_new(pRec->tid);
+  WalRecordBuilder *pB = pRec->cidAborted
+      ? wal_record_abort_new(pRec->tid, pRec->cidAborted)
+      : wal_record_new(pRec->tid);
   WalRecord *pAgain = 0;
   uint8_t *aFrame;
   size_t nFrame;

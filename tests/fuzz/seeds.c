@@ -53,6 +53,22 @@ static WalRecordBuilder *seedRecord(int eShape){
   return p;
 }
 
+/* An abort record withdrawing record 100, alone and after aRec/nRec. */
+static void seedWalAbort(uint8_t *aRec, size_t nRec){
+  uint8_t a[512];
+  WalRecordBuilder *p = wal_record_abort_new(7, 100);
+  size_t n;
+  if( p==0 ) exit(1);
+  n = wal_frame_size(p, 102);
+  wal_frame_encode(p, 102, a);
+  wal_record_free(p);
+  seedWrite("wal_record", "body-abort", -1, a+WAL_FRAME_HDR,
+            n-WAL_FRAME_HDR);
+  memmove(a+nRec, a, n);
+  memcpy(a, aRec, nRec);
+  seedWrite("wal_record", "frames-record-abort", -1, a, nRec+n);
+}
+
 static void seedWal(void){
   uint8_t a[2][256];
   size_t n[2];
@@ -70,6 +86,7 @@ static void seedWal(void){
   memcpy(a[0]+n[0], a[1], n[1]);
   seedWrite("wal_record", "frames-two", -1, a[0], n[0]+n[1]);
   seedWrite("wal_record", "frames-torn-tail", -1, a[0], n[0]+n[1]-3);
+  seedWalAbort(a[0], n[0]);
 }
 
 /* ---- ltx ---- */
