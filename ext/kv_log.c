@@ -93,7 +93,10 @@ void kv_log_test_file_size(int64_t szFile){
 /* ------------------------------------------------------- collector --- */
 
 /* Record that every label up to iLabel is synced (see "Lost records").
-** A failed write only weakens the check; it is logged. */
+** A failed write only weakens the check; it is logged.  A failed or short
+** write may have left a torn marker, which the next open would take for
+** damage and refuse the store: the marker is emptied instead (an empty
+** marker turns the check off until the next good write). */
 static void logMarkWrite(KvBackendTable *t, uint64_t iLabel){
   uint8_t a[16];
   int i;
@@ -103,6 +106,10 @@ static void logMarkWrite(KvBackendTable *t, uint64_t iLabel){
   }
   if( t->pIo->xPwrite(t->pIo->pCtx, t->fdMark, a, 16, 0)!=16 ){
     sqlite3_log(SQLITE_IOERR_WRITE, "kv_log: cannot write %s", t->zMark);
+    if( t->pIo->xFtruncate(t->pIo->pCtx, t->fdMark, 0) ){
+      sqlite3_log(SQLITE_IOERR_TRUNCATE, "kv_log: cannot empty %s after a "
+                  "failed write; the next open will report it", t->zMark);
+    }
   }
 }
 
@@ -181,6 +188,11 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   n = t->pIo->xPread(t->pIo->pCtx, t->fdMark, a, 16, 0);
+  if( n<0 ){
+    *pzErr = sqlite3_mprintf("kv_log: cannot read %s: %s", t->zMark,
+                             strerror(errno));
+    return SQLITE_IOERR_READ;
+  }
   for(i=0; n==16 && i<8; i++){
     uint8_t c = (uint8_t)(a[i]^0xff);
     if( c!=a[8+i] ) n = -1;

@@ -726,6 +726,23 @@ int kv_root_prepare(KvRoot *p, char **pzErr){
   return kvRootPrepareEx(p, 0, 0, pzErr);
 }
 
+/* Open the data files of every table this root creates, before its record
+** is logged: a backend that cannot create or open its files (an I/O error)
+** fails the prepare with that error, so a commit never publishes a table
+** whose data it cannot reach.  A root that then fails or rolls back closes
+** them with the pending table; the files of an id no catalog entry names
+** are never read. */
+static int kvOpenNewTables(KvRoot *p, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
+    KvTable *t = p->apNew[i], *pOwn = 0;
+    if( t->pData ) continue;
+    if( kvOwnSchema(p, t->zName, t->nName, &pOwn)!=1 || pOwn!=t ) continue;
+    rc = kvTableOpenData(t, 1, pzErr);
+  }
+  return rc;
+}
+
 int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr){
   KvEngine *pEng = p->pEng;
@@ -745,6 +762,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
     *pzErr = kvConflictMessage(p);
     rc = SQLITE_BUSY_SNAPSHOT;
   }
+  if( rc==SQLITE_OK ) rc = kvOpenNewTables(p, pzErr);
   if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
   if( rc!=SQLITE_OK ) kvRootFinish(p, KV_ROOT_FAILED);
   return rc;

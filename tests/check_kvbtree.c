@@ -20,6 +20,7 @@
 #include "ext/kv_log.h"
 #include "wal/wal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -851,6 +852,151 @@ START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
 }
 END_TEST
 
+/* The path of the one "<id>.synced" marker in zDir/kv_log (sqlite3_malloc'd). */
+static char *kb_marker(const char *zDir){
+  char *zLog = sqlite3_mprintf("%s/kv_log", zDir), *zRes = 0;
+  DIR *d = opendir(zLog);
+  struct dirent *e;
+  while( d && (e = readdir(d))!=0 ){
+    size_t n = strlen(e->d_name);
+    if( n>7 && strcmp(e->d_name+n-7, ".synced")==0 && zRes==0 ){
+      zRes = sqlite3_mprintf("%s/%s", zLog, e->d_name);
+    }
+  }
+  if( d ) closedir(d);
+  sqlite3_free(zLog);
+  ck_assert_ptr_nonnull(zRes);
+  return zRes;
+}
+
+/* Found by the crash-torture runner: a kv_log (or kv_btree) table whose
+** files could not be made was still committed - the catalog record was
+** flushed before the backend opened its files, SQLite ignored the failed
+** publication, the table then answered "no such table", and the next open
+** of the store failed on it.  The create must fail with the I/O error
+** and leave no table. */
+START_TEST(test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly)
+{
+  char *zDir = th_tmpdir("kv_create_fail");
+  char *zBlock = sqlite3_mprintf("%s/kv_log", zDir);
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0, *zSql;
+  int rc, fd;
+  kb_mk(db, "m", "kv_memory", zDir);
+  fd = open(zBlock, O_WRONLY|O_CREAT, 0644);        /* kv_log/ is a file */
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q')", zDir);
+  rc = th_try(db, zSql, &zErr);
+  sqlite3_free(zSql);
+  ck_assert_msg(rc!=SQLITE_OK, "the create succeeded");
+  ck_assert_ptr_nonnull(zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE name='l'"), 0);
+  sqlite3_close(db);
+  ck_assert_int_eq(unlink(zBlock), 0);
+  db = th_open(":memory:");                         /* the store reopens */
+  kb_mk(db, "m", "kv_memory", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE name='l'"), 0);
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zBlock);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Found by the crash-torture runner: a short write of a kv_log table's
+** "synced" marker left a torn marker, and every later open of the store
+** failed with "... .synced is corrupt at offset 0".  The marker is now
+** emptied after a failed write, and the store reopens with every row. */
+START_TEST(test_kvlog_short_write_of_synced_marker_keeps_store_openable)
+{
+  char *zDir = th_tmpdir("kvlog_marker_short");
+  WalFault *pF = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  char *zMark;
+  struct stat st;
+  int nWrite;
+  ck_assert_ptr_nonnull(pF);
+  kv_engine_test_io(wal_fault_io(pF));
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  kb_settle(db);
+  nWrite = wal_fault_count(pF, WAL_FAULT_WRITE);
+  th_exec(db, "INSERT INTO l VALUES(2, 'two')");
+  kb_settle(db);
+  /* the marker write is the last write of a settled commit */
+  nWrite = wal_fault_count(pF, WAL_FAULT_WRITE) - nWrite;
+  wal_fault_arm(pF, WAL_FAULT_SHORT, nWrite, 0, 0);
+  th_exec(db, "INSERT INTO l VALUES(3, 'three')");
+  kb_settle(db);
+  zMark = kb_marker(zDir);
+  ck_assert_int_eq(stat(zMark, &st), 0);
+  ck_assert_int_eq((int)st.st_size, 0);              /* emptied, not torn */
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 3);
+  sqlite3_close(db);
+  wal_fault_free(pF);
+  sqlite3_free(zMark);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Found by the I/O-error sweep: a failed read of the "synced" marker at
+** open was reported as SQLITE_CORRUPT ("... is corrupt at offset 0"); it
+** is an I/O error, and the store opens once the read succeeds. */
+START_TEST(test_kvlog_failed_read_of_synced_marker_is_an_io_error)
+{
+  char *zDir = th_tmpdir("kvlog_marker_read");
+  WalFault *pF = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  int n, nRead, nHit = 0;
+  ck_assert_ptr_nonnull(pF);
+  kv_engine_test_io(wal_fault_io(pF));
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  sqlite3_close(db);
+  nRead = wal_fault_count(pF, WAL_FAULT_READ);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  sqlite3_close(db);
+  nRead = wal_fault_count(pF, WAL_FAULT_READ) - nRead;
+  ck_assert_int_gt(nRead, 0);
+  for(n=1; n<=nRead; n++){                  /* fail each read of the open */
+    char *zErr = 0;
+    char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q')",
+                                 zDir);
+    int rc;
+    db = th_open(":memory:");
+    wal_fault_arm(pF, WAL_FAULT_READ, n, EIO, 0);
+    rc = th_try(db, zSql, &zErr);
+    sqlite3_free(zSql);
+    wal_fault_arm(pF, WAL_FAULT_READ, 0, 0, 0);
+    if( rc!=SQLITE_OK && zErr && strstr(zErr, ".synced") ){
+      nHit++;
+      ck_assert_msg((rc&0xff)==SQLITE_IOERR, "rc=%d: %s", rc, zErr);
+    }
+    sqlite3_free(zErr);
+    sqlite3_close(db);
+  }
+  ck_assert_int_eq(nHit, 1);
+  kv_engine_test_io(0);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 1);
+  sqlite3_close(db);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* -------------------------------------------------------- kv_stats --- */
 
 START_TEST(test_kv_stats_rows_per_store_and_table)
@@ -903,6 +1049,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
   tcase_add_test(tc, test_kvlog_injected_write_and_sync_faults_repair_on_reopen);
+  tcase_add_test(tc, test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly);
+  tcase_add_test(tc, test_kvlog_short_write_of_synced_marker_keeps_store_openable);
+  tcase_add_test(tc, test_kvlog_failed_read_of_synced_marker_is_an_io_error);
   suite_add_tcase(s, tc);
   return s;
 }
