@@ -1190,7 +1190,7 @@ int main(int argc, char **argv){
   const char *zTmp = getenv("DEPOT_TEST_TMPDIR");
   const char *zEnv;
   uint64_t seed = (uint64_t)time(0);
-  int nPoint = 10000, nStep = 40, nSweepStep = 4, nStride = 1;
+  int nPoint = 10000, nStep = 40, nSweepStep = 12, nStride = 1;
   int bSweep = 1, bCrash = 1, bSelf = 0, i;
   Round rOne;
   Totals t;
@@ -1211,7 +1211,7 @@ int main(int argc, char **argv){
     else if( strcmp(z, "--no-sweep")==0 ) bSweep = 0;
     else if( strcmp(z, "--no-crash")==0 ) bCrash = 0;
     else if( strcmp(z, "--smoke")==0 ){
-      nPoint = 120; nStep = 20; nStride = 9; bSelf = 1;
+      nPoint = 120; nStep = 20; nSweepStep = 6; nStride = 9; bSelf = 1;
     }
     else if( strcmp(z, "--self-check")==0 ) bSelf = 1;
     else if( strcmp(z, "--round")==0 && i+3<argc ){
