@@ -460,8 +460,12 @@ static DBranch *wPickBranch(Work *w){
   return &w->m.aBr[0];
 }
 
+static int wDepotInit(Work *w);
+
 static int wDepotTransfer(Work *w){
-  DBranch *b = wPickBranch(w);
+  DBranch *b;
+  if( !w->bDepot ) return wDepotInit(w);
+  b = wPickBranch(w);
   int ka = rngInt(&w->rng, T_NKEY), kb = rngInt(&w->rng, T_NKEY), rc;
   int64_t amt = b->aBal[ka] ? 1 + rngInt(&w->rng, (int)b->aBal[ka]) : 0;
   char zName[16];
@@ -483,10 +487,14 @@ static int wDepotTransfer(Work *w){
 
 /* A fork, a restore point or a restore: one store transaction each. */
 static int wDepotAdmin(Work *w){
-  DBranch *b = wPickBranch(w);
-  char *zStore = storePath(w->zDir), *zSql = 0;
+  DBranch *b;
+  char *zStore, *zSql = 0;
   char zName[16], zNew[16];
-  int e = rngInt(&w->rng, 3), rc;
+  int e, rc;
+  if( !w->bDepot ) return wDepotInit(w);
+  b = wPickBranch(w);
+  zStore = storePath(w->zDir);
+  e = rngInt(&w->rng, 3);
   snprintf(zName, sizeof(zName), "%s", b->zName);
   if( e==2 && w->nRp==0 ) e = 1;
   if( e==0 && w->nBranch>=T_NBRANCH-1 ) e = 1;
@@ -533,14 +541,31 @@ static int wOpen(Work *w){
   return rc;
 }
 
+/* The workload's steps and their weights.  A new kind of step (depot
+** compaction, GC, ...) is one entry: a function that runs one operation
+** through wBegin/wOp/wCommit, sending an M_* message for each change of
+** logical state it makes (none for an operation that must change nothing
+** a reader sees), so that the verifier's model follows it. */
+typedef struct TortureStep TortureStep;
+struct TortureStep {
+  const char *zName;
+  int nWeight;
+  int (*xStep)(Work*);
+};
+static const TortureStep aStep[] = {
+  { "kv_transfer",    40, wKvTransfer },     /* 1..3 legs over the 3 backends */
+  { "kv_table",       10, wKvExtra },        /* create+fill or drop a table */
+  { "depot_transfer", 38, wDepotTransfer },  /* on a random live branch */
+  { "depot_branch",   12, wDepotAdmin },     /* fork, restore point, restore */
+};
+
 /* One step of the workload, chosen by the seed. */
 static int wStep(Work *w){
-  int r = rngInt(&w->rng, 100);
-  if( !w->bDepot && r>=50 ) return wDepotInit(w);
-  if( r<40 ) return wKvTransfer(w);
-  if( r<50 ) return wKvExtra(w);
-  if( r<88 ) return wDepotTransfer(w);
-  return wDepotAdmin(w);
+  int i, nTotal = 0, r;
+  for(i=0; i<(int)(sizeof(aStep)/sizeof(aStep[0])); i++) nTotal += aStep[i].nWeight;
+  r = rngInt(&w->rng, nTotal);
+  for(i=0; r>=aStep[i].nWeight; i++) r -= aStep[i].nWeight;
+  return aStep[i].xStep(w);
 }
 
 static void childRun(const char *zDir, int fd, uint64_t seed, int nStep,
@@ -815,16 +840,73 @@ static int ckWalConfirmed(Check *c){
                 (long long)n);
 }
 
-/* The verifier (a child process): reopen, compare with the acked model a
-** or a plus the in-flight transaction b, check integrity and WAL
-** retirement.  Exits 0 when everything holds, 1 with a message. */
+/* The state checks after a crash.  Each compares what it reads with the
+** acknowledged model a and with b (a plus the transaction in flight, if
+** any): the state must equal one of them.  Returns 0 or sets c->zErr. */
+static int ckKvState(Check *c, const char *zDir, const Model *a, const Model *b){
+  char zWhyA[256] = "", zWhyB[256] = "";
+  if( ckKvOpen(c, zDir, a, b) ) return 1;
+  if( ckKv(c, zDir, a, zWhyA, sizeof(zWhyA))
+   && ckKv(c, zDir, b, zWhyB, sizeof(zWhyB)) ){
+    return ckFail(c, "kv state is neither the acknowledged one (%s) nor that"
+                  " plus the transaction in flight (%s)", zWhyA, zWhyB);
+  }
+  return 0;
+}
+
+static int ckDepotState(Check *c, const char *zDir, const Model *a,
+                        const Model *b){
+  char zWhyA[256] = "", zWhyB[256] = "";
+  if( ckDepotOpen(c, zDir) ) return 1;
+  if( ckDepot(c, zDir, a, zWhyA, sizeof(zWhyA))
+   && ckDepot(c, zDir, b, zWhyB, sizeof(zWhyB)) ){
+    return ckFail(c, "depot state is neither the acknowledged one (%s) nor"
+                  " that plus the transaction in flight (%s)", zWhyA, zWhyB);
+  }
+  return 0;
+}
+
+/* Every WAL record gets confirmed, and once the store is closed one
+** segment is left.  Closes the connection: it runs last. */
+static int ckWalRetires(Check *c, const char *zDir, const Model *a,
+                        const Model *b){
+  char *zWal;
+  int nSeg, rc;
+  (void)a; (void)b;
+  rc = ckWalConfirmed(c);
+  sqlite3_close_v2(c->db);
+  c->db = 0;
+  zWal = sqlite3_mprintf("%s/kv/wal", zDir);
+  nSeg = countFiles(zWal, ".log");
+  sqlite3_free(zWal);
+  if( rc==0 && nSeg!=1 ){
+    return ckFail(c, "kv: %d WAL segments left after every record was"
+                  " confirmed and the store closed, expected 1", nSeg);
+  }
+  return rc;
+}
+
+/* The post-crash checks, in order.  A new check (depot_verify of every
+** database, ...) is one entry before the last, which closes the
+** connection. */
+typedef struct TortureCheck TortureCheck;
+struct TortureCheck {
+  const char *zName;
+  int (*xCheck)(Check*, const char *zDir, const Model *a, const Model *b);
+};
+static const TortureCheck aCheck[] = {
+  { "kv state",    ckKvState },     /* acked model or model + in flight */
+  { "depot state", ckDepotState },  /* the same per branch; integrity_check */
+  { "wal retires", ckWalRetires },  /* last: closes the connection */
+};
+
+/* The verifier (a child process): reopen, run every check.  Exits 0 when
+** everything holds, else 1 after writing the message to fdOut. */
 static void verifyRun(const char *zDir, const Model *a, const Model *b,
                       int fdOut){
   Check c;
-  char zWhyA[256] = "", zWhyB[256] = "";
-  char *zWal;
-  int nSeg;
   TioConfig cfg;
+  int i;
   memset(&c, 0, sizeof(c));
   memset(&cfg, 0, sizeof(cfg));
   tio_setup(&cfg);
@@ -834,27 +916,10 @@ static void verifyRun(const char *zDir, const Model *a, const Model *b,
   }else{
     sqlite3_busy_timeout(c.db, 10000);
   }
-  if( c.zErr[0]==0 && ckKvOpen(&c, zDir, a, b)==0
-   && ckKv(&c, zDir, a, zWhyA, sizeof(zWhyA))
-   && ckKv(&c, zDir, b, zWhyB, sizeof(zWhyB)) ){
-    ckFail(&c, "kv state is neither the acknowledged one (%s) nor that plus"
-           " the transaction in flight (%s)", zWhyA, zWhyB);
+  for(i=0; c.zErr[0]==0 && i<(int)(sizeof(aCheck)/sizeof(aCheck[0])); i++){
+    aCheck[i].xCheck(&c, zDir, a, b);
   }
-  if( c.zErr[0]==0 && ckDepotOpen(&c, zDir)==0
-   && ckDepot(&c, zDir, a, zWhyA, sizeof(zWhyA))
-   && ckDepot(&c, zDir, b, zWhyB, sizeof(zWhyB)) ){
-    ckFail(&c, "depot state is neither the acknowledged one (%s) nor that"
-           " plus the transaction in flight (%s)", zWhyA, zWhyB);
-  }
-  if( c.zErr[0]==0 ) ckWalConfirmed(&c);
   sqlite3_close_v2(c.db);
-  zWal = sqlite3_mprintf("%s/kv/wal", zDir);
-  nSeg = countFiles(zWal, ".log");
-  sqlite3_free(zWal);
-  if( c.zErr[0]==0 && nSeg!=1 ){
-    ckFail(&c, "kv: %d WAL segments left after every record was confirmed"
-           " and the store closed, expected 1", nSeg);
-  }
   if( c.zErr[0] ){
     if( write(fdOut, c.zErr, strlen(c.zErr))<0 ) _exit(2);
     _exit(1);
@@ -1083,6 +1148,10 @@ static void runCrash(const char *zDir, uint64_t seed, int nPoint, int nStep,
     if( r.eMode==MODE_POWER ){ t->nPower++; t->nPowerHit += o.bCrashed; }
     else{ t->nKill++; t->nKillHit += o.bCrashed; }
     report(&r, &o, t);
+    if( (i+1)%1000==0 ){
+      printf("torture: %d of %d crash rounds, %d findings\n", i+1, nPoint,
+             t->nFinding);
+    }
   }
 }
 
