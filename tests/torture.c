@@ -1283,6 +1283,7 @@ int main(int argc, char **argv){
       nPoint = 120; nStep = 20; nSweepStep = 6; nStride = 9; bSelf = 1;
     }
     else if( strcmp(z, "--self-check")==0 ) bSelf = 1;
+    else if( strcmp(z, "--help")==0 ){ usage(); return 0; }
     else if( strcmp(z, "--round")==0 && i+3<argc ){
       rOne.seed = strtoull(argv[++i], 0, 10);
       rOne.eMode = strcmp(argv[++i], "kill")==0 ? MODE_KILL : MODE_POWER;

@@ -255,14 +255,14 @@ static ssize_t twPwrite(void *pCtx, int fd, const void *p, size_t n, off_t off){
   ssize_t r;
   (void)pCtx;
   pthread_mutex_lock(&tioMutex);
-  eFault = tioCall(TIO_WRITE, fd<TIO_MAXFD ? azTioFd[fd] : 0, &bCrash);
+  eFault = tioCall(TIO_WRITE, fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0, &bCrash);
   if( eFault==TIO_EIO || eFault==TIO_ENOSPC ){
     pthread_mutex_unlock(&tioMutex);
     errno = tioErrno(eFault);
     return -1;
   }
   if( eFault==TIO_SHORT ) n /= 2;
-  tioRemember(fd<TIO_MAXFD ? azTioFd[fd] : 0, tioFdSize(fd), off, (int64_t)n, -1,
+  tioRemember(fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0, tioFdSize(fd), off, (int64_t)n, -1,
               tioFdRead, &fd);
   r = pwrite(fd, p, n, off);
   if( bCrash ) tioCrash();
@@ -274,7 +274,7 @@ static ssize_t twPread(void *pCtx, int fd, void *p, size_t n, off_t off){
   int bCrash, eFault;
   (void)pCtx;
   pthread_mutex_lock(&tioMutex);
-  eFault = tioCall(TIO_READ, fd<TIO_MAXFD ? azTioFd[fd] : 0, &bCrash);
+  eFault = tioCall(TIO_READ, fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0, &bCrash);
   pthread_mutex_unlock(&tioMutex);
   if( eFault ){ errno = tioErrno(eFault); return -1; }
   return pread(fd, p, n, off);
@@ -294,16 +294,16 @@ static int tioSyncPath(const char *zPath){
 
 static int twFsync(void *pCtx, int fd){
   (void)pCtx;
-  return tioSyncPath(fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0);
+  return tioSyncPath(fd>=0 && fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0);
 }
 
 static int twFtruncate(void *pCtx, int fd, off_t n){
   int bCrash, eFault, rc;
   (void)pCtx;
   pthread_mutex_lock(&tioMutex);
-  eFault = tioCall(TIO_TRUNCATE, fd<TIO_MAXFD ? azTioFd[fd] : 0, &bCrash);
+  eFault = tioCall(TIO_TRUNCATE, fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0, &bCrash);
   if( eFault ){ pthread_mutex_unlock(&tioMutex); errno = tioErrno(eFault); return -1; }
-  tioRemember(fd<TIO_MAXFD ? azTioFd[fd] : 0, tioFdSize(fd), 0, 0, (int64_t)n,
+  tioRemember(fd>=0 && fd<TIO_MAXFD ? azTioFd[fd] : 0, tioFdSize(fd), 0, 0, (int64_t)n,
               tioFdRead, &fd);
   rc = ftruncate(fd, n);
   pthread_mutex_unlock(&tioMutex);
