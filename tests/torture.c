@@ -574,7 +574,7 @@ static void childRun(const char *zDir, int fd, uint64_t seed, int nStep,
   int i, rc;
   memset(&w, 0, sizeof(w));
   w.zDir = zDir; w.fd = fd; w.rng = seed;
-  kv_log_test_file_size(2048);
+  kv_log_test_file_size(256);
   tio_setup(pCfg);
   rc = wOpen(&w);
   if( rc==SQLITE_OK ) rc = wKvFund(&w);
@@ -1250,7 +1250,7 @@ static void printTotals(const Totals *t, uint64_t seed, double secs, int bSweep)
 static int usage(void){
   fprintf(stderr, "usage: %s [--points N] [--seed S] [--steps N]"
           " [--sweep-steps N] [--sweep-stride N] [--no-sweep] [--no-crash]"
-          " [--smoke] [--self-check] [--round SEED power|kill POINT]"
+          " [--smoke] [--self-check] [--keep] [--round SEED power|kill POINT]"
           " [--fault SEED CLASS N EIO|ENOSPC|short]\n", zArgv0);
   return 2;
 }
@@ -1260,7 +1260,7 @@ int main(int argc, char **argv){
   const char *zEnv;
   uint64_t seed = (uint64_t)time(0);
   int nPoint = 10000, nStep = 40, nSweepStep = 12, nStride = 1;
-  int bSweep = 1, bCrash = 1, bSelf = 0, i;
+  int bSweep = 1, bCrash = 1, bSelf = 0, bKeep = 0, i;
   Round rOne;
   Totals t;
   char *zDir;
@@ -1283,6 +1283,7 @@ int main(int argc, char **argv){
       nPoint = 120; nStep = 20; nSweepStep = 6; nStride = 9; bSelf = 1;
     }
     else if( strcmp(z, "--self-check")==0 ) bSelf = 1;
+    else if( strcmp(z, "--keep")==0 ) bKeep = 1;
     else if( strcmp(z, "--help")==0 ){ usage(); return 0; }
     else if( strcmp(z, "--round")==0 && i+3<argc ){
       rOne.seed = strtoull(argv[++i], 0, 10);
@@ -1325,7 +1326,8 @@ int main(int argc, char **argv){
     if( bSweep ) runSweep(zDir, seed, nSweepStep, nStride, &t);
     printTotals(&t, seed, nowSec()-t0, bSweep);
   }
-  if( t.nFinding==0 ) rmTree(zDir);
+  if( t.nFinding==0 && !bKeep ) rmTree(zDir);
+  else printf("torture: the last round's files are in %s\n", zDir);
   sqlite3_free(zDir);
   return t.nFinding ? 1 : 0;
 }
