@@ -1255,50 +1255,81 @@ static int usage(void){
   return 2;
 }
 
+/* Command-line options (see the header comment). */
+typedef struct Options Options;
+struct Options {
+  uint64_t seed;
+  int nPoint, nStep, nSweepStep, nStride;
+  int bSweep, bCrash, bSelf, bKeep, bHelp;
+  Round rOne;               /* --round / --fault: one round to replay */
+};
+
+/* Parse argv into *p (defaults and TORTURE_POINTS/TORTURE_SEED first);
+** 0 on success, 1 on a bad argument. */
+static int parseArgs(int argc, char **argv, Options *p){
+  const char *zEnv;
+  int i;
+  memset(p, 0, sizeof(*p));
+  p->seed = (uint64_t)time(0);
+  p->nPoint = 10000; p->nStep = 40; p->nSweepStep = 12; p->nStride = 1;
+  p->bSweep = 1; p->bCrash = 1;
+  if( (zEnv = getenv("TORTURE_POINTS"))!=0 && zEnv[0] ) p->nPoint = atoi(zEnv);
+  if( (zEnv = getenv("TORTURE_SEED"))!=0 && zEnv[0] ) p->seed = strtoull(zEnv, 0, 10);
+  for(i=1; i<argc; i++){
+    const char *z = argv[i];
+    int bMore = i+1<argc;
+    if( strcmp(z, "--points")==0 && bMore ) p->nPoint = atoi(argv[++i]);
+    else if( strcmp(z, "--seed")==0 && bMore ) p->seed = strtoull(argv[++i], 0, 10);
+    else if( strcmp(z, "--steps")==0 && bMore ) p->nStep = atoi(argv[++i]);
+    else if( strcmp(z, "--sweep-steps")==0 && bMore ) p->nSweepStep = atoi(argv[++i]);
+    else if( strcmp(z, "--sweep-stride")==0 && bMore ) p->nStride = atoi(argv[++i]);
+    else if( strcmp(z, "--no-sweep")==0 ) p->bSweep = 0;
+    else if( strcmp(z, "--no-crash")==0 ) p->bCrash = 0;
+    else if( strcmp(z, "--smoke")==0 ){
+      p->nPoint = 120; p->nStep = 20; p->nSweepStep = 6; p->nStride = 9;
+      p->bSelf = 1;
+    }
+    else if( strcmp(z, "--self-check")==0 ) p->bSelf = 1;
+    else if( strcmp(z, "--keep")==0 ) p->bKeep = 1;
+    else if( strcmp(z, "--help")==0 ) p->bHelp = 1;
+    else if( strcmp(z, "--round")==0 && i+3<argc ){
+      p->rOne.seed = strtoull(argv[++i], 0, 10);
+      p->rOne.eMode = strcmp(argv[++i], "kill")==0 ? MODE_KILL : MODE_POWER;
+      p->rOne.iPoint = strtoull(argv[++i], 0, 10);
+    }else if( strcmp(z, "--fault")==0 && i+4<argc ){
+      p->rOne.eMode = MODE_FAULT;
+      p->rOne.seed = strtoull(argv[++i], 0, 10);
+      p->rOne.eClass = classByName(argv[++i]);
+      p->rOne.iPoint = strtoull(argv[++i], 0, 10);
+      p->rOne.eKind = kindByName(argv[++i]);
+      if( p->rOne.eClass<0 || p->rOne.eKind==0 ) return 1;
+    }else return 1;
+  }
+  return p->nPoint<0 || p->nStep<0 || p->nSweepStep<0 || p->nStride<1;
+}
+
+/* Replay one round (--round / --fault). */
+static void runOne(const char *zDir, Options *p, Totals *t){
+  Outcome o;
+  p->rOne.nStep = p->nStep;
+  roundRun(zDir, &p->rOne, &o);
+  t->nRound = 1;
+  if( report(&p->rOne, &o, t)==0 ){
+    printf("torture: %s round passed (%s, %d acks)\n", azMode[p->rOne.eMode],
+           o.bCrashed ? "crashed at the point" : "no crash", o.nAck);
+  }
+}
+
 int main(int argc, char **argv){
   const char *zTmp = getenv("DEPOT_TEST_TMPDIR");
-  const char *zEnv;
-  uint64_t seed = (uint64_t)time(0);
-  int nPoint = 10000, nStep = 40, nSweepStep = 12, nStride = 1;
-  int bSweep = 1, bCrash = 1, bSelf = 0, bKeep = 0, i;
-  Round rOne;
+  Options opt;
   Totals t;
   char *zDir;
   double t0 = nowSec();
-  memset(&rOne, 0, sizeof(rOne));
   memset(&t, 0, sizeof(t));
   zArgv0 = argv[0];
-  if( (zEnv = getenv("TORTURE_POINTS"))!=0 && zEnv[0] ) nPoint = atoi(zEnv);
-  if( (zEnv = getenv("TORTURE_SEED"))!=0 && zEnv[0] ) seed = strtoull(zEnv, 0, 10);
-  for(i=1; i<argc; i++){
-    const char *z = argv[i];
-    if( strcmp(z, "--points")==0 && i+1<argc ) nPoint = atoi(argv[++i]);
-    else if( strcmp(z, "--seed")==0 && i+1<argc ) seed = strtoull(argv[++i], 0, 10);
-    else if( strcmp(z, "--steps")==0 && i+1<argc ) nStep = atoi(argv[++i]);
-    else if( strcmp(z, "--sweep-steps")==0 && i+1<argc ) nSweepStep = atoi(argv[++i]);
-    else if( strcmp(z, "--sweep-stride")==0 && i+1<argc ) nStride = atoi(argv[++i]);
-    else if( strcmp(z, "--no-sweep")==0 ) bSweep = 0;
-    else if( strcmp(z, "--no-crash")==0 ) bCrash = 0;
-    else if( strcmp(z, "--smoke")==0 ){
-      nPoint = 120; nStep = 20; nSweepStep = 6; nStride = 9; bSelf = 1;
-    }
-    else if( strcmp(z, "--self-check")==0 ) bSelf = 1;
-    else if( strcmp(z, "--keep")==0 ) bKeep = 1;
-    else if( strcmp(z, "--help")==0 ){ usage(); return 0; }
-    else if( strcmp(z, "--round")==0 && i+3<argc ){
-      rOne.seed = strtoull(argv[++i], 0, 10);
-      rOne.eMode = strcmp(argv[++i], "kill")==0 ? MODE_KILL : MODE_POWER;
-      rOne.iPoint = strtoull(argv[++i], 0, 10);
-    }else if( strcmp(z, "--fault")==0 && i+4<argc ){
-      rOne.eMode = MODE_FAULT;
-      rOne.seed = strtoull(argv[++i], 0, 10);
-      rOne.eClass = classByName(argv[++i]);
-      rOne.iPoint = strtoull(argv[++i], 0, 10);
-      rOne.eKind = kindByName(argv[++i]);
-      if( rOne.eClass<0 || rOne.eKind==0 ) return usage();
-    }else return usage();
-  }
-  if( nPoint<0 || nStep<0 || nSweepStep<0 || nStride<1 ) return usage();
+  if( parseArgs(argc, argv, &opt) ) return usage();
+  if( opt.bHelp ){ usage(); return 0; }
   setvbuf(stdout, 0, _IOLBF, 0);
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( tio_vfs_register()!=SQLITE_OK ){
@@ -1309,24 +1340,17 @@ int main(int argc, char **argv){
   zDir = sqlite3_mprintf("%s/torture-%d", zTmp ? zTmp : "tests/tmp", (int)getpid());
   if( zDir==0 ) return 1;
   if( zTmp==0 ) mkdir("tests/tmp", 0755);
-  if( rOne.iPoint ){
-    Outcome o;
-    rOne.nStep = nStep;
-    roundRun(zDir, &rOne, &o);
-    t.nRound = 1;
-    if( report(&rOne, &o, &t)==0 ){
-      printf("torture: %s round passed (%s, %d acks)\n", azMode[rOne.eMode],
-             o.bCrashed ? "crashed at the point" : "no crash", o.nAck);
-    }
+  if( opt.rOne.iPoint ){
+    runOne(zDir, &opt, &t);
   }else{
     printf("torture: seed %llu, %d crash points, %d steps per round\n",
-           (unsigned long long)seed, bCrash ? nPoint : 0, nStep);
-    if( bSelf ) t.nFinding += runSelfCheck(zDir, seed, nStep, 6);
-    if( bCrash ) runCrash(zDir, seed, nPoint, nStep, &t);
-    if( bSweep ) runSweep(zDir, seed, nSweepStep, nStride, &t);
-    printTotals(&t, seed, nowSec()-t0, bSweep);
+           (unsigned long long)opt.seed, opt.bCrash ? opt.nPoint : 0, opt.nStep);
+    if( opt.bSelf ) t.nFinding += runSelfCheck(zDir, opt.seed, opt.nStep, 6);
+    if( opt.bCrash ) runCrash(zDir, opt.seed, opt.nPoint, opt.nStep, &t);
+    if( opt.bSweep ) runSweep(zDir, opt.seed, opt.nSweepStep, opt.nStride, &t);
+    printTotals(&t, opt.seed, nowSec()-t0, opt.bSweep);
   }
-  if( t.nFinding==0 && !bKeep ) rmTree(zDir);
+  if( t.nFinding==0 && !opt.bKeep ) rmTree(zDir);
   else printf("torture: the last round's files are in %s\n", zDir);
   sqlite3_free(zDir);
   return t.nFinding ? 1 : 0;
