@@ -67,6 +67,8 @@ struct KvBackendTable {
   pthread_t thread;
   int64_t nError;
   char zError[160];
+  int bLost;                    /* a publication failed: the index lacks a
+                                ** committed record until reopen (atomic) */
   const WalIo *pIo;
   char *zMark;                  /* <store>/kv_log/<id>.synced */
   int fdMark;
@@ -414,6 +416,7 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
     }
   }
   if( rc!=SQLITE_OK ){
+    __atomic_store_n(&t->bLost, 1, __ATOMIC_RELEASE);
     sqlite3_log(rc, "kv_log: publishing record %llu to %s failed: %s "
                 "(the record stays in the WAL)", (unsigned long long)cid,
                 t->zDir, zErr ? zErr : "");
@@ -431,10 +434,19 @@ static int logDurable(KvBackendTable *t, uint64_t cid){
 
 /* ------------------------------------------------------- snapshots --- */
 
+/* A table whose publication or log sync failed refuses new snapshots
+** (so every read and write of it) with SQLITE_IOERR until the store is
+** reopened: its index lacks commits that are durable in the root WAL, and
+** a transaction reading it would decide on a state that never existed. */
 static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
-  KvBackendSnap *h = sqlite3_malloc64(sizeof(*h));
+  KvBackendSnap *h;
   int rc;
   *pp = 0;
+  if( __atomic_load_n(&t->bLost, __ATOMIC_ACQUIRE)
+   || kv_logstore_failed(t->pLog) ){
+    return SQLITE_IOERR;
+  }
+  h = sqlite3_malloc64(sizeof(*h));
   if( h==0 ) return SQLITE_NOMEM;
   memset(h, 0, sizeof(*h));
   rc = kv_logstore_snapshot(t->pLog, &h->pSnap);

@@ -166,6 +166,7 @@ static int kvBind(KvRoot *p, const char *zTab, int nTab, KvChild **ppChild,
     if( rc==SQLITE_OK ) pNew->nRef++;
   }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
     rc = kvBindLive(p, pTab, 0, ppChild);
+    if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
   }else{
     rc = SQLITE_NOTFOUND;
   }
@@ -200,6 +201,7 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
     return SQLITE_ERROR;
   }
+  if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
   if( rc==SQLITE_OK ) rc = pTab->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
   if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
   if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);

@@ -818,17 +818,18 @@ START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
   ck_assert_int_ge(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync+2);
   ck_assert_int_eq(kb_stat(db, "collector_errors", "l"), 1);
   ck_assert_int_ge(kb_stat(db, "wal_unconfirmed", 0), 1);
-  /* the log store now refuses writes: the next commit's publication fails
-  ** after its WAL flush (SQLite does not report a failing xCommit), the
-  ** row is not visible, and the next open repairs it */
-  th_try(db, "INSERT INTO l VALUES(3, 'three')", &zErr);
+  /* the log store now refuses reads and writes of the table until the
+  ** store is reopened, and the reopen repairs it */
+  ck_assert_int_ne(th_try(db, "INSERT INTO l VALUES(3, 'three')", &zErr),
+                   SQLITE_OK);
+  ck_assert_ptr_nonnull(strstr(zErr, "reopen the store"));
   sqlite3_free(zErr); zErr = 0;
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=3"), 0);
+  ck_assert_int_ne(th_try(db, "SELECT count(*) FROM l", 0), SQLITE_OK);
   sqlite3_close(db);
   kv_engine_test_io(0);
   db = th_open(":memory:");
   kb_mk(db, "l", "kv_log", zDir);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 2);
   kb_settle(db);
   sqlite3_close(db);
   /* a failed append (the 2nd write from now: the 1st is the WAL append) */
@@ -838,12 +839,13 @@ START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
   wal_fault_arm(pF, WAL_FAULT_WRITE, 2, ENOSPC, 0);
   th_try(db, "INSERT INTO l VALUES(4, 'four')", &zErr);
   sqlite3_free(zErr);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=4"), 0);
+  ck_assert_int_ne(th_try(db, "SELECT count(*) FROM l WHERE key=4", 0),
+                   SQLITE_OK);
   sqlite3_close(db);
   kv_engine_test_io(0);
   db = th_open(":memory:");
   kb_mk(db, "l", "kv_log", zDir);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 4);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 3);
   kb_settle(db);
   ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
   sqlite3_close(db);
@@ -868,6 +870,43 @@ static char *kb_marker(const char *zDir){
   ck_assert_ptr_nonnull(zRes);
   return zRes;
 }
+
+/* Found by the I/O-error sweep: after a kv_log table failed to publish a
+** commit (acknowledged: it is in the WAL), later statements read the table
+** without that commit, so a DELETE of one of its keys deleted nothing and
+** committed - and the reopen brought the key back (a bank transfer created
+** money).  The table now refuses reads and writes until the reopen. */
+START_TEST(test_kvlog_failed_publication_refuses_the_table_until_reopen)
+{
+  char *zDir = th_tmpdir("kvlog_lost_pub");
+  WalFault *pF = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  char *zErr = 0;
+  ck_assert_ptr_nonnull(pF);
+  kv_engine_test_io(wal_fault_io(pF));
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  kb_settle(db);
+  /* the 2nd write from now is the log append (the 1st: the WAL record) */
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 2, EIO, 0);
+  th_exec(db, "INSERT INTO l VALUES(2, 'two')");   /* acknowledged */
+  ck_assert_int_ne(th_try(db, "DELETE FROM l WHERE key=2", &zErr), SQLITE_OK);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_ptr_nonnull(strstr(zErr, "reopen the store"));
+  sqlite3_free(zErr);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=2"
+                              " AND value='two'"), 1);
+  sqlite3_close(db);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 /* Found by the crash-torture runner: a kv_log (or kv_btree) table whose
 ** files could not be made was still committed - the catalog record was
@@ -1052,6 +1091,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly);
   tcase_add_test(tc, test_kvlog_short_write_of_synced_marker_keeps_store_openable);
   tcase_add_test(tc, test_kvlog_failed_read_of_synced_marker_is_an_io_error);
+  tcase_add_test(tc, test_kvlog_failed_publication_refuses_the_table_until_reopen);
   suite_add_tcase(s, tc);
   return s;
 }

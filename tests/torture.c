@@ -972,7 +972,12 @@ static void roundRead(int fd, pid_t pid, const Round *r, Model *a, Model *b,
   Msg m, aOps[64];
   int nOps = 0, bEnd = 0, i;
   uint64_t rng = r->seed ^ 0x5bd1e995u;
+  int bTrace = getenv("TORTURE_TRACE")!=0;
   while( read(fd, &m, sizeof(m))==(ssize_t)sizeof(m) ){
+    if( bTrace ){
+      printf("  txn %d: msg %d %s %s a=%d v=%lld %s\n", m.iTxn, m.eType, m.z,
+             m.z2, m.a, (long long)m.v, m.zErr);
+    }
     switch( m.eType ){
       case M_BEGIN: nOps = 0; bEnd = 0; break;
       case M_END:   bEnd = 1; break;
