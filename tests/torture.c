@@ -1344,7 +1344,7 @@ int main(int argc, char **argv){
   kv_engine_test_io(tio_walio());
   zDir = sqlite3_mprintf("%s/torture-%d", zTmp ? zTmp : "tests/tmp", (int)getpid());
   if( zDir==0 ) return 1;
-  if( zTmp==0 ) mkdir("tests/tmp", 0755);
+  mkdir(zTmp ? zTmp : "tests/tmp", 0755);     /* may exist already */
   if( opt.rOne.iPoint ){
     runOne(zDir, &opt, &t);
   }else{
