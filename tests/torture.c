@@ -99,7 +99,7 @@ struct Model {
 enum {
   M_BEGIN = 1, M_KV_PUT, M_KV_DEL, M_KV_CREATE, M_KV_DROP,
   M_D_SET, M_D_FORK, M_D_RP, M_D_RESTORE,
-  M_END, M_ACK, M_FAIL, M_DONE, M_COUNT
+  M_END, M_ACK, M_FAIL, M_DONE, M_COUNT, M_CLOSE
 };
 typedef struct Msg Msg;
 struct Msg {
@@ -579,6 +579,7 @@ static void childRun(const char *zDir, int fd, uint64_t seed, int nStep,
   rc = wOpen(&w);
   if( rc==SQLITE_OK ) rc = wKvFund(&w);
   for(i=0; rc==SQLITE_OK && i<nStep; i++) rc = wStep(&w);
+  wSend(&w, M_CLOSE, 0, 0, 0, 0);   /* from here kv_memory rows may go */
   sqlite3_close_v2(w.db);
   for(i=0; i<TIO_NCLASS; i++) wSend(&w, M_COUNT, 0, 0, i, (int64_t)tio_count(i));
   wSend(&w, M_COUNT, 0, 0, TIO_NCLASS, (int64_t)tio_count_ws());
@@ -999,6 +1000,7 @@ static void roundRead(int fd, pid_t pid, const Round *r, Model *a, Model *b,
         if( m.a>=0 && m.a<TIO_NCLASS+2 ) o->aCount[m.a] = (uint64_t)m.v;
         break;
       case M_DONE:
+      case M_CLOSE:                 /* a clean close lets kv_memory rows go */
         for(i=0; i<T_NKVTAB; i++){
           if( a->aTab[i].eType==KV_MEMORY ) a->aTab[i].bVolatile = 1;
         }
