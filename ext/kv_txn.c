@@ -731,9 +731,9 @@ int kv_root_prepare(KvRoot *p, char **pzErr){
 /* Open the data files of every table this root creates, before its record
 ** is logged: a backend that cannot create or open its files (an I/O error)
 ** fails the prepare with that error, so a commit never publishes a table
-** whose data it cannot reach.  A root that then fails or rolls back closes
-** them with the pending table; the files of an id no catalog entry names
-** are never read. */
+** whose data it cannot reach.  A root that then fails (its WAL append)
+** closes them with the pending table; they hold no record, so a table that
+** is given the same id after a reopen starts from them empty. */
 static int kvOpenNewTables(KvRoot *p, char **pzErr){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
