@@ -203,6 +203,14 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 
+int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr){
+  if( rc==SQLITE_OK || rc==SQLITE_NOMEM || *pzErr ) return rc;
+  *pzErr = sqlite3_mprintf("kv: table %.*s cannot be read or written: its "
+      "files failed to take a commit, which is safe in the WAL; reopen the "
+      "store to repair it (the error log has the cause)", nTab, zTab);
+  return rc;
+}
+
 void kvTableUnref(KvTable *p){
   if( p && --p->nRef==0 ){
     if( p->pData ) p->pBackend->xClose(p->pData);

@@ -151,6 +151,10 @@ int kvTableNew(KvEngine*, const char *zName, int nName, const KvMeta*,
                KvTable **pp, char **pzErr);
 const KvBackend *kvBackendFind(const char *zType);
 int kvTableOpenData(KvTable*, int bCreate, char **pzErr);
+/* The message for a failed xSnapshot of table zTab: I/O errors mean the
+** backend refuses the table until the store is reopened.  Sets *pzErr
+** (unless set or rc is SQLITE_NOMEM) and returns rc. */
+int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr);
 void kvTableLink(KvEngine*, KvTable*);
 void kvTableUnlink(KvEngine*, KvTable*);
 /* Call xEach on every open store (kv_stats), under the registry mutex:

@@ -160,6 +160,7 @@ static int kvIterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
     p->pTab = kvTableFind(p->pEng, zTab, nTab);
     if( p->pTab ){
       rc = p->pTab->pBackend->xSnapshot(p->pTab->pData, &p->pSnap);
+      kvSnapshotError(rc, zTab, nTab, pzErr);
     }
   }
   if( p->pTab ) p->pTab->nRef++;

@@ -67,6 +67,8 @@ struct KvBackendTable {
   pthread_t thread;
   int64_t nError;
   char zError[160];
+  int bLost;                    /* a publication failed: the index lacks a
+                                ** committed record until reopen (atomic) */
   const WalIo *pIo;
   char *zMark;                  /* <store>/kv_log/<id>.synced */
   int fdMark;
@@ -96,7 +98,10 @@ void kv_log_test_file_size(int64_t szFile){
 /* ------------------------------------------------------- collector --- */
 
 /* Record that every label up to iLabel is synced (see "Lost records").
-** A failed write only weakens the check; it is logged. */
+** A failed write only weakens the check; it is logged.  A failed or short
+** write may have left a torn marker, which the next open would take for
+** damage and refuse the store: the marker is emptied instead (an empty
+** marker turns the check off until the next good write). */
 static void logMarkWrite(KvBackendTable *t, uint64_t iLabel){
   uint8_t a[16];
   int i;
@@ -106,6 +111,10 @@ static void logMarkWrite(KvBackendTable *t, uint64_t iLabel){
   }
   if( t->pIo->xPwrite(t->pIo->pCtx, t->fdMark, a, 16, 0)!=16 ){
     sqlite3_log(SQLITE_IOERR_WRITE, "kv_log: cannot write %s", t->zMark);
+    if( t->pIo->xFtruncate(t->pIo->pCtx, t->fdMark, 0) ){
+      sqlite3_log(SQLITE_IOERR_TRUNCATE, "kv_log: cannot empty %s after a "
+                  "failed write; the next open will report it", t->zMark);
+    }
   }
 }
 
@@ -184,6 +193,11 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   n = t->pIo->xPread(t->pIo->pCtx, t->fdMark, a, 16, 0);
+  if( n<0 ){
+    *pzErr = sqlite3_mprintf("kv_log: cannot read %s: %s", t->zMark,
+                             strerror(errno));
+    return SQLITE_IOERR_READ;
+  }
   for(i=0; n==16 && i<8; i++){
     uint8_t c = (uint8_t)(a[i]^0xff);
     if( c!=a[8+i] ) n = -1;
@@ -406,6 +420,7 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
     }
   }
   if( rc!=SQLITE_OK ){
+    __atomic_store_n(&t->bLost, 1, __ATOMIC_RELEASE);
     sqlite3_log(rc, "kv_log: publishing record %llu to %s failed: %s "
                 "(the record stays in the WAL)", (unsigned long long)cid,
                 t->zDir, zErr ? zErr : "");
@@ -437,10 +452,19 @@ static int logDurable(KvBackendTable *t, uint64_t cid){
 
 /* ------------------------------------------------------- snapshots --- */
 
+/* A table whose publication or log sync failed refuses new snapshots
+** (so every read and write of it) with SQLITE_IOERR until the store is
+** reopened: its index lacks commits that are durable in the root WAL, and
+** a transaction reading it would decide on a state that never existed. */
 static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
-  KvBackendSnap *h = sqlite3_malloc64(sizeof(*h));
+  KvBackendSnap *h;
   int rc;
   *pp = 0;
+  if( __atomic_load_n(&t->bLost, __ATOMIC_ACQUIRE)
+   || kv_logstore_failed(t->pLog) ){
+    return SQLITE_IOERR;
+  }
+  h = sqlite3_malloc64(sizeof(*h));
   if( h==0 ) return SQLITE_NOMEM;
   memset(h, 0, sizeof(*h));
   rc = kv_logstore_snapshot(t->pLog, &h->pSnap);

@@ -1395,6 +1395,10 @@ int kv_logcursor_value(KvLogCursor *pCur, KvLogBuf *pOut, char **pzErr){
 
 /* -------------------------------------------------- stats and destroy -- */
 
+int kv_logstore_failed(KvLogStore *p){
+  return __atomic_load_n(&p->bFailed, __ATOMIC_ACQUIRE);
+}
+
 void kv_logstore_stats(KvLogStore *p, KvLogStats *pStats){
   memset(pStats, 0, sizeof(*pStats));
   pthread_mutex_lock(&p->mu);

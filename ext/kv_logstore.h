@@ -241,6 +241,10 @@ struct KvLogStats {
   int bFailed;            /* refusing writes until reopened */
 };
 void kv_logstore_stats(KvLogStore*, KvLogStats*);
+/* 1 once a write or sync of the store failed: it refuses writes, and its
+** index may lack applied records (they are in the root WAL), until it is
+** reopened.  Lock-free. */
+int kv_logstore_failed(KvLogStore*);
 
 /* Delete every file of the store and its directory (the table was
 ** dropped).  Afterwards only kv_logstore_close() may be called.  Open

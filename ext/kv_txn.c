@@ -201,6 +201,7 @@ static int kvBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
     if( rc==SQLITE_OK ) pNew->nRef++;
   }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
     rc = kvBindLive(p, pTab, 0, bWrite, ppChild);
+    if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
   }else{
     rc = SQLITE_NOTFOUND;
   }
@@ -251,6 +252,7 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
     return SQLITE_ERROR;
   }
+  if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
   if( rc==SQLITE_OK ) rc = kvSnapGet(pTab, pSnap, aKey, nKey, pbFound, &e, pzErr);
   if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
   if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
@@ -859,6 +861,23 @@ int kv_root_prepare(KvRoot *p, char **pzErr){
   return kvRootPrepareEx(p, 0, 0, pzErr);
 }
 
+/* Open the data files of every table this root creates, before its record
+** is logged: a backend that cannot create or open its files (an I/O error)
+** fails the prepare with that error, so a commit never publishes a table
+** whose data it cannot reach.  A root that then fails (its WAL append)
+** closes them with the pending table; they hold no record, so a table that
+** is given the same id after a reopen starts from them empty. */
+static int kvOpenNewTables(KvRoot *p, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
+    KvTable *t = p->apNew[i], *pOwn = 0;
+    if( t->pData ) continue;
+    if( kvOwnSchema(p, t->zName, t->nName, &pOwn)!=1 || pOwn!=t ) continue;
+    rc = kvTableOpenData(t, 1, pzErr);
+  }
+  return rc;
+}
+
 int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr){
   KvEngine *pEng = p->pEng;
@@ -879,6 +898,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
     rc = SQLITE_BUSY_SNAPSHOT;
   }
   if( rc==SQLITE_OK ) rc = kvCheckWritable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kvOpenNewTables(p, pzErr);
   if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
   if( rc!=SQLITE_OK ) kvRootFinish(p, KV_ROOT_FAILED);
   return rc;

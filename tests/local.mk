@@ -76,3 +76,22 @@ valgrind: $(check_PROGRAMS) depot.la
 	if test -n "$$fail"; then echo "valgrind: failed:$$fail"; exit 1; fi; \
 	echo "valgrind: all clean"
 .PHONY: valgrind
+
+# The crash-torture runner and I/O-error sweep over both engines
+# (tests/torture.c, docs/RELIABILITY.md).  make check runs a smoke of it
+# (tests/torture_smoke.sh); make torture runs TORTURE_POINTS crash points
+# (default 10000) and the full sweep, TORTURE_SEED fixes the seed.
+check_PROGRAMS += tests/torture
+TESTS += tests/torture_smoke.sh
+EXTRA_DIST += tests/torture_smoke.sh
+tests_torture_SOURCES = tests/torture.c tests/torture_io.c tests/torture.h
+tests_torture_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+tests_torture_CPPFLAGS = $(AM_CPPFLAGS) -DSQLITE_CORE
+
+torture-runner: tests/torture$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	TORTURE_POINTS=$${TORTURE_POINTS:-10000} \
+	  ./tests/torture$(EXEEXT) $(TORTURE_ARGS)
+torture: torture-runner
+.PHONY: torture-runner

@@ -144,7 +144,7 @@ struct FaultSlot {
   int bSticky;
 };
 
-#define FAULT_NKIND 5          /* indexes 1..4 are the WAL_FAULT_* kinds */
+#define FAULT_NKIND 6          /* indexes 1..5 are the WAL_FAULT_* kinds */
 
 struct WalFault {
   WalIo io;                    /* the wrapped methods; pCtx is this object */
@@ -206,14 +206,20 @@ static int faultFtruncate(void *pCtx, int fd, off_t n){
   return p->pBase->xFtruncate(p->pBase->pCtx, fd, n);
 }
 
+static ssize_t faultPread(void *pCtx, int fd, void *a, size_t n, off_t off){
+  WalFault *p = (WalFault*)pCtx;
+  int err = 0;
+  if( faultFires(p, WAL_FAULT_READ, WAL_FAULT_READ, &err) ){
+    errno = err;
+    return -1;
+  }
+  return p->pBase->xPread(p->pBase->pCtx, fd, a, n, off);
+}
+
 /* The methods that are passed through unchanged. */
 static int faultOpen(void *pCtx, const char *z, int flags, int mode){
   const WalIo *b = ((WalFault*)pCtx)->pBase;
   return b->xOpen(b->pCtx, z, flags, mode);
-}
-static ssize_t faultPread(void *pCtx, int fd, void *a, size_t n, off_t off){
-  const WalIo *b = ((WalFault*)pCtx)->pBase;
-  return b->xPread(b->pCtx, fd, a, n, off);
 }
 static int faultFstatSize(void *pCtx, int fd, off_t *pSize){
   const WalIo *b = ((WalFault*)pCtx)->pBase;

@@ -84,7 +84,7 @@ const WalIo *wal_io_posix(void);
 
 /* A fault-injecting wrapper around another WalIo, for tests and the
 ** torture harness.  Operations are counted from 1 in call order; a fault
-** armed for the Nth write (or fsync, or ftruncate) fails that call once
+** armed for the Nth write (or fsync, ftruncate, pread) fails that call once
 ** with the given errno, or for WAL_FAULT_SHORT, writes half the bytes and
 ** returns that.  Thread-safe. */
 typedef struct WalFault WalFault;
@@ -92,6 +92,7 @@ typedef struct WalFault WalFault;
 #define WAL_FAULT_FSYNC  2
 #define WAL_FAULT_SHORT  3         /* short write on the Nth write */
 #define WAL_FAULT_TRUNCATE 4       /* the Nth xFtruncate fails */
+#define WAL_FAULT_READ   5         /* the Nth xPread fails */
 WalFault *wal_fault_new(const WalIo *pBase);   /* NULL on OOM */
 void wal_fault_free(WalFault*);
 const WalIo *wal_fault_io(WalFault*);         /* owned by the WalFault */
