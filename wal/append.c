@@ -50,6 +50,7 @@ SQLITE_EXTENSION_INIT3
 #include <semaphore.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 void wal_set_err(char **pzErr, const char *zFmt, ...){
@@ -137,24 +138,28 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
 #define WAL_PREALLOC_MIN   ((uint64_t)4096)
 
 /* Writes zeros over bytes [iFrom, iTo) of the active segment, in pieces
-** of at most one chunk.  Returns 0, or -1 with errno set. */
+** of at most one chunk.  The zeros come from a read-only anonymous
+** mapping, which the kernel backs with its shared zero page: no chunk of
+** memory is allocated or touched (a heap buffer would add the chunk size
+** to the resident set of every appending thread's arena).  Returns 0, or
+** -1 with errno set. */
 static int appendZeros(Wal *p, uint64_t iFrom, uint64_t iTo, uint64_t nChunk){
   const WalIo *pIo = p->pIo;
   size_t nBuf = (size_t)(iTo-iFrom < nChunk ? iTo-iFrom : nChunk);
-  uint8_t *a = sqlite3_malloc64(nBuf);
-  int rc = 0;
-  if( a==0 ){ errno = ENOMEM; return -1; }
-  memset(a, 0, nBuf);
+  void *a = mmap(0, nBuf, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+  int rc = 0, err = 0;
+  if( a==MAP_FAILED ){ errno = ENOMEM; return -1; }
   while( rc==0 && iFrom<iTo ){
     size_t n = (size_t)(iTo-iFrom < nBuf ? iTo-iFrom : nBuf);
     ssize_t got = pIo->xPwrite(pIo->pCtx, p->fdActive, a, n, (off_t)iFrom);
     if( got!=(ssize_t)n ){
-      if( got>=0 ) errno = EIO;          /* a short write */
+      err = got>=0 ? EIO : errno;        /* EIO: a short write */
       rc = -1;
     }
     iFrom += n;
   }
-  sqlite3_free(a);
+  munmap(a, nBuf);
+  if( rc ) errno = err;
   return rc;
 }
 
