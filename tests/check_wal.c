@@ -1795,7 +1795,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_fault_counts_calls);
   suite_add_tcase(s, tc);
   tc = tcase_create("preallocation");
-  tcase_add_test(tc, test_wal_preallocated_segment_reopens_and_appends_after_last);
+  tcase_add_test(tc,
+      test_wal_preallocated_segment_reopens_and_appends_after_last);
   tcase_add_loop_test(tc, test_wal_torn_record_before_padding_is_cut, 0, 2);
   tcase_add_test(tc, test_wal_padding_in_older_segment_is_not_corrupt);
   tcase_add_loop_test(tc, test_wal_sigkill_after_chunk_extension_loses_nothing,

@@ -39,9 +39,9 @@
 ** off again, so any frame that fails its checks can only be a torn tail of
 ** the newest segment (wal.c cuts it off at open); in an older segment it is
 ** corruption.  Zeros followed by anything non-zero are not padding: they
-** are checked as a frame (and fail as one, "zero record length").  A new segment becomes visible with its header already
-** flushed (the header write and the directory are synced before the
-** first frame goes in).
+** are checked as a frame (and fail as one, "zero record length").  A new
+** segment becomes visible with its header already flushed (the header
+** write and the directory are synced before the first frame goes in).
 */
 #include "config.h"
 #include "sqlite3ext.h"
