@@ -171,6 +171,7 @@ static uint8_t *tw_sample_body(size_t *pn){
   wal_record_action(pRec, 0, "", 0, "", 0);
   ck_assert_int_eq(wal_append(pWal, pRec, 1, az, an, &cid, 0), SQLITE_OK);
   wal_record_free(pRec);
+  wal_close(pWal);                         /* trims the padding */
   zPath = tw_seg_path(zDir, 1);
   sz = tw_size(zPath);
   a = sqlite3_malloc64(sz);
@@ -179,7 +180,6 @@ static uint8_t *tw_sample_body(size_t *pn){
   close(fd);
   *pn = (size_t)(sz - TW_SEG_HDR - 8);
   memmove(a, a+TW_SEG_HDR+8, *pn);
-  wal_close(pWal);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
   return a;
@@ -711,7 +711,9 @@ START_TEST(test_wal_torn_tail_is_truncated){
 }
 END_TEST
 
-/* Garbage, zeros, or a lone partial header after the last frame. */
+/* Garbage, zeros, or a lone partial header after the last frame.  Zeros
+** that run to the end of the file are padding (preallocated space): they
+** are kept, and appends continue after the last frame. */
 START_TEST(test_wal_garbage_tail_is_truncated){
   static const char *azTail[] = {"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00",
                                  "\x05\x00\x00\x00garbage!", "\x01\x02"};
@@ -725,11 +727,17 @@ START_TEST(test_wal_garbage_tail_is_truncated){
   szGood = tw_size(zPath);
   tw_append_bytes(zPath, azTail[_i], anTail[_i]);
   pWal = tw_open(zDir);
-  ck_assert_int_eq(tw_size(zPath), szGood);
+  ck_assert_int_eq(tw_size(zPath), _i==0 ? szGood+anTail[0] : szGood);
   s = tw_replay(pWal, 0);
   ck_assert_int_eq(s->n, 5);
   sqlite3_free(s);
-  tw_append(pWal, 9, "t", "more", "v", 1);
+  ck_assert_uint_eq(tw_append(pWal, 9, "t", "more", "v", 1), 6);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 6);
+  ck_assert_str_eq(s->azKey[5], "more");
+  sqlite3_free(s);
   wal_close(pWal);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
@@ -954,13 +962,13 @@ START_TEST(test_wal_rotation_by_size){
   uint64_t i;
   wal_stats(pWal, &st);
   ck_assert_int_ge(st.nSegment, 5);
+  wal_close(pWal);                 /* trims the active segment's padding */
   for(i=1; i<=(uint64_t)st.nSegment; i++){
     char *zPath = tw_seg_path(zDir, i);
     /* a segment passes 200 bytes by at most one group */
     ck_assert_int_lt(tw_size(zPath), 200 + 64);
     sqlite3_free(zPath);
   }
-  wal_close(pWal);
   pWal = tw_open_cfg(zDir, 200, 0, 0);
   s = tw_replay(pWal, 0);
   ck_assert_int_eq(s->n, 40);
@@ -1308,9 +1316,12 @@ START_TEST(test_wal_fault_counts_calls){
   Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
   int nW = wal_fault_count(pF, WAL_FAULT_WRITE);
   int nS = wal_fault_count(pF, WAL_FAULT_FSYNC);
+  tw_append(pWal, 1, "t", "k", "v", 1);       /* preallocates first */
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_WRITE), nW+2);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nS+2);
   tw_append(pWal, 1, "t", "k", "v", 1);
-  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_WRITE), nW+1);
-  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nS+1);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_WRITE), nW+3);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nS+3);
   wal_fault_arm(pF, WAL_FAULT_WRITE, 2, EIO, 0);
   tw_append(pWal, 1, "t", "k", "v", 1);           /* 1st write passes */
   {
@@ -1453,6 +1464,304 @@ START_TEST(test_wal_sigkill_keeps_every_acknowledged_record){
   for(i=0; i<nIter; i++){
     tw_kill_once((unsigned int)(1000*_i + i + 1), _i==0 ? 1 : 4);
   }
+}
+END_TEST
+
+/* ---------------------------------------------------------- preallocation */
+
+/* Segment files are extended with zeros ahead of the appends (wal/append.c);
+** the default 64 MiB segments grow in chunks of this size. */
+#define TW_PREALLOC_CHUNK (4*1024*1024)
+
+/* Offsets of the frames of a segment file up to the zero padding (a frame
+** header of zero length), parsed independently of wal/. */
+static int tw_frames_padded(const char *zPath, off_t *aOff, int nMax){
+  off_t sz = tw_size(zPath), off = TW_SEG_HDR;
+  int fd = open(zPath, O_RDONLY), n = 0;
+  ck_assert_int_ge(fd, 0);
+  while( off+8<=sz && n<nMax ){
+    unsigned char h[4];
+    off_t nBody;
+    ck_assert_int_eq(pread(fd, h, 4, off), 4);
+    nBody = h[0] | (h[1]<<8) | (h[2]<<16) | ((off_t)h[3]<<24);
+    if( nBody==0 ) break;
+    aOff[n++] = off;
+    off += 8 + nBody;
+  }
+  close(fd);
+  return n;
+}
+
+/* A child appends records "k1".."k<n>" to a fresh log and exits without
+** closing it, so the active segment keeps its padding, as after a crash. */
+static void tw_append_and_exit(const char *zDir, int n){
+  pid_t pid = fork();
+  int st, i;
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    Wal *pWal = 0;
+    if( wal_open(zDir, 0, &pWal, 0)!=SQLITE_OK ) _exit(3);
+    for(i=0; i<n; i++){
+      WalRecordBuilder *pRec = wal_record_new((uint64_t)i);
+      const char *az[1] = {"t"};
+      int an[1] = {1};
+      char zKey[16];
+      uint64_t cid;
+      snprintf(zKey, sizeof(zKey), "k%d", i+1);
+      if( pRec==0 || wal_record_table(pRec, "t", 1)
+       || wal_record_action(pRec, 0, zKey, (int)strlen(zKey), "value", 5)
+       || wal_append(pWal, pRec, 1, az, an, &cid, 0) ){
+        _exit(4);
+      }
+      wal_record_free(pRec);
+    }
+    _exit(0);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child failed: %d", st);
+}
+
+/* Reopens zDir and checks it replays records "k1".."k<n>" then, if
+** zLast, one more record with key zLast. */
+static void tw_expect_keys(const char *zDir, int n, const char *zLast){
+  Wal *pWal = tw_open(zDir);
+  TwSeen *s = tw_replay(pWal, 0);
+  int i;
+  ck_assert_int_eq(s->n, n + (zLast ? 1 : 0));
+  for(i=0; i<n; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "k%d", i+1);
+    ck_assert_str_eq(s->azKey[i], zKey);
+    ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+  }
+  if( zLast ) ck_assert_str_eq(s->azKey[n], zLast);
+  sqlite3_free(s);
+  wal_close(pWal);
+}
+
+START_TEST(test_wal_preallocated_segment_reopens_and_appends_after_last){
+  char *zDir = th_tmpdir("walpre");
+  char *zPath = tw_seg_path(zDir, 1);
+  off_t aOff[8], szFrames;
+  Wal *pWal;
+  TwSeen *s;
+  tw_append_and_exit(zDir, 5);
+  /* the segment was extended ahead of the appends, and kept its padding */
+  ck_assert_int_eq(tw_size(zPath), TW_PREALLOC_CHUNK);
+  ck_assert_int_eq(tw_frames_padded(zPath, aOff, 8), 5);
+  pWal = tw_open(zDir);
+  ck_assert_int_eq(tw_size(zPath), TW_PREALLOC_CHUNK);  /* nothing cut */
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 5);
+  ck_assert_str_eq(s->azKey[4], "k5");
+  sqlite3_free(s);
+  ck_assert_uint_eq(tw_append(pWal, 9, "t", "after", "v", 1), 6);
+  ck_assert_int_eq(tw_size(zPath), TW_PREALLOC_CHUNK);  /* no growth */
+  ck_assert_int_eq(tw_frames_padded(zPath, aOff, 8), 6);
+  wal_close(pWal);
+  /* a clean close trims the padding: the file ends after the 6th frame */
+  ck_assert_int_eq(tw_frames(zPath, aOff, 8), 6);
+  szFrames = tw_size(zPath);
+  ck_assert_int_lt(szFrames, 4096);
+  tw_expect_keys(zDir, 5, "after");
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Zeros over the end of the last frame (a torn write), or over the header
+** of frame 3 with frames 4 and 5 intact after it: not padding, since
+** non-zero bytes follow or the frame fails its checks.  The newest
+** segment is cut at the damaged frame, padding and all. */
+START_TEST(test_wal_torn_record_before_padding_is_cut){
+  static const unsigned char aZero[8] = {0};
+  char *zDir = th_tmpdir("walpretorn");
+  char *zPath = tw_seg_path(zDir, 1);
+  off_t aOff[8];
+  int fd, iBad = _i==0 ? 4 : 2;
+  Wal *pWal;
+  tw_append_and_exit(zDir, 5);
+  ck_assert_int_eq(tw_frames_padded(zPath, aOff, 8), 5);
+  fd = open(zPath, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  if( _i==0 ){
+    ck_assert_int_eq(pwrite(fd, aZero, 3, aOff[4]+8+10), 3);
+  }else{
+    ck_assert_int_eq(pwrite(fd, aZero, 8, aOff[2]), 8);
+  }
+  close(fd);
+  pWal = tw_open(zDir);
+  ck_assert_int_eq(tw_size(zPath), aOff[iBad]);
+  ck_assert_uint_eq(tw_append(pWal, 9, "t", "after", "v", 1),
+                    (uint64_t)iBad+1);
+  wal_close(pWal);
+  tw_expect_keys(zDir, iBad, "after");
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Zeros from the end of the frames of an older (sealed) segment are
+** padding there too: a crash may leave a sealed segment untrimmed. */
+START_TEST(test_wal_padding_in_older_segment_is_not_corrupt){
+  char *zDir = th_tmpdir("walpreold");
+  char *zPath = tw_seg_path(zDir, 1);
+  Wal *pWal = tw_segments(zDir, 20, 0);
+  static const unsigned char aZero[4096] = {0};
+  TwSeen *s;
+  wal_close(pWal);
+  ck_assert(tw_exists(zPath));
+  tw_append_bytes(zPath, aZero, sizeof(aZero));
+  pWal = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, 20);
+  ck_assert_str_eq(s->azKey[19], "key-020");
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A WalIo that kills its own process with SIGKILL right after the flush
+** of the nKillAt-th preallocation (a zero write of a page or more), before
+** the group that needed the space is written. */
+typedef struct TwKillIo TwKillIo;
+struct TwKillIo { WalIo io; const WalIo *pBase; int bZero; int nExt, nKillAt; };
+
+static ssize_t tw_killio_pwrite(void *pCtx, int fd, const void *p, size_t n,
+                                off_t off){
+  TwKillIo *t = (TwKillIo*)pCtx;
+  const unsigned char *a = (const unsigned char*)p;
+  if( n>=4096 && a[0]==0 && memcmp(a, a+1, n-1)==0 ) t->bZero = 1;
+  return t->pBase->xPwrite(t->pBase->pCtx, fd, p, n, off);
+}
+
+static int tw_killio_fsync(void *pCtx, int fd){
+  TwKillIo *t = (TwKillIo*)pCtx;
+  int rc = t->pBase->xFsync(t->pBase->pCtx, fd);
+  if( t->bZero ){
+    t->bZero = 0;
+    if( ++t->nExt==t->nKillAt ) kill(getpid(), SIGKILL);
+  }
+  return rc;
+}
+
+static void tw_killio_child(const char *zDir, int fd, int nKillAt){
+  static TwKillIo t;
+  WalConfig cfg;
+  TwKillThread th;
+  Wal *pWal = 0;
+  t.pBase = wal_io_posix();
+  t.io = *t.pBase;
+  t.io.pCtx = &t;
+  t.io.xPwrite = tw_killio_pwrite;
+  t.io.xFsync = tw_killio_fsync;
+  t.nKillAt = nKillAt;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szSegment = 16*1024;
+  cfg.pIo = &t.io;
+  if( wal_open(zDir, &cfg, &pWal, 0)!=SQLITE_OK ) _exit(3);
+  th.pWal = pWal;
+  th.fd = fd;
+  th.iThread = 0;
+  tw_kill_appender(&th);
+}
+
+START_TEST(test_wal_sigkill_after_chunk_extension_loses_nothing){
+  char *zDir = th_tmpdir("walprekill");
+  TwKillCheck *c = sqlite3_malloc64(sizeof(TwKillCheck));
+  int fd[2], st;
+  uint64_t cid, nAck = 0, i;
+  Wal *pWal;
+  char *zErr = 0;
+  pid_t pid;
+  ck_assert_int_eq(pipe(fd), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    close(fd[0]);
+    tw_killio_child(zDir, fd[1], 1 + 2*_i);
+    _exit(0);
+  }
+  close(fd[1]);
+  while( read(fd[0], &cid, sizeof(cid))==(ssize_t)sizeof(cid) ){
+    ck_assert_uint_eq(cid, nAck+1);
+    nAck = cid;
+  }
+  close(fd[0]);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL,
+                "child did not die by SIGKILL: %d", st);
+  if( _i>0 ) ck_assert_uint_gt(nAck, 0);
+  c->n = 0;
+  pWal = tw_open_cfg(zDir, 16*1024, 0, 0);
+  ck_assert_int_eq(wal_replay(pWal, tw_kill_verify, c, &zErr), SQLITE_OK);
+  ck_assert_uint_eq((uint64_t)c->n, nAck);   /* the killed group never ran */
+  for(i=0; i<(uint64_t)c->n; i++) ck_assert_uint_eq(c->aCid[i], i+1);
+  ck_assert_uint_eq(tw_append(pWal, 1, "t", "after", "v", 1), nAck+1);
+  wal_close(pWal);
+  sqlite3_free(c);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The preallocation's zero write or its flush fails: the append fails with
+** a message naming the segment, the acknowledged records stay, later
+** appends work, and the store reopens with exactly those records. */
+static const TwFaultCase aPreFault[] = {
+  { WAL_FAULT_WRITE, EIO,    SQLITE_IOERR_WRITE, "Input/output error" },
+  { WAL_FAULT_WRITE, ENOSPC, SQLITE_FULL,        "No space left" },
+  { WAL_FAULT_SHORT, 0,      SQLITE_IOERR_WRITE, "preallocation" },
+  { WAL_FAULT_FSYNC, EIO,    SQLITE_IOERR_FSYNC, "fdatasync" },
+};
+
+START_TEST(test_wal_failed_preallocation_fails_the_append){
+  const TwFaultCase *c = &aPreFault[_i];
+  char *zDir = th_tmpdir("walprefault");
+  char *zPath = tw_seg_path(zDir, 1);
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalRecordBuilder *pRec = tw_rec(1, "t", "failed", "v");
+  const char *az[1] = {"t"};
+  int an[1] = {1};
+  uint64_t cid = 99;
+  char *zErr = 0;
+  off_t szFrames;
+  WalStats st;
+  int i;
+  for(i=0; i<2; i++) tw_append(pWal, i, "t", "ok-before", "v", 1);
+  wal_close(pWal);                        /* trimmed: the next append */
+  szFrames = tw_size(zPath);              /* must extend the file again */
+  pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  wal_fault_arm(pF, c->eKind, 1, c->err, 0);
+  ck_assert_int_eq(wal_append(pWal, pRec, 1, az, an, &cid, &zErr),
+                   c->rcWant);
+  ck_assert_uint_eq(cid, 0);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "preallocation")!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, c->zWant)!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, "0000000000000001.log")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(tw_size(zPath), szFrames);   /* extension cut off */
+  tw_append(pWal, 5, "t", "ok-after", "v", 1);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nSegment, c->eKind==WAL_FAULT_FSYNC ? 2 : 1);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  {
+    TwSeen *s = tw_replay(pWal, 0);
+    ck_assert_int_eq(s->n, 3);
+    ck_assert_str_eq(s->azKey[0], "ok-before");
+    ck_assert_str_eq(s->azKey[1], "ok-before");
+    ck_assert_str_eq(s->azKey[2], "ok-after");
+    sqlite3_free(s);
+  }
+  wal_close(pWal);
+  wal_record_free(pRec);
+  wal_fault_free(pF);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
 }
 END_TEST
 
@@ -1706,6 +2015,16 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_retirement_with_aborted_records);
   tcase_add_test(tc, test_wal_failed_abort_keeps_record);
   tcase_add_test(tc, test_wal_abort_rejects_misuse);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("preallocation");
+  tcase_add_test(tc,
+      test_wal_preallocated_segment_reopens_and_appends_after_last);
+  tcase_add_loop_test(tc, test_wal_torn_record_before_padding_is_cut, 0, 2);
+  tcase_add_test(tc, test_wal_padding_in_older_segment_is_not_corrupt);
+  tcase_add_loop_test(tc, test_wal_sigkill_after_chunk_extension_loses_nothing,
+                      0, 3);
+  tcase_add_loop_test(tc, test_wal_failed_preallocation_fails_the_append, 0,
+      (int)(sizeof(aPreFault)/sizeof(aPreFault[0])));
   suite_add_tcase(s, tc);
   return s;
 }

@@ -20,6 +20,18 @@
 ** gathering leader is woken once, when the group reaches its target, not
 ** by every arrival.  So a group of N costs N posts and one gather wake-up.
 **
+** Preallocation.  Before a group is written past the end of the active
+** segment's file, the file is extended with zeros up to the next multiple
+** of a chunk (WAL_PREALLOC_CHUNK, at most the segment size) and flushed
+** once.  A group then overwrites blocks the file already has, so its
+** fdatasync flushes data only, not a size change (which roughly doubles
+** its cost).  The zeros after the frames read as the end of the log at
+** open (segment.c).  Rotation goes by the end of the frames (szActive),
+** not the file size, and the padding is trimmed off a segment when it is
+** sealed.  A failed extension fails the group like a failed write (the
+** store stays as it was); after a failed flush of an extension the next
+** group starts a fresh segment.
+**
 ** Failure.  If the write or the flush of a group fails, every appender of
 ** the group gets the error, and the leader cuts the active segment back to
 ** where the group began and flushes that (the repair), so the group is
@@ -38,6 +50,7 @@ SQLITE_EXTENSION_INIT3
 #include <semaphore.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 void wal_set_err(char **pzErr, const char *zFmt, ...){
@@ -70,12 +83,13 @@ static int appendGroupReserve(WalGroup *g, size_t nMore){
 
 /* Starts segment segActive+1 with base CID baseCid and makes it the active
 ** segment; its header records the last live segment and its size (the
-** active one, sealed at szActive).  Called by the leader without the
-** mutex. */
+** active one, sealed at szActive, whose padding is trimmed).  Called by
+** the leader without the mutex. */
 int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   WalSegHdr hdr;
   uint64_t segno = p->segActive + 1;
-  int fd, fdOld, rc;
+  int fd, fdOld, rc, bTrim;
+  uint64_t szOld;
   char *zPath, *zOld;
   memset(&hdr, 0, sizeof(hdr));
   hdr.segno = segno;
@@ -103,16 +117,83 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   p->nSeg++;
   fdOld = p->fdActive;
   zOld = p->zActive;
+  bTrim = fdOld>=0 && p->szAlloc>p->szActive;
+  szOld = p->szActive;
   p->fdActive = fd;
   p->zActive = zPath;
   p->segActive = segno;
   p->szActive = WAL_SEG_HDR;
+  p->szAlloc = WAL_SEG_HDR;
   p->nActiveRec = 0;
   p->bNeedRotate = 0;
   pthread_mutex_unlock(&p->mutex);
+  if( bTrim ) wal_segment_trim(p->pIo, fdOld, zOld, szOld);
   if( fdOld>=0 ) p->pIo->xClose(p->pIo->pCtx, fdOld);
   sqlite3_free(zOld);
   return SQLITE_OK;
+}
+
+/* Space added to a segment file at a time, ahead of the appends. */
+#define WAL_PREALLOC_CHUNK ((uint64_t)4*1024*1024)
+#define WAL_PREALLOC_MIN   ((uint64_t)4096)
+
+/* Writes zeros over bytes [iFrom, iTo) of the active segment, in pieces
+** of at most one chunk.  The zeros come from a read-only anonymous
+** mapping, which the kernel backs with its shared zero page: no chunk of
+** memory is allocated or touched (a heap buffer would add the chunk size
+** to the resident set of every appending thread's arena).  Returns 0, or
+** -1 with errno set. */
+static int appendZeros(Wal *p, uint64_t iFrom, uint64_t iTo, uint64_t nChunk){
+  const WalIo *pIo = p->pIo;
+  size_t nBuf = (size_t)(iTo-iFrom < nChunk ? iTo-iFrom : nChunk);
+  void *a = mmap(0, nBuf, PROT_READ, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+  int rc = 0, err = 0;
+  if( a==MAP_FAILED ){ errno = ENOMEM; return -1; }
+  while( rc==0 && iFrom<iTo ){
+    size_t n = (size_t)(iTo-iFrom < nBuf ? iTo-iFrom : nBuf);
+    ssize_t got = pIo->xPwrite(pIo->pCtx, p->fdActive, a, n, (off_t)iFrom);
+    if( got!=(ssize_t)n ){
+      err = got>=0 ? EIO : errno;        /* EIO: a short write */
+      rc = -1;
+    }
+    iFrom += n;
+  }
+  munmap(a, nBuf);
+  if( rc ) errno = err;
+  return rc;
+}
+
+/* Makes the active segment's file at least iNeed bytes long, extending it
+** with flushed zeros to the next multiple of the chunk size.  On failure
+** the extension is cut off again (best effort: zeros are padding anyway)
+** and the group fails.  Leader only, mutex not held. */
+static int appendPrealloc(Wal *p, uint64_t iNeed, char **pzErr){
+  const WalIo *pIo = p->pIo;
+  uint64_t nChunk = (uint64_t)p->szSegment;
+  uint64_t iNew;
+  int rc = SQLITE_OK, err;
+  const char *zOp = "write";
+  if( iNeed<=p->szAlloc ) return SQLITE_OK;
+  if( nChunk>WAL_PREALLOC_CHUNK ) nChunk = WAL_PREALLOC_CHUNK;
+  if( nChunk<WAL_PREALLOC_MIN ) nChunk = WAL_PREALLOC_MIN;
+  iNew = (iNeed + nChunk - 1) / nChunk * nChunk;
+  if( appendZeros(p, p->szAlloc, iNew, nChunk)!=0 ){
+    err = errno;
+    rc = err==ENOMEM ? SQLITE_NOMEM : wal_errno_rc(err, SQLITE_IOERR_WRITE);
+  }else if( pIo->xFsync(pIo->pCtx, p->fdActive)!=0 ){
+    err = errno;
+    zOp = "fdatasync";
+    rc = SQLITE_IOERR_FSYNC;
+    p->bNeedRotate = 1;                  /* as after a failed flush */
+  }
+  if( rc==SQLITE_OK ){
+    p->szAlloc = iNew;
+    return SQLITE_OK;
+  }
+  *pzErr = sqlite3_mprintf("wal: preallocation of %s to %llu bytes failed "
+      "(%s: %s)", p->zActive, (unsigned long long)iNew, zOp, strerror(err));
+  pIo->xFtruncate(pIo->pCtx, p->fdActive, (off_t)p->szAlloc);
+  return rc;
 }
 
 static int64_t appendNowUs(void){
@@ -128,6 +209,7 @@ static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
   const char *zOp = "ftruncate";
   int ok = pIo->xFtruncate(pIo->pCtx, p->fdActive, (off_t)iOff)==0;
   if( ok ){
+    p->szAlloc = iOff;                 /* the padding went with the cut */
     zOp = "fdatasync";
     ok = pIo->xFsync(pIo->pCtx, p->fdActive)==0;
   }
@@ -161,6 +243,8 @@ static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, int64_t *pusFlush,
     if( rc!=SQLITE_OK ) return rc;
   }
   iOff = p->szActive;
+  rc = appendPrealloc(p, iOff + g->n, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
   got = pIo->xPwrite(pIo->pCtx, p->fdActive, g->a, g->n, (off_t)iOff);
   if( got!=(ssize_t)g->n ){
     int err = errno;

@@ -27,12 +27,21 @@
 **      4   4  CRC32C of (the 4 length bytes + the n body bytes)
 **      8   n  record body (format in record.c)
 **
+**   then zero padding up to the end of the file (possibly none): space
+**   preallocated ahead of the appends (append.c), so that a frame's
+**   fdatasync overwrites blocks the file already has and flushes no size
+**   change.  The frames end where zero bytes run to the end of the file;
+**   a frame length is never 0, so a zero frame header cannot start a
+**   frame.  Padding is trimmed when a segment is sealed (rotation) and at
+**   a clean close, but a segment may keep it after a crash.
+**
 ** A segment is only ever appended to at its end, and a failed append is cut
 ** off again, so any frame that fails its checks can only be a torn tail of
 ** the newest segment (wal.c cuts it off at open); in an older segment it is
-** corruption.  A new segment becomes visible with its header already
-** flushed (the header write and the directory are synced before the
-** first frame goes in).
+** corruption.  Zeros followed by anything non-zero are not padding: they
+** are checked as a frame (and fail as one, "zero record length").  A new
+** segment becomes visible with its header already flushed (the header
+** write and the directory are synced before the first frame goes in).
 */
 #include "config.h"
 #include "sqlite3ext.h"
@@ -239,6 +248,17 @@ int wal_segment_retire(const WalIo *pIo, const char *zWalDir,
   return rc;
 }
 
+void wal_segment_trim(const WalIo *pIo, int fd, const char *zPath,
+                      uint64_t iEnd){
+  off_t sz = 0;
+  if( pIo->xFstatSize(pIo->pCtx, fd, &sz)!=0 || (uint64_t)sz<=iEnd ) return;
+  if( pIo->xFtruncate(pIo->pCtx, fd, (off_t)iEnd)!=0 ){
+    sqlite3_log(SQLITE_IOERR_TRUNCATE, "wal: cannot trim the padding off %s "
+                "at offset %llu: %s", zPath, (unsigned long long)iEnd,
+                strerror(errno));
+  }
+}
+
 /* ----------------------------------------------------------------- scan */
 
 void wal_scan_init(WalScan *p, const WalIo *pIo, int fd, const char *zPath,
@@ -285,13 +305,42 @@ static const uint8_t *segScanFetch(WalScan *p, uint64_t iOff, size_t n,
   return p->aBuf;
 }
 
+/* Non-zero if a[0..n) are all zero bytes. */
+static int segAllZero(const uint8_t *a, size_t n){
+  return n==0 || (a[0]==0 && memcmp(a, a+1, n-1)==0);
+}
+
+/* 1 if the bytes from p->iOff to p->iEnd are all zero (padding), 0 if
+** not, or -1 with *pRc set when they cannot be read.  Only called when
+** the first byte there is zero, so a frame costs one byte compare. */
+static int segScanIsPadding(WalScan *p, int *pRc){
+  uint64_t iOff = p->iOff;
+  while( iOff<p->iEnd ){
+    size_t n = SEG_SCAN_CHUNK;
+    const uint8_t *a;
+    if( n > p->iEnd - iOff ) n = (size_t)(p->iEnd - iOff);
+    a = segScanFetch(p, iOff, n, pRc);
+    if( a==0 ) return -1;
+    if( !segAllZero(a, n) ) return 0;
+    iOff += n;
+  }
+  return 1;
+}
+
 int wal_scan_next(WalScan *p, const uint8_t **paBody, size_t *pnBody,
                   uint64_t *piFrame, const char **pzWhy){
   const uint8_t *aHdr;
   size_t nBody = 0;
-  int rc = SQLITE_OK;
+  int rc = SQLITE_OK, bPad;
   *piFrame = p->iOff;
   if( p->iOff>=p->iEnd ) return SQLITE_DONE;
+  aHdr = segScanFetch(p, p->iOff, 1, &rc);
+  if( aHdr==0 ){ *pzWhy = "file ends early"; return rc; }
+  if( aHdr[0]==0 ){
+    bPad = segScanIsPadding(p, &rc);
+    if( bPad<0 ){ *pzWhy = "file ends early"; return rc; }
+    if( bPad ) return SQLITE_DONE;
+  }
   if( p->iEnd - p->iOff < WAL_FRAME_HDR ){
     *pzWhy = "torn record header";
     return SQLITE_CORRUPT;

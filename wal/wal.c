@@ -116,9 +116,10 @@ static int walCutTail(Wal *p, int fd, const char *zPath, uint64_t iOff,
   return SQLITE_OK;
 }
 
-/* Scans the frames of segment fd from the header to iEnd.  A bad frame
-** in the newest segment is cut off; elsewhere it is SQLITE_CORRUPT.
-** *piEnd is set to the end of the good frames. */
+/* Scans the frames of segment fd from the header to *piEnd (its size).
+** Zero padding after the last frame is the end of the log.  A bad frame
+** in the newest segment is cut off (with any padding after it); elsewhere
+** it is SQLITE_CORRUPT.  *piEnd is set to the end of the good frames. */
 static int walScanSegment(Wal *p, int fd, const char *zPath, uint64_t segno,
                           int bNewest, uint64_t *piEnd, int64_t *pnRec,
                           char **pzErr){
@@ -135,7 +136,10 @@ static int walScanSegment(Wal *p, int fd, const char *zPath, uint64_t segno,
     if( rc!=SQLITE_OK ) break;
   }
   wal_scan_finish(&scan);
-  if( rc==SQLITE_DONE ) return SQLITE_OK;
+  if( rc==SQLITE_DONE ){
+    *piEnd = iFrame;                   /* padding, if any, starts here */
+    return SQLITE_OK;
+  }
   if( rc==SQLITE_CORRUPT && bNewest ){
     rc = walCutTail(p, fd, zPath, iFrame, *piEnd, zWhy, pzErr);
     *piEnd = iFrame;
@@ -199,10 +203,14 @@ static int walAddSegment(Wal *p, const WalSegHdr *pHdr, off_t sz,
                       pzErr);
   p->aSeg[p->nSeg-1].szEnd = iEnd;
   if( rc==SQLITE_OK && bNewest ){
+    off_t szNow = sz;
+    /* A cut left the file at iEnd; otherwise the padding is kept. */
+    if( p->pIo->xFstatSize(p->pIo->pCtx, *pFd, &szNow)!=0 ) szNow = iEnd;
     p->fdActive = *pFd;
     p->zActive = *pzPath;
     p->segActive = pHdr->segno;
     p->szActive = iEnd;
+    p->szAlloc = (uint64_t)szNow>iEnd ? (uint64_t)szNow : iEnd;
     p->nActiveRec = nRec;
     *pFd = -1;
     *pzPath = 0;
@@ -457,7 +465,12 @@ void wal_close(Wal *p){
   int i;
   if( p==0 ) return;
   if( p->bOpen ) walRetireAtClose(p);
-  if( p->fdActive>=0 ) p->pIo->xClose(p->pIo->pCtx, p->fdActive);
+  if( p->fdActive>=0 ){
+    if( p->bOpen && p->zFailed==0 && p->szAlloc>p->szActive ){
+      wal_segment_trim(p->pIo, p->fdActive, p->zActive, p->szActive);
+    }
+    p->pIo->xClose(p->pIo->pCtx, p->fdActive);
+  }
   for(i=p->iUnconfHead; i<p->nUnconf; i++) sqlite3_free(p->aUnconf[i].p);
   sqlite3_free(p->aUnconf);
   sqlite3_free(p->aGroup[0].a);

@@ -18,6 +18,9 @@
 ** Durability: wal_append() returns only after the record is written and
 ** flushed (fdatasync) - or fails.  Concurrent appenders share flushes
 ** (group commit): one leader flushes for everyone appended before it.
+** Segment files grow ahead of the appends in flushed chunks of zeros, so
+** that a record's flush carries no change of the file size; zeros after
+** the last record are the end of the log, not damage.
 **
 ** Confirmation: each record remembers the persistent tables it touched that
 ** have not yet confirmed (the caller names them at append).  A record is
@@ -257,8 +260,10 @@ void wal_stats(Wal*, WalStats*);
 
 /* Close: no flush is needed (every append flushed).  When every record is
 ** confirmed, a fresh segment carrying the next CID is started and all
-** others retire, so a clean reopen has nothing to replay.  No append may
-** be running.  Safe on NULL. */
+** others retire, so a clean reopen has nothing to replay.  The active
+** segment's preallocated padding is trimmed off (not flushed: padding
+** that survives a crash is harmless).  No append may be running.  Safe
+** on NULL. */
 void wal_close(Wal*);
 
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */

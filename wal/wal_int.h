@@ -85,6 +85,12 @@ int wal_segment_read_header(const WalIo *pIo, int fd, const char *zPath,
 int wal_segment_retire(const WalIo *pIo, const char *zWalDir,
                        uint64_t segno, int bKeepBak, char **pzErr);
 
+/* Trims the zero padding off segment file fd (zPath) down to the end of
+** its frames, iEnd.  Best effort and not flushed: padding that survives a
+** crash reads as the end of the log.  Failures are only logged. */
+void wal_segment_trim(const WalIo *pIo, int fd, const char *zPath,
+                      uint64_t iEnd);
+
 /* Sequential reader of the frames of one segment. */
 typedef struct WalScan WalScan;
 struct WalScan {
@@ -101,7 +107,9 @@ struct WalScan {
 void wal_scan_init(WalScan*, const WalIo*, int fd, const char *zPath,
                    uint64_t iStart, uint64_t iEnd);
 /* Next frame: SQLITE_ROW with *paBody, *pnBody (valid until the next call)
-** and *piFrame its offset; SQLITE_DONE at iEnd; SQLITE_CORRUPT with
+** and *piFrame its offset; SQLITE_DONE at iEnd, or where zero padding
+** begins that runs to iEnd (then *piFrame is the end of the frames, where
+** appends continue); SQLITE_CORRUPT with
 ** *pzWhy (static) when the frame at *piFrame is torn or damaged;
 ** SQLITE_IOERR_READ / SQLITE_NOMEM otherwise. */
 int wal_scan_next(WalScan*, const uint8_t **paBody, size_t *pnBody,
@@ -192,6 +200,8 @@ struct Wal {
   char *zActive;             /* its path */
   uint64_t segActive;
   uint64_t szActive;         /* bytes of durable frames (cut point) */
+  uint64_t szAlloc;          /* its file size, flushed: zero padding from
+                             ** szActive on (append.c, preallocation) */
   int64_t nActiveRec;        /* records in it */
 
   uint64_t nextCid;          /* CID of the next append */
