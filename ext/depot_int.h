@@ -33,5 +33,7 @@ extern const DepotComponent depotVfsComponent;
 /* ext/depot_branch_sql.c: forks, restore points, PITR, rollback, buckets
 ** (registered by depotVfsComponent's xConnection). */
 int depot_branch_sql_register(sqlite3 *db);
+/* depot_compact, depot_gc (ext/depot_compact_sql.c). */
+int depot_compact_sql_register(sqlite3 *db);
 
 #endif /* DEPOT_INT_H */

@@ -202,7 +202,7 @@ static const sqlite3_module depotCommitsModule = {
 
 /* ================= depot_stats ================= */
 
-#define DS_STORE 7
+#define DS_STORE 9
 
 typedef struct DsCursor DsCursor;
 struct DsCursor {
@@ -218,6 +218,7 @@ static int dsConnect(sqlite3 *db, void *pAux, int argc,
   int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(databases INTEGER,"
       " branches INTEGER, stored_bytes INTEGER, logical_bytes INTEGER,"
       " compression_ratio REAL, cache_hits INTEGER, cache_misses INTEGER,"
+      " compaction_lag INTEGER, reclaimable_bytes INTEGER,"
       " store HIDDEN)");
   (void)pAux; (void)argc; (void)argv; (void)pzErr;
   if( rc!=SQLITE_OK ) return rc;
@@ -293,6 +294,8 @@ static int dsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
       break;
     case 5: sqlite3_result_int64(ctx, s->nCacheHit); break;
     case 6: sqlite3_result_int64(ctx, s->nCacheMiss); break;
+    case 7: sqlite3_result_int64(ctx, s->nCompactLag); break;
+    case 8: sqlite3_result_int64(ctx, s->nReclaimable); break;
     default: break;
   }
   return SQLITE_OK;
@@ -475,6 +478,7 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_export", 4, f,
                                    0, depotExportFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
+  if( rc==SQLITE_OK ) rc = depot_compact_sql_register(db);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("depot: cannot register the depot SQL"
                              " functions: %s", sqlite3_errmsg(db));

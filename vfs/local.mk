@@ -6,7 +6,7 @@ DEPOT_SOURCES += \
 	vfs/pcache.h vfs/pcache.c \
 	vfs/txbuf.h vfs/txbuf.c \
 	vfs/db.h vfs/db.c vfs/branch.c vfs/fork.c \
-	vfs/admin.c \
+	vfs/admin.c vfs/compact.c \
 	vfs/depot_vfs.h vfs/vfs.c
 
 check_PROGRAMS += tests/check_vfs tests/check_depot tests/check_fork

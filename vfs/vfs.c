@@ -63,6 +63,7 @@ struct DepotFile {
   uint64_t iInhTxid;         /* ancestor bucket, as this branch at txid */
   DepotChain chain;          /* read path of the snapshot (n 0: empty) */
   DbHead snap;               /* pinned head while eLock>=SHARED */
+  int bReadTxn;              /* a store read transaction holds snap */
   TxBuf tx;                  /* pages written since RESERVED */
   uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
   int bTxDirty;              /* tx or nPageTx differs from snap */
@@ -273,11 +274,25 @@ static int depotChainFor(DepotFile *p, uint64_t iTop, uint64_t iCap,
   return rc;
 }
 
+/* End the store read transaction of a reader, if it has one. */
+static void depotEndRead(DepotFile *p){
+  if( p->bReadTxn ){
+    store_rollback(p->pStore);
+    p->bReadTxn = 0;
+  }
+}
+
 /* Resolve the name (until it has its own branch) and pin the head: the
-** branch's own, or the inherited branch's state at the bucket fork. */
+** branch's own, or the inherited branch's state at the bucket fork.  The
+** snapshot is read inside a store read transaction that lasts until the
+** SHARED lock is dropped (or the handle becomes the writer), so compaction
+** and reclaim, which only free what no head, pin or retained point can
+** read, never take a page from under a reader of an older head. */
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
+  depotEndRead(p);
+  if( store_begin(p->pStore, 0)==SQLITE_OK ) p->bReadTxn = 1;
   if( p->iBranch==0 ){
     DepotName nm;
     rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
@@ -297,6 +312,7 @@ static int depotPin(DepotFile *p){
                                            &zErr);
   }
   if( rc==SQLITE_NOTFOUND ) rc = SQLITE_CORRUPT;
+  if( rc!=SQLITE_OK ) depotEndRead(p);
   return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
 }
 
@@ -355,9 +371,21 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
   return rc;
 }
 
+static int depotReadPinned(DepotFile*, void*, int, sqlite3_int64);
+
+/* A read without a lock (SQLite does this for the header of a database it
+** has not locked yet) pins a snapshot for this call only. */
 static int depotRead(sqlite3_file *pFile, void *pBuf, int iAmt,
                      sqlite3_int64 iOfst){
   DepotFile *p = (DepotFile*)pFile;
+  int bOnce = p->eLock==SQLITE_LOCK_NONE;
+  int rc = depotReadPinned(p, pBuf, iAmt, iOfst);
+  if( bOnce ) depotEndRead(p);
+  return rc;
+}
+
+static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
+                           sqlite3_int64 iOfst){
   unsigned char *z = (unsigned char*)pBuf;
   uint32_t sz, nPage;
   int rc = SQLITE_OK;
@@ -442,7 +470,10 @@ static int depotFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
   DepotFile *p = (DepotFile*)pFile;
   uint32_t sz, nPage;
   int rc;
-  if( p->eLock==SQLITE_LOCK_NONE && (rc = depotPin(p))!=SQLITE_OK ) return rc;
+  if( p->eLock==SQLITE_LOCK_NONE ){
+    if( (rc = depotPin(p))!=SQLITE_OK ) return rc;
+    depotEndRead(p);
+  }
   depotGeometry(p, &sz, &nPage);
   *pSize = (sqlite3_int64)sz*nPage;
   return SQLITE_OK;
@@ -639,6 +670,7 @@ static int depotTakeWriter(DepotFile *p){
   else p->pShared->pWriter = p;
   pthread_mutex_unlock(&depotMutex);
   if( rc!=SQLITE_OK ) return rc;
+  depotEndRead(p);
   rc = depotCheckFresh(p, &zErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_lock(&depotMutex);
@@ -682,6 +714,7 @@ static int depotUnlock(sqlite3_file *pFile, int eLock){
     pthread_mutex_unlock(&depotMutex);
   }
   if( eLock<p->eLock ) p->eLock = eLock;
+  if( eLock==SQLITE_LOCK_NONE ) depotEndRead(p);
   return SQLITE_OK;
 }
 
