@@ -11,6 +11,10 @@ DEPOT_SOURCES += \
 
 check_PROGRAMS += tests/check_vfs tests/check_depot tests/check_fork
 TESTS += tests/check_vfs tests/check_depot tests/check_fork
+check_PROGRAMS += tests/check_compact
+TESTS += tests/check_compact
+tests_check_compact_SOURCES = tests/check_compact.c $(TEST_HARNESS)
+tests_check_compact_LDADD = $(TEST_LDADD)
 tests_check_fork_SOURCES = tests/check_fork.c $(TEST_HARNESS)
 tests_check_fork_LDADD = $(TEST_LDADD)
 tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
