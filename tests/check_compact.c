@@ -462,7 +462,11 @@ static void assert_fork_reads(Fx *f, const char *zAt, int bInt,
             zAt);
   }
   db = fx_db(f, "app", zNew);
-  assert_content(db, zWant);
+  {
+    char *z = content(db);
+    ck_assert_msg(strcmp(z, zWant)==0, "fork at %s differs", zAt);
+    sqlite3_free(z);
+  }
   assert_integrity(db);
   sqlite3_close(db);
 }
@@ -663,6 +667,65 @@ START_TEST(test_stats_report_lag_and_reclaimable_bytes){
 }
 END_TEST
 
+/* ---- the background compactor ---- */
+
+/* Wait (up to 20 s) until the background compactor has run nRuns jobs
+** and the lag is at most nLag. */
+static void wait_background(Fx *f, int64_t nRuns, sqlite3_int64 nLag){
+  int i;
+  for(i=0; i<400; i++){
+    if( depot_compact_background_runs()>=nRuns
+     && fx_int(f, "SELECT compaction_lag FROM depot_stats(%Q)", f->zStore)
+        <=nLag ){
+      return;
+    }
+    usleep(50000);
+  }
+  ck_abort_msg("background compaction did not run (%lld runs)",
+               (long long)depot_compact_background_runs());
+}
+
+START_TEST(test_background_compaction_runs_past_the_threshold){
+  Fx f;
+  sqlite3 *pD, *pP;
+  unsigned seed = 21;
+  int64_t n0 = depot_compact_background_runs();
+  fx_open(&f, "cmp-bg");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=8");
+  ck_assert_int_eq(sqlite3_open(f.zPlain, &pP), SQLITE_OK);
+  th_exec(pD, zSchema);
+  th_exec(pP, zSchema);
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q, 300, 0)", f.zStore);
+  work(pD, pP, &seed, 6);
+  /* below the threshold: nothing was queued */
+  ck_assert_int_eq(depot_compact_background_runs(), n0);
+  work(pD, pP, &seed, 30);
+  wait_background(&f, n0+1, 9);
+  assert_same(pD, pP);
+  assert_integrity(pD);
+  sqlite3_close(pD);
+  /* the store's setting applies to connections without compact_after */
+  fx_exec(&f, "SELECT depot_compact(%Q), depot_compact_threshold(%Q, 4)",
+          f.zStore, f.zStore);
+  n0 = depot_compact_background_runs();
+  pD = fx_db(&f, "app", "main");
+  work(pD, pP, &seed, 12);
+  wait_background(&f, n0+1, 5);
+  assert_same(pD, pP);
+  /* 0 turns it off */
+  sqlite3_close(pD);
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  n0 = depot_compact_background_runs();
+  work(pD, pP, &seed, 12);
+  usleep(200000);
+  ck_assert_int_eq(depot_compact_background_runs(), n0);
+  assert_counters_exact(f.zStore);
+  sqlite3_close(pD);
+  sqlite3_close(pP);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
@@ -697,6 +760,15 @@ START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
            "SELECT depot_compact_threshold(%Q,'x')", f.zStore);
   fx_fails(&f, "wrong number of arguments", "SELECT depot_gc(%Q,1)",
            f.zStore);
+  {
+    char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&compact_after=-2",
+                              f.zStore);
+    sqlite3 *db = 0;
+    ck_assert_int_ne(sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|
+                                     SQLITE_OPEN_URI, 0), SQLITE_OK);
+    sqlite3_close(db);
+    sqlite3_free(z);
+  }
   /* nothing changed */
   ck_assert_int_eq(fx_int(&f, "SELECT compaction_lag FROM depot_stats(%Q)",
                           f.zStore), 3);
@@ -1065,6 +1137,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_fork_child_reads_every_page_after_parent_reclaim);
   tcase_add_test(tc, test_gc_removes_dropped_branch_and_credits_bytes);
   tcase_add_test(tc, test_stats_report_lag_and_reclaimable_bytes);
+  tcase_add_test(tc, test_background_compaction_runs_past_the_threshold);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);

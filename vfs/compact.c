@@ -46,9 +46,11 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #define CMP_MAX_COMMITS 4096     /* commits one install folds at most */
 #define CMP_MAX_RETRY   4        /* plans per job before giving up */
@@ -1157,4 +1159,139 @@ int depot_compact_threshold(const char *zStore, int64_t nSet, int64_t *pn,
   }
   cmpClose(&c);
   return rc;
+}
+
+int depot_compact_threshold_read(Store *pStore, int64_t *pn){
+  Cmp c;
+  unsigned char k[LAYOUT_MAX_KEY];
+  int nKey = cmpKeyThreshold(k), bHave = 0, rc;
+  char *zErr = 0;
+  memset(&c, 0, sizeof(c));
+  c.pStore = pStore;
+  c.pzErr = &zErr;
+  *pn = DEPOT_COMPACT_DEFAULT_THRESHOLD;
+  rc = cmpExists(&c, k, nKey, &bHave);
+  if( rc==SQLITE_OK && bHave ) rc = cmpGet64(&c, k, nKey, 0, pn);
+  sqlite3_free(zErr);
+  return rc;
+}
+
+int depot_compact_mark(Store *pStore, uint64_t iBranch, uint64_t *piMark){
+  Cmp c;
+  int64_t W = 0;
+  char *zErr = 0;
+  int rc;
+  memset(&c, 0, sizeof(c));
+  c.pStore = pStore;
+  c.pzErr = &zErr;
+  rc = cmpBrGet(&c, iBranch, LAYOUT_BR_CMPMARK, 0, &W);
+  *piMark = (uint64_t)W;
+  sqlite3_free(zErr);
+  return rc;
+}
+
+int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
+                            DepotCompactResult *pRes, char **pzErr){
+  Cmp c;
+  int rc = cmpOpen(&c, zStore, pzErr);
+  memset(pRes, 0, sizeof(*pRes));
+  if( rc==SQLITE_OK ) rc = cmpBranch(&c, iBranch, pRes);
+  cmpClose(&c);
+  return rc;
+}
+
+/* ---- the background compactor ---- */
+
+/* One queued request: compact branch iBranch of the store at zPath, then
+** reclaim the store.  The queue, the thread's pid and the run counter are
+** guarded by cmpMutex; the thread runs for the life of the process. */
+typedef struct CmpJob CmpJob;
+struct CmpJob {
+  char *zPath;
+  uint64_t iBranch;
+  CmpJob *pNext;
+};
+
+static pthread_mutex_t cmpMutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cmpCond = PTHREAD_COND_INITIALIZER;
+static CmpJob *pCmpQueue = 0;
+static pid_t cmpThreadPid = 0;
+static int64_t nCmpRuns = 0;
+
+static void cmpRunJob(CmpJob *pJob){
+  DepotCompactResult r;
+  DepotGcResult g;
+  char *zErr = 0;
+  int rc = depot_compact_branch_id(pJob->zPath, pJob->iBranch, &r, &zErr);
+  if( rc==SQLITE_OK ) rc = depot_gc(pJob->zPath, &g, &zErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "depot: background compaction of %s failed: %s",
+                pJob->zPath, zErr ? zErr : "");
+  }
+  sqlite3_free(zErr);
+}
+
+static void *cmpThreadMain(void *pArg){
+  (void)pArg;
+  for(;;){
+    CmpJob *pJob;
+    pthread_mutex_lock(&cmpMutex);
+    while( pCmpQueue==0 ) pthread_cond_wait(&cmpCond, &cmpMutex);
+    pJob = pCmpQueue;
+    pCmpQueue = pJob->pNext;
+    pthread_mutex_unlock(&cmpMutex);
+    cmpRunJob(pJob);
+    pthread_mutex_lock(&cmpMutex);
+    nCmpRuns++;
+    pthread_mutex_unlock(&cmpMutex);
+    sqlite3_free(pJob->zPath);
+    sqlite3_free(pJob);
+  }
+  return 0;
+}
+
+/* Start the thread of this process if it is not running (cmpMutex held).
+** 0 if it cannot be started. */
+static int cmpStartThread(void){
+  pthread_t t;
+  pthread_attr_t attr;
+  int ok;
+  if( cmpThreadPid==getpid() ) return 1;
+  pCmpQueue = 0;      /* jobs inherited across fork() belong to the parent */
+  if( pthread_attr_init(&attr)!=0 ) return 0;
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  ok = pthread_create(&t, &attr, cmpThreadMain, 0)==0;
+  pthread_attr_destroy(&attr);
+  if( ok ) cmpThreadPid = getpid();
+  return ok;
+}
+
+void depot_compact_wake(const char *zPath, uint64_t iBranch){
+  CmpJob *pJob, **pp;
+  pthread_mutex_lock(&cmpMutex);
+  for(pp=&pCmpQueue; *pp; pp=&(*pp)->pNext){
+    if( (*pp)->iBranch==iBranch && strcmp((*pp)->zPath, zPath)==0 ) break;
+  }
+  if( *pp==0 && cmpStartThread()
+   && (pJob = sqlite3_malloc64(sizeof(*pJob)))!=0 ){
+    pJob->zPath = sqlite3_mprintf("%s", zPath);
+    pJob->iBranch = iBranch;
+    pJob->pNext = 0;
+    if( pJob->zPath ){
+      for(pp=&pCmpQueue; *pp; pp=&(*pp)->pNext){}
+      *pp = pJob;
+      pthread_cond_signal(&cmpCond);
+    }else{
+      sqlite3_free(pJob);
+    }
+  }
+  pthread_mutex_unlock(&cmpMutex);
+}
+
+int64_t depot_compact_background_runs(void){
+  int64_t n;
+  pthread_mutex_lock(&cmpMutex);
+  n = nCmpRuns;
+  pthread_mutex_unlock(&cmpMutex);
+  return n;
 }

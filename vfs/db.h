@@ -211,4 +211,25 @@ int depot_shard_read_blob(Store*, uint64_t iBranch, uint32_t iShard,
                           uint64_t iAsOf, const ShardRow *pRow,
                           unsigned char **ppBlob, char **pzErr);
 
+/* ---- compaction internals (vfs/compact.c) ---- */
+
+/* The store's background threshold (CONFIG "compact"; absent: the
+** default) read through an open handle. */
+int depot_compact_threshold_read(Store*, int64_t *pn);
+
+/* The compaction watermark of iBranch (0: never compacted). */
+int depot_compact_mark(Store*, uint64_t iBranch, uint64_t *piMark);
+
+/* depot_compact() of one branch by id. */
+int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
+                            DepotCompactResult *pRes, char **pzErr);
+
+/* Queue branch iBranch of the store file zPath for the process's
+** background compactor (started on first use; a request already queued
+** is not repeated): it compacts the branch, then reclaims the store, with
+** the default VFS; failures go to sqlite3_log.  Never blocks on store
+** work.  depot_compact_background_runs() counts the requests done. */
+void depot_compact_wake(const char *zPath, uint64_t iBranch);
+int64_t depot_compact_background_runs(void);
+
 #endif /* DEPOT_DB_H */

@@ -71,6 +71,9 @@ struct DepotFile {
   ZSTD_CCtx *pCctx;
   ZSTD_DCtx *pDctx;
   DepotChunkCache chunks;    /* recently read blob chunk rows */
+  char *zPath;               /* the store file, for the compactor */
+  int64_t nCompactAfter;     /* background threshold (0: off) */
+  uint64_t iWakeMark;        /* watermark as last seen or expected */
   unsigned char *aScratch;   /* one page of the largest size */
 };
 
@@ -548,6 +551,24 @@ static void depotAdopt(DepotFile *p, uint64_t iBranch, const DbHead *pHead){
   p->iBranch = iBranch;
 }
 
+/* After a commit: wake the background compactor when the branch has more
+** than nCompactAfter commits past its watermark.  The watermark is read
+** (one store get) only when the last value seen says the threshold may be
+** passed; once woken, the head counts as the expected watermark. */
+static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead){
+  uint64_t W = 0;
+  if( p->nCompactAfter<=0 || p->zPath==0
+   || iHead <= p->iWakeMark + (uint64_t)p->nCompactAfter ){
+    return;
+  }
+  if( depot_compact_mark(p->pStore, iBranch, &W)!=SQLITE_OK ) return;
+  p->iWakeMark = W;
+  if( iHead > W + (uint64_t)p->nCompactAfter ){
+    p->iWakeMark = iHead;
+    depot_compact_wake(p->zPath, iBranch);
+  }
+}
+
 static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
@@ -583,6 +604,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
                     c.szPage, s->ap[i]);
   }
   depotAdopt(p, iBranch, &head);
+  depotMaybeCompact(p, iBranch, head.iTxid);
   return SQLITE_OK;
 }
 
@@ -805,6 +827,7 @@ static void depotFileFree(DepotFile *p){
   sqlite3_free(p->aScratch);
   sqlite3_free(p->zDb);
   sqlite3_free(p->zBranch);
+  sqlite3_free(p->zPath);
   memset(p, 0, sizeof(*p));
 }
 
@@ -829,6 +852,7 @@ struct DepotArgs {
   int bCacheGiven;
   int iSync;
   int iLevel;
+  sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
 };
 
 /* The URI parameters of a main database name; *pzErr on a bad value. */
@@ -846,6 +870,13 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
   a->bCacheGiven = sqlite3_uri_parameter(zName, "cache_kb")!=0;
   a->nCacheKb = sqlite3_uri_int64(zName, "cache_kb", DEPOT_DEFAULT_CACHE_KB);
   a->iLevel = (int)sqlite3_uri_int64(zName, "zstd_level", DEPOT_DEFAULT_LEVEL);
+  a->nCompactAfter = sqlite3_uri_int64(zName, "compact_after", -1);
+  if( sqlite3_uri_parameter(zName, "compact_after") && a->nCompactAfter<0 ){
+    *pzErr = sqlite3_mprintf("depot: compact_after must be an integer >= 0"
+                             " (0: no background compaction), got %s",
+                             sqlite3_uri_parameter(zName, "compact_after"));
+    return SQLITE_CANTOPEN;
+  }
   a->iSync = zSync ? -1 : 2;
   for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
   if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch)
@@ -914,13 +945,19 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
   char *zErr = 0;
   int rc = depotParseArgs(zName, &a, &zErr);
   if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, &a, flags, &zErr);
+  p->nCompactAfter = a.nCompactAfter;
+  if( rc==SQLITE_OK && p->nCompactAfter<0 ){
+    rc = depot_compact_threshold_read(p->pStore, &p->nCompactAfter);
+  }
   if( rc==SQLITE_OK ){
+    p->zPath = sqlite3_mprintf("%s", zName);
     p->zDb = sqlite3_mprintf("%s", a.zDb);
     p->zBranch = sqlite3_mprintf("%s", a.zBranch);
     p->aScratch = sqlite3_malloc64(65536);
     p->pCctx = ZSTD_createCCtx();
     p->pDctx = ZSTD_createDCtx();
-    if( !p->zDb || !p->zBranch || !p->aScratch || !p->pCctx || !p->pDctx ){
+    if( !p->zDb || !p->zBranch || !p->aScratch || !p->pCctx || !p->pDctx
+     || !p->zPath ){
       rc = SQLITE_NOMEM;
     }
   }
