@@ -499,6 +499,7 @@ START_TEST(test_forks_restore_points_and_retained_times_survive_gc){
     azSnap[i] = content(pP);
     usleep(1100000);
     azTime[i] = iso_now();
+    usleep(3000);               /* no commit in the target's millisecond */
     work(pD, pP, &seed, 4);     /* same interval as the next burst */
     if( i<2 ) usleep(20000);
   }

@@ -414,8 +414,14 @@ static int cmpPlanTxn(Cmp *p, Plan *pl){
   BranchRecord rec;
   DbHead head;
   uint64_t b = pl->iBranch;
+  int64_t nRef = 0;
   int rc = depot_branch_get(p->pStore, b, &rec, p->pzErr);
-  if( rc==SQLITE_OK ) rc = depot_db_head(p->pStore, b, &head, p->pzErr);
+  if( rc==SQLITE_NOTFOUND ) return SQLITE_OK;   /* reclaimed meanwhile */
+  if( rc==SQLITE_OK ) rc = cmpGet64(p, lo, layout_key_branch_sub(lo, b,
+                                    LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
+  if( rc!=SQLITE_OK ) return rc;
+  if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ) return SQLITE_OK;
+  rc = depot_db_head(p->pStore, b, &head, p->pzErr);
   if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPGEN, 1, &pl->iGen);
   if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPMARK, 0, &pl->iMark);
   if( rc==SQLITE_OK ) rc = cmpCtrGet(p, "bucket", &pl->iBuckets);
