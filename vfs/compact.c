@@ -14,8 +14,9 @@
 ** (readers of an older head hold a store read transaction, see vfs.c).
 **
 ** A compaction job of branch B with watermark W picks a target T, the
-** largest coverage point at most CMP_MAX_COMMITS commits past W (at least
-** the first one past W), and
+** largest coverage point at most CMP_MAX_COMMITS commits past W (or, when
+** the first one is further, W + CMP_MAX_COMMITS, covered like a coverage
+** point so that no install folds more than CMP_MAX_COMMITS commits), and
 **   1. plans, in one store read transaction: the generation, W, the
 **      coverage points, every page index row (P, t) with W < t <= T, and
 **      for each the pair (shard of P, smallest coverage point >= t);
@@ -379,6 +380,8 @@ static int cmpPair(const void *a, const void *b){
   return x->iAsOf<y->iAsOf ? -1 : x->iAsOf>y->iAsOf;
 }
 
+static uint64_t planAsOf(const Plan *pl, uint64_t t);
+
 /* PIDX row 02 30 {b:8} 20 {pgno:4}{txid:8}. */
 static int planPidxRow(void *pArg, const unsigned char *pKey, int nKey,
                        const unsigned char *pVal, int nVal){
@@ -392,20 +395,30 @@ static int planPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   if( t<=(uint64_t)pl->iMark || t>pl->iTarget || pgno==0 ) return 0;
   pl->rc = planPidx(pl, pgno, t);
   if( pl->rc==SQLITE_OK ){
-    pl->rc = planPair(pl, (pgno-1)/LAYOUT_SHARD_SIZE, setCeil(&pl->K, t));
+    pl->rc = planPair(pl, (pgno-1)/LAYOUT_SHARD_SIZE, planAsOf(pl, t));
   }
   return pl->rc!=SQLITE_OK;
 }
 
 /* The target: the largest coverage point at most CMP_MAX_COMMITS past the
-** watermark, at least the first one past it (0: none). */
+** watermark; when the first one past it is further, the txid
+** CMP_MAX_COMMITS past it, which this job covers as if it were one (its
+** shard versions are correct images; its commit row goes at install).
+** 0: nothing to fold. */
 static uint64_t planTarget(const Plan *pl){
   uint64_t W = (uint64_t)pl->iMark, T = setCeil(&pl->K, W+1);
   int i;
+  if( T>W+CMP_MAX_COMMITS ) return W+CMP_MAX_COMMITS;
   for(i=0; T && i<pl->K.n; i++){
     if( pl->K.a[i]>T && pl->K.a[i]<=W+CMP_MAX_COMMITS ) T = pl->K.a[i];
   }
   return T;
+}
+
+/* The shard version a row of txid t (W < t <= target) is folded into. */
+static uint64_t planAsOf(const Plan *pl, uint64_t t){
+  uint64_t c = setCeil(&pl->K, t);
+  return c && c<=pl->iTarget ? c : pl->iTarget;
 }
 
 /* Step 1, inside a read transaction. */
