@@ -99,6 +99,13 @@ static int dbPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   return 1;
 }
 
+void depot_chunk_cache_stable(DepotChunkCache *p, int bStable){
+  p->bStable = bStable;
+  memset(p->aNoPidxLo, 0, sizeof(p->aNoPidxLo));
+  memset(p->aNoPidxHi, 0, sizeof(p->aNoPidxHi));
+  p->shard.bValid = 0;
+}
+
 void depot_chunk_cache_clear(DepotChunkCache *p){
   int i;
   for(i=0; i<DEPOT_CHUNK_SLOTS; i++) sqlite3_free(p->aSlot[i].a);
@@ -298,14 +305,66 @@ struct PageSrc {
 
 /* Level i of the chain for page pgno: the page index row and the shard
 ** version at or before the level's cap; keep the newer (see db.h). */
-static int dbLookLevel(Store *pStore, DepotChain *pChain, int i,
-                       uint32_t pgno, PageSrc *pSrc, char **pzErr){
+/* The page index row of pgno at level i, skipping the seek inside a
+** remembered run of pages without rows (stable snapshots only). */
+static int dbLookPidx(Store *pStore, DepotChunkCache *pMemo,
+                      DepotChain *pChain, int i, uint32_t pgno,
+                      PidxHit *pHit, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  uint64_t b = pChain->aBranch[i];
+  uint32_t iNext = 0xffffffff;
+  int bMemo = pMemo && pMemo->bStable, rc, nLo, nHi;
+  if( bMemo && pgno>=pMemo->aNoPidxLo[i] && pgno<pMemo->aNoPidxHi[i] ){
+    return SQLITE_OK;
+  }
+  rc = dbFindOwner(pStore, b, pgno, pChain->aCap[i], pHit, pzErr);
+  if( rc!=SQLITE_OK || pHit->bFound || !bMemo ) return rc;
+  nLo = layout_key_pidx(lo, b, pgno, 0);
+  nHi = layout_key_br(hi, b, LAYOUT_BR_PIDX+1);
+  rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbNextRow, &iNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  pMemo->aNoPidxLo[i] = pgno;
+  pMemo->aNoPidxHi[i] = iNext>pgno ? iNext : pgno;
+  return SQLITE_OK;
+}
+
+/* The shard version of pgno at level i, remembering the last lookup
+** (stable snapshots only). */
+static int dbLookShard(Store *pStore, DepotChunkCache *pMemo,
+                       DepotChain *pChain, int i, uint32_t pgno,
+                       ShardHit *pShard, char **pzErr){
+  struct DepotShardMemo *m = pMemo ? &pMemo->shard : 0;
   uint64_t b = pChain->aBranch[i], iCap = pChain->aCap[i];
-  int rc = dbFindOwner(pStore, b, pgno, iCap, &pSrc->hit, pzErr);
+  uint32_t iShard = (pgno-1)/LAYOUT_SHARD_SIZE;
+  int rc;
+  if( m && pMemo->bStable && m->bValid && m->iBranch==b && m->iCap==iCap
+   && m->iShard==iShard ){
+    pShard->bFound = m->bFound;
+    pShard->iAsOf = m->iAsOf;
+    if( m->bFound ) pShard->row = m->row;
+    return SQLITE_OK;
+  }
+  rc = depot_shard_find(pStore, b, iShard, iCap, &pShard->bFound,
+                        &pShard->iAsOf, &pShard->row, pzErr);
+  if( rc==SQLITE_OK && m && pMemo->bStable ){
+    m->bValid = 1;
+    m->bFound = pShard->bFound;
+    m->iBranch = b;
+    m->iCap = iCap;
+    m->iShard = iShard;
+    m->iAsOf = pShard->iAsOf;
+    if( pShard->bFound ) m->row = pShard->row;
+  }
+  return rc;
+}
+
+static int dbLookLevel(Store *pStore, DepotChunkCache *pMemo,
+                       DepotChain *pChain, int i, uint32_t pgno,
+                       PageSrc *pSrc, char **pzErr){
+  uint64_t b = pChain->aBranch[i];
+  int rc = dbLookPidx(pStore, pMemo, pChain, i, pgno, &pSrc->hit, pzErr);
   if( rc==SQLITE_OK ){
-    rc = depot_shard_find(pStore, b, (pgno-1)/LAYOUT_SHARD_SIZE, iCap,
-                          &pSrc->shard.bFound, &pSrc->shard.iAsOf,
-                          &pSrc->shard.row, pzErr);
+    rc = dbLookShard(pStore, pMemo, pChain, i, pgno, &pSrc->shard, pzErr);
   }
   if( rc!=SQLITE_OK ) return rc;
   if( pSrc->shard.bFound && pSrc->hit.bFound
@@ -320,13 +379,14 @@ static int dbLookLevel(Store *pStore, DepotChain *pChain, int i,
 
 /* The source of page pgno: level by level down the chain, skipping levels
 ** whose cap is 0 and ancestor levels whose gap holds the page. */
-static int dbFindSource(Store *pStore, DepotChain *pChain, uint32_t pgno,
+static int dbFindSource(Store *pStore, DepotChunkCache *pMemo,
+                        DepotChain *pChain, uint32_t pgno,
                         PageSrc *pSrc, char **pzErr){
   int i, rc = SQLITE_OK;
   for(i=0; i<pChain->n; i++){
     if( pChain->aCap[i]==0 ) continue;
     if( i>0 && pgno>=pChain->aGapLo[i] && pgno<pChain->aGapHi[i] ) continue;
-    rc = dbLookLevel(pStore, pChain, i, pgno, pSrc, pzErr);
+    rc = dbLookLevel(pStore, pMemo, pChain, i, pgno, pSrc, pzErr);
     if( rc!=SQLITE_OK || pSrc->hit.bFound || pSrc->shard.bFound ) break;
     if( i>0 ) rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
     if( rc!=SQLITE_OK ) break;
@@ -368,7 +428,7 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache,
   if( piOwner ) *piOwner = 0;
   if( pSrc==0 ) return SQLITE_NOMEM;
   memset(pSrc, 0, sizeof(*pSrc));
-  rc = dbFindSource(pStore, pChain, pgno, pSrc, pzErr);
+  rc = dbFindSource(pStore, pChunks, pChain, pgno, pSrc, pzErr);
   if( rc!=SQLITE_OK || (!pSrc->hit.bFound && (!pSrc->shard.bFound
                         || pSrc->shard.row.aLen[iSlot]==0)) ){
     if( rc==SQLITE_OK ) memset(pOut, 0, szPage);

@@ -121,7 +121,24 @@ struct DepotChunkCache {
     unsigned char *a;         /* sqlite3_malloc'd */
   } aSlot[DEPOT_CHUNK_SLOTS];
   int iNext;                  /* slot to replace next */
+  /* While bStable (the owner holds a store read transaction, so nothing
+  ** it reads can change), lookups remember: per chain level, a run of
+  ** pages [lo, hi) with no page index row at all, and the last shard
+  ** lookup.  depot_chunk_cache_unstable() forgets both. */
+  int bStable;
+  uint32_t aNoPidxLo[DEPOT_MAX_FORK_DEPTH+1];
+  uint32_t aNoPidxHi[DEPOT_MAX_FORK_DEPTH+1];
+  struct DepotShardMemo {
+    int bValid, bFound;
+    uint64_t iBranch, iCap, iAsOf;
+    uint32_t iShard;
+    ShardRow row;
+  } shard;
 };
+
+/* Mark the snapshot stable (bStable) or not; either way forget the
+** lookups remembered under the previous snapshot. */
+void depot_chunk_cache_stable(DepotChunkCache*, int bStable);
 
 /* Free every cached chunk. */
 void depot_chunk_cache_clear(DepotChunkCache*);

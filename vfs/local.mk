@@ -22,6 +22,7 @@ tests_check_vfs_LDADD = $(TEST_LDADD)
 tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
 tests_check_depot_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_depot.c tests/bench_fork.c
+tests_depot_bench_SOURCES += tests/bench_compact.c
 
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).

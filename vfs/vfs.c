@@ -283,6 +283,7 @@ static void depotEndRead(DepotFile *p){
     store_rollback(p->pStore);
     p->bReadTxn = 0;
   }
+  depot_chunk_cache_stable(&p->chunks, 0);
 }
 
 /* Resolve the name (until it has its own branch) and pin the head: the
@@ -296,6 +297,7 @@ static int depotPin(DepotFile *p){
   int rc = SQLITE_OK;
   depotEndRead(p);
   if( store_begin(p->pStore, 0)==SQLITE_OK ) p->bReadTxn = 1;
+  depot_chunk_cache_stable(&p->chunks, p->bReadTxn);
   if( p->iBranch==0 ){
     DepotName nm;
     rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
