@@ -10,8 +10,10 @@
 **                  stored bytes before compaction and both file sizes.
 **   compact_read   baseline: a cold full read (new connection, decoded-
 **                  page cache off) of a DEPOT_BENCH_COMPACT_MB (default
-**                  100) MB database built by 100 commits per MB (10000 for
-**                  100 MB), before compaction; candidate: the same read of a
+**                  100) MB database with 100 commits of history per MB
+**                  (10000 for 100 MB: one 1 MB insert per MB, then commits
+**                  that each rewrite 10 random rows), before compaction;
+**                  candidate: the same read of a
 **                  copy of it after depot_compact and depot_gc.  Cost:
 **                  seconds.  Target: at most 0.5 (2x faster).
 **   compact_pitr   baseline: the restore lookup (depot_fork at an ISO-8601
@@ -191,23 +193,31 @@ double bench_compact_space(int bCandidate, const char *zDir){
 static int bReadBuilt = 0;
 static char *zReadBefore = 0, *zReadAfter = 0;
 
-/* 100 commits per MB of 10 rows of 1000 hex characters. */
+/* nMb commits of 1000 rows of 1000 hex characters (1 MB each), then
+** commits that each rewrite 10 random rows, 100 commits per MB in all. */
 static int readBuild(const char *zDir){
   long nMb = envLong("DEPOT_BENCH_COMPACT_MB", 100), nCommit = nMb*100, i;
   sqlite3 *db, *pCopy = 0;
   double t0 = bench_now();
+  char *zUpd;
   int rc;
   zReadBefore = sqlite3_mprintf("%s/before.depot", cmpDir(zDir));
   zReadAfter = sqlite3_mprintf("%s/after.depot", cmpDir(zDir));
+  zUpd = sqlite3_mprintf("WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT"
+      " i+1 FROM g WHERE i<10) UPDATE t SET v=hex(randomblob(500)) WHERE k IN"
+      " (SELECT abs(random())%%%ld+1 FROM g)", nMb*1000);
   db = cmpOpen(zReadBefore, "main", "&store_sync=off&compact_after=0");
   rc = db ? cmpExec(db, "CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT)")
           : SQLITE_CANTOPEN;
-  for(i=0; rc==SQLITE_OK && i<nCommit; i++){
-    rc = cmpExec(db, "INSERT INTO t(v) SELECT hex(randomblob(500)) FROM"
-        " (SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4"
-        " UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL"
-        " SELECT 8 UNION ALL SELECT 9 UNION ALL SELECT 10)");
+  for(i=0; rc==SQLITE_OK && i<nMb; i++){
+    rc = cmpExec(db, "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i+1"
+        " FROM g WHERE i<1000) INSERT INTO t(v) SELECT hex(randomblob(500))"
+        " FROM g");
   }
+  for(i=nMb; rc==SQLITE_OK && i<nCommit; i++){
+    rc = zUpd ? cmpExec(db, zUpd) : SQLITE_NOMEM;
+  }
+  sqlite3_free(zUpd);
   sqlite3_close(db);
   if( rc==SQLITE_OK ){
     char *z = sqlite3_mprintf("VACUUM INTO %Q", zReadAfter);
