@@ -653,7 +653,7 @@ START_TEST(test_stats_report_lag_and_reclaimable_bytes){
   ck_assert_int_eq(fx_int(&f, "SELECT compaction_lag FROM depot_stats(%Q)",
                           f.zStore), 1);
   fx_exec(&f, "SELECT depot_pitr_policy(%Q, 300, 0)", f.zStore);
-  fx_exec(&f, "SELECT depot_compact(%Q,'app')", f.zStore);
+  fx_exec(&f, "SELECT depot_compact(%Q,'main/app')", f.zStore);
   /* the shard version of the old head is now superseded */
   ck_assert_int_gt(fx_int(&f, "SELECT reclaimable_bytes FROM depot_stats(%Q)",
                           f.zStore), 0);
@@ -751,6 +751,10 @@ START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
            "SELECT depot_compact(%Q,'app','dev')", f.zStore);
   fx_fails(&f, "bucket zz does not exist",
            "SELECT depot_compact(%Q,'zz/app','main')", f.zStore);
+  fx_fails(&f, "bucket zz does not exist",
+           "SELECT depot_compact(%Q,'zz/app')", f.zStore);
+  fx_fails(&f, "database main/nope does not exist",
+           "SELECT depot_compact(%Q,'main/nope')", f.zStore);
   fx_fails(&f, "branch name must be 1..255 bytes",
            "SELECT depot_compact(%Q,'app',printf('%%.300c','b'))", f.zStore);
   fx_fails(&f, "none.depot", "SELECT depot_gc(%Q)", zMissing);

@@ -978,18 +978,39 @@ static int cmpAllBranches(Cmp *p, U64Set *s){
   return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
 }
 
-/* Keep the branches of s whose record names database zDb. */
-static int cmpFilterDb(Cmp *p, U64Set *s, const char *zDb){
+/* Keep the branches of s whose record names database zQual: "NAME" (any
+** bucket) or "BUCKET/NAME" (branches that bucket created). */
+static int cmpFilterDb(Cmp *p, U64Set *s, const char *zQual){
+  const char *zSlash = strchr(zQual, '/');
+  const char *zDb = zSlash ? zSlash+1 : zQual;
+  uint64_t iBucket = 0;
   int i, j = 0, rc = SQLITE_OK;
+  if( zSlash ){
+    char zBucket[LAYOUT_MAX_NAME+1];
+    size_t nB = (size_t)(zSlash-zQual);
+    int bFound = 0;
+    if( nB<1 || nB>LAYOUT_MAX_NAME ) nB = 0;
+    memcpy(zBucket, zQual, nB);
+    zBucket[nB] = 0;
+    if( nB ) rc = depot_bucket_find(p->pStore, zBucket, &iBucket, &bFound,
+                                    p->pzErr);
+    if( rc==SQLITE_OK && !bFound ){
+      return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: bucket %.*s"
+          " does not exist", (int)(zSlash-zQual), zQual));
+    }
+  }
   for(i=0; rc==SQLITE_OK && i<s->n; i++){
     BranchRecord rec;
     rc = depot_branch_get(p->pStore, s->a[i], &rec, p->pzErr);
-    if( rc==SQLITE_OK && strcmp(rec.zDb, zDb)==0 ) s->a[j++] = s->a[i];
+    if( rc==SQLITE_OK && strcmp(rec.zDb, zDb)==0
+     && (!zSlash || rec.iBucket==iBucket) ){
+      s->a[j++] = s->a[i];
+    }
   }
   s->n = j;
   if( rc==SQLITE_OK && j==0 ){
     rc = cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s does"
-        " not exist in this store", zDb));
+        " not exist in this store", zQual));
   }
   return rc;
 }
