@@ -191,8 +191,22 @@ static int64_t le64(const unsigned char *a, int n){
   return (int64_t)v;
 }
 
+/* The quota use of every database, summed, is nAll (the blob bytes of all
+** branches). */
+static void assert_quota_exact(const char *zStore, int64_t nAll){
+  sqlite3 *db = th_open(":memory:");
+  char *z = sqlite3_mprintf("SELECT coalesce(sum(used_bytes),0) FROM"
+                            " depot_quotas(%Q)", zStore);
+  sqlite3_int64 nUsed = th_int(db, z);
+  sqlite3_free(z);
+  ck_assert_msg(nUsed==nAll, "quota use %lld, blob bytes %lld",
+                (long long)nUsed, (long long)nAll);
+  sqlite3_close(db);
+}
+
 /* The store's "stored" counter and each branch's quota row equal the
-** bytes of the DELTA and shard blob chunk rows actually present. */
+** bytes of the DELTA and shard blob chunk rows actually present, and so
+** does the quota use of the databases. */
 static void assert_counters_exact(const char *zStore){
   sqlite3 *db = 0;
   sqlite3_stmt *pS = 0;
@@ -223,7 +237,9 @@ static void assert_counters_exact(const char *zStore){
   sqlite3_close(db);
   ck_assert_msg(nCtr==nAll, "stored counter %lld, blob bytes %lld",
                 (long long)nCtr, (long long)nAll);
+  assert_quota_exact(zStore, nAll);
 }
+
 
 /* Rows of the store matching a SQL condition on key. */
 static sqlite3_int64 store_rows(const char *zStore, const char *zWhere){
@@ -856,6 +872,83 @@ START_TEST(test_corrupt_shard_is_reported_by_reads_and_verify){
 }
 END_TEST
 
+/* ---- quotas and the verifier over compacted stores ---- */
+
+static sqlite3_int64 quota_used(Fx *f){
+  return fx_int(f, "SELECT used_bytes FROM depot_quotas(%Q) WHERE db='app'",
+                f->zStore);
+}
+
+/* Main with history, a fork written to, and a dropped fork. */
+static void quota_setup(Fx *f, sqlite3 *pD){
+  sqlite3 *pC;
+  int i;
+  th_exec(pD, zSchema);
+  for(i=0; i<20; i++){
+    char *z = sqlite3_mprintf("WITH RECURSIVE g(i) AS (SELECT %d UNION ALL"
+        " SELECT i+1 FROM g WHERE i<%d) INSERT OR REPLACE INTO t SELECT i,"
+        " printf('%%.*c', 300, 'a'+i%%26) FROM g", i*10, i*10+9);
+    th_exec(pD, z);
+    sqlite3_free(z);
+  }
+  fx_exec(f, "SELECT depot_fork(%Q,'app','main','dev')", f->zStore);
+  pC = fx_db(f, "app", "dev");
+  th_exec(pC, "UPDATE t SET b=upper(b) WHERE a<50");
+  sqlite3_close(pC);
+  fx_exec(f, "SELECT depot_fork(%Q,'app','main','tmp')", f->zStore);
+  pC = fx_db(f, "app", "tmp");
+  th_exec(pC, "DELETE FROM t WHERE a%2=0");
+  sqlite3_close(pC);
+  fx_exec(f, "SELECT depot_drop_branch(%Q,'app','tmp')", f->zStore);
+  th_exec(pD, "UPDATE t SET b=b||'x' WHERE a%3=0");
+}
+
+START_TEST(test_quota_use_exact_and_cap_holds_through_compaction_and_gc){
+  Fx f;
+  sqlite3 *pD;
+  sqlite3_int64 nUsed, nRows;
+  int rc;
+  fx_open(&f, "cmp-quota");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  quota_setup(&f, pD);
+  assert_counters_exact(f.zStore);
+  nUsed = quota_used(&f);
+  /* the database is full: compaction and GC still run, charging shard
+  ** bytes past the cap and crediting what they free */
+  fx_exec(&f, "SELECT depot_quota(%Q,'app',%lld)", f.zStore, nUsed);
+  ck_assert_int_eq(fx_int(&f, "SELECT quota_full_databases FROM"
+                          " depot_stats(%Q)", f.zStore), 1);
+  fx_compact_gc(&f);
+  ck_assert_int_eq(fx_int(&f, "SELECT compaction_lag FROM depot_stats(%Q)",
+                          f.zStore), 0);
+  ck_assert_int_gt(store_rows(f.zStore, "key>=x'0230' AND key<x'0231' AND"
+                              " length(key)=23 AND substr(key,11,1)=x'40'"), 0);
+  ck_assert_int_eq(fx_int(&f, "SELECT json_extract(depot_gc(%Q),"
+                          " '$.dropped_branches')", f.zStore), 0);
+  assert_counters_exact(f.zStore);
+  nUsed = quota_used(&f);
+  ck_assert_int_eq(fx_int(&f, "SELECT stored_bytes FROM depot_stats(%Q)",
+                          f.zStore), nUsed);
+  /* a commit past the cap fails and writes nothing */
+  fx_exec(&f, "SELECT depot_quota(%Q,'app',%lld)", f.zStore, nUsed+1000);
+  nRows = th_int(pD, "SELECT count(*) FROM t");
+  rc = th_try(pD, "INSERT INTO t VALUES(100000, hex(randomblob(40000)))", 0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_FULL);
+  ck_assert_int_eq(th_int(pD, "SELECT count(*) FROM t"), nRows);
+  ck_assert_int_eq(quota_used(&f), nUsed);
+  assert_counters_exact(f.zStore);
+  /* without the cap the same commit goes through */
+  fx_exec(&f, "SELECT depot_quota(%Q,'app',NULL)", f.zStore);
+  th_exec(pD, "INSERT INTO t VALUES(100000, hex(randomblob(40000)))");
+  ck_assert_int_gt(quota_used(&f), nUsed);
+  fx_compact_gc(&f);
+  assert_counters_exact(f.zStore);
+  sqlite3_close(pD);
+  fx_close(&f);
+}
+END_TEST
+
+
 /* ---- SIGKILL ---- */
 
 /* A store with history, forks and a restore point; *pzMain, *pzFork get
@@ -1157,6 +1250,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);
+  tcase_add_test(tc, test_quota_use_exact_and_cap_holds_through_compaction_and_gc);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_add_test(tc, test_sigkill_during_compaction_and_gc_leaves_readable_store);

@@ -165,16 +165,13 @@ static int cmpCtrGet(Cmp *p, const char *zName, int64_t *pv){
   return cmpGet64(p, k, layout_key_ctr(k, zName), 1, pv);
 }
 
-/* Add iDelta to branch b's net stored bytes and the store's. */
+/* Add iDelta to branch b's net stored bytes, the store's and its
+** database's quota use, through depot_quota_charge() and never enforcing
+** the cap (compaction and reclaim must not fail on it).  b's record must
+** still exist. */
 static int cmpCredit(Cmp *p, uint64_t b, int64_t iDelta){
-  unsigned char k[LAYOUT_MAX_KEY];
-  int rc = SQLITE_OK;
   if( iDelta==0 ) return SQLITE_OK;
-  if( b ) rc = store_add(p->pStore, k, layout_key_br(k, b, LAYOUT_BR_QUOTA),
-                         iDelta, 0);
-  if( rc==SQLITE_OK ) rc = store_add(p->pStore, k, layout_key_ctr(k, "stored"),
-                                     iDelta, 0);
-  return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
+  return depot_quota_charge(p->pStore, b, iDelta, 0, p->pzErr);
 }
 
 /* ---- coverage points ---- */
@@ -804,11 +801,13 @@ static int gcRange(Cmp *p, const unsigned char *lo, int nLo,
   return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
 }
 
-/* A dropped branch nothing pins: every row of it goes. */
+/* A dropped branch nothing pins: every row of it goes.  Its bytes are
+** credited back first, while its record still names its database. */
 static int gcDropBranch(Cmp *p, uint64_t b, int bDry, DepotGcResult *pRes){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   int64_t nQuota = 0;
   int n, rc = cmpBrGet(p, b, LAYOUT_BR_QUOTA, 1, &nQuota);
+  if( rc==SQLITE_OK && !bDry ) rc = cmpCredit(p, b, -nQuota);
   if( rc==SQLITE_OK ){
     n = layout_key_br(lo, b, 0);
     layout_key_br(hi, b+1, 0);
@@ -824,7 +823,6 @@ static int gcDropBranch(Cmp *p, uint64_t b, int bDry, DepotGcResult *pRes){
     layout_key_pin(hi, b+1, 0, 0, 0, 0);
     rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
   }
-  if( rc==SQLITE_OK && !bDry ) rc = cmpCredit(p, 0, -nQuota);
   if( rc==SQLITE_OK ){
     pRes->nBranch++;
     pRes->nByte += nQuota;
