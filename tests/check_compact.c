@@ -192,7 +192,9 @@ static int64_t le64(const unsigned char *a, int n){
 }
 
 /* The quota use of every database, summed, is nAll (the blob bytes of all
-** branches). */
+** branches), and depot_verify() finds no counter out of step: each
+** database's use equals its branches' counters, each counter its blob and
+** shard chunk rows. */
 static void assert_quota_exact(const char *zStore, int64_t nAll){
   sqlite3 *db = th_open(":memory:");
   char *z = sqlite3_mprintf("SELECT coalesce(sum(used_bytes),0) FROM"
@@ -201,6 +203,10 @@ static void assert_quota_exact(const char *zStore, int64_t nAll){
   sqlite3_free(z);
   ck_assert_msg(nUsed==nAll, "quota use %lld, blob bytes %lld",
                 (long long)nUsed, (long long)nAll);
+  z = sqlite3_mprintf("SELECT count(*) FROM depot_verify(%Q) WHERE"
+                      " kind='counter'", zStore);
+  ck_assert_int_eq(th_int(db, z), 0);
+  sqlite3_free(z);
   sqlite3_close(db);
 }
 
@@ -240,6 +246,21 @@ static void assert_counters_exact(const char *zStore){
   assert_quota_exact(zStore, nAll);
 }
 
+/* depot_verify() on the whole store gives no row. */
+static void assert_verify_clean(const char *zStore){
+  sqlite3 *db = th_open(":memory:");
+  char *z = sqlite3_mprintf("SELECT count(*) FROM depot_verify(%Q)", zStore);
+  char *zFirst = sqlite3_mprintf("SELECT kind||' '||coalesce(txid,'')||' '||"
+      "message FROM depot_verify(%Q) LIMIT 1", zStore);
+  sqlite3_int64 n = th_int(db, z);
+  char *zMsg = n ? th_text(db, zFirst) : 0;
+  ck_assert_msg(n==0, "depot_verify: %lld findings, first: %s", (long long)n,
+                zMsg ? zMsg : "");
+  sqlite3_free(zMsg);
+  sqlite3_free(zFirst);
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
 
 /* Rows of the store matching a SQL condition on key. */
 static sqlite3_int64 store_rows(const char *zStore, const char *zWhere){
@@ -559,6 +580,7 @@ START_TEST(test_forks_restore_points_and_retained_times_survive_gc){
   fx_fails(&f, "no longer retained", "SELECT depot_fork(%Q,'app','main',"
            "'gone',%lld)", f.zStore, (long long)iDropped);
   assert_shards_sound(f.zStore);
+  assert_verify_clean(f.zStore);
   for(i=0; i<3; i++){ sqlite3_free(azSnap[i]); sqlite3_free(azTime[i]); }
   sqlite3_free(zForkSnap);
   sqlite3_free(zRpSnap);
@@ -847,6 +869,7 @@ START_TEST(test_corrupt_shard_is_reported_by_reads_and_verify){
   sqlite3_close(pD);
   fx_compact_gc(&f);
   assert_shards_sound(f.zStore);
+  assert_verify_clean(f.zStore);
   ck_assert_int_eq(sqlite3_open(f.zStore, &pS), SQLITE_OK);
   th_exec(pS, "UPDATE depot_kv SET value=substr(value,1,100)||"
       "CASE WHEN substr(value,101,1)=x'41' THEN x'42' ELSE x'41' END||"
@@ -857,6 +880,9 @@ START_TEST(test_corrupt_shard_is_reported_by_reads_and_verify){
   ck_assert_int_eq(rc, SQLITE_CORRUPT);
   ck_assert_msg(zErr && strstr(zErr, "corrupt"), "%s", zErr ? zErr : "");
   sqlite3_free(zErr);
+  ck_assert_int_gt(fx_int(&f, "SELECT count(*) FROM depot_verify(%Q) WHERE"
+      " kind='shard' AND db='app' AND branch='main' AND message LIKE"
+      " 'depot: shard %% as of txid %%'", f.zStore), 0);
   {
     char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app", f.zStore);
     pD = 0;
@@ -926,6 +952,7 @@ START_TEST(test_quota_use_exact_and_cap_holds_through_compaction_and_gc){
   ck_assert_int_eq(fx_int(&f, "SELECT json_extract(depot_gc(%Q),"
                           " '$.dropped_branches')", f.zStore), 0);
   assert_counters_exact(f.zStore);
+  assert_verify_clean(f.zStore);
   nUsed = quota_used(&f);
   ck_assert_int_eq(fx_int(&f, "SELECT stored_bytes FROM depot_stats(%Q)",
                           f.zStore), nUsed);
@@ -948,6 +975,50 @@ START_TEST(test_quota_use_exact_and_cap_holds_through_compaction_and_gc){
 }
 END_TEST
 
+START_TEST(test_verify_is_silent_on_compacted_store_with_pins_after_gc){
+  Fx f;
+  sqlite3 *pD, *pC;
+  char *zRp, *zEarly;
+  int i;
+  fx_open(&f, "cmp-vfy");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  quota_setup(&f, pD);
+  zEarly = content(pD);
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','early')", f.zStore);
+  th_exec(pD, "DELETE FROM t WHERE a BETWEEN 20 AND 60");
+  fx_exec(&f, "SELECT depot_restore_point(%Q,'app','main','rp')", f.zStore);
+  zRp = content(pD);
+  th_exec(pD, "UPDATE t SET b='after' WHERE a>100");
+  sqlite3_close(pD);
+  fx_compact_gc(&f);
+  assert_verify_clean(f.zStore);
+  fx_exec(&f, "SELECT depot_restore(%Q,'app','main','rp')", f.zStore);
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  assert_content(pD, zRp);
+  for(i=0; i<3; i++){
+    char *z = sqlite3_mprintf("UPDATE t SET b=b||'%d' WHERE a%%7=%d", i, i);
+    th_exec(pD, z);
+    sqlite3_free(z);
+    fx_compact_gc(&f);
+    assert_verify_clean(f.zStore);
+  }
+  ck_assert_int_gt(store_rows(f.zStore, "key>=x'0230' AND key<x'0231' AND"
+                              " length(key)=23 AND substr(key,11,1)=x'40'"), 0);
+  ck_assert_int_eq(store_rows(f.zStore, "key>=x'0230' AND key<x'0231' AND"
+                              " substr(key,11,1)=x'20'"), 0);
+  pC = fx_db(&f, "app", "early");
+  assert_content(pC, zEarly);
+  sqlite3_close(pC);
+  assert_fork_reads(&f, "rp", 0, "from-rp", zRp);
+  assert_counters_exact(f.zStore);
+  assert_shards_sound(f.zStore);
+  assert_verify_clean(f.zStore);
+  sqlite3_free(zRp);
+  sqlite3_free(zEarly);
+  sqlite3_close(pD);
+  fx_close(&f);
+}
+END_TEST
 
 /* ---- SIGKILL ---- */
 
@@ -980,6 +1051,7 @@ static void kill_check(Fx *f, const char *zMain, const char *zFork){
   sqlite3_close(db);
   assert_counters_exact(f->zStore);
   assert_shards_sound(f->zStore);
+  assert_verify_clean(f->zStore);
 }
 
 START_TEST(test_sigkill_during_compaction_and_gc_leaves_readable_store){
@@ -1251,6 +1323,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);
   tcase_add_test(tc, test_quota_use_exact_and_cap_holds_through_compaction_and_gc);
+  tcase_add_test(tc, test_verify_is_silent_on_compacted_store_with_pins_after_gc);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_add_test(tc, test_sigkill_during_compaction_and_gc_leaves_readable_store);

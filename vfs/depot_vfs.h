@@ -244,9 +244,9 @@ struct DepotFinding {
   const char *zDb;         /* "NAME"/"BUCKET/NAME"; NULL: store-wide */
   const char *zBranch;     /* NULL: not about one branch */
   uint64_t iBranch;        /* 0: not about one branch */
-  const char *zKind;       /* blob chunk commit vtx page_index head pin
-                           ** refcount restore_point fork counter branch
-                           ** limit */
+  const char *zKind;       /* blob chunk commit vtx page_index shard head
+                           ** pin refcount restore_point fork counter
+                           ** branch limit */
   int64_t iTxid;           /* -1: none */
   int64_t iPgno;           /* -1: none */
   const char *zKey;        /* hex of the store key concerned, or NULL */
