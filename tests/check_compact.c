@@ -1322,8 +1322,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);
-  tcase_add_test(tc, test_quota_use_exact_and_cap_holds_through_compaction_and_gc);
-  tcase_add_test(tc, test_verify_is_silent_on_compacted_store_with_pins_after_gc);
+  tcase_add_test(tc,
+      test_quota_use_exact_and_cap_holds_through_compaction_and_gc);
+  tcase_add_test(tc,
+      test_verify_is_silent_on_compacted_store_with_pins_after_gc);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_add_test(tc, test_sigkill_during_compaction_and_gc_leaves_readable_store);

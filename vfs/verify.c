@@ -24,9 +24,10 @@
 **   vfyCounters      stored-byte counters: branch, database, store
 **
 ** Compaction clears page index rows, DELTA rows and the commit rows that
-** are no coverage point; none of that is a finding.  Rows are read in batches (vfyEach), so memory stays bounded by the
-** batch, one blob, and one small record per branch and commit of the
-** branch being checked, whatever the rows contain.
+** are no coverage point; none of that is a finding.  Rows are read in
+** batches (vfyEach), so memory stays bounded by the batch, one blob (or
+** shard blob), and one small record per branch and commit of the branch
+** being checked, whatever the rows contain.
 */
 #include "config.h"
 #include "vfs/depot_vfs.h"
