@@ -33,6 +33,8 @@ extern const DepotComponent depotVfsComponent;
 /* ext/depot_branch_sql.c: forks, restore points, PITR, rollback, buckets
 ** (registered by depotVfsComponent's xConnection). */
 int depot_branch_sql_register(sqlite3 *db);
+/* depot_compact, depot_gc (ext/depot_compact_sql.c). */
+int depot_compact_sql_register(sqlite3 *db);
 
 /* depot_quota, depot_quotas and depot_verify (ext/depot_verify_sql.c). */
 int depot_verify_sql_register(sqlite3 *db);

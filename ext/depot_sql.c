@@ -203,7 +203,7 @@ static const sqlite3_module depotCommitsModule = {
 
 /* ================= depot_stats ================= */
 
-#define DS_STORE 7
+#define DS_STORE 9
 
 typedef struct DsCursor DsCursor;
 struct DsCursor {
@@ -219,6 +219,7 @@ static int dsConnect(sqlite3 *db, void *pAux, int argc,
   int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(databases INTEGER,"
       " branches INTEGER, stored_bytes INTEGER, logical_bytes INTEGER,"
       " compression_ratio REAL, cache_hits INTEGER, cache_misses INTEGER,"
+      " compaction_lag INTEGER, reclaimable_bytes INTEGER,"
       " store HIDDEN, quota_used_bytes INTEGER, quota_databases INTEGER,"
       " quota_full_databases INTEGER)");
   (void)pAux; (void)argc; (void)argv; (void)pzErr;
@@ -295,9 +296,11 @@ static int dsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
       break;
     case 5: sqlite3_result_int64(ctx, s->nCacheHit); break;
     case 6: sqlite3_result_int64(ctx, s->nCacheMiss); break;
-    case 8: sqlite3_result_int64(ctx, s->nQuotaUsed); break;
-    case 9: sqlite3_result_int64(ctx, s->nQuotaCapped); break;
-    case 10: sqlite3_result_int64(ctx, s->nQuotaFull); break;
+    case 7: sqlite3_result_int64(ctx, s->nCompactLag); break;
+    case 8: sqlite3_result_int64(ctx, s->nReclaimable); break;
+    case 10: sqlite3_result_int64(ctx, s->nQuotaUsed); break;
+    case 11: sqlite3_result_int64(ctx, s->nQuotaCapped); break;
+    case 12: sqlite3_result_int64(ctx, s->nQuotaFull); break;
     default: break;
   }
   return SQLITE_OK;
@@ -481,6 +484,7 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
                                    0, depotExportFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
   if( rc==SQLITE_OK ) rc = depot_verify_sql_register(db);
+  if( rc==SQLITE_OK ) rc = depot_compact_sql_register(db);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("depot: cannot register the depot SQL"
                              " functions: %s", sqlite3_errmsg(db));

@@ -163,6 +163,18 @@ static const BenchWorkload aWorkload[] = {
     "read a 32 MB database on its own branch, page cache off",
     "same read through a fork 16 levels deep",
     0, 3, bench_fork_read_16 },
+  { "compact_space",
+    "live bytes of a depot database after 100k small commits",
+    "stored bytes after depot_compact + depot_gc (DEPOT_BENCH_COMPACT_COMMITS)",
+    2.00, 1, bench_compact_space },
+  { "compact_read",
+    "cold full read of 100 MB / 10k commits, before compaction",
+    "same read after depot_compact + depot_gc (DEPOT_BENCH_COMPACT_MB)",
+    0.50, 3, bench_compact_read },
+  { "compact_pitr",
+    "restore lookup at a time, 1k commits of history (per restore)",
+    "same with 100k commits of history (DEPOT_BENCH_PITR_COMMITS)",
+    2.00, 3, bench_compact_pitr },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -59,6 +59,11 @@ double bench_fork_read_1(int bCandidate, const char *zDir);
 double bench_fork_read_4(int bCandidate, const char *zDir);
 double bench_fork_read_16(int bCandidate, const char *zDir);
 
+/* tests/bench_compact.c: compaction and reclaim. */
+double bench_compact_space(int bCandidate, const char *zDir);
+double bench_compact_read(int bCandidate, const char *zDir);
+double bench_compact_pitr(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

@@ -145,5 +145,12 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
   store_close(ctx.pStore);
   if( rc==SQLITE_OK ) rc = depot_quota_list(zStore, adminQuotaRow, pStats,
                                             pzErr);
+  if( rc==SQLITE_OK ) rc = depot_compaction_lag(zStore, &pStats->nCompactLag,
+                                                pzErr);
+  if( rc==SQLITE_OK ){
+    DepotGcResult gc;
+    rc = depot_gc_preview(zStore, &gc, pzErr);
+    pStats->nReclaimable = gc.nByte;
+  }
   return rc;
 }

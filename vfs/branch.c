@@ -370,6 +370,10 @@ static int brPinChange(Store *pStore, uint64_t iBranch, uint64_t iTxid,
   if( rc==SQLITE_OK ){
     rc = brPinSummary(pStore, iBranch, eKind==LAYOUT_PIN_FORK);
   }
+  /* a staged compaction of iBranch planned without (or with) this pin
+  ** must not install */
+  if( rc==SQLITE_OK ) rc = store_add(pStore, k,
+      layout_key_br(k, iBranch, LAYOUT_BR_CMPGEN), 1, 0);
   return rc==SQLITE_OK ? rc : brStoreErr(pStore, pzErr, rc);
 }
 

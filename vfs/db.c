@@ -99,17 +99,40 @@ static int dbPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   return 1;
 }
 
+void depot_chunk_cache_stable(DepotChunkCache *p, int bStable){
+  p->bStable = bStable;
+  memset(p->aNoPidxLo, 0, sizeof(p->aNoPidxLo));
+  memset(p->aNoPidxHi, 0, sizeof(p->aNoPidxHi));
+  p->shard.bValid = 0;
+}
+
 void depot_chunk_cache_clear(DepotChunkCache *p){
   int i;
   for(i=0; i<DEPOT_CHUNK_SLOTS; i++) sqlite3_free(p->aSlot[i].a);
   memset(p, 0, sizeof(*p));
 }
 
-/* Chunk row iChunk of DELTA/{iTxid}: from pChunks, or fetched (and then
-** kept there when pChunks is not NULL, else handed to the caller in
-** *ppFree).  A missing row gives *pn = -1. */
+/* Which blob a chunk belongs to: DELTA/{iTxid} (iShard 0) or the shard
+** version SHARD/{iShard-1}/{iTxid}. */
+typedef struct BlobId BlobId;
+struct BlobId {
+  uint64_t iBranch, iTxid;
+  uint32_t iShard;
+};
+
+static int dbChunkKey(unsigned char *k, const BlobId *pId, uint32_t iChunk){
+  if( pId->iShard ){
+    return layout_key_shard_chunk(k, pId->iBranch, pId->iShard-1, pId->iTxid,
+                                  iChunk);
+  }
+  return layout_key_delta(k, pId->iBranch, pId->iTxid, iChunk);
+}
+
+/* Chunk row iChunk of blob pId: from pChunks, or fetched (and then kept
+** there when pChunks is not NULL, else handed to the caller in *ppFree).
+** A missing row gives *pn = -1. */
 static int dbGetChunk(Store *pStore, DepotChunkCache *pChunks,
-                      uint64_t iBranch, uint64_t iTxid, uint32_t iChunk,
+                      const BlobId *pId, uint32_t iChunk,
                       const unsigned char **pa, int *pn, void **ppFree){
   unsigned char k[LAYOUT_MAX_KEY];
   struct DepotChunkSlot *s;
@@ -118,14 +141,14 @@ static int dbGetChunk(Store *pStore, DepotChunkCache *pChunks,
   *ppFree = 0;
   for(i=0; pChunks && i<DEPOT_CHUNK_SLOTS; i++){
     s = &pChunks->aSlot[i];
-    if( s->n>0 && s->iChunk==iChunk && s->iTxid==iTxid && s->iBranch==iBranch ){
+    if( s->n>0 && s->iChunk==iChunk && s->iTxid==pId->iTxid
+     && s->iShard==pId->iShard && s->iBranch==pId->iBranch ){
       *pa = s->a;
       *pn = s->n;
       return SQLITE_OK;
     }
   }
-  rc = store_get(pStore, k, layout_key_delta(k, iBranch, iTxid, iChunk),
-                 &pVal, pn);
+  rc = store_get(pStore, k, dbChunkKey(k, pId, iChunk), &pVal, pn);
   *pa = pVal;
   if( rc!=SQLITE_OK || pVal==0 || *pn<=0 || pChunks==0 ){
     *ppFree = pVal;
@@ -134,17 +157,17 @@ static int dbGetChunk(Store *pStore, DepotChunkCache *pChunks,
   s = &pChunks->aSlot[pChunks->iNext];
   pChunks->iNext = (pChunks->iNext+1) % DEPOT_CHUNK_SLOTS;
   sqlite3_free(s->a);
-  s->iBranch = iBranch; s->iTxid = iTxid; s->iChunk = iChunk;
+  s->iBranch = pId->iBranch; s->iTxid = pId->iTxid;
+  s->iShard = pId->iShard; s->iChunk = iChunk;
   s->a = pVal; s->n = *pn;
   return SQLITE_OK;
 }
 
-/* Copy bytes [iOff, iOff+n) of DELTA/{iTxid} into pOut, reading only the
+/* Copy bytes [iOff, iOff+n) of blob pId into pOut, reading only the
 ** chunk rows that cover them. */
 static int dbReadRange(Store *pStore, DepotChunkCache *pChunks,
-                       uint64_t iBranch, uint64_t iTxid,
-                       uint32_t szChunk, uint32_t iOff, uint32_t n,
-                       unsigned char *pOut, char **pzErr){
+                       const BlobId *pId, uint32_t szChunk, uint32_t iOff,
+                       uint32_t n, unsigned char *pOut, char **pzErr){
   uint32_t iChunk = iOff/szChunk, nDone = 0;
   int rc = SQLITE_OK;
   while( rc==SQLITE_OK && nDone<n ){
@@ -152,12 +175,11 @@ static int dbReadRange(Store *pStore, DepotChunkCache *pChunks,
     void *pFree = 0;
     int nVal = 0;
     uint32_t iAt = (iOff+nDone) - iChunk*szChunk, nTake;
-    rc = dbGetChunk(pStore, pChunks, iBranch, iTxid, iChunk, &a, &nVal,
-                    &pFree);
+    rc = dbGetChunk(pStore, pChunks, pId, iChunk, &a, &nVal, &pFree);
     if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
     if( a==0 || nVal<=0 || (uint32_t)nVal<=iAt || (uint32_t)nVal>szChunk ){
-      rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: page blob chunk missing or"
-                 " short%s", "");
+      rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: %s blob chunk missing or"
+                 " short", pId->iShard ? "shard" : "page");
     }else{
       nTake = (uint32_t)nVal - iAt;
       if( nTake > n-nDone ) nTake = n-nDone;
@@ -192,37 +214,205 @@ static int dbNextRow(void *pArg, const unsigned char *pKey, int nKey,
   return 1;
 }
 
-/* Page pgno has no row at level i: find the next page that has one there
-** (any txid) and remember the run between as that level's gap. */
+typedef struct ShardHit ShardHit;
+struct ShardHit {
+  int bFound;
+  int rc;
+  uint64_t iAsOf;
+  ShardRow row;
+};
+
+static int dbShardRow(void *pArg, const unsigned char *pKey, int nKey,
+                      const unsigned char *pVal, int nVal){
+  ShardHit *p = (ShardHit*)pArg;
+  p->bFound = 1;
+  p->iAsOf = nKey>=8 ? ltx_get64(pKey+nKey-8) : 0;
+  p->rc = layout_shard_decode(pVal, nVal, &p->row);
+  return 1;
+}
+
+int depot_shard_find(Store *pStore, uint64_t iBranch, uint32_t iShard,
+                     uint64_t iTxid, int *pbFound, uint64_t *piAsOf,
+                     ShardRow *pRow, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  ShardHit *pHit = sqlite3_malloc64(sizeof(*pHit));
+  int nLo = layout_key_shard(lo, iBranch, iShard, 0);
+  int nHi = layout_key_shard(hi, iBranch, iShard, iTxid+1);
+  int rc;
+  *pbFound = 0;
+  if( pHit==0 ) return SQLITE_NOMEM;
+  memset(pHit, 0, sizeof(*pHit));
+  rc = store_scan(pStore, lo, nLo, hi, nHi, STORE_SCAN_REVERSE, 1,
+                  dbShardRow, pHit);
+  if( rc!=SQLITE_OK ){
+    rc = dbStoreErr(pStore, pzErr, rc);
+  }else if( pHit->bFound && pHit->rc!=SQLITE_OK ){
+    rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt shard row%s", "");
+  }else if( pHit->bFound ){
+    *pbFound = 1;
+    *piAsOf = pHit->iAsOf;
+    *pRow = pHit->row;
+  }
+  sqlite3_free(pHit);
+  return rc;
+}
+
+/* The first page at or after pgno with a shard version at level i
+** (0xffffffff: none): a shard holds every page of its range. */
+static int dbNextShardPage(Store *pStore, uint64_t iBranch, uint32_t pgno,
+                           uint32_t *pNext, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  uint32_t iShard = (pgno-1)/LAYOUT_SHARD_SIZE;
+  int nLo = layout_key_shard(lo, iBranch, iShard, 0);
+  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_SHARD+1);
+  uint32_t aNext[1] = { 0xffffffff };
+  int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbNextRow, aNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  *pNext = 0xffffffff;
+  if( aNext[0]!=0xffffffff ){
+    /* dbNextRow read the u32 12 bytes from the end: the shard number */
+    *pNext = aNext[0]==iShard ? pgno : aNext[0]*LAYOUT_SHARD_SIZE+1;
+  }
+  return SQLITE_OK;
+}
+
+/* Page pgno has neither a row nor a shard at level i: find the next page
+** that has one there (any txid) and remember the run between as that
+** level's gap. */
 static int dbFindGap(Store *pStore, DepotChain *pChain, int i, uint32_t pgno,
                      char **pzErr){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  uint32_t iNext = 0xffffffff;
+  uint32_t iNext = 0xffffffff, iShardNext = 0xffffffff;
   int nLo = layout_key_pidx(lo, pChain->aBranch[i], pgno, 0);
   int nHi = layout_key_br(hi, pChain->aBranch[i], LAYOUT_BR_PIDX+1);
   int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbNextRow, &iNext);
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  rc = dbNextShardPage(pStore, pChain->aBranch[i], pgno, &iShardNext, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( iShardNext<iNext ) iNext = iShardNext;
   pChain->aGapLo[i] = pgno;
   pChain->aGapHi[i] = iNext>pgno ? iNext : pgno;
   return SQLITE_OK;
 }
 
-/* The owner of page pgno: level by level down the chain, skipping levels
+/* Where page pgno comes from. */
+typedef struct PageSrc PageSrc;
+struct PageSrc {
+  PidxHit hit;              /* a page index row ... */
+  ShardHit shard;           /* ... or a shard version (bFound, newer) */
+  uint64_t iBranch;         /* level it was found at */
+};
+
+/* Level i of the chain for page pgno: the page index row and the shard
+** version at or before the level's cap; keep the newer (see db.h). */
+/* The page index row of pgno at level i, skipping the seek inside a
+** remembered run of pages without rows (stable snapshots only). */
+static int dbLookPidx(Store *pStore, DepotChunkCache *pMemo,
+                      DepotChain *pChain, int i, uint32_t pgno,
+                      PidxHit *pHit, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  uint64_t b = pChain->aBranch[i];
+  uint32_t iNext = 0xffffffff;
+  int bMemo = pMemo && pMemo->bStable, rc, nLo, nHi;
+  if( bMemo && pgno>=pMemo->aNoPidxLo[i] && pgno<pMemo->aNoPidxHi[i] ){
+    return SQLITE_OK;
+  }
+  rc = dbFindOwner(pStore, b, pgno, pChain->aCap[i], pHit, pzErr);
+  if( rc!=SQLITE_OK || pHit->bFound || !bMemo ) return rc;
+  nLo = layout_key_pidx(lo, b, pgno, 0);
+  nHi = layout_key_br(hi, b, LAYOUT_BR_PIDX+1);
+  rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbNextRow, &iNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  pMemo->aNoPidxLo[i] = pgno;
+  pMemo->aNoPidxHi[i] = iNext>pgno ? iNext : pgno;
+  return SQLITE_OK;
+}
+
+/* The shard version of pgno at level i, remembering the last lookup
+** (stable snapshots only). */
+static int dbLookShard(Store *pStore, DepotChunkCache *pMemo,
+                       DepotChain *pChain, int i, uint32_t pgno,
+                       ShardHit *pShard, char **pzErr){
+  struct DepotShardMemo *m = pMemo ? &pMemo->shard : 0;
+  uint64_t b = pChain->aBranch[i], iCap = pChain->aCap[i];
+  uint32_t iShard = (pgno-1)/LAYOUT_SHARD_SIZE;
+  int rc;
+  if( m && pMemo->bStable && m->bValid && m->iBranch==b && m->iCap==iCap
+   && m->iShard==iShard ){
+    pShard->bFound = m->bFound;
+    pShard->iAsOf = m->iAsOf;
+    if( m->bFound ) pShard->row = m->row;
+    return SQLITE_OK;
+  }
+  rc = depot_shard_find(pStore, b, iShard, iCap, &pShard->bFound,
+                        &pShard->iAsOf, &pShard->row, pzErr);
+  if( rc==SQLITE_OK && m && pMemo->bStable ){
+    m->bValid = 1;
+    m->bFound = pShard->bFound;
+    m->iBranch = b;
+    m->iCap = iCap;
+    m->iShard = iShard;
+    m->iAsOf = pShard->iAsOf;
+    if( pShard->bFound ) m->row = pShard->row;
+  }
+  return rc;
+}
+
+static int dbLookLevel(Store *pStore, DepotChunkCache *pMemo,
+                       DepotChain *pChain, int i, uint32_t pgno,
+                       PageSrc *pSrc, char **pzErr){
+  uint64_t b = pChain->aBranch[i];
+  int rc = dbLookPidx(pStore, pMemo, pChain, i, pgno, &pSrc->hit, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = dbLookShard(pStore, pMemo, pChain, i, pgno, &pSrc->shard, pzErr);
+  }
+  if( rc!=SQLITE_OK ) return rc;
+  if( pSrc->shard.bFound && pSrc->hit.bFound
+   && pSrc->hit.iOwner>pSrc->shard.iAsOf ){
+    pSrc->shard.bFound = 0;
+  }else if( pSrc->shard.bFound ){
+    pSrc->hit.bFound = 0;
+  }
+  pSrc->iBranch = b;
+  return SQLITE_OK;
+}
+
+/* The source of page pgno: level by level down the chain, skipping levels
 ** whose cap is 0 and ancestor levels whose gap holds the page. */
-static int dbFindOwnerInChain(Store *pStore, DepotChain *pChain,
-                              uint32_t pgno, PidxHit *pHit,
-                              uint64_t *piBranch, char **pzErr){
+static int dbFindSource(Store *pStore, DepotChunkCache *pMemo,
+                        DepotChain *pChain, uint32_t pgno,
+                        PageSrc *pSrc, char **pzErr){
   int i, rc = SQLITE_OK;
-  for(i=0; i<pChain->n && !pHit->bFound; i++){
+  for(i=0; i<pChain->n; i++){
     if( pChain->aCap[i]==0 ) continue;
     if( i>0 && pgno>=pChain->aGapLo[i] && pgno<pChain->aGapHi[i] ) continue;
-    *piBranch = pChain->aBranch[i];
-    rc = dbFindOwner(pStore, *piBranch, pgno, pChain->aCap[i], pHit, pzErr);
-    if( rc==SQLITE_OK && i>0 && !pHit->bFound ){
-      rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
-    }
+    rc = dbLookLevel(pStore, pMemo, pChain, i, pgno, pSrc, pzErr);
+    if( rc!=SQLITE_OK || pSrc->hit.bFound || pSrc->shard.bFound ) break;
+    if( i>0 ) rc = dbFindGap(pStore, pChain, i, pgno, pzErr);
     if( rc!=SQLITE_OK ) break;
   }
+  return rc;
+}
+
+/* Read the frame of page pgno at (pId, iOffset, nByte) and decode it. */
+static int dbReadFrame(Store *pStore, DepotChunkCache *pChunks,
+                       ZSTD_DCtx *pDctx, const BlobId *pId, uint32_t szChunk,
+                       uint32_t iOffset, uint32_t nByte, uint32_t pgno,
+                       uint32_t szPage, unsigned char *pOut, char **pzErr){
+  unsigned char *aFrame;
+  int rc;
+  if( nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage) || szChunk==0 ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index or shard row"
+                 " gives an oversized frame or no chunk size%s", "");
+  }
+  aFrame = sqlite3_malloc64(nByte ? nByte : 1);
+  if( aFrame==0 ) return SQLITE_NOMEM;
+  rc = dbReadRange(pStore, pChunks, pId, szChunk, iOffset, nByte, aFrame,
+                   pzErr);
+  if( rc==SQLITE_OK ){
+    rc = ltx_decode_frame(aFrame, nByte, pgno, szPage, pDctx, pOut, 0, pzErr);
+  }
+  sqlite3_free(aFrame);
   return rc;
 }
 
@@ -230,23 +420,12 @@ int depot_db_read_frame(Store *pStore, DepotChunkCache *pChunks,
                         ZSTD_DCtx *pDctx, uint64_t iBranch, uint64_t iTxid,
                         const PidxValue *pv, uint32_t pgno, uint32_t szPage,
                         unsigned char *pOut, char **pzErr){
-  unsigned char *aFrame;
-  int rc;
-  if( pv->nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage)
-   || pv->szChunk==0 ){
-    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index row gives an"
-                 " oversized frame or no chunk size%s", "");
-  }
-  aFrame = sqlite3_malloc64(pv->nByte ? pv->nByte : 1);
-  if( aFrame==0 ) return SQLITE_NOMEM;
-  rc = dbReadRange(pStore, pChunks, iBranch, iTxid, pv->szChunk,
-                   pv->iOffset, pv->nByte, aFrame, pzErr);
-  if( rc==SQLITE_OK ){
-    rc = ltx_decode_frame(aFrame, pv->nByte, pgno, szPage, pDctx, pOut,
-                          0, pzErr);
-  }
-  sqlite3_free(aFrame);
-  return rc;
+  BlobId id;
+  id.iBranch = iBranch;
+  id.iTxid = iTxid;
+  id.iShard = 0;
+  return dbReadFrame(pStore, pChunks, pDctx, &id, pv->szChunk, pv->iOffset,
+                     pv->nByte, pgno, szPage, pOut, pzErr);
 }
 
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
@@ -254,27 +433,48 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
-  PidxHit hit;
-  uint64_t iBranch = 0;
-  int rc;
-  memset(&hit, 0, sizeof(hit));
+  PageSrc *pSrc = sqlite3_malloc64(sizeof(*pSrc));
+  BlobId id;
+  uint64_t iOwner;
+  int rc, iSlot = (int)((pgno-1)%LAYOUT_SHARD_SIZE);
   if( piOwner ) *piOwner = 0;
-  rc = dbFindOwnerInChain(pStore, pChain, pgno, &hit, &iBranch, pzErr);
-  if( rc!=SQLITE_OK ) return rc;
-  if( !hit.bFound ){
-    memset(pOut, 0, szPage);
-    return SQLITE_OK;
+  if( pSrc==0 ) return SQLITE_NOMEM;
+  memset(pSrc, 0, sizeof(*pSrc));
+  rc = dbFindSource(pStore, pChunks, pChain, pgno, pSrc, pzErr);
+  if( rc!=SQLITE_OK || (!pSrc->hit.bFound && (!pSrc->shard.bFound
+                        || pSrc->shard.row.aLen[iSlot]==0)) ){
+    if( rc==SQLITE_OK ) memset(pOut, 0, szPage);
+    sqlite3_free(pSrc);
+    return rc;
   }
-  if( piOwner ) *piOwner = hit.iOwner;
-  if( pCache && depot_cache_get(pCache, iBranch, pgno, hit.iOwner, szPage,
+  id.iBranch = pSrc->iBranch;
+  if( pSrc->hit.bFound ){
+    id.iTxid = iOwner = pSrc->hit.iOwner;
+    id.iShard = 0;
+  }else{
+    id.iTxid = pSrc->shard.iAsOf;
+    iOwner = id.iTxid | (1ULL<<63);
+    id.iShard = (pgno-1)/LAYOUT_SHARD_SIZE + 1;
+  }
+  if( piOwner ) *piOwner = iOwner;
+  if( pCache && depot_cache_get(pCache, id.iBranch, pgno, iOwner, szPage,
                                 pOut) ){
+    sqlite3_free(pSrc);
     return SQLITE_OK;
   }
-  rc = depot_db_read_frame(pStore, pChunks, pDctx, iBranch, hit.iOwner,
-                           &hit.v, pgno, szPage, pOut, pzErr);
-  if( rc==SQLITE_OK && pCache ){
-    depot_cache_put(pCache, iBranch, pgno, hit.iOwner, szPage, pOut);
+  if( pSrc->hit.bFound ){
+    rc = dbReadFrame(pStore, pChunks, pDctx, &id, pSrc->hit.v.szChunk,
+                     pSrc->hit.v.iOffset, pSrc->hit.v.nByte, pgno, szPage,
+                     pOut, pzErr);
+  }else{
+    rc = dbReadFrame(pStore, pChunks, pDctx, &id, pSrc->shard.row.szChunk,
+                     pSrc->shard.row.aOff[iSlot], pSrc->shard.row.aLen[iSlot],
+                     pgno, szPage, pOut, pzErr);
   }
+  if( rc==SQLITE_OK && pCache ){
+    depot_cache_put(pCache, id.iBranch, pgno, iOwner, szPage, pOut);
+  }
+  sqlite3_free(pSrc);
   return rc;
 }
 
@@ -477,6 +677,7 @@ int depot_db_list_commits(Store *pStore, uint64_t iBranch,
 int depot_db_read_blob(Store *pStore, uint64_t iBranch, const CommitRow *pRow,
                        unsigned char **ppBlob, char **pzErr){
   unsigned char *a;
+  BlobId id;
   int rc;
   *ppBlob = 0;
   if( pRow->nBlob > 0xffffffffULL || pRow->nBlob < LTX_HEADER_SIZE ){
@@ -485,12 +686,100 @@ int depot_db_read_blob(Store *pStore, uint64_t iBranch, const CommitRow *pRow,
   }
   a = sqlite3_malloc64(pRow->nBlob);
   if( a==0 ) return SQLITE_NOMEM;
-  rc = dbReadRange(pStore, 0, iBranch, pRow->iTxid, pRow->szChunk, 0,
-                   (uint32_t)pRow->nBlob, a, pzErr);
+  id.iBranch = iBranch;
+  id.iTxid = pRow->iTxid;
+  id.iShard = 0;
+  rc = dbReadRange(pStore, 0, &id, pRow->szChunk, 0, (uint32_t)pRow->nBlob,
+                   a, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(a);
     return rc;
   }
   *ppBlob = a;
   return SQLITE_OK;
+}
+
+/* ---- shard blobs ---- */
+
+int depot_shard_read_blob(Store *pStore, uint64_t iBranch, uint32_t iShard,
+                          uint64_t iAsOf, const ShardRow *pRow,
+                          unsigned char **ppBlob, char **pzErr){
+  unsigned char *a;
+  BlobId id;
+  int rc;
+  *ppBlob = 0;
+  a = sqlite3_malloc64(pRow->nBlob);
+  if( a==0 ) return SQLITE_NOMEM;
+  id.iBranch = iBranch;
+  id.iTxid = iAsOf;
+  id.iShard = iShard+1;
+  rc = dbReadRange(pStore, 0, &id, pRow->szChunk, 0, (uint32_t)pRow->nBlob,
+                   a, pzErr);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(a);
+    return rc;
+  }
+  *ppBlob = a;
+  return SQLITE_OK;
+}
+
+/* Every slot of pRow against the blob's own index (a[0..n), verified). */
+static int dbShardSlots(const ShardRow *pRow, uint32_t iShard,
+                        const unsigned char *a, int64_t n,
+                        const LtxHeader *pHdr, char **pzErr){
+  uint32_t iIdx = ltx_get32(a+n-LTX_TRAILER_SIZE), i, j = 0;
+  for(i=0; i<LAYOUT_SHARD_SIZE; i++){
+    uint32_t pgno = iShard*LAYOUT_SHARD_SIZE + 1 + i;
+    const unsigned char *e = a + iIdx + (uint64_t)j*LTX_INDEX_ENTRY;
+    int bHere = j<pHdr->nFrame && ltx_get32(e)==pgno;
+    if( bHere!=(pRow->aLen[i]!=0) || (bHere && ltx_get32(e+4)!=pRow->aOff[i])
+     || (bHere && ltx_get32(a+pRow->aOff[i]+4)+LTX_FRAME_HEADER
+                  !=pRow->aLen[i]) ){
+      sqlite3_free(*pzErr);
+      *pzErr = sqlite3_mprintf("depot: shard %u row gives a wrong frame for"
+                               " page %u", iShard, pgno);
+      return SQLITE_CORRUPT;
+    }
+    j += bHere;
+  }
+  if( j!=pHdr->nFrame ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: shard blob holds pages"
+                 " outside its shard%s", "");
+  }
+  return SQLITE_OK;
+}
+
+int depot_shard_verify(Store *pStore, uint64_t iBranch, uint32_t iShard,
+                       uint64_t iAsOf, ZSTD_DCtx *pDctx, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  unsigned char *a = 0;
+  void *pVal = 0;
+  int nVal = 0, rc;
+  ShardRow row;
+  LtxHeader h;
+  rc = store_get(pStore, k, layout_key_shard(k, iBranch, iShard, iAsOf),
+                 &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( pVal==0 ){
+    return dbErr(pzErr, SQLITE_NOTFOUND, "depot: no such shard version%s", "");
+  }
+  rc = layout_shard_decode(pVal, nVal, &row);
+  sqlite3_free(pVal);
+  if( rc!=SQLITE_OK ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt shard row%s", "");
+  }
+  rc = depot_shard_read_blob(pStore, iBranch, iShard, iAsOf, &row, &a, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = ltx_verify(a, (int64_t)row.nBlob, pDctx, &h, 0, pzErr);
+  }
+  if( rc==SQLITE_OK && (h.szPage!=row.szPage || h.nPage!=row.nPage
+                        || h.iMaxTxid!=iAsOf) ){
+    rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: shard blob header does not"
+               " match its row%s", "");
+  }
+  if( rc==SQLITE_OK ){
+    rc = dbShardSlots(&row, iShard, a, (int64_t)row.nBlob, &h, pzErr);
+  }
+  sqlite3_free(a);
+  return rc;
 }

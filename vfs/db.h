@@ -114,23 +114,48 @@ int depot_db_head(Store*, uint64_t iBranch, DbHead *pHead, char **pzErr);
 typedef struct DepotChunkCache DepotChunkCache;
 struct DepotChunkCache {
   struct DepotChunkSlot {
-    uint64_t iBranch, iTxid;
+    uint64_t iBranch, iTxid;  /* a shard's: iTxid is its as_of */
+    uint32_t iShard;          /* shard number + 1; 0: a DELTA blob */
     uint32_t iChunk;
     int n;                    /* bytes in a; 0: empty slot */
     unsigned char *a;         /* sqlite3_malloc'd */
   } aSlot[DEPOT_CHUNK_SLOTS];
   int iNext;                  /* slot to replace next */
+  /* While bStable (the owner holds a store read transaction, so nothing
+  ** it reads can change), lookups remember: per chain level, a run of
+  ** pages [lo, hi) with no page index row at all, and the last shard
+  ** lookup.  depot_chunk_cache_unstable() forgets both. */
+  int bStable;
+  uint32_t aNoPidxLo[DEPOT_MAX_FORK_DEPTH+1];
+  uint32_t aNoPidxHi[DEPOT_MAX_FORK_DEPTH+1];
+  struct DepotShardMemo {
+    int bValid, bFound;
+    uint64_t iBranch, iCap, iAsOf;
+    uint32_t iShard;
+    ShardRow row;
+  } shard;
 };
+
+/* Mark the snapshot stable (bStable) or not; either way forget the
+** lookups remembered under the previous snapshot. */
+void depot_chunk_cache_stable(DepotChunkCache*, int bStable);
 
 /* Free every cached chunk. */
 void depot_chunk_cache_clear(DepotChunkCache*);
 
 /* Read page pgno through chain pChain into pOut (szPage bytes): level by
-** level, the newest page index row at or before the level's cap (one
-** reverse seek per level, stopping at the first hit), then its frame
-** (through pCache and pChunks when not NULL).  A page with no row reads
-** as zeros.  *piOwner (if not NULL) gets the owning txid (0 for a zero
-** page).  SQLITE_CORRUPT with *pzErr for a missing chunk or a bad frame. */
+** level, the newest page index row at or before the level's cap and the
+** newest version of the page's shard at or before it (two reverse seeks
+** per level, stopping at the first level with either).  The newer of the
+** two wins: a shard version as of S holds the page as the branch read it
+** at S, so a page index row older than S is superseded (compaction may
+** already have cleared the rows between), while a row newer than S was
+** written after it.  Ties read the same page.  A shard is a full image
+** (ancestors included), so a shard hit ends the walk.  Then the frame is
+** read (through pCache and pChunks when not NULL).  A page with neither
+** reads as zeros.  *piOwner (if not NULL) gets the owning txid, or the
+** shard's as_of with bit 63 set (0 for a zero page).  SQLITE_CORRUPT with
+** *pzErr for a missing chunk or a bad frame or row. */
 int depot_db_read_page(Store*, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx*,
                        DepotChain *pChain, uint32_t pgno,
@@ -206,5 +231,51 @@ int depot_db_list_commits(Store*, uint64_t iBranch, DepotCommitRowFn,
 ** SQLITE_OK *ppBlob is sqlite3_malloc'd. */
 int depot_db_read_blob(Store*, uint64_t iBranch, const CommitRow*,
                        unsigned char **ppBlob, char **pzErr);
+
+/* ---- shards (vfs/db.c, written by vfs/compact.c) ---- */
+
+/* The newest version of shard iShard of iBranch at or before iTxid:
+** *pbFound, its as_of in *piAsOf and its row in *pRow. */
+int depot_shard_find(Store*, uint64_t iBranch, uint32_t iShard,
+                     uint64_t iTxid, int *pbFound, uint64_t *piAsOf,
+                     ShardRow *pRow, char **pzErr);
+
+/* Check one shard version as a verifier would: its ShardRow decodes, its
+** chunk rows are all present with the row's sizes, the joined blob passes
+** ltx_verify() (header, index, every frame's CRC-64, pages CRC, whole-blob
+** CRC), its header matches the row (page size, database size, as_of), and
+** every slot of the row points at the frame of its own page in the blob
+** (and a zero-length slot at a page the blob does not hold).  SQLITE_OK
+** when sound; SQLITE_CORRUPT with *pzErr naming the first problem;
+** SQLITE_NOTFOUND when the version does not exist; store errors. */
+int depot_shard_verify(Store*, uint64_t iBranch, uint32_t iShard,
+                       uint64_t iAsOf, ZSTD_DCtx*, char **pzErr);
+
+/* Read and join the whole blob of one shard version.  On SQLITE_OK
+** *ppBlob is sqlite3_malloc'd (pRow->nBlob bytes). */
+int depot_shard_read_blob(Store*, uint64_t iBranch, uint32_t iShard,
+                          uint64_t iAsOf, const ShardRow *pRow,
+                          unsigned char **ppBlob, char **pzErr);
+
+/* ---- compaction internals (vfs/compact.c) ---- */
+
+/* The store's background threshold (CONFIG "compact"; absent: the
+** default) read through an open handle. */
+int depot_compact_threshold_read(Store*, int64_t *pn);
+
+/* The compaction watermark of iBranch (0: never compacted). */
+int depot_compact_mark(Store*, uint64_t iBranch, uint64_t *piMark);
+
+/* depot_compact() of one branch by id. */
+int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
+                            DepotCompactResult *pRes, char **pzErr);
+
+/* Queue branch iBranch of the store file zPath for the process's
+** background compactor (started on first use; a request already queued
+** is not repeated): it compacts the branch, then reclaims the store, with
+** the default VFS; failures go to sqlite3_log.  Never blocks on store
+** work.  depot_compact_background_runs() counts the requests done. */
+void depot_compact_wake(const char *zPath, uint64_t iBranch);
+int64_t depot_compact_background_runs(void);
 
 #endif /* DEPOT_DB_H */

@@ -75,6 +75,9 @@ struct DepotStats {
   int64_t nQuotaUsed;        /* sum of every database's quota use */
   int64_t nQuotaCapped;      /* databases with a quota */
   int64_t nQuotaFull;        /* ... whose use has reached the cap */
+  int64_t nCompactLag;       /* commits past the compaction watermark of
+                             ** every branch not dropped */
+  int64_t nReclaimable;      /* bytes depot_gc() would free now */
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
@@ -241,9 +244,9 @@ struct DepotFinding {
   const char *zDb;         /* "NAME"/"BUCKET/NAME"; NULL: store-wide */
   const char *zBranch;     /* NULL: not about one branch */
   uint64_t iBranch;        /* 0: not about one branch */
-  const char *zKind;       /* blob chunk commit vtx page_index head pin
-                           ** refcount restore_point fork counter branch
-                           ** limit */
+  const char *zKind;       /* blob chunk commit vtx page_index shard head
+                           ** pin refcount restore_point fork counter
+                           ** branch limit */
   int64_t iTxid;           /* -1: none */
   int64_t iPgno;           /* -1: none */
   const char *zKey;        /* hex of the store key concerned, or NULL */
@@ -256,6 +259,68 @@ typedef int (*DepotFindingFn)(void*, const DepotFinding*);
 ** branch; store errors stop the verification with their code. */
 int depot_verify(const char *zStore, const char *zDb, const char *zBranch,
                  DepotFindingFn, void*, char **pzErr);
+
+/*
+** Compaction and reclaim (vfs/compact.c).  Each call opens the store file
+** zStore (default VFS, synchronous FULL) and runs as a series of store
+** transactions, each durable when it commits and each leaving a readable
+** store if the process dies at any point: shard versions are added in
+** their own transactions (only added rows, credited to the stored-bytes
+** counters in the same transaction), and the page index rows, DELTA,
+** COMMITS and VTX rows they replace are cleared in one install
+** transaction that first rechecks the branch's generation; reclaim works
+** one branch per transaction.  Errors as for the branch operations.
+*/
+
+/* What depot_compact() did. */
+typedef struct DepotCompactResult DepotCompactResult;
+struct DepotCompactResult {
+  int64_t nBranch;          /* branches whose watermark advanced */
+  int64_t nCommit;          /* commits folded into shards */
+  int64_t nShard;           /* shard versions written */
+  int64_t nPage;            /* pages in them */
+  int64_t nShardBytes;      /* their blob bytes */
+  int64_t nFreed;           /* DELTA blob bytes freed */
+  int64_t nSkipped;         /* branches left for later: a job found its
+                            ** plan stale on every retry */
+};
+
+/* Fold the page deltas of branch zBranch of zDb ("NAME" or
+** "BUCKET/NAME"), of every branch of zDb (zBranch NULL), or of every
+** branch of the store (zDb NULL too) into shard versions at the
+** branch's coverage points, until the compaction watermark reaches the
+** head.  Never holds the store's write lock for longer than one shard
+** version or one install. */
+int depot_compact(const char *zStore, const char *zDb, const char *zBranch,
+                  DepotCompactResult *pRes, char **pzErr);
+
+/* What depot_gc() freed (or would free). */
+typedef struct DepotGcResult DepotGcResult;
+struct DepotGcResult {
+  int64_t nBranch;          /* dropped branches removed */
+  int64_t nRow;             /* store rows deleted */
+  int64_t nByte;            /* blob bytes credited back */
+};
+
+/* Reclaim: delete the COMMITS/VTX rows at or below each branch's
+** watermark and the shard versions that no head, fork cap, restore point,
+** retained point in time or bucket fork can read, and every row of a
+** dropped branch nothing pins; credit the branch and store byte counters
+** back.  depot_gc_preview() reports the same without changing anything. */
+int depot_gc(const char *zStore, DepotGcResult *pRes, char **pzErr);
+int depot_gc_preview(const char *zStore, DepotGcResult *pRes, char **pzErr);
+
+/* The store's background compaction threshold: a connection that commits
+** to a branch with more than this many commits past its watermark wakes
+** the background compactor (0: off; a connection's compact_after= URI
+** parameter overrides it).  nSet >= 0 sets it (one store transaction),
+** -1 only reads it; *pn gets the value in force. */
+#define DEPOT_COMPACT_DEFAULT_THRESHOLD 1000
+int depot_compact_threshold(const char *zStore, int64_t nSet, int64_t *pn,
+                            char **pzErr);
+
+/* Commits past the compaction watermark, summed over live branches. */
+int depot_compaction_lag(const char *zStore, int64_t *pnLag, char **pzErr);
 
 /* 1 and the time in ms since 1970 if z is an ISO-8601 time
 ** (YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|(+|-)HH:MM]), else 0. */

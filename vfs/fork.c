@@ -259,38 +259,87 @@ static int opCheckRetention(Op *p, const PitrPolicy *pPol, int64_t iMs,
   return SQLITE_OK;
 }
 
-/* Scanning one branch's commits newest first for the newest retained one
-** at or before iMs: the first row scanned (the level's cap: a head or a
-** pinned fork point) is retained; an older one only when it is the last
-** commit of its interval. */
-typedef struct PitrScan PitrScan;
-struct PitrScan {
-  int64_t iMs, iInterval;
-  int bFirst;
-  uint64_t iPrevTime;
-  uint64_t iFound;
+/* One commit row found by a seek. */
+typedef struct PitrRow PitrRow;
+struct PitrRow {
+  int bFound;
   int rc;
+  uint64_t iTxid, iTimeMs;
 };
 
 static int opPitrRow(void *pArg, const unsigned char *pKey, int nKey,
                      const unsigned char *pVal, int nVal){
-  PitrScan *s = (PitrScan*)pArg;
+  PitrRow *r = (PitrRow*)pArg;
   CommitRow row;
-  int bKeep;
   (void)pKey; (void)nKey;
-  if( layout_commit_decode(pVal, nVal, &row)!=SQLITE_OK ){
-    s->rc = SQLITE_CORRUPT;
-    return 1;
+  r->bFound = 1;
+  r->rc = layout_commit_decode(pVal, nVal, &row);
+  r->iTxid = row.iTxid;
+  r->iTimeMs = row.iTimeMs;
+  return 1;
+}
+
+/* The first commit row of iBranch with lo <= txid <= hi. */
+static int opCommitAtOrAfter(Op *p, uint64_t iBranch, uint64_t lo,
+                             uint64_t hi, PitrRow *pRow){
+  unsigned char kLo[LAYOUT_MAX_KEY], kHi[LAYOUT_MAX_KEY];
+  int n = layout_key_commit(kLo, iBranch, lo), rc;
+  layout_key_commit(kHi, iBranch, hi+1);
+  memset(pRow, 0, sizeof(*pRow));
+  rc = store_scan(p->pStore, kLo, n, kHi, n, 0, 1, opPitrRow, pRow);
+  if( rc!=SQLITE_OK ) return opStoreErr(p, rc);
+  if( pRow->rc!=SQLITE_OK ){
+    return opFail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt commit"
+        " row"));
   }
-  bKeep = s->bFirst || s->iInterval==0
-       || row.iTimeMs/s->iInterval != s->iPrevTime/s->iInterval;
-  s->bFirst = 0;
-  s->iPrevTime = row.iTimeMs;
-  if( (int64_t)row.iTimeMs<=s->iMs && bKeep ){
-    s->iFound = row.iTxid;
-    return 1;
+  return SQLITE_OK;
+}
+
+/* The newest commit of iBranch with txid <= iCap and time <= iMs (*piTxid
+** 0: none): a binary search over txids, one seek per step, so it does not
+** depend on how many commits there are (commit times of a branch follow
+** its txids: the wall clock of each commit, which is assumed not to go
+** backwards). */
+static int opNewestAtOrBefore(Op *p, uint64_t iBranch, uint64_t iCap,
+                              int64_t iMs, uint64_t *piTxid){
+  uint64_t lo = 1, hi = iCap;
+  int rc = SQLITE_OK;
+  *piTxid = 0;
+  while( rc==SQLITE_OK && lo<=hi && hi>0 ){
+    uint64_t mid = lo + (hi-lo)/2;
+    PitrRow r;
+    rc = opCommitAtOrAfter(p, iBranch, mid, hi, &r);
+    if( rc!=SQLITE_OK ) break;
+    if( !r.bFound || (int64_t)r.iTimeMs>iMs ){
+      hi = mid-1;
+    }else{
+      *piTxid = r.iTxid;
+      lo = r.iTxid+1;
+    }
   }
-  return 0;
+  return rc;
+}
+
+/* The newest retained commit at or before iMs on one level (branch
+** iBranch up to its cap iCap): the cap itself (a head or a pinned fork
+** point) is always retained, an older commit only when it is the last of
+** its interval.  *piTxid 0: none on this level. */
+static int opPitrLevel(Op *p, uint64_t iBranch, uint64_t iCap, int64_t iMs,
+                       int64_t iInterval, uint64_t *piTxid){
+  PitrRow here, next;
+  uint64_t t = 0;
+  int rc = opNewestAtOrBefore(p, iBranch, iCap, iMs, &t);
+  *piTxid = t;
+  if( rc!=SQLITE_OK || t==0 || t==iCap || iInterval==0 ) return rc;
+  rc = opCommitAtOrAfter(p, iBranch, t, t, &here);
+  if( rc==SQLITE_OK ) rc = opCommitAtOrAfter(p, iBranch, t+1, iCap, &next);
+  if( rc!=SQLITE_OK || !next.bFound
+   || (int64_t)next.iTimeMs/iInterval != (int64_t)here.iTimeMs/iInterval ){
+    return rc;
+  }
+  /* not the last of its interval: the last commit of an earlier one */
+  return opNewestAtOrBefore(p, iBranch, t-1,
+      ((int64_t)here.iTimeMs/iInterval)*iInterval - 1, piTxid);
 }
 
 /* The newest retained commit at or before iMs along the chain of
@@ -302,24 +351,13 @@ static int opPitrFind(Op *p, const View *pV, int64_t iMs,
   int rc = depot_db_chain(p->pStore, pV->iTop, pV->iTopTxid, &chain, p->pzErr);
   int i;
   for(i=0; rc==SQLITE_OK && i<chain.n; i++){
-    unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-    int n = layout_key_commit(lo, chain.aBranch[i], 0);
-    PitrScan s;
+    uint64_t t = 0;
     if( chain.aCap[i]==0 ) continue;
-    layout_key_commit(hi, chain.aBranch[i], chain.aCap[i]+1);
-    memset(&s, 0, sizeof(s));
-    s.iMs = iMs;
-    s.iInterval = pPol->iIntervalMs;
-    s.bFirst = 1;
-    rc = store_scan(p->pStore, lo, n, hi, n, STORE_SCAN_REVERSE, -1,
-                    opPitrRow, &s);
-    if( rc!=SQLITE_OK ) return opStoreErr(p, rc);
-    if( s.rc!=SQLITE_OK ){
-      return opFail(p, s.rc, sqlite3_mprintf("depot: corrupt commit row"));
-    }
-    if( s.iFound ){
+    rc = opPitrLevel(p, chain.aBranch[i], chain.aCap[i], iMs,
+                     pPol->iIntervalMs, &t);
+    if( rc==SQLITE_OK && t ){
       *piBranch = chain.aBranch[i];
-      *piTxid = s.iFound;
+      *piTxid = t;
       return SQLITE_OK;
     }
   }

@@ -82,6 +82,23 @@ int layout_key_delta(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
   return n+12;
 }
 
+int layout_key_shard(unsigned char *a, uint64_t iBranch, uint32_t iShard,
+                     uint64_t iAsOf){
+  int n = layout_key_br(a, iBranch, LAYOUT_BR_SHARD);
+  ltx_put32(a+n, iShard);
+  ltx_put64(a+n+4, iAsOf);
+  return n+12;
+}
+
+int layout_key_shard_chunk(unsigned char *a, uint64_t iBranch,
+                           uint32_t iShard, uint64_t iAsOf, uint32_t iChunk){
+  int n = layout_key_br(a, iBranch, LAYOUT_BR_SHARDBLOB);
+  ltx_put32(a+n, iShard);
+  ltx_put64(a+n+4, iAsOf);
+  ltx_put32(a+n+12, iChunk);
+  return n+16;
+}
+
 int layout_key_ctr(unsigned char *a, const char *zName){
   size_t n = strlen(zName);
   a[0] = 0x02; a[1] = LAYOUT_P_CTR;
@@ -403,5 +420,41 @@ int layout_log_decode(const unsigned char *a, int n, LogRow *p){
   p->iBranch = ltx_get64(a);
   p->iTxid = ltx_get64(a+8);
   p->iTimeMs = ltx_get64(a+16);
+  return SQLITE_OK;
+}
+
+int layout_shard_encode(unsigned char *a, const ShardRow *p){
+  int i;
+  ltx_put32(a, p->szPage);
+  ltx_put32(a+4, p->nPage);
+  ltx_put32(a+8, p->nChunk);
+  ltx_put32(a+12, p->szChunk);
+  ltx_put64(a+16, p->nBlob);
+  for(i=0; i<LAYOUT_SHARD_SIZE; i++){
+    ltx_put32(a+24+8*i, p->aOff[i]);
+    ltx_put32(a+28+8*i, p->aLen[i]);
+  }
+  return LAYOUT_SHARD_ROW;
+}
+
+int layout_shard_decode(const unsigned char *a, int n, ShardRow *p){
+  int i;
+  if( n!=LAYOUT_SHARD_ROW ) return SQLITE_CORRUPT;
+  p->szPage = ltx_get32(a);
+  p->nPage = ltx_get32(a+4);
+  p->nChunk = ltx_get32(a+8);
+  p->szChunk = ltx_get32(a+12);
+  p->nBlob = ltx_get64(a+16);
+  if( p->szChunk==0 || p->nBlob<LTX_HEADER_SIZE || p->nBlob>0xffffffffULL
+   || p->nChunk!=(p->nBlob+p->szChunk-1)/p->szChunk ){
+    return SQLITE_CORRUPT;
+  }
+  for(i=0; i<LAYOUT_SHARD_SIZE; i++){
+    p->aOff[i] = ltx_get32(a+24+8*i);
+    p->aLen[i] = ltx_get32(a+28+8*i);
+    if( p->aLen[i] && ((uint64_t)p->aOff[i]+p->aLen[i])>p->nBlob ){
+      return SQLITE_CORRUPT;
+    }
+  }
   return SQLITE_OK;
 }

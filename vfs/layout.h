@@ -23,6 +23,10 @@
 **            02 30 {branch_id:8} 11 {vs:8}      -> u64 txid (VTX)
 **            02 30 {branch_id:8} 20 {pgno:4}{txid:8} -> PidxValue (PIDX)
 **            02 30 {branch_id:8} 30 {txid:8}{chunk:4} -> blob chunk (DELTA)
+**            02 30 {branch_id:8} 04             -> u64 compacted watermark
+**            02 30 {branch_id:8} 05             -> i64 LE compaction generation
+**            02 30 {branch_id:8} 40 {shard:4}{as_of:8} -> ShardRow (SHARD)
+**            02 30 {branch_id:8} 41 {shard:4}{as_of:8}{chunk:4} -> blob chunk
 **   CTR      02 40 "vs"                         -> i64 LE commit sequence
 **            02 40 "branch"                     -> i64 LE last branch id
 **            02 40 "stored"                     -> i64 LE stored blob bytes
@@ -55,7 +59,6 @@
 ** a branch are 1, 2, 3... in the order the head compare-and-set accepted
 ** them; "vs" orders commits across the whole store.  Neither comes from a
 ** clock.  Names of databases and branches are 1..255 bytes without NUL.
-** SHARD rows (partition 0x40 under BR) are reserved for compaction.
 **
 ** Quotas.  A database, for quotas, is a database name in one bucket: every
 ** branch whose record carries that (bucket, name) -- forks, restore and
@@ -66,6 +69,17 @@
 ** sum of the branches' BR 02 counters; it is written the first time a commit
 ** or reclaim of the database charges it (absent: computed from the branch
 ** counters), always through depot_quota_charge() (vfs/db.h).
+**
+** Shards (vfs/compact.c).  Shard S of a branch covers pages
+** S*LAYOUT_SHARD_SIZE+1 .. (S+1)*LAYOUT_SHARD_SIZE.  A shard version "as of
+** txid T" is the full image of those pages as the branch reads them at T
+** (through its ancestors), in one LTX blob in chunk rows under 0x41; its
+** ShardRow under 0x40 gives the blob's geometry and every page's frame, so
+** "the newest version of shard S at or before T" is one reverse seek.  The
+** watermark row says every page index row at or below it has been folded
+** into shards (and cleared); the generation row is bumped by every change
+** of the branch's pins, every compaction install and every reclaim, so a
+** compaction staged against one generation never installs over another.
 */
 #ifndef DEPOT_LAYOUT_H
 #define DEPOT_LAYOUT_H
@@ -114,6 +128,16 @@
 #define LAYOUT_BR_VTX      0x11
 #define LAYOUT_BR_PIDX     0x20
 #define LAYOUT_BR_DELTA    0x30
+#define LAYOUT_BR_CMPMARK  0x04
+#define LAYOUT_BR_CMPGEN   0x05
+#define LAYOUT_BR_SHARD    0x40
+#define LAYOUT_BR_SHARDBLOB 0x41
+
+/* Pages per shard: 64 pages are 256 KiB at the default 4 KiB page size, a
+** few chunk rows once compressed, so a cold scan pays one shard seek per 64
+** pages while a commit that touches one page makes a later compaction
+** rewrite at most 64 pages of that shard per coverage point. */
+#define LAYOUT_SHARD_SIZE  64
 
 /* META/head of a branch. */
 typedef struct DbHead DbHead;
@@ -203,6 +227,19 @@ struct PidxValue {
   uint32_t szChunk;
 };
 
+/* SHARD/{shard}/{as_of}: one shard version.  aOff/aLen give each page's
+** frame in the blob (slot i is page shard*LAYOUT_SHARD_SIZE+1+i); a zero
+** length is a page that reads as zeros. */
+typedef struct ShardRow ShardRow;
+struct ShardRow {
+  uint32_t szPage;
+  uint32_t nPage;           /* database size at as_of */
+  uint32_t nChunk, szChunk;
+  uint64_t nBlob;
+  uint32_t aOff[LAYOUT_SHARD_SIZE];
+  uint32_t aLen[LAYOUT_SHARD_SIZE];
+};
+
 /* Key builders: write into a (LAYOUT_MAX_KEY bytes), return the length. */
 int layout_key_format(unsigned char *a);
 int layout_key_dbptr(unsigned char *a, const char *zDb, const char *zBranch);
@@ -216,6 +253,10 @@ int layout_key_pidx(unsigned char *a, uint64_t iBranch, uint32_t pgno,
 int layout_key_delta(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
                      uint32_t iChunk);
 int layout_key_ctr(unsigned char *a, const char *zName);
+int layout_key_shard(unsigned char *a, uint64_t iBranch, uint32_t iShard,
+                     uint64_t iAsOf);
+int layout_key_shard_chunk(unsigned char *a, uint64_t iBranch,
+                           uint32_t iShard, uint64_t iAsOf, uint32_t iChunk);
 /* Pointer of (db, branch) in bucket iBucket (DBPTR for 0, else BDBPTR);
 ** _hist appends the vs of a PTRHIST row. */
 int layout_key_ptr(unsigned char *a, uint64_t iBucket, const char *zDb,
@@ -263,5 +304,9 @@ int layout_pitr_encode(unsigned char *a, const PitrPolicy*);
 int layout_pitr_decode(const unsigned char *a, int n, PitrPolicy*);
 int layout_log_encode(unsigned char *a, const LogRow*);
 int layout_log_decode(const unsigned char *a, int n, LogRow*);
+/* ShardRow needs LAYOUT_SHARD_ROW bytes (more than LAYOUT_MAX_ROW). */
+#define LAYOUT_SHARD_ROW (24 + 8*LAYOUT_SHARD_SIZE)
+int layout_shard_encode(unsigned char *a, const ShardRow*);
+int layout_shard_decode(const unsigned char *a, int n, ShardRow*);
 
 #endif /* DEPOT_LAYOUT_H */

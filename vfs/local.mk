@@ -6,7 +6,7 @@ DEPOT_SOURCES += \
 	vfs/pcache.h vfs/pcache.c \
 	vfs/txbuf.h vfs/txbuf.c \
 	vfs/db.h vfs/db.c vfs/branch.c vfs/fork.c \
-	vfs/admin.c vfs/quota.c vfs/verify.c \
+	vfs/admin.c vfs/quota.c vfs/verify.c vfs/compact.c \
 	vfs/depot_vfs.h vfs/vfs.c
 
 check_PROGRAMS += tests/check_vfs tests/check_depot tests/check_fork
@@ -15,6 +15,10 @@ check_PROGRAMS += tests/check_verify
 TESTS += tests/check_verify
 tests_check_verify_SOURCES = tests/check_verify.c $(TEST_HARNESS)
 tests_check_verify_LDADD = $(TEST_LDADD)
+check_PROGRAMS += tests/check_compact
+TESTS += tests/check_compact
+tests_check_compact_SOURCES = tests/check_compact.c $(TEST_HARNESS)
+tests_check_compact_LDADD = $(TEST_LDADD)
 tests_check_fork_SOURCES = tests/check_fork.c $(TEST_HARNESS)
 tests_check_fork_LDADD = $(TEST_LDADD)
 tests_check_vfs_SOURCES = tests/check_vfs.c $(TEST_HARNESS)
@@ -22,6 +26,7 @@ tests_check_vfs_LDADD = $(TEST_LDADD)
 tests_check_depot_SOURCES = tests/check_depot.c $(TEST_HARNESS)
 tests_check_depot_LDADD = $(TEST_LDADD)
 tests_depot_bench_SOURCES += tests/bench_depot.c tests/bench_fork.c
+tests_depot_bench_SOURCES += tests/bench_compact.c
 
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).

@@ -5,23 +5,29 @@
 **
 **   vfyBlobs         DELTA chunk rows against COMMITS rows, then every
 **                    blob decoded whole (frames, page CRCs, blob CRC) and
-**                    compared with its commit row
+**                    compared with its commit row; commits at or below the
+**                    compaction watermark have no blob (it was folded
+**                    into shards)
+**   vfyShards        every shard version checked by depot_shard_verify()
+**                    (chunks, frames, CRCs, each slot's page), shard chunk
+**                    rows against their shard rows
 **   vfyVtx           VTX rows and commits lead to each other
 **   vfyPidx          every page index row: its commit exists and its frame
 **                    decodes to that page with a good CRC
 **   vfyHead          the head against its commit row, and the database
 **                    checksum recomputed from every page as of the head,
-**                    read through the fork ancestors
+**                    read through the fork ancestors and their shards
 **   vfyForks         a fork's parent, fork point and fork pin
 **   vfyPins          DB_PIN rows against history and their owners, then
 **                    the refcount / descendant / restore-point summaries
 **   vfyRestorePoints restore points against history and their pins
 **   vfyCounters      stored-byte counters: branch, database, store
 **
-** A compaction shard check slots in as one more per-branch function.
-** Rows are read in batches (vfyEach), so memory stays bounded by the
-** batch, one blob, and one small record per branch and commit of the
-** branch being checked, whatever the rows contain.
+** Compaction clears page index rows, DELTA rows and the commit rows that
+** are no coverage point; none of that is a finding.  Rows are read in
+** batches (vfyEach), so memory stays bounded by the batch, one blob (or
+** shard blob), and one small record per branch and commit of the branch
+** being checked, whatever the rows contain.
 */
 #include "config.h"
 #include "vfs/depot_vfs.h"
@@ -41,8 +47,9 @@ struct VBranch {
   uint64_t iId;
   BranchRecord rec;
   int bSel;                 /* selected for verification */
-  int64_t nBlobBytes;      /* bytes of its blob rows (DELTA; a shard check
-                           ** adds its SHARD rows) */
+  int64_t nBlobBytes;       /* bytes of its blob rows (DELTA and shard
+                            ** chunk rows) */
+  uint64_t iMark;           /* its compaction watermark (0: none) */
   int64_t nCounter;         /* its BR 02 counter */
   int64_t nPin;             /* its DB_PIN rows */
   int bMinF, bMinR;
@@ -480,10 +487,28 @@ static void vfyBlobDecode(Vfy *p, VBranch *pB, VCommit *c){
   }
 }
 
+/* pB->iMark from the compaction watermark row (absent: 0). */
+static void vfyWatermark(Vfy *p, VBranch *pB){
+  unsigned char k[LAYOUT_MAX_KEY];
+  int nKey = layout_key_br(k, pB->iId, LAYOUT_BR_CMPMARK), nVal = 0;
+  void *pVal = 0;
+  pB->iMark = 0;
+  if( vfyGet(p, k, nKey, &pVal, &nVal) ){
+    if( nVal==8 ){
+      pB->iMark = ltx_get64(pVal);
+    }else{
+      vfyFind(p, pB, "shard", -1, -1, k, nKey, sqlite3_mprintf("depot: the"
+          " compaction watermark row has %d bytes, not 8", nVal));
+    }
+  }
+  sqlite3_free(pVal);
+}
+
 static void vfyBlobs(Vfy *p, VBranch *pB){
   VRun u;
   int i;
   p->nC = 0;
+  vfyWatermark(p, pB);
   vfyEachBr(p, pB->iId, LAYOUT_BR_COMMITS, vfyCommitRow, pB);
   memset(&u, 0, sizeof(u));
   u.pB = pB;
@@ -491,6 +516,7 @@ static void vfyBlobs(Vfy *p, VBranch *pB){
   vfyRunEnd(p, &u);
   for(i=0; i<p->nC && p->rc==SQLITE_OK && !p->bStop; i++){
     VCommit *c = &p->aC[i];
+    if( !c->bSeen && c->row.iTxid<=pB->iMark ) continue;   /* compacted */
     if( !c->bSeen ){
       unsigned char k[LAYOUT_MAX_KEY];
       vfyFind(p, pB, "chunk", (int64_t)c->row.iTxid, -1, k,
@@ -501,6 +527,81 @@ static void vfyBlobs(Vfy *p, VBranch *pB){
       vfyBlobDecode(p, pB, c);
     }
   }
+}
+
+/* ---- shard versions (written by compaction) ---- */
+
+static void vfyShardRow(Vfy *p, void *pCtx, const VRow *r){
+  VBranch *pB = (VBranch*)pCtx;
+  uint32_t iShard;
+  uint64_t iAsOf;
+  char *zErr = 0;
+  int rc;
+  if( r->nKey!=23 ){
+    vfyFind(p, pB, "shard", -1, -1, r->aKey, r->nKey,
+            sqlite3_mprintf("depot: unexpected key among the shard rows"));
+    return;
+  }
+  iShard = ltx_get32(r->aKey+11);
+  iAsOf = ltx_get64(r->aKey+15);
+  rc = depot_shard_verify(p->pStore, pB->iId, iShard, iAsOf, p->pDctx, &zErr);
+  if( rc!=SQLITE_OK && (rc&0xff)!=SQLITE_CORRUPT ){
+    vfyFail(p, rc, zErr);
+    return;
+  }
+  if( rc!=SQLITE_OK ){
+    vfyFind(p, pB, "shard", (int64_t)iAsOf,
+        (int64_t)iShard*LAYOUT_SHARD_SIZE+1, r->aKey, r->nKey,
+        sqlite3_mprintf("depot: shard %u (pages %u..%u) as of txid %llu: %s",
+        iShard, iShard*LAYOUT_SHARD_SIZE+1, (iShard+1)*LAYOUT_SHARD_SIZE,
+        (unsigned long long)iAsOf, zErr ? zErr : "damaged"));
+  }
+  sqlite3_free(zErr);
+}
+
+/* The shard version whose chunk rows are being counted. */
+typedef struct VShardRun VShardRun;
+struct VShardRun {
+  VBranch *pB;
+  int bOpen;
+  uint32_t iShard;
+  uint64_t iAsOf;
+};
+
+/* Count a shard chunk row's bytes; the first chunk row met of each
+** version must have that version's shard row. */
+static void vfyShardChunkRow(Vfy *p, void *pCtx, const VRow *r){
+  VShardRun *u = (VShardRun*)pCtx;
+  unsigned char k[LAYOUT_MAX_KEY];
+  uint32_t iShard;
+  uint64_t iAsOf;
+  u->pB->nBlobBytes += r->nVal;
+  if( r->nKey!=27 ){
+    vfyFind(p, u->pB, "shard", -1, -1, r->aKey, r->nKey,
+            sqlite3_mprintf("depot: unexpected key among the shard chunks"));
+    return;
+  }
+  iShard = ltx_get32(r->aKey+11);
+  iAsOf = ltx_get64(r->aKey+15);
+  if( u->bOpen && u->iShard==iShard && u->iAsOf==iAsOf ) return;
+  u->bOpen = 1;
+  u->iShard = iShard;
+  u->iAsOf = iAsOf;
+  if( !vfyGet(p, k, layout_key_shard(k, u->pB->iId, iShard, iAsOf), 0, 0)
+   && p->rc==SQLITE_OK ){
+    vfyFind(p, u->pB, "shard", (int64_t)iAsOf,
+        (int64_t)iShard*LAYOUT_SHARD_SIZE+1, r->aKey, r->nKey,
+        sqlite3_mprintf("depot: chunk rows of shard %u as of txid %llu have"
+        " no shard row", iShard, (unsigned long long)iAsOf));
+  }
+}
+
+static void vfyShards(Vfy *p, VBranch *pB){
+  VShardRun u;
+  memset(&u, 0, sizeof(u));
+  u.pB = pB;
+  vfyEachBr(p, pB->iId, LAYOUT_BR_SHARD, vfyShardRow, pB);
+  vfyEachBr(p, pB->iId, LAYOUT_BR_SHARDBLOB, vfyShardChunkRow, &u);
 }
 
 /* ---- VTX: store sequence -> txid ---- */
@@ -595,25 +696,41 @@ static int vfyNextRow(void *pArg, const unsigned char *pKey, int nKey,
   return 1;
 }
 
-/* The smallest page >= pgno with a page index row at any level of the
-** chain (*pbFound 0: none). */
+/* The first page >= pgno that the first row in [lo, hi) may hold: a page
+** index row names its page, a shard row (bShard) its shard's pages. */
+static void vfyNextAt(Vfy *p, const unsigned char *lo, int nLo,
+                      const unsigned char *hi, int nHi, int bShard,
+                      uint32_t pgno, uint32_t *pNext, int *pbFound){
+  VNext x = { 0, 0 };
+  uint64_t iPg;
+  int rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, 1, vfyNextRow, &x);
+  if( rc!=SQLITE_OK ){ vfyStoreErr(p, rc); return; }
+  if( !x.bFound ) return;
+  iPg = bShard ? (uint64_t)x.pgno*LAYOUT_SHARD_SIZE+1 : x.pgno;
+  if( iPg<pgno ) iPg = pgno;
+  if( iPg<=0xffffffffu && (!*pbFound || iPg<*pNext) ){
+    *pNext = (uint32_t)iPg;
+    *pbFound = 1;
+  }
+}
+
+/* The smallest page >= pgno with a page index row or in a shard version
+** at any level of the chain (*pbFound 0: none). */
 static void vfyNextPage(Vfy *p, const DepotChain *pChain, uint32_t pgno,
                         uint32_t *pNext, int *pbFound){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  int i;
+  int i, n, nHi;
   *pbFound = 0;
   for(i=0; i<pChain->n && p->rc==SQLITE_OK; i++){
-    VNext x = { 0, 0 };
-    int n = layout_key_pidx(lo, pChain->aBranch[i], pgno, 0);
-    int nHi = layout_key_br(hi, pChain->aBranch[i], LAYOUT_BR_PIDX+1);
-    int rc;
+    uint64_t b = pChain->aBranch[i];
     if( pChain->aCap[i]==0 ) continue;
-    rc = store_scan(p->pStore, lo, n, hi, nHi, 0, 1, vfyNextRow, &x);
-    if( rc!=SQLITE_OK ){ vfyStoreErr(p, rc); return; }
-    if( x.bFound && x.pgno>=pgno && (!*pbFound || x.pgno<*pNext) ){
-      *pNext = x.pgno;
-      *pbFound = 1;
-    }
+    n = layout_key_pidx(lo, b, pgno, 0);
+    nHi = layout_key_br(hi, b, LAYOUT_BR_PIDX+1);
+    vfyNextAt(p, lo, n, hi, nHi, 0, pgno, pNext, pbFound);
+    n = layout_key_shard(lo, b, (pgno-1)/LAYOUT_SHARD_SIZE, 0);
+    nHi = layout_key_br(hi, b, LAYOUT_BR_SHARD+1);
+    if( p->rc==SQLITE_OK ) vfyNextAt(p, lo, n, hi, nHi, 1, pgno, pNext,
+                                     pbFound);
   }
 }
 
@@ -989,6 +1106,7 @@ static void vfyRun(Vfy *p){
     VBranch *pB = &p->aBr[i];
     if( !pB->bSel ) continue;
     vfyBlobs(p, pB);
+    if( p->rc==SQLITE_OK && !p->bStop ) vfyShards(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyVtx(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyPidx(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyHead(p, pB);

@@ -63,6 +63,7 @@ struct DepotFile {
   uint64_t iInhTxid;         /* ancestor bucket, as this branch at txid */
   DepotChain chain;          /* read path of the snapshot (n 0: empty) */
   DbHead snap;               /* pinned head while eLock>=SHARED */
+  int bReadTxn;              /* a store read transaction holds snap */
   TxBuf tx;                  /* pages written since RESERVED */
   uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
   int bTxDirty;              /* tx or nPageTx differs from snap */
@@ -70,6 +71,9 @@ struct DepotFile {
   ZSTD_CCtx *pCctx;
   ZSTD_DCtx *pDctx;
   DepotChunkCache chunks;    /* recently read blob chunk rows */
+  char *zPath;               /* the store file, for the compactor */
+  int64_t nCompactAfter;     /* background threshold (0: off) */
+  uint64_t iWakeMark;        /* watermark as last seen or expected */
   unsigned char *aScratch;   /* one page of the largest size */
 };
 
@@ -273,11 +277,27 @@ static int depotChainFor(DepotFile *p, uint64_t iTop, uint64_t iCap,
   return rc;
 }
 
+/* End the store read transaction of a reader, if it has one. */
+static void depotEndRead(DepotFile *p){
+  if( p->bReadTxn ){
+    store_rollback(p->pStore);
+    p->bReadTxn = 0;
+  }
+  depot_chunk_cache_stable(&p->chunks, 0);
+}
+
 /* Resolve the name (until it has its own branch) and pin the head: the
-** branch's own, or the inherited branch's state at the bucket fork. */
+** branch's own, or the inherited branch's state at the bucket fork.  The
+** snapshot is read inside a store read transaction that lasts until the
+** SHARED lock is dropped (or the handle becomes the writer), so compaction
+** and reclaim, which only free what no head, pin or retained point can
+** read, never take a page from under a reader of an older head. */
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
+  depotEndRead(p);
+  if( store_begin(p->pStore, 0)==SQLITE_OK ) p->bReadTxn = 1;
+  depot_chunk_cache_stable(&p->chunks, p->bReadTxn);
   if( p->iBranch==0 ){
     DepotName nm;
     rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
@@ -297,6 +317,7 @@ static int depotPin(DepotFile *p){
                                            &zErr);
   }
   if( rc==SQLITE_NOTFOUND ) rc = SQLITE_CORRUPT;
+  if( rc!=SQLITE_OK ) depotEndRead(p);
   return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
 }
 
@@ -355,9 +376,21 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
   return rc;
 }
 
+static int depotReadPinned(DepotFile*, void*, int, sqlite3_int64);
+
+/* A read without a lock (SQLite does this for the header of a database it
+** has not locked yet) pins a snapshot for this call only. */
 static int depotRead(sqlite3_file *pFile, void *pBuf, int iAmt,
                      sqlite3_int64 iOfst){
   DepotFile *p = (DepotFile*)pFile;
+  int bOnce = p->eLock==SQLITE_LOCK_NONE;
+  int rc = depotReadPinned(p, pBuf, iAmt, iOfst);
+  if( bOnce ) depotEndRead(p);
+  return rc;
+}
+
+static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
+                           sqlite3_int64 iOfst){
   unsigned char *z = (unsigned char*)pBuf;
   uint32_t sz, nPage;
   int rc = SQLITE_OK;
@@ -442,7 +475,10 @@ static int depotFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
   DepotFile *p = (DepotFile*)pFile;
   uint32_t sz, nPage;
   int rc;
-  if( p->eLock==SQLITE_LOCK_NONE && (rc = depotPin(p))!=SQLITE_OK ) return rc;
+  if( p->eLock==SQLITE_LOCK_NONE ){
+    if( (rc = depotPin(p))!=SQLITE_OK ) return rc;
+    depotEndRead(p);
+  }
   depotGeometry(p, &sz, &nPage);
   *pSize = (sqlite3_int64)sz*nPage;
   return SQLITE_OK;
@@ -517,6 +553,24 @@ static void depotAdopt(DepotFile *p, uint64_t iBranch, const DbHead *pHead){
   p->iBranch = iBranch;
 }
 
+/* After a commit: wake the background compactor when the branch has more
+** than nCompactAfter commits past its watermark.  The watermark is read
+** (one store get) only when the last value seen says the threshold may be
+** passed; once woken, the head counts as the expected watermark. */
+static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead){
+  uint64_t W = 0;
+  if( p->nCompactAfter<=0 || p->zPath==0
+   || iHead <= p->iWakeMark + (uint64_t)p->nCompactAfter ){
+    return;
+  }
+  if( depot_compact_mark(p->pStore, iBranch, &W)!=SQLITE_OK ) return;
+  p->iWakeMark = W;
+  if( iHead > W + (uint64_t)p->nCompactAfter ){
+    p->iWakeMark = iHead;
+    depot_compact_wake(p->zPath, iBranch);
+  }
+}
+
 static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
@@ -552,6 +606,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
                     c.szPage, s->ap[i]);
   }
   depotAdopt(p, iBranch, &head);
+  depotMaybeCompact(p, iBranch, head.iTxid);
   return SQLITE_OK;
 }
 
@@ -639,6 +694,7 @@ static int depotTakeWriter(DepotFile *p){
   else p->pShared->pWriter = p;
   pthread_mutex_unlock(&depotMutex);
   if( rc!=SQLITE_OK ) return rc;
+  depotEndRead(p);
   rc = depotCheckFresh(p, &zErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_lock(&depotMutex);
@@ -682,6 +738,7 @@ static int depotUnlock(sqlite3_file *pFile, int eLock){
     pthread_mutex_unlock(&depotMutex);
   }
   if( eLock<p->eLock ) p->eLock = eLock;
+  if( eLock==SQLITE_LOCK_NONE ) depotEndRead(p);
   return SQLITE_OK;
 }
 
@@ -772,6 +829,7 @@ static void depotFileFree(DepotFile *p){
   sqlite3_free(p->aScratch);
   sqlite3_free(p->zDb);
   sqlite3_free(p->zBranch);
+  sqlite3_free(p->zPath);
   memset(p, 0, sizeof(*p));
 }
 
@@ -796,6 +854,7 @@ struct DepotArgs {
   int bCacheGiven;
   int iSync;
   int iLevel;
+  sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
 };
 
 /* The URI parameters of a main database name; *pzErr on a bad value. */
@@ -813,6 +872,13 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
   a->bCacheGiven = sqlite3_uri_parameter(zName, "cache_kb")!=0;
   a->nCacheKb = sqlite3_uri_int64(zName, "cache_kb", DEPOT_DEFAULT_CACHE_KB);
   a->iLevel = (int)sqlite3_uri_int64(zName, "zstd_level", DEPOT_DEFAULT_LEVEL);
+  a->nCompactAfter = sqlite3_uri_int64(zName, "compact_after", -1);
+  if( sqlite3_uri_parameter(zName, "compact_after") && a->nCompactAfter<0 ){
+    *pzErr = sqlite3_mprintf("depot: compact_after must be an integer >= 0"
+                             " (0: no background compaction), got %s",
+                             sqlite3_uri_parameter(zName, "compact_after"));
+    return SQLITE_CANTOPEN;
+  }
   a->iSync = zSync ? -1 : 2;
   for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
   if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch)
@@ -881,13 +947,19 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
   char *zErr = 0;
   int rc = depotParseArgs(zName, &a, &zErr);
   if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, &a, flags, &zErr);
+  p->nCompactAfter = a.nCompactAfter;
+  if( rc==SQLITE_OK && p->nCompactAfter<0 ){
+    rc = depot_compact_threshold_read(p->pStore, &p->nCompactAfter);
+  }
   if( rc==SQLITE_OK ){
+    p->zPath = sqlite3_mprintf("%s", zName);
     p->zDb = sqlite3_mprintf("%s", a.zDb);
     p->zBranch = sqlite3_mprintf("%s", a.zBranch);
     p->aScratch = sqlite3_malloc64(65536);
     p->pCctx = ZSTD_createCCtx();
     p->pDctx = ZSTD_createDCtx();
-    if( !p->zDb || !p->zBranch || !p->aScratch || !p->pCctx || !p->pDctx ){
+    if( !p->zDb || !p->zBranch || !p->aScratch || !p->pCctx || !p->pDctx
+     || !p->zPath ){
       rc = SQLITE_NOMEM;
     }
   }
