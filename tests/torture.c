@@ -529,6 +529,20 @@ done:
   return rc;
 }
 
+/* Compaction or reclaim of the depot store: changes no state a reader
+** sees, so it sends no M_* message; a crash inside it must leave every
+** branch reading its acknowledged state and depot_verify clean. */
+static int wDepotCompact(Work *w){
+  char *zStore;
+  int rc;
+  if( !w->bDepot ) return wDepotInit(w);
+  zStore = storePath(w->zDir);
+  rc = wExecf(w, rngInt(&w->rng, 2) ? "SELECT depot_compact('%q')"
+              : "SELECT depot_gc('%q')", zStore);
+  sqlite3_free(zStore);
+  return rc;
+}
+
 /* --------------------------------------------------------- the child --- */
 
 static int wOpen(Work *w){
@@ -557,6 +571,7 @@ static const TortureStep aStep[] = {
   { "kv_table",       10, wKvExtra },        /* create+fill or drop a table */
   { "depot_transfer", 38, wDepotTransfer },  /* on a random live branch */
   { "depot_branch",   12, wDepotAdmin },     /* fork, restore point, restore */
+  { "depot_compact",   6, wDepotCompact },   /* depot_compact or depot_gc */
 };
 
 /* One step of the workload, chosen by the seed. */
@@ -867,6 +882,31 @@ static int ckDepotState(Check *c, const char *zDir, const Model *a,
   return 0;
 }
 
+/* depot_verify finds nothing in the store (every blob, shard, page-index
+** row, head checksum, pin and counter). */
+static int ckDepotVerify(Check *c, const char *zDir, const Model *a,
+                         const Model *b){
+  char *zStore = storePath(zDir), *zSql;
+  sqlite3_stmt *pStmt = 0;
+  int rc = 0, e;
+  (void)a; (void)b;
+  if( access(zStore, F_OK)!=0 ){ sqlite3_free(zStore); return 0; }
+  zSql = sqlite3_mprintf("SELECT kind, message FROM depot_verify('%q')",
+                         zStore);
+  if( sqlite3_prepare_v2(c->db, zSql, -1, &pStmt, 0)!=SQLITE_OK ){
+    rc = ckFail(c, "depot_verify: %s", sqlite3_errmsg(c->db));
+  }else if( (e = sqlite3_step(pStmt))==SQLITE_ROW ){
+    rc = ckFail(c, "depot_verify: %s: %s", sqlite3_column_text(pStmt, 0),
+                sqlite3_column_text(pStmt, 1));
+  }else if( e!=SQLITE_DONE ){
+    rc = ckFail(c, "depot_verify: %s", sqlite3_errmsg(c->db));
+  }
+  sqlite3_finalize(pStmt);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  return rc;
+}
+
 /* Every WAL record gets confirmed, and once the store is closed one
 ** segment is left.  Closes the connection: it runs last. */
 static int ckWalRetires(Check *c, const char *zDir, const Model *a,
@@ -898,6 +938,7 @@ struct TortureCheck {
 static const TortureCheck aCheck[] = {
   { "kv state",    ckKvState },     /* acked model or model + in flight */
   { "depot state", ckDepotState },  /* the same per branch; integrity_check */
+  { "depot verify", ckDepotVerify }, /* depot_verify returns no row */
   { "wal retires", ckWalRetires },  /* last: closes the connection */
 };
 
