@@ -54,6 +54,11 @@ VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
 	--errors-for-leak-kinds=none --num-callers=30 \
 	--suppressions=$(srcdir)/tests/valgrind.supp
 EXTRA_DIST += tests/valgrind.supp
+# The crash-torture runner under memcheck: its self-check, a few crash
+# points and a sparse I/O-error sweep (the crash children it kills are
+# not leak-checked; one that finishes with a memory error fails its round).
+VALGRIND_TORTURE_ARGS = --smoke --points 8 --steps 8 --sweep-steps 4 \
+	--sweep-stride 25
 
 valgrind: $(check_PROGRAMS) depot.la
 	@mkdir -p tests/tmp
@@ -62,11 +67,13 @@ valgrind: $(check_PROGRAMS) depot.la
 	  echo "== valgrind $$p"; \
 	  DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
 	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	  case $$p in tests/torture) a='$(VALGRIND_TORTURE_ARGS)';; *) a=;; esac; \
 	  DEPOT_SANITIZER=valgrind CK_FORK=no srcdir='$(srcdir)' \
 	  $(VALGRIND) $(VALGRIND_FLAGS) --log-file=tests/$$b.valgrind.%p \
-	    ./$$p$(EXEEXT) >tests/$$b.valgrind-out 2>&1 & pid=$$!; \
+	    ./$$p$(EXEEXT) $$a >tests/$$b.valgrind-out 2>&1 & pid=$$!; \
 	  wait $$pid; rc=$$?; \
-	  grep -E '^[0-9]+%: Checks:|inputs fed' tests/$$b.valgrind-out; \
+	  grep -E '^[0-9]+%: Checks:|inputs fed|^torture: seed [0-9]+:' \
+	    tests/$$b.valgrind-out; \
 	  grep -E 'ERROR SUMMARY|definitely lost|indirectly lost|possibly lost' \
 	    tests/$$b.valgrind.$$pid | sed 's/^==[0-9]*== /  /'; \
 	  if grep -qE '(definitely|indirectly|possibly) lost: [1-9]' \
