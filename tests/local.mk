@@ -45,8 +45,8 @@ bench: tests/depot_bench$(EXEEXT)
 # any leak at the exit of the program fails.  Leaks of the children that
 # tests fork and kill or let exit mid-test are not counted: their logs are
 # kept but not checked.  Reports go to tests/<program>.valgrind.<pid>.
-# tests/valgrind.supp holds suppressions for third-party noise only.  Slow
-# (an hour or more on 2 cores); not part of make check.
+# tests/valgrind.supp holds suppressions for third-party noise only.  A few
+# minutes on 2 cores (figures in docs/RELIABILITY.md); not part of make check.
 # VALGRIND_FLAGS+=--track-origins=yes helps read a report.
 VALGRIND = valgrind
 VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
@@ -65,9 +65,9 @@ valgrind: $(check_PROGRAMS) depot.la
 	@fail=; for p in $(check_PROGRAMS); do \
 	  b=`echo $$p | sed 's|/|_|g'`; rm -f tests/$$b.valgrind.*; \
 	  echo "== valgrind $$p"; \
+	  a=; if test $$p = tests/torture; then a='$(VALGRIND_TORTURE_ARGS)'; fi; \
 	  DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
 	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
-	  case $$p in tests/torture) a='$(VALGRIND_TORTURE_ARGS)';; *) a=;; esac; \
 	  DEPOT_SANITIZER=valgrind CK_FORK=no srcdir='$(srcdir)' \
 	  $(VALGRIND) $(VALGRIND_FLAGS) --log-file=tests/$$b.valgrind.%p \
 	    ./$$p$(EXEEXT) $$a >tests/$$b.valgrind-out 2>&1 & pid=$$!; \
