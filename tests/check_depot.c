@@ -391,7 +391,7 @@ static void increment_child(const char *zDir, int nInc){
   if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
     _exit(4);
   }
-  sqlite3_busy_timeout(db, 10000);
+  sqlite3_busy_timeout(db, th_busy_ms(10000));
   for(i=0; i<nInc && nTry<100000; nTry++){
     int rc = sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE c SET n=n+1; COMMIT",
                           0, 0, 0);
@@ -479,32 +479,42 @@ END_TEST
 ** transactions while readers check, in read transactions, that the total
 ** never changes (each reader sees whole commits only). */
 typedef struct ThreadArg ThreadArg;
-struct ThreadArg { const char *zDir; int nBad; int nDone; int bWriter; };
+struct ThreadArg {
+  const char *zDir; int nBad; int nDone; int bWriter;
+  char zErr[160];                 /* the first failure's error code and text */
+};
+
+/* Count a failure of the thread; keep the first one's error. */
+static void thread_bad(ThreadArg *a, sqlite3 *db, int rc){
+  if( a->nBad++==0 ){
+    snprintf(a->zErr, sizeof(a->zErr), "rc %d: %s", rc,
+             db ? sqlite3_errmsg(db) : "no connection");
+  }
+}
 
 static void *thread_main(void *pArg){
   ThreadArg *a = (ThreadArg*)pArg;
   char *zUri = depot_uri(a->zDir, "th", 0);
   sqlite3 *db = 0;
   int i;
-  if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
-    a->nBad++;
-  }
-  sqlite3_busy_timeout(db, 10000);
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                           0);
+  if( rc ) thread_bad(a, db, rc);
+  sqlite3_busy_timeout(db, th_busy_ms(10000));
   for(i=0; i<150 && a->nBad==0; i++){
     sqlite3_stmt *p = 0;
     if( a->bWriter ){
-      if( sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE acct SET v=v-1 WHERE id=1;"
-              " UPDATE acct SET v=v+1 WHERE id=2; COMMIT", 0, 0, 0) ){
-        a->nBad++;
-      }
+      rc = sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE acct SET v=v-1 WHERE id=1;"
+              " UPDATE acct SET v=v+1 WHERE id=2; COMMIT", 0, 0, 0);
+      if( rc ) thread_bad(a, db, sqlite3_extended_errcode(db));
     }else if( sqlite3_prepare_v2(db, "SELECT sum(v), count(*) FROM acct", -1,
                                  &p, 0)==SQLITE_OK
            && sqlite3_step(p)==SQLITE_ROW ){
       if( sqlite3_column_int(p, 0)!=1000 || sqlite3_column_int(p, 1)!=2 ){
-        a->nBad++;
+        thread_bad(a, db, SQLITE_OK);
       }
     }else{
-      a->nBad++;
+      thread_bad(a, db, sqlite3_extended_errcode(db));
     }
     sqlite3_finalize(p);
     a->nDone++;
@@ -528,10 +538,10 @@ START_TEST(test_depot_threads_see_only_whole_commits){
     aArg[i].bWriter = (i<2);
     ck_assert_int_eq(pthread_create(&aT[i], 0, thread_main, &aArg[i]), 0);
   }
+  for(i=0; i<4; i++) pthread_join(aT[i], 0);
   for(i=0; i<4; i++){
-    pthread_join(aT[i], 0);
-    ck_assert_msg(aArg[i].nBad==0, "thread %d saw %d bad results", i,
-                  aArg[i].nBad);
+    ck_assert_msg(aArg[i].nBad==0, "thread %d saw %d bad results, first %s",
+                  i, aArg[i].nBad, aArg[i].zErr);
     ck_assert_int_eq(aArg[i].nDone, 150);
   }
   ck_assert_int_eq(th_int(db, "SELECT v FROM acct WHERE id=2"), 300);
@@ -551,7 +561,7 @@ static void kill_child(const char *zDir, int fd, unsigned seed){
   if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
     _exit(4);
   }
-  sqlite3_busy_timeout(db, 5000);
+  sqlite3_busy_timeout(db, th_busy_ms(5000));
   for(i=1; ; i++){
     char *z = sqlite3_mprintf("BEGIN; INSERT INTO t VALUES(%d,"
         " randomblob(%u)); UPDATE c SET n=%d; COMMIT", i, (seed*i)%20000, i);

@@ -40,6 +40,7 @@ static void fx_open(Fx *f, const char *zTag){
 
 static void fx_close(Fx *f){
   sqlite3_close(f->db);
+  depot_fork_idle_close();
   sqlite3_free(f->zStore);
   sqlite3_free(f->zDir);
 }
@@ -704,6 +705,33 @@ START_TEST(test_sigkill_during_fork_and_restore_leaves_none_or_all){
 }
 END_TEST
 
+/* Closing the idle store handle (twice: the second finds none) leaves the
+** next operation to reopen the store, and nothing on disk changes. */
+START_TEST(test_fork_idle_close_then_next_operation_reopens_the_store){
+  Fx f;
+  sqlite3 *db;
+  char *z;
+  fx_open(&f, "fork-idle");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7)");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_restore_point(%Q,'app','main','r1')", f.zStore);
+  depot_fork_idle_close();
+  depot_fork_idle_close();
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','dev','r1')", f.zStore);
+  depot_fork_idle_close();
+  z = fx_text(&f, "SELECT group_concat(branch, ',') FROM"
+              " (SELECT branch FROM depot_branches(%Q) ORDER BY branch)",
+              f.zStore);
+  ck_assert_str_eq(z, "dev,main");
+  sqlite3_free(z);
+  db = fx_db(&f, "app", "dev", 0);
+  ck_assert_int_eq(th_int(db, "SELECT a FROM t"), 7);
+  sqlite3_close(db);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
@@ -802,6 +830,7 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("fork");
   TCase *tc = tcase_create("forks");
   tcase_add_test(tc, test_fork_writes_never_show_on_the_other_side);
+  tcase_add_test(tc, test_fork_idle_close_then_next_operation_reopens_the_store);
   tcase_add_test(tc, test_fork_of_fork_reaches_depth_limit_then_fails_clearly);
   tcase_add_test(tc, test_fork_at_txid_time_and_restore_point_matches_oracle);
   tcase_add_test(tc, test_fork_chain_reads_match_plain_file);

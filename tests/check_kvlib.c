@@ -233,6 +233,24 @@ static int sqlite_cmp(sqlite3_stmt *pCmp, sqlite3_value *a,
   return c;
 }
 
+/* True when SQLite's own comparison of a and b cannot serve as the oracle
+** in this run: under Valgrind, memcheck computes long double arithmetic in
+** double precision, so SQLite compares an integer beyond 2^53 with a real
+** after rounding the integer (it calls -9223372036854775297 equal to
+** -9223372036854775808.0).  The exact order of such pairs is checked by
+** test_kvlib_key_big_integers_order_exactly_against_reals. */
+static int oracle_inexact(sqlite3_value *a, sqlite3_value *b){
+  int ta = sqlite3_value_type(a), tb = sqlite3_value_type(b);
+  sqlite3_value *pInt;
+  sqlite3_int64 i;
+  if( !th_under_valgrind() ) return 0;
+  if( ta==SQLITE_INTEGER && tb==SQLITE_FLOAT ) pInt = a;
+  else if( ta==SQLITE_FLOAT && tb==SQLITE_INTEGER ) pInt = b;
+  else return 0;
+  i = sqlite3_value_int64(pInt);
+  return i>TWO53 || i< -TWO53;
+}
+
 #define ORDER_N 1500
 
 START_TEST(test_kvlib_key_order_matches_sqlite_order_by){
@@ -269,12 +287,14 @@ START_TEST(test_kvlib_key_order_matches_sqlite_order_by){
     int c = buf_cmp(&aEnc[i], &aEnc[i+1]);
     int s = sqlite_cmp(pCmp, apVal[i], apVal[i+1]);
     T_MSG(s<=0, "ORDER BY not sorted at %d", i);
+    if( oracle_inexact(apVal[i], apVal[i+1]) ) continue;
     T_MSG(c==s, "row %d: memcmp %d, sqlite %d (%s vs %s)", i, c, s,
                   sqlite3_value_text(apVal[i]), sqlite3_value_text(apVal[i+1]));
   }
   /* Random pairs. */
   for(i=0; i<4*n; i++){
     int a = rng_below(n), b = rng_below(n);
+    if( oracle_inexact(apVal[a], apVal[b]) ) continue;
     T_EQ(buf_cmp(&aEnc[a], &aEnc[b]),
                      sqlite_cmp(pCmp, apVal[a], apVal[b]));
   }
@@ -1237,6 +1257,16 @@ static void oom_install(void){
   T_EQ(sqlite3_initialize(), SQLITE_OK);
 }
 
+/* Put SQLite's own allocator back, so that a later test of the same
+** process (CK_FORK=no, as under make valgrind) installs the failing one
+** over the real one, not over itself (an endless recursion). */
+static void oom_remove(void){
+  oomCountdown = -1;
+  sqlite3_shutdown();
+  T_EQ(sqlite3_config(SQLITE_CONFIG_MALLOC, &oomDefault), SQLITE_OK);
+  T_EQ(sqlite3_initialize(), SQLITE_OK);
+}
+
 /* An encoder that cannot grow its buffer returns SQLITE_NOMEM and leaves
 ** the buffer's contents as they were. */
 START_TEST(test_kvlib_encoders_leave_buffer_unchanged_on_nomem){
@@ -1264,6 +1294,7 @@ START_TEST(test_kvlib_encoders_leave_buffer_unchanged_on_nomem){
   kv_buf_free(&b);
   sqlite3_value_free(k); sqlite3_value_free(v);
   tv_close();
+  oom_remove();
 }
 END_TEST
 
@@ -1308,9 +1339,7 @@ START_TEST(test_kvlib_map_nomem_leaves_version_unchanged){
   T_ASSERT((nFail)>(4500));
   kv_map_unref(p);
   free(m.a);
-  sqlite3_shutdown();
-  sqlite3_config(SQLITE_CONFIG_MALLOC, &oomDefault);
-  sqlite3_initialize();
+  oom_remove();
 }
 END_TEST
 

@@ -39,6 +39,7 @@ static void fx_open(Fx *f, const char *zTag){
 
 static void fx_close(Fx *f){
   sqlite3_close(f->db);
+  depot_fork_idle_close();
   sqlite3_free(f->zStore);
   sqlite3_free(f->zDir);
 }
@@ -777,6 +778,7 @@ static void put_garbage(Fx *f, uint64_t iMain){
     k[0] = 0x02;
     k[1] = (unsigned char)aPart[rand()%6];
     if( nKey>=10 ) ltx_put64(k+2, rand()%3 ? iMain+rand()%3 : (uint64_t)rand());
+    else for(j=2; j<nKey; j++) k[j] = (unsigned char)rand();
     for(j=10; j<nKey; j++) k[j] = (unsigned char)(rand()%4 ? rand()%4 : rand());
     if( nKey>10 && rand()%2 ) k[10] = "\x01\x02\x10\x11\x20\x30"[rand()%6];
     for(j=0; j<nVal; j++) v[j] = (unsigned char)rand();

@@ -110,6 +110,20 @@ int th_under_tsan(void){
   return z && strcmp(z, "tsan")==0;
 }
 
+int th_under_valgrind(void){
+  const char *z = getenv("DEPOT_SANITIZER");
+  return z && strcmp(z, "valgrind")==0;
+}
+
+int th_scaled(int n, int nDiv){
+  if( !th_under_valgrind() || nDiv<=1 ) return n;
+  return n/nDiv>0 ? n/nDiv : 1;
+}
+
+int th_busy_ms(int ms){
+  return th_under_valgrind() ? ms*10 : ms;
+}
+
 const char *th_module_path(void){
   const char *z = getenv("DEPOT_MODULE");
   return (z && z[0]) ? z : 0;

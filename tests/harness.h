@@ -50,6 +50,22 @@ sqlite3_int64 th_int(sqlite3 *db, const char *zSql);
 ** ASan+UBSan builds check. */
 int th_under_tsan(void);
 
+/* True under Valgrind memcheck ($DEPOT_SANITIZER is "valgrind", set by
+** make valgrind).  Memcheck runs a program 20 to 50 times slower and runs
+** its threads one at a time, so tests scale their loop counts and waits
+** with th_scaled() and th_busy_ms(). */
+int th_under_valgrind(void);
+
+/* n, or n/nDiv (at least 1) under Valgrind: the iteration count of a
+** stress or property loop, cut down so memcheck finishes it. */
+int th_scaled(int n, int nDiv);
+
+/* A busy timeout of ms milliseconds, ten times longer under Valgrind: a
+** writer thread there can wait for a lock through many whole transactions
+** of another thread (the lock is not fair and memcheck serialises
+** threads), so a wait a plain build never approaches can run out. */
+int th_busy_ms(int ms);
+
 /* Path of the built loadable module ($DEPOT_MODULE), or NULL if unset. */
 const char *th_module_path(void);
 

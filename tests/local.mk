@@ -45,8 +45,8 @@ bench: tests/depot_bench$(EXEEXT)
 # any leak at the exit of the program fails.  Leaks of the children that
 # tests fork and kill or let exit mid-test are not counted: their logs are
 # kept but not checked.  Reports go to tests/<program>.valgrind.<pid>.
-# tests/valgrind.supp holds suppressions for third-party noise only.  Slow
-# (an hour or more on 2 cores); not part of make check.
+# tests/valgrind.supp holds suppressions for third-party noise only.  A few
+# minutes on 2 cores (figures in docs/RELIABILITY.md); not part of make check.
 # VALGRIND_FLAGS+=--track-origins=yes helps read a report.
 VALGRIND = valgrind
 VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
@@ -54,19 +54,26 @@ VALGRIND_FLAGS = --error-exitcode=1 --leak-check=full \
 	--errors-for-leak-kinds=none --num-callers=30 \
 	--suppressions=$(srcdir)/tests/valgrind.supp
 EXTRA_DIST += tests/valgrind.supp
+# The crash-torture runner under memcheck: its self-check, a few crash
+# points and a sparse I/O-error sweep (the crash children it kills are
+# not leak-checked; one that finishes with a memory error fails its round).
+VALGRIND_TORTURE_ARGS = --smoke --points 8 --steps 8 --sweep-steps 4 \
+	--sweep-stride 25
 
 valgrind: $(check_PROGRAMS) depot.la
 	@mkdir -p tests/tmp
 	@fail=; for p in $(check_PROGRAMS); do \
 	  b=`echo $$p | sed 's|/|_|g'`; rm -f tests/$$b.valgrind.*; \
 	  echo "== valgrind $$p"; \
+	  a=; if test $$p = tests/torture; then a='$(VALGRIND_TORTURE_ARGS)'; fi; \
 	  DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
 	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  DEPOT_SANITIZER=valgrind CK_FORK=no srcdir='$(srcdir)' \
 	  $(VALGRIND) $(VALGRIND_FLAGS) --log-file=tests/$$b.valgrind.%p \
-	    ./$$p$(EXEEXT) >tests/$$b.valgrind-out 2>&1 & pid=$$!; \
+	    ./$$p$(EXEEXT) $$a >tests/$$b.valgrind-out 2>&1 & pid=$$!; \
 	  wait $$pid; rc=$$?; \
-	  grep -E '^[0-9]+%: Checks:|inputs fed' tests/$$b.valgrind-out; \
+	  grep -E '^[0-9]+%: Checks:|inputs fed|^torture: seed [0-9]+:' \
+	    tests/$$b.valgrind-out; \
 	  grep -E 'ERROR SUMMARY|definitely lost|indirectly lost|possibly lost' \
 	    tests/$$b.valgrind.$$pid | sed 's/^==[0-9]*== /  /'; \
 	  if grep -qE '(definitely|indirectly|possibly) lost: [1-9]' \

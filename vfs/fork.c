@@ -72,6 +72,17 @@ static void forkPutIdle(Store *pStore, const char *zPath){
   store_close(pOld);
 }
 
+void depot_fork_idle_close(void){
+  Store *pStore = 0;
+  pthread_mutex_lock(&forkMutex);
+  if( forkIdle.pid==getpid() ) pStore = forkIdle.pStore;
+  forkIdle.pStore = 0;
+  sqlite3_free(forkIdle.zPath);
+  forkIdle.zPath = 0;
+  pthread_mutex_unlock(&forkMutex);
+  store_close(pStore);
+}
+
 /* An open operation: the store in a transaction and the database name. */
 typedef struct Op Op;
 struct Op {
