@@ -49,6 +49,7 @@ static void fx_open(Fx *f, const char *zTag){
 
 static void fx_close(Fx *f){
   sqlite3_close(f->db);
+  depot_fork_idle_close();
   sqlite3_free(f->zStore);
   sqlite3_free(f->zPlain);
   sqlite3_free(f->zDir);
