@@ -144,3 +144,7 @@ DETACH d;
 ATTACH 'file:store.depot?vfs=depot&db=inventory' AS d;
 SELECT count(*) AS rows_after_undo FROM d.item;
 SELECT name, kind FROM depot_restore_points('store.depot', 'inventory') ORDER BY kind, name;
+.print '== compaction, reclaim and a health check of the store'
+SELECT json_extract(depot_compact('store.depot'), '$.branches') IS NOT NULL AS compacted;
+SELECT depot_gc('store.depot') IS NOT NULL AS reclaimed;
+SELECT count(*) AS verify_findings FROM depot_verify('store.depot');
