@@ -33,6 +33,13 @@ extern const DepotComponent depotVfsComponent;
 /* ext/depot_branch_sql.c: forks, restore points, PITR, rollback, buckets
 ** (registered by depotVfsComponent's xConnection). */
 int depot_branch_sql_register(sqlite3 *db);
+
+/* xBestIndex of the depot table-valued functions (ext/depot_sql.c): the
+** hidden columns from iFirst on are the nArg (at most DEPOT_TVF_MAX_ARG)
+** arguments; usable equality constraints on them are passed to xFilter in
+** column order, idxNum is their bitmask, and the first one is required. */
+#define DEPOT_TVF_MAX_ARG 3
+int depot_tvf_best_index(sqlite3_index_info *pInfo, int iFirst, int nArg);
 /* depot_compact, depot_gc (ext/depot_compact_sql.c). */
 int depot_compact_sql_register(sqlite3 *db);
 

@@ -58,11 +58,8 @@ static int dcDisconnect(sqlite3_vtab *p){
   return SQLITE_OK;
 }
 
-/* Hidden columns from iFirst on are arguments: usable equality constraints
-** on them are passed to xFilter in column order; idxNum is their bitmask.
-** The first argument is required. */
-static int tvfBestIndex(sqlite3_index_info *pInfo, int iFirst, int nArg){
-  int aIdx[3] = { -1, -1, -1 };
+int depot_tvf_best_index(sqlite3_index_info *pInfo, int iFirst, int nArg){
+  int aIdx[DEPOT_TVF_MAX_ARG] = { -1, -1, -1 };
   int i, nUsed = 0, mask = 0;
   for(i=0; i<pInfo->nConstraint; i++){
     const struct sqlite3_index_constraint *c = &pInfo->aConstraint[i];
@@ -85,7 +82,7 @@ static int tvfBestIndex(sqlite3_index_info *pInfo, int iFirst, int nArg){
 
 static int dcBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   (void)pVtab;
-  return tvfBestIndex(pInfo, DC_STORE, 3);
+  return depot_tvf_best_index(pInfo, DC_STORE, 3);
 }
 
 static int dcOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
@@ -234,7 +231,7 @@ static int dsConnect(sqlite3 *db, void *pAux, int argc,
 
 static int dsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   (void)pVtab;
-  return tvfBestIndex(pInfo, DS_STORE, 1);
+  return depot_tvf_best_index(pInfo, DS_STORE, 1);
 }
 
 static int dsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){

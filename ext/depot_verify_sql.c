@@ -224,27 +224,7 @@ static int dvDisconnect(sqlite3_vtab *p){
 ** one only with all before it. */
 static int dvBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   const DvTable *pTab = ((DvVtab*)pVtab)->pTab;
-  int aIdx[3] = { -1, -1, -1 };
-  int i, nUsed = 0, mask = 0;
-  for(i=0; i<pInfo->nConstraint; i++){
-    const struct sqlite3_index_constraint *c = &pInfo->aConstraint[i];
-    int iArg = c->iColumn - pTab->nCol;
-    if( iArg<0 || iArg>=pTab->nArg || c->op!=SQLITE_INDEX_CONSTRAINT_EQ ){
-      continue;
-    }
-    if( !c->usable ) return SQLITE_CONSTRAINT;
-    aIdx[iArg] = i;
-  }
-  if( aIdx[0]<0 ) return SQLITE_CONSTRAINT;
-  for(i=0; i<pTab->nArg; i++){
-    if( aIdx[i]<0 ) continue;
-    pInfo->aConstraintUsage[aIdx[i]].argvIndex = ++nUsed;
-    pInfo->aConstraintUsage[aIdx[i]].omit = 1;
-    mask |= 1<<i;
-  }
-  pInfo->idxNum = mask;
-  pInfo->estimatedCost = 1000;
-  return SQLITE_OK;
+  return depot_tvf_best_index(pInfo, pTab->nCol, pTab->nArg);
 }
 
 static int dvOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
