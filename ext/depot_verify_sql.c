@@ -219,9 +219,7 @@ static int dvDisconnect(sqlite3_vtab *p){
   return SQLITE_OK;
 }
 
-/* Equality constraints on the hidden argument columns go to xFilter in
-** column order (idxNum: their bitmask); the first is required, and a later
-** one only with all before it. */
+/* See depot_tvf_best_index(): the hidden argument columns. */
 static int dvBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   const DvTable *pTab = ((DvVtab*)pVtab)->pTab;
   return depot_tvf_best_index(pInfo, pTab->nCol, pTab->nArg);
