@@ -421,10 +421,16 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
   KvHandle *h = kvHandleArg(ctx, argv[0], 0);
   sqlite3_stmt *pStmt = 0;
   const char *zTab;
+  char *zErr = 0;
   KvMeta meta;
   int nTab, bFound = 0, rc;
   (void)argc;
   if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  /* A name no table can have (and .tables_meta) is an error, not NULL. */
+  if( (rc = kv_name_check(zTab, nTab, &zErr))!=SQLITE_OK ){
+    kvFuncError(ctx, rc, zErr);
+    return;
+  }
   rc = kv_table_meta(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, &meta,
                      &bFound);
   if( rc==SQLITE_OK && bFound ){
