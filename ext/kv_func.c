@@ -454,10 +454,36 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
   kv_meta_clear(&meta);
 }
 
-/* Check options_json: an object whose keys are "persistence" (0|1) and
-** "accelerated_repair" (0|1, kv_btree). */
-static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
-                          char **pzErr){
+/* One option of options_json (key zKey, JSON type zType, value v) for a
+** table of type zTab: SQLITE_OK, or SQLITE_ERROR with *pzErr set. */
+static int kvCheckOption(const char *zTab, const char *zKey,
+                         const char *zType, int v, char **pzErr){
+  /* Only the table types known to lack accelerated_repair refuse it: an
+  ** unknown type is reported as such by kv_create_table(). */
+  int bAccel = zTab==0 || (strcmp(zTab, "kv_memory")!=0
+                           && strcmp(zTab, "kv_log")!=0);
+  if( zKey==0 || (strcmp(zKey, "persistence")!=0
+                  && strcmp(zKey, "accelerated_repair")!=0) ){
+    *pzErr = sqlite3_mprintf("kv: unknown option '%s' (allowed: "
+                             "persistence%s)", zKey ? zKey : "",
+                             bAccel ? ", accelerated_repair" : "");
+  }else if( zKey[0]=='a' && !bAccel ){
+    *pzErr = sqlite3_mprintf("kv: option accelerated_repair applies to "
+                             "kv_btree tables only, not %s", zTab);
+  }else if( (strcmp(zType, "integer")!=0 && strcmp(zType, "true")!=0
+          && strcmp(zType, "false")!=0) || v<0 || v>1 ){
+    *pzErr = sqlite3_mprintf("kv: option %s must be 0 or 1", zKey);
+  }else{
+    return SQLITE_OK;
+  }
+  return SQLITE_ERROR;
+}
+
+/* Check options_json for a table of type zTab: an object whose keys are
+** "persistence" (0|1, also true|false) and, for kv_btree only,
+** "accelerated_repair" (0|1). */
+static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
+                          int *pbPersist, char **pzErr){
   sqlite3_stmt *pStmt = 0;
   int rc = sqlite3_prepare_v2(db, "SELECT json_type(?1)='object', key, atom, "
       "type FROM json_each(?1) WHERE json_valid(?1) UNION ALL "
@@ -472,18 +498,9 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
       *pzErr = sqlite3_mprintf("kv: options must be a JSON object such as "
                                "'{\"persistence\":1}'");
       rc = SQLITE_ERROR;
-    }else if( zKey==0 || (strcmp(zKey, "persistence")!=0
-                          && strcmp(zKey, "accelerated_repair")!=0) ){
-      *pzErr = sqlite3_mprintf("kv: unknown option '%s' (allowed: "
-                               "persistence, accelerated_repair)",
-                               zKey ? zKey : "");
-      rc = SQLITE_ERROR;
-    }else if( (strcmp(zType, "integer")!=0 && strcmp(zType, "true")!=0
-            && strcmp(zType, "false")!=0) || v<0 || v>1 ){
-      *pzErr = sqlite3_mprintf("kv: option %s must be 0 or 1", zKey);
-      rc = SQLITE_ERROR;
-    }else if( zKey[0]=='p' ){
-      *pbPersist = v;
+    }else{
+      rc = kvCheckOption(zTab, zKey, zType, v, pzErr);
+      if( rc==SQLITE_OK && zKey[0]=='p' ) *pbPersist = v;
     }
   }
   sqlite3_finalize(pStmt);
@@ -507,8 +524,8 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
   /* kv_btree and kv_log tables are persistent unless told otherwise. */
   bPersist = zType && strcmp(zType, "kv_memory")!=0;
   if( argc==4 && sqlite3_value_type(argv[3])!=SQLITE_NULL ){
-    rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], &bPersist,
-                        &zErr);
+    rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], zType,
+                        &bPersist, &zErr);
     zOpt = (const char*)sqlite3_value_text(argv[3]);
   }
   if( rc==SQLITE_OK ){
