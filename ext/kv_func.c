@@ -112,6 +112,11 @@ int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
     *ppEng = kv_engine_ref(p->pLastEng);
     return SQLITE_OK;
   }
+  if( zDir && zDir[0]==0 ){
+    *pzErr = sqlite3_mprintf("kv: store directory must not be empty (NULL "
+                             "means the default store)");
+    return SQLITE_ERROR;
+  }
   if( zDir ) return kvConnOpen(p, zDir, ppEng, pzErr);
   zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
   if( zFile && zFile[0] && kvConnIsLast(p, zFile, "-kv") ){
