@@ -249,7 +249,8 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   }
   pthread_mutex_unlock(&pEng->mutex);
   if( pTab==0 ){
-    *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab,
+                             zTab, pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;
   }
   if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
