@@ -86,13 +86,17 @@ struct KvArgs {
   const char *zType;            /* the module name: the table type */
 };
 
-/* Unquote a module argument value in place ('x', "x" or x). */
+/* Unquote a module argument value in place ('x', "x" or x): inside the
+** quotes a doubled quote character stands for one, as in SQL. */
 static void kvUnquote(char *z){
-  int n = (int)strlen(z);
-  if( n>=2 && (z[0]=='\'' || z[0]=='"') && z[n-1]==z[0] ){
-    memmove(z, z+1, n-2);
-    z[n-2] = 0;
+  int n = (int)strlen(z), i, j = 0;
+  char q = z[0];
+  if( n<2 || (q!='\'' && q!='"') || z[n-1]!=q ) return;
+  for(i=1; i<n-1; i++){
+    z[j++] = z[i];
+    if( z[i]==q && z[i+1]==q && i+1<n-1 ) i++;
   }
+  z[j] = 0;
 }
 
 static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){

@@ -645,6 +645,28 @@ START_TEST(test_kv_inmemory_db_needs_dir_for_persistence){
 }
 END_TEST
 
+/* dir= is an SQL string literal: a doubled quote inside stands for one
+** quote, as in every other SQL string. */
+START_TEST(test_kv_dir_argument_unquotes_doubled_quotes){
+  char *zDir = th_tmpdir("kv-quote");
+  sqlite3 *db = kv_db();
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE q1 USING "
+      "kv_memory(dir='%q/it''s'); CREATE VIRTUAL TABLE q2 USING "
+      "kv_memory(dir=\"%w/say \"\"hi\"\"\")", zDir, zDir);
+  char *zWant = sqlite3_mprintf("%s/it's", zDir);
+  th_exec(db, zSql);
+  kv_text_eq(db, "SELECT substr(dir, -4) FROM kv_tables WHERE name='q1'",
+             "it's");
+  kv_text_eq(db, "SELECT substr(dir, -8) FROM kv_tables WHERE name='q2'",
+             "say \"hi\"");
+  ck_assert_int_eq(access(zWant, F_OK), 0);
+  sqlite3_close(db);
+  sqlite3_free(zWant);
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ handles --- */
 
 /* SELECT zExpr with %s replaced by the handle/dir, as text. */
@@ -1795,6 +1817,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_sidecar_store_and_catalog_survive_reopen);
   tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
+  tcase_add_test(tc, test_kv_dir_argument_unquotes_doubled_quotes);
   suite_add_tcase(s, tc);
   tc = tcase_create("handles");
   tcase_add_test(tc, test_kv_handles_read_write_commit);
