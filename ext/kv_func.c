@@ -187,6 +187,24 @@ static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
   return 0;
 }
 
+/* The handle argument, if its transaction still takes operations (also a
+** prepared one when bPreparedOk): else NULL with an error that names the
+** handle the caller holds and how to end it. */
+static KvHandle *kvHandleActive(sqlite3_context *ctx, sqlite3_value *pArg,
+                                KvHandle ***pppPrev, int bPreparedOk){
+  KvHandle *h = kvHandleArg(ctx, pArg, pppPrev);
+  int e = h ? kv_root_state(h->pRoot) : KV_ROOT_ACTIVE;
+  if( e==KV_ROOT_ACTIVE || (e==KV_ROOT_PREPARED && bPreparedOk) ) return h;
+  kvFuncError(ctx, SQLITE_MISUSE, sqlite3_mprintf(
+      "kv: transaction handle %lld %s", h->id,
+      e==KV_ROOT_PREPARED ? "is prepared and takes no more operations: "
+                            "end it with kv_commit or kv_rollback"
+      : e==KV_ROOT_FAILED ? "failed and was rolled back: end it with "
+                            "kv_rollback"
+      : "is finished"));
+  return 0;
+}
+
 /* A table-name argument: text, not NULL. */
 static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
                      const char **pz, int *pn){
@@ -247,7 +265,7 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 /* ------------------------------------------------- reads and writes --- */
 
 static void kvGetFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
@@ -264,7 +282,7 @@ static void kvGetFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 }
 
 static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
@@ -283,7 +301,7 @@ static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 }
 
 static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
@@ -310,7 +328,7 @@ static void kvHandleDrop(KvConn *pConn, KvHandle **pp){
 }
 
 static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   char *zErr = 0;
   int rc;
   (void)argc;
@@ -322,7 +340,7 @@ static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
-  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  KvHandle *h = kvHandleActive(ctx, argv[0], &pp, 1);
   char *zErr = 0;
   int rc;
   (void)argc;
@@ -387,6 +405,13 @@ static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
   int rc;
   (void)argc;
   if( h==0 ) return;
+  if( kv_root_state(h->pRoot)==KV_ROOT_FAILED ){
+    /* Rolled back by an earlier failure: an error, and the handle ends. */
+    kvFuncError(ctx, SQLITE_MISUSE, sqlite3_mprintf("kv: transaction handle "
+        "%lld failed and was rolled back: nothing to commit", h->id));
+    kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+    return;
+  }
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
     sqlite3_free(zErr);
@@ -514,7 +539,7 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
 
 static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
                               sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   const char *zTab, *zType, *zOpt = 0;
   char *zErr = 0;
   int nTab, bPersist = 0, bCreated = 0, rc = SQLITE_OK;
@@ -543,7 +568,7 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
 
 static void kvRemoveTableFunc(sqlite3_context *ctx, int argc,
                               sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   const char *zTab;
   char *zErr = 0;
   int nTab, rc;

@@ -816,6 +816,48 @@ START_TEST(test_kv_handles_read_write_commit){
 }
 END_TEST
 
+/* A prepared or failed handle refuses more operations with a message that
+** names the handle the caller holds (not an internal transaction id) and
+** says how to end it; kv_rollback still ends it. */
+START_TEST(test_kv_prepared_and_failed_handles_name_the_handle){
+  char *zDir = th_tmpdir("kv-hstate");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  sqlite3_int64 h, h2;
+  char *zWant;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('k', 1)");
+  kv_begin(db, zDir);                       /* handles and ids drift apart */
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 'a', 1), kv_prepare(%lld)", h, h);
+  zWant = sqlite3_mprintf("transaction handle %lld is prepared", h);
+  kv_failf(db, zWant, "SELECT kv_put(%lld, 't', 'b', 1)", h);
+  kv_failf(db, zWant, "SELECT kv_get(%lld, 't', 'a')", h);
+  kv_failf(db, zWant, "SELECT kv_delete(%lld, 't', 'a')", h);
+  kv_failf(db, zWant, "SELECT kv_prepare(%lld)", h);
+  kv_failf(db, zWant, "SELECT kv_create_table(%lld, 'n', 'kv_memory')", h);
+  sqlite3_free(zWant);
+  kv_ok(db, "SELECT kv_rollback(%lld)", h);
+  h2 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_get(%lld, 't', 'k'), kv_put(%lld, 't', 'k', 2)", h2, h2);
+  th_exec(db2, "UPDATE t SET value = 3 WHERE key = 'k'");
+  ck_assert_int_eq(kv_failf(db, "conflicts", "SELECT kv_commit(%lld)", h2),
+                   SQLITE_BUSY_SNAPSHOT);
+  zWant = sqlite3_mprintf("transaction handle %lld failed and was rolled "
+                          "back", h2);
+  kv_failf(db, zWant, "SELECT kv_put(%lld, 't', 'k', 4)", h2);
+  kv_failf(db, zWant, "SELECT kv_commit(%lld)", h2);
+  sqlite3_free(zWant);
+  kv_ok(db, "SELECT kv_rollback(%lld)", h2);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='k'"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_handle_conflicts_same_value_and_aba){
   char *zDir = th_tmpdir("kv-aba");
   sqlite3 *db = kv_db();
@@ -1821,6 +1863,7 @@ Suite *depot_test_suite(void){
   suite_add_tcase(s, tc);
   tc = tcase_create("handles");
   tcase_add_test(tc, test_kv_handles_read_write_commit);
+  tcase_add_test(tc, test_kv_prepared_and_failed_handles_name_the_handle);
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
   tcase_add_test(tc, test_kv_prepared_reservations_conflict);
   tcase_add_test(tc, test_kv_try_commit_returns_conflicts_as_json);
