@@ -83,6 +83,7 @@ struct KvArgs {
   int bPersist;
   int bPersistGiven;
   int bAccel;                   /* accelerated_repair=1 */
+  int bAccelGiven;
   const char *zType;            /* the module name: the table type */
 };
 
@@ -99,43 +100,64 @@ static void kvUnquote(char *z){
   z[j] = 0;
 }
 
+/* The error of a module argument that is not one this table type takes. */
+static int kvArgBad(const char *zArg, const KvArgs *pA, char **pzErr){
+  *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH%s",
+      zArg, strcmp(pA->zType, "kv_btree")==0
+            ? ", persistence=0|1 or accelerated_repair=0|1"
+            : " or persistence=0|1");
+  return SQLITE_ERROR;
+}
+
+/* Trim the blanks around z in place; returns z moved past the leading. */
+static char *kvTrim(char *z){
+  while( *z==' ' ) z++;
+  while( *z && z[strlen(z)-1]==' ' ) z[strlen(z)-1] = 0;
+  return z;
+}
+
+/* Take one key=value argument (zK and zV trimmed, zV unquoted) into *pA.
+** Each key may be given once. */
+static int kvTakeArg(const char *zArg, const char *zK, char *zV, KvArgs *pA,
+                     char **pzErr){
+  int b01 = strcmp(zV, "0")==0 || strcmp(zV, "1")==0;
+  int bDir = sqlite3_stricmp(zK, "dir")==0;
+  int *pbGiven = sqlite3_stricmp(zK, "persistence")==0 ? &pA->bPersistGiven
+      : sqlite3_stricmp(zK, "accelerated_repair")==0 ? &pA->bAccelGiven : 0;
+  if( !bDir && pbGiven==0 ) return kvArgBad(zArg, pA, pzErr);
+  if( pbGiven ? *pbGiven : pA->zDir!=0 ){
+    *pzErr = sqlite3_mprintf("kv: argument %s is given twice", zK);
+    return SQLITE_ERROR;
+  }
+  if( pbGiven==0 && zV[0] ){
+    pA->zDir = sqlite3_mprintf("%s", zV);
+    return pA->zDir ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  if( pbGiven==&pA->bPersistGiven && b01 ){
+    pA->bPersist = zV[0]=='1';
+  }else if( pbGiven==&pA->bAccelGiven && b01
+         && strcmp(pA->zType, "kv_btree")==0 ){
+    pA->bAccel = zV[0]=='1';
+  }else{
+    return kvArgBad(zArg, pA, pzErr);
+  }
+  *pbGiven = 1;
+  return SQLITE_OK;
+}
+
 static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){
   const char *zEq = strchr(zArg, '=');
   char *zKey, *zVal;
-  int rc = SQLITE_OK;
-  if( zEq==0 ){
-    *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
-                             "persistence=0|1", zArg);
-    return SQLITE_ERROR;
-  }
+  int rc;
+  if( zEq==0 ) return kvArgBad(zArg, pA, pzErr);
   zKey = sqlite3_mprintf("%.*s", (int)(zEq-zArg), zArg);
   zVal = sqlite3_mprintf("%s", zEq+1);
   if( zKey==0 || zVal==0 ){
     rc = SQLITE_NOMEM;
   }else{
-    char *zK = zKey;
-    while( *zK==' ' ) zK++;
-    while( *zK && zK[strlen(zK)-1]==' ' ) zK[strlen(zK)-1] = 0;
-    while( zVal[0] && zVal[strlen(zVal)-1]==' ' ) zVal[strlen(zVal)-1] = 0;
-    memmove(zVal, zVal+strspn(zVal, " "), strlen(zVal+strspn(zVal, " "))+1);
-    kvUnquote(zVal);
-    if( sqlite3_stricmp(zK, "dir")==0 && zVal[0] ){
-      sqlite3_free(pA->zDir);
-      pA->zDir = zVal;
-      zVal = 0;
-    }else if( sqlite3_stricmp(zK, "persistence")==0
-           && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
-      pA->bPersist = zVal[0]=='1';
-      pA->bPersistGiven = 1;
-    }else if( sqlite3_stricmp(zK, "accelerated_repair")==0
-           && strcmp(pA->zType, "kv_btree")==0
-           && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
-      pA->bAccel = zVal[0]=='1';
-    }else{
-      *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
-                               "persistence=0|1", zArg);
-      rc = SQLITE_ERROR;
-    }
+    char *zV = kvTrim(zVal);
+    kvUnquote(zV);
+    rc = kvTakeArg(zArg, kvTrim(zKey), zV, pA, pzErr);
   }
   sqlite3_free(zKey);
   sqlite3_free(zVal);

@@ -1163,6 +1163,16 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "CREATE VIRTUAL TABLE x2 USING kv_memory(dir='%D', color=1)",
     "bad argument" },
   { "CREATE VIRTUAL TABLE x3 USING kv_memory(dir='%D', zzz)", "bad argument" },
+  { "CREATE VIRTUAL TABLE x4 USING kv_btree(dir='%D', color=1)",
+    "expected dir=PATH, persistence=0|1 or accelerated_repair=0|1" },
+  { "CREATE VIRTUAL TABLE x5 USING kv_log(dir='%D', accelerated_repair=1)",
+    "expected dir=PATH or persistence=0|1" },
+  { "CREATE VIRTUAL TABLE x6 USING kv_memory(dir='%D', dir='%D/other')",
+    "argument dir is given twice" },
+  { "CREATE VIRTUAL TABLE x7 USING kv_memory(persistence=0, dir='%D', "
+    "persistence=1)", "argument persistence is given twice" },
+  { "CREATE VIRTUAL TABLE x8 USING kv_btree(accelerated_repair=1, "
+    "dir='%D', colour=1)", "bad argument 'colour=1'" },
   { "CREATE VIRTUAL TABLE only_kv USING kv_memory(dir='%D', persistence=1)",
     "cannot attach" },
   { "CREATE VIRTUAL TABLE \".tables_meta\" USING kv_memory(dir='%D')",
