@@ -771,9 +771,9 @@ static int kvBegin(sqlite3_vtab *pVtab){
     const char *zA = kv_engine_dir(kv_root_engine(pConn->pSqlRoot));
     const char *zB = kv_engine_dir(p->pEng);
     kvSetError(p, sqlite3_mprintf("kv: one transaction can write the tables "
-        "of one store only: %s is in store %s, the transaction already "
-        "writes store %s", p->zName, zB ? zB : "(memory)",
-        zA ? zA : "(memory)"));
+        "of one store only: %s is in store %s, and the transaction is bound "
+        "to store %s by its first KV read or write", p->zName,
+        zB ? zB : "(memory)", zA ? zA : "(memory)"));
     return SQLITE_ERROR;
   }
   if( pConn->pSqlRoot==0 ) rc = kv_root_begin(p->pEng, &pConn->pSqlRoot);

@@ -501,6 +501,12 @@ START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   th_exec(db, "COMMIT");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 1);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 0);
+  /* A first read binds the transaction to its store as a first write
+  ** does; the message says so instead of claiming a write. */
+  th_exec(db, "BEGIN; SELECT * FROM a WHERE key=1");
+  kv_fail(db, "INSERT INTO b VALUES(2,2)", "bound to store");
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 0);
   sqlite3_close(db);
   sqlite3_free(zA);
   sqlite3_free(zB);
