@@ -248,7 +248,8 @@ int kv_engine_list(KvTableInfo **paInfo, int *pnInfo);
 void kv_engine_list_free(KvTableInfo *aInfo, int nInfo);
 
 /* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd,
-** NULL on OOM). */
+** NULL on OOM).  Text over 64 bytes and blobs over 32 bytes are shortened
+** and marked: "'abc...'... (5000 bytes)". */
 char *kv_key_describe(const uint8_t *aKey, int nKey);
 
 /* For backends that confirm later: table zTab of record cid is durable. */

@@ -354,6 +354,24 @@ static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   sqlite3_result_int(ctx, 1);
 }
 
+/* Blob a (n bytes) as the text x'..' in full (sqlite3_malloc'd, NULL on
+** OOM). */
+static char *kvBlobLiteral(const unsigned char *a, int n){
+  static const char aHex[] = "0123456789abcdef";
+  char *z = sqlite3_malloc64((sqlite3_uint64)n*2 + 4);
+  int i;
+  if( z==0 ) return 0;
+  z[0] = 'x';
+  z[1] = '\'';
+  for(i=0; i<n; i++){
+    z[2+i*2] = aHex[a[i]>>4];
+    z[3+i*2] = aHex[a[i]&0xf];
+  }
+  z[2+n*2] = '\'';
+  z[3+n*2] = 0;
+  return z;
+}
+
 /* JSON array of the conflicts of h's failed prepare: [{"table":t,"key":k}]
 ** with key null when the table itself was created or removed. */
 static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
@@ -376,6 +394,9 @@ static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
       pKey = kv_key_to_value(a[i].aKey, a[i].nKey, 0, 0, &rc);
       if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
         sqlite3_bind_value(pStmt, 3, pKey);
+      }else if( pKey ){
+        sqlite3_bind_text(pStmt, 3, kvBlobLiteral(sqlite3_value_blob(pKey),
+                          sqlite3_value_bytes(pKey)), -1, sqlite3_free);
       }else{
         sqlite3_bind_text(pStmt, 3, kv_key_describe(a[i].aKey, a[i].nKey), -1,
                           sqlite3_free);

@@ -923,6 +923,41 @@ START_TEST(test_kv_try_commit_returns_conflicts_as_json){
 }
 END_TEST
 
+/* Conflicts on long keys: kv_try_commit's JSON names a blob key in full
+** (the application must be able to find it); the error message shortens
+** long keys visibly, with the key's size, and never splits a character. */
+START_TEST(test_kv_conflicts_on_long_keys_are_exact_or_marked_short){
+  char *zDir = th_tmpdir("kv-longkey");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h1, h2;
+  char *z, *zWant;
+  kv_mk(db, "t", zDir, 0);
+  h1 = kv_begin(db, zDir);
+  h2 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld,'t',zeroblob(40),1)", h1);
+  kv_ok(db, "SELECT kv_put(%lld,'t',zeroblob(40),2), kv_commit(%lld)", h2, h2);
+  z = kv_call(db, "SELECT kv_try_commit(%lld)", h1);
+  zWant = sqlite3_mprintf("[{\"table\":\"t\",\"key\":\"x'%s'\"}]",
+      "00000000000000000000000000000000000000000000000000000000000000000000"
+      "000000000000");
+  ck_assert_str_eq(z, zWant);
+  sqlite3_free(zWant);
+  sqlite3_free(z);
+  h1 = kv_begin(db, zDir);
+  h2 = kv_begin(db, zDir);
+  /* 63 ASCII bytes, then a 2-byte character across the 64-byte cut. */
+  kv_ok(db, "SELECT kv_put(%lld,'t',printf('%%.63c','a')||'\xc3\xa9z',1)",
+        h1);
+  kv_ok(db, "SELECT kv_put(%lld,'t',printf('%%.63c','a')||'\xc3\xa9z',2), "
+            "kv_commit(%lld)", h2, h2);
+  kv_failf(db, "aaa'... (66 bytes); the transaction", "SELECT kv_commit(%lld)",
+           h1);
+  kv_ok(db, "SELECT kv_rollback(%lld)", h1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_prepared_reservations_conflict){
   char *zDir = th_tmpdir("kv-resv");
   sqlite3 *db = kv_db();
@@ -1883,6 +1918,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
   tcase_add_test(tc, test_kv_prepared_reservations_conflict);
   tcase_add_test(tc, test_kv_try_commit_returns_conflicts_as_json);
+  tcase_add_test(tc, test_kv_conflicts_on_long_keys_are_exact_or_marked_short);
   tcase_add_test(tc, test_kv_conflicts_are_complete_and_sorted);
   tcase_add_test(tc, test_kv_ddl_through_handles_is_atomic);
   tcase_add_test(tc, test_kv_concurrent_remove_conflicts_with_writer);
