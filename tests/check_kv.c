@@ -489,6 +489,31 @@ START_TEST(test_kv_reads_in_transactions_do_not_lock_the_database){
 }
 END_TEST
 
+/* As SQL.md says: a KV write runs in a write transaction of the database
+** holding the table's schema, so a second connection to the same file
+** cannot write until the first ends its transaction; it can read. */
+START_TEST(test_kv_writes_take_the_schema_database_write_lock){
+  char *zDir = th_tmpdir("kv-writelock");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3 *db2 = th_open(zDb);
+  kv_text_eq(db, "PRAGMA journal_mode=WAL", "wal");
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1); BEGIN; "
+              "INSERT INTO t VALUES('b', 1)");
+  ck_assert_int_eq(kv_fail(db2, "INSERT INTO t VALUES('c', 1)",
+                           "database is locked"), SQLITE_BUSY);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "COMMIT");
+  th_exec(db2, "INSERT INTO t VALUES('c', 1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -1901,6 +1926,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
   tcase_add_test(tc, test_kv_savepoints_with_reads_first);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
+  tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
