@@ -316,6 +316,37 @@ START_TEST(test_kv_conflict_fails_commit_and_rolls_back){
 }
 END_TEST
 
+/* A transaction begun with SAVEPOINT whose RELEASE conflicts: the KV part
+** is rolled back, but SQLite keeps the connection inside a transaction
+** (it does so for any failed RELEASE of an outermost savepoint), which now
+** holds nothing; writes after it would only commit with a COMMIT.  SQL.md
+** tells the application to run ROLLBACK before the retry. */
+START_TEST(test_kv_conflict_on_release_leaves_an_empty_transaction){
+  char *zDir = th_tmpdir("kv-release");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  kv_mk(db, "acct", zDir, 0);
+  kv_mk(db2, "acct", zDir, 0);
+  th_exec(db, "INSERT INTO acct VALUES('alice', 10)");
+  th_exec(db, "SAVEPOINT tx; UPDATE acct SET value=value+1 WHERE key='alice';"
+              "INSERT INTO acct VALUES('carol', 1)");
+  th_exec(db2, "UPDATE acct SET value=value*2 WHERE key='alice'");
+  ck_assert_int_eq(kv_fail(db, "RELEASE tx", "acct key 'alice'"),
+                   SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 0);  /* still "in" one */
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM acct", "alice=20");
+  th_exec(db, "ROLLBACK");
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
+  th_exec(db, "SAVEPOINT tx; UPDATE acct SET value=value+1 WHERE key='alice';"
+              "RELEASE tx");
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
+  kv_rows_eq(db2, "SELECT key||'='||value AS x FROM acct", "alice=21");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ----------------------------------------- reads in explicit transactions */
 
 /* Roots begun (bClosed 0) or freed (1) in this process so far. */
@@ -1921,6 +1952,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_rollback_and_savepoints);
   tcase_add_test(tc, test_kv_scan_is_a_snapshot_with_own_writes);
   tcase_add_test(tc, test_kv_conflict_fails_commit_and_rolls_back);
+  tcase_add_test(tc, test_kv_conflict_on_release_leaves_an_empty_transaction);
   tcase_add_test(tc, test_kv_read_before_first_write_conflicts_at_commit);
   tcase_add_test(tc, test_kv_read_only_transaction_ends_cleanly);
   tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
