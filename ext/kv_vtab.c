@@ -936,6 +936,19 @@ static int kvAnchorDisconnect(sqlite3_vtab *pVtab){
   return SQLITE_OK;
 }
 
+/* DROP TABLE of the anchor: refused while it enlists a transaction, whose
+** root (and the reads in its conflict check) would go with it. */
+static int kvAnchorDestroy(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  if( p->bJoined ){
+    kvSetError(p, sqlite3_mprintf("kv: temp." KV_ANCHOR " cannot be dropped "
+        "inside the transaction whose reads it enlists"));
+    sqlite3_log(SQLITE_ERROR, "%s", p->base.zErrMsg);
+    return SQLITE_ERROR;
+  }
+  return kvAnchorDisconnect(pVtab);
+}
+
 static int kvAnchorBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   (void)pVtab;
   pInfo->estimatedCost = 1.0;
@@ -973,7 +986,7 @@ static int kvAnchorUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
 static sqlite3_module kvAnchorModule = {
   2,
   kvAnchorCreate, kvAnchorConnect, kvAnchorBestIndex, kvAnchorDisconnect,
-  kvAnchorDisconnect,
+  kvAnchorDestroy,
   kvOpen, kvClose, kvAnchorFilter, kvAnchorNext, kvEof, kvAnchorColumn,
   kvRowid,
   kvAnchorUpdate, kvAnchorBegin, kvSync, kvCommit, kvRollback,

@@ -545,6 +545,35 @@ START_TEST(test_kv_writes_take_the_schema_database_write_lock){
 }
 END_TEST
 
+/* The anchor that enlists a transaction's reads cannot be dropped while it
+** does (that would drop the reads from the conflict check); outside a
+** transaction dropping it is harmless. */
+START_TEST(test_kv_anchor_cannot_be_dropped_inside_its_transaction){
+  char *zDir = th_tmpdir("kv-anchordrop");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  th_exec(db, "BEGIN; SELECT * FROM t WHERE key='a'; COMMIT");  /* creates */
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  kv_fail(db, "DROP TABLE temp.kv_sql_txn_anchor", 0);
+  th_exec(db2, "UPDATE t SET value=2 WHERE key='a'");
+  th_exec(db, "INSERT INTO t VALUES('b', 1)");
+  ck_assert_int_eq(kv_fail(db, "COMMIT", "t key 'a'"), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "DROP TABLE temp.kv_sql_txn_anchor");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 2);
+  th_exec(db, "COMMIT");
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -1959,6 +1988,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_savepoints_with_reads_first);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
+  tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
