@@ -593,10 +593,13 @@ static int kvJoinByStatement(KvVtab *p){
     kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
         "could not join it: %s", p->zName, zErr ? zErr : "?"));
   }else if( pConn->pSqlRoot==0 ){
+    /* The UPDATE ran but reached no anchor: temp.kv_sql_txn_anchor is a
+    ** table of another kind that the user made. */
     kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
-        "could not join it: SQLite did not enlist temp." KV_ANCHOR,
-        p->zName));
-    rc = SQLITE_INTERNAL;
+        "could not join it: SQLite did not enlist temp." KV_ANCHOR " (a "
+        "temp table of that name that is not of module " KV_ANCHOR " must "
+        "be dropped)", p->zName));
+    rc = SQLITE_ERROR;
   }
   sqlite3_free(zErr);
   return rc;

@@ -574,6 +574,26 @@ START_TEST(test_kv_anchor_cannot_be_dropped_inside_its_transaction){
 }
 END_TEST
 
+/* A temp table of the anchor's name that is not the anchor makes reads in
+** transactions fail with a plain error that says what to do; once it is
+** dropped, reads join again. */
+START_TEST(test_kv_foreign_anchor_table_fails_reads_clearly){
+  char *zDir = th_tmpdir("kv-foreignanchor");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1); "
+              "CREATE TEMP TABLE kv_sql_txn_anchor(x)");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(kv_fail(db, "SELECT * FROM t WHERE key='a'",
+                           "must be dropped"), SQLITE_ERROR);
+  th_exec(db, "ROLLBACK; DROP TABLE temp.kv_sql_txn_anchor; BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db, "COMMIT");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -1989,6 +2009,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
+  tcase_add_test(tc, test_kv_foreign_anchor_table_fails_reads_clearly);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
