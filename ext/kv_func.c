@@ -246,6 +246,11 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       return;
     }
     zDir = (const char*)sqlite3_value_text(argv[0]);
+    if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(argv[0]) ){
+      kvFuncError(ctx, SQLITE_ERROR, sqlite3_mprintf(
+          "kv: store directory must not contain NUL"));
+      return;
+    }
   }
   rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
   if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ) rc = SQLITE_NOMEM;

@@ -1304,6 +1304,8 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "SELECT kv_remove_table(%H, 'nosuch')", "no such table" },
   { "SELECT kv_begin(5)", "store directory must be text" },
   { "SELECT kv_begin('')", "store directory must not be empty" },
+  { "SELECT kv_begin('%D' || char(0) || 'x')",
+    "store directory must not contain NUL" },
   { "CREATE VIRTUAL TABLE x1 USING kv_memory(dir='%D', persistence=2)",
     "bad argument" },
   { "CREATE VIRTUAL TABLE x2 USING kv_memory(dir='%D', color=1)",
