@@ -377,6 +377,31 @@ static char *kvBlobLiteral(const unsigned char *a, int n){
   return z;
 }
 
+/* Bind conflict c as ?2 (table) and ?3 (key: its value, a blob as the text
+** x'..', NULL for a table created or removed concurrently).  Returns the
+** decoded key, which must stay alive until the statement is reset. */
+static sqlite3_value *kvBindConflict(sqlite3_stmt *pStmt, const KvConflict *c){
+  sqlite3_value *pKey = 0;
+  int rc = SQLITE_OK;
+  if( strcmp(c->zTable, KV_META_TABLE)==0 ){
+    sqlite3_bind_text(pStmt, 2, (const char*)c->aKey, c->nKey, SQLITE_STATIC);
+    sqlite3_bind_null(pStmt, 3);
+    return 0;
+  }
+  sqlite3_bind_text(pStmt, 2, c->zTable, c->nTable, SQLITE_STATIC);
+  pKey = kv_key_to_value(c->aKey, c->nKey, 0, 0, &rc);
+  if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
+    sqlite3_bind_value(pStmt, 3, pKey);
+  }else if( pKey ){
+    sqlite3_bind_text(pStmt, 3, kvBlobLiteral(sqlite3_value_blob(pKey),
+                      sqlite3_value_bytes(pKey)), -1, sqlite3_free);
+  }else{
+    sqlite3_bind_text(pStmt, 3, kv_key_describe(c->aKey, c->nKey), -1,
+                      sqlite3_free);
+  }
+  return pKey;
+}
+
 /* JSON array of the conflicts of h's failed prepare: [{"table":t,"key":k}]
 ** with key null when the table itself was created or removed. */
 static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
@@ -388,26 +413,8 @@ static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
       "SELECT json_insert(?1, '$[#]', json_object('table', ?2, 'key', ?3))",
       -1, &pStmt, 0);
   for(i=0; rc==SQLITE_OK && zAcc && i<n; i++){
-    int bMeta = strcmp(a[i].zTable, KV_META_TABLE)==0;
-    sqlite3_value *pKey = 0;
+    sqlite3_value *pKey = kvBindConflict(pStmt, &a[i]);
     sqlite3_bind_text(pStmt, 1, zAcc, -1, SQLITE_STATIC);
-    if( bMeta ){
-      sqlite3_bind_text(pStmt, 2, (const char*)a[i].aKey, a[i].nKey, SQLITE_STATIC);
-      sqlite3_bind_null(pStmt, 3);
-    }else{
-      sqlite3_bind_text(pStmt, 2, a[i].zTable, a[i].nTable, SQLITE_STATIC);
-      pKey = kv_key_to_value(a[i].aKey, a[i].nKey, 0, 0, &rc);
-      if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
-        sqlite3_bind_value(pStmt, 3, pKey);
-      }else if( pKey ){
-        sqlite3_bind_text(pStmt, 3, kvBlobLiteral(sqlite3_value_blob(pKey),
-                          sqlite3_value_bytes(pKey)), -1, sqlite3_free);
-      }else{
-        sqlite3_bind_text(pStmt, 3, kv_key_describe(a[i].aKey, a[i].nKey), -1,
-                          sqlite3_free);
-      }
-      rc = SQLITE_OK;
-    }
     if( sqlite3_step(pStmt)==SQLITE_ROW ){
       char *zNew = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
       sqlite3_free(zAcc);
