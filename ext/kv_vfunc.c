@@ -569,22 +569,24 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 /* ---------------------------------------------------- kv_store_options --- */
 
 /* Apply options JSON {"key_version_ttl_ms":n,"key_version_ttl_poll_ms":n}
-** (either may be absent: it keeps its value). */
+** (either may be absent: it keeps its value).  Text that is not valid
+** JSON, or not an object, is an error and changes nothing. */
 static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
                             char **pzErr){
   sqlite3_stmt *pStmt = 0;
   int64_t ttl, poll;
   double rTtl, rPoll;
-  int rc = sqlite3_prepare_v2(db, "SELECT json_valid(?1) AND "
-      "json_type(?1)='object', key, type, value FROM json_each("
-      "CASE WHEN json_valid(?1) THEN ?1 ELSE '{}' END) UNION ALL SELECT "
-      "json_valid(?1) AND json_type(?1)='object', NULL, NULL, NULL", -1,
+  int rcStep = SQLITE_ROW;
+  int rc = sqlite3_prepare_v2(db, "WITH o(ok) AS (SELECT CASE WHEN "
+      "json_valid(?1) THEN json_type(?1)='object' ELSE 0 END) "
+      "SELECT ok, key, type, value FROM o, json_each(CASE WHEN ok THEN ?1 "
+      "ELSE '{}' END) UNION ALL SELECT ok, NULL, NULL, NULL FROM o", -1,
       &pStmt, 0);
   if( rc!=SQLITE_OK ) return rc;
   kv_version_options(pEng, &ttl, &poll);
   rTtl = (double)ttl; rPoll = (double)poll;
   sqlite3_bind_value(pStmt, 1, pJson);
-  while( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+  while( rc==SQLITE_OK && (rcStep = sqlite3_step(pStmt))==SQLITE_ROW ){
     const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
     const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
     int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
@@ -603,6 +605,11 @@ static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
           "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
       rc = SQLITE_ERROR;
     }
+  }
+  if( rc==SQLITE_OK && rcStep!=SQLITE_ROW && rcStep!=SQLITE_DONE ){
+    *pzErr = sqlite3_mprintf("kv: cannot read the store options: %s",
+                             sqlite3_errmsg(db));
+    rc = rcStep;
   }
   sqlite3_finalize(pStmt);
   if( rc==SQLITE_OK ) rc = kv_version_configure(pEng, rTtl, rPoll, pzErr);

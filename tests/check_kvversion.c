@@ -666,6 +666,30 @@ START_TEST(test_kvv_store_options_are_quantised_and_checked){
 }
 END_TEST
 
+/* Options text that is not valid JSON is refused, not read as "no
+** change": the options stay as they were. */
+START_TEST(test_kvv_store_options_reject_malformed_json){
+  static const char *azBad[] = {
+    "nope", "{\"key_version_ttl_ms\":", "{\"key_version_ttl_ms\":5",
+    "{key_version_ttl_ms:5}", "{\"key_version_ttl_ms\":5,}", ""
+  };
+  char *zDir = th_tmpdir("kvv-options-json");
+  sqlite3 *db = kvv_db();
+  size_t i;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "SELECT kv_store_options(NULL, '{\"key_version_ttl_ms\":7}')");
+  for(i=0; i<sizeof(azBad)/sizeof(azBad[0]); i++){
+    char *zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, %Q)", azBad[i]);
+    kvv_fail(db, zSql, "kv: store options must be a JSON object");
+    sqlite3_free(zSql);
+  }
+  kvv_text_eq(db, "SELECT kv_store_options()", "{\"key_version_ttl_ms\":7,"
+              "\"key_version_ttl_poll_ms\":1000}");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_ttl_never_expires_early){
   char *zDir = th_tmpdir("kvv-ttl");
   sqlite3 *db = kvv_db();
@@ -957,6 +981,7 @@ Suite *depot_test_suite(void){
   suite_add_tcase(s, tc);
   tc = tcase_create("ttl");
   tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
+  tcase_add_test(tc, test_kvv_store_options_reject_malformed_json);
   tcase_add_test(tc, test_kvv_ttl_never_expires_early);
   tcase_add_test(tc, test_kvv_ttl_index_stays_bounded_under_churn);
   tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);
