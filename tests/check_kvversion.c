@@ -189,6 +189,38 @@ START_TEST(test_kvv_query_list_matches_single_queries){
 }
 END_TEST
 
+/* A JSON number of any length names the key SQLite would read from it:
+** 70 digits are the real 1e69, a long fraction rounds as SQLite rounds
+** it, in key lists and read sets alike. */
+START_TEST(test_kvv_long_json_numbers_are_keys){
+  char *zDir = th_tmpdir("kvv-longnum");
+  sqlite3 *db = kvv_db();
+  char *zBig = sqlite3_mprintf("1%.69d", 0);
+  char *zOne = sqlite3_mprintf("1.%.70d1", 0);
+  char *zSql, *zV;
+  kvv_mk(db, "t", zDir, 0);
+  zSql = sqlite3_mprintf("SELECT quote(key) FROM kv_query_with_versions('t', "
+                         "'[%s]')", zBig);
+  kvv_text_eq(db, zSql, "1.0e+69");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT typeof(key)||quote(key) FROM "
+                         "kv_query_with_versions('t', '[%s]')", zOne);
+  kvv_text_eq(db, zSql, "integer1");
+  sqlite3_free(zSql);
+  /* the read set names key 1 by the long form, and it matches */
+  zV = kvv_version(db, "t", "1");
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 't', 'w', 1)");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, "
+      "'[{\"table\":\"t\",\"key\":%s,\"version\":\"%s\"}]')", zOne, zV);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  th_exec(db, "SELECT kv_commit_with_version(1)");
+  sqlite3_free(zV); sqlite3_free(zBig); sqlite3_free(zOne);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
   char *zDir = th_tmpdir("kvv-receipts");
   sqlite3 *db = kvv_db();
@@ -961,6 +993,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("protocol");
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
+  tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
