@@ -93,6 +93,7 @@ struct KvRowsDef {
   int nCol;                  /* visible columns */
   int nArg;                  /* argument (HIDDEN) columns */
   int nReq;                  /* leading arguments that are required */
+  int eVtabConfig;           /* SQLITE_VTAB_DIRECTONLY or _INNOCUOUS */
   KvRowsFill xFill;
 };
 
@@ -118,6 +119,7 @@ static int kvRowsConnect(sqlite3 *db, void *pAux, int argc,
   int rc = sqlite3_declare_vtab(db, pDef->zSchema);
   (void)argc; (void)argv; (void)pzErr;
   if( rc!=SQLITE_OK ) return rc;
+  sqlite3_vtab_config(db, pDef->eVtabConfig);
   p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
@@ -640,19 +642,22 @@ static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
 
 /* ------------------------------------------------------ registration --- */
 
+/* The queries create version records and kv_conflicts reads a handle: like
+** the kv_* functions they are direct-only (no view or trigger may run
+** them).  kv_metrics only reads counters. */
 static const KvRowsDef aKvRowsDef[] = {
   { "kv_query_with_version",
     "CREATE TABLE x(value, version TEXT, \"table\" HIDDEN, key HIDDEN, "
-    "dir HIDDEN)", 2, 3, 2, kvQueryFill },
+    "dir HIDDEN)", 2, 3, 2, SQLITE_VTAB_DIRECTONLY, kvQueryFill },
   { "kv_query_with_versions",
     "CREATE TABLE x(key, value, version TEXT, \"table\" HIDDEN, keys HIDDEN, "
-    "dir HIDDEN)", 3, 3, 2, kvQueryListFill },
+    "dir HIDDEN)", 3, 3, 2, SQLITE_VTAB_DIRECTONLY, kvQueryListFill },
   { "kv_conflicts",
     "CREATE TABLE x(\"table\" TEXT, key, kind TEXT, h HIDDEN)", 3, 1, 1,
-    kvConflictsFill },
+    SQLITE_VTAB_DIRECTONLY, kvConflictsFill },
   { "kv_metrics",
     "CREATE TABLE x(name TEXT, labels TEXT, value INTEGER, store TEXT)",
-    4, 0, 0, kvMetricsFill },
+    4, 0, 0, SQLITE_VTAB_INNOCUOUS, kvMetricsFill },
 };
 
 /* Module aux data: the definition and the connection (one reference). */

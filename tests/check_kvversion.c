@@ -221,6 +221,35 @@ START_TEST(test_kvv_long_json_numbers_are_keys){
 }
 END_TEST
 
+/* Like the kv_* functions, the tables that create versions or read a
+** handle are direct-only: a view or trigger cannot run them (so a schema
+** cannot create version records behind the application's back), while
+** kv_metrics stays usable from a view. */
+START_TEST(test_kvv_version_tables_are_direct_only){
+  char *zDir = th_tmpdir("kvv-directonly");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "CREATE VIEW v1 AS SELECT * FROM kv_query_with_version('t','v');"
+      "CREATE VIEW v2 AS SELECT * FROM kv_query_with_versions('t','[\"v\"]');"
+      "CREATE VIEW v3 AS SELECT * FROM kv_conflicts(1);"
+      "CREATE VIEW v4 AS SELECT * FROM kv_metrics;"
+      "CREATE TABLE src(x);"
+      "CREATE TRIGGER trg AFTER INSERT ON src BEGIN "
+      "  SELECT * FROM kv_query_with_version('t', new.x); END;"
+      "SELECT kv_begin();");
+  kvv_fail(db, "SELECT * FROM v1", "unsafe use of virtual table");
+  kvv_fail(db, "SELECT * FROM v2", "unsafe use of virtual table");
+  kvv_fail(db, "SELECT * FROM v3", "unsafe use of virtual table");
+  kvv_fail(db, "INSERT INTO src VALUES('w')", "unsafe use of virtual table");
+  ck_assert_int_gt(th_int(db, "SELECT count(*) FROM v4"), 0);
+  /* no record was created for 'v' or 'w' */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
   char *zDir = th_tmpdir("kvv-receipts");
   sqlite3 *db = kvv_db();
@@ -994,6 +1023,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
+  tcase_add_test(tc, test_kvv_version_tables_are_direct_only);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
