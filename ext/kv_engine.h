@@ -153,7 +153,7 @@ typedef struct KvConflict KvConflict;
 #define KV_CONFLICT_TXN      0   /* transaction_conflict */
 #define KV_CONFLICT_VERSION  1   /* version_mismatch (wins over TXN) */
 struct KvConflict {
-  const char *zTable; int nTable;
+  const char *zTable; int nTable;    /* NUL-terminated */
   const uint8_t *aKey; int nKey;
   int eKind;               /* KV_CONFLICT_* */
 };

@@ -500,13 +500,15 @@ int kvConflictAddKind(KvRoot *p, const char *zTab, int nTab,
   a = sqlite3_realloc64(p->aConflict, (p->nConflict+1)*sizeof(KvConflict));
   if( a==0 ) return SQLITE_NOMEM;
   p->aConflict = a;
-  zBlock = sqlite3_malloc64(nTab + nKey + 1);
+  zBlock = sqlite3_malloc64(nTab + 1 + nKey + 1);
   if( zBlock==0 ) return SQLITE_NOMEM;
   memcpy(zBlock, zTab, nTab);
-  memcpy(zBlock+nTab, aKey, nKey);
+  zBlock[nTab] = 0;                  /* zTable is a C string */
+  memcpy(zBlock+nTab+1, aKey, nKey);
+  zBlock[nTab+1+nKey] = 0;
   a[p->nConflict].zTable = zBlock;
   a[p->nConflict].nTable = nTab;
-  a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab;
+  a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab + 1;
   a[p->nConflict].nKey = nKey;
   a[p->nConflict].eKind = eKind;
   p->nConflict++;

@@ -369,6 +369,36 @@ START_TEST(test_kvv_conflict_set_is_complete_sorted_and_deduplicated){
 }
 END_TEST
 
+/* A table created or removed under a versioned transaction is one
+** kv_conflicts row: the table's name, key NULL (and kv_try_commit names it
+** the same way). */
+START_TEST(test_kvv_table_conflict_is_one_row_with_null_key){
+  char *zDir = th_tmpdir("kvv-tabconflict");
+  sqlite3 *db = kvv_db(), *db2 = kvv_db();
+  char *zV;
+  kvv_mk(db, "n", zDir, 0);
+  kvv_mk(db, "m", zDir, 0);
+  zV = kvv_version(db, "m", "'r'");
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 'n', 'k', 1), kv_begin(), "
+          "kv_put(2, 'n', 'k', 2)");
+  th_exec(db2, "SELECT kv_begin(), kv_remove_table(1, 'n'), kv_commit(1)");
+  {
+    char *zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, "
+        "'[{\"table\":\"m\",\"key\":\"r\",\"version\":\"%s\"}]')", zV);
+    kvv_fail(db, zSql, "table n (created or removed concurrently)");
+    ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_BUSY_SNAPSHOT);
+    sqlite3_free(zSql);
+  }
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key)||'|'||kind AS x "
+              "FROM kv_conflicts(1)", "n|NULL|transaction_conflict");
+  kvv_text_eq(db, "SELECT kv_try_commit(2)", "[{\"table\":\"n\",\"key\":null}]");
+  sqlite3_free(zV);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_protocols_cannot_be_mixed){
   char *zDir = th_tmpdir("kvv-mix");
   sqlite3 *db = kvv_db();
@@ -1028,6 +1058,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
+  tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
   tcase_add_test(tc, test_kvv_restart_clears_versions);
   tcase_add_test(tc, test_kvv_scan_is_isolated_from_a_versioned_commit);
   tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
