@@ -109,7 +109,16 @@ struct KvRowsCsr {
   sqlite3_vtab_cursor base;
   KvRows rows;
   int iRow, nRow;
+  sqlite3_value *apArg[8];   /* copies of the arguments (NULL: absent) */
 };
+
+static void kvRowsArgsFree(KvRowsCsr *p){
+  int i;
+  for(i=0; i<8; i++){
+    sqlite3_value_free(p->apArg[i]);
+    p->apArg[i] = 0;
+  }
+}
 
 static int kvRowsConnect(sqlite3 *db, void *pAux, int argc,
                          const char *const *argv, sqlite3_vtab **ppVtab,
@@ -177,6 +186,7 @@ static int kvRowsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
 }
 
 static int kvRowsClose(sqlite3_vtab_cursor *pCsr){
+  kvRowsArgsFree((KvRowsCsr*)pCsr);
   kvRowsClear(&((KvRowsCsr*)pCsr)->rows);
   sqlite3_free(pCsr);
   return SQLITE_OK;
@@ -195,8 +205,14 @@ static int kvRowsFilter(sqlite3_vtab_cursor *pCur, int idxNum,
     if( (idxNum & (1<<i)) && j<argc ) apArg[i] = argv[j++];
   }
   kvRowsClear(&p->rows);
+  kvRowsArgsFree(p);
   p->rows.nCol = pTab->pDef->nCol;
   p->iRow = p->nRow = 0;
+  for(i=0; i<pTab->pDef->nArg; i++){
+    if( apArg[i] && (p->apArg[i] = sqlite3_value_dup(apArg[i]))==0 ){
+      return SQLITE_NOMEM;
+    }
+  }
   rc = pTab->pDef->xFill(pTab->pConn, apArg, &p->rows, &zErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(pTab->base.zErrMsg);
@@ -223,7 +239,11 @@ static int kvRowsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx,
   KvRowsCsr *p = (KvRowsCsr*)pCur;
   const KvCell *c;
   const char *z;
-  if( iCol>=p->rows.nCol ) return SQLITE_OK;     /* argument: NULL */
+  if( iCol>=p->rows.nCol ){                /* an argument column */
+    sqlite3_value *pArg = p->apArg[iCol - p->rows.nCol];
+    if( pArg ) sqlite3_result_value(ctx, pArg);
+    return SQLITE_OK;
+  }
   c = &p->rows.a[p->iRow*p->rows.nCol + iCol];
   z = c->iOff>=0 ? (const char*)p->rows.data.a + c->iOff : 0;
   switch( c->eType ){

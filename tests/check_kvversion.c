@@ -250,6 +250,28 @@ START_TEST(test_kvv_version_tables_are_direct_only){
 }
 END_TEST
 
+/* The argument columns read back as the arguments (as in json_each), so
+** a query over several keys (key IN (...), a join) says which row is
+** which key. */
+START_TEST(test_kvv_query_argument_columns_return_the_arguments){
+  char *zDir = th_tmpdir("kvv-argcols");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2)");
+  kvv_rows_eq(db, "SELECT \"table\"||'/'||key||'='||quote(value) AS x "
+      "FROM kv_query_with_version WHERE \"table\"='t' AND key IN ('b','c') "
+      "ORDER BY key", "t/b=2 t/c=NULL");
+  kvv_text_eq(db, "SELECT quote(dir) FROM kv_query_with_version('t', 'a')",
+              "NULL");
+  kvv_text_eq(db, "SELECT typeof(key)||':'||key FROM "
+              "kv_query_with_version('t', 7)", "integer:7");
+  kvv_text_eq(db, "SELECT \"table\"||' '||keys FROM "
+              "kv_query_with_versions('t', '[\"a\"]')", "t [\"a\"]");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
   char *zDir = th_tmpdir("kvv-receipts");
   sqlite3 *db = kvv_db();
@@ -1054,6 +1076,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
   tcase_add_test(tc, test_kvv_version_tables_are_direct_only);
+  tcase_add_test(tc, test_kvv_query_argument_columns_return_the_arguments);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
