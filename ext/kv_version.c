@@ -416,7 +416,9 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   /* One critical section: the snapshot, the value and the version are of
   ** the same published state. */
   pthread_mutex_lock(&pEng->mutex);
-  t = kvTableFind(pEng, zTab, nTab);
+  /* A stopped store may hold part of a commit: nobody may read it. */
+  rc = kvEngineFailed(pEng, pzErr);
+  t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ){
     rc = kvQuerySnap(pEng, t, &pSnap);
     if( rc==SQLITE_OK ){
@@ -424,7 +426,7 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
-  if( t==0 ){
+  if( rc==SQLITE_OK && t==0 ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
                              pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;
@@ -460,10 +462,11 @@ int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
   int rc = kv_name_check(zTab, nTab, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
-  t = kvTableFind(pEng, zTab, nTab);
+  rc = kvEngineFailed(pEng, pzErr);      /* see kv_version_query */
+  t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ) rc = kvQueryListLocked(pEng, t, pList, xRow, pArg);
   pthread_mutex_unlock(&pEng->mutex);
-  if( t==0 ){
+  if( rc==SQLITE_OK && t==0 ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
                              pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;

@@ -5,7 +5,9 @@
 ** (kv_store_options and the sweeper) and kv_metrics.
 */
 #include "config.h"
+#define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #include "tests/harness.h"
+#include "ext/kv_engine.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -416,6 +418,40 @@ START_TEST(test_kvv_table_conflict_is_one_row_with_null_key){
   kvv_text_eq(db, "SELECT kv_try_commit(2)", "[{\"table\":\"n\",\"key\":null}]");
   sqlite3_free(zV);
   sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A versioned commit whose publication fails after the WAL flush stops
+** the store: kv_commit_with_version reports it, and no query may then
+** return the half-published state (table a has the commit, b does not)
+** with its versions.  Reopening applies the commit whole, with new
+** versions. */
+START_TEST(test_kvv_stopped_store_refuses_version_queries){
+  char *zDir = th_tmpdir("kvv-stopped");
+  sqlite3 *db = kvv_db();
+  char *zV;
+  kvv_mk(db, "a", zDir, 1);
+  kvv_mk(db, "b", zDir, 1);
+  zV = kvv_version(db, "a", "2");
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 'a', 2, 'a2'), "
+          "kv_put(1, 'b', 2, 'b2'), kv_prepare_with_version(1, '[]')");
+  kv_engine_test_fail_apply(2);          /* b's part of the publication */
+  kvv_fail(db, "SELECT kv_commit_with_version(1)", "is stopped: publishing");
+  kvv_fail(db, "SELECT value FROM kv_query_with_version('a', 2)",
+           "is stopped");
+  kvv_fail(db, "SELECT value FROM kv_query_with_version('b', 2)",
+           "is stopped");
+  kvv_fail(db, "SELECT value FROM kv_query_with_versions('a', '[2]')",
+           "is stopped");
+  kvv_fail(db, "SELECT kv_put(kv_begin(), 'a', 3, 'a3')", "is stopped");
+  sqlite3_close(db);
+  db = kvv_db();
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 2)", "b2");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('a', 2)", "a2");
+  ck_assert_str_ne(kvv_version(db, "a", "2"), zV);
+  sqlite3_free(zV);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1082,6 +1118,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
   tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
+  tcase_add_test(tc, test_kvv_stopped_store_refuses_version_queries);
   tcase_add_test(tc, test_kvv_restart_clears_versions);
   tcase_add_test(tc, test_kvv_scan_is_isolated_from_a_versioned_commit);
   tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
