@@ -757,8 +757,9 @@ static void kvSweeperStop(KvVerStore *s){
   s->bStop = 0;
 }
 
-/* TTL turned on: stamp every record now, lease it for ttl, and give it
-** its token. */
+/* TTL turned on: stamp every record now, lease it for ttl (or keep the
+** longer lease it was given while TTL was on before: turning TTL off and
+** on again never shortens a lease), and give it its token. */
 static int kvTtlStart(KvEngine *pEng, int64_t ttl){
   KvTable *t;
   int rc = SQLITE_OK;
@@ -777,8 +778,10 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
     for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
         bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
       uint8_t aVal[KV_VER_VAL_BYTES];
+      int64_t iLease;
       kv_map_cursor_entry(pCsr, &e);
-      kvVerValue(aVal, e.aVal, now+ttl);
+      iLease = kvVerLease(&e);
+      kvVerValue(aVal, e.aVal, iLease>now+ttl ? iLease : now+ttl);
       rc = kv_map_put(&pNew, e.aKey, e.nKey, aVal, KV_VER_VAL_BYTES,
                       (uint64_t)now, 0);
       if( rc==SQLITE_OK ) rc = kvTokenQueue(t->pVer, e.aKey, e.nKey);

@@ -993,6 +993,37 @@ START_TEST(test_kvv_ttl_first_observation_lease_survives_lower_ttl){
 }
 END_TEST
 
+/* A lease survives the TTL being turned off and on again with a lower
+** value: turning TTL on leases records for the new TTL from then, but
+** never shortens the lease they already had. */
+START_TEST(test_kvv_ttl_lease_survives_ttl_off_and_on){
+  char *zDir = th_tmpdir("kvv-lease-offon");
+  sqlite3 *db = kvv_db();
+  char *zV, *zV2;
+  int64_t t0;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":60000,\"key_version_ttl_poll_ms\":1}");
+  t0 = kvv_now_ms();
+  zV = kvv_version(db, "t", "'a'");          /* leased for 60 s */
+  kvv_ttl(db, "{\"key_version_ttl_ms\":0}");
+  kvv_ttl(db, "{\"key_version_ttl_ms\":1}");
+  sqlite3_free(kvv_version(db, "t", "'b'"));  /* leased for 1 ms */
+  while( kvv_metric(db, "key_version_cache_record_count",
+                    "{\"table\":\"t\"}")>1 && kvv_now_ms()<t0+5000 ){
+    usleep(2000);                            /* 'b' goes ... */
+  }
+  usleep(50000);                             /* ... and 'a' stays */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 1);
+  ck_assert_int_lt(kvv_now_ms(), t0+60000);
+  zV2 = kvv_version(db, "t", "'a'");
+  ck_assert_str_eq(zV2, zV);
+  sqlite3_free(zV); sqlite3_free(zV2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_ttl_raised_ttl_keeps_records_longer){
   char *zDir = th_tmpdir("kvv-raise");
   sqlite3 *db = kvv_db();
@@ -1140,6 +1171,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_ttl_index_stays_bounded_under_churn);
   tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);
   tcase_add_test(tc, test_kvv_ttl_raised_ttl_keeps_records_longer);
+  tcase_add_test(tc, test_kvv_ttl_lease_survives_ttl_off_and_on);
   suite_add_tcase(s, tc);
   return s;
 }
