@@ -525,10 +525,21 @@ static int kvBytesCmp(const void *a, int na, const void *b, int nb){
   return c ? c : na-nb;
 }
 
+/* Is c a table-level conflict (catalog table, key = the table's name)? */
+static int kvConflictIsTable(const KvConflict *c){
+  return c->nTable==(int)strlen(KV_META_TABLE)
+      && memcmp(c->zTable, KV_META_TABLE, c->nTable)==0;
+}
+
+/* Order: by the name of the table concerned, a table-level conflict before
+** that table's keys, then by key bytes. */
 static int kvConflictCmp(const void *pA, const void *pB){
   const KvConflict *a = pA, *b = pB;
-  int c = kvBytesCmp(a->zTable, a->nTable, b->zTable, b->nTable);
-  return c ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
+  int bA = kvConflictIsTable(a), bB = kvConflictIsTable(b), c;
+  c = kvBytesCmp(bA ? (const char*)a->aKey : a->zTable, bA ? a->nKey : a->nTable,
+                 bB ? (const char*)b->aKey : b->zTable, bB ? b->nKey : b->nTable);
+  if( c==0 ) c = bB - bA;
+  return (c || bA) ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
 }
 
 /* Sort order: the key order, then version_mismatch first (so dedup keeps

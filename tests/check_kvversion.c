@@ -417,6 +417,26 @@ START_TEST(test_kvv_table_conflict_is_one_row_with_null_key){
               "FROM kv_conflicts(1)", "n|NULL|transaction_conflict");
   kvv_text_eq(db, "SELECT kv_try_commit(2)", "[{\"table\":\"n\",\"key\":null}]");
   sqlite3_free(zV);
+  /* among key conflicts the table's row sorts by the table's name (and
+  ** before that table's keys): m, p, then z, whatever the creation order */
+  kvv_mk(db, "z", zDir, 0);
+  kvv_mk(db, "p", zDir, 0);
+  zV = kvv_version(db, "m", "'r'");
+  th_exec(db, "SELECT kv_begin(), kv_put(3, 'z', 1, 1), kv_put(3, 'p', 'k', 1),"
+          " kv_put(3, 'm', 1, 1)");
+  th_exec(db2, "SELECT kv_begin(), kv_put(2, 'm', 1, 2), kv_put(2, 'z', 1, 2),"
+          " kv_commit(2); SELECT kv_begin(), kv_remove_table(3, 'p'), "
+          "kv_commit(3)");
+  {
+    char *zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(3, "
+        "'[{\"table\":\"m\",\"key\":\"r\",\"version\":\"%s\"}]')", zV);
+    kvv_fail(db, zSql, "on 3 keys: m key 1, table p (created or removed "
+             "concurrently), z key 1;");
+    sqlite3_free(zSql);
+  }
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key) AS x FROM "
+              "kv_conflicts(3)", "m|1 p|NULL z|1");
+  sqlite3_free(zV);
   sqlite3_close(db2);
   sqlite3_close(db);
   sqlite3_free(zDir);
