@@ -451,7 +451,7 @@ END_TEST
 START_TEST(test_kvv_stopped_store_refuses_version_queries){
   char *zDir = th_tmpdir("kvv-stopped");
   sqlite3 *db = kvv_db();
-  char *zV;
+  char *zV, *zV2;
   kvv_mk(db, "a", zDir, 1);
   kvv_mk(db, "b", zDir, 1);
   zV = kvv_version(db, "a", "2");
@@ -470,8 +470,9 @@ START_TEST(test_kvv_stopped_store_refuses_version_queries){
   db = kvv_db();
   kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 2)", "b2");
   kvv_text_eq(db, "SELECT value FROM kv_query_with_version('a', 2)", "a2");
-  ck_assert_str_ne(kvv_version(db, "a", "2"), zV);
-  sqlite3_free(zV);
+  zV2 = kvv_version(db, "a", "2");
+  ck_assert_str_ne(zV2, zV);
+  sqlite3_free(zV); sqlite3_free(zV2);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
