@@ -590,6 +590,31 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 /* ---------------------------------------------------- kv_store_options --- */
 
+/* One row of the options query of kvStoreConfigure into *prTtl or
+** *prPoll: SQLITE_OK, SQLITE_DONE after the last member, or an error. */
+static int kvStoreOption(sqlite3_stmt *pStmt, double *prTtl, double *prPoll,
+                         char **pzErr){
+  const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
+  const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
+  int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
+  if( !sqlite3_column_int(pStmt, 0) ){
+    *pzErr = sqlite3_mprintf("kv: store options must be a JSON object such "
+                             "as '{\"key_version_ttl_ms\":60000}'");
+    return SQLITE_ERROR;
+  }
+  if( zKey==0 ) return SQLITE_DONE;
+  if( strcmp(zKey, "key_version_ttl_ms")==0 && bNum ){
+    *prTtl = sqlite3_column_double(pStmt, 3);
+  }else if( strcmp(zKey, "key_version_ttl_poll_ms")==0 && bNum ){
+    *prPoll = sqlite3_column_double(pStmt, 3);
+  }else{
+    *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or not a number "
+        "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
 /* Apply options JSON {"key_version_ttl_ms":n,"key_version_ttl_poll_ms":n}
 ** (either may be absent: it keeps its value).  Text that is not valid
 ** JSON, or not an object, is an error and changes nothing. */
@@ -609,25 +634,9 @@ static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
   rTtl = (double)ttl; rPoll = (double)poll;
   sqlite3_bind_value(pStmt, 1, pJson);
   while( rc==SQLITE_OK && (rcStep = sqlite3_step(pStmt))==SQLITE_ROW ){
-    const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
-    const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
-    int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
-    if( !sqlite3_column_int(pStmt, 0) ){
-      *pzErr = sqlite3_mprintf("kv: store options must be a JSON object such "
-                               "as '{\"key_version_ttl_ms\":60000}'");
-      rc = SQLITE_ERROR;
-    }else if( zKey==0 ){
-      break;
-    }else if( strcmp(zKey, "key_version_ttl_ms")==0 && bNum ){
-      rTtl = sqlite3_column_double(pStmt, 3);
-    }else if( strcmp(zKey, "key_version_ttl_poll_ms")==0 && bNum ){
-      rPoll = sqlite3_column_double(pStmt, 3);
-    }else{
-      *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or not a number "
-          "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
-      rc = SQLITE_ERROR;
-    }
+    rc = kvStoreOption(pStmt, &rTtl, &rPoll, pzErr);
   }
+  if( rc==SQLITE_DONE ) rc = SQLITE_OK;
   if( rc==SQLITE_OK && rcStep!=SQLITE_ROW && rcStep!=SQLITE_DONE ){
     *pzErr = sqlite3_mprintf("kv: cannot read the store options: %s",
                              sqlite3_errmsg(db));
