@@ -255,6 +255,26 @@ START_TEST(test_depot_page_size_change_of_existing_database_fails_cleanly){
 }
 END_TEST
 
+/* A VACUUM to a larger page size must fail like one to a smaller size:
+** the pages of a depot database have the size of its first commit. */
+START_TEST(test_depot_vacuum_to_larger_page_size_fails_and_keeps_writable){
+  char *zDir = th_tmpdir("depot-pggrow");
+  sqlite3 *db = open_depot(zDir, "p", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  ck_assert_int_ne(th_try(db, "PRAGMA page_size=8192; VACUUM", 0), SQLITE_OK);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), 4096);
+  th_exec(db, "INSERT INTO t VALUES(2)");
+  sqlite3_close(db);
+  db = open_depot(zDir, "p", 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), 4096);
+  ck_assert_int_eq(th_int(db, "SELECT sum(a) FROM t"), 3);
+  th_exec(db, "INSERT INTO t VALUES(3)");
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- concurrency ---- */
 
 START_TEST(test_depot_reader_keeps_snapshot_while_other_connection_commits){
@@ -1094,6 +1114,8 @@ Suite *depot_test_suite(void){
                       (int)(sizeof(aPageSizes)/sizeof(aPageSizes[0])));
   tcase_add_test(tc,
       test_depot_page_size_change_of_existing_database_fails_cleanly);
+  tcase_add_test(tc,
+      test_depot_vacuum_to_larger_page_size_fails_and_keeps_writable);
   tcase_add_test(tc,
       test_depot_rolled_back_spilled_transaction_leaves_no_commit);
   tcase_add_loop_test(tc,

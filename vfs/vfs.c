@@ -427,6 +427,15 @@ static void depotTxReset(DepotFile *p){
   p->bTxDirty = 0;
 }
 
+/* The page size a database header (page 1) states: bytes 16..17, big
+** endian, 1 meaning 65536.  A VACUUM or backup that changes the page size
+** writes pages of the old size whose page 1 states the new one. */
+static uint32_t depotHeaderPageSize(const void *pPage1){
+  const unsigned char *a = (const unsigned char*)pPage1;
+  uint32_t sz = ((uint32_t)a[16]<<8) | a[17];
+  return sz==1 ? 65536 : sz;
+}
+
 static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
                       sqlite3_int64 iOfst){
   DepotFile *p = (DepotFile*)pFile;
@@ -445,6 +454,12 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
     return SQLITE_IOERR_WRITE;
   }
   pgno = (uint32_t)(iOfst/iAmt) + 1;
+  if( pgno==1 && depotHeaderPageSize(pBuf)!=p->szPageTx ){
+    sqlite3_log(SQLITE_IOERR_WRITE, "depot: page 1 sets a page size of %u"
+        " bytes, but the page size of this depot database is %u bytes (fixed"
+        " by its first commit)", depotHeaderPageSize(pBuf), p->szPageTx);
+    return SQLITE_IOERR_WRITE;
+  }
   if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
     return SQLITE_IOERR_NOMEM;
   }
