@@ -813,6 +813,44 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
 }
 END_TEST
 
+/* A time after now names no state yet, and one before the first commit no
+** state at all: both are errors that change nothing. */
+START_TEST(test_future_and_pre_creation_times_are_refused_and_change_nothing){
+  Fx f;
+  sqlite3 *db;
+  char *zBefore, *zAfter;
+  const char *zQ = "SELECT group_concat(branch||branch_id||state||pins)"
+                   " FROM depot_branches(%Q)";
+  fx_open(&f, "fork-future");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q,'app',0,3162240000)", f.zStore);
+  zBefore = fx_text(&f, zQ, f.zStore);
+  fx_fails(&f, "2999-01-01 is in the future", "SELECT depot_fork(%Q,'app',"
+           "'main','x','2999-01-01')", f.zStore);
+  fx_fails(&f, "is in the future", "SELECT depot_restore(%Q,'app','main',"
+           "'2999-01-01T00:00:00Z')", f.zStore);
+  fx_fails(&f, "is in the future", "SELECT depot_rollback(%Q,'app','main',"
+           "'2999-01-01 10:00')", f.zStore);
+  fx_fails(&f, "is in the future", "SELECT depot_fork_bucket(%Q,'main','b',"
+           "'2999-01-01')", f.zStore);
+  fx_fails(&f, "has no commit at or before 2001-01-01",
+           "SELECT depot_fork(%Q,'app','main','x','2001-01-01')", f.zStore);
+  fx_fails(&f, "has no commit at or before", "SELECT depot_restore(%Q,'app',"
+           "'main','2001-01-01')", f.zStore);
+  zAfter = fx_text(&f, zQ, f.zStore);
+  ck_assert_str_eq(zBefore, zAfter);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_databases(%Q)",
+                          f.zStore), 1);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_restore_points(%Q,"
+                          "'app')", f.zStore), 0);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_branch_functions_are_direct_only){
   Fx f;
   char *zErr = 0;
@@ -840,6 +878,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_bucket_fork_reads_and_writes_the_capped_fork_only);
   tcase_add_test(tc, test_drop_branch_releases_its_pins);
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
+  tcase_add_test(tc,
+      test_future_and_pre_creation_times_are_refused_and_change_nothing);
   tcase_add_test(tc, test_branch_functions_are_direct_only);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");

@@ -254,13 +254,17 @@ static int opPolicy(Op *p, const char *zDb, PitrPolicy *pPol, int *pbSet){
   return SQLITE_OK;
 }
 
-/* Refuse time targets when the policy is off or the time is older than
-** the retention window. */
+/* Refuse time targets when the policy is off, the time is after now (no
+** state of it exists yet) or older than the retention window. */
 static int opCheckRetention(Op *p, const PitrPolicy *pPol, int64_t iMs,
                             const char *zText){
   if( pPol->iRetentionMs==0 ){
     return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: point-in-time"
         " restore is off for database %s (see depot_pitr_policy)", p->zDb));
+  }
+  if( iMs > forkNowMs() ){
+    return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: %s is in the"
+        " future: a point in time must be at or before now", zText));
   }
   if( iMs < forkNowMs() - pPol->iRetentionMs ){
     return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: %s is outside the"
