@@ -316,29 +316,63 @@ static const sqlite3_module depotStatsModule = {
 
 /* ================= depot_import / depot_export ================= */
 
-/* "file:" URI of a depot database in store zStore. */
+/* Append n bytes of z to pStr, %-escaping the bytes that would end or
+** change a URI part: '?' '#' '%' always, '&' '=' too in a parameter. */
+static void depotUriAppend(sqlite3_str *pStr, const char *z, size_t n,
+                           int bParam){
+  size_t i;
+  for(i=0; i<n; i++){
+    char c = z[i];
+    if( c=='?' || c=='#' || c=='%' || (bParam && (c=='&' || c=='=')) ){
+      sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)c);
+    }else{
+      sqlite3_str_appendchar(pStr, 1, c);
+    }
+  }
+}
+
+/* "file:" URI of branch zBranch of database zDb (NAME, or BUCKET/NAME as
+** the branch functions take it) in store zStore; NULL on OOM. */
 static char *depotUri(const char *zStore, const char *zDb,
                       const char *zBranch){
   sqlite3_str *pStr = sqlite3_str_new(0);
-  const char *z;
+  const char *zSlash = strchr(zDb, '/');
   sqlite3_str_appendall(pStr, "file:");
-  for(z=zStore; *z; z++){
-    if( *z=='?' || *z=='#' || *z=='%' ){
-      sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
-    }else{
-      sqlite3_str_appendchar(pStr, 1, *z);
-    }
-  }
+  depotUriAppend(pStr, zStore, strlen(zStore), 0);
   sqlite3_str_appendf(pStr, "?vfs=%s", DEPOT_VFS_NAME);
-  for(z=zDb, sqlite3_str_appendall(pStr, "&db="); *z; z++){
-    if( *z=='&' || *z=='#' || *z=='%' || *z=='=' ) sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
-    else sqlite3_str_appendchar(pStr, 1, *z);
+  if( zSlash ){
+    sqlite3_str_appendall(pStr, "&bucket=");
+    depotUriAppend(pStr, zDb, (size_t)(zSlash-zDb), 1);
+    zDb = zSlash+1;
   }
-  for(z=zBranch, sqlite3_str_appendall(pStr, "&branch="); *z; z++){
-    if( *z=='&' || *z=='#' || *z=='%' || *z=='=' ) sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
-    else sqlite3_str_appendchar(pStr, 1, *z);
-  }
+  sqlite3_str_appendall(pStr, "&db=");
+  depotUriAppend(pStr, zDb, strlen(zDb), 1);
+  sqlite3_str_appendall(pStr, "&branch=");
+  depotUriAppend(pStr, zBranch, strlen(zBranch), 1);
   return sqlite3_str_finish(pStr);
+}
+
+static int depotStopAtFirst(void *pArg, const DepotNameInfo *pInfo){
+  (void)pArg; (void)pInfo;
+  return 1;
+}
+
+/* For a database named BUCKET/NAME: the reason it cannot be opened when
+** the bucket does not exist in zStore or the store cannot be read (an
+** open would only say "unable to open database file"); NULL when zDb has
+** no bucket part or the bucket is there.  sqlite3_malloc'd. */
+static char *depotBucketProblem(const char *zStore, const char *zDb){
+  const char *zSlash = strchr(zDb, '/');
+  char *zBucket, *zErr = 0;
+  int rc;
+  if( zSlash==0 ) return 0;
+  zBucket = sqlite3_mprintf("%.*s", (int)(zSlash-zDb), zDb);
+  if( zBucket==0 ) return sqlite3_mprintf("%s", sqlite3_errstr(SQLITE_NOMEM));
+  rc = depot_list_databases(zStore, zBucket, depotStopAtFirst, 0, &zErr);
+  if( rc!=SQLITE_OK && zErr==0 ) zErr = sqlite3_mprintf("%s",
+                                                        sqlite3_errstr(rc));
+  sqlite3_free(zBucket);
+  return zErr;
 }
 
 /* Copy every page of zFromUri into zToUri with the backup API (each opened
@@ -401,10 +435,14 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
                   argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main",
                   "main");
   zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
+  if( argc>2 ){
+    zErr = depotBucketProblem((const char*)sqlite3_value_text(argv[1]),
+                              (const char*)sqlite3_value_text(argv[2]));
+  }
   if( zUri==0 || zFrom==0 ){
     sqlite3_result_error_nomem(ctx);
   }else{
-    n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
+    n = zErr ? -1 : depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
                   SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                   &zErr);
     if( n<0 ){
@@ -439,11 +477,13 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
                   (const char*)sqlite3_value_text(argv[1]),
                   (const char*)sqlite3_value_text(argv[2]));
   zTo = sqlite3_mprintf("%s", zDst);
+  zErr = depotBucketProblem((const char*)sqlite3_value_text(argv[0]),
+                            (const char*)sqlite3_value_text(argv[1]));
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
   }else{
-    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, zTo,
-                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
+    n = zErr ? -1 : depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                  zTo, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
       sqlite3_result_error(ctx, z, -1);

@@ -1104,6 +1104,53 @@ START_TEST(test_depot_import_export_round_trip){
 }
 END_TEST
 
+/* A db name is NAME or BUCKET/NAME wherever the branch functions take one:
+** the URI refuses a '/' in db= (such a database could never be addressed
+** there), and depot_import / depot_export read BUCKET/NAME as the others. */
+START_TEST(test_depot_db_name_with_slash_is_a_bucket_address){
+  char *zDir = th_tmpdir("depot-slash");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zDst = sqlite3_mprintf("%s/dst.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zUri = depot_uri(zDir, "a/b", 0), *zSql, *zErr = 0;
+  sqlite3 *src = th_open(zSrc), *m, *db = 0;
+  int rc;
+  th_exec(src, "CREATE TABLE t(a); INSERT INTO t VALUES(7)");
+  sqlite3_close(src);
+  m = open_depot(zDir, "app", 0);
+  th_exec(m, "CREATE TABLE t(a)");
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                       |SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = th_try(db, "CREATE TABLE t(a)", 0);
+  ck_assert_int_eq(rc, SQLITE_CANTOPEN);
+  sqlite3_close(db);
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'a/b')", zSrc, zStore);
+  ck_assert_int_eq(th_try(m, zSql, &zErr), SQLITE_ERROR);
+  ck_assert_msg(strstr(zErr, "bucket a does not exist"), "%s", zErr);
+  sqlite3_free(zErr); sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_databases(%Q)", zStore);
+  ck_assert_int_eq(th_int(m, zSql), 1);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT depot_fork_bucket(%Q, 'main', 'stg');"
+      "SELECT depot_import(%Q, %Q, 'stg/imp');"
+      "SELECT depot_export(%Q, 'stg/imp', 'main', %Q);", zStore, zSrc, zStore,
+      zStore, zDst);
+  th_exec(m, zSql);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT group_concat(n) FROM (SELECT bucket||'.'||"
+      "database||inherited AS n FROM depot_databases(%Q) ORDER BY n)", zStore);
+  zErr = th_text(m, zSql);
+  ck_assert_str_eq(zErr, "main.app0,stg.app1,stg.imp0");
+  sqlite3_free(zErr); sqlite3_free(zSql);
+  sqlite3_close(m);
+  m = th_open(zDst);
+  ck_assert_int_eq(th_int(m, "SELECT a FROM t"), 7);
+  sqlite3_close(m);
+  sqlite3_free(zSrc); sqlite3_free(zDst); sqlite3_free(zStore);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("depot");
   TCase *tc = tcase_create("basic");
@@ -1126,6 +1173,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
                       (int)(sizeof(azBadUri)/sizeof(azBadUri[0])));
   tcase_add_test(tc, test_depot_missing_database_without_create_cannot_open);
+  tcase_add_test(tc, test_depot_db_name_with_slash_is_a_bucket_address);
   tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
   suite_add_tcase(s, tc);

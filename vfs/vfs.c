@@ -932,6 +932,10 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
     *pzErr = sqlite3_mprintf("depot: bucket, db and branch names must be"
         " 1..%d bytes, got %d, %d and %d", LAYOUT_MAX_NAME,
         (int)strlen(a->zBucket), (int)strlen(a->zDb), (int)strlen(a->zBranch));
+  }else if( strchr(a->zDb, '/') ){
+    *pzErr = sqlite3_mprintf("depot: a db name may not contain '/' (a"
+        " database BUCKET/NAME is opened with bucket=BUCKET&db=NAME), got"
+        " '%s'", a->zDb);
   }else if( a->iSync<0 ){
     *pzErr = sqlite3_mprintf("depot: store_sync must be off, normal, full or"
                              " extra, got %s", zSync);
