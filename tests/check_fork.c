@@ -851,6 +851,32 @@ START_TEST(test_future_and_pre_creation_times_are_refused_and_change_nothing){
 }
 END_TEST
 
+/* A date that does not exist (February 30, hour 24, a zone offset of 25
+** hours) is not a time: it is looked up as a restore point name. */
+START_TEST(test_impossible_dates_and_offsets_are_not_times){
+  static const char *const azBad[] = {
+    "2026-02-30", "2025-02-29", "2026-04-31", "2026-11-30T24:00",
+    "2026-11-30T10:00+25:00", "2026-11-30T10:00-03:60"
+  };
+  Fx f;
+  sqlite3 *db;
+  int i;
+  fx_open(&f, "fork-baddate");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  for(i=0; i<(int)(sizeof(azBad)/sizeof(azBad[0])); i++){
+    fx_fails(&f, "neither an ISO-8601 time nor a restore point",
+             "SELECT depot_fork(%Q,'app','main','x',%Q)", f.zStore, azBad[i]);
+  }
+  fx_fails(&f, "is in the future", "SELECT depot_fork(%Q,'app','main','x',"
+           "'2996-02-29')", f.zStore);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_branches(%Q)",
+                          f.zStore), 1);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_branch_functions_are_direct_only){
   Fx f;
   char *zErr = 0;
@@ -880,6 +906,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
   tcase_add_test(tc,
       test_future_and_pre_creation_times_are_refused_and_change_nothing);
+  tcase_add_test(tc, test_impossible_dates_and_offsets_are_not_times);
   tcase_add_test(tc, test_branch_functions_are_direct_only);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");

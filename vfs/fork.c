@@ -1416,6 +1416,13 @@ static int forkTimePart(const char **pz, struct tm *pTm, int *pMs){
   return pTm->tm_hour<24 && pTm->tm_min<60 && pTm->tm_sec<61;
 }
 
+/* Days in month iMon (1..12) of year iYear. */
+static int forkMonthDays(int iYear, int iMon){
+  static const int aDays[] = { 31,28,31,30,31,30,31,31,30,31,30,31 };
+  int bLeap = (iYear%4==0 && iYear%100!=0) || iYear%400==0;
+  return aDays[iMon-1] + (iMon==2 && bLeap);
+}
+
 int depot_parse_time(const char *z, int64_t *piMs){
   struct tm tm;
   int ms = 0, iOffMin = 0, hh, mm;
@@ -1425,7 +1432,8 @@ int depot_parse_time(const char *z, int64_t *piMs){
   if( !forkDigits(z, 4, &tm.tm_year) || z[4]!='-'
    || !forkDigits(z+5, 2, &tm.tm_mon) || z[7]!='-'
    || !forkDigits(z+8, 2, &tm.tm_mday) ) return 0;
-  if( tm.tm_mon<1 || tm.tm_mon>12 || tm.tm_mday<1 || tm.tm_mday>31 ) return 0;
+  if( tm.tm_mon<1 || tm.tm_mon>12 || tm.tm_mday<1
+   || tm.tm_mday>forkMonthDays(tm.tm_year, tm.tm_mon) ) return 0;
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   z += 10;
@@ -1433,7 +1441,8 @@ int depot_parse_time(const char *z, int64_t *piMs){
   if( *z=='Z' ){
     z++;
   }else if( *z=='+' || *z=='-' ){
-    if( !forkDigits(z+1, 2, &hh) || z[3]!=':' || !forkDigits(z+4, 2, &mm) ){
+    if( !forkDigits(z+1, 2, &hh) || z[3]!=':' || !forkDigits(z+4, 2, &mm)
+     || hh>23 || mm>59 ){
       return 0;
     }
     iOffMin = (hh*60+mm) * (*z=='-' ? -1 : 1);
