@@ -529,6 +529,41 @@ START_TEST(test_bucket_fork_reads_and_writes_the_capped_fork_only){
 }
 END_TEST
 
+/* A bucket fork at a time T sees the catalog as it was at T: a restore and
+** a fork made after the last commit before T are part of it, a commit after
+** T is not. */
+START_TEST(test_bucket_fork_at_a_time_sees_catalog_changes_before_it){
+  Fx f;
+  sqlite3 *db;
+  char *zT;
+  fx_open(&f, "fork-bucket-time");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a'); INSERT INTO t VALUES(2,'b')");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q,0,86400)", f.zStore);
+  fx_exec(&f, "SELECT depot_restore(%Q,'app','main',2)", f.zStore);
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','dev')", f.zStore);
+  usleep(30000);
+  zT = fx_text(&f, "SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')");
+  usleep(30000);
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "INSERT INTO t VALUES(3,'later')");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_fork_bucket(%Q,'main','b1',%Q)", f.zStore, zT);
+  db = fx_db(&f, "app", "main", "b1");
+  assert_content(db, "1:a");
+  sqlite3_close(db);
+  db = fx_db(&f, "app", "dev", "b1");
+  assert_content(db, "1:a");
+  sqlite3_close(db);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_verify(%Q)",
+                          f.zStore), 0);
+  sqlite3_free(zT);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_drop_branch_releases_its_pins){
   Fx f;
   sqlite3 *db;
@@ -902,6 +937,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_restore_then_undo_restores_both_ways);
   tcase_add_test(tc, test_rollback_then_undo_returns_to_the_rolled_back_state);
   tcase_add_test(tc, test_bucket_fork_reads_and_writes_the_capped_fork_only);
+  tcase_add_test(tc,
+      test_bucket_fork_at_a_time_sees_catalog_changes_before_it);
   tcase_add_test(tc, test_drop_branch_releases_its_pins);
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
   tcase_add_test(tc,

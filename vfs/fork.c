@@ -117,6 +117,23 @@ static int64_t forkNowMs(void){
   return (int64_t)tv.tv_sec*1000 + tv.tv_usec/1000;
 }
 
+/* A new store sequence number for a change of the catalog (fork, restore
+** point, restore, rollback, drop) and its LOG row (branch 0, txid 0, the
+** time now), so that a bucket fork at a time sees the catalog changes made
+** before that time, not only the commits. */
+static int opNextVs(Op *p, uint64_t *piVs){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  LogRow lg;
+  int rc = depot_next_vs(p->pStore, piVs, p->pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  lg.iBranch = 0;
+  lg.iTxid = 0;
+  lg.iTimeMs = (uint64_t)forkNowMs();
+  rc = store_put(p->pStore, k, layout_key_log(k, *piVs), v,
+                 layout_log_encode(v, &lg));
+  return rc==SQLITE_OK ? rc : opStoreErr(p, rc);
+}
+
 /* "NAME" or "BUCKET/NAME" into p->zBucket / p->zDb. */
 static int opSplitName(Op *p, const char *zQual){
   const char *zSlash = zQual ? strchr(zQual, '/') : 0;
@@ -497,7 +514,7 @@ int depot_fork(const char *zStore, const char *zDb, const char *zFrom,
   }
   if( rc==SQLITE_OK ) rc = opView(&op, zFrom, &v);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, pAt, &iFrom, &iTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = opNewFork(&op, zNew, iFrom, iTxid, iVs, piNew);
   if( rc==SQLITE_OK ) rc = depot_ptr_set(op.pStore, op.iBucket, op.zDb, zNew,
                                          0, *piNew, iVs, 'f', pzErr);
@@ -554,7 +571,7 @@ int depot_restore_point(const char *zStore, const char *zDb,
   }
   if( rc==SQLITE_OK ) rc = opView(&op, zBranch, &v);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, 0, &iBranch, &iTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = opPutRp(&op, zName, iBranch, iTxid, iVs, 0);
   return opEnd(&op, rc);
 }
@@ -712,7 +729,7 @@ int depot_restore(const char *zStore, const char *zDb, const char *zBranch,
   if( rc==SQLITE_OK ) rc = opView(&op, zBranch, &v);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, pAt, &iTo, &iTxid);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, 0, &iHere, &iHereTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ){
     zUndo = sqlite3_mprintf("undo-%s-%llu", zBranch, (unsigned long long)iVs);
     if( zUndo==0 ) rc = SQLITE_NOMEM;
@@ -788,7 +805,7 @@ int depot_rollback(const char *zStore, const char *zDb, const char *zBranch,
   if( rc==SQLITE_OK && pAt ) rc = opResolveAt(&op, &v, pAt, &iTo, &iTxid);
   if( rc==SQLITE_OK && !pAt ) rc = opUndoTarget(&op, zBranch, &v, &iTo,
                                                 &iTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = opRepoint(&op, zBranch, &v, iTo, iTxid, iVs,
                                      pAt ? 'b' : 'u', piNew);
   return opEnd(&op, rc);
@@ -910,7 +927,7 @@ int depot_drop_branch(const char *zStore, const char *zDb,
   if( rc==SQLITE_OK && zBranch ){
     rc = opCheckName(&op, "branch", zBranch);
     if( rc==SQLITE_OK ) rc = opView(&op, zBranch, &v);
-    if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+    if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
     if( rc==SQLITE_OK ) rc = depot_ptr_set(op.pStore, op.iBucket, op.zDb,
                                            zBranch, v.iOwn, 0, iVs, 'd', pzErr);
     iBranch = v.iOwn;
