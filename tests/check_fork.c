@@ -564,6 +564,36 @@ START_TEST(test_bucket_fork_at_a_time_sees_catalog_changes_before_it){
 }
 END_TEST
 
+/* depot_commits takes BUCKET/NAME like the branch functions: the commits
+** the bucket's own branch made, none for a name it only inherits. */
+START_TEST(test_depot_commits_lists_the_commits_of_a_bucket_database){
+  Fx f;
+  sqlite3 *db;
+  fx_open(&f, "fork-commits-bucket");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a')");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_fork_bucket(%Q,'main','stg')", f.zStore);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_commits(%Q,"
+                          "'stg/app')", f.zStore), 0);
+  db = fx_db(&f, "app", "main", "stg");
+  th_exec(db, "INSERT INTO t VALUES(2,'b'); INSERT INTO t VALUES(3,'c')");
+  sqlite3_close(db);
+  fx_text_eq(&f, "1,2", "SELECT group_concat(txid) FROM depot_commits(%Q,"
+             "'stg/app')", f.zStore);
+  fx_text_eq(&f, "1,2", "SELECT group_concat(txid) FROM depot_commits(%Q,"
+             "'main/app')", f.zStore);
+  fx_text_eq(&f, "1,2", "SELECT group_concat(txid) FROM depot_commits(%Q,"
+             "'app', 'main')", f.zStore);
+  fx_fails(&f, "bucket nob does not exist", "SELECT * FROM depot_commits(%Q,"
+           "'nob/app')", f.zStore);
+  fx_fails(&f, "NAME or BUCKET/NAME", "SELECT * FROM depot_commits(%Q,"
+           "'/app')", f.zStore);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_drop_branch_releases_its_pins){
   Fx f;
   sqlite3 *db;
@@ -939,6 +969,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_bucket_fork_reads_and_writes_the_capped_fork_only);
   tcase_add_test(tc,
       test_bucket_fork_at_a_time_sees_catalog_changes_before_it);
+  tcase_add_test(tc,
+      test_depot_commits_lists_the_commits_of_a_bucket_database);
   tcase_add_test(tc, test_drop_branch_releases_its_pins);
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
   tcase_add_test(tc,
