@@ -1059,6 +1059,66 @@ START_TEST(test_depot_stats_reports_compression_of_text){
 }
 END_TEST
 
+/* The whole file zPath (sqlite3_malloc'd), its size in *pn. */
+static unsigned char *read_whole_file(const char *zPath, long *pn){
+  FILE *pF = fopen(zPath, "rb");
+  unsigned char *a;
+  ck_assert_ptr_nonnull(pF);
+  fseek(pF, 0, SEEK_END);
+  *pn = ftell(pF);
+  fseek(pF, 0, SEEK_SET);
+  a = sqlite3_malloc64(*pn>0 ? (sqlite3_uint64)*pn : 1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq((long)fread(a, 1, (size_t)*pn, pF), *pn);
+  fclose(pF);
+  return a;
+}
+
+/* zTo, a new plain file, made from the plain file zFrom by the backup API
+** (what the shell's .backup does). */
+static void backup_copy(const char *zFrom, const char *zTo){
+  sqlite3 *a = th_open(zFrom), *b = th_open(zTo);
+  sqlite3_backup *pB = sqlite3_backup_init(b, "main", a, "main");
+  ck_assert_ptr_nonnull(pB);
+  ck_assert_int_eq(sqlite3_backup_step(pB, -1), SQLITE_DONE);
+  sqlite3_backup_finish(pB);
+  sqlite3_close(a);
+  sqlite3_close(b);
+}
+
+/* depot_export of an imported file is byte for byte the backup-API copy
+** of the source file. */
+START_TEST(test_depot_export_equals_a_backup_copy_byte_for_byte){
+  char *zDir = th_tmpdir("depot-bytes");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zDst = sqlite3_mprintf("%s/dst.db", zDir);
+  char *zCopy = sqlite3_mprintf("%s/copy.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *src = th_open(zSrc), *m;
+  unsigned char *a, *b;
+  long na, nb;
+  char *zSql;
+  th_exec(src, "CREATE TABLE t(a INTEGER PRIMARY KEY, b); CREATE INDEX tb"
+      " ON t(b); WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM g"
+      " WHERE i<500) INSERT INTO t SELECT i, randomblob(i) FROM g;"
+      " DELETE FROM t WHERE a%7=0");
+  sqlite3_close(src);
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp');"
+      "SELECT depot_export(%Q, 'imp', 'main', %Q)", zSrc, zStore, zStore, zDst);
+  th_exec(m, zSql);
+  sqlite3_close(m);
+  backup_copy(zSrc, zCopy);
+  a = read_whole_file(zDst, &na);
+  b = read_whole_file(zCopy, &nb);
+  ck_assert_int_eq(na, nb);
+  ck_assert_msg(memcmp(a, b, (size_t)na)==0, "export differs from the copy");
+  sqlite3_free(a); sqlite3_free(b); sqlite3_free(zSql);
+  sqlite3_free(zSrc); sqlite3_free(zDst); sqlite3_free(zCopy);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_import_export_round_trip){
   char *zDir = th_tmpdir("depot-imex");
   char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
@@ -1202,6 +1262,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_commits_lists_txids_sizes_and_checksums);
   tcase_add_test(tc, test_depot_stats_reports_compression_of_text);
   tcase_add_test(tc, test_depot_import_export_round_trip);
+  tcase_add_test(tc, test_depot_export_equals_a_backup_copy_byte_for_byte);
   suite_add_tcase(s, tc);
   return s;
 }
