@@ -425,30 +425,60 @@ static int depotTextArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
   return 1;
 }
 
+/* The page size of the database zPath opened with flags (read-only), or 0
+** when it cannot be opened or read. */
+static int depotPageSizeOf(const char *zPath, int flags){
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int sz = 0;
+  if( sqlite3_open_v2(zPath, &db, flags, 0)==SQLITE_OK
+   && sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &pStmt, 0)==SQLITE_OK
+   && sqlite3_step(pStmt)==SQLITE_ROW ){
+    sz = sqlite3_column_int(pStmt, 0);
+  }
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  return sz;
+}
+
+/* Why an import failed: the page sizes differ (the depot database keeps
+** that of its first commit), else the error of the copy. */
+static char *depotImportError(const char *zFrom, const char *zUri,
+                              const char *zDb, const char *zErr){
+  int szFrom = depotPageSizeOf(zFrom, SQLITE_OPEN_READONLY);
+  int szTo = depotPageSizeOf(zUri, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI);
+  if( szFrom && szTo && szFrom!=szTo ){
+    return sqlite3_mprintf("depot: import failed: %s has pages of %d bytes,"
+        " database %s has pages of %d bytes (fixed by its first commit)",
+        zFrom, szFrom, zDb, szTo);
+  }
+  return sqlite3_mprintf("depot: import failed: %s", zErr);
+}
+
 static void depotImportFunc(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv){
   const char *zUsage = "depot_import(src_path, store[, db])";
-  char *zUri, *zFrom, *zErr = 0;
+  const char *zDb;
+  char *zUri, *zFrom, *zErr = 0, *z;
   sqlite3_int64 n;
   if( !depotTextArgs(ctx, argc, argv, zUsage) ) return;
-  zUri = depotUri((const char*)sqlite3_value_text(argv[1]),
-                  argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main",
-                  "main");
+  zDb = argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main";
+  zUri = depotUri((const char*)sqlite3_value_text(argv[1]), zDb, "main");
   zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
-  if( argc>2 ){
-    zErr = depotBucketProblem((const char*)sqlite3_value_text(argv[1]),
-                              (const char*)sqlite3_value_text(argv[2]));
-  }
   if( zUri==0 || zFrom==0 ){
     sqlite3_result_error_nomem(ctx);
+  }else if( (zErr = depotBucketProblem(
+                 (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
+    sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = zErr ? -1 : depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
+    n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
                   SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                   &zErr);
-    if( n<0 ){
-      char *z = sqlite3_mprintf("depot: import failed: %s", zErr);
+    if( n<0 && (z = depotImportError(zFrom, zUri, zDb, zErr))!=0 ){
       sqlite3_result_error(ctx, z, -1);
       sqlite3_free(z);
+    }else if( n<0 ){
+      sqlite3_result_error_nomem(ctx);
     }else{
       sqlite3_result_int64(ctx, n);
     }
@@ -477,12 +507,14 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
                   (const char*)sqlite3_value_text(argv[1]),
                   (const char*)sqlite3_value_text(argv[2]));
   zTo = sqlite3_mprintf("%s", zDst);
-  zErr = depotBucketProblem((const char*)sqlite3_value_text(argv[0]),
-                            (const char*)sqlite3_value_text(argv[1]));
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
+  }else if( (zErr = depotBucketProblem(
+                 (const char*)sqlite3_value_text(argv[0]),
+                 (const char*)sqlite3_value_text(argv[1])))!=0 ){
+    sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = zErr ? -1 : depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
                   zTo, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
