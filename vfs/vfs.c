@@ -932,6 +932,9 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
     *pzErr = sqlite3_mprintf("depot: bucket, db and branch names must be"
         " 1..%d bytes, got %d, %d and %d", LAYOUT_MAX_NAME,
         (int)strlen(a->zBucket), (int)strlen(a->zDb), (int)strlen(a->zBranch));
+  }else if( sqlite3_uri_boolean(zName, "nolock", 0) ){
+    *pzErr = sqlite3_mprintf("depot: nolock=1 is not supported: a depot"
+        " database takes its snapshot and its writer slot in its locks");
   }else if( strchr(a->zDb, '/') ){
     *pzErr = sqlite3_mprintf("depot: a db name may not contain '/' (a"
         " database BUCKET/NAME is opened with bucket=BUCKET&db=NAME), got"
