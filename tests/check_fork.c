@@ -865,6 +865,8 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
            f.zStore, f.zStore);
   fx_fails(&f, "bucket b9 does not exist", "SELECT * FROM depot_databases(%Q,"
            "'b9')", f.zStore);
+  fx_fails(&f, "without a bucket part", "SELECT * FROM depot_branches(%Q,"
+           "'b9/app')", f.zStore);
   zAfter = fx_text(&f, zQ, f.zStore);
   ck_assert_str_eq(zBefore, zAfter);
   ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_restore_points(%Q,"

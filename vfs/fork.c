@@ -1189,6 +1189,11 @@ int depot_list_branches(const char *zStore, const char *zDb,
   Op op;
   int rc = opOpen(&op, zStore, 0, pzErr);
   if( rc==SQLITE_OK && zDb ) rc = opCheckName(&op, "database", zDb);
+  if( rc==SQLITE_OK && zDb && strchr(zDb, '/') ){
+    rc = opFail(&op, SQLITE_ERROR, sqlite3_mprintf("depot: depot_branches"
+        " matches db in every bucket: give it without a bucket part, got"
+        " '%s'", zDb));
+  }
   memset(&s, 0, sizeof(s));
   s.p = &op;
   s.zDb = zDb;
