@@ -879,7 +879,9 @@ static int depotIntText(const char *zVal, sqlite3_int64 iMin,
                         sqlite3_int64 iMax, sqlite3_int64 *pV){
   char *zEnd = 0;
   long long n;
-  if( zVal[0]==0 || zVal[0]==' ' ) return 0;
+  if( (zVal[0]<'0' || zVal[0]>'9') && zVal[0]!='-' && zVal[0]!='+' ){
+    return 0;                       /* empty, or blanks strtoll would skip */
+  }
   n = strtoll(zVal, &zEnd, 10);
   if( *zEnd || n<iMin || n>iMax ) return 0;
   *pV = n;
