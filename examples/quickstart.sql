@@ -33,19 +33,29 @@ ROLLBACK;
 SELECT key, value FROM account ORDER BY key;
 SELECT count(*) AS ledger_rows FROM ledger;
 
-.print '== a conflict: two transactions (explicit handles) read and write alice'
-CREATE TEMP TABLE h(name PRIMARY KEY, id);
-INSERT INTO h VALUES('first', kv_begin('kvstore')), ('second', kv_begin('kvstore'));
+.print '== a conflict between two connections: both read alice and write it'
+-- .connection 1 (sqlite3 shell 3.37 or later) opens a second connection to a
+-- fresh in-memory database;
+-- it loads the extension and attaches the same table of the same store.
+.connection 1
+.load ./.libs/depot
+CREATE VIRTUAL TABLE account USING kv_memory(dir='kvstore', persistence=1);
+CREATE TEMP TABLE h AS SELECT kv_begin('kvstore') AS id;
 SELECT kv_put(id, 'account', 'alice', kv_get(id, 'account', 'alice') + 1) AS put
-  FROM h WHERE name = 'first';
-SELECT kv_put(id, 'account', 'alice', kv_get(id, 'account', 'alice') * 2) AS put
-  FROM h WHERE name = 'second';
-.print '-- the second commits first; the first then conflicts and is rolled back'
-SELECT kv_try_commit(id) AS second_conflicts FROM h WHERE name = 'second';
-SELECT kv_try_commit(id) AS first_conflicts FROM h WHERE name = 'first';
+  FROM h;
+.print '-- meanwhile the first connection commits a change to alice'
+.connection 0
+UPDATE account SET value = value * 2 WHERE key = 'alice';
 SELECT key, value FROM account WHERE key = 'alice';
-.print '-- (kv_commit would have failed with SQLITE_BUSY_SNAPSHOT: "kv: transaction'
-.print "--  conflicts with a concurrent commit on 1 key: account key 'alice'; ...\")"
+.print '-- the second connection now conflicts and is rolled back'
+.connection 1
+SELECT kv_try_commit(id) AS conflicts FROM h;
+SELECT key, value FROM account WHERE key = 'alice';
+.print '-- (kv_commit, or a SQL COMMIT, would have failed with SQLITE_BUSY_SNAPSHOT:'
+.print "--  \"kv: transaction conflicts with a concurrent commit on 1 key: account"
+.print "--  key 'alice'; the transaction was rolled back, retry it in a new one\")"
+.connection 0
+.connection close 1
 
 .print ''
 .print '== persistent tables: kv_btree (a B-tree data file) and kv_log (log files)'

@@ -316,29 +316,63 @@ static const sqlite3_module depotStatsModule = {
 
 /* ================= depot_import / depot_export ================= */
 
-/* "file:" URI of a depot database in store zStore. */
+/* Append n bytes of z to pStr, %-escaping the bytes that would end or
+** change a URI part: '?' '#' '%' always, '&' '=' too in a parameter. */
+static void depotUriAppend(sqlite3_str *pStr, const char *z, size_t n,
+                           int bParam){
+  size_t i;
+  for(i=0; i<n; i++){
+    char c = z[i];
+    if( c=='?' || c=='#' || c=='%' || (bParam && (c=='&' || c=='=')) ){
+      sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)c);
+    }else{
+      sqlite3_str_appendchar(pStr, 1, c);
+    }
+  }
+}
+
+/* "file:" URI of branch zBranch of database zDb (NAME, or BUCKET/NAME as
+** the branch functions take it) in store zStore; NULL on OOM. */
 static char *depotUri(const char *zStore, const char *zDb,
                       const char *zBranch){
   sqlite3_str *pStr = sqlite3_str_new(0);
-  const char *z;
+  const char *zSlash = strchr(zDb, '/');
   sqlite3_str_appendall(pStr, "file:");
-  for(z=zStore; *z; z++){
-    if( *z=='?' || *z=='#' || *z=='%' ){
-      sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
-    }else{
-      sqlite3_str_appendchar(pStr, 1, *z);
-    }
-  }
+  depotUriAppend(pStr, zStore, strlen(zStore), 0);
   sqlite3_str_appendf(pStr, "?vfs=%s", DEPOT_VFS_NAME);
-  for(z=zDb, sqlite3_str_appendall(pStr, "&db="); *z; z++){
-    if( *z=='&' || *z=='#' || *z=='%' || *z=='=' ) sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
-    else sqlite3_str_appendchar(pStr, 1, *z);
+  if( zSlash ){
+    sqlite3_str_appendall(pStr, "&bucket=");
+    depotUriAppend(pStr, zDb, (size_t)(zSlash-zDb), 1);
+    zDb = zSlash+1;
   }
-  for(z=zBranch, sqlite3_str_appendall(pStr, "&branch="); *z; z++){
-    if( *z=='&' || *z=='#' || *z=='%' || *z=='=' ) sqlite3_str_appendf(pStr, "%%%02X", (unsigned char)*z);
-    else sqlite3_str_appendchar(pStr, 1, *z);
-  }
+  sqlite3_str_appendall(pStr, "&db=");
+  depotUriAppend(pStr, zDb, strlen(zDb), 1);
+  sqlite3_str_appendall(pStr, "&branch=");
+  depotUriAppend(pStr, zBranch, strlen(zBranch), 1);
   return sqlite3_str_finish(pStr);
+}
+
+static int depotStopAtFirst(void *pArg, const DepotNameInfo *pInfo){
+  (void)pArg; (void)pInfo;
+  return 1;
+}
+
+/* For a database named BUCKET/NAME: the reason it cannot be opened when
+** the bucket does not exist in zStore or the store cannot be read (an
+** open would only say "unable to open database file"); NULL when zDb has
+** no bucket part or the bucket is there.  sqlite3_malloc'd. */
+static char *depotBucketProblem(const char *zStore, const char *zDb){
+  const char *zSlash = strchr(zDb, '/');
+  char *zBucket, *zErr = 0;
+  int rc;
+  if( zSlash==0 ) return 0;
+  zBucket = sqlite3_mprintf("%.*s", (int)(zSlash-zDb), zDb);
+  if( zBucket==0 ) return sqlite3_mprintf("%s", sqlite3_errstr(SQLITE_NOMEM));
+  rc = depot_list_databases(zStore, zBucket, depotStopAtFirst, 0, &zErr);
+  if( rc!=SQLITE_OK && zErr==0 ) zErr = sqlite3_mprintf("%s",
+                                                        sqlite3_errstr(rc));
+  sqlite3_free(zBucket);
+  return zErr;
 }
 
 /* Copy every page of zFromUri into zToUri with the backup API (each opened
@@ -391,26 +425,60 @@ static int depotTextArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
   return 1;
 }
 
+/* The page size of the database zPath opened with flags (read-only), or 0
+** when it cannot be opened or read. */
+static int depotPageSizeOf(const char *zPath, int flags){
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int sz = 0;
+  if( sqlite3_open_v2(zPath, &db, flags, 0)==SQLITE_OK
+   && sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &pStmt, 0)==SQLITE_OK
+   && sqlite3_step(pStmt)==SQLITE_ROW ){
+    sz = sqlite3_column_int(pStmt, 0);
+  }
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  return sz;
+}
+
+/* Why an import failed: the page sizes differ (the depot database keeps
+** that of its first commit), else the error of the copy. */
+static char *depotImportError(const char *zFrom, const char *zUri,
+                              const char *zDb, const char *zErr){
+  int szFrom = depotPageSizeOf(zFrom, SQLITE_OPEN_READONLY);
+  int szTo = depotPageSizeOf(zUri, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI);
+  if( szFrom && szTo && szFrom!=szTo ){
+    return sqlite3_mprintf("depot: import failed: %s has pages of %d bytes,"
+        " database %s has pages of %d bytes (fixed by its first commit)",
+        zFrom, szFrom, zDb, szTo);
+  }
+  return sqlite3_mprintf("depot: import failed: %s", zErr);
+}
+
 static void depotImportFunc(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv){
   const char *zUsage = "depot_import(src_path, store[, db])";
-  char *zUri, *zFrom, *zErr = 0;
+  const char *zDb;
+  char *zUri, *zFrom, *zErr = 0, *z;
   sqlite3_int64 n;
   if( !depotTextArgs(ctx, argc, argv, zUsage) ) return;
-  zUri = depotUri((const char*)sqlite3_value_text(argv[1]),
-                  argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main",
-                  "main");
+  zDb = argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main";
+  zUri = depotUri((const char*)sqlite3_value_text(argv[1]), zDb, "main");
   zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
   if( zUri==0 || zFrom==0 ){
     sqlite3_result_error_nomem(ctx);
+  }else if( (zErr = depotBucketProblem(
+                 (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
+    sqlite3_result_error(ctx, zErr, -1);
   }else{
     n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
                   SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                   &zErr);
-    if( n<0 ){
-      char *z = sqlite3_mprintf("depot: import failed: %s", zErr);
+    if( n<0 && (z = depotImportError(zFrom, zUri, zDb, zErr))!=0 ){
       sqlite3_result_error(ctx, z, -1);
       sqlite3_free(z);
+    }else if( n<0 ){
+      sqlite3_result_error_nomem(ctx);
     }else{
       sqlite3_result_int64(ctx, n);
     }
@@ -441,9 +509,13 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   zTo = sqlite3_mprintf("%s", zDst);
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
+  }else if( (zErr = depotBucketProblem(
+                 (const char*)sqlite3_value_text(argv[0]),
+                 (const char*)sqlite3_value_text(argv[1])))!=0 ){
+    sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, zTo,
-                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
+    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                  zTo, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
       sqlite3_result_error(ctx, z, -1);

@@ -615,11 +615,33 @@ void kv_engine_list_free(KvTableInfo *a, int n){
 
 /* ----------------------------------------------------- key display --- */
 
+/* Text t (n bytes) cut to at most 64 bytes on a UTF-8 character boundary,
+** quoted as an SQL literal; a cut is marked with "... (n bytes)". */
+static char *kvDescribeText(const unsigned char *t, int n){
+  int m = n;
+  if( n>64 ){
+    m = 64;
+    while( m>0 && (t[m]&0xc0)==0x80 ) m--;   /* t[m] starts a character */
+    return sqlite3_mprintf("'%.*q'... (%d bytes)", m, t, n);
+  }
+  return sqlite3_mprintf("'%.*q'", m, t);
+}
+
+/* Blob a (n bytes) as x'..' of at most its first 32 bytes; a cut is marked
+** with "... (n bytes)". */
+static char *kvDescribeBlob(const unsigned char *a, int n){
+  char *z = sqlite3_mprintf("x'");
+  int i;
+  for(i=0; z && i<n && i<32; i++) z = sqlite3_mprintf("%z%02x", z, a[i]);
+  if( z && n>32 ) return sqlite3_mprintf("%z'... (%d bytes)", z, n);
+  if( z ) z = sqlite3_mprintf("%z'", z);
+  return z;
+}
+
 char *kv_key_describe(const uint8_t *aKey, int nKey){
   int rc = SQLITE_OK;
   sqlite3_value *v = kv_key_to_value(aKey, nKey, 0, 0, &rc);
   char *z = 0;
-  int n, i;
   if( v==0 ) return sqlite3_mprintf("<%d-byte key>", nKey);
   switch( sqlite3_value_type(v) ){
     case SQLITE_INTEGER:
@@ -627,17 +649,11 @@ char *kv_key_describe(const uint8_t *aKey, int nKey){
     case SQLITE_FLOAT:
       z = sqlite3_mprintf("%!.15g", sqlite3_value_double(v)); break;
     case SQLITE_TEXT:
-      z = sqlite3_mprintf("'%.*q'", sqlite3_value_bytes(v) > 64 ? 64
-                          : sqlite3_value_bytes(v), sqlite3_value_text(v));
+      z = kvDescribeText(sqlite3_value_text(v), sqlite3_value_bytes(v));
       break;
-    default: {
-      const unsigned char *a = sqlite3_value_blob(v);
-      n = sqlite3_value_bytes(v);
-      z = sqlite3_mprintf("x'");
-      for(i=0; z && i<n && i<32; i++) z = sqlite3_mprintf("%z%02x", z, a[i]);
-      if( z ) z = sqlite3_mprintf("%z'", z);
+    default:
+      z = kvDescribeBlob(sqlite3_value_blob(v), sqlite3_value_bytes(v));
       break;
-    }
   }
   sqlite3_value_free(v);
   return z;

@@ -153,7 +153,7 @@ typedef struct KvConflict KvConflict;
 #define KV_CONFLICT_TXN      0   /* transaction_conflict */
 #define KV_CONFLICT_VERSION  1   /* version_mismatch (wins over TXN) */
 struct KvConflict {
-  const char *zTable; int nTable;
+  const char *zTable; int nTable;    /* NUL-terminated */
   const uint8_t *aKey; int nKey;
   int eKind;               /* KV_CONFLICT_* */
 };
@@ -248,7 +248,8 @@ int kv_engine_list(KvTableInfo **paInfo, int *pnInfo);
 void kv_engine_list_free(KvTableInfo *aInfo, int nInfo);
 
 /* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd,
-** NULL on OOM). */
+** NULL on OOM).  Text over 64 bytes and blobs over 32 bytes are shortened
+** and marked: "'abc...'... (5000 bytes)". */
 char *kv_key_describe(const uint8_t *aKey, int nKey);
 
 /* For backends that confirm later: table zTab of record cid is durable. */

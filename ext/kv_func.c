@@ -112,6 +112,11 @@ int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
     *ppEng = kv_engine_ref(p->pLastEng);
     return SQLITE_OK;
   }
+  if( zDir && zDir[0]==0 ){
+    *pzErr = sqlite3_mprintf("kv: store directory must not be empty (NULL "
+                             "means the default store)");
+    return SQLITE_ERROR;
+  }
   if( zDir ) return kvConnOpen(p, zDir, ppEng, pzErr);
   zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
   if( zFile && zFile[0] && kvConnIsLast(p, zFile, "-kv") ){
@@ -182,6 +187,24 @@ static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
   return 0;
 }
 
+/* The handle argument, if its transaction still takes operations (also a
+** prepared one when bPreparedOk): else NULL with an error that names the
+** handle the caller holds and how to end it. */
+static KvHandle *kvHandleActive(sqlite3_context *ctx, sqlite3_value *pArg,
+                                KvHandle ***pppPrev, int bPreparedOk){
+  KvHandle *h = kvHandleArg(ctx, pArg, pppPrev);
+  int e = h ? kv_root_state(h->pRoot) : KV_ROOT_ACTIVE;
+  if( e==KV_ROOT_ACTIVE || (e==KV_ROOT_PREPARED && bPreparedOk) ) return h;
+  kvFuncError(ctx, SQLITE_MISUSE, sqlite3_mprintf(
+      "kv: transaction handle %lld %s", h->id,
+      e==KV_ROOT_PREPARED ? "is prepared and takes no more operations: "
+                            "end it with kv_commit or kv_rollback"
+      : e==KV_ROOT_FAILED ? "failed and was rolled back: end it with "
+                            "kv_rollback"
+      : "is finished"));
+  return 0;
+}
+
 /* A table-name argument: text, not NULL. */
 static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
                      const char **pz, int *pn){
@@ -223,6 +246,11 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       return;
     }
     zDir = (const char*)sqlite3_value_text(argv[0]);
+    if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(argv[0]) ){
+      kvFuncError(ctx, SQLITE_ERROR, sqlite3_mprintf(
+          "kv: store directory must not contain NUL"));
+      return;
+    }
   }
   rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
   if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ) rc = SQLITE_NOMEM;
@@ -242,7 +270,7 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 /* ------------------------------------------------- reads and writes --- */
 
 static void kvGetFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
@@ -259,7 +287,7 @@ static void kvGetFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 }
 
 static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
@@ -278,7 +306,7 @@ static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 }
 
 static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
@@ -305,7 +333,7 @@ static void kvHandleDrop(KvConn *pConn, KvHandle **pp){
 }
 
 static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   char *zErr = 0;
   int rc;
   (void)argc;
@@ -317,7 +345,7 @@ static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
-  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  KvHandle *h = kvHandleActive(ctx, argv[0], &pp, 1);
   char *zErr = 0;
   int rc;
   (void)argc;
@@ -331,6 +359,49 @@ static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   sqlite3_result_int(ctx, 1);
 }
 
+/* Blob a (n bytes) as the text x'..' in full (sqlite3_malloc'd, NULL on
+** OOM). */
+static char *kvBlobLiteral(const unsigned char *a, int n){
+  static const char aHex[] = "0123456789abcdef";
+  char *z = sqlite3_malloc64((sqlite3_uint64)n*2 + 4);
+  int i;
+  if( z==0 ) return 0;
+  z[0] = 'x';
+  z[1] = '\'';
+  for(i=0; i<n; i++){
+    z[2+i*2] = aHex[a[i]>>4];
+    z[3+i*2] = aHex[a[i]&0xf];
+  }
+  z[2+n*2] = '\'';
+  z[3+n*2] = 0;
+  return z;
+}
+
+/* Bind conflict c as ?2 (table) and ?3 (key: its value, a blob as the text
+** x'..', NULL for a table created or removed concurrently).  Returns the
+** decoded key, which must stay alive until the statement is reset. */
+static sqlite3_value *kvBindConflict(sqlite3_stmt *pStmt, const KvConflict *c){
+  sqlite3_value *pKey = 0;
+  int rc = SQLITE_OK;
+  if( strcmp(c->zTable, KV_META_TABLE)==0 ){
+    sqlite3_bind_text(pStmt, 2, (const char*)c->aKey, c->nKey, SQLITE_STATIC);
+    sqlite3_bind_null(pStmt, 3);
+    return 0;
+  }
+  sqlite3_bind_text(pStmt, 2, c->zTable, c->nTable, SQLITE_STATIC);
+  pKey = kv_key_to_value(c->aKey, c->nKey, 0, 0, &rc);
+  if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
+    sqlite3_bind_value(pStmt, 3, pKey);
+  }else if( pKey ){
+    sqlite3_bind_text(pStmt, 3, kvBlobLiteral(sqlite3_value_blob(pKey),
+                      sqlite3_value_bytes(pKey)), -1, sqlite3_free);
+  }else{
+    sqlite3_bind_text(pStmt, 3, kv_key_describe(c->aKey, c->nKey), -1,
+                      sqlite3_free);
+  }
+  return pKey;
+}
+
 /* JSON array of the conflicts of h's failed prepare: [{"table":t,"key":k}]
 ** with key null when the table itself was created or removed. */
 static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
@@ -342,23 +413,8 @@ static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
       "SELECT json_insert(?1, '$[#]', json_object('table', ?2, 'key', ?3))",
       -1, &pStmt, 0);
   for(i=0; rc==SQLITE_OK && zAcc && i<n; i++){
-    int bMeta = strcmp(a[i].zTable, KV_META_TABLE)==0;
-    sqlite3_value *pKey = 0;
+    sqlite3_value *pKey = kvBindConflict(pStmt, &a[i]);
     sqlite3_bind_text(pStmt, 1, zAcc, -1, SQLITE_STATIC);
-    if( bMeta ){
-      sqlite3_bind_text(pStmt, 2, (const char*)a[i].aKey, a[i].nKey, SQLITE_STATIC);
-      sqlite3_bind_null(pStmt, 3);
-    }else{
-      sqlite3_bind_text(pStmt, 2, a[i].zTable, a[i].nTable, SQLITE_STATIC);
-      pKey = kv_key_to_value(a[i].aKey, a[i].nKey, 0, 0, &rc);
-      if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
-        sqlite3_bind_value(pStmt, 3, pKey);
-      }else{
-        sqlite3_bind_text(pStmt, 3, kv_key_describe(a[i].aKey, a[i].nKey), -1,
-                          sqlite3_free);
-      }
-      rc = SQLITE_OK;
-    }
     if( sqlite3_step(pStmt)==SQLITE_ROW ){
       char *zNew = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
       sqlite3_free(zAcc);
@@ -382,6 +438,13 @@ static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
   int rc;
   (void)argc;
   if( h==0 ) return;
+  if( kv_root_state(h->pRoot)==KV_ROOT_FAILED ){
+    /* Rolled back by an earlier failure: an error, and the handle ends. */
+    kvFuncError(ctx, SQLITE_MISUSE, sqlite3_mprintf("kv: transaction handle "
+        "%lld failed and was rolled back: nothing to commit", h->id));
+    kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+    return;
+  }
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
     sqlite3_free(zErr);
@@ -421,10 +484,16 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
   KvHandle *h = kvHandleArg(ctx, argv[0], 0);
   sqlite3_stmt *pStmt = 0;
   const char *zTab;
+  char *zErr = 0;
   KvMeta meta;
   int nTab, bFound = 0, rc;
   (void)argc;
   if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  /* A name no table can have (and .tables_meta) is an error, not NULL. */
+  if( (rc = kv_name_check(zTab, nTab, &zErr))!=SQLITE_OK ){
+    kvFuncError(ctx, rc, zErr);
+    return;
+  }
   rc = kv_table_meta(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, &meta,
                      &bFound);
   if( rc==SQLITE_OK && bFound ){
@@ -448,10 +517,36 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
   kv_meta_clear(&meta);
 }
 
-/* Check options_json: an object whose keys are "persistence" (0|1) and
-** "accelerated_repair" (0|1, kv_btree). */
-static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
-                          char **pzErr){
+/* One option of options_json (key zKey, JSON type zType, value v) for a
+** table of type zTab: SQLITE_OK, or SQLITE_ERROR with *pzErr set. */
+static int kvCheckOption(const char *zTab, const char *zKey,
+                         const char *zType, int v, char **pzErr){
+  /* Only the table types known to lack accelerated_repair refuse it: an
+  ** unknown type is reported as such by kv_create_table(). */
+  int bAccel = zTab==0 || (strcmp(zTab, "kv_memory")!=0
+                           && strcmp(zTab, "kv_log")!=0);
+  if( zKey==0 || (strcmp(zKey, "persistence")!=0
+                  && strcmp(zKey, "accelerated_repair")!=0) ){
+    *pzErr = sqlite3_mprintf("kv: unknown option '%s' (allowed: "
+                             "persistence%s)", zKey ? zKey : "",
+                             bAccel ? ", accelerated_repair" : "");
+  }else if( zKey[0]=='a' && !bAccel ){
+    *pzErr = sqlite3_mprintf("kv: option accelerated_repair applies to "
+                             "kv_btree tables only, not %s", zTab);
+  }else if( (strcmp(zType, "integer")!=0 && strcmp(zType, "true")!=0
+          && strcmp(zType, "false")!=0) || v<0 || v>1 ){
+    *pzErr = sqlite3_mprintf("kv: option %s must be 0 or 1", zKey);
+  }else{
+    return SQLITE_OK;
+  }
+  return SQLITE_ERROR;
+}
+
+/* Check options_json for a table of type zTab: an object whose keys are
+** "persistence" (0|1, also true|false) and, for kv_btree only,
+** "accelerated_repair" (0|1). */
+static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
+                          int *pbPersist, char **pzErr){
   sqlite3_stmt *pStmt = 0;
   int rc = sqlite3_prepare_v2(db, "SELECT json_type(?1)='object', key, atom, "
       "type FROM json_each(?1) WHERE json_valid(?1) UNION ALL "
@@ -466,18 +561,9 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
       *pzErr = sqlite3_mprintf("kv: options must be a JSON object such as "
                                "'{\"persistence\":1}'");
       rc = SQLITE_ERROR;
-    }else if( zKey==0 || (strcmp(zKey, "persistence")!=0
-                          && strcmp(zKey, "accelerated_repair")!=0) ){
-      *pzErr = sqlite3_mprintf("kv: unknown option '%s' (allowed: "
-                               "persistence, accelerated_repair)",
-                               zKey ? zKey : "");
-      rc = SQLITE_ERROR;
-    }else if( (strcmp(zType, "integer")!=0 && strcmp(zType, "true")!=0
-            && strcmp(zType, "false")!=0) || v<0 || v>1 ){
-      *pzErr = sqlite3_mprintf("kv: option %s must be 0 or 1", zKey);
-      rc = SQLITE_ERROR;
-    }else if( zKey[0]=='p' ){
-      *pbPersist = v;
+    }else{
+      rc = kvCheckOption(zTab, zKey, zType, v, pzErr);
+      if( rc==SQLITE_OK && zKey[0]=='p' ) *pbPersist = v;
     }
   }
   sqlite3_finalize(pStmt);
@@ -486,7 +572,7 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, int *pbPersist,
 
 static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
                               sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   const char *zTab, *zType, *zOpt = 0;
   char *zErr = 0;
   int nTab, bPersist = 0, bCreated = 0, rc = SQLITE_OK;
@@ -501,8 +587,8 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
   /* kv_btree and kv_log tables are persistent unless told otherwise. */
   bPersist = zType && strcmp(zType, "kv_memory")!=0;
   if( argc==4 && sqlite3_value_type(argv[3])!=SQLITE_NULL ){
-    rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], &bPersist,
-                        &zErr);
+    rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], zType,
+                        &bPersist, &zErr);
     zOpt = (const char*)sqlite3_value_text(argv[3]);
   }
   if( rc==SQLITE_OK ){
@@ -515,7 +601,7 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
 
 static void kvRemoveTableFunc(sqlite3_context *ctx, int argc,
                               sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
   const char *zTab;
   char *zErr = 0;
   int nTab, rc;

@@ -166,7 +166,8 @@ static int kvIterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
   if( p->pTab ) p->pTab->nRef++;
   pthread_mutex_unlock(&p->pEng->mutex);
   if( p->pTab==0 ){
-    *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab,
+                             zTab, p->pEng->zDir ? p->pEng->zDir : "in memory");
     rc = SQLITE_ERROR;
   }
   return rc;

@@ -133,19 +133,11 @@ static int kvJsonString(KvJson *p, KvBuf *pOut){
   return rc;
 }
 
-/* A JSON number into a key encoding. */
-static int kvJsonNumber(KvJson *p, KvBuf *pKey){
-  char zNum[64], *zEnd = 0;
-  int j = 0, bReal = 0;
-  kvJsonWs(p);
-  while( p->i<p->n && j<63 && strchr("+-0123456789.eE", p->z[p->i])
-      && p->z[p->i] ){
-    char c = p->z[p->i++];
-    if( c=='.' || c=='e' || c=='E' ) bReal = 1;
-    zNum[j++] = c;
-  }
-  zNum[j] = 0;
-  if( j==0 ) return kvJsonErr(p, "bad number");
+/* The number zNum (NUL-terminated, bReal if it has '.', 'e' or 'E') into
+** a key encoding: an integer key if it fits in 64 bits, else a real. */
+static int kvNumberKey(KvJson *p, const char *zNum, int bReal, KvBuf *pKey){
+  char *zEnd = 0;
+  double r;
   if( !bReal ){
     long long v;
     errno = 0;
@@ -154,11 +146,31 @@ static int kvJsonNumber(KvJson *p, KvBuf *pKey){
       return kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, pKey, p->pzErr);
     }
   }
-  {
-    double r = strtod(zNum, &zEnd);
-    if( *zEnd ) return kvJsonErr(p, "bad number");
-    return kv_key_encode_c(SQLITE_FLOAT, 0, r, 0, 0, pKey, p->pzErr);
+  r = strtod(zNum, &zEnd);
+  if( *zEnd ) return kvJsonErr(p, "bad number");
+  return kv_key_encode_c(SQLITE_FLOAT, 0, r, 0, 0, pKey, p->pzErr);
+}
+
+/* A JSON number (of any length) into a key encoding. */
+static int kvJsonNumber(KvJson *p, KvBuf *pKey){
+  char zStack[64], *zNum = zStack;
+  int i0, n, bReal = 0, rc;
+  kvJsonWs(p);
+  i0 = p->i;
+  while( p->i<p->n && p->z[p->i] && strchr("+-0123456789.eE", p->z[p->i]) ){
+    char c = p->z[p->i++];
+    if( c=='.' || c=='e' || c=='E' ) bReal = 1;
   }
+  n = p->i - i0;
+  if( n==0 ) return kvJsonErr(p, "bad number");
+  if( n>=(int)sizeof(zStack) && (zNum = sqlite3_malloc64(n+1))==0 ){
+    return SQLITE_NOMEM;
+  }
+  memcpy(zNum, p->z+i0, n);
+  zNum[n] = 0;
+  rc = kvNumberKey(p, zNum, bReal, pKey);
+  if( zNum!=zStack ) sqlite3_free(zNum);
+  return rc;
 }
 
 static int kvHexBlob(KvJson *p, const KvBuf *pHex, KvBuf *pKey){

@@ -47,8 +47,8 @@ void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
 /* The store for dir zDir, or when zDir is NULL the default store of
 ** schema zSchema: the sidecar directory "<database file>-kv", or the
 ** connection's anonymous store if that database has no file.  *ppEng holds
-** a reference.  The connection keeps every store it used open until it
-** closes, so kv_memory data outlives the transactions that wrote it.
+** a reference.  An empty zDir is SQLITE_ERROR with a message.  The
+** connection keeps every store it used open until it closes, so kv_memory data outlives the transactions that wrote it.
 ** The last absolute directory asked for is remembered with its store, so
 ** asking again (every kv_query_with_version of a default store) costs a
 ** string compare, not a mkdir and a realpath. */

@@ -249,7 +249,8 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   }
   pthread_mutex_unlock(&pEng->mutex);
   if( pTab==0 ){
-    *pzErr = sqlite3_mprintf("kv: no such table: %.*s", nTab, zTab);
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab,
+                             zTab, pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;
   }
   if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
@@ -500,13 +501,15 @@ int kvConflictAddKind(KvRoot *p, const char *zTab, int nTab,
   a = sqlite3_realloc64(p->aConflict, (p->nConflict+1)*sizeof(KvConflict));
   if( a==0 ) return SQLITE_NOMEM;
   p->aConflict = a;
-  zBlock = sqlite3_malloc64(nTab + nKey + 1);
+  zBlock = sqlite3_malloc64(nTab + 1 + nKey + 1);
   if( zBlock==0 ) return SQLITE_NOMEM;
   memcpy(zBlock, zTab, nTab);
-  memcpy(zBlock+nTab, aKey, nKey);
+  zBlock[nTab] = 0;                  /* zTable is a C string */
+  memcpy(zBlock+nTab+1, aKey, nKey);
+  zBlock[nTab+1+nKey] = 0;
   a[p->nConflict].zTable = zBlock;
   a[p->nConflict].nTable = nTab;
-  a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab;
+  a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab + 1;
   a[p->nConflict].nKey = nKey;
   a[p->nConflict].eKind = eKind;
   p->nConflict++;
@@ -523,10 +526,21 @@ static int kvBytesCmp(const void *a, int na, const void *b, int nb){
   return c ? c : na-nb;
 }
 
+/* Is c a table-level conflict (catalog table, key = the table's name)? */
+static int kvConflictIsTable(const KvConflict *c){
+  return c->nTable==(int)strlen(KV_META_TABLE)
+      && memcmp(c->zTable, KV_META_TABLE, c->nTable)==0;
+}
+
+/* Order: by the name of the table concerned, a table-level conflict before
+** that table's keys, then by key bytes. */
 static int kvConflictCmp(const void *pA, const void *pB){
   const KvConflict *a = pA, *b = pB;
-  int c = kvBytesCmp(a->zTable, a->nTable, b->zTable, b->nTable);
-  return c ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
+  int bA = kvConflictIsTable(a), bB = kvConflictIsTable(b), c;
+  c = kvBytesCmp(bA ? (const char*)a->aKey : a->zTable, bA ? a->nKey : a->nTable,
+                 bB ? (const char*)b->aKey : b->zTable, bB ? b->nKey : b->nTable);
+  if( c==0 ) c = bB - bA;
+  return (c || bA) ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
 }
 
 /* Sort order: the key order, then version_mismatch first (so dedup keeps

@@ -416,7 +416,9 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   /* One critical section: the snapshot, the value and the version are of
   ** the same published state. */
   pthread_mutex_lock(&pEng->mutex);
-  t = kvTableFind(pEng, zTab, nTab);
+  /* A stopped store may hold part of a commit: nobody may read it. */
+  rc = kvEngineFailed(pEng, pzErr);
+  t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ){
     rc = kvQuerySnap(pEng, t, &pSnap);
     if( rc==SQLITE_OK ){
@@ -424,7 +426,7 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
-  if( t==0 ){
+  if( rc==SQLITE_OK && t==0 ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
                              pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;
@@ -460,10 +462,11 @@ int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
   int rc = kv_name_check(zTab, nTab, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
-  t = kvTableFind(pEng, zTab, nTab);
+  rc = kvEngineFailed(pEng, pzErr);      /* see kv_version_query */
+  t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ) rc = kvQueryListLocked(pEng, t, pList, xRow, pArg);
   pthread_mutex_unlock(&pEng->mutex);
-  if( t==0 ){
+  if( rc==SQLITE_OK && t==0 ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
                              pEng->zDir ? pEng->zDir : "in memory");
     return SQLITE_ERROR;
@@ -754,8 +757,9 @@ static void kvSweeperStop(KvVerStore *s){
   s->bStop = 0;
 }
 
-/* TTL turned on: stamp every record now, lease it for ttl, and give it
-** its token. */
+/* TTL turned on: stamp every record now, lease it for ttl (or keep the
+** longer lease it was given while TTL was on before: turning TTL off and
+** on again never shortens a lease), and give it its token. */
 static int kvTtlStart(KvEngine *pEng, int64_t ttl){
   KvTable *t;
   int rc = SQLITE_OK;
@@ -774,8 +778,10 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
     for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
         bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
       uint8_t aVal[KV_VER_VAL_BYTES];
+      int64_t iLease;
       kv_map_cursor_entry(pCsr, &e);
-      kvVerValue(aVal, e.aVal, now+ttl);
+      iLease = kvVerLease(&e);
+      kvVerValue(aVal, e.aVal, iLease>now+ttl ? iLease : now+ttl);
       rc = kv_map_put(&pNew, e.aKey, e.nKey, aVal, KV_VER_VAL_BYTES,
                       (uint64_t)now, 0);
       if( rc==SQLITE_OK ) rc = kvTokenQueue(t->pVer, e.aKey, e.nKey);

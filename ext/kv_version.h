@@ -32,7 +32,8 @@ int kv_version_parse(const char *z, int n, uint8_t *aVer);
 /* Read key aKey of zTab and its version atomically, with no transaction.
 ** A missing version is created (a first observation, kind 'd' if the key
 ** is absent) with a new TID; concurrent first reads publish one.  Sets
-** *pbFound and the value bytes in *pVal; aVer gets the version. */
+** *pbFound and the value bytes in *pVal; aVer gets the version.  A
+** stopped store (kvEngineFailed) fails with its code and message. */
 int kv_version_query(KvEngine*, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, KvBuf *pVal,
                      int *pbFound, uint8_t *aVer, char **pzErr);

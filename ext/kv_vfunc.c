@@ -93,6 +93,7 @@ struct KvRowsDef {
   int nCol;                  /* visible columns */
   int nArg;                  /* argument (HIDDEN) columns */
   int nReq;                  /* leading arguments that are required */
+  int eVtabConfig;           /* SQLITE_VTAB_DIRECTONLY or _INNOCUOUS */
   KvRowsFill xFill;
 };
 
@@ -108,7 +109,16 @@ struct KvRowsCsr {
   sqlite3_vtab_cursor base;
   KvRows rows;
   int iRow, nRow;
+  sqlite3_value *apArg[8];   /* copies of the arguments (NULL: absent) */
 };
+
+static void kvRowsArgsFree(KvRowsCsr *p){
+  int i;
+  for(i=0; i<8; i++){
+    sqlite3_value_free(p->apArg[i]);
+    p->apArg[i] = 0;
+  }
+}
 
 static int kvRowsConnect(sqlite3 *db, void *pAux, int argc,
                          const char *const *argv, sqlite3_vtab **ppVtab,
@@ -118,6 +128,7 @@ static int kvRowsConnect(sqlite3 *db, void *pAux, int argc,
   int rc = sqlite3_declare_vtab(db, pDef->zSchema);
   (void)argc; (void)argv; (void)pzErr;
   if( rc!=SQLITE_OK ) return rc;
+  sqlite3_vtab_config(db, pDef->eVtabConfig);
   p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
@@ -175,6 +186,7 @@ static int kvRowsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
 }
 
 static int kvRowsClose(sqlite3_vtab_cursor *pCsr){
+  kvRowsArgsFree((KvRowsCsr*)pCsr);
   kvRowsClear(&((KvRowsCsr*)pCsr)->rows);
   sqlite3_free(pCsr);
   return SQLITE_OK;
@@ -193,8 +205,14 @@ static int kvRowsFilter(sqlite3_vtab_cursor *pCur, int idxNum,
     if( (idxNum & (1<<i)) && j<argc ) apArg[i] = argv[j++];
   }
   kvRowsClear(&p->rows);
+  kvRowsArgsFree(p);
   p->rows.nCol = pTab->pDef->nCol;
   p->iRow = p->nRow = 0;
+  for(i=0; i<pTab->pDef->nArg; i++){
+    if( apArg[i] && (p->apArg[i] = sqlite3_value_dup(apArg[i]))==0 ){
+      return SQLITE_NOMEM;
+    }
+  }
   rc = pTab->pDef->xFill(pTab->pConn, apArg, &p->rows, &zErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(pTab->base.zErrMsg);
@@ -221,7 +239,11 @@ static int kvRowsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx,
   KvRowsCsr *p = (KvRowsCsr*)pCur;
   const KvCell *c;
   const char *z;
-  if( iCol>=p->rows.nCol ) return SQLITE_OK;     /* argument: NULL */
+  if( iCol>=p->rows.nCol ){                /* an argument column */
+    sqlite3_value *pArg = p->apArg[iCol - p->rows.nCol];
+    if( pArg ) sqlite3_result_value(ctx, pArg);
+    return SQLITE_OK;
+  }
   c = &p->rows.a[p->iRow*p->rows.nCol + iCol];
   z = c->iOff>=0 ? (const char*)p->rows.data.a + c->iOff : 0;
   switch( c->eType ){
@@ -568,41 +590,57 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 /* ---------------------------------------------------- kv_store_options --- */
 
+/* One row of the options query of kvStoreConfigure into *prTtl or
+** *prPoll: SQLITE_OK, SQLITE_DONE after the last member, or an error. */
+static int kvStoreOption(sqlite3_stmt *pStmt, double *prTtl, double *prPoll,
+                         char **pzErr){
+  const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
+  const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
+  int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
+  if( !sqlite3_column_int(pStmt, 0) ){
+    *pzErr = sqlite3_mprintf("kv: store options must be a JSON object such "
+                             "as '{\"key_version_ttl_ms\":60000}'");
+    return SQLITE_ERROR;
+  }
+  if( zKey==0 ) return SQLITE_DONE;
+  if( strcmp(zKey, "key_version_ttl_ms")==0 && bNum ){
+    *prTtl = sqlite3_column_double(pStmt, 3);
+  }else if( strcmp(zKey, "key_version_ttl_poll_ms")==0 && bNum ){
+    *prPoll = sqlite3_column_double(pStmt, 3);
+  }else{
+    *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or not a number "
+        "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
 /* Apply options JSON {"key_version_ttl_ms":n,"key_version_ttl_poll_ms":n}
-** (either may be absent: it keeps its value). */
+** (either may be absent: it keeps its value).  Text that is not valid
+** JSON, or not an object, is an error and changes nothing. */
 static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
                             char **pzErr){
   sqlite3_stmt *pStmt = 0;
   int64_t ttl, poll;
   double rTtl, rPoll;
-  int rc = sqlite3_prepare_v2(db, "SELECT json_valid(?1) AND "
-      "json_type(?1)='object', key, type, value FROM json_each("
-      "CASE WHEN json_valid(?1) THEN ?1 ELSE '{}' END) UNION ALL SELECT "
-      "json_valid(?1) AND json_type(?1)='object', NULL, NULL, NULL", -1,
+  int rcStep = SQLITE_ROW;
+  int rc = sqlite3_prepare_v2(db, "WITH o(ok) AS (SELECT CASE WHEN "
+      "json_valid(?1) THEN json_type(?1)='object' ELSE 0 END) "
+      "SELECT ok, key, type, value FROM o, json_each(CASE WHEN ok THEN ?1 "
+      "ELSE '{}' END) UNION ALL SELECT ok, NULL, NULL, NULL FROM o", -1,
       &pStmt, 0);
   if( rc!=SQLITE_OK ) return rc;
   kv_version_options(pEng, &ttl, &poll);
   rTtl = (double)ttl; rPoll = (double)poll;
   sqlite3_bind_value(pStmt, 1, pJson);
-  while( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
-    const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
-    const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
-    int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
-    if( !sqlite3_column_int(pStmt, 0) ){
-      *pzErr = sqlite3_mprintf("kv: store options must be a JSON object such "
-                               "as '{\"key_version_ttl_ms\":60000}'");
-      rc = SQLITE_ERROR;
-    }else if( zKey==0 ){
-      break;
-    }else if( strcmp(zKey, "key_version_ttl_ms")==0 && bNum ){
-      rTtl = sqlite3_column_double(pStmt, 3);
-    }else if( strcmp(zKey, "key_version_ttl_poll_ms")==0 && bNum ){
-      rPoll = sqlite3_column_double(pStmt, 3);
-    }else{
-      *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or not a number "
-          "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
-      rc = SQLITE_ERROR;
-    }
+  while( rc==SQLITE_OK && (rcStep = sqlite3_step(pStmt))==SQLITE_ROW ){
+    rc = kvStoreOption(pStmt, &rTtl, &rPoll, pzErr);
+  }
+  if( rc==SQLITE_DONE ) rc = SQLITE_OK;
+  if( rc==SQLITE_OK && rcStep!=SQLITE_ROW && rcStep!=SQLITE_DONE ){
+    *pzErr = sqlite3_mprintf("kv: cannot read the store options: %s",
+                             sqlite3_errmsg(db));
+    rc = rcStep;
   }
   sqlite3_finalize(pStmt);
   if( rc==SQLITE_OK ) rc = kv_version_configure(pEng, rTtl, rPoll, pzErr);
@@ -633,19 +671,22 @@ static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
 
 /* ------------------------------------------------------ registration --- */
 
+/* The queries create version records and kv_conflicts reads a handle: like
+** the kv_* functions they are direct-only (no view or trigger may run
+** them).  kv_metrics only reads counters. */
 static const KvRowsDef aKvRowsDef[] = {
   { "kv_query_with_version",
     "CREATE TABLE x(value, version TEXT, \"table\" HIDDEN, key HIDDEN, "
-    "dir HIDDEN)", 2, 3, 2, kvQueryFill },
+    "dir HIDDEN)", 2, 3, 2, SQLITE_VTAB_DIRECTONLY, kvQueryFill },
   { "kv_query_with_versions",
     "CREATE TABLE x(key, value, version TEXT, \"table\" HIDDEN, keys HIDDEN, "
-    "dir HIDDEN)", 3, 3, 2, kvQueryListFill },
+    "dir HIDDEN)", 3, 3, 2, SQLITE_VTAB_DIRECTONLY, kvQueryListFill },
   { "kv_conflicts",
     "CREATE TABLE x(\"table\" TEXT, key, kind TEXT, h HIDDEN)", 3, 1, 1,
-    kvConflictsFill },
+    SQLITE_VTAB_DIRECTONLY, kvConflictsFill },
   { "kv_metrics",
     "CREATE TABLE x(name TEXT, labels TEXT, value INTEGER, store TEXT)",
-    4, 0, 0, kvMetricsFill },
+    4, 0, 0, SQLITE_VTAB_INNOCUOUS, kvMetricsFill },
 };
 
 /* Module aux data: the definition and the connection (one reference). */

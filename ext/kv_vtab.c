@@ -83,55 +83,81 @@ struct KvArgs {
   int bPersist;
   int bPersistGiven;
   int bAccel;                   /* accelerated_repair=1 */
+  int bAccelGiven;
   const char *zType;            /* the module name: the table type */
 };
 
-/* Unquote a module argument value in place ('x', "x" or x). */
+/* Unquote a module argument value in place ('x', "x" or x): inside the
+** quotes a doubled quote character stands for one, as in SQL. */
 static void kvUnquote(char *z){
-  int n = (int)strlen(z);
-  if( n>=2 && (z[0]=='\'' || z[0]=='"') && z[n-1]==z[0] ){
-    memmove(z, z+1, n-2);
-    z[n-2] = 0;
+  int n = (int)strlen(z), i, j = 0;
+  char q = z[0];
+  if( n<2 || (q!='\'' && q!='"') || z[n-1]!=q ) return;
+  for(i=1; i<n-1; i++){
+    z[j++] = z[i];
+    if( z[i]==q && z[i+1]==q && i+1<n-1 ) i++;
   }
+  z[j] = 0;
+}
+
+/* The error of a module argument that is not one this table type takes. */
+static int kvArgBad(const char *zArg, const KvArgs *pA, char **pzErr){
+  *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH%s",
+      zArg, strcmp(pA->zType, "kv_btree")==0
+            ? ", persistence=0|1 or accelerated_repair=0|1"
+            : " or persistence=0|1");
+  return SQLITE_ERROR;
+}
+
+/* Trim the blanks around z in place; returns z moved past the leading. */
+static char *kvTrim(char *z){
+  while( *z==' ' ) z++;
+  while( *z && z[strlen(z)-1]==' ' ) z[strlen(z)-1] = 0;
+  return z;
+}
+
+/* Take one key=value argument (zK and zV trimmed, zV unquoted) into *pA.
+** Each key may be given once. */
+static int kvTakeArg(const char *zArg, const char *zK, char *zV, KvArgs *pA,
+                     char **pzErr){
+  int b01 = strcmp(zV, "0")==0 || strcmp(zV, "1")==0;
+  int bDir = sqlite3_stricmp(zK, "dir")==0;
+  int *pbGiven = sqlite3_stricmp(zK, "persistence")==0 ? &pA->bPersistGiven
+      : sqlite3_stricmp(zK, "accelerated_repair")==0 ? &pA->bAccelGiven : 0;
+  if( !bDir && pbGiven==0 ) return kvArgBad(zArg, pA, pzErr);
+  if( pbGiven ? *pbGiven : pA->zDir!=0 ){
+    *pzErr = sqlite3_mprintf("kv: argument %s is given twice", zK);
+    return SQLITE_ERROR;
+  }
+  if( pbGiven==0 && zV[0] ){
+    pA->zDir = sqlite3_mprintf("%s", zV);
+    return pA->zDir ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  if( pbGiven==&pA->bPersistGiven && b01 ){
+    pA->bPersist = zV[0]=='1';
+  }else if( pbGiven==&pA->bAccelGiven && b01
+         && strcmp(pA->zType, "kv_btree")==0 ){
+    pA->bAccel = zV[0]=='1';
+  }else{
+    return kvArgBad(zArg, pA, pzErr);
+  }
+  *pbGiven = 1;
+  return SQLITE_OK;
 }
 
 static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){
   const char *zEq = strchr(zArg, '=');
   char *zKey, *zVal;
-  int rc = SQLITE_OK;
-  if( zEq==0 ){
-    *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
-                             "persistence=0|1", zArg);
-    return SQLITE_ERROR;
-  }
+  int rc;
+  if( zEq==0 ) return kvArgBad(zArg, pA, pzErr);
   zKey = sqlite3_mprintf("%.*s", (int)(zEq-zArg), zArg);
   zVal = sqlite3_mprintf("%s", zEq+1);
   if( zKey==0 || zVal==0 ){
     rc = SQLITE_NOMEM;
   }else{
-    char *zK = zKey;
-    while( *zK==' ' ) zK++;
-    while( *zK && zK[strlen(zK)-1]==' ' ) zK[strlen(zK)-1] = 0;
-    while( zVal[0] && zVal[strlen(zVal)-1]==' ' ) zVal[strlen(zVal)-1] = 0;
-    memmove(zVal, zVal+strspn(zVal, " "), strlen(zVal+strspn(zVal, " "))+1);
-    kvUnquote(zVal);
-    if( sqlite3_stricmp(zK, "dir")==0 && zVal[0] ){
-      sqlite3_free(pA->zDir);
-      pA->zDir = zVal;
-      zVal = 0;
-    }else if( sqlite3_stricmp(zK, "persistence")==0
-           && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
-      pA->bPersist = zVal[0]=='1';
-      pA->bPersistGiven = 1;
-    }else if( sqlite3_stricmp(zK, "accelerated_repair")==0
-           && strcmp(pA->zType, "kv_btree")==0
-           && (strcmp(zVal, "0")==0 || strcmp(zVal, "1")==0) ){
-      pA->bAccel = zVal[0]=='1';
-    }else{
-      *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH or "
-                               "persistence=0|1", zArg);
-      rc = SQLITE_ERROR;
-    }
+    char *zV = kvTrim(zVal);
+    kvUnquote(zV);
+    rc = kvTakeArg(zArg, kvTrim(zKey), zV, pA, pzErr);
   }
   sqlite3_free(zKey);
   sqlite3_free(zVal);
@@ -567,10 +593,13 @@ static int kvJoinByStatement(KvVtab *p){
     kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
         "could not join it: %s", p->zName, zErr ? zErr : "?"));
   }else if( pConn->pSqlRoot==0 ){
+    /* The UPDATE ran but reached no anchor: temp.kv_sql_txn_anchor is a
+    ** table of another kind that the user made. */
     kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
-        "could not join it: SQLite did not enlist temp." KV_ANCHOR,
-        p->zName));
-    rc = SQLITE_INTERNAL;
+        "could not join it: SQLite did not enlist temp." KV_ANCHOR " (a "
+        "temp table of that name that is not of module " KV_ANCHOR " must "
+        "be dropped)", p->zName));
+    rc = SQLITE_ERROR;
   }
   sqlite3_free(zErr);
   return rc;
@@ -745,9 +774,9 @@ static int kvBegin(sqlite3_vtab *pVtab){
     const char *zA = kv_engine_dir(kv_root_engine(pConn->pSqlRoot));
     const char *zB = kv_engine_dir(p->pEng);
     kvSetError(p, sqlite3_mprintf("kv: one transaction can write the tables "
-        "of one store only: %s is in store %s, the transaction already "
-        "writes store %s", p->zName, zB ? zB : "(memory)",
-        zA ? zA : "(memory)"));
+        "of one store only: %s is in store %s, and the transaction is bound "
+        "to store %s by its first KV read or write", p->zName,
+        zB ? zB : "(memory)", zA ? zA : "(memory)"));
     return SQLITE_ERROR;
   }
   if( pConn->pSqlRoot==0 ) rc = kv_root_begin(p->pEng, &pConn->pSqlRoot);
@@ -910,6 +939,19 @@ static int kvAnchorDisconnect(sqlite3_vtab *pVtab){
   return SQLITE_OK;
 }
 
+/* DROP TABLE of the anchor: refused while it enlists a transaction, whose
+** root (and the reads in its conflict check) would go with it. */
+static int kvAnchorDestroy(sqlite3_vtab *pVtab){
+  KvVtab *p = (KvVtab*)pVtab;
+  if( p->bJoined ){
+    kvSetError(p, sqlite3_mprintf("kv: temp." KV_ANCHOR " cannot be dropped "
+        "inside the transaction whose reads it enlists"));
+    sqlite3_log(SQLITE_ERROR, "%s", p->base.zErrMsg);
+    return SQLITE_ERROR;
+  }
+  return kvAnchorDisconnect(pVtab);
+}
+
 static int kvAnchorBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   (void)pVtab;
   pInfo->estimatedCost = 1.0;
@@ -947,7 +989,7 @@ static int kvAnchorUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
 static sqlite3_module kvAnchorModule = {
   2,
   kvAnchorCreate, kvAnchorConnect, kvAnchorBestIndex, kvAnchorDisconnect,
-  kvAnchorDisconnect,
+  kvAnchorDestroy,
   kvOpen, kvClose, kvAnchorFilter, kvAnchorNext, kvEof, kvAnchorColumn,
   kvRowid,
   kvAnchorUpdate, kvAnchorBegin, kvSync, kvCommit, kvRollback,

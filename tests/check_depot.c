@@ -255,6 +255,26 @@ START_TEST(test_depot_page_size_change_of_existing_database_fails_cleanly){
 }
 END_TEST
 
+/* A VACUUM to a larger page size must fail like one to a smaller size:
+** the pages of a depot database have the size of its first commit. */
+START_TEST(test_depot_vacuum_to_larger_page_size_fails_and_keeps_writable){
+  char *zDir = th_tmpdir("depot-pggrow");
+  sqlite3 *db = open_depot(zDir, "p", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  ck_assert_int_ne(th_try(db, "PRAGMA page_size=8192; VACUUM", 0), SQLITE_OK);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), 4096);
+  th_exec(db, "INSERT INTO t VALUES(2)");
+  sqlite3_close(db);
+  db = open_depot(zDir, "p", 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), 4096);
+  ck_assert_int_eq(th_int(db, "SELECT sum(a) FROM t"), 3);
+  th_exec(db, "INSERT INTO t VALUES(3)");
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- concurrency ---- */
 
 START_TEST(test_depot_reader_keeps_snapshot_while_other_connection_commits){
@@ -916,7 +936,9 @@ END_TEST
 
 static const char *const azBadUri[] = {
   "cache_kb=-5", "zstd_level=40", "store_sync=sometimes", "store_vfs=nosuch",
-  "branch=", "store_vfs=depot"
+  "branch=", "store_vfs=depot", "cache_kb=abc", "cache_kb=12kb",
+  "zstd_level=abc", "zstd_level=4294967297", "zstd_level=", "cache_kb=",
+  "nolock=1", "cache_kb=%0910", "compact_after=-0x5"
 };
 
 START_TEST(test_depot_bad_uri_parameters_cannot_open){
@@ -1038,6 +1060,99 @@ START_TEST(test_depot_stats_reports_compression_of_text){
 }
 END_TEST
 
+/* The whole file zPath (sqlite3_malloc'd), its size in *pn. */
+static unsigned char *read_whole_file(const char *zPath, long *pn){
+  FILE *pF = fopen(zPath, "rb");
+  unsigned char *a;
+  ck_assert_ptr_nonnull(pF);
+  fseek(pF, 0, SEEK_END);
+  *pn = ftell(pF);
+  fseek(pF, 0, SEEK_SET);
+  a = sqlite3_malloc64(*pn>0 ? (sqlite3_uint64)*pn : 1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq((long)fread(a, 1, (size_t)*pn, pF), *pn);
+  fclose(pF);
+  return a;
+}
+
+/* zTo, a new plain file, made from the plain file zFrom by the backup API
+** (what the shell's .backup does). */
+static void backup_copy(const char *zFrom, const char *zTo){
+  sqlite3 *a = th_open(zFrom), *b = th_open(zTo);
+  sqlite3_backup *pB = sqlite3_backup_init(b, "main", a, "main");
+  ck_assert_ptr_nonnull(pB);
+  ck_assert_int_eq(sqlite3_backup_step(pB, -1), SQLITE_DONE);
+  sqlite3_backup_finish(pB);
+  sqlite3_close(a);
+  sqlite3_close(b);
+}
+
+/* depot_export of an imported file is byte for byte the backup-API copy
+** of the source file. */
+START_TEST(test_depot_export_equals_a_backup_copy_byte_for_byte){
+  char *zDir = th_tmpdir("depot-bytes");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zDst = sqlite3_mprintf("%s/dst.db", zDir);
+  char *zCopy = sqlite3_mprintf("%s/copy.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *src = th_open(zSrc), *m;
+  unsigned char *a, *b;
+  long na, nb;
+  char *zSql;
+  th_exec(src, "CREATE TABLE t(a INTEGER PRIMARY KEY, b); CREATE INDEX tb"
+      " ON t(b); WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM g"
+      " WHERE i<500) INSERT INTO t SELECT i, randomblob(i) FROM g;"
+      " DELETE FROM t WHERE a%7=0");
+  sqlite3_close(src);
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp');"
+      "SELECT depot_export(%Q, 'imp', 'main', %Q)", zSrc, zStore, zStore, zDst);
+  th_exec(m, zSql);
+  sqlite3_close(m);
+  backup_copy(zSrc, zCopy);
+  a = read_whole_file(zDst, &na);
+  b = read_whole_file(zCopy, &nb);
+  ck_assert_int_eq(na, nb);
+  ck_assert_msg(memcmp(a, b, (size_t)na)==0, "export differs from the copy");
+  sqlite3_free(a); sqlite3_free(b); sqlite3_free(zSql);
+  sqlite3_free(zSrc); sqlite3_free(zDst); sqlite3_free(zCopy);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
+/* Importing a file of another page size into an existing database fails
+** with a message naming both sizes, and stores nothing: the imported
+** header would state a page size the stored pages do not have. */
+START_TEST(test_depot_import_of_another_page_size_fails_and_changes_nothing){
+  char *zDir = th_tmpdir("depot-imp-pgsz");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *src = th_open(zSrc), *db, *m;
+  char *zSql, *zErr = 0;
+  th_exec(src, "PRAGMA page_size=8192; CREATE TABLE z(a); INSERT INTO z"
+               " VALUES(42)");
+  sqlite3_close(src);
+  db = open_depot(zDir, "crm", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'crm')", zSrc, zStore);
+  ck_assert_int_eq(th_try(m, zSql, &zErr), SQLITE_ERROR);
+  ck_assert_msg(strstr(zErr, "has pages of 8192 bytes, database crm has pages"
+                " of 4096 bytes"), "%s", zErr);
+  sqlite3_free(zErr); sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q, 'crm')",
+                         zStore);
+  ck_assert_int_eq(th_int(m, zSql), 2);
+  ck_assert_int_eq(th_int(db, "SELECT a FROM t"), 1);
+  ck_assert_int_eq(th_int(db, "PRAGMA page_size"), 4096);
+  th_exec(db, "INSERT INTO t VALUES(2)");
+  assert_integrity(db);
+  sqlite3_close(db); sqlite3_close(m);
+  sqlite3_free(zSql); sqlite3_free(zSrc); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_import_export_round_trip){
   char *zDir = th_tmpdir("depot-imex");
   char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
@@ -1083,6 +1198,53 @@ START_TEST(test_depot_import_export_round_trip){
 }
 END_TEST
 
+/* A db name is NAME or BUCKET/NAME wherever the branch functions take one:
+** the URI refuses a '/' in db= (such a database could never be addressed
+** there), and depot_import / depot_export read BUCKET/NAME as the others. */
+START_TEST(test_depot_db_name_with_slash_is_a_bucket_address){
+  char *zDir = th_tmpdir("depot-slash");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zDst = sqlite3_mprintf("%s/dst.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zUri = depot_uri(zDir, "a/b", 0), *zSql, *zErr = 0;
+  sqlite3 *src = th_open(zSrc), *m, *db = 0;
+  int rc;
+  th_exec(src, "CREATE TABLE t(a); INSERT INTO t VALUES(7)");
+  sqlite3_close(src);
+  m = open_depot(zDir, "app", 0);
+  th_exec(m, "CREATE TABLE t(a)");
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                       |SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = th_try(db, "CREATE TABLE t(a)", 0);
+  ck_assert_int_eq(rc, SQLITE_CANTOPEN);
+  sqlite3_close(db);
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'a/b')", zSrc, zStore);
+  ck_assert_int_eq(th_try(m, zSql, &zErr), SQLITE_ERROR);
+  ck_assert_str_eq(zErr, "depot: bucket a does not exist");
+  sqlite3_free(zErr); sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_databases(%Q)", zStore);
+  ck_assert_int_eq(th_int(m, zSql), 1);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT depot_fork_bucket(%Q, 'main', 'stg');"
+      "SELECT depot_import(%Q, %Q, 'stg/imp');"
+      "SELECT depot_export(%Q, 'stg/imp', 'main', %Q);", zStore, zSrc, zStore,
+      zStore, zDst);
+  th_exec(m, zSql);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT group_concat(n) FROM (SELECT bucket||'.'||"
+      "database||inherited AS n FROM depot_databases(%Q) ORDER BY n)", zStore);
+  zErr = th_text(m, zSql);
+  ck_assert_str_eq(zErr, "main.app0,stg.app1,stg.imp0");
+  sqlite3_free(zErr); sqlite3_free(zSql);
+  sqlite3_close(m);
+  m = th_open(zDst);
+  ck_assert_int_eq(th_int(m, "SELECT a FROM t"), 7);
+  sqlite3_close(m);
+  sqlite3_free(zSrc); sqlite3_free(zDst); sqlite3_free(zStore);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("depot");
   TCase *tc = tcase_create("basic");
@@ -1094,6 +1256,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_page_size_change_of_existing_database_fails_cleanly);
   tcase_add_test(tc,
+      test_depot_vacuum_to_larger_page_size_fails_and_keeps_writable);
+  tcase_add_test(tc,
       test_depot_rolled_back_spilled_transaction_leaves_no_commit);
   tcase_add_loop_test(tc,
       test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
@@ -1103,6 +1267,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
                       (int)(sizeof(azBadUri)/sizeof(azBadUri[0])));
   tcase_add_test(tc, test_depot_missing_database_without_create_cannot_open);
+  tcase_add_test(tc, test_depot_db_name_with_slash_is_a_bucket_address);
   tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
   suite_add_tcase(s, tc);
@@ -1131,6 +1296,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_commits_lists_txids_sizes_and_checksums);
   tcase_add_test(tc, test_depot_stats_reports_compression_of_text);
   tcase_add_test(tc, test_depot_import_export_round_trip);
+  tcase_add_test(tc,
+      test_depot_import_of_another_page_size_fails_and_changes_nothing);
+  tcase_add_test(tc, test_depot_export_equals_a_backup_copy_byte_for_byte);
   suite_add_tcase(s, tc);
   return s;
 }

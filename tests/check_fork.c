@@ -529,6 +529,71 @@ START_TEST(test_bucket_fork_reads_and_writes_the_capped_fork_only){
 }
 END_TEST
 
+/* A bucket fork at a time T sees the catalog as it was at T: a restore and
+** a fork made after the last commit before T are part of it, a commit after
+** T is not. */
+START_TEST(test_bucket_fork_at_a_time_sees_catalog_changes_before_it){
+  Fx f;
+  sqlite3 *db;
+  char *zT;
+  fx_open(&f, "fork-bucket-time");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a'); INSERT INTO t VALUES(2,'b')");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q,0,86400)", f.zStore);
+  fx_exec(&f, "SELECT depot_restore(%Q,'app','main',2)", f.zStore);
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','dev')", f.zStore);
+  usleep(30000);
+  zT = fx_text(&f, "SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')");
+  usleep(30000);
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "INSERT INTO t VALUES(3,'later')");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_fork_bucket(%Q,'main','b1',%Q)", f.zStore, zT);
+  db = fx_db(&f, "app", "main", "b1");
+  assert_content(db, "1:a");
+  sqlite3_close(db);
+  db = fx_db(&f, "app", "dev", "b1");
+  assert_content(db, "1:a");
+  sqlite3_close(db);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_verify(%Q)",
+                          f.zStore), 0);
+  sqlite3_free(zT);
+  fx_close(&f);
+}
+END_TEST
+
+/* depot_commits takes BUCKET/NAME like the branch functions: the commits
+** the bucket's own branch made, none for a name it only inherits. */
+START_TEST(test_depot_commits_lists_the_commits_of_a_bucket_database){
+  Fx f;
+  sqlite3 *db;
+  fx_open(&f, "fork-commits-bucket");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a')");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_fork_bucket(%Q,'main','stg')", f.zStore);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_commits(%Q,"
+                          "'stg/app')", f.zStore), 0);
+  db = fx_db(&f, "app", "main", "stg");
+  th_exec(db, "INSERT INTO t VALUES(2,'b'); INSERT INTO t VALUES(3,'c')");
+  sqlite3_close(db);
+  fx_text_eq(&f, "1,2", "SELECT group_concat(txid) FROM depot_commits(%Q,"
+             "'stg/app')", f.zStore);
+  fx_text_eq(&f, "1,2", "SELECT group_concat(txid) FROM depot_commits(%Q,"
+             "'main/app')", f.zStore);
+  fx_text_eq(&f, "1,2", "SELECT group_concat(txid) FROM depot_commits(%Q,"
+             "'app', 'main')", f.zStore);
+  fx_fails(&f, "bucket nob does not exist", "SELECT * FROM depot_commits(%Q,"
+           "'nob/app')", f.zStore);
+  fx_fails(&f, "NAME or BUCKET/NAME", "SELECT * FROM depot_commits(%Q,"
+           "'/app')", f.zStore);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_drop_branch_releases_its_pins){
   Fx f;
   sqlite3 *db;
@@ -800,6 +865,8 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
            f.zStore, f.zStore);
   fx_fails(&f, "bucket b9 does not exist", "SELECT * FROM depot_databases(%Q,"
            "'b9')", f.zStore);
+  fx_fails(&f, "without a bucket part", "SELECT * FROM depot_branches(%Q,"
+           "'b9/app')", f.zStore);
   zAfter = fx_text(&f, zQ, f.zStore);
   ck_assert_str_eq(zBefore, zAfter);
   ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_restore_points(%Q,"
@@ -809,6 +876,70 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
   sqlite3_free(zLong);
   sqlite3_free(zBefore);
   sqlite3_free(zAfter);
+  fx_close(&f);
+}
+END_TEST
+
+/* A time after now names no state yet, and one before the first commit no
+** state at all: both are errors that change nothing. */
+START_TEST(test_future_and_pre_creation_times_are_refused_and_change_nothing){
+  Fx f;
+  sqlite3 *db;
+  char *zBefore, *zAfter;
+  const char *zQ = "SELECT group_concat(branch||branch_id||state||pins)"
+                   " FROM depot_branches(%Q)";
+  fx_open(&f, "fork-future");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q,'app',0,3162240000)", f.zStore);
+  zBefore = fx_text(&f, zQ, f.zStore);
+  fx_fails(&f, "2999-01-01 is in the future", "SELECT depot_fork(%Q,'app',"
+           "'main','x','2999-01-01')", f.zStore);
+  fx_fails(&f, "is in the future", "SELECT depot_restore(%Q,'app','main',"
+           "'2999-01-01T00:00:00Z')", f.zStore);
+  fx_fails(&f, "is in the future", "SELECT depot_rollback(%Q,'app','main',"
+           "'2999-01-01 10:00')", f.zStore);
+  fx_fails(&f, "is in the future", "SELECT depot_fork_bucket(%Q,'main','b',"
+           "'2999-01-01')", f.zStore);
+  fx_fails(&f, "has no commit at or before 2001-01-01",
+           "SELECT depot_fork(%Q,'app','main','x','2001-01-01')", f.zStore);
+  fx_fails(&f, "has no commit at or before", "SELECT depot_restore(%Q,'app',"
+           "'main','2001-01-01')", f.zStore);
+  zAfter = fx_text(&f, zQ, f.zStore);
+  ck_assert_str_eq(zBefore, zAfter);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_databases(%Q)",
+                          f.zStore), 1);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_restore_points(%Q,"
+                          "'app')", f.zStore), 0);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  fx_close(&f);
+}
+END_TEST
+
+/* A date that does not exist (February 30, hour 24, a zone offset of 25
+** hours) is not a time: it is looked up as a restore point name. */
+START_TEST(test_impossible_dates_and_offsets_are_not_times){
+  static const char *const azBad[] = {
+    "2026-02-30", "2025-02-29", "2026-04-31", "2026-11-30T24:00",
+    "2026-11-30T10:00+25:00", "2026-11-30T10:00-03:60"
+  };
+  Fx f;
+  sqlite3 *db;
+  int i;
+  fx_open(&f, "fork-baddate");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  for(i=0; i<(int)(sizeof(azBad)/sizeof(azBad[0])); i++){
+    fx_fails(&f, "neither an ISO-8601 time nor a restore point",
+             "SELECT depot_fork(%Q,'app','main','x',%Q)", f.zStore, azBad[i]);
+  }
+  fx_fails(&f, "is in the future", "SELECT depot_fork(%Q,'app','main','x',"
+           "'2996-02-29')", f.zStore);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_branches(%Q)",
+                          f.zStore), 1);
   fx_close(&f);
 }
 END_TEST
@@ -838,8 +969,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_restore_then_undo_restores_both_ways);
   tcase_add_test(tc, test_rollback_then_undo_returns_to_the_rolled_back_state);
   tcase_add_test(tc, test_bucket_fork_reads_and_writes_the_capped_fork_only);
+  tcase_add_test(tc,
+      test_bucket_fork_at_a_time_sees_catalog_changes_before_it);
+  tcase_add_test(tc,
+      test_depot_commits_lists_the_commits_of_a_bucket_database);
   tcase_add_test(tc, test_drop_branch_releases_its_pins);
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
+  tcase_add_test(tc,
+      test_future_and_pre_creation_times_are_refused_and_change_nothing);
+  tcase_add_test(tc, test_impossible_dates_and_offsets_are_not_times);
   tcase_add_test(tc, test_branch_functions_are_direct_only);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");

@@ -316,6 +316,37 @@ START_TEST(test_kv_conflict_fails_commit_and_rolls_back){
 }
 END_TEST
 
+/* A transaction begun with SAVEPOINT whose RELEASE conflicts: the KV part
+** is rolled back, but SQLite keeps the connection inside a transaction
+** (it does so for any failed RELEASE of an outermost savepoint), which now
+** holds nothing; writes after it would only commit with a COMMIT.  SQL.md
+** tells the application to run ROLLBACK before the retry. */
+START_TEST(test_kv_conflict_on_release_leaves_an_empty_transaction){
+  char *zDir = th_tmpdir("kv-release");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  kv_mk(db, "acct", zDir, 0);
+  kv_mk(db2, "acct", zDir, 0);
+  th_exec(db, "INSERT INTO acct VALUES('alice', 10)");
+  th_exec(db, "SAVEPOINT tx; UPDATE acct SET value=value+1 WHERE key='alice';"
+              "INSERT INTO acct VALUES('carol', 1)");
+  th_exec(db2, "UPDATE acct SET value=value*2 WHERE key='alice'");
+  ck_assert_int_eq(kv_fail(db, "RELEASE tx", "acct key 'alice'"),
+                   SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 0);  /* still "in" one */
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM acct", "alice=20");
+  th_exec(db, "ROLLBACK");
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
+  th_exec(db, "SAVEPOINT tx; UPDATE acct SET value=value+1 WHERE key='alice';"
+              "RELEASE tx");
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
+  kv_rows_eq(db2, "SELECT key||'='||value AS x FROM acct", "alice=21");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ----------------------------------------- reads in explicit transactions */
 
 /* Roots begun (bClosed 0) or freed (1) in this process so far. */
@@ -489,6 +520,80 @@ START_TEST(test_kv_reads_in_transactions_do_not_lock_the_database){
 }
 END_TEST
 
+/* As SQL.md says: a KV write runs in a write transaction of the database
+** holding the table's schema, so a second connection to the same file
+** cannot write until the first ends its transaction; it can read. */
+START_TEST(test_kv_writes_take_the_schema_database_write_lock){
+  char *zDir = th_tmpdir("kv-writelock");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3 *db2 = th_open(zDb);
+  kv_text_eq(db, "PRAGMA journal_mode=WAL", "wal");
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1); BEGIN; "
+              "INSERT INTO t VALUES('b', 1)");
+  ck_assert_int_eq(kv_fail(db2, "INSERT INTO t VALUES('c', 1)",
+                           "database is locked"), SQLITE_BUSY);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "COMMIT");
+  th_exec(db2, "INSERT INTO t VALUES('c', 1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The anchor that enlists a transaction's reads cannot be dropped while it
+** does (that would drop the reads from the conflict check); outside a
+** transaction dropping it is harmless. */
+START_TEST(test_kv_anchor_cannot_be_dropped_inside_its_transaction){
+  char *zDir = th_tmpdir("kv-anchordrop");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  th_exec(db, "BEGIN; SELECT * FROM t WHERE key='a'; COMMIT");  /* creates */
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  kv_fail(db, "DROP TABLE temp.kv_sql_txn_anchor", 0);
+  th_exec(db2, "UPDATE t SET value=2 WHERE key='a'");
+  th_exec(db, "INSERT INTO t VALUES('b', 1)");
+  ck_assert_int_eq(kv_fail(db, "COMMIT", "t key 'a'"), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "DROP TABLE temp.kv_sql_txn_anchor");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 2);
+  th_exec(db, "COMMIT");
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A temp table of the anchor's name that is not the anchor makes reads in
+** transactions fail with a plain error that says what to do; once it is
+** dropped, reads join again. */
+START_TEST(test_kv_foreign_anchor_table_fails_reads_clearly){
+  char *zDir = th_tmpdir("kv-foreignanchor");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1); "
+              "CREATE TEMP TABLE kv_sql_txn_anchor(x)");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(kv_fail(db, "SELECT * FROM t WHERE key='a'",
+                           "must be dropped"), SQLITE_ERROR);
+  th_exec(db, "ROLLBACK; DROP TABLE temp.kv_sql_txn_anchor; BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db, "COMMIT");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -500,6 +605,12 @@ START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   th_exec(db, "SELECT * FROM b");                  /* reading is fine */
   th_exec(db, "COMMIT");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 0);
+  /* A first read binds the transaction to its store as a first write
+  ** does; the message says so instead of claiming a write. */
+  th_exec(db, "BEGIN; SELECT * FROM a WHERE key=1");
+  kv_fail(db, "INSERT INTO b VALUES(2,2)", "bound to store");
+  th_exec(db, "COMMIT");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 0);
   sqlite3_close(db);
   sqlite3_free(zA);
@@ -645,6 +756,28 @@ START_TEST(test_kv_inmemory_db_needs_dir_for_persistence){
 }
 END_TEST
 
+/* dir= is an SQL string literal: a doubled quote inside stands for one
+** quote, as in every other SQL string. */
+START_TEST(test_kv_dir_argument_unquotes_doubled_quotes){
+  char *zDir = th_tmpdir("kv-quote");
+  sqlite3 *db = kv_db();
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE q1 USING "
+      "kv_memory(dir='%q/it''s'); CREATE VIRTUAL TABLE q2 USING "
+      "kv_memory(dir=\"%w/say \"\"hi\"\"\")", zDir, zDir);
+  char *zWant = sqlite3_mprintf("%s/it's", zDir);
+  th_exec(db, zSql);
+  kv_text_eq(db, "SELECT substr(dir, -4) FROM kv_tables WHERE name='q1'",
+             "it's");
+  kv_text_eq(db, "SELECT substr(dir, -8) FROM kv_tables WHERE name='q2'",
+             "say \"hi\"");
+  ck_assert_int_eq(access(zWant, F_OK), 0);
+  sqlite3_close(db);
+  sqlite3_free(zWant);
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ handles --- */
 
 /* SELECT zExpr with %s replaced by the handle/dir, as text. */
@@ -708,11 +841,12 @@ START_TEST(test_kv_vtab_of_a_removed_table_errors_and_drops){
   th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory");
   h = kv_intf(db, "SELECT kv_begin()");   /* the sidecar store */
   kv_ok(db, "SELECT kv_remove_table(%lld, 't'), kv_commit(%lld)", h, h);
-  kv_fail(db, "SELECT * FROM t", "no such table: t");
-  kv_fail(db, "INSERT INTO t VALUES(1,1)", "no such table: t");
+  kv_fail(db, "SELECT * FROM t", "no such table: t (store ");
+  kv_fail(db, "INSERT INTO t VALUES(1,1)", "no such table: t (store ");
   sqlite3_close(db);
   db = th_open(zDb);                       /* reconnects to a missing table */
-  kv_fail(db, "SELECT * FROM t WHERE key=1", "no such table: t");
+  kv_fail(db, "SELECT * FROM t WHERE key=1", "no such table: t (store ");
+  kv_fail(db, "SELECT * FROM t WHERE key>1", "no such table: t (store ");
   th_exec(db, "DROP TABLE t");
   th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory; INSERT INTO t VALUES(1,1)");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
@@ -793,6 +927,48 @@ START_TEST(test_kv_handles_read_write_commit){
 }
 END_TEST
 
+/* A prepared or failed handle refuses more operations with a message that
+** names the handle the caller holds (not an internal transaction id) and
+** says how to end it; kv_rollback still ends it. */
+START_TEST(test_kv_prepared_and_failed_handles_name_the_handle){
+  char *zDir = th_tmpdir("kv-hstate");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  sqlite3_int64 h, h2;
+  char *zWant;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('k', 1)");
+  kv_begin(db, zDir);                       /* handles and ids drift apart */
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 'a', 1), kv_prepare(%lld)", h, h);
+  zWant = sqlite3_mprintf("transaction handle %lld is prepared", h);
+  kv_failf(db, zWant, "SELECT kv_put(%lld, 't', 'b', 1)", h);
+  kv_failf(db, zWant, "SELECT kv_get(%lld, 't', 'a')", h);
+  kv_failf(db, zWant, "SELECT kv_delete(%lld, 't', 'a')", h);
+  kv_failf(db, zWant, "SELECT kv_prepare(%lld)", h);
+  kv_failf(db, zWant, "SELECT kv_create_table(%lld, 'n', 'kv_memory')", h);
+  sqlite3_free(zWant);
+  kv_ok(db, "SELECT kv_rollback(%lld)", h);
+  h2 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_get(%lld, 't', 'k'), kv_put(%lld, 't', 'k', 2)", h2, h2);
+  th_exec(db2, "UPDATE t SET value = 3 WHERE key = 'k'");
+  ck_assert_int_eq(kv_failf(db, "conflicts", "SELECT kv_commit(%lld)", h2),
+                   SQLITE_BUSY_SNAPSHOT);
+  zWant = sqlite3_mprintf("transaction handle %lld failed and was rolled "
+                          "back", h2);
+  kv_failf(db, zWant, "SELECT kv_put(%lld, 't', 'k', 4)", h2);
+  kv_failf(db, zWant, "SELECT kv_commit(%lld)", h2);
+  sqlite3_free(zWant);
+  kv_ok(db, "SELECT kv_rollback(%lld)", h2);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='k'"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_handle_conflicts_same_value_and_aba){
   char *zDir = th_tmpdir("kv-aba");
   sqlite3 *db = kv_db();
@@ -847,6 +1023,41 @@ START_TEST(test_kv_try_commit_returns_conflicts_as_json){
   sqlite3_free(z);
   kv_failf(db, "is finished", "SELECT kv_rollback(%lld)", h1);
   kv_rows_eq(db, "SELECT key||value AS x FROM t", "22 b2");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Conflicts on long keys: kv_try_commit's JSON names a blob key in full
+** (the application must be able to find it); the error message shortens
+** long keys visibly, with the key's size, and never splits a character. */
+START_TEST(test_kv_conflicts_on_long_keys_are_exact_or_marked_short){
+  char *zDir = th_tmpdir("kv-longkey");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h1, h2;
+  char *z, *zWant;
+  kv_mk(db, "t", zDir, 0);
+  h1 = kv_begin(db, zDir);
+  h2 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld,'t',zeroblob(40),1)", h1);
+  kv_ok(db, "SELECT kv_put(%lld,'t',zeroblob(40),2), kv_commit(%lld)", h2, h2);
+  z = kv_call(db, "SELECT kv_try_commit(%lld)", h1);
+  zWant = sqlite3_mprintf("[{\"table\":\"t\",\"key\":\"x'%s'\"}]",
+      "00000000000000000000000000000000000000000000000000000000000000000000"
+      "000000000000");
+  ck_assert_str_eq(z, zWant);
+  sqlite3_free(zWant);
+  sqlite3_free(z);
+  h1 = kv_begin(db, zDir);
+  h2 = kv_begin(db, zDir);
+  /* 63 ASCII bytes, then a 2-byte character across the 64-byte cut. */
+  kv_ok(db, "SELECT kv_put(%lld,'t',printf('%%.63c','a')||'\xc3\xa9z',1)",
+        h1);
+  kv_ok(db, "SELECT kv_put(%lld,'t',printf('%%.63c','a')||'\xc3\xa9z',2), "
+            "kv_commit(%lld)", h2, h2);
+  kv_failf(db, "aaa'... (66 bytes); the transaction", "SELECT kv_commit(%lld)",
+           h1);
+  kv_ok(db, "SELECT kv_rollback(%lld)", h1);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1069,6 +1280,9 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "SELECT kv_create_table(%H, '.tables_meta', 'kv_memory')",
     ".tables_meta is internal" },
   { "SELECT kv_table_meta(%H, 5)", "table name must be text" },
+  { "SELECT kv_table_meta(%H, '.tables_meta')", ".tables_meta is internal" },
+  { "SELECT kv_table_meta(%H, '')", "1..4096 bytes" },
+  { "SELECT kv_table_meta(%H, CAST(x'ff' AS TEXT))", "not valid UTF-8" },
   { "SELECT kv_create_table(%H, 'n', 'kv_nosuch')", "unknown table type" },
   { "SELECT kv_create_table(%H, 'n', 7)", "table type must be text" },
   { "SELECT kv_create_table(%H, 'n', 'kv_memory', 'nope')",
@@ -1076,18 +1290,37 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "SELECT kv_create_table(%H, 'n', 'kv_memory', '[1]')",
     "must be a JSON object" },
   { "SELECT kv_create_table(%H, 'n', 'kv_memory', '{\"x\":1}')",
-    "unknown option 'x'" },
+    "unknown option 'x' (allowed: persistence)" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_btree', '{\"x\":1}')",
+    "unknown option 'x' (allowed: persistence, accelerated_repair)" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_memory', "
+    "'{\"accelerated_repair\":1}')", "applies to kv_btree tables only" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_log', '{\"accelerated_repair\":0}')",
+    "applies to kv_btree tables only" },
   { "SELECT kv_create_table(%H, 'n', 'kv_memory', '{\"persistence\":2}')",
     "persistence must be 0 or 1" },
   { "SELECT kv_create_table(%H, 't', 'kv_memory', '{\"persistence\":1}')",
     "exists as kv_memory with persistence=0" },
   { "SELECT kv_remove_table(%H, 'nosuch')", "no such table" },
   { "SELECT kv_begin(5)", "store directory must be text" },
+  { "SELECT kv_begin('')", "store directory must not be empty" },
+  { "SELECT kv_begin('%D' || char(0) || 'x')",
+    "store directory must not contain NUL" },
   { "CREATE VIRTUAL TABLE x1 USING kv_memory(dir='%D', persistence=2)",
     "bad argument" },
   { "CREATE VIRTUAL TABLE x2 USING kv_memory(dir='%D', color=1)",
     "bad argument" },
   { "CREATE VIRTUAL TABLE x3 USING kv_memory(dir='%D', zzz)", "bad argument" },
+  { "CREATE VIRTUAL TABLE x4 USING kv_btree(dir='%D', color=1)",
+    "expected dir=PATH, persistence=0|1 or accelerated_repair=0|1" },
+  { "CREATE VIRTUAL TABLE x5 USING kv_log(dir='%D', accelerated_repair=1)",
+    "expected dir=PATH or persistence=0|1" },
+  { "CREATE VIRTUAL TABLE x6 USING kv_memory(dir='%D', dir='%D/other')",
+    "argument dir is given twice" },
+  { "CREATE VIRTUAL TABLE x7 USING kv_memory(persistence=0, dir='%D', "
+    "persistence=1)", "argument persistence is given twice" },
+  { "CREATE VIRTUAL TABLE x8 USING kv_btree(accelerated_repair=1, "
+    "dir='%D', colour=1)", "bad argument 'colour=1'" },
   { "CREATE VIRTUAL TABLE only_kv USING kv_memory(dir='%D', persistence=1)",
     "cannot attach" },
   { "CREATE VIRTUAL TABLE \".tables_meta\" USING kv_memory(dir='%D')",
@@ -1770,11 +2003,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_rollback_and_savepoints);
   tcase_add_test(tc, test_kv_scan_is_a_snapshot_with_own_writes);
   tcase_add_test(tc, test_kv_conflict_fails_commit_and_rolls_back);
+  tcase_add_test(tc, test_kv_conflict_on_release_leaves_an_empty_transaction);
   tcase_add_test(tc, test_kv_read_before_first_write_conflicts_at_commit);
   tcase_add_test(tc, test_kv_read_only_transaction_ends_cleanly);
   tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
   tcase_add_test(tc, test_kv_savepoints_with_reads_first);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
+  tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
+  tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
+  tcase_add_test(tc, test_kv_foreign_anchor_table_fails_reads_clearly);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
@@ -1784,12 +2021,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_sidecar_store_and_catalog_survive_reopen);
   tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
+  tcase_add_test(tc, test_kv_dir_argument_unquotes_doubled_quotes);
   suite_add_tcase(s, tc);
   tc = tcase_create("handles");
   tcase_add_test(tc, test_kv_handles_read_write_commit);
+  tcase_add_test(tc, test_kv_prepared_and_failed_handles_name_the_handle);
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
   tcase_add_test(tc, test_kv_prepared_reservations_conflict);
   tcase_add_test(tc, test_kv_try_commit_returns_conflicts_as_json);
+  tcase_add_test(tc, test_kv_conflicts_on_long_keys_are_exact_or_marked_short);
   tcase_add_test(tc, test_kv_conflicts_are_complete_and_sorted);
   tcase_add_test(tc, test_kv_ddl_through_handles_is_atomic);
   tcase_add_test(tc, test_kv_concurrent_remove_conflicts_with_writer);

@@ -5,7 +5,9 @@
 ** (kv_store_options and the sweeper) and kv_metrics.
 */
 #include "config.h"
+#define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #include "tests/harness.h"
+#include "ext/kv_engine.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -189,6 +191,89 @@ START_TEST(test_kvv_query_list_matches_single_queries){
 }
 END_TEST
 
+/* A JSON number of any length names the key SQLite would read from it:
+** 70 digits are the real 1e69, a long fraction rounds as SQLite rounds
+** it, in key lists and read sets alike. */
+START_TEST(test_kvv_long_json_numbers_are_keys){
+  char *zDir = th_tmpdir("kvv-longnum");
+  sqlite3 *db = kvv_db();
+  char *zBig = sqlite3_mprintf("1%.69d", 0);
+  char *zOne = sqlite3_mprintf("1.%.70d1", 0);
+  char *zSql, *zV;
+  kvv_mk(db, "t", zDir, 0);
+  zSql = sqlite3_mprintf("SELECT quote(key) FROM kv_query_with_versions('t', "
+                         "'[%s]')", zBig);
+  kvv_text_eq(db, zSql, "1.0e+69");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT typeof(key)||quote(key) FROM "
+                         "kv_query_with_versions('t', '[%s]')", zOne);
+  kvv_text_eq(db, zSql, "integer1");
+  sqlite3_free(zSql);
+  /* the read set names key 1 by the long form, and it matches */
+  zV = kvv_version(db, "t", "1");
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 't', 'w', 1)");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, "
+      "'[{\"table\":\"t\",\"key\":%s,\"version\":\"%s\"}]')", zOne, zV);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  th_exec(db, "SELECT kv_commit_with_version(1)");
+  sqlite3_free(zV); sqlite3_free(zBig); sqlite3_free(zOne);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Like the kv_* functions, the tables that create versions or read a
+** handle are direct-only: a view or trigger cannot run them (so a schema
+** cannot create version records behind the application's back), while
+** kv_metrics stays usable from a view. */
+START_TEST(test_kvv_version_tables_are_direct_only){
+  char *zDir = th_tmpdir("kvv-directonly");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "CREATE VIEW v1 AS SELECT * FROM kv_query_with_version('t','v');"
+      "CREATE VIEW v2 AS SELECT * FROM kv_query_with_versions('t','[\"v\"]');"
+      "CREATE VIEW v3 AS SELECT * FROM kv_conflicts(1);"
+      "CREATE VIEW v4 AS SELECT * FROM kv_metrics;"
+      "CREATE TABLE src(x);"
+      "CREATE TRIGGER trg AFTER INSERT ON src BEGIN "
+      "  SELECT * FROM kv_query_with_version('t', new.x); END;"
+      "SELECT kv_begin();");
+  kvv_fail(db, "SELECT * FROM v1", "unsafe use of virtual table");
+  kvv_fail(db, "SELECT * FROM v2", "unsafe use of virtual table");
+  kvv_fail(db, "SELECT * FROM v3", "unsafe use of virtual table");
+  kvv_fail(db, "INSERT INTO src VALUES('w')", "unsafe use of virtual table");
+  ck_assert_int_gt(th_int(db, "SELECT count(*) FROM v4"), 0);
+  /* no record was created for 'v' or 'w' */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The argument columns read back as the arguments (as in json_each), so
+** a query over several keys (key IN (...), a join) says which row is
+** which key. */
+START_TEST(test_kvv_query_argument_columns_return_the_arguments){
+  char *zDir = th_tmpdir("kvv-argcols");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2)");
+  kvv_rows_eq(db, "SELECT \"table\"||'/'||key||'='||quote(value) AS x "
+      "FROM kv_query_with_version WHERE \"table\"='t' AND key IN ('b','c') "
+      "ORDER BY key", "t/b=2 t/c=NULL");
+  kvv_text_eq(db, "SELECT quote(dir) FROM kv_query_with_version('t', 'a')",
+              "NULL");
+  kvv_text_eq(db, "SELECT typeof(key)||':'||key FROM "
+              "kv_query_with_version('t', 7)", "integer:7");
+  kvv_text_eq(db, "SELECT \"table\"||' '||keys FROM "
+              "kv_query_with_versions('t', '[\"a\"]')", "t [\"a\"]");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_versioned_commit_returns_exact_receipts){
   char *zDir = th_tmpdir("kvv-receipts");
   sqlite3 *db = kvv_db();
@@ -303,6 +388,91 @@ START_TEST(test_kvv_conflict_set_is_complete_sorted_and_deduplicated){
   kvv_text_eq(db, "SELECT value FROM b WHERE key='x'", "5");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b WHERE key='w'"), 0);
   sqlite3_free(zSql); sqlite3_free(zVx); sqlite3_free(zVy); sqlite3_free(zVa);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A table created or removed under a versioned transaction is one
+** kv_conflicts row: the table's name, key NULL (and kv_try_commit names it
+** the same way). */
+START_TEST(test_kvv_table_conflict_is_one_row_with_null_key){
+  char *zDir = th_tmpdir("kvv-tabconflict");
+  sqlite3 *db = kvv_db(), *db2 = kvv_db();
+  char *zV;
+  kvv_mk(db, "n", zDir, 0);
+  kvv_mk(db, "m", zDir, 0);
+  zV = kvv_version(db, "m", "'r'");
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 'n', 'k', 1), kv_begin(), "
+          "kv_put(2, 'n', 'k', 2)");
+  th_exec(db2, "SELECT kv_begin(), kv_remove_table(1, 'n'), kv_commit(1)");
+  {
+    char *zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, "
+        "'[{\"table\":\"m\",\"key\":\"r\",\"version\":\"%s\"}]')", zV);
+    kvv_fail(db, zSql, "table n (created or removed concurrently)");
+    ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_BUSY_SNAPSHOT);
+    sqlite3_free(zSql);
+  }
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key)||'|'||kind AS x "
+              "FROM kv_conflicts(1)", "n|NULL|transaction_conflict");
+  kvv_text_eq(db, "SELECT kv_try_commit(2)", "[{\"table\":\"n\",\"key\":null}]");
+  sqlite3_free(zV);
+  /* among key conflicts the table's row sorts by the table's name (and
+  ** before that table's keys): m, p, then z, whatever the creation order */
+  kvv_mk(db, "z", zDir, 0);
+  kvv_mk(db, "p", zDir, 0);
+  zV = kvv_version(db, "m", "'r'");
+  th_exec(db, "SELECT kv_begin(), kv_put(3, 'z', 1, 1), kv_put(3, 'p', 'k', 1),"
+          " kv_put(3, 'm', 1, 1)");
+  th_exec(db2, "SELECT kv_begin(), kv_put(2, 'm', 1, 2), kv_put(2, 'z', 1, 2),"
+          " kv_commit(2); SELECT kv_begin(), kv_remove_table(3, 'p'), "
+          "kv_commit(3)");
+  {
+    char *zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(3, "
+        "'[{\"table\":\"m\",\"key\":\"r\",\"version\":\"%s\"}]')", zV);
+    kvv_fail(db, zSql, "on 3 keys: m key 1, table p (created or removed "
+             "concurrently), z key 1;");
+    sqlite3_free(zSql);
+  }
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key) AS x FROM "
+              "kv_conflicts(3)", "m|1 p|NULL z|1");
+  sqlite3_free(zV);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A versioned commit whose publication fails after the WAL flush stops
+** the store: kv_commit_with_version reports it, and no query may then
+** return the half-published state (table a has the commit, b does not)
+** with its versions.  Reopening applies the commit whole, with new
+** versions. */
+START_TEST(test_kvv_stopped_store_refuses_version_queries){
+  char *zDir = th_tmpdir("kvv-stopped");
+  sqlite3 *db = kvv_db();
+  char *zV, *zV2;
+  kvv_mk(db, "a", zDir, 1);
+  kvv_mk(db, "b", zDir, 1);
+  zV = kvv_version(db, "a", "2");
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 'a', 2, 'a2'), "
+          "kv_put(1, 'b', 2, 'b2'), kv_prepare_with_version(1, '[]')");
+  kv_engine_test_fail_apply(2);          /* b's part of the publication */
+  kvv_fail(db, "SELECT kv_commit_with_version(1)", "is stopped: publishing");
+  kvv_fail(db, "SELECT value FROM kv_query_with_version('a', 2)",
+           "is stopped");
+  kvv_fail(db, "SELECT value FROM kv_query_with_version('b', 2)",
+           "is stopped");
+  kvv_fail(db, "SELECT value FROM kv_query_with_versions('a', '[2]')",
+           "is stopped");
+  kvv_fail(db, "SELECT kv_put(kv_begin(), 'a', 3, 'a3')", "is stopped");
+  sqlite3_close(db);
+  db = kvv_db();
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 2)", "b2");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('a', 2)", "a2");
+  zV2 = kvv_version(db, "a", "2");
+  ck_assert_str_ne(zV2, zV);
+  sqlite3_free(zV); sqlite3_free(zV2);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -666,6 +836,30 @@ START_TEST(test_kvv_store_options_are_quantised_and_checked){
 }
 END_TEST
 
+/* Options text that is not valid JSON is refused, not read as "no
+** change": the options stay as they were. */
+START_TEST(test_kvv_store_options_reject_malformed_json){
+  static const char *azBad[] = {
+    "nope", "{\"key_version_ttl_ms\":", "{\"key_version_ttl_ms\":5",
+    "{key_version_ttl_ms:5}", "{\"key_version_ttl_ms\":5,}", ""
+  };
+  char *zDir = th_tmpdir("kvv-options-json");
+  sqlite3 *db = kvv_db();
+  size_t i;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "SELECT kv_store_options(NULL, '{\"key_version_ttl_ms\":7}')");
+  for(i=0; i<sizeof(azBad)/sizeof(azBad[0]); i++){
+    char *zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, %Q)", azBad[i]);
+    kvv_fail(db, zSql, "kv: store options must be a JSON object");
+    sqlite3_free(zSql);
+  }
+  kvv_text_eq(db, "SELECT kv_store_options()", "{\"key_version_ttl_ms\":7,"
+              "\"key_version_ttl_poll_ms\":1000}");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_ttl_never_expires_early){
   char *zDir = th_tmpdir("kvv-ttl");
   sqlite3 *db = kvv_db();
@@ -820,6 +1014,37 @@ START_TEST(test_kvv_ttl_first_observation_lease_survives_lower_ttl){
 }
 END_TEST
 
+/* A lease survives the TTL being turned off and on again with a lower
+** value: turning TTL on leases records for the new TTL from then, but
+** never shortens the lease they already had. */
+START_TEST(test_kvv_ttl_lease_survives_ttl_off_and_on){
+  char *zDir = th_tmpdir("kvv-lease-offon");
+  sqlite3 *db = kvv_db();
+  char *zV, *zV2;
+  int64_t t0;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":60000,\"key_version_ttl_poll_ms\":1}");
+  t0 = kvv_now_ms();
+  zV = kvv_version(db, "t", "'a'");          /* leased for 60 s */
+  kvv_ttl(db, "{\"key_version_ttl_ms\":0}");
+  kvv_ttl(db, "{\"key_version_ttl_ms\":1}");
+  sqlite3_free(kvv_version(db, "t", "'b'"));  /* leased for 1 ms */
+  while( kvv_metric(db, "key_version_cache_record_count",
+                    "{\"table\":\"t\"}")>1 && kvv_now_ms()<t0+5000 ){
+    usleep(2000);                            /* 'b' goes ... */
+  }
+  usleep(50000);                             /* ... and 'a' stays */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 1);
+  ck_assert_int_lt(kvv_now_ms(), t0+60000);
+  zV2 = kvv_version(db, "t", "'a'");
+  ck_assert_str_eq(zV2, zV);
+  sqlite3_free(zV); sqlite3_free(zV2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_ttl_raised_ttl_keeps_records_longer){
   char *zDir = th_tmpdir("kvv-raise");
   sqlite3 *db = kvv_db();
@@ -937,10 +1162,15 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("protocol");
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
+  tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
+  tcase_add_test(tc, test_kvv_version_tables_are_direct_only);
+  tcase_add_test(tc, test_kvv_query_argument_columns_return_the_arguments);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
+  tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
+  tcase_add_test(tc, test_kvv_stopped_store_refuses_version_queries);
   tcase_add_test(tc, test_kvv_restart_clears_versions);
   tcase_add_test(tc, test_kvv_scan_is_isolated_from_a_versioned_commit);
   tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
@@ -957,10 +1187,12 @@ Suite *depot_test_suite(void){
   suite_add_tcase(s, tc);
   tc = tcase_create("ttl");
   tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
+  tcase_add_test(tc, test_kvv_store_options_reject_malformed_json);
   tcase_add_test(tc, test_kvv_ttl_never_expires_early);
   tcase_add_test(tc, test_kvv_ttl_index_stays_bounded_under_churn);
   tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);
   tcase_add_test(tc, test_kvv_ttl_raised_ttl_keeps_records_longer);
+  tcase_add_test(tc, test_kvv_ttl_lease_survives_ttl_off_and_on);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -797,6 +797,32 @@ static void put_garbage(Fx *f, uint64_t iMain){
 /* Random rows in every partition verify reads, and garbage in existing
 ** rows: verify returns (findings or not), never crashes, and stays within
 ** its finding limit. */
+/* LOG rows (the store-wide order bucket forks at a time resolve against)
+** are checked too: one that does not decode, and one past the store's
+** sequence counter, are findings of kind "log". */
+START_TEST(test_verify_finds_damaged_log_rows){
+  Fx f;
+  unsigned char k[LAYOUT_MAX_KEY], *a;
+  int n, nKey;
+  fx_open(&f, "verify_log");
+  build_store(&f);
+  assert_clean(&f);
+  nKey = layout_key_log(k, 1);
+  a = raw_get(&f, k, nKey, &n);
+  ck_assert_int_eq(n, 24);
+  raw_put(&f, k, nKey, a, 23);
+  ck_assert_int_eq(findings(&f, "log", -1), 1);
+  raw_put(&f, k, nKey, a, 24);
+  assert_clean(&f);
+  raw_put(&f, k, layout_key_log(k, 1000000), a, 24);
+  ck_assert_int_eq(findings(&f, "log", -1), 1);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_verify(%Q,'app')",
+                          f.zStore), 0);
+  sqlite3_free(a);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_verify_survives_random_garbage_rows){
   Fx f;
   const char *zRounds = getenv("DEPOT_VERIFY_FUZZ_ROUNDS");
@@ -893,6 +919,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_verify_recomputes_the_head_checksum_from_the_pages);
   tcase_add_test(tc, test_verify_finds_an_orphan_pin_and_a_broken_refcount);
   tcase_add_test(tc, test_verify_finds_fork_pin_rp_vtx_and_counter_damage);
+  tcase_add_test(tc, test_verify_finds_damaged_log_rows);
   tcase_add_test(tc, test_verify_survives_random_garbage_rows);
   tcase_add_test(tc, test_verify_bad_input_gives_clear_errors);
   tcase_add_test(tc, test_new_functions_are_direct_only);

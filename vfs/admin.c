@@ -46,6 +46,39 @@ static int adminCommitRow(void *pArg, const CommitRow *pRow){
   return p->xCommit(p->pArg, &info);
 }
 
+/* The own branch of zBranch of database zQual (NAME in bucket main, or
+** BUCKET/NAME) into *piBranch; 0 when there is none (a name a forked
+** bucket only inherits has no commits of its own there). */
+static int adminResolve(Store *pStore, const char *zQual, const char *zBranch,
+                        uint64_t *piBranch, char **pzErr){
+  const char *zSlash = strchr(zQual, '/');
+  char zBucket[LAYOUT_MAX_NAME+1];
+  uint64_t iBucket = 0;
+  DepotName nm;
+  int bFound = 0, rc;
+  if( zSlash==0 ) return depot_db_resolve(pStore, zQual, zBranch, piBranch,
+                                          pzErr);
+  memcpy(zBucket, zQual, (size_t)(zSlash-zQual));
+  zBucket[zSlash-zQual] = 0;
+  rc = depot_bucket_find(pStore, zBucket, &iBucket, &bFound, pzErr);
+  if( rc==SQLITE_OK && !bFound ){
+    *pzErr = sqlite3_mprintf("depot: bucket %s does not exist", zBucket);
+    rc = SQLITE_ERROR;
+  }
+  if( rc==SQLITE_OK ) rc = depot_name_resolve(pStore, iBucket, zSlash+1,
+                                              zBranch, &nm, pzErr);
+  *piBranch = rc==SQLITE_OK ? nm.iBranch : 0;
+  return rc;
+}
+
+/* NAME or BUCKET/NAME, each part 1..LAYOUT_MAX_NAME bytes. */
+static int adminQualOk(const char *zQual){
+  const char *zSlash = zQual ? strchr(zQual, '/') : 0;
+  if( zSlash==0 ) return layout_name_ok(zQual);
+  return zSlash>zQual && zSlash-zQual<=LAYOUT_MAX_NAME
+      && layout_name_ok(zSlash+1) && strchr(zSlash+1, '/')==0;
+}
+
 int depot_list_commits(const char *zStore, const char *zDb,
                        const char *zBranch, DepotCommitFn xCommit,
                        void *pArg, char **pzErr){
@@ -53,14 +86,14 @@ int depot_list_commits(const char *zStore, const char *zDb,
   uint64_t iBranch = 0;
   AdminList ctx;
   int rc;
-  if( !layout_name_ok(zDb) || !layout_name_ok(zBranch) ){
-    *pzErr = sqlite3_mprintf("depot: db and branch names must be 1..%d bytes",
-                             LAYOUT_MAX_NAME);
+  if( !adminQualOk(zDb) || !layout_name_ok(zBranch) ){
+    *pzErr = sqlite3_mprintf("depot: db is NAME or BUCKET/NAME and branch a"
+                             " name, each 1..%d bytes", LAYOUT_MAX_NAME);
     return SQLITE_ERROR;
   }
   rc = adminOpen(zStore, &pStore, pzErr);
-  if( rc==SQLITE_OK ) rc = depot_db_resolve(pStore, zDb, zBranch, &iBranch,
-                                            pzErr);
+  if( rc==SQLITE_OK ) rc = adminResolve(pStore, zDb, zBranch, &iBranch,
+                                        pzErr);
   ctx.xCommit = xCommit;
   ctx.pArg = pArg;
   if( rc==SQLITE_OK && iBranch ){

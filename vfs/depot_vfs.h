@@ -56,9 +56,11 @@ struct DepotCommitInfo {
 typedef int (*DepotCommitFn)(void *pArg, const DepotCommitInfo*);
 
 /* List the commits of (zDb, zBranch) in the store file zStore (which must
-** exist; opened with the default VFS).  A database or branch that does not
-** exist lists nothing.  Errors: SQLITE_CANTOPEN, SQLITE_CORRUPT, store
-** errors, with *pzErr (sqlite3_malloc'd) set. */
+** exist; opened with the default VFS); zDb is NAME (bucket main) or
+** BUCKET/NAME.  A database or branch that does not exist, or a name the
+** bucket only inherits, lists nothing; a bucket that does not exist is an
+** error.  Errors: SQLITE_CANTOPEN, SQLITE_CORRUPT, store errors, with
+** *pzErr (sqlite3_malloc'd) set. */
 int depot_list_commits(const char *zStore, const char *zDb,
                        const char *zBranch, DepotCommitFn xCommit,
                        void *pArg, char **pzErr);

@@ -117,6 +117,23 @@ static int64_t forkNowMs(void){
   return (int64_t)tv.tv_sec*1000 + tv.tv_usec/1000;
 }
 
+/* A new store sequence number for a change of the catalog (fork, restore
+** point, restore, rollback, drop) and its LOG row (branch 0, txid 0, the
+** time now), so that a bucket fork at a time sees the catalog changes made
+** before that time, not only the commits. */
+static int opNextVs(Op *p, uint64_t *piVs){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  LogRow lg;
+  int rc = depot_next_vs(p->pStore, piVs, p->pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  lg.iBranch = 0;
+  lg.iTxid = 0;
+  lg.iTimeMs = (uint64_t)forkNowMs();
+  rc = store_put(p->pStore, k, layout_key_log(k, *piVs), v,
+                 layout_log_encode(v, &lg));
+  return rc==SQLITE_OK ? rc : opStoreErr(p, rc);
+}
+
 /* "NAME" or "BUCKET/NAME" into p->zBucket / p->zDb. */
 static int opSplitName(Op *p, const char *zQual){
   const char *zSlash = zQual ? strchr(zQual, '/') : 0;
@@ -254,13 +271,17 @@ static int opPolicy(Op *p, const char *zDb, PitrPolicy *pPol, int *pbSet){
   return SQLITE_OK;
 }
 
-/* Refuse time targets when the policy is off or the time is older than
-** the retention window. */
+/* Refuse time targets when the policy is off, the time is after now (no
+** state of it exists yet) or older than the retention window. */
 static int opCheckRetention(Op *p, const PitrPolicy *pPol, int64_t iMs,
                             const char *zText){
   if( pPol->iRetentionMs==0 ){
     return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: point-in-time"
         " restore is off for database %s (see depot_pitr_policy)", p->zDb));
+  }
+  if( iMs > forkNowMs() ){
+    return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: %s is in the"
+        " future: a point in time must be at or before now", zText));
   }
   if( iMs < forkNowMs() - pPol->iRetentionMs ){
     return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: %s is outside the"
@@ -493,7 +514,7 @@ int depot_fork(const char *zStore, const char *zDb, const char *zFrom,
   }
   if( rc==SQLITE_OK ) rc = opView(&op, zFrom, &v);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, pAt, &iFrom, &iTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = opNewFork(&op, zNew, iFrom, iTxid, iVs, piNew);
   if( rc==SQLITE_OK ) rc = depot_ptr_set(op.pStore, op.iBucket, op.zDb, zNew,
                                          0, *piNew, iVs, 'f', pzErr);
@@ -550,7 +571,7 @@ int depot_restore_point(const char *zStore, const char *zDb,
   }
   if( rc==SQLITE_OK ) rc = opView(&op, zBranch, &v);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, 0, &iBranch, &iTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = opPutRp(&op, zName, iBranch, iTxid, iVs, 0);
   return opEnd(&op, rc);
 }
@@ -708,7 +729,7 @@ int depot_restore(const char *zStore, const char *zDb, const char *zBranch,
   if( rc==SQLITE_OK ) rc = opView(&op, zBranch, &v);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, pAt, &iTo, &iTxid);
   if( rc==SQLITE_OK ) rc = opResolveAt(&op, &v, 0, &iHere, &iHereTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ){
     zUndo = sqlite3_mprintf("undo-%s-%llu", zBranch, (unsigned long long)iVs);
     if( zUndo==0 ) rc = SQLITE_NOMEM;
@@ -784,7 +805,7 @@ int depot_rollback(const char *zStore, const char *zDb, const char *zBranch,
   if( rc==SQLITE_OK && pAt ) rc = opResolveAt(&op, &v, pAt, &iTo, &iTxid);
   if( rc==SQLITE_OK && !pAt ) rc = opUndoTarget(&op, zBranch, &v, &iTo,
                                                 &iTxid);
-  if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = opRepoint(&op, zBranch, &v, iTo, iTxid, iVs,
                                      pAt ? 'b' : 'u', piNew);
   return opEnd(&op, rc);
@@ -906,7 +927,7 @@ int depot_drop_branch(const char *zStore, const char *zDb,
   if( rc==SQLITE_OK && zBranch ){
     rc = opCheckName(&op, "branch", zBranch);
     if( rc==SQLITE_OK ) rc = opView(&op, zBranch, &v);
-    if( rc==SQLITE_OK ) rc = depot_next_vs(op.pStore, &iVs, pzErr);
+    if( rc==SQLITE_OK ) rc = opNextVs(&op, &iVs);
     if( rc==SQLITE_OK ) rc = depot_ptr_set(op.pStore, op.iBucket, op.zDb,
                                            zBranch, v.iOwn, 0, iVs, 'd', pzErr);
     iBranch = v.iOwn;
@@ -1168,6 +1189,11 @@ int depot_list_branches(const char *zStore, const char *zDb,
   Op op;
   int rc = opOpen(&op, zStore, 0, pzErr);
   if( rc==SQLITE_OK && zDb ) rc = opCheckName(&op, "database", zDb);
+  if( rc==SQLITE_OK && zDb && strchr(zDb, '/') ){
+    rc = opFail(&op, SQLITE_ERROR, sqlite3_mprintf("depot: depot_branches"
+        " matches db in every bucket: give it without a bucket part, got"
+        " '%s'", zDb));
+  }
   memset(&s, 0, sizeof(s));
   s.p = &op;
   s.zDb = zDb;
@@ -1412,6 +1438,13 @@ static int forkTimePart(const char **pz, struct tm *pTm, int *pMs){
   return pTm->tm_hour<24 && pTm->tm_min<60 && pTm->tm_sec<61;
 }
 
+/* Days in month iMon (1..12) of year iYear. */
+static int forkMonthDays(int iYear, int iMon){
+  static const int aDays[] = { 31,28,31,30,31,30,31,31,30,31,30,31 };
+  int bLeap = (iYear%4==0 && iYear%100!=0) || iYear%400==0;
+  return aDays[iMon-1] + (iMon==2 && bLeap);
+}
+
 int depot_parse_time(const char *z, int64_t *piMs){
   struct tm tm;
   int ms = 0, iOffMin = 0, hh, mm;
@@ -1421,7 +1454,8 @@ int depot_parse_time(const char *z, int64_t *piMs){
   if( !forkDigits(z, 4, &tm.tm_year) || z[4]!='-'
    || !forkDigits(z+5, 2, &tm.tm_mon) || z[7]!='-'
    || !forkDigits(z+8, 2, &tm.tm_mday) ) return 0;
-  if( tm.tm_mon<1 || tm.tm_mon>12 || tm.tm_mday<1 || tm.tm_mday>31 ) return 0;
+  if( tm.tm_mon<1 || tm.tm_mon>12 || tm.tm_mday<1
+   || tm.tm_mday>forkMonthDays(tm.tm_year, tm.tm_mon) ) return 0;
   tm.tm_year -= 1900;
   tm.tm_mon -= 1;
   z += 10;
@@ -1429,7 +1463,8 @@ int depot_parse_time(const char *z, int64_t *piMs){
   if( *z=='Z' ){
     z++;
   }else if( *z=='+' || *z=='-' ){
-    if( !forkDigits(z+1, 2, &hh) || z[3]!=':' || !forkDigits(z+4, 2, &mm) ){
+    if( !forkDigits(z+1, 2, &hh) || z[3]!=':' || !forkDigits(z+4, 2, &mm)
+     || hh>23 || mm>59 ){
       return 0;
     }
     iOffMin = (hh*60+mm) * (*z=='-' ? -1 : 1);

@@ -31,7 +31,9 @@
 **            02 40 "branch"                     -> i64 LE last branch id
 **            02 40 "stored"                     -> i64 LE stored blob bytes
 **            02 40 "bucket"                     -> i64 LE last bucket id
-**   LOG      02 41 {vs:8}                       -> LogRow (store-wide commits)
+**   LOG      02 41 {vs:8}                       -> LogRow (store-wide commits,
+**                                                  and catalog changes as
+**                                                  branch 0 txid 0)
 **   QUOTA    02 42 {bucket:8}{db} 00 'u'        -> i64 LE net stored bytes of
 **                                                  the database (all branches)
 **            02 42 {bucket:8}{db} 00 'c'        -> i64 LE quota cap in bytes

@@ -22,6 +22,7 @@
 **                    the refcount / descendant / restore-point summaries
 **   vfyRestorePoints restore points against history and their pins
 **   vfyCounters      stored-byte counters: branch, database, store
+**   vfyLog           LOG rows decode and carry a handed-out sequence
 **
 ** Compaction clears page index rows, DELTA rows and the commit rows that
 ** are no coverage point; none of that is a finding.  Rows are read in
@@ -1098,6 +1099,51 @@ static void vfyCounters(Vfy *p){
   }
 }
 
+/* ---- the store-wide LOG ---- */
+
+/* A LOG row: a 10-byte key, a value that decodes, a sequence number the
+** store has handed out, and txid 0 exactly for a catalog change (branch
+** 0).  Its branch and commit may be gone (reclaim deletes them and keeps
+** the LOG row), which is no finding. */
+static void vfyLogRow(Vfy *p, void *pCtx, const VRow *r){
+  const int64_t *piVs = (const int64_t*)pCtx;
+  LogRow lg;
+  char *zMsg = 0;
+  if( r->nKey!=10 || r->nVal>LAYOUT_MAX_ROW
+   || layout_log_decode(r->aVal, r->nVal, &lg)!=SQLITE_OK ){
+    zMsg = sqlite3_mprintf("depot: LOG row does not decode");
+  }else if( ltx_get64(r->aKey+2)==0
+         || ltx_get64(r->aKey+2)>(uint64_t)*piVs ){
+    zMsg = sqlite3_mprintf("depot: LOG row of store sequence %llu, which"
+        " the store has not handed out (1..%lld)",
+        (unsigned long long)ltx_get64(r->aKey+2), (long long)*piVs);
+  }else if( (lg.iBranch==0)!=(lg.iTxid==0) ){
+    zMsg = sqlite3_mprintf("depot: LOG row names branch %llu txid %llu",
+        (unsigned long long)lg.iBranch, (unsigned long long)lg.iTxid);
+  }else{
+    return;
+  }
+  vfyFind(p, 0, "log", -1, -1, r->aKey, r->nKey, zMsg);
+}
+
+/* The LOG rows, when the whole store is verified. */
+static void vfyLog(Vfy *p){
+  unsigned char k[LAYOUT_MAX_KEY];
+  unsigned char lo[2] = { 0x02, LAYOUT_P_LOG };
+  unsigned char hi[2] = { 0x02, LAYOUT_P_LOG+1 };
+  int64_t iVs;
+  int bRow;
+  if( !p->bWhole ) return;
+  iVs = vfyI64(p, k, layout_key_ctr(k, "vs"), &bRow);
+  if( p->rc!=SQLITE_OK ) return;
+  if( bRow && iVs<0 ){
+    vfyFind(p, 0, "log", -1, -1, k, layout_key_ctr(k, "vs"), sqlite3_mprintf(
+        "depot: the store sequence counter does not decode"));
+    return;
+  }
+  vfyEach(p, lo, 2, hi, 2, vfyLogRow, &iVs);
+}
+
 /* ---- the whole run ---- */
 
 static void vfyRun(Vfy *p){
@@ -1116,6 +1162,7 @@ static void vfyRun(Vfy *p){
   if( p->rc==SQLITE_OK && !p->bStop ) vfyPins(p);
   if( p->rc==SQLITE_OK && !p->bStop ) vfyRestorePoints(p);
   if( p->rc==SQLITE_OK && !p->bStop ) vfyCounters(p);
+  if( p->rc==SQLITE_OK && !p->bStop ) vfyLog(p);
 }
 
 static int vfyOpen(Vfy *p, const char *zStore){

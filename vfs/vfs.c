@@ -26,6 +26,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -426,6 +427,15 @@ static void depotTxReset(DepotFile *p){
   p->bTxDirty = 0;
 }
 
+/* The page size a database header (page 1) states: bytes 16..17, big
+** endian, 1 meaning 65536.  A VACUUM or backup that changes the page size
+** writes pages of the old size whose page 1 states the new one. */
+static uint32_t depotHeaderPageSize(const void *pPage1){
+  const unsigned char *a = (const unsigned char*)pPage1;
+  uint32_t sz = ((uint32_t)a[16]<<8) | a[17];
+  return sz==1 ? 65536 : sz;
+}
+
 static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
                       sqlite3_int64 iOfst){
   DepotFile *p = (DepotFile*)pFile;
@@ -444,6 +454,12 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
     return SQLITE_IOERR_WRITE;
   }
   pgno = (uint32_t)(iOfst/iAmt) + 1;
+  if( pgno==1 && depotHeaderPageSize(pBuf)!=p->szPageTx ){
+    sqlite3_log(SQLITE_IOERR_WRITE, "depot: page 1 sets a page size of %u"
+        " bytes, but the page size of this depot database is %u bytes (fixed"
+        " by its first commit)", depotHeaderPageSize(pBuf), p->szPageTx);
+    return SQLITE_IOERR_WRITE;
+  }
   if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
     return SQLITE_IOERR_NOMEM;
   }
@@ -857,6 +873,48 @@ struct DepotArgs {
   sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
 };
 
+/* The decimal integer zVal in iMin..iMax into *pV; 0 if zVal is anything
+** else (empty, trailing text, hex, out of range). */
+static int depotIntText(const char *zVal, sqlite3_int64 iMin,
+                        sqlite3_int64 iMax, sqlite3_int64 *pV){
+  char *zEnd = 0;
+  long long n;
+  if( (zVal[0]<'0' || zVal[0]>'9') && zVal[0]!='-' && zVal[0]!='+' ){
+    return 0;                       /* empty, or blanks strtoll would skip */
+  }
+  n = strtoll(zVal, &zEnd, 10);
+  if( *zEnd || n<iMin || n>iMax ) return 0;
+  *pV = n;
+  return 1;
+}
+
+/* URI parameter zParam of zName as an integer in iMin..iMax, iDflt when it
+** is absent; a value that is not such an integer sets *pzErr (which says
+** "depot: <zParam> must be an integer <zRange>, got <value>"). */
+static void depotUriInt(const char *zName, const char *zParam,
+                        sqlite3_int64 iDflt, sqlite3_int64 iMin,
+                        sqlite3_int64 iMax, const char *zRange,
+                        sqlite3_int64 *pV, char **pzErr){
+  const char *zVal = sqlite3_uri_parameter(zName, zParam);
+  *pV = iDflt;
+  if( zVal==0 || *pzErr || depotIntText(zVal, iMin, iMax, pV) ) return;
+  *pzErr = sqlite3_mprintf("depot: %s must be an integer %s, got '%s'",
+                           zParam, zRange, zVal);
+}
+
+/* The integer URI parameters: cache_kb, zstd_level and compact_after. */
+static void depotParseInts(const char *zName, DepotArgs *a, char **pzErr){
+  sqlite3_int64 iLevel = DEPOT_DEFAULT_LEVEL;
+  depotUriInt(zName, "cache_kb", DEPOT_DEFAULT_CACHE_KB, 0,
+              DEPOT_MAX_CACHE_KB, "0..1073741824", &a->nCacheKb, pzErr);
+  depotUriInt(zName, "zstd_level", DEPOT_DEFAULT_LEVEL, 1, 19, "1..19",
+              &iLevel, pzErr);
+  depotUriInt(zName, "compact_after", -1, 0, LLONG_MAX,
+              ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
+  a->iLevel = (int)iLevel;
+  a->bCacheGiven = sqlite3_uri_parameter(zName, "cache_kb")!=0;
+}
+
 /* The URI parameters of a main database name; *pzErr on a bad value. */
 static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
   static const char *const azSync[] = { "off", "normal", "full", "extra" };
@@ -869,16 +927,6 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
   a->zStoreVfs = sqlite3_uri_parameter(zName, "store_vfs");
   if( a->zDb==0 ) a->zDb = "main";
   if( a->zBranch==0 ) a->zBranch = "main";
-  a->bCacheGiven = sqlite3_uri_parameter(zName, "cache_kb")!=0;
-  a->nCacheKb = sqlite3_uri_int64(zName, "cache_kb", DEPOT_DEFAULT_CACHE_KB);
-  a->iLevel = (int)sqlite3_uri_int64(zName, "zstd_level", DEPOT_DEFAULT_LEVEL);
-  a->nCompactAfter = sqlite3_uri_int64(zName, "compact_after", -1);
-  if( sqlite3_uri_parameter(zName, "compact_after") && a->nCompactAfter<0 ){
-    *pzErr = sqlite3_mprintf("depot: compact_after must be an integer >= 0"
-                             " (0: no background compaction), got %s",
-                             sqlite3_uri_parameter(zName, "compact_after"));
-    return SQLITE_CANTOPEN;
-  }
   a->iSync = zSync ? -1 : 2;
   for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
   if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch)
@@ -886,12 +934,13 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
     *pzErr = sqlite3_mprintf("depot: bucket, db and branch names must be"
         " 1..%d bytes, got %d, %d and %d", LAYOUT_MAX_NAME,
         (int)strlen(a->zBucket), (int)strlen(a->zDb), (int)strlen(a->zBranch));
-  }else if( a->nCacheKb<0 || a->nCacheKb>DEPOT_MAX_CACHE_KB ){
-    *pzErr = sqlite3_mprintf("depot: cache_kb must be 0..%d, got %lld",
-                             DEPOT_MAX_CACHE_KB, a->nCacheKb);
-  }else if( a->iLevel<1 || a->iLevel>19 ){
-    *pzErr = sqlite3_mprintf("depot: zstd_level must be 1..19, got %d",
-                             a->iLevel);
+  }else if( sqlite3_uri_boolean(zName, "nolock", 0) ){
+    *pzErr = sqlite3_mprintf("depot: nolock=1 is not supported: a depot"
+        " database takes its snapshot and its writer slot in its locks");
+  }else if( strchr(a->zDb, '/') ){
+    *pzErr = sqlite3_mprintf("depot: a db name may not contain '/' (a"
+        " database BUCKET/NAME is opened with bucket=BUCKET&db=NAME), got"
+        " '%s'", a->zDb);
   }else if( a->iSync<0 ){
     *pzErr = sqlite3_mprintf("depot: store_sync must be off, normal, full or"
                              " extra, got %s", zSync);
@@ -900,6 +949,7 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
     *pzErr = sqlite3_mprintf("depot: store_vfs %s is not a registered VFS"
                              " other than depot", a->zStoreVfs);
   }
+  depotParseInts(zName, a, pzErr);
   return *pzErr ? SQLITE_CANTOPEN : SQLITE_OK;
 }
 
