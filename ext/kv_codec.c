@@ -224,6 +224,43 @@ static int kvcValueBytes(sqlite3_value *v, int eType,
   return SQLITE_OK;
 }
 
+int kv_utf8_invalid_at(const uint8_t *z, int n, int bNulOk){
+  int i = 0;
+  while( i<n ){
+    unsigned int c = z[i];
+    int len, j;
+    if( c<0x80 ){
+      if( c==0 && !bNulOk ) return i;
+      i++;
+      continue;
+    }
+    len = c<0xc2 ? 0 : c<0xe0 ? 2 : c<0xf0 ? 3 : c<0xf5 ? 4 : 0;
+    if( len==0 || len>n-i ) return i;
+    for(j=1; j<len; j++){
+      if( (z[i+j]&0xc0)!=0x80 ) return i;
+    }
+    if( (c==0xe0 && z[i+1]<0xa0)             /* overlong */
+     || (c==0xed && z[i+1]>=0xa0)            /* surrogate */
+     || (c==0xf0 && z[i+1]<0x90)             /* overlong */
+     || (c==0xf4 && z[i+1]>=0x90) ){         /* past U+10FFFF */
+      return i;
+    }
+    i += len;
+  }
+  return -1;
+}
+
+/* SQLITE_MISMATCH with the message if text key z/n is not valid UTF-8. */
+static int kvcKeyUtf8(const uint8_t *z, int n, char **pzErr){
+  int iBad = kv_utf8_invalid_at(z, n, 1);
+  if( iBad<0 ) return SQLITE_OK;
+  if( pzErr ){
+    *pzErr = sqlite3_mprintf("kv: text key is not valid UTF-8 (at byte %d); "
+                             "store such a key as a blob", iBad);
+  }
+  return SQLITE_MISMATCH;
+}
+
 /* SQLite type of v, with a NaN real reported as NULL (as SQLite stores
 ** it). */
 static int kvcType(sqlite3_value *v){
@@ -260,7 +297,9 @@ static void kvcSetErr(char **pzErr, const char *zMsg){
   }
 }
 
-int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
+/* kv_key_encode, and kv_key_encode_old when bStored (no UTF-8 check). */
+static int kvcKeyEncode(sqlite3_value *pKey, int bStored, KvBuf *pOut,
+                        char **pzErr){
   int eType = pKey ? kvcType(pKey) : SQLITE_NULL;
   int n0 = pOut->n, rc;
   if( eType==SQLITE_NULL ){
@@ -278,10 +317,24 @@ int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
       }
       return SQLITE_TOOBIG;
     }
+    if( eType==SQLITE_TEXT && !bStored ){
+      const uint8_t *z = sqlite3_value_text(pKey);
+      if( z==0 && n>0 ) return SQLITE_NOMEM;
+      rc = kvcKeyUtf8(z, n, pzErr);
+      if( rc!=SQLITE_OK ) return rc;
+    }
   }
   rc = kvcKeyAppend(pKey, eType, pOut);
   if( rc!=SQLITE_OK ) pOut->n = n0;     /* nothing half-appended */
   return rc;
+}
+
+int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
+  return kvcKeyEncode(pKey, 0, pOut, pzErr);
+}
+
+int kv_key_encode_old(sqlite3_value *pKey, KvBuf *pOut, char **pzErr){
+  return kvcKeyEncode(pKey, 1, pOut, pzErr);
 }
 
 int kv_key_encode_bound(sqlite3_value *pBound, KvBuf *pOut){
@@ -722,6 +775,9 @@ int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
                                    n, KV_MAX_KEY_BYTES);
         }
         return SQLITE_TOOBIG;
+      }
+      if( eType==SQLITE_TEXT && kvcKeyUtf8(z, n, pzErr)!=SQLITE_OK ){
+        return SQLITE_MISMATCH;
       }
       return kvcAppendEscaped(pOut, eType==SQLITE_TEXT ? KVC_KEY_TEXT
                                                        : KVC_KEY_BLOB, z, n);

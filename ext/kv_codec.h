@@ -53,6 +53,18 @@ void kv_buf_free(KvBuf*);
 ** it) when pzErr is not NULL. */
 int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
 
+/* Keys that are text must be valid UTF-8 (NUL allowed): kv_key_encode and
+** kv_key_encode_c refuse others with SQLITE_MISMATCH ("kv: text key is not
+** valid UTF-8 ..."), so every key can be shown as JSON (receipts,
+** kv_try_commit, kv_conflicts).  kv_key_encode_old skips that check: it
+** encodes the key of a row that already exists (UPDATE, DELETE). */
+int kv_key_encode_old(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
+
+/* Offset of the first byte of z/n that does not start a valid UTF-8
+** sequence (a NUL counts as invalid unless bNulOk), or -1 if all is
+** valid. */
+int kv_utf8_invalid_at(const uint8_t *z, int n, int bNulOk);
+
 /* Encode a constraint operand for range/equality seeks: like
 ** kv_key_encode but never fails for size (a longer operand is encoded
 ** whole) and returns SQLITE_EMPTY for NULL (no key compares with NULL). */

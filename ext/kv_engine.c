@@ -103,24 +103,6 @@ const KvBackend *kvBackendFind(const char *zType){
 
 /* ------------------------------------------------------------ names --- */
 
-/* Length of the valid UTF-8 sequence at z (n bytes left), 0 if invalid. */
-static int kvUtf8Len(const unsigned char *z, int n){
-  int len, i;
-  unsigned int c = z[0];
-  if( c<0x80 ) return c ? 1 : 0;
-  if( c<0xc2 ) return 0;
-  len = c<0xe0 ? 2 : c<0xf0 ? 3 : c<0xf5 ? 4 : 0;
-  if( len==0 || len>n ) return 0;
-  for(i=1; i<len; i++){
-    if( (z[i]&0xc0)!=0x80 ) return 0;
-  }
-  if( c==0xe0 && z[1]<0xa0 ) return 0;            /* overlong */
-  if( c==0xed && z[1]>=0xa0 ) return 0;           /* surrogate */
-  if( c==0xf0 && z[1]<0x90 ) return 0;            /* overlong */
-  if( c==0xf4 && z[1]>=0x90 ) return 0;           /* > U+10FFFF */
-  return len;
-}
-
 int kv_name_check(const char *z, int n, char **pzErr){
   int i = 0;
   if( z==0 || n<1 || n>KV_MAX_NAME_BYTES ){
@@ -129,14 +111,11 @@ int kv_name_check(const char *z, int n, char **pzErr){
         KV_MAX_NAME_BYTES, z ? n : 0);
     return SQLITE_ERROR;
   }
-  while( i<n ){
-    int len = kvUtf8Len((const unsigned char*)z+i, n-i);
-    if( len==0 ){
-      *pzErr = sqlite3_mprintf(
-          "kv: table name is not valid UTF-8 (or holds a NUL) at byte %d", i);
-      return SQLITE_ERROR;
-    }
-    i += len;
+  i = kv_utf8_invalid_at((const uint8_t*)z, n, 0);
+  if( i>=0 ){
+    *pzErr = sqlite3_mprintf(
+        "kv: table name is not valid UTF-8 (or holds a NUL) at byte %d", i);
+    return SQLITE_ERROR;
   }
   if( n==(int)strlen(KV_META_TABLE) && memcmp(z, KV_META_TABLE, n)==0 ){
     *pzErr = sqlite3_mprintf("kv: table %s is internal and cannot be used",

@@ -303,6 +303,10 @@ static int kvStoreArg(KvConn *pConn, sqlite3_value *pDir, KvEngine **ppEng,
       return SQLITE_MISMATCH;
     }
     zDir = (const char*)sqlite3_value_text(pDir);
+    if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(pDir) ){
+      *pzErr = sqlite3_mprintf("kv: store directory must not contain NUL");
+      return SQLITE_ERROR;
+    }
   }
   return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
 }

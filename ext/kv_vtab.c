@@ -723,7 +723,7 @@ static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
   rc = kv_key_encode(argv[2], kNew, pzErr);
   if( rc==SQLITE_CONSTRAINT ) rc = SQLITE_CONSTRAINT_NOTNULL;
   if( rc==SQLITE_OK ) rc = kv_value_encode(argv[2], argv[3], v, pzErr);
-  if( rc==SQLITE_OK && bOld ) rc = kv_key_encode(argv[0], kOld, pzErr);
+  if( rc==SQLITE_OK && bOld ) rc = kv_key_encode_old(argv[0], kOld, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( bOld && kvBufCmp(kOld, kNew)==0 ){
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
@@ -745,7 +745,7 @@ static int kvUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
   if( rc!=SQLITE_OK ) return rc;
   if( argc==1 ){
     kv_buf_reset(&p->kOld);
-    rc = kv_key_encode(argv[0], &p->kOld, &zErr);
+    rc = kv_key_encode_old(argv[0], &p->kOld, &zErr);
     if( rc==SQLITE_OK ){
       rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
     }

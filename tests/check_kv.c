@@ -1273,6 +1273,16 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "SELECT kv_put(%H, '', 1, 1)", "1..4096 bytes" },
   { "SELECT kv_put(%H, printf('%.4097c', 'x'), 1, 1)", "got 4097" },
   { "SELECT kv_put(%H, CAST(x'ff61' AS TEXT), 1, 1)", "not valid UTF-8" },
+  { "SELECT kv_put(%H, 'tv', CAST(x'ff61' AS TEXT), 1)",
+    "text key is not valid UTF-8 (at byte 0)" },
+  { "SELECT kv_get(%H, 'tv', CAST(x'61c0af' AS TEXT))",
+    "text key is not valid UTF-8 (at byte 1)" },
+  { "SELECT kv_delete(%H, 'tv', CAST(x'f4908080' AS TEXT))",
+    "text key is not valid UTF-8" },
+  { "INSERT INTO tv VALUES(CAST(x'eda080' AS TEXT), 1)",
+    "text key is not valid UTF-8" },
+  { "UPDATE tv SET key=CAST(x'80' AS TEXT) WHERE key=1",
+    "text key is not valid UTF-8" },
   { "SELECT kv_get(%H, '.tables_meta', 't')", ".tables_meta is internal" },
   { "SELECT kv_put(%H, '.tables_meta', 't', 1)", ".tables_meta is internal" },
   { "SELECT kv_delete(%H, '.tables_meta', 't')", ".tables_meta is internal" },
@@ -1366,6 +1376,30 @@ START_TEST(test_kv_bad_input_is_rejected_and_changes_nothing){
   sqlite3_free(zSql);
   sqlite3_free(zBefore);
   sqlite3_free(zAfter);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A text key must be valid UTF-8 (so every key can be shown as JSON); the
+** same bytes as a blob are a key, and valid text with a NUL or a 4-byte
+** character round-trips. */
+START_TEST(test_kv_text_keys_must_be_utf8_blob_keys_need_not){
+  char *zDir = th_tmpdir("kv-utf8key");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(x'ff61', 'blob')");
+  th_exec(db, "INSERT INTO t VALUES('a' || char(0) || 'b', 'nul')");
+  th_exec(db, "INSERT INTO t VALUES(char(128512), 'emoji')");
+  kv_fail(db, "INSERT INTO t VALUES(CAST(x'ff61' AS TEXT), 'bad')",
+          "text key is not valid UTF-8");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=x'ff61' "
+                              "AND value='blob'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT length(CAST(key AS BLOB)) FROM t "
+                              "WHERE value='nul'"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT unicode(key) FROM t "
+                              "WHERE value='emoji'"), 128512);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -2041,6 +2075,7 @@ Suite *depot_test_suite(void){
                       0, (int)(sizeof(aBad)/sizeof(aBad[0])));
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
+  tcase_add_test(tc, test_kv_text_keys_must_be_utf8_blob_keys_need_not);
   tcase_add_test(tc, test_kv_second_process_gets_busy);
   tcase_add_test(tc, test_kv_two_threads_overlapping_keys_one_commits);
   tcase_add_test(tc, test_kv_bank_transfers_keep_the_sum);

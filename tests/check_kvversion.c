@@ -562,6 +562,16 @@ static const struct { const char *zSql; const char *zLike; } aBadV[] = {
   { "SELECT kv_commit_with_version(NULL)", "must be an integer" },
   { "SELECT * FROM kv_conflicts('h')", "must be an integer" },
   { "SELECT kv_prepare_with_version(2, '[]')", "writes nothing" },
+  { "SELECT * FROM kv_query_with_version('t', 'a', '/tmp' || char(0) || 'x')",
+    "store directory must not contain NUL" },
+  { "SELECT kv_store_options('/tmp' || char(0) || 'x')",
+    "store directory must not contain NUL" },
+  { "SELECT * FROM kv_query_with_version('t', CAST(x'ff' AS TEXT))",
+    "text key is not valid UTF-8" },
+  { "SELECT kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":\"' "
+    "|| CAST(x'ff' AS TEXT) || '\",\"version\":"
+    "\"u:00000000000000000000000000000001\"}]')",
+    "text key is not valid UTF-8" },
 };
 
 START_TEST(test_kvv_bad_input_is_rejected_and_changes_nothing){
