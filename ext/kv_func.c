@@ -23,7 +23,9 @@
 #include "ext/kv_sql.h"
 SQLITE_EXTENSION_INIT3
 
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ------------------------------------------------------- connections --- */
 
@@ -136,6 +138,30 @@ int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
   rc = kvConnOpen(p, zSide, ppEng, pzErr);
   sqlite3_free(zSide);
   return rc;
+}
+
+int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
+                           char **pzErr){
+  struct stat st;
+  char *zPath = 0;
+  int rc = SQLITE_OK;
+  if( zDir==0 ){
+    const char *zFile = sqlite3_db_filename(p->db, "main");
+    if( zFile && zFile[0] && !kvConnIsLast(p, zFile, "-kv") ){
+      zPath = sqlite3_mprintf("%s-kv", zFile);
+      if( zPath==0 ) return SQLITE_NOMEM;
+    }
+  }else if( zDir[0] && !kvConnIsLast(p, zDir, "") ){
+    zPath = sqlite3_mprintf("%s", zDir);
+    if( zPath==0 ) return SQLITE_NOMEM;
+  }
+  if( zPath && stat(zPath, &st)!=0 && errno==ENOENT ){
+    *pzErr = sqlite3_mprintf("kv: no KV store at %s", zPath);
+    rc = SQLITE_ERROR;
+  }
+  sqlite3_free(zPath);
+  if( rc!=SQLITE_OK ) return rc;
+  return kv_conn_store(p, zDir, 0, ppEng, pzErr);
 }
 
 /* ----------------------------------------------------------- helpers --- */

@@ -55,6 +55,12 @@ void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
 int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
                   KvEngine **ppEng, char **pzErr);
 
+/* kv_conn_store for a read that must not create a store: when the
+** directory (zDir, or the main database's sidecar) does not exist, fails
+** with SQLITE_ERROR "kv: no KV store at <dir>" and creates nothing. */
+int kv_conn_store_existing(KvConn*, const char *zDir, KvEngine **ppEng,
+                           char **pzErr);
+
 /* Register the kv_memory module (kv_vtab.c). */
 int kv_vtab_register(sqlite3 *db, KvConn*);
 /* Register the eponymous kv_tables table (kv_tables.c). */

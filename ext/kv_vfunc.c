@@ -292,9 +292,11 @@ static void kvVfError(sqlite3_context *ctx, int rc, char *zErr){
   sqlite3_free(zErr);
 }
 
-/* The store of an optional dir argument (NULL: the default store). */
-static int kvStoreArg(KvConn *pConn, sqlite3_value *pDir, KvEngine **ppEng,
-                      char **pzErr){
+/* The store of an optional dir argument (NULL: the default store).  With
+** bExisting (the queries) a store that does not exist is an error, not
+** created. */
+static int kvStoreArg(KvConn *pConn, sqlite3_value *pDir, int bExisting,
+                      KvEngine **ppEng, char **pzErr){
   const char *zDir = 0;
   if( pDir && sqlite3_value_type(pDir)!=SQLITE_NULL ){
     if( sqlite3_value_type(pDir)!=SQLITE_TEXT ){
@@ -308,6 +310,7 @@ static int kvStoreArg(KvConn *pConn, sqlite3_value *pDir, KvEngine **ppEng,
       return SQLITE_ERROR;
     }
   }
+  if( bExisting ) return kv_conn_store_existing(pConn, zDir, ppEng, pzErr);
   return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
 }
 
@@ -350,7 +353,7 @@ static int kvQueryFill(KvConn *pConn, sqlite3_value **apArg, KvRows *pRows,
     rc = SQLITE_MISMATCH;
   }
   if( rc==SQLITE_OK ) rc = kv_key_encode(apArg[1], &k, pzErr);
-  if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], &pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], 1, &pEng, pzErr);
   if( rc==SQLITE_OK ){
     rc = kv_version_query(pEng, (const char*)sqlite3_value_text(apArg[0]),
                           sqlite3_value_bytes(apArg[0]), k.a, k.n, &v,
@@ -406,7 +409,7 @@ static int kvQueryListFill(KvConn *pConn, sqlite3_value **apArg,
     rc = kv_keylist_parse((const char*)sqlite3_value_text(apArg[1]),
                           sqlite3_value_bytes(apArg[1]), &list, pzErr);
   }
-  if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], &pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], 1, &pEng, pzErr);
   if( rc==SQLITE_OK ){
     rc = kv_version_query_list(pEng, (const char*)sqlite3_value_text(apArg[0]),
                                sqlite3_value_bytes(apArg[0]), &list,
@@ -657,7 +660,7 @@ static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
   KvEngine *pEng = 0;
   char *zErr = 0;
   int64_t ttl = 0, poll = 0;
-  int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, &pEng, &zErr);
+  int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, 0, &pEng, &zErr);
   if( rc==SQLITE_OK && argc>1 && sqlite3_value_type(argv[1])!=SQLITE_NULL ){
     rc = kvStoreConfigure(sqlite3_context_db_handle(ctx), pEng, argv[1], &zErr);
   }

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -187,6 +188,32 @@ START_TEST(test_kvv_query_list_matches_single_queries){
                               "{\"table\":\"t\"}"), nRec);
   sqlite3_free(zA); sqlite3_free(zZ);
   sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A version query of a store that does not exist fails and creates
+** nothing: not the dir= directory, not the main database's sidecar. */
+START_TEST(test_kvv_query_of_a_missing_store_creates_nothing){
+  char *zDir = th_tmpdir("kvv-nostore");
+  char *zMissing = sqlite3_mprintf("%s/nosuch", zDir);
+  char *zSide = kvv_store(zDir);
+  char *zSql = sqlite3_mprintf("SELECT * FROM kv_query_with_version('t', "
+                               "'a', '%q')", zMissing);
+  struct stat st;
+  sqlite3 *db = kvv_db();
+  kvv_fail(db, zSql, "no KV store at");
+  ck_assert_int_ne(stat(zMissing, &st), 0);
+  kvv_fail(db, "SELECT * FROM kv_query_with_versions('t', '[1]')",
+           "no KV store at");
+  ck_assert_int_ne(stat(zSide, &st), 0);
+  kvv_mk(db, "t", zDir, 0);                   /* makes the sidecar store */
+  kvv_text_eq(db, "SELECT count(*) FROM kv_query_with_version('t', 'a')",
+              "1");
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zSide);
+  sqlite3_free(zMissing);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -1173,6 +1200,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
+  tcase_add_test(tc, test_kvv_query_of_a_missing_store_creates_nothing);
   tcase_add_test(tc, test_kvv_version_tables_are_direct_only);
   tcase_add_test(tc, test_kvv_query_argument_columns_return_the_arguments);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
