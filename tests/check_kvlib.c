@@ -110,10 +110,12 @@ static void tv_close(void){
   tvDb = 0;
 }
 
-/* Encode key v into a fresh buffer (must succeed). */
+/* Encode key v into a fresh buffer (must succeed).  The codec tests feed
+** text of any bytes, so they use the encoding without the UTF-8 rule of
+** new keys (kv_key_encode_old; the rule has its own test). */
 static void enc_key(sqlite3_value *v, KvBuf *p){
   char *zErr = 0;
-  int rc = kv_key_encode(v, p, &zErr);
+  int rc = kv_key_encode_old(v, p, &zErr);
   T_MSG(rc==SQLITE_OK, "kv_key_encode rc=%d %s", rc, zErr?zErr:"");
 }
 
@@ -572,6 +574,40 @@ START_TEST(test_kvlib_key_null_is_constraint_error){
   sqlite3_free(zErr);
   sqlite3_value_free(v);
   kv_buf_free(&b);
+  tv_close();
+}
+END_TEST
+
+/* A new text key must be valid UTF-8 (NUL allowed); kv_key_encode_old
+** encodes any bytes; kv_utf8_invalid_at finds the first bad byte. */
+START_TEST(test_kvlib_new_text_key_must_be_utf8){
+  static const struct { const char *z; int n; int iBad; } a[] = {
+    { "abc", 3, -1 },            { "a\0b", 3, -1 },
+    { "\xf0\x9f\x98\x80", 4, -1 }, { "\xff", 1, 0 },
+    { "a\xc0\xaf", 3, 1 },       { "\xed\xa0\x80", 3, 0 },
+    { "\xf4\x90\x80\x80", 4, 0 }, { "ab\xe2\x82", 4, 2 },
+  };
+  int i;
+  for(i=0; i<(int)(sizeof(a)/sizeof(a[0])); i++){
+    sqlite3_value *v = tv_text(a[i].z, a[i].n);
+    KvBuf b = {0};
+    char *zErr = 0;
+    int rc = kv_key_encode(v, &b, &zErr);
+    T_EQ(kv_utf8_invalid_at((const uint8_t*)a[i].z, a[i].n, 1), a[i].iBad);
+    if( a[i].iBad<0 ){
+      T_EQ(rc, SQLITE_OK);
+    }else{
+      T_EQ(rc, SQLITE_MISMATCH);
+      T_ASSERT(zErr && strstr(zErr, "text key is not valid UTF-8"));
+      T_EQ(b.n, 0);
+      T_EQ(kv_key_encode_old(v, &b, 0), SQLITE_OK);
+      T_ASSERT(b.n>0);
+    }
+    sqlite3_free(zErr);
+    kv_buf_free(&b);
+    sqlite3_value_free(v);
+  }
+  T_EQ(kv_utf8_invalid_at((const uint8_t*)"a\0b", 3, 0), 1);
   tv_close();
 }
 END_TEST
@@ -1530,6 +1566,7 @@ Suite *depot_test_suite(void){
       (int)(sizeof(azResultCase)/sizeof(azResultCase[0])/2));
   tcase_add_test(tc, test_kvlib_key_null_is_constraint_error);
   tcase_add_test(tc, test_kvlib_key_over_limit_is_toobig);
+  tcase_add_test(tc, test_kvlib_new_text_key_must_be_utf8);
   tcase_add_test(tc, test_kvlib_value_over_limit_is_toobig);
   tcase_add_test(tc, test_kvlib_key_truncations_are_corrupt);
   tcase_add_test(tc, test_kvlib_value_truncations_are_corrupt_or_shorter);
