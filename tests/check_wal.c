@@ -1734,9 +1734,10 @@ START_TEST(test_wal_failed_preallocation_fails_the_append){
   wal_close(pWal);                        /* trimmed: the next append */
   szFrames = tw_size(zPath);              /* must extend the file again */
   pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
-  wal_fault_arm(pF, c->eKind, 1, c->err, 0);
+  wal_fault_arm(pF, c->eKind, 1, c->err, 1);  /* sticky: the fallback of */
   ck_assert_int_eq(wal_append(pWal, pRec, 1, az, an, &cid, &zErr),
-                   c->rcWant);
+                   c->rcWant);                /* ENOSPC fails as well */
+  wal_fault_arm(pF, c->eKind, 0, 0, 0);
   ck_assert_uint_eq(cid, 0);
   ck_assert_ptr_nonnull(zErr);
   ck_assert_msg(strstr(zErr, "preallocation")!=0, "%s", zErr);
@@ -1759,6 +1760,43 @@ START_TEST(test_wal_failed_preallocation_fails_the_append){
   }
   wal_close(pWal);
   wal_record_free(pRec);
+  wal_fault_free(pF);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The disk has room for the record but not for a whole preallocation
+** chunk (the chunk's zero write fails with ENOSPC): the segment is
+** extended only as far as the record needs and the append succeeds, so a
+** store whose disk is nearly full keeps taking small commits; the record
+** is replayed after reopening. */
+START_TEST(test_wal_preallocation_without_room_for_a_chunk_extends_less){
+  char *zDir = th_tmpdir("walprefull");
+  char *zPath = tw_seg_path(zDir, 1);
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  int nWrite;
+  tw_append(pWal, 0, "t", "ok-before", "v", 1);
+  wal_close(pWal);                        /* trimmed: the next append */
+  pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));   /* must extend */
+  nWrite = wal_fault_count(pF, WAL_FAULT_WRITE);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 1, ENOSPC, 0);
+  tw_append(pWal, 1, "t", "fits", "v", 1);  /* fails the test on error */
+  ck_assert_int_gt(wal_fault_count(pF, WAL_FAULT_WRITE), nWrite + 2);
+  ck_assert_int_lt(tw_size(zPath), 64*1024);  /* not a 4 MiB chunk */
+  tw_append(pWal, 2, "t", "next", "v", 1);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  {
+    TwSeen *s = tw_replay(pWal, 0);
+    ck_assert_int_eq(s->n, 3);
+    ck_assert_str_eq(s->azKey[0], "ok-before");
+    ck_assert_str_eq(s->azKey[1], "fits");
+    ck_assert_str_eq(s->azKey[2], "next");
+    sqlite3_free(s);
+  }
+  wal_close(pWal);
   wal_fault_free(pF);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
@@ -2025,6 +2063,7 @@ Suite *depot_test_suite(void){
                       0, 3);
   tcase_add_loop_test(tc, test_wal_failed_preallocation_fails_the_append, 0,
       (int)(sizeof(aPreFault)/sizeof(aPreFault[0])));
+  tcase_add_test(tc, test_wal_preallocation_without_room_for_a_chunk_extends_less);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -28,7 +28,9 @@
 ** its cost).  The zeros after the frames read as the end of the log at
 ** open (segment.c).  Rotation goes by the end of the frames (szActive),
 ** not the file size, and the padding is trimmed off a segment when it is
-** sealed.  A failed extension fails the group like a failed write (the
+** sealed.  When the disk has no room for a whole chunk (ENOSPC), the file
+** is extended only as far as the group needs, so a nearly full disk still
+** takes small groups.  A failed extension fails the group like a failed write (the
 ** store stays as it was); after a failed flush of an extension the next
 ** group starts a fresh segment.
 **
@@ -163,8 +165,25 @@ static int appendZeros(Wal *p, uint64_t iFrom, uint64_t iTo, uint64_t nChunk){
   return rc;
 }
 
+/* Extends the active segment with zeros to *piNew (>= iNeed).  If the
+** disk has no room for that (ENOSPC) but may have room for the group, cuts
+** the partial extension off and extends only to iNeed rounded up to
+** WAL_PREALLOC_MIN, setting *piNew to that: a nearly full disk still takes
+** small appends.  Returns 0, or -1 with errno set. */
+static int appendExtend(Wal *p, uint64_t iNeed, uint64_t *piNew,
+                        uint64_t nChunk){
+  uint64_t iLess = (iNeed + WAL_PREALLOC_MIN - 1)
+                   / WAL_PREALLOC_MIN * WAL_PREALLOC_MIN;
+  if( appendZeros(p, p->szAlloc, *piNew, nChunk)==0 ) return 0;
+  if( errno!=ENOSPC || iLess>=*piNew ) return -1;
+  p->pIo->xFtruncate(p->pIo->pCtx, p->fdActive, (off_t)p->szAlloc);
+  *piNew = iLess;
+  return appendZeros(p, p->szAlloc, iLess, nChunk);
+}
+
 /* Makes the active segment's file at least iNeed bytes long, extending it
-** with flushed zeros to the next multiple of the chunk size.  On failure
+** with flushed zeros to the next multiple of the chunk size (or, when the
+** disk has no room for that, just past iNeed: appendExtend).  On failure
 ** the extension is cut off again (best effort: zeros are padding anyway)
 ** and the group fails.  Leader only, mutex not held. */
 static int appendPrealloc(Wal *p, uint64_t iNeed, char **pzErr){
@@ -177,7 +196,7 @@ static int appendPrealloc(Wal *p, uint64_t iNeed, char **pzErr){
   if( nChunk>WAL_PREALLOC_CHUNK ) nChunk = WAL_PREALLOC_CHUNK;
   if( nChunk<WAL_PREALLOC_MIN ) nChunk = WAL_PREALLOC_MIN;
   iNew = (iNeed + nChunk - 1) / nChunk * nChunk;
-  if( appendZeros(p, p->szAlloc, iNew, nChunk)!=0 ){
+  if( appendExtend(p, iNeed, &iNew, nChunk)!=0 ){
     err = errno;
     rc = err==ENOMEM ? SQLITE_NOMEM : wal_errno_rc(err, SQLITE_IOERR_WRITE);
   }else if( pIo->xFsync(pIo->pCtx, p->fdActive)!=0 ){
