@@ -770,6 +770,45 @@ START_TEST(test_depot_store_write_and_sync_failures_fail_commit_cleanly){
 }
 END_TEST
 
+/* The last error logged under an I/O or full code, through
+** SQLITE_CONFIG_LOG. */
+static char zIoLog[1024];
+static void io_log(void *pArg, int rc, const char *zMsg){
+  (void)pArg;
+  if( (rc&0xff)==SQLITE_IOERR || (rc&0xff)==SQLITE_FULL ){
+    snprintf(zIoLog, sizeof(zIoLog), "%s", zMsg);
+  }
+}
+
+/* A commit that fails because the store file cannot be written logs a
+** message naming that store file, so an operator seeing "disk I/O error"
+** or "database or disk is full" at COMMIT learns which file failed. */
+START_TEST(test_depot_failed_store_write_logs_the_store_file){
+  char *zDir = th_tmpdir("depot-faultlog");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *db;
+  int rc;
+  sqlite3_shutdown();
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_LOG, io_log, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_initialize(), SQLITE_OK);
+  setup_fault_vfs();
+  db = open_depot(zDir, "x", "store_vfs=faulty");
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b BLOB)");
+  zIoLog[0] = 0;
+  faultWrites = 1;
+  rc = th_try(db, "INSERT INTO t(b) VALUES(randomblob(5000))", 0);
+  faultWrites = 0;
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  ck_assert_msg(strstr(zIoLog, zStore)!=0, "log: %s", zIoLog);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  th_exec(db, "INSERT INTO t(b) VALUES(x'01')");
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- corrupted rows ---- */
 
 /* Run zSql on the outer store file directly. */
@@ -1287,6 +1326,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_sigkill_leaves_last_or_next_commit);
   tcase_add_test(tc,
       test_depot_store_write_and_sync_failures_fail_commit_cleanly);
+  tcase_add_test(tc, test_depot_failed_store_write_logs_the_store_file);
   tcase_add_test(tc,
       test_depot_corrupt_commit_row_and_unknown_layout_are_errors);
   tcase_add_loop_test(tc, test_depot_corrupt_store_rows_give_sqlite_corrupt,

@@ -47,9 +47,17 @@ struct StoreSqlite {
   char *zErr;                     /* last error, sqlite3_malloc'd */
 };
 
+/* Records the connection's last error as "store: WHAT of FILE: MESSAGE",
+** so a failed write or sync names the store file it failed on. */
 static void ssSetErr(StoreSqlite *p, const char *zWhat){
+  const char *zFile = sqlite3_db_filename(p->db, "main");
   sqlite3_free(p->zErr);
-  p->zErr = sqlite3_mprintf("store: %s: %s", zWhat, sqlite3_errmsg(p->db));
+  if( zFile && zFile[0] ){
+    p->zErr = sqlite3_mprintf("store: %s of %s: %s", zWhat, zFile,
+                              sqlite3_errmsg(p->db));
+  }else{
+    p->zErr = sqlite3_mprintf("store: %s: %s", zWhat, sqlite3_errmsg(p->db));
+  }
 }
 
 /* The prepared statement i, reset and with its bindings cleared. */
