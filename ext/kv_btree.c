@@ -166,6 +166,24 @@ static int btExec(sqlite3 *db, const char *zSql){
   return sqlite3_exec(db, zSql, 0, 0, 0);
 }
 
+/* The error of a failed open of data file zPath through db (NULL: out of
+** memory): its message, with the system error when SQLite recorded one,
+** so a full disk reads as one ("disk I/O error (No space left on
+** device)") and returns SQLITE_FULL.  Returns the code to report. */
+static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
+  int e = db ? sqlite3_system_errno(db) : 0;
+  const char *zMsg = db ? sqlite3_errmsg(db) : "out of memory";
+  if( e==ENOSPC || e==EDQUOT || e==EFBIG ) rc = SQLITE_FULL;
+  if( e!=0 ){
+    *pzErr = sqlite3_mprintf("kv_btree: cannot open data file %s: %s (%s)",
+                             zPath, zMsg, strerror(e));
+  }else{
+    *pzErr = sqlite3_mprintf("kv_btree: cannot open data file %s: %s",
+                             zPath, zMsg);
+  }
+  return rc;
+}
+
 /* Open a connection on the data file (WAL mode). */
 static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   sqlite3 *db = 0;
@@ -175,8 +193,7 @@ static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
   if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
   if( rc!=SQLITE_OK ){
-    *pzErr = sqlite3_mprintf("kv_btree: cannot open data file %s: %s",
-                             zPath, db ? sqlite3_errmsg(db) : "out of memory");
+    rc = btOpenError(db, rc, zPath, pzErr);
     sqlite3_close(db);
     db = 0;
   }

@@ -322,6 +322,68 @@ END_TEST
 
 /* ------------------------------------------------------- collector --- */
 
+/* A default VFS whose open of a file named kv_btree.db fails, as on a
+** full disk, while kbFullArmed is set; its last system error is then
+** ENOSPC. */
+static sqlite3_vfs *pKbRoot;
+static sqlite3_vfs kbFullVfs;
+static int kbFullArmed, kbFullHit;
+static int kbFullOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
+                      int *pOut){
+  size_t n = z ? strlen(z) : 0;
+  (void)v;
+  if( kbFullArmed && n>=11 && strcmp(z+n-11, "kv_btree.db")==0 ){
+    kbFullHit = 1;
+    return SQLITE_CANTOPEN;
+  }
+  return pKbRoot->xOpen(pKbRoot, z, f, fl, pOut);
+}
+static int kbFullLastError(sqlite3_vfs *v, int n, char *z){
+  (void)v;
+  if( kbFullHit ) return ENOSPC;
+  return pKbRoot->xGetLastError ? pKbRoot->xGetLastError(pKbRoot, n, z) : 0;
+}
+
+/* A store whose data file cannot be opened because the disk is full
+** fails the open with SQLITE_FULL and a message naming the data file and
+** the cause (it said only "disk I/O error"); with space again it opens
+** with every row. */
+START_TEST(test_kvbtree_data_file_open_on_full_disk_is_sqlite_full)
+{
+  char *zDir = th_tmpdir("kvbtree_openfull");
+  char *zErr = 0;
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING "
+                               "kv_btree(dir='%q')", zDir);
+  sqlite3 *db = th_open(":memory:");
+  int rc;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 20, "a");
+  sqlite3_close(db);
+  pKbRoot = sqlite3_vfs_find(0);
+  kbFullVfs = *pKbRoot;
+  kbFullVfs.zName = "kvbtree-full";
+  kbFullVfs.xOpen = kbFullOpen;
+  kbFullVfs.xGetLastError = kbFullLastError;
+  ck_assert_int_eq(sqlite3_vfs_register(&kbFullVfs, 1), SQLITE_OK);
+  db = th_open(":memory:");
+  kbFullArmed = 1;
+  rc = th_try(db, zSql, &zErr);
+  kbFullArmed = 0;
+  ck_assert_int_eq(kbFullHit, 1);
+  ck_assert_int_eq(rc & 0xff, SQLITE_FULL);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "kv_btree.db")!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, "No space left on device")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  kbFullHit = 0;
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 20);
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Failed data-file writes confirm nothing, show in kv_stats, are retried
 ** and lose nothing. */
 START_TEST(test_kvbtree_failed_collector_write_is_retried)
@@ -1318,6 +1380,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
   tcase_add_test(tc, test_kvbtree_drop_while_collector_fails_returns);
   tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
+  tcase_add_test(tc, test_kvbtree_data_file_open_on_full_disk_is_sqlite_full);
   tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
   tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
   tcase_add_test(tc,
