@@ -23,6 +23,7 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ================= depot_commits ================= */
 
@@ -379,11 +380,13 @@ static char *depotBucketProblem(const char *zStore, const char *zDb){
 ** with its flags: SQLITE_OPEN_URI for a depot URI, none for a plain path);
 ** returns the page count or -1 with *pzErr set. */
 static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
-                               const char *zToUri, int toFlags, char **pzErr){
+                               const char *zToUri, int toFlags, int *pRc,
+                               char **pzErr){
   sqlite3 *pFrom = 0, *pTo = 0;
   sqlite3_backup *pB = 0;
   sqlite3_int64 nPage = -1;
   int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags, 0);
+  *pRc = rc;
   if( rc==SQLITE_OK ){
     rc = sqlite3_open_v2(zToUri, &pTo, toFlags, 0);
     if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
@@ -400,12 +403,34 @@ static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
     sqlite3_backup_finish(pB);
     if( rc!=SQLITE_DONE ){
       *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
+      *pRc = rc;
       nPage = -1;
     }
+  }else if( rc!=SQLITE_OK ){
+    *pRc = rc;
   }
   sqlite3_close(pFrom);
   sqlite3_close(pTo);
   return nPage;
+}
+
+/* Give a failed copy's I/O or full-disk code (SQLITE_FULL,
+** SQLITE_IOERR_*) to the caller instead of SQLITE_ERROR; other codes keep
+** the default SQLITE_ERROR of sqlite3_result_error(). */
+static void depotResultCode(sqlite3_context *ctx, int rc){
+  int e = rc & 0xff;
+  if( e==SQLITE_FULL || e==SQLITE_IOERR || e==SQLITE_NOMEM ){
+    sqlite3_result_error_code(ctx, rc);
+  }
+}
+
+/* Remove what a failed export wrote: the target file (which did not exist
+** before the export) and its rollback journal, so a retry can write it. */
+static void depotExportRemove(const char *zTo){
+  char *zJournal = sqlite3_mprintf("%s-journal", zTo);
+  unlink(zTo);
+  if( zJournal ) unlink(zJournal);
+  sqlite3_free(zJournal);
 }
 
 /* All arguments must be non-NULL text. */
@@ -442,12 +467,14 @@ static int depotPageSizeOf(const char *zPath, int flags){
 }
 
 /* Why an import failed: the page sizes differ (the depot database keeps
-** that of its first commit), else the error of the copy. */
+** that of its first commit; *pRc becomes SQLITE_ERROR), else the error of
+** the copy. */
 static char *depotImportError(const char *zFrom, const char *zUri,
-                              const char *zDb, const char *zErr){
+                              const char *zDb, const char *zErr, int *pRc){
   int szFrom = depotPageSizeOf(zFrom, SQLITE_OPEN_READONLY);
   int szTo = depotPageSizeOf(zUri, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI);
   if( szFrom && szTo && szFrom!=szTo ){
+    *pRc = SQLITE_ERROR;                 /* a usage error, not an I/O one */
     return sqlite3_mprintf("depot: import failed: %s has pages of %d bytes,"
         " database %s has pages of %d bytes (fixed by its first commit)",
         zFrom, szFrom, zDb, szTo);
@@ -461,6 +488,7 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   const char *zDb;
   char *zUri, *zFrom, *zErr = 0, *z;
   sqlite3_int64 n;
+  int rc = SQLITE_OK;
   if( !depotTextArgs(ctx, argc, argv, zUsage) ) return;
   zDb = argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main";
   zUri = depotUri((const char*)sqlite3_value_text(argv[1]), zDb, "main");
@@ -473,9 +501,10 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   }else{
     n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
                   SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
-                  &zErr);
-    if( n<0 && (z = depotImportError(zFrom, zUri, zDb, zErr))!=0 ){
+                  &rc, &zErr);
+    if( n<0 && (z = depotImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){
       sqlite3_result_error(ctx, z, -1);
+      depotResultCode(ctx, rc);
       sqlite3_free(z);
     }else if( n<0 ){
       sqlite3_result_error_nomem(ctx);
@@ -494,6 +523,7 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   char *zUri = 0, *zTo = 0, *zErr = 0;
   struct stat st;
   sqlite3_int64 n;
+  int rc = SQLITE_OK;
   if( !depotTextArgs(ctx, argc, argv,
                      "depot_export(store, db, branch, dst_path)") ) return;
   zDst = (const char*)sqlite3_value_text(argv[3]);
@@ -515,10 +545,12 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
     sqlite3_result_error(ctx, zErr, -1);
   }else{
     n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
-                  zTo, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &zErr);
+                  zTo, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &rc, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
+      depotExportRemove(zTo);
       sqlite3_result_error(ctx, z, -1);
+      depotResultCode(ctx, rc);
       sqlite3_free(z);
     }else{
       sqlite3_result_int64(ctx, n);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -653,6 +654,7 @@ END_TEST
 /* A VFS over the default one whose Nth write (faultWrites) or Nth sync
 ** (faultSyncs) fails; 0 = off. */
 static int faultWrites = 0, faultSyncs = 0;
+static int faultWriteRc = SQLITE_IOERR_WRITE;   /* what a failing write returns */
 static sqlite3_vfs *pFaultRoot = 0;
 typedef struct FaultFile FaultFile;
 struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
@@ -666,7 +668,7 @@ static int fRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
   return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
 }
 static int fWrite(sqlite3_file *f, const void *p, int n, sqlite3_int64 o){
-  if( faultHit(&faultWrites) ) return SQLITE_IOERR_WRITE;
+  if( faultHit(&faultWrites) ) return faultWriteRc;
   return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
 }
 static int fTruncate(sqlite3_file *f, sqlite3_int64 n){
@@ -1192,6 +1194,56 @@ START_TEST(test_depot_import_of_another_page_size_fails_and_changes_nothing){
 }
 END_TEST
 
+/* On a full disk (every write of the default VFS fails with SQLITE_FULL
+** from the Nth on), depot_import and depot_export fail with SQLITE_FULL
+** (they said SQLITE_ERROR), the import stores nothing, and the export
+** leaves no partial target file behind, which made the retry fail with
+** "export target ... already exists"; with space again both succeed. */
+START_TEST(test_depot_import_export_on_full_disk_fail_full_and_retry){
+  char *zDir = th_tmpdir("depot-imex-full");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zDst = sqlite3_mprintf("%s/dst.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zImp = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc,
+                               zStore);
+  char *zExp = sqlite3_mprintf("SELECT depot_export(%Q, 'imp', 'main', %Q)",
+                               zStore, zDst);
+  char *zCommits = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,"
+                                   " 'imp')", zStore);
+  char *zErr = 0;
+  sqlite3 *src = th_open(zSrc), *m;
+  struct stat st;
+  th_exec(src, "CREATE TABLE t(a INTEGER PRIMARY KEY, b); INSERT INTO t"
+      " SELECT value, randomblob(2000) FROM (WITH RECURSIVE g(value) AS"
+      " (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<200)"
+      " SELECT value FROM g)");
+  sqlite3_close(src);
+  m = th_open(":memory:");
+  ck_assert_int_gt(th_int(m, zImp), 10);             /* the first commit */
+  setup_fault_vfs();
+  ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 1), SQLITE_OK);
+  faultWriteRc = SQLITE_FULL;
+  faultWrites = 3;
+  ck_assert_int_eq(th_try(m, zImp, &zErr), SQLITE_FULL);
+  ck_assert_msg(strstr(zErr, "full")!=0, "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  faultWrites = 3;
+  ck_assert_int_eq(th_try(m, zExp, &zErr), SQLITE_FULL);
+  ck_assert_msg(strstr(zErr, "depot: export failed")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  faultWrites = 0;
+  ck_assert_int_ne(stat(zDst, &st), 0);             /* no partial target */
+  ck_assert_int_eq(th_int(m, zCommits), 1);         /* the import stored nothing */
+  ck_assert_int_gt(th_int(m, zExp), 10);
+  ck_assert_int_gt(th_int(m, zImp), 10);
+  ck_assert_int_eq(th_int(m, zCommits), 2);
+  sqlite3_close(m);
+  sqlite3_free(zCommits); sqlite3_free(zExp); sqlite3_free(zImp);
+  sqlite3_free(zSrc); sqlite3_free(zDst); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_import_export_round_trip){
   char *zDir = th_tmpdir("depot-imex");
   char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
@@ -1336,6 +1388,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_commits_lists_txids_sizes_and_checksums);
   tcase_add_test(tc, test_depot_stats_reports_compression_of_text);
   tcase_add_test(tc, test_depot_import_export_round_trip);
+  tcase_add_test(tc, test_depot_import_export_on_full_disk_fail_full_and_retry);
   tcase_add_test(tc,
       test_depot_import_of_another_page_size_fails_and_changes_nothing);
   tcase_add_test(tc, test_depot_export_equals_a_backup_copy_byte_for_byte);
