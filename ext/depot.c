@@ -13,6 +13,7 @@
 SQLITE_EXTENSION_INIT1
 
 #include <pthread.h>
+#include <string.h>
 
 /* Every component, in registration order.  One line per component.  The
 ** version component comes last: depot_version() on a connection is the
@@ -44,17 +45,23 @@ static int depotProcessInit(char **pzErr){
   return rc;
 }
 
-/* Nonzero if db already has every component (depot_version(), registered
-** last, exists).  Registering a function again fails with SQLITE_BUSY while
-** a statement of db runs, as SELECT load_extension(...) does in a
-** connection that got the extension automatically, so such a connection
-** is left as it is.  A failed probe leaves no error on db. */
+/* Nonzero if db already has every component of this version
+** (depot_version(), registered last, exists and returns PACKAGE_VERSION).
+** Registering a function again fails with SQLITE_BUSY while a statement of
+** db runs, as SELECT load_extension(...) does in a connection that got the
+** extension automatically, so such a connection is left as it is.  The
+** probe leaves no error on db. */
 static int depotHasExtension(sqlite3 *db){
   sqlite3_stmt *pStmt = 0;
+  int bHas = 0;
   int rc = sqlite3_prepare_v2(db, "SELECT depot_version()", -1, &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    const char *z = (const char*)sqlite3_column_text(pStmt, 0);
+    bHas = z!=0 && strcmp(z, PACKAGE_VERSION)==0;
+  }
   sqlite3_finalize(pStmt);
-  if( rc!=SQLITE_OK ) sqlite3_exec(db, "", 0, 0, 0);
-  return rc==SQLITE_OK;
+  sqlite3_exec(db, "", 0, 0, 0);
+  return bHas;
 }
 
 /* Checks the library, runs the process setup and registers every

@@ -189,6 +189,31 @@ START_TEST(test_module_loads_twice_in_one_sql_statement){
 }
 END_TEST
 
+static void otherVersionFunc(sqlite3_context *ctx, int n, sqlite3_value **a){
+  (void)n; (void)a;
+  sqlite3_result_text(ctx, "other", -1, SQLITE_STATIC);
+}
+
+START_TEST(test_module_registers_over_a_foreign_depot_version){
+  /* A depot_version() that is not this module's does not make the load
+  ** skip the connection: every component is registered. */
+  const char *zModule = th_module_path();
+  sqlite3 *db;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  ck_assert_int_eq(sqlite3_create_function(db, "depot_version", 0, SQLITE_UTF8,
+                   0, otherVersionFunc, 0, 0), SQLITE_OK);
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  z = th_text(db, "SELECT depot_version() || count(DISTINCT name) FROM"
+                  " pragma_function_list WHERE name IN ('kv_begin', 'depot_fork')");
+  ck_assert_str_eq(z, PACKAGE_VERSION "2");
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
 /* An api-routines table that claims to be SQLite 3.39.0: the module must
 ** refuse it with a clear message before registering anything. */
 static int oldLibversionNumber(void){ return 3039000; }
@@ -233,6 +258,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_module_registers_itself_for_later_connections);
   tcase_add_test(tc, test_module_loads_through_sql_where_already_registered);
   tcase_add_test(tc, test_module_loads_twice_in_one_sql_statement);
+  tcase_add_test(tc, test_module_registers_over_a_foreign_depot_version);
   suite_add_tcase(s, tc);
   return s;
 }
