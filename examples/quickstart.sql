@@ -2,7 +2,9 @@
 --
 -- Load the extension first, then feed this script:
 --     sqlite3 -cmd ".load ./.libs/depot" :memory: < examples/quickstart.sql
--- (make demo does exactly that, in a scratch directory).
+-- from the build directory (make demo does exactly that, in a fresh scratch
+-- directory each time).  It creates kvstore/ and store.depot in the current
+-- directory; remove them before running it again there.
 .bail on
 .mode box
 .print '== the extension is loaded; its version:'

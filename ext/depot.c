@@ -13,12 +13,15 @@
 SQLITE_EXTENSION_INIT1
 
 #include <pthread.h>
+#include <string.h>
 
-/* Every component, in registration order.  One line per component. */
+/* Every component, in registration order.  One line per component.  The
+** version component comes last: depot_version() on a connection is the
+** sign that every component is registered there (depotHasExtension). */
 static const DepotComponent *const aDepotComponent[] = {
-  &depotVersionComponent,
   &depotKvComponent,
   &depotVfsComponent,
+  &depotVersionComponent,
 };
 #define DEPOT_NCOMPONENT \
   ((int)(sizeof(aDepotComponent)/sizeof(aDepotComponent[0])))
@@ -42,6 +45,25 @@ static int depotProcessInit(char **pzErr){
   return rc;
 }
 
+/* Nonzero if db already has every component of this version
+** (depot_version(), registered last, exists and returns PACKAGE_VERSION).
+** Registering a function again fails with SQLITE_BUSY while a statement of
+** db runs, as SELECT load_extension(...) does in a connection that got the
+** extension automatically, so such a connection is left as it is.  The
+** probe leaves no error on db. */
+static int depotHasExtension(sqlite3 *db){
+  sqlite3_stmt *pStmt = 0;
+  int bHas = 0;
+  int rc = sqlite3_prepare_v2(db, "SELECT depot_version()", -1, &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    const char *z = (const char*)sqlite3_column_text(pStmt, 0);
+    bHas = z!=0 && strcmp(z, PACKAGE_VERSION)==0;
+  }
+  sqlite3_finalize(pStmt);
+  sqlite3_exec(db, "", 0, 0, 0);
+  return bHas;
+}
+
 /* Checks the library, runs the process setup and registers every
 ** component on db.  Returns an SQLite code; on failure *pzErr holds the
 ** message (sqlite3_malloc'd). */
@@ -54,6 +76,7 @@ static int depotInitConnection(sqlite3 *db, char **pzErr){
         sqlite3_libversion());
     return SQLITE_ERROR;
   }
+  if( depotHasExtension(db) ) return SQLITE_OK;
   rc = depotProcessInit(pzErr);
   for(i=0; rc==SQLITE_OK && i<DEPOT_NCOMPONENT; i++){
     if( aDepotComponent[i]->xConnection ){

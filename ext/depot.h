@@ -7,8 +7,12 @@
 **
 ** Most users load it at run time:
 **
-**     sqlite3 shell:   .load ./depot            (or .load depot once installed)
-**     C:               sqlite3_load_extension(db, "depot", 0, &zErr);
+**     sqlite3 shell:   .load /usr/local/lib/depot      (the installed module)
+**     C:               sqlite3_load_extension(db, "/usr/local/lib/depot",
+**                                             0, &zErr);
+**
+** A bare "depot" is found only where $(libdir) is in the dynamic loader's
+** search path (--prefix=/usr, or LD_LIBRARY_PATH).
 **
 ** Programs that link the sources statically (built with -DSQLITE_CORE) call
 ** sqlite3_auto_extension((void(*)(void))sqlite3_depot_init) once, before

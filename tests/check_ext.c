@@ -137,6 +137,83 @@ START_TEST(test_module_registers_itself_for_later_connections){
 }
 END_TEST
 
+/* Runs SELECT load_extension(<module>) [, load_extension(<module>)] on db
+** and asserts that it succeeds. */
+static void load_through_sql(sqlite3 *db, const char *zModule, int nLoad){
+  char *zSql = sqlite3_mprintf(nLoad==2 ?
+      "SELECT load_extension(%Q), load_extension(%Q)" :
+      "SELECT load_extension(%Q)", zModule, zModule);
+  char *zErr = 0;
+  int rc;
+  ck_assert_ptr_nonnull(zSql);
+  sqlite3_enable_load_extension(db, 1);
+  rc = th_try(db, zSql, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "%s: %s", zSql, zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+}
+
+START_TEST(test_module_loads_through_sql_where_already_registered){
+  /* A host that loads extensions with SQL on every connection it opens
+  ** (SELECT load_extension(...)): the second connection already has the
+  ** extension from the automatic registration, and loading it again while
+  ** that SELECT runs must still succeed. */
+  const char *zModule = th_module_path();
+  sqlite3 *db, *db2;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  load_through_sql(db, zModule, 1);
+  ck_assert_int_eq(sqlite3_open(":memory:", &db2), SQLITE_OK);
+  load_through_sql(db2, zModule, 1);
+  z = th_text(db2, "SELECT depot_version()");
+  ck_assert_str_eq(z, PACKAGE_VERSION);
+  sqlite3_free(z);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+}
+END_TEST
+
+START_TEST(test_module_loads_twice_in_one_sql_statement){
+  const char *zModule = th_module_path();
+  sqlite3 *db;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  load_through_sql(db, zModule, 2);
+  z = th_text(db, "SELECT count(DISTINCT name) FROM pragma_function_list"
+                  " WHERE name IN ('depot_version', 'kv_begin', 'depot_fork')");
+  ck_assert_str_eq(z, "3");
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
+static void otherVersionFunc(sqlite3_context *ctx, int n, sqlite3_value **a){
+  (void)n; (void)a;
+  sqlite3_result_text(ctx, "other", -1, SQLITE_STATIC);
+}
+
+START_TEST(test_module_registers_over_a_foreign_depot_version){
+  /* A depot_version() that is not this module's does not make the load
+  ** skip the connection: every component is registered. */
+  const char *zModule = th_module_path();
+  sqlite3 *db;
+  char *z;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  db = open_plain();
+  ck_assert_int_eq(sqlite3_create_function(db, "depot_version", 0, SQLITE_UTF8,
+                   0, otherVersionFunc, 0, 0), SQLITE_OK);
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  z = th_text(db, "SELECT depot_version() || count(DISTINCT name) FROM"
+                  " pragma_function_list WHERE name IN ('kv_begin', 'depot_fork')");
+  ck_assert_str_eq(z, PACKAGE_VERSION "2");
+  sqlite3_free(z);
+  sqlite3_close(db);
+}
+END_TEST
+
 /* An api-routines table that claims to be SQLite 3.39.0: the module must
 ** refuse it with a clear message before registering anything. */
 static int oldLibversionNumber(void){ return 3039000; }
@@ -179,6 +256,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_module_loads_twice_in_one_connection);
   tcase_add_test(tc, test_module_refuses_sqlite_older_than_3_40);
   tcase_add_test(tc, test_module_registers_itself_for_later_connections);
+  tcase_add_test(tc, test_module_loads_through_sql_where_already_registered);
+  tcase_add_test(tc, test_module_loads_twice_in_one_sql_statement);
+  tcase_add_test(tc, test_module_registers_over_a_foreign_depot_version);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,10 @@
 #!/bin/sh
-# python_smoke.sh -- the system Python loads the built module and calls
-# depot_version().  Skips (exit 77) only where no Python whose sqlite3 module
+# python_smoke.sh -- the system Python loads the built module and uses it as
+# a Python program would: depot_version(), SQL load_extension() in a second
+# connection (which already has the extension), a KV table shared by two
+# connections, a depot database opened with uri=True, threads with a
+# connection each, and a check_same_thread=False connection used from
+# another thread.  Skips (exit 77) only where no Python whose sqlite3 module
 # can load extensions exists.
 py=${SYSTEM_PYTHON3:-/usr/bin/python3}
 [ -x "$py" ] || py=/usr/bin/python3
@@ -18,14 +22,65 @@ case "${DEPOT_SANITIZER:-none}" in
     export LD_PRELOAD
     ASAN_OPTIONS=detect_leaks=0; export ASAN_OPTIONS ;;
 esac
-exec "$py" - "$DEPOT_MODULE" <<'PY'
-import sqlite3, sys
-module = sys.argv[1]
+tmp=${DEPOT_TEST_TMPDIR:-tests/tmp}
+mkdir -p "$tmp" && tmp=$(mktemp -d "$tmp/python_smoke.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+"$py" - "$DEPOT_MODULE" "$tmp" <<'PY'
+import os, sqlite3, sys, threading
+module, tmp = sys.argv[1], sys.argv[2]
 con = sqlite3.connect(":memory:")
 con.enable_load_extension(True)
 con.load_extension(module)
 (version,) = con.execute("select depot_version()").fetchone()
 assert isinstance(version, str) and version.count(".") == 2, version
+
+# A second connection has the extension already; loading it again with SQL
+# (as hosts that only speak SQL do) must succeed.
+con2 = sqlite3.connect(":memory:", check_same_thread=False)
+con2.enable_load_extension(True)
+con2.execute("select load_extension(?)", (module,)).fetchone()
+assert con2.execute("select depot_version()").fetchone()[0] == version
+
+# A KV table seen by two connections of the process.
+kv = os.path.join(tmp, "kvs")
+for c in (con, con2):
+    c.execute("create virtual table acct using kv_memory(dir='%s')"
+              % kv.replace("'", "''"))
+con.execute("insert into acct values('a', 1), ('b', 2)")
+con.commit()
+assert con2.execute("select sum(value) from acct").fetchone()[0] == 3
+
+# A depot database opened with uri=True, written by four threads with a
+# connection each.
+uri = "file:" + os.path.join(tmp, "s.depot") + "?vfs=depot&db=app"
+d = sqlite3.connect(uri, uri=True)
+d.execute("create table t(n)"); d.execute("insert into t values(0)")
+d.commit()
+def bump():
+    c = sqlite3.connect(uri, uri=True, timeout=60, isolation_level=None)
+    done = 0
+    while done < 10:
+        try:
+            c.execute("begin immediate")
+            c.execute("update t set n = n + 1")
+            c.execute("commit")
+            done += 1
+        except sqlite3.OperationalError:
+            if c.in_transaction: c.execute("rollback")
+    c.close()
+ts = [threading.Thread(target=bump) for _ in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+assert d.execute("select n from t").fetchone()[0] == 40
+assert d.execute("pragma integrity_check").fetchone()[0] == "ok"
+
+# The check_same_thread=False connection, used from another thread.
+out = []
+t = threading.Thread(target=lambda: out.append(con2.execute(
+    "select count(*) from depot_commits(?, 'app')",
+    (os.path.join(tmp, "s.depot"),)).fetchone()[0]))
+t.start(); t.join()
+assert out == [42], out
 print("python", sys.version.split()[0], "sqlite", sqlite3.sqlite_version,
       "depot", version)
 PY
