@@ -242,81 +242,7 @@ static void bsForkBucketFunc(sqlite3_context *ctx, int argc,
   sqlite3_result_int64(ctx, (sqlite3_int64)iVs);
 }
 
-/* ================= table-valued functions ================= */
-
-/* A listing: fixed schema, up to two text arguments (the first required),
-** rows collected in xFilter as arrays of cells. */
-typedef struct BsCell BsCell;
-struct BsCell {
-  int eType;                  /* SQLITE_INTEGER, SQLITE_TEXT, SQLITE_NULL */
-  sqlite3_int64 i;
-  char *z;
-};
-
-typedef struct BsCursor BsCursor;
-typedef int (*BsFill)(BsCursor*, const char *zArg0, const char *zArg1,
-                      char **pzErr);
-
-typedef struct BsTable BsTable;
-struct BsTable {
-  const char *zSchema;        /* CREATE TABLE x(...) with hidden arguments */
-  int nCol;                   /* visible columns */
-  int nArg;                   /* hidden argument columns after them */
-  BsFill xFill;
-};
-
-struct BsCursor {
-  sqlite3_vtab_cursor base;   /* must be first */
-  const BsTable *pTab;
-  BsCell *a;                  /* nRow * nCol */
-  int nRow, nAlloc, iRow;
-  int rc;
-};
-
-typedef struct BsVtab BsVtab;
-struct BsVtab {
-  sqlite3_vtab base;          /* must be first */
-  const BsTable *pTab;
-};
-
-static void bsCellsFree(BsCursor *p){
-  int i;
-  for(i=0; i<p->nRow*p->pTab->nCol; i++) sqlite3_free(p->a[i].z);
-  sqlite3_free(p->a);
-  p->a = 0;
-  p->nRow = p->nAlloc = p->iRow = 0;
-}
-
-/* A new row of cells, or NULL (p->rc set) when out of memory. */
-static BsCell *bsNewRow(BsCursor *p){
-  int nCol = p->pTab->nCol;
-  if( p->nRow==p->nAlloc ){
-    int nNew = p->nAlloc ? p->nAlloc*2 : 16;
-    BsCell *a = sqlite3_realloc64(p->a, sizeof(BsCell)*nCol*nNew);
-    if( a==0 ){
-      p->rc = SQLITE_NOMEM;
-      return 0;
-    }
-    p->a = a;
-    p->nAlloc = nNew;
-  }
-  memset(&p->a[p->nRow*nCol], 0, sizeof(BsCell)*nCol);
-  return &p->a[nCol*p->nRow++];
-}
-
-static void bsInt(BsCell *c, sqlite3_int64 i){
-  c->eType = SQLITE_INTEGER;
-  c->i = i;
-}
-
-static void bsStr(BsCursor *p, BsCell *c, char *z){
-  if( z==0 ){
-    p->rc = SQLITE_NOMEM;
-    return;
-  }
-  c->eType = SQLITE_TEXT;
-  c->z = z;
-}
+/* ============ table-valued functions (rows for ext/depot_tvf.c) ============ */
 
 static char *bsTime(uint64_t iMs){
   time_t t = (time_t)(iMs/1000);
@@ -330,194 +256,84 @@ static char *bsTime(uint64_t iMs){
 static const char *const azState[] = { "live", "frozen", "dropped" };
 
 static int bsBranchRow(void *pArg, const DepotBranchInfo *b){
-  BsCursor *p = (BsCursor*)pArg;
-  BsCell *c = bsNewRow(p);
+  DepotTvfCursor *p = (DepotTvfCursor*)pArg;
+  DepotTvfCell *c = depot_tvf_row(p);
   if( c==0 ) return 1;
-  bsStr(p, &c[0], sqlite3_mprintf("%s", b->zDb));
-  bsStr(p, &c[1], sqlite3_mprintf("%s", b->zBranch));
-  bsInt(&c[2], (sqlite3_int64)b->iBranch);
-  if( b->iParent ) bsInt(&c[3], (sqlite3_int64)b->iParent);
-  if( b->iParent ) bsInt(&c[4], (sqlite3_int64)b->iForkTxid);
-  bsInt(&c[5], (sqlite3_int64)b->iHeadTxid);
-  bsStr(p, &c[6], sqlite3_mprintf("%s", azState[b->eState]));
-  bsInt(&c[7], b->nLogical);
-  bsStr(p, &c[8], sqlite3_mprintf("%s", b->zBucket));
-  bsInt(&c[9], b->nRef);
+  depot_tvf_str_own(p, &c[0], sqlite3_mprintf("%s", b->zDb));
+  depot_tvf_str_own(p, &c[1], sqlite3_mprintf("%s", b->zBranch));
+  depot_tvf_int(&c[2], (sqlite3_int64)b->iBranch);
+  if( b->iParent ) depot_tvf_int(&c[3], (sqlite3_int64)b->iParent);
+  if( b->iParent ) depot_tvf_int(&c[4], (sqlite3_int64)b->iForkTxid);
+  depot_tvf_int(&c[5], (sqlite3_int64)b->iHeadTxid);
+  depot_tvf_str_own(p, &c[6], sqlite3_mprintf("%s", azState[b->eState]));
+  depot_tvf_int(&c[7], b->nLogical);
+  depot_tvf_str_own(p, &c[8], sqlite3_mprintf("%s", b->zBucket));
+  depot_tvf_int(&c[9], b->nRef);
   return p->rc!=SQLITE_OK;
 }
 
-static int bsFillBranches(BsCursor *p, const char *zStore, const char *zDb,
+static int bsFillBranches(DepotTvfCursor *p, const char *const *az,
                           char **pzErr){
-  return depot_list_branches(zStore, zDb, bsBranchRow, p, pzErr);
+  return depot_list_branches(az[0], az[1], bsBranchRow, p, pzErr);
 }
 
 static int bsNameRow(void *pArg, const DepotNameInfo *n){
-  BsCursor *p = (BsCursor*)pArg;
-  BsCell *c = bsNewRow(p);
+  DepotTvfCursor *p = (DepotTvfCursor*)pArg;
+  DepotTvfCell *c = depot_tvf_row(p);
   if( c==0 ) return 1;
-  bsStr(p, &c[0], sqlite3_mprintf("%s", n->zBucket));
-  bsStr(p, &c[1], sqlite3_mprintf("%s", n->zDb));
-  bsStr(p, &c[2], sqlite3_mprintf("%s", n->zBranch));
-  bsInt(&c[3], (sqlite3_int64)n->iBranch);
-  bsInt(&c[4], (sqlite3_int64)n->iTxid);
-  bsInt(&c[5], n->bInherited);
-  bsInt(&c[6], n->nLogical);
+  depot_tvf_str_own(p, &c[0], sqlite3_mprintf("%s", n->zBucket));
+  depot_tvf_str_own(p, &c[1], sqlite3_mprintf("%s", n->zDb));
+  depot_tvf_str_own(p, &c[2], sqlite3_mprintf("%s", n->zBranch));
+  depot_tvf_int(&c[3], (sqlite3_int64)n->iBranch);
+  depot_tvf_int(&c[4], (sqlite3_int64)n->iTxid);
+  depot_tvf_int(&c[5], n->bInherited);
+  depot_tvf_int(&c[6], n->nLogical);
   return p->rc!=SQLITE_OK;
 }
 
-static int bsFillDatabases(BsCursor *p, const char *zStore,
-                           const char *zBucket, char **pzErr){
-  return depot_list_databases(zStore, zBucket, bsNameRow, p, pzErr);
+static int bsFillDatabases(DepotTvfCursor *p, const char *const *az,
+                           char **pzErr){
+  return depot_list_databases(az[0], az[1], bsNameRow, p, pzErr);
 }
 
 static int bsRpRow(void *pArg, const DepotRpInfo *r){
-  BsCursor *p = (BsCursor*)pArg;
-  BsCell *c = bsNewRow(p);
+  DepotTvfCursor *p = (DepotTvfCursor*)pArg;
+  DepotTvfCell *c = depot_tvf_row(p);
   if( c==0 ) return 1;
-  bsStr(p, &c[0], sqlite3_mprintf("%s", r->zName));
-  bsStr(p, &c[1], sqlite3_mprintf("%s", r->zBranch));
-  bsInt(&c[2], (sqlite3_int64)r->iBranch);
-  bsInt(&c[3], (sqlite3_int64)r->iTxid);
-  bsStr(p, &c[4], bsTime(r->iTimeMs));
-  bsStr(p, &c[5], sqlite3_mprintf("%s", r->bUndo ? "undo" : "user"));
+  depot_tvf_str_own(p, &c[0], sqlite3_mprintf("%s", r->zName));
+  depot_tvf_str_own(p, &c[1], sqlite3_mprintf("%s", r->zBranch));
+  depot_tvf_int(&c[2], (sqlite3_int64)r->iBranch);
+  depot_tvf_int(&c[3], (sqlite3_int64)r->iTxid);
+  depot_tvf_str_own(p, &c[4], bsTime(r->iTimeMs));
+  depot_tvf_str_own(p, &c[5], sqlite3_mprintf("%s", r->bUndo ? "undo" : "user"));
   return p->rc!=SQLITE_OK;
 }
 
-static int bsFillRps(BsCursor *p, const char *zStore, const char *zDb,
+static int bsFillRps(DepotTvfCursor *p, const char *const *az,
                      char **pzErr){
-  if( zDb==0 ){
+  if( az[1]==0 ){
     *pzErr = sqlite3_mprintf("depot: depot_restore_points(store, db) needs"
                              " the db argument");
     return SQLITE_ERROR;
   }
-  return depot_list_restore_points(zStore, zDb, bsRpRow, p, pzErr);
+  return depot_list_restore_points(az[0], az[1], bsRpRow, p, pzErr);
 }
 
-static const BsTable bsBranches = {
+static const DepotTvf bsBranches = {
   "CREATE TABLE x(database TEXT, branch TEXT, branch_id INTEGER,"
   " parent INTEGER, fork_txid INTEGER, head_txid INTEGER, state TEXT,"
   " logical_size INTEGER, bucket TEXT, pins INTEGER, store HIDDEN,"
   " db HIDDEN)", 10, 2, bsFillBranches
 };
-static const BsTable bsDatabases = {
+static const DepotTvf bsDatabases = {
   "CREATE TABLE x(bucket TEXT, database TEXT, branch TEXT,"
   " branch_id INTEGER, head_txid INTEGER, inherited INTEGER,"
   " logical_size INTEGER, store HIDDEN, bucket_arg HIDDEN)",
   7, 2, bsFillDatabases
 };
-static const BsTable bsRestorePoints = {
+static const DepotTvf bsRestorePoints = {
   "CREATE TABLE x(name TEXT, branch TEXT, branch_id INTEGER, txid INTEGER,"
   " time TEXT, kind TEXT, store HIDDEN, db HIDDEN)", 6, 2, bsFillRps
-};
-
-static int bsConnect(sqlite3 *db, void *pAux, int argc,
-                     const char *const *argv, sqlite3_vtab **ppVtab,
-                     char **pzErr){
-  const BsTable *pTab = (const BsTable*)pAux;
-  BsVtab *p;
-  int rc = sqlite3_declare_vtab(db, pTab->zSchema);
-  (void)argc; (void)argv; (void)pzErr;
-  if( rc!=SQLITE_OK ) return rc;
-  p = sqlite3_malloc64(sizeof(*p));
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  p->pTab = pTab;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *ppVtab = &p->base;
-  return SQLITE_OK;
-}
-
-static int bsDisconnect(sqlite3_vtab *p){
-  sqlite3_free(p);
-  return SQLITE_OK;
-}
-
-/* Equality constraints on the hidden argument columns go to xFilter in
-** column order (idxNum: their bitmask); the first is required. */
-static int bsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
-  const BsTable *pTab = ((BsVtab*)pVtab)->pTab;
-  return depot_tvf_best_index(pInfo, pTab->nCol, pTab->nArg);
-}
-
-static int bsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
-  BsCursor *p = sqlite3_malloc64(sizeof(*p));
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  p->pTab = ((BsVtab*)pVtab)->pTab;
-  *ppCur = &p->base;
-  return SQLITE_OK;
-}
-
-static int bsClose(sqlite3_vtab_cursor *pCur){
-  BsCursor *p = (BsCursor*)pCur;
-  bsCellsFree(p);
-  sqlite3_free(p);
-  return SQLITE_OK;
-}
-
-static int bsVtabErr(sqlite3_vtab_cursor *pCur, int rc, char *zErr){
-  sqlite3_free(pCur->pVtab->zErrMsg);
-  pCur->pVtab->zErrMsg = zErr ? zErr : sqlite3_mprintf("depot: error %d", rc);
-  return rc;
-}
-
-static int bsFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
-                    int argc, sqlite3_value **argv){
-  BsCursor *p = (BsCursor*)pCur;
-  const char *az[2] = { 0, 0 };
-  char *zErr = 0;
-  int i, j = 0, rc;
-  (void)idxStr;
-  bsCellsFree(p);
-  p->rc = SQLITE_OK;
-  for(i=0; i<2; i++){
-    if( (idxNum & (1<<i))==0 || j>=argc ) continue;
-    if( i>0 && sqlite3_value_type(argv[j])==SQLITE_NULL ){ j++; continue; }
-    az[i] = (const char*)sqlite3_value_text(argv[j]);
-    if( sqlite3_value_type(argv[j++])!=SQLITE_TEXT || az[i]==0 || !az[i][0] ){
-      return bsVtabErr(pCur, SQLITE_ERROR, sqlite3_mprintf("depot: argument"
-          " %d must be non-empty text", i+1));
-    }
-  }
-  rc = p->pTab->xFill(p, az[0], az[1], &zErr);
-  if( rc==SQLITE_OK && p->rc!=SQLITE_OK ) rc = p->rc;
-  if( rc!=SQLITE_OK ){
-    bsCellsFree(p);
-    return bsVtabErr(pCur, rc, zErr);
-  }
-  sqlite3_free(zErr);
-  return SQLITE_OK;
-}
-
-static int bsNext(sqlite3_vtab_cursor *pCur){
-  ((BsCursor*)pCur)->iRow++;
-  return SQLITE_OK;
-}
-
-static int bsEof(sqlite3_vtab_cursor *pCur){
-  BsCursor *p = (BsCursor*)pCur;
-  return p->iRow>=p->nRow;
-}
-
-static int bsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
-  BsCursor *p = (BsCursor*)pCur;
-  const BsCell *c;
-  if( i>=p->pTab->nCol ) return SQLITE_OK;
-  c = &p->a[p->iRow*p->pTab->nCol + i];
-  if( c->eType==SQLITE_INTEGER ) sqlite3_result_int64(ctx, c->i);
-  else if( c->eType==SQLITE_TEXT ) sqlite3_result_text(ctx, c->z, -1,
-                                                       SQLITE_TRANSIENT);
-  return SQLITE_OK;
-}
-
-static int bsRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
-  *pRowid = ((BsCursor*)pCur)->iRow + 1;
-  return SQLITE_OK;
-}
-
-static const sqlite3_module bsModule = {
-  0, 0, bsConnect, bsBestIndex, bsDisconnect, 0, bsOpen, bsClose, bsFilter,
-  bsNext, bsEof, bsColumn, bsRowid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 };
 
 /* ================= registration ================= */
@@ -552,10 +368,10 @@ int depot_branch_sql_register(sqlite3 *db){
     }
   }
   if( rc==SQLITE_OK ) rc = sqlite3_create_module(db, "depot_branches",
-                                   &bsModule, (void*)&bsBranches);
+                                   &depot_tvf_module, (void*)&bsBranches);
   if( rc==SQLITE_OK ) rc = sqlite3_create_module(db, "depot_databases",
-                                   &bsModule, (void*)&bsDatabases);
+                                   &depot_tvf_module, (void*)&bsDatabases);
   if( rc==SQLITE_OK ) rc = sqlite3_create_module(db, "depot_restore_points",
-                                   &bsModule, (void*)&bsRestorePoints);
+                                   &depot_tvf_module, (void*)&bsRestorePoints);
   return rc;
 }

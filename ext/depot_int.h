@@ -40,6 +40,42 @@ int depot_branch_sql_register(sqlite3 *db);
 ** column order, idxNum is their bitmask, and the first one is required. */
 #define DEPOT_TVF_MAX_ARG 3
 int depot_tvf_best_index(sqlite3_index_info *pInfo, int iFirst, int nArg);
+
+/* The listing table-valued functions (ext/depot_tvf.c): register a
+** listing with sqlite3_create_module(db, zName, &depot_tvf_module,
+** (void*)&aDepotTvf), where the DepotTvf describes it.  xFill gets the
+** arguments (azArg[i] NULL when an optional one is NULL or absent) and adds
+** every row with depot_tvf_row() (NULL after setting p->rc when out of
+** memory: xFill then stops) and the cell setters; a cell left alone is
+** NULL.  It returns SQLITE_OK or an error with *pzErr. */
+typedef struct DepotTvfCell DepotTvfCell;
+struct DepotTvfCell {
+  int eType;                  /* SQLITE_NULL, _INTEGER or _TEXT */
+  sqlite3_int64 i;
+  char *z;
+};
+typedef struct DepotTvf DepotTvf;
+typedef struct DepotTvfCursor DepotTvfCursor;
+struct DepotTvf {
+  const char *zSchema;        /* visible columns, then hidden arguments */
+  int nCol, nArg;             /* nArg at most DEPOT_TVF_MAX_ARG */
+  int (*xFill)(DepotTvfCursor*, const char *const *azArg, char **pzErr);
+};
+struct DepotTvfCursor {
+  sqlite3_vtab_cursor base;   /* must be first */
+  const DepotTvf *pTab;
+  DepotTvfCell *a;            /* nRow * nCol */
+  int nRow, nAlloc, iRow;
+  int rc;                     /* out of memory while filling */
+};
+extern const sqlite3_module depot_tvf_module;
+DepotTvfCell *depot_tvf_row(DepotTvfCursor*);
+void depot_tvf_int(DepotTvfCell*, sqlite3_int64);
+/* A copy of z as text (z NULL: the cell stays NULL). */
+void depot_tvf_str(DepotTvfCursor*, DepotTvfCell*, const char *z);
+/* Text z, sqlite3_malloc'd, owned by the cell from now on (NULL: out of
+** memory, p->rc is set). */
+void depot_tvf_str_own(DepotTvfCursor*, DepotTvfCell*, char *z);
 /* depot_compact, depot_gc (ext/depot_compact_sql.c). */
 int depot_compact_sql_register(sqlite3 *db);
 

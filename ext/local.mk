@@ -6,7 +6,7 @@ DEPOT_SOURCES += \
 	ext/depot.c \
 	ext/version.c \
 	ext/depot_sql.c \
-	ext/depot_branch_sql.c ext/depot_verify_sql.c
+	ext/depot_branch_sql.c ext/depot_verify_sql.c ext/depot_tvf.c
 DEPOT_SOURCES += ext/depot_compact_sql.c
 DEPOT_SOURCES += \
 	ext/kv_codec.h \
