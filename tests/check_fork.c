@@ -867,6 +867,8 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
            "'b9')", f.zStore);
   fx_fails(&f, "without a bucket part", "SELECT * FROM depot_branches(%Q,"
            "'b9/app')", f.zStore);
+  fx_fails(&f, "argument 2 must be non-empty text", "SELECT * FROM "
+           "depot_branches(%Q, 'app' || char(0) || 'x')", f.zStore);
   zAfter = fx_text(&f, zQ, f.zStore);
   ck_assert_str_eq(zBefore, zAfter);
   ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_restore_points(%Q,"
