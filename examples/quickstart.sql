@@ -1,7 +1,7 @@
 -- quickstart.sql -- a tour of sqlite-depot through the sqlite3 shell.
 --
 -- Load the extension first, then feed this script:
---     sqlite3 -cmd ".load ./.libs/depot" :memory: < examples/quickstart.sql
+--     sqlite3 -cmd ".load ./depot" :memory: < examples/quickstart.sql
 -- from the build directory (make demo does exactly that, in a fresh scratch
 -- directory each time).  It creates kvstore/ and store.depot in the current
 -- directory; remove them before running it again there.
@@ -40,7 +40,7 @@ SELECT count(*) AS ledger_rows FROM ledger;
 -- fresh in-memory database;
 -- it loads the extension and attaches the same table of the same store.
 .connection 1
-.load ./.libs/depot
+.load ./depot
 CREATE VIRTUAL TABLE account USING kv_memory(dir='kvstore', persistence=1);
 CREATE TEMP TABLE h AS SELECT kv_begin('kvstore') AS id;
 SELECT kv_put(id, 'account', 'alice', kv_get(id, 'account', 'alice') + 1) AS put
@@ -72,7 +72,7 @@ SELECT tbl, type, row_count, wal_segments FROM kv_stats ORDER BY tbl NULLS FIRST
 .print '== close the connection (the store closes, its collectors finish) and'
 .print '== open a fresh one: the tables attach again and the data came back'
 .open :memory:
-.load ./.libs/depot
+.load ./depot
 CREATE VIRTUAL TABLE stock USING kv_btree(dir='kvstore');
 CREATE VIRTUAL TABLE events USING kv_log(dir='kvstore');
 CREATE VIRTUAL TABLE account USING kv_memory(dir='kvstore');
