@@ -323,17 +323,17 @@ static const DepotTvf bsBranches = {
   "CREATE TABLE x(database TEXT, branch TEXT, branch_id INTEGER,"
   " parent INTEGER, fork_txid INTEGER, head_txid INTEGER, state TEXT,"
   " logical_size INTEGER, bucket TEXT, pins INTEGER, store HIDDEN,"
-  " db HIDDEN)", 10, 2, bsFillBranches
+  " db HIDDEN)", 10, 2, bsFillBranches, 1
 };
 static const DepotTvf bsDatabases = {
   "CREATE TABLE x(bucket TEXT, database TEXT, branch TEXT,"
   " branch_id INTEGER, head_txid INTEGER, inherited INTEGER,"
   " logical_size INTEGER, store HIDDEN, bucket_arg HIDDEN)",
-  7, 2, bsFillDatabases
+  7, 2, bsFillDatabases, 1
 };
 static const DepotTvf bsRestorePoints = {
   "CREATE TABLE x(name TEXT, branch TEXT, branch_id INTEGER, txid INTEGER,"
-  " time TEXT, kind TEXT, store HIDDEN, db HIDDEN)", 6, 2, bsFillRps
+  " time TEXT, kind TEXT, store HIDDEN, db HIDDEN)", 6, 2, bsFillRps, 2
 };
 
 /* ================= registration ================= */

@@ -44,10 +44,10 @@ int depot_tvf_best_index(sqlite3_index_info *pInfo, int iFirst, int nArg);
 /* The listing table-valued functions (ext/depot_tvf.c): register a
 ** listing with sqlite3_create_module(db, zName, &depot_tvf_module,
 ** (void*)&aDepotTvf), where the DepotTvf describes it.  xFill gets the
-** arguments (azArg[i] NULL when an optional one is NULL or absent) and adds
-** every row with depot_tvf_row() (NULL after setting p->rc when out of
-** memory: xFill then stops) and the cell setters; a cell left alone is
-** NULL.  It returns SQLITE_OK or an error with *pzErr. */
+** arguments (azArg[i] NULL when it is absent, or NULL and not one of the
+** first nReq) and adds every row with depot_tvf_row() (NULL after setting
+** p->rc when out of memory: xFill then stops) and the cell setters; a cell
+** left alone is NULL.  It returns SQLITE_OK or an error with *pzErr. */
 typedef struct DepotTvfCell DepotTvfCell;
 struct DepotTvfCell {
   int eType;                  /* SQLITE_NULL, _INTEGER or _TEXT */
@@ -60,6 +60,8 @@ struct DepotTvf {
   const char *zSchema;        /* visible columns, then hidden arguments */
   int nCol, nArg;             /* nArg at most DEPOT_TVF_MAX_ARG */
   int (*xFill)(DepotTvfCursor*, const char *const *azArg, char **pzErr);
+  int nReq;                   /* leading arguments that may not be NULL
+                              ** (at least 1: the store) */
 };
 struct DepotTvfCursor {
   sqlite3_vtab_cursor base;   /* must be first */

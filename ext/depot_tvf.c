@@ -6,10 +6,10 @@
 **
 ** A listing has a fixed schema (visible columns, then up to
 ** DEPOT_TVF_MAX_ARG hidden argument columns, the first required).  xFilter
-** checks the arguments (non-empty text without NUL; a later one may be
-** NULL, meaning "all") and calls the listing's xFill, which collects every
-** row at once as cells (depot_tvf_row, depot_tvf_int, depot_tvf_str,
-** depot_tvf_str_own); the cursor then walks them.  Each listing reads one
+** checks the arguments (non-empty text without NUL; one after the first
+** nReq may be NULL, meaning "all") and calls the listing's xFill, which
+** collects every row at once as cells (depot_tvf_row, depot_tvf_int,
+** depot_tvf_str, depot_tvf_str_own); the cursor then walks them.  Each listing reads one
 ** consistent state of the store, so no store transaction stays open while
 ** SQLite steps the rows.
 */
@@ -128,7 +128,8 @@ static int tvfFilter(sqlite3_vtab_cursor *pCur, int idxNum,
   p->rc = SQLITE_OK;
   for(i=0; i<p->pTab->nArg; i++){
     if( (idxNum & (1<<i))==0 || j>=argc ) continue;
-    if( i>0 && sqlite3_value_type(argv[j])==SQLITE_NULL ){ j++; continue; }
+    if( i>0 && i>=p->pTab->nReq
+     && sqlite3_value_type(argv[j])==SQLITE_NULL ){ j++; continue; }
     az[i] = (const char*)sqlite3_value_text(argv[j]);
     if( sqlite3_value_type(argv[j])!=SQLITE_TEXT || az[i]==0 || !az[i][0]
      || (int)strlen(az[i])!=sqlite3_value_bytes(argv[j]) ){

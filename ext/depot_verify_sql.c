@@ -121,12 +121,12 @@ static int dvFillVerify(DepotTvfCursor *p, const char *const *az, char **pzErr){
 
 static const DepotTvf dvQuotas = {
   "CREATE TABLE x(db TEXT, used_bytes INTEGER, cap_bytes INTEGER,"
-  " free_bytes INTEGER, store HIDDEN)", 4, 1, dvFillQuotas
+  " free_bytes INTEGER, store HIDDEN)", 4, 1, dvFillQuotas, 1
 };
 static const DepotTvf dvVerify = {
   "CREATE TABLE x(db TEXT, branch TEXT, branch_id INTEGER, kind TEXT,"
   " txid INTEGER, pgno INTEGER, key TEXT, message TEXT, store HIDDEN,"
-  " db_arg HIDDEN, branch_arg HIDDEN)", 8, 3, dvFillVerify
+  " db_arg HIDDEN, branch_arg HIDDEN)", 8, 3, dvFillVerify, 1
 };
 
 int depot_verify_sql_register(sqlite3 *db){

@@ -946,6 +946,26 @@ START_TEST(test_impossible_dates_and_offsets_are_not_times){
 }
 END_TEST
 
+/* depot_restore_points needs its db: a NULL db is refused like any other
+** argument that is not non-empty text, naming the argument, and a missing
+** one says it is needed. */
+START_TEST(test_restore_points_null_db_is_refused_as_a_bad_argument){
+  Fx f;
+  sqlite3 *db;
+  fx_open(&f, "fork-rpnull");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  fx_fails(&f, "depot: argument 2 must be non-empty text",
+           "SELECT * FROM depot_restore_points(%Q, NULL)", f.zStore);
+  fx_fails(&f, "depot: argument 2 must be non-empty text",
+           "SELECT * FROM depot_restore_points(%Q, 7)", f.zStore);
+  fx_fails(&f, "needs the db argument",
+           "SELECT * FROM depot_restore_points(%Q)", f.zStore);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_branch_functions_are_direct_only){
   Fx f;
   char *zErr = 0;
@@ -981,6 +1001,7 @@ Suite *depot_test_suite(void){
       test_future_and_pre_creation_times_are_refused_and_change_nothing);
   tcase_add_test(tc, test_impossible_dates_and_offsets_are_not_times);
   tcase_add_test(tc, test_branch_functions_are_direct_only);
+  tcase_add_test(tc, test_restore_points_null_db_is_refused_as_a_bad_argument);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_test(tc, test_fork_while_parent_writer_commits_sees_a_whole_commit);
