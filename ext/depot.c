@@ -50,16 +50,28 @@ static int depotProcessInit(char **pzErr){
 ** Registering a function again fails with SQLITE_BUSY while a statement of
 ** db runs, as SELECT load_extension(...) does in a connection that got the
 ** extension automatically, so such a connection is left as it is.  The
-** probe leaves no error on db. */
+** probe leaves no error on db, and none in SQLite's error log: the function
+** is looked up in pragma_function_list before it is called, as preparing a
+** call of a missing function logs "no such function" (a library built
+** without that pragma gets the direct call). */
 static int depotHasExtension(sqlite3 *db){
   sqlite3_stmt *pStmt = 0;
   int bHas = 0;
-  int rc = sqlite3_prepare_v2(db, "SELECT depot_version()", -1, &pStmt, 0);
-  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
-    const char *z = (const char*)sqlite3_column_text(pStmt, 0);
-    bHas = z!=0 && strcmp(z, PACKAGE_VERSION)==0;
-  }
+  int bListed = 1;
+  int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM pragma_function_list"
+                              " WHERE name='depot_version' AND narg=0", -1,
+                              &pStmt, 0);
+  if( rc==SQLITE_OK ) bListed = sqlite3_step(pStmt)==SQLITE_ROW;
   sqlite3_finalize(pStmt);
+  pStmt = 0;
+  if( bListed ){
+    rc = sqlite3_prepare_v2(db, "SELECT depot_version()", -1, &pStmt, 0);
+    if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+      const char *z = (const char*)sqlite3_column_text(pStmt, 0);
+      bHas = z!=0 && strcmp(z, PACKAGE_VERSION)==0;
+    }
+    sqlite3_finalize(pStmt);
+  }
   sqlite3_exec(db, "", 0, 0, 0);
   return bHas;
 }

@@ -214,6 +214,39 @@ START_TEST(test_module_registers_over_a_foreign_depot_version){
 }
 END_TEST
 
+/* Every message logged through SQLITE_CONFIG_LOG, one per line. */
+static char zExtLog[4096];
+static void ext_log(void *pArg, int rc, const char *zMsg){
+  size_t n = strlen(zExtLog);
+  (void)pArg;
+  snprintf(zExtLog+n, sizeof(zExtLog)-n, "(%d) %s\n", rc, zMsg);
+}
+
+START_TEST(test_module_loading_logs_no_error){
+  /* Loading the module, loading it again, and every later connection
+  ** getting it automatically succeed without an error in SQLite's error
+  ** log (an application that watches the log must not see one per
+  ** connection). */
+  const char *zModule = th_module_path();
+  sqlite3 *db, *db2 = 0;
+  ck_assert_msg(zModule!=0, "DEPOT_MODULE is not set");
+  sqlite3_shutdown();
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_LOG, ext_log, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_initialize(), SQLITE_OK);
+  zExtLog[0] = 0;
+  db = open_plain();
+  sqlite3_enable_load_extension(db, 1);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_load_extension(db, zModule, 0, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_open(":memory:", &db2), SQLITE_OK);
+  load_through_sql(db2, zModule, 1);
+  ck_assert_int_eq(th_int(db2, "SELECT depot_version() IS NOT NULL"), 1);
+  ck_assert_msg(zExtLog[0]==0, "logged: %s", zExtLog);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+}
+END_TEST
+
 /* An api-routines table that claims to be SQLite 3.39.0: the module must
 ** refuse it with a clear message before registering anything. */
 static int oldLibversionNumber(void){ return 3039000; }
@@ -259,6 +292,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_module_loads_through_sql_where_already_registered);
   tcase_add_test(tc, test_module_loads_twice_in_one_sql_statement);
   tcase_add_test(tc, test_module_registers_over_a_foreign_depot_version);
+  tcase_add_test(tc, test_module_loading_logs_no_error);
   suite_add_tcase(s, tc);
   return s;
 }
