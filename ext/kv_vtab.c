@@ -558,18 +558,24 @@ static int kvFilterRange(KvCursor *c, int idxNum, int argc,
 
 /* Enlists the anchor table in the SQLite transaction: the UPDATE compiles
 ** an OP_VBegin for it (xBegin) and matches no row; if the anchor does not
-** exist yet, creating it enlists it.  Returns an SQLite code, and the
-** message in *pzErr on error. */
+** exist yet, creating it enlists it.  Whether it exists is asked first
+** (sqlite3_table_column_metadata), as preparing the UPDATE of a missing
+** table would log "no such table" to SQLite's error log.  Returns an
+** SQLite code, and the message in *pzErr on error. */
 #define KV_ANCHOR "kv_sql_txn_anchor"
 static int kvAnchorEnlist(sqlite3 *db, char **pzErr){
   sqlite3_stmt *pStmt = 0;
-  int rc = sqlite3_prepare_v2(db, "UPDATE temp." KV_ANCHOR " SET x=x WHERE 0",
-                              -1, &pStmt, 0);
-  if( rc!=SQLITE_OK ){
+  int rc = sqlite3_table_column_metadata(db, "temp", KV_ANCHOR, 0, 0, 0, 0,
+                                         0, 0);
+  if( rc==SQLITE_ERROR ){                 /* no such table: create it */
     rc = sqlite3_exec(db, "CREATE VIRTUAL TABLE temp." KV_ANCHOR " USING "
                       KV_ANCHOR, 0, 0, 0);
-  }else if( sqlite3_step(pStmt)!=SQLITE_DONE ){
-    rc = sqlite3_extended_errcode(db);
+  }else if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "UPDATE temp." KV_ANCHOR " SET x=x WHERE 0",
+                            -1, &pStmt, 0);
+    if( rc==SQLITE_OK && sqlite3_step(pStmt)!=SQLITE_DONE ){
+      rc = sqlite3_extended_errcode(db);
+    }
   }
   if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(db));
   sqlite3_finalize(pStmt);

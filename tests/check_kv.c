@@ -594,6 +594,40 @@ START_TEST(test_kv_foreign_anchor_table_fails_reads_clearly){
 }
 END_TEST
 
+/* Every message logged through SQLITE_CONFIG_LOG, one per line. */
+static char zKvLog[4096];
+static void kv_log_cb(void *pArg, int rc, const char *zMsg){
+  size_t n = strlen(zKvLog);
+  (void)pArg;
+  snprintf(zKvLog+n, sizeof(zKvLog)-n, "(%d) %s\n", rc, zMsg);
+}
+
+/* The first read inside a transaction creates the anchor that enlists it
+** without an error in SQLite's error log (the log is for failures), and
+** so do later reads that find it. */
+START_TEST(test_kv_first_read_in_a_transaction_logs_no_error){
+  char *zDir = th_tmpdir("kv-anchorlog");
+  sqlite3 *db;
+  sqlite3_shutdown();
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_LOG, kv_log_cb, 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(sqlite3_initialize(), SQLITE_OK);
+  db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  zKvLog[0] = 0;
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db, "COMMIT; BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
+  th_exec(db, "COMMIT");
+  ck_assert_msg(zKvLog[0]==0, "logged: %s", zKvLog);
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -2046,6 +2080,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
   tcase_add_test(tc, test_kv_foreign_anchor_table_fails_reads_clearly);
+  tcase_add_test(tc, test_kv_first_read_in_a_transaction_logs_no_error);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
