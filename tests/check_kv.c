@@ -628,6 +628,37 @@ START_TEST(test_kv_first_read_in_a_transaction_logs_no_error){
 }
 END_TEST
 
+/* An authorizer that denies the UPDATE of the anchor. */
+static int kv_deny_anchor(void *pArg, int op, const char *z1, const char *z2,
+                          const char *z3, const char *z4){
+  (void)pArg; (void)z2; (void)z3; (void)z4;
+  if( op==SQLITE_UPDATE && z1 && strcmp(z1, "kv_sql_txn_anchor")==0 ){
+    return SQLITE_DENY;
+  }
+  return SQLITE_OK;
+}
+
+/* An authorizer that denies the UPDATE by which a read joins its
+** transaction fails the read, and the message says that it was not
+** authorized. */
+START_TEST(test_kv_read_join_denied_by_authorizer_says_not_authorized){
+  char *zDir = th_tmpdir("kv-anchorauth");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  th_exec(db, "BEGIN; SELECT * FROM t WHERE key='a'; COMMIT");  /* creates */
+  sqlite3_set_authorizer(db, kv_deny_anchor, 0);
+  th_exec(db, "BEGIN");
+  kv_fail(db, "SELECT * FROM t WHERE key='a'",
+          "kv: a read of t inside a transaction could not join it: not"
+          " authorized");
+  th_exec(db, "ROLLBACK");
+  sqlite3_set_authorizer(db, 0, 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_two_stores_in_one_transaction_is_an_error){
   char *zA = th_tmpdir("kv-storeA");
   char *zB = th_tmpdir("kv-storeB");
@@ -2081,6 +2112,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
   tcase_add_test(tc, test_kv_foreign_anchor_table_fails_reads_clearly);
   tcase_add_test(tc, test_kv_first_read_in_a_transaction_logs_no_error);
+  tcase_add_test(tc, test_kv_read_join_denied_by_authorizer_says_not_authorized);
   tcase_add_test(tc, test_kv_two_stores_in_one_transaction_is_an_error);
   tcase_add_test(tc, test_kv_drop_table_removes_it);
   tcase_add_test(tc, test_kv_create_in_a_transaction_then_write_commits);
