@@ -355,6 +355,34 @@ START_TEST(test_fork_at_txid_time_and_restore_point_matches_oracle){
 }
 END_TEST
 
+/* The time of a commit that depot_commits lists but the point-in-time
+** interval does not keep (a later commit of the same interval is kept
+** instead) names no state: the error says why, instead of only claiming
+** that there is no commit at or before a time where there is one. */
+START_TEST(test_pitr_time_of_an_unretained_commit_says_why){
+  Fx f;
+  sqlite3 *db;
+  char *z;
+  fx_open(&f, "fork-pitrwhy");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a')");
+  usleep(20000);
+  th_exec(db, "INSERT INTO t VALUES(2,'b')");
+  z = fx_text(&f, "SELECT time FROM depot_commits(%Q,'app') WHERE txid=2",
+              f.zStore);
+  fx_fails(&f, "has no commit at or before", "SELECT depot_fork(%Q,'app',"
+           "'main','x',%Q)", f.zStore, z);
+  fx_fails(&f, "retained for point-in-time restore (it keeps the last commit"
+           " of each 300-second interval", "SELECT depot_fork(%Q,'app',"
+           "'main','x',%Q)", f.zStore, z);
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','x',2)", f.zStore);
+  sqlite3_free(z);
+  sqlite3_close(db);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_pitr_policy_retention_interval_and_off){
   Fx f;
   sqlite3 *db;
@@ -988,6 +1016,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_fork_at_txid_time_and_restore_point_matches_oracle);
   tcase_add_test(tc, test_fork_chain_reads_match_plain_file);
   tcase_add_test(tc, test_pitr_policy_retention_interval_and_off);
+  tcase_add_test(tc, test_pitr_time_of_an_unretained_commit_says_why);
   tcase_add_test(tc, test_restore_then_undo_restores_both_ways);
   tcase_add_test(tc, test_rollback_then_undo_returns_to_the_rolled_back_state);
   tcase_add_test(tc, test_bucket_fork_reads_and_writes_the_capped_fork_only);

@@ -355,13 +355,15 @@ static int opNewestAtOrBefore(Op *p, uint64_t iBranch, uint64_t iCap,
 /* The newest retained commit at or before iMs on one level (branch
 ** iBranch up to its cap iCap): the cap itself (a head or a pinned fork
 ** point) is always retained, an older commit only when it is the last of
-** its interval.  *piTxid 0: none on this level. */
+** its interval.  *piTxid 0: none on this level.  *pbAny is set when the
+** level has a commit at or before iMs, retained or not. */
 static int opPitrLevel(Op *p, uint64_t iBranch, uint64_t iCap, int64_t iMs,
-                       int64_t iInterval, uint64_t *piTxid){
+                       int64_t iInterval, uint64_t *piTxid, int *pbAny){
   PitrRow here, next;
   uint64_t t = 0;
   int rc = opNewestAtOrBefore(p, iBranch, iCap, iMs, &t);
   *piTxid = t;
+  if( t ) *pbAny = 1;
   if( rc!=SQLITE_OK || t==0 || t==iCap || iInterval==0 ) return rc;
   rc = opCommitAtOrAfter(p, iBranch, t, t, &here);
   if( rc==SQLITE_OK ) rc = opCommitAtOrAfter(p, iBranch, t+1, iCap, &next);
@@ -382,11 +384,12 @@ static int opPitrFind(Op *p, const View *pV, int64_t iMs,
   DepotChain chain;
   int rc = depot_db_chain(p->pStore, pV->iTop, pV->iTopTxid, &chain, p->pzErr);
   int i;
+  int bAny = 0;
   for(i=0; rc==SQLITE_OK && i<chain.n; i++){
     uint64_t t = 0;
     if( chain.aCap[i]==0 ) continue;
     rc = opPitrLevel(p, chain.aBranch[i], chain.aCap[i], iMs,
-                     pPol->iIntervalMs, &t);
+                     pPol->iIntervalMs, &t, &bAny);
     if( rc==SQLITE_OK && t ){
       *piBranch = chain.aBranch[i];
       *piTxid = t;
@@ -394,6 +397,14 @@ static int opPitrFind(Op *p, const View *pV, int64_t iMs,
     }
   }
   if( rc!=SQLITE_OK ) return rc;
+  if( bAny ){
+    /* there are commits at or before it, but the interval keeps none */
+    return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s has"
+        " no commit at or before %s retained for point-in-time restore (it"
+        " keeps the last commit of each %lld-second interval, the branch"
+        " heads and the pinned points; see depot_pitr_policy, or give the"
+        " txid)", p->zDb, zText, (long long)(pPol->iIntervalMs/1000)));
+  }
   return opFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s has no"
       " commit at or before %s", p->zDb, zText));
 }
