@@ -660,7 +660,7 @@ static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
   KvEngine *pEng = 0;
   char *zErr = 0;
   int64_t ttl = 0, poll = 0;
-  int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, 0, &pEng, &zErr);
+  int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, 1, &pEng, &zErr);
   if( rc==SQLITE_OK && argc>1 && sqlite3_value_type(argv[1])!=SQLITE_NULL ){
     rc = kvStoreConfigure(sqlite3_context_db_handle(ctx), pEng, argv[1], &zErr);
   }

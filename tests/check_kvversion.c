@@ -218,6 +218,33 @@ START_TEST(test_kvv_query_of_a_missing_store_creates_nothing){
 }
 END_TEST
 
+/* kv_store_options on a store that does not exist (a mistyped dir, or a
+** database whose sidecar store was never made) fails and creates nothing,
+** instead of making an empty store and setting options nobody uses. */
+START_TEST(test_kvv_store_options_of_a_missing_store_creates_nothing){
+  char *zDir = th_tmpdir("kvv-optnostore");
+  char *zMissing = sqlite3_mprintf("%s/nosuch", zDir);
+  char *zSide = kvv_store(zDir);
+  char *zSql = sqlite3_mprintf("SELECT kv_store_options('%q', "
+                               "'{\"key_version_ttl_ms\":60000}')", zMissing);
+  struct stat st;
+  sqlite3 *db = kvv_db();
+  kvv_fail(db, zSql, "no KV store at");
+  ck_assert_int_ne(stat(zMissing, &st), 0);
+  kvv_fail(db, "SELECT kv_store_options()", "no KV store at");
+  ck_assert_int_ne(stat(zSide, &st), 0);
+  kvv_mk(db, "t", zDir, 0);                   /* makes the sidecar store */
+  kvv_text_eq(db, "SELECT json_extract(kv_store_options(NULL,"
+              " '{\"key_version_ttl_ms\":60000}'), '$.key_version_ttl_ms')",
+              "60000");
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zSide);
+  sqlite3_free(zMissing);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A JSON number of any length names the key SQLite would read from it:
 ** 70 digits are the real 1e69, a long fraction rounds as SQLite rounds
 ** it, in key lists and read sets alike. */
@@ -1201,6 +1228,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
   tcase_add_test(tc, test_kvv_query_of_a_missing_store_creates_nothing);
+  tcase_add_test(tc, test_kvv_store_options_of_a_missing_store_creates_nothing);
   tcase_add_test(tc, test_kvv_version_tables_are_direct_only);
   tcase_add_test(tc, test_kvv_query_argument_columns_return_the_arguments);
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
