@@ -414,12 +414,14 @@ static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
   return nPage;
 }
 
-/* Give a failed copy's I/O or full-disk code (SQLITE_FULL,
-** SQLITE_IOERR_*) to the caller instead of SQLITE_ERROR; other codes keep
-** the default SQLITE_ERROR of sqlite3_result_error(). */
+/* Give a failed copy's I/O, full-disk or lock code (SQLITE_FULL,
+** SQLITE_IOERR_*, SQLITE_BUSY: the caller may retry) to the caller instead
+** of SQLITE_ERROR; other codes keep the default SQLITE_ERROR of
+** sqlite3_result_error(). */
 static void depotResultCode(sqlite3_context *ctx, int rc){
   int e = rc & 0xff;
-  if( e==SQLITE_FULL || e==SQLITE_IOERR || e==SQLITE_NOMEM ){
+  if( e==SQLITE_FULL || e==SQLITE_IOERR || e==SQLITE_NOMEM
+   || e==SQLITE_BUSY || e==SQLITE_LOCKED ){
     sqlite3_result_error_code(ctx, rc);
   }
 }

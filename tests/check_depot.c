@@ -1194,6 +1194,37 @@ START_TEST(test_depot_import_of_another_page_size_fails_and_changes_nothing){
 }
 END_TEST
 
+/* An import into a database whose writer slot a connection of this
+** process holds fails with SQLITE_BUSY (a code the caller can retry on,
+** not SQLITE_ERROR), stores nothing, and succeeds once the writer ends. */
+START_TEST(test_depot_import_into_a_held_database_is_busy_then_retries){
+  char *zDir = th_tmpdir("depot-imp-busy");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *src = th_open(zSrc), *db, *m;
+  char *zSql, *zCount, *zErr = 0;
+  th_exec(src, "CREATE TABLE z(a); INSERT INTO z VALUES(42)");
+  sqlite3_close(src);
+  db = open_depot(zDir, "crm", 0);
+  th_exec(db, "CREATE TABLE t(a); BEGIN; INSERT INTO t VALUES(1)");
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'crm')", zSrc, zStore);
+  zCount = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q, 'crm')",
+                           zStore);
+  ck_assert_int_eq(th_try(m, zSql, &zErr) & 0xff, SQLITE_BUSY);
+  ck_assert_msg(strstr(zErr, "depot: import failed: database is locked"),
+                "%s", zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(m, zCount), 1);
+  th_exec(db, "COMMIT");
+  th_exec(m, zSql);
+  ck_assert_int_eq(th_int(m, zCount), 3);
+  sqlite3_close(db); sqlite3_close(m);
+  sqlite3_free(zCount); sqlite3_free(zSql); sqlite3_free(zSrc);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
 /* On a full disk (every write of the default VFS fails with SQLITE_FULL
 ** from the Nth on), depot_import and depot_export fail with SQLITE_FULL
 ** (they said SQLITE_ERROR), the import stores nothing, and the export
@@ -1391,6 +1422,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_import_export_on_full_disk_fail_full_and_retry);
   tcase_add_test(tc,
       test_depot_import_of_another_page_size_fails_and_changes_nothing);
+  tcase_add_test(tc,
+      test_depot_import_into_a_held_database_is_busy_then_retries);
   tcase_add_test(tc, test_depot_export_equals_a_backup_copy_byte_for_byte);
   suite_add_tcase(s, tc);
   return s;
