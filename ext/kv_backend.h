@@ -54,7 +54,11 @@ struct KvBackendStats {
 struct KvBackend {
   const char *zType;       /* module / type name, e.g. "kv_memory" */
   /* Open (bCreate: create) the table's committed state.  *ppTab owned by
-  ** the engine until xClose.  Errors: SQLite code + *pzErr. */
+  ** the engine until xClose.  Errors: SQLite code + *pzErr.  bCreate=0:
+  ** the table is listed in the store's catalog file, which is saved only
+  ** after a create has made the table's files, so files found missing are
+  ** damage (a backend may report it as SQLITE_CORRUPT, creating nothing);
+  ** bCreate=1: a new table, or one the WAL replay creates. */
   int (*xOpen)(const KvTableDef*, int bCreate, KvBackendTable **ppTab,
                char **pzErr);
   void (*xClose)(KvBackendTable*);

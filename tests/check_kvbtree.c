@@ -738,6 +738,70 @@ START_TEST(test_kvbtree_truncated_data_file_fails_open)
 }
 END_TEST
 
+/* A data file cut inside its last page (here by one byte) holds whole
+** pages no more: SQLite would read the missing bytes as zeros and return a
+** wrong value without complaint, so the open refuses it. */
+START_TEST(test_kvbtree_data_file_cut_inside_a_page_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_cut1");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_eq(truncate(zFile, stt.st_size-1), 0);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db")
+                && strstr(zErr, "not a whole number of"), "%s",
+                zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The catalog lists a kv_btree table, so its data file was made before
+** the catalog was saved: a data file that is gone (_i 0) or empty (_i 1)
+** after a clean close was deleted or truncated, and the open says so
+** instead of showing the table empty.  It stays refused on a second try. */
+START_TEST(test_kvbtree_missing_or_empty_data_file_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_gone");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  int i;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  sqlite3_close(db);
+  if( _i==0 ) ck_assert_int_eq(unlink(zFile), 0);
+  else ck_assert_int_eq(truncate(zFile, 0), 0);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  for(i=0; i<2; i++){
+    db = th_open(":memory:");
+    ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+    ck_assert_msg(zErr && strstr(zErr, "kv_btree.db")
+                  && strstr(zErr, _i==0 ? "is missing" : "is empty"),
+                  "%s", zErr ? zErr : "");
+    sqlite3_free(zErr);
+    zErr = 0;
+    sqlite3_close(db);
+  }
+  sqlite3_free(zSql);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_corrupt_log_fails_open)
 {
   char *zDir = th_tmpdir("kvlog_corrupt");
@@ -1392,6 +1456,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
   tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
   tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
+  tcase_add_test(tc, test_kvbtree_data_file_cut_inside_a_page_fails_open);
+  tcase_add_loop_test(tc, test_kvbtree_missing_or_empty_data_file_fails_open,
+                      0, 2);
   tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
   tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
   tcase_add_test(tc, test_kvlog_damaged_record_fails_scan_and_read);
