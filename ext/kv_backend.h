@@ -126,6 +126,11 @@ struct KvBackend {
   ** record naming only such tables is confirmed once it is flushed), which
   ** saves a confirmation per commit. */
   int bNoDataFile;
+  /* Called once when a store opens, after its WAL replay, for each table
+  ** still live: an error (SQLite code + *pzErr) fails the open, e.g. when
+  ** xOpen with bCreate=0 found the table's files missing and the replay
+  ** did not remove the table.  NULL: nothing to check. */
+  int (*xCheckOpen)(KvBackendTable*, char **pzErr);
 };
 
 /* ext/kv_memory.c */

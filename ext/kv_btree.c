@@ -1348,5 +1348,6 @@ const KvBackend kvBtreeBackend = {
   btApply, btDurable, btStats,
   1, btStatsEx,
   btCursorError, btGetError, 0,
-  0                             /* data files: records wait for them */
+  0,                            /* data files: records wait for them */
+  0                             /* its data file is checked by xOpen */
 };

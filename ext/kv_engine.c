@@ -421,7 +421,19 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   return SQLITE_OK;
 }
 
-/* Lock, load the catalog, open and replay the WAL. */
+/* After the replay: every live table's backend check (xCheckOpen). */
+static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
+  KvTable *p;
+  int rc = SQLITE_OK;
+  for(p=pEng->pTables; p && rc==SQLITE_OK; p=p->pNext){
+    if( p->pData && p->pBackend->xCheckOpen ){
+      rc = p->pBackend->xCheckOpen(p->pData, pzErr);
+    }
+  }
+  return rc;
+}
+
+/* Lock, load the catalog, open and replay the WAL, check the tables. */
 static int kvEngineStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   int rc = kvLockStore(pEng, pzErr);
@@ -432,6 +444,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;

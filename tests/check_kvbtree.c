@@ -889,6 +889,108 @@ START_TEST(test_kvlog_damaged_record_fails_scan_and_read)
 }
 END_TEST
 
+/* rm -rf of a path below the test directory (test cleanup of damage). */
+static void kb_rmrf(const char *zPath){
+  char *z = sqlite3_mprintf("rm -rf '%q'", zPath);
+  ck_assert_int_eq(system(z), 0);
+  sqlite3_free(z);
+}
+
+/* The catalog lists a kv_log table, so its directory was made (and
+** synced) before the catalog was saved: a directory that is gone - the
+** whole <store>/kv_log folder (_i 0) or the table's own directory and
+** marker (_i 1) - was deleted, and the open says so instead of showing
+** the table empty.  It creates nothing, so a second open refuses too. */
+START_TEST(test_kvlog_missing_log_directory_fails_open)
+{
+  char *zDir = th_tmpdir("kvlog_gone");
+  char *zSql, *zErr = 0, *zGone;
+  sqlite3 *db = th_open(":memory:");
+  int i;
+  kb_mk(db, "l", "kv_log", zDir);
+  kb_fill(db, "l", 1, 20, "a");
+  sqlite3_close(db);
+  zGone = sqlite3_mprintf(_i==0 ? "%s/kv_log" : "%s/kv_log/1", zDir);
+  kb_rmrf(zGone);
+  sqlite3_free(zGone);
+  if( _i==1 ){
+    zGone = sqlite3_mprintf("%s/kv_log/1.synced", zDir);
+    ck_assert_int_eq(unlink(zGone), 0);
+    sqlite3_free(zGone);
+  }
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q')",
+                         zDir);
+  for(i=0; i<2; i++){
+    db = th_open(":memory:");
+    ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+    ck_assert_msg(zErr && strstr(zErr, "kv_log/1 is missing")
+                  && strstr(zErr, "table l"), "%s", zErr ? zErr : "");
+    sqlite3_free(zErr);
+    zErr = 0;
+    sqlite3_close(db);
+  }
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Read all of zPath into a sqlite3_malloc'd buffer. */
+static char *kb_slurp(const char *zPath, int *pn){
+  char *a = sqlite3_malloc(1<<20);
+  int fd = open(zPath, O_RDONLY);
+  ck_assert_int_ge(fd, 0);
+  *pn = (int)read(fd, a, 1<<20);
+  ck_assert_int_gt(*pn, 0);
+  close(fd);
+  return a;
+}
+
+/* A crash after DROP TABLE deleted a kv_log table's directory and before
+** the catalog file was saved leaves a catalog that still lists the table
+** and a WAL that drops it: the open replays the drop and is not mistaken
+** for a missing directory.  (The crash is made by restoring the catalog
+** file saved before the drop, after a child dropped and exited without
+** closing.) */
+START_TEST(test_kvlog_drop_replayed_over_older_catalog_opens)
+{
+  char *zDir = th_tmpdir("kvlog_dropcat");
+  char *zCat = sqlite3_mprintf("%s/tables_meta", zDir);
+  char *aCat;
+  int nCat, fd, st;
+  pid_t pid;
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  kb_mk(db, "keep", "kv_log", zDir);
+  kb_fill(db, "l", 1, 20, "a");
+  kb_fill(db, "keep", 1, 5, "k");
+  sqlite3_close(db);
+  aCat = kb_slurp(zCat, &nCat);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    char *z = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q');"
+                              "DROP TABLE l", zDir);
+    sqlite3 *dbc = th_open(":memory:");
+    _exit(sqlite3_exec(dbc, z, 0, 0, 0)==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  fd = open(zCat, O_WRONLY|O_TRUNC);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, aCat, nCat), nCat);
+  close(fd);
+  db = th_open(":memory:");
+  kb_mk(db, "keep", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM keep"), 5);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE "
+                              "name='l'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(aCat);
+  sqlite3_free(zCat);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A kv_log file cut after its records were synced: the open reports the
 ** loss instead of silently dropping the tail. */
 START_TEST(test_kvlog_truncated_synced_log_fails_open)
@@ -1461,6 +1563,8 @@ Suite *depot_test_suite(void){
                       0, 2);
   tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
   tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
+  tcase_add_loop_test(tc, test_kvlog_missing_log_directory_fails_open, 0, 2);
+  tcase_add_test(tc, test_kvlog_drop_replayed_over_older_catalog_opens);
   tcase_add_test(tc, test_kvlog_damaged_record_fails_scan_and_read);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
