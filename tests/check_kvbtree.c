@@ -650,6 +650,36 @@ START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
 }
 END_TEST
 
+/* Without dir=, a table in an in-memory main database or in the temp
+** schema (of a file database too) lands in the connection's in-memory
+** store: kv_btree and kv_log say that this is why, and what to give. */
+START_TEST(test_kvbtree_in_memory_store_error_says_to_give_dir)
+{
+  char *zDir = th_tmpdir("kvbtree_memstore");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(":memory:");
+  sqlite3 *dbF = th_open(zDb);
+  static const char *azSql[] = {
+    "CREATE VIRTUAL TABLE t USING kv_btree",
+    "CREATE VIRTUAL TABLE t USING kv_log",
+    "CREATE VIRTUAL TABLE temp.t USING kv_btree",
+  };
+  char *zErr = 0;
+  int i;
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(th_try(i<2 ? db : dbF, azSql[i], &zErr), SQLITE_ERROR);
+    ck_assert_msg(zErr && strstr(zErr, "need a store directory (dir=PATH)")
+                  && strstr(zErr, "in memory"), "%s", zErr ? zErr : "");
+    sqlite3_free(zErr); zErr = 0;
+  }
+  ck_assert_int_eq(th_int(dbF, "SELECT count(*) FROM kv_tables"), 0);
+  sqlite3_close(dbF);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* accelerated_repair: fewer synced commits, same data after reopen, and
 ** nothing stays unconfirmed. */
 START_TEST(test_kvbtree_accelerated_repair_keeps_data)
@@ -1555,6 +1585,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
   tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
+  tcase_add_test(tc, test_kvbtree_in_memory_store_error_says_to_give_dir);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
   tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
   tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
