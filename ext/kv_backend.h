@@ -131,6 +131,12 @@ struct KvBackend {
   ** xOpen with bCreate=0 found the table's files missing and the replay
   ** did not remove the table.  NULL: nothing to check. */
   int (*xCheckOpen)(KvBackendTable*, char **pzErr);
+  /* The highest table id that a file of this type in store zStore is
+  ** named after, in *piMax (0: none), whether or not the catalog lists
+  ** that table.  The engine gives new tables higher ids, so a table never
+  ** finds files of another (a lost catalog file, leftovers).  Called
+  ** when a store opens; an error fails the open.  NULL: no files. */
+  int (*xStoreMaxId)(const char *zStore, uint64_t *piMax, char **pzErr);
 };
 
 /* ext/kv_memory.c */

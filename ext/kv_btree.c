@@ -1339,6 +1339,42 @@ int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
   return rc;
 }
 
+/* The largest id of a physical table t<id> in the data file (0: no file
+** or none).  Opened on a connection of its own, read-write as the store's
+** own connections are (the store lock is held), so a data file left by a
+** crash is recovered as they would recover it. */
+static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", zStore);
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int rc = SQLITE_OK;
+  *piMax = 0;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  if( btFileSize(zPath, "")>0 ){
+    rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
+                         |SQLITE_OPEN_NOMUTEX, 0);
+    if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
+    if( rc==SQLITE_OK ){
+      rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "
+          "INTEGER)) FROM sqlite_schema WHERE type='table' AND name GLOB "
+          "'t[0-9]*'", -1, &pStmt, 0);
+    }
+    if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+      sqlite3_int64 v = sqlite3_column_int64(pStmt, 0);
+      *piMax = v>0 ? (uint64_t)v : 0;
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_finalize(pStmt);
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv_btree: cannot list the tables of data "
+          "file %s: %s", zPath, db ? sqlite3_errmsg(db) : "out of memory");
+      if( (rc&0xff)==SQLITE_NOTADB ) rc = SQLITE_CORRUPT;
+    }
+    sqlite3_close(db);
+  }
+  sqlite3_free(zPath);
+  return rc;
+}
+
 const KvBackend kvBtreeBackend = {
   "kv_btree",
   btOpen, btClose, btDrop,
@@ -1349,5 +1385,6 @@ const KvBackend kvBtreeBackend = {
   1, btStatsEx,
   btCursorError, btGetError, 0,
   0,                            /* data files: records wait for them */
-  0                             /* its data file is checked by xOpen */
+  0,                            /* its data file is checked by xOpen */
+  btStoreMaxId
 };

@@ -421,6 +421,22 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   return SQLITE_OK;
 }
 
+/* New table ids go above every id a file in the store is named after
+** (xStoreMaxId), not only above the catalog's. */
+static int kvEngineIdsAboveFiles(KvEngine *pEng, char **pzErr){
+  size_t i;
+  int rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
+    uint64_t iMax = 0;
+    if( aKvBackend[i]->xStoreMaxId==0 ) continue;
+    rc = aKvBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
+    if( rc==SQLITE_OK && iMax>=pEng->iNextTableId ){
+      pEng->iNextTableId = iMax+1;
+    }
+  }
+  return rc;
+}
+
 /* After the replay: every live table's backend check (xCheckOpen). */
 static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
   KvTable *p;
@@ -445,6 +461,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
   }
   if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvEngineIdsAboveFiles(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;

@@ -45,6 +45,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -656,6 +657,35 @@ static void logStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   pthread_mutex_unlock(&t->mu);
 }
 
+/* The largest number a name in <store>/kv_log starts with: the table
+** directories <id> and markers <id>.synced (numbers past 2^48 are not
+** ids this engine makes and are ignored). */
+static int logStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
+  char *zDir = sqlite3_mprintf("%s/kv_log", zStore);
+  struct dirent *e;
+  DIR *d;
+  *piMax = 0;
+  if( zDir==0 ) return SQLITE_NOMEM;
+  if( (d = opendir(zDir))==0 ){
+    int rc = errno==ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+    if( rc ){
+      *pzErr = sqlite3_mprintf("kv_log: cannot list %s: %s", zDir,
+                               strerror(errno));
+    }
+    sqlite3_free(zDir);
+    return rc;
+  }
+  while( (e = readdir(d))!=0 ){
+    const char *z = e->d_name;
+    uint64_t v = 0;
+    while( *z>='0' && *z<='9' && v<((uint64_t)1<<48) ) v = v*10 + (*z++-'0');
+    if( v<((uint64_t)1<<48) && v>*piMax ) *piMax = v;
+  }
+  closedir(d);
+  sqlite3_free(zDir);
+  return SQLITE_OK;
+}
+
 const KvBackend kvLogBackend = {
   "kv_log",
   logOpen, logClose, logDrop,
@@ -666,5 +696,5 @@ const KvBackend kvLogBackend = {
   1, logStatsEx,
   logCursorError, logGetError, logCheckWrite,
   0,                            /* data files: records wait for them */
-  logCheckOpen
+  logCheckOpen, logStoreMaxId
 };

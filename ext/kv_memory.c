@@ -169,5 +169,5 @@ const KvBackend kvMemoryBackend = {
   0, 0,                         /* in memory: reads cannot fail */
   0,                            /* always writable */
   1,                            /* no data file: records need no confirm */
-  0                             /* no files to check at open */
+  0, 0                          /* no files */
 };

@@ -1021,6 +1021,39 @@ START_TEST(test_kvlog_drop_replayed_over_older_catalog_opens)
 }
 END_TEST
 
+/* Table ids name files (kv_log/<id>, the data file's t<id>).  When the
+** catalog file is lost, the tables created next must not get the ids of
+** files still in the store, or they would show another table's rows. */
+START_TEST(test_kv_new_tables_never_take_ids_of_files_in_the_store)
+{
+  char *zDir = th_tmpdir("kv_lostcat");
+  char *zCat = sqlite3_mprintf("%s/tables_meta", zDir);
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "a", "kv_log", zDir);
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_fill(db, "a", 1, 20, "a");
+  kb_fill(db, "b", 1, 30, "b");
+  sqlite3_close(db);
+  ck_assert_int_eq(unlink(zCat), 0);
+  db = th_open(":memory:");
+  kb_mk(db, "x", "kv_log", zDir);
+  kb_mk(db, "y", "kv_btree", zDir);
+  kb_mk(db, "z", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM x"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM y"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM z"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(rows) FROM kv_tables"), 0);
+  kb_fill(db, "y", 1, 3, "y");
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "y", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM y"), 3);
+  sqlite3_close(db);
+  sqlite3_free(zCat);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A kv_log file cut after its records were synced: the open reports the
 ** loss instead of silently dropping the tail. */
 START_TEST(test_kvlog_truncated_synced_log_fails_open)
@@ -1596,6 +1629,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
   tcase_add_loop_test(tc, test_kvlog_missing_log_directory_fails_open, 0, 2);
   tcase_add_test(tc, test_kvlog_drop_replayed_over_older_catalog_opens);
+  tcase_add_test(tc, test_kv_new_tables_never_take_ids_of_files_in_the_store);
   tcase_add_test(tc, test_kvlog_damaged_record_fails_scan_and_read);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
