@@ -36,6 +36,15 @@ void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_unlock(&kvGlobalMutex);
 }
 
+static WalConfig kvTestWalCfg;   /* kv_engine_test_wal_config */
+
+void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
+  pthread_mutex_lock(&kvGlobalMutex);
+  kvTestWalCfg.szSegment = szSegment;
+  kvTestWalCfg.bKeepBak = bKeepBak;
+  pthread_mutex_unlock(&kvGlobalMutex);
+}
+
 static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
 
 void kv_engine_test_fail_apply(int n){
@@ -455,7 +464,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
   int rc = kvLockStore(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
-    memset(&cfg, 0, sizeof(cfg));
+    cfg = kvTestWalCfg;          /* kvGlobalMutex is held */
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }

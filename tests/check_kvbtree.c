@@ -1315,6 +1315,71 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
 }
 END_TEST
 
+/* Files in <zDir>/wal whose name ends in zSuffix. */
+static int kb_wal_files(const char *zDir, const char *zSuffix){
+  char *zWal = sqlite3_mprintf("%s/wal", zDir);
+  DIR *d = opendir(zWal);
+  struct dirent *e;
+  size_t nSuf = strlen(zSuffix);
+  int n = 0;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    size_t nName = strlen(e->d_name);
+    if( nName>nSuf && strcmp(e->d_name+nName-nSuf, zSuffix)==0 ) n++;
+  }
+  closedir(d);
+  sqlite3_free(zWal);
+  return n;
+}
+
+/* The kill rounds above with 16 KiB root-WAL segments, so that the WAL
+** rotates and retires many times in every life: every acknowledged
+** commit survives, the live segments come down to at most 2 once the
+** collectors have confirmed everything, and retired segments are deleted
+** (_i 0) or kept as *.log.bak only when the store is so configured (_i 1). */
+START_TEST(test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack)
+{
+  char *zDir = th_tmpdir(_i ? "kv_killseg_bak" : "kv_killseg");
+  int r, fds[2], st, nAck = 0, v, iLast = 0;
+  pid_t pid;
+  sqlite3 *db;
+  kv_engine_test_wal_config(16*1024, _i);
+  srand(2000+_i);
+  for(r=0; r<3; r++){
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if( pid==0 ){
+      close(fds[0]);
+      kb_kill_child(zDir, fds[1], iLast+1);
+      _exit(0);
+    }
+    close(fds[1]);
+    if( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
+    usleep(150000 + rand()%300000);
+    kill(pid, SIGKILL);
+    while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
+    close(fds[0]);
+    waitpid(pid, &st, 0);
+    ck_assert(WIFSIGNALED(st));
+    ck_assert_int_gt(nAck, iLast);
+    iLast = nAck = kb_kill_check(zDir, nAck, iLast+1);
+    db = th_open(":memory:");
+    kb_mk(db, "b", "kv_btree", zDir);
+    kb_settle(db);
+    ck_assert_int_le(kb_stat(db, "wal_segments", 0), 2);
+    ck_assert_int_le(kb_wal_files(zDir, ".log"), 2);
+    sqlite3_close(db);
+    ck_assert_int_eq(kb_wal_files(zDir, ".log"), 1);
+    if( _i==0 ) ck_assert_int_eq(kb_wal_files(zDir, ".bak"), 0);
+  }
+  /* 16 KiB segments: hundreds of commits rotated many times */
+  if( _i==1 ) ck_assert_int_gt(kb_wal_files(zDir, ".bak"), 3);
+  kv_engine_test_wal_config(0, 0);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* --------------------------------------------- injected log faults --- */
 
 /* kv_log through the injectable I/O layer: a failed log sync confirms
@@ -1633,6 +1698,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_damaged_record_fails_scan_and_read);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
+  tcase_add_loop_test(tc,
+      test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack, 0, 2);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
   tcase_add_test(tc, test_kvlog_injected_write_and_sync_faults_repair_on_reopen);
   tcase_add_test(tc, test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly);
