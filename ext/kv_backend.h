@@ -54,7 +54,11 @@ struct KvBackendStats {
 struct KvBackend {
   const char *zType;       /* module / type name, e.g. "kv_memory" */
   /* Open (bCreate: create) the table's committed state.  *ppTab owned by
-  ** the engine until xClose.  Errors: SQLite code + *pzErr. */
+  ** the engine until xClose.  Errors: SQLite code + *pzErr.  bCreate=0:
+  ** the table is listed in the store's catalog file, which is saved only
+  ** after a create has made the table's files, so files found missing are
+  ** damage (a backend may report it as SQLITE_CORRUPT, creating nothing);
+  ** bCreate=1: a new table, or one the WAL replay creates. */
   int (*xOpen)(const KvTableDef*, int bCreate, KvBackendTable **ppTab,
                char **pzErr);
   void (*xClose)(KvBackendTable*);
@@ -122,6 +126,17 @@ struct KvBackend {
   ** record naming only such tables is confirmed once it is flushed), which
   ** saves a confirmation per commit. */
   int bNoDataFile;
+  /* Called once when a store opens, after its WAL replay, for each table
+  ** still live: an error (SQLite code + *pzErr) fails the open, e.g. when
+  ** xOpen with bCreate=0 found the table's files missing and the replay
+  ** did not remove the table.  NULL: nothing to check. */
+  int (*xCheckOpen)(KvBackendTable*, char **pzErr);
+  /* The highest table id that a file of this type in store zStore is
+  ** named after, in *piMax (0: none), whether or not the catalog lists
+  ** that table.  The engine gives new tables higher ids, so a table never
+  ** finds files of another (a lost catalog file, leftovers).  Called
+  ** when a store opens; an error fails the open.  NULL: no files. */
+  int (*xStoreMaxId)(const char *zStore, uint64_t *piMax, char **pzErr);
 };
 
 /* ext/kv_memory.c */

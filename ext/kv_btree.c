@@ -49,6 +49,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define BT_DEFAULT_LIMIT  100000   /* overlay entries per store */
@@ -220,9 +221,51 @@ static int btCheckDb(sqlite3 *db, const char *zPath, char **pzErr){
   return rc;
 }
 
+/* Size in bytes of zPath (with zSuffix appended), -1 if it does not
+** exist or cannot be examined (the open that follows reports that). */
+static int64_t btFileSize(const char *zPath, const char *zSuffix){
+  char *z = sqlite3_mprintf("%s%s", zPath, zSuffix);
+  struct stat st;
+  int64_t n = -1;
+  if( z && stat(z, &st)==0 ) n = (int64_t)st.st_size;
+  sqlite3_free(z);
+  return n;
+}
+
+/* With its own WAL empty or absent, the data file is all there is, and
+** SQLite writes it in whole pages only: a size that is not a whole number
+** of pages means the file was cut short, and SQLite would read the lost
+** bytes as zeros (wrong values, no error).  nDb/nWal: sizes before the
+** open. */
+static int btCheckWhole(sqlite3 *db, const char *zPath, int64_t nDb,
+                        int64_t nWal, char **pzErr){
+  sqlite3_stmt *pStmt = 0;
+  int64_t szPage = 0;
+  int rc;
+  if( nDb<=0 || nWal>0 ) return SQLITE_OK;
+  rc = sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    szPage = sqlite3_column_int64(pStmt, 0);
+  }
+  rc = sqlite3_finalize(pStmt);
+  if( rc==SQLITE_OK && szPage>0 && nDb%szPage!=0 ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s is damaged: its size, "
+        "%lld bytes, is not a whole number of %lld-byte pages (the file was "
+        "cut short)", zPath, (long long)nDb, (long long)szPage);
+    rc = SQLITE_CORRUPT;
+  }else if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s: %s", zPath,
+                             sqlite3_errmsg(db));
+  }
+  return rc;
+}
+
 static int btOpenWriter(BtStore *s, char **pzErr){
+  int64_t nDb = btFileSize(s->zPath, "");
+  int64_t nWal = btFileSize(s->zPath, "-wal");
   int rc = btOpenDb(s->zPath, &s->dbW, pzErr);
   if( rc==SQLITE_OK ) rc = btCheckDb(s->dbW, s->zPath, pzErr);
+  if( rc==SQLITE_OK ) rc = btCheckWhole(s->dbW, s->zPath, nDb, nWal, pzErr);
   if( rc==SQLITE_OK ){
     rc = btExec(s->dbW, "PRAGMA synchronous=FULL;"
         "CREATE TABLE IF NOT EXISTS bt_meta(k TEXT PRIMARY KEY, v) "
@@ -709,8 +752,28 @@ static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   return SQLITE_OK;
 }
 
-/* The store of pDef->zStore, opened if needed (one reference). */
-static int btStoreGet(const KvTableDef *pDef, BtStore **pp, char **pzErr){
+/* Opening the data file for a table that the store's catalog file lists.
+** That table's create made the data file (synced, through the file's own
+** WAL) before the catalog was saved, so a data file that is gone or empty,
+** with no WAL of its own holding frames, was deleted or truncated since.
+** SQLite would start a new, empty one and every table would read as
+** empty: refuse instead, creating nothing, so every later open refuses
+** too. */
+static int btCheckPresent(const char *zPath, const KvTableDef *pDef,
+                          char **pzErr){
+  int64_t nDb = btFileSize(zPath, "");
+  if( nDb>0 || btFileSize(zPath, "-wal")>0 ) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("kv_btree: data file %s is %s, but the catalog "
+      "of the store lists kv_btree table %.*s: the file was deleted or "
+      "truncated", zPath, nDb<0 ? "missing" : "empty", pDef->nName,
+      pDef->zName);
+  return SQLITE_CORRUPT;
+}
+
+/* The store of pDef->zStore, opened if needed (one reference).  bListed:
+** the table is in the catalog file (see btCheckPresent). */
+static int btStoreGet(const KvTableDef *pDef, int bListed, BtStore **pp,
+                      char **pzErr){
   BtStore *s;
   int rc = SQLITE_OK;
   char *zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
@@ -719,6 +782,8 @@ static int btStoreGet(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   for(s=btStoreList; s && strcmp(s->zPath, zPath)!=0; s=s->pNext){}
   if( s ){
     s->nRef++;
+  }else if( bListed && (rc = btCheckPresent(zPath, pDef, pzErr))!=SQLITE_OK ){
+    s = 0;
   }else if( (rc = btStoreNew(pDef, &s, pzErr))==SQLITE_OK ){
     s->pNext = btStoreList;
     btStoreList = s;
@@ -785,7 +850,6 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   KvBackendTable *t;
   BtStore *s = 0;
   int rc;
-  (void)bCreate;   /* the engine opens every table so; nothing to reset */
   *pp = 0;
   if( pDef->zStore==0 || pDef->pEng==0 ){
     *pzErr = sqlite3_mprintf("kv_btree: tables need a store directory");
@@ -802,7 +866,7 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   t->nRef = 1;
   t->pOverlay = kv_map_new();
   t->bAccel = btAccelOption(pDef->zOptions);
-  rc = t->pOverlay ? btStoreGet(pDef, &s, pzErr) : SQLITE_NOMEM;
+  rc = t->pOverlay ? btStoreGet(pDef, !bCreate, &s, pzErr) : SQLITE_NOMEM;
   if( rc!=SQLITE_OK ){ kv_map_unref(t->pOverlay); sqlite3_free(t); return rc; }
   t->pStore = s;
   pthread_mutex_lock(&s->mu);
@@ -1275,6 +1339,42 @@ int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
   return rc;
 }
 
+/* The largest id of a physical table t<id> in the data file (0: no file
+** or none).  Opened on a connection of its own, read-write as the store's
+** own connections are (the store lock is held), so a data file left by a
+** crash is recovered as they would recover it. */
+static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", zStore);
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int rc = SQLITE_OK;
+  *piMax = 0;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  if( btFileSize(zPath, "")>0 ){
+    rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
+                         |SQLITE_OPEN_NOMUTEX, 0);
+    if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
+    if( rc==SQLITE_OK ){
+      rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "
+          "INTEGER)) FROM sqlite_schema WHERE type='table' AND name GLOB "
+          "'t[0-9]*'", -1, &pStmt, 0);
+    }
+    if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+      sqlite3_int64 v = sqlite3_column_int64(pStmt, 0);
+      *piMax = v>0 ? (uint64_t)v : 0;
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_finalize(pStmt);
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv_btree: cannot list the tables of data "
+          "file %s: %s", zPath, db ? sqlite3_errmsg(db) : "out of memory");
+      if( (rc&0xff)==SQLITE_NOTADB ) rc = SQLITE_CORRUPT;
+    }
+    sqlite3_close(db);
+  }
+  sqlite3_free(zPath);
+  return rc;
+}
+
 const KvBackend kvBtreeBackend = {
   "kv_btree",
   btOpen, btClose, btDrop,
@@ -1284,5 +1384,7 @@ const KvBackend kvBtreeBackend = {
   btApply, btDurable, btStats,
   1, btStatsEx,
   btCursorError, btGetError, 0,
-  0                             /* data files: records wait for them */
+  0,                            /* data files: records wait for them */
+  0,                            /* its data file is checked by xOpen */
+  btStoreMaxId
 };

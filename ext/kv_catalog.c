@@ -114,7 +114,9 @@ static int kvCatalogEntry(KvEngine *pEng, const KvMapEntry *e,
     rc = kvTableNew(pEng, (const char*)e->aKey, e->nKey, &meta, &pNew, pzErr);
   }
   kv_meta_clear(&meta);
-  if( rc==SQLITE_OK && pNew->pData==0 ) rc = kvTableOpenData(pNew, 1, pzErr);
+  if( rc==SQLITE_OK && pNew->pData==0 ){
+    rc = kvTableOpenData(pNew, !pEng->bLoadingCatalog, pzErr);
+  }
   if( rc==SQLITE_OK ) kvTableLink(pEng, pNew);
   kvTableUnref(pNew);
   return rc;
@@ -172,7 +174,11 @@ static int kvCatalogParse(KvEngine *pEng, const uint8_t *a, int64_t n,
     off += 8+nName+nMeta;
   }
   if( rc==SQLITE_OK && off!=n-4 ) rc = SQLITE_CORRUPT;
-  if( rc==SQLITE_OK ) rc = kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, pzErr);
+  if( rc==SQLITE_OK ){
+    pEng->bLoadingCatalog = 1;
+    rc = kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, pzErr);
+    pEng->bLoadingCatalog = 0;
+  }
   if( rc==SQLITE_CORRUPT && *pzErr==0 ){
     *pzErr = sqlite3_mprintf("kv: catalog file %s/%s is corrupt",
                              pEng->zDir, KV_CATALOG_FILE);

@@ -36,6 +36,15 @@ void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_unlock(&kvGlobalMutex);
 }
 
+static WalConfig kvTestWalCfg;   /* kv_engine_test_wal_config */
+
+void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
+  pthread_mutex_lock(&kvGlobalMutex);
+  kvTestWalCfg.szSegment = szSegment;
+  kvTestWalCfg.bKeepBak = bKeepBak;
+  pthread_mutex_unlock(&kvGlobalMutex);
+}
+
 static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
 
 void kv_engine_test_fail_apply(int n){
@@ -421,17 +430,47 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   return SQLITE_OK;
 }
 
-/* Lock, load the catalog, open and replay the WAL. */
+/* New table ids go above every id a file in the store is named after
+** (xStoreMaxId), not only above the catalog's. */
+static int kvEngineIdsAboveFiles(KvEngine *pEng, char **pzErr){
+  size_t i;
+  int rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
+    uint64_t iMax = 0;
+    if( aKvBackend[i]->xStoreMaxId==0 ) continue;
+    rc = aKvBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
+    if( rc==SQLITE_OK && iMax>=pEng->iNextTableId ){
+      pEng->iNextTableId = iMax+1;
+    }
+  }
+  return rc;
+}
+
+/* After the replay: every live table's backend check (xCheckOpen). */
+static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
+  KvTable *p;
+  int rc = SQLITE_OK;
+  for(p=pEng->pTables; p && rc==SQLITE_OK; p=p->pNext){
+    if( p->pData && p->pBackend->xCheckOpen ){
+      rc = p->pBackend->xCheckOpen(p->pData, pzErr);
+    }
+  }
+  return rc;
+}
+
+/* Lock, load the catalog, open and replay the WAL, check the tables. */
 static int kvEngineStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   int rc = kvLockStore(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
-    memset(&cfg, 0, sizeof(cfg));
+    cfg = kvTestWalCfg;          /* kvGlobalMutex is held */
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvEngineIdsAboveFiles(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;

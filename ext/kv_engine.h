@@ -65,6 +65,11 @@ typedef struct KvIter KvIter;
 ** catalog file (NULL: the real POSIX I/O).  The caller keeps pIo alive. */
 void kv_engine_test_io(const WalIo *pIo);
 
+/* Test hook: every store opened from now on rotates its WAL past
+** szSegment bytes (0: the default, 64 MiB) and, with bKeepBak, retires
+** segments by renaming them to *.log.bak instead of deleting them. */
+void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak);
+
 /* Test hook: the n-th backend publication (xApply of one table of a
 ** committing root) from now fails with SQLITE_NOMEM, as running out of
 ** memory after the WAL flush would (1: the next one; 0: none). */

@@ -49,6 +49,9 @@ struct KvEngine {
   KvTable *pMeta;               /* the catalog, ".tables_meta" */
   KvRoot *pPrepared;            /* prepared, not yet finished roots */
   pthread_mutex_t catMutex;     /* serialises catalog file writes */
+  int bLoadingCatalog;          /* the catalog file is being loaded: its
+                                ** tables' files must exist (xOpen is told
+                                ** bCreate=0); set during open only */
   KvVerStore *pVer;             /* version TTL and sweeper (kv_version.c) */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */

@@ -45,6 +45,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -70,6 +71,10 @@ struct KvBackendTable {
   int bLost;                    /* a publication failed: the index lacks a
                                 ** committed record until reopen (atomic) */
   const WalIo *pIo;
+  int bMissing;                 /* listed in the catalog file, but its
+                                ** directory is gone: nothing is open or
+                                ** created; only a replayed drop may end
+                                ** it (xCheckOpen fails the open else) */
   char *zMark;                  /* <store>/kv_log/<id>.synced */
   int fdMark;
   uint64_t labelPending;        /* mu: highest label applied */
@@ -217,6 +222,26 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
   return SQLITE_OK;
 }
 
+/* 1 if the table's directory does not exist.  A table the catalog file
+** lists made its directory (and synced its entry) before that catalog was
+** saved, so then it was removed: by a DROP whose catalog save a crash
+** prevented (the WAL replays the drop), or by damage. */
+static int logDirMissing(KvBackendTable *t){
+  struct stat st;
+  t->bMissing = stat(t->zDir, &st)!=0 && errno==ENOENT;
+  return t->bMissing;
+}
+
+/* After the open's replay: a table whose directory is missing and that
+** the replay did not drop has lost its files. */
+static int logCheckOpen(KvBackendTable *t, char **pzErr){
+  if( !t->bMissing ) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("kv_log: the log directory %s is missing, but the "
+      "catalog of the store lists kv_log table %s: its files were deleted",
+      t->zDir, t->zName);
+  return SQLITE_CORRUPT;
+}
+
 static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
                    char **pzErr){
   KvBackendTable *t;
@@ -224,7 +249,6 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   KvLogStats st;
   char *zParent;
   int rc;
-  (void)bCreate;
   *pp = 0;
   if( pDef->zStore==0 || pDef->pEng==0 ){
     *pzErr = sqlite3_mprintf("kv_log: tables need a store directory");
@@ -258,6 +282,10 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
     return SQLITE_CANTOPEN;
   }
   sqlite3_free(zParent);
+  if( !bCreate && logDirMissing(t) ){
+    *pp = t;                     /* see bMissing; xCheckOpen reports it */
+    return SQLITE_OK;
+  }
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
@@ -293,8 +321,15 @@ static void logClose(KvBackendTable *t){
 static int logDrop(KvBackendTable *t, char **pzErr){
   char *zParent = sqlite3_mprintf("%.*s", (int)(strrchr(t->zDir, '/')
                                                 - t->zDir), t->zDir);
-  int rc;
+  int rc = SQLITE_OK;
   logStopCollector(t);
+  if( t->bMissing ){             /* nothing was opened: the marker only */
+    char *zMark = sqlite3_mprintf("%s.synced", t->zDir);
+    if( zMark ) t->pIo->xUnlink(t->pIo->pCtx, zMark);
+    sqlite3_free(zMark);
+    sqlite3_free(zParent);
+    return SQLITE_OK;
+  }
   t->pIo->xUnlink(t->pIo->pCtx, t->zMark);
   rc = kv_logstore_destroy(t->pLog, pzErr);
   if( rc==SQLITE_OK && zParent
@@ -406,6 +441,7 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   int n = 0, rc;
   (void)iSeq;
   if( cid==0 ) return SQLITE_MISUSE;   /* kv_log tables are persistent */
+  if( t->bMissing ) return SQLITE_OK;  /* replay only; xCheckOpen decides */
   rc = logActions(pBatch, cid, &a, &n, &aBuf);
   if( rc==SQLITE_OK && cid<=t->labelLoaded ){
     rc = logFilterReplayed(t, cid, a, &n);
@@ -435,6 +471,7 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
 ** refuse this commit's too, after its WAL flush; fail it now instead. */
 static int logCheckWrite(KvBackendTable *t, char **pzErr){
   KvLogStats st;
+  if( t->bMissing ) return logCheckOpen(t, pzErr);
   kv_logstore_stats(t->pLog, &st);
   if( !st.bFailed ) return SQLITE_OK;
   pthread_mutex_lock(&t->mu);
@@ -447,6 +484,7 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
 
 /* A replayed record that appended nothing is durable already. */
 static int logDurable(KvBackendTable *t, uint64_t cid){
+  if( t->bMissing ) return 1;
   return cid<=t->labelLoaded && t->cidAppended!=cid;
 }
 
@@ -460,7 +498,7 @@ static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
   KvBackendSnap *h;
   int rc;
   *pp = 0;
-  if( __atomic_load_n(&t->bLost, __ATOMIC_ACQUIRE)
+  if( t->bMissing || __atomic_load_n(&t->bLost, __ATOMIC_ACQUIRE)
    || kv_logstore_failed(t->pLog) ){
     return SQLITE_IOERR;
   }
@@ -602,7 +640,8 @@ static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
 
 static void logStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
   KvLogStats st;
-  kv_logstore_stats(t->pLog, &st);
+  memset(&st, 0, sizeof(st));
+  if( t->pLog ) kv_logstore_stats(t->pLog, &st);
   *pnRow = st.nLive;
   *pnByte = st.szStored;
 }
@@ -618,6 +657,35 @@ static void logStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   pthread_mutex_unlock(&t->mu);
 }
 
+/* The largest number a name in <store>/kv_log starts with: the table
+** directories <id> and markers <id>.synced (numbers past 2^48 are not
+** ids this engine makes and are ignored). */
+static int logStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
+  char *zDir = sqlite3_mprintf("%s/kv_log", zStore);
+  struct dirent *e;
+  DIR *d;
+  *piMax = 0;
+  if( zDir==0 ) return SQLITE_NOMEM;
+  if( (d = opendir(zDir))==0 ){
+    int rc = errno==ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+    if( rc ){
+      *pzErr = sqlite3_mprintf("kv_log: cannot list %s: %s", zDir,
+                               strerror(errno));
+    }
+    sqlite3_free(zDir);
+    return rc;
+  }
+  while( (e = readdir(d))!=0 ){
+    const char *z = e->d_name;
+    uint64_t v = 0;
+    while( *z>='0' && *z<='9' && v<((uint64_t)1<<48) ) v = v*10 + (*z++-'0');
+    if( v<((uint64_t)1<<48) && v>*piMax ) *piMax = v;
+  }
+  closedir(d);
+  sqlite3_free(zDir);
+  return SQLITE_OK;
+}
+
 const KvBackend kvLogBackend = {
   "kv_log",
   logOpen, logClose, logDrop,
@@ -627,5 +695,6 @@ const KvBackend kvLogBackend = {
   logApply, logDurable, logStats,
   1, logStatsEx,
   logCursorError, logGetError, logCheckWrite,
-  0                             /* data files: records wait for them */
+  0,                            /* data files: records wait for them */
+  logCheckOpen, logStoreMaxId
 };

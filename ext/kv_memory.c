@@ -168,5 +168,6 @@ const KvBackend kvMemoryBackend = {
   0, 0,                         /* any directory; xStats only */
   0, 0,                         /* in memory: reads cannot fail */
   0,                            /* always writable */
-  1                             /* no data file: records need no confirm */
+  1,                            /* no data file: records need no confirm */
+  0, 0                          /* no files */
 };

@@ -389,7 +389,13 @@ static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
                              "has: kv_memory, kv_btree, kv_log)", zType);
     return SQLITE_ERROR;
   }
-  if( kvBackendFind(zType)->bNeedsStore && (!bPersist || !p->pEng->zDir) ){
+  if( kvBackendFind(zType)->bNeedsStore && !p->pEng->zDir ){
+    *pzErr = sqlite3_mprintf("kv: %s tables need a store directory "
+        "(dir=PATH); this store is in memory (an in-memory or temporary "
+        "database has no <file>-kv sidecar store)", zType);
+    return SQLITE_ERROR;
+  }
+  if( kvBackendFind(zType)->bNeedsStore && !bPersist ){
     *pzErr = sqlite3_mprintf("kv: %s tables need a store directory and "
                              "persistence=1", zType);
     return SQLITE_ERROR;

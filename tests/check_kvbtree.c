@@ -650,6 +650,36 @@ START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
 }
 END_TEST
 
+/* Without dir=, a table in an in-memory main database or in the temp
+** schema (of a file database too) lands in the connection's in-memory
+** store: kv_btree and kv_log say that this is why, and what to give. */
+START_TEST(test_kvbtree_in_memory_store_error_says_to_give_dir)
+{
+  char *zDir = th_tmpdir("kvbtree_memstore");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(":memory:");
+  sqlite3 *dbF = th_open(zDb);
+  static const char *azSql[] = {
+    "CREATE VIRTUAL TABLE t USING kv_btree",
+    "CREATE VIRTUAL TABLE t USING kv_log",
+    "CREATE VIRTUAL TABLE temp.t USING kv_btree",
+  };
+  char *zErr = 0;
+  int i;
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(th_try(i<2 ? db : dbF, azSql[i], &zErr), SQLITE_ERROR);
+    ck_assert_msg(zErr && strstr(zErr, "need a store directory (dir=PATH)")
+                  && strstr(zErr, "in memory"), "%s", zErr ? zErr : "");
+    sqlite3_free(zErr); zErr = 0;
+  }
+  ck_assert_int_eq(th_int(dbF, "SELECT count(*) FROM kv_tables"), 0);
+  sqlite3_close(dbF);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* accelerated_repair: fewer synced commits, same data after reopen, and
 ** nothing stays unconfirmed. */
 START_TEST(test_kvbtree_accelerated_repair_keeps_data)
@@ -738,6 +768,70 @@ START_TEST(test_kvbtree_truncated_data_file_fails_open)
 }
 END_TEST
 
+/* A data file cut inside its last page (here by one byte) holds whole
+** pages no more: SQLite would read the missing bytes as zeros and return a
+** wrong value without complaint, so the open refuses it. */
+START_TEST(test_kvbtree_data_file_cut_inside_a_page_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_cut1");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  struct stat stt;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  sqlite3_close(db);
+  ck_assert_int_eq(stat(zFile, &stt), 0);
+  ck_assert_int_eq(truncate(zFile, stt.st_size-1), 0);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db")
+                && strstr(zErr, "not a whole number of"), "%s",
+                zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The catalog lists a kv_btree table, so its data file was made before
+** the catalog was saved: a data file that is gone (_i 0) or empty (_i 1)
+** after a clean close was deleted or truncated, and the open says so
+** instead of showing the table empty.  It stays refused on a second try. */
+START_TEST(test_kvbtree_missing_or_empty_data_file_fails_open)
+{
+  char *zDir = th_tmpdir("kvbtree_gone");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  int i;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  sqlite3_close(db);
+  if( _i==0 ) ck_assert_int_eq(unlink(zFile), 0);
+  else ck_assert_int_eq(truncate(zFile, 0), 0);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  for(i=0; i<2; i++){
+    db = th_open(":memory:");
+    ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+    ck_assert_msg(zErr && strstr(zErr, "kv_btree.db")
+                  && strstr(zErr, _i==0 ? "is missing" : "is empty"),
+                  "%s", zErr ? zErr : "");
+    sqlite3_free(zErr);
+    zErr = 0;
+    sqlite3_close(db);
+  }
+  sqlite3_free(zSql);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_corrupt_log_fails_open)
 {
   char *zDir = th_tmpdir("kvlog_corrupt");
@@ -821,6 +915,141 @@ START_TEST(test_kvlog_damaged_record_fails_scan_and_read)
   sqlite3_free(zErr);
   sqlite3_close(db);
   sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* rm -rf of a path below the test directory (test cleanup of damage). */
+static void kb_rmrf(const char *zPath){
+  char *z = sqlite3_mprintf("rm -rf '%q'", zPath);
+  ck_assert_int_eq(system(z), 0);
+  sqlite3_free(z);
+}
+
+/* The catalog lists a kv_log table, so its directory was made (and
+** synced) before the catalog was saved: a directory that is gone - the
+** whole <store>/kv_log folder (_i 0) or the table's own directory and
+** marker (_i 1) - was deleted, and the open says so instead of showing
+** the table empty.  It creates nothing, so a second open refuses too. */
+START_TEST(test_kvlog_missing_log_directory_fails_open)
+{
+  char *zDir = th_tmpdir("kvlog_gone");
+  char *zSql, *zErr = 0, *zGone;
+  sqlite3 *db = th_open(":memory:");
+  int i;
+  kb_mk(db, "l", "kv_log", zDir);
+  kb_fill(db, "l", 1, 20, "a");
+  sqlite3_close(db);
+  zGone = sqlite3_mprintf(_i==0 ? "%s/kv_log" : "%s/kv_log/1", zDir);
+  kb_rmrf(zGone);
+  sqlite3_free(zGone);
+  if( _i==1 ){
+    zGone = sqlite3_mprintf("%s/kv_log/1.synced", zDir);
+    ck_assert_int_eq(unlink(zGone), 0);
+    sqlite3_free(zGone);
+  }
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q')",
+                         zDir);
+  for(i=0; i<2; i++){
+    db = th_open(":memory:");
+    ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+    ck_assert_msg(zErr && strstr(zErr, "kv_log/1 is missing")
+                  && strstr(zErr, "table l"), "%s", zErr ? zErr : "");
+    sqlite3_free(zErr);
+    zErr = 0;
+    sqlite3_close(db);
+  }
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Read all of zPath into a sqlite3_malloc'd buffer. */
+static char *kb_slurp(const char *zPath, int *pn){
+  char *a = sqlite3_malloc(1<<20);
+  int fd = open(zPath, O_RDONLY);
+  ck_assert_int_ge(fd, 0);
+  *pn = (int)read(fd, a, 1<<20);
+  ck_assert_int_gt(*pn, 0);
+  close(fd);
+  return a;
+}
+
+/* A crash after DROP TABLE deleted a kv_log table's directory and before
+** the catalog file was saved leaves a catalog that still lists the table
+** and a WAL that drops it: the open replays the drop and is not mistaken
+** for a missing directory.  (The crash is made by restoring the catalog
+** file saved before the drop, after a child dropped and exited without
+** closing.) */
+START_TEST(test_kvlog_drop_replayed_over_older_catalog_opens)
+{
+  char *zDir = th_tmpdir("kvlog_dropcat");
+  char *zCat = sqlite3_mprintf("%s/tables_meta", zDir);
+  char *aCat;
+  int nCat, fd, st;
+  pid_t pid;
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  kb_mk(db, "keep", "kv_log", zDir);
+  kb_fill(db, "l", 1, 20, "a");
+  kb_fill(db, "keep", 1, 5, "k");
+  sqlite3_close(db);
+  aCat = kb_slurp(zCat, &nCat);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    char *z = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q');"
+                              "DROP TABLE l", zDir);
+    sqlite3 *dbc = th_open(":memory:");
+    _exit(sqlite3_exec(dbc, z, 0, 0, 0)==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  fd = open(zCat, O_WRONLY|O_TRUNC);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(write(fd, aCat, nCat), nCat);
+  close(fd);
+  db = th_open(":memory:");
+  kb_mk(db, "keep", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM keep"), 5);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE "
+                              "name='l'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(aCat);
+  sqlite3_free(zCat);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Table ids name files (kv_log/<id>, the data file's t<id>).  When the
+** catalog file is lost, the tables created next must not get the ids of
+** files still in the store, or they would show another table's rows. */
+START_TEST(test_kv_new_tables_never_take_ids_of_files_in_the_store)
+{
+  char *zDir = th_tmpdir("kv_lostcat");
+  char *zCat = sqlite3_mprintf("%s/tables_meta", zDir);
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "a", "kv_log", zDir);
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_fill(db, "a", 1, 20, "a");
+  kb_fill(db, "b", 1, 30, "b");
+  sqlite3_close(db);
+  ck_assert_int_eq(unlink(zCat), 0);
+  db = th_open(":memory:");
+  kb_mk(db, "x", "kv_log", zDir);
+  kb_mk(db, "y", "kv_btree", zDir);
+  kb_mk(db, "z", "kv_log", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM x"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM y"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM z"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(rows) FROM kv_tables"), 0);
+  kb_fill(db, "y", 1, 3, "y");
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "y", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM y"), 3);
+  sqlite3_close(db);
+  sqlite3_free(zCat);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -1083,6 +1312,71 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
     kb_kill_check(zDir, nAck, iLast+1);
     sqlite3_free(zDir);
   }
+}
+END_TEST
+
+/* Files in <zDir>/wal whose name ends in zSuffix. */
+static int kb_wal_files(const char *zDir, const char *zSuffix){
+  char *zWal = sqlite3_mprintf("%s/wal", zDir);
+  DIR *d = opendir(zWal);
+  struct dirent *e;
+  size_t nSuf = strlen(zSuffix);
+  int n = 0;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    size_t nName = strlen(e->d_name);
+    if( nName>nSuf && strcmp(e->d_name+nName-nSuf, zSuffix)==0 ) n++;
+  }
+  closedir(d);
+  sqlite3_free(zWal);
+  return n;
+}
+
+/* The kill rounds above with 16 KiB root-WAL segments, so that the WAL
+** rotates and retires many times in every life: every acknowledged
+** commit survives, the live segments come down to at most 2 once the
+** collectors have confirmed everything, and retired segments are deleted
+** (_i 0) or kept as *.log.bak only when the store is so configured (_i 1). */
+START_TEST(test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack)
+{
+  char *zDir = th_tmpdir(_i ? "kv_killseg_bak" : "kv_killseg");
+  int r, fds[2], st, nAck = 0, v, iLast = 0;
+  pid_t pid;
+  sqlite3 *db;
+  kv_engine_test_wal_config(16*1024, _i);
+  srand(2000+_i);
+  for(r=0; r<3; r++){
+    ck_assert_int_eq(pipe(fds), 0);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if( pid==0 ){
+      close(fds[0]);
+      kb_kill_child(zDir, fds[1], iLast+1);
+      _exit(0);
+    }
+    close(fds[1]);
+    if( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
+    usleep(150000 + rand()%300000);
+    kill(pid, SIGKILL);
+    while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
+    close(fds[0]);
+    waitpid(pid, &st, 0);
+    ck_assert(WIFSIGNALED(st));
+    ck_assert_int_gt(nAck, iLast);
+    iLast = nAck = kb_kill_check(zDir, nAck, iLast+1);
+    db = th_open(":memory:");
+    kb_mk(db, "b", "kv_btree", zDir);
+    kb_settle(db);
+    ck_assert_int_le(kb_stat(db, "wal_segments", 0), 2);
+    ck_assert_int_le(kb_wal_files(zDir, ".log"), 2);
+    sqlite3_close(db);
+    ck_assert_int_eq(kb_wal_files(zDir, ".log"), 1);
+    if( _i==0 ) ck_assert_int_eq(kb_wal_files(zDir, ".bak"), 0);
+  }
+  /* 16 KiB segments: hundreds of commits rotated many times */
+  if( _i==1 ) ck_assert_int_gt(kb_wal_files(zDir, ".bak"), 3);
+  kv_engine_test_wal_config(0, 0);
+  sqlite3_free(zDir);
 }
 END_TEST
 
@@ -1389,14 +1683,23 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
   tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
+  tcase_add_test(tc, test_kvbtree_in_memory_store_error_says_to_give_dir);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
   tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
   tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
+  tcase_add_test(tc, test_kvbtree_data_file_cut_inside_a_page_fails_open);
+  tcase_add_loop_test(tc, test_kvbtree_missing_or_empty_data_file_fails_open,
+                      0, 2);
   tcase_add_test(tc, test_kvlog_corrupt_log_fails_open);
   tcase_add_test(tc, test_kvlog_truncated_synced_log_fails_open);
+  tcase_add_loop_test(tc, test_kvlog_missing_log_directory_fails_open, 0, 2);
+  tcase_add_test(tc, test_kvlog_drop_replayed_over_older_catalog_opens);
+  tcase_add_test(tc, test_kv_new_tables_never_take_ids_of_files_in_the_store);
   tcase_add_test(tc, test_kvlog_damaged_record_fails_scan_and_read);
   tcase_add_test(tc, test_kvbtree_fsize_limited_child_repairs_on_reopen);
   tcase_add_test(tc, test_kvbtree_sigkill_all_backends_loses_no_ack);
+  tcase_add_loop_test(tc,
+      test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack, 0, 2);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
   tcase_add_test(tc, test_kvlog_injected_write_and_sync_faults_repair_on_reopen);
   tcase_add_test(tc, test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly);
