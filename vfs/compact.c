@@ -322,6 +322,7 @@ typedef struct Plan Plan;
 struct Plan {
   uint64_t iBranch;
   int64_t iGen, iMark, iBuckets;
+  uint64_t iHead;           /* the branch head the plan saw */
   uint64_t iTarget;         /* 0: nothing to fold */
   U64Set K;                 /* coverage points */
   int nPair, nPairAlloc;
@@ -437,6 +438,7 @@ static int cmpPlanTxn(Cmp *p, Plan *pl){
   if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPMARK, 0, &pl->iMark);
   if( rc==SQLITE_OK ) rc = cmpCtrGet(p, "bucket", &pl->iBuckets);
   if( rc!=SQLITE_OK || head.iTxid<=(uint64_t)pl->iMark ) return rc;
+  pl->iHead = head.iTxid;
   rc = cmpLoadBuckets(p);
   if( rc==SQLITE_OK ) rc = cmpCoverage(p, b, &rec, head.iTxid, &pl->K);
   if( rc!=SQLITE_OK ) return rc;
@@ -806,10 +808,14 @@ static int cmpInstall(Cmp *p, const Plan *pl, int *pbStale,
   return rc;
 }
 
-/* Compact branch b until its watermark reaches its head (or a job stays
-** stale CMP_MAX_RETRY times in a row, which is counted as skipped). */
+/* Compact branch b until its watermark reaches the head it had when this
+** call began (or a job stays stale CMP_MAX_RETRY times in a row, which is
+** counted as skipped).  Commits made meanwhile are left for the next call,
+** so a writer that keeps committing cannot keep it (and the reclaim that
+** follows it in the background) from finishing. */
 static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
   Plan pl;
+  uint64_t iStop = 0;
   int rc = SQLITE_OK, nStale = 0, bDid = 0;
   memset(&pl, 0, sizeof(pl));
   while( rc==SQLITE_OK ){
@@ -819,6 +825,7 @@ static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
     p->iNowMs = cmpNowMs();
     rc = cmpPlan(p, &pl);
     if( rc!=SQLITE_OK || pl.iTarget==0 ) break;
+    if( iStop==0 ) iStop = pl.iHead;
     rc = cmpBuild(p, &pl, &bStale, pRes);
     if( rc==SQLITE_OK && !bStale ) rc = cmpInstall(p, &pl, &bStale, pRes);
     if( rc==SQLITE_OK && bStale && ++nStale>=CMP_MAX_RETRY ){
@@ -826,6 +833,7 @@ static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
       break;
     }
     if( !bStale ){ nStale = 0; bDid = 1; }
+    if( !bStale && pl.iTarget>=iStop ) break;
   }
   if( rc==SQLITE_OK && bDid ) pRes->nBranch++;
   planReset(&pl);
