@@ -7,16 +7,20 @@
 **
 ** DEPOT_TORTURE_ITERS=N runs N kill rounds (default 3) in the kill test.
 */
+#define _GNU_SOURCE 1          /* unshare, CLONE_NEWNS */
 #include "config.h"
 #include "tests/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1025,6 +1029,90 @@ START_TEST(test_depot_read_only_connection_reads_and_refuses_writes){
 }
 END_TEST
 
+/* ---- a store on read-only media ---- */
+
+/* In this (forked, single-threaded) process: a private mount namespace
+** (a user namespace too when not root) in which zDir is bind-mounted onto
+** itself read-only.  Nothing outside the process sees the mount.  0 on
+** success, else errno of the step that failed. */
+static int ro_mount(const char *zDir){
+  if( unshare(CLONE_NEWNS)!=0 && unshare(CLONE_NEWUSER|CLONE_NEWNS)!=0 ){
+    return errno;
+  }
+  if( mount(0, "/", 0, MS_REC|MS_PRIVATE, 0)!=0 ) return errno;
+  if( mount(zDir, zDir, 0, MS_BIND, 0)!=0 ) return errno;
+  if( mount(0, zDir, 0, MS_REMOUNT|MS_BIND|MS_RDONLY, 0)!=0 ) return errno;
+  return 0;
+}
+
+/* What a connection opened with zUri gets: 100*open rc + the rc of a
+** read of t (0 = read "7|8" exactly) + 10 when a write is refused with
+** SQLITE_READONLY. */
+static int ro_probe(const char *zUri){
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI, 0);
+  int r = 100*rc;
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "SELECT group_concat(a,'|') FROM t", -1,
+                            &pStmt, 0);
+    if( rc==SQLITE_OK ) rc = sqlite3_step(pStmt);
+    if( rc==SQLITE_ROW && sqlite3_column_text(pStmt, 0)
+     && strcmp((const char*)sqlite3_column_text(pStmt, 0), "7|8")==0 ){
+      rc = SQLITE_OK;
+    }else if( rc==SQLITE_ROW ){
+      rc = SQLITE_MISMATCH;
+    }
+    sqlite3_finalize(pStmt);
+    r += rc;
+    rc = sqlite3_exec(db, "PRAGMA integrity_check; INSERT INTO t VALUES(9)",
+                      0, 0, 0);
+    if( (rc&0xff)==SQLITE_READONLY ) r += 10;
+  }
+  sqlite3_close(db);
+  return r;
+}
+
+START_TEST(test_depot_store_on_read_only_mount_opens_with_immutable){
+  char *zDir = th_tmpdir("depot-rofs");
+  char *zRo = sqlite3_mprintf("%s/media", zDir);
+  char *zUri, *zRw;
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  ck_assert_int_eq(mkdir(zRo, 0755), 0);
+  db = open_depot(zRo, "r", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7); INSERT INTO t"
+              " VALUES(8)");
+  sqlite3_close(db);
+  zUri = depot_uri(zRo, "r", "immutable=1");
+  zRw = depot_uri(zRo, "r", "mode=ro");
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int e = ro_mount(zRo), r;
+    if( e ) _exit(e==EPERM || e==ENOSYS || e==EINVAL ? 77 : 70);
+    /* SQLite's own rule for a WAL file on read-only media: mode=ro needs
+    ** a -shm it can create; immutable=1 reads without one. */
+    if( ro_probe(zRw)/100==SQLITE_OK ) _exit(71);
+    r = ro_probe(zUri);
+    _exit(r==10 ? 0 : (r/100 ? 72 : (r%10 ? 73 : 74)));
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  if( WEXITSTATUS(st)==77 ){
+    fprintf(stderr, "test_depot_store_on_read_only_mount_opens_with_immutable:"
+            " skipped, no private mount namespace here\n");
+  }else{
+    ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71: mode=ro"
+        " opened without a -shm; 72: immutable=1 did not open; 73: read"
+        " failed; 74: write not refused)", WEXITSTATUS(st));
+  }
+  sqlite3_free(zUri); sqlite3_free(zRw); sqlite3_free(zRo);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_databases_and_branches_are_independent){
   char *zDir = th_tmpdir("depot-multi");
   sqlite3 *a = open_depot(zDir, "one", 0);
@@ -1361,6 +1449,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_db_name_with_slash_is_a_bucket_address);
   tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
+  tcase_add_test(tc, test_depot_store_on_read_only_mount_opens_with_immutable);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_test(tc,

@@ -125,6 +125,9 @@ struct StoreSqliteConfig {
   int iSynchronous;       /* 0 OFF, 1 NORMAL, 2 FULL (default), 3 EXTRA */
   int bCreate;            /* create the file if it does not exist */
   int bReadOnly;          /* open read-only */
+  int bImmutable;         /* read-only, and the file is promised not to
+                          ** change while open (SQLite's immutable=1: no
+                          ** locks, no -shm; for read-only media) */
   int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
   int nBusyMs;            /* wait for the write lock; 0: 10000 */
 };

@@ -963,6 +963,7 @@ static int depotOpenStore(DepotFile *p, const char *zName, const DepotArgs *a,
   cfg.iSynchronous = a->iSync;
   cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
   cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
+  cfg.bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);
   rc = store_sqlite_open(zName, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
