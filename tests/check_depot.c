@@ -1113,6 +1113,69 @@ START_TEST(test_depot_store_on_read_only_mount_opens_with_immutable){
 }
 END_TEST
 
+/* A child commits row 8 and exits without closing: the commit stays in
+** the outer store's -wal (and its -shm stays), not yet in the store file. */
+static void commit_and_exit(const char *zDir){
+  pid_t pid = fork();
+  int st = 0;
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *db = 0;
+    char *zUri = depot_uri(zDir, "r", 0);
+    int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                             0);
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "INSERT INTO t VALUES(8)", 0,
+                                          0, 0);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+}
+
+START_TEST(test_depot_immutable_refuses_store_whose_wal_holds_commits){
+  char *zDir = th_tmpdir("depot-rowal");
+  char *zRo = sqlite3_mprintf("%s/media", zDir);
+  char *zWal = sqlite3_mprintf("%s/store.depot-wal", zRo);
+  char *zUri, *zRw;
+  struct stat sb;
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  ck_assert_int_eq(mkdir(zRo, 0755), 0);
+  db = open_depot(zRo, "r", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7)");
+  sqlite3_close(db);
+  commit_and_exit(zRo);
+  ck_assert_int_eq(stat(zWal, &sb), 0);
+  ck_assert_int_gt(sb.st_size, 0);
+  zUri = depot_uri(zRo, "r", "immutable=1");
+  zRw = depot_uri(zRo, "r", "mode=ro");
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int e = ro_mount(zRo);
+    if( e ) _exit(e==EPERM || e==ENOSYS || e==EINVAL ? 77 : 70);
+    /* with its -shm present, mode=ro reads the commit in the -wal */
+    if( ro_probe(zRw)!=10 ) _exit(71);
+    /* immutable=1 cannot read the -wal: it must not open (and show the
+    ** store without the acknowledged commit) */
+    _exit(ro_probe(zUri)==100*SQLITE_CANTOPEN ? 0 : 72);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  if( WEXITSTATUS(st)==77 ){
+    fprintf(stderr, "test_depot_immutable_refuses_store_whose_wal_holds_"
+            "commits: skipped, no private mount namespace here\n");
+  }else{
+    ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71: mode=ro"
+        " did not read the -wal; 72: immutable=1 opened a store whose -wal"
+        " holds commits)", WEXITSTATUS(st));
+  }
+  sqlite3_free(zUri); sqlite3_free(zRw); sqlite3_free(zWal);
+  sqlite3_free(zRo); sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_databases_and_branches_are_independent){
   char *zDir = th_tmpdir("depot-multi");
   sqlite3 *a = open_depot(zDir, "one", 0);
@@ -1450,6 +1513,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
   tcase_add_test(tc, test_depot_store_on_read_only_mount_opens_with_immutable);
+  tcase_add_test(tc, test_depot_immutable_refuses_store_whose_wal_holds_commits);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_test(tc,

@@ -127,7 +127,9 @@ struct StoreSqliteConfig {
   int bReadOnly;          /* open read-only */
   int bImmutable;         /* read-only, and the file is promised not to
                           ** change while open (SQLite's immutable=1: no
-                          ** locks, no -shm; for read-only media) */
+                          ** locks, no -shm; for read-only media); a file
+                          ** whose -wal holds frames is refused with
+                          ** SQLITE_CANTOPEN, as they would not be read */
   int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
   int nBusyMs;            /* wait for the write lock; 0: 10000 */
 };

@@ -14,6 +14,7 @@
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
   SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
@@ -324,6 +325,24 @@ static char *ssImmutableUri(const char *zPath){
   return sqlite3_str_finish(s);
 }
 
+/* SQLITE_OK when the store file zPath has no -wal file holding frames.
+** An immutable connection never reads the -wal, so it would show the store
+** without the commits still there: those stores are refused. */
+static int ssNoWalFrames(StoreSqlite *p, const char *zPath){
+  char *zWal = sqlite3_mprintf("%s-wal", zPath);
+  struct stat st;
+  int bFrames;
+  if( zWal==0 ) return SQLITE_NOMEM;
+  bFrames = stat(zWal, &st)==0 && st.st_size>0;
+  sqlite3_free(zWal);
+  if( !bFrames ) return SQLITE_OK;
+  p->zErr = sqlite3_mprintf("store: immutable=1 cannot open %s: its -wal"
+      " file holds commits not yet in the store file (open it with mode=ro"
+      " where its -shm exists or can be created, or checkpoint it on"
+      " writable storage)", zPath);
+  return SQLITE_CANTOPEN;
+}
+
 /* Open the outer file's connection as pCfg says. */
 static int ssOpenDb(StoreSqlite *p, const char *zPath,
                     const StoreSqliteConfig *pCfg){
@@ -352,8 +371,12 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
   memset(p, 0, sizeof(*p));
   p->base.pMethods = &storeSqliteMethods;
   p->nMaxValue = pCfg->nMaxValue>0 ? pCfg->nMaxValue : 65536;
-  rc = ssOpenDb(p, zPath, pCfg);
-  if( rc==SQLITE_NOMEM && p->db==0 ){
+  rc = pCfg->bImmutable ? ssNoWalFrames(p, zPath) : SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = ssOpenDb(p, zPath, pCfg);
+  if( rc!=SQLITE_OK && p->db==0 ){
+    if( pzErr ){
+      *pzErr = sqlite3_mprintf("%s", p->zErr ? p->zErr : "out of memory");
+    }
     ssClose(&p->base);
     return rc;
   }
