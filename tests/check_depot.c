@@ -1176,6 +1176,51 @@ START_TEST(test_depot_immutable_refuses_store_whose_wal_holds_commits){
 }
 END_TEST
 
+/* ---- a database that gets smaller ---- */
+
+/* Each case empties most of a 500-page database, then makes it smaller:
+** the stored database must shrink with it. */
+static const char *const azShrink[] = {
+  "DELETE FROM t WHERE rowid>10; VACUUM",
+  "PRAGMA auto_vacuum=FULL; VACUUM; DELETE FROM t WHERE rowid>10",
+  "PRAGMA auto_vacuum=INCREMENTAL; VACUUM; DELETE FROM t WHERE rowid>10;"
+  " PRAGMA incremental_vacuum",
+};
+
+START_TEST(test_depot_database_made_smaller_is_stored_smaller){
+  char *zDir = th_tmpdir("depot-shrink");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql;
+  sqlite3 *db = open_depot(zDir, "s", 0), *db2;
+  sqlite3_int64 nPage;
+  th_exec(db, "CREATE TABLE t(x); WITH RECURSIVE g(i) AS (SELECT 1 UNION"
+              " ALL SELECT i+1 FROM g WHERE i<2000) INSERT INTO t"
+              " SELECT randomblob(1000) FROM g");
+  ck_assert_int_gt(th_int(db, "PRAGMA page_count"), 500);
+  th_exec(db, azShrink[_i]);
+  nPage = th_int(db, "PRAGMA page_count");
+  ck_assert_int_lt(nPage, 20);
+  zSql = sqlite3_mprintf("SELECT db_pages FROM depot_commits(%Q,'s')"
+                         " ORDER BY txid DESC LIMIT 1", zStore);
+  ck_assert_int_eq(th_int(db, zSql), nPage);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT logical_size FROM depot_branches(%Q,'s')",
+                         zStore);
+  ck_assert_int_eq(th_int(db, zSql), nPage*th_int(db, "PRAGMA page_size"));
+  sqlite3_free(zSql);
+  db2 = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db2, "PRAGMA page_count"), nPage);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 10);
+  assert_integrity(db2);
+  th_exec(db2, "INSERT INTO t VALUES(zeroblob(5000))");
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 11);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_databases_and_branches_are_independent){
   char *zDir = th_tmpdir("depot-multi");
   sqlite3 *a = open_depot(zDir, "one", 0);
@@ -1514,6 +1559,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
   tcase_add_test(tc, test_depot_store_on_read_only_mount_opens_with_immutable);
   tcase_add_test(tc, test_depot_immutable_refuses_store_whose_wal_holds_commits);
+  tcase_add_loop_test(tc, test_depot_database_made_smaller_is_stored_smaller,
+                      0, (int)(sizeof(azShrink)/sizeof(azShrink[0])));
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_test(tc,
