@@ -175,6 +175,10 @@ static const BenchWorkload aWorkload[] = {
     "restore lookup at a time, 1k commits of history (per restore)",
     "same with 100k commits of history (DEPOT_BENCH_PITR_COMMITS)",
     2.00, 3, bench_compact_pitr },
+  { "compact_commits",
+    "500 five-row commits on a 20 MB database, background compaction off",
+    "same with compact_after=5 (DEPOT_BENCH_COMMITS)",
+    0, 3, bench_compact_commits },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -63,6 +63,7 @@ double bench_fork_read_16(int bCandidate, const char *zDir);
 double bench_compact_space(int bCandidate, const char *zDir);
 double bench_compact_read(int bCandidate, const char *zDir);
 double bench_compact_pitr(int bCandidate, const char *zDir);
+double bench_compact_commits(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);

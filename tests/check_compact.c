@@ -777,6 +777,112 @@ START_TEST(test_background_compaction_runs_past_the_threshold){
 }
 END_TEST
 
+/* ---- commits are not held up by a shard build ---- */
+
+static int nEncoded, nEncodedBusy;
+
+/* The compaction hook: may another handle take the store's write lock
+** now, between the encoding of a shard version and its rows? */
+static void try_write_lock(const char *zStore){
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  int rc;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.nBusyMs = 1;
+  rc = store_sqlite_open(zStore, &cfg, &pStore, 0);
+  if( rc==SQLITE_OK ) rc = store_begin(pStore, 1);
+  if( rc==SQLITE_OK ) store_rollback(pStore);
+  store_close(pStore);
+  nEncoded++;
+  if( rc!=SQLITE_OK ) nEncodedBusy++;
+}
+
+START_TEST(test_compaction_encodes_shards_without_the_store_write_lock){
+  Fx f;
+  sqlite3 *pD, *pP;
+  unsigned seed = 31;
+  fx_open(&f, "cmp-lock");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  ck_assert_int_eq(sqlite3_open(f.zPlain, &pP), SQLITE_OK);
+  th_exec(pD, zSchema);
+  th_exec(pP, zSchema);
+  work(pD, pP, &seed, 20);
+  nEncoded = nEncodedBusy = 0;
+  depot_compact_test_encoded = try_write_lock;
+  fx_exec(&f, "SELECT depot_compact(%Q)", f.zStore);
+  depot_compact_test_encoded = 0;
+  ck_assert_int_gt(nEncoded, 0);
+  ck_assert_msg(nEncodedBusy==0, "%d of %d shard builds held the write lock"
+                " while encoding", nEncodedBusy, nEncoded);
+  work(pD, pP, &seed, 5);
+  fx_compact_gc(&f);
+  assert_same(pD, pP);
+  assert_integrity(pD);
+  assert_counters_exact(f.zStore);
+  assert_verify_clean(f.zStore);
+  sqlite3_close(pD);
+  sqlite3_close(pP);
+  fx_close(&f);
+}
+END_TEST
+
+/* ---- a writer that keeps committing does not keep compaction going ---- */
+
+static sqlite3 *pHookDepot, *pHookPlain;
+static unsigned hookSeed;
+static int nHookCommits;
+
+/* The compaction hook: another commit on the branch being compacted. */
+static void commit_during_compaction(const char *zStore){
+  (void)zStore;
+  if( nHookCommits>=30 ) return;
+  work(pHookDepot, pHookPlain, &hookSeed, 1);
+  nHookCommits++;
+}
+
+START_TEST(test_compact_stops_at_the_head_it_started_with){
+  Fx f;
+  sqlite3 *pD, *pP;
+  unsigned seed = 41;
+  sqlite3_int64 nHead;
+  char *zSql, *zRes, *zWant;
+  fx_open(&f, "cmp-stop");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  ck_assert_int_eq(sqlite3_open(f.zPlain, &pP), SQLITE_OK);
+  th_exec(pD, zSchema);
+  th_exec(pP, zSchema);
+  work(pD, pP, &seed, 20);
+  nHead = fx_int(&f, "SELECT max(txid) FROM depot_commits(%Q,'app')",
+                 f.zStore);
+  pHookDepot = pD;
+  pHookPlain = pP;
+  hookSeed = 43;
+  nHookCommits = 0;
+  depot_compact_test_encoded = commit_during_compaction;
+  zSql = sqlite3_mprintf("SELECT depot_compact(%Q)", f.zStore);
+  zRes = th_text(f.db, zSql);
+  sqlite3_free(zSql);
+  depot_compact_test_encoded = 0;
+  ck_assert_int_gt(nHookCommits, 0);
+  zWant = sqlite3_mprintf("\"commits\":%lld,", nHead);
+  ck_assert_msg(strstr(zRes, zWant)!=0, "%s lacks %s", zRes, zWant);
+  ck_assert_int_eq(fx_int(&f, "SELECT compaction_lag FROM depot_stats(%Q)",
+                          f.zStore), nHookCommits);
+  fx_compact_gc(&f);
+  ck_assert_int_eq(fx_int(&f, "SELECT compaction_lag FROM depot_stats(%Q)",
+                          f.zStore), 0);
+  assert_same(pD, pP);
+  assert_integrity(pD);
+  assert_counters_exact(f.zStore);
+  assert_verify_clean(f.zStore);
+  sqlite3_free(zRes);
+  sqlite3_free(zWant);
+  sqlite3_close(pD);
+  sqlite3_close(pP);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
@@ -1320,6 +1426,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_gc_removes_dropped_branch_and_credits_bytes);
   tcase_add_test(tc, test_stats_report_lag_and_reclaimable_bytes);
   tcase_add_test(tc, test_background_compaction_runs_past_the_threshold);
+  tcase_add_test(tc, test_compaction_encodes_shards_without_the_store_write_lock);
+  tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);

@@ -7,16 +7,20 @@
 **
 ** DEPOT_TORTURE_ITERS=N runs N kill rounds (default 3) in the kill test.
 */
+#define _GNU_SOURCE 1          /* unshare, CLONE_NEWNS */
 #include "config.h"
 #include "tests/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1025,6 +1029,204 @@ START_TEST(test_depot_read_only_connection_reads_and_refuses_writes){
 }
 END_TEST
 
+/* ---- a store on read-only media ---- */
+
+/* In this (forked, single-threaded) process: a private mount namespace
+** (a user namespace too when not root) in which zDir is bind-mounted onto
+** itself read-only.  Nothing outside the process sees the mount.  0 on
+** success, else errno of the step that failed. */
+static int ro_mount(const char *zDir){
+  if( unshare(CLONE_NEWNS)!=0 && unshare(CLONE_NEWUSER|CLONE_NEWNS)!=0 ){
+    return errno;
+  }
+  if( mount(0, "/", 0, MS_REC|MS_PRIVATE, 0)!=0 ) return errno;
+  if( mount(zDir, zDir, 0, MS_BIND, 0)!=0 ) return errno;
+  if( mount(0, zDir, 0, MS_REMOUNT|MS_BIND|MS_RDONLY, 0)!=0 ) return errno;
+  return 0;
+}
+
+/* What a connection opened with zUri gets: 100*open rc + the rc of a
+** read of t (0 = read "7|8" exactly) + 10 when a write is refused with
+** SQLITE_READONLY. */
+static int ro_probe(const char *zUri){
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI, 0);
+  int r = 100*rc;
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "SELECT group_concat(a,'|') FROM t", -1,
+                            &pStmt, 0);
+    if( rc==SQLITE_OK ) rc = sqlite3_step(pStmt);
+    if( rc==SQLITE_ROW && sqlite3_column_text(pStmt, 0)
+     && strcmp((const char*)sqlite3_column_text(pStmt, 0), "7|8")==0 ){
+      rc = SQLITE_OK;
+    }else if( rc==SQLITE_ROW ){
+      rc = SQLITE_MISMATCH;
+    }
+    sqlite3_finalize(pStmt);
+    r += rc;
+    rc = sqlite3_exec(db, "PRAGMA integrity_check; INSERT INTO t VALUES(9)",
+                      0, 0, 0);
+    if( (rc&0xff)==SQLITE_READONLY ) r += 10;
+  }
+  sqlite3_close(db);
+  return r;
+}
+
+START_TEST(test_depot_store_on_read_only_mount_opens_with_immutable){
+  char *zDir = th_tmpdir("depot-rofs");
+  char *zRo = sqlite3_mprintf("%s/media", zDir);
+  char *zUri, *zRw;
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  ck_assert_int_eq(mkdir(zRo, 0755), 0);
+  db = open_depot(zRo, "r", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7); INSERT INTO t"
+              " VALUES(8)");
+  sqlite3_close(db);
+  zUri = depot_uri(zRo, "r", "immutable=1");
+  zRw = depot_uri(zRo, "r", "mode=ro");
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int e = ro_mount(zRo), r;
+    if( e ){
+      fprintf(stderr, "read-only bind mount: %s\n", strerror(e));
+      _exit(77);
+    }
+    /* SQLite's own rule for a WAL file on read-only media: mode=ro needs
+    ** a -shm it can create; immutable=1 reads without one. */
+    if( ro_probe(zRw)/100==SQLITE_OK ) _exit(71);
+    r = ro_probe(zUri);
+    _exit(r==10 ? 0 : (r/100 ? 72 : (r%10 ? 73 : 74)));
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  if( WEXITSTATUS(st)==77 ){
+    fprintf(stderr, "test_depot_store_on_read_only_mount_opens_with_immutable:"
+            " skipped, no private mount namespace here\n");
+  }else{
+    ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71: mode=ro"
+        " opened without a -shm; 72: immutable=1 did not open; 73: read"
+        " failed; 74: write not refused)", WEXITSTATUS(st));
+  }
+  sqlite3_free(zUri); sqlite3_free(zRw); sqlite3_free(zRo);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A child commits row 8 and exits without closing: the commit stays in
+** the outer store's -wal (and its -shm stays), not yet in the store file. */
+static void commit_and_exit(const char *zDir){
+  pid_t pid = fork();
+  int st = 0;
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *db = 0;
+    char *zUri = depot_uri(zDir, "r", 0);
+    int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                             0);
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "INSERT INTO t VALUES(8)", 0,
+                                          0, 0);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+}
+
+START_TEST(test_depot_immutable_refuses_store_whose_wal_holds_commits){
+  char *zDir = th_tmpdir("depot-rowal");
+  char *zRo = sqlite3_mprintf("%s/media", zDir);
+  char *zWal = sqlite3_mprintf("%s/store.depot-wal", zRo);
+  char *zUri, *zRw;
+  struct stat sb;
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  ck_assert_int_eq(mkdir(zRo, 0755), 0);
+  db = open_depot(zRo, "r", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7)");
+  sqlite3_close(db);
+  commit_and_exit(zRo);
+  ck_assert_int_eq(stat(zWal, &sb), 0);
+  ck_assert_int_gt(sb.st_size, 0);
+  zUri = depot_uri(zRo, "r", "immutable=1");
+  zRw = depot_uri(zRo, "r", "mode=ro");
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int e = ro_mount(zRo);
+    if( e ){
+      fprintf(stderr, "read-only bind mount: %s\n", strerror(e));
+      _exit(77);
+    }
+    /* with its -shm present, mode=ro reads the commit in the -wal */
+    if( ro_probe(zRw)!=10 ) _exit(71);
+    /* immutable=1 cannot read the -wal: it must not open (and show the
+    ** store without the acknowledged commit) */
+    _exit(ro_probe(zUri)==100*SQLITE_CANTOPEN ? 0 : 72);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  if( WEXITSTATUS(st)==77 ){
+    fprintf(stderr, "test_depot_immutable_refuses_store_whose_wal_holds_"
+            "commits: skipped, no private mount namespace here\n");
+  }else{
+    ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71: mode=ro"
+        " did not read the -wal; 72: immutable=1 opened a store whose -wal"
+        " holds commits)", WEXITSTATUS(st));
+  }
+  sqlite3_free(zUri); sqlite3_free(zRw); sqlite3_free(zWal);
+  sqlite3_free(zRo); sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- a database that gets smaller ---- */
+
+/* Each case empties most of a 500-page database, then makes it smaller:
+** the stored database must shrink with it. */
+static const char *const azShrink[] = {
+  "DELETE FROM t WHERE rowid>10; VACUUM",
+  "PRAGMA auto_vacuum=FULL; VACUUM; DELETE FROM t WHERE rowid>10",
+  "PRAGMA auto_vacuum=INCREMENTAL; VACUUM; DELETE FROM t WHERE rowid>10;"
+  " PRAGMA incremental_vacuum",
+};
+
+START_TEST(test_depot_database_made_smaller_is_stored_smaller){
+  char *zDir = th_tmpdir("depot-shrink");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql;
+  sqlite3 *db = open_depot(zDir, "s", 0), *db2;
+  sqlite3_int64 nPage;
+  th_exec(db, "CREATE TABLE t(x); WITH RECURSIVE g(i) AS (SELECT 1 UNION"
+              " ALL SELECT i+1 FROM g WHERE i<2000) INSERT INTO t"
+              " SELECT randomblob(1000) FROM g");
+  ck_assert_int_gt(th_int(db, "PRAGMA page_count"), 500);
+  th_exec(db, azShrink[_i]);
+  nPage = th_int(db, "PRAGMA page_count");
+  ck_assert_int_lt(nPage, 20);
+  zSql = sqlite3_mprintf("SELECT db_pages FROM depot_commits(%Q,'s')"
+                         " ORDER BY txid DESC LIMIT 1", zStore);
+  ck_assert_int_eq(th_int(db, zSql), nPage);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT logical_size FROM depot_branches(%Q,'s')",
+                         zStore);
+  ck_assert_int_eq(th_int(db, zSql), nPage*th_int(db, "PRAGMA page_size"));
+  sqlite3_free(zSql);
+  db2 = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db2, "PRAGMA page_count"), nPage);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 10);
+  assert_integrity(db2);
+  th_exec(db2, "INSERT INTO t VALUES(zeroblob(5000))");
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 11);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_databases_and_branches_are_independent){
   char *zDir = th_tmpdir("depot-multi");
   sqlite3 *a = open_depot(zDir, "one", 0);
@@ -1392,6 +1594,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_db_name_with_slash_is_a_bucket_address);
   tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
+  tcase_add_test(tc, test_depot_store_on_read_only_mount_opens_with_immutable);
+  tcase_add_test(tc, test_depot_immutable_refuses_store_whose_wal_holds_commits);
+  tcase_add_loop_test(tc, test_depot_database_made_smaller_is_stored_smaller,
+                      0, (int)(sizeof(azShrink)/sizeof(azShrink[0])));
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_test(tc,

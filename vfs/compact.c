@@ -114,6 +114,7 @@ struct Cmp {
   ZSTD_CCtx *pCctx;
   ZSTD_DCtx *pDctx;
   int64_t iNowMs;
+  const char *zPath;        /* the store file */
   U64Set forkVs;            /* store sequence of every bucket fork */
 };
 
@@ -321,6 +322,7 @@ typedef struct Plan Plan;
 struct Plan {
   uint64_t iBranch;
   int64_t iGen, iMark, iBuckets;
+  uint64_t iHead;           /* the branch head the plan saw */
   uint64_t iTarget;         /* 0: nothing to fold */
   U64Set K;                 /* coverage points */
   int nPair, nPairAlloc;
@@ -436,6 +438,7 @@ static int cmpPlanTxn(Cmp *p, Plan *pl){
   if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPMARK, 0, &pl->iMark);
   if( rc==SQLITE_OK ) rc = cmpCtrGet(p, "bucket", &pl->iBuckets);
   if( rc!=SQLITE_OK || head.iTxid<=(uint64_t)pl->iMark ) return rc;
+  pl->iHead = head.iTxid;
   rc = cmpLoadBuckets(p);
   if( rc==SQLITE_OK ) rc = cmpCoverage(p, b, &rec, head.iTxid, &pl->K);
   if( rc!=SQLITE_OK ) return rc;
@@ -467,6 +470,8 @@ static int cmpPlan(Cmp *p, Plan *pl){
 
 /* ---- compaction: build one shard version ---- */
 
+void (*depot_compact_test_encoded)(const char *zStore) = 0;
+
 /* The pages of shard iShard as branch b reads them at iAsOf (state pSt):
 ** non-zero pages go into aPgno/apPage (each szPage bytes of aBuf). */
 static int cmpReadShard(Cmp *p, uint64_t b, uint32_t iShard, uint64_t iAsOf,
@@ -494,13 +499,22 @@ static int cmpReadShard(Cmp *p, uint64_t b, uint32_t iShard, uint64_t iAsOf,
   return rc;
 }
 
+/* A shard version encoded in a read transaction, waiting to be written. */
+typedef struct ShardOut ShardOut;
+struct ShardOut {
+  ShardRow row;
+  unsigned char *aBlob;     /* sqlite3_malloc'd; NULL: nothing to write */
+  int64_t nBlob;
+  int nPage;
+};
+
 /* Write the encoded shard blob and its row; count its bytes. */
-static int cmpPutShard(Cmp *p, uint64_t b, uint32_t iShard, uint64_t iAsOf,
-                       ShardRow *pRow, const unsigned char *aBlob,
-                       int64_t nBlob){
+static int cmpPutShard(Cmp *p, uint64_t b, const ShardPair *pPair,
+                       ShardOut *pOut){
   unsigned char k[LAYOUT_MAX_KEY];
   unsigned char v[LAYOUT_SHARD_ROW];
-  int64_t off;
+  ShardRow *pRow = &pOut->row;
+  int64_t off, nBlob = pOut->nBlob;
   uint32_t i;
   int rc = SQLITE_OK;
   pRow->szChunk = (uint32_t)store_max_value(p->pStore);
@@ -508,44 +522,37 @@ static int cmpPutShard(Cmp *p, uint64_t b, uint32_t iShard, uint64_t iAsOf,
   pRow->nChunk = (uint32_t)((nBlob + pRow->szChunk - 1)/pRow->szChunk);
   for(off=0, i=0; rc==SQLITE_OK && off<nBlob; off+=pRow->szChunk, i++){
     int64_t nPart = nBlob-off < pRow->szChunk ? nBlob-off : pRow->szChunk;
-    rc = store_put(p->pStore, k, layout_key_shard_chunk(k, b, iShard, iAsOf,
-                   i), aBlob+off, (int)nPart);
+    rc = store_put(p->pStore, k, layout_key_shard_chunk(k, b, pPair->iShard,
+                   pPair->iAsOf, i), pOut->aBlob+off, (int)nPart);
   }
-  if( rc==SQLITE_OK ) rc = store_put(p->pStore, k,
-      layout_key_shard(k, b, iShard, iAsOf), v, layout_shard_encode(v, pRow));
+  if( rc==SQLITE_OK ) rc = store_put(p->pStore, k, layout_key_shard(k, b,
+      pPair->iShard, pPair->iAsOf), v, layout_shard_encode(v, pRow));
   if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
   return cmpCredit(p, b, nBlob);
 }
 
-/* Encode the pages read for one shard version and write it. */
-static int cmpEncodeShard(Cmp *p, uint64_t b, uint32_t iShard,
-                          uint64_t iAsOf, const DbHead *pSt,
+/* Encode the pages read for one shard version into pOut. */
+static int cmpEncodeShard(Cmp *p, uint64_t iAsOf, const DbHead *pSt,
                           const uint32_t *aPgno,
                           const unsigned char *const *apPage, int n,
-                          int64_t *pnByte){
+                          ShardOut *pOut){
   LtxFrameRef aRef[LAYOUT_SHARD_SIZE];
   LtxHeader h;
-  ShardRow row;
-  unsigned char *aBlob = 0;
-  int64_t nBlob = 0;
   int i, rc;
   memset(&h, 0, sizeof(h));
-  memset(&row, 0, sizeof(row));
-  h.szPage = row.szPage = pSt->szPage;
-  h.nPage = row.nPage = pSt->nPage;
+  h.szPage = pOut->row.szPage = pSt->szPage;
+  h.nPage = pOut->row.nPage = pSt->nPage;
   h.iMinTxid = h.iMaxTxid = iAsOf;
   h.iTimeMs = (uint64_t)p->iNowMs;
   h.nFrame = (uint32_t)n;
   rc = ltx_encode(&h, aPgno, apPage, pSt->iChecksum, p->pCctx, CMP_LEVEL,
-                  &aBlob, &nBlob, aRef);
+                  &pOut->aBlob, &pOut->nBlob, aRef);
   for(i=0; rc==SQLITE_OK && i<n; i++){
     uint32_t iSlot = (aPgno[i]-1) % LAYOUT_SHARD_SIZE;
-    row.aOff[iSlot] = aRef[i].iOffset;
-    row.aLen[iSlot] = aRef[i].nByte;
+    pOut->row.aOff[iSlot] = aRef[i].iOffset;
+    pOut->row.aLen[iSlot] = aRef[i].nByte;
   }
-  if( rc==SQLITE_OK ) rc = cmpPutShard(p, b, iShard, iAsOf, &row, aBlob, nBlob);
-  if( rc==SQLITE_OK ) *pnByte = nBlob;
-  sqlite3_free(aBlob);
+  pOut->nPage = n;
   return rc;
 }
 
@@ -567,23 +574,33 @@ static int cmpExists(Cmp *p, const unsigned char *k, int nKey, int *pb){
   return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
 }
 
-/* Step 2 for one pair, as one write transaction: nothing when the
-** generation moved (*pbStale) or the version exists already. */
-static int cmpBuildTxn(Cmp *p, const Plan *pl, const ShardPair *pPair,
-                       int *pbStale, DepotCompactResult *pRes){
+/* Is the plan still current (*pbStale otherwise) and the version still
+** to be built (*pbHave otherwise)?  Inside a transaction. */
+static int cmpPairTodo(Cmp *p, const Plan *pl, const ShardPair *pPair,
+                       int *pbStale, int *pbHave){
   unsigned char k[LAYOUT_MAX_KEY];
+  int bSame = 0;
+  int rc = cmpGenSame(p, pl, &bSame);
+  *pbStale = !bSame;
+  *pbHave = 0;
+  if( rc!=SQLITE_OK || !bSame ) return rc;
+  return cmpExists(p, k, layout_key_shard(k, pl->iBranch, pPair->iShard,
+                   pPair->iAsOf), pbHave);
+}
+
+/* Step 2a for one pair, inside a read transaction: read the shard's pages
+** as of the pair's txid and encode them into pOut (left empty when the
+** plan is stale or the version exists).  The store's write lock is not
+** held, so commits go on meanwhile; what is read is immutable history. */
+static int cmpBuildRead(Cmp *p, const Plan *pl, const ShardPair *pPair,
+                        int *pbStale, ShardOut *pOut){
   uint32_t aPgno[LAYOUT_SHARD_SIZE];
   unsigned char *apPage[LAYOUT_SHARD_SIZE];
   unsigned char *aBuf = 0;
   DbHead st;
-  int64_t nByte = 0;
-  int n = 0, bSame = 0, bHave = 0;
-  int rc = cmpGenSame(p, pl, &bSame);
-  *pbStale = !bSame;
-  if( rc!=SQLITE_OK || !bSame ) return rc;
-  rc = cmpExists(p, k, layout_key_shard(k, pl->iBranch, pPair->iShard,
-                 pPair->iAsOf), &bHave);
-  if( rc!=SQLITE_OK || bHave ) return rc;
+  int n = 0, bHave = 0;
+  int rc = cmpPairTodo(p, pl, pPair, pbStale, &bHave);
+  if( rc!=SQLITE_OK || *pbStale || bHave ) return rc;
   rc = depot_db_state_at(p->pStore, pl->iBranch, pPair->iAsOf, &st, p->pzErr);
   if( rc==SQLITE_OK ){
     aBuf = sqlite3_malloc64((uint64_t)st.szPage*LAYOUT_SHARD_SIZE);
@@ -592,16 +609,27 @@ static int cmpBuildTxn(Cmp *p, const Plan *pl, const ShardPair *pPair,
   if( rc==SQLITE_OK ) rc = cmpReadShard(p, pl->iBranch, pPair->iShard,
                                         pPair->iAsOf, &st, aBuf, aPgno,
                                         apPage, &n);
-  if( rc==SQLITE_OK ) rc = cmpEncodeShard(p, pl->iBranch, pPair->iShard,
-                                          pPair->iAsOf, &st, aPgno,
+  if( rc==SQLITE_OK ) rc = cmpEncodeShard(p, pPair->iAsOf, &st, aPgno,
                                           (const unsigned char*const*)apPage,
-                                          n, &nByte);
+                                          n, pOut);
+  sqlite3_free(aBuf);
+  return rc;
+}
+
+/* Step 2b for one pair, inside a write transaction: write pOut unless the
+** plan went stale or another job wrote the version meanwhile. */
+static int cmpBuildWrite(Cmp *p, const Plan *pl, const ShardPair *pPair,
+                         int *pbStale, ShardOut *pOut,
+                         DepotCompactResult *pRes){
+  int bHave = 0;
+  int rc = cmpPairTodo(p, pl, pPair, pbStale, &bHave);
+  if( rc!=SQLITE_OK || *pbStale || bHave ) return rc;
+  rc = cmpPutShard(p, pl->iBranch, pPair, pOut);
   if( rc==SQLITE_OK ){
     pRes->nShard++;
-    pRes->nPage += n;
-    pRes->nShardBytes += nByte;
+    pRes->nPage += pOut->nPage;
+    pRes->nShardBytes += pOut->nBlob;
   }
-  sqlite3_free(aBuf);
   return rc;
 }
 
@@ -617,14 +645,38 @@ static int cmpInWrite(Cmp *p, int rc, int bStale){
   return rc;
 }
 
+/* Step 2 for one pair: read and encode in a read transaction, then write
+** in a short write transaction, so the write lock is held only for the
+** rows themselves. */
+static int cmpBuildPair(Cmp *p, const Plan *pl, const ShardPair *pPair,
+                        int *pbStale, DepotCompactResult *pRes){
+  ShardOut out;
+  int rc = store_begin(p->pStore, 0);
+  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
+  memset(&out, 0, sizeof(out));
+  rc = cmpBuildRead(p, pl, pPair, pbStale, &out);
+  store_rollback(p->pStore);
+  if( rc==SQLITE_OK && out.aBlob && depot_compact_test_encoded ){
+    depot_compact_test_encoded(p->zPath);
+  }
+  if( rc==SQLITE_OK && out.aBlob ){
+    rc = store_begin(p->pStore, 1);
+    if( rc!=SQLITE_OK ){
+      rc = cmpStoreErr(p, rc);
+    }else{
+      rc = cmpBuildWrite(p, pl, pPair, pbStale, &out, pRes);
+      rc = cmpInWrite(p, rc, *pbStale);
+    }
+  }
+  sqlite3_free(out.aBlob);
+  return rc;
+}
+
 static int cmpBuild(Cmp *p, const Plan *pl, int *pbStale,
                     DepotCompactResult *pRes){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && !*pbStale && i<pl->nPair; i++){
-    rc = store_begin(p->pStore, 1);
-    if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-    rc = cmpBuildTxn(p, pl, &pl->aPair[i], pbStale, pRes);
-    rc = cmpInWrite(p, rc, *pbStale);
+    rc = cmpBuildPair(p, pl, &pl->aPair[i], pbStale, pRes);
   }
   return rc;
 }
@@ -756,10 +808,14 @@ static int cmpInstall(Cmp *p, const Plan *pl, int *pbStale,
   return rc;
 }
 
-/* Compact branch b until its watermark reaches its head (or a job stays
-** stale CMP_MAX_RETRY times in a row, which is counted as skipped). */
+/* Compact branch b until its watermark reaches the head it had when this
+** call began (or a job stays stale CMP_MAX_RETRY times in a row, which is
+** counted as skipped).  Commits made meanwhile are left for the next call,
+** so a writer that keeps committing cannot keep it (and the reclaim that
+** follows it in the background) from finishing. */
 static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
   Plan pl;
+  uint64_t iStop = 0;
   int rc = SQLITE_OK, nStale = 0, bDid = 0;
   memset(&pl, 0, sizeof(pl));
   while( rc==SQLITE_OK ){
@@ -769,6 +825,7 @@ static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
     p->iNowMs = cmpNowMs();
     rc = cmpPlan(p, &pl);
     if( rc!=SQLITE_OK || pl.iTarget==0 ) break;
+    if( iStop==0 ) iStop = pl.iHead;
     rc = cmpBuild(p, &pl, &bStale, pRes);
     if( rc==SQLITE_OK && !bStale ) rc = cmpInstall(p, &pl, &bStale, pRes);
     if( rc==SQLITE_OK && bStale && ++nStale>=CMP_MAX_RETRY ){
@@ -776,6 +833,7 @@ static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
       break;
     }
     if( !bStale ){ nStale = 0; bDid = 1; }
+    if( !bStale && pl.iTarget>=iStop ) break;
   }
   if( rc==SQLITE_OK && bDid ) pRes->nBranch++;
   planReset(&pl);
@@ -1064,6 +1122,7 @@ static int cmpOpen(Cmp *p, const char *zStore, char **pzErr){
   int rc;
   memset(p, 0, sizeof(*p));
   p->pzErr = pzErr;
+  p->zPath = zStore;
   if( zStore==0 ){
     return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: the store path"
         " must not be NULL"));

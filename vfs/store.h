@@ -125,6 +125,11 @@ struct StoreSqliteConfig {
   int iSynchronous;       /* 0 OFF, 1 NORMAL, 2 FULL (default), 3 EXTRA */
   int bCreate;            /* create the file if it does not exist */
   int bReadOnly;          /* open read-only */
+  int bImmutable;         /* read-only, and the file is promised not to
+                          ** change while open (SQLite's immutable=1: no
+                          ** locks, no -shm; for read-only media); a file
+                          ** whose -wal holds frames is refused with
+                          ** SQLITE_CANTOPEN, as they would not be read */
   int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
   int nBusyMs;            /* wait for the write lock; 0: 10000 */
 };

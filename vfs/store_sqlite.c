@@ -14,6 +14,7 @@
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>
+#include <sys/stat.h>
 
 enum {
   SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
@@ -298,7 +299,7 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   if( zSql==0 ) return SQLITE_NOMEM;
   rc = sqlite3_exec(p->db, zSql, 0, 0, 0);
   sqlite3_free(zSql);
-  if( rc==SQLITE_OK && !pCfg->bReadOnly ){
+  if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
     rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
         "CREATE TABLE IF NOT EXISTS depot_kv(key BLOB PRIMARY KEY,"
         " value BLOB) WITHOUT ROWID;", 0, 0, 0);
@@ -307,19 +308,78 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   return rc;
 }
 
+/* "file:PATH?immutable=1" with PATH escaped for a URI (sqlite3_malloc'd;
+** NULL when out of memory). */
+static char *ssImmutableUri(const char *zPath){
+  sqlite3_str *s = sqlite3_str_new(0);
+  const char *z;
+  sqlite3_str_appendall(s, zPath[0]=='/' ? "file://" : "file:");
+  for(z=zPath; *z; z++){
+    if( *z=='%' || *z=='?' || *z=='#' ){
+      sqlite3_str_appendf(s, "%%%02x", (unsigned char)*z);
+    }else{
+      sqlite3_str_appendchar(s, 1, *z);
+    }
+  }
+  sqlite3_str_appendall(s, "?immutable=1");
+  return sqlite3_str_finish(s);
+}
+
+/* SQLITE_OK when the store file zPath has no -wal file holding frames.
+** An immutable connection never reads the -wal, so it would show the store
+** without the commits still there: those stores are refused. */
+static int ssNoWalFrames(StoreSqlite *p, const char *zPath){
+  char *zWal = sqlite3_mprintf("%s-wal", zPath);
+  struct stat st;
+  int bFrames;
+  if( zWal==0 ) return SQLITE_NOMEM;
+  bFrames = stat(zWal, &st)==0 && st.st_size>0;
+  sqlite3_free(zWal);
+  if( !bFrames ) return SQLITE_OK;
+  p->zErr = sqlite3_mprintf("store: immutable=1 cannot open %s: its -wal"
+      " file holds commits not yet in the store file (open it with mode=ro"
+      " where its -shm exists or can be created, or checkpoint it on"
+      " writable storage)", zPath);
+  return SQLITE_CANTOPEN;
+}
+
+/* Open the outer file's connection as pCfg says. */
+static int ssOpenDb(StoreSqlite *p, const char *zPath,
+                    const StoreSqliteConfig *pCfg){
+  int flags = pCfg->bReadOnly||pCfg->bImmutable ? SQLITE_OPEN_READONLY
+            : SQLITE_OPEN_READWRITE | (pCfg->bCreate ? SQLITE_OPEN_CREATE : 0);
+  char *zUri = 0;
+  int rc;
+  if( pCfg->bImmutable ){
+    zUri = ssImmutableUri(zPath);
+    if( zUri==0 ) return SQLITE_NOMEM;
+    flags |= SQLITE_OPEN_URI;
+  }
+  rc = sqlite3_open_v2(zUri ? zUri : zPath, &p->db,
+                       flags|SQLITE_OPEN_NOMUTEX, pCfg->zVfs);
+  sqlite3_free(zUri);
+  return rc;
+}
+
 int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
                       Store **ppStore, char **pzErr){
   StoreSqlite *p;
-  int flags, rc;
+  int rc;
   *ppStore = 0;
   p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
   p->base.pMethods = &storeSqliteMethods;
   p->nMaxValue = pCfg->nMaxValue>0 ? pCfg->nMaxValue : 65536;
-  flags = pCfg->bReadOnly ? SQLITE_OPEN_READONLY
-        : SQLITE_OPEN_READWRITE | (pCfg->bCreate ? SQLITE_OPEN_CREATE : 0);
-  rc = sqlite3_open_v2(zPath, &p->db, flags|SQLITE_OPEN_NOMUTEX, pCfg->zVfs);
+  rc = pCfg->bImmutable ? ssNoWalFrames(p, zPath) : SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = ssOpenDb(p, zPath, pCfg);
+  if( rc!=SQLITE_OK && p->db==0 ){
+    if( pzErr ){
+      *pzErr = sqlite3_mprintf("%s", p->zErr ? p->zErr : "out of memory");
+    }
+    ssClose(&p->base);
+    return rc;
+  }
   if( rc==SQLITE_OK ){
     sqlite3_extended_result_codes(p->db, 1);
     rc = ssSetup(p, pCfg);

@@ -627,6 +627,25 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
 }
 
 /* Publish the write transaction, if it changed anything. */
+/* SQLite truncates a database that got smaller only after the sync that
+** publishes its commit (in the second commit phase), too late for it.  The
+** size it will truncate to is the in-header database size of page 1
+** (offset 28), valid when the version-valid-for number (92) equals the
+** change counter (24): cut the write transaction there before publishing,
+** so the commit records the smaller database. */
+static int depotHeaderTruncate(DepotFile *p){
+  const unsigned char *a = txbuf_get(&p->tx, 1);
+  uint32_t n;
+  if( a==0 || p->szPageTx<100 ) return SQLITE_OK;
+  n = ltx_get32(a+28);
+  if( n==0 || n>=p->nPageTx || ltx_get32(a+24)!=ltx_get32(a+92) ){
+    return SQLITE_OK;
+  }
+  if( txbuf_truncate(&p->tx, n)!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
+  p->nPageTx = n;
+  return SQLITE_OK;
+}
+
 static int depotPublish(DepotFile *p){
   PubSet s;
   uint32_t *aDirty = 0, nDirty = 0;
@@ -636,7 +655,8 @@ static int depotPublish(DepotFile *p){
     return SQLITE_OK;
   }
   memset(&s, 0, sizeof(s));
-  rc = txbuf_sorted(&p->tx, &aDirty, &nDirty);
+  rc = depotHeaderTruncate(p);
+  if( rc==SQLITE_OK ) rc = txbuf_sorted(&p->tx, &aDirty, &nDirty);
   nCap = (uint64_t)nDirty + 1
        + (p->nPageTx>p->snap.nPage ? p->nPageTx-p->snap.nPage : 0);
   s.aPgno = sqlite3_malloc64(sizeof(uint32_t)*nCap);
@@ -963,6 +983,7 @@ static int depotOpenStore(DepotFile *p, const char *zName, const DepotArgs *a,
   cfg.iSynchronous = a->iSync;
   cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
   cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
+  cfg.bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);
   rc = store_sqlite_open(zName, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
