@@ -66,6 +66,8 @@ struct KvChild {
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
   int bSchema;                  /* the catalog child */
+  int bActive;                  /* counted in pTab->nActive (bound live,
+                                ** not the catalog): uncounted at finish */
 };
 
 struct KvSavepoint {

@@ -97,6 +97,7 @@ static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
   pTab->nRef++;
   if( !bSchema ) pTab->nActive++;
   (*ppChild)->bSchema = bSchema;
+  (*ppChild)->bActive = !bSchema;
   (*ppChild)->bSnapLater = bLazy;
   return SQLITE_OK;
 }
@@ -714,7 +715,9 @@ static void kvRootFinish(KvRoot *p, int eState){
     KvChild *c = p->apChild[i];
     KvTable *t = c->pTab;
     if( c->pSnap ) t->pBackend->xSnapshotFree(c->pSnap);
-    if( !c->bSchema && !kvIsPending(t) && --t->nActive==0 ){
+    /* Only children bound live counted themselves: a table this root
+    ** created is live by now if it committed, but was never counted. */
+    if( c->bActive && --t->nActive==0 ){
       kv_map_unref(t->pRev);      /* no older snapshot needs them now */
       t->pRev = 0;
     }

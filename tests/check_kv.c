@@ -1001,6 +1001,44 @@ START_TEST(test_kv_handle_conflicts_same_value_and_aba){
 }
 END_TEST
 
+/* A table created and written by one transaction: once it committed, two
+** later transactions writing one key of it still conflict (the table's
+** count of bound transactions must come out of the creator's commit at
+** zero, else the first writer's revision is not recorded and the second
+** commit overwrites it unchecked).  Through handles and through SQL. */
+START_TEST(test_kv_table_created_and_written_in_one_txn_still_conflicts){
+  char *zDir = th_tmpdir("kv-create-write-conflict");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h, h1, h2;
+  int i;
+  for(i=0; i<2; i++){
+    const char *zTab = i==0 ? "x" : "y";
+    if( i==0 ){
+      h = kv_begin(db, zDir);
+      kv_ok(db, "SELECT kv_create_table(%lld, 'x', 'kv_memory')", h);
+      kv_ok(db, "SELECT kv_put(%lld, 'x', 'k', 0), kv_commit(%lld)", h, h);
+    }else{
+      kv_ok(db, "BEGIN; CREATE VIRTUAL TABLE y USING kv_memory(dir='%q');"
+                "INSERT INTO y VALUES('k', 0); COMMIT", zDir);
+    }
+    h1 = kv_begin(db, zDir);
+    h2 = kv_begin(db, zDir);
+    kv_ok(db, "SELECT kv_put(%lld, '%s', 'k', kv_get(%lld, '%s', 'k')+1)",
+          h1, zTab, h1, zTab);
+    kv_ok(db, "SELECT kv_put(%lld, '%s', 'k', kv_get(%lld, '%s', 'k')+1)",
+          h2, zTab, h2, zTab);
+    kv_ok(db, "SELECT kv_commit(%lld)", h1);
+    ck_assert_int_eq(kv_failf(db, "key 'k'", "SELECT kv_commit(%lld)", h2),
+                     SQLITE_BUSY_SNAPSHOT);
+    kv_ok(db, "SELECT kv_rollback(%lld)", h2);
+    ck_assert_int_eq(kv_intf(db, "SELECT value FROM kv_query_with_version("
+                             "'%s', 'k', '%q')", zTab, zDir), 1);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_try_commit_returns_conflicts_as_json){
   char *zDir = th_tmpdir("kv-try");
   sqlite3 *db = kv_db();
@@ -2061,6 +2099,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_handles_read_write_commit);
   tcase_add_test(tc, test_kv_prepared_and_failed_handles_name_the_handle);
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
+  tcase_add_test(tc, test_kv_table_created_and_written_in_one_txn_still_conflicts);
   tcase_add_test(tc, test_kv_prepared_reservations_conflict);
   tcase_add_test(tc, test_kv_try_commit_returns_conflicts_as_json);
   tcase_add_test(tc, test_kv_conflicts_on_long_keys_are_exact_or_marked_short);
