@@ -29,6 +29,7 @@ struct KvTable {
   KvBackendTable *pData;        /* NULL while pending (created, uncommitted) */
   KvMap *pRev;                  /* key -> revision, NULL when empty */
   int nActive;                  /* unfinished children bound to it */
+  KvChild *pActFirst, *pActLast; /* those children, in bind order */
   KvVerTable *pVer;             /* key versions (kv_version.c), or NULL */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
@@ -68,6 +69,9 @@ struct KvChild {
   int bSchema;                  /* the catalog child */
   int bActive;                  /* counted in pTab->nActive (bound live,
                                 ** not the catalog): uncounted at finish */
+  int64_t iBindMs;              /* with bActive: when it bound (monotonic
+                                ** ms, 0 while version TTL is off) */
+  KvChild *pActPrev, *pActNext; /* with bActive: pTab's active list */
 };
 
 struct KvSavepoint {
@@ -124,6 +128,9 @@ void kvVersionClearAll(KvEngine*);          /* after replay */
 ** publication calls it first. */
 void kvVersionSnapDrop(KvEngine*);
 void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
+/* The bind time of a child (engine mutex held): the monotonic ms now while
+** version TTL is on, else 0 (which keeps every record it could need). */
+int64_t kvVersionBindStamp(KvEngine*);
 
 /* kv_metrics.c: root lifecycle counters. */
 void kvMetricRootCreated(void);

@@ -80,6 +80,29 @@ static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
   return SQLITE_OK;
 }
 
+/* Count child c as active on table t, at the end of t's active list (so
+** the list stays in bind order: the version sweeper keeps the records the
+** oldest of them may need).  Engine mutex held. */
+static void kvActiveLink(KvTable *t, KvChild *c){
+  c->bActive = 1;
+  c->iBindMs = kvVersionBindStamp(t->pEng);
+  c->pActPrev = t->pActLast;
+  c->pActNext = 0;
+  if( t->pActLast ) t->pActLast->pActNext = c; else t->pActFirst = c;
+  t->pActLast = c;
+  t->nActive++;
+}
+
+/* Undo kvActiveLink; true when no child is active on t any more. */
+static int kvActiveUnlink(KvTable *t, KvChild *c){
+  if( c->pActPrev ) c->pActPrev->pActNext = c->pActNext;
+  else t->pActFirst = c->pActNext;
+  if( c->pActNext ) c->pActNext->pActPrev = c->pActPrev;
+  else t->pActLast = c->pActPrev;
+  c->bActive = 0;
+  return --t->nActive==0;
+}
+
 /* Bind a new child to live table pTab: reference, snapshot, activity.
 ** bLazy (a write binds it): the snapshot waits for the first read, so a
 ** transaction that only writes pins no version of the table, and other
@@ -95,9 +118,8 @@ static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
     return rc;
   }
   pTab->nRef++;
-  if( !bSchema ) pTab->nActive++;
   (*ppChild)->bSchema = bSchema;
-  (*ppChild)->bActive = !bSchema;
+  if( !bSchema ) kvActiveLink(pTab, *ppChild);
   (*ppChild)->bSnapLater = bLazy;
   return SQLITE_OK;
 }
@@ -717,7 +739,7 @@ static void kvRootFinish(KvRoot *p, int eState){
     if( c->pSnap ) t->pBackend->xSnapshotFree(c->pSnap);
     /* Only children bound live counted themselves: a table this root
     ** created is live by now if it committed, but was never counted. */
-    if( c->bActive && --t->nActive==0 ){
+    if( c->bActive && kvActiveUnlink(t, c) ){
       kv_map_unref(t->pRev);      /* no older snapshot needs them now */
       t->pRev = 0;
     }

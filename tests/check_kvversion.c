@@ -1012,6 +1012,17 @@ static sqlite3_int64 kvv_wait_records(sqlite3 *db, sqlite3_int64 nWant){
   return n;
 }
 
+/* Wait (up to 5 s) until table u has no version records; the count. */
+static sqlite3_int64 kvv_wait_u(sqlite3 *db){
+  int64_t tEnd = kvv_now_ms() + 5000;
+  sqlite3_int64 n;
+  while( (n = kvv_metric(db, "key_version_cache_record_count",
+                         "{\"table\":\"u\"}"))!=0 && kvv_now_ms()<tEnd ){
+    usleep(2000);
+  }
+  return n;
+}
+
 START_TEST(test_kvv_ttl_first_observation_lease_survives_lower_ttl){
   char *zDir = th_tmpdir("kvv-lease");
   sqlite3 *db = kvv_db();
@@ -1099,6 +1110,61 @@ START_TEST(test_kvv_ttl_raised_ttl_keeps_records_longer){
   ck_assert_int_eq(kvv_wait_records(db, 0), 0);
   ck_assert_int_ge(kvv_now_ms(), t0+400);
   sqlite3_free(zV);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Under a busy workload some transaction is bound to the table at every
+** moment, each one short.  Records that expired before all of them bound
+** must still go: only a transaction that bound before a record expired
+** keeps it.  h0 bound before the churn and stays open, so the records it
+** may have seen stay until it ends. */
+START_TEST(test_kvv_ttl_evicts_under_a_busy_workload){
+  char *zDir = th_tmpdir("kvv-busy");
+  sqlite3 *db = kvv_db();
+  sqlite3_int64 n = -1, hOld, hNew, h0;
+  int64_t tEnd;
+  char *zSql;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_mk(db, "u", zDir, 0);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":20,\"key_version_ttl_poll_ms\":1}");
+  h0 = th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(%lld, 'u', 'x', 1)", h0);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_int(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+      "SELECT i+1 FROM c WHERE i<300) SELECT count(*) FROM c, "
+      "kv_query_with_version('u', 'u'||c.i)"), 300);
+  ck_assert_int_eq(th_int(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+      "SELECT i+1 FROM c WHERE i<300) SELECT count(*) FROM c, "
+      "kv_query_with_version('t', 'k'||c.i)"), 300);
+  hOld = th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(%lld, 't', 'busy', 0)", hOld);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  tEnd = kvv_now_ms() + 5000;
+  while( n!=0 && kvv_now_ms()<tEnd ){
+    /* the next transaction binds before the previous one ends */
+    hNew = th_int(db, "SELECT kv_begin()");
+    zSql = sqlite3_mprintf("SELECT kv_put(%lld, 't', 'busy', 0); "
+                           "SELECT kv_rollback(%lld)", hNew, hOld);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    hOld = hNew;
+    usleep(2000);
+    n = kvv_metric(db, "key_version_cache_record_count", "{\"table\":\"t\"}");
+  }
+  ck_assert_msg(n==0, "%lld records of t left under load", (long long)n);
+  /* u's records expired while h0, bound before them, was open: kept */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"u\"}"), 300);
+  zSql = sqlite3_mprintf("SELECT kv_rollback(%lld), kv_rollback(%lld)",
+                         hOld, h0);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":1}");
+  ck_assert_int_eq(kvv_wait_u(db), 0);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1231,6 +1297,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);
   tcase_add_test(tc, test_kvv_ttl_raised_ttl_keeps_records_longer);
   tcase_add_test(tc, test_kvv_ttl_lease_survives_ttl_off_and_on);
+  tcase_add_test(tc, test_kvv_ttl_evicts_under_a_busy_workload);
   suite_add_tcase(s, tc);
   return s;
 }
