@@ -28,6 +28,7 @@ struct KvTable {
   const KvBackend *pBackend;
   KvBackendTable *pData;        /* NULL while pending (created, uncommitted) */
   KvMap *pRev;                  /* key -> revision, NULL when empty */
+  int64_t nRevKept;             /* pRev's size after its last pruning */
   int nActive;                  /* unfinished children bound to it */
   KvChild *pActFirst, *pActLast; /* those children, in bind order */
   KvVerTable *pVer;             /* key versions (kv_version.c), or NULL */

@@ -742,6 +742,7 @@ static void kvRootFinish(KvRoot *p, int eState){
     if( c->bActive && kvActiveUnlink(t, c) ){
       kv_map_unref(t->pRev);      /* no older snapshot needs them now */
       t->pRev = 0;
+      t->nRevKept = 0;
     }
     kvTableUnref(t);
   }
@@ -945,6 +946,39 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
 
 /* ------------------------------------------------------------ commit --- */
 
+/* Drop the revisions of table t no active child can need (engine mutex):
+** a revision only ever conflicts with a child whose snapshot is older, and
+** a child's iSnap never decreases, while new children bind at the current
+** sequence.  So entries at or below the oldest iSnap of t's active children
+** go.  Runs when pRev has doubled since the last pass (amortised O(1) per
+** recorded revision), so under a busy workload, where t is never idle and
+** pRev is never dropped whole, it stays proportional to the commits the
+** open transactions overlap.  Out of memory keeps pRev as it was. */
+static void kvRevPrune(KvTable *t){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  KvMap *pNew;
+  KvChild *c;
+  uint64_t iMin = UINT64_MAX;
+  int bOn, rc = SQLITE_OK;
+  if( kv_map_count(t->pRev) < 2*t->nRevKept + 256 ) return;
+  for(c=t->pActFirst; c; c=c->pActNext){
+    if( c->iSnap<iMin ) iMin = c->iSnap;
+  }
+  if( (pNew = kv_map_new())==0 ) return;
+  if( (pCsr = kv_map_cursor_new(t->pRev))==0 ){ kv_map_unref(pNew); return; }
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.rev>iMin ) rc = kv_map_put_from(&pNew, pCsr, e.rev, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  if( rc!=SQLITE_OK ){ kv_map_unref(pNew); return; }
+  kv_map_unref(t->pRev);
+  t->pRev = pNew;
+  t->nRevKept = kv_map_count(pNew);
+}
+
 /* Record the revisions of c's writes when other children may check them. */
 static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
   KvMapCursor *pCsr;
@@ -960,6 +994,7 @@ static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
     rc = kv_map_put(&c->pTab->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
   }
   kv_map_cursor_free(pCsr);
+  if( rc==SQLITE_OK ) kvRevPrune(c->pTab);
   return rc;
 }
 
