@@ -1218,6 +1218,83 @@ END_TEST
 /* ------------------------------------------------ persistent backends --- */
 
 /* zType = kv_btree or kv_log (loop index 0 or 1). */
+static const char *const azAllType[] = { "kv_memory", "kv_btree", "kv_log" };
+
+/* Prepare a versioned write of zTab/'w' with read set zTab/zKey at zVer;
+** 1 if it committed, 0 if it failed with exactly one version_mismatch on
+** that key (anything else fails the test). */
+static int kvv_try_read_set(sqlite3 *db, const char *zTab, const char *zKey,
+                            const char *zVer){
+  sqlite3_int64 h = th_int(db, "SELECT kv_begin()");
+  char *zSql = sqlite3_mprintf("SELECT kv_put(%lld, %Q, 'w', 1), "
+      "kv_prepare_with_version(%lld, json_array(json_object('table', %Q, "
+      "'key', %Q, 'version', %Q)))", h, zTab, h, zTab, zKey, zVer);
+  int rc = th_try(db, zSql, 0);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK ){
+    zSql = sqlite3_mprintf("SELECT kv_commit_with_version(%lld)", h);
+  }else{
+    char *zWant = sqlite3_mprintf("%s|%s|version_mismatch", zTab, zKey);
+    ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_BUSY_SNAPSHOT);
+    zSql = sqlite3_mprintf("SELECT \"table\"||'|'||key||'|'||kind AS x "
+                           "FROM kv_conflicts(%lld)", h);
+    kvv_rows_eq(db, zSql, zWant);
+    sqlite3_free(zSql);
+    sqlite3_free(zWant);
+    zSql = sqlite3_mprintf("SELECT kv_rollback(%lld)", h);
+  }
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  return rc==SQLITE_OK;
+}
+
+/* Ordinary SQL writes through the virtual table give every key they write
+** that has a version record a new version, of the right kind, one id per
+** commit, on every backend; a cache holding the version from before fails
+** with version_mismatch, the current one commits. */
+START_TEST(test_kvv_ordinary_sql_writes_advance_versions){
+  char *zDir = th_tmpdir("kvv-sqlmix");
+  sqlite3 *db = kvv_db();
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING %s",
+                               azAllType[_i]);
+  char *zA0, *zA1, *zA2, *zA3, *zB0, *zB1, *zC0, *zC1;
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2)");
+  zA0 = kvv_version(db, "t", "'a'");
+  th_exec(db, "UPDATE t SET value=value+1 WHERE key='a'");
+  zA1 = kvv_version(db, "t", "'a'");
+  ck_assert_str_ne(zA0, zA1);
+  ck_assert_msg(zA1[0]=='u', "%s", zA1);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "a", zA0), 0);
+  th_exec(db, "DELETE FROM t WHERE key='a'");
+  zA2 = kvv_version(db, "t", "'a'");
+  ck_assert_msg(zA2[0]=='d' && strcmp(zA2+2, zA1+2)!=0, "%s", zA2);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "a", zA1), 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 5)");
+  zA3 = kvv_version(db, "t", "'a'");
+  ck_assert_msg(zA3[0]=='u' && strcmp(zA3+2, zA2+2)!=0, "%s", zA3);
+  /* a key change is a delete of the old key and an upsert of the new one,
+  ** and one SQL transaction gives all its keys one id */
+  zB0 = kvv_version(db, "t", "'b'");
+  zC0 = kvv_version(db, "t", "'c'");
+  th_exec(db, "BEGIN; UPDATE t SET key='c' WHERE key='b'; "
+              "UPDATE t SET value=6 WHERE key='a'; COMMIT");
+  zB1 = kvv_version(db, "t", "'b'");
+  zC1 = sqlite3_mprintf("u:%s", zB1+2);
+  ck_assert_msg(zB1[0]=='d' && strcmp(zB1, zB0)!=0, "%s", zB1);
+  kvv_text_eq(db, "SELECT version FROM kv_query_with_version('t', 'c')", zC1);
+  kvv_text_eq(db, "SELECT version FROM kv_query_with_version('t', 'a')", zC1);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "c", zC0), 0);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "c", zC1), 1);
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('t', 'c')", "2");
+  sqlite3_free(zA0); sqlite3_free(zA1); sqlite3_free(zA2); sqlite3_free(zA3);
+  sqlite3_free(zB0); sqlite3_free(zB1); sqlite3_free(zC0); sqlite3_free(zC1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 static const char *const azPersistType[] = { "kv_btree", "kv_log" };
 
 START_TEST(test_kvv_empty_persistent_table_query_and_restart){
@@ -1280,6 +1357,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
   tcase_add_loop_test(tc, test_kvv_empty_persistent_table_query_and_restart,
                       0, 2);
+  tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
