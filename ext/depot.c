@@ -123,7 +123,15 @@ int sqlite3_depot_init(
 ){
   char *zErr = 0;
   int rc;
+#ifndef SQLITE_CORE
+  /* Every load in the process passes the same routines, and a thread may
+  ** load the module into its own connection while other threads call
+  ** through sqlite3_api: write the pointer only when it changes (the first
+  ** load), never again, so later loads only read it. */
+  if( sqlite3_api!=pApi ) SQLITE_EXTENSION_INIT2(pApi);
+#else
   SQLITE_EXTENSION_INIT2(pApi);
+#endif
   rc = depotInitConnection(db, &zErr);
   if( rc!=SQLITE_OK ){
     if( pzErrMsg ) *pzErrMsg = zErr; else sqlite3_free(zErr);

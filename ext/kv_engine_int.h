@@ -28,7 +28,9 @@ struct KvTable {
   const KvBackend *pBackend;
   KvBackendTable *pData;        /* NULL while pending (created, uncommitted) */
   KvMap *pRev;                  /* key -> revision, NULL when empty */
+  int64_t nRevKept;             /* pRev's size after its last pruning */
   int nActive;                  /* unfinished children bound to it */
+  KvChild *pActFirst, *pActLast; /* those children, in bind order */
   KvVerTable *pVer;             /* key versions (kv_version.c), or NULL */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
@@ -69,6 +71,11 @@ struct KvChild {
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
   int bSchema;                  /* the catalog child */
+  int bActive;                  /* counted in pTab->nActive (bound live,
+                                ** not the catalog): uncounted at finish */
+  int64_t iBindMs;              /* with bActive: when it bound (monotonic
+                                ** ms, 0 while version TTL is off) */
+  KvChild *pActPrev, *pActNext; /* with bActive: pTab's active list */
 };
 
 struct KvSavepoint {
@@ -125,6 +132,9 @@ void kvVersionClearAll(KvEngine*);          /* after replay */
 ** publication calls it first. */
 void kvVersionSnapDrop(KvEngine*);
 void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
+/* The bind time of a child (engine mutex held): the monotonic ms now while
+** version TTL is on, else 0 (which keeps every record it could need). */
+int64_t kvVersionBindStamp(KvEngine*);
 
 /* kv_metrics.c: root lifecycle counters. */
 void kvMetricRootCreated(void);

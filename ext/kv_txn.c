@@ -80,6 +80,29 @@ static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
   return SQLITE_OK;
 }
 
+/* Count child c as active on table t, at the end of t's active list (so
+** the list stays in bind order: the version sweeper keeps the records the
+** oldest of them may need).  Engine mutex held. */
+static void kvActiveLink(KvTable *t, KvChild *c){
+  c->bActive = 1;
+  c->iBindMs = kvVersionBindStamp(t->pEng);
+  c->pActPrev = t->pActLast;
+  c->pActNext = 0;
+  if( t->pActLast ) t->pActLast->pActNext = c; else t->pActFirst = c;
+  t->pActLast = c;
+  t->nActive++;
+}
+
+/* Undo kvActiveLink; true when no child is active on t any more. */
+static int kvActiveUnlink(KvTable *t, KvChild *c){
+  if( c->pActPrev ) c->pActPrev->pActNext = c->pActNext;
+  else t->pActFirst = c->pActNext;
+  if( c->pActNext ) c->pActNext->pActPrev = c->pActPrev;
+  else t->pActLast = c->pActPrev;
+  c->bActive = 0;
+  return --t->nActive==0;
+}
+
 /* Bind a new child to live table pTab: reference, snapshot, activity.
 ** bLazy (a write binds it): the snapshot waits for the first read, so a
 ** transaction that only writes pins no version of the table, and other
@@ -95,8 +118,8 @@ static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
     return rc;
   }
   pTab->nRef++;
-  if( !bSchema ) pTab->nActive++;
   (*ppChild)->bSchema = bSchema;
+  if( !bSchema ) kvActiveLink(pTab, *ppChild);
   (*ppChild)->bSnapLater = bLazy;
   return SQLITE_OK;
 }
@@ -720,9 +743,12 @@ static void kvRootFinish(KvRoot *p, int eState){
     KvChild *c = p->apChild[i];
     KvTable *t = c->pTab;
     if( c->pSnap ) t->pBackend->xSnapshotFree(c->pSnap);
-    if( !c->bSchema && !kvIsPending(t) && --t->nActive==0 ){
+    /* Only children bound live counted themselves: a table this root
+    ** created is live by now if it committed, but was never counted. */
+    if( c->bActive && kvActiveUnlink(t, c) ){
       kv_map_unref(t->pRev);      /* no older snapshot needs them now */
       t->pRev = 0;
+      t->nRevKept = 0;
     }
     kvTableUnref(t);
   }
@@ -926,6 +952,39 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
 
 /* ------------------------------------------------------------ commit --- */
 
+/* Drop the revisions of table t no active child can need (engine mutex):
+** a revision only ever conflicts with a child whose snapshot is older, and
+** a child's iSnap never decreases, while new children bind at the current
+** sequence.  So entries at or below the oldest iSnap of t's active children
+** go.  Runs when pRev has doubled since the last pass (amortised O(1) per
+** recorded revision), so under a busy workload, where t is never idle and
+** pRev is never dropped whole, it stays proportional to the commits the
+** open transactions overlap.  Out of memory keeps pRev as it was. */
+static void kvRevPrune(KvTable *t){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  KvMap *pNew;
+  KvChild *c;
+  uint64_t iMin = UINT64_MAX;
+  int bOn, rc = SQLITE_OK;
+  if( kv_map_count(t->pRev) < 2*t->nRevKept + 256 ) return;
+  for(c=t->pActFirst; c; c=c->pActNext){
+    if( c->iSnap<iMin ) iMin = c->iSnap;
+  }
+  if( (pNew = kv_map_new())==0 ) return;
+  if( (pCsr = kv_map_cursor_new(t->pRev))==0 ){ kv_map_unref(pNew); return; }
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.rev>iMin ) rc = kv_map_put_from(&pNew, pCsr, e.rev, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  if( rc!=SQLITE_OK ){ kv_map_unref(pNew); return; }
+  kv_map_unref(t->pRev);
+  t->pRev = pNew;
+  t->nRevKept = kv_map_count(pNew);
+}
+
 /* Record the revisions of c's writes when other children may check them. */
 static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
   KvMapCursor *pCsr;
@@ -941,6 +1000,7 @@ static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
     rc = kv_map_put(&c->pTab->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
   }
   kv_map_cursor_free(pCsr);
+  if( rc==SQLITE_OK ) kvRevPrune(c->pTab);
   return rc;
 }
 

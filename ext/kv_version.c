@@ -661,19 +661,27 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
 
 /* ---------------------------------------------------------------- TTL --- */
 
+int64_t kvVersionBindStamp(KvEngine *pEng){
+  return pEng->pVer && pEng->pVer->ttlMs>0 ? kvNowMs() : 0;
+}
+
 /* What to do with token k (engine mutex): 0 keep it, 1 remove its record
 ** (due: its lease and the current TTL from its stamp are both over, in
-** whole ms, so never early, and no active transaction is bound to the
-** table), 2 drop the token alone (its record is gone). */
+** whole ms, so never early, and no unfinished transaction bound to the
+** table before that end: one that did may have read the version while it
+** was live and still present it), 2 drop the token alone (its record is
+** gone).  Only the oldest active child matters (t's active list is in
+** bind order), so transactions that bound later, as under a busy
+** workload, keep nothing that had expired before they began. */
 static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k, int64_t now){
   KvMapEntry e;
   int64_t iEnd;
   if( t->pVer->pMap==0 || !kv_map_get(t->pVer->pMap, k->aKey, k->nKey, &e) ){
     return 2;
   }
-  if( t->nActive>0 ) return 0;     /* an active snapshot may compare it */
   iEnd = (int64_t)e.rev + pEng->pVer->ttlMs;
   if( kvVerLease(&e)>iEnd ) iEnd = kvVerLease(&e);
+  if( t->pActFirst && t->pActFirst->iBindMs <= iEnd + 1 ) return 0;
   return now >= iEnd + 1;
 }
 

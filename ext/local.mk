@@ -66,6 +66,9 @@ check_PROGRAMS += tests/check_kvversion
 TESTS += tests/check_kvversion
 tests_check_kvversion_SOURCES = tests/check_kvversion.c $(TEST_HARNESS)
 tests_check_kvversion_LDADD = $(TEST_LDADD)
+# The same protocol from Python, as a caching application uses it (~5 s).
+TESTS += tests/python_kvversion_app.sh
+EXTRA_DIST += tests/python_kvversion_app.sh
 tests_depot_bench_SOURCES += tests/bench_kvversion.c
 
 ## kv_btree and kv_log backends, kv_stats.

@@ -1066,6 +1066,96 @@ START_TEST(test_kv_handle_conflicts_same_value_and_aba){
 }
 END_TEST
 
+/* A table created and written by one transaction: once it committed, two
+** later transactions writing one key of it still conflict (the table's
+** count of bound transactions must come out of the creator's commit at
+** zero, else the first writer's revision is not recorded and the second
+** commit overwrites it unchecked).  Through handles and through SQL. */
+START_TEST(test_kv_table_created_and_written_in_one_txn_still_conflicts){
+  char *zDir = th_tmpdir("kv-create-write-conflict");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h, h1, h2;
+  int i;
+  for(i=0; i<2; i++){
+    const char *zTab = i==0 ? "x" : "y";
+    if( i==0 ){
+      h = kv_begin(db, zDir);
+      kv_ok(db, "SELECT kv_create_table(%lld, 'x', 'kv_memory')", h);
+      kv_ok(db, "SELECT kv_put(%lld, 'x', 'k', 0), kv_commit(%lld)", h, h);
+    }else{
+      kv_ok(db, "BEGIN; CREATE VIRTUAL TABLE y USING kv_memory(dir='%q');"
+                "INSERT INTO y VALUES('k', 0); COMMIT", zDir);
+    }
+    h1 = kv_begin(db, zDir);
+    h2 = kv_begin(db, zDir);
+    kv_ok(db, "SELECT kv_put(%lld, '%s', 'k', kv_get(%lld, '%s', 'k')+1)",
+          h1, zTab, h1, zTab);
+    kv_ok(db, "SELECT kv_put(%lld, '%s', 'k', kv_get(%lld, '%s', 'k')+1)",
+          h2, zTab, h2, zTab);
+    kv_ok(db, "SELECT kv_commit(%lld)", h1);
+    ck_assert_int_eq(kv_failf(db, "key 'k'", "SELECT kv_commit(%lld)", h2),
+                     SQLITE_BUSY_SNAPSHOT);
+    kv_ok(db, "SELECT kv_rollback(%lld)", h2);
+    ck_assert_int_eq(kv_intf(db, "SELECT value FROM kv_query_with_version("
+                             "'%s', 'k', '%q')", zTab, zDir), 1);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Commits of many distinct keys under a busy workload: some transaction is
+** always open on the table (each short, the next one begins before the
+** previous ends), so the table never goes idle.  The revisions the
+** conflict check keeps must still be bounded by what the open transactions
+** can need, not grow with every key ever written; and conflicts are still
+** found. */
+static void kv_churn(sqlite3 *db, const char *zDir, int iFrom, int n,
+                     sqlite3_int64 *phOld){
+  int i;
+  for(i=iFrom; i<iFrom+n; i++){
+    sqlite3_int64 hNew = kv_begin(db, zDir), h = kv_begin(db, zDir);
+    kv_ok(db, "SELECT kv_get(%lld, 't', 'zz')", hNew);
+    kv_ok(db, "SELECT kv_put(%lld, 't', 'k%d', 1), kv_commit(%lld)", h, i, h);
+    h = kv_begin(db, zDir);
+    kv_ok(db, "SELECT kv_delete(%lld, 't', 'k%d'), kv_commit(%lld)", h, i, h);
+    kv_ok(db, "SELECT kv_rollback(%lld)", *phOld);
+    *phOld = hNew;
+  }
+}
+
+START_TEST(test_kv_revisions_stay_bounded_under_a_busy_workload){
+  char *zDir = th_tmpdir("kv-rev-busy");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 hOld, h1, h2, nMem0, nMem1;
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('zz', 0)");
+  hOld = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_get(%lld, 't', 'zz')", hOld);
+  kv_churn(db, zDir, 0, 1000, &hOld);
+  nMem0 = sqlite3_memory_used();
+  kv_churn(db, zDir, 1000, 4000, &hOld);
+  nMem1 = sqlite3_memory_used();
+  /* 8000 more revisions kept whole grow it by over 300 kB */
+  ck_assert_msg(nMem1 - nMem0 < 100000, "memory grew by %lld bytes",
+                (long long)(nMem1 - nMem0));
+  /* an open transaction still conflicts with a later commit */
+  h1 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 'zz', kv_get(%lld, 't', 'zz')+1)",
+        h1, h1);
+  kv_churn(db, zDir, 5000, 300, &hOld);
+  h2 = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld, 't', 'zz', 5), kv_commit(%lld)", h2, h2);
+  kv_churn(db, zDir, 5300, 300, &hOld);
+  ck_assert_int_eq(kv_failf(db, "key 'zz'", "SELECT kv_commit(%lld)", h1),
+                   SQLITE_BUSY_SNAPSHOT);
+  kv_ok(db, "SELECT kv_rollback(%lld), kv_rollback(%lld)", h1, hOld);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='zz'"), 5);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_try_commit_returns_conflicts_as_json){
   char *zDir = th_tmpdir("kv-try");
   sqlite3 *db = kv_db();
@@ -2128,6 +2218,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_handles_read_write_commit);
   tcase_add_test(tc, test_kv_prepared_and_failed_handles_name_the_handle);
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
+  tcase_add_test(tc, test_kv_table_created_and_written_in_one_txn_still_conflicts);
+  tcase_add_test(tc, test_kv_revisions_stay_bounded_under_a_busy_workload);
   tcase_add_test(tc, test_kv_prepared_reservations_conflict);
   tcase_add_test(tc, test_kv_try_commit_returns_conflicts_as_json);
   tcase_add_test(tc, test_kv_conflicts_on_long_keys_are_exact_or_marked_short);

@@ -1039,6 +1039,17 @@ static sqlite3_int64 kvv_wait_records(sqlite3 *db, sqlite3_int64 nWant){
   return n;
 }
 
+/* Wait (up to 5 s) until table u has no version records; the count. */
+static sqlite3_int64 kvv_wait_u(sqlite3 *db){
+  int64_t tEnd = kvv_now_ms() + 5000;
+  sqlite3_int64 n;
+  while( (n = kvv_metric(db, "key_version_cache_record_count",
+                         "{\"table\":\"u\"}"))!=0 && kvv_now_ms()<tEnd ){
+    usleep(2000);
+  }
+  return n;
+}
+
 START_TEST(test_kvv_ttl_first_observation_lease_survives_lower_ttl){
   char *zDir = th_tmpdir("kvv-lease");
   sqlite3 *db = kvv_db();
@@ -1131,6 +1142,61 @@ START_TEST(test_kvv_ttl_raised_ttl_keeps_records_longer){
 }
 END_TEST
 
+/* Under a busy workload some transaction is bound to the table at every
+** moment, each one short.  Records that expired before all of them bound
+** must still go: only a transaction that bound before a record expired
+** keeps it.  h0 bound before the churn and stays open, so the records it
+** may have seen stay until it ends. */
+START_TEST(test_kvv_ttl_evicts_under_a_busy_workload){
+  char *zDir = th_tmpdir("kvv-busy");
+  sqlite3 *db = kvv_db();
+  sqlite3_int64 n = -1, hOld, hNew, h0;
+  int64_t tEnd;
+  char *zSql;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_mk(db, "u", zDir, 0);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":20,\"key_version_ttl_poll_ms\":1}");
+  h0 = th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(%lld, 'u', 'x', 1)", h0);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_int(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+      "SELECT i+1 FROM c WHERE i<300) SELECT count(*) FROM c, "
+      "kv_query_with_version('u', 'u'||c.i)"), 300);
+  ck_assert_int_eq(th_int(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+      "SELECT i+1 FROM c WHERE i<300) SELECT count(*) FROM c, "
+      "kv_query_with_version('t', 'k'||c.i)"), 300);
+  hOld = th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(%lld, 't', 'busy', 0)", hOld);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  tEnd = kvv_now_ms() + 5000;
+  while( n!=0 && kvv_now_ms()<tEnd ){
+    /* the next transaction binds before the previous one ends */
+    hNew = th_int(db, "SELECT kv_begin()");
+    zSql = sqlite3_mprintf("SELECT kv_put(%lld, 't', 'busy', 0); "
+                           "SELECT kv_rollback(%lld)", hNew, hOld);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    hOld = hNew;
+    usleep(2000);
+    n = kvv_metric(db, "key_version_cache_record_count", "{\"table\":\"t\"}");
+  }
+  ck_assert_msg(n==0, "%lld records of t left under load", (long long)n);
+  /* u's records expired while h0, bound before them, was open: kept */
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"u\"}"), 300);
+  zSql = sqlite3_mprintf("SELECT kv_rollback(%lld), kv_rollback(%lld)",
+                         hOld, h0);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  kvv_ttl(db, "{\"key_version_ttl_ms\":1}");
+  ck_assert_int_eq(kvv_wait_u(db), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ----------------------------------------------------------- metrics --- */
 
 START_TEST(test_kvv_metrics_count_calls_and_transactions){
@@ -1179,6 +1245,83 @@ END_TEST
 /* ------------------------------------------------ persistent backends --- */
 
 /* zType = kv_btree or kv_log (loop index 0 or 1). */
+static const char *const azAllType[] = { "kv_memory", "kv_btree", "kv_log" };
+
+/* Prepare a versioned write of zTab/'w' with read set zTab/zKey at zVer;
+** 1 if it committed, 0 if it failed with exactly one version_mismatch on
+** that key (anything else fails the test). */
+static int kvv_try_read_set(sqlite3 *db, const char *zTab, const char *zKey,
+                            const char *zVer){
+  sqlite3_int64 h = th_int(db, "SELECT kv_begin()");
+  char *zSql = sqlite3_mprintf("SELECT kv_put(%lld, %Q, 'w', 1), "
+      "kv_prepare_with_version(%lld, json_array(json_object('table', %Q, "
+      "'key', %Q, 'version', %Q)))", h, zTab, h, zTab, zKey, zVer);
+  int rc = th_try(db, zSql, 0);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK ){
+    zSql = sqlite3_mprintf("SELECT kv_commit_with_version(%lld)", h);
+  }else{
+    char *zWant = sqlite3_mprintf("%s|%s|version_mismatch", zTab, zKey);
+    ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_BUSY_SNAPSHOT);
+    zSql = sqlite3_mprintf("SELECT \"table\"||'|'||key||'|'||kind AS x "
+                           "FROM kv_conflicts(%lld)", h);
+    kvv_rows_eq(db, zSql, zWant);
+    sqlite3_free(zSql);
+    sqlite3_free(zWant);
+    zSql = sqlite3_mprintf("SELECT kv_rollback(%lld)", h);
+  }
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  return rc==SQLITE_OK;
+}
+
+/* Ordinary SQL writes through the virtual table give every key they write
+** that has a version record a new version, of the right kind, one id per
+** commit, on every backend; a cache holding the version from before fails
+** with version_mismatch, the current one commits. */
+START_TEST(test_kvv_ordinary_sql_writes_advance_versions){
+  char *zDir = th_tmpdir("kvv-sqlmix");
+  sqlite3 *db = kvv_db();
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING %s",
+                               azAllType[_i]);
+  char *zA0, *zA1, *zA2, *zA3, *zB0, *zB1, *zC0, *zC1;
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2)");
+  zA0 = kvv_version(db, "t", "'a'");
+  th_exec(db, "UPDATE t SET value=value+1 WHERE key='a'");
+  zA1 = kvv_version(db, "t", "'a'");
+  ck_assert_str_ne(zA0, zA1);
+  ck_assert_msg(zA1[0]=='u', "%s", zA1);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "a", zA0), 0);
+  th_exec(db, "DELETE FROM t WHERE key='a'");
+  zA2 = kvv_version(db, "t", "'a'");
+  ck_assert_msg(zA2[0]=='d' && strcmp(zA2+2, zA1+2)!=0, "%s", zA2);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "a", zA1), 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 5)");
+  zA3 = kvv_version(db, "t", "'a'");
+  ck_assert_msg(zA3[0]=='u' && strcmp(zA3+2, zA2+2)!=0, "%s", zA3);
+  /* a key change is a delete of the old key and an upsert of the new one,
+  ** and one SQL transaction gives all its keys one id */
+  zB0 = kvv_version(db, "t", "'b'");
+  zC0 = kvv_version(db, "t", "'c'");
+  th_exec(db, "BEGIN; UPDATE t SET key='c' WHERE key='b'; "
+              "UPDATE t SET value=6 WHERE key='a'; COMMIT");
+  zB1 = kvv_version(db, "t", "'b'");
+  zC1 = sqlite3_mprintf("u:%s", zB1+2);
+  ck_assert_msg(zB1[0]=='d' && strcmp(zB1, zB0)!=0, "%s", zB1);
+  kvv_text_eq(db, "SELECT version FROM kv_query_with_version('t', 'c')", zC1);
+  kvv_text_eq(db, "SELECT version FROM kv_query_with_version('t', 'a')", zC1);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "c", zC0), 0);
+  ck_assert_int_eq(kvv_try_read_set(db, "t", "c", zC1), 1);
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('t', 'c')", "2");
+  sqlite3_free(zA0); sqlite3_free(zA1); sqlite3_free(zA2); sqlite3_free(zA3);
+  sqlite3_free(zB0); sqlite3_free(zB1); sqlite3_free(zC0); sqlite3_free(zC1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 static const char *const azPersistType[] = { "kv_btree", "kv_log" };
 
 START_TEST(test_kvv_empty_persistent_table_query_and_restart){
@@ -1242,6 +1385,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_metrics_count_calls_and_transactions);
   tcase_add_loop_test(tc, test_kvv_empty_persistent_table_query_and_restart,
                       0, 2);
+  tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
@@ -1259,6 +1403,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);
   tcase_add_test(tc, test_kvv_ttl_raised_ttl_keeps_records_longer);
   tcase_add_test(tc, test_kvv_ttl_lease_survives_ttl_off_and_on);
+  tcase_add_test(tc, test_kvv_ttl_evicts_under_a_busy_workload);
   suite_add_tcase(s, tc);
   return s;
 }
