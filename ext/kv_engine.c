@@ -530,6 +530,19 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   return rc;
 }
 
+int kv_engine_wal_config(KvEngine *p, WalConfig *pCfg){
+  memset(pCfg, 0, sizeof(*pCfg));
+  if( p==0 || p->pWal==0 ) return 0;
+  wal_get_config(p->pWal, pCfg);
+  return 1;
+}
+
+int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg){
+  if( p==0 || p->pWal==0 ) return 0;
+  wal_set_config(p->pWal, pCfg);
+  return 1;
+}
+
 KvEngine *kv_engine_ref(KvEngine *p){
   pthread_mutex_lock(&kvGlobalMutex);
   p->nRef++;

@@ -70,6 +70,13 @@ void kv_engine_test_io(const WalIo *pIo);
 ** segments by renaming them to *.log.bak instead of deleting them. */
 void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak);
 
+/* The root WAL's rotation size and retirement mode of store p, as open in
+** this process (wal_get_config / wal_set_config: not stored, a reopened
+** store starts from the defaults).  Both return 0, and change nothing,
+** when the store has no WAL (an anonymous, in-memory store); else 1. */
+int kv_engine_wal_config(KvEngine *p, WalConfig *pCfg);
+int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg);
+
 /* Test hook: the n-th backend publication (xApply of one table of a
 ** committing root) from now fails with SQLITE_NOMEM, as running out of
 ** memory after the WAL flush would (1: the next one; 0: none). */

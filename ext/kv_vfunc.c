@@ -597,10 +597,34 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 /* ---------------------------------------------------- kv_store_options --- */
 
-/* One row of the options query of kvStoreConfigure into *prTtl or
-** *prPoll: SQLITE_OK, SQLITE_DONE after the last member, or an error. */
-static int kvStoreOption(sqlite3_stmt *pStmt, double *prTtl, double *prPoll,
-                         char **pzErr){
+/* The store options being read or changed: the two TTL values of the key
+** versions (kv_version_configure) and the root WAL's configuration. */
+typedef struct KvStoreOpts KvStoreOpts;
+struct KvStoreOpts {
+  double rTtl, rPoll;        /* key_version_ttl_ms, key_version_ttl_poll_ms */
+  double rSegment;           /* wal_segment_bytes */
+  int bKeepBak;              /* wal_keep_bak */
+  int bWalSet;               /* a wal_* member was given */
+};
+
+#define KV_WAL_SEGMENT_MIN 4096.0
+#define KV_WAL_SEGMENT_MAX 1099511627776.0     /* 2^40 */
+
+/* The value of wal_keep_bak: true/false or the numbers 0/1. */
+static int kvStoreKeepBak(const char *zType, sqlite3_stmt *pStmt,
+                          int *pbKeep){
+  if( strcmp(zType, "true")==0 ){ *pbKeep = 1; return 1; }
+  if( strcmp(zType, "false")==0 ){ *pbKeep = 0; return 1; }
+  if( strcmp(zType, "integer")==0 ){
+    sqlite3_int64 v = sqlite3_column_int64(pStmt, 3);
+    if( v==0 || v==1 ){ *pbKeep = (int)v; return 1; }
+  }
+  return 0;
+}
+
+/* One row of the options query of kvStoreConfigure into *pO: SQLITE_OK,
+** SQLITE_DONE after the last member, or an error. */
+static int kvStoreOption(sqlite3_stmt *pStmt, KvStoreOpts *pO, char **pzErr){
   const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
   const char *zType = (const char*)sqlite3_column_text(pStmt, 2);
   int bNum = zType && (strcmp(zType, "integer")==0 || strcmp(zType, "real")==0);
@@ -611,37 +635,89 @@ static int kvStoreOption(sqlite3_stmt *pStmt, double *prTtl, double *prPoll,
   }
   if( zKey==0 ) return SQLITE_DONE;
   if( strcmp(zKey, "key_version_ttl_ms")==0 && bNum ){
-    *prTtl = sqlite3_column_double(pStmt, 3);
+    pO->rTtl = sqlite3_column_double(pStmt, 3);
   }else if( strcmp(zKey, "key_version_ttl_poll_ms")==0 && bNum ){
-    *prPoll = sqlite3_column_double(pStmt, 3);
+    pO->rPoll = sqlite3_column_double(pStmt, 3);
+  }else if( strcmp(zKey, "wal_segment_bytes")==0 && bNum ){
+    pO->rSegment = sqlite3_column_double(pStmt, 3);
+    pO->bWalSet = 1;
+  }else if( strcmp(zKey, "wal_keep_bak")==0 && zType
+         && kvStoreKeepBak(zType, pStmt, &pO->bKeepBak) ){
+    pO->bWalSet = 1;
   }else{
-    *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or not a number "
-        "(allowed: key_version_ttl_ms, key_version_ttl_poll_ms)", zKey);
+    *pzErr = sqlite3_mprintf("kv: unknown store option '%s' or a value of "
+        "the wrong type (allowed: key_version_ttl_ms, key_version_ttl_poll_ms, "
+        "wal_segment_bytes: numbers; wal_keep_bak: true, false, 0 or 1)",
+        zKey);
     return SQLITE_ERROR;
   }
   return SQLITE_OK;
 }
 
-/* Apply options JSON {"key_version_ttl_ms":n,"key_version_ttl_poll_ms":n}
-** (either may be absent: it keeps its value).  Text that is not valid
-** JSON, or not an object, is an error and changes nothing. */
+/* Reads the current options of pEng into *pO.  Returns whether the store
+** has a root WAL. */
+static int kvStoreOptsGet(KvEngine *pEng, KvStoreOpts *pO){
+  WalConfig cfg;
+  int64_t ttl, poll;
+  int bWal;
+  memset(pO, 0, sizeof(*pO));
+  kv_version_options(pEng, &ttl, &poll);
+  bWal = kv_engine_wal_config(pEng, &cfg);
+  pO->rTtl = (double)ttl;
+  pO->rPoll = (double)poll;
+  pO->rSegment = (double)cfg.szSegment;
+  pO->bKeepBak = cfg.bKeepBak;
+  return bWal;
+}
+
+/* Checks the WAL members of *pO and applies every option.  Nothing
+** changes when any value is refused. */
+static int kvStoreOptsApply(KvEngine *pEng, int bWal, const KvStoreOpts *pO,
+                            char **pzErr){
+  WalConfig cfg;
+  int rc;
+  if( pO->bWalSet && !bWal ){
+    *pzErr = sqlite3_mprintf("kv: wal_segment_bytes and wal_keep_bak need a "
+        "store with a root WAL; this store is in memory (give dir=PATH)");
+    return SQLITE_ERROR;
+  }
+  if( pO->bWalSet && !(pO->rSegment>=KV_WAL_SEGMENT_MIN
+                       && pO->rSegment<=KV_WAL_SEGMENT_MAX) ){
+    *pzErr = sqlite3_mprintf("kv: wal_segment_bytes must be %lld..%lld, "
+        "got %g", (long long)KV_WAL_SEGMENT_MIN,
+        (long long)KV_WAL_SEGMENT_MAX, pO->rSegment);
+    return SQLITE_RANGE;
+  }
+  rc = kv_version_configure(pEng, pO->rTtl, pO->rPoll, pzErr);
+  if( rc==SQLITE_OK && pO->bWalSet ){
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.szSegment = (int64_t)pO->rSegment;
+    cfg.bKeepBak = pO->bKeepBak;
+    kv_engine_set_wal_config(pEng, &cfg);
+  }
+  return rc;
+}
+
+/* Apply options JSON {"key_version_ttl_ms":n, ...} (members left out keep
+** their value).  Text that is not valid JSON, or not an object, an
+** unknown member or a value out of range is an error and changes
+** nothing. */
 static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
                             char **pzErr){
   sqlite3_stmt *pStmt = 0;
-  int64_t ttl, poll;
-  double rTtl, rPoll;
-  int rcStep = SQLITE_ROW;
+  KvStoreOpts o;
+  int bWal, rcStep = SQLITE_ROW;
   int rc = sqlite3_prepare_v2(db, "WITH o(ok) AS (SELECT CASE WHEN "
       "json_valid(?1) THEN json_type(?1)='object' ELSE 0 END) "
       "SELECT ok, key, type, value FROM o, json_each(CASE WHEN ok THEN ?1 "
       "ELSE '{}' END) UNION ALL SELECT ok, NULL, NULL, NULL FROM o", -1,
       &pStmt, 0);
   if( rc!=SQLITE_OK ) return rc;
-  kv_version_options(pEng, &ttl, &poll);
-  rTtl = (double)ttl; rPoll = (double)poll;
+  bWal = kvStoreOptsGet(pEng, &o);
+  o.bWalSet = 0;
   sqlite3_bind_value(pStmt, 1, pJson);
   while( rc==SQLITE_OK && (rcStep = sqlite3_step(pStmt))==SQLITE_ROW ){
-    rc = kvStoreOption(pStmt, &rTtl, &rPoll, pzErr);
+    rc = kvStoreOption(pStmt, &o, pzErr);
   }
   if( rc==SQLITE_DONE ) rc = SQLITE_OK;
   if( rc==SQLITE_OK && rcStep!=SQLITE_ROW && rcStep!=SQLITE_DONE ){
@@ -650,8 +726,23 @@ static int kvStoreConfigure(sqlite3 *db, KvEngine *pEng, sqlite3_value *pJson,
     rc = rcStep;
   }
   sqlite3_finalize(pStmt);
-  if( rc==SQLITE_OK ) rc = kv_version_configure(pEng, rTtl, rPoll, pzErr);
+  if( rc==SQLITE_OK ) rc = kvStoreOptsApply(pEng, bWal, &o, pzErr);
   return rc;
+}
+
+/* The options as JSON text: the WAL members only for a store with a WAL. */
+static char *kvStoreOptsJson(KvEngine *pEng){
+  KvStoreOpts o;
+  int bWal = kvStoreOptsGet(pEng, &o);
+  if( !bWal ){
+    return sqlite3_mprintf("{\"key_version_ttl_ms\":%lld,"
+        "\"key_version_ttl_poll_ms\":%lld}", (long long)o.rTtl,
+        (long long)o.rPoll);
+  }
+  return sqlite3_mprintf("{\"key_version_ttl_ms\":%lld,"
+      "\"key_version_ttl_poll_ms\":%lld,\"wal_segment_bytes\":%lld,"
+      "\"wal_keep_bak\":%s}", (long long)o.rTtl, (long long)o.rPoll,
+      (long long)o.rSegment, o.bKeepBak ? "true" : "false");
 }
 
 static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
@@ -659,16 +750,12 @@ static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   KvEngine *pEng = 0;
   char *zErr = 0;
-  int64_t ttl = 0, poll = 0;
   int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, 1, &pEng, &zErr);
   if( rc==SQLITE_OK && argc>1 && sqlite3_value_type(argv[1])!=SQLITE_NULL ){
     rc = kvStoreConfigure(sqlite3_context_db_handle(ctx), pEng, argv[1], &zErr);
   }
   if( rc==SQLITE_OK ){
-    char *z;
-    kv_version_options(pEng, &ttl, &poll);
-    z = sqlite3_mprintf("{\"key_version_ttl_ms\":%lld,"
-        "\"key_version_ttl_poll_ms\":%lld}", (long long)ttl, (long long)poll);
+    char *z = kvStoreOptsJson(pEng);
     if( z ) sqlite3_result_text(ctx, z, -1, sqlite3_free);
     else rc = SQLITE_NOMEM;
   }

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -870,12 +871,12 @@ START_TEST(test_kvv_store_options_are_quantised_and_checked){
   zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
       "'{\"key_version_ttl_ms\":20.999,\"key_version_ttl_poll_ms\":0.2}')");
   kvv_text_eq(db, zSql, "{\"key_version_ttl_ms\":20,"
-              "\"key_version_ttl_poll_ms\":1}");
+              "\"key_version_ttl_poll_ms\":1,\"wal_segment_bytes\":67108864,\"wal_keep_bak\":false}");
   sqlite3_free(zSql);
   zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
       "'{\"key_version_ttl_ms\":0}')");
   kvv_text_eq(db, zSql, "{\"key_version_ttl_ms\":0,"
-              "\"key_version_ttl_poll_ms\":1}");
+              "\"key_version_ttl_poll_ms\":1,\"wal_segment_bytes\":67108864,\"wal_keep_bak\":false}");
   sqlite3_free(zSql);
   zSql = sqlite3_mprintf("SELECT kv_store_options(NULL, "
       "'{\"key_version_ttl_ms\":-1}')");
@@ -893,8 +894,94 @@ START_TEST(test_kvv_store_options_are_quantised_and_checked){
   sqlite3_free(zSql);
   zSql = sqlite3_mprintf("SELECT kv_store_options(NULL)");
   kvv_text_eq(db, zSql, "{\"key_version_ttl_ms\":0,"
-              "\"key_version_ttl_poll_ms\":1}");
+              "\"key_version_ttl_poll_ms\":1,\"wal_segment_bytes\":67108864,\"wal_keep_bak\":false}");
   sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Files in zDir/main.db-kv/wal/ whose names end in zSuffix. */
+static int kvv_wal_files(const char *zDir, const char *zSuffix){
+  char *zWal = sqlite3_mprintf("%s/main.db-kv/wal", zDir);
+  DIR *d = opendir(zWal);
+  struct dirent *e;
+  size_t nSuf = strlen(zSuffix);
+  int n = 0;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    size_t nName = strlen(e->d_name);
+    if( nName>nSuf && strcmp(e->d_name+nName-nSuf, zSuffix)==0 ) n++;
+  }
+  closedir(d);
+  sqlite3_free(zWal);
+  return n;
+}
+
+/* wal_segment_bytes and wal_keep_bak reach the root WAL of a store: small
+** segments rotate, and retired ones are kept as .bak only when asked. */
+START_TEST(test_kvv_store_options_set_wal_rotation_and_bak){
+  char *zDir = th_tmpdir("kvv-options-wal");
+  sqlite3 *db = kvv_db();
+  int i, nBak;
+  kvv_mk(db, "t", zDir, 1);
+  kvv_text_eq(db, "SELECT json_extract(kv_store_options(NULL, "
+      "'{\"wal_segment_bytes\":4096,\"wal_keep_bak\":true}'), "
+      "'$.wal_segment_bytes', '$.wal_keep_bak')", "[4096,true]");
+  for(i=0; i<200; i++){
+    char *z = sqlite3_mprintf("INSERT INTO t VALUES(%d, zeroblob(200))", i);
+    th_exec(db, z);
+    sqlite3_free(z);
+  }
+  ck_assert_int_gt(kvv_wal_files(zDir, ".bak"), 5);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  th_exec(db, "SELECT kv_store_options(NULL, '{\"wal_keep_bak\":0}')");
+  kvv_text_eq(db, "SELECT json_extract(kv_store_options(), "
+      "'$.wal_segment_bytes', '$.wal_keep_bak')", "[4096,false]");
+  nBak = kvv_wal_files(zDir, ".bak");
+  for(i=1000; i<1200; i++){
+    char *z = sqlite3_mprintf("INSERT INTO t VALUES(%d, zeroblob(200))", i);
+    th_exec(db, z);
+    sqlite3_free(z);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT wal_segments<=2 FROM kv_stats "
+                   "WHERE type='store' AND store LIKE '%main.db-kv'"), 1);
+  ck_assert_int_eq(kvv_wal_files(zDir, ".bak"), nBak);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Bad WAL options are refused with a clear error and change nothing; an
+** in-memory store has no WAL to configure. */
+START_TEST(test_kvv_store_options_wal_bad_values_change_nothing){
+  static const char *azBad[][2] = {
+    { "{\"wal_segment_bytes\":100}", "wal_segment_bytes must be 4096.." },
+    { "{\"wal_segment_bytes\":2e12}", "wal_segment_bytes must be 4096.." },
+    { "{\"wal_segment_bytes\":\"big\"}", "unknown store option" },
+    { "{\"wal_keep_bak\":2}", "unknown store option 'wal_keep_bak'" },
+    { "{\"wal_keep_bak\":\"yes\"}", "unknown store option" },
+    { "{\"key_version_ttl_ms\":5,\"wal_segment_bytes\":1}",
+      "wal_segment_bytes must be" },
+  };
+  char *zDir = th_tmpdir("kvv-options-walbad");
+  sqlite3 *db = kvv_db(), *dbMem;
+  size_t i;
+  kvv_mk(db, "t", zDir, 1);
+  for(i=0; i<sizeof(azBad)/sizeof(azBad[0]); i++){
+    char *z = sqlite3_mprintf("SELECT kv_store_options(NULL, %Q)", azBad[i][0]);
+    kvv_fail(db, z, azBad[i][1]);
+    sqlite3_free(z);
+  }
+  kvv_text_eq(db, "SELECT kv_store_options()", "{\"key_version_ttl_ms\":0,"
+      "\"key_version_ttl_poll_ms\":1000,\"wal_segment_bytes\":67108864,\"wal_keep_bak\":false}");
+  dbMem = th_open(":memory:");
+  th_exec(dbMem, "CREATE VIRTUAL TABLE m USING kv_memory");
+  kvv_fail(dbMem, "SELECT kv_store_options(NULL, '{\"wal_keep_bak\":true}')",
+           "need a store with a root WAL; this store is in memory");
+  kvv_text_eq(dbMem, "SELECT kv_store_options()",
+      "{\"key_version_ttl_ms\":0,\"key_version_ttl_poll_ms\":1000}");
+  sqlite3_close(dbMem);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -918,7 +1005,7 @@ START_TEST(test_kvv_store_options_reject_malformed_json){
     sqlite3_free(zSql);
   }
   kvv_text_eq(db, "SELECT kv_store_options()", "{\"key_version_ttl_ms\":7,"
-              "\"key_version_ttl_poll_ms\":1000}");
+              "\"key_version_ttl_poll_ms\":1000,\"wal_segment_bytes\":67108864,\"wal_keep_bak\":false}");
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1398,6 +1485,8 @@ Suite *depot_test_suite(void){
   tc = tcase_create("ttl");
   tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
   tcase_add_test(tc, test_kvv_store_options_reject_malformed_json);
+  tcase_add_test(tc, test_kvv_store_options_set_wal_rotation_and_bak);
+  tcase_add_test(tc, test_kvv_store_options_wal_bad_values_change_nothing);
   tcase_add_test(tc, test_kvv_ttl_never_expires_early);
   tcase_add_test(tc, test_kvv_ttl_index_stays_bounded_under_churn);
   tcase_add_test(tc, test_kvv_ttl_first_observation_lease_survives_lower_ttl);

@@ -188,7 +188,8 @@ static int appendExtend(Wal *p, uint64_t iNeed, uint64_t *piNew,
 ** and the group fails.  Leader only, mutex not held. */
 static int appendPrealloc(Wal *p, uint64_t iNeed, char **pzErr){
   const WalIo *pIo = p->pIo;
-  uint64_t nChunk = (uint64_t)p->szSegment;
+  uint64_t nChunk = (uint64_t)__atomic_load_n(&p->szSegment,
+                                              __ATOMIC_RELAXED);
   uint64_t iNew;
   int rc = SQLITE_OK, err;
   const char *zOp = "write";
@@ -256,8 +257,9 @@ static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, int64_t *pusFlush,
   uint64_t iOff;
   ssize_t got;
   int rc;
-  if( p->bNeedRotate || (p->szActive>=(uint64_t)p->szSegment
-                         && p->nActiveRec>0) ){
+  uint64_t szSegment = (uint64_t)__atomic_load_n(&p->szSegment,
+                                                 __ATOMIC_RELAXED);
+  if( p->bNeedRotate || (p->szActive>=szSegment && p->nActiveRec>0) ){
     rc = wal_rotate(p, g->cidFirst, pzErr);
     if( rc!=SQLITE_OK ) return rc;
   }

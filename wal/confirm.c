@@ -207,8 +207,8 @@ void wal_retire(Wal *p){
   pthread_mutex_unlock(&p->mutex);
   for(i=0; i<n; i++){
     char *zErr = 0;
-    int rc = wal_segment_retire(p->pIo, p->zWalDir, aSegno[i], p->bKeepBak,
-                                &zErr);
+    int rc = wal_segment_retire(p->pIo, p->zWalDir, aSegno[i],
+                   __atomic_load_n(&p->bKeepBak, __ATOMIC_RELAXED), &zErr);
     /* The segment is fully confirmed: if it cannot be removed, reopening
     ** only replays confirmed records again, which replay tolerates. */
     if( rc!=SQLITE_OK ) sqlite3_log(rc, "%s", zErr ? zErr : "wal: retire");

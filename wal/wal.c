@@ -426,6 +426,25 @@ int wal_replay(Wal *p, int (*xRecord)(void*, const WalRecord*), void *pCtx,
   return rc;
 }
 
+/* --------------------------------------------------------- configuration */
+
+/* Both fields are read without the mutex by the leader (appendWrite) and by
+** wal_retire: they are accessed atomically. */
+void wal_set_config(Wal *p, const WalConfig *pCfg){
+  int64_t sz;
+  if( p==0 || pCfg==0 ) return;
+  sz = pCfg->szSegment>0 ? pCfg->szSegment : WAL_DEFAULT_SEGMENT;
+  __atomic_store_n(&p->szSegment, sz, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->bKeepBak, pCfg->bKeepBak ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+void wal_get_config(Wal *p, WalConfig *pCfg){
+  memset(pCfg, 0, sizeof(*pCfg));
+  if( p==0 ) return;
+  pCfg->szSegment = __atomic_load_n(&p->szSegment, __ATOMIC_RELAXED);
+  pCfg->bKeepBak = __atomic_load_n(&p->bKeepBak, __ATOMIC_RELAXED);
+}
+
 /* ------------------------------------------------------- stats and close */
 
 void wal_stats(Wal *p, WalStats *pStats){

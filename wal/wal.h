@@ -247,6 +247,16 @@ int wal_confirm_record(Wal*, uint64_t cid);
 ** flush).  Appends continue as before.  Safe on NULL. */
 void wal_hold(Wal*);
 
+/* The rotation size and the retirement mode of an open log.
+** wal_set_config() changes them (pCfg->pIo is ignored; szSegment 0 means
+** the default 64 MiB): the size applies from the next append (an active
+** segment already past it is rotated then), bKeepBak from the next
+** retirement.  Neither is stored: a reopened log takes its WalConfig
+** again.  wal_get_config() reads them (pIo set to NULL).  Safe on NULL
+** (get: zeros). */
+void wal_set_config(Wal*, const WalConfig *pCfg);
+void wal_get_config(Wal*, WalConfig *pCfg);
+
 /* Counters for kv_stats. */
 typedef struct WalStats WalStats;
 struct WalStats {
