@@ -12,6 +12,7 @@
 #include "ext/kv_engine.h"
 #include "wal/wal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -193,6 +194,42 @@ START_TEST(test_kv_query_plan_pushes_down){
   z = kv_plan(db, "SELECT * FROM t WHERE key>3 AND key<9");
   ck_assert_msg(strstr(z, "VIRTUAL TABLE INDEX 20:")!=0, "%s", z);
   sqlite3_free(z);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Each operator on key, alone, is answered by the table (its own bit of
+** idxNum in EXPLAIN QUERY PLAN) and returns the right rows; ORDER BY key in
+** either direction needs no sorter. */
+static const struct { const char *zWhere; const char *zIdx; const char *zRows; }
+aPlan[] = {
+  { "key=3",               "INDEX 1:",  "3" },
+  { "key IN (2,9,4)",      "INDEX 2:",  "2 4" },
+  { "key>3",               "INDEX 4:",  "4 5" },
+  { "key>=3",              "INDEX 8:",  "3 4 5" },
+  { "key<3",               "INDEX 16:", "1 2" },
+  { "key<=3",              "INDEX 32:", "1 2 3" },
+  { "key BETWEEN 2 AND 4", "INDEX 40:", "2 3 4" },
+  { "1 ORDER BY key",      "INDEX 0:",  "1 2 3 4 5" },
+  { "1 ORDER BY key DESC", "INDEX 64:", "5 4 3 2 1" },
+};
+
+START_TEST(test_kv_query_plan_pushes_down_each_operator){
+  char *zDir = th_tmpdir("kv-eqp-each");
+  sqlite3 *db = kv_db();
+  char *zSql, *z;
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(4,0),(1,0),(5,0),(3,0),(2,0)");
+  zSql = sqlite3_mprintf("SELECT key FROM t WHERE %s", aPlan[_i].zWhere);
+  z = kv_plan(db, zSql);
+  ck_assert_msg(strstr(z, aPlan[_i].zIdx)!=0, "%s: %s", zSql, z);
+  ck_assert_msg(strstr(z, "TEMP B-TREE")==0, "%s: %s", zSql, z);
+  sqlite3_free(z);
+  z = sqlite3_mprintf("SELECT key AS x FROM t WHERE %s", aPlan[_i].zWhere);
+  kv_rows_eq(db, z, aPlan[_i].zRows);
+  sqlite3_free(z);
+  sqlite3_free(zSql);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1410,6 +1447,154 @@ START_TEST(test_kv_handles_are_per_connection_and_rolled_back_at_close){
 }
 END_TEST
 
+/* kv_table_meta registers no read: a transaction that looked up a table's
+** entry still commits after another one removed that table, or created the
+** one it found missing. */
+START_TEST(test_kv_table_meta_registers_no_read){
+  char *zDir = th_tmpdir("kv-metaread");
+  sqlite3 *db = kv_db(), *db2 = kv_db();
+  sqlite3_int64 h, h2;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db, "u", zDir, 0);
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_table_meta(%lld, 't'), kv_table_meta(%lld, 'n'), "
+            "kv_put(%lld, 'u', 1, 'x')", h, h, h);
+  h2 = kv_begin(db2, zDir);
+  kv_ok(db2, "SELECT kv_remove_table(%lld, 't'), kv_commit(%lld)", h2, h2);
+  h2 = kv_begin(db2, zDir);
+  kv_ok(db2, "SELECT kv_create_table(%lld, 'n', 'kv_memory'), "
+             "kv_commit(%lld)", h2, h2);
+  kv_ok(db, "SELECT kv_commit(%lld)", h);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM u", "1=x");
+  kv_rows_eq(db, "SELECT name AS x FROM kv_tables ORDER BY name", "n u");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A KV table exists with one type: attaching it from another database as
+** another type, or creating it again as another type through a handle, is
+** refused and leaves the table as it was. */
+START_TEST(test_kv_table_of_another_type_is_refused){
+  char *zDir = th_tmpdir("kv-wrongtype");
+  sqlite3 *db = kv_db(), *db2 = kv_db();
+  sqlite3_int64 h;
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'one')");
+  kv_failf(db2, "table t exists as kv_memory with persistence=0; cannot "
+           "attach it as kv_btree", "CREATE VIRTUAL TABLE t USING "
+           "kv_btree(dir='%q')", zDir);
+  kv_failf(db2, "cannot attach it as kv_log",
+           "CREATE VIRTUAL TABLE t USING kv_log(dir='%q')", zDir);
+  h = kv_begin(db, zDir);
+  kv_failf(db, "table t exists as kv_memory with persistence=0, not kv_btree",
+           "SELECT kv_create_table(%lld, 't', 'kv_btree')", h);
+  kv_ok(db, "SELECT kv_commit(%lld)", h);
+  kv_rows_eq(db, "SELECT name||type||persistence||rows AS x FROM kv_tables",
+             "tkv_memory01");
+  kv_rows_eq(db, "SELECT key||value AS x FROM t", "1one");
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM sqlite_master"), 0);
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Count the entries below zPath (recursively) whose name is zName. */
+static int kv_count_named(const char *zPath, const char *zName){
+  DIR *d = opendir(zPath);
+  struct dirent *e;
+  int n = 0;
+  if( d==0 ) return 0;
+  while( (e = readdir(d))!=0 ){
+    char *zSub;
+    if( strcmp(e->d_name, ".")==0 || strcmp(e->d_name, "..")==0 ) continue;
+    if( strcmp(e->d_name, zName)==0 ) n++;
+    zSub = sqlite3_mprintf("%s/%s", zPath, e->d_name);
+    n += kv_count_named(zSub, zName);
+    sqlite3_free(zSub);
+  }
+  closedir(d);
+  return n;
+}
+
+/* Table names are data, never paths: names made of path syntax give
+** kv_btree and kv_log tables (the types with files) whose files all stay
+** inside the store, named by no part of the table name, and the tables
+** work across a reopen. */
+START_TEST(test_kv_table_names_never_become_paths){
+  static const char *azName[] = { "../esc1", "../../esc2", "/esc3", "d/esc4" };
+  static const char *azType[] = { "kv_log", "kv_btree", "kv_log",
+                                  "kv_btree" };
+  char *zTop = th_tmpdir("kv-pathnames");
+  char *zDir = sqlite3_mprintf("%s/store", zTop);
+  sqlite3 *db = kv_db();
+  int i;
+  for(i=0; i<4; i++){
+    kv_ok(db, "CREATE VIRTUAL TABLE \"%w\" USING %s(dir='%q', "
+              "persistence=1); INSERT INTO \"%w\" VALUES(%d, 'v')",
+          azName[i], azType[i], zDir, azName[i], i);
+  }
+  sqlite3_close(db);
+  db = kv_db();
+  for(i=0; i<4; i++){
+    kv_ok(db, "CREATE VIRTUAL TABLE \"%w\" USING %s(dir='%q')",
+          azName[i], azType[i], zDir);
+    ck_assert_int_eq(kv_intf(db, "SELECT key FROM \"%w\" WHERE value='v'",
+                             azName[i]), i);
+  }
+  sqlite3_close(db);
+  ck_assert_int_eq(kv_count_named(zTop, "store"), 1);
+  ck_assert_int_eq(kv_count_named(zTop, "d"), 0);
+  for(i=1; i<=4; i++){
+    char zEsc[8];
+    char *zUp = sqlite3_mprintf("%s/../esc%d", zTop, i);
+    snprintf(zEsc, sizeof(zEsc), "esc%d", i);
+    ck_assert_int_eq(kv_count_named(zTop, zEsc), 0);
+    ck_assert_int_ne(access(zUp, F_OK), 0);
+    sqlite3_free(zUp);
+  }
+  ck_assert_int_ne(access("/esc3", F_OK), 0);
+  sqlite3_free(zDir);
+  sqlite3_free(zTop);
+}
+END_TEST
+
+/* The number of threads of this process. */
+static int kv_thread_count(void){
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  int n = 0;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    if( e->d_name[0]!='.' ) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Stores start background threads (kv_btree and kv_log sync and
+** maintenance); closing the last connection that uses a store joins every
+** one of them before sqlite3_close() returns. */
+START_TEST(test_kv_closing_last_user_joins_background_threads){
+  char *zDir = th_tmpdir("kv-threads");
+  int nBase = kv_thread_count();
+  sqlite3 *db = kv_db(), *db2 = kv_db();
+  kv_ok(db, "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q'); "
+            "CREATE VIRTUAL TABLE l USING kv_log(dir='%q'); "
+            "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', persistence=1);"
+            "INSERT INTO b VALUES(1,1); INSERT INTO l VALUES(1,1); "
+            "INSERT INTO m VALUES(1,1)", zDir, zDir, zDir);
+  kv_ok(db2, "SELECT kv_begin('%q')", zDir);
+  ck_assert_int_gt(kv_thread_count(), nBase);
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  ck_assert_int_eq(kv_thread_count(), nBase);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---------------------------------------------------------- bad input --- */
 
 /* Each statement must fail with a message containing the text given, and
@@ -2187,6 +2372,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_range_and_in_constraints);
   tcase_add_test(tc, test_kv_in_list_of_only_nulls_matches_nothing);
   tcase_add_test(tc, test_kv_query_plan_pushes_down);
+  tcase_add_loop_test(tc, test_kv_query_plan_pushes_down_each_operator,
+                      0, (int)(sizeof(aPlan)/sizeof(aPlan[0])));
   tcase_add_test(tc, test_kv_plain_insert_of_existing_key_fails);
   tcase_add_test(tc, test_kv_update_and_delete);
   tcase_add_test(tc, test_kv_rollback_and_savepoints);
@@ -2228,6 +2415,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_concurrent_remove_conflicts_with_writer);
   tcase_add_test(tc, test_kv_write_first_table_snapshots_at_first_read);
   tcase_add_test(tc, test_kv_handles_are_per_connection_and_rolled_back_at_close);
+  tcase_add_test(tc, test_kv_table_meta_registers_no_read);
+  tcase_add_test(tc, test_kv_table_of_another_type_is_refused);
+  tcase_add_test(tc, test_kv_table_names_never_become_paths);
+  tcase_add_test(tc, test_kv_closing_last_user_joins_background_threads);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kv_bad_input_is_rejected_and_changes_nothing,
