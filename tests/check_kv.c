@@ -1767,6 +1767,16 @@ START_TEST(test_kv_second_process_gets_busy){
   db = kv_db();
   ck_assert_int_eq(kv_failf(db, "is open in another process",
                             "SELECT kv_begin('%q')", zDir), SQLITE_BUSY);
+  {                            /* the message names the store's real path */
+    char *zReal = realpath(zDir, 0);
+    char *zWant = sqlite3_mprintf("kv: store %s is open in another process",
+                                  zReal);
+    ck_assert_ptr_nonnull(zReal);
+    ck_assert_msg(strstr(sqlite3_errmsg(db), zWant)!=0, "%s",
+                  sqlite3_errmsg(db));
+    sqlite3_free(zWant);
+    free(zReal);
+  }
   ck_assert_int_eq(write(aDown[1], "x", 1), 1);
   waitpid(pid, 0, 0);
   kv_begin(db, zDir);                      /* free now */
@@ -2027,6 +2037,12 @@ static int kvFaultChild(const char *zDir, int iCase){
   rc = sqlite3_extended_errcode(db);
   if( aFault[iCase].rcWant && rc!=aFault[iCase].rcWant ) return 13;
   if( strstr(sqlite3_errmsg(db), "wal")==0 ) return 14;
+  {                                        /* it names the WAL file */
+    char *zWal = sqlite3_mprintf("%s/wal/", zDir);
+    const char *zAt = zWal ? strstr(sqlite3_errmsg(db), zWal) : 0;
+    sqlite3_free(zWal);
+    if( zAt==0 || strstr(zAt, ".log")==0 ) return 17;
+  }
   if( !sqlite3_get_autocommit(db) ) return 15;
   wal_fault_arm(f, aFault[iCase].eKind, 0, 0, 0);
   if( sqlite3_exec(db, "INSERT INTO t VALUES(3, 'after')", 0, 0, 0) ){
