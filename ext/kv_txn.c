@@ -733,6 +733,29 @@ static void kvUnlinkPrepared(KvRoot *p){
   p->pNextPrepared = 0;
 }
 
+/* The root ends without publishing: delete the files its prepare made for
+** the tables it creates (kvOpenNewTables), so a create that fails or is
+** rolled back leaves no file behind.  Only for a root whose record will
+** never be applied, or that a replay would create afresh (xOpen with
+** bCreate makes the files again).  Errors are logged: the table never
+** existed, and a later table gets a higher id than leftover files
+** (xStoreMaxId). */
+static void kvDropNewTableFiles(KvRoot *p){
+  int i;
+  for(i=0; i<p->nNew; i++){
+    KvTable *t = p->apNew[i];
+    char *zErr = 0;
+    int rc;
+    if( t->bLive || t->pData==0 ) continue;
+    rc = t->pBackend->xDrop(t->pData, &zErr);
+    if( rc!=SQLITE_OK ){
+      sqlite3_log(rc, "kv: files of table %.*s, whose create was rolled "
+                  "back, stay: %s", t->nName, t->zName, zErr ? zErr : "");
+    }
+    sqlite3_free(zErr);
+  }
+}
+
 /* Release every child, pending table and savepoint of the root. */
 static void kvRootFinish(KvRoot *p, int eState){
   KvEngine *pEng = p->pEng;
@@ -800,6 +823,7 @@ int kv_root_rollback_err(KvRoot *p, char **pzErr){
   int rc = SQLITE_OK;
   if( p->eState==KV_ROOT_ACTIVE || p->eState==KV_ROOT_PREPARED ){
     rc = kvRootAbortRecord(p, pzErr);
+    if( rc==SQLITE_OK ) kvDropNewTableFiles(p);
     kvRootFinish(p, KV_ROOT_DONE);
   }
   return rc;
@@ -910,9 +934,8 @@ int kv_root_prepare(KvRoot *p, char **pzErr){
 /* Open the data files of every table this root creates, before its record
 ** is logged: a backend that cannot create or open its files (an I/O error)
 ** fails the prepare with that error, so a commit never publishes a table
-** whose data it cannot reach.  A root that then fails (its WAL append)
-** closes them with the pending table; they hold no record, so a table that
-** is given the same id after a reopen starts from them empty. */
+** whose data it cannot reach.  A root that then fails (its WAL append) or
+** is rolled back deletes them again (kvDropNewTableFiles). */
 static int kvOpenNewTables(KvRoot *p, char **pzErr){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
@@ -946,7 +969,10 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
   if( rc==SQLITE_OK ) rc = kvCheckWritable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kvOpenNewTables(p, pzErr);
   if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
-  if( rc!=SQLITE_OK ) kvRootFinish(p, KV_ROOT_FAILED);
+  if( rc!=SQLITE_OK ){
+    kvDropNewTableFiles(p);
+    kvRootFinish(p, KV_ROOT_FAILED);
+  }
   return rc;
 }
 

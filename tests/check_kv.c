@@ -1519,6 +1519,44 @@ static int kv_count_named(const char *zPath, const char *zName){
   return n;
 }
 
+static char *kv_tree_add(char *zList, const char *zPath, const char *zRel){
+  DIR *d = opendir(zPath);
+  struct dirent *e;
+  if( d==0 ) return zList;
+  while( (e = readdir(d))!=0 ){
+    char *zSub, *zSubRel;
+    if( strcmp(e->d_name, ".")==0 || strcmp(e->d_name, "..")==0 ) continue;
+    zSub = sqlite3_mprintf("%s/%s", zPath, e->d_name);
+    zSubRel = sqlite3_mprintf("%s%s", zRel, e->d_name);
+    zList = sqlite3_mprintf("%z%s\n", zList, zSubRel);
+    zList = kv_tree_add(zList, zSub, sqlite3_mprintf("%s/", zSubRel));
+    sqlite3_free(zSub);
+    sqlite3_free(zSubRel);
+  }
+  closedir(d);
+  sqlite3_free((char*)zRel);
+  return zList;
+}
+
+static char *kv_tree(const char *zPath){
+  char *zList = kv_tree_add(sqlite3_mprintf(""), zPath, sqlite3_mprintf(""));
+  sqlite3 *db = th_open(":memory:");
+  sqlite3_stmt *pStmt = 0;
+  char *z;
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "WITH RECURSIVE s(n, rest) AS "
+      "(SELECT NULL, ?1 UNION ALL SELECT substr(rest, 1, instr(rest, "
+      "char(10))-1), substr(rest, instr(rest, char(10))+1) FROM s "
+      "WHERE rest<>'') SELECT group_concat(n, ' ') FROM (SELECT n FROM s "
+      "WHERE n IS NOT NULL ORDER BY n)", -1, &pStmt, 0), SQLITE_OK);
+  sqlite3_bind_text(pStmt, 1, zList, -1, SQLITE_STATIC);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  z = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  sqlite3_free(zList);
+  return z;
+}
+
 /* Table names are data, never paths: names made of path syntax give
 ** kv_btree and kv_log tables (the types with files) whose files all stay
 ** inside the store, named by no part of the table name, and the tables
@@ -1591,6 +1629,84 @@ START_TEST(test_kv_closing_last_user_joins_background_threads){
   sqlite3_close(db);
   sqlite3_close(db2);
   ck_assert_int_eq(kv_thread_count(), nBase);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The kv_* functions change state outside the database file, so they are
+** SQLITE_DIRECTONLY: a view or a trigger that calls one fails, and
+** the call (here a write through a live handle) has no effect. */
+static const char *azDirect[] = {
+  "kv_begin()", "kv_begin('%D')", "kv_get(%H, 't', 1)",
+  "kv_put(%H, 't', 1, 'v')", "kv_delete(%H, 't', 1)", "kv_prepare(%H)",
+  "kv_commit(%H)", "kv_rollback(%H)", "kv_try_commit(%H)",
+  "kv_table_meta(%H, 't')", "kv_create_table(%H, 'n', 'kv_memory')",
+  "kv_create_table(%H, 'n', 'kv_memory', '{}')", "kv_remove_table(%H, 't')",
+};
+
+static char *kv_subst(const char *zSql, sqlite3_int64 h, const char *zDir);
+
+START_TEST(test_kv_functions_are_direct_only){
+  char *zDir = th_tmpdir("kv-directonly");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h;
+  char *zCall, *zName, *zLike;
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "CREATE TABLE src(x); CREATE TABLE dst(y)");
+  h = kv_begin(db, zDir);
+  zCall = kv_subst(azDirect[_i], h, zDir);
+  zName = sqlite3_mprintf("%.*s", (int)(strchr(zCall, '(')-zCall), zCall);
+  zLike = sqlite3_mprintf("unsafe use of %s()", zName);
+  kv_ok(db, "CREATE VIEW v AS SELECT %s AS r", zCall);
+  kv_fail(db, "SELECT * FROM v", zLike);
+  kv_ok(db, "CREATE TRIGGER tr AFTER INSERT ON src BEGIN "
+            "INSERT INTO dst VALUES(%s); END", zCall);
+  kv_fail(db, "INSERT INTO src VALUES(1)", zLike);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM src"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM dst"), 0);
+  /* The handle is untouched: it still commits, with nothing in it. */
+  kv_ok(db, "SELECT kv_commit(%lld)", h);
+  kv_rows_eq(db, "SELECT name AS x FROM kv_tables", "t");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  sqlite3_free(zLike);
+  sqlite3_free(zName);
+  sqlite3_free(zCall);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A create that is rolled back leaves no file or directory behind, for the
+** types with files too: a SQL ROLLBACK after a write to the new table, and
+** a handle's kv_rollback after kv_prepare (which made the files).  (The
+** store's shared kv_btree.db and kv_log/ folder exist from the first table
+** of their type on.) */
+START_TEST(test_kv_rolled_back_create_leaves_no_files){
+  char *zDir = th_tmpdir("kv-ddlfiles");
+  sqlite3 *db = kv_db();
+  sqlite3_int64 h;
+  char *zBefore, *zAfter;
+  kv_mk(db, "t", zDir, 1);
+  kv_ok(db, "CREATE VIRTUAL TABLE b0 USING kv_btree(dir='%q'); "
+            "CREATE VIRTUAL TABLE l0 USING kv_log(dir='%q'); DROP TABLE l0; "
+            "INSERT INTO b0 VALUES(1, 1); INSERT INTO t VALUES(1, 1)",
+        zDir, zDir);
+  zBefore = kv_tree(zDir);
+  kv_ok(db, "BEGIN; CREATE VIRTUAL TABLE l USING kv_log(dir='%q'); "
+            "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q'); "
+            "INSERT INTO l VALUES(1, 1); INSERT INTO b VALUES(1, 1); "
+            "ROLLBACK", zDir, zDir);
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_create_table(%lld, 'l2', 'kv_log'), "
+            "kv_create_table(%lld, 'b2', 'kv_btree'), "
+            "kv_put(%lld, 'l2', 1, 1), kv_put(%lld, 'b2', 1, 1), "
+            "kv_prepare(%lld), kv_rollback(%lld)", h, h, h, h, h, h);
+  zAfter = kv_tree(zDir);
+  ck_assert_str_eq(zBefore, zAfter);
+  kv_rows_eq(db, "SELECT name AS x FROM kv_tables ORDER BY name", "b0 t");
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_close(db);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -2435,6 +2551,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_table_of_another_type_is_refused);
   tcase_add_test(tc, test_kv_table_names_never_become_paths);
   tcase_add_test(tc, test_kv_closing_last_user_joins_background_threads);
+  tcase_add_loop_test(tc, test_kv_functions_are_direct_only,
+                      0, (int)(sizeof(azDirect)/sizeof(azDirect[0])));
+  tcase_add_test(tc, test_kv_rolled_back_create_leaves_no_files);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kv_bad_input_is_rejected_and_changes_nothing,
