@@ -51,6 +51,7 @@ SQLITE_EXTENSION_INIT3
 #include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 struct KvBackendTable {
   KvLogStore *pLog;
@@ -242,13 +243,34 @@ static int logCheckOpen(KvBackendTable *t, char **pzErr){
   return SQLITE_CORRUPT;
 }
 
+/* A create that failed: remove the table's directory zDir, which did not
+** exist before it, with whatever files the failed open left in it, and
+** its marker, so a failed create leaves no file behind.  Best effort: a
+** leftover is never read (later tables get higher ids: logStoreMaxId). */
+static void logUndoCreate(const char *zDir){
+  DIR *d = opendir(zDir);
+  char *zMark = sqlite3_mprintf("%s.synced", zDir);
+  struct dirent *e;
+  while( d && (e = readdir(d))!=0 ){
+    char *zFile;
+    if( strcmp(e->d_name, ".")==0 || strcmp(e->d_name, "..")==0 ) continue;
+    zFile = sqlite3_mprintf("%s/%s", zDir, e->d_name);
+    if( zFile ) unlink(zFile);
+    sqlite3_free(zFile);
+  }
+  if( d ) closedir(d);
+  rmdir(zDir);
+  if( zMark ) unlink(zMark);
+  sqlite3_free(zMark);
+}
+
 static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
                    char **pzErr){
   KvBackendTable *t;
   KvLogConfig cfg;
   KvLogStats st;
   char *zParent;
-  int rc;
+  int rc, bNew;
   *pp = 0;
   if( pDef->zStore==0 || pDef->pEng==0 ){
     *pzErr = sqlite3_mprintf("kv_log: tables need a store directory");
@@ -286,6 +308,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
     *pp = t;                     /* see bMissing; xCheckOpen reports it */
     return SQLITE_OK;
   }
+  bNew = bCreate && access(t->zDir, F_OK)!=0 && errno==ENOENT;
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
@@ -301,7 +324,18 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
                                                           : SQLITE_NOMEM;
     t->bThread = rc==SQLITE_OK;
   }
-  if( rc!=SQLITE_OK ){ logFree(t); return rc; }
+  if( rc!=SQLITE_OK ){
+    if( bNew ){
+      char *zDir = t->zDir;
+      t->zDir = 0;
+      logFree(t);
+      logUndoCreate(zDir);
+      sqlite3_free(zDir);
+    }else{
+      logFree(t);
+    }
+    return rc;
+  }
   *pp = t;
   return SQLITE_OK;
 }

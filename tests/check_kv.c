@@ -2183,6 +2183,73 @@ START_TEST(test_kv_wal_failure_fails_commit_and_store_reopens){
 }
 END_TEST
 
+/* sqlite3_exec callback: fails (aborts the exec) unless the value is 0. */
+static int kvCountIsZero(void *pArg, int nCol, char **az, char **azCol){
+  (void)pArg; (void)azCol;
+  return !(nCol==1 && az[0] && strcmp(az[0], "0")==0);
+}
+
+/* In a child: create kv_log and kv_btree tables in one transaction while
+** the Nth write (of the WAL or of the tables' files) fails, for N = 1, 2,
+** ... until the transaction commits.  Each failed COMMIT must leave the
+** store's files as they were.  Returns 0, or the step that went wrong. */
+static int kvFailedCreateChild(const char *zDir){
+  WalFault *f = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  char *zBefore = 0, *zSql;
+  int n, rc = SQLITE_OK;
+  if( f==0 ) return 10;
+  kv_engine_test_io(wal_fault_io(f));
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b0 USING kv_btree(dir='%q');"
+      "CREATE VIRTUAL TABLE l0 USING kv_log(dir='%q'); DROP TABLE l0; "
+      "INSERT INTO b0 VALUES(1, 1)", zDir, zDir);
+  if( sqlite3_exec(db, zSql, 0, 0, 0)!=SQLITE_OK ) return 11;
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("BEGIN; "
+      "CREATE VIRTUAL TABLE l USING kv_log(dir='%q'); "
+      "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q'); "
+      "INSERT INTO l VALUES(1, 1); INSERT INTO b VALUES(1, 1); COMMIT",
+      zDir, zDir);
+  for(n=1; n<50; n++){
+    char *zAfter;
+    sqlite3_free(zBefore);
+    zBefore = kv_tree(zDir);
+    wal_fault_arm(f, WAL_FAULT_WRITE, n, EIO, 0);
+    rc = sqlite3_exec(db, zSql, 0, 0, 0);
+    wal_fault_arm(f, WAL_FAULT_WRITE, 0, 0, 0);
+    if( rc==SQLITE_OK ) break;
+    sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+    zAfter = kv_tree(zDir);
+    if( strcmp(zBefore, zAfter)!=0 ){
+      fprintf(stderr, "write %d: before '%s' after '%s'\n", n, zBefore, zAfter);
+      return 12;
+    }
+    sqlite3_free(zAfter);
+    if( sqlite3_exec(db, "SELECT count(*) FROM kv_tables WHERE name IN "
+                     "('l','b')", kvCountIsZero, 0, 0)!=SQLITE_OK ){
+      return 13;
+    }
+  }
+  if( rc!=SQLITE_OK || n<2 ) return 14;     /* some write failed first */
+  sqlite3_free(zBefore);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  return 0;
+}
+
+START_TEST(test_kv_create_failing_at_any_write_leaves_no_files){
+  char *zDir = th_tmpdir("kv-createfault");
+  pid_t pid = fork();
+  int st = 0;
+  if( pid==0 ) _exit(kvFailedCreateChild(zDir));
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child step %d",
+                WEXITSTATUS(st));
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A publication that fails after the WAL flush (out of memory applying the
 ** second table of a commit).  SQLite ignores an error of xCommit, so the
 ** COMMIT says OK; the store then fails every later operation with a
@@ -2567,6 +2634,7 @@ Suite *depot_test_suite(void){
   suite_add_tcase(s, tc);
   tc = tcase_create("durability");
   tcase_add_test(tc, test_kv_sigkill_keeps_every_acknowledged_commit);
+  tcase_add_test(tc, test_kv_create_failing_at_any_write_leaves_no_files);
   tcase_add_loop_test(tc, test_kv_wal_failure_fails_commit_and_store_reopens,
                       0, (int)(sizeof(aFault)/sizeof(aFault[0])));
   tcase_add_test(tc, test_kv_replay_is_idempotent_across_reopens);
