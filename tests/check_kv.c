@@ -329,6 +329,40 @@ START_TEST(test_kv_scan_is_a_snapshot_with_own_writes){
 }
 END_TEST
 
+/* A scan outside a transaction reads the table as of its start: commits
+** made by another connection while it is half way (inserts before and
+** after its position, a delete and an update ahead of it) do not show. */
+START_TEST(test_kv_scan_in_progress_never_sees_later_commits){
+  char *zDir = th_tmpdir("kv-scanlive");
+  sqlite3 *db = kv_db(), *db2 = kv_db();
+  sqlite3_stmt *pStmt = 0;
+  char *zGot = sqlite3_mprintf("");
+  int rc;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1,'a'),(2,'a'),(4,'a'),(5,'a')");
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key||value FROM t "
+                   "ORDER BY key", -1, &pStmt, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  zGot = sqlite3_mprintf("%z%s", zGot, sqlite3_column_text(pStmt, 0));
+  th_exec(db2, "INSERT INTO t VALUES(0,'new'),(3,'new'),(9,'new'); "
+               "DELETE FROM t WHERE key=4; UPDATE t SET value='b' WHERE key=5");
+  while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+    zGot = sqlite3_mprintf("%z %s", zGot, sqlite3_column_text(pStmt, 0));
+  }
+  ck_assert_int_eq(rc, SQLITE_DONE);
+  ck_assert_str_eq(zGot, "1a 2a 4a 5a");
+  sqlite3_finalize(pStmt);
+  /* The next scan sees them. */
+  kv_rows_eq(db, "SELECT key||value AS x FROM t ORDER BY key",
+             "0new 1a 2a 3new 5b 9new");
+  sqlite3_free(zGot);
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_conflict_fails_commit_and_rolls_back){
   char *zDir = th_tmpdir("kv-conflict");
   sqlite3 *db = kv_db();
@@ -2577,6 +2611,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_update_and_delete);
   tcase_add_test(tc, test_kv_rollback_and_savepoints);
   tcase_add_test(tc, test_kv_scan_is_a_snapshot_with_own_writes);
+  tcase_add_test(tc, test_kv_scan_in_progress_never_sees_later_commits);
   tcase_add_test(tc, test_kv_conflict_fails_commit_and_rolls_back);
   tcase_add_test(tc, test_kv_conflict_on_release_leaves_an_empty_transaction);
   tcase_add_test(tc, test_kv_read_before_first_write_conflicts_at_commit);
