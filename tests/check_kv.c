@@ -1710,6 +1710,27 @@ START_TEST(test_kv_functions_are_direct_only){
 }
 END_TEST
 
+/* kv_memory has no data file: with persistence=1 its writes go to the root
+** WAL only, so its store holds the lock file, the catalog and the WAL. */
+START_TEST(test_kv_memory_tables_have_no_data_file){
+  char *zDir = th_tmpdir("kv-nofile");
+  sqlite3 *db = kv_db();
+  char *z;
+  long n0;
+  kv_mk(db, "p", zDir, 1);
+  kv_mk(db, "v", zDir, 0);
+  n0 = kv_wal_bytes(zDir);
+  th_exec(db, "INSERT INTO p VALUES(1, randomblob(5000)); "
+              "INSERT INTO v VALUES(1, randomblob(5000))");
+  ck_assert_int_ge(kv_wal_bytes(zDir), n0 + 4000);
+  z = kv_tree(zDir);
+  ck_assert_str_eq(z, "LOCK tables_meta wal wal/0000000000000001.log");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A create that is rolled back leaves no file or directory behind, for the
 ** types with files too: a SQL ROLLBACK after a write to the new table, and
 ** a handle's kv_rollback after kv_prepare (which made the files).  (The
@@ -2656,6 +2677,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_functions_are_direct_only,
                       0, (int)(sizeof(azDirect)/sizeof(azDirect[0])));
   tcase_add_test(tc, test_kv_rolled_back_create_leaves_no_files);
+  tcase_add_test(tc, test_kv_memory_tables_have_no_data_file);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kv_bad_input_is_rejected_and_changes_nothing,
