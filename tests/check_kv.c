@@ -1553,6 +1553,7 @@ static int kv_count_named(const char *zPath, const char *zName){
   return n;
 }
 
+/* Append to zList the entries below zPath, one a line, as zRel + name. */
 static char *kv_tree_add(char *zList, const char *zPath, const char *zRel){
   DIR *d = opendir(zPath);
   struct dirent *e;
@@ -1561,19 +1562,23 @@ static char *kv_tree_add(char *zList, const char *zPath, const char *zRel){
     char *zSub, *zSubRel;
     if( strcmp(e->d_name, ".")==0 || strcmp(e->d_name, "..")==0 ) continue;
     zSub = sqlite3_mprintf("%s/%s", zPath, e->d_name);
-    zSubRel = sqlite3_mprintf("%s%s", zRel, e->d_name);
-    zList = sqlite3_mprintf("%z%s\n", zList, zSubRel);
-    zList = kv_tree_add(zList, zSub, sqlite3_mprintf("%s/", zSubRel));
+    zSubRel = sqlite3_mprintf("%s%s/", zRel, e->d_name);
+    ck_assert_ptr_nonnull(zSub);
+    ck_assert_ptr_nonnull(zSubRel);
+    zList = sqlite3_mprintf("%z%.*s\n", zList, (int)strlen(zSubRel)-1,
+                            zSubRel);
+    zList = kv_tree_add(zList, zSub, zSubRel);
     sqlite3_free(zSub);
     sqlite3_free(zSubRel);
   }
   closedir(d);
-  sqlite3_free((char*)zRel);
   return zList;
 }
 
+/* The entries below zPath (recursively, relative to it), sorted, joined
+** by ' '. */
 static char *kv_tree(const char *zPath){
-  char *zList = kv_tree_add(sqlite3_mprintf(""), zPath, sqlite3_mprintf(""));
+  char *zList = kv_tree_add(sqlite3_mprintf(""), zPath, "");
   sqlite3 *db = th_open(":memory:");
   sqlite3_stmt *pStmt = 0;
   char *z;
