@@ -1672,6 +1672,40 @@ START_TEST(test_kvv_prepared_handle_names_kv_commit_with_version){
 }
 END_TEST
 
+/* kv_query_with_version(s) create no transaction, and neither does a pure
+** scan: transaction_lifecycle counts only kv_begin handles and SQL
+** writes, each created once and closed once. */
+START_TEST(test_kvv_queries_and_scans_create_no_transaction){
+  char *zDir = th_tmpdir("kvv-notxn");
+  sqlite3 *db = kvv_db();
+  sqlite3_int64 cr0, cl0;
+  int i;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 1)");
+  cr0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"created\"}");
+  cl0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"closed\"}");
+  for(i=0; i<5; i++){
+    th_exec(db, "SELECT * FROM kv_query_with_version('t', 1); "
+                "SELECT * FROM kv_query_with_versions('t', '[1, 2]'); "
+                "SELECT count(*) FROM t");
+  }
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0);
+  th_exec(db, "SELECT kv_begin()");
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0+1);
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"closed\"}"), cl0);
+  th_exec(db, "SELECT kv_rollback(1); INSERT INTO t VALUES(2, 2)");
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0+2);
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"closed\"}"), cl0+2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -1695,6 +1729,7 @@ Suite *depot_test_suite(void){
                       0, 2);
   tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
   tcase_add_test(tc, test_kvv_refused_mix_allocates_no_id_and_writes_no_wal);
+  tcase_add_test(tc, test_kvv_queries_and_scans_create_no_transaction);
   tcase_add_loop_test(tc, test_kvv_prepared_handle_names_kv_commit_with_version,
       0, (int)(sizeof(azAfterVPrepare)/sizeof(azAfterVPrepare[0])));
   tcase_add_loop_test(tc, test_kvv_blob_key_read_set_matches_by_bytes, 0, 3);
