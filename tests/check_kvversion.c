@@ -1706,6 +1706,59 @@ START_TEST(test_kvv_queries_and_scans_create_no_transaction){
 }
 END_TEST
 
+/* kv_conflicts orders tables by the bytes of their names ('B' < 'a' <
+** 'ab', whatever the backend) and keys by their encoding (numbers by
+** value, then text by bytes, then blobs). */
+START_TEST(test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type){
+  static const char *azKey[][2] = {          /* SQL literal, JSON */
+    { "'k'", "\"k\"" }, { "x'01'", "{\"hex\":\"01\"}" }, { "2", "2" },
+    { "'K'", "\"K\"" }, { "1.5", "1.5" },
+  };
+  static const char *azTab[][2] = {
+    { "ab", "kv_memory" }, { "a", "kv_btree" }, { "B", "kv_log" },
+  };
+  char *zDir = th_tmpdir("kvv-conflictorder");
+  sqlite3 *db = kvv_db();
+  char *zRs = 0;
+  char *zSql;
+  size_t i, j;
+  for(i=0; i<3; i++){
+    zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE \"%w\" USING %s",
+                           azTab[i][0], azTab[i][1]);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+  }
+  for(i=0; i<3; i++){
+    for(j=0; j<5; j++){
+      char *zV = kvv_version(db, azTab[i][0], azKey[j][0]);
+      char *zE = kvv_elem(azTab[i][0], azKey[j][1], zV);
+      zRs = sqlite3_mprintf("%z%s%s", zRs, zRs ? "," : "[", zE);
+      ck_assert_ptr_nonnull(zRs);
+      sqlite3_free(zE); sqlite3_free(zV);
+      zSql = sqlite3_mprintf("INSERT INTO \"%w\" VALUES(%s, 1)", azTab[i][0],
+                             azKey[j][0]);
+      th_exec(db, zSql);
+      sqlite3_free(zSql);
+    }
+  }
+  zRs = sqlite3_mprintf("%z]", zRs);
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 'ab', 'w', 1)");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, %Q)", zRs);
+  ck_assert_int_eq(kvv_fail(db, zSql, "on 15 keys: B key 1.5, B key 2, "
+                            "B key 'K', B key 'k', B key x'01', a key 1.5"),
+                   SQLITE_BUSY_SNAPSHOT);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_conflicts(1) "
+                   "WHERE kind='version_mismatch'"), 15);
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key) AS x FROM kv_conflicts(1)",
+      "B|1.5 B|2 B|'K' B|'k' B|X'01' a|1.5 a|2 a|'K' a|'k' a|X'01' "
+      "ab|1.5 ab|2 ab|'K' ab|'k' ab|X'01'");
+  sqlite3_free(zRs);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -1719,6 +1772,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
+  tcase_add_test(tc, test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
   tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
   tcase_add_test(tc, test_kvv_stopped_store_refuses_version_queries);
