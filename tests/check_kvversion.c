@@ -1759,6 +1759,46 @@ START_TEST(test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type){
 }
 END_TEST
 
+/* Removing a table drops its version records (its kv_metrics rows go);
+** a table re-created under the same name starts with none, so a version
+** read from the old table never matches the new one. */
+START_TEST(test_kvv_recreated_table_starts_without_versions){
+  char *zDir = th_tmpdir("kvv-recreate");
+  sqlite3 *db = kvv_db();
+  char *zSql, *zOld, *zNew;
+  zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_create_table(1, 'x', "
+      "'%s'), kv_put(1, 'x', 'k', 1), kv_commit(1)", azAllType[_i]);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  zOld = kvv_version(db, "x", "'m'");
+  sqlite3_free(kvv_version(db, "x", "'k'"));
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"x\"}"), 2);
+  th_exec(db, "SELECT kv_begin(); SELECT kv_remove_table(2, 'x'), "
+              "kv_commit(2)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_metrics WHERE "
+                   "labels='{\"table\":\"x\"}'"), 0);
+  zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_create_table(3, 'x', "
+      "'%s'), kv_commit(3)", azAllType[_i]);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  kvv_rows_eq(db, "SELECT value AS x FROM kv_metrics WHERE "
+              "labels='{\"table\":\"x\"}'", "0 0");
+  zNew = kvv_version(db, "x", "'m'");
+  ck_assert_str_ne(zNew, zOld);
+  th_exec(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(4, 'x', 'm', 1), "
+      "kv_prepare_with_version(4, '[{\"table\":\"x\",\"key\":\"m\","
+      "\"version\":\"%s\"}]')", zOld);
+  ck_assert_int_eq(kvv_fail(db, zSql, "x key 'm'"), SQLITE_BUSY_SNAPSHOT);
+  sqlite3_free(zSql);
+  kvv_rows_eq(db, "SELECT kind AS x FROM kv_conflicts(4)", "version_mismatch");
+  sqlite3_free(zOld); sqlite3_free(zNew);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -1784,6 +1824,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
   tcase_add_test(tc, test_kvv_refused_mix_allocates_no_id_and_writes_no_wal);
   tcase_add_test(tc, test_kvv_queries_and_scans_create_no_transaction);
+  tcase_add_loop_test(tc, test_kvv_recreated_table_starts_without_versions,
+                      0, 3);
   tcase_add_loop_test(tc, test_kvv_prepared_handle_names_kv_commit_with_version,
       0, (int)(sizeof(azAfterVPrepare)/sizeof(azAfterVPrepare[0])));
   tcase_add_loop_test(tc, test_kvv_blob_key_read_set_matches_by_bytes, 0, 3);
