@@ -1799,6 +1799,110 @@ START_TEST(test_kvv_recreated_table_starts_without_versions){
 }
 END_TEST
 
+#define KVV_VIS_COMMITS 150
+
+typedef struct KvvVis KvvVis;
+struct KvvVis {
+  const char *zStore;
+  char azVer[KVV_VIS_COMMITS+1][40];   /* version of commit i's writes */
+  int bDone;
+  int rc;
+};
+
+/* Commit a=i, b=i (a written first) for i = 1..KVV_VIS_COMMITS, keeping
+** each commit's version from its receipts. */
+static void *kvvVisWriter(void *pArg){
+  KvvVis *p = (KvvVis*)pArg;
+  sqlite3 *db = 0;
+  int i;
+  p->rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, 0);
+  for(i=1; p->rc==SQLITE_OK && i<=KVV_VIS_COMMITS; i++){
+    char *zSql = sqlite3_mprintf("SELECT json_extract(kv_commit_with_version("
+        "h), '$[0].version') FROM (SELECT h FROM (SELECT kv_begin(%Q) AS h) "
+        "WHERE kv_put(h, 'a', 'k', %d) AND kv_put(h, 'b', 'k', %d) AND "
+        "kv_prepare_with_version(h, '[]'))", p->zStore, i, i);
+    sqlite3_stmt *pStmt = 0;
+    p->rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+    if( p->rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+      snprintf(p->azVer[i], sizeof(p->azVer[i]), "%s",
+               (const char*)sqlite3_column_text(pStmt, 0));
+    }
+    if( p->rc==SQLITE_OK ) p->rc = sqlite3_finalize(pStmt);
+    sqlite3_free(zSql);
+  }
+  sqlite3_close(db);
+  __atomic_store_n(&p->bDone, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
+/* One kv_query_with_version of zTab/'k': its value and version. */
+static void kvv_read_k(sqlite3_stmt *pStmt, int *piVal, char *zVer){
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  *piVal = sqlite3_column_int(pStmt, 0);
+  snprintf(zVer, 40, "%s", (const char*)sqlite3_column_text(pStmt, 1));
+  ck_assert_int_eq(sqlite3_reset(pStmt), SQLITE_OK);
+}
+
+/* While transactions writing a then b commit, a reader that reads b and
+** then a never sees b ahead of a (tables become visible in commit order),
+** and every value comes with the version its commit published (value and
+** version are one step per table). */
+START_TEST(test_kvv_values_and_versions_become_visible_together_in_order){
+  char *zDir = th_tmpdir("kvv-visible");
+  sqlite3 *db = kvv_db();
+  sqlite3_stmt *pA = 0, *pB = 0;
+  KvvVis *p = sqlite3_malloc64(sizeof(KvvVis));
+  static int aSeenA[KVV_VIS_COMMITS+1];
+  static char azSeenA[KVV_VIS_COMMITS+1][40];
+  static int aSeenB[KVV_VIS_COMMITS+1];
+  static char azSeenB[KVV_VIS_COMMITS+1][40];
+  pthread_t thr;
+  int i, nRead = 0;
+  ck_assert_ptr_nonnull(p);
+  memset(p, 0, sizeof(*p));
+  kvv_mk(db, "a", zDir, 0);
+  kvv_mk(db, "b", zDir, 0);
+  th_exec(db, "INSERT INTO a VALUES('k', 0); INSERT INTO b VALUES('k', 0)");
+  sqlite3_free(kvv_version(db, "a", "'k'"));
+  sqlite3_free(kvv_version(db, "b", "'k'"));
+  p->zStore = kvv_store(zDir);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT value, version FROM "
+      "kv_query_with_version('a', 'k')", -1, &pA, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT value, version FROM "
+      "kv_query_with_version('b', 'k')", -1, &pB, 0), SQLITE_OK);
+  pthread_create(&thr, 0, kvvVisWriter, p);
+  while( !__atomic_load_n(&p->bDone, __ATOMIC_SEQ_CST) ){
+    int va, vb;
+    char zVa[40], zVb[40];
+    kvv_read_k(pB, &vb, zVb);
+    kvv_read_k(pA, &va, zVa);
+    ck_assert_msg(va>=vb, "b showed commit %d before a (a at %d)", vb, va);
+    if( va>0 && !aSeenA[va] ){
+      aSeenA[va] = 1;
+      memcpy(azSeenA[va], zVa, 40);
+    }
+    if( vb>0 && !aSeenB[vb] ){
+      aSeenB[vb] = 1;
+      memcpy(azSeenB[vb], zVb, 40);
+    }
+    nRead++;
+  }
+  pthread_join(thr, 0);
+  ck_assert_int_eq(p->rc, SQLITE_OK);
+  ck_assert_int_gt(nRead, 0);
+  for(i=1; i<=KVV_VIS_COMMITS; i++){
+    ck_assert_int_eq((int)strlen(p->azVer[i]), 34);
+    if( aSeenA[i] ) ck_assert_str_eq(azSeenA[i], p->azVer[i]);
+    if( aSeenB[i] ) ck_assert_str_eq(azSeenB[i], p->azVer[i]);
+  }
+  sqlite3_finalize(pA); sqlite3_finalize(pB);
+  sqlite3_free((char*)p->zStore);
+  sqlite3_free(p);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -1839,6 +1943,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("threads");
   tcase_add_test(tc, test_kvv_concurrent_first_observations_publish_one_version);
   tcase_add_test(tc, test_kvv_receipts_exact_under_concurrent_commits);
+  tcase_add_test(tc, test_kvv_values_and_versions_become_visible_together_in_order);
   suite_add_tcase(s, tc);
   tc = tcase_create("ttl");
   tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
