@@ -82,6 +82,11 @@ int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg);
 ** memory after the WAL flush would (1: the next one; 0: none). */
 void kv_engine_test_fail_apply(int n);
 
+/* Test hook: the n-th receipt recorded by a versioned commit from now is
+** lost (bDup 0) or recorded twice (bDup 1), as a defect in publication
+** would do; the commit's receipts check must report it (n 0: none). */
+void kv_engine_test_fault_receipt(int n, int bDup);
+
 /* Open (create if needed) the store in zDir, or a new anonymous store when
 ** zDir is NULL.  Replays the WAL.  *ppEng holds one reference.  Errors:
 ** SQLITE_BUSY "kv: store <dir> is open in another process",

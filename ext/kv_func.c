@@ -213,21 +213,35 @@ static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
   return 0;
 }
 
+char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem){
+  int e = kv_root_state(h->pRoot);
+  const char *zCommit = kv_root_protocol_get(h->pRoot)==KV_PROTO_VERSIONED
+      ? "kv_commit_with_version" : "kv_commit";
+  char *z;
+  *pbNoMem = 0;
+  if( e==KV_ROOT_ACTIVE || (e==KV_ROOT_PREPARED && bPreparedOk) ) return 0;
+  if( e==KV_ROOT_PREPARED ){
+    z = sqlite3_mprintf("kv: transaction handle %lld is prepared and takes "
+        "no more operations: end it with %s or kv_rollback", h->id, zCommit);
+  }else{
+    z = sqlite3_mprintf("kv: transaction handle %lld %s", h->id,
+        e==KV_ROOT_FAILED ? "failed and was rolled back: end it with "
+                            "kv_rollback" : "is finished");
+  }
+  *pbNoMem = z==0;
+  return z;
+}
+
 /* The handle argument, if its transaction still takes operations (also a
 ** prepared one when bPreparedOk): else NULL with an error that names the
 ** handle the caller holds and how to end it. */
 static KvHandle *kvHandleActive(sqlite3_context *ctx, sqlite3_value *pArg,
                                 KvHandle ***pppPrev, int bPreparedOk){
   KvHandle *h = kvHandleArg(ctx, pArg, pppPrev);
-  int e = h ? kv_root_state(h->pRoot) : KV_ROOT_ACTIVE;
-  if( e==KV_ROOT_ACTIVE || (e==KV_ROOT_PREPARED && bPreparedOk) ) return h;
-  kvFuncError(ctx, SQLITE_MISUSE, sqlite3_mprintf(
-      "kv: transaction handle %lld %s", h->id,
-      e==KV_ROOT_PREPARED ? "is prepared and takes no more operations: "
-                            "end it with kv_commit or kv_rollback"
-      : e==KV_ROOT_FAILED ? "failed and was rolled back: end it with "
-                            "kv_rollback"
-      : "is finished"));
+  int bNoMem = 0;
+  char *zErr = h ? kv_handle_unusable(h, bPreparedOk, &bNoMem) : 0;
+  if( zErr==0 && !bNoMem ) return h;
+  kvFuncError(ctx, bNoMem ? SQLITE_NOMEM : SQLITE_MISUSE, zErr);
   return 0;
 }
 

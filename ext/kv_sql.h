@@ -61,6 +61,13 @@ int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
 int kv_conn_store_existing(KvConn*, const char *zDir, KvEngine **ppEng,
                            char **pzErr);
 
+/* Why handle h takes no more operations (kv_func.c): NULL when it is
+** active (or prepared, with bPreparedOk); else an sqlite3_mprintf'd
+** message naming the handle and the calls that end it (kv_commit_with_version
+** for a handle prepared with kv_prepare_with_version).  The caller frees
+** it; NULL is also returned when there is no memory for it (*pbNoMem set). */
+char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem);
+
 /* Register the kv_memory module (kv_vtab.c). */
 int kv_vtab_register(sqlite3 *db, KvConn*);
 /* Register the eponymous kv_tables table (kv_tables.c). */

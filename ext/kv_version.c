@@ -285,6 +285,29 @@ static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
   return SQLITE_OK;
 }
 
+static int kvReceiptFault = 0;     /* kv_engine_test_fault_receipt */
+static int kvReceiptFaultDup = 0;
+
+void kv_engine_test_fault_receipt(int n, int bDup){
+  __atomic_store_n(&kvReceiptFaultDup, bDup, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&kvReceiptFault, n, __ATOMIC_SEQ_CST);
+}
+
+/* Record the receipt of one published write, unless the test hook says
+** to lose it or to record it twice. */
+static int kvReceiptRecord(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
+                           int nKey, const uint8_t *aVer){
+  int bFault = __atomic_load_n(&kvReceiptFault, __ATOMIC_SEQ_CST)>0
+      && __atomic_sub_fetch(&kvReceiptFault, 1, __ATOMIC_SEQ_CST)==0;
+  int rc = SQLITE_OK;
+  if( bFault && !__atomic_load_n(&kvReceiptFaultDup, __ATOMIC_SEQ_CST) ){
+    return SQLITE_OK;
+  }
+  if( bFault ) rc = kvReceiptAdd(p, t, aKey, nKey, aVer);
+  if( rc==SQLITE_OK ) rc = kvReceiptAdd(p, t, aKey, nKey, aVer);
+  return rc;
+}
+
 /* Offsets -> pointers (recording is over). */
 static void kvReceiptsFix(KvVerReceipts *p){
   int i;
@@ -313,7 +336,9 @@ static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
   kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
   rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer);
   if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
-    if( rc==SQLITE_OK ) rc = kvReceiptAdd(p->pReceipts, t, e->aKey, e->nKey, aVer);
+    if( rc==SQLITE_OK ){
+      rc = kvReceiptRecord(p->pReceipts, t, e->aKey, e->nKey, aVer);
+    }
     p->pReceipts->rc = rc;
   }
 }

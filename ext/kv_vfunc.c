@@ -512,9 +512,11 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   KvReadSet set;
   char *zErr = 0;
   KvHandle *h = kvHandleFind(pConn, argv[0], 0, &zErr);
-  int rc = h ? SQLITE_OK : SQLITE_ERROR;
+  int rc = h ? SQLITE_OK : SQLITE_ERROR, bNoMem = 0;
   (void)argc;
   memset(&set, 0, sizeof(set));
+  if( h && (zErr = kv_handle_unusable(h, 0, &bNoMem))!=0 ) rc = SQLITE_MISUSE;
+  if( bNoMem ) rc = SQLITE_NOMEM;
   if( rc==SQLITE_OK && sqlite3_value_type(argv[1])!=SQLITE_TEXT ){
     zErr = sqlite3_mprintf("kv: the read set must be a JSON array text such "
         "as '[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]', got %s",

@@ -523,6 +523,10 @@ START_TEST(test_kvv_stopped_store_refuses_version_queries){
   kvv_fail(db, "SELECT kv_put(kv_begin(), 'a', 3, 'a3')", "is stopped");
   sqlite3_close(db);
   db = kvv_db();
+  th_exec(db, "SELECT count(*) FROM b");       /* opens the store: replay */
+  kvv_rows_eq(db, "SELECT json_extract(labels, '$.table')||'='||value AS x "
+      "FROM kv_metrics WHERE name='key_version_cache_record_count' "
+      "ORDER BY 1", "a=0 b=0");
   kvv_text_eq(db, "SELECT value FROM kv_query_with_version('b', 2)", "b2");
   kvv_text_eq(db, "SELECT value FROM kv_query_with_version('a', 2)", "a2");
   zV2 = kvv_version(db, "a", "2");
@@ -1289,7 +1293,7 @@ END_TEST
 START_TEST(test_kvv_metrics_count_calls_and_transactions){
   char *zDir = th_tmpdir("kvv-metrics");
   sqlite3 *db = kvv_db();
-  sqlite3_int64 q0, qf0, p0, pf0, c0, cr0, cl0;
+  sqlite3_int64 q0, qf0, p0, pf0, c0, cf0, cr0, cl0;
   kvv_mk(db, "t", zDir, 0);
   q0 = kvv_metric(db, "key_version_query_calls", "{\"result\":\"success\"}");
   qf0 = kvv_metric(db, "key_version_query_calls", "{\"result\":\"failure\"}");
@@ -1299,12 +1303,15 @@ START_TEST(test_kvv_metrics_count_calls_and_transactions){
                    "{\"phase\":\"prepare\",\"result\":\"failure\"}");
   c0 = kvv_metric(db, "key_version_2pc_calls",
                   "{\"phase\":\"commit\",\"result\":\"success\"}");
+  cf0 = kvv_metric(db, "key_version_2pc_calls",
+                   "{\"phase\":\"commit\",\"result\":\"failure\"}");
   cr0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"created\"}");
   cl0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"closed\"}");
   th_exec(db, "SELECT * FROM kv_query_with_version('t', 1)");
   th_try(db, "SELECT * FROM kv_query_with_version('nosuch', 1)", 0);
   th_exec(db, "SELECT kv_begin(); SELECT kv_put(1,'t',1,1)");
   th_try(db, "SELECT kv_prepare_with_version(1, 'bad')", 0);
+  th_try(db, "SELECT kv_commit_with_version(1)", 0);    /* not prepared */
   th_exec(db, "SELECT kv_prepare_with_version(1, '[]'), "
               "kv_commit_with_version(1)");
   ck_assert_int_eq(kvv_metric(db, "key_version_query_calls",
@@ -1317,6 +1324,8 @@ START_TEST(test_kvv_metrics_count_calls_and_transactions){
       "{\"phase\":\"prepare\",\"result\":\"failure\"}"), pf0+1);
   ck_assert_int_eq(kvv_metric(db, "key_version_2pc_calls",
       "{\"phase\":\"commit\",\"result\":\"success\"}"), c0+1);
+  ck_assert_int_eq(kvv_metric(db, "key_version_2pc_calls",
+      "{\"phase\":\"commit\",\"result\":\"failure\"}"), cf0+1);
   ck_assert_int_ge(kvv_metric(db, "transaction_lifecycle",
                               "{\"event\":\"created\"}"), cr0+1);
   ck_assert_int_ge(kvv_metric(db, "transaction_lifecycle",
@@ -1451,6 +1460,449 @@ START_TEST(test_kvv_empty_persistent_table_query_and_restart){
 }
 END_TEST
 
+/* A checksum (FNV-1a) of the names and bytes of the root WAL segments of
+** kvv_open(zDir)'s store: segments are preallocated, so their sizes do not
+** show an append, their contents do. */
+static sqlite3_uint64 kvv_wal_sum(const char *zDir){
+  char *zWal = sqlite3_mprintf("%s/main.db-kv/wal", zDir);
+  DIR *d = opendir(zWal);
+  struct dirent *e;
+  sqlite3_uint64 h = 14695981039346656037ULL;
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    char *zPath = sqlite3_mprintf("%s/%s", zWal, e->d_name);
+    FILE *f = e->d_name[0]!='.' ? fopen(zPath, "rb") : 0;
+    const char *z;
+    int c;
+    for(z=e->d_name; *z; z++) h = (h ^ (unsigned char)*z)*1099511628211ULL;
+    while( f && (c = getc(f))!=EOF ) h = (h ^ (unsigned)c)*1099511628211ULL;
+    if( f ) fclose(f);
+    sqlite3_free(zPath);
+  }
+  closedir(d);
+  sqlite3_free(zWal);
+  return h;
+}
+
+/* The transaction-id half of a version text (its last 16 hex digits). */
+static sqlite3_uint64 kvv_version_id(const char *zVer){
+  ck_assert_int_eq((int)strlen(zVer), 34);
+  return (sqlite3_uint64)strtoull(zVer+18, 0, 16);
+}
+
+/* A versioned prepare refused because the handle already used the
+** ordinary protocol allocates no id and writes nothing to the WAL: the
+** next first observation takes the very next id, and the WAL's bytes are
+** unchanged. */
+START_TEST(test_kvv_refused_mix_allocates_no_id_and_writes_no_wal){
+  char *zDir = th_tmpdir("kvv-mixwal");
+  sqlite3 *db = kvv_db();
+  char *zV1, *zV2;
+  sqlite3_uint64 nWal;
+  kvv_mk(db, "t", zDir, 1);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_get(1, 't', 'a'), "
+              "kv_put(1, 't', 'a', 2), kv_put(1, 't', 'b', 2)");
+  zV1 = kvv_version(db, "t", "'m1'");              /* takes id N */
+  nWal = kvv_wal_sum(zDir);
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_prepare_with_version(1, '[]')",
+                            "cannot be mixed"), SQLITE_MISUSE);
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_prepare_with_version(1, "
+      "'[{\"table\":\"t\",\"key\":\"a\",\"version\":"
+      "\"u:00000000000000000000000000000001\"}]')", "cannot be mixed"),
+      SQLITE_MISUSE);
+  zV2 = kvv_version(db, "t", "'m2'");              /* must take id N+1 */
+  ck_assert_msg(kvv_version_id(zV2)==kvv_version_id(zV1)+1, "%s then %s",
+                zV1, zV2);
+  ck_assert_msg(kvv_wal_sum(zDir)==nWal, "the refused prepare wrote the WAL");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "1");
+  th_exec(db, "SELECT kv_commit(1)");               /* still ordinary */
+  ck_assert_msg(kvv_wal_sum(zDir)!=nWal, "the commit did not write the WAL");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='b'", "2");
+  sqlite3_free(zV1); sqlite3_free(zV2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A blob key in a read set is {"hex":".."} (either case of hex digits):
+** the current version commits, a stale one is a version_mismatch row
+** whose key is the blob, on every backend. */
+START_TEST(test_kvv_blob_key_read_set_matches_by_bytes){
+  char *zDir = th_tmpdir("kvv-blobread");
+  sqlite3 *db = kvv_db();
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING %s",
+                               azAllType[_i]);
+  char *zV, *zR;
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  th_exec(db, "INSERT INTO t VALUES(x'00ff', 1)");
+  zV = kvv_version(db, "t", "x'00ff'");
+  th_exec(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(1, 't', x'00ff', 2), "
+      "kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":{\"hex\":"
+      "\"00FF\"},\"version\":\"%s\"}]')", zV);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  zR = th_text(db, "SELECT kv_commit_with_version(1)");
+  zSql = sqlite3_mprintf("SELECT json_extract(%Q, '$[0].key.hex')||' '||"
+                         "json_extract(%Q, '$[0].op')", zR, zR);
+  kvv_text_eq(db, zSql, "00ff upsert");
+  sqlite3_free(zSql);
+  /* zV is stale now */
+  th_exec(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(2, 't', 'w', 1), "
+      "kv_prepare_with_version(2, '[{\"table\":\"t\",\"key\":{\"hex\":"
+      "\"00ff\"},\"version\":\"%s\"}]')", zV);
+  ck_assert_int_eq(kvv_fail(db, zSql, "conflict"), SQLITE_BUSY_SNAPSHOT);
+  sqlite3_free(zSql);
+  kvv_rows_eq(db, "SELECT quote(key)||'|'||kind AS x FROM kv_conflicts(2)",
+              "X'00FF'|version_mismatch");
+  th_exec(db, "SELECT kv_rollback(2)");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key=x'00ff'", "2");
+  sqlite3_free(zV); sqlite3_free(zR);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A record's TTL counts from its first observation or its last commit
+** publication only: a cache hit, a prepare naming it and a rollback
+** shortly before it expires do not extend it (t.a goes at its first
+** deadline), while a commit writing u.b gives it a full TTL from then. */
+START_TEST(test_kvv_ttl_refreshes_only_on_observation_and_commit){
+  char *zDir = th_tmpdir("kvv-refresh");
+  sqlite3 *db = kvv_db();
+  char *zVa, *zVb, *zR, *zSql, *zNow;
+  int64_t t0, tAct, tCommit;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_mk(db, "u", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1); INSERT INTO u VALUES('b', 1)");
+  kvv_ttl(db, "{\"key_version_ttl_ms\":300,\"key_version_ttl_poll_ms\":1}");
+  t0 = kvv_now_ms();
+  zVa = kvv_version(db, "t", "'a'");
+  zVb = kvv_version(db, "u", "'b'");
+  usleep(200000);
+  /* t.a: a cache hit, a prepare naming it, a rollback */
+  zNow = kvv_version(db, "t", "'a'");
+  tAct = kvv_now_ms();
+  zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_put(1, 't', 'w', 1), "
+      "kv_prepare_with_version(1, '[{\"table\":\"t\",\"key\":\"a\","
+      "\"version\":\"%s\"}]'), kv_rollback(1)", zVa);
+  if( tAct < t0+280 ){
+    ck_assert_str_eq(zNow, zVa);
+    th_exec(db, zSql);
+  }
+  sqlite3_free(zSql);
+  sqlite3_free(zNow);
+  /* u.b: a versioned commit publishes a new version */
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(2, 'u', 'b', 2), "
+              "kv_prepare_with_version(2, '[]')");
+  zR = th_text(db, "SELECT json_extract(kv_commit_with_version(2), "
+                   "'$[0].version')");
+  tCommit = kvv_now_ms();
+  ck_assert_str_ne(zR, zVb);
+  ck_assert_int_eq(kvv_wait_records(db, 0), 0);
+  /* a refresh at tAct would have kept t.a until tAct+300 */
+  if( tAct < t0+280 ){
+    ck_assert_msg(kvv_now_ms() < tAct+300, "t.a kept %lld ms after its "
+                  "first observation", (long long)(kvv_now_ms()-t0));
+  }
+  /* u.b keeps the committed version for 300 ms from the commit */
+  zNow = kvv_version(db, "u", "'b'");
+  if( kvv_now_ms() < tCommit+300 ) ck_assert_str_eq(zNow, zR);
+  sqlite3_free(zNow);
+  ck_assert_int_eq(kvv_wait_u(db), 0);
+  ck_assert_int_ge(kvv_now_ms(), tCommit+300);
+  sqlite3_free(zVa); sqlite3_free(zVb); sqlite3_free(zR);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A receipt lost or recorded twice by publication is reported as an
+** internal error naming the transaction, never returned as a short or
+** padded answer; the commit itself stands. */
+START_TEST(test_kvv_receipt_mismatch_is_a_reported_internal_error){
+  char *zDir = th_tmpdir("kvv-badreceipt");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 't', 'a', 1), "
+              "kv_put(1, 't', 'b', 2), kv_delete(1, 't', 'c'), "
+              "kv_prepare_with_version(1, '[]')");
+  kv_engine_test_fault_receipt(2, _i);
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_commit_with_version(1)",
+      "kv: internal error: the receipts of committed transaction"),
+      SQLITE_INTERNAL);
+  kv_engine_test_fault_receipt(0, 0);
+  kvv_fail(db, "SELECT kv_commit_with_version(1)", "is finished");
+  kvv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=1 b=2");
+  /* the next commit is checked and answered normally */
+  th_exec(db, "SELECT kv_begin()");
+  kvv_text_eq(db, "SELECT json_array_length(r) FROM (SELECT "
+      "kv_put(2, 't', 'a', 3), kv_prepare_with_version(2, '[]'), "
+      "kv_commit_with_version(2) AS r)", "1");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A handle prepared with kv_prepare_with_version takes no more operations,
+** and the error names the call that finishes it (kv_commit_with_version),
+** not kv_commit, which it would refuse. */
+static const char *const azAfterVPrepare[] = {
+  "SELECT kv_get(1, 't', 'a')", "SELECT kv_put(1, 't', 'b', 1)",
+  "SELECT kv_delete(1, 't', 'a')", "SELECT kv_prepare(1)",
+  "SELECT kv_prepare_with_version(1, '[]')",
+};
+
+START_TEST(test_kvv_prepared_handle_names_kv_commit_with_version){
+  char *zDir = th_tmpdir("kvv-afterprep");
+  sqlite3 *db = kvv_db();
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 't', 'a', 1), "
+              "kv_prepare_with_version(1, '[]')");
+  ck_assert_int_eq(kvv_fail(db, azAfterVPrepare[_i], "is prepared and takes "
+      "no more operations: end it with kv_commit_with_version or "
+      "kv_rollback"), SQLITE_MISUSE);
+  kvv_text_eq(db, "SELECT json_array_length(kv_commit_with_version(1))", "1");
+  kvv_text_eq(db, "SELECT value FROM t WHERE key='a'", "1");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* kv_query_with_version(s) create no transaction, and neither does a pure
+** scan: transaction_lifecycle counts only kv_begin handles and SQL
+** writes, each created once and closed once. */
+START_TEST(test_kvv_queries_and_scans_create_no_transaction){
+  char *zDir = th_tmpdir("kvv-notxn");
+  sqlite3 *db = kvv_db();
+  sqlite3_int64 cr0, cl0;
+  int i;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 1)");
+  cr0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"created\"}");
+  cl0 = kvv_metric(db, "transaction_lifecycle", "{\"event\":\"closed\"}");
+  for(i=0; i<5; i++){
+    th_exec(db, "SELECT * FROM kv_query_with_version('t', 1); "
+                "SELECT * FROM kv_query_with_versions('t', '[1, 2]'); "
+                "SELECT count(*) FROM t");
+  }
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0);
+  th_exec(db, "SELECT kv_begin()");
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0+1);
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"closed\"}"), cl0);
+  th_exec(db, "SELECT kv_rollback(1); INSERT INTO t VALUES(2, 2)");
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"created\"}"), cr0+2);
+  ck_assert_int_eq(kvv_metric(db, "transaction_lifecycle",
+                              "{\"event\":\"closed\"}"), cl0+2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* kv_conflicts orders tables by the bytes of their names ('B' < 'a' <
+** 'ab', whatever the backend) and keys by their encoding (numbers by
+** value, then text by bytes, then blobs). */
+START_TEST(test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type){
+  static const char *azKey[][2] = {          /* SQL literal, JSON */
+    { "'k'", "\"k\"" }, { "x'01'", "{\"hex\":\"01\"}" }, { "2", "2" },
+    { "'K'", "\"K\"" }, { "1.5", "1.5" },
+  };
+  static const char *azTab[][2] = {
+    { "ab", "kv_memory" }, { "a", "kv_btree" }, { "B", "kv_log" },
+  };
+  char *zDir = th_tmpdir("kvv-conflictorder");
+  sqlite3 *db = kvv_db();
+  char *zRs = 0;
+  char *zSql;
+  size_t i, j;
+  for(i=0; i<3; i++){
+    zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE \"%w\" USING %s",
+                           azTab[i][0], azTab[i][1]);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+  }
+  for(i=0; i<3; i++){
+    for(j=0; j<5; j++){
+      char *zV = kvv_version(db, azTab[i][0], azKey[j][0]);
+      char *zE = kvv_elem(azTab[i][0], azKey[j][1], zV);
+      zRs = sqlite3_mprintf("%z%s%s", zRs, zRs ? "," : "[", zE);
+      ck_assert_ptr_nonnull(zRs);
+      sqlite3_free(zE); sqlite3_free(zV);
+      zSql = sqlite3_mprintf("INSERT INTO \"%w\" VALUES(%s, 1)", azTab[i][0],
+                             azKey[j][0]);
+      th_exec(db, zSql);
+      sqlite3_free(zSql);
+    }
+  }
+  zRs = sqlite3_mprintf("%z]", zRs);
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 'ab', 'w', 1)");
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, %Q)", zRs);
+  ck_assert_int_eq(kvv_fail(db, zSql, "on 15 keys: B key 1.5, B key 2, "
+                            "B key 'K', B key 'k', B key x'01', a key 1.5"),
+                   SQLITE_BUSY_SNAPSHOT);
+  sqlite3_free(zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_conflicts(1) "
+                   "WHERE kind='version_mismatch'"), 15);
+  kvv_rows_eq(db, "SELECT \"table\"||'|'||quote(key) AS x FROM kv_conflicts(1)",
+      "B|1.5 B|2 B|'K' B|'k' B|X'01' a|1.5 a|2 a|'K' a|'k' a|X'01' "
+      "ab|1.5 ab|2 ab|'K' ab|'k' ab|X'01'");
+  sqlite3_free(zRs);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Removing a table drops its version records (its kv_metrics rows go);
+** a table re-created under the same name starts with none, so a version
+** read from the old table never matches the new one. */
+START_TEST(test_kvv_recreated_table_starts_without_versions){
+  char *zDir = th_tmpdir("kvv-recreate");
+  sqlite3 *db = kvv_db();
+  char *zSql, *zOld, *zNew;
+  zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_create_table(1, 'x', "
+      "'%s'), kv_put(1, 'x', 'k', 1), kv_commit(1)", azAllType[_i]);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  zOld = kvv_version(db, "x", "'m'");
+  sqlite3_free(kvv_version(db, "x", "'k'"));
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"x\"}"), 2);
+  th_exec(db, "SELECT kv_begin(); SELECT kv_remove_table(2, 'x'), "
+              "kv_commit(2)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_metrics WHERE "
+                   "labels='{\"table\":\"x\"}'"), 0);
+  zSql = sqlite3_mprintf("SELECT kv_begin(); SELECT kv_create_table(3, 'x', "
+      "'%s'), kv_commit(3)", azAllType[_i]);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  kvv_rows_eq(db, "SELECT value AS x FROM kv_metrics WHERE "
+              "labels='{\"table\":\"x\"}'", "0 0");
+  zNew = kvv_version(db, "x", "'m'");
+  ck_assert_str_ne(zNew, zOld);
+  th_exec(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(4, 'x', 'm', 1), "
+      "kv_prepare_with_version(4, '[{\"table\":\"x\",\"key\":\"m\","
+      "\"version\":\"%s\"}]')", zOld);
+  ck_assert_int_eq(kvv_fail(db, zSql, "x key 'm'"), SQLITE_BUSY_SNAPSHOT);
+  sqlite3_free(zSql);
+  kvv_rows_eq(db, "SELECT kind AS x FROM kv_conflicts(4)", "version_mismatch");
+  sqlite3_free(zOld); sqlite3_free(zNew);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+#define KVV_VIS_COMMITS 150
+
+typedef struct KvvVis KvvVis;
+struct KvvVis {
+  const char *zStore;
+  char azVer[KVV_VIS_COMMITS+1][40];   /* version of commit i's writes */
+  int bDone;
+  int rc;
+};
+
+/* Commit a=i, b=i (a written first) for i = 1..KVV_VIS_COMMITS, keeping
+** each commit's version from its receipts. */
+static void *kvvVisWriter(void *pArg){
+  KvvVis *p = (KvvVis*)pArg;
+  sqlite3 *db = 0;
+  int i;
+  p->rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, 0);
+  for(i=1; p->rc==SQLITE_OK && i<=KVV_VIS_COMMITS; i++){
+    char *zSql = sqlite3_mprintf("SELECT json_extract(kv_commit_with_version("
+        "h), '$[0].version') FROM (SELECT h FROM (SELECT kv_begin(%Q) AS h) "
+        "WHERE kv_put(h, 'a', 'k', %d) AND kv_put(h, 'b', 'k', %d) AND "
+        "kv_prepare_with_version(h, '[]'))", p->zStore, i, i);
+    sqlite3_stmt *pStmt = 0;
+    p->rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+    if( p->rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+      snprintf(p->azVer[i], sizeof(p->azVer[i]), "%s",
+               (const char*)sqlite3_column_text(pStmt, 0));
+    }
+    if( p->rc==SQLITE_OK ) p->rc = sqlite3_finalize(pStmt);
+    sqlite3_free(zSql);
+  }
+  sqlite3_close(db);
+  __atomic_store_n(&p->bDone, 1, __ATOMIC_SEQ_CST);
+  return 0;
+}
+
+/* One kv_query_with_version of zTab/'k': its value and version. */
+static void kvv_read_k(sqlite3_stmt *pStmt, int *piVal, char *zVer){
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  *piVal = sqlite3_column_int(pStmt, 0);
+  snprintf(zVer, 40, "%s", (const char*)sqlite3_column_text(pStmt, 1));
+  ck_assert_int_eq(sqlite3_reset(pStmt), SQLITE_OK);
+}
+
+/* While transactions writing a then b commit, a reader that reads b and
+** then a never sees b ahead of a (tables become visible in commit order),
+** and every value comes with the version its commit published (value and
+** version are one step per table). */
+START_TEST(test_kvv_values_and_versions_become_visible_together_in_order){
+  char *zDir = th_tmpdir("kvv-visible");
+  sqlite3 *db = kvv_db();
+  sqlite3_stmt *pA = 0, *pB = 0;
+  KvvVis *p = sqlite3_malloc64(sizeof(KvvVis));
+  static int aSeenA[KVV_VIS_COMMITS+1];
+  static char azSeenA[KVV_VIS_COMMITS+1][40];
+  static int aSeenB[KVV_VIS_COMMITS+1];
+  static char azSeenB[KVV_VIS_COMMITS+1][40];
+  pthread_t thr;
+  int i, nRead = 0;
+  ck_assert_ptr_nonnull(p);
+  memset(p, 0, sizeof(*p));
+  kvv_mk(db, "a", zDir, 0);
+  kvv_mk(db, "b", zDir, 0);
+  th_exec(db, "INSERT INTO a VALUES('k', 0); INSERT INTO b VALUES('k', 0)");
+  sqlite3_free(kvv_version(db, "a", "'k'"));
+  sqlite3_free(kvv_version(db, "b", "'k'"));
+  p->zStore = kvv_store(zDir);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT value, version FROM "
+      "kv_query_with_version('a', 'k')", -1, &pA, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT value, version FROM "
+      "kv_query_with_version('b', 'k')", -1, &pB, 0), SQLITE_OK);
+  pthread_create(&thr, 0, kvvVisWriter, p);
+  while( !__atomic_load_n(&p->bDone, __ATOMIC_SEQ_CST) ){
+    int va, vb;
+    char zVa[40], zVb[40];
+    kvv_read_k(pB, &vb, zVb);
+    kvv_read_k(pA, &va, zVa);
+    ck_assert_msg(va>=vb, "b showed commit %d before a (a at %d)", vb, va);
+    if( va>0 && !aSeenA[va] ){
+      aSeenA[va] = 1;
+      memcpy(azSeenA[va], zVa, 40);
+    }
+    if( vb>0 && !aSeenB[vb] ){
+      aSeenB[vb] = 1;
+      memcpy(azSeenB[vb], zVb, 40);
+    }
+    nRead++;
+  }
+  pthread_join(thr, 0);
+  ck_assert_int_eq(p->rc, SQLITE_OK);
+  ck_assert_int_gt(nRead, 0);
+  for(i=1; i<=KVV_VIS_COMMITS; i++){
+    ck_assert_int_eq((int)strlen(p->azVer[i]), 34);
+    if( aSeenA[i] ) ck_assert_str_eq(azSeenA[i], p->azVer[i]);
+    if( aSeenB[i] ) ck_assert_str_eq(azSeenB[i], p->azVer[i]);
+  }
+  sqlite3_finalize(pA); sqlite3_finalize(pB);
+  sqlite3_free((char*)p->zStore);
+  sqlite3_free(p);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -1464,6 +1916,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
+  tcase_add_test(tc, test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
   tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
   tcase_add_test(tc, test_kvv_stopped_store_refuses_version_queries);
@@ -1473,6 +1926,15 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvv_empty_persistent_table_query_and_restart,
                       0, 2);
   tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
+  tcase_add_test(tc, test_kvv_refused_mix_allocates_no_id_and_writes_no_wal);
+  tcase_add_test(tc, test_kvv_queries_and_scans_create_no_transaction);
+  tcase_add_loop_test(tc, test_kvv_recreated_table_starts_without_versions,
+                      0, 3);
+  tcase_add_loop_test(tc, test_kvv_prepared_handle_names_kv_commit_with_version,
+      0, (int)(sizeof(azAfterVPrepare)/sizeof(azAfterVPrepare[0])));
+  tcase_add_loop_test(tc, test_kvv_blob_key_read_set_matches_by_bytes, 0, 3);
+  tcase_add_loop_test(tc, test_kvv_receipt_mismatch_is_a_reported_internal_error,
+                      0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
@@ -1481,6 +1943,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("threads");
   tcase_add_test(tc, test_kvv_concurrent_first_observations_publish_one_version);
   tcase_add_test(tc, test_kvv_receipts_exact_under_concurrent_commits);
+  tcase_add_test(tc, test_kvv_values_and_versions_become_visible_together_in_order);
   suite_add_tcase(s, tc);
   tc = tcase_create("ttl");
   tcase_add_test(tc, test_kvv_store_options_are_quantised_and_checked);
@@ -1493,6 +1956,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_ttl_raised_ttl_keeps_records_longer);
   tcase_add_test(tc, test_kvv_ttl_lease_survives_ttl_off_and_on);
   tcase_add_test(tc, test_kvv_ttl_evicts_under_a_busy_workload);
+  tcase_add_test(tc, test_kvv_ttl_refreshes_only_on_observation_and_commit);
   suite_add_tcase(s, tc);
   return s;
 }
