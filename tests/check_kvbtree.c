@@ -573,6 +573,42 @@ START_TEST(test_kvbtree_delete_returns_old_value_three_states)
 }
 END_TEST
 
+/* The old value of a delete comes from the data file when the
+** transaction has no write of the key: a failing read there is an error of
+** kv_delete and of DELETE (never taken for an absent key: NULL), and the key
+** is not deleted. */
+START_TEST(test_kvbtree_delete_with_data_file_read_error_fails)
+{
+  char *zDir = th_tmpdir("kvbtree_delerr");
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0;
+  int rc;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES('a','va'),('b','vb')");
+  kb_settle(db);                          /* both in the data file only */
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
+  ck_assert_int_eq(kb_int(db, "SELECT kv_begin('%q')", zDir), 1);
+  kv_btree_test_fail_reads(1);
+  rc = th_try(db, "SELECT kv_delete(1,'t','a')", &zErr);
+  kv_btree_test_fail_reads(0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree: read of table t"),
+                "message: %s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  th_exec(db, "SELECT kv_rollback(1)");
+  kv_btree_test_fail_reads(1);
+  rc = th_try(db, "DELETE FROM t WHERE key='b'", &zErr);
+  kv_btree_test_fail_reads(0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree"), "message: %s", zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key IN "
+                              "('a','b')"), 2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Conflicts by revision: a same-value rewrite of a key another root read
 ** conflicts; a key read twice and never rewritten does not. */
 START_TEST(test_kvbtree_conflict_baseline_by_revision)
@@ -1681,6 +1717,7 @@ Suite *depot_test_suite(void){
       test_kvbtree_batched_collection_keeps_newest_and_empties_overlay);
   tcase_add_test(tc, test_kvbtree_snapshot_reads_through_collection);
   tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
+  tcase_add_test(tc, test_kvbtree_delete_with_data_file_read_error_fails);
   tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
   tcase_add_test(tc, test_kvbtree_in_memory_store_error_says_to_give_dir);
