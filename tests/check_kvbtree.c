@@ -644,6 +644,66 @@ END_TEST
 
 /* ------------------------------------------------------ bad input --- */
 
+/* The baseline of a point read and of a delete's old-value read, both from
+** the data file: a commit of the same value by another transaction since
+** the snapshot still conflicts. */
+START_TEST(test_kvbtree_same_value_commit_conflicts_with_read_and_delete)
+{
+  char *zDir = th_tmpdir("kvbtree_samevalue");
+  sqlite3 *db = th_open(":memory:");
+  static const char *azOp[2] = {
+    "SELECT kv_get(%d,'t','k')", "SELECT kv_delete(%d,'t','k')"
+  };
+  char *zErr = 0, *zSql;
+  int i, rc, h;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES('k','A')");
+  kb_settle(db);
+  for(i=0; i<2; i++){
+    h = (int)kb_int(db, "SELECT kv_begin('%q')", zDir);
+    kb_exec(db, azOp[i], h);
+    kb_exec(db, "SELECT kv_put(%d,'t','x%d',1)", h, i);
+    kb_exec(db, "SELECT kv_begin('%q')", zDir);
+    kb_exec(db, "SELECT kv_put(%d,'t','k','A'), kv_commit(%d)", h+1, h+1);
+    zSql = sqlite3_mprintf("SELECT kv_commit(%d)", h);
+    rc = th_try(db, zSql, &zErr);
+    ck_assert_int_eq(rc & 0xff, SQLITE_BUSY);
+    ck_assert_msg(zErr && strstr(zErr, "t key 'k'"), "%s", zErr);
+    sqlite3_free(zErr); zErr = 0;
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A kv_btree table with no physical table yet hands out versions like any
+** other: an absent key's first observation, then the version of a commit. */
+START_TEST(test_kvbtree_new_table_gives_versions)
+{
+  char *zDir = th_tmpdir("kvbtree_newver");
+  sqlite3 *db = th_open(":memory:");
+  char *zV1, *zV2, *zV3;
+  kb_mk(db, "t", "kv_btree", zDir);
+  zV1 = th_text(db, "SELECT version FROM kv_query_with_version('t', 'k', "
+                    "(SELECT store FROM kv_stats WHERE tbl='t'))");
+  zV2 = th_text(db, "SELECT version FROM kv_query_with_version('t', 'k', "
+                    "(SELECT store FROM kv_stats WHERE tbl='t'))");
+  ck_assert_msg(zV1 && zV1[0]=='d' && zV1[1]==':', "%s", zV1);
+  ck_assert_str_eq(zV1, zV2);         /* the same, not a new one */
+  th_exec(db, "INSERT INTO t VALUES('k', 1)");
+  zV3 = th_text(db, "SELECT version FROM kv_query_with_version('t', 'k', "
+                    "(SELECT store FROM kv_stats WHERE tbl='t'))");
+  ck_assert_msg(zV3 && zV3[0]=='u' && strcmp(zV3+2, zV1+2)>0, "%s", zV3);
+  sqlite3_free(zV1);
+  sqlite3_free(zV2);
+  sqlite3_free(zV3);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
 {
   char *zDir = th_tmpdir("kvbtree_bad");
@@ -1719,6 +1779,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
   tcase_add_test(tc, test_kvbtree_delete_with_data_file_read_error_fails);
   tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
+  tcase_add_test(tc,
+      test_kvbtree_same_value_commit_conflicts_with_read_and_delete);
+  tcase_add_test(tc, test_kvbtree_new_table_gives_versions);
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
   tcase_add_test(tc, test_kvbtree_in_memory_store_error_says_to_give_dir);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
