@@ -12,6 +12,7 @@
 ** to a kv_memory, a kv_btree and a kv_log table (8 KiB log files, so its
 ** background compaction runs every ten or so transactions), with
 ** collection and compaction running; DEPOT_TORTURE_ITERS=n runs 4*n rounds.
+** Odd rounds create the kv_btree table with accelerated_repair=1.
 */
 #include "config.h"
 #define SQLITE_CORE 1
@@ -390,17 +391,26 @@ START_TEST(test_kvbtree_failed_collector_write_is_retried)
 {
   char *zDir = th_tmpdir("kvbtree_fail");
   sqlite3 *db = th_open(":memory:");
-  kb_mk(db, "t", "kv_btree", zDir);
-  kv_btree_test_fail_writes(3);
+  /* _i: accelerated_repair, which defers syncs but never confirmations */
+  kb_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree(dir='%q', "
+              "accelerated_repair=%d)", zDir, _i);
+  kv_btree_test_fail_writes(1000000);
   kb_fill(db, "t", 1, 200, "a");
+  kb_fill(db, "t", 201, 200, "a");
+  usleep(100000);                     /* the collector tries and fails */
+  ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 1);
+  ck_assert_int_eq(kb_stat(db, "pending_confirmations", "t"), 2);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
+  kv_btree_test_fail_writes(3);
   kb_settle(db);
   ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 3);
   ck_assert_int_eq(kv_btree_test_fail_writes_left(), 0);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
   sqlite3_close(db);
   db = th_open(":memory:");
   kb_mk(db, "t", "kv_btree", zDir);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1242,6 +1252,9 @@ END_TEST
 
 /* Child: transactions i=1.. each writing key i to all three tables (and
 ** deleting key i-7), acknowledging i on the pipe after COMMIT returns. */
+/* The kill test's kv_btree table is created with accelerated_repair=1. */
+static int kbKillAccel = 0;
+
 static void kb_kill_child(const char *zDir, int wfd, int iFirst){
   sqlite3 *c;
   int i;
@@ -1249,7 +1262,8 @@ static void kb_kill_child(const char *zDir, int wfd, int iFirst){
   c = th_open(":memory:");
   kb_exec(c, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
              "persistence=1)", zDir);
-  kb_mk(c, "b", "kv_btree", zDir);
+  kb_exec(c, "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q', "
+             "accelerated_repair=%d)", zDir, kbKillAccel);
   kb_mk(c, "l", "kv_log", zDir);
   for(i=iFirst; ; i++){
     char *z = sqlite3_mprintf("BEGIN;"
@@ -1371,6 +1385,7 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
     int fds[2], st, nAck = 0, v, iRun, iLast;
     pid_t pid;
     srand(1000+r);
+    kbKillAccel = r%2;
     ck_assert_int_eq(pipe(fds), 0);
     pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -1769,7 +1784,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_drop_survives_reopen);
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
   tcase_add_test(tc, test_kvbtree_drop_while_collector_fails_returns);
-  tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
+  tcase_add_loop_test(tc, test_kvbtree_failed_collector_write_is_retried,
+                      0, 2);
   tcase_add_test(tc, test_kvbtree_data_file_open_on_full_disk_is_sqlite_full);
   tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
   tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
