@@ -401,6 +401,9 @@ START_TEST(test_kvbtree_failed_collector_write_is_retried)
   ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 1);
   ck_assert_int_eq(kb_stat(db, "pending_confirmations", "t"), 2);
   ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 2);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 400);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats WHERE tbl='t' "
+                              "AND last_error LIKE 'data-file write: %'"), 1);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
   kv_btree_test_fail_writes(3);
   kb_settle(db);
