@@ -1193,14 +1193,18 @@ END_TEST
 
 /* ------------------------------------------------- RLIMIT_FSIZE --- */
 
-/* A real child whose files may not grow past a limit: its commits fail or
-** stay unconfirmed, it does not crash, and a reopen without the limit has
-** every acknowledged row. */
+/* A real child whose files may not grow past a limit (RLIMIT_FSIZE) that
+** the root WAL fits under and the kv_btree data file does not: every
+** commit is acknowledged, the collector's writes fail and confirm nothing
+** (the WAL keeps the records), the child does not crash, and a reopen
+** without the limit repairs the data file from the WAL.  (With the default
+** 64 MiB segments the WAL's 4 MiB preallocation would fail every commit
+** first, and no data-file write would ever be tried.) */
 START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
 {
   char *zDir = th_tmpdir("kvbtree_fsize");
   sqlite3 *db = th_open(":memory:");
-  int fds[2], st, nOk = 0, v;
+  int fds[2], st, nOk = 0, v, i;
   pid_t pid;
   kb_mk(db, "b", "kv_btree", zDir);
   kb_mk(db, "l", "kv_log", zDir);
@@ -1211,17 +1215,20 @@ START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
   if( pid==0 ){
     struct rlimit rl;
     sqlite3 *c;
-    int i;
     close(fds[0]);
     signal(SIGXFSZ, SIG_IGN);
     c = th_open(":memory:");
     kb_mk(c, "b", "kv_btree", zDir);
     kb_mk(c, "l", "kv_log", zDir);
-    rl.rlim_cur = rl.rlim_max = 600*1024;
+    /* 1 MiB root-WAL segments fit under the limit (so do the 400 kv_log
+    ** records); the data file, 400 values of 20000 bytes, does not */
+    kb_exec(c, "SELECT kv_store_options('%q', "
+               "'{\"wal_segment_bytes\":1048576}')", zDir);
+    rl.rlim_cur = rl.rlim_max = 2*1024*1024;
     if( setrlimit(RLIMIT_FSIZE, &rl) ) _exit(2);
     for(i=0; i<400; i++){
       char *z = sqlite3_mprintf("BEGIN; INSERT OR REPLACE INTO b VALUES(%d, "
-          "randomblob(2000)); INSERT OR REPLACE INTO l VALUES(%d, "
+          "randomblob(20000)); INSERT OR REPLACE INTO l VALUES(%d, "
           "randomblob(2000)); COMMIT", i, i);
       int rc = sqlite3_exec(c, z, 0, 0, 0);
       sqlite3_free(z);
@@ -1231,21 +1238,35 @@ START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
         sqlite3_exec(c, "ROLLBACK", 0, 0, 0);
       }
     }
+    /* the limit must have failed data-file writes, confirming none */
+    for(i=0; i<500 && kb_stat(c, "collector_errors", "b")==0; i++){
+      usleep(10000);
+    }
+    if( kb_stat(c, "collector_errors", "b")==0 ) _exit(7);
+    if( kb_stat(c, "wal_unconfirmed", 0)<=0 ) _exit(8);
     _exit(0);
   }
   close(fds[1]);
-  while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nOk++;
+  while( read(fds[0], &v, sizeof(v))==sizeof(v) ){
+    ck_assert_int_eq(v, nOk);         /* no commit failed */
+    nOk++;
+  }
   close(fds[0]);
   waitpid(pid, &st, 0);
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  ck_assert_int_eq(nOk, 400);
   db = th_open(":memory:");
   kb_mk(db, "b", "kv_btree", zDir);
   kb_mk(db, "l", "kv_log", zDir);
-  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM b"), nOk);
-  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM l"), nOk);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"),
-                   th_int(db, "SELECT count(*) FROM l"));
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b WHERE "
+                              "length(value)=20000"), nOk);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), nOk);
   kb_settle(db);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "b", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), nOk);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
