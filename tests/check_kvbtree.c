@@ -1197,9 +1197,9 @@ END_TEST
 ** the root WAL fits under and the kv_btree data file does not: every
 ** commit is acknowledged, the collector's writes fail and confirm nothing
 ** (the WAL keeps the records), the child does not crash, and a reopen
-** without the limit repairs the data file from the WAL.  (With the default
-** 64 MiB segments the WAL's 4 MiB preallocation would fail every commit
-** first, and no data-file write would ever be tried.) */
+** without the limit repairs the data file from the WAL.  (1 MiB segments:
+** the WAL rotates and retires nothing meanwhile, but no segment reaches
+** the limit.) */
 START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
 {
   char *zDir = th_tmpdir("kvbtree_fsize");
