@@ -749,6 +749,20 @@ START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
   th_exec(db, "DROP TABLE b2");
   sqlite3_close(db);
   db = th_open(":memory:");
+  /* nor with an accelerated_repair other than the one it was created with
+  ** (it would be ignored: the stored option decides) */
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING kv_btree(dir='%q', "
+                         "accelerated_repair=1)", zDir);
+  ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "kv: table b exists as kv_btree with "
+                "accelerated_repair=0; cannot attach it with "
+                "accelerated_repair=1"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_free(zSql);
+  kb_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q', "
+              "accelerated_repair=0)", zDir);
+  sqlite3_close(db);
+  db = th_open(":memory:");
   zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING kv_log(dir='%q')", zDir);
   ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
   ck_assert_msg(zErr && strstr(zErr, "exists as kv_btree"), "%s", zErr);
@@ -1772,6 +1786,34 @@ END_TEST
 
 /* -------------------------------------------------------- kv_stats --- */
 
+/* kv_stats is read-only: writes fail and the counters stay. */
+START_TEST(test_kv_stats_is_read_only)
+{
+  char *zDir = th_tmpdir("kvstats_ro");
+  sqlite3 *db = th_open(":memory:");
+  static const char *azSql[] = {
+    "INSERT INTO kv_stats(tbl) VALUES('x')",
+    "UPDATE kv_stats SET row_count=5",
+    "DELETE FROM kv_stats",
+  };
+  char *zErr = 0;
+  int i;
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_fill(db, "b", 1, 3, "a");
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(th_try(db, azSql[i], &zErr), SQLITE_ERROR);
+    ck_assert_msg(zErr && strstr(zErr, "table kv_stats may not be modified"),
+                  "%s: %s", azSql[i], zErr);
+    sqlite3_free(zErr); zErr = 0;
+  }
+  ck_assert_int_eq(kb_stat(db, "row_count", "b"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats WHERE "
+                              "store IS NOT NULL"), 2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_stats_rows_per_store_and_table)
 {
   char *zDir = th_tmpdir("kvstats");
@@ -1841,6 +1883,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack, 0, 2);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
+  tcase_add_test(tc, test_kv_stats_is_read_only);
   tcase_add_test(tc, test_kvlog_injected_write_and_sync_faults_repair_on_reopen);
   tcase_add_test(tc, test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly);
   tcase_add_test(tc, test_kvlog_short_write_of_synced_marker_keeps_store_openable);
