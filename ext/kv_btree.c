@@ -836,8 +836,7 @@ static int btQueue(BtStore *s, KvBackendTable *t, int eOp, KvMap *pBatch,
   return SQLITE_OK;
 }
 
-/* 1 if the options JSON asks for accelerated_repair. */
-static int btAccelOption(const char *z){
+int kv_btree_accel_option(const char *z){
   const char *p = z ? strstr(z, "\"accelerated_repair\"") : 0;
   if( p==0 ) return 0;
   p += 20;
@@ -865,7 +864,7 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   t->iId = pDef->iTableId;
   t->nRef = 1;
   t->pOverlay = kv_map_new();
-  t->bAccel = btAccelOption(pDef->zOptions);
+  t->bAccel = kv_btree_accel_option(pDef->zOptions);
   rc = t->pOverlay ? btStoreGet(pDef, !bCreate, &s, pzErr) : SQLITE_NOMEM;
   if( rc!=SQLITE_OK ){ kv_map_unref(t->pOverlay); sqlite3_free(t); return rc; }
   t->pStore = s;

@@ -1,12 +1,17 @@
 /*
 ** kv_btree.h -- test hooks of the kv_btree backend (ext/kv_btree.c; private
-** to ext/ and the test suites).  The backend itself is reached through
-** kvBtreeBackend (kv_backend.h) and the SQL module "kv_btree".
+** to ext/ and the test suites), and how it reads its table options.  The
+** backend itself is reached through kvBtreeBackend (kv_backend.h) and the
+** SQL module "kv_btree".
 */
 #ifndef DEPOT_KV_BTREE_H
 #define DEPOT_KV_BTREE_H
 
 #include <stdint.h>
+
+/* 1 if a kv_btree table's options JSON zOptions (as stored in the
+** catalog; NULL: none) asks for accelerated_repair, else 0. */
+int kv_btree_accel_option(const char *zOptions);
 
 /* Make the next n collector batches (of every store) fail as a data-file
 ** write error would: rolled back, nothing confirmed, retried later. */

@@ -560,7 +560,7 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
 /* One option of options_json (key zKey, JSON type zType, value v) for a
 ** table of type zTab: SQLITE_OK, or SQLITE_ERROR with *pzErr set. */
 static int kvCheckOption(const char *zTab, const char *zKey,
-                         const char *zType, int v, char **pzErr){
+                         const char *zType, sqlite3_int64 v, char **pzErr){
   /* Only the table types known to lack accelerated_repair refuse it: an
   ** unknown type is reported as such by kv_create_table(). */
   int bAccel = zTab==0 || (strcmp(zTab, "kv_memory")!=0
@@ -596,14 +596,15 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
   while( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
     const char *zKey = (const char*)sqlite3_column_text(pStmt, 1);
     const char *zType = (const char*)sqlite3_column_text(pStmt, 3);
-    int v = sqlite3_column_int(pStmt, 2);
+    /* 64-bit: a 32-bit read would take 4294967297 for 1 */
+    sqlite3_int64 v = sqlite3_column_int64(pStmt, 2);
     if( !sqlite3_column_int(pStmt, 0) ){
       *pzErr = sqlite3_mprintf("kv: options must be a JSON object such as "
                                "'{\"persistence\":1}'");
       rc = SQLITE_ERROR;
     }else{
       rc = kvCheckOption(zTab, zKey, zType, v, pzErr);
-      if( rc==SQLITE_OK && zKey[0]=='p' ) *pbPersist = v;
+      if( rc==SQLITE_OK && zKey[0]=='p' ) *pbPersist = (int)v;
     }
   }
   sqlite3_finalize(pStmt);

@@ -43,6 +43,7 @@
 ** state.
 */
 #include "config.h"
+#include "ext/kv_btree.h"
 #include "ext/kv_sql.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -186,6 +187,13 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
           meta.bPersist, pA->zType, pA->bPersistGiven
             ? (pA->bPersist ? " with persistence=1" : " with persistence=0")
             : "");
+      rc = SQLITE_ERROR;
+    }else if( pA->bAccelGiven
+           && kv_btree_accel_option(meta.zOptions)!=pA->bAccel ){
+      /* the stored option decides: a different one would be ignored */
+      *pzErr = sqlite3_mprintf("kv: table %s exists as %s with "
+          "accelerated_repair=%d; cannot attach it with accelerated_repair=%d",
+          p->zName, meta.zType, !pA->bAccel, pA->bAccel);
       rc = SQLITE_ERROR;
     }
     kv_meta_clear(&meta);

@@ -1825,6 +1825,13 @@ static const struct { const char *zSql; const char *zLike; } aBad[] = {
     "applies to kv_btree tables only" },
   { "SELECT kv_create_table(%H, 'n', 'kv_memory', '{\"persistence\":2}')",
     "persistence must be 0 or 1" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_memory', "
+    "'{\"persistence\":4294967296}')", "persistence must be 0 or 1" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_btree', "
+    "'{\"accelerated_repair\":4294967297}')",
+    "accelerated_repair must be 0 or 1" },
+  { "SELECT kv_create_table(%H, 'n', 'kv_btree', "
+    "'{\"accelerated_repair\":-1}')", "accelerated_repair must be 0 or 1" },
   { "SELECT kv_create_table(%H, 't', 'kv_memory', '{\"persistence\":1}')",
     "exists as kv_memory with persistence=0" },
   { "SELECT kv_remove_table(%H, 'nosuch')", "no such table" },

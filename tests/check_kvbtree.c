@@ -12,6 +12,7 @@
 ** to a kv_memory, a kv_btree and a kv_log table (8 KiB log files, so its
 ** background compaction runs every ten or so transactions), with
 ** collection and compaction running; DEPOT_TORTURE_ITERS=n runs 4*n rounds.
+** Odd rounds create the kv_btree table with accelerated_repair=1.
 */
 #include "config.h"
 #define SQLITE_CORE 1
@@ -390,17 +391,29 @@ START_TEST(test_kvbtree_failed_collector_write_is_retried)
 {
   char *zDir = th_tmpdir("kvbtree_fail");
   sqlite3 *db = th_open(":memory:");
-  kb_mk(db, "t", "kv_btree", zDir);
-  kv_btree_test_fail_writes(3);
+  /* _i: accelerated_repair, which defers syncs but never confirmations */
+  kb_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree(dir='%q', "
+              "accelerated_repair=%d)", zDir, _i);
+  kv_btree_test_fail_writes(1000000);
   kb_fill(db, "t", 1, 200, "a");
+  kb_fill(db, "t", 201, 200, "a");
+  usleep(100000);                     /* the collector tries and fails */
+  ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 1);
+  ck_assert_int_eq(kb_stat(db, "pending_confirmations", "t"), 2);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 2);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 400);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats WHERE tbl='t' "
+                              "AND last_error LIKE 'data-file write: %'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
+  kv_btree_test_fail_writes(3);
   kb_settle(db);
   ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 3);
   ck_assert_int_eq(kv_btree_test_fail_writes_left(), 0);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
   sqlite3_close(db);
   db = th_open(":memory:");
   kb_mk(db, "t", "kv_btree", zDir);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 200);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 400);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -573,6 +586,42 @@ START_TEST(test_kvbtree_delete_returns_old_value_three_states)
 }
 END_TEST
 
+/* The old value of a delete comes from the data file when the
+** transaction has no write of the key: a failing read there is an error of
+** kv_delete and of DELETE (never taken for an absent key: NULL), and the key
+** is not deleted. */
+START_TEST(test_kvbtree_delete_with_data_file_read_error_fails)
+{
+  char *zDir = th_tmpdir("kvbtree_delerr");
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0;
+  int rc;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES('a','va'),('b','vb')");
+  kb_settle(db);                          /* both in the data file only */
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
+  ck_assert_int_eq(kb_int(db, "SELECT kv_begin('%q')", zDir), 1);
+  kv_btree_test_fail_reads(1);
+  rc = th_try(db, "SELECT kv_delete(1,'t','a')", &zErr);
+  kv_btree_test_fail_reads(0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree: read of table t"),
+                "message: %s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  th_exec(db, "SELECT kv_rollback(1)");
+  kv_btree_test_fail_reads(1);
+  rc = th_try(db, "DELETE FROM t WHERE key='b'", &zErr);
+  kv_btree_test_fail_reads(0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree"), "message: %s", zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key IN "
+                              "('a','b')"), 2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Conflicts by revision: a same-value rewrite of a key another root read
 ** conflicts; a key read twice and never rewritten does not. */
 START_TEST(test_kvbtree_conflict_baseline_by_revision)
@@ -608,6 +657,66 @@ END_TEST
 
 /* ------------------------------------------------------ bad input --- */
 
+/* The baseline of a point read and of a delete's old-value read, both from
+** the data file: a commit of the same value by another transaction since
+** the snapshot still conflicts. */
+START_TEST(test_kvbtree_same_value_commit_conflicts_with_read_and_delete)
+{
+  char *zDir = th_tmpdir("kvbtree_samevalue");
+  sqlite3 *db = th_open(":memory:");
+  static const char *azOp[2] = {
+    "SELECT kv_get(%d,'t','k')", "SELECT kv_delete(%d,'t','k')"
+  };
+  char *zErr = 0, *zSql;
+  int i, rc, h;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES('k','A')");
+  kb_settle(db);
+  for(i=0; i<2; i++){
+    h = (int)kb_int(db, "SELECT kv_begin('%q')", zDir);
+    kb_exec(db, azOp[i], h);
+    kb_exec(db, "SELECT kv_put(%d,'t','x%d',1)", h, i);
+    kb_exec(db, "SELECT kv_begin('%q')", zDir);
+    kb_exec(db, "SELECT kv_put(%d,'t','k','A'), kv_commit(%d)", h+1, h+1);
+    zSql = sqlite3_mprintf("SELECT kv_commit(%d)", h);
+    rc = th_try(db, zSql, &zErr);
+    ck_assert_int_eq(rc & 0xff, SQLITE_BUSY);
+    ck_assert_msg(zErr && strstr(zErr, "t key 'k'"), "%s", zErr);
+    sqlite3_free(zErr); zErr = 0;
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A kv_btree table with no physical table yet hands out versions like any
+** other: an absent key's first observation, then the version of a commit. */
+START_TEST(test_kvbtree_new_table_gives_versions)
+{
+  char *zDir = th_tmpdir("kvbtree_newver");
+  sqlite3 *db = th_open(":memory:");
+  char *zV1, *zV2, *zV3;
+  kb_mk(db, "t", "kv_btree", zDir);
+  zV1 = th_text(db, "SELECT version FROM kv_query_with_version('t', 'k', "
+                    "(SELECT store FROM kv_stats WHERE tbl='t'))");
+  zV2 = th_text(db, "SELECT version FROM kv_query_with_version('t', 'k', "
+                    "(SELECT store FROM kv_stats WHERE tbl='t'))");
+  ck_assert_msg(zV1 && zV1[0]=='d' && zV1[1]==':', "%s", zV1);
+  ck_assert_str_eq(zV1, zV2);         /* the same, not a new one */
+  th_exec(db, "INSERT INTO t VALUES('k', 1)");
+  zV3 = th_text(db, "SELECT version FROM kv_query_with_version('t', 'k', "
+                    "(SELECT store FROM kv_stats WHERE tbl='t'))");
+  ck_assert_msg(zV3 && zV3[0]=='u' && strcmp(zV3+2, zV1+2)>0, "%s", zV3);
+  sqlite3_free(zV1);
+  sqlite3_free(zV2);
+  sqlite3_free(zV3);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
 {
   char *zDir = th_tmpdir("kvbtree_bad");
@@ -638,6 +747,20 @@ START_TEST(test_kvbtree_refuses_non_persistent_and_bad_args)
   sqlite3_free(zSql);
   /* a table of one type cannot be attached as another */
   th_exec(db, "DROP TABLE b2");
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  /* nor with an accelerated_repair other than the one it was created with
+  ** (it would be ignored: the stored option decides) */
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING kv_btree(dir='%q', "
+                         "accelerated_repair=1)", zDir);
+  ck_assert_int_ne(th_try(db, zSql, &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "kv: table b exists as kv_btree with "
+                "accelerated_repair=0; cannot attach it with "
+                "accelerated_repair=1"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_free(zSql);
+  kb_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q', "
+              "accelerated_repair=0)", zDir);
   sqlite3_close(db);
   db = th_open(":memory:");
   zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE b USING kv_log(dir='%q')", zDir);
@@ -1084,14 +1207,18 @@ END_TEST
 
 /* ------------------------------------------------- RLIMIT_FSIZE --- */
 
-/* A real child whose files may not grow past a limit: its commits fail or
-** stay unconfirmed, it does not crash, and a reopen without the limit has
-** every acknowledged row. */
+/* A real child whose files may not grow past a limit (RLIMIT_FSIZE) that
+** the root WAL fits under and the kv_btree data file does not: every
+** commit is acknowledged, the collector's writes fail and confirm nothing
+** (the WAL keeps the records), the child does not crash, and a reopen
+** without the limit repairs the data file from the WAL.  (1 MiB segments:
+** the WAL rotates and retires nothing meanwhile, but no segment reaches
+** the limit.) */
 START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
 {
   char *zDir = th_tmpdir("kvbtree_fsize");
   sqlite3 *db = th_open(":memory:");
-  int fds[2], st, nOk = 0, v;
+  int fds[2], st, nOk = 0, v, i;
   pid_t pid;
   kb_mk(db, "b", "kv_btree", zDir);
   kb_mk(db, "l", "kv_log", zDir);
@@ -1102,17 +1229,20 @@ START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
   if( pid==0 ){
     struct rlimit rl;
     sqlite3 *c;
-    int i;
     close(fds[0]);
     signal(SIGXFSZ, SIG_IGN);
     c = th_open(":memory:");
     kb_mk(c, "b", "kv_btree", zDir);
     kb_mk(c, "l", "kv_log", zDir);
-    rl.rlim_cur = rl.rlim_max = 600*1024;
+    /* 1 MiB root-WAL segments fit under the limit (so do the 400 kv_log
+    ** records); the data file, 400 values of 20000 bytes, does not */
+    kb_exec(c, "SELECT kv_store_options('%q', "
+               "'{\"wal_segment_bytes\":1048576}')", zDir);
+    rl.rlim_cur = rl.rlim_max = 2*1024*1024;
     if( setrlimit(RLIMIT_FSIZE, &rl) ) _exit(2);
     for(i=0; i<400; i++){
       char *z = sqlite3_mprintf("BEGIN; INSERT OR REPLACE INTO b VALUES(%d, "
-          "randomblob(2000)); INSERT OR REPLACE INTO l VALUES(%d, "
+          "randomblob(20000)); INSERT OR REPLACE INTO l VALUES(%d, "
           "randomblob(2000)); COMMIT", i, i);
       int rc = sqlite3_exec(c, z, 0, 0, 0);
       sqlite3_free(z);
@@ -1122,21 +1252,35 @@ START_TEST(test_kvbtree_fsize_limited_child_repairs_on_reopen)
         sqlite3_exec(c, "ROLLBACK", 0, 0, 0);
       }
     }
+    /* the limit must have failed data-file writes, confirming none */
+    for(i=0; i<500 && kb_stat(c, "collector_errors", "b")==0; i++){
+      usleep(10000);
+    }
+    if( kb_stat(c, "collector_errors", "b")==0 ) _exit(7);
+    if( kb_stat(c, "wal_unconfirmed", 0)<=0 ) _exit(8);
     _exit(0);
   }
   close(fds[1]);
-  while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nOk++;
+  while( read(fds[0], &v, sizeof(v))==sizeof(v) ){
+    ck_assert_int_eq(v, nOk);         /* no commit failed */
+    nOk++;
+  }
   close(fds[0]);
   waitpid(pid, &st, 0);
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  ck_assert_int_eq(nOk, 400);
   db = th_open(":memory:");
   kb_mk(db, "b", "kv_btree", zDir);
   kb_mk(db, "l", "kv_log", zDir);
-  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM b"), nOk);
-  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM l"), nOk);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"),
-                   th_int(db, "SELECT count(*) FROM l"));
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b WHERE "
+                              "length(value)=20000"), nOk);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), nOk);
   kb_settle(db);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  kb_mk(db, "b", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), nOk);
+  ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 0);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1146,6 +1290,9 @@ END_TEST
 
 /* Child: transactions i=1.. each writing key i to all three tables (and
 ** deleting key i-7), acknowledging i on the pipe after COMMIT returns. */
+/* The kill test's kv_btree table is created with accelerated_repair=1. */
+static int kbKillAccel = 0;
+
 static void kb_kill_child(const char *zDir, int wfd, int iFirst){
   sqlite3 *c;
   int i;
@@ -1153,7 +1300,8 @@ static void kb_kill_child(const char *zDir, int wfd, int iFirst){
   c = th_open(":memory:");
   kb_exec(c, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
              "persistence=1)", zDir);
-  kb_mk(c, "b", "kv_btree", zDir);
+  kb_exec(c, "CREATE VIRTUAL TABLE b USING kv_btree(dir='%q', "
+             "accelerated_repair=%d)", zDir, kbKillAccel);
   kb_mk(c, "l", "kv_log", zDir);
   for(i=iFirst; ; i++){
     char *z = sqlite3_mprintf("BEGIN;"
@@ -1275,6 +1423,7 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
     int fds[2], st, nAck = 0, v, iRun, iLast;
     pid_t pid;
     srand(1000+r);
+    kbKillAccel = r%2;
     ck_assert_int_eq(pipe(fds), 0);
     pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -1637,6 +1786,34 @@ END_TEST
 
 /* -------------------------------------------------------- kv_stats --- */
 
+/* kv_stats is read-only: writes fail and the counters stay. */
+START_TEST(test_kv_stats_is_read_only)
+{
+  char *zDir = th_tmpdir("kvstats_ro");
+  sqlite3 *db = th_open(":memory:");
+  static const char *azSql[] = {
+    "INSERT INTO kv_stats(tbl) VALUES('x')",
+    "UPDATE kv_stats SET row_count=5",
+    "DELETE FROM kv_stats",
+  };
+  char *zErr = 0;
+  int i;
+  kb_mk(db, "b", "kv_btree", zDir);
+  kb_fill(db, "b", 1, 3, "a");
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(th_try(db, azSql[i], &zErr), SQLITE_ERROR);
+    ck_assert_msg(zErr && strstr(zErr, "table kv_stats may not be modified"),
+                  "%s: %s", azSql[i], zErr);
+    sqlite3_free(zErr); zErr = 0;
+  }
+  ck_assert_int_eq(kb_stat(db, "row_count", "b"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats WHERE "
+                              "store IS NOT NULL"), 2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_stats_rows_per_store_and_table)
 {
   char *zDir = th_tmpdir("kvstats");
@@ -1673,7 +1850,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_drop_survives_reopen);
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
   tcase_add_test(tc, test_kvbtree_drop_while_collector_fails_returns);
-  tcase_add_test(tc, test_kvbtree_failed_collector_write_is_retried);
+  tcase_add_loop_test(tc, test_kvbtree_failed_collector_write_is_retried,
+                      0, 2);
   tcase_add_test(tc, test_kvbtree_data_file_open_on_full_disk_is_sqlite_full);
   tcase_add_test(tc, test_kvbtree_unconfirmed_batches_replayed_at_open);
   tcase_add_test(tc, test_kvbtree_overlay_is_bounded);
@@ -1681,7 +1859,11 @@ Suite *depot_test_suite(void){
       test_kvbtree_batched_collection_keeps_newest_and_empties_overlay);
   tcase_add_test(tc, test_kvbtree_snapshot_reads_through_collection);
   tcase_add_test(tc, test_kvbtree_delete_returns_old_value_three_states);
+  tcase_add_test(tc, test_kvbtree_delete_with_data_file_read_error_fails);
   tcase_add_test(tc, test_kvbtree_conflict_baseline_by_revision);
+  tcase_add_test(tc,
+      test_kvbtree_same_value_commit_conflicts_with_read_and_delete);
+  tcase_add_test(tc, test_kvbtree_new_table_gives_versions);
   tcase_add_test(tc, test_kvbtree_refuses_non_persistent_and_bad_args);
   tcase_add_test(tc, test_kvbtree_in_memory_store_error_says_to_give_dir);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
@@ -1701,6 +1883,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack, 0, 2);
   tcase_add_test(tc, test_kv_stats_rows_per_store_and_table);
+  tcase_add_test(tc, test_kv_stats_is_read_only);
   tcase_add_test(tc, test_kvlog_injected_write_and_sync_faults_repair_on_reopen);
   tcase_add_test(tc, test_kv_create_of_table_whose_files_cannot_be_made_fails_cleanly);
   tcase_add_test(tc, test_kvlog_short_write_of_synced_marker_keeps_store_openable);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1771,6 +1772,16 @@ END_TEST
 ** extended only as far as the record needs and the append succeeds, so a
 ** store whose disk is nearly full keeps taking small commits; the record
 ** is replayed after reopening. */
+/* The errors that mean "no room": a full disk, a file past the process's
+** RLIMIT_FSIZE (SIGXFSZ ignored), a full disk quota. */
+static const int aNoRoomErr[] = { ENOSPC, EFBIG,
+#ifdef EDQUOT
+  EDQUOT,
+#else
+  ENOSPC,
+#endif
+};
+
 START_TEST(test_wal_preallocation_without_room_for_a_chunk_extends_less){
   char *zDir = th_tmpdir("walprefull");
   char *zPath = tw_seg_path(zDir, 1);
@@ -1781,7 +1792,7 @@ START_TEST(test_wal_preallocation_without_room_for_a_chunk_extends_less){
   wal_close(pWal);                        /* trimmed: the next append */
   pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));   /* must extend */
   nWrite = wal_fault_count(pF, WAL_FAULT_WRITE);
-  wal_fault_arm(pF, WAL_FAULT_WRITE, 1, ENOSPC, 0);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 1, aNoRoomErr[_i], 0);
   tw_append(pWal, 1, "t", "fits", "v", 1);  /* fails the test on error */
   ck_assert_int_gt(wal_fault_count(pF, WAL_FAULT_WRITE), nWrite + 2);
   ck_assert_int_lt(tw_size(zPath), 64*1024);  /* not a 4 MiB chunk */
@@ -1799,6 +1810,67 @@ START_TEST(test_wal_preallocation_without_room_for_a_chunk_extends_less){
   wal_close(pWal);
   wal_fault_free(pF);
   sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A real child limited by RLIMIT_FSIZE far below a preallocation chunk:
+** the chunk's zero write comes back short at the limit and the rest fails
+** with EFBIG, so the segment is extended only as far as each record needs
+** and the appends succeed until the records themselves reach the limit;
+** then they fail with SQLITE_FULL, and the reopened log holds exactly the
+** acknowledged records. */
+START_TEST(test_wal_file_size_limit_below_a_chunk_takes_small_appends){
+  char *zDir = th_tmpdir("walfsize");
+  int fds[2], st, nAck = 0, v;
+  pid_t pid;
+  ck_assert_int_eq(pipe(fds), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    struct rlimit rl;
+    Wal *pWal = 0;
+    WalConfig cfg;
+    char *zErr = 0;
+    int i, rc = SQLITE_OK;
+    close(fds[0]);
+    signal(SIGXFSZ, SIG_IGN);
+    memset(&cfg, 0, sizeof(cfg));
+    if( wal_open(zDir, &cfg, &pWal, &zErr)!=SQLITE_OK ) _exit(2);
+    rl.rlim_cur = rl.rlim_max = 256*1024;
+    if( setrlimit(RLIMIT_FSIZE, &rl) ) _exit(3);
+    for(i=0; i<1000 && rc==SQLITE_OK; i++){
+      char zKey[32], zVal[1000];
+      WalRecordBuilder *pRec = wal_record_new((uint64_t)i);
+      uint64_t cid = 0;
+      snprintf(zKey, sizeof(zKey), "k%d", i);
+      memset(zVal, 'v', sizeof(zVal));
+      if( pRec==0 || wal_record_table(pRec, "t", 1)
+       || wal_record_action(pRec, 0, zKey, (int)strlen(zKey), zVal,
+                            (int)sizeof(zVal)) ) _exit(4);
+      rc = wal_append(pWal, pRec, 0, 0, 0, &cid, &zErr);
+      wal_record_free(pRec);
+      if( rc==SQLITE_OK && write(fds[1], &i, sizeof(i))!=sizeof(i) ) _exit(5);
+    }
+    /* the records reached the limit: a full disk, not an I/O error */
+    _exit(rc==SQLITE_FULL ? 0 : 6);
+  }
+  close(fds[1]);
+  while( read(fds[0], &v, sizeof(v))==sizeof(v) ){
+    ck_assert_int_eq(v, nAck);
+    nAck++;
+  }
+  close(fds[0]);
+  waitpid(pid, &st, 0);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  ck_assert_int_gt(nAck, 200);        /* ~1 KiB records in 256 KiB */
+  {
+    Wal *pWal = tw_open(zDir);
+    TwSeen *s = tw_replay(pWal, 0);
+    ck_assert_int_eq(s->n, nAck);
+    sqlite3_free(s);
+    wal_close(pWal);
+  }
   sqlite3_free(zDir);
 }
 END_TEST
@@ -2063,7 +2135,9 @@ Suite *depot_test_suite(void){
                       0, 3);
   tcase_add_loop_test(tc, test_wal_failed_preallocation_fails_the_append, 0,
       (int)(sizeof(aPreFault)/sizeof(aPreFault[0])));
-  tcase_add_test(tc, test_wal_preallocation_without_room_for_a_chunk_extends_less);
+  tcase_add_loop_test(tc,
+      test_wal_preallocation_without_room_for_a_chunk_extends_less, 0, 3);
+  tcase_add_test(tc, test_wal_file_size_limit_below_a_chunk_takes_small_appends);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -144,7 +144,9 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
 ** mapping, which the kernel backs with its shared zero page: no chunk of
 ** memory is allocated or touched (a heap buffer would add the chunk size
 ** to the resident set of every appending thread's arena).  Returns 0, or
-** -1 with errno set. */
+** -1 with errno set.  A short write is retried once for the rest, to learn
+** why: a disk that filled up or a file that reached the process's size
+** limit reports ENOSPC / EFBIG only then (another short write: EIO). */
 static int appendZeros(Wal *p, uint64_t iFrom, uint64_t iTo, uint64_t nChunk){
   const WalIo *pIo = p->pIo;
   size_t nBuf = (size_t)(iTo-iFrom < nChunk ? iTo-iFrom : nChunk);
@@ -154,8 +156,14 @@ static int appendZeros(Wal *p, uint64_t iFrom, uint64_t iTo, uint64_t nChunk){
   while( rc==0 && iFrom<iTo ){
     size_t n = (size_t)(iTo-iFrom < nBuf ? iTo-iFrom : nBuf);
     ssize_t got = pIo->xPwrite(pIo->pCtx, p->fdActive, a, n, (off_t)iFrom);
+    if( got>=0 && got<(ssize_t)n ){
+      ssize_t more = pIo->xPwrite(pIo->pCtx, p->fdActive, a, n-(size_t)got,
+                                  (off_t)(iFrom+(uint64_t)got));
+      got = more<0 ? -1 : got+more;
+      if( more>=0 ) errno = EIO;         /* short again */
+    }
     if( got!=(ssize_t)n ){
-      err = got>=0 ? EIO : errno;        /* EIO: a short write */
+      err = errno;
       rc = -1;
     }
     iFrom += n;
@@ -165,9 +173,18 @@ static int appendZeros(Wal *p, uint64_t iFrom, uint64_t iTo, uint64_t nChunk){
   return rc;
 }
 
+/* 1 if errno value e means that the file cannot grow that far. */
+static int appendNoRoom(int e){
+#ifdef EDQUOT
+  if( e==EDQUOT ) return 1;
+#endif
+  return e==ENOSPC || e==EFBIG;
+}
+
 /* Extends the active segment with zeros to *piNew (>= iNeed).  If the
-** disk has no room for that (ENOSPC) but may have room for the group, cuts
-** the partial extension off and extends only to iNeed rounded up to
+** disk has no room for that (ENOSPC; or EFBIG: past the process's file
+** size limit; or EDQUOT: past the quota) but may have room for the group,
+** cuts the partial extension off and extends only to iNeed rounded up to
 ** WAL_PREALLOC_MIN, setting *piNew to that: a nearly full disk still takes
 ** small appends.  Returns 0, or -1 with errno set. */
 static int appendExtend(Wal *p, uint64_t iNeed, uint64_t *piNew,
@@ -175,7 +192,7 @@ static int appendExtend(Wal *p, uint64_t iNeed, uint64_t *piNew,
   uint64_t iLess = (iNeed + WAL_PREALLOC_MIN - 1)
                    / WAL_PREALLOC_MIN * WAL_PREALLOC_MIN;
   if( appendZeros(p, p->szAlloc, *piNew, nChunk)==0 ) return 0;
-  if( errno!=ENOSPC || iLess>=*piNew ) return -1;
+  if( !appendNoRoom(errno) || iLess>=*piNew ) return -1;
   p->pIo->xFtruncate(p->pIo->pCtx, p->fdActive, (off_t)p->szAlloc);
   *piNew = iLess;
   return appendZeros(p, p->szAlloc, iLess, nChunk);
