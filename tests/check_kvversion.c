@@ -908,16 +908,7 @@ END_TEST
 /* Files in zDir/main.db-kv/wal/ whose names end in zSuffix. */
 static int kvv_wal_files(const char *zDir, const char *zSuffix){
   char *zWal = sqlite3_mprintf("%s/main.db-kv/wal", zDir);
-  DIR *d = opendir(zWal);
-  struct dirent *e;
-  size_t nSuf = strlen(zSuffix);
-  int n = 0;
-  ck_assert_ptr_nonnull(d);
-  while( (e = readdir(d))!=0 ){
-    size_t nName = strlen(e->d_name);
-    if( nName>nSuf && strcmp(e->d_name+nName-nSuf, zSuffix)==0 ) n++;
-  }
-  closedir(d);
+  int n = th_count_suffix(zWal, zSuffix);
   sqlite3_free(zWal);
   return n;
 }

@@ -6,6 +6,7 @@
 #include "tests/harness.h"
 #include "ext/depot.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,20 @@ int th_scaled(int n, int nDiv){
 
 int th_busy_ms(int ms){
   return th_under_valgrind() ? ms*10 : ms;
+}
+
+int th_count_suffix(const char *zDir, const char *zSuffix){
+  DIR *d = opendir(zDir);
+  struct dirent *e;
+  size_t nSuf = strlen(zSuffix);
+  int n = 0;
+  ck_assert_msg(d!=0, "cannot list %s", zDir);
+  while( (e = readdir(d))!=0 ){
+    size_t nName = strlen(e->d_name);
+    if( nName>nSuf && strcmp(e->d_name+nName-nSuf, zSuffix)==0 ) n++;
+  }
+  closedir(d);
+  return n;
 }
 
 const char *th_module_path(void){

@@ -66,6 +66,10 @@ int th_scaled(int n, int nDiv);
 ** threads), so a wait a plain build never approaches can run out. */
 int th_busy_ms(int ms);
 
+/* The number of entries of directory zDir whose names end in zSuffix (and
+** are longer than it); fails the test when zDir cannot be listed. */
+int th_count_suffix(const char *zDir, const char *zSuffix);
+
 /* Path of the built loadable module ($DEPOT_MODULE), or NULL if unset. */
 const char *th_module_path(void);
 
