@@ -352,6 +352,20 @@ static int kvEngineReplay(KvEngine *pEng, char **pzErr){
 
 /* ------------------------------------------------------ open / close --- */
 
+/* The refusal of a lock held elsewhere, or the failure to lock. */
+static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
+  *pzErr = e==EWOULDBLOCK
+    ? sqlite3_mprintf("kv: store %s is open in another process", pEng->zDir)
+    : sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                      strerror(e));
+  return e==EWOULDBLOCK ? SQLITE_BUSY : SQLITE_CANTOPEN;
+}
+
+/* Takes the store's process lock: an exclusive flock on LOCK and one on
+** the store directory itself.  The second keeps a store locked when LOCK
+** is deleted while the store is open (taken for a stale leftover); a file
+** system that cannot flock a directory leaves the LOCK file alone to do
+** the job. */
 static int kvLockStore(KvEngine *pEng, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   if( zLock==0 ) return SQLITE_NOMEM;
@@ -363,12 +377,14 @@ static int kvLockStore(KvEngine *pEng, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   if( flock(pEng->fdLock, LOCK_EX|LOCK_NB)!=0 ){
+    return kvLockBusy(pEng, errno, pzErr);
+  }
+  pEng->fdDirLock = open(pEng->zDir, O_RDONLY|O_DIRECTORY|O_CLOEXEC);
+  if( pEng->fdDirLock>=0 && flock(pEng->fdDirLock, LOCK_EX|LOCK_NB)!=0 ){
     int e = errno;
-    *pzErr = e==EWOULDBLOCK
-      ? sqlite3_mprintf("kv: store %s is open in another process", pEng->zDir)
-      : sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
-                        strerror(e));
-    return e==EWOULDBLOCK ? SQLITE_BUSY : SQLITE_CANTOPEN;
+    close(pEng->fdDirLock);
+    pEng->fdDirLock = -1;
+    if( e==EWOULDBLOCK ) return kvLockBusy(pEng, e, pzErr);
   }
   return SQLITE_OK;
 }
@@ -386,7 +402,8 @@ static void kvEngineFree(KvEngine *pEng){
   }
   kvTableUnref(pEng->pMeta);
   wal_close(pEng->pWal);
-  if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flock */
+  if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flocks */
+  if( pEng->fdDirLock>=0 ) close(pEng->fdDirLock);
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
   sqlite3_free(pEng->zFailed);
@@ -403,6 +420,7 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
   p->fdLock = -1;
+  p->fdDirLock = -1;
   p->nRef = 1;
   p->iSeq = 1;
   p->iNextTid = 1;

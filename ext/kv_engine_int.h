@@ -40,7 +40,8 @@ struct KvTable {
 struct KvEngine {
   char *zDir;                   /* real path, NULL: anonymous */
   int nRef;                     /* kvGlobalMutex */
-  int fdLock;                   /* -1 for anonymous */
+  int fdLock;                   /* LOCK; -1 for anonymous */
+  int fdDirLock;                /* the store directory, flocked; -1 if none */
   Wal *pWal;                    /* NULL for anonymous */
   const WalIo *pIo;
   pthread_mutex_t mutex;

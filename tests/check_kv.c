@@ -1976,6 +1976,43 @@ START_TEST(test_kv_second_process_gets_busy){
 }
 END_TEST
 
+/* A user who takes LOCK for a stale leftover and deletes it while a
+** process has the store open does not let a second process in: the
+** store directory itself is locked too. */
+START_TEST(test_kv_second_process_gets_busy_after_lock_file_deleted){
+  char *zDir = th_tmpdir("kv-lockdel");
+  char *zLock = sqlite3_mprintf("%s/LOCK", zDir);
+  int aUp[2], aDown[2];
+  pid_t pid;
+  char c = 0;
+  sqlite3 *db;
+  ck_assert_int_eq(pipe(aUp), 0);
+  ck_assert_int_eq(pipe(aDown), 0);
+  pid = fork();
+  if( pid==0 ){
+    sqlite3 *dbc = kv_db();
+    sqlite3_int64 h = kv_begin(dbc, zDir);
+    (void)h;
+    if( write(aUp[1], "x", 1)!=1 ) _exit(1);
+    if( read(aDown[0], &c, 1)!=1 ) _exit(1);
+    sqlite3_close(dbc);
+    _exit(0);
+  }
+  ck_assert_int_eq(read(aUp[0], &c, 1), 1);
+  ck_assert_int_eq(unlink(zLock), 0);
+  db = kv_db();
+  ck_assert_int_eq(kv_failf(db, "is open in another process",
+                            "SELECT kv_begin('%q')", zDir), SQLITE_BUSY);
+  ck_assert_int_eq(write(aDown[1], "x", 1), 1);
+  waitpid(pid, 0, 0);
+  kv_begin(db, zDir);                      /* free now, LOCK recreated */
+  ck_assert_int_eq(access(zLock, F_OK), 0);
+  sqlite3_close(db);
+  sqlite3_free(zLock);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ threads --- */
 
 typedef struct KvRace KvRace;
@@ -2706,6 +2743,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("concurrency");
   tcase_add_test(tc, test_kv_text_keys_must_be_utf8_blob_keys_need_not);
   tcase_add_test(tc, test_kv_second_process_gets_busy);
+  tcase_add_test(tc, test_kv_second_process_gets_busy_after_lock_file_deleted);
   tcase_add_test(tc, test_kv_two_threads_overlapping_keys_one_commits);
   tcase_add_test(tc, test_kv_bank_transfers_keep_the_sum);
   suite_add_tcase(s, tc);
