@@ -1134,16 +1134,24 @@ void kv_root_release(KvRoot *p, int iLevel){
   kvSavepointsClear(p, n);
 }
 
+/* A negative iLevel is the savepoint that opened the transaction (SQLite
+** passes -1 for ROLLBACK TO the outermost SAVEPOINT when that SAVEPOINT
+** began the transaction): back to no writes at all. */
 void kv_root_rollback_to(KvRoot *p, int iLevel){
-  KvSavepoint *s;
+  KvSavepoint *s = 0;
   int i, n = 0;
   if( p->eState!=KV_ROOT_ACTIVE ) return;
-  while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
-  if( n==p->nSp ) return;                /* nothing written since */
-  kvSavepointsClear(p, n+1);
-  s = &p->aSp[n];
+  if( iLevel<0 ){
+    kvSavepointsClear(p, 0);
+  }else{
+    while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
+    if( n==p->nSp ) return;              /* nothing written since */
+    kvSavepointsClear(p, n+1);
+    s = &p->aSp[n];
+  }
   for(i=0; i<p->nChild; i++){
-    KvMap *pOld = i<s->nChild ? kv_map_ref(s->apWrite[i]) : kv_map_new();
+    KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])
+                                     : kv_map_new();
     if( pOld==0 ) continue;             /* OOM: keep the newer writes */
     kv_map_unref(p->apChild[i]->pWrite);
     p->apChild[i]->pWrite = pOld;
