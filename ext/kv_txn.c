@@ -1134,20 +1134,22 @@ void kv_root_release(KvRoot *p, int iLevel){
   kvSavepointsClear(p, n);
 }
 
-/* A negative iLevel is the savepoint that opened the transaction (SQLite
-** passes -1 for ROLLBACK TO the outermost SAVEPOINT when that SAVEPOINT
-** began the transaction): back to no writes at all. */
+/* Back to the write sets as they were when savepoint iLevel was opened.
+** A savepoint with no record here was opened before the root began: SQLite
+** tells a table that joins a transaction only the innermost level open at
+** that moment (which may be the joining statement's own, released when
+** it ends), and numbers the SAVEPOINT that began the transaction -1.  For
+** such a savepoint the root goes back to no writes at all. */
 void kv_root_rollback_to(KvRoot *p, int iLevel){
   KvSavepoint *s = 0;
   int i, n = 0;
   if( p->eState!=KV_ROOT_ACTIVE ) return;
-  if( iLevel<0 ){
-    kvSavepointsClear(p, 0);
-  }else{
-    while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
-    if( n==p->nSp ) return;              /* nothing written since */
+  while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
+  if( n<p->nSp && p->aSp[n].iLevel==iLevel ){
     kvSavepointsClear(p, n+1);
     s = &p->aSp[n];
+  }else{
+    kvSavepointsClear(p, n);
   }
   for(i=0; i<p->nChild; i++){
     KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])

@@ -583,6 +583,32 @@ START_TEST(test_kv_rollback_to_outermost_savepoint_undoes_writes){
 }
 END_TEST
 
+/* ROLLBACK TO a savepoint opened before the table's first write undoes
+** that write also when the write came in a multi-row statement (SQLite
+** then tells the table only the statement's own savepoint level, which
+** ends with the statement), and when a newer savepoint was opened after
+** it. */
+START_TEST(test_kv_rollback_to_savepoint_older_than_first_write_undoes_it){
+  char *zDir = th_tmpdir("kv-spold");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a')");
+  th_exec(db, "BEGIN; SAVEPOINT a; INSERT INTO t VALUES(2, 'b'), (3, 'c')");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 2 3");
+  th_exec(db, "ROLLBACK TO a");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1");
+  th_exec(db, "INSERT INTO t VALUES(4, 'd'), (5, 'e'); SAVEPOINT b;"
+              "INSERT INTO t VALUES(6, 'f'); ROLLBACK TO b");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 4 5");
+  th_exec(db, "ROLLBACK TO a");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1");
+  th_exec(db, "INSERT INTO t VALUES(7, 'g'); COMMIT");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 7");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Joining reads take no lock on the main database: two connections on
 ** one database file (WAL mode) read inside explicit transactions at once
 ** while one of them writes the file; a connection with query_only=1 reads
@@ -2684,6 +2710,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
   tcase_add_test(tc, test_kv_savepoints_with_reads_first);
   tcase_add_test(tc, test_kv_rollback_to_outermost_savepoint_undoes_writes);
+  tcase_add_test(tc, test_kv_rollback_to_savepoint_older_than_first_write_undoes_it);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
