@@ -22,8 +22,9 @@
 ** and OFFSET, count(*), min(key), max(key); BEGIN / COMMIT / ROLLBACK and
 ** nested SAVEPOINT / ROLLBACK TO / RELEASE (also an outermost SAVEPOINT
 ** as the transaction).  Keys and values: small and large integers (near
-** +-2^63), reals (-0.0, 1e308, integral reals such as 3.0, 2^63), text
-** (empty, non-ASCII), blobs (also x''), NULL values.
+** +-2^63), reals (-0.0, 1e308, +-Inf, integral reals such as 3.0, 2^63),
+** text (empty, non-ASCII, with NUL bytes, long with a common prefix),
+** blobs (also x''), NULL values; range bounds that are text but not UTF-8.
 **
 ** make check runs KD_SEEDS seeds of KD_STEPS statements for each table
 ** type.  Environment:
@@ -66,17 +67,22 @@ static int kd_below(KdRand *r, int n){
 /* ------------------------------------------------------------ domain --- */
 
 /* Key literals: numbers (integers and reals that collide, 2^63 limits),
-** text, blobs.  Small pools so that keys collide often. */
+** text (also with NUL bytes), blobs.  Small pools so that keys collide
+** often. */
 static const char *const azKdKey[] = {
   "0", "1", "2", "3", "-1", "7", "100",
   "9223372036854775807", "-9223372036854775808", "9223372036854775806",
   "9007199254740993", "-9007199254740993",
   "3.0", "-0.0", "0.0", "2.5", "-2.5", "1e308", "-1e308",
   "9.2233720368547758e18", "-9.2233720368547758e18", "9007199254740992.0",
-  "1.0e-300", "100.0",
+  "1.0e-300", "100.0", "9e999", "-9e999",
   "''", "'a'", "'A'", "'ab'", "'b'", "'3'", "'é'", "'日本語'", "'z'",
-  "' '", "'a''b'", "'~'",
-  "x''", "x'00'", "x'0000'", "x'61'", "x'ff'", "x'6162'",
+  "' '", "'a''b'", "'~'", "CAST(x'610062' AS TEXT)", "CAST(x'00' AS TEXT)",
+  "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa'",
+  "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab'",
+  "x''", "x'00'", "x'0000'", "x'61'", "x'ff'", "x'6162'", "x'00ff'",
+  "x'ffff'", "x'0001'",
+  "printf('%.2000c', 'k')", "zeroblob(32768)",   /* 32768: the key limit */
 };
 #define KD_NKEY ((int)(sizeof(azKdKey)/sizeof(azKdKey[0])))
 
@@ -85,6 +91,7 @@ static const char *const azKdVal[] = {
   "NULL", "NULL", "'x'", "-0.0", "1e308", "x''", "''",
   "'a longer text value with ünïcödé'", "zeroblob(40)", "4.5",
   "9223372036854775807", "-9223372036854775808",
+  "zeroblob(100000)", "printf('%.20000c', 'v')",
 };
 #define KD_NVAL ((int)(sizeof(azKdVal)/sizeof(azKdVal[0])))
 
@@ -101,9 +108,14 @@ static const char *kd_val(KdRand *r){
   return kd_below(r, 2) ? azKdVal[kd_below(r, KD_NVAL)] : kd_key(r);
 }
 
-/* A comparison operand: a key literal, now and then NULL. */
+/* A comparison operand: a key literal, now and then NULL or text that is
+** not valid UTF-8 (no key can be such text, but a bound may: it compares
+** by bytes). */
 static const char *kd_operand(KdRand *r){
-  return kd_below(r, 25)==0 ? "NULL" : kd_key(r);
+  static const char *const azOdd[] = {
+    "NULL", "CAST(x'ff' AS TEXT)", "CAST(x'61ff' AS TEXT)", "'a'||x'00'",
+  };
+  return kd_below(r, 12)==0 ? azOdd[kd_below(r, 4)] : kd_key(r);
 }
 
 /* ------------------------------------------------------ SQL generator --- */
@@ -271,9 +283,11 @@ static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
       sqlite3_str_appendf(p, "UPDATE @T SET key = %s WHERE ", azExpr[e]);
       kd_cond(r, p);
       /* Documented deviation (docs/SQL.md, "KV tables", Limits): a text
-      ** key must be valid UTF-8.  x'ff' is the one blob of the pool that
-      ** turns into invalid text through || or CAST. */
-      if( e==2 || e==4 ) sqlite3_str_appendall(p, " AND key != x'ff'");
+      ** key must be valid UTF-8.  These are the blobs of the pool that
+      ** turn into invalid text through || or CAST. */
+      if( e==2 || e==4 ){
+        sqlite3_str_appendall(p, " AND key NOT IN (x'ff', x'00ff', x'ffff')");
+      }
       break;
     }
     case 10:
@@ -305,9 +319,12 @@ static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
           : "DELETE FROM @T WHERE key IN (SELECT value FROM @T)");
       break;
     default:
+      /* Values as keys, but none over the key limit: documented deviation
+      ** (docs/SQL.md, "KV tables", Limits: a key holds at most 32768
+      ** bytes). */
       sqlite3_str_appendall(p, kd_below(r, 8)
           ? "INSERT OR IGNORE INTO @T SELECT value, key FROM @T "
-            "WHERE value IS NOT NULL"
+            "WHERE value IS NOT NULL AND length(CAST(value AS BLOB))<=32768"
           : "DELETE FROM @T");
       break;
   }
@@ -326,6 +343,14 @@ static char *kd_subst(const char *zTmpl, const char *zTab){
   z = sqlite3_str_finish(p);
   ck_assert_ptr_nonnull(z);
   return (char*)z;
+}
+
+/* FNV-1a of a/n: long text and blobs are shown by length and hash. */
+static sqlite3_uint64 kd_hash(const unsigned char *a, int n){
+  sqlite3_uint64 h = 0xcbf29ce484222325ULL;
+  int i;
+  for(i=0; i<n; i++){ h ^= a[i]; h *= 0x100000001b3ULL; }
+  return h;
 }
 
 /* One column of the current row as text: type tag and exact value. */
@@ -347,6 +372,10 @@ static void kd_column(sqlite3_stmt *pStmt, int i, sqlite3_str *p){
     case SQLITE_TEXT:                /* bytes below 0x20 escaped (NUL) */
       a = sqlite3_column_text(pStmt, i);
       n = sqlite3_column_bytes(pStmt, i);
+      if( n>64 ){
+        sqlite3_str_appendf(p, "T:%d bytes, hash %016llx", n, kd_hash(a, n));
+        break;
+      }
       sqlite3_str_appendall(p, "T:'");
       for(j=0; j<n; j++){
         if( a[j]<0x20 || a[j]=='\\' ) sqlite3_str_appendf(p, "\\x%02x", a[j]);
@@ -357,6 +386,10 @@ static void kd_column(sqlite3_stmt *pStmt, int i, sqlite3_str *p){
     case SQLITE_BLOB:
       a = sqlite3_column_blob(pStmt, i);
       n = sqlite3_column_bytes(pStmt, i);
+      if( n>64 ){
+        sqlite3_str_appendf(p, "B:%d bytes, hash %016llx", n, kd_hash(a, n));
+        break;
+      }
       sqlite3_str_appendall(p, "B:x'");
       for(j=0; j<n; j++) sqlite3_str_appendf(p, "%02x", a[j]);
       sqlite3_str_appendall(p, "'");
@@ -520,55 +553,81 @@ static int kd_txn_step(KdRun *pR, KdRand *r, KdTxn *t){
   return 0;
 }
 
-/* One seed: a fresh connection and store, nStep statements. */
+/* Close the connection and open the database again (kv_btree, kv_log:
+** the KV table's rows now come from its files), then compare. */
+static void kd_reopen(KdRun *pR, const char *zDb){
+  if( pR->bVerbose ) fprintf(stderr, "%d: (reopen)\n", pR->iStep);
+  ck_assert_int_eq(sqlite3_close(pR->db), SQLITE_OK);
+  pR->db = th_open(zDb);
+  th_exec(pR->db, "PRAGMA synchronous=OFF");
+  kd_contents(pR);
+}
+
+/* One statement: a transaction step, a query or a write. */
+static void kd_step(KdRun *pR, KdRand *r, KdTxn *t){
+  sqlite3_str *p;
+  char *zTmpl;
+  int bOrdered = 1;
+  if( kd_txn_step(pR, r, t) ) return;
+  p = sqlite3_str_new(0);
+  if( kd_below(r, 5)<2 ) kd_query(r, p, &bOrdered);
+  else kd_write(pR->db, r, p);
+  zTmpl = sqlite3_str_finish(p);
+  ck_assert_ptr_nonnull(zTmpl);
+  kd_diff(pR, zTmpl, bOrdered);
+  sqlite3_free(zTmpl);
+  if( t->bOpen && sqlite3_get_autocommit(pR->db) ){
+    ck_abort_msg("kvdiff: %s seed %llu statement %d ended the transaction",
+                 pR->zType, pR->iSeed, pR->iStep);
+  }
+  if( !t->bOpen ) kd_contents(pR);
+}
+
+/* One seed: a fresh database and store, nStep statements. */
 static void kd_run_seed(const char *zType, sqlite3_uint64 iSeed, int nStep){
   char *zDir = th_tmpdir("kvdiff");
-  sqlite3 *db = th_open(":memory:");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  int bPersistent = strcmp(zType, "kv_memory")!=0;
   char *zSql;
   KdRand r;
   KdRun run;
   KdTxn t;
-  int i, bOrdered;
+  int i;
+  ck_assert_ptr_nonnull(zDb);
   memset(&t, 0, sizeof(t));
   memset(&run, 0, sizeof(run));
-  run.db = db;
+  run.db = th_open(zDb);
   run.zType = zType;
   run.iSeed = iSeed;
   run.bVerbose = getenv("DEPOT_KVDIFF_VERBOSE")!=0;
   r.s = iSeed*0x2545f4914f6cdd1dULL + 1;
-  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE kv USING %s(dir='%q/store');"
+  zSql = sqlite3_mprintf("PRAGMA synchronous=OFF;"
+      "CREATE VIRTUAL TABLE kv USING %s(dir='%q/store');"
       "CREATE TABLE ref(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID;",
       zType, zDir);
-  th_exec(db, zSql);
+  th_exec(run.db, zSql);
   sqlite3_free(zSql);
   for(i=0; i<nStep; i++){
-    sqlite3_str *p;
-    char *zTmpl;
     run.iStep = i;
-    if( kd_txn_step(&run, &r, &t) ) continue;
-    p = sqlite3_str_new(0);
-    bOrdered = 1;
-    if( kd_below(&r, 5)<2 ) kd_query(&r, p, &bOrdered);
-    else kd_write(db, &r, p);
-    zTmpl = sqlite3_str_finish(p);
-    ck_assert_ptr_nonnull(zTmpl);
-    kd_diff(&run, zTmpl, bOrdered);
-    sqlite3_free(zTmpl);
-    if( t.bOpen && sqlite3_get_autocommit(db) ){
-      ck_abort_msg("kvdiff: %s seed %llu statement %d ended the transaction",
-                   zType, iSeed, i);
+    /* now and then, between transactions, a reopen (kv_memory tables
+    ** are not persistent: they would come back empty) */
+    if( kd_below(&r, 60)==0 && !t.bOpen && bPersistent ){
+      kd_reopen(&run, zDb);
+    }else{
+      kd_step(&run, &r, &t);
     }
-    if( !t.bOpen ) kd_contents(&run);
   }
-  if( t.bOpen ) th_exec(db, "ROLLBACK");
+  if( t.bOpen ) th_exec(run.db, "ROLLBACK");
   run.iStep = nStep;
   kd_contents(&run);
+  if( bPersistent ) kd_reopen(&run, zDb);
   if( run.bVerbose ){
     fprintf(stderr, "kvdiff: %s seed %llu: %d statements compared (%d "
             "failed in both), %d rows\n", zType, iSeed, run.nStmt, run.nErr,
             run.nRow);
   }
-  ck_assert_int_eq(sqlite3_close(db), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_close(run.db), SQLITE_OK);
+  sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
 
