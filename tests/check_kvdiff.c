@@ -184,7 +184,7 @@ static void kd_values(KdRand *r, sqlite3_str *p){
 /* Append a query on @T; *pbOrdered tells whether its row order is
 ** defined (ORDER BY key, or a single row). */
 static void kd_query(KdRand *r, sqlite3_str *p, int *pbOrdered){
-  int e = kd_below(r, 10);
+  int e = kd_below(r, 11);
   *pbOrdered = 1;
   if( e==0 ){
     sqlite3_str_appendall(p, "SELECT count(*) FROM @T");
@@ -202,6 +202,32 @@ static void kd_query(KdRand *r, sqlite3_str *p, int *pbOrdered){
   if( e==2 ){
     sqlite3_str_appendf(p, "SELECT value, typeof(key) FROM @T WHERE key = %s",
                         kd_operand(r));
+    return;
+  }
+  if( e==3 ){
+    /* constraints whose operand changes per outer row (joins), OR of two
+    ** lookups, and constraints the table leaves to SQLite (LIKE, NOCASE) */
+    static const char *const az[] = {
+      "SELECT a.key, b.key FROM @T a, @T b WHERE a.key = b.value",
+      "SELECT a.key, b.key FROM @T a, @T b WHERE a.key > b.value "
+        "AND a.key <= b.key",
+      "SELECT a.key, b.key FROM @T a JOIN @T b ON b.key IN (a.value, a.key)",
+      "SELECT key, value FROM @T WHERE key IN (SELECT value FROM @T)",
+      "SELECT key FROM @T WHERE key LIKE 'a%%'",
+      "SELECT key FROM @T WHERE key = 'A' COLLATE NOCASE",
+      "SELECT key FROM @T WHERE key > 'a' COLLATE NOCASE",
+      "SELECT key FROM @T ORDER BY key COLLATE NOCASE, key",
+    };
+    int k = kd_below(r, 9);
+    if( k<8 ){
+      sqlite3_str_appendf(p, az[k]);
+      *pbOrdered = k==7;
+    }else{
+      sqlite3_str_appendf(p, "SELECT key, value FROM @T WHERE key = %s "
+                          "OR key %s %s", kd_operand(r),
+                          kd_below(r, 2) ? "=" : ">=", kd_operand(r));
+      *pbOrdered = 0;
+    }
     return;
   }
   sqlite3_str_appendall(p, "SELECT key, value FROM @T");
@@ -282,11 +308,13 @@ static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
       int e = kd_below(r, 5);
       sqlite3_str_appendf(p, "UPDATE @T SET key = %s WHERE ", azExpr[e]);
       kd_cond(r, p);
-      /* Documented deviation (docs/SQL.md, "KV tables", Limits): a text
-      ** key must be valid UTF-8.  These are the blobs of the pool that
-      ** turn into invalid text through || or CAST. */
+      /* Documented deviations (docs/SQL.md, "KV tables", Limits): a text
+      ** key must be valid UTF-8 (these are the blobs of the pool that turn
+      ** into invalid text through || or CAST), and holds at most 32768
+      ** bytes (the longest key of the pool has exactly that many). */
       if( e==2 || e==4 ){
-        sqlite3_str_appendall(p, " AND key NOT IN (x'ff', x'00ff', x'ffff')");
+        sqlite3_str_appendall(p, " AND key NOT IN (x'ff', x'00ff', x'ffff')"
+                                 " AND length(CAST(key AS BLOB))<32768");
       }
       break;
     }
