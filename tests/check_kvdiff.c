@@ -31,7 +31,12 @@
 **   DEPOT_KVDIFF_ITERS=n   run n seeds per table type (long runs)
 **   DEPOT_KVDIFF_STEPS=n   statements per seed
 **   DEPOT_KVDIFF_SEED=s    run only seed s (replay of a reported failure)
-**   DEPOT_KVDIFF_VERBOSE=1 print every statement to stderr
+**   DEPOT_KVDIFF_VERBOSE=1 print every statement to stderr, and per seed
+**                          how many statements, failures and rows were
+**                          compared
+** Long runs also need CK_DEFAULT_TIMEOUT (seconds; make check sets 300),
+** e.g. DEPOT_KVDIFF_ITERS=300 CK_DEFAULT_TIMEOUT=6000 ./tests/check_kvdiff
+** (about 0.5 s per seed and table type on 2 loaded cores).
 ** A mismatch fails the test with the table type, the seed and the
 ** statement number, the statement and both results.
 */
@@ -95,8 +100,25 @@ static const char *const azKdVal[] = {
 };
 #define KD_NVAL ((int)(sizeof(azKdVal)/sizeof(azKdVal[0])))
 
+/* Non-zero for an integer literal beyond 2^53 in magnitude.  Under
+** Valgrind, SQLite compares such an integer with a real in double
+** precision (memcheck has no wider long double), so the reference calls
+** 9007199254740993 and 9007199254740992.0 equal while the KV table, exact,
+** does not; those keys are left out there (docs/RELIABILITY.md). */
+static int kd_big_int(const char *z){
+  int n = (int)strlen(z) - (z[0]=='-');
+  return n>=16 && strspn(z + (z[0]=='-'), "0123456789")==(size_t)n;
+}
+
+/* Pick from az[0..n-1] (no big integer under Valgrind). */
+static const char *kd_pick(KdRand *r, const char *const *az, int n){
+  const char *z;
+  do{ z = az[kd_below(r, n)]; }while( th_under_valgrind() && kd_big_int(z) );
+  return z;
+}
+
 static const char *kd_key(KdRand *r){
-  return azKdKey[kd_below(r, KD_NKEY)];
+  return kd_pick(r, azKdKey, KD_NKEY);
 }
 
 /* A key for an INSERT: now and then NULL (refused by both). */
@@ -105,7 +127,7 @@ static const char *kd_key_or_null(KdRand *r){
 }
 
 static const char *kd_val(KdRand *r){
-  return kd_below(r, 2) ? azKdVal[kd_below(r, KD_NVAL)] : kd_key(r);
+  return kd_below(r, 2) ? kd_pick(r, azKdVal, KD_NVAL) : kd_key(r);
 }
 
 /* A comparison operand: a key literal, now and then NULL or text that is
@@ -337,7 +359,8 @@ static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
       ** of a multi-row UPDATE as they were before the statement, so a row
       ** that an earlier row of the same UPDATE OR REPLACE replaced is
       ** still written with its old value. */
-      sqlite3_str_appendf(p, "UPDATE OR IGNORE @T SET key = %s WHERE ",
+      sqlite3_str_appendf(p, "UPDATE OR %s @T SET key = %s WHERE ",
+                          kd_below(r, 2) ? "IGNORE" : "FAIL",
                           kd_below(r, 2) ? "key + 1" : "-key");
       kd_cond(r, p);
       break;
