@@ -559,6 +559,26 @@ START_TEST(test_kv_savepoints_with_reads_first){
 }
 END_TEST
 
+/* sqlite3_changes() counts the rows an INSERT OR IGNORE or UPDATE OR
+** IGNORE wrote, not the ones it skipped, as for an ordinary table. */
+START_TEST(test_kv_or_ignore_counts_only_rows_written){
+  char *zDir = th_tmpdir("kv-ignore");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a'), (3, 'c')");
+  th_exec(db, "INSERT OR IGNORE INTO t VALUES(1, 'x'), (2, 'b'), (3.0, 'y')");
+  ck_assert_int_eq(sqlite3_changes(db), 1);
+  th_exec(db, "UPDATE OR IGNORE t SET key = key + 1");
+  ck_assert_int_eq(sqlite3_changes(db), 1);
+  kv_rows_eq(db, "SELECT key || value AS x FROM t ORDER BY key", "1a 2b 4c");
+  th_exec(db, "BEGIN; INSERT OR IGNORE INTO t VALUES(4, 'z'); COMMIT");
+  ck_assert_int_eq(sqlite3_changes(db), 0);
+  kv_rows_eq(db, "SELECT key || value AS x FROM t ORDER BY key", "1a 2b 4c");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ROLLBACK TO the SAVEPOINT that opened the transaction (SQLite numbers
 ** that savepoint -1 for a virtual table) undoes every KV write made in it,
 ** also those of statements that opened statement savepoints of their own,
@@ -2709,6 +2729,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_read_only_transaction_ends_cleanly);
   tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
   tcase_add_test(tc, test_kv_savepoints_with_reads_first);
+  tcase_add_test(tc, test_kv_or_ignore_counts_only_rows_written);
   tcase_add_test(tc, test_kv_rollback_to_outermost_savepoint_undoes_writes);
   tcase_add_test(tc, test_kv_rollback_to_savepoint_older_than_first_write_undoes_it);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
