@@ -8,10 +8,12 @@
 ** the same transaction, and the outcomes must be equal: the primary result
 ** code (an error is compared by class, not by text), and every row of a
 ** query, column by column, value and sqlite3_column_type (reals compared
-** bit for bit).  Queries without ORDER BY are compared as multisets.  The
-** whole contents of both tables are compared after every transaction
-** (every autocommit statement, COMMIT, ROLLBACK) and after every ROLLBACK
-** TO.
+** bit for bit), and sqlite3_changes() of a write.  Queries without ORDER
+** BY are compared as multisets.  The whole contents of both tables are
+** compared after every transaction (every autocommit statement, COMMIT,
+** ROLLBACK) and after every ROLLBACK TO, also through a second connection,
+** which must see the last commit only.  kv_btree and kv_log tables are
+** also compared after a reopen of the database now and then.
 **
 ** Statements: INSERT (also multi-row, and of keys that exist), INSERT OR
 ** REPLACE / OR IGNORE / OR FAIL, UPDATE of the value by key and by range,
@@ -516,27 +518,32 @@ struct KdRun {
   sqlite3_uint64 iSeed;
   int iStep;
   int bVerbose;
+  sqlite3 *db2;                 /* a second connection: reads commits */
   int nStmt, nErr, nRow;        /* statements compared, failed, rows */
 };
 
-/* Run the template on kv and on ref and fail on any difference. */
-static void kd_diff(KdRun *pR, const char *zTmpl, int bOrdered){
+/* Run the template on kv and on ref through db (pR->db or pR->db2) and
+** fail on any difference. */
+static void kd_diff_db(KdRun *pR, sqlite3 *db, const char *zTmpl,
+                       int bOrdered){
   int bWrite = strncmp(zTmpl, "SELECT", 6)!=0;
   char *zKv = kd_subst(zTmpl, "kv");
   char *zRef = kd_subst(zTmpl, "ref");
   char *zA, *zB;
   const char *z;
   if( pR->bVerbose ) fprintf(stderr, "%d: %s\n", pR->iStep, zTmpl);
-  zA = kd_run(pR->db, zKv, bOrdered, bWrite);
-  zB = kd_run(pR->db, zRef, bOrdered, bWrite);
+  zA = kd_run(db, zKv, bOrdered, bWrite);
+  zB = kd_run(db, zRef, bOrdered, bWrite);
   pR->nStmt++;
   if( strncmp(zB, "rc=0", 4)!=0 ) pR->nErr++;
   for(z=strchr(zB, '\n'); z; z=strchr(z+1, '\n')) pR->nRow++;
   if( !kd_same(zA, zB) ){
-    ck_abort_msg("kvdiff: %s seed %llu statement %d differs "
+    ck_abort_msg("kvdiff: %s seed %llu statement %d differs%s "
         "(replay: DEPOT_KVDIFF_SEED=%llu CK_RUN_CASE=kvdiff "
         "./tests/check_kvdiff)\n  %s\nkv:  %s\nref: %s",
-        pR->zType, pR->iSeed, pR->iStep, pR->iSeed, zTmpl, zA, zB);
+        pR->zType, pR->iSeed, pR->iStep,
+        db==pR->db ? "" : " on a second connection", pR->iSeed, zTmpl,
+        zA, zB);
   }
   sqlite3_free(zKv);
   sqlite3_free(zRef);
@@ -545,9 +552,17 @@ static void kd_diff(KdRun *pR, const char *zTmpl, int bOrdered){
 }
 
 /* Compare the whole contents of both tables. */
+static void kd_diff(KdRun *pR, const char *zTmpl, int bOrdered){
+  kd_diff_db(pR, pR->db, zTmpl, bOrdered);
+}
+
+/* Compare the whole contents of both tables, as the connection sees them
+** and as the second connection does (the last commit: main.db is in WAL
+** mode, so its readers never wait). */
 static void kd_contents(KdRun *pR){
   kd_diff(pR, "SELECT key, value FROM @T ORDER BY key", 1);
   kd_diff(pR, "SELECT key, value FROM @T", 0);
+  kd_diff_db(pR, pR->db2, "SELECT key, value FROM @T ORDER BY key", 1);
 }
 
 /* A transaction-control step on the connection (both tables). */
@@ -619,8 +634,10 @@ static int kd_txn_step(KdRun *pR, KdRand *r, KdTxn *t){
 ** the KV table's rows now come from its files), then compare. */
 static void kd_reopen(KdRun *pR, const char *zDb){
   if( pR->bVerbose ) fprintf(stderr, "%d: (reopen)\n", pR->iStep);
+  ck_assert_int_eq(sqlite3_close(pR->db2), SQLITE_OK);
   ck_assert_int_eq(sqlite3_close(pR->db), SQLITE_OK);
   pR->db = th_open(zDb);
+  pR->db2 = th_open(zDb);
   th_exec(pR->db, "PRAGMA synchronous=OFF");
   kd_contents(pR);
 }
@@ -663,12 +680,13 @@ static void kd_run_seed(const char *zType, sqlite3_uint64 iSeed, int nStep){
   run.iSeed = iSeed;
   run.bVerbose = getenv("DEPOT_KVDIFF_VERBOSE")!=0;
   r.s = iSeed*0x2545f4914f6cdd1dULL + 1;
-  zSql = sqlite3_mprintf("PRAGMA synchronous=OFF;"
+  zSql = sqlite3_mprintf("PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF;"
       "CREATE VIRTUAL TABLE kv USING %s(dir='%q/store');"
       "CREATE TABLE ref(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID;",
       zType, zDir);
   th_exec(run.db, zSql);
   sqlite3_free(zSql);
+  run.db2 = th_open(zDb);
   for(i=0; i<nStep; i++){
     run.iStep = i;
     /* now and then, between transactions, a reopen (kv_memory tables
@@ -688,6 +706,7 @@ static void kd_run_seed(const char *zType, sqlite3_uint64 iSeed, int nStep){
             "failed in both), %d rows\n", zType, iSeed, run.nStmt, run.nErr,
             run.nRow);
   }
+  ck_assert_int_eq(sqlite3_close(run.db2), SQLITE_OK);
   ck_assert_int_eq(sqlite3_close(run.db), SQLITE_OK);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
