@@ -224,7 +224,10 @@ int kv_root_bind(KvRoot*, const char *zTab, int nTab, char **pzErr);
 ** create or remove. */
 int kv_root_has_writes(KvRoot*);
 
-/* Savepoints of the write sets, numbered like SQLite's (0 outermost). */
+/* Savepoints of the write sets, numbered like SQLite's (0 outermost).
+** kv_root_rollback_to of a level the root has no savepoint for (one opened
+** before the root began, or -1, SQLite's number for the SAVEPOINT that
+** began the transaction) undoes every write of the root. */
 int kv_root_savepoint(KvRoot*, int iLevel);
 void kv_root_release(KvRoot*, int iLevel);
 void kv_root_rollback_to(KvRoot*, int iLevel);

@@ -1134,16 +1134,26 @@ void kv_root_release(KvRoot *p, int iLevel){
   kvSavepointsClear(p, n);
 }
 
+/* Back to the write sets as they were when savepoint iLevel was opened.
+** A savepoint with no record here was opened before the root began: SQLite
+** tells a table that joins a transaction only the innermost level open at
+** that moment (which may be the joining statement's own, released when
+** it ends), and numbers the SAVEPOINT that began the transaction -1.  For
+** such a savepoint the root goes back to no writes at all. */
 void kv_root_rollback_to(KvRoot *p, int iLevel){
-  KvSavepoint *s;
+  KvSavepoint *s = 0;
   int i, n = 0;
   if( p->eState!=KV_ROOT_ACTIVE ) return;
   while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
-  if( n==p->nSp ) return;                /* nothing written since */
-  kvSavepointsClear(p, n+1);
-  s = &p->aSp[n];
+  if( n<p->nSp && p->aSp[n].iLevel==iLevel ){
+    kvSavepointsClear(p, n+1);
+    s = &p->aSp[n];
+  }else{
+    kvSavepointsClear(p, n);
+  }
   for(i=0; i<p->nChild; i++){
-    KvMap *pOld = i<s->nChild ? kv_map_ref(s->apWrite[i]) : kv_map_new();
+    KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])
+                                     : kv_map_new();
     if( pOld==0 ) continue;             /* OOM: keep the newer writes */
     kv_map_unref(p->apChild[i]->pWrite);
     p->apChild[i]->pWrite = pOld;

@@ -704,11 +704,13 @@ static int kvWriteRoot(KvVtab *p, KvRoot **ppRoot){
   return SQLITE_OK;
 }
 
-/* Insert key k (unless it exists and eConflict says otherwise). */
+/* Insert key k (unless it exists and the conflict mode says otherwise).
+** An existing key is SQLITE_CONSTRAINT_PRIMARYKEY: under OR IGNORE without
+** a message, and SQLite then skips the row without counting it as a
+** change (a row skipped with SQLITE_OK would count in sqlite3_changes). */
 static int kvInsertKey(KvVtab *p, KvRoot *r, const KvBuf *k, const KvBuf *v,
-                       int *pbSkip, char **pzErr){
+                       char **pzErr){
   int eConflict = sqlite3_vtab_on_conflict(p->db);
-  *pbSkip = 0;
   if( eConflict!=SQLITE_REPLACE ){
     KvBuf old = {0, 0, 0};
     int bFound = 0;
@@ -717,8 +719,10 @@ static int kvInsertKey(KvVtab *p, KvRoot *r, const KvBuf *k, const KvBuf *v,
     kv_buf_free(&old);
     if( rc!=SQLITE_OK ) return rc;
     if( bFound ){
-      if( eConflict==SQLITE_IGNORE ){ *pbSkip = 1; return SQLITE_OK; }
-      *pzErr = sqlite3_mprintf("UNIQUE constraint failed: %s.key", p->zName);
+      if( eConflict!=SQLITE_IGNORE ){
+        *pzErr = sqlite3_mprintf("UNIQUE constraint failed: %s.key",
+                                 p->zName);
+      }
       return SQLITE_CONSTRAINT_PRIMARYKEY;
     }
   }
@@ -729,7 +733,6 @@ static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
                        char **pzErr){
   KvBuf *kOld = &p->kOld, *kNew = &p->kNew, *v = &p->val;
   int bOld = sqlite3_value_type(argv[0])!=SQLITE_NULL;
-  int bSkip = 0;
   int rc;
   kv_buf_reset(kOld);
   kv_buf_reset(kNew);
@@ -742,8 +745,8 @@ static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
   if( bOld && kvBufCmp(kOld, kNew)==0 ){
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
-  rc = kvInsertKey(p, r, kNew, v, &bSkip, pzErr);
-  if( rc==SQLITE_OK && bOld && !bSkip ){
+  rc = kvInsertKey(p, r, kNew, v, pzErr);
+  if( rc==SQLITE_OK && bOld ){
     rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
   }
   return rc;

@@ -559,6 +559,76 @@ START_TEST(test_kv_savepoints_with_reads_first){
 }
 END_TEST
 
+/* sqlite3_changes() counts the rows an INSERT OR IGNORE or UPDATE OR
+** IGNORE wrote, not the ones it skipped, as for an ordinary table. */
+START_TEST(test_kv_or_ignore_counts_only_rows_written){
+  char *zDir = th_tmpdir("kv-ignore");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a'), (3, 'c')");
+  th_exec(db, "INSERT OR IGNORE INTO t VALUES(1, 'x'), (2, 'b'), (3.0, 'y')");
+  ck_assert_int_eq(sqlite3_changes(db), 1);
+  th_exec(db, "UPDATE OR IGNORE t SET key = key + 1");
+  ck_assert_int_eq(sqlite3_changes(db), 1);
+  kv_rows_eq(db, "SELECT key || value AS x FROM t ORDER BY key", "1a 2b 4c");
+  th_exec(db, "BEGIN; INSERT OR IGNORE INTO t VALUES(4, 'z'); COMMIT");
+  ck_assert_int_eq(sqlite3_changes(db), 0);
+  kv_rows_eq(db, "SELECT key || value AS x FROM t ORDER BY key", "1a 2b 4c");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ROLLBACK TO the SAVEPOINT that opened the transaction (SQLite numbers
+** that savepoint -1 for a virtual table) undoes every KV write made in it,
+** also those of statements that opened statement savepoints of their own,
+** and the transaction goes on. */
+START_TEST(test_kv_rollback_to_outermost_savepoint_undoes_writes){
+  char *zDir = th_tmpdir("kv-sptxn");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a'), (2, 'b')");
+  th_exec(db, "SAVEPOINT s0; UPDATE t SET value = 'y' WHERE key = 1;"
+              "INSERT INTO t VALUES(3, 'c'), (4, 'd');"
+              "UPDATE t SET key = key + 10 WHERE key >= 2");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 12 13 14");
+  th_exec(db, "ROLLBACK TO s0");
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 0);
+  kv_rows_eq(db, "SELECT key || value AS x FROM t ORDER BY key", "1a 2b");
+  th_exec(db, "INSERT INTO t VALUES(5, 'e'); ROLLBACK TO s0;"
+              "INSERT INTO t VALUES(6, 'f'); RELEASE s0");
+  kv_rows_eq(db, "SELECT key || value AS x FROM t ORDER BY key", "1a 2b 6f");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ROLLBACK TO a savepoint opened before the table's first write undoes
+** that write also when the write came in a multi-row statement (SQLite
+** then tells the table only the statement's own savepoint level, which
+** ends with the statement), and when a newer savepoint was opened after
+** it. */
+START_TEST(test_kv_rollback_to_savepoint_older_than_first_write_undoes_it){
+  char *zDir = th_tmpdir("kv-spold");
+  sqlite3 *db = kv_db();
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a')");
+  th_exec(db, "BEGIN; SAVEPOINT a; INSERT INTO t VALUES(2, 'b'), (3, 'c')");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 2 3");
+  th_exec(db, "ROLLBACK TO a");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1");
+  th_exec(db, "INSERT INTO t VALUES(4, 'd'), (5, 'e'); SAVEPOINT b;"
+              "INSERT INTO t VALUES(6, 'f'); ROLLBACK TO b");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 4 5");
+  th_exec(db, "ROLLBACK TO a");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1");
+  th_exec(db, "INSERT INTO t VALUES(7, 'g'); COMMIT");
+  kv_rows_eq(db, "SELECT key AS x FROM t ORDER BY key", "1 7");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Joining reads take no lock on the main database: two connections on
 ** one database file (WAL mode) read inside explicit transactions at once
 ** while one of them writes the file; a connection with query_only=1 reads
@@ -2696,6 +2766,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_read_only_transaction_ends_cleanly);
   tcase_add_test(tc, test_kv_selects_in_a_transaction_see_one_snapshot);
   tcase_add_test(tc, test_kv_savepoints_with_reads_first);
+  tcase_add_test(tc, test_kv_or_ignore_counts_only_rows_written);
+  tcase_add_test(tc, test_kv_rollback_to_outermost_savepoint_undoes_writes);
+  tcase_add_test(tc, test_kv_rollback_to_savepoint_older_than_first_write_undoes_it);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);

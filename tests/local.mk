@@ -26,6 +26,11 @@ TESTS += tests/check_ext
 tests_check_ext_SOURCES = tests/check_ext.c $(TEST_HARNESS)
 tests_check_ext_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check_kvdiff
+TESTS += tests/check_kvdiff
+tests_check_kvdiff_SOURCES = tests/check_kvdiff.c $(TEST_HARNESS)
+tests_check_kvdiff_LDADD = $(TEST_LDADD)
+
 TESTS += tests/python_smoke.sh
 EXTRA_DIST += tests/python_smoke.sh
 
