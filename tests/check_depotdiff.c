@@ -105,6 +105,7 @@ struct Saved {
   char *zFile;       /* copy of the reference */
   char *zPoint;      /* restore point name, or NULL */
   sqlite3_int64 iBranch, iTxid;   /* rollback target when zPoint is NULL */
+  char *zTime;       /* a time between that commit and the next one */
 };
 
 #define DD_MAX_FORK  2
@@ -569,6 +570,7 @@ static void dd_load_ref(Diff *x, Pair *pp, const char *zFile){
 static void saved_free(Saved *s){
   sqlite3_free(s->zFile);
   sqlite3_free(s->zPoint);
+  sqlite3_free(s->zTime);
   memset(s, 0, sizeof(*s));
 }
 
@@ -620,6 +622,11 @@ static void step_save(Diff *x){
   }else{
     s.iBranch = dd_main_branch(x, &s.iTxid);
     if( s.iTxid==0 ) return;          /* a fork without commits of its own */
+    /* commit times have milliseconds: a time strictly between this head
+    ** and the next commit */
+    sqlite3_sleep(3);
+    s.zTime = adm_text(x, "SELECT strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ','now')");
+    sqlite3_sleep(3);
   }
   s.zFile = dd_copy_ref(x, x->main.p);
   saved_add(x, &s);
@@ -647,9 +654,16 @@ static void step_restore(Diff *x){
     zUndo = adm_text(x, "SELECT depot_restore(%Q,'app','main',%Q)",
                      x->zStore, s->zPoint);
     x->nRestore++;
+  }else if( rng_below(&x->r, 3)==0 ){
+    /* point in time: every commit is retained (see dd_begin) */
+    zUndo = adm_text(x, "SELECT depot_restore(%Q,'app','main',%Q)",
+                     x->zStore, s->zTime);
+    x->nRestore++;
   }else{
-    adm_int(x, "SELECT depot_rollback(%Q,'app','main',%lld)", x->zStore,
-            s->iTxid);
+    char *zAt = rng_below(&x->r, 2) ? sqlite3_mprintf("%Q", s->zTime)
+                                    : sqlite3_mprintf("%lld", s->iTxid);
+    adm_int(x, "SELECT depot_rollback(%Q,'app','main',%s)", x->zStore, zAt);
+    sqlite3_free(zAt);
     x->nRollback++;
   }
   dd_main_moved(x, s->zFile);
@@ -667,6 +681,7 @@ static void step_restore(Diff *x){
     u.zFile = zBefore; zBefore = 0;
     u.zPoint = zUndo; zUndo = 0;
     u.iBranch = u.iTxid = 0;
+    u.zTime = 0;
     saved_add(x, &u);
   }
   sqlite3_free(zBefore);
@@ -763,11 +778,17 @@ static void dd_step(Diff *x){
   }
   pair_compare(x, pp);
   if( pp!=&x->main ) pair_compare(x, &x->main);
+  if( x->iStep%10==9 ){
+    /* writes on either side never show on the other */
+    int i;
+    for(i=0; i<x->nFork; i++) pair_compare(x, &x->aFork[i]);
+  }
 }
 
 /* ---- the seeds ---- */
 
-static const int aPgsz[] = { 4096, 512, 1024, 65536, 2048, 8192 };
+static const int aPgsz[] = { 4096, 512, 1024, 65536, 2048, 8192, 16384,
+                             32768 };
 static const char *azJournal[] = { "delete", "truncate", "persist" };
 
 static void dd_begin(Diff *x, uint64_t iSeed){
@@ -777,8 +798,8 @@ static void dd_begin(Diff *x, uint64_t iSeed){
   x->iSeed = iSeed;
   x->r.s = iSeed*0x2545f4914f6cdd1dULL + 1;
   c.s = iSeed;
-  x->pgsz = aPgsz[iSeed%6];
-  x->eAutoVac = (int)((iSeed/2)%3);
+  x->pgsz = aPgsz[iSeed>=1 && iSeed<=8 ? iSeed-1 : (uint64_t)rng_below(&c, 8)];
+  x->eAutoVac = rng_below(&c, 3);
   x->zJournal = azJournal[rng_below(&c, 3)];
   x->bPlainWal = (int)(iSeed%2);
   x->zDir = th_tmpdir("depotdiff");
@@ -806,8 +827,14 @@ static void dd_check_wal_refused(Diff *x){
   char *zErr = 0;
   int rc = th_try(x->main.d, "PRAGMA journal_mode=WAL", &zErr);
   char *zMode = th_text(x->main.d, "PRAGMA journal_mode");
-  if( rc==SQLITE_OK && zMode && strcmp(zMode, "wal")==0 ){
-    dd_fail(x, "journal_mode=WAL was accepted on a depot database");
+  if( rc==SQLITE_OK || zErr==0
+   || strstr(zErr, "is not supported on a depot database")==0 ){
+    dd_fail(x, "journal_mode=WAL on a depot database: rc=%d %s", rc,
+            zErr ? zErr : "");
+  }
+  if( zMode==0 || strcmp(zMode, x->zJournal)!=0 ){
+    dd_fail(x, "journal_mode is %s after the refused WAL, not %s",
+            zMode ? zMode : "NULL", x->zJournal);
   }
   sqlite3_free(zErr);
   sqlite3_free(zMode);
