@@ -194,7 +194,12 @@ static void pair_init(Diff *x, Pair *pp, const char *zBranch){
 static uint64_t dd_hash(uint64_t h, const void *p, size_t n){
   const unsigned char *a = (const unsigned char*)p;
   size_t i;
-  for(i=0; i<n; i++){ h ^= a[i]; h *= 0x100000001b3ULL; }
+  for(i=0; i+8<=n; i+=8){
+    uint64_t w;
+    memcpy(&w, a+i, 8);
+    h = dd_mix(h ^ w);
+  }
+  for(; i<n; i++){ h ^= a[i]; h *= 0x100000001b3ULL; }
   return h;
 }
 
@@ -328,8 +333,22 @@ static void pair_settle(Diff *x, Pair *pp){
 
 /* ---- the workload ---- */
 
-/* A table name t0..t5, existing or not. */
-static int dd_table(Diff *x){ return rng_below(&x->r, 6); }
+/* The number of a table t0..t5 of pp: mostly one that exists, sometimes
+** any (then statements on it fail the same way on both sides). */
+static int dd_table_of(Diff *x, Pair *pp){
+  int t = rng_below(&x->r, 6);
+  char *z;
+  if( rng_below(&x->r, 8)==0 ) return t;
+  z = th_text(pp->p, "SELECT group_concat(substr(name,2),' ') FROM"
+              " sqlite_schema WHERE type='table' AND name GLOB 't[0-5]'");
+  if( z ){
+    int n = (int)(strlen(z)+1)/2;
+    t = z[2*rng_below(&x->r, n)]-'0';
+  }
+  sqlite3_free(z);
+  return t;
+}
+#define dd_table(x) dd_table_of(x, pp)
 
 static const char *dd_rows_cte =
   "(WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
@@ -400,7 +419,7 @@ static void op_delete(Diff *x, Pair *pp){
 }
 
 static void op_create_table(Diff *x, Pair *pp){
-  int t = dd_table(x);
+  int t = rng_below(&x->r, 6);
   if( rng_below(&x->r, 3)==0 ){
     pair_execf(x, pp, "CREATE TABLE t%d(id INTEGER NOT NULL PRIMARY KEY,"
         " u INT UNIQUE, a INT, b TEXT, c BLOB, d REAL) WITHOUT ROWID", t);
@@ -416,9 +435,25 @@ static void op_index(Diff *x, Pair *pp){
   int t = dd_table(x), i = rng_below(&x->r, 6);
   if( rng_below(&x->r, 3)==0 ){
     pair_execf(x, pp, "DROP INDEX i%d_%d", t, i);
+  }else if( rng_below(&x->r, 3)==0 ){
+    /* a tiny cache: the sorter spills to temporary files */
+    pair_execf(x, pp, "PRAGMA cache_size=5; CREATE INDEX i%d_%d ON t%d(%s);"
+               " PRAGMA cache_size=-2000", t, i, t, azIdxCol[i]);
   }else{
     pair_execf(x, pp, "CREATE INDEX i%d_%d ON t%d(%s)", t, i, t, azIdxCol[i]);
   }
+}
+
+/* A temporary table bigger than its cache (a temporary file of the main
+** database's VFS) feeds a write back. */
+static void op_temp(Diff *x, Pair *pp){
+  int t = dd_table(x);
+  pair_execf(x, pp, "PRAGMA temp.cache_size=5; CREATE TEMP TABLE tmp AS"
+      " SELECT * FROM t%d ORDER BY b, length(c) DESC", t);
+  pair_execf(x, pp, "INSERT OR IGNORE INTO t%d(id,u,a,b,c,d) SELECT"
+      " id+%d, NULL, a, b, c, d FROM tmp ORDER BY d, b", dd_table(x),
+      1+rng_below(&x->r, 30000));
+  pair_exec(x, pp, "DROP TABLE IF EXISTS temp.tmp");
 }
 
 /* One data-changing statement. */
@@ -499,6 +534,7 @@ static void op_sql(Diff *x, Pair *pp){
     case 11:
       pair_execf(x, pp, "PRAGMA user_version=%d", rng_below(&x->r, 1000));
       break;
+    case 13: op_temp(x, pp); break;
     case 12:
       /* statements that fail the same way on both sides */
       pair_execf(x, pp, rng_below(&x->r, 2)
@@ -592,21 +628,28 @@ static sqlite3_int64 dd_main_branch(Diff *x, sqlite3_int64 *piHead){
   return id;
 }
 
-/* Fork main at its head; the fork must equal the reference now. */
+/* Fork main, or a fork of it, at its head; the fork must equal the
+** reference of its source now. */
 static void step_fork(Diff *x){
-  Pair *pp;
+  Pair *pp, *pSrc = &x->main;
   char zName[32];
+  char *zCopy;
+  if( x->nFork>0 && rng_below(&x->r, 3)==0 ){
+    pSrc = &x->aFork[rng_below(&x->r, x->nFork)];
+  }
+  snprintf(zName, sizeof(zName), "f%d", x->nFork_made++);
+  adm_int(x, "SELECT depot_fork(%Q,'app',%Q,%Q)", x->zStore, pSrc->zName,
+          zName);
+  zCopy = dd_copy_ref(x, pSrc->p);
   if( x->nFork==DD_MAX_FORK ){
     int i = rng_below(&x->r, DD_MAX_FORK);
     pair_free(&x->aFork[i]);
     x->aFork[i] = x->aFork[--x->nFork];
   }
-  snprintf(zName, sizeof(zName), "f%d", x->nFork_made++);
-  adm_int(x, "SELECT depot_fork(%Q,'app','main',%Q)", x->zStore, zName);
   pp = &x->aFork[x->nFork++];
   pair_init(x, pp, zName);
   sqlite3_free(pp->zPlain);
-  pp->zPlain = dd_copy_ref(x, x->main.p);
+  pp->zPlain = zCopy;
   pair_open(x, pp);
   pair_compare(x, pp);
 }
@@ -688,6 +731,8 @@ static void step_restore(Diff *x){
   sqlite3_free(zUndo);
 }
 
+static void step_compact(Diff *x);
+
 /* A reader holds its snapshot across commits of the writer. */
 static void step_reader(Diff *x){
   sqlite3 *rd = dd_open(x, x->main.zUri, 1);
@@ -704,6 +749,7 @@ static void step_reader(Diff *x){
   for(i=0; i<n; i++){
     op_sql(x, &x->main);
     pair_compare(x, &x->main);
+    if( rng_below(&x->r, 4)==0 ) step_compact(x);
   }
   z1 = dd_state(rd, 0);
   if( strcmp(z0, z1)!=0 ){
@@ -726,6 +772,51 @@ static void step_reader(Diff *x){
   sqlite3_free(z1); sqlite3_free(zNow); sqlite3_free(z0);
   ck_assert_int_eq(sqlite3_close(rd), SQLITE_OK);
   x->nReader++;
+}
+
+/* The whole content of file zPath (sqlite3_malloc'd) and its size. */
+static unsigned char *dd_slurp(const char *zPath, long *pn){
+  FILE *f = fopen(zPath, "rb");
+  unsigned char *a;
+  long n;
+  ck_assert_msg(f!=0, "cannot open %s", zPath);
+  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+  n = ftell(f);
+  ck_assert_int_eq(fseek(f, 0, SEEK_SET), 0);
+  a = sqlite3_malloc64(n>0 ? (sqlite3_uint64)n : 1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq((long)fread(a, 1, (size_t)n, f), n);
+  fclose(f);
+  *pn = n;
+  return a;
+}
+
+/* depot_export of pp's branch is, page for page, the reference: the same
+** bytes except the header fields that count commits (24..27, 92..95) and
+** say the journal mode (18..19). */
+static void step_export(Diff *x, Pair *pp){
+  char *zOut = sqlite3_mprintf("%s/export-%d.db", x->zDir, x->nFile++);
+  char *zRef = dd_copy_ref(x, pp->p);
+  unsigned char *aOut, *aRef;
+  long nOut, nRef, i;
+  adm_int(x, "SELECT depot_export(%Q,'app',%Q,%Q)", x->zStore, pp->zName,
+          zOut);
+  aOut = dd_slurp(zOut, &nOut);
+  aRef = dd_slurp(zRef, &nRef);
+  if( nOut!=nRef ){
+    dd_fail(x, "export of %s has %ld bytes, the reference %ld", pp->zName,
+            nOut, nRef);
+  }
+  for(i=0; i<nOut; i++){
+    if( i==18 || i==19 || (i>=24 && i<28) || (i>=92 && i<96) ) continue;
+    if( aOut[i]!=aRef[i] ){
+      dd_fail(x, "export of %s differs from the reference at byte %ld"
+              " (page %ld)", pp->zName, i, 1+i/x->pgsz);
+    }
+  }
+  sqlite3_free(aOut); sqlite3_free(aRef);
+  remove(zOut); remove(zRef);
+  sqlite3_free(zOut); sqlite3_free(zRef);
 }
 
 static void step_compact(Diff *x){
@@ -753,6 +844,15 @@ static void step_reopen(Diff *x, Pair *pp){
   x->nReopen++;
 }
 
+/* A second connection of this process writes main; the first must see
+** its commits. */
+static void step_other_writer(Diff *x){
+  Pair w = x->main;
+  w.d = dd_open(x, x->main.zUri, 1);
+  op_sql(x, &w);
+  ck_assert_int_eq(sqlite3_close(w.d), SQLITE_OK);
+}
+
 static void dd_step(Diff *x){
   int e = rng_below(&x->r, 100);
   Pair *pp = &x->main;
@@ -761,7 +861,10 @@ static void dd_step(Diff *x){
   }else if( e<70 && x->nFork>0 ){
     pp = &x->aFork[rng_below(&x->r, x->nFork)];
     op_sql(x, pp);
+  }else if( e<73 ){
+    step_reopen(x, pp);
   }else if( e<75 ){
+    if( x->nFork>0 ) pp = &x->aFork[rng_below(&x->r, x->nFork)];
     step_reopen(x, pp);
   }else if( e<79 ){
     step_reader(x);
@@ -773,6 +876,13 @@ static void dd_step(Diff *x){
     step_restore(x);
   }else if( e<95 ){
     step_compact(x);
+  }else if( e<97 ){
+    step_other_writer(x);
+  }else if( e<98 ){
+    if( x->nFork>0 && rng_below(&x->r, 2) ){
+      pp = &x->aFork[rng_below(&x->r, x->nFork)];
+    }
+    step_export(x, pp);
   }else{
     op_sql(x, pp);
   }
