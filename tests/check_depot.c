@@ -1363,6 +1363,69 @@ START_TEST(test_depot_export_equals_a_backup_copy_byte_for_byte){
 }
 END_TEST
 
+/* A plain file in WAL mode states it in its header (bytes 18..19); a depot
+** database is never in WAL mode, so the pages the backup API copies from
+** such a file must not leave the depot database unreadable, neither for
+** the connection that took the backup (normal or exclusive locking) nor
+** for a later one. */
+static const char *azBackupLocking[] = { "normal", "exclusive" };
+
+START_TEST(test_depot_backup_from_wal_mode_file_stays_readable){
+  char *zDir = th_tmpdir("depot-bkwal");
+  char *zSrc, *z;
+  sqlite3 *db = open_depot(zDir, "app", 0), *src;
+  sqlite3_backup *pB;
+  z = sqlite3_mprintf("PRAGMA locking_mode=%s", azBackupLocking[_i]);
+  th_exec(db, z);
+  sqlite3_free(z);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  src = th_open(zSrc);
+  th_exec(src, "PRAGMA journal_mode=WAL; CREATE TABLE a(x);"
+               "INSERT INTO a VALUES(1),(2)");
+  pB = sqlite3_backup_init(db, "main", src, "main");
+  ck_assert_ptr_nonnull(pB);
+  ck_assert_int_eq(sqlite3_backup_step(pB, -1), SQLITE_DONE);
+  ck_assert_int_eq(sqlite3_backup_finish(pB), SQLITE_OK);
+  sqlite3_close(src);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 2);
+  th_exec(db, "INSERT INTO a VALUES(3)");
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM a"), 6);
+  z = th_text(db, "PRAGMA journal_mode");
+  ck_assert_str_ne(z, "wal");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM a"), 6);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zSrc); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_import_of_wal_mode_file_opens_and_reads){
+  char *zDir = th_tmpdir("depot-impwal");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql;
+  sqlite3 *src = th_open(zSrc), *m, *db;
+  th_exec(src, "PRAGMA journal_mode=WAL; CREATE TABLE a(x);"
+               "INSERT INTO a VALUES(1),(2)");
+  sqlite3_close(src);
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc, zStore);
+  th_exec(m, zSql);
+  sqlite3_close(m);
+  db = open_depot(zDir, "imp", 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM a"), 3);
+  th_exec(db, "INSERT INTO a VALUES(3)");
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zSql); sqlite3_free(zSrc); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Importing a file of another page size into an existing database fails
 ** with a message naming both sizes, and stores nothing: the imported
 ** header would state a page size the stored pages do not have. */
@@ -1631,6 +1694,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_import_into_a_held_database_is_busy_then_retries);
   tcase_add_test(tc, test_depot_export_equals_a_backup_copy_byte_for_byte);
+  tcase_add_loop_test(tc, test_depot_backup_from_wal_mode_file_stays_readable,
+      0, (int)(sizeof(azBackupLocking)/sizeof(azBackupLocking[0])));
+  tcase_add_test(tc, test_depot_import_of_wal_mode_file_opens_and_reads);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -345,6 +345,19 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
 
+/* File format bytes 18 and 19 of a database header of 2 state WAL mode,
+** which a depot database never is.  The backup API copies them from a
+** WAL-mode file (depot_import, the shell's .restore); kept, SQLite would
+** look for a WAL the depot cannot give and fail every read with
+** SQLITE_CANTOPEN, or, in exclusive locking mode, run the database in an
+** in-memory WAL whose commits never reach the store.  Such a header is
+** written and read as rollback-journal mode (1), as PRAGMA
+** journal_mode=DELETE leaves it. */
+static void depotHeaderNoWal(unsigned char *a){
+  if( a[18]==2 ) a[18] = 1;
+  if( a[19]==2 ) a[19] = 1;
+}
+
 /* What SQLite reads as the file change counter (offset 24 of page 1, and
 ** the version-valid-for number at 92 when it matched) is the low 32 bits of
 ** the pinned head's store-wide sequence, whatever the stored page holds.
@@ -373,7 +386,10 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
     }
   }
   rc = depotSnapPage(p, pgno, pOut);
-  if( rc==SQLITE_OK && pgno==1 && p->chain.n>0 ) depotVirtualCounter(p, pOut);
+  if( rc==SQLITE_OK && pgno==1 && p->chain.n>0 ){
+    depotVirtualCounter(p, pOut);
+    depotHeaderNoWal(pOut);      /* a commit stored before the check above */
+  }
   return rc;
 }
 
@@ -460,6 +476,10 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
         " by its first commit)", depotHeaderPageSize(pBuf), p->szPageTx);
     return SQLITE_IOERR_WRITE;
   }
+  /* The pager's own copy of page 1 is set right too (as cksumvfs writes
+  ** its checksum into the page it is given), so the writer's page cache
+  ** agrees with what it stored. */
+  if( pgno==1 ) depotHeaderNoWal((unsigned char*)pBuf);
   if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
     return SQLITE_IOERR_NOMEM;
   }
