@@ -35,6 +35,7 @@
 **   DEPOT_DIFF_SEEDS=N  number of seeds, 1..N (default 6).
 **   DEPOT_DIFF_SEED=S   run only seed S, to replay a mismatch (a failure
 **                       prints "seed S step N" and the variables to set).
+**   DEPOT_DIFF_TRACE=1  print each step and statement on stderr.
 ** A long run: DEPOT_DIFF_SEEDS=40 DEPOT_DIFF_ITERS=2000 CK_DEFAULT_TIMEOUT=3600
 ** ./tests/check_depotdiff
 */
@@ -129,7 +130,17 @@ struct Diff {
   Saved aSaved[DD_MAX_SAVED];
   int nSaved;
   int nFork_made, nRestore, nRollback, nReader, nReopen, nError;
+  int bTrace;                      /* DEPOT_DIFF_TRACE */
 };
+
+static Diff *pDdNow = 0;          /* the run, for messages of dd_check */
+
+/* ck_assert_msg with the seed and step of the run. */
+#define dd_check(c, ...) do{ if( !(c) ){ \
+  char *zM_ = sqlite3_mprintf(__VA_ARGS__); \
+  ck_abort_msg("depotdiff: seed %llu step %d: %s", \
+    pDdNow ? (unsigned long long)pDdNow->iSeed : 0ULL, \
+    pDdNow ? pDdNow->iStep : -1, zM_); } }while(0)
 
 static void dd_fail(Diff *x, const char *zFmt, ...){
   va_list ap;
@@ -209,7 +220,7 @@ static uint64_t dd_rows(sqlite3 *db, const char *zSql, int *pnRow){
   uint64_t h = 0xcbf29ce484222325ULL;
   int rc, i, nRow = 0;
   rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
-  ck_assert_msg(rc==SQLITE_OK, "%s: %s", zSql, sqlite3_errmsg(db));
+  dd_check(rc==SQLITE_OK, "%s: %s", zSql, sqlite3_errmsg(db));
   while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
     for(i=0; i<sqlite3_column_count(pStmt); i++){
       unsigned char t = (unsigned char)sqlite3_column_type(pStmt, i);
@@ -229,10 +240,23 @@ static uint64_t dd_rows(sqlite3 *db, const char *zSql, int *pnRow){
     }
     nRow++;
   }
-  ck_assert_msg(rc==SQLITE_DONE, "%s: %s", zSql, sqlite3_errmsg(db));
+  dd_check(rc==SQLITE_DONE, "%s: %s", zSql, sqlite3_errmsg(db));
   sqlite3_finalize(pStmt);
   if( pnRow ) *pnRow = nRow;
   return h;
+}
+
+/* The integer zSql gives on db; failures name the seed and step. */
+static sqlite3_int64 dd_int(sqlite3 *db, const char *zSql){
+  sqlite3_stmt *pStmt = 0;
+  sqlite3_int64 v;
+  int rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+  dd_check(rc==SQLITE_OK, "%s: %s", zSql, sqlite3_errmsg(db));
+  rc = sqlite3_step(pStmt);
+  dd_check(rc==SQLITE_ROW, "%s: %s", zSql, sqlite3_errmsg(db));
+  v = sqlite3_column_int64(pStmt, 0);
+  sqlite3_finalize(pStmt);
+  return v;
 }
 
 /* The state of db as text: schema, each table's rows, page counts.  With
@@ -245,11 +269,11 @@ static char *dd_state(sqlite3 *db, int bPages){
   uint64_t h = dd_rows(db, "SELECT type, name, tbl_name, rootpage, sql"
                            " FROM sqlite_schema ORDER BY type, name", &n);
   z = sqlite3_mprintf("schema=%d:%016llx uv=%lld", n, (unsigned long long)h,
-                      th_int(db, "PRAGMA user_version"));
+                      dd_int(db, "PRAGMA user_version"));
   if( bPages ){
     z = sqlite3_mprintf("%z pages=%lld free=%lld", z,
-                        th_int(db, "PRAGMA page_count"),
-                        th_int(db, "PRAGMA freelist_count"));
+                        dd_int(db, "PRAGMA page_count"),
+                        dd_int(db, "PRAGMA freelist_count"));
   }
   ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT name FROM sqlite_schema"
       " WHERE type='table' AND name GLOB 't*' ORDER BY name", -1, &pStmt, 0),
@@ -292,6 +316,7 @@ static void pair_compare(Diff *x, Pair *pp){
 ** the same transaction state.  Returns the result code. */
 static int pair_exec(Diff *x, Pair *pp, const char *zSql){
   char *zEp = 0, *zEd = 0;
+  if( x->bTrace ) fprintf(stderr, "%d %s: %s\n", x->iStep, pp->zName, zSql);
   int rcP = th_try(pp->p, zSql, &zEp);
   int rcD = th_try(pp->d, zSql, &zEd);
   int eP = rcP ? sqlite3_extended_errcode(pp->p) : 0;
@@ -675,6 +700,22 @@ static void step_save(Diff *x){
   saved_add(x, &s);
 }
 
+/* The backup API writes a saved reference into main and its reference. */
+static void step_backup_in(Diff *x){
+  Saved *s;
+  sqlite3 *pSrc;
+  sqlite3_backup *pB;
+  if( x->nSaved==0 ) return;
+  s = &x->aSaved[rng_below(&x->r, x->nSaved)];
+  dd_load_ref(x, &x->main, s->zFile);
+  pSrc = dd_open(x, s->zFile, 0);
+  pB = sqlite3_backup_init(x->main.d, "main", pSrc, "main");
+  ck_assert_ptr_nonnull(pB);
+  ck_assert_int_eq(sqlite3_backup_step(pB, -1), SQLITE_DONE);
+  ck_assert_int_eq(sqlite3_backup_finish(pB), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_close(pSrc), SQLITE_OK);
+}
+
 /* Reopen main on the branch the name points to now, its reference loaded
 ** from zFile. */
 static void dd_main_moved(Diff *x, const char *zFile){
@@ -757,9 +798,23 @@ static void step_reader(Diff *x){
   }
   sqlite3_free(z1);
   if( rp ){
+    char *zQ = sqlite3_mprintf("PRAGMA user_version=%d",
+                               rng_below(&x->r, 1000));
+    int rcD, rcP;
     z1 = dd_state(rp, 0);
     if( strcmp(z0, z1)!=0 ) dd_fail(x, "plain reader's snapshot moved");
     sqlite3_free(z1);
+    /* a write from the old snapshot: SQLITE_BUSY_SNAPSHOT on both sides
+    ** when a commit came in between, else it succeeds on both */
+    rcD = th_try(rd, zQ, 0);
+    if( rcD ) rcD = sqlite3_extended_errcode(rd);
+    rcP = th_try(rp, zQ, 0);
+    if( rcP ) rcP = sqlite3_extended_errcode(rp);
+    if( rcD!=rcP ){
+      dd_fail(x, "%s from a reader's snapshot: plain rc=%d, depot rc=%d",
+              zQ, rcP, rcD);
+    }
+    sqlite3_free(zQ);
     th_exec(rp, "COMMIT");
     ck_assert_int_eq(sqlite3_close(rp), SQLITE_OK);
   }
@@ -791,16 +846,45 @@ static unsigned char *dd_slurp(const char *zPath, long *pn){
   return a;
 }
 
-/* depot_export of pp's branch is, page for page, the reference: the same
-** bytes except the header fields that count commits (24..27, 92..95) and
-** say the journal mode (18..19). */
+/* A copy of pp's depot database as a plain file, made one of three ways:
+** depot_export, the backup API, or VACUUM INTO; and the reference copied
+** the same way (depot_export: the backup API). */
+static void dd_copy_both(Diff *x, Pair *pp, char **pzOut, char **pzRef){
+  int e = rng_below(&x->r, 3);
+  *pzOut = sqlite3_mprintf("%s/export-%d.db", x->zDir, x->nFile++);
+  if( e==2 ){
+    /* the depot connection would open a bare name through its own VFS
+    ** (docs/SQL.md, "Other databases of the connection") */
+    char *z = sqlite3_mprintf("VACUUM INTO 'file:%q?vfs=unix'", *pzOut);
+    th_exec(pp->d, z);
+    sqlite3_free(z);
+    *pzRef = sqlite3_mprintf("%s/export-%d.db", x->zDir, x->nFile++);
+    z = sqlite3_mprintf("VACUUM INTO %Q", *pzRef);
+    th_exec(pp->p, z);
+    sqlite3_free(z);
+    return;
+  }
+  *pzRef = dd_copy_ref(x, pp->p);
+  if( e==1 ){
+    char *zCopy = dd_copy_ref(x, pp->d);
+    ck_assert_int_eq(rename(zCopy, *pzOut), 0);
+    sqlite3_free(zCopy);
+  }else{
+    adm_int(x, "SELECT depot_export(%Q,'app',%Q,%Q)", x->zStore, pp->zName,
+            *pzOut);
+  }
+}
+
+/* A plain copy of pp's branch is, page for page, the same copy of the
+** reference: the same bytes except the header fields that count commits
+** (24..27, 92..95), say the journal mode (18..19), and the schema cookie
+** (40..43), which the backup API that made the reference of a fork or a
+** restore bumps in its destination. */
 static void step_export(Diff *x, Pair *pp){
-  char *zOut = sqlite3_mprintf("%s/export-%d.db", x->zDir, x->nFile++);
-  char *zRef = dd_copy_ref(x, pp->p);
+  char *zOut, *zRef;
   unsigned char *aOut, *aRef;
   long nOut, nRef, i;
-  adm_int(x, "SELECT depot_export(%Q,'app',%Q,%Q)", x->zStore, pp->zName,
-          zOut);
+  dd_copy_both(x, pp, &zOut, &zRef);
   aOut = dd_slurp(zOut, &nOut);
   aRef = dd_slurp(zRef, &nRef);
   if( nOut!=nRef ){
@@ -808,7 +892,10 @@ static void step_export(Diff *x, Pair *pp){
             nOut, nRef);
   }
   for(i=0; i<nOut; i++){
-    if( i==18 || i==19 || (i>=24 && i<28) || (i>=92 && i<96) ) continue;
+    if( i==18 || i==19 || (i>=24 && i<28) || (i>=40 && i<44)
+     || (i>=92 && i<96) ){
+      continue;
+    }
     if( aOut[i]!=aRef[i] ){
       dd_fail(x, "export of %s differs from the reference at byte %ld"
               " (page %ld)", pp->zName, i, 1+i/x->pgsz);
@@ -856,6 +943,7 @@ static void step_other_writer(Diff *x){
 static void dd_step(Diff *x){
   int e = rng_below(&x->r, 100);
   Pair *pp = &x->main;
+  if( x->bTrace ) fprintf(stderr, "step %d: kind %d\n", x->iStep, e);
   if( e<60 ){
     op_sql(x, pp);
   }else if( e<70 && x->nFork>0 ){
@@ -883,6 +971,8 @@ static void dd_step(Diff *x){
       pp = &x->aFork[rng_below(&x->r, x->nFork)];
     }
     step_export(x, pp);
+  }else if( e<99 ){
+    step_backup_in(x);
   }else{
     op_sql(x, pp);
   }
@@ -905,6 +995,7 @@ static void dd_begin(Diff *x, uint64_t iSeed){
   Rng c;
   char *z;
   memset(x, 0, sizeof(*x));
+  pDdNow = x;
   x->iSeed = iSeed;
   x->r.s = iSeed*0x2545f4914f6cdd1dULL + 1;
   c.s = iSeed;
@@ -912,6 +1003,7 @@ static void dd_begin(Diff *x, uint64_t iSeed){
   x->eAutoVac = rng_below(&c, 3);
   x->zJournal = azJournal[rng_below(&c, 3)];
   x->bPlainWal = (int)(iSeed%2);
+  x->bTrace = getenv("DEPOT_DIFF_TRACE")!=0;
   x->zDir = th_tmpdir("depotdiff");
   x->zStore = sqlite3_mprintf("%s/store.depot", x->zDir);
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
