@@ -925,6 +925,64 @@ static const char *const azExclJournal[] = {
   "PRAGMA journal_mode=persist"
 };
 
+/* Pages a transaction takes from the freelist are not journaled, so a
+** ROLLBACK of a spilled transaction does not restore them: the sync that
+** follows the playback must still publish nothing. */
+START_TEST(test_depot_rolled_back_spill_into_free_pages_leaves_no_commit){
+  char *zDir = th_tmpdir("depot-spillfree");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_int64 nCommit;
+  th_exec(db, azExclJournal[_i]);
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+              " UNION ALL SELECT value+1 FROM g WHERE value<400) SELECT value"
+              " FROM g); DELETE FROM t WHERE a>10");
+  nCommit = th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')");
+  th_exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+              " UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value"
+              " FROM g); ROLLBACK");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 10);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')"),
+      nCommit);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* SAVEPOINT outside BEGIN opens the transaction; a ROLLBACK TO it after
+** the transaction spilled plays the journal back from its first header,
+** which is no ROLLBACK: the rows written afterwards must be committed by
+** RELEASE. */
+START_TEST(test_depot_release_after_rollback_to_of_spilled_savepoint_commits){
+  char *zDir = th_tmpdir("depot-sprb");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_int64 nCommit;
+  th_exec(db, azExclJournal[_i]);
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t VALUES(1, 'keep')");
+  nCommit = th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')");
+  th_exec(db, "PRAGMA cache_size=5; SAVEPOINT s1; INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+              " UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value"
+              " FROM g); ROLLBACK TO s1; INSERT INTO t VALUES(2, 'after');"
+              " RELEASE s1");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')"),
+      nCommit+1);
+  sqlite3_close(db);
+  db = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b='after'"), 1);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
   char *zDir = th_tmpdir("depot-excl");
   sqlite3 *db = open_depot(zDir, "e", 0);
@@ -1648,6 +1706,12 @@ Suite *depot_test_suite(void){
       test_depot_rolled_back_spilled_transaction_leaves_no_commit);
   tcase_add_loop_test(tc,
       test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
+      (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_loop_test(tc,
+      test_depot_release_after_rollback_to_of_spilled_savepoint_commits, 0,
+      (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_loop_test(tc,
+      test_depot_rolled_back_spill_into_free_pages_leaves_no_commit, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);

@@ -84,6 +84,7 @@ struct MemFile {
   unsigned char *a;
   sqlite3_int64 n, nAlloc;
   DepotFile *pDb;            /* main journal: its database, else NULL */
+  int bSized;                /* the last call was xFileSize */
 };
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -130,10 +131,20 @@ static int memClose(sqlite3_file *pFile){
   return SQLITE_OK;
 }
 
+/* A ROLLBACK plays the main journal back (pager_playback) after looking
+** for a super-journal name: the journal's size, then the 4 bytes 16 from
+** its end, before any other read.  A ROLLBACK TO a savepoint plays records
+** back too, from its first header at offset 0 when the savepoint opened
+** the transaction, but never starts that way; it is no rollback of the
+** transaction, and what it writes to the database is part of the next
+** commit. */
 static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
                    sqlite3_int64 iOfst){
   MemFile *p = (MemFile*)pFile;
-  if( iOfst==0 && p->pDb ) p->pDb->bRollback = 1;
+  if( p->pDb && p->bSized && iAmt==4 && iOfst==p->n-16 ){
+    p->pDb->bRollback = 1;
+  }
+  p->bSized = 0;
   if( iOfst+iAmt > p->n ){
     sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
     if( nHave>0 ) memcpy(pBuf, p->a+iOfst, (size_t)nHave);
@@ -148,6 +159,7 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
                     sqlite3_int64 iOfst){
   MemFile *p = (MemFile*)pFile;
   sqlite3_int64 nEnd = iOfst+iAmt;
+  p->bSized = 0;
   if( iOfst==0 ) memEndRollback(p);
   if( nEnd > p->nAlloc ){
     sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
@@ -166,6 +178,7 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
 
 static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   MemFile *p = (MemFile*)pFile;
+  p->bSized = 0;
   if( size==0 ) memEndRollback(p);
   if( size<p->n ) p->n = size;
   return SQLITE_OK;
@@ -175,6 +188,7 @@ static int memSync(sqlite3_file *pFile, int flags){
   return SQLITE_OK;
 }
 static int memFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
+  ((MemFile*)pFile)->bSized = 1;
   *pSize = ((MemFile*)pFile)->n;
   return SQLITE_OK;
 }
