@@ -31,7 +31,7 @@
 ** not used because ROLLBACK is undefined there in SQLite itself.
 **
 ** Environment:
-**   DEPOT_DIFF_ITERS=N  steps per seed (default 50); long runs use more.
+**   DEPOT_DIFF_ITERS=N  steps per seed (default 40); long runs use more.
 **   DEPOT_DIFF_SEEDS=N  number of seeds, 1..N (default 6).
 **   DEPOT_DIFF_SEED=S   run only seed S, to replay a mismatch (a failure
 **                       prints "seed S step N" and the variables to set).
@@ -111,6 +111,7 @@ struct Saved {
 
 #define DD_MAX_FORK  2
 #define DD_MAX_SAVED 4
+#define DD_MAX_BYTES (3<<20)      /* inserts turn to deletes beyond this */
 
 typedef struct Diff Diff;
 struct Diff {
@@ -405,11 +406,24 @@ static char *dd_blob_expr(Diff *x){
                          n);
 }
 
+static void op_delete(Diff *x, Pair *pp);
+
+/* The size of pp's reference in bytes. */
+static sqlite3_int64 dd_bytes(Pair *pp){
+  return th_int(pp->p, "SELECT page_count*page_size FROM pragma_page_count,"
+                       " pragma_page_size");
+}
+
 static void op_insert(Diff *x, Pair *pp){
   int n = 1+rng_below(&x->r, rng_below(&x->r, 4)==0 ? 200 : 20);
   int base = rng_below(&x->r, 5000);
-  char *zB = dd_text_expr(x), *zC = dd_blob_expr(x);
-  char *zRows;
+  char *zB, *zC, *zRows;
+  if( dd_bytes(pp)>DD_MAX_BYTES ){
+    op_delete(x, pp);                /* keeps a run's time in bounds */
+    return;
+  }
+  zB = dd_text_expr(x);
+  zC = dd_blob_expr(x);
   if( strstr(zC, "dblob") && n>8 ) n = 8;      /* big blobs: few rows */
   zRows = sqlite3_mprintf(dd_rows_cte, n);
   pair_execf(x, pp, "INSERT %s INTO t%d(id,u,a,b,c,d) SELECT %d+v*%d,"
@@ -1079,7 +1093,7 @@ START_TEST(test_depotdiff_random_workload_matches_plain_file){
   const char *zSeed = getenv("DEPOT_DIFF_SEED");
   uint64_t iSeed = (zSeed && zSeed[0]) ? strtoull(zSeed, 0, 10)
                                        : (uint64_t)(1+_i);
-  int nStep = th_scaled(dd_env_int("DEPOT_DIFF_ITERS", 50), 10);
+  int nStep = th_scaled(dd_env_int("DEPOT_DIFF_ITERS", 40), 10);
   dd_begin(&x, iSeed);
   dd_check_wal_refused(&x);
   for(x.iStep=0; x.iStep<nStep; x.iStep++){
