@@ -925,6 +925,64 @@ static const char *const azExclJournal[] = {
   "PRAGMA journal_mode=persist"
 };
 
+/* Pages a transaction takes from the freelist are not journaled, so a
+** ROLLBACK of a spilled transaction does not restore them: the sync that
+** follows the playback must still publish nothing. */
+START_TEST(test_depot_rolled_back_spill_into_free_pages_leaves_no_commit){
+  char *zDir = th_tmpdir("depot-spillfree");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_int64 nCommit;
+  th_exec(db, azExclJournal[_i]);
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+              " UNION ALL SELECT value+1 FROM g WHERE value<400) SELECT value"
+              " FROM g); DELETE FROM t WHERE a>10");
+  nCommit = th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')");
+  th_exec(db, "PRAGMA cache_size=5; BEGIN; INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+              " UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value"
+              " FROM g); ROLLBACK");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 10);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')"),
+      nCommit);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* SAVEPOINT outside BEGIN opens the transaction; a ROLLBACK TO it after
+** the transaction spilled plays the journal back from its first header,
+** which is no ROLLBACK: the rows written afterwards must be committed by
+** RELEASE. */
+START_TEST(test_depot_release_after_rollback_to_of_spilled_savepoint_commits){
+  char *zDir = th_tmpdir("depot-sprb");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_int64 nCommit;
+  th_exec(db, azExclJournal[_i]);
+  th_exec(db, "CREATE TABLE t(a, b); INSERT INTO t VALUES(1, 'keep')");
+  nCommit = th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')");
+  th_exec(db, "PRAGMA cache_size=5; SAVEPOINT s1; INSERT INTO t SELECT value,"
+              " randomblob(2000) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+              " UNION ALL SELECT value+1 FROM g WHERE value<300) SELECT value"
+              " FROM g); ROLLBACK TO s1; INSERT INTO t VALUES(2, 'after');"
+              " RELEASE s1");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_commits("
+      "(SELECT file FROM pragma_database_list WHERE name='main'), 's')"),
+      nCommit+1);
+  sqlite3_close(db);
+  db = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b='after'"), 1);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
   char *zDir = th_tmpdir("depot-excl");
   sqlite3 *db = open_depot(zDir, "e", 0);
@@ -1363,6 +1421,69 @@ START_TEST(test_depot_export_equals_a_backup_copy_byte_for_byte){
 }
 END_TEST
 
+/* A plain file in WAL mode states it in its header (bytes 18..19); a depot
+** database is never in WAL mode, so the pages the backup API copies from
+** such a file must not leave the depot database unreadable, neither for
+** the connection that took the backup (normal or exclusive locking) nor
+** for a later one. */
+static const char *azBackupLocking[] = { "normal", "exclusive" };
+
+START_TEST(test_depot_backup_from_wal_mode_file_stays_readable){
+  char *zDir = th_tmpdir("depot-bkwal");
+  char *zSrc, *z;
+  sqlite3 *db = open_depot(zDir, "app", 0), *src;
+  sqlite3_backup *pB;
+  z = sqlite3_mprintf("PRAGMA locking_mode=%s", azBackupLocking[_i]);
+  th_exec(db, z);
+  sqlite3_free(z);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  src = th_open(zSrc);
+  th_exec(src, "PRAGMA journal_mode=WAL; CREATE TABLE a(x);"
+               "INSERT INTO a VALUES(1),(2)");
+  pB = sqlite3_backup_init(db, "main", src, "main");
+  ck_assert_ptr_nonnull(pB);
+  ck_assert_int_eq(sqlite3_backup_step(pB, -1), SQLITE_DONE);
+  ck_assert_int_eq(sqlite3_backup_finish(pB), SQLITE_OK);
+  sqlite3_close(src);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 2);
+  th_exec(db, "INSERT INTO a VALUES(3)");
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM a"), 6);
+  z = th_text(db, "PRAGMA journal_mode");
+  ck_assert_str_ne(z, "wal");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM a"), 6);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zSrc); sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_import_of_wal_mode_file_opens_and_reads){
+  char *zDir = th_tmpdir("depot-impwal");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql;
+  sqlite3 *src = th_open(zSrc), *m, *db;
+  th_exec(src, "PRAGMA journal_mode=WAL; CREATE TABLE a(x);"
+               "INSERT INTO a VALUES(1),(2)");
+  sqlite3_close(src);
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc, zStore);
+  th_exec(m, zSql);
+  sqlite3_close(m);
+  db = open_depot(zDir, "imp", 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM a"), 3);
+  th_exec(db, "INSERT INTO a VALUES(3)");
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zSql); sqlite3_free(zSrc); sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Importing a file of another page size into an existing database fails
 ** with a message naming both sizes, and stores nothing: the imported
 ** header would state a page size the stored pages do not have. */
@@ -1586,6 +1707,12 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_loop_test(tc,
+      test_depot_release_after_rollback_to_of_spilled_savepoint_commits, 0,
+      (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_loop_test(tc,
+      test_depot_rolled_back_spill_into_free_pages_leaves_no_commit, 0,
+      (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
@@ -1631,6 +1758,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_import_into_a_held_database_is_busy_then_retries);
   tcase_add_test(tc, test_depot_export_equals_a_backup_copy_byte_for_byte);
+  tcase_add_loop_test(tc, test_depot_backup_from_wal_mode_file_stays_readable,
+      0, (int)(sizeof(azBackupLocking)/sizeof(azBackupLocking[0])));
+  tcase_add_test(tc, test_depot_import_of_wal_mode_file_opens_and_reads);
   suite_add_tcase(s, tc);
   return s;
 }

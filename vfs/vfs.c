@@ -84,6 +84,7 @@ struct MemFile {
   unsigned char *a;
   sqlite3_int64 n, nAlloc;
   DepotFile *pDb;            /* main journal: its database, else NULL */
+  int bSized;                /* the last call was xFileSize */
 };
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -130,10 +131,20 @@ static int memClose(sqlite3_file *pFile){
   return SQLITE_OK;
 }
 
+/* A ROLLBACK plays the main journal back (pager_playback) after looking
+** for a super-journal name: the journal's size, then the 4 bytes 16 from
+** its end, before any other read.  A ROLLBACK TO a savepoint plays records
+** back too, from its first header at offset 0 when the savepoint opened
+** the transaction, but never starts that way; it is no rollback of the
+** transaction, and what it writes to the database is part of the next
+** commit. */
 static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
                    sqlite3_int64 iOfst){
   MemFile *p = (MemFile*)pFile;
-  if( iOfst==0 && p->pDb ) p->pDb->bRollback = 1;
+  if( p->pDb && p->bSized && iAmt==4 && iOfst==p->n-16 ){
+    p->pDb->bRollback = 1;
+  }
+  p->bSized = 0;
   if( iOfst+iAmt > p->n ){
     sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
     if( nHave>0 ) memcpy(pBuf, p->a+iOfst, (size_t)nHave);
@@ -148,6 +159,7 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
                     sqlite3_int64 iOfst){
   MemFile *p = (MemFile*)pFile;
   sqlite3_int64 nEnd = iOfst+iAmt;
+  p->bSized = 0;
   if( iOfst==0 ) memEndRollback(p);
   if( nEnd > p->nAlloc ){
     sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
@@ -166,6 +178,7 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
 
 static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   MemFile *p = (MemFile*)pFile;
+  p->bSized = 0;
   if( size==0 ) memEndRollback(p);
   if( size<p->n ) p->n = size;
   return SQLITE_OK;
@@ -175,6 +188,7 @@ static int memSync(sqlite3_file *pFile, int flags){
   return SQLITE_OK;
 }
 static int memFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
+  ((MemFile*)pFile)->bSized = 1;
   *pSize = ((MemFile*)pFile)->n;
   return SQLITE_OK;
 }
@@ -345,6 +359,19 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
 
+/* File format bytes 18 and 19 of a database header of 2 state WAL mode,
+** which a depot database never is.  The backup API copies them from a
+** WAL-mode file (depot_import, the shell's .restore); kept, SQLite would
+** look for a WAL the depot cannot give and fail every read with
+** SQLITE_CANTOPEN, or, in exclusive locking mode, run the database in an
+** in-memory WAL whose commits never reach the store.  Such a header is
+** written and read as rollback-journal mode (1), as PRAGMA
+** journal_mode=DELETE leaves it. */
+static void depotHeaderNoWal(unsigned char *a){
+  if( a[18]==2 ) a[18] = 1;
+  if( a[19]==2 ) a[19] = 1;
+}
+
 /* What SQLite reads as the file change counter (offset 24 of page 1, and
 ** the version-valid-for number at 92 when it matched) is the low 32 bits of
 ** the pinned head's store-wide sequence, whatever the stored page holds.
@@ -373,7 +400,10 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
     }
   }
   rc = depotSnapPage(p, pgno, pOut);
-  if( rc==SQLITE_OK && pgno==1 && p->chain.n>0 ) depotVirtualCounter(p, pOut);
+  if( rc==SQLITE_OK && pgno==1 && p->chain.n>0 ){
+    depotVirtualCounter(p, pOut);
+    depotHeaderNoWal(pOut);      /* a commit stored before the check above */
+  }
   return rc;
 }
 
@@ -460,6 +490,10 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
         " by its first commit)", depotHeaderPageSize(pBuf), p->szPageTx);
     return SQLITE_IOERR_WRITE;
   }
+  /* The pager's own copy of page 1 is set right too (as cksumvfs writes
+  ** its checksum into the page it is given), so the writer's page cache
+  ** agrees with what it stored. */
+  if( pgno==1 ) depotHeaderNoWal((unsigned char*)pBuf);
   if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
     return SQLITE_IOERR_NOMEM;
   }
