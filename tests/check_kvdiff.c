@@ -287,7 +287,7 @@ static char *kd_existing_key(sqlite3 *db, KdRand *r){
 static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
   static const char *const azOr[] = { "", " OR REPLACE", " OR IGNORE" };
   char *z;
-  switch( kd_below(r, 17) ){
+  switch( kd_below(r, 18) ){
     case 0: case 1:
       sqlite3_str_appendall(p, "INSERT INTO @T");
       kd_values(r, p);
@@ -371,6 +371,20 @@ static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
                           kd_below(r, 2) ? "key + 1" : "-key");
       kd_cond(r, p);
       break;
+    case 16: {                  /* many rows at once: a larger table */
+      static const char *const azK[] = {
+        "i*%d %% %d", "printf('k%%05d', i*%d %% %d)", "(i*%d %% %d) + 0.5",
+      };
+      char *zKey = sqlite3_mprintf(azK[kd_below(r, 3)], 1 + kd_below(r, 97),
+                                   50 + kd_below(r, 2000));
+      ck_assert_ptr_nonnull(zKey);
+      sqlite3_str_appendf(p, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+          "SELECT i+1 FROM c WHERE i<%d) INSERT OR %s INTO @T "
+          "SELECT %s, i FROM c", 1 + kd_below(r, 60),
+          kd_below(r, 2) ? "REPLACE" : "IGNORE", zKey);
+      sqlite3_free(zKey);
+      break;
+    }
     case 15:                    /* the table read while it is written */
       sqlite3_str_appendall(p, kd_below(r, 2)
           ? "UPDATE @T SET value = key WHERE key IN (SELECT value FROM @T)"
