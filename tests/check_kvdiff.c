@@ -57,8 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KD_SEEDS 6              /* seeds per table type in make check */
-#define KD_STEPS 400            /* statements per seed */
+#define KD_SEEDS 4              /* seeds per table type in make check */
+#define KD_STEPS 300            /* statements per seed */
 #define KD_MAX_SAVEPOINTS 4
 
 static const char *const azKdType[] = { "kv_memory", "kv_btree", "kv_log" };
