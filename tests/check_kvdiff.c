@@ -15,19 +15,27 @@
 ** which must see the last commit only.  kv_btree and kv_log tables are
 ** also compared after a reopen of the database now and then.
 **
-** Statements: INSERT (also multi-row, and of keys that exist), INSERT OR
-** REPLACE / OR IGNORE / OR FAIL, UPDATE of the value by key and by range,
-** UPDATE of the key (by key, with OR IGNORE / OR REPLACE, and over a
-** range), DELETE by key, range and IN list, SELECT with =, <, <=, >, >=,
-** BETWEEN (also with bounds of mixed types), IN lists with duplicates and
-** NULLs, IS NULL, comparisons with NULL, ORDER BY key ASC/DESC with LIMIT
-** and OFFSET, count(*), min(key), max(key); BEGIN / COMMIT / ROLLBACK and
+** Statements: INSERT (also multi-row, of keys that exist, with RETURNING,
+** and 1..60 generated rows from a recursive CTE), INSERT OR REPLACE / OR
+** IGNORE / OR FAIL, INSERT ... SELECT from the table itself, UPDATE of the
+** value by key and by range, UPDATE of the key (by key, also OR IGNORE /
+** OR REPLACE; over a range, also OR IGNORE / OR FAIL), DELETE by key,
+** range, IN list and IN (subquery); SELECT with =, <, <=, >, >=, BETWEEN
+** (also with bounds of mixed types), IN lists with duplicates and NULLs,
+** IS NULL, comparisons with NULL, ORDER BY key ASC/DESC with LIMIT and
+** OFFSET, count(*), min(key), max(key), self-joins, OR of two lookups,
+** LIKE and COLLATE NOCASE (left to SQLite); BEGIN / COMMIT / ROLLBACK and
 ** nested SAVEPOINT / ROLLBACK TO / RELEASE (also an outermost SAVEPOINT
 ** as the transaction).  Keys and values: small and large integers (near
 ** +-2^63), reals (-0.0, 1e308, +-Inf, integral reals such as 3.0, 2^63),
 ** text (empty, non-ASCII, with NUL bytes, long with a common prefix),
-** blobs (also x''), NULL values; range bounds that are text but not UTF-8.
-**
+** blobs (also x'' and one of 32768 bytes, the key limit), values up to
+** 100000 bytes, NULL values; range bounds that are text but not UTF-8.
+** What the generator leaves out, each a deviation documented in
+** docs/SQL.md and marked where it is avoided: keys over 32768 bytes or
+** text keys that are not UTF-8, multi-row UPDATE OR REPLACE of keys, and
+** INSERT OR IGNORE ... RETURNING.
+
 ** make check runs KD_SEEDS seeds of KD_STEPS statements for each table
 ** type.  Environment:
 **   DEPOT_KVDIFF_ITERS=n   run n seeds per table type (long runs)
@@ -49,8 +57,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KD_SEEDS 6              /* seeds per table type in make check */
-#define KD_STEPS 400            /* statements per seed */
+#define KD_SEEDS 4              /* seeds per table type in make check */
+#define KD_STEPS 300            /* statements per seed */
 #define KD_MAX_SAVEPOINTS 4
 
 static const char *const azKdType[] = { "kv_memory", "kv_btree", "kv_log" };
@@ -287,7 +295,7 @@ static char *kd_existing_key(sqlite3 *db, KdRand *r){
 static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
   static const char *const azOr[] = { "", " OR REPLACE", " OR IGNORE" };
   char *z;
-  switch( kd_below(r, 17) ){
+  switch( kd_below(r, 18) ){
     case 0: case 1:
       sqlite3_str_appendall(p, "INSERT INTO @T");
       kd_values(r, p);
@@ -371,6 +379,20 @@ static void kd_write(sqlite3 *db, KdRand *r, sqlite3_str *p){
                           kd_below(r, 2) ? "key + 1" : "-key");
       kd_cond(r, p);
       break;
+    case 16: {                  /* many rows at once: a larger table */
+      static const char *const azK[] = {
+        "i*%d %% %d", "printf('k%%05d', i*%d %% %d)", "(i*%d %% %d) + 0.5",
+      };
+      char *zKey = sqlite3_mprintf(azK[kd_below(r, 3)], 1 + kd_below(r, 97),
+                                   50 + kd_below(r, 2000));
+      ck_assert_ptr_nonnull(zKey);
+      sqlite3_str_appendf(p, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+          "SELECT i+1 FROM c WHERE i<%d) INSERT OR %s INTO @T "
+          "SELECT %s, i FROM c", 1 + kd_below(r, 60),
+          kd_below(r, 2) ? "REPLACE" : "IGNORE", zKey);
+      sqlite3_free(zKey);
+      break;
+    }
     case 15:                    /* the table read while it is written */
       sqlite3_str_appendall(p, kd_below(r, 2)
           ? "UPDATE @T SET value = key WHERE key IN (SELECT value FROM @T)"
