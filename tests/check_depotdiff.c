@@ -122,7 +122,6 @@ struct Saved {
 
 #define DD_MAX_FORK  2
 #define DD_MAX_SAVED 4
-#define DD_MAX_BYTES (3<<20)      /* inserts turn to deletes beyond this */
 
 typedef struct Diff Diff;
 struct Diff {
@@ -143,6 +142,7 @@ struct Diff {
   int nSaved;
   int nFork_made, nRestore, nRollback, nReader, nReopen, nError;
   int bTrace;                      /* DEPOT_DIFF_TRACE */
+  sqlite3_int64 nMaxBytes;         /* inserts turn to deletes beyond this */
 };
 
 static Diff *pDdNow = 0;          /* the run, for messages of dd_check */
@@ -429,7 +429,7 @@ static void op_insert(Diff *x, Pair *pp){
   int n = 1+rng_below(&x->r, rng_below(&x->r, 4)==0 ? 200 : 20);
   int base = rng_below(&x->r, 5000);
   char *zB, *zC, *zRows;
-  if( dd_bytes(pp)>DD_MAX_BYTES ){
+  if( dd_bytes(pp)>x->nMaxBytes ){
     op_delete(x, pp);                /* keeps a run's time in bounds */
     return;
   }
@@ -1070,6 +1070,8 @@ static const int aPgsz[] = { 4096, 512, 1024, 65536, 2048, 8192, 16384,
                              32768 };
 static const char *azJournal[] = { "delete", "truncate", "persist" };
 
+static int dd_slow_build(void);
+
 static void dd_begin(Diff *x, uint64_t iSeed){
   Rng c;
   char *z;
@@ -1083,6 +1085,7 @@ static void dd_begin(Diff *x, uint64_t iSeed){
   x->zJournal = azJournal[rng_below(&c, 3)];
   x->bPlainWal = (int)(iSeed%2);
   x->bTrace = getenv("DEPOT_DIFF_TRACE")!=0;
+  x->nMaxBytes = dd_slow_build() ? 768*1024 : 3<<20;
   x->zDir = th_tmpdir("depotdiff");
   x->zStore = sqlite3_mprintf("%s/store.depot", x->zDir);
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
