@@ -2006,25 +2006,43 @@ START_TEST(test_kv_text_keys_must_be_utf8_blob_keys_need_not){
 }
 END_TEST
 
-START_TEST(test_kv_second_process_gets_busy){
-  char *zDir = th_tmpdir("kv-lock");
-  int aUp[2], aDown[2];
-  pid_t pid;
+/* A child process that opens the store zDir (through a handle) and keeps
+** it open until kvHolderStop.  Returns once the child has it open. */
+typedef struct KvHolder KvHolder;
+struct KvHolder { pid_t pid; int aDown[2]; };
+
+static void kvHolderStart(KvHolder *p, const char *zDir){
+  int aUp[2];
   char c = 0;
-  sqlite3 *db;
   ck_assert_int_eq(pipe(aUp), 0);
-  ck_assert_int_eq(pipe(aDown), 0);
-  pid = fork();
-  if( pid==0 ){
+  ck_assert_int_eq(pipe(p->aDown), 0);
+  p->pid = fork();
+  if( p->pid==0 ){
     sqlite3 *dbc = kv_db();
     sqlite3_int64 h = kv_begin(dbc, zDir);
     (void)h;
     if( write(aUp[1], "x", 1)!=1 ) _exit(1);
-    if( read(aDown[0], &c, 1)!=1 ) _exit(1);
+    if( read(p->aDown[0], &c, 1)!=1 ) _exit(1);
     sqlite3_close(dbc);
     _exit(0);
   }
   ck_assert_int_eq(read(aUp[0], &c, 1), 1);
+  close(aUp[0]);
+  close(aUp[1]);
+}
+
+static void kvHolderStop(KvHolder *p){
+  ck_assert_int_eq(write(p->aDown[1], "x", 1), 1);
+  waitpid(p->pid, 0, 0);
+  close(p->aDown[0]);
+  close(p->aDown[1]);
+}
+
+START_TEST(test_kv_second_process_gets_busy){
+  char *zDir = th_tmpdir("kv-lock");
+  KvHolder child;
+  sqlite3 *db;
+  kvHolderStart(&child, zDir);
   db = kv_db();
   ck_assert_int_eq(kv_failf(db, "is open in another process",
                             "SELECT kv_begin('%q')", zDir), SQLITE_BUSY);
@@ -2038,8 +2056,7 @@ START_TEST(test_kv_second_process_gets_busy){
     sqlite3_free(zWant);
     free(zReal);
   }
-  ck_assert_int_eq(write(aDown[1], "x", 1), 1);
-  waitpid(pid, 0, 0);
+  kvHolderStop(&child);
   kv_begin(db, zDir);                      /* free now */
   sqlite3_close(db);
   sqlite3_free(zDir);
@@ -2052,29 +2069,14 @@ END_TEST
 START_TEST(test_kv_second_process_gets_busy_after_lock_file_deleted){
   char *zDir = th_tmpdir("kv-lockdel");
   char *zLock = sqlite3_mprintf("%s/LOCK", zDir);
-  int aUp[2], aDown[2];
-  pid_t pid;
-  char c = 0;
+  KvHolder child;
   sqlite3 *db;
-  ck_assert_int_eq(pipe(aUp), 0);
-  ck_assert_int_eq(pipe(aDown), 0);
-  pid = fork();
-  if( pid==0 ){
-    sqlite3 *dbc = kv_db();
-    sqlite3_int64 h = kv_begin(dbc, zDir);
-    (void)h;
-    if( write(aUp[1], "x", 1)!=1 ) _exit(1);
-    if( read(aDown[0], &c, 1)!=1 ) _exit(1);
-    sqlite3_close(dbc);
-    _exit(0);
-  }
-  ck_assert_int_eq(read(aUp[0], &c, 1), 1);
+  kvHolderStart(&child, zDir);
   ck_assert_int_eq(unlink(zLock), 0);
   db = kv_db();
   ck_assert_int_eq(kv_failf(db, "is open in another process",
                             "SELECT kv_begin('%q')", zDir), SQLITE_BUSY);
-  ck_assert_int_eq(write(aDown[1], "x", 1), 1);
-  waitpid(pid, 0, 0);
+  kvHolderStop(&child);
   kv_begin(db, zDir);                      /* free now, LOCK recreated */
   ck_assert_int_eq(access(zLock, F_OK), 0);
   sqlite3_close(db);
