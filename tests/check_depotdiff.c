@@ -600,17 +600,6 @@ static void op_sql(Diff *x, Pair *pp){
 
 /* ---- steps that need the depot as a whole ---- */
 
-static sqlite3_int64 adm_int(Diff *x, const char *zFmt, ...){
-  va_list ap;
-  char *z;
-  sqlite3_int64 v;
-  va_start(ap, zFmt);
-  z = sqlite3_vmprintf(zFmt, ap);
-  va_end(ap);
-  v = th_int(x->adm, z);
-  sqlite3_free(z);
-  return v;
-}
 
 static char *adm_text(Diff *x, const char *zFmt, ...){
   va_list ap;
@@ -672,9 +661,9 @@ static void saved_add(Diff *x, Saved *s){
 
 /* The live branch id of main and its head txid. */
 static sqlite3_int64 dd_main_branch(Diff *x, sqlite3_int64 *piHead){
-  sqlite3_int64 id = adm_int(x, "SELECT branch_id FROM depot_branches(%Q,"
+  sqlite3_int64 id = th_intf(x->adm, "SELECT branch_id FROM depot_branches(%Q,"
       "'app') WHERE branch='main' AND state='live'", x->zStore);
-  *piHead = adm_int(x, "SELECT head_txid FROM depot_branches(%Q,'app')"
+  *piHead = th_intf(x->adm, "SELECT head_txid FROM depot_branches(%Q,'app')"
                     " WHERE branch_id=%lld", x->zStore, id);
   return id;
 }
@@ -689,7 +678,7 @@ static void step_fork(Diff *x){
     pSrc = &x->aFork[rng_below(&x->r, x->nFork)];
   }
   snprintf(zName, sizeof(zName), "f%d", x->nFork_made++);
-  adm_int(x, "SELECT depot_fork(%Q,'app',%Q,%Q)", x->zStore, pSrc->zName,
+  th_intf(x->adm, "SELECT depot_fork(%Q,'app',%Q,%Q)", x->zStore, pSrc->zName,
           zName);
   zCopy = dd_copy_ref(x, pSrc->p);
   if( x->nFork==DD_MAX_FORK ){
@@ -772,7 +761,7 @@ static void step_restore(Diff *x){
   }else{
     char *zAt = rng_below(&x->r, 2) ? sqlite3_mprintf("%Q", s->zTime)
                                     : sqlite3_mprintf("%lld", s->iTxid);
-    adm_int(x, "SELECT depot_rollback(%Q,'app','main',%s)", x->zStore, zAt);
+    th_intf(x->adm, "SELECT depot_rollback(%Q,'app','main',%s)", x->zStore, zAt);
     sqlite3_free(zAt);
     x->nRollback++;
   }
@@ -783,7 +772,7 @@ static void step_restore(Diff *x){
       sqlite3_free(adm_text(x, "SELECT depot_restore(%Q,'app','main',%Q)",
                             x->zStore, zUndo));
     }else{
-      adm_int(x, "SELECT depot_rollback(%Q,'app','main')", x->zStore);
+      th_intf(x->adm, "SELECT depot_rollback(%Q,'app','main')", x->zStore);
     }
     dd_main_moved(x, zBefore);
   }else if( zUndo ){
@@ -899,7 +888,7 @@ static int dd_copy_both(Diff *x, Pair *pp, char **pzOut, char **pzRef){
     ck_assert_int_eq(rename(zCopy, *pzOut), 0);
     sqlite3_free(zCopy);
   }else{
-    adm_int(x, "SELECT depot_export(%Q,'app',%Q,%Q)", x->zStore, pp->zName,
+    th_intf(x->adm, "SELECT depot_export(%Q,'app',%Q,%Q)", x->zStore, pp->zName,
             *pzOut);
   }
   return e;
@@ -981,7 +970,7 @@ static void step_compact(Diff *x){
 }
 
 static void step_verify(Diff *x){
-  sqlite3_int64 n = adm_int(x, "SELECT count(*) FROM depot_verify(%Q)",
+  sqlite3_int64 n = th_intf(x->adm, "SELECT count(*) FROM depot_verify(%Q)",
                             x->zStore);
   if( n!=0 ){
     char *z = adm_text(x, "SELECT group_concat(kind||': '||message, '; ')"

@@ -50,17 +50,6 @@ static void kb_exec(sqlite3 *db, const char *zFmt, ...){
   sqlite3_free(z);
 }
 
-static sqlite3_int64 kb_int(sqlite3 *db, const char *zFmt, ...){
-  va_list ap;
-  char *z;
-  sqlite3_int64 v;
-  va_start(ap, zFmt);
-  z = sqlite3_vmprintf(zFmt, ap);
-  va_end(ap);
-  v = th_int(db, z);
-  sqlite3_free(z);
-  return v;
-}
 
 /* CREATE VIRTUAL TABLE zTab USING zType(dir=zDir). */
 static void kb_mk(sqlite3 *db, const char *zTab, const char *zType,
@@ -71,9 +60,9 @@ static void kb_mk(sqlite3 *db, const char *zTab, const char *zType,
 
 /* A stat of table zTab (or of the store row when zTab is NULL). */
 static sqlite3_int64 kb_stat(sqlite3 *db, const char *zCol, const char *zTab){
-  if( zTab ) return kb_int(db, "SELECT coalesce(%s,-1) FROM kv_stats WHERE "
+  if( zTab ) return th_intf(db, "SELECT coalesce(%s,-1) FROM kv_stats WHERE "
                                "tbl=%Q", zCol, zTab);
-  return kb_int(db, "SELECT coalesce(%s,-1) FROM kv_stats WHERE tbl IS NULL "
+  return th_intf(db, "SELECT coalesce(%s,-1) FROM kv_stats WHERE tbl IS NULL "
                     "AND store IS NOT NULL", zCol);
 }
 
@@ -81,7 +70,7 @@ static sqlite3_int64 kb_stat(sqlite3 *db, const char *zCol, const char *zTab){
 static void kb_settle(sqlite3 *db){
   int i;
   for(i=0; i<1000; i++){
-    if( kb_int(db, "SELECT coalesce(sum(pending_confirmations),0) "
+    if( th_intf(db, "SELECT coalesce(sum(pending_confirmations),0) "
                    "+ coalesce(sum(wal_unconfirmed),0) FROM kv_stats")==0 ){
       return;
     }
@@ -567,7 +556,7 @@ START_TEST(test_kvbtree_delete_returns_old_value_three_states)
   kb_mk(db, "t", "kv_btree", zDir);
   th_exec(db, "INSERT INTO t VALUES('a','va'),('b','vb')");
   kb_settle(db);                          /* both in the data file only */
-  ck_assert_int_eq(kb_int(db, "SELECT kv_begin('%q')", zDir), 1);
+  ck_assert_int_eq(th_intf(db, "SELECT kv_begin('%q')", zDir), 1);
   z = th_text(db, "SELECT kv_delete(1,'t','a')");   /* from the data file */
   ck_assert_str_eq(z, "va");
   sqlite3_free(z);
@@ -600,7 +589,7 @@ START_TEST(test_kvbtree_delete_with_data_file_read_error_fails)
   th_exec(db, "INSERT INTO t VALUES('a','va'),('b','vb')");
   kb_settle(db);                          /* both in the data file only */
   ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
-  ck_assert_int_eq(kb_int(db, "SELECT kv_begin('%q')", zDir), 1);
+  ck_assert_int_eq(th_intf(db, "SELECT kv_begin('%q')", zDir), 1);
   kv_btree_test_fail_reads(1);
   rc = th_try(db, "SELECT kv_delete(1,'t','a')", &zErr);
   kv_btree_test_fail_reads(0);
@@ -673,7 +662,7 @@ START_TEST(test_kvbtree_same_value_commit_conflicts_with_read_and_delete)
   th_exec(db, "INSERT INTO t VALUES('k','A')");
   kb_settle(db);
   for(i=0; i<2; i++){
-    h = (int)kb_int(db, "SELECT kv_begin('%q')", zDir);
+    h = (int)th_intf(db, "SELECT kv_begin('%q')", zDir);
     kb_exec(db, azOp[i], h);
     kb_exec(db, "SELECT kv_put(%d,'t','x%d',1)", h, i);
     kb_exec(db, "SELECT kv_begin('%q')", zDir);
@@ -1388,9 +1377,9 @@ static int kb_kill_check(const char *zDir, int nAck, int iFirst){
                  iMax, kb_kill_diag(db, zDir));
   }
   nWin = iMax<7 ? iMax : 7;
-  nB = (int)kb_int(db, "SELECT count(*) FROM b WHERE key>%d AND "
+  nB = (int)th_intf(db, "SELECT count(*) FROM b WHERE key>%d AND "
       "substr(value,1,length('b'||key))='b'||key", iMax-7);
-  nL = (int)kb_int(db, "SELECT count(*) FROM l WHERE key>%d AND "
+  nL = (int)th_intf(db, "SELECT count(*) FROM l WHERE key>%d AND "
       "substr(value,1,length('l'||key))='l'||key", iMax-7);
   if( nB!=nWin || nL!=nWin || th_int(db, "SELECT count(*) FROM b")!=nWin
    || th_int(db, "SELECT count(*) FROM l")!=nWin ){
@@ -1400,7 +1389,7 @@ static int kb_kill_check(const char *zDir, int nAck, int iFirst){
                  iMax, nB, zB, nL, zL, kb_kill_diag(db, zDir));
   }
   if( iMax>=iFirst ){            /* written in the life just killed */
-    ck_assert_int_eq(kb_int(db, "SELECT count(*) FROM m WHERE key=%d AND "
+    ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM m WHERE key=%d AND "
                                 "value='m%d'", iMax, iMax), 1);
   }
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM m LEFT JOIN b "

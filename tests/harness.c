@@ -7,6 +7,7 @@
 #include "ext/depot.h"
 
 #include <dirent.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +104,19 @@ sqlite3_int64 th_int(sqlite3 *db, const char *zSql){
   ck_assert_msg(have, "no row from %s", zSql);
   v = sqlite3_column_int64(pStmt, 0);
   sqlite3_finalize(pStmt);
+  return v;
+}
+
+sqlite3_int64 th_intf(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *z;
+  sqlite3_int64 v;
+  va_start(ap, zFmt);
+  z = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  ck_assert_ptr_nonnull(z);
+  v = th_int(db, z);
+  sqlite3_free(z);
   return v;
 }
 

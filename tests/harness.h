@@ -42,6 +42,8 @@ char *th_text(sqlite3 *db, const char *zSql);
 /* First column of the first row of zSql as an integer; fails the test on
 ** error or when there is no row. */
 sqlite3_int64 th_int(sqlite3 *db, const char *zSql);
+/* th_int of the SQL made by sqlite3_mprintf(zFmt, ...). */
+sqlite3_int64 th_intf(sqlite3 *db, const char *zFmt, ...);
 
 /* True in a ThreadSanitizer build ($DEPOT_SANITIZER is "tsan").  Tests
 ** that fork a child and kill it with SIGKILL skip their kill rounds there:
