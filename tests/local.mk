@@ -32,7 +32,7 @@ tests_check_kvdiff_SOURCES = tests/check_kvdiff.c $(TEST_HARNESS)
 tests_check_kvdiff_LDADD = $(TEST_LDADD)
 
 TESTS += tests/python_smoke.sh
-EXTRA_DIST += tests/python_smoke.sh
+EXTRA_DIST += tests/python_smoke.sh tests/python_env.sh
 
 # make bench: the benchmark program (not built by make all or make check).
 EXTRA_PROGRAMS += tests/depot_bench

@@ -14,25 +14,7 @@
 # stale one gives version_mismatch, never a lost update).  Runs ~4 s.
 # Skips (exit 77) only where no Python whose sqlite3 module can load
 # extensions exists.
-py=${SYSTEM_PYTHON3:-/usr/bin/python3}
-[ -x "$py" ] || py=/usr/bin/python3
-if [ ! -x "$py" ]; then
-  echo "SKIP: no system python3"; exit 77
-fi
-if ! "$py" -c 'import sqlite3; sqlite3.connect(":memory:").enable_load_extension(True)' 2>/dev/null; then
-  echo "SKIP: $py's sqlite3 module cannot load extensions"; exit 77
-fi
-: "${DEPOT_MODULE:?DEPOT_MODULE is not set}"
-# A sanitizer build's module needs the sanitizer runtime loaded first.
-case "${DEPOT_SANITIZER:-none}" in
-  asan|tsan)
-    LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib${DEPOT_SANITIZER}.so)
-    export LD_PRELOAD
-    ASAN_OPTIONS=detect_leaks=0; export ASAN_OPTIONS ;;
-esac
-tmp=${DEPOT_TEST_TMPDIR:-tests/tmp}
-mkdir -p "$tmp" && tmp=$(mktemp -d "$tmp/python_kvversion_app.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+name=python_kvversion_app; . "$(dirname "$0")/python_env.sh"
 "$py" - "$DEPOT_MODULE" "$tmp" <<'PY'
 import json, os, random, sqlite3, sys, threading, time
 module, tmp = sys.argv[1], sys.argv[2]
