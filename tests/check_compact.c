@@ -736,6 +736,16 @@ static void wait_background(Fx *f, int64_t nRuns, sqlite3_int64 nLag){
                (long long)depot_compact_background_runs());
 }
 
+/* Wait (up to 20 s) until no background request is queued or running:
+** a commit can queue one more while the compactor works. */
+static void wait_background_idle(void){
+  int i;
+  for(i=0; i<400 && depot_compact_background_pending()>0; i++){
+    usleep(50000);
+  }
+  ck_assert_int_eq(depot_compact_background_pending(), 0);
+}
+
 START_TEST(test_background_compaction_runs_past_the_threshold){
   Fx f;
   sqlite3 *pD, *pP;
@@ -755,6 +765,7 @@ START_TEST(test_background_compaction_runs_past_the_threshold){
   assert_same(pD, pP);
   assert_integrity(pD);
   sqlite3_close(pD);
+  wait_background_idle();
   /* the store's setting applies to connections without compact_after */
   fx_exec(&f, "SELECT depot_compact(%Q), depot_compact_threshold(%Q, 4)",
           f.zStore, f.zStore);
@@ -765,6 +776,7 @@ START_TEST(test_background_compaction_runs_past_the_threshold){
   assert_same(pD, pP);
   /* 0 turns it off */
   sqlite3_close(pD);
+  wait_background_idle();
   pD = fx_db_args(&f, "app", "main", "&compact_after=0");
   n0 = depot_compact_background_runs();
   work(pD, pP, &seed, 12);

@@ -1300,8 +1300,9 @@ int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
 /* ---- the background compactor ---- */
 
 /* One queued request: compact branch iBranch of the store at zPath, then
-** reclaim the store.  The queue, the thread's pid and the run counter are
-** guarded by cmpMutex; the thread runs for the life of the process. */
+** reclaim the store.  The queue, the thread's pid, the run counter and the
+** count of requests queued or running are guarded by cmpMutex; the thread
+** runs for the life of the process. */
 typedef struct CmpJob CmpJob;
 struct CmpJob {
   char *zPath;
@@ -1314,6 +1315,7 @@ static pthread_cond_t cmpCond = PTHREAD_COND_INITIALIZER;
 static CmpJob *pCmpQueue = 0;
 static pid_t cmpThreadPid = 0;
 static int64_t nCmpRuns = 0;
+static int nCmpPending = 0;
 
 static void cmpRunJob(CmpJob *pJob){
   DepotCompactResult r;
@@ -1340,6 +1342,7 @@ static void *cmpThreadMain(void *pArg){
     cmpRunJob(pJob);
     pthread_mutex_lock(&cmpMutex);
     nCmpRuns++;
+    nCmpPending--;
     pthread_mutex_unlock(&cmpMutex);
     sqlite3_free(pJob->zPath);
     sqlite3_free(pJob);
@@ -1355,6 +1358,7 @@ static int cmpStartThread(void){
   int ok;
   if( cmpThreadPid==getpid() ) return 1;
   pCmpQueue = 0;      /* jobs inherited across fork() belong to the parent */
+  nCmpPending = 0;
   if( pthread_attr_init(&attr)!=0 ) return 0;
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   ok = pthread_create(&t, &attr, cmpThreadMain, 0)==0;
@@ -1377,6 +1381,7 @@ void depot_compact_wake(const char *zPath, uint64_t iBranch){
     if( pJob->zPath ){
       for(pp=&pCmpQueue; *pp; pp=&(*pp)->pNext){}
       *pp = pJob;
+      nCmpPending++;
       pthread_cond_signal(&cmpCond);
     }else{
       sqlite3_free(pJob);
@@ -1389,6 +1394,14 @@ int64_t depot_compact_background_runs(void){
   int64_t n;
   pthread_mutex_lock(&cmpMutex);
   n = nCmpRuns;
+  pthread_mutex_unlock(&cmpMutex);
+  return n;
+}
+
+int depot_compact_background_pending(void){
+  int n;
+  pthread_mutex_lock(&cmpMutex);
+  n = nCmpPending;
   pthread_mutex_unlock(&cmpMutex);
   return n;
 }

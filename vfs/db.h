@@ -274,9 +274,11 @@ int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
 ** background compactor (started on first use; a request already queued
 ** is not repeated): it compacts the branch, then reclaims the store, with
 ** the default VFS; failures go to sqlite3_log.  Never blocks on store
-** work.  depot_compact_background_runs() counts the requests done. */
+** work.  depot_compact_background_runs() counts the requests done;
+** depot_compact_background_pending() the requests queued or running. */
 void depot_compact_wake(const char *zPath, uint64_t iBranch);
 int64_t depot_compact_background_runs(void);
+int depot_compact_background_pending(void);
 
 /* Test hook: when not NULL, compaction calls it with the store path after
 ** it has encoded a shard version and before it writes the version's rows
