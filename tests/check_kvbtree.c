@@ -79,6 +79,16 @@ static void kb_settle(sqlite3 *db){
   ck_abort_msg("collectors did not confirm everything in 10 s");
 }
 
+/* Wait (up to 10 s) until table zTab's collector has failed at least
+** nMin times; fails the test if it has not. */
+static void kb_wait_errors(sqlite3 *db, const char *zTab, int nMin){
+  int i;
+  for(i=0; i<1000 && kb_stat(db, "collector_errors", zTab)<nMin; i++){
+    usleep(10000);
+  }
+  ck_assert_int_ge(kb_stat(db, "collector_errors", zTab), nMin);
+}
+
 /* Write n rows k -> 'v<k>-<tag>' in one transaction. */
 static void kb_fill(sqlite3 *db, const char *zTab, int iFirst, int n,
                     const char *zTag){
@@ -386,8 +396,7 @@ START_TEST(test_kvbtree_failed_collector_write_is_retried)
   kv_btree_test_fail_writes(1000000);
   kb_fill(db, "t", 1, 200, "a");
   kb_fill(db, "t", 201, 200, "a");
-  usleep(100000);                     /* the collector tries and fails */
-  ck_assert_int_ge(kb_stat(db, "collector_errors", "t"), 1);
+  kb_wait_errors(db, "t", 1);         /* the collector tries and fails */
   ck_assert_int_eq(kb_stat(db, "pending_confirmations", "t"), 2);
   ck_assert_int_eq(kb_stat(db, "wal_unconfirmed", 0), 2);
   ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 400);
