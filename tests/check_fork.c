@@ -654,8 +654,20 @@ typedef struct Writer Writer;
 struct Writer {
   Fx *f;
   int bStop;                /* __atomic access */
-  int nCommit;
+  int nCommit;              /* __atomic access */
 };
+
+/* The writer's commits so far. */
+static int writer_commits(Writer *w){
+  return __atomic_load_n(&w->nCommit, __ATOMIC_ACQUIRE);
+}
+
+/* Wait (up to 60 s) until the writer has committed more than n times. */
+static void writer_wait_past(Writer *w, int n){
+  int i;
+  for(i=0; i<60000 && writer_commits(w)<=n; i++) usleep(1000);
+  ck_assert_int_gt(writer_commits(w), n);
+}
 
 static void *writer_main(void *pArg){
   Writer *w = (Writer*)pArg;
@@ -664,7 +676,9 @@ static void *writer_main(void *pArg){
   for(i=2; !__atomic_load_n(&w->bStop, __ATOMIC_ACQUIRE); i++){
     char *z = sqlite3_mprintf("BEGIN; INSERT INTO t VALUES(%d,'w');"
                               "UPDATE c SET n=%d; COMMIT", i, i);
-    if( sqlite3_exec(db, z, 0, 0, 0)==SQLITE_OK ) w->nCommit++;
+    if( sqlite3_exec(db, z, 0, 0, 0)==SQLITE_OK ){
+      __atomic_add_fetch(&w->nCommit, 1, __ATOMIC_RELEASE);
+    }
     else sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
     sqlite3_free(z);
     usleep(500);   /* the store's busy handler sleeps; let others in */
@@ -678,7 +692,7 @@ START_TEST(test_fork_while_parent_writer_commits_sees_a_whole_commit){
   Writer w;
   pthread_t t;
   sqlite3 *db;
-  int i;
+  int i, n0;
   fx_open(&f, "fork-conc");
   db = fx_db(&f, "app", "main", 0);
   th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
@@ -688,7 +702,11 @@ START_TEST(test_fork_while_parent_writer_commits_sees_a_whole_commit){
   memset(&w, 0, sizeof(w));
   w.f = &f;
   ck_assert_int_eq(pthread_create(&t, 0, writer_main, &w), 0);
-  for(i=0; i<20; i++){
+  /* the forks start once the writer commits (a thread can start late)
+  ** and go on (up to 400) until it has committed again meanwhile */
+  writer_wait_past(&w, 0);
+  n0 = writer_commits(&w);
+  for(i=0; i<20 || (i<400 && writer_commits(&w)<=n0); i++){
     char zName[16];
     sqlite3_snprintf(sizeof(zName), zName, "f%d", i);
     fx_exec(&f, "SELECT depot_fork(%Q,'app','main',%Q)", f.zStore, zName);
@@ -703,7 +721,7 @@ START_TEST(test_fork_while_parent_writer_commits_sees_a_whole_commit){
   }
   __atomic_store_n(&w.bStop, 1, __ATOMIC_RELEASE);
   pthread_join(t, 0);
-  ck_assert_int_gt(w.nCommit, 0);
+  ck_assert_int_gt(w.nCommit, n0);
   fx_close(&f);
 }
 END_TEST
