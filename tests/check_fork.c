@@ -369,13 +369,17 @@ START_TEST(test_pitr_time_of_an_unretained_commit_says_why){
               "INSERT INTO t VALUES(1,'a')");
   usleep(20000);
   th_exec(db, "INSERT INTO t VALUES(2,'b')");
+  /* intervals start at the epoch: with the default 300 s one an interval
+  ** could end between these commits; a 100-year one does not */
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q,'app',3153600000,604800)",
+          f.zStore);
   z = fx_text(&f, "SELECT time FROM depot_commits(%Q,'app') WHERE txid=2",
               f.zStore);
   fx_fails(&f, "has no commit at or before", "SELECT depot_fork(%Q,'app',"
            "'main','x',%Q)", f.zStore, z);
   fx_fails(&f, "retained for point-in-time restore (it keeps the last commit"
-           " of each 300-second interval", "SELECT depot_fork(%Q,'app',"
-           "'main','x',%Q)", f.zStore, z);
+           " of each 3153600000-second interval", "SELECT depot_fork(%Q,"
+           "'app','main','x',%Q)", f.zStore, z);
   fx_exec(&f, "SELECT depot_fork(%Q,'app','main','x',2)", f.zStore);
   sqlite3_free(z);
   sqlite3_close(db);
