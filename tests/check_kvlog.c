@@ -960,7 +960,12 @@ static void *tk_writer_main(void *pArg){
 /* Reads from another thread while files are merged away under it: point
 ** reads and full cursor walks of snapshots never fail. */
 typedef struct TkReader TkReader;
-struct TkReader { KvLogStore *p; int bStop; int rc; int nRead; };
+struct TkReader {
+  KvLogStore *p;
+  int bStop;                      /* __atomic access */
+  int rc;
+  int nRead;                      /* __atomic access */
+};
 
 static int tk_reader_walk(KvLogStore *p, KvLogBuf *pBuf){
   KvLogSnap *pSnap = 0;
@@ -982,12 +987,13 @@ static void *tk_reader_main(void *pArg){
   while( r->rc==SQLITE_OK && !__atomic_load_n(&r->bStop, __ATOMIC_ACQUIRE) ){
     char zKey[16];
     int bFound;
-    snprintf(zKey, sizeof(zKey), "key%03d", r->nRead % TK_NKEY);
+    int n = __atomic_load_n(&r->nRead, __ATOMIC_RELAXED);
+    snprintf(zKey, sizeof(zKey), "key%03d", n % TK_NKEY);
     r->rc = kv_logstore_get(r->p, zKey, 6, &buf, 0, &bFound, 0);
-    if( r->rc==SQLITE_OK && r->nRead%50==0 ){
+    if( r->rc==SQLITE_OK && n%50==0 ){
       r->rc = tk_reader_walk(r->p, &buf);
     }
-    r->nRead++;
+    __atomic_store_n(&r->nRead, n+1, __ATOMIC_RELEASE);
   }
   kv_logbuf_free(&buf);
   return 0;
@@ -1006,6 +1012,11 @@ START_TEST(test_kvlog_compaction_concurrent_with_appends){
   r.p = p;
   ck_assert_int_eq(pthread_create(&t, 0, tk_writer_main, &w), 0);
   ck_assert_int_eq(pthread_create(&tr, 0, tk_reader_main, &r), 0);
+  /* the compactions start once the reader has read (a thread can start
+  ** late: it could otherwise be told to stop before its first read) */
+  for(i=0; i<60000 && __atomic_load_n(&r.nRead, __ATOMIC_ACQUIRE)==0; i++){
+    usleep(1000);
+  }
   for(i=0; i<8; i++) tk_compact(p);
   pthread_join(t, 0);
   __atomic_store_n(&r.bStop, 1, __ATOMIC_RELEASE);
