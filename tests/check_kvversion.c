@@ -1828,6 +1828,7 @@ typedef struct KvvVis KvvVis;
 struct KvvVis {
   const char *zStore;
   char azVer[KVV_VIS_COMMITS+1][40];   /* version of commit i's writes */
+  int bGo;                             /* the reader has read (atomic) */
   int bDone;
   int rc;
 };
@@ -1839,6 +1840,9 @@ static void *kvvVisWriter(void *pArg){
   sqlite3 *db = 0;
   int i;
   p->rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, 0);
+  /* start once the reader reads (it could otherwise start late enough to
+  ** find every commit done) */
+  while( !__atomic_load_n(&p->bGo, __ATOMIC_SEQ_CST) ) usleep(100);
   for(i=1; p->rc==SQLITE_OK && i<=KVV_VIS_COMMITS; i++){
     char *zSql = sqlite3_mprintf("SELECT json_extract(kv_commit_with_version("
         "h), '$[0].version') FROM (SELECT h FROM (SELECT kv_begin(%Q) AS h) "
@@ -1909,6 +1913,7 @@ START_TEST(test_kvv_values_and_versions_become_visible_together_in_order){
       memcpy(azSeenB[vb], zVb, 40);
     }
     nRead++;
+    __atomic_store_n(&p->bGo, 1, __ATOMIC_SEQ_CST);
   }
   pthread_join(thr, 0);
   ck_assert_int_eq(p->rc, SQLITE_OK);
