@@ -1493,8 +1493,12 @@ START_TEST(test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack)
       _exit(0);
     }
     close(fds[1]);
-    if( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
-    usleep(150000 + rand()%300000);
+    /* at least 60 commits a life, so the WAL rotates several times
+    ** however slow the build, then a random moment */
+    while( nAck<iLast+60 && read(fds[0], &v, sizeof(v))==sizeof(v) ){
+      nAck = v;
+    }
+    usleep(rand()%300000);
     kill(pid, SIGKILL);
     while( read(fds[0], &v, sizeof(v))==sizeof(v) ) nAck = v;
     close(fds[0]);
