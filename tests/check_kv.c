@@ -1708,14 +1708,36 @@ START_TEST(test_kv_table_names_never_become_paths){
 }
 END_TEST
 
-/* The number of threads of this process. */
+/* True if task zTid of this process is alive and not exiting.  A thread
+** stays listed in /proc/self/task for a moment after pthread_join()
+** returns (the kernel wakes the joiner before it unlists the task), but
+** it is flagged PF_EXITING (0x4, the 9th field of its stat) from the
+** start of its exit. */
+static int kv_thread_live(const char *zTid){
+  char zPath[64], a[512], *z;
+  unsigned int flags = 0;
+  size_t n;
+  FILE *f;
+  snprintf(zPath, sizeof(zPath), "/proc/self/task/%s/stat", zTid);
+  if( (f = fopen(zPath, "r"))==0 ) return 0;         /* gone meanwhile */
+  n = fread(a, 1, sizeof(a)-1, f);
+  fclose(f);
+  a[n] = 0;
+  z = strrchr(a, ')');                     /* the name may hold anything */
+  if( z==0 || sscanf(z+1, " %*c %*d %*d %*d %*d %*d %u", &flags)!=1 ){
+    return 0;
+  }
+  return (flags & 0x4)==0;
+}
+
+/* The number of threads of this process that are not exiting. */
 static int kv_thread_count(void){
   DIR *d = opendir("/proc/self/task");
   struct dirent *e;
   int n = 0;
   ck_assert_ptr_nonnull(d);
   while( (e = readdir(d))!=0 ){
-    if( e->d_name[0]!='.' ) n++;
+    if( e->d_name[0]!='.' && kv_thread_live(e->d_name) ) n++;
   }
   closedir(d);
   return n;
