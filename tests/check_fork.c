@@ -682,8 +682,9 @@ static void *writer_main(void *pArg){
                               "UPDATE c SET n=%d; COMMIT", i, i);
     if( sqlite3_exec(db, z, 0, 0, 0)==SQLITE_OK ){
       __atomic_add_fetch(&w->nCommit, 1, __ATOMIC_RELEASE);
+    }else{
+      sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
     }
-    else sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
     sqlite3_free(z);
     usleep(500);   /* the store's busy handler sleeps; let others in */
   }
