@@ -1328,6 +1328,30 @@ START_TEST(test_depot_immutable_refuses_store_whose_wal_holds_commits){
 }
 END_TEST
 
+/* An empty store path names no store: depot_commits and depot_stats refuse
+** it as every other depot function does, instead of reporting on an
+** anonymous temporary file. */
+START_TEST(test_depot_commits_and_stats_refuse_an_empty_store_path){
+  static const char *const azSql[] = {
+    "SELECT * FROM depot_commits('')",
+    "SELECT * FROM depot_commits('', 'app')",
+    "SELECT * FROM depot_stats('')",
+  };
+  sqlite3 *db;
+  char *zErr = 0;
+  int i;
+  setup_vfs();
+  db = th_open(":memory:");
+  for(i=0; i<(int)(sizeof(azSql)/sizeof(azSql[0])); i++){
+    ck_assert_int_eq(th_try(db, azSql[i], &zErr), SQLITE_ERROR);
+    ck_assert_msg(zErr && strcmp(zErr, "depot: store must be non-empty"
+                  " text")==0, "%s: %s", azSql[i], zErr ? zErr : "");
+    sqlite3_free(zErr); zErr = 0;
+  }
+  sqlite3_close(db);
+}
+END_TEST
+
 /* ---- a database that gets smaller ---- */
 
 /* Each case empties most of a 500-page database, then makes it smaller:
@@ -1783,6 +1807,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("basic");
   tcase_add_test(tc, test_depot_write_then_read_after_reopen);
   tcase_add_test(tc, test_depot_plain_database_as_store_is_refused_and_unchanged);
+  tcase_add_test(tc, test_depot_commits_and_stats_refuse_an_empty_store_path);
   tcase_add_loop_test(tc, test_depot_oracle_random_workload_matches_plain_file,
                       0, (int)(sizeof(aOraclePage)/sizeof(aOraclePage[0])));
   tcase_add_loop_test(tc, test_depot_every_page_size_works, 0,
