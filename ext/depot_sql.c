@@ -115,15 +115,24 @@ static int dcCollect(void *pArg, const DepotCommitInfo *pInfo){
   return 0;
 }
 
-/* Text argument i of xFilter, or NULL with an error in the vtab. */
+/* Text argument i of xFilter, or NULL with an error in the vtab.  The
+** store path must not be empty (SQLite would open an anonymous temporary
+** file); empty names are left to the name checks. */
 static const char *tvfTextArg(sqlite3_vtab *pVtab, sqlite3_value *pVal,
                               const char *zWhat){
+  const char *z;
   if( sqlite3_value_type(pVal)!=SQLITE_TEXT ){
     sqlite3_free(pVtab->zErrMsg);
     pVtab->zErrMsg = sqlite3_mprintf("depot: %s must be text", zWhat);
     return 0;
   }
-  return (const char*)sqlite3_value_text(pVal);
+  z = (const char*)sqlite3_value_text(pVal);
+  if( z && z[0]==0 && strcmp(zWhat, "store")==0 ){
+    sqlite3_free(pVtab->zErrMsg);
+    pVtab->zErrMsg = sqlite3_mprintf("depot: store must be non-empty text");
+    return 0;
+  }
+  return z;
 }
 
 static int dcFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,

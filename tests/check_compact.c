@@ -364,6 +364,66 @@ START_TEST(test_compact_and_gc_match_plain_file_with_old_reader){
 }
 END_TEST
 
+/* A writer reads the pages of its snapshot while another process commits
+** and the store is compacted and reclaimed: the snapshot's commits stop
+** being coverage points and their pages go, but the writer's reads are
+** pinned like a reader's and still return its snapshot (its COMMIT then
+** fails with SQLITE_BUSY_SNAPSHOT, as for any writer another process
+** overtook). */
+START_TEST(test_writer_keeps_reading_its_snapshot_while_store_is_compacted){
+  Fx f;
+  sqlite3 *w, *db;
+  char *zBefore, *zDuring;
+  pid_t pid;
+  int st, toChild[2];
+  char ch = 0;
+  fx_open(&f, "compact-writer-snap");
+  db = fx_db_args(&f, "app", "main", "&cache_kb=0");
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM g"
+              " WHERE i<300) INSERT INTO t SELECT i, printf('%.*c', 300,"
+              " char(65+i%26)) FROM g;"
+              "UPDATE t SET b=upper(b)||'1' WHERE a%2=0");
+  zBefore = content(db);
+  sqlite3_close(db);
+  /* fork first: a child forked while this process holds the writer slot
+  ** would inherit it */
+  ck_assert_int_eq(pipe(toChild), 0);
+  pid = fork();
+  if( pid==0 ){
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=0",
+                                 f.zStore);
+    sqlite3 *c;
+    if( read(toChild[0], &ch, 1)!=1 ) _exit(3);
+    if( sqlite3_open_v2(zUri, &c, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+      _exit(4);
+    }
+    if( sqlite3_exec(c, "UPDATE t SET b=lower(b)||'2';"
+                        "UPDATE t SET b=b||'3'", 0, 0, 0) ) _exit(5);
+    sqlite3_close(c);
+    _exit(0);
+  }
+  w = fx_db_args(&f, "app", "main", "&cache_kb=0");
+  th_exec(w, "BEGIN IMMEDIATE");
+  ck_assert_int_eq(write(toChild[1], "g", 1), 1);
+  close(toChild[0]);
+  close(toChild[1]);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  fx_compact_gc(&f);
+  zDuring = content(w);
+  ck_assert_str_eq(zDuring, zBefore);
+  th_exec(w, "INSERT INTO t VALUES(1000, 'w')");
+  ck_assert_int_eq(th_try(w, "COMMIT", 0), SQLITE_BUSY_SNAPSHOT);
+  sqlite3_close(w);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_verify(%Q)",
+                          f.zStore), 0);
+  sqlite3_free(zBefore);
+  sqlite3_free(zDuring);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- concurrent writer and reader threads ---- */
 
 typedef struct Conc Conc;
@@ -1433,6 +1493,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("compact");
   tcase_add_test(tc, test_compact_and_gc_match_plain_file_with_old_reader);
   tcase_add_test(tc, test_compact_and_gc_under_concurrent_writer_and_reader);
+  tcase_add_test(tc, test_writer_keeps_reading_its_snapshot_while_store_is_compacted);
   tcase_add_test(tc, test_forks_restore_points_and_retained_times_survive_gc);
   tcase_add_test(tc, test_fork_child_reads_every_page_after_parent_reclaim);
   tcase_add_test(tc, test_gc_removes_dropped_branch_and_credits_bytes);

@@ -1059,6 +1059,94 @@ START_TEST(test_depot_bad_uri_parameters_cannot_open){
 }
 END_TEST
 
+/* The bytes of file zPath (sqlite3_malloc'd, *pn its size), NULL if none. */
+static unsigned char *file_bytes(const char *zPath, long *pn){
+  FILE *f = fopen(zPath, "rb");
+  unsigned char *a = 0;
+  long n;
+  *pn = -1;
+  if( f==0 ) return 0;
+  fseek(f, 0, SEEK_END);
+  n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  a = sqlite3_malloc64(n>0 ? n : 1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq((long)fread(a, 1, n, f), n);
+  fclose(f);
+  *pn = n;
+  return a;
+}
+
+/* An application's own SQLite database given where a store is expected
+** (the depot VFS, or the store argument of a depot_* function) is refused
+** with SQLITE_CANTOPEN and left as it was: no depot_kv table, no switch
+** to WAL mode. */
+START_TEST(test_depot_plain_database_as_store_is_refused_and_unchanged){
+  static const char *const azSql[] = {
+    "SELECT * FROM depot_commits(%Q)",
+    "SELECT * FROM depot_verify(%Q)",
+    "SELECT * FROM depot_stats(%Q)",
+    "SELECT depot_fork_bucket(%Q,'main','b')",
+    "SELECT depot_quota(%Q,'app',1000)",
+    "SELECT depot_import('%q-src','%q','app')",
+    "SELECT depot_compact(%Q)",
+  };
+  char *zDir = th_tmpdir("depot-plainstore");
+  char *zPlain = sqlite3_mprintf("%s/app.db", zDir);
+  char *zSrc = sqlite3_mprintf("%s-src", zPlain);
+  char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app", zPlain);
+  char *zWal = sqlite3_mprintf("%s-wal", zPlain);
+  unsigned char *aBefore, *aAfter;
+  long nBefore, nAfter;
+  sqlite3 *db = th_open(zPlain), *dbD = 0;
+  int i, rc;
+  char *zErr = 0;
+  setup_vfs();
+  th_exec(db, "CREATE TABLE orders(id INTEGER PRIMARY KEY, item TEXT);"
+              "INSERT INTO orders(item) VALUES('bolt'),('nut')");
+  sqlite3_close(db);
+  db = th_open(zSrc);
+  th_exec(db, "CREATE TABLE s(a); INSERT INTO s VALUES(1)");
+  sqlite3_close(db);
+  aBefore = file_bytes(zPlain, &nBefore);
+  db = th_open(":memory:");
+  sqlite3_extended_result_codes(db, 1);
+  for(i=0; i<(int)(sizeof(azSql)/sizeof(azSql[0])); i++){
+    char *z = sqlite3_mprintf(azSql[i], zPlain, zPlain);
+    rc = th_try(db, z, &zErr);
+    if( strncmp(azSql[i], "SELECT depot_import", 19)==0 ){
+      /* the import reaches the store through the depot VFS, whose reason
+      ** goes to the error log */
+      ck_assert_msg(rc!=SQLITE_OK && zErr && strstr(zErr, "import failed"),
+                    "%s: rc %d (%s)", z, rc, zErr ? zErr : "");
+    }else{
+      ck_assert_msg(rc==SQLITE_CANTOPEN, "%s: rc %d (%s)", z, rc,
+                    zErr ? zErr : "");
+      ck_assert_msg(zErr && strstr(zErr, "but not a depot store"),
+                    "%s: %s", z, zErr ? zErr : "");
+    }
+    sqlite3_free(zErr); zErr = 0;
+    sqlite3_free(z);
+  }
+  sqlite3_close(db);
+  rc = sqlite3_open_v2(zUri, &dbD, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                       |SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = th_try(dbD, "SELECT count(*) FROM sqlite_schema", 0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_CANTOPEN);
+  sqlite3_close(dbD);
+  aAfter = file_bytes(zPlain, &nAfter);
+  ck_assert_int_eq(nAfter, nBefore);
+  ck_assert(memcmp(aBefore, aAfter, nBefore)==0);
+  ck_assert_int_ne(access(zWal, F_OK), 0);
+  db = th_open(zPlain);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM orders"), 2);
+  sqlite3_close(db);
+  sqlite3_free(aBefore); sqlite3_free(aAfter);
+  sqlite3_free(zWal); sqlite3_free(zUri); sqlite3_free(zSrc);
+  sqlite3_free(zPlain); sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_missing_database_without_create_cannot_open){
   char *zDir = th_tmpdir("depot-nocreate");
   char *zUri = depot_uri(zDir, "nope", 0);
@@ -1237,6 +1325,30 @@ START_TEST(test_depot_immutable_refuses_store_whose_wal_holds_commits){
   }
   sqlite3_free(zUri); sqlite3_free(zRw); sqlite3_free(zWal);
   sqlite3_free(zRo); sqlite3_free(zDir);
+}
+END_TEST
+
+/* An empty store path names no store: depot_commits and depot_stats refuse
+** it as every other depot function does, instead of reporting on an
+** anonymous temporary file. */
+START_TEST(test_depot_commits_and_stats_refuse_an_empty_store_path){
+  static const char *const azSql[] = {
+    "SELECT * FROM depot_commits('')",
+    "SELECT * FROM depot_commits('', 'app')",
+    "SELECT * FROM depot_stats('')",
+  };
+  sqlite3 *db;
+  char *zErr = 0;
+  int i;
+  setup_vfs();
+  db = th_open(":memory:");
+  for(i=0; i<(int)(sizeof(azSql)/sizeof(azSql[0])); i++){
+    ck_assert_int_eq(th_try(db, azSql[i], &zErr), SQLITE_ERROR);
+    ck_assert_msg(zErr && strcmp(zErr, "depot: store must be non-empty"
+                  " text")==0, "%s: %s", azSql[i], zErr ? zErr : "");
+    sqlite3_free(zErr); zErr = 0;
+  }
+  sqlite3_close(db);
 }
 END_TEST
 
@@ -1694,6 +1806,8 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("depot");
   TCase *tc = tcase_create("basic");
   tcase_add_test(tc, test_depot_write_then_read_after_reopen);
+  tcase_add_test(tc, test_depot_plain_database_as_store_is_refused_and_unchanged);
+  tcase_add_test(tc, test_depot_commits_and_stats_refuse_an_empty_store_path);
   tcase_add_loop_test(tc, test_depot_oracle_random_workload_matches_plain_file,
                       0, (int)(sizeof(aOraclePage)/sizeof(aOraclePage[0])));
   tcase_add_loop_test(tc, test_depot_every_page_size_works, 0,

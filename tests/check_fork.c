@@ -933,6 +933,40 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
 }
 END_TEST
 
+/* An `at` longer than any restore point name (restore point names are
+** 1..255 bytes) names no restore point: a clear error for every function
+** that takes `at`, never a crash, and nothing changes. */
+START_TEST(test_overlong_at_is_neither_time_nor_restore_point){
+  static const int anLen[] = { 256, 600, 70000 };
+  Fx f;
+  sqlite3 *db;
+  char *zBefore, *zAfter, *zAt;
+  const char *zQ = "SELECT group_concat(branch||branch_id||state||pins)"
+                   " FROM depot_branches(%Q)";
+  int i;
+  fx_open(&f, "fork-longat");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  zBefore = fx_text(&f, zQ, f.zStore);
+  for(i=0; i<(int)(sizeof(anLen)/sizeof(anLen[0])); i++){
+    zAt = sqlite3_mprintf("%.*c", anLen[i], 'x');
+    fx_fails(&f, "is neither an ISO-8601 time nor a restore point",
+             "SELECT depot_fork(%Q,'app','main','x',%Q)", f.zStore, zAt);
+    fx_fails(&f, "is neither an ISO-8601 time nor a restore point",
+             "SELECT depot_restore(%Q,'app','main',%Q)", f.zStore, zAt);
+    fx_fails(&f, "is neither an ISO-8601 time nor a restore point",
+             "SELECT depot_rollback(%Q,'app','main',%Q)", f.zStore, zAt);
+    sqlite3_free(zAt);
+  }
+  zAfter = fx_text(&f, zQ, f.zStore);
+  ck_assert_str_eq(zBefore, zAfter);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  fx_close(&f);
+}
+END_TEST
+
 /* A time after now names no state yet, and one before the first commit no
 ** state at all: both are errors that change nothing. */
 START_TEST(test_future_and_pre_creation_times_are_refused_and_change_nothing){
@@ -1049,6 +1083,7 @@ Suite *depot_test_suite(void){
       test_depot_commits_lists_the_commits_of_a_bucket_database);
   tcase_add_test(tc, test_drop_branch_releases_its_pins);
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
+  tcase_add_test(tc, test_overlong_at_is_neither_time_nor_restore_point);
   tcase_add_test(tc,
       test_future_and_pre_creation_times_are_refused_and_change_nothing);
   tcase_add_test(tc, test_impossible_dates_and_offsets_are_not_times);

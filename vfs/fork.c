@@ -416,7 +416,11 @@ static int opRestorePoint(Op *p, const char *zName, RestorePoint *pRp,
   unsigned char k[LAYOUT_MAX_KEY];
   void *pVal = 0;
   int nVal = 0;
-  int rc = store_get(p->pStore, k, layout_key_rp(k, p->iBucket, p->zDb, zName),
+  int rc;
+  /* No restore point has a longer name, and its key would not fit in k. */
+  *pbFound = 0;
+  if( strlen(zName)>LAYOUT_MAX_NAME ) return SQLITE_OK;
+  rc = store_get(p->pStore, k, layout_key_rp(k, p->iBucket, p->zDb, zName),
                      &pVal, &nVal);
   if( rc!=SQLITE_OK ) return opStoreErr(p, rc);
   *pbFound = pVal!=0;

@@ -287,6 +287,32 @@ static const StoreMethods storeSqliteMethods = {
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg
 };
 
+/* SQLITE_OK when the opened file is a store or empty (a new store); an
+** SQLite database with a schema but no depot_kv table is some other
+** program's database: SQLITE_CANTOPEN, before anything writes to it. */
+static int ssCheckIsStore(StoreSqlite *p){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(p->db, "SELECT count(*), count(*) FILTER"
+      " (WHERE type='table' AND name='depot_kv') FROM sqlite_schema", -1,
+      &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW
+   && sqlite3_column_int(pStmt, 0)>0 && sqlite3_column_int(pStmt, 1)==0 ){
+    const char *zFile = sqlite3_db_filename(p->db, "main");
+    sqlite3_free(p->zErr);
+    p->zErr = sqlite3_mprintf("store: %s is an SQLite database but not a"
+        " depot store (it has no depot_kv table); give a new file or an"
+        " existing store", zFile ? zFile : "");
+    rc = SQLITE_CANTOPEN;
+  }else if( rc==SQLITE_OK ){
+    rc = sqlite3_reset(pStmt);
+  }
+  sqlite3_finalize(pStmt);
+  if( rc!=SQLITE_OK && rc!=SQLITE_CANTOPEN ){
+    ssSetErr(p, "cannot read the schema of the store file");
+  }
+  return rc;
+}
+
 /* Pragmas and the table; the journal_mode change needs no transaction. */
 static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   static const char *const azSync[] = { "OFF", "NORMAL", "FULL", "EXTRA" };
@@ -299,6 +325,8 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   if( zSql==0 ) return SQLITE_NOMEM;
   rc = sqlite3_exec(p->db, zSql, 0, 0, 0);
   sqlite3_free(zSql);
+  if( rc==SQLITE_OK ) rc = ssCheckIsStore(p);
+  if( rc==SQLITE_CANTOPEN ) return rc;
   if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
     rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
         "CREATE TABLE IF NOT EXISTS depot_kv(key BLOB PRIMARY KEY,"

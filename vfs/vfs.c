@@ -301,18 +301,24 @@ static void depotEndRead(DepotFile *p){
   depot_chunk_cache_stable(&p->chunks, 0);
 }
 
+/* Start the store read transaction that pins what this handle reads. */
+static void depotBeginRead(DepotFile *p){
+  depotEndRead(p);
+  if( store_begin(p->pStore, 0)==SQLITE_OK ) p->bReadTxn = 1;
+  depot_chunk_cache_stable(&p->chunks, p->bReadTxn);
+}
+
 /* Resolve the name (until it has its own branch) and pin the head: the
 ** branch's own, or the inherited branch's state at the bucket fork.  The
 ** snapshot is read inside a store read transaction that lasts until the
-** SHARED lock is dropped (or the handle becomes the writer), so compaction
+** SHARED lock is dropped (the writer gets a fresh one that pins the head
+** it checked, and a new one after each commit it publishes), so compaction
 ** and reclaim, which only free what no head, pin or retained point can
 ** read, never take a page from under a reader of an older head. */
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
-  depotEndRead(p);
-  if( store_begin(p->pStore, 0)==SQLITE_OK ) p->bReadTxn = 1;
-  depot_chunk_cache_stable(&p->chunks, p->bReadTxn);
+  depotBeginRead(p);
   if( p->iBranch==0 ){
     DepotName nm;
     rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
@@ -643,6 +649,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
+  depotEndRead(p);            /* the commit's store write transaction */
   rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
                        &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
@@ -650,13 +657,17 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     zErr = sqlite3_mprintf("depot: commit refused: database %s branch %s"
         " changed since this transaction began", p->zDb, p->zBranch);
   }
-  if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
+  if( rc!=SQLITE_OK ){
+    depotBeginRead(p);
+    return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
+  }
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
   }
   depotAdopt(p, iBranch, &head);
   depotMaybeCompact(p, iBranch, head.iTxid);
+  depotBeginRead(p);          /* pins the new head while the lock is held */
   return SQLITE_OK;
 }
 
@@ -764,7 +775,10 @@ static int depotTakeWriter(DepotFile *p){
   else p->pShared->pWriter = p;
   pthread_mutex_unlock(&depotMutex);
   if( rc!=SQLITE_OK ) return rc;
-  depotEndRead(p);
+  /* A fresh store read transaction for the check; when the snapshot is
+  ** the head, it goes on pinning it for the writer's reads (compaction in
+  ** another handle may fold the head's commits meanwhile). */
+  depotBeginRead(p);
   rc = depotCheckFresh(p, &zErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_lock(&depotMutex);
