@@ -1041,7 +1041,8 @@ static const char *const azBadUri[] = {
   "cache_kb=-5", "zstd_level=40", "store_sync=sometimes", "store_vfs=nosuch",
   "branch=", "store_vfs=depot", "cache_kb=abc", "cache_kb=12kb",
   "zstd_level=abc", "zstd_level=4294967297", "zstd_level=", "cache_kb=",
-  "nolock=1", "cache_kb=%0910", "compact_after=-0x5"
+  "nolock=1", "cache_kb=%0910", "compact_after=-0x5",
+  "compact_after=99999999999999999999", "cache_kb=-99999999999999999999"
 };
 
 START_TEST(test_depot_bad_uri_parameters_cannot_open){

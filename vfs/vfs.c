@@ -26,6 +26,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -950,8 +951,9 @@ static int depotIntText(const char *zVal, sqlite3_int64 iMin,
   if( (zVal[0]<'0' || zVal[0]>'9') && zVal[0]!='-' && zVal[0]!='+' ){
     return 0;                       /* empty, or blanks strtoll would skip */
   }
+  errno = 0;
   n = strtoll(zVal, &zEnd, 10);
-  if( *zEnd || n<iMin || n>iMax ) return 0;
+  if( *zEnd || errno==ERANGE || n<iMin || n>iMax ) return 0;
   *pV = n;
   return 1;
 }
