@@ -140,28 +140,59 @@ int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
   return rc;
 }
 
-int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
-                           char **pzErr){
-  struct stat st;
-  char *zPath = 0;
-  int rc = SQLITE_OK;
+/* The directory kv_conn_store would open for zDir or schema zSchema's
+** sidecar, in *pzPath (sqlite3_malloc'd), for a check that it exists; NULL
+** when there is nothing to check: a store this connection already has open,
+** an anonymous in-memory store, or an empty zDir (kv_conn_store's error). */
+static int kvConnStorePath(KvConn *p, const char *zDir, const char *zSchema,
+                           char **pzPath){
+  *pzPath = 0;
   if( zDir==0 ){
-    const char *zFile = sqlite3_db_filename(p->db, "main");
+    const char *zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
     if( zFile && zFile[0] && !kvConnIsLast(p, zFile, "-kv") ){
-      zPath = sqlite3_mprintf("%s-kv", zFile);
-      if( zPath==0 ) return SQLITE_NOMEM;
+      *pzPath = sqlite3_mprintf("%s-kv", zFile);
+      if( *pzPath==0 ) return SQLITE_NOMEM;
     }
   }else if( zDir[0] && !kvConnIsLast(p, zDir, "") ){
-    zPath = sqlite3_mprintf("%s", zDir);
-    if( zPath==0 ) return SQLITE_NOMEM;
+    *pzPath = sqlite3_mprintf("%s", zDir);
+    if( *pzPath==0 ) return SQLITE_NOMEM;
   }
-  if( zPath && stat(zPath, &st)!=0 && errno==ENOENT ){
+  return SQLITE_OK;
+}
+
+/* Does zPath name nothing (itself or a component of its parent path)? */
+static int kvPathIsMissing(const char *zPath){
+  struct stat st;
+  return stat(zPath, &st)!=0 && (errno==ENOENT || errno==ENOTDIR);
+}
+
+int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
+                           char **pzErr){
+  char *zPath = 0;
+  int rc = kvConnStorePath(p, zDir, 0, &zPath);
+  if( rc!=SQLITE_OK ) return rc;
+  if( zPath && kvPathIsMissing(zPath) ){
     *pzErr = sqlite3_mprintf("kv: no KV store at %s", zPath);
     rc = SQLITE_ERROR;
   }
   sqlite3_free(zPath);
   if( rc!=SQLITE_OK ) return rc;
   return kv_conn_store(p, zDir, 0, ppEng, pzErr);
+}
+
+int kv_conn_store_attach(KvConn *p, const char *zDir, const char *zSchema,
+                         KvEngine **ppEng, char **pzMissing, char **pzErr){
+  char *zPath = 0;
+  int rc = kvConnStorePath(p, zDir, zSchema, &zPath);
+  *ppEng = 0;
+  *pzMissing = 0;
+  if( rc!=SQLITE_OK ) return rc;
+  if( zPath && kvPathIsMissing(zPath) ){
+    *pzMissing = zPath;
+    return SQLITE_OK;
+  }
+  sqlite3_free(zPath);
+  return kv_conn_store(p, zDir, zSchema, ppEng, pzErr);
 }
 
 /* ----------------------------------------------------------- helpers --- */

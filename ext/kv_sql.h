@@ -61,6 +61,14 @@ int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
 int kv_conn_store_existing(KvConn*, const char *zDir, KvEngine **ppEng,
                            char **pzErr);
 
+/* kv_conn_store for attaching an existing KV table (xConnect): when the
+** store directory (zDir, or schema zSchema's sidecar) does not exist,
+** creates nothing and returns SQLITE_OK with *ppEng NULL and *pzMissing
+** the directory (sqlite3_malloc'd; the caller frees it).  Otherwise
+** *pzMissing is NULL and the result is kv_conn_store's. */
+int kv_conn_store_attach(KvConn*, const char *zDir, const char *zSchema,
+                         KvEngine **ppEng, char **pzMissing, char **pzErr);
+
 /* Why handle h takes no more operations (kv_func.c): NULL when it is
 ** active (or prepared, with bPreparedOk); else an sqlite3_mprintf'd
 ** message naming the handle and the calls that end it (kv_commit_with_version

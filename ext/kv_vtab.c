@@ -15,7 +15,11 @@
 ** one or creates it as part of the SQLite transaction (committed with it,
 ** undone by its rollback; it must come before the transaction's first KV
 ** write); DROP TABLE removes it in its own root transaction and is refused
-** inside an explicit transaction.  Schema:
+** inside an explicit transaction.  Attaching an existing table (xConnect)
+** never creates a store: while its directory is missing every read and
+** write fails with SQLITE_CANTOPEN "kv: store DIR of table t is missing
+** ...", and DROP TABLE only drops it from the schema (kvStoreReady).
+** Schema:
 **     CREATE TABLE x(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID
 **
 ** Transactions: the SQLite transaction is one root transaction of the
@@ -54,11 +58,24 @@ SQLITE_EXTENSION_INIT3
 typedef struct KvVtab KvVtab;
 typedef struct KvCursor KvCursor;
 
+/* The module arguments of a KV table (and its type). */
+typedef struct KvArgs KvArgs;
+struct KvArgs {
+  char *zDir;                   /* sqlite3_malloc'd or NULL */
+  int bPersist;
+  int bPersistGiven;
+  int bAccel;                   /* accelerated_repair=1 */
+  int bAccelGiven;
+  const char *zType;            /* the module name: the table type */
+};
+
 struct KvVtab {
   sqlite3_vtab base;            /* must be first */
   sqlite3 *db;
   KvConn *pConn;                /* holds a reference */
-  KvEngine *pEng;               /* holds a reference */
+  KvEngine *pEng;               /* holds a reference; NULL while the
+                                ** store directory is missing (xConnect) */
+  KvArgs args;                  /* own copies of zDir and zType */
   char *zName; int nName;       /* the KV table */
   char *zSchema;                /* the database holding the vtab ("main") */
   int bJoined;                  /* joined pConn->pSqlRoot */
@@ -77,16 +94,6 @@ struct KvCursor {
 };
 
 /* ---------------------------------------------------- create, connect --- */
-
-typedef struct KvArgs KvArgs;
-struct KvArgs {
-  char *zDir;                   /* sqlite3_malloc'd or NULL */
-  int bPersist;
-  int bPersistGiven;
-  int bAccel;                   /* accelerated_repair=1 */
-  int bAccelGiven;
-  const char *zType;            /* the module name: the table type */
-};
 
 /* Unquote a module argument value in place ('x', "x" or x): inside the
 ** quotes a doubled quote character stands for one, as in SQL. */
@@ -226,10 +233,62 @@ static void kvVtabFree(KvVtab *p){
     kv_buf_free(&p->kOld);
     kv_buf_free(&p->kNew);
     kv_buf_free(&p->val);
+    sqlite3_free(p->args.zDir);
+    sqlite3_free((char*)p->args.zType);
     sqlite3_free(p->zName);
     sqlite3_free(p->zSchema);
     sqlite3_free(p);
   }
+}
+
+static void kvSetError(KvVtab *p, char *zErr){
+  sqlite3_free(p->base.zErrMsg);
+  p->base.zErrMsg = zErr;
+}
+
+/* Open the store of a table attached while its directory was missing, if
+** the directory is back, and check that the table there is of this type.
+** Called before every read and write (and by DROP TABLE): while the
+** directory is still missing, SQLITE_CANTOPEN with a message naming the
+** table and the directory, and nothing is created.  SQLITE_OK with p->pEng
+** set otherwise. */
+static int kvStoreReady(KvVtab *p){
+  char *zMissing = 0, *zErr = 0;
+  int rc;
+  if( p->pEng ) return SQLITE_OK;
+  rc = kv_conn_store_attach(p->pConn, p->args.zDir, p->zSchema, &p->pEng,
+                            &zMissing, &zErr);
+  if( rc==SQLITE_OK && zMissing ){
+    zErr = sqlite3_mprintf("kv: store %s of table %s is missing (moved or "
+        "deleted?); restore it, or DROP TABLE %s", zMissing, p->zName,
+        p->zName);
+    rc = zErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
+  }else if( rc==SQLITE_OK ){
+    rc = kvCreateOrAttach(p, &p->args, 0, &zErr);
+    if( rc!=SQLITE_OK ){
+      kv_engine_unref(p->pEng);
+      p->pEng = 0;
+    }
+  }
+  sqlite3_free(zMissing);
+  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  return rc;
+}
+
+/* The store of the table: xCreate opens (and makes) it; xConnect attaches
+** an existing table and never makes a store, so a missing directory leaves
+** p->pEng NULL and the table connected (every use fails, DROP TABLE
+** works: see kvStoreReady). */
+static int kvVtabStore(KvVtab *p, int bCreate, char **pzErr){
+  char *zMissing = 0;
+  int rc;
+  if( bCreate ){
+    return kv_conn_store(p->pConn, p->args.zDir, p->zSchema, &p->pEng, pzErr);
+  }
+  rc = kv_conn_store_attach(p->pConn, p->args.zDir, p->zSchema, &p->pEng,
+                            &zMissing, pzErr);
+  sqlite3_free(zMissing);
+  return rc;
 }
 
 static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
@@ -249,13 +308,16 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
     p->db = db;
     kv_conn_ref(pConn);
     p->pConn = pConn;
+    p->args = a;                               /* takes a.zDir */
+    a.zDir = 0;
+    p->args.zType = sqlite3_mprintf("%s", argv[0]);
     p->zName = sqlite3_mprintf("%s", argv[2]);
     p->nName = p->zName ? (int)strlen(p->zName) : 0;
     p->zSchema = sqlite3_mprintf("%s", argv[1]);
-    if( p->zName==0 || p->zSchema==0 ) rc = SQLITE_NOMEM;
+    if( p->zName==0 || p->zSchema==0 || p->args.zType==0 ) rc = SQLITE_NOMEM;
   }
   if( rc==SQLITE_OK ) rc = kv_name_check(p->zName, p->nName, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_conn_store(pConn, a.zDir, argv[1], &p->pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvVtabStore(p, bCreate, pzErr);
   if( rc==SQLITE_OK ){
     rc = sqlite3_declare_vtab(db, "CREATE TABLE x(key PRIMARY KEY NOT NULL, "
                                   "value) WITHOUT ROWID");
@@ -263,7 +325,7 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
   if( rc==SQLITE_OK ){
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    rc = kvCreateOrAttach(p, &a, bCreate, pzErr);
+    if( p->pEng ) rc = kvCreateOrAttach(p, &p->args, bCreate, pzErr);
   }
   if( rc==SQLITE_OK ){
     *ppVtab = &p->base;
@@ -288,11 +350,6 @@ static int kvDisconnect(sqlite3_vtab *pVtab){
   return SQLITE_OK;
 }
 
-static void kvSetError(KvVtab *p, char *zErr){
-  sqlite3_free(p->base.zErrMsg);
-  p->base.zErrMsg = zErr;
-}
-
 /* DROP TABLE: remove the KV table in its own root transaction.  SQLite
 ** gives a dropped virtual table no commit or rollback callback, so a
 ** removal inside an explicit transaction could not be undone by its
@@ -312,6 +369,16 @@ static int kvDestroy(sqlite3_vtab *pVtab){
     sqlite3_log(SQLITE_ERROR, "%s", zErr ? zErr : "kv: DROP TABLE refused");
     kvSetError(p, zErr);
     return SQLITE_ERROR;
+  }
+  if( p->pEng==0 ){
+    rc = kvStoreReady(p);
+    if( rc==SQLITE_CANTOPEN ){
+      /* The store is still missing: there is nothing to remove from it,
+      ** and dropping the table from the schema is all the user can do. */
+      kvSetError(p, 0);
+      return kvDisconnect(pVtab);
+    }
+    if( rc!=SQLITE_OK ) return rc;
   }
   rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
   kv_meta_clear(&meta);
@@ -641,7 +708,8 @@ static int kvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
   (void)idxStr;
   kvCursorReset(c);
   c->iRow = 0;
-  rc = kvReadJoin((KvVtab*)pCsr->pVtab);
+  rc = kvStoreReady((KvVtab*)pCsr->pVtab);
+  if( rc==SQLITE_OK ) rc = kvReadJoin((KvVtab*)pCsr->pVtab);
   if( rc!=SQLITE_OK ) return rc;
   if( idxNum & (KV_IDX_EQ|KV_IDX_IN) ){
     return kvFilterPoints(c, idxNum, argv[0]);
@@ -786,7 +854,8 @@ static int kvRename(sqlite3_vtab *pVtab, const char *zNew){
 static int kvBegin(sqlite3_vtab *pVtab){
   KvVtab *p = (KvVtab*)pVtab;
   KvConn *pConn = p->pConn;
-  int rc = SQLITE_OK;
+  int rc = kvStoreReady(p);
+  if( rc!=SQLITE_OK ) return rc;
   if( pConn->pSqlRoot && kv_root_engine(pConn->pSqlRoot)!=p->pEng ){
     const char *zA = kv_engine_dir(kv_root_engine(pConn->pSqlRoot));
     const char *zB = kv_engine_dir(p->pEng);

@@ -1062,6 +1062,143 @@ START_TEST(test_kv_vtab_of_a_removed_table_errors_and_drops){
 }
 END_TEST
 
+
+/* ------------------------------------------- missing store directory --- */
+
+/* Run zSql expecting the missing-store error of table zTab in store zDir:
+** SQLITE_CANTOPEN and the full message. */
+static void kv_fail_missing(sqlite3 *db, const char *zSql, const char *zDir,
+                            const char *zTab){
+  char *zWant = sqlite3_mprintf("kv: store %s of table %s is missing (moved "
+      "or deleted?); restore it, or DROP TABLE %s", zDir, zTab, zTab);
+  ck_assert_int_eq(kv_fail(db, zSql, 0), SQLITE_CANTOPEN);
+  ck_assert_str_eq(sqlite3_errmsg(db), zWant);
+  sqlite3_free(zWant);
+}
+
+/* The database file is reopened without its sidecar store (moved away):
+** every read and write of the KV table fails with the missing-store error,
+** ordinary tables keep working, and no store directory is created. */
+START_TEST(test_kv_missing_sidecar_store_fails_and_creates_nothing){
+  char *zDir = th_tmpdir("kv-nosidecar");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zSide = sqlite3_mprintf("%s-kv", zDb);
+  char *zMoved = sqlite3_mprintf("%s/moved-kv", zDir);
+  char *zAbs;                   /* the sidecar as the message names it */
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory(persistence=1);"
+              "INSERT INTO t VALUES(1, 'a');"
+              "CREATE TABLE plain(x); INSERT INTO plain VALUES(7)");
+  sqlite3_close(db);
+  ck_assert_int_eq(rename(zSide, zMoved), 0);
+  db = th_open(zDb);
+  zAbs = sqlite3_mprintf("%s-kv", sqlite3_db_filename(db, "main"));
+  kv_fail_missing(db, "SELECT * FROM t", zAbs, "t");
+  kv_fail_missing(db, "SELECT value FROM t WHERE key=1", zAbs, "t");
+  kv_fail_missing(db, "INSERT INTO t VALUES(2, 'b')", zAbs, "t");
+  kv_fail_missing(db, "DELETE FROM t", zAbs, "t");
+  kv_fail_missing(db, "BEGIN; SELECT * FROM t", zAbs, "t");
+  th_exec(db, "ROLLBACK");
+  ck_assert_int_eq(th_int(db, "SELECT x FROM plain"), 7);
+  th_exec(db, "INSERT INTO plain VALUES(8)");
+  ck_assert_int_ne(access(zSide, F_OK), 0);
+  sqlite3_close(db);
+  ck_assert_int_ne(access(zSide, F_OK), 0);
+  sqlite3_free(zAbs);
+  sqlite3_free(zMoved);
+  sqlite3_free(zSide);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A dir= store renamed away (an unmounted disk) fails its tables only:
+** a table of another store of the same database keeps working, and the
+** missing directory is not created. */
+START_TEST(test_kv_missing_dir_store_fails_only_its_tables){
+  char *zDir = th_tmpdir("kv-nodir");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zA = sqlite3_mprintf("%s/a", zDir);
+  char *zAway = sqlite3_mprintf("%s/a-unmounted", zDir);
+  char *zB = sqlite3_mprintf("%s/b", zDir);
+  sqlite3 *db = th_open(zDb);
+  kv_ok(db, "CREATE VIRTUAL TABLE t USING kv_btree(dir='%q');"
+            "CREATE VIRTUAL TABLE u USING kv_btree(dir='%q');"
+            "INSERT INTO t VALUES(1, 'a'); INSERT INTO u VALUES(1, 'b')",
+        zA, zB);
+  sqlite3_close(db);
+  ck_assert_int_eq(rename(zA, zAway), 0);
+  db = th_open(zDb);
+  kv_fail_missing(db, "SELECT * FROM t", zA, "t");
+  kv_fail_missing(db, "UPDATE t SET value = 'c'", zA, "t");
+  kv_text_eq(db, "SELECT value FROM u WHERE key=1", "b");
+  th_exec(db, "INSERT INTO u VALUES(2, 'x')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u"), 2);
+  kv_fail_missing(db, "SELECT * FROM u, t", zA, "t");
+  ck_assert_int_ne(access(zA, F_OK), 0);
+  sqlite3_close(db);
+  ck_assert_int_ne(access(zA, F_OK), 0);
+  sqlite3_free(zB);
+  sqlite3_free(zAway);
+  sqlite3_free(zA);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* DROP TABLE of a table whose store is missing drops it from the schema
+** and creates nothing; a new CREATE then makes a new store as usual. */
+START_TEST(test_kv_drop_table_of_a_missing_store_works){
+  char *zDir = th_tmpdir("kv-nostore-drop");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zSide = sqlite3_mprintf("%s-kv", zDb);
+  char *zMoved = sqlite3_mprintf("%s/moved-kv", zDir);
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory");
+  sqlite3_close(db);
+  ck_assert_int_eq(rename(zSide, zMoved), 0);
+  db = th_open(zDb);
+  th_exec(db, "DROP TABLE t");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM sqlite_schema "
+                              "WHERE name='t'"), 0);
+  ck_assert_int_ne(access(zSide, F_OK), 0);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory;"
+              "INSERT INTO t VALUES(1, 1)");
+  ck_assert_int_eq(access(zSide, F_OK), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zMoved);
+  sqlite3_free(zSide);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A missing store that comes back (restored, remounted) serves the next
+** statement of the same connection, with its data. */
+START_TEST(test_kv_restored_store_works_at_the_next_statement){
+  char *zDir = th_tmpdir("kv-restored");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zS = sqlite3_mprintf("%s/s", zDir);
+  char *zAway = sqlite3_mprintf("%s/s-away", zDir);
+  sqlite3 *db = th_open(zDb);
+  kv_ok(db, "CREATE VIRTUAL TABLE t USING kv_btree(dir='%q');"
+            "INSERT INTO t VALUES(1, 'a')", zS);
+  sqlite3_close(db);
+  ck_assert_int_eq(rename(zS, zAway), 0);
+  db = th_open(zDb);
+  kv_fail_missing(db, "SELECT * FROM t", zS, "t");
+  ck_assert_int_eq(rename(zAway, zS), 0);
+  kv_text_eq(db, "SELECT value FROM t WHERE key=1", "a");
+  th_exec(db, "INSERT INTO t VALUES(2, 'b')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  sqlite3_close(db);
+  sqlite3_free(zAway);
+  sqlite3_free(zS);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
 /* Non-zero bytes of the WAL segments of store zDir (segments carry zero
 ** padding preallocated ahead of the appends; every record adds non-zero
 ** bytes). */
@@ -2807,6 +2944,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_drop_inside_a_transaction_is_refused_and_keeps_data);
   tcase_add_test(tc, test_kv_sidecar_store_and_catalog_survive_reopen);
   tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
+  tcase_add_test(tc, test_kv_missing_sidecar_store_fails_and_creates_nothing);
+  tcase_add_test(tc, test_kv_missing_dir_store_fails_only_its_tables);
+  tcase_add_test(tc, test_kv_drop_table_of_a_missing_store_works);
+  tcase_add_test(tc, test_kv_restored_store_works_at_the_next_statement);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
   tcase_add_test(tc, test_kv_dir_argument_unquotes_doubled_quotes);
   suite_add_tcase(s, tc);
