@@ -48,7 +48,7 @@ struct KvBackendStats {
   int64_t nOverlay;        /* committed entries not yet in the data file */
   int64_t nPending;        /* WAL records of the table not yet confirmed */
   int64_t nError;          /* collector write/sync failures since open */
-  char zError[160];        /* the last such failure ("" if none) */
+  char zError[400];        /* the last such failure ("" if none) */
 };
 
 struct KvBackend {

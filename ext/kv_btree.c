@@ -1314,7 +1314,7 @@ static void btStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   pS->nOverlay = kv_map_count(t->pOverlay);
   pS->nPending = t->nPending;
   pS->nError = s->nError;
-  memcpy(pS->zError, s->zError, sizeof(pS->zError));
+  memcpy(pS->zError, s->zError, sizeof(s->zError));
   pthread_mutex_unlock(&s->mu);
 }
 

@@ -680,15 +680,26 @@ static void logStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
   *pnByte = st.szStored;
 }
 
+/* kv_stats counters.  nError and zError cover the collector's failed
+** writes and syncs and the log store's failed compactions; a collector
+** failure's message wins (it stops the table until reopen). */
 static void logStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
+  KvLogStats st;
   (void)bCount;                 /* cheap: counters of the log store */
   memset(pS, 0, sizeof(*pS));
-  logStats(t, &pS->nRow, &pS->nByte);
+  memset(&st, 0, sizeof(st));
+  if( t->pLog ) kv_logstore_stats(t->pLog, &st);
+  pS->nRow = st.nLive;
+  pS->nByte = st.szStored;
   pthread_mutex_lock(&t->mu);
   pS->nPending = t->nCid;
-  pS->nError = t->nError;
-  memcpy(pS->zError, t->zError, sizeof(pS->zError));
+  pS->nError = t->nError + st.nCompactError;
+  memcpy(pS->zError, t->zError, sizeof(t->zError));
   pthread_mutex_unlock(&t->mu);
+  if( pS->zError[0]==0 && st.zCompactError[0] ){
+    sqlite3_snprintf(sizeof(pS->zError), pS->zError, "compaction: %s",
+                     st.zCompactError);
+  }
 }
 
 /* The largest number a name in <store>/kv_log starts with: the table

@@ -441,8 +441,10 @@ static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Release everything the compaction holds.  Merged files that no
-** MANIFEST can name are deleted. */
-static void klCompactEnd(KvLogStore *p, KlCompact *c, int rc){
+** MANIFEST can name are deleted.  A failure (rc, message zErr or NULL) is
+** counted and its message kept for kv_stats. */
+static void klCompactEnd(KvLogStore *p, KlCompact *c, int rc,
+                         const char *zErr){
   int i;
   pthread_mutex_lock(&p->muWrite);
   p->bCompacting = 0;
@@ -462,7 +464,11 @@ static void klCompactEnd(KvLogStore *p, KlCompact *c, int rc){
   kv_logbuf_free(&c->obuf);
   kv_logbuf_free(&c->rbuf);
   pthread_mutex_lock(&p->mu);
-  if( rc!=SQLITE_OK ) p->nCompactError++;
+  if( rc!=SQLITE_OK ){
+    p->nCompactError++;
+    sqlite3_snprintf(sizeof(p->zCompactError), p->zCompactError, "%s",
+                     zErr ? zErr : sqlite3_errstr(rc));
+  }
   pthread_mutex_unlock(&p->mu);
 }
 
@@ -491,7 +497,7 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
     if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);
   }
   if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
-  klCompactEnd(p, &c, rc);
+  klCompactEnd(p, &c, rc, pzErr ? *pzErr : 0);
   sqlite3_free(aList);
   pthread_mutex_unlock(&p->muCompact);
   return rc;

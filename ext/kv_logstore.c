@@ -1410,6 +1410,7 @@ void kv_logstore_stats(KvLogStore *p, KvLogStats *pStats){
   pStats->nFile = p->pSet->nFile;
   pStats->nCompaction = p->nCompaction;
   pStats->nCompactError = p->nCompactError;
+  memcpy(pStats->zCompactError, p->zCompactError, sizeof(p->zCompactError));
   pthread_mutex_unlock(&p->mu);
   pStats->bFailed = __atomic_load_n(&p->bFailed, __ATOMIC_ACQUIRE);
 }

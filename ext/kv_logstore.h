@@ -237,6 +237,7 @@ struct KvLogStats {
   int nFile;              /* live files (log + merged) */
   int64_t nCompaction;    /* compactions completed since open */
   int64_t nCompactError;  /* compactions failed since open */
+  char zCompactError[400]; /* the last one's message ("" if none) */
   uint64_t maxCid;        /* highest CID applied or loaded */
   int bFailed;            /* refusing writes until reopened */
 };

@@ -89,6 +89,7 @@ struct KvLogStore {
   KlCounts cnt;
   int64_t nCompaction;
   int64_t nCompactError;
+  char zCompactError[400]; /* the last failed compaction's message */
   int bStop, bKick;      /* background thread control */
   pthread_cond_t cond;
 

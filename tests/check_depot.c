@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -810,6 +811,67 @@ START_TEST(test_depot_failed_store_write_logs_the_store_file){
   th_exec(db, "INSERT INTO t(b) VALUES(x'01')");
   assert_integrity(db);
   sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Found on a full disk: opening a depot database whose store needed a new
+** -shm file (the last connection had closed cleanly) failed with
+** SQLITE_CANTOPEN, "unable to open database file", and logged only "disk I/O
+** error": nothing said the disk was full.  The open now fails with
+** SQLITE_FULL and logs the cause; nothing in the store changes.  A child
+** whose files may not grow past 8 KiB (RLIMIT_FSIZE: EFBIG, as a full
+** disk's ENOSPC) stands for the full disk; it exits 0 when the open failed
+** as it should, else with a code saying what it saw. */
+static int full_open_child(const char *zDir, const char *zStore){
+  struct rlimit rl = { 8192, 8192 };
+  char *zUri = depot_uri(zDir, "app", 0);
+  sqlite3 *db = 0;
+  int rc;
+  signal(SIGXFSZ, SIG_IGN);
+  sqlite3_shutdown();
+  if( sqlite3_config(SQLITE_CONFIG_LOG, io_log, 0)!=SQLITE_OK ) return 2;
+  if( sqlite3_initialize()!=SQLITE_OK ) return 3;
+  setup_vfs();
+  if( setrlimit(RLIMIT_FSIZE, &rl)!=0 ) return 4;
+  zIoLog[0] = 0;
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) return 5;
+  if( rc!=SQLITE_FULL ) return 10 + (rc & 0xff);
+  if( strstr(zIoLog, zStore)==0 ) return 6;
+  if( strstr(zIoLog, strerror(EFBIG))==0 ) return 7;
+  sqlite3_close(db);
+  return 0;
+}
+
+START_TEST(test_depot_open_on_full_disk_fails_full_naming_the_cause){
+  char *zDir = th_tmpdir("depot-open-full");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zShm = sqlite3_mprintf("%s-shm", zStore);
+  sqlite3 *db = open_depot(zDir, "app", 0);
+  struct stat st;
+  int status = 0;
+  pid_t pid;
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b BLOB); INSERT INTO t"
+              " SELECT value, randomblob(3000) FROM (WITH RECURSIVE g(value) AS"
+              " (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE value<40)"
+              " SELECT value FROM g)");
+  sqlite3_close(db);
+  ck_assert_int_ne(stat(zShm, &st), 0);      /* closed cleanly: no -shm */
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ) _exit(full_open_child(zDir, zStore));
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status)==0,
+                "child status %d (exit %d; 10+N: open gave code N)", status,
+                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 40);
+  assert_integrity(db);
+  th_exec(db, "INSERT INTO t(b) VALUES(x'01')");
+  sqlite3_close(db);
+  sqlite3_free(zShm);
   sqlite3_free(zStore);
   sqlite3_free(zDir);
 }
@@ -1858,6 +1920,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_store_write_and_sync_failures_fail_commit_cleanly);
   tcase_add_test(tc, test_depot_failed_store_write_logs_the_store_file);
+  tcase_add_test(tc, test_depot_open_on_full_disk_fails_full_naming_the_cause);
   tcase_add_test(tc,
       test_depot_corrupt_commit_row_and_unknown_layout_are_errors);
   tcase_add_loop_test(tc, test_depot_corrupt_store_rows_give_sqlite_corrupt,

@@ -1610,6 +1610,138 @@ static char *kb_marker(const char *zDir){
   return zRes;
 }
 
+/* A WalIo over POSIX whose writes to kv_log merged files (".kmrg", the
+** output of a compaction) fail with ENOSPC while kbMrgFull is set: a disk
+** with no room for a compaction, while log appends still fit. */
+static int kbMrgFull = 0;
+static int kbMrgFd[256];                  /* 1: fd is a merged file */
+
+static int kbMrgOpen(void *pCtx, const char *zPath, int flags, int mode){
+  const WalIo *pBase = wal_io_posix();
+  size_t n = strlen(zPath);
+  int fd = pBase->xOpen(pBase->pCtx, zPath, flags, mode);
+  (void)pCtx;
+  if( fd>=0 && fd<256 ){
+    __atomic_store_n(&kbMrgFd[fd],
+                     n>5 && strcmp(zPath+n-5, ".kmrg")==0, __ATOMIC_SEQ_CST);
+  }
+  return fd;
+}
+static ssize_t kbMrgPwrite(void *pCtx, int fd, const void *p, size_t n,
+                           off_t off){
+  const WalIo *pBase = wal_io_posix();
+  (void)pCtx;
+  if( fd>=0 && fd<256 && __atomic_load_n(&kbMrgFd[fd], __ATOMIC_SEQ_CST)
+   && __atomic_load_n(&kbMrgFull, __ATOMIC_SEQ_CST) ){
+    errno = ENOSPC;
+    return -1;
+  }
+  return pBase->xPwrite(pBase->pCtx, fd, p, n, off);
+}
+static ssize_t kbMrgPread(void *pCtx, int fd, void *p, size_t n, off_t off){
+  (void)pCtx;
+  return wal_io_posix()->xPread(wal_io_posix()->pCtx, fd, p, n, off);
+}
+static int kbMrgFsync(void *pCtx, int fd){
+  (void)pCtx;
+  return wal_io_posix()->xFsync(wal_io_posix()->pCtx, fd);
+}
+static int kbMrgFtruncate(void *pCtx, int fd, off_t n){
+  (void)pCtx;
+  return wal_io_posix()->xFtruncate(wal_io_posix()->pCtx, fd, n);
+}
+static int kbMrgFstatSize(void *pCtx, int fd, off_t *pSize){
+  (void)pCtx;
+  return wal_io_posix()->xFstatSize(wal_io_posix()->pCtx, fd, pSize);
+}
+static int kbMrgClose(void *pCtx, int fd){
+  (void)pCtx;
+  if( fd>=0 && fd<256 ) __atomic_store_n(&kbMrgFd[fd], 0, __ATOMIC_SEQ_CST);
+  return wal_io_posix()->xClose(wal_io_posix()->pCtx, fd);
+}
+static int kbMrgUnlink(void *pCtx, const char *zPath){
+  (void)pCtx;
+  return wal_io_posix()->xUnlink(wal_io_posix()->pCtx, zPath);
+}
+static int kbMrgRename(void *pCtx, const char *zFrom, const char *zTo){
+  (void)pCtx;
+  return wal_io_posix()->xRename(wal_io_posix()->pCtx, zFrom, zTo);
+}
+static int kbMrgMkdir(void *pCtx, const char *zPath, int mode){
+  (void)pCtx;
+  return wal_io_posix()->xMkdir(wal_io_posix()->pCtx, zPath, mode);
+}
+static int kbMrgSyncDir(void *pCtx, const char *zDir){
+  (void)pCtx;
+  return wal_io_posix()->xSyncDir(wal_io_posix()->pCtx, zDir);
+}
+static const WalIo kbMrgIo = {
+  0, kbMrgOpen, kbMrgPwrite, kbMrgPread, kbMrgFsync, kbMrgFtruncate,
+  kbMrgFstatSize, kbMrgClose, kbMrgUnlink, kbMrgRename, kbMrgMkdir,
+  kbMrgSyncDir
+};
+
+/* Overwrite keys 1..20 of table l (500-byte values, tag iRound) in one
+** transaction. */
+static void kb_overwrite20(sqlite3 *db, int iRound){
+  kb_exec(db, "BEGIN; WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 "
+              "FROM c WHERE i<20) INSERT OR REPLACE INTO l SELECT i, "
+              "'r%d-'||i||'-'||hex(zeroblob(250)) FROM c; COMMIT", iRound);
+}
+
+/* Found on a full disk: a kv_log table's background compaction that failed
+** (no room for its merged files) was only logged; kv_stats showed no error,
+** so a store that stopped reclaiming space looked healthy.  Its failures
+** now count in collector_errors and show in last_error; the table keeps
+** every row and is read and written as before, and once there is room the
+** compaction runs and the dead bytes go. */
+START_TEST(test_kvlog_failed_background_compaction_shows_in_kv_stats)
+{
+  char *zDir = th_tmpdir("kvlog_compact_full");
+  sqlite3 *db;
+  char *zLast;
+  int i, r = 0;
+  kv_log_test_file_size(8*1024);
+  kv_engine_test_io(&kbMrgIo);
+  __atomic_store_n(&kbMrgFull, 1, __ATOMIC_SEQ_CST);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  for(r=1; r<=2000 && kb_stat(db, "collector_errors", "l")==0; r++){
+    kb_overwrite20(db, r);
+    if( r>20 ) usleep(5000);
+  }
+  ck_assert_int_ge(kb_stat(db, "collector_errors", "l"), 1);
+  zLast = th_text(db, "SELECT last_error FROM kv_stats WHERE tbl='l'");
+  ck_assert_ptr_nonnull(zLast);
+  ck_assert_msg(strstr(zLast, "compaction")!=0
+                && strstr(zLast, ".kmrg")!=0
+                && strstr(zLast, "No space left on device")!=0, "%s", zLast);
+  sqlite3_free(zLast);
+  /* nothing lost, the table still takes writes */
+  kb_overwrite20(db, ++r);
+  ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM l WHERE value LIKE "
+                               "'r%d-%%'", r), 20);
+  /* room again: a later compaction reclaims the dead bytes */
+  __atomic_store_n(&kbMrgFull, 0, __ATOMIC_SEQ_CST);
+  for(i=0; i<1000 && kb_stat(db, "stored_bytes", "l")>=64*1024; i++){
+    kb_overwrite20(db, ++r);
+    usleep(5000);
+  }
+  ck_assert_int_lt(kb_stat(db, "stored_bytes", "l"), 64*1024);
+  ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM l WHERE value LIKE "
+                               "'r%d-%%'", r), 20);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  kv_log_test_file_size(0);
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM l WHERE value LIKE "
+                               "'r%d-%%'", r), 20);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Found by the I/O-error sweep: after a kv_log table failed to publish a
 ** commit (acknowledged: it is in the WAL), later statements read the table
 ** without that commit, so a DELETE of one of its keys deleted nothing and
@@ -1882,6 +2014,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_short_write_of_synced_marker_keeps_store_openable);
   tcase_add_test(tc, test_kvlog_failed_read_of_synced_marker_is_an_io_error);
   tcase_add_test(tc, test_kvlog_failed_publication_refuses_the_table_until_reopen);
+  tcase_add_test(tc, test_kvlog_failed_background_compaction_shows_in_kv_stats);
   suite_add_tcase(s, tc);
   return s;
 }

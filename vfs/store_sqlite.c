@@ -13,6 +13,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -313,6 +314,30 @@ static int ssCheckIsStore(StoreSqlite *p){
   return rc;
 }
 
+/* Records a failed setup of the store file (rc) with the OS's cause: an
+** I/O error for want of room (ENOSPC, EDQUOT, EFBIG: the -shm or -wal file
+** could not be made) becomes SQLITE_FULL, "store: cannot set up the store
+** file of FILE: database or disk is full (No space left on device)"; any
+** other failure keeps its code and SQLite's message.  Returns the code to
+** report. */
+static int ssSetupErr(StoreSqlite *p, int rc){
+  int e = sqlite3_system_errno(p->db);
+  const char *zFile = sqlite3_db_filename(p->db, "main");
+  int bNoRoom = e==ENOSPC || e==EFBIG;
+#ifdef EDQUOT
+  bNoRoom = bNoRoom || e==EDQUOT;
+#endif
+  if( ((rc&0xff)!=SQLITE_IOERR && (rc&0xff)!=SQLITE_FULL) || !bNoRoom ){
+    ssSetErr(p, "cannot set up the store file");
+    return rc;
+  }
+  sqlite3_free(p->zErr);
+  p->zErr = sqlite3_mprintf("store: cannot set up the store file of %s: %s"
+                            " (%s)", zFile ? zFile : "",
+                            sqlite3_errstr(SQLITE_FULL), strerror(e));
+  return SQLITE_FULL;
+}
+
 /* Pragmas and the table; the journal_mode change needs no transaction. */
 static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   static const char *const azSync[] = { "OFF", "NORMAL", "FULL", "EXTRA" };
@@ -332,7 +357,7 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
         "CREATE TABLE IF NOT EXISTS depot_kv(key BLOB PRIMARY KEY,"
         " value BLOB) WITHOUT ROWID;", 0, 0, 0);
   }
-  if( rc!=SQLITE_OK ) ssSetErr(p, "cannot set up the store file");
+  if( rc!=SQLITE_OK ) rc = ssSetupErr(p, rc);
   return rc;
 }
 

@@ -1087,7 +1087,8 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
                                               a.bCacheGiven);
   if( rc!=SQLITE_OK ){
-    if( (rc&0xff)!=SQLITE_NOMEM && (rc&0xff)!=SQLITE_CORRUPT ){
+    if( (rc&0xff)!=SQLITE_NOMEM && (rc&0xff)!=SQLITE_CORRUPT
+     && (rc&0xff)!=SQLITE_FULL ){
       rc = SQLITE_CANTOPEN;
     }
     depotReport(rc, zErr, SQLITE_CANTOPEN);
