@@ -1568,13 +1568,13 @@ START_TEST(test_kvlog_injected_write_and_sync_faults_repair_on_reopen)
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 2);
   kb_settle(db);
   sqlite3_close(db);
-  /* a failed append (the 3rd write from now: the 1st extends the WAL
-  ** segment, which a reopened log always does before its first append,
-  ** the 2nd is the WAL append) */
+  /* a failed append (the 6th write from now: the 1st to 4th extend the
+  ** WAL segment by 4 MiB of zeros, 1 MiB a write, which a reopened log
+  ** always does before its first append, the 5th is the WAL append) */
   kv_engine_test_io(wal_fault_io(pF));
   db = th_open(":memory:");
   kb_mk(db, "l", "kv_log", zDir);
-  wal_fault_arm(pF, WAL_FAULT_WRITE, 3, ENOSPC, 0);
+  wal_fault_arm(pF, WAL_FAULT_WRITE, 6, ENOSPC, 0);
   th_try(db, "INSERT INTO l VALUES(4, 'four')", &zErr);
   sqlite3_free(zErr);
   ck_assert_int_ne(th_try(db, "SELECT count(*) FROM l WHERE key=4", 0),
