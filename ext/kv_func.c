@@ -160,10 +160,31 @@ static int kvConnStorePath(KvConn *p, const char *zDir, const char *zSchema,
   return SQLITE_OK;
 }
 
-/* Does zPath name nothing (itself or a component of its parent path)? */
-static int kvPathIsMissing(const char *zPath){
+/* Is there no store at zPath?  KV_ABSENT_NONE: there is (or zPath is not
+** a directory: opening it gives its own error).  KV_ABSENT_PATH: zPath
+** names nothing (itself or a component of its parent path).
+** KV_ABSENT_STORE: a directory that holds neither the catalog file nor the
+** wal/ folder every store has from its creation on: an empty mount point
+** whose disk is not mounted, or a folder whose files were deleted. */
+#define KV_ABSENT_NONE  0
+#define KV_ABSENT_PATH  1
+#define KV_ABSENT_STORE 2
+static int kvStoreAbsence(const char *zPath){
+  static const char *azPart[] = { "tables_meta", "wal" };
   struct stat st;
-  return stat(zPath, &st)!=0 && (errno==ENOENT || errno==ENOTDIR);
+  int i;
+  if( stat(zPath, &st)!=0 ){
+    return (errno==ENOENT || errno==ENOTDIR) ? KV_ABSENT_PATH
+                                             : KV_ABSENT_NONE;
+  }
+  if( !S_ISDIR(st.st_mode) ) return KV_ABSENT_NONE;
+  for(i=0; i<2; i++){
+    char *z = sqlite3_mprintf("%s/%s", zPath, azPart[i]);
+    int bThere = z==0 || stat(z, &st)==0 || errno!=ENOENT;
+    sqlite3_free(z);
+    if( bThere ) return KV_ABSENT_NONE;
+  }
+  return KV_ABSENT_STORE;
 }
 
 int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
@@ -171,7 +192,7 @@ int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
   char *zPath = 0;
   int rc = kvConnStorePath(p, zDir, 0, &zPath);
   if( rc!=SQLITE_OK ) return rc;
-  if( zPath && kvPathIsMissing(zPath) ){
+  if( zPath && kvStoreAbsence(zPath)!=KV_ABSENT_NONE ){
     *pzErr = sqlite3_mprintf("kv: no KV store at %s", zPath);
     rc = SQLITE_ERROR;
   }
@@ -181,14 +202,18 @@ int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
 }
 
 int kv_conn_store_attach(KvConn *p, const char *zDir, const char *zSchema,
-                         KvEngine **ppEng, char **pzMissing, char **pzErr){
+                         KvEngine **ppEng, char **pzMissing, int *pbEmpty,
+                         char **pzErr){
   char *zPath = 0;
   int rc = kvConnStorePath(p, zDir, zSchema, &zPath);
+  int eAbsent;
   *ppEng = 0;
   *pzMissing = 0;
+  *pbEmpty = 0;
   if( rc!=SQLITE_OK ) return rc;
-  if( zPath && kvPathIsMissing(zPath) ){
+  if( zPath && (eAbsent = kvStoreAbsence(zPath))!=KV_ABSENT_NONE ){
     *pzMissing = zPath;
+    *pbEmpty = eAbsent==KV_ABSENT_STORE;
     return SQLITE_OK;
   }
   sqlite3_free(zPath);

@@ -56,18 +56,21 @@ int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
                   KvEngine **ppEng, char **pzErr);
 
 /* kv_conn_store for a read that must not create a store: when the
-** directory (zDir, or the main database's sidecar) does not exist, fails
+** directory (zDir, or the main database's sidecar) does not exist or holds
+** no store (neither its catalog file nor its wal/ folder), fails
 ** with SQLITE_ERROR "kv: no KV store at <dir>" and creates nothing. */
 int kv_conn_store_existing(KvConn*, const char *zDir, KvEngine **ppEng,
                            char **pzErr);
 
 /* kv_conn_store for attaching an existing KV table (xConnect): when the
-** store directory (zDir, or schema zSchema's sidecar) does not exist,
+** store directory (zDir, or schema zSchema's sidecar) does not exist, or
+** is a directory that holds no store (an empty mount point: *pbEmpty set),
 ** creates nothing and returns SQLITE_OK with *ppEng NULL and *pzMissing
 ** the directory (sqlite3_malloc'd; the caller frees it).  Otherwise
 ** *pzMissing is NULL and the result is kv_conn_store's. */
 int kv_conn_store_attach(KvConn*, const char *zDir, const char *zSchema,
-                         KvEngine **ppEng, char **pzMissing, char **pzErr);
+                         KvEngine **ppEng, char **pzMissing, int *pbEmpty,
+                         char **pzErr);
 
 /* Why handle h takes no more operations (kv_func.c): NULL when it is
 ** active (or prepared, with bPreparedOk); else an sqlite3_mprintf'd

@@ -246,19 +246,24 @@ static void kvSetError(KvVtab *p, char *zErr){
   p->base.zErrMsg = zErr;
 }
 
-/* Open the store of a table attached while its directory was missing, if
-** the directory is back, and check that the table there is of this type.
+/* Open the store of a table attached while its directory was missing (or
+** held no store), if the directory is back, and check that the table there is of this type.
 ** Called before every read and write (and by DROP TABLE): while the
 ** directory is still missing, SQLITE_CANTOPEN with a message naming the
 ** table and the directory, and nothing is created.  SQLITE_OK with p->pEng
 ** set otherwise. */
 static int kvStoreReady(KvVtab *p){
   char *zMissing = 0, *zErr = 0;
-  int rc;
+  int rc, bEmpty = 0;
   if( p->pEng ) return SQLITE_OK;
   rc = kv_conn_store_attach(p->pConn, p->args.zDir, p->zSchema, &p->pEng,
-                            &zMissing, &zErr);
-  if( rc==SQLITE_OK && zMissing ){
+                            &zMissing, &bEmpty, &zErr);
+  if( rc==SQLITE_OK && zMissing && bEmpty ){
+    zErr = sqlite3_mprintf("kv: store %s of table %s holds no store files "
+        "(disk not mounted? files deleted?); restore them, or DROP TABLE %s",
+        zMissing, p->zName, p->zName);
+    rc = zErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
+  }else if( rc==SQLITE_OK && zMissing ){
     zErr = sqlite3_mprintf("kv: store %s of table %s is missing (moved or "
         "deleted?); restore it, or DROP TABLE %s", zMissing, p->zName,
         p->zName);
@@ -281,12 +286,12 @@ static int kvStoreReady(KvVtab *p){
 ** works: see kvStoreReady). */
 static int kvVtabStore(KvVtab *p, int bCreate, char **pzErr){
   char *zMissing = 0;
-  int rc;
+  int rc, bEmpty;
   if( bCreate ){
     return kv_conn_store(p->pConn, p->args.zDir, p->zSchema, &p->pEng, pzErr);
   }
   rc = kv_conn_store_attach(p->pConn, p->args.zDir, p->zSchema, &p->pEng,
-                            &zMissing, pzErr);
+                            &zMissing, &bEmpty, pzErr);
   sqlite3_free(zMissing);
   return rc;
 }

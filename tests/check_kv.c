@@ -1146,6 +1146,68 @@ START_TEST(test_kv_missing_dir_store_fails_only_its_tables){
 }
 END_TEST
 
+/* Number of entries of directory zDir (-1 if it cannot be read). */
+static int kv_dir_entries(const char *zDir){
+  DIR *d = opendir(zDir);
+  struct dirent *e;
+  int n = 0;
+  if( d==0 ) return -1;
+  while( (e = readdir(d))!=0 ){
+    if( strcmp(e->d_name, ".")!=0 && strcmp(e->d_name, "..")!=0 ) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+/* A dir= store whose directory is there but empty (the mount point of a
+** disk that is not mounted): every use of its table fails with
+** SQLITE_CANTOPEN naming the directory, the queries find no store, and
+** nothing is written into the empty directory; once the store is back
+** the next statement reads it. */
+START_TEST(test_kv_empty_store_dir_fails_and_creates_nothing){
+  char *zDir = th_tmpdir("kv-emptydir");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zS = sqlite3_mprintf("%s/mnt", zDir);
+  char *zAway = sqlite3_mprintf("%s/disk", zDir);
+  char *zWant = sqlite3_mprintf("kv: store %s of table t holds no store "
+      "files (disk not mounted? files deleted?); restore them, or DROP "
+      "TABLE t", zS);
+  char *zNoStore = sqlite3_mprintf("kv: no KV store at %s", zS);
+  sqlite3 *db = th_open(zDb);
+  kv_ok(db, "CREATE VIRTUAL TABLE t USING kv_btree(dir='%q');"
+            "INSERT INTO t VALUES(1, 'a')", zS);
+  sqlite3_close(db);
+  ck_assert_int_eq(rename(zS, zAway), 0);
+  ck_assert_int_eq(mkdir(zS, 0755), 0);
+  db = th_open(zDb);
+  ck_assert_int_eq(kv_fail(db, "SELECT * FROM t", 0), SQLITE_CANTOPEN);
+  ck_assert_str_eq(sqlite3_errmsg(db), zWant);
+  ck_assert_int_eq(kv_fail(db, "INSERT INTO t VALUES(2, 'b')", 0),
+                   SQLITE_CANTOPEN);
+  ck_assert_str_eq(sqlite3_errmsg(db), zWant);
+  {
+    char *zQ = sqlite3_mprintf("SELECT * FROM kv_query_with_version('t', "
+                               "1, '%q')", zS);
+    kv_fail(db, zQ, zNoStore);
+    sqlite3_free(zQ);
+  }
+  ck_assert_int_eq(kv_dir_entries(zS), 0);
+  sqlite3_close(db);
+  ck_assert_int_eq(kv_dir_entries(zS), 0);
+  ck_assert_int_eq(rmdir(zS), 0);
+  ck_assert_int_eq(rename(zAway, zS), 0);
+  db = th_open(zDb);
+  kv_text_eq(db, "SELECT value FROM t WHERE key=1", "a");
+  sqlite3_close(db);
+  sqlite3_free(zNoStore);
+  sqlite3_free(zWant);
+  sqlite3_free(zAway);
+  sqlite3_free(zS);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* DROP TABLE of a table whose store is missing drops it from the schema
 ** and creates nothing; a new CREATE then makes a new store as usual. */
 START_TEST(test_kv_drop_table_of_a_missing_store_works){
@@ -2946,6 +3008,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_vtab_of_a_removed_table_errors_and_drops);
   tcase_add_test(tc, test_kv_missing_sidecar_store_fails_and_creates_nothing);
   tcase_add_test(tc, test_kv_missing_dir_store_fails_only_its_tables);
+  tcase_add_test(tc, test_kv_empty_store_dir_fails_and_creates_nothing);
   tcase_add_test(tc, test_kv_drop_table_of_a_missing_store_works);
   tcase_add_test(tc, test_kv_restored_store_works_at_the_next_statement);
   tcase_add_test(tc, test_kv_inmemory_db_needs_dir_for_persistence);
