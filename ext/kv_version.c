@@ -208,19 +208,25 @@ static int64_t kvVerLease(const KvMapEntry *e){
 }
 
 /* Insert or replace the record of aKey (engine mutex held).  A new record
-** gets its token when TTL is on.  On failure no record is left for aKey,
-** so nobody can validate against a stale version. */
+** gets its token when TTL is on; an existing one (bMayExist: look for it)
+** is overwritten in place (no allocation) when nothing shares its map
+** nodes, which is the rule for version maps.  On failure no record is left
+** for aKey, so nobody can validate against a stale version. */
 static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
-                    int nKey, const uint8_t *aVer){
+                    int nKey, const uint8_t *aVer, int bMayExist){
   int64_t ttl = pEng->pVer->ttlMs;
   int64_t now = ttl>0 ? kvNowMs() : 0;
   uint8_t aVal[KV_VER_VAL_BYTES];
   KvMapEntry e;
   int64_t n0;
   int bNew, rc;
+  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
+  if( bMayExist && kv_map_put_inplace(v->pMap, aKey, nKey, aVal,
+                                      KV_VER_VAL_BYTES, (uint64_t)now, 0) ){
+    return SQLITE_OK;
+  }
   if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
   n0 = kv_map_count(v->pMap);
-  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
   rc = kv_map_put(&v->pMap, aKey, nKey, aVal, KV_VER_VAL_BYTES,
                   (uint64_t)now, 0);
   /* One probe: the put inserted iff the count grew (a failed put leaves
@@ -334,7 +340,7 @@ static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
     return;
   }
   kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
-  rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer);
+  rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer, 1);
   if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
     if( rc==SQLITE_OK ){
       rc = kvReceiptRecord(p->pReceipts, t, e->aKey, e->nKey, aVer);
@@ -397,7 +403,7 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   }
   kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch,
             __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED));
-  return kvVerPut(pEng, v, aKey, nKey, aVer);
+  return kvVerPut(pEng, v, aKey, nKey, aVer, 0);
 }
 
 void kvVersionSnapDrop(KvEngine *pEng){
