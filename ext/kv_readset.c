@@ -365,10 +365,48 @@ static int kvJsonMember(KvJson *p, KvElem *e){
   return kvJsonVersion(p, e);
 }
 
+/* The common form of an element, as clients write it after the first:
+** {"table":<the previous element's table, the same raw text>,"key":<an
+** integer of up to 18 digits>,"version":"<34 chars>"} with no white
+** space.  Returns 1 if the element has that form (*pRc: the outcome of
+** storing it in r and the arena), 0 to parse it the general way (p->i
+** unchanged; every error is reported there). */
+static int kvJsonElemFast(KvJson *p, KvElem *e, KvVerRead *r, int *pRc){
+  const char *z = p->z + p->i;
+  int n = p->n - p->i, j, k, iKey;
+  int64_t v;
+  if( e->iPrevTab<0 || n<9+e->nRawTab+7 || memcmp(z, "{\"table\":", 9)!=0
+   || memcmp(z+9, e->zRawTab, e->nRawTab)!=0
+   || memcmp(z+9+e->nRawTab, ",\"key\":", 7)!=0 ){
+    return 0;
+  }
+  j = k = 9 + e->nRawTab + 7;
+  while( j<n && kvJsonNumChar(z[j]) ) j++;
+  if( j==k || !kvJsonSmallInt(z+k, j-k, &v) ) return 0;
+  if( n-j<12+KV_VERSION_TEXT+2 || memcmp(z+j, ",\"version\":\"", 12)!=0
+   || z[j+12+KV_VERSION_TEXT]!='"' || z[j+13+KV_VERSION_TEXT]!='}'
+   || kv_version_parse(z+j+12, KV_VERSION_TEXT, r->aVer)!=SQLITE_OK ){
+    return 0;
+  }
+  iKey = e->data.n;
+  *pRc = kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, &e->data, p->pzErr);
+  if( *pRc==SQLITE_OK ){
+    r->zTab = (const char*)(intptr_t)e->iPrevTab; r->nTab = e->nPrevTab;
+    r->aKey = (const uint8_t*)(intptr_t)iKey; r->nKey = e->data.n - iKey;
+    p->i += j + 14 + KV_VERSION_TEXT;
+  }
+  return 1;
+}
+
 /* One element into pSet->a[pSet->n] (offsets into e->data for now). */
 static int kvJsonElem(KvJson *p, KvElem *e, KvReadSet *pSet){
   KvVerRead *r = &pSet->a[pSet->n];
   int rc = SQLITE_OK, iOff, iKey, nTab;
+  kvJsonWs(p);
+  if( kvJsonElemFast(p, e, r, &rc) ){
+    if( rc==SQLITE_OK ) pSet->n++;
+    return rc;
+  }
   e->mSeen = 0;
   if( !kvJsonEat(p, '{') ){
     return kvJsonErr(p, "must be an object with exactly \"table\", \"key\" "
