@@ -725,6 +725,19 @@ static int kvcJsonHex(KvBuf *pOut, const uint8_t *z, int n){
   return rc==SQLITE_OK ? kv_buf_append(pOut, "\"}", 2) : rc;
 }
 
+/* Write integer v in decimal to z (at least 20 bytes, no NUL); returns
+** the length.  Digits come from the unsigned magnitude, so INT64_MIN
+** needs no special case. */
+static int kvcIntText(int64_t v, char *z){
+  char a[20];
+  uint64_t u = v<0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  int i = (int)sizeof(a), n = 0;
+  do{ a[--i] = (char)('0' + u%10); u /= 10; }while( u );
+  if( v<0 ) z[n++] = '-';
+  memcpy(z+n, a+i, sizeof(a)-i);
+  return n + (int)sizeof(a) - i;
+}
+
 int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
   KvcVal v;
   char *z = 0;
@@ -733,8 +746,7 @@ int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
     switch( v.eType ){
       case SQLITE_INTEGER: {
         char zInt[24];
-        int nInt = snprintf(zInt, sizeof(zInt), "%lld", (long long)v.i);
-        rc = kv_buf_append(pOut, zInt, nInt);
+        rc = kv_buf_append(pOut, zInt, kvcIntText(v.i, zInt));
         break;
       }
       case SQLITE_FLOAT:

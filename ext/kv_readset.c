@@ -151,18 +151,39 @@ static int kvNumberKey(KvJson *p, const char *zNum, int bReal, KvBuf *pKey){
   return kv_key_encode_c(SQLITE_FLOAT, 0, r, 0, 0, pKey, p->pzErr);
 }
 
+/* Can character c be part of a number token? */
+static int kvJsonNumChar(char c){
+  return (c>='0' && c<='9') || c=='-' || c=='+' || c=='.' || c=='e'
+      || c=='E';
+}
+
+/* If the n-byte token z is an optional '-' and 1 to 18 decimal digits
+** (so it fits in 64 bits), set *pv to its value and return 1. */
+static int kvJsonSmallInt(const char *z, int n, int64_t *pv){
+  int j, k = z[0]=='-';
+  int64_t v = 0;
+  if( n-k<1 || n-k>18 ) return 0;
+  for(j=k; j<n && z[j]>='0' && z[j]<='9'; j++) v = v*10 + (z[j]-'0');
+  *pv = k ? -v : v;
+  return j==n;
+}
+
 /* A JSON number (of any length) into a key encoding. */
 static int kvJsonNumber(KvJson *p, KvBuf *pKey){
   char zStack[64], *zNum = zStack;
   int i0, n, bReal = 0, rc;
+  int64_t v;
   kvJsonWs(p);
   i0 = p->i;
-  while( p->i<p->n && p->z[p->i] && strchr("+-0123456789.eE", p->z[p->i]) ){
+  while( p->i<p->n && kvJsonNumChar(p->z[p->i]) ){
     char c = p->z[p->i++];
     if( c=='.' || c=='e' || c=='E' ) bReal = 1;
   }
   n = p->i - i0;
   if( n==0 ) return kvJsonErr(p, "bad number");
+  if( !bReal && kvJsonSmallInt(p->z+i0, n, &v) ){    /* the common case */
+    return kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, pKey, p->pzErr);
+  }
   if( n>=(int)sizeof(zStack) && (zNum = sqlite3_malloc64(n+1))==0 ){
     return SQLITE_NOMEM;
   }
@@ -248,6 +269,7 @@ struct KvElem {
   int nRawTab;
   int iPrevTab;            /* its arena offset, -1 if none */
   int nPrevTab;            /* its length in bytes */
+  int bTabReused;          /* this element's table is that one */
 };
 
 /* If the plain JSON string "zLit" (no escapes) is next, consume it. */
@@ -264,30 +286,32 @@ static int kvJsonLit(KvJson *p, const char *zLit, int nLit){
 /* The member name: 0 table, 1 key, 2 version, 3 other (or an error). */
 static int kvJsonMemberName(KvJson *p, KvElem *e, int *pk){
   static const char *azName[] = { "table", "key", "version" };
+  static const int anName[] = { 5, 3, 7 };
   int k, rc;
   for(k=0; k<3; k++){
-    if( kvJsonLit(p, azName[k], (int)strlen(azName[k])) ){ *pk = k; return 0; }
+    if( kvJsonLit(p, azName[k], anName[k]) ){ *pk = k; return 0; }
   }
   rc = kvJsonString(p, &e->tmp);           /* escaped, or unknown */
   for(k=0; rc==SQLITE_OK && k<3; k++){
-    if( e->tmp.n==(int)strlen(azName[k])
-     && memcmp(e->tmp.a, azName[k], e->tmp.n)==0 ) break;
+    if( e->tmp.n==anName[k] && memcmp(e->tmp.a, azName[k], e->tmp.n)==0 ) break;
   }
   *pk = k;
   return rc;
 }
 
-/* The "table" value: reuse the previous element's when the raw JSON text
-** is the same (a read set is usually many keys of few tables). */
+/* The "table" value: reuse the previous element's (its name, already
+** checked and stored in the arena) when the raw JSON text is the same (a
+** read set is usually many keys of few tables). */
 static int kvJsonTable(KvJson *p, KvElem *e){
   int i0, rc;
   kvJsonWs(p);
   i0 = p->i;
+  e->bTabReused = 0;
   if( e->iPrevTab>=0 && p->i+e->nRawTab<=p->n
    && memcmp(p->z+p->i, e->zRawTab, e->nRawTab)==0 ){
     p->i += e->nRawTab;
-    kv_buf_reset(&e->tab);
-    return kv_buf_append(&e->tab, e->data.a+e->iPrevTab, e->nPrevTab);
+    e->bTabReused = 1;
+    return SQLITE_OK;
   }
   rc = kvJsonString(p, &e->tab);
   if( rc==SQLITE_OK ){
@@ -341,10 +365,48 @@ static int kvJsonMember(KvJson *p, KvElem *e){
   return kvJsonVersion(p, e);
 }
 
+/* The common form of an element, as clients write it after the first:
+** {"table":<the previous element's table, the same raw text>,"key":<an
+** integer of up to 18 digits>,"version":"<34 chars>"} with no white
+** space.  Returns 1 if the element has that form (*pRc: the outcome of
+** storing it in r and the arena), 0 to parse it the general way (p->i
+** unchanged; every error is reported there). */
+static int kvJsonElemFast(KvJson *p, KvElem *e, KvVerRead *r, int *pRc){
+  const char *z = p->z + p->i;
+  int n = p->n - p->i, j, k, iKey;
+  int64_t v;
+  if( e->iPrevTab<0 || n<9+e->nRawTab+7 || memcmp(z, "{\"table\":", 9)!=0
+   || memcmp(z+9, e->zRawTab, e->nRawTab)!=0
+   || memcmp(z+9+e->nRawTab, ",\"key\":", 7)!=0 ){
+    return 0;
+  }
+  j = k = 9 + e->nRawTab + 7;
+  while( j<n && kvJsonNumChar(z[j]) ) j++;
+  if( j==k || !kvJsonSmallInt(z+k, j-k, &v) ) return 0;
+  if( n-j<12+KV_VERSION_TEXT+2 || memcmp(z+j, ",\"version\":\"", 12)!=0
+   || z[j+12+KV_VERSION_TEXT]!='"' || z[j+13+KV_VERSION_TEXT]!='}'
+   || kv_version_parse(z+j+12, KV_VERSION_TEXT, r->aVer)!=SQLITE_OK ){
+    return 0;
+  }
+  iKey = e->data.n;
+  *pRc = kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, &e->data, p->pzErr);
+  if( *pRc==SQLITE_OK ){
+    r->zTab = (const char*)(intptr_t)e->iPrevTab; r->nTab = e->nPrevTab;
+    r->aKey = (const uint8_t*)(intptr_t)iKey; r->nKey = e->data.n - iKey;
+    p->i += j + 14 + KV_VERSION_TEXT;
+  }
+  return 1;
+}
+
 /* One element into pSet->a[pSet->n] (offsets into e->data for now). */
 static int kvJsonElem(KvJson *p, KvElem *e, KvReadSet *pSet){
   KvVerRead *r = &pSet->a[pSet->n];
-  int rc = SQLITE_OK, iOff;
+  int rc = SQLITE_OK, iOff, iKey, nTab;
+  kvJsonWs(p);
+  if( kvJsonElemFast(p, e, r, &rc) ){
+    if( rc==SQLITE_OK ) pSet->n++;
+    return rc;
+  }
   e->mSeen = 0;
   if( !kvJsonEat(p, '{') ){
     return kvJsonErr(p, "must be an object with exactly \"table\", \"key\" "
@@ -358,14 +420,24 @@ static int kvJsonElem(KvJson *p, KvElem *e, KvReadSet *pSet){
                    "\"version\"");
   }
   if( rc!=SQLITE_OK ) return rc;
-  iOff = e->data.n;
-  rc = kv_buf_append(&e->data, e->tab.a ? e->tab.a : (uint8_t*)"", e->tab.n);
-  if( rc==SQLITE_OK ) rc = kv_buf_append(&e->data, "", 1);
+  if( e->bTabReused ){                   /* share the stored name */
+    iOff = e->iPrevTab;
+    nTab = e->nPrevTab;
+  }else{
+    iOff = e->data.n;
+    nTab = e->tab.n;
+    rc = kv_buf_append(&e->data, e->tab.a ? e->tab.a : (uint8_t*)"", nTab);
+    if( rc==SQLITE_OK ) rc = kv_buf_append(&e->data, "", 1);
+    if( rc==SQLITE_OK && e->iPrevTab==-2 ){
+      e->iPrevTab = iOff;
+      e->nPrevTab = nTab;
+    }
+  }
+  iKey = e->data.n;
   if( rc==SQLITE_OK ) rc = kv_buf_append(&e->data, e->key.a, e->key.n);
   if( rc!=SQLITE_OK ) return rc;
-  if( e->iPrevTab==-2 ){ e->iPrevTab = iOff; e->nPrevTab = e->tab.n; }
-  r->zTab = (const char*)(intptr_t)iOff; r->nTab = e->tab.n;
-  r->aKey = (const uint8_t*)(intptr_t)(iOff + e->tab.n + 1);
+  r->zTab = (const char*)(intptr_t)iOff; r->nTab = nTab;
+  r->aKey = (const uint8_t*)(intptr_t)iKey;
   r->nKey = e->key.n;
   memcpy(r->aVer, e->aVer, KV_VERSION_BYTES);
   pSet->n++;
@@ -397,8 +469,11 @@ static int kvReadSetGrow(KvReadSet *pSet, int *pnAlloc){
 
 static int kvReadCmp(const void *pA, const void *pB){
   const KvVerRead *a = pA, *b = pB;
-  int c = memcmp(a->zTab, b->zTab, a->nTab<b->nTab ? a->nTab : b->nTab);
-  if( c==0 ) c = a->nTab - b->nTab;
+  int c = 0;
+  if( a->zTab!=b->zTab || a->nTab!=b->nTab ){    /* else: one stored name */
+    c = memcmp(a->zTab, b->zTab, a->nTab<b->nTab ? a->nTab : b->nTab);
+    if( c==0 ) c = a->nTab - b->nTab;
+  }
   if( c==0 ) c = memcmp(a->aKey, b->aKey, a->nKey<b->nKey ? a->nKey : b->nKey);
   return c ? c : a->nKey - b->nKey;
 }

@@ -96,37 +96,58 @@ static void kvVerMake(uint8_t *aVer, int bDelete, uint64_t hi, uint64_t lo){
   kvPut64(aVer+9, lo);
 }
 
+/* Two lowercase hex digits per byte value, for rendering. */
+static const char kvHexPair[] =
+  "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+  "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+  "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+  "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+  "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+  "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+  "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+  "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
 void kv_version_text(const uint8_t *aVer, char *z){
-  static const char hex[] = "0123456789abcdef";
   int i;
   z[0] = (char)aVer[0];
   z[1] = ':';
-  for(i=0; i<16; i++){
-    z[2+2*i] = hex[aVer[1+i]>>4];
-    z[3+2*i] = hex[aVer[1+i]&15];
-  }
+  for(i=0; i<16; i++) memcpy(&z[2+2*i], &kvHexPair[2*aVer[1+i]], 2);
   z[KV_VERSION_TEXT] = 0;
 }
 
-static int kvHexDigit(char c){
-  if( c>='0' && c<='9' ) return c-'0';
-  if( c>='a' && c<='f' ) return c-'a'+10;
-  if( c>='A' && c<='F' ) return c-'A'+10;
-  return -1;
-}
+/* The value of a hex digit (either case) by character, -1 for others. */
+static const signed char kvHexValue[256] = {
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+   0,  1,  2,  3,  4,  5,  6,  7,  8,  9, -1, -1, -1, -1, -1, -1,
+  -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, 10, 11, 12, 13, 14, 15, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+  -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+};
 
 int kv_version_parse(const char *z, int n, uint8_t *aVer){
-  int i;
+  int i, bad = 0;
   if( n!=KV_VERSION_TEXT || (z[0]!='u' && z[0]!='d') || z[1]!=':' ){
     return SQLITE_ERROR;
   }
   aVer[0] = (uint8_t)z[0];
   for(i=0; i<16; i++){
-    int h = kvHexDigit(z[2+2*i]), l = kvHexDigit(z[3+2*i]);
-    if( h<0 || l<0 ) return SQLITE_ERROR;
-    aVer[1+i] = (uint8_t)(h<<4 | l);
+    int h = kvHexValue[(unsigned char)z[2+2*i]];
+    int l = kvHexValue[(unsigned char)z[3+2*i]];
+    bad |= h | l;                  /* negative if either is not a digit */
+    aVer[1+i] = (uint8_t)(((unsigned)h<<4) | (unsigned)l);
   }
-  return SQLITE_OK;
+  return bad<0 ? SQLITE_ERROR : SQLITE_OK;
 }
 
 /* ------------------------------------------------------------ tables --- */
@@ -208,19 +229,25 @@ static int64_t kvVerLease(const KvMapEntry *e){
 }
 
 /* Insert or replace the record of aKey (engine mutex held).  A new record
-** gets its token when TTL is on.  On failure no record is left for aKey,
-** so nobody can validate against a stale version. */
+** gets its token when TTL is on; an existing one (bMayExist: look for it)
+** is overwritten in place (no allocation) when nothing shares its map
+** nodes, which is the rule for version maps.  On failure no record is left
+** for aKey, so nobody can validate against a stale version. */
 static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
-                    int nKey, const uint8_t *aVer){
+                    int nKey, const uint8_t *aVer, int bMayExist){
   int64_t ttl = pEng->pVer->ttlMs;
   int64_t now = ttl>0 ? kvNowMs() : 0;
   uint8_t aVal[KV_VER_VAL_BYTES];
   KvMapEntry e;
   int64_t n0;
   int bNew, rc;
+  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
+  if( bMayExist && kv_map_put_inplace(v->pMap, aKey, nKey, aVal,
+                                      KV_VER_VAL_BYTES, (uint64_t)now, 0) ){
+    return SQLITE_OK;
+  }
   if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
   n0 = kv_map_count(v->pMap);
-  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
   rc = kv_map_put(&v->pMap, aKey, nKey, aVal, KV_VER_VAL_BYTES,
                   (uint64_t)now, 0);
   /* One probe: the put inserted iff the count grew (a failed put leaves
@@ -334,7 +361,7 @@ static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
     return;
   }
   kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
-  rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer);
+  rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer, 1);
   if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
     if( rc==SQLITE_OK ){
       rc = kvReceiptRecord(p->pReceipts, t, e->aKey, e->nKey, aVer);
@@ -397,7 +424,7 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   }
   kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch,
             __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED));
-  return kvVerPut(pEng, v, aKey, nKey, aVer);
+  return kvVerPut(pEng, v, aKey, nKey, aVer, 0);
 }
 
 void kvVersionSnapDrop(KvEngine *pEng){

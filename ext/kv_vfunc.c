@@ -536,32 +536,42 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* ------------------------------------------------ kv_commit_with_version --- */
 
-/* Append receipt r as JSON to p.  pzLastTab, piTab and pnTab remember where
-** the last table name was rendered in p, so a run of receipts of one
-** table renders its name once. */
+/* The JSON text every receipt of one table starts with, rendered once
+** per run of that table's receipts: '{"table":<name>,"key":'. */
+typedef struct KvReceiptHead KvReceiptHead;
+struct KvReceiptHead {
+  const char *zTab;          /* the table it was rendered for */
+  KvBuf json;
+};
+
+/* Append receipt r as JSON to p (a comma first unless bFirst): the head
+** of its table, its key, then the version and op written straight from
+** the version bytes into one tail. */
 static int kvReceiptJson(KvBuf *p, const KvVerReceipt *r, int bFirst,
-                         const char **pzLastTab, int *piTab, int *pnTab){
-  char zVer[KV_VERSION_TEXT+1];
-  int rc = kv_buf_append(p, bFirst ? "{\"table\":" : ",{\"table\":",
-                         bFirst ? 9 : 10);
-  kv_version_text(r->aVer, zVer);
-  if( rc==SQLITE_OK && r->zTab==*pzLastTab && *pnTab<=256 ){
-    char zTab[256];                /* a copy: appending may move p->a */
-    memcpy(zTab, p->a + *piTab, *pnTab);
-    rc = kv_buf_append(p, zTab, *pnTab);
-  }else if( rc==SQLITE_OK ){
-    *piTab = p->n;
-    rc = kv_json_text(p, (const uint8_t*)r->zTab, r->nTab);
-    *pnTab = p->n - *piTab;
-    *pzLastTab = r->zTab;
+                         KvReceiptHead *pHead){
+  static const char zUp[] = "\",\"op\":\"upsert\"}";
+  static const char zDel[] = "\",\"op\":\"delete\"}";
+  char zTail[12 + KV_VERSION_TEXT + 1 + sizeof(zUp)];
+  int rc = SQLITE_OK;
+  if( r->zTab!=pHead->zTab ){
+    kv_buf_reset(&pHead->json);
+    rc = kv_buf_append(&pHead->json, ",{\"table\":", 10);
+    if( rc==SQLITE_OK ){
+      rc = kv_json_text(&pHead->json, (const uint8_t*)r->zTab, r->nTab);
+    }
+    if( rc==SQLITE_OK ) rc = kv_buf_append(&pHead->json, ",\"key\":", 7);
+    if( rc!=SQLITE_OK ) return rc;
+    pHead->zTab = r->zTab;
   }
-  if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"key\":", 7);
+  rc = kv_buf_append(p, pHead->json.a + (bFirst ? 1 : 0),
+                     pHead->json.n - (bFirst ? 1 : 0));
   if( rc==SQLITE_OK ) rc = kv_key_json(r->aKey, r->nKey, p);
-  if( rc==SQLITE_OK ) rc = kv_buf_append(p, ",\"version\":\"", 12);
-  if( rc==SQLITE_OK ) rc = kv_buf_append(p, zVer, KV_VERSION_TEXT);
+  memcpy(zTail, ",\"version\":\"", 12);
+  kv_version_text(r->aVer, zTail+12);
+  memcpy(zTail+12+KV_VERSION_TEXT, r->aVer[0]=='d' ? zDel : zUp,
+         sizeof(zUp)-1);
   if( rc==SQLITE_OK ){
-    rc = r->aVer[0]=='d' ? kv_buf_append(p, "\",\"op\":\"delete\"}", 16)
-                         : kv_buf_append(p, "\",\"op\":\"upsert\"}", 16);
+    rc = kv_buf_append(p, zTail, 12 + KV_VERSION_TEXT + (int)sizeof(zUp)-1);
   }
   return rc;
 }
@@ -571,10 +581,10 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
   KvVerReceipts *pR = 0;
   KvBuf out = {0, 0, 0};
+  KvReceiptHead head = {0, {0, 0, 0}};
   char *zErr = 0;
   KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &zErr);
-  const char *zLastTab = 0;
-  int i, iTab = 0, nTab = 0, rc = h ? SQLITE_OK : SQLITE_ERROR;
+  int i, rc = h ? SQLITE_OK : SQLITE_ERROR;
   (void)argc;
   if( rc==SQLITE_OK ) rc = kv_version_commit(h->pRoot, &pR, &zErr);
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_COMMIT_OK : KV_METRIC_COMMIT_FAIL);
@@ -585,15 +595,18 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   }
   if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "[", 1);
   for(i=0; rc==SQLITE_OK && i<pR->n; i++){
-    rc = kvReceiptJson(&out, &pR->a[i], i==0, &zLastTab, &iTab, &nTab);
+    rc = kvReceiptJson(&out, &pR->a[i], i==0, &head);
   }
   if( rc==SQLITE_OK ) rc = kv_buf_append(&out, "]", 1);
   if( rc==SQLITE_OK ){
-    sqlite3_result_text(ctx, (const char*)out.a, out.n, SQLITE_TRANSIENT);
+    /* The buffer is an sqlite3_malloc64 allocation: hand it over. */
+    sqlite3_result_text(ctx, (const char*)out.a, out.n, sqlite3_free);
+    out.a = 0;
   }else{
     kvVfError(ctx, rc, zErr);
   }
   kv_version_receipts_free(pR);
+  kv_buf_free(&head.json);
   kv_buf_free(&out);
 }
 

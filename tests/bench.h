@@ -47,6 +47,11 @@ double bench_kvversion_256(int bCandidate, const char *zDir);
 double bench_kvversion_btree_1(int bCandidate, const char *zDir);
 double bench_kvversion_btree_16(int bCandidate, const char *zDir);
 double bench_kvversion_btree_256(int bCandidate, const char *zDir);
+/* The same on a kv_memory table with persistence=1 (a WAL sync per
+** commit). */
+double bench_kvversion_durable_1(int bCandidate, const char *zDir);
+double bench_kvversion_durable_16(int bCandidate, const char *zDir);
+double bench_kvversion_durable_256(int bCandidate, const char *zDir);
 /* tests/bench_kvbtree.c */
 double bench_kv_btree_upsert(int bCandidate, const char *zDir);
 double bench_kv_btree_upsert_drained(int bCandidate, const char *zDir);

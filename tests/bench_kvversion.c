@@ -1,8 +1,10 @@
 /*
 ** bench_kvversion.c -- make bench workloads of the key-version protocol:
-** versioned against ordinary 2PC on a kv_memory table and on a kv_btree
-** table (persistence=0, so no WAL flush per commit), through SQL, at 1, 16
-** and 256 keys per transaction.
+** versioned against ordinary 2PC through SQL, at 1, 16 and 256 keys per
+** transaction, on a kv_memory table in an in-memory store (no WAL: the
+** protocol's CPU cost alone), on a kv_memory table with persistence=1
+** (the "durable" rows: each commit is one root-WAL append and fdatasync)
+** and on a kv_btree table (always persistent, so durable the same way).
 **
 ** Each transaction reads its keys, writes each of them once and commits,
 ** and both sides read their keys with ONE statement over the same JSON
@@ -12,12 +14,16 @@
 ** stepping every row, kv_put of every key, kv_prepare, kv_commit.
 ** Candidate (versioned):
 **   SELECT key, value, version FROM kv_query_with_versions('t', keys)
-** stepping every row and appending it to the read-set JSON, kv_begin,
+** stepping every row and appending it to the read-set JSON (with plain
+** appends, as an efficient client would; the key list is built by the
+** same code on both sides), kv_begin,
 ** kv_put of every key, kv_prepare_with_version with the read set,
 ** kv_commit_with_version (whose receipts are checked and rendered as
 ** JSON).  The table is preloaded with 4096 keys; transactions walk them in
 ** order.  Cost: the time of a fixed number of keys over all transactions
-** (KVV_TOTAL_KEYS on kv_memory, a sixteenth of it on kv_btree).
+** (KVV_TOTAL_KEYS in memory, a sixteenth of it on the persistent tables,
+** whose commits each wait for a sync; the durable kv_memory rows run at
+** least 32 transactions, so 8192 keys at 256 keys per transaction).
 */
 #include "config.h"
 #include "tests/bench.h"
@@ -55,9 +61,10 @@ static void benchvClose(BenchV *b){
   sqlite3_close(b->db);
 }
 
-/* zType: the table type; zDir: a scratch directory for a persistent one
-** (the main database is zDir/main.db, so the handles and queries use its
-** sidecar store). */
+/* zType: the table type and arguments; zDir: a scratch directory for a
+** persistent one (the main database is zDir/main.db, so the handles and
+** queries use its sidecar store).  Plain "kv_memory" runs on an in-memory
+** main database, so its store is in memory too. */
 static int benchvOpen(BenchV *b, const char *zType, const char *zDir){
   static const char *azSql[] = {
     "SELECT kv_begin()",
@@ -145,23 +152,67 @@ static int benchvOrdinary(BenchV *b, int iFirst, int nKey, int iRound){
   return rc;
 }
 
+/* The read-set text a versioned client builds (NUL-terminated). */
+typedef struct BenchvText BenchvText;
+struct BenchvText {
+  char *z;
+  int n, nAlloc;
+  int rc;                         /* SQLITE_NOMEM once an append failed */
+};
+
+static void benchvAppend(BenchvText *p, const char *z, int n){
+  if( p->rc!=SQLITE_OK ) return;
+  if( p->n+n+1>p->nAlloc ){
+    int nNew = p->nAlloc ? p->nAlloc*2 : 4096;
+    char *zNew;
+    while( nNew<p->n+n+1 ) nNew *= 2;
+    if( (zNew = sqlite3_realloc64(p->z, nNew))==0 ){
+      p->rc = SQLITE_NOMEM;
+      return;
+    }
+    p->z = zNew;
+    p->nAlloc = nNew;
+  }
+  memcpy(p->z+p->n, z, n);
+  p->n += n;
+  p->z[p->n] = 0;
+}
+
+/* Append integer v in decimal. */
+static void benchvAppendInt(BenchvText *p, sqlite3_int64 v){
+  char a[24];
+  sqlite3_uint64 u = v<0 ? (sqlite3_uint64)0-(sqlite3_uint64)v
+                         : (sqlite3_uint64)v;
+  int i = (int)sizeof(a);
+  do{ a[--i] = (char)('0'+u%10); u /= 10; }while( u );
+  if( v<0 ) a[--i] = '-';
+  benchvAppend(p, a+i, (int)sizeof(a)-i);
+}
+
 /* One versioned transaction over the same keys. */
 static int benchvVersioned(BenchV *b, int iFirst, int nKey, int iRound){
-  sqlite3_str *pJson = sqlite3_str_new(b->db);
+  static const char zHead[] = "{\"table\":\"t\",\"key\":";
+  static const char zMid[] = ",\"version\":\"";
+  BenchvText json = {0, 0, 0, SQLITE_OK};
   sqlite3_int64 h = 0;
   char *zJson;
   int i, rc = SQLITE_OK;
-  sqlite3_str_appendchar(pJson, 1, '[');
+  benchvAppend(&json, "[", 1);
   sqlite3_bind_text(b->pQuery, 2, benchvKeys(iFirst, nKey), -1, sqlite3_free);
   for(i=0; sqlite3_step(b->pQuery)==SQLITE_ROW; i++){
-    sqlite3_str_appendf(pJson, "%s{\"table\":\"t\",\"key\":%d,\"version\":"
-        "\"%s\"}", i ? "," : "", sqlite3_column_int(b->pQuery, 0),
-        sqlite3_column_text(b->pQuery, 2));
+    if( i ) benchvAppend(&json, ",", 1);
+    benchvAppend(&json, zHead, (int)sizeof(zHead)-1);
+    benchvAppendInt(&json, sqlite3_column_int64(b->pQuery, 0));
+    benchvAppend(&json, zMid, (int)sizeof(zMid)-1);
+    benchvAppend(&json, (const char*)sqlite3_column_text(b->pQuery, 2),
+                 sqlite3_column_bytes(b->pQuery, 2));
+    benchvAppend(&json, "\"}", 2);
   }
   rc = sqlite3_reset(b->pQuery);
   if( rc==SQLITE_OK && i!=nKey ) rc = SQLITE_ERROR;
-  sqlite3_str_appendchar(pJson, 1, ']');
-  zJson = sqlite3_str_finish(pJson);
+  benchvAppend(&json, "]", 1);
+  if( rc==SQLITE_OK ) rc = json.rc;
+  zJson = json.z;
   if( sqlite3_step(b->pBegin)==SQLITE_ROW ) h = sqlite3_column_int64(b->pBegin, 0);
   sqlite3_reset(b->pBegin);
   for(i=0; rc==SQLITE_OK && i<nKey; i++){
@@ -183,7 +234,11 @@ static double benchvRun(int bCandidate, int nKey, const char *zType,
   double t0, t1;
   int nTotal = strcmp(zType, "kv_memory")==0 ? KVV_TOTAL_KEYS
                                               : KVV_TOTAL_KEYS/16;
-  int i, rc, nTxn = nTotal/nKey;
+  int i, rc, nTxn;
+  if( strstr(zType, "persistence=1") && nTotal<32*nKey ){
+    nTotal = 32*nKey;             /* durable rows: at least 32 commits */
+  }
+  nTxn = nTotal/nKey;
   if( benchvOpen(&b, zType, zDir)!=SQLITE_OK ) return -1;
   t0 = bench_now();
   for(i=0, rc=SQLITE_OK; rc==SQLITE_OK && i<nTxn; i++){
@@ -217,4 +272,16 @@ double bench_kvversion_btree_16(int bCandidate, const char *zDir){
 
 double bench_kvversion_btree_256(int bCandidate, const char *zDir){
   return benchvRun(bCandidate, 256, "kv_btree", zDir);
+}
+
+double bench_kvversion_durable_1(int bCandidate, const char *zDir){
+  return benchvRun(bCandidate, 1, "kv_memory(persistence=1)", zDir);
+}
+
+double bench_kvversion_durable_16(int bCandidate, const char *zDir){
+  return benchvRun(bCandidate, 16, "kv_memory(persistence=1)", zDir);
+}
+
+double bench_kvversion_durable_256(int bCandidate, const char *zDir){
+  return benchvRun(bCandidate, 256, "kv_memory(persistence=1)", zDir);
 }

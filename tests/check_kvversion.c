@@ -9,6 +9,7 @@
 #include "tests/harness.h"
 #include "ext/kv_engine.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -273,6 +274,78 @@ START_TEST(test_kvv_long_json_numbers_are_keys){
   sqlite3_free(zSql);
   th_exec(db, "SELECT kv_commit_with_version(1)");
   sqlite3_free(zV); sqlite3_free(zBig); sqlite3_free(zOne);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The read-set parser's shortcuts (short integers, a table name repeated
+** in the same raw form, the compact element form, hex digits of either
+** case) name the same keys and tables as the general forms, and receipts
+** render every integer key exactly, INT64_MIN and INT64_MAX included.
+** _i = 0: elements with white space and an escaped table name (the
+** general parser); 1: compact elements, as clients write them (the
+** shortcut where the key is a short integer, the general parser for the
+** others). */
+START_TEST(test_kvv_read_set_number_and_table_forms_match){
+  static const char *azKey[] = { "123456789012345678", "-42", "0",
+    "9223372036854775807", "-9223372036854775808", "-17" };
+  static const char *azJson[] = { "123456789012345678", "-4.2e1", "-0",
+    "9223372036854775807", "-9223372036854775808", "-17" };
+  static const char *azTab[] = { "t", "\\u0074", "t", "t", "t", "t" };
+  char *zDir = th_tmpdir("kvv-forms");
+  sqlite3 *db = kvv_db();
+  sqlite3_str *pSet = sqlite3_str_new(0);
+  char *zSet, *zSql, *zR;
+  int i;
+  kvv_mk(db, "t", zDir, 0);
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 1);
+  sqlite3_str_appendchar(pSet, 1, '[');
+  for(i=0; i<6; i++){
+    char *zV = kvv_version(db, "t", azKey[i]);
+    int j;
+    if( i==3 ) for(j=2; zV[j]; j++) zV[j] = (char)toupper(zV[j]);
+    if( _i ){
+      sqlite3_str_appendf(pSet, "%s{\"table\":\"t\",\"key\":%s,"
+          "\"version\":\"%s\"}", i ? "," : "", azJson[i], zV);
+    }else{
+      sqlite3_str_appendf(pSet, "%s {\"table\" : \"%s\",\"key\": %s , "
+          "\"version\":\"%s\"}", i ? "," : "", azTab[i], azJson[i], zV);
+    }
+    zSql = sqlite3_mprintf("SELECT kv_put(1, 't', %s, 'w')", azKey[i]);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    sqlite3_free(zV);
+  }
+  sqlite3_str_appendchar(pSet, 1, ']');
+  zSet = sqlite3_str_finish(pSet);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, %Q)", zSet);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  zR = th_text(db, "SELECT kv_commit_with_version(1)");
+  ck_assert_ptr_nonnull(zR);
+  for(i=0; i<6; i++){
+    char *zWant = sqlite3_mprintf("\"key\":%s,", azKey[i]);
+    ck_assert_msg(strstr(zR, zWant)!=0, "%s lacks %s", zR, zWant);
+    sqlite3_free(zWant);
+  }
+  /* the same key named twice, through an escaped and a plain table name
+  ** and through the repeated raw form, is rejected */
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 2);
+  th_exec(db, "SELECT kv_put(2, 't', 5, 'w')");
+  kvv_fail(db, "SELECT kv_prepare_with_version(2, '[{\"table\":\"t\",\"key\":5,"
+      "\"version\":\"u:00000000000000000000000000000001\"},{\"table\":"
+      "\"\\u0074\",\"key\":5.0,\"version\":\"u:00000000000000000000000000000001"
+      "\"}]')", "names table t key 5 twice");
+  kvv_fail(db, "SELECT kv_prepare_with_version(2, '[{\"table\":\"t\",\"key\":5,"
+      "\"version\":\"u:00000000000000000000000000000001\"},{\"table\":\"t\","
+      "\"key\":5,\"version\":\"u:00000000000000000000000000000002\"}]')",
+      "names table t key 5 twice");
+  kvv_fail(db, "SELECT kv_prepare_with_version(2, '[{\"table\":\"t\",\"key\":5,"
+      "\"version\":\"u:0000000000000000000000000000000g\"}]')",
+      "\"version\" must be");
+  sqlite3_free(zR);
+  sqlite3_free(zSet);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -1937,6 +2010,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
   tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
+  tcase_add_loop_test(tc, test_kvv_read_set_number_and_table_forms_match,
+                      0, 2);
   tcase_add_test(tc, test_kvv_query_of_a_missing_store_creates_nothing);
   tcase_add_test(tc, test_kvv_store_options_of_a_missing_store_creates_nothing);
   tcase_add_test(tc, test_kvv_version_tables_are_direct_only);
