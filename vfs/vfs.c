@@ -309,6 +309,27 @@ static void depotBeginRead(DepotFile *p){
   depot_chunk_cache_stable(&p->chunks, p->bReadTxn);
 }
 
+/* The head of the handle's branch could not be read (rc, *pzErr).  When
+** the branch record is gone too, the branch was dropped and then reclaimed
+** by depot_gc since this handle opened it: that is no corruption, and the
+** handle can never read again, so say so with SQLITE_CANTOPEN.  Any other
+** case keeps rc and its message. */
+static int depotReclaimed(DepotFile *p, int rc, char **pzErr){
+  BranchRecord rec;
+  char *zErr = 0;
+  if( depot_branch_get(p->pStore, p->iBranch, &rec, &zErr)!=SQLITE_NOTFOUND ){
+    sqlite3_free(zErr);
+    return rc;
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("depot: database %s branch %s: branch %llu,"
+      " which this connection reads, was dropped and then reclaimed by"
+      " depot_gc; reopen the database", p->zDb, p->zBranch,
+      (unsigned long long)p->iBranch);
+  return SQLITE_CANTOPEN;
+}
+
 /* Resolve the name (until it has its own branch) and pin the head: the
 ** branch's own, or the inherited branch's state at the bucket fork.  The
 ** snapshot is read inside a store read transaction that lasts until the
@@ -335,6 +356,7 @@ static int depotPin(DepotFile *p){
                                            &zErr);
   }else if( rc==SQLITE_OK ){
     rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+    if( rc==SQLITE_CORRUPT ) rc = depotReclaimed(p, rc, &zErr);
     if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iBranch, p->snap.iTxid,
                                            &zErr);
   }
