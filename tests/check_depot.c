@@ -1084,6 +1084,22 @@ START_TEST(test_depot_journal_mode_wal_and_memory_are_refused){
 }
 END_TEST
 
+START_TEST(test_depot_mmap_size_pragma_answers_zero){
+  /* A depot database is never memory-mapped: PRAGMA mmap_size answers 0,
+  ** set or read, as on a plain file opened with memory mapping off (an
+  ** answer with no row breaks code that reads the value back). */
+  char *zDir = th_tmpdir("depot-mmap");
+  sqlite3 *db = open_depot(zDir, "m", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  ck_assert_int_eq(th_int(db, "PRAGMA mmap_size=268435456"), 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA mmap_size"), 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA main.mmap_size"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_cache_kb_pragma_reads_sets_and_validates){
   char *zDir = th_tmpdir("depot-cache");
   sqlite3 *db = open_depot(zDir, "c", "cache_kb=100");
@@ -1892,6 +1908,7 @@ Suite *depot_test_suite(void){
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
+  tcase_add_test(tc, test_depot_mmap_size_pragma_answers_zero);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
                       (int)(sizeof(azBadUri)/sizeof(azBadUri[0])));
   tcase_add_test(tc, test_depot_missing_database_without_create_cannot_open);

@@ -897,6 +897,11 @@ static int depotFileControl(sqlite3_file *pFile, int op, void *pArg){
     case SQLITE_FCNTL_VFSNAME:
       *(char**)pArg = sqlite3_mprintf("%s", DEPOT_VFS_NAME);
       return SQLITE_OK;
+    case SQLITE_FCNTL_MMAP_SIZE:
+      /* Pages come from the store, never from a mapping: PRAGMA mmap_size
+      ** answers 0 (without this it would answer no row at all). */
+      *(sqlite3_int64*)pArg = 0;
+      return SQLITE_OK;
 #ifdef SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
     case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
       return bDepotBatch ? SQLITE_OK : SQLITE_NOTFOUND;
