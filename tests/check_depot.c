@@ -660,9 +660,11 @@ END_TEST
 ** (faultSyncs) fails; 0 = off. */
 static int faultWrites = 0, faultSyncs = 0;
 static int faultWriteRc = SQLITE_IOERR_WRITE;   /* what a failing write returns */
+static int faultExitMainWrites = 0;   /* the process dies at the Nth write to
+                                      ** a main database file; 0 = off */
 static sqlite3_vfs *pFaultRoot = 0;
 typedef struct FaultFile FaultFile;
-struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
+struct FaultFile { sqlite3_file base; sqlite3_file *pReal; int bMainDb; };
 
 static int faultHit(int *pCount){
   return *pCount>0 && --*pCount==0;
@@ -673,6 +675,7 @@ static int fRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
   return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
 }
 static int fWrite(sqlite3_file *f, const void *p, int n, sqlite3_int64 o){
+  if( ((FaultFile*)f)->bMainDb && faultHit(&faultExitMainWrites) ) _exit(0);
   if( faultHit(&faultWrites) ) return faultWriteRc;
   return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
 }
@@ -719,6 +722,7 @@ static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
   int rc;
   (void)v;
   p->pReal = (sqlite3_file*)&p[1];
+  p->bMainDb = (fl & SQLITE_OPEN_MAIN_DB)!=0;
   rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
   p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
   return rc;
@@ -735,6 +739,61 @@ static void setup_fault_vfs(void){
   faultVfs.pAppData = 0;
   ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 0), SQLITE_OK);
 }
+
+/* The statements of the crash test below, run in the child that dies. */
+static int superjournal_child(const char *zDir, const char *zAttach){
+  sqlite3 *db = 0;
+  char *zUri = depot_uri(zDir, "m", 0);
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                           |SQLITE_OPEN_URI, 0);
+  sqlite3_free(zUri);
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(db, zAttach, 0, 0, 0);
+  faultExitMainWrites = 20;
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "BEGIN; UPDATE main.t SET a=1;"
+      " UPDATE p.t SET v=printf('%08d-%.900c', 1, 'x'); COMMIT", 0, 0, 0);
+  return 3;                           /* the crash did not come */
+}
+
+START_TEST(test_depot_crash_in_commit_leaves_attached_plain_file_whole){
+  /* A transaction writes the depot main database and a plain file attached
+  ** through another VFS; the process dies while the plain file's pages are
+  ** being written, after the depot database published.  The plain file's
+  ** journal names the super-journal, so the super-journal must be a file
+  ** on disk until the commit is done: then the next open of the plain
+  ** file rolls it back.  Kept in memory, the plain file was left half
+  ** written ("database disk image is malformed"). */
+  char *zDir = th_tmpdir("depot-superjournal");
+  char *zAttach, *z;
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  setup_fault_vfs();
+  zAttach = sqlite3_mprintf("ATTACH 'file:%s/plain.db?vfs=faulty' AS p", zDir);
+  db = open_depot(zDir, "m", 0);
+  th_exec(db, zAttach);
+  th_exec(db, "CREATE TABLE main.t(a); INSERT INTO main.t VALUES(0);"
+      "CREATE TABLE p.t(k INTEGER PRIMARY KEY, v TEXT);"
+      "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s"
+      " WHERE i<400) INSERT INTO p.t SELECT i, printf('%08d-%.900c', 0, 'x')"
+      " FROM s");
+  sqlite3_close(db);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ) _exit(superjournal_child(zDir, zAttach));
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  z = sqlite3_mprintf("%s/plain.db", zDir);
+  db = th_open(z);
+  sqlite3_free(z);
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE v=printf("
+                   "'%08d-%.900c', 0, 'x')"), 400);
+  sqlite3_close(db);
+  ck_assert_int_eq(th_count_suffix(zDir, "-journal"), 0);
+  sqlite3_free(zAttach);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 /* {Nth write fails, Nth sync fails} for one commit of about 40 pages. */
 static const int aFault[][2] = {
@@ -1937,6 +1996,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_store_write_and_sync_failures_fail_commit_cleanly);
   tcase_add_test(tc, test_depot_failed_store_write_logs_the_store_file);
+  tcase_add_test(tc,
+      test_depot_crash_in_commit_leaves_attached_plain_file_whole);
   tcase_add_test(tc, test_depot_open_on_full_disk_fails_full_naming_the_cause);
   tcase_add_test(tc,
       test_depot_corrupt_commit_row_and_unknown_layout_are_errors);

@@ -1130,10 +1130,19 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
   return SQLITE_OK;
 }
 
+/* A super-journal (SQLite makes one, through the VFS of the main
+** database, for a transaction that writes several databases) is a real
+** file of the default VFS: the journals of the other databases name it,
+** and a plain database's next open rolls its hot journal back only while
+** the super-journal it names exists.  Kept in memory, a crash during the
+** commit would leave such a database half written. */
 static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
                      int flags, int *pOutFlags){
   (void)pVfs;
   memset(pFile, 0, pVfs->szOsFile);
+  if( (flags & SQLITE_OPEN_SUPER_JOURNAL) && zName ){
+    return pDepotRoot->xOpen(pDepotRoot, zName, pFile, flags, pOutFlags);
+  }
   if( (flags & SQLITE_OPEN_MAIN_DB) && zName && zName[0] ){
     return depotOpenMain((DepotFile*)pFile, zName, flags, pOutFlags);
   }
@@ -1150,20 +1159,31 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
 
 /* ================= the VFS object ================= */
 
-/* Journals and temporary files live in memory only: nothing to delete. */
-static int depotDelete(sqlite3_vfs *pVfs, const char *zName, int syncDir){
-  (void)pVfs; (void)zName; (void)syncDir;
-  return SQLITE_OK;
+/* A name SQLite derives from a depot database for its journal, WAL or
+** shared-memory file: those live in memory (or not at all), never on
+** disk, and the store's own -wal and -shm files must never be touched
+** through them. */
+static int depotVirtualName(const char *zName){
+  size_t n = strlen(zName);
+  return (n>8 && strcmp(zName+n-8, "-journal")==0)
+      || (n>4 && (strcmp(zName+n-4, "-wal")==0
+                  || strcmp(zName+n-4, "-shm")==0));
 }
 
-/* No journal, WAL or temporary file ever exists on disk; a store file
-** exists when the default VFS says so. */
+/* Journals and temporary files live in memory only: nothing to delete.
+** Other names (super-journals) are files of the default VFS. */
+static int depotDelete(sqlite3_vfs *pVfs, const char *zName, int syncDir){
+  (void)pVfs;
+  if( depotVirtualName(zName) ) return SQLITE_OK;
+  return pDepotRoot->xDelete(pDepotRoot, zName, syncDir);
+}
+
+/* No journal, WAL or temporary file ever exists on disk; a store file or
+** a super-journal exists when the default VFS says so. */
 static int depotAccess(sqlite3_vfs *pVfs, const char *zName, int flags,
                        int *pResOut){
-  size_t n = strlen(zName);
   (void)pVfs;
-  if( (n>8 && strcmp(zName+n-8, "-journal")==0)
-   || (n>4 && (strcmp(zName+n-4, "-wal")==0 || strcmp(zName+n-4, "-shm")==0)) ){
+  if( depotVirtualName(zName) ){
     *pResOut = 0;
     return SQLITE_OK;
   }
@@ -1237,6 +1257,7 @@ int depot_vfs_register(void){
     }else{
       int sz = (int)(sizeof(DepotFile)>sizeof(MemFile)
                      ? sizeof(DepotFile) : sizeof(MemFile));
+      if( pRoot->szOsFile>sz ) sz = pRoot->szOsFile;   /* super-journals */
       depotVfs.szOsFile = sz;
       depotVfs.mxPathname = pRoot->mxPathname;
 #if defined(SQLITE_IOCAP_BATCH_ATOMIC) && defined(SQLITE_FCNTL_COMMIT_ATOMIC_WRITE)
