@@ -1104,6 +1104,49 @@ START_TEST(test_depot_release_after_rollback_to_of_spilled_savepoint_commits){
 }
 END_TEST
 
+static const char *const azFailJournal[] = {
+  "delete", "truncate", "persist", "off"
+};
+
+/* In exclusive locking mode SQLite keeps the write lock after a COMMIT
+** that failed (here: over the database's quota), so no unlock drops what
+** the failed transaction wrote; with journal_mode=OFF no playback does
+** either.  The next commit must not store the failed transaction: it
+** stored its rows although its COMMIT had said SQLITE_FULL. */
+START_TEST(test_depot_failed_commit_in_exclusive_mode_is_never_stored){
+  char *zDir = th_tmpdir("depot-failexcl");
+  sqlite3 *db = open_depot(zDir, "q", 0);
+  char *z;
+  sqlite3_int64 nUsed;
+  z = sqlite3_mprintf("PRAGMA journal_mode=%s", azFailJournal[_i]);
+  th_exec(db, z);
+  sqlite3_free(z);
+  th_exec(db, "PRAGMA locking_mode=exclusive;"
+      " CREATE TABLE t(k INTEGER PRIMARY KEY, v); INSERT INTO t SELECT"
+      " value, 'orig' FROM (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL"
+      " SELECT value+1 FROM g WHERE value<300) SELECT value FROM g)");
+  nUsed = th_int(db, "SELECT quota_used_bytes FROM depot_stats("
+      "(SELECT file FROM pragma_database_list WHERE name='main'))");
+  z = sqlite3_mprintf("SELECT depot_quota((SELECT file FROM"
+      " pragma_database_list WHERE name='main'), 'q', %lld)", nUsed+200);
+  th_exec(db, z);
+  sqlite3_free(z);
+  ck_assert_int_eq(th_try(db, "BEGIN; UPDATE t SET v=randomblob(500)"
+                   " WHERE k%2=0; COMMIT", 0), SQLITE_FULL);
+  if( !sqlite3_get_autocommit(db) ) th_exec(db, "ROLLBACK");
+  th_exec(db, "SELECT depot_quota((SELECT file FROM pragma_database_list"
+              " WHERE name='main'), 'q', NULL);"
+              " INSERT INTO t VALUES(1000, 'x')");
+  sqlite3_close(db);
+  db = open_depot(zDir, "q", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE v='orig'"), 300);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
   char *zDir = th_tmpdir("depot-excl");
   sqlite3 *db = open_depot(zDir, "e", 0);
@@ -1966,6 +2009,9 @@ Suite *depot_test_suite(void){
       test_depot_rolled_back_spill_into_free_pages_leaves_no_commit, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
+  tcase_add_loop_test(tc,
+      test_depot_failed_commit_in_exclusive_mode_is_never_stored, 0,
+      (int)(sizeof(azFailJournal)/sizeof(azFailJournal[0])));
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
   tcase_add_test(tc, test_depot_mmap_size_pragma_answers_zero);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,

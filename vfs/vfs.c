@@ -742,7 +742,12 @@ static int depotPublish(DepotFile *p){
   if( rc==SQLITE_OK && (s.n>0 || p->nPageTx!=p->snap.nPage) ){
     rc = depotPubCommit(p, &s);
   }
-  if( rc==SQLITE_OK ) depotTxReset(p);
+  /* Only a COMMIT that failed with SQLITE_BUSY stays open for a retry,
+  ** which needs the pages spilled earlier.  After any other failure
+  ** SQLite rolls the transaction back, and in exclusive locking mode
+  ** without a journal (journal_mode=OFF) nothing else would drop what it
+  ** wrote: the next commit would store it. */
+  if( rc!=SQLITE_BUSY ) depotTxReset(p);
   sqlite3_free(aDirty);
   sqlite3_free(s.aPgno);
   sqlite3_free(s.ap);
