@@ -1147,6 +1147,42 @@ START_TEST(test_depot_failed_commit_in_exclusive_mode_is_never_stored){
 }
 END_TEST
 
+static const char *const azOffLocking[] = { "normal", "exclusive" };
+
+/* With journal_mode=OFF SQLite cannot undo what a spilled transaction
+** wrote (a plain file is left corrupt).  The depot keeps those pages in
+** the write buffer, which a ROLLBACK drops: at the unlock in normal
+** locking mode, and in exclusive mode, where the lock is kept, when the
+** pager starts over after the rollback.  It stored them with the next
+** commit, and the database was corrupt. */
+START_TEST(test_depot_rollback_with_journal_off_is_whole){
+  char *zDir = th_tmpdir("depot-offrb");
+  sqlite3 *db = open_depot(zDir, "o", 0);
+  char *z = sqlite3_mprintf("PRAGMA journal_mode=off; PRAGMA locking_mode=%s;"
+                            " PRAGMA cache_size=5", azOffLocking[_i]);
+  th_exec(db, z);
+  sqlite3_free(z);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+      " INSERT INTO t SELECT value, zeroblob(2000) FROM (WITH RECURSIVE"
+      " g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE"
+      " value<300) SELECT value FROM g)");
+  th_exec(db, "BEGIN; UPDATE t SET b=zeroblob(2100) WHERE a%3=0;"
+      " INSERT INTO t SELECT value+1000, zeroblob(3000) FROM (WITH RECURSIVE"
+      " g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE"
+      " value<200) SELECT value FROM g); ROLLBACK");
+  th_exec(db, "INSERT INTO t VALUES(5000, 'after')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  sqlite3_close(db);
+  db = open_depot(zDir, "o", 0);
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE"
+                   " b=zeroblob(2000)"), 300);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
   char *zDir = th_tmpdir("depot-excl");
   sqlite3 *db = open_depot(zDir, "e", 0);
@@ -2009,6 +2045,8 @@ Suite *depot_test_suite(void){
       test_depot_rolled_back_spill_into_free_pages_leaves_no_commit, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
+  tcase_add_loop_test(tc, test_depot_rollback_with_journal_off_is_whole, 0,
+      (int)(sizeof(azOffLocking)/sizeof(azOffLocking[0])));
   tcase_add_loop_test(tc,
       test_depot_failed_commit_in_exclusive_mode_is_never_stored, 0,
       (int)(sizeof(azFailJournal)/sizeof(azFailJournal[0])));

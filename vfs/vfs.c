@@ -449,12 +449,27 @@ static int depotRead(sqlite3_file *pFile, void *pBuf, int iAmt,
   return rc;
 }
 
+/* The pager reads the 16 bytes at offset 24 of the file (change counter
+** and what follows) only when it starts a read transaction from scratch:
+** no write transaction of its own is open then.  Holding the write lock
+** at that moment happens in exclusive locking mode after a transaction
+** ended in an error or, with journal_mode=OFF, in a ROLLBACK: SQLite
+** dropped its page cache, and what that transaction wrote is no commit,
+** so the write buffer goes too and reads show the snapshot. */
+static void depotPagerRestart(DepotFile *p, int iAmt, sqlite3_int64 iOfst){
+  if( iAmt==16 && iOfst==24 && p->eLock>=SQLITE_LOCK_RESERVED
+   && !p->bRollback && p->bTxDirty ){
+    depotTxReset(p);
+  }
+}
+
 static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
                            sqlite3_int64 iOfst){
   unsigned char *z = (unsigned char*)pBuf;
   uint32_t sz, nPage;
   int rc = SQLITE_OK;
   if( p->eLock==SQLITE_LOCK_NONE && (rc = depotPin(p))!=SQLITE_OK ) return rc;
+  depotPagerRestart(p, iAmt, iOfst);
   depotGeometry(p, &sz, &nPage);
   while( iAmt>0 ){
     uint32_t pgno, iIn, n;
