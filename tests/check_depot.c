@@ -1238,6 +1238,66 @@ START_TEST(test_depot_mmap_size_pragma_answers_zero){
 }
 END_TEST
 
+/* Write one row with value zVal into a new store in zDir, in a child
+** process, so nothing of it reaches this process's page cache. */
+static void replaced_store_child(const char *zDir, const char *zVal){
+  pid_t pid = fork();
+  int st = 0;
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *db = 0;
+    char *zUri = depot_uri(zDir, "r", 0);
+    char *zSql = sqlite3_mprintf("CREATE TABLE t(a, b);"
+                                 " INSERT INTO t VALUES(1, %Q)", zVal);
+    int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE
+                             |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0);
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, zSql, 0, 0, 0);
+    sqlite3_close(db);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+}
+
+START_TEST(test_depot_store_replaced_at_its_path_is_read_afresh){
+  /* A store file deleted and made anew at the same path while a
+  ** connection of this process still has the old one open (as a test
+  ** suite with a fixed scratch path does) has the same branch ids and
+  ** txids: its pages must not come from the old store's page cache. */
+  char *zDir = th_tmpdir("depot-replaced");
+  char *zPath = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSide;
+  sqlite3 *pOld, *pNew;
+  char *z;
+  setup_vfs();
+  replaced_store_child(zDir, "old");
+  pOld = open_depot(zDir, "r", 0);
+  z = th_text(pOld, "SELECT b FROM t");
+  ck_assert_str_eq(z, "old");
+  sqlite3_free(z);
+  ck_assert_int_eq(unlink(zPath), 0);
+  zSide = sqlite3_mprintf("%s-wal", zPath);
+  unlink(zSide);
+  sqlite3_free(zSide);
+  zSide = sqlite3_mprintf("%s-shm", zPath);
+  unlink(zSide);
+  sqlite3_free(zSide);
+  replaced_store_child(zDir, "new");
+  pNew = open_depot(zDir, "r", 0);
+  z = th_text(pNew, "SELECT b FROM t");
+  ck_assert_str_eq(z, "new");
+  sqlite3_free(z);
+  assert_integrity(pNew);
+  z = th_text(pOld, "SELECT b FROM t");
+  ck_assert_str_eq(z, "old");
+  sqlite3_free(z);
+  sqlite3_close(pNew);
+  sqlite3_close(pOld);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_cache_kb_pragma_reads_sets_and_validates){
   char *zDir = th_tmpdir("depot-cache");
   sqlite3 *db = open_depot(zDir, "c", "cache_kb=100");
@@ -2052,6 +2112,7 @@ Suite *depot_test_suite(void){
       (int)(sizeof(azFailJournal)/sizeof(azFailJournal[0])));
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
   tcase_add_test(tc, test_depot_mmap_size_pragma_answers_zero);
+  tcase_add_test(tc, test_depot_store_replaced_at_its_path_is_read_afresh);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
                       (int)(sizeof(azBadUri)/sizeof(azBadUri[0])));
   tcase_add_test(tc, test_depot_missing_database_without_create_cannot_open);

@@ -31,6 +31,7 @@ SQLITE_EXTENSION_INIT3
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DEPOT_DEFAULT_CACHE_KB 16384
 #define DEPOT_DEFAULT_LEVEL    1
@@ -42,7 +43,7 @@ typedef struct MemFile MemFile;
 
 /* One per (store path, db, branch) in the process. */
 struct DepotShared {
-  char *zKey;                /* length-prefixed path, db, branch */
+  char *zKey;                /* store file identity, path, db, branch */
   int nRef;                  /* guarded by depotMutex */
   DepotFile *pWriter;        /* holder of RESERVED+, guarded by depotMutex */
   DepotCache *pCache;        /* thread-safe on its own */
@@ -224,11 +225,26 @@ static const sqlite3_io_methods memIoMethods = {
 
 /* ================= shared per-database state ================= */
 
+/* The key of the DepotShared of a handle: the store file (its device and
+** inode too, so a store deleted and made anew at the same path while a
+** handle still has the old one open gets a page cache of its own: its
+** branch ids and txids start over and would hit the old store's pages),
+** the bucket, the db and the branch. */
+static char *depotSharedKey(DepotFile *p, const char *zPath){
+  struct stat st;
+  unsigned long long iDev = 0, iIno = 0;
+  if( stat(zPath, &st)==0 ){
+    iDev = (unsigned long long)st.st_dev;
+    iIno = (unsigned long long)st.st_ino;
+  }
+  return sqlite3_mprintf("%llu:%llu:%d:%s%llu:%d:%s%d:%s", iDev, iIno,
+      (int)strlen(zPath), zPath, (unsigned long long)p->iBucket,
+      (int)strlen(p->zDb), p->zDb, (int)strlen(p->zBranch), p->zBranch);
+}
+
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
                               sqlite3_int64 nCacheKb, int bCacheGiven){
-  char *zKey = sqlite3_mprintf("%d:%s%llu:%d:%s%d:%s", (int)strlen(zPath),
-      zPath, (unsigned long long)p->iBucket, (int)strlen(p->zDb), p->zDb,
-      (int)strlen(p->zBranch), p->zBranch);
+  char *zKey = depotSharedKey(p, zPath);
   DepotShared *s;
   if( zKey==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&depotMutex);
