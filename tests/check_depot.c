@@ -660,9 +660,11 @@ END_TEST
 ** (faultSyncs) fails; 0 = off. */
 static int faultWrites = 0, faultSyncs = 0;
 static int faultWriteRc = SQLITE_IOERR_WRITE;   /* what a failing write returns */
+static int faultExitMainWrites = 0;   /* the process dies at the Nth write to
+                                      ** a main database file; 0 = off */
 static sqlite3_vfs *pFaultRoot = 0;
 typedef struct FaultFile FaultFile;
-struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
+struct FaultFile { sqlite3_file base; sqlite3_file *pReal; int bMainDb; };
 
 static int faultHit(int *pCount){
   return *pCount>0 && --*pCount==0;
@@ -673,6 +675,7 @@ static int fRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
   return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
 }
 static int fWrite(sqlite3_file *f, const void *p, int n, sqlite3_int64 o){
+  if( ((FaultFile*)f)->bMainDb && faultHit(&faultExitMainWrites) ) _exit(0);
   if( faultHit(&faultWrites) ) return faultWriteRc;
   return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
 }
@@ -719,6 +722,7 @@ static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
   int rc;
   (void)v;
   p->pReal = (sqlite3_file*)&p[1];
+  p->bMainDb = (fl & SQLITE_OPEN_MAIN_DB)!=0;
   rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
   p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
   return rc;
@@ -735,6 +739,61 @@ static void setup_fault_vfs(void){
   faultVfs.pAppData = 0;
   ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 0), SQLITE_OK);
 }
+
+/* The statements of the crash test below, run in the child that dies. */
+static int superjournal_child(const char *zDir, const char *zAttach){
+  sqlite3 *db = 0;
+  char *zUri = depot_uri(zDir, "m", 0);
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                           |SQLITE_OPEN_URI, 0);
+  sqlite3_free(zUri);
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(db, zAttach, 0, 0, 0);
+  faultExitMainWrites = 20;
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "BEGIN; UPDATE main.t SET a=1;"
+      " UPDATE p.t SET v=printf('%08d-%.900c', 1, 'x'); COMMIT", 0, 0, 0);
+  return 3;                           /* the crash did not come */
+}
+
+START_TEST(test_depot_crash_in_commit_leaves_attached_plain_file_whole){
+  /* A transaction writes the depot main database and a plain file attached
+  ** through another VFS; the process dies while the plain file's pages are
+  ** being written, after the depot database published.  The plain file's
+  ** journal names the super-journal, so the super-journal must be a file
+  ** on disk until the commit is done: then the next open of the plain
+  ** file rolls it back.  Kept in memory, the plain file was left half
+  ** written ("database disk image is malformed"). */
+  char *zDir = th_tmpdir("depot-superjournal");
+  char *zAttach, *z;
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  setup_fault_vfs();
+  zAttach = sqlite3_mprintf("ATTACH 'file:%s/plain.db?vfs=faulty' AS p", zDir);
+  db = open_depot(zDir, "m", 0);
+  th_exec(db, zAttach);
+  th_exec(db, "CREATE TABLE main.t(a); INSERT INTO main.t VALUES(0);"
+      "CREATE TABLE p.t(k INTEGER PRIMARY KEY, v TEXT);"
+      "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM s"
+      " WHERE i<400) INSERT INTO p.t SELECT i, printf('%08d-%.900c', 0, 'x')"
+      " FROM s");
+  sqlite3_close(db);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ) _exit(superjournal_child(zDir, zAttach));
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  z = sqlite3_mprintf("%s/plain.db", zDir);
+  db = th_open(z);
+  sqlite3_free(z);
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE v=printf("
+                   "'%08d-%.900c', 0, 'x')"), 400);
+  sqlite3_close(db);
+  ck_assert_int_eq(th_count_suffix(zDir, "-journal"), 0);
+  sqlite3_free(zAttach);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 /* {Nth write fails, Nth sync fails} for one commit of about 40 pages. */
 static const int aFault[][2] = {
@@ -1045,6 +1104,85 @@ START_TEST(test_depot_release_after_rollback_to_of_spilled_savepoint_commits){
 }
 END_TEST
 
+static const char *const azFailJournal[] = {
+  "delete", "truncate", "persist", "off"
+};
+
+/* In exclusive locking mode SQLite keeps the write lock after a COMMIT
+** that failed (here: over the database's quota), so no unlock drops what
+** the failed transaction wrote; with journal_mode=OFF no playback does
+** either.  The next commit must not store the failed transaction: it
+** stored its rows although its COMMIT had said SQLITE_FULL. */
+START_TEST(test_depot_failed_commit_in_exclusive_mode_is_never_stored){
+  char *zDir = th_tmpdir("depot-failexcl");
+  sqlite3 *db = open_depot(zDir, "q", 0);
+  char *z;
+  sqlite3_int64 nUsed;
+  z = sqlite3_mprintf("PRAGMA journal_mode=%s", azFailJournal[_i]);
+  th_exec(db, z);
+  sqlite3_free(z);
+  th_exec(db, "PRAGMA locking_mode=exclusive;"
+      " CREATE TABLE t(k INTEGER PRIMARY KEY, v); INSERT INTO t SELECT"
+      " value, 'orig' FROM (WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL"
+      " SELECT value+1 FROM g WHERE value<300) SELECT value FROM g)");
+  nUsed = th_int(db, "SELECT quota_used_bytes FROM depot_stats("
+      "(SELECT file FROM pragma_database_list WHERE name='main'))");
+  z = sqlite3_mprintf("SELECT depot_quota((SELECT file FROM"
+      " pragma_database_list WHERE name='main'), 'q', %lld)", nUsed+200);
+  th_exec(db, z);
+  sqlite3_free(z);
+  ck_assert_int_eq(th_try(db, "BEGIN; UPDATE t SET v=randomblob(500)"
+                   " WHERE k%2=0; COMMIT", 0), SQLITE_FULL);
+  if( !sqlite3_get_autocommit(db) ) th_exec(db, "ROLLBACK");
+  th_exec(db, "SELECT depot_quota((SELECT file FROM pragma_database_list"
+              " WHERE name='main'), 'q', NULL);"
+              " INSERT INTO t VALUES(1000, 'x')");
+  sqlite3_close(db);
+  db = open_depot(zDir, "q", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE v='orig'"), 300);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+static const char *const azOffLocking[] = { "normal", "exclusive" };
+
+/* With journal_mode=OFF SQLite cannot undo what a spilled transaction
+** wrote (a plain file is left corrupt).  The depot keeps those pages in
+** the write buffer, which a ROLLBACK drops: at the unlock in normal
+** locking mode, and in exclusive mode, where the lock is kept, when the
+** pager starts over after the rollback.  It stored them with the next
+** commit, and the database was corrupt. */
+START_TEST(test_depot_rollback_with_journal_off_is_whole){
+  char *zDir = th_tmpdir("depot-offrb");
+  sqlite3 *db = open_depot(zDir, "o", 0);
+  char *z = sqlite3_mprintf("PRAGMA journal_mode=off; PRAGMA locking_mode=%s;"
+                            " PRAGMA cache_size=5", azOffLocking[_i]);
+  th_exec(db, z);
+  sqlite3_free(z);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+      " INSERT INTO t SELECT value, zeroblob(2000) FROM (WITH RECURSIVE"
+      " g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE"
+      " value<300) SELECT value FROM g)");
+  th_exec(db, "BEGIN; UPDATE t SET b=zeroblob(2100) WHERE a%3=0;"
+      " INSERT INTO t SELECT value+1000, zeroblob(3000) FROM (WITH RECURSIVE"
+      " g(value) AS (SELECT 1 UNION ALL SELECT value+1 FROM g WHERE"
+      " value<200) SELECT value FROM g); ROLLBACK");
+  th_exec(db, "INSERT INTO t VALUES(5000, 'after')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  sqlite3_close(db);
+  db = open_depot(zDir, "o", 0);
+  assert_integrity(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE"
+                   " b=zeroblob(2000)"), 300);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back){
   char *zDir = th_tmpdir("depot-excl");
   sqlite3 *db = open_depot(zDir, "e", 0);
@@ -1080,6 +1218,82 @@ START_TEST(test_depot_journal_mode_wal_and_memory_are_refused){
               "PRAGMA journal_mode=persist; INSERT INTO t VALUES(2);");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
   sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_mmap_size_pragma_answers_zero){
+  /* A depot database is never memory-mapped: PRAGMA mmap_size answers 0,
+  ** set or read, as on a plain file opened with memory mapping off (an
+  ** answer with no row breaks code that reads the value back). */
+  char *zDir = th_tmpdir("depot-mmap");
+  sqlite3 *db = open_depot(zDir, "m", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  ck_assert_int_eq(th_int(db, "PRAGMA mmap_size=268435456"), 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA mmap_size"), 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA main.mmap_size"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Write one row with value zVal into a new store in zDir, in a child
+** process, so nothing of it reaches this process's page cache. */
+static void replaced_store_child(const char *zDir, const char *zVal){
+  pid_t pid = fork();
+  int st = 0;
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *db = 0;
+    char *zUri = depot_uri(zDir, "r", 0);
+    char *zSql = sqlite3_mprintf("CREATE TABLE t(a, b);"
+                                 " INSERT INTO t VALUES(1, %Q)", zVal);
+    int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE
+                             |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0);
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, zSql, 0, 0, 0);
+    sqlite3_close(db);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+}
+
+START_TEST(test_depot_store_replaced_at_its_path_is_read_afresh){
+  /* A store file deleted and made anew at the same path while a
+  ** connection of this process still has the old one open (as a test
+  ** suite with a fixed scratch path does) has the same branch ids and
+  ** txids: its pages must not come from the old store's page cache. */
+  char *zDir = th_tmpdir("depot-replaced");
+  char *zPath = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSide;
+  sqlite3 *pOld, *pNew;
+  char *z;
+  setup_vfs();
+  replaced_store_child(zDir, "old");
+  pOld = open_depot(zDir, "r", 0);
+  z = th_text(pOld, "SELECT b FROM t");
+  ck_assert_str_eq(z, "old");
+  sqlite3_free(z);
+  ck_assert_int_eq(unlink(zPath), 0);
+  zSide = sqlite3_mprintf("%s-wal", zPath);
+  unlink(zSide);
+  sqlite3_free(zSide);
+  zSide = sqlite3_mprintf("%s-shm", zPath);
+  unlink(zSide);
+  sqlite3_free(zSide);
+  replaced_store_child(zDir, "new");
+  pNew = open_depot(zDir, "r", 0);
+  z = th_text(pNew, "SELECT b FROM t");
+  ck_assert_str_eq(z, "new");
+  sqlite3_free(z);
+  assert_integrity(pNew);
+  z = th_text(pOld, "SELECT b FROM t");
+  ck_assert_str_eq(z, "old");
+  sqlite3_free(z);
+  sqlite3_close(pNew);
+  sqlite3_close(pOld);
+  sqlite3_free(zPath);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -1891,7 +2105,14 @@ Suite *depot_test_suite(void){
       test_depot_rolled_back_spill_into_free_pages_leaves_no_commit, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc, test_depot_journal_mode_wal_and_memory_are_refused);
+  tcase_add_loop_test(tc, test_depot_rollback_with_journal_off_is_whole, 0,
+      (int)(sizeof(azOffLocking)/sizeof(azOffLocking[0])));
+  tcase_add_loop_test(tc,
+      test_depot_failed_commit_in_exclusive_mode_is_never_stored, 0,
+      (int)(sizeof(azFailJournal)/sizeof(azFailJournal[0])));
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
+  tcase_add_test(tc, test_depot_mmap_size_pragma_answers_zero);
+  tcase_add_test(tc, test_depot_store_replaced_at_its_path_is_read_afresh);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,
                       (int)(sizeof(azBadUri)/sizeof(azBadUri[0])));
   tcase_add_test(tc, test_depot_missing_database_without_create_cannot_open);
@@ -1920,6 +2141,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_store_write_and_sync_failures_fail_commit_cleanly);
   tcase_add_test(tc, test_depot_failed_store_write_logs_the_store_file);
+  tcase_add_test(tc,
+      test_depot_crash_in_commit_leaves_attached_plain_file_whole);
   tcase_add_test(tc, test_depot_open_on_full_disk_fails_full_naming_the_cause);
   tcase_add_test(tc,
       test_depot_corrupt_commit_row_and_unknown_layout_are_errors);

@@ -652,6 +652,51 @@ START_TEST(test_drop_branch_releases_its_pins){
 }
 END_TEST
 
+/* Every message logged through SQLITE_CONFIG_LOG, one per line. */
+static char zForkLog[4096];
+static void fork_log(void *pArg, int rc, const char *zMsg){
+  size_t n = strlen(zForkLog);
+  (void)pArg;
+  snprintf(zForkLog+n, sizeof(zForkLog)-n, "(%d) %s\n", rc, zMsg);
+}
+
+START_TEST(test_reader_of_a_reclaimed_dropped_branch_gets_cantopen){
+  /* A connection keeps reading a branch dropped under it until depot_gc
+  ** reclaims the branch; then its next read fails with SQLITE_CANTOPEN and
+  ** a log message saying why, not with SQLITE_CORRUPT. */
+  Fx f;
+  sqlite3 *db, *pDev;
+  int rc;
+  sqlite3_shutdown();
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_LOG, fork_log, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_initialize(), SQLITE_OK);
+  fx_open(&f, "fork-reclaimed");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a')");
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','dev')", f.zStore);
+  pDev = fx_db(&f, "app", "dev", 0);
+  th_exec(pDev, "INSERT INTO t VALUES(2,'dev')");
+  fx_exec(&f, "SELECT depot_drop_branch(%Q,'app','dev')", f.zStore);
+  assert_content(pDev, "1:a,2:dev");
+  fx_exec(&f, "SELECT depot_gc(%Q)", f.zStore);
+  zForkLog[0] = 0;
+  rc = th_try(pDev, "SELECT count(*) FROM t", 0);
+  ck_assert_msg(rc==SQLITE_CANTOPEN, "rc %d, log: %s", rc, zForkLog);
+  ck_assert_msg(strstr(zForkLog, "depot: database app branch dev: branch")
+      && strstr(zForkLog, "was dropped and then reclaimed by depot_gc;"
+                " reopen the database"), "log: %s", zForkLog);
+  ck_assert_int_eq(th_try(pDev, "INSERT INTO t VALUES(3,'x')", 0),
+                   SQLITE_CANTOPEN);
+  /* the parent is untouched */
+  assert_content(db, "1:a");
+  assert_integrity(db);
+  sqlite3_close(pDev);
+  sqlite3_close(db);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- concurrency ---- */
 
 typedef struct Writer Writer;
@@ -1082,6 +1127,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_depot_commits_lists_the_commits_of_a_bucket_database);
   tcase_add_test(tc, test_drop_branch_releases_its_pins);
+  tcase_add_test(tc, test_reader_of_a_reclaimed_dropped_branch_gets_cantopen);
   tcase_add_test(tc, test_bad_input_gives_clear_errors_and_changes_nothing);
   tcase_add_test(tc, test_overlong_at_is_neither_time_nor_restore_point);
   tcase_add_test(tc,

@@ -31,6 +31,7 @@ SQLITE_EXTENSION_INIT3
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define DEPOT_DEFAULT_CACHE_KB 16384
 #define DEPOT_DEFAULT_LEVEL    1
@@ -42,7 +43,7 @@ typedef struct MemFile MemFile;
 
 /* One per (store path, db, branch) in the process. */
 struct DepotShared {
-  char *zKey;                /* length-prefixed path, db, branch */
+  char *zKey;                /* store file identity, path, db, branch */
   int nRef;                  /* guarded by depotMutex */
   DepotFile *pWriter;        /* holder of RESERVED+, guarded by depotMutex */
   DepotCache *pCache;        /* thread-safe on its own */
@@ -224,11 +225,26 @@ static const sqlite3_io_methods memIoMethods = {
 
 /* ================= shared per-database state ================= */
 
+/* The key of the DepotShared of a handle: the store file (its device and
+** inode too, so a store deleted and made anew at the same path while a
+** handle still has the old one open gets a page cache of its own: its
+** branch ids and txids start over and would hit the old store's pages),
+** the bucket, the db and the branch. */
+static char *depotSharedKey(DepotFile *p, const char *zPath){
+  struct stat st;
+  unsigned long long iDev = 0, iIno = 0;
+  if( stat(zPath, &st)==0 ){
+    iDev = (unsigned long long)st.st_dev;
+    iIno = (unsigned long long)st.st_ino;
+  }
+  return sqlite3_mprintf("%llu:%llu:%d:%s%llu:%d:%s%d:%s", iDev, iIno,
+      (int)strlen(zPath), zPath, (unsigned long long)p->iBucket,
+      (int)strlen(p->zDb), p->zDb, (int)strlen(p->zBranch), p->zBranch);
+}
+
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
                               sqlite3_int64 nCacheKb, int bCacheGiven){
-  char *zKey = sqlite3_mprintf("%d:%s%llu:%d:%s%d:%s", (int)strlen(zPath),
-      zPath, (unsigned long long)p->iBucket, (int)strlen(p->zDb), p->zDb,
-      (int)strlen(p->zBranch), p->zBranch);
+  char *zKey = depotSharedKey(p, zPath);
   DepotShared *s;
   if( zKey==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&depotMutex);
@@ -309,6 +325,27 @@ static void depotBeginRead(DepotFile *p){
   depot_chunk_cache_stable(&p->chunks, p->bReadTxn);
 }
 
+/* The head of the handle's branch could not be read (rc, *pzErr).  When
+** the branch record is gone too, the branch was dropped and then reclaimed
+** by depot_gc since this handle opened it: that is no corruption, and the
+** handle can never read again, so say so with SQLITE_CANTOPEN.  Any other
+** case keeps rc and its message. */
+static int depotReclaimed(DepotFile *p, int rc, char **pzErr){
+  BranchRecord rec;
+  char *zErr = 0;
+  if( depot_branch_get(p->pStore, p->iBranch, &rec, &zErr)!=SQLITE_NOTFOUND ){
+    sqlite3_free(zErr);
+    return rc;
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(*pzErr);
+  *pzErr = sqlite3_mprintf("depot: database %s branch %s: branch %llu,"
+      " which this connection reads, was dropped and then reclaimed by"
+      " depot_gc; reopen the database", p->zDb, p->zBranch,
+      (unsigned long long)p->iBranch);
+  return SQLITE_CANTOPEN;
+}
+
 /* Resolve the name (until it has its own branch) and pin the head: the
 ** branch's own, or the inherited branch's state at the bucket fork.  The
 ** snapshot is read inside a store read transaction that lasts until the
@@ -335,6 +372,7 @@ static int depotPin(DepotFile *p){
                                            &zErr);
   }else if( rc==SQLITE_OK ){
     rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+    if( rc==SQLITE_CORRUPT ) rc = depotReclaimed(p, rc, &zErr);
     if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iBranch, p->snap.iTxid,
                                            &zErr);
   }
@@ -427,12 +465,27 @@ static int depotRead(sqlite3_file *pFile, void *pBuf, int iAmt,
   return rc;
 }
 
+/* The pager reads the 16 bytes at offset 24 of the file (change counter
+** and what follows) only when it starts a read transaction from scratch:
+** no write transaction of its own is open then.  Holding the write lock
+** at that moment happens in exclusive locking mode after a transaction
+** ended in an error or, with journal_mode=OFF, in a ROLLBACK: SQLite
+** dropped its page cache, and what that transaction wrote is no commit,
+** so the write buffer goes too and reads show the snapshot. */
+static void depotPagerRestart(DepotFile *p, int iAmt, sqlite3_int64 iOfst){
+  if( iAmt==16 && iOfst==24 && p->eLock>=SQLITE_LOCK_RESERVED
+   && !p->bRollback && p->bTxDirty ){
+    depotTxReset(p);
+  }
+}
+
 static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
                            sqlite3_int64 iOfst){
   unsigned char *z = (unsigned char*)pBuf;
   uint32_t sz, nPage;
   int rc = SQLITE_OK;
   if( p->eLock==SQLITE_LOCK_NONE && (rc = depotPin(p))!=SQLITE_OK ) return rc;
+  depotPagerRestart(p, iAmt, iOfst);
   depotGeometry(p, &sz, &nPage);
   while( iAmt>0 ){
     uint32_t pgno, iIn, n;
@@ -720,7 +773,12 @@ static int depotPublish(DepotFile *p){
   if( rc==SQLITE_OK && (s.n>0 || p->nPageTx!=p->snap.nPage) ){
     rc = depotPubCommit(p, &s);
   }
-  if( rc==SQLITE_OK ) depotTxReset(p);
+  /* Only a COMMIT that failed with SQLITE_BUSY stays open for a retry,
+  ** which needs the pages spilled earlier.  After any other failure
+  ** SQLite rolls the transaction back, and in exclusive locking mode
+  ** without a journal (journal_mode=OFF) nothing else would drop what it
+  ** wrote: the next commit would store it. */
+  if( rc!=SQLITE_BUSY ) depotTxReset(p);
   sqlite3_free(aDirty);
   sqlite3_free(s.aPgno);
   sqlite3_free(s.ap);
@@ -874,6 +932,11 @@ static int depotFileControl(sqlite3_file *pFile, int op, void *pArg){
       return depotPragma(p, (char**)pArg);
     case SQLITE_FCNTL_VFSNAME:
       *(char**)pArg = sqlite3_mprintf("%s", DEPOT_VFS_NAME);
+      return SQLITE_OK;
+    case SQLITE_FCNTL_MMAP_SIZE:
+      /* Pages come from the store, never from a mapping: PRAGMA mmap_size
+      ** answers 0 (without this it would answer no row at all). */
+      *(sqlite3_int64*)pArg = 0;
       return SQLITE_OK;
 #ifdef SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
     case SQLITE_FCNTL_BEGIN_ATOMIC_WRITE:
@@ -1103,10 +1166,19 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
   return SQLITE_OK;
 }
 
+/* A super-journal (SQLite makes one, through the VFS of the main
+** database, for a transaction that writes several databases) is a real
+** file of the default VFS: the journals of the other databases name it,
+** and a plain database's next open rolls its hot journal back only while
+** the super-journal it names exists.  Kept in memory, a crash during the
+** commit would leave such a database half written. */
 static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
                      int flags, int *pOutFlags){
   (void)pVfs;
   memset(pFile, 0, pVfs->szOsFile);
+  if( (flags & SQLITE_OPEN_SUPER_JOURNAL) && zName ){
+    return pDepotRoot->xOpen(pDepotRoot, zName, pFile, flags, pOutFlags);
+  }
   if( (flags & SQLITE_OPEN_MAIN_DB) && zName && zName[0] ){
     return depotOpenMain((DepotFile*)pFile, zName, flags, pOutFlags);
   }
@@ -1123,20 +1195,31 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
 
 /* ================= the VFS object ================= */
 
-/* Journals and temporary files live in memory only: nothing to delete. */
-static int depotDelete(sqlite3_vfs *pVfs, const char *zName, int syncDir){
-  (void)pVfs; (void)zName; (void)syncDir;
-  return SQLITE_OK;
+/* A name SQLite derives from a depot database for its journal, WAL or
+** shared-memory file: those live in memory (or not at all), never on
+** disk, and the store's own -wal and -shm files must never be touched
+** through them. */
+static int depotVirtualName(const char *zName){
+  size_t n = strlen(zName);
+  return (n>8 && strcmp(zName+n-8, "-journal")==0)
+      || (n>4 && (strcmp(zName+n-4, "-wal")==0
+                  || strcmp(zName+n-4, "-shm")==0));
 }
 
-/* No journal, WAL or temporary file ever exists on disk; a store file
-** exists when the default VFS says so. */
+/* Journals and temporary files live in memory only: nothing to delete.
+** Other names (super-journals) are files of the default VFS. */
+static int depotDelete(sqlite3_vfs *pVfs, const char *zName, int syncDir){
+  (void)pVfs;
+  if( depotVirtualName(zName) ) return SQLITE_OK;
+  return pDepotRoot->xDelete(pDepotRoot, zName, syncDir);
+}
+
+/* No journal, WAL or temporary file ever exists on disk; a store file or
+** a super-journal exists when the default VFS says so. */
 static int depotAccess(sqlite3_vfs *pVfs, const char *zName, int flags,
                        int *pResOut){
-  size_t n = strlen(zName);
   (void)pVfs;
-  if( (n>8 && strcmp(zName+n-8, "-journal")==0)
-   || (n>4 && (strcmp(zName+n-4, "-wal")==0 || strcmp(zName+n-4, "-shm")==0)) ){
+  if( depotVirtualName(zName) ){
     *pResOut = 0;
     return SQLITE_OK;
   }
@@ -1210,6 +1293,7 @@ int depot_vfs_register(void){
     }else{
       int sz = (int)(sizeof(DepotFile)>sizeof(MemFile)
                      ? sizeof(DepotFile) : sizeof(MemFile));
+      if( pRoot->szOsFile>sz ) sz = pRoot->szOsFile;   /* super-journals */
       depotVfs.szOsFile = sz;
       depotVfs.mxPathname = pRoot->mxPathname;
 #if defined(SQLITE_IOCAP_BATCH_ATOMIC) && defined(SQLITE_FCNTL_COMMIT_ATOMIC_WRITE)
