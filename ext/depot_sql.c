@@ -22,6 +22,7 @@ SQLITE_EXTENSION_INIT3
 
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -528,6 +529,13 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   sqlite3_free(zFrom);
 }
 
+/* 1 if zPath is on a file system mounted read-only: nothing can change a
+** store there, and it opens only immutable (its -shm cannot be made). */
+static int depotOnReadOnlyFs(const char *zPath){
+  struct statvfs sv;
+  return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
+}
+
 static void depotExportFunc(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv){
   const char *zDst;
@@ -535,6 +543,7 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   struct stat st;
   sqlite3_int64 n;
   int rc = SQLITE_OK;
+  int fromFlags = SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI;
   if( !depotTextArgs(ctx, argc, argv,
                      "depot_export(store, db, branch, dst_path)") ) return;
   zDst = (const char*)sqlite3_value_text(argv[3]);
@@ -547,6 +556,10 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   zUri = depotUri((const char*)sqlite3_value_text(argv[0]),
                   (const char*)sqlite3_value_text(argv[1]),
                   (const char*)sqlite3_value_text(argv[2]));
+  if( zUri && depotOnReadOnlyFs((const char*)sqlite3_value_text(argv[0])) ){
+    zUri = sqlite3_mprintf("%z&immutable=1", zUri);
+    fromFlags = SQLITE_OPEN_READONLY|SQLITE_OPEN_URI;
+  }
   zTo = sqlite3_mprintf("%s", zDst);
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
@@ -555,8 +568,8 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
                  (const char*)sqlite3_value_text(argv[1])))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = depotCopy(zUri, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
-                  zTo, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &rc, &zErr);
+    n = depotCopy(zUri, fromFlags, zTo,
+                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &rc, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
       depotExportRemove(zTo);

@@ -1539,6 +1539,84 @@ START_TEST(test_depot_store_on_read_only_mount_opens_with_immutable){
 }
 END_TEST
 
+/* The first column of the first row of zSql on db as an integer, or -1
+** when it fails (its message on stderr). */
+static int ro_int(sqlite3 *db, const char *zSql){
+  sqlite3_stmt *pStmt = 0;
+  int r = -1;
+  if( sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0)==SQLITE_OK
+   && sqlite3_step(pStmt)==SQLITE_ROW ){
+    r = sqlite3_column_int(pStmt, 0);
+  }else{
+    fprintf(stderr, "%s: %s\n", zSql, sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(pStmt);
+  return r;
+}
+
+/* The functions that only read a store (depot_commits, depot_stats,
+** depot_verify, depot_export) read one on read-only media, without
+** immutable=1 (they open it immutable there, since nothing can change
+** it). */
+START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
+  char *zDir = th_tmpdir("depot-rofn");
+  char *zRo = sqlite3_mprintf("%s/media", zDir);
+  char *zStore = sqlite3_mprintf("%s/store.depot", zRo);
+  sqlite3 *db;
+  pid_t pid;
+  int st = 0;
+  ck_assert_int_eq(mkdir(zRo, 0755), 0);
+  db = open_depot(zRo, "r", 0);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(7); INSERT INTO t"
+              " VALUES(8)");
+  sqlite3_close(db);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int e = ro_mount(zRo);
+    char *zSql;
+    if( e ){
+      fprintf(stderr, "read-only bind mount: %s\n", strerror(e));
+      _exit(77);
+    }
+    db = th_open(":memory:");
+    zSql = sqlite3_mprintf("SELECT count(*) FROM depot_commits('%q', 'r')",
+                           zStore);
+    if( ro_int(db, zSql)!=3 ) _exit(71);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT count(*) FROM depot_stats('%q')", zStore);
+    if( ro_int(db, zSql)<1 ) _exit(72);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT count(*) FROM depot_verify('%q')", zStore);
+    if( ro_int(db, zSql)!=0 ) _exit(73);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT depot_export('%q', 'r', 'main', "
+                           "'%q/copy.db')", zStore, zDir);
+    if( ro_int(db, zSql)<2 ) _exit(74);
+    sqlite3_free(zSql);
+    sqlite3_close(db);
+    zSql = sqlite3_mprintf("%s/copy.db", zDir);
+    db = th_open(zSql);
+    sqlite3_free(zSql);
+    if( ro_int(db, "SELECT sum(a) FROM t")!=15 ) _exit(75);
+    sqlite3_close(db);
+    _exit(0);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  if( WEXITSTATUS(st)==77 ){
+    fprintf(stderr, "test_depot_read_functions_read_a_store_on_read_only_"
+            "media: skipped, no private mount namespace here\n");
+  }else{
+    ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71:"
+        " depot_commits, 72: depot_stats, 73: depot_verify, 74: depot_export,"
+        " 75: the exported copy)",
+        WEXITSTATUS(st));
+  }
+  sqlite3_free(zStore); sqlite3_free(zRo); sqlite3_free(zDir);
+}
+END_TEST
+
 /* A child commits row 8 and exits without closing: the commit stays in
 ** the outer store's -wal (and its -shm stays), not yet in the store file. */
 static void commit_and_exit(const char *zDir){
@@ -2120,6 +2198,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_read_only_connection_reads_and_refuses_writes);
   tcase_add_test(tc, test_depot_databases_and_branches_are_independent);
   tcase_add_test(tc, test_depot_store_on_read_only_mount_opens_with_immutable);
+  tcase_add_test(tc, test_depot_read_functions_read_a_store_on_read_only_media);
   tcase_add_test(tc, test_depot_immutable_refuses_store_whose_wal_holds_commits);
   tcase_add_loop_test(tc, test_depot_database_made_smaller_is_stored_smaller,
                       0, (int)(sizeof(azShrink)/sizeof(azShrink[0])));

@@ -1117,7 +1117,9 @@ static int cmpTargets(Cmp *p, const char *zDb, const char *zBranch,
   return rc;
 }
 
-static int cmpOpen(Cmp *p, const char *zStore, char **pzErr){
+/* Open zStore for compaction, gc or, with bInspect, a call that only
+** reads (which opens a store on read-only media too: StoreSqliteConfig). */
+static int cmpOpen(Cmp *p, const char *zStore, int bInspect, char **pzErr){
   StoreSqliteConfig cfg;
   int rc;
   memset(p, 0, sizeof(*p));
@@ -1129,6 +1131,7 @@ static int cmpOpen(Cmp *p, const char *zStore, char **pzErr){
   }
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
+  cfg.bInspect = bInspect;
   rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
@@ -1154,7 +1157,7 @@ int depot_compact(const char *zStore, const char *zDb, const char *zBranch,
                   DepotCompactResult *pRes, char **pzErr){
   Cmp c;
   U64Set s;
-  int i, rc = cmpOpen(&c, zStore, pzErr);
+  int i, rc = cmpOpen(&c, zStore, 0, pzErr);
   memset(pRes, 0, sizeof(*pRes));
   memset(&s, 0, sizeof(s));
   if( rc==SQLITE_OK ) rc = cmpTargets(&c, zDb, zBranch, &s);
@@ -1168,7 +1171,7 @@ static int gcRun(const char *zStore, int bDry, DepotGcResult *pRes,
                  char **pzErr){
   Cmp c;
   U64Set s;
-  int i, rc = cmpOpen(&c, zStore, pzErr);
+  int i, rc = cmpOpen(&c, zStore, bDry, pzErr);
   memset(pRes, 0, sizeof(*pRes));
   memset(&s, 0, sizeof(s));
   if( rc==SQLITE_OK ) rc = cmpAllBranches(&c, &s);
@@ -1207,7 +1210,7 @@ static int cmpLagTxn(Cmp *p, const U64Set *s, int64_t *pnLag){
 int depot_compaction_lag(const char *zStore, int64_t *pnLag, char **pzErr){
   Cmp c;
   U64Set s;
-  int rc = cmpOpen(&c, zStore, pzErr);
+  int rc = cmpOpen(&c, zStore, 1, pzErr);
   *pnLag = 0;
   memset(&s, 0, sizeof(s));
   if( rc==SQLITE_OK ) rc = store_begin(c.pStore, 0);
@@ -1248,7 +1251,7 @@ static int cmpThresholdTxn(Cmp *p, int64_t nSet, int64_t *pn){
 int depot_compact_threshold(const char *zStore, int64_t nSet, int64_t *pn,
                             char **pzErr){
   Cmp c;
-  int rc = cmpOpen(&c, zStore, pzErr);
+  int rc = cmpOpen(&c, zStore, nSet<0, pzErr);
   if( rc==SQLITE_OK ){
     rc = store_begin(c.pStore, nSet>=0);
     if( rc!=SQLITE_OK ) rc = cmpStoreErr(&c, rc);
@@ -1290,7 +1293,7 @@ int depot_compact_mark(Store *pStore, uint64_t iBranch, uint64_t *piMark){
 int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
                             DepotCompactResult *pRes, char **pzErr){
   Cmp c;
-  int rc = cmpOpen(&c, zStore, pzErr);
+  int rc = cmpOpen(&c, zStore, 0, pzErr);
   memset(pRes, 0, sizeof(*pRes));
   if( rc==SQLITE_OK ) rc = cmpBranch(&c, iBranch, pRes);
   cmpClose(&c);

@@ -16,6 +16,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 enum {
   SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
@@ -308,7 +309,7 @@ static int ssCheckIsStore(StoreSqlite *p){
     rc = sqlite3_reset(pStmt);
   }
   sqlite3_finalize(pStmt);
-  if( rc!=SQLITE_OK && rc!=SQLITE_CANTOPEN ){
+  if( rc!=SQLITE_OK && p->zErr==0 ){
     ssSetErr(p, "cannot read the schema of the store file");
   }
   return rc;
@@ -414,11 +415,30 @@ static int ssOpenDb(StoreSqlite *p, const char *zPath,
   return rc;
 }
 
-int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
+/* 1 if zPath is on a file system mounted read-only. */
+static int ssOnReadOnlyFs(const char *zPath){
+  struct statvfs sv;
+  return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
+}
+
+/* The message of a store that could not be opened on a read-only file
+** system: SQLite opens a WAL-mode file there only with its -shm file. */
+static void ssReadOnlyFsErr(StoreSqlite *p, const char *zPath){
+  sqlite3_free(p->zErr);
+  p->zErr = sqlite3_mprintf("store: cannot open %s: it is on a read-only"
+      " file system, where a store opens only with immutable=1", zPath);
+}
+
+int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
                       Store **ppStore, char **pzErr){
+  StoreSqliteConfig cfg = *pCfgIn;
+  const StoreSqliteConfig *pCfg = &cfg;
   StoreSqlite *p;
   int rc;
   *ppStore = 0;
+  if( cfg.bInspect && !cfg.bImmutable && ssOnReadOnlyFs(zPath) ){
+    cfg.bImmutable = 1;
+  }
   p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
@@ -436,6 +456,10 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
   if( rc==SQLITE_OK ){
     sqlite3_extended_result_codes(p->db, 1);
     rc = ssSetup(p, pCfg);
+    if( (rc&0xff)==SQLITE_CANTOPEN && !pCfg->bImmutable
+     && ssOnReadOnlyFs(zPath) ){
+      ssReadOnlyFsErr(p, zPath);
+    }
   }else{
     ssSetErr(p, "cannot open the store file");
   }
