@@ -1557,7 +1557,7 @@ static int ro_int(sqlite3 *db, const char *zSql){
 /* The functions that only read a store (depot_commits, depot_stats,
 ** depot_verify, depot_export) read one on read-only media, without
 ** immutable=1 (they open it immutable there, since nothing can change
-** it). */
+** it); one that writes it says why it cannot. */
 START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   char *zDir = th_tmpdir("depot-rofn");
   char *zRo = sqlite3_mprintf("%s/media", zDir);
@@ -1594,6 +1594,13 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
                            "'%q/copy.db')", zStore, zDir);
     if( ro_int(db, zSql)<2 ) _exit(74);
     sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT depot_compact('%q')", zStore);
+    if( sqlite3_exec(db, zSql, 0, 0, 0)==SQLITE_OK
+     || strstr(sqlite3_errmsg(db), "is on a read-only file system")==0 ){
+      fprintf(stderr, "depot_compact: %s\n", sqlite3_errmsg(db));
+      _exit(76);
+    }
+    sqlite3_free(zSql);
     sqlite3_close(db);
     zSql = sqlite3_mprintf("%s/copy.db", zDir);
     db = th_open(zSql);
@@ -1610,7 +1617,7 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   }else{
     ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71:"
         " depot_commits, 72: depot_stats, 73: depot_verify, 74: depot_export,"
-        " 75: the exported copy)",
+        " 75: the exported copy, 76: depot_compact's message)",
         WEXITSTATUS(st));
   }
   sqlite3_free(zStore); sqlite3_free(zRo); sqlite3_free(zDir);

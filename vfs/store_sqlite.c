@@ -289,6 +289,33 @@ static const StoreMethods storeSqliteMethods = {
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg
 };
 
+/* 1 if zPath is on a file system mounted read-only. */
+static int ssOnReadOnlyFs(const char *zPath){
+  struct statvfs sv;
+  return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
+}
+
+/* The message of a store that could not be opened on a read-only file
+** system: SQLite opens a WAL-mode file there only with its -shm file. */
+static void ssReadOnlyFsErr(StoreSqlite *p, const char *zPath){
+  sqlite3_free(p->zErr);
+  p->zErr = sqlite3_mprintf("store: cannot open %s: it is on a read-only"
+      " file system, where a store opens only with immutable=1", zPath);
+}
+
+/* Records why the first read of the store file failed (rc), unless a
+** message is set already; returns rc. */
+static int ssReadErr(StoreSqlite *p, int rc){
+  const char *zFile = sqlite3_db_filename(p->db, "main");
+  if( rc==SQLITE_OK || p->zErr ) return rc;
+  if( (rc&0xff)==SQLITE_CANTOPEN && zFile && ssOnReadOnlyFs(zFile) ){
+    ssReadOnlyFsErr(p, zFile);
+  }else{
+    ssSetErr(p, "cannot read the schema of the store file");
+  }
+  return rc;
+}
+
 /* SQLITE_OK when the opened file is a store or empty (a new store); an
 ** SQLite database with a schema but no depot_kv table is some other
 ** program's database: SQLITE_CANTOPEN, before anything writes to it. */
@@ -309,10 +336,7 @@ static int ssCheckIsStore(StoreSqlite *p){
     rc = sqlite3_reset(pStmt);
   }
   sqlite3_finalize(pStmt);
-  if( rc!=SQLITE_OK && p->zErr==0 ){
-    ssSetErr(p, "cannot read the schema of the store file");
-  }
-  return rc;
+  return ssReadErr(p, rc);
 }
 
 /* Records a failed setup of the store file (rc) with the OS's cause: an
@@ -349,10 +373,10 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   sqlite3_busy_timeout(p->db, pCfg->nBusyMs>0 ? pCfg->nBusyMs : 10000);
   zSql = sqlite3_mprintf("PRAGMA synchronous=%s;", azSync[iSync]);
   if( zSql==0 ) return SQLITE_NOMEM;
-  rc = sqlite3_exec(p->db, zSql, 0, 0, 0);
+  rc = sqlite3_exec(p->db, zSql, 0, 0, 0);   /* reads the schema first */
   sqlite3_free(zSql);
   if( rc==SQLITE_OK ) rc = ssCheckIsStore(p);
-  if( rc==SQLITE_CANTOPEN ) return rc;
+  if( (rc&0xff)==SQLITE_CANTOPEN ) return ssReadErr(p, rc);
   if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
     rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
         "CREATE TABLE IF NOT EXISTS depot_kv(key BLOB PRIMARY KEY,"
@@ -415,20 +439,6 @@ static int ssOpenDb(StoreSqlite *p, const char *zPath,
   return rc;
 }
 
-/* 1 if zPath is on a file system mounted read-only. */
-static int ssOnReadOnlyFs(const char *zPath){
-  struct statvfs sv;
-  return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
-}
-
-/* The message of a store that could not be opened on a read-only file
-** system: SQLite opens a WAL-mode file there only with its -shm file. */
-static void ssReadOnlyFsErr(StoreSqlite *p, const char *zPath){
-  sqlite3_free(p->zErr);
-  p->zErr = sqlite3_mprintf("store: cannot open %s: it is on a read-only"
-      " file system, where a store opens only with immutable=1", zPath);
-}
-
 int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
                       Store **ppStore, char **pzErr){
   StoreSqliteConfig cfg = *pCfgIn;
@@ -456,10 +466,6 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
   if( rc==SQLITE_OK ){
     sqlite3_extended_result_codes(p->db, 1);
     rc = ssSetup(p, pCfg);
-    if( (rc&0xff)==SQLITE_CANTOPEN && !pCfg->bImmutable
-     && ssOnReadOnlyFs(zPath) ){
-      ssReadOnlyFsErr(p, zPath);
-    }
   }else{
     ssSetErr(p, "cannot open the store file");
   }
