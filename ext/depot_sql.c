@@ -22,7 +22,6 @@ SQLITE_EXTENSION_INIT3
 
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -529,13 +528,6 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   sqlite3_free(zFrom);
 }
 
-/* 1 if zPath is on a file system mounted read-only: nothing can change a
-** store there, and it opens only immutable (its -shm cannot be made). */
-static int depotOnReadOnlyFs(const char *zPath){
-  struct statvfs sv;
-  return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
-}
-
 static void depotExportFunc(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv){
   const char *zDst;
@@ -556,7 +548,8 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   zUri = depotUri((const char*)sqlite3_value_text(argv[0]),
                   (const char*)sqlite3_value_text(argv[1]),
                   (const char*)sqlite3_value_text(argv[2]));
-  if( zUri && depotOnReadOnlyFs((const char*)sqlite3_value_text(argv[0])) ){
+  if( zUri
+   && depot_store_on_read_only_fs((const char*)sqlite3_value_text(argv[0])) ){
     zUri = sqlite3_mprintf("%z&immutable=1", zUri);
     fromFlags = SQLITE_OPEN_READONLY|SQLITE_OPEN_URI;
   }

@@ -1556,8 +1556,8 @@ static int ro_int(sqlite3 *db, const char *zSql){
 
 /* The functions that only read a store (depot_commits, depot_stats,
 ** depot_verify, depot_export) read one on read-only media, without
-** immutable=1 (they open it immutable there, since nothing can change
-** it); one that writes it says why it cannot. */
+** immutable=1 (they open it immutable there; the store must not change
+** meanwhile); one that writes it says why it cannot. */
 START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   char *zDir = th_tmpdir("depot-rofn");
   char *zRo = sqlite3_mprintf("%s/media", zDir);

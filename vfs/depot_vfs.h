@@ -84,6 +84,10 @@ struct DepotStats {
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
 
+/* 1 if the store file zStore is on a file system mounted read-only, where
+** it opens only immutable (its -shm cannot be made); vfs/store_sqlite.c. */
+int depot_store_on_read_only_fs(const char *zStore);
+
 /*
 ** Branch operations (vfs/fork.c).  Each opens the store file zStore (it
 ** must exist), runs as ONE store transaction and closes it again: when it

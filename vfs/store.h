@@ -130,9 +130,9 @@ struct StoreSqliteConfig {
                           ** locks, no -shm; for read-only media); a file
                           ** whose -wal holds frames is refused with
                           ** SQLITE_CANTOPEN, as they would not be read */
-  int bInspect;           /* only reads: on a read-only file system (where
-                          ** nothing can change the file) open it as with
-                          ** bImmutable, as its -shm cannot be made there */
+  int bInspect;           /* only reads: on a read-only file system open
+                          ** it as with bImmutable, as its -shm cannot be
+                          ** made there (depot_store_on_read_only_fs) */
   int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
   int nBusyMs;            /* wait for the write lock; 0: 10000 */
 };

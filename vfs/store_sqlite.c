@@ -10,6 +10,7 @@
 */
 #include "config.h"
 #include "vfs/store.h"
+#include "vfs/depot_vfs.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -289,8 +290,7 @@ static const StoreMethods storeSqliteMethods = {
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg
 };
 
-/* 1 if zPath is on a file system mounted read-only. */
-static int ssOnReadOnlyFs(const char *zPath){
+int depot_store_on_read_only_fs(const char *zPath){
   struct statvfs sv;
   return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
 }
@@ -308,7 +308,8 @@ static void ssReadOnlyFsErr(StoreSqlite *p, const char *zPath){
 static int ssReadErr(StoreSqlite *p, int rc){
   const char *zFile = sqlite3_db_filename(p->db, "main");
   if( rc==SQLITE_OK || p->zErr ) return rc;
-  if( (rc&0xff)==SQLITE_CANTOPEN && zFile && ssOnReadOnlyFs(zFile) ){
+  if( (rc&0xff)==SQLITE_CANTOPEN && zFile
+   && depot_store_on_read_only_fs(zFile) ){
     ssReadOnlyFsErr(p, zFile);
   }else{
     ssSetErr(p, "cannot read the schema of the store file");
@@ -446,7 +447,8 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
   StoreSqlite *p;
   int rc;
   *ppStore = 0;
-  if( cfg.bInspect && !cfg.bImmutable && ssOnReadOnlyFs(zPath) ){
+  if( cfg.bInspect && !cfg.bImmutable
+   && depot_store_on_read_only_fs(zPath) ){
     cfg.bImmutable = 1;
   }
   p = sqlite3_malloc64(sizeof(*p));
