@@ -164,6 +164,15 @@ int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
 ** (state FAILED); a conflict is SQLITE_BUSY_SNAPSHOT with a message naming
 ** the tables and keys. */
 int kv_root_prepare(KvRoot*, char **pzErr);
+
+/* Take back a successful prepare, for a transaction that goes on: the
+** WAL record is withdrawn with a durable abort record (as by a rollback),
+** the reservations are released, and the root is active again with its
+** snapshots, reads and writes, so a later prepare checks them anew.  Does
+** nothing unless the root is prepared.  If the abort record cannot be
+** made durable the store is stopped (see kv_root_rollback_err), the root
+** is finished and that error is returned. */
+int kv_root_unprepare(KvRoot*, char **pzErr);
 /* The conflicts found by the last failed prepare (sorted, deduplicated),
 ** valid until the root is freed. */
 typedef struct KvConflict KvConflict;

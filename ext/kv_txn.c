@@ -833,6 +833,21 @@ void kv_root_rollback(KvRoot *p){
   kv_root_rollback_err(p, 0);
 }
 
+int kv_root_unprepare(KvRoot *p, char **pzErr){
+  int rc;
+  if( p->eState!=KV_ROOT_PREPARED ) return SQLITE_OK;
+  rc = kvRootAbortRecord(p, pzErr);
+  if( rc!=SQLITE_OK ){
+    kvRootFinish(p, KV_ROOT_DONE);
+    return rc;
+  }
+  pthread_mutex_lock(&p->pEng->mutex);
+  kvUnlinkPrepared(p);
+  p->eState = KV_ROOT_ACTIVE;
+  pthread_mutex_unlock(&p->pEng->mutex);
+  return SQLITE_OK;
+}
+
 void kv_root_free(KvRoot *p){
   int i;
   if( p==0 ) return;

@@ -691,6 +691,22 @@ static int kvJoinByStatement(KvVtab *p){
   return rc;
 }
 
+/* Before a statement of an SQL transaction whose root is prepared: SQLite
+** kept the transaction open after a COMMIT that failed past xSync
+** (SQLITE_BUSY from a database file), so the transaction goes on and its
+** root takes the prepare back (kv_root_unprepare): its statements read
+** its own writes and may write more; the retried COMMIT prepares again. */
+static int kvSqlRootGoesOn(KvVtab *p){
+  KvRoot *r = p->pConn->pSqlRoot;
+  char *zErr = 0;
+  int rc;
+  if( r==0 || kv_root_state(r)!=KV_ROOT_PREPARED ) return SQLITE_OK;
+  rc = kv_root_unprepare(r, &zErr);
+  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  else sqlite3_free(zErr);
+  return rc;
+}
+
 /* Before a read inside an explicit SQL transaction: join (or start) the
 ** SQL root and fix this table's snapshot in it.  Autocommit statements,
 ** and tables of another store than the root's, read without a root. */
@@ -699,7 +715,8 @@ static int kvReadJoin(KvVtab *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
   if( sqlite3_get_autocommit(p->db) || pConn->pJoinEng ) return SQLITE_OK;
-  if( pConn->pSqlRoot==0 ) rc = kvJoinByStatement(p);
+  rc = kvSqlRootGoesOn(p);
+  if( rc==SQLITE_OK && pConn->pSqlRoot==0 ) rc = kvJoinByStatement(p);
   if( rc!=SQLITE_OK || kvReadRoot(p)==0 ) return rc;
   rc = kv_root_bind(pConn->pSqlRoot, p->zName, p->nName, &zErr);
   if( rc!=SQLITE_OK ) kvSetError(p, zErr);
@@ -774,7 +791,7 @@ static int kvWriteRoot(KvVtab *p, KvRoot **ppRoot){
     return SQLITE_MISUSE;
   }
   *ppRoot = r;
-  return SQLITE_OK;
+  return kvSqlRootGoesOn(p);
 }
 
 /* Insert key k (unless it exists and the conflict mode says otherwise).
@@ -937,6 +954,8 @@ static int kvRollback(sqlite3_vtab *pVtab){
 static int kvSavepoint(sqlite3_vtab *pVtab, int iSavepoint){
   KvVtab *p = (KvVtab*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
+  int rc = (r && p->bJoined) ? kvSqlRootGoesOn(p) : SQLITE_OK;
+  if( rc!=SQLITE_OK ) return rc;
   return (r && p->bJoined) ? kv_root_savepoint(r, iSavepoint) : SQLITE_OK;
 }
 
@@ -950,8 +969,9 @@ static int kvRelease(sqlite3_vtab *pVtab, int iSavepoint){
 static int kvRollbackTo(sqlite3_vtab *pVtab, int iSavepoint){
   KvVtab *p = (KvVtab*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
-  if( r && p->bJoined ) kv_root_rollback_to(r, iSavepoint);
-  return SQLITE_OK;
+  int rc = (r && p->bJoined) ? kvSqlRootGoesOn(p) : SQLITE_OK;
+  if( rc==SQLITE_OK && r && p->bJoined ) kv_root_rollback_to(r, iSavepoint);
+  return rc;
 }
 
 static sqlite3_module kvMemoryModule = {

@@ -686,6 +686,56 @@ START_TEST(test_kv_writes_take_the_schema_database_write_lock){
 }
 END_TEST
 
+/* CREATE VIRTUAL TABLE t USING kv_btree(dir=zDir). */
+static void kv_mk_btree(sqlite3 *db, const char *zDir){
+  char *z = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                            zDir);
+  th_exec(db, z);
+  sqlite3_free(z);
+}
+
+/* SQLite keeps a transaction open when its COMMIT fails with SQLITE_BUSY
+** (another connection reads the database file, rollback-journal mode),
+** after the KV part was prepared.  The transaction is still the same one:
+** it reads its own writes, takes more, a retried COMMIT applies all of
+** them, and a ROLLBACK instead would apply none. */
+START_TEST(test_kv_transaction_goes_on_after_a_busy_commit){
+  char *zDir = th_tmpdir("kv-busycommit");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3 *db2 = th_open(zDb);
+  kv_mk_btree(db, zDir);
+  th_exec(db, "CREATE TABLE plain(x); INSERT INTO t VALUES('a', 1)");
+  th_exec(db2, "BEGIN; SELECT count(*) FROM plain");
+  th_exec(db, "BEGIN; INSERT INTO t VALUES('b', 2)");
+  ck_assert_int_eq(kv_fail(db, "COMMIT", "database is locked"), SQLITE_BUSY);
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='b'"), 2);
+  th_exec(db, "INSERT INTO t VALUES('c', 3); UPDATE t SET value=4 "
+              "WHERE key='b'");
+  kv_rows_eq(db, "SELECT key||value AS x FROM t", "a1 b4 c3");
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 1);
+  th_exec(db2, "COMMIT");
+  th_exec(db, "COMMIT");
+  kv_rows_eq(db2, "SELECT key||value AS x FROM t", "a1 b4 c3");
+  th_exec(db2, "BEGIN; SELECT count(*) FROM plain");
+  th_exec(db, "BEGIN; DELETE FROM t WHERE key='a'");
+  ck_assert_int_eq(kv_fail(db, "COMMIT", "database is locked"), SQLITE_BUSY);
+  th_exec(db, "ROLLBACK");
+  th_exec(db2, "COMMIT");
+  kv_rows_eq(db2, "SELECT key||value AS x FROM t", "a1 b4 c3");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  db = th_open(":memory:");       /* the store reopens: nothing replays */
+  kv_mk_btree(db, zDir);
+  kv_rows_eq(db, "SELECT key||value AS x FROM t", "a1 b4 c3");
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The anchor that enlists a transaction's reads cannot be dropped while it
 ** does (that would drop the reads from the conflict check); outside a
 ** transaction dropping it is harmless. */
@@ -2994,6 +3044,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_rollback_to_savepoint_older_than_first_write_undoes_it);
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
+  tcase_add_test(tc, test_kv_transaction_goes_on_after_a_busy_commit);
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
   tcase_add_test(tc, test_kv_foreign_anchor_table_fails_reads_clearly);
   tcase_add_test(tc, test_kv_first_read_in_a_transaction_logs_no_error);
