@@ -170,10 +170,17 @@ static int btExec(sqlite3 *db, const char *zSql){
 /* The error of a failed open of data file zPath through db (NULL: out of
 ** memory): its message, with the system error when SQLite recorded one,
 ** so a full disk reads as one ("disk I/O error (No space left on
-** device)") and returns SQLITE_FULL.  Returns the code to report. */
+** device)") and returns SQLITE_FULL.  A file SQLite does not take for a
+** database (a damaged header) is damage: SQLITE_CORRUPT.  Returns the
+** code to report. */
 static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
   int e = db ? sqlite3_system_errno(db) : 0;
   const char *zMsg = db ? sqlite3_errmsg(db) : "out of memory";
+  if( (rc&0xff)==SQLITE_NOTADB || (rc&0xff)==SQLITE_CORRUPT ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s is damaged: %s", zPath,
+                             zMsg);
+    return SQLITE_CORRUPT;
+  }
   if( e==ENOSPC || e==EDQUOT || e==EFBIG ) rc = SQLITE_FULL;
   if( e!=0 ){
     *pzErr = sqlite3_mprintf("kv_btree: cannot open data file %s: %s (%s)",

@@ -863,6 +863,34 @@ START_TEST(test_kvbtree_corrupt_data_file_fails_open)
 }
 END_TEST
 
+/* A data file whose first page (the database header) is damaged is damage
+** like any other: SQLITE_CORRUPT and "data file ... is damaged", not
+** SQLite's SQLITE_NOTADB. */
+START_TEST(test_kvbtree_data_file_with_damaged_header_fails_open_as_corrupt)
+{
+  char *zDir = th_tmpdir("kvbtree_header");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zSql, *zErr = 0;
+  sqlite3 *db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  sqlite3_close(db);
+  kb_flip(zFile, 0);                     /* "SQLite format 3" and more */
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
+                         zDir);
+  ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "kv_btree: data file ")
+                && strstr(zErr, "kv_btree.db is damaged: "), "%s",
+                zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A data file cut short is damage too: SQLITE_CORRUPT naming the file. */
 START_TEST(test_kvbtree_truncated_data_file_fails_open)
 {
@@ -1993,6 +2021,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_in_memory_store_error_says_to_give_dir);
   tcase_add_test(tc, test_kvbtree_accelerated_repair_keeps_data);
   tcase_add_test(tc, test_kvbtree_corrupt_data_file_fails_open);
+  tcase_add_test(tc, test_kvbtree_data_file_with_damaged_header_fails_open_as_corrupt);
   tcase_add_test(tc, test_kvbtree_truncated_data_file_fails_open);
   tcase_add_test(tc, test_kvbtree_data_file_cut_inside_a_page_fails_open);
   tcase_add_loop_test(tc, test_kvbtree_missing_or_empty_data_file_fails_open,
