@@ -833,6 +833,21 @@ void kv_root_rollback(KvRoot *p){
   kv_root_rollback_err(p, 0);
 }
 
+/* The tables root p creates go back to pending, as before its prepare:
+** the files kvOpenNewTables made for them are deleted (as by a rollback)
+** and closed; the next prepare makes them again.  Nobody else sees these
+** tables, so no lock is needed. */
+static void kvNewTablesPending(KvRoot *p){
+  int i;
+  kvDropNewTableFiles(p);
+  for(i=0; i<p->nNew; i++){
+    KvTable *t = p->apNew[i];
+    if( t->bLive || t->pData==0 ) continue;
+    t->pBackend->xClose(t->pData);
+    t->pData = 0;
+  }
+}
+
 int kv_root_unprepare(KvRoot *p, char **pzErr){
   int rc;
   if( p->eState!=KV_ROOT_PREPARED ) return SQLITE_OK;
@@ -841,6 +856,7 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
     kvRootFinish(p, KV_ROOT_DONE);
     return rc;
   }
+  kvNewTablesPending(p);
   pthread_mutex_lock(&p->pEng->mutex);
   kvUnlinkPrepared(p);
   p->eState = KV_ROOT_ACTIVE;

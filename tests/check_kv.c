@@ -736,6 +736,46 @@ START_TEST(test_kv_transaction_goes_on_after_a_busy_commit){
 }
 END_TEST
 
+/* A table created in a transaction whose COMMIT failed with SQLITE_BUSY
+** is still the transaction's own: the retried COMMIT creates it (with the
+** rows written before and after the failure), and a ROLLBACK instead
+** leaves neither the table nor its files. */
+START_TEST(test_kv_table_created_before_a_busy_commit_is_created_by_the_retry){
+  char *zDir = th_tmpdir("kv-busycreate");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zLog = sqlite3_mprintf("%s/main.db-kv/kv_log", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3 *db2 = th_open(zDb);
+  th_exec(db, "CREATE TABLE plain(x)");
+  th_exec(db2, "BEGIN; SELECT count(*) FROM plain");
+  th_exec(db, "BEGIN; CREATE VIRTUAL TABLE b USING kv_btree; "
+              "INSERT INTO b VALUES(1, 1)");
+  ck_assert_int_eq(kv_fail(db, "COMMIT", "database is locked"), SQLITE_BUSY);
+  th_exec(db, "INSERT INTO b VALUES(2, 2)");
+  th_exec(db2, "COMMIT");
+  th_exec(db, "COMMIT");
+  kv_rows_eq(db2, "SELECT key||value AS x FROM b", "11 22");
+  th_exec(db2, "BEGIN; SELECT count(*) FROM plain");
+  th_exec(db, "BEGIN; CREATE VIRTUAL TABLE l USING kv_log; "
+              "INSERT INTO l VALUES(1, 1)");
+  ck_assert_int_eq(kv_fail(db, "COMMIT", "database is locked"), SQLITE_BUSY);
+  kv_rows_eq(db, "SELECT key||value AS x FROM l", "11");
+  th_exec(db, "ROLLBACK");
+  th_exec(db2, "COMMIT");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE "
+                              "name='l'"), 0);
+  ck_assert_int_eq(th_count_suffix(zLog, ""), 2);      /* "." and ".." */
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  db = th_open(zDb);
+  kv_rows_eq(db, "SELECT key||value AS x FROM b", "11 22");
+  sqlite3_close(db);
+  sqlite3_free(zLog);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The anchor that enlists a transaction's reads cannot be dropped while it
 ** does (that would drop the reads from the conflict check); outside a
 ** transaction dropping it is harmless. */
@@ -3045,6 +3085,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_reads_in_transactions_do_not_lock_the_database);
   tcase_add_test(tc, test_kv_writes_take_the_schema_database_write_lock);
   tcase_add_test(tc, test_kv_transaction_goes_on_after_a_busy_commit);
+  tcase_add_test(tc, test_kv_table_created_before_a_busy_commit_is_created_by_the_retry);
   tcase_add_test(tc, test_kv_anchor_cannot_be_dropped_inside_its_transaction);
   tcase_add_test(tc, test_kv_foreign_anchor_table_fails_reads_clearly);
   tcase_add_test(tc, test_kv_first_read_in_a_transaction_logs_no_error);
