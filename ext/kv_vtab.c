@@ -27,7 +27,10 @@
 ** it, xSync prepares it (conflict check, WAL flush), xCommit publishes it,
 ** xRollback rolls it back, and savepoints snapshot its write sets.  A
 ** conflict fails xSync -- so COMMIT -- with SQLITE_BUSY_SNAPSHOT, after
-** which SQLite has rolled the whole transaction back.
+** which SQLite has rolled the whole transaction back.  A COMMIT that fails
+** after xSync with SQLITE_BUSY (a database file is locked) leaves the
+** transaction open: its next statement takes the prepare back
+** (kvSqlRootGoesOn) and the retried COMMIT prepares again.
 **
 ** Reads.  Inside an explicit SQL transaction (BEGIN or SAVEPOINT) a read
 ** belongs to the transaction as much as a write: its table's snapshot is
