@@ -949,6 +949,12 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
            "'main','main')", f.zStore);
   fx_fails(&f, "bucket fork point", "SELECT depot_fork_bucket(%Q,'main','b',"
            "'yesterday')", f.zStore);
+  fx_fails(&f, "depot: a bucket fork point is NULL, a store sequence number"
+           " or an ISO-8601 time, got 1.5", "SELECT depot_fork_bucket(%Q,"
+           "'main','b',1.5)", f.zStore);
+  fx_fails(&f, "depot: a bucket fork point is NULL, a store sequence number"
+           " or an ISO-8601 time, got a blob", "SELECT depot_fork_bucket(%Q,"
+           "'main','b',x'01')", f.zStore);
   fx_fails(&f, "interval must be an integer", "SELECT depot_pitr_policy(%Q,"
            "'app','5',1)", f.zStore);
   fx_fails(&f, "retention must be an integer", "SELECT depot_pitr_policy(%Q,"
