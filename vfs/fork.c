@@ -352,11 +352,33 @@ static int opNewestAtOrBefore(Op *p, uint64_t iBranch, uint64_t iCap,
   return rc;
 }
 
+static int opPinTxidRow(void *pArg, const unsigned char *pKey, int nKey,
+                        const unsigned char *pVal, int nVal){
+  (void)pVal; (void)nVal;
+  if( nKey>=18 ) *(uint64_t*)pArg = ltx_get64(pKey+10);
+  return 1;
+}
+
+/* The newest txid of iBranch in (iAfter, iUpTo] that a DB_PIN row pins (a
+** fork point, a restore point, a pointer move) into *piTxid; 0: none. */
+static int opNewestPinIn(Op *p, uint64_t iBranch, uint64_t iAfter,
+                         uint64_t iUpTo, uint64_t *piTxid){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int n = layout_key_pin(lo, iBranch, iAfter+1, 0, 0, 0) - 1, rc;
+  layout_key_pin(hi, iBranch, iUpTo+1, 0, 0, 0);
+  *piTxid = 0;
+  if( iUpTo<=iAfter ) return SQLITE_OK;
+  rc = store_scan(p->pStore, lo, n, hi, n, STORE_SCAN_REVERSE, 1,
+                  opPinTxidRow, piTxid);
+  return rc==SQLITE_OK ? rc : opStoreErr(p, rc);
+}
+
 /* The newest retained commit at or before iMs on one level (branch
 ** iBranch up to its cap iCap): the cap itself (a head or a pinned fork
-** point) is always retained, an older commit only when it is the last of
-** its interval.  *piTxid 0: none on this level.  *pbAny is set when the
-** level has a commit at or before iMs, retained or not. */
+** point) and every pinned commit are always retained, any other commit
+** only when it is the last of its interval.  *piTxid 0: none on this
+** level.  *pbAny is set when the level has a commit at or before iMs,
+** retained or not. */
 static int opPitrLevel(Op *p, uint64_t iBranch, uint64_t iCap, int64_t iMs,
                        int64_t iInterval, uint64_t *piTxid, int *pbAny){
   PitrRow here, next;
@@ -371,9 +393,13 @@ static int opPitrLevel(Op *p, uint64_t iBranch, uint64_t iCap, int64_t iMs,
    || (int64_t)next.iTimeMs/iInterval != (int64_t)here.iTimeMs/iInterval ){
     return rc;
   }
-  /* not the last of its interval: the last commit of an earlier one */
-  return opNewestAtOrBefore(p, iBranch, t-1,
+  /* not the last of its interval: the last commit of an earlier one, or a
+  ** pinned commit after that one */
+  rc = opNewestAtOrBefore(p, iBranch, t-1,
       ((int64_t)here.iTimeMs/iInterval)*iInterval - 1, piTxid);
+  if( rc==SQLITE_OK ) rc = opNewestPinIn(p, iBranch, *piTxid, t, &t);
+  if( rc==SQLITE_OK && t ) *piTxid = t;
+  return rc;
 }
 
 /* The newest retained commit at or before iMs along the chain of
