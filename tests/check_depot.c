@@ -1556,7 +1556,8 @@ static int ro_int(sqlite3 *db, const char *zSql){
 /* The functions that only read a store (depot_commits, depot_stats,
 ** depot_verify, depot_export) read one on read-only media, without
 ** immutable=1 (they open it immutable there; the store must not change
-** meanwhile); one that writes it says why it cannot. */
+** meanwhile); those that write it (depot_compact, depot_import) say why
+** they cannot, with SQLITE_CANTOPEN. */
 START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   char *zDir = th_tmpdir("depot-rofn");
   char *zRo = sqlite3_mprintf("%s/media", zDir);
@@ -1600,6 +1601,16 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
       _exit(76);
     }
     sqlite3_free(zSql);
+    /* depot_import writes the store: the same code and reason */
+    zSql = sqlite3_mprintf("SELECT depot_import('%q/copy.db', '%q', 'r2')",
+                           zDir, zStore);
+    sqlite3_extended_result_codes(db, 1);
+    if( sqlite3_exec(db, zSql, 0, 0, 0)!=SQLITE_CANTOPEN
+     || strstr(sqlite3_errmsg(db), "is on a read-only file system")==0 ){
+      fprintf(stderr, "depot_import: %s\n", sqlite3_errmsg(db));
+      _exit(78);
+    }
+    sqlite3_free(zSql);
     sqlite3_close(db);
     zSql = sqlite3_mprintf("%s/copy.db", zDir);
     db = th_open(zSql);
@@ -1616,7 +1627,8 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   }else{
     ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71:"
         " depot_commits, 72: depot_stats, 73: depot_verify, 74: depot_export,"
-        " 75: the exported copy, 76: depot_compact's message)",
+        " 75: the exported copy, 76: depot_compact's message, 77: skipped,"
+        " 78: depot_import's code and message)",
         WEXITSTATUS(st));
   }
   sqlite3_free(zStore); sqlite3_free(zRo); sqlite3_free(zDir);
