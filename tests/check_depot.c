@@ -1554,7 +1554,8 @@ static int ro_int(sqlite3 *db, const char *zSql){
 }
 
 /* The functions that only read a store (depot_commits, depot_stats,
-** depot_verify, depot_export) read one on read-only media, without
+** depot_verify, depot_export, the listings, depot_pitr_policy and the
+** other readings of settings) read one on read-only media, without
 ** immutable=1 (they open it immutable there; the store must not change
 ** meanwhile); those that write it (depot_compact, depot_import) say why
 ** they cannot, with SQLITE_CANTOPEN. */
@@ -1594,6 +1595,16 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
                            "'%q/copy.db')", zStore, zDir);
     if( ro_int(db, zSql)<2 ) _exit(74);
     sqlite3_free(zSql);
+    /* the listings and the policy read: they only read the store too */
+    zSql = sqlite3_mprintf("SELECT (SELECT count(*) FROM depot_branches('%q'))"
+        " + (SELECT count(*) FROM depot_databases('%q'))"
+        " + (SELECT count(*) FROM depot_restore_points('%q', 'r'))"
+        " + (SELECT length(depot_pitr_policy('%q')))"
+        " + (SELECT count(*) FROM depot_quotas('%q'))"
+        " + depot_compact_threshold('%q') + coalesce(depot_quota('%q','r'),0)",
+        zStore, zStore, zStore, zStore, zStore, zStore, zStore);
+    if( ro_int(db, zSql)!=2+35+1+1000 ) _exit(79);
+    sqlite3_free(zSql);
     zSql = sqlite3_mprintf("SELECT depot_compact('%q')", zStore);
     if( sqlite3_exec(db, zSql, 0, 0, 0)==SQLITE_OK
      || strstr(sqlite3_errmsg(db), "is on a read-only file system")==0 ){
@@ -1628,7 +1639,8 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
     ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71:"
         " depot_commits, 72: depot_stats, 73: depot_verify, 74: depot_export,"
         " 75: the exported copy, 76: depot_compact's message, 77: skipped,"
-        " 78: depot_import's code and message)",
+        " 78: depot_import's code and message, 79: the listings and the"
+        " readings of settings)",
         WEXITSTATUS(st));
   }
   sqlite3_free(zStore); sqlite3_free(zRo); sqlite3_free(zDir);
