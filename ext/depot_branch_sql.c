@@ -226,6 +226,24 @@ static void bsPitrFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       "\"retention\":%lld}", (long long)iI, (long long)iR), -1, sqlite3_free);
 }
 
+/* The `at` of depot_fork_bucket is NULL, an integer or text (a time; a
+** bucket has no restore points): 0 after reporting a real or a blob. */
+static int bsBucketAtType(sqlite3_context *ctx, sqlite3_value *pVal){
+  int t = pVal ? sqlite3_value_type(pVal) : SQLITE_NULL;
+  char *z;
+  if( t!=SQLITE_FLOAT && t!=SQLITE_BLOB ) return 1;
+  z = sqlite3_mprintf("depot: a bucket fork point is NULL, a store sequence"
+      " number or an ISO-8601 time, got %s",
+      t==SQLITE_BLOB ? "a blob" : (const char*)sqlite3_value_text(pVal));
+  if( z==0 ){
+    sqlite3_result_error_nomem(ctx);
+  }else{
+    sqlite3_result_error(ctx, z, -1);
+    sqlite3_free(z);
+  }
+  return 0;
+}
+
 static void bsForkBucketFunc(sqlite3_context *ctx, int argc,
                              sqlite3_value **argv){
   const char *zF = "depot_fork_bucket(store, bucket, new_bucket[, at])";
@@ -236,7 +254,8 @@ static void bsForkBucketFunc(sqlite3_context *ctx, int argc,
   char *zErr = 0;
   DepotAt at;
   int rc;
-  if( zNew==0 || !bsAt(ctx, argc>3 ? argv[3] : 0, zF, &at) ) return;
+  if( zNew==0 || !bsBucketAtType(ctx, argc>3 ? argv[3] : 0)
+   || !bsAt(ctx, argc>3 ? argv[3] : 0, zF, &at) ) return;
   rc = depot_fork_bucket(zStore, zBucket, zNew, &at, &iVs, &zErr);
   if( rc!=SQLITE_OK ) return bsError(ctx, rc, zErr);
   sqlite3_result_int64(ctx, (sqlite3_int64)iVs);

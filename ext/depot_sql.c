@@ -385,6 +385,38 @@ static char *depotBucketProblem(const char *zStore, const char *zDb){
   return zErr;
 }
 
+static int depotStopAtFirstCommit(void *pArg, const DepotCommitInfo *pInfo){
+  (void)pArg; (void)pInfo;
+  return 1;
+}
+
+/* Why the existing file zStore cannot serve as the store of database zDb
+** (NAME or BUCKET/NAME): not a store (another program's database), a store
+** of a newer layout, a bucket that does not exist, and, when bWrite (an
+** import writes it), a store on a read-only file system.  Returns
+** SQLITE_OK when zStore does not exist (an import creates it, an export
+** reports the missing file) or is usable; else the code (SQLITE_CANTOPEN
+** for a file that is not a store or cannot be written there) with *pzErr
+** set to the store's own message, which an open through the depot VFS
+** only sends to the error log. */
+static int depotStoreProblem(const char *zStore, const char *zDb,
+                             int bWrite, char **pzErr){
+  struct stat st;
+  int rc;
+  if( stat(zStore, &st)!=0 ) return SQLITE_OK;
+  if( bWrite && depot_store_on_read_only_fs(zStore) ){
+    *pzErr = sqlite3_mprintf("store: cannot open %s: it is on a read-only"
+        " file system, where a store opens only with immutable=1", zStore);
+    return *pzErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
+  }
+  rc = depot_list_commits(zStore, zDb, "main", depotStopAtFirstCommit, 0,
+                          pzErr);
+  if( rc!=SQLITE_OK && *pzErr==0 ){
+    *pzErr = sqlite3_mprintf("%s", sqlite3_errstr(rc));
+  }
+  return rc;
+}
+
 /* Copy every page of zFromUri into zToUri with the backup API (each opened
 ** with its flags: SQLITE_OPEN_URI for a depot URI, none for a plain path);
 ** returns the page count or -1 with *pzErr set. */
@@ -506,6 +538,10 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
   if( zUri==0 || zFrom==0 ){
     sqlite3_result_error_nomem(ctx);
+  }else if( (rc = depotStoreProblem((const char*)sqlite3_value_text(argv[1]),
+                                    zDb, 1, &zErr))!=SQLITE_OK ){
+    sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
+    sqlite3_result_error_code(ctx, rc);
   }else if( (zErr = depotBucketProblem(
                  (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
@@ -556,6 +592,11 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   zTo = sqlite3_mprintf("%s", zDst);
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
+  }else if( (rc = depotStoreProblem((const char*)sqlite3_value_text(argv[0]),
+                         (const char*)sqlite3_value_text(argv[1]), 0, &zErr))
+            !=SQLITE_OK ){
+    sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
+    sqlite3_result_error_code(ctx, rc);
   }else if( (zErr = depotBucketProblem(
                  (const char*)sqlite3_value_text(argv[0]),
                  (const char*)sqlite3_value_text(argv[1])))!=0 ){

@@ -1366,6 +1366,7 @@ START_TEST(test_depot_plain_database_as_store_is_refused_and_unchanged){
     "SELECT depot_fork_bucket(%Q,'main','b')",
     "SELECT depot_quota(%Q,'app',1000)",
     "SELECT depot_import('%q-src','%q','app')",
+    "SELECT depot_export('%q','app','main','%q-out')",
     "SELECT depot_compact(%Q)",
   };
   char *zDir = th_tmpdir("depot-plainstore");
@@ -1391,17 +1392,10 @@ START_TEST(test_depot_plain_database_as_store_is_refused_and_unchanged){
   for(i=0; i<(int)(sizeof(azSql)/sizeof(azSql[0])); i++){
     char *z = sqlite3_mprintf(azSql[i], zPlain, zPlain);
     rc = th_try(db, z, &zErr);
-    if( strncmp(azSql[i], "SELECT depot_import", 19)==0 ){
-      /* the import reaches the store through the depot VFS, whose reason
-      ** goes to the error log */
-      ck_assert_msg(rc!=SQLITE_OK && zErr && strstr(zErr, "import failed"),
-                    "%s: rc %d (%s)", z, rc, zErr ? zErr : "");
-    }else{
-      ck_assert_msg(rc==SQLITE_CANTOPEN, "%s: rc %d (%s)", z, rc,
-                    zErr ? zErr : "");
-      ck_assert_msg(zErr && strstr(zErr, "but not a depot store"),
-                    "%s: %s", z, zErr ? zErr : "");
-    }
+    ck_assert_msg(rc==SQLITE_CANTOPEN, "%s: rc %d (%s)", z, rc,
+                  zErr ? zErr : "");
+    ck_assert_msg(zErr && strstr(zErr, "but not a depot store"),
+                  "%s: %s", z, zErr ? zErr : "");
     sqlite3_free(zErr); zErr = 0;
     sqlite3_free(z);
   }
@@ -1415,6 +1409,11 @@ START_TEST(test_depot_plain_database_as_store_is_refused_and_unchanged){
   ck_assert_int_eq(nAfter, nBefore);
   ck_assert(memcmp(aBefore, aAfter, nBefore)==0);
   ck_assert_int_ne(access(zWal, F_OK), 0);
+  {
+    char *zOut = sqlite3_mprintf("%s-out", zPlain);
+    ck_assert_int_ne(access(zOut, F_OK), 0);   /* no export target made */
+    sqlite3_free(zOut);
+  }
   db = th_open(zPlain);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM orders"), 2);
   sqlite3_close(db);
@@ -1555,9 +1554,11 @@ static int ro_int(sqlite3 *db, const char *zSql){
 }
 
 /* The functions that only read a store (depot_commits, depot_stats,
-** depot_verify, depot_export) read one on read-only media, without
+** depot_verify, depot_export, the listings, depot_pitr_policy and the
+** other readings of settings) read one on read-only media, without
 ** immutable=1 (they open it immutable there; the store must not change
-** meanwhile); one that writes it says why it cannot. */
+** meanwhile); those that write it (depot_compact, depot_import) say why
+** they cannot, with SQLITE_CANTOPEN. */
 START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   char *zDir = th_tmpdir("depot-rofn");
   char *zRo = sqlite3_mprintf("%s/media", zDir);
@@ -1594,11 +1595,31 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
                            "'%q/copy.db')", zStore, zDir);
     if( ro_int(db, zSql)<2 ) _exit(74);
     sqlite3_free(zSql);
+    /* the listings and the policy read: they only read the store too */
+    zSql = sqlite3_mprintf("SELECT (SELECT count(*) FROM depot_branches('%q'))"
+        " + (SELECT count(*) FROM depot_databases('%q'))"
+        " + (SELECT count(*) FROM depot_restore_points('%q', 'r'))"
+        " + (SELECT length(depot_pitr_policy('%q')))"
+        " + (SELECT count(*) FROM depot_quotas('%q'))"
+        " + depot_compact_threshold('%q') + coalesce(depot_quota('%q','r'),0)",
+        zStore, zStore, zStore, zStore, zStore, zStore, zStore);
+    if( ro_int(db, zSql)!=2+35+1+1000 ) _exit(79);
+    sqlite3_free(zSql);
     zSql = sqlite3_mprintf("SELECT depot_compact('%q')", zStore);
     if( sqlite3_exec(db, zSql, 0, 0, 0)==SQLITE_OK
      || strstr(sqlite3_errmsg(db), "is on a read-only file system")==0 ){
       fprintf(stderr, "depot_compact: %s\n", sqlite3_errmsg(db));
       _exit(76);
+    }
+    sqlite3_free(zSql);
+    /* depot_import writes the store: the same code and reason */
+    zSql = sqlite3_mprintf("SELECT depot_import('%q/copy.db', '%q', 'r2')",
+                           zDir, zStore);
+    sqlite3_extended_result_codes(db, 1);
+    if( sqlite3_exec(db, zSql, 0, 0, 0)!=SQLITE_CANTOPEN
+     || strstr(sqlite3_errmsg(db), "is on a read-only file system")==0 ){
+      fprintf(stderr, "depot_import: %s\n", sqlite3_errmsg(db));
+      _exit(78);
     }
     sqlite3_free(zSql);
     sqlite3_close(db);
@@ -1617,7 +1638,9 @@ START_TEST(test_depot_read_functions_read_a_store_on_read_only_media){
   }else{
     ck_assert_msg(WEXITSTATUS(st)==0, "read-only media child: %d (71:"
         " depot_commits, 72: depot_stats, 73: depot_verify, 74: depot_export,"
-        " 75: the exported copy, 76: depot_compact's message)",
+        " 75: the exported copy, 76: depot_compact's message, 77: skipped,"
+        " 78: depot_import's code and message, 79: the listings and the"
+        " readings of settings)",
         WEXITSTATUS(st));
   }
   sqlite3_free(zStore); sqlite3_free(zRo); sqlite3_free(zDir);

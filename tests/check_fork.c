@@ -387,6 +387,47 @@ START_TEST(test_pitr_time_of_an_unretained_commit_says_why){
 }
 END_TEST
 
+/* A pinned commit (here a restore point's) is a point-in-time target even
+** when a later commit of its interval replaces it as the interval's last:
+** SQL.md keeps "the last commit of each interval ..., plus each branch head
+** and every pinned point", and so does the error message. */
+START_TEST(test_pitr_time_of_a_pinned_commit_resolves_to_it){
+  Fx f;
+  sqlite3 *db;
+  char *z;
+  fx_open(&f, "fork-pitrpin");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a')");
+  fx_exec(&f, "SELECT depot_pitr_policy(%Q,'app',3153600000,604800)",
+          f.zStore);
+  fx_exec(&f, "SELECT depot_restore_point(%Q,'app','main','rp')", f.zStore);
+  usleep(20000);
+  th_exec(db, "INSERT INTO t VALUES(2,'b')");
+  usleep(20000);
+  th_exec(db, "INSERT INTO t VALUES(3,'c')");
+  sqlite3_close(db);
+  z = fx_text(&f, "SELECT time FROM depot_commits(%Q,'app') WHERE txid=2",
+              f.zStore);
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','x',%Q)", f.zStore, z);
+  ck_assert_int_eq(fx_int(&f, "SELECT fork_txid FROM depot_branches(%Q,'app')"
+                          " WHERE branch='x'", f.zStore), 2);
+  db = fx_db(&f, "app", "x", 0);
+  assert_content(db, "1:a");
+  sqlite3_close(db);
+  /* the commit after it is no target (txid 4 is its interval's last), so
+  ** its time resolves to the newest retained commit before it: the pin */
+  sqlite3_free(z);
+  z = fx_text(&f, "SELECT time FROM depot_commits(%Q,'app') WHERE txid=3",
+              f.zStore);
+  fx_exec(&f, "SELECT depot_fork(%Q,'app','main','y',%Q)", f.zStore, z);
+  ck_assert_int_eq(fx_int(&f, "SELECT fork_txid FROM depot_branches(%Q,'app')"
+                          " WHERE branch='y'", f.zStore), 2);
+  sqlite3_free(z);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_pitr_policy_retention_interval_and_off){
   Fx f;
   sqlite3 *db;
@@ -949,6 +990,12 @@ START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
            "'main','main')", f.zStore);
   fx_fails(&f, "bucket fork point", "SELECT depot_fork_bucket(%Q,'main','b',"
            "'yesterday')", f.zStore);
+  fx_fails(&f, "depot: a bucket fork point is NULL, a store sequence number"
+           " or an ISO-8601 time, got 1.5", "SELECT depot_fork_bucket(%Q,"
+           "'main','b',1.5)", f.zStore);
+  fx_fails(&f, "depot: a bucket fork point is NULL, a store sequence number"
+           " or an ISO-8601 time, got a blob", "SELECT depot_fork_bucket(%Q,"
+           "'main','b',x'01')", f.zStore);
   fx_fails(&f, "interval must be an integer", "SELECT depot_pitr_policy(%Q,"
            "'app','5',1)", f.zStore);
   fx_fails(&f, "retention must be an integer", "SELECT depot_pitr_policy(%Q,"
@@ -1119,6 +1166,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_fork_chain_reads_match_plain_file);
   tcase_add_test(tc, test_pitr_policy_retention_interval_and_off);
   tcase_add_test(tc, test_pitr_time_of_an_unretained_commit_says_why);
+  tcase_add_test(tc, test_pitr_time_of_a_pinned_commit_resolves_to_it);
   tcase_add_test(tc, test_restore_then_undo_restores_both_ways);
   tcase_add_test(tc, test_rollback_then_undo_returns_to_the_rolled_back_state);
   tcase_add_test(tc, test_bucket_fork_reads_and_writes_the_capped_fork_only);

@@ -92,6 +92,8 @@ struct Op {
   char zBucket[LAYOUT_MAX_NAME+1];
   char zDb[LAYOUT_MAX_NAME+1];
   char **pzErr;
+  int bMedia;               /* opened immutable on read-only media: read
+                            ** transaction, never kept as the idle handle */
 };
 
 /* Where a name leads: its own branch, or the inherited branch and cap. */
@@ -157,9 +159,11 @@ static int opCheckName(Op *p, const char *zWhat, const char *z){
 }
 
 /* Open zStore and start a write transaction; resolve the bucket of zQual
-** (NULL: none). */
-static int opOpen(Op *p, const char *zStore, const char *zQual,
-                  char **pzErr){
+** (NULL: none).  With bRead (an operation that only reads), a store on
+** read-only media is opened immutable in a read transaction instead, as
+** depot_commits opens it (StoreSqliteConfig.bInspect). */
+static int opOpenAs(Op *p, const char *zStore, const char *zQual, int bRead,
+                    char **pzErr){
   StoreSqliteConfig cfg;
   struct stat st;
   int rc, bFound = 1;
@@ -169,13 +173,18 @@ static int opOpen(Op *p, const char *zStore, const char *zQual,
   if( zQual && (rc = opSplitName(p, zQual))!=SQLITE_OK ) return rc;
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
-  if( stat(zStore, &st)==0 ) p->pStore = forkTakeIdle(zStore, &st);
+  p->bMedia = bRead && depot_store_on_read_only_fs(zStore);
+  cfg.bInspect = p->bMedia;
+  if( !p->bMedia && stat(zStore, &st)==0 ){
+    p->pStore = forkTakeIdle(zStore, &st);
+  }
   if( p->pStore==0 ){
     rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
     if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
   }
   rc = depot_db_check_format(p->pStore, pzErr);
-  if( rc==SQLITE_OK && (rc = store_begin(p->pStore, 1))!=SQLITE_OK ){
+  if( rc==SQLITE_OK
+   && (rc = store_begin(p->pStore, !p->bMedia))!=SQLITE_OK ){
     rc = opStoreErr(p, rc);
   }
   if( rc==SQLITE_OK && zQual ){
@@ -188,6 +197,11 @@ static int opOpen(Op *p, const char *zStore, const char *zQual,
   return rc;
 }
 
+static int opOpen(Op *p, const char *zStore, const char *zQual,
+                  char **pzErr){
+  return opOpenAs(p, zStore, zQual, 0, pzErr);
+}
+
 /* Commit on success, else roll back; keep the handle for the next
 ** operation, or close it after a failure. */
 static int opEnd(Op *p, int rc){
@@ -197,8 +211,11 @@ static int opEnd(Op *p, int rc){
   }else if( p->pStore ){
     store_rollback(p->pStore);
   }
-  if( p->pStore && rc==SQLITE_OK ) forkPutIdle(p->pStore, p->zPath);
-  else store_close(p->pStore);
+  if( p->pStore && rc==SQLITE_OK && !p->bMedia ){
+    forkPutIdle(p->pStore, p->zPath);
+  }else{
+    store_close(p->pStore);
+  }
   p->pStore = 0;
   if( rc==SQLITE_NOTFOUND ) rc = SQLITE_ERROR;
   return rc;
@@ -352,11 +369,33 @@ static int opNewestAtOrBefore(Op *p, uint64_t iBranch, uint64_t iCap,
   return rc;
 }
 
+static int opPinTxidRow(void *pArg, const unsigned char *pKey, int nKey,
+                        const unsigned char *pVal, int nVal){
+  (void)pVal; (void)nVal;
+  if( nKey>=18 ) *(uint64_t*)pArg = ltx_get64(pKey+10);
+  return 1;
+}
+
+/* The newest txid of iBranch in (iAfter, iUpTo] that a DB_PIN row pins (a
+** fork point, a restore point, a pointer move) into *piTxid; 0: none. */
+static int opNewestPinIn(Op *p, uint64_t iBranch, uint64_t iAfter,
+                         uint64_t iUpTo, uint64_t *piTxid){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int n = layout_key_pin(lo, iBranch, iAfter+1, 0, 0, 0) - 1, rc;
+  layout_key_pin(hi, iBranch, iUpTo+1, 0, 0, 0);
+  *piTxid = 0;
+  if( iUpTo<=iAfter ) return SQLITE_OK;
+  rc = store_scan(p->pStore, lo, n, hi, n, STORE_SCAN_REVERSE, 1,
+                  opPinTxidRow, piTxid);
+  return rc==SQLITE_OK ? rc : opStoreErr(p, rc);
+}
+
 /* The newest retained commit at or before iMs on one level (branch
 ** iBranch up to its cap iCap): the cap itself (a head or a pinned fork
-** point) is always retained, an older commit only when it is the last of
-** its interval.  *piTxid 0: none on this level.  *pbAny is set when the
-** level has a commit at or before iMs, retained or not. */
+** point) and every pinned commit are always retained, any other commit
+** only when it is the last of its interval.  *piTxid 0: none on this
+** level.  *pbAny is set when the level has a commit at or before iMs,
+** retained or not. */
 static int opPitrLevel(Op *p, uint64_t iBranch, uint64_t iCap, int64_t iMs,
                        int64_t iInterval, uint64_t *piTxid, int *pbAny){
   PitrRow here, next;
@@ -371,9 +410,13 @@ static int opPitrLevel(Op *p, uint64_t iBranch, uint64_t iCap, int64_t iMs,
    || (int64_t)next.iTimeMs/iInterval != (int64_t)here.iTimeMs/iInterval ){
     return rc;
   }
-  /* not the last of its interval: the last commit of an earlier one */
-  return opNewestAtOrBefore(p, iBranch, t-1,
+  /* not the last of its interval: the last commit of an earlier one, or a
+  ** pinned commit after that one */
+  rc = opNewestAtOrBefore(p, iBranch, t-1,
       ((int64_t)here.iTimeMs/iInterval)*iInterval - 1, piTxid);
+  if( rc==SQLITE_OK ) rc = opNewestPinIn(p, iBranch, *piTxid, t, &t);
+  if( rc==SQLITE_OK && t ) *piTxid = t;
+  return rc;
 }
 
 /* The newest retained commit at or before iMs along the chain of
@@ -682,7 +725,7 @@ int depot_list_restore_points(const char *zStore, const char *zDb,
                               DepotRpFn xRp, void *pArg, char **pzErr){
   Op op;
   RpList l;
-  int i, rc = opOpen(&op, zStore, zDb, pzErr);
+  int i, rc = opOpenAs(&op, zStore, zDb, 1, pzErr);
   memset(&l, 0, sizeof(l));
   if( rc==SQLITE_OK ) rc = opRpCollect(&op, &l);
   for(i=0; rc==SQLITE_OK && i<l.n; i++){
@@ -871,11 +914,26 @@ static int opDropPins(Op *p, uint64_t iBranch, int eKind){
   return rc;
 }
 
+/* The refcount of iBranch (0 without a row), read without writing, so a
+** listing also reads a store opened immutable on read-only media. */
 static int opRefcount(Op *p, uint64_t iBranch, int64_t *pn){
   unsigned char k[LAYOUT_MAX_KEY];
-  int rc = store_add(p->pStore, k,
-      layout_key_branch_sub(k, iBranch, LAYOUT_BRANCH_REFCOUNT), 0, pn);
-  return rc==SQLITE_OK ? rc : opStoreErr(p, rc);
+  unsigned char *pVal = 0;
+  uint64_t v = 0;
+  int nVal = 0, i;
+  int rc = store_get(p->pStore, k,
+      layout_key_branch_sub(k, iBranch, LAYOUT_BRANCH_REFCOUNT),
+      (void**)&pVal, &nVal);
+  if( rc!=SQLITE_OK ) return opStoreErr(p, rc);
+  if( pVal && nVal!=8 ){
+    sqlite3_free(pVal);
+    return opFail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt"
+        " refcount row of branch %llu", (unsigned long long)iBranch));
+  }
+  for(i=7; pVal && i>=0; i--) v = (v<<8) | pVal[i];
+  sqlite3_free(pVal);
+  *pn = (int64_t)v;
+  return SQLITE_OK;
 }
 
 /* Branch iBranch is dropped: release its restore points and history
@@ -986,7 +1044,7 @@ int depot_pitr_get(const char *zStore, const char *zDb, int64_t *piIntervalS,
                    int64_t *piRetentionS, char **pzErr){
   PitrPolicy pol;
   Op op;
-  int rc = opOpen(&op, zStore, zDb, pzErr);
+  int rc = opOpenAs(&op, zStore, zDb, 1, pzErr);
   if( rc==SQLITE_OK ) rc = opPolicy(&op, zDb ? op.zDb : 0, &pol, 0);
   if( rc==SQLITE_OK ){
     *piIntervalS = pol.iIntervalMs/1000;
@@ -1202,7 +1260,7 @@ int depot_list_branches(const char *zStore, const char *zDb,
   unsigned char hi[2] = { 0x02, LAYOUT_P_BRANCHES+1 };
   BranchScan s;
   Op op;
-  int rc = opOpen(&op, zStore, 0, pzErr);
+  int rc = opOpenAs(&op, zStore, 0, 1, pzErr);
   if( rc==SQLITE_OK && zDb ) rc = opCheckName(&op, "database", zDb);
   if( rc==SQLITE_OK && zDb && strchr(zDb, '/') ){
     rc = opFail(&op, SQLITE_ERROR, sqlite3_mprintf("depot: depot_branches"
@@ -1398,7 +1456,7 @@ int depot_list_databases(const char *zStore, const char *zBucket,
                          DepotNameFn xFn, void *pArg, char **pzErr){
   Op op;
   uint64_t iBucket = 0;
-  int bFound = 1, bStop = 0, rc = opOpen(&op, zStore, 0, pzErr);
+  int bFound = 1, bStop = 0, rc = opOpenAs(&op, zStore, 0, 1, pzErr);
   if( rc!=SQLITE_OK || zBucket==0 ){
     if( rc==SQLITE_OK ) rc = opListAll(&op, xFn, pArg);
     return opEnd(&op, rc);
