@@ -1385,5 +1385,6 @@ const KvBackend kvBtreeBackend = {
   btCursorError, btGetError, 0,
   0,                            /* data files: records wait for them */
   0,                            /* its data file is checked by xOpen */
-  btStoreMaxId
+  btStoreMaxId,
+  0                             /* xApply fills the overlay: no file I/O */
 };

@@ -1612,9 +1612,11 @@ static char *kb_marker(const char *zDir){
 
 /* A WalIo over POSIX whose writes to kv_log merged files (".kmrg", the
 ** output of a compaction) fail with ENOSPC while kbMrgFull is set: a disk
-** with no room for a compaction, while log appends still fit. */
+** with no room for a compaction, while log appends still fit.  With
+** kbFullSuffix set to ".klog", writes to the log files fail instead. */
 static int kbMrgFull = 0;
-static int kbMrgFd[256];                  /* 1: fd is a merged file */
+static int kbMrgFd[256];                  /* 1: fd is a file that fails */
+static const char *kbFullSuffix = ".kmrg";
 
 static int kbMrgOpen(void *pCtx, const char *zPath, int flags, int mode){
   const WalIo *pBase = wal_io_posix();
@@ -1623,7 +1625,8 @@ static int kbMrgOpen(void *pCtx, const char *zPath, int flags, int mode){
   (void)pCtx;
   if( fd>=0 && fd<256 ){
     __atomic_store_n(&kbMrgFd[fd],
-                     n>5 && strcmp(zPath+n-5, ".kmrg")==0, __ATOMIC_SEQ_CST);
+                     n>5 && strcmp(zPath+n-5, kbFullSuffix)==0,
+                     __ATOMIC_SEQ_CST);
   }
   return fd;
 }
@@ -1680,6 +1683,54 @@ static const WalIo kbMrgIo = {
   kbMrgFstatSize, kbMrgClose, kbMrgUnlink, kbMrgRename, kbMrgMkdir,
   kbMrgSyncDir
 };
+
+/* Found on a filled tmpfs: a kv_log append that failed while a commit was
+** published stopped the store with only "(database or disk is full)", and
+** an open of the store while the disk was still full failed with "kv:
+** cannot replay WAL record N of store S (rc=13)": neither said which file
+** could not be written, or why.  Both now name the log file and the
+** cause; once there is room the open applies the commit. */
+START_TEST(test_kvlog_failed_append_is_named_when_store_stops_and_at_replay)
+{
+  char *zDir = th_tmpdir("kvlog_append_full");
+  char *zSql, *zErr = 0;
+  sqlite3 *db;
+  int rc;
+  kv_engine_test_io(&kbMrgIo);
+  kbFullSuffix = ".klog";
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  __atomic_store_n(&kbMrgFull, 1, __ATOMIC_SEQ_CST);
+  th_try(db, "INSERT INTO l VALUES(2, 'two')", 0);   /* acknowledged */
+  rc = th_try(db, "SELECT count(*) FROM l", &zErr);
+  ck_assert_int_eq(rc, SQLITE_FULL);
+  ck_assert_msg(zErr && strstr(zErr, "is stopped") && strstr(zErr, ".klog")
+                && strstr(zErr, "No space left on device"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_close(db);
+  /* still full: the open cannot replay the commit, and says why */
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q')", zDir);
+  rc = th_try(db, zSql, &zErr);
+  ck_assert_int_eq(rc, SQLITE_FULL);
+  ck_assert_msg(zErr && strstr(zErr, "replay") && strstr(zErr, "table l")
+                && strstr(zErr, ".klog")
+                && strstr(zErr, "No space left on device"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_close(db);
+  /* room again: the commit is applied */
+  __atomic_store_n(&kbMrgFull, 0, __ATOMIC_SEQ_CST);
+  db = th_open(":memory:");
+  th_exec(db, zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=2"), 1);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 /* Overwrite keys 1..20 of table l (500-byte values, tag iRound) in one
 ** transaction. */
@@ -2015,6 +2066,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_failed_read_of_synced_marker_is_an_io_error);
   tcase_add_test(tc, test_kvlog_failed_publication_refuses_the_table_until_reopen);
   tcase_add_test(tc, test_kvlog_failed_background_compaction_shows_in_kv_stats);
+  tcase_add_test(tc,
+      test_kvlog_failed_append_is_named_when_store_stops_and_at_replay);
   suite_add_tcase(s, tc);
   return s;
 }
