@@ -1732,6 +1732,79 @@ START_TEST(test_kvlog_failed_append_is_named_when_store_stops_and_at_replay)
 }
 END_TEST
 
+/* Flip the first byte of every copy of zNeedle in file zPath (a missing
+** file counts 0); returns the number of copies changed. */
+static int kb_flip_all(const char *zPath, const char *zNeedle){
+  int fd = open(zPath, O_RDWR), n = 0;
+  size_t nNeedle = strlen(zNeedle);
+  struct stat st;
+  char *a;
+  off_t i;
+  if( fd<0 ) return 0;
+  ck_assert_int_eq(fstat(fd, &st), 0);
+  a = malloc(st.st_size ? (size_t)st.st_size : 1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq(pread(fd, a, st.st_size, 0), st.st_size);
+  for(i=0; i+(off_t)nNeedle<=st.st_size; i++){
+    if( memcmp(a+i, zNeedle, nNeedle)==0 ){
+      a[i] ^= 0x20;
+      ck_assert_int_eq(pwrite(fd, a+i, 1, i), 1);
+      n++;
+    }
+  }
+  free(a);
+  close(fd);
+  return n;
+}
+
+/* Found by flipping bytes of a kv_btree.db at random offsets: a changed
+** byte inside a stored value is no damage SQLite can see (its pages hold
+** no checksums), so the value came back changed, with no error.  Values
+** now carry a CRC-32C: the point read and the scan fail with
+** SQLITE_CORRUPT naming the table and the file, and other rows read. */
+START_TEST(test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value)
+{
+  char *zDir = th_tmpdir("kvbtree_flip");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zWal = sqlite3_mprintf("%s/kv_btree.db-wal", zDir);
+  char *zErr = 0, *zVal;
+  sqlite3 *db = th_open(":memory:");
+  int n;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES(1, 'plain-value-one'), "
+              "(2, 'needle-value-0123456789'), (3, 'plain-value-three')");
+  kb_settle(db);
+  sqlite3_close(db);
+  n = kb_flip_all(zFile, "needle-value-0123456789")
+    + kb_flip_all(zWal, "needle-value-0123456789");
+  ck_assert_int_ge(n, 1);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  zVal = th_text(db, "SELECT value FROM t WHERE key=1");
+  ck_assert_str_eq(zVal, "plain-value-one");
+  sqlite3_free(zVal);
+  ck_assert_int_eq(th_try(db, "SELECT value FROM t WHERE key=2", &zErr),
+                   SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "table t") && strstr(zErr, zFile)
+                && strstr(zErr, "checksum"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_try(db, "SELECT group_concat(value) FROM t", &zErr),
+                   SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "checksum"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  /* a new value for the key replaces the damaged one */
+  th_exec(db, "INSERT OR REPLACE INTO t VALUES(2, 'fresh')");
+  kb_settle(db);
+  zVal = th_text(db, "SELECT group_concat(value, ',') FROM t");
+  ck_assert_str_eq(zVal, "plain-value-one,fresh,plain-value-three");
+  sqlite3_free(zVal);
+  sqlite3_close(db);
+  sqlite3_free(zWal);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Overwrite keys 1..20 of table l (500-byte values, tag iRound) in one
 ** transaction. */
 static void kb_overwrite20(sqlite3 *db, int iRound){
@@ -2068,6 +2141,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_failed_background_compaction_shows_in_kv_stats);
   tcase_add_test(tc,
       test_kvlog_failed_append_is_named_when_store_stops_and_at_replay);
+  tcase_add_test(tc,
+      test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value);
   suite_add_tcase(s, tc);
   return s;
 }
