@@ -1620,12 +1620,12 @@ static const char *kbFullSuffix = ".kmrg";
 
 static int kbMrgOpen(void *pCtx, const char *zPath, int flags, int mode){
   const WalIo *pBase = wal_io_posix();
-  size_t n = strlen(zPath);
+  size_t n = strlen(zPath), nSuffix = strlen(kbFullSuffix);
   int fd = pBase->xOpen(pBase->pCtx, zPath, flags, mode);
   (void)pCtx;
   if( fd>=0 && fd<256 ){
     __atomic_store_n(&kbMrgFd[fd],
-                     n>5 && strcmp(zPath+n-5, kbFullSuffix)==0,
+                     n>nSuffix && strcmp(zPath+n-nSuffix, kbFullSuffix)==0,
                      __ATOMIC_SEQ_CST);
   }
   return fd;
@@ -1801,6 +1801,48 @@ START_TEST(test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value)
   sqlite3_close(db);
   sqlite3_free(zWal);
   sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Found on a filled tmpfs: after a SIGKILL, the open's replay of the
+** store's table creates rewrote the catalog file although it already held
+** them, so on a full disk the store could not be opened at all ("kv: write
+** of catalog file .../tables_meta.tmp failed: No space left on device"),
+** not even to read.  A catalog that the replay leaves unchanged is now
+** synced again instead of rewritten, and the store opens. */
+START_TEST(test_kv_reopen_after_crash_on_full_disk_needs_no_catalog_rewrite)
+{
+  char *zDir = th_tmpdir("kv_catalog_full");
+  sqlite3 *db;
+  pid_t pid;
+  int st;
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = th_open(":memory:");
+    kb_exec(c, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
+               "persistence=1)", zDir);
+    kb_mk(c, "b", "kv_btree", zDir);
+    kb_fill(c, "m", 1, 20, "x");
+    kb_fill(c, "b", 1, 20, "x");
+    raise(SIGKILL);
+    _exit(3);
+  }
+  waitpid(pid, &st, 0);
+  ck_assert(WIFSIGNALED(st));
+  kv_engine_test_io(&kbMrgIo);
+  kbFullSuffix = ".tmp";                /* tables_meta.tmp cannot be written */
+  __atomic_store_n(&kbMrgFull, 1, __ATOMIC_SEQ_CST);
+  db = th_open(":memory:");
+  kb_exec(db, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
+              "persistence=1)", zDir);
+  kb_mk(db, "b", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM m"), 20);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 20);
+  sqlite3_close(db);
+  __atomic_store_n(&kbMrgFull, 0, __ATOMIC_SEQ_CST);
+  kv_engine_test_io(0);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -2143,6 +2185,8 @@ Suite *depot_test_suite(void){
       test_kvlog_failed_append_is_named_when_store_stops_and_at_replay);
   tcase_add_test(tc,
       test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value);
+  tcase_add_test(tc,
+      test_kv_reopen_after_crash_on_full_disk_needs_no_catalog_rewrite);
   suite_add_tcase(s, tc);
   return s;
 }
