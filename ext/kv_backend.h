@@ -137,6 +137,10 @@ struct KvBackend {
   ** finds files of another (a lost catalog file, leftovers).  Called
   ** when a store opens; an error fails the open.  NULL: no files. */
   int (*xStoreMaxId)(const char *zStore, uint64_t *piMax, char **pzErr);
+  /* The message of the last xApply of the table that failed, naming the
+  ** file and the cause (*pzErr sqlite3_malloc'd, or left NULL when none
+  ** is known).  NULL: no messages. */
+  void (*xApplyError)(KvBackendTable*, char **pzErr);
 };
 
 /* ext/kv_memory.c */

@@ -32,6 +32,13 @@
 ** physical table does not exist yet (created, nothing collected) reads as
 ** empty.  Data-file read errors are returned as errors, never as "absent".
 **
+** Row checksums.  SQLite checks the structure of its pages, not the bytes
+** of a value, so a data file created by this version stores each value as
+** its bytes followed by a CRC-32C of key and value (4 bytes, big-endian),
+** and bt_meta holds ('row_crc', 1).  Every read checks it: a value whose
+** bytes changed on disk is SQLITE_CORRUPT, never a wrong value.  Data files
+** made before (tables but no such row) are read and written without.
+**
 ** accelerated_repair.  With {"accelerated_repair":1} in the options of any
 ** open kv_btree table of the store, the collector commits its batches with
 ** synchronous=OFF and makes them durable together, every 8 batches or when
@@ -43,6 +50,7 @@
 #include "ext/kv_backend.h"
 #include "ext/kv_engine.h"
 #include "ext/kv_btree.h"
+#include "wal/wal.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -95,6 +103,8 @@ struct BtStore {
   pthread_cond_t condWork;      /* collector: jobs queued or stop */
   pthread_cond_t condRoom;      /* committers: overlay shrank */
   sqlite3 *dbW;                 /* collector thread only (after open) */
+  int bCrc;                     /* values carry a CRC-32C (set at open) */
+  KvBuf crcBuf;                 /* collector: a value with its CRC */
   BtJob *pHead; BtJob **ppTail; /* queued, not yet taken */
   int nQueued, nDropQueued;     /* jobs queued, of which DROPs */
   int64_t nOverlay, nLimit;
@@ -267,6 +277,53 @@ static int btCheckWhole(sqlite3 *db, const char *zPath, int64_t nDb,
   return rc;
 }
 
+/* Whether the data file's values carry a CRC: yes when bt_meta says so,
+** or when the file holds no table yet (then it is marked so). */
+static int btCrcSetup(BtStore *s){
+  int rc = btExec(s->dbW, "INSERT INTO bt_meta SELECT 'row_crc', 1 WHERE NOT "
+      "EXISTS (SELECT 1 FROM bt_meta WHERE k='row_crc') AND NOT EXISTS "
+      "(SELECT 1 FROM sqlite_schema WHERE name GLOB 't[0-9]*')");
+  sqlite3_stmt *p = 0;
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(s->dbW, "SELECT v=1 FROM bt_meta WHERE "
+                            "k='row_crc'", -1, &p, 0);
+  }
+  if( rc==SQLITE_OK ){
+    s->bCrc = sqlite3_step(p)==SQLITE_ROW && sqlite3_column_int(p, 0);
+    rc = sqlite3_finalize(p);
+  }
+  return rc;
+}
+
+/* The CRC-32C of a row, as stored after its value. */
+static uint32_t btRowCrc(const void *aKey, int nKey, const void *aVal,
+                         int nVal){
+  return wal_crc32c(wal_crc32c(0, aKey, (size_t)nKey), aVal, (size_t)nVal);
+}
+
+/* Append value aVal of row aKey to pBuf; with bCrc, check and strip its
+** CRC first: SQLITE_CORRUPT if it does not match. */
+static int btRowValue(int bCrc, const uint8_t *aKey, int nKey,
+                      const uint8_t *aVal, int nVal, KvBuf *pBuf){
+  if( bCrc ){
+    uint32_t x;
+    if( nVal<4 ) return SQLITE_CORRUPT;
+    nVal -= 4;
+    x = ((uint32_t)aVal[nVal]<<24) | ((uint32_t)aVal[nVal+1]<<16)
+      | ((uint32_t)aVal[nVal+2]<<8) | aVal[nVal+3];
+    if( x!=btRowCrc(aKey, nKey, aVal, nVal) ) return SQLITE_CORRUPT;
+  }
+  return kv_buf_append(pBuf, aVal, nVal);
+}
+
+/* Message text of a failed data-file read rc on db: a value that failed
+** its CRC (bBad) or SQLite's error. */
+static const char *btReadErrText(sqlite3 *db, int rc, int bBad){
+  if( bBad ) return "a stored value fails its checksum (the file is damaged)";
+  return sqlite3_extended_errcode(db)==rc ? sqlite3_errmsg(db)
+                                          : sqlite3_errstr(rc);
+}
+
 static int btOpenWriter(BtStore *s, char **pzErr){
   int64_t nDb = btFileSize(s->zPath, "");
   int64_t nWal = btFileSize(s->zPath, "-wal");
@@ -277,6 +334,7 @@ static int btOpenWriter(BtStore *s, char **pzErr){
     rc = btExec(s->dbW, "PRAGMA synchronous=FULL;"
         "CREATE TABLE IF NOT EXISTS bt_meta(k TEXT PRIMARY KEY, v) "
         "WITHOUT ROWID");
+    if( rc==SQLITE_OK ) rc = btCrcSetup(s);
     if( rc!=SQLITE_OK ){
       *pzErr = sqlite3_mprintf("kv_btree: cannot set up data file %s: %s",
                                s->zPath, sqlite3_errmsg(s->dbW));
@@ -381,11 +439,6 @@ static int btReaderStmt(BtReader *r, uint64_t iId, sqlite3_stmt **pp){
   return SQLITE_OK;
 }
 
-/* The message of a failed read rc on db. */
-static const char *btErrText(sqlite3 *db, int rc){
-  return sqlite3_extended_errcode(db)==rc ? sqlite3_errmsg(db)
-                                          : sqlite3_errstr(rc);
-}
 
 /* 1 if rc/db say the physical table does not exist (an empty table). */
 static int btNoTable(sqlite3 *db, int rc){
@@ -435,6 +488,19 @@ static int btMakeTable(BtStore *s, KvBackendTable *t){
   return rc;
 }
 
+/* s->crcBuf = the value of entry e followed by its row CRC. */
+static int btCrcValue(BtStore *s, const KvMapEntry *e){
+  uint32_t x = btRowCrc(e->aKey, e->nKey, e->aVal, e->nVal);
+  uint8_t a[4];
+  int rc;
+  a[0] = (uint8_t)(x>>24); a[1] = (uint8_t)(x>>16);
+  a[2] = (uint8_t)(x>>8);  a[3] = (uint8_t)x;
+  kv_buf_reset(&s->crcBuf);
+  rc = kv_buf_append(&s->crcBuf, e->aVal, e->nVal);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&s->crcBuf, a, 4);
+  return rc;
+}
+
 /* Write one batch into the open data-file transaction. */
 static int btWriteJob(BtStore *s, BtJob *j){
   KvMapCursor *pCsr;
@@ -457,8 +523,14 @@ static int btWriteJob(BtStore *s, BtJob *j){
     kv_map_cursor_entry(pCsr, &e);
     p = e.bTomb ? j->pTab->pDel : j->pTab->pPut;
     sqlite3_bind_blob(p, 1, e.aKey, e.nKey, SQLITE_STATIC);
-    if( !e.bTomb ) sqlite3_bind_blob(p, 2, e.nVal ? e.aVal : (const void*)"",
-                                     e.nVal, SQLITE_STATIC);
+    if( !e.bTomb && s->bCrc ){
+      rc = btCrcValue(s, &e);
+      if( rc!=SQLITE_OK ) break;
+      sqlite3_bind_blob(p, 2, s->crcBuf.a, s->crcBuf.n, SQLITE_STATIC);
+    }else if( !e.bTomb ){
+      sqlite3_bind_blob(p, 2, e.nVal ? e.aVal : (const void*)"", e.nVal,
+                        SQLITE_STATIC);
+    }
     rc = sqlite3_step(p);
     sqlite3_reset(p);
     rc = rc==SQLITE_DONE ? SQLITE_OK : (rc==SQLITE_ROW ? SQLITE_OK : rc);
@@ -727,6 +799,7 @@ static void btStoreFree(BtStore *s){
   if( s->pCur ) btReaderUnref(s, s->pCur);
   while( (r = s->pFree)!=0 ){ s->pFree = r->pNextFree; btReaderClose(r); }
   sqlite3_close(s->dbW);
+  kv_buf_free(&s->crcBuf);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->condWork);
   pthread_cond_destroy(&s->condRoom);
@@ -1014,7 +1087,7 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
                      KvBuf *pBuf, int *pbFound, char **pzErr){
   BtReader *r = c->pReader;
   sqlite3_stmt *p = 0;
-  int rc;
+  int rc, bBad = 0;
   *pbFound = 0;
   if( r==0 ) return SQLITE_OK;
   pthread_mutex_lock(&r->mu);
@@ -1024,8 +1097,10 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
     rc = btReadFault(sqlite3_step(p));
     if( rc==SQLITE_ROW ){
       kv_buf_reset(pBuf);
-      rc = kv_buf_append(pBuf, sqlite3_column_blob(p, 0),
-                         sqlite3_column_bytes(p, 0));
+      rc = btRowValue(c->pTab->pStore->bCrc, aKey, nKey,
+                      sqlite3_column_blob(p, 0), sqlite3_column_bytes(p, 0),
+                      pBuf);
+      bBad = rc==SQLITE_CORRUPT;
       *pbFound = rc==SQLITE_OK;
     }else if( rc==SQLITE_DONE ){
       rc = SQLITE_OK;
@@ -1037,7 +1112,7 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv_btree: read of table %s from the data file "
         "%s failed: %s", c->pTab->zName, c->pTab->pStore->zPath,
-        btErrText(r->db, rc));
+        btReadErrText(r->db, rc, bBad));
     sqlite3_log(rc, "%s", *pzErr ? *pzErr : "kv_btree: read failed");
   }
   pthread_mutex_unlock(&r->mu);
@@ -1085,6 +1160,7 @@ struct KvBackendCursor {
   KvBuf dKey, dVal;             /* data side's current row (copied) */
   KvBuf cur;                    /* current key */
   int rc;                       /* data-file read error that ended the walk */
+  int bBad;                     /* that error is a value failing its CRC */
   char *zErr;                   /* its message */
 };
 
@@ -1095,7 +1171,7 @@ static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
     p->rc = rc;
     p->zErr = sqlite3_mprintf("kv_btree: scan of table %s in the data file "
         "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
-        btErrText(db, rc));
+        btReadErrText(db, rc, p->bBad));
     sqlite3_log(rc, "%s", p->zErr ? p->zErr : "kv_btree: scan failed");
   }
   return rc;
@@ -1146,8 +1222,10 @@ static int btDataStep(KvBackendCursor *p){
     rc = kv_buf_append(&p->dKey, sqlite3_column_blob(p->pData, 0),
                        sqlite3_column_bytes(p->pData, 0));
     if( rc==SQLITE_OK ){
-      rc = kv_buf_append(&p->dVal, sqlite3_column_blob(p->pData, 1),
-                         sqlite3_column_bytes(p->pData, 1));
+      rc = btRowValue(p->c->pTab->pStore->bCrc, p->dKey.a, p->dKey.n,
+                      sqlite3_column_blob(p->pData, 1),
+                      sqlite3_column_bytes(p->pData, 1), &p->dVal);
+      p->bBad = rc==SQLITE_CORRUPT;
     }
     p->bDataOn = rc==SQLITE_OK;
   }else if( rc==SQLITE_DONE ){
@@ -1392,5 +1470,6 @@ const KvBackend kvBtreeBackend = {
   btCursorError, btGetError, 0,
   0,                            /* data files: records wait for them */
   0,                            /* its data file is checked by xOpen */
-  btStoreMaxId
+  btStoreMaxId,
+  0                             /* xApply fills the overlay: no file I/O */
 };

@@ -289,6 +289,30 @@ static int kvWriteAtomic(KvEngine *pEng, const char *zPath,
   return rc;
 }
 
+/* 1 if zPath holds exactly a[0..n) and was synced again with its
+** directory (so it needs no rewrite, which a full disk would refuse: a
+** replay after a crash applies creates the file already holds); 0
+** otherwise, also on any error (then the caller rewrites it). */
+static int kvCatalogSame(KvEngine *pEng, const char *zPath,
+                         const uint8_t *a, int n){
+  const WalIo *io = pEng->pIo;
+  int fd = io->xOpen(io->pCtx, zPath, O_RDONLY, 0);
+  uint8_t *aOld = 0;
+  off_t sz = 0;
+  int bSame = 0;
+  if( fd<0 ) return 0;
+  if( io->xFstatSize(io->pCtx, fd, &sz)==0 && sz==(off_t)n
+   && (aOld = sqlite3_malloc64(n>0 ? n : 1))!=0
+   && io->xPread(io->pCtx, fd, aOld, (size_t)n, 0)==(ssize_t)n
+   && memcmp(aOld, a, n)==0 ){
+    bSame = io->xFsync(io->pCtx, fd)==0
+         && io->xSyncDir(io->pCtx, pEng->zDir)==0;
+  }
+  sqlite3_free(aOld);
+  io->xClose(io->pCtx, fd);
+  return bSame;
+}
+
 int kvCatalogSave(KvEngine *pEng, char **pzErr){
   KvBuf buf = {0, 0, 0};
   char *zPath;
@@ -300,7 +324,9 @@ int kvCatalogSave(KvEngine *pEng, char **pzErr){
   pthread_mutex_lock(&pEng->mutex);
   rc = kvCatalogSerialise(pEng, &buf);
   pthread_mutex_unlock(&pEng->mutex);
-  if( rc==SQLITE_OK ) rc = kvWriteAtomic(pEng, zPath, buf.a, buf.n, pzErr);
+  if( rc==SQLITE_OK && !kvCatalogSame(pEng, zPath, buf.a, buf.n) ){
+    rc = kvWriteAtomic(pEng, zPath, buf.a, buf.n, pzErr);
+  }
   pthread_mutex_unlock(&pEng->catMutex);
   kv_buf_free(&buf);
   sqlite3_free(zPath);

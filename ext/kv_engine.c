@@ -67,6 +67,17 @@ int kvEngineFailed(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
+char *kvApplyErrmsg(KvTable *pTab, int rc){
+  char *zWhy = 0, *zRes;
+  if( pTab->pBackend->xApplyError && pTab->pData ){
+    pTab->pBackend->xApplyError(pTab->pData, &zWhy);
+  }
+  zRes = sqlite3_mprintf("table %.*s: %s", pTab->nName, pTab->zName,
+                         zWhy ? zWhy : sqlite3_errstr(rc));
+  sqlite3_free(zWhy);
+  return zRes;
+}
+
 void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
   const char *zWhy = *pzErr ? *pzErr : sqlite3_errstr(rc);
   if( pEng->rcFailed==SQLITE_OK ){
@@ -302,6 +313,13 @@ static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
       if( rc==SQLITE_OK ) rc = kvReplayNoteCid(pR, cid);
     }else{
       rc = pTab->pBackend->xApply(pTab->pData, pBatch, pEng->iSeq, cid);
+      if( rc!=SQLITE_OK && pR->zErr==0 ){
+        char *zWhy = kvApplyErrmsg(pTab, rc);
+        pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of "
+            "store %s into %s", (unsigned long long)cid, pEng->zDir,
+            zWhy ? zWhy : sqlite3_errstr(rc));
+        sqlite3_free(zWhy);
+      }
       if( rc==SQLITE_OK && pTab->pBackend->xDurable(pTab->pData, cid) ){
         rc = wal_confirm(pEng->pWal, cid, pT->zTable, pT->nTable);
       }
@@ -320,7 +338,8 @@ static int kvReplayRecord(void *pCtx, const WalRecord *pRec){
   }
   if( rc!=SQLITE_OK && pR->zErr==0 ){
     pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
-        "%s (rc=%d)", (unsigned long long)pRec->cid, pR->pEng->zDir, rc);
+        "%s: %s", (unsigned long long)pRec->cid, pR->pEng->zDir,
+        sqlite3_errstr(rc));
   }
   return rc;
 }

@@ -157,6 +157,10 @@ void kvEngineFail(KvEngine*, int rc, uint64_t cid, char **pzErr);
 ** applied at the next open.  Engine mutex not held. */
 void kvEngineFailAbort(KvEngine*, int rc, uint64_t tid, uint64_t cid,
                        const char *zWhy);
+/* Why xApply of pTab failed with rc: "table T: " and the backend's
+** message naming the file and the cause, else the code's text
+** (sqlite3_malloc'd; NULL on OOM). */
+char *kvApplyErrmsg(KvTable *pTab, int rc);
 /* Test hook kv_engine_test_fail_apply: should this xApply fail? */
 int kvEngineApplyFault(void);
 KvTable *kvTableFind(KvEngine*, const char *zName, int nName);

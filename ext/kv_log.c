@@ -69,6 +69,7 @@ struct KvBackendTable {
   pthread_t thread;
   int64_t nError;
   char zError[160];
+  char zApplyError[400];        /* why the last xApply failed (mu) */
   int bLost;                    /* a publication failed: the index lacks a
                                 ** committed record until reopen (atomic) */
   const WalIo *pIo;
@@ -491,6 +492,10 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   }
   if( rc!=SQLITE_OK ){
     __atomic_store_n(&t->bLost, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&t->mu);
+    sqlite3_snprintf(sizeof(t->zApplyError), t->zApplyError, "%s",
+                     zErr ? zErr : sqlite3_errstr(rc));
+    pthread_mutex_unlock(&t->mu);
     sqlite3_log(rc, "kv_log: publishing record %llu to %s failed: %s "
                 "(the record stays in the WAL)", (unsigned long long)cid,
                 t->zDir, zErr ? zErr : "");
@@ -499,6 +504,13 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   sqlite3_free(a);
   sqlite3_free(aBuf);
   return rc;
+}
+
+/* Why the last logApply failed: the log file and the cause. */
+static void logApplyError(KvBackendTable *t, char **pzErr){
+  pthread_mutex_lock(&t->mu);
+  if( t->zApplyError[0] ) *pzErr = sqlite3_mprintf("%s", t->zApplyError);
+  pthread_mutex_unlock(&t->mu);
 }
 
 /* Prepare's check: a log that refused writes after a failed sync would
@@ -741,5 +753,5 @@ const KvBackend kvLogBackend = {
   1, logStatsEx,
   logCursorError, logGetError, logCheckWrite,
   0,                            /* data files: records wait for them */
-  logCheckOpen, logStoreMaxId
+  logCheckOpen, logStoreMaxId, logApplyError
 };

@@ -169,5 +169,6 @@ const KvBackend kvMemoryBackend = {
   0, 0,                         /* in memory: reads cannot fail */
   0,                            /* always writable */
   1,                            /* no data file: records need no confirm */
-  0, 0                          /* no files */
+  0, 0,                         /* no files */
+  0                             /* xApply fails only for want of memory */
 };

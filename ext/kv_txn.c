@@ -1084,6 +1084,7 @@ static int kvPublish(KvRoot *p, char **pzErr){
     }
     rc = kvEngineApplyFault() ? SQLITE_NOMEM
        : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
+    if( rc!=SQLITE_OK && *pzErr==0 ) *pzErr = kvApplyErrmsg(c->pTab, rc);
     if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
     if( rc==SQLITE_OK ) rc = kvVersionPublish(p, c->pTab, c->pWrite);
   }

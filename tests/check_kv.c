@@ -2765,7 +2765,7 @@ START_TEST(test_kv_failed_publication_stops_store_until_reopen){
                    "INSERT INTO b VALUES(2,'b2'); COMMIT", 0), SQLITE_OK);
   /* a's part was published, b's was not: nobody may read that */
   kv_fail(db, "SELECT count(*) FROM a", "is stopped: publishing commit");
-  kv_fail(db, "SELECT count(*) FROM b", "(out of memory)");
+  kv_fail(db, "SELECT count(*) FROM b", "(table b: out of memory)");
   kv_fail(db2, "SELECT value FROM a WHERE key=2", "is stopped");
   kv_fail(db2, "INSERT INTO a VALUES(3,'a3')", "open it again to apply");
   h = kv_begin(db2, zDir);

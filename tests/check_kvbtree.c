@@ -1640,18 +1640,21 @@ static char *kb_marker(const char *zDir){
 
 /* A WalIo over POSIX whose writes to kv_log merged files (".kmrg", the
 ** output of a compaction) fail with ENOSPC while kbMrgFull is set: a disk
-** with no room for a compaction, while log appends still fit. */
+** with no room for a compaction, while log appends still fit.  With
+** kbFullSuffix set to ".klog", writes to the log files fail instead. */
 static int kbMrgFull = 0;
-static int kbMrgFd[256];                  /* 1: fd is a merged file */
+static int kbMrgFd[256];                  /* 1: fd is a file that fails */
+static const char *kbFullSuffix = ".kmrg";
 
 static int kbMrgOpen(void *pCtx, const char *zPath, int flags, int mode){
   const WalIo *pBase = wal_io_posix();
-  size_t n = strlen(zPath);
+  size_t n = strlen(zPath), nSuffix = strlen(kbFullSuffix);
   int fd = pBase->xOpen(pBase->pCtx, zPath, flags, mode);
   (void)pCtx;
   if( fd>=0 && fd<256 ){
     __atomic_store_n(&kbMrgFd[fd],
-                     n>5 && strcmp(zPath+n-5, ".kmrg")==0, __ATOMIC_SEQ_CST);
+                     n>nSuffix && strcmp(zPath+n-nSuffix, kbFullSuffix)==0,
+                     __ATOMIC_SEQ_CST);
   }
   return fd;
 }
@@ -1708,6 +1711,169 @@ static const WalIo kbMrgIo = {
   kbMrgFstatSize, kbMrgClose, kbMrgUnlink, kbMrgRename, kbMrgMkdir,
   kbMrgSyncDir
 };
+
+/* Found on a filled tmpfs: a kv_log append that failed while a commit was
+** published stopped the store with only "(database or disk is full)", and
+** an open of the store while the disk was still full failed with "kv:
+** cannot replay WAL record N of store S (rc=13)": neither said which file
+** could not be written, or why.  Both now name the log file and the
+** cause; once there is room the open applies the commit. */
+START_TEST(test_kvlog_failed_append_is_named_when_store_stops_and_at_replay)
+{
+  char *zDir = th_tmpdir("kvlog_append_full");
+  char *zSql, *zErr = 0;
+  sqlite3 *db;
+  int rc;
+  kv_engine_test_io(&kbMrgIo);
+  kbFullSuffix = ".klog";
+  db = th_open(":memory:");
+  kb_mk(db, "l", "kv_log", zDir);
+  th_exec(db, "INSERT INTO l VALUES(1, 'one')");
+  __atomic_store_n(&kbMrgFull, 1, __ATOMIC_SEQ_CST);
+  th_try(db, "INSERT INTO l VALUES(2, 'two')", 0);   /* acknowledged */
+  rc = th_try(db, "SELECT count(*) FROM l", &zErr);
+  ck_assert_int_eq(rc, SQLITE_FULL);
+  ck_assert_msg(zErr && strstr(zErr, "is stopped") && strstr(zErr, ".klog")
+                && strstr(zErr, "No space left on device"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_close(db);
+  /* still full: the open cannot replay the commit, and says why */
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE l USING kv_log(dir='%q')", zDir);
+  rc = th_try(db, zSql, &zErr);
+  ck_assert_int_eq(rc, SQLITE_FULL);
+  ck_assert_msg(zErr && strstr(zErr, "replay") && strstr(zErr, "table l")
+                && strstr(zErr, ".klog")
+                && strstr(zErr, "No space left on device"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  sqlite3_close(db);
+  /* room again: the commit is applied */
+  __atomic_store_n(&kbMrgFull, 0, __ATOMIC_SEQ_CST);
+  db = th_open(":memory:");
+  th_exec(db, zSql);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l WHERE key=2"), 1);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Flip the first byte of every copy of zNeedle in file zPath (a missing
+** file counts 0); returns the number of copies changed. */
+static int kb_flip_all(const char *zPath, const char *zNeedle){
+  int fd = open(zPath, O_RDWR), n = 0;
+  size_t nNeedle = strlen(zNeedle);
+  struct stat st;
+  char *a;
+  off_t i;
+  if( fd<0 ) return 0;
+  ck_assert_int_eq(fstat(fd, &st), 0);
+  a = malloc(st.st_size ? (size_t)st.st_size : 1);
+  ck_assert_ptr_nonnull(a);
+  ck_assert_int_eq(pread(fd, a, st.st_size, 0), st.st_size);
+  for(i=0; i+(off_t)nNeedle<=st.st_size; i++){
+    if( memcmp(a+i, zNeedle, nNeedle)==0 ){
+      a[i] ^= 0x20;
+      ck_assert_int_eq(pwrite(fd, a+i, 1, i), 1);
+      n++;
+    }
+  }
+  free(a);
+  close(fd);
+  return n;
+}
+
+/* Found by flipping bytes of a kv_btree.db at random offsets: a changed
+** byte inside a stored value is no damage SQLite can see (its pages hold
+** no checksums), so the value came back changed, with no error.  Values
+** now carry a CRC-32C: the point read and the scan fail with
+** SQLITE_CORRUPT naming the table and the file, and other rows read. */
+START_TEST(test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value)
+{
+  char *zDir = th_tmpdir("kvbtree_flip");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  char *zWal = sqlite3_mprintf("%s/kv_btree.db-wal", zDir);
+  char *zErr = 0, *zVal;
+  sqlite3 *db = th_open(":memory:");
+  int n;
+  kb_mk(db, "t", "kv_btree", zDir);
+  th_exec(db, "INSERT INTO t VALUES(1, 'plain-value-one'), "
+              "(2, 'needle-value-0123456789'), (3, 'plain-value-three')");
+  kb_settle(db);
+  sqlite3_close(db);
+  n = kb_flip_all(zFile, "needle-value-0123456789")
+    + kb_flip_all(zWal, "needle-value-0123456789");
+  ck_assert_int_ge(n, 1);
+  db = th_open(":memory:");
+  kb_mk(db, "t", "kv_btree", zDir);
+  zVal = th_text(db, "SELECT value FROM t WHERE key=1");
+  ck_assert_str_eq(zVal, "plain-value-one");
+  sqlite3_free(zVal);
+  ck_assert_int_eq(th_try(db, "SELECT value FROM t WHERE key=2", &zErr),
+                   SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "table t") && strstr(zErr, zFile)
+                && strstr(zErr, "checksum"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_try(db, "SELECT group_concat(value) FROM t", &zErr),
+                   SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, "checksum"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  /* a new value for the key replaces the damaged one */
+  th_exec(db, "INSERT OR REPLACE INTO t VALUES(2, 'fresh')");
+  kb_settle(db);
+  zVal = th_text(db, "SELECT group_concat(value, ',') FROM t");
+  ck_assert_str_eq(zVal, "plain-value-one,fresh,plain-value-three");
+  sqlite3_free(zVal);
+  sqlite3_close(db);
+  sqlite3_free(zWal);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Found on a filled tmpfs: after a SIGKILL, the open's replay of the
+** store's table creates rewrote the catalog file although it already held
+** them, so on a full disk the store could not be opened at all ("kv: write
+** of catalog file .../tables_meta.tmp failed: No space left on device"),
+** not even to read.  A catalog that the replay leaves unchanged is now
+** synced again instead of rewritten, and the store opens. */
+START_TEST(test_kv_reopen_after_crash_on_full_disk_needs_no_catalog_rewrite)
+{
+  char *zDir = th_tmpdir("kv_catalog_full");
+  sqlite3 *db;
+  pid_t pid;
+  int st;
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = th_open(":memory:");
+    kb_exec(c, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
+               "persistence=1)", zDir);
+    kb_mk(c, "b", "kv_btree", zDir);
+    kb_fill(c, "m", 1, 20, "x");
+    kb_fill(c, "b", 1, 20, "x");
+    raise(SIGKILL);
+    _exit(3);
+  }
+  waitpid(pid, &st, 0);
+  ck_assert(WIFSIGNALED(st));
+  kv_engine_test_io(&kbMrgIo);
+  kbFullSuffix = ".tmp";                /* tables_meta.tmp cannot be written */
+  __atomic_store_n(&kbMrgFull, 1, __ATOMIC_SEQ_CST);
+  db = th_open(":memory:");
+  kb_exec(db, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
+              "persistence=1)", zDir);
+  kb_mk(db, "b", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM m"), 20);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 20);
+  sqlite3_close(db);
+  __atomic_store_n(&kbMrgFull, 0, __ATOMIC_SEQ_CST);
+  kv_engine_test_io(0);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 /* Overwrite keys 1..20 of table l (500-byte values, tag iRound) in one
 ** transaction. */
@@ -2044,6 +2210,12 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_failed_read_of_synced_marker_is_an_io_error);
   tcase_add_test(tc, test_kvlog_failed_publication_refuses_the_table_until_reopen);
   tcase_add_test(tc, test_kvlog_failed_background_compaction_shows_in_kv_stats);
+  tcase_add_test(tc,
+      test_kvlog_failed_append_is_named_when_store_stops_and_at_replay);
+  tcase_add_test(tc,
+      test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value);
+  tcase_add_test(tc,
+      test_kv_reopen_after_crash_on_full_disk_needs_no_catalog_rewrite);
   suite_add_tcase(s, tc);
   return s;
 }
