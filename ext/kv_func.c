@@ -17,6 +17,9 @@
 ** handles still open when the connection closes are rolled back.  An
 ** unknown, finished or other connection's handle is an error.  Every
 ** function is SQLITE_DIRECTONLY: none can run from a trigger or a view.
+** On a read-only connection (main database opened read-only, or PRAGMA
+** query_only=1) the functions that write fail with SQLITE_READONLY, and
+** kv_begin creates no store: its handle only reads (kv_conn_writable).
 */
 #include "config.h"
 #include "ext/depot_int.h"
@@ -220,6 +223,65 @@ int kv_conn_store_attach(KvConn *p, const char *zDir, const char *zSchema,
   return kv_conn_store(p, zDir, zSchema, ppEng, pzErr);
 }
 
+/* ---------------------------------------------- read-only connections --- */
+
+int kv_conn_readonly(sqlite3 *db, int *peWhy){
+  sqlite3_stmt *pStmt = 0;
+  int rc;
+  *peWhy = KV_RO_NONE;
+  if( sqlite3_db_readonly(db, "main")==1 ){
+    *peWhy = KV_RO_OPENED;
+    return SQLITE_OK;
+  }
+  /* SQLite 3.40 has no C API for query_only: ask the pragma. */
+  rc = sqlite3_prepare_v2(db, "PRAGMA query_only", -1, &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW
+   && sqlite3_column_int(pStmt, 0) ){
+    *peWhy = KV_RO_QUERY_ONLY;
+  }
+  if( pStmt ) rc = sqlite3_finalize(pStmt);
+  return rc;
+}
+
+int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr){
+  int eWhy = KV_RO_NONE;
+  int rc = kv_conn_readonly(db, &eWhy);
+  if( rc!=SQLITE_OK || eWhy==KV_RO_NONE ) return rc;
+  *pzErr = sqlite3_mprintf("kv: %s on a read-only connection (%s)", zFunc,
+      eWhy==KV_RO_OPENED ? "the database was opened read-only"
+                         : "PRAGMA query_only=1");
+  return *pzErr ? SQLITE_READONLY : SQLITE_NOMEM;
+}
+
+int kv_handle_writable(sqlite3 *db, KvHandle *h, const char *zFunc,
+                       char **pzErr){
+  int e = kv_root_state(h->pRoot);
+  /* A failed or finished root writes nothing: the call reports it. */
+  if( (e!=KV_ROOT_ACTIVE && e!=KV_ROOT_PREPARED)
+   || !kv_root_has_writes(h->pRoot) ){
+    return SQLITE_OK;
+  }
+  return kv_conn_writable(db, zFunc, pzErr);
+}
+
+/* kv_conn_store for kv_begin on a read-only connection: a store that does
+** not exist is SQLITE_CANTOPEN "kv: no KV store at <dir> ..." and nothing
+** is created (kv_conn_store would make the directory). */
+static int kvConnStoreReadonly(KvConn *p, const char *zDir, KvEngine **ppEng,
+                               char **pzErr){
+  char *zPath = 0;
+  int rc = kvConnStorePath(p, zDir, 0, &zPath);
+  if( rc!=SQLITE_OK ) return rc;
+  if( zPath && kvStoreAbsence(zPath)!=KV_ABSENT_NONE ){
+    *pzErr = sqlite3_mprintf("kv: no KV store at %s (a read-only connection "
+                             "does not create one)", zPath);
+    rc = *pzErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
+  }
+  sqlite3_free(zPath);
+  if( rc!=SQLITE_OK ) return rc;
+  return kv_conn_store(p, zDir, 0, ppEng, pzErr);
+}
+
 /* ----------------------------------------------------------- helpers --- */
 
 static void kvFuncError(sqlite3_context *ctx, int rc, char *zErr){
@@ -301,6 +363,27 @@ static KvHandle *kvHandleActive(sqlite3_context *ctx, sqlite3_value *pArg,
   return 0;
 }
 
+/* kv_conn_writable for SQL function zFunc: 1 if it may write, else 0 with
+** the error set on ctx. */
+static int kvWritable(sqlite3_context *ctx, const char *zFunc){
+  char *zErr = 0;
+  int rc = kv_conn_writable(sqlite3_context_db_handle(ctx), zFunc, &zErr);
+  if( rc==SQLITE_OK ) return 1;
+  kvFuncError(ctx, rc, zErr);
+  return 0;
+}
+
+/* kv_handle_writable for SQL function zFunc ending handle h, like
+** kvWritable. */
+static int kvHandleWritable(sqlite3_context *ctx, KvHandle *h,
+                            const char *zFunc){
+  char *zErr = 0;
+  int rc = kv_handle_writable(sqlite3_context_db_handle(ctx), h, zFunc, &zErr);
+  if( rc==SQLITE_OK ) return 1;
+  kvFuncError(ctx, rc, zErr);
+  return 0;
+}
+
 /* A table-name argument: text, not NULL. */
 static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
                      const char **pz, int *pn){
@@ -334,7 +417,7 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvEngine *pEng = 0;
   KvHandle *h = 0;
   char *zErr = 0;
-  int rc = SQLITE_OK;
+  int rc = SQLITE_OK, eReadonly = KV_RO_NONE;
   if( argc==1 && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
     if( sqlite3_value_type(argv[0])!=SQLITE_TEXT ){
       kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
@@ -348,7 +431,12 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       return;
     }
   }
-  rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
+  rc = kv_conn_readonly(pConn->db, &eReadonly);
+  if( rc==SQLITE_OK && eReadonly!=KV_RO_NONE ){
+    rc = kvConnStoreReadonly(pConn, zDir, &pEng, &zErr);
+  }else if( rc==SQLITE_OK ){
+    rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
+  }
   if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ) rc = SQLITE_NOMEM;
   if( rc==SQLITE_OK ) rc = kv_root_begin(pEng, &h->pRoot);
   kv_engine_unref(pEng);                 /* the root holds its own */
@@ -389,7 +477,8 @@ static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int nTab, rc;
   (void)argc;
-  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !kvWritable(ctx, "kv_put") ) return;
+  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
   if( rc==SQLITE_OK ){
@@ -408,7 +497,8 @@ static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int nTab, bFound = 0, rc;
   (void)argc;
-  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !kvWritable(ctx, "kv_delete") ) return;
+  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
@@ -433,7 +523,7 @@ static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int rc;
   (void)argc;
-  if( h==0 ) return;
+  if( h==0 || !kvHandleWritable(ctx, h, "kv_prepare") ) return;
   rc = kv_root_prepare(h->pRoot, &zErr);
   if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
@@ -445,7 +535,7 @@ static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int rc;
   (void)argc;
-  if( h==0 ) return;
+  if( h==0 || !kvHandleWritable(ctx, h, "kv_commit") ) return;
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc!=SQLITE_OK ){
     kvFuncError(ctx, rc, zErr);
@@ -541,6 +631,7 @@ static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
     kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
     return;
   }
+  if( !kvHandleWritable(ctx, h, "kv_try_commit") ) return;
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
     sqlite3_free(zErr);
@@ -673,7 +764,8 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
   const char *zTab, *zType, *zOpt = 0;
   char *zErr = 0;
   int nTab, bPersist = 0, bCreated = 0, rc = SQLITE_OK;
-  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !kvWritable(ctx, "kv_create_table") ) return;
+  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( sqlite3_value_type(argv[2])!=SQLITE_TEXT ){
     kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: table type must be text such as 'kv_memory', got %s",
@@ -703,7 +795,8 @@ static void kvRemoveTableFunc(sqlite3_context *ctx, int argc,
   char *zErr = 0;
   int nTab, rc;
   (void)argc;
-  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !kvWritable(ctx, "kv_remove_table") ) return;
+  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   rc = kv_remove_table(h->pRoot, zTab, nTab, &zErr);
   if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);

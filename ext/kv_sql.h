@@ -72,6 +72,27 @@ int kv_conn_store_attach(KvConn*, const char *zDir, const char *zSchema,
                          KvEngine **ppEng, char **pzMissing, int *pbEmpty,
                          char **pzErr);
 
+/* Read-only connections (kv_func.c).  A connection whose main database
+** was opened read-only (sqlite3_db_readonly) or that has PRAGMA
+** query_only=1 writes nothing to any KV store, whichever store a call
+** names.  kv_conn_readonly sets *peWhy to KV_RO_NONE, KV_RO_OPENED or
+** KV_RO_QUERY_ONLY (the pragma is read anew on every call, so a change
+** between calls counts); it returns SQLITE_OK or the error of reading the
+** pragma.  kv_conn_writable is the check every state-changing kv_*
+** function makes first: SQLITE_OK, or SQLITE_READONLY with *pzErr
+** "kv: <zFunc> on a read-only connection (...)". */
+#define KV_RO_NONE        0
+#define KV_RO_OPENED      1
+#define KV_RO_QUERY_ONLY  2
+int kv_conn_readonly(sqlite3 *db, int *peWhy);
+int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr);
+/* kv_conn_writable for ending handle h (prepare or commit): a handle that
+** wrote nothing (kv_root_has_writes), or whose transaction failed or is
+** finished, writes nothing when it ends, so SQLITE_OK (the call then
+** gives its own answer). */
+int kv_handle_writable(sqlite3 *db, KvHandle *h, const char *zFunc,
+                       char **pzErr);
+
 /* Why handle h takes no more operations (kv_func.c): NULL when it is
 ** active (or prepared, with bPreparedOk); else an sqlite3_mprintf'd
 ** message naming the handle and the calls that end it (kv_commit_with_version

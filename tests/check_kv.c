@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1176,7 +1177,7 @@ START_TEST(test_kv_missing_sidecar_store_fails_and_creates_nothing){
   char *zMoved = sqlite3_mprintf("%s/moved-kv", zDir);
   char *zAbs;                   /* the sidecar as the message names it */
   sqlite3 *db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory(persistence=1);"
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
               "INSERT INTO t VALUES(1, 'a');"
               "CREATE TABLE plain(x); INSERT INTO plain VALUES(7)");
   sqlite3_close(db);
@@ -3058,6 +3059,246 @@ START_TEST(test_kv_failed_abort_write_stops_store){
 }
 END_TEST
 
+/* -------------------------------------------- read-only connections --- */
+
+/* Append to *pz one line per entry below zDir (recursively): path, size
+** and modification time in nanoseconds, sorted by the directory order;
+** the whole text changes when any file is created, removed or written. */
+static void kv_tree_state(const char *zDir, char **pz){
+  DIR *d = opendir(zDir);
+  struct dirent *e;
+  if( d==0 ){
+    *pz = sqlite3_mprintf("%z%s: absent\n", *pz, zDir);
+    return;
+  }
+  while( (e = readdir(d))!=0 ){
+    char *zPath;
+    struct stat st;
+    if( strcmp(e->d_name, ".")==0 || strcmp(e->d_name, "..")==0 ) continue;
+    zPath = sqlite3_mprintf("%s/%s", zDir, e->d_name);
+    ck_assert_int_eq(stat(zPath, &st), 0);
+    *pz = sqlite3_mprintf("%z%s %lld %lld.%09ld\n", *pz, zPath,
+                          (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+                          (long)st.st_mtim.tv_nsec);
+    if( S_ISDIR(st.st_mode) ) kv_tree_state(zPath, pz);
+    sqlite3_free(zPath);
+  }
+  closedir(d);
+}
+
+static char *kv_store_state(const char *zDir){
+  char *z = sqlite3_mprintf("");
+  kv_tree_state(zDir, &z);
+  ck_assert_ptr_nonnull(z);
+  return z;
+}
+
+/* Database zDb with KV table t (kv_btree, in the sidecar store)
+** holding 1='a' and 2='b', made by a writable connection that is closed
+** again. */
+static void kv_ro_fixture(const char *zDb){
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+              "INSERT INTO t VALUES(1,'a'),(2,'b')");
+  sqlite3_close(db);
+}
+
+/* A read-only connection on zDb: opened read-only (iMode 0) or with
+** PRAGMA query_only=1 (iMode 1). */
+static sqlite3 *kv_ro_open(const char *zDb, int iMode){
+  sqlite3 *db;
+  if( iMode==0 ){
+    char *zUri = sqlite3_mprintf("file:%s?mode=ro", zDb);
+    db = th_open(zUri);
+    sqlite3_free(zUri);
+    ck_assert_int_eq(sqlite3_db_readonly(db, "main"), 1);
+  }else{
+    db = th_open(zDb);
+    th_exec(db, "PRAGMA query_only=1");
+  }
+  return db;
+}
+
+static const char *kv_ro_why(int iMode){
+  return iMode==0 ? "(the database was opened read-only)"
+                  : "(PRAGMA query_only=1)";
+}
+
+/* Expect SQLITE_READONLY and "kv: <zFunc> on a read-only connection
+** (<why>)" from zSql. */
+static void kv_ro_refused(sqlite3 *db, int iMode, const char *zFunc,
+                          const char *zFmt, ...){
+  char *zWant = sqlite3_mprintf("kv: %s on a read-only connection %s", zFunc,
+                                kv_ro_why(iMode));
+  char *zSql;
+  va_list ap;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  ck_assert_int_eq(kv_fail(db, zSql, zWant), SQLITE_READONLY);
+  sqlite3_free(zSql);
+  sqlite3_free(zWant);
+}
+
+/* kv_text_eq of the SQL made by sqlite3_mprintf(zFmt, ...). */
+static void kv_ro_text_eq(sqlite3 *db, const char *zWant,
+                          const char *zFmt, ...){
+  char *zSql;
+  va_list ap;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  kv_text_eq(db, zSql, zWant);
+  sqlite3_free(zSql);
+}
+
+START_TEST(test_kv_readonly_connection_refuses_every_handle_write){
+  char *zDir = th_tmpdir("kv-ro-write");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zKv = sqlite3_mprintf("%s-kv", zDb);
+  char *zBefore, *zAfter;
+  sqlite3 *db;
+  sqlite3_int64 h;
+  kv_ro_fixture(zDb);
+  zBefore = kv_store_state(zKv);
+  db = kv_ro_open(zDb, _i);
+  h = kv_intf(db, "SELECT kv_begin()");
+  kv_ro_refused(db, _i, "kv_put",
+                "SELECT kv_put(%lld, 't', 3, 'c')", h);
+  kv_ro_refused(db, _i, "kv_put",
+                "SELECT kv_put(%lld, 't', 1, 'z')", h);
+  kv_ro_refused(db, _i, "kv_delete",
+                "SELECT kv_delete(%lld, 't', 1)", h);
+  kv_ro_refused(db, _i, "kv_create_table",
+                "SELECT kv_create_table(%lld, 'u', 'kv_btree')", h);
+  kv_ro_refused(db, _i, "kv_create_table",
+                "SELECT kv_create_table(%lld, 't', 'kv_memory')", h);
+  kv_ro_refused(db, _i, "kv_remove_table",
+                "SELECT kv_remove_table(%lld, 't')", h);
+  /* The handle still reads, and ends: it wrote nothing. */
+  kv_ro_text_eq(db, "a", "SELECT kv_get(%lld, 't', 1)", h);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h), 1);
+  /* SQLite refuses the SQL forms itself. */
+  ck_assert_int_eq(kv_fail(db, "INSERT INTO t VALUES(3,'c')", "readonly")
+                   & 0xff, SQLITE_READONLY);
+  ck_assert_int_eq(kv_fail(db, "DELETE FROM t", "readonly") & 0xff,
+                   SQLITE_READONLY);
+  sqlite3_close(db);
+  zAfter = kv_store_state(zKv);
+  ck_assert_str_eq(zAfter, zBefore);
+  db = th_open(zDb);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t ORDER BY key",
+             "1=a 2=b");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables"), 1);
+  sqlite3_close(db);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_free(zKv);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kv_readonly_connection_reads_and_ends_read_only_handles){
+  char *zDir = th_tmpdir("kv-ro-read");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zKv = sqlite3_mprintf("%s-kv", zDb);
+  char *zBefore, *zAfter, *zMeta, *zSql;
+  sqlite3 *db;
+  sqlite3_int64 h1, h2, h3;
+  kv_ro_fixture(zDb);
+  zBefore = kv_store_state(zKv);
+  db = kv_ro_open(zDb, _i);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t ORDER BY key",
+             "1=a 2=b");
+  ck_assert_int_eq(th_int(db, "SELECT rows FROM kv_tables WHERE name='t'"),
+                   2);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM kv_stats"), 1);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM kv_metrics"), 1);
+  kv_text_eq(db, "SELECT value FROM kv_query_with_version('t', 2)", "b");
+  h1 = kv_intf(db, "SELECT kv_begin()");
+  h2 = kv_intf(db, "SELECT kv_begin()");
+  h3 = kv_intf(db, "SELECT kv_begin()");
+  kv_ro_text_eq(db, "b", "SELECT kv_get(%lld, 't', 2)", h1);
+  zMeta = sqlite3_mprintf("SELECT kv_table_meta(%lld, 't')", h1);
+  zMeta = th_text(db, zSql = zMeta);
+  sqlite3_free(zSql);
+  ck_assert_ptr_nonnull(zMeta);
+  ck_assert_ptr_nonnull(strstr(zMeta, "\"type\":\"kv_btree\""));
+  sqlite3_free(zMeta);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_prepare(%lld)", h1), 1);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h1), 1);
+  kv_ro_text_eq(db, 0, "SELECT kv_try_commit(%lld)", h2);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_rollback(%lld)", h3), 1);
+  sqlite3_close(db);
+  zAfter = kv_store_state(zKv);
+  ck_assert_str_eq(zAfter, zBefore);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_free(zKv);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kv_begin_on_readonly_connection_creates_no_store){
+  char *zDir = th_tmpdir("kv-ro-none");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zKv = sqlite3_mprintf("%s-kv", zDb);
+  char *zOther = sqlite3_mprintf("%s/other", zDir);
+  char *zWant;
+  struct stat st;
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE TABLE plain(x)");
+  sqlite3_close(db);
+  db = kv_ro_open(zDb, _i);
+  zWant = sqlite3_mprintf("/main.db-kv (a read-only connection does not "
+                          "create one)");
+  ck_assert_int_eq(kv_fail(db, "SELECT kv_begin()", zWant), SQLITE_CANTOPEN);
+  sqlite3_free(zWant);
+  zWant = sqlite3_mprintf("kv: no KV store at %s (a read-only connection "
+                          "does not create one)", zOther);
+  ck_assert_int_eq(kv_fail(db, "SELECT kv_begin()", "kv: no KV store at "),
+                   SQLITE_CANTOPEN);
+  ck_assert_int_eq(kv_failf(db, zWant, "SELECT kv_begin('%q')", zOther),
+                   SQLITE_CANTOPEN);
+  sqlite3_free(zWant);
+  sqlite3_close(db);
+  ck_assert_int_ne(stat(zKv, &st), 0);
+  ck_assert_int_ne(stat(zOther, &st), 0);
+  sqlite3_free(zOther);
+  sqlite3_free(zKv);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kv_query_only_is_read_at_every_call){
+  char *zDir = th_tmpdir("kv-ro-pragma");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  sqlite3 *db;
+  sqlite3_int64 h;
+  kv_ro_fixture(zDb);
+  db = th_open(zDb);
+  h = kv_intf(db, "SELECT kv_begin()");
+  kv_ok(db, "SELECT kv_put(%lld, 't', 3, 'c')", h);
+  th_exec(db, "PRAGMA query_only=1");
+  kv_ro_refused(db, 1, "kv_prepare",
+                "SELECT kv_prepare(%lld)", h);
+  kv_ro_refused(db, 1, "kv_commit",
+                "SELECT kv_commit(%lld)", h);
+  kv_ro_refused(db, 1, "kv_try_commit",
+                "SELECT kv_try_commit(%lld)", h);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  th_exec(db, "PRAGMA query_only=0");
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kv");
   TCase *tc = tcase_create("tables");
@@ -3158,6 +3399,15 @@ Suite *depot_test_suite(void){
                       0, 3);
   tcase_add_loop_test(tc, test_kv_failed_abort_write_stops_store, 0, 3);
   tcase_add_test(tc, test_kv_versioned_prepare_then_rollback_is_not_replayed);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("readonly");
+  tcase_add_loop_test(tc, test_kv_readonly_connection_refuses_every_handle_write,
+                      0, 2);
+  tcase_add_loop_test(tc,
+      test_kv_readonly_connection_reads_and_ends_read_only_handles, 0, 2);
+  tcase_add_loop_test(tc, test_kv_begin_on_readonly_connection_creates_no_store,
+                      0, 2);
+  tcase_add_test(tc, test_kv_query_only_is_read_at_every_call);
   suite_add_tcase(s, tc);
   return s;
 }

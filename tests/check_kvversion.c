@@ -2004,6 +2004,82 @@ START_TEST(test_kvv_values_and_versions_become_visible_together_in_order){
 }
 END_TEST
 
+/* With PRAGMA query_only=1 a handle that wrote refuses the versioned
+** prepare and commit with SQLITE_READONLY and nothing reaches the WAL;
+** once the pragma is off again the same handle commits. */
+START_TEST(test_kvv_query_only_refuses_versioned_prepare_and_commit){
+  char *zDir = th_tmpdir("kvv-ro-write");
+  sqlite3 *db = kvv_db();
+  char *zV, *zE, *zSql;
+  sqlite3_uint64 nSum;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+              "INSERT INTO t VALUES(1,'a')");
+  zV = kvv_version(db, "t", "1");
+  zE = kvv_elem("t", "1", zV);
+  th_exec(db, "SELECT kv_begin(), kv_put(1, 't', 2, 'b')");
+  th_exec(db, "PRAGMA query_only=1");
+  nSum = kvv_wal_sum(zDir);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, '[%s]')", zE);
+  ck_assert_int_eq(kvv_fail(db, zSql, "kv: kv_prepare_with_version on a "
+      "read-only connection (PRAGMA query_only=1)"), SQLITE_READONLY);
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_commit_with_version(1)",
+      "kv: kv_commit_with_version on a read-only connection (PRAGMA "
+      "query_only=1)"), SQLITE_READONLY);
+  ck_assert(kvv_wal_sum(zDir)==nSum);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  th_exec(db, "PRAGMA query_only=0");
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  ck_assert_int_eq(th_int(db, "SELECT json_array_length("
+                              "kv_commit_with_version(1))"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  sqlite3_free(zSql);
+  sqlite3_free(zE);
+  sqlite3_free(zV);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* On a read-only connection (_i = 0: opened read-only, 1: PRAGMA
+** query_only=1) versions are read, a handle (which can write nothing)
+** gets the usual answer of kv_prepare_with_version for a transaction that
+** writes nothing, and nothing reaches the WAL. */
+START_TEST(test_kvv_readonly_connection_checks_read_sets){
+  char *zDir = th_tmpdir("kvv-ro-read");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zUri = sqlite3_mprintf("file:%s?mode=ro", zDb);
+  sqlite3 *db = kvv_db();
+  char *zV, *zE, *zSql;
+  sqlite3_uint64 nSum;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+              "INSERT INTO t VALUES(1,'a')");
+  sqlite3_close(db);
+  nSum = kvv_wal_sum(zDir);
+  db = _i==0 ? th_open(zUri) : kvv_db();
+  if( _i==1 ) th_exec(db, "PRAGMA query_only=1");
+  kvv_text_eq(db, "SELECT value FROM kv_query_with_version('t', 1)", "a");
+  zV = kvv_version(db, "t", "1");
+  zE = kvv_elem("t", "1", zV);
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 1);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(1, '[%s]')", zE);
+  ck_assert_int_eq(kvv_fail(db, zSql, "kv: kv_prepare_with_version needs a "
+                            "transaction that writes"), SQLITE_MISUSE);
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_put(1, 't', 2, 'b')",
+                            "on a read-only connection"), SQLITE_READONLY);
+  kvv_rows_eq(db, "SELECT key||'='||coalesce(value,'-') AS x FROM "
+                  "kv_query_with_versions('t', '[1,2]')", "1=a 2=-");
+  ck_assert_int_eq(th_int(db, "SELECT kv_rollback(1)"), 1);
+  sqlite3_close(db);
+  ck_assert(kvv_wal_sum(zDir)==nSum);
+  sqlite3_free(zSql);
+  sqlite3_free(zE);
+  sqlite3_free(zV);
+  sqlite3_free(zUri);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -2038,6 +2114,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvv_blob_key_read_set_matches_by_bytes, 0, 3);
   tcase_add_loop_test(tc, test_kvv_receipt_mismatch_is_a_reported_internal_error,
                       0, 2);
+  tcase_add_test(tc, test_kvv_query_only_refuses_versioned_prepare_and_commit);
+  tcase_add_loop_test(tc, test_kvv_readonly_connection_checks_read_sets, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
