@@ -20,6 +20,8 @@
 ** On a read-only connection (main database opened read-only, or PRAGMA
 ** query_only=1) the functions that write fail with SQLITE_READONLY, and
 ** kv_begin creates no store: its handle only reads (kv_conn_writable).
+** The pragma costs a statement, so it is read when kv_begin makes a handle
+** (and by kv_create_table and kv_remove_table), not by every kv_put.
 */
 #include "config.h"
 #include "ext/depot_int.h"
@@ -243,25 +245,29 @@ int kv_conn_readonly(sqlite3 *db, int *peWhy){
   return rc;
 }
 
-int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr){
-  int eWhy = KV_RO_NONE;
-  int rc = kv_conn_readonly(db, &eWhy);
-  if( rc!=SQLITE_OK || eWhy==KV_RO_NONE ) return rc;
+/* SQLITE_READONLY with "kv: <zFunc> on a read-only connection (...)" for
+** reason eWhy (not KV_RO_NONE). */
+static int kvReadonlyError(int eWhy, const char *zFunc, char **pzErr){
   *pzErr = sqlite3_mprintf("kv: %s on a read-only connection (%s)", zFunc,
       eWhy==KV_RO_OPENED ? "the database was opened read-only"
                          : "PRAGMA query_only=1");
   return *pzErr ? SQLITE_READONLY : SQLITE_NOMEM;
 }
 
-int kv_handle_writable(sqlite3 *db, KvHandle *h, const char *zFunc,
-                       char **pzErr){
-  int e = kv_root_state(h->pRoot);
-  /* A failed or finished root writes nothing: the call reports it. */
-  if( (e!=KV_ROOT_ACTIVE && e!=KV_ROOT_PREPARED)
-   || !kv_root_has_writes(h->pRoot) ){
-    return SQLITE_OK;
+int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr){
+  int eWhy = KV_RO_NONE;
+  int rc = kv_conn_readonly(db, &eWhy);
+  if( rc!=SQLITE_OK || eWhy==KV_RO_NONE ) return rc;
+  return kvReadonlyError(eWhy, zFunc, pzErr);
+}
+
+int kv_handle_may_write(sqlite3 *db, KvHandle *h, const char *zFunc,
+                        char **pzErr){
+  int eWhy = h->eReadonly;
+  if( eWhy==KV_RO_NONE && sqlite3_db_readonly(db, "main")==1 ){
+    eWhy = KV_RO_OPENED;
   }
-  return kv_conn_writable(db, zFunc, pzErr);
+  return eWhy==KV_RO_NONE ? SQLITE_OK : kvReadonlyError(eWhy, zFunc, pzErr);
 }
 
 /* kv_conn_store for kv_begin on a read-only connection: a store that does
@@ -373,12 +379,13 @@ static int kvWritable(sqlite3_context *ctx, const char *zFunc){
   return 0;
 }
 
-/* kv_handle_writable for SQL function zFunc ending handle h, like
-** kvWritable. */
-static int kvHandleWritable(sqlite3_context *ctx, KvHandle *h,
+/* kv_handle_may_write for SQL function zFunc writing through handle h,
+** like kvWritable. */
+static int kvHandleMayWrite(sqlite3_context *ctx, KvHandle *h,
                             const char *zFunc){
   char *zErr = 0;
-  int rc = kv_handle_writable(sqlite3_context_db_handle(ctx), h, zFunc, &zErr);
+  int rc = kv_handle_may_write(sqlite3_context_db_handle(ctx), h, zFunc,
+                               &zErr);
   if( rc==SQLITE_OK ) return 1;
   kvFuncError(ctx, rc, zErr);
   return 0;
@@ -445,6 +452,7 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
     kvFuncError(ctx, rc, zErr);
     return;
   }
+  h->eReadonly = eReadonly;
   h->id = ++pConn->iLastHandle;
   h->pNext = pConn->pHandle;
   pConn->pHandle = h;
@@ -477,7 +485,7 @@ static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int nTab, rc;
   (void)argc;
-  if( h==0 || !kvWritable(ctx, "kv_put") ) return;
+  if( h==0 || !kvHandleMayWrite(ctx, h, "kv_put") ) return;
   if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
@@ -497,7 +505,7 @@ static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int nTab, bFound = 0, rc;
   (void)argc;
-  if( h==0 || !kvWritable(ctx, "kv_delete") ) return;
+  if( h==0 || !kvHandleMayWrite(ctx, h, "kv_delete") ) return;
   if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
@@ -523,7 +531,7 @@ static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int rc;
   (void)argc;
-  if( h==0 || !kvHandleWritable(ctx, h, "kv_prepare") ) return;
+  if( h==0 ) return;
   rc = kv_root_prepare(h->pRoot, &zErr);
   if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
@@ -535,7 +543,7 @@ static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int rc;
   (void)argc;
-  if( h==0 || !kvHandleWritable(ctx, h, "kv_commit") ) return;
+  if( h==0 ) return;
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc!=SQLITE_OK ){
     kvFuncError(ctx, rc, zErr);
@@ -631,7 +639,6 @@ static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
     kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
     return;
   }
-  if( !kvHandleWritable(ctx, h, "kv_try_commit") ) return;
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
     sqlite3_free(zErr);

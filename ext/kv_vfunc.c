@@ -517,10 +517,6 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   memset(&set, 0, sizeof(set));
   if( h && (zErr = kv_handle_unusable(h, 0, &bNoMem))!=0 ) rc = SQLITE_MISUSE;
   if( bNoMem ) rc = SQLITE_NOMEM;
-  if( rc==SQLITE_OK ){
-    rc = kv_handle_writable(sqlite3_context_db_handle(ctx), h,
-                            "kv_prepare_with_version", &zErr);
-  }
   if( rc==SQLITE_OK && sqlite3_value_type(argv[1])!=SQLITE_TEXT ){
     zErr = sqlite3_mprintf("kv: the read set must be a JSON array text such "
         "as '[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]', got %s",
@@ -590,10 +586,6 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &zErr);
   int i, rc = h ? SQLITE_OK : SQLITE_ERROR;
   (void)argc;
-  if( rc==SQLITE_OK ){
-    rc = kv_handle_writable(sqlite3_context_db_handle(ctx), h,
-                            "kv_commit_with_version", &zErr);
-  }
   if( rc==SQLITE_OK ) rc = kv_version_commit(h->pRoot, &pR, &zErr);
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_COMMIT_OK : KV_METRIC_COMMIT_FAIL);
   if( h && kv_root_state(h->pRoot)==KV_ROOT_DONE ){

@@ -3273,25 +3273,28 @@ START_TEST(test_kv_begin_on_readonly_connection_creates_no_store){
 }
 END_TEST
 
-START_TEST(test_kv_query_only_is_read_at_every_call){
+/* PRAGMA query_only is read when kv_begin makes a handle: a handle begun
+** with it on writes nothing even after it is turned off, and a handle
+** begun with it off commits what it wrote, as an SQL transaction's COMMIT
+** does after the pragma is turned on. */
+START_TEST(test_kv_query_only_is_read_when_a_handle_begins){
   char *zDir = th_tmpdir("kv-ro-pragma");
   char *zDb = sqlite3_mprintf("%s/main.db", zDir);
   sqlite3 *db;
-  sqlite3_int64 h;
+  sqlite3_int64 h1, h2;
   kv_ro_fixture(zDb);
   db = th_open(zDb);
-  h = kv_intf(db, "SELECT kv_begin()");
-  kv_ok(db, "SELECT kv_put(%lld, 't', 3, 'c')", h);
   th_exec(db, "PRAGMA query_only=1");
-  kv_ro_refused(db, 1, "kv_prepare",
-                "SELECT kv_prepare(%lld)", h);
-  kv_ro_refused(db, 1, "kv_commit",
-                "SELECT kv_commit(%lld)", h);
-  kv_ro_refused(db, 1, "kv_try_commit",
-                "SELECT kv_try_commit(%lld)", h);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
+  h1 = kv_intf(db, "SELECT kv_begin()");
+  kv_ro_refused(db, 1, "kv_put", "SELECT kv_put(%lld, 't', 3, 'c')", h1);
   th_exec(db, "PRAGMA query_only=0");
-  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h), 1);
+  kv_ro_refused(db, 1, "kv_put", "SELECT kv_put(%lld, 't', 3, 'c')", h1);
+  kv_ro_refused(db, 1, "kv_delete", "SELECT kv_delete(%lld, 't', 1)", h1);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h1), 1);
+  h2 = kv_intf(db, "SELECT kv_begin()");
+  kv_ok(db, "SELECT kv_put(%lld, 't', 3, 'c')", h2);
+  th_exec(db, "PRAGMA query_only=1");
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h2), 1);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
   sqlite3_close(db);
   sqlite3_free(zDb);
@@ -3407,7 +3410,7 @@ Suite *depot_test_suite(void){
       test_kv_readonly_connection_reads_and_ends_read_only_handles, 0, 2);
   tcase_add_loop_test(tc, test_kv_begin_on_readonly_connection_creates_no_store,
                       0, 2);
-  tcase_add_test(tc, test_kv_query_only_is_read_at_every_call);
+  tcase_add_test(tc, test_kv_query_only_is_read_when_a_handle_begins);
   suite_add_tcase(s, tc);
   return s;
 }
