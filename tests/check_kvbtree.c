@@ -835,6 +835,22 @@ static void kb_flip(const char *zPath, off_t iOff){
   close(fd);
 }
 
+/* Attaching table t of type zType in store zDir fails with SQLITE_CORRUPT
+** (any extended code) and a message holding zLike and zLike2 (if given). */
+static void kb_open_corrupt(const char *zDir, const char *zType,
+                            const char *zLike, const char *zLike2){
+  sqlite3 *db = th_open(":memory:");
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING %s(dir='%q')",
+                               zType, zDir);
+  char *zErr = 0;
+  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
+  ck_assert_msg(zErr && strstr(zErr, zLike) && (!zLike2 || strstr(zErr, zLike2)),
+                "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+}
+
 START_TEST(test_kvbtree_corrupt_data_file_fails_open)
 {
   char *zDir = th_tmpdir("kvbtree_corrupt");
@@ -870,22 +886,13 @@ START_TEST(test_kvbtree_data_file_with_damaged_header_fails_open_as_corrupt)
 {
   char *zDir = th_tmpdir("kvbtree_header");
   char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
-  char *zSql, *zErr = 0;
   sqlite3 *db = th_open(":memory:");
   kb_mk(db, "t", "kv_btree", zDir);
   kb_fill(db, "t", 1, 100, "a");
   sqlite3_close(db);
   kb_flip(zFile, 0);                     /* "SQLite format 3" and more */
-  db = th_open(":memory:");
-  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
-                         zDir);
-  ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
-  ck_assert_msg(zErr && strstr(zErr, "kv_btree: data file ")
-                && strstr(zErr, "kv_btree.db is damaged: "), "%s",
-                zErr ? zErr : "");
-  sqlite3_free(zErr);
-  sqlite3_free(zSql);
-  sqlite3_close(db);
+  kb_open_corrupt(zDir, "kv_btree", "kv_btree: data file ",
+                  "kv_btree.db is damaged: ");
   sqlite3_free(zFile);
   sqlite3_free(zDir);
 }
@@ -896,7 +903,6 @@ START_TEST(test_kvbtree_truncated_data_file_fails_open)
 {
   char *zDir = th_tmpdir("kvbtree_trunc");
   char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
-  char *zSql, *zErr = 0;
   sqlite3 *db = th_open(":memory:");
   struct stat stt;
   kb_mk(db, "t", "kv_btree", zDir);
@@ -904,14 +910,7 @@ START_TEST(test_kvbtree_truncated_data_file_fails_open)
   sqlite3_close(db);
   ck_assert_int_eq(stat(zFile, &stt), 0);
   ck_assert_int_eq(truncate(zFile, stt.st_size/2), 0);
-  db = th_open(":memory:");
-  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
-                         zDir);
-  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
-  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db"), "%s", zErr ? zErr : "");
-  sqlite3_free(zErr);
-  sqlite3_free(zSql);
-  sqlite3_close(db);
+  kb_open_corrupt(zDir, "kv_btree", "kv_btree.db", 0);
   sqlite3_free(zFile);
   sqlite3_free(zDir);
 }
@@ -924,7 +923,6 @@ START_TEST(test_kvbtree_data_file_cut_inside_a_page_fails_open)
 {
   char *zDir = th_tmpdir("kvbtree_cut1");
   char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
-  char *zSql, *zErr = 0;
   sqlite3 *db = th_open(":memory:");
   struct stat stt;
   kb_mk(db, "t", "kv_btree", zDir);
@@ -932,16 +930,7 @@ START_TEST(test_kvbtree_data_file_cut_inside_a_page_fails_open)
   sqlite3_close(db);
   ck_assert_int_eq(stat(zFile, &stt), 0);
   ck_assert_int_eq(truncate(zFile, stt.st_size-1), 0);
-  db = th_open(":memory:");
-  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_btree(dir='%q')",
-                         zDir);
-  ck_assert_int_eq(th_try(db, zSql, &zErr) & 0xff, SQLITE_CORRUPT);
-  ck_assert_msg(zErr && strstr(zErr, "kv_btree.db")
-                && strstr(zErr, "not a whole number of"), "%s",
-                zErr ? zErr : "");
-  sqlite3_free(zErr);
-  sqlite3_free(zSql);
-  sqlite3_close(db);
+  kb_open_corrupt(zDir, "kv_btree", "kv_btree.db", "not a whole number of");
   sqlite3_free(zFile);
   sqlite3_free(zDir);
 }
