@@ -17,11 +17,10 @@
 ** handles still open when the connection closes are rolled back.  An
 ** unknown, finished or other connection's handle is an error.  Every
 ** function is SQLITE_DIRECTONLY: none can run from a trigger or a view.
-** On a read-only connection (main database opened read-only, or PRAGMA
-** query_only=1) the functions that write fail with SQLITE_READONLY, and
-** kv_begin creates no store: its handle only reads (kv_conn_writable).
-** The pragma costs a statement, so it is read when kv_begin makes a handle
-** (and by kv_create_table and kv_remove_table), not by every kv_put.
+** On a connection whose main database was opened read-only the functions
+** that write fail with SQLITE_READONLY, and kv_begin creates no store: its
+** handle only reads (kv_conn_writable).  PRAGMA query_only governs SQL
+** statements, as in SQLite, not these functions' side effects.
 */
 #include "config.h"
 #include "ext/depot_int.h"
@@ -227,47 +226,15 @@ int kv_conn_store_attach(KvConn *p, const char *zDir, const char *zSchema,
 
 /* ---------------------------------------------- read-only connections --- */
 
-int kv_conn_readonly(sqlite3 *db, int *peWhy){
-  sqlite3_stmt *pStmt = 0;
-  int rc;
-  *peWhy = KV_RO_NONE;
-  if( sqlite3_db_readonly(db, "main")==1 ){
-    *peWhy = KV_RO_OPENED;
-    return SQLITE_OK;
-  }
-  /* SQLite 3.40 has no C API for query_only: ask the pragma. */
-  rc = sqlite3_prepare_v2(db, "PRAGMA query_only", -1, &pStmt, 0);
-  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW
-   && sqlite3_column_int(pStmt, 0) ){
-    *peWhy = KV_RO_QUERY_ONLY;
-  }
-  if( pStmt ) rc = sqlite3_finalize(pStmt);
-  return rc;
-}
-
-/* SQLITE_READONLY with "kv: <zFunc> on a read-only connection (...)" for
-** reason eWhy (not KV_RO_NONE). */
-static int kvReadonlyError(int eWhy, const char *zFunc, char **pzErr){
-  *pzErr = sqlite3_mprintf("kv: %s on a read-only connection (%s)", zFunc,
-      eWhy==KV_RO_OPENED ? "the database was opened read-only"
-                         : "PRAGMA query_only=1");
-  return *pzErr ? SQLITE_READONLY : SQLITE_NOMEM;
+int kv_conn_readonly(sqlite3 *db){
+  return sqlite3_db_readonly(db, "main")==1;
 }
 
 int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr){
-  int eWhy = KV_RO_NONE;
-  int rc = kv_conn_readonly(db, &eWhy);
-  if( rc!=SQLITE_OK || eWhy==KV_RO_NONE ) return rc;
-  return kvReadonlyError(eWhy, zFunc, pzErr);
-}
-
-int kv_handle_may_write(sqlite3 *db, KvHandle *h, const char *zFunc,
-                        char **pzErr){
-  int eWhy = h->eReadonly;
-  if( eWhy==KV_RO_NONE && sqlite3_db_readonly(db, "main")==1 ){
-    eWhy = KV_RO_OPENED;
-  }
-  return eWhy==KV_RO_NONE ? SQLITE_OK : kvReadonlyError(eWhy, zFunc, pzErr);
+  if( !kv_conn_readonly(db) ) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("kv: %s on a read-only connection (the database "
+                           "was opened read-only)", zFunc);
+  return *pzErr ? SQLITE_READONLY : SQLITE_NOMEM;
 }
 
 /* kv_conn_store for kv_begin on a read-only connection: a store that does
@@ -379,18 +346,6 @@ static int kvWritable(sqlite3_context *ctx, const char *zFunc){
   return 0;
 }
 
-/* kv_handle_may_write for SQL function zFunc writing through handle h,
-** like kvWritable. */
-static int kvHandleMayWrite(sqlite3_context *ctx, KvHandle *h,
-                            const char *zFunc){
-  char *zErr = 0;
-  int rc = kv_handle_may_write(sqlite3_context_db_handle(ctx), h, zFunc,
-                               &zErr);
-  if( rc==SQLITE_OK ) return 1;
-  kvFuncError(ctx, rc, zErr);
-  return 0;
-}
-
 /* A table-name argument: text, not NULL. */
 static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
                      const char **pz, int *pn){
@@ -424,7 +379,7 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvEngine *pEng = 0;
   KvHandle *h = 0;
   char *zErr = 0;
-  int rc = SQLITE_OK, eReadonly = KV_RO_NONE;
+  int rc = SQLITE_OK;
   if( argc==1 && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
     if( sqlite3_value_type(argv[0])!=SQLITE_TEXT ){
       kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
@@ -438,10 +393,9 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       return;
     }
   }
-  rc = kv_conn_readonly(pConn->db, &eReadonly);
-  if( rc==SQLITE_OK && eReadonly!=KV_RO_NONE ){
+  if( kv_conn_readonly(pConn->db) ){
     rc = kvConnStoreReadonly(pConn, zDir, &pEng, &zErr);
-  }else if( rc==SQLITE_OK ){
+  }else{
     rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
   }
   if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ) rc = SQLITE_NOMEM;
@@ -452,7 +406,6 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
     kvFuncError(ctx, rc, zErr);
     return;
   }
-  h->eReadonly = eReadonly;
   h->id = ++pConn->iLastHandle;
   h->pNext = pConn->pHandle;
   pConn->pHandle = h;
@@ -485,7 +438,7 @@ static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int nTab, rc;
   (void)argc;
-  if( h==0 || !kvHandleMayWrite(ctx, h, "kv_put") ) return;
+  if( h==0 || !kvWritable(ctx, "kv_put") ) return;
   if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
@@ -505,7 +458,7 @@ static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   char *zErr = 0;
   int nTab, bFound = 0, rc;
   (void)argc;
-  if( h==0 || !kvHandleMayWrite(ctx, h, "kv_delete") ) return;
+  if( h==0 || !kvWritable(ctx, "kv_delete") ) return;
   if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !kvKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);

@@ -21,7 +21,6 @@ typedef struct KvHandle KvHandle;
 struct KvHandle {
   sqlite3_int64 id;
   KvRoot *pRoot;
-  int eReadonly;            /* KV_RO_* of the connection at kv_begin */
   KvHandle *pNext;
 };
 
@@ -74,24 +73,16 @@ int kv_conn_store_attach(KvConn*, const char *zDir, const char *zSchema,
                          char **pzErr);
 
 /* Read-only connections (kv_func.c).  A connection whose main database
-** was opened read-only (sqlite3_db_readonly) or that has PRAGMA
-** query_only=1 writes nothing to any KV store, whichever store a call
-** names.  kv_conn_readonly sets *peWhy to KV_RO_NONE, KV_RO_OPENED or
-** KV_RO_QUERY_ONLY (the pragma is read anew on every call, so a change
-** between calls counts); it returns SQLITE_OK or the error of reading the
-** pragma.  kv_conn_writable is the check kv_begin, kv_create_table and
-** kv_remove_table make first: SQLITE_OK, or SQLITE_READONLY with *pzErr
-** "kv: <zFunc> on a read-only connection (...)".  kv_handle_may_write is
-** the cheaper check of a write through handle h (kv_put, kv_delete): the
-** state kv_begin saw (KvHandle.eReadonly; the pragma is not read again),
-** or a main database opened read-only. */
-#define KV_RO_NONE        0
-#define KV_RO_OPENED      1
-#define KV_RO_QUERY_ONLY  2
-int kv_conn_readonly(sqlite3 *db, int *peWhy);
+** was opened read-only (sqlite3_db_readonly) writes nothing to any KV
+** store, whichever store a call names: kv_conn_readonly says whether it
+** is one, and kv_conn_writable is the check every state-changing kv_*
+** function makes first: SQLITE_OK, or SQLITE_READONLY with *pzErr "kv:
+** <zFunc> on a read-only connection (the database was opened read-only)".
+** PRAGMA query_only is not consulted: it governs SQL statements (SQLite
+** refuses INSERT into a KV table under it), not the side effects of
+** functions. */
+int kv_conn_readonly(sqlite3 *db);
 int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr);
-int kv_handle_may_write(sqlite3 *db, KvHandle *h, const char *zFunc,
-                        char **pzErr);
 
 /* Why handle h takes no more operations (kv_func.c): NULL when it is
 ** active (or prepared, with bPreparedOk); else an sqlite3_mprintf'd

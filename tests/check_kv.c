@@ -3103,33 +3103,29 @@ static void kv_ro_fixture(const char *zDb){
   sqlite3_close(db);
 }
 
-/* A read-only connection on zDb: opened read-only (iMode 0) or with
-** PRAGMA query_only=1 (iMode 1). */
+/* A connection on zDb opened read-only: with a "mode=ro" URI (iMode 0)
+** or with SQLITE_OPEN_READONLY (iMode 1). */
 static sqlite3 *kv_ro_open(const char *zDb, int iMode){
-  sqlite3 *db;
+  sqlite3 *db = 0;
   if( iMode==0 ){
     char *zUri = sqlite3_mprintf("file:%s?mode=ro", zDb);
     db = th_open(zUri);
     sqlite3_free(zUri);
-    ck_assert_int_eq(sqlite3_db_readonly(db, "main"), 1);
   }else{
-    db = th_open(zDb);
-    th_exec(db, "PRAGMA query_only=1");
+    sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+    ck_assert_int_eq(sqlite3_open_v2(zDb, &db, SQLITE_OPEN_READONLY, 0),
+                     SQLITE_OK);
   }
+  ck_assert_int_eq(sqlite3_db_readonly(db, "main"), 1);
   return db;
 }
 
-static const char *kv_ro_why(int iMode){
-  return iMode==0 ? "(the database was opened read-only)"
-                  : "(PRAGMA query_only=1)";
-}
-
 /* Expect SQLITE_READONLY and "kv: <zFunc> on a read-only connection
-** (<why>)" from zSql. */
-static void kv_ro_refused(sqlite3 *db, int iMode, const char *zFunc,
+** (the database was opened read-only)" from zSql. */
+static void kv_ro_refused(sqlite3 *db, const char *zFunc,
                           const char *zFmt, ...){
-  char *zWant = sqlite3_mprintf("kv: %s on a read-only connection %s", zFunc,
-                                kv_ro_why(iMode));
+  char *zWant = sqlite3_mprintf("kv: %s on a read-only connection (the "
+                                "database was opened read-only)", zFunc);
   char *zSql;
   va_list ap;
   va_start(ap, zFmt);
@@ -3163,17 +3159,17 @@ START_TEST(test_kv_readonly_connection_refuses_every_handle_write){
   zBefore = kv_store_state(zKv);
   db = kv_ro_open(zDb, _i);
   h = kv_intf(db, "SELECT kv_begin()");
-  kv_ro_refused(db, _i, "kv_put",
+  kv_ro_refused(db, "kv_put",
                 "SELECT kv_put(%lld, 't', 3, 'c')", h);
-  kv_ro_refused(db, _i, "kv_put",
+  kv_ro_refused(db, "kv_put",
                 "SELECT kv_put(%lld, 't', 1, 'z')", h);
-  kv_ro_refused(db, _i, "kv_delete",
+  kv_ro_refused(db, "kv_delete",
                 "SELECT kv_delete(%lld, 't', 1)", h);
-  kv_ro_refused(db, _i, "kv_create_table",
+  kv_ro_refused(db, "kv_create_table",
                 "SELECT kv_create_table(%lld, 'u', 'kv_btree')", h);
-  kv_ro_refused(db, _i, "kv_create_table",
+  kv_ro_refused(db, "kv_create_table",
                 "SELECT kv_create_table(%lld, 't', 'kv_memory')", h);
-  kv_ro_refused(db, _i, "kv_remove_table",
+  kv_ro_refused(db, "kv_remove_table",
                 "SELECT kv_remove_table(%lld, 't')", h);
   /* The handle still reads, and ends: it wrote nothing. */
   kv_ro_text_eq(db, "a", "SELECT kv_get(%lld, 't', 1)", h);
@@ -3273,28 +3269,22 @@ START_TEST(test_kv_begin_on_readonly_connection_creates_no_store){
 }
 END_TEST
 
-/* PRAGMA query_only is read when kv_begin makes a handle: a handle begun
-** with it on writes nothing even after it is turned off, and a handle
-** begun with it off commits what it wrote, as an SQL transaction's COMMIT
-** does after the pragma is turned on. */
-START_TEST(test_kv_query_only_is_read_when_a_handle_begins){
+/* PRAGMA query_only governs SQL statements, as in SQLite: INSERT into a
+** KV table is refused under it, while the handle functions, whose writes
+** are side effects of a SELECT, write as on any writable connection. */
+START_TEST(test_kv_query_only_refuses_statements_not_handle_functions){
   char *zDir = th_tmpdir("kv-ro-pragma");
   char *zDb = sqlite3_mprintf("%s/main.db", zDir);
   sqlite3 *db;
-  sqlite3_int64 h1, h2;
+  sqlite3_int64 h;
   kv_ro_fixture(zDb);
   db = th_open(zDb);
   th_exec(db, "PRAGMA query_only=1");
-  h1 = kv_intf(db, "SELECT kv_begin()");
-  kv_ro_refused(db, 1, "kv_put", "SELECT kv_put(%lld, 't', 3, 'c')", h1);
-  th_exec(db, "PRAGMA query_only=0");
-  kv_ro_refused(db, 1, "kv_put", "SELECT kv_put(%lld, 't', 3, 'c')", h1);
-  kv_ro_refused(db, 1, "kv_delete", "SELECT kv_delete(%lld, 't', 1)", h1);
-  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h1), 1);
-  h2 = kv_intf(db, "SELECT kv_begin()");
-  kv_ok(db, "SELECT kv_put(%lld, 't', 3, 'c')", h2);
-  th_exec(db, "PRAGMA query_only=1");
-  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h2), 1);
+  ck_assert_int_eq(kv_fail(db, "INSERT INTO t VALUES(3,'c')", "readonly")
+                   & 0xff, SQLITE_READONLY);
+  h = kv_intf(db, "SELECT kv_begin()");
+  kv_ok(db, "SELECT kv_put(%lld, 't', 3, 'c')", h);
+  ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h), 1);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
   sqlite3_close(db);
   sqlite3_free(zDb);
@@ -3410,7 +3400,7 @@ Suite *depot_test_suite(void){
       test_kv_readonly_connection_reads_and_ends_read_only_handles, 0, 2);
   tcase_add_loop_test(tc, test_kv_begin_on_readonly_connection_creates_no_store,
                       0, 2);
-  tcase_add_test(tc, test_kv_query_only_is_read_when_a_handle_begins);
+  tcase_add_test(tc, test_kv_query_only_refuses_statements_not_handle_functions);
   suite_add_tcase(s, tc);
   return s;
 }

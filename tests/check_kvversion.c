@@ -2004,41 +2004,8 @@ START_TEST(test_kvv_values_and_versions_become_visible_together_in_order){
 }
 END_TEST
 
-/* A handle begun with PRAGMA query_only=1 takes no writes, so nothing of a
-** versioned transaction reaches the WAL; with the pragma off again a new
-** handle commits. */
-START_TEST(test_kvv_query_only_handle_writes_nothing){
-  char *zDir = th_tmpdir("kvv-ro-write");
-  sqlite3 *db = kvv_db();
-  char *zV, *zE, *zSql;
-  sqlite3_uint64 nSum;
-  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
-              "INSERT INTO t VALUES(1,'a')");
-  zV = kvv_version(db, "t", "1");
-  zE = kvv_elem("t", "1", zV);
-  th_exec(db, "PRAGMA query_only=1");
-  nSum = kvv_wal_sum(zDir);
-  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 1);
-  ck_assert_int_eq(kvv_fail(db, "SELECT kv_put(1, 't', 2, 'b')", "kv: kv_put "
-      "on a read-only connection (PRAGMA query_only=1)"), SQLITE_READONLY);
-  ck_assert(kvv_wal_sum(zDir)==nSum);
-  th_exec(db, "SELECT kv_rollback(1); PRAGMA query_only=0");
-  th_exec(db, "SELECT kv_begin(), kv_put(2, 't', 2, 'b')");
-  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(2, '[%s]')", zE);
-  ck_assert_int_eq(th_int(db, zSql), 1);
-  ck_assert_int_eq(th_int(db, "SELECT json_array_length("
-                              "kv_commit_with_version(2))"), 1);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
-  sqlite3_free(zSql);
-  sqlite3_free(zE);
-  sqlite3_free(zV);
-  sqlite3_close(db);
-  sqlite3_free(zDir);
-}
-END_TEST
-
-/* On a read-only connection (_i = 0: opened read-only, 1: PRAGMA
-** query_only=1) versions are read, a handle (which can write nothing)
+/* On a connection opened read-only versions are read, a handle (which
+** can write nothing)
 ** gets the usual answer of kv_prepare_with_version for a transaction that
 ** writes nothing, and nothing reaches the WAL. */
 START_TEST(test_kvv_readonly_connection_checks_read_sets){
@@ -2052,8 +2019,7 @@ START_TEST(test_kvv_readonly_connection_checks_read_sets){
               "INSERT INTO t VALUES(1,'a')");
   sqlite3_close(db);
   nSum = kvv_wal_sum(zDir);
-  db = _i==0 ? th_open(zUri) : kvv_db();
-  if( _i==1 ) th_exec(db, "PRAGMA query_only=1");
+  db = th_open(zUri);
   kvv_text_eq(db, "SELECT value FROM kv_query_with_version('t', 1)", "a");
   zV = kvv_version(db, "t", "1");
   zE = kvv_elem("t", "1", zV);
@@ -2111,8 +2077,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvv_blob_key_read_set_matches_by_bytes, 0, 3);
   tcase_add_loop_test(tc, test_kvv_receipt_mismatch_is_a_reported_internal_error,
                       0, 2);
-  tcase_add_test(tc, test_kvv_query_only_handle_writes_nothing);
-  tcase_add_loop_test(tc, test_kvv_readonly_connection_checks_read_sets, 0, 2);
+  tcase_add_test(tc, test_kvv_readonly_connection_checks_read_sets);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
