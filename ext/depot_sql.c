@@ -426,10 +426,11 @@ static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
   sqlite3 *pFrom = 0, *pTo = 0;
   sqlite3_backup *pB = 0;
   sqlite3_int64 nPage = -1;
-  int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags, 0);
+  int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags,
+                           depot_vfs_plain());
   *pRc = rc;
   if( rc==SQLITE_OK ){
-    rc = sqlite3_open_v2(zToUri, &pTo, toFlags, 0);
+    rc = sqlite3_open_v2(zToUri, &pTo, toFlags, depot_vfs_plain());
     if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
   }else{
     *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pFrom));
@@ -499,7 +500,7 @@ static int depotPageSizeOf(const char *zPath, int flags){
   sqlite3 *db = 0;
   sqlite3_stmt *pStmt = 0;
   int sz = 0;
-  if( sqlite3_open_v2(zPath, &db, flags, 0)==SQLITE_OK
+  if( sqlite3_open_v2(zPath, &db, flags, depot_vfs_plain())==SQLITE_OK
    && sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &pStmt, 0)==SQLITE_OK
    && sqlite3_step(pStmt)==SQLITE_ROW ){
     sz = sqlite3_column_int(pStmt, 0);
@@ -619,6 +620,31 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   sqlite3_free(zTo);
 }
 
+/* depot_default_vfs([on]): with no argument, the name of the process's
+** default VFS; with 1, makes depot the default (depot_vfs_set_default());
+** with 0, gives the default back.  Returns the default's name after the
+** call. */
+static void depotDefaultVfsFunc(sqlite3_context *ctx, int argc,
+                                sqlite3_value **argv){
+  sqlite3_vfs *pDflt;
+  if( argc==1 ){
+    int rc;
+    sqlite3_int64 v = sqlite3_value_int64(argv[0]);
+    if( sqlite3_value_type(argv[0])!=SQLITE_INTEGER || (v!=0 && v!=1) ){
+      sqlite3_result_error(ctx, "depot: depot_default_vfs takes 1 (make "
+                           "depot the default VFS) or 0 (give it back)", -1);
+      return;
+    }
+    rc = depot_vfs_set_default((int)v);
+    if( rc!=SQLITE_OK ){
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+  }
+  pDflt = sqlite3_vfs_find(0);
+  if( pDflt ) sqlite3_result_text(ctx, pDflt->zName, -1, SQLITE_TRANSIENT);
+}
+
 /* ================= the component ================= */
 
 static int depotSqlProcess(char **pzErr){
@@ -641,6 +667,11 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
                                    0, depotImportFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_export", 4, f,
                                    0, depotExportFunc, 0, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
+                                   0, SQLITE_UTF8, 0, depotDefaultVfsFunc,
+                                   0, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
+                                   1, f, 0, depotDefaultVfsFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
   if( rc==SQLITE_OK ) rc = depot_verify_sql_register(db);
   if( rc==SQLITE_OK ) rc = depot_compact_sql_register(db);

@@ -2,8 +2,10 @@
 ** kv_btree.c -- the kv_btree backend: a store's kv_btree tables live in one
 ** B-tree data file, <store>/kv_btree.db, an embedded SQLite database with
 ** one WITHOUT ROWID table "t<id>"(k BLOB PRIMARY KEY, v BLOB) per KV table.
-** The data file is opened with sqlite3_open_v2() on the default VFS, never
-** through this extension's SQL surface (see docs/ARCHITECTURE.md).
+** The data file is opened with sqlite3_open_v2() on the default VFS (or,
+** while the depot VFS is the default, the one that was before:
+** depot_vfs_plain()), never through this extension's SQL surface (see
+** docs/ARCHITECTURE.md).
 **
 ** Write path.  A commit's writes (the root's write set) are published by
 ** xApply, after the root WAL flush, into the table's overlay: a
@@ -51,6 +53,7 @@
 #include "ext/kv_engine.h"
 #include "ext/kv_btree.h"
 #include "wal/wal.h"
+#include "vfs/depot_vfs.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -206,7 +209,8 @@ static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
 static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   sqlite3 *db = 0;
   int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX, 0);
+                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX,
+                           depot_vfs_plain());
   if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
   if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
@@ -1436,7 +1440,7 @@ static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
   if( zPath==0 ) return SQLITE_NOMEM;
   if( btFileSize(zPath, "")>0 ){
     rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                         |SQLITE_OPEN_NOMUTEX, 0);
+                         |SQLITE_OPEN_NOMUTEX, depot_vfs_plain());
     if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
     if( rc==SQLITE_OK ){
       rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "

@@ -55,6 +55,136 @@ static void assert_integrity(sqlite3 *db){
   sqlite3_free(z);
 }
 
+/* ---- depot_default_vfs(): hosts that cannot name a VFS ---- */
+
+/* Gives the default VFS back whatever a test left (teardown). */
+static void default_vfs_restore(void){
+  depot_vfs_set_default(0);
+}
+
+/* Opens zPath without a VFS name and without SQLITE_OPEN_URI, as a host
+** without URI filenames (better-sqlite3) does. */
+static sqlite3 *open_plain_name(const char *zPath){
+  sqlite3 *db = 0;
+  int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
+                           |SQLITE_OPEN_CREATE, 0);
+  ck_assert_msg(rc==SQLITE_OK, "open %s: %s", zPath, sqlite3_errmsg(db));
+  sqlite3_extended_result_codes(db, 1);
+  return db;
+}
+
+START_TEST(test_depot_default_vfs_opens_a_plain_name_as_a_depot_database){
+  char *zDir = th_tmpdir("depot-dflt");
+  char *zStore = sqlite3_mprintf("%s/s.depot", zDir);
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *boot, *db, *p;
+  char *z;
+  setup_vfs();
+  boot = th_open(":memory:");
+  z = th_text(boot, "SELECT depot_default_vfs()");
+  ck_assert_str_ne(z, "depot");
+  sqlite3_free(z);
+  z = th_text(boot, "SELECT depot_default_vfs(1)");
+  ck_assert_str_eq(z, "depot");
+  sqlite3_free(z);
+  ck_assert_str_eq(sqlite3_vfs_find(0)->zName, "depot");
+  db = open_plain_name(zStore);
+  th_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1),(2);");
+  z = th_text(boot, "SELECT depot_default_vfs(0)");
+  ck_assert_str_ne(z, "depot");
+  ck_assert_str_eq(z, sqlite3_vfs_find(0)->zName);
+  sqlite3_free(z);
+  /* Opened after the default went back: a plain SQLite file. */
+  p = open_plain_name(zPlain);
+  th_exec(p, "CREATE TABLE p(x)");
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM t"), 3);
+  sqlite3_close(db);
+  /* The store holds database main, branch main, with both commits. */
+  ck_assert_int_eq(th_intf(boot, "SELECT count(*) FROM depot_commits(%Q,"
+                           " 'main', 'main')", zStore), 2);
+  db = th_open(z = sqlite3_mprintf("file:%s?vfs=depot", zStore));
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM t"), 3);
+  sqlite3_close(db);
+  z = sqlite3_mprintf("SELECT count(*) FROM depot_databases(%Q)", zPlain);
+  ck_assert_int_eq(th_try(boot, z, 0), SQLITE_CANTOPEN);
+  sqlite3_free(z);
+  sqlite3_close(p);
+  sqlite3_close(boot);
+  sqlite3_free(zStore);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* While depot is the default VFS, the module's own SQLite files (a store
+** named by a function, kv_btree data files, the plain side of an import or
+** an export) still open through the VFS that was the default. */
+START_TEST(test_depot_default_vfs_leaves_the_module_files_plain){
+  char *zDir = th_tmpdir("depot-dfltown");
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zOut = sqlite3_mprintf("%s/out.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/s.depot", zDir);
+  char *z;
+  sqlite3 *boot, *p;
+  setup_vfs();
+  p = open_plain_name(zSrc);
+  th_exec(p, "CREATE TABLE s(x); INSERT INTO s VALUES(7);");
+  sqlite3_close(p);
+  boot = th_open(":memory:");
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1)"));
+  ck_assert_int_gt(th_intf(boot, "SELECT depot_import(%Q, %Q, 'app')", zSrc,
+                           zStore), 0);
+  ck_assert_int_gt(th_intf(boot, "SELECT depot_export(%Q, 'app', 'main',"
+                           " %Q)", zStore, zOut), 0);
+  z = sqlite3_mprintf("CREATE VIRTUAL TABLE temp.b USING kv_btree(dir=%Q)",
+                      zDir);
+  th_exec(boot, z);
+  sqlite3_free(z);
+  th_exec(boot, "INSERT INTO temp.b VALUES('k', 'v')");
+  ck_assert_int_eq(th_intf(boot, "SELECT count(*) FROM depot_databases(%Q)",
+                           zStore), 1);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(0)"));
+  /* Both files are plain SQLite databases of the plain VFS. */
+  p = open_plain_name(zOut);
+  ck_assert_int_eq(th_int(p, "SELECT x FROM s"), 7);
+  sqlite3_close(p);
+  z = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  p = open_plain_name(z);
+  sqlite3_free(z);
+  ck_assert_int_ge(th_int(p, "SELECT count(*) FROM sqlite_schema"), 1);
+  sqlite3_close(p);
+  ck_assert_int_eq(th_int(boot, "SELECT count(*) FROM temp.b"), 1);
+  sqlite3_close(boot);
+  sqlite3_free(zSrc);
+  sqlite3_free(zOut);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_depot_default_vfs_refuses_other_arguments){
+  static const char *azBad[] = { "2", "-1", "NULL", "'1'", "1.0", "x'01'" };
+  sqlite3 *boot;
+  char *zBefore, *zErr = 0;
+  int i;
+  setup_vfs();
+  boot = th_open(":memory:");
+  zBefore = th_text(boot, "SELECT depot_default_vfs()");
+  for(i=0; i<(int)(sizeof(azBad)/sizeof(azBad[0])); i++){
+    char *zSql = sqlite3_mprintf("SELECT depot_default_vfs(%s)", azBad[i]);
+    ck_assert_int_eq(th_try(boot, zSql, &zErr), SQLITE_ERROR);
+    ck_assert_msg(strstr(zErr, "depot_default_vfs takes 1")!=0, "%s", zErr);
+    sqlite3_free(zErr);
+    zErr = 0;
+    sqlite3_free(zSql);
+    ck_assert_str_eq(sqlite3_vfs_find(0)->zName, zBefore);
+  }
+  sqlite3_free(zBefore);
+  sqlite3_close(boot);
+}
+END_TEST
+
 START_TEST(test_depot_write_then_read_after_reopen){
   char *zDir = th_tmpdir("depot-rt");
   sqlite3 *db = open_depot(zDir, "app", 0);
@@ -2271,6 +2401,14 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_depot_backup_from_wal_mode_file_stays_readable,
       0, (int)(sizeof(azBackupLocking)/sizeof(azBackupLocking[0])));
   tcase_add_test(tc, test_depot_import_of_wal_mode_file_opens_and_reads);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("default_vfs");
+  tcase_add_checked_fixture(tc, 0, default_vfs_restore);
+  tcase_add_test(tc,
+      test_depot_default_vfs_opens_a_plain_name_as_a_depot_database);
+  tcase_add_test(tc, test_depot_default_vfs_leaves_the_module_files_plain);
+  tcase_add_test(tc, test_depot_default_vfs_refuses_other_arguments);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -3,9 +3,10 @@
 # a Python program would: depot_version(), SQL load_extension() in a second
 # connection (which already has the extension), a KV table shared by two
 # connections, a depot database opened with uri=True, threads with a
-# connection each, and a check_same_thread=False connection used from
-# another thread.  Skips (exit 77) only where no Python whose sqlite3 module
-# can load extensions exists.
+# connection each, a check_same_thread=False connection used from another
+# thread, and a depot database opened by a plain name while depot is the
+# default VFS (depot_default_vfs).  Skips (exit 77) only where no Python
+# whose sqlite3 module can load extensions exists.
 name=python_smoke; . "$(dirname "$0")/python_env.sh"
 "$py" - "$DEPOT_MODULE" "$tmp" <<'PY'
 import os, sqlite3, sys, threading
@@ -63,6 +64,20 @@ t = threading.Thread(target=lambda: out.append(con2.execute(
     (os.path.join(tmp, "s.depot"),)).fetchone()[0]))
 t.start(); t.join()
 assert out == [42], out
+
+# Without uri=True: depot_default_vfs(1) makes the next plain name a depot
+# database (main/main of that store); (0) gives the default back.
+plain_store = os.path.join(tmp, "plain.depot")
+assert con.execute("select depot_default_vfs(1)").fetchone()[0] == "depot"
+p = sqlite3.connect(plain_store)
+assert con.execute("select depot_default_vfs(0)").fetchone()[0] != "depot"
+p.execute("create table t(x)"); p.execute("insert into t values (5)")
+p.commit(); p.close()
+assert con.execute("select count(*) from depot_commits(?, 'main')",
+                   (plain_store,)).fetchone()[0] == 2
+q = sqlite3.connect("file:" + plain_store + "?vfs=depot", uri=True)
+assert q.execute("select x from t").fetchone()[0] == 5
+q.close()
 print("python", sys.version.split()[0], "sqlite", sqlite3.sqlite_version,
       "depot", version)
 PY

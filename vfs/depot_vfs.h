@@ -36,9 +36,24 @@
 
 #define DEPOT_VFS_NAME "depot"
 
-/* Register the "depot" VFS (never as the default).  Idempotent and
+/* Register the "depot" VFS (not as the default).  Idempotent and
 ** thread-safe; SQLITE_OK or SQLITE_NOMEM. */
 int depot_vfs_register(void);
+
+/* Makes the depot VFS the process's default VFS (bOn), or, when it is the
+** default, gives that back to the VFS that was the default when depot
+** registered (!bOn).  For hosts that cannot name a VFS (no URI filenames,
+** no VFS argument): a database opened while depot is the default is a
+** depot database, its file name the store.  SQLITE_OK, or the code of
+** sqlite3_vfs_register(). */
+int depot_vfs_set_default(int bOn);
+
+/* The name of the VFS for the module's own SQLite files (stores, kv_btree
+** data files, the plain side of an import or export) when none is named:
+** NULL (SQLite's default VFS), except while depot is the default, when it
+** is the VFS that was the default before, so that those files never open
+** through depot itself. */
+const char *depot_vfs_plain(void);
 
 /* One commit of a branch, as depot_commits lists it. */
 typedef struct DepotCommitInfo DepotCommitInfo;

@@ -435,7 +435,8 @@ static int ssOpenDb(StoreSqlite *p, const char *zPath,
     flags |= SQLITE_OPEN_URI;
   }
   rc = sqlite3_open_v2(zUri ? zUri : zPath, &p->db,
-                       flags|SQLITE_OPEN_NOMUTEX, pCfg->zVfs);
+                       flags|SQLITE_OPEN_NOMUTEX,
+                       pCfg->zVfs ? pCfg->zVfs : depot_vfs_plain());
   sqlite3_free(zUri);
   return rc;
 }

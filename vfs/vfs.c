@@ -1283,6 +1283,18 @@ static sqlite3_vfs depotVfs = {
   depotCurrentTimeInt64, 0, 0, 0
 };
 
+int depot_vfs_set_default(int bOn){
+  if( pDepotRoot==0 ) return SQLITE_MISUSE;      /* not registered */
+  if( bOn ) return sqlite3_vfs_register(&depotVfs, 1);
+  if( sqlite3_vfs_find(0)!=&depotVfs ) return SQLITE_OK;
+  return sqlite3_vfs_register(pDepotRoot, 1);
+}
+
+const char *depot_vfs_plain(void){
+  if( pDepotRoot==0 || sqlite3_vfs_find(0)!=&depotVfs ) return 0;
+  return pDepotRoot->zName;
+}
+
 int depot_vfs_register(void){
   int rc = SQLITE_OK;
   pthread_mutex_lock(&depotMutex);
