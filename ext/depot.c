@@ -28,6 +28,24 @@ static const DepotComponent *const aDepotComponent[] = {
 
 /* Guards the once-per-process setup.  A failed setup is retried by the
 ** next load, so a transient failure is not remembered forever. */
+int depot_value_int64(sqlite3_value *v, sqlite3_int64 *piOut){
+  double r;
+  switch( sqlite3_value_type(v) ){
+    case SQLITE_INTEGER:
+      *piOut = sqlite3_value_int64(v);
+      return 1;
+    case SQLITE_FLOAT:
+      r = sqlite3_value_double(v);
+      if( r>=-9223372036854775808.0 && r<9223372036854775808.0
+       && r==(double)(sqlite3_int64)r ){
+        *piOut = (sqlite3_int64)r;
+        return 1;
+      }
+      break;
+  }
+  return 0;
+}
+
 static pthread_mutex_t depotInitMutex = PTHREAD_MUTEX_INITIALIZER;
 static int depotProcessReady = 0;
 

@@ -53,9 +53,13 @@ static int bsAt(sqlite3_context *ctx, sqlite3_value *pVal, const char *zFunc,
       pAt->eType = DEPOT_AT_HEAD;
       return 1;
     case SQLITE_INTEGER:
+    case SQLITE_FLOAT: {
+      sqlite3_int64 i;
+      if( !depot_value_int64(pVal, &i) ) break;
       pAt->eType = DEPOT_AT_TXID;
-      pAt->iTxid = sqlite3_value_int64(pVal);
+      pAt->iTxid = i;
       return 1;
+    }
     case SQLITE_TEXT:
       pAt->eType = DEPOT_AT_TEXT;
       pAt->zText = bsText(ctx, pVal, zFunc, "at");
@@ -174,13 +178,13 @@ static void bsDropBranchFunc(sqlite3_context *ctx, int argc,
   const char *zDb = zStore ? bsText(ctx, argv[1], zF, "db") : 0;
   const char *zBranch = 0;
   uint64_t iBranch = 0;
+  sqlite3_int64 iArg = 0;
   char *zErr = 0;
   int rc;
   (void)argc;
   if( zDb==0 ) return;
-  if( sqlite3_value_type(argv[2])==SQLITE_INTEGER
-   && sqlite3_value_int64(argv[2])>0 ){
-    iBranch = (uint64_t)sqlite3_value_int64(argv[2]);
+  if( depot_value_int64(argv[2], &iArg) && iArg>0 ){
+    iBranch = (uint64_t)iArg;
   }else if( (zBranch = bsText(ctx, argv[2], zF,
                               "branch (a name or a branch id)"))==0 ){
     return;
@@ -193,8 +197,7 @@ static void bsDropBranchFunc(sqlite3_context *ctx, int argc,
 /* Integer seconds >= 0, else an error. */
 static int bsSeconds(sqlite3_context *ctx, sqlite3_value *pVal,
                      const char *zWhat, sqlite3_int64 *piOut){
-  if( sqlite3_value_type(pVal)!=SQLITE_INTEGER
-   || (*piOut = sqlite3_value_int64(pVal))<0 ){
+  if( !depot_value_int64(pVal, piOut) || *piOut<0 ){
     char *z = sqlite3_mprintf("depot: depot_pitr_policy: %s must be an"
         " integer number of seconds >= 0", zWhat);
     sqlite3_result_error(ctx, z, -1);

@@ -104,13 +104,13 @@ static void csThresholdFunc(sqlite3_context *ctx, int argc,
     return;
   }
   if( argc>1 ){
-    if( sqlite3_value_type(argv[1])!=SQLITE_INTEGER
-     || sqlite3_value_int64(argv[1])<0 ){
+    sqlite3_int64 iArg = -1;
+    if( !depot_value_int64(argv[1], &iArg) || iArg<0 ){
       sqlite3_result_error(ctx, "depot: depot_compact_threshold: n must be"
           " an integer >= 0 (0 turns background compaction off)", -1);
       return;
     }
-    n = sqlite3_value_int64(argv[1]);
+    n = iArg;
   }
   rc = depot_compact_threshold(zStore, n, &n, &zErr);
   if( rc!=SQLITE_OK ){

@@ -23,6 +23,12 @@ struct DepotComponent {
   int (*xConnection)(sqlite3 *db, char **pzErr);
 };
 
+/* True, with *piOut set, if v is an integer, or a real whose value is an
+** integer within the 64-bit range (2.0, not 2.5): JavaScript hosts
+** (better-sqlite3) bind every number as a real, so a handle or a count
+** taken from a result comes back that way.  ext/depot.c. */
+int depot_value_int64(sqlite3_value *v, sqlite3_int64 *piOut);
+
 /* ext/version.c: depot_version() */
 extern const DepotComponent depotVersionComponent;
 /* ext/kv_func.c: KV tables, kv_* functions, kv_tables */

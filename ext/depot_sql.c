@@ -629,8 +629,8 @@ static void depotDefaultVfsFunc(sqlite3_context *ctx, int argc,
   sqlite3_vfs *pDflt;
   if( argc==1 ){
     int rc;
-    sqlite3_int64 v = sqlite3_value_int64(argv[0]);
-    if( sqlite3_value_type(argv[0])!=SQLITE_INTEGER || (v!=0 && v!=1) ){
+    sqlite3_int64 v = -1;
+    if( !depot_value_int64(argv[0], &v) || (v!=0 && v!=1) ){
       sqlite3_result_error(ctx, "depot: depot_default_vfs takes 1 (make "
                            "depot the default VFS) or 0 (give it back)", -1);
       return;

@@ -49,9 +49,9 @@ static void dvError(sqlite3_context *ctx, int rc, char *zErr){
 static int dvBytes(sqlite3_context *ctx, sqlite3_value *pVal, int *pbRemove,
                    sqlite3_int64 *pn){
   *pbRemove = sqlite3_value_type(pVal)==SQLITE_NULL;
-  *pn = sqlite3_value_int64(pVal);
+  *pn = 0;
   if( *pbRemove ) return 1;
-  if( sqlite3_value_type(pVal)!=SQLITE_INTEGER || *pn<0 ){
+  if( !depot_value_int64(pVal, pn) || *pn<0 ){
     sqlite3_result_error(ctx, "depot: depot_quota(store, db, bytes): bytes"
         " must be NULL (no quota) or an integer of 0 or more", -1);
     return 0;

@@ -283,13 +283,12 @@ static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   KvHandle **pp;
   sqlite3_int64 id;
-  if( sqlite3_value_type(pArg)!=SQLITE_INTEGER ){
+  if( !depot_value_int64(pArg, &id) ){
     kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: transaction handle must be an integer from kv_begin(), got %s",
         kvTypeName(pArg)));
     return 0;
   }
-  id = sqlite3_value_int64(pArg);
   for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
     if( (*pp)->id==id ){
       if( pppPrev ) *pppPrev = pp;

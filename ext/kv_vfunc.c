@@ -15,6 +15,7 @@
 ** SQL forms are documented in docs/SQL.md.
 */
 #include "config.h"
+#include "ext/depot_int.h"
 #include "ext/kv_sql.h"
 #include "ext/kv_version.h"
 SQLITE_EXTENSION_INIT3
@@ -319,12 +320,11 @@ static KvHandle *kvHandleFind(KvConn *pConn, sqlite3_value *pArg,
                               KvHandle ***pppPrev, char **pzErr){
   KvHandle **pp;
   sqlite3_int64 id;
-  if( pArg==0 || sqlite3_value_type(pArg)!=SQLITE_INTEGER ){
+  if( pArg==0 || !depot_value_int64(pArg, &id) ){
     *pzErr = sqlite3_mprintf("kv: transaction handle must be an integer "
         "from kv_begin(), got %s", pArg ? kvTypeName(pArg) : "NULL");
     return 0;
   }
-  id = sqlite3_value_int64(pArg);
   for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
     if( (*pp)->id==id ){
       if( pppPrev ) *pppPrev = pp;

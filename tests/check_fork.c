@@ -173,6 +173,60 @@ START_TEST(test_fork_writes_never_show_on_the_other_side){
 }
 END_TEST
 
+/* Integer arguments of the depot functions (a txid `at`, a branch id,
+** seconds, a threshold, a byte cap) also take a real with an integral
+** value, as JavaScript hosts bind every number; other reals are refused. */
+START_TEST(test_depot_functions_take_integral_reals_as_integers){
+  Fx f;
+  sqlite3 *pMain;
+  char *z, *zErr = 0;
+  sqlite3_int64 iTx, iBranch;
+  fx_open(&f, "fork-real");
+  pMain = fx_db(&f, "app", "main", 0);
+  th_exec(pMain, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  iTx = fx_int(&f, "SELECT head_txid FROM depot_branches(%Q) WHERE"
+               " database='app' AND branch='main'", f.zStore);
+  th_exec(pMain, "INSERT INTO t VALUES(2)");
+  ck_assert_int_gt(fx_int(&f, "SELECT depot_fork(%Q,'app','main','old',"
+                          " %lld.0)", f.zStore, iTx), 0);
+  sqlite3_close(pMain);
+  pMain = fx_db(&f, "app", "old", 0);
+  ck_assert_int_eq(th_int(pMain, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(pMain);
+  z = sqlite3_mprintf("SELECT depot_fork(%Q,'app','main','bad', %lld.5)",
+                      f.zStore, iTx);
+  ck_assert_int_ne(th_try(f.db, z, &zErr), SQLITE_OK);
+  ck_assert_msg(strstr(zErr, "at must be")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(z);
+  iBranch = fx_int(&f, "SELECT branch_id FROM depot_branches(%Q) WHERE"
+                   " branch='old'", f.zStore);
+  /* taken as branch id 2 (a live branch is dropped by name) */
+  z = sqlite3_mprintf("SELECT depot_drop_branch(%Q, 'app', %lld.0)",
+                      f.zStore, iBranch);
+  ck_assert_int_ne(th_try(f.db, z, &zErr), SQLITE_OK);
+  ck_assert_msg(strstr(zErr, "is the live branch old")!=0, "%s", zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(z);
+  z = sqlite3_mprintf("SELECT depot_pitr_policy(%Q, 60.0, 3600.0)",
+                      f.zStore);
+  zErr = th_text(f.db, z);
+  ck_assert_str_eq(zErr, "{\"interval\":60,\"retention\":3600}");
+  sqlite3_free(zErr);
+  sqlite3_free(z);
+  ck_assert_int_eq(fx_int(&f, "SELECT depot_compact_threshold(%Q, 10.0)",
+                          f.zStore), 10);
+  ck_assert_int_eq(fx_int(&f, "SELECT depot_quota(%Q, 'app', 1000000.0)",
+                          f.zStore), 1000000);
+  z = sqlite3_mprintf("SELECT depot_quota(%Q, 'app', 0.5)", f.zStore);
+  ck_assert_int_ne(th_try(f.db, z, 0), SQLITE_OK);
+  sqlite3_free(z);
+  ck_assert_int_eq(fx_int(&f, "SELECT depot_quota(%Q, 'app')", f.zStore),
+                   1000000);
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_fork_of_fork_reaches_depth_limit_then_fails_clearly){
   Fx f;
   sqlite3 *db;
@@ -1159,6 +1213,7 @@ END_TEST
 Suite *depot_test_suite(void){
   Suite *s = suite_create("fork");
   TCase *tc = tcase_create("forks");
+  tcase_add_test(tc, test_depot_functions_take_integral_reals_as_integers);
   tcase_add_test(tc, test_fork_writes_never_show_on_the_other_side);
   tcase_add_test(tc, test_fork_idle_close_then_next_operation_reopens_the_store);
   tcase_add_test(tc, test_fork_of_fork_reaches_depth_limit_then_fails_clearly);

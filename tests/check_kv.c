@@ -1423,6 +1423,42 @@ START_TEST(test_kv_handles_read_write_commit){
 }
 END_TEST
 
+/* A handle passed back as a real with an integral value works like the
+** integer: JavaScript hosts (better-sqlite3) bind every number as a real,
+** so kv_begin()'s result comes back as 1.0. */
+START_TEST(test_kv_handle_bound_as_an_integral_real_works){
+  char *zDir = th_tmpdir("kv-hreal");
+  sqlite3 *db = kv_db();
+  sqlite3_stmt *pStmt = 0;
+  sqlite3_int64 h;
+  char *z;
+  kv_mk(db, "t", zDir, 0);
+  h = kv_begin(db, zDir);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT kv_put(?1, 't', 'a', 1),"
+      " kv_put(?1, 't', 'b', 2), kv_delete(?1, 't', 'b'), kv_get(?1, 't',"
+      " 'a'), kv_table_meta(?1, 't') IS NOT NULL", -1, &pStmt, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_bind_double(pStmt, 1, (double)h), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  ck_assert_int_eq(sqlite3_column_int(pStmt, 2), 2);
+  ck_assert_int_eq(sqlite3_column_int(pStmt, 3), 1);
+  ck_assert_int_eq(sqlite3_column_int(pStmt, 4), 1);
+  sqlite3_finalize(pStmt);
+  kv_ok(db, "SELECT kv_prepare(%lld.0), kv_commit(%lld.0)", h, h);
+  kv_rows_eq(db, "SELECT key||'='||value AS x FROM t", "a=1");
+  h = kv_begin(db, zDir);
+  kv_ok(db, "SELECT kv_put(%lld.0, 't', 'c', 3), kv_rollback(%lld.0)", h, h);
+  kv_failf(db, "is finished", "SELECT kv_commit(%lld.0)", h);
+  /* not an integer: refused, as text is */
+  kv_failf(db, "handle must be an integer from kv_begin(), got real",
+           "SELECT kv_get(%lld.5, 't', 'a')", h);
+  z = kv_call(db, "SELECT count(*) FROM t");
+  ck_assert_str_eq(z, "1");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A prepared or failed handle refuses more operations with a message that
 ** names the handle the caller holds (not an internal transaction id) and
 ** says how to end it; kv_rollback still ends it. */
@@ -2168,6 +2204,8 @@ END_TEST
 static const struct { const char *zSql; const char *zLike; } aBad[] = {
   { "SELECT kv_get(NULL, 't', 1)", "handle must be an integer" },
   { "SELECT kv_get('1', 't', 1)", "handle must be an integer" },
+  { "SELECT kv_get(1.5, 't', 1)", "handle must be an integer" },
+  { "SELECT kv_put(1e300, 't', 1, 1)", "handle must be an integer" },
   { "SELECT kv_put(999, 't', 1, 1)", "unknown transaction handle 999" },
   { "SELECT kv_commit(-4)", "unknown transaction handle" },
   { "SELECT kv_get(%H, NULL, 1)", "table name must be text" },
@@ -3343,6 +3381,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("handles");
   tcase_add_test(tc, test_kv_handles_read_write_commit);
   tcase_add_test(tc, test_kv_prepared_and_failed_handles_name_the_handle);
+  tcase_add_test(tc, test_kv_handle_bound_as_an_integral_real_works);
   tcase_add_test(tc, test_kv_handle_conflicts_same_value_and_aba);
   tcase_add_test(tc, test_kv_table_created_and_written_in_one_txn_still_conflicts);
   tcase_add_test(tc, test_kv_revisions_stay_bounded_under_a_busy_workload);

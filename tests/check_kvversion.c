@@ -142,6 +142,44 @@ END_TEST
 
 /* ---------------------------------------------------------- protocol --- */
 
+/* The protocol's handle functions take a handle bound as a real with an
+** integral value (JavaScript hosts bind every number as a real). */
+START_TEST(test_kvv_handle_bound_as_an_integral_real_works){
+  char *zDir = th_tmpdir("kvv-hreal");
+  sqlite3 *db = kvv_db();
+  char *zVa, *zSql;
+  sqlite3_int64 h;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1)");
+  zVa = kvv_version(db, "t", "'a'");
+  h = th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(%lld.0, 't', 'a', 2), "
+      "kv_prepare_with_version(%lld.0, '[{\"table\":\"t\",\"key\":\"a\","
+      "\"version\":\"%s\"}]'), json_array_length("
+      "kv_commit_with_version(%lld.0))", h, h, zVa, h);
+  ck_assert_int_eq(th_int(db, zSql), 1);
+  sqlite3_free(zSql);
+  /* a stale read set fails; kv_conflicts takes the real handle too */
+  h = th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT kv_put(%lld.0, 't', 'b', 1), "
+      "kv_prepare_with_version(%lld.0, '[{\"table\":\"t\",\"key\":\"a\","
+      "\"version\":\"%s\"}]')", h, h, zVa);
+  kvv_fail(db, zSql, "conflicts");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kind FROM kv_conflicts(%lld.0)", h);
+  kvv_text_eq(db, zSql, "version_mismatch");
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_rollback(%lld.0)", h);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  kvv_text_eq(db, "SELECT group_concat(key||'='||value, ' ') FROM t",
+              "a=2");
+  sqlite3_free(zVa);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_query_list_matches_single_queries){
   char *zDir = th_tmpdir("kvv-qlist");
   sqlite3 *db = kvv_db();
@@ -2048,6 +2086,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("protocol");
   tcase_add_test(tc, test_kvv_query_returns_value_and_a_stable_version);
   tcase_add_test(tc, test_kvv_query_list_matches_single_queries);
+  tcase_add_test(tc, test_kvv_handle_bound_as_an_integral_real_works);
   tcase_add_test(tc, test_kvv_long_json_numbers_are_keys);
   tcase_add_loop_test(tc, test_kvv_read_set_number_and_table_forms_match,
                       0, 2);
