@@ -229,12 +229,15 @@ static void bsPitrFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       "\"retention\":%lld}", (long long)iI, (long long)iR), -1, sqlite3_free);
 }
 
-/* The `at` of depot_fork_bucket is NULL, an integer or text (a time; a
-** bucket has no restore points): 0 after reporting a real or a blob. */
+/* The `at` of depot_fork_bucket is NULL, an integer (or a real with an
+** integral value) or text (a time; a bucket has no restore points): 0
+** after reporting another real or a blob. */
 static int bsBucketAtType(sqlite3_context *ctx, sqlite3_value *pVal){
   int t = pVal ? sqlite3_value_type(pVal) : SQLITE_NULL;
+  sqlite3_int64 i;
   char *z;
   if( t!=SQLITE_FLOAT && t!=SQLITE_BLOB ) return 1;
+  if( t==SQLITE_FLOAT && depot_value_int64(pVal, &i) ) return 1;
   z = sqlite3_mprintf("depot: a bucket fork point is NULL, a store sequence"
       " number or an ISO-8601 time, got %s",
       t==SQLITE_BLOB ? "a blob" : (const char*)sqlite3_value_text(pVal));

@@ -656,6 +656,36 @@ START_TEST(test_bucket_fork_reads_and_writes_the_capped_fork_only){
 }
 END_TEST
 
+/* The store sequence `at` of depot_fork_bucket, bound as a double the way
+** JavaScript hosts bind every number, is that sequence; 1.5 is refused. */
+START_TEST(test_bucket_fork_takes_an_integral_real_sequence){
+  Fx f;
+  sqlite3 *db;
+  sqlite3_stmt *pStmt;
+  sqlite3_int64 iSeq;
+  fx_open(&f, "fork-bucket-real");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT);"
+              "INSERT INTO t VALUES(1,'a')");
+  iSeq = fx_int(&f, "SELECT depot_fork_bucket(%Q,'main','b0')", f.zStore);
+  th_exec(db, "INSERT INTO t VALUES(2,'b')");
+  sqlite3_close(db);
+  ck_assert_int_eq(sqlite3_prepare_v2(f.db, "SELECT depot_fork_bucket(?,"
+                   "'main','b1',?)", -1, &pStmt, 0), SQLITE_OK);
+  sqlite3_bind_text(pStmt, 1, f.zStore, -1, SQLITE_TRANSIENT);
+  sqlite3_bind_double(pStmt, 2, (double)iSeq);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  ck_assert_int_eq(sqlite3_column_int64(pStmt, 0), iSeq);
+  sqlite3_finalize(pStmt);
+  db = fx_db(&f, "app", "main", "b1");
+  assert_content(db, "1:a");
+  sqlite3_close(db);
+  fx_fails(&f, "got 1.5", "SELECT depot_fork_bucket(%Q,'main','b2',1.5)",
+           f.zStore);
+  fx_close(&f);
+}
+END_TEST
+
 /* A bucket fork at a time T sees the catalog as it was at T: a restore and
 ** a fork made after the last commit before T are part of it, a commit after
 ** T is not. */
@@ -1214,6 +1244,7 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("fork");
   TCase *tc = tcase_create("forks");
   tcase_add_test(tc, test_depot_functions_take_integral_reals_as_integers);
+  tcase_add_test(tc, test_bucket_fork_takes_an_integral_real_sequence);
   tcase_add_test(tc, test_fork_writes_never_show_on_the_other_side);
   tcase_add_test(tc, test_fork_idle_close_then_next_operation_reopens_the_store);
   tcase_add_test(tc, test_fork_of_fork_reaches_depth_limit_then_fails_clearly);
