@@ -123,6 +123,10 @@ int kv_root_begin(KvEngine*, KvRoot **ppRoot);
 KvEngine *kv_root_engine(KvRoot*);
 int kv_root_state(KvRoot*);
 uint64_t kv_root_tid(KvRoot*);
+/* Name the root in its error messages as "transaction handle iHandle", the
+** number kv_begin() gave the caller, instead of "transaction <tid>" (the
+** store-wide id, which callers never see).  iHandle>0. */
+void kv_root_set_handle(KvRoot*, int64_t iHandle);
 /* Rolls back first if still active or prepared.  NULL-safe. */
 void kv_root_free(KvRoot*);
 

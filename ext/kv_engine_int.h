@@ -103,7 +103,13 @@ struct KvRoot {
   KvConflict *aConflict;        /* after a failed prepare */
   int eProto;                   /* KV_PROTO_* */
   KvVerReceipts *pReceipts;     /* versioned commit: receipts sink */
+  int64_t iHandle;              /* kv_begin() handle, 0 for SQL transactions */
 };
+
+/* kv_txn.c: how error messages name root p: "transaction handle" or
+** "transaction", then kv_root_who_id(p), the handle or the tid. */
+const char *kv_root_who(const KvRoot *p);
+unsigned long long kv_root_who_id(const KvRoot *p);
 
 /* kv_txn.c: take the snapshot of child c of root p if its bind put it off
 ** (KvChild.bSnapLater).  Engine mutex held.  SQLITE_BUSY_SNAPSHOT with

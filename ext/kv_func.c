@@ -406,6 +406,7 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
     return;
   }
   h->id = ++pConn->iLastHandle;
+  kv_root_set_handle(h->pRoot, h->id);
   h->pNext = pConn->pHandle;
   pConn->pHandle = h;
   sqlite3_result_int64(ctx, h->id);

@@ -16,10 +16,19 @@ static int kvIsPending(const KvTable *t){
   return t->pData==0 && !t->bLive;
 }
 
+const char *kv_root_who(const KvRoot *p){
+  return p->iHandle>0 ? "transaction handle" : "transaction";
+}
+
+unsigned long long kv_root_who_id(const KvRoot *p){
+  return p->iHandle>0 ? (unsigned long long)p->iHandle
+                      : (unsigned long long)p->tid;
+}
+
 static int kvRootUsable(KvRoot *p, char **pzErr){
   if( p->eState==KV_ROOT_ACTIVE ) return kvEngineFailed(p->pEng, pzErr);
-  *pzErr = sqlite3_mprintf("kv: transaction %llu is %s",
-      (unsigned long long)p->tid,
+  *pzErr = sqlite3_mprintf("kv: %s %llu is %s",
+      kv_root_who(p), kv_root_who_id(p),
       p->eState==KV_ROOT_PREPARED ? "prepared and takes no more operations"
       : p->eState==KV_ROOT_FAILED ? "failed and was rolled back"
       : "finished");
@@ -41,6 +50,7 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
 KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
 int kv_root_state(KvRoot *p){ return p->eState; }
 uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
+void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
 
 int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
@@ -48,10 +58,10 @@ int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
     p->eProto = eProto;
     return SQLITE_OK;
   }
-  *pzErr = sqlite3_mprintf("kv: transaction %llu uses the %s protocol; "
+  *pzErr = sqlite3_mprintf("kv: %s %llu uses the %s protocol; "
       "ordinary (kv_get, kv_prepare, kv_commit) and versioned "
       "(kv_prepare_with_version, kv_commit_with_version) calls cannot be "
-      "mixed in one transaction", (unsigned long long)p->tid,
+      "mixed in one transaction", kv_root_who(p), kv_root_who_id(p),
       p->eProto==KV_PROTO_ORDINARY ? "ordinary" : "versioned");
   return SQLITE_MISUSE;
 }
@@ -1123,9 +1133,9 @@ int kv_root_commit(KvRoot *p, char **pzErr){
   if( rc!=SQLITE_OK ) return rc;
   if( p->eState!=KV_ROOT_PREPARED ) return kvRootUsable(p, pzErr);
   if( p->eProto==KV_PROTO_VERSIONED && p->pReceipts==0 ){
-    *pzErr = sqlite3_mprintf("kv: transaction %llu was prepared with "
+    *pzErr = sqlite3_mprintf("kv: %s %llu was prepared with "
         "kv_prepare_with_version; finish it with kv_commit_with_version",
-        (unsigned long long)p->tid);
+        kv_root_who(p), kv_root_who_id(p));
     return SQLITE_MISUSE;
   }
   pthread_mutex_lock(&p->pEng->mutex);

@@ -599,8 +599,9 @@ int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
   }
   if( !kvRootWrites(p) ){
     *pzErr = sqlite3_mprintf("kv: kv_prepare_with_version needs a "
-        "transaction that writes (transaction %llu writes nothing; check "
-        "versions with kv_query_with_version)", (unsigned long long)p->tid);
+        "transaction that writes (%s %llu writes nothing; check "
+        "versions with kv_query_with_version)", kv_root_who(p),
+        kv_root_who_id(p));
     return SQLITE_MISUSE;
   }
   rc = kvReadTablesExist(p, aRead, nRead, pzErr);
@@ -687,8 +688,8 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
     return kv_root_commit(p, pzErr);        /* the "finished" error */
   }
   if( p->eState!=KV_ROOT_PREPARED || p->eProto!=KV_PROTO_VERSIONED ){
-    *pzErr = sqlite3_mprintf("kv: transaction %llu is not prepared with "
-        "kv_prepare_with_version", (unsigned long long)p->tid);
+    *pzErr = sqlite3_mprintf("kv: %s %llu is not prepared with "
+        "kv_prepare_with_version", kv_root_who(p), kv_root_who_id(p));
     return SQLITE_MISUSE;
   }
   pR = sqlite3_malloc64(sizeof(*pR));

@@ -1605,6 +1605,63 @@ static sqlite3_uint64 kvv_version_id(const char *zVer){
   return (sqlite3_uint64)strtoull(zVer+18, 0, 16);
 }
 
+/* The protocol errors of a handle name the handle the caller holds (as
+** kv_begin() returned it, here bound as a double the way JavaScript binds
+** numbers), not the store-wide transaction id behind it, which the caller
+** never sees: after ten other transactions, handle 1 is transaction 11. */
+START_TEST(test_kvv_protocol_errors_name_the_callers_handle){
+  char *zDir = th_tmpdir("kvv-errhandle");
+  sqlite3 *db = kvv_db();
+  sqlite3_stmt *pStmt;
+  char *zRec;
+  int i;
+  static const struct { const char *zSql; const char *zLike; } aCase[] = {
+    { "SELECT kv_prepare_with_version(?, '[]')",
+      "kv_prepare_with_version needs a transaction that writes "
+      "(transaction handle 1 writes nothing" },
+    { "SELECT kv_get(?, 't', 'a'), kv_put(?, 't', 'a', 2)", 0 },
+    { "SELECT kv_prepare_with_version(?, '[]')",
+      "kv: transaction handle 1 uses the ordinary protocol" },
+    { "SELECT kv_commit_with_version(?)",
+      "kv: transaction handle 1 is not prepared with" },
+  };
+  kvv_mk(db, "t", zDir, 1);
+  for(i=0; i<10; i++) th_exec(db, "INSERT OR REPLACE INTO t VALUES('a', 1)");
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 1);
+  for(i=0; i<(int)(sizeof(aCase)/sizeof(aCase[0])); i++){
+    int rc;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, aCase[i].zSql, -1, &pStmt, 0),
+                     SQLITE_OK);
+    sqlite3_bind_double(pStmt, 1, 1.0);
+    sqlite3_bind_double(pStmt, 2, 1.0);
+    rc = sqlite3_step(pStmt);
+    if( aCase[i].zLike==0 ){
+      ck_assert_int_eq(rc, SQLITE_ROW);
+    }else{
+      ck_assert_int_eq(rc, SQLITE_MISUSE);
+      ck_assert_msg(strstr(sqlite3_errmsg(db), aCase[i].zLike)!=0,
+                    "%s: '%s' lacks '%s'", aCase[i].zSql, sqlite3_errmsg(db),
+                    aCase[i].zLike);
+    }
+    sqlite3_finalize(pStmt);
+  }
+  th_exec(db, "SELECT kv_rollback(1)");
+  ck_assert_int_eq(th_int(db, "SELECT kv_begin()"), 2);
+  th_exec(db, "SELECT kv_put(2, 't', 'b', 1)");
+  th_exec(db, "SELECT kv_prepare_with_version(2, '[]')");
+  ck_assert_int_eq(kvv_fail(db, "SELECT kv_commit(2)", "kv: transaction "
+                            "handle 2 was prepared with kv_prepare_with_version;"
+                            " finish it with kv_commit_with_version"),
+                   SQLITE_MISUSE);
+  zRec = th_text(db, "SELECT kv_commit_with_version(2)");
+  ck_assert_msg(zRec && strstr(zRec, "\"key\":\"b\"")!=0, "receipts %s",
+                zRec ? zRec : "NULL");
+  sqlite3_free(zRec);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A versioned prepare refused because the handle already used the
 ** ordinary protocol allocates no id and writes nothing to the WAL: the
 ** next first observation takes the very next id, and the WAL's bytes are
@@ -2108,6 +2165,7 @@ Suite *depot_test_suite(void){
                       0, 2);
   tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
   tcase_add_test(tc, test_kvv_refused_mix_allocates_no_id_and_writes_no_wal);
+  tcase_add_test(tc, test_kvv_protocol_errors_name_the_callers_handle);
   tcase_add_test(tc, test_kvv_queries_and_scans_create_no_transaction);
   tcase_add_loop_test(tc, test_kvv_recreated_table_starts_without_versions,
                       0, 3);
