@@ -315,14 +315,18 @@ static int kvStoreArg(KvConn *pConn, sqlite3_value *pDir, int bExisting,
   return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
 }
 
-/* The handle with integer id in pArg, or NULL with *pzErr set. */
+/* The handle with integer id in pArg, or NULL with *pzErr set and *pRc
+** the code: SQLITE_MISMATCH for a value that is no integer (as the kv_*
+** scalar functions give), SQLITE_ERROR for an unknown or finished one. */
 static KvHandle *kvHandleFind(KvConn *pConn, sqlite3_value *pArg,
-                              KvHandle ***pppPrev, char **pzErr){
+                              KvHandle ***pppPrev, int *pRc, char **pzErr){
   KvHandle **pp;
   sqlite3_int64 id;
+  *pRc = SQLITE_OK;
   if( pArg==0 || !depot_value_int64(pArg, &id) ){
     *pzErr = sqlite3_mprintf("kv: transaction handle must be an integer "
         "from kv_begin(), got %s", pArg ? kvTypeName(pArg) : "NULL");
+    *pRc = SQLITE_MISMATCH;
     return 0;
   }
   for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
@@ -335,6 +339,7 @@ static KvHandle *kvHandleFind(KvConn *pConn, sqlite3_value *pArg,
       ? sqlite3_mprintf("kv: transaction handle %lld is finished", id)
       : sqlite3_mprintf("kv: unknown transaction handle %lld (handles "
                         "belong to the connection that began them)", id);
+  *pRc = SQLITE_ERROR;
   return 0;
 }
 
@@ -425,10 +430,10 @@ static int kvQueryListFill(KvConn *pConn, sqlite3_value **apArg,
 
 static int kvConflictsFill(KvConn *pConn, sqlite3_value **apArg,
                            KvRows *pRows, char **pzErr){
-  KvHandle *h = kvHandleFind(pConn, apArg[0], 0, pzErr);
+  int i, n, rc;
+  KvHandle *h = kvHandleFind(pConn, apArg[0], 0, &rc, pzErr);
   const KvConflict *a;
-  int i, n, rc = SQLITE_OK;
-  if( h==0 ) return SQLITE_ERROR;
+  if( h==0 ) return rc;
   n = kv_root_conflicts(h->pRoot, &a);
   for(i=0; rc==SQLITE_OK && i<n; i++){
     int bMeta = strcmp(a[i].zTable, KV_META_TABLE)==0;
@@ -511,8 +516,8 @@ static void kvPrepareVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   KvReadSet set;
   char *zErr = 0;
-  KvHandle *h = kvHandleFind(pConn, argv[0], 0, &zErr);
-  int rc = h ? SQLITE_OK : SQLITE_ERROR, bNoMem = 0;
+  int rc, bNoMem = 0;
+  KvHandle *h = kvHandleFind(pConn, argv[0], 0, &rc, &zErr);
   (void)argc;
   memset(&set, 0, sizeof(set));
   if( h && (zErr = kv_handle_unusable(h, 0, &bNoMem))!=0 ) rc = SQLITE_MISUSE;
@@ -583,8 +588,8 @@ static void kvCommitVFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvBuf out = {0, 0, 0};
   KvReceiptHead head = {0, {0, 0, 0}};
   char *zErr = 0;
-  KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &zErr);
-  int i, rc = h ? SQLITE_OK : SQLITE_ERROR;
+  int i, rc;
+  KvHandle *h = kvHandleFind(pConn, argv[0], &pp, &rc, &zErr);
   (void)argc;
   if( rc==SQLITE_OK ) rc = kv_version_commit(h->pRoot, &pR, &zErr);
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_COMMIT_OK : KV_METRIC_COMMIT_FAIL);

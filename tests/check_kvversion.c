@@ -1662,6 +1662,35 @@ START_TEST(test_kvv_protocol_errors_name_the_callers_handle){
 }
 END_TEST
 
+/* A handle that is not an integer is SQLITE_MISMATCH in the versioned
+** functions and kv_conflicts too, as in kv_commit and the other kv_*
+** functions; an unknown one stays SQLITE_ERROR. */
+START_TEST(test_kvv_non_integer_handle_is_a_mismatch_everywhere){
+  char *zDir = th_tmpdir("kvv-mismatch");
+  sqlite3 *db = kvv_db();
+  int i;
+  static const struct { const char *zSql; int rc; } aCase[] = {
+    { "SELECT kv_commit('1')", SQLITE_MISMATCH },
+    { "SELECT kv_prepare_with_version('1', '[]')", SQLITE_MISMATCH },
+    { "SELECT kv_prepare_with_version(1.5, '[]')", SQLITE_MISMATCH },
+    { "SELECT kv_commit_with_version(x'01')", SQLITE_MISMATCH },
+    { "SELECT * FROM kv_conflicts('1')", SQLITE_MISMATCH },
+    { "SELECT * FROM kv_conflicts(1.5)", SQLITE_MISMATCH },
+    { "SELECT kv_prepare_with_version(7, '[]')", SQLITE_ERROR },
+    { "SELECT * FROM kv_conflicts(7)", SQLITE_ERROR },
+  };
+  kvv_mk(db, "t", zDir, 0);
+  sqlite3_extended_result_codes(db, 1);
+  for(i=0; i<(int)(sizeof(aCase)/sizeof(aCase[0])); i++){
+    int rc = kvv_fail(db, aCase[i].zSql, "transaction handle");
+    ck_assert_msg(rc==aCase[i].rc, "%s: code %d, want %d", aCase[i].zSql, rc,
+                  aCase[i].rc);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A versioned prepare refused because the handle already used the
 ** ordinary protocol allocates no id and writes nothing to the WAL: the
 ** next first observation takes the very next id, and the WAL's bytes are
@@ -2166,6 +2195,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvv_ordinary_sql_writes_advance_versions, 0, 3);
   tcase_add_test(tc, test_kvv_refused_mix_allocates_no_id_and_writes_no_wal);
   tcase_add_test(tc, test_kvv_protocol_errors_name_the_callers_handle);
+  tcase_add_test(tc, test_kvv_non_integer_handle_is_a_mismatch_everywhere);
   tcase_add_test(tc, test_kvv_queries_and_scans_create_no_transaction);
   tcase_add_loop_test(tc, test_kvv_recreated_table_starts_without_versions,
                       0, 3);
