@@ -26,8 +26,7 @@ static const DepotComponent *const aDepotComponent[] = {
 #define DEPOT_NCOMPONENT \
   ((int)(sizeof(aDepotComponent)/sizeof(aDepotComponent[0])))
 
-/* Guards the once-per-process setup.  A failed setup is retried by the
-** next load, so a transient failure is not remembered forever. */
+/* Declared in depot_int.h. */
 int depot_value_int64(sqlite3_value *v, sqlite3_int64 *piOut){
   double r;
   switch( sqlite3_value_type(v) ){
@@ -46,6 +45,8 @@ int depot_value_int64(sqlite3_value *v, sqlite3_int64 *piOut){
   return 0;
 }
 
+/* Guards the once-per-process setup.  A failed setup is retried by the
+** next load, so a transient failure is not remembered forever. */
 static pthread_mutex_t depotInitMutex = PTHREAD_MUTEX_INITIALIZER;
 static int depotProcessReady = 0;
 
