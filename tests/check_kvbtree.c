@@ -1388,9 +1388,14 @@ static char *kb_kill_diag(sqlite3 *db, const char *zDir){
 ** b and l hold exactly keys max(1,iMax-6)..iMax with their values.  m is
 ** kv_memory (volatile: a clean close forgets it), so it is only checked
 ** for the last transaction if the killed life (from iFirst) wrote it, and
-** for agreeing with b where it has rows.
+** for agreeing with b where it has rows.  bSegRetire: the WAL rotates so
+** often that the segment holding the last transaction may have retired
+** before the kill (its records were all confirmed once the next commit
+** opened a new segment), and a kv_memory row lives only as long as its
+** WAL segment (docs/SQL.md, "Durability"), so m may lack that row.
 ** Returns the last transaction found. */
-static int kb_kill_check(const char *zDir, int nAck, int iFirst){
+static int kb_kill_check(const char *zDir, int nAck, int iFirst,
+                         int bSegRetire){
   sqlite3 *db = th_open(":memory:");
   int nB, nL, iMax, nWin;
   kb_exec(db, "CREATE VIRTUAL TABLE m USING kv_memory(dir='%q', "
@@ -1414,7 +1419,7 @@ static int kb_kill_check(const char *zDir, int nAck, int iFirst){
     ck_abort_msg("after ack %d (max %d): b %d (%s), l %d (%s): %s", nAck,
                  iMax, nB, zB, nL, zL, kb_kill_diag(db, zDir));
   }
-  if( iMax>=iFirst ){            /* written in the life just killed */
+  if( iMax>=iFirst && !bSegRetire ){   /* written in the life just killed */
     ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM m WHERE key=%d AND "
                                 "value='m%d'", iMax, iMax), 1);
   }
@@ -1460,7 +1465,7 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
       waitpid(pid, &st, 0);
       ck_assert(WIFSIGNALED(st));
       if( iRun==1 ) break;
-      iLast = kb_kill_check(zDir, nAck, 1);
+      iLast = kb_kill_check(zDir, nAck, 1, 0);
       nAck = iLast;
       ck_assert_int_eq(pipe(fds), 0);
       pid = fork();
@@ -1473,7 +1478,7 @@ START_TEST(test_kvbtree_sigkill_all_backends_loses_no_ack)
       }
       close(fds[1]);
     }
-    kb_kill_check(zDir, nAck, iLast+1);
+    kb_kill_check(zDir, nAck, iLast+1, 0);
     sqlite3_free(zDir);
   }
 }
@@ -1522,7 +1527,7 @@ START_TEST(test_kv_sigkill_with_small_wal_segments_retires_and_loses_no_ack)
     waitpid(pid, &st, 0);
     ck_assert(WIFSIGNALED(st));
     ck_assert_int_gt(nAck, iLast);
-    iLast = nAck = kb_kill_check(zDir, nAck, iLast+1);
+    iLast = nAck = kb_kill_check(zDir, nAck, iLast+1, 1);
     db = th_open(":memory:");
     kb_mk(db, "b", "kv_btree", zDir);
     kb_settle(db);
