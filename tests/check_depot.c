@@ -166,6 +166,60 @@ START_TEST(test_depot_default_vfs_leaves_the_module_files_plain){
 }
 END_TEST
 
+/* Another thread turning depot_default_vfs on and off never sends the
+** module's own files into depot: a kv_btree data file opened while the
+** default flips is always the plain SQLite file of the VFS that was the
+** default before depot (before, the module asked "is depot the default
+** now?" and then opened with the default, which could be depot by then). */
+typedef struct FlipArg FlipArg;
+struct FlipArg { volatile int bStop; int nFlip; };
+
+static void *flip_default_vfs(void *pArg){
+  FlipArg *p = (FlipArg*)pArg;
+  while( !p->bStop ){
+    depot_vfs_set_default(1);
+    depot_vfs_set_default(0);
+    p->nFlip++;
+  }
+  return 0;
+}
+
+START_TEST(test_depot_default_vfs_flipped_by_another_thread_leaves_module_files_plain){
+  char *zDir = th_tmpdir("depot-dfltrace");
+  char *zFile = sqlite3_mprintf("%s/kv_btree.db", zDir);
+  int i, n = th_scaled(40, 4);
+  FlipArg flip = { 0, 0 };
+  pthread_t t;
+  sqlite3 *p;
+  setup_vfs();
+  ck_assert_int_eq(pthread_create(&t, 0, flip_default_vfs, &flip), 0);
+  for(i=0; i<n; i++){
+    /* :memory: needs no VFS file; the kv_btree data file is the module's */
+    sqlite3 *db = 0;
+    char *z;
+    ck_assert_int_eq(sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE,
+                                     "unix"), SQLITE_OK);
+    z = sqlite3_mprintf("CREATE VIRTUAL TABLE temp.b USING kv_btree(dir=%Q);"
+                        "INSERT INTO temp.b VALUES(%d, 'v');", zDir, i);
+    th_exec(db, z);
+    sqlite3_free(z);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM temp.b"), i+1);
+    sqlite3_close(db);
+  }
+  flip.bStop = 1;
+  pthread_join(t, 0);
+  depot_vfs_set_default(0);
+  ck_assert_int_gt(flip.nFlip, 0);
+  /* a plain SQLite database of the plain VFS, with every row */
+  ck_assert_int_eq(sqlite3_open_v2(zFile, &p, SQLITE_OPEN_READONLY, "unix"),
+                   SQLITE_OK);
+  ck_assert_int_ge(th_int(p, "SELECT count(*) FROM sqlite_schema"), 1);
+  sqlite3_close(p);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_default_vfs_refuses_other_arguments){
   static const char *azBad[] = { "2", "-1", "NULL", "'1'", "0.5", "x'01'" };
   sqlite3 *boot;
@@ -2412,6 +2466,8 @@ Suite *depot_test_suite(void){
       test_depot_default_vfs_opens_a_plain_name_as_a_depot_database);
   tcase_add_test(tc, test_depot_default_vfs_leaves_the_module_files_plain);
   tcase_add_test(tc, test_depot_default_vfs_refuses_other_arguments);
+  tcase_add_test(tc,
+      test_depot_default_vfs_flipped_by_another_thread_leaves_module_files_plain);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -50,9 +50,11 @@ int depot_vfs_set_default(int bOn);
 
 /* The name of the VFS for the module's own SQLite files (stores, kv_btree
 ** data files, the plain side of an import or export) when none is named:
-** NULL (SQLite's default VFS), except while depot is the default, when it
-** is the VFS that was the default before, so that those files never open
-** through depot itself. */
+** the name of SQLite's default VFS, except while depot is the default,
+** when it is the VFS that was the default before, so that those files never
+** open through depot itself.  Always a name (NULL only when SQLite has no
+** VFS at all), so that another thread making depot the default between
+** this call and the open cannot send the file into depot. */
 const char *depot_vfs_plain(void);
 
 /* One commit of a branch, as depot_commits lists it. */

@@ -1291,8 +1291,13 @@ int depot_vfs_set_default(int bOn){
 }
 
 const char *depot_vfs_plain(void){
-  if( pDepotRoot==0 || sqlite3_vfs_find(0)!=&depotVfs ) return 0;
-  return pDepotRoot->zName;
+  /* One read of the default, answered by name: a caller that got NULL
+  ** ("the default") would open with whatever the default is when it opens,
+  ** which another thread's depot_default_vfs(1) may have made depot. */
+  sqlite3_vfs *pDflt = sqlite3_vfs_find(0);
+  if( pDflt==0 ) return 0;
+  if( pDflt==&depotVfs ) return pDepotRoot->zName;
+  return pDflt->zName;
 }
 
 int depot_vfs_register(void){
