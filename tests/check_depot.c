@@ -172,11 +172,11 @@ END_TEST
 ** default before depot (before, the module asked "is depot the default
 ** now?" and then opened with the default, which could be depot by then). */
 typedef struct FlipArg FlipArg;
-struct FlipArg { volatile int bStop; int nFlip; };
+struct FlipArg { int bStop; int nFlip; };
 
 static void *flip_default_vfs(void *pArg){
   FlipArg *p = (FlipArg*)pArg;
-  while( !p->bStop ){
+  while( !__atomic_load_n(&p->bStop, __ATOMIC_ACQUIRE) ){
     depot_vfs_set_default(1);
     depot_vfs_set_default(0);
     p->nFlip++;
@@ -206,7 +206,7 @@ START_TEST(test_depot_default_vfs_flipped_by_another_thread_leaves_module_files_
     ck_assert_int_eq(th_int(db, "SELECT count(*) FROM temp.b"), i+1);
     sqlite3_close(db);
   }
-  flip.bStop = 1;
+  __atomic_store_n(&flip.bStop, 1, __ATOMIC_RELEASE);
   pthread_join(t, 0);
   depot_vfs_set_default(0);
   ck_assert_int_gt(flip.nFlip, 0);
