@@ -645,6 +645,15 @@ static void depotDefaultVfsFunc(sqlite3_context *ctx, int argc,
   if( pDflt ) sqlite3_result_text(ctx, pDflt->zName, -1, SQLITE_TRANSIENT);
 }
 
+/* depot_last_error(): the reason of the last error the depot VFS reported
+** on this thread (depot_vfs_last_error()), or NULL. */
+static void depotLastErrorFunc(sqlite3_context *ctx, int argc,
+                               sqlite3_value **argv){
+  const char *z = depot_vfs_last_error();
+  (void)argc; (void)argv;
+  if( z ) sqlite3_result_text(ctx, z, -1, SQLITE_TRANSIENT);
+}
+
 /* ================= the component ================= */
 
 static int depotSqlProcess(char **pzErr){
@@ -672,6 +681,9 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
                                    0, 0);
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
                                    1, f, 0, depotDefaultVfsFunc, 0, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_last_error",
+                                   0, SQLITE_UTF8, 0, depotLastErrorFunc,
+                                   0, 0);
   if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
   if( rc==SQLITE_OK ) rc = depot_verify_sql_register(db);
   if( rc==SQLITE_OK ) rc = depot_compact_sql_register(db);

@@ -55,6 +55,120 @@ static void assert_integrity(sqlite3 *db){
   sqlite3_free(z);
 }
 
+/* ---- depot_last_error(): the reason behind "unable to open" ---- */
+
+/* Open zUri without SQLITE_OPEN_CREATE problems hidden: the result code of
+** sqlite3_open_v2 (the handle is closed). */
+static int try_open_uri(const char *zUri){
+  sqlite3 *db = 0;
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
+                           |SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "PRAGMA user_version", 0, 0, 0);
+  sqlite3_close(db);
+  return rc;
+}
+
+/* A failed open says only "unable to open database file"; depot_last_error()
+** on the same thread gives the reason, and the next open that succeeds
+** clears it. */
+START_TEST(test_depot_last_error_gives_the_reason_of_a_failed_open){
+  char *zDir = th_tmpdir("depot-lasterr");
+  char *zBad = depot_uri(zDir, "app", "cache_kb=abc");
+  char *zGood = depot_uri(zDir, "app", 0);
+  char *z;
+  sqlite3 *boot;
+  setup_vfs();
+  boot = th_open(":memory:");
+  ck_assert_ptr_null(th_text(boot, "SELECT depot_last_error()"));
+  ck_assert_int_eq(try_open_uri(zBad), SQLITE_CANTOPEN);
+  z = th_text(boot, "SELECT depot_last_error()");
+  ck_assert_ptr_nonnull(z);
+  ck_assert_str_eq(z, "depot: cache_kb must be an integer 0..1073741824, "
+                      "got 'abc'");
+  sqlite3_free(z);
+  /* reading it does not clear it; a successful open does */
+  z = th_text(boot, "SELECT depot_last_error()");
+  ck_assert_ptr_nonnull(z);
+  sqlite3_free(z);
+  ck_assert_int_eq(try_open_uri(zGood), SQLITE_OK);
+  ck_assert_ptr_null(th_text(boot, "SELECT depot_last_error()"));
+  sqlite3_close(boot);
+  sqlite3_free(zBad);
+  sqlite3_free(zGood);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+static void *last_error_of_thread(void *pArg){
+  const char *z = depot_vfs_last_error();
+  *(int*)pArg = z!=0;
+  return 0;
+}
+
+/* The reason is the calling thread's: another thread sees none. */
+START_TEST(test_depot_last_error_is_per_thread){
+  char *zDir = th_tmpdir("depot-lasterrt");
+  char *zBad = depot_uri(zDir, "", 0);
+  pthread_t t;
+  int bSeen = -1;
+  setup_vfs();
+  ck_assert_int_eq(try_open_uri(zBad), SQLITE_CANTOPEN);
+  ck_assert_ptr_nonnull(depot_vfs_last_error());
+  ck_assert_ptr_nonnull(strstr(depot_vfs_last_error(), "must be 1..255"));
+  ck_assert_int_eq(pthread_create(&t, 0, last_error_of_thread, &bSeen), 0);
+  pthread_join(t, 0);
+  ck_assert_int_eq(bSeen, 0);
+  sqlite3_free(zBad);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A reason longer than the 1023 bytes kept is cut before a whole UTF-8
+** character, never inside one: the plain database given as a store sits
+** under directories of two-byte characters and the message names its path
+** twice, so the cut falls inside the second one; of two file names one
+** byte apart, one puts byte 1023 inside a character. */
+START_TEST(test_depot_last_error_cuts_a_long_reason_at_a_character){
+  char *zDir = th_tmpdir("depot-lasterrl");
+  char *zPath = sqlite3_mprintf("%s", zDir);
+  int i, j, iPad, nCut = 0;
+  setup_vfs();
+  for(i=0; i<4; i++){
+    char *zSeg = sqlite3_mprintf("%s", "");
+    for(j=0; j<55; j++) zSeg = sqlite3_mprintf("%z\xc3\xa9", zSeg);
+    zPath = sqlite3_mprintf("%z/%z", zPath, zSeg);
+    ck_assert_int_eq(mkdir(zPath, 0755), 0);
+  }
+  for(iPad=0; iPad<2; iPad++){
+    char *zFile = sqlite3_mprintf("%s/%s.db", zPath, iPad ? "pp" : "p");
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot", zFile);
+    const char *z;
+    int n;
+    sqlite3 *p;
+    ck_assert_int_eq(sqlite3_open_v2(zFile, &p, SQLITE_OPEN_READWRITE
+                                     |SQLITE_OPEN_CREATE, "unix"), SQLITE_OK);
+    th_exec(p, "CREATE TABLE t(x)");
+    sqlite3_close(p);
+    ck_assert_int_eq(try_open_uri(zUri), SQLITE_CANTOPEN);
+    z = depot_vfs_last_error();
+    ck_assert_ptr_nonnull(z);
+    ck_assert_ptr_nonnull(strstr(z, "is an SQLite database but not a depot"));
+    n = (int)strlen(z);
+    ck_assert_int_le(n, 1023);
+    ck_assert_int_ge(n, 1022);
+    if( n==1022 ) nCut++;
+    /* whole characters: the last lead byte has all its continuation bytes */
+    for(i=n-1; i>0 && ((unsigned char)z[i] & 0xc0)==0x80; i--){}
+    if( (unsigned char)z[i]>=0xc0 ) ck_assert_int_eq(n-i, 2);
+    sqlite3_free(zUri);
+    sqlite3_free(zFile);
+  }
+  ck_assert_int_eq(nCut, 1);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- depot_default_vfs(): hosts that cannot name a VFS ---- */
 
 /* Gives the default VFS back whatever a test left (teardown). */
@@ -2458,6 +2572,12 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_depot_backup_from_wal_mode_file_stays_readable,
       0, (int)(sizeof(azBackupLocking)/sizeof(azBackupLocking[0])));
   tcase_add_test(tc, test_depot_import_of_wal_mode_file_opens_and_reads);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("last_error");
+  tcase_add_test(tc, test_depot_last_error_gives_the_reason_of_a_failed_open);
+  tcase_add_test(tc, test_depot_last_error_is_per_thread);
+  tcase_add_test(tc, test_depot_last_error_cuts_a_long_reason_at_a_character);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("default_vfs");

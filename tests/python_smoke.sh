@@ -78,6 +78,21 @@ assert con.execute("select count(*) from depot_commits(?, 'main')",
 q = sqlite3.connect("file:" + plain_store + "?vfs=depot", uri=True)
 assert q.execute("select x from t").fetchone()[0] == 5
 q.close()
+# A failed open says only "unable to open database file";
+# depot_last_error() on the same thread says why, and a good open clears it.
+plain_db = os.path.join(tmp, "plain.db")
+x = sqlite3.connect(plain_db); x.execute("create table t(x)"); x.close()
+try:
+    sqlite3.connect("file:" + plain_db + "?vfs=depot", uri=True).execute(
+        "select 1")
+    raise AssertionError("a plain database opened as a store")
+except sqlite3.OperationalError as e:
+    assert "unable to open" in str(e), e
+why = con.execute("select depot_last_error()").fetchone()[0]
+assert why and "not a depot store" in why, why
+sqlite3.connect("file:" + plain_store + "?vfs=depot", uri=True).execute(
+    "select 1").fetchone()
+assert con.execute("select depot_last_error()").fetchone()[0] is None
 print("python", sys.version.split()[0], "sqlite", sqlite3.sqlite_version,
       "depot", version)
 PY

@@ -57,6 +57,12 @@ int depot_vfs_set_default(int bOn);
 ** this call and the open cannot send the file into depot. */
 const char *depot_vfs_plain(void);
 
+/* The reason of the last error the depot VFS reported on the calling
+** thread (the text it also sends to the SQLite error log), or NULL if none
+** since the thread's last open of a depot database began.  Points into
+** the thread's own buffer: copy it before the thread's next depot call. */
+const char *depot_vfs_last_error(void);
+
 /* One commit of a branch, as depot_commits lists it. */
 typedef struct DepotCommitInfo DepotCommitInfo;
 struct DepotCommitInfo {

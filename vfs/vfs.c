@@ -29,6 +29,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -101,12 +102,47 @@ static int depotPageSizeOk(sqlite3_int64 sz){
   return sz>=512 && sz<=65536 && (sz & (sz-1))==0;
 }
 
+/* The reason of the last error the depot VFS reported on this thread, for
+** depot_last_error(): SQLite gives a failed open only "unable to open
+** database file", and hosts such as Python cannot read the error log.  A
+** fixed buffer per thread: nothing to allocate, nothing left when a thread
+** ends.  A longer reason is cut before a whole UTF-8 character. */
+#define DEPOT_LAST_ERROR_MAX 1024
+static __thread char aDepotLastErr[DEPOT_LAST_ERROR_MAX];
+
+static void depotNoteError(const char *z){
+  size_t n = strlen(z);
+  if( n>=DEPOT_LAST_ERROR_MAX ){
+    n = DEPOT_LAST_ERROR_MAX-1;
+    while( n>0 && ((unsigned char)z[n] & 0xc0)==0x80 ) n--;
+  }
+  memcpy(aDepotLastErr, z, n);
+  aDepotLastErr[n] = 0;
+}
+
+const char *depot_vfs_last_error(void){
+  return aDepotLastErr[0] ? aDepotLastErr : 0;
+}
+
+/* sqlite3_log() of an error of the VFS, which depot_last_error() also
+** answers on this thread. */
+static void depotLog(int rc, const char *zFmt, ...){
+  va_list ap;
+  char *z;
+  va_start(ap, zFmt);
+  z = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  sqlite3_log(rc, "%s", z ? z : zFmt);
+  depotNoteError(z ? z : zFmt);
+  sqlite3_free(z);
+}
+
 /* Log zErr (consumed) under rc and return rc, with SQLITE_ERROR mapped to
 ** rcDefault so the VFS returns codes the pager understands. */
 static int depotReport(int rc, char *zErr, int rcDefault){
   if( rc!=SQLITE_OK ){
     if( (rc&0xff)==SQLITE_ERROR || (rc&0xff)==SQLITE_MISUSE ) rc = rcDefault;
-    sqlite3_log(rc, "%s", zErr ? zErr : "depot: store error");
+    depotLog(rc, "%s", zErr ? zErr : "depot: store error");
   }
   sqlite3_free(zErr);
   return rc;
@@ -531,21 +567,21 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
   DepotFile *p = (DepotFile*)pFile;
   uint32_t pgno;
   if( p->eLock<SQLITE_LOCK_RESERVED ){
-    sqlite3_log(SQLITE_IOERR_WRITE, "depot: write without a write lock");
+    depotLog(SQLITE_IOERR_WRITE, "depot: write without a write lock");
     return SQLITE_IOERR_WRITE;
   }
   if( p->nPageTx==0 && p->tx.nUsed==0 && depotPageSizeOk(iAmt) ){
     p->szPageTx = (uint32_t)iAmt;       /* an empty database: any size */
   }
   if( (uint32_t)iAmt!=p->szPageTx || iOfst%iAmt ){
-    sqlite3_log(SQLITE_IOERR_WRITE, "depot: writes must be whole pages of"
+    depotLog(SQLITE_IOERR_WRITE, "depot: writes must be whole pages of"
         " %u bytes, got %d bytes at offset %lld (the page size of a depot"
         " database is fixed by its first commit)", p->szPageTx, iAmt, iOfst);
     return SQLITE_IOERR_WRITE;
   }
   pgno = (uint32_t)(iOfst/iAmt) + 1;
   if( pgno==1 && depotHeaderPageSize(pBuf)!=p->szPageTx ){
-    sqlite3_log(SQLITE_IOERR_WRITE, "depot: page 1 sets a page size of %u"
+    depotLog(SQLITE_IOERR_WRITE, "depot: page 1 sets a page size of %u"
         " bytes, but the page size of this depot database is %u bytes (fixed"
         " by its first commit)", depotHeaderPageSize(pBuf), p->szPageTx);
     return SQLITE_IOERR_WRITE;
@@ -567,7 +603,7 @@ static int depotTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   uint32_t n;
   if( p->eLock<SQLITE_LOCK_RESERVED
    || (p->szPageTx==0 ? size!=0 : size%p->szPageTx!=0) ){
-    sqlite3_log(SQLITE_IOERR_TRUNCATE, "depot: truncate to %lld bytes is not"
+    depotLog(SQLITE_IOERR_TRUNCATE, "depot: truncate to %lld bytes is not"
                 " a whole number of pages inside a write transaction", size);
     return SQLITE_IOERR_TRUNCATE;
   }
@@ -690,7 +726,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   int rc;
   memset(&c, 0, sizeof(c));
   if( p->iBranch==0 && p->chain.n>DEPOT_MAX_FORK_DEPTH ){
-    sqlite3_log(SQLITE_IOERR_FSYNC, "depot: the first write to database %s"
+    depotLog(SQLITE_IOERR_FSYNC, "depot: the first write to database %s"
         " branch %s in this bucket would fork a branch past the fork depth"
         " limit of %d", p->zDb, p->zBranch, DEPOT_MAX_FORK_DEPTH);
     return SQLITE_IOERR_FSYNC;
@@ -796,7 +832,7 @@ static int depotSync(sqlite3_file *pFile, int flags){
 /* A name this handle's branch no longer answers to: restored, rolled back
 ** or dropped since the handle pinned it. */
 static int depotMoved(DepotFile *p){
-  sqlite3_log(SQLITE_READONLY_DBMOVED, "depot: database %s branch %s was"
+  depotLog(SQLITE_READONLY_DBMOVED, "depot: database %s branch %s was"
       " restored, rolled back or dropped: this connection still reads the"
       " old branch %llu, which is frozen; reopen the database to write",
       p->zDb, p->zBranch, (unsigned long long)p->iBranch);
@@ -1180,6 +1216,7 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
     return pDepotRoot->xOpen(pDepotRoot, zName, pFile, flags, pOutFlags);
   }
   if( (flags & SQLITE_OPEN_MAIN_DB) && zName && zName[0] ){
+    aDepotLastErr[0] = 0;            /* depot_last_error(): a new open */
     return depotOpenMain((DepotFile*)pFile, zName, flags, pOutFlags);
   }
   if( (flags & SQLITE_OPEN_MAIN_JOURNAL) && zName ){
