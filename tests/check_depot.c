@@ -130,15 +130,26 @@ END_TEST
 ** byte apart, one puts byte 1023 inside a character. */
 START_TEST(test_depot_last_error_cuts_a_long_reason_at_a_character){
   char *zDir = th_tmpdir("depot-lasterrl");
-  char *zPath = sqlite3_mprintf("%s", zDir);
-  int i, j, iPad, nCut = 0;
+  char *zAbs = realpath(zDir, 0);
+  char *zPath;
+  int i, j, iPad, nLeft, nCut = 0;
   setup_vfs();
-  for(i=0; i<4; i++){
+  /* an absolute path of about 488 bytes (the message names it twice, so it
+  ** passes 1023 bytes inside the second one; SQLite's unix VFS takes at
+  ** most 512), made long by directories of 'é' below the test's own */
+  ck_assert_ptr_nonnull(zAbs);
+  zPath = sqlite3_mprintf("%s", zAbs);
+  nLeft = 488 - (int)strlen(zAbs) - 6;
+  ck_assert_int_gt(nLeft, 200);
+  while( nLeft>=3 ){
     char *zSeg = sqlite3_mprintf("%s", "");
-    for(j=0; j<55; j++) zSeg = sqlite3_mprintf("%z\xc3\xa9", zSeg);
+    int nChar = (nLeft-1)/2 < 55 ? (nLeft-1)/2 : 55;
+    for(j=0; j<nChar; j++) zSeg = sqlite3_mprintf("%z\xc3\xa9", zSeg);
     zPath = sqlite3_mprintf("%z/%z", zPath, zSeg);
     ck_assert_int_eq(mkdir(zPath, 0755), 0);
+    nLeft -= 1 + 2*nChar;
   }
+  free(zAbs);
   for(iPad=0; iPad<2; iPad++){
     char *zFile = sqlite3_mprintf("%s/%s.db", zPath, iPad ? "pp" : "p");
     char *zUri = sqlite3_mprintf("file:%s?vfs=depot", zFile);
