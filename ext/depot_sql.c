@@ -620,23 +620,46 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   sqlite3_free(zTo);
 }
 
-/* depot_default_vfs([on]): with no argument, the name of the process's
-** default VFS; with 1, makes depot the default (depot_vfs_set_default());
-** with 0, gives the default back.  Returns the default's name after the
-** call. */
+/* depot_default_vfs([on[, params]]): with no argument, the name of the
+** process's default VFS; with 1, makes depot the default, with the
+** parameters params (text, or NULL for none) for the opens by plain name
+** (depot_vfs_set_default_params()); with 0, gives the default back.
+** Returns the default's name after the call. */
 static void depotDefaultVfsFunc(sqlite3_context *ctx, int argc,
                                 sqlite3_value **argv){
   sqlite3_vfs *pDflt;
-  if( argc==1 ){
+  if( argc>=1 ){
     int rc;
+    char *zErr = 0;
+    const char *zParams = 0;
     sqlite3_int64 v = -1;
     if( !depot_value_int64(argv[0], &v) || (v!=0 && v!=1) ){
       sqlite3_result_error(ctx, "depot: depot_default_vfs takes 1 (make "
                            "depot the default VFS) or 0 (give it back)", -1);
       return;
     }
-    rc = depot_vfs_set_default((int)v);
+    if( argc==2 ){
+      int eType = sqlite3_value_type(argv[1]);
+      if( v==0 ){
+        sqlite3_result_error(ctx, "depot: depot_default_vfs(0) takes no "
+                             "parameters (they go with 1)", -1);
+        return;
+      }
+      if( eType!=SQLITE_TEXT && eType!=SQLITE_NULL ){
+        sqlite3_result_error(ctx, "depot: the parameters of "
+            "depot_default_vfs must be text such as 'db=crm&branch=dev' "
+            "or NULL", -1);
+        sqlite3_result_error_code(ctx, SQLITE_MISMATCH);
+        return;
+      }
+      zParams = (const char*)sqlite3_value_text(argv[1]);
+    }
+    rc = depot_vfs_set_default_params((int)v, zParams, &zErr);
     if( rc!=SQLITE_OK ){
+      if( zErr ){
+        sqlite3_result_error(ctx, zErr, -1);
+        sqlite3_free(zErr);
+      }
       sqlite3_result_error_code(ctx, rc);
       return;
     }
@@ -681,6 +704,8 @@ static int depotSqlConnection(sqlite3 *db, char **pzErr){
                                    0, 0);
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
                                    1, f, 0, depotDefaultVfsFunc, 0, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
+                                   2, f, 0, depotDefaultVfsFunc, 0, 0);
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_last_error",
                                    0, SQLITE_UTF8, 0, depotLastErrorFunc,
                                    0, 0);

@@ -187,6 +187,15 @@ static void default_vfs_restore(void){
   depot_vfs_set_default(0);
 }
 
+/* Opens store zStore through a vfs=depot URI with extra parameters. */
+static sqlite3 *open_depot_store(const char *zStore, const char *zExtra){
+  char *zUri = sqlite3_mprintf("file:%s?vfs=depot%s%s", zStore,
+                               zExtra ? "&" : "", zExtra ? zExtra : "");
+  sqlite3 *db = th_open(zUri);
+  sqlite3_free(zUri);
+  return db;
+}
+
 /* Opens zPath without a VFS name and without SQLITE_OPEN_URI, as a host
 ** without URI filenames (better-sqlite3) does. */
 static sqlite3 *open_plain_name(const char *zPath){
@@ -286,6 +295,133 @@ START_TEST(test_depot_default_vfs_leaves_the_module_files_plain){
   sqlite3_close(boot);
   sqlite3_free(zSrc);
   sqlite3_free(zOut);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* depot_default_vfs(1, 'branch=try') makes the next plain-name open a
+** connection to branch try of the store: it reads the fork and its writes
+** stay there; 'db=crm' reaches another database; (0) drops the
+** parameters, so the next plain-name open is main/main again. */
+START_TEST(test_depot_default_vfs_params_open_a_fork_by_plain_name){
+  char *zDir = th_tmpdir("depot-dfltparm");
+  char *zStore = sqlite3_mprintf("%s/app.depot", zDir);
+  sqlite3 *boot, *p;
+  setup_vfs();
+  boot = th_open(":memory:");
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1)"));
+  p = open_plain_name(zStore);
+  th_exec(p, "CREATE TABLE t(x); INSERT INTO t VALUES('main');");
+  sqlite3_close(p);
+  ck_assert_int_gt(th_intf(boot, "SELECT depot_fork(%Q, 'main', 'main', "
+                           "'try')", zStore), 0);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1, 'branch=try')"));
+  p = open_plain_name(zStore);
+  ck_assert_int_eq(th_int(p, "SELECT count(*) FROM t WHERE x='main'"), 1);
+  th_exec(p, "INSERT INTO t VALUES('try')");
+  sqlite3_close(p);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1, 'db=crm')"));
+  p = open_plain_name(zStore);
+  th_exec(p, "CREATE TABLE c(y); INSERT INTO c VALUES(1);");
+  sqlite3_close(p);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(0)"));
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1)"));
+  p = open_plain_name(zStore);
+  ck_assert_int_eq(th_int(p, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(p);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(0)"));
+  /* the same from URIs: the fork has its row, database crm exists */
+  p = open_depot_store(zStore, "branch=try");
+  ck_assert_int_eq(th_int(p, "SELECT count(*) FROM t"), 2);
+  sqlite3_close(p);
+  p = open_depot_store(zStore, "db=crm");
+  ck_assert_int_eq(th_int(p, "SELECT y FROM c"), 1);
+  sqlite3_close(p);
+  sqlite3_close(boot);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A URI that names the depot VFS takes none of the depot_default_vfs
+** parameters; one that does not takes those it does not give itself. */
+START_TEST(test_depot_default_vfs_params_leave_uris_that_name_the_vfs){
+  char *zDir = th_tmpdir("depot-dfltparmuri");
+  char *zStore = sqlite3_mprintf("%s/app.depot", zDir);
+  char *zUri;
+  sqlite3 *boot, *p;
+  setup_vfs();
+  boot = th_open(":memory:");
+  p = open_depot_store(zStore, 0);
+  th_exec(p, "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
+  sqlite3_close(p);
+  ck_assert_int_gt(th_intf(boot, "SELECT depot_fork(%Q, 'main', 'main', "
+                           "'try')", zStore), 0);
+  p = open_depot_store(zStore, "branch=try");
+  th_exec(p, "INSERT INTO t VALUES(2)");
+  sqlite3_close(p);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1, 'branch=try')"));
+  p = open_depot_store(zStore, 0);                   /* names vfs=depot */
+  ck_assert_int_eq(th_int(p, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(p);
+  zUri = sqlite3_mprintf("file:%s?zstd_level=3", zStore);  /* no vfs= */
+  p = th_open(zUri);
+  ck_assert_int_eq(th_int(p, "SELECT count(*) FROM t"), 2);
+  sqlite3_close(p);
+  sqlite3_free(zUri);
+  zUri = sqlite3_mprintf("file:%s?branch=main", zStore);   /* its own wins */
+  p = th_open(zUri);
+  ck_assert_int_eq(th_int(p, "SELECT count(*) FROM t"), 1);
+  sqlite3_close(p);
+  sqlite3_free(zUri);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(0)"));
+  sqlite3_close(boot);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Bad parameters are refused with a message, and change neither the
+** default VFS nor the parameters in force. */
+START_TEST(test_depot_default_vfs_params_bad_are_refused_and_change_nothing){
+  static const char *azBad[] = {
+    "'wat=1'", "'branch'", "'branch=a&branch=b'", "'branch='",
+    "'zstd_level=99'", "'store_sync=maybe'", "'db=a/b'", "5", "x'00'",
+  };
+  char *zDir = th_tmpdir("depot-dfltparmbad");
+  char *zStore = sqlite3_mprintf("%s/app.depot", zDir);
+  char *z;
+  sqlite3 *boot, *p;
+  int i;
+  setup_vfs();
+  boot = th_open(":memory:");
+  p = open_depot_store(zStore, "branch=dev");
+  th_exec(p, "CREATE TABLE t(x); INSERT INTO t VALUES(1);");
+  sqlite3_close(p);
+  for(i=0; i<(int)(sizeof(azBad)/sizeof(azBad[0])); i++){
+    char *zErr = 0;
+    char *zSql = sqlite3_mprintf("SELECT depot_default_vfs(1, %s)", azBad[i]);
+    ck_assert_int_ne(th_try(boot, zSql, &zErr), SQLITE_OK);
+    ck_assert_msg(zErr && strstr(zErr, "depot"), "%s: %s", azBad[i],
+                  zErr ? zErr : "(no message)");
+    sqlite3_free(zErr);
+    sqlite3_free(zSql);
+    z = th_text(boot, "SELECT depot_default_vfs()");
+    ck_assert_str_ne(z, "depot");
+    sqlite3_free(z);
+  }
+  ck_assert_int_ne(th_try(boot, "SELECT depot_default_vfs(0, 'branch=x')", 0),
+                   SQLITE_OK);
+  /* with parameters in force, a bad call keeps them */
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(1, 'branch=dev')"));
+  ck_assert_int_ne(th_try(boot, "SELECT depot_default_vfs(1, 'wat=1')", 0),
+                   SQLITE_OK);
+  p = open_plain_name(zStore);
+  ck_assert_int_eq(th_int(p, "SELECT x FROM t"), 1);
+  sqlite3_close(p);
+  sqlite3_free(th_text(boot, "SELECT depot_default_vfs(0)"));
+  sqlite3_close(boot);
   sqlite3_free(zStore);
   sqlite3_free(zDir);
 }
@@ -2597,6 +2733,10 @@ Suite *depot_test_suite(void){
       test_depot_default_vfs_opens_a_plain_name_as_a_depot_database);
   tcase_add_test(tc, test_depot_default_vfs_leaves_the_module_files_plain);
   tcase_add_test(tc, test_depot_default_vfs_refuses_other_arguments);
+  tcase_add_test(tc, test_depot_default_vfs_params_open_a_fork_by_plain_name);
+  tcase_add_test(tc, test_depot_default_vfs_params_leave_uris_that_name_the_vfs);
+  tcase_add_test(tc,
+      test_depot_default_vfs_params_bad_are_refused_and_change_nothing);
   tcase_add_test(tc,
       test_depot_default_vfs_flipped_by_another_thread_leaves_module_files_plain);
   suite_add_tcase(s, tc);

@@ -78,6 +78,18 @@ assert con.execute("select count(*) from depot_commits(?, 'main')",
 q = sqlite3.connect("file:" + plain_store + "?vfs=depot", uri=True)
 assert q.execute("select x from t").fetchone()[0] == 5
 q.close()
+# With parameters, a plain name reaches a fork: its writes stay there.
+con.execute("select depot_fork(?, 'main', 'main', 'try')", (plain_store,))
+con.execute("select depot_default_vfs(1, 'branch=try')")
+p = sqlite3.connect(plain_store)
+con.execute("select depot_default_vfs(0)")
+p.execute("insert into t values (6)"); p.commit(); p.close()
+q = sqlite3.connect("file:" + plain_store + "?vfs=depot&branch=try", uri=True)
+assert [r[0] for r in q.execute("select x from t order by x")] == [5, 6]
+q.close()
+q = sqlite3.connect("file:" + plain_store + "?vfs=depot", uri=True)
+assert [r[0] for r in q.execute("select x from t")] == [5]
+q.close()
 # A failed open says only "unable to open database file";
 # depot_last_error() on the same thread says why, and a good open clears it.
 plain_db = os.path.join(tmp, "plain.db")

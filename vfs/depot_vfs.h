@@ -48,6 +48,16 @@ int depot_vfs_register(void);
 ** sqlite3_vfs_register(). */
 int depot_vfs_set_default(int bOn);
 
+/* depot_vfs_set_default(bOn), and with bOn the parameters zParams
+** ("db=crm&branch=try": KEY=VALUE pairs of the depot URI parameters db,
+** branch, bucket, cache_kb, store_vfs, store_sync, zstd_level and
+** compact_after, joined by '&', no percent-decoding) for every depot open
+** whose name does not name the depot VFS itself (a plain name while depot
+** is the default); a parameter the name gives wins.  NULL zParams: none.
+** Turning depot off drops them.  A bad zParams is SQLITE_ERROR with
+** *pzErr (sqlite3_malloc'd) and changes nothing. */
+int depot_vfs_set_default_params(int bOn, const char *zParams, char **pzErr);
+
 /* The name of the VFS for the module's own SQLite files (stores, kv_btree
 ** data files, the plain side of an import or export) when none is named:
 ** the name of SQLite's default VFS, except while depot is the default,

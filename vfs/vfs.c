@@ -1033,6 +1033,8 @@ static const sqlite3_io_methods depotIoMethods = {
 
 typedef struct DepotArgs DepotArgs;
 struct DepotArgs {
+  const char *zName;             /* the name SQLite opens */
+  const char *zDflt;             /* depot_default_vfs parameters, or 0 */
   const char *zDb, *zBranch, *zBucket, *zStoreVfs;
   sqlite3_int64 nCacheKb;
   int bCacheGiven;
@@ -1057,14 +1059,22 @@ static int depotIntText(const char *zVal, sqlite3_int64 iMin,
   return 1;
 }
 
-/* URI parameter zParam of zName as an integer in iMin..iMax, iDflt when it
+/* Parameter zKey of an open: the name's own URI parameter, else the one
+** depot_default_vfs(1, params) gave (a->zDflt), else NULL. */
+static const char *depotArg(const DepotArgs *a, const char *zKey){
+  const char *z = sqlite3_uri_parameter(a->zName, zKey);
+  if( z==0 && a->zDflt ) z = sqlite3_uri_parameter(a->zDflt, zKey);
+  return z;
+}
+
+/* Parameter zParam of the open as an integer in iMin..iMax, iDflt when it
 ** is absent; a value that is not such an integer sets *pzErr (which says
 ** "depot: <zParam> must be an integer <zRange>, got <value>"). */
-static void depotUriInt(const char *zName, const char *zParam,
+static void depotUriInt(const DepotArgs *a, const char *zParam,
                         sqlite3_int64 iDflt, sqlite3_int64 iMin,
                         sqlite3_int64 iMax, const char *zRange,
                         sqlite3_int64 *pV, char **pzErr){
-  const char *zVal = sqlite3_uri_parameter(zName, zParam);
+  const char *zVal = depotArg(a, zParam);
   *pV = iDflt;
   if( zVal==0 || *pzErr || depotIntText(zVal, iMin, iMax, pV) ) return;
   *pzErr = sqlite3_mprintf("depot: %s must be an integer %s, got '%s'",
@@ -1072,28 +1082,35 @@ static void depotUriInt(const char *zName, const char *zParam,
 }
 
 /* The integer URI parameters: cache_kb, zstd_level and compact_after. */
-static void depotParseInts(const char *zName, DepotArgs *a, char **pzErr){
+static void depotParseInts(DepotArgs *a, char **pzErr){
   sqlite3_int64 iLevel = DEPOT_DEFAULT_LEVEL;
-  depotUriInt(zName, "cache_kb", DEPOT_DEFAULT_CACHE_KB, 0,
+  depotUriInt(a, "cache_kb", DEPOT_DEFAULT_CACHE_KB, 0,
               DEPOT_MAX_CACHE_KB, "0..1073741824", &a->nCacheKb, pzErr);
-  depotUriInt(zName, "zstd_level", DEPOT_DEFAULT_LEVEL, 1, 19, "1..19",
+  depotUriInt(a, "zstd_level", DEPOT_DEFAULT_LEVEL, 1, 19, "1..19",
               &iLevel, pzErr);
-  depotUriInt(zName, "compact_after", -1, 0, LLONG_MAX,
+  depotUriInt(a, "compact_after", -1, 0, LLONG_MAX,
               ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
   a->iLevel = (int)iLevel;
-  a->bCacheGiven = sqlite3_uri_parameter(zName, "cache_kb")!=0;
+  a->bCacheGiven = depotArg(a, "cache_kb")!=0;
 }
 
-/* The URI parameters of a main database name; *pzErr on a bad value. */
-static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
+/* The parameters of a main database name zName, and of zDflt (the
+** parameters of depot_default_vfs, or 0) where the name has none of its
+** own; *pzErr on a bad value.  The strings of *a point into zName and
+** zDflt. */
+static int depotParseArgs(const char *zName, const char *zDflt, DepotArgs *a,
+                          char **pzErr){
   static const char *const azSync[] = { "off", "normal", "full", "extra" };
-  const char *zSync = sqlite3_uri_parameter(zName, "store_sync");
+  const char *zSync;
   int i;
-  a->zDb = sqlite3_uri_parameter(zName, "db");
-  a->zBranch = sqlite3_uri_parameter(zName, "branch");
-  a->zBucket = sqlite3_uri_parameter(zName, "bucket");
+  a->zName = zName;
+  a->zDflt = zDflt;
+  zSync = depotArg(a, "store_sync");
+  a->zDb = depotArg(a, "db");
+  a->zBranch = depotArg(a, "branch");
+  a->zBucket = depotArg(a, "bucket");
   if( a->zBucket==0 ) a->zBucket = "main";
-  a->zStoreVfs = sqlite3_uri_parameter(zName, "store_vfs");
+  a->zStoreVfs = depotArg(a, "store_vfs");
   if( a->zDb==0 ) a->zDb = "main";
   if( a->zBranch==0 ) a->zBranch = "main";
   a->iSync = zSync ? -1 : 2;
@@ -1118,7 +1135,7 @@ static int depotParseArgs(const char *zName, DepotArgs *a, char **pzErr){
     *pzErr = sqlite3_mprintf("depot: store_vfs %s is not a registered VFS"
                              " other than depot", a->zStoreVfs);
   }
-  depotParseInts(zName, a, pzErr);
+  depotParseInts(a, pzErr);
   return *pzErr ? SQLITE_CANTOPEN : SQLITE_OK;
 }
 
@@ -1161,11 +1178,48 @@ static int depotOpenStore(DepotFile *p, const char *zName, const DepotArgs *a,
   return rc;
 }
 
-static int depotOpenMain(DepotFile *p, const char *zName, int flags,
-                         int *pOutFlags){
+/* The parameters of depot_default_vfs(1, params), for the opens that do
+** not name the depot VFS themselves (a plain name while depot is the
+** default): a filename object of sqlite3_create_filename(), so that
+** sqlite3_uri_parameter() reads it.  Reference-counted: an open in
+** progress keeps reading the one it took while another thread replaces
+** it.  pDepotDefaults is guarded by depotMutex. */
+typedef struct DepotDefaults DepotDefaults;
+struct DepotDefaults {
+  int nRef;                       /* guarded by depotMutex */
+  const char *zFile;              /* sqlite3_create_filename() */
+};
+static DepotDefaults *pDepotDefaults = 0;
+
+static void depotDefaultsUnref(DepotDefaults *d){
+  int bFree;
+  if( d==0 ) return;
+  pthread_mutex_lock(&depotMutex);
+  bFree = --d->nRef==0;
+  pthread_mutex_unlock(&depotMutex);
+  if( bFree ){
+    sqlite3_free_filename(d->zFile);
+    sqlite3_free(d);
+  }
+}
+
+/* The defaults in force for an open of zName, referenced, or 0: none are
+** set, or the name is a URI that names its VFS (vfs=depot). */
+static DepotDefaults *depotDefaultsFor(const char *zName){
+  DepotDefaults *d;
+  if( sqlite3_uri_parameter(zName, "vfs") ) return 0;
+  pthread_mutex_lock(&depotMutex);
+  d = pDepotDefaults;
+  if( d ) d->nRef++;
+  pthread_mutex_unlock(&depotMutex);
+  return d;
+}
+
+static int depotOpenMainWith(DepotFile *p, const char *zName,
+                             const char *zDflt, int flags, int *pOutFlags){
   DepotArgs a;
   char *zErr = 0;
-  int rc = depotParseArgs(zName, &a, &zErr);
+  int rc = depotParseArgs(zName, zDflt, &a, &zErr);
   if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, &a, flags, &zErr);
   p->nCompactAfter = a.nCompactAfter;
   if( rc==SQLITE_OK && p->nCompactAfter<0 ){
@@ -1200,6 +1254,16 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
   if( pOutFlags ) *pOutFlags = flags;
   p->base.pMethods = &depotIoMethods;
   return SQLITE_OK;
+}
+
+/* Opens main database zName with the defaults in force for it. */
+static int depotOpenMain(DepotFile *p, const char *zName, int flags,
+                         int *pOutFlags){
+  DepotDefaults *pDflt = depotDefaultsFor(zName);
+  int rc = depotOpenMainWith(p, zName, pDflt ? pDflt->zFile : 0, flags,
+                             pOutFlags);
+  depotDefaultsUnref(pDflt);
+  return rc;
 }
 
 /* A super-journal (SQLite makes one, through the VFS of the main
@@ -1320,11 +1384,100 @@ static sqlite3_vfs depotVfs = {
   depotCurrentTimeInt64, 0, 0, 0
 };
 
-int depot_vfs_set_default(int bOn){
+/* Replaces the defaults (consuming a reference to pNew, which may be 0). */
+static void depotDefaultsSet(DepotDefaults *pNew){
+  DepotDefaults *pOld;
+  pthread_mutex_lock(&depotMutex);
+  pOld = pDepotDefaults;
+  pDepotDefaults = pNew;
+  pthread_mutex_unlock(&depotMutex);
+  depotDefaultsUnref(pOld);
+}
+
+/* The parameters zParams ("db=crm&branch=try") as a new DepotDefaults, or
+** NULL with *pzErr (or SQLITE_NOMEM in *pRc). */
+static DepotDefaults *depotDefaultsParse(const char *zParams, int *pRc,
+                                         char **pzErr){
+  static const char *const azKey[] = { "db", "branch", "bucket", "cache_kb",
+    "store_vfs", "store_sync", "zstd_level", "compact_after" };
+  const int nKeyAll = (int)(sizeof(azKey)/sizeof(azKey[0]));
+  const char *azParam[2*8];
+  char *zCopy = sqlite3_mprintf("%s", zParams);
+  const char *zNoParams = sqlite3_create_filename("depot", "", "", 0, 0);
+  char *z, *zNext;
+  DepotDefaults *d = 0;
+  int i, n = 0;
+  *pRc = SQLITE_NOMEM;
+  if( zCopy==0 || zNoParams==0 ) goto done;
+  *pRc = SQLITE_ERROR;
+  for(z=zCopy; z; z=zNext){
+    char *zEq;
+    int k;
+    if( (zNext = strchr(z, '&'))!=0 ) *zNext++ = 0;
+    zEq = strchr(z, '=');
+    if( zEq ) *zEq = 0;
+    for(k=0; k<nKeyAll && strcmp(z, azKey[k])!=0; k++){}
+    if( zEq==0 || k==nKeyAll ){
+      *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters are "
+          "KEY=VALUE pairs joined by '&' with KEY one of db, branch, bucket, "
+          "cache_kb, store_vfs, store_sync, zstd_level, compact_after; got "
+          "'%s'", zParams);
+      goto done;
+    }
+    for(i=0; i<n; i++){
+      if( strcmp(azParam[2*i], z)==0 ){
+        *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters name "
+                                 "%s twice", z);
+        goto done;
+      }
+    }
+    azParam[2*n] = z;
+    azParam[2*n+1] = zEq+1;
+    n++;
+  }
+  d = sqlite3_malloc64(sizeof(*d));
+  if( d==0 ){ *pRc = SQLITE_NOMEM; goto done; }
+  d->nRef = 1;
+  d->zFile = sqlite3_create_filename("depot", "", "", n, azParam);
+  if( d->zFile==0 ){
+    sqlite3_free(d);
+    d = 0;
+    *pRc = SQLITE_NOMEM;
+    goto done;
+  }
+  /* the values are those an open will read: check them now */
+  {
+    DepotArgs a;
+    if( depotParseArgs(zNoParams, d->zFile, &a, pzErr)!=SQLITE_OK ){
+      sqlite3_free_filename(d->zFile);
+      sqlite3_free(d);
+      d = 0;
+      goto done;
+    }
+  }
+  *pRc = SQLITE_OK;
+done:
+  sqlite3_free(zCopy);
+  sqlite3_free_filename(zNoParams);
+  return d;
+}
+
+int depot_vfs_set_default_params(int bOn, const char *zParams, char **pzErr){
+  DepotDefaults *d = 0;
+  int rc;
   if( pDepotRoot==0 ) return SQLITE_MISUSE;      /* not registered */
-  if( bOn ) return sqlite3_vfs_register(&depotVfs, 1);
-  if( sqlite3_vfs_find(0)!=&depotVfs ) return SQLITE_OK;
-  return sqlite3_vfs_register(pDepotRoot, 1);
+  if( !bOn ){
+    depotDefaultsSet(0);
+    if( sqlite3_vfs_find(0)!=&depotVfs ) return SQLITE_OK;
+    return sqlite3_vfs_register(pDepotRoot, 1);
+  }
+  if( zParams && (d = depotDefaultsParse(zParams, &rc, pzErr))==0 ) return rc;
+  depotDefaultsSet(d);
+  return sqlite3_vfs_register(&depotVfs, 1);
+}
+
+int depot_vfs_set_default(int bOn){
+  return depot_vfs_set_default_params(bOn, 0, 0);
 }
 
 const char *depot_vfs_plain(void){
