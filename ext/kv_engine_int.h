@@ -119,7 +119,8 @@ int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr);
 int kvConflictAddKind(KvRoot*, const char *zTab, int nTab,
                       const uint8_t *aKey, int nKey, int eKind);
 /* kv_txn.c: bind (if needed) the root's child on zTab and register a
-** read of aKey there, selecting no protocol. */
+** read of aKey there, selecting no protocol; a key the root already writes
+** needs none (its write reserves it). */
 int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
                int nKey, char **pzErr);
 /* kv_txn.c: prepare with an extra check run under the engine mutex before

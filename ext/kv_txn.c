@@ -347,8 +347,13 @@ int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
 int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
                int nKey, char **pzErr){
   KvChild *c = 0;
+  KvMapEntry e;
   int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
   if( rc!=SQLITE_OK ) return rc;
+  /* A key the root writes is reserved by its write, which conflicts with
+  ** every read and write another root checks against it, and the root's
+  ** own check of its reads skips its written keys (kvCheckRoot). */
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ) return SQLITE_OK;
   if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
   return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
 }

@@ -516,6 +516,60 @@ START_TEST(test_kvv_stale_version_fails_and_retry_succeeds){
 }
 END_TEST
 
+/* While a versioned root that read and wrote key a (and only read key b)
+** is prepared, another root that reads or writes a, or writes b, fails its
+** prepare with transaction_conflict; one that only reads b, or touches
+** neither, prepares.  (A read of a key the root also writes is reserved by
+** the write alone.) */
+START_TEST(test_kvv_prepared_read_and_written_key_stays_reserved){
+  static const struct { const char *zOps; int bConflict; } aCase[] = {
+    { "SELECT kv_get(%d, 't', 'a')", 1 },
+    { "SELECT kv_put(%d, 't', 'a', 9)", 1 },
+    { "SELECT kv_put(%d, 't', 'b', 9)", 1 },
+    { "SELECT kv_get(%d, 't', 'b')", 0 },
+    { "SELECT kv_put(%d, 't', 'c', 9)", 0 },
+  };
+  char *zDir = th_tmpdir("kvv-rwres");
+  sqlite3 *db = kvv_db();
+  char *zVa, *zVb, *zEa, *zEb, *zSql;
+  int i, h, h2;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2), ('c', 3)");
+  zVa = kvv_version(db, "t", "'a'");
+  zVb = kvv_version(db, "t", "'b'");
+  zEa = kvv_elem("t", "\"a\"", zVa);
+  zEb = kvv_elem("t", "\"b\"", zVb);
+  for(i=0; i<(int)(sizeof(aCase)/sizeof(aCase[0])); i++){
+    h = (int)th_int(db, "SELECT kv_begin()");
+    zSql = sqlite3_mprintf("SELECT kv_put(%d, 't', 'a', 5)", h);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(%d, '[%s,%s]')", h,
+                           zEa, zEb);
+    ck_assert_int_eq(th_int(db, zSql), 1);
+    sqlite3_free(zSql);
+    h2 = (int)th_int(db, "SELECT kv_begin()");
+    zSql = sqlite3_mprintf(aCase[i].zOps, h2);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT kv_prepare(%d)", h2);
+    if( aCase[i].bConflict ){
+      ck_assert_int_eq(kvv_fail(db, zSql, "conflicts"), SQLITE_BUSY_SNAPSHOT);
+    }else{
+      ck_assert_int_eq(th_int(db, zSql), 1);
+    }
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT kv_rollback(%d), kv_rollback(%d)", h2, h);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+  }
+  kvv_text_eq(db, "SELECT group_concat(value) FROM t", "1,2,3");
+  sqlite3_free(zVa); sqlite3_free(zVb); sqlite3_free(zEa); sqlite3_free(zEb);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_conflict_set_is_complete_sorted_and_deduplicated){
   char *zDir = th_tmpdir("kvv-conflicts");
   sqlite3 *db = kvv_db();
@@ -2183,6 +2237,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_versioned_commit_returns_exact_receipts);
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
+  tcase_add_test(tc, test_kvv_prepared_read_and_written_key_stays_reserved);
   tcase_add_test(tc, test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
   tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
