@@ -770,8 +770,19 @@ static void kvStoreOptionsFunc(sqlite3_context *ctx, int argc,
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   KvEngine *pEng = 0;
   char *zErr = 0;
-  int rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, 1, &pEng, &zErr);
-  if( rc==SQLITE_OK && argc>1 && sqlite3_value_type(argv[1])!=SQLITE_NULL ){
+  int bSet = argc>1 && sqlite3_value_type(argv[1])!=SQLITE_NULL;
+  int rc = SQLITE_OK;
+  /* The options govern how every connection of the process writes the
+  ** store (WAL segments, .bak files, version TTL): setting them is a
+  ** write, which a read-only connection does not make. */
+  if( bSet ){
+    rc = kv_conn_writable(sqlite3_context_db_handle(ctx), "kv_store_options",
+                          &zErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = kvStoreArg(pConn, argc>0 ? argv[0] : 0, 1, &pEng, &zErr);
+  }
+  if( rc==SQLITE_OK && bSet ){
     rc = kvStoreConfigure(sqlite3_context_db_handle(ctx), pEng, argv[1], &zErr);
   }
   if( rc==SQLITE_OK ){

@@ -2221,6 +2221,41 @@ START_TEST(test_kvv_readonly_connection_checks_read_sets){
 }
 END_TEST
 
+/* A read-only connection reads the store options and sets none: they
+** govern how every connection of the process writes the store (its WAL
+** segments, .bak files, version TTL), so setting them is a write. */
+START_TEST(test_kvv_readonly_connection_cannot_set_store_options){
+  char *zDir = th_tmpdir("kvv-ro-opts");
+  char *zDb = sqlite3_mprintf("%s/main.db", zDir);
+  char *zUri = sqlite3_mprintf("file:%s?mode=ro", zDb);
+  sqlite3 *db = kvv_db(), *ro;
+  char *zBefore, *zAfter;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+              "INSERT INTO t VALUES(1,'a')");
+  zBefore = th_text(db, "SELECT kv_store_options()");
+  ro = th_open(zUri);
+  kvv_text_eq(ro, "SELECT kv_store_options()", zBefore);
+  ck_assert_int_eq(kvv_fail(ro, "SELECT kv_store_options(NULL, "
+                            "'{\"wal_segment_bytes\":65536}')",
+                            "kv: kv_store_options on a read-only connection"),
+                   SQLITE_READONLY);
+  ck_assert_int_eq(kvv_fail(ro, "SELECT kv_store_options(NULL, "
+                            "'{\"key_version_ttl_ms\":5}')",
+                            "on a read-only connection"), SQLITE_READONLY);
+  /* NULL options only read, as on any connection */
+  kvv_text_eq(ro, "SELECT kv_store_options(NULL, NULL)", zBefore);
+  zAfter = th_text(db, "SELECT kv_store_options()");
+  ck_assert_str_eq(zAfter, zBefore);
+  sqlite3_close(ro);
+  sqlite3_close(db);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_free(zUri);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvversion");
   TCase *tc = tcase_create("protocol");
@@ -2260,6 +2295,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kvv_receipt_mismatch_is_a_reported_internal_error,
                       0, 2);
   tcase_add_test(tc, test_kvv_readonly_connection_checks_read_sets);
+  tcase_add_test(tc, test_kvv_readonly_connection_cannot_set_store_options);
   suite_add_tcase(s, tc);
   tc = tcase_create("bad_input");
   tcase_add_loop_test(tc, test_kvv_bad_input_is_rejected_and_changes_nothing,
