@@ -77,20 +77,31 @@ struct KvcVal {
 
 /* ---- KvBuf ---- */
 
+/* Grow p to hold n more bytes (n>0, not yet room). */
+static inline int kvBufGrow(KvBuf *p, int n){
+  int64_t nNew = p->nAlloc ? (int64_t)p->nAlloc*2 : 64;
+  uint8_t *aNew;
+  while( nNew < (int64_t)p->n + n ) nNew *= 2;
+  if( nNew>INT_MAX ){
+    if( (int64_t)p->n + n > INT_MAX ) return SQLITE_NOMEM;
+    nNew = INT_MAX;
+  }
+  aNew = sqlite3_realloc64(p->a, (sqlite3_uint64)nNew);
+  if( aNew==0 ) return SQLITE_NOMEM;
+  p->a = aNew;
+  p->nAlloc = (int)nNew;
+  return SQLITE_OK;
+}
+
+int kv_buf_reserve(KvBuf *p, int n){
+  if( n>0 && (int64_t)p->n + n > p->nAlloc ) return kvBufGrow(p, n);
+  return SQLITE_OK;
+}
+
 int kv_buf_append(KvBuf *p, const void *pData, int n){
   if( n<=0 ) return SQLITE_OK;
-  if( (int64_t)p->n + n > p->nAlloc ){
-    int64_t nNew = p->nAlloc ? (int64_t)p->nAlloc*2 : 64;
-    uint8_t *aNew;
-    while( nNew < (int64_t)p->n + n ) nNew *= 2;
-    if( nNew>INT_MAX ){
-      if( (int64_t)p->n + n > INT_MAX ) return SQLITE_NOMEM;
-      nNew = INT_MAX;
-    }
-    aNew = sqlite3_realloc64(p->a, (sqlite3_uint64)nNew);
-    if( aNew==0 ) return SQLITE_NOMEM;
-    p->a = aNew;
-    p->nAlloc = (int)nNew;
+  if( (int64_t)p->n + n > p->nAlloc && kvBufGrow(p, n)!=SQLITE_OK ){
+    return SQLITE_NOMEM;
   }
   memcpy(p->a + p->n, pData, (size_t)n);
   p->n += n;
@@ -741,7 +752,19 @@ static int kvcIntText(int64_t v, char *z){
 int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
   KvcVal v;
   char *z = 0;
-  int rc = kvcKeyDecode(aKey, nKey, KVC_KIND_NONE, 0, &v);
+  int rc;
+  if( nKey==10 && aKey[0]==KVC_KEY_NUM && aKey[9]==0x00 ){
+    /* An integer whose double is exact (the common key): what
+    ** kvcNumDecode would answer, its canonical re-encoding being these
+    ** very bytes, without building a KvcVal. */
+    double f = kvcImageDouble(aKey+1);
+    if( f>=-KVC_TWO63 && f<KVC_TWO63 && f==(double)(int64_t)f
+     && !(f==0.0 && kvcDoubleBits(f)!=0) ){
+      char zInt[24];
+      return kv_buf_append(pOut, zInt, kvcIntText((int64_t)f, zInt));
+    }
+  }
+  rc = kvcKeyDecode(aKey, nKey, KVC_KIND_NONE, 0, &v);
   if( rc==SQLITE_OK ){
     switch( v.eType ){
       case SQLITE_INTEGER: {

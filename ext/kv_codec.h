@@ -41,6 +41,8 @@
 typedef struct KvBuf KvBuf;
 struct KvBuf { uint8_t *a; int n; int nAlloc; };
 int kv_buf_append(KvBuf*, const void *p, int n);   /* SQLITE_OK/NOMEM */
+/* Room for n more bytes at a+n (n unchanged); SQLITE_OK/NOMEM. */
+int kv_buf_reserve(KvBuf*, int n);
 void kv_buf_reset(KvBuf*);                          /* n=0, keep memory */
 void kv_buf_free(KvBuf*);
 

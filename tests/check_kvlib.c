@@ -6,6 +6,9 @@
 ** (ORDER BY and the comparison operators are the oracle); the map against
 ** a sorted-array model under random operations, with snapshots taken along
 ** the way that must never change, and under concurrent readers and writers.
+** The text form of key versions (ext/kv_version.c) is checked against
+** printf's hex digits, and its parser against every byte value at every
+** digit position.
 ** Set KVLIB_TORTURE=N to multiply the random rounds by N.
 */
 #include "config.h"
@@ -13,6 +16,7 @@
 #define SQLITE_CORE 1            /* the ext/ headers, linked directly */
 #include "ext/kv_codec.h"
 #include "ext/kv_map.h"
+#include "ext/kv_version.h"
 
 #include <float.h>
 #include <pthread.h>
@@ -1553,6 +1557,136 @@ START_TEST(test_kvlib_map_concurrent_branches_from_one_base){
 }
 END_TEST
 
+/* ---- key JSON (receipts) ---- */
+
+static void kvlib_key_json_eq(const uint8_t *aKey, int nKey,
+                              const char *zWant){
+  KvBuf out = {0, 0, 0};
+  int rc = kv_key_json(aKey, nKey, &out);
+  T_MSG(rc==SQLITE_OK, "kv_key_json rc=%d for %s", rc, zWant);
+  T_MSG((int)strlen(zWant)==out.n && memcmp(out.a, zWant, out.n)==0,
+        "kv_key_json gave '%.*s', want '%s'", out.n, out.a ? (char*)out.a : "",
+        zWant);
+  kv_buf_free(&out);
+}
+
+/* kv_key_json renders an integer key as the integer, whatever its
+** encoding (10 bytes when its double is exact, 12 past 2^53); a real key
+** as 17 digits; equal numbers as the same key; a non-canonical number is
+** corrupt. */
+START_TEST(test_kvlib_key_json_renders_numbers_exactly){
+  static const int64_t aInt[] = {
+    0, 1, -1, 7, 255, 256, -256, 65535, 1000000007, -1000000007,
+    (INT64_C(1)<<53) - 1, INT64_C(1)<<53, (INT64_C(1)<<53) + 1,
+    -(INT64_C(1)<<53) - 1, (INT64_C(1)<<62) + 12345, INT64_MAX, INT64_MAX-1,
+    INT64_MIN, INT64_MIN+1, INT64_C(-4611686018427387904),
+  };
+  static const uint8_t aNegZero[10] = {
+    0x10, 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00
+  };
+  KvBuf k = {0, 0, 0}, out = {0, 0, 0};
+  char zWant[64];
+  int i;
+  srand(11);
+  for(i=0; i<(int)(sizeof(aInt)/sizeof(aInt[0])) + 20000; i++){
+    int64_t v = i<(int)(sizeof(aInt)/sizeof(aInt[0])) ? aInt[i]
+      : (int64_t)(((uint64_t)rand()<<42) ^ ((uint64_t)rand()<<21) ^ rand())
+        >> (rand()%64);
+    kv_buf_reset(&k);
+    T_ASSERT(kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, &k, 0)==SQLITE_OK);
+    snprintf(zWant, sizeof(zWant), "%lld", (long long)v);
+    kvlib_key_json_eq(k.a, k.n, zWant);
+  }
+  kv_buf_reset(&k);
+  T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, 7.0, 0, 0, &k, 0)==SQLITE_OK);
+  kvlib_key_json_eq(k.a, k.n, "7");
+  kv_buf_reset(&k);
+  T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, -0.0, 0, 0, &k, 0)==SQLITE_OK);
+  kvlib_key_json_eq(k.a, k.n, "0");
+  kv_buf_reset(&k);
+  T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, 0.5, 0, 0, &k, 0)==SQLITE_OK);
+  kvlib_key_json_eq(k.a, k.n, "0.5");
+  kv_buf_reset(&k);
+  T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, 9223372036854775808.0, 0, 0, &k,
+                           0)==SQLITE_OK);
+  kvlib_key_json_eq(k.a, k.n, "9.2233720368547758e+18");
+  T_ASSERT(kv_key_json(aNegZero, 10, &out)==SQLITE_CORRUPT);
+  kv_buf_free(&k);
+  kv_buf_free(&out);
+}
+END_TEST
+
+/* ---- version text ---- */
+
+/* kv_version_text writes the kind, ':' and the 16 id bytes as lowercase
+** hex, as printf does; kv_version_parse reads it back to the same bytes. */
+START_TEST(test_kvlib_version_text_round_trips){
+  uint8_t aVer[KV_VERSION_BYTES], aBack[KV_VERSION_BYTES];
+  char z[KV_VERSION_TEXT+1], zWant[KV_VERSION_TEXT+1];
+  int i, k;
+  srand(7);
+  for(i=0; i<20000; i++){
+    aVer[0] = (i & 1) ? 'd' : 'u';
+    for(k=1; k<KV_VERSION_BYTES; k++){
+      aVer[k] = (uint8_t)(i<256 ? (i+k)%256 : rand());
+    }
+    kv_version_text(aVer, z);
+    zWant[0] = (char)aVer[0];
+    zWant[1] = ':';
+    for(k=0; k<16; k++) snprintf(zWant+2+2*k, 3, "%02x", aVer[1+k]);
+    T_ASSERT(strcmp(z, zWant)==0);
+    memset(aBack, 0, sizeof(aBack));
+    T_ASSERT(kv_version_parse(z, KV_VERSION_TEXT, aBack)==SQLITE_OK);
+    T_ASSERT(memcmp(aBack, aVer, KV_VERSION_BYTES)==0);
+  }
+}
+END_TEST
+
+static int kvlib_hex_value(int c){
+  if( c>='0' && c<='9' ) return c-'0';
+  if( c>='a' && c<='f' ) return c-'a'+10;
+  if( c>='A' && c<='F' ) return c-'A'+10;
+  return -1;
+}
+
+/* Every byte value at every digit position: accepted exactly when it is a
+** hex digit of either case, and then read as that digit; the kind must be
+** 'u' or 'd' followed by ':', and the length exactly 34. */
+START_TEST(test_kvlib_version_parse_accepts_exactly_hex_digits){
+  static const char zBase[] = "u:0123456789abcdefABCDEF0a1b2c3d4e";
+  uint8_t aVer[KV_VERSION_BYTES];
+  char z[KV_VERSION_TEXT+1];
+  int i, c, k;
+  T_ASSERT((int)strlen(zBase)==KV_VERSION_TEXT);
+  for(i=2; i<KV_VERSION_TEXT; i++){
+    for(c=0; c<256; c++){
+      int rc, bHex = kvlib_hex_value(c)>=0;
+      memcpy(z, zBase, sizeof(zBase));
+      z[i] = (char)c;
+      rc = kv_version_parse(z, KV_VERSION_TEXT, aVer);
+      T_ASSERT(rc==(bHex ? SQLITE_OK : SQLITE_ERROR));
+      for(k=2; bHex && k<KV_VERSION_TEXT; k++){
+        int v = kvlib_hex_value((unsigned char)z[k]);
+        int got = (k%2==0) ? aVer[1+(k-2)/2]>>4 : aVer[1+(k-2)/2]&15;
+        T_ASSERT(v==got);
+      }
+    }
+  }
+  for(c=0; c<256; c++){
+    memcpy(z, zBase, sizeof(zBase));
+    z[0] = (char)c;
+    T_ASSERT(kv_version_parse(z, KV_VERSION_TEXT, aVer)
+             ==(c=='u' || c=='d' ? SQLITE_OK : SQLITE_ERROR));
+    memcpy(z, zBase, sizeof(zBase));
+    z[1] = (char)c;
+    T_ASSERT(kv_version_parse(z, KV_VERSION_TEXT, aVer)
+             ==(c==':' ? SQLITE_OK : SQLITE_ERROR));
+  }
+  T_ASSERT(kv_version_parse(zBase, KV_VERSION_TEXT-1, aVer)==SQLITE_ERROR);
+  T_ASSERT(kv_version_parse(zBase, KV_VERSION_TEXT+1, aVer)==SQLITE_ERROR);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvlib");
   TCase *tc = tcase_create("codec");
@@ -1591,6 +1725,12 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_map_nomem_leaves_version_unchanged);
   tcase_add_test(tc, test_kvlib_map_concurrent_readers_and_writer);
   tcase_add_test(tc, test_kvlib_map_concurrent_branches_from_one_base);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("text");
+  tcase_add_test(tc, test_kvlib_key_json_renders_numbers_exactly);
+  tcase_add_test(tc, test_kvlib_version_text_round_trips);
+  tcase_add_test(tc, test_kvlib_version_parse_accepts_exactly_hex_digits);
   suite_add_tcase(s, tc);
   return s;
 }
