@@ -123,6 +123,14 @@ int kvConflictAddKind(KvRoot*, const char *zTab, int nTab,
 ** needs none (its write reserves it). */
 int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
                int nKey, char **pzErr);
+/* kv_txn.c: kvNoteRead for n keys of zTab given in ascending key order,
+** in an array of structs szElem bytes apart: key i is the pointer at
+** (char*)paKey + i*szElem, its length the int at (char*)pnKey + i*szElem.
+** One bind, and the write set walked once alongside the keys instead of
+** searched per key. */
+int kvNoteReads(KvRoot*, const char *zTab, int nTab,
+                const uint8_t *const *paKey, const int *pnKey, size_t szElem,
+                int n, char **pzErr);
 /* kv_txn.c: prepare with an extra check run under the engine mutex before
 ** the standard conflict checks (xCheck may add conflicts). */
 int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,

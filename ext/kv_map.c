@@ -416,28 +416,6 @@ int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
   return 1;
 }
 
-int kv_map_put_inplace(KvMap *p, const void *aKey, int nKey,
-                       const void *aVal, int nVal, uint64_t rev, int bTomb){
-  KvmNode *pNode = p ? p->pRoot : 0;
-  KvmEntry *pE;
-  KvmKey k;
-  int i;
-  if( pNode==0 || nKey<0 || nVal<0 || !kvmUnique(&p->nRef) ) return 0;
-  kvmKeyInit(&k, aKey, nKey);
-  while( kvmUnique(&pNode->nRef) && !pNode->bLeaf ){
-    pNode = pNode->c.aChild[kvmChildSearch(pNode, &k)];
-  }
-  if( !pNode->bLeaf || !kvmUnique(&pNode->nRef) ) return 0;
-  i = kvmLeafSearch(pNode, &k, 0);
-  if( i>=pNode->n || kvmCmpAt(pNode, i, &k)!=0 ) return 0;
-  pE = pNode->u.aEnt[i];
-  if( pE->nVal!=nVal || !kvmUnique(&pE->nRef) ) return 0;
-  if( nVal ) memcpy(pE->a + pE->nKey, aVal, (size_t)nVal);
-  pNode->c.aRev[i] = rev;
-  pNode->aTomb[i] = bTomb ? 1 : 0;
-  return 1;
-}
-
 /* ---- insert ---- */
 
 /* Split the full writable node p in two: p keeps the lower half, the new

@@ -93,15 +93,6 @@ int kv_map_put_absent(KvMap **ppMap, const void *aKey, int nKey,
 int kv_map_put_from(KvMap **ppMap, const KvMapCursor *pCur, uint64_t rev,
                     int bTomb);
 
-/* Replace the value, revision and tombstone flag of key's entry in place,
-** when that needs no copy: the caller holds the only reference to p, no
-** other version shares a node on the key's path or the entry itself, and
-** the new value has the old one's length.  Returns 1 if done, 0 if not
-** (the key is absent or something is shared; nothing changed, use
-** kv_map_put).  Never allocates.  KvMapEntry pointers into the entry see
-** the new value. */
-int kv_map_put_inplace(KvMap *p, const void *aKey, int nKey,
-                       const void *aVal, int nVal, uint64_t rev, int bTomb);
 /* Remove key if present (no-op otherwise).  Same ownership as put. */
 int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
 

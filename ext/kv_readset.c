@@ -26,6 +26,8 @@ struct KvJson {
   int n, i;
   int iElem;
   int bKeys;               /* parsing a key list, not a read set */
+  int bInt;                /* the last key was an integer of <= 18 digits */
+  int64_t iInt;            /* ... and its value */
   char **pzErr;
 };
 
@@ -182,6 +184,8 @@ static int kvJsonNumber(KvJson *p, KvBuf *pKey){
   n = p->i - i0;
   if( n==0 ) return kvJsonErr(p, "bad number");
   if( !bReal && kvJsonSmallInt(p->z+i0, n, &v) ){    /* the common case */
+    p->bInt = 1;
+    p->iInt = v;
     return kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, pKey, p->pzErr);
   }
   if( n>=(int)sizeof(zStack) && (zNum = sqlite3_malloc64(n+1))==0 ){
@@ -221,6 +225,7 @@ static int kvHexBlob(KvJson *p, const KvBuf *pHex, KvBuf *pKey){
 static int kvJsonKey(KvJson *p, KvBuf *pKey, KvBuf *pTmp){
   char c;
   int rc;
+  p->bInt = 0;
   kvJsonWs(p);
   c = p->i<p->n ? p->z[p->i] : 0;
   if( c=='"' ){
@@ -483,7 +488,8 @@ static int kvReadCmp(const void *pA, const void *pB){
 static int kvReadSetUnique(KvReadSet *p, char **pzErr){
   int i;
   for(i=1; i<p->n && kvReadCmp(&p->a[i-1], &p->a[i])<0; i++){}
-  if( i<p->n ) qsort(p->a, p->n, sizeof(KvVerRead), kvReadCmp);
+  if( i>=p->n ) return SQLITE_OK;        /* strictly ascending: no twins */
+  qsort(p->a, p->n, sizeof(KvVerRead), kvReadCmp);
   for(i=1; i<p->n; i++){
     if( kvReadCmp(&p->a[i-1], &p->a[i])==0 ){
       char *zKey = kv_key_describe(p->a[i].aKey, p->a[i].nKey);
@@ -511,6 +517,8 @@ int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
   e.iPrevTab = -1;
   j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
   j.bKeys = 0;
+  j.bInt = 0;
+  j.iInt = 0;
   if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
   if( !kvJsonEat(&j, ']') ){
     do{
@@ -535,6 +543,8 @@ int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr){
 
 void kv_keylist_free(KvKeyList *p){
   sqlite3_free(p->aOff);
+  sqlite3_free(p->aInt);
+  sqlite3_free(p->abInt);
   kv_buf_free(&p->buf);
   memset(p, 0, sizeof(*p));
 }
@@ -546,14 +556,26 @@ static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc, KvBuf *pKey,
   if( p->n+1>=*pnAlloc ){
     int nNew = *pnAlloc ? *pnAlloc*2 : 64;
     int *a = sqlite3_realloc64(p->aOff, nNew*sizeof(int));
+    int64_t *aInt;
+    uint8_t *abInt;
     if( a==0 ) return SQLITE_NOMEM;
     p->aOff = a;
+    if( (aInt = sqlite3_realloc64(p->aInt, nNew*sizeof(int64_t)))==0 ){
+      return SQLITE_NOMEM;
+    }
+    p->aInt = aInt;
+    if( (abInt = sqlite3_realloc64(p->abInt, nNew))==0 ) return SQLITE_NOMEM;
+    p->abInt = abInt;
     *pnAlloc = nNew;
   }
   kv_buf_reset(pKey);
   rc = kvJsonKey(j, pKey, pTmp);
   if( rc==SQLITE_OK ) rc = kv_buf_append(&p->buf, pKey->a, pKey->n);
-  if( rc==SQLITE_OK ) p->aOff[++p->n] = p->buf.n;
+  if( rc==SQLITE_OK ){
+    p->aInt[p->n] = j->iInt;
+    p->abInt[p->n] = (uint8_t)j->bInt;
+    p->aOff[++p->n] = p->buf.n;
+  }
   return rc;
 }
 
@@ -564,9 +586,16 @@ int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr){
   memset(p, 0, sizeof(*p));
   j.z = z; j.n = z ? n : 0; j.i = 0; j.iElem = -1; j.pzErr = pzErr;
   j.bKeys = 1;
+  j.bInt = 0;
+  j.iInt = 0;
   if( z==0 || !kvJsonEat(&j, '[') ) return kvJsonErr(&j, "no array");
   p->aOff = sqlite3_malloc64(64*sizeof(int));
-  if( p->aOff==0 ) return SQLITE_NOMEM;
+  p->aInt = sqlite3_malloc64(64*sizeof(int64_t));
+  p->abInt = sqlite3_malloc64(64);
+  if( p->aOff==0 || p->aInt==0 || p->abInt==0 ){
+    kv_keylist_free(p);
+    return SQLITE_NOMEM;
+  }
   nAlloc = 64;
   p->aOff[0] = 0;
   if( !kvJsonEat(&j, ']') ){

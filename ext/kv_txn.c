@@ -358,6 +358,43 @@ int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
   return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
 }
 
+/* memcmp order over the common length, a prefix first (kv_map's). */
+static int kvKeyCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
+  int c = memcmp(a, b, (size_t)(na<nb ? na : nb));
+  return c ? c : na - nb;
+}
+
+int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
+                const uint8_t *const *paKey, const int *pnKey, size_t szElem,
+                int n, char **pzErr){
+#define KV_NTH_KEY(i) (*(const uint8_t *const*)((const char*)paKey + (size_t)(i)*szElem))
+#define KV_NTH_LEN(i) (*(const int*)((const char*)pnKey + (size_t)(i)*szElem))
+  KvChild *c = 0;
+  KvMapCursor *pCsr = 0;
+  KvMapEntry e;
+  int i, bOn = 0, rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc!=SQLITE_OK || n==0 ) return rc;
+  if( kv_map_count(c->pWrite)>0 ){
+    if( (pCsr = kv_map_cursor_new(c->pWrite))==0 ) return SQLITE_NOMEM;
+    bOn = kv_map_cursor_seek(pCsr, KV_SEEK_GE, KV_NTH_KEY(0), KV_NTH_LEN(0));
+    if( bOn ) kv_map_cursor_entry(pCsr, &e);
+  }
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    const uint8_t *aKey = KV_NTH_KEY(i);
+    int nKey = KV_NTH_LEN(i), cmp = 1;
+    while( bOn && (cmp = kvKeyCmp(e.aKey, e.nKey, aKey, nKey))<0 ){
+      if( (bOn = kv_map_cursor_next(pCsr))!=0 ) kv_map_cursor_entry(pCsr, &e);
+    }
+    if( bOn && cmp==0 ) continue;      /* written: the write reserves it */
+    if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) rc = SQLITE_NOMEM;
+    if( rc==SQLITE_OK ) rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+#undef KV_NTH_KEY
+#undef KV_NTH_LEN
+}
+
 int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, const uint8_t *aVal, int nVal, char **pzErr){
   KvChild *c = 0;

@@ -5,17 +5,19 @@
 ** and version TTL: a per-table FIFO of key tokens and a sweeper thread per
 ** store.  The rules are in kv_version.h.
 **
-** A table's version map is a KvMap: key -> KV_VER_VAL_BYTES bytes, the
-** version (KV_VERSION_BYTES) then the record's lease end (8 bytes, native
-** int64, monotonic ms), with the entry's revision field holding the
+** A table's versions are a hash table of records (KvVerRec), one
+** allocation per key: the key, its version (KV_VERSION_BYTES), the
 ** record's stamp (monotonic ms of its last first observation or commit
-** publication).  Both are 0 while TTL is off.  The lease end is the stamp
-** plus the TTL in force at that moment: lowering the TTL later does not
-** shorten it, so whoever first observed a version (or got it in a receipt)
-** may present it in a read set for the whole TTL it was given.  The
-** sweeper removes a record once both its lease and the current TTL
-** (counted from the stamp) are over.  The map is never shared, so updates
-** are in place.
+** publication) and its lease end (monotonic ms).  Both are 0 while TTL is
+** off.  The lease end is the stamp plus the TTL in force at that moment:
+** lowering the TTL later does not shorten it, so whoever first observed a
+** version (or got it in a receipt) may present it in a read set for the
+** whole TTL it was given.  The sweeper removes a record once both its
+** lease and the current TTL (counted from the stamp) are over.  Nothing
+** needs the versions in key order and nothing shares them, so a lookup is
+** one hash and a short chain, and a new version overwrites its record in
+** place.  The slot array doubles when the records outnumber the slots and
+** halves when they fall below an eighth of them.
 ** With TTL on, every record has exactly one token (a copy of its key) in
 ** its table's FIFO: queued when the record is inserted, freed when the
 ** sweeper removes the record.  Extra memory is O(live records).
@@ -31,6 +33,8 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,10 +42,9 @@ SQLITE_EXTENSION_INIT3
 #include <unistd.h>
 
 #define KV_SWEEP_BATCH      256
-#define KV_VER_NODE_BYTES   64     /* map node estimate per record */
 #define KV_VER_TOKEN_BYTES  16     /* token header */
 #define KV_TTL_MAX_MS       (INT64_C(1)<<40)
-#define KV_VER_VAL_BYTES    (KV_VERSION_BYTES + 8)   /* version, lease end */
+#define KV_VER_MIN_SLOTS    16
 
 typedef struct KvVerToken KvVerToken;
 struct KvVerToken {
@@ -50,8 +53,21 @@ struct KvVerToken {
   uint8_t aKey[1];
 };
 
+/* The version record of one key. */
+typedef struct KvVerRec KvVerRec;
+struct KvVerRec {
+  KvVerRec *pNext;               /* next record of its hash slot */
+  uint64_t h;                    /* kvVerHash of aKey */
+  int64_t iStamp;                /* last first observation or publication */
+  int64_t iLease;                /* lease end */
+  int nKey;
+  uint8_t aVer[KV_VERSION_BYTES];
+  uint8_t aKey[1];               /* nKey bytes */
+};
+
 struct KvVerTable {
-  KvMap *pMap;                   /* key -> version; NULL when empty */
+  KvVerRec **aSlot;              /* nSlot chains; NULL when no records */
+  uint32_t nSlot;                /* 0 or a power of two */
   KvVerToken *pHead, *pTail;     /* the TTL FIFO */
   int64_t nRecord;               /* atomic */
   int64_t nByte;                 /* atomic */
@@ -107,14 +123,6 @@ static const char kvHexPair[] =
   "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
   "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 
-void kv_version_text(const uint8_t *aVer, char *z){
-  int i;
-  z[0] = (char)aVer[0];
-  z[1] = ':';
-  for(i=0; i<16; i++) memcpy(&z[2+2*i], &kvHexPair[2*aVer[1+i]], 2);
-  z[KV_VERSION_TEXT] = 0;
-}
-
 /* The value of a hex digit (either case) by character, -1 for others. */
 static const signed char kvHexValue[256] = {
   -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
@@ -135,26 +143,149 @@ static const signed char kvHexValue[256] = {
   -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
 };
 
+/* 16 bytes -> 32 hex digits at z (unrolled: every versioned key renders
+** one or two). */
+static void kvHexVer(const uint8_t *a, char *z){
+#define KV_HEX2(i) memcpy(&z[2*(i)], &kvHexPair[2*a[i]], 2)
+  KV_HEX2(0);  KV_HEX2(1);  KV_HEX2(2);  KV_HEX2(3);
+  KV_HEX2(4);  KV_HEX2(5);  KV_HEX2(6);  KV_HEX2(7);
+  KV_HEX2(8);  KV_HEX2(9);  KV_HEX2(10); KV_HEX2(11);
+  KV_HEX2(12); KV_HEX2(13); KV_HEX2(14); KV_HEX2(15);
+#undef KV_HEX2
+}
+
+/* 32 hex digits at z -> 16 bytes; 0 if one is not a digit (unrolled:
+** every key of a read set has its version parsed). */
+static int kvUnhexVer(const char *z, uint8_t *a){
+  int bad = 0;
+#define KV_UNHEX2(i) do{ \
+    int h = kvHexValue[(unsigned char)z[2*(i)]]; \
+    int l = kvHexValue[(unsigned char)z[2*(i)+1]]; \
+    bad |= h | l;                  /* negative if either is not a digit */ \
+    a[i] = (uint8_t)(((unsigned)h<<4) | (unsigned)l); \
+  }while(0)
+  KV_UNHEX2(0);  KV_UNHEX2(1);  KV_UNHEX2(2);  KV_UNHEX2(3);
+  KV_UNHEX2(4);  KV_UNHEX2(5);  KV_UNHEX2(6);  KV_UNHEX2(7);
+  KV_UNHEX2(8);  KV_UNHEX2(9);  KV_UNHEX2(10); KV_UNHEX2(11);
+  KV_UNHEX2(12); KV_UNHEX2(13); KV_UNHEX2(14); KV_UNHEX2(15);
+#undef KV_UNHEX2
+  return bad>=0;
+}
+
+void kv_version_text(const uint8_t *aVer, char *z){
+  z[0] = (char)aVer[0];
+  z[1] = ':';
+  kvHexVer(aVer+1, z+2);
+  z[KV_VERSION_TEXT] = 0;
+}
+
 int kv_version_parse(const char *z, int n, uint8_t *aVer){
-  int i, bad = 0;
   if( n!=KV_VERSION_TEXT || (z[0]!='u' && z[0]!='d') || z[1]!=':' ){
     return SQLITE_ERROR;
   }
   aVer[0] = (uint8_t)z[0];
-  for(i=0; i<16; i++){
-    int h = kvHexValue[(unsigned char)z[2+2*i]];
-    int l = kvHexValue[(unsigned char)z[3+2*i]];
-    bad |= h | l;                  /* negative if either is not a digit */
-    aVer[1+i] = (uint8_t)(((unsigned)h<<4) | (unsigned)l);
-  }
-  return bad<0 ? SQLITE_ERROR : SQLITE_OK;
+  return kvUnhexVer(z+2, aVer+1) ? SQLITE_OK : SQLITE_ERROR;
 }
 
 /* ------------------------------------------------------------ tables --- */
 
+/* The estimated memory of a record: its allocation, one hash slot (the
+** slots number between one and eight per record) and its token. */
 static int64_t kvRecordBytes(int nKey, int bToken){
-  return nKey + KV_VER_VAL_BYTES + KV_VER_NODE_BYTES
+  return (int64_t)offsetof(KvVerRec, aKey) + nKey + (int64_t)sizeof(void*)
        + (bToken ? nKey + KV_VER_TOKEN_BYTES : 0);
+}
+
+/* A 64-bit hash of key bytes (its low bits pick the slot). */
+static uint64_t kvVerHash(const uint8_t *a, int n){
+  uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n;
+  uint64_t w;
+  while( n>=8 ){
+    memcpy(&w, a, 8);
+    h = (h ^ w) * UINT64_C(0xbf58476d1ce4e5b9);
+    h ^= h >> 31;
+    a += 8;
+    n -= 8;
+  }
+  if( n>0 ){
+    w = 0;
+    memcpy(&w, a, (size_t)n);
+    h = (h ^ w) * UINT64_C(0x94d049bb133111eb);
+  }
+  h ^= h >> 29;
+  h *= UINT64_C(0xbf58476d1ce4e5b9);
+  h ^= h >> 32;
+  return h;
+}
+
+static KvVerRec *kvVerFind(const KvVerTable *v, const uint8_t *aKey,
+                           int nKey, uint64_t h){
+  KvVerRec *r;
+  if( v->nSlot==0 ) return 0;
+  for(r=v->aSlot[h & (v->nSlot-1)]; r; r=r->pNext){
+    if( r->h==h && r->nKey==nKey && memcmp(r->aKey, aKey, nKey)==0 ){
+      return r;
+    }
+  }
+  return 0;
+}
+
+/* Move every record to a new array of nNew slots.  Without memory the
+** records stay where they are (longer chains, still correct). */
+static void kvVerResize(KvVerTable *v, uint32_t nNew){
+  KvVerRec **a = sqlite3_malloc64((sqlite3_uint64)nNew*sizeof(KvVerRec*));
+  uint32_t i;
+  if( a==0 ) return;
+  memset(a, 0, (size_t)nNew*sizeof(KvVerRec*));
+  for(i=0; i<v->nSlot; i++){
+    KvVerRec *r, *pNext;
+    for(r=v->aSlot[i]; r; r=pNext){
+      pNext = r->pNext;
+      r->pNext = a[r->h & (nNew-1)];
+      a[r->h & (nNew-1)] = r;
+    }
+  }
+  sqlite3_free(v->aSlot);
+  v->aSlot = a;
+  v->nSlot = nNew;
+}
+
+/* A new record of aKey (absent), version and times unset; NULL on OOM.
+** The caller counts it (kvVerCount). */
+static KvVerRec *kvVerInsert(KvVerTable *v, const uint8_t *aKey, int nKey,
+                             uint64_t h){
+  int64_t nRec = __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED);
+  KvVerRec *r;
+  if( v->nSlot==0 ) kvVerResize(v, KV_VER_MIN_SLOTS);
+  else if( nRec>=(int64_t)v->nSlot && v->nSlot<(UINT32_C(1)<<30) ){
+    kvVerResize(v, v->nSlot*2);
+  }
+  if( v->nSlot==0 ) return 0;
+  r = sqlite3_malloc64(offsetof(KvVerRec, aKey) + (size_t)nKey);
+  if( r==0 ) return 0;
+  r->h = h;
+  r->nKey = nKey;
+  memcpy(r->aKey, aKey, (size_t)nKey);
+  r->pNext = v->aSlot[h & (v->nSlot-1)];
+  v->aSlot[h & (v->nSlot-1)] = r;
+  return r;
+}
+
+/* Unlink and free record r; the caller uncounts it, then calls
+** kvVerShrink. */
+static void kvVerDelete(KvVerTable *v, KvVerRec *r){
+  KvVerRec **pp = &v->aSlot[r->h & (v->nSlot-1)];
+  while( *pp!=r ) pp = &(*pp)->pNext;
+  *pp = r->pNext;
+  sqlite3_free(r);
+}
+
+/* Halve the slots while the records fall below an eighth of them. */
+static void kvVerShrink(KvVerTable *v){
+  int64_t nRec = __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED);
+  uint32_t nNew = v->nSlot;
+  while( nNew>KV_VER_MIN_SLOTS && nRec*8<(int64_t)nNew ) nNew /= 2;
+  if( nNew!=v->nSlot ) kvVerResize(v, nNew);
 }
 
 static void kvVerCount(KvVerTable *v, int64_t nRec, int64_t nByte){
@@ -173,9 +304,18 @@ static void kvTokensFree(KvVerTable *v){
 
 /* Drop every record and token of table t (engine mutex held). */
 static void kvVerTableClear(KvVerTable *v){
+  uint32_t i;
   kvTokensFree(v);
-  kv_map_unref(v->pMap);
-  v->pMap = 0;
+  for(i=0; i<v->nSlot; i++){
+    while( v->aSlot[i] ){
+      KvVerRec *r = v->aSlot[i];
+      v->aSlot[i] = r->pNext;
+      sqlite3_free(r);
+    }
+  }
+  sqlite3_free(v->aSlot);
+  v->aSlot = 0;
+  v->nSlot = 0;
   __atomic_store_n(&v->nRecord, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&v->nByte, 0, __ATOMIC_RELAXED);
 }
@@ -216,74 +356,46 @@ static int kvTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
   return SQLITE_OK;
 }
 
-/* The stored value of a record: version aVer, lease end iLease. */
-static void kvVerValue(uint8_t *aVal, const uint8_t *aVer, int64_t iLease){
-  memcpy(aVal, aVer, KV_VERSION_BYTES);
-  memcpy(aVal+KV_VERSION_BYTES, &iLease, 8);
-}
-
-static int64_t kvVerLease(const KvMapEntry *e){
-  int64_t iLease;
-  memcpy(&iLease, e->aVal+KV_VERSION_BYTES, 8);
-  return iLease;
-}
-
-/* Insert or replace the record of aKey (engine mutex held).  A new record
-** gets its token when TTL is on; an existing one (bMayExist: look for it)
-** is overwritten in place (no allocation) when nothing shares its map
-** nodes, which is the rule for version maps.  On failure no record is left
-** for aKey, so nobody can validate against a stale version. */
-static int kvVerPut(KvEngine *pEng, KvVerTable *v, const uint8_t *aKey,
-                    int nKey, const uint8_t *aVer, int bMayExist){
+/* Give aKey version aVer, stamped now (engine mutex held): in its record
+** r, or in a new one when r is NULL (the key has none; h is its hash).  A
+** new record gets its token when TTL is on.  Replacing never allocates
+** and never fails; on a failed insert no record is left for aKey, so
+** nobody can validate against a stale version. */
+static int kvVerPut(KvEngine *pEng, KvVerTable *v, KvVerRec *r,
+                    const uint8_t *aKey, int nKey, uint64_t h,
+                    const uint8_t *aVer){
   int64_t ttl = pEng->pVer->ttlMs;
   int64_t now = ttl>0 ? kvNowMs() : 0;
-  uint8_t aVal[KV_VER_VAL_BYTES];
-  KvMapEntry e;
-  int64_t n0;
-  int bNew, rc;
-  kvVerValue(aVal, aVer, ttl>0 ? now+ttl : 0);
-  if( bMayExist && kv_map_put_inplace(v->pMap, aKey, nKey, aVal,
-                                      KV_VER_VAL_BYTES, (uint64_t)now, 0) ){
-    return SQLITE_OK;
-  }
-  if( v->pMap==0 && (v->pMap = kv_map_new())==0 ) return SQLITE_NOMEM;
-  n0 = kv_map_count(v->pMap);
-  rc = kv_map_put(&v->pMap, aKey, nKey, aVal, KV_VER_VAL_BYTES,
-                  (uint64_t)now, 0);
-  /* One probe: the put inserted iff the count grew (a failed put leaves
-  ** the map as it was, so look the key up only then). */
-  bNew = rc==SQLITE_OK ? kv_map_count(v->pMap)>n0
-                       : !kv_map_get(v->pMap, aKey, nKey, &e);
-  if( rc==SQLITE_OK && bNew && ttl>0 ){
-    rc = kvTokenQueue(v, aKey, nKey);
-    if( rc!=SQLITE_OK ){
-      kv_map_remove(&v->pMap, aKey, nKey);
-      return rc;
+  if( r==0 ){
+    if( (r = kvVerInsert(v, aKey, nKey, h))==0 ) return SQLITE_NOMEM;
+    if( ttl>0 && kvTokenQueue(v, aKey, nKey)!=SQLITE_OK ){
+      kvVerDelete(v, r);
+      return SQLITE_NOMEM;
     }
+    kvVerCount(v, 1, kvRecordBytes(nKey, ttl>0));
   }
-  if( rc==SQLITE_OK && bNew ) kvVerCount(v, 1, kvRecordBytes(nKey, ttl>0));
-  if( rc!=SQLITE_OK && !bNew ){
-    /* Could not replace it: remove the old record (the map is unshared,
-    ** so the removal is in place). */
-    if( kv_map_remove(&v->pMap, aKey, nKey)==SQLITE_OK ){
-      kvVerCount(v, -1, -kvRecordBytes(nKey, 0));
-    }
-  }
-  return rc;
+  memcpy(r->aVer, aVer, KV_VERSION_BYTES);
+  r->iStamp = now;
+  r->iLease = ttl>0 ? now+ttl : 0;
+  return SQLITE_OK;
 }
 
 /* --------------------------------------------------------- receipts --- */
 
 void kv_version_receipts_free(KvVerReceipts *p){
+  int i;
   if( p==0 ) return;
+  for(i=0; i<p->nMap; i++) kv_map_unref(p->apMap[i]);
+  sqlite3_free(p->apMap);
   sqlite3_free(p->a);
   kv_buf_free(&p->data);
   sqlite3_free(p);
 }
 
-/* Record a receipt.  While recording, zTab and aKey hold offsets into
-** p->data (which moves as it grows); kvReceiptsFix makes them pointers.
-** A table's name is stored once per run of its receipts. */
+/* Record a receipt.  While recording, zTab holds an offset into p->data
+** (which moves as it grows); kvReceiptsFix makes it a pointer.  A table's
+** name is stored once per run of its receipts; the key is not copied: it
+** points into the committed write set, which the receipts reference. */
 static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
                         int nKey, const uint8_t *aVer){
   KvVerReceipt *r;
@@ -300,13 +412,12 @@ static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
     p->pLastTab = t;
     rc = kv_buf_append(&p->data, t->zName, t->nName+1);    /* with NUL */
   }
+  if( rc!=SQLITE_OK ) return rc;
   r = &p->a[p->n];
   r->zTab = (const char*)(intptr_t)p->iLastTab;
   r->nTab = t->nName;
-  r->aKey = (const uint8_t*)(intptr_t)p->data.n;
+  r->aKey = aKey;
   r->nKey = nKey;
-  if( rc==SQLITE_OK ) rc = kv_buf_append(&p->data, aKey, nKey);
-  if( rc!=SQLITE_OK ) return rc;
   memcpy(r->aVer, aVer, KV_VERSION_BYTES);
   p->n++;
   return SQLITE_OK;
@@ -340,7 +451,6 @@ static void kvReceiptsFix(KvVerReceipts *p){
   int i;
   for(i=0; i<p->n; i++){
     p->a[i].zTab = (const char*)p->data.a + (intptr_t)p->a[i].zTab;
-    p->a[i].aKey = p->data.a + (intptr_t)p->a[i].aKey;
   }
   p->pLastTab = 0;
 }
@@ -354,14 +464,12 @@ static void kvReceiptsFix(KvVerReceipts *p){
 static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
                          const KvMapEntry *e){
   uint8_t aVer[KV_VERSION_BYTES];
-  KvMapEntry old;
+  uint64_t h = kvVerHash(e->aKey, e->nKey);
+  KvVerRec *r = kvVerFind(v, e->aKey, e->nKey, h);
   int rc;
-  if( p->eProto!=KV_PROTO_VERSIONED
-   && (v->pMap==0 || !kv_map_get(v->pMap, e->aKey, e->nKey, &old)) ){
-    return;
-  }
+  if( p->eProto!=KV_PROTO_VERSIONED && r==0 ) return;
   kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
-  rc = kvVerPut(p->pEng, v, e->aKey, e->nKey, aVer, 1);
+  rc = kvVerPut(p->pEng, v, r, e->aKey, e->nKey, h, aVer);
   if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
     if( rc==SQLITE_OK ){
       rc = kvReceiptRecord(p->pReceipts, t, e->aKey, e->nKey, aVer);
@@ -414,17 +522,20 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
                          int *pbFound, uint8_t *aVer){
   KvMapEntry e;
   KvVerTable *v;
+  KvVerRec *r;
+  uint64_t h;
   int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
   if( rc==SQLITE_OK && *pbFound ) rc = kv_buf_append(pVal, e.aVal, e.nVal);
   if( rc!=SQLITE_OK ) return rc;
   if( (v = kvVerTable(t))==0 ) return SQLITE_NOMEM;
-  if( v->pMap && kv_map_get(v->pMap, aKey, nKey, &e) ){
-    memcpy(aVer, e.aVal, KV_VERSION_BYTES);
+  h = kvVerHash(aKey, nKey);
+  if( (r = kvVerFind(v, aKey, nKey, h))!=0 ){
+    memcpy(aVer, r->aVer, KV_VERSION_BYTES);
     return SQLITE_OK;
   }
   kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch,
             __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED));
-  return kvVerPut(pEng, v, aKey, nKey, aVer, 0);
+  return kvVerPut(pEng, v, 0, aKey, nKey, h, aVer);
 }
 
 void kvVersionSnapDrop(KvEngine *pEng){
@@ -499,8 +610,8 @@ static int kvQueryListLocked(KvEngine *pEng, KvTable *t, const KvKeyList *pL,
     kv_buf_reset(&val);
     rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, &val, &bFound, aVer);
     if( rc==SQLITE_OK ){
-      rc = xRow(pArg, aKey, nKey, bFound ? (val.a ? val.a : (uint8_t*)"") : 0,
-                val.n, aVer);
+      rc = xRow(pArg, i, aKey, nKey,
+                bFound ? (val.a ? val.a : (uint8_t*)"") : 0, val.n, aVer);
     }
   }
   kv_buf_free(&val);
@@ -541,10 +652,9 @@ static int kvVersionCheck(KvRoot *p, void *pArg){
   for(i=0; i<pC->nRead && rc==SQLITE_OK; i++){
     const KvVerRead *r = &pC->aRead[i];
     KvTable *t = kvTableFind(p->pEng, r->zTab, r->nTab);
-    KvMapEntry e;
-    if( t && t->pVer && t->pVer->pMap
-     && kv_map_get(t->pVer->pMap, r->aKey, r->nKey, &e)
-     && memcmp(e.aVal, r->aVer, KV_VERSION_BYTES)==0 ){
+    KvVerRec *pRec = t && t->pVer ? kvVerFind(t->pVer, r->aKey, r->nKey,
+                                   kvVerHash(r->aKey, r->nKey)) : 0;
+    if( pRec && memcmp(pRec->aVer, r->aVer, KV_VERSION_BYTES)==0 ){
       continue;
     }
     rc = kvConflictAddKind(p, r->zTab, r->nTab, r->aKey, r->nKey,
@@ -592,7 +702,7 @@ static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
 int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
                        char **pzErr){
   KvVerCheck chk;
-  int i, rc = SQLITE_OK;
+  int i, j, rc = SQLITE_OK;
   if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_prepare(p, pzErr);
   if( p->eProto==KV_PROTO_ORDINARY ){
     return kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
@@ -606,9 +716,11 @@ int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
   }
   rc = kvReadTablesExist(p, aRead, nRead, pzErr);
   if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
-  for(i=0; rc==SQLITE_OK && i<nRead; i++){
-    rc = kvNoteRead(p, aRead[i].zTab, aRead[i].nTab, aRead[i].aKey,
-                    aRead[i].nKey, pzErr);
+  for(i=0; rc==SQLITE_OK && i<nRead; i=j){    /* per run of one table */
+    for(j=i+1; j<nRead && aRead[j].nTab==aRead[i].nTab
+               && memcmp(aRead[j].zTab, aRead[i].zTab, aRead[i].nTab)==0; j++){}
+    rc = kvNoteReads(p, aRead[i].zTab, aRead[i].nTab, &aRead[i].aKey,
+                     &aRead[i].nKey, sizeof(KvVerRead), j-i, pzErr);
   }
   chk.aRead = aRead;
   chk.nRead = nRead;
@@ -682,7 +794,8 @@ static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
 int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   KvVerReceipts *pR;
   KvWriteList w;
-  int rc, iBad = 0;
+  int64_t nWrite = 0;
+  int i, rc, iBad = 0;
   *ppOut = 0;
   if( p->eState==KV_ROOT_FAILED || p->eState==KV_ROOT_DONE ){
     return kv_root_commit(p, pzErr);        /* the "finished" error */
@@ -696,6 +809,11 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   if( pR==0 ) return SQLITE_NOMEM;
   memset(pR, 0, sizeof(*pR));
   if( (rc = kvWriteListGet(p, &w))!=SQLITE_OK ){ sqlite3_free(pR); return rc; }
+  for(i=0; i<w.n; i++) nWrite += kv_map_count(w.apWrite[i]);
+  if( nWrite>0 && nWrite<INT_MAX/2 ){      /* else kvReceiptAdd grows it */
+    pR->a = sqlite3_malloc64(nWrite*sizeof(KvVerReceipt));
+    if( pR->a ) pR->nAlloc = (int)nWrite;
+  }
   p->pReceipts = pR;
   rc = kv_root_commit(p, pzErr);
   p->pReceipts = 0;
@@ -707,6 +825,11 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
         pR->n, iBad, pR->rc!=SQLITE_OK ? ", out of memory while recording" : "");
     rc = SQLITE_INTERNAL;
   }
+  /* The receipts' keys point into the write sets: they keep them. */
+  pR->nMap = w.n;
+  pR->apMap = w.apWrite;
+  w.n = 0;
+  w.apWrite = 0;
   kvWriteListFree(&w);
   if( rc==SQLITE_OK ) *ppOut = pR; else kv_version_receipts_free(pR);
   return rc;
@@ -726,14 +849,15 @@ int64_t kvVersionBindStamp(KvEngine *pEng){
 ** gone).  Only the oldest active child matters (t's active list is in
 ** bind order), so transactions that bound later, as under a busy
 ** workload, keep nothing that had expired before they began. */
-static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k, int64_t now){
-  KvMapEntry e;
+static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k,
+                      KvVerRec **ppRec, int64_t now){
+  KvVerRec *r = kvVerFind(t->pVer, k->aKey, k->nKey,
+                          kvVerHash(k->aKey, k->nKey));
   int64_t iEnd;
-  if( t->pVer->pMap==0 || !kv_map_get(t->pVer->pMap, k->aKey, k->nKey, &e) ){
-    return 2;
-  }
-  iEnd = (int64_t)e.rev + pEng->pVer->ttlMs;
-  if( kvVerLease(&e)>iEnd ) iEnd = kvVerLease(&e);
+  *ppRec = r;
+  if( r==0 ) return 2;
+  iEnd = r->iStamp + pEng->pVer->ttlMs;
+  if( r->iLease>iEnd ) iEnd = r->iLease;
   if( t->pActFirst && t->pActFirst->iBindMs <= iEnd + 1 ) return 0;
   return now >= iEnd + 1;
 }
@@ -746,17 +870,21 @@ static int kvSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
   int i, nRemoved = 0;
   for(i=0; i<KV_SWEEP_BATCH && v->pHead; i++){
     KvVerToken *k = v->pHead;
+    KvVerRec *r;
+    int eDue;
     v->pHead = k->pNext;
     if( v->pHead==0 ) v->pTail = 0;
     k->pNext = 0;
-    int eDue = kvTokenDue(pEng, t, k, now);
+    eDue = kvTokenDue(pEng, t, k, &r, now);
     if( eDue==2 ){
       kvVerCount(v, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
       sqlite3_free(k);
       continue;
     }
-    if( eDue==1 && kv_map_remove(&v->pMap, k->aKey, k->nKey)==SQLITE_OK ){
+    if( eDue==1 ){
+      kvVerDelete(v, r);
       kvVerCount(v, -1, -kvRecordBytes(k->nKey, 1));
+      kvVerShrink(v);
       sqlite3_free(k);
       nRemoved++;
       continue;
@@ -820,44 +948,43 @@ static void kvSweeperStop(KvVerStore *s){
 
 /* TTL turned on: stamp every record now, lease it for ttl (or keep the
 ** longer lease it was given while TTL was on before: turning TTL off and
-** on again never shortens a lease), and give it its token. */
+** on again never shortens a lease), and give it its token.  A table's
+** tokens are all made before any of its records changes, so without
+** memory its records stay as they were. */
 static int kvTtlStart(KvEngine *pEng, int64_t ttl){
   KvTable *t;
-  int rc = SQLITE_OK;
   int64_t now = kvNowMs();
-  for(t=pEng->pTables; t && rc==SQLITE_OK; t=t->pNext){
-    KvMapCursor *pCsr;
-    KvMapEntry e;
-    KvMap *pNew;
-    int bOn;
-    if( t->pVer==0 || t->pVer->pMap==0 ) continue;
-    if( (pNew = kv_map_new())==0 ) return SQLITE_NOMEM;
-    if( (pCsr = kv_map_cursor_new(t->pVer->pMap))==0 ){
-      kv_map_unref(pNew);
-      return SQLITE_NOMEM;
+  for(t=pEng->pTables; t; t=t->pNext){
+    KvVerTable *v = t->pVer, tmp;
+    KvVerToken *k;
+    int64_t nByte = 0;
+    uint32_t i;
+    KvVerRec *r;
+    if( v==0 || v->nSlot==0 ) continue;
+    memset(&tmp, 0, sizeof(tmp));
+    for(i=0; i<v->nSlot; i++){
+      for(r=v->aSlot[i]; r; r=r->pNext){
+        if( kvTokenQueue(&tmp, r->aKey, r->nKey)!=SQLITE_OK ){
+          kvTokensFree(&tmp);
+          return SQLITE_NOMEM;
+        }
+        nByte += r->nKey + KV_VER_TOKEN_BYTES;
+      }
     }
-    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
-        bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
-      uint8_t aVal[KV_VER_VAL_BYTES];
-      int64_t iLease;
-      kv_map_cursor_entry(pCsr, &e);
-      iLease = kvVerLease(&e);
-      kvVerValue(aVal, e.aVal, iLease>now+ttl ? iLease : now+ttl);
-      rc = kv_map_put(&pNew, e.aKey, e.nKey, aVal, KV_VER_VAL_BYTES,
-                      (uint64_t)now, 0);
-      if( rc==SQLITE_OK ) rc = kvTokenQueue(t->pVer, e.aKey, e.nKey);
-      if( rc==SQLITE_OK ) kvVerCount(t->pVer, 0, e.nKey + KV_VER_TOKEN_BYTES);
+    for(i=0; i<v->nSlot; i++){
+      for(r=v->aSlot[i]; r; r=r->pNext){
+        r->iStamp = now;
+        if( r->iLease<now+ttl ) r->iLease = now+ttl;
+      }
     }
-    kv_map_cursor_free(pCsr);
-    if( rc!=SQLITE_OK ){                 /* keep the old records as they were */
-      kv_map_unref(pNew);
-      break;
+    while( (k = tmp.pHead)!=0 ){
+      tmp.pHead = k->pNext;
+      kvTokenPush(v, k);
     }
-    kv_map_unref(t->pVer->pMap);
-    t->pVer->pMap = pNew;
+    kvVerCount(v, 0, nByte);
   }
-  if( rc==SQLITE_OK ) pEng->pVer->ttlMs = ttl;
-  return rc;
+  pEng->pVer->ttlMs = ttl;
+  return SQLITE_OK;
 }
 
 /* TTL turned off: drop every token (the records stay). */

@@ -40,11 +40,15 @@ int kv_version_query(KvEngine*, const char *zTab, int nTab,
 
 /* A parsed key list (kv_readset.c): n key encodings in input order; key
 ** i is buf.a[aOff[i] .. aOff[i+1]).  The JSON form is an array of keys
-** encoded as in read sets: ["text", 7, 1.5, {"hex":"00ff"}]. */
+** encoded as in read sets: ["text", 7, 1.5, {"hex":"00ff"}].  A key given
+** as a JSON integer of at most 18 digits (the common case) also has its
+** value in aInt[i], with abInt[i] set, so it need not be decoded again. */
 typedef struct KvKeyList KvKeyList;
 struct KvKeyList {
   int n;
   int *aOff;                     /* n+1 offsets */
+  int64_t *aInt;                 /* n values, where abInt[i] */
+  uint8_t *abInt;                /* n flags */
   KvBuf buf;
 };
 /* SQLITE_ERROR with *pzErr for malformed input, key codes (SQLITE_TOOBIG,
@@ -54,11 +58,11 @@ void kv_keylist_free(KvKeyList*);
 
 /* kv_version_query for every key of pList, all from one published state
 ** (one critical section: no commit publishes in between).  xRow is called
-** once per key, in list order, with the engine mutex held (it must not
-** call into the engine); its non-OK result stops the walk and is
-** returned.  aVal is NULL when the key is absent. */
-typedef int (*KvVerRowFn)(void *pArg, const uint8_t *aKey, int nKey,
-                          const uint8_t *aVal, int nVal,
+** once per key, in list order (iKey: its index), with the engine mutex
+** held (it must not call into the engine); its non-OK result stops the
+** walk and is returned.  aVal is NULL when the key is absent. */
+typedef int (*KvVerRowFn)(void *pArg, int iKey, const uint8_t *aKey,
+                          int nKey, const uint8_t *aVal, int nVal,
                           const uint8_t *aVer);
 int kv_version_query_list(KvEngine*, const char *zTab, int nTab,
                           const KvKeyList *pList, KvVerRowFn xRow,
@@ -104,14 +108,16 @@ typedef struct KvVerReceipt KvVerReceipt;
 typedef struct KvVerReceipts KvVerReceipts;
 struct KvVerReceipt {
   const char *zTab; int nTab;    /* in KvVerReceipts.data (NUL after) */
-  const uint8_t *aKey; int nKey; /* in KvVerReceipts.data */
+  const uint8_t *aKey; int nKey; /* in a write set of apMap */
   uint8_t aVer[KV_VERSION_BYTES];
 };
 struct KvVerReceipts {
   int n, nAlloc;
   KvVerReceipt *a;
   int rc;                        /* an OOM while recording */
-  KvBuf data;                    /* every table name and key */
+  KvBuf data;                    /* every table name */
+  int nMap;                      /* the committed write sets, referenced: */
+  KvMap **apMap;                 /* the receipts' keys are their bytes */
   const void *pLastTab;          /* while recording: the last table ... */
   int iLastTab;                  /* ... and its name's offset in data */
 };

@@ -53,29 +53,43 @@ static void kvRowsClear(KvRows *p){
   p->nCell = p->nAlloc = 0;
 }
 
-static int kvRowsCell(KvRows *p, int eType, sqlite3_int64 i, const void *z,
-                      int n){
-  KvCell *c;
-  if( p->nCell==p->nAlloc ){
+/* Room for nCell more cells holding nByte more bytes (NULs included). */
+static int kvRowsRoom(KvRows *p, int nCell, int nByte){
+  if( p->nCell+nCell > p->nAlloc ){
     int nNew = p->nAlloc ? p->nAlloc*2 : 16;
-    KvCell *a = sqlite3_realloc64(p->a, nNew*sizeof(KvCell));
-    if( a==0 ) return SQLITE_NOMEM;
+    KvCell *a;
+    while( nNew < p->nCell+nCell ) nNew *= 2;
+    if( (a = sqlite3_realloc64(p->a, nNew*sizeof(KvCell)))==0 ){
+      return SQLITE_NOMEM;
+    }
     p->a = a;
     p->nAlloc = nNew;
   }
-  c = &p->a[p->nCell];
-  memset(c, 0, sizeof(*c));
+  return kv_buf_reserve(&p->data, nByte);
+}
+
+/* Append a cell into the room kvRowsRoom made (n+1 bytes if z). */
+static void kvRowsPut(KvRows *p, int eType, sqlite3_int64 i, const void *z,
+                      int n){
+  KvCell *c = &p->a[p->nCell++];
   c->eType = eType;
   c->i = i;
   c->iOff = -1;
+  c->n = 0;
   if( z ){
     c->iOff = p->data.n;
     c->n = n;
-    if( kv_buf_append(&p->data, z, n)!=SQLITE_OK
-     || kv_buf_append(&p->data, "", 1)!=SQLITE_OK ) return SQLITE_NOMEM;
+    memcpy(p->data.a + p->data.n, z, (size_t)n);
+    p->data.a[p->data.n + n] = 0;
+    p->data.n += n+1;
   }
-  p->nCell++;
-  return SQLITE_OK;
+}
+
+static int kvRowsCell(KvRows *p, int eType, sqlite3_int64 i, const void *z,
+                      int n){
+  int rc = kvRowsRoom(p, 1, z ? n+1 : 0);
+  if( rc==SQLITE_OK ) kvRowsPut(p, eType, i, z, n);
+  return rc;
 }
 
 static int kvRowsText(KvRows *p, const char *z){
@@ -379,27 +393,42 @@ static int kvQueryFill(KvConn *pConn, sqlite3_value **apArg, KvRows *pRows,
 
 /* ----------------------------------------------- kv_query_with_versions --- */
 
-static int kvQueryListRow(void *pArg, const uint8_t *aKey, int nKey,
-                          const uint8_t *aVal, int nVal, const uint8_t *aVer){
-  KvRows *pRows = (KvRows*)pArg;
+typedef struct KvQueryListArg KvQueryListArg;
+struct KvQueryListArg {
+  KvRows *pRows;
+  const KvKeyList *pList;
+};
+
+/* One row; a key the list gave as a JSON integer is an integer cell (the
+** same value the key's bytes decode to, without decoding them). */
+static int kvQueryListRow(void *pArg, int iKey, const uint8_t *aKey,
+                          int nKey, const uint8_t *aVal, int nVal,
+                          const uint8_t *aVer){
+  KvQueryListArg *pA = (KvQueryListArg*)pArg;
+  KvRows *pRows = pA->pRows;
+  int bInt = pA->pList->abInt[iKey];
   char zVer[KV_VERSION_TEXT+1];
-  int rc = kvRowsCell(pRows, KV_CELL_KEY, 0, aKey, nKey);
-  if( rc==SQLITE_OK ){
-    rc = aVal ? kvRowsCell(pRows, KV_CELL_VALUE, 0, aVal, nVal)
-              : kvRowsCell(pRows, KV_CELL_NULL, 0, 0, 0);
-  }
+  int rc = kvRowsRoom(pRows, 3, (bInt ? 0 : nKey+1) + (aVal ? nVal+1 : 0)
+                                + KV_VERSION_TEXT+1);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bInt ) kvRowsPut(pRows, KV_CELL_INT, pA->pList->aInt[iKey], 0, 0);
+  else kvRowsPut(pRows, KV_CELL_KEY, 0, aKey, nKey);
+  if( aVal ) kvRowsPut(pRows, KV_CELL_VALUE, 0, aVal, nVal);
+  else kvRowsPut(pRows, KV_CELL_NULL, 0, 0, 0);
   kv_version_text(aVer, zVer);
-  if( rc==SQLITE_OK ) rc = kvRowsCell(pRows, KV_CELL_TEXT, 0, zVer,
-                                      KV_VERSION_TEXT);
-  return rc;
+  kvRowsPut(pRows, KV_CELL_TEXT, 0, zVer, KV_VERSION_TEXT);
+  return SQLITE_OK;
 }
 
 static int kvQueryListFill(KvConn *pConn, sqlite3_value **apArg,
                            KvRows *pRows, char **pzErr){
   KvKeyList list;
+  KvQueryListArg arg;
   KvEngine *pEng = 0;
   int rc = SQLITE_OK;
   memset(&list, 0, sizeof(list));
+  arg.pRows = pRows;
+  arg.pList = &list;
   if( apArg[0]==0 || sqlite3_value_type(apArg[0])!=SQLITE_TEXT ){
     *pzErr = sqlite3_mprintf("kv: table name must be text, got %s",
                              apArg[0] ? kvTypeName(apArg[0]) : "NULL");
@@ -418,7 +447,7 @@ static int kvQueryListFill(KvConn *pConn, sqlite3_value **apArg,
   if( rc==SQLITE_OK ){
     rc = kv_version_query_list(pEng, (const char*)sqlite3_value_text(apArg[0]),
                                sqlite3_value_bytes(apArg[0]), &list,
-                               kvQueryListRow, pRows, pzErr);
+                               kvQueryListRow, &arg, pzErr);
   }
   kv_metric_add(rc==SQLITE_OK ? KV_METRIC_QUERY_OK : KV_METRIC_QUERY_FAIL);
   kv_engine_unref(pEng);

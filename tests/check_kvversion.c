@@ -195,6 +195,14 @@ START_TEST(test_kvv_query_list_matches_single_queries){
       "'[\"a\", 7.0, {\"hex\":\"00FF\"}, \"z\", \"a\"]')",
       "text:'a'=1 integer:7='seven' blob:X'00FF'=2.5 text:'z'=NULL "
       "text:'a'=1");
+  /* integer keys come back as the integers the list gave, whatever their
+  ** JSON spelling: -0 is 0, 7.0 is 7; 19 digits take the general path */
+  kvv_rows_eq(db, "SELECT typeof(key)||':'||key||'='||quote(value) AS x "
+      "FROM kv_query_with_versions('t', '[7, -0, -12, 123456789012345678, "
+      "7.0, 1234567890123456789, -1234567890123456789]')",
+      "integer:7='seven' integer:0=NULL integer:-12=NULL "
+      "integer:123456789012345678=NULL integer:7='seven' "
+      "integer:1234567890123456789=NULL integer:-1234567890123456789=NULL");
   zZ = kvv_version(db, "t", "'z'");
   kvv_text_eq(db, "SELECT version FROM kv_query_with_versions('t', "
               "'[\"z\"]')", zZ);
@@ -565,6 +573,73 @@ START_TEST(test_kvv_prepared_read_and_written_key_stays_reserved){
   }
   kvv_text_eq(db, "SELECT group_concat(value) FROM t", "1,2,3");
   sqlite3_free(zVa); sqlite3_free(zVb); sqlite3_free(zEa); sqlite3_free(zEb);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A versioned prepare reserves every key of its read set that it does not
+** write, in every table, wherever those keys fall among its writes: before
+** the first write, between writes, after the last one.  A concurrent
+** writer of any of them conflicts; one of a key outside the read set does
+** not. */
+START_TEST(test_kvv_prepared_reads_among_writes_are_all_reserved){
+  static const char *azTab[] = { "t", "u" };
+  static const char *azKey[] = { "a", "b", "c", "d", "e" };
+  static const struct { const char *zTab, *zKey; int bConflict; } aCase[] = {
+    { "t", "a", 1 }, { "t", "c", 1 }, { "t", "e", 1 }, { "t", "f", 0 },
+    { "u", "a", 1 }, { "u", "c", 1 }, { "u", "e", 1 }, { "u", "0", 0 },
+  };
+  char *zDir = th_tmpdir("kvv-rwmix");
+  sqlite3 *db = kvv_db();
+  sqlite3_str *pSet = sqlite3_str_new(0);
+  char *zSet, *zSql;
+  int i, k, h, h2;
+  kvv_mk(db, "t", zDir, 0);
+  kvv_mk(db, "u", zDir, 0);
+  sqlite3_str_appendchar(pSet, 1, '[');
+  for(i=0; i<2; i++){
+    for(k=0; k<5; k++){
+      char *zVer, *zKeyJson, *zElem;
+      zKeyJson = sqlite3_mprintf("'%s'", azKey[k]);
+      zVer = kvv_version(db, azTab[i], zKeyJson);
+      sqlite3_free(zKeyJson);
+      zKeyJson = sqlite3_mprintf("\"%s\"", azKey[k]);
+      zElem = kvv_elem(azTab[i], zKeyJson, zVer);
+      sqlite3_str_appendf(pSet, "%s%s", i+k ? "," : "", zElem);
+      sqlite3_free(zElem); sqlite3_free(zKeyJson); sqlite3_free(zVer);
+    }
+  }
+  sqlite3_str_appendchar(pSet, 1, ']');
+  zSet = sqlite3_str_finish(pSet);
+  for(i=0; i<(int)(sizeof(aCase)/sizeof(aCase[0])); i++){
+    h = (int)th_int(db, "SELECT kv_begin()");
+    zSql = sqlite3_mprintf("SELECT kv_put(%d, 't', 'b', 1), "
+        "kv_put(%d, 't', 'd', 1), kv_put(%d, 'u', 'b', 1), "
+        "kv_put(%d, 'u', 'd', 1)", h, h, h, h);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(%d, %Q)", h, zSet);
+    ck_assert_int_eq(th_int(db, zSql), 1);
+    sqlite3_free(zSql);
+    h2 = (int)th_int(db, "SELECT kv_begin()");
+    zSql = sqlite3_mprintf("SELECT kv_put(%d, %Q, %Q, 9)", h2,
+                           aCase[i].zTab, aCase[i].zKey);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT kv_prepare(%d)", h2);
+    if( aCase[i].bConflict ){
+      ck_assert_int_eq(kvv_fail(db, zSql, "conflicts"), SQLITE_BUSY_SNAPSHOT);
+    }else{
+      ck_assert_int_eq(th_int(db, zSql), 1);
+    }
+    sqlite3_free(zSql);
+    zSql = sqlite3_mprintf("SELECT kv_rollback(%d), kv_rollback(%d)", h2, h);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  sqlite3_free(zSet);
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -2273,6 +2348,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_stale_version_fails_and_retry_succeeds);
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
   tcase_add_test(tc, test_kvv_prepared_read_and_written_key_stays_reserved);
+  tcase_add_test(tc, test_kvv_prepared_reads_among_writes_are_all_reserved);
   tcase_add_test(tc, test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
   tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
