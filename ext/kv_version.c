@@ -462,13 +462,12 @@ static void kvReceiptsFix(KvVerReceipts *p){
 ** observation when it is next queried, and a read set naming a version
 ** that has no record is a mismatch. */
 static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
-                         const KvMapEntry *e){
-  uint8_t aVer[KV_VERSION_BYTES];
+                         const KvMapEntry *e, uint8_t *aVer){
   uint64_t h = kvVerHash(e->aKey, e->nKey);
   KvVerRec *r = kvVerFind(v, e->aKey, e->nKey, h);
   int rc;
   if( p->eProto!=KV_PROTO_VERSIONED && r==0 ) return;
-  kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
+  aVer[0] = e->bTomb ? 'd' : 'u';          /* the kind; the id is the root's */
   rc = kvVerPut(p->pEng, v, r, e->aKey, e->nKey, h, aVer);
   if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
     if( rc==SQLITE_OK ){
@@ -482,11 +481,13 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite){
   KvMapCursor *pCsr;
   KvMapEntry e;
   KvVerTable *v = t->pVer;
+  uint8_t aVer[KV_VERSION_BYTES];
   int bOn;
   if( p->eProto!=KV_PROTO_VERSIONED
    && (v==0 || __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED)==0) ){
     return SQLITE_OK;
   }
+  kvVerMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
   v = kvVerTable(t);
   pCsr = v ? kv_map_cursor_new(pWrite) : 0;
   if( pCsr==0 ){
@@ -499,7 +500,7 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite){
   for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn;
       bOn=kv_map_cursor_next(pCsr)){
     kv_map_cursor_entry(pCsr, &e);
-    kvPublishOne(p, v, t, &e);
+    kvPublishOne(p, v, t, &e, aVer);
   }
   kv_map_cursor_free(pCsr);
   return SQLITE_OK;
@@ -760,20 +761,22 @@ static int kvWriteListGet(KvRoot *p, KvWriteList *w){
   return SQLITE_OK;
 }
 
-/* Does receipt r match write e of table t for root p? */
-static int kvReceiptMatches(KvRoot *p, const KvVerReceipt *r, KvTable *t,
-                            const KvMapEntry *e){
-  uint8_t aVer[KV_VERSION_BYTES];
-  kvVerMake(aVer, e->bTomb, p->pEng->pVer->iEpoch, p->tid);
+/* Does receipt r match write e of table t, aVer being the root's upsert
+** version (the kind byte decides delete)? */
+static int kvReceiptMatches(const uint8_t *aVer, const KvVerReceipt *r,
+                            KvTable *t, const KvMapEntry *e){
   return r->nTab==t->nName && memcmp(r->zTab, t->zName, t->nName)==0
       && r->nKey==e->nKey && memcmp(r->aKey, e->aKey, e->nKey)==0
-      && memcmp(r->aVer, aVer, KV_VERSION_BYTES)==0;
+      && r->aVer[0]==(e->bTomb ? 'd' : 'u')
+      && memcmp(r->aVer+1, aVer+1, KV_VERSION_BYTES-1)==0;
 }
 
 /* Walk the final writes and the receipts together; 0 if they differ. */
 static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
                            int *piBad){
+  uint8_t aVer[KV_VERSION_BYTES];
   int i, j = 0, bOk = 1;
+  kvVerMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
   for(i=0; bOk && i<w->n; i++){
     KvMapCursor *pCsr = kv_map_cursor_new(w->apWrite[i]);
     KvMapEntry e;
@@ -782,7 +785,7 @@ static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
     for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && bOk;
         bOn=kv_map_cursor_next(pCsr)){
       kv_map_cursor_entry(pCsr, &e);
-      bOk = j<pR->n && kvReceiptMatches(p, &pR->a[j], w->apTab[i], &e);
+      bOk = j<pR->n && kvReceiptMatches(aVer, &pR->a[j], w->apTab[i], &e);
       if( bOk ) j++;
     }
     kv_map_cursor_free(pCsr);

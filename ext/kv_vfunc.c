@@ -444,6 +444,11 @@ static int kvQueryListFill(KvConn *pConn, sqlite3_value **apArg,
                           sqlite3_value_bytes(apArg[1]), &list, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvStoreArg(pConn, apArg[2], 1, &pEng, pzErr);
+  if( rc==SQLITE_OK && list.n>0 && list.n<(1<<20) ){
+    /* room for every row's cells and version text at once (values and
+    ** non-integer keys may grow the data further) */
+    rc = kvRowsRoom(pRows, 3*list.n, list.n*(KV_VERSION_TEXT+1+16));
+  }
   if( rc==SQLITE_OK ){
     rc = kv_version_query_list(pEng, (const char*)sqlite3_value_text(apArg[0]),
                                sqlite3_value_bytes(apArg[0]), &list,
