@@ -791,6 +791,12 @@ int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut){
 
 /* ---- keys from C values ---- */
 
+int kv_key_append_int(KvBuf *pOut, int64_t i){
+  if( kv_buf_reserve(pOut, KV_KEY_INT_BYTES)!=SQLITE_OK ) return SQLITE_NOMEM;
+  pOut->n += kvcIntKey(i, pOut->a + pOut->n);
+  return SQLITE_OK;
+}
+
 int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
                     KvBuf *pOut, char **pzErr){
   uint8_t a[12];

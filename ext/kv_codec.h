@@ -119,6 +119,10 @@ int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut);
 ** Same errors. */
 int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
                     KvBuf *pOut, char **pzErr);
+/* Append the key of integer i (at most KV_KEY_INT_BYTES bytes); the same
+** bytes as kv_key_encode_c(SQLITE_INTEGER, i, ...).  SQLITE_OK/NOMEM. */
+#define KV_KEY_INT_BYTES 12
+int kv_key_append_int(KvBuf *pOut, int64_t i);
 /* Append z/n (UTF-8) as a JSON string, quotes included. */
 int kv_json_text(KvBuf *pOut, const uint8_t *z, int n);
 

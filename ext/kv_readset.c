@@ -170,6 +170,18 @@ static int kvJsonSmallInt(const char *z, int n, int64_t *pv){
   return j==n;
 }
 
+/* If the number token at z (n bytes left) is an optional '-' and 1 to 18
+** decimal digits, set *pv to its value and return the token's length;
+** else 0. */
+static int kvJsonScanSmallInt(const char *z, int n, int64_t *pv){
+  int j = 0, k = n>0 && z[0]=='-';
+  int64_t v = 0;
+  for(j=k; j<n && j-k<19 && z[j]>='0' && z[j]<='9'; j++) v = v*10 + (z[j]-'0');
+  if( j==k || j-k>18 || (j<n && kvJsonNumChar(z[j])) ) return 0;
+  *pv = k ? -v : v;
+  return j;
+}
+
 /* A JSON number (of any length) into a key encoding. */
 static int kvJsonNumber(KvJson *p, KvBuf *pKey){
   char zStack[64], *zNum = zStack;
@@ -186,7 +198,7 @@ static int kvJsonNumber(KvJson *p, KvBuf *pKey){
   if( !bReal && kvJsonSmallInt(p->z+i0, n, &v) ){    /* the common case */
     p->bInt = 1;
     p->iInt = v;
-    return kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, pKey, p->pzErr);
+    return kv_key_append_int(pKey, v);
   }
   if( n>=(int)sizeof(zStack) && (zNum = sqlite3_malloc64(n+1))==0 ){
     return SQLITE_NOMEM;
@@ -385,16 +397,16 @@ static int kvJsonElemFast(KvJson *p, KvElem *e, KvVerRead *r, int *pRc){
    || memcmp(z+9+e->nRawTab, ",\"key\":", 7)!=0 ){
     return 0;
   }
-  j = k = 9 + e->nRawTab + 7;
-  while( j<n && kvJsonNumChar(z[j]) ) j++;
-  if( j==k || !kvJsonSmallInt(z+k, j-k, &v) ) return 0;
+  k = 9 + e->nRawTab + 7;
+  if( (j = kvJsonScanSmallInt(z+k, n-k, &v))==0 ) return 0;
+  j += k;
   if( n-j<12+KV_VERSION_TEXT+2 || memcmp(z+j, ",\"version\":\"", 12)!=0
    || z[j+12+KV_VERSION_TEXT]!='"' || z[j+13+KV_VERSION_TEXT]!='}'
    || kv_version_parse(z+j+12, KV_VERSION_TEXT, r->aVer)!=SQLITE_OK ){
     return 0;
   }
   iKey = e->data.n;
-  *pRc = kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, &e->data, p->pzErr);
+  *pRc = kv_key_append_int(&e->data, v);
   if( *pRc==SQLITE_OK ){
     r->zTab = (const char*)(intptr_t)e->iPrevTab; r->nTab = e->nPrevTab;
     r->aKey = (const uint8_t*)(intptr_t)iKey; r->nKey = e->data.n - iKey;
@@ -550,7 +562,7 @@ void kv_keylist_free(KvKeyList *p){
 }
 
 /* Append one key (the next JSON value) to p. */
-static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc, KvBuf *pKey,
+static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc,
                          KvBuf *pTmp){
   int rc;
   if( p->n+1>=*pnAlloc ){
@@ -568,9 +580,7 @@ static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc, KvBuf *pKey,
     p->abInt = abInt;
     *pnAlloc = nNew;
   }
-  kv_buf_reset(pKey);
-  rc = kvJsonKey(j, pKey, pTmp);
-  if( rc==SQLITE_OK ) rc = kv_buf_append(&p->buf, pKey->a, pKey->n);
+  rc = kvJsonKey(j, &p->buf, pTmp);        /* appends the key's encoding */
   if( rc==SQLITE_OK ){
     p->aInt[p->n] = j->iInt;
     p->abInt[p->n] = (uint8_t)j->bInt;
@@ -580,7 +590,7 @@ static int kvKeyListElem(KvJson *j, KvKeyList *p, int *pnAlloc, KvBuf *pKey,
 }
 
 int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr){
-  KvBuf key = {0, 0, 0}, tmp = {0, 0, 0};
+  KvBuf tmp = {0, 0, 0};
   KvJson j;
   int nAlloc = 0, rc = SQLITE_OK;
   memset(p, 0, sizeof(*p));
@@ -601,14 +611,13 @@ int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr){
   if( !kvJsonEat(&j, ']') ){
     do{
       j.iElem = p->n;
-      rc = kvKeyListElem(&j, p, &nAlloc, &key, &tmp);
+      rc = kvKeyListElem(&j, p, &nAlloc, &tmp);
     }while( rc==SQLITE_OK && kvJsonEat(&j, ',') );
     j.iElem = -1;
     if( rc==SQLITE_OK && !kvJsonEat(&j, ']') ) rc = kvJsonErr(&j, "bad array");
   }
   kvJsonWs(&j);
   if( rc==SQLITE_OK && j.i<j.n ) rc = kvJsonErr(&j, "text after the array");
-  kv_buf_free(&key);
   kv_buf_free(&tmp);
   if( rc!=SQLITE_OK ) kv_keylist_free(p);
   return rc;

@@ -1571,7 +1571,8 @@ static void kvlib_key_json_eq(const uint8_t *aKey, int nKey,
 }
 
 /* kv_key_json renders an integer key as the integer, whatever its
-** encoding (10 bytes when its double is exact, 12 past 2^53); a real key
+** encoding (10 bytes when its double is exact, 12 past 2^53), and
+** kv_key_append_int encodes it as kv_key_encode_c does; a real key
 ** as 17 digits; equal numbers as the same key; a non-canonical number is
 ** corrupt. */
 START_TEST(test_kvlib_key_json_renders_numbers_exactly){
@@ -1596,6 +1597,11 @@ START_TEST(test_kvlib_key_json_renders_numbers_exactly){
     T_ASSERT(kv_key_encode_c(SQLITE_INTEGER, v, 0, 0, 0, &k, 0)==SQLITE_OK);
     snprintf(zWant, sizeof(zWant), "%lld", (long long)v);
     kvlib_key_json_eq(k.a, k.n, zWant);
+    /* kv_key_append_int writes the very same bytes, after what is there */
+    kv_buf_reset(&out);
+    T_ASSERT(kv_buf_append(&out, "x", 1)==SQLITE_OK);
+    T_ASSERT(kv_key_append_int(&out, v)==SQLITE_OK);
+    T_ASSERT(out.n==k.n+1 && memcmp(out.a+1, k.a, k.n)==0);
   }
   kv_buf_reset(&k);
   T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, 7.0, 0, 0, &k, 0)==SQLITE_OK);
@@ -1610,6 +1616,7 @@ START_TEST(test_kvlib_key_json_renders_numbers_exactly){
   T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, 9223372036854775808.0, 0, 0, &k,
                            0)==SQLITE_OK);
   kvlib_key_json_eq(k.a, k.n, "9.2233720368547758e+18");
+  kv_buf_reset(&out);
   T_ASSERT(kv_key_json(aNegZero, 10, &out)==SQLITE_CORRUPT);
   kv_buf_free(&k);
   kv_buf_free(&out);
