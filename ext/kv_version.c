@@ -75,6 +75,7 @@ struct KvVerTable {
 
 struct KvVerStore {
   uint64_t iEpoch;
+  uint64_t iHashSeed;            /* of kvVerHash, new at every open */
   int64_t ttlMs;                 /* engine mutex */
   pthread_mutex_t mu;
   pthread_cond_t cond;
@@ -196,9 +197,11 @@ static int64_t kvRecordBytes(int nKey, int bToken){
        + (bToken ? nKey + KV_VER_TOKEN_BYTES : 0);
 }
 
-/* A 64-bit hash of key bytes (its low bits pick the slot). */
-static uint64_t kvVerHash(const uint8_t *a, int n){
-  uint64_t h = UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)n;
+/* A 64-bit hash of key bytes (its low bits pick the slot), seeded per
+** open of the store (KvVerStore.iHashSeed), so that which keys share a
+** slot cannot be worked out ahead of time to make long chains. */
+static uint64_t kvVerHash(uint64_t iSeed, const uint8_t *a, int n){
+  uint64_t h = iSeed ^ (uint64_t)n;
   uint64_t w;
   while( n>=8 ){
     memcpy(&w, a, 8);
@@ -463,7 +466,7 @@ static void kvReceiptsFix(KvVerReceipts *p){
 ** that has no record is a mismatch. */
 static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
                          const KvMapEntry *e, uint8_t *aVer){
-  uint64_t h = kvVerHash(e->aKey, e->nKey);
+  uint64_t h = kvVerHash(p->pEng->pVer->iHashSeed, e->aKey, e->nKey);
   KvVerRec *r = kvVerFind(v, e->aKey, e->nKey, h);
   int rc;
   if( p->eProto!=KV_PROTO_VERSIONED && r==0 ) return;
@@ -529,7 +532,7 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   if( rc==SQLITE_OK && *pbFound ) rc = kv_buf_append(pVal, e.aVal, e.nVal);
   if( rc!=SQLITE_OK ) return rc;
   if( (v = kvVerTable(t))==0 ) return SQLITE_NOMEM;
-  h = kvVerHash(aKey, nKey);
+  h = kvVerHash(pEng->pVer->iHashSeed, aKey, nKey);
   if( (r = kvVerFind(v, aKey, nKey, h))!=0 ){
     memcpy(aVer, r->aVer, KV_VERSION_BYTES);
     return SQLITE_OK;
@@ -653,8 +656,9 @@ static int kvVersionCheck(KvRoot *p, void *pArg){
   for(i=0; i<pC->nRead && rc==SQLITE_OK; i++){
     const KvVerRead *r = &pC->aRead[i];
     KvTable *t = kvTableFind(p->pEng, r->zTab, r->nTab);
-    KvVerRec *pRec = t && t->pVer ? kvVerFind(t->pVer, r->aKey, r->nKey,
-                                   kvVerHash(r->aKey, r->nKey)) : 0;
+    uint64_t h = kvVerHash(p->pEng->pVer->iHashSeed, r->aKey, r->nKey);
+    KvVerRec *pRec = t && t->pVer ? kvVerFind(t->pVer, r->aKey, r->nKey, h)
+                                  : 0;
     if( pRec && memcmp(pRec->aVer, r->aVer, KV_VERSION_BYTES)==0 ){
       continue;
     }
@@ -855,7 +859,7 @@ int64_t kvVersionBindStamp(KvEngine *pEng){
 static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k,
                       KvVerRec **ppRec, int64_t now){
   KvVerRec *r = kvVerFind(t->pVer, k->aKey, k->nKey,
-                          kvVerHash(k->aKey, k->nKey));
+                          kvVerHash(pEng->pVer->iHashSeed, k->aKey, k->nKey));
   int64_t iEnd;
   *ppRec = r;
   if( r==0 ) return 2;
@@ -1067,6 +1071,8 @@ int kvVersionStoreInit(KvEngine *pEng){
   /* A new epoch per open: versions never match across restarts. */
   s->iEpoch = ((uint64_t)ts.tv_sec<<32) ^ (uint64_t)ts.tv_nsec
             ^ ((uint64_t)getpid()<<16) ^ (uint64_t)(uintptr_t)pEng;
+  sqlite3_randomness((int)sizeof(s->iHashSeed), &s->iHashSeed);
+  s->iHashSeed ^= s->iEpoch * UINT64_C(0xd6e8feb86659fd93);
   s->pollMs = 1000;
   pthread_mutex_init(&s->mu, 0);
   pthread_mutex_init(&s->cfgMu, 0);

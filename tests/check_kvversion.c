@@ -645,6 +645,46 @@ START_TEST(test_kvv_prepared_reads_among_writes_are_all_reserved){
 }
 END_TEST
 
+/* Many records: versions stay what they were through every growth of the
+** version table, a versioned commit replaces exactly the versions of the
+** keys it wrote, and the record count follows the keys. */
+START_TEST(test_kvv_many_versions_survive_growth_and_commits){
+  char *zDir = th_tmpdir("kvv-many");
+  sqlite3 *db = kvv_db();
+  char *zSql;
+  int h;
+  kvv_mk(db, "t", zDir, 0);
+  th_exec(db, "CREATE TEMP TABLE v1 AS SELECT key, version FROM "
+      "kv_query_with_versions('t', (WITH RECURSIVE c(i) AS (SELECT 0 UNION "
+      "ALL SELECT i+1 FROM c WHERE i<4999) SELECT json_group_array(i) FROM c))");
+  ck_assert_int_eq(th_int(db, "SELECT count(DISTINCT version) FROM v1"), 5000);
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 5000);
+  /* the even keys are written by one versioned transaction */
+  h = (int)th_int(db, "SELECT kv_begin()");
+  zSql = sqlite3_mprintf("SELECT count(kv_put(%d, 't', key, 1)) FROM v1 "
+                         "WHERE key%%2=0", h);
+  ck_assert_int_eq(th_int(db, zSql), 2500);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(%d, '[]'), "
+                         "json_array_length(kv_commit_with_version(%d))", h, h);
+  kvv_text_eq(db, zSql, "1");
+  sqlite3_free(zSql);
+  th_exec(db, "CREATE TEMP TABLE v2 AS SELECT key, version FROM "
+      "kv_query_with_versions('t', (SELECT json_group_array(key) FROM v1))");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM v1 JOIN v2 USING(key) "
+                   "WHERE v1.version=v2.version"), 2500);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM v1 JOIN v2 USING(key) "
+                   "WHERE v1.version=v2.version AND key%2=1"), 2500);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM v2 WHERE key%2=0 AND "
+                   "version LIKE 'u:%'"), 2500);
+  ck_assert_int_eq(kvv_metric(db, "key_version_cache_record_count",
+                              "{\"table\":\"t\"}"), 5000);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvv_conflict_set_is_complete_sorted_and_deduplicated){
   char *zDir = th_tmpdir("kvv-conflicts");
   sqlite3 *db = kvv_db();
@@ -2349,6 +2389,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvv_conflict_set_is_complete_sorted_and_deduplicated);
   tcase_add_test(tc, test_kvv_prepared_read_and_written_key_stays_reserved);
   tcase_add_test(tc, test_kvv_prepared_reads_among_writes_are_all_reserved);
+  tcase_add_test(tc, test_kvv_many_versions_survive_growth_and_commits);
   tcase_add_test(tc, test_kvv_conflicts_sort_tables_by_bytes_and_keys_by_type);
   tcase_add_test(tc, test_kvv_protocols_cannot_be_mixed);
   tcase_add_test(tc, test_kvv_table_conflict_is_one_row_with_null_key);
