@@ -176,8 +176,9 @@ static int kvJsonSmallInt(const char *z, int n, int64_t *pv){
 static int kvJsonScanSmallInt(const char *z, int n, int64_t *pv){
   int j = 0, k = n>0 && z[0]=='-';
   int64_t v = 0;
-  for(j=k; j<n && j-k<19 && z[j]>='0' && z[j]<='9'; j++) v = v*10 + (z[j]-'0');
-  if( j==k || j-k>18 || (j<n && kvJsonNumChar(z[j])) ) return 0;
+  for(j=k; j<n && j-k<18 && z[j]>='0' && z[j]<='9'; j++) v = v*10 + (z[j]-'0');
+  /* a 19th digit (or '.', 'e', ...) next: not a small integer */
+  if( j==k || (j<n && kvJsonNumChar(z[j])) ) return 0;
   *pv = k ? -v : v;
   return j;
 }
