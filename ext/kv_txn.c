@@ -367,8 +367,10 @@ static int kvKeyCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
 int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
                 const uint8_t *const *paKey, const int *pnKey, size_t szElem,
                 int n, char **pzErr){
-#define KV_NTH_KEY(i) (*(const uint8_t *const*)((const char*)paKey + (size_t)(i)*szElem))
-#define KV_NTH_LEN(i) (*(const int*)((const char*)pnKey + (size_t)(i)*szElem))
+#define KV_NTH_KEY(i) \
+  (*(const uint8_t *const*)((const char*)paKey + (size_t)(i)*szElem))
+#define KV_NTH_LEN(i) \
+  (*(const int*)((const char*)pnKey + (size_t)(i)*szElem))
   KvChild *c = 0;
   KvMapCursor *pCsr = 0;
   KvMapEntry e;
