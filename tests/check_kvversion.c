@@ -529,6 +529,27 @@ END_TEST
 ** prepare with transaction_conflict; one that only reads b, or touches
 ** neither, prepares.  (A read of a key the root also writes is reserved by
 ** the write alone.) */
+/* With transaction h prepared: a second transaction runs zOps (SQL with
+** one %d, its handle) and prepares, which must conflict exactly when
+** bConflict; then both roll back. */
+static void kvv_second_prepare(sqlite3 *db, int h, const char *zOps,
+                               int bConflict){
+  int h2 = (int)th_int(db, "SELECT kv_begin()");
+  char *zSql = sqlite3_mprintf(zOps, h2);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_prepare(%d)", h2);
+  if( bConflict ){
+    ck_assert_int_eq(kvv_fail(db, zSql, "conflicts"), SQLITE_BUSY_SNAPSHOT);
+  }else{
+    ck_assert_int_eq(th_int(db, zSql), 1);
+  }
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT kv_rollback(%d), kv_rollback(%d)", h2, h);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+}
+
 START_TEST(test_kvv_prepared_read_and_written_key_stays_reserved){
   static const struct { const char *zOps; int bConflict; } aCase[] = {
     { "SELECT kv_get(%d, 't', 'a')", 1 },
@@ -540,7 +561,7 @@ START_TEST(test_kvv_prepared_read_and_written_key_stays_reserved){
   char *zDir = th_tmpdir("kvv-rwres");
   sqlite3 *db = kvv_db();
   char *zVa, *zVb, *zEa, *zEb, *zSql;
-  int i, h, h2;
+  int i, h;
   kvv_mk(db, "t", zDir, 0);
   th_exec(db, "INSERT INTO t VALUES('a', 1), ('b', 2), ('c', 3)");
   zVa = kvv_version(db, "t", "'a'");
@@ -556,20 +577,7 @@ START_TEST(test_kvv_prepared_read_and_written_key_stays_reserved){
                            zEa, zEb);
     ck_assert_int_eq(th_int(db, zSql), 1);
     sqlite3_free(zSql);
-    h2 = (int)th_int(db, "SELECT kv_begin()");
-    zSql = sqlite3_mprintf(aCase[i].zOps, h2);
-    th_exec(db, zSql);
-    sqlite3_free(zSql);
-    zSql = sqlite3_mprintf("SELECT kv_prepare(%d)", h2);
-    if( aCase[i].bConflict ){
-      ck_assert_int_eq(kvv_fail(db, zSql, "conflicts"), SQLITE_BUSY_SNAPSHOT);
-    }else{
-      ck_assert_int_eq(th_int(db, zSql), 1);
-    }
-    sqlite3_free(zSql);
-    zSql = sqlite3_mprintf("SELECT kv_rollback(%d), kv_rollback(%d)", h2, h);
-    th_exec(db, zSql);
-    sqlite3_free(zSql);
+    kvv_second_prepare(db, h, aCase[i].zOps, aCase[i].bConflict);
   }
   kvv_text_eq(db, "SELECT group_concat(value) FROM t", "1,2,3");
   sqlite3_free(zVa); sqlite3_free(zVb); sqlite3_free(zEa); sqlite3_free(zEb);
@@ -594,7 +602,7 @@ START_TEST(test_kvv_prepared_reads_among_writes_are_all_reserved){
   sqlite3 *db = kvv_db();
   sqlite3_str *pSet = sqlite3_str_new(0);
   char *zSet, *zSql;
-  int i, k, h, h2;
+  int i, k, h;
   kvv_mk(db, "t", zDir, 0);
   kvv_mk(db, "u", zDir, 0);
   sqlite3_str_appendchar(pSet, 1, '[');
@@ -622,20 +630,9 @@ START_TEST(test_kvv_prepared_reads_among_writes_are_all_reserved){
     zSql = sqlite3_mprintf("SELECT kv_prepare_with_version(%d, %Q)", h, zSet);
     ck_assert_int_eq(th_int(db, zSql), 1);
     sqlite3_free(zSql);
-    h2 = (int)th_int(db, "SELECT kv_begin()");
-    zSql = sqlite3_mprintf("SELECT kv_put(%d, %Q, %Q, 9)", h2,
-                           aCase[i].zTab, aCase[i].zKey);
-    th_exec(db, zSql);
-    sqlite3_free(zSql);
-    zSql = sqlite3_mprintf("SELECT kv_prepare(%d)", h2);
-    if( aCase[i].bConflict ){
-      ck_assert_int_eq(kvv_fail(db, zSql, "conflicts"), SQLITE_BUSY_SNAPSHOT);
-    }else{
-      ck_assert_int_eq(th_int(db, zSql), 1);
-    }
-    sqlite3_free(zSql);
-    zSql = sqlite3_mprintf("SELECT kv_rollback(%d), kv_rollback(%d)", h2, h);
-    th_exec(db, zSql);
+    zSql = sqlite3_mprintf("SELECT kv_put(%%d, %Q, %Q, 9)", aCase[i].zTab,
+                           aCase[i].zKey);
+    kvv_second_prepare(db, h, zSql, aCase[i].bConflict);
     sqlite3_free(zSql);
   }
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
