@@ -159,17 +159,6 @@ static int kvJsonNumChar(char c){
       || c=='E';
 }
 
-/* If the n-byte token z is an optional '-' and 1 to 18 decimal digits
-** (so it fits in 64 bits), set *pv to its value and return 1. */
-static int kvJsonSmallInt(const char *z, int n, int64_t *pv){
-  int j, k = z[0]=='-';
-  int64_t v = 0;
-  if( n-k<1 || n-k>18 ) return 0;
-  for(j=k; j<n && z[j]>='0' && z[j]<='9'; j++) v = v*10 + (z[j]-'0');
-  *pv = k ? -v : v;
-  return j==n;
-}
-
 /* If the number token at z (n bytes left) is an optional '-' and 1 to 18
 ** decimal digits, set *pv to its value and return the token's length;
 ** else 0. */
@@ -189,6 +178,12 @@ static int kvJsonNumber(KvJson *p, KvBuf *pKey){
   int i0, n, bReal = 0, rc;
   int64_t v;
   kvJsonWs(p);
+  if( (n = kvJsonScanSmallInt(p->z+p->i, p->n-p->i, &v))>0 ){
+    p->i += n;                                       /* the common case */
+    p->bInt = 1;
+    p->iInt = v;
+    return kv_key_append_int(pKey, v);
+  }
   i0 = p->i;
   while( p->i<p->n && kvJsonNumChar(p->z[p->i]) ){
     char c = p->z[p->i++];
@@ -196,11 +191,6 @@ static int kvJsonNumber(KvJson *p, KvBuf *pKey){
   }
   n = p->i - i0;
   if( n==0 ) return kvJsonErr(p, "bad number");
-  if( !bReal && kvJsonSmallInt(p->z+i0, n, &v) ){    /* the common case */
-    p->bInt = 1;
-    p->iInt = v;
-    return kv_key_append_int(pKey, v);
-  }
   if( n>=(int)sizeof(zStack) && (zNum = sqlite3_malloc64(n+1))==0 ){
     return SQLITE_NOMEM;
   }
