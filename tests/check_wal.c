@@ -4,7 +4,8 @@
 ** Record encoding and the hostile-input decoder, segment scanning (torn
 ** tails, bad CRCs, corruption in older segments), rotation, retirement
 ** order and .bak mode, replay and confirmation, CID persistence, group
-** commit from many threads, injected I/O faults, and a SIGKILL test
+** commit from many threads (and how its waiters spin or sleep), injected
+** I/O faults, and a SIGKILL test
 ** (DEPOT_TORTURE_ITERS=n runs n kills instead of the short smoke).
 */
 #include "config.h"
@@ -1075,14 +1076,15 @@ struct TwThread {
   Wal *pWal;
   int iThread;
   int bConfirm;
+  int nAppend;              /* appends to make; 0 means TW_PER_THREAD */
   uint64_t aCid[TW_PER_THREAD];
   int rc;
 };
 
 static void *tw_thread_main(void *pArg){
   TwThread *t = (TwThread*)pArg;
-  int i;
-  for(i=0; i<TW_PER_THREAD && t->rc==SQLITE_OK; i++){
+  int i, n = t->nAppend>0 ? t->nAppend : TW_PER_THREAD;
+  for(i=0; i<n && t->rc==SQLITE_OK; i++){
     WalRecordBuilder *pRec = wal_record_new((uint64_t)t->iThread);
     char zKey[32];
     const char *az[1] = {"t"};
@@ -1153,6 +1155,128 @@ START_TEST(test_wal_group_commit_from_eight_threads){
   wal_close(pWal);
   sqlite3_free(aAll);
   sqlite3_free(aT);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A WalIo whose flushes take at least usDelay more microseconds (set at
+** any time), to steer the spin-or-sleep choice of waiting appenders. */
+typedef struct TwSlowIo TwSlowIo;
+struct TwSlowIo { WalIo io; const WalIo *pBase; int usDelay; };
+
+static int tw_slowio_fsync(void *pCtx, int fd){
+  TwSlowIo *t = (TwSlowIo*)pCtx;
+  int rc = t->pBase->xFsync(t->pBase->pCtx, fd);
+  int us = __atomic_load_n(&t->usDelay, __ATOMIC_RELAXED);
+  if( us>0 ){
+    struct timespec ts;
+    ts.tv_sec = us/1000000;
+    ts.tv_nsec = (long)(us%1000000)*1000;
+    while( nanosleep(&ts, &ts)!=0 && errno==EINTR ){}
+  }
+  return rc;
+}
+
+static void tw_slowio_init(TwSlowIo *t, int usDelay){
+  t->pBase = wal_io_posix();
+  t->io = *t->pBase;
+  t->io.pCtx = t;
+  t->io.xFsync = tw_slowio_fsync;
+  t->usDelay = usDelay;
+}
+
+static double tw_seconds(clockid_t clk){
+  struct timespec ts;
+  clock_gettime(clk, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec*1e-9;
+}
+
+/* Runs nThread appenders of nAppend appends each on pWal; returns the CPU
+** time the process spent meanwhile as a fraction of the wall time. */
+static double tw_run_appenders(Wal *pWal, int nThread, int nAppend){
+  TwThread *aT = sqlite3_malloc64(sizeof(TwThread)*(size_t)nThread);
+  pthread_t aId[TW_NTHREAD];
+  double tWall, tCpu;
+  int i;
+  ck_assert_ptr_nonnull(aT);
+  ck_assert_int_le(nThread, TW_NTHREAD);
+  memset(aT, 0, sizeof(TwThread)*(size_t)nThread);
+  tWall = tw_seconds(CLOCK_MONOTONIC);
+  tCpu = tw_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  for(i=0; i<nThread; i++){
+    aT[i].pWal = pWal;
+    aT[i].iThread = i;
+    aT[i].nAppend = nAppend;
+    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_thread_main, &aT[i]), 0);
+  }
+  for(i=0; i<nThread; i++) pthread_join(aId[i], 0);
+  tCpu = tw_seconds(CLOCK_PROCESS_CPUTIME_ID) - tCpu;
+  tWall = tw_seconds(CLOCK_MONOTONIC) - tWall;
+  for(i=0; i<nThread; i++) ck_assert_int_eq(aT[i].rc, SQLITE_OK);
+  sqlite3_free(aT);
+  return tCpu/tWall;
+}
+
+/* On a log whose flushes take milliseconds, appenders waiting for a group
+** sleep: they do not spin for the length of the flush. */
+START_TEST(test_wal_waiters_sleep_on_a_slow_log){
+  char *zDir = th_tmpdir("walslow");
+  TwSlowIo slow;
+  Wal *pWal;
+  WalStats st;
+  double fCpu;
+  tw_slowio_init(&slow, 10000);
+  pWal = tw_open_cfg(zDir, 0, 0, &slow.io);
+  tw_run_appenders(pWal, 1, 2);       /* the segment's first extension */
+  fCpu = tw_run_appenders(pWal, TW_NTHREAD, 25);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, 2 + TW_NTHREAD*25);
+  ck_assert_int_lt(st.nFlush, st.nAppend);          /* groups shared */
+  /* memcheck runs each CPU step many times slower: no CPU bound there */
+  ck_assert_msg(fCpu<0.25 || th_under_valgrind(), "appenders used %.2f CPUs while waiting", fCpu);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* On a fast log waiting appenders spin, but for a bounded time: when a
+** flush stalls far beyond the last ones, they go to sleep instead of
+** spinning through the stall. */
+START_TEST(test_wal_spinning_waiters_sleep_through_a_stalled_flush){
+  char *zDir = th_tmpdir("walstall");
+  TwSlowIo slow;
+  Wal *pWal;
+  WalStats st;
+  double fCpu;
+  tw_slowio_init(&slow, 50);
+  pWal = tw_open_cfg(zDir, 0, 0, &slow.io);
+  tw_run_appenders(pWal, TW_NTHREAD, 20);  /* fast flushes: spinning */
+  __atomic_store_n(&slow.usDelay, 150000, __ATOMIC_RELAXED);
+  fCpu = tw_run_appenders(pWal, TW_NTHREAD, 1);   /* the stall */
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, TW_NTHREAD*21);
+  /* memcheck runs each CPU step many times slower: no CPU bound there */
+  ck_assert_msg(fCpu<0.25 || th_under_valgrind(), "appenders used %.2f CPUs through a stall", fCpu);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Many appenders on a fast log (the spinning path): every append is
+** acknowledged once, with its own CID, and groups share flushes. */
+START_TEST(test_wal_group_commit_on_a_fast_log){
+  char *zDir = th_tmpdir("walfast");
+  TwSlowIo slow;
+  Wal *pWal;
+  WalStats st;
+  tw_slowio_init(&slow, 100);
+  pWal = tw_open_cfg(zDir, 16*1024, 0, &slow.io);
+  tw_run_appenders(pWal, TW_NTHREAD, 60);
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, TW_NTHREAD*60);
+  ck_assert_uint_eq(st.lastCid, TW_NTHREAD*60);
+  ck_assert_int_lt(st.nFlush, st.nAppend);
+  wal_close(pWal);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -2109,6 +2233,9 @@ Suite *depot_test_suite(void){
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_loop_test(tc, test_wal_group_commit_from_eight_threads, 0, 2);
+  tcase_add_test(tc, test_wal_waiters_sleep_on_a_slow_log);
+  tcase_add_test(tc, test_wal_spinning_waiters_sleep_through_a_stalled_flush);
+  tcase_add_test(tc, test_wal_group_commit_on_a_fast_log);
   tcase_add_loop_test(tc, test_wal_sigkill_keeps_every_acknowledged_record,
                       0, 2);
   suite_add_tcase(s, tc);

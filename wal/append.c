@@ -11,14 +11,28 @@
 ** concurrent appenders cost about one flush per group.  Groups are written
 ** strictly one after another, so file order is CID order.
 **
-** Wake-ups.  An appender that does not lead waits on a semaphore of its
-** own (WalWaiter.sem), not on a shared condition: the leader posts exactly
-** the appenders of the group it finished, after releasing the mutex, and
-** they return without taking the mutex again.  If the next open group
-** already holds records, the leader hands leadership to the first of them
-** (WalWaiter.bLead) instead of letting the appenders race for it.  A
-** gathering leader is woken once, when the group reaches its target, not
-** by every arrival.  So a group of N costs N posts and one gather wake-up.
+** Wake-ups.  An appender that does not lead waits on a WalWaiter of its
+** own, not on a shared condition: the leader posts exactly the appenders
+** of the group it finished, after releasing the mutex, and they return
+** without taking the mutex again.  If the next open group already holds
+** records, the leader hands leadership to the first of them
+** (WalWaiter.bLead) instead of letting the appenders race for it.
+**
+** Spinning.  On a fast log (the last flush took at most WAL_SPIN_MAX_US)
+** a waiting appender first spins, yielding the CPU (sched_yield) between
+** looks at its WalWaiter, for at most twice the last flush time, and only
+** then sleeps on its semaphore; a post finds it spinning and costs a
+** store instead of a futex wake.  The gathering leader spins the same way
+** until its group fills or its wait ends.  A sleeping thread's wake-up
+** (a system call for the waker, a context switch and, where a CPU went
+** idle, an inter-processor interrupt) costs a fair part of a fast flush,
+** and the N of a group would pay it one after another on the path to the
+** next flush.  The yields hand the CPU to any thread that has work, so
+** spinning mostly takes CPU time that would idle; the bound keeps a slow
+** or stalled device from turning waits into busy loops.  On a slow
+** log (a flush over WAL_SPIN_MAX_US) nothing spins: waiters sleep at
+** once, and the gathering leader sleeps on condGather, signalled when the
+** group reaches its target.
 **
 ** Preallocation.  Before a group is written past the end of the active
 ** segment's file, the file is extended with zeros up to the next multiple
@@ -49,6 +63,7 @@ SQLITE_EXTENSION_INIT3
 #include "wal/wal_int.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <stdarg.h>
 #include <string.h>
@@ -65,7 +80,7 @@ void wal_set_err(char **pzErr, const char *zFmt, ...){
 void wal_group_reset(WalGroup *g){
   g->n = 0;
   g->pFirst = g->pLast = 0;
-  g->nRec = 0;
+  __atomic_store_n(&g->nRec, 0, __ATOMIC_RELAXED);
   g->cidFirst = 0;
 }
 
@@ -237,6 +252,14 @@ static int64_t appendNowUs(void){
   return (int64_t)ts.tv_sec*1000000 + ts.tv_nsec/1000;
 }
 
+/* How long a waiter may spin before it sleeps (see "Spinning" above): 0
+** on a slow log, or before any flush has been timed.  Mutex held. */
+#define WAL_SPIN_MAX_US 500
+static int64_t appendSpinUs(Wal *p){
+  if( p->usLastFlush<=0 || p->usLastFlush>WAL_SPIN_MAX_US ) return 0;
+  return p->usLastFlush*2;
+}
+
 /* Cuts the active segment back to iOff and flushes the cut.  On failure
 ** enters the failed state and appends the reason to *pzErr. */
 static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
@@ -350,11 +373,14 @@ static WalWaiter *appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
 
 /* Posts every waiter of list pPost.  Mutex not held.  A waiter may return
 ** (and its WalWaiter vanish) as soon as it is posted, so the link is read
-** first. */
+** first; a waiter that sleeps cannot return before its sem_post. */
 static void appendPost(WalWaiter *pPost){
   while( pPost ){
     WalWaiter *pNext = pPost->pNextPost;
-    sem_post(&pPost->sem);
+    if( __atomic_exchange_n(&pPost->iState, WAL_WAITER_POSTED,
+                            __ATOMIC_ACQ_REL)==WAL_WAITER_SLEEPING ){
+      sem_post(&pPost->sem);         /* it sleeps until this post */
+    }
     pPost = pNext;
   }
 }
@@ -366,8 +392,12 @@ static void appendPost(WalWaiter *pPost){
 ** WAL_GATHER_MAX_US); a wait that times out lowers the target to what
 ** came.  Without this, N busy appenders settle into two alternating groups
 ** of N/2 and twice the flushes.  A lone appender waits once, then never.
+** On a fast log the wait spins outside the mutex (only this leader swaps
+** p->pOpen, and nRec is read atomically), else it sleeps on condGather.
 ** Mutex held. */
 #define WAL_GATHER_MAX_US 1000
+#define WAL_GATHER_SLEEP 1
+#define WAL_GATHER_SPIN  2
 static void appendGather(Wal *p){
   int64_t us = p->usLastFlush/2;
   struct timespec ts;
@@ -378,13 +408,27 @@ static void appendGather(Wal *p){
     return;
   }
   if( us>WAL_GATHER_MAX_US ) us = WAL_GATHER_MAX_US;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_nsec += (long)(us*1000);
-  ts.tv_sec += ts.tv_nsec/1000000000;
-  ts.tv_nsec %= 1000000000;
-  p->bGathering = 1;
-  while( !bTimeout && p->pOpen->nRec<p->nGroupTarget ){
-    bTimeout = pthread_cond_timedwait(&p->condGather, &p->mutex, &ts)!=0;
+  if( appendSpinUs(p)>0 ){
+    WalGroup *g = p->pOpen;
+    int nTarget = p->nGroupTarget;
+    int64_t usEnd = appendNowUs() + us;
+    p->bGathering = WAL_GATHER_SPIN;
+    pthread_mutex_unlock(&p->mutex);
+    while( __atomic_load_n(&g->nRec, __ATOMIC_RELAXED)<nTarget ){
+      if( appendNowUs()>=usEnd ){ bTimeout = 1; break; }
+      sched_yield();
+    }
+    pthread_mutex_lock(&p->mutex);
+    bTimeout = bTimeout && g->nRec<nTarget;
+  }else{
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += (long)(us*1000);
+    ts.tv_sec += ts.tv_nsec/1000000000;
+    ts.tv_nsec %= 1000000000;
+    p->bGathering = WAL_GATHER_SLEEP;
+    while( !bTimeout && p->pOpen->nRec<p->nGroupTarget ){
+      bTimeout = pthread_cond_timedwait(&p->condGather, &p->mutex, &ts)!=0;
+    }
   }
   p->bGathering = 0;
   if( bTimeout || p->pOpen->nRec>p->nGroupTarget ){
@@ -484,9 +528,10 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   pPend->pWaiter = w;
   if( g->pLast ) g->pLast->pNext = pPend; else g->pFirst = pPend;
   g->pLast = pPend;
-  if( g->nRec++==0 ) g->cidFirst = cid;
+  if( g->nRec==0 ) g->cidFirst = cid;
+  __atomic_store_n(&g->nRec, g->nRec+1, __ATOMIC_RELAXED);
   p->nInflight++;
-  if( p->bGathering && g->nRec>=p->nGroupTarget ){
+  if( p->bGathering==WAL_GATHER_SLEEP && g->nRec>=p->nGroupTarget ){
     pthread_cond_signal(&p->condGather);
   }
   return SQLITE_OK;
@@ -508,13 +553,31 @@ static void appendSemWait(sem_t *pSem){
   while( sem_wait(pSem)!=0 && errno==EINTR ){}
 }
 
+/* Waits until w is posted: spins (yielding) for up to usSpin, then
+** sleeps on w->sem.  Mutex not held. */
+static void appendWaitPosted(WalWaiter *w, int64_t usSpin){
+  int iExpect = WAL_WAITER_WAITING;
+  if( usSpin>0 ){
+    int64_t usEnd = appendNowUs() + usSpin;
+    while( __atomic_load_n(&w->iState, __ATOMIC_ACQUIRE)==WAL_WAITER_WAITING
+        && appendNowUs()<usEnd ){
+      sched_yield();
+    }
+  }
+  if( __atomic_compare_exchange_n(&w->iState, &iExpect, WAL_WAITER_SLEEPING,
+                                  0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ){
+    appendSemWait(&w->sem);          /* the post will sem_post */
+  }
+}
+
 /* Waits until the group of waiter w has finished: leads it at once when
-** bLead (the caller took leadership), else sleeps until posted, and leads
+** bLead (the caller took leadership), else waits until posted, and leads
 ** if posted to lead.  Entered with the mutex held, returns without it. */
 static void appendAwait(Wal *p, WalWaiter *w, int bLead){
   if( !bLead ){
+    int64_t usSpin = appendSpinUs(p);
     pthread_mutex_unlock(&p->mutex);
-    appendSemWait(&w->sem);
+    appendWaitPosted(w, usSpin);
     if( w->bDone ) return;
     pthread_mutex_lock(&p->mutex);    /* handed leadership: w->bLead */
   }

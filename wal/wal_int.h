@@ -129,13 +129,19 @@ typedef struct WalName WalName;
 struct WalName { const char *z; int n; };
 
 /* The appender of an in-flight record waits on this (on its stack).  The
-** leader sets bDone/rc/zErr (or bLead) under Wal.mutex, then posts sem
-** after releasing the mutex; the appender reads them after sem_wait
-** returns, without the mutex, and the leader touches nothing of it after
-** the post. */
+** leader sets bDone/rc/zErr (or bLead) under Wal.mutex, then posts it
+** after releasing the mutex: it swaps iState to WAL_WAITER_POSTED and
+** calls sem_post only if the appender had gone to sleep on sem
+** (WAL_WAITER_SLEEPING).  The appender reads the fields once it sees
+** WAL_WAITER_POSTED or sem_wait returns, without the mutex, and the leader
+** touches nothing of it after the post. */
+#define WAL_WAITER_WAITING  0    /* spinning (or about to sleep) */
+#define WAL_WAITER_POSTED   1
+#define WAL_WAITER_SLEEPING 2    /* in sem_wait: the post must sem_post */
 typedef struct WalWaiter WalWaiter;
 struct WalWaiter {
-  sem_t sem;                 /* posted once: done, or lead the next group */
+  sem_t sem;                 /* posted once, if the appender sleeps */
+  int iState;                /* WAL_WAITER_*, accessed atomically */
   int bDone;                 /* the record's group has finished */
   int bLead;                 /* not done: this appender now leads */
   int rc;                    /* its outcome */
@@ -176,7 +182,8 @@ struct WalGroup {
   uint8_t *a;                /* encoded frames, back to back */
   size_t n, nAlloc;
   WalPend *pFirst, *pLast;   /* its records, in CID order */
-  int nRec;
+  int nRec;                  /* written with __atomic stores (read by a
+                             ** spinning gatherer without the mutex) */
   uint64_t cidFirst;
 };
 
@@ -220,7 +227,9 @@ struct Wal {
   WalGroup *pOpen;           /* the group new appends join */
   int bLeader;               /* a leader is gathering or writing a group,
                              ** or leadership is being handed over */
-  int bGathering;            /* the leader waits for appenders to join */
+  int bGathering;            /* the leader waits for appenders to join:
+                             ** WAL_GATHER_SLEEP on condGather, or
+                             ** WAL_GATHER_SPIN (append.c) */
   int nGroupTarget;          /* records a leader waits for, see append.c */
   int64_t usLastFlush;       /* duration of the last group flush */
   int bReplaying;            /* wal_replay() is running */
