@@ -4,6 +4,7 @@
 ** out, the table list, and opening a store (catalog file, then WAL replay
 ** in CID order, then confirmation).  See kv_engine.h.
 */
+#define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
 #include "ext/kv_engine_int.h"
 #include "sqlite3ext.h"
@@ -380,6 +381,24 @@ static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
   return e==EWOULDBLOCK ? SQLITE_BUSY : SQLITE_CANTOPEN;
 }
 
+/* Every committing connection of a store takes the engine mutex a few
+** times per transaction, for short stretches (bind, prepare, publish), and
+** a group commit releases a whole group of them at once.  Where glibc has
+** it, the mutex is adaptive: a contended lock spins briefly before it
+** sleeps, which saves a futex sleep and wake-up per collision. */
+static void kvEngineMutexInit(pthread_mutex_t *pMutex){
+#if HAVE_DECL_PTHREAD_MUTEX_ADAPTIVE_NP
+  pthread_mutexattr_t attr;
+  if( pthread_mutexattr_init(&attr)==0 ){
+    int rc = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    if( rc==0 ) rc = pthread_mutex_init(pMutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if( rc==0 ) return;
+  }
+#endif
+  pthread_mutex_init(pMutex, 0);
+}
+
 /* Takes the store's process lock: an exclusive flock on LOCK and one on
 ** the store directory itself.  The second keeps a store locked when LOCK
 ** is deleted while the store is open (taken for a stale leftover); a file
@@ -444,7 +463,7 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   p->iSeq = 1;
   p->iNextTid = 1;
   p->iNextTableId = 1;
-  pthread_mutex_init(&p->mutex, 0);
+  kvEngineMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
   p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
   if( kvVersionStoreInit(p)!=SQLITE_OK ){
