@@ -1106,6 +1106,18 @@ static void *tw_thread_main(void *pArg){
   return 0;
 }
 
+/* Runs tw_thread_main for aT[0..nThread), at most TW_NTHREAD, at once and
+** waits for them all. */
+static void tw_run_threads(TwThread *aT, int nThread){
+  pthread_t aId[TW_NTHREAD];
+  int i;
+  ck_assert_int_le(nThread, TW_NTHREAD);
+  for(i=0; i<nThread; i++){
+    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_thread_main, &aT[i]), 0);
+  }
+  for(i=0; i<nThread; i++) pthread_join(aId[i], 0);
+}
+
 static int tw_cmp_u64(const void *a, const void *b){
   uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
   return x<y ? -1 : x>y ? 1 : 0;
@@ -1115,7 +1127,6 @@ START_TEST(test_wal_group_commit_from_eight_threads){
   char *zDir = th_tmpdir("walgroup");
   Wal *pWal = tw_open_cfg(zDir, 16*1024, 0, 0);   /* rotate under load */
   TwThread *aT = sqlite3_malloc64(sizeof(TwThread)*TW_NTHREAD);
-  pthread_t aId[TW_NTHREAD];
   uint64_t *aAll = sqlite3_malloc64(sizeof(uint64_t)*TW_NTHREAD*TW_PER_THREAD);
   int i, j, n = 0, bConfirm = _i;
   WalStats st;
@@ -1125,9 +1136,8 @@ START_TEST(test_wal_group_commit_from_eight_threads){
     aT[i].pWal = pWal;
     aT[i].iThread = i;
     aT[i].bConfirm = bConfirm;
-    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_thread_main, &aT[i]), 0);
   }
-  for(i=0; i<TW_NTHREAD; i++) pthread_join(aId[i], 0);
+  tw_run_threads(aT, TW_NTHREAD);
   for(i=0; i<TW_NTHREAD; i++){
     ck_assert_int_eq(aT[i].rc, SQLITE_OK);
     for(j=0; j<TW_PER_THREAD; j++){
@@ -1195,26 +1205,31 @@ static double tw_seconds(clockid_t clk){
 ** time the process spent meanwhile as a fraction of the wall time. */
 static double tw_run_appenders(Wal *pWal, int nThread, int nAppend){
   TwThread *aT = sqlite3_malloc64(sizeof(TwThread)*(size_t)nThread);
-  pthread_t aId[TW_NTHREAD];
   double tWall, tCpu;
   int i;
   ck_assert_ptr_nonnull(aT);
-  ck_assert_int_le(nThread, TW_NTHREAD);
   memset(aT, 0, sizeof(TwThread)*(size_t)nThread);
-  tWall = tw_seconds(CLOCK_MONOTONIC);
-  tCpu = tw_seconds(CLOCK_PROCESS_CPUTIME_ID);
   for(i=0; i<nThread; i++){
     aT[i].pWal = pWal;
     aT[i].iThread = i;
     aT[i].nAppend = nAppend;
-    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_thread_main, &aT[i]), 0);
   }
-  for(i=0; i<nThread; i++) pthread_join(aId[i], 0);
+  tWall = tw_seconds(CLOCK_MONOTONIC);
+  tCpu = tw_seconds(CLOCK_PROCESS_CPUTIME_ID);
+  tw_run_threads(aT, nThread);
   tCpu = tw_seconds(CLOCK_PROCESS_CPUTIME_ID) - tCpu;
   tWall = tw_seconds(CLOCK_MONOTONIC) - tWall;
   for(i=0; i<nThread; i++) ck_assert_int_eq(aT[i].rc, SQLITE_OK);
   sqlite3_free(aT);
   return tCpu/tWall;
+}
+
+/* Fails unless the process used under a quarter of a CPU (fCpu, from
+** tw_run_appenders) while its appenders waited.  Memcheck runs each CPU
+** step many times slower, so there is no bound under it. */
+static void tw_assert_waits_idle(double fCpu, const char *zWhen){
+  ck_assert_msg(fCpu<0.25 || th_under_valgrind(),
+                "appenders used %.2f CPUs %s", fCpu, zWhen);
 }
 
 /* On a log whose flushes take milliseconds, appenders waiting for a group
@@ -1232,8 +1247,7 @@ START_TEST(test_wal_waiters_sleep_on_a_slow_log){
   wal_stats(pWal, &st);
   ck_assert_int_eq(st.nAppend, 2 + TW_NTHREAD*25);
   ck_assert_int_lt(st.nFlush, st.nAppend);          /* groups shared */
-  /* memcheck runs each CPU step many times slower: no CPU bound there */
-  ck_assert_msg(fCpu<0.25 || th_under_valgrind(), "appenders used %.2f CPUs while waiting", fCpu);
+  tw_assert_waits_idle(fCpu, "while waiting");
   wal_close(pWal);
   sqlite3_free(zDir);
 }
@@ -1255,8 +1269,7 @@ START_TEST(test_wal_spinning_waiters_sleep_through_a_stalled_flush){
   fCpu = tw_run_appenders(pWal, TW_NTHREAD, 1);   /* the stall */
   wal_stats(pWal, &st);
   ck_assert_int_eq(st.nAppend, TW_NTHREAD*21);
-  /* memcheck runs each CPU step many times slower: no CPU bound there */
-  ck_assert_msg(fCpu<0.25 || th_under_valgrind(), "appenders used %.2f CPUs through a stall", fCpu);
+  tw_assert_waits_idle(fCpu, "through a stall");
   wal_close(pWal);
   sqlite3_free(zDir);
 }
