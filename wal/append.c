@@ -396,8 +396,6 @@ static void appendPost(WalWaiter *pPost){
 ** p->pOpen, and nRec is read atomically), else it sleeps on condGather.
 ** Mutex held. */
 #define WAL_GATHER_MAX_US 1000
-#define WAL_GATHER_SLEEP 1
-#define WAL_GATHER_SPIN  2
 static void appendGather(Wal *p){
   int64_t us = p->usLastFlush/2;
   struct timespec ts;
@@ -412,7 +410,6 @@ static void appendGather(Wal *p){
     WalGroup *g = p->pOpen;
     int nTarget = p->nGroupTarget;
     int64_t usEnd = appendNowUs() + us;
-    p->bGathering = WAL_GATHER_SPIN;
     pthread_mutex_unlock(&p->mutex);
     while( __atomic_load_n(&g->nRec, __ATOMIC_RELAXED)<nTarget ){
       if( appendNowUs()>=usEnd ){ bTimeout = 1; break; }
@@ -425,12 +422,12 @@ static void appendGather(Wal *p){
     ts.tv_nsec += (long)(us*1000);
     ts.tv_sec += ts.tv_nsec/1000000000;
     ts.tv_nsec %= 1000000000;
-    p->bGathering = WAL_GATHER_SLEEP;
+    p->bGathering = 1;
     while( !bTimeout && p->pOpen->nRec<p->nGroupTarget ){
       bTimeout = pthread_cond_timedwait(&p->condGather, &p->mutex, &ts)!=0;
     }
+    p->bGathering = 0;
   }
-  p->bGathering = 0;
   if( bTimeout || p->pOpen->nRec>p->nGroupTarget ){
     p->nGroupTarget = p->pOpen->nRec;
   }
@@ -531,7 +528,7 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   if( g->nRec==0 ) g->cidFirst = cid;
   __atomic_store_n(&g->nRec, g->nRec+1, __ATOMIC_RELAXED);
   p->nInflight++;
-  if( p->bGathering==WAL_GATHER_SLEEP && g->nRec>=p->nGroupTarget ){
+  if( p->bGathering && g->nRec>=p->nGroupTarget ){
     pthread_cond_signal(&p->condGather);
   }
   return SQLITE_OK;

@@ -227,9 +227,8 @@ struct Wal {
   WalGroup *pOpen;           /* the group new appends join */
   int bLeader;               /* a leader is gathering or writing a group,
                              ** or leadership is being handed over */
-  int bGathering;            /* the leader waits for appenders to join:
-                             ** WAL_GATHER_SLEEP on condGather, or
-                             ** WAL_GATHER_SPIN (append.c) */
+  int bGathering;            /* the leader sleeps on condGather until
+                             ** appenders join (append.c) */
   int nGroupTarget;          /* records a leader waits for, see append.c */
   int64_t usLastFlush;       /* duration of the last group flush */
   int bReplaying;            /* wal_replay() is running */
