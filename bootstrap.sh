@@ -39,7 +39,7 @@ regen=no
 if [ ! -x configure ]; then
   regen=yes
 else
-  for f in configure.ac Makefile.am */local.mk; do
+  for f in configure.ac Makefile.am */local.mk */*/local.mk; do
     if [ "$f" -nt configure ] || [ "$f" -nt Makefile.in ]; then regen=yes; fi
   done
 fi

@@ -13,7 +13,7 @@
 #ifndef DEPOT_KV_SQL_H
 #define DEPOT_KV_SQL_H
 
-#include "ext/kv_engine.h"
+#include "ext/kv/engine.h"
 
 typedef struct KvConn KvConn;
 typedef struct KvHandle KvHandle;

@@ -15,7 +15,7 @@
 ** they are computed only when the query uses one of those columns.
 */
 #include "config.h"
-#include "ext/kv_engine_int.h"
+#include "ext/kv/engine_int.h"
 #include "ext/kv_sql.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3

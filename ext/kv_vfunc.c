@@ -17,7 +17,7 @@
 #include "config.h"
 #include "ext/depot_int.h"
 #include "ext/kv_sql.h"
-#include "ext/kv_version.h"
+#include "ext/kv/version.h"
 SQLITE_EXTENSION_INIT3
 
 #include <stdlib.h>

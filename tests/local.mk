@@ -1,12 +1,9 @@
-## tests/ -- the Check harness, binding smoke tests and the bench.
+## tests/ -- check/ (Check suites), bench/, torture/, bindings/, fuzz/.
 ##
-## A layer adds its suite with three lines:
-##   check_PROGRAMS += tests/check_<layer>
-##   TESTS += tests/check_<layer>
-##   tests_check_<layer>_SOURCES = tests/check_<layer>.c $(TEST_HARNESS)
-## plus tests_check_<layer>_LDADD = $(TEST_LDADD).
+## Each subfolder's local.mk adds its programs; this file holds what they
+## share: the test environment and make valgrind.
 
-TEST_HARNESS = tests/harness.c tests/harness.h
+TEST_HARNESS = tests/check/harness.c tests/check/harness.h
 TEST_LDADD = libdepot_core.la $(CHECK_LIBS) $(SQLITE3_LIBS) $(ZSTD_LIBS)
 AM_CPPFLAGS += $(CHECK_CFLAGS)
 
@@ -20,29 +17,6 @@ AM_TESTS_ENVIRONMENT = \
 	SYSTEM_PYTHON3='$(SYSTEM_PYTHON3)'; export SYSTEM_PYTHON3; \
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-300}; export CK_DEFAULT_TIMEOUT; \
 	CK_FORK=$${CK_FORK:-yes}; export CK_FORK;
-
-check_PROGRAMS += tests/check_ext
-TESTS += tests/check_ext
-tests_check_ext_SOURCES = tests/check_ext.c $(TEST_HARNESS)
-tests_check_ext_LDADD = $(TEST_LDADD)
-
-check_PROGRAMS += tests/check_kvdiff
-TESTS += tests/check_kvdiff
-tests_check_kvdiff_SOURCES = tests/check_kvdiff.c $(TEST_HARNESS)
-tests_check_kvdiff_LDADD = $(TEST_LDADD)
-
-TESTS += tests/python_smoke.sh
-EXTRA_DIST += tests/python_smoke.sh tests/python_env.sh
-
-# make bench: the benchmark program (not built by make all or make check).
-EXTRA_PROGRAMS += tests/depot_bench
-tests_depot_bench_SOURCES += tests/bench.c tests/bench.h
-tests_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
-CLEANFILES += tests/depot_bench
-
-bench: tests/depot_bench$(EXEEXT)
-	@mkdir -p tests/tmp
-	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' ./tests/depot_bench$(EXEEXT) $(BENCH_ARGS)
 
 # make valgrind: every test program under Valgrind memcheck in one process
 # (CK_FORK=no), leak checking on.  Any memory error fails (in the program
@@ -70,7 +44,7 @@ valgrind: $(check_PROGRAMS) depot.la
 	@fail=; for p in $(check_PROGRAMS); do \
 	  b=`echo $$p | sed 's|/|_|g'`; rm -f tests/$$b.valgrind.*; \
 	  echo "== valgrind $$p"; \
-	  a=; if test $$p = tests/torture; then a='$(VALGRIND_TORTURE_ARGS)'; fi; \
+	  a=; if test $$p = tests/torture/torture; then a='$(VALGRIND_TORTURE_ARGS)'; fi; \
 	  DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
 	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  DEPOT_SANITIZER=valgrind CK_FORK=no srcdir='$(srcdir)' \
@@ -89,21 +63,8 @@ valgrind: $(check_PROGRAMS) depot.la
 	echo "valgrind: all clean"
 .PHONY: valgrind
 
-# The crash-torture runner and I/O-error sweep over both engines
-# (tests/torture.c, docs/RELIABILITY.md).  make check runs a smoke of it
-# (tests/torture_smoke.sh); make torture runs TORTURE_POINTS crash points
-# (default 10000) and the full sweep, TORTURE_SEED fixes the seed.
-check_PROGRAMS += tests/torture
-TESTS += tests/torture_smoke.sh
-EXTRA_DIST += tests/torture_smoke.sh
-tests_torture_SOURCES = tests/torture.c tests/torture_io.c tests/torture.h
-tests_torture_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
-tests_torture_CPPFLAGS = $(AM_CPPFLAGS) -DSQLITE_CORE
-
-torture-runner: tests/torture$(EXEEXT)
-	@mkdir -p tests/tmp
-	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
-	TORTURE_POINTS=$${TORTURE_POINTS:-10000} \
-	  ./tests/torture$(EXEEXT) $(TORTURE_ARGS)
-torture: torture-runner
-.PHONY: torture-runner
+include tests/check/local.mk
+include tests/bench/local.mk
+include tests/torture/local.mk
+include tests/bindings/local.mk
+include tests/fuzz/local.mk

@@ -8,7 +8,7 @@
 #ifndef DEPOT_DB_H
 #define DEPOT_DB_H
 
-#include "vfs/store.h"
+#include "vfs/store/store.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/layout.h"
 #include "vfs/ltx.h"

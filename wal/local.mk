@@ -8,9 +8,3 @@ DEPOT_SOURCES += \
 	wal/confirm.c \
 	wal/append.c \
 	wal/wal.c
-
-check_PROGRAMS += tests/check_wal
-TESTS += tests/check_wal
-tests_check_wal_SOURCES = tests/check_wal.c $(TEST_HARNESS)
-tests_check_wal_LDADD = $(TEST_LDADD)
-tests_depot_bench_SOURCES += tests/bench_wal.c

@@ -16,7 +16,7 @@
 */
 #include "config.h"
 #include "tests/fuzz/fuzz.h"
-#include "ext/kv_codec.h"
+#include "ext/kv/codec.h"
 #include <sqlite3.h>
 
 #include <string.h>

@@ -1,0 +1,153 @@
+/*
+** kv_backend.h -- the storage-backend interface of KV tables (private to
+** ext/).
+**
+** The engine (kv_engine.c, kv_txn.c) knows nothing about how a table keeps
+** its committed data: it talks to a KvBackend, a struct of function
+** pointers, one per table type ("kv_memory", "kv_btree", "kv_log"; a new
+** type plugs in by adding its KvBackend to the list in kv_engine.c).  Keys and values crossing this interface are the byte
+** encodings of kv_codec.h.
+**
+** Threads: the engine calls xApply, xOpen and xClose with the engine mutex
+** held, so a backend needs no lock of its own for its published state;
+** snapshots and cursors are used without that mutex, from any one thread at
+** a time, and must stay valid (and unchanged) until freed.
+*/
+#ifndef DEPOT_KV_BACKEND_H
+#define DEPOT_KV_BACKEND_H
+
+#include "ext/kv/map.h"
+#include <stdint.h>
+
+typedef struct KvBackend KvBackend;
+typedef struct KvBackendTable KvBackendTable;   /* a backend's open table */
+typedef struct KvBackendSnap KvBackendSnap;     /* a stable read view */
+typedef struct KvBackendCursor KvBackendCursor; /* a walk over a snapshot */
+typedef struct KvTableDef KvTableDef;
+typedef struct KvBackendStats KvBackendStats;
+struct KvEngine;
+struct WalIo;
+
+/* What the backend is told about a table when it opens it. */
+struct KvTableDef {
+  const char *zStore;      /* store directory (NULL: anonymous store) */
+  const char *zName;       /* table name, nName bytes, not a path! */
+  int nName;
+  uint64_t iTableId;       /* stable id; backends name files after it */
+  int bPersist;            /* persistence=1 */
+  const char *zOptions;    /* options JSON text (may be NULL) */
+  struct KvEngine *pEng;   /* the store, for kv_engine_confirm(); it
+                           ** outlives the table (tables close first) */
+  const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
+};
+
+/* Counters for kv_stats (all 0 when a backend has no such thing). */
+struct KvBackendStats {
+  int64_t nRow;            /* live rows */
+  int64_t nByte;           /* bytes stored for the table */
+  int64_t nOverlay;        /* committed entries not yet in the data file */
+  int64_t nPending;        /* WAL records of the table not yet confirmed */
+  int64_t nError;          /* collector write/sync failures since open */
+  char zError[400];        /* the last such failure ("" if none) */
+};
+
+struct KvBackend {
+  const char *zType;       /* module / type name, e.g. "kv_memory" */
+  /* Open (bCreate: create) the table's committed state.  *ppTab owned by
+  ** the engine until xClose.  Errors: SQLite code + *pzErr.  bCreate=0:
+  ** the table is listed in the store's catalog file, which is saved only
+  ** after a create has made the table's files, so files found missing are
+  ** damage (a backend may report it as SQLITE_CORRUPT, creating nothing);
+  ** bCreate=1: a new table, or one the WAL replay creates. */
+  int (*xOpen)(const KvTableDef*, int bCreate, KvBackendTable **ppTab,
+               char **pzErr);
+  void (*xClose)(KvBackendTable*);
+  /* The table was removed (its removal committed): delete its files.
+  ** Called just before xClose. */
+  int (*xDrop)(KvBackendTable*, char **pzErr);
+
+  /* A stable view of the committed state as it is now. */
+  int (*xSnapshot)(KvBackendTable*, KvBackendSnap **ppSnap);
+  void (*xSnapshotFree)(KvBackendSnap*);
+  /* A second, independent handle on the same view. */
+  int (*xSnapshotDup)(KvBackendSnap*, KvBackendSnap **ppCopy);
+  /* Point read: *pbFound=1 and *pOut filled (valid while the snapshot
+  ** lives) when present, else *pbFound=0. */
+  int (*xGet)(KvBackendSnap*, const uint8_t *aKey, int nKey, int *pbFound,
+              KvMapEntry *pOut);
+
+  /* Cursors over a snapshot (same seek codes and results as kv_map.h). */
+  int (*xCursorOpen)(KvBackendSnap*, KvBackendCursor **ppCsr);
+  void (*xCursorClose)(KvBackendCursor*);
+  int (*xCursorSeek)(KvBackendCursor*, int eSeek, const void *aKey, int n);
+  int (*xCursorNext)(KvBackendCursor*);
+  int (*xCursorPrev)(KvBackendCursor*);
+  void (*xCursorEntry)(KvBackendCursor*, KvMapEntry *pOut);
+
+  /* Publish a committed batch: every entry of pBatch (tombstones are
+  ** deletes) at commit sequence iSeq, from WAL record cid (0: none).
+  ** Called with the engine mutex held; after it returns, new snapshots see
+  ** the batch and older ones do not. */
+  int (*xApply)(KvBackendTable*, KvMap *pBatch, uint64_t iSeq, uint64_t cid);
+  /* For persistent tables, after xApply of a batch logged as record cid:
+  ** return 1 if the table's effects of cid are durable now (the engine
+  ** confirms the record at once), 0 if the backend will call
+  ** kv_engine_confirm() itself later. */
+  int (*xDurable)(KvBackendTable*, uint64_t cid);
+  /* Live entry count and a byte estimate. */
+  void (*xStats)(KvBackendTable*, int64_t *pnRow, int64_t *pnByte);
+
+  /* Members added for the persistent backends; a backend that leaves them
+  ** 0 keeps the behaviour above. */
+  /* Tables of this type need a store directory and persistence=1
+  ** (kv_create_table refuses anything else before the commit). */
+  int bNeedsStore;
+  /* kv_stats counters (NULL: only xStats is shown).  bCount=0: nRow and
+  ** nByte may be left 0 (they may cost a walk).  Called WITHOUT the engine
+  ** mutex, on a table the caller holds a reference to. */
+  void (*xStatsEx)(KvBackendTable*, int bCount, KvBackendStats*);
+  /* Why the last xCursorSeek/Next/Prev of the cursor returned 0: SQLITE_OK
+  ** when it ran out of keys, else the read error that ended the walk (a
+  ** damaged record, a failed data-file read); then *pzErr is set to a
+  ** sqlite3_malloc'd message (NULL on OOM).  A walk that failed stays
+  ** failed.  NULL: the backend's walks cannot fail (in-memory data). */
+  int (*xCursorError)(KvBackendCursor*, char **pzErr);
+  /* The message of the last xGet on the snapshot that failed (*pzErr
+  ** sqlite3_malloc'd, or left NULL).  NULL: no messages. */
+  void (*xGetError)(KvBackendSnap*, char **pzErr);
+  /* Called by prepare, before the WAL append, for each table with writes:
+  ** an error (code + *pzErr) if the table already knows that xApply would
+  ** refuse them, so the commit fails with nothing logged.  NULL: always
+  ** writable.  Without the engine mutex. */
+  int (*xCheckWrite)(KvBackendTable*, char **pzErr);
+  /* Tables of this type keep no data file: a published batch is as
+  ** durable as it will ever be, and xDurable always returns 1.  The engine
+  ** then does not make WAL records wait for confirmations from them (a
+  ** record naming only such tables is confirmed once it is flushed), which
+  ** saves a confirmation per commit. */
+  int bNoDataFile;
+  /* Called once when a store opens, after its WAL replay, for each table
+  ** still live: an error (SQLite code + *pzErr) fails the open, e.g. when
+  ** xOpen with bCreate=0 found the table's files missing and the replay
+  ** did not remove the table.  NULL: nothing to check. */
+  int (*xCheckOpen)(KvBackendTable*, char **pzErr);
+  /* The highest table id that a file of this type in store zStore is
+  ** named after, in *piMax (0: none), whether or not the catalog lists
+  ** that table.  The engine gives new tables higher ids, so a table never
+  ** finds files of another (a lost catalog file, leftovers).  Called
+  ** when a store opens; an error fails the open.  NULL: no files. */
+  int (*xStoreMaxId)(const char *zStore, uint64_t *piMax, char **pzErr);
+  /* The message of the last xApply of the table that failed, naming the
+  ** file and the cause (*pzErr sqlite3_malloc'd, or left NULL when none
+  ** is known).  NULL: no messages. */
+  void (*xApplyError)(KvBackendTable*, char **pzErr);
+};
+
+/* ext/kv_memory.c */
+extern const KvBackend kvMemoryBackend;
+/* ext/kv_btree.c */
+extern const KvBackend kvBtreeBackend;
+/* ext/kv_log.c */
+extern const KvBackend kvLogBackend;
+
+#endif /* DEPOT_KV_BACKEND_H */

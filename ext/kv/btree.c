@@ -1,0 +1,1479 @@
+/*
+** kv_btree.c -- the kv_btree backend: a store's kv_btree tables live in one
+** B-tree data file, <store>/kv_btree.db, an embedded SQLite database with
+** one WITHOUT ROWID table "t<id>"(k BLOB PRIMARY KEY, v BLOB) per KV table.
+** The data file is opened with sqlite3_open_v2() on the default VFS (or,
+** while the depot VFS is the default, the one that was before:
+** depot_vfs_plain()), never through this extension's SQL surface (see
+** docs/ARCHITECTURE.md).
+**
+** Write path.  A commit's writes (the root's write set) are published by
+** xApply, after the root WAL flush, into the table's overlay: a
+** copy-on-write map of values and tombstones, each tagged with the commit
+** sequence that wrote it.  xApply also queues the batch for the store's
+** collector thread, which lets batches gather while they keep arriving
+** (btGather), takes the queued batches in order, writes them in ONE
+** data-file transaction, commits it (synchronous=FULL: synced), confirms
+** each batch's WAL record for its table, and then drops every overlay
+** entry whose tag still names that batch.  The overlays of a store
+** hold at most nLimit entries: past that, xApply (the committer) waits for
+** the collector (back-pressure).
+**
+** Errors.  A failed data-file write, commit or sync rolls the data-file
+** transaction back, confirms nothing, counts an error (kv_stats), and is
+** retried with a growing delay (10 ms .. 1 s) - the batches stay queued
+** and in the overlay, so no write is ever lost or skipped; the WAL still
+** holds them for the next open.
+**
+** Reads.  A snapshot is (overlay version, a data-file read transaction).
+** Both are taken under the store mutex, and the collector takes its batch
+** under the same mutex, so the data file a snapshot reads never holds a
+** commit published after the snapshot's overlay version.  Snapshots taken
+** between two collector commits share one reader connection (refcounted);
+** its read transaction ends when the last one is freed.  A table whose
+** physical table does not exist yet (created, nothing collected) reads as
+** empty.  Data-file read errors are returned as errors, never as "absent".
+**
+** Row checksums.  SQLite checks the structure of its pages, not the bytes
+** of a value, so a data file created by this version stores each value as
+** its bytes followed by a CRC-32C of key and value (4 bytes, big-endian),
+** and bt_meta holds ('row_crc', 1).  Every read checks it: a value whose
+** bytes changed on disk is SQLITE_CORRUPT, never a wrong value.  Data files
+** made before (tables but no such row) are read and written without.
+**
+** accelerated_repair.  With {"accelerated_repair":1} in the options of any
+** open kv_btree table of the store, the collector commits its batches with
+** synchronous=OFF and makes them durable together, every 8 batches or when
+** the queue runs dry, with one synced commit (an fsync of the data file's
+** own WAL covers every earlier frame); only then are the batches confirmed.
+** WAL replay and the rule "confirm only what is durable" do not change.
+*/
+#include "config.h"
+#include "ext/kv/backend.h"
+#include "ext/kv/engine.h"
+#include "ext/kv/btree.h"
+#include "wal/wal.h"
+#include "vfs/depot_vfs.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define BT_DEFAULT_LIMIT  100000   /* overlay entries per store */
+#define BT_MAX_BATCH      64       /* commits per data-file transaction */
+#define BT_ACCEL_EVERY    8        /* accelerated: sync every N batches */
+#define BT_POOL           8        /* idle reader connections kept */
+#define BT_GATHER_MS      20       /* collector: wait for the next batch */
+#define BT_GATHER_MAX_MS  100      /* collector: at most this long in all */
+
+typedef struct BtStore BtStore;
+typedef struct BtReader BtReader;
+typedef struct BtJob BtJob;
+typedef struct BtSnapCore BtSnapCore;
+
+struct BtReader {
+  sqlite3 *db;
+  pthread_mutex_t mu;           /* one user of db at a time */
+  int nRef;                     /* store mutex */
+  int nStmt;
+  uint64_t aId[8];              /* cached point-read statements */
+  sqlite3_stmt *aStmt[8];
+  sqlite3_stmt *apTxn[3];       /* BEGIN, schema read, COMMIT (prepared) */
+  BtReader *pNextFree;
+};
+
+#define BT_JOB_WRITE 1
+#define BT_JOB_DROP  2
+
+struct BtJob {
+  int eOp;
+  KvBackendTable *pTab;         /* holds a reference */
+  KvMap *pBatch;                /* BT_JOB_WRITE: the committed write set */
+  KvMap *pOld;                  /* overlay version replaced, freed later */
+  uint64_t iSeq, cid;
+  BtJob *pNext;
+};
+
+struct BtStore {
+  char *zPath;                  /* <dir>/kv_btree.db */
+  int nRef;                     /* btGlobalMutex */
+  KvEngine *pEng;
+  pthread_mutex_t mu;
+  pthread_cond_t condWork;      /* collector: jobs queued or stop */
+  pthread_cond_t condRoom;      /* committers: overlay shrank */
+  sqlite3 *dbW;                 /* collector thread only (after open) */
+  int bCrc;                     /* values carry a CRC-32C (set at open) */
+  KvBuf crcBuf;                 /* collector: a value with its CRC */
+  BtJob *pHead; BtJob **ppTail; /* queued, not yet taken */
+  int nQueued, nDropQueued;     /* jobs queued, of which DROPs */
+  int64_t nOverlay, nLimit;
+  uint64_t gen;                 /* collector commits so far */
+  BtReader *pCur;               /* reader pinned at gen, or NULL */
+  BtReader *pFree; int nFree;
+  int nAccel;                   /* open tables asking for it */
+  int bStop, bThread;
+  pthread_t thread;
+  int64_t nError;
+  char zError[160];
+  BtStore *pNext;
+};
+
+struct KvBackendTable {
+  BtStore *pStore;
+  uint64_t iId;
+  char *zName; int nName;
+  int nRef;                     /* store mutex: engine + jobs */
+  KvMap *pOverlay;              /* store mutex */
+  int bDropped;                  /* store mutex: physical table dropped */
+  int bAccel;
+  int64_t nPending;             /* store mutex: batches not confirmed */
+  int bMade;                    /* collector: physical table exists */
+  sqlite3_stmt *pPut, *pDel;    /* collector only */
+};
+
+struct BtSnapCore {
+  int nRef;                     /* store mutex */
+  KvBackendTable *pTab;         /* holds a reference */
+  KvMap *pOverlay;
+  BtReader *pReader;            /* NULL: data side empty */
+};
+
+struct KvBackendSnap {
+  BtSnapCore *p;
+  KvBuf val;                    /* the last value xGet read */
+  char *zErr;                   /* message of the last failed xGet */
+};
+
+static pthread_mutex_t btGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
+static BtStore *btStoreList = 0;
+static int btFailWrites = 0;   /* test hook, see kv_btree.h */
+static int btFailReads = 0;    /* test hook, see kv_btree.h */
+
+void kv_btree_test_fail_writes(int n){
+  __atomic_store_n(&btFailWrites, n, __ATOMIC_SEQ_CST);
+}
+
+int kv_btree_test_fail_writes_left(void){
+  return __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST);
+}
+
+void kv_btree_test_fail_reads(int n){
+  __atomic_store_n(&btFailReads, n, __ATOMIC_SEQ_CST);
+}
+
+/* rc, or SQLITE_IOERR_READ while the read-failure test hook is armed. */
+static int btReadFault(int rc){
+  if( __atomic_load_n(&btFailReads, __ATOMIC_SEQ_CST)>0
+   && __atomic_fetch_sub(&btFailReads, 1, __ATOMIC_SEQ_CST)>0 ){
+    return SQLITE_IOERR_READ;
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------ data file --- */
+
+static int btExec(sqlite3 *db, const char *zSql){
+  return sqlite3_exec(db, zSql, 0, 0, 0);
+}
+
+/* The error of a failed open of data file zPath through db (NULL: out of
+** memory): its message, with the system error when SQLite recorded one,
+** so a full disk reads as one ("disk I/O error (No space left on
+** device)") and returns SQLITE_FULL.  A file SQLite does not take for a
+** database (a damaged header) is damage: SQLITE_CORRUPT.  Returns the
+** code to report. */
+static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
+  int e = db ? sqlite3_system_errno(db) : 0;
+  const char *zMsg = db ? sqlite3_errmsg(db) : "out of memory";
+  if( (rc&0xff)==SQLITE_NOTADB || (rc&0xff)==SQLITE_CORRUPT ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s is damaged: %s", zPath,
+                             zMsg);
+    return SQLITE_CORRUPT;
+  }
+  if( e==ENOSPC || e==EDQUOT || e==EFBIG ) rc = SQLITE_FULL;
+  if( e!=0 ){
+    *pzErr = sqlite3_mprintf("kv_btree: cannot open data file %s: %s (%s)",
+                             zPath, zMsg, strerror(e));
+  }else{
+    *pzErr = sqlite3_mprintf("kv_btree: cannot open data file %s: %s",
+                             zPath, zMsg);
+  }
+  return rc;
+}
+
+/* Open a connection on the data file (WAL mode). */
+static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
+  sqlite3 *db = 0;
+  int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
+                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX,
+                           depot_vfs_plain());
+  if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
+  if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
+  if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
+  if( rc!=SQLITE_OK ){
+    rc = btOpenError(db, rc, zPath, pzErr);
+    sqlite3_close(db);
+    db = 0;
+  }
+  *pDb = db;
+  return rc;
+}
+
+/* Check the data file at open: quick_check must say "ok". */
+static int btCheckDb(sqlite3 *db, const char *zPath, char **pzErr){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(1)", -1, &pStmt, 0);
+  const char *zRes = 0;
+  if( rc==SQLITE_OK && (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+    zRes = (const char*)sqlite3_column_text(pStmt, 0);
+    rc = (zRes && strcmp(zRes, "ok")==0) ? SQLITE_OK : SQLITE_CORRUPT;
+  }
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s is damaged: %s", zPath,
+                             zRes ? zRes : sqlite3_errmsg(db));
+    if( (rc&0xff)==SQLITE_NOTADB || (rc&0xff)==SQLITE_ROW ) rc = SQLITE_CORRUPT;
+    if( (rc&0xff)==SQLITE_CORRUPT ) rc = SQLITE_CORRUPT;
+  }
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+/* Size in bytes of zPath (with zSuffix appended), -1 if it does not
+** exist or cannot be examined (the open that follows reports that). */
+static int64_t btFileSize(const char *zPath, const char *zSuffix){
+  char *z = sqlite3_mprintf("%s%s", zPath, zSuffix);
+  struct stat st;
+  int64_t n = -1;
+  if( z && stat(z, &st)==0 ) n = (int64_t)st.st_size;
+  sqlite3_free(z);
+  return n;
+}
+
+/* With its own WAL empty or absent, the data file is all there is, and
+** SQLite writes it in whole pages only: a size that is not a whole number
+** of pages means the file was cut short, and SQLite would read the lost
+** bytes as zeros (wrong values, no error).  nDb/nWal: sizes before the
+** open. */
+static int btCheckWhole(sqlite3 *db, const char *zPath, int64_t nDb,
+                        int64_t nWal, char **pzErr){
+  sqlite3_stmt *pStmt = 0;
+  int64_t szPage = 0;
+  int rc;
+  if( nDb<=0 || nWal>0 ) return SQLITE_OK;
+  rc = sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    szPage = sqlite3_column_int64(pStmt, 0);
+  }
+  rc = sqlite3_finalize(pStmt);
+  if( rc==SQLITE_OK && szPage>0 && nDb%szPage!=0 ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s is damaged: its size, "
+        "%lld bytes, is not a whole number of %lld-byte pages (the file was "
+        "cut short)", zPath, (long long)nDb, (long long)szPage);
+    rc = SQLITE_CORRUPT;
+  }else if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: data file %s: %s", zPath,
+                             sqlite3_errmsg(db));
+  }
+  return rc;
+}
+
+/* Whether the data file's values carry a CRC: yes when bt_meta says so,
+** or when the file holds no table yet (then it is marked so). */
+static int btCrcSetup(BtStore *s){
+  int rc = btExec(s->dbW, "INSERT INTO bt_meta SELECT 'row_crc', 1 WHERE NOT "
+      "EXISTS (SELECT 1 FROM bt_meta WHERE k='row_crc') AND NOT EXISTS "
+      "(SELECT 1 FROM sqlite_schema WHERE name GLOB 't[0-9]*')");
+  sqlite3_stmt *p = 0;
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(s->dbW, "SELECT v=1 FROM bt_meta WHERE "
+                            "k='row_crc'", -1, &p, 0);
+  }
+  if( rc==SQLITE_OK ){
+    s->bCrc = sqlite3_step(p)==SQLITE_ROW && sqlite3_column_int(p, 0);
+    rc = sqlite3_finalize(p);
+  }
+  return rc;
+}
+
+/* The CRC-32C of a row, as stored after its value. */
+static uint32_t btRowCrc(const void *aKey, int nKey, const void *aVal,
+                         int nVal){
+  return wal_crc32c(wal_crc32c(0, aKey, (size_t)nKey), aVal, (size_t)nVal);
+}
+
+/* Append value aVal of row aKey to pBuf; with bCrc, check and strip its
+** CRC first: SQLITE_CORRUPT if it does not match. */
+static int btRowValue(int bCrc, const uint8_t *aKey, int nKey,
+                      const uint8_t *aVal, int nVal, KvBuf *pBuf){
+  if( bCrc ){
+    uint32_t x;
+    if( nVal<4 ) return SQLITE_CORRUPT;
+    nVal -= 4;
+    x = ((uint32_t)aVal[nVal]<<24) | ((uint32_t)aVal[nVal+1]<<16)
+      | ((uint32_t)aVal[nVal+2]<<8) | aVal[nVal+3];
+    if( x!=btRowCrc(aKey, nKey, aVal, nVal) ) return SQLITE_CORRUPT;
+  }
+  return kv_buf_append(pBuf, aVal, nVal);
+}
+
+/* Message text of a failed data-file read rc on db: a value that failed
+** its CRC (bBad) or SQLite's error. */
+static const char *btReadErrText(sqlite3 *db, int rc, int bBad){
+  if( bBad ) return "a stored value fails its checksum (the file is damaged)";
+  return sqlite3_extended_errcode(db)==rc ? sqlite3_errmsg(db)
+                                          : sqlite3_errstr(rc);
+}
+
+static int btOpenWriter(BtStore *s, char **pzErr){
+  int64_t nDb = btFileSize(s->zPath, "");
+  int64_t nWal = btFileSize(s->zPath, "-wal");
+  int rc = btOpenDb(s->zPath, &s->dbW, pzErr);
+  if( rc==SQLITE_OK ) rc = btCheckDb(s->dbW, s->zPath, pzErr);
+  if( rc==SQLITE_OK ) rc = btCheckWhole(s->dbW, s->zPath, nDb, nWal, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = btExec(s->dbW, "PRAGMA synchronous=FULL;"
+        "CREATE TABLE IF NOT EXISTS bt_meta(k TEXT PRIMARY KEY, v) "
+        "WITHOUT ROWID");
+    if( rc==SQLITE_OK ) rc = btCrcSetup(s);
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv_btree: cannot set up data file %s: %s",
+                               s->zPath, sqlite3_errmsg(s->dbW));
+    }
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------- readers --- */
+
+static void btReaderClose(BtReader *r){
+  int i;
+  for(i=0; i<r->nStmt; i++) sqlite3_finalize(r->aStmt[i]);
+  for(i=0; i<3; i++) sqlite3_finalize(r->apTxn[i]);
+  sqlite3_close(r->db);
+  pthread_mutex_destroy(&r->mu);
+  sqlite3_free(r);
+}
+
+/* Run transaction statement i of r (0 BEGIN, 1 a read of the schema, which
+** starts the read transaction, 2 COMMIT), prepared once per connection. */
+static int btReaderTxn(BtReader *r, int i){
+  static const char *azSql[3] = {
+    "BEGIN", "SELECT 1 FROM sqlite_schema LIMIT 1", "COMMIT"
+  };
+  int rc = SQLITE_OK;
+  if( r->apTxn[i]==0 ){
+    rc = sqlite3_prepare_v3(r->db, azSql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                            &r->apTxn[i], 0);
+  }
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_step(r->apTxn[i]);
+    rc = (rc==SQLITE_DONE || rc==SQLITE_ROW) ? SQLITE_OK : rc;
+    if( sqlite3_reset(r->apTxn[i])!=SQLITE_OK && rc==SQLITE_OK ){
+      rc = sqlite3_errcode(r->db);
+    }
+  }
+  return rc;
+}
+
+/* A reader with an open read transaction (store mutex held). */
+static int btReaderPin(BtStore *s, BtReader **pp){
+  BtReader *r = s->pFree;
+  char *zErr = 0;
+  int rc = SQLITE_OK;
+  *pp = 0;
+  if( r ){
+    s->pFree = r->pNextFree;
+    s->nFree--;
+  }else{
+    r = sqlite3_malloc64(sizeof(*r));
+    if( r==0 ) return SQLITE_NOMEM;
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, 0);
+    rc = btOpenDb(s->zPath, &r->db, &zErr);
+    sqlite3_free(zErr);
+    if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
+  }
+  rc = btReaderTxn(r, 0);
+  if( rc==SQLITE_OK ) rc = btReaderTxn(r, 1);
+  if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
+  r->nRef = 1;
+  *pp = r;
+  return SQLITE_OK;
+}
+
+/* Drop a reference (store mutex held): end the read transaction and keep
+** the connection for later. */
+static void btReaderUnref(BtStore *s, BtReader *r){
+  if( r==0 || --r->nRef>0 ) return;
+  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
+    btReaderClose(r);
+    return;
+  }
+  r->pNextFree = s->pFree;
+  s->pFree = r;
+  s->nFree++;
+}
+
+/* The point-read statement of table iId on r (r->mu held). */
+static int btReaderStmt(BtReader *r, uint64_t iId, sqlite3_stmt **pp){
+  char *zSql;
+  int i, rc;
+  for(i=0; i<r->nStmt; i++){
+    if( r->aId[i]==iId ){ *pp = r->aStmt[i]; return SQLITE_OK; }
+  }
+  zSql = sqlite3_mprintf("SELECT v FROM t%llu WHERE k=?1",
+                         (unsigned long long)iId);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  rc = sqlite3_prepare_v3(r->db, zSql, -1, SQLITE_PREPARE_PERSISTENT, pp, 0);
+  sqlite3_free(zSql);
+  if( rc!=SQLITE_OK ) return rc;
+  if( r->nStmt==8 ){
+    sqlite3_finalize(r->aStmt[7]);
+    r->nStmt--;
+  }
+  memmove(&r->aId[1], &r->aId[0], r->nStmt*sizeof(r->aId[0]));
+  memmove(&r->aStmt[1], &r->aStmt[0], r->nStmt*sizeof(r->aStmt[0]));
+  r->aId[0] = iId;
+  r->aStmt[0] = *pp;
+  r->nStmt++;
+  return SQLITE_OK;
+}
+
+
+/* 1 if rc/db say the physical table does not exist (an empty table). */
+static int btNoTable(sqlite3 *db, int rc){
+  return rc==SQLITE_ERROR
+      && strncmp(sqlite3_errmsg(db), "no such table", 13)==0;
+}
+
+/* ------------------------------------------------------ collector --- */
+
+static void btTableUnref(KvBackendTable *t);   /* store mutex held */
+
+static void btNote(BtStore *s, int rc, const char *zWhat){
+  pthread_mutex_lock(&s->mu);
+  s->nError++;
+  pthread_cond_broadcast(&s->condRoom);
+  sqlite3_snprintf(sizeof(s->zError), s->zError, "%s: %s (rc=%d)", zWhat,
+                   s->dbW ? sqlite3_errmsg(s->dbW) : "", rc);
+  pthread_mutex_unlock(&s->mu);
+  sqlite3_log(rc, "kv_btree: collector of %s: %s", s->zPath, s->zError);
+}
+
+/* Physical table statements for t (collector thread). */
+static int btMakeTable(BtStore *s, KvBackendTable *t){
+  char *zSql;
+  int rc;
+  if( t->bMade ) return SQLITE_OK;
+  sqlite3_finalize(t->pPut); t->pPut = 0;
+  sqlite3_finalize(t->pDel); t->pDel = 0;
+  zSql = sqlite3_mprintf("CREATE TABLE IF NOT EXISTS t%llu(k BLOB PRIMARY "
+      "KEY NOT NULL, v BLOB NOT NULL) WITHOUT ROWID",
+      (unsigned long long)t->iId);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  rc = btExec(s->dbW, zSql);
+  sqlite3_free(zSql);
+  if( rc!=SQLITE_OK ) return rc;
+  zSql = sqlite3_mprintf("INSERT OR REPLACE INTO t%llu(k,v) VALUES(?1,?2)",
+                         (unsigned long long)t->iId);
+  rc = zSql ? sqlite3_prepare_v2(s->dbW, zSql, -1, &t->pPut, 0) : SQLITE_NOMEM;
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("DELETE FROM t%llu WHERE k=?1",
+                         (unsigned long long)t->iId);
+  if( rc==SQLITE_OK ){
+    rc = zSql ? sqlite3_prepare_v2(s->dbW, zSql, -1, &t->pDel, 0) : SQLITE_NOMEM;
+  }
+  sqlite3_free(zSql);
+  t->bMade = rc==SQLITE_OK;
+  return rc;
+}
+
+/* s->crcBuf = the value of entry e followed by its row CRC. */
+static int btCrcValue(BtStore *s, const KvMapEntry *e){
+  uint32_t x = btRowCrc(e->aKey, e->nKey, e->aVal, e->nVal);
+  uint8_t a[4];
+  int rc;
+  a[0] = (uint8_t)(x>>24); a[1] = (uint8_t)(x>>16);
+  a[2] = (uint8_t)(x>>8);  a[3] = (uint8_t)x;
+  kv_buf_reset(&s->crcBuf);
+  rc = kv_buf_append(&s->crcBuf, e->aVal, e->nVal);
+  if( rc==SQLITE_OK ) rc = kv_buf_append(&s->crcBuf, a, 4);
+  return rc;
+}
+
+/* Write one batch into the open data-file transaction. */
+static int btWriteJob(BtStore *s, BtJob *j){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc;
+  if( j->eOp==BT_JOB_DROP ){
+    char *z = sqlite3_mprintf("DROP TABLE IF EXISTS t%llu",
+                              (unsigned long long)j->pTab->iId);
+    rc = z ? btExec(s->dbW, z) : SQLITE_NOMEM;
+    sqlite3_free(z);
+    j->pTab->bMade = 0;
+    return rc;
+  }
+  rc = btMakeTable(s, j->pTab);
+  if( rc!=SQLITE_OK || j->eOp!=BT_JOB_WRITE ) return rc;
+  if( (pCsr = kv_map_cursor_new(j->pBatch))==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && rc==SQLITE_OK;
+      bOn=kv_map_cursor_next(pCsr)){
+    sqlite3_stmt *p;
+    kv_map_cursor_entry(pCsr, &e);
+    p = e.bTomb ? j->pTab->pDel : j->pTab->pPut;
+    sqlite3_bind_blob(p, 1, e.aKey, e.nKey, SQLITE_STATIC);
+    if( !e.bTomb && s->bCrc ){
+      rc = btCrcValue(s, &e);
+      if( rc!=SQLITE_OK ) break;
+      sqlite3_bind_blob(p, 2, s->crcBuf.a, s->crcBuf.n, SQLITE_STATIC);
+    }else if( !e.bTomb ){
+      sqlite3_bind_blob(p, 2, e.nVal ? e.aVal : (const void*)"", e.nVal,
+                        SQLITE_STATIC);
+    }
+    rc = sqlite3_step(p);
+    sqlite3_reset(p);
+    rc = rc==SQLITE_DONE ? SQLITE_OK : (rc==SQLITE_ROW ? SQLITE_OK : rc);
+    if( rc==SQLITE_OK ) rc = sqlite3_reset(p);
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* One data-file transaction holding every job of the list. */
+static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
+  BtJob *j;
+  int rc = btExec(s->dbW, bSync ? "PRAGMA synchronous=FULL"
+                                : "PRAGMA synchronous=OFF");
+  if( rc==SQLITE_OK ) rc = btExec(s->dbW, "BEGIN IMMEDIATE");
+  for(j=pList; j && rc==SQLITE_OK; j=j->pNext) rc = btWriteJob(s, j);
+  if( rc==SQLITE_OK && __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST)>0 ){
+    __atomic_fetch_sub(&btFailWrites, 1, __ATOMIC_SEQ_CST);
+    rc = SQLITE_IOERR_WRITE;
+  }
+  if( rc==SQLITE_OK && pList==0 ){
+    /* nothing to write: a synced commit of its own makes the batches
+    ** committed before it durable (accelerated_repair) */
+    rc = btExec(s->dbW, "INSERT OR REPLACE INTO bt_meta VALUES('sync', "
+                        "coalesce((SELECT v FROM bt_meta WHERE k='sync'),0)+1)");
+  }
+  if( rc==SQLITE_OK ) rc = btExec(s->dbW, "COMMIT");
+  if( rc!=SQLITE_OK ){
+    btNote(s, rc, "data-file write");
+    btExec(s->dbW, "ROLLBACK");
+    for(j=pList; j; j=j->pNext) if( j->pTab->bMade ) j->pTab->bMade = 0;
+  }
+  return rc;
+}
+
+/* Drop the overlay entries of a durable write job (store mutex held).
+** When it was the table's last pending job, every overlay entry came from
+** a durable job: the overlay is swapped for an empty one and the old
+** version is left in j->pOld to be freed outside the mutex.  Otherwise
+** each key still tagged with this job is removed. */
+static void btOverlayDrop(BtStore *s, BtJob *j){
+  KvBackendTable *t = j->pTab;
+  KvMapCursor *pCsr;
+  KvMapEntry e, o;
+  int bOn;
+  if( --t->nPending==0 && (j->pOld = kv_map_new())!=0 ){
+    KvMap *pOld = t->pOverlay;
+    s->nOverlay -= kv_map_count(pOld);
+    t->pOverlay = j->pOld;
+    j->pOld = pOld;
+    return;
+  }
+  pCsr = kv_map_cursor_new(j->pBatch);
+  for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0; bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( kv_map_get(t->pOverlay, e.aKey, e.nKey, &o)
+     && o.rev==j->iSeq
+     && kv_map_remove(&t->pOverlay, e.aKey, e.nKey)==SQLITE_OK ){
+      s->nOverlay--;
+    }
+  }
+  kv_map_cursor_free(pCsr);
+}
+
+/* After a durable commit: confirm each batch, then drop the overlay
+** entries still tagged with it, and free the jobs. */
+static void btFinishJobs(BtStore *s, BtJob *pList){
+  BtJob *j, *pNext;
+  for(j=pList; j; j=j->pNext){
+    if( j->eOp==BT_JOB_WRITE && j->cid ){
+      kv_engine_confirm(s->pEng, j->cid, j->pTab->zName, j->pTab->nName);
+    }
+  }
+  pthread_mutex_lock(&s->mu);
+  for(j=pList; j; j=j->pNext){
+    if( j->eOp==BT_JOB_DROP ) j->pTab->bDropped = 1;
+    if( j->eOp==BT_JOB_WRITE ){
+      btOverlayDrop(s, j);
+      kv_map_unref(j->pBatch);
+    }
+    btTableUnref(j->pTab);
+  }
+  pthread_cond_broadcast(&s->condRoom);
+  pthread_mutex_unlock(&s->mu);
+  for(j=pList; j; j=pNext){
+    pNext = j->pNext;
+    kv_map_unref(j->pOld);
+    sqlite3_free(j);
+  }
+}
+
+/* New data is in the file: later snapshots need a new reader. */
+static void btNewGeneration(BtStore *s){
+  pthread_mutex_lock(&s->mu);
+  s->gen++;
+  if( s->pCur ){ btReaderUnref(s, s->pCur); s->pCur = 0; }
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Count a list of jobs in or out of the queue (store mutex held). */
+static void btQueueCount(BtStore *s, BtJob *pList, int iDir){
+  BtJob *j;
+  for(j=pList; j; j=j->pNext){
+    s->nQueued += iDir;
+    if( j->eOp==BT_JOB_DROP ) s->nDropQueued += iDir;
+  }
+}
+
+/* Take up to BT_MAX_BATCH queued jobs (store mutex held). */
+static BtJob *btTake(BtStore *s){
+  BtJob *pList = s->pHead, *j = pList;
+  int n = 1;
+  if( j==0 ) return 0;
+  while( j->pNext && n<BT_MAX_BATCH ){ j = j->pNext; n++; }
+  s->pHead = j->pNext;
+  if( s->pHead==0 ) s->ppTail = &s->pHead;
+  j->pNext = 0;
+  btQueueCount(s, pList, -1);
+  return pList;
+}
+
+/* The CLOCK_REALTIME time (the clock of pthread_cond_timedwait) nMs
+** milliseconds from now. */
+static void btDeadline(struct timespec *pOut, int nMs){
+  clock_gettime(CLOCK_REALTIME, pOut);
+  pOut->tv_sec += nMs/1000;
+  pOut->tv_nsec += (long)(nMs%1000)*1000000L;
+  if( pOut->tv_nsec>=1000000000L ){
+    pOut->tv_sec++;
+    pOut->tv_nsec -= 1000000000L;
+  }
+}
+
+static int btBefore(const struct timespec *a, const struct timespec *b){
+  return a->tv_sec<b->tv_sec
+      || (a->tv_sec==b->tv_sec && a->tv_nsec<b->tv_nsec);
+}
+
+/* Gather more queued batches before writing (store mutex held), so that
+** one data-file transaction and one sync carry several commits: wait while
+** batches keep arriving less than BT_GATHER_MS apart, for at most
+** BT_GATHER_MAX_MS.  Returns at once when the store stops, when a full
+** batch or a DROP is queued, or when the overlays are half full
+** (committers must not come near the back-pressure limit because of this
+** wait). */
+static void btGather(BtStore *s){
+  struct timespec tEnd, tNext;
+  if( s->pHead==0 ) return;
+  btDeadline(&tEnd, BT_GATHER_MAX_MS);
+  while( !s->bStop && s->nQueued<BT_MAX_BATCH && s->nDropQueued==0
+      && s->nOverlay<s->nLimit/2 ){
+    btDeadline(&tNext, BT_GATHER_MS);
+    if( btBefore(&tEnd, &tNext) ) tNext = tEnd;
+    if( pthread_cond_timedwait(&s->condWork, &s->mu, &tNext)==ETIMEDOUT ){
+      break;
+    }
+  }
+}
+
+static void btAppendList(BtJob **ppList, BtJob *pAdd){
+  while( *ppList ) ppList = &(*ppList)->pNext;
+  *ppList = pAdd;
+}
+
+static void btBackoff(int *pnMs){
+  struct timespec ts;
+  *pnMs = *pnMs ? (*pnMs*2>1000 ? 1000 : *pnMs*2) : 10;
+  ts.tv_sec = *pnMs/1000;
+  ts.tv_nsec = (long)(*pnMs%1000)*1000000L;
+  nanosleep(&ts, 0);
+}
+
+/* Put jobs back at the head of the queue (store mutex held). */
+static void btRequeue(BtStore *s, BtJob *pList){
+  BtJob *j = pList;
+  if( j==0 ) return;
+  btQueueCount(s, pList, 1);
+  while( j->pNext ) j = j->pNext;
+  j->pNext = s->pHead;
+  if( s->pHead==0 ) s->ppTail = &j->pNext;
+  s->pHead = pList;
+}
+
+/* Free jobs without confirming them (closing after failed writes: the
+** WAL still holds their records for the next open). */
+static void btAbandon(BtStore *s, BtJob *pList){
+  BtJob *j;
+  pthread_mutex_lock(&s->mu);
+  while( (j = pList)!=0 ){
+    pList = j->pNext;
+    if( j->eOp==BT_JOB_WRITE ) j->pTab->nPending--;
+    kv_map_unref(j->pBatch);
+    btTableUnref(j->pTab);
+    sqlite3_free(j);
+  }
+  pthread_cond_broadcast(&s->condRoom);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* The collector thread: batches -> data file -> sync -> confirm -> drop
+** overlay entries.  Runs until the store closes and its queue is empty
+** (or, at close, its writes keep failing). */
+static void *btCollector(void *pArg){
+  BtStore *s = (BtStore*)pArg;
+  BtJob *pDone = 0;               /* committed, not yet synced (accel) */
+  int nDone = 0, nMs = 0;
+  for(;;){
+    BtJob *pList;
+    int bSync, bStop, rc;
+    pthread_mutex_lock(&s->mu);
+    while( s->pHead==0 && !s->bStop && pDone==0 ){
+      pthread_cond_wait(&s->condWork, &s->mu);
+    }
+    if( s->pHead==0 && s->bStop && pDone==0 ){
+      pthread_mutex_unlock(&s->mu);
+      break;
+    }
+    btGather(s);
+    pList = btTake(s);
+    bStop = s->bStop;
+    bSync = s->nAccel==0 || s->pHead==0 || nDone+1>=BT_ACCEL_EVERY;
+    pthread_mutex_unlock(&s->mu);
+    rc = btWriteBatch(s, pList, bSync);
+    if( rc!=SQLITE_OK ){
+      if( bStop ){
+        btAbandon(s, pList);
+        btAbandon(s, pDone);
+        pthread_mutex_lock(&s->mu);
+        pList = s->pHead; s->pHead = 0; s->ppTail = &s->pHead;
+        btQueueCount(s, pList, -1);
+        pthread_mutex_unlock(&s->mu);
+        btAbandon(s, pList);
+        break;
+      }
+      pthread_mutex_lock(&s->mu);
+      btRequeue(s, pList);
+      pthread_mutex_unlock(&s->mu);
+      btBackoff(&nMs);
+      continue;
+    }
+    nMs = 0;
+    btNewGeneration(s);
+    btAppendList(&pDone, pList);
+    nDone++;
+    if( bSync ){
+      btFinishJobs(s, pDone);
+      pDone = 0;
+      nDone = 0;
+    }
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------- stores --- */
+
+static void btStoreFree(BtStore *s){
+  BtReader *r;
+  if( s->bThread ){
+    pthread_mutex_lock(&s->mu);
+    s->bStop = 1;
+    pthread_cond_broadcast(&s->condWork);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, 0);
+  }
+  if( s->pCur ) btReaderUnref(s, s->pCur);
+  while( (r = s->pFree)!=0 ){ s->pFree = r->pNextFree; btReaderClose(r); }
+  sqlite3_close(s->dbW);
+  kv_buf_free(&s->crcBuf);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->condWork);
+  pthread_cond_destroy(&s->condRoom);
+  sqlite3_free(s->zPath);
+  sqlite3_free(s);
+}
+
+static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
+  BtStore *s = sqlite3_malloc64(sizeof(*s));
+  int rc;
+  *pp = 0;
+  if( s==0 ) return SQLITE_NOMEM;
+  memset(s, 0, sizeof(*s));
+  pthread_mutex_init(&s->mu, 0);
+  pthread_cond_init(&s->condWork, 0);
+  pthread_cond_init(&s->condRoom, 0);
+  s->ppTail = &s->pHead;
+  s->nLimit = BT_DEFAULT_LIMIT;
+  s->pEng = pDef->pEng;
+  s->nRef = 1;
+  s->zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
+  rc = s->zPath ? btOpenWriter(s, pzErr) : SQLITE_NOMEM;
+  if( rc==SQLITE_OK ){
+    rc = pthread_create(&s->thread, 0, btCollector, s)==0 ? SQLITE_OK
+                                                         : SQLITE_NOMEM;
+    s->bThread = rc==SQLITE_OK;
+  }
+  if( rc!=SQLITE_OK ){ btStoreFree(s); return rc; }
+  *pp = s;
+  return SQLITE_OK;
+}
+
+/* Opening the data file for a table that the store's catalog file lists.
+** That table's create made the data file (synced, through the file's own
+** WAL) before the catalog was saved, so a data file that is gone or empty,
+** with no WAL of its own holding frames, was deleted or truncated since.
+** SQLite would start a new, empty one and every table would read as
+** empty: refuse instead, creating nothing, so every later open refuses
+** too. */
+static int btCheckPresent(const char *zPath, const KvTableDef *pDef,
+                          char **pzErr){
+  int64_t nDb = btFileSize(zPath, "");
+  if( nDb>0 || btFileSize(zPath, "-wal")>0 ) return SQLITE_OK;
+  *pzErr = sqlite3_mprintf("kv_btree: data file %s is %s, but the catalog "
+      "of the store lists kv_btree table %.*s: the file was deleted or "
+      "truncated", zPath, nDb<0 ? "missing" : "empty", pDef->nName,
+      pDef->zName);
+  return SQLITE_CORRUPT;
+}
+
+/* The store of pDef->zStore, opened if needed (one reference).  bListed:
+** the table is in the catalog file (see btCheckPresent). */
+static int btStoreGet(const KvTableDef *pDef, int bListed, BtStore **pp,
+                      char **pzErr){
+  BtStore *s;
+  int rc = SQLITE_OK;
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
+  if( zPath==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&btGlobalMutex);
+  for(s=btStoreList; s && strcmp(s->zPath, zPath)!=0; s=s->pNext){}
+  if( s ){
+    s->nRef++;
+  }else if( bListed && (rc = btCheckPresent(zPath, pDef, pzErr))!=SQLITE_OK ){
+    s = 0;
+  }else if( (rc = btStoreNew(pDef, &s, pzErr))==SQLITE_OK ){
+    s->pNext = btStoreList;
+    btStoreList = s;
+  }
+  pthread_mutex_unlock(&btGlobalMutex);
+  sqlite3_free(zPath);
+  *pp = s;
+  return rc;
+}
+
+/* Drop a reference; the last one drains the queue and closes. */
+static void btStoreUnref(BtStore *s){
+  BtStore **pp;
+  pthread_mutex_lock(&btGlobalMutex);
+  if( --s->nRef>0 ){ pthread_mutex_unlock(&btGlobalMutex); return; }
+  for(pp=&btStoreList; *pp!=s; pp=&(*pp)->pNext){}
+  *pp = s->pNext;
+  pthread_mutex_unlock(&btGlobalMutex);
+  btStoreFree(s);
+}
+
+/* --------------------------------------------------------- tables --- */
+
+static void btTableUnref(KvBackendTable *t){
+  if( --t->nRef>0 ) return;
+  sqlite3_finalize(t->pPut);
+  sqlite3_finalize(t->pDel);
+  kv_map_unref(t->pOverlay);
+  sqlite3_free(t);
+}
+
+/* Queue a job (store mutex held). */
+static int btQueue(BtStore *s, KvBackendTable *t, int eOp, KvMap *pBatch,
+                   uint64_t iSeq, uint64_t cid){
+  BtJob *j = sqlite3_malloc64(sizeof(*j));
+  if( j==0 ) return SQLITE_NOMEM;
+  memset(j, 0, sizeof(*j));
+  j->eOp = eOp;
+  j->pTab = t;
+  t->nRef++;
+  j->pBatch = kv_map_ref(pBatch);
+  j->iSeq = iSeq;
+  j->cid = cid;
+  if( eOp==BT_JOB_WRITE ) t->nPending++;
+  s->nQueued++;
+  if( eOp==BT_JOB_DROP ) s->nDropQueued++;
+  *s->ppTail = j;
+  s->ppTail = &j->pNext;
+  pthread_cond_signal(&s->condWork);
+  return SQLITE_OK;
+}
+
+int kv_btree_accel_option(const char *z){
+  const char *p = z ? strstr(z, "\"accelerated_repair\"") : 0;
+  if( p==0 ) return 0;
+  p += 20;
+  while( *p==' ' || *p==':' ) p++;
+  return *p=='1' || strncmp(p, "true", 4)==0;
+}
+
+static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
+                  char **pzErr){
+  KvBackendTable *t;
+  BtStore *s = 0;
+  int rc;
+  *pp = 0;
+  if( pDef->zStore==0 || pDef->pEng==0 ){
+    *pzErr = sqlite3_mprintf("kv_btree: tables need a store directory");
+    return SQLITE_MISUSE;
+  }
+  t = sqlite3_malloc64(sizeof(*t) + pDef->nName + 1);
+  if( t==0 ) return SQLITE_NOMEM;
+  memset(t, 0, sizeof(*t));
+  t->zName = (char*)&t[1];
+  memcpy(t->zName, pDef->zName, pDef->nName);
+  t->zName[pDef->nName] = 0;
+  t->nName = pDef->nName;
+  t->iId = pDef->iTableId;
+  t->nRef = 1;
+  t->pOverlay = kv_map_new();
+  t->bAccel = kv_btree_accel_option(pDef->zOptions);
+  rc = t->pOverlay ? btStoreGet(pDef, !bCreate, &s, pzErr) : SQLITE_NOMEM;
+  if( rc!=SQLITE_OK ){ kv_map_unref(t->pOverlay); sqlite3_free(t); return rc; }
+  t->pStore = s;
+  pthread_mutex_lock(&s->mu);
+  s->nAccel += t->bAccel;
+  pthread_mutex_unlock(&s->mu);
+  *pp = t;
+  return rc;
+}
+
+static void btClose(KvBackendTable *t){
+  BtStore *s;
+  if( t==0 ) return;
+  s = t->pStore;
+  pthread_mutex_lock(&s->mu);
+  s->nAccel -= t->bAccel;
+  btTableUnref(t);
+  pthread_mutex_unlock(&s->mu);
+  btStoreUnref(s);
+}
+
+/* The removal is committed: the collector drops the physical table after
+** the batches queued before, and this waits for that commit (the engine
+** saves its catalog only afterwards, so the id of a dropped table never
+** names a physical table again).  Durable when it returns: the DROP is
+** committed to the data file - unless the collector is failing, in which
+** case it stays queued and is done once writes succeed again. */
+static int btDrop(KvBackendTable *t, char **pzErr){
+  BtStore *s = t->pStore;
+  int64_t nErr0;
+  int rc;
+  (void)pzErr;
+  pthread_mutex_lock(&s->mu);
+  nErr0 = s->nError;
+  rc = btQueue(s, t, BT_JOB_DROP, 0, 0, 0);
+  /* A failing collector keeps the job queued (it drops the table once it
+  ** can write again); this does not wait for that. */
+  while( rc==SQLITE_OK && !t->bDropped && !s->bStop && s->nError==nErr0 ){
+    pthread_cond_wait(&s->condRoom, &s->mu);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return rc;
+}
+
+/* Publish a committed batch into the overlay and queue it.  Waits while
+** the store's overlays are over their limit (engine mutex held; the
+** collector needs neither the engine mutex nor anything a committer
+** holds, so it always makes room). */
+static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
+                   uint64_t cid){
+  BtStore *s = t->pStore;
+  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&s->mu);
+  while( s->nOverlay>=s->nLimit && !s->bStop ){
+    pthread_cond_wait(&s->condRoom, &s->mu);
+  }
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && rc==SQLITE_OK;
+      bOn=kv_map_cursor_next(pCsr)){
+    int64_t n0 = kv_map_count(t->pOverlay);
+    kv_map_cursor_entry(pCsr, &e);
+    rc = kv_map_put_from(&t->pOverlay, pCsr, iSeq, e.bTomb);
+    s->nOverlay += kv_map_count(t->pOverlay) - n0;
+  }
+  if( rc==SQLITE_OK ) rc = btQueue(s, t, BT_JOB_WRITE, pBatch, iSeq, cid);
+  pthread_mutex_unlock(&s->mu);
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+static int btDurable(KvBackendTable *t, uint64_t cid){
+  (void)t; (void)cid;
+  return 0;                     /* the collector confirms */
+}
+
+/* ------------------------------------------------------ snapshots --- */
+
+static int btSnapshot(KvBackendTable *t, KvBackendSnap **pp){
+  BtStore *s = t->pStore;
+  KvBackendSnap *h = sqlite3_malloc64(sizeof(*h));
+  BtSnapCore *c = sqlite3_malloc64(sizeof(*c));
+  int rc = SQLITE_OK;
+  *pp = 0;
+  if( h==0 || c==0 ){ sqlite3_free(h); sqlite3_free(c); return SQLITE_NOMEM; }
+  memset(h, 0, sizeof(*h));
+  memset(c, 0, sizeof(*c));
+  pthread_mutex_lock(&s->mu);
+  if( s->pCur==0 ) rc = btReaderPin(s, &s->pCur);
+  if( rc==SQLITE_OK ){ c->pReader = s->pCur; s->pCur->nRef++; }
+  if( rc==SQLITE_OK ){
+    c->nRef = 1;
+    c->pTab = t;
+    t->nRef++;
+    c->pOverlay = kv_map_ref(t->pOverlay);
+  }
+  pthread_mutex_unlock(&s->mu);
+  if( rc!=SQLITE_OK ){ sqlite3_free(h); sqlite3_free(c); return rc; }
+  h->p = c;
+  *pp = h;
+  return SQLITE_OK;
+}
+
+static void btSnapshotFree(KvBackendSnap *h){
+  BtSnapCore *c;
+  BtStore *s;
+  if( h==0 ) return;
+  c = h->p;
+  s = c->pTab->pStore;
+  kv_buf_free(&h->val);
+  sqlite3_free(h->zErr);
+  sqlite3_free(h);
+  pthread_mutex_lock(&s->mu);
+  if( --c->nRef==0 ){
+    btReaderUnref(s, c->pReader);
+    btTableUnref(c->pTab);
+    kv_map_unref(c->pOverlay);
+    sqlite3_free(c);
+  }
+  pthread_mutex_unlock(&s->mu);
+}
+
+static int btSnapshotDup(KvBackendSnap *h, KvBackendSnap **pp){
+  KvBackendSnap *n = sqlite3_malloc64(sizeof(*n));
+  BtStore *s = h->p->pTab->pStore;
+  *pp = 0;
+  if( n==0 ) return SQLITE_NOMEM;
+  memset(n, 0, sizeof(*n));
+  pthread_mutex_lock(&s->mu);
+  h->p->nRef++;
+  pthread_mutex_unlock(&s->mu);
+  n->p = h->p;
+  *pp = n;
+  return SQLITE_OK;
+}
+
+/* Read key from the data file of the snapshot into pBuf. */
+static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
+                     KvBuf *pBuf, int *pbFound, char **pzErr){
+  BtReader *r = c->pReader;
+  sqlite3_stmt *p = 0;
+  int rc, bBad = 0;
+  *pbFound = 0;
+  if( r==0 ) return SQLITE_OK;
+  pthread_mutex_lock(&r->mu);
+  rc = btReaderStmt(r, c->pTab->iId, &p);
+  if( rc==SQLITE_OK ){
+    sqlite3_bind_blob(p, 1, aKey, nKey, SQLITE_STATIC);
+    rc = btReadFault(sqlite3_step(p));
+    if( rc==SQLITE_ROW ){
+      kv_buf_reset(pBuf);
+      rc = btRowValue(c->pTab->pStore->bCrc, aKey, nKey,
+                      sqlite3_column_blob(p, 0), sqlite3_column_bytes(p, 0),
+                      pBuf);
+      bBad = rc==SQLITE_CORRUPT;
+      *pbFound = rc==SQLITE_OK;
+    }else if( rc==SQLITE_DONE ){
+      rc = SQLITE_OK;
+    }
+    sqlite3_reset(p);
+  }else if( btNoTable(r->db, rc) ){
+    rc = SQLITE_OK;
+  }
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: read of table %s from the data file "
+        "%s failed: %s", c->pTab->zName, c->pTab->pStore->zPath,
+        btReadErrText(r->db, rc, bBad));
+    sqlite3_log(rc, "%s", *pzErr ? *pzErr : "kv_btree: read failed");
+  }
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+static int btGet(KvBackendSnap *h, const uint8_t *aKey, int nKey,
+                 int *pbFound, KvMapEntry *pOut){
+  KvMapEntry e;
+  int rc;
+  if( kv_map_get(h->p->pOverlay, aKey, nKey, &e) ){
+    *pbFound = !e.bTomb;
+    *pOut = e;
+    return SQLITE_OK;
+  }
+  sqlite3_free(h->zErr);
+  h->zErr = 0;
+  rc = btDataGet(h->p, aKey, nKey, &h->val, pbFound, &h->zErr);
+  if( rc==SQLITE_OK && *pbFound ){
+    memset(pOut, 0, sizeof(*pOut));
+    pOut->aKey = aKey; pOut->nKey = nKey;
+    pOut->aVal = h->val.a; pOut->nVal = h->val.n;
+  }
+  return rc;
+}
+
+static void btGetError(KvBackendSnap *h, char **pzErr){
+  *pzErr = h->zErr ? sqlite3_mprintf("%s", h->zErr) : 0;
+}
+
+/* -------------------------------------------------------- cursors --- */
+
+/* A walk merging the overlay (newer; tombstones hide keys) with the data
+** file.  Each side is positioned on its own; the data side is a statement
+** stepping in the current direction, re-prepared when it turns. */
+struct KvBackendCursor {
+  BtSnapCore *c;                /* holds a reference */
+  KvBackendSnap *pHold;         /* dup of the snapshot handle */
+  KvMapCursor *pOv;
+  int bOvOn;
+  sqlite3_stmt *pData;
+  int bDataOn;
+  int bDesc;                    /* current direction */
+  int eCur;                     /* 0 none, 1 overlay, 2 data, 3 both */
+  KvBuf dKey, dVal;             /* data side's current row (copied) */
+  KvBuf cur;                    /* current key */
+  int rc;                       /* data-file read error that ended the walk */
+  int bBad;                     /* that error is a value failing its CRC */
+  char *zErr;                   /* its message */
+};
+
+/* A data-file read failed (r->mu held): the walk ends with that error
+** (kept for btCursorError), never as if the table had ended. */
+static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
+  if( p->rc==SQLITE_OK ){
+    p->rc = rc;
+    p->zErr = sqlite3_mprintf("kv_btree: scan of table %s in the data file "
+        "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
+        btReadErrText(db, rc, p->bBad));
+    sqlite3_log(rc, "%s", p->zErr ? p->zErr : "kv_btree: scan failed");
+  }
+  return rc;
+}
+
+static int btCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
+  int c = memcmp(a, b, na<nb ? na : nb);
+  return c ? c : na-nb;
+}
+
+/* Position the data side: first key (>|>=|<|<=) aKey, or from an end. */
+static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
+                      const void *aKey, int nKey){
+  BtReader *r = p->c->pReader;
+  char *zSql;
+  int rc;
+  p->bDataOn = 0;
+  sqlite3_finalize(p->pData);
+  p->pData = 0;
+  if( r==0 ) return SQLITE_OK;
+  zSql = sqlite3_mprintf("SELECT k,v FROM t%llu %s ORDER BY k %s",
+      (unsigned long long)p->c->pTab->iId,
+      aKey==0 ? "" : bDesc ? (bIncl ? "WHERE k<=?1" : "WHERE k<?1")
+                           : (bIncl ? "WHERE k>=?1" : "WHERE k>?1"),
+      bDesc ? "DESC" : "ASC");
+  if( zSql==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&r->mu);
+  rc = sqlite3_prepare_v2(r->db, zSql, -1, &p->pData, 0);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK && aKey ) sqlite3_bind_blob(p->pData, 1, aKey, nKey,
+                                                SQLITE_TRANSIENT);
+  if( btNoTable(r->db, rc) ) rc = SQLITE_OK;
+  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+static int btDataStep(KvBackendCursor *p){
+  BtReader *r = p->c->pReader;
+  int rc;
+  p->bDataOn = 0;
+  if( p->pData==0 ) return SQLITE_OK;
+  pthread_mutex_lock(&r->mu);
+  rc = btReadFault(sqlite3_step(p->pData));
+  if( rc==SQLITE_ROW ){
+    kv_buf_reset(&p->dKey);
+    kv_buf_reset(&p->dVal);
+    rc = kv_buf_append(&p->dKey, sqlite3_column_blob(p->pData, 0),
+                       sqlite3_column_bytes(p->pData, 0));
+    if( rc==SQLITE_OK ){
+      rc = btRowValue(p->c->pTab->pStore->bCrc, p->dKey.a, p->dKey.n,
+                      sqlite3_column_blob(p->pData, 1),
+                      sqlite3_column_bytes(p->pData, 1), &p->dVal);
+      p->bBad = rc==SQLITE_CORRUPT;
+    }
+    p->bDataOn = rc==SQLITE_OK;
+  }else if( rc==SQLITE_DONE ){
+    rc = SQLITE_OK;
+  }
+  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
+  pthread_mutex_unlock(&r->mu);
+  return rc;
+}
+
+/* Pick the current entry from the two sides, skipping keys the overlay
+** deleted.  Returns 1 if on an entry. */
+static int btSettle(KvBackendCursor *p){
+  for(;;){
+    KvMapEntry o;
+    int cmp;
+    p->eCur = 0;
+    if( !p->bOvOn && !p->bDataOn ) return 0;
+    if( p->bOvOn ) kv_map_cursor_entry(p->pOv, &o);
+    if( !p->bOvOn ) cmp = 1;
+    else if( !p->bDataOn ) cmp = -1;
+    else{
+      cmp = btCmp(o.aKey, o.nKey, p->dKey.a, p->dKey.n);
+      if( p->bDesc ) cmp = -cmp;
+    }
+    p->eCur = cmp<0 ? 1 : cmp>0 ? 2 : 3;
+    if( p->eCur!=2 && o.bTomb ){
+      if( p->eCur==3 && btDataStep(p)!=SQLITE_OK ){ p->eCur = 0; return 0; }
+      p->bOvOn = p->bDesc ? kv_map_cursor_prev(p->pOv)
+                          : kv_map_cursor_next(p->pOv);
+      continue;
+    }
+    kv_buf_reset(&p->cur);
+    if( p->eCur==2 ) kv_buf_append(&p->cur, p->dKey.a, p->dKey.n);
+    else kv_buf_append(&p->cur, o.aKey, o.nKey);
+    return 1;
+  }
+}
+
+static int btCursorOpen(KvBackendSnap *h, KvBackendCursor **pp){
+  KvBackendCursor *p = sqlite3_malloc64(sizeof(*p));
+  int rc;
+  *pp = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  rc = btSnapshotDup(h, &p->pHold);
+  if( rc==SQLITE_OK ){
+    p->c = p->pHold->p;
+    p->pOv = kv_map_cursor_new(p->c->pOverlay);
+    if( p->pOv==0 ) rc = SQLITE_NOMEM;
+  }
+  if( rc!=SQLITE_OK ){
+    btSnapshotFree(p->pHold);
+    sqlite3_free(p);
+    return rc;
+  }
+  *pp = p;
+  return SQLITE_OK;
+}
+
+static void btCursorClose(KvBackendCursor *p){
+  BtReader *r;
+  if( p==0 ) return;
+  r = p->c->pReader;
+  if( r ){
+    pthread_mutex_lock(&r->mu);
+    sqlite3_finalize(p->pData);
+    pthread_mutex_unlock(&r->mu);
+  }
+  kv_map_cursor_free(p->pOv);
+  kv_buf_free(&p->dKey);
+  kv_buf_free(&p->dVal);
+  kv_buf_free(&p->cur);
+  sqlite3_free(p->zErr);
+  btSnapshotFree(p->pHold);
+  sqlite3_free(p);
+}
+
+/* Seek both sides the same way. */
+static int btCursorSeek(KvBackendCursor *p, int eSeek, const void *aKey,
+                        int n){
+  int bDesc = eSeek==KV_SEEK_LAST || eSeek==KV_SEEK_LE || eSeek==KV_SEEK_LT;
+  int bIncl = eSeek==KV_SEEK_GE || eSeek==KV_SEEK_LE;
+  int bEnd = eSeek==KV_SEEK_FIRST || eSeek==KV_SEEK_LAST;
+  if( p->rc!=SQLITE_OK ){ p->eCur = 0; return 0; }
+  p->bDesc = bDesc;
+  p->bOvOn = kv_map_cursor_seek(p->pOv, eSeek, aKey, n);
+  if( btDataSeek(p, bDesc, bIncl, bEnd ? 0 : aKey, n)!=SQLITE_OK
+   || btDataStep(p)!=SQLITE_OK ){
+    p->bOvOn = p->bDataOn = 0;
+    p->eCur = 0;
+    return 0;
+  }
+  return btSettle(p);
+}
+
+/* Step in direction bDesc from the current key. */
+static int btCursorMove(KvBackendCursor *p, int bDesc){
+  KvBuf k;
+  int r;
+  if( p->eCur==0 || p->rc!=SQLITE_OK ) return 0;
+  if( bDesc!=p->bDesc ){
+    memset(&k, 0, sizeof(k));
+    if( kv_buf_append(&k, p->cur.a, p->cur.n)!=SQLITE_OK ) return 0;
+    r = btCursorSeek(p, bDesc ? KV_SEEK_LT : KV_SEEK_GT, k.a, k.n);
+    kv_buf_free(&k);
+    return r;
+  }
+  if( p->eCur & 1 ){
+    p->bOvOn = bDesc ? kv_map_cursor_prev(p->pOv) : kv_map_cursor_next(p->pOv);
+  }
+  if( (p->eCur & 2) && btDataStep(p)!=SQLITE_OK ){
+    p->eCur = 0;
+    return 0;
+  }
+  return btSettle(p);
+}
+
+static int btCursorError(KvBackendCursor *p, char **pzErr){
+  *pzErr = 0;
+  if( p->rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("%s", p->zErr ? p->zErr
+                             : "kv_btree: data-file read failed");
+  }
+  return p->rc;
+}
+
+static int btCursorNext(KvBackendCursor *p){ return btCursorMove(p, 0); }
+static int btCursorPrev(KvBackendCursor *p){ return btCursorMove(p, 1); }
+
+static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut){
+  memset(pOut, 0, sizeof(*pOut));
+  if( p->eCur==2 ){
+    pOut->aKey = p->dKey.a; pOut->nKey = p->dKey.n;
+    pOut->aVal = p->dVal.a; pOut->nVal = p->dVal.n;
+  }else if( p->eCur ){
+    kv_map_cursor_entry(p->pOv, pOut);
+  }
+}
+
+/* ----------------------------------------------------------- stats --- */
+
+/* Rows and logical bytes: a walk of a fresh snapshot (O(n)). */
+static void btCount(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
+  KvBackendSnap *h = 0;
+  KvBackendCursor *p = 0;
+  KvMapEntry e;
+  int bOn;
+  *pnRow = *pnByte = 0;
+  if( btSnapshot(t, &h)!=SQLITE_OK ) return;
+  if( btCursorOpen(h, &p)==SQLITE_OK ){
+    for(bOn=btCursorSeek(p, KV_SEEK_FIRST, 0, 0); bOn; bOn=btCursorNext(p)){
+      btCursorEntry(p, &e);
+      (*pnRow)++;
+      *pnByte += e.nKey + e.nVal;
+    }
+    btCursorClose(p);
+  }
+  btSnapshotFree(h);
+}
+
+static void btStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
+  btCount(t, pnRow, pnByte);
+}
+
+static void btStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
+  BtStore *s = t->pStore;
+  memset(pS, 0, sizeof(*pS));
+  if( bCount ) btCount(t, &pS->nRow, &pS->nByte);
+  pthread_mutex_lock(&s->mu);
+  pS->nOverlay = kv_map_count(t->pOverlay);
+  pS->nPending = t->nPending;
+  pS->nError = s->nError;
+  memcpy(pS->zError, s->zError, sizeof(s->zError));
+  pthread_mutex_unlock(&s->mu);
+}
+
+int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
+  BtStore *s;
+  int rc = SQLITE_NOTFOUND;
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", zStoreDir);
+  if( zPath==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&btGlobalMutex);
+  for(s=btStoreList; s; s=s->pNext){
+    if( strcmp(s->zPath, zPath)==0 ){
+      pthread_mutex_lock(&s->mu);
+      s->nLimit = nLimit>0 ? nLimit : BT_DEFAULT_LIMIT;
+      pthread_cond_broadcast(&s->condRoom);
+      pthread_mutex_unlock(&s->mu);
+      rc = SQLITE_OK;
+    }
+  }
+  pthread_mutex_unlock(&btGlobalMutex);
+  sqlite3_free(zPath);
+  return rc;
+}
+
+/* The largest id of a physical table t<id> in the data file (0: no file
+** or none).  Opened on a connection of its own, read-write as the store's
+** own connections are (the store lock is held), so a data file left by a
+** crash is recovered as they would recover it. */
+static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", zStore);
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  int rc = SQLITE_OK;
+  *piMax = 0;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  if( btFileSize(zPath, "")>0 ){
+    rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
+                         |SQLITE_OPEN_NOMUTEX, depot_vfs_plain());
+    if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
+    if( rc==SQLITE_OK ){
+      rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "
+          "INTEGER)) FROM sqlite_schema WHERE type='table' AND name GLOB "
+          "'t[0-9]*'", -1, &pStmt, 0);
+    }
+    if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+      sqlite3_int64 v = sqlite3_column_int64(pStmt, 0);
+      *piMax = v>0 ? (uint64_t)v : 0;
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_finalize(pStmt);
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv_btree: cannot list the tables of data "
+          "file %s: %s", zPath, db ? sqlite3_errmsg(db) : "out of memory");
+      if( (rc&0xff)==SQLITE_NOTADB ) rc = SQLITE_CORRUPT;
+    }
+    sqlite3_close(db);
+  }
+  sqlite3_free(zPath);
+  return rc;
+}
+
+const KvBackend kvBtreeBackend = {
+  "kv_btree",
+  btOpen, btClose, btDrop,
+  btSnapshot, btSnapshotFree, btSnapshotDup, btGet,
+  btCursorOpen, btCursorClose, btCursorSeek, btCursorNext, btCursorPrev,
+  btCursorEntry,
+  btApply, btDurable, btStats,
+  1, btStatsEx,
+  btCursorError, btGetError, 0,
+  0,                            /* data files: records wait for them */
+  0,                            /* its data file is checked by xOpen */
+  btStoreMaxId,
+  0                             /* xApply fills the overlay: no file I/O */
+};

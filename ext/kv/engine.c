@@ -1,0 +1,747 @@
+/*
+** kv_engine.c -- KV stores: the process-wide registry of open stores
+** (refcounted by real path), the lock file that keeps other processes
+** out, the table list, and opening a store (catalog file, then WAL replay
+** in CID order, then confirmation).  See kv_engine.h.
+*/
+#define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
+#include "config.h"
+#include "ext/kv/engine_int.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Open stores, guarded by kvGlobalMutex. */
+static pthread_mutex_t kvGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
+static KvEngine *kvEngineList = 0;
+static const WalIo *kvTestIo = 0;
+
+/* Every table type this build knows.  One line per backend. */
+static const KvBackend *const aKvBackend[] = {
+  &kvMemoryBackend,
+  &kvBtreeBackend,
+  &kvLogBackend,
+};
+
+void kv_engine_test_io(const WalIo *pIo){
+  pthread_mutex_lock(&kvGlobalMutex);
+  kvTestIo = pIo;
+  pthread_mutex_unlock(&kvGlobalMutex);
+}
+
+static WalConfig kvTestWalCfg;   /* kv_engine_test_wal_config */
+
+void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
+  pthread_mutex_lock(&kvGlobalMutex);
+  kvTestWalCfg.szSegment = szSegment;
+  kvTestWalCfg.bKeepBak = bKeepBak;
+  pthread_mutex_unlock(&kvGlobalMutex);
+}
+
+static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
+
+void kv_engine_test_fail_apply(int n){
+  __atomic_store_n(&kvApplyFault, n, __ATOMIC_SEQ_CST);
+}
+
+int kvEngineApplyFault(void){
+  return __atomic_load_n(&kvApplyFault, __ATOMIC_SEQ_CST)>0
+      && __atomic_sub_fetch(&kvApplyFault, 1, __ATOMIC_SEQ_CST)==0;
+}
+
+/* ---------------------------------------------------- failed state --- */
+
+int kvEngineFailed(KvEngine *pEng, char **pzErr){
+  int rc = __atomic_load_n(&pEng->rcFailed, __ATOMIC_ACQUIRE);
+  if( rc!=SQLITE_OK && pzErr ){
+    *pzErr = sqlite3_mprintf("%s", pEng->zFailed ? pEng->zFailed
+                             : "kv: the store is stopped");
+  }
+  return rc;
+}
+
+char *kvApplyErrmsg(KvTable *pTab, int rc){
+  char *zWhy = 0, *zRes;
+  if( pTab->pBackend->xApplyError && pTab->pData ){
+    pTab->pBackend->xApplyError(pTab->pData, &zWhy);
+  }
+  zRes = sqlite3_mprintf("table %.*s: %s", pTab->nName, pTab->zName,
+                         zWhy ? zWhy : sqlite3_errstr(rc));
+  sqlite3_free(zWhy);
+  return zRes;
+}
+
+void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
+  const char *zWhy = *pzErr ? *pzErr : sqlite3_errstr(rc);
+  if( pEng->rcFailed==SQLITE_OK ){
+    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: publishing "
+        "commit %llu failed after its WAL flush (%s); %s", pEng->zDir
+        ? pEng->zDir : "(memory)", (unsigned long long)cid, zWhy, cid
+        ? "its persistent writes are in the WAL: close every connection to "
+          "the store and open it again to apply them"
+        : "it held only volatile writes, which are lost");
+    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed : zWhy);
+    wal_hold(pEng->pWal);        /* the commit may be confirmed already */
+    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
+  }
+  sqlite3_free(*pzErr);
+  *pzErr = 0;
+  kvEngineFailed(pEng, pzErr);
+}
+
+void kvEngineFailAbort(KvEngine *pEng, int rc, uint64_t tid, uint64_t cid,
+                       const char *zWhy){
+  pthread_mutex_lock(&pEng->mutex);
+  if( pEng->rcFailed==SQLITE_OK ){
+    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: the rollback "
+        "of prepared transaction %llu could not be written to the WAL (%s); "
+        "its writes stay in WAL record %llu and will be applied when the "
+        "store is next opened", pEng->zDir ? pEng->zDir : "(memory)",
+        (unsigned long long)tid, zWhy ? zWhy : sqlite3_errstr(rc),
+        (unsigned long long)cid);
+    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed
+                : "kv: the rollback of a prepared transaction failed");
+    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+}
+
+const KvBackend *kvBackendFind(const char *zType){
+  size_t i;
+  for(i=0; i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
+    if( strcmp(aKvBackend[i]->zType, zType)==0 ) return aKvBackend[i];
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ names --- */
+
+int kv_name_check(const char *z, int n, char **pzErr){
+  int i = 0;
+  if( z==0 || n<1 || n>KV_MAX_NAME_BYTES ){
+    *pzErr = sqlite3_mprintf(
+        "kv: table name must be 1..%d bytes of UTF-8, got %d",
+        KV_MAX_NAME_BYTES, z ? n : 0);
+    return SQLITE_ERROR;
+  }
+  i = kv_utf8_invalid_at((const uint8_t*)z, n, 0);
+  if( i>=0 ){
+    *pzErr = sqlite3_mprintf(
+        "kv: table name is not valid UTF-8 (or holds a NUL) at byte %d", i);
+    return SQLITE_ERROR;
+  }
+  if( n==(int)strlen(KV_META_TABLE) && memcmp(z, KV_META_TABLE, n)==0 ){
+    *pzErr = sqlite3_mprintf("kv: table %s is internal and cannot be used",
+                             KV_META_TABLE);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+/* Non-zero if a/n is NOT a usable table name (for bytes from disk). */
+static int kvNameBad(const uint8_t *a, int n){
+  char *zErr = 0;
+  int rc = kv_name_check((const char*)a, n, &zErr);
+  sqlite3_free(zErr);
+  return rc!=SQLITE_OK;
+}
+
+void kv_meta_clear(KvMeta *p){
+  sqlite3_free(p->zOptions);
+  memset(p, 0, sizeof(*p));
+}
+
+/* ----------------------------------------------------------- tables --- */
+
+int kvTableNew(KvEngine *pEng, const char *zName, int nName,
+               const KvMeta *pMeta, KvTable **pp, char **pzErr){
+  KvTable *p;
+  const KvBackend *pB = kvBackendFind(pMeta->zType);
+  *pp = 0;
+  if( pB==0 ){
+    *pzErr = sqlite3_mprintf("kv: table type %s is not available in this "
+                             "build (known: kv_memory, kv_btree, kv_log)", pMeta->zType);
+    return SQLITE_ERROR;
+  }
+  p = sqlite3_malloc64(sizeof(*p) + nName + 1);
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->zName = (char*)&p[1];
+  memcpy(p->zName, zName, nName);
+  p->zName[nName] = 0;
+  p->nName = nName;
+  p->meta = *pMeta;
+  if( pMeta->zOptions ){
+    p->meta.zOptions = sqlite3_mprintf("%s", pMeta->zOptions);
+    if( p->meta.zOptions==0 ){ sqlite3_free(p); return SQLITE_NOMEM; }
+  }
+  p->pEng = pEng;
+  p->pBackend = pB;
+  p->nRef = 1;
+  *pp = p;
+  return SQLITE_OK;
+}
+
+int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
+  KvTableDef def;
+  def.zStore = p->pEng->zDir;
+  def.zName = p->zName;
+  def.nName = p->nName;
+  def.iTableId = p->meta.iId;
+  def.bPersist = p->meta.bPersist;
+  def.zOptions = p->meta.zOptions;
+  def.pEng = p->pEng;
+  def.pIo = p->pEng->pIo;
+  return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
+}
+
+int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr){
+  if( rc==SQLITE_OK || rc==SQLITE_NOMEM || *pzErr ) return rc;
+  *pzErr = sqlite3_mprintf("kv: table %.*s cannot be read or written: its "
+      "files failed to take a commit, which is safe in the WAL; reopen the "
+      "store to repair it (the error log has the cause)", nTab, zTab);
+  return rc;
+}
+
+void kvTableUnref(KvTable *p){
+  if( p && --p->nRef==0 ){
+    if( p->pData ) p->pBackend->xClose(p->pData);
+    kvVersionTableFree(p);
+    kv_map_unref(p->pRev);
+    sqlite3_free(p->meta.zOptions);
+    sqlite3_free(p);
+  }
+}
+
+KvTable *kvTableFind(KvEngine *pEng, const char *zName, int nName){
+  KvTable *p;
+  for(p=pEng->pTables; p; p=p->pNext){
+    if( p->nName==nName && memcmp(p->zName, zName, nName)==0 ) return p;
+  }
+  return 0;
+}
+
+void kvTableLink(KvEngine *pEng, KvTable *p){
+  p->nRef++;
+  p->bLive = 1;
+  p->pNext = pEng->pTables;
+  pEng->pTables = p;
+}
+
+void kvTableUnlink(KvEngine *pEng, KvTable *p){
+  KvTable **pp;
+  for(pp=&pEng->pTables; *pp; pp=&(*pp)->pNext){
+    if( *pp==p ){
+      *pp = p->pNext;
+      p->pNext = 0;
+      p->bLive = 0;
+      kvTableUnref(p);
+      return;
+    }
+  }
+}
+
+/* ---------------------------------------------------------- replay --- */
+
+typedef struct KvReplay KvReplay;
+struct KvReplay {
+  KvEngine *pEng;
+  int nCid, nCidAlloc;
+  uint64_t *aCid;               /* records that touched the catalog */
+  char *zErr;
+};
+
+/* Build a batch map from the actions of one table of a record.  Data keys
+** must be well-formed key encodings (catalog keys are table names). */
+static int kvReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
+  KvMap *p = kv_map_new();
+  int i, rc = SQLITE_OK;
+  if( p==0 ) return SQLITE_NOMEM;
+  for(i=0; i<pT->nAction && rc==SQLITE_OK; i++){
+    const WalAction *a = &pT->aAction[i];
+    if( bMeta ? kvNameBad(a->aKey, a->nKey)
+              : kv_key_check(a->aKey, a->nKey)!=SQLITE_OK ){
+      rc = SQLITE_CORRUPT;
+    }
+    else rc = kv_map_put(&p, a->aKey, a->nKey, a->aVal, a->bDelete ? 0 : a->nVal,
+                         0, a->bDelete);
+  }
+  if( rc!=SQLITE_OK ){ kv_map_unref(p); p = 0; }
+  *ppBatch = p;
+  return rc;
+}
+
+static int kvReplayNoteCid(KvReplay *pR, uint64_t cid){
+  if( pR->nCid==pR->nCidAlloc ){
+    int nNew = pR->nCidAlloc ? pR->nCidAlloc*2 : 16;
+    uint64_t *a = sqlite3_realloc64(pR->aCid, nNew*sizeof(uint64_t));
+    if( a==0 ) return SQLITE_NOMEM;
+    pR->aCid = a;
+    pR->nCidAlloc = nNew;
+  }
+  pR->aCid[pR->nCid++] = cid;
+  return SQLITE_OK;
+}
+
+/* Apply one table's actions of a replayed record. */
+static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
+  KvEngine *pEng = pR->pEng;
+  KvMap *pBatch = 0;
+  int bMeta = pT->nTable==(int)strlen(KV_META_TABLE)
+           && memcmp(pT->zTable, KV_META_TABLE, pT->nTable)==0;
+  KvTable *pTab = bMeta ? 0 : kvTableFind(pEng, pT->zTable, pT->nTable);
+  int rc;
+  if( !bMeta && (pTab==0 || !pTab->meta.bPersist) ){
+    /* Removed by a later record (or never persistent): nothing to do. */
+    sqlite3_log(SQLITE_NOTICE, "kv: replay of record %llu skips table %.*s,"
+                " which no longer exists", (unsigned long long)cid,
+                pT->nTable, pT->zTable);
+    return wal_confirm(pEng->pWal, cid, pT->zTable, pT->nTable);
+  }
+  rc = kvReplayBatch(pT, bMeta, &pBatch);
+  if( rc==SQLITE_OK ){
+    pEng->iSeq++;
+    if( bMeta ){
+      rc = kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, &pR->zErr);
+      if( rc==SQLITE_OK ) rc = kvReplayNoteCid(pR, cid);
+    }else{
+      rc = pTab->pBackend->xApply(pTab->pData, pBatch, pEng->iSeq, cid);
+      if( rc!=SQLITE_OK && pR->zErr==0 ){
+        char *zWhy = kvApplyErrmsg(pTab, rc);
+        pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of "
+            "store %s into %s", (unsigned long long)cid, pEng->zDir,
+            zWhy ? zWhy : sqlite3_errstr(rc));
+        sqlite3_free(zWhy);
+      }
+      if( rc==SQLITE_OK && pTab->pBackend->xDurable(pTab->pData, cid) ){
+        rc = wal_confirm(pEng->pWal, cid, pT->zTable, pT->nTable);
+      }
+    }
+  }
+  kv_map_unref(pBatch);
+  return rc;
+}
+
+static int kvReplayRecord(void *pCtx, const WalRecord *pRec){
+  KvReplay *pR = (KvReplay*)pCtx;
+  int i, rc = SQLITE_OK;
+  if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
+  for(i=0; i<pRec->nTable && rc==SQLITE_OK; i++){
+    rc = kvReplayTable(pR, pRec->cid, &pRec->aTable[i]);
+  }
+  if( rc!=SQLITE_OK && pR->zErr==0 ){
+    pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
+        "%s: %s", (unsigned long long)pRec->cid, pR->pEng->zDir,
+        sqlite3_errstr(rc));
+  }
+  return rc;
+}
+
+/* Replay every unconfirmed record, save the catalog if any record touched
+** it, then confirm the catalog's part of those records. */
+static int kvEngineReplay(KvEngine *pEng, char **pzErr){
+  KvReplay r;
+  int rc, i;
+  memset(&r, 0, sizeof(r));
+  r.pEng = pEng;
+  rc = wal_replay(pEng->pWal, kvReplayRecord, &r, pzErr);
+  if( rc!=SQLITE_OK && r.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = r.zErr;
+    r.zErr = 0;
+  }
+  if( rc==SQLITE_OK && r.nCid>0 ){
+    rc = kvCatalogSave(pEng, pzErr);
+    for(i=0; rc==SQLITE_OK && i<r.nCid; i++){
+      rc = wal_confirm(pEng->pWal, r.aCid[i], KV_META_TABLE,
+                       (int)strlen(KV_META_TABLE));
+    }
+  }
+  sqlite3_free(r.zErr);
+  sqlite3_free(r.aCid);
+  return rc;
+}
+
+/* ------------------------------------------------------ open / close --- */
+
+/* The refusal of a lock held elsewhere, or the failure to lock. */
+static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
+  *pzErr = e==EWOULDBLOCK
+    ? sqlite3_mprintf("kv: store %s is open in another process", pEng->zDir)
+    : sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                      strerror(e));
+  return e==EWOULDBLOCK ? SQLITE_BUSY : SQLITE_CANTOPEN;
+}
+
+/* Every committing connection of a store takes the engine mutex a few
+** times per transaction, for short stretches (bind, prepare, publish), and
+** a group commit releases a whole group of them at once.  Where glibc has
+** it, the mutex is adaptive: a contended lock spins briefly before it
+** sleeps, which saves a futex sleep and wake-up per collision. */
+static void kvEngineMutexInit(pthread_mutex_t *pMutex){
+#if HAVE_DECL_PTHREAD_MUTEX_ADAPTIVE_NP
+  pthread_mutexattr_t attr;
+  if( pthread_mutexattr_init(&attr)==0 ){
+    int rc = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    if( rc==0 ) rc = pthread_mutex_init(pMutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if( rc==0 ) return;
+  }
+#endif
+  pthread_mutex_init(pMutex, 0);
+}
+
+/* Takes the store's process lock: an exclusive flock on LOCK and one on
+** the store directory itself.  The second keeps a store locked when LOCK
+** is deleted while the store is open (taken for a stale leftover); a file
+** system that cannot flock a directory leaves the LOCK file alone to do
+** the job. */
+static int kvLockStore(KvEngine *pEng, char **pzErr){
+  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
+  if( zLock==0 ) return SQLITE_NOMEM;
+  pEng->fdLock = open(zLock, O_RDWR|O_CREAT|O_CLOEXEC, 0644);
+  sqlite3_free(zLock);
+  if( pEng->fdLock<0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot open lock file of store %s: %s",
+                             pEng->zDir, strerror(errno));
+    return SQLITE_CANTOPEN;
+  }
+  if( flock(pEng->fdLock, LOCK_EX|LOCK_NB)!=0 ){
+    return kvLockBusy(pEng, errno, pzErr);
+  }
+  pEng->fdDirLock = open(pEng->zDir, O_RDONLY|O_DIRECTORY|O_CLOEXEC);
+  if( pEng->fdDirLock>=0 && flock(pEng->fdDirLock, LOCK_EX|LOCK_NB)!=0 ){
+    int e = errno;
+    close(pEng->fdDirLock);
+    pEng->fdDirLock = -1;
+    if( e==EWOULDBLOCK ) return kvLockBusy(pEng, e, pzErr);
+  }
+  return SQLITE_OK;
+}
+
+static void kvEngineFree(KvEngine *pEng){
+  KvTable *p, *pNext;
+  if( pEng==0 ) return;
+  kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  /* Tables first: a backend's collector confirms its last batches to the
+  ** WAL as it closes. */
+  for(p=pEng->pTables; p; p=pNext){
+    pNext = p->pNext;
+    p->bLive = 0;
+    kvTableUnref(p);
+  }
+  kvTableUnref(pEng->pMeta);
+  wal_close(pEng->pWal);
+  if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flocks */
+  if( pEng->fdDirLock>=0 ) close(pEng->fdDirLock);
+  pthread_mutex_destroy(&pEng->mutex);
+  pthread_mutex_destroy(&pEng->catMutex);
+  sqlite3_free(pEng->zFailed);
+  sqlite3_free(pEng->zDir);
+  sqlite3_free(pEng);
+}
+
+static int kvEngineAlloc(const char *zReal, KvEngine **pp){
+  KvEngine *p = sqlite3_malloc64(sizeof(*p));
+  KvMeta meta;
+  char *zErr = 0;
+  int rc;
+  *pp = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->fdLock = -1;
+  p->fdDirLock = -1;
+  p->nRef = 1;
+  p->iSeq = 1;
+  p->iNextTid = 1;
+  p->iNextTableId = 1;
+  kvEngineMutexInit(&p->mutex);
+  pthread_mutex_init(&p->catMutex, 0);
+  p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
+  if( kvVersionStoreInit(p)!=SQLITE_OK ){
+    kvEngineFree(p);
+    return SQLITE_NOMEM;
+  }
+  if( zReal && (p->zDir = sqlite3_mprintf("%s", zReal))==0 ){
+    kvEngineFree(p);
+    return SQLITE_NOMEM;
+  }
+  memset(&meta, 0, sizeof(meta));
+  memcpy(meta.zType, "kv_memory", 10);
+  meta.bPersist = zReal!=0;
+  rc = kvTableNew(p, KV_META_TABLE, (int)strlen(KV_META_TABLE), &meta,
+                  &p->pMeta, &zErr);
+  if( rc==SQLITE_OK ) rc = kvTableOpenData(p->pMeta, 1, &zErr);
+  sqlite3_free(zErr);
+  if( rc!=SQLITE_OK ){ kvEngineFree(p); return rc; }
+  *pp = p;
+  return SQLITE_OK;
+}
+
+/* New table ids go above every id a file in the store is named after
+** (xStoreMaxId), not only above the catalog's. */
+static int kvEngineIdsAboveFiles(KvEngine *pEng, char **pzErr){
+  size_t i;
+  int rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
+    uint64_t iMax = 0;
+    if( aKvBackend[i]->xStoreMaxId==0 ) continue;
+    rc = aKvBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
+    if( rc==SQLITE_OK && iMax>=pEng->iNextTableId ){
+      pEng->iNextTableId = iMax+1;
+    }
+  }
+  return rc;
+}
+
+/* After the replay: every live table's backend check (xCheckOpen). */
+static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
+  KvTable *p;
+  int rc = SQLITE_OK;
+  for(p=pEng->pTables; p && rc==SQLITE_OK; p=p->pNext){
+    if( p->pData && p->pBackend->xCheckOpen ){
+      rc = p->pBackend->xCheckOpen(p->pData, pzErr);
+    }
+  }
+  return rc;
+}
+
+/* Lock, load the catalog, open and replay the WAL, check the tables. */
+static int kvEngineStart(KvEngine *pEng, char **pzErr){
+  WalConfig cfg;
+  int rc = kvLockStore(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
+  if( rc==SQLITE_OK ){
+    cfg = kvTestWalCfg;          /* kvGlobalMutex is held */
+    cfg.pIo = pEng->pIo;
+    rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvEngineIdsAboveFiles(pEng, pzErr);
+  if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
+  if( rc==SQLITE_OK ){
+    WalStats st;
+    wal_stats(pEng->pWal, &st);
+    if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
+  }
+  return rc;
+}
+
+/* mkdir zDir if missing and return its real path (sqlite3_malloc'd). */
+static int kvRealDir(const char *zDir, char **pzReal, char **pzErr){
+  char *zBuf = sqlite3_malloc64(PATH_MAX+1);
+  *pzReal = 0;
+  if( zBuf==0 ) return SQLITE_NOMEM;
+  if( mkdir(zDir, 0755)!=0 && errno!=EEXIST ){
+    *pzErr = sqlite3_mprintf("kv: cannot create store directory %s: %s",
+                             zDir, strerror(errno));
+    sqlite3_free(zBuf);
+    return SQLITE_CANTOPEN;
+  }
+  if( realpath(zDir, zBuf)==0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot resolve store directory %s: %s",
+                             zDir, strerror(errno));
+    sqlite3_free(zBuf);
+    return SQLITE_CANTOPEN;
+  }
+  *pzReal = zBuf;
+  return SQLITE_OK;
+}
+
+int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
+  char *zReal = 0;
+  KvEngine *p = 0;
+  int rc = SQLITE_OK;
+  *ppEng = 0;
+  if( zDir && (rc = kvRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&kvGlobalMutex);
+  for(p=zReal ? kvEngineList : 0; p; p=p->pNextEngine){
+    if( p->zDir && strcmp(p->zDir, zReal)==0 ) break;
+  }
+  if( p ){
+    p->nRef++;
+  }else{
+    rc = kvEngineAlloc(zReal, &p);
+    if( rc==SQLITE_OK && zReal ) rc = kvEngineStart(p, pzErr);
+    if( rc==SQLITE_OK ){
+      p->pNextEngine = kvEngineList;
+      kvEngineList = p;
+    }else{
+      kvEngineFree(p);
+      p = 0;
+    }
+  }
+  pthread_mutex_unlock(&kvGlobalMutex);
+  sqlite3_free(zReal);
+  *ppEng = p;
+  return rc;
+}
+
+int kv_engine_wal_config(KvEngine *p, WalConfig *pCfg){
+  memset(pCfg, 0, sizeof(*pCfg));
+  if( p==0 || p->pWal==0 ) return 0;
+  wal_get_config(p->pWal, pCfg);
+  return 1;
+}
+
+int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg){
+  if( p==0 || p->pWal==0 ) return 0;
+  wal_set_config(p->pWal, pCfg);
+  return 1;
+}
+
+KvEngine *kv_engine_ref(KvEngine *p){
+  pthread_mutex_lock(&kvGlobalMutex);
+  p->nRef++;
+  pthread_mutex_unlock(&kvGlobalMutex);
+  return p;
+}
+
+void kv_engine_unref(KvEngine *p){
+  KvEngine **pp;
+  int bFree = 0;
+  if( p==0 ) return;
+  pthread_mutex_lock(&kvGlobalMutex);
+  if( --p->nRef==0 ){
+    for(pp=&kvEngineList; *pp; pp=&(*pp)->pNextEngine){
+      if( *pp==p ){ *pp = p->pNextEngine; break; }
+    }
+    bFree = 1;
+  }
+  pthread_mutex_unlock(&kvGlobalMutex);
+  if( bFree ) kvEngineFree(p);
+}
+
+const char *kv_engine_dir(KvEngine *p){
+  return p->zDir;
+}
+
+int kv_engine_confirm(KvEngine *pEng, uint64_t cid, const char *zTab,
+                      int nTab){
+  if( pEng->pWal==0 || cid==0 ) return SQLITE_OK;
+  return wal_confirm(pEng->pWal, cid, zTab, nTab);
+}
+
+/* ---------------------------------------------------------- listing --- */
+
+int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
+  KvEngine *p;
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&kvGlobalMutex);
+  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
+    rc = xEach(p, pCtx);
+  }
+  pthread_mutex_unlock(&kvGlobalMutex);
+  return rc;
+}
+
+static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
+  KvTable *t;
+  int64_t nByte;
+  int rc = SQLITE_OK;
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; t && rc==SQLITE_OK; t=t->pNext){
+    KvTableInfo *pI;
+    if( *pn==*pnAlloc ){
+      int nNew = *pnAlloc ? *pnAlloc*2 : 16;
+      KvTableInfo *a = sqlite3_realloc64(*pa, nNew*sizeof(KvTableInfo));
+      if( a==0 ){ rc = SQLITE_NOMEM; break; }
+      *pa = a; *pnAlloc = nNew;
+    }
+    pI = &(*pa)[*pn];
+    memset(pI, 0, sizeof(*pI));
+    (*pn)++;
+    pI->zName = sqlite3_mprintf("%s", t->zName);
+    pI->nName = t->nName;
+    memcpy(pI->zType, t->meta.zType, sizeof(pI->zType));
+    pI->bPersist = t->meta.bPersist;
+    if( pEng->zDir ) pI->zDir = sqlite3_mprintf("%s", pEng->zDir);
+    t->pBackend->xStats(t->pData, &pI->nRow, &nByte);
+    kvVersionTableStats(t, &pI->nVerRecord, &pI->nVerBytes);
+    if( pI->zName==0 || (pEng->zDir && pI->zDir==0) ) rc = SQLITE_NOMEM;
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  return rc;
+}
+
+int kv_engine_list(KvTableInfo **paInfo, int *pnInfo){
+  KvEngine *p;
+  int nAlloc = 0, rc = SQLITE_OK;
+  *paInfo = 0;
+  *pnInfo = 0;
+  pthread_mutex_lock(&kvGlobalMutex);
+  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
+    rc = kvListEngine(p, paInfo, pnInfo, &nAlloc);
+  }
+  pthread_mutex_unlock(&kvGlobalMutex);
+  if( rc!=SQLITE_OK ){
+    kv_engine_list_free(*paInfo, *pnInfo);
+    *paInfo = 0;
+    *pnInfo = 0;
+  }
+  return rc;
+}
+
+void kv_engine_list_free(KvTableInfo *a, int n){
+  int i;
+  for(i=0; i<n; i++){
+    sqlite3_free(a[i].zName);
+    sqlite3_free(a[i].zDir);
+  }
+  sqlite3_free(a);
+}
+
+/* ----------------------------------------------------- key display --- */
+
+/* Text t (n bytes) cut to at most 64 bytes on a UTF-8 character boundary,
+** quoted as an SQL literal; a cut is marked with "... (n bytes)". */
+static char *kvDescribeText(const unsigned char *t, int n){
+  int m = n;
+  if( n>64 ){
+    m = 64;
+    while( m>0 && (t[m]&0xc0)==0x80 ) m--;   /* t[m] starts a character */
+    return sqlite3_mprintf("'%.*q'... (%d bytes)", m, t, n);
+  }
+  return sqlite3_mprintf("'%.*q'", m, t);
+}
+
+/* Blob a (n bytes) as x'..' of at most its first 32 bytes; a cut is marked
+** with "... (n bytes)". */
+static char *kvDescribeBlob(const unsigned char *a, int n){
+  char *z = sqlite3_mprintf("x'");
+  int i;
+  for(i=0; z && i<n && i<32; i++) z = sqlite3_mprintf("%z%02x", z, a[i]);
+  if( z && n>32 ) return sqlite3_mprintf("%z'... (%d bytes)", z, n);
+  if( z ) z = sqlite3_mprintf("%z'", z);
+  return z;
+}
+
+char *kv_key_describe(const uint8_t *aKey, int nKey){
+  int rc = SQLITE_OK;
+  sqlite3_value *v = kv_key_to_value(aKey, nKey, 0, 0, &rc);
+  char *z = 0;
+  if( v==0 ) return sqlite3_mprintf("<%d-byte key>", nKey);
+  switch( sqlite3_value_type(v) ){
+    case SQLITE_INTEGER:
+      z = sqlite3_mprintf("%lld", sqlite3_value_int64(v)); break;
+    case SQLITE_FLOAT:
+      z = sqlite3_mprintf("%!.15g", sqlite3_value_double(v)); break;
+    case SQLITE_TEXT:
+      z = kvDescribeText(sqlite3_value_text(v), sqlite3_value_bytes(v));
+      break;
+    default:
+      z = kvDescribeBlob(sqlite3_value_blob(v), sqlite3_value_bytes(v));
+      break;
+  }
+  sqlite3_value_free(v);
+  return z;
+}

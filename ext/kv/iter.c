@@ -1,0 +1,244 @@
+/*
+** kv_iter.c -- scans of KV tables.  A scan merges two sorted streams: the
+** committed data of the table as of a snapshot (a backend cursor) and,
+** inside a root, the root's write set as it was when the scan opened (a
+** kv_map cursor on a reference to it; tombstones hide committed keys).
+** Later writes, by anyone, are never seen by an open scan.  Bounds are
+** encoded keys; the scan walks forward, or backward when bDesc.  A read
+** error of the committed side (a damaged record, a failed data-file read)
+** ends the scan and is kept for kv_iter_error(): never a silent early end.
+*/
+#include "config.h"
+#include "ext/kv/engine_int.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+struct KvIter {
+  KvEngine *pEng;
+  KvTable *pTab;                /* holds a reference */
+  KvBackendSnap *pSnap;         /* owned by the scan */
+  KvBackendCursor *pData;       /* NULL: no committed data */
+  KvMapCursor *pOwn;            /* NULL: no write set */
+  int bDataOn, bOwnOn;
+  int bDesc;
+  KvBuf lo, hi;                 /* bounds (copies) */
+  int bLo, bLoIncl, bHi, bHiIncl;
+  int bEof;
+  KvMapEntry cur;
+  int bCurOwn;                  /* cur comes from the write set */
+  int rc;                       /* read error that ended the scan */
+  char *zErr;                   /* its message (or NULL) */
+};
+
+static int kvCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
+  int c = memcmp(a, b, na<nb ? na : nb);
+  return c ? c : na-nb;
+}
+
+/* Is key e past the far bound of the walk? */
+static int kvPastEnd(KvIter *p, const KvMapEntry *e){
+  int c;
+  if( !p->bDesc ){
+    if( !p->bHi ) return 0;
+    c = kvCmp(e->aKey, e->nKey, p->hi.a, p->hi.n);
+    return c>0 || (c==0 && !p->bHiIncl);
+  }
+  if( !p->bLo ) return 0;
+  c = kvCmp(e->aKey, e->nKey, p->lo.a, p->lo.n);
+  return c<0 || (c==0 && !p->bLoIncl);
+}
+
+/* After a seek or step of the committed side returned 0: was it a read
+** error?  Then the scan is over and keeps the error. */
+static void kvDataEnded(KvIter *p){
+  const KvBackend *pB = p->pTab->pBackend;
+  if( p->bDataOn || pB->xCursorError==0 || p->rc!=SQLITE_OK ) return;
+  p->rc = pB->xCursorError(p->pData, &p->zErr);
+}
+
+static void kvStepData(KvIter *p){
+  const KvBackend *pB = p->pTab->pBackend;
+  p->bDataOn = p->bDesc ? pB->xCursorPrev(p->pData) : pB->xCursorNext(p->pData);
+  kvDataEnded(p);
+}
+static void kvStepOwn(KvIter *p){
+  p->bOwnOn = p->bDesc ? kv_map_cursor_prev(p->pOwn)
+                       : kv_map_cursor_next(p->pOwn);
+}
+
+/* Pick the next visible entry from the two streams into p->cur. */
+static void kvIterSettle(KvIter *p){
+  const KvBackend *pB = p->pTab->pBackend;
+  KvMapEntry d, o;
+  for(;;){
+    int c;
+    if( p->rc!=SQLITE_OK || (!p->bDataOn && !p->bOwnOn) ){
+      p->bEof = 1;
+      return;
+    }
+    if( p->bDataOn ) pB->xCursorEntry(p->pData, &d);
+    if( p->bOwnOn ) kv_map_cursor_entry(p->pOwn, &o);
+    if( !p->bOwnOn ) c = -1;
+    else if( !p->bDataOn ) c = 1;
+    else{
+      c = kvCmp(d.aKey, d.nKey, o.aKey, o.nKey);
+      if( p->bDesc ) c = -c;
+    }
+    if( c<0 ){
+      p->cur = d; p->bCurOwn = 0;
+    }else{
+      if( c==0 ) kvStepData(p);          /* the write set shadows it */
+      if( o.bTomb ){ kvStepOwn(p); continue; }
+      p->cur = o; p->bCurOwn = 1;
+    }
+    p->bEof = kvPastEnd(p, &p->cur);
+    return;
+  }
+}
+
+static int kvSeekMode(KvIter *p){
+  if( !p->bDesc ){
+    if( !p->bLo ) return KV_SEEK_FIRST;
+    return p->bLoIncl ? KV_SEEK_GE : KV_SEEK_GT;
+  }
+  if( !p->bHi ) return KV_SEEK_LAST;
+  return p->bHiIncl ? KV_SEEK_LE : KV_SEEK_LT;
+}
+
+static int kvIterStart(KvIter *p){
+  int eSeek = kvSeekMode(p);
+  const KvBuf *pB = p->bDesc ? &p->hi : &p->lo;
+  if( p->pData ){
+    p->bDataOn = p->pTab->pBackend->xCursorSeek(p->pData, eSeek, pB->a, pB->n);
+    kvDataEnded(p);
+  }
+  if( p->pOwn ){
+    p->bOwnOn = kv_map_cursor_seek(p->pOwn, eSeek, pB->a, pB->n);
+  }
+  kvIterSettle(p);
+  return p->rc;
+}
+
+static int kvIterBounds(KvIter *p, const KvBound *pLo, const KvBound *pHi){
+  int rc = SQLITE_OK;
+  if( pLo ){
+    p->bLo = 1; p->bLoIncl = pLo->bIncl;
+    rc = kv_buf_append(&p->lo, pLo->aKey, pLo->nKey);
+  }
+  if( pHi && rc==SQLITE_OK ){
+    p->bHi = 1; p->bHiIncl = pHi->bIncl;
+    rc = kv_buf_append(&p->hi, pHi->aKey, pHi->nKey);
+  }
+  return rc;
+}
+
+/* Find the table and take (or borrow) its snapshot. */
+static int kvIterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
+                        KvMap **ppOwn, char **pzErr){
+  KvChild *c = 0;
+  int rc = SQLITE_OK;
+  *ppOwn = 0;
+  if( pRoot ){
+    int i;
+    for(i=0; i<pRoot->nChild; i++){
+      KvChild *x = pRoot->apChild[i];
+      if( !x->bSchema && x->pTab->nName==nTab
+       && memcmp(x->pTab->zName, zTab, nTab)==0 ) c = x;
+    }
+  }
+  pthread_mutex_lock(&p->pEng->mutex);
+  if( c ){
+    p->pTab = c->pTab;
+    rc = kvChildSnapLocked(pRoot, c, pzErr);
+    if( rc==SQLITE_OK && c->pSnap ){
+      rc = p->pTab->pBackend->xSnapshotDup(c->pSnap, &p->pSnap);
+    }
+    *ppOwn = kv_map_ref(c->pWrite);
+  }else{
+    p->pTab = kvTableFind(p->pEng, zTab, nTab);
+    if( p->pTab ){
+      rc = p->pTab->pBackend->xSnapshot(p->pTab->pData, &p->pSnap);
+      kvSnapshotError(rc, zTab, nTab, pzErr);
+    }
+  }
+  if( p->pTab ) p->pTab->nRef++;
+  pthread_mutex_unlock(&p->pEng->mutex);
+  if( p->pTab==0 ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab,
+                             zTab, p->pEng->zDir ? p->pEng->zDir : "in memory");
+    rc = SQLITE_ERROR;
+  }
+  return rc;
+}
+
+int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
+                 const KvBound *pLo, const KvBound *pHi, int bDesc,
+                 KvIter **ppIter, char **pzErr){
+  KvIter *p = sqlite3_malloc64(sizeof(*p));
+  KvMap *pOwn = 0;
+  int rc;
+  *ppIter = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->pEng = pEng;
+  p->bDesc = bDesc;
+  rc = kvEngineFailed(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvIterBounds(p, pLo, pHi);
+  if( rc==SQLITE_OK ) rc = kvIterSource(p, pRoot, zTab, nTab, &pOwn, pzErr);
+  if( rc==SQLITE_OK && p->pSnap ){
+    rc = p->pTab->pBackend->xCursorOpen(p->pSnap, &p->pData);
+  }
+  if( rc==SQLITE_OK && pOwn && kv_map_count(pOwn)>0 ){
+    p->pOwn = kv_map_cursor_new(pOwn);
+    if( p->pOwn==0 ) rc = SQLITE_NOMEM;
+  }
+  kv_map_unref(pOwn);                   /* the cursor holds its own */
+  if( rc==SQLITE_OK && (rc = kvIterStart(p))!=SQLITE_OK ){
+    *pzErr = p->zErr;
+    p->zErr = 0;
+  }
+  if( rc!=SQLITE_OK ){
+    kv_iter_close(p);
+    return rc;
+  }
+  *ppIter = p;
+  return SQLITE_OK;
+}
+
+int kv_iter_eof(KvIter *p){ return p->bEof; }
+
+void kv_iter_next(KvIter *p){
+  if( p->bEof ) return;
+  if( p->bCurOwn ) kvStepOwn(p); else kvStepData(p);
+  kvIterSettle(p);
+}
+
+int kv_iter_error(KvIter *p, char **pzErr){
+  *pzErr = 0;
+  if( p->rc!=SQLITE_OK ){
+    *pzErr = p->zErr ? sqlite3_mprintf("%s", p->zErr) : 0;
+  }
+  return p->rc;
+}
+
+void kv_iter_entry(KvIter *p, KvMapEntry *pOut){
+  *pOut = p->cur;
+}
+
+void kv_iter_close(KvIter *p){
+  if( p==0 ) return;
+  if( p->pData ) p->pTab->pBackend->xCursorClose(p->pData);
+  kv_map_cursor_free(p->pOwn);
+  if( p->pSnap ) p->pTab->pBackend->xSnapshotFree(p->pSnap);
+  if( p->pTab ){
+    pthread_mutex_lock(&p->pEng->mutex);
+    kvTableUnref(p->pTab);
+    pthread_mutex_unlock(&p->pEng->mutex);
+  }
+  kv_buf_free(&p->lo);
+  kv_buf_free(&p->hi);
+  sqlite3_free(p->zErr);
+  sqlite3_free(p);
+}

@@ -1,0 +1,1480 @@
+/*
+** kv_logstore.c -- the kv_log storage engine: log files and their framed
+** records, the load at open (newest to oldest), appends and syncs, point
+** reads, snapshots and cursors, stats.  Compaction and the MANIFEST live in
+** kv_logcompact.c.  The file format and the contracts are in kv_logstore.h.
+*/
+#include "config.h"
+#include "ext/kv/logstore_int.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const uint8_t klMagic[8] = { 'd','k','v','l','o','g','0','1' };
+
+/* ------------------------------------------------------------ helpers -- */
+
+void kl_put32(uint8_t *a, uint32_t v){
+  a[0] = (uint8_t)v; a[1] = (uint8_t)(v>>8);
+  a[2] = (uint8_t)(v>>16); a[3] = (uint8_t)(v>>24);
+}
+static void klPut64(uint8_t *a, uint64_t v){
+  kl_put32(a, (uint32_t)v); kl_put32(a+4, (uint32_t)(v>>32));
+}
+uint32_t kl_get32(const uint8_t *a){
+  return (uint32_t)a[0] | ((uint32_t)a[1]<<8) | ((uint32_t)a[2]<<16)
+       | ((uint32_t)a[3]<<24);
+}
+static uint64_t klGet64(const uint8_t *a){
+  return (uint64_t)kl_get32(a) | ((uint64_t)kl_get32(a+4)<<32);
+}
+
+/* The SQLite code for an errno from a write. */
+int kl_errno_rc(int err, int rcDefault){
+  if( err==ENOSPC || err==EFBIG || err==EDQUOT ) return SQLITE_FULL;
+  return rcDefault;
+}
+
+void kl_set_err(char **pzErr, char *zMsg){
+  if( pzErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = zMsg;
+  }else{
+    sqlite3_free(zMsg);
+  }
+}
+
+int kl_io_err(char **pzErr, int rc, const char *zOp, const char *zPath,
+              int err){
+  kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s of %s failed: %s", zOp, zPath,
+                                  strerror(err)));
+  return rc;
+}
+
+int kl_corrupt(char **pzErr, const char *zPath, int64_t iOff,
+               const char *zWhy){
+  kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s is corrupt at offset %lld: %s",
+                                  zPath, (long long)iOff, zWhy));
+  return SQLITE_CORRUPT;
+}
+
+int kl_buf_reserve(KvLogBuf *pBuf, int64_t n){
+  int64_t nNew;
+  uint8_t *aNew;
+  if( n<=pBuf->nAlloc ) return SQLITE_OK;
+  if( n>0x7fff0000 ) return SQLITE_NOMEM;
+  nNew = pBuf->nAlloc ? 2*(int64_t)pBuf->nAlloc : 4096;
+  while( nNew<n ) nNew *= 2;
+  if( nNew>0x7fff0000 ) nNew = n;
+  aNew = sqlite3_realloc64(pBuf->a, (sqlite3_uint64)nNew);
+  if( aNew==0 ) return SQLITE_NOMEM;
+  pBuf->a = aNew;
+  pBuf->nAlloc = (int)nNew;
+  return SQLITE_OK;
+}
+
+void kv_logbuf_free(KvLogBuf *pBuf){
+  if( pBuf ){
+    sqlite3_free(pBuf->a);
+    memset(pBuf, 0, sizeof(*pBuf));
+  }
+}
+
+char *kl_path(const char *zDir, uint32_t iNum, int eKind){
+  return sqlite3_mprintf("%s/%08u.%s", zDir, iNum,
+                         eKind==KL_KIND_LOG ? "klog" : "kmrg");
+}
+
+int kl_step(KvLogStore *p, int eStep, char **pzErr){
+  if( p->cfg.xStep && p->cfg.xStep(p->cfg.pStepCtx, eStep) ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: compaction of %s stopped at "
+                                    "step %d", p->zDir, eStep));
+    return SQLITE_ABORT;
+  }
+  return SQLITE_OK;
+}
+
+/* --------------------------------------------------------------- I/O --- */
+
+/* Write all n bytes at iOff.  A short write is continued; the error of
+** the continuation (EFBIG past RLIMIT_FSIZE, ENOSPC) is the one reported. */
+int kl_write(KvLogStore *p, KlFile *pFile, const void *pData, size_t n,
+             int64_t iOff, char **pzErr){
+  size_t nDone = 0;
+  while( nDone<n ){
+    ssize_t r = p->pIo->xPwrite(p->pIo->pCtx, pFile->fd,
+                                (const uint8_t*)pData+nDone, n-nDone,
+                                (off_t)(iOff+nDone));
+    if( r<0 && errno==EINTR ) continue;
+    if( r<0 ){
+      int err = errno;
+      return kl_io_err(pzErr, kl_errno_rc(err, SQLITE_IOERR_WRITE), "write",
+                       pFile->zPath, err);
+    }
+    if( r==0 ){
+      kl_set_err(pzErr, sqlite3_mprintf("kv_log: write of %s failed: no "
+               "progress after %lld of %lld bytes", pFile->zPath,
+               (long long)nDone, (long long)n));
+      return SQLITE_IOERR_WRITE;
+    }
+    nDone += (size_t)r;
+  }
+  return SQLITE_OK;
+}
+
+/* Read exactly n bytes at iOff.  Fewer bytes (EOF) is SQLITE_IOERR_SHORT_READ
+** without a message: callers turn it into a corruption report. */
+static int klRead(KvLogStore *p, const WalIo *pIo, KlFile *pFile, void *pData,
+                  size_t n, int64_t iOff, char **pzErr){
+  size_t nDone = 0;
+  (void)p;
+  while( nDone<n ){
+    ssize_t r = pIo->xPread(pIo->pCtx, pFile->fd, (uint8_t*)pData+nDone,
+                            n-nDone, (off_t)(iOff+nDone));
+    if( r<0 ){
+      if( errno==EINTR ) continue;
+      return kl_io_err(pzErr, SQLITE_IOERR_READ, "read", pFile->zPath, errno);
+    }
+    if( r==0 ) return SQLITE_IOERR_SHORT_READ;
+    nDone += (size_t)r;
+  }
+  return SQLITE_OK;
+}
+
+int kl_fsync(KvLogStore *p, KlFile *pFile, char **pzErr){
+  if( p->pIo->xFsync(p->pIo->pCtx, pFile->fd) ){
+    return kl_io_err(pzErr, SQLITE_IOERR_FSYNC, "sync", pFile->zPath, errno);
+  }
+  return SQLITE_OK;
+}
+
+int kl_syncdir(KvLogStore *p, char **pzErr){
+  if( p->pIo->xSyncDir(p->pIo->pCtx, p->zDir) ){
+    return kl_io_err(pzErr, SQLITE_IOERR_DIR_FSYNC, "directory sync", p->zDir,
+                   errno);
+  }
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------ files and sets -- */
+
+static KlFile *klFileNew(KvLogStore *p, uint32_t iNum, int eKind){
+  KlFile *pFile = sqlite3_malloc64(sizeof(KlFile));
+  if( pFile==0 ) return 0;
+  memset(pFile, 0, sizeof(*pFile));
+  pFile->iNum = iNum;
+  pFile->eKind = eKind;
+  pFile->fd = -1;
+  pFile->nRef = 1;
+  pFile->pIo = p->pIo;
+  pFile->zPath = kl_path(p->zDir, iNum, eKind);
+  if( pFile->zPath==0 ){
+    sqlite3_free(pFile);
+    return 0;
+  }
+  return pFile;
+}
+
+static void klFileRef(KlFile *pFile){
+  __atomic_add_fetch(&pFile->nRef, 1, __ATOMIC_RELAXED);
+}
+
+void kl_file_unref(KlFile *pFile){
+  if( pFile==0 ) return;
+  if( __atomic_sub_fetch(&pFile->nRef, 1, __ATOMIC_ACQ_REL)>0 ) return;
+  if( pFile->fd>=0 ) pFile->pIo->xClose(pFile->pIo->pCtx, pFile->fd);
+  if( __atomic_load_n(&pFile->bDoomed, __ATOMIC_ACQUIRE) ){
+    /* A failed unlink leaves garbage that the next open deletes. */
+    pFile->pIo->xUnlink(pFile->pIo->pCtx, pFile->zPath);
+  }
+  sqlite3_free(pFile->zPath);
+  sqlite3_free(pFile);
+}
+
+static void klFileHeader(uint8_t *a, uint32_t iNum, int eKind){
+  memcpy(a, klMagic, 8);
+  kl_put32(a+8, iNum);
+  kl_put32(a+12, (uint32_t)eKind);
+}
+
+/* Create (truncating) file iNum of kind eKind and write its header.  On
+** failure nothing is left behind. */
+int kl_file_create(KvLogStore *p, uint32_t iNum, int eKind, KlFile **ppFile,
+                   char **pzErr){
+  uint8_t aHdr[KL_HDR];
+  int rc;
+  KlFile *pFile = klFileNew(p, iNum, eKind);
+  *ppFile = 0;
+  if( pFile==0 ) return SQLITE_NOMEM;
+  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath,
+                            O_RDWR|O_CREAT|O_TRUNC|O_CLOEXEC, 0644);
+  if( pFile->fd<0 ){
+    rc = kl_io_err(pzErr, SQLITE_CANTOPEN, "create", pFile->zPath, errno);
+    kl_file_unref(pFile);
+    return rc;
+  }
+  klFileHeader(aHdr, iNum, eKind);
+  rc = kl_write(p, pFile, aHdr, KL_HDR, 0, pzErr);
+  if( rc!=SQLITE_OK ){
+    __atomic_store_n(&pFile->bDoomed, 1, __ATOMIC_RELEASE);
+    kl_file_unref(pFile);
+    return rc;
+  }
+  pFile->sz = KL_HDR;
+  *ppFile = pFile;
+  return SQLITE_OK;
+}
+
+KlSet *kl_set_new(int nFile){
+  KlSet *pSet = sqlite3_malloc64(sizeof(KlSet) + sizeof(KlFile*)*(nFile+1));
+  if( pSet==0 ) return 0;
+  pSet->nRef = 1;
+  pSet->nFile = 0;
+  pSet->apFile = (KlFile**)&pSet[1];
+  return pSet;
+}
+
+static KlSet *klSetRef(KlSet *pSet){
+  __atomic_add_fetch(&pSet->nRef, 1, __ATOMIC_RELAXED);
+  return pSet;
+}
+
+void kl_set_unref(KlSet *pSet){
+  int i;
+  if( pSet==0 ) return;
+  if( __atomic_sub_fetch(&pSet->nRef, 1, __ATOMIC_ACQ_REL)>0 ) return;
+  for(i=0; i<pSet->nFile; i++) kl_file_unref(pSet->apFile[i]);
+  sqlite3_free(pSet);
+}
+
+KlFile *kl_set_find(KlSet *pSet, uint32_t iNum){
+  int lo = 0, hi = pSet->nFile-1;
+  while( lo<=hi ){
+    int mid = (lo+hi)/2;
+    uint32_t x = pSet->apFile[mid]->iNum;
+    if( x==iNum ) return pSet->apFile[mid];
+    if( x<iNum ) lo = mid+1; else hi = mid-1;
+  }
+  return 0;
+}
+
+/* A copy of pOld plus pAdd (a new reference is taken on every file). */
+static KlSet *klSetWith(KlSet *pOld, KlFile *pAdd){
+  KlSet *pNew = kl_set_new(pOld->nFile+1);
+  int i;
+  if( pNew==0 ) return 0;
+  for(i=0; i<pOld->nFile; i++){
+    klFileRef(pOld->apFile[i]);
+    pNew->apFile[pNew->nFile++] = pOld->apFile[i];
+  }
+  klFileRef(pAdd);
+  pNew->apFile[pNew->nFile++] = pAdd;
+  return pNew;
+}
+
+/* --------------------------------------------------------- record read -- */
+
+/* Parsed view of one frame's body. */
+typedef struct KlFrame KlFrame;
+struct KlFrame {
+  int flags;
+  uint64_t cid;
+  const uint8_t *aKey; uint32_t nKey;
+  const uint8_t *aVal; uint32_t nVal;
+};
+
+/* Check the frame at a (nAvail bytes available) and parse it.  Returns
+** NULL if it is whole and valid, else the reason. */
+static const char *klFrameParse(const uint8_t *a, int64_t nAvail,
+                                KlFrame *pOut){
+  uint32_t nBody, nKey;
+  if( nAvail<KL_FRAME_HDR ) return "truncated frame header";
+  nBody = kl_get32(a);
+  if( nBody<KL_BODY_FIXED+1 || nBody>KL_MAX_BODY ){
+    return "impossible record length";
+  }
+  if( (int64_t)nBody+KL_FRAME_HDR>nAvail ) return "truncated record";
+  if( wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody)!=kl_get32(a+4) ){
+    return "checksum mismatch";
+  }
+  a += KL_FRAME_HDR;
+  nKey = kl_get32(a+9);
+  if( (a[0] & ~(KL_FLAG_DELETE|KL_FLAG_LAST))!=0 ) return "unknown flags";
+  if( nKey<1 || nKey>nBody-KL_BODY_FIXED ) return "impossible key length";
+  pOut->flags = a[0];
+  pOut->cid = klGet64(a+1);
+  pOut->aKey = a+KL_BODY_FIXED;
+  pOut->nKey = nKey;
+  pOut->aVal = a+KL_BODY_FIXED+nKey;
+  pOut->nVal = nBody-KL_BODY_FIXED-nKey;
+  return 0;
+}
+
+/* Read the frame at *pLoc from the set's file into pOut and check it (and
+** that it holds key aKey when aKey is not NULL).  With bValueOnly, pOut
+** is left holding just the value; else the whole frame. */
+int kl_read_frame(KlSet *pSet, const KlLoc *pLoc, const void *aKey, int nKey,
+                  KvLogBuf *pOut, int bValueOnly, char **pzErr){
+  KlFile *pFile = kl_set_find(pSet, pLoc->iFile);
+  KlFrame fr;
+  const char *zWhy;
+  int rc;
+  if( pFile==0 ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: file %08u is not in the "
+                                    "store", pLoc->iFile));
+    return SQLITE_CORRUPT;
+  }
+  rc = kl_buf_reserve(pOut, pLoc->nFrame);
+  if( rc ) return rc;
+  rc = klRead(0, pFile->pIo, pFile, pOut->a, pLoc->nFrame,
+              (int64_t)pLoc->iOff, pzErr);
+  if( rc==SQLITE_IOERR_SHORT_READ ){
+    return kl_corrupt(pzErr, pFile->zPath, (int64_t)pLoc->iOff,
+                     "record beyond the end of the file");
+  }
+  if( rc ) return rc;
+  zWhy = klFrameParse(pOut->a, pLoc->nFrame, &fr);
+  if( zWhy==0 && aKey && (fr.nKey!=(uint32_t)nKey
+                          || memcmp(fr.aKey, aKey, nKey)!=0) ){
+    zWhy = "record holds another key";
+  }
+  if( zWhy ) return kl_corrupt(pzErr, pFile->zPath, (int64_t)pLoc->iOff, zWhy);
+  if( bValueOnly ){
+    memmove(pOut->a, fr.aVal, fr.nVal);
+    pOut->n = (int)fr.nVal;
+  }else{
+    pOut->n = (int)pLoc->nFrame;
+  }
+  return SQLITE_OK;
+}
+
+/* ---------------------------------------------------------------- load -- */
+
+/* One record found by the forward scan of a file. */
+typedef struct KlRec KlRec;
+struct KlRec {
+  int64_t iOff;
+  uint32_t nFrame;
+  uint32_t nKey;
+  int64_t iKey;          /* offset of the key in the scan's key arena */
+  uint64_t cid;
+  int flags;
+};
+
+typedef struct KlScan KlScan;
+struct KlScan {
+  KlRec *aRec; int64_t nRec, nRecAlloc;
+  uint8_t *aKeys; int64_t nKeys, nKeysAlloc;
+  KvLogBuf win;          /* read window */
+  int64_t iWin;          /* file offset of win.a[0] */
+  int64_t iEnd;          /* end of the valid records */
+};
+
+static void klScanFree(KlScan *pScan){
+  sqlite3_free(pScan->aRec);
+  sqlite3_free(pScan->aKeys);
+  kv_logbuf_free(&pScan->win);
+}
+
+static int klGrow(void **pp, int64_t *pnAlloc, int64_t nNeed, size_t szElem){
+  int64_t nNew = *pnAlloc ? *pnAlloc*2 : 1024;
+  void *pNew;
+  if( nNeed<=*pnAlloc ) return SQLITE_OK;
+  while( nNew<nNeed ) nNew *= 2;
+  pNew = sqlite3_realloc64(*pp, (sqlite3_uint64)nNew*szElem);
+  if( pNew==0 ) return SQLITE_NOMEM;
+  *pp = pNew;
+  *pnAlloc = nNew;
+  return SQLITE_OK;
+}
+
+/* Make bytes [iOff, iOff+n) of the file available in the window (n is
+** clipped to the file size).  Sets *pa and *pnAvail. */
+#define KL_WINDOW (1024*1024)
+static int klScanWindow(KvLogStore *p, KlFile *pFile, KlScan *pScan,
+                        int64_t iOff, int64_t n, const uint8_t **pa,
+                        int64_t *pnAvail, char **pzErr){
+  int rc;
+  if( iOff+n>pFile->sz ) n = pFile->sz-iOff;
+  if( iOff<pScan->iWin || iOff+n>pScan->iWin+pScan->win.n ){
+    int64_t nRead = n>KL_WINDOW ? n : KL_WINDOW;
+    if( iOff+nRead>pFile->sz ) nRead = pFile->sz-iOff;
+    rc = kl_buf_reserve(&pScan->win, nRead);
+    if( rc ) return rc;
+    rc = klRead(p, p->pIo, pFile, pScan->win.a, (size_t)nRead, iOff, pzErr);
+    if( rc==SQLITE_IOERR_SHORT_READ ) rc = SQLITE_IOERR_READ;
+    if( rc ) return rc;
+    pScan->iWin = iOff;
+    pScan->win.n = (int)nRead;
+  }
+  *pa = pScan->win.a + (iOff-pScan->iWin);
+  *pnAvail = n;
+  return SQLITE_OK;
+}
+
+static int klScanAdd(KlScan *pScan, int64_t iOff, const KlFrame *pFr){
+  KlRec *pRec;
+  int rc = klGrow((void**)&pScan->aRec, &pScan->nRecAlloc, pScan->nRec+1,
+                  sizeof(KlRec));
+  if( rc==SQLITE_OK ){
+    rc = klGrow((void**)&pScan->aKeys, &pScan->nKeysAlloc,
+                pScan->nKeys+pFr->nKey, 1);
+  }
+  if( rc ) return rc;
+  pRec = &pScan->aRec[pScan->nRec++];
+  pRec->iOff = iOff;
+  pRec->nFrame = KL_FRAME_HDR+KL_BODY_FIXED+pFr->nKey+pFr->nVal;
+  pRec->nKey = pFr->nKey;
+  pRec->iKey = pScan->nKeys;
+  pRec->cid = pFr->cid;
+  pRec->flags = pFr->flags;
+  memcpy(pScan->aKeys+pScan->nKeys, pFr->aKey, pFr->nKey);
+  pScan->nKeys += pFr->nKey;
+  return SQLITE_OK;
+}
+
+/* Check the file header.  NULL if valid, else the reason.  *pbTorn is set
+** when the header was never written (too short, or all zero): then no
+** sync of the file ever completed, as every sync covers the header. */
+static const char *klHeaderCheck(KvLogStore *p, KlFile *pFile, KlScan *pScan,
+                                 int *pbTorn, int *pRc, char **pzErr){
+  static const uint8_t aZero[KL_HDR] = {0};
+  const uint8_t *a;
+  int64_t n;
+  *pbTorn = 1;
+  if( pFile->sz<KL_HDR ) return "file shorter than its header";
+  *pRc = klScanWindow(p, pFile, pScan, 0, KL_HDR, &a, &n, pzErr);
+  if( *pRc ) return 0;
+  if( memcmp(a, aZero, KL_HDR)==0 ) return "header never written";
+  *pbTorn = 0;
+  if( memcmp(a, klMagic, 8)!=0 ) return "bad magic";
+  if( kl_get32(a+8)!=pFile->iNum ) return "header names another file number";
+  if( kl_get32(a+12)!=(uint32_t)pFile->eKind ) return "header has another kind";
+  return 0;
+}
+
+/* Forward scan: every frame checked, records listed.  A bad frame in the
+** newest log file (bNewest), or a header that was never written there,
+** ends the scan (the tail is cut by the caller at pScan->iEnd); any other
+** damage is SQLITE_CORRUPT. */
+static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
+                      KlScan *pScan, char **pzErr){
+  int rc = SQLITE_OK;
+  int64_t iOff = KL_HDR;
+  int bTorn = 0;
+  const char *zWhy = klHeaderCheck(p, pFile, pScan, &bTorn, &rc, pzErr);
+  pScan->iEnd = KL_HDR;
+  if( rc ) return rc;
+  if( zWhy ){
+    if( bNewest && bTorn ){ pScan->iEnd = 0; return SQLITE_OK; }
+    return kl_corrupt(pzErr, pFile->zPath, 0, zWhy);
+  }
+  while( iOff<pFile->sz ){
+    const uint8_t *a;
+    int64_t nAvail;
+    KlFrame fr;
+    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
+    if( rc ) return rc;
+    if( nAvail>=KL_FRAME_HDR && kl_get32(a)<=KL_MAX_BODY ){
+      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+kl_get32(a),
+                        &a, &nAvail, pzErr);
+      if( rc ) return rc;
+    }
+    zWhy = klFrameParse(a, nAvail, &fr);
+    if( zWhy ) break;
+    rc = klScanAdd(pScan, iOff, &fr);
+    if( rc ) return rc;
+    iOff += pScan->aRec[pScan->nRec-1].nFrame;
+    if( pFile->eKind==KL_KIND_MRG || (fr.flags & KL_FLAG_LAST) ){
+      pScan->iEnd = iOff;
+    }
+  }
+  if( zWhy==0 && pScan->iEnd<iOff ){
+    zWhy = "file ends inside a transaction";
+    iOff = pScan->iEnd;
+  }
+  if( zWhy && !bNewest ) return kl_corrupt(pzErr, pFile->zPath, iOff, zWhy);
+  while( pScan->nRec>0 && pScan->aRec[pScan->nRec-1].iOff>=pScan->iEnd ){
+    pScan->nRec--;
+  }
+  return SQLITE_OK;
+}
+
+/* Apply the scanned records to the index, newest first: the first record
+** met for a key decides it. */
+static int klScanApply(KvLogStore *p, KlFile *pFile, KlScan *pScan){
+  int64_t i;
+  int rc = SQLITE_OK;
+  for(i=pScan->nRec-1; i>=0 && rc==SQLITE_OK; i--){
+    KlRec *pRec = &pScan->aRec[i];
+    const uint8_t *aKey = pScan->aKeys + pRec->iKey;
+    KlLoc loc;
+    int bTomb = (pRec->flags & KL_FLAG_DELETE)!=0;
+    int bAdded = 0;
+    if( pRec->cid>p->cnt.maxCid ) p->cnt.maxCid = pRec->cid;
+    loc.iFile = pFile->iNum;
+    loc.nFrame = pRec->nFrame;
+    loc.iOff = (uint64_t)pRec->iOff;
+    rc = kv_map_put_absent(&p->pIndex, aKey, (int)pRec->nKey, &loc,
+                           sizeof(loc), pRec->cid, bTomb, &bAdded);
+    if( rc!=SQLITE_OK || !bAdded ) continue;   /* a newer record decided */
+    if( bTomb ){
+      p->cnt.nTomb++;
+    }else{
+      p->cnt.nLive++;
+      p->cnt.szLive += pRec->nFrame;
+    }
+  }
+  return rc;
+}
+
+/* Cut the newest log file at iEnd (rewriting its header if that was
+** damaged), logging the cut. */
+static int klCutTail(KvLogStore *p, KlFile *pFile, int64_t iEnd,
+                     char **pzErr){
+  sqlite3_log(SQLITE_NOTICE, "kv_log: cutting torn tail of %s at offset "
+              "%lld (%lld bytes)", pFile->zPath, (long long)iEnd,
+              (long long)(pFile->sz-iEnd));
+  if( p->pIo->xFtruncate(p->pIo->pCtx, pFile->fd, (off_t)iEnd) ){
+    return kl_io_err(pzErr, SQLITE_IOERR_TRUNCATE, "truncate", pFile->zPath,
+                   errno);
+  }
+  pFile->sz = iEnd;
+  if( iEnd==0 ){
+    uint8_t aHdr[KL_HDR];
+    int rc;
+    klFileHeader(aHdr, pFile->iNum, pFile->eKind);
+    rc = kl_write(p, pFile, aHdr, KL_HDR, 0, pzErr);
+    if( rc ) return rc;
+    pFile->sz = KL_HDR;
+  }
+  return SQLITE_OK;
+}
+
+/* Open an existing file of the live set, read-write. */
+static int klFileOpen(KvLogStore *p, uint32_t iNum, int eKind,
+                      KlFile **ppFile, char **pzErr){
+  KlFile *pFile = klFileNew(p, iNum, eKind);
+  off_t sz = 0;
+  int rc;
+  *ppFile = 0;
+  if( pFile==0 ) return SQLITE_NOMEM;
+  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath, O_RDWR|O_CLOEXEC, 0);
+  if( pFile->fd<0 ){
+    rc = kl_io_err(pzErr, SQLITE_CANTOPEN, "open", pFile->zPath, errno);
+    kl_file_unref(pFile);
+    return rc;
+  }
+  if( p->pIo->xFstatSize(p->pIo->pCtx, pFile->fd, &sz) ){
+    rc = kl_io_err(pzErr, SQLITE_IOERR_FSTAT, "stat", pFile->zPath, errno);
+    kl_file_unref(pFile);
+    return rc;
+  }
+  pFile->sz = (int64_t)sz;
+  *ppFile = pFile;
+  return SQLITE_OK;
+}
+
+/* Load one file into the index.  The newest log file gets its tail cut. */
+static int klLoadFile(KvLogStore *p, KlFile *pFile, int bNewest,
+                      char **pzErr){
+  KlScan scan;
+  int rc;
+  memset(&scan, 0, sizeof(scan));
+  scan.iWin = -1;
+  rc = klScanFile(p, pFile, bNewest, &scan, pzErr);
+  if( rc==SQLITE_OK && bNewest && (scan.iEnd<pFile->sz || scan.iEnd==0) ){
+    rc = klCutTail(p, pFile, scan.iEnd, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = klScanApply(p, pFile, &scan);
+  klScanFree(&scan);
+  return rc;
+}
+
+/* ---------------------------------------------------- directory listing */
+
+typedef struct KlDirList KlDirList;
+struct KlDirList {
+  uint32_t *aLog; int64_t nLog, nLogAlloc;
+  uint32_t *aMrg; int64_t nMrg, nMrgAlloc;
+  int bManifestTmp;
+  uint32_t iMax;           /* highest number seen */
+};
+
+static int klCmpU32(const void *a, const void *b){
+  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
+  return x<y ? -1 : x>y;
+}
+
+/* Parse "NNNNNNNN.klog" / ".kmrg"; returns the kind or 0. */
+static int klParseName(const char *z, uint32_t *piNum){
+  uint32_t v = 0;
+  int i;
+  for(i=0; i<8; i++){
+    if( z[i]<'0' || z[i]>'9' ) return 0;
+    v = v*10 + (uint32_t)(z[i]-'0');
+  }
+  if( v==0 ) return 0;
+  *piNum = v;
+  if( strcmp(z+8, ".klog")==0 ) return KL_KIND_LOG;
+  if( strcmp(z+8, ".kmrg")==0 ) return KL_KIND_MRG;
+  return 0;
+}
+
+static int klListDir(KvLogStore *p, KlDirList *pList, char **pzErr){
+  DIR *pDir = opendir(p->zDir);
+  struct dirent *pEnt;
+  int rc = SQLITE_OK;
+  if( pDir==0 ){
+    return kl_io_err(pzErr, SQLITE_CANTOPEN, "listing", p->zDir, errno);
+  }
+  while( rc==SQLITE_OK && (pEnt = readdir(pDir))!=0 ){
+    uint32_t iNum = 0;
+    int eKind = klParseName(pEnt->d_name, &iNum);
+    if( strcmp(pEnt->d_name, "MANIFEST.tmp")==0 ) pList->bManifestTmp = 1;
+    if( eKind==0 ) continue;
+    if( iNum>pList->iMax ) pList->iMax = iNum;
+    if( eKind==KL_KIND_LOG ){
+      rc = klGrow((void**)&pList->aLog, &pList->nLogAlloc, pList->nLog+1, 4);
+      if( rc==SQLITE_OK ) pList->aLog[pList->nLog++] = iNum;
+    }else{
+      rc = klGrow((void**)&pList->aMrg, &pList->nMrgAlloc, pList->nMrg+1, 4);
+      if( rc==SQLITE_OK ) pList->aMrg[pList->nMrg++] = iNum;
+    }
+  }
+  closedir(pDir);
+  if( pList->nLog ) qsort(pList->aLog, pList->nLog, 4, klCmpU32);
+  if( pList->nMrg ) qsort(pList->aMrg, pList->nMrg, 4, klCmpU32);
+  return rc;
+}
+
+static int klCmpFilePtr(const void *a, const void *b){
+  uint32_t x = (*(KlFile*const*)a)->iNum, y = (*(KlFile*const*)b)->iNum;
+  return x<y ? -1 : x>y;
+}
+
+static int klInList(const uint32_t *a, int64_t n, uint32_t v){
+  return n>0 && bsearch(&v, a, n, sizeof(uint32_t), klCmpU32)!=0;
+}
+
+/* Delete what a crashed or finished compaction left behind. */
+static void klDeleteGarbage(KvLogStore *p, KlDirList *pList, uint32_t iMerged,
+                            const uint32_t *aList, int nList){
+  int64_t i;
+  for(i=0; i<pList->nLog; i++){
+    if( pList->aLog[i]<=iMerged ){
+      char *z = kl_path(p->zDir, pList->aLog[i], KL_KIND_LOG);
+      if( z ) p->pIo->xUnlink(p->pIo->pCtx, z);
+      sqlite3_free(z);
+    }
+  }
+  for(i=0; i<pList->nMrg; i++){
+    if( !klInList(aList, nList, pList->aMrg[i]) ){
+      char *z = kl_path(p->zDir, pList->aMrg[i], KL_KIND_MRG);
+      if( z ) p->pIo->xUnlink(p->pIo->pCtx, z);
+      sqlite3_free(z);
+    }
+  }
+  if( pList->bManifestTmp ){
+    char *z = sqlite3_mprintf("%s/MANIFEST.tmp", p->zDir);
+    if( z ) p->pIo->xUnlink(p->pIo->pCtx, z);
+    sqlite3_free(z);
+  }
+}
+
+/* Open and load the live files: log files above iMerged newest first,
+** then the listed merged files.  Fills p->pSet (sorted) and p->pActive. */
+static int klLoadAll(KvLogStore *p, KlDirList *pList, uint32_t iMerged,
+                     const uint32_t *aList, int nList, char **pzErr){
+  int64_t i;
+  int rc = SQLITE_OK;
+  KlSet *pSet = kl_set_new((int)(pList->nLog + nList));
+  if( pSet==0 ) return SQLITE_NOMEM;
+  p->pSet = pSet;
+  for(i=pList->nLog-1; rc==SQLITE_OK && i>=0; i--){
+    KlFile *pFile = 0;
+    if( pList->aLog[i]<=iMerged ) break;
+    rc = klFileOpen(p, pList->aLog[i], KL_KIND_LOG, &pFile, pzErr);
+    if( rc==SQLITE_OK ){
+      pSet->apFile[pSet->nFile++] = pFile;
+      rc = klLoadFile(p, pFile, pSet->nFile==1, pzErr);
+    }
+  }
+  if( pSet->nFile>0 ) p->pActive = pSet->apFile[0];
+  for(i=nList-1; rc==SQLITE_OK && i>=0; i--){
+    KlFile *pFile = 0;
+    if( !klInList(pList->aMrg, pList->nMrg, aList[i]) ){
+      char *z = kl_path(p->zDir, aList[i], KL_KIND_MRG);
+      rc = kl_corrupt(pzErr, z ? z : p->zDir, 0, "listed in MANIFEST but "
+                     "missing");
+      sqlite3_free(z);
+      break;
+    }
+    rc = klFileOpen(p, aList[i], KL_KIND_MRG, &pFile, pzErr);
+    if( rc==SQLITE_OK ){
+      pSet->apFile[pSet->nFile++] = pFile;
+      rc = klLoadFile(p, pFile, 0, pzErr);
+    }
+  }
+  /* Loaded newest first; the set is kept in ascending number order. */
+  qsort(pSet->apFile, pSet->nFile, sizeof(KlFile*), klCmpFilePtr);
+  return rc;
+}
+
+/* ---------------------------------------------------------------- open -- */
+
+static void klStoreFree(KvLogStore *p){
+  if( p==0 ) return;
+  kv_map_unref(p->pIndex);
+  kv_map_unref(p->pSynced);
+  kl_set_unref(p->pSet);
+  kl_delta_free(p->pDeltaFirst);
+  kv_logbuf_free(&p->wbuf);
+  pthread_mutex_destroy(&p->mu);
+  pthread_mutex_destroy(&p->muWrite);
+  pthread_mutex_destroy(&p->muCompact);
+  pthread_cond_destroy(&p->cond);
+  sqlite3_free(p->zDir);
+  sqlite3_free(p);
+}
+
+static KvLogStore *klStoreNew(const char *zDir, const KvLogConfig *pCfg){
+  KvLogStore *p = sqlite3_malloc64(sizeof(KvLogStore));
+  int n = (int)strlen(zDir);
+  if( p==0 ) return 0;
+  memset(p, 0, sizeof(*p));
+  pthread_mutex_init(&p->mu, 0);
+  pthread_mutex_init(&p->muWrite, 0);
+  pthread_mutex_init(&p->muCompact, 0);
+  pthread_cond_init(&p->cond, 0);
+  while( n>1 && zDir[n-1]=='/' ) n--;
+  p->zDir = sqlite3_mprintf("%.*s", n, zDir);
+  p->pIndex = kv_map_new();
+  if( pCfg ) p->cfg = *pCfg;
+  if( p->cfg.szFile<=0 ) p->cfg.szFile = KL_DEFAULT_SZFILE;
+  if( p->cfg.szDeadTrigger==0 ) p->cfg.szDeadTrigger = p->cfg.szFile;
+  p->pIo = p->cfg.pIo ? p->cfg.pIo : wal_io_posix();
+  if( p->zDir==0 || p->pIndex==0 ){
+    klStoreFree(p);
+    return 0;
+  }
+  return p;
+}
+
+/* Create the directory if it does not exist (and make its entry durable). */
+static int klMakeDir(KvLogStore *p, char **pzErr){
+  char *zParent;
+  const char *zSlash;
+  int rc = SQLITE_OK;
+  if( p->pIo->xMkdir(p->pIo->pCtx, p->zDir, 0755)==0 ){
+    zSlash = strrchr(p->zDir, '/');
+    if( zSlash==p->zDir ) zParent = sqlite3_mprintf("/");
+    else if( zSlash ) zParent = sqlite3_mprintf("%.*s",
+                                       (int)(zSlash-p->zDir), p->zDir);
+    else zParent = sqlite3_mprintf(".");
+    if( zParent==0 ) return SQLITE_NOMEM;
+    if( p->pIo->xSyncDir(p->pIo->pCtx, zParent) ){
+      rc = kl_io_err(pzErr, SQLITE_IOERR_DIR_FSYNC, "directory sync", zParent,
+                   errno);
+    }
+    sqlite3_free(zParent);
+  }else if( errno!=EEXIST ){
+    rc = kl_io_err(pzErr, SQLITE_CANTOPEN, "mkdir", p->zDir, errno);
+  }
+  return rc;
+}
+
+/* Until a compaction commits a MANIFEST (whose M is then at least 1), no
+** log file is ever deleted, so 00000001.klog must be there: its absence
+** means files were lost (or MANIFEST was). */
+static int klCheckFirst(KvLogStore *p, KlDirList *pList, uint32_t iMerged,
+                        char **pzErr){
+  char *zPath;
+  int rc;
+  if( iMerged>0 || (pList->nLog==0 && pList->nMrg==0) ) return SQLITE_OK;
+  if( pList->nLog>0 && pList->aLog[0]==1 ) return SQLITE_OK;
+  zPath = kl_path(p->zDir, 1, KL_KIND_LOG);
+  rc = kl_corrupt(pzErr, zPath ? zPath : p->zDir, 0, "missing, and there "
+                  "is no MANIFEST that replaced it");
+  sqlite3_free(zPath);
+  return rc;
+}
+
+/* Read MANIFEST, delete leftovers, load every live file. */
+static int klOpenFiles(KvLogStore *p, char **pzErr){
+  KlDirList list;
+  uint32_t iMerged = 0;
+  uint64_t maxCid = 0;
+  uint32_t *aList = 0;
+  int nList = 0, i;
+  int rc;
+  memset(&list, 0, sizeof(list));
+  rc = klListDir(p, &list, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
+  }
+  p->cnt.maxCid = maxCid;
+  if( rc==SQLITE_OK ) rc = klCheckFirst(p, &list, iMerged, pzErr);
+  if( rc==SQLITE_OK ){
+    if( nList>1 ) qsort(aList, nList, sizeof(uint32_t), klCmpU32);
+    klDeleteGarbage(p, &list, iMerged, aList, nList);
+    rc = klLoadAll(p, &list, iMerged, aList, nList, pzErr);
+  }
+  p->iNext = list.iMax>iMerged ? list.iMax+1 : iMerged+1;
+  for(i=0; i<nList; i++){
+    if( aList[i]>=p->iNext ) p->iNext = aList[i]+1;
+  }
+  sqlite3_free(list.aLog);
+  sqlite3_free(list.aMrg);
+  sqlite3_free(aList);
+  return rc;
+}
+
+/* Make sure there is an active log file, then make everything loaded
+** durable. */
+static int klOpenActive(KvLogStore *p, char **pzErr){
+  int rc = SQLITE_OK;
+  if( p->pActive==0 ){
+    KlFile *pFile = 0;
+    KlSet *pNew;
+    if( p->iNext>KL_MAX_FILENUM ) return SQLITE_FULL;
+    rc = kl_file_create(p, p->iNext++, KL_KIND_LOG, &pFile, pzErr);
+    if( rc ) return rc;
+    pNew = klSetWith(p->pSet, pFile);
+    kl_file_unref(pFile);
+    if( pNew==0 ) return SQLITE_NOMEM;
+    kl_set_unref(p->pSet);
+    p->pSet = pNew;
+    p->pActive = pFile;
+  }
+  rc = kl_fsync(p, p->pActive, pzErr);
+  if( rc==SQLITE_OK ) rc = kl_syncdir(p, pzErr);
+  if( rc==SQLITE_OK ) kl_sync_point_locked(p);
+  return rc;
+}
+
+static void *klThreadMain(void*);
+
+int kv_logstore_open(const char *zDir, const KvLogConfig *pCfg,
+                     KvLogStore **ppStore, char **pzErr){
+  KvLogStore *p;
+  int rc;
+  *ppStore = 0;
+  if( zDir==0 || zDir[0]==0 ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: store directory must be a "
+                                    "non-empty path"));
+    return SQLITE_MISUSE;
+  }
+  p = klStoreNew(zDir, pCfg);
+  if( p==0 ) return SQLITE_NOMEM;
+  rc = klMakeDir(p, pzErr);
+  if( rc==SQLITE_OK ) rc = klOpenFiles(p, pzErr);
+  if( rc==SQLITE_OK ) rc = klOpenActive(p, pzErr);
+  if( rc==SQLITE_OK && p->cfg.bBackground ){
+    if( pthread_create(&p->thread, 0, klThreadMain, p)!=0 ){
+      kl_set_err(pzErr, sqlite3_mprintf("kv_log: cannot start the compaction "
+                                      "thread of %s", p->zDir));
+      rc = SQLITE_ERROR;
+    }else{
+      p->bThread = 1;
+    }
+  }
+  if( rc!=SQLITE_OK ){
+    klStoreFree(p);
+    return rc;
+  }
+  *ppStore = p;
+  return SQLITE_OK;
+}
+
+void kv_logstore_close(KvLogStore *p){
+  if( p==0 ) return;
+  if( p->bThread ){
+    pthread_mutex_lock(&p->mu);
+    p->bStop = 1;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, 0);
+  }
+  klStoreFree(p);
+}
+
+/* ------------------------------------------------------------ appends -- */
+
+static int64_t klFrameSize(const KvLogAction *pA){
+  return KL_FRAME_HDR + KL_BODY_FIXED + pA->nKey + (pA->bDelete ? 0 : pA->nVal);
+}
+
+static int klCheckActions(KvLogStore *p, uint64_t cid, int nAction,
+                          const KvLogAction *aAction, char **pzErr){
+  int64_t nTotal = 0;
+  int i;
+  if( nAction<0 || (nAction>0 && aAction==0) ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: invalid action list"));
+    return SQLITE_MISUSE;
+  }
+  for(i=0; i<nAction; i++){
+    const KvLogAction *pA = &aAction[i];
+    if( pA->aKey==0 || pA->nKey<1 || pA->nKey>KVLOG_MAX_KEY ){
+      kl_set_err(pzErr, sqlite3_mprintf("kv_log: key must be 1..%d bytes, got "
+                                      "%d", KVLOG_MAX_KEY, pA->nKey));
+      return pA->nKey>KVLOG_MAX_KEY ? SQLITE_TOOBIG : SQLITE_MISUSE;
+    }
+    if( !pA->bDelete && (pA->nVal<0 || pA->nVal>KVLOG_MAX_VALUE
+                         || (pA->nVal>0 && pA->aVal==0)) ){
+      kl_set_err(pzErr, sqlite3_mprintf("kv_log: value must be 0..%d bytes, "
+                                      "got %d", KVLOG_MAX_VALUE, pA->nVal));
+      return pA->nVal>KVLOG_MAX_VALUE ? SQLITE_TOOBIG : SQLITE_MISUSE;
+    }
+    nTotal += klFrameSize(pA);
+  }
+  if( nTotal>0x3fffffff ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: transaction is %lld bytes, the "
+                                    "limit is %d", (long long)nTotal,
+                                    0x3fffffff));
+    return SQLITE_TOOBIG;
+  }
+  if( nAction>0 && cid<=p->cnt.maxCid ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: commit id %llu is not above "
+             "the last applied %llu", (unsigned long long)cid,
+             (unsigned long long)p->cnt.maxCid));
+    return SQLITE_MISUSE;
+  }
+  return SQLITE_OK;
+}
+
+/* Encode the transaction's frames into p->wbuf. */
+static int klEncode(KvLogStore *p, uint64_t cid, int nAction,
+                    const KvLogAction *aAction){
+  int64_t nTotal = 0;
+  int i, rc;
+  for(i=0; i<nAction; i++) nTotal += klFrameSize(&aAction[i]);
+  rc = kl_buf_reserve(&p->wbuf, nTotal);
+  if( rc ) return rc;
+  p->wbuf.n = 0;
+  for(i=0; i<nAction; i++){
+    const KvLogAction *pA = &aAction[i];
+    uint8_t *a = p->wbuf.a + p->wbuf.n;
+    int nVal = pA->bDelete ? 0 : pA->nVal;
+    uint32_t nBody = (uint32_t)(KL_BODY_FIXED + pA->nKey + nVal);
+    kl_put32(a, nBody);
+    a[8] = (uint8_t)((pA->bDelete ? KL_FLAG_DELETE : 0)
+                     | (i==nAction-1 ? KL_FLAG_LAST : 0));
+    klPut64(a+9, cid);
+    kl_put32(a+17, (uint32_t)pA->nKey);
+    memcpy(a+KL_FRAME_HDR+KL_BODY_FIXED, pA->aKey, pA->nKey);
+    if( nVal ) memcpy(a+KL_FRAME_HDR+KL_BODY_FIXED+pA->nKey, pA->aVal, nVal);
+    kl_put32(a+4, wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody));
+    p->wbuf.n += KL_FRAME_HDR + (int)nBody;
+  }
+  return SQLITE_OK;
+}
+
+/* The index with the transaction applied, as a new version (the current
+** one is untouched), and the counters that go with it. */
+static int klIndexBuild(KvLogStore *p, uint64_t cid, int nAction,
+                        const KvLogAction *aAction, int64_t iBase,
+                        KvMap **ppNew, KlCounts *pCnt){
+  KvMap *pNew = kv_map_ref(p->pIndex);
+  int64_t iOff = iBase;
+  int i, rc = SQLITE_OK;
+  *pCnt = p->cnt;
+  for(i=0; i<nAction && rc==SQLITE_OK; i++){
+    const KvLogAction *pA = &aAction[i];
+    KvMapEntry e;
+    KlLoc loc;
+    loc.iFile = p->pActive->iNum;
+    loc.nFrame = (uint32_t)klFrameSize(pA);
+    loc.iOff = (uint64_t)iOff;
+    iOff += loc.nFrame;
+    if( kv_map_get(pNew, pA->aKey, pA->nKey, &e) ){
+      if( e.bTomb ){
+        pCnt->nTomb--;
+      }else{
+        KlLoc old;
+        memcpy(&old, e.aVal, sizeof(old));
+        pCnt->nLive--;
+        pCnt->szLive -= old.nFrame;
+      }
+    }
+    rc = kv_map_put(&pNew, pA->aKey, pA->nKey, &loc, sizeof(loc), cid,
+                    pA->bDelete);
+    if( pA->bDelete ){ pCnt->nTomb++; }
+    else{ pCnt->nLive++; pCnt->szLive += loc.nFrame; }
+  }
+  pCnt->maxCid = cid;
+  if( rc ){
+    kv_map_unref(pNew);
+    return rc;
+  }
+  *ppNew = pNew;
+  return SQLITE_OK;
+}
+
+void kl_delta_free(KlDelta *p){
+  while( p ){
+    KlDelta *pNext = p->pNext;
+    sqlite3_free(p);
+    p = pNext;
+  }
+}
+
+/* Record the transaction's index changes for a running compaction. */
+static int klDeltaAdd(KvLogStore *p, uint64_t cid, int nAction,
+                      const KvLogAction *aAction, int64_t iBase){
+  int64_t nByte = sizeof(KlDelta) + sizeof(KlDeltaItem)*nAction;
+  KlDelta *pD;
+  uint8_t *aKeys;
+  int i;
+  for(i=0; i<nAction; i++) nByte += aAction[i].nKey;
+  pD = sqlite3_malloc64((sqlite3_uint64)nByte);
+  if( pD==0 ) return SQLITE_NOMEM;
+  pD->pNext = 0;
+  pD->nItem = nAction;
+  aKeys = (uint8_t*)&pD->aItem[nAction];
+  for(i=0; i<nAction; i++){
+    KlDeltaItem *pI = &pD->aItem[i];
+    memcpy(aKeys, aAction[i].aKey, aAction[i].nKey);
+    pI->aKey = aKeys;
+    pI->nKey = aAction[i].nKey;
+    aKeys += aAction[i].nKey;
+    pI->loc.iFile = p->pActive->iNum;
+    pI->loc.nFrame = (uint32_t)klFrameSize(&aAction[i]);
+    pI->loc.iOff = (uint64_t)iBase;
+    iBase += pI->loc.nFrame;
+    pI->cid = cid;
+    pI->bTomb = aAction[i].bDelete;
+  }
+  if( p->pDeltaLast ) p->pDeltaLast->pNext = pD; else p->pDeltaFirst = pD;
+  p->pDeltaLast = pD;
+  return SQLITE_OK;
+}
+
+/* Dead bytes and whether a compaction is due.  Caller holds mu. */
+static int64_t klDeadLocked(KvLogStore *p, int64_t *pszStored){
+  int64_t szStored = 0;
+  int i;
+  for(i=0; i<p->pSet->nFile; i++) szStored += p->pSet->apFile[i]->sz;
+  if( pszStored ) *pszStored = szStored;
+  return szStored - (int64_t)p->pSet->nFile*KL_HDR - p->cnt.szLive;
+}
+
+static int klDueLocked(KvLogStore *p){
+  int64_t szStored;
+  int64_t szDead = klDeadLocked(p, &szStored);
+  if( p->cfg.szDeadTrigger<0 ) return 0;
+  return szDead>p->cfg.szDeadTrigger && 2*szDead>szStored;
+}
+
+int kv_logstore_compaction_due(KvLogStore *p){
+  int bDue;
+  pthread_mutex_lock(&p->mu);
+  bDue = klDueLocked(p);
+  pthread_mutex_unlock(&p->mu);
+  return bDue;
+}
+
+/* Remember the current state as the last durable one (muWrite held). */
+void kl_sync_point_locked(KvLogStore *p){
+  kv_map_unref(p->pSynced);
+  p->pSynced = kv_map_ref(p->pIndex);
+  p->cntSynced = p->cnt;
+  p->bDirty = 0;
+}
+
+/* A sync failed: forget everything applied since the last sync point and
+** refuse further writes.  The bytes stay in the file; the next open keeps
+** or cuts them (the root WAL holds them either way). */
+static void klSyncFailed(KvLogStore *p){
+  pthread_mutex_lock(&p->mu);
+  kv_map_unref(p->pIndex);
+  p->pIndex = kv_map_ref(p->pSynced);
+  p->cnt = p->cntSynced;
+  pthread_mutex_unlock(&p->mu);
+  __atomic_store_n(&p->bFailed, 1, __ATOMIC_RELEASE);
+}
+
+int kl_sync_locked(KvLogStore *p, char **pzErr){
+  int rc = SQLITE_OK;
+  if( p->bDirty ) rc = kl_fsync(p, p->pActive, pzErr);
+  if( rc==SQLITE_OK && p->bDirDirty ) rc = kl_syncdir(p, pzErr);
+  if( rc ){
+    klSyncFailed(p);
+    return rc;
+  }
+  p->bDirDirty = 0;
+  kl_sync_point_locked(p);
+  return SQLITE_OK;
+}
+
+/* Start a new active log file (the old one is synced first).  muWrite
+** held. */
+int kl_roll_locked(KvLogStore *p, char **pzErr){
+  KlFile *pFile = 0;
+  KlSet *pNew;
+  int rc = kl_sync_locked(p, pzErr);
+  if( rc ) return rc;
+  if( p->iNext>KL_MAX_FILENUM ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s ran out of file numbers",
+                                    p->zDir));
+    return SQLITE_FULL;
+  }
+  rc = kl_file_create(p, p->iNext, KL_KIND_LOG, &pFile, pzErr);
+  if( rc ) return rc;
+  p->iNext++;
+  pthread_mutex_lock(&p->mu);
+  pNew = klSetWith(p->pSet, pFile);
+  if( pNew ){
+    kl_set_unref(p->pSet);
+    p->pSet = pNew;
+    p->pActive = pFile;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if( pNew==0 ){
+    __atomic_store_n(&pFile->bDoomed, 1, __ATOMIC_RELEASE);
+    kl_file_unref(pFile);
+    return SQLITE_NOMEM;
+  }
+  kl_file_unref(pFile);
+  p->bDirDirty = 1;
+  return SQLITE_OK;
+}
+
+static int klRefuse(KvLogStore *p, char **pzErr){
+  if( p->bDestroyed ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: store %s was destroyed",
+                                    p->zDir));
+    return SQLITE_MISUSE;
+  }
+  if( p->bFailed ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: store %s had a failed write or "
+                                    "sync; reopen it", p->zDir));
+    return SQLITE_IOERR;
+  }
+  return SQLITE_OK;
+}
+
+/* Write the encoded transaction at the end of the active file and build
+** the index that includes it; on failure the file is cut back. */
+static int klAppendLocked(KvLogStore *p, uint64_t cid, int nAction,
+                          const KvLogAction *aAction, char **pzErr){
+  int64_t iBase = p->pActive->sz;
+  KvMap *pNew = 0;
+  KlCounts cnt;
+  int rc = klEncode(p, cid, nAction, aAction);
+  if( rc==SQLITE_OK ) rc = kl_write(p, p->pActive, p->wbuf.a, p->wbuf.n,
+                                    iBase, pzErr);
+  if( rc==SQLITE_OK ) rc = klIndexBuild(p, cid, nAction, aAction, iBase,
+                                        &pNew, &cnt);
+  if( rc==SQLITE_OK && p->bCompacting ){
+    rc = klDeltaAdd(p, cid, nAction, aAction, iBase);
+  }
+  if( rc ){
+    kv_map_unref(pNew);
+    if( p->pIo->xFtruncate(p->pIo->pCtx, p->pActive->fd, (off_t)iBase) ){
+      __atomic_store_n(&p->bFailed, 1, __ATOMIC_RELEASE);
+    }
+    if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
+    return rc;
+  }
+  p->bDirty = 1;
+  pthread_mutex_lock(&p->mu);
+  kv_map_unref(p->pIndex);
+  p->pIndex = pNew;
+  p->cnt = cnt;
+  p->pActive->sz = iBase + p->wbuf.n;
+  if( p->bThread && klDueLocked(p) ){
+    p->bKick = 1;
+    pthread_cond_signal(&p->cond);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return SQLITE_OK;
+}
+
+int kv_logstore_apply(KvLogStore *p, uint64_t cid, int nAction,
+                      const KvLogAction *aAction, char **pzErr){
+  int rc;
+  int64_t nTotal = 0;
+  int i;
+  pthread_mutex_lock(&p->muWrite);
+  rc = klRefuse(p, pzErr);
+  if( rc==SQLITE_OK ) rc = klCheckActions(p, cid, nAction, aAction, pzErr);
+  if( rc==SQLITE_OK && nAction>0 ){
+    for(i=0; i<nAction; i++) nTotal += klFrameSize(&aAction[i]);
+    if( p->pActive->sz>KL_HDR && p->pActive->sz+nTotal>p->cfg.szFile ){
+      rc = kl_roll_locked(p, pzErr);
+    }
+    if( rc==SQLITE_OK ) rc = klAppendLocked(p, cid, nAction, aAction, pzErr);
+  }
+  pthread_mutex_unlock(&p->muWrite);
+  return rc;
+}
+
+int kv_logstore_sync(KvLogStore *p, char **pzErr){
+  int rc;
+  pthread_mutex_lock(&p->muWrite);
+  rc = klRefuse(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kl_sync_locked(p, pzErr);
+  pthread_mutex_unlock(&p->muWrite);
+  return rc;
+}
+
+/* -------------------------------------------------------------- reads -- */
+
+/* Look key up in pIndex: 1 (filling *pLoc and *pCid) if live, else 0. */
+static int klLookup(KvMap *pIndex, const void *aKey, int nKey, KlLoc *pLoc,
+                    uint64_t *pCid){
+  KvMapEntry e;
+  if( !kv_map_get(pIndex, aKey, nKey, &e) || e.bTomb ) return 0;
+  memcpy(pLoc, e.aVal, sizeof(*pLoc));
+  if( pCid ) *pCid = e.rev;
+  return 1;
+}
+
+static int klReadValue(KlSet *pSet, int bFound, const KlLoc *pLoc,
+                       const void *aKey, int nKey, KvLogBuf *pOut,
+                       int *pbFound, char **pzErr){
+  int rc = SQLITE_OK;
+  *pbFound = 0;
+  if( bFound ){
+    rc = kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
+    if( rc==SQLITE_OK ) *pbFound = 1;
+  }
+  return rc;
+}
+
+int kv_logstore_get(KvLogStore *p, const void *aKey, int nKey, KvLogBuf *pOut,
+                    uint64_t *pCid, int *pbFound, char **pzErr){
+  KlLoc loc;
+  KlSet *pSet;
+  int bFound, rc;
+  *pbFound = 0;
+  if( aKey==0 || nKey<1 ) return SQLITE_OK;
+  pthread_mutex_lock(&p->mu);
+  bFound = klLookup(p->pIndex, aKey, nKey, &loc, pCid);
+  pSet = klSetRef(p->pSet);
+  pthread_mutex_unlock(&p->mu);
+  rc = klReadValue(pSet, bFound, &loc, aKey, nKey, pOut, pbFound, pzErr);
+  kl_set_unref(pSet);
+  return rc;
+}
+
+struct KvLogSnap {
+  KvMap *pIndex;
+  KlSet *pSet;
+  int64_t nLive;
+};
+
+int kv_logstore_snapshot(KvLogStore *p, KvLogSnap **ppSnap){
+  KvLogSnap *pSnap = sqlite3_malloc64(sizeof(KvLogSnap));
+  *ppSnap = 0;
+  if( pSnap==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&p->mu);
+  pSnap->pIndex = kv_map_ref(p->pIndex);
+  pSnap->pSet = klSetRef(p->pSet);
+  pSnap->nLive = p->cnt.nLive;
+  pthread_mutex_unlock(&p->mu);
+  *ppSnap = pSnap;
+  return SQLITE_OK;
+}
+
+void kv_logsnap_free(KvLogSnap *pSnap){
+  if( pSnap==0 ) return;
+  kv_map_unref(pSnap->pIndex);
+  kl_set_unref(pSnap->pSet);
+  sqlite3_free(pSnap);
+}
+
+int kv_logsnap_dup(KvLogSnap *pSnap, KvLogSnap **ppCopy){
+  KvLogSnap *pCopy = sqlite3_malloc64(sizeof(KvLogSnap));
+  *ppCopy = 0;
+  if( pCopy==0 ) return SQLITE_NOMEM;
+  pCopy->pIndex = kv_map_ref(pSnap->pIndex);
+  pCopy->pSet = klSetRef(pSnap->pSet);
+  pCopy->nLive = pSnap->nLive;
+  *ppCopy = pCopy;
+  return SQLITE_OK;
+}
+
+int kv_logsnap_get(KvLogSnap *pSnap, const void *aKey, int nKey,
+                   KvLogBuf *pOut, uint64_t *pCid, int *pbFound,
+                   char **pzErr){
+  KlLoc loc;
+  int bFound;
+  *pbFound = 0;
+  if( aKey==0 || nKey<1 ) return SQLITE_OK;
+  bFound = klLookup(pSnap->pIndex, aKey, nKey, &loc, pCid);
+  return klReadValue(pSnap->pSet, bFound, &loc, aKey, nKey, pOut, pbFound,
+                     pzErr);
+}
+
+int64_t kv_logsnap_count(KvLogSnap *pSnap){
+  return pSnap->nLive;
+}
+
+struct KvLogCursor {
+  KvMapCursor *pCsr;
+  KlSet *pSet;
+};
+
+int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
+  KvLogCursor *pCur = sqlite3_malloc64(sizeof(KvLogCursor));
+  *ppCsr = 0;
+  if( pCur==0 ) return SQLITE_NOMEM;
+  pCur->pCsr = kv_map_cursor_new(pSnap->pIndex);
+  if( pCur->pCsr==0 ){
+    sqlite3_free(pCur);
+    return SQLITE_NOMEM;
+  }
+  pCur->pSet = klSetRef(pSnap->pSet);
+  *ppCsr = pCur;
+  return SQLITE_OK;
+}
+
+void kv_logcursor_free(KvLogCursor *pCur){
+  if( pCur==0 ) return;
+  kv_map_cursor_free(pCur->pCsr);
+  kl_set_unref(pCur->pSet);
+  sqlite3_free(pCur);
+}
+
+/* Step over tombstones in direction dir (+1 next, -1 prev). */
+static int klSkipTombs(KvLogCursor *pCur, int bOn, int dir){
+  KvMapEntry e;
+  while( bOn ){
+    kv_map_cursor_entry(pCur->pCsr, &e);
+    if( !e.bTomb ) return 1;
+    bOn = dir>0 ? kv_map_cursor_next(pCur->pCsr)
+                : kv_map_cursor_prev(pCur->pCsr);
+  }
+  return 0;
+}
+
+int kv_logcursor_seek(KvLogCursor *pCur, int eSeek, const void *aKey,
+                      int nKey){
+  int bOn = kv_map_cursor_seek(pCur->pCsr, eSeek, aKey, nKey);
+  int dir = (eSeek==KV_SEEK_FIRST || eSeek==KV_SEEK_GE || eSeek==KV_SEEK_GT)
+            ? 1 : -1;
+  return klSkipTombs(pCur, bOn, dir);
+}
+
+int kv_logcursor_next(KvLogCursor *pCur){
+  return klSkipTombs(pCur, kv_map_cursor_next(pCur->pCsr), 1);
+}
+
+int kv_logcursor_prev(KvLogCursor *pCur){
+  return klSkipTombs(pCur, kv_map_cursor_prev(pCur->pCsr), -1);
+}
+
+int kv_logcursor_valid(KvLogCursor *pCur){
+  return kv_map_cursor_valid(pCur->pCsr);
+}
+
+void kv_logcursor_key(KvLogCursor *pCur, const uint8_t **paKey, int *pnKey,
+                      uint64_t *pCid){
+  KvMapEntry e;
+  kv_map_cursor_entry(pCur->pCsr, &e);
+  *paKey = e.aKey;
+  *pnKey = e.nKey;
+  if( pCid ) *pCid = e.rev;
+}
+
+int kv_logcursor_value(KvLogCursor *pCur, KvLogBuf *pOut, char **pzErr){
+  KvMapEntry e;
+  KlLoc loc;
+  kv_map_cursor_entry(pCur->pCsr, &e);
+  memcpy(&loc, e.aVal, sizeof(loc));
+  return kl_read_frame(pCur->pSet, &loc, e.aKey, e.nKey, pOut, 1, pzErr);
+}
+
+/* -------------------------------------------------- stats and destroy -- */
+
+int kv_logstore_failed(KvLogStore *p){
+  return __atomic_load_n(&p->bFailed, __ATOMIC_ACQUIRE);
+}
+
+void kv_logstore_stats(KvLogStore *p, KvLogStats *pStats){
+  memset(pStats, 0, sizeof(*pStats));
+  pthread_mutex_lock(&p->mu);
+  pStats->nLive = p->cnt.nLive;
+  pStats->nTomb = p->cnt.nTomb;
+  pStats->szLive = p->cnt.szLive;
+  pStats->maxCid = p->cnt.maxCid;
+  pStats->szDead = klDeadLocked(p, &pStats->szStored);
+  pStats->nFile = p->pSet->nFile;
+  pStats->nCompaction = p->nCompaction;
+  pStats->nCompactError = p->nCompactError;
+  memcpy(pStats->zCompactError, p->zCompactError, sizeof(p->zCompactError));
+  pthread_mutex_unlock(&p->mu);
+  pStats->bFailed = __atomic_load_n(&p->bFailed, __ATOMIC_ACQUIRE);
+}
+
+/* Unlink every file of the store named in the directory, then it. */
+static int klRemoveAll(KvLogStore *p, char **pzErr){
+  KlDirList list;
+  int rc;
+  memset(&list, 0, sizeof(list));
+  rc = klListDir(p, &list, pzErr);
+  if( rc==SQLITE_OK ){
+    klDeleteGarbage(p, &list, KL_MAX_FILENUM, 0, 0);
+    char *z = sqlite3_mprintf("%s/MANIFEST", p->zDir);
+    if( z==0 ) rc = SQLITE_NOMEM;
+    else p->pIo->xUnlink(p->pIo->pCtx, z);
+    sqlite3_free(z);
+  }
+  if( rc==SQLITE_OK && rmdir(p->zDir)!=0 && errno!=ENOENT ){
+    rc = kl_io_err(pzErr, SQLITE_IOERR_DELETE, "removal", p->zDir, errno);
+  }
+  sqlite3_free(list.aLog);
+  sqlite3_free(list.aMrg);
+  return rc;
+}
+
+int kv_logstore_destroy(KvLogStore *p, char **pzErr){
+  int rc;
+  pthread_mutex_lock(&p->muCompact);
+  pthread_mutex_lock(&p->muWrite);
+  p->bDestroyed = 1;
+  rc = klRemoveAll(p, pzErr);
+  pthread_mutex_unlock(&p->muWrite);
+  pthread_mutex_unlock(&p->muCompact);
+  return rc;
+}
+
+/* ------------------------------------------------- background thread -- */
+
+static void *klThreadMain(void *pArg){
+  KvLogStore *p = (KvLogStore*)pArg;
+  pthread_mutex_lock(&p->mu);
+  while( !p->bStop ){
+    char *zErr = 0;
+    int rc;
+    if( !p->bKick ){
+      pthread_cond_wait(&p->cond, &p->mu);
+      continue;
+    }
+    p->bKick = 0;
+    pthread_mutex_unlock(&p->mu);
+    rc = kv_logstore_compact(p, &zErr);
+    if( rc!=SQLITE_OK ) sqlite3_log(rc, "%s", zErr ? zErr : "kv_log: "
+                                    "background compaction failed");
+    sqlite3_free(zErr);
+    pthread_mutex_lock(&p->mu);
+    if( rc!=SQLITE_OK && !p->bStop ){
+      /* Back off: the next attempt waits for a kick after a second. */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1;
+      pthread_cond_timedwait(&p->cond, &p->mu, &ts);
+      p->bKick = 0;
+    }
+  }
+  pthread_mutex_unlock(&p->mu);
+  return 0;
+}

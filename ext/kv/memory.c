@@ -1,0 +1,174 @@
+/*
+** kv_memory.c -- the kv_memory backend: a table's committed state is one
+** copy-on-write ordered map (kv_map.h) in memory.
+**
+** A snapshot is a reference to the current version, so readers never block
+** and never see later commits; xApply builds the next version (in place
+** when no snapshot shares the nodes).  The data is volatile: with
+** persistence=1 the engine logs the actions in the root WAL and replays
+** live records at open; the table has no data file, so a batch is durable
+** as soon as it is published (xDurable says so at once).
+*/
+#include "config.h"
+#include "ext/kv/backend.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+struct KvBackendTable {
+  KvMap *pData;                 /* published version; engine mutex */
+};
+struct KvBackendSnap {
+  KvMap *pMap;
+};
+struct KvBackendCursor {
+  KvMapCursor *pCsr;
+};
+
+static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
+                   char **pzErr){
+  KvBackendTable *p = sqlite3_malloc64(sizeof(*p));
+  (void)pDef; (void)bCreate; (void)pzErr;
+  *pp = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  p->pData = kv_map_new();
+  if( p->pData==0 ){
+    sqlite3_free(p);
+    return SQLITE_NOMEM;
+  }
+  *pp = p;
+  return SQLITE_OK;
+}
+
+static void memClose(KvBackendTable *p){
+  if( p ){
+    kv_map_unref(p->pData);
+    sqlite3_free(p);
+  }
+}
+
+static int memDrop(KvBackendTable *p, char **pzErr){
+  (void)p; (void)pzErr;
+  return SQLITE_OK;              /* no files */
+}
+
+static int memSnapshot(KvBackendTable *p, KvBackendSnap **pp){
+  KvBackendSnap *s = sqlite3_malloc64(sizeof(*s));
+  *pp = 0;
+  if( s==0 ) return SQLITE_NOMEM;
+  s->pMap = kv_map_ref(p->pData);
+  *pp = s;
+  return SQLITE_OK;
+}
+
+static void memSnapshotFree(KvBackendSnap *s){
+  if( s ){
+    kv_map_unref(s->pMap);
+    sqlite3_free(s);
+  }
+}
+
+static int memSnapshotDup(KvBackendSnap *s, KvBackendSnap **pp){
+  KvBackendSnap *c = sqlite3_malloc64(sizeof(*c));
+  *pp = 0;
+  if( c==0 ) return SQLITE_NOMEM;
+  c->pMap = kv_map_ref(s->pMap);
+  *pp = c;
+  return SQLITE_OK;
+}
+
+static int memGet(KvBackendSnap *s, const uint8_t *aKey, int nKey,
+                  int *pbFound, KvMapEntry *pOut){
+  *pbFound = kv_map_get(s->pMap, aKey, nKey, pOut) && !pOut->bTomb;
+  return SQLITE_OK;
+}
+
+static int memCursorOpen(KvBackendSnap *s, KvBackendCursor **pp){
+  KvBackendCursor *c = sqlite3_malloc64(sizeof(*c));
+  *pp = 0;
+  if( c==0 ) return SQLITE_NOMEM;
+  c->pCsr = kv_map_cursor_new(s->pMap);
+  if( c->pCsr==0 ){
+    sqlite3_free(c);
+    return SQLITE_NOMEM;
+  }
+  *pp = c;
+  return SQLITE_OK;
+}
+
+static void memCursorClose(KvBackendCursor *c){
+  if( c ){
+    kv_map_cursor_free(c->pCsr);
+    sqlite3_free(c);
+  }
+}
+
+static int memCursorSeek(KvBackendCursor *c, int eSeek, const void *a, int n){
+  return kv_map_cursor_seek(c->pCsr, eSeek, a, n);
+}
+static int memCursorNext(KvBackendCursor *c){
+  return kv_map_cursor_next(c->pCsr);
+}
+static int memCursorPrev(KvBackendCursor *c){
+  return kv_map_cursor_prev(c->pCsr);
+}
+static void memCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
+  kv_map_cursor_entry(c->pCsr, pOut);
+}
+
+/* Fold every entry of pBatch into the published map.  Only SQLITE_NOMEM
+** can fail it, part-way: the entries applied so far stay (the engine
+** reports the error; a persistent batch is still in the WAL). */
+static int memApply(KvBackendTable *p, KvMap *pBatch, uint64_t iSeq,
+                    uint64_t cid){
+  KvMap *pNew = kv_map_ref(p->pData);
+  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapEntry e;
+  int rc = SQLITE_OK;
+  int bOn;
+  (void)cid;
+  if( pCsr==0 ){
+    kv_map_unref(pNew);
+    return SQLITE_NOMEM;
+  }
+  /* Drop the published reference so that, when no snapshot shares the
+  ** nodes, the updates below happen in place. */
+  kv_map_unref(p->pData);
+  p->pData = 0;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.bTomb ){
+      rc = kv_map_remove(&pNew, e.aKey, e.nKey);
+    }else{
+      rc = kv_map_put_from(&pNew, pCsr, iSeq, 0);   /* shares the bytes */
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  p->pData = pNew;   /* on NOMEM: the entries applied so far stay */
+  return rc;
+}
+
+static int memDurable(KvBackendTable *p, uint64_t cid){
+  (void)p; (void)cid;
+  return 1;
+}
+
+static void memStats(KvBackendTable *p, int64_t *pnRow, int64_t *pnByte){
+  *pnRow = kv_map_count(p->pData);
+  *pnByte = kv_map_bytes(p->pData);
+}
+
+const KvBackend kvMemoryBackend = {
+  "kv_memory",
+  memOpen, memClose, memDrop,
+  memSnapshot, memSnapshotFree, memSnapshotDup, memGet,
+  memCursorOpen, memCursorClose, memCursorSeek, memCursorNext, memCursorPrev,
+  memCursorEntry,
+  memApply, memDurable, memStats,
+  0, 0,                         /* any directory; xStats only */
+  0, 0,                         /* in memory: reads cannot fail */
+  0,                            /* always writable */
+  1,                            /* no data file: records need no confirm */
+  0, 0,                         /* no files */
+  0                             /* xApply fails only for want of memory */
+};

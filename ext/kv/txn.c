@@ -1,0 +1,1247 @@
+/*
+** kv_txn.c -- root transactions of the KV engine: binding children to
+** tables, point reads and writes, create/remove table, the conflict check
+** and reservations of prepare, WAL logging, publication at commit,
+** rollback and savepoints.  The rules are in kv_engine.h.
+*/
+#include "config.h"
+#include "ext/kv/engine_int.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <stdlib.h>
+#include <string.h>
+
+static int kvIsPending(const KvTable *t){
+  return t->pData==0 && !t->bLive;
+}
+
+const char *kv_root_who(const KvRoot *p){
+  return p->iHandle>0 ? "transaction handle" : "transaction";
+}
+
+unsigned long long kv_root_who_id(const KvRoot *p){
+  return p->iHandle>0 ? (unsigned long long)p->iHandle
+                      : (unsigned long long)p->tid;
+}
+
+static int kvRootUsable(KvRoot *p, char **pzErr){
+  if( p->eState==KV_ROOT_ACTIVE ) return kvEngineFailed(p->pEng, pzErr);
+  *pzErr = sqlite3_mprintf("kv: %s %llu is %s",
+      kv_root_who(p), kv_root_who_id(p),
+      p->eState==KV_ROOT_PREPARED ? "prepared and takes no more operations"
+      : p->eState==KV_ROOT_FAILED ? "failed and was rolled back"
+      : "finished");
+  return SQLITE_MISUSE;
+}
+
+int kv_root_begin(KvEngine *pEng, KvRoot **pp){
+  KvRoot *p = sqlite3_malloc64(sizeof(*p));
+  *pp = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->pEng = kv_engine_ref(pEng);
+  p->tid = __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED);
+  kvMetricRootCreated();
+  *pp = p;
+  return SQLITE_OK;
+}
+
+KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
+int kv_root_state(KvRoot *p){ return p->eState; }
+uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
+void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
+int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
+
+int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
+  if( p->eProto==KV_PROTO_NONE || p->eProto==eProto ){
+    p->eProto = eProto;
+    return SQLITE_OK;
+  }
+  *pzErr = sqlite3_mprintf("kv: %s %llu uses the %s protocol; "
+      "ordinary (kv_get, kv_prepare, kv_commit) and versioned "
+      "(kv_prepare_with_version, kv_commit_with_version) calls cannot be "
+      "mixed in one transaction", kv_root_who(p), kv_root_who_id(p),
+      p->eProto==KV_PROTO_ORDINARY ? "ordinary" : "versioned");
+  return SQLITE_MISUSE;
+}
+
+/* ----------------------------------------------------------- children --- */
+
+static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
+                      KvBackendSnap *pSnap, KvChild **ppChild){
+  KvChild *c = sqlite3_malloc64(sizeof(*c));
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  c->pTab = pTab;
+  c->iSnap = iSnap;
+  c->pSnap = pSnap;
+  c->pWrite = kv_map_new();
+  if( c->pWrite==0 ){ sqlite3_free(c); return SQLITE_NOMEM; }
+  if( p->nChild==p->nChildAlloc ){
+    int nNew = p->nChildAlloc ? p->nChildAlloc*2 : 4;
+    KvChild **a = sqlite3_realloc64(p->apChild, nNew*sizeof(KvChild*));
+    if( a==0 ){ kv_map_unref(c->pWrite); sqlite3_free(c); return SQLITE_NOMEM; }
+    p->apChild = a;
+    p->nChildAlloc = nNew;
+  }
+  p->apChild[p->nChild++] = c;
+  *ppChild = c;
+  return SQLITE_OK;
+}
+
+/* Count child c as active on table t, at the end of t's active list (so
+** the list stays in bind order: the version sweeper keeps the records the
+** oldest of them may need).  Engine mutex held. */
+static void kvActiveLink(KvTable *t, KvChild *c){
+  c->bActive = 1;
+  c->iBindMs = kvVersionBindStamp(t->pEng);
+  c->pActPrev = t->pActLast;
+  c->pActNext = 0;
+  if( t->pActLast ) t->pActLast->pActNext = c; else t->pActFirst = c;
+  t->pActLast = c;
+  t->nActive++;
+}
+
+/* Undo kvActiveLink; true when no child is active on t any more. */
+static int kvActiveUnlink(KvTable *t, KvChild *c){
+  if( c->pActPrev ) c->pActPrev->pActNext = c->pActNext;
+  else t->pActFirst = c->pActNext;
+  if( c->pActNext ) c->pActNext->pActPrev = c->pActPrev;
+  else t->pActLast = c->pActPrev;
+  c->bActive = 0;
+  return --t->nActive==0;
+}
+
+/* Bind a new child to live table pTab: reference, snapshot, activity.
+** bLazy (a write binds it): the snapshot waits for the first read, so a
+** transaction that only writes pins no version of the table, and other
+** commits can update it in place.  Engine mutex held. */
+static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
+                      KvChild **ppChild){
+  KvEngine *pEng = p->pEng;
+  KvBackendSnap *pSnap = 0;
+  int rc = bLazy ? SQLITE_OK : pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
+  if( rc==SQLITE_OK ) rc = kvChildAdd(p, pTab, pEng->iSeq, pSnap, ppChild);
+  if( rc!=SQLITE_OK ){
+    if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
+    return rc;
+  }
+  pTab->nRef++;
+  (*ppChild)->bSchema = bSchema;
+  if( !bSchema ) kvActiveLink(pTab, *ppChild);
+  (*ppChild)->bSnapLater = bLazy;
+  return SQLITE_OK;
+}
+
+/* Take the snapshot child c put off at bind (bSnapLater).  A child that
+** has neither written nor registered a read yet simply moves its snapshot
+** point to now; one that wrote keeps iSnap, so its writes are still
+** checked from the point it bound, and reads of keys committed since then
+** conflict at commit.  A table removed since the bind (and perhaps
+** recreated: a new KvTable then) is an error: the transaction could not
+** commit anyway.  Engine mutex held. */
+int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr){
+  int rc;
+  if( !c->bSnapLater ) return SQLITE_OK;
+  if( !c->pTab->bLive ){
+    *pzErr = sqlite3_mprintf("kv: table %s was removed or recreated by a "
+        "concurrent transaction; roll back and retry", c->pTab->zName);
+    return SQLITE_BUSY_SNAPSHOT;
+  }
+  rc = c->pTab->pBackend->xSnapshot(c->pTab->pData, &c->pSnap);
+  if( rc!=SQLITE_OK ) return rc;
+  c->bSnapLater = 0;
+  if( kv_map_count(c->pWrite)==0 && c->pRead==0 ) c->iSnap = p->pEng->iSeq;
+  return SQLITE_OK;
+}
+
+static int kvChildSnap(KvRoot *p, KvChild *c, char **pzErr){
+  int rc;
+  if( !c->bSnapLater ) return SQLITE_OK;
+  pthread_mutex_lock(&p->pEng->mutex);
+  rc = kvChildSnapLocked(p, c, pzErr);
+  pthread_mutex_unlock(&p->pEng->mutex);
+  return rc;
+}
+
+static int kvSchemaChild(KvRoot *p, KvChild **ppChild){
+  int rc = SQLITE_OK;
+  if( p->pSchema==0 ){
+    pthread_mutex_lock(&p->pEng->mutex);
+    rc = kvBindLive(p, p->pEng->pMeta, 1, 0, &p->pSchema);
+    pthread_mutex_unlock(&p->pEng->mutex);
+  }
+  *ppChild = p->pSchema;
+  return rc;
+}
+
+/* What the root's own catalog writes say about zTab: 0 nothing, 1 created
+** (*ppNew is its pending table), 2 removed. */
+static int kvOwnSchema(KvRoot *p, const char *zTab, int nTab, KvTable **ppNew){
+  KvMapEntry e;
+  int i;
+  *ppNew = 0;
+  if( p->pSchema==0 || !kv_map_get(p->pSchema->pWrite, zTab, nTab, &e) ){
+    return 0;
+  }
+  if( e.bTomb ) return 2;
+  for(i=0; i<p->nNew; i++){
+    if( p->apNew[i]->nName==nTab && memcmp(p->apNew[i]->zName, zTab, nTab)==0 ){
+      *ppNew = p->apNew[i];
+    }
+  }
+  return 1;
+}
+
+static int kvNoSuchTable(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  const char *zDir = p->pEng->zDir;
+  *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
+                           zDir ? zDir : "in memory");
+  return SQLITE_ERROR;
+}
+
+/* Find or make the root's child for data table zTab (bWrite: for a write,
+** which puts its snapshot off until the first read). */
+static int kvBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
+                  KvChild **ppChild, char **pzErr){
+  KvTable *pNew = 0, *pTab;
+  int i, eOwn, rc;
+  *ppChild = 0;
+  if( (rc = kvRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
+  if( p->bRemove ){
+    *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
+                             "transaction");
+    return SQLITE_MISUSE;
+  }
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !c->bSchema && c->pTab->nName==nTab
+     && memcmp(c->pTab->zName, zTab, nTab)==0 ){
+      if( kvIsPending(c->pTab) && kvOwnSchema(p, zTab, nTab, &pNew)!=1 ){
+        return kvNoSuchTable(p, zTab, nTab, pzErr);
+      }
+      *ppChild = c;
+      return SQLITE_OK;
+    }
+  }
+  if( (rc = kv_name_check(zTab, nTab, pzErr))!=SQLITE_OK ) return rc;
+  eOwn = kvOwnSchema(p, zTab, nTab, &pNew);
+  if( eOwn==2 ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  pthread_mutex_lock(&p->pEng->mutex);
+  if( eOwn==1 && pNew ){
+    rc = kvChildAdd(p, pNew, p->pEng->iSeq, 0, ppChild);
+    if( rc==SQLITE_OK ) pNew->nRef++;
+  }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
+    rc = kvBindLive(p, pTab, 0, bWrite, ppChild);
+    if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
+  }else{
+    rc = SQLITE_NOTFOUND;
+  }
+  pthread_mutex_unlock(&p->pEng->mutex);
+  if( rc==SQLITE_NOTFOUND ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  return rc;
+}
+
+/* ------------------------------------------------------ reads, writes --- */
+
+static int kvCopyOut(KvBuf *pVal, const KvMapEntry *e){
+  kv_buf_reset(pVal);
+  return kv_buf_append(pVal, e->aVal, e->nVal);
+}
+
+/* Point read of the committed side: a failure gets the backend's message
+** (e.g. the damaged log file and offset) or a generic one. */
+static int kvSnapGet(KvTable *t, KvBackendSnap *pSnap, const uint8_t *aKey,
+                     int nKey, int *pbFound, KvMapEntry *pE, char **pzErr){
+  int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, pE);
+  if( rc!=SQLITE_OK && *pzErr==0 ){
+    if( t->pBackend->xGetError ) t->pBackend->xGetError(pSnap, pzErr);
+    if( *pzErr==0 ){
+      *pzErr = sqlite3_mprintf("kv: read of table %s failed: %s", t->zName,
+                               sqlite3_errstr(rc));
+    }
+  }
+  return rc;
+}
+
+/* A read with no root: the latest committed state. */
+static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
+                         const uint8_t *aKey, int nKey, KvBuf *pVal,
+                         int *pbFound, char **pzErr){
+  KvBackendSnap *pSnap = 0;
+  KvTable *pTab;
+  KvMapEntry e;
+  int rc = kvEngineFailed(pEng, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&pEng->mutex);
+  pTab = kvTableFind(pEng, zTab, nTab);
+  if( pTab ){
+    pTab->nRef++;
+    rc = pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( pTab==0 ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab,
+                             zTab, pEng->zDir ? pEng->zDir : "in memory");
+    return SQLITE_ERROR;
+  }
+  if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
+  if( rc==SQLITE_OK ) rc = kvSnapGet(pTab, pSnap, aKey, nKey, pbFound, &e, pzErr);
+  if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
+  pthread_mutex_lock(&pEng->mutex);
+  kvTableUnref(pTab);
+  pthread_mutex_unlock(&pEng->mutex);
+  return rc;
+}
+
+int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
+           const uint8_t *aKey, int nKey, KvBuf *pVal, int *pbFound,
+           char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  int rc;
+  *pbFound = 0;
+  if( p==0 ){
+    return kvGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
+  }
+  if( (rc = kvRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr))!=SQLITE_OK ){
+    return rc;
+  }
+  if( (rc = kvBind(p, zTab, nTab, 0, &c, pzErr))!=SQLITE_OK ) return rc;
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
+    *pbFound = !e.bTomb;
+    return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
+  }
+  if( (rc = kvChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
+  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
+  rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+  if( rc==SQLITE_OK && c->pSnap ){
+    rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
+    if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  }
+  return rc;
+}
+
+int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+            int nKey, KvBuf *pVal, int *pbFound, char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  *pbFound = 0;
+  if( rc!=SQLITE_OK ) return rc;
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
+    *pbFound = !e.bTomb;
+    return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
+  }
+  if( (rc = kvChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
+  if( c->pSnap ){
+    rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
+    if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  }
+  return rc;
+}
+
+int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+               int nKey, char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  /* A key the root writes is reserved by its write, which conflicts with
+  ** every read and write another root checks against it, and the root's
+  ** own check of its reads skips its written keys (kvCheckRoot). */
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ) return SQLITE_OK;
+  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
+  return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+}
+
+/* memcmp order over the common length, a prefix first (kv_map's). */
+static int kvKeyCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
+  int c = memcmp(a, b, (size_t)(na<nb ? na : nb));
+  return c ? c : na - nb;
+}
+
+int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
+                const uint8_t *const *paKey, const int *pnKey, size_t szElem,
+                int n, char **pzErr){
+#define KV_NTH_KEY(i) \
+  (*(const uint8_t *const*)((const char*)paKey + (size_t)(i)*szElem))
+#define KV_NTH_LEN(i) \
+  (*(const int*)((const char*)pnKey + (size_t)(i)*szElem))
+  KvChild *c = 0;
+  KvMapCursor *pCsr = 0;
+  KvMapEntry e;
+  int i, bOn = 0, rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc!=SQLITE_OK || n==0 ) return rc;
+  if( kv_map_count(c->pWrite)>0 ){
+    if( (pCsr = kv_map_cursor_new(c->pWrite))==0 ) return SQLITE_NOMEM;
+    bOn = kv_map_cursor_seek(pCsr, KV_SEEK_GE, KV_NTH_KEY(0), KV_NTH_LEN(0));
+    if( bOn ) kv_map_cursor_entry(pCsr, &e);
+  }
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    const uint8_t *aKey = KV_NTH_KEY(i);
+    int nKey = KV_NTH_LEN(i), cmp = 1;
+    while( bOn && (cmp = kvKeyCmp(e.aKey, e.nKey, aKey, nKey))<0 ){
+      if( (bOn = kv_map_cursor_next(pCsr))!=0 ) kv_map_cursor_entry(pCsr, &e);
+    }
+    if( bOn && cmp==0 ) continue;      /* written: the write reserves it */
+    if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) rc = SQLITE_NOMEM;
+    if( rc==SQLITE_OK ) rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+#undef KV_NTH_KEY
+#undef KV_NTH_LEN
+}
+
+int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, const uint8_t *aVal, int nVal, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, 1, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, 0);
+  return rc;
+}
+
+int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, 1, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, 0, 0, 0, 1);
+  return rc;
+}
+
+int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  KvChild *c = 0;
+  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = kvChildSnap(p, c, pzErr);
+  return rc;
+}
+
+int kv_root_has_writes(KvRoot *p){
+  int i;
+  if( p->bRemove ) return 1;
+  for(i=0; i<p->nChild; i++){
+    if( kv_map_count(p->apChild[i]->pWrite)>0 ) return 1;
+  }
+  return 0;
+}
+
+/* --------------------------------------------------------- the schema --- */
+
+int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
+                  KvMeta *pMeta, int *pbFound){
+  KvTable *pT = 0;
+  int eOwn = p ? kvOwnSchema(p, zTab, nTab, &pT) : 0;
+  int rc = SQLITE_OK;
+  memset(pMeta, 0, sizeof(*pMeta));
+  *pbFound = 0;
+  if( eOwn==2 ) return SQLITE_OK;
+  if( eOwn!=1 ){
+    pthread_mutex_lock(&pEng->mutex);
+    pT = kvTableFind(pEng, zTab, nTab);
+  }
+  if( pT ){
+    *pbFound = 1;
+    *pMeta = pT->meta;
+    pMeta->zOptions = 0;
+    if( pT->meta.zOptions ){
+      pMeta->zOptions = sqlite3_mprintf("%s", pT->meta.zOptions);
+      if( pMeta->zOptions==0 ) rc = SQLITE_NOMEM;
+    }
+  }
+  if( eOwn!=1 ) pthread_mutex_unlock(&pEng->mutex);
+  return rc;
+}
+
+static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
+                         const char *zType, int bPersist, char **pzErr){
+  int i, rc = kvRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( kvBackendFind(zType)==0 ){
+    *pzErr = sqlite3_mprintf("kv: unknown table type '%s' (this build "
+                             "has: kv_memory, kv_btree, kv_log)", zType);
+    return SQLITE_ERROR;
+  }
+  if( kvBackendFind(zType)->bNeedsStore && !p->pEng->zDir ){
+    *pzErr = sqlite3_mprintf("kv: %s tables need a store directory "
+        "(dir=PATH); this store is in memory (an in-memory or temporary "
+        "database has no <file>-kv sidecar store)", zType);
+    return SQLITE_ERROR;
+  }
+  if( kvBackendFind(zType)->bNeedsStore && !bPersist ){
+    *pzErr = sqlite3_mprintf("kv: %s tables need a store directory and "
+                             "persistence=1", zType);
+    return SQLITE_ERROR;
+  }
+  if( bPersist && p->pEng->zDir==0 ){
+    *pzErr = sqlite3_mprintf("kv: persistence=1 needs a store directory "
+                             "(dir=...); this store is in memory");
+    return SQLITE_ERROR;
+  }
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( p->bRemove || (!c->bSchema && kv_map_count(c->pWrite)>0) ){
+      *pzErr = sqlite3_mprintf("kv: create_table must come before every "
+                               "write and remove in its transaction");
+      return SQLITE_MISUSE;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* The pending table object for a create, reusing one made earlier in this
+** root (after a rollback to a savepoint) so bound children stay valid. */
+static int kvPendingTable(KvRoot *p, const char *zTab, int nTab,
+                          const KvMeta *pMeta, char **pzErr){
+  KvTable *pT = 0, **a;
+  int i, rc;
+  for(i=0; i<p->nNew; i++){
+    if( p->apNew[i]->nName==nTab && memcmp(p->apNew[i]->zName, zTab, nTab)==0 ){
+      KvTable *t = p->apNew[i];
+      char *zOpt = pMeta->zOptions ? sqlite3_mprintf("%s", pMeta->zOptions) : 0;
+      if( pMeta->zOptions && zOpt==0 ) return SQLITE_NOMEM;
+      sqlite3_free(t->meta.zOptions);
+      t->meta = *pMeta;
+      t->meta.zOptions = zOpt;
+      return SQLITE_OK;
+    }
+  }
+  a = sqlite3_realloc64(p->apNew, (p->nNew+1)*sizeof(KvTable*));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->apNew = a;
+  rc = kvTableNew(p->pEng, zTab, nTab, pMeta, &pT, pzErr);
+  if( rc==SQLITE_OK ) p->apNew[p->nNew++] = pT;
+  return rc;
+}
+
+int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
+                    int bPersist, const char *zOptions, int *pbCreated,
+                    char **pzErr){
+  KvMeta meta;
+  KvBuf buf = {0, 0, 0};
+  KvChild *s = 0;
+  int bFound = 0;
+  int rc = kvCreateCheck(p, zTab, nTab, zType, bPersist, pzErr);
+  *pbCreated = 0;
+  if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bFound ){
+    if( strcmp(meta.zType, zType)!=0 || meta.bPersist!=bPersist ){
+      *pzErr = sqlite3_mprintf("kv: table %.*s exists as %s with "
+          "persistence=%d, not %s with persistence=%d", nTab, zTab,
+          meta.zType, meta.bPersist, zType, bPersist);
+      rc = SQLITE_ERROR;
+    }
+    kv_meta_clear(&meta);
+    return rc;
+  }
+  memcpy(meta.zType, zType, strlen(zType)+1);
+  meta.bPersist = bPersist;
+  meta.zOptions = (char*)zOptions;
+  pthread_mutex_lock(&p->pEng->mutex);
+  meta.iId = p->pEng->iNextTableId++;
+  pthread_mutex_unlock(&p->pEng->mutex);
+  rc = kvSchemaChild(p, &s);
+  if( rc==SQLITE_OK ) rc = kv_meta_encode(&meta, &buf);
+  if( rc==SQLITE_OK ) rc = kvPendingTable(p, zTab, nTab, &meta, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, buf.a, buf.n, 0, 0);
+  if( rc==SQLITE_OK ) *pbCreated = 1;
+  kv_buf_free(&buf);
+  return rc;
+}
+
+int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+  KvChild *s = 0;
+  KvMeta meta;
+  int bFound = 0;
+  int rc = kvRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->nChild>0 ){
+    *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
+                             "transaction");
+    return SQLITE_MISUSE;
+  }
+  rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  kv_meta_clear(&meta);
+  if( rc==SQLITE_OK && !bFound ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  if( rc==SQLITE_OK ) rc = kvSchemaChild(p, &s);
+  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, 0, 0, 0, 1);
+  if( rc==SQLITE_OK ) p->bRemove = 1;
+  return rc;
+}
+
+/* ---------------------------------------------------------- conflicts --- */
+
+int kvConflictAddKind(KvRoot *p, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, int eKind){
+  KvConflict *a;
+  char *zBlock;
+  a = sqlite3_realloc64(p->aConflict, (p->nConflict+1)*sizeof(KvConflict));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->aConflict = a;
+  zBlock = sqlite3_malloc64(nTab + 1 + nKey + 1);
+  if( zBlock==0 ) return SQLITE_NOMEM;
+  memcpy(zBlock, zTab, nTab);
+  zBlock[nTab] = 0;                  /* zTable is a C string */
+  memcpy(zBlock+nTab+1, aKey, nKey);
+  zBlock[nTab+1+nKey] = 0;
+  a[p->nConflict].zTable = zBlock;
+  a[p->nConflict].nTable = nTab;
+  a[p->nConflict].aKey = (const uint8_t*)zBlock + nTab + 1;
+  a[p->nConflict].nKey = nKey;
+  a[p->nConflict].eKind = eKind;
+  p->nConflict++;
+  return SQLITE_OK;
+}
+
+static int kvConflictAdd(KvRoot *p, const char *zTab, int nTab,
+                         const uint8_t *aKey, int nKey){
+  return kvConflictAddKind(p, zTab, nTab, aKey, nKey, KV_CONFLICT_TXN);
+}
+
+static int kvBytesCmp(const void *a, int na, const void *b, int nb){
+  int c = memcmp(a, b, na<nb ? na : nb);
+  return c ? c : na-nb;
+}
+
+/* Is c a table-level conflict (catalog table, key = the table's name)? */
+static int kvConflictIsTable(const KvConflict *c){
+  return c->nTable==(int)strlen(KV_META_TABLE)
+      && memcmp(c->zTable, KV_META_TABLE, c->nTable)==0;
+}
+
+/* Order: by the name of the table concerned, a table-level conflict before
+** that table's keys, then by key bytes. */
+static int kvConflictCmp(const void *pA, const void *pB){
+  const KvConflict *a = pA, *b = pB;
+  int bA = kvConflictIsTable(a), bB = kvConflictIsTable(b), c;
+  c = kvBytesCmp(bA ? (const char*)a->aKey : a->zTable, bA ? a->nKey : a->nTable,
+                 bB ? (const char*)b->aKey : b->zTable, bB ? b->nKey : b->nTable);
+  if( c==0 ) c = bB - bA;
+  return (c || bA) ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
+}
+
+/* Sort order: the key order, then version_mismatch first (so dedup keeps
+** it when both kinds hit one key). */
+static int kvConflictSortCmp(const void *pA, const void *pB){
+  const KvConflict *a = pA, *b = pB;
+  int c = kvConflictCmp(pA, pB);
+  return c ? c : b->eKind - a->eKind;
+}
+
+static void kvConflictSort(KvRoot *p){
+  int i, j = 0;
+  if( p->nConflict==0 ) return;
+  qsort(p->aConflict, p->nConflict, sizeof(KvConflict), kvConflictSortCmp);
+  for(i=1; i<p->nConflict; i++){
+    if( kvConflictCmp(&p->aConflict[j], &p->aConflict[i])==0 ){
+      sqlite3_free((char*)p->aConflict[i].zTable);
+    }else{
+      p->aConflict[++j] = p->aConflict[i];
+    }
+  }
+  p->nConflict = j+1;
+}
+
+/* The child of prepared root q on table t, if any. */
+static KvChild *kvChildOn(KvRoot *q, KvTable *t){
+  int i;
+  for(i=0; i<q->nChild; i++){
+    if( q->apChild[i]->pTab==t ) return q->apChild[i];
+  }
+  return 0;
+}
+
+/* Does key k of child c (bWrite: c writes it) conflict?  Engine mutex. */
+static int kvKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
+                          int nKey, int bWrite){
+  KvMapEntry e;
+  KvRoot *q;
+  if( c->pTab->pRev && kv_map_get(c->pTab->pRev, aKey, nKey, &e)
+   && e.rev>c->iSnap ){
+    return 1;
+  }
+  for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
+    KvChild *d = q==p ? 0 : kvChildOn(q, c->pTab);
+    int bStrict;
+    if( d==0 ) continue;
+    bStrict = c->bSchema || d->bSchema;
+    if( kv_map_get(d->pWrite, aKey, nKey, &e) ) return 1;
+    if( (bWrite || bStrict) && d->pRead && kv_map_get(d->pRead, aKey, nKey, &e) ){
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Check every key of map pKeys (skipping those in pSkip). */
+static int kvCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
+                       int bWrite){
+  KvMapCursor *pCsr;
+  KvMapEntry e, e2;
+  int bOn, rc = SQLITE_OK;
+  if( pKeys==0 || kv_map_count(pKeys)==0 ) return SQLITE_OK;
+  if( c->pTab->pRev==0 && p->pEng->pPrepared==0 ) return SQLITE_OK;
+  pCsr = kv_map_cursor_new(pKeys);
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( pSkip && kv_map_get(pSkip, e.aKey, e.nKey, &e2) ) continue;
+    if( kvKeyConflicts(p, c, e.aKey, e.nKey, bWrite) ){
+      rc = kvConflictAdd(p, c->pTab->zName, c->pTab->nName, e.aKey, e.nKey);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* Did the catalog entry of data child c's table change since it bound?
+** Engine mutex held. */
+static int kvTableRedefinedLocked(KvRoot *p, KvChild *c){
+  KvTable *pMeta = p->pEng->pMeta;
+  KvMapEntry e;
+  KvRoot *q;
+  if( !c->pTab->bLive ) return 1;
+  if( pMeta->pRev && kv_map_get(pMeta->pRev, c->pTab->zName, c->pTab->nName, &e)
+   && e.rev>c->iSnap ){
+    return 1;
+  }
+  for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
+    if( q!=p && q->pSchema
+     && kv_map_get(q->pSchema->pWrite, c->pTab->zName, c->pTab->nName, &e) ){
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* Collect every conflict of the root (engine mutex held). */
+static int kvCheckRoot(KvRoot *p){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<p->nChild && rc==SQLITE_OK; i++){
+    KvChild *c = p->apChild[i];
+    if( kvIsPending(c->pTab) ) continue;    /* nobody else can see it */
+    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead)
+     && kvTableRedefinedLocked(p, c) ){
+      rc = kvConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
+                         (const uint8_t*)c->pTab->zName, c->pTab->nName);
+    }
+    if( rc==SQLITE_OK ) rc = kvCheckKeys(p, c, c->pWrite, 0, 1);
+    if( rc==SQLITE_OK ) rc = kvCheckKeys(p, c, c->pRead, c->pWrite, 0);
+  }
+  return rc;
+}
+
+/* "kv: ... t1 key 'a', table t2 (created or removed concurrently)" */
+static char *kvConflictMessage(KvRoot *p){
+  char *z = sqlite3_mprintf("kv: transaction conflicts with a concurrent "
+      "commit on %d key%s:", p->nConflict, p->nConflict==1 ? "" : "s");
+  int i;
+  for(i=0; z && i<p->nConflict && i<8; i++){
+    const KvConflict *c = &p->aConflict[i];
+    if( c->nTable==(int)strlen(KV_META_TABLE)
+     && memcmp(c->zTable, KV_META_TABLE, c->nTable)==0 ){
+      z = sqlite3_mprintf("%z%s table %.*s (created or removed concurrently)",
+                          z, i ? "," : "", c->nKey, c->aKey);
+    }else{
+      char *zKey = kv_key_describe(c->aKey, c->nKey);
+      z = sqlite3_mprintf("%z%s %.*s key %s", z, i ? "," : "", c->nTable,
+                          c->zTable, zKey ? zKey : "?");
+      sqlite3_free(zKey);
+    }
+  }
+  if( z && p->nConflict>8 ) z = sqlite3_mprintf("%z, and %d more", z,
+                                                p->nConflict-8);
+  if( z ) z = sqlite3_mprintf("%z; the transaction was rolled back, retry it "
+                              "in a new one", z);
+  return z;
+}
+
+int kv_root_conflicts(KvRoot *p, const KvConflict **pa){
+  *pa = p->aConflict;
+  return p->nConflict;
+}
+
+/* ------------------------------------------------------------ finish --- */
+
+static void kvSavepointsClear(KvRoot *p, int nKeep){
+  while( p->nSp>nKeep ){
+    KvSavepoint *s = &p->aSp[--p->nSp];
+    int i;
+    for(i=0; i<s->nChild; i++) kv_map_unref(s->apWrite[i]);
+    sqlite3_free(s->apWrite);
+  }
+}
+
+static void kvUnlinkPrepared(KvRoot *p){
+  KvRoot **pp;
+  for(pp=&p->pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
+    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+  }
+  p->pNextPrepared = 0;
+}
+
+/* The root ends without publishing: delete the files its prepare made for
+** the tables it creates (kvOpenNewTables), so a create that fails or is
+** rolled back leaves no file behind.  Only for a root whose record will
+** never be applied, or that a replay would create afresh (xOpen with
+** bCreate makes the files again).  Errors are logged: the table never
+** existed, and a later table gets a higher id than leftover files
+** (xStoreMaxId). */
+static void kvDropNewTableFiles(KvRoot *p){
+  int i;
+  for(i=0; i<p->nNew; i++){
+    KvTable *t = p->apNew[i];
+    char *zErr = 0;
+    int rc;
+    if( t->bLive || t->pData==0 ) continue;
+    rc = t->pBackend->xDrop(t->pData, &zErr);
+    if( rc!=SQLITE_OK ){
+      sqlite3_log(rc, "kv: files of table %.*s, whose create was rolled "
+                  "back, stay: %s", t->nName, t->zName, zErr ? zErr : "");
+    }
+    sqlite3_free(zErr);
+  }
+}
+
+/* Release every child, pending table and savepoint of the root. */
+static void kvRootFinish(KvRoot *p, int eState){
+  KvEngine *pEng = p->pEng;
+  int i;
+  pthread_mutex_lock(&pEng->mutex);
+  kvUnlinkPrepared(p);
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvTable *t = c->pTab;
+    if( c->pSnap ) t->pBackend->xSnapshotFree(c->pSnap);
+    /* Only children bound live counted themselves: a table this root
+    ** created is live by now if it committed, but was never counted. */
+    if( c->bActive && kvActiveUnlink(t, c) ){
+      kv_map_unref(t->pRev);      /* no older snapshot needs them now */
+      t->pRev = 0;
+      t->nRevKept = 0;
+    }
+    kvTableUnref(t);
+  }
+  for(i=0; i<p->nNew; i++) kvTableUnref(p->apNew[i]);
+  pthread_mutex_unlock(&pEng->mutex);
+  for(i=0; i<p->nChild; i++){
+    kv_map_unref(p->apChild[i]->pWrite);
+    kv_map_unref(p->apChild[i]->pRead);
+    sqlite3_free(p->apChild[i]);
+  }
+  sqlite3_free(p->apChild);
+  sqlite3_free(p->apNew);
+  p->apChild = 0; p->nChild = p->nChildAlloc = 0;
+  p->apNew = 0; p->nNew = 0;
+  p->pSchema = 0;
+  kvSavepointsClear(p, 0);
+  sqlite3_free(p->aSp);
+  p->aSp = 0;
+  p->eState = eState;
+}
+
+/* A prepared root whose WAL record is durable is being rolled back:
+** withdraw the record with a durable abort record (tried twice: after a
+** failed flush the log moves to a fresh segment).  If that cannot be done
+** the store stops (kvEngineFailAbort) and the error is returned. */
+static int kvRootAbortRecord(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  char *zErr = 0;
+  int rc;
+  if( p->eState!=KV_ROOT_PREPARED || p->cid==0 || pEng->pWal==0 ){
+    return SQLITE_OK;
+  }
+  rc = wal_abort(pEng->pWal, p->cid, p->tid, &zErr);
+  if( rc!=SQLITE_OK && rc!=SQLITE_MISUSE ){
+    sqlite3_free(zErr);
+    zErr = 0;
+    rc = wal_abort(pEng->pWal, p->cid, p->tid, &zErr);
+  }
+  if( rc!=SQLITE_OK ){
+    kvEngineFailAbort(pEng, rc, p->tid, p->cid, zErr);
+    if( pzErr ) kvEngineFailed(pEng, pzErr);
+  }
+  sqlite3_free(zErr);
+  p->cid = 0;
+  return rc;
+}
+
+int kv_root_rollback_err(KvRoot *p, char **pzErr){
+  int rc = SQLITE_OK;
+  if( p->eState==KV_ROOT_ACTIVE || p->eState==KV_ROOT_PREPARED ){
+    rc = kvRootAbortRecord(p, pzErr);
+    if( rc==SQLITE_OK ) kvDropNewTableFiles(p);
+    kvRootFinish(p, KV_ROOT_DONE);
+  }
+  return rc;
+}
+
+void kv_root_rollback(KvRoot *p){
+  kv_root_rollback_err(p, 0);
+}
+
+/* The tables root p creates go back to pending, as before its prepare:
+** the files kvOpenNewTables made for them are deleted (as by a rollback)
+** and closed; the next prepare makes them again.  Nobody else sees these
+** tables, so no lock is needed. */
+static void kvNewTablesPending(KvRoot *p){
+  int i;
+  kvDropNewTableFiles(p);
+  for(i=0; i<p->nNew; i++){
+    KvTable *t = p->apNew[i];
+    if( t->bLive || t->pData==0 ) continue;
+    t->pBackend->xClose(t->pData);
+    t->pData = 0;
+  }
+}
+
+int kv_root_unprepare(KvRoot *p, char **pzErr){
+  int rc;
+  if( p->eState!=KV_ROOT_PREPARED ) return SQLITE_OK;
+  rc = kvRootAbortRecord(p, pzErr);
+  if( rc!=SQLITE_OK ){
+    kvRootFinish(p, KV_ROOT_DONE);
+    return rc;
+  }
+  kvNewTablesPending(p);
+  pthread_mutex_lock(&p->pEng->mutex);
+  kvUnlinkPrepared(p);
+  p->eState = KV_ROOT_ACTIVE;
+  pthread_mutex_unlock(&p->pEng->mutex);
+  return SQLITE_OK;
+}
+
+void kv_root_free(KvRoot *p){
+  int i;
+  if( p==0 ) return;
+  kv_root_rollback(p);
+  kvMetricRootClosed();
+  for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
+  sqlite3_free(p->aConflict);
+  kv_engine_unref(p->pEng);
+  sqlite3_free(p);
+}
+
+/* ----------------------------------------------------------- prepare --- */
+
+static int kvIsLogged(KvRoot *p, KvChild *c){
+  return p->pEng->pWal && c->pTab->meta.bPersist
+      && kv_map_count(c->pWrite)>0;
+}
+
+/* Must the WAL record of root p wait for child c to confirm it? */
+static int kvIsPendingConfirm(KvRoot *p, KvChild *c){
+  return kvIsLogged(p, c) && (c->bSchema || !c->pTab->pBackend->bNoDataFile);
+}
+
+static int kvRecordTable(WalRecordBuilder *pRec, KvChild *c){
+  KvMapCursor *pCsr = kv_map_cursor_new(c->pWrite);
+  KvMapEntry e;
+  int bOn, rc;
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  rc = wal_record_table(pRec, c->pTab->zName, c->pTab->nName);
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    rc = wal_record_action(pRec, e.bTomb, e.aKey, e.nKey, e.aVal, e.nVal);
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* Append the root's persistent writes to the WAL (nothing if none).  The
+** record waits for the confirmations of the tables kvIsPendingConfirm()
+** names (at most nChild; a few fit on the stack). */
+#define KV_LOG_STACK_NAMES 8
+static int kvRootLog(KvRoot *p, char **pzErr){
+  WalRecordBuilder *pRec;
+  const char *azStack[KV_LOG_STACK_NAMES], **az = azStack;
+  int anStack[KV_LOG_STACK_NAMES], *an = anStack;
+  int i, n = 0, nPend = 0, rc = SQLITE_OK;
+  for(i=0; i<p->nChild; i++) n += kvIsLogged(p, p->apChild[i]);
+  if( n==0 ) return SQLITE_OK;
+  pRec = wal_record_new(p->tid);
+  if( n>KV_LOG_STACK_NAMES ){
+    az = sqlite3_malloc64(n*sizeof(char*));
+    an = sqlite3_malloc64(n*sizeof(int));
+  }
+  if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !kvIsLogged(p, c) ) continue;
+    if( kvIsPendingConfirm(p, c) ){
+      az[nPend] = c->pTab->zName;
+      an[nPend++] = c->pTab->nName;
+    }
+    rc = kvRecordTable(pRec, c);
+  }
+  if( rc==SQLITE_OK ){
+    rc = wal_append(p->pEng->pWal, pRec, nPend, az, an, &p->cid, pzErr);
+  }
+  wal_record_free(pRec);
+  if( az!=azStack ) sqlite3_free(az);
+  if( an!=anStack ) sqlite3_free(an);
+  return rc;
+}
+
+/* Before the WAL append: can every table the root writes take its writes
+** at publication?  (A backend that knows it would refuse them - a kv_log
+** table whose log failed - fails the prepare here, with nothing logged,
+** instead of failing the publication after the WAL flush.) */
+static int kvCheckWritable(KvRoot *p, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvTable *t = c->pTab;
+    if( c->bSchema || t->pData==0 || t->pBackend->xCheckWrite==0
+     || kv_map_count(c->pWrite)==0 ){
+      continue;
+    }
+    rc = t->pBackend->xCheckWrite(t->pData, pzErr);
+  }
+  return rc;
+}
+
+int kv_root_prepare(KvRoot *p, char **pzErr){
+  int rc = kvRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  return kvRootPrepareEx(p, 0, 0, pzErr);
+}
+
+/* Open the data files of every table this root creates, before its record
+** is logged: a backend that cannot create or open its files (an I/O error)
+** fails the prepare with that error, so a commit never publishes a table
+** whose data it cannot reach.  A root that then fails (its WAL append) or
+** is rolled back deletes them again (kvDropNewTableFiles). */
+static int kvOpenNewTables(KvRoot *p, char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
+    KvTable *t = p->apNew[i], *pOwn = 0;
+    if( t->pData ) continue;
+    if( kvOwnSchema(p, t->zName, t->nName, &pOwn)!=1 || pOwn!=t ) continue;
+    rc = kvTableOpenData(t, 1, pzErr);
+  }
+  return rc;
+}
+
+int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
+                    char **pzErr){
+  KvEngine *pEng = p->pEng;
+  int rc = kvRootUsable(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&pEng->mutex);
+  if( xCheck ) rc = xCheck(p, pArg);
+  if( rc==SQLITE_OK ) rc = kvCheckRoot(p);
+  if( rc==SQLITE_OK && p->nConflict==0 ){
+    p->eState = KV_ROOT_PREPARED;
+    p->pNextPrepared = pEng->pPrepared;
+    pEng->pPrepared = p;
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc==SQLITE_OK && p->nConflict>0 ){
+    kvConflictSort(p);
+    *pzErr = kvConflictMessage(p);
+    rc = SQLITE_BUSY_SNAPSHOT;
+  }
+  if( rc==SQLITE_OK ) rc = kvCheckWritable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kvOpenNewTables(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
+  if( rc!=SQLITE_OK ){
+    kvDropNewTableFiles(p);
+    kvRootFinish(p, KV_ROOT_FAILED);
+  }
+  return rc;
+}
+
+/* ------------------------------------------------------------ commit --- */
+
+/* Drop the revisions of table t no active child can need (engine mutex):
+** a revision only ever conflicts with a child whose snapshot is older, and
+** a child's iSnap never decreases, while new children bind at the current
+** sequence.  So entries at or below the oldest iSnap of t's active children
+** go.  Runs when pRev has doubled since the last pass (amortised O(1) per
+** recorded revision), so under a busy workload, where t is never idle and
+** pRev is never dropped whole, it stays proportional to the commits the
+** open transactions overlap.  Out of memory keeps pRev as it was. */
+static void kvRevPrune(KvTable *t){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  KvMap *pNew;
+  KvChild *c;
+  uint64_t iMin = UINT64_MAX;
+  int bOn, rc = SQLITE_OK;
+  if( kv_map_count(t->pRev) < 2*t->nRevKept + 256 ) return;
+  for(c=t->pActFirst; c; c=c->pActNext){
+    if( c->iSnap<iMin ) iMin = c->iSnap;
+  }
+  if( (pNew = kv_map_new())==0 ) return;
+  if( (pCsr = kv_map_cursor_new(t->pRev))==0 ){ kv_map_unref(pNew); return; }
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.rev>iMin ) rc = kv_map_put_from(&pNew, pCsr, e.rev, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  if( rc!=SQLITE_OK ){ kv_map_unref(pNew); return; }
+  kv_map_unref(t->pRev);
+  t->pRev = pNew;
+  t->nRevKept = kv_map_count(pNew);
+}
+
+/* Record the revisions of c's writes when other children may check them. */
+static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( c->pTab->nActive<=1 ) return SQLITE_OK;
+  if( c->pTab->pRev==0 && (c->pTab->pRev = kv_map_new())==0 ) return SQLITE_NOMEM;
+  pCsr = kv_map_cursor_new(c->pWrite);
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    rc = kv_map_put(&c->pTab->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
+  }
+  kv_map_cursor_free(pCsr);
+  if( rc==SQLITE_OK ) kvRevPrune(c->pTab);
+  return rc;
+}
+
+/* Make every write visible at one new sequence number (engine mutex). */
+static int kvPublish(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  uint64_t iSeq = ++pEng->iSeq;
+  int i, rc = SQLITE_OK;
+  kvVersionSnapDrop(pEng);
+  if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
+    rc = kvCatalogApply(pEng, p->pSchema->pWrite, iSeq, p->apNew, p->nNew,
+                        pzErr);
+  }
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->bSchema || c->pTab->pData==0 || kv_map_count(c->pWrite)==0 ){
+      continue;
+    }
+    if( c->pSnap ){
+      /* Done reading: without this reference the backend may update its
+      ** published version in place. */
+      c->pTab->pBackend->xSnapshotFree(c->pSnap);
+      c->pSnap = 0;
+    }
+    rc = kvEngineApplyFault() ? SQLITE_NOMEM
+       : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
+    if( rc!=SQLITE_OK && *pzErr==0 ) *pzErr = kvApplyErrmsg(c->pTab, rc);
+    if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
+    if( rc==SQLITE_OK ) rc = kvVersionPublish(p, c->pTab, c->pWrite);
+  }
+  kvUnlinkPrepared(p);
+  return rc;
+}
+
+/* After publication: confirm the WAL record for every table whose effects
+** are durable now.  Failures leave the record unconfirmed (it is replayed
+** at the next open) and are logged, not returned: the commit stands. */
+static void kvConfirm(KvRoot *p){
+  int i, rc;
+  for(i=0; p->cid && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    char *zErr = 0;
+    if( !kvIsPendingConfirm(p, c) ) continue;
+    if( c->bSchema ){
+      rc = kvCatalogSave(p->pEng, &zErr);
+      if( rc!=SQLITE_OK ){
+        sqlite3_log(rc, "%s (record %llu stays in the WAL)", zErr,
+                    (unsigned long long)p->cid);
+        sqlite3_free(zErr);
+        continue;
+      }
+    }else if( c->pTab->pData==0
+           || !c->pTab->pBackend->xDurable(c->pTab->pData, p->cid) ){
+      continue;
+    }
+    wal_confirm(p->pEng->pWal, p->cid, c->pTab->zName, c->pTab->nName);
+  }
+}
+
+int kv_root_commit(KvRoot *p, char **pzErr){
+  int rc = SQLITE_OK;
+  if( p->eState==KV_ROOT_ACTIVE ) rc = kv_root_prepare(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->eState!=KV_ROOT_PREPARED ) return kvRootUsable(p, pzErr);
+  if( p->eProto==KV_PROTO_VERSIONED && p->pReceipts==0 ){
+    *pzErr = sqlite3_mprintf("kv: %s %llu was prepared with "
+        "kv_prepare_with_version; finish it with kv_commit_with_version",
+        kv_root_who(p), kv_root_who_id(p));
+    return SQLITE_MISUSE;
+  }
+  pthread_mutex_lock(&p->pEng->mutex);
+  rc = kvEngineFailed(p->pEng, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kvPublish(p, pzErr);
+    if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
+  }
+  pthread_mutex_unlock(&p->pEng->mutex);
+  if( rc==SQLITE_OK ) kvConfirm(p);
+  kvRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);
+  return rc;
+}
+
+/* -------------------------------------------------------- savepoints --- */
+
+int kv_root_savepoint(KvRoot *p, int iLevel){
+  KvSavepoint *a, *s;
+  int i;
+  if( p->eState!=KV_ROOT_ACTIVE ) return SQLITE_OK;
+  if( p->nSp>0 && p->aSp[p->nSp-1].iLevel>=iLevel ) return SQLITE_OK;
+  a = sqlite3_realloc64(p->aSp, (p->nSp+1)*sizeof(KvSavepoint));
+  if( a==0 ) return SQLITE_NOMEM;
+  p->aSp = a;
+  s = &a[p->nSp];
+  s->iLevel = iLevel;
+  s->nChild = p->nChild;
+  s->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
+  if( s->apWrite==0 ) return SQLITE_NOMEM;
+  for(i=0; i<p->nChild; i++) s->apWrite[i] = kv_map_ref(p->apChild[i]->pWrite);
+  p->nSp++;
+  return SQLITE_OK;
+}
+
+void kv_root_release(KvRoot *p, int iLevel){
+  int n = p->nSp;
+  while( n>0 && p->aSp[n-1].iLevel>=iLevel ) n--;
+  kvSavepointsClear(p, n);
+}
+
+/* Back to the write sets as they were when savepoint iLevel was opened.
+** A savepoint with no record here was opened before the root began: SQLite
+** tells a table that joins a transaction only the innermost level open at
+** that moment (which may be the joining statement's own, released when
+** it ends), and numbers the SAVEPOINT that began the transaction -1.  For
+** such a savepoint the root goes back to no writes at all. */
+void kv_root_rollback_to(KvRoot *p, int iLevel){
+  KvSavepoint *s = 0;
+  int i, n = 0;
+  if( p->eState!=KV_ROOT_ACTIVE ) return;
+  while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
+  if( n<p->nSp && p->aSp[n].iLevel==iLevel ){
+    kvSavepointsClear(p, n+1);
+    s = &p->aSp[n];
+  }else{
+    kvSavepointsClear(p, n);
+  }
+  for(i=0; i<p->nChild; i++){
+    KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])
+                                     : kv_map_new();
+    if( pOld==0 ) continue;             /* OOM: keep the newer writes */
+    kv_map_unref(p->apChild[i]->pWrite);
+    p->apChild[i]->pWrite = pOld;
+  }
+}

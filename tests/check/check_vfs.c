@@ -1,0 +1,487 @@
+/*
+** check_vfs.c -- the "vfs" suite, unit level: the outer store interface on
+** its embedded backend, the page-blob codec (round trips, every truncation,
+** every bit flip), the key layout and row codecs, the decoded-page cache
+** and the transaction write buffer.
+*/
+#include "config.h"
+#include "tests/check/harness.h"
+#include "vfs/store/store.h"
+#include "vfs/ltx.h"
+#include "vfs/layout.h"
+#include "vfs/pcache.h"
+#include "vfs/txbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static Store *open_store(const char *zTag, int nMaxValue){
+  char *zDir = th_tmpdir(zTag);
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  StoreSqliteConfig cfg;
+  Store *p = 0;
+  char *zErr = 0;
+  int rc;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bCreate = 1;
+  cfg.iSynchronous = 1;
+  cfg.nMaxValue = nMaxValue;
+  rc = store_sqlite_open(zPath, &cfg, &p, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "open: %s", zErr ? zErr : "");
+  sqlite3_free(zDir);
+  sqlite3_free(zPath);
+  return p;
+}
+
+static void put_s(Store *p, const char *zKey, const char *zVal){
+  ck_assert_int_eq(store_put(p, zKey, (int)strlen(zKey), zVal,
+                             (int)strlen(zVal)), SQLITE_OK);
+}
+
+static char *get_s(Store *p, const char *zKey){
+  void *pVal = 0;
+  int nVal = 0;
+  char *z;
+  ck_assert_int_eq(store_get(p, zKey, (int)strlen(zKey), &pVal, &nVal),
+                   SQLITE_OK);
+  if( pVal==0 ) return 0;
+  z = sqlite3_mprintf("%.*s", nVal, (char*)pVal);
+  sqlite3_free(pVal);
+  return z;
+}
+
+START_TEST(test_store_put_get_clear_round_trip){
+  Store *p = open_store("store-rt", 0);
+  char *z;
+  put_s(p, "a", "1");
+  put_s(p, "b", "");
+  put_s(p, "a", "2");
+  z = get_s(p, "a"); ck_assert_str_eq(z, "2"); sqlite3_free(z);
+  z = get_s(p, "b"); ck_assert_str_eq(z, ""); sqlite3_free(z);
+  ck_assert_ptr_null(get_s(p, "c"));
+  ck_assert_int_eq(store_clear(p, "a", 1), SQLITE_OK);
+  ck_assert_ptr_null(get_s(p, "a"));
+  store_close(p);
+}
+END_TEST
+
+typedef struct ScanLog ScanLog;
+struct ScanLog { char z[256]; int nStop; };
+
+static int scan_row(void *pArg, const unsigned char *pKey, int nKey,
+                    const unsigned char *pVal, int nVal){
+  ScanLog *p = (ScanLog*)pArg;
+  size_t n = strlen(p->z);
+  (void)pVal; (void)nVal;
+  snprintf(p->z+n, sizeof(p->z)-n, "%.*s,", nKey, (const char*)pKey);
+  return p->nStop>0 && --p->nStop==0;
+}
+
+START_TEST(test_store_scan_orders_bounds_and_limits){
+  Store *p = open_store("store-scan", 0);
+  ScanLog log;
+  const char *az[] = { "k3", "k1", "k2", "k10", "j9", "l0" };
+  int i;
+  for(i=0; i<6; i++) put_s(p, az[i], "v");
+  memset(&log, 0, sizeof(log));
+  ck_assert_int_eq(store_scan(p, "k", 1, "l", 1, 0, -1, scan_row, &log), 0);
+  ck_assert_str_eq(log.z, "k1,k10,k2,k3,");
+  memset(&log, 0, sizeof(log));
+  store_scan(p, "k", 1, "l", 1, STORE_SCAN_REVERSE, 2, scan_row, &log);
+  ck_assert_str_eq(log.z, "k3,k2,");
+  memset(&log, 0, sizeof(log));
+  store_scan(p, "k2", 2, 0, 0, 0, -1, scan_row, &log);
+  ck_assert_str_eq(log.z, "k2,k3,l0,");
+  memset(&log, 0, sizeof(log));
+  log.nStop = 1;
+  store_scan(p, "a", 1, 0, 0, STORE_SCAN_REVERSE, -1, scan_row, &log);
+  ck_assert_str_eq(log.z, "l0,");
+  ck_assert_int_eq(store_clear_range(p, "k1", 2, "k3", 2), SQLITE_OK);
+  memset(&log, 0, sizeof(log));
+  store_scan(p, "", 0, 0, 0, 0, -1, scan_row, &log);
+  ck_assert_str_eq(log.z, "j9,k3,l0,");
+  store_close(p);
+}
+END_TEST
+
+START_TEST(test_store_rollback_discards_and_commit_keeps){
+  Store *p = open_store("store-txn", 0);
+  char *z;
+  ck_assert_int_eq(store_begin(p, 1), SQLITE_OK);
+  ck_assert_int_eq(store_begin(p, 1), SQLITE_MISUSE);
+  put_s(p, "x", "1");
+  ck_assert_int_eq(store_rollback(p), SQLITE_OK);
+  ck_assert_ptr_null(get_s(p, "x"));
+  ck_assert_int_eq(store_begin(p, 1), SQLITE_OK);
+  put_s(p, "x", "2");
+  ck_assert_int_eq(store_commit(p), SQLITE_OK);
+  z = get_s(p, "x"); ck_assert_str_eq(z, "2"); sqlite3_free(z);
+  store_close(p);
+}
+END_TEST
+
+START_TEST(test_store_add_counts_and_rejects_non_counters){
+  Store *p = open_store("store-add", 0);
+  int64_t v = 0;
+  ck_assert_int_eq(store_add(p, "c", 1, 5, &v), SQLITE_OK);
+  ck_assert_int_eq(v, 5);
+  ck_assert_int_eq(store_add(p, "c", 1, -7, &v), SQLITE_OK);
+  ck_assert_int_eq(v, -2);
+  put_s(p, "bad", "xyz");
+  ck_assert_int_eq(store_add(p, "bad", 3, 1, &v), SQLITE_CORRUPT);
+  store_close(p);
+}
+END_TEST
+
+START_TEST(test_store_value_over_max_is_toobig){
+  Store *p = open_store("store-big", 100);
+  char a[101];
+  memset(a, 'x', sizeof(a));
+  ck_assert_int_eq(store_max_value(p), 100);
+  ck_assert_int_eq(store_put(p, "k", 1, a, 100), SQLITE_OK);
+  ck_assert_int_eq(store_put(p, "k", 1, a, 101), SQLITE_TOOBIG);
+  ck_assert_ptr_nonnull(strstr(store_errmsg(p), "101"));
+  store_close(p);
+}
+END_TEST
+
+START_TEST(test_store_missing_file_without_create_fails){
+  char *zDir = th_tmpdir("store-missing");
+  char *zPath = sqlite3_mprintf("%s/none.db", zDir);
+  StoreSqliteConfig cfg;
+  Store *p = 0;
+  char *zErr = 0;
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_ne(store_sqlite_open(zPath, &cfg, &p, &zErr), SQLITE_OK);
+  ck_assert_ptr_null(p);
+  ck_assert_ptr_nonnull(zErr);
+  sqlite3_free(zErr); sqlite3_free(zPath); sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---- the page-blob codec ---- */
+
+static uint32_t rnd_state = 1;
+static uint32_t rnd(void){
+  rnd_state ^= rnd_state<<13; rnd_state ^= rnd_state>>17;
+  rnd_state ^= rnd_state<<5;
+  return rnd_state;
+}
+
+/* n pages of size sz: even pages text-like, odd pages random bytes. */
+static unsigned char **make_pages(int n, uint32_t sz){
+  unsigned char **ap = malloc(sizeof(void*)*n);
+  int i; uint32_t j;
+  for(i=0; i<n; i++){
+    ap[i] = malloc(sz);
+    for(j=0; j<sz; j++){
+      ap[i][j] = (i%2) ? (unsigned char)rnd() : (unsigned char)("the quick brown fox "[j%20]);
+    }
+  }
+  return ap;
+}
+
+static void free_pages(unsigned char **ap, int n){
+  int i;
+  for(i=0; i<n; i++) free(ap[i]);
+  free(ap);
+}
+
+static void encode(int n, uint32_t sz, unsigned char **ap, unsigned char **ppBlob,
+                   int64_t *pn, LtxFrameRef *aRef, uint32_t *aPgno){
+  LtxHeader h;
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  int i;
+  memset(&h, 0, sizeof(h));
+  h.szPage = sz; h.nPage = 100; h.iMinTxid = h.iMaxTxid = 7;
+  h.iTimeMs = 1234; h.nFrame = (uint32_t)n;
+  for(i=0; i<n; i++) aPgno[i] = (uint32_t)(3*i+1);
+  ck_assert_int_eq(ltx_encode(&h, aPgno, (const unsigned char*const*)ap,
+                              0xabcdef, c, 1, ppBlob, pn, aRef), SQLITE_OK);
+  ZSTD_freeCCtx(c);
+}
+
+static const uint32_t aPageSize[] = { 512, 1024, 4096, 16384, 65536 };
+
+START_TEST(test_ltx_round_trip_every_page_size){
+  uint32_t sz = aPageSize[_i];
+  unsigned char **ap = make_pages(5, sz);
+  unsigned char *aBlob = 0, *pOut = malloc(sz);
+  int64_t nBlob = 0;
+  LtxFrameRef aRef[5];
+  uint32_t aPgno[5];
+  LtxHeader h;
+  LtxTrailer t;
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  char *zErr = 0;
+  int i;
+  encode(5, sz, ap, &aBlob, &nBlob, aRef, aPgno);
+  ck_assert_int_eq(ltx_verify(aBlob, nBlob, d, &h, &t, &zErr), SQLITE_OK);
+  ck_assert_uint_eq(h.szPage, sz);
+  ck_assert_uint_eq(h.nFrame, 5);
+  ck_assert_uint_eq(h.iMaxTxid, 7);
+  ck_assert(t.iDbChecksum==0xabcdef);
+  for(i=0; i<5; i++){
+    uint64_t c = 0;
+    ck_assert_int_eq(ltx_decode_frame(aBlob+aRef[i].iOffset, aRef[i].nByte,
+                     aPgno[i], sz, d, pOut, &c, &zErr), SQLITE_OK);
+    ck_assert_int_eq(memcmp(pOut, ap[i], sz), 0);
+    ck_assert(c==ltx_crc64(0, ap[i], sz));
+  }
+  /* Text pages compress; random pages are stored raw. */
+  ck_assert_uint_lt(aRef[0].nByte, sz/2);
+  ck_assert_uint_eq(aRef[1].nByte, sz+LTX_FRAME_HEADER);
+  free(pOut); free_pages(ap, 5); sqlite3_free(aBlob); ZSTD_freeDCtx(d);
+}
+END_TEST
+
+START_TEST(test_ltx_every_truncation_is_corrupt){
+  unsigned char **ap = make_pages(3, 512);
+  unsigned char *aBlob = 0;
+  int64_t nBlob = 0, n;
+  LtxFrameRef aRef[3];
+  uint32_t aPgno[3];
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  encode(3, 512, ap, &aBlob, &nBlob, aRef, aPgno);
+  for(n=0; n<nBlob; n++){
+    char *zErr = 0;
+    unsigned char *aCopy = malloc(n ? n : 1);   /* exact size for ASan */
+    memcpy(aCopy, aBlob, n);
+    ck_assert_int_eq(ltx_verify(aCopy, n, d, 0, 0, &zErr), SQLITE_CORRUPT);
+    ck_assert_ptr_nonnull(zErr);
+    sqlite3_free(zErr);
+    free(aCopy);
+  }
+  free_pages(ap, 3); sqlite3_free(aBlob); ZSTD_freeDCtx(d);
+}
+END_TEST
+
+START_TEST(test_ltx_every_bit_flip_is_corrupt){
+  unsigned char **ap = make_pages(3, 512);
+  unsigned char *aBlob = 0;
+  int64_t nBlob = 0, i;
+  LtxFrameRef aRef[3];
+  uint32_t aPgno[3];
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  int b;
+  encode(3, 512, ap, &aBlob, &nBlob, aRef, aPgno);
+  for(i=0; i<nBlob; i++){
+    for(b=0; b<8; b++){
+      char *zErr = 0;
+      aBlob[i] ^= (unsigned char)(1<<b);
+      ck_assert_msg(ltx_verify(aBlob, nBlob, d, 0, 0, &zErr)==SQLITE_CORRUPT,
+                    "flip of byte %lld bit %d not detected", (long long)i, b);
+      sqlite3_free(zErr);
+      aBlob[i] ^= (unsigned char)(1<<b);
+    }
+  }
+  free_pages(ap, 3); sqlite3_free(aBlob); ZSTD_freeDCtx(d);
+}
+END_TEST
+
+START_TEST(test_ltx_frame_bit_flip_is_corrupt_or_harmless){
+  unsigned char **ap = make_pages(2, 1024);
+  unsigned char *aBlob = 0, out[1024];
+  int64_t nBlob = 0;
+  LtxFrameRef aRef[2];
+  uint32_t aPgno[2], i, f;
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  encode(2, 1024, ap, &aBlob, &nBlob, aRef, aPgno);
+  for(f=0; f<2; f++){
+    unsigned char *a = aBlob+aRef[f].iOffset;
+    for(i=0; i<aRef[f].nByte; i++){
+      char *zErr = 0;
+      int rc;
+      a[i] ^= 0x10;
+      /* A flip zstd tolerates must still yield the exact page. */
+      rc = ltx_decode_frame(a, aRef[f].nByte, aPgno[f], 1024, d, out, 0, &zErr);
+      ck_assert(rc==SQLITE_CORRUPT || (rc==SQLITE_OK
+                && memcmp(out, ap[f], 1024)==0));
+      sqlite3_free(zErr);
+      a[i] ^= 0x10;
+    }
+  }
+  free_pages(ap, 2); sqlite3_free(aBlob); ZSTD_freeDCtx(d);
+}
+END_TEST
+
+START_TEST(test_ltx_crc64_matches_reference_vector){
+  /* CRC-64/XZ of "123456789". */
+  ck_assert(ltx_crc64(0, "123456789", 9)==0x995DC9BBDF1939FAULL);
+  ck_assert(ltx_crc64(ltx_crc64(0, "1234", 4), "56789", 5)
+            ==0x995DC9BBDF1939FAULL);
+}
+END_TEST
+
+/* ---- layout ---- */
+
+START_TEST(test_layout_pidx_keys_sort_by_page_then_txid){
+  unsigned char a[LAYOUT_MAX_KEY], b[LAYOUT_MAX_KEY];
+  int na = layout_key_pidx(a, 1, 2, 0xffffffffffULL);
+  int nb = layout_key_pidx(b, 1, 3, 1);
+  ck_assert_int_eq(na, nb);
+  ck_assert_int_lt(memcmp(a, b, na), 0);
+  nb = layout_key_pidx(b, 1, 2, 0x10000000000ULL);
+  ck_assert_int_lt(memcmp(a, b, na), 0);
+  nb = layout_key_pidx(b, 2, 1, 1);
+  ck_assert_int_lt(memcmp(a, b, na), 0);
+  ck_assert_int_eq(a[0], 0x02);
+  ck_assert_int_eq(a[1], LAYOUT_P_BR);
+}
+END_TEST
+
+START_TEST(test_layout_rows_round_trip_and_reject_bad_bytes){
+  unsigned char a[LAYOUT_MAX_ROW];
+  DbHead h = { 9, 4096, 77, 0x1234, 5 }, h2;
+  CommitRow c, c2;
+  BranchRecord br, br2;
+  PidxValue pv = { 100, 200, 65536 }, pv2;
+  int n;
+  n = layout_head_encode(a, &h);
+  ck_assert_int_eq(layout_head_decode(a, n, &h2), SQLITE_OK);
+  ck_assert(h2.iTxid==9 && h2.nPage==77 && h2.iChecksum==0x1234);
+  ck_assert_int_eq(layout_head_decode(a, n-1, &h2), SQLITE_CORRUPT);
+  a[0] = 2;
+  ck_assert_int_eq(layout_head_decode(a, n, &h2), SQLITE_CORRUPT);
+  memset(&c, 0, sizeof(c));
+  c.iTxid = 3; c.szChunk = 100; c.nBlob = 250; c.nChunk = 3;
+  n = layout_commit_encode(a, &c);
+  ck_assert_int_eq(layout_commit_decode(a, n, &c2), SQLITE_OK);
+  ck_assert(c2.iTxid==3 && c2.nChunk==3);
+  a[32] ^= 1;   /* chunk count no longer matches */
+  ck_assert_int_eq(layout_commit_decode(a, n, &c2), SQLITE_CORRUPT);
+  memset(&br, 0, sizeof(br));
+  strcpy(br.zDb, "app"); strcpy(br.zBranch, "main");
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_OK);
+  ck_assert_str_eq(br2.zBranch, "main");
+  ck_assert_int_eq(layout_branch_decode(a, n+1, &br2), SQLITE_CORRUPT);
+  n = layout_pidx_encode(a, &pv);
+  ck_assert_int_eq(layout_pidx_decode(a, n, &pv2), SQLITE_OK);
+  ck_assert_uint_eq(pv2.szChunk, 65536);
+  ck_assert_int_eq(layout_pidx_decode(a, 11, &pv2), SQLITE_CORRUPT);
+}
+END_TEST
+
+/* A BRANCHES row whose database or branch name is empty or holds a NUL
+** is corrupt, not silently cut short (found by the layout fuzz target). */
+START_TEST(test_layout_branch_row_with_bad_name_is_corrupt){
+  unsigned char a[LAYOUT_MAX_ROW];
+  BranchRecord br, br2;
+  int n;
+  memset(&br, 0, sizeof(br));
+  strcpy(br.zDb, "app"); strcpy(br.zBranch, "main");
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_OK);
+  a[19] = 0;                              /* "a\0p" as the database name */
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+  a[19] = 'p';
+  a[23] = 0;                              /* "m\0in" as the branch name */
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+  br.zBranch[0] = 0;                      /* an empty branch name */
+  n = layout_branch_encode(a, &br);
+  ck_assert_int_eq(layout_branch_decode(a, n, &br2), SQLITE_CORRUPT);
+}
+END_TEST
+
+/* A COMMITS row whose blob size is near 2^64 is corrupt: the chunk count
+** check must not wrap (found by the layout fuzz target). */
+START_TEST(test_layout_commit_row_with_huge_blob_size_is_corrupt){
+  unsigned char a[LAYOUT_MAX_ROW];
+  CommitRow c, c2;
+  int n;
+  memset(&c, 0, sizeof(c));
+  c.iTxid = 1; c.szChunk = 65536; c.nChunk = 0;
+  c.nBlob = ~(uint64_t)0 - 10;    /* (nBlob+szChunk-1) wraps to a small n */
+  n = layout_commit_encode(a, &c);
+  ck_assert_int_eq(layout_commit_decode(a, n, &c2), SQLITE_CORRUPT);
+  c.nBlob = 65537; c.nChunk = 2;
+  n = layout_commit_encode(a, &c);
+  ck_assert_int_eq(layout_commit_decode(a, n, &c2), SQLITE_OK);
+}
+END_TEST
+
+START_TEST(test_layout_names_must_be_1_to_255_bytes){
+  char z[300];
+  ck_assert_int_eq(layout_name_ok(""), 0);
+  ck_assert_int_eq(layout_name_ok(0), 0);
+  memset(z, 'a', 255); z[255] = 0;
+  ck_assert_int_eq(layout_name_ok(z), 1);
+  z[255] = 'a'; z[256] = 0;
+  ck_assert_int_eq(layout_name_ok(z), 0);
+}
+END_TEST
+
+/* ---- page cache and write buffer ---- */
+
+START_TEST(test_cache_keeps_recent_pages_within_limit){
+  DepotCache *c = depot_cache_new(4*512);
+  unsigned char a[512], b[512];
+  uint32_t i;
+  for(i=1; i<=10; i++){
+    memset(a, (int)i, sizeof(a));
+    depot_cache_put(c, 1, i, 5, 512, a);
+  }
+  ck_assert_int_eq(depot_cache_get(c, 1, 1, 5, 512, b), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 10, 5, 512, b), 1);
+  ck_assert_int_eq(b[0], 10);
+  ck_assert_int_eq(depot_cache_get(c, 1, 10, 6, 512, b), 0);
+  ck_assert_int_eq(depot_cache_get(c, 2, 10, 5, 512, b), 0);
+  depot_cache_set_limit(c, 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 10, 5, 512, b), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_txbuf_truncate_drops_pages_above){
+  TxBuf t;
+  unsigned char a[512];
+  uint32_t *aPgno = 0, n = 0, i;
+  memset(&t, 0, sizeof(t));
+  for(i=1; i<=200; i++){
+    memset(a, (int)i, sizeof(a));
+    ck_assert_int_eq(txbuf_put(&t, i*2, a, 512), SQLITE_OK);
+  }
+  ck_assert_int_eq(txbuf_get(&t, 20)[0], 10);
+  ck_assert_int_eq(txbuf_truncate(&t, 100), SQLITE_OK);
+  ck_assert_ptr_null(txbuf_get(&t, 102));
+  ck_assert_ptr_nonnull(txbuf_get(&t, 100));
+  ck_assert_int_eq(txbuf_sorted(&t, &aPgno, &n), SQLITE_OK);
+  ck_assert_uint_eq(n, 50);
+  for(i=1; i<n; i++) ck_assert_uint_lt(aPgno[i-1], aPgno[i]);
+  sqlite3_free(aPgno);
+  txbuf_clear(&t);
+  ck_assert_ptr_null(txbuf_get(&t, 2));
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("vfs");
+  TCase *tc = tcase_create("store");
+  tcase_add_test(tc, test_store_put_get_clear_round_trip);
+  tcase_add_test(tc, test_store_scan_orders_bounds_and_limits);
+  tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
+  tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
+  tcase_add_test(tc, test_store_value_over_max_is_toobig);
+  tcase_add_test(tc, test_store_missing_file_without_create_fails);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("ltx");
+  tcase_add_loop_test(tc, test_ltx_round_trip_every_page_size, 0,
+                      (int)(sizeof(aPageSize)/sizeof(aPageSize[0])));
+  tcase_add_test(tc, test_ltx_every_truncation_is_corrupt);
+  tcase_add_test(tc, test_ltx_every_bit_flip_is_corrupt);
+  tcase_add_test(tc, test_ltx_frame_bit_flip_is_corrupt_or_harmless);
+  tcase_add_test(tc, test_ltx_crc64_matches_reference_vector);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("layout");
+  tcase_add_test(tc, test_layout_pidx_keys_sort_by_page_then_txid);
+  tcase_add_test(tc, test_layout_rows_round_trip_and_reject_bad_bytes);
+  tcase_add_test(tc, test_layout_names_must_be_1_to_255_bytes);
+  tcase_add_test(tc, test_layout_branch_row_with_bad_name_is_corrupt);
+  tcase_add_test(tc, test_layout_commit_row_with_huge_blob_size_is_corrupt);
+  tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
+  tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
+  suite_add_tcase(s, tc);
+  return s;
+}

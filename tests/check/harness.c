@@ -1,0 +1,168 @@
+/*
+** harness.c -- main() and helpers for the Check test programs (see
+** harness.h).
+*/
+#include "config.h"
+#include "tests/check/harness.h"
+#include "ext/depot.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static void th_mkdir_p(const char *zDir){
+  char *z = sqlite3_mprintf("%s", zDir);
+  char *p;
+  ck_assert_ptr_nonnull(z);
+  for(p=z+1; *p; p++){
+    if( *p=='/' ){
+      *p = 0;
+      if( mkdir(z, 0777)!=0 && errno!=EEXIST ){
+        ck_abort_msg("mkdir %s: %s", z, strerror(errno));
+      }
+      *p = '/';
+    }
+  }
+  if( mkdir(z, 0777)!=0 && errno!=EEXIST ){
+    ck_abort_msg("mkdir %s: %s", z, strerror(errno));
+  }
+  sqlite3_free(z);
+}
+
+char *th_tmpdir(const char *zTag){
+  const char *zBase = getenv("DEPOT_TEST_TMPDIR");
+  char *zTemplate;
+  char *zDir;
+  if( zBase==0 || zBase[0]==0 ) zBase = "tests/tmp";
+  th_mkdir_p(zBase);
+  zTemplate = sqlite3_mprintf("%s/%s.XXXXXX", zBase, zTag);
+  ck_assert_ptr_nonnull(zTemplate);
+  zDir = mkdtemp(zTemplate);
+  ck_assert_msg(zDir!=0, "mkdtemp %s: %s", zTemplate, strerror(errno));
+  return zTemplate;
+}
+
+sqlite3 *th_open(const char *zPath){
+  sqlite3 *db = 0;
+  int rc;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  rc = sqlite3_open_v2(zPath, &db,
+      SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0);
+  ck_assert_msg(rc==SQLITE_OK, "open %s: %s", zPath,
+                db ? sqlite3_errmsg(db) : "out of memory");
+  return db;
+}
+
+int th_try(sqlite3 *db, const char *zSql, char **pzErr){
+  char *zErr = 0;
+  int rc = sqlite3_exec(db, zSql, 0, 0, &zErr);
+  if( pzErr ){
+    *pzErr = zErr;
+  }else{
+    sqlite3_free(zErr);
+  }
+  return rc;
+}
+
+void th_exec(sqlite3 *db, const char *zSql){
+  char *zErr = 0;
+  int rc = th_try(db, zSql, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "%s\n  -> rc=%d %s", zSql, rc,
+                zErr ? zErr : "");
+}
+
+static sqlite3_stmt *th_first_row(sqlite3 *db, const char *zSql, int *pHave){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+  ck_assert_msg(rc==SQLITE_OK, "prepare %s: %s", zSql, sqlite3_errmsg(db));
+  rc = sqlite3_step(pStmt);
+  ck_assert_msg(rc==SQLITE_ROW || rc==SQLITE_DONE, "step %s: %s", zSql,
+                sqlite3_errmsg(db));
+  *pHave = (rc==SQLITE_ROW);
+  return pStmt;
+}
+
+char *th_text(sqlite3 *db, const char *zSql){
+  int have;
+  sqlite3_stmt *pStmt = th_first_row(db, zSql, &have);
+  char *z = 0;
+  if( have && sqlite3_column_type(pStmt, 0)!=SQLITE_NULL ){
+    z = sqlite3_mprintf("%s", (const char*)sqlite3_column_text(pStmt, 0));
+  }
+  sqlite3_finalize(pStmt);
+  return z;
+}
+
+sqlite3_int64 th_int(sqlite3 *db, const char *zSql){
+  int have;
+  sqlite3_stmt *pStmt = th_first_row(db, zSql, &have);
+  sqlite3_int64 v;
+  ck_assert_msg(have, "no row from %s", zSql);
+  v = sqlite3_column_int64(pStmt, 0);
+  sqlite3_finalize(pStmt);
+  return v;
+}
+
+sqlite3_int64 th_intf(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *z;
+  sqlite3_int64 v;
+  va_start(ap, zFmt);
+  z = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  ck_assert_ptr_nonnull(z);
+  v = th_int(db, z);
+  sqlite3_free(z);
+  return v;
+}
+
+int th_under_tsan(void){
+  const char *z = getenv("DEPOT_SANITIZER");
+  return z && strcmp(z, "tsan")==0;
+}
+
+int th_under_valgrind(void){
+  const char *z = getenv("DEPOT_SANITIZER");
+  return z && strcmp(z, "valgrind")==0;
+}
+
+int th_scaled(int n, int nDiv){
+  if( !th_under_valgrind() || nDiv<=1 ) return n;
+  return n/nDiv>0 ? n/nDiv : 1;
+}
+
+int th_busy_ms(int ms){
+  return th_under_valgrind() ? ms*10 : ms;
+}
+
+int th_count_suffix(const char *zDir, const char *zSuffix){
+  DIR *d = opendir(zDir);
+  struct dirent *e;
+  size_t nSuf = strlen(zSuffix);
+  int n = 0;
+  ck_assert_msg(d!=0, "cannot list %s", zDir);
+  while( (e = readdir(d))!=0 ){
+    size_t nName = strlen(e->d_name);
+    if( nName>nSuf && strcmp(e->d_name+nName-nSuf, zSuffix)==0 ) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+const char *th_module_path(void){
+  const char *z = getenv("DEPOT_MODULE");
+  return (z && z[0]) ? z : 0;
+}
+
+int main(void){
+  SRunner *sr = srunner_create(depot_test_suite());
+  int nFail;
+  srunner_run_all(sr, CK_NORMAL);
+  nFail = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return nFail==0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,78 @@
+/*
+** harness.h -- shared helpers of the Check test programs.
+**
+** Each tests/check/check_<layer>.c defines depot_test_suite() and links
+** tests/harness.c, which supplies main(): fork mode (each test in its own
+** process, so a crash fails one test and not the program), a generous
+** default timeout (sanitizer builds are slow), and the Check summary line on
+** stdout, which .ci/run collects from the tests/ log files.
+*/
+#ifndef DEPOT_TEST_HARNESS_H
+#define DEPOT_TEST_HARNESS_H
+
+#include <check.h>
+#include <sqlite3.h>
+
+/* Defined by each test program: the suite it runs. */
+Suite *depot_test_suite(void);
+
+/* A fresh, empty directory for this test under $DEPOT_TEST_TMPDIR (default
+** "tests/tmp" below the current directory).  The returned path is
+** sqlite3_malloc'd; it is not removed afterwards so a failure can be
+** inspected (make clean removes tests/tmp). */
+char *th_tmpdir(const char *zTag);
+
+/* Open zPath (a filename or URI, flags READWRITE|CREATE|URI) with the
+** extension registered through sqlite3_auto_extension.  Fails the test if
+** it cannot. */
+sqlite3 *th_open(const char *zPath);
+
+/* Run zSql (one or more statements); fail the test with the message on
+** error. */
+void th_exec(sqlite3 *db, const char *zSql);
+
+/* Run zSql; return its result code and, if pzErr, the error message
+** (sqlite3_malloc'd, or NULL). */
+int th_try(sqlite3 *db, const char *zSql, char **pzErr);
+
+/* First column of the first row of zSql as text, sqlite3_malloc'd; NULL if
+** the value is NULL or there is no row.  Fails the test on error. */
+char *th_text(sqlite3 *db, const char *zSql);
+
+/* First column of the first row of zSql as an integer; fails the test on
+** error or when there is no row. */
+sqlite3_int64 th_int(sqlite3 *db, const char *zSql);
+/* th_int of the SQL made by sqlite3_mprintf(zFmt, ...). */
+sqlite3_int64 th_intf(sqlite3 *db, const char *zFmt, ...);
+
+/* True in a ThreadSanitizer build ($DEPOT_SANITIZER is "tsan").  Tests
+** that fork a child and kill it with SIGKILL skip their kill rounds there:
+** ThreadSanitizer supports fork() in a process that has run threads only
+** partly, and those rounds prove durability, which the plain and the
+** ASan+UBSan builds check. */
+int th_under_tsan(void);
+
+/* True under Valgrind memcheck ($DEPOT_SANITIZER is "valgrind", set by
+** make valgrind).  Memcheck runs a program 20 to 50 times slower and runs
+** its threads one at a time, so tests scale their loop counts and waits
+** with th_scaled() and th_busy_ms(). */
+int th_under_valgrind(void);
+
+/* n, or n/nDiv (at least 1) under Valgrind: the iteration count of a
+** stress or property loop, cut down so memcheck finishes it. */
+int th_scaled(int n, int nDiv);
+
+/* A busy timeout of ms milliseconds, ten times longer under Valgrind: a
+** writer thread there can wait for a lock through many whole transactions
+** of another thread (the lock is not fair and memcheck serialises
+** threads), so a wait a plain build never approaches can run out. */
+int th_busy_ms(int ms);
+
+/* The number of entries of directory zDir whose names end in zSuffix (and
+** are longer than it); fails the test when zDir cannot be listed. */
+int th_count_suffix(const char *zDir, const char *zSuffix);
+
+/* Path of the built loadable module ($DEPOT_MODULE), or NULL if unset. */
+const char *th_module_path(void);
+
+#endif /* DEPOT_TEST_HARNESS_H */

@@ -1,0 +1,88 @@
+## tests/check/ -- the Check suites, one program per layer.
+##
+## A suite is three lines: the program, its TESTS entry, its sources
+## with $(TEST_HARNESS); every suite links $(TEST_LDADD).
+
+check_PROGRAMS += tests/check/check_wal
+TESTS += tests/check/check_wal
+tests_check_check_wal_SOURCES = tests/check/check_wal.c $(TEST_HARNESS)
+tests_check_check_wal_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_kvlib
+TESTS += tests/check/check_kvlib
+tests_check_check_kvlib_SOURCES = tests/check/check_kvlib.c $(TEST_HARNESS)
+tests_check_check_kvlib_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_kv
+TESTS += tests/check/check_kv
+tests_check_check_kv_SOURCES = tests/check/check_kv.c $(TEST_HARNESS)
+tests_check_check_kv_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_kvversion
+TESTS += tests/check/check_kvversion
+tests_check_check_kvversion_SOURCES = tests/check/check_kvversion.c $(TEST_HARNESS)
+tests_check_check_kvversion_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_kvbtree
+TESTS += tests/check/check_kvbtree
+tests_check_check_kvbtree_SOURCES = tests/check/check_kvbtree.c $(TEST_HARNESS)
+tests_check_check_kvbtree_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_kvlog
+TESTS += tests/check/check_kvlog
+tests_check_check_kvlog_SOURCES = tests/check/check_kvlog.c $(TEST_HARNESS)
+tests_check_check_kvlog_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_kvdiff
+TESTS += tests/check/check_kvdiff
+tests_check_check_kvdiff_SOURCES = tests/check/check_kvdiff.c $(TEST_HARNESS)
+tests_check_check_kvdiff_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_ext
+TESTS += tests/check/check_ext
+tests_check_check_ext_SOURCES = tests/check/check_ext.c $(TEST_HARNESS)
+tests_check_check_ext_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_vfs
+TESTS += tests/check/check_vfs
+tests_check_check_vfs_SOURCES = tests/check/check_vfs.c $(TEST_HARNESS)
+tests_check_check_vfs_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_depot
+TESTS += tests/check/check_depot
+tests_check_check_depot_SOURCES = tests/check/check_depot.c $(TEST_HARNESS)
+tests_check_check_depot_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_fork
+TESTS += tests/check/check_fork
+tests_check_check_fork_SOURCES = tests/check/check_fork.c $(TEST_HARNESS)
+tests_check_check_fork_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_verify
+TESTS += tests/check/check_verify
+tests_check_check_verify_SOURCES = tests/check/check_verify.c $(TEST_HARNESS)
+tests_check_check_verify_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_compact
+TESTS += tests/check/check_compact
+tests_check_check_compact_SOURCES = tests/check/check_compact.c $(TEST_HARNESS)
+tests_check_check_compact_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_depotdiff
+TESTS += tests/check/check_depotdiff
+tests_check_check_depotdiff_SOURCES = tests/check/check_depotdiff.c $(TEST_HARNESS)
+tests_check_check_depotdiff_LDADD = $(TEST_LDADD)
+
+# make torture: the SIGKILL and store-fault tests of the depot and fork
+# suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
+torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	DEPOT_TORTURE_ITERS=$${DEPOT_TORTURE_ITERS:-200} CK_RUN_CASE=faults \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
+	  ./tests/check/check_depot$(EXEEXT)
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	DEPOT_TORTURE_ITERS=$${DEPOT_TORTURE_ITERS:-200} CK_RUN_CASE=faults \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
+	  ./tests/check/check_fork$(EXEEXT)
+.PHONY: torture

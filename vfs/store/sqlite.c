@@ -1,0 +1,482 @@
+/*
+** store_sqlite.c -- the embedded outer store: one SQLite file in WAL mode
+** with one WITHOUT ROWID table
+**
+**     CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB) WITHOUT ROWID;
+**
+** implementing vfs/store.h.  Statements are prepared once per handle.  A
+** write transaction is BEGIN IMMEDIATE (the outer file's write lock, waited
+** for up to nBusyMs); reads outside a transaction run in autocommit.
+*/
+#include "config.h"
+#include "vfs/store/store.h"
+#include "vfs/depot_vfs.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+enum {
+  SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
+  SS_SCANR_OPEN, SS_BEGINR, SS_BEGINW, SS_COMMIT, SS_ROLLBACK, SS_NSTMT
+};
+
+static const char *const azStoreSql[SS_NSTMT] = {
+  "SELECT value FROM depot_kv WHERE key=?1",
+  "INSERT OR REPLACE INTO depot_kv(key,value) VALUES(?1,?2)",
+  "DELETE FROM depot_kv WHERE key=?1",
+  "DELETE FROM depot_kv WHERE key>=?1 AND (?2 IS NULL OR key<?2)",
+  "SELECT key,value FROM depot_kv WHERE key>=?1 AND key<?2 ORDER BY key"
+  " LIMIT ?3",
+  "SELECT key,value FROM depot_kv WHERE key>=?1 AND key<?2"
+  " ORDER BY key DESC LIMIT ?3",
+  "SELECT key,value FROM depot_kv WHERE key>=?1 ORDER BY key LIMIT ?3",
+  "SELECT key,value FROM depot_kv WHERE key>=?1 ORDER BY key DESC LIMIT ?3",
+  "BEGIN",
+  "BEGIN IMMEDIATE",
+  "COMMIT",
+  "ROLLBACK",
+};
+
+typedef struct StoreSqlite StoreSqlite;
+struct StoreSqlite {
+  Store base;                     /* must be first */
+  sqlite3 *db;                    /* the outer file's connection */
+  sqlite3_stmt *aStmt[SS_NSTMT];  /* prepared on first use */
+  int bInTxn;                     /* inside store_begin() .. commit/rollback */
+  int nMaxValue;
+  char *zErr;                     /* last error, sqlite3_malloc'd */
+};
+
+/* Records the connection's last error as "store: WHAT of FILE: MESSAGE",
+** so a failed write or sync names the store file it failed on. */
+static void ssSetErr(StoreSqlite *p, const char *zWhat){
+  const char *zFile = sqlite3_db_filename(p->db, "main");
+  sqlite3_free(p->zErr);
+  if( zFile && zFile[0] ){
+    p->zErr = sqlite3_mprintf("store: %s of %s: %s", zWhat, zFile,
+                              sqlite3_errmsg(p->db));
+  }else{
+    p->zErr = sqlite3_mprintf("store: %s: %s", zWhat, sqlite3_errmsg(p->db));
+  }
+}
+
+/* The prepared statement i, reset and with its bindings cleared. */
+static int ssStmt(StoreSqlite *p, int i, sqlite3_stmt **ppStmt){
+  int rc = SQLITE_OK;
+  if( p->aStmt[i]==0 ){
+    rc = sqlite3_prepare_v3(p->db, azStoreSql[i], -1,
+                            SQLITE_PREPARE_PERSISTENT, &p->aStmt[i], 0);
+    if( rc!=SQLITE_OK ){
+      ssSetErr(p, "prepare");
+      return rc;
+    }
+  }
+  *ppStmt = p->aStmt[i];
+  return SQLITE_OK;
+}
+
+/* Run statement i to completion (no result rows expected). */
+static int ssRun(StoreSqlite *p, sqlite3_stmt *pStmt, const char *zWhat){
+  int rc = sqlite3_step(pStmt);
+  if( rc==SQLITE_DONE || rc==SQLITE_ROW ){
+    rc = SQLITE_OK;
+  }else{
+    rc = sqlite3_extended_errcode(p->db);
+    ssSetErr(p, zWhat);
+  }
+  sqlite3_reset(pStmt);
+  sqlite3_clear_bindings(pStmt);
+  return rc;
+}
+
+static void ssClose(Store *pStore){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  int i;
+  for(i=0; i<SS_NSTMT; i++) sqlite3_finalize(p->aStmt[i]);
+  if( p->bInTxn ) sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
+  sqlite3_close(p->db);
+  sqlite3_free(p->zErr);
+  sqlite3_free(p);
+}
+
+static int ssBegin(Store *pStore, int bWrite){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc;
+  if( p->bInTxn ) return SQLITE_MISUSE;
+  rc = ssStmt(p, bWrite ? SS_BEGINW : SS_BEGINR, &pStmt);
+  if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "begin");
+  if( rc==SQLITE_OK ) p->bInTxn = 1;
+  return rc;
+}
+
+static int ssRollback(Store *pStore){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc;
+  if( !p->bInTxn ) return SQLITE_OK;
+  p->bInTxn = 0;
+  if( sqlite3_get_autocommit(p->db) ) return SQLITE_OK;
+  rc = ssStmt(p, SS_ROLLBACK, &pStmt);
+  if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "rollback");
+  return rc;
+}
+
+static int ssCommit(Store *pStore){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc;
+  if( !p->bInTxn ) return SQLITE_MISUSE;
+  rc = ssStmt(p, SS_COMMIT, &pStmt);
+  if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "commit");
+  if( rc!=SQLITE_OK ){
+    char *zKeep = p->zErr;
+    p->zErr = 0;
+    ssRollback(pStore);
+    sqlite3_free(p->zErr);
+    p->zErr = zKeep;
+    return rc;
+  }
+  p->bInTxn = 0;
+  return SQLITE_OK;
+}
+
+static int ssGet(Store *pStore, const void *pKey, int nKey,
+                 void **ppVal, int *pnVal){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc = ssStmt(p, SS_GET, &pStmt);
+  *ppVal = 0;
+  *pnVal = -1;
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
+  rc = sqlite3_step(pStmt);
+  if( rc==SQLITE_ROW ){
+    int n = sqlite3_column_bytes(pStmt, 0);
+    void *a = sqlite3_malloc64(n>0 ? n : 1);
+    if( a==0 ){
+      rc = SQLITE_NOMEM;
+    }else{
+      if( n>0 ) memcpy(a, sqlite3_column_blob(pStmt, 0), n);
+      *ppVal = a;
+      *pnVal = n;
+      rc = SQLITE_OK;
+    }
+  }else if( rc==SQLITE_DONE ){
+    rc = SQLITE_OK;
+  }else{
+    rc = sqlite3_extended_errcode(p->db);
+    ssSetErr(p, "get");
+  }
+  sqlite3_reset(pStmt);
+  sqlite3_clear_bindings(pStmt);
+  return rc;
+}
+
+static int ssScan(Store *pStore, const void *pLo, int nLo, const void *pHi,
+                  int nHi, int flags, int nLimit, StoreRowFn xRow, void *pArg){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int bRev = (flags & STORE_SCAN_REVERSE)!=0;
+  int i = nHi>0 ? (bRev ? SS_SCANR : SS_SCANF)
+                : (bRev ? SS_SCANR_OPEN : SS_SCANF_OPEN);
+  int rc = ssStmt(p, i, &pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_blob(pStmt, 1, pLo, nLo, SQLITE_STATIC);
+  if( nHi>0 ) sqlite3_bind_blob(pStmt, 2, pHi, nHi, SQLITE_STATIC);
+  sqlite3_bind_int(pStmt, 3, nLimit);
+  while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+    if( xRow(pArg, sqlite3_column_blob(pStmt, 0),
+             sqlite3_column_bytes(pStmt, 0), sqlite3_column_blob(pStmt, 1),
+             sqlite3_column_bytes(pStmt, 1)) ){
+      rc = SQLITE_DONE;
+      break;
+    }
+  }
+  if( rc==SQLITE_DONE ){
+    rc = SQLITE_OK;
+  }else{
+    rc = sqlite3_extended_errcode(p->db);
+    ssSetErr(p, "scan");
+  }
+  sqlite3_reset(pStmt);
+  sqlite3_clear_bindings(pStmt);
+  return rc;
+}
+
+static int ssPut(Store *pStore, const void *pKey, int nKey,
+                 const void *pVal, int nVal){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc;
+  if( nVal>p->nMaxValue ){
+    sqlite3_free(p->zErr);
+    p->zErr = sqlite3_mprintf("store: value of %d bytes exceeds the limit"
+                              " of %d", nVal, p->nMaxValue);
+    return SQLITE_TOOBIG;
+  }
+  rc = ssStmt(p, SS_PUT, &pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
+  sqlite3_bind_blob(pStmt, 2, nVal>0 ? pVal : "", nVal, SQLITE_STATIC);
+  return ssRun(p, pStmt, "put");
+}
+
+static int ssClear(Store *pStore, const void *pKey, int nKey){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc = ssStmt(p, SS_DEL, &pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
+  return ssRun(p, pStmt, "clear");
+}
+
+static int ssClearRange(Store *pStore, const void *pLo, int nLo,
+                        const void *pHi, int nHi){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int rc = ssStmt(p, SS_DELRANGE, &pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_blob(pStmt, 1, pLo, nLo, SQLITE_STATIC);
+  if( nHi>0 ) sqlite3_bind_blob(pStmt, 2, pHi, nHi, SQLITE_STATIC);
+  return ssRun(p, pStmt, "clear range");
+}
+
+/* Read-modify-write of a little-endian i64, inside the caller's write
+** transaction or a private one. */
+static int ssAdd(Store *pStore, const void *pKey, int nKey, int64_t iDelta,
+                 int64_t *piNew){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  unsigned char a[8];
+  void *pOld = 0;
+  int nOld = 0, i, rc = SQLITE_OK;
+  int bOwn = !p->bInTxn;
+  uint64_t v = 0;
+  if( bOwn ) rc = ssBegin(pStore, 1);
+  if( rc==SQLITE_OK ) rc = ssGet(pStore, pKey, nKey, &pOld, &nOld);
+  if( rc==SQLITE_OK && pOld && nOld!=8 ){
+    sqlite3_free(p->zErr);
+    p->zErr = sqlite3_mprintf("store: counter value has %d bytes, not 8",
+                              nOld);
+    rc = SQLITE_CORRUPT;
+  }
+  if( rc==SQLITE_OK ){
+    for(i=7; pOld && i>=0; i--) v = (v<<8) | ((unsigned char*)pOld)[i];
+    v += (uint64_t)iDelta;
+    for(i=0; i<8; i++) a[i] = (unsigned char)(v>>(8*i));
+    rc = ssPut(pStore, pKey, nKey, a, 8);
+  }
+  sqlite3_free(pOld);
+  if( bOwn ) rc = (rc==SQLITE_OK) ? ssCommit(pStore) : (ssRollback(pStore), rc);
+  if( rc==SQLITE_OK && piNew ) *piNew = (int64_t)v;
+  return rc;
+}
+
+static int ssMaxValue(Store *pStore){
+  return ((StoreSqlite*)pStore)->nMaxValue;
+}
+
+static const char *ssErrMsg(Store *pStore){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  return p->zErr ? p->zErr : "";
+}
+
+static const StoreMethods storeSqliteMethods = {
+  1, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
+  ssClearRange, ssAdd, ssMaxValue, ssErrMsg
+};
+
+int depot_store_on_read_only_fs(const char *zPath){
+  struct statvfs sv;
+  return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
+}
+
+/* The message of a store that could not be opened on a read-only file
+** system: SQLite opens a WAL-mode file there only with its -shm file. */
+static void ssReadOnlyFsErr(StoreSqlite *p, const char *zPath){
+  sqlite3_free(p->zErr);
+  p->zErr = sqlite3_mprintf("store: cannot open %s: it is on a read-only"
+      " file system, where a store opens only with immutable=1", zPath);
+}
+
+/* Records why the first read of the store file failed (rc), unless a
+** message is set already; returns rc. */
+static int ssReadErr(StoreSqlite *p, int rc){
+  const char *zFile = sqlite3_db_filename(p->db, "main");
+  if( rc==SQLITE_OK || p->zErr ) return rc;
+  if( (rc&0xff)==SQLITE_CANTOPEN && zFile
+   && depot_store_on_read_only_fs(zFile) ){
+    ssReadOnlyFsErr(p, zFile);
+  }else{
+    ssSetErr(p, "cannot read the schema of the store file");
+  }
+  return rc;
+}
+
+/* SQLITE_OK when the opened file is a store or empty (a new store); an
+** SQLite database with a schema but no depot_kv table is some other
+** program's database: SQLITE_CANTOPEN, before anything writes to it. */
+static int ssCheckIsStore(StoreSqlite *p){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(p->db, "SELECT count(*), count(*) FILTER"
+      " (WHERE type='table' AND name='depot_kv') FROM sqlite_schema", -1,
+      &pStmt, 0);
+  if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW
+   && sqlite3_column_int(pStmt, 0)>0 && sqlite3_column_int(pStmt, 1)==0 ){
+    const char *zFile = sqlite3_db_filename(p->db, "main");
+    sqlite3_free(p->zErr);
+    p->zErr = sqlite3_mprintf("store: %s is an SQLite database but not a"
+        " depot store (it has no depot_kv table); give a new file or an"
+        " existing store", zFile ? zFile : "");
+    rc = SQLITE_CANTOPEN;
+  }else if( rc==SQLITE_OK ){
+    rc = sqlite3_reset(pStmt);
+  }
+  sqlite3_finalize(pStmt);
+  return ssReadErr(p, rc);
+}
+
+/* Records a failed setup of the store file (rc) with the OS's cause: an
+** I/O error for want of room (ENOSPC, EDQUOT, EFBIG: the -shm or -wal file
+** could not be made) becomes SQLITE_FULL, "store: cannot set up the store
+** file of FILE: database or disk is full (No space left on device)"; any
+** other failure keeps its code and SQLite's message.  Returns the code to
+** report. */
+static int ssSetupErr(StoreSqlite *p, int rc){
+  int e = sqlite3_system_errno(p->db);
+  const char *zFile = sqlite3_db_filename(p->db, "main");
+  int bNoRoom = e==ENOSPC || e==EFBIG;
+#ifdef EDQUOT
+  bNoRoom = bNoRoom || e==EDQUOT;
+#endif
+  if( ((rc&0xff)!=SQLITE_IOERR && (rc&0xff)!=SQLITE_FULL) || !bNoRoom ){
+    ssSetErr(p, "cannot set up the store file");
+    return rc;
+  }
+  sqlite3_free(p->zErr);
+  p->zErr = sqlite3_mprintf("store: cannot set up the store file of %s: %s"
+                            " (%s)", zFile ? zFile : "",
+                            sqlite3_errstr(SQLITE_FULL), strerror(e));
+  return SQLITE_FULL;
+}
+
+/* Pragmas and the table; the journal_mode change needs no transaction. */
+static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
+  static const char *const azSync[] = { "OFF", "NORMAL", "FULL", "EXTRA" };
+  int iSync = pCfg->iSynchronous;
+  char *zSql;
+  int rc;
+  if( iSync<0 || iSync>3 ) iSync = 2;
+  sqlite3_busy_timeout(p->db, pCfg->nBusyMs>0 ? pCfg->nBusyMs : 10000);
+  zSql = sqlite3_mprintf("PRAGMA synchronous=%s;", azSync[iSync]);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  rc = sqlite3_exec(p->db, zSql, 0, 0, 0);   /* reads the schema first */
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK ) rc = ssCheckIsStore(p);
+  if( (rc&0xff)==SQLITE_CANTOPEN ) return ssReadErr(p, rc);
+  if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
+    rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
+        "CREATE TABLE IF NOT EXISTS depot_kv(key BLOB PRIMARY KEY,"
+        " value BLOB) WITHOUT ROWID;", 0, 0, 0);
+  }
+  if( rc!=SQLITE_OK ) rc = ssSetupErr(p, rc);
+  return rc;
+}
+
+/* "file:PATH?immutable=1" with PATH escaped for a URI (sqlite3_malloc'd;
+** NULL when out of memory). */
+static char *ssImmutableUri(const char *zPath){
+  sqlite3_str *s = sqlite3_str_new(0);
+  const char *z;
+  sqlite3_str_appendall(s, zPath[0]=='/' ? "file://" : "file:");
+  for(z=zPath; *z; z++){
+    if( *z=='%' || *z=='?' || *z=='#' ){
+      sqlite3_str_appendf(s, "%%%02x", (unsigned char)*z);
+    }else{
+      sqlite3_str_appendchar(s, 1, *z);
+    }
+  }
+  sqlite3_str_appendall(s, "?immutable=1");
+  return sqlite3_str_finish(s);
+}
+
+/* SQLITE_OK when the store file zPath has no -wal file holding frames.
+** An immutable connection never reads the -wal, so it would show the store
+** without the commits still there: those stores are refused. */
+static int ssNoWalFrames(StoreSqlite *p, const char *zPath){
+  char *zWal = sqlite3_mprintf("%s-wal", zPath);
+  struct stat st;
+  int bFrames;
+  if( zWal==0 ) return SQLITE_NOMEM;
+  bFrames = stat(zWal, &st)==0 && st.st_size>0;
+  sqlite3_free(zWal);
+  if( !bFrames ) return SQLITE_OK;
+  p->zErr = sqlite3_mprintf("store: immutable=1 cannot open %s: its -wal"
+      " file holds commits not yet in the store file (open it with mode=ro"
+      " where its -shm exists or can be created, or checkpoint it on"
+      " writable storage)", zPath);
+  return SQLITE_CANTOPEN;
+}
+
+/* Open the outer file's connection as pCfg says. */
+static int ssOpenDb(StoreSqlite *p, const char *zPath,
+                    const StoreSqliteConfig *pCfg){
+  int flags = pCfg->bReadOnly||pCfg->bImmutable ? SQLITE_OPEN_READONLY
+            : SQLITE_OPEN_READWRITE | (pCfg->bCreate ? SQLITE_OPEN_CREATE : 0);
+  char *zUri = 0;
+  int rc;
+  if( pCfg->bImmutable ){
+    zUri = ssImmutableUri(zPath);
+    if( zUri==0 ) return SQLITE_NOMEM;
+    flags |= SQLITE_OPEN_URI;
+  }
+  rc = sqlite3_open_v2(zUri ? zUri : zPath, &p->db,
+                       flags|SQLITE_OPEN_NOMUTEX,
+                       pCfg->zVfs ? pCfg->zVfs : depot_vfs_plain());
+  sqlite3_free(zUri);
+  return rc;
+}
+
+int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
+                      Store **ppStore, char **pzErr){
+  StoreSqliteConfig cfg = *pCfgIn;
+  const StoreSqliteConfig *pCfg = &cfg;
+  StoreSqlite *p;
+  int rc;
+  *ppStore = 0;
+  if( cfg.bInspect && !cfg.bImmutable
+   && depot_store_on_read_only_fs(zPath) ){
+    cfg.bImmutable = 1;
+  }
+  p = sqlite3_malloc64(sizeof(*p));
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->base.pMethods = &storeSqliteMethods;
+  p->nMaxValue = pCfg->nMaxValue>0 ? pCfg->nMaxValue : 65536;
+  rc = pCfg->bImmutable ? ssNoWalFrames(p, zPath) : SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = ssOpenDb(p, zPath, pCfg);
+  if( rc!=SQLITE_OK && p->db==0 ){
+    if( pzErr ){
+      *pzErr = sqlite3_mprintf("%s", p->zErr ? p->zErr : "out of memory");
+    }
+    ssClose(&p->base);
+    return rc;
+  }
+  if( rc==SQLITE_OK ){
+    sqlite3_extended_result_codes(p->db, 1);
+    rc = ssSetup(p, pCfg);
+  }else{
+    ssSetErr(p, "cannot open the store file");
+  }
+  if( rc!=SQLITE_OK ){
+    if( pzErr ) *pzErr = sqlite3_mprintf("%s (%s)", p->zErr?p->zErr:"", zPath);
+    ssClose(&p->base);
+    return rc;
+  }
+  *ppStore = &p->base;
+  return SQLITE_OK;
+}

@@ -1,0 +1,48 @@
+/*
+** store.c -- the backend-independent entry points of vfs/store.h: each one
+** dispatches through the handle's StoreMethods.
+*/
+#include "config.h"
+#include "vfs/store/store.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+void store_close(Store *p){
+  if( p ) p->pMethods->xClose(p);
+}
+int store_begin(Store *p, int bWrite){
+  return p->pMethods->xBegin(p, bWrite);
+}
+int store_commit(Store *p){
+  return p->pMethods->xCommit(p);
+}
+int store_rollback(Store *p){
+  return p->pMethods->xRollback(p);
+}
+int store_get(Store *p, const void *pKey, int nKey, void **ppVal, int *pnVal){
+  return p->pMethods->xGet(p, pKey, nKey, ppVal, pnVal);
+}
+int store_scan(Store *p, const void *pLo, int nLo, const void *pHi, int nHi,
+               int flags, int nLimit, StoreRowFn xRow, void *pArg){
+  return p->pMethods->xScan(p, pLo, nLo, pHi, nHi, flags, nLimit, xRow, pArg);
+}
+int store_put(Store *p, const void *pKey, int nKey, const void *pVal, int nVal){
+  return p->pMethods->xPut(p, pKey, nKey, pVal, nVal);
+}
+int store_clear(Store *p, const void *pKey, int nKey){
+  return p->pMethods->xClear(p, pKey, nKey);
+}
+int store_clear_range(Store *p, const void *pLo, int nLo,
+                      const void *pHi, int nHi){
+  return p->pMethods->xClearRange(p, pLo, nLo, pHi, nHi);
+}
+int store_add(Store *p, const void *pKey, int nKey, int64_t iDelta,
+              int64_t *piNew){
+  return p->pMethods->xAdd(p, pKey, nKey, iDelta, piNew);
+}
+int store_max_value(Store *p){
+  return p->pMethods->xMaxValue(p);
+}
+const char *store_errmsg(Store *p){
+  return p->pMethods->xErrMsg(p);
+}
