@@ -1,9 +1,10 @@
 /*
 ** db.h -- one database branch in the outer store: resolving names, the
 ** head, reading a page as of a txid, and publishing a commit (private to
-** vfs/; the VFS in vfs/vfs.c and the public calls in vfs/depot.h use it).
+** vfs/; the VFS in vfs/vfs.c and the public calls of vfs/depot_vfs.h use
+** it).
 **
-** Everything here goes through vfs/store.h only.
+** Everything here goes through vfs/store/store.h only.
 */
 #ifndef DEPOT_DB_H
 #define DEPOT_DB_H

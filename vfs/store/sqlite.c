@@ -1,10 +1,10 @@
 /*
-** store_sqlite.c -- the embedded outer store: one SQLite file in WAL mode
+** sqlite.c -- the embedded outer store: one SQLite file in WAL mode
 ** with one WITHOUT ROWID table
 **
 **     CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB) WITHOUT ROWID;
 **
-** implementing vfs/store.h.  Statements are prepared once per handle.  A
+** implementing vfs/store/store.h.  Statements are prepared once per handle.  A
 ** write transaction is BEGIN IMMEDIATE (the outer file's write lock, waited
 ** for up to nBusyMs); reads outside a transaction run in autocommit.
 */
