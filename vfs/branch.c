@@ -1,7 +1,8 @@
 /*
 ** branch.c -- branch records, forks, buckets and pins in the outer store
-** (see vfs/db.h): resolving a (bucket, db, branch) name through bucket
-** parents, the read chain of a forked branch, the state of a branch as of
+** (see vfs/db.h): the format-version row (written with the first branch,
+** checked by every open of a store), resolving a (bucket, db, branch) name
+** through bucket parents, the read chain of a forked branch, the state of a branch as of
 ** a txid, pointer rows with their history, and DB_PIN rows with the
 ** refcount / descendant-pin / restore-point-pin summaries kept per branch.
 */
@@ -33,6 +34,22 @@ static uint64_t brNowMs(void){
   struct timeval tv;
   gettimeofday(&tv, 0);
   return (uint64_t)tv.tv_sec*1000 + (uint64_t)tv.tv_usec/1000;
+}
+
+/* ---- the format row ---- */
+
+int depot_db_check_format(Store *pStore, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc = store_get(pStore, k, layout_key_format(k), &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  if( pVal && (nVal!=4 || ltx_get32(pVal)!=LAYOUT_VERSION) ){
+    rc = brErr(pzErr, SQLITE_CANTOPEN, sqlite3_mprintf("depot: the store has"
+               " an unknown layout version (this build reads version 1)"));
+  }
+  sqlite3_free(pVal);
+  return rc;
 }
 
 /* ---- one-row scans ---- */

@@ -23,20 +23,6 @@ static int dbStoreErr(Store *pStore, char **pzErr, int rc){
   return dbErr(pzErr, rc, "depot: %s", store_errmsg(pStore));
 }
 
-int depot_db_check_format(Store *pStore, char **pzErr){
-  unsigned char k[LAYOUT_MAX_KEY];
-  void *pVal = 0;
-  int nVal = 0;
-  int rc = store_get(pStore, k, layout_key_format(k), &pVal, &nVal);
-  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-  if( pVal && (nVal!=4 || ltx_get32(pVal)!=LAYOUT_VERSION) ){
-    rc = dbErr(pzErr, SQLITE_CANTOPEN, "depot: the store has an unknown"
-               " layout version%s (this build reads version 1)", "");
-  }
-  sqlite3_free(pVal);
-  return rc;
-}
-
 int depot_db_resolve(Store *pStore, const char *zDb, const char *zBranch,
                      uint64_t *piBranch, char **pzErr){
   unsigned char k[LAYOUT_MAX_KEY];

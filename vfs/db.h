@@ -15,17 +15,17 @@
 #include "vfs/ltx.h"
 #include "vfs/pcache.h"
 
-/* Check the format-version row: SQLITE_OK when absent (new store) or
-** LAYOUT_VERSION, SQLITE_CANTOPEN with *pzErr for another version. */
-int depot_db_check_format(Store*, char **pzErr);
-
 /* The branch id of (zDb, zBranch) in bucket main, 0 if it does not exist
 ** yet (inherited names of other buckets: depot_name_resolve()). */
 int depot_db_resolve(Store*, const char *zDb, const char *zBranch,
                      uint64_t *piBranch, char **pzErr);
 
-/* ---- names, buckets, chains and pins (vfs/branch.c) ---- */
+/* ---- the format row, names, buckets, chains and pins (vfs/branch.c) ---- */
 
+/* Check the format-version row (written with the first branch):
+** SQLITE_OK when absent (new store) or LAYOUT_VERSION, SQLITE_CANTOPEN
+** with *pzErr for another version. */
+int depot_db_check_format(Store*, char **pzErr);
 
 /* Where the name (bucket, db, branch) leads now. */
 typedef struct DepotName DepotName;
