@@ -1,8 +1,9 @@
 /*
 ** admin.c -- read-only inspection of a store for the SQL surface:
 ** depot_list_commits() and depot_store_stats() (with the quota figures
-** of depot_quota_list()) of vfs/depot_vfs.h.  Each
-** call opens its own store handle (default VFS) and closes it again.
+** of depot_quota_list()) of vfs/depot_vfs.h.  Each call opens its own
+** store handle (default VFS) and closes it again.  Also
+** depot_store_on_read_only_fs(), the store layer's answer.
 */
 #include "config.h"
 #include "vfs/depot_vfs.h"
@@ -187,4 +188,8 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
     pStats->nReclaimable = gc.nByte;
   }
   return rc;
+}
+
+int depot_store_on_read_only_fs(const char *zStore){
+  return store_sqlite_read_only_fs(zStore);
 }

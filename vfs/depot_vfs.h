@@ -118,7 +118,7 @@ struct DepotStats {
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
 
 /* 1 if the store file zStore is on a file system mounted read-only, where
-** it opens only immutable (its -shm cannot be made); vfs/store/sqlite.c. */
+** it opens only immutable (its -shm cannot be made); vfs/admin.c. */
 int depot_store_on_read_only_fs(const char *zStore);
 
 /*

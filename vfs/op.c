@@ -148,7 +148,7 @@ int op_open_as(Op *p, const char *zStore, const char *zQual, int bRead,
   if( zQual && (rc = opSplitName(p, zQual))!=SQLITE_OK ) return rc;
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
-  p->bMedia = bRead && depot_store_on_read_only_fs(zStore);
+  p->bMedia = bRead && store_sqlite_read_only_fs(zStore);
   cfg.bInspect = p->bMedia;
   if( !p->bMedia && stat(zStore, &st)==0 ){
     p->pStore = opTakeIdle(zStore, &st);

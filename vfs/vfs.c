@@ -1244,7 +1244,10 @@ int depot_vfs_register(void){
       bDepotBatch = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
 #endif
       rc = sqlite3_vfs_register(&depotVfs, 0);
-      if( rc==SQLITE_OK ) pDepotRoot = pRoot;
+      if( rc==SQLITE_OK ){
+        pDepotRoot = pRoot;
+        store_sqlite_plain_vfs(depot_vfs_plain);
+      }
     }
   }
   pthread_mutex_unlock(&depotMutex);

@@ -10,7 +10,6 @@
 */
 #include "config.h"
 #include "vfs/store/store.h"
-#include "vfs/depot_vfs.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -290,7 +289,25 @@ static const StoreMethods storeSqliteMethods = {
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg
 };
 
-int depot_store_on_read_only_fs(const char *zPath){
+/* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by
+** store_sqlite_plain_vfs(), read by every open (atomically: opens on
+** other threads may read it while it is set). */
+static StoreVfsNameFn ssPlainVfs = 0;
+
+void store_sqlite_plain_vfs(StoreVfsNameFn xPlain){
+  __atomic_store_n(&ssPlainVfs, xPlain, __ATOMIC_RELEASE);
+}
+
+/* The VFS to open a store with: pCfg's, else the one the function set by
+** store_sqlite_plain_vfs() names, else NULL (SQLite's default). */
+static const char *ssVfsName(const StoreSqliteConfig *pCfg){
+  StoreVfsNameFn xPlain;
+  if( pCfg->zVfs ) return pCfg->zVfs;
+  xPlain = __atomic_load_n(&ssPlainVfs, __ATOMIC_ACQUIRE);
+  return xPlain ? xPlain() : 0;
+}
+
+int store_sqlite_read_only_fs(const char *zPath){
   struct statvfs sv;
   return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
 }
@@ -309,7 +326,7 @@ static int ssReadErr(StoreSqlite *p, int rc){
   const char *zFile = sqlite3_db_filename(p->db, "main");
   if( rc==SQLITE_OK || p->zErr ) return rc;
   if( (rc&0xff)==SQLITE_CANTOPEN && zFile
-   && depot_store_on_read_only_fs(zFile) ){
+   && store_sqlite_read_only_fs(zFile) ){
     ssReadOnlyFsErr(p, zFile);
   }else{
     ssSetErr(p, "cannot read the schema of the store file");
@@ -435,8 +452,7 @@ static int ssOpenDb(StoreSqlite *p, const char *zPath,
     flags |= SQLITE_OPEN_URI;
   }
   rc = sqlite3_open_v2(zUri ? zUri : zPath, &p->db,
-                       flags|SQLITE_OPEN_NOMUTEX,
-                       pCfg->zVfs ? pCfg->zVfs : depot_vfs_plain());
+                       flags|SQLITE_OPEN_NOMUTEX, ssVfsName(pCfg));
   sqlite3_free(zUri);
   return rc;
 }
@@ -449,7 +465,7 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
   int rc;
   *ppStore = 0;
   if( cfg.bInspect && !cfg.bImmutable
-   && depot_store_on_read_only_fs(zPath) ){
+   && store_sqlite_read_only_fs(zPath) ){
     cfg.bImmutable = 1;
   }
   p = sqlite3_malloc64(sizeof(*p));
