@@ -169,10 +169,7 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
   if( rc==SQLITE_OK ){
     rc = store_get(ctx.pStore, k, layout_key_ctr(k, "stored"), &pVal, &nVal);
     if( rc==SQLITE_OK && pVal && nVal==8 ){
-      int i;
-      for(i=7; i>=0; i--){
-        pStats->nStored = (pStats->nStored<<8) | ((unsigned char*)pVal)[i];
-      }
+      pStats->nStored = (int64_t)bytes_get64le((const unsigned char*)pVal);
     }
     sqlite3_free(pVal);
   }

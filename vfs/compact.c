@@ -119,8 +119,8 @@ static int cmpPlanPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   uint64_t t;
   (void)pVal; (void)nVal;
   if( nKey!=23 ) return 0;
-  pgno = ltx_get32(pKey+11);
-  t = ltx_get64(pKey+15);
+  pgno = bytes_get32(pKey+11);
+  t = bytes_get64(pKey+15);
   if( t<=(uint64_t)pl->iMark || t>pl->iTarget || pgno==0 ) return 0;
   pl->rc = cmpPlanPidx(pl, pgno, t);
   if( pl->rc==SQLITE_OK ){
@@ -442,7 +442,7 @@ static int cmpInstallTxn(Cov *p, const Plan *pl, int *pbStale,
     n = layout_key_delta(k, b, (uint64_t)pl->iMark+1, 0);
     layout_key_delta(k2, b, pl->iTarget+1, 0);
     rc = store_clear_range(p->pStore, k, n, k2, n);
-    ltx_put64(k2, pl->iTarget);
+    bytes_put64(k2, pl->iTarget);
     if( rc==SQLITE_OK ) rc = store_put(p->pStore, k,
         layout_key_br(k, b, LAYOUT_BR_CMPMARK), k2, 8);
     if( rc==SQLITE_OK ) rc = store_add(p->pStore, k,
@@ -656,7 +656,7 @@ static int cmpThresholdTxn(Cov *p, int64_t nSet, int64_t *pn){
   int nKey = cmpKeyThreshold(k), bHave = 0;
   int rc = cmpExists(p, k, nKey, &bHave);
   if( rc==SQLITE_OK && nSet>=0 ){
-    ltx_put64(v, (uint64_t)nSet);
+    bytes_put64(v, (uint64_t)nSet);
     rc = store_put(p->pStore, k, nKey, v, 8);
     if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
     bHave = 1;

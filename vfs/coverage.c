@@ -75,7 +75,7 @@ int64_t cov_now_ms(void){
 int cov_get64(Cov *p, const unsigned char *k, int nKey, int bLe,
               int64_t *pv){
   void *pVal = 0;
-  int nVal = 0, i, rc = store_get(p->pStore, k, nKey, &pVal, &nVal);
+  int nVal = 0, rc = store_get(p->pStore, k, nKey, &pVal, &nVal);
   uint64_t v = 0;
   if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   if( pVal && nVal!=8 ){
@@ -83,9 +83,9 @@ int cov_get64(Cov *p, const unsigned char *k, int nKey, int bLe,
     return cov_fail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt"
         " counter or watermark row (%d bytes)", nVal));
   }
-  for(i=0; pVal && i<8; i++){
-    unsigned char c = ((unsigned char*)pVal)[bLe ? 7-i : i];
-    v = (v<<8) | c;
+  if( pVal ){
+    v = bLe ? bytes_get64le((const unsigned char*)pVal)
+            : bytes_get64((const unsigned char*)pVal);
   }
   sqlite3_free(pVal);
   *pv = (int64_t)v;
@@ -123,7 +123,7 @@ static int covBranchRow(void *pArg, const unsigned char *pKey, int nKey,
   U64Set *s = (U64Set*)pArg;
   (void)pVal; (void)nVal;
   if( nKey!=10 ) return 0;
-  return cov_set_add(s, ltx_get64(pKey+2))!=SQLITE_OK;
+  return cov_set_add(s, bytes_get64(pKey+2))!=SQLITE_OK;
 }
 
 /* Every branch id of the store. */
@@ -194,7 +194,7 @@ int cov_load_buckets(Cov *p){
 static int covPinRow(void *pArg, const unsigned char *pKey, int nKey,
                      const unsigned char *pVal, int nVal){
   U64Set *pK = (U64Set*)pArg;
-  uint64_t t = nKey>=18 ? ltx_get64(pKey+10) : 0;
+  uint64_t t = nKey>=18 ? bytes_get64(pKey+10) : 0;
   (void)pVal; (void)nVal;
   return t && cov_set_add(pK, t)!=SQLITE_OK;
 }

@@ -27,7 +27,7 @@ static int dropPinRow(void *pArg, const unsigned char *pKey, int nKey,
   PinList *l = (PinList*)pArg;
   (void)pVal; (void)nVal;
   if( nKey<19 || pKey[18]!=l->eKind ) return 0;
-  l->aTxid[l->n] = ltx_get64(pKey+10);
+  l->aTxid[l->n] = bytes_get64(pKey+10);
   l->anOwner[l->n] = nKey-19;
   memcpy(l->aOwner[l->n], pKey+19, nKey-19);
   return ++l->n>=64;
@@ -77,7 +77,7 @@ static int dropRelease(Op *p, uint64_t iBranch){
      || rec.iParent==0 ){
       break;
     }
-    ltx_put64(o, iBranch);
+    bytes_put64(o, iBranch);
     rc = depot_pin_remove(p->pStore, rec.iParent, rec.iParentTxid,
                           LAYOUT_PIN_FORK, o, 8, p->pzErr);
     iBranch = rec.iParent;

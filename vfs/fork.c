@@ -68,7 +68,7 @@ static int forkPutBucket(Op *p, uint64_t iSrc, const char *zNew, uint64_t iVs){
   rec.iParent = iSrc;
   rec.iForkVs = iVs;
   memcpy(rec.zName, zNew, strlen(zNew));
-  ltx_put64(v, (uint64_t)iNew);
+  bytes_put64(v, (uint64_t)iNew);
   if( rc==SQLITE_OK ) rc = store_put(p->pStore, k,
       layout_key_bucket_ptr(k, zNew), v, 8);
   if( rc==SQLITE_OK ) rc = store_put(p->pStore, k,

@@ -84,8 +84,8 @@ static int gcShardRow(void *pArg, const unsigned char *pKey, int nKey,
     l->a = a;
     l->nAlloc = nNew;
   }
-  l->a[l->n].iShard = ltx_get32(pKey+11);
-  l->a[l->n].iAsOf = ltx_get64(pKey+15);
+  l->a[l->n].iShard = bytes_get32(pKey+11);
+  l->a[l->n].iAsOf = bytes_get64(pKey+15);
   l->a[l->n++].nBlob = row.nBlob;
   return 0;
 }

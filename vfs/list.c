@@ -51,7 +51,7 @@ static int listBranchRow(void *pArg, const unsigned char *pKey, int nKey,
   char zBucket[LAYOUT_MAX_NAME+1];
   uint64_t iBranch;
   if( nKey!=10 ) return 0;
-  iBranch = ltx_get64(pKey+2);
+  iBranch = bytes_get64(pKey+2);
   if( layout_branch_decode(pVal, nVal, &rec)!=SQLITE_OK ){
     s->rc = op_fail(s->p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt"
         " record of branch %llu", (unsigned long long)iBranch));
@@ -147,10 +147,10 @@ static int listCollectNames(Op *p, uint64_t iBucket, NameSet *s){
     int nVal = 0, n, rc;
     lo[0] = hi[0] = 0x02;
     lo[1] = iBucket ? LAYOUT_P_BDBPTR : LAYOUT_P_DBPTR;
-    ltx_put64(lo+2, iBucket);
+    bytes_put64(lo+2, iBucket);
     memcpy(hi, lo, 10);
     n = iBucket ? 10 : 2;
-    if( iBucket ) ltx_put64(hi+2, iBucket+1); else hi[1]++;
+    if( iBucket ) bytes_put64(hi+2, iBucket+1); else hi[1]++;
     rc = store_scan(p->pStore, lo, n, hi, n, 0, -1, listNameRow, s);
     if( rc!=SQLITE_OK ) return op_store_err(p, rc);
     if( s->rc!=SQLITE_OK ) return s->rc;
@@ -245,7 +245,7 @@ static int listBucketPtrRow(void *pArg, const unsigned char *pKey, int nKey,
   }
   s->az[s->n] = sqlite3_mprintf("%s", (const char*)pKey+2);
   if( s->az[s->n]==0 ){ s->rc = SQLITE_NOMEM; return 1; }
-  s->aId[s->n++] = ltx_get64(pVal);
+  s->aId[s->n++] = bytes_get64(pVal);
   return 0;
 }
 

@@ -303,7 +303,7 @@ int op_refcount(Op *p, uint64_t iBranch, int64_t *pn){
   unsigned char k[LAYOUT_MAX_KEY];
   unsigned char *pVal = 0;
   uint64_t v = 0;
-  int nVal = 0, i;
+  int nVal = 0;
   int rc = store_get(p->pStore, k,
       layout_key_branch_sub(k, iBranch, LAYOUT_BRANCH_REFCOUNT),
       (void**)&pVal, &nVal);
@@ -313,7 +313,7 @@ int op_refcount(Op *p, uint64_t iBranch, int64_t *pn){
     return op_fail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt"
         " refcount row of branch %llu", (unsigned long long)iBranch));
   }
-  for(i=7; pVal && i>=0; i--) v = (v<<8) | pVal[i];
+  if( pVal ) v = bytes_get64le(pVal);
   sqlite3_free(pVal);
   *pn = (int64_t)v;
   return SQLITE_OK;

@@ -124,7 +124,7 @@ static int pitrNewestAtOrBefore(Op *p, uint64_t iBranch, uint64_t iCap,
 static int pitrPinTxidRow(void *pArg, const unsigned char *pKey, int nKey,
                           const unsigned char *pVal, int nVal){
   (void)pVal; (void)nVal;
-  if( nKey>=18 ) *(uint64_t*)pArg = ltx_get64(pKey+10);
+  if( nKey>=18 ) *(uint64_t*)pArg = bytes_get64(pKey+10);
   return 1;
 }
 
@@ -263,7 +263,7 @@ static int pitrLogRow(void *pArg, const unsigned char *pKey, int nKey,
     return 1;
   }
   if( (int64_t)lg.iTimeMs<=a[0] ){
-    a[1] = (int64_t)ltx_get64(pKey+2);
+    a[1] = (int64_t)bytes_get64(pKey+2);
     return 1;
   }
   return 0;

@@ -17,7 +17,7 @@ SQLITE_EXTENSION_INIT3
 
 static int restoreRpOwner(Op *p, const char *zName, unsigned char *a){
   size_t n = strlen(zName);
-  ltx_put64(a, p->iBucket);
+  bytes_put64(a, p->iBucket);
   memcpy(a+8, p->zDb, strlen(p->zDb)+1);
   memcpy(a+9+strlen(p->zDb), zName, n);
   return (int)(9+strlen(p->zDb)+n);
@@ -182,7 +182,7 @@ static int restoreRepoint(Op *p, const char *zBranch, const OpView *pV,
       zBranch, pV->iOwn, *piNew, iVs, eReason, p->pzErr);
   if( rc!=SQLITE_OK || pV->iOwn==0 ) return rc;
   rc = op_set_state(p, pV->iOwn, LAYOUT_STATE_FROZEN);
-  ltx_put64(o, iVs);
+  bytes_put64(o, iVs);
   if( rc==SQLITE_OK ) rc = depot_pin_add(p->pStore, pV->iOwn, pV->iTopTxid,
                                          LAYOUT_PIN_HISTORY, o, 8, p->pzErr);
   return rc;

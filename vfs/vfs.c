@@ -356,8 +356,8 @@ static void depotHeaderNoWal(unsigned char *a){
 ** commit of the store came in between, so it usually keeps its cache. */
 static void depotVirtualCounter(DepotFile *p, unsigned char *a){
   uint32_t c = (uint32_t)p->snap.iVs;
-  if( ltx_get32(a+92)==ltx_get32(a+24) ) ltx_put32(a+92, c);
-  ltx_put32(a+24, c);
+  if( bytes_get32(a+92)==bytes_get32(a+24) ) bytes_put32(a+92, c);
+  bytes_put32(a+24, c);
 }
 
 /* Page pgno as SQLite should see it: the writer's own copy, else the
@@ -450,7 +450,7 @@ static void depotTxReset(DepotFile *p){
 ** writes pages of the old size whose page 1 states the new one. */
 static uint32_t depotHeaderPageSize(const void *pPage1){
   const unsigned char *a = (const unsigned char*)pPage1;
-  uint32_t sz = ((uint32_t)a[16]<<8) | a[17];
+  uint32_t sz = bytes_get16(a+16);
   return sz==1 ? 65536 : sz;
 }
 
@@ -664,8 +664,8 @@ static int depotHeaderTruncate(DepotFile *p){
   const unsigned char *a = txbuf_get(&p->tx, 1);
   uint32_t n;
   if( a==0 || p->szPageTx<100 ) return SQLITE_OK;
-  n = ltx_get32(a+28);
-  if( n==0 || n>=p->nPageTx || ltx_get32(a+24)!=ltx_get32(a+92) ){
+  n = bytes_get32(a+28);
+  if( n==0 || n>=p->nPageTx || bytes_get32(a+24)!=bytes_get32(a+92) ){
     return SQLITE_OK;
   }
   if( txbuf_truncate(&p->tx, n)!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;

@@ -10,6 +10,7 @@
 */
 #include "config.h"
 #include "vfs/store/store.h"
+#include "vfs/store/bytes.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -252,7 +253,7 @@ static int ssAdd(Store *pStore, const void *pKey, int nKey, int64_t iDelta,
   StoreSqlite *p = (StoreSqlite*)pStore;
   unsigned char a[8];
   void *pOld = 0;
-  int nOld = 0, i, rc = SQLITE_OK;
+  int nOld = 0, rc = SQLITE_OK;
   int bOwn = !p->bInTxn;
   uint64_t v = 0;
   if( bOwn ) rc = ssBegin(pStore, 1);
@@ -264,9 +265,9 @@ static int ssAdd(Store *pStore, const void *pKey, int nKey, int64_t iDelta,
     rc = SQLITE_CORRUPT;
   }
   if( rc==SQLITE_OK ){
-    for(i=7; pOld && i>=0; i--) v = (v<<8) | ((unsigned char*)pOld)[i];
+    if( pOld ) v = bytes_get64le((const unsigned char*)pOld);
     v += (uint64_t)iDelta;
-    for(i=0; i<8; i++) a[i] = (unsigned char)(v>>(8*i));
+    bytes_put64le(a, v);
     rc = ssPut(pStore, pKey, nKey, a, 8);
   }
   sqlite3_free(pOld);
