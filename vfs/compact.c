@@ -29,6 +29,7 @@
 */
 #include "config.h"
 #include "vfs/coverage.h"
+#include "vfs/vfs_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -205,7 +206,9 @@ static int cmpPlan(Cov *p, Plan *pl){
 
 /* ---- compaction: build one shard version ---- */
 
+#ifdef DEPOT_TEST
 void (*depot_compact_test_encoded)(const char *zStore) = 0;
+#endif
 
 /* The pages of shard iShard as branch b reads them at iAsOf (state pSt):
 ** non-zero pages go into aPgno/apPage (each szPage bytes of aBuf). */
@@ -379,9 +382,11 @@ static int cmpBuildPair(Cov *p, const Plan *pl, const ShardPair *pPair,
   memset(&out, 0, sizeof(out));
   rc = cmpBuildRead(p, pl, pPair, pbStale, &out);
   store_rollback(p->pStore);
+#ifdef DEPOT_TEST
   if( rc==SQLITE_OK && out.aBlob && depot_compact_test_encoded ){
     depot_compact_test_encoded(p->zPath);
   }
+#endif
   if( rc==SQLITE_OK && out.aBlob ){
     rc = store_begin(p->pStore, 1);
     if( rc!=SQLITE_OK ){

@@ -281,10 +281,4 @@ void depot_compact_wake(const char *zPath, uint64_t iBranch);
 int64_t depot_compact_background_runs(void);
 int depot_compact_background_pending(void);
 
-/* Test hook: when not NULL, compaction calls it with the store path after
-** it has encoded a shard version and before it writes the version's rows
-** (tests check that no store write lock is held at that point).  Set it
-** only while no compaction runs. */
-extern void (*depot_compact_test_encoded)(const char *zStore);
-
 #endif /* DEPOT_DB_H */

@@ -12,4 +12,4 @@ DEPOT_SOURCES += \
 	vfs/coverage.h vfs/coverage.c vfs/compact.c vfs/gc.c \
 	vfs/admin.c vfs/quota.c vfs/verify.c \
 	vfs/memfile.h vfs/memfile.c vfs/uri.h vfs/uri.c \
-	vfs/depot_vfs.h vfs/vfs.c
+	vfs/depot_vfs.h vfs/vfs_test.h vfs/vfs.c

@@ -17,6 +17,7 @@
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
+#include "vfs/vfs_test.h"
 
 #include <pthread.h>
 #include <signal.h>
