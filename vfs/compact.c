@@ -166,7 +166,7 @@ static int cmpPlanTxn(Cov *p, Plan *pl){
   int rc = depot_branch_get(p->pStore, b, &rec, p->pzErr);
   if( rc==SQLITE_NOTFOUND ) return SQLITE_OK;   /* reclaimed meanwhile */
   if( rc==SQLITE_OK ) rc = cov_get64(p, lo, layout_key_branch_sub(lo, b,
-                                    LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
+                                     LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
   if( rc!=SQLITE_OK ) return rc;
   if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ) return SQLITE_OK;
   rc = depot_db_head(p->pStore, b, &head, p->pzErr);

@@ -177,7 +177,7 @@ static int gcBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes){
     return SQLITE_OK;                 /* reclaimed meanwhile */
   }
   if( rc==SQLITE_OK ) rc = cov_get64(p, k, layout_key_branch_sub(k, b,
-                                    LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
+                                     LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
   if( rc==SQLITE_OK ) rc = cov_load_buckets(p);
   if( rc==SQLITE_OK ){
     if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ){

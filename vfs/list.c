@@ -213,7 +213,7 @@ static int listBucket(Op *p, uint64_t iBucket, const char *zBucket,
   memset(&s, 0, sizeof(s));
   rc = listCollectNames(p, iBucket, &s);
   if( rc==SQLITE_OK ) rc = listEmitNames(p, iBucket, zBucket, &s, xFn, pArg,
-                                       pbStop);
+                                         pbStop);
   listNameSetFree(&s);
   return rc;
 }
@@ -290,6 +290,6 @@ int depot_list_databases(const char *zStore, const char *zBucket,
         " not exist", zBucket));
   }
   if( rc==SQLITE_OK ) rc = listBucket(&op, iBucket, zBucket, xFn, pArg,
-                                        &bStop);
+                                      &bStop);
   return op_end(&op, rc);
 }

@@ -184,7 +184,7 @@ static int pitrFind(Op *p, const OpView *pV, int64_t iMs,
     uint64_t t = 0;
     if( chain.aCap[i]==0 ) continue;
     rc = pitrLevel(p, chain.aBranch[i], chain.aCap[i], iMs,
-                     pPol->iIntervalMs, &t, &bAny);
+                   pPol->iIntervalMs, &t, &bAny);
     if( rc==SQLITE_OK && t ){
       *piBranch = chain.aBranch[i];
       *piTxid = t;
@@ -237,7 +237,7 @@ int pitr_resolve_at(Op *p, const OpView *pV, const DepotAt *pAt,
     rc = pitrPolicy(p, p->zDb, &pol, 0);
     if( rc==SQLITE_OK ) rc = pitrCheckRetention(p, &pol, iMs, pAt->zText);
     if( rc==SQLITE_OK ) rc = pitrFind(p, pV, iMs, &pol, pAt->zText,
-                                        piBranch, piTxid);
+                                      piBranch, piTxid);
   }else{
     RestorePoint rp;
     int bFound = 0;

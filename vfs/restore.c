@@ -275,9 +275,9 @@ int depot_rollback(const char *zStore, const char *zDb, const char *zBranch,
   if( rc==SQLITE_OK ) rc = op_view(&op, zBranch, &v);
   if( rc==SQLITE_OK && pAt ) rc = pitr_resolve_at(&op, &v, pAt, &iTo, &iTxid);
   if( rc==SQLITE_OK && !pAt ) rc = restoreUndoTarget(&op, zBranch, &v, &iTo,
-                                                &iTxid);
+                                                     &iTxid);
   if( rc==SQLITE_OK ) rc = op_next_vs(&op, &iVs);
   if( rc==SQLITE_OK ) rc = restoreRepoint(&op, zBranch, &v, iTo, iTxid, iVs,
-                                     pAt ? 'b' : 'u', piNew);
+                                          pAt ? 'b' : 'u', piNew);
   return op_end(&op, rc);
 }

@@ -17,7 +17,7 @@ SQLITE_EXTENSION_INIT3
 /* The decimal integer zVal in iMin..iMax into *pV; 0 if zVal is anything
 ** else (empty, trailing text, hex, out of range). */
 static int uriIntText(const char *zVal, sqlite3_int64 iMin,
-                        sqlite3_int64 iMax, sqlite3_int64 *pV){
+                      sqlite3_int64 iMax, sqlite3_int64 *pV){
   char *zEnd = 0;
   long long n;
   if( (zVal[0]<'0' || zVal[0]>'9') && zVal[0]!='-' && zVal[0]!='+' ){
@@ -42,9 +42,9 @@ static const char *uriArg(const UriArgs *a, const char *zKey){
 ** is absent; a value that is not such an integer sets *pzErr (which says
 ** "depot: <zParam> must be an integer <zRange>, got <value>"). */
 static void uriInt(const UriArgs *a, const char *zParam,
-                        sqlite3_int64 iDflt, sqlite3_int64 iMin,
-                        sqlite3_int64 iMax, const char *zRange,
-                        sqlite3_int64 *pV, char **pzErr){
+                   sqlite3_int64 iDflt, sqlite3_int64 iMin,
+                   sqlite3_int64 iMax, const char *zRange,
+                   sqlite3_int64 *pV, char **pzErr){
   const char *zVal = uriArg(a, zParam);
   *pV = iDflt;
   if( zVal==0 || *pzErr || uriIntText(zVal, iMin, iMax, pV) ) return;
@@ -56,11 +56,11 @@ static void uriInt(const UriArgs *a, const char *zParam,
 static void uriParseInts(UriArgs *a, char **pzErr){
   sqlite3_int64 iLevel = URI_DEFAULT_LEVEL;
   uriInt(a, "cache_kb", URI_DEFAULT_CACHE_KB, 0,
-              URI_MAX_CACHE_KB, "0..1073741824", &a->nCacheKb, pzErr);
+         URI_MAX_CACHE_KB, "0..1073741824", &a->nCacheKb, pzErr);
   uriInt(a, "zstd_level", URI_DEFAULT_LEVEL, 1, 19, "1..19",
-              &iLevel, pzErr);
+         &iLevel, pzErr);
   uriInt(a, "compact_after", -1, 0, LLONG_MAX,
-              ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
+         ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
   a->iLevel = (int)iLevel;
   a->bCacheGiven = uriArg(a, "cache_kb")!=0;
 }
@@ -85,7 +85,9 @@ int uri_parse_args(const char *zName, const char *zDflt, UriArgs *a,
   if( a->zDb==0 ) a->zDb = "main";
   if( a->zBranch==0 ) a->zBranch = "main";
   a->iSync = zSync ? -1 : 2;
-  for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
+  for(i=0; zSync && i<4; i++){
+    if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
+  }
   if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch)
    || !layout_name_ok(a->zBucket) ){
     *pzErr = sqlite3_mprintf("depot: bucket, db and branch names must be"
