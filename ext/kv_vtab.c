@@ -3,7 +3,7 @@
 ** KV tables in SQL.  One sqlite3_module, vtabModule, serves all three (the
 ** module name is the table type), plus vtabAnchorModule for the anchor
 ** table described under "Reads" below.  Writable, with transactions: the
-** one kind of virtual table of ext/ that is not a read-only listing.
+** one virtual table of ext/ that is not a listing (ext/listing.h).
 **
 **   CREATE VIRTUAL TABLE t USING kv_memory[(dir=PATH, persistence=0|1)];
 **   CREATE VIRTUAL TABLE t USING kv_btree[(dir=PATH, accelerated_repair=0|1)];
@@ -54,8 +54,8 @@
 */
 #include "config.h"
 #include "ext/kv/btree.h"
+#include "ext/depot_int.h"
 #include "ext/kv_sql.h"
-#include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
 #include <stdlib.h>
@@ -1129,19 +1129,14 @@ static void vtabModuleDestroy(void *pAux){
   kv_conn_unref(pAux);
 }
 
-int kv_vtab_register(sqlite3 *db, KvConn *pConn){
-  int rc;
-  kv_conn_ref(pConn);
-  rc = sqlite3_create_module_v2(db, "kv_memory", &vtabModule, pConn,
-                                vtabModuleDestroy);
-  if( rc==SQLITE_OK ){
+/* The three table types share vtabModule (the type is the module name,
+** argv[0] of xCreate); the anchor has its own. */
+static int vtabConnection(sqlite3 *db, KvConn *pConn){
+  static const char *const azModule[] = { "kv_memory", "kv_btree", "kv_log" };
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<3; i++){
     kv_conn_ref(pConn);
-    rc = sqlite3_create_module_v2(db, "kv_btree", &vtabModule, pConn,
-                                  vtabModuleDestroy);
-  }
-  if( rc==SQLITE_OK ){
-    kv_conn_ref(pConn);
-    rc = sqlite3_create_module_v2(db, "kv_log", &vtabModule, pConn,
+    rc = sqlite3_create_module_v2(db, azModule[i], &vtabModule, pConn,
                                   vtabModuleDestroy);
   }
   if( rc==SQLITE_OK ){
@@ -1151,3 +1146,7 @@ int kv_vtab_register(sqlite3 *db, KvConn *pConn){
   }
   return rc;
 }
+
+const DepotComponent depotKvVtabComponent = {
+  "kv: cannot register the KV functions", 0, vtabConnection
+};
