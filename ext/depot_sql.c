@@ -37,8 +37,8 @@ SQLITE_EXTENSION_INIT3
 ** must be text"); the store must not be empty (SQLite would open an
 ** anonymous temporary file): "depot: store must be non-empty text".
 ** Empty names are left to the name checks.  NULL after *pzErr is set. */
-static const char *dsqlTextArg(sqlite3_value *pVal, const char *zWhat,
-                               char **pzErr){
+static const char *dsqlListingArg(sqlite3_value *pVal, const char *zWhat,
+                                  char **pzErr){
   if( sqlite3_value_type(pVal)!=SQLITE_TEXT ){
     *pzErr = sqlite3_mprintf("depot: %s must be text", zWhat);
     return 0;
@@ -77,7 +77,7 @@ static int dsqlCommitsRows(DepotRows *p, sqlite3_value **apArg,
   int i;
   for(i=0; i<3; i++){
     if( apArg[i]==0 ) continue;
-    if( (az[i] = dsqlTextArg(apArg[i], azWhat[i], pzErr))==0 ){
+    if( (az[i] = dsqlListingArg(apArg[i], azWhat[i], pzErr))==0 ){
       return SQLITE_ERROR;
     }
   }
@@ -106,7 +106,7 @@ static const DepotListing dsqlCommits = {
 
 static int dsqlStatsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
   DepotStats s;
-  const char *zStore = dsqlTextArg(apArg[0], "store", pzErr);
+  const char *zStore = dsqlListingArg(apArg[0], "store", pzErr);
   int rc;
   if( zStore==0 ) return SQLITE_ERROR;
   memset(&s, 0, sizeof(s));
@@ -307,7 +307,7 @@ static void dsqlExportRemove(const char *zTo){
 }
 
 /* Every argument must be non-empty text (depot_text_value). */
-static int dsqlTextArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
+static int dsqlCopyArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
                         const char *zUsage){
   int i;
   for(i=0; i<argc; i++){
@@ -361,7 +361,7 @@ static void dsqlImport(sqlite3_context *ctx, int argc,
   char *zUri, *zFrom, *zErr = 0, *z;
   sqlite3_int64 n;
   int rc = SQLITE_OK;
-  if( !dsqlTextArgs(ctx, argc, argv, zUsage) ) return;
+  if( !dsqlCopyArgs(ctx, argc, argv, zUsage) ) return;
   zDb = argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main";
   zUri = dsqlUri((const char*)sqlite3_value_text(argv[1]), zDb, "main");
   zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
@@ -401,7 +401,7 @@ static void dsqlExport(sqlite3_context *ctx, int argc,
   sqlite3_int64 n;
   int rc = SQLITE_OK;
   int fromFlags = SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI;
-  if( !dsqlTextArgs(ctx, argc, argv,
+  if( !dsqlCopyArgs(ctx, argc, argv,
                     "depot_export(store, db, branch, dst_path)") ) return;
   zDst = (const char*)sqlite3_value_text(argv[3]);
   if( stat(zDst, &st)==0 ){

@@ -3,9 +3,11 @@
 ** ext/): the per-connection KvConn and its handles, implemented in
 ** kv_conn.c and used by kv_vtab.c, kv_func.c and kv_vfunc.c.
 **
-** Every connection the extension is loaded into gets one KvConn, shared by
-** the kv_memory module and the kv_* functions (each registration holds a
-** reference; SQLite drops them at sqlite3_close).  It owns the connection's
+** Every connection the extension is loaded into gets one KvConn, made by
+** ext/depot.c and handed to every component as it registers; it is shared
+** by the kv_memory/kv_btree/kv_log modules, the kv_* functions and the kv
+** listings (each registration holds a reference; SQLite drops them at
+** sqlite3_close).  It owns the connection's
 ** SQL root transaction (the SQLite transaction's KV side), its explicit
 ** transaction handles, and the anonymous store used when the main database
 ** is in memory and no dir= is given.  A KvConn is used under its
