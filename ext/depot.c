@@ -1,16 +1,20 @@
 /*
-** depot.c -- entry point of the sqlite-depot extension.
+** depot.c -- entry point of the sqlite-depot extension, and the registry
+** of its components.
 **
 ** sqlite3_depot_init() checks the SQLite library it was loaded into, runs
 ** the once-per-process setup of every component (the VFS registers itself
 ** there), then registers every component's SQL functions and modules on
 ** the connection.  The component table below is the one place that knows
-** which components exist.
+** which components exist: each file of the SQL surface registers only its
+** own functions and modules (ext/depot_int.h), so nothing below calls back
+** up here, and this file is the only one that calls every other.
 */
 #include "config.h"
 #include "ext/depot.h"
 #include "ext/depot_int.h"
-SQLITE_EXTENSION_INIT1
+#include "ext/kv_sql.h"
+SQLITE_EXTENSION_INIT3
 
 #include <pthread.h>
 #include <string.h>
@@ -19,31 +23,19 @@ SQLITE_EXTENSION_INIT1
 ** version component comes last: depot_version() on a connection is the
 ** sign that every component is registered there (depotHasExtension). */
 static const DepotComponent *const aDepotComponent[] = {
-  &depotKvComponent,
-  &depotVfsComponent,
-  &depotVersionComponent,
+  &depotKvFuncComponent,      /* kv_begin, kv_get, ... kv_remove_table */
+  &depotKvVtabComponent,      /* kv_memory, kv_btree, kv_log tables */
+  &depotKvTablesComponent,    /* kv_tables */
+  &depotKvStatsComponent,     /* kv_stats */
+  &depotKvVfuncComponent,     /* key versions, kv_store_options, kv_metrics */
+  &depotSqlComponent,         /* the depot VFS, commits, stats, import */
+  &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
+  &depotVerifySqlComponent,   /* quotas, verify */
+  &depotCompactSqlComponent,  /* compaction, reclaim */
+  &depotVersionComponent,     /* depot_version(): last */
 };
 #define DEPOT_NCOMPONENT \
   ((int)(sizeof(aDepotComponent)/sizeof(aDepotComponent[0])))
-
-/* Declared in depot_int.h. */
-int depot_value_int64(sqlite3_value *v, sqlite3_int64 *piOut){
-  double r;
-  switch( sqlite3_value_type(v) ){
-    case SQLITE_INTEGER:
-      *piOut = sqlite3_value_int64(v);
-      return 1;
-    case SQLITE_FLOAT:
-      r = sqlite3_value_double(v);
-      if( r>=-9223372036854775808.0 && r<9223372036854775808.0
-       && r==(double)(sqlite3_int64)r ){
-        *piOut = (sqlite3_int64)r;
-        return 1;
-      }
-      break;
-  }
-  return 0;
-}
 
 /* Guards the once-per-process setup.  A failed setup is retried by the
 ** next load, so a transient failure is not remembered forever. */
@@ -99,6 +91,7 @@ static int depotHasExtension(sqlite3 *db){
 ** component on db.  Returns an SQLite code; on failure *pzErr holds the
 ** message (sqlite3_malloc'd). */
 static int depotInitConnection(sqlite3 *db, char **pzErr){
+  KvConn *pKv;
   int rc;
   int i;
   if( sqlite3_libversion_number()<DEPOT_MIN_SQLITE_VERSION_NUMBER ){
@@ -109,11 +102,16 @@ static int depotInitConnection(sqlite3 *db, char **pzErr){
   }
   if( depotHasExtension(db) ) return SQLITE_OK;
   rc = depotProcessInit(pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pKv = kv_conn_new(db);
+  if( pKv==0 ) return SQLITE_NOMEM;
   for(i=0; rc==SQLITE_OK && i<DEPOT_NCOMPONENT; i++){
-    if( aDepotComponent[i]->xConnection ){
-      rc = aDepotComponent[i]->xConnection(db, pzErr);
+    const DepotComponent *p = aDepotComponent[i];
+    if( p->xConnection && (rc = p->xConnection(db, pKv))!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("%s: %s", p->zFail, sqlite3_errmsg(db));
     }
   }
+  kv_conn_unref(pKv);          /* the registrations hold their own */
   return rc;
 }
 

@@ -1,6 +1,5 @@
 /*
-** depot_compact_sql.c -- the SQL surface of compaction and reclaim
-** (registered per connection by the "vfs" component in ext/depot_sql.c):
+** depot_compact_sql.c -- the SQL surface of compaction and reclaim:
 **
 **   depot_compact(store[, db[, branch]])     -> JSON: what was folded
 **   depot_gc(store)                          -> JSON: what was reclaimed
@@ -16,30 +15,7 @@ SQLITE_EXTENSION_INIT3
 
 #include <string.h>
 
-/* Argument i as non-empty text without NUL bytes, else NULL after setting
-** an error naming zWhat. */
-static const char *csText(sqlite3_context *ctx, sqlite3_value *pVal,
-                          const char *zFunc, const char *zWhat){
-  const char *z = (const char*)sqlite3_value_text(pVal);
-  if( sqlite3_value_type(pVal)!=SQLITE_TEXT || z==0 || z[0]==0
-   || (int)strlen(z)!=sqlite3_value_bytes(pVal) ){
-    char *zMsg = sqlite3_mprintf("depot: %s: %s must be non-empty text",
-                                 zFunc, zWhat);
-    sqlite3_result_error(ctx, zMsg, -1);
-    sqlite3_free(zMsg);
-    return 0;
-  }
-  return z;
-}
-
-/* Report rc/zErr (consumed) as the function's error. */
-static void csError(sqlite3_context *ctx, int rc, char *zErr){
-  sqlite3_result_error(ctx, zErr ? zErr : "depot: out of memory", -1);
-  if( (rc&0xff)!=SQLITE_ERROR ) sqlite3_result_error_code(ctx, rc);
-  sqlite3_free(zErr);
-}
-
-static void csResultText(sqlite3_context *ctx, char *z){
+static void compactResultText(sqlite3_context *ctx, char *z){
   if( z==0 ){
     sqlite3_result_error_nomem(ctx);
   }else{
@@ -48,59 +24,61 @@ static void csResultText(sqlite3_context *ctx, char *z){
   }
 }
 
-static void csCompactFunc(sqlite3_context *ctx, int argc,
-                          sqlite3_value **argv){
+static void compactRun(sqlite3_context *ctx, int argc,
+                       sqlite3_value **argv){
   const char *zStore, *zDb = 0, *zBranch = 0;
   DepotCompactResult r;
   char *zErr = 0;
   int rc;
-  if( (zStore = csText(ctx, argv[0], "depot_compact", "store"))==0 ) return;
-  if( argc>1 && (zDb = csText(ctx, argv[1], "depot_compact", "db"))==0 ){
+  zStore = depot_text_arg(ctx, argv[0], "depot_compact", "store");
+  if( zStore==0 ) return;
+  if( argc>1
+   && (zDb = depot_text_arg(ctx, argv[1], "depot_compact", "db"))==0 ){
     return;
   }
-  if( argc>2 && (zBranch = csText(ctx, argv[2], "depot_compact",
-                                  "branch"))==0 ){
+  if( argc>2
+   && (zBranch = depot_text_arg(ctx, argv[2], "depot_compact", "branch"))==0 ){
     return;
   }
   rc = depot_compact(zStore, zDb, zBranch, &r, &zErr);
   if( rc!=SQLITE_OK ){
-    csError(ctx, rc, zErr);
+    depot_result_error(ctx, rc, zErr);
     return;
   }
   sqlite3_free(zErr);
-  csResultText(ctx, sqlite3_mprintf("{\"branches\":%lld,\"commits\":%lld,"
+  compactResultText(ctx, sqlite3_mprintf("{\"branches\":%lld,\"commits\":%lld,"
       "\"shards\":%lld,\"pages\":%lld,\"shard_bytes\":%lld,"
       "\"freed_bytes\":%lld,\"skipped\":%lld}", (long long)r.nBranch,
       (long long)r.nCommit, (long long)r.nShard, (long long)r.nPage,
       (long long)r.nShardBytes, (long long)r.nFreed, (long long)r.nSkipped));
 }
 
-static void csGcFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+static void compactGc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   const char *zStore;
   DepotGcResult r;
   char *zErr = 0;
   int rc;
   (void)argc;
-  if( (zStore = csText(ctx, argv[0], "depot_gc", "store"))==0 ) return;
+  if( (zStore = depot_text_arg(ctx, argv[0], "depot_gc", "store"))==0 ) return;
   rc = depot_gc(zStore, &r, &zErr);
   if( rc!=SQLITE_OK ){
-    csError(ctx, rc, zErr);
+    depot_result_error(ctx, rc, zErr);
     return;
   }
   sqlite3_free(zErr);
-  csResultText(ctx, sqlite3_mprintf("{\"dropped_branches\":%lld,"
+  compactResultText(ctx, sqlite3_mprintf("{\"dropped_branches\":%lld,"
       "\"rows\":%lld,\"bytes\":%lld}", (long long)r.nBranch,
       (long long)r.nRow, (long long)r.nByte));
 }
 
-static void csThresholdFunc(sqlite3_context *ctx, int argc,
-                            sqlite3_value **argv){
+static void compactThreshold(sqlite3_context *ctx, int argc,
+                             sqlite3_value **argv){
   const char *zStore;
   int64_t n = -1;
   char *zErr = 0;
   int rc;
-  if( (zStore = csText(ctx, argv[0], "depot_compact_threshold",
-                       "store"))==0 ){
+  if( (zStore = depot_text_arg(ctx, argv[0], "depot_compact_threshold",
+                               "store"))==0 ){
     return;
   }
   if( argc>1 ){
@@ -114,31 +92,40 @@ static void csThresholdFunc(sqlite3_context *ctx, int argc,
   }
   rc = depot_compact_threshold(zStore, n, &n, &zErr);
   if( rc!=SQLITE_OK ){
-    csError(ctx, rc, zErr);
+    depot_result_error(ctx, rc, zErr);
     return;
   }
   sqlite3_free(zErr);
   sqlite3_result_int64(ctx, n);
 }
 
-int depot_compact_sql_register(sqlite3 *db){
-  static const struct {
-    const char *zName;
-    int nArg;
-    void (*xFunc)(sqlite3_context*, int, sqlite3_value**);
-  } aFunc[] = {
-    { "depot_compact", 1, csCompactFunc },
-    { "depot_compact", 2, csCompactFunc },
-    { "depot_compact", 3, csCompactFunc },
-    { "depot_gc", 1, csGcFunc },
-    { "depot_compact_threshold", 1, csThresholdFunc },
-    { "depot_compact_threshold", 2, csThresholdFunc },
-  };
+static const struct {
+  const char *zName;
+  int nArg;
+  void (*xFunc)(sqlite3_context*, int, sqlite3_value**);
+} aCompactFunc[] = {
+  { "depot_compact", 1, compactRun },
+  { "depot_compact", 2, compactRun },
+  { "depot_compact", 3, compactRun },
+  { "depot_gc", 1, compactGc },
+  { "depot_compact_threshold", 1, compactThreshold },
+  { "depot_compact_threshold", 2, compactThreshold },
+};
+
+static int compactConnection(sqlite3 *db, KvConn *pKv){
   int f = SQLITE_UTF8|SQLITE_DIRECTONLY;
-  int i, rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<(int)(sizeof(aFunc)/sizeof(aFunc[0])); i++){
-    rc = sqlite3_create_function(db, aFunc[i].zName, aFunc[i].nArg, f, 0,
-                                 aFunc[i].xFunc, 0, 0);
+  size_t i;
+  int rc = SQLITE_OK;
+  (void)pKv;
+  for(i=0; rc==SQLITE_OK && i<sizeof(aCompactFunc)/sizeof(aCompactFunc[0]);
+      i++){
+    rc = sqlite3_create_function(db, aCompactFunc[i].zName,
+                                 aCompactFunc[i].nArg, f, 0,
+                                 aCompactFunc[i].xFunc, 0, 0);
   }
   return rc;
 }
+
+const DepotComponent depotCompactSqlComponent = {
+  "depot: cannot register the depot SQL functions", 0, compactConnection
+};

@@ -1,93 +1,87 @@
 /*
 ** depot_int.h -- private declarations shared by the files of ext/.
 **
-** Every component of the extension (a group of SQL functions, a virtual
-** table module, the VFS) exposes one DepotComponent; ext/depot.c lists them
-** in a single table and runs them in order, so adding a layer to the SQL
-** surface is one line there.
+** The registry.  Every file of ext/ that puts something on a connection
+** (SQL functions, virtual-table modules, listings, the VFS) exposes one
+** DepotComponent; ext/depot.c lists them all in one table, aDepotComponent[],
+** and sqlite3_depot_init() runs them in that order.  No file registers
+** another file's functions or modules, so the files of ext/ call each other
+** in one direction only, top to bottom:
+**
+**   depot.c          the entry point and the registry table
+**     | calls every component, and kv_conn_new/kv_conn_unref
+**   kv_func.c  kv_vtab.c  kv_tables.c  kv_stats.c  kv_vfunc.c
+**   depot_sql.c  depot_branch_sql.c  depot_verify_sql.c
+**   depot_compact_sql.c  depot_version.c        (one component each)
+**     | call only the shared files
+**   listing.c  kv_conn.c  kv_readset.c  args.c  sqlite3_api.c
+**
+** Adding to the SQL surface is one file with its component and one line in
+** the table.  Also here: the argument checks of ext/args.c.
 */
 #ifndef DEPOT_INT_H
 #define DEPOT_INT_H
 
 #include "sqlite3ext.h"
 
+typedef struct KvConn KvConn;        /* ext/kv_sql.h */
+
 typedef struct DepotComponent DepotComponent;
 struct DepotComponent {
-  const char *zName;                 /* for error messages: "kv", "vfs", ... */
+  /* The start of the message when xConnection fails: "kv: cannot register
+  ** the KV functions"; ext/depot.c adds ": " and sqlite3_errmsg(db). */
+  const char *zFail;
   /* Called once per process, before the first xConnection, under the
   ** extension's init mutex.  May be NULL.  Returns an SQLite code and on
   ** failure sets *pzErr to an sqlite3_malloc'd message. */
   int (*xProcess)(char **pzErr);
-  /* Called for every connection the extension is loaded into.  May be
-  ** NULL.  Same error contract as xProcess. */
-  int (*xConnection)(sqlite3 *db, char **pzErr);
+  /* Called for every connection db the extension is loaded into, to
+  ** register this file's functions and modules.  pKv is the connection's
+  ** KV state, shared by the KV components (each registration that keeps it
+  ** takes its own reference with kv_conn_ref); others ignore it.  Returns
+  ** an SQLite code; on failure the message is zFail's. */
+  int (*xConnection)(sqlite3 *db, KvConn *pKv);
 };
+
+/* The components, in registration order (ext/depot.c). */
+extern const DepotComponent depotKvFuncComponent;     /* kv_func.c */
+extern const DepotComponent depotKvVtabComponent;     /* kv_vtab.c */
+extern const DepotComponent depotKvTablesComponent;   /* kv_tables.c */
+extern const DepotComponent depotKvStatsComponent;    /* kv_stats.c */
+extern const DepotComponent depotKvVfuncComponent;    /* kv_vfunc.c */
+extern const DepotComponent depotSqlComponent;        /* depot_sql.c */
+extern const DepotComponent depotBranchSqlComponent;  /* depot_branch_sql.c */
+extern const DepotComponent depotVerifySqlComponent;  /* depot_verify_sql.c */
+extern const DepotComponent depotCompactSqlComponent; /* depot_compact_sql.c */
+extern const DepotComponent depotVersionComponent;    /* depot_version.c */
+
+/* ------------------------------------------------ ext/args.c: arguments */
 
 /* True, with *piOut set, if v is an integer, or a real whose value is an
 ** integer within the 64-bit range (2.0, not 2.5): JavaScript hosts
 ** (better-sqlite3) bind every number as a real, so a handle or a count
-** taken from a result comes back that way.  ext/depot.c. */
+** taken from a result comes back that way. */
 int depot_value_int64(sqlite3_value *v, sqlite3_int64 *piOut);
 
-/* ext/version.c: depot_version() */
-extern const DepotComponent depotVersionComponent;
-/* ext/kv_func.c: KV tables, kv_* functions, kv_tables */
-extern const DepotComponent depotKvComponent;
+/* The text of v if it is non-empty text without NUL bytes (a store path,
+** a database, branch or bucket name), else NULL. */
+const char *depot_text_value(sqlite3_value *v);
 
-/* ext/depot_sql.c: the depot VFS and depot_commits/stats/import/export */
-extern const DepotComponent depotVfsComponent;
-/* ext/depot_branch_sql.c: forks, restore points, PITR, rollback, buckets
-** (registered by depotVfsComponent's xConnection). */
-int depot_branch_sql_register(sqlite3 *db);
+/* depot_text_value(v), else NULL after setting the error "depot: <zFunc>:
+** <zWhat> must be non-empty text" on ctx. */
+const char *depot_text_arg(sqlite3_context *ctx, sqlite3_value *v,
+                           const char *zFunc, const char *zWhat);
 
-/* xBestIndex of the depot table-valued functions (ext/depot_sql.c): the
-** hidden columns from iFirst on are the nArg (at most DEPOT_TVF_MAX_ARG)
-** arguments; usable equality constraints on them are passed to xFilter in
-** column order, idxNum is their bitmask, and the first one is required. */
-#define DEPOT_TVF_MAX_ARG 3
-int depot_tvf_best_index(sqlite3_index_info *pInfo, int iFirst, int nArg);
+/* The arguments apArg[0..nArg-1] of a depot listing (ext/listing.h) as
+** text in az[]: NULL for one left out, and for a NULL one after the first
+** nNotNull (it means "all"); every other one must be depot_text_value
+** text, else SQLITE_ERROR with *pzErr "depot: argument N must be non-empty
+** text". */
+int depot_text_args(sqlite3_value **apArg, int nArg, int nNotNull,
+                    const char **az, char **pzErr);
 
-/* The listing table-valued functions (ext/depot_tvf.c): register a
-** listing with sqlite3_create_module(db, zName, &depot_tvf_module,
-** (void*)&aDepotTvf), where the DepotTvf describes it.  xFill gets the
-** arguments (azArg[i] NULL when it is absent, or NULL and not one of the
-** first nReq) and adds every row with depot_tvf_row() (NULL after setting
-** p->rc when out of memory: xFill then stops) and the cell setters; a cell
-** left alone is NULL.  It returns SQLITE_OK or an error with *pzErr. */
-typedef struct DepotTvfCell DepotTvfCell;
-struct DepotTvfCell {
-  int eType;                  /* SQLITE_NULL, _INTEGER or _TEXT */
-  sqlite3_int64 i;
-  char *z;
-};
-typedef struct DepotTvf DepotTvf;
-typedef struct DepotTvfCursor DepotTvfCursor;
-struct DepotTvf {
-  const char *zSchema;        /* visible columns, then hidden arguments */
-  int nCol, nArg;             /* nArg at most DEPOT_TVF_MAX_ARG */
-  int (*xFill)(DepotTvfCursor*, const char *const *azArg, char **pzErr);
-  int nReq;                   /* leading arguments that may not be NULL
-                              ** (at least 1: the store) */
-};
-struct DepotTvfCursor {
-  sqlite3_vtab_cursor base;   /* must be first */
-  const DepotTvf *pTab;
-  DepotTvfCell *a;            /* nRow * nCol */
-  int nRow, nAlloc, iRow;
-  int rc;                     /* out of memory while filling */
-};
-extern const sqlite3_module depot_tvf_module;
-DepotTvfCell *depot_tvf_row(DepotTvfCursor*);
-void depot_tvf_int(DepotTvfCell*, sqlite3_int64);
-/* A copy of z as text (z NULL: the cell stays NULL). */
-void depot_tvf_str(DepotTvfCursor*, DepotTvfCell*, const char *z);
-/* Text z, sqlite3_malloc'd, owned by the cell from now on (NULL: out of
-** memory, p->rc is set). */
-void depot_tvf_str_own(DepotTvfCursor*, DepotTvfCell*, char *z);
-/* depot_compact, depot_gc (ext/depot_compact_sql.c). */
-int depot_compact_sql_register(sqlite3 *db);
-
-/* depot_quota, depot_quotas and depot_verify (ext/depot_verify_sql.c). */
-int depot_verify_sql_register(sqlite3 *db);
+/* The error result of a depot_* function: message zErr (consumed; NULL:
+** "depot: out of memory"), and code rc unless it is plain SQLITE_ERROR. */
+void depot_result_error(sqlite3_context *ctx, int rc, char *zErr);
 
 #endif /* DEPOT_INT_H */

@@ -1,6 +1,7 @@
 /*
-** depot_sql.c -- the SQL surface of branchable databases (the "depot" VFS
-** component): registers the VFS once per process and, per connection,
+** depot_sql.c -- the SQL surface of branchable databases: registers the
+** "depot" VFS once per process (xProcess of its component) and, per
+** connection,
 **
 **   SELECT * FROM depot_commits(store[, db[, branch]]);
 **       txid, time, db_pages, page_size, pages_written, bytes_stored,
@@ -11,12 +12,17 @@
 **       quota_databases, quota_full_databases -- one row
 **   SELECT depot_import(src_path, store[, db]);         -- pages copied
 **   SELECT depot_export(store, db, branch, dst_path);   -- pages copied
+**   SELECT depot_default_vfs([on[, params]]);           -- default VFS name
+**   SELECT depot_last_error();                          -- text or NULL
 **
-** depot_import and depot_export write files and are SQLITE_DIRECTONLY.
+** depot_commits and depot_stats are listings (ext/listing.h), both
+** SQLITE_DIRECTONLY.  depot_import, depot_export and depot_default_vfs with
+** arguments write files or change the process and are SQLITE_DIRECTONLY.
 ** See docs/SQL.md, "Branchable databases (depot VFS)".
 */
 #include "config.h"
 #include "ext/depot_int.h"
+#include "ext/listing.h"
 #include "vfs/depot_vfs.h"
 SQLITE_EXTENSION_INIT3
 
@@ -27,309 +33,132 @@ SQLITE_EXTENSION_INIT3
 
 /* ================= depot_commits ================= */
 
-#define DC_STORE 7        /* first hidden column */
+/* An argument of depot_commits or depot_stats: text (else "depot: <zWhat>
+** must be text"); the store must not be empty (SQLite would open an
+** anonymous temporary file): "depot: store must be non-empty text".
+** Empty names are left to the name checks.  NULL after *pzErr is set. */
+static const char *dsqlListingArg(sqlite3_value *pVal, const char *zWhat,
+                                  char **pzErr){
+  if( sqlite3_value_type(pVal)!=SQLITE_TEXT ){
+    *pzErr = sqlite3_mprintf("depot: %s must be text", zWhat);
+    return 0;
+  }
+  if( strcmp(zWhat, "store")==0 && depot_text_value(pVal)==0 ){
+    *pzErr = sqlite3_mprintf("depot: store must be non-empty text");
+    return 0;
+  }
+  return (const char*)sqlite3_value_text(pVal);
+}
 
-typedef struct DcCursor DcCursor;
-struct DcCursor {
-  sqlite3_vtab_cursor base;   /* must be first */
-  DepotCommitInfo *a;
-  int n, nAlloc, i;
+/* depot_list_commits callback: one row. */
+static int dsqlCommitRow(void *pArg, const DepotCommitInfo *c){
+  DepotRows *p = (DepotRows*)pArg;
+  time_t t = (time_t)(c->iTimeMs/1000);
+  struct tm tm;
+  char zTime[40], z[64];
+  gmtime_r(&t, &tm);
+  strftime(zTime, sizeof(zTime), "%Y-%m-%d %H:%M:%S", &tm);
+  depot_rows_int(p, (sqlite3_int64)c->iTxid);
+  sqlite3_snprintf(sizeof(z), z, "%s.%03d", zTime, (int)(c->iTimeMs%1000));
+  depot_rows_text(p, z);
+  depot_rows_int(p, c->nPage);
+  depot_rows_int(p, c->szPage);
+  depot_rows_int(p, c->nWritten);
+  depot_rows_int(p, (sqlite3_int64)c->nStored);
+  sqlite3_snprintf(sizeof(z), z, "%016llx", (unsigned long long)c->iChecksum);
+  depot_rows_text(p, z);
+  return p->rc!=SQLITE_OK;
+}
+
+static int dsqlCommitsRows(DepotRows *p, sqlite3_value **apArg,
+                           char **pzErr){
+  static const char *const azWhat[3] = { "store", "db", "branch" };
+  const char *az[3] = { 0, "main", "main" };
+  int i;
+  for(i=0; i<3; i++){
+    if( apArg[i]==0 ) continue;
+    if( (az[i] = dsqlListingArg(apArg[i], azWhat[i], pzErr))==0 ){
+      return SQLITE_ERROR;
+    }
+  }
+  return depot_list_commits(az[0], az[1], az[2], dsqlCommitRow, p, pzErr);
+}
+
+static const DepotListingCol aCommitsCol[] = {
+  DEPOT_COLUMN("txid", "INTEGER"),
+  DEPOT_COLUMN("time", "TEXT"),
+  DEPOT_COLUMN("db_pages", "INTEGER"),
+  DEPOT_COLUMN("page_size", "INTEGER"),
+  DEPOT_COLUMN("pages_written", "INTEGER"),
+  DEPOT_COLUMN("bytes_stored", "INTEGER"),
+  DEPOT_COLUMN("checksum", "TEXT"),
+  DEPOT_ARGUMENT("store"),
+  DEPOT_ARGUMENT("db"),
+  DEPOT_ARGUMENT("branch"),
 };
 
-static int dcConnect(sqlite3 *db, void *pAux, int argc,
-                     const char *const *argv, sqlite3_vtab **ppVtab,
-                     char **pzErr){
-  sqlite3_vtab *p;
-  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(txid INTEGER, time TEXT,"
-      " db_pages INTEGER, page_size INTEGER, pages_written INTEGER,"
-      " bytes_stored INTEGER, checksum TEXT, store HIDDEN, db HIDDEN,"
-      " branch HIDDEN)");
-  (void)pAux; (void)argc; (void)argv; (void)pzErr;
-  if( rc!=SQLITE_OK ) return rc;
-  p = sqlite3_malloc64(sizeof(*p));
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *ppVtab = p;
-  return SQLITE_OK;
-}
-
-static int dcDisconnect(sqlite3_vtab *p){
-  sqlite3_free(p);
-  return SQLITE_OK;
-}
-
-int depot_tvf_best_index(sqlite3_index_info *pInfo, int iFirst, int nArg){
-  int aIdx[DEPOT_TVF_MAX_ARG] = { -1, -1, -1 };
-  int i, nUsed = 0, mask = 0;
-  for(i=0; i<pInfo->nConstraint; i++){
-    const struct sqlite3_index_constraint *c = &pInfo->aConstraint[i];
-    int iArg = c->iColumn - iFirst;
-    if( iArg<0 || iArg>=nArg || c->op!=SQLITE_INDEX_CONSTRAINT_EQ ) continue;
-    if( !c->usable ) return SQLITE_CONSTRAINT;
-    aIdx[iArg] = i;
-  }
-  if( aIdx[0]<0 ) return SQLITE_CONSTRAINT;
-  for(i=0; i<nArg; i++){
-    if( aIdx[i]<0 ) continue;
-    pInfo->aConstraintUsage[aIdx[i]].argvIndex = ++nUsed;
-    pInfo->aConstraintUsage[aIdx[i]].omit = 1;
-    mask |= 1<<i;
-  }
-  pInfo->idxNum = mask;
-  pInfo->estimatedCost = 1000;
-  return SQLITE_OK;
-}
-
-static int dcBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
-  (void)pVtab;
-  return depot_tvf_best_index(pInfo, DC_STORE, 3);
-}
-
-static int dcOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
-  DcCursor *p = sqlite3_malloc64(sizeof(*p));
-  (void)pVtab;
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  *ppCur = &p->base;
-  return SQLITE_OK;
-}
-
-static int dcClose(sqlite3_vtab_cursor *pCur){
-  DcCursor *p = (DcCursor*)pCur;
-  sqlite3_free(p->a);
-  sqlite3_free(p);
-  return SQLITE_OK;
-}
-
-static int dcCollect(void *pArg, const DepotCommitInfo *pInfo){
-  DcCursor *p = (DcCursor*)pArg;
-  if( p->n==p->nAlloc ){
-    int nNew = p->nAlloc ? p->nAlloc*2 : 16;
-    DepotCommitInfo *a = sqlite3_realloc64(p->a, sizeof(*a)*nNew);
-    if( a==0 ) return 1;
-    p->a = a;
-    p->nAlloc = nNew;
-  }
-  p->a[p->n++] = *pInfo;
-  return 0;
-}
-
-/* Text argument i of xFilter, or NULL with an error in the vtab.  The
-** store path must not be empty (SQLite would open an anonymous temporary
-** file); empty names are left to the name checks. */
-static const char *tvfTextArg(sqlite3_vtab *pVtab, sqlite3_value *pVal,
-                              const char *zWhat){
-  const char *z;
-  if( sqlite3_value_type(pVal)!=SQLITE_TEXT ){
-    sqlite3_free(pVtab->zErrMsg);
-    pVtab->zErrMsg = sqlite3_mprintf("depot: %s must be text", zWhat);
-    return 0;
-  }
-  z = (const char*)sqlite3_value_text(pVal);
-  if( z && z[0]==0 && strcmp(zWhat, "store")==0 ){
-    sqlite3_free(pVtab->zErrMsg);
-    pVtab->zErrMsg = sqlite3_mprintf("depot: store must be non-empty text");
-    return 0;
-  }
-  return z;
-}
-
-static int dcFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
-                    int argc, sqlite3_value **argv){
-  DcCursor *p = (DcCursor*)pCur;
-  const char *az[3] = { 0, "main", "main" };
-  const char *azWhat[3] = { "store", "db", "branch" };
-  char *zErr = 0;
-  int i, j = 0, rc;
-  (void)idxStr;
-  p->n = p->i = 0;
-  for(i=0; i<3; i++){
-    if( (idxNum & (1<<i))==0 || j>=argc ) continue;
-    az[i] = tvfTextArg(pCur->pVtab, argv[j++], azWhat[i]);
-    if( az[i]==0 ) return SQLITE_ERROR;
-  }
-  rc = depot_list_commits(az[0], az[1], az[2], dcCollect, p, &zErr);
-  if( rc!=SQLITE_OK ){
-    sqlite3_free(pCur->pVtab->zErrMsg);
-    pCur->pVtab->zErrMsg = zErr;
-    return rc;
-  }
-  sqlite3_free(zErr);
-  return SQLITE_OK;
-}
-
-static int dcNext(sqlite3_vtab_cursor *pCur){
-  ((DcCursor*)pCur)->i++;
-  return SQLITE_OK;
-}
-
-static int dcEof(sqlite3_vtab_cursor *pCur){
-  DcCursor *p = (DcCursor*)pCur;
-  return p->i>=p->n;
-}
-
-static void dcTime(sqlite3_context *ctx, uint64_t iMs){
-  time_t t = (time_t)(iMs/1000);
-  struct tm tm;
-  char z[40];
-  gmtime_r(&t, &tm);
-  strftime(z, sizeof(z), "%Y-%m-%d %H:%M:%S", &tm);
-  sqlite3_result_text(ctx, sqlite3_mprintf("%s.%03d", z, (int)(iMs%1000)),
-                      -1, sqlite3_free);
-}
-
-static int dcColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
-  DcCursor *p = (DcCursor*)pCur;
-  const DepotCommitInfo *c = &p->a[p->i];
-  switch( i ){
-    case 0: sqlite3_result_int64(ctx, (sqlite3_int64)c->iTxid); break;
-    case 1: dcTime(ctx, c->iTimeMs); break;
-    case 2: sqlite3_result_int64(ctx, c->nPage); break;
-    case 3: sqlite3_result_int64(ctx, c->szPage); break;
-    case 4: sqlite3_result_int64(ctx, c->nWritten); break;
-    case 5: sqlite3_result_int64(ctx, (sqlite3_int64)c->nStored); break;
-    case 6:
-      sqlite3_result_text(ctx, sqlite3_mprintf("%016llx",
-          (unsigned long long)c->iChecksum), -1, sqlite3_free);
-      break;
-    default: break;
-  }
-  return SQLITE_OK;
-}
-
-static int dcRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
-  *pRowid = ((DcCursor*)pCur)->i + 1;
-  return SQLITE_OK;
-}
-
-static const sqlite3_module depotCommitsModule = {
-  0, 0, dcConnect, dcBestIndex, dcDisconnect, 0, dcOpen, dcClose, dcFilter,
-  dcNext, dcEof, dcColumn, dcRowid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const DepotListing dsqlCommits = {
+  "depot_commits", 10, aCommitsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+  dsqlCommitsRows
 };
 
 /* ================= depot_stats ================= */
 
-#define DS_STORE 9
-
-typedef struct DsCursor DsCursor;
-struct DsCursor {
-  sqlite3_vtab_cursor base;   /* must be first */
+static int dsqlStatsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
   DepotStats s;
-  int bEof;
+  const char *zStore = dsqlListingArg(apArg[0], "store", pzErr);
+  int rc;
+  if( zStore==0 ) return SQLITE_ERROR;
+  memset(&s, 0, sizeof(s));
+  rc = depot_store_stats(zStore, &s, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  depot_rows_int(p, s.nDatabase);
+  depot_rows_int(p, s.nBranch);
+  depot_rows_int(p, s.nStored);
+  depot_rows_int(p, s.nLogical);
+  if( s.nLogical>0 ){
+    depot_rows_real(p, (double)s.nStored/(double)s.nLogical);
+  }else{
+    depot_rows_null(p);
+  }
+  depot_rows_int(p, s.nCacheHit);
+  depot_rows_int(p, s.nCacheMiss);
+  depot_rows_int(p, s.nCompactLag);
+  depot_rows_int(p, s.nReclaimable);
+  depot_rows_int(p, s.nQuotaUsed);
+  depot_rows_int(p, s.nQuotaCapped);
+  return depot_rows_int(p, s.nQuotaFull);
+}
+
+/* The store argument stands before the quota columns, which came later:
+** SELECT * lists them last. */
+static const DepotListingCol aStatsCol[] = {
+  DEPOT_COLUMN("databases", "INTEGER"),
+  DEPOT_COLUMN("branches", "INTEGER"),
+  DEPOT_COLUMN("stored_bytes", "INTEGER"),
+  DEPOT_COLUMN("logical_bytes", "INTEGER"),
+  DEPOT_COLUMN("compression_ratio", "REAL"),
+  DEPOT_COLUMN("cache_hits", "INTEGER"),
+  DEPOT_COLUMN("cache_misses", "INTEGER"),
+  DEPOT_COLUMN("compaction_lag", "INTEGER"),
+  DEPOT_COLUMN("reclaimable_bytes", "INTEGER"),
+  DEPOT_ARGUMENT("store"),
+  DEPOT_COLUMN("quota_used_bytes", "INTEGER"),
+  DEPOT_COLUMN("quota_databases", "INTEGER"),
+  DEPOT_COLUMN("quota_full_databases", "INTEGER"),
 };
 
-static int dsConnect(sqlite3 *db, void *pAux, int argc,
-                     const char *const *argv, sqlite3_vtab **ppVtab,
-                     char **pzErr){
-  sqlite3_vtab *p;
-  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(databases INTEGER,"
-      " branches INTEGER, stored_bytes INTEGER, logical_bytes INTEGER,"
-      " compression_ratio REAL, cache_hits INTEGER, cache_misses INTEGER,"
-      " compaction_lag INTEGER, reclaimable_bytes INTEGER,"
-      " store HIDDEN, quota_used_bytes INTEGER, quota_databases INTEGER,"
-      " quota_full_databases INTEGER)");
-  (void)pAux; (void)argc; (void)argv; (void)pzErr;
-  if( rc!=SQLITE_OK ) return rc;
-  p = sqlite3_malloc64(sizeof(*p));
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *ppVtab = p;
-  return SQLITE_OK;
-}
-
-static int dsBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
-  (void)pVtab;
-  return depot_tvf_best_index(pInfo, DS_STORE, 1);
-}
-
-static int dsOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCur){
-  DsCursor *p = sqlite3_malloc64(sizeof(*p));
-  (void)pVtab;
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  *ppCur = &p->base;
-  return SQLITE_OK;
-}
-
-static int dsClose(sqlite3_vtab_cursor *pCur){
-  sqlite3_free(pCur);
-  return SQLITE_OK;
-}
-
-static int dsFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
-                    int argc, sqlite3_value **argv){
-  DsCursor *p = (DsCursor*)pCur;
-  const char *zStore;
-  char *zErr = 0;
-  int rc;
-  (void)idxNum; (void)idxStr;
-  p->bEof = 1;
-  if( argc<1 ) return SQLITE_CONSTRAINT;
-  zStore = tvfTextArg(pCur->pVtab, argv[0], "store");
-  if( zStore==0 ) return SQLITE_ERROR;
-  rc = depot_store_stats(zStore, &p->s, &zErr);
-  if( rc!=SQLITE_OK ){
-    sqlite3_free(pCur->pVtab->zErrMsg);
-    pCur->pVtab->zErrMsg = zErr;
-    return rc;
-  }
-  sqlite3_free(zErr);
-  p->bEof = 0;
-  return SQLITE_OK;
-}
-
-static int dsNext(sqlite3_vtab_cursor *pCur){
-  ((DsCursor*)pCur)->bEof = 1;
-  return SQLITE_OK;
-}
-
-static int dsEof(sqlite3_vtab_cursor *pCur){
-  return ((DsCursor*)pCur)->bEof;
-}
-
-static int dsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
-  const DepotStats *s = &((DsCursor*)pCur)->s;
-  switch( i ){
-    case 0: sqlite3_result_int64(ctx, s->nDatabase); break;
-    case 1: sqlite3_result_int64(ctx, s->nBranch); break;
-    case 2: sqlite3_result_int64(ctx, s->nStored); break;
-    case 3: sqlite3_result_int64(ctx, s->nLogical); break;
-    case 4:
-      if( s->nLogical>0 ){
-        sqlite3_result_double(ctx, (double)s->nStored/(double)s->nLogical);
-      }
-      break;
-    case 5: sqlite3_result_int64(ctx, s->nCacheHit); break;
-    case 6: sqlite3_result_int64(ctx, s->nCacheMiss); break;
-    case 7: sqlite3_result_int64(ctx, s->nCompactLag); break;
-    case 8: sqlite3_result_int64(ctx, s->nReclaimable); break;
-    case 10: sqlite3_result_int64(ctx, s->nQuotaUsed); break;
-    case 11: sqlite3_result_int64(ctx, s->nQuotaCapped); break;
-    case 12: sqlite3_result_int64(ctx, s->nQuotaFull); break;
-    default: break;
-  }
-  return SQLITE_OK;
-}
-
-static int dsRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
-  (void)pCur;
-  *pRowid = 1;
-  return SQLITE_OK;
-}
-
-static const sqlite3_module depotStatsModule = {
-  0, 0, dsConnect, dsBestIndex, dcDisconnect, 0, dsOpen, dsClose, dsFilter,
-  dsNext, dsEof, dsColumn, dsRowid, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const DepotListing dsqlStats = {
+  "depot_stats", 13, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+  dsqlStatsRows
 };
 
 /* ================= depot_import / depot_export ================= */
 
 /* Append n bytes of z to pStr, %-escaping the bytes that would end or
 ** change a URI part: '?' '#' '%' always, '&' '=' too in a parameter. */
-static void depotUriAppend(sqlite3_str *pStr, const char *z, size_t n,
-                           int bParam){
+static void dsqlUriAppend(sqlite3_str *pStr, const char *z, size_t n,
+                          int bParam){
   size_t i;
   for(i=0; i<n; i++){
     char c = z[i];
@@ -343,26 +172,26 @@ static void depotUriAppend(sqlite3_str *pStr, const char *z, size_t n,
 
 /* "file:" URI of branch zBranch of database zDb (NAME, or BUCKET/NAME as
 ** the branch functions take it) in store zStore; NULL on OOM. */
-static char *depotUri(const char *zStore, const char *zDb,
-                      const char *zBranch){
+static char *dsqlUri(const char *zStore, const char *zDb,
+                     const char *zBranch){
   sqlite3_str *pStr = sqlite3_str_new(0);
   const char *zSlash = strchr(zDb, '/');
   sqlite3_str_appendall(pStr, "file:");
-  depotUriAppend(pStr, zStore, strlen(zStore), 0);
+  dsqlUriAppend(pStr, zStore, strlen(zStore), 0);
   sqlite3_str_appendf(pStr, "?vfs=%s", DEPOT_VFS_NAME);
   if( zSlash ){
     sqlite3_str_appendall(pStr, "&bucket=");
-    depotUriAppend(pStr, zDb, (size_t)(zSlash-zDb), 1);
+    dsqlUriAppend(pStr, zDb, (size_t)(zSlash-zDb), 1);
     zDb = zSlash+1;
   }
   sqlite3_str_appendall(pStr, "&db=");
-  depotUriAppend(pStr, zDb, strlen(zDb), 1);
+  dsqlUriAppend(pStr, zDb, strlen(zDb), 1);
   sqlite3_str_appendall(pStr, "&branch=");
-  depotUriAppend(pStr, zBranch, strlen(zBranch), 1);
+  dsqlUriAppend(pStr, zBranch, strlen(zBranch), 1);
   return sqlite3_str_finish(pStr);
 }
 
-static int depotStopAtFirst(void *pArg, const DepotNameInfo *pInfo){
+static int dsqlStopAtFirst(void *pArg, const DepotNameInfo *pInfo){
   (void)pArg; (void)pInfo;
   return 1;
 }
@@ -371,21 +200,21 @@ static int depotStopAtFirst(void *pArg, const DepotNameInfo *pInfo){
 ** the bucket does not exist in zStore or the store cannot be read (an
 ** open would only say "unable to open database file"); NULL when zDb has
 ** no bucket part or the bucket is there.  sqlite3_malloc'd. */
-static char *depotBucketProblem(const char *zStore, const char *zDb){
+static char *dsqlBucketProblem(const char *zStore, const char *zDb){
   const char *zSlash = strchr(zDb, '/');
   char *zBucket, *zErr = 0;
   int rc;
   if( zSlash==0 ) return 0;
   zBucket = sqlite3_mprintf("%.*s", (int)(zSlash-zDb), zDb);
   if( zBucket==0 ) return sqlite3_mprintf("%s", sqlite3_errstr(SQLITE_NOMEM));
-  rc = depot_list_databases(zStore, zBucket, depotStopAtFirst, 0, &zErr);
+  rc = depot_list_databases(zStore, zBucket, dsqlStopAtFirst, 0, &zErr);
   if( rc!=SQLITE_OK && zErr==0 ) zErr = sqlite3_mprintf("%s",
                                                         sqlite3_errstr(rc));
   sqlite3_free(zBucket);
   return zErr;
 }
 
-static int depotStopAtFirstCommit(void *pArg, const DepotCommitInfo *pInfo){
+static int dsqlStopAtFirstCommit(void *pArg, const DepotCommitInfo *pInfo){
   (void)pArg; (void)pInfo;
   return 1;
 }
@@ -399,8 +228,8 @@ static int depotStopAtFirstCommit(void *pArg, const DepotCommitInfo *pInfo){
 ** for a file that is not a store or cannot be written there) with *pzErr
 ** set to the store's own message, which an open through the depot VFS
 ** only sends to the error log. */
-static int depotStoreProblem(const char *zStore, const char *zDb,
-                             int bWrite, char **pzErr){
+static int dsqlStoreProblem(const char *zStore, const char *zDb,
+                            int bWrite, char **pzErr){
   struct stat st;
   int rc;
   if( stat(zStore, &st)!=0 ) return SQLITE_OK;
@@ -409,7 +238,7 @@ static int depotStoreProblem(const char *zStore, const char *zDb,
         " file system, where a store opens only with immutable=1", zStore);
     return *pzErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
   }
-  rc = depot_list_commits(zStore, zDb, "main", depotStopAtFirstCommit, 0,
+  rc = depot_list_commits(zStore, zDb, "main", dsqlStopAtFirstCommit, 0,
                           pzErr);
   if( rc!=SQLITE_OK && *pzErr==0 ){
     *pzErr = sqlite3_mprintf("%s", sqlite3_errstr(rc));
@@ -420,9 +249,9 @@ static int depotStoreProblem(const char *zStore, const char *zDb,
 /* Copy every page of zFromUri into zToUri with the backup API (each opened
 ** with its flags: SQLITE_OPEN_URI for a depot URI, none for a plain path);
 ** returns the page count or -1 with *pzErr set. */
-static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
-                               const char *zToUri, int toFlags, int *pRc,
-                               char **pzErr){
+static sqlite3_int64 dsqlCopy(const char *zFromUri, int fromFlags,
+                              const char *zToUri, int toFlags, int *pRc,
+                              char **pzErr){
   sqlite3 *pFrom = 0, *pTo = 0;
   sqlite3_backup *pB = 0;
   sqlite3_int64 nPage = -1;
@@ -460,7 +289,7 @@ static sqlite3_int64 depotCopy(const char *zFromUri, int fromFlags,
 ** SQLITE_IOERR_*, SQLITE_BUSY: the caller may retry) to the caller instead
 ** of SQLITE_ERROR; other codes keep the default SQLITE_ERROR of
 ** sqlite3_result_error(). */
-static void depotResultCode(sqlite3_context *ctx, int rc){
+static void dsqlResultCode(sqlite3_context *ctx, int rc){
   int e = rc & 0xff;
   if( e==SQLITE_FULL || e==SQLITE_IOERR || e==SQLITE_NOMEM
    || e==SQLITE_BUSY || e==SQLITE_LOCKED ){
@@ -470,20 +299,19 @@ static void depotResultCode(sqlite3_context *ctx, int rc){
 
 /* Remove what a failed export wrote: the target file (which did not exist
 ** before the export) and its rollback journal, so a retry can write it. */
-static void depotExportRemove(const char *zTo){
+static void dsqlExportRemove(const char *zTo){
   char *zJournal = sqlite3_mprintf("%s-journal", zTo);
   unlink(zTo);
   if( zJournal ) unlink(zJournal);
   sqlite3_free(zJournal);
 }
 
-/* All arguments must be non-NULL text. */
-static int depotTextArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
-                         const char *zUsage){
+/* Every argument must be non-empty text (depot_text_value). */
+static int dsqlCopyArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
+                        const char *zUsage){
   int i;
   for(i=0; i<argc; i++){
-    if( sqlite3_value_type(argv[i])!=SQLITE_TEXT
-     || sqlite3_value_bytes(argv[i])==0 ){
+    if( depot_text_value(argv[i])==0 ){
       char *z = sqlite3_mprintf("depot: %s takes non-empty text arguments;"
                                 " argument %d is not", zUsage, i+1);
       sqlite3_result_error(ctx, z, -1);
@@ -496,7 +324,7 @@ static int depotTextArgs(sqlite3_context *ctx, int argc, sqlite3_value **argv,
 
 /* The page size of the database zPath opened with flags (read-only), or 0
 ** when it cannot be opened or read. */
-static int depotPageSizeOf(const char *zPath, int flags){
+static int dsqlPageSizeOf(const char *zPath, int flags){
   sqlite3 *db = 0;
   sqlite3_stmt *pStmt = 0;
   int sz = 0;
@@ -513,10 +341,10 @@ static int depotPageSizeOf(const char *zPath, int flags){
 /* Why an import failed: the page sizes differ (the depot database keeps
 ** that of its first commit; *pRc becomes SQLITE_ERROR), else the error of
 ** the copy. */
-static char *depotImportError(const char *zFrom, const char *zUri,
-                              const char *zDb, const char *zErr, int *pRc){
-  int szFrom = depotPageSizeOf(zFrom, SQLITE_OPEN_READONLY);
-  int szTo = depotPageSizeOf(zUri, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI);
+static char *dsqlImportError(const char *zFrom, const char *zUri,
+                             const char *zDb, const char *zErr, int *pRc){
+  int szFrom = dsqlPageSizeOf(zFrom, SQLITE_OPEN_READONLY);
+  int szTo = dsqlPageSizeOf(zUri, SQLITE_OPEN_READONLY|SQLITE_OPEN_URI);
   if( szFrom && szTo && szFrom!=szTo ){
     *pRc = SQLITE_ERROR;                 /* a usage error, not an I/O one */
     return sqlite3_mprintf("depot: import failed: %s has pages of %d bytes,"
@@ -526,33 +354,33 @@ static char *depotImportError(const char *zFrom, const char *zUri,
   return sqlite3_mprintf("depot: import failed: %s", zErr);
 }
 
-static void depotImportFunc(sqlite3_context *ctx, int argc,
-                            sqlite3_value **argv){
+static void dsqlImport(sqlite3_context *ctx, int argc,
+                       sqlite3_value **argv){
   const char *zUsage = "depot_import(src_path, store[, db])";
   const char *zDb;
   char *zUri, *zFrom, *zErr = 0, *z;
   sqlite3_int64 n;
   int rc = SQLITE_OK;
-  if( !depotTextArgs(ctx, argc, argv, zUsage) ) return;
+  if( !dsqlCopyArgs(ctx, argc, argv, zUsage) ) return;
   zDb = argc>2 ? (const char*)sqlite3_value_text(argv[2]) : "main";
-  zUri = depotUri((const char*)sqlite3_value_text(argv[1]), zDb, "main");
+  zUri = dsqlUri((const char*)sqlite3_value_text(argv[1]), zDb, "main");
   zFrom = sqlite3_mprintf("%s", (const char*)sqlite3_value_text(argv[0]));
   if( zUri==0 || zFrom==0 ){
     sqlite3_result_error_nomem(ctx);
-  }else if( (rc = depotStoreProblem((const char*)sqlite3_value_text(argv[1]),
-                                    zDb, 1, &zErr))!=SQLITE_OK ){
+  }else if( (rc = dsqlStoreProblem((const char*)sqlite3_value_text(argv[1]),
+                                   zDb, 1, &zErr))!=SQLITE_OK ){
     sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
     sqlite3_result_error_code(ctx, rc);
-  }else if( (zErr = depotBucketProblem(
-                 (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
+  }else if( (zErr = dsqlBucketProblem(
+             (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = depotCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
-                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
-                  &rc, &zErr);
-    if( n<0 && (z = depotImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){
+    n = dsqlCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
+                 SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
+                 &rc, &zErr);
+    if( n<0 && (z = dsqlImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){
       sqlite3_result_error(ctx, z, -1);
-      depotResultCode(ctx, rc);
+      dsqlResultCode(ctx, rc);
       sqlite3_free(z);
     }else if( n<0 ){
       sqlite3_result_error_nomem(ctx);
@@ -565,16 +393,16 @@ static void depotImportFunc(sqlite3_context *ctx, int argc,
   sqlite3_free(zFrom);
 }
 
-static void depotExportFunc(sqlite3_context *ctx, int argc,
-                            sqlite3_value **argv){
+static void dsqlExport(sqlite3_context *ctx, int argc,
+                       sqlite3_value **argv){
   const char *zDst;
   char *zUri = 0, *zTo = 0, *zErr = 0;
   struct stat st;
   sqlite3_int64 n;
   int rc = SQLITE_OK;
   int fromFlags = SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI;
-  if( !depotTextArgs(ctx, argc, argv,
-                     "depot_export(store, db, branch, dst_path)") ) return;
+  if( !dsqlCopyArgs(ctx, argc, argv,
+                    "depot_export(store, db, branch, dst_path)") ) return;
   zDst = (const char*)sqlite3_value_text(argv[3]);
   if( stat(zDst, &st)==0 ){
     char *z = sqlite3_mprintf("depot: export target %s already exists", zDst);
@@ -582,9 +410,9 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
     sqlite3_free(z);
     return;
   }
-  zUri = depotUri((const char*)sqlite3_value_text(argv[0]),
-                  (const char*)sqlite3_value_text(argv[1]),
-                  (const char*)sqlite3_value_text(argv[2]));
+  zUri = dsqlUri((const char*)sqlite3_value_text(argv[0]),
+                 (const char*)sqlite3_value_text(argv[1]),
+                 (const char*)sqlite3_value_text(argv[2]));
   if( zUri
    && depot_store_on_read_only_fs((const char*)sqlite3_value_text(argv[0])) ){
     zUri = sqlite3_mprintf("%z&immutable=1", zUri);
@@ -593,23 +421,23 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
   zTo = sqlite3_mprintf("%s", zDst);
   if( zUri==0 || zTo==0 ){
     sqlite3_result_error_nomem(ctx);
-  }else if( (rc = depotStoreProblem((const char*)sqlite3_value_text(argv[0]),
+  }else if( (rc = dsqlStoreProblem((const char*)sqlite3_value_text(argv[0]),
                          (const char*)sqlite3_value_text(argv[1]), 0, &zErr))
-            !=SQLITE_OK ){
+           !=SQLITE_OK ){
     sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
     sqlite3_result_error_code(ctx, rc);
-  }else if( (zErr = depotBucketProblem(
-                 (const char*)sqlite3_value_text(argv[0]),
-                 (const char*)sqlite3_value_text(argv[1])))!=0 ){
+  }else if( (zErr = dsqlBucketProblem(
+             (const char*)sqlite3_value_text(argv[0]),
+             (const char*)sqlite3_value_text(argv[1])))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = depotCopy(zUri, fromFlags, zTo,
-                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &rc, &zErr);
+    n = dsqlCopy(zUri, fromFlags, zTo,
+                 SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &rc, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);
-      depotExportRemove(zTo);
+      dsqlExportRemove(zTo);
       sqlite3_result_error(ctx, z, -1);
-      depotResultCode(ctx, rc);
+      dsqlResultCode(ctx, rc);
       sqlite3_free(z);
     }else{
       sqlite3_result_int64(ctx, n);
@@ -625,8 +453,8 @@ static void depotExportFunc(sqlite3_context *ctx, int argc,
 ** parameters params (text, or NULL for none) for the opens by plain name
 ** (depot_vfs_set_default_params()); with 0, gives the default back.
 ** Returns the default's name after the call. */
-static void depotDefaultVfsFunc(sqlite3_context *ctx, int argc,
-                                sqlite3_value **argv){
+static void dsqlDefaultVfs(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv){
   sqlite3_vfs *pDflt;
   if( argc>=1 ){
     int rc;
@@ -670,8 +498,8 @@ static void depotDefaultVfsFunc(sqlite3_context *ctx, int argc,
 
 /* depot_last_error(): the reason of the last error the depot VFS reported
 ** on this thread (depot_vfs_last_error()), or NULL. */
-static void depotLastErrorFunc(sqlite3_context *ctx, int argc,
-                               sqlite3_value **argv){
+static void dsqlLastError(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv){
   const char *z = depot_vfs_last_error();
   (void)argc; (void)argv;
   if( z ) sqlite3_result_text(ctx, z, -1, SQLITE_TRANSIENT);
@@ -679,7 +507,7 @@ static void depotLastErrorFunc(sqlite3_context *ctx, int argc,
 
 /* ================= the component ================= */
 
-static int depotSqlProcess(char **pzErr){
+static int dsqlProcess(char **pzErr){
   int rc = depot_vfs_register();
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("depot: cannot register the depot VFS");
@@ -687,38 +515,35 @@ static int depotSqlProcess(char **pzErr){
   return rc;
 }
 
-static int depotSqlConnection(sqlite3 *db, char **pzErr){
-  int f = SQLITE_UTF8|SQLITE_DIRECTONLY;
-  int rc = sqlite3_create_module(db, "depot_commits", &depotCommitsModule, 0);
-  if( rc==SQLITE_OK ){
-    rc = sqlite3_create_module(db, "depot_stats", &depotStatsModule, 0);
-  }
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_import", 2, f,
-                                   0, depotImportFunc, 0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_import", 3, f,
-                                   0, depotImportFunc, 0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_export", 4, f,
-                                   0, depotExportFunc, 0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
-                                   0, SQLITE_UTF8, 0, depotDefaultVfsFunc,
-                                   0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
-                                   1, f, 0, depotDefaultVfsFunc, 0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_default_vfs",
-                                   2, f, 0, depotDefaultVfsFunc, 0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_last_error",
-                                   0, SQLITE_UTF8, 0, depotLastErrorFunc,
-                                   0, 0);
-  if( rc==SQLITE_OK ) rc = depot_branch_sql_register(db);
-  if( rc==SQLITE_OK ) rc = depot_verify_sql_register(db);
-  if( rc==SQLITE_OK ) rc = depot_compact_sql_register(db);
-  if( rc!=SQLITE_OK ){
-    *pzErr = sqlite3_mprintf("depot: cannot register the depot SQL"
-                             " functions: %s", sqlite3_errmsg(db));
+static const struct {
+  const char *zName;
+  int nArg;
+  int bDirect;               /* SQLITE_DIRECTONLY: writes or changes state */
+  void (*xFunc)(sqlite3_context*, int, sqlite3_value**);
+} aDsqlFunc[] = {
+  { "depot_import",      2, 1, dsqlImport },
+  { "depot_import",      3, 1, dsqlImport },
+  { "depot_export",      4, 1, dsqlExport },
+  { "depot_default_vfs", 0, 0, dsqlDefaultVfs },
+  { "depot_default_vfs", 1, 1, dsqlDefaultVfs },
+  { "depot_default_vfs", 2, 1, dsqlDefaultVfs },
+  { "depot_last_error",  0, 0, dsqlLastError },
+};
+
+static int dsqlConnection(sqlite3 *db, KvConn *pKv){
+  int rc = depot_listing_register(db, &dsqlCommits, 0, 0);
+  size_t i;
+  (void)pKv;
+  if( rc==SQLITE_OK ) rc = depot_listing_register(db, &dsqlStats, 0, 0);
+  for(i=0; rc==SQLITE_OK && i<sizeof(aDsqlFunc)/sizeof(aDsqlFunc[0]); i++){
+    rc = sqlite3_create_function(db, aDsqlFunc[i].zName, aDsqlFunc[i].nArg,
+        SQLITE_UTF8|(aDsqlFunc[i].bDirect ? SQLITE_DIRECTONLY : 0), 0,
+        aDsqlFunc[i].xFunc, 0, 0);
   }
   return rc;
 }
 
-const DepotComponent depotVfsComponent = {
-  "vfs", depotSqlProcess, depotSqlConnection
+const DepotComponent depotSqlComponent = {
+  "depot: cannot register the depot SQL functions",
+  dsqlProcess, dsqlConnection
 };

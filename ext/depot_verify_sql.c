@@ -1,7 +1,6 @@
 /*
 ** depot_verify_sql.c -- the SQL surface of quotas and verification of
-** depot stores (registered per connection by the "vfs" component in
-** ext/depot_sql.c):
+** depot stores:
 **
 **   depot_quota(store, db)          -> the cap in bytes, or NULL
 **   depot_quota(store, db, bytes)   -> sets the cap (NULL removes it)
@@ -11,10 +10,12 @@
 **       db, branch, branch_id, kind, txid, pgno, key, message -- one row
 **       per finding, none when the store is healthy
 **
-** All are SQLITE_DIRECTONLY.  docs/SQL.md has the details.
+** The two tables are listings (ext/listing.h).  All are
+** SQLITE_DIRECTONLY.  docs/SQL.md has the details.
 */
 #include "config.h"
 #include "ext/depot_int.h"
+#include "ext/listing.h"
 #include "vfs/depot_vfs.h"
 SQLITE_EXTENSION_INIT3
 
@@ -22,32 +23,17 @@ SQLITE_EXTENSION_INIT3
 
 /* ================= depot_quota ================= */
 
-/* Argument pVal as non-empty text without NUL bytes, or NULL after setting
-** an error naming zWhat. */
-static const char *dvText(sqlite3_context *ctx, sqlite3_value *pVal,
-                          const char *zWhat){
-  const char *z = (const char*)sqlite3_value_text(pVal);
-  if( sqlite3_value_type(pVal)!=SQLITE_TEXT || z==0 || z[0]==0
-   || (int)strlen(z)!=sqlite3_value_bytes(pVal) ){
-    char *zMsg = sqlite3_mprintf("depot: depot_quota(store, db[, bytes]):"
-                                 " %s must be non-empty text", zWhat);
-    sqlite3_result_error(ctx, zMsg, -1);
-    sqlite3_free(zMsg);
-    return 0;
-  }
-  return z;
-}
-
-static void dvError(sqlite3_context *ctx, int rc, char *zErr){
-  sqlite3_result_error(ctx, zErr ? zErr : "depot: out of memory", -1);
-  if( (rc&0xff)!=SQLITE_ERROR ) sqlite3_result_error_code(ctx, rc);
-  sqlite3_free(zErr);
+/* Argument pVal as non-empty text, or NULL after setting an error naming
+** zWhat. */
+static const char *verifyText(sqlite3_context *ctx, sqlite3_value *pVal,
+                              const char *zWhat){
+  return depot_text_arg(ctx, pVal, "depot_quota(store, db[, bytes])", zWhat);
 }
 
 /* The bytes argument: NULL (remove) or an integer >= 0; 0 after an
 ** error. */
-static int dvBytes(sqlite3_context *ctx, sqlite3_value *pVal, int *pbRemove,
-                   sqlite3_int64 *pn){
+static int verifyBytes(sqlite3_context *ctx, sqlite3_value *pVal, int *pbRemove,
+                       sqlite3_int64 *pn){
   *pbRemove = sqlite3_value_type(pVal)==SQLITE_NULL;
   *pn = 0;
   if( *pbRemove ) return 1;
@@ -59,16 +45,16 @@ static int dvBytes(sqlite3_context *ctx, sqlite3_value *pVal, int *pbRemove,
   return 1;
 }
 
-static void dvQuotaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  const char *zStore = dvText(ctx, argv[0], "store");
-  const char *zDb = zStore ? dvText(ctx, argv[1], "db") : 0;
+static void verifyQuota(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  const char *zStore = verifyText(ctx, argv[0], "store");
+  const char *zDb = zStore ? verifyText(ctx, argv[1], "db") : 0;
   int64_t nUsed = 0, nCap = 0;
   sqlite3_int64 nNew = 0;
   char *zErr = 0;
   int bCap = 0, bRemove = 0, rc;
   if( zDb==0 ) return;
   if( argc>2 ){
-    if( !dvBytes(ctx, argv[2], &bRemove, &nNew) ) return;
+    if( !verifyBytes(ctx, argv[2], &bRemove, &nNew) ) return;
     rc = depot_quota_set(zStore, zDb, bRemove, nNew, &zErr);
     bCap = !bRemove;
     nCap = nNew;
@@ -76,68 +62,102 @@ static void dvQuotaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
     rc = depot_quota_get(zStore, zDb, &nUsed, &nCap, &bCap, &zErr);
   }
   if( rc!=SQLITE_OK ){
-    dvError(ctx, rc, zErr);
+    depot_result_error(ctx, rc, zErr);
     return;
   }
   sqlite3_free(zErr);
   if( bCap ) sqlite3_result_int64(ctx, nCap);
 }
 
-/* ================= the table-valued functions ================= */
+/* ======================= listings (ext/listing.h) ======================= */
 
-static int dvQuotaRow(void *pArg, const DepotQuotaInfo *q){
-  DepotTvfCursor *p = (DepotTvfCursor*)pArg;
-  DepotTvfCell *c = depot_tvf_row(p);
-  if( c==0 ) return 1;
-  depot_tvf_str(p, &c[0], q->zDb);
-  depot_tvf_int(&c[1], q->nUsed);
-  if( q->bCap ) depot_tvf_int(&c[2], q->nCap);
-  if( q->bCap ) depot_tvf_int(&c[3], q->nCap>q->nUsed ? q->nCap-q->nUsed : 0);
+static int verifyQuotaRow(void *pArg, const DepotQuotaInfo *q){
+  DepotRows *p = (DepotRows*)pArg;
+  depot_rows_text(p, q->zDb);
+  depot_rows_int(p, q->nUsed);
+  if( q->bCap ){
+    depot_rows_int(p, q->nCap);
+    depot_rows_int(p, q->nCap>q->nUsed ? q->nCap-q->nUsed : 0);
+  }else{
+    depot_rows_null(p);
+    depot_rows_null(p);
+  }
   return p->rc!=SQLITE_OK;
 }
 
-static int dvFillQuotas(DepotTvfCursor *p, const char *const *az, char **pzErr){
-  return depot_quota_list(az[0], dvQuotaRow, p, pzErr);
+static int verifyQuotasRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
+  const char *az[1];
+  int rc = depot_text_args(apArg, 1, 1, az, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  return depot_quota_list(az[0], verifyQuotaRow, p, pzErr);
 }
 
-static int dvFindingRow(void *pArg, const DepotFinding *f){
-  DepotTvfCursor *p = (DepotTvfCursor*)pArg;
-  DepotTvfCell *c = depot_tvf_row(p);
-  if( c==0 ) return 1;
-  depot_tvf_str(p, &c[0], f->zDb);
-  depot_tvf_str(p, &c[1], f->zBranch);
-  if( f->iBranch ) depot_tvf_int(&c[2], (sqlite3_int64)f->iBranch);
-  depot_tvf_str(p, &c[3], f->zKind);
-  if( f->iTxid>=0 ) depot_tvf_int(&c[4], f->iTxid);
-  if( f->iPgno>=0 ) depot_tvf_int(&c[5], f->iPgno);
-  depot_tvf_str(p, &c[6], f->zKey);
-  depot_tvf_str(p, &c[7], f->zMsg);
+static int verifyFindingRow(void *pArg, const DepotFinding *f){
+  DepotRows *p = (DepotRows*)pArg;
+  depot_rows_text(p, f->zDb);
+  depot_rows_text(p, f->zBranch);
+  if( f->iBranch ) depot_rows_int(p, (sqlite3_int64)f->iBranch);
+  else depot_rows_null(p);
+  depot_rows_text(p, f->zKind);
+  if( f->iTxid>=0 ) depot_rows_int(p, f->iTxid);
+  else depot_rows_null(p);
+  if( f->iPgno>=0 ) depot_rows_int(p, f->iPgno);
+  else depot_rows_null(p);
+  depot_rows_text(p, f->zKey);
+  depot_rows_text(p, f->zMsg);
   return p->rc!=SQLITE_OK;
 }
 
-static int dvFillVerify(DepotTvfCursor *p, const char *const *az, char **pzErr){
-  return depot_verify(az[0], az[1], az[2], dvFindingRow, p, pzErr);
+static int verifyFindingsRows(DepotRows *p, sqlite3_value **apArg,
+                              char **pzErr){
+  const char *az[3];
+  int rc = depot_text_args(apArg, 3, 1, az, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  return depot_verify(az[0], az[1], az[2], verifyFindingRow, p, pzErr);
 }
 
-static const DepotTvf dvQuotas = {
-  "CREATE TABLE x(db TEXT, used_bytes INTEGER, cap_bytes INTEGER,"
-  " free_bytes INTEGER, store HIDDEN)", 4, 1, dvFillQuotas, 1
+static const DepotListingCol aQuotasCol[] = {
+  DEPOT_COLUMN("db", "TEXT"),
+  DEPOT_COLUMN("used_bytes", "INTEGER"),
+  DEPOT_COLUMN("cap_bytes", "INTEGER"),
+  DEPOT_COLUMN("free_bytes", "INTEGER"),
+  DEPOT_ARGUMENT("store"),
 };
-static const DepotTvf dvVerify = {
-  "CREATE TABLE x(db TEXT, branch TEXT, branch_id INTEGER, kind TEXT,"
-  " txid INTEGER, pgno INTEGER, key TEXT, message TEXT, store HIDDEN,"
-  " db_arg HIDDEN, branch_arg HIDDEN)", 8, 3, dvFillVerify, 1
+static const DepotListingCol aVerifyCol[] = {
+  DEPOT_COLUMN("db", "TEXT"),
+  DEPOT_COLUMN("branch", "TEXT"),
+  DEPOT_COLUMN("branch_id", "INTEGER"),
+  DEPOT_COLUMN("kind", "TEXT"),
+  DEPOT_COLUMN("txid", "INTEGER"),
+  DEPOT_COLUMN("pgno", "INTEGER"),
+  DEPOT_COLUMN("key", "TEXT"),
+  DEPOT_COLUMN("message", "TEXT"),
+  DEPOT_ARGUMENT("store"),
+  DEPOT_ARGUMENT("db_arg"),
+  DEPOT_ARGUMENT("branch_arg"),
 };
 
-int depot_verify_sql_register(sqlite3 *db){
+static const DepotListing aVerifyListing[] = {
+  { "depot_quotas", 5, aQuotasCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+    verifyQuotasRows },
+  { "depot_verify", 11, aVerifyCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+    verifyFindingsRows },
+};
+
+static int verifyConnection(sqlite3 *db, KvConn *pKv){
   int f = SQLITE_UTF8|SQLITE_DIRECTONLY;
-  int rc = sqlite3_create_function(db, "depot_quota", 2, f, 0, dvQuotaFunc,
+  int rc = sqlite3_create_function(db, "depot_quota", 2, f, 0, verifyQuota,
                                    0, 0);
+  (void)pKv;
   if( rc==SQLITE_OK ) rc = sqlite3_create_function(db, "depot_quota", 3, f,
-                                   0, dvQuotaFunc, 0, 0);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_module(db, "depot_quotas",
-                                   &depot_tvf_module, (void*)&dvQuotas);
-  if( rc==SQLITE_OK ) rc = sqlite3_create_module(db, "depot_verify",
-                                   &depot_tvf_module, (void*)&dvVerify);
+                                   0, verifyQuota, 0, 0);
+  if( rc==SQLITE_OK ) rc = depot_listing_register(db, &aVerifyListing[0], 0,
+                                                  0);
+  if( rc==SQLITE_OK ) rc = depot_listing_register(db, &aVerifyListing[1], 0,
+                                                  0);
   return rc;
 }
+
+const DepotComponent depotVerifySqlComponent = {
+  "depot: cannot register the depot SQL functions", 0, verifyConnection
+};

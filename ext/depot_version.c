@@ -15,17 +15,15 @@ static void versionFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   sqlite3_result_text(ctx, PACKAGE_VERSION, -1, SQLITE_STATIC);
 }
 
-static int versionConnection(sqlite3 *db, char **pzErr){
-  int rc = sqlite3_create_function(db, "depot_version", 0,
+static int versionConnection(sqlite3 *db, KvConn *pKv){
+  (void)pKv;
+  return sqlite3_create_function(db, "depot_version", 0,
       SQLITE_UTF8|SQLITE_DETERMINISTIC|SQLITE_INNOCUOUS, 0,
       versionFunc, 0, 0);
-  if( rc!=SQLITE_OK ){
-    *pzErr = sqlite3_mprintf("depot: cannot register depot_version(): %s",
-                             sqlite3_errmsg(db));
-  }
-  return rc;
 }
 
+/* Registered last (ext/depot.c): its presence on a connection means that
+** every component is there. */
 const DepotComponent depotVersionComponent = {
-  "version", 0, versionConnection
+  "depot: cannot register depot_version()", 0, versionConnection
 };

@@ -1,7 +1,5 @@
 /*
-** kv_func.c -- explicit KV transaction handles as SQL functions, the
-** per-connection KV state, and the "kv" component that registers the KV
-** SQL surface (this file, kv_vtab.c and kv_tables.c).
+** kv_func.c -- explicit KV transaction handles as SQL functions:
 **
 **   kv_begin([dir])                      -> handle (integer)
 **   kv_get(h, table, key)                -> value or NULL
@@ -21,251 +19,19 @@
 ** that write fail with SQLITE_READONLY, and kv_begin creates no store: its
 ** handle only reads (kv_conn_writable).  PRAGMA query_only governs SQL
 ** statements, as in SQLite, not these functions' side effects.
+**
+** The handles live in the connection's KvConn (ext/kv_conn.c), which every
+** function gets as its user data.  Errors: sqlite3_result_error with a
+** "kv: ..." message and the engine's code (kv_sql_error).
 */
 #include "config.h"
 #include "ext/depot_int.h"
 #include "ext/kv_sql.h"
 SQLITE_EXTENSION_INIT3
 
-#include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
-
-/* ------------------------------------------------------- connections --- */
-
-KvConn *kv_conn_new(sqlite3 *db){
-  KvConn *p = sqlite3_malloc64(sizeof(*p));
-  if( p ){
-    memset(p, 0, sizeof(*p));
-    p->nRef = 1;
-    p->db = db;
-  }
-  return p;
-}
-
-void kv_conn_ref(KvConn *p){
-  p->nRef++;
-}
-
-void kv_conn_unref(void *pArg){
-  KvConn *p = (KvConn*)pArg;
-  if( p==0 || --p->nRef>0 ) return;
-  while( p->pHandle ){
-    KvHandle *h = p->pHandle;
-    p->pHandle = h->pNext;
-    kv_root_free(h->pRoot);          /* rolls back */
-    sqlite3_free(h);
-  }
-  kv_root_free(p->pSqlRoot);
-  while( p->nStore>0 ) kv_engine_unref(p->apStore[--p->nStore]);
-  sqlite3_free(p->apStore);
-  kv_engine_unref(p->pAnon);
-  sqlite3_free(p->zLastDir);
-  sqlite3_free(p);
-}
-
-/* Keep a reference to pEng for the life of the connection. */
-static int kvConnKeep(KvConn *p, KvEngine *pEng){
-  KvEngine **a;
-  int i;
-  for(i=0; i<p->nStore; i++){
-    if( p->apStore[i]==pEng ) return SQLITE_OK;
-  }
-  a = sqlite3_realloc64(p->apStore, (p->nStore+1)*sizeof(KvEngine*));
-  if( a==0 ) return SQLITE_NOMEM;
-  p->apStore = a;
-  a[p->nStore++] = kv_engine_ref(pEng);
-  return SQLITE_OK;
-}
-
-/* Remember that absolute directory zDir is store pEng (kept open by the
-** connection, so the pointer stays valid).  Relative paths are not
-** remembered: their meaning changes with the working directory. */
-static void kvConnRemember(KvConn *p, const char *zDir, KvEngine *pEng){
-  char *z;
-  if( zDir[0]!='/' ) return;
-  z = sqlite3_mprintf("%s", zDir);
-  if( z==0 ) return;                    /* only a lost shortcut */
-  sqlite3_free(p->zLastDir);
-  p->zLastDir = z;
-  p->pLastEng = pEng;
-}
-
-/* Is zDir (with suffix zSuffix appended) the remembered directory? */
-static int kvConnIsLast(KvConn *p, const char *zDir, const char *zSuffix){
-  size_t n = strlen(zDir);
-  return p->zLastDir && strncmp(p->zLastDir, zDir, n)==0
-      && strcmp(p->zLastDir+n, zSuffix)==0;
-}
-
-static int kvConnOpen(KvConn *p, const char *zDir, KvEngine **ppEng,
-                      char **pzErr){
-  int rc = kv_engine_open(zDir, ppEng, pzErr);
-  if( rc==SQLITE_OK && (rc = kvConnKeep(p, *ppEng))!=SQLITE_OK ){
-    kv_engine_unref(*ppEng);
-    *ppEng = 0;
-  }
-  if( rc==SQLITE_OK ) kvConnRemember(p, zDir, *ppEng);
-  return rc;
-}
-
-int kv_conn_store(KvConn *p, const char *zDir, const char *zSchema,
-                  KvEngine **ppEng, char **pzErr){
-  const char *zFile;
-  char *zSide;
-  int rc;
-  if( zDir && kvConnIsLast(p, zDir, "") ){
-    *ppEng = kv_engine_ref(p->pLastEng);
-    return SQLITE_OK;
-  }
-  if( zDir && zDir[0]==0 ){
-    *pzErr = sqlite3_mprintf("kv: store directory must not be empty (NULL "
-                             "means the default store)");
-    return SQLITE_ERROR;
-  }
-  if( zDir ) return kvConnOpen(p, zDir, ppEng, pzErr);
-  zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
-  if( zFile && zFile[0] && kvConnIsLast(p, zFile, "-kv") ){
-    *ppEng = kv_engine_ref(p->pLastEng);
-    return SQLITE_OK;
-  }
-  if( zFile==0 || zFile[0]==0 ){
-    if( p->pAnon==0 ){
-      rc = kv_engine_open(0, &p->pAnon, pzErr);
-      if( rc!=SQLITE_OK ) return rc;
-    }
-    *ppEng = kv_engine_ref(p->pAnon);
-    return SQLITE_OK;
-  }
-  zSide = sqlite3_mprintf("%s-kv", zFile);
-  if( zSide==0 ) return SQLITE_NOMEM;
-  rc = kvConnOpen(p, zSide, ppEng, pzErr);
-  sqlite3_free(zSide);
-  return rc;
-}
-
-/* The directory kv_conn_store would open for zDir or schema zSchema's
-** sidecar, in *pzPath (sqlite3_malloc'd), for a check that it exists; NULL
-** when there is nothing to check: a store this connection already has open,
-** an anonymous in-memory store, or an empty zDir (kv_conn_store's error). */
-static int kvConnStorePath(KvConn *p, const char *zDir, const char *zSchema,
-                           char **pzPath){
-  *pzPath = 0;
-  if( zDir==0 ){
-    const char *zFile = sqlite3_db_filename(p->db, zSchema ? zSchema : "main");
-    if( zFile && zFile[0] && !kvConnIsLast(p, zFile, "-kv") ){
-      *pzPath = sqlite3_mprintf("%s-kv", zFile);
-      if( *pzPath==0 ) return SQLITE_NOMEM;
-    }
-  }else if( zDir[0] && !kvConnIsLast(p, zDir, "") ){
-    *pzPath = sqlite3_mprintf("%s", zDir);
-    if( *pzPath==0 ) return SQLITE_NOMEM;
-  }
-  return SQLITE_OK;
-}
-
-/* Is there no store at zPath?  KV_ABSENT_NONE: there is (or zPath is not
-** a directory: opening it gives its own error).  KV_ABSENT_PATH: zPath
-** names nothing (itself or a component of its parent path).
-** KV_ABSENT_STORE: a directory that holds neither the catalog file nor the
-** wal/ folder every store has from its creation on: an empty mount point
-** whose disk is not mounted, or a folder whose files were deleted. */
-#define KV_ABSENT_NONE  0
-#define KV_ABSENT_PATH  1
-#define KV_ABSENT_STORE 2
-static int kvStoreAbsence(const char *zPath){
-  static const char *azPart[] = { "tables_meta", "wal" };
-  struct stat st;
-  int i;
-  if( stat(zPath, &st)!=0 ){
-    return (errno==ENOENT || errno==ENOTDIR) ? KV_ABSENT_PATH
-                                             : KV_ABSENT_NONE;
-  }
-  if( !S_ISDIR(st.st_mode) ) return KV_ABSENT_NONE;
-  for(i=0; i<2; i++){
-    char *z = sqlite3_mprintf("%s/%s", zPath, azPart[i]);
-    int bThere = z==0 || stat(z, &st)==0 || errno!=ENOENT;
-    sqlite3_free(z);
-    if( bThere ) return KV_ABSENT_NONE;
-  }
-  return KV_ABSENT_STORE;
-}
-
-int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
-                           char **pzErr){
-  char *zPath = 0;
-  int rc = kvConnStorePath(p, zDir, 0, &zPath);
-  if( rc!=SQLITE_OK ) return rc;
-  if( zPath && kvStoreAbsence(zPath)!=KV_ABSENT_NONE ){
-    *pzErr = sqlite3_mprintf("kv: no KV store at %s", zPath);
-    rc = SQLITE_ERROR;
-  }
-  sqlite3_free(zPath);
-  if( rc!=SQLITE_OK ) return rc;
-  return kv_conn_store(p, zDir, 0, ppEng, pzErr);
-}
-
-int kv_conn_store_attach(KvConn *p, const char *zDir, const char *zSchema,
-                         KvEngine **ppEng, char **pzMissing, int *pbEmpty,
-                         char **pzErr){
-  char *zPath = 0;
-  int rc = kvConnStorePath(p, zDir, zSchema, &zPath);
-  int eAbsent;
-  *ppEng = 0;
-  *pzMissing = 0;
-  *pbEmpty = 0;
-  if( rc!=SQLITE_OK ) return rc;
-  if( zPath && (eAbsent = kvStoreAbsence(zPath))!=KV_ABSENT_NONE ){
-    *pzMissing = zPath;
-    *pbEmpty = eAbsent==KV_ABSENT_STORE;
-    return SQLITE_OK;
-  }
-  sqlite3_free(zPath);
-  return kv_conn_store(p, zDir, zSchema, ppEng, pzErr);
-}
-
-/* ---------------------------------------------- read-only connections --- */
-
-int kv_conn_readonly(sqlite3 *db){
-  return sqlite3_db_readonly(db, "main")==1;
-}
-
-int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr){
-  if( !kv_conn_readonly(db) ) return SQLITE_OK;
-  *pzErr = sqlite3_mprintf("kv: %s on a read-only connection (the database "
-                           "was opened read-only)", zFunc);
-  return *pzErr ? SQLITE_READONLY : SQLITE_NOMEM;
-}
-
-/* kv_conn_store for kv_begin on a read-only connection: a store that does
-** not exist is SQLITE_CANTOPEN "kv: no KV store at <dir> ..." and nothing
-** is created (kv_conn_store would make the directory). */
-static int kvConnStoreReadonly(KvConn *p, const char *zDir, KvEngine **ppEng,
-                               char **pzErr){
-  char *zPath = 0;
-  int rc = kvConnStorePath(p, zDir, 0, &zPath);
-  if( rc!=SQLITE_OK ) return rc;
-  if( zPath && kvStoreAbsence(zPath)!=KV_ABSENT_NONE ){
-    *pzErr = sqlite3_mprintf("kv: no KV store at %s (a read-only connection "
-                             "does not create one)", zPath);
-    rc = *pzErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
-  }
-  sqlite3_free(zPath);
-  if( rc!=SQLITE_OK ) return rc;
-  return kv_conn_store(p, zDir, 0, ppEng, pzErr);
-}
 
 /* ----------------------------------------------------------- helpers --- */
-
-static void kvFuncError(sqlite3_context *ctx, int rc, char *zErr){
-  if( rc==SQLITE_NOMEM && zErr==0 ){
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
-  sqlite3_result_error_code(ctx, rc);
-  sqlite3_free(zErr);
-}
 
 static const char *kvTypeName(sqlite3_value *v){
   switch( sqlite3_value_type(v) ){
@@ -278,78 +44,51 @@ static const char *kvTypeName(sqlite3_value *v){
 }
 
 /* The handle argument: its KvHandle, or NULL with the error set. */
-static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
-                             KvHandle ***pppPrev){
+static KvHandle *funcHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
+                               KvHandle ***pppPrev){
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
-  KvHandle **pp;
+  KvHandle *h;
   sqlite3_int64 id;
+  char *zErr = 0;
   if( !depot_value_int64(pArg, &id) ){
-    kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+    kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: transaction handle must be an integer from kv_begin(), got %s",
         kvTypeName(pArg)));
     return 0;
   }
-  for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
-    if( (*pp)->id==id ){
-      if( pppPrev ) *pppPrev = pp;
-      return *pp;
-    }
-  }
-  kvFuncError(ctx, SQLITE_ERROR, (id>0 && id<=pConn->iLastHandle)
-      ? sqlite3_mprintf("kv: transaction handle %lld is finished", id)
-      : sqlite3_mprintf("kv: unknown transaction handle %lld "
-                        "(handles belong to the connection that began them)",
-                        id));
-  return 0;
-}
-
-char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem){
-  int e = kv_root_state(h->pRoot);
-  const char *zCommit = kv_root_protocol_get(h->pRoot)==KV_PROTO_VERSIONED
-      ? "kv_commit_with_version" : "kv_commit";
-  char *z;
-  *pbNoMem = 0;
-  if( e==KV_ROOT_ACTIVE || (e==KV_ROOT_PREPARED && bPreparedOk) ) return 0;
-  if( e==KV_ROOT_PREPARED ){
-    z = sqlite3_mprintf("kv: transaction handle %lld is prepared and takes "
-        "no more operations: end it with %s or kv_rollback", h->id, zCommit);
-  }else{
-    z = sqlite3_mprintf("kv: transaction handle %lld %s", h->id,
-        e==KV_ROOT_FAILED ? "failed and was rolled back: end it with "
-                            "kv_rollback" : "is finished");
-  }
-  *pbNoMem = z==0;
-  return z;
+  h = kv_conn_handle(pConn, id, pppPrev, &zErr);
+  if( h==0 ) kv_sql_error(ctx, SQLITE_ERROR, zErr);
+  return h;
 }
 
 /* The handle argument, if its transaction still takes operations (also a
 ** prepared one when bPreparedOk): else NULL with an error that names the
 ** handle the caller holds and how to end it. */
-static KvHandle *kvHandleActive(sqlite3_context *ctx, sqlite3_value *pArg,
-                                KvHandle ***pppPrev, int bPreparedOk){
-  KvHandle *h = kvHandleArg(ctx, pArg, pppPrev);
+static KvHandle *funcHandleActive(sqlite3_context *ctx, sqlite3_value *pArg,
+                                  KvHandle ***pppPrev, int bPreparedOk){
+  KvHandle *h = funcHandleArg(ctx, pArg, pppPrev);
   int bNoMem = 0;
   char *zErr = h ? kv_handle_unusable(h, bPreparedOk, &bNoMem) : 0;
   if( zErr==0 && !bNoMem ) return h;
-  kvFuncError(ctx, bNoMem ? SQLITE_NOMEM : SQLITE_MISUSE, zErr);
+  kv_sql_error(ctx, bNoMem ? SQLITE_NOMEM : SQLITE_MISUSE, zErr);
   return 0;
 }
 
 /* kv_conn_writable for SQL function zFunc: 1 if it may write, else 0 with
 ** the error set on ctx. */
-static int kvWritable(sqlite3_context *ctx, const char *zFunc){
+static int funcWritable(sqlite3_context *ctx, const char *zFunc){
   char *zErr = 0;
   int rc = kv_conn_writable(sqlite3_context_db_handle(ctx), zFunc, &zErr);
   if( rc==SQLITE_OK ) return 1;
-  kvFuncError(ctx, rc, zErr);
+  kv_sql_error(ctx, rc, zErr);
   return 0;
 }
 
 /* A table-name argument: text, not NULL. */
-static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
-                     const char **pz, int *pn){
+static int funcNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
+                       const char **pz, int *pn){
   if( sqlite3_value_type(pArg)!=SQLITE_TEXT ){
-    kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+    kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: table name must be text, got %s", kvTypeName(pArg)));
     return 0;
   }
@@ -360,11 +99,11 @@ static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
 }
 
 /* A key argument, encoded into *pKey; 0 with the error set on failure. */
-static int kvKeyArg(sqlite3_context *ctx, sqlite3_value *pArg, KvBuf *pKey){
+static int funcKeyArg(sqlite3_context *ctx, sqlite3_value *pArg, KvBuf *pKey){
   char *zErr = 0;
   int rc = kv_key_encode(pArg, pKey, &zErr);
   if( rc!=SQLITE_OK ){
-    kvFuncError(ctx, rc, zErr);
+    kv_sql_error(ctx, rc, zErr);
     return 0;
   }
   return 1;
@@ -372,7 +111,7 @@ static int kvKeyArg(sqlite3_context *ctx, sqlite3_value *pArg, KvBuf *pKey){
 
 /* ------------------------------------------------------------ begin --- */
 
-static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+static void funcBegin(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   const char *zDir = 0;
   KvEngine *pEng = 0;
@@ -381,28 +120,30 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   int rc = SQLITE_OK;
   if( argc==1 && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
     if( sqlite3_value_type(argv[0])!=SQLITE_TEXT ){
-      kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+      kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
           "kv: store directory must be text, got %s", kvTypeName(argv[0])));
       return;
     }
     zDir = (const char*)sqlite3_value_text(argv[0]);
     if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(argv[0]) ){
-      kvFuncError(ctx, SQLITE_ERROR, sqlite3_mprintf(
+      kv_sql_error(ctx, SQLITE_ERROR, sqlite3_mprintf(
           "kv: store directory must not contain NUL"));
       return;
     }
   }
   if( kv_conn_readonly(pConn->db) ){
-    rc = kvConnStoreReadonly(pConn, zDir, &pEng, &zErr);
+    rc = kv_conn_store_readonly(pConn, zDir, &pEng, &zErr);
   }else{
     rc = kv_conn_store(pConn, zDir, 0, &pEng, &zErr);
   }
-  if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK && (h = sqlite3_malloc64(sizeof(*h)))==0 ){
+    rc = SQLITE_NOMEM;
+  }
   if( rc==SQLITE_OK ) rc = kv_root_begin(pEng, &h->pRoot);
   kv_engine_unref(pEng);                 /* the root holds its own */
   if( rc!=SQLITE_OK ){
     sqlite3_free(h);
-    kvFuncError(ctx, rc, zErr);
+    kv_sql_error(ctx, rc, zErr);
     return;
   }
   h->id = ++pConn->iLastHandle;
@@ -414,56 +155,56 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 /* ------------------------------------------------- reads and writes --- */
 
-static void kvGetFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
+static void funcGet(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
   int nTab, bFound = 0, rc;
   (void)argc;
-  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
-  if( !kvKeyArg(ctx, argv[2], &k) ) return;
+  if( h==0 || !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( !funcKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_get(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, k.a, k.n, &v,
               &bFound, &zErr);
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else if( bFound ) kv_value_result(ctx, v.a, v.n);
   kv_buf_free(&k);
   kv_buf_free(&v);
 }
 
-static void kvPutFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
+static void funcPut(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
   int nTab, rc;
   (void)argc;
-  if( h==0 || !kvWritable(ctx, "kv_put") ) return;
-  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
-  if( !kvKeyArg(ctx, argv[2], &k) ) return;
+  if( h==0 || !funcWritable(ctx, "kv_put") ) return;
+  if( !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( !funcKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
   if( rc==SQLITE_OK ){
     rc = kv_put(h->pRoot, zTab, nTab, k.a, k.n, v.a, v.n, &zErr);
   }
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
   kv_buf_free(&k);
   kv_buf_free(&v);
 }
 
-static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
+static void funcDelete(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   const char *zTab;
   char *zErr = 0;
   int nTab, bFound = 0, rc;
   (void)argc;
-  if( h==0 || !kvWritable(ctx, "kv_delete") ) return;
-  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
-  if( !kvKeyArg(ctx, argv[2], &k) ) return;
+  if( h==0 || !funcWritable(ctx, "kv_delete") ) return;
+  if( !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( !funcKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else if( bFound ) kv_value_result(ctx, v.a, v.n);
   kv_buf_free(&k);
   kv_buf_free(&v);
@@ -471,44 +212,36 @@ static void kvDeleteFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 /* ------------------------------------------------------ termination --- */
 
-static void kvHandleDrop(KvConn *pConn, KvHandle **pp){
-  KvHandle *h = *pp;
-  *pp = h->pNext;
-  kv_root_free(h->pRoot);
-  sqlite3_free(h);
-  (void)pConn;
-}
-
-static void kvPrepareFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
+static void funcPrepare(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
   char *zErr = 0;
   int rc;
   (void)argc;
   if( h==0 ) return;
   rc = kv_root_prepare(h->pRoot, &zErr);
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
 }
 
-static void kvCommitFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+static void funcCommit(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
-  KvHandle *h = kvHandleActive(ctx, argv[0], &pp, 1);
+  KvHandle *h = funcHandleActive(ctx, argv[0], &pp, 1);
   char *zErr = 0;
   int rc;
   (void)argc;
   if( h==0 ) return;
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc!=SQLITE_OK ){
-    kvFuncError(ctx, rc, zErr);
+    kv_sql_error(ctx, rc, zErr);
     return;
   }
-  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+  kv_conn_handle_drop(pp);
   sqlite3_result_int(ctx, 1);
 }
 
 /* Blob a (n bytes) as the text x'..' in full (sqlite3_malloc'd, NULL on
 ** OOM). */
-static char *kvBlobLiteral(const unsigned char *a, int n){
+static char *funcBlobLiteral(const unsigned char *a, int n){
   static const char aHex[] = "0123456789abcdef";
   char *z = sqlite3_malloc64((sqlite3_uint64)n*2 + 4);
   int i;
@@ -527,7 +260,8 @@ static char *kvBlobLiteral(const unsigned char *a, int n){
 /* Bind conflict c as ?2 (table) and ?3 (key: its value, a blob as the text
 ** x'..', NULL for a table created or removed concurrently).  Returns the
 ** decoded key, which must stay alive until the statement is reset. */
-static sqlite3_value *kvBindConflict(sqlite3_stmt *pStmt, const KvConflict *c){
+static sqlite3_value *funcBindConflict(sqlite3_stmt *pStmt,
+                                       const KvConflict *c){
   sqlite3_value *pKey = 0;
   int rc = SQLITE_OK;
   if( strcmp(c->zTable, KV_META_TABLE)==0 ){
@@ -540,7 +274,7 @@ static sqlite3_value *kvBindConflict(sqlite3_stmt *pStmt, const KvConflict *c){
   if( pKey && sqlite3_value_type(pKey)!=SQLITE_BLOB ){
     sqlite3_bind_value(pStmt, 3, pKey);
   }else if( pKey ){
-    sqlite3_bind_text(pStmt, 3, kvBlobLiteral(sqlite3_value_blob(pKey),
+    sqlite3_bind_text(pStmt, 3, funcBlobLiteral(sqlite3_value_blob(pKey),
                       sqlite3_value_bytes(pKey)), -1, sqlite3_free);
   }else{
     sqlite3_bind_text(pStmt, 3, kv_key_describe(c->aKey, c->nKey), -1,
@@ -551,7 +285,7 @@ static sqlite3_value *kvBindConflict(sqlite3_stmt *pStmt, const KvConflict *c){
 
 /* JSON array of the conflicts of h's failed prepare: [{"table":t,"key":k}]
 ** with key null when the table itself was created or removed. */
-static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
+static int funcConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
   const KvConflict *a;
   sqlite3_stmt *pStmt = 0;
   char *zAcc = sqlite3_mprintf("[]");
@@ -560,7 +294,7 @@ static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
       "SELECT json_insert(?1, '$[#]', json_object('table', ?2, 'key', ?3))",
       -1, &pStmt, 0);
   for(i=0; rc==SQLITE_OK && zAcc && i<n; i++){
-    sqlite3_value *pKey = kvBindConflict(pStmt, &a[i]);
+    sqlite3_value *pKey = funcBindConflict(pStmt, &a[i]);
     sqlite3_bind_text(pStmt, 1, zAcc, -1, SQLITE_STATIC);
     if( sqlite3_step(pStmt)==SQLITE_ROW ){
       char *zNew = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
@@ -577,45 +311,45 @@ static int kvConflictJson(sqlite3_context *ctx, KvRoot *pRoot){
   return rc;
 }
 
-static void kvTryCommitFunc(sqlite3_context *ctx, int argc,
-                            sqlite3_value **argv){
+static void funcTryCommit(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv){
   KvHandle **pp = 0;
-  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  KvHandle *h = funcHandleArg(ctx, argv[0], &pp);
   char *zErr = 0;
   int rc;
   (void)argc;
   if( h==0 ) return;
   if( kv_root_state(h->pRoot)==KV_ROOT_FAILED ){
     /* Rolled back by an earlier failure: an error, and the handle ends. */
-    kvFuncError(ctx, SQLITE_MISUSE, sqlite3_mprintf("kv: transaction handle "
+    kv_sql_error(ctx, SQLITE_MISUSE, sqlite3_mprintf("kv: transaction handle "
         "%lld failed and was rolled back: nothing to commit", h->id));
-    kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+    kv_conn_handle_drop(pp);
     return;
   }
   rc = kv_root_commit(h->pRoot, &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
     sqlite3_free(zErr);
     zErr = 0;
-    rc = kvConflictJson(ctx, h->pRoot);
+    rc = funcConflictJson(ctx, h->pRoot);
   }
   if( rc!=SQLITE_OK && kv_root_state(h->pRoot)!=KV_ROOT_FAILED ){
-    kvFuncError(ctx, rc, zErr);
+    kv_sql_error(ctx, rc, zErr);
     return;
   }
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_free(zErr);
-  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+  kv_conn_handle_drop(pp);
 }
 
-static void kvRollbackFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+static void funcRollback(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvHandle **pp = 0;
-  KvHandle *h = kvHandleArg(ctx, argv[0], &pp);
+  KvHandle *h = funcHandleArg(ctx, argv[0], &pp);
   char *zErr = 0;
   int rc;
   (void)argc;
   if( h==0 ) return;
   rc = kv_root_rollback_err(h->pRoot, &zErr);
-  kvHandleDrop((KvConn*)sqlite3_user_data(ctx), pp);
+  kv_conn_handle_drop(pp);
   if( rc!=SQLITE_OK ){
     sqlite3_result_error(ctx, zErr ? zErr : sqlite3_errstr(rc), -1);
     sqlite3_result_error_code(ctx, rc);
@@ -627,18 +361,18 @@ static void kvRollbackFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* ------------------------------------------------------------ schema --- */
 
-static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = kvHandleArg(ctx, argv[0], 0);
+static void funcTableMeta(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  KvHandle *h = funcHandleArg(ctx, argv[0], 0);
   sqlite3_stmt *pStmt = 0;
   const char *zTab;
   char *zErr = 0;
   KvMeta meta;
   int nTab, bFound = 0, rc;
   (void)argc;
-  if( h==0 || !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   /* A name no table can have (and .tables_meta) is an error, not NULL. */
   if( (rc = kv_name_check(zTab, nTab, &zErr))!=SQLITE_OK ){
-    kvFuncError(ctx, rc, zErr);
+    kv_sql_error(ctx, rc, zErr);
     return;
   }
   rc = kv_table_meta(kv_root_engine(h->pRoot), h->pRoot, zTab, nTab, &meta,
@@ -660,14 +394,14 @@ static void kvTableMetaFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv
     }
     rc = sqlite3_finalize(pStmt);
   }
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, 0);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, 0);
   kv_meta_clear(&meta);
 }
 
 /* One option of options_json (key zKey, JSON type zType, value v) for a
 ** table of type zTab: SQLITE_OK, or SQLITE_ERROR with *pzErr set. */
-static int kvCheckOption(const char *zTab, const char *zKey,
-                         const char *zType, sqlite3_int64 v, char **pzErr){
+static int funcCheckOption(const char *zTab, const char *zKey,
+                           const char *zType, sqlite3_int64 v, char **pzErr){
   /* Only the table types known to lack accelerated_repair refuse it: an
   ** unknown type is reported as such by kv_create_table(). */
   int bAccel = zTab==0 || (strcmp(zTab, "kv_memory")!=0
@@ -692,8 +426,8 @@ static int kvCheckOption(const char *zTab, const char *zKey,
 /* Check options_json for a table of type zTab: an object whose keys are
 ** "persistence" (0|1, also true|false) and, for kv_btree only,
 ** "accelerated_repair" (0|1). */
-static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
-                          int *pbPersist, char **pzErr){
+static int funcParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
+                            int *pbPersist, char **pzErr){
   sqlite3_stmt *pStmt = 0;
   int rc = sqlite3_prepare_v2(db, "SELECT json_type(?1)='object', key, atom, "
       "type FROM json_each(?1) WHERE json_valid(?1) UNION ALL "
@@ -710,7 +444,7 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
                                "'{\"persistence\":1}'");
       rc = SQLITE_ERROR;
     }else{
-      rc = kvCheckOption(zTab, zKey, zType, v, pzErr);
+      rc = funcCheckOption(zTab, zKey, zType, v, pzErr);
       if( rc==SQLITE_OK && zKey[0]=='p' ) *pbPersist = (int)v;
     }
   }
@@ -718,16 +452,16 @@ static int kvParseOptions(sqlite3 *db, sqlite3_value *pJson, const char *zTab,
   return rc;
 }
 
-static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
-                              sqlite3_value **argv){
-  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
+static void funcCreateTable(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv){
+  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
   const char *zTab, *zType, *zOpt = 0;
   char *zErr = 0;
   int nTab, bPersist = 0, bCreated = 0, rc = SQLITE_OK;
-  if( h==0 || !kvWritable(ctx, "kv_create_table") ) return;
-  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !funcWritable(ctx, "kv_create_table") ) return;
+  if( !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( sqlite3_value_type(argv[2])!=SQLITE_TEXT ){
-    kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
+    kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: table type must be text such as 'kv_memory', got %s",
         kvTypeName(argv[2])));
     return;
@@ -736,29 +470,29 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
   /* kv_btree and kv_log tables are persistent unless told otherwise. */
   bPersist = zType && strcmp(zType, "kv_memory")!=0;
   if( argc==4 && sqlite3_value_type(argv[3])!=SQLITE_NULL ){
-    rc = kvParseOptions(sqlite3_context_db_handle(ctx), argv[3], zType,
-                        &bPersist, &zErr);
+    rc = funcParseOptions(sqlite3_context_db_handle(ctx), argv[3], zType,
+                          &bPersist, &zErr);
     zOpt = (const char*)sqlite3_value_text(argv[3]);
   }
   if( rc==SQLITE_OK ){
     rc = kv_create_table(h->pRoot, zTab, nTab, zType, bPersist, zOpt,
                          &bCreated, &zErr);
   }
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, bCreated);
 }
 
-static void kvRemoveTableFunc(sqlite3_context *ctx, int argc,
-                              sqlite3_value **argv){
-  KvHandle *h = kvHandleActive(ctx, argv[0], 0, 0);
+static void funcRemoveTable(sqlite3_context *ctx, int argc,
+                            sqlite3_value **argv){
+  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
   const char *zTab;
   char *zErr = 0;
   int nTab, rc;
   (void)argc;
-  if( h==0 || !kvWritable(ctx, "kv_remove_table") ) return;
-  if( !kvNameArg(ctx, argv[1], &zTab, &nTab) ) return;
+  if( h==0 || !funcWritable(ctx, "kv_remove_table") ) return;
+  if( !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   rc = kv_remove_table(h->pRoot, zTab, nTab, &zErr);
-  if( rc!=SQLITE_OK ) kvFuncError(ctx, rc, zErr);
+  if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
 }
 
@@ -768,45 +502,34 @@ static const struct {
   const char *zName;
   int nArg;
   void (*xFunc)(sqlite3_context*, int, sqlite3_value**);
-} aKvFunc[] = {
-  { "kv_begin",        0, kvBeginFunc },
-  { "kv_begin",        1, kvBeginFunc },
-  { "kv_get",          3, kvGetFunc },
-  { "kv_put",          4, kvPutFunc },
-  { "kv_delete",       3, kvDeleteFunc },
-  { "kv_prepare",      1, kvPrepareFunc },
-  { "kv_commit",       1, kvCommitFunc },
-  { "kv_rollback",     1, kvRollbackFunc },
-  { "kv_try_commit",   1, kvTryCommitFunc },
-  { "kv_table_meta",   2, kvTableMetaFunc },
-  { "kv_create_table", 3, kvCreateTableFunc },
-  { "kv_create_table", 4, kvCreateTableFunc },
-  { "kv_remove_table", 2, kvRemoveTableFunc },
+} aFunc[] = {
+  { "kv_begin",        0, funcBegin },
+  { "kv_begin",        1, funcBegin },
+  { "kv_get",          3, funcGet },
+  { "kv_put",          4, funcPut },
+  { "kv_delete",       3, funcDelete },
+  { "kv_prepare",      1, funcPrepare },
+  { "kv_commit",       1, funcCommit },
+  { "kv_rollback",     1, funcRollback },
+  { "kv_try_commit",   1, funcTryCommit },
+  { "kv_table_meta",   2, funcTableMeta },
+  { "kv_create_table", 3, funcCreateTable },
+  { "kv_create_table", 4, funcCreateTable },
+  { "kv_remove_table", 2, funcRemoveTable },
 };
 
-static int kvConnection(sqlite3 *db, char **pzErr){
-  KvConn *pConn = kv_conn_new(db);
+static int funcConnection(sqlite3 *db, KvConn *pConn){
   size_t i;
   int rc = SQLITE_OK;
-  if( pConn==0 ) return SQLITE_NOMEM;
-  for(i=0; rc==SQLITE_OK && i<sizeof(aKvFunc)/sizeof(aKvFunc[0]); i++){
+  for(i=0; rc==SQLITE_OK && i<sizeof(aFunc)/sizeof(aFunc[0]); i++){
     kv_conn_ref(pConn);
-    rc = sqlite3_create_function_v2(db, aKvFunc[i].zName, aKvFunc[i].nArg,
-        SQLITE_UTF8|SQLITE_DIRECTONLY, pConn, aKvFunc[i].xFunc, 0, 0,
+    rc = sqlite3_create_function_v2(db, aFunc[i].zName, aFunc[i].nArg,
+        SQLITE_UTF8|SQLITE_DIRECTONLY, pConn, aFunc[i].xFunc, 0, 0,
         kv_conn_unref);
   }
-  if( rc==SQLITE_OK ) rc = kv_vtab_register(db, pConn);
-  if( rc==SQLITE_OK ) rc = kv_tables_register(db);
-  if( rc==SQLITE_OK ) rc = kv_stats_register(db);
-  if( rc==SQLITE_OK ) rc = kv_vfunc_register(db, pConn);
-  if( rc!=SQLITE_OK ){
-    *pzErr = sqlite3_mprintf("kv: cannot register the KV functions: %s",
-                             sqlite3_errmsg(db));
-  }
-  kv_conn_unref(pConn);
   return rc;
 }
 
-const DepotComponent depotKvComponent = {
-  "kv", 0, kvConnection
+const DepotComponent depotKvFuncComponent = {
+  "kv: cannot register the KV functions", 0, funcConnection
 };

@@ -1,10 +1,13 @@
 /*
-** kv_sql.h -- state shared by the SQL surface of KV tables (kv_vtab.c,
-** kv_func.c; private to ext/).
+** kv_sql.h -- state shared by the SQL surface of KV tables (private to
+** ext/): the per-connection KvConn and its handles, implemented in
+** kv_conn.c and used by kv_vtab.c, kv_func.c and kv_vfunc.c.
 **
-** Every connection the extension is loaded into gets one KvConn, shared by
-** the kv_memory module and the kv_* functions (each registration holds a
-** reference; SQLite drops them at sqlite3_close).  It owns the connection's
+** Every connection the extension is loaded into gets one KvConn, made by
+** ext/depot.c and handed to every component as it registers; it is shared
+** by the kv_memory/kv_btree/kv_log modules, the kv_* functions and the kv
+** listings (each registration holds a reference; SQLite drops them at
+** sqlite3_close).  It owns the connection's
 ** SQL root transaction (the SQLite transaction's KV side), its explicit
 ** transaction handles, and the anonymous store used when the main database
 ** is in memory and no dir= is given.  A KvConn is used under its
@@ -13,9 +16,9 @@
 #ifndef DEPOT_KV_SQL_H
 #define DEPOT_KV_SQL_H
 
+#include "ext/depot_int.h"          /* typedef KvConn */
 #include "ext/kv/engine.h"
 
-typedef struct KvConn KvConn;
 typedef struct KvHandle KvHandle;
 
 struct KvHandle {
@@ -48,7 +51,8 @@ void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
 ** schema zSchema: the sidecar directory "<database file>-kv", or the
 ** connection's anonymous store if that database has no file.  *ppEng holds
 ** a reference.  An empty zDir is SQLITE_ERROR with a message.  The
-** connection keeps every store it used open until it closes, so kv_memory data outlives the transactions that wrote it.
+** connection keeps every store it used open until it closes, so kv_memory
+** data outlives the transactions that wrote it.
 ** The last absolute directory asked for is remembered with its store, so
 ** asking again (every kv_query_with_version of a default store) costs a
 ** string compare, not a mkdir and a realpath. */
@@ -72,7 +76,14 @@ int kv_conn_store_attach(KvConn*, const char *zDir, const char *zSchema,
                          KvEngine **ppEng, char **pzMissing, int *pbEmpty,
                          char **pzErr);
 
-/* Read-only connections (kv_func.c).  A connection whose main database
+/* kv_conn_store for kv_begin on a read-only connection: a store that does
+** not exist is SQLITE_CANTOPEN "kv: no KV store at <dir> (a read-only
+** connection does not create one)" and nothing is created (kv_conn_store
+** would make the directory). */
+int kv_conn_store_readonly(KvConn*, const char *zDir, KvEngine **ppEng,
+                           char **pzErr);
+
+/* Read-only connections.  A connection whose main database
 ** was opened read-only (sqlite3_db_readonly) writes nothing to any KV
 ** store, whichever store a call names: kv_conn_readonly says whether it
 ** is one, and kv_conn_writable is the check every state-changing kv_*
@@ -84,21 +95,27 @@ int kv_conn_store_attach(KvConn*, const char *zDir, const char *zSchema,
 int kv_conn_readonly(sqlite3 *db);
 int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr);
 
-/* Why handle h takes no more operations (kv_func.c): NULL when it is
-** active (or prepared, with bPreparedOk); else an sqlite3_mprintf'd
-** message naming the handle and the calls that end it (kv_commit_with_version
-** for a handle prepared with kv_prepare_with_version).  The caller frees
-** it; NULL is also returned when there is no memory for it (*pbNoMem set). */
+/* The open handle id of the connection (*pppPrev, when not NULL, set to
+** the link that points to it, for kv_conn_handle_drop), or NULL with
+** *pzErr "kv: transaction handle N is finished" for a handle this
+** connection ended, else "kv: unknown transaction handle N (handles belong
+** to the connection that began them)". */
+KvHandle *kv_conn_handle(KvConn*, sqlite3_int64 id, KvHandle ***pppPrev,
+                         char **pzErr);
+
+/* End the handle *pp points to: unlink it, free its root (rolling back
+** what it did not commit) and the handle. */
+void kv_conn_handle_drop(KvHandle **pp);
+
+/* Why handle h takes no more operations: NULL when it is active (or
+** prepared, with bPreparedOk); else an sqlite3_mprintf'd message naming
+** the handle and the calls that end it (kv_commit_with_version for a
+** handle prepared with kv_prepare_with_version).  The caller frees it;
+** NULL is also returned when there is no memory for it (*pbNoMem set). */
 char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem);
 
-/* Register the kv_memory module (kv_vtab.c). */
-int kv_vtab_register(sqlite3 *db, KvConn*);
-/* Register the eponymous kv_tables table (kv_tables.c). */
-int kv_tables_register(sqlite3 *db);
-/* Register the eponymous kv_stats table (kv_stats.c). */
-int kv_stats_register(sqlite3 *db);
-/* Register the key-version functions, kv_query_with_version,
-** kv_conflicts and kv_metrics (kv_vfunc.c). */
-int kv_vfunc_register(sqlite3 *db, KvConn*);
+/* The error result of a kv_* function: rc with message zErr (consumed;
+** NULL: SQLite's text for rc, or plain out-of-memory for SQLITE_NOMEM). */
+void kv_sql_error(sqlite3_context *ctx, int rc, char *zErr);
 
 #endif /* DEPOT_KV_SQL_H */

@@ -1,6 +1,6 @@
 /*
-** kv_stats.c -- the eponymous virtual table kv_stats: counters of every KV
-** store open in the process and of each of its tables.
+** kv_stats.c -- the listing kv_stats: counters of every KV store open in
+** the process and of each of its tables.
 **
 **   SELECT * FROM kv_stats;
 **
@@ -12,43 +12,27 @@
 **   wal_segments, wal_unconfirmed
 ** Anonymous (in-memory) stores show store NULL and no WAL counters.
 ** row_count and stored_bytes of a kv_btree table walk the table (O(n));
-** they are computed only when the query uses one of those columns.
+** they are computed only when the query uses one of those columns (the
+** listing's costly columns, ext/listing.h).  Innocuous.  It reads the
+** engine's stores and tables directly (ext/kv/engine_int.h), each under
+** the engine's own locks.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
-#include "ext/kv_sql.h"
-#include "sqlite3ext.h"
+#include "ext/depot_int.h"
+#include "ext/listing.h"
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>
 
-typedef struct KsRow KsRow;
-struct KsRow {
-  char *zStore;                 /* NULL: anonymous */
-  char *zTab;                   /* NULL: the store row */
-  char zType[32];
-  KvBackendStats st;
-  int bStore;
-  int bWal;
-  WalStats wal;
-};
-
-typedef struct KsCursor KsCursor;
-struct KsCursor {
-  sqlite3_vtab_cursor base;
-  KsRow *aRow; int nRow, nAlloc;
-  int iRow;
-  int bCount;                   /* row_count or stored_bytes wanted */
-};
-
 /* ---------------------------------------------------------- gather --- */
 
-typedef struct KsEngines KsEngines;
-struct KsEngines { KvEngine **a; int n, nAlloc; };
+typedef struct StatsEngines StatsEngines;
+struct StatsEngines { KvEngine **a; int n, nAlloc; };
 
 /* kv_engine_foreach callback: hold a reference on each store. */
-static int ksCollectEngine(KvEngine *p, void *pCtx){
-  KsEngines *pE = (KsEngines*)pCtx;
+static int statsCollectEngine(KvEngine *p, void *pCtx){
+  StatsEngines *pE = (StatsEngines*)pCtx;
   if( pE->n==pE->nAlloc ){
     int nNew = pE->nAlloc ? pE->nAlloc*2 : 8;
     KvEngine **a = sqlite3_realloc64(pE->a, nNew*sizeof(KvEngine*));
@@ -61,51 +45,53 @@ static int ksCollectEngine(KvEngine *p, void *pCtx){
   return SQLITE_OK;
 }
 
-static KsRow *ksNewRow(KsCursor *pCur, KvEngine *pEng){
-  KsRow *r;
-  if( pCur->nRow==pCur->nAlloc ){
-    int nNew = pCur->nAlloc ? pCur->nAlloc*2 : 16;
-    KsRow *a = sqlite3_realloc64(pCur->aRow, nNew*sizeof(KsRow));
-    if( a==0 ) return 0;
-    pCur->aRow = a;
-    pCur->nAlloc = nNew;
-  }
-  r = &pCur->aRow[pCur->nRow];
-  memset(r, 0, sizeof(*r));
-  if( pEng->zDir && (r->zStore = sqlite3_mprintf("%s", pEng->zDir))==0 ){
-    return 0;
-  }
-  pCur->nRow++;
-  return r;
-}
-
 /* One table's row, computed without the engine mutex. */
-static int ksTableRow(KsCursor *pCur, KvEngine *pEng, KvTable *t){
-  KsRow *r = ksNewRow(pCur, pEng);
-  if( r==0 || (r->zTab = sqlite3_mprintf("%s", t->zName))==0 ){
-    return SQLITE_NOMEM;
-  }
-  memcpy(r->zType, t->meta.zType, sizeof(r->zType));
-  if( t->pData==0 ) return SQLITE_OK;
-  if( t->pBackend->xStatsEx ){
-    t->pBackend->xStatsEx(t->pData, pCur->bCount, &r->st);
-  }else{
+static int statsTableRow(DepotRows *p, KvEngine *pEng, KvTable *t){
+  KvBackendStats st;
+  memset(&st, 0, sizeof(st));
+  if( t->pData && t->pBackend->xStatsEx ){
+    t->pBackend->xStatsEx(t->pData, p->bCostly, &st);
+  }else if( t->pData ){
     pthread_mutex_lock(&pEng->mutex);
-    t->pBackend->xStats(t->pData, &r->st.nRow, &r->st.nByte);
+    t->pBackend->xStats(t->pData, &st.nRow, &st.nByte);
     pthread_mutex_unlock(&pEng->mutex);
   }
-  return SQLITE_OK;
+  depot_rows_text(p, pEng->zDir);
+  depot_rows_text(p, t->zName);
+  depot_rows_cell(p, DEPOT_CELL_TEXT, 0, t->meta.zType,
+                  (int)strnlen(t->meta.zType, sizeof(t->meta.zType)));
+  depot_rows_int(p, st.nRow);
+  depot_rows_int(p, st.nByte);
+  depot_rows_int(p, st.nOverlay);
+  depot_rows_int(p, st.nPending);
+  depot_rows_int(p, st.nError);
+  depot_rows_text(p, st.zError[0] ? st.zError : 0);
+  depot_rows_null(p);
+  return depot_rows_null(p);
+}
+
+/* The store row: the table counters NULL, the WAL's when it has one. */
+static int statsStoreRow(DepotRows *p, KvEngine *pEng){
+  WalStats wal;
+  int i;
+  depot_rows_text(p, pEng->zDir);
+  depot_rows_null(p);
+  depot_rows_text(p, "store");
+  for(i=0; i<6; i++) depot_rows_null(p);
+  if( pEng->pWal==0 ){
+    depot_rows_null(p);
+    return depot_rows_null(p);
+  }
+  wal_stats(pEng->pWal, &wal);
+  depot_rows_int(p, wal.nSegment);
+  return depot_rows_int(p, wal.nUnconfirmed);
 }
 
 /* The store row, then the table rows of one store. */
-static int ksEngineRows(KsCursor *pCur, KvEngine *pEng){
+static int statsEngineRows(DepotRows *p, KvEngine *pEng){
   KvTable **apTab = 0, *t;
-  int nTab = 0, i, rc = SQLITE_OK;
-  KsRow *r = ksNewRow(pCur, pEng);
-  if( r==0 ) return SQLITE_NOMEM;
-  r->bStore = 1;
-  memcpy(r->zType, "store", 6);
-  if( pEng->pWal ){ wal_stats(pEng->pWal, &r->wal); r->bWal = 1; }
+  int nTab = 0, i, rc = statsStoreRow(p, pEng);
+  if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
   for(t=pEng->pTables; t; t=t->pNext) nTab++;
   apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
@@ -115,7 +101,7 @@ static int ksEngineRows(KsCursor *pCur, KvEngine *pEng){
   pthread_mutex_unlock(&pEng->mutex);
   if( apTab==0 ) return SQLITE_NOMEM;
   for(i=nTab-1; i>=0; i--){
-    if( rc==SQLITE_OK ) rc = ksTableRow(pCur, pEng, apTab[i]);
+    if( rc==SQLITE_OK ) rc = statsTableRow(p, pEng, apTab[i]);
   }
   pthread_mutex_lock(&pEng->mutex);
   for(i=0; i<nTab; i++) kvTableUnref(apTab[i]);
@@ -124,130 +110,46 @@ static int ksEngineRows(KsCursor *pCur, KvEngine *pEng){
   return rc;
 }
 
-static void ksClear(KsCursor *pCur){
-  int i;
-  for(i=0; i<pCur->nRow; i++){
-    sqlite3_free(pCur->aRow[i].zStore);
-    sqlite3_free(pCur->aRow[i].zTab);
-  }
-  sqlite3_free(pCur->aRow);
-  pCur->aRow = 0;
-  pCur->nRow = pCur->nAlloc = 0;
-}
-
-/* ---------------------------------------------------------- module --- */
-
-static int ksConnect(sqlite3 *db, void *pAux, int argc,
-                     const char *const *argv, sqlite3_vtab **ppVtab,
-                     char **pzErr){
-  sqlite3_vtab *p;
-  int rc;
-  (void)pAux; (void)argc; (void)argv; (void)pzErr;
-  rc = sqlite3_declare_vtab(db, "CREATE TABLE x(store, tbl, type, row_count,"
-      " stored_bytes, overlay_entries, pending_confirmations,"
-      " collector_errors, last_error, wal_segments, wal_unconfirmed)");
-  if( rc!=SQLITE_OK ) return rc;
-  p = sqlite3_malloc64(sizeof(*p));
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
-  *ppVtab = p;
-  return SQLITE_OK;
-}
-
-static int ksDisconnect(sqlite3_vtab *p){
-  sqlite3_free(p);
-  return SQLITE_OK;
-}
-
-/* idxNum 1: row_count or stored_bytes is used (they may cost a walk). */
-static int ksBestIndex(sqlite3_vtab *p, sqlite3_index_info *pInfo){
-  (void)p;
-  pInfo->idxNum = (pInfo->colUsed & ((sqlite3_uint64)3<<3)) ? 1 : 0;
-  pInfo->estimatedCost = 1000;
-  return SQLITE_OK;
-}
-
-static int ksOpen(sqlite3_vtab *p, sqlite3_vtab_cursor **pp){
-  KsCursor *c = sqlite3_malloc64(sizeof(*c));
-  (void)p;
-  if( c==0 ) return SQLITE_NOMEM;
-  memset(c, 0, sizeof(*c));
-  *pp = &c->base;
-  return SQLITE_OK;
-}
-
-static int ksClose(sqlite3_vtab_cursor *pCur){
-  ksClear((KsCursor*)pCur);
-  sqlite3_free(pCur);
-  return SQLITE_OK;
-}
-
-static int ksFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
-                    int argc, sqlite3_value **argv){
-  KsCursor *c = (KsCursor*)pCur;
-  KsEngines e;
+static int statsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
+  StatsEngines e;
   int i, rc;
-  (void)idxStr; (void)argc; (void)argv;
-  ksClear(c);
-  c->bCount = idxNum;
-  c->iRow = 0;
+  (void)apArg; (void)pzErr;
   memset(&e, 0, sizeof(e));
-  rc = kv_engine_foreach(ksCollectEngine, &e);
+  rc = kv_engine_foreach(statsCollectEngine, &e);
   for(i=0; i<e.n; i++){
-    if( rc==SQLITE_OK ) rc = ksEngineRows(c, e.a[i]);
+    if( rc==SQLITE_OK ) rc = statsEngineRows(p, e.a[i]);
     kv_engine_unref(e.a[i]);
   }
   sqlite3_free(e.a);
   return rc;
 }
 
-static int ksNext(sqlite3_vtab_cursor *pCur){
-  ((KsCursor*)pCur)->iRow++;
-  return SQLITE_OK;
-}
+/* ------------------------------------------------------- component --- */
 
-static int ksEof(sqlite3_vtab_cursor *pCur){
-  KsCursor *c = (KsCursor*)pCur;
-  return c->iRow>=c->nRow;
-}
-
-static int ksColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
-  KsRow *r = &((KsCursor*)pCur)->aRow[((KsCursor*)pCur)->iRow];
-  switch( i ){
-    case 0: if( r->zStore ) sqlite3_result_text(ctx, r->zStore, -1,
-                                                SQLITE_TRANSIENT); break;
-    case 1: if( r->zTab ) sqlite3_result_text(ctx, r->zTab, -1,
-                                              SQLITE_TRANSIENT); break;
-    case 2: sqlite3_result_text(ctx, r->zType, -1, SQLITE_TRANSIENT); break;
-    case 9: if( r->bWal ) sqlite3_result_int(ctx, r->wal.nSegment); break;
-    case 10: if( r->bWal ) sqlite3_result_int64(ctx, r->wal.nUnconfirmed);
-             break;
-    default:
-      if( r->bStore ) break;
-      if( i==3 ) sqlite3_result_int64(ctx, r->st.nRow);
-      if( i==4 ) sqlite3_result_int64(ctx, r->st.nByte);
-      if( i==5 ) sqlite3_result_int64(ctx, r->st.nOverlay);
-      if( i==6 ) sqlite3_result_int64(ctx, r->st.nPending);
-      if( i==7 ) sqlite3_result_int64(ctx, r->st.nError);
-      if( i==8 && r->st.zError[0] ){
-        sqlite3_result_text(ctx, r->st.zError, -1, SQLITE_TRANSIENT);
-      }
-  }
-  return SQLITE_OK;
-}
-
-static int ksRowid(sqlite3_vtab_cursor *pCur, sqlite3_int64 *pRowid){
-  *pRowid = ((KsCursor*)pCur)->iRow;
-  return SQLITE_OK;
-}
-
-static sqlite3_module ksModule = {
-  0, 0, ksConnect, ksBestIndex, ksDisconnect, 0,
-  ksOpen, ksClose, ksFilter, ksNext, ksEof, ksColumn, ksRowid,
-  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const DepotListingCol aStatsCol[] = {
+  DEPOT_COLUMN("store", 0),
+  DEPOT_COLUMN("tbl", 0),
+  DEPOT_COLUMN("type", 0),
+  DEPOT_COLUMN("row_count", 0),              /* costly */
+  DEPOT_COLUMN("stored_bytes", 0),           /* costly */
+  DEPOT_COLUMN("overlay_entries", 0),
+  DEPOT_COLUMN("pending_confirmations", 0),
+  DEPOT_COLUMN("collector_errors", 0),
+  DEPOT_COLUMN("last_error", 0),
+  DEPOT_COLUMN("wal_segments", 0),
+  DEPOT_COLUMN("wal_unconfirmed", 0),
 };
 
-int kv_stats_register(sqlite3 *db){
-  return sqlite3_create_module(db, "kv_stats", &ksModule, 0);
+static const DepotListing statsListing = {
+  "kv_stats", 11, aStatsCol, 0, SQLITE_VTAB_INNOCUOUS, 1000.0,
+  (sqlite3_uint64)3<<3, statsRows
+};
+
+static int statsConnection(sqlite3 *db, KvConn *pKv){
+  (void)pKv;
+  return depot_listing_register(db, &statsListing, 0, 0);
 }
+
+const DepotComponent depotKvStatsComponent = {
+  "kv: cannot register the KV functions", 0, statsConnection
+};

@@ -1,6 +1,9 @@
 /*
-** kv_vtab.c -- the kv_memory, kv_btree and kv_log virtual-table modules
-** (one implementation; the module name is the table type): KV tables in SQL.
+** kv_vtab.c -- the kv_memory, kv_btree and kv_log virtual-table modules:
+** KV tables in SQL.  One sqlite3_module, vtabModule, serves all three (the
+** module name is the table type), plus vtabAnchorModule for the anchor
+** table described under "Reads" below.  Writable, with transactions: the
+** one virtual table of ext/ that is not a listing (ext/listing.h).
 **
 **   CREATE VIRTUAL TABLE t USING kv_memory[(dir=PATH, persistence=0|1)];
 **   CREATE VIRTUAL TABLE t USING kv_btree[(dir=PATH, accelerated_repair=0|1)];
@@ -18,7 +21,7 @@
 ** inside an explicit transaction.  Attaching an existing table (xConnect)
 ** never creates a store: while its directory is missing every read and
 ** write fails with SQLITE_CANTOPEN "kv: store DIR of table t is missing
-** ...", and DROP TABLE only drops it from the schema (kvStoreReady).
+** ...", and DROP TABLE only drops it from the schema (vtabStoreReady).
 ** Schema:
 **     CREATE TABLE x(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID
 **
@@ -30,7 +33,7 @@
 ** which SQLite has rolled the whole transaction back.  A COMMIT that fails
 ** after xSync with SQLITE_BUSY (a database file is locked) leaves the
 ** transaction open: its next statement takes the prepare back
-** (kvSqlRootGoesOn) and the retried COMMIT prepares again.
+** (vtabSqlRootGoesOn) and the retried COMMIT prepares again.
 **
 ** Reads.  Inside an explicit SQL transaction (BEGIN or SAVEPOINT) a read
 ** belongs to the transaction as much as a write: its table's snapshot is
@@ -51,19 +54,19 @@
 */
 #include "config.h"
 #include "ext/kv/btree.h"
+#include "ext/depot_int.h"
 #include "ext/kv_sql.h"
-#include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct KvVtab KvVtab;
-typedef struct KvCursor KvCursor;
+typedef struct VtabTable VtabTable;
+typedef struct VtabCursor VtabCursor;
 
 /* The module arguments of a KV table (and its type). */
-typedef struct KvArgs KvArgs;
-struct KvArgs {
+typedef struct VtabArgs VtabArgs;
+struct VtabArgs {
   char *zDir;                   /* sqlite3_malloc'd or NULL */
   int bPersist;
   int bPersistGiven;
@@ -72,20 +75,20 @@ struct KvArgs {
   const char *zType;            /* the module name: the table type */
 };
 
-struct KvVtab {
+struct VtabTable {
   sqlite3_vtab base;            /* must be first */
   sqlite3 *db;
   KvConn *pConn;                /* holds a reference */
   KvEngine *pEng;               /* holds a reference; NULL while the
                                 ** store directory is missing (xConnect) */
-  KvArgs args;                  /* own copies of zDir and zType */
+  VtabArgs args;                  /* own copies of zDir and zType */
   char *zName; int nName;       /* the KV table */
   char *zSchema;                /* the database holding the vtab ("main") */
   int bJoined;                  /* joined pConn->pSqlRoot */
   KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
 };
 
-struct KvCursor {
+struct VtabCursor {
   sqlite3_vtab_cursor base;     /* must be first */
   KvIter *pIter;                /* range mode */
   int bPoint;                   /* point mode: aPoint[] lookups */
@@ -100,7 +103,7 @@ struct KvCursor {
 
 /* Unquote a module argument value in place ('x', "x" or x): inside the
 ** quotes a doubled quote character stands for one, as in SQL. */
-static void kvUnquote(char *z){
+static void vtabUnquote(char *z){
   int n = (int)strlen(z), i, j = 0;
   char q = z[0];
   if( n<2 || (q!='\'' && q!='"') || z[n-1]!=q ) return;
@@ -112,7 +115,7 @@ static void kvUnquote(char *z){
 }
 
 /* The error of a module argument that is not one this table type takes. */
-static int kvArgBad(const char *zArg, const KvArgs *pA, char **pzErr){
+static int vtabArgBad(const char *zArg, const VtabArgs *pA, char **pzErr){
   *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH%s",
       zArg, strcmp(pA->zType, "kv_btree")==0
             ? ", persistence=0|1 or accelerated_repair=0|1"
@@ -121,7 +124,7 @@ static int kvArgBad(const char *zArg, const KvArgs *pA, char **pzErr){
 }
 
 /* Trim the blanks around z in place; returns z moved past the leading. */
-static char *kvTrim(char *z){
+static char *vtabTrim(char *z){
   while( *z==' ' ) z++;
   while( *z && z[strlen(z)-1]==' ' ) z[strlen(z)-1] = 0;
   return z;
@@ -129,13 +132,13 @@ static char *kvTrim(char *z){
 
 /* Take one key=value argument (zK and zV trimmed, zV unquoted) into *pA.
 ** Each key may be given once. */
-static int kvTakeArg(const char *zArg, const char *zK, char *zV, KvArgs *pA,
-                     char **pzErr){
+static int vtabTakeArg(const char *zArg, const char *zK, char *zV, VtabArgs *pA,
+                       char **pzErr){
   int b01 = strcmp(zV, "0")==0 || strcmp(zV, "1")==0;
   int bDir = sqlite3_stricmp(zK, "dir")==0;
   int *pbGiven = sqlite3_stricmp(zK, "persistence")==0 ? &pA->bPersistGiven
       : sqlite3_stricmp(zK, "accelerated_repair")==0 ? &pA->bAccelGiven : 0;
-  if( !bDir && pbGiven==0 ) return kvArgBad(zArg, pA, pzErr);
+  if( !bDir && pbGiven==0 ) return vtabArgBad(zArg, pA, pzErr);
   if( pbGiven ? *pbGiven : pA->zDir!=0 ){
     *pzErr = sqlite3_mprintf("kv: argument %s is given twice", zK);
     return SQLITE_ERROR;
@@ -150,41 +153,41 @@ static int kvTakeArg(const char *zArg, const char *zK, char *zV, KvArgs *pA,
          && strcmp(pA->zType, "kv_btree")==0 ){
     pA->bAccel = zV[0]=='1';
   }else{
-    return kvArgBad(zArg, pA, pzErr);
+    return vtabArgBad(zArg, pA, pzErr);
   }
   *pbGiven = 1;
   return SQLITE_OK;
 }
 
-static int kvParseArg(const char *zArg, KvArgs *pA, char **pzErr){
+static int vtabParseArg(const char *zArg, VtabArgs *pA, char **pzErr){
   const char *zEq = strchr(zArg, '=');
   char *zKey, *zVal;
   int rc;
-  if( zEq==0 ) return kvArgBad(zArg, pA, pzErr);
+  if( zEq==0 ) return vtabArgBad(zArg, pA, pzErr);
   zKey = sqlite3_mprintf("%.*s", (int)(zEq-zArg), zArg);
   zVal = sqlite3_mprintf("%s", zEq+1);
   if( zKey==0 || zVal==0 ){
     rc = SQLITE_NOMEM;
   }else{
-    char *zV = kvTrim(zVal);
-    kvUnquote(zV);
-    rc = kvTakeArg(zArg, kvTrim(zKey), zV, pA, pzErr);
+    char *zV = vtabTrim(zVal);
+    vtabUnquote(zV);
+    rc = vtabTakeArg(zArg, vtabTrim(zKey), zV, pA, pzErr);
   }
   sqlite3_free(zKey);
   sqlite3_free(zVal);
   return rc;
 }
 
-static int kvBegin(sqlite3_vtab *pVtab);
-static void kvLeave(KvVtab *p);
+static int vtabBegin(sqlite3_vtab *pVtab);
+static void vtabLeave(VtabTable *p);
 
 /* Attach the existing KV table, or (bCreate) create it in the connection's
 ** SQL root transaction: SQLite adds a table it has just created to the
 ** open transaction (without calling xBegin), so the create commits with
 ** the statement or the explicit transaction around it and is undone by its
 ** rollback.  Called last in xCreate, so nothing can fail after it. */
-static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
-                            char **pzErr){
+static int vtabCreateOrAttach(VtabTable *p, const VtabArgs *pA, int bCreate,
+                              char **pzErr){
   KvMeta meta;
   int bFound = 0, bCreated = 0;
   int rc = kv_table_meta(p->pEng, 0, p->zName, p->nName, &meta, &bFound);
@@ -215,7 +218,7 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
     ** fails with "kv: no such table". */
     return SQLITE_OK;
   }
-  rc = kvBegin(&p->base);
+  rc = vtabBegin(&p->base);
   if( rc!=SQLITE_OK ){
     *pzErr = p->base.zErrMsg;
     p->base.zErrMsg = 0;
@@ -225,11 +228,11 @@ static int kvCreateOrAttach(KvVtab *p, const KvArgs *pA, int bCreate,
                        pA->bPersist, pA->bAccel
                          ? "{\"accelerated_repair\":1}" : 0,
                        &bCreated, pzErr);
-  if( rc!=SQLITE_OK ) kvLeave(p);
+  if( rc!=SQLITE_OK ) vtabLeave(p);
   return rc;
 }
 
-static void kvVtabFree(KvVtab *p){
+static void vtabFree(VtabTable *p){
   if( p ){
     kv_engine_unref(p->pEng);
     if( p->pConn ) kv_conn_unref(p->pConn);
@@ -244,18 +247,19 @@ static void kvVtabFree(KvVtab *p){
   }
 }
 
-static void kvSetError(KvVtab *p, char *zErr){
+static void vtabSetError(VtabTable *p, char *zErr){
   sqlite3_free(p->base.zErrMsg);
   p->base.zErrMsg = zErr;
 }
 
 /* Open the store of a table attached while its directory was missing (or
-** held no store), if the directory is back, and check that the table there is of this type.
+** held no store), if the directory is back, and check that the table there
+** is of this type.
 ** Called before every read and write (and by DROP TABLE): while the
 ** directory is still missing, SQLITE_CANTOPEN with a message naming the
 ** table and the directory, and nothing is created.  SQLITE_OK with p->pEng
 ** set otherwise. */
-static int kvStoreReady(KvVtab *p){
+static int vtabStoreReady(VtabTable *p){
   char *zMissing = 0, *zErr = 0;
   int rc, bEmpty = 0;
   if( p->pEng ) return SQLITE_OK;
@@ -272,22 +276,22 @@ static int kvStoreReady(KvVtab *p){
         p->zName);
     rc = zErr ? SQLITE_CANTOPEN : SQLITE_NOMEM;
   }else if( rc==SQLITE_OK ){
-    rc = kvCreateOrAttach(p, &p->args, 0, &zErr);
+    rc = vtabCreateOrAttach(p, &p->args, 0, &zErr);
     if( rc!=SQLITE_OK ){
       kv_engine_unref(p->pEng);
       p->pEng = 0;
     }
   }
   sqlite3_free(zMissing);
-  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  if( rc!=SQLITE_OK ) vtabSetError(p, zErr);
   return rc;
 }
 
 /* The store of the table: xCreate opens (and makes) it; xConnect attaches
 ** an existing table and never makes a store, so a missing directory leaves
 ** p->pEng NULL and the table connected (every use fails, DROP TABLE
-** works: see kvStoreReady). */
-static int kvVtabStore(KvVtab *p, int bCreate, char **pzErr){
+** works: see vtabStoreReady). */
+static int vtabStore(VtabTable *p, int bCreate, char **pzErr){
   char *zMissing = 0;
   int rc, bEmpty;
   if( bCreate ){
@@ -299,18 +303,20 @@ static int kvVtabStore(KvVtab *p, int bCreate, char **pzErr){
   return rc;
 }
 
-static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
-                      const char *const *argv, sqlite3_vtab **ppVtab,
-                      char **pzErr, int bCreate){
+static int vtabInit(sqlite3 *db, void *pAux, int argc,
+                    const char *const *argv, sqlite3_vtab **ppVtab,
+                    char **pzErr, int bCreate){
   KvConn *pConn = (KvConn*)pAux;
-  KvVtab *p = 0;
-  KvArgs a;
+  VtabTable *p = 0;
+  VtabArgs a;
   int i, rc = SQLITE_OK;
   memset(&a, 0, sizeof(a));
   a.zType = argv[0];
   a.bPersist = strcmp(argv[0], "kv_memory")!=0;  /* kv_btree, kv_log: 1 */
-  for(i=3; i<argc && rc==SQLITE_OK; i++) rc = kvParseArg(argv[i], &a, pzErr);
-  if( rc==SQLITE_OK && (p = sqlite3_malloc64(sizeof(*p)))==0 ) rc = SQLITE_NOMEM;
+  for(i=3; i<argc && rc==SQLITE_OK; i++) rc = vtabParseArg(argv[i], &a, pzErr);
+  if( rc==SQLITE_OK && (p = sqlite3_malloc64(sizeof(*p)))==0 ){
+    rc = SQLITE_NOMEM;
+  }
   if( rc==SQLITE_OK ){
     memset(p, 0, sizeof(*p));
     p->db = db;
@@ -325,7 +331,7 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
     if( p->zName==0 || p->zSchema==0 || p->args.zType==0 ) rc = SQLITE_NOMEM;
   }
   if( rc==SQLITE_OK ) rc = kv_name_check(p->zName, p->nName, pzErr);
-  if( rc==SQLITE_OK ) rc = kvVtabStore(p, bCreate, pzErr);
+  if( rc==SQLITE_OK ) rc = vtabStore(p, bCreate, pzErr);
   if( rc==SQLITE_OK ){
     rc = sqlite3_declare_vtab(db, "CREATE TABLE x(key PRIMARY KEY NOT NULL, "
                                   "value) WITHOUT ROWID");
@@ -333,28 +339,29 @@ static int kvVtabInit(sqlite3 *db, void *pAux, int argc,
   if( rc==SQLITE_OK ){
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    if( p->pEng ) rc = kvCreateOrAttach(p, &p->args, bCreate, pzErr);
+    if( p->pEng ) rc = vtabCreateOrAttach(p, &p->args, bCreate, pzErr);
   }
   if( rc==SQLITE_OK ){
     *ppVtab = &p->base;
   }else{
-    kvVtabFree(p);
+    vtabFree(p);
   }
   sqlite3_free(a.zDir);
   return rc;
 }
 
-static int kvCreate(sqlite3 *db, void *pAux, int argc,
-                    const char *const *argv, sqlite3_vtab **pp, char **pzErr){
-  return kvVtabInit(db, pAux, argc, argv, pp, pzErr, 1);
+static int vtabCreate(sqlite3 *db, void *pAux, int argc,
+                      const char *const *argv, sqlite3_vtab **pp, char **pzErr){
+  return vtabInit(db, pAux, argc, argv, pp, pzErr, 1);
 }
-static int kvConnect(sqlite3 *db, void *pAux, int argc,
-                     const char *const *argv, sqlite3_vtab **pp, char **pzErr){
-  return kvVtabInit(db, pAux, argc, argv, pp, pzErr, 0);
+static int vtabConnect(sqlite3 *db, void *pAux, int argc,
+                       const char *const *argv, sqlite3_vtab **pp,
+                       char **pzErr){
+  return vtabInit(db, pAux, argc, argv, pp, pzErr, 0);
 }
 
-static int kvDisconnect(sqlite3_vtab *pVtab){
-  kvVtabFree((KvVtab*)pVtab);
+static int vtabDisconnect(sqlite3_vtab *pVtab){
+  vtabFree((VtabTable*)pVtab);
   return SQLITE_OK;
 }
 
@@ -362,8 +369,8 @@ static int kvDisconnect(sqlite3_vtab *pVtab){
 ** gives a dropped virtual table no commit or rollback callback, so a
 ** removal inside an explicit transaction could not be undone by its
 ** ROLLBACK: it is refused there, and changes nothing. */
-static int kvDestroy(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabDestroy(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *pRoot = 0;
   KvMeta meta;
   char *zErr = 0;
@@ -375,16 +382,16 @@ static int kvDestroy(sqlite3_vtab *pVtab){
     zErr = sqlite3_mprintf("kv: DROP TABLE %s must run outside an explicit "
         "transaction: removing a KV table commits on its own", p->zName);
     sqlite3_log(SQLITE_ERROR, "%s", zErr ? zErr : "kv: DROP TABLE refused");
-    kvSetError(p, zErr);
+    vtabSetError(p, zErr);
     return SQLITE_ERROR;
   }
   if( p->pEng==0 ){
-    rc = kvStoreReady(p);
+    rc = vtabStoreReady(p);
     if( rc==SQLITE_CANTOPEN ){
       /* The store is still missing: there is nothing to remove from it,
       ** and dropping the table from the schema is all the user can do. */
-      kvSetError(p, 0);
-      return kvDisconnect(pVtab);
+      vtabSetError(p, 0);
+      return vtabDisconnect(pVtab);
     }
     if( rc!=SQLITE_OK ) return rc;
   }
@@ -397,10 +404,10 @@ static int kvDestroy(sqlite3_vtab *pVtab){
   }
   kv_root_free(pRoot);
   if( rc!=SQLITE_OK ){
-    kvSetError(p, zErr);
+    vtabSetError(p, zErr);
     return rc;
   }
-  return kvDisconnect(pVtab);
+  return vtabDisconnect(pVtab);
 }
 
 /* ------------------------------------------------------------- planning --
@@ -424,7 +431,7 @@ static int kvDestroy(sqlite3_vtab *pVtab){
 #define KV_IDX_LE   0x20
 #define KV_IDX_DESC 0x40
 
-static int kvInAllAtOnce(sqlite3_index_info *pInfo, int i){
+static int vtabInAllAtOnce(sqlite3_index_info *pInfo, int i){
 #if SQLITE_VERSION_NUMBER>=3038000
   if( sqlite3_libversion_number()>=3038000 && sqlite3_vtab_in(pInfo, i, -1) ){
     sqlite3_vtab_in(pInfo, i, 1);
@@ -436,7 +443,8 @@ static int kvInAllAtOnce(sqlite3_index_info *pInfo, int i){
 }
 
 /* Pick the constraint index for each role: [0] eq, [1] lower, [2] upper. */
-static void kvPickConstraints(sqlite3_index_info *pInfo, int *aPick, int *pMask){
+static void vtabPickConstraints(sqlite3_index_info *pInfo, int *aPick,
+                                int *pMask){
   int i;
   aPick[0] = aPick[1] = aPick[2] = -1;
   *pMask = 0;
@@ -466,15 +474,15 @@ static void kvPickConstraints(sqlite3_index_info *pInfo, int *aPick, int *pMask)
   }
 }
 
-static int kvBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+static int vtabBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   int aPick[3], mask, i, n = 0;
   (void)pVtab;
-  kvPickConstraints(pInfo, aPick, &mask);
+  vtabPickConstraints(pInfo, aPick, &mask);
   if( mask & KV_IDX_EQ ){
     /* A point lookup: range constraints are redundant, SQLite checks them. */
     mask &= ~(KV_IDX_GT|KV_IDX_GE|KV_IDX_LT|KV_IDX_LE);
     aPick[1] = aPick[2] = -1;
-    if( kvInAllAtOnce(pInfo, aPick[0]) ) mask ^= KV_IDX_EQ|KV_IDX_IN;
+    if( vtabInAllAtOnce(pInfo, aPick[0]) ) mask ^= KV_IDX_EQ|KV_IDX_IN;
   }
   for(i=0; i<3; i++){
     if( aPick[i]<0 ) continue;
@@ -505,8 +513,8 @@ static int kvBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
 
 /* -------------------------------------------------------------- cursors --- */
 
-static int kvOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
-  KvCursor *c = sqlite3_malloc64(sizeof(*c));
+static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
+  VtabCursor *c = sqlite3_malloc64(sizeof(*c));
   (void)pVtab;
   if( c==0 ) return SQLITE_NOMEM;
   memset(c, 0, sizeof(*c));
@@ -514,7 +522,7 @@ static int kvOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
   return SQLITE_OK;
 }
 
-static void kvCursorReset(KvCursor *c){
+static void vtabCursorReset(VtabCursor *c){
   int i;
   kv_iter_close(c->pIter);
   c->pIter = 0;
@@ -526,9 +534,9 @@ static void kvCursorReset(KvCursor *c){
   c->bEof = 1;
 }
 
-static int kvClose(sqlite3_vtab_cursor *pCsr){
-  KvCursor *c = (KvCursor*)pCsr;
-  kvCursorReset(c);
+static int vtabClose(sqlite3_vtab_cursor *pCsr){
+  VtabCursor *c = (VtabCursor*)pCsr;
+  vtabCursorReset(c);
   kv_buf_free(&c->val);
   sqlite3_free(c);
   return SQLITE_OK;
@@ -536,7 +544,7 @@ static int kvClose(sqlite3_vtab_cursor *pCsr){
 
 /* The root reads go through: the open SQL transaction's, if it is on this
 ** table's store and still active; else none (latest committed state). */
-static KvRoot *kvReadRoot(KvVtab *p){
+static KvRoot *vtabReadRoot(VtabTable *p){
   KvRoot *r = p->pConn->pSqlRoot;
   if( r && kv_root_engine(r)==p->pEng && kv_root_state(r)==KV_ROOT_ACTIVE ){
     return r;
@@ -545,32 +553,32 @@ static KvRoot *kvReadRoot(KvVtab *p){
 }
 
 /* Move to the first point key at or after iPoint that exists. */
-static int kvPointSettle(KvCursor *c){
-  KvVtab *p = (KvVtab*)c->base.pVtab;
+static int vtabPointSettle(VtabCursor *c){
+  VtabTable *p = (VtabTable*)c->base.pVtab;
   int rc = SQLITE_OK, bFound = 0;
   char *zErr = 0;
   while( c->iPoint<c->nPoint && rc==SQLITE_OK ){
     KvBuf *k = &c->aPoint[c->iPoint];
-    rc = kv_get(p->pEng, kvReadRoot(p), p->zName, p->nName, k->a, k->n,
+    rc = kv_get(p->pEng, vtabReadRoot(p), p->zName, p->nName, k->a, k->n,
                 &c->val, &bFound, &zErr);
     if( rc==SQLITE_OK && bFound ) break;
     c->iPoint++;
   }
   c->bEof = rc!=SQLITE_OK || c->iPoint>=c->nPoint;
-  if( zErr ) kvSetError(p, zErr);
+  if( zErr ) vtabSetError(p, zErr);
   return rc;
 }
 
-static int kvBufCmp(const void *pA, const void *pB){
+static int vtabBufCmp(const void *pA, const void *pB){
   const KvBuf *a = pA, *b = pB;
   int c = memcmp(a->a, b->a, a->n<b->n ? a->n : b->n);
   return c ? c : a->n - b->n;
 }
-static int kvBufCmpDesc(const void *pA, const void *pB){
-  return -kvBufCmp(pA, pB);
+static int vtabBufCmpDesc(const void *pA, const void *pB){
+  return -vtabBufCmp(pA, pB);
 }
 
-static int kvPointAdd(KvCursor *c, sqlite3_value *pVal){
+static int vtabPointAdd(VtabCursor *c, sqlite3_value *pVal){
   KvBuf *a, b = {0, 0, 0};
   int rc = kv_key_encode_bound(pVal, &b);
   if( rc==SQLITE_EMPTY ) return SQLITE_OK;       /* NULL matches no key */
@@ -583,7 +591,7 @@ static int kvPointAdd(KvCursor *c, sqlite3_value *pVal){
 }
 
 /* Point mode: collect, order and deduplicate the keys, then look up. */
-static int kvFilterPoints(KvCursor *c, int idxNum, sqlite3_value *pArg){
+static int vtabFilterPoints(VtabCursor *c, int idxNum, sqlite3_value *pArg){
   int rc = SQLITE_OK, i, j;
   c->bPoint = 1;
 #if SQLITE_VERSION_NUMBER>=3038000
@@ -591,28 +599,31 @@ static int kvFilterPoints(KvCursor *c, int idxNum, sqlite3_value *pArg){
     sqlite3_value *v = 0;
     for(rc=sqlite3_vtab_in_first(pArg, &v); rc==SQLITE_OK && v;
         rc=sqlite3_vtab_in_next(pArg, &v)){
-      if( (rc = kvPointAdd(c, v))!=SQLITE_OK ) return rc;
+      if( (rc = vtabPointAdd(c, v))!=SQLITE_OK ) return rc;
     }
     if( rc==SQLITE_DONE ) rc = SQLITE_OK;
   }else
 #endif
-  rc = kvPointAdd(c, pArg);
+  rc = vtabPointAdd(c, pArg);
   if( rc!=SQLITE_OK ) return rc;
   if( c->nPoint>1 ){          /* aPoint is NULL when every operand was NULL */
     qsort(c->aPoint, c->nPoint, sizeof(KvBuf),
-          (idxNum & KV_IDX_DESC) ? kvBufCmpDesc : kvBufCmp);
+          (idxNum & KV_IDX_DESC) ? vtabBufCmpDesc : vtabBufCmp);
   }
   for(i=1, j=0; i<c->nPoint; i++){
-    if( kvBufCmp(&c->aPoint[j], &c->aPoint[i])==0 ) kv_buf_free(&c->aPoint[i]);
-    else c->aPoint[++j] = c->aPoint[i];
+    if( vtabBufCmp(&c->aPoint[j], &c->aPoint[i])==0 ){
+      kv_buf_free(&c->aPoint[i]);
+    }else{
+      c->aPoint[++j] = c->aPoint[i];
+    }
   }
   if( c->nPoint>0 ) c->nPoint = j+1;
-  return kvPointSettle(c);
+  return vtabPointSettle(c);
 }
 
-static int kvFilterRange(KvCursor *c, int idxNum, int argc,
-                         sqlite3_value **argv){
-  KvVtab *p = (KvVtab*)c->base.pVtab;
+static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
+                           sqlite3_value **argv){
+  VtabTable *p = (VtabTable*)c->base.pVtab;
   KvBuf lo = {0, 0, 0}, hi = {0, 0, 0};
   KvBound bLo, bHi;
   char *zErr = 0;
@@ -626,14 +637,14 @@ static int kvFilterRange(KvCursor *c, int idxNum, int argc,
     bHi.aKey = hi.a; bHi.nKey = hi.n; bHi.bIncl = (idxNum & KV_IDX_LE)!=0;
   }
   if( rc==SQLITE_OK ){
-    rc = kv_iter_open(p->pEng, kvReadRoot(p), p->zName, p->nName,
+    rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName,
                       (idxNum & (KV_IDX_GT|KV_IDX_GE)) ? &bLo : 0,
                       (idxNum & (KV_IDX_LT|KV_IDX_LE)) ? &bHi : 0,
                       (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
     if( rc==SQLITE_OK ) c->bEof = kv_iter_eof(c->pIter);
   }
   if( rc==SQLITE_EMPTY ) rc = SQLITE_OK;      /* a NULL bound: no rows */
-  if( zErr ) kvSetError(p, zErr);
+  if( zErr ) vtabSetError(p, zErr);
   kv_buf_free(&lo);
   kv_buf_free(&hi);
   return rc;
@@ -646,7 +657,7 @@ static int kvFilterRange(KvCursor *c, int idxNum, int argc,
 ** table would log "no such table" to SQLite's error log.  Returns an
 ** SQLite code, and the message in *pzErr on error. */
 #define KV_ANCHOR "kv_sql_txn_anchor"
-static int kvAnchorEnlist(sqlite3 *db, char **pzErr){
+static int vtabAnchorEnlist(sqlite3 *db, char **pzErr){
   sqlite3_stmt *pStmt = 0;
   int rc = sqlite3_table_column_metadata(db, "temp", KV_ANCHOR, 0, 0, 0, 0,
                                          0, 0);
@@ -669,22 +680,22 @@ static int kvAnchorEnlist(sqlite3 *db, char **pzErr){
 ** not used a KV table yet, through the anchor.  A connection that may not
 ** write at all (PRAGMA query_only) cannot enlist it: it reads without a
 ** root, as autocommit statements do. */
-static int kvJoinByStatement(KvVtab *p){
+static int vtabJoinByStatement(VtabTable *p){
   KvConn *pConn = p->pConn;
   char *zErr = 0;
   int rc;
   pConn->pJoinEng = p->pEng;
-  rc = kvAnchorEnlist(p->db, &zErr);
+  rc = vtabAnchorEnlist(p->db, &zErr);
   pConn->pJoinEng = 0;
   if( (rc & 0xff)==SQLITE_READONLY ){
     rc = SQLITE_OK;
   }else if( rc!=SQLITE_OK ){
-    kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
+    vtabSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
         "could not join it: %s", p->zName, zErr ? zErr : "?"));
   }else if( pConn->pSqlRoot==0 ){
     /* The UPDATE ran but reached no anchor: temp.kv_sql_txn_anchor is a
     ** table of another kind that the user made. */
-    kvSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
+    vtabSetError(p, sqlite3_mprintf("kv: a read of %s inside a transaction "
         "could not join it: SQLite did not enlist temp." KV_ANCHOR " (a "
         "temp table of that name that is not of module " KV_ANCHOR " must "
         "be dropped)", p->zName));
@@ -699,13 +710,13 @@ static int kvJoinByStatement(KvVtab *p){
 ** (SQLITE_BUSY from a database file), so the transaction goes on and its
 ** root takes the prepare back (kv_root_unprepare): its statements read
 ** its own writes and may write more; the retried COMMIT prepares again. */
-static int kvSqlRootGoesOn(KvVtab *p){
+static int vtabSqlRootGoesOn(VtabTable *p){
   KvRoot *r = p->pConn->pSqlRoot;
   char *zErr = 0;
   int rc;
   if( r==0 || kv_root_state(r)!=KV_ROOT_PREPARED ) return SQLITE_OK;
   rc = kv_root_unprepare(r, &zErr);
-  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  if( rc!=SQLITE_OK ) vtabSetError(p, zErr);
   else sqlite3_free(zErr);
   return rc;
 }
@@ -713,60 +724,60 @@ static int kvSqlRootGoesOn(KvVtab *p){
 /* Before a read inside an explicit SQL transaction: join (or start) the
 ** SQL root and fix this table's snapshot in it.  Autocommit statements,
 ** and tables of another store than the root's, read without a root. */
-static int kvReadJoin(KvVtab *p){
+static int vtabReadJoin(VtabTable *p){
   KvConn *pConn = p->pConn;
   char *zErr = 0;
   int rc = SQLITE_OK;
   if( sqlite3_get_autocommit(p->db) || pConn->pJoinEng ) return SQLITE_OK;
-  rc = kvSqlRootGoesOn(p);
-  if( rc==SQLITE_OK && pConn->pSqlRoot==0 ) rc = kvJoinByStatement(p);
-  if( rc!=SQLITE_OK || kvReadRoot(p)==0 ) return rc;
+  rc = vtabSqlRootGoesOn(p);
+  if( rc==SQLITE_OK && pConn->pSqlRoot==0 ) rc = vtabJoinByStatement(p);
+  if( rc!=SQLITE_OK || vtabReadRoot(p)==0 ) return rc;
   rc = kv_root_bind(pConn->pSqlRoot, p->zName, p->nName, &zErr);
-  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  if( rc!=SQLITE_OK ) vtabSetError(p, zErr);
   return rc;
 }
 
-static int kvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
-                    int argc, sqlite3_value **argv){
-  KvCursor *c = (KvCursor*)pCsr;
+static int vtabFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
+                      int argc, sqlite3_value **argv){
+  VtabCursor *c = (VtabCursor*)pCsr;
   int rc;
   (void)idxStr;
-  kvCursorReset(c);
+  vtabCursorReset(c);
   c->iRow = 0;
-  rc = kvStoreReady((KvVtab*)pCsr->pVtab);
-  if( rc==SQLITE_OK ) rc = kvReadJoin((KvVtab*)pCsr->pVtab);
+  rc = vtabStoreReady((VtabTable*)pCsr->pVtab);
+  if( rc==SQLITE_OK ) rc = vtabReadJoin((VtabTable*)pCsr->pVtab);
   if( rc!=SQLITE_OK ) return rc;
   if( idxNum & (KV_IDX_EQ|KV_IDX_IN) ){
-    return kvFilterPoints(c, idxNum, argv[0]);
+    return vtabFilterPoints(c, idxNum, argv[0]);
   }
-  return kvFilterRange(c, idxNum, argc, argv);
+  return vtabFilterRange(c, idxNum, argc, argv);
 }
 
-static int kvNext(sqlite3_vtab_cursor *pCsr){
-  KvCursor *c = (KvCursor*)pCsr;
+static int vtabNext(sqlite3_vtab_cursor *pCsr){
+  VtabCursor *c = (VtabCursor*)pCsr;
   c->iRow++;
   if( c->bPoint ){
     c->iPoint++;
-    return kvPointSettle(c);
+    return vtabPointSettle(c);
   }
   kv_iter_next(c->pIter);
   c->bEof = kv_iter_eof(c->pIter);
   if( c->bEof ){
     char *zErr = 0;
     int rc = kv_iter_error(c->pIter, &zErr);
-    if( rc!=SQLITE_OK ) kvSetError((KvVtab*)pCsr->pVtab, zErr);
+    if( rc!=SQLITE_OK ) vtabSetError((VtabTable*)pCsr->pVtab, zErr);
     else sqlite3_free(zErr);
     return rc;
   }
   return SQLITE_OK;
 }
 
-static int kvEof(sqlite3_vtab_cursor *pCsr){
-  return ((KvCursor*)pCsr)->bEof;
+static int vtabEof(sqlite3_vtab_cursor *pCsr){
+  return ((VtabCursor*)pCsr)->bEof;
 }
 
-static int kvColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
-  KvCursor *c = (KvCursor*)pCsr;
+static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
+  VtabCursor *c = (VtabCursor*)pCsr;
   KvMapEntry e;
   if( c->bPoint ){
     e.aKey = c->aPoint[c->iPoint].a; e.nKey = c->aPoint[c->iPoint].n;
@@ -778,31 +789,31 @@ static int kvColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   return kv_value_result(ctx, e.aVal, e.nVal);
 }
 
-static int kvRowid(sqlite3_vtab_cursor *pCsr, sqlite3_int64 *pRowid){
-  *pRowid = ((KvCursor*)pCsr)->iRow;
+static int vtabRowid(sqlite3_vtab_cursor *pCsr, sqlite3_int64 *pRowid){
+  *pRowid = ((VtabCursor*)pCsr)->iRow;
   return SQLITE_OK;
 }
 
 /* --------------------------------------------------------------- writes --- */
 
 /* The root this table's writes go to (xBegin made it). */
-static int kvWriteRoot(KvVtab *p, KvRoot **ppRoot){
+static int vtabWriteRoot(VtabTable *p, KvRoot **ppRoot){
   KvRoot *r = p->pConn->pSqlRoot;
   if( r==0 || !p->bJoined ){
-    kvSetError(p, sqlite3_mprintf("kv: table %s is written outside a "
-                                  "transaction", p->zName));
+    vtabSetError(p, sqlite3_mprintf("kv: table %s is written outside a "
+                                    "transaction", p->zName));
     return SQLITE_MISUSE;
   }
   *ppRoot = r;
-  return kvSqlRootGoesOn(p);
+  return vtabSqlRootGoesOn(p);
 }
 
 /* Insert key k (unless it exists and the conflict mode says otherwise).
 ** An existing key is SQLITE_CONSTRAINT_PRIMARYKEY: under OR IGNORE without
 ** a message, and SQLite then skips the row without counting it as a
 ** change (a row skipped with SQLITE_OK would count in sqlite3_changes). */
-static int kvInsertKey(KvVtab *p, KvRoot *r, const KvBuf *k, const KvBuf *v,
-                       char **pzErr){
+static int vtabInsertKey(VtabTable *p, KvRoot *r, const KvBuf *k,
+                         const KvBuf *v, char **pzErr){
   int eConflict = sqlite3_vtab_on_conflict(p->db);
   if( eConflict!=SQLITE_REPLACE ){
     KvBuf old = {0, 0, 0};
@@ -822,8 +833,8 @@ static int kvInsertKey(KvVtab *p, KvRoot *r, const KvBuf *k, const KvBuf *v,
   return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
 }
 
-static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
-                       char **pzErr){
+static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
+                         char **pzErr){
   KvBuf *kOld = &p->kOld, *kNew = &p->kNew, *v = &p->val;
   int bOld = sqlite3_value_type(argv[0])!=SQLITE_NULL;
   int rc;
@@ -835,22 +846,22 @@ static int kvUpdateRow(KvVtab *p, KvRoot *r, sqlite3_value **argv,
   if( rc==SQLITE_OK ) rc = kv_value_encode(argv[2], argv[3], v, pzErr);
   if( rc==SQLITE_OK && bOld ) rc = kv_key_encode_old(argv[0], kOld, pzErr);
   if( rc!=SQLITE_OK ) return rc;
-  if( bOld && kvBufCmp(kOld, kNew)==0 ){
+  if( bOld && vtabBufCmp(kOld, kNew)==0 ){
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
-  rc = kvInsertKey(p, r, kNew, v, pzErr);
+  rc = vtabInsertKey(p, r, kNew, v, pzErr);
   if( rc==SQLITE_OK && bOld ){
     rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
   }
   return rc;
 }
 
-static int kvUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
-                    sqlite3_int64 *pRowid){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
+                      sqlite3_int64 *pRowid){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = 0;
   char *zErr = 0;
-  int rc = kvWriteRoot(p, &r);
+  int rc = vtabWriteRoot(p, &r);
   (void)pRowid;
   if( rc!=SQLITE_OK ) return rc;
   if( argc==1 ){
@@ -860,31 +871,31 @@ static int kvUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
       rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
     }
   }else{
-    rc = kvUpdateRow(p, r, argv, &zErr);
+    rc = vtabUpdateRow(p, r, argv, &zErr);
   }
-  if( zErr ) kvSetError(p, zErr);
+  if( zErr ) vtabSetError(p, zErr);
   return rc;
 }
 
-static int kvRename(sqlite3_vtab *pVtab, const char *zNew){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabRename(sqlite3_vtab *pVtab, const char *zNew){
+  VtabTable *p = (VtabTable*)pVtab;
   (void)zNew;
-  kvSetError(p, sqlite3_mprintf("kv: KV table %s cannot be renamed",
-                                p->zName));
+  vtabSetError(p, sqlite3_mprintf("kv: KV table %s cannot be renamed",
+                                  p->zName));
   return SQLITE_ERROR;
 }
 
 /* --------------------------------------------------------- transactions --- */
 
-static int kvBegin(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabBegin(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
   KvConn *pConn = p->pConn;
-  int rc = kvStoreReady(p);
+  int rc = vtabStoreReady(p);
   if( rc!=SQLITE_OK ) return rc;
   if( pConn->pSqlRoot && kv_root_engine(pConn->pSqlRoot)!=p->pEng ){
     const char *zA = kv_engine_dir(kv_root_engine(pConn->pSqlRoot));
     const char *zB = kv_engine_dir(p->pEng);
-    kvSetError(p, sqlite3_mprintf("kv: one transaction can write the tables "
+    vtabSetError(p, sqlite3_mprintf("kv: one transaction can write the tables "
         "of one store only: %s is in store %s, and the transaction is bound "
         "to store %s by its first KV read or write", p->zName,
         zB ? zB : "(memory)", zA ? zA : "(memory)"));
@@ -899,7 +910,7 @@ static int kvBegin(sqlite3_vtab *pVtab){
 }
 
 /* This table is done with the SQL root; the last one frees it. */
-static void kvLeave(KvVtab *p){
+static void vtabLeave(VtabTable *p){
   KvConn *pConn = p->pConn;
   if( !p->bJoined ) return;
   p->bJoined = 0;
@@ -909,24 +920,24 @@ static void kvLeave(KvVtab *p){
   }
 }
 
-static int kvSync(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabSync(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
   char *zErr = 0;
   int rc = SQLITE_OK;
   if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE ){
-    /* A root that only read commits without a check (see kvCommit). */
+    /* A root that only read commits without a check (see vtabCommit). */
     if( kv_root_has_writes(r) ) rc = kv_root_prepare(r, &zErr);
   }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
     zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");
     rc = SQLITE_ABORT;
   }
-  if( rc!=SQLITE_OK ) kvSetError(p, zErr);
+  if( rc!=SQLITE_OK ) vtabSetError(p, zErr);
   return rc;
 }
 
-static int kvCommit(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabCommit(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
   char *zErr = 0;
   int rc = SQLITE_OK;
@@ -939,80 +950,80 @@ static int kvCommit(sqlite3_vtab *pVtab){
   }
   if( rc!=SQLITE_OK ){
     sqlite3_log(rc, "%s", zErr ? zErr : "kv: commit failed");
-    kvSetError(p, zErr);
+    vtabSetError(p, zErr);
   }else{
     sqlite3_free(zErr);
   }
-  kvLeave(p);
+  vtabLeave(p);
   return rc;
 }
 
-static int kvRollback(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabRollback(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
   if( p->bJoined && p->pConn->pSqlRoot ) kv_root_rollback(p->pConn->pSqlRoot);
-  kvLeave(p);
+  vtabLeave(p);
   return SQLITE_OK;
 }
 
-static int kvSavepoint(sqlite3_vtab *pVtab, int iSavepoint){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabSavepoint(sqlite3_vtab *pVtab, int iSavepoint){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
-  int rc = (r && p->bJoined) ? kvSqlRootGoesOn(p) : SQLITE_OK;
+  int rc = (r && p->bJoined) ? vtabSqlRootGoesOn(p) : SQLITE_OK;
   if( rc!=SQLITE_OK ) return rc;
   return (r && p->bJoined) ? kv_root_savepoint(r, iSavepoint) : SQLITE_OK;
 }
 
-static int kvRelease(sqlite3_vtab *pVtab, int iSavepoint){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabRelease(sqlite3_vtab *pVtab, int iSavepoint){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
   if( r && p->bJoined ) kv_root_release(r, iSavepoint);
   return SQLITE_OK;
 }
 
-static int kvRollbackTo(sqlite3_vtab *pVtab, int iSavepoint){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabRollbackTo(sqlite3_vtab *pVtab, int iSavepoint){
+  VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
-  int rc = (r && p->bJoined) ? kvSqlRootGoesOn(p) : SQLITE_OK;
+  int rc = (r && p->bJoined) ? vtabSqlRootGoesOn(p) : SQLITE_OK;
   if( rc==SQLITE_OK && r && p->bJoined ) kv_root_rollback_to(r, iSavepoint);
   return rc;
 }
 
-static sqlite3_module kvMemoryModule = {
+static sqlite3_module vtabModule = {
   2,                            /* iVersion: savepoints */
-  kvCreate, kvConnect, kvBestIndex, kvDisconnect, kvDestroy,
-  kvOpen, kvClose, kvFilter, kvNext, kvEof, kvColumn, kvRowid,
-  kvUpdate, kvBegin, kvSync, kvCommit, kvRollback,
+  vtabCreate, vtabConnect, vtabBestIndex, vtabDisconnect, vtabDestroy,
+  vtabOpen, vtabClose, vtabFilter, vtabNext, vtabEof, vtabColumn, vtabRowid,
+  vtabUpdate, vtabBegin, vtabSync, vtabCommit, vtabRollback,
   0,                            /* xFindFunction */
-  kvRename, kvSavepoint, kvRelease, kvRollbackTo,
+  vtabRename, vtabSavepoint, vtabRelease, vtabRollbackTo,
   0                             /* xShadowName */
 };
 
 /* ------------------------------------------------------------- anchor ---
 ** temp.kv_sql_txn_anchor: a table without rows whose only job is to be
-** enlisted in the SQLite transaction when a read joins it (kvReadJoin).
-** It is a KvVtab without a KV table (zName is its own name, pEng the store
+** enlisted in the SQLite transaction when a read joins it (vtabReadJoin).
+** It is a VtabTable without a KV table (zName is its own name, pEng the store
 ** of the root it joined); the transaction methods are the KV table's. */
 
 /* Join the SQL root on the store a joining read asked for (nothing when
 ** no read is joining: a user's own statement on the anchor). */
-static int kvAnchorJoin(KvVtab *p){
+static int vtabAnchorJoin(VtabTable *p){
   KvEngine *pEng = p->pConn->pJoinEng;
   if( pEng==0 || p->pConn->pSqlRoot || p->bJoined ) return SQLITE_OK;
   kv_engine_unref(p->pEng);
   p->pEng = kv_engine_ref(pEng);
-  return kvBegin(&p->base);
+  return vtabBegin(&p->base);
 }
 
-static int kvAnchorBegin(sqlite3_vtab *pVtab){
-  return kvAnchorJoin((KvVtab*)pVtab);
+static int vtabAnchorBegin(sqlite3_vtab *pVtab){
+  return vtabAnchorJoin((VtabTable*)pVtab);
 }
 
 /* xCreate / xConnect.  SQLite enlists a table it creates inside a
 ** transaction without calling xBegin, so a creation joins at once. */
-static int kvAnchorInit(sqlite3 *db, void *pAux, int argc,
-                        const char *const *argv, sqlite3_vtab **ppVtab,
-                        char **pzErr, int bCreate){
-  KvVtab *p = sqlite3_malloc64(sizeof(*p));
+static int vtabAnchorInit(sqlite3 *db, void *pAux, int argc,
+                          const char *const *argv, sqlite3_vtab **ppVtab,
+                          char **pzErr, int bCreate){
+  VtabTable *p = sqlite3_malloc64(sizeof(*p));
   int rc;
   (void)argc; (void)argv;
   if( p==0 ) return SQLITE_NOMEM;
@@ -1025,116 +1036,117 @@ static int kvAnchorInit(sqlite3 *db, void *pAux, int argc,
   rc = p->zName ? sqlite3_declare_vtab(db, "CREATE TABLE x(x)") : SQLITE_NOMEM;
   if( rc==SQLITE_OK ){
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-    if( bCreate ) rc = kvAnchorJoin(p);
+    if( bCreate ) rc = vtabAnchorJoin(p);
     if( rc!=SQLITE_OK && p->base.zErrMsg ){
       *pzErr = p->base.zErrMsg;
       p->base.zErrMsg = 0;
     }
   }
-  if( rc==SQLITE_OK ) *ppVtab = &p->base; else kvVtabFree(p);
+  if( rc==SQLITE_OK ) *ppVtab = &p->base; else vtabFree(p);
   return rc;
 }
 
-static int kvAnchorCreate(sqlite3 *db, void *pAux, int argc,
-                          const char *const *argv, sqlite3_vtab **pp,
-                          char **pzErr){
-  return kvAnchorInit(db, pAux, argc, argv, pp, pzErr, 1);
+static int vtabAnchorCreate(sqlite3 *db, void *pAux, int argc,
+                            const char *const *argv, sqlite3_vtab **pp,
+                            char **pzErr){
+  return vtabAnchorInit(db, pAux, argc, argv, pp, pzErr, 1);
 }
-static int kvAnchorConnect(sqlite3 *db, void *pAux, int argc,
-                           const char *const *argv, sqlite3_vtab **pp,
-                           char **pzErr){
-  return kvAnchorInit(db, pAux, argc, argv, pp, pzErr, 0);
+static int vtabAnchorConnect(sqlite3 *db, void *pAux, int argc,
+                             const char *const *argv, sqlite3_vtab **pp,
+                             char **pzErr){
+  return vtabAnchorInit(db, pAux, argc, argv, pp, pzErr, 0);
 }
 
-static int kvAnchorDisconnect(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
-  kvLeave(p);
-  kvVtabFree(p);
+static int vtabAnchorDisconnect(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
+  vtabLeave(p);
+  vtabFree(p);
   return SQLITE_OK;
 }
 
 /* DROP TABLE of the anchor: refused while it enlists a transaction, whose
 ** root (and the reads in its conflict check) would go with it. */
-static int kvAnchorDestroy(sqlite3_vtab *pVtab){
-  KvVtab *p = (KvVtab*)pVtab;
+static int vtabAnchorDestroy(sqlite3_vtab *pVtab){
+  VtabTable *p = (VtabTable*)pVtab;
   if( p->bJoined ){
-    kvSetError(p, sqlite3_mprintf("kv: temp." KV_ANCHOR " cannot be dropped "
+    vtabSetError(p, sqlite3_mprintf("kv: temp." KV_ANCHOR " cannot be dropped "
         "inside the transaction whose reads it enlists"));
     sqlite3_log(SQLITE_ERROR, "%s", p->base.zErrMsg);
     return SQLITE_ERROR;
   }
-  return kvAnchorDisconnect(pVtab);
+  return vtabAnchorDisconnect(pVtab);
 }
 
-static int kvAnchorBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
+static int vtabAnchorBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
   (void)pVtab;
   pInfo->estimatedCost = 1.0;
   pInfo->estimatedRows = 0;
   return SQLITE_OK;
 }
 
-static int kvAnchorFilter(sqlite3_vtab_cursor *pCsr, int idxNum,
-                          const char *idxStr, int argc, sqlite3_value **argv){
+static int vtabAnchorFilter(sqlite3_vtab_cursor *pCsr, int idxNum,
+                            const char *idxStr, int argc, sqlite3_value **argv){
   (void)idxNum; (void)idxStr; (void)argc; (void)argv;
-  ((KvCursor*)pCsr)->bEof = 1;
+  ((VtabCursor*)pCsr)->bEof = 1;
   return SQLITE_OK;
 }
 
-static int kvAnchorNext(sqlite3_vtab_cursor *pCsr){
-  ((KvCursor*)pCsr)->bEof = 1;
+static int vtabAnchorNext(sqlite3_vtab_cursor *pCsr){
+  ((VtabCursor*)pCsr)->bEof = 1;
   return SQLITE_OK;
 }
 
-static int kvAnchorColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx,
-                          int i){
+static int vtabAnchorColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx,
+                            int i){
   (void)pCsr; (void)i;
   sqlite3_result_null(ctx);
   return SQLITE_OK;
 }
 
-static int kvAnchorUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
-                          sqlite3_int64 *pRowid){
+static int vtabAnchorUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
+                            sqlite3_int64 *pRowid){
   (void)argc; (void)argv; (void)pRowid;
-  kvSetError((KvVtab*)pVtab, sqlite3_mprintf("kv: table " KV_ANCHOR
+  vtabSetError((VtabTable*)pVtab, sqlite3_mprintf("kv: table " KV_ANCHOR
       " holds no rows; it only enlists reads in SQL transactions"));
   return SQLITE_CONSTRAINT;
 }
 
-static sqlite3_module kvAnchorModule = {
+static sqlite3_module vtabAnchorModule = {
   2,
-  kvAnchorCreate, kvAnchorConnect, kvAnchorBestIndex, kvAnchorDisconnect,
-  kvAnchorDestroy,
-  kvOpen, kvClose, kvAnchorFilter, kvAnchorNext, kvEof, kvAnchorColumn,
-  kvRowid,
-  kvAnchorUpdate, kvAnchorBegin, kvSync, kvCommit, kvRollback,
+  vtabAnchorCreate, vtabAnchorConnect, vtabAnchorBestIndex,
+  vtabAnchorDisconnect,
+  vtabAnchorDestroy,
+  vtabOpen, vtabClose, vtabAnchorFilter, vtabAnchorNext, vtabEof,
+  vtabAnchorColumn,
+  vtabRowid,
+  vtabAnchorUpdate, vtabAnchorBegin, vtabSync, vtabCommit, vtabRollback,
   0,
-  0, kvSavepoint, kvRelease, kvRollbackTo,
+  0, vtabSavepoint, vtabRelease, vtabRollbackTo,
   0
 };
 
-static void kvModuleDestroy(void *pAux){
+static void vtabModuleDestroy(void *pAux){
   kv_conn_unref(pAux);
 }
 
-int kv_vtab_register(sqlite3 *db, KvConn *pConn){
-  int rc;
-  kv_conn_ref(pConn);
-  rc = sqlite3_create_module_v2(db, "kv_memory", &kvMemoryModule, pConn,
-                                kvModuleDestroy);
-  if( rc==SQLITE_OK ){
+/* The three table types share vtabModule (the type is the module name,
+** argv[0] of xCreate); the anchor has its own. */
+static int vtabConnection(sqlite3 *db, KvConn *pConn){
+  static const char *const azModule[] = { "kv_memory", "kv_btree", "kv_log" };
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<3; i++){
     kv_conn_ref(pConn);
-    rc = sqlite3_create_module_v2(db, "kv_btree", &kvMemoryModule, pConn,
-                                  kvModuleDestroy);
+    rc = sqlite3_create_module_v2(db, azModule[i], &vtabModule, pConn,
+                                  vtabModuleDestroy);
   }
   if( rc==SQLITE_OK ){
     kv_conn_ref(pConn);
-    rc = sqlite3_create_module_v2(db, "kv_log", &kvMemoryModule, pConn,
-                                  kvModuleDestroy);
-  }
-  if( rc==SQLITE_OK ){
-    kv_conn_ref(pConn);
-    rc = sqlite3_create_module_v2(db, KV_ANCHOR, &kvAnchorModule, pConn,
-                                  kvModuleDestroy);
+    rc = sqlite3_create_module_v2(db, KV_ANCHOR, &vtabAnchorModule, pConn,
+                                  vtabModuleDestroy);
   }
   return rc;
 }
+
+const DepotComponent depotKvVtabComponent = {
+  "kv: cannot register the KV functions", 0, vtabConnection
+};

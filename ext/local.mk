@@ -4,14 +4,18 @@ include_HEADERS = ext/depot.h
 DEPOT_SOURCES += \
 	ext/depot.h \
 	ext/depot_int.h \
+	ext/sqlite3_api.c \
+	ext/args.c \
+	ext/listing.h \
+	ext/listing.c \
 	ext/depot.c \
 	ext/depot_version.c \
 	ext/depot_sql.c \
 	ext/depot_branch_sql.c \
 	ext/depot_verify_sql.c \
 	ext/depot_compact_sql.c \
-	ext/depot_tvf.c \
 	ext/kv_sql.h \
+	ext/kv_conn.c \
 	ext/kv_vtab.c \
 	ext/kv_func.c \
 	ext/kv_tables.c \
