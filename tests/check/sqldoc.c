@@ -222,8 +222,9 @@ static void sdHeaderLine(SdItem *pItem, const char *zLine, int n){
   int i;
   if( zColon==0 ) sdDie(pItem->zFile, "header line without ':' (%s)", "");
   zKey = sdStrndup(zLine, (int)(zColon-zLine));
+  /* One space after the colon is the separator; more indent the value. */
+  if( zColon[1]==' ' ) zColon++;
   zVal = sdTrim(zColon+1, n-(int)(zColon-zLine)-1);
-  while( zVal[0]==' ' ) memmove(zVal, zVal+1, strlen(zVal));
   if( strcmp(zKey, "signature")==0 ){
     char *zOld = pItem->zSig;
     pItem->zSig = zOld ? sqlite3_mprintf("%s\n%s", zOld, zVal)
@@ -451,7 +452,7 @@ static void sdAppendCell(sqlite3_str *p, const char *z){
   zRaw = sdFinish(pRaw);
   for(i=0; zRaw[i]; i++){
     char c = zRaw[i];
-    if( c=='|' || c=='\\' || c=='*' || c=='`' || c=='[' ){
+    if( c=='|' || c=='\\' || c=='*' || c=='`' ){
       sqlite3_str_appendchar(p, 1, '\\');
       sqlite3_str_appendchar(p, 1, c);
     }else if( c=='<' ){
@@ -491,7 +492,10 @@ static void sdLogCallback(void *pArg, int rc, const char *zMsg){
   if( pLog==0 || zMsg==0 ) return;
   if( strncmp(zMsg, "kv", 2)==0 || strncmp(zMsg, "depot", 5)==0
    || strncmp(zMsg, "store", 5)==0 ){
-    sqlite3_str_appendall(pLog, zMsg);
+    int i;
+    for(i=0; zMsg[i]; i++){
+      sqlite3_str_appendchar(pLog, 1, zMsg[i]=='\n' ? ' ' : zMsg[i]);
+    }
     sqlite3_str_appendchar(pLog, 1, '\n');
   }
 }
@@ -531,8 +535,7 @@ static int sdStep(sqlite3_stmt *pStmt, sqlite3_str *pOut){
 }
 
 /* Append the error of the failed statement as SQL comment lines: its
-** code and message, then the extension's log lines that the message does
-** not already hold. */
+** code and message, then the extension's log lines that add to it. */
 static void sdAppendError(sqlite3_str *pOut, sqlite3 *db, const char *zLog){
   const char *zMsg = sqlite3_errmsg(db);
   sqlite3_str_appendf(pOut, "-- Error: %s: ",
@@ -542,7 +545,8 @@ static void sdAppendError(sqlite3_str *pOut, sqlite3 *db, const char *zLog){
   while( zLog && *zLog ){
     const char *zEol = strchr(zLog, '\n');
     char *zLine = sdStrndup(zLog, (int)(zEol-zLog));
-    if( strstr(zMsg, zLine)==0 ){
+    /* SQLite logs a failed statement as "MESSAGE in SQL": skip those. */
+    if( strstr(zMsg, zLine)==0 && strncmp(zLine, zMsg, strlen(zMsg))!=0 ){
       sqlite3_str_appendall(pOut, "-- Log: ");
       sdAppendPath(pOut, zLine);
       sqlite3_str_appendall(pOut, "\n");
