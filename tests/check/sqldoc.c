@@ -32,7 +32,7 @@
 ** sqlite3_auto_extension(), in a fresh empty directory that is the working
 ** directory meanwhile, so examples make their stores with relative names.
 ** Every result set is written as a Markdown table, every error as its
-** result code name and message; the scratch directory's path prints as
+** message (with the result code's name unless it is SQLITE_ERROR); the scratch directory's path prints as
 ** /data so the output does not depend on where it ran.
 **
 ** Generation fails (exit status 1, the file and statement on stderr) when an
@@ -538,8 +538,12 @@ static int sdStep(sqlite3_stmt *pStmt, sqlite3_str *pOut){
 ** code and message, then the extension's log lines that add to it. */
 static void sdAppendError(sqlite3_str *pOut, sqlite3 *db, const char *zLog){
   const char *zMsg = sqlite3_errmsg(db);
-  sqlite3_str_appendf(pOut, "-- Error: %s: ",
-                      sdCodeName(sqlite3_extended_errcode(db)));
+  int rc = sqlite3_extended_errcode(db);
+  if( rc==SQLITE_ERROR ){
+    sqlite3_str_appendall(pOut, "-- Error: ");
+  }else{
+    sqlite3_str_appendf(pOut, "-- Error (%s): ", sdCodeName(rc));
+  }
   sdAppendPath(pOut, zMsg);
   sqlite3_str_appendall(pOut, "\n");
   while( zLog && *zLog ){
