@@ -27,20 +27,25 @@
 **
 ** Sections come in that order (setup may come before any example or
 ** error).  An entry needs a signature, a meaning, a null section and an
-** example or C section; its examples run on one fresh in-memory connection
-** (URI filenames on), opened with the extension registered through
-** sqlite3_auto_extension(), in a fresh empty directory that is the working
-** directory meanwhile, so examples make their stores with relative names.
-** Every result set is written as a Markdown table, every error as its
-** message (with the result code's name unless it is SQLITE_ERROR); the scratch directory's path prints as
-** /data so the output does not depend on where it ran.
+** example, error or C section.  The SQL of an item runs on one fresh
+** in-memory connection (URI filenames on), opened with the extension
+** registered through sqlite3_auto_extension(), in a fresh empty directory
+** that is the working directory meanwhile, so examples make their stores
+** with relative names.
+** Every result set is written as a Markdown table; an error section is
+** one SQL block in which each failing statement is followed by its error
+** as comment lines: the message, the result code's name unless it is
+** SQLITE_ERROR, and the extension's lines of the SQLite error log (see
+** SD_LOG_LIMIT).  The scratch directory's path prints as /data, so the
+** output does not depend on where it ran.
 **
-** Generation fails (exit status 1, the file and statement on stderr) when an
-** example fails, an error example does not fail or fails twice, an item
-** breaks the format, or an entry leaves depot as the default VFS.  The
-** output is written only when everything ran.  SCRATCH_BASE (default
-** $TMPDIR, else /tmp) holds the scratch directories, each removed after
-** its entry ran.
+** Generation fails (exit status 1, the file and statement on stderr) when
+** an example or setup statement fails, an error section has a statement
+** before its last failure that does not fail (or after it one that is no
+** query), an item breaks the format, or an entry leaves depot as the
+** default VFS.  The output is written only when everything ran.
+** SCRATCH_BASE (default $TMPDIR, else /tmp) holds the scratch directories,
+** each removed after its entry ran (kept when generation fails).
 **
 ** Without arguments (as make valgrind runs every check program) it
 ** generates from $srcdir/sql/reference and exits 1 when the result differs
@@ -50,6 +55,7 @@
 #define _XOPEN_SOURCE 700     /* nftw, mkdtemp, realpath */
 #include "config.h"
 #include "ext/depot.h"
+#include "vfs/depot_vfs.h"      /* depot_fork_idle_close */
 
 #include <sqlite3.h>
 #include <dirent.h>
@@ -298,8 +304,8 @@ static void sdValidate(SdItem *pItem){
   if( pItem->eType==SD_ENTRY ){
     if( pItem->zSig==0 ) sdDie(pItem->zFile, "entry without signature%s", "");
     if( !aHas[SD_NULL] ) sdDie(pItem->zFile, "entry without --- null%s", "");
-    if( !aHas[SD_EXAMPLE] && !aHas[SD_C] ){
-      sdDie(pItem->zFile, "entry without --- example or --- c%s", "");
+    if( !aHas[SD_EXAMPLE] && !aHas[SD_ERROR] && !aHas[SD_C] ){
+      sdDie(pItem->zFile, "entry without --- example, error or c%s", "");
     }
   }else{
     if( pItem->zSig ) sdDie(pItem->zFile, "only entries have a signature%s",
@@ -534,9 +540,25 @@ static int sdStep(sqlite3_stmt *pStmt, sqlite3_str *pOut){
   return rc;
 }
 
+/* SQLite formats a log message into a buffer of 210 bytes and cuts what
+** does not fit, so a log line is shown only where its length does not
+** depend on the scratch directory: a line naming it is left out when it
+** is longer than SD_LOG_PATH_LINE bytes as shown (scratch paths are at
+** most SD_SCRATCH_MAX bytes, so a shown one is never cut), and a line of
+** SD_LOG_LIMIT bytes or more without it fails generation. */
+#define SD_LOG_LIMIT      200
+#define SD_LOG_PATH_LINE  130
+#define SD_SCRATCH_MAX     64
+
+static int sdNamesScratch(const char *z){
+  return (zScratch && strstr(z, zScratch))
+      || (zScratchReal && strstr(z, zScratchReal));
+}
+
 /* Append the error of the failed statement as SQL comment lines: its
-** code and message, then the extension's log lines that add to it. */
-static void sdAppendError(sqlite3_str *pOut, sqlite3 *db, const char *zLog){
+** message (and code), then the extension's log lines that add to it. */
+static void sdAppendError(SdItem *pItem, sqlite3_str *pOut, sqlite3 *db,
+                          const char *zLog){
   const char *zMsg = sqlite3_errmsg(db);
   int rc = sqlite3_extended_errcode(db);
   if( rc==SQLITE_ERROR ){
@@ -551,9 +573,18 @@ static void sdAppendError(sqlite3_str *pOut, sqlite3 *db, const char *zLog){
     char *zLine = sdStrndup(zLog, (int)(zEol-zLog));
     /* SQLite logs a failed statement as "MESSAGE in SQL": skip those. */
     if( strstr(zMsg, zLine)==0 && strncmp(zLine, zMsg, strlen(zMsg))!=0 ){
-      sqlite3_str_appendall(pOut, "-- Log: ");
-      sdAppendPath(pOut, zLine);
-      sqlite3_str_appendall(pOut, "\n");
+      sqlite3_str *pLine = sqlite3_str_new(0);
+      char *zShown;
+      sdAppendPath(pLine, zLine);
+      zShown = sdFinish(pLine);
+      if( !sdNamesScratch(zLine) && strlen(zLine)>=SD_LOG_LIMIT ){
+        sdDie(pItem->zFile, "a log line may be cut by SQLite's log buffer;"
+              " choose an example with a shorter message:\n%s", zShown);
+      }
+      if( !sdNamesScratch(zLine) || strlen(zShown)<=SD_LOG_PATH_LINE ){
+        sqlite3_str_appendf(pOut, "-- Log: %s\n", zShown);
+      }
+      sqlite3_free(zShown);
     }
     sqlite3_free(zLine);
     zLog = zEol+1;
@@ -626,7 +657,7 @@ static void sdRunSection(SdItem *pItem, SdSection *s, sqlite3 *db){
         sdFail(pItem, s, zStmt, db, "failed after a query that succeeded");
       }
       nFail++;
-      sdAppendError(pOut, db, sqlite3_str_value(pLog));
+      sdAppendError(pItem, pOut, db, sqlite3_str_value(pLog));
     }else if( bError ){
       if( nFail==0 || sqlite3_column_count(pStmt)==0 ){
         sdFail(pItem, s, zStmt, 0, "did not fail");
@@ -667,6 +698,10 @@ static void sdRunItem(SdItem *pItem, const char *zBase){
   if( realpath(zScratch, zReal)==0 ) sdDie(zScratch, "realpath: %s",
                                            strerror(errno));
   zScratchReal = sqlite3_mprintf("%s", zReal);
+  if( strlen(zScratch)>SD_SCRATCH_MAX || strlen(zReal)>SD_SCRATCH_MAX ){
+    sdDie(zScratch, "scratch path longer than 64 bytes: give a shorter "
+          "SCRATCH_BASE or TMPDIR%s", "");
+  }
   if( chdir(zScratch)!=0 ) sdDie(zScratch, "chdir: %s", strerror(errno));
   rc = sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE
                        |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0);
@@ -680,6 +715,9 @@ static void sdRunItem(SdItem *pItem, const char *zBase){
   if( sqlite3_close(db)!=SQLITE_OK ){
     sdDie(pItem->zFile, "connection does not close: %s", sqlite3_errmsg(db));
   }
+  /* The store handle the branch functions keep idle is in this entry's
+  ** scratch directory, which goes now. */
+  depot_fork_idle_close();
   pDflt = sqlite3_vfs_find(0);
   if( pDflt && strcmp(pDflt->zName, "depot")==0 ){
     sdDie(pItem->zFile, "leaves depot the default VFS (end with "
@@ -749,7 +787,7 @@ static void sdRenderToc(sqlite3_str *p, const SdDoc *pDoc){
                           pItem->zSlug);
     }else if( pItem->eType!=SD_TITLE ){
       int bFirst = pDoc->aItem[i-1].eType==SD_GROUP;
-      sqlite3_str_appendf(p, "%s[%s](#%s)", bFirst ? " " : " · ",
+      sqlite3_str_appendf(p, "%s[%s](#%s)", bFirst ? " " : ", ",
                           pItem->zName, pItem->zSlug);
     }
   }
@@ -825,7 +863,7 @@ int main(int argc, char **argv){
     if( zDir==0 || zDir[0]==0 ) zDir = ".";
     zSrc = sqlite3_mprintf("%s/sql/reference", zDir);
     zOut = sqlite3_mprintf("%s/docs/SQL.md", zDir);
-    zScratchBase = getenv("DEPOT_TEST_TMPDIR");
+    zScratchBase = getenv("TMPDIR");
   }else{
     zSrc = sqlite3_mprintf("%s", argv[1]);
     zOut = sqlite3_mprintf("%s", argv[2]);
