@@ -86,3 +86,17 @@ torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
 	  ./tests/check/check_fork$(EXEEXT)
 .PHONY: torture
+
+# The SQL reference: tests/check/sqldoc runs every example of the sources
+# in sql/reference/ and writes docs/SQL.md (make sql-doc writes it into the
+# source tree); make check's sqldoc.sh fails with a diff when the checked-in
+# docs/SQL.md differs from a fresh generation.
+check_PROGRAMS += tests/check/sqldoc
+TESTS += tests/check/sqldoc.sh
+EXTRA_DIST += tests/check/sqldoc.sh
+tests_check_sqldoc_SOURCES = tests/check/sqldoc.c
+tests_check_sqldoc_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+
+sql-doc: tests/check/sqldoc$(EXEEXT)
+	./tests/check/sqldoc$(EXEEXT) $(srcdir)/sql/reference $(srcdir)/docs/SQL.md
+.PHONY: sql-doc
