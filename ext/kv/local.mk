@@ -13,6 +13,6 @@ DEPOT_SOURCES += \
 	ext/kv/metrics.c \
 	ext/kv/memory.c \
 	ext/kv/btree.h ext/kv/btree.c \
-	ext/kv/logstore.h ext/kv/logstore_int.h \
+	ext/kv/logstore.h ext/kv/logstore_int.h ext/kv/logfile.c \
 	ext/kv/logstore.c ext/kv/logcompact.c \
 	ext/kv/log.h ext/kv/log.c
