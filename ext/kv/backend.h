@@ -36,8 +36,14 @@ struct KvTableDef {
   uint64_t iTableId;       /* stable id; backends name files after it */
   int bPersist;            /* persistence=1 */
   const char *zOptions;    /* options JSON text (may be NULL) */
-  struct KvEngine *pEng;   /* the store, for kv_engine_confirm(); it
-                           ** outlives the table (tables close first) */
+  /* Confirm to the store's root WAL that the table's effects of record
+  ** cid are durable (backends that confirm later, see xDurable): call
+  ** xConfirm(pConfirmCtx, cid, zName, nName), from any thread, until
+  ** xClose returns.  SQLITE_OK or the WAL's error.  NULL: the store has
+  ** no WAL to confirm to (only backends that need no store accept it). */
+  int (*xConfirm)(void *pConfirmCtx, uint64_t cid, const char *zTab,
+                  int nTab);
+  void *pConfirmCtx;
   const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
 };
 
@@ -92,7 +98,7 @@ struct KvBackend {
   /* For persistent tables, after xApply of a batch logged as record cid:
   ** return 1 if the table's effects of cid are durable now (the engine
   ** confirms the record at once), 0 if the backend will call
-  ** kv_engine_confirm() itself later. */
+  ** KvTableDef.xConfirm itself later. */
   int (*xDurable)(KvBackendTable*, uint64_t cid);
   /* Live entry count and a byte estimate. */
   void (*xStats)(KvBackendTable*, int64_t *pnRow, int64_t *pnByte);

@@ -101,7 +101,8 @@ struct BtJob {
 struct BtStore {
   char *zPath;                  /* <dir>/kv_btree.db */
   int nRef;                     /* btGlobalMutex */
-  KvEngine *pEng;
+  int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
+  void *pConfirmCtx;
   pthread_mutex_t mu;
   pthread_cond_t condWork;      /* collector: jobs queued or stop */
   pthread_cond_t condRoom;      /* committers: overlay shrank */
@@ -606,7 +607,7 @@ static void btFinishJobs(BtStore *s, BtJob *pList){
   BtJob *j, *pNext;
   for(j=pList; j; j=j->pNext){
     if( j->eOp==BT_JOB_WRITE && j->cid ){
-      kv_engine_confirm(s->pEng, j->cid, j->pTab->zName, j->pTab->nName);
+      s->xConfirm(s->pConfirmCtx, j->cid, j->pTab->zName, j->pTab->nName);
     }
   }
   pthread_mutex_lock(&s->mu);
@@ -822,7 +823,8 @@ static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   pthread_cond_init(&s->condRoom, 0);
   s->ppTail = &s->pHead;
   s->nLimit = BT_DEFAULT_LIMIT;
-  s->pEng = pDef->pEng;
+  s->xConfirm = pDef->xConfirm;
+  s->pConfirmCtx = pDef->pConfirmCtx;
   s->nRef = 1;
   s->zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
   rc = s->zPath ? btOpenWriter(s, pzErr) : SQLITE_NOMEM;
@@ -934,7 +936,7 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   BtStore *s = 0;
   int rc;
   *pp = 0;
-  if( pDef->zStore==0 || pDef->pEng==0 ){
+  if( pDef->zStore==0 || pDef->xConfirm==0 ){
     *pzErr = sqlite3_mprintf("kv_btree: tables need a store directory");
     return SQLITE_MISUSE;
   }

@@ -24,13 +24,6 @@ static pthread_mutex_t kvGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static KvEngine *kvEngineList = 0;
 static const WalIo *kvTestIo = 0;
 
-/* Every table type this build knows.  One line per backend. */
-static const KvBackend *const aKvBackend[] = {
-  &kvMemoryBackend,
-  &kvBtreeBackend,
-  &kvLogBackend,
-};
-
 void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_lock(&kvGlobalMutex);
   kvTestIo = pIo;
@@ -46,105 +39,7 @@ void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
   pthread_mutex_unlock(&kvGlobalMutex);
 }
 
-static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
-
-void kv_engine_test_fail_apply(int n){
-  __atomic_store_n(&kvApplyFault, n, __ATOMIC_SEQ_CST);
-}
-
-int kvEngineApplyFault(void){
-  return __atomic_load_n(&kvApplyFault, __ATOMIC_SEQ_CST)>0
-      && __atomic_sub_fetch(&kvApplyFault, 1, __ATOMIC_SEQ_CST)==0;
-}
-
-/* ---------------------------------------------------- failed state --- */
-
-int kvEngineFailed(KvEngine *pEng, char **pzErr){
-  int rc = __atomic_load_n(&pEng->rcFailed, __ATOMIC_ACQUIRE);
-  if( rc!=SQLITE_OK && pzErr ){
-    *pzErr = sqlite3_mprintf("%s", pEng->zFailed ? pEng->zFailed
-                             : "kv: the store is stopped");
-  }
-  return rc;
-}
-
-char *kvApplyErrmsg(KvTable *pTab, int rc){
-  char *zWhy = 0, *zRes;
-  if( pTab->pBackend->xApplyError && pTab->pData ){
-    pTab->pBackend->xApplyError(pTab->pData, &zWhy);
-  }
-  zRes = sqlite3_mprintf("table %.*s: %s", pTab->nName, pTab->zName,
-                         zWhy ? zWhy : sqlite3_errstr(rc));
-  sqlite3_free(zWhy);
-  return zRes;
-}
-
-void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
-  const char *zWhy = *pzErr ? *pzErr : sqlite3_errstr(rc);
-  if( pEng->rcFailed==SQLITE_OK ){
-    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: publishing "
-        "commit %llu failed after its WAL flush (%s); %s", pEng->zDir
-        ? pEng->zDir : "(memory)", (unsigned long long)cid, zWhy, cid
-        ? "its persistent writes are in the WAL: close every connection to "
-          "the store and open it again to apply them"
-        : "it held only volatile writes, which are lost");
-    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed : zWhy);
-    wal_hold(pEng->pWal);        /* the commit may be confirmed already */
-    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
-  }
-  sqlite3_free(*pzErr);
-  *pzErr = 0;
-  kvEngineFailed(pEng, pzErr);
-}
-
-void kvEngineFailAbort(KvEngine *pEng, int rc, uint64_t tid, uint64_t cid,
-                       const char *zWhy){
-  pthread_mutex_lock(&pEng->mutex);
-  if( pEng->rcFailed==SQLITE_OK ){
-    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: the rollback "
-        "of prepared transaction %llu could not be written to the WAL (%s); "
-        "its writes stay in WAL record %llu and will be applied when the "
-        "store is next opened", pEng->zDir ? pEng->zDir : "(memory)",
-        (unsigned long long)tid, zWhy ? zWhy : sqlite3_errstr(rc),
-        (unsigned long long)cid);
-    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed
-                : "kv: the rollback of a prepared transaction failed");
-    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&pEng->mutex);
-}
-
-const KvBackend *kvBackendFind(const char *zType){
-  size_t i;
-  for(i=0; i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
-    if( strcmp(aKvBackend[i]->zType, zType)==0 ) return aKvBackend[i];
-  }
-  return 0;
-}
-
 /* ------------------------------------------------------------ names --- */
-
-int kv_name_check(const char *z, int n, char **pzErr){
-  int i = 0;
-  if( z==0 || n<1 || n>KV_MAX_NAME_BYTES ){
-    *pzErr = sqlite3_mprintf(
-        "kv: table name must be 1..%d bytes of UTF-8, got %d",
-        KV_MAX_NAME_BYTES, z ? n : 0);
-    return SQLITE_ERROR;
-  }
-  i = kv_utf8_invalid_at((const uint8_t*)z, n, 0);
-  if( i>=0 ){
-    *pzErr = sqlite3_mprintf(
-        "kv: table name is not valid UTF-8 (or holds a NUL) at byte %d", i);
-    return SQLITE_ERROR;
-  }
-  if( n==(int)strlen(KV_META_TABLE) && memcmp(z, KV_META_TABLE, n)==0 ){
-    *pzErr = sqlite3_mprintf("kv: table %s is internal and cannot be used",
-                             KV_META_TABLE);
-    return SQLITE_ERROR;
-  }
-  return SQLITE_OK;
-}
 
 /* Non-zero if a/n is NOT a usable table name (for bytes from disk). */
 static int kvNameBad(const uint8_t *a, int n){
@@ -152,101 +47,6 @@ static int kvNameBad(const uint8_t *a, int n){
   int rc = kv_name_check((const char*)a, n, &zErr);
   sqlite3_free(zErr);
   return rc!=SQLITE_OK;
-}
-
-void kv_meta_clear(KvMeta *p){
-  sqlite3_free(p->zOptions);
-  memset(p, 0, sizeof(*p));
-}
-
-/* ----------------------------------------------------------- tables --- */
-
-int kvTableNew(KvEngine *pEng, const char *zName, int nName,
-               const KvMeta *pMeta, KvTable **pp, char **pzErr){
-  KvTable *p;
-  const KvBackend *pB = kvBackendFind(pMeta->zType);
-  *pp = 0;
-  if( pB==0 ){
-    *pzErr = sqlite3_mprintf("kv: table type %s is not available in this "
-                             "build (known: kv_memory, kv_btree, kv_log)", pMeta->zType);
-    return SQLITE_ERROR;
-  }
-  p = sqlite3_malloc64(sizeof(*p) + nName + 1);
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  p->zName = (char*)&p[1];
-  memcpy(p->zName, zName, nName);
-  p->zName[nName] = 0;
-  p->nName = nName;
-  p->meta = *pMeta;
-  if( pMeta->zOptions ){
-    p->meta.zOptions = sqlite3_mprintf("%s", pMeta->zOptions);
-    if( p->meta.zOptions==0 ){ sqlite3_free(p); return SQLITE_NOMEM; }
-  }
-  p->pEng = pEng;
-  p->pBackend = pB;
-  p->nRef = 1;
-  *pp = p;
-  return SQLITE_OK;
-}
-
-int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
-  KvTableDef def;
-  def.zStore = p->pEng->zDir;
-  def.zName = p->zName;
-  def.nName = p->nName;
-  def.iTableId = p->meta.iId;
-  def.bPersist = p->meta.bPersist;
-  def.zOptions = p->meta.zOptions;
-  def.pEng = p->pEng;
-  def.pIo = p->pEng->pIo;
-  return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
-}
-
-int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr){
-  if( rc==SQLITE_OK || rc==SQLITE_NOMEM || *pzErr ) return rc;
-  *pzErr = sqlite3_mprintf("kv: table %.*s cannot be read or written: its "
-      "files failed to take a commit, which is safe in the WAL; reopen the "
-      "store to repair it (the error log has the cause)", nTab, zTab);
-  return rc;
-}
-
-void kvTableUnref(KvTable *p){
-  if( p && --p->nRef==0 ){
-    if( p->pData ) p->pBackend->xClose(p->pData);
-    kvVersionTableFree(p);
-    kv_map_unref(p->pRev);
-    sqlite3_free(p->meta.zOptions);
-    sqlite3_free(p);
-  }
-}
-
-KvTable *kvTableFind(KvEngine *pEng, const char *zName, int nName){
-  KvTable *p;
-  for(p=pEng->pTables; p; p=p->pNext){
-    if( p->nName==nName && memcmp(p->zName, zName, nName)==0 ) return p;
-  }
-  return 0;
-}
-
-void kvTableLink(KvEngine *pEng, KvTable *p){
-  p->nRef++;
-  p->bLive = 1;
-  p->pNext = pEng->pTables;
-  pEng->pTables = p;
-}
-
-void kvTableUnlink(KvEngine *pEng, KvTable *p){
-  KvTable **pp;
-  for(pp=&pEng->pTables; *pp; pp=&(*pp)->pNext){
-    if( *pp==p ){
-      *pp = p->pNext;
-      p->pNext = 0;
-      p->bLive = 0;
-      kvTableUnref(p);
-      return;
-    }
-  }
 }
 
 /* ---------------------------------------------------------- replay --- */
@@ -486,22 +286,6 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   return SQLITE_OK;
 }
 
-/* New table ids go above every id a file in the store is named after
-** (xStoreMaxId), not only above the catalog's. */
-static int kvEngineIdsAboveFiles(KvEngine *pEng, char **pzErr){
-  size_t i;
-  int rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
-    uint64_t iMax = 0;
-    if( aKvBackend[i]->xStoreMaxId==0 ) continue;
-    rc = aKvBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
-    if( rc==SQLITE_OK && iMax>=pEng->iNextTableId ){
-      pEng->iNextTableId = iMax+1;
-    }
-  }
-  return rc;
-}
-
 /* After the replay: every live table's backend check (xCheckOpen). */
 static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
   KvTable *p;
@@ -526,7 +310,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
   }
   if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = kvEngineIdsAboveFiles(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;
@@ -623,12 +407,6 @@ void kv_engine_unref(KvEngine *p){
 
 const char *kv_engine_dir(KvEngine *p){
   return p->zDir;
-}
-
-int kv_engine_confirm(KvEngine *pEng, uint64_t cid, const char *zTab,
-                      int nTab){
-  if( pEng->pWal==0 || cid==0 ) return SQLITE_OK;
-  return wal_confirm(pEng->pWal, cid, zTab, nTab);
 }
 
 /* ---------------------------------------------------------- listing --- */

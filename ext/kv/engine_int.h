@@ -31,7 +31,8 @@ struct KvTable {
   int64_t nRevKept;             /* pRev's size after its last pruning */
   int nActive;                  /* unfinished children bound to it */
   KvChild *pActFirst, *pActLast; /* those children, in bind order */
-  KvVerTable *pVer;             /* key versions (kv_version.c), or NULL */
+  KvVerTable *pVer;             /* key versions (version.c), or NULL */
+  void (*xVerFree)(KvTable*);   /* frees pVer; set by version.c with it */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
   KvTable *pNext;
@@ -140,7 +141,6 @@ int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,
 /* After xApply of child writes pWrite of root p to table t (engine mutex
 ** held): publish the key versions (and receipts for a versioned root). */
 int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite);
-void kvVersionTableFree(KvTable*);          /* engine mutex or closing */
 int kvVersionStoreInit(KvEngine*);          /* at open */
 void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
 void kvVersionClearAll(KvEngine*);          /* after replay */
@@ -148,6 +148,12 @@ void kvVersionClearAll(KvEngine*);          /* after replay */
 ** publication calls it first. */
 void kvVersionSnapDrop(KvEngine*);
 void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
+/* The upsert version of root p (its kind byte 'u', the id its TID). */
+void kvVersionOfRoot(KvRoot *p, uint8_t *aVer);
+/* 1 if table t (NULL: none) holds version aVer for key aKey now (engine
+** mutex held), else 0. */
+int kvVersionIs(KvEngine*, KvTable *t, const uint8_t *aKey, int nKey,
+                const uint8_t *aVer);
 /* The bind time of a child (engine mutex held): the monotonic ms now while
 ** version TTL is on, else 0 (which keeps every record it could need). */
 int64_t kvVersionBindStamp(KvEngine*);
@@ -176,13 +182,14 @@ void kvEngineFailAbort(KvEngine*, int rc, uint64_t tid, uint64_t cid,
 ** message naming the file and the cause, else the code's text
 ** (sqlite3_malloc'd; NULL on OOM). */
 char *kvApplyErrmsg(KvTable *pTab, int rc);
-/* Test hook kv_engine_test_fail_apply: should this xApply fail? */
-int kvEngineApplyFault(void);
 KvTable *kvTableFind(KvEngine*, const char *zName, int nName);
 void kvTableUnref(KvTable*);     /* engine mutex held */
 int kvTableNew(KvEngine*, const char *zName, int nName, const KvMeta*,
                KvTable **pp, char **pzErr);
 const KvBackend *kvBackendFind(const char *zType);
+/* Raise pEng->iNextTableId above every table id a file of any backend in
+** the store's directory is named after (xStoreMaxId).  At open. */
+int kvBackendReserveIds(KvEngine*, char **pzErr);
 int kvTableOpenData(KvTable*, int bCreate, char **pzErr);
 /* The message for a failed xSnapshot of table zTab: I/O errors mean the
 ** backend refuses the table until the store is reopened.  Sets *pzErr

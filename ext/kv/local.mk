@@ -5,11 +5,11 @@ DEPOT_SOURCES += \
 	ext/kv/codec.h ext/kv/codec.c \
 	ext/kv/map.h ext/kv/map.c \
 	ext/kv/backend.h \
-	ext/kv/engine.h ext/kv/engine_int.h ext/kv/engine.c \
+	ext/kv/engine.h ext/kv/engine_int.h ext/kv/table.c ext/kv/engine.c \
 	ext/kv/catalog.c \
 	ext/kv/txn.c \
 	ext/kv/iter.c \
-	ext/kv/version.h ext/kv/version.c \
+	ext/kv/version.h ext/kv/version.c ext/kv/vertxn.c \
 	ext/kv/metrics.c \
 	ext/kv/memory.c \
 	ext/kv/btree.h ext/kv/btree.c \

@@ -55,7 +55,8 @@ SQLITE_EXTENSION_INIT3
 
 struct KvBackendTable {
   KvLogStore *pLog;
-  KvEngine *pEng;
+  int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
+  void *pConfirmCtx;
   char *zName; int nName;
   char *zDir;
   uint64_t labelLoaded;         /* highest label durable at open; CIDs
@@ -142,7 +143,7 @@ static int logCollectOnce(KvBackendTable *t){
   rc = kv_logstore_sync(t->pLog, &zErr);
   if( rc==SQLITE_OK ){
     logMarkWrite(t, iLabel);
-    for(i=0; i<n; i++) kv_engine_confirm(t->pEng, aCid[i], t->zName, t->nName);
+    for(i=0; i<n; i++) t->xConfirm(t->pConfirmCtx, aCid[i], t->zName, t->nName);
   }else{
     pthread_mutex_lock(&t->mu);
     t->nError++;
@@ -273,7 +274,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   char *zParent;
   int rc, bNew;
   *pp = 0;
-  if( pDef->zStore==0 || pDef->pEng==0 ){
+  if( pDef->zStore==0 || pDef->xConfirm==0 ){
     *pzErr = sqlite3_mprintf("kv_log: tables need a store directory");
     return SQLITE_MISUSE;
   }
@@ -286,7 +287,8 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   memcpy(t->zName, pDef->zName, pDef->nName);
   t->zName[pDef->nName] = 0;
   t->nName = pDef->nName;
-  t->pEng = pDef->pEng;
+  t->xConfirm = pDef->xConfirm;
+  t->pConfirmCtx = pDef->pConfirmCtx;
   t->pIo = pDef->pIo ? pDef->pIo : wal_io_posix();
   t->fdMark = -1;
   zParent = sqlite3_mprintf("%s/kv_log", pDef->zStore);

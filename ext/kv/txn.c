@@ -1115,6 +1115,18 @@ static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
   return rc;
 }
 
+static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
+
+void kv_engine_test_fail_apply(int n){
+  __atomic_store_n(&kvApplyFault, n, __ATOMIC_SEQ_CST);
+}
+
+/* Should this xApply fail (kv_engine_test_fail_apply)? */
+static int kvApplyFaultNow(void){
+  return __atomic_load_n(&kvApplyFault, __ATOMIC_SEQ_CST)>0
+      && __atomic_sub_fetch(&kvApplyFault, 1, __ATOMIC_SEQ_CST)==0;
+}
+
 /* Make every write visible at one new sequence number (engine mutex). */
 static int kvPublish(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
@@ -1136,7 +1148,7 @@ static int kvPublish(KvRoot *p, char **pzErr){
       c->pTab->pBackend->xSnapshotFree(c->pSnap);
       c->pSnap = 0;
     }
-    rc = kvEngineApplyFault() ? SQLITE_NOMEM
+    rc = kvApplyFaultNow() ? SQLITE_NOMEM
        : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
     if( rc!=SQLITE_OK && *pzErr==0 ) *pzErr = kvApplyErrmsg(c->pTab, rc);
     if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);

@@ -323,7 +323,8 @@ static void kvVerTableClear(KvVerTable *v){
   __atomic_store_n(&v->nByte, 0, __ATOMIC_RELAXED);
 }
 
-void kvVersionTableFree(KvTable *t){
+/* KvTable.xVerFree: free t->pVer (the table's last reference is gone). */
+static void kvVersionTableFree(KvTable *t){
   if( t->pVer==0 ) return;
   kvVerTableClear(t->pVer);
   sqlite3_free(t->pVer);
@@ -340,6 +341,7 @@ static KvVerTable *kvVerTable(KvTable *t){
   if( t->pVer==0 ){
     t->pVer = sqlite3_malloc64(sizeof(KvVerTable));
     if( t->pVer ) memset(t->pVer, 0, sizeof(KvVerTable));
+    t->xVerFree = kvVersionTableFree;
   }
   return t->pVer;
 }
@@ -385,18 +387,8 @@ static int kvVerPut(KvEngine *pEng, KvVerTable *v, KvVerRec *r,
 
 /* --------------------------------------------------------- receipts --- */
 
-void kv_version_receipts_free(KvVerReceipts *p){
-  int i;
-  if( p==0 ) return;
-  for(i=0; i<p->nMap; i++) kv_map_unref(p->apMap[i]);
-  sqlite3_free(p->apMap);
-  sqlite3_free(p->a);
-  kv_buf_free(&p->data);
-  sqlite3_free(p);
-}
-
 /* Record a receipt.  While recording, zTab holds an offset into p->data
-** (which moves as it grows); kvReceiptsFix makes it a pointer.  A table's
+** (which moves as it grows); kv_version_commit makes it a pointer.  A table's
 ** name is stored once per run of its receipts; the key is not copied: it
 ** points into the committed write set, which the receipts reference. */
 static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
@@ -449,15 +441,6 @@ static int kvReceiptRecord(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
   return rc;
 }
 
-/* Offsets -> pointers (recording is over). */
-static void kvReceiptsFix(KvVerReceipts *p){
-  int i;
-  for(i=0; i<p->n; i++){
-    p->a[i].zTab = (const char*)p->data.a + (intptr_t)p->a[i].zTab;
-  }
-  p->pLastTab = 0;
-}
-
 /* ------------------------------------------------------- publication --- */
 
 /* Publish one write of root p (engine mutex held).  An ordinary root only
@@ -507,6 +490,20 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite){
   }
   kv_map_cursor_free(pCsr);
   return SQLITE_OK;
+}
+
+void kvVersionOfRoot(KvRoot *p, uint8_t *aVer){
+  kvVerMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
+}
+
+int kvVersionIs(KvEngine *pEng, KvTable *t, const uint8_t *aKey, int nKey,
+                const uint8_t *aVer){
+  uint64_t h;
+  KvVerRec *r;
+  if( t==0 || t->pVer==0 ) return 0;
+  h = kvVerHash(pEng->pVer->iHashSeed, aKey, nKey);
+  r = kvVerFind(t->pVer, aKey, nKey, h);
+  return r!=0 && memcmp(r->aVer, aVer, KV_VERSION_BYTES)==0;
 }
 
 void kvVersionClearAll(KvEngine *pEng){
@@ -641,207 +638,6 @@ int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
   return rc;
 }
 
-/* ----------------------------------------------------------- prepare --- */
-
-typedef struct KvVerCheck KvVerCheck;
-struct KvVerCheck {
-  const KvVerRead *aRead;
-  int nRead;
-};
-
-/* xCheck of kvRootPrepareEx: compare every read version (engine mutex). */
-static int kvVersionCheck(KvRoot *p, void *pArg){
-  KvVerCheck *pC = (KvVerCheck*)pArg;
-  int i, rc = SQLITE_OK;
-  for(i=0; i<pC->nRead && rc==SQLITE_OK; i++){
-    const KvVerRead *r = &pC->aRead[i];
-    KvTable *t = kvTableFind(p->pEng, r->zTab, r->nTab);
-    uint64_t h = kvVerHash(p->pEng->pVer->iHashSeed, r->aKey, r->nKey);
-    KvVerRec *pRec = t && t->pVer ? kvVerFind(t->pVer, r->aKey, r->nKey, h)
-                                  : 0;
-    if( pRec && memcmp(pRec->aVer, r->aVer, KV_VERSION_BYTES)==0 ){
-      continue;
-    }
-    rc = kvConflictAddKind(p, r->zTab, r->nTab, r->aKey, r->nKey,
-                           KV_CONFLICT_VERSION);
-  }
-  return rc;
-}
-
-/* Does the root write anything (schema writes excluded)? */
-static int kvRootWrites(KvRoot *p){
-  int i;
-  for(i=0; i<p->nChild; i++){
-    if( !p->apChild[i]->bSchema && kv_map_count(p->apChild[i]->pWrite)>0 ){
-      return 1;
-    }
-  }
-  return 0;
-}
-
-/* Every table of the read set exists for this root. */
-static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
-                             char **pzErr){
-  int i, bFound, rc = SQLITE_OK;
-  for(i=0; i<nRead && rc==SQLITE_OK; i++){
-    KvMeta meta;
-    if( i>0 && aRead[i].nTab==aRead[i-1].nTab
-     && memcmp(aRead[i].zTab, aRead[i-1].zTab, aRead[i].nTab)==0 ){
-      continue;                 /* sorted by table: checked just before */
-    }
-    rc = kv_name_check(aRead[i].zTab, aRead[i].nTab, pzErr);
-    if( rc==SQLITE_OK ){
-      rc = kv_table_meta(p->pEng, p, aRead[i].zTab, aRead[i].nTab, &meta,
-                         &bFound);
-      kv_meta_clear(&meta);
-    }
-    if( rc==SQLITE_OK && !bFound ){
-      *pzErr = sqlite3_mprintf("kv: no such table: %.*s (read set element "
-                               "%d)", aRead[i].nTab, aRead[i].zTab, i);
-      rc = SQLITE_ERROR;
-    }
-  }
-  return rc;
-}
-
-int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
-                       char **pzErr){
-  KvVerCheck chk;
-  int i, j, rc = SQLITE_OK;
-  if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_prepare(p, pzErr);
-  if( p->eProto==KV_PROTO_ORDINARY ){
-    return kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
-  }
-  if( !kvRootWrites(p) ){
-    *pzErr = sqlite3_mprintf("kv: kv_prepare_with_version needs a "
-        "transaction that writes (%s %llu writes nothing; check "
-        "versions with kv_query_with_version)", kv_root_who(p),
-        kv_root_who_id(p));
-    return SQLITE_MISUSE;
-  }
-  rc = kvReadTablesExist(p, aRead, nRead, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
-  for(i=0; rc==SQLITE_OK && i<nRead; i=j){    /* per run of one table */
-    for(j=i+1; j<nRead && aRead[j].nTab==aRead[i].nTab
-               && memcmp(aRead[j].zTab, aRead[i].zTab, aRead[i].nTab)==0; j++){}
-    rc = kvNoteReads(p, aRead[i].zTab, aRead[i].nTab, &aRead[i].aKey,
-                     &aRead[i].nKey, sizeof(KvVerRead), j-i, pzErr);
-  }
-  chk.aRead = aRead;
-  chk.nRead = nRead;
-  if( rc==SQLITE_OK ) rc = kvRootPrepareEx(p, kvVersionCheck, &chk, pzErr);
-  return rc;
-}
-
-/* ------------------------------------------------------------ commit --- */
-
-/* The final writes of the root: (table, write set) pairs, referenced. */
-typedef struct KvWriteList KvWriteList;
-struct KvWriteList {
-  int n;
-  KvTable **apTab;
-  KvMap **apWrite;
-};
-
-static void kvWriteListFree(KvWriteList *w){
-  int i;
-  for(i=0; i<w->n; i++) kv_map_unref(w->apWrite[i]);
-  sqlite3_free(w->apTab);
-  sqlite3_free(w->apWrite);
-}
-
-static int kvWriteListGet(KvRoot *p, KvWriteList *w){
-  int i;
-  memset(w, 0, sizeof(*w));
-  w->apTab = sqlite3_malloc64((p->nChild+1)*sizeof(KvTable*));
-  w->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
-  if( w->apTab==0 || w->apWrite==0 ){ kvWriteListFree(w); return SQLITE_NOMEM; }
-  for(i=0; i<p->nChild; i++){
-    KvChild *c = p->apChild[i];
-    if( c->bSchema || kv_map_count(c->pWrite)==0 ) continue;
-    w->apTab[w->n] = c->pTab;
-    w->apWrite[w->n++] = kv_map_ref(c->pWrite);
-  }
-  return SQLITE_OK;
-}
-
-/* Does receipt r match write e of table t, aVer being the root's upsert
-** version (the kind byte decides delete)? */
-static int kvReceiptMatches(const uint8_t *aVer, const KvVerReceipt *r,
-                            KvTable *t, const KvMapEntry *e){
-  return r->nTab==t->nName && memcmp(r->zTab, t->zName, t->nName)==0
-      && r->nKey==e->nKey && memcmp(r->aKey, e->aKey, e->nKey)==0
-      && r->aVer[0]==(e->bTomb ? 'd' : 'u')
-      && memcmp(r->aVer+1, aVer+1, KV_VERSION_BYTES-1)==0;
-}
-
-/* Walk the final writes and the receipts together; 0 if they differ. */
-static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
-                           int *piBad){
-  uint8_t aVer[KV_VERSION_BYTES];
-  int i, j = 0, bOk = 1;
-  kvVerMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
-  for(i=0; bOk && i<w->n; i++){
-    KvMapCursor *pCsr = kv_map_cursor_new(w->apWrite[i]);
-    KvMapEntry e;
-    int bOn;
-    if( pCsr==0 ) return 0;
-    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && bOk;
-        bOn=kv_map_cursor_next(pCsr)){
-      kv_map_cursor_entry(pCsr, &e);
-      bOk = j<pR->n && kvReceiptMatches(aVer, &pR->a[j], w->apTab[i], &e);
-      if( bOk ) j++;
-    }
-    kv_map_cursor_free(pCsr);
-  }
-  *piBad = j;
-  return bOk && j==pR->n;
-}
-
-int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
-  KvVerReceipts *pR;
-  KvWriteList w;
-  int64_t nWrite = 0;
-  int i, rc, iBad = 0;
-  *ppOut = 0;
-  if( p->eState==KV_ROOT_FAILED || p->eState==KV_ROOT_DONE ){
-    return kv_root_commit(p, pzErr);        /* the "finished" error */
-  }
-  if( p->eState!=KV_ROOT_PREPARED || p->eProto!=KV_PROTO_VERSIONED ){
-    *pzErr = sqlite3_mprintf("kv: %s %llu is not prepared with "
-        "kv_prepare_with_version", kv_root_who(p), kv_root_who_id(p));
-    return SQLITE_MISUSE;
-  }
-  pR = sqlite3_malloc64(sizeof(*pR));
-  if( pR==0 ) return SQLITE_NOMEM;
-  memset(pR, 0, sizeof(*pR));
-  if( (rc = kvWriteListGet(p, &w))!=SQLITE_OK ){ sqlite3_free(pR); return rc; }
-  for(i=0; i<w.n; i++) nWrite += kv_map_count(w.apWrite[i]);
-  if( nWrite>0 && nWrite<INT_MAX/2 ){      /* else kvReceiptAdd grows it */
-    pR->a = sqlite3_malloc64(nWrite*sizeof(KvVerReceipt));
-    if( pR->a ) pR->nAlloc = (int)nWrite;
-  }
-  p->pReceipts = pR;
-  rc = kv_root_commit(p, pzErr);
-  p->pReceipts = 0;
-  kvReceiptsFix(pR);
-  if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !kvReceiptsExact(p, &w, pR, &iBad)) ){
-    *pzErr = sqlite3_mprintf("kv: internal error: the receipts of committed "
-        "transaction %llu do not match its writes (%d receipts, first "
-        "difference at %d%s); the commit stands", (unsigned long long)p->tid,
-        pR->n, iBad, pR->rc!=SQLITE_OK ? ", out of memory while recording" : "");
-    rc = SQLITE_INTERNAL;
-  }
-  /* The receipts' keys point into the write sets: they keep them. */
-  pR->nMap = w.n;
-  pR->apMap = w.apWrite;
-  w.n = 0;
-  w.apWrite = 0;
-  kvWriteListFree(&w);
-  if( rc==SQLITE_OK ) *ppOut = pR; else kv_version_receipts_free(pR);
-  return rc;
-}
-
 /* ---------------------------------------------------------------- TTL --- */
 
 int64_t kvVersionBindStamp(KvEngine *pEng){
@@ -906,7 +702,8 @@ static int kvSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
   return nRemoved;
 }
 
-int kv_version_sweep_now(KvEngine *pEng){
+/* One sweep round over every table; returns the records removed. */
+static int kvSweepNow(KvEngine *pEng){
   KvTable *t;
   int nRemoved = 0;
   int64_t now = kvNowMs();
@@ -931,7 +728,7 @@ static void *kvSweeper(void *pArg){
     pthread_cond_timedwait(&s->cond, &s->mu, &ts);
     if( s->bStop ) break;
     pthread_mutex_unlock(&s->mu);
-    while( kv_version_sweep_now(pEng)>0 ){
+    while( kvSweepNow(pEng)>0 ){
       pthread_mutex_lock(&s->mu);
       if( s->bStop ){ pthread_mutex_unlock(&s->mu); break; }
       pthread_mutex_unlock(&s->mu);
