@@ -267,16 +267,6 @@ static void kvFuncError(sqlite3_context *ctx, int rc, char *zErr){
   sqlite3_free(zErr);
 }
 
-static const char *kvTypeName(sqlite3_value *v){
-  switch( sqlite3_value_type(v) ){
-    case SQLITE_INTEGER: return "integer";
-    case SQLITE_FLOAT:   return "real";
-    case SQLITE_TEXT:    return "text";
-    case SQLITE_BLOB:    return "blob";
-    default:             return "NULL";
-  }
-}
-
 /* The handle argument: its KvHandle, or NULL with the error set. */
 static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
                              KvHandle ***pppPrev){
@@ -286,7 +276,7 @@ static KvHandle *kvHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
   if( !depot_value_int64(pArg, &id) ){
     kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: transaction handle must be an integer from kv_begin(), got %s",
-        kvTypeName(pArg)));
+        kv_value_type_name(pArg)));
     return 0;
   }
   for(pp=&pConn->pHandle; *pp; pp=&(*pp)->pNext){
@@ -350,7 +340,7 @@ static int kvNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
                      const char **pz, int *pn){
   if( sqlite3_value_type(pArg)!=SQLITE_TEXT ){
     kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
-        "kv: table name must be text, got %s", kvTypeName(pArg)));
+        "kv: table name must be text, got %s", kv_value_type_name(pArg)));
     return 0;
   }
   *pz = (const char*)sqlite3_value_text(pArg);
@@ -382,7 +372,8 @@ static void kvBeginFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( argc==1 && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
     if( sqlite3_value_type(argv[0])!=SQLITE_TEXT ){
       kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
-          "kv: store directory must be text, got %s", kvTypeName(argv[0])));
+          "kv: store directory must be text, got %s",
+          kv_value_type_name(argv[0])));
       return;
     }
     zDir = (const char*)sqlite3_value_text(argv[0]);
@@ -729,7 +720,7 @@ static void kvCreateTableFunc(sqlite3_context *ctx, int argc,
   if( sqlite3_value_type(argv[2])!=SQLITE_TEXT ){
     kvFuncError(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: table type must be text such as 'kv_memory', got %s",
-        kvTypeName(argv[2])));
+        kv_value_type_name(argv[2])));
     return;
   }
   zType = (const char*)sqlite3_value_text(argv[2]);

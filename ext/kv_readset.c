@@ -11,7 +11,8 @@
 ** SQLite).  The result is sorted by (table, key) and holds no pair twice.
 */
 #include "config.h"
-#include "ext/kv/version.h"
+#include "ext/kv/kv.h"
+#include "ext/kv_sql.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 

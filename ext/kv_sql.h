@@ -13,7 +13,7 @@
 #ifndef DEPOT_KV_SQL_H
 #define DEPOT_KV_SQL_H
 
-#include "ext/kv/engine.h"
+#include "ext/kv/kv.h"
 
 typedef struct KvConn KvConn;
 typedef struct KvHandle KvHandle;
@@ -90,6 +90,30 @@ int kv_conn_writable(sqlite3 *db, const char *zFunc, char **pzErr);
 ** for a handle prepared with kv_prepare_with_version).  The caller frees
 ** it; NULL is also returned when there is no memory for it (*pbNoMem set). */
 char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem);
+
+/* Key lists and read sets (kv_readset.c).  Both parsers give
+** SQLITE_ERROR with *pzErr for malformed input, the key codes of
+** kv_key_encode (SQLITE_TOOBIG, SQLITE_CONSTRAINT), SQLITE_NOMEM; on error
+** the output is empty.  The caller frees the output with the matching
+** *_free.
+**
+** kv_keylist_parse: the JSON array z/n of keys, encoded as in read sets
+** (["text", 7, 1.5, {"hex":"00ff"}]), into *p (KvKeyList, kv.h). */
+int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr);
+void kv_keylist_free(KvKeyList*);
+
+/* A parsed read set: sorted by (table, key), no pair twice; the tables
+** and keys of all elements are in one allocation, aData. */
+typedef struct KvReadSet KvReadSet;
+struct KvReadSet {
+  int n;
+  KvVerRead *a;
+  uint8_t *aData;                /* every table name and key */
+};
+/* Parse the read-set JSON text z/n (see kv_readset.c and docs/SQL.md);
+** a duplicate (table, key) is also SQLITE_ERROR. */
+int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr);
+void kv_readset_free(KvReadSet*);
 
 /* Register the kv_memory module (kv_vtab.c). */
 int kv_vtab_register(sqlite3 *db, KvConn*);

@@ -15,7 +15,7 @@
 ** they are computed only when the query uses one of those columns.
 */
 #include "config.h"
-#include "ext/kv/engine_int.h"
+#include "ext/kv/kv.h"
 #include "ext/kv_sql.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -43,26 +43,9 @@ struct KsCursor {
 
 /* ---------------------------------------------------------- gather --- */
 
-typedef struct KsEngines KsEngines;
-struct KsEngines { KvEngine **a; int n, nAlloc; };
-
-/* kv_engine_foreach callback: hold a reference on each store. */
-static int ksCollectEngine(KvEngine *p, void *pCtx){
-  KsEngines *pE = (KsEngines*)pCtx;
-  if( pE->n==pE->nAlloc ){
-    int nNew = pE->nAlloc ? pE->nAlloc*2 : 8;
-    KvEngine **a = sqlite3_realloc64(pE->a, nNew*sizeof(KvEngine*));
-    if( a==0 ) return SQLITE_NOMEM;
-    pE->a = a;
-    pE->nAlloc = nNew;
-  }
-  p->nRef++;                    /* the registry mutex is held */
-  pE->a[pE->n++] = p;
-  return SQLITE_OK;
-}
-
 static KsRow *ksNewRow(KsCursor *pCur, KvEngine *pEng){
   KsRow *r;
+  const char *zDir = kv_engine_dir(pEng);
   if( pCur->nRow==pCur->nAlloc ){
     int nNew = pCur->nAlloc ? pCur->nAlloc*2 : 16;
     KsRow *a = sqlite3_realloc64(pCur->aRow, nNew*sizeof(KsRow));
@@ -72,56 +55,42 @@ static KsRow *ksNewRow(KsCursor *pCur, KvEngine *pEng){
   }
   r = &pCur->aRow[pCur->nRow];
   memset(r, 0, sizeof(*r));
-  if( pEng->zDir && (r->zStore = sqlite3_mprintf("%s", pEng->zDir))==0 ){
+  if( zDir && (r->zStore = sqlite3_mprintf("%s", zDir))==0 ){
     return 0;
   }
   pCur->nRow++;
   return r;
 }
 
-/* One table's row, computed without the engine mutex. */
-static int ksTableRow(KsCursor *pCur, KvEngine *pEng, KvTable *t){
-  KsRow *r = ksNewRow(pCur, pEng);
-  if( r==0 || (r->zTab = sqlite3_mprintf("%s", t->zName))==0 ){
+/* The row of one table of a store (kv_engine_table_stats callback). */
+typedef struct KsTableCtx KsTableCtx;
+struct KsTableCtx { KsCursor *pCur; KvEngine *pEng; };
+
+static int ksTableRow(void *pCtx, const char *zName, const char *zType,
+                      const KvBackendStats *pSt){
+  KsTableCtx *p = (KsTableCtx*)pCtx;
+  KsRow *r = ksNewRow(p->pCur, p->pEng);
+  if( r==0 || (r->zTab = sqlite3_mprintf("%s", zName))==0 ){
     return SQLITE_NOMEM;
   }
-  memcpy(r->zType, t->meta.zType, sizeof(r->zType));
-  if( t->pData==0 ) return SQLITE_OK;
-  if( t->pBackend->xStatsEx ){
-    t->pBackend->xStatsEx(t->pData, pCur->bCount, &r->st);
-  }else{
-    pthread_mutex_lock(&pEng->mutex);
-    t->pBackend->xStats(t->pData, &r->st.nRow, &r->st.nByte);
-    pthread_mutex_unlock(&pEng->mutex);
-  }
+  sqlite3_snprintf(sizeof(r->zType), r->zType, "%s", zType);
+  r->st = *pSt;
   return SQLITE_OK;
 }
 
-/* The store row, then the table rows of one store. */
-static int ksEngineRows(KsCursor *pCur, KvEngine *pEng){
-  KvTable **apTab = 0, *t;
-  int nTab = 0, i, rc = SQLITE_OK;
+/* The store row, then the table rows of one store (kv_engine_foreach
+** callback). */
+static int ksEngineRows(KvEngine *pEng, void *pArg){
+  KsCursor *pCur = (KsCursor*)pArg;
+  KsTableCtx ctx;
   KsRow *r = ksNewRow(pCur, pEng);
   if( r==0 ) return SQLITE_NOMEM;
   r->bStore = 1;
   memcpy(r->zType, "store", 6);
-  if( pEng->pWal ){ wal_stats(pEng->pWal, &r->wal); r->bWal = 1; }
-  pthread_mutex_lock(&pEng->mutex);
-  for(t=pEng->pTables; t; t=t->pNext) nTab++;
-  apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
-  if( apTab ){
-    for(i=0, t=pEng->pTables; t; t=t->pNext){ t->nRef++; apTab[i++] = t; }
-  }
-  pthread_mutex_unlock(&pEng->mutex);
-  if( apTab==0 ) return SQLITE_NOMEM;
-  for(i=nTab-1; i>=0; i--){
-    if( rc==SQLITE_OK ) rc = ksTableRow(pCur, pEng, apTab[i]);
-  }
-  pthread_mutex_lock(&pEng->mutex);
-  for(i=0; i<nTab; i++) kvTableUnref(apTab[i]);
-  pthread_mutex_unlock(&pEng->mutex);
-  sqlite3_free(apTab);
-  return rc;
+  r->bWal = kv_engine_wal_stats(pEng, &r->wal);
+  ctx.pCur = pCur;
+  ctx.pEng = pEng;
+  return kv_engine_table_stats(pEng, pCur->bCount, ksTableRow, &ctx);
 }
 
 static void ksClear(KsCursor *pCur){
@@ -186,20 +155,11 @@ static int ksClose(sqlite3_vtab_cursor *pCur){
 static int ksFilter(sqlite3_vtab_cursor *pCur, int idxNum, const char *idxStr,
                     int argc, sqlite3_value **argv){
   KsCursor *c = (KsCursor*)pCur;
-  KsEngines e;
-  int i, rc;
   (void)idxStr; (void)argc; (void)argv;
   ksClear(c);
   c->bCount = idxNum;
   c->iRow = 0;
-  memset(&e, 0, sizeof(e));
-  rc = kv_engine_foreach(ksCollectEngine, &e);
-  for(i=0; i<e.n; i++){
-    if( rc==SQLITE_OK ) rc = ksEngineRows(c, e.a[i]);
-    kv_engine_unref(e.a[i]);
-  }
-  sqlite3_free(e.a);
-  return rc;
+  return kv_engine_foreach(ksEngineRows, c);
 }
 
 static int ksNext(sqlite3_vtab_cursor *pCur){

@@ -50,7 +50,7 @@
 ** state.
 */
 #include "config.h"
-#include "ext/kv/btree.h"
+#include "ext/kv/kv.h"
 #include "ext/kv_sql.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3

@@ -50,8 +50,7 @@
 */
 #include "config.h"
 #include "ext/kv/backend.h"
-#include "ext/kv/engine.h"
-#include "ext/kv/btree.h"
+#include "ext/kv/kv_test.h"
 #include "wal/wal.h"
 #include "vfs/depot_vfs.h"
 #include "sqlite3ext.h"

@@ -699,6 +699,18 @@ sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc){
   return kvcDup(&v, pRc);
 }
 
+/* ---- type names for messages ---- */
+
+const char *kv_value_type_name(sqlite3_value *v){
+  switch( sqlite3_value_type(v) ){
+    case SQLITE_INTEGER: return "integer";
+    case SQLITE_FLOAT:   return "real";
+    case SQLITE_TEXT:    return "text";
+    case SQLITE_BLOB:    return "blob";
+    default:             return "NULL";
+  }
+}
+
 /* ---- JSON rendering of keys ---- */
 
 int kv_json_text(KvBuf *pOut, const uint8_t *z, int n){

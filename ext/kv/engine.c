@@ -7,6 +7,7 @@
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
 #include "ext/kv/engine_int.h"
+#include "ext/kv/kv_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -412,13 +413,62 @@ const char *kv_engine_dir(KvEngine *p){
 /* ---------------------------------------------------------- listing --- */
 
 int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
-  KvEngine *p;
-  int rc = SQLITE_OK;
+  KvEngine *p, **apEng;
+  int nEng = 0, i, rc = SQLITE_OK;
   pthread_mutex_lock(&kvGlobalMutex);
-  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
-    rc = xEach(p, pCtx);
+  for(p=kvEngineList; p; p=p->pNextEngine) nEng++;
+  apEng = sqlite3_malloc64((nEng+1)*sizeof(KvEngine*));
+  if( apEng ){
+    for(i=0, p=kvEngineList; p; p=p->pNextEngine){ p->nRef++; apEng[i++] = p; }
   }
   pthread_mutex_unlock(&kvGlobalMutex);
+  if( apEng==0 ) return SQLITE_NOMEM;
+  for(i=0; i<nEng; i++){
+    if( rc==SQLITE_OK ) rc = xEach(apEng[i], pCtx);
+    kv_engine_unref(apEng[i]);
+  }
+  sqlite3_free(apEng);
+  return rc;
+}
+
+int kv_engine_wal_stats(KvEngine *p, WalStats *pSt){
+  memset(pSt, 0, sizeof(*pSt));
+  if( p->pWal==0 ) return 0;
+  wal_stats(p->pWal, pSt);
+  return 1;
+}
+
+int kv_engine_table_stats(KvEngine *pEng, int bCount,
+                          int (*xTable)(void*, const char*, const char*,
+                                        const KvBackendStats*),
+                          void *pCtx){
+  KvTable **apTab, *t;
+  int nTab = 0, i, rc = SQLITE_OK;
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; t; t=t->pNext) nTab++;
+  apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
+  if( apTab ){
+    for(i=0, t=pEng->pTables; t; t=t->pNext){ t->nRef++; apTab[i++] = t; }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( apTab==0 ) return SQLITE_NOMEM;
+  for(i=nTab-1; i>=0 && rc==SQLITE_OK; i--){    /* the list is newest first */
+    KvBackendStats st;
+    t = apTab[i];
+    memset(&st, 0, sizeof(st));
+    if( t->pData && t->pBackend->xStatsEx ){
+      t->pBackend->xStatsEx(t->pData, bCount, &st);
+    }else if( t->pData ){
+      pthread_mutex_lock(&pEng->mutex);
+      t->pBackend->xStats(t->pData, &st.nRow, &st.nByte);
+      pthread_mutex_unlock(&pEng->mutex);
+    }
+    rc = xTable(pCtx, t->zName, t->meta.zType, &st);
+  }
+  pthread_mutex_lock(&pEng->mutex);
+  for(i=0; i<nTab; i++) kvTableUnref(apTab[i]);
+  pthread_mutex_unlock(&pEng->mutex);
+  sqlite3_free(apTab);
   return rc;
 }
 

@@ -39,9 +39,8 @@
 */
 #include "config.h"
 #include "ext/kv/backend.h"
-#include "ext/kv/engine.h"
+#include "ext/kv/kv_test.h"
 #include "ext/kv/logstore.h"
-#include "ext/kv/log.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 

@@ -8,7 +8,6 @@
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
-#include "ext/kv/version.h"
 
 static int64_t aKvMetric[KV_METRIC_N];
 static int64_t nKvRootCreated;

@@ -6,6 +6,7 @@
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
+#include "ext/kv/kv_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 

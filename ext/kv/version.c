@@ -29,7 +29,7 @@
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
-#include "ext/kv/version.h"
+#include "ext/kv/kv_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 

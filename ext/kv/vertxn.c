@@ -12,7 +12,6 @@
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
-#include "ext/kv/version.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
