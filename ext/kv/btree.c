@@ -150,8 +150,9 @@ struct KvBackendSnap {
 
 static pthread_mutex_t btGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static BtStore *btStoreList = 0;
-static int btFailWrites = 0;   /* test hook, see kv_btree.h */
-static int btFailReads = 0;    /* test hook, see kv_btree.h */
+#ifdef DEPOT_TEST
+static int btFailWrites = 0;   /* test hook, see kv_test.h */
+static int btFailReads = 0;    /* test hook, see kv_test.h */
 
 void kv_btree_test_fail_writes(int n){
   __atomic_store_n(&btFailWrites, n, __ATOMIC_SEQ_CST);
@@ -173,6 +174,19 @@ static int btReadFault(int rc){
   }
   return rc;
 }
+
+/* rc, or SQLITE_IOERR_WRITE while the write-failure test hook is armed. */
+static int btWriteFault(int rc){
+  if( rc==SQLITE_OK && __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST)>0 ){
+    __atomic_fetch_sub(&btFailWrites, 1, __ATOMIC_SEQ_CST);
+    return SQLITE_IOERR_WRITE;
+  }
+  return rc;
+}
+#else
+# define btReadFault(rc)  (rc)
+# define btWriteFault(rc) (rc)
+#endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------ data file --- */
 
@@ -551,10 +565,7 @@ static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
                                 : "PRAGMA synchronous=OFF");
   if( rc==SQLITE_OK ) rc = btExec(s->dbW, "BEGIN IMMEDIATE");
   for(j=pList; j && rc==SQLITE_OK; j=j->pNext) rc = btWriteJob(s, j);
-  if( rc==SQLITE_OK && __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST)>0 ){
-    __atomic_fetch_sub(&btFailWrites, 1, __ATOMIC_SEQ_CST);
-    rc = SQLITE_IOERR_WRITE;
-  }
+  rc = btWriteFault(rc);
   if( rc==SQLITE_OK && pList==0 ){
     /* nothing to write: a synced commit of its own makes the batches
     ** committed before it durable (accelerated_repair) */
@@ -1408,6 +1419,7 @@ static void btStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   pthread_mutex_unlock(&s->mu);
 }
 
+#ifdef DEPOT_TEST
 int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
   BtStore *s;
   int rc = SQLITE_NOTFOUND;
@@ -1427,6 +1439,7 @@ int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
   sqlite3_free(zPath);
   return rc;
 }
+#endif /* DEPOT_TEST */
 
 /* The largest id of a physical table t<id> in the data file (0: no file
 ** or none).  Opened on a connection of its own, read-write as the store's

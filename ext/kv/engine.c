@@ -23,7 +23,11 @@ SQLITE_EXTENSION_INIT3
 /* Open stores, guarded by kvGlobalMutex. */
 static pthread_mutex_t kvGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static KvEngine *kvEngineList = 0;
-static const WalIo *kvTestIo = 0;
+
+#ifdef DEPOT_TEST
+/* Test hooks (kv_test.h), guarded by kvGlobalMutex. */
+static const WalIo *kvTestIo = 0;  /* kv_engine_test_io */
+static WalConfig kvTestWalCfg;     /* kv_engine_test_wal_config */
 
 void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_lock(&kvGlobalMutex);
@@ -31,14 +35,13 @@ void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_unlock(&kvGlobalMutex);
 }
 
-static WalConfig kvTestWalCfg;   /* kv_engine_test_wal_config */
-
 void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
   pthread_mutex_lock(&kvGlobalMutex);
   kvTestWalCfg.szSegment = szSegment;
   kvTestWalCfg.bKeepBak = bKeepBak;
   pthread_mutex_unlock(&kvGlobalMutex);
 }
+#endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------------ names --- */
 
@@ -266,7 +269,11 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   p->iNextTableId = 1;
   kvEngineMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
+#ifdef DEPOT_TEST
   p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
+#else
+  p->pIo = wal_io_posix();
+#endif
   if( kvVersionStoreInit(p)!=SQLITE_OK ){
     kvEngineFree(p);
     return SQLITE_NOMEM;
@@ -305,7 +312,11 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
   int rc = kvLockStore(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
+#ifdef DEPOT_TEST
     cfg = kvTestWalCfg;          /* kvGlobalMutex is held */
+#else
+    memset(&cfg, 0, sizeof(cfg));  /* the defaults */
+#endif
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }

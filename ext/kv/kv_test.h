@@ -1,8 +1,13 @@
 /*
 ** kv_test.h -- test hooks of the KV engine: fault injection and limits
 ** that the test programs, the bench and the torture runner set, never the
-** product.  The WAL's own test hook, the fault-injecting WalIo
-** (wal_fault_*), is declared in wal/wal.h.
+** product.  Like SQLite's SQLITE_TEST code, they are compiled only when
+** DEPOT_TEST is defined, which the build does for libdepot_core.la alone
+** (the library the test programs link); the loadable module depot.la has
+** none of these symbols, nor the state behind them
+** (tests/check/no_test_hooks.sh checks).  A program that calls one must
+** link libdepot_core.la.  The WAL's own test hook, the fault-injecting
+** WalIo (wal_fault_*), is declared in wal/wal.h under the same rule.
 **
 ** Every hook affects the whole process (every store opened from then on,
 ** or every store already open, as said) and may be called from any

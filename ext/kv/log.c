@@ -96,11 +96,13 @@ struct KvBackendCursor {
   char *zErr;                   /* its message */
 };
 
-static int64_t logTestSzFile = 0;
+#ifdef DEPOT_TEST
+static int64_t logTestSzFile = 0;  /* kv_log_test_file_size (kv_test.h) */
 
 void kv_log_test_file_size(int64_t szFile){
   __atomic_store_n(&logTestSzFile, szFile, __ATOMIC_SEQ_CST);
 }
+#endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------- collector --- */
 
@@ -313,7 +315,9 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   bNew = bCreate && access(t->zDir, F_OK)!=0 && errno==ENOENT;
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
+#ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
+#endif
   cfg.pIo = pDef->pIo;
   rc = kv_logstore_open(t->zDir, &cfg, &t->pLog, pzErr);
   if( rc==SQLITE_OK ){

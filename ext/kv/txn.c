@@ -1116,6 +1116,7 @@ static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
   return rc;
 }
 
+#ifdef DEPOT_TEST
 static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
 
 void kv_engine_test_fail_apply(int n){
@@ -1127,6 +1128,9 @@ static int kvApplyFaultNow(void){
   return __atomic_load_n(&kvApplyFault, __ATOMIC_SEQ_CST)>0
       && __atomic_sub_fetch(&kvApplyFault, 1, __ATOMIC_SEQ_CST)==0;
 }
+#else
+# define kvApplyFaultNow() 0
+#endif
 
 /* Make every write visible at one new sequence number (engine mutex). */
 static int kvPublish(KvRoot *p, char **pzErr){

@@ -418,6 +418,7 @@ static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
   return SQLITE_OK;
 }
 
+#ifdef DEPOT_TEST
 static int kvReceiptFault = 0;     /* kv_engine_test_fault_receipt */
 static int kvReceiptFaultDup = 0;
 
@@ -425,18 +426,21 @@ void kv_engine_test_fault_receipt(int n, int bDup){
   __atomic_store_n(&kvReceiptFaultDup, bDup, __ATOMIC_SEQ_CST);
   __atomic_store_n(&kvReceiptFault, n, __ATOMIC_SEQ_CST);
 }
+#endif /* DEPOT_TEST */
 
 /* Record the receipt of one published write, unless the test hook says
 ** to lose it or to record it twice. */
 static int kvReceiptRecord(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
                            int nKey, const uint8_t *aVer){
+  int rc = SQLITE_OK;
+#ifdef DEPOT_TEST
   int bFault = __atomic_load_n(&kvReceiptFault, __ATOMIC_SEQ_CST)>0
       && __atomic_sub_fetch(&kvReceiptFault, 1, __ATOMIC_SEQ_CST)==0;
-  int rc = SQLITE_OK;
   if( bFault && !__atomic_load_n(&kvReceiptFaultDup, __ATOMIC_SEQ_CST) ){
     return SQLITE_OK;
   }
   if( bFault ) rc = kvReceiptAdd(p, t, aKey, nKey, aVer);
+#endif
   if( rc==SQLITE_OK ) rc = kvReceiptAdd(p, t, aKey, nKey, aVer);
   return rc;
 }
