@@ -78,7 +78,7 @@ struct KvcVal {
 /* ---- KvBuf ---- */
 
 /* Grow p to hold n more bytes (n>0, not yet room). */
-static inline int kvBufGrow(KvBuf *p, int n){
+static inline int kvcBufGrow(KvBuf *p, int n){
   int64_t nNew = p->nAlloc ? (int64_t)p->nAlloc*2 : 64;
   uint8_t *aNew;
   while( nNew < (int64_t)p->n + n ) nNew *= 2;
@@ -94,13 +94,13 @@ static inline int kvBufGrow(KvBuf *p, int n){
 }
 
 int kv_buf_reserve(KvBuf *p, int n){
-  if( n>0 && (int64_t)p->n + n > p->nAlloc ) return kvBufGrow(p, n);
+  if( n>0 && (int64_t)p->n + n > p->nAlloc ) return kvcBufGrow(p, n);
   return SQLITE_OK;
 }
 
 int kv_buf_append(KvBuf *p, const void *pData, int n){
   if( n<=0 ) return SQLITE_OK;
-  if( (int64_t)p->n + n > p->nAlloc && kvBufGrow(p, n)!=SQLITE_OK ){
+  if( (int64_t)p->n + n > p->nAlloc && kvcBufGrow(p, n)!=SQLITE_OK ){
     return SQLITE_NOMEM;
   }
   memcpy(p->a + p->n, pData, (size_t)n);

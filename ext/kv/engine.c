@@ -20,33 +20,33 @@ SQLITE_EXTENSION_INIT3
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Open stores, guarded by kvGlobalMutex. */
-static pthread_mutex_t kvGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
-static KvEngine *kvEngineList = 0;
+/* Open stores, guarded by engGlobalMutex. */
+static pthread_mutex_t engGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
+static KvEngine *engList = 0;
 
 #ifdef DEPOT_TEST
-/* Test hooks (kv_test.h), guarded by kvGlobalMutex. */
-static const WalIo *kvTestIo = 0;  /* kv_engine_test_io */
-static WalConfig kvTestWalCfg;     /* kv_engine_test_wal_config */
+/* Test hooks (kv_test.h), guarded by engGlobalMutex. */
+static const WalIo *engTestIo = 0;  /* kv_engine_test_io */
+static WalConfig engTestWalCfg;     /* kv_engine_test_wal_config */
 
 void kv_engine_test_io(const WalIo *pIo){
-  pthread_mutex_lock(&kvGlobalMutex);
-  kvTestIo = pIo;
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
+  engTestIo = pIo;
+  pthread_mutex_unlock(&engGlobalMutex);
 }
 
 void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
-  pthread_mutex_lock(&kvGlobalMutex);
-  kvTestWalCfg.szSegment = szSegment;
-  kvTestWalCfg.bKeepBak = bKeepBak;
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
+  engTestWalCfg.szSegment = szSegment;
+  engTestWalCfg.bKeepBak = bKeepBak;
+  pthread_mutex_unlock(&engGlobalMutex);
 }
 #endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------------ names --- */
 
 /* Non-zero if a/n is NOT a usable table name (for bytes from disk). */
-static int kvNameBad(const uint8_t *a, int n){
+static int engNameBad(const uint8_t *a, int n){
   char *zErr = 0;
   int rc = kv_name_check((const char*)a, n, &zErr);
   sqlite3_free(zErr);
@@ -65,13 +65,13 @@ struct KvReplay {
 
 /* Build a batch map from the actions of one table of a record.  Data keys
 ** must be well-formed key encodings (catalog keys are table names). */
-static int kvReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
+static int engReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
   KvMap *p = kv_map_new();
   int i, rc = SQLITE_OK;
   if( p==0 ) return SQLITE_NOMEM;
   for(i=0; i<pT->nAction && rc==SQLITE_OK; i++){
     const WalAction *a = &pT->aAction[i];
-    if( bMeta ? kvNameBad(a->aKey, a->nKey)
+    if( bMeta ? engNameBad(a->aKey, a->nKey)
               : kv_key_check(a->aKey, a->nKey)!=SQLITE_OK ){
       rc = SQLITE_CORRUPT;
     }
@@ -83,7 +83,7 @@ static int kvReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
   return rc;
 }
 
-static int kvReplayNoteCid(KvReplay *pR, uint64_t cid){
+static int engReplayNoteCid(KvReplay *pR, uint64_t cid){
   if( pR->nCid==pR->nCidAlloc ){
     int nNew = pR->nCidAlloc ? pR->nCidAlloc*2 : 16;
     uint64_t *a = sqlite3_realloc64(pR->aCid, nNew*sizeof(uint64_t));
@@ -96,7 +96,7 @@ static int kvReplayNoteCid(KvReplay *pR, uint64_t cid){
 }
 
 /* Apply one table's actions of a replayed record. */
-static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
+static int engReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
   KvEngine *pEng = pR->pEng;
   KvMap *pBatch = 0;
   int bMeta = pT->nTable==(int)strlen(KV_META_TABLE)
@@ -110,12 +110,12 @@ static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
                 pT->nTable, pT->zTable);
     return wal_confirm(pEng->pWal, cid, pT->zTable, pT->nTable);
   }
-  rc = kvReplayBatch(pT, bMeta, &pBatch);
+  rc = engReplayBatch(pT, bMeta, &pBatch);
   if( rc==SQLITE_OK ){
     pEng->iSeq++;
     if( bMeta ){
       rc = kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, &pR->zErr);
-      if( rc==SQLITE_OK ) rc = kvReplayNoteCid(pR, cid);
+      if( rc==SQLITE_OK ) rc = engReplayNoteCid(pR, cid);
     }else{
       rc = pTab->pBackend->xApply(pTab->pData, pBatch, pEng->iSeq, cid);
       if( rc!=SQLITE_OK && pR->zErr==0 ){
@@ -134,12 +134,12 @@ static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
   return rc;
 }
 
-static int kvReplayRecord(void *pCtx, const WalRecord *pRec){
+static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
   int i, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
   for(i=0; i<pRec->nTable && rc==SQLITE_OK; i++){
-    rc = kvReplayTable(pR, pRec->cid, &pRec->aTable[i]);
+    rc = engReplayTable(pR, pRec->cid, &pRec->aTable[i]);
   }
   if( rc!=SQLITE_OK && pR->zErr==0 ){
     pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
@@ -151,12 +151,12 @@ static int kvReplayRecord(void *pCtx, const WalRecord *pRec){
 
 /* Replay every unconfirmed record, save the catalog if any record touched
 ** it, then confirm the catalog's part of those records. */
-static int kvEngineReplay(KvEngine *pEng, char **pzErr){
+static int engReplay(KvEngine *pEng, char **pzErr){
   KvReplay r;
   int rc, i;
   memset(&r, 0, sizeof(r));
   r.pEng = pEng;
-  rc = wal_replay(pEng->pWal, kvReplayRecord, &r, pzErr);
+  rc = wal_replay(pEng->pWal, engReplayRecord, &r, pzErr);
   if( rc!=SQLITE_OK && r.zErr ){
     sqlite3_free(*pzErr);
     *pzErr = r.zErr;
@@ -177,7 +177,7 @@ static int kvEngineReplay(KvEngine *pEng, char **pzErr){
 /* ------------------------------------------------------ open / close --- */
 
 /* The refusal of a lock held elsewhere, or the failure to lock. */
-static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
+static int engLockBusy(KvEngine *pEng, int e, char **pzErr){
   *pzErr = e==EWOULDBLOCK
     ? sqlite3_mprintf("kv: store %s is open in another process", pEng->zDir)
     : sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
@@ -190,7 +190,7 @@ static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
 ** a group commit releases a whole group of them at once.  Where glibc has
 ** it, the mutex is adaptive: a contended lock spins briefly before it
 ** sleeps, which saves a futex sleep and wake-up per collision. */
-static void kvEngineMutexInit(pthread_mutex_t *pMutex){
+static void engMutexInit(pthread_mutex_t *pMutex){
 #if HAVE_DECL_PTHREAD_MUTEX_ADAPTIVE_NP
   pthread_mutexattr_t attr;
   if( pthread_mutexattr_init(&attr)==0 ){
@@ -208,7 +208,7 @@ static void kvEngineMutexInit(pthread_mutex_t *pMutex){
 ** is deleted while the store is open (taken for a stale leftover); a file
 ** system that cannot flock a directory leaves the LOCK file alone to do
 ** the job. */
-static int kvLockStore(KvEngine *pEng, char **pzErr){
+static int engLockStore(KvEngine *pEng, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   if( zLock==0 ) return SQLITE_NOMEM;
   pEng->fdLock = open(zLock, O_RDWR|O_CREAT|O_CLOEXEC, 0644);
@@ -219,19 +219,19 @@ static int kvLockStore(KvEngine *pEng, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   if( flock(pEng->fdLock, LOCK_EX|LOCK_NB)!=0 ){
-    return kvLockBusy(pEng, errno, pzErr);
+    return engLockBusy(pEng, errno, pzErr);
   }
   pEng->fdDirLock = open(pEng->zDir, O_RDONLY|O_DIRECTORY|O_CLOEXEC);
   if( pEng->fdDirLock>=0 && flock(pEng->fdDirLock, LOCK_EX|LOCK_NB)!=0 ){
     int e = errno;
     close(pEng->fdDirLock);
     pEng->fdDirLock = -1;
-    if( e==EWOULDBLOCK ) return kvLockBusy(pEng, e, pzErr);
+    if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
   return SQLITE_OK;
 }
 
-static void kvEngineFree(KvEngine *pEng){
+static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
@@ -253,7 +253,7 @@ static void kvEngineFree(KvEngine *pEng){
   sqlite3_free(pEng);
 }
 
-static int kvEngineAlloc(const char *zReal, KvEngine **pp){
+static int engAlloc(const char *zReal, KvEngine **pp){
   KvEngine *p = sqlite3_malloc64(sizeof(*p));
   KvMeta meta;
   char *zErr = 0;
@@ -267,19 +267,19 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   p->iSeq = 1;
   p->iNextTid = 1;
   p->iNextTableId = 1;
-  kvEngineMutexInit(&p->mutex);
+  engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
 #ifdef DEPOT_TEST
-  p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
+  p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
   p->pIo = wal_io_posix();
 #endif
   if( kvVersionStoreInit(p)!=SQLITE_OK ){
-    kvEngineFree(p);
+    engFree(p);
     return SQLITE_NOMEM;
   }
   if( zReal && (p->zDir = sqlite3_mprintf("%s", zReal))==0 ){
-    kvEngineFree(p);
+    engFree(p);
     return SQLITE_NOMEM;
   }
   memset(&meta, 0, sizeof(meta));
@@ -289,13 +289,13 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
                   &p->pMeta, &zErr);
   if( rc==SQLITE_OK ) rc = kvTableOpenData(p->pMeta, 1, &zErr);
   sqlite3_free(zErr);
-  if( rc!=SQLITE_OK ){ kvEngineFree(p); return rc; }
+  if( rc!=SQLITE_OK ){ engFree(p); return rc; }
   *pp = p;
   return SQLITE_OK;
 }
 
 /* After the replay: every live table's backend check (xCheckOpen). */
-static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
+static int engCheckTables(KvEngine *pEng, char **pzErr){
   KvTable *p;
   int rc = SQLITE_OK;
   for(p=pEng->pTables; p && rc==SQLITE_OK; p=p->pNext){
@@ -307,21 +307,21 @@ static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
 }
 
 /* Lock, load the catalog, open and replay the WAL, check the tables. */
-static int kvEngineStart(KvEngine *pEng, char **pzErr){
+static int engStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
-  int rc = kvLockStore(pEng, pzErr);
+  int rc = engLockStore(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
 #ifdef DEPOT_TEST
-    cfg = kvTestWalCfg;          /* kvGlobalMutex is held */
+    cfg = engTestWalCfg;          /* engGlobalMutex is held */
 #else
     memset(&cfg, 0, sizeof(cfg));  /* the defaults */
 #endif
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
-  if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
@@ -333,7 +333,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
 }
 
 /* mkdir zDir if missing and return its real path (sqlite3_malloc'd). */
-static int kvRealDir(const char *zDir, char **pzReal, char **pzErr){
+static int engRealDir(const char *zDir, char **pzReal, char **pzErr){
   char *zBuf = sqlite3_malloc64(PATH_MAX+1);
   *pzReal = 0;
   if( zBuf==0 ) return SQLITE_NOMEM;
@@ -358,25 +358,25 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   KvEngine *p = 0;
   int rc = SQLITE_OK;
   *ppEng = 0;
-  if( zDir && (rc = kvRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
-  pthread_mutex_lock(&kvGlobalMutex);
-  for(p=zReal ? kvEngineList : 0; p; p=p->pNextEngine){
+  if( zDir && (rc = engRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&engGlobalMutex);
+  for(p=zReal ? engList : 0; p; p=p->pNextEngine){
     if( p->zDir && strcmp(p->zDir, zReal)==0 ) break;
   }
   if( p ){
     p->nRef++;
   }else{
-    rc = kvEngineAlloc(zReal, &p);
-    if( rc==SQLITE_OK && zReal ) rc = kvEngineStart(p, pzErr);
+    rc = engAlloc(zReal, &p);
+    if( rc==SQLITE_OK && zReal ) rc = engStart(p, pzErr);
     if( rc==SQLITE_OK ){
-      p->pNextEngine = kvEngineList;
-      kvEngineList = p;
+      p->pNextEngine = engList;
+      engList = p;
     }else{
-      kvEngineFree(p);
+      engFree(p);
       p = 0;
     }
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   sqlite3_free(zReal);
   *ppEng = p;
   return rc;
@@ -396,9 +396,9 @@ int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg){
 }
 
 KvEngine *kv_engine_ref(KvEngine *p){
-  pthread_mutex_lock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
   p->nRef++;
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   return p;
 }
 
@@ -406,15 +406,15 @@ void kv_engine_unref(KvEngine *p){
   KvEngine **pp;
   int bFree = 0;
   if( p==0 ) return;
-  pthread_mutex_lock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
   if( --p->nRef==0 ){
-    for(pp=&kvEngineList; *pp; pp=&(*pp)->pNextEngine){
+    for(pp=&engList; *pp; pp=&(*pp)->pNextEngine){
       if( *pp==p ){ *pp = p->pNextEngine; break; }
     }
     bFree = 1;
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
-  if( bFree ) kvEngineFree(p);
+  pthread_mutex_unlock(&engGlobalMutex);
+  if( bFree ) engFree(p);
 }
 
 const char *kv_engine_dir(KvEngine *p){
@@ -426,13 +426,13 @@ const char *kv_engine_dir(KvEngine *p){
 int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
   KvEngine *p, **apEng;
   int nEng = 0, i, rc = SQLITE_OK;
-  pthread_mutex_lock(&kvGlobalMutex);
-  for(p=kvEngineList; p; p=p->pNextEngine) nEng++;
+  pthread_mutex_lock(&engGlobalMutex);
+  for(p=engList; p; p=p->pNextEngine) nEng++;
   apEng = sqlite3_malloc64((nEng+1)*sizeof(KvEngine*));
   if( apEng ){
-    for(i=0, p=kvEngineList; p; p=p->pNextEngine){ p->nRef++; apEng[i++] = p; }
+    for(i=0, p=engList; p; p=p->pNextEngine){ p->nRef++; apEng[i++] = p; }
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   if( apEng==0 ) return SQLITE_NOMEM;
   for(i=0; i<nEng; i++){
     if( rc==SQLITE_OK ) rc = xEach(apEng[i], pCtx);
@@ -483,7 +483,7 @@ int kv_engine_table_stats(KvEngine *pEng, int bCount,
   return rc;
 }
 
-static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
+static int engListOne(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
   KvTable *t;
   int64_t nByte;
   int rc = SQLITE_OK;
@@ -517,11 +517,11 @@ int kv_engine_list(KvTableInfo **paInfo, int *pnInfo){
   int nAlloc = 0, rc = SQLITE_OK;
   *paInfo = 0;
   *pnInfo = 0;
-  pthread_mutex_lock(&kvGlobalMutex);
-  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
-    rc = kvListEngine(p, paInfo, pnInfo, &nAlloc);
+  pthread_mutex_lock(&engGlobalMutex);
+  for(p=engList; p && rc==SQLITE_OK; p=p->pNextEngine){
+    rc = engListOne(p, paInfo, pnInfo, &nAlloc);
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   if( rc!=SQLITE_OK ){
     kv_engine_list_free(*paInfo, *pnInfo);
     *paInfo = 0;
@@ -543,7 +543,7 @@ void kv_engine_list_free(KvTableInfo *a, int n){
 
 /* Text t (n bytes) cut to at most 64 bytes on a UTF-8 character boundary,
 ** quoted as an SQL literal; a cut is marked with "... (n bytes)". */
-static char *kvDescribeText(const unsigned char *t, int n){
+static char *engDescribeText(const unsigned char *t, int n){
   int m = n;
   if( n>64 ){
     m = 64;
@@ -555,7 +555,7 @@ static char *kvDescribeText(const unsigned char *t, int n){
 
 /* Blob a (n bytes) as x'..' of at most its first 32 bytes; a cut is marked
 ** with "... (n bytes)". */
-static char *kvDescribeBlob(const unsigned char *a, int n){
+static char *engDescribeBlob(const unsigned char *a, int n){
   char *z = sqlite3_mprintf("x'");
   int i;
   for(i=0; z && i<n && i<32; i++) z = sqlite3_mprintf("%z%02x", z, a[i]);
@@ -575,10 +575,10 @@ char *kv_key_describe(const uint8_t *aKey, int nKey){
     case SQLITE_FLOAT:
       z = sqlite3_mprintf("%!.15g", sqlite3_value_double(v)); break;
     case SQLITE_TEXT:
-      z = kvDescribeText(sqlite3_value_text(v), sqlite3_value_bytes(v));
+      z = engDescribeText(sqlite3_value_text(v), sqlite3_value_bytes(v));
       break;
     default:
-      z = kvDescribeBlob(sqlite3_value_blob(v), sqlite3_value_bytes(v));
+      z = engDescribeBlob(sqlite3_value_blob(v), sqlite3_value_bytes(v));
       break;
   }
   sqlite3_value_free(v);

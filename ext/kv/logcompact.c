@@ -51,7 +51,7 @@ struct KlCompact {
 
 /* Step 1: roll, then take V0 and S0.  *pbNothing if there is no file to
 ** merge. */
-static int klCompactStart(KvLogStore *p, KlCompact *c, int *pbNothing,
+static int klcStart(KvLogStore *p, KlCompact *c, int *pbNothing,
                           char **pzErr){
   int rc = SQLITE_OK;
   pthread_mutex_lock(&p->muWrite);
@@ -79,7 +79,7 @@ static int klCompactStart(KvLogStore *p, KlCompact *c, int *pbNothing,
 }
 
 /* Write the buffered frames to the current merged file. */
-static int klOutFlush(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcOutFlush(KvLogStore *p, KlCompact *c, char **pzErr){
   KlFile *pOut;
   int rc;
   if( c->obuf.n==0 ) return SQLITE_OK;
@@ -93,12 +93,12 @@ static int klOutFlush(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Finish the current merged file (if any) and start the next one. */
-static int klOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
   KlFile *pFile = 0;
   uint32_t iNum;
   int rc = SQLITE_OK;
   if( c->nOut>0 ){
-    rc = klOutFlush(p, c, pzErr);
+    rc = klcOutFlush(p, c, pzErr);
     if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_OUTPUT, pzErr);
     if( rc ) return rc;
   }
@@ -123,7 +123,7 @@ static int klOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Copy one live record of V0 into the merged files and the new index. */
-static int klCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
+static int klcCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
                      char **pzErr){
   KlLoc loc, locNew;
   KlFile *pOut;
@@ -134,7 +134,7 @@ static int klCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
   pOut = c->nOut ? c->apOut[c->nOut-1] : 0;
   if( pOut==0 || (pOut->sz+c->obuf.n>KL_HDR
                   && pOut->sz+c->obuf.n+loc.nFrame>p->cfg.szFile) ){
-    rc = klOutNext(p, c, pzErr);
+    rc = klcOutNext(p, c, pzErr);
     if( rc ) return rc;
     pOut = c->apOut[c->nOut-1];
   }
@@ -147,12 +147,12 @@ static int klCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
   c->obuf.n += (int)loc.nFrame;
   rc = kv_map_put(&c->pNew, pE->aKey, pE->nKey, &locNew, sizeof(locNew),
                   pE->rev, 0);
-  if( rc==SQLITE_OK && c->obuf.n>=KL_OBUF ) rc = klOutFlush(p, c, pzErr);
+  if( rc==SQLITE_OK && c->obuf.n>=KL_OBUF ) rc = klcOutFlush(p, c, pzErr);
   return rc;
 }
 
 /* Steps 2 and 3: write and sync the merged files. */
-static int klCompactWrite(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcWrite(KvLogStore *p, KlCompact *c, char **pzErr){
   KvMapCursor *pCsr = kv_map_cursor_new(c->pV0);
   int bOn, rc = SQLITE_OK, i;
   c->pNew = kv_map_new();
@@ -164,11 +164,11 @@ static int klCompactWrite(KvLogStore *p, KlCompact *c, char **pzErr){
       bOn && rc==SQLITE_OK; bOn = kv_map_cursor_next(pCsr)){
     KvMapEntry e;
     kv_map_cursor_entry(pCsr, &e);
-    if( !e.bTomb ) rc = klCopyOne(p, c, &e, pzErr);
+    if( !e.bTomb ) rc = klcCopyOne(p, c, &e, pzErr);
   }
   kv_map_cursor_free(pCsr);
   if( rc==SQLITE_OK && c->nOut>0 ){
-    rc = klOutFlush(p, c, pzErr);
+    rc = klcOutFlush(p, c, pzErr);
     if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_OUTPUT, pzErr);
   }
   for(i=0; rc==SQLITE_OK && i<c->nOut; i++){
@@ -180,7 +180,7 @@ static int klCompactWrite(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Apply delta nodes after c->pSeen up to and including pLast to pNew. */
-static int klDeltaApply(KvLogStore *p, KlCompact *c, KlDelta *pFirst,
+static int klcDeltaApply(KvLogStore *p, KlCompact *c, KlDelta *pFirst,
                         KlDelta *pLast){
   KlDelta *pD = c->pSeen ? c->pSeen->pNext : pFirst;
   int rc = SQLITE_OK, i;
@@ -199,18 +199,18 @@ static int klDeltaApply(KvLogStore *p, KlCompact *c, KlDelta *pFirst,
 }
 
 /* Step 4: the delta recorded so far, off every lock. */
-static int klCompactCatchUp(KvLogStore *p, KlCompact *c){
+static int klcCatchUp(KvLogStore *p, KlCompact *c){
   KlDelta *pFirst, *pLast;
   pthread_mutex_lock(&p->muWrite);
   pFirst = p->pDeltaFirst;
   pLast = p->pDeltaLast;
   pthread_mutex_unlock(&p->muWrite);
-  return klDeltaApply(p, c, pFirst, pLast);
+  return klcDeltaApply(p, c, pFirst, pLast);
 }
 
 /* The file set after the swap: the merged files plus every file of the
 ** current set that was not merged. */
-static KlSet *klSetAfter(KvLogStore *p, KlCompact *c){
+static KlSet *klcSetAfter(KvLogStore *p, KlCompact *c){
   KlSet *pCur = p->pSet;
   KlSet *pNew = kl_set_new(pCur->nFile + c->nOut);
   int i;
@@ -234,7 +234,7 @@ static KlSet *klSetAfter(KvLogStore *p, KlCompact *c){
 }
 
 /* Publish the new index and set; doom the merged files.  muWrite held. */
-static void klSwapLocked(KvLogStore *p, KlCompact *c, KlSet *pNewSet){
+static void klcSwapLocked(KvLogStore *p, KlCompact *c, KlSet *pNewSet){
   int i;
   pthread_mutex_lock(&p->mu);
   for(i=0; i<c->pS0->nFile; i++){
@@ -255,7 +255,7 @@ static void klSwapLocked(KvLogStore *p, KlCompact *c, KlSet *pNewSet){
 }
 
 /* Step 6. */
-static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcSwap(KvLogStore *p, KlCompact *c, char **pzErr){
   KlSet *pNewSet = 0;
   int rc = SQLITE_OK;
   pthread_mutex_lock(&p->muWrite);
@@ -265,9 +265,9 @@ static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
     rc = SQLITE_IOERR;
   }
   if( rc==SQLITE_OK ) rc = kl_sync_locked(p, pzErr);
-  if( rc==SQLITE_OK ) rc = klDeltaApply(p, c, p->pDeltaFirst, p->pDeltaLast);
-  if( rc==SQLITE_OK && (pNewSet = klSetAfter(p, c))==0 ) rc = SQLITE_NOMEM;
-  if( rc==SQLITE_OK ) klSwapLocked(p, c, pNewSet);
+  if( rc==SQLITE_OK ) rc = klcDeltaApply(p, c, p->pDeltaFirst, p->pDeltaLast);
+  if( rc==SQLITE_OK && (pNewSet = klcSetAfter(p, c))==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK ) klcSwapLocked(p, c, pNewSet);
   pthread_mutex_unlock(&p->muWrite);
   return rc;
 }
@@ -275,7 +275,7 @@ static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
 /* Release everything the compaction holds.  Merged files that no
 ** MANIFEST can name are deleted.  A failure (rc, message zErr or NULL) is
 ** counted and its message kept for kv_stats. */
-static void klCompactEnd(KvLogStore *p, KlCompact *c, int rc,
+static void klcEnd(KvLogStore *p, KlCompact *c, int rc,
                          const char *zErr){
   int i;
   pthread_mutex_lock(&p->muWrite);
@@ -311,11 +311,11 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
   int rc, i;
   memset(&c, 0, sizeof(c));
   pthread_mutex_lock(&p->muCompact);
-  rc = klCompactStart(p, &c, &bNothing, pzErr);
+  rc = klcStart(p, &c, &bNothing, pzErr);
   if( rc==SQLITE_OK && !bNothing ){
     rc = kl_step(p, KVLOG_STEP_ROLLED, pzErr);
-    if( rc==SQLITE_OK ) rc = klCompactWrite(p, &c, pzErr);
-    if( rc==SQLITE_OK ) rc = klCompactCatchUp(p, &c);
+    if( rc==SQLITE_OK ) rc = klcWrite(p, &c, pzErr);
+    if( rc==SQLITE_OK ) rc = klcCatchUp(p, &c);
     if( rc==SQLITE_OK ){
       aList = sqlite3_malloc64(sizeof(uint32_t)*(c.nOut+1));
       if( aList==0 ) rc = SQLITE_NOMEM;
@@ -325,11 +325,11 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
       rc = kl_manifest_write(p, c.iActive-1, c.maxCid, aList, c.nOut,
                              &c.bRenamed, pzErr);
     }
-    if( rc==SQLITE_OK ) rc = klCompactSwap(p, &c, pzErr);
+    if( rc==SQLITE_OK ) rc = klcSwap(p, &c, pzErr);
     if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);
   }
   if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
-  klCompactEnd(p, &c, rc, pzErr ? *pzErr : 0);
+  klcEnd(p, &c, rc, pzErr ? *pzErr : 0);
   sqlite3_free(aList);
   pthread_mutex_unlock(&p->muCompact);
   return rc;

@@ -26,8 +26,8 @@ SQLITE_EXTENSION_INIT3
 #include <fcntl.h>
 #include <string.h>
 
-static const uint8_t klMagic[8] = { 'd','k','v','l','o','g','0','1' };
-static const uint8_t klManMagic[8] = { 'd','k','v','m','a','n','0','1' };
+static const uint8_t klfMagic[8] = { 'd','k','v','l','o','g','0','1' };
+static const uint8_t klfManMagic[8] = { 'd','k','v','m','a','n','0','1' };
 #define KL_MAN_MAXLIST (1<<20)
 #define KL_MAN_FIXED   28          /* magic, M, maxCid, n, crc */
 
@@ -44,7 +44,7 @@ uint32_t kl_get32(const uint8_t *a){
   return (uint32_t)a[0] | ((uint32_t)a[1]<<8) | ((uint32_t)a[2]<<16)
        | ((uint32_t)a[3]<<24);
 }
-static uint64_t klGet64(const uint8_t *a){
+static uint64_t klfGet64(const uint8_t *a){
   return (uint64_t)kl_get32(a) | ((uint64_t)kl_get32(a+4)<<32);
 }
 
@@ -194,7 +194,7 @@ KlFile *kl_file_new(KvLogStore *p, uint32_t iNum, int eKind){
   return pFile;
 }
 
-static void klFileRef(KlFile *pFile){
+static void klfFileRef(KlFile *pFile){
   __atomic_add_fetch(&pFile->nRef, 1, __ATOMIC_RELAXED);
 }
 
@@ -211,13 +211,13 @@ void kl_file_unref(KlFile *pFile){
 }
 
 void kl_file_header(uint8_t *a, uint32_t iNum, int eKind){
-  memcpy(a, klMagic, 8);
+  memcpy(a, klfMagic, 8);
   kl_put32(a+8, iNum);
   kl_put32(a+12, (uint32_t)eKind);
 }
 
 const char *kl_header_check(const uint8_t *a, const KlFile *pFile){
-  if( memcmp(a, klMagic, 8)!=0 ) return "bad magic";
+  if( memcmp(a, klfMagic, 8)!=0 ) return "bad magic";
   if( kl_get32(a+8)!=pFile->iNum ) return "header names another file number";
   if( kl_get32(a+12)!=(uint32_t)pFile->eKind ) return "header has another kind";
   return 0;
@@ -290,10 +290,10 @@ KlSet *kl_set_with(KlSet *pOld, KlFile *pAdd){
   int i;
   if( pNew==0 ) return 0;
   for(i=0; i<pOld->nFile; i++){
-    klFileRef(pOld->apFile[i]);
+    klfFileRef(pOld->apFile[i]);
     pNew->apFile[pNew->nFile++] = pOld->apFile[i];
   }
-  klFileRef(pAdd);
+  klfFileRef(pAdd);
   pNew->apFile[pNew->nFile++] = pAdd;
   return pNew;
 }
@@ -319,7 +319,7 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail,
   if( (a[0] & ~(KL_FLAG_DELETE|KL_FLAG_LAST))!=0 ) return "unknown flags";
   if( nKey<1 || nKey>nBody-KL_BODY_FIXED ) return "impossible key length";
   pOut->flags = a[0];
-  pOut->cid = klGet64(a+1);
+  pOut->cid = klfGet64(a+1);
   pOut->aKey = a+KL_BODY_FIXED;
   pOut->nKey = nKey;
   pOut->aVal = a+KL_BODY_FIXED+nKey;
@@ -386,7 +386,7 @@ void kl_sync_point_locked(KvLogStore *p){
 /* A sync failed: forget everything applied since the last sync point and
 ** refuse further writes.  The bytes stay in the file; the next open keeps
 ** or cuts them (the root WAL holds them either way). */
-static void klSyncFailed(KvLogStore *p){
+static void klfSyncFailed(KvLogStore *p){
   pthread_mutex_lock(&p->mu);
   kv_map_unref(p->pIndex);
   p->pIndex = kv_map_ref(p->pSynced);
@@ -400,7 +400,7 @@ int kl_sync_locked(KvLogStore *p, char **pzErr){
   if( p->bDirty ) rc = kl_fsync(p, p->pActive, pzErr);
   if( rc==SQLITE_OK && p->bDirDirty ) rc = kl_syncdir(p, pzErr);
   if( rc ){
-    klSyncFailed(p);
+    klfSyncFailed(p);
     return rc;
   }
   p->bDirDirty = 0;
@@ -445,7 +445,7 @@ int kl_roll_locked(KvLogStore *p, char **pzErr){
 
 /* Read the whole of the file at zPath (at most nMax bytes) into a new
 ** buffer.  ENOENT: SQLITE_NOTFOUND. */
-static int klSlurp(const WalIo *pIo, const char *zPath, int64_t nMax,
+static int klfSlurp(const WalIo *pIo, const char *zPath, int64_t nMax,
                    uint8_t **paOut, int64_t *pnOut, char **pzErr){
   off_t sz = 0;
   int64_t nDone = 0;
@@ -480,12 +480,12 @@ static int klSlurp(const WalIo *pIo, const char *zPath, int64_t nMax,
   return SQLITE_OK;
 }
 
-static int klManifestParse(const char *zPath, const uint8_t *a, int64_t n,
+static int klfManifestParse(const char *zPath, const uint8_t *a, int64_t n,
                            uint32_t *piMerged, uint64_t *pMaxCid,
                            uint32_t **paList, int *pnList, char **pzErr){
   uint32_t nList, i;
   if( n<KL_MAN_FIXED ) return kl_corrupt(pzErr, zPath, n, "truncated");
-  if( memcmp(a, klManMagic, 8)!=0 ) return kl_corrupt(pzErr, zPath, 0,
+  if( memcmp(a, klfManMagic, 8)!=0 ) return kl_corrupt(pzErr, zPath, 0,
                                                       "bad magic");
   nList = kl_get32(a+20);
   if( nList>KL_MAN_MAXLIST || (int64_t)KL_MAN_FIXED+4*(int64_t)nList!=n ){
@@ -521,12 +521,12 @@ int kl_manifest_read(KvLogStore *p, uint32_t *piMerged, uint64_t *pMaxCid,
   *paList = 0;
   *pnList = 0;
   if( zPath==0 ) return SQLITE_NOMEM;
-  rc = klSlurp(p->pIo, zPath, KL_MAN_FIXED+4*(int64_t)KL_MAN_MAXLIST, &a, &n,
+  rc = klfSlurp(p->pIo, zPath, KL_MAN_FIXED+4*(int64_t)KL_MAN_MAXLIST, &a, &n,
                pzErr);
   if( rc==SQLITE_NOTFOUND ){
     rc = SQLITE_OK;
   }else if( rc==SQLITE_OK ){
-    rc = klManifestParse(zPath, a, n, piMerged, pMaxCid, paList, pnList,
+    rc = klfManifestParse(zPath, a, n, piMerged, pMaxCid, paList, pnList,
                          pzErr);
   }
   sqlite3_free(a);
@@ -535,7 +535,7 @@ int kl_manifest_read(KvLogStore *p, uint32_t *piMerged, uint64_t *pMaxCid,
 }
 
 /* Write and sync MANIFEST.tmp. */
-static int klManifestTmp(KvLogStore *p, const char *zTmp, const uint8_t *a,
+static int klfManifestTmp(KvLogStore *p, const char *zTmp, const uint8_t *a,
                          int n, char **pzErr){
   const WalIo *pIo = p->pIo;
   int rc = SQLITE_OK;
@@ -569,14 +569,14 @@ int kl_manifest_write(KvLogStore *p, uint32_t iMerged, uint64_t maxCid,
   int rc = SQLITE_OK, i;
   *pbRenamed = 0;
   if( a==0 || zTmp==0 || zMan==0 ){ rc = SQLITE_NOMEM; goto done; }
-  memcpy(a, klManMagic, 8);
+  memcpy(a, klfManMagic, 8);
   kl_put32(a+8, iMerged);
   kl_put32(a+12, (uint32_t)maxCid);
   kl_put32(a+16, (uint32_t)(maxCid>>32));
   kl_put32(a+20, (uint32_t)nList);
   for(i=0; i<nList; i++) kl_put32(a+24+4*i, aList[i]);
   kl_put32(a+n-4, wal_crc32c(0, a, n-4));
-  rc = klManifestTmp(p, zTmp, a, n, pzErr);
+  rc = klfManifestTmp(p, zTmp, a, n, pzErr);
   if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_MANIFEST_TMP, pzErr);
   if( rc==SQLITE_OK && p->pIo->xRename(p->pIo->pCtx, zTmp, zMan) ){
     rc = kl_io_err(pzErr, SQLITE_IOERR, "rename", zTmp, errno);

@@ -17,7 +17,7 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 
 /* Every table type this build knows.  One line per backend. */
-static const KvBackend *const aKvBackend[] = {
+static const KvBackend *const aTblBackend[] = {
   &kvMemoryBackend,
   &kvBtreeBackend,
   &kvLogBackend,
@@ -84,8 +84,8 @@ void kvEngineFailAbort(KvEngine *pEng, int rc, uint64_t tid, uint64_t cid,
 
 const KvBackend *kvBackendFind(const char *zType){
   size_t i;
-  for(i=0; i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
-    if( strcmp(aKvBackend[i]->zType, zType)==0 ) return aKvBackend[i];
+  for(i=0; i<sizeof(aTblBackend)/sizeof(aTblBackend[0]); i++){
+    if( strcmp(aTblBackend[i]->zType, zType)==0 ) return aTblBackend[i];
   }
   return 0;
 }
@@ -95,10 +95,10 @@ const KvBackend *kvBackendFind(const char *zType){
 int kvBackendReserveIds(KvEngine *pEng, char **pzErr){
   size_t i;
   int rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
+  for(i=0; rc==SQLITE_OK && i<sizeof(aTblBackend)/sizeof(aTblBackend[0]); i++){
     uint64_t iMax = 0;
-    if( aKvBackend[i]->xStoreMaxId==0 ) continue;
-    rc = aKvBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
+    if( aTblBackend[i]->xStoreMaxId==0 ) continue;
+    rc = aTblBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
     if( rc==SQLITE_OK && iMax>=pEng->iNextTableId ){
       pEng->iNextTableId = iMax+1;
     }
@@ -140,7 +140,7 @@ void kv_meta_clear(KvMeta *p){
 /* KvTableDef.xConfirm: table zTab's effects of WAL record cid of store
 ** pStore are durable.  Called by backend threads (a collector) while the
 ** store is open; the store's WAL outlives its tables. */
-static int kvTableConfirm(void *pStore, uint64_t cid, const char *zTab,
+static int tblConfirm(void *pStore, uint64_t cid, const char *zTab,
                           int nTab){
   KvEngine *pEng = (KvEngine*)pStore;
   if( pEng->pWal==0 || cid==0 ) return SQLITE_OK;
@@ -184,7 +184,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.iTableId = p->meta.iId;
   def.bPersist = p->meta.bPersist;
   def.zOptions = p->meta.zOptions;
-  def.xConfirm = kvTableConfirm;
+  def.xConfirm = tblConfirm;
   def.pConfirmCtx = p->pEng;
   def.pIo = p->pEng->pIo;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);

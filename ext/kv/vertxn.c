@@ -28,7 +28,7 @@ struct KvVerCheck {
 };
 
 /* xCheck of kvRootPrepareEx: compare every read version (engine mutex). */
-static int kvVersionCheck(KvRoot *p, void *pArg){
+static int vtxCheck(KvRoot *p, void *pArg){
   KvVerCheck *pC = (KvVerCheck*)pArg;
   int i, rc = SQLITE_OK;
   for(i=0; i<pC->nRead && rc==SQLITE_OK; i++){
@@ -42,7 +42,7 @@ static int kvVersionCheck(KvRoot *p, void *pArg){
 }
 
 /* Does the root write anything (schema writes excluded)? */
-static int kvRootWrites(KvRoot *p){
+static int vtxRootWrites(KvRoot *p){
   int i;
   for(i=0; i<p->nChild; i++){
     if( !p->apChild[i]->bSchema && kv_map_count(p->apChild[i]->pWrite)>0 ){
@@ -53,7 +53,7 @@ static int kvRootWrites(KvRoot *p){
 }
 
 /* Every table of the read set exists for this root. */
-static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
+static int vtxReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
                              char **pzErr){
   int i, bFound, rc = SQLITE_OK;
   for(i=0; i<nRead && rc==SQLITE_OK; i++){
@@ -85,14 +85,14 @@ int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
   if( p->eProto==KV_PROTO_ORDINARY ){
     return kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
   }
-  if( !kvRootWrites(p) ){
+  if( !vtxRootWrites(p) ){
     *pzErr = sqlite3_mprintf("kv: kv_prepare_with_version needs a "
         "transaction that writes (%s %llu writes nothing; check "
         "versions with kv_query_with_version)", kv_root_who(p),
         kv_root_who_id(p));
     return SQLITE_MISUSE;
   }
-  rc = kvReadTablesExist(p, aRead, nRead, pzErr);
+  rc = vtxReadTablesExist(p, aRead, nRead, pzErr);
   if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
   for(i=0; rc==SQLITE_OK && i<nRead; i=j){    /* per run of one table */
     for(j=i+1; j<nRead && aRead[j].nTab==aRead[i].nTab
@@ -102,7 +102,7 @@ int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
   }
   chk.aRead = aRead;
   chk.nRead = nRead;
-  if( rc==SQLITE_OK ) rc = kvRootPrepareEx(p, kvVersionCheck, &chk, pzErr);
+  if( rc==SQLITE_OK ) rc = kvRootPrepareEx(p, vtxCheck, &chk, pzErr);
   return rc;
 }
 
@@ -127,7 +127,7 @@ void kv_version_receipts_free(KvVerReceipts *p){
 }
 
 /* Offsets -> pointers (recording is over). */
-static void kvReceiptsFix(KvVerReceipts *p){
+static void vtxReceiptsFix(KvVerReceipts *p){
   int i;
   for(i=0; i<p->n; i++){
     p->a[i].zTab = (const char*)p->data.a + (intptr_t)p->a[i].zTab;
@@ -135,19 +135,19 @@ static void kvReceiptsFix(KvVerReceipts *p){
   p->pLastTab = 0;
 }
 
-static void kvWriteListFree(KvWriteList *w){
+static void vtxWriteListFree(KvWriteList *w){
   int i;
   for(i=0; i<w->n; i++) kv_map_unref(w->apWrite[i]);
   sqlite3_free(w->apTab);
   sqlite3_free(w->apWrite);
 }
 
-static int kvWriteListGet(KvRoot *p, KvWriteList *w){
+static int vtxWriteListGet(KvRoot *p, KvWriteList *w){
   int i;
   memset(w, 0, sizeof(*w));
   w->apTab = sqlite3_malloc64((p->nChild+1)*sizeof(KvTable*));
   w->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
-  if( w->apTab==0 || w->apWrite==0 ){ kvWriteListFree(w); return SQLITE_NOMEM; }
+  if( w->apTab==0 || w->apWrite==0 ){ vtxWriteListFree(w); return SQLITE_NOMEM; }
   for(i=0; i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     if( c->bSchema || kv_map_count(c->pWrite)==0 ) continue;
@@ -159,7 +159,7 @@ static int kvWriteListGet(KvRoot *p, KvWriteList *w){
 
 /* Does receipt r match write e of table t, aVer being the root's upsert
 ** version (the kind byte decides delete)? */
-static int kvReceiptMatches(const uint8_t *aVer, const KvVerReceipt *r,
+static int vtxReceiptMatches(const uint8_t *aVer, const KvVerReceipt *r,
                             KvTable *t, const KvMapEntry *e){
   return r->nTab==t->nName && memcmp(r->zTab, t->zName, t->nName)==0
       && r->nKey==e->nKey && memcmp(r->aKey, e->aKey, e->nKey)==0
@@ -168,7 +168,7 @@ static int kvReceiptMatches(const uint8_t *aVer, const KvVerReceipt *r,
 }
 
 /* Walk the final writes and the receipts together; 0 if they differ. */
-static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
+static int vtxReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
                            int *piBad){
   uint8_t aVer[KV_VERSION_BYTES];
   int i, j = 0, bOk = 1;
@@ -181,7 +181,7 @@ static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
     for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && bOk;
         bOn=kv_map_cursor_next(pCsr)){
       kv_map_cursor_entry(pCsr, &e);
-      bOk = j<pR->n && kvReceiptMatches(aVer, &pR->a[j], w->apTab[i], &e);
+      bOk = j<pR->n && vtxReceiptMatches(aVer, &pR->a[j], w->apTab[i], &e);
       if( bOk ) j++;
     }
     kv_map_cursor_free(pCsr);
@@ -207,17 +207,17 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   pR = sqlite3_malloc64(sizeof(*pR));
   if( pR==0 ) return SQLITE_NOMEM;
   memset(pR, 0, sizeof(*pR));
-  if( (rc = kvWriteListGet(p, &w))!=SQLITE_OK ){ sqlite3_free(pR); return rc; }
+  if( (rc = vtxWriteListGet(p, &w))!=SQLITE_OK ){ sqlite3_free(pR); return rc; }
   for(i=0; i<w.n; i++) nWrite += kv_map_count(w.apWrite[i]);
-  if( nWrite>0 && nWrite<INT_MAX/2 ){      /* else kvReceiptAdd grows it */
+  if( nWrite>0 && nWrite<INT_MAX/2 ){      /* else the recording grows it */
     pR->a = sqlite3_malloc64(nWrite*sizeof(KvVerReceipt));
     if( pR->a ) pR->nAlloc = (int)nWrite;
   }
   p->pReceipts = pR;
   rc = kv_root_commit(p, pzErr);
   p->pReceipts = 0;
-  kvReceiptsFix(pR);
-  if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !kvReceiptsExact(p, &w, pR, &iBad)) ){
+  vtxReceiptsFix(pR);
+  if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !vtxReceiptsExact(p, &w, pR, &iBad)) ){
     *pzErr = sqlite3_mprintf("kv: internal error: the receipts of committed "
         "transaction %llu do not match its writes (%d receipts, first "
         "difference at %d%s); the commit stands", (unsigned long long)p->tid,
@@ -229,7 +229,7 @@ int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
   pR->apMap = w.apWrite;
   w.n = 0;
   w.apWrite = 0;
-  kvWriteListFree(&w);
+  vtxWriteListFree(&w);
   if( rc==SQLITE_OK ) *ppOut = pR; else kv_version_receipts_free(pR);
   return rc;
 }
