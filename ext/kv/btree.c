@@ -2,10 +2,10 @@
 ** kv_btree.c -- the kv_btree backend: a store's kv_btree tables live in one
 ** B-tree data file, <store>/kv_btree.db, an embedded SQLite database with
 ** one WITHOUT ROWID table "t<id>"(k BLOB PRIMARY KEY, v BLOB) per KV table.
-** The data file is opened with sqlite3_open_v2() on the default VFS (or,
-** while the depot VFS is the default, the one that was before:
-** depot_vfs_plain()), never through this extension's SQL surface (see
-** docs/ARCHITECTURE.md).
+** The data file is opened with sqlite3_open_v2() on the VFS that
+** kv_set_plain_vfs() names (ext/depot.c gives depot_vfs_plain: the default
+** VFS, or while the depot VFS is the default, the one that was before),
+** never through this extension's SQL surface (see docs/ARCHITECTURE.md).
 **
 ** Write path.  A commit's writes (the root's write set) are published by
 ** xApply, after the root WAL flush, into the table's overlay: a
@@ -52,7 +52,6 @@
 #include "ext/kv/backend.h"
 #include "ext/kv/kv_test.h"
 #include "wal/wal.h"
-#include "vfs/depot_vfs.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -150,6 +149,18 @@ struct KvBackendSnap {
 
 static pthread_mutex_t btGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static BtStore *btStoreList = 0;
+static const char *(*btPlainVfs)(void) = 0;   /* kv_set_plain_vfs; atomic */
+
+void kv_set_plain_vfs(const char *(*xPlainVfs)(void)){
+  __atomic_store_n(&btPlainVfs, xPlainVfs, __ATOMIC_RELEASE);
+}
+
+/* The VFS to open a data file with now (NULL: SQLite's default). */
+static const char *btVfs(void){
+  const char *(*xPlainVfs)(void) = __atomic_load_n(&btPlainVfs,
+                                                   __ATOMIC_ACQUIRE);
+  return xPlainVfs ? xPlainVfs() : 0;
+}
 #ifdef DEPOT_TEST
 static int btFailWrites = 0;   /* test hook, see kv_test.h */
 static int btFailReads = 0;    /* test hook, see kv_test.h */
@@ -224,7 +235,7 @@ static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   sqlite3 *db = 0;
   int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
                            |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX,
-                           depot_vfs_plain());
+                           btVfs());
   if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
   if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
@@ -1454,7 +1465,7 @@ static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
   if( zPath==0 ) return SQLITE_NOMEM;
   if( btFileSize(zPath, "")>0 ){
     rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                         |SQLITE_OPEN_NOMUTEX, depot_vfs_plain());
+                         |SQLITE_OPEN_NOMUTEX, btVfs());
     if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
     if( rc==SQLITE_OK ){
       rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "

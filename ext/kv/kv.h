@@ -623,4 +623,13 @@ void kv_metric_add(int iMetric);
 ** aOut (KV_METRIC_N+2 entries). */
 void kv_metrics_read(int64_t *aOut);
 
+/* ============================================================== process ==
+** The SQLite VFS the kv_btree backend opens its data files with.
+** xPlainVfs() is called at every open of a data file and returns a VFS
+** name (NULL: SQLite's default VFS).  ext/depot.c sets depot_vfs_plain
+** once, at process setup, so the data files never go through the depot
+** VFS, even while it is the default.  Until it is set, data files use the
+** default VFS.  Any thread; the last call wins. */
+void kv_set_plain_vfs(const char *(*xPlainVfs)(void));
+
 #endif /* DEPOT_KV_H */
