@@ -11,7 +11,7 @@
 **
 ** The three tables are eponymous, read-only virtual tables built on one
 ** helper here: xFilter computes every row at once (a handful at most) into
-** an array of cells.  The rules of the protocol are in kv_version.h; the
+** an array of cells.  The rules of the protocol are in ext/kv/kv.h; the
 ** SQL forms are documented in docs/SQL.md.
 */
 #include "config.h"

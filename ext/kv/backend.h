@@ -76,7 +76,7 @@ struct KvBackend {
   int (*xGet)(KvBackendSnap*, const uint8_t *aKey, int nKey, int *pbFound,
               KvMapEntry *pOut);
 
-  /* Cursors over a snapshot (same seek codes and results as kv_map.h). */
+  /* Cursors over a snapshot (same seek codes and results as map.h). */
   int (*xCursorOpen)(KvBackendSnap*, KvBackendCursor **ppCsr);
   void (*xCursorClose)(KvBackendCursor*);
   int (*xCursorSeek)(KvBackendCursor*, int eSeek, const void *aKey, int n);

@@ -1,5 +1,5 @@
 /*
-** kv_catalog.c -- the catalog of a KV store: the internal table
+** catalog.c -- the catalog of a KV store: the internal table
 ** ".tables_meta" (table name -> type, persistence, id, options), the byte
 ** encoding of its entries, and its data file <store>/tables_meta.
 **
@@ -16,6 +16,11 @@
 ** Entry encoding (kv_meta_encode):
 **     u8 version(1)  u8 persistence  u64 id  u8 nType type
 **     u32 nOptions options
+**
+** Locking: publishing (kvCatalogApply) runs with the engine mutex held;
+** kvCatalogSave takes KvEngine.catMutex (one file writer at a time), then
+** the engine mutex only to serialise the published catalog, and writes
+** the file without it.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"

@@ -1,6 +1,6 @@
 /*
-** kv_codec.c -- the byte encodings of KV table keys and values (see
-** kv_codec.h for the contract).
+** codec.c -- the byte encodings of KV table keys and values (see kv.h
+** for the contract, codec.h for the engine-only parts).
 **
 ** Key encoding (every encoding is self-delimiting, so a key may be followed
 ** by other bytes in a composite key without changing its order):

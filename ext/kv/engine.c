@@ -1,8 +1,15 @@
 /*
-** kv_engine.c -- KV stores: the process-wide registry of open stores
+** engine.c -- KV stores: the process-wide registry of open stores
 ** (refcounted by real path), the lock file that keeps other processes
-** out, the table list, and opening a store (catalog file, then WAL replay
-** in CID order, then confirmation).  See kv_engine.h.
+** out, opening a store (catalog file, then WAL replay in CID order, then
+** confirmation) and closing it, the listings of every open store
+** (kv_engine_list, and the kv_stats accessors), and key rendering for
+** messages.  The contracts are in kv.h.
+**
+** Locking: engGlobalMutex (the registry mutex) guards engList and every
+** KvEngine.nRef, and is held across a whole open, so one store is never
+** opened twice; it is taken before any engine mutex, never after.  The
+** listings take each store's engine mutex in turn.
 */
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"

@@ -1,5 +1,5 @@
 /*
-** kv_iter.c -- scans of KV tables.  A scan merges two sorted streams: the
+** iter.c -- scans of KV tables.  A scan merges two sorted streams: the
 ** committed data of the table as of a snapshot (a backend cursor) and,
 ** inside a root, the root's write set as it was when the scan opened (a
 ** kv_map cursor on a reference to it; tombstones hide committed keys).
@@ -7,6 +7,9 @@
 ** encoded keys; the scan walks forward, or backward when bDesc.  A read
 ** error of the committed side (a damaged record, a failed data-file read)
 ** ends the scan and is kept for kv_iter_error(): never a silent early end.
+**
+** Locking: opening a scan binds and snapshots under the engine mutex; the
+** scan then walks its own snapshot and write-set reference without it.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"

@@ -1,6 +1,6 @@
 /*
-** kv_log.c -- the kv_log backend: the adapter between the KV engine and
-** the kv_log storage engine (kv_logstore.h).
+** log.c -- the kv_log backend: the adapter between the KV engine and the
+** kv_log storage engine (logstore.h).
 **
 ** Each kv_log table keeps its log files in its own directory,
 ** <store>/kv_log/<table id>/ - named after the table's stable id, never

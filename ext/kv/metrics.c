@@ -1,10 +1,10 @@
 /*
-** kv_metrics.c -- the process-wide counters of the key-version protocol
-** and of root transactions, read by the kv_metrics table (kv_vfunc.c).
+** metrics.c -- the process-wide counters of the key-version protocol and
+** of root transactions, read by the kv_metrics table (ext/kv_vfunc.c).
 ** Every update is one relaxed atomic add; reading takes a relaxed load of
-** each counter and never touches a version map.  The per-table gauges
-** (records, estimated bytes) are atomics of the version maps themselves
-** (kv_version.c), read through kv_engine_list().
+** each counter and never touches a version map; no lock.  The per-table
+** gauges (records, estimated bytes) are atomics of the version maps
+** themselves (version.c), read through kv_engine_list().
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"

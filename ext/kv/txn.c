@@ -1,8 +1,14 @@
 /*
-** kv_txn.c -- root transactions of the KV engine: binding children to
+** txn.c -- root transactions of the KV engine: binding children to
 ** tables, point reads and writes, create/remove table, the conflict check
 ** and reservations of prepare, WAL logging, publication at commit,
-** rollback and savepoints.  The rules are in kv_engine.h.
+** rollback and savepoints.  The rules are in kv.h.
+**
+** Locking: a root is used by one thread at a time and needs no lock of
+** its own; binding, the conflict check with its reservations, and the
+** publication run under the engine mutex; the WAL append and flush of a
+** prepare, and the abort record of a rollback, run without it, so
+** concurrent committers share a group commit.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"

@@ -1,9 +1,9 @@
 /*
-** kv_version.c -- key versions of KV tables: the per-table version maps,
-** their publication at commit (the engine's hook), first observations by
-** kv_version_query(), the version check of a versioned prepare, receipts,
-** and version TTL: a per-table FIFO of key tokens and a sweeper thread per
-** store.  The rules are in kv_version.h.
+** version.c -- key versions of KV tables: the per-table version maps,
+** their publication at commit (the engine's hook) with the recording of
+** receipts, first observations by kv_version_query(), and version TTL: a
+** per-table FIFO of key tokens and a sweeper thread per store.  The
+** versioned prepare and commit are in vertxn.c; the rules are in kv.h.
 **
 ** A table's versions are a hash table of records (KvVerRec), one
 ** allocation per key: the key, its version (KV_VERSION_BYTES), the
