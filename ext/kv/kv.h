@@ -127,7 +127,7 @@ int kv_buf_append(KvBuf*, const void *p, int n);
 int kv_buf_reserve(KvBuf*, int n);
 /* Empty the buffer (n=0), keeping its memory. */
 void kv_buf_reset(KvBuf*);
-/* Free the memory and zero the buffer.  NULL-safe for an empty one. */
+/* Free the memory and zero the buffer (a zeroed buffer is fine). */
 void kv_buf_free(KvBuf*);
 
 /* Append the encoding of key pKey to pOut.  NULL -> SQLITE_CONSTRAINT
@@ -317,8 +317,9 @@ void kv_meta_clear(KvMeta*);
 
 /* The catalog entry of zTab as root pRoot sees it (its own creates and
 ** removes included), without registering a read.  pRoot may be NULL (the
-** latest committed catalog).  *pbFound=0 when absent; on SQLITE_OK with
-** *pbFound=1 the caller clears *pMeta with kv_meta_clear. */
+** latest committed catalog).  *pbFound=0 when absent.  *pMeta is zeroed
+** first and then belongs to the caller, who clears it with kv_meta_clear
+** (always safe). */
 int kv_table_meta(KvEngine*, KvRoot *pRoot, const char *zTab, int nTab,
                   KvMeta *pMeta, int *pbFound);
 
