@@ -14,6 +14,7 @@
 #include "ext/depot.h"
 #include "ext/depot_int.h"
 #include "ext/kv_sql.h"
+#include "vfs/depot_vfs.h"
 SQLITE_EXTENSION_INIT3
 
 #include <pthread.h>
@@ -46,6 +47,8 @@ static int depotProcessInit(char **pzErr){
   int rc = SQLITE_OK;
   int i;
   pthread_mutex_lock(&depotInitMutex);
+  /* kv_btree data files never go through the depot VFS. */
+  if( !depotProcessReady ) kv_set_plain_vfs(depot_vfs_plain);
   for(i=0; !depotProcessReady && i<DEPOT_NCOMPONENT && rc==SQLITE_OK; i++){
     if( aDepotComponent[i]->xProcess ){
       rc = aDepotComponent[i]->xProcess(pzErr);

@@ -33,16 +33,6 @@ SQLITE_EXTENSION_INIT3
 
 /* ----------------------------------------------------------- helpers --- */
 
-static const char *kvTypeName(sqlite3_value *v){
-  switch( sqlite3_value_type(v) ){
-    case SQLITE_INTEGER: return "integer";
-    case SQLITE_FLOAT:   return "real";
-    case SQLITE_TEXT:    return "text";
-    case SQLITE_BLOB:    return "blob";
-    default:             return "NULL";
-  }
-}
-
 /* The handle argument: its KvHandle, or NULL with the error set. */
 static KvHandle *funcHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
                                KvHandle ***pppPrev){
@@ -53,7 +43,7 @@ static KvHandle *funcHandleArg(sqlite3_context *ctx, sqlite3_value *pArg,
   if( !depot_value_int64(pArg, &id) ){
     kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: transaction handle must be an integer from kv_begin(), got %s",
-        kvTypeName(pArg)));
+        kv_value_type_name(pArg)));
     return 0;
   }
   h = kv_conn_handle(pConn, id, pppPrev, &zErr);
@@ -89,7 +79,7 @@ static int funcNameArg(sqlite3_context *ctx, sqlite3_value *pArg,
                        const char **pz, int *pn){
   if( sqlite3_value_type(pArg)!=SQLITE_TEXT ){
     kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
-        "kv: table name must be text, got %s", kvTypeName(pArg)));
+        "kv: table name must be text, got %s", kv_value_type_name(pArg)));
     return 0;
   }
   *pz = (const char*)sqlite3_value_text(pArg);
@@ -121,7 +111,8 @@ static void funcBegin(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( argc==1 && sqlite3_value_type(argv[0])!=SQLITE_NULL ){
     if( sqlite3_value_type(argv[0])!=SQLITE_TEXT ){
       kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
-          "kv: store directory must be text, got %s", kvTypeName(argv[0])));
+          "kv: store directory must be text, got %s",
+          kv_value_type_name(argv[0])));
       return;
     }
     zDir = (const char*)sqlite3_value_text(argv[0]);
@@ -463,7 +454,7 @@ static void funcCreateTable(sqlite3_context *ctx, int argc,
   if( sqlite3_value_type(argv[2])!=SQLITE_TEXT ){
     kv_sql_error(ctx, SQLITE_MISMATCH, sqlite3_mprintf(
         "kv: table type must be text such as 'kv_memory', got %s",
-        kvTypeName(argv[2])));
+        kv_value_type_name(argv[2])));
     return;
   }
   zType = (const char*)sqlite3_value_text(argv[2]);

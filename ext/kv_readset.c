@@ -14,7 +14,8 @@
 ** calls nothing else of ext/.
 */
 #include "config.h"
-#include "ext/kv/version.h"
+#include "ext/kv/kv.h"
+#include "ext/kv_sql.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 

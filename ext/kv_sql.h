@@ -17,7 +17,7 @@
 #define DEPOT_KV_SQL_H
 
 #include "ext/depot_int.h"          /* typedef KvConn */
-#include "ext/kv/engine.h"
+#include "ext/kv/kv.h"
 
 typedef struct KvHandle KvHandle;
 
@@ -117,5 +117,29 @@ char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem);
 /* The error result of a kv_* function: rc with message zErr (consumed;
 ** NULL: SQLite's text for rc, or plain out-of-memory for SQLITE_NOMEM). */
 void kv_sql_error(sqlite3_context *ctx, int rc, char *zErr);
+
+/* Key lists and read sets (kv_readset.c).  Both parsers give
+** SQLITE_ERROR with *pzErr for malformed input, the key codes of
+** kv_key_encode (SQLITE_TOOBIG, SQLITE_CONSTRAINT), SQLITE_NOMEM; on error
+** the output is empty.  The caller frees the output with the matching
+** *_free.
+**
+** kv_keylist_parse: the JSON array z/n of keys, encoded as in read sets
+** (["text", 7, 1.5, {"hex":"00ff"}]), into *p (KvKeyList, kv.h). */
+int kv_keylist_parse(const char *z, int n, KvKeyList *p, char **pzErr);
+void kv_keylist_free(KvKeyList*);
+
+/* A parsed read set: sorted by (table, key), no pair twice; the tables
+** and keys of all elements are in one allocation, aData. */
+typedef struct KvReadSet KvReadSet;
+struct KvReadSet {
+  int n;
+  KvVerRead *a;
+  uint8_t *aData;                /* every table name and key */
+};
+/* Parse the read-set JSON text z/n (see kv_readset.c and docs/SQL.md);
+** a duplicate (table, key) is also SQLITE_ERROR. */
+int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr);
+void kv_readset_free(KvReadSet*);
 
 #endif /* DEPOT_KV_SQL_H */

@@ -14,11 +14,11 @@
 ** row_count and stored_bytes of a kv_btree table walk the table (O(n));
 ** they are computed only when the query uses one of those columns (the
 ** listing's costly columns, ext/listing.h).  Innocuous.  It reads the
-** engine's stores and tables directly (ext/kv/engine_int.h), each under
-** the engine's own locks.
+** engine through kv_engine_foreach, kv_engine_wal_stats and
+** kv_engine_table_stats (ext/kv/kv.h), which take the engine's locks.
 */
 #include "config.h"
-#include "ext/kv/engine_int.h"
+#include "ext/kv/kv.h"
 #include "ext/depot_int.h"
 #include "ext/listing.h"
 SQLITE_EXTENSION_INIT3
@@ -27,101 +27,54 @@ SQLITE_EXTENSION_INIT3
 
 /* ---------------------------------------------------------- gather --- */
 
-typedef struct StatsEngines StatsEngines;
-struct StatsEngines { KvEngine **a; int n, nAlloc; };
+/* The row of one table of a store (kv_engine_table_stats callback). */
+typedef struct StatsTableCtx StatsTableCtx;
+struct StatsTableCtx { DepotRows *pRows; KvEngine *pEng; };
 
-/* kv_engine_foreach callback: hold a reference on each store. */
-static int statsCollectEngine(KvEngine *p, void *pCtx){
-  StatsEngines *pE = (StatsEngines*)pCtx;
-  if( pE->n==pE->nAlloc ){
-    int nNew = pE->nAlloc ? pE->nAlloc*2 : 8;
-    KvEngine **a = sqlite3_realloc64(pE->a, nNew*sizeof(KvEngine*));
-    if( a==0 ) return SQLITE_NOMEM;
-    pE->a = a;
-    pE->nAlloc = nNew;
-  }
-  p->nRef++;                    /* the registry mutex is held */
-  pE->a[pE->n++] = p;
-  return SQLITE_OK;
-}
-
-/* One table's row, computed without the engine mutex. */
-static int statsTableRow(DepotRows *p, KvEngine *pEng, KvTable *t){
-  KvBackendStats st;
-  memset(&st, 0, sizeof(st));
-  if( t->pData && t->pBackend->xStatsEx ){
-    t->pBackend->xStatsEx(t->pData, p->bCostly, &st);
-  }else if( t->pData ){
-    pthread_mutex_lock(&pEng->mutex);
-    t->pBackend->xStats(t->pData, &st.nRow, &st.nByte);
-    pthread_mutex_unlock(&pEng->mutex);
-  }
-  depot_rows_text(p, pEng->zDir);
-  depot_rows_text(p, t->zName);
-  depot_rows_cell(p, DEPOT_CELL_TEXT, 0, t->meta.zType,
-                  (int)strnlen(t->meta.zType, sizeof(t->meta.zType)));
-  depot_rows_int(p, st.nRow);
-  depot_rows_int(p, st.nByte);
-  depot_rows_int(p, st.nOverlay);
-  depot_rows_int(p, st.nPending);
-  depot_rows_int(p, st.nError);
-  depot_rows_text(p, st.zError[0] ? st.zError : 0);
+static int statsTableRow(void *pCtx, const char *zName, const char *zType,
+                         const KvBackendStats *pSt){
+  StatsTableCtx *c = (StatsTableCtx*)pCtx;
+  DepotRows *p = c->pRows;
+  depot_rows_text(p, kv_engine_dir(c->pEng));
+  depot_rows_text(p, zName);
+  depot_rows_text(p, zType);
+  depot_rows_int(p, pSt->nRow);
+  depot_rows_int(p, pSt->nByte);
+  depot_rows_int(p, pSt->nOverlay);
+  depot_rows_int(p, pSt->nPending);
+  depot_rows_int(p, pSt->nError);
+  depot_rows_text(p, pSt->zError[0] ? pSt->zError : 0);
   depot_rows_null(p);
   return depot_rows_null(p);
 }
 
-/* The store row: the table counters NULL, the WAL's when it has one. */
-static int statsStoreRow(DepotRows *p, KvEngine *pEng){
+/* The store row (the table counters NULL, the WAL's when it has one),
+** then the table rows of one store (kv_engine_foreach callback). */
+static int statsEngineRows(KvEngine *pEng, void *pCtx){
+  DepotRows *p = (DepotRows*)pCtx;
+  StatsTableCtx c;
   WalStats wal;
-  int i;
-  depot_rows_text(p, pEng->zDir);
+  int i, rc;
+  depot_rows_text(p, kv_engine_dir(pEng));
   depot_rows_null(p);
   depot_rows_text(p, "store");
   for(i=0; i<6; i++) depot_rows_null(p);
-  if( pEng->pWal==0 ){
+  if( kv_engine_wal_stats(pEng, &wal) ){
+    depot_rows_int(p, wal.nSegment);
+    rc = depot_rows_int(p, wal.nUnconfirmed);
+  }else{
     depot_rows_null(p);
-    return depot_rows_null(p);
+    rc = depot_rows_null(p);
   }
-  wal_stats(pEng->pWal, &wal);
-  depot_rows_int(p, wal.nSegment);
-  return depot_rows_int(p, wal.nUnconfirmed);
-}
-
-/* The store row, then the table rows of one store. */
-static int statsEngineRows(DepotRows *p, KvEngine *pEng){
-  KvTable **apTab = 0, *t;
-  int nTab = 0, i, rc = statsStoreRow(p, pEng);
   if( rc!=SQLITE_OK ) return rc;
-  pthread_mutex_lock(&pEng->mutex);
-  for(t=pEng->pTables; t; t=t->pNext) nTab++;
-  apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
-  if( apTab ){
-    for(i=0, t=pEng->pTables; t; t=t->pNext){ t->nRef++; apTab[i++] = t; }
-  }
-  pthread_mutex_unlock(&pEng->mutex);
-  if( apTab==0 ) return SQLITE_NOMEM;
-  for(i=nTab-1; i>=0; i--){
-    if( rc==SQLITE_OK ) rc = statsTableRow(p, pEng, apTab[i]);
-  }
-  pthread_mutex_lock(&pEng->mutex);
-  for(i=0; i<nTab; i++) kvTableUnref(apTab[i]);
-  pthread_mutex_unlock(&pEng->mutex);
-  sqlite3_free(apTab);
-  return rc;
+  c.pRows = p;
+  c.pEng = pEng;
+  return kv_engine_table_stats(pEng, p->bCostly, statsTableRow, &c);
 }
 
 static int statsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
-  StatsEngines e;
-  int i, rc;
   (void)apArg; (void)pzErr;
-  memset(&e, 0, sizeof(e));
-  rc = kv_engine_foreach(statsCollectEngine, &e);
-  for(i=0; i<e.n; i++){
-    if( rc==SQLITE_OK ) rc = statsEngineRows(p, e.a[i]);
-    kv_engine_unref(e.a[i]);
-  }
-  sqlite3_free(e.a);
-  return rc;
+  return kv_engine_foreach(statsEngineRows, p);
 }
 
 /* ------------------------------------------------------- component --- */

@@ -11,7 +11,7 @@
 */
 #include "config.h"
 #include "ext/depot_int.h"
-#include "ext/kv/engine.h"
+#include "ext/kv/kv.h"
 #include "ext/listing.h"
 SQLITE_EXTENSION_INIT3
 

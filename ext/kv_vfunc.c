@@ -21,23 +21,13 @@
 #include "ext/depot_int.h"
 #include "ext/kv_sql.h"
 #include "ext/listing.h"
-#include "ext/kv/version.h"
+#include "ext/kv/kv.h"
 SQLITE_EXTENSION_INIT3
 
 #include <stdlib.h>
 #include <string.h>
 
 /* ----------------------------------------------------------- helpers --- */
-
-static const char *kvTypeName(sqlite3_value *v){
-  switch( sqlite3_value_type(v) ){
-    case SQLITE_INTEGER: return "integer";
-    case SQLITE_FLOAT:   return "real";
-    case SQLITE_TEXT:    return "text";
-    case SQLITE_BLOB:    return "blob";
-    default:             return "NULL";
-  }
-}
 
 /* The store of an optional dir argument (NULL: the default store).  With
 ** bExisting (the queries) a store that does not exist is an error, not
@@ -48,7 +38,7 @@ static int vfuncStoreArg(KvConn *pConn, sqlite3_value *pDir, int bExisting,
   if( pDir && sqlite3_value_type(pDir)!=SQLITE_NULL ){
     if( sqlite3_value_type(pDir)!=SQLITE_TEXT ){
       *pzErr = sqlite3_mprintf("kv: store directory must be text, got %s",
-                               kvTypeName(pDir));
+                               kv_value_type_name(pDir));
       return SQLITE_MISMATCH;
     }
     zDir = (const char*)sqlite3_value_text(pDir);
@@ -71,7 +61,7 @@ static KvHandle *vfuncHandle(KvConn *pConn, sqlite3_value *pArg,
   *pRc = SQLITE_OK;
   if( pArg==0 || !depot_value_int64(pArg, &id) ){
     *pzErr = sqlite3_mprintf("kv: transaction handle must be an integer "
-        "from kv_begin(), got %s", pArg ? kvTypeName(pArg) : "NULL");
+        "from kv_begin(), got %s", pArg ? kv_value_type_name(pArg) : "NULL");
     *pRc = SQLITE_MISMATCH;
     return 0;
   }
@@ -92,7 +82,7 @@ static int vfuncQueryRows(DepotRows *pRows, sqlite3_value **apArg,
   int bFound = 0, rc = SQLITE_OK;
   if( apArg[0]==0 || sqlite3_value_type(apArg[0])!=SQLITE_TEXT ){
     *pzErr = sqlite3_mprintf("kv: table name must be text, got %s",
-                             apArg[0] ? kvTypeName(apArg[0]) : "NULL");
+                             apArg[0] ? kv_value_type_name(apArg[0]) : "NULL");
     rc = SQLITE_MISMATCH;
   }
   if( rc==SQLITE_OK ) rc = kv_key_encode(apArg[1], &k, pzErr);
@@ -156,12 +146,12 @@ static int vfuncQueryListRows(DepotRows *pRows, sqlite3_value **apArg,
   arg.pList = &list;
   if( apArg[0]==0 || sqlite3_value_type(apArg[0])!=SQLITE_TEXT ){
     *pzErr = sqlite3_mprintf("kv: table name must be text, got %s",
-                             apArg[0] ? kvTypeName(apArg[0]) : "NULL");
+                             apArg[0] ? kv_value_type_name(apArg[0]) : "NULL");
     rc = SQLITE_MISMATCH;
   }else if( apArg[1]==0 || sqlite3_value_type(apArg[1])!=SQLITE_TEXT ){
     *pzErr = sqlite3_mprintf("kv: the key list must be a JSON array text "
         "such as '[\"a\",7,{\"hex\":\"00ff\"}]', got %s",
-        apArg[1] ? kvTypeName(apArg[1]) : "NULL");
+        apArg[1] ? kv_value_type_name(apArg[1]) : "NULL");
     rc = SQLITE_MISMATCH;
   }
   if( rc==SQLITE_OK ){
@@ -303,7 +293,7 @@ static void vfuncPrepare(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( rc==SQLITE_OK && sqlite3_value_type(argv[1])!=SQLITE_TEXT ){
     zErr = sqlite3_mprintf("kv: the read set must be a JSON array text such "
         "as '[{\"table\":\"t\",\"key\":\"k\",\"version\":\"u:..\"}]', got %s",
-        kvTypeName(argv[1]));
+        kv_value_type_name(argv[1]));
     rc = SQLITE_MISMATCH;
   }
   if( rc==SQLITE_OK ){

@@ -53,7 +53,7 @@
 ** state.
 */
 #include "config.h"
-#include "ext/kv/btree.h"
+#include "ext/kv/kv.h"
 #include "ext/depot_int.h"
 #include "ext/kv_sql.h"
 SQLITE_EXTENSION_INIT3

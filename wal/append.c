@@ -157,9 +157,10 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
 ** never written (not const, which would put a megabyte of zeros into the
 ** module file).  Reading it maps the kernel's shared zero page, so it
 ** costs no memory, and it stays mapped: only the first extension of a
-** process pays a page fault per 4 KiB page.  (A fresh anonymous mapping
-** per extension paid them every time: 12-17 ms to write a 4 MiB chunk,
-** against about 0.5 ms from this buffer once it is mapped.) */
+** process pays a page fault per 4 KiB page.  A static buffer rather than
+** a fresh anonymous mapping per extension, which pays those faults at
+** every extension and makes each preallocated chunk many times slower to
+** write (docs/PERFORMANCE.md has the figures). */
 static uint8_t appendZeroBuf[1024*1024];
 
 /* Writes zeros over bytes [iFrom, iTo) of the active segment, in pieces

@@ -2,6 +2,8 @@
 ** io.c -- the injectable file layer of wal/ (see WalIo in wal.h): the real
 ** POSIX implementation, and WalFault, a wrapper that fails a chosen write,
 ** flush or truncation so tests can reach every error path of the log.
+** WalFault is a test hook: compiled only with DEPOT_TEST (the library the
+** test programs link), never into the loadable module.
 */
 #include "config.h"
 #include "sqlite3ext.h"
@@ -133,6 +135,7 @@ const WalIo *wal_io_posix(void){
   return &walPosixIo;
 }
 
+#ifdef DEPOT_TEST
 /* ---------------------------------------------------------------- faults */
 
 /* One armed fault: fires on call number iAt of its kind (or from iAt on
@@ -299,6 +302,7 @@ int wal_fault_count(WalFault *p, int eKind){
   pthread_mutex_unlock(&p->mutex);
   return (int)n;
 }
+#endif /* DEPOT_TEST */
 
 int wal_errno_rc(int err, int iDefault){
   if( err==ENOSPC || err==EFBIG ) return SQLITE_FULL;

@@ -86,7 +86,9 @@ struct WalIo {
 const WalIo *wal_io_posix(void);
 
 /* A fault-injecting wrapper around another WalIo, for tests and the
-** torture harness.  Operations are counted from 1 in call order; a fault
+** torture harness: a test hook, compiled only when DEPOT_TEST is defined
+** (libdepot_core.la, which the test programs link; the loadable module has
+** none of it, see ext/kv/kv_test.h).  Operations are counted from 1 in call order; a fault
 ** armed for the Nth write (or fsync, ftruncate, pread) fails that call once
 ** with the given errno, or for WAL_FAULT_SHORT, writes half the bytes and
 ** returns that.  Thread-safe. */

@@ -1,12 +1,15 @@
 /*
-** kv_backend.h -- the storage-backend interface of KV tables (private to
-** ext/).
+** backend.h -- the storage-backend interface of KV tables (private to
+** ext/kv/).
 **
-** The engine (kv_engine.c, kv_txn.c) knows nothing about how a table keeps
-** its committed data: it talks to a KvBackend, a struct of function
-** pointers, one per table type ("kv_memory", "kv_btree", "kv_log"; a new
-** type plugs in by adding its KvBackend to the list in kv_engine.c).  Keys and values crossing this interface are the byte
-** encodings of kv_codec.h.
+** The engine (table.c, catalog.c, txn.c, iter.c) knows nothing about how
+** a table keeps its committed data: it talks to a KvBackend, a struct of
+** function pointers, one per table type ("kv_memory", "kv_btree",
+** "kv_log"; a new type plugs in by adding its KvBackend to the list in
+** table.c).  Keys and values crossing this interface are the byte
+** encodings of kv.h.  A backend calls nothing of the engine: what it must
+** tell the engine (that a WAL record is durable) goes through the
+** callback the engine gives it in KvTableDef.
 **
 ** Threads: the engine calls xApply, xOpen and xClose with the engine mutex
 ** held, so a backend needs no lock of its own for its published state;
@@ -16,6 +19,7 @@
 #ifndef DEPOT_KV_BACKEND_H
 #define DEPOT_KV_BACKEND_H
 
+#include "ext/kv/kv.h"
 #include "ext/kv/map.h"
 #include <stdint.h>
 
@@ -24,8 +28,6 @@ typedef struct KvBackendTable KvBackendTable;   /* a backend's open table */
 typedef struct KvBackendSnap KvBackendSnap;     /* a stable read view */
 typedef struct KvBackendCursor KvBackendCursor; /* a walk over a snapshot */
 typedef struct KvTableDef KvTableDef;
-typedef struct KvBackendStats KvBackendStats;
-struct KvEngine;
 struct WalIo;
 
 /* What the backend is told about a table when it opens it. */
@@ -36,20 +38,18 @@ struct KvTableDef {
   uint64_t iTableId;       /* stable id; backends name files after it */
   int bPersist;            /* persistence=1 */
   const char *zOptions;    /* options JSON text (may be NULL) */
-  struct KvEngine *pEng;   /* the store, for kv_engine_confirm(); it
-                           ** outlives the table (tables close first) */
+  /* Confirm to the store's root WAL that the table's effects of record
+  ** cid are durable (backends that confirm later, see xDurable): call
+  ** xConfirm(pConfirmCtx, cid, zName, nName), from any thread, until
+  ** xClose returns.  SQLITE_OK or the WAL's error.  NULL: the store has
+  ** no WAL to confirm to (only backends that need no store accept it). */
+  int (*xConfirm)(void *pConfirmCtx, uint64_t cid, const char *zTab,
+                  int nTab);
+  void *pConfirmCtx;
   const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
 };
 
-/* Counters for kv_stats (all 0 when a backend has no such thing). */
-struct KvBackendStats {
-  int64_t nRow;            /* live rows */
-  int64_t nByte;           /* bytes stored for the table */
-  int64_t nOverlay;        /* committed entries not yet in the data file */
-  int64_t nPending;        /* WAL records of the table not yet confirmed */
-  int64_t nError;          /* collector write/sync failures since open */
-  char zError[400];        /* the last such failure ("" if none) */
-};
+/* Counters for kv_stats: KvBackendStats (kv.h). */
 
 struct KvBackend {
   const char *zType;       /* module / type name, e.g. "kv_memory" */
@@ -76,7 +76,7 @@ struct KvBackend {
   int (*xGet)(KvBackendSnap*, const uint8_t *aKey, int nKey, int *pbFound,
               KvMapEntry *pOut);
 
-  /* Cursors over a snapshot (same seek codes and results as kv_map.h). */
+  /* Cursors over a snapshot (same seek codes and results as map.h). */
   int (*xCursorOpen)(KvBackendSnap*, KvBackendCursor **ppCsr);
   void (*xCursorClose)(KvBackendCursor*);
   int (*xCursorSeek)(KvBackendCursor*, int eSeek, const void *aKey, int n);
@@ -92,7 +92,7 @@ struct KvBackend {
   /* For persistent tables, after xApply of a batch logged as record cid:
   ** return 1 if the table's effects of cid are durable now (the engine
   ** confirms the record at once), 0 if the backend will call
-  ** kv_engine_confirm() itself later. */
+  ** KvTableDef.xConfirm itself later. */
   int (*xDurable)(KvBackendTable*, uint64_t cid);
   /* Live entry count and a byte estimate. */
   void (*xStats)(KvBackendTable*, int64_t *pnRow, int64_t *pnByte);
@@ -143,11 +143,11 @@ struct KvBackend {
   void (*xApplyError)(KvBackendTable*, char **pzErr);
 };
 
-/* ext/kv_memory.c */
+/* memory.c */
 extern const KvBackend kvMemoryBackend;
-/* ext/kv_btree.c */
+/* btree.c */
 extern const KvBackend kvBtreeBackend;
-/* ext/kv_log.c */
+/* log.c */
 extern const KvBackend kvLogBackend;
 
 #endif /* DEPOT_KV_BACKEND_H */

@@ -2,10 +2,10 @@
 ** kv_btree.c -- the kv_btree backend: a store's kv_btree tables live in one
 ** B-tree data file, <store>/kv_btree.db, an embedded SQLite database with
 ** one WITHOUT ROWID table "t<id>"(k BLOB PRIMARY KEY, v BLOB) per KV table.
-** The data file is opened with sqlite3_open_v2() on the default VFS (or,
-** while the depot VFS is the default, the one that was before:
-** depot_vfs_plain()), never through this extension's SQL surface (see
-** docs/ARCHITECTURE.md).
+** The data file is opened with sqlite3_open_v2() on the VFS that
+** kv_set_plain_vfs() names (ext/depot.c gives depot_vfs_plain: the default
+** VFS, or while the depot VFS is the default, the one that was before),
+** never through this extension's SQL surface (see docs/ARCHITECTURE.md).
 **
 ** Write path.  A commit's writes (the root's write set) are published by
 ** xApply, after the root WAL flush, into the table's overlay: a
@@ -50,10 +50,8 @@
 */
 #include "config.h"
 #include "ext/kv/backend.h"
-#include "ext/kv/engine.h"
-#include "ext/kv/btree.h"
+#include "ext/kv/kv_test.h"
 #include "wal/wal.h"
-#include "vfs/depot_vfs.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -101,7 +99,8 @@ struct BtJob {
 struct BtStore {
   char *zPath;                  /* <dir>/kv_btree.db */
   int nRef;                     /* btGlobalMutex */
-  KvEngine *pEng;
+  int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
+  void *pConfirmCtx;
   pthread_mutex_t mu;
   pthread_cond_t condWork;      /* collector: jobs queued or stop */
   pthread_cond_t condRoom;      /* committers: overlay shrank */
@@ -150,8 +149,21 @@ struct KvBackendSnap {
 
 static pthread_mutex_t btGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static BtStore *btStoreList = 0;
-static int btFailWrites = 0;   /* test hook, see kv_btree.h */
-static int btFailReads = 0;    /* test hook, see kv_btree.h */
+static const char *(*btPlainVfs)(void) = 0;   /* kv_set_plain_vfs; atomic */
+
+void kv_set_plain_vfs(const char *(*xPlainVfs)(void)){
+  __atomic_store_n(&btPlainVfs, xPlainVfs, __ATOMIC_RELEASE);
+}
+
+/* The VFS to open a data file with now (NULL: SQLite's default). */
+static const char *btVfs(void){
+  const char *(*xPlainVfs)(void) = __atomic_load_n(&btPlainVfs,
+                                                   __ATOMIC_ACQUIRE);
+  return xPlainVfs ? xPlainVfs() : 0;
+}
+#ifdef DEPOT_TEST
+static int btFailWrites = 0;   /* test hook, see kv_test.h */
+static int btFailReads = 0;    /* test hook, see kv_test.h */
 
 void kv_btree_test_fail_writes(int n){
   __atomic_store_n(&btFailWrites, n, __ATOMIC_SEQ_CST);
@@ -173,6 +185,19 @@ static int btReadFault(int rc){
   }
   return rc;
 }
+
+/* rc, or SQLITE_IOERR_WRITE while the write-failure test hook is armed. */
+static int btWriteFault(int rc){
+  if( rc==SQLITE_OK && __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST)>0 ){
+    __atomic_fetch_sub(&btFailWrites, 1, __ATOMIC_SEQ_CST);
+    return SQLITE_IOERR_WRITE;
+  }
+  return rc;
+}
+#else
+# define btReadFault(rc)  (rc)
+# define btWriteFault(rc) (rc)
+#endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------ data file --- */
 
@@ -210,7 +235,7 @@ static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   sqlite3 *db = 0;
   int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
                            |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX,
-                           depot_vfs_plain());
+                           btVfs());
   if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
   if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
@@ -551,10 +576,7 @@ static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
                                 : "PRAGMA synchronous=OFF");
   if( rc==SQLITE_OK ) rc = btExec(s->dbW, "BEGIN IMMEDIATE");
   for(j=pList; j && rc==SQLITE_OK; j=j->pNext) rc = btWriteJob(s, j);
-  if( rc==SQLITE_OK && __atomic_load_n(&btFailWrites, __ATOMIC_SEQ_CST)>0 ){
-    __atomic_fetch_sub(&btFailWrites, 1, __ATOMIC_SEQ_CST);
-    rc = SQLITE_IOERR_WRITE;
-  }
+  rc = btWriteFault(rc);
   if( rc==SQLITE_OK && pList==0 ){
     /* nothing to write: a synced commit of its own makes the batches
     ** committed before it durable (accelerated_repair) */
@@ -606,7 +628,7 @@ static void btFinishJobs(BtStore *s, BtJob *pList){
   BtJob *j, *pNext;
   for(j=pList; j; j=j->pNext){
     if( j->eOp==BT_JOB_WRITE && j->cid ){
-      kv_engine_confirm(s->pEng, j->cid, j->pTab->zName, j->pTab->nName);
+      s->xConfirm(s->pConfirmCtx, j->cid, j->pTab->zName, j->pTab->nName);
     }
   }
   pthread_mutex_lock(&s->mu);
@@ -822,7 +844,8 @@ static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   pthread_cond_init(&s->condRoom, 0);
   s->ppTail = &s->pHead;
   s->nLimit = BT_DEFAULT_LIMIT;
-  s->pEng = pDef->pEng;
+  s->xConfirm = pDef->xConfirm;
+  s->pConfirmCtx = pDef->pConfirmCtx;
   s->nRef = 1;
   s->zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
   rc = s->zPath ? btOpenWriter(s, pzErr) : SQLITE_NOMEM;
@@ -934,7 +957,7 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   BtStore *s = 0;
   int rc;
   *pp = 0;
-  if( pDef->zStore==0 || pDef->pEng==0 ){
+  if( pDef->zStore==0 || pDef->xConfirm==0 ){
     *pzErr = sqlite3_mprintf("kv_btree: tables need a store directory");
     return SQLITE_MISUSE;
   }
@@ -1407,6 +1430,7 @@ static void btStatsEx(KvBackendTable *t, int bCount, KvBackendStats *pS){
   pthread_mutex_unlock(&s->mu);
 }
 
+#ifdef DEPOT_TEST
 int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
   BtStore *s;
   int rc = SQLITE_NOTFOUND;
@@ -1426,6 +1450,7 @@ int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit){
   sqlite3_free(zPath);
   return rc;
 }
+#endif /* DEPOT_TEST */
 
 /* The largest id of a physical table t<id> in the data file (0: no file
 ** or none).  Opened on a connection of its own, read-write as the store's
@@ -1440,7 +1465,7 @@ static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
   if( zPath==0 ) return SQLITE_NOMEM;
   if( btFileSize(zPath, "")>0 ){
     rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                         |SQLITE_OPEN_NOMUTEX, depot_vfs_plain());
+                         |SQLITE_OPEN_NOMUTEX, btVfs());
     if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
     if( rc==SQLITE_OK ){
       rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "

@@ -1,5 +1,5 @@
 /*
-** kv_catalog.c -- the catalog of a KV store: the internal table
+** catalog.c -- the catalog of a KV store: the internal table
 ** ".tables_meta" (table name -> type, persistence, id, options), the byte
 ** encoding of its entries, and its data file <store>/tables_meta.
 **
@@ -16,6 +16,11 @@
 ** Entry encoding (kv_meta_encode):
 **     u8 version(1)  u8 persistence  u64 id  u8 nType type
 **     u32 nOptions options
+**
+** Locking: publishing (kvCatalogApply) runs with the engine mutex held;
+** kvCatalogSave takes KvEngine.catMutex (one file writer at a time), then
+** the engine mutex only to serialise the published catalog, and writes
+** the file without it.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
@@ -29,10 +34,10 @@ SQLITE_EXTENSION_INIT3
 #define KV_CATALOG_FILE  "tables_meta"
 #define KV_CATALOG_MAGIC "KVCATLG1"
 
-static void kvPut32(uint8_t *a, uint32_t v){
+static void catPut32(uint8_t *a, uint32_t v){
   a[0] = v>>24; a[1] = v>>16; a[2] = v>>8; a[3] = v;
 }
-static uint32_t kvGet32(const uint8_t *a){
+static uint32_t catGet32(const uint8_t *a){
   return ((uint32_t)a[0]<<24) | ((uint32_t)a[1]<<16) | ((uint32_t)a[2]<<8)
        | a[3];
 }
@@ -47,7 +52,7 @@ int kv_meta_encode(const KvMeta *p, KvBuf *pOut){
   aHdr[1] = p->bPersist ? 1 : 0;
   for(i=0; i<8; i++) aHdr[2+i] = (uint8_t)(p->iId >> (56-8*i));
   aHdr[10] = (uint8_t)nType;
-  kvPut32(a4, (uint32_t)nOpt);
+  catPut32(a4, (uint32_t)nOpt);
   rc = kv_buf_append(pOut, aHdr, 11);
   if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, p->zType, nType);
   if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, a4, 4);
@@ -66,7 +71,7 @@ int kv_meta_decode(const uint8_t *a, int n, KvMeta *p){
   p->bPersist = a[1];
   for(i=0; i<8; i++) p->iId = (p->iId<<8) | a[2+i];
   memcpy(p->zType, &a[11], nType);
-  nOpt = (int)kvGet32(&a[11+nType]);
+  nOpt = (int)catGet32(&a[11+nType]);
   if( nOpt<0 || 15+nType+nOpt!=n ) return SQLITE_CORRUPT;
   if( nOpt>0 ){
     p->zOptions = sqlite3_mprintf("%.*s", nOpt, &a[15+nType]);
@@ -80,7 +85,7 @@ int kv_meta_decode(const uint8_t *a, int n, KvMeta *p){
 /* Make the live table list agree with one catalog entry (a put with its
 ** meta bytes, or a delete).  apNew: tables a committing root created,
 ** which are used instead of fresh objects. */
-static int kvCatalogEntry(KvEngine *pEng, const KvMapEntry *e,
+static int catEntry(KvEngine *pEng, const KvMapEntry *e,
                           KvTable **apNew, int nNew, char **pzErr){
   KvTable *pOld = kvTableFind(pEng, (const char*)e->aKey, e->nKey);
   KvTable *pNew = 0;
@@ -133,7 +138,7 @@ int kvCatalogApply(KvEngine *pEng, KvMap *pBatch, uint64_t iSeq,
   for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
       bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
     kv_map_cursor_entry(pCsr, &e);
-    rc = kvCatalogEntry(pEng, &e, apNew, nNew, pzErr);
+    rc = catEntry(pEng, &e, apNew, nNew, pzErr);
     if( rc==SQLITE_OK ){
       rc = kv_map_put(&pMeta->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
     }
@@ -147,7 +152,7 @@ int kvCatalogApply(KvEngine *pEng, KvMap *pBatch, uint64_t iSeq,
 
 /* ------------------------------------------------------------- load --- */
 
-static int kvCatalogParse(KvEngine *pEng, const uint8_t *a, int64_t n,
+static int catParse(KvEngine *pEng, const uint8_t *a, int64_t n,
                           char **pzErr){
   KvMap *pBatch = kv_map_new();
   int64_t off = 12;
@@ -155,18 +160,18 @@ static int kvCatalogParse(KvEngine *pEng, const uint8_t *a, int64_t n,
   int rc = SQLITE_OK;
   if( pBatch==0 ) return SQLITE_NOMEM;
   if( n<16 || memcmp(a, KV_CATALOG_MAGIC, 8)!=0
-   || wal_crc32c(0, a, (size_t)(n-4))!=kvGet32(&a[n-4]) ){
+   || wal_crc32c(0, a, (size_t)(n-4))!=catGet32(&a[n-4]) ){
     rc = SQLITE_CORRUPT;
   }
-  nEntry = rc==SQLITE_OK ? kvGet32(&a[8]) : 0;
+  nEntry = rc==SQLITE_OK ? catGet32(&a[8]) : 0;
   for(i=0; i<nEntry && rc==SQLITE_OK; i++){
     uint32_t nName, nMeta;
     if( off+4>n-4 ){ rc = SQLITE_CORRUPT; break; }
-    nName = kvGet32(&a[off]);
+    nName = catGet32(&a[off]);
     if( nName<1 || nName>KV_MAX_NAME_BYTES || off+4+(int64_t)nName+4>n-4 ){
       rc = SQLITE_CORRUPT; break;
     }
-    nMeta = kvGet32(&a[off+4+nName]);
+    nMeta = catGet32(&a[off+4+nName]);
     if( nMeta>65536 || off+8+(int64_t)nName+nMeta>n-4 ){
       rc = SQLITE_CORRUPT; break;
     }
@@ -214,7 +219,7 @@ int kvCatalogLoad(KvEngine *pEng, char **pzErr){
   if( rc==SQLITE_IOERR_READ ){
     *pzErr = sqlite3_mprintf("kv: cannot read %s: %s", zPath, strerror(errno));
   }else if( rc==SQLITE_OK ){
-    rc = kvCatalogParse(pEng, a, sz, pzErr);
+    rc = catParse(pEng, a, sz, pzErr);
   }
   sqlite3_free(a);
   sqlite3_free(zPath);
@@ -224,7 +229,7 @@ int kvCatalogLoad(KvEngine *pEng, char **pzErr){
 /* ------------------------------------------------------------- save --- */
 
 /* Serialise the published catalog (engine mutex held by the caller). */
-static int kvCatalogSerialise(KvEngine *pEng, KvBuf *pOut){
+static int catSerialise(KvEngine *pEng, KvBuf *pOut){
   KvBackendSnap *pSnap = 0;
   KvBackendCursor *pCsr = 0;
   const KvBackend *pB = pEng->pMeta->pBackend;
@@ -237,17 +242,17 @@ static int kvCatalogSerialise(KvEngine *pEng, KvBuf *pOut){
   for(bOn=rc==SQLITE_OK && pB->xCursorSeek(pCsr, KV_SEEK_FIRST, 0, 0);
       bOn && rc==SQLITE_OK; bOn=pB->xCursorNext(pCsr)){
     pB->xCursorEntry(pCsr, &e);
-    kvPut32(a4, e.nKey);
+    catPut32(a4, e.nKey);
     rc = kv_buf_append(pOut, a4, 4);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, e.aKey, e.nKey);
-    kvPut32(a4, e.nVal);
+    catPut32(a4, e.nVal);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, a4, 4);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, e.aVal, e.nVal);
     n++;
   }
   if( rc==SQLITE_OK ){
-    kvPut32(&pOut->a[8], n);
-    kvPut32(a4, wal_crc32c(0, pOut->a, pOut->n));
+    catPut32(&pOut->a[8], n);
+    catPut32(a4, wal_crc32c(0, pOut->a, pOut->n));
     rc = kv_buf_append(pOut, a4, 4);
   }
   if( pCsr ) pB->xCursorClose(pCsr);
@@ -256,7 +261,7 @@ static int kvCatalogSerialise(KvEngine *pEng, KvBuf *pOut){
 }
 
 /* Write a[0..n) to zPath atomically through the store's I/O layer. */
-static int kvWriteAtomic(KvEngine *pEng, const char *zPath,
+static int catWriteAtomic(KvEngine *pEng, const char *zPath,
                          const uint8_t *a, int n, char **pzErr){
   const WalIo *io = pEng->pIo;
   char *zTmp = sqlite3_mprintf("%s.tmp", zPath);
@@ -293,7 +298,7 @@ static int kvWriteAtomic(KvEngine *pEng, const char *zPath,
 ** directory (so it needs no rewrite, which a full disk would refuse: a
 ** replay after a crash applies creates the file already holds); 0
 ** otherwise, also on any error (then the caller rewrites it). */
-static int kvCatalogSame(KvEngine *pEng, const char *zPath,
+static int catSame(KvEngine *pEng, const char *zPath,
                          const uint8_t *a, int n){
   const WalIo *io = pEng->pIo;
   int fd = io->xOpen(io->pCtx, zPath, O_RDONLY, 0);
@@ -322,10 +327,10 @@ int kvCatalogSave(KvEngine *pEng, char **pzErr){
   if( zPath==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&pEng->catMutex);
   pthread_mutex_lock(&pEng->mutex);
-  rc = kvCatalogSerialise(pEng, &buf);
+  rc = catSerialise(pEng, &buf);
   pthread_mutex_unlock(&pEng->mutex);
-  if( rc==SQLITE_OK && !kvCatalogSame(pEng, zPath, buf.a, buf.n) ){
-    rc = kvWriteAtomic(pEng, zPath, buf.a, buf.n, pzErr);
+  if( rc==SQLITE_OK && !catSame(pEng, zPath, buf.a, buf.n) ){
+    rc = catWriteAtomic(pEng, zPath, buf.a, buf.n, pzErr);
   }
   pthread_mutex_unlock(&pEng->catMutex);
   kv_buf_free(&buf);

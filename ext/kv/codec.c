@@ -1,6 +1,6 @@
 /*
-** kv_codec.c -- the byte encodings of KV table keys and values (see
-** kv_codec.h for the contract).
+** codec.c -- the byte encodings of KV table keys and values (see kv.h
+** for the contract, codec.h for the engine-only parts).
 **
 ** Key encoding (every encoding is self-delimiting, so a key may be followed
 ** by other bytes in a composite key without changing its order):
@@ -78,7 +78,7 @@ struct KvcVal {
 /* ---- KvBuf ---- */
 
 /* Grow p to hold n more bytes (n>0, not yet room). */
-static inline int kvBufGrow(KvBuf *p, int n){
+static inline int kvcBufGrow(KvBuf *p, int n){
   int64_t nNew = p->nAlloc ? (int64_t)p->nAlloc*2 : 64;
   uint8_t *aNew;
   while( nNew < (int64_t)p->n + n ) nNew *= 2;
@@ -94,13 +94,13 @@ static inline int kvBufGrow(KvBuf *p, int n){
 }
 
 int kv_buf_reserve(KvBuf *p, int n){
-  if( n>0 && (int64_t)p->n + n > p->nAlloc ) return kvBufGrow(p, n);
+  if( n>0 && (int64_t)p->n + n > p->nAlloc ) return kvcBufGrow(p, n);
   return SQLITE_OK;
 }
 
 int kv_buf_append(KvBuf *p, const void *pData, int n){
   if( n<=0 ) return SQLITE_OK;
-  if( (int64_t)p->n + n > p->nAlloc && kvBufGrow(p, n)!=SQLITE_OK ){
+  if( (int64_t)p->n + n > p->nAlloc && kvcBufGrow(p, n)!=SQLITE_OK ){
     return SQLITE_NOMEM;
   }
   memcpy(p->a + p->n, pData, (size_t)n);
@@ -697,6 +697,18 @@ sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc){
     return 0;
   }
   return kvcDup(&v, pRc);
+}
+
+/* ---- type names for messages ---- */
+
+const char *kv_value_type_name(sqlite3_value *v){
+  switch( sqlite3_value_type(v) ){
+    case SQLITE_INTEGER: return "integer";
+    case SQLITE_FLOAT:   return "real";
+    case SQLITE_TEXT:    return "text";
+    case SQLITE_BLOB:    return "blob";
+    default:             return "NULL";
+  }
 }
 
 /* ---- JSON rendering of keys ---- */

@@ -1,12 +1,20 @@
 /*
-** kv_engine.c -- KV stores: the process-wide registry of open stores
+** engine.c -- KV stores: the process-wide registry of open stores
 ** (refcounted by real path), the lock file that keeps other processes
-** out, the table list, and opening a store (catalog file, then WAL replay
-** in CID order, then confirmation).  See kv_engine.h.
+** out, opening a store (catalog file, then WAL replay in CID order, then
+** confirmation) and closing it, the listings of every open store
+** (kv_engine_list, and the kv_stats accessors), and key rendering for
+** messages.  The contracts are in kv.h.
+**
+** Locking: engGlobalMutex (the registry mutex) guards engList and every
+** KvEngine.nRef, and is held across a whole open, so one store is never
+** opened twice; it is taken before any engine mutex, never after.  The
+** listings take each store's engine mutex in turn.
 */
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
 #include "ext/kv/engine_int.h"
+#include "ext/kv/kv_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -19,234 +27,37 @@ SQLITE_EXTENSION_INIT3
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Open stores, guarded by kvGlobalMutex. */
-static pthread_mutex_t kvGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
-static KvEngine *kvEngineList = 0;
-static const WalIo *kvTestIo = 0;
+/* Open stores, guarded by engGlobalMutex. */
+static pthread_mutex_t engGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
+static KvEngine *engList = 0;
 
-/* Every table type this build knows.  One line per backend. */
-static const KvBackend *const aKvBackend[] = {
-  &kvMemoryBackend,
-  &kvBtreeBackend,
-  &kvLogBackend,
-};
+#ifdef DEPOT_TEST
+/* Test hooks (kv_test.h), guarded by engGlobalMutex. */
+static const WalIo *engTestIo = 0;  /* kv_engine_test_io */
+static WalConfig engTestWalCfg;     /* kv_engine_test_wal_config */
 
 void kv_engine_test_io(const WalIo *pIo){
-  pthread_mutex_lock(&kvGlobalMutex);
-  kvTestIo = pIo;
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
+  engTestIo = pIo;
+  pthread_mutex_unlock(&engGlobalMutex);
 }
-
-static WalConfig kvTestWalCfg;   /* kv_engine_test_wal_config */
 
 void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
-  pthread_mutex_lock(&kvGlobalMutex);
-  kvTestWalCfg.szSegment = szSegment;
-  kvTestWalCfg.bKeepBak = bKeepBak;
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
+  engTestWalCfg.szSegment = szSegment;
+  engTestWalCfg.bKeepBak = bKeepBak;
+  pthread_mutex_unlock(&engGlobalMutex);
 }
-
-static int kvApplyFault = 0;     /* kv_engine_test_fail_apply */
-
-void kv_engine_test_fail_apply(int n){
-  __atomic_store_n(&kvApplyFault, n, __ATOMIC_SEQ_CST);
-}
-
-int kvEngineApplyFault(void){
-  return __atomic_load_n(&kvApplyFault, __ATOMIC_SEQ_CST)>0
-      && __atomic_sub_fetch(&kvApplyFault, 1, __ATOMIC_SEQ_CST)==0;
-}
-
-/* ---------------------------------------------------- failed state --- */
-
-int kvEngineFailed(KvEngine *pEng, char **pzErr){
-  int rc = __atomic_load_n(&pEng->rcFailed, __ATOMIC_ACQUIRE);
-  if( rc!=SQLITE_OK && pzErr ){
-    *pzErr = sqlite3_mprintf("%s", pEng->zFailed ? pEng->zFailed
-                             : "kv: the store is stopped");
-  }
-  return rc;
-}
-
-char *kvApplyErrmsg(KvTable *pTab, int rc){
-  char *zWhy = 0, *zRes;
-  if( pTab->pBackend->xApplyError && pTab->pData ){
-    pTab->pBackend->xApplyError(pTab->pData, &zWhy);
-  }
-  zRes = sqlite3_mprintf("table %.*s: %s", pTab->nName, pTab->zName,
-                         zWhy ? zWhy : sqlite3_errstr(rc));
-  sqlite3_free(zWhy);
-  return zRes;
-}
-
-void kvEngineFail(KvEngine *pEng, int rc, uint64_t cid, char **pzErr){
-  const char *zWhy = *pzErr ? *pzErr : sqlite3_errstr(rc);
-  if( pEng->rcFailed==SQLITE_OK ){
-    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: publishing "
-        "commit %llu failed after its WAL flush (%s); %s", pEng->zDir
-        ? pEng->zDir : "(memory)", (unsigned long long)cid, zWhy, cid
-        ? "its persistent writes are in the WAL: close every connection to "
-          "the store and open it again to apply them"
-        : "it held only volatile writes, which are lost");
-    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed : zWhy);
-    wal_hold(pEng->pWal);        /* the commit may be confirmed already */
-    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
-  }
-  sqlite3_free(*pzErr);
-  *pzErr = 0;
-  kvEngineFailed(pEng, pzErr);
-}
-
-void kvEngineFailAbort(KvEngine *pEng, int rc, uint64_t tid, uint64_t cid,
-                       const char *zWhy){
-  pthread_mutex_lock(&pEng->mutex);
-  if( pEng->rcFailed==SQLITE_OK ){
-    pEng->zFailed = sqlite3_mprintf("kv: store %s is stopped: the rollback "
-        "of prepared transaction %llu could not be written to the WAL (%s); "
-        "its writes stay in WAL record %llu and will be applied when the "
-        "store is next opened", pEng->zDir ? pEng->zDir : "(memory)",
-        (unsigned long long)tid, zWhy ? zWhy : sqlite3_errstr(rc),
-        (unsigned long long)cid);
-    sqlite3_log(rc, "%s", pEng->zFailed ? pEng->zFailed
-                : "kv: the rollback of a prepared transaction failed");
-    __atomic_store_n(&pEng->rcFailed, rc, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&pEng->mutex);
-}
-
-const KvBackend *kvBackendFind(const char *zType){
-  size_t i;
-  for(i=0; i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
-    if( strcmp(aKvBackend[i]->zType, zType)==0 ) return aKvBackend[i];
-  }
-  return 0;
-}
+#endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------------ names --- */
 
-int kv_name_check(const char *z, int n, char **pzErr){
-  int i = 0;
-  if( z==0 || n<1 || n>KV_MAX_NAME_BYTES ){
-    *pzErr = sqlite3_mprintf(
-        "kv: table name must be 1..%d bytes of UTF-8, got %d",
-        KV_MAX_NAME_BYTES, z ? n : 0);
-    return SQLITE_ERROR;
-  }
-  i = kv_utf8_invalid_at((const uint8_t*)z, n, 0);
-  if( i>=0 ){
-    *pzErr = sqlite3_mprintf(
-        "kv: table name is not valid UTF-8 (or holds a NUL) at byte %d", i);
-    return SQLITE_ERROR;
-  }
-  if( n==(int)strlen(KV_META_TABLE) && memcmp(z, KV_META_TABLE, n)==0 ){
-    *pzErr = sqlite3_mprintf("kv: table %s is internal and cannot be used",
-                             KV_META_TABLE);
-    return SQLITE_ERROR;
-  }
-  return SQLITE_OK;
-}
-
 /* Non-zero if a/n is NOT a usable table name (for bytes from disk). */
-static int kvNameBad(const uint8_t *a, int n){
+static int engNameBad(const uint8_t *a, int n){
   char *zErr = 0;
   int rc = kv_name_check((const char*)a, n, &zErr);
   sqlite3_free(zErr);
   return rc!=SQLITE_OK;
-}
-
-void kv_meta_clear(KvMeta *p){
-  sqlite3_free(p->zOptions);
-  memset(p, 0, sizeof(*p));
-}
-
-/* ----------------------------------------------------------- tables --- */
-
-int kvTableNew(KvEngine *pEng, const char *zName, int nName,
-               const KvMeta *pMeta, KvTable **pp, char **pzErr){
-  KvTable *p;
-  const KvBackend *pB = kvBackendFind(pMeta->zType);
-  *pp = 0;
-  if( pB==0 ){
-    *pzErr = sqlite3_mprintf("kv: table type %s is not available in this "
-                             "build (known: kv_memory, kv_btree, kv_log)", pMeta->zType);
-    return SQLITE_ERROR;
-  }
-  p = sqlite3_malloc64(sizeof(*p) + nName + 1);
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
-  p->zName = (char*)&p[1];
-  memcpy(p->zName, zName, nName);
-  p->zName[nName] = 0;
-  p->nName = nName;
-  p->meta = *pMeta;
-  if( pMeta->zOptions ){
-    p->meta.zOptions = sqlite3_mprintf("%s", pMeta->zOptions);
-    if( p->meta.zOptions==0 ){ sqlite3_free(p); return SQLITE_NOMEM; }
-  }
-  p->pEng = pEng;
-  p->pBackend = pB;
-  p->nRef = 1;
-  *pp = p;
-  return SQLITE_OK;
-}
-
-int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
-  KvTableDef def;
-  def.zStore = p->pEng->zDir;
-  def.zName = p->zName;
-  def.nName = p->nName;
-  def.iTableId = p->meta.iId;
-  def.bPersist = p->meta.bPersist;
-  def.zOptions = p->meta.zOptions;
-  def.pEng = p->pEng;
-  def.pIo = p->pEng->pIo;
-  return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
-}
-
-int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr){
-  if( rc==SQLITE_OK || rc==SQLITE_NOMEM || *pzErr ) return rc;
-  *pzErr = sqlite3_mprintf("kv: table %.*s cannot be read or written: its "
-      "files failed to take a commit, which is safe in the WAL; reopen the "
-      "store to repair it (the error log has the cause)", nTab, zTab);
-  return rc;
-}
-
-void kvTableUnref(KvTable *p){
-  if( p && --p->nRef==0 ){
-    if( p->pData ) p->pBackend->xClose(p->pData);
-    kvVersionTableFree(p);
-    kv_map_unref(p->pRev);
-    sqlite3_free(p->meta.zOptions);
-    sqlite3_free(p);
-  }
-}
-
-KvTable *kvTableFind(KvEngine *pEng, const char *zName, int nName){
-  KvTable *p;
-  for(p=pEng->pTables; p; p=p->pNext){
-    if( p->nName==nName && memcmp(p->zName, zName, nName)==0 ) return p;
-  }
-  return 0;
-}
-
-void kvTableLink(KvEngine *pEng, KvTable *p){
-  p->nRef++;
-  p->bLive = 1;
-  p->pNext = pEng->pTables;
-  pEng->pTables = p;
-}
-
-void kvTableUnlink(KvEngine *pEng, KvTable *p){
-  KvTable **pp;
-  for(pp=&pEng->pTables; *pp; pp=&(*pp)->pNext){
-    if( *pp==p ){
-      *pp = p->pNext;
-      p->pNext = 0;
-      p->bLive = 0;
-      kvTableUnref(p);
-      return;
-    }
-  }
 }
 
 /* ---------------------------------------------------------- replay --- */
@@ -261,13 +72,13 @@ struct KvReplay {
 
 /* Build a batch map from the actions of one table of a record.  Data keys
 ** must be well-formed key encodings (catalog keys are table names). */
-static int kvReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
+static int engReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
   KvMap *p = kv_map_new();
   int i, rc = SQLITE_OK;
   if( p==0 ) return SQLITE_NOMEM;
   for(i=0; i<pT->nAction && rc==SQLITE_OK; i++){
     const WalAction *a = &pT->aAction[i];
-    if( bMeta ? kvNameBad(a->aKey, a->nKey)
+    if( bMeta ? engNameBad(a->aKey, a->nKey)
               : kv_key_check(a->aKey, a->nKey)!=SQLITE_OK ){
       rc = SQLITE_CORRUPT;
     }
@@ -279,7 +90,7 @@ static int kvReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
   return rc;
 }
 
-static int kvReplayNoteCid(KvReplay *pR, uint64_t cid){
+static int engReplayNoteCid(KvReplay *pR, uint64_t cid){
   if( pR->nCid==pR->nCidAlloc ){
     int nNew = pR->nCidAlloc ? pR->nCidAlloc*2 : 16;
     uint64_t *a = sqlite3_realloc64(pR->aCid, nNew*sizeof(uint64_t));
@@ -292,7 +103,7 @@ static int kvReplayNoteCid(KvReplay *pR, uint64_t cid){
 }
 
 /* Apply one table's actions of a replayed record. */
-static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
+static int engReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
   KvEngine *pEng = pR->pEng;
   KvMap *pBatch = 0;
   int bMeta = pT->nTable==(int)strlen(KV_META_TABLE)
@@ -306,12 +117,12 @@ static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
                 pT->nTable, pT->zTable);
     return wal_confirm(pEng->pWal, cid, pT->zTable, pT->nTable);
   }
-  rc = kvReplayBatch(pT, bMeta, &pBatch);
+  rc = engReplayBatch(pT, bMeta, &pBatch);
   if( rc==SQLITE_OK ){
     pEng->iSeq++;
     if( bMeta ){
       rc = kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, &pR->zErr);
-      if( rc==SQLITE_OK ) rc = kvReplayNoteCid(pR, cid);
+      if( rc==SQLITE_OK ) rc = engReplayNoteCid(pR, cid);
     }else{
       rc = pTab->pBackend->xApply(pTab->pData, pBatch, pEng->iSeq, cid);
       if( rc!=SQLITE_OK && pR->zErr==0 ){
@@ -330,12 +141,12 @@ static int kvReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT){
   return rc;
 }
 
-static int kvReplayRecord(void *pCtx, const WalRecord *pRec){
+static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
   int i, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
   for(i=0; i<pRec->nTable && rc==SQLITE_OK; i++){
-    rc = kvReplayTable(pR, pRec->cid, &pRec->aTable[i]);
+    rc = engReplayTable(pR, pRec->cid, &pRec->aTable[i]);
   }
   if( rc!=SQLITE_OK && pR->zErr==0 ){
     pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
@@ -347,12 +158,12 @@ static int kvReplayRecord(void *pCtx, const WalRecord *pRec){
 
 /* Replay every unconfirmed record, save the catalog if any record touched
 ** it, then confirm the catalog's part of those records. */
-static int kvEngineReplay(KvEngine *pEng, char **pzErr){
+static int engReplay(KvEngine *pEng, char **pzErr){
   KvReplay r;
   int rc, i;
   memset(&r, 0, sizeof(r));
   r.pEng = pEng;
-  rc = wal_replay(pEng->pWal, kvReplayRecord, &r, pzErr);
+  rc = wal_replay(pEng->pWal, engReplayRecord, &r, pzErr);
   if( rc!=SQLITE_OK && r.zErr ){
     sqlite3_free(*pzErr);
     *pzErr = r.zErr;
@@ -373,7 +184,7 @@ static int kvEngineReplay(KvEngine *pEng, char **pzErr){
 /* ------------------------------------------------------ open / close --- */
 
 /* The refusal of a lock held elsewhere, or the failure to lock. */
-static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
+static int engLockBusy(KvEngine *pEng, int e, char **pzErr){
   *pzErr = e==EWOULDBLOCK
     ? sqlite3_mprintf("kv: store %s is open in another process", pEng->zDir)
     : sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
@@ -386,7 +197,7 @@ static int kvLockBusy(KvEngine *pEng, int e, char **pzErr){
 ** a group commit releases a whole group of them at once.  Where glibc has
 ** it, the mutex is adaptive: a contended lock spins briefly before it
 ** sleeps, which saves a futex sleep and wake-up per collision. */
-static void kvEngineMutexInit(pthread_mutex_t *pMutex){
+static void engMutexInit(pthread_mutex_t *pMutex){
 #if HAVE_DECL_PTHREAD_MUTEX_ADAPTIVE_NP
   pthread_mutexattr_t attr;
   if( pthread_mutexattr_init(&attr)==0 ){
@@ -404,7 +215,7 @@ static void kvEngineMutexInit(pthread_mutex_t *pMutex){
 ** is deleted while the store is open (taken for a stale leftover); a file
 ** system that cannot flock a directory leaves the LOCK file alone to do
 ** the job. */
-static int kvLockStore(KvEngine *pEng, char **pzErr){
+static int engLockStore(KvEngine *pEng, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   if( zLock==0 ) return SQLITE_NOMEM;
   pEng->fdLock = open(zLock, O_RDWR|O_CREAT|O_CLOEXEC, 0644);
@@ -415,19 +226,19 @@ static int kvLockStore(KvEngine *pEng, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   if( flock(pEng->fdLock, LOCK_EX|LOCK_NB)!=0 ){
-    return kvLockBusy(pEng, errno, pzErr);
+    return engLockBusy(pEng, errno, pzErr);
   }
   pEng->fdDirLock = open(pEng->zDir, O_RDONLY|O_DIRECTORY|O_CLOEXEC);
   if( pEng->fdDirLock>=0 && flock(pEng->fdDirLock, LOCK_EX|LOCK_NB)!=0 ){
     int e = errno;
     close(pEng->fdDirLock);
     pEng->fdDirLock = -1;
-    if( e==EWOULDBLOCK ) return kvLockBusy(pEng, e, pzErr);
+    if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
   return SQLITE_OK;
 }
 
-static void kvEngineFree(KvEngine *pEng){
+static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
@@ -449,7 +260,7 @@ static void kvEngineFree(KvEngine *pEng){
   sqlite3_free(pEng);
 }
 
-static int kvEngineAlloc(const char *zReal, KvEngine **pp){
+static int engAlloc(const char *zReal, KvEngine **pp){
   KvEngine *p = sqlite3_malloc64(sizeof(*p));
   KvMeta meta;
   char *zErr = 0;
@@ -463,15 +274,19 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
   p->iSeq = 1;
   p->iNextTid = 1;
   p->iNextTableId = 1;
-  kvEngineMutexInit(&p->mutex);
+  engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
-  p->pIo = kvTestIo ? kvTestIo : wal_io_posix();
+#ifdef DEPOT_TEST
+  p->pIo = engTestIo ? engTestIo : wal_io_posix();
+#else
+  p->pIo = wal_io_posix();
+#endif
   if( kvVersionStoreInit(p)!=SQLITE_OK ){
-    kvEngineFree(p);
+    engFree(p);
     return SQLITE_NOMEM;
   }
   if( zReal && (p->zDir = sqlite3_mprintf("%s", zReal))==0 ){
-    kvEngineFree(p);
+    engFree(p);
     return SQLITE_NOMEM;
   }
   memset(&meta, 0, sizeof(meta));
@@ -481,29 +296,13 @@ static int kvEngineAlloc(const char *zReal, KvEngine **pp){
                   &p->pMeta, &zErr);
   if( rc==SQLITE_OK ) rc = kvTableOpenData(p->pMeta, 1, &zErr);
   sqlite3_free(zErr);
-  if( rc!=SQLITE_OK ){ kvEngineFree(p); return rc; }
+  if( rc!=SQLITE_OK ){ engFree(p); return rc; }
   *pp = p;
   return SQLITE_OK;
 }
 
-/* New table ids go above every id a file in the store is named after
-** (xStoreMaxId), not only above the catalog's. */
-static int kvEngineIdsAboveFiles(KvEngine *pEng, char **pzErr){
-  size_t i;
-  int rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<sizeof(aKvBackend)/sizeof(aKvBackend[0]); i++){
-    uint64_t iMax = 0;
-    if( aKvBackend[i]->xStoreMaxId==0 ) continue;
-    rc = aKvBackend[i]->xStoreMaxId(pEng->zDir, &iMax, pzErr);
-    if( rc==SQLITE_OK && iMax>=pEng->iNextTableId ){
-      pEng->iNextTableId = iMax+1;
-    }
-  }
-  return rc;
-}
-
 /* After the replay: every live table's backend check (xCheckOpen). */
-static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
+static int engCheckTables(KvEngine *pEng, char **pzErr){
   KvTable *p;
   int rc = SQLITE_OK;
   for(p=pEng->pTables; p && rc==SQLITE_OK; p=p->pNext){
@@ -515,18 +314,22 @@ static int kvEngineCheckTables(KvEngine *pEng, char **pzErr){
 }
 
 /* Lock, load the catalog, open and replay the WAL, check the tables. */
-static int kvEngineStart(KvEngine *pEng, char **pzErr){
+static int engStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
-  int rc = kvLockStore(pEng, pzErr);
+  int rc = engLockStore(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
-    cfg = kvTestWalCfg;          /* kvGlobalMutex is held */
+#ifdef DEPOT_TEST
+    cfg = engTestWalCfg;          /* engGlobalMutex is held */
+#else
+    memset(&cfg, 0, sizeof(cfg));  /* the defaults */
+#endif
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
-  if( rc==SQLITE_OK ) rc = kvEngineReplay(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = kvEngineCheckTables(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = kvEngineIdsAboveFiles(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
     WalStats st;
@@ -537,7 +340,7 @@ static int kvEngineStart(KvEngine *pEng, char **pzErr){
 }
 
 /* mkdir zDir if missing and return its real path (sqlite3_malloc'd). */
-static int kvRealDir(const char *zDir, char **pzReal, char **pzErr){
+static int engRealDir(const char *zDir, char **pzReal, char **pzErr){
   char *zBuf = sqlite3_malloc64(PATH_MAX+1);
   *pzReal = 0;
   if( zBuf==0 ) return SQLITE_NOMEM;
@@ -562,25 +365,25 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   KvEngine *p = 0;
   int rc = SQLITE_OK;
   *ppEng = 0;
-  if( zDir && (rc = kvRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
-  pthread_mutex_lock(&kvGlobalMutex);
-  for(p=zReal ? kvEngineList : 0; p; p=p->pNextEngine){
+  if( zDir && (rc = engRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&engGlobalMutex);
+  for(p=zReal ? engList : 0; p; p=p->pNextEngine){
     if( p->zDir && strcmp(p->zDir, zReal)==0 ) break;
   }
   if( p ){
     p->nRef++;
   }else{
-    rc = kvEngineAlloc(zReal, &p);
-    if( rc==SQLITE_OK && zReal ) rc = kvEngineStart(p, pzErr);
+    rc = engAlloc(zReal, &p);
+    if( rc==SQLITE_OK && zReal ) rc = engStart(p, pzErr);
     if( rc==SQLITE_OK ){
-      p->pNextEngine = kvEngineList;
-      kvEngineList = p;
+      p->pNextEngine = engList;
+      engList = p;
     }else{
-      kvEngineFree(p);
+      engFree(p);
       p = 0;
     }
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   sqlite3_free(zReal);
   *ppEng = p;
   return rc;
@@ -600,9 +403,9 @@ int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg){
 }
 
 KvEngine *kv_engine_ref(KvEngine *p){
-  pthread_mutex_lock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
   p->nRef++;
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   return p;
 }
 
@@ -610,41 +413,84 @@ void kv_engine_unref(KvEngine *p){
   KvEngine **pp;
   int bFree = 0;
   if( p==0 ) return;
-  pthread_mutex_lock(&kvGlobalMutex);
+  pthread_mutex_lock(&engGlobalMutex);
   if( --p->nRef==0 ){
-    for(pp=&kvEngineList; *pp; pp=&(*pp)->pNextEngine){
+    for(pp=&engList; *pp; pp=&(*pp)->pNextEngine){
       if( *pp==p ){ *pp = p->pNextEngine; break; }
     }
     bFree = 1;
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
-  if( bFree ) kvEngineFree(p);
+  pthread_mutex_unlock(&engGlobalMutex);
+  if( bFree ) engFree(p);
 }
 
 const char *kv_engine_dir(KvEngine *p){
   return p->zDir;
 }
 
-int kv_engine_confirm(KvEngine *pEng, uint64_t cid, const char *zTab,
-                      int nTab){
-  if( pEng->pWal==0 || cid==0 ) return SQLITE_OK;
-  return wal_confirm(pEng->pWal, cid, zTab, nTab);
-}
-
 /* ---------------------------------------------------------- listing --- */
 
 int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
-  KvEngine *p;
-  int rc = SQLITE_OK;
-  pthread_mutex_lock(&kvGlobalMutex);
-  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
-    rc = xEach(p, pCtx);
+  KvEngine *p, **apEng;
+  int nEng = 0, i, rc = SQLITE_OK;
+  pthread_mutex_lock(&engGlobalMutex);
+  for(p=engList; p; p=p->pNextEngine) nEng++;
+  apEng = sqlite3_malloc64((nEng+1)*sizeof(KvEngine*));
+  if( apEng ){
+    for(i=0, p=engList; p; p=p->pNextEngine){ p->nRef++; apEng[i++] = p; }
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
+  if( apEng==0 ) return SQLITE_NOMEM;
+  for(i=0; i<nEng; i++){
+    if( rc==SQLITE_OK ) rc = xEach(apEng[i], pCtx);
+    kv_engine_unref(apEng[i]);
+  }
+  sqlite3_free(apEng);
   return rc;
 }
 
-static int kvListEngine(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
+int kv_engine_wal_stats(KvEngine *p, WalStats *pSt){
+  memset(pSt, 0, sizeof(*pSt));
+  if( p->pWal==0 ) return 0;
+  wal_stats(p->pWal, pSt);
+  return 1;
+}
+
+int kv_engine_table_stats(KvEngine *pEng, int bCount,
+                          int (*xTable)(void*, const char*, const char*,
+                                        const KvBackendStats*),
+                          void *pCtx){
+  KvTable **apTab, *t;
+  int nTab = 0, i, rc = SQLITE_OK;
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; t; t=t->pNext) nTab++;
+  apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
+  if( apTab ){
+    for(i=0, t=pEng->pTables; t; t=t->pNext){ t->nRef++; apTab[i++] = t; }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( apTab==0 ) return SQLITE_NOMEM;
+  for(i=nTab-1; i>=0 && rc==SQLITE_OK; i--){    /* the list is newest first */
+    KvBackendStats st;
+    t = apTab[i];
+    memset(&st, 0, sizeof(st));
+    if( t->pData && t->pBackend->xStatsEx ){
+      t->pBackend->xStatsEx(t->pData, bCount, &st);
+    }else if( t->pData ){
+      pthread_mutex_lock(&pEng->mutex);
+      t->pBackend->xStats(t->pData, &st.nRow, &st.nByte);
+      pthread_mutex_unlock(&pEng->mutex);
+    }
+    rc = xTable(pCtx, t->zName, t->meta.zType, &st);
+  }
+  pthread_mutex_lock(&pEng->mutex);
+  for(i=0; i<nTab; i++) kvTableUnref(apTab[i]);
+  pthread_mutex_unlock(&pEng->mutex);
+  sqlite3_free(apTab);
+  return rc;
+}
+
+static int engListOne(KvEngine *pEng, KvTableInfo **pa, int *pn, int *pnAlloc){
   KvTable *t;
   int64_t nByte;
   int rc = SQLITE_OK;
@@ -678,11 +524,11 @@ int kv_engine_list(KvTableInfo **paInfo, int *pnInfo){
   int nAlloc = 0, rc = SQLITE_OK;
   *paInfo = 0;
   *pnInfo = 0;
-  pthread_mutex_lock(&kvGlobalMutex);
-  for(p=kvEngineList; p && rc==SQLITE_OK; p=p->pNextEngine){
-    rc = kvListEngine(p, paInfo, pnInfo, &nAlloc);
+  pthread_mutex_lock(&engGlobalMutex);
+  for(p=engList; p && rc==SQLITE_OK; p=p->pNextEngine){
+    rc = engListOne(p, paInfo, pnInfo, &nAlloc);
   }
-  pthread_mutex_unlock(&kvGlobalMutex);
+  pthread_mutex_unlock(&engGlobalMutex);
   if( rc!=SQLITE_OK ){
     kv_engine_list_free(*paInfo, *pnInfo);
     *paInfo = 0;
@@ -704,7 +550,7 @@ void kv_engine_list_free(KvTableInfo *a, int n){
 
 /* Text t (n bytes) cut to at most 64 bytes on a UTF-8 character boundary,
 ** quoted as an SQL literal; a cut is marked with "... (n bytes)". */
-static char *kvDescribeText(const unsigned char *t, int n){
+static char *engDescribeText(const unsigned char *t, int n){
   int m = n;
   if( n>64 ){
     m = 64;
@@ -716,7 +562,7 @@ static char *kvDescribeText(const unsigned char *t, int n){
 
 /* Blob a (n bytes) as x'..' of at most its first 32 bytes; a cut is marked
 ** with "... (n bytes)". */
-static char *kvDescribeBlob(const unsigned char *a, int n){
+static char *engDescribeBlob(const unsigned char *a, int n){
   char *z = sqlite3_mprintf("x'");
   int i;
   for(i=0; z && i<n && i<32; i++) z = sqlite3_mprintf("%z%02x", z, a[i]);
@@ -736,10 +582,10 @@ char *kv_key_describe(const uint8_t *aKey, int nKey){
     case SQLITE_FLOAT:
       z = sqlite3_mprintf("%!.15g", sqlite3_value_double(v)); break;
     case SQLITE_TEXT:
-      z = kvDescribeText(sqlite3_value_text(v), sqlite3_value_bytes(v));
+      z = engDescribeText(sqlite3_value_text(v), sqlite3_value_bytes(v));
       break;
     default:
-      z = kvDescribeBlob(sqlite3_value_blob(v), sqlite3_value_bytes(v));
+      z = engDescribeBlob(sqlite3_value_blob(v), sqlite3_value_bytes(v));
       break;
   }
   sqlite3_value_free(v);

@@ -1,14 +1,38 @@
 /*
-** kv_engine_int.h -- the structures shared by the files of the KV engine
-** (kv_engine.c: stores and replay; kv_catalog.c: the catalog and its file;
-** kv_txn.c: root transactions; kv_iter.c: scans).  Nothing outside those
-** files includes this header.
+** engine_int.h -- the structures and functions shared by the files of the
+** KV engine.  Private to ext/kv/; the engine's public interface is kv.h.
+**
+** Files, each calling only the ones listed before it (besides codec.c,
+** map.c and the backends, which call nothing of these):
+**   table.c    the backend list, table names, KvTable objects, the
+**              store's failed state
+**   catalog.c  the catalog: its entries, its file, publishing its changes
+**   version.c  key versions: records, publication, queries, TTL sweeper
+**   engine.c   stores: registry, lock, open (catalog, WAL replay), close,
+**              listings, kv_stats accessors
+**   metrics.c  process-wide counters
+**   txn.c      root transactions: bind, read, write, prepare, commit
+**   iter.c     scans
+**   vertxn.c   the versioned prepare and commit
+** Where a lower file needs an upper one's help it takes a function pointer
+** the upper file sets (KvTable.xVerFree; KvTableDef.xConfirm for the
+** backends).
+**
+** Locking: KvEngine.mutex (the engine mutex) guards every field of
+** KvEngine and KvTable not marked otherwise, the catalog, the prepared
+** list and all version state; the registry mutex of engine.c guards the
+** list of open stores and KvEngine.nRef; KvEngine.catMutex serialises
+** catalog file writes and is taken before the engine mutex.  A KvRoot,
+** its children and savepoints belong to the one thread using the root;
+** KvRoot.pNextPrepared is guarded by the engine mutex.
 */
 #ifndef DEPOT_KV_ENGINE_INT_H
 #define DEPOT_KV_ENGINE_INT_H
 
-#include "ext/kv/engine.h"
+#include "ext/kv/kv.h"
 #include "ext/kv/backend.h"
+#include "ext/kv/codec.h"
+#include "ext/kv/map.h"
 #include <pthread.h>
 
 typedef struct KvTable KvTable;
@@ -31,7 +55,8 @@ struct KvTable {
   int64_t nRevKept;             /* pRev's size after its last pruning */
   int nActive;                  /* unfinished children bound to it */
   KvChild *pActFirst, *pActLast; /* those children, in bind order */
-  KvVerTable *pVer;             /* key versions (kv_version.c), or NULL */
+  KvVerTable *pVer;             /* key versions (version.c), or NULL */
+  void (*xVerFree)(KvTable*);   /* frees pVer; set by version.c with it */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
   KvTable *pNext;
@@ -39,7 +64,7 @@ struct KvTable {
 
 struct KvEngine {
   char *zDir;                   /* real path, NULL: anonymous */
-  int nRef;                     /* kvGlobalMutex */
+  int nRef;                     /* registry mutex (engine.c) */
   int fdLock;                   /* LOCK; -1 for anonymous */
   int fdDirLock;                /* the store directory, flocked; -1 if none */
   Wal *pWal;                    /* NULL for anonymous */
@@ -55,10 +80,10 @@ struct KvEngine {
   int bLoadingCatalog;          /* the catalog file is being loaded: its
                                 ** tables' files must exist (xOpen is told
                                 ** bCreate=0); set during open only */
-  KvVerStore *pVer;             /* version TTL and sweeper (kv_version.c) */
+  KvVerStore *pVer;             /* version TTL and sweeper (version.c) */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
-  KvEngine *pNextEngine;        /* kvGlobalMutex */
+  KvEngine *pNextEngine;        /* registry mutex (engine.c) */
 };
 
 /* One table touched by a root. */
@@ -68,7 +93,7 @@ struct KvChild {
   KvBackendSnap *pSnap;         /* NULL for a pending table, and while
                                 ** bSnapLater */
   int bSnapLater;               /* bound by a write: pSnap is taken at the
-                                ** first read (kv_txn.c, kvChildSnap) */
+                                ** first read (txn.c) */
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
   int bSchema;                  /* the catalog child */
@@ -106,57 +131,7 @@ struct KvRoot {
   int64_t iHandle;              /* kv_begin() handle, 0 for SQL transactions */
 };
 
-/* kv_txn.c: how error messages name root p: "transaction handle" or
-** "transaction", then kv_root_who_id(p), the handle or the tid. */
-const char *kv_root_who(const KvRoot *p);
-unsigned long long kv_root_who_id(const KvRoot *p);
-
-/* kv_txn.c: take the snapshot of child c of root p if its bind put it off
-** (KvChild.bSnapLater).  Engine mutex held.  SQLITE_BUSY_SNAPSHOT with
-** *pzErr when the table was removed meanwhile. */
-int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr);
-/* kv_txn.c: add a conflict of kind eKind (engine mutex or own root). */
-int kvConflictAddKind(KvRoot*, const char *zTab, int nTab,
-                      const uint8_t *aKey, int nKey, int eKind);
-/* kv_txn.c: bind (if needed) the root's child on zTab and register a
-** read of aKey there, selecting no protocol; a key the root already writes
-** needs none (its write reserves it). */
-int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
-               int nKey, char **pzErr);
-/* kv_txn.c: kvNoteRead for n keys of zTab given in ascending key order,
-** in an array of structs szElem bytes apart: key i is the pointer at
-** (char*)paKey + i*szElem, its length the int at (char*)pnKey + i*szElem.
-** One bind, and the write set walked once alongside the keys instead of
-** searched per key. */
-int kvNoteReads(KvRoot*, const char *zTab, int nTab,
-                const uint8_t *const *paKey, const int *pnKey, size_t szElem,
-                int n, char **pzErr);
-/* kv_txn.c: prepare with an extra check run under the engine mutex before
-** the standard conflict checks (xCheck may add conflicts). */
-int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,
-                    char **pzErr);
-
-/* kv_version.c: hooks of the engine into the version layer. */
-/* After xApply of child writes pWrite of root p to table t (engine mutex
-** held): publish the key versions (and receipts for a versioned root). */
-int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite);
-void kvVersionTableFree(KvTable*);          /* engine mutex or closing */
-int kvVersionStoreInit(KvEngine*);          /* at open */
-void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
-void kvVersionClearAll(KvEngine*);          /* after replay */
-/* Drop the cached query snapshot (engine mutex held, or closing); every
-** publication calls it first. */
-void kvVersionSnapDrop(KvEngine*);
-void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
-/* The bind time of a child (engine mutex held): the monotonic ms now while
-** version TTL is on, else 0 (which keeps every record it could need). */
-int64_t kvVersionBindStamp(KvEngine*);
-
-/* kv_metrics.c: root lifecycle counters. */
-void kvMetricRootCreated(void);
-void kvMetricRootClosed(void);
-
-/* kv_engine.c */
+/* ---- table.c ---------------------------------------------------------- */
 /* The store's failed state: SQLITE_OK, or the code of the publication
 ** that failed, with the message in *pzErr (sqlite3_malloc'd; pzErr may
 ** be NULL).  Any thread, no lock needed. */
@@ -169,40 +144,115 @@ void kvEngineFail(KvEngine*, int rc, uint64_t cid, char **pzErr);
 /* The abort record withdrawing WAL record cid of the prepared root tid
 ** could not be written (rc, message zWhy or NULL): the store enters its
 ** failed state (as kvEngineFail), whose message says the record will be
-** applied at the next open.  Engine mutex not held. */
+** applied at the next open.  Engine mutex not held (taken here). */
 void kvEngineFailAbort(KvEngine*, int rc, uint64_t tid, uint64_t cid,
                        const char *zWhy);
 /* Why xApply of pTab failed with rc: "table T: " and the backend's
 ** message naming the file and the cause, else the code's text
 ** (sqlite3_malloc'd; NULL on OOM). */
 char *kvApplyErrmsg(KvTable *pTab, int rc);
-/* Test hook kv_engine_test_fail_apply: should this xApply fail? */
-int kvEngineApplyFault(void);
-KvTable *kvTableFind(KvEngine*, const char *zName, int nName);
-void kvTableUnref(KvTable*);     /* engine mutex held */
+/* The backend of table type zType, or NULL for an unknown type. */
+const KvBackend *kvBackendFind(const char *zType);
+/* Raise pEng->iNextTableId above every table id a file of any backend in
+** the store's directory is named after (xStoreMaxId).  At open. */
+int kvBackendReserveIds(KvEngine*, char **pzErr);
+/* A new table object (one reference, the caller's) for catalog entry
+** *pMeta (copied), its data not open yet.  SQLITE_ERROR with *pzErr for
+** an unknown type, SQLITE_NOMEM. */
 int kvTableNew(KvEngine*, const char *zName, int nName, const KvMeta*,
                KvTable **pp, char **pzErr);
-const KvBackend *kvBackendFind(const char *zType);
+/* Open the table's data through its backend (xOpen with bCreate). */
 int kvTableOpenData(KvTable*, int bCreate, char **pzErr);
+/* The live table zName (no reference taken), or NULL.  Engine mutex. */
+KvTable *kvTableFind(KvEngine*, const char *zName, int nName);
+/* Drop a reference; the last closes the data and frees the versions.
+** Engine mutex held (or the store closing).  NULL-safe. */
+void kvTableUnref(KvTable*);
+/* Add p to / remove p from the live list (which holds a reference).
+** Engine mutex held. */
+void kvTableLink(KvEngine*, KvTable*);
+void kvTableUnlink(KvEngine*, KvTable*);
 /* The message for a failed xSnapshot of table zTab: I/O errors mean the
 ** backend refuses the table until the store is reopened.  Sets *pzErr
 ** (unless set or rc is SQLITE_NOMEM) and returns rc. */
 int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr);
-void kvTableLink(KvEngine*, KvTable*);
-void kvTableUnlink(KvEngine*, KvTable*);
-/* Call xEach on every open store (kv_stats), under the registry mutex:
-** xEach must not open or close stores.  Stops at the first error. */
-int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx);
 
-/* kv_catalog.c */
+/* ---- catalog.c -------------------------------------------------------- */
+/* The byte encoding of a catalog entry (catalog.c's opening comment). */
 int kv_meta_encode(const KvMeta*, KvBuf *pOut);
 int kv_meta_decode(const uint8_t *a, int n, KvMeta *pOut);
+/* Load the catalog file at open (none yet: an empty catalog). */
 int kvCatalogLoad(KvEngine*, char **pzErr);
+/* Rewrite the catalog file atomically from the published catalog, unless
+** it already holds exactly that (takes catMutex, then the engine mutex). */
 int kvCatalogSave(KvEngine*, char **pzErr);
 /* Publish a batch of catalog changes (engine mutex held, or at open):
 ** update the live table list (apNew: tables a root created), the catalog
 ** revisions and the catalog data. */
 int kvCatalogApply(KvEngine*, KvMap *pBatch, uint64_t iSeq,
                    KvTable **apNew, int nNew, char **pzErr);
+
+/* ---- version.c -------------------------------------------------------- */
+/* After xApply of child writes pWrite of root p to table t (engine mutex
+** held): publish the key versions (and receipts for a versioned root). */
+int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite);
+int kvVersionStoreInit(KvEngine*);          /* at open; SQLITE_NOMEM */
+void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
+void kvVersionClearAll(KvEngine*);          /* after replay */
+/* Drop the cached query snapshot (engine mutex held, or closing); every
+** publication calls it first. */
+void kvVersionSnapDrop(KvEngine*);
+/* Records and estimated bytes of table t's versions (relaxed atomics). */
+void kvVersionTableStats(KvTable*, int64_t *pnRec, int64_t *pnByte);
+/* The upsert version of root p (its kind byte 'u', the id its TID). */
+void kvVersionOfRoot(KvRoot *p, uint8_t *aVer);
+/* 1 if table t (NULL: none) holds version aVer for key aKey now (engine
+** mutex held), else 0. */
+int kvVersionIs(KvEngine*, KvTable *t, const uint8_t *aKey, int nKey,
+                const uint8_t *aVer);
+/* The bind time of a child (engine mutex held): the monotonic ms now while
+** version TTL is on, else 0 (which keeps every record it could need). */
+int64_t kvVersionBindStamp(KvEngine*);
+
+/* ---- metrics.c -------------------------------------------------------- */
+/* Root lifecycle counters (relaxed atomics). */
+void kvMetricRootCreated(void);
+void kvMetricRootClosed(void);
+
+/* ---- txn.c ------------------------------------------------------------ */
+/* The root's TID. */
+uint64_t kv_root_tid(KvRoot*);
+/* Select protocol eProto (KV_PROTO_*) for the root, or fail with
+** SQLITE_MISUSE and a message when it already uses the other one; nothing
+** else changes then (no TID, no WAL). */
+int kv_root_protocol(KvRoot*, int eProto, char **pzErr);
+/* How error messages name root p: "transaction handle" or "transaction",
+** then kv_root_who_id(p), the handle or the tid. */
+const char *kv_root_who(const KvRoot *p);
+unsigned long long kv_root_who_id(const KvRoot *p);
+/* Take the snapshot of child c of root p if its bind put it off
+** (KvChild.bSnapLater).  Engine mutex held.  SQLITE_BUSY_SNAPSHOT with
+** *pzErr when the table was removed meanwhile. */
+int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr);
+/* Add a conflict of kind eKind (engine mutex or own root). */
+int kvConflictAddKind(KvRoot*, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, int eKind);
+/* Bind (if needed) the root's child on zTab and register a read of aKey
+** there, selecting no protocol; a key the root already writes needs none
+** (its write reserves it). */
+int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+               int nKey, char **pzErr);
+/* kvNoteRead for n keys of zTab given in ascending key order, in an array
+** of structs szElem bytes apart: key i is the pointer at
+** (char*)paKey + i*szElem, its length the int at (char*)pnKey + i*szElem.
+** One bind, and the write set walked once alongside the keys instead of
+** searched per key. */
+int kvNoteReads(KvRoot*, const char *zTab, int nTab,
+                const uint8_t *const *paKey, const int *pnKey, size_t szElem,
+                int n, char **pzErr);
+/* Prepare with an extra check run under the engine mutex before the
+** standard conflict checks (xCheck may add conflicts). */
+int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,
+                    char **pzErr);
 
 #endif /* DEPOT_KV_ENGINE_INT_H */

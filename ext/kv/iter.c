@@ -1,5 +1,5 @@
 /*
-** kv_iter.c -- scans of KV tables.  A scan merges two sorted streams: the
+** iter.c -- scans of KV tables.  A scan merges two sorted streams: the
 ** committed data of the table as of a snapshot (a backend cursor) and,
 ** inside a root, the root's write set as it was when the scan opened (a
 ** kv_map cursor on a reference to it; tombstones hide committed keys).
@@ -7,6 +7,9 @@
 ** encoded keys; the scan walks forward, or backward when bDesc.  A read
 ** error of the committed side (a damaged record, a failed data-file read)
 ** ends the scan and is kept for kv_iter_error(): never a silent early end.
+**
+** Locking: opening a scan binds and snapshots under the engine mutex; the
+** scan then walks its own snapshot and write-set reference without it.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
@@ -32,44 +35,44 @@ struct KvIter {
   char *zErr;                   /* its message (or NULL) */
 };
 
-static int kvCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
+static int iterCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
   int c = memcmp(a, b, na<nb ? na : nb);
   return c ? c : na-nb;
 }
 
 /* Is key e past the far bound of the walk? */
-static int kvPastEnd(KvIter *p, const KvMapEntry *e){
+static int iterPastEnd(KvIter *p, const KvMapEntry *e){
   int c;
   if( !p->bDesc ){
     if( !p->bHi ) return 0;
-    c = kvCmp(e->aKey, e->nKey, p->hi.a, p->hi.n);
+    c = iterCmp(e->aKey, e->nKey, p->hi.a, p->hi.n);
     return c>0 || (c==0 && !p->bHiIncl);
   }
   if( !p->bLo ) return 0;
-  c = kvCmp(e->aKey, e->nKey, p->lo.a, p->lo.n);
+  c = iterCmp(e->aKey, e->nKey, p->lo.a, p->lo.n);
   return c<0 || (c==0 && !p->bLoIncl);
 }
 
 /* After a seek or step of the committed side returned 0: was it a read
 ** error?  Then the scan is over and keeps the error. */
-static void kvDataEnded(KvIter *p){
+static void iterDataEnded(KvIter *p){
   const KvBackend *pB = p->pTab->pBackend;
   if( p->bDataOn || pB->xCursorError==0 || p->rc!=SQLITE_OK ) return;
   p->rc = pB->xCursorError(p->pData, &p->zErr);
 }
 
-static void kvStepData(KvIter *p){
+static void iterStepData(KvIter *p){
   const KvBackend *pB = p->pTab->pBackend;
   p->bDataOn = p->bDesc ? pB->xCursorPrev(p->pData) : pB->xCursorNext(p->pData);
-  kvDataEnded(p);
+  iterDataEnded(p);
 }
-static void kvStepOwn(KvIter *p){
+static void iterStepOwn(KvIter *p){
   p->bOwnOn = p->bDesc ? kv_map_cursor_prev(p->pOwn)
                        : kv_map_cursor_next(p->pOwn);
 }
 
 /* Pick the next visible entry from the two streams into p->cur. */
-static void kvIterSettle(KvIter *p){
+static void iterSettle(KvIter *p){
   const KvBackend *pB = p->pTab->pBackend;
   KvMapEntry d, o;
   for(;;){
@@ -83,22 +86,22 @@ static void kvIterSettle(KvIter *p){
     if( !p->bOwnOn ) c = -1;
     else if( !p->bDataOn ) c = 1;
     else{
-      c = kvCmp(d.aKey, d.nKey, o.aKey, o.nKey);
+      c = iterCmp(d.aKey, d.nKey, o.aKey, o.nKey);
       if( p->bDesc ) c = -c;
     }
     if( c<0 ){
       p->cur = d; p->bCurOwn = 0;
     }else{
-      if( c==0 ) kvStepData(p);          /* the write set shadows it */
-      if( o.bTomb ){ kvStepOwn(p); continue; }
+      if( c==0 ) iterStepData(p);          /* the write set shadows it */
+      if( o.bTomb ){ iterStepOwn(p); continue; }
       p->cur = o; p->bCurOwn = 1;
     }
-    p->bEof = kvPastEnd(p, &p->cur);
+    p->bEof = iterPastEnd(p, &p->cur);
     return;
   }
 }
 
-static int kvSeekMode(KvIter *p){
+static int iterSeekMode(KvIter *p){
   if( !p->bDesc ){
     if( !p->bLo ) return KV_SEEK_FIRST;
     return p->bLoIncl ? KV_SEEK_GE : KV_SEEK_GT;
@@ -107,21 +110,21 @@ static int kvSeekMode(KvIter *p){
   return p->bHiIncl ? KV_SEEK_LE : KV_SEEK_LT;
 }
 
-static int kvIterStart(KvIter *p){
-  int eSeek = kvSeekMode(p);
+static int iterStart(KvIter *p){
+  int eSeek = iterSeekMode(p);
   const KvBuf *pB = p->bDesc ? &p->hi : &p->lo;
   if( p->pData ){
     p->bDataOn = p->pTab->pBackend->xCursorSeek(p->pData, eSeek, pB->a, pB->n);
-    kvDataEnded(p);
+    iterDataEnded(p);
   }
   if( p->pOwn ){
     p->bOwnOn = kv_map_cursor_seek(p->pOwn, eSeek, pB->a, pB->n);
   }
-  kvIterSettle(p);
+  iterSettle(p);
   return p->rc;
 }
 
-static int kvIterBounds(KvIter *p, const KvBound *pLo, const KvBound *pHi){
+static int iterBounds(KvIter *p, const KvBound *pLo, const KvBound *pHi){
   int rc = SQLITE_OK;
   if( pLo ){
     p->bLo = 1; p->bLoIncl = pLo->bIncl;
@@ -135,7 +138,7 @@ static int kvIterBounds(KvIter *p, const KvBound *pLo, const KvBound *pHi){
 }
 
 /* Find the table and take (or borrow) its snapshot. */
-static int kvIterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
+static int iterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
                         KvMap **ppOwn, char **pzErr){
   KvChild *c = 0;
   int rc = SQLITE_OK;
@@ -185,8 +188,8 @@ int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
   p->pEng = pEng;
   p->bDesc = bDesc;
   rc = kvEngineFailed(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = kvIterBounds(p, pLo, pHi);
-  if( rc==SQLITE_OK ) rc = kvIterSource(p, pRoot, zTab, nTab, &pOwn, pzErr);
+  if( rc==SQLITE_OK ) rc = iterBounds(p, pLo, pHi);
+  if( rc==SQLITE_OK ) rc = iterSource(p, pRoot, zTab, nTab, &pOwn, pzErr);
   if( rc==SQLITE_OK && p->pSnap ){
     rc = p->pTab->pBackend->xCursorOpen(p->pSnap, &p->pData);
   }
@@ -195,7 +198,7 @@ int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
     if( p->pOwn==0 ) rc = SQLITE_NOMEM;
   }
   kv_map_unref(pOwn);                   /* the cursor holds its own */
-  if( rc==SQLITE_OK && (rc = kvIterStart(p))!=SQLITE_OK ){
+  if( rc==SQLITE_OK && (rc = iterStart(p))!=SQLITE_OK ){
     *pzErr = p->zErr;
     p->zErr = 0;
   }
@@ -211,8 +214,8 @@ int kv_iter_eof(KvIter *p){ return p->bEof; }
 
 void kv_iter_next(KvIter *p){
   if( p->bEof ) return;
-  if( p->bCurOwn ) kvStepOwn(p); else kvStepData(p);
-  kvIterSettle(p);
+  if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);
+  iterSettle(p);
 }
 
 int kv_iter_error(KvIter *p, char **pzErr){

@@ -1,6 +1,6 @@
 /*
-** kv_log.c -- the kv_log backend: the adapter between the KV engine and
-** the kv_log storage engine (kv_logstore.h).
+** log.c -- the kv_log backend: the adapter between the KV engine and the
+** kv_log storage engine (logstore.h).
 **
 ** Each kv_log table keeps its log files in its own directory,
 ** <store>/kv_log/<table id>/ - named after the table's stable id, never
@@ -39,9 +39,8 @@
 */
 #include "config.h"
 #include "ext/kv/backend.h"
-#include "ext/kv/engine.h"
+#include "ext/kv/kv_test.h"
 #include "ext/kv/logstore.h"
-#include "ext/kv/log.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -55,7 +54,8 @@ SQLITE_EXTENSION_INIT3
 
 struct KvBackendTable {
   KvLogStore *pLog;
-  KvEngine *pEng;
+  int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
+  void *pConfirmCtx;
   char *zName; int nName;
   char *zDir;
   uint64_t labelLoaded;         /* highest label durable at open; CIDs
@@ -96,11 +96,13 @@ struct KvBackendCursor {
   char *zErr;                   /* its message */
 };
 
-static int64_t logTestSzFile = 0;
+#ifdef DEPOT_TEST
+static int64_t logTestSzFile = 0;  /* kv_log_test_file_size (kv_test.h) */
 
 void kv_log_test_file_size(int64_t szFile){
   __atomic_store_n(&logTestSzFile, szFile, __ATOMIC_SEQ_CST);
 }
+#endif /* DEPOT_TEST */
 
 /* ------------------------------------------------------- collector --- */
 
@@ -142,7 +144,7 @@ static int logCollectOnce(KvBackendTable *t){
   rc = kv_logstore_sync(t->pLog, &zErr);
   if( rc==SQLITE_OK ){
     logMarkWrite(t, iLabel);
-    for(i=0; i<n; i++) kv_engine_confirm(t->pEng, aCid[i], t->zName, t->nName);
+    for(i=0; i<n; i++) t->xConfirm(t->pConfirmCtx, aCid[i], t->zName, t->nName);
   }else{
     pthread_mutex_lock(&t->mu);
     t->nError++;
@@ -273,7 +275,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   char *zParent;
   int rc, bNew;
   *pp = 0;
-  if( pDef->zStore==0 || pDef->pEng==0 ){
+  if( pDef->zStore==0 || pDef->xConfirm==0 ){
     *pzErr = sqlite3_mprintf("kv_log: tables need a store directory");
     return SQLITE_MISUSE;
   }
@@ -286,7 +288,8 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   memcpy(t->zName, pDef->zName, pDef->nName);
   t->zName[pDef->nName] = 0;
   t->nName = pDef->nName;
-  t->pEng = pDef->pEng;
+  t->xConfirm = pDef->xConfirm;
+  t->pConfirmCtx = pDef->pConfirmCtx;
   t->pIo = pDef->pIo ? pDef->pIo : wal_io_posix();
   t->fdMark = -1;
   zParent = sqlite3_mprintf("%s/kv_log", pDef->zStore);
@@ -312,7 +315,9 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   bNew = bCreate && access(t->zDir, F_OK)!=0 && errno==ENOENT;
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
+#ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
+#endif
   cfg.pIo = pDef->pIo;
   rc = kv_logstore_open(t->zDir, &cfg, &t->pLog, pzErr);
   if( rc==SQLITE_OK ){

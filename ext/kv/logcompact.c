@@ -1,13 +1,6 @@
 /*
-** kv_logcompact.c -- compaction (merge) of kv_log stores and the MANIFEST
-** that makes its result atomic.
-**
-** MANIFEST (all integers little-endian):
-**   "dkvman01" | u32 M (merged-through log number) | u64 maxCid (highest
-**   CID of the merged data) | u32 n | n x u32 merged-file numbers | u32
-**   crc32c of everything before it
-** It is only ever replaced whole: MANIFEST.tmp is written and synced, then
-** renamed over MANIFEST, then the directory is synced.
+** logcompact.c -- compaction (merge) of kv_log stores.  The MANIFEST that
+** makes its result atomic is read and written by logfile.c.
 **
 ** A compaction (kv_logstore_compact):
 **   1. start: roll the active file A (syncing the old one), take the index
@@ -35,168 +28,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-
-static const uint8_t klManMagic[8] = { 'd','k','v','m','a','n','0','1' };
-#define KL_MAN_MAXLIST (1<<20)
-#define KL_MAN_FIXED   28          /* magic, M, maxCid, n, crc */
-
-/* ----------------------------------------------------------- MANIFEST -- */
-
-/* Read the whole of the file at zPath (at most nMax bytes) into a new
-** buffer.  ENOENT: SQLITE_NOTFOUND. */
-static int klSlurp(const WalIo *pIo, const char *zPath, int64_t nMax,
-                   uint8_t **paOut, int64_t *pnOut, char **pzErr){
-  off_t sz = 0;
-  int64_t nDone = 0;
-  uint8_t *a = 0;
-  int rc = SQLITE_OK;
-  int fd = pIo->xOpen(pIo->pCtx, zPath, O_RDONLY|O_CLOEXEC, 0);
-  if( fd<0 ){
-    if( errno==ENOENT ) return SQLITE_NOTFOUND;
-    return kl_io_err(pzErr, SQLITE_CANTOPEN, "open", zPath, errno);
-  }
-  if( pIo->xFstatSize(pIo->pCtx, fd, &sz) ){
-    rc = kl_io_err(pzErr, SQLITE_IOERR_FSTAT, "stat", zPath, errno);
-  }else if( sz>nMax ){
-    rc = kl_corrupt(pzErr, zPath, nMax, "file too large");
-  }else if( (a = sqlite3_malloc64((sqlite3_uint64)sz+1))==0 ){
-    rc = SQLITE_NOMEM;
-  }
-  while( rc==SQLITE_OK && nDone<(int64_t)sz ){
-    ssize_t r = pIo->xPread(pIo->pCtx, fd, a+nDone, (size_t)(sz-nDone),
-                            (off_t)nDone);
-    if( r<=0 ){
-      rc = kl_io_err(pzErr, SQLITE_IOERR_READ, "read", zPath,
-                     r<0 ? errno : EIO);
-    }else{
-      nDone += r;
-    }
-  }
-  pIo->xClose(pIo->pCtx, fd);
-  if( rc ){ sqlite3_free(a); return rc; }
-  *paOut = a;
-  *pnOut = (int64_t)sz;
-  return SQLITE_OK;
-}
-
-static int klManifestParse(const char *zPath, const uint8_t *a, int64_t n,
-                           uint32_t *piMerged, uint64_t *pMaxCid,
-                           uint32_t **paList, int *pnList, char **pzErr){
-  uint32_t nList, i;
-  if( n<KL_MAN_FIXED ) return kl_corrupt(pzErr, zPath, n, "truncated");
-  if( memcmp(a, klManMagic, 8)!=0 ) return kl_corrupt(pzErr, zPath, 0,
-                                                      "bad magic");
-  nList = kl_get32(a+20);
-  if( nList>KL_MAN_MAXLIST || (int64_t)KL_MAN_FIXED+4*(int64_t)nList!=n ){
-    return kl_corrupt(pzErr, zPath, 20, "file list length does not match");
-  }
-  if( wal_crc32c(0, a, n-4)!=kl_get32(a+n-4) ){
-    return kl_corrupt(pzErr, zPath, n-4, "checksum mismatch");
-  }
-  *piMerged = kl_get32(a+8);
-  *pMaxCid = (uint64_t)kl_get32(a+12) | ((uint64_t)kl_get32(a+16)<<32);
-  *paList = sqlite3_malloc64(sizeof(uint32_t)*(nList+1));
-  if( *paList==0 ) return SQLITE_NOMEM;
-  for(i=0; i<nList; i++){
-    (*paList)[i] = kl_get32(a+24+4*i);
-    if( (*paList)[i]==0 || (*paList)[i]>KL_MAX_FILENUM ){
-      sqlite3_free(*paList);
-      *paList = 0;
-      return kl_corrupt(pzErr, zPath, 24+4*i, "impossible file number");
-    }
-  }
-  *pnList = (int)nList;
-  return SQLITE_OK;
-}
-
-int kl_manifest_read(KvLogStore *p, uint32_t *piMerged, uint64_t *pMaxCid,
-                     uint32_t **paList, int *pnList, char **pzErr){
-  char *zPath = sqlite3_mprintf("%s/MANIFEST", p->zDir);
-  uint8_t *a = 0;
-  int64_t n = 0;
-  int rc;
-  *piMerged = 0;
-  *pMaxCid = 0;
-  *paList = 0;
-  *pnList = 0;
-  if( zPath==0 ) return SQLITE_NOMEM;
-  rc = klSlurp(p->pIo, zPath, KL_MAN_FIXED+4*(int64_t)KL_MAN_MAXLIST, &a, &n,
-               pzErr);
-  if( rc==SQLITE_NOTFOUND ){
-    rc = SQLITE_OK;
-  }else if( rc==SQLITE_OK ){
-    rc = klManifestParse(zPath, a, n, piMerged, pMaxCid, paList, pnList,
-                         pzErr);
-  }
-  sqlite3_free(a);
-  sqlite3_free(zPath);
-  return rc;
-}
-
-/* Write and sync MANIFEST.tmp. */
-static int klManifestTmp(KvLogStore *p, const char *zTmp, const uint8_t *a,
-                         int n, char **pzErr){
-  const WalIo *pIo = p->pIo;
-  int rc = SQLITE_OK;
-  ssize_t w;
-  int fd = pIo->xOpen(pIo->pCtx, zTmp, O_WRONLY|O_CREAT|O_TRUNC|O_CLOEXEC,
-                      0644);
-  if( fd<0 ) return kl_io_err(pzErr, SQLITE_CANTOPEN, "create", zTmp, errno);
-  w = pIo->xPwrite(pIo->pCtx, fd, a, (size_t)n, 0);
-  if( w<0 ){
-    int err = errno;
-    rc = kl_io_err(pzErr, kl_errno_rc(err, SQLITE_IOERR_WRITE), "write",
-                   zTmp, err);
-  }else if( w!=n ){
-    kl_set_err(pzErr, sqlite3_mprintf("kv_log: write of %s failed: short "
-                                      "write", zTmp));
-    rc = SQLITE_IOERR_WRITE;
-  }else if( pIo->xFsync(pIo->pCtx, fd) ){
-    rc = kl_io_err(pzErr, SQLITE_IOERR_FSYNC, "sync", zTmp, errno);
-  }
-  pIo->xClose(pIo->pCtx, fd);
-  return rc;
-}
-
-int kl_manifest_write(KvLogStore *p, uint32_t iMerged, uint64_t maxCid,
-                      const uint32_t *aList, int nList, int *pbRenamed,
-                      char **pzErr){
-  int n = KL_MAN_FIXED + 4*nList;
-  uint8_t *a = sqlite3_malloc64((sqlite3_uint64)n);
-  char *zTmp = sqlite3_mprintf("%s/MANIFEST.tmp", p->zDir);
-  char *zMan = sqlite3_mprintf("%s/MANIFEST", p->zDir);
-  int rc = SQLITE_OK, i;
-  *pbRenamed = 0;
-  if( a==0 || zTmp==0 || zMan==0 ){ rc = SQLITE_NOMEM; goto done; }
-  memcpy(a, klManMagic, 8);
-  kl_put32(a+8, iMerged);
-  kl_put32(a+12, (uint32_t)maxCid);
-  kl_put32(a+16, (uint32_t)(maxCid>>32));
-  kl_put32(a+20, (uint32_t)nList);
-  for(i=0; i<nList; i++) kl_put32(a+24+4*i, aList[i]);
-  kl_put32(a+n-4, wal_crc32c(0, a, n-4));
-  rc = klManifestTmp(p, zTmp, a, n, pzErr);
-  if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_MANIFEST_TMP, pzErr);
-  if( rc==SQLITE_OK && p->pIo->xRename(p->pIo->pCtx, zTmp, zMan) ){
-    rc = kl_io_err(pzErr, SQLITE_IOERR, "rename", zTmp, errno);
-  }
-  if( rc ){
-    p->pIo->xUnlink(p->pIo->pCtx, zTmp);
-    goto done;
-  }
-  *pbRenamed = 1;
-  rc = kl_step(p, KVLOG_STEP_RENAMED, pzErr);
-  if( rc==SQLITE_OK ) rc = kl_syncdir(p, pzErr);
-  if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_COMMITTED, pzErr);
-done:
-  sqlite3_free(a);
-  sqlite3_free(zTmp);
-  sqlite3_free(zMan);
-  return rc;
-}
 
 /* --------------------------------------------------------- compaction -- */
 
@@ -219,7 +51,7 @@ struct KlCompact {
 
 /* Step 1: roll, then take V0 and S0.  *pbNothing if there is no file to
 ** merge. */
-static int klCompactStart(KvLogStore *p, KlCompact *c, int *pbNothing,
+static int klcStart(KvLogStore *p, KlCompact *c, int *pbNothing,
                           char **pzErr){
   int rc = SQLITE_OK;
   pthread_mutex_lock(&p->muWrite);
@@ -247,7 +79,7 @@ static int klCompactStart(KvLogStore *p, KlCompact *c, int *pbNothing,
 }
 
 /* Write the buffered frames to the current merged file. */
-static int klOutFlush(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcOutFlush(KvLogStore *p, KlCompact *c, char **pzErr){
   KlFile *pOut;
   int rc;
   if( c->obuf.n==0 ) return SQLITE_OK;
@@ -261,12 +93,12 @@ static int klOutFlush(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Finish the current merged file (if any) and start the next one. */
-static int klOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
   KlFile *pFile = 0;
   uint32_t iNum;
   int rc = SQLITE_OK;
   if( c->nOut>0 ){
-    rc = klOutFlush(p, c, pzErr);
+    rc = klcOutFlush(p, c, pzErr);
     if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_OUTPUT, pzErr);
     if( rc ) return rc;
   }
@@ -291,7 +123,7 @@ static int klOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Copy one live record of V0 into the merged files and the new index. */
-static int klCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
+static int klcCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
                      char **pzErr){
   KlLoc loc, locNew;
   KlFile *pOut;
@@ -302,7 +134,7 @@ static int klCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
   pOut = c->nOut ? c->apOut[c->nOut-1] : 0;
   if( pOut==0 || (pOut->sz+c->obuf.n>KL_HDR
                   && pOut->sz+c->obuf.n+loc.nFrame>p->cfg.szFile) ){
-    rc = klOutNext(p, c, pzErr);
+    rc = klcOutNext(p, c, pzErr);
     if( rc ) return rc;
     pOut = c->apOut[c->nOut-1];
   }
@@ -315,12 +147,12 @@ static int klCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
   c->obuf.n += (int)loc.nFrame;
   rc = kv_map_put(&c->pNew, pE->aKey, pE->nKey, &locNew, sizeof(locNew),
                   pE->rev, 0);
-  if( rc==SQLITE_OK && c->obuf.n>=KL_OBUF ) rc = klOutFlush(p, c, pzErr);
+  if( rc==SQLITE_OK && c->obuf.n>=KL_OBUF ) rc = klcOutFlush(p, c, pzErr);
   return rc;
 }
 
 /* Steps 2 and 3: write and sync the merged files. */
-static int klCompactWrite(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcWrite(KvLogStore *p, KlCompact *c, char **pzErr){
   KvMapCursor *pCsr = kv_map_cursor_new(c->pV0);
   int bOn, rc = SQLITE_OK, i;
   c->pNew = kv_map_new();
@@ -332,11 +164,11 @@ static int klCompactWrite(KvLogStore *p, KlCompact *c, char **pzErr){
       bOn && rc==SQLITE_OK; bOn = kv_map_cursor_next(pCsr)){
     KvMapEntry e;
     kv_map_cursor_entry(pCsr, &e);
-    if( !e.bTomb ) rc = klCopyOne(p, c, &e, pzErr);
+    if( !e.bTomb ) rc = klcCopyOne(p, c, &e, pzErr);
   }
   kv_map_cursor_free(pCsr);
   if( rc==SQLITE_OK && c->nOut>0 ){
-    rc = klOutFlush(p, c, pzErr);
+    rc = klcOutFlush(p, c, pzErr);
     if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_OUTPUT, pzErr);
   }
   for(i=0; rc==SQLITE_OK && i<c->nOut; i++){
@@ -348,7 +180,7 @@ static int klCompactWrite(KvLogStore *p, KlCompact *c, char **pzErr){
 }
 
 /* Apply delta nodes after c->pSeen up to and including pLast to pNew. */
-static int klDeltaApply(KvLogStore *p, KlCompact *c, KlDelta *pFirst,
+static int klcDeltaApply(KvLogStore *p, KlCompact *c, KlDelta *pFirst,
                         KlDelta *pLast){
   KlDelta *pD = c->pSeen ? c->pSeen->pNext : pFirst;
   int rc = SQLITE_OK, i;
@@ -367,18 +199,18 @@ static int klDeltaApply(KvLogStore *p, KlCompact *c, KlDelta *pFirst,
 }
 
 /* Step 4: the delta recorded so far, off every lock. */
-static int klCompactCatchUp(KvLogStore *p, KlCompact *c){
+static int klcCatchUp(KvLogStore *p, KlCompact *c){
   KlDelta *pFirst, *pLast;
   pthread_mutex_lock(&p->muWrite);
   pFirst = p->pDeltaFirst;
   pLast = p->pDeltaLast;
   pthread_mutex_unlock(&p->muWrite);
-  return klDeltaApply(p, c, pFirst, pLast);
+  return klcDeltaApply(p, c, pFirst, pLast);
 }
 
 /* The file set after the swap: the merged files plus every file of the
 ** current set that was not merged. */
-static KlSet *klSetAfter(KvLogStore *p, KlCompact *c){
+static KlSet *klcSetAfter(KvLogStore *p, KlCompact *c){
   KlSet *pCur = p->pSet;
   KlSet *pNew = kl_set_new(pCur->nFile + c->nOut);
   int i;
@@ -402,7 +234,7 @@ static KlSet *klSetAfter(KvLogStore *p, KlCompact *c){
 }
 
 /* Publish the new index and set; doom the merged files.  muWrite held. */
-static void klSwapLocked(KvLogStore *p, KlCompact *c, KlSet *pNewSet){
+static void klcSwapLocked(KvLogStore *p, KlCompact *c, KlSet *pNewSet){
   int i;
   pthread_mutex_lock(&p->mu);
   for(i=0; i<c->pS0->nFile; i++){
@@ -423,7 +255,7 @@ static void klSwapLocked(KvLogStore *p, KlCompact *c, KlSet *pNewSet){
 }
 
 /* Step 6. */
-static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
+static int klcSwap(KvLogStore *p, KlCompact *c, char **pzErr){
   KlSet *pNewSet = 0;
   int rc = SQLITE_OK;
   pthread_mutex_lock(&p->muWrite);
@@ -433,9 +265,9 @@ static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
     rc = SQLITE_IOERR;
   }
   if( rc==SQLITE_OK ) rc = kl_sync_locked(p, pzErr);
-  if( rc==SQLITE_OK ) rc = klDeltaApply(p, c, p->pDeltaFirst, p->pDeltaLast);
-  if( rc==SQLITE_OK && (pNewSet = klSetAfter(p, c))==0 ) rc = SQLITE_NOMEM;
-  if( rc==SQLITE_OK ) klSwapLocked(p, c, pNewSet);
+  if( rc==SQLITE_OK ) rc = klcDeltaApply(p, c, p->pDeltaFirst, p->pDeltaLast);
+  if( rc==SQLITE_OK && (pNewSet = klcSetAfter(p, c))==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK ) klcSwapLocked(p, c, pNewSet);
   pthread_mutex_unlock(&p->muWrite);
   return rc;
 }
@@ -443,7 +275,7 @@ static int klCompactSwap(KvLogStore *p, KlCompact *c, char **pzErr){
 /* Release everything the compaction holds.  Merged files that no
 ** MANIFEST can name are deleted.  A failure (rc, message zErr or NULL) is
 ** counted and its message kept for kv_stats. */
-static void klCompactEnd(KvLogStore *p, KlCompact *c, int rc,
+static void klcEnd(KvLogStore *p, KlCompact *c, int rc,
                          const char *zErr){
   int i;
   pthread_mutex_lock(&p->muWrite);
@@ -479,11 +311,11 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
   int rc, i;
   memset(&c, 0, sizeof(c));
   pthread_mutex_lock(&p->muCompact);
-  rc = klCompactStart(p, &c, &bNothing, pzErr);
+  rc = klcStart(p, &c, &bNothing, pzErr);
   if( rc==SQLITE_OK && !bNothing ){
     rc = kl_step(p, KVLOG_STEP_ROLLED, pzErr);
-    if( rc==SQLITE_OK ) rc = klCompactWrite(p, &c, pzErr);
-    if( rc==SQLITE_OK ) rc = klCompactCatchUp(p, &c);
+    if( rc==SQLITE_OK ) rc = klcWrite(p, &c, pzErr);
+    if( rc==SQLITE_OK ) rc = klcCatchUp(p, &c);
     if( rc==SQLITE_OK ){
       aList = sqlite3_malloc64(sizeof(uint32_t)*(c.nOut+1));
       if( aList==0 ) rc = SQLITE_NOMEM;
@@ -493,11 +325,11 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
       rc = kl_manifest_write(p, c.iActive-1, c.maxCid, aList, c.nOut,
                              &c.bRenamed, pzErr);
     }
-    if( rc==SQLITE_OK ) rc = klCompactSwap(p, &c, pzErr);
+    if( rc==SQLITE_OK ) rc = klcSwap(p, &c, pzErr);
     if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);
   }
   if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
-  klCompactEnd(p, &c, rc, pzErr ? *pzErr : 0);
+  klcEnd(p, &c, rc, pzErr ? *pzErr : 0);
   sqlite3_free(aList);
   pthread_mutex_unlock(&p->muCompact);
   return rc;

@@ -1,8 +1,9 @@
 /*
-** kv_logstore.c -- the kv_log storage engine: log files and their framed
-** records, the load at open (newest to oldest), appends and syncs, point
-** reads, snapshots and cursors, stats.  Compaction and the MANIFEST live in
-** kv_logcompact.c.  The file format and the contracts are in kv_logstore.h.
+** logstore.c -- the kv_log storage engine: the load at open (newest to
+** oldest), appends and syncs, point reads, snapshots and cursors, stats,
+** and the background thread that runs due compactions.  The files, their
+** frames and the MANIFEST are in logfile.c, compaction in logcompact.c.
+** The file format and the contracts are in logstore.h.
 */
 #include "config.h"
 #include "ext/kv/logstore_int.h"
@@ -15,344 +16,6 @@ SQLITE_EXTENSION_INIT3
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static const uint8_t klMagic[8] = { 'd','k','v','l','o','g','0','1' };
-
-/* ------------------------------------------------------------ helpers -- */
-
-void kl_put32(uint8_t *a, uint32_t v){
-  a[0] = (uint8_t)v; a[1] = (uint8_t)(v>>8);
-  a[2] = (uint8_t)(v>>16); a[3] = (uint8_t)(v>>24);
-}
-static void klPut64(uint8_t *a, uint64_t v){
-  kl_put32(a, (uint32_t)v); kl_put32(a+4, (uint32_t)(v>>32));
-}
-uint32_t kl_get32(const uint8_t *a){
-  return (uint32_t)a[0] | ((uint32_t)a[1]<<8) | ((uint32_t)a[2]<<16)
-       | ((uint32_t)a[3]<<24);
-}
-static uint64_t klGet64(const uint8_t *a){
-  return (uint64_t)kl_get32(a) | ((uint64_t)kl_get32(a+4)<<32);
-}
-
-/* The SQLite code for an errno from a write. */
-int kl_errno_rc(int err, int rcDefault){
-  if( err==ENOSPC || err==EFBIG || err==EDQUOT ) return SQLITE_FULL;
-  return rcDefault;
-}
-
-void kl_set_err(char **pzErr, char *zMsg){
-  if( pzErr ){
-    sqlite3_free(*pzErr);
-    *pzErr = zMsg;
-  }else{
-    sqlite3_free(zMsg);
-  }
-}
-
-int kl_io_err(char **pzErr, int rc, const char *zOp, const char *zPath,
-              int err){
-  kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s of %s failed: %s", zOp, zPath,
-                                  strerror(err)));
-  return rc;
-}
-
-int kl_corrupt(char **pzErr, const char *zPath, int64_t iOff,
-               const char *zWhy){
-  kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s is corrupt at offset %lld: %s",
-                                  zPath, (long long)iOff, zWhy));
-  return SQLITE_CORRUPT;
-}
-
-int kl_buf_reserve(KvLogBuf *pBuf, int64_t n){
-  int64_t nNew;
-  uint8_t *aNew;
-  if( n<=pBuf->nAlloc ) return SQLITE_OK;
-  if( n>0x7fff0000 ) return SQLITE_NOMEM;
-  nNew = pBuf->nAlloc ? 2*(int64_t)pBuf->nAlloc : 4096;
-  while( nNew<n ) nNew *= 2;
-  if( nNew>0x7fff0000 ) nNew = n;
-  aNew = sqlite3_realloc64(pBuf->a, (sqlite3_uint64)nNew);
-  if( aNew==0 ) return SQLITE_NOMEM;
-  pBuf->a = aNew;
-  pBuf->nAlloc = (int)nNew;
-  return SQLITE_OK;
-}
-
-void kv_logbuf_free(KvLogBuf *pBuf){
-  if( pBuf ){
-    sqlite3_free(pBuf->a);
-    memset(pBuf, 0, sizeof(*pBuf));
-  }
-}
-
-char *kl_path(const char *zDir, uint32_t iNum, int eKind){
-  return sqlite3_mprintf("%s/%08u.%s", zDir, iNum,
-                         eKind==KL_KIND_LOG ? "klog" : "kmrg");
-}
-
-int kl_step(KvLogStore *p, int eStep, char **pzErr){
-  if( p->cfg.xStep && p->cfg.xStep(p->cfg.pStepCtx, eStep) ){
-    kl_set_err(pzErr, sqlite3_mprintf("kv_log: compaction of %s stopped at "
-                                    "step %d", p->zDir, eStep));
-    return SQLITE_ABORT;
-  }
-  return SQLITE_OK;
-}
-
-/* --------------------------------------------------------------- I/O --- */
-
-/* Write all n bytes at iOff.  A short write is continued; the error of
-** the continuation (EFBIG past RLIMIT_FSIZE, ENOSPC) is the one reported. */
-int kl_write(KvLogStore *p, KlFile *pFile, const void *pData, size_t n,
-             int64_t iOff, char **pzErr){
-  size_t nDone = 0;
-  while( nDone<n ){
-    ssize_t r = p->pIo->xPwrite(p->pIo->pCtx, pFile->fd,
-                                (const uint8_t*)pData+nDone, n-nDone,
-                                (off_t)(iOff+nDone));
-    if( r<0 && errno==EINTR ) continue;
-    if( r<0 ){
-      int err = errno;
-      return kl_io_err(pzErr, kl_errno_rc(err, SQLITE_IOERR_WRITE), "write",
-                       pFile->zPath, err);
-    }
-    if( r==0 ){
-      kl_set_err(pzErr, sqlite3_mprintf("kv_log: write of %s failed: no "
-               "progress after %lld of %lld bytes", pFile->zPath,
-               (long long)nDone, (long long)n));
-      return SQLITE_IOERR_WRITE;
-    }
-    nDone += (size_t)r;
-  }
-  return SQLITE_OK;
-}
-
-/* Read exactly n bytes at iOff.  Fewer bytes (EOF) is SQLITE_IOERR_SHORT_READ
-** without a message: callers turn it into a corruption report. */
-static int klRead(KvLogStore *p, const WalIo *pIo, KlFile *pFile, void *pData,
-                  size_t n, int64_t iOff, char **pzErr){
-  size_t nDone = 0;
-  (void)p;
-  while( nDone<n ){
-    ssize_t r = pIo->xPread(pIo->pCtx, pFile->fd, (uint8_t*)pData+nDone,
-                            n-nDone, (off_t)(iOff+nDone));
-    if( r<0 ){
-      if( errno==EINTR ) continue;
-      return kl_io_err(pzErr, SQLITE_IOERR_READ, "read", pFile->zPath, errno);
-    }
-    if( r==0 ) return SQLITE_IOERR_SHORT_READ;
-    nDone += (size_t)r;
-  }
-  return SQLITE_OK;
-}
-
-int kl_fsync(KvLogStore *p, KlFile *pFile, char **pzErr){
-  if( p->pIo->xFsync(p->pIo->pCtx, pFile->fd) ){
-    return kl_io_err(pzErr, SQLITE_IOERR_FSYNC, "sync", pFile->zPath, errno);
-  }
-  return SQLITE_OK;
-}
-
-int kl_syncdir(KvLogStore *p, char **pzErr){
-  if( p->pIo->xSyncDir(p->pIo->pCtx, p->zDir) ){
-    return kl_io_err(pzErr, SQLITE_IOERR_DIR_FSYNC, "directory sync", p->zDir,
-                   errno);
-  }
-  return SQLITE_OK;
-}
-
-/* ------------------------------------------------------ files and sets -- */
-
-static KlFile *klFileNew(KvLogStore *p, uint32_t iNum, int eKind){
-  KlFile *pFile = sqlite3_malloc64(sizeof(KlFile));
-  if( pFile==0 ) return 0;
-  memset(pFile, 0, sizeof(*pFile));
-  pFile->iNum = iNum;
-  pFile->eKind = eKind;
-  pFile->fd = -1;
-  pFile->nRef = 1;
-  pFile->pIo = p->pIo;
-  pFile->zPath = kl_path(p->zDir, iNum, eKind);
-  if( pFile->zPath==0 ){
-    sqlite3_free(pFile);
-    return 0;
-  }
-  return pFile;
-}
-
-static void klFileRef(KlFile *pFile){
-  __atomic_add_fetch(&pFile->nRef, 1, __ATOMIC_RELAXED);
-}
-
-void kl_file_unref(KlFile *pFile){
-  if( pFile==0 ) return;
-  if( __atomic_sub_fetch(&pFile->nRef, 1, __ATOMIC_ACQ_REL)>0 ) return;
-  if( pFile->fd>=0 ) pFile->pIo->xClose(pFile->pIo->pCtx, pFile->fd);
-  if( __atomic_load_n(&pFile->bDoomed, __ATOMIC_ACQUIRE) ){
-    /* A failed unlink leaves garbage that the next open deletes. */
-    pFile->pIo->xUnlink(pFile->pIo->pCtx, pFile->zPath);
-  }
-  sqlite3_free(pFile->zPath);
-  sqlite3_free(pFile);
-}
-
-static void klFileHeader(uint8_t *a, uint32_t iNum, int eKind){
-  memcpy(a, klMagic, 8);
-  kl_put32(a+8, iNum);
-  kl_put32(a+12, (uint32_t)eKind);
-}
-
-/* Create (truncating) file iNum of kind eKind and write its header.  On
-** failure nothing is left behind. */
-int kl_file_create(KvLogStore *p, uint32_t iNum, int eKind, KlFile **ppFile,
-                   char **pzErr){
-  uint8_t aHdr[KL_HDR];
-  int rc;
-  KlFile *pFile = klFileNew(p, iNum, eKind);
-  *ppFile = 0;
-  if( pFile==0 ) return SQLITE_NOMEM;
-  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath,
-                            O_RDWR|O_CREAT|O_TRUNC|O_CLOEXEC, 0644);
-  if( pFile->fd<0 ){
-    rc = kl_io_err(pzErr, SQLITE_CANTOPEN, "create", pFile->zPath, errno);
-    kl_file_unref(pFile);
-    return rc;
-  }
-  klFileHeader(aHdr, iNum, eKind);
-  rc = kl_write(p, pFile, aHdr, KL_HDR, 0, pzErr);
-  if( rc!=SQLITE_OK ){
-    __atomic_store_n(&pFile->bDoomed, 1, __ATOMIC_RELEASE);
-    kl_file_unref(pFile);
-    return rc;
-  }
-  pFile->sz = KL_HDR;
-  *ppFile = pFile;
-  return SQLITE_OK;
-}
-
-KlSet *kl_set_new(int nFile){
-  KlSet *pSet = sqlite3_malloc64(sizeof(KlSet) + sizeof(KlFile*)*(nFile+1));
-  if( pSet==0 ) return 0;
-  pSet->nRef = 1;
-  pSet->nFile = 0;
-  pSet->apFile = (KlFile**)&pSet[1];
-  return pSet;
-}
-
-static KlSet *klSetRef(KlSet *pSet){
-  __atomic_add_fetch(&pSet->nRef, 1, __ATOMIC_RELAXED);
-  return pSet;
-}
-
-void kl_set_unref(KlSet *pSet){
-  int i;
-  if( pSet==0 ) return;
-  if( __atomic_sub_fetch(&pSet->nRef, 1, __ATOMIC_ACQ_REL)>0 ) return;
-  for(i=0; i<pSet->nFile; i++) kl_file_unref(pSet->apFile[i]);
-  sqlite3_free(pSet);
-}
-
-KlFile *kl_set_find(KlSet *pSet, uint32_t iNum){
-  int lo = 0, hi = pSet->nFile-1;
-  while( lo<=hi ){
-    int mid = (lo+hi)/2;
-    uint32_t x = pSet->apFile[mid]->iNum;
-    if( x==iNum ) return pSet->apFile[mid];
-    if( x<iNum ) lo = mid+1; else hi = mid-1;
-  }
-  return 0;
-}
-
-/* A copy of pOld plus pAdd (a new reference is taken on every file). */
-static KlSet *klSetWith(KlSet *pOld, KlFile *pAdd){
-  KlSet *pNew = kl_set_new(pOld->nFile+1);
-  int i;
-  if( pNew==0 ) return 0;
-  for(i=0; i<pOld->nFile; i++){
-    klFileRef(pOld->apFile[i]);
-    pNew->apFile[pNew->nFile++] = pOld->apFile[i];
-  }
-  klFileRef(pAdd);
-  pNew->apFile[pNew->nFile++] = pAdd;
-  return pNew;
-}
-
-/* --------------------------------------------------------- record read -- */
-
-/* Parsed view of one frame's body. */
-typedef struct KlFrame KlFrame;
-struct KlFrame {
-  int flags;
-  uint64_t cid;
-  const uint8_t *aKey; uint32_t nKey;
-  const uint8_t *aVal; uint32_t nVal;
-};
-
-/* Check the frame at a (nAvail bytes available) and parse it.  Returns
-** NULL if it is whole and valid, else the reason. */
-static const char *klFrameParse(const uint8_t *a, int64_t nAvail,
-                                KlFrame *pOut){
-  uint32_t nBody, nKey;
-  if( nAvail<KL_FRAME_HDR ) return "truncated frame header";
-  nBody = kl_get32(a);
-  if( nBody<KL_BODY_FIXED+1 || nBody>KL_MAX_BODY ){
-    return "impossible record length";
-  }
-  if( (int64_t)nBody+KL_FRAME_HDR>nAvail ) return "truncated record";
-  if( wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody)!=kl_get32(a+4) ){
-    return "checksum mismatch";
-  }
-  a += KL_FRAME_HDR;
-  nKey = kl_get32(a+9);
-  if( (a[0] & ~(KL_FLAG_DELETE|KL_FLAG_LAST))!=0 ) return "unknown flags";
-  if( nKey<1 || nKey>nBody-KL_BODY_FIXED ) return "impossible key length";
-  pOut->flags = a[0];
-  pOut->cid = klGet64(a+1);
-  pOut->aKey = a+KL_BODY_FIXED;
-  pOut->nKey = nKey;
-  pOut->aVal = a+KL_BODY_FIXED+nKey;
-  pOut->nVal = nBody-KL_BODY_FIXED-nKey;
-  return 0;
-}
-
-/* Read the frame at *pLoc from the set's file into pOut and check it (and
-** that it holds key aKey when aKey is not NULL).  With bValueOnly, pOut
-** is left holding just the value; else the whole frame. */
-int kl_read_frame(KlSet *pSet, const KlLoc *pLoc, const void *aKey, int nKey,
-                  KvLogBuf *pOut, int bValueOnly, char **pzErr){
-  KlFile *pFile = kl_set_find(pSet, pLoc->iFile);
-  KlFrame fr;
-  const char *zWhy;
-  int rc;
-  if( pFile==0 ){
-    kl_set_err(pzErr, sqlite3_mprintf("kv_log: file %08u is not in the "
-                                    "store", pLoc->iFile));
-    return SQLITE_CORRUPT;
-  }
-  rc = kl_buf_reserve(pOut, pLoc->nFrame);
-  if( rc ) return rc;
-  rc = klRead(0, pFile->pIo, pFile, pOut->a, pLoc->nFrame,
-              (int64_t)pLoc->iOff, pzErr);
-  if( rc==SQLITE_IOERR_SHORT_READ ){
-    return kl_corrupt(pzErr, pFile->zPath, (int64_t)pLoc->iOff,
-                     "record beyond the end of the file");
-  }
-  if( rc ) return rc;
-  zWhy = klFrameParse(pOut->a, pLoc->nFrame, &fr);
-  if( zWhy==0 && aKey && (fr.nKey!=(uint32_t)nKey
-                          || memcmp(fr.aKey, aKey, nKey)!=0) ){
-    zWhy = "record holds another key";
-  }
-  if( zWhy ) return kl_corrupt(pzErr, pFile->zPath, (int64_t)pLoc->iOff, zWhy);
-  if( bValueOnly ){
-    memmove(pOut->a, fr.aVal, fr.nVal);
-    pOut->n = (int)fr.nVal;
-  }else{
-    pOut->n = (int)pLoc->nFrame;
-  }
-  return SQLITE_OK;
-}
 
 /* ---------------------------------------------------------------- load -- */
 
@@ -407,7 +70,7 @@ static int klScanWindow(KvLogStore *p, KlFile *pFile, KlScan *pScan,
     if( iOff+nRead>pFile->sz ) nRead = pFile->sz-iOff;
     rc = kl_buf_reserve(&pScan->win, nRead);
     if( rc ) return rc;
-    rc = klRead(p, p->pIo, pFile, pScan->win.a, (size_t)nRead, iOff, pzErr);
+    rc = kl_read(p, p->pIo, pFile, pScan->win.a, (size_t)nRead, iOff, pzErr);
     if( rc==SQLITE_IOERR_SHORT_READ ) rc = SQLITE_IOERR_READ;
     if( rc ) return rc;
     pScan->iWin = iOff;
@@ -453,10 +116,7 @@ static const char *klHeaderCheck(KvLogStore *p, KlFile *pFile, KlScan *pScan,
   if( *pRc ) return 0;
   if( memcmp(a, aZero, KL_HDR)==0 ) return "header never written";
   *pbTorn = 0;
-  if( memcmp(a, klMagic, 8)!=0 ) return "bad magic";
-  if( kl_get32(a+8)!=pFile->iNum ) return "header names another file number";
-  if( kl_get32(a+12)!=(uint32_t)pFile->eKind ) return "header has another kind";
-  return 0;
+  return kl_header_check(a, pFile);
 }
 
 /* Forward scan: every frame checked, records listed.  A bad frame in the
@@ -486,7 +146,7 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
                         &a, &nAvail, pzErr);
       if( rc ) return rc;
     }
-    zWhy = klFrameParse(a, nAvail, &fr);
+    zWhy = kl_frame_parse(a, nAvail, &fr);
     if( zWhy ) break;
     rc = klScanAdd(pScan, iOff, &fr);
     if( rc ) return rc;
@@ -549,7 +209,7 @@ static int klCutTail(KvLogStore *p, KlFile *pFile, int64_t iEnd,
   if( iEnd==0 ){
     uint8_t aHdr[KL_HDR];
     int rc;
-    klFileHeader(aHdr, pFile->iNum, pFile->eKind);
+    kl_file_header(aHdr, pFile->iNum, pFile->eKind);
     rc = kl_write(p, pFile, aHdr, KL_HDR, 0, pzErr);
     if( rc ) return rc;
     pFile->sz = KL_HDR;
@@ -560,7 +220,7 @@ static int klCutTail(KvLogStore *p, KlFile *pFile, int64_t iEnd,
 /* Open an existing file of the live set, read-write. */
 static int klFileOpen(KvLogStore *p, uint32_t iNum, int eKind,
                       KlFile **ppFile, char **pzErr){
-  KlFile *pFile = klFileNew(p, iNum, eKind);
+  KlFile *pFile = kl_file_new(p, iNum, eKind);
   off_t sz = 0;
   int rc;
   *ppFile = 0;
@@ -846,7 +506,7 @@ static int klOpenActive(KvLogStore *p, char **pzErr){
     if( p->iNext>KL_MAX_FILENUM ) return SQLITE_FULL;
     rc = kl_file_create(p, p->iNext++, KL_KIND_LOG, &pFile, pzErr);
     if( rc ) return rc;
-    pNew = klSetWith(p->pSet, pFile);
+    pNew = kl_set_with(p->pSet, pFile);
     kl_file_unref(pFile);
     if( pNew==0 ) return SQLITE_NOMEM;
     kl_set_unref(p->pSet);
@@ -966,7 +626,7 @@ static int klEncode(KvLogStore *p, uint64_t cid, int nAction,
     kl_put32(a, nBody);
     a[8] = (uint8_t)((pA->bDelete ? KL_FLAG_DELETE : 0)
                      | (i==nAction-1 ? KL_FLAG_LAST : 0));
-    klPut64(a+9, cid);
+    kl_put64(a+9, cid);
     kl_put32(a+17, (uint32_t)pA->nKey);
     memcpy(a+KL_FRAME_HDR+KL_BODY_FIXED, pA->aKey, pA->nKey);
     if( nVal ) memcpy(a+KL_FRAME_HDR+KL_BODY_FIXED+pA->nKey, pA->aVal, nVal);
@@ -1015,14 +675,6 @@ static int klIndexBuild(KvLogStore *p, uint64_t cid, int nAction,
   }
   *ppNew = pNew;
   return SQLITE_OK;
-}
-
-void kl_delta_free(KlDelta *p){
-  while( p ){
-    KlDelta *pNext = p->pNext;
-    sqlite3_free(p);
-    p = pNext;
-  }
 }
 
 /* Record the transaction's index changes for a running compaction. */
@@ -1078,72 +730,6 @@ int kv_logstore_compaction_due(KvLogStore *p){
   bDue = klDueLocked(p);
   pthread_mutex_unlock(&p->mu);
   return bDue;
-}
-
-/* Remember the current state as the last durable one (muWrite held). */
-void kl_sync_point_locked(KvLogStore *p){
-  kv_map_unref(p->pSynced);
-  p->pSynced = kv_map_ref(p->pIndex);
-  p->cntSynced = p->cnt;
-  p->bDirty = 0;
-}
-
-/* A sync failed: forget everything applied since the last sync point and
-** refuse further writes.  The bytes stay in the file; the next open keeps
-** or cuts them (the root WAL holds them either way). */
-static void klSyncFailed(KvLogStore *p){
-  pthread_mutex_lock(&p->mu);
-  kv_map_unref(p->pIndex);
-  p->pIndex = kv_map_ref(p->pSynced);
-  p->cnt = p->cntSynced;
-  pthread_mutex_unlock(&p->mu);
-  __atomic_store_n(&p->bFailed, 1, __ATOMIC_RELEASE);
-}
-
-int kl_sync_locked(KvLogStore *p, char **pzErr){
-  int rc = SQLITE_OK;
-  if( p->bDirty ) rc = kl_fsync(p, p->pActive, pzErr);
-  if( rc==SQLITE_OK && p->bDirDirty ) rc = kl_syncdir(p, pzErr);
-  if( rc ){
-    klSyncFailed(p);
-    return rc;
-  }
-  p->bDirDirty = 0;
-  kl_sync_point_locked(p);
-  return SQLITE_OK;
-}
-
-/* Start a new active log file (the old one is synced first).  muWrite
-** held. */
-int kl_roll_locked(KvLogStore *p, char **pzErr){
-  KlFile *pFile = 0;
-  KlSet *pNew;
-  int rc = kl_sync_locked(p, pzErr);
-  if( rc ) return rc;
-  if( p->iNext>KL_MAX_FILENUM ){
-    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s ran out of file numbers",
-                                    p->zDir));
-    return SQLITE_FULL;
-  }
-  rc = kl_file_create(p, p->iNext, KL_KIND_LOG, &pFile, pzErr);
-  if( rc ) return rc;
-  p->iNext++;
-  pthread_mutex_lock(&p->mu);
-  pNew = klSetWith(p->pSet, pFile);
-  if( pNew ){
-    kl_set_unref(p->pSet);
-    p->pSet = pNew;
-    p->pActive = pFile;
-  }
-  pthread_mutex_unlock(&p->mu);
-  if( pNew==0 ){
-    __atomic_store_n(&pFile->bDoomed, 1, __ATOMIC_RELEASE);
-    kl_file_unref(pFile);
-    return SQLITE_NOMEM;
-  }
-  kl_file_unref(pFile);
-  p->bDirDirty = 1;
-  return SQLITE_OK;
 }
 
 static int klRefuse(KvLogStore *p, char **pzErr){
@@ -1258,7 +844,7 @@ int kv_logstore_get(KvLogStore *p, const void *aKey, int nKey, KvLogBuf *pOut,
   if( aKey==0 || nKey<1 ) return SQLITE_OK;
   pthread_mutex_lock(&p->mu);
   bFound = klLookup(p->pIndex, aKey, nKey, &loc, pCid);
-  pSet = klSetRef(p->pSet);
+  pSet = kl_set_ref(p->pSet);
   pthread_mutex_unlock(&p->mu);
   rc = klReadValue(pSet, bFound, &loc, aKey, nKey, pOut, pbFound, pzErr);
   kl_set_unref(pSet);
@@ -1277,7 +863,7 @@ int kv_logstore_snapshot(KvLogStore *p, KvLogSnap **ppSnap){
   if( pSnap==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&p->mu);
   pSnap->pIndex = kv_map_ref(p->pIndex);
-  pSnap->pSet = klSetRef(p->pSet);
+  pSnap->pSet = kl_set_ref(p->pSet);
   pSnap->nLive = p->cnt.nLive;
   pthread_mutex_unlock(&p->mu);
   *ppSnap = pSnap;
@@ -1296,7 +882,7 @@ int kv_logsnap_dup(KvLogSnap *pSnap, KvLogSnap **ppCopy){
   *ppCopy = 0;
   if( pCopy==0 ) return SQLITE_NOMEM;
   pCopy->pIndex = kv_map_ref(pSnap->pIndex);
-  pCopy->pSet = klSetRef(pSnap->pSet);
+  pCopy->pSet = kl_set_ref(pSnap->pSet);
   pCopy->nLive = pSnap->nLive;
   *ppCopy = pCopy;
   return SQLITE_OK;
@@ -1332,7 +918,7 @@ int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
     sqlite3_free(pCur);
     return SQLITE_NOMEM;
   }
-  pCur->pSet = klSetRef(pSnap->pSet);
+  pCur->pSet = kl_set_ref(pSnap->pSet);
   *ppCsr = pCur;
   return SQLITE_OK;
 }

@@ -1,5 +1,5 @@
 /*
-** kv_logstore.h -- the storage engine of kv_log tables (private to ext/):
+** logstore.h -- the storage engine of kv_log tables (private to ext/kv/):
 ** append-only, checksummed log files with an in-memory ordered index, load
 ** at open, and crash-safe compaction.  The kv_log backend adapter is its
 ** only intended caller; nothing here knows about SQL, table names or the
@@ -193,7 +193,7 @@ int kv_logsnap_get(KvLogSnap*, const void *aKey, int nKey, KvLogBuf *pOut,
 int64_t kv_logsnap_count(KvLogSnap*);
 
 /* Cursors over a snapshot's live keys (deleted keys are skipped), in key
-** order (memcmp).  Seek codes are kv_map.h's KV_SEEK_*.  A cursor holds a
+** order (memcmp).  Seek codes are map.h's KV_SEEK_*.  A cursor holds a
 ** reference to its snapshot's state, so it may outlive kv_logsnap_free(). */
 int kv_logsnap_cursor(KvLogSnap*, KvLogCursor **ppCsr);  /* SQLITE_NOMEM */
 void kv_logcursor_free(KvLogCursor*);                     /* NULL-safe */

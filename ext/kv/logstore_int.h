@@ -1,7 +1,14 @@
 /*
-** kv_logstore_int.h -- declarations shared by the files of the kv_log
-** storage engine (kv_logstore.c: files, load, appends, reads;
-** kv_logcompact.c: MANIFEST and compaction).  Private to those two files.
+** logstore_int.h -- the structures and functions shared by the files of
+** the kv_log storage engine: logfile.c (files, sets, frames, the active
+** file's sync and roll, the MANIFEST), logcompact.c (compaction) and
+** logstore.c (load, appends, reads, the background thread).  They call
+** each other in that order only.  Private to those three files.
+**
+** Locking: KvLogStore.mu guards the published state (index, file set,
+** counters, thread control); KvLogStore.muWrite the write side (active
+** file, sync point, delta list); KvLogStore.muCompact admits one
+** compaction at a time.  Lock order: muCompact, muWrite, mu.
 */
 #ifndef DEPOT_KV_LOGSTORE_INT_H
 #define DEPOT_KV_LOGSTORE_INT_H
@@ -113,43 +120,87 @@ struct KvLogStore {
   pthread_t thread;
 };
 
-/* kv_logstore.c, used by kv_logcompact.c */
-int kl_errno_rc(int err, int rcDefault);
+/* Parsed view of one frame's body (kl_frame_parse). */
+typedef struct KlFrame KlFrame;
+struct KlFrame {
+  int flags;
+  uint64_t cid;
+  const uint8_t *aKey; uint32_t nKey;
+  const uint8_t *aVal; uint32_t nVal;
+};
+
+/* ---- logfile.c: used by logstore.c and logcompact.c ----
+** Errors follow logstore.h: an SQLite code, and for functions that take
+** pzErr a sqlite3_malloc'd message naming the file (kl_set_err replaces
+** any earlier one; pzErr may be NULL). */
+void kl_put32(uint8_t*, uint32_t);            /* little-endian */
+uint32_t kl_get32(const uint8_t*);
+void kl_put64(uint8_t*, uint64_t);
+int kl_errno_rc(int err, int rcDefault);      /* SQLITE_FULL for ENOSPC.. */
 void kl_set_err(char **pzErr, char *zMsg);
 int kl_io_err(char **pzErr, int rc, const char *zOp, const char *zPath,
               int err);
 int kl_corrupt(char **pzErr, const char *zPath, int64_t iOff,
                const char *zWhy);
-uint32_t kl_get32(const uint8_t*);
-void kl_put32(uint8_t*, uint32_t);
+int kl_buf_reserve(KvLogBuf*, int64_t n);
+/* "<zDir>/NNNNNNNN.klog" or ".kmrg" (sqlite3_malloc'd, NULL on OOM). */
 char *kl_path(const char *zDir, uint32_t iNum, int eKind);
-int kl_file_create(KvLogStore*, uint32_t iNum, int eKind, KlFile **ppFile,
-                   char **pzErr);
-void kl_file_unref(KlFile*);
+/* KvLogConfig.xStep at step eStep: SQLITE_ABORT when it says stop. */
+int kl_step(KvLogStore*, int eStep, char **pzErr);
+/* All n bytes at iOff (short writes continued). */
 int kl_write(KvLogStore*, KlFile*, const void *p, size_t n, int64_t iOff,
              char **pzErr);
+/* Exactly n bytes at iOff; SQLITE_IOERR_SHORT_READ (no message) at EOF. */
+int kl_read(KvLogStore*, const WalIo*, KlFile*, void *p, size_t n,
+            int64_t iOff, char **pzErr);
 int kl_fsync(KvLogStore*, KlFile*, char **pzErr);
 int kl_syncdir(KvLogStore*, char **pzErr);
+/* A KlFile (one reference, fd -1) for file iNum of kind eKind; NULL on
+** OOM.  kl_file_unref closes it and, if doomed, unlinks it. */
+KlFile *kl_file_new(KvLogStore*, uint32_t iNum, int eKind);
+void kl_file_unref(KlFile*);
+/* The KL_HDR header bytes of file iNum of kind eKind, and its check:
+** NULL when a holds the header of pFile, else the reason. */
+void kl_file_header(uint8_t *a, uint32_t iNum, int eKind);
+const char *kl_header_check(const uint8_t *a, const KlFile *pFile);
+/* Create (truncating) file iNum and write its header; nothing is left
+** behind on failure. */
+int kl_file_create(KvLogStore*, uint32_t iNum, int eKind, KlFile **ppFile,
+                   char **pzErr);
+/* Sets: kl_set_new has room for nFile files and holds none; kl_set_with
+** is a copy of pOld plus pAdd (references taken on every file). */
 KlSet *kl_set_new(int nFile);
+KlSet *kl_set_ref(KlSet*);
 void kl_set_unref(KlSet*);
 KlFile *kl_set_find(KlSet*, uint32_t iNum);
+KlSet *kl_set_with(KlSet *pOld, KlFile *pAdd);
+/* Check the frame at a (nAvail bytes) and parse it: NULL if whole and
+** valid, else the reason. */
+const char *kl_frame_parse(const uint8_t *a, int64_t nAvail, KlFrame *pOut);
+/* Read and check the frame at *pLoc (holding key aKey, unless NULL) into
+** pOut: the value alone with bValueOnly, else the whole frame. */
 int kl_read_frame(KlSet*, const KlLoc*, const void *aKey, int nKey,
                   KvLogBuf *pOut, int bValueOnly, char **pzErr);
-int kl_buf_reserve(KvLogBuf*, int64_t n);
-int kl_roll_locked(KvLogStore*, char **pzErr);
-void kl_sync_point_locked(KvLogStore*);
-int kl_sync_locked(KvLogStore*, char **pzErr);
 void kl_delta_free(KlDelta*);
-int kl_step(KvLogStore*, int eStep, char **pzErr);
-
-/* kv_logcompact.c, used by kv_logstore.c */
+/* muWrite held: remember the current index as the last durable one. */
+void kl_sync_point_locked(KvLogStore*);
+/* muWrite held: sync the active file (and the directory when a file was
+** created); on failure the index goes back to the last sync point and
+** the store refuses writes until reopened. */
+int kl_sync_locked(KvLogStore*, char **pzErr);
+/* muWrite held: sync, then start a new active log file. */
+int kl_roll_locked(KvLogStore*, char **pzErr);
+/* MANIFEST: read it (no file: M 0, no list), or replace it (temp file,
+** fsync, rename, directory fsync), reporting each
+** KVLOG_STEP_MANIFEST_TMP..COMMITTED.  *pbRenamed is set once the rename
+** happened: from then on the new set may be the one on disk. */
 int kl_manifest_read(KvLogStore*, uint32_t *piMerged, uint64_t *pMaxCid,
                      uint32_t **paList, int *pnList, char **pzErr);
-/* Replace MANIFEST (temp file, fsync, rename, directory fsync), reporting
-** each KVLOG_STEP_MANIFEST_TMP..COMMITTED.  *pbRenamed is set once the
-** rename happened: from then on the new set may be the one on disk. */
 int kl_manifest_write(KvLogStore*, uint32_t iMerged, uint64_t maxCid,
                       const uint32_t *aList, int nList, int *pbRenamed,
                       char **pzErr);
+
+/* ---- logcompact.c: used by logstore.c (its background thread) ----
+** kv_logstore_compact, declared in logstore.h. */
 
 #endif /* DEPOT_KV_LOGSTORE_INT_H */

@@ -1,6 +1,6 @@
 /*
-** kv_map.c -- the persistent (copy-on-write) ordered map of byte keys (see
-** kv_map.h for the contract).
+** map.c -- the persistent (copy-on-write) ordered map of byte keys (see
+** map.h for the contract).
 **
 ** Shape: a B+tree of fan-out KVM_FAN (32).  Chosen over a binary
 ** persistent tree (AVL, weight-balanced) because a lookup touches about
@@ -28,12 +28,13 @@
 **             atomic reference count (kv_map_ref shares the struct).
 **
 ** Entries in their own allocations rather than packed into the leaf's: a
-** packed leaf (append-only byte area, compacted on growth) was measured on
-** the kv_map_put bench and was no faster when a snapshot forces path
-** copies and about a third slower for in-place updates, which must move
-** the leaf whenever its byte area fills.  kv_map_put copies the given
-** bytes into the new entry before it changes anything, so they may point
-** into the map being updated.
+** packed leaf (an append-only byte area, compacted on growth) gains
+** nothing when a snapshot forces path copies, and slows in-place updates,
+** which must move the leaf whenever its byte area fills (measured with
+** the kv_map_put workload of make bench; docs/PERFORMANCE.md has the
+** figures).
+** kv_map_put copies the given bytes into the new entry before it changes
+** anything, so they may point into the map being updated.
 **
 ** Updates work top-down.  A node is changed in place only when it and
 ** every node above it on the path has reference count 1; any other node on

@@ -1,6 +1,6 @@
 /*
-** kv_map.h -- a persistent (copy-on-write) ordered map of byte keys
-** (private to ext/).  It is the storage of kv_memory tables, the write
+** map.h -- a persistent (copy-on-write) ordered map of byte keys (private
+** to ext/kv/; map.c).  It is the storage of kv_memory tables, the write
 ** overlay of kv_btree, the in-memory index of kv_log and the per-transaction
 ** write sets.
 **
@@ -11,7 +11,8 @@
 ** updates are O(log n); a cursor walks a version forward or backward.
 **
 ** Keys order by memcmp() over their common length, a shorter key first
-** when it is a prefix of the other (the order of kv_codec key encodings).
+** when it is a prefix of the other (the order of the key encodings of
+** kv.h).
 **
 ** Entries: key bytes -> (value bytes, 64-bit revision, tombstone flag).  The
 ** revision is the commit sequence number of the write that produced the
@@ -36,18 +37,14 @@
 #ifndef DEPOT_KV_MAP_H
 #define DEPOT_KV_MAP_H
 
+#include "ext/kv/kv.h"             /* KvMapEntry */
 #include <stdint.h>
 
 typedef struct KvMap KvMap;
 typedef struct KvMapCursor KvMapCursor;
 
-typedef struct KvMapEntry KvMapEntry;
-struct KvMapEntry {
-  const uint8_t *aKey; int nKey;   /* valid while the version is referenced */
-  const uint8_t *aVal; int nVal;
-  uint64_t rev;
-  int bTomb;
-};
+/* Entries are KvMapEntry (kv.h); their pointers stay valid while the
+** version they were read from is referenced. */
 
 /* A new empty version (refcount 1), or NULL on OOM. */
 KvMap *kv_map_new(void);

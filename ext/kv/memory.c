@@ -1,6 +1,6 @@
 /*
-** kv_memory.c -- the kv_memory backend: a table's committed state is one
-** copy-on-write ordered map (kv_map.h) in memory.
+** memory.c -- the kv_memory backend: a table's committed state is one
+** copy-on-write ordered map (map.h) in memory.
 **
 ** A snapshot is a reference to the current version, so readers never block
 ** and never see later commits; xApply builds the next version (in place

@@ -1,18 +1,25 @@
 /*
-** kv_txn.c -- root transactions of the KV engine: binding children to
+** txn.c -- root transactions of the KV engine: binding children to
 ** tables, point reads and writes, create/remove table, the conflict check
 ** and reservations of prepare, WAL logging, publication at commit,
-** rollback and savepoints.  The rules are in kv_engine.h.
+** rollback and savepoints.  The rules are in kv.h.
+**
+** Locking: a root is used by one thread at a time and needs no lock of
+** its own; binding, the conflict check with its reservations, and the
+** publication run under the engine mutex; the WAL append and flush of a
+** prepare, and the abort record of a rollback, run without it, so
+** concurrent committers share a group commit.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
+#include "ext/kv/kv_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
 #include <stdlib.h>
 #include <string.h>
 
-static int kvIsPending(const KvTable *t){
+static int txnIsPending(const KvTable *t){
   return t->pData==0 && !t->bLive;
 }
 
@@ -25,7 +32,7 @@ unsigned long long kv_root_who_id(const KvRoot *p){
                       : (unsigned long long)p->tid;
 }
 
-static int kvRootUsable(KvRoot *p, char **pzErr){
+static int txnRootUsable(KvRoot *p, char **pzErr){
   if( p->eState==KV_ROOT_ACTIVE ) return kvEngineFailed(p->pEng, pzErr);
   *pzErr = sqlite3_mprintf("kv: %s %llu is %s",
       kv_root_who(p), kv_root_who_id(p),
@@ -68,7 +75,7 @@ int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
 
 /* ----------------------------------------------------------- children --- */
 
-static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
+static int txnChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
                       KvBackendSnap *pSnap, KvChild **ppChild){
   KvChild *c = sqlite3_malloc64(sizeof(*c));
   if( c==0 ) return SQLITE_NOMEM;
@@ -93,7 +100,7 @@ static int kvChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
 /* Count child c as active on table t, at the end of t's active list (so
 ** the list stays in bind order: the version sweeper keeps the records the
 ** oldest of them may need).  Engine mutex held. */
-static void kvActiveLink(KvTable *t, KvChild *c){
+static void txnActiveLink(KvTable *t, KvChild *c){
   c->bActive = 1;
   c->iBindMs = kvVersionBindStamp(t->pEng);
   c->pActPrev = t->pActLast;
@@ -103,8 +110,8 @@ static void kvActiveLink(KvTable *t, KvChild *c){
   t->nActive++;
 }
 
-/* Undo kvActiveLink; true when no child is active on t any more. */
-static int kvActiveUnlink(KvTable *t, KvChild *c){
+/* Undo txnActiveLink; true when no child is active on t any more. */
+static int txnActiveUnlink(KvTable *t, KvChild *c){
   if( c->pActPrev ) c->pActPrev->pActNext = c->pActNext;
   else t->pActFirst = c->pActNext;
   if( c->pActNext ) c->pActNext->pActPrev = c->pActPrev;
@@ -117,19 +124,19 @@ static int kvActiveUnlink(KvTable *t, KvChild *c){
 ** bLazy (a write binds it): the snapshot waits for the first read, so a
 ** transaction that only writes pins no version of the table, and other
 ** commits can update it in place.  Engine mutex held. */
-static int kvBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
+static int txnBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
                       KvChild **ppChild){
   KvEngine *pEng = p->pEng;
   KvBackendSnap *pSnap = 0;
   int rc = bLazy ? SQLITE_OK : pTab->pBackend->xSnapshot(pTab->pData, &pSnap);
-  if( rc==SQLITE_OK ) rc = kvChildAdd(p, pTab, pEng->iSeq, pSnap, ppChild);
+  if( rc==SQLITE_OK ) rc = txnChildAdd(p, pTab, pEng->iSeq, pSnap, ppChild);
   if( rc!=SQLITE_OK ){
     if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
     return rc;
   }
   pTab->nRef++;
   (*ppChild)->bSchema = bSchema;
-  if( !bSchema ) kvActiveLink(pTab, *ppChild);
+  if( !bSchema ) txnActiveLink(pTab, *ppChild);
   (*ppChild)->bSnapLater = bLazy;
   return SQLITE_OK;
 }
@@ -156,7 +163,7 @@ int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr){
   return SQLITE_OK;
 }
 
-static int kvChildSnap(KvRoot *p, KvChild *c, char **pzErr){
+static int txnChildSnap(KvRoot *p, KvChild *c, char **pzErr){
   int rc;
   if( !c->bSnapLater ) return SQLITE_OK;
   pthread_mutex_lock(&p->pEng->mutex);
@@ -165,11 +172,11 @@ static int kvChildSnap(KvRoot *p, KvChild *c, char **pzErr){
   return rc;
 }
 
-static int kvSchemaChild(KvRoot *p, KvChild **ppChild){
+static int txnSchemaChild(KvRoot *p, KvChild **ppChild){
   int rc = SQLITE_OK;
   if( p->pSchema==0 ){
     pthread_mutex_lock(&p->pEng->mutex);
-    rc = kvBindLive(p, p->pEng->pMeta, 1, 0, &p->pSchema);
+    rc = txnBindLive(p, p->pEng->pMeta, 1, 0, &p->pSchema);
     pthread_mutex_unlock(&p->pEng->mutex);
   }
   *ppChild = p->pSchema;
@@ -178,7 +185,7 @@ static int kvSchemaChild(KvRoot *p, KvChild **ppChild){
 
 /* What the root's own catalog writes say about zTab: 0 nothing, 1 created
 ** (*ppNew is its pending table), 2 removed. */
-static int kvOwnSchema(KvRoot *p, const char *zTab, int nTab, KvTable **ppNew){
+static int txnOwnSchema(KvRoot *p, const char *zTab, int nTab, KvTable **ppNew){
   KvMapEntry e;
   int i;
   *ppNew = 0;
@@ -194,7 +201,7 @@ static int kvOwnSchema(KvRoot *p, const char *zTab, int nTab, KvTable **ppNew){
   return 1;
 }
 
-static int kvNoSuchTable(KvRoot *p, const char *zTab, int nTab, char **pzErr){
+static int txnNoSuchTable(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   const char *zDir = p->pEng->zDir;
   *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
                            zDir ? zDir : "in memory");
@@ -203,12 +210,12 @@ static int kvNoSuchTable(KvRoot *p, const char *zTab, int nTab, char **pzErr){
 
 /* Find or make the root's child for data table zTab (bWrite: for a write,
 ** which puts its snapshot off until the first read). */
-static int kvBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
+static int txnBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
                   KvChild **ppChild, char **pzErr){
   KvTable *pNew = 0, *pTab;
   int i, eOwn, rc;
   *ppChild = 0;
-  if( (rc = kvRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = txnRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
   if( p->bRemove ){
     *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
                              "transaction");
@@ -218,41 +225,41 @@ static int kvBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
     KvChild *c = p->apChild[i];
     if( !c->bSchema && c->pTab->nName==nTab
      && memcmp(c->pTab->zName, zTab, nTab)==0 ){
-      if( kvIsPending(c->pTab) && kvOwnSchema(p, zTab, nTab, &pNew)!=1 ){
-        return kvNoSuchTable(p, zTab, nTab, pzErr);
+      if( txnIsPending(c->pTab) && txnOwnSchema(p, zTab, nTab, &pNew)!=1 ){
+        return txnNoSuchTable(p, zTab, nTab, pzErr);
       }
       *ppChild = c;
       return SQLITE_OK;
     }
   }
   if( (rc = kv_name_check(zTab, nTab, pzErr))!=SQLITE_OK ) return rc;
-  eOwn = kvOwnSchema(p, zTab, nTab, &pNew);
-  if( eOwn==2 ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  eOwn = txnOwnSchema(p, zTab, nTab, &pNew);
+  if( eOwn==2 ) return txnNoSuchTable(p, zTab, nTab, pzErr);
   pthread_mutex_lock(&p->pEng->mutex);
   if( eOwn==1 && pNew ){
-    rc = kvChildAdd(p, pNew, p->pEng->iSeq, 0, ppChild);
+    rc = txnChildAdd(p, pNew, p->pEng->iSeq, 0, ppChild);
     if( rc==SQLITE_OK ) pNew->nRef++;
   }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
-    rc = kvBindLive(p, pTab, 0, bWrite, ppChild);
+    rc = txnBindLive(p, pTab, 0, bWrite, ppChild);
     if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
   }else{
     rc = SQLITE_NOTFOUND;
   }
   pthread_mutex_unlock(&p->pEng->mutex);
-  if( rc==SQLITE_NOTFOUND ) return kvNoSuchTable(p, zTab, nTab, pzErr);
+  if( rc==SQLITE_NOTFOUND ) return txnNoSuchTable(p, zTab, nTab, pzErr);
   return rc;
 }
 
 /* ------------------------------------------------------ reads, writes --- */
 
-static int kvCopyOut(KvBuf *pVal, const KvMapEntry *e){
+static int txnCopyOut(KvBuf *pVal, const KvMapEntry *e){
   kv_buf_reset(pVal);
   return kv_buf_append(pVal, e->aVal, e->nVal);
 }
 
 /* Point read of the committed side: a failure gets the backend's message
 ** (e.g. the damaged log file and offset) or a generic one. */
-static int kvSnapGet(KvTable *t, KvBackendSnap *pSnap, const uint8_t *aKey,
+static int txnSnapGet(KvTable *t, KvBackendSnap *pSnap, const uint8_t *aKey,
                      int nKey, int *pbFound, KvMapEntry *pE, char **pzErr){
   int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, pE);
   if( rc!=SQLITE_OK && *pzErr==0 ){
@@ -266,7 +273,7 @@ static int kvSnapGet(KvTable *t, KvBackendSnap *pSnap, const uint8_t *aKey,
 }
 
 /* A read with no root: the latest committed state. */
-static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
+static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
                          const uint8_t *aKey, int nKey, KvBuf *pVal,
                          int *pbFound, char **pzErr){
   KvBackendSnap *pSnap = 0;
@@ -287,8 +294,8 @@ static int kvGetDetached(KvEngine *pEng, const char *zTab, int nTab,
     return SQLITE_ERROR;
   }
   if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
-  if( rc==SQLITE_OK ) rc = kvSnapGet(pTab, pSnap, aKey, nKey, pbFound, &e, pzErr);
-  if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+  if( rc==SQLITE_OK ) rc = txnSnapGet(pTab, pSnap, aKey, nKey, pbFound, &e, pzErr);
+  if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
   if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
   pthread_mutex_lock(&pEng->mutex);
   kvTableUnref(pTab);
@@ -304,23 +311,23 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   int rc;
   *pbFound = 0;
   if( p==0 ){
-    return kvGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
+    return txnGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
   }
-  if( (rc = kvRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = txnRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
   if( (rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr))!=SQLITE_OK ){
     return rc;
   }
-  if( (rc = kvBind(p, zTab, nTab, 0, &c, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = txnBind(p, zTab, nTab, 0, &c, pzErr))!=SQLITE_OK ) return rc;
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
     *pbFound = !e.bTomb;
-    return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
+    return e.bTomb ? SQLITE_OK : txnCopyOut(pVal, &e);
   }
-  if( (rc = kvChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = txnChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
   if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
   rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
   if( rc==SQLITE_OK && c->pSnap ){
-    rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
-    if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+    rc = txnSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
+    if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
   }
   return rc;
 }
@@ -329,17 +336,17 @@ int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
             int nKey, KvBuf *pVal, int *pbFound, char **pzErr){
   KvChild *c = 0;
   KvMapEntry e;
-  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  int rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
   *pbFound = 0;
   if( rc!=SQLITE_OK ) return rc;
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
     *pbFound = !e.bTomb;
-    return e.bTomb ? SQLITE_OK : kvCopyOut(pVal, &e);
+    return e.bTomb ? SQLITE_OK : txnCopyOut(pVal, &e);
   }
-  if( (rc = kvChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
+  if( (rc = txnChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
   if( c->pSnap ){
-    rc = kvSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
-    if( rc==SQLITE_OK && *pbFound ) rc = kvCopyOut(pVal, &e);
+    rc = txnSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
+    if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
   }
   return rc;
 }
@@ -348,18 +355,18 @@ int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
                int nKey, char **pzErr){
   KvChild *c = 0;
   KvMapEntry e;
-  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  int rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   /* A key the root writes is reserved by its write, which conflicts with
   ** every read and write another root checks against it, and the root's
-  ** own check of its reads skips its written keys (kvCheckRoot). */
+  ** own check of its reads skips its written keys (txnCheckRoot). */
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ) return SQLITE_OK;
   if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
   return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
 }
 
 /* memcmp order over the common length, a prefix first (kv_map's). */
-static int kvKeyCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
+static int txnKeyCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
   int c = memcmp(a, b, (size_t)(na<nb ? na : nb));
   return c ? c : na - nb;
 }
@@ -374,7 +381,7 @@ int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
   KvChild *c = 0;
   KvMapCursor *pCsr = 0;
   KvMapEntry e;
-  int i, bOn = 0, rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
+  int i, bOn = 0, rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
   if( rc!=SQLITE_OK || n==0 ) return rc;
   if( kv_map_count(c->pWrite)>0 ){
     if( (pCsr = kv_map_cursor_new(c->pWrite))==0 ) return SQLITE_NOMEM;
@@ -384,7 +391,7 @@ int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
   for(i=0; rc==SQLITE_OK && i<n; i++){
     const uint8_t *aKey = KV_NTH_KEY(i);
     int nKey = KV_NTH_LEN(i), cmp = 1;
-    while( bOn && (cmp = kvKeyCmp(e.aKey, e.nKey, aKey, nKey))<0 ){
+    while( bOn && (cmp = txnKeyCmp(e.aKey, e.nKey, aKey, nKey))<0 ){
       if( (bOn = kv_map_cursor_next(pCsr))!=0 ) kv_map_cursor_entry(pCsr, &e);
     }
     if( bOn && cmp==0 ) continue;      /* written: the write reserves it */
@@ -400,7 +407,7 @@ int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
 int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, const uint8_t *aVal, int nVal, char **pzErr){
   KvChild *c = 0;
-  int rc = kvBind(p, zTab, nTab, 1, &c, pzErr);
+  int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
   if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, 0);
   return rc;
 }
@@ -408,15 +415,15 @@ int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
 int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, char **pzErr){
   KvChild *c = 0;
-  int rc = kvBind(p, zTab, nTab, 1, &c, pzErr);
+  int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
   if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, 0, 0, 0, 1);
   return rc;
 }
 
 int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   KvChild *c = 0;
-  int rc = kvBind(p, zTab, nTab, 0, &c, pzErr);
-  if( rc==SQLITE_OK ) rc = kvChildSnap(p, c, pzErr);
+  int rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc==SQLITE_OK ) rc = txnChildSnap(p, c, pzErr);
   return rc;
 }
 
@@ -434,7 +441,7 @@ int kv_root_has_writes(KvRoot *p){
 int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
                   KvMeta *pMeta, int *pbFound){
   KvTable *pT = 0;
-  int eOwn = p ? kvOwnSchema(p, zTab, nTab, &pT) : 0;
+  int eOwn = p ? txnOwnSchema(p, zTab, nTab, &pT) : 0;
   int rc = SQLITE_OK;
   memset(pMeta, 0, sizeof(*pMeta));
   *pbFound = 0;
@@ -456,9 +463,9 @@ int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   return rc;
 }
 
-static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
+static int txnCreateCheck(KvRoot *p, const char *zTab, int nTab,
                          const char *zType, int bPersist, char **pzErr){
-  int i, rc = kvRootUsable(p, pzErr);
+  int i, rc = txnRootUsable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( kvBackendFind(zType)==0 ){
@@ -495,7 +502,7 @@ static int kvCreateCheck(KvRoot *p, const char *zTab, int nTab,
 
 /* The pending table object for a create, reusing one made earlier in this
 ** root (after a rollback to a savepoint) so bound children stay valid. */
-static int kvPendingTable(KvRoot *p, const char *zTab, int nTab,
+static int txnPendingTable(KvRoot *p, const char *zTab, int nTab,
                           const KvMeta *pMeta, char **pzErr){
   KvTable *pT = 0, **a;
   int i, rc;
@@ -525,7 +532,7 @@ int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
   KvBuf buf = {0, 0, 0};
   KvChild *s = 0;
   int bFound = 0;
-  int rc = kvCreateCheck(p, zTab, nTab, zType, bPersist, pzErr);
+  int rc = txnCreateCheck(p, zTab, nTab, zType, bPersist, pzErr);
   *pbCreated = 0;
   if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
   if( rc!=SQLITE_OK ) return rc;
@@ -545,9 +552,9 @@ int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
   pthread_mutex_lock(&p->pEng->mutex);
   meta.iId = p->pEng->iNextTableId++;
   pthread_mutex_unlock(&p->pEng->mutex);
-  rc = kvSchemaChild(p, &s);
+  rc = txnSchemaChild(p, &s);
   if( rc==SQLITE_OK ) rc = kv_meta_encode(&meta, &buf);
-  if( rc==SQLITE_OK ) rc = kvPendingTable(p, zTab, nTab, &meta, pzErr);
+  if( rc==SQLITE_OK ) rc = txnPendingTable(p, zTab, nTab, &meta, pzErr);
   if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, buf.a, buf.n, 0, 0);
   if( rc==SQLITE_OK ) *pbCreated = 1;
   kv_buf_free(&buf);
@@ -558,7 +565,7 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   KvChild *s = 0;
   KvMeta meta;
   int bFound = 0;
-  int rc = kvRootUsable(p, pzErr);
+  int rc = txnRootUsable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( p->nChild>0 ){
@@ -568,8 +575,8 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   }
   rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
   kv_meta_clear(&meta);
-  if( rc==SQLITE_OK && !bFound ) return kvNoSuchTable(p, zTab, nTab, pzErr);
-  if( rc==SQLITE_OK ) rc = kvSchemaChild(p, &s);
+  if( rc==SQLITE_OK && !bFound ) return txnNoSuchTable(p, zTab, nTab, pzErr);
+  if( rc==SQLITE_OK ) rc = txnSchemaChild(p, &s);
   if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, 0, 0, 0, 1);
   if( rc==SQLITE_OK ) p->bRemove = 1;
   return rc;
@@ -599,47 +606,47 @@ int kvConflictAddKind(KvRoot *p, const char *zTab, int nTab,
   return SQLITE_OK;
 }
 
-static int kvConflictAdd(KvRoot *p, const char *zTab, int nTab,
+static int txnConflictAdd(KvRoot *p, const char *zTab, int nTab,
                          const uint8_t *aKey, int nKey){
   return kvConflictAddKind(p, zTab, nTab, aKey, nKey, KV_CONFLICT_TXN);
 }
 
-static int kvBytesCmp(const void *a, int na, const void *b, int nb){
+static int txnBytesCmp(const void *a, int na, const void *b, int nb){
   int c = memcmp(a, b, na<nb ? na : nb);
   return c ? c : na-nb;
 }
 
 /* Is c a table-level conflict (catalog table, key = the table's name)? */
-static int kvConflictIsTable(const KvConflict *c){
+static int txnConflictIsTable(const KvConflict *c){
   return c->nTable==(int)strlen(KV_META_TABLE)
       && memcmp(c->zTable, KV_META_TABLE, c->nTable)==0;
 }
 
 /* Order: by the name of the table concerned, a table-level conflict before
 ** that table's keys, then by key bytes. */
-static int kvConflictCmp(const void *pA, const void *pB){
+static int txnConflictCmp(const void *pA, const void *pB){
   const KvConflict *a = pA, *b = pB;
-  int bA = kvConflictIsTable(a), bB = kvConflictIsTable(b), c;
-  c = kvBytesCmp(bA ? (const char*)a->aKey : a->zTable, bA ? a->nKey : a->nTable,
+  int bA = txnConflictIsTable(a), bB = txnConflictIsTable(b), c;
+  c = txnBytesCmp(bA ? (const char*)a->aKey : a->zTable, bA ? a->nKey : a->nTable,
                  bB ? (const char*)b->aKey : b->zTable, bB ? b->nKey : b->nTable);
   if( c==0 ) c = bB - bA;
-  return (c || bA) ? c : kvBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
+  return (c || bA) ? c : txnBytesCmp(a->aKey, a->nKey, b->aKey, b->nKey);
 }
 
 /* Sort order: the key order, then version_mismatch first (so dedup keeps
 ** it when both kinds hit one key). */
-static int kvConflictSortCmp(const void *pA, const void *pB){
+static int txnConflictSortCmp(const void *pA, const void *pB){
   const KvConflict *a = pA, *b = pB;
-  int c = kvConflictCmp(pA, pB);
+  int c = txnConflictCmp(pA, pB);
   return c ? c : b->eKind - a->eKind;
 }
 
-static void kvConflictSort(KvRoot *p){
+static void txnConflictSort(KvRoot *p){
   int i, j = 0;
   if( p->nConflict==0 ) return;
-  qsort(p->aConflict, p->nConflict, sizeof(KvConflict), kvConflictSortCmp);
+  qsort(p->aConflict, p->nConflict, sizeof(KvConflict), txnConflictSortCmp);
   for(i=1; i<p->nConflict; i++){
-    if( kvConflictCmp(&p->aConflict[j], &p->aConflict[i])==0 ){
+    if( txnConflictCmp(&p->aConflict[j], &p->aConflict[i])==0 ){
       sqlite3_free((char*)p->aConflict[i].zTable);
     }else{
       p->aConflict[++j] = p->aConflict[i];
@@ -649,7 +656,7 @@ static void kvConflictSort(KvRoot *p){
 }
 
 /* The child of prepared root q on table t, if any. */
-static KvChild *kvChildOn(KvRoot *q, KvTable *t){
+static KvChild *txnChildOn(KvRoot *q, KvTable *t){
   int i;
   for(i=0; i<q->nChild; i++){
     if( q->apChild[i]->pTab==t ) return q->apChild[i];
@@ -658,7 +665,7 @@ static KvChild *kvChildOn(KvRoot *q, KvTable *t){
 }
 
 /* Does key k of child c (bWrite: c writes it) conflict?  Engine mutex. */
-static int kvKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
+static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
                           int nKey, int bWrite){
   KvMapEntry e;
   KvRoot *q;
@@ -667,7 +674,7 @@ static int kvKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
     return 1;
   }
   for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
-    KvChild *d = q==p ? 0 : kvChildOn(q, c->pTab);
+    KvChild *d = q==p ? 0 : txnChildOn(q, c->pTab);
     int bStrict;
     if( d==0 ) continue;
     bStrict = c->bSchema || d->bSchema;
@@ -680,7 +687,7 @@ static int kvKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
 }
 
 /* Check every key of map pKeys (skipping those in pSkip). */
-static int kvCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
+static int txnCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
                        int bWrite){
   KvMapCursor *pCsr;
   KvMapEntry e, e2;
@@ -693,8 +700,8 @@ static int kvCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
       bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
     kv_map_cursor_entry(pCsr, &e);
     if( pSkip && kv_map_get(pSkip, e.aKey, e.nKey, &e2) ) continue;
-    if( kvKeyConflicts(p, c, e.aKey, e.nKey, bWrite) ){
-      rc = kvConflictAdd(p, c->pTab->zName, c->pTab->nName, e.aKey, e.nKey);
+    if( txnKeyConflicts(p, c, e.aKey, e.nKey, bWrite) ){
+      rc = txnConflictAdd(p, c->pTab->zName, c->pTab->nName, e.aKey, e.nKey);
     }
   }
   kv_map_cursor_free(pCsr);
@@ -703,7 +710,7 @@ static int kvCheckKeys(KvRoot *p, KvChild *c, KvMap *pKeys, KvMap *pSkip,
 
 /* Did the catalog entry of data child c's table change since it bound?
 ** Engine mutex held. */
-static int kvTableRedefinedLocked(KvRoot *p, KvChild *c){
+static int txnTableRedefinedLocked(KvRoot *p, KvChild *c){
   KvTable *pMeta = p->pEng->pMeta;
   KvMapEntry e;
   KvRoot *q;
@@ -722,24 +729,24 @@ static int kvTableRedefinedLocked(KvRoot *p, KvChild *c){
 }
 
 /* Collect every conflict of the root (engine mutex held). */
-static int kvCheckRoot(KvRoot *p){
+static int txnCheckRoot(KvRoot *p){
   int i, rc = SQLITE_OK;
   for(i=0; i<p->nChild && rc==SQLITE_OK; i++){
     KvChild *c = p->apChild[i];
-    if( kvIsPending(c->pTab) ) continue;    /* nobody else can see it */
+    if( txnIsPending(c->pTab) ) continue;    /* nobody else can see it */
     if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead)
-     && kvTableRedefinedLocked(p, c) ){
-      rc = kvConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
+     && txnTableRedefinedLocked(p, c) ){
+      rc = txnConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
                          (const uint8_t*)c->pTab->zName, c->pTab->nName);
     }
-    if( rc==SQLITE_OK ) rc = kvCheckKeys(p, c, c->pWrite, 0, 1);
-    if( rc==SQLITE_OK ) rc = kvCheckKeys(p, c, c->pRead, c->pWrite, 0);
+    if( rc==SQLITE_OK ) rc = txnCheckKeys(p, c, c->pWrite, 0, 1);
+    if( rc==SQLITE_OK ) rc = txnCheckKeys(p, c, c->pRead, c->pWrite, 0);
   }
   return rc;
 }
 
 /* "kv: ... t1 key 'a', table t2 (created or removed concurrently)" */
-static char *kvConflictMessage(KvRoot *p){
+static char *txnConflictMessage(KvRoot *p){
   char *z = sqlite3_mprintf("kv: transaction conflicts with a concurrent "
       "commit on %d key%s:", p->nConflict, p->nConflict==1 ? "" : "s");
   int i;
@@ -770,7 +777,7 @@ int kv_root_conflicts(KvRoot *p, const KvConflict **pa){
 
 /* ------------------------------------------------------------ finish --- */
 
-static void kvSavepointsClear(KvRoot *p, int nKeep){
+static void txnSavepointsClear(KvRoot *p, int nKeep){
   while( p->nSp>nKeep ){
     KvSavepoint *s = &p->aSp[--p->nSp];
     int i;
@@ -779,7 +786,7 @@ static void kvSavepointsClear(KvRoot *p, int nKeep){
   }
 }
 
-static void kvUnlinkPrepared(KvRoot *p){
+static void txnUnlinkPrepared(KvRoot *p){
   KvRoot **pp;
   for(pp=&p->pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
     if( *pp==p ){ *pp = p->pNextPrepared; break; }
@@ -788,13 +795,13 @@ static void kvUnlinkPrepared(KvRoot *p){
 }
 
 /* The root ends without publishing: delete the files its prepare made for
-** the tables it creates (kvOpenNewTables), so a create that fails or is
+** the tables it creates (txnOpenNewTables), so a create that fails or is
 ** rolled back leaves no file behind.  Only for a root whose record will
 ** never be applied, or that a replay would create afresh (xOpen with
 ** bCreate makes the files again).  Errors are logged: the table never
 ** existed, and a later table gets a higher id than leftover files
 ** (xStoreMaxId). */
-static void kvDropNewTableFiles(KvRoot *p){
+static void txnDropNewTableFiles(KvRoot *p){
   int i;
   for(i=0; i<p->nNew; i++){
     KvTable *t = p->apNew[i];
@@ -811,18 +818,18 @@ static void kvDropNewTableFiles(KvRoot *p){
 }
 
 /* Release every child, pending table and savepoint of the root. */
-static void kvRootFinish(KvRoot *p, int eState){
+static void txnRootFinish(KvRoot *p, int eState){
   KvEngine *pEng = p->pEng;
   int i;
   pthread_mutex_lock(&pEng->mutex);
-  kvUnlinkPrepared(p);
+  txnUnlinkPrepared(p);
   for(i=0; i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     KvTable *t = c->pTab;
     if( c->pSnap ) t->pBackend->xSnapshotFree(c->pSnap);
     /* Only children bound live counted themselves: a table this root
     ** created is live by now if it committed, but was never counted. */
-    if( c->bActive && kvActiveUnlink(t, c) ){
+    if( c->bActive && txnActiveUnlink(t, c) ){
       kv_map_unref(t->pRev);      /* no older snapshot needs them now */
       t->pRev = 0;
       t->nRevKept = 0;
@@ -841,7 +848,7 @@ static void kvRootFinish(KvRoot *p, int eState){
   p->apChild = 0; p->nChild = p->nChildAlloc = 0;
   p->apNew = 0; p->nNew = 0;
   p->pSchema = 0;
-  kvSavepointsClear(p, 0);
+  txnSavepointsClear(p, 0);
   sqlite3_free(p->aSp);
   p->aSp = 0;
   p->eState = eState;
@@ -851,7 +858,7 @@ static void kvRootFinish(KvRoot *p, int eState){
 ** withdraw the record with a durable abort record (tried twice: after a
 ** failed flush the log moves to a fresh segment).  If that cannot be done
 ** the store stops (kvEngineFailAbort) and the error is returned. */
-static int kvRootAbortRecord(KvRoot *p, char **pzErr){
+static int txnRootAbortRecord(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   char *zErr = 0;
   int rc;
@@ -876,9 +883,9 @@ static int kvRootAbortRecord(KvRoot *p, char **pzErr){
 int kv_root_rollback_err(KvRoot *p, char **pzErr){
   int rc = SQLITE_OK;
   if( p->eState==KV_ROOT_ACTIVE || p->eState==KV_ROOT_PREPARED ){
-    rc = kvRootAbortRecord(p, pzErr);
-    if( rc==SQLITE_OK ) kvDropNewTableFiles(p);
-    kvRootFinish(p, KV_ROOT_DONE);
+    rc = txnRootAbortRecord(p, pzErr);
+    if( rc==SQLITE_OK ) txnDropNewTableFiles(p);
+    txnRootFinish(p, KV_ROOT_DONE);
   }
   return rc;
 }
@@ -888,12 +895,12 @@ void kv_root_rollback(KvRoot *p){
 }
 
 /* The tables root p creates go back to pending, as before its prepare:
-** the files kvOpenNewTables made for them are deleted (as by a rollback)
+** the files txnOpenNewTables made for them are deleted (as by a rollback)
 ** and closed; the next prepare makes them again.  Nobody else sees these
 ** tables, so no lock is needed. */
-static void kvNewTablesPending(KvRoot *p){
+static void txnNewTablesPending(KvRoot *p){
   int i;
-  kvDropNewTableFiles(p);
+  txnDropNewTableFiles(p);
   for(i=0; i<p->nNew; i++){
     KvTable *t = p->apNew[i];
     if( t->bLive || t->pData==0 ) continue;
@@ -905,14 +912,14 @@ static void kvNewTablesPending(KvRoot *p){
 int kv_root_unprepare(KvRoot *p, char **pzErr){
   int rc;
   if( p->eState!=KV_ROOT_PREPARED ) return SQLITE_OK;
-  rc = kvRootAbortRecord(p, pzErr);
+  rc = txnRootAbortRecord(p, pzErr);
   if( rc!=SQLITE_OK ){
-    kvRootFinish(p, KV_ROOT_DONE);
+    txnRootFinish(p, KV_ROOT_DONE);
     return rc;
   }
-  kvNewTablesPending(p);
+  txnNewTablesPending(p);
   pthread_mutex_lock(&p->pEng->mutex);
-  kvUnlinkPrepared(p);
+  txnUnlinkPrepared(p);
   p->eState = KV_ROOT_ACTIVE;
   pthread_mutex_unlock(&p->pEng->mutex);
   return SQLITE_OK;
@@ -931,17 +938,17 @@ void kv_root_free(KvRoot *p){
 
 /* ----------------------------------------------------------- prepare --- */
 
-static int kvIsLogged(KvRoot *p, KvChild *c){
+static int txnIsLogged(KvRoot *p, KvChild *c){
   return p->pEng->pWal && c->pTab->meta.bPersist
       && kv_map_count(c->pWrite)>0;
 }
 
 /* Must the WAL record of root p wait for child c to confirm it? */
-static int kvIsPendingConfirm(KvRoot *p, KvChild *c){
-  return kvIsLogged(p, c) && (c->bSchema || !c->pTab->pBackend->bNoDataFile);
+static int txnIsPendingConfirm(KvRoot *p, KvChild *c){
+  return txnIsLogged(p, c) && (c->bSchema || !c->pTab->pBackend->bNoDataFile);
 }
 
-static int kvRecordTable(WalRecordBuilder *pRec, KvChild *c){
+static int txnRecordTable(WalRecordBuilder *pRec, KvChild *c){
   KvMapCursor *pCsr = kv_map_cursor_new(c->pWrite);
   KvMapEntry e;
   int bOn, rc;
@@ -957,15 +964,15 @@ static int kvRecordTable(WalRecordBuilder *pRec, KvChild *c){
 }
 
 /* Append the root's persistent writes to the WAL (nothing if none).  The
-** record waits for the confirmations of the tables kvIsPendingConfirm()
+** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
 #define KV_LOG_STACK_NAMES 8
-static int kvRootLog(KvRoot *p, char **pzErr){
+static int txnRootLog(KvRoot *p, char **pzErr){
   WalRecordBuilder *pRec;
   const char *azStack[KV_LOG_STACK_NAMES], **az = azStack;
   int anStack[KV_LOG_STACK_NAMES], *an = anStack;
   int i, n = 0, nPend = 0, rc = SQLITE_OK;
-  for(i=0; i<p->nChild; i++) n += kvIsLogged(p, p->apChild[i]);
+  for(i=0; i<p->nChild; i++) n += txnIsLogged(p, p->apChild[i]);
   if( n==0 ) return SQLITE_OK;
   pRec = wal_record_new(p->tid);
   if( n>KV_LOG_STACK_NAMES ){
@@ -975,12 +982,12 @@ static int kvRootLog(KvRoot *p, char **pzErr){
   if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
   for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
-    if( !kvIsLogged(p, c) ) continue;
-    if( kvIsPendingConfirm(p, c) ){
+    if( !txnIsLogged(p, c) ) continue;
+    if( txnIsPendingConfirm(p, c) ){
       az[nPend] = c->pTab->zName;
       an[nPend++] = c->pTab->nName;
     }
-    rc = kvRecordTable(pRec, c);
+    rc = txnRecordTable(pRec, c);
   }
   if( rc==SQLITE_OK ){
     rc = wal_append(p->pEng->pWal, pRec, nPend, az, an, &p->cid, pzErr);
@@ -995,7 +1002,7 @@ static int kvRootLog(KvRoot *p, char **pzErr){
 ** at publication?  (A backend that knows it would refuse them - a kv_log
 ** table whose log failed - fails the prepare here, with nothing logged,
 ** instead of failing the publication after the WAL flush.) */
-static int kvCheckWritable(KvRoot *p, char **pzErr){
+static int txnCheckWritable(KvRoot *p, char **pzErr){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
@@ -1010,7 +1017,7 @@ static int kvCheckWritable(KvRoot *p, char **pzErr){
 }
 
 int kv_root_prepare(KvRoot *p, char **pzErr){
-  int rc = kvRootUsable(p, pzErr);
+  int rc = txnRootUsable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   return kvRootPrepareEx(p, 0, 0, pzErr);
@@ -1020,13 +1027,13 @@ int kv_root_prepare(KvRoot *p, char **pzErr){
 ** is logged: a backend that cannot create or open its files (an I/O error)
 ** fails the prepare with that error, so a commit never publishes a table
 ** whose data it cannot reach.  A root that then fails (its WAL append) or
-** is rolled back deletes them again (kvDropNewTableFiles). */
-static int kvOpenNewTables(KvRoot *p, char **pzErr){
+** is rolled back deletes them again (txnDropNewTableFiles). */
+static int txnOpenNewTables(KvRoot *p, char **pzErr){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
     KvTable *t = p->apNew[i], *pOwn = 0;
     if( t->pData ) continue;
-    if( kvOwnSchema(p, t->zName, t->nName, &pOwn)!=1 || pOwn!=t ) continue;
+    if( txnOwnSchema(p, t->zName, t->nName, &pOwn)!=1 || pOwn!=t ) continue;
     rc = kvTableOpenData(t, 1, pzErr);
   }
   return rc;
@@ -1035,11 +1042,11 @@ static int kvOpenNewTables(KvRoot *p, char **pzErr){
 int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr){
   KvEngine *pEng = p->pEng;
-  int rc = kvRootUsable(p, pzErr);
+  int rc = txnRootUsable(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
   if( xCheck ) rc = xCheck(p, pArg);
-  if( rc==SQLITE_OK ) rc = kvCheckRoot(p);
+  if( rc==SQLITE_OK ) rc = txnCheckRoot(p);
   if( rc==SQLITE_OK && p->nConflict==0 ){
     p->eState = KV_ROOT_PREPARED;
     p->pNextPrepared = pEng->pPrepared;
@@ -1047,16 +1054,16 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
   }
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK && p->nConflict>0 ){
-    kvConflictSort(p);
-    *pzErr = kvConflictMessage(p);
+    txnConflictSort(p);
+    *pzErr = txnConflictMessage(p);
     rc = SQLITE_BUSY_SNAPSHOT;
   }
-  if( rc==SQLITE_OK ) rc = kvCheckWritable(p, pzErr);
-  if( rc==SQLITE_OK ) rc = kvOpenNewTables(p, pzErr);
-  if( rc==SQLITE_OK ) rc = kvRootLog(p, pzErr);
+  if( rc==SQLITE_OK ) rc = txnCheckWritable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = txnOpenNewTables(p, pzErr);
+  if( rc==SQLITE_OK ) rc = txnRootLog(p, pzErr);
   if( rc!=SQLITE_OK ){
-    kvDropNewTableFiles(p);
-    kvRootFinish(p, KV_ROOT_FAILED);
+    txnDropNewTableFiles(p);
+    txnRootFinish(p, KV_ROOT_FAILED);
   }
   return rc;
 }
@@ -1071,7 +1078,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
 ** recorded revision), so under a busy workload, where t is never idle and
 ** pRev is never dropped whole, it stays proportional to the commits the
 ** open transactions overlap.  Out of memory keeps pRev as it was. */
-static void kvRevPrune(KvTable *t){
+static void txnRevPrune(KvTable *t){
   KvMapCursor *pCsr;
   KvMapEntry e;
   KvMap *pNew;
@@ -1097,7 +1104,7 @@ static void kvRevPrune(KvTable *t){
 }
 
 /* Record the revisions of c's writes when other children may check them. */
-static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
+static int txnNoteRevisions(KvChild *c, uint64_t iSeq){
   KvMapCursor *pCsr;
   KvMapEntry e;
   int bOn, rc = SQLITE_OK;
@@ -1111,12 +1118,28 @@ static int kvNoteRevisions(KvChild *c, uint64_t iSeq){
     rc = kv_map_put(&c->pTab->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
   }
   kv_map_cursor_free(pCsr);
-  if( rc==SQLITE_OK ) kvRevPrune(c->pTab);
+  if( rc==SQLITE_OK ) txnRevPrune(c->pTab);
   return rc;
 }
 
+#ifdef DEPOT_TEST
+static int txnApplyFault = 0;     /* kv_engine_test_fail_apply */
+
+void kv_engine_test_fail_apply(int n){
+  __atomic_store_n(&txnApplyFault, n, __ATOMIC_SEQ_CST);
+}
+
+/* Should this xApply fail (kv_engine_test_fail_apply)? */
+static int txnApplyFaultNow(void){
+  return __atomic_load_n(&txnApplyFault, __ATOMIC_SEQ_CST)>0
+      && __atomic_sub_fetch(&txnApplyFault, 1, __ATOMIC_SEQ_CST)==0;
+}
+#else
+# define txnApplyFaultNow() 0
+#endif
+
 /* Make every write visible at one new sequence number (engine mutex). */
-static int kvPublish(KvRoot *p, char **pzErr){
+static int txnPublish(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   uint64_t iSeq = ++pEng->iSeq;
   int i, rc = SQLITE_OK;
@@ -1136,25 +1159,25 @@ static int kvPublish(KvRoot *p, char **pzErr){
       c->pTab->pBackend->xSnapshotFree(c->pSnap);
       c->pSnap = 0;
     }
-    rc = kvEngineApplyFault() ? SQLITE_NOMEM
+    rc = txnApplyFaultNow() ? SQLITE_NOMEM
        : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
     if( rc!=SQLITE_OK && *pzErr==0 ) *pzErr = kvApplyErrmsg(c->pTab, rc);
-    if( rc==SQLITE_OK ) rc = kvNoteRevisions(c, iSeq);
+    if( rc==SQLITE_OK ) rc = txnNoteRevisions(c, iSeq);
     if( rc==SQLITE_OK ) rc = kvVersionPublish(p, c->pTab, c->pWrite);
   }
-  kvUnlinkPrepared(p);
+  txnUnlinkPrepared(p);
   return rc;
 }
 
 /* After publication: confirm the WAL record for every table whose effects
 ** are durable now.  Failures leave the record unconfirmed (it is replayed
 ** at the next open) and are logged, not returned: the commit stands. */
-static void kvConfirm(KvRoot *p){
+static void txnConfirm(KvRoot *p){
   int i, rc;
   for(i=0; p->cid && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     char *zErr = 0;
-    if( !kvIsPendingConfirm(p, c) ) continue;
+    if( !txnIsPendingConfirm(p, c) ) continue;
     if( c->bSchema ){
       rc = kvCatalogSave(p->pEng, &zErr);
       if( rc!=SQLITE_OK ){
@@ -1175,7 +1198,7 @@ int kv_root_commit(KvRoot *p, char **pzErr){
   int rc = SQLITE_OK;
   if( p->eState==KV_ROOT_ACTIVE ) rc = kv_root_prepare(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
-  if( p->eState!=KV_ROOT_PREPARED ) return kvRootUsable(p, pzErr);
+  if( p->eState!=KV_ROOT_PREPARED ) return txnRootUsable(p, pzErr);
   if( p->eProto==KV_PROTO_VERSIONED && p->pReceipts==0 ){
     *pzErr = sqlite3_mprintf("kv: %s %llu was prepared with "
         "kv_prepare_with_version; finish it with kv_commit_with_version",
@@ -1185,12 +1208,12 @@ int kv_root_commit(KvRoot *p, char **pzErr){
   pthread_mutex_lock(&p->pEng->mutex);
   rc = kvEngineFailed(p->pEng, pzErr);
   if( rc==SQLITE_OK ){
-    rc = kvPublish(p, pzErr);
+    rc = txnPublish(p, pzErr);
     if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
   }
   pthread_mutex_unlock(&p->pEng->mutex);
-  if( rc==SQLITE_OK ) kvConfirm(p);
-  kvRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);
+  if( rc==SQLITE_OK ) txnConfirm(p);
+  txnRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);
   return rc;
 }
 
@@ -1217,7 +1240,7 @@ int kv_root_savepoint(KvRoot *p, int iLevel){
 void kv_root_release(KvRoot *p, int iLevel){
   int n = p->nSp;
   while( n>0 && p->aSp[n-1].iLevel>=iLevel ) n--;
-  kvSavepointsClear(p, n);
+  txnSavepointsClear(p, n);
 }
 
 /* Back to the write sets as they were when savepoint iLevel was opened.
@@ -1232,10 +1255,10 @@ void kv_root_rollback_to(KvRoot *p, int iLevel){
   if( p->eState!=KV_ROOT_ACTIVE ) return;
   while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
   if( n<p->nSp && p->aSp[n].iLevel==iLevel ){
-    kvSavepointsClear(p, n+1);
+    txnSavepointsClear(p, n+1);
     s = &p->aSp[n];
   }else{
-    kvSavepointsClear(p, n);
+    txnSavepointsClear(p, n);
   }
   for(i=0; i<p->nChild; i++){
     KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])

@@ -1,9 +1,9 @@
 /*
-** kv_version.c -- key versions of KV tables: the per-table version maps,
-** their publication at commit (the engine's hook), first observations by
-** kv_version_query(), the version check of a versioned prepare, receipts,
-** and version TTL: a per-table FIFO of key tokens and a sweeper thread per
-** store.  The rules are in kv_version.h.
+** version.c -- key versions of KV tables: the per-table version maps,
+** their publication at commit (the engine's hook) with the recording of
+** receipts, first observations by kv_version_query(), and version TTL: a
+** per-table FIFO of key tokens and a sweeper thread per store.  The
+** versioned prepare and commit are in vertxn.c; the rules are in kv.h.
 **
 ** A table's versions are a hash table of records (KvVerRec), one
 ** allocation per key: the key, its version (KV_VERSION_BYTES), the
@@ -29,7 +29,7 @@
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
-#include "ext/kv/version.h"
+#include "ext/kv/kv_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -57,7 +57,7 @@ struct KvVerToken {
 typedef struct KvVerRec KvVerRec;
 struct KvVerRec {
   KvVerRec *pNext;               /* next record of its hash slot */
-  uint64_t h;                    /* kvVerHash of aKey */
+  uint64_t h;                    /* verHash of aKey */
   int64_t iStamp;                /* last first observation or publication */
   int64_t iLease;                /* lease end */
   int nKey;
@@ -75,7 +75,7 @@ struct KvVerTable {
 
 struct KvVerStore {
   uint64_t iEpoch;
-  uint64_t iHashSeed;            /* of kvVerHash, new at every open */
+  uint64_t iHashSeed;            /* of verHash, new at every open */
   int64_t ttlMs;                 /* engine mutex */
   pthread_mutex_t mu;
   pthread_cond_t cond;
@@ -94,7 +94,7 @@ struct KvVerStore {
   uint64_t iSnapSeq;
 };
 
-static int64_t kvNowMs(void){
+static int64_t verNowMs(void){
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
@@ -102,19 +102,19 @@ static int64_t kvNowMs(void){
 
 /* ------------------------------------------------------------ format --- */
 
-static void kvPut64(uint8_t *a, uint64_t v){
+static void verPut64(uint8_t *a, uint64_t v){
   int i;
   for(i=7; i>=0; i--){ a[i] = (uint8_t)v; v >>= 8; }
 }
 
-static void kvVerMake(uint8_t *aVer, int bDelete, uint64_t hi, uint64_t lo){
+static void verMake(uint8_t *aVer, int bDelete, uint64_t hi, uint64_t lo){
   aVer[0] = bDelete ? 'd' : 'u';
-  kvPut64(aVer+1, hi);
-  kvPut64(aVer+9, lo);
+  verPut64(aVer+1, hi);
+  verPut64(aVer+9, lo);
 }
 
 /* Two lowercase hex digits per byte value, for rendering. */
-static const char kvHexPair[] =
+static const char verHexPair[] =
   "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
   "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
   "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
@@ -125,7 +125,7 @@ static const char kvHexPair[] =
   "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
 
 /* The value of a hex digit (either case) by character, -1 for others. */
-static const signed char kvHexValue[256] = {
+static const signed char verHexValue[256] = {
   -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
   -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
   -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
@@ -146,8 +146,8 @@ static const signed char kvHexValue[256] = {
 
 /* 16 bytes -> 32 hex digits at z (unrolled: every versioned key renders
 ** one or two). */
-static void kvHexVer(const uint8_t *a, char *z){
-#define KV_HEX2(i) memcpy(&z[2*(i)], &kvHexPair[2*a[i]], 2)
+static void verHex(const uint8_t *a, char *z){
+#define KV_HEX2(i) memcpy(&z[2*(i)], &verHexPair[2*a[i]], 2)
   KV_HEX2(0);  KV_HEX2(1);  KV_HEX2(2);  KV_HEX2(3);
   KV_HEX2(4);  KV_HEX2(5);  KV_HEX2(6);  KV_HEX2(7);
   KV_HEX2(8);  KV_HEX2(9);  KV_HEX2(10); KV_HEX2(11);
@@ -157,11 +157,11 @@ static void kvHexVer(const uint8_t *a, char *z){
 
 /* 32 hex digits at z -> 16 bytes; 0 if one is not a digit (unrolled:
 ** every key of a read set has its version parsed). */
-static int kvUnhexVer(const char *z, uint8_t *a){
+static int verUnhex(const char *z, uint8_t *a){
   int bad = 0;
 #define KV_UNHEX2(i) do{ \
-    int h = kvHexValue[(unsigned char)z[2*(i)]]; \
-    int l = kvHexValue[(unsigned char)z[2*(i)+1]]; \
+    int h = verHexValue[(unsigned char)z[2*(i)]]; \
+    int l = verHexValue[(unsigned char)z[2*(i)+1]]; \
     bad |= h | l;                  /* negative if either is not a digit */ \
     a[i] = (uint8_t)(((unsigned)h<<4) | (unsigned)l); \
   }while(0)
@@ -176,7 +176,7 @@ static int kvUnhexVer(const char *z, uint8_t *a){
 void kv_version_text(const uint8_t *aVer, char *z){
   z[0] = (char)aVer[0];
   z[1] = ':';
-  kvHexVer(aVer+1, z+2);
+  verHex(aVer+1, z+2);
   z[KV_VERSION_TEXT] = 0;
 }
 
@@ -185,14 +185,14 @@ int kv_version_parse(const char *z, int n, uint8_t *aVer){
     return SQLITE_ERROR;
   }
   aVer[0] = (uint8_t)z[0];
-  return kvUnhexVer(z+2, aVer+1) ? SQLITE_OK : SQLITE_ERROR;
+  return verUnhex(z+2, aVer+1) ? SQLITE_OK : SQLITE_ERROR;
 }
 
 /* ------------------------------------------------------------ tables --- */
 
 /* The estimated memory of a record: its allocation, one hash slot (the
 ** slots number between one and eight per record) and its token. */
-static int64_t kvRecordBytes(int nKey, int bToken){
+static int64_t verRecordBytes(int nKey, int bToken){
   return (int64_t)offsetof(KvVerRec, aKey) + nKey + (int64_t)sizeof(void*)
        + (bToken ? nKey + KV_VER_TOKEN_BYTES : 0);
 }
@@ -200,7 +200,7 @@ static int64_t kvRecordBytes(int nKey, int bToken){
 /* A 64-bit hash of key bytes (its low bits pick the slot), seeded per
 ** open of the store (KvVerStore.iHashSeed), so that which keys share a
 ** slot cannot be worked out ahead of time to make long chains. */
-static uint64_t kvVerHash(uint64_t iSeed, const uint8_t *a, int n){
+static uint64_t verHash(uint64_t iSeed, const uint8_t *a, int n){
   uint64_t h = iSeed ^ (uint64_t)n;
   uint64_t w;
   while( n>=8 ){
@@ -221,7 +221,7 @@ static uint64_t kvVerHash(uint64_t iSeed, const uint8_t *a, int n){
   return h;
 }
 
-static KvVerRec *kvVerFind(const KvVerTable *v, const uint8_t *aKey,
+static KvVerRec *verFind(const KvVerTable *v, const uint8_t *aKey,
                            int nKey, uint64_t h){
   KvVerRec *r;
   if( v->nSlot==0 ) return 0;
@@ -235,7 +235,7 @@ static KvVerRec *kvVerFind(const KvVerTable *v, const uint8_t *aKey,
 
 /* Move every record to a new array of nNew slots.  Without memory the
 ** records stay where they are (longer chains, still correct). */
-static void kvVerResize(KvVerTable *v, uint32_t nNew){
+static void verResize(KvVerTable *v, uint32_t nNew){
   KvVerRec **a = sqlite3_malloc64((sqlite3_uint64)nNew*sizeof(KvVerRec*));
   uint32_t i;
   if( a==0 ) return;
@@ -254,14 +254,14 @@ static void kvVerResize(KvVerTable *v, uint32_t nNew){
 }
 
 /* A new record of aKey (absent), version and times unset; NULL on OOM.
-** The caller counts it (kvVerCount). */
-static KvVerRec *kvVerInsert(KvVerTable *v, const uint8_t *aKey, int nKey,
+** The caller counts it (verCount). */
+static KvVerRec *verInsert(KvVerTable *v, const uint8_t *aKey, int nKey,
                              uint64_t h){
   int64_t nRec = __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED);
   KvVerRec *r;
-  if( v->nSlot==0 ) kvVerResize(v, KV_VER_MIN_SLOTS);
+  if( v->nSlot==0 ) verResize(v, KV_VER_MIN_SLOTS);
   else if( nRec>=(int64_t)v->nSlot && v->nSlot<(UINT32_C(1)<<30) ){
-    kvVerResize(v, v->nSlot*2);
+    verResize(v, v->nSlot*2);
   }
   if( v->nSlot==0 ) return 0;
   r = sqlite3_malloc64(offsetof(KvVerRec, aKey) + (size_t)nKey);
@@ -275,8 +275,8 @@ static KvVerRec *kvVerInsert(KvVerTable *v, const uint8_t *aKey, int nKey,
 }
 
 /* Unlink and free record r; the caller uncounts it, then calls
-** kvVerShrink. */
-static void kvVerDelete(KvVerTable *v, KvVerRec *r){
+** verShrink. */
+static void verDelete(KvVerTable *v, KvVerRec *r){
   KvVerRec **pp = &v->aSlot[r->h & (v->nSlot-1)];
   while( *pp!=r ) pp = &(*pp)->pNext;
   *pp = r->pNext;
@@ -284,19 +284,19 @@ static void kvVerDelete(KvVerTable *v, KvVerRec *r){
 }
 
 /* Halve the slots while the records fall below an eighth of them. */
-static void kvVerShrink(KvVerTable *v){
+static void verShrink(KvVerTable *v){
   int64_t nRec = __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED);
   uint32_t nNew = v->nSlot;
   while( nNew>KV_VER_MIN_SLOTS && nRec*8<(int64_t)nNew ) nNew /= 2;
-  if( nNew!=v->nSlot ) kvVerResize(v, nNew);
+  if( nNew!=v->nSlot ) verResize(v, nNew);
 }
 
-static void kvVerCount(KvVerTable *v, int64_t nRec, int64_t nByte){
+static void verCount(KvVerTable *v, int64_t nRec, int64_t nByte){
   __atomic_fetch_add(&v->nRecord, nRec, __ATOMIC_RELAXED);
   __atomic_fetch_add(&v->nByte, nByte, __ATOMIC_RELAXED);
 }
 
-static void kvTokensFree(KvVerTable *v){
+static void verTokensFree(KvVerTable *v){
   while( v->pHead ){
     KvVerToken *t = v->pHead;
     v->pHead = t->pNext;
@@ -306,9 +306,9 @@ static void kvTokensFree(KvVerTable *v){
 }
 
 /* Drop every record and token of table t (engine mutex held). */
-static void kvVerTableClear(KvVerTable *v){
+static void verTableClear(KvVerTable *v){
   uint32_t i;
-  kvTokensFree(v);
+  verTokensFree(v);
   for(i=0; i<v->nSlot; i++){
     while( v->aSlot[i] ){
       KvVerRec *r = v->aSlot[i];
@@ -323,9 +323,10 @@ static void kvVerTableClear(KvVerTable *v){
   __atomic_store_n(&v->nByte, 0, __ATOMIC_RELAXED);
 }
 
-void kvVersionTableFree(KvTable *t){
+/* KvTable.xVerFree: free t->pVer (the table's last reference is gone). */
+static void verTableFree(KvTable *t){
   if( t->pVer==0 ) return;
-  kvVerTableClear(t->pVer);
+  verTableClear(t->pVer);
   sqlite3_free(t->pVer);
   t->pVer = 0;
 }
@@ -336,26 +337,27 @@ void kvVersionTableStats(KvTable *t, int64_t *pnRec, int64_t *pnByte){
   *pnByte = v ? __atomic_load_n(&v->nByte, __ATOMIC_RELAXED) : 0;
 }
 
-static KvVerTable *kvVerTable(KvTable *t){
+static KvVerTable *verTable(KvTable *t){
   if( t->pVer==0 ){
     t->pVer = sqlite3_malloc64(sizeof(KvVerTable));
     if( t->pVer ) memset(t->pVer, 0, sizeof(KvVerTable));
+    t->xVerFree = verTableFree;
   }
   return t->pVer;
 }
 
-static void kvTokenPush(KvVerTable *v, KvVerToken *k){
+static void verTokenPush(KvVerTable *v, KvVerToken *k){
   k->pNext = 0;
   if( v->pTail ) v->pTail->pNext = k; else v->pHead = k;
   v->pTail = k;
 }
 
-static int kvTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
+static int verTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
   KvVerToken *k = sqlite3_malloc64(sizeof(*k) + nKey);
   if( k==0 ) return SQLITE_NOMEM;
   k->nKey = nKey;
   memcpy(k->aKey, aKey, nKey);
-  kvTokenPush(v, k);
+  verTokenPush(v, k);
   return SQLITE_OK;
 }
 
@@ -364,18 +366,18 @@ static int kvTokenQueue(KvVerTable *v, const uint8_t *aKey, int nKey){
 ** new record gets its token when TTL is on.  Replacing never allocates
 ** and never fails; on a failed insert no record is left for aKey, so
 ** nobody can validate against a stale version. */
-static int kvVerPut(KvEngine *pEng, KvVerTable *v, KvVerRec *r,
+static int verPut(KvEngine *pEng, KvVerTable *v, KvVerRec *r,
                     const uint8_t *aKey, int nKey, uint64_t h,
                     const uint8_t *aVer){
   int64_t ttl = pEng->pVer->ttlMs;
-  int64_t now = ttl>0 ? kvNowMs() : 0;
+  int64_t now = ttl>0 ? verNowMs() : 0;
   if( r==0 ){
-    if( (r = kvVerInsert(v, aKey, nKey, h))==0 ) return SQLITE_NOMEM;
-    if( ttl>0 && kvTokenQueue(v, aKey, nKey)!=SQLITE_OK ){
-      kvVerDelete(v, r);
+    if( (r = verInsert(v, aKey, nKey, h))==0 ) return SQLITE_NOMEM;
+    if( ttl>0 && verTokenQueue(v, aKey, nKey)!=SQLITE_OK ){
+      verDelete(v, r);
       return SQLITE_NOMEM;
     }
-    kvVerCount(v, 1, kvRecordBytes(nKey, ttl>0));
+    verCount(v, 1, verRecordBytes(nKey, ttl>0));
   }
   memcpy(r->aVer, aVer, KV_VERSION_BYTES);
   r->iStamp = now;
@@ -385,21 +387,11 @@ static int kvVerPut(KvEngine *pEng, KvVerTable *v, KvVerRec *r,
 
 /* --------------------------------------------------------- receipts --- */
 
-void kv_version_receipts_free(KvVerReceipts *p){
-  int i;
-  if( p==0 ) return;
-  for(i=0; i<p->nMap; i++) kv_map_unref(p->apMap[i]);
-  sqlite3_free(p->apMap);
-  sqlite3_free(p->a);
-  kv_buf_free(&p->data);
-  sqlite3_free(p);
-}
-
 /* Record a receipt.  While recording, zTab holds an offset into p->data
-** (which moves as it grows); kvReceiptsFix makes it a pointer.  A table's
+** (which moves as it grows); kv_version_commit makes it a pointer.  A table's
 ** name is stored once per run of its receipts; the key is not copied: it
 ** points into the committed write set, which the receipts reference. */
-static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
+static int verReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
                         int nKey, const uint8_t *aVer){
   KvVerReceipt *r;
   int rc = SQLITE_OK;
@@ -426,36 +418,31 @@ static int kvReceiptAdd(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
   return SQLITE_OK;
 }
 
-static int kvReceiptFault = 0;     /* kv_engine_test_fault_receipt */
-static int kvReceiptFaultDup = 0;
+#ifdef DEPOT_TEST
+static int verReceiptFault = 0;     /* kv_engine_test_fault_receipt */
+static int verReceiptFaultDup = 0;
 
 void kv_engine_test_fault_receipt(int n, int bDup){
-  __atomic_store_n(&kvReceiptFaultDup, bDup, __ATOMIC_SEQ_CST);
-  __atomic_store_n(&kvReceiptFault, n, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&verReceiptFaultDup, bDup, __ATOMIC_SEQ_CST);
+  __atomic_store_n(&verReceiptFault, n, __ATOMIC_SEQ_CST);
 }
+#endif /* DEPOT_TEST */
 
 /* Record the receipt of one published write, unless the test hook says
 ** to lose it or to record it twice. */
-static int kvReceiptRecord(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
+static int verReceiptRecord(KvVerReceipts *p, KvTable *t, const uint8_t *aKey,
                            int nKey, const uint8_t *aVer){
-  int bFault = __atomic_load_n(&kvReceiptFault, __ATOMIC_SEQ_CST)>0
-      && __atomic_sub_fetch(&kvReceiptFault, 1, __ATOMIC_SEQ_CST)==0;
   int rc = SQLITE_OK;
-  if( bFault && !__atomic_load_n(&kvReceiptFaultDup, __ATOMIC_SEQ_CST) ){
+#ifdef DEPOT_TEST
+  int bFault = __atomic_load_n(&verReceiptFault, __ATOMIC_SEQ_CST)>0
+      && __atomic_sub_fetch(&verReceiptFault, 1, __ATOMIC_SEQ_CST)==0;
+  if( bFault && !__atomic_load_n(&verReceiptFaultDup, __ATOMIC_SEQ_CST) ){
     return SQLITE_OK;
   }
-  if( bFault ) rc = kvReceiptAdd(p, t, aKey, nKey, aVer);
-  if( rc==SQLITE_OK ) rc = kvReceiptAdd(p, t, aKey, nKey, aVer);
+  if( bFault ) rc = verReceiptAdd(p, t, aKey, nKey, aVer);
+#endif
+  if( rc==SQLITE_OK ) rc = verReceiptAdd(p, t, aKey, nKey, aVer);
   return rc;
-}
-
-/* Offsets -> pointers (recording is over). */
-static void kvReceiptsFix(KvVerReceipts *p){
-  int i;
-  for(i=0; i<p->n; i++){
-    p->a[i].zTab = (const char*)p->data.a + (intptr_t)p->a[i].zTab;
-  }
-  p->pLastTab = 0;
 }
 
 /* ------------------------------------------------------- publication --- */
@@ -464,17 +451,17 @@ static void kvReceiptsFix(KvVerReceipts *p){
 ** updates records that exist: a key without a record gets a first
 ** observation when it is next queried, and a read set naming a version
 ** that has no record is a mismatch. */
-static void kvPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
+static void verPublishOne(KvRoot *p, KvVerTable *v, KvTable *t,
                          const KvMapEntry *e, uint8_t *aVer){
-  uint64_t h = kvVerHash(p->pEng->pVer->iHashSeed, e->aKey, e->nKey);
-  KvVerRec *r = kvVerFind(v, e->aKey, e->nKey, h);
+  uint64_t h = verHash(p->pEng->pVer->iHashSeed, e->aKey, e->nKey);
+  KvVerRec *r = verFind(v, e->aKey, e->nKey, h);
   int rc;
   if( p->eProto!=KV_PROTO_VERSIONED && r==0 ) return;
   aVer[0] = e->bTomb ? 'd' : 'u';          /* the kind; the id is the root's */
-  rc = kvVerPut(p->pEng, v, r, e->aKey, e->nKey, h, aVer);
+  rc = verPut(p->pEng, v, r, e->aKey, e->nKey, h, aVer);
   if( p->pReceipts && p->pReceipts->rc==SQLITE_OK ){
     if( rc==SQLITE_OK ){
-      rc = kvReceiptRecord(p->pReceipts, t, e->aKey, e->nKey, aVer);
+      rc = verReceiptRecord(p->pReceipts, t, e->aKey, e->nKey, aVer);
     }
     p->pReceipts->rc = rc;
   }
@@ -490,30 +477,44 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite){
    && (v==0 || __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED)==0) ){
     return SQLITE_OK;
   }
-  kvVerMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
-  v = kvVerTable(t);
+  verMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
+  v = verTable(t);
   pCsr = v ? kv_map_cursor_new(pWrite) : 0;
   if( pCsr==0 ){
     /* No memory: the versions of these keys cannot be recorded, so drop
     ** their old records; the receipts check reports the loss. */
-    if( v ) kvVerTableClear(v);
+    if( v ) verTableClear(v);
     if( p->pReceipts ) p->pReceipts->rc = SQLITE_NOMEM;
     return SQLITE_OK;
   }
   for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn;
       bOn=kv_map_cursor_next(pCsr)){
     kv_map_cursor_entry(pCsr, &e);
-    kvPublishOne(p, v, t, &e, aVer);
+    verPublishOne(p, v, t, &e, aVer);
   }
   kv_map_cursor_free(pCsr);
   return SQLITE_OK;
+}
+
+void kvVersionOfRoot(KvRoot *p, uint8_t *aVer){
+  verMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
+}
+
+int kvVersionIs(KvEngine *pEng, KvTable *t, const uint8_t *aKey, int nKey,
+                const uint8_t *aVer){
+  uint64_t h;
+  KvVerRec *r;
+  if( t==0 || t->pVer==0 ) return 0;
+  h = verHash(pEng->pVer->iHashSeed, aKey, nKey);
+  r = verFind(t->pVer, aKey, nKey, h);
+  return r!=0 && memcmp(r->aVer, aVer, KV_VERSION_BYTES)==0;
 }
 
 void kvVersionClearAll(KvEngine *pEng){
   KvTable *t;
   pthread_mutex_lock(&pEng->mutex);
   for(t=pEng->pTables; t; t=t->pNext){
-    if( t->pVer ) kvVerTableClear(t->pVer);
+    if( t->pVer ) verTableClear(t->pVer);
   }
   pthread_mutex_unlock(&pEng->mutex);
 }
@@ -521,7 +522,7 @@ void kvVersionClearAll(KvEngine *pEng){
 /* ------------------------------------------------------------- query --- */
 
 /* Under the engine mutex: the value and the version of aKey in t. */
-static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
+static int verQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
                          int nKey, KvBackendSnap *pSnap, KvBuf *pVal,
                          int *pbFound, uint8_t *aVer){
   KvMapEntry e;
@@ -531,15 +532,15 @@ static int kvQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
   if( rc==SQLITE_OK && *pbFound ) rc = kv_buf_append(pVal, e.aVal, e.nVal);
   if( rc!=SQLITE_OK ) return rc;
-  if( (v = kvVerTable(t))==0 ) return SQLITE_NOMEM;
-  h = kvVerHash(pEng->pVer->iHashSeed, aKey, nKey);
-  if( (r = kvVerFind(v, aKey, nKey, h))!=0 ){
+  if( (v = verTable(t))==0 ) return SQLITE_NOMEM;
+  h = verHash(pEng->pVer->iHashSeed, aKey, nKey);
+  if( (r = verFind(v, aKey, nKey, h))!=0 ){
     memcpy(aVer, r->aVer, KV_VERSION_BYTES);
     return SQLITE_OK;
   }
-  kvVerMake(aVer, !*pbFound, pEng->pVer->iEpoch,
+  verMake(aVer, !*pbFound, pEng->pVer->iEpoch,
             __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED));
-  return kvVerPut(pEng, v, 0, aKey, nKey, h, aVer);
+  return verPut(pEng, v, 0, aKey, nKey, h, aVer);
 }
 
 void kvVersionSnapDrop(KvEngine *pEng){
@@ -554,7 +555,7 @@ void kvVersionSnapDrop(KvEngine *pEng){
 /* The snapshot of table t's published state for a query (engine mutex):
 ** the cached one if it is of t and nothing was published since, else a
 ** new one, cached.  Owned by the store: never freed by the caller. */
-static int kvQuerySnap(KvEngine *pEng, KvTable *t, KvBackendSnap **ppSnap){
+static int verQuerySnap(KvEngine *pEng, KvTable *t, KvBackendSnap **ppSnap){
   KvVerStore *s = pEng->pVer;
   int rc;
   if( s->pSnapTab==t && s->iSnapSeq==pEng->iSeq ){
@@ -587,9 +588,9 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   rc = kvEngineFailed(pEng, pzErr);
   t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ){
-    rc = kvQuerySnap(pEng, t, &pSnap);
+    rc = verQuerySnap(pEng, t, &pSnap);
     if( rc==SQLITE_OK ){
-      rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, pVal, pbFound, aVer);
+      rc = verQueryLocked(pEng, t, aKey, nKey, pSnap, pVal, pbFound, aVer);
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
@@ -602,17 +603,17 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
 }
 
 /* Every key of pList through xRow (engine mutex held). */
-static int kvQueryListLocked(KvEngine *pEng, KvTable *t, const KvKeyList *pL,
+static int verQueryListLocked(KvEngine *pEng, KvTable *t, const KvKeyList *pL,
                              KvVerRowFn xRow, void *pArg){
   KvBackendSnap *pSnap = 0;
   KvBuf val = {0, 0, 0};
   uint8_t aVer[KV_VERSION_BYTES];
-  int i, bFound, rc = kvQuerySnap(pEng, t, &pSnap);
+  int i, bFound, rc = verQuerySnap(pEng, t, &pSnap);
   for(i=0; rc==SQLITE_OK && i<pL->n; i++){
     const uint8_t *aKey = pL->buf.a + pL->aOff[i];
     int nKey = pL->aOff[i+1] - pL->aOff[i];
     kv_buf_reset(&val);
-    rc = kvQueryLocked(pEng, t, aKey, nKey, pSnap, &val, &bFound, aVer);
+    rc = verQueryLocked(pEng, t, aKey, nKey, pSnap, &val, &bFound, aVer);
     if( rc==SQLITE_OK ){
       rc = xRow(pArg, i, aKey, nKey,
                 bFound ? (val.a ? val.a : (uint8_t*)"") : 0, val.n, aVer);
@@ -631,7 +632,7 @@ int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
   pthread_mutex_lock(&pEng->mutex);
   rc = kvEngineFailed(pEng, pzErr);      /* see kv_version_query */
   t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
-  if( t ) rc = kvQueryListLocked(pEng, t, pList, xRow, pArg);
+  if( t ) rc = verQueryListLocked(pEng, t, pList, xRow, pArg);
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK && t==0 ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab, zTab,
@@ -641,211 +642,10 @@ int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
   return rc;
 }
 
-/* ----------------------------------------------------------- prepare --- */
-
-typedef struct KvVerCheck KvVerCheck;
-struct KvVerCheck {
-  const KvVerRead *aRead;
-  int nRead;
-};
-
-/* xCheck of kvRootPrepareEx: compare every read version (engine mutex). */
-static int kvVersionCheck(KvRoot *p, void *pArg){
-  KvVerCheck *pC = (KvVerCheck*)pArg;
-  int i, rc = SQLITE_OK;
-  for(i=0; i<pC->nRead && rc==SQLITE_OK; i++){
-    const KvVerRead *r = &pC->aRead[i];
-    KvTable *t = kvTableFind(p->pEng, r->zTab, r->nTab);
-    uint64_t h = kvVerHash(p->pEng->pVer->iHashSeed, r->aKey, r->nKey);
-    KvVerRec *pRec = t && t->pVer ? kvVerFind(t->pVer, r->aKey, r->nKey, h)
-                                  : 0;
-    if( pRec && memcmp(pRec->aVer, r->aVer, KV_VERSION_BYTES)==0 ){
-      continue;
-    }
-    rc = kvConflictAddKind(p, r->zTab, r->nTab, r->aKey, r->nKey,
-                           KV_CONFLICT_VERSION);
-  }
-  return rc;
-}
-
-/* Does the root write anything (schema writes excluded)? */
-static int kvRootWrites(KvRoot *p){
-  int i;
-  for(i=0; i<p->nChild; i++){
-    if( !p->apChild[i]->bSchema && kv_map_count(p->apChild[i]->pWrite)>0 ){
-      return 1;
-    }
-  }
-  return 0;
-}
-
-/* Every table of the read set exists for this root. */
-static int kvReadTablesExist(KvRoot *p, const KvVerRead *aRead, int nRead,
-                             char **pzErr){
-  int i, bFound, rc = SQLITE_OK;
-  for(i=0; i<nRead && rc==SQLITE_OK; i++){
-    KvMeta meta;
-    if( i>0 && aRead[i].nTab==aRead[i-1].nTab
-     && memcmp(aRead[i].zTab, aRead[i-1].zTab, aRead[i].nTab)==0 ){
-      continue;                 /* sorted by table: checked just before */
-    }
-    rc = kv_name_check(aRead[i].zTab, aRead[i].nTab, pzErr);
-    if( rc==SQLITE_OK ){
-      rc = kv_table_meta(p->pEng, p, aRead[i].zTab, aRead[i].nTab, &meta,
-                         &bFound);
-      kv_meta_clear(&meta);
-    }
-    if( rc==SQLITE_OK && !bFound ){
-      *pzErr = sqlite3_mprintf("kv: no such table: %.*s (read set element "
-                               "%d)", aRead[i].nTab, aRead[i].zTab, i);
-      rc = SQLITE_ERROR;
-    }
-  }
-  return rc;
-}
-
-int kv_version_prepare(KvRoot *p, const KvVerRead *aRead, int nRead,
-                       char **pzErr){
-  KvVerCheck chk;
-  int i, j, rc = SQLITE_OK;
-  if( p->eState!=KV_ROOT_ACTIVE ) return kv_root_prepare(p, pzErr);
-  if( p->eProto==KV_PROTO_ORDINARY ){
-    return kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
-  }
-  if( !kvRootWrites(p) ){
-    *pzErr = sqlite3_mprintf("kv: kv_prepare_with_version needs a "
-        "transaction that writes (%s %llu writes nothing; check "
-        "versions with kv_query_with_version)", kv_root_who(p),
-        kv_root_who_id(p));
-    return SQLITE_MISUSE;
-  }
-  rc = kvReadTablesExist(p, aRead, nRead, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_VERSIONED, pzErr);
-  for(i=0; rc==SQLITE_OK && i<nRead; i=j){    /* per run of one table */
-    for(j=i+1; j<nRead && aRead[j].nTab==aRead[i].nTab
-               && memcmp(aRead[j].zTab, aRead[i].zTab, aRead[i].nTab)==0; j++){}
-    rc = kvNoteReads(p, aRead[i].zTab, aRead[i].nTab, &aRead[i].aKey,
-                     &aRead[i].nKey, sizeof(KvVerRead), j-i, pzErr);
-  }
-  chk.aRead = aRead;
-  chk.nRead = nRead;
-  if( rc==SQLITE_OK ) rc = kvRootPrepareEx(p, kvVersionCheck, &chk, pzErr);
-  return rc;
-}
-
-/* ------------------------------------------------------------ commit --- */
-
-/* The final writes of the root: (table, write set) pairs, referenced. */
-typedef struct KvWriteList KvWriteList;
-struct KvWriteList {
-  int n;
-  KvTable **apTab;
-  KvMap **apWrite;
-};
-
-static void kvWriteListFree(KvWriteList *w){
-  int i;
-  for(i=0; i<w->n; i++) kv_map_unref(w->apWrite[i]);
-  sqlite3_free(w->apTab);
-  sqlite3_free(w->apWrite);
-}
-
-static int kvWriteListGet(KvRoot *p, KvWriteList *w){
-  int i;
-  memset(w, 0, sizeof(*w));
-  w->apTab = sqlite3_malloc64((p->nChild+1)*sizeof(KvTable*));
-  w->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
-  if( w->apTab==0 || w->apWrite==0 ){ kvWriteListFree(w); return SQLITE_NOMEM; }
-  for(i=0; i<p->nChild; i++){
-    KvChild *c = p->apChild[i];
-    if( c->bSchema || kv_map_count(c->pWrite)==0 ) continue;
-    w->apTab[w->n] = c->pTab;
-    w->apWrite[w->n++] = kv_map_ref(c->pWrite);
-  }
-  return SQLITE_OK;
-}
-
-/* Does receipt r match write e of table t, aVer being the root's upsert
-** version (the kind byte decides delete)? */
-static int kvReceiptMatches(const uint8_t *aVer, const KvVerReceipt *r,
-                            KvTable *t, const KvMapEntry *e){
-  return r->nTab==t->nName && memcmp(r->zTab, t->zName, t->nName)==0
-      && r->nKey==e->nKey && memcmp(r->aKey, e->aKey, e->nKey)==0
-      && r->aVer[0]==(e->bTomb ? 'd' : 'u')
-      && memcmp(r->aVer+1, aVer+1, KV_VERSION_BYTES-1)==0;
-}
-
-/* Walk the final writes and the receipts together; 0 if they differ. */
-static int kvReceiptsExact(KvRoot *p, KvWriteList *w, KvVerReceipts *pR,
-                           int *piBad){
-  uint8_t aVer[KV_VERSION_BYTES];
-  int i, j = 0, bOk = 1;
-  kvVerMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
-  for(i=0; bOk && i<w->n; i++){
-    KvMapCursor *pCsr = kv_map_cursor_new(w->apWrite[i]);
-    KvMapEntry e;
-    int bOn;
-    if( pCsr==0 ) return 0;
-    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && bOk;
-        bOn=kv_map_cursor_next(pCsr)){
-      kv_map_cursor_entry(pCsr, &e);
-      bOk = j<pR->n && kvReceiptMatches(aVer, &pR->a[j], w->apTab[i], &e);
-      if( bOk ) j++;
-    }
-    kv_map_cursor_free(pCsr);
-  }
-  *piBad = j;
-  return bOk && j==pR->n;
-}
-
-int kv_version_commit(KvRoot *p, KvVerReceipts **ppOut, char **pzErr){
-  KvVerReceipts *pR;
-  KvWriteList w;
-  int64_t nWrite = 0;
-  int i, rc, iBad = 0;
-  *ppOut = 0;
-  if( p->eState==KV_ROOT_FAILED || p->eState==KV_ROOT_DONE ){
-    return kv_root_commit(p, pzErr);        /* the "finished" error */
-  }
-  if( p->eState!=KV_ROOT_PREPARED || p->eProto!=KV_PROTO_VERSIONED ){
-    *pzErr = sqlite3_mprintf("kv: %s %llu is not prepared with "
-        "kv_prepare_with_version", kv_root_who(p), kv_root_who_id(p));
-    return SQLITE_MISUSE;
-  }
-  pR = sqlite3_malloc64(sizeof(*pR));
-  if( pR==0 ) return SQLITE_NOMEM;
-  memset(pR, 0, sizeof(*pR));
-  if( (rc = kvWriteListGet(p, &w))!=SQLITE_OK ){ sqlite3_free(pR); return rc; }
-  for(i=0; i<w.n; i++) nWrite += kv_map_count(w.apWrite[i]);
-  if( nWrite>0 && nWrite<INT_MAX/2 ){      /* else kvReceiptAdd grows it */
-    pR->a = sqlite3_malloc64(nWrite*sizeof(KvVerReceipt));
-    if( pR->a ) pR->nAlloc = (int)nWrite;
-  }
-  p->pReceipts = pR;
-  rc = kv_root_commit(p, pzErr);
-  p->pReceipts = 0;
-  kvReceiptsFix(pR);
-  if( rc==SQLITE_OK && (pR->rc!=SQLITE_OK || !kvReceiptsExact(p, &w, pR, &iBad)) ){
-    *pzErr = sqlite3_mprintf("kv: internal error: the receipts of committed "
-        "transaction %llu do not match its writes (%d receipts, first "
-        "difference at %d%s); the commit stands", (unsigned long long)p->tid,
-        pR->n, iBad, pR->rc!=SQLITE_OK ? ", out of memory while recording" : "");
-    rc = SQLITE_INTERNAL;
-  }
-  /* The receipts' keys point into the write sets: they keep them. */
-  pR->nMap = w.n;
-  pR->apMap = w.apWrite;
-  w.n = 0;
-  w.apWrite = 0;
-  kvWriteListFree(&w);
-  if( rc==SQLITE_OK ) *ppOut = pR; else kv_version_receipts_free(pR);
-  return rc;
-}
-
 /* ---------------------------------------------------------------- TTL --- */
 
 int64_t kvVersionBindStamp(KvEngine *pEng){
-  return pEng->pVer && pEng->pVer->ttlMs>0 ? kvNowMs() : 0;
+  return pEng->pVer && pEng->pVer->ttlMs>0 ? verNowMs() : 0;
 }
 
 /* What to do with token k (engine mutex): 0 keep it, 1 remove its record
@@ -856,10 +656,10 @@ int64_t kvVersionBindStamp(KvEngine *pEng){
 ** gone).  Only the oldest active child matters (t's active list is in
 ** bind order), so transactions that bound later, as under a busy
 ** workload, keep nothing that had expired before they began. */
-static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k,
+static int verTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k,
                       KvVerRec **ppRec, int64_t now){
-  KvVerRec *r = kvVerFind(t->pVer, k->aKey, k->nKey,
-                          kvVerHash(pEng->pVer->iHashSeed, k->aKey, k->nKey));
+  KvVerRec *r = verFind(t->pVer, k->aKey, k->nKey,
+                          verHash(pEng->pVer->iHashSeed, k->aKey, k->nKey));
   int64_t iEnd;
   *ppRec = r;
   if( r==0 ) return 2;
@@ -871,7 +671,7 @@ static int kvTokenDue(KvEngine *pEng, KvTable *t, KvVerToken *k,
 
 /* One batch of at most KV_SWEEP_BATCH tokens of table t (engine mutex).
 ** Kept tokens go back to the FIFO's tail before the batch returns. */
-static int kvSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
+static int verSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
   KvVerTable *v = t->pVer;
   KvVerToken *pKeep = 0, *pKeepTail = 0;
   int i, nRemoved = 0;
@@ -882,16 +682,16 @@ static int kvSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
     v->pHead = k->pNext;
     if( v->pHead==0 ) v->pTail = 0;
     k->pNext = 0;
-    eDue = kvTokenDue(pEng, t, k, &r, now);
+    eDue = verTokenDue(pEng, t, k, &r, now);
     if( eDue==2 ){
-      kvVerCount(v, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
+      verCount(v, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
       sqlite3_free(k);
       continue;
     }
     if( eDue==1 ){
-      kvVerDelete(v, r);
-      kvVerCount(v, -1, -kvRecordBytes(k->nKey, 1));
-      kvVerShrink(v);
+      verDelete(v, r);
+      verCount(v, -1, -verRecordBytes(k->nKey, 1));
+      verShrink(v);
       sqlite3_free(k);
       nRemoved++;
       continue;
@@ -901,24 +701,25 @@ static int kvSweepTable(KvEngine *pEng, KvTable *t, int64_t now){
   }
   for(; pKeep; pKeep=pKeepTail){
     pKeepTail = pKeep->pNext;
-    kvTokenPush(v, pKeep);
+    verTokenPush(v, pKeep);
   }
   return nRemoved;
 }
 
-int kv_version_sweep_now(KvEngine *pEng){
+/* One sweep round over every table; returns the records removed. */
+static int verSweepNow(KvEngine *pEng){
   KvTable *t;
   int nRemoved = 0;
-  int64_t now = kvNowMs();
+  int64_t now = verNowMs();
   pthread_mutex_lock(&pEng->mutex);
   for(t=pEng->pTables; pEng->pVer->ttlMs>0 && t; t=t->pNext){
-    if( t->pVer && t->pVer->pHead ) nRemoved += kvSweepTable(pEng, t, now);
+    if( t->pVer && t->pVer->pHead ) nRemoved += verSweepTable(pEng, t, now);
   }
   pthread_mutex_unlock(&pEng->mutex);
   return nRemoved;
 }
 
-static void *kvSweeper(void *pArg){
+static void *verSweeper(void *pArg){
   KvEngine *pEng = (KvEngine*)pArg;
   KvVerStore *s = pEng->pVer;
   pthread_mutex_lock(&s->mu);
@@ -931,7 +732,7 @@ static void *kvSweeper(void *pArg){
     pthread_cond_timedwait(&s->cond, &s->mu, &ts);
     if( s->bStop ) break;
     pthread_mutex_unlock(&s->mu);
-    while( kv_version_sweep_now(pEng)>0 ){
+    while( verSweepNow(pEng)>0 ){
       pthread_mutex_lock(&s->mu);
       if( s->bStop ){ pthread_mutex_unlock(&s->mu); break; }
       pthread_mutex_unlock(&s->mu);
@@ -942,7 +743,7 @@ static void *kvSweeper(void *pArg){
   return 0;
 }
 
-static void kvSweeperStop(KvVerStore *s){
+static void verSweeperStop(KvVerStore *s){
   if( !s->bThread ) return;
   pthread_mutex_lock(&s->mu);
   s->bStop = 1;
@@ -958,9 +759,9 @@ static void kvSweeperStop(KvVerStore *s){
 ** on again never shortens a lease), and give it its token.  A table's
 ** tokens are all made before any of its records changes, so without
 ** memory its records stay as they were. */
-static int kvTtlStart(KvEngine *pEng, int64_t ttl){
+static int verTtlStart(KvEngine *pEng, int64_t ttl){
   KvTable *t;
-  int64_t now = kvNowMs();
+  int64_t now = verNowMs();
   for(t=pEng->pTables; t; t=t->pNext){
     KvVerTable *v = t->pVer, tmp;
     KvVerToken *k;
@@ -971,8 +772,8 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
     memset(&tmp, 0, sizeof(tmp));
     for(i=0; i<v->nSlot; i++){
       for(r=v->aSlot[i]; r; r=r->pNext){
-        if( kvTokenQueue(&tmp, r->aKey, r->nKey)!=SQLITE_OK ){
-          kvTokensFree(&tmp);
+        if( verTokenQueue(&tmp, r->aKey, r->nKey)!=SQLITE_OK ){
+          verTokensFree(&tmp);
           return SQLITE_NOMEM;
         }
         nByte += r->nKey + KV_VER_TOKEN_BYTES;
@@ -986,30 +787,30 @@ static int kvTtlStart(KvEngine *pEng, int64_t ttl){
     }
     while( (k = tmp.pHead)!=0 ){
       tmp.pHead = k->pNext;
-      kvTokenPush(v, k);
+      verTokenPush(v, k);
     }
-    kvVerCount(v, 0, nByte);
+    verCount(v, 0, nByte);
   }
   pEng->pVer->ttlMs = ttl;
   return SQLITE_OK;
 }
 
 /* TTL turned off: drop every token (the records stay). */
-static void kvTtlStop(KvEngine *pEng){
+static void verTtlStop(KvEngine *pEng){
   KvTable *t;
   for(t=pEng->pTables; t; t=t->pNext){
     KvVerToken *k;
     if( t->pVer==0 ) continue;
     for(k=t->pVer->pHead; k; k=k->pNext){
-      kvVerCount(t->pVer, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
+      verCount(t->pVer, 0, -(k->nKey + KV_VER_TOKEN_BYTES));
     }
-    kvTokensFree(t->pVer);
+    verTokensFree(t->pVer);
   }
   pEng->pVer->ttlMs = 0;
 }
 
 /* ms quantisation: (0,1) -> 1, else truncated.  -1 if out of range. */
-static int64_t kvQuantise(double r){
+static int64_t verQuantise(double r){
   if( !(r>=0.0) || r>(double)KV_TTL_MAX_MS ) return -1;
   if( r>0.0 && r<1.0 ) return 1;
   return (int64_t)r;
@@ -1018,7 +819,7 @@ static int64_t kvQuantise(double r){
 int kv_version_configure(KvEngine *pEng, double rTtl, double rPoll,
                          char **pzErr){
   KvVerStore *s = pEng->pVer;
-  int64_t ttl = kvQuantise(rTtl), poll = kvQuantise(rPoll);
+  int64_t ttl = verQuantise(rTtl), poll = verQuantise(rPoll);
   int rc = SQLITE_OK;
   if( ttl<0 || poll<=0 ){
     *pzErr = sqlite3_mprintf("kv: key_version_ttl_ms must be 0..%lld and "
@@ -1027,20 +828,20 @@ int kv_version_configure(KvEngine *pEng, double rTtl, double rPoll,
     return SQLITE_RANGE;
   }
   pthread_mutex_lock(&s->cfgMu);
-  kvSweeperStop(s);
+  verSweeperStop(s);
   pthread_mutex_lock(&s->mu);
   s->pollMs = poll;
   pthread_mutex_unlock(&s->mu);
   pthread_mutex_lock(&pEng->mutex);
-  if( ttl==0 && s->ttlMs>0 ) kvTtlStop(pEng);
+  if( ttl==0 && s->ttlMs>0 ) verTtlStop(pEng);
   else if( ttl>0 && s->ttlMs==0 ){
-    rc = kvTtlStart(pEng, ttl);
-    if( rc!=SQLITE_OK ) kvTtlStop(pEng);    /* no half-queued FIFOs */
+    rc = verTtlStart(pEng, ttl);
+    if( rc!=SQLITE_OK ) verTtlStop(pEng);    /* no half-queued FIFOs */
   }
   else s->ttlMs = ttl;
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK && ttl>0 ){
-    if( pthread_create(&s->thread, 0, kvSweeper, pEng)!=0 ){
+    if( pthread_create(&s->thread, 0, verSweeper, pEng)!=0 ){
       *pzErr = sqlite3_mprintf("kv: cannot start the version sweeper thread");
       rc = SQLITE_ERROR;
     }else{
@@ -1084,7 +885,7 @@ int kvVersionStoreInit(KvEngine *pEng){
 void kvVersionStoreStop(KvEngine *pEng){
   KvVerStore *s = pEng->pVer;
   if( s==0 ) return;
-  kvSweeperStop(s);                    /* the last user: no configure runs */
+  verSweeperStop(s);                    /* the last user: no configure runs */
   kvVersionSnapDrop(pEng);             /* before the tables close */
   pthread_mutex_destroy(&s->mu);
   pthread_mutex_destroy(&s->cfgMu);

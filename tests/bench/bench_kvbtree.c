@@ -22,9 +22,10 @@
 **   Baseline: the plain file table.  Compare the peak RSS column.
 */
 #include "config.h"
+#define SQLITE_CORE 1  /* kv_test.h pulls in sqlite3ext.h through kv.h */
 #include "tests/bench/bench.h"
 #include "ext/depot.h"
-#include "ext/kv/btree.h"
+#include "ext/kv/kv_test.h"
 
 #include <limits.h>
 #include <stdio.h>

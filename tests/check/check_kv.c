@@ -9,7 +9,8 @@
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #include "tests/check/harness.h"
 #include "ext/depot.h"
-#include "ext/kv/engine.h"
+#include "ext/kv/kv.h"
+#include "ext/kv/kv_test.h"
 #include "wal/wal.h"
 
 #include <dirent.h>

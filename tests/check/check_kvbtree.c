@@ -17,9 +17,8 @@
 #include "config.h"
 #define SQLITE_CORE 1
 #include "tests/check/harness.h"
-#include "ext/kv/btree.h"
-#include "ext/kv/engine.h"
-#include "ext/kv/log.h"
+#include "ext/kv/kv.h"
+#include "ext/kv/kv_test.h"
 #include "wal/wal.h"
 
 #include <dirent.h>

@@ -16,7 +16,7 @@
 #define SQLITE_CORE 1            /* the ext/ headers, linked directly */
 #include "ext/kv/codec.h"
 #include "ext/kv/map.h"
-#include "ext/kv/version.h"
+#include "ext/kv/kv.h"
 
 #include <float.h>
 #include <pthread.h>

@@ -1,6 +1,6 @@
 /*
 ** check_kvlog.c -- the "kvlog" suite: the kv_log storage engine
-** (ext/kv_logstore.h): append/sync/reopen, newest-wins load, torn tails,
+** (ext/kv/logstore.h): append/sync/reopen, newest-wins load, torn tails,
 ** corruption reports, snapshots and cursors, compaction and its crash
 ** safety (stopped at every step in-process, killed at every step in a
 ** child, failed writes and syncs), and SIGKILL of a child running a stream
@@ -12,6 +12,7 @@
 ** been run while developing it).
 */
 #include "config.h"
+#define SQLITE_CORE 1  /* map.h pulls in sqlite3ext.h through kv.h */
 #include "tests/check/harness.h"
 #include "ext/kv/logstore.h"
 #include "ext/kv/map.h"

@@ -7,7 +7,8 @@
 #include "config.h"
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #include "tests/check/harness.h"
-#include "ext/kv/engine.h"
+#include "ext/kv/kv.h"
+#include "ext/kv/kv_test.h"
 
 #include <ctype.h>
 #include <pthread.h>

@@ -73,6 +73,11 @@ TESTS += tests/check/check_depotdiff
 tests_check_check_depotdiff_SOURCES = tests/check/check_depotdiff.c $(TEST_HARNESS)
 tests_check_check_depotdiff_LDADD = $(TEST_LDADD)
 
+# The loadable module carries none of the test hooks (DEPOT_TEST, which
+# only libdepot_core.la is built with).
+TESTS += tests/check/no_test_hooks.sh
+EXTRA_DIST += tests/check/no_test_hooks.sh
+
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
 torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)

@@ -13,7 +13,7 @@
 #include "wal/wal_int.h"
 #include "vfs/ltx.h"
 #include "vfs/layout.h"
-#include "ext/kv/codec.h"
+#include "ext/kv/kv.h"
 #include <sqlite3.h>
 
 #include <stdio.h>

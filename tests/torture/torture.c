@@ -43,8 +43,8 @@
 #include "config.h"
 #include "tests/torture/torture.h"
 #include "ext/depot.h"
-#include "ext/kv/engine.h"
-#include "ext/kv/log.h"
+#include "ext/kv/kv.h"
+#include "ext/kv/kv_test.h"
 #include <sqlite3.h>
 
 #include <dirent.h>

@@ -1,0 +1,636 @@
+/*
+** kv.h -- the public interface of the KV engine (ext/kv/): everything the
+** SQL surface in ext/ (kv_vtab.c, kv_func.c, kv_vfunc.c, kv_readset.c,
+** kv_tables.c, kv_stats.c) and ext/depot.c use of it.  Every other header
+** of ext/kv/ is private to that folder (the test suites may include them:
+** they test the layers); the test hooks are in ext/kv/kv_test.h.
+**
+** Stores.  A store is a directory.  One KvEngine per store per process,
+** shared by every connection and reference-counted by real path; an
+** exclusive lock (<dir>/LOCK and the directory itself, flock) keeps other
+** processes out.  The store holds the root WAL (<dir>/wal/, wal/wal.h) and
+** the catalog file (<dir>/tables_meta): the committed contents of the
+** internal table ".tables_meta" (name -> type, persistence, id, options).
+** An anonymous store (zDir NULL) lives in memory only: no lock, no WAL, no
+** catalog file, persistence=1 refused.  Table types are backends:
+** "kv_memory" (in memory, persistent through the WAL), "kv_btree" (one
+** B-tree data file per store) and "kv_log" (append-only log files per
+** table).
+**
+** Transactions.  A KvRoot is one public transaction with one TID.  Its
+** children are one per table it touched (first-touch order), plus the
+** schema child (the catalog) when it creates or removes a table.  Children
+** are internal: every operation goes through the root.  Each child binds
+** to its table at first touch and takes a snapshot then: reads see that
+** snapshot plus the root's own writes.
+**
+** Commit protocol: kv_root_prepare() checks conflicts and reserves (the
+** root joins the store's list of prepared roots), then appends the WAL
+** record of its persistent writes and flushes it (outside the engine
+** mutex, so concurrent committers share a flush); kv_root_commit()
+** publishes every child's writes at one new commit sequence number and
+** releases the reservations, then confirms the WAL record as far as the
+** tables allow.  A writable root with no writes runs the same steps but
+** appends nothing.
+**
+** Conflicts, for every (table, key) a child read (point reads) or wrote:
+**   - the key was committed after the child's snapshot (a per-key commit
+**     revision; same-value and A->B->A writes conflict too);
+**   - a prepared root holds a reservation on it that the matrix forbids:
+**                 held:  Read     Write
+**        want Read       ok       conflict
+**        want Write      conflict conflict
+**     and a schema child's reservations conflict with every other one.
+**   - a data child also conflicts when its table's catalog entry changed
+**     after it bound to the table (removed or recreated concurrently).
+** All are collected, deduplicated and sorted by table name bytes, then key
+** bytes; prepare fails with SQLITE_BUSY_SNAPSHOT and the root is rolled
+** back.
+**
+** Ownership.  Handles (KvEngine, KvRoot, KvIter, KvVerReceipts) are
+** released with their own function.  Text and buffers returned through
+** char** / KvBuf / arrays are sqlite3_malloc'd and belong to the caller,
+** who frees them (sqlite3_free, kv_buf_free, the matching *_free); byte
+** pointers returned inside a struct (KvMapEntry, KvConflict) stay valid
+** only as long as the text says.
+**
+** Errors.  SQLite result codes.  A function that takes char **pzErr sets
+** *pzErr (which the caller initialises to NULL) to a sqlite3_malloc'd
+** message when it fails, except for SQLITE_NOMEM, which may come without
+** one.  A store whose commit failed after its WAL flush is stopped (its
+** "failed state"): every later operation on it fails with that error and
+** a message saying how to recover, until every connection closes it.
+**
+** Threads and locks.  A store may be used from any number of threads; a
+** KvRoot or a KvIter by one thread at a time.  The locks are internal:
+** the process registry mutex guards the list of open stores and their
+** reference counts; each store's engine mutex guards its table list, its
+** catalog, the commit sequence, the per-key revisions, the prepared roots
+** and the key versions.  A callback the engine calls with a lock held says
+** so, and must not call into the engine.
+*/
+#ifndef DEPOT_KV_H
+#define DEPOT_KV_H
+
+#include "sqlite3ext.h"
+#include "wal/wal.h"
+#include <stdint.h>
+
+typedef struct KvEngine KvEngine;        /* an open store */
+typedef struct KvRoot KvRoot;            /* a root transaction */
+typedef struct KvIter KvIter;            /* a scan */
+
+/* ================================================================ codec ==
+** Encodings of KV table entries.
+**
+** Keys: an order-preserving byte encoding of an SQLite value, so that
+** memcmp() order of two encoded keys equals the order in which SQLite's
+** BINARY collation sorts the values of the key column:
+**     numbers (INTEGER and REAL, compared numerically and exactly, as
+**     sqlite3 does: 2 < 2.5 < 3, and 9007199254740993 > 9007199254740992.0)
+**   < TEXT (memcmp of the UTF-8 bytes)
+**   < BLOB (memcmp)
+** Values that SQLite considers equal (integer 2 and real 2.0) encode to the
+** same key bytes: they are the same key, as in a SQLite PRIMARY KEY.  NULL
+** is not a key.  -0.0 is the key 0.  Every key encoding is self-delimiting
+** (no encoding is a prefix of another), so an encoded key may be followed
+** by more bytes in a composite key without changing the order; byte
+** strings compare as memcmp() over the common length, then shorter first.
+** The original numeric type of a key is kept in the entry's value bytes
+** (below), so a key reads back with the type it was written with.
+**
+** Values: a self-describing encoding of any SQLite value (NULL, INTEGER,
+** REAL, TEXT, BLOB) that round-trips type and bytes exactly, prefixed by
+** one byte that records the numeric type of the key (integer or real) so
+** the key can be returned with its original type.
+**
+** Limits: keys up to KV_MAX_KEY_BYTES of encoded input (text/blob bytes),
+** values up to KV_MAX_VALUE_BYTES.  Larger input is SQLITE_TOOBIG with a
+** message "kv: key is N bytes, the limit is 32768".
+**
+** Decoders never read outside the given buffer and return SQLITE_CORRUPT
+** on malformed bytes (they are used on bytes read from disk and by
+** fuzzers).  The encoders append to their output buffer and, on any
+** error, leave it as it was.  Every function here is thread-safe.
+*/
+#define KV_MAX_KEY_BYTES    32768
+#define KV_MAX_VALUE_BYTES  (16*1024*1024)
+
+/* A growable byte buffer: a[0..n) holds the bytes, nAlloc is the room.
+** Zero-initialise; the owner frees it with kv_buf_free. */
+typedef struct KvBuf KvBuf;
+struct KvBuf { uint8_t *a; int n; int nAlloc; };
+/* Append n bytes at p.  SQLITE_OK, or SQLITE_NOMEM (the buffer as it
+** was). */
+int kv_buf_append(KvBuf*, const void *p, int n);
+/* Room for n more bytes at a+n (n unchanged); SQLITE_OK/NOMEM. */
+int kv_buf_reserve(KvBuf*, int n);
+/* Empty the buffer (n=0), keeping its memory. */
+void kv_buf_reset(KvBuf*);
+/* Free the memory and zero the buffer (a zeroed buffer is fine). */
+void kv_buf_free(KvBuf*);
+
+/* Append the encoding of key pKey to pOut.  NULL -> SQLITE_CONSTRAINT
+** ("kv: key must not be NULL"); too large -> SQLITE_TOOBIG; text that is
+** not valid UTF-8 (NUL allowed) -> SQLITE_MISMATCH ("kv: text key is not
+** valid UTF-8 ..."), so every key can be shown as JSON (receipts,
+** kv_try_commit, kv_conflicts).  Messages go to *pzErr when pzErr is not
+** NULL. */
+int kv_key_encode(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
+/* kv_key_encode without the UTF-8 check: encodes the key of a row that
+** already exists (UPDATE, DELETE). */
+int kv_key_encode_old(sqlite3_value *pKey, KvBuf *pOut, char **pzErr);
+/* Encode a constraint operand for range/equality seeks: like
+** kv_key_encode but never fails for size (a longer operand is encoded
+** whole) and returns SQLITE_EMPTY for NULL (no key compares with NULL). */
+int kv_key_encode_bound(sqlite3_value *pBound, KvBuf *pOut);
+/* Like kv_key_encode for a key given as C values: eType SQLITE_INTEGER
+** (i), SQLITE_FLOAT (r; NaN is NULL), SQLITE_TEXT or SQLITE_BLOB (z/n).
+** Same errors. */
+int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
+                    KvBuf *pOut, char **pzErr);
+/* Append the key of integer i (at most KV_KEY_INT_BYTES bytes); the same
+** bytes as kv_key_encode_c(SQLITE_INTEGER, i, ...).  SQLITE_OK/NOMEM. */
+#define KV_KEY_INT_BYTES 12
+int kv_key_append_int(KvBuf *pOut, int64_t i);
+
+/* Append the value-side encoding of (pKey's numeric kind, pVal) to pOut.
+** pVal may be NULL-typed (or a NULL pointer: the value NULL); pKey may be
+** a NULL pointer (no numeric kind recorded).  Too large -> SQLITE_TOOBIG
+** ("kv: value is N bytes, the limit is 16777216"), message in *pzErr. */
+int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
+                    char **pzErr);
+
+/* Set the result of ctx to the key, given the encoded key and the encoded
+** value stored with it (for the numeric kind).  With no value (nVal==0),
+** or a value encoded with a non-numeric or NULL pKey, a numeric key comes
+** back as an INTEGER when it is an int64 and as a REAL otherwise.
+** Returns SQLITE_OK, SQLITE_NOMEM, or SQLITE_CORRUPT (malformed bytes, or
+** a kind that contradicts the key); on error the result of ctx is that
+** error. */
+int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
+                  const uint8_t *aVal, int nVal);
+/* Set the result of ctx to the value stored in aVal/nVal (SQLITE_OK,
+** SQLITE_CORRUPT or SQLITE_NOMEM, the result of ctx then being the
+** error). */
+int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
+/* The key as a new sqlite3_value (sqlite3_value_dup semantics: the caller
+** frees it with sqlite3_value_free), or NULL with *pRc set
+** (SQLITE_CORRUPT, SQLITE_NOMEM).  Serialised on a private in-memory
+** connection opened on first use, so prefer kv_key_result on hot paths.
+** The first call opens that connection, which runs the process's
+** auto-extensions: do not make it while holding a lock that the
+** extension's per-connection setup takes. */
+sqlite3_value *kv_key_to_value(const uint8_t *aKey, int nKey,
+                               const uint8_t *aVal, int nVal, int *pRc);
+
+/* Append key aKey/nKey as a JSON value to pOut: an integer, a real
+** (integral reals print with ".0"; infinities as 9e999), a string, or
+** {"hex":"<lowercase hex>"} for a blob.  SQLITE_OK, SQLITE_NOMEM or
+** SQLITE_CORRUPT. */
+int kv_key_json(const uint8_t *aKey, int nKey, KvBuf *pOut);
+/* Append z/n (UTF-8) as a JSON string, quotes included.  SQLITE_OK or
+** SQLITE_NOMEM. */
+int kv_json_text(KvBuf *pOut, const uint8_t *z, int n);
+/* The name of v's type for messages: "integer", "real", "text", "blob"
+** or "NULL" (static text). */
+const char *kv_value_type_name(sqlite3_value *v);
+
+/* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd;
+** the caller frees it; NULL on OOM).  Text over 64 bytes and blobs over
+** 32 bytes are shortened and marked: "'abc...'... (5000 bytes)". */
+char *kv_key_describe(const uint8_t *aKey, int nKey);
+
+/* One entry of a scan (kv_iter_entry): key bytes -> value bytes (both
+** encodings above), the commit sequence number that wrote it, and whether
+** it is a tombstone (a delete; scans never return one).  The pointers stay
+** valid until the scan moves or closes. */
+typedef struct KvMapEntry KvMapEntry;
+struct KvMapEntry {
+  const uint8_t *aKey; int nKey;
+  const uint8_t *aVal; int nVal;
+  uint64_t rev;
+  int bTomb;
+};
+
+/* =============================================================== stores == */
+#define KV_META_TABLE      ".tables_meta"
+#define KV_MAX_NAME_BYTES  4096
+
+/* Open (create if needed) the store in zDir, or a new anonymous store when
+** zDir is NULL.  Replays the WAL.  *ppEng holds one reference, which the
+** caller drops with kv_engine_unref.  Errors: SQLITE_BUSY "kv: store
+** <dir> is open in another process", SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O
+** codes; *pzErr is set.  Takes the registry mutex. */
+int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
+/* Add a reference to p (the caller drops it with kv_engine_unref); returns
+** p.  Takes the registry mutex. */
+KvEngine *kv_engine_ref(KvEngine *p);
+/* Drop a reference; the last one closes the store (its tables first, then
+** the WAL, then the lock).  NULL-safe.  Takes the registry mutex. */
+void kv_engine_unref(KvEngine *p);
+/* Real path of the store directory (owned by the store, valid while the
+** caller holds a reference), or NULL for an anonymous store. */
+const char *kv_engine_dir(KvEngine *p);
+
+/* The root WAL's rotation size and retirement mode of store p, as open in
+** this process (wal_get_config / wal_set_config: not stored, a reopened
+** store starts from the defaults).  Both return 0, and change nothing,
+** when the store has no WAL (an anonymous, in-memory store); else 1. */
+int kv_engine_wal_config(KvEngine *p, WalConfig *pCfg);
+int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg);
+
+/* Call xEach(p, pCtx) on every store open in the process, in registry
+** order, each with a reference held for the call (taken under the
+** registry mutex, which is not held while xEach runs: it may use the
+** store freely, open and close stores).  Stops at the first result other
+** than SQLITE_OK and returns it; SQLITE_NOMEM when the list cannot be
+** copied. */
+int kv_engine_foreach(int (*xEach)(KvEngine *p, void *pCtx), void *pCtx);
+
+/* The root WAL counters of store p (wal_stats): 1 with *pSt set, or 0
+** with *pSt zeroed when the store has no WAL (an anonymous store). */
+int kv_engine_wal_stats(KvEngine *p, WalStats *pSt);
+
+/* Counters of one table for kv_stats (all 0 when a backend has no such
+** thing). */
+typedef struct KvBackendStats KvBackendStats;
+struct KvBackendStats {
+  int64_t nRow;            /* live rows */
+  int64_t nByte;           /* bytes stored for the table */
+  int64_t nOverlay;        /* committed entries not yet in the data file */
+  int64_t nPending;        /* WAL records of the table not yet confirmed */
+  int64_t nError;          /* collector write/sync failures since open */
+  char zError[400];        /* the last such failure ("" if none) */
+};
+/* Call xTable once per live table of store p, oldest first, with its name,
+** its type and its counters.  bCount=0 lets a backend leave nRow and nByte
+** 0 when they would cost a walk of the table (kv_btree).  The strings and
+** the counters are valid during the call only.  xTable runs without the
+** engine mutex, on a table that stays open for the call; its first result
+** other than SQLITE_OK ends the walk and is returned.  SQLITE_NOMEM when
+** the table list cannot be copied. */
+int kv_engine_table_stats(KvEngine *p, int bCount,
+                          int (*xTable)(void *pCtx, const char *zName,
+                                        const char *zType,
+                                        const KvBackendStats *pSt),
+                          void *pCtx);
+
+/* One table of an open store, for kv_tables and kv_metrics. */
+typedef struct KvTableInfo KvTableInfo;
+struct KvTableInfo {
+  char *zName; int nName;  /* sqlite3_malloc'd */
+  char zType[32];
+  int bPersist;
+  char *zDir;              /* sqlite3_malloc'd, NULL for anonymous */
+  int64_t nRow;
+  int64_t nVerRecord;      /* key version records */
+  int64_t nVerBytes;       /* their estimated memory */
+};
+/* Every table of every store open in the process: *paInfo (nInfo
+** entries) belongs to the caller, who frees it with kv_engine_list_free.
+** SQLITE_OK or SQLITE_NOMEM (then *paInfo is NULL).  Takes the registry
+** mutex and each store's engine mutex in turn. */
+int kv_engine_list(KvTableInfo **paInfo, int *pnInfo);
+void kv_engine_list_free(KvTableInfo *aInfo, int nInfo);
+
+/* 1 if a kv_btree table's options JSON zOptions (as stored in the catalog;
+** NULL: none) asks for accelerated_repair, else 0. */
+int kv_btree_accel_option(const char *zOptions);
+
+/* =============================================================== tables == */
+
+/* SQLITE_OK if z/n is a usable table name: 1..4096 bytes of valid UTF-8,
+** not ".tables_meta".  Else SQLITE_ERROR with *pzErr. */
+int kv_name_check(const char *z, int n, char **pzErr);
+
+/* A table's catalog entry.  The struct belongs to whoever filled it; it
+** owns zOptions, which kv_meta_clear frees (and zeroes the struct). */
+typedef struct KvMeta KvMeta;
+struct KvMeta {
+  char zType[32];          /* "kv_memory", "kv_btree", "kv_log" */
+  int bPersist;
+  uint64_t iId;            /* stable id; backends name files after it */
+  char *zOptions;          /* sqlite3_malloc'd JSON text or NULL */
+};
+void kv_meta_clear(KvMeta*);
+
+/* The catalog entry of zTab as root pRoot sees it (its own creates and
+** removes included), without registering a read.  pRoot may be NULL (the
+** latest committed catalog).  *pbFound=0 when absent.  *pMeta is zeroed
+** first and then belongs to the caller, who clears it with kv_meta_clear
+** (always safe). */
+int kv_table_meta(KvEngine*, KvRoot *pRoot, const char *zTab, int nTab,
+                  KvMeta *pMeta, int *pbFound);
+
+/* Create zTab (schema child of the root) unless it exists: *pbCreated=1
+** if created, 0 if it existed with the same type and persistence (an
+** error otherwise).  Must precede every write and remove in the root.
+** The new table is visible to this root at once; nothing is durable or
+** visible to others before commit, and a rollback leaves nothing. */
+int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
+                    int bPersist, const char *zOptions, int *pbCreated,
+                    char **pzErr);
+/* Remove zTab at commit.  The root must do nothing else.  Durable when
+** the commit returns (the WAL record), then in the catalog file. */
+int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
+
+/* ================================================================ roots == */
+#define KV_ROOT_ACTIVE   0
+#define KV_ROOT_PREPARED 1
+#define KV_ROOT_FAILED   2   /* rolled back after an error; only free it */
+#define KV_ROOT_DONE     3   /* committed or rolled back */
+
+/* Begin a root transaction (new TID) on store pEng.  *ppRoot belongs to
+** the caller, who frees it with kv_root_free; it holds a reference on the
+** store.  SQLITE_OK or SQLITE_NOMEM. */
+int kv_root_begin(KvEngine *pEng, KvRoot **ppRoot);
+/* The store of the root (the root's reference: valid while it lives). */
+KvEngine *kv_root_engine(KvRoot*);
+/* The root's KV_ROOT_* state. */
+int kv_root_state(KvRoot*);
+/* Name the root in its error messages as "transaction handle iHandle", the
+** number kv_begin() gave the caller, instead of "transaction <tid>" (the
+** store-wide id, which callers never see).  iHandle>0. */
+void kv_root_set_handle(KvRoot*, int64_t iHandle);
+/* Roll back first if still active or prepared, then free.  NULL-safe. */
+void kv_root_free(KvRoot*);
+
+/* Protocols of a root.  A root starts with none; kv_get with a root,
+** kv_root_prepare and kv_root_commit of an active root select ORDINARY;
+** kv_version_prepare selects VERSIONED, and an operation of one protocol
+** on a root of the other fails with SQLITE_MISUSE and a message.
+** kv_root_protocol_get returns the root's KV_PROTO_*. */
+#define KV_PROTO_NONE       0
+#define KV_PROTO_ORDINARY   1
+#define KV_PROTO_VERSIONED  2
+int kv_root_protocol_get(KvRoot*);
+
+/* Point read of key aKey in table zTab: copies the value bytes into *pVal
+** (reset first; the caller owns the buffer) and sets *pbFound.  With
+** pRoot, sees the root's snapshot and writes and registers a Read; with
+** pRoot NULL (pEng given), reads the latest committed state and registers
+** nothing.  Errors: "kv: no such table", a finished root (SQLITE_MISUSE),
+** the store's failed state, read errors of the backend. */
+int kv_get(KvEngine*, KvRoot*, const char *zTab, int nTab,
+           const uint8_t *aKey, int nKey, KvBuf *pVal, int *pbFound,
+           char **pzErr);
+/* Like kv_get with a root, but neutral: registers no read and selects no
+** protocol (the old value a delete returns). */
+int kv_peek(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+            int nKey, KvBuf *pVal, int *pbFound, char **pzErr);
+/* Write (aVal bytes) or delete key in the root's write set.  Nothing is
+** durable or visible to others until commit.  The bytes are copied. */
+int kv_put(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, const uint8_t *aVal, int nVal, char **pzErr);
+int kv_del(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+           int nKey, char **pzErr);
+
+/* Fix the root's view of table zTab now: bind the table if the root has
+** not touched it yet (its snapshot is taken here), or take the snapshot a
+** first write put off.  Later point reads and scans of zTab through the
+** root see that snapshot plus the root's writes.  Registers no read and
+** selects no protocol.  Errors as kv_get's, and SQLITE_BUSY_SNAPSHOT when
+** a table the root wrote was removed since. */
+int kv_root_bind(KvRoot*, const char *zTab, int nTab, char **pzErr);
+/* Non-zero if the root has a write (put or delete) in any table, or a
+** create or remove. */
+int kv_root_has_writes(KvRoot*);
+
+/* Prepare: conflict check + reservation, then WAL append and flush.  On
+** SQLITE_OK the transaction's persistent writes are durable in the WAL (a
+** crash from here on replays them).  On error the root is rolled back
+** (state FAILED); a conflict is SQLITE_BUSY_SNAPSHOT with a message naming
+** the tables and keys, and kv_root_conflicts lists them. */
+int kv_root_prepare(KvRoot*, char **pzErr);
+/* Take back a successful prepare, for a transaction that goes on: the
+** WAL record is withdrawn with a durable abort record (as by a rollback),
+** the reservations are released, and the root is active again with its
+** snapshots, reads and writes, so a later prepare checks them anew.  Does
+** nothing unless the root is prepared.  If the abort record cannot be
+** made durable the store is stopped (see kv_root_rollback_err), the root
+** is finished and that error is returned. */
+int kv_root_unprepare(KvRoot*, char **pzErr);
+
+/* The conflicts found by the last failed prepare (sorted, deduplicated):
+** *paConflict points at n entries owned by the root, valid until it is
+** freed; returns n. */
+typedef struct KvConflict KvConflict;
+#define KV_CONFLICT_TXN      0   /* transaction_conflict */
+#define KV_CONFLICT_VERSION  1   /* version_mismatch (wins over TXN) */
+struct KvConflict {
+  const char *zTable; int nTable;    /* NUL-terminated */
+  const uint8_t *aKey; int nKey;
+  int eKind;               /* KV_CONFLICT_* */
+};
+int kv_root_conflicts(KvRoot*, const KvConflict **paConflict);
+
+/* Commit a prepared (or still active: it prepares first) root: publish,
+** release reservations, confirm.  Returns when the writes are visible to
+** every new snapshot; persistent writes were made durable by the prepare,
+** and DDL is also in the catalog file (unless writing it failed, which is
+** logged: the WAL record then stays and is replayed at the next open).
+** A failed publication stops the store (its failed state). */
+int kv_root_commit(KvRoot*, char **pzErr);
+/* Roll back: release everything the root holds; nothing it wrote becomes
+** visible.  A prepared root whose writes are already in the WAL also
+** withdraws its record: an abort record is appended and flushed (sharing
+** group commit) before this returns, so no later open replays the
+** transaction, across any crash after the return.  If the abort record
+** cannot be made durable, the store is stopped: every later operation on
+** it fails with a message saying the transaction's WAL record will be
+** applied when the store is next opened (the only outcome that can then
+** be guaranteed).  kv_root_rollback_err returns that error (SQLITE_OK
+** otherwise); kv_root_rollback ignores it.  The root is finished either
+** way. */
+int kv_root_rollback_err(KvRoot*, char **pzErr);
+void kv_root_rollback(KvRoot*);
+
+/* Savepoints of the write sets, numbered like SQLite's (0 outermost).
+** kv_root_savepoint: SQLITE_OK or SQLITE_NOMEM; a no-op unless the root is
+** active.  kv_root_rollback_to of a level the root has no savepoint for
+** (one opened before the root began, or -1, SQLite's number for the
+** SAVEPOINT that began the transaction) undoes every write of the root. */
+int kv_root_savepoint(KvRoot*, int iLevel);
+void kv_root_release(KvRoot*, int iLevel);
+void kv_root_rollback_to(KvRoot*, int iLevel);
+
+/* ============================================================ iterators ==
+** A scan of zTab between optional bounds (encoded keys), as of now (pRoot
+** NULL) or as the root sees it: its snapshot plus its writes as they were
+** when the scan opened.  Registers no reads.  Later writes, by anyone, are
+** never seen.  *ppIter belongs to the caller (kv_iter_close). */
+typedef struct KvBound KvBound;
+struct KvBound {
+  const uint8_t *aKey; int nKey;
+  int bIncl;               /* include aKey itself */
+};
+int kv_iter_open(KvEngine*, KvRoot*, const char *zTab, int nTab,
+                 const KvBound *pLo, const KvBound *pHi, int bDesc,
+                 KvIter **ppIter, char **pzErr);
+/* Non-zero once the scan has no current entry. */
+int kv_iter_eof(KvIter*);
+/* Step to the next entry (in key order, or reverse with bDesc). */
+void kv_iter_next(KvIter*);
+/* SQLITE_OK, or the read error that ended the scan early (it is then at
+** EOF); *pzErr gets the message (sqlite3_malloc'd; the caller frees it). */
+int kv_iter_error(KvIter*, char **pzErr);
+/* The current entry (see KvMapEntry for how long its bytes live). */
+void kv_iter_entry(KvIter*, KvMapEntry *pOut);
+/* Close the scan and release its snapshot.  NULL-safe. */
+void kv_iter_close(KvIter*);
+
+/* ============================================================= versions ==
+** The key-version protocol.  A version is a kind (upsert 'u' or delete
+** 'd') plus a 128-bit id: the store's epoch (chosen at open, 64 bits) and
+** a transaction id (64 bits) from the store's TID generator.
+** KV_VERSION_BYTES bytes in memory: kind, epoch big-endian, tid
+** big-endian; as text "u:<32 hex>".
+**
+** Version records live in memory only (never in the WAL or a data file);
+** a store starts with none after open and replay.  All version state is
+** guarded by the engine mutex: a query takes its snapshot and reads or
+** creates the version in one critical section, and a commit publishes each
+** table's data and versions in one, so the pair a query returns is always
+** consistent.
+*/
+#define KV_VERSION_BYTES 17
+#define KV_VERSION_TEXT  34      /* "u:" + 32 hex, NUL excluded */
+
+/* Render aVer as "u:<32 hex>" into z (KV_VERSION_TEXT+1 bytes). */
+void kv_version_text(const uint8_t *aVer, char *z);
+/* Parse text z/n into aVer; SQLITE_OK or SQLITE_ERROR (bad form). */
+int kv_version_parse(const char *z, int n, uint8_t *aVer);
+
+/* Read key aKey of zTab and its version atomically, with no transaction.
+** A missing version is created (a first observation, kind 'd' if the key
+** is absent) with a new TID; concurrent first reads publish one.  Sets
+** *pbFound and the value bytes in *pVal (reset first); aVer gets the
+** version.  A stopped store fails with its code and message. */
+int kv_version_query(KvEngine*, const char *zTab, int nTab,
+                     const uint8_t *aKey, int nKey, KvBuf *pVal,
+                     int *pbFound, uint8_t *aVer, char **pzErr);
+
+/* A list of keys (kv_keylist_parse, ext/kv_sql.h): n key encodings in
+** input order; key i is buf.a[aOff[i] .. aOff[i+1]).  A key given as a
+** JSON integer of at most 18 digits also has its value in aInt[i], with
+** abInt[i] set, so it need not be decoded again.  Owned by whoever filled
+** it. */
+typedef struct KvKeyList KvKeyList;
+struct KvKeyList {
+  int n;
+  int *aOff;                     /* n+1 offsets */
+  int64_t *aInt;                 /* n values, where abInt[i] */
+  uint8_t *abInt;                /* n flags */
+  KvBuf buf;
+};
+
+/* kv_version_query for every key of pList, all from one published state
+** (one critical section: no commit publishes in between).  xRow is called
+** once per key, in list order (iKey: its index), with the engine mutex
+** held (it must not call into the engine); its non-OK result stops the
+** walk and is returned.  aVal is NULL when the key is absent; the bytes
+** are valid during the call only. */
+typedef int (*KvVerRowFn)(void *pArg, int iKey, const uint8_t *aKey,
+                          int nKey, const uint8_t *aVal, int nVal,
+                          const uint8_t *aVer);
+int kv_version_query_list(KvEngine*, const char *zTab, int nTab,
+                          const KvKeyList *pList, KvVerRowFn xRow,
+                          void *pArg, char **pzErr);
+
+/* One element of a read set: the version the caller read of (table,
+** key).  The pointers belong to the caller. */
+typedef struct KvVerRead KvVerRead;
+struct KvVerRead {
+  const char *zTab; int nTab;
+  const uint8_t *aKey; int nKey;
+  uint8_t aVer[KV_VERSION_BYTES];
+};
+
+/* Versioned prepare of an active root: select the versioned protocol
+** (SQLITE_MISUSE if the root is ordinary; nothing changes then), check
+** that every table of the read set exists and that the root writes
+** something, register the reads, then under the engine mutex compare
+** every read version with the current one (version_mismatch) and run the
+** standard conflict checks (transaction_conflict).  On a conflict:
+** SQLITE_BUSY_SNAPSHOT, the root is rolled back and kv_root_conflicts()
+** lists them.  On SQLITE_OK the persistent writes are durable in the WAL.
+** aRead (sorted by table) must hold no (table, key) twice (the caller
+** checks). */
+int kv_version_prepare(KvRoot*, const KvVerRead *aRead, int nRead,
+                       char **pzErr);
+
+/* The receipts of a versioned commit: one per final write, in table, then
+** key order of the write sets.  a[i].zTab points into data, a[i].aKey
+** into a committed write set the receipts keep (apMap); both live until
+** kv_version_receipts_free.  The other members are the engine's
+** bookkeeping. */
+typedef struct KvVerReceipt KvVerReceipt;
+typedef struct KvVerReceipts KvVerReceipts;
+struct KvVerReceipt {
+  const char *zTab; int nTab;    /* in KvVerReceipts.data (NUL after) */
+  const uint8_t *aKey; int nKey; /* in a write set of apMap */
+  uint8_t aVer[KV_VERSION_BYTES];
+};
+struct KvVerReceipts {
+  int n, nAlloc;
+  KvVerReceipt *a;
+  int rc;                        /* an OOM while recording */
+  KvBuf data;                    /* every table name */
+  int nMap;                      /* the committed write sets, referenced: */
+  struct KvMap **apMap;          /* the receipts' keys are their bytes */
+  const void *pLastTab;          /* while recording: the last table ... */
+  int iLastTab;                  /* ... and its name's offset in data */
+};
+/* Free receipts and release the write sets they keep.  NULL-safe. */
+void kv_version_receipts_free(KvVerReceipts*);
+
+/* Commit a root prepared by kv_version_prepare: publish, then check that
+** the receipts name every final write exactly once, with this root's TID
+** and the right kind.  On SQLITE_OK *ppOut holds them (the caller frees
+** them with kv_version_receipts_free).  A receipt mismatch is
+** SQLITE_INTERNAL with a message (the commit itself stands: its writes are
+** visible and, for persistent tables, durable in the WAL since the
+** prepare). */
+int kv_version_commit(KvRoot*, KvVerReceipts **ppOut, char **pzErr);
+
+/* Store options.  ttl: 0 = versions are kept until the store closes;
+** else the minimum time in ms a version record is kept after its last
+** first observation or commit publication.  That refresh leases the
+** record for the ttl then in force: a lower ttl set later does not
+** shorten the lease, a higher one keeps the record longer.  poll: ms
+** between sweeps.
+** Quantisation (both): a value in (0,1) counts as 1, others are truncated
+** to whole ms.  Starting TTL starts the store's sweeper thread; ttl 0
+** stops and joins it (as does closing the store).  Errors: SQLITE_RANGE
+** for a negative or too large value, a zero poll interval. */
+int kv_version_configure(KvEngine*, double rTtlMs, double rPollMs,
+                         char **pzErr);
+/* The options in force (ttl and poll in whole ms). */
+void kv_version_options(KvEngine*, int64_t *pTtlMs, int64_t *pPollMs);
+
+/* Metric counters of the version protocol, process-wide, relaxed atomics
+** (no lock). */
+#define KV_METRIC_QUERY_OK       0
+#define KV_METRIC_QUERY_FAIL     1
+#define KV_METRIC_PREPARE_OK     2
+#define KV_METRIC_PREPARE_FAIL   3
+#define KV_METRIC_COMMIT_OK      4
+#define KV_METRIC_COMMIT_FAIL    5
+#define KV_METRIC_N              6
+/* Count one event iMetric (a KV_METRIC_* below KV_METRIC_N). */
+void kv_metric_add(int iMetric);
+/* Copy the KV_METRIC_N counters, then roots created and closed, to
+** aOut (KV_METRIC_N+2 entries). */
+void kv_metrics_read(int64_t *aOut);
+
+/* ============================================================== process ==
+** The SQLite VFS the kv_btree backend opens its data files with.
+** xPlainVfs() is called at every open of a data file and returns a VFS
+** name (NULL: SQLite's default VFS).  ext/depot.c sets depot_vfs_plain
+** once, at process setup, so the data files never go through the depot
+** VFS, even while it is the default.  Until it is set, data files use the
+** default VFS.  Any thread; the last call wins. */
+void kv_set_plain_vfs(const char *(*xPlainVfs)(void));
+
+#endif /* DEPOT_KV_H */

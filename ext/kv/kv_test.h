@@ -1,0 +1,63 @@
+/*
+** kv_test.h -- test hooks of the KV engine: fault injection and limits
+** that the test programs, the bench and the torture runner set, never the
+** product.  Like SQLite's SQLITE_TEST code, they are compiled only when
+** DEPOT_TEST is defined, which the build does for libdepot_core.la alone
+** (the library the test programs link); the loadable module depot.la has
+** none of these symbols, nor the state behind them
+** (tests/check/no_test_hooks.sh checks).  A program that calls one must
+** link libdepot_core.la.  The WAL's own test hook, the fault-injecting
+** WalIo (wal_fault_*), is declared in wal/wal.h under the same rule.
+**
+** Every hook affects the whole process (every store opened from then on,
+** or every store already open, as said) and may be called from any
+** thread; each setter replaces the previous setting.
+*/
+#ifndef DEPOT_KV_TEST_H
+#define DEPOT_KV_TEST_H
+
+#include "ext/kv/kv.h"
+
+/* Every store opened from now on uses pIo for its WAL and catalog file
+** (NULL: the real POSIX I/O).  The caller keeps pIo alive while those
+** stores are open.  Takes the registry mutex. */
+void kv_engine_test_io(const WalIo *pIo);
+
+/* Every store opened from now on rotates its WAL past szSegment bytes (0:
+** the default, 64 MiB) and, with bKeepBak, retires segments by renaming
+** them to *.log.bak instead of deleting them.  Takes the registry
+** mutex. */
+void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak);
+
+/* The n-th backend publication (xApply of one table of a committing root)
+** from now fails with SQLITE_NOMEM, as running out of memory after the
+** WAL flush would (1: the next one; 0: none). */
+void kv_engine_test_fail_apply(int n);
+
+/* The n-th receipt recorded by a versioned commit from now is lost (bDup
+** 0) or recorded twice (bDup 1), as a defect in publication would do; the
+** commit's receipts check must report it (n 0: none). */
+void kv_engine_test_fault_receipt(int n, int bDup);
+
+/* kv_btree: the next n collector batches (of every store) fail as a
+** data-file write error would: rolled back, nothing confirmed, retried
+** later.  kv_btree_test_fail_writes_left: how many are still to come. */
+void kv_btree_test_fail_writes(int n);
+int kv_btree_test_fail_writes_left(void);
+
+/* kv_btree: the next n data-file reads (point reads and scan steps, of
+** every store) fail with SQLITE_IOERR_READ, as a failing disk would. */
+void kv_btree_test_fail_reads(int n);
+
+/* kv_btree: set the overlay limit (entries) of the open store in
+** zStoreDir (its real path); <=0 restores the default.  SQLITE_NOTFOUND
+** if that store has no kv_btree data file open, SQLITE_NOMEM. */
+int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit);
+
+/* kv_log: tables opened from now on roll their log files past szFile
+** bytes (and compact once that many bytes are dead), so tests see rolls
+** and background compactions with little data.  0 restores the
+** default. */
+void kv_log_test_file_size(int64_t szFile);
+
+#endif /* DEPOT_KV_TEST_H */
