@@ -73,6 +73,12 @@ TESTS += tests/check/check_depotdiff
 tests_check_check_depotdiff_SOURCES = tests/check/check_depotdiff.c $(TEST_HARNESS)
 tests_check_check_depotdiff_LDADD = $(TEST_LDADD)
 
+# Checks of the product's shape: includes follow the layers (layers.sh),
+# no source files call each other in a loop (cycles.sh, on the module's
+# objects).
+TESTS += tests/check/layers.sh tests/check/cycles.sh
+EXTRA_DIST += tests/check/layers.sh tests/check/cycles.sh
+
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
 torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
