@@ -1,2 +1,16 @@
 ## sql/ -- SQL text shipped with the product.
+##
+##   store_schema.sql  what the embedded outer store executes when it opens
+##                     its file writable; compiled in as sql/store_schema.h
+##                     (the macro STORE_SCHEMA_SQL), made in the build tree
+##                     by sql2h.awk before anything is compiled
+BUILT_SOURCES += sql/store_schema.h
+CLEANFILES += sql/store_schema.h
+EXTRA_DIST += sql/store_schema.sql sql/sql2h.awk
 EXTRA_DIST += examples/quickstart.sql
+
+sql/store_schema.h: $(srcdir)/sql/store_schema.sql $(srcdir)/sql/sql2h.awk
+	$(AM_V_GEN)$(MKDIR_P) sql && \
+	  $(AWK) -v name=STORE_SCHEMA_SQL -v src=sql/store_schema.sql \
+	    -f $(srcdir)/sql/sql2h.awk $(srcdir)/sql/store_schema.sql >$@-t && \
+	  mv -f $@-t $@
