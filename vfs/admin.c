@@ -1,8 +1,9 @@
 /*
 ** admin.c -- read-only inspection of a store for the SQL surface:
 ** depot_list_commits() and depot_store_stats() (with the quota figures
-** of depot_quota_list()) of vfs/depot_vfs.h.  Each
-** call opens its own store handle (default VFS) and closes it again.
+** of depot_quota_list()) of vfs/depot_vfs.h.  Each call opens its own
+** store handle (default VFS) and closes it again.  Also
+** depot_store_on_read_only_fs(), the store layer's answer.
 */
 #include "config.h"
 #include "vfs/depot_vfs.h"
@@ -168,10 +169,7 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
   if( rc==SQLITE_OK ){
     rc = store_get(ctx.pStore, k, layout_key_ctr(k, "stored"), &pVal, &nVal);
     if( rc==SQLITE_OK && pVal && nVal==8 ){
-      int i;
-      for(i=7; i>=0; i--){
-        pStats->nStored = (pStats->nStored<<8) | ((unsigned char*)pVal)[i];
-      }
+      pStats->nStored = (int64_t)bytes_get64le((const unsigned char*)pVal);
     }
     sqlite3_free(pVal);
   }
@@ -187,4 +185,8 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
     pStats->nReclaimable = gc.nByte;
   }
   return rc;
+}
+
+int depot_store_on_read_only_fs(const char *zStore){
+  return store_sqlite_read_only_fs(zStore);
 }

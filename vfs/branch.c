@@ -1,7 +1,8 @@
 /*
 ** branch.c -- branch records, forks, buckets and pins in the outer store
-** (see vfs/db.h): resolving a (bucket, db, branch) name through bucket
-** parents, the read chain of a forked branch, the state of a branch as of
+** (see vfs/db.h): the format-version row (written with the first branch,
+** checked by every open of a store), resolving a (bucket, db, branch) name
+** through bucket parents, the read chain of a forked branch, the state of a branch as of
 ** a txid, pointer rows with their history, and DB_PIN rows with the
 ** refcount / descendant-pin / restore-point-pin summaries kept per branch.
 */
@@ -33,6 +34,22 @@ static uint64_t brNowMs(void){
   struct timeval tv;
   gettimeofday(&tv, 0);
   return (uint64_t)tv.tv_sec*1000 + (uint64_t)tv.tv_usec/1000;
+}
+
+/* ---- the format row ---- */
+
+int depot_db_check_format(Store *pStore, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc = store_get(pStore, k, layout_key_format(k), &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  if( pVal && (nVal!=4 || bytes_get32(pVal)!=LAYOUT_VERSION) ){
+    rc = brErr(pzErr, SQLITE_CANTOPEN, sqlite3_mprintf("depot: the store has"
+               " an unknown layout version (this build reads version 1)"));
+  }
+  sqlite3_free(pVal);
+  return rc;
 }
 
 /* ---- one-row scans ---- */
@@ -172,7 +189,7 @@ int depot_bucket_find(Store *pStore, const char *zBucket, uint64_t *piBucket,
     rc = brErr(pzErr, SQLITE_CORRUPT, sqlite3_mprintf(
         "depot: corrupt pointer row of bucket %s", zBucket));
   }else if( pVal ){
-    *piBucket = ltx_get64(pVal);
+    *piBucket = bytes_get64(pVal);
   }
   sqlite3_free(pVal);
   return rc;
@@ -312,7 +329,7 @@ int depot_db_txid_at_vs(Store *pStore, uint64_t iBranch, uint64_t iVs,
       return brErr(pzErr, SQLITE_CORRUPT, sqlite3_mprintf(
           "depot: corrupt VTX row of branch %llu", (unsigned long long)iBranch));
     }
-    *piTxid = ltx_get64(hit.aVal);
+    *piTxid = bytes_get64(hit.aVal);
   }
   return rc;
 }
@@ -333,7 +350,7 @@ static int brPinRow(void *pArg, const unsigned char *pKey, int nKey,
   (void)pVal; (void)nVal;
   if( nKey<19 || bFork!=p->bFork ) return 0;
   p->bFound = 1;
-  p->iTxid = ltx_get64(pKey+10);
+  p->iTxid = bytes_get64(pKey+10);
   return 1;
 }
 
@@ -353,7 +370,7 @@ static int brPinSummary(Store *pStore, uint64_t iBranch, int bFork){
       bFork ? LAYOUT_BRANCH_DESCPIN : LAYOUT_BRANCH_RPPIN);
   if( rc!=SQLITE_OK ) return rc;
   if( !m.bFound ) return store_clear(pStore, k, nKey);
-  ltx_put64(v, m.iTxid);
+  bytes_put64(v, m.iTxid);
   return store_put(pStore, k, nKey, v, 8);
 }
 
@@ -403,12 +420,12 @@ int depot_branch_create(Store *pStore, const BranchRecord *pRec,
         layout_key_br(k, (uint64_t)iNew, LAYOUT_BR_FORKHEAD), v,
         layout_head_encode(v, &head));
   }
-  ltx_put32(v, LAYOUT_VERSION);
+  bytes_put32(v, LAYOUT_VERSION);
   if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_format(k), v, 4);
   if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
   *piNew = (uint64_t)iNew;
   if( pRec->iParent==0 ) return SQLITE_OK;
-  ltx_put64(o, (uint64_t)iNew);
+  bytes_put64(o, (uint64_t)iNew);
   return depot_pin_add(pStore, pRec->iParent, pRec->iParentTxid,
                        LAYOUT_PIN_FORK, o, 8, pzErr);
 }

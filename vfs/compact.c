@@ -1,22 +1,14 @@
 /*
-** compact.c -- compaction of a branch's page deltas into versioned shards,
-** and reclaim (GC) of the rows no head, pin or retained point in time can
-** read (see vfs/depot_vfs.h for the calls, docs/ARCHITECTURE.md
-** "Compaction and reclaim" for the design).
-**
-** Coverage points of a branch: its head, the txid of every DB_PIN row on
-** it (fork caps, restore points, heads a pointer moved away from), the
-** point-in-time representatives its database's policy retains (the last
-** commit of each interval newer than the retention cutoff, and the newest
-** such commit at or before the cutoff, which a target just inside the
-** window resolves to), and its newest commit at or before the store
-** sequence of every bucket fork.  Only these states can ever be read again
-** (readers of an older head hold a store read transaction, see vfs.c).
+** compact.c -- compaction of a branch's page deltas into versioned shards
+** (depot_compact, the background threshold and compactor; see
+** vfs/depot_vfs.h for the calls, docs/ARCHITECTURE.md "Compaction and
+** reclaim" for the design).
 **
 ** A compaction job of branch B with watermark W picks a target T, the
-** largest coverage point at most CMP_MAX_COMMITS commits past W (or, when
-** the first one is further, W + CMP_MAX_COMMITS, covered like a coverage
-** point so that no install folds more than CMP_MAX_COMMITS commits), and
+** largest coverage point (vfs/coverage.h) at most CMP_MAX_COMMITS commits
+** past W (or, when the first one is further, W + CMP_MAX_COMMITS, covered
+** like a coverage point so that no install folds more than
+** CMP_MAX_COMMITS commits), and
 **   1. plans, in one store read transaction: the generation, W, the
 **      coverage points, every page index row (P, t) with W < t <= T, and
 **      for each the pair (shard of P, smallest coverage point >= t);
@@ -34,282 +26,21 @@
 ** page as of t, so the cleared rows were no longer needed.  A changed
 ** generation (a pin came or went, another job installed, GC ran) makes the
 ** job plan again.
-**
-** Reclaim (one write transaction per branch): a dropped branch nothing
-** pins any more loses every row; any other branch loses the COMMITS and
-** VTX rows of txids at or below W that are not coverage points, and every
-** shard version that is not the newest version at or before some coverage
-** point.
 */
 #include "config.h"
-#include "vfs/depot_vfs.h"
-#include "vfs/db.h"
+#include "vfs/coverage.h"
+#include "vfs/vfs_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #define CMP_MAX_COMMITS 4096     /* commits one install folds at most */
 #define CMP_MAX_RETRY   4        /* plans per job before giving up */
 #define CMP_LEVEL       3        /* zstd level of shard blobs */
-
-/* ---- sorted sets of u64 ---- */
-
-typedef struct U64Set U64Set;
-struct U64Set {
-  int n, nAlloc;
-  uint64_t *a;
-};
-
-static int setAdd(U64Set *s, uint64_t v){
-  if( s->n>=s->nAlloc ){
-    int nNew = s->nAlloc ? s->nAlloc*2 : 32;
-    uint64_t *a = sqlite3_realloc64(s->a, sizeof(uint64_t)*nNew);
-    if( a==0 ) return SQLITE_NOMEM;
-    s->a = a;
-    s->nAlloc = nNew;
-  }
-  s->a[s->n++] = v;
-  return SQLITE_OK;
-}
-
-static int cmpU64(const void *a, const void *b){
-  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
-  return x<y ? -1 : x>y;
-}
-
-static void setSort(U64Set *s){
-  int i, j = 0;
-  if( s->n==0 ) return;
-  qsort(s->a, s->n, sizeof(uint64_t), cmpU64);
-  for(i=1; i<s->n; i++) if( s->a[i]!=s->a[j] ) s->a[++j] = s->a[i];
-  s->n = j+1;
-}
-
-/* The smallest member >= v, or 0 when none (members are never 0). */
-static uint64_t setCeil(const U64Set *s, uint64_t v){
-  int lo = 0, hi = s->n;
-  while( lo<hi ){
-    int mid = (lo+hi)/2;
-    if( s->a[mid]<v ) lo = mid+1; else hi = mid;
-  }
-  return lo<s->n ? s->a[lo] : 0;
-}
-
-static void setFree(U64Set *s){
-  sqlite3_free(s->a);
-  memset(s, 0, sizeof(*s));
-}
-
-/* ---- the operation context ---- */
-
-typedef struct Cmp Cmp;
-struct Cmp {
-  Store *pStore;
-  char **pzErr;
-  ZSTD_CCtx *pCctx;
-  ZSTD_DCtx *pDctx;
-  int64_t iNowMs;
-  const char *zPath;        /* the store file */
-  U64Set forkVs;            /* store sequence of every bucket fork */
-};
-
-static int cmpFail(Cmp *p, int rc, char *zMsg){
-  sqlite3_free(*p->pzErr);
-  *p->pzErr = zMsg;
-  return rc;
-}
-
-static int cmpStoreErr(Cmp *p, int rc){
-  return cmpFail(p, rc, sqlite3_mprintf("depot: %s", store_errmsg(p->pStore)));
-}
-
-static int64_t cmpNowMs(void){
-  struct timeval tv;
-  gettimeofday(&tv, 0);
-  return (int64_t)tv.tv_sec*1000 + tv.tv_usec/1000;
-}
-
-/* An 8-byte row: big-endian (bLe 0) or a little-endian counter; absent
-** reads as 0. */
-static int cmpGet64(Cmp *p, const unsigned char *k, int nKey, int bLe,
-                    int64_t *pv){
-  void *pVal = 0;
-  int nVal = 0, i, rc = store_get(p->pStore, k, nKey, &pVal, &nVal);
-  uint64_t v = 0;
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  if( pVal && nVal!=8 ){
-    sqlite3_free(pVal);
-    return cmpFail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt"
-        " counter or watermark row (%d bytes)", nVal));
-  }
-  for(i=0; pVal && i<8; i++){
-    unsigned char c = ((unsigned char*)pVal)[bLe ? 7-i : i];
-    v = (v<<8) | c;
-  }
-  sqlite3_free(pVal);
-  *pv = (int64_t)v;
-  return SQLITE_OK;
-}
-
-static int cmpBrGet(Cmp *p, uint64_t b, int eSub, int bLe, int64_t *pv){
-  unsigned char k[LAYOUT_MAX_KEY];
-  return cmpGet64(p, k, layout_key_br(k, b, eSub), bLe, pv);
-}
-
-static int cmpCtrGet(Cmp *p, const char *zName, int64_t *pv){
-  unsigned char k[LAYOUT_MAX_KEY];
-  return cmpGet64(p, k, layout_key_ctr(k, zName), 1, pv);
-}
-
-/* Add iDelta to branch b's net stored bytes, the store's and its
-** database's quota use, through depot_quota_charge() and never enforcing
-** the cap (compaction and reclaim must not fail on it).  b's record must
-** still exist. */
-static int cmpCredit(Cmp *p, uint64_t b, int64_t iDelta){
-  if( iDelta==0 ) return SQLITE_OK;
-  return depot_quota_charge(p->pStore, b, iDelta, 0, p->pzErr);
-}
-
-/* ---- coverage points ---- */
-
-static int cmpBucketRow(void *pArg, const unsigned char *pKey, int nKey,
-                        const unsigned char *pVal, int nVal){
-  Cmp *p = (Cmp*)pArg;
-  BucketRecord rec;
-  if( nKey!=10 ) return 0;
-  if( layout_bucket_decode(pVal, nVal, &rec)!=SQLITE_OK ) return 0;
-  return setAdd(&p->forkVs, rec.iForkVs)!=SQLITE_OK;
-}
-
-/* The store sequence of every bucket fork (read once per operation). */
-static int cmpLoadBuckets(Cmp *p){
-  unsigned char lo[2] = { 0x02, LAYOUT_P_BUCKET };
-  unsigned char hi[2] = { 0x02, LAYOUT_P_BUCKET+1 };
-  int rc;
-  p->forkVs.n = 0;
-  rc = store_scan(p->pStore, lo, 2, hi, 2, 0, -1, cmpBucketRow, p);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  setSort(&p->forkVs);
-  return SQLITE_OK;
-}
-
-static int cmpPinRow(void *pArg, const unsigned char *pKey, int nKey,
-                     const unsigned char *pVal, int nVal){
-  U64Set *pK = (U64Set*)pArg;
-  uint64_t t = nKey>=18 ? ltx_get64(pKey+10) : 0;
-  (void)pVal; (void)nVal;
-  return t && setAdd(pK, t)!=SQLITE_OK;
-}
-
-/* The point-in-time policy of database zDb. */
-static int cmpPolicy(Cmp *p, const char *zDb, PitrPolicy *pPol){
-  unsigned char k[LAYOUT_MAX_KEY];
-  int i, rc;
-  pPol->iIntervalMs = DEPOT_PITR_DEFAULT_INTERVAL_S*1000LL;
-  pPol->iRetentionMs = DEPOT_PITR_DEFAULT_RETENTION_S*1000LL;
-  for(i=0; i<2; i++){
-    void *pVal = 0;
-    int nVal = 0;
-    rc = store_get(p->pStore, k, layout_key_pitr(k, i==0 ? zDb : 0),
-                   &pVal, &nVal);
-    if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-    if( pVal==0 ) continue;
-    rc = layout_pitr_decode(pVal, nVal, pPol);
-    sqlite3_free(pVal);
-    if( rc!=SQLITE_OK ){
-      return cmpFail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt"
-          " point-in-time policy row"));
-    }
-    break;
-  }
-  return SQLITE_OK;
-}
-
-/* Commits in txid order: the last of each interval is a representative. */
-typedef struct PitrWalk PitrWalk;
-struct PitrWalk {
-  int64_t iInterval, iCutoff;
-  int bHave;
-  uint64_t iPrevTxid, iPrevTime;
-  uint64_t iOldRep;         /* newest representative at or before cutoff */
-  U64Set *pK;
-  int rc;
-};
-
-static int cmpPitrRow(void *pArg, const unsigned char *pKey, int nKey,
-                      const unsigned char *pVal, int nVal){
-  PitrWalk *w = (PitrWalk*)pArg;
-  CommitRow row;
-  (void)pKey; (void)nKey;
-  if( layout_commit_decode(pVal, nVal, &row)!=SQLITE_OK ){
-    w->rc = SQLITE_CORRUPT;
-    return 1;
-  }
-  if( w->bHave && (w->iInterval==0
-       || row.iTimeMs/w->iInterval != w->iPrevTime/w->iInterval) ){
-    if( (int64_t)w->iPrevTime > w->iCutoff ){
-      if( setAdd(w->pK, w->iPrevTxid) ){ w->rc = SQLITE_NOMEM; return 1; }
-    }else{
-      w->iOldRep = w->iPrevTxid;
-    }
-  }
-  w->bHave = 1;
-  w->iPrevTxid = row.iTxid;
-  w->iPrevTime = row.iTimeMs;
-  return 0;
-}
-
-static int cmpPitrPoints(Cmp *p, uint64_t b, const char *zDb, U64Set *pK){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  PitrPolicy pol;
-  PitrWalk w;
-  int rc = cmpPolicy(p, zDb, &pol);
-  if( rc!=SQLITE_OK || pol.iRetentionMs==0 ) return rc;
-  memset(&w, 0, sizeof(w));
-  w.iInterval = pol.iIntervalMs;
-  w.iCutoff = p->iNowMs - pol.iRetentionMs;
-  w.pK = pK;
-  rc = store_scan(p->pStore, lo, layout_key_br(lo, b, LAYOUT_BR_COMMITS),
-                  hi, layout_key_br(hi, b, LAYOUT_BR_COMMITS+1), 0, -1,
-                  cmpPitrRow, &w);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  if( w.rc!=SQLITE_OK ){
-    return cmpFail(p, w.rc, sqlite3_mprintf("depot: corrupt commit row of"
-        " branch %llu", (unsigned long long)b));
-  }
-  if( w.iOldRep ) rc = setAdd(pK, w.iOldRep);
-  return rc;
-}
-
-/* Every coverage point of branch b (record pRec, head iHead), sorted. */
-static int cmpCoverage(Cmp *p, uint64_t b, const BranchRecord *pRec,
-                       uint64_t iHead, U64Set *pK){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  int nLo = layout_key_pin(lo, b, 0, 0, 0, 0) - 9;
-  int i, rc = SQLITE_OK;
-  pK->n = 0;
-  if( iHead ) rc = setAdd(pK, iHead);
-  layout_key_pin(hi, b+1, 0, 0, 0, 0);
-  if( rc==SQLITE_OK ){
-    rc = store_scan(p->pStore, lo, nLo, hi, nLo, 0, -1, cmpPinRow, pK);
-    if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  }
-  if( rc==SQLITE_OK ) rc = cmpPitrPoints(p, b, pRec->zDb, pK);
-  for(i=0; rc==SQLITE_OK && i<p->forkVs.n; i++){
-    uint64_t t = 0;
-    rc = depot_db_txid_at_vs(p->pStore, b, p->forkVs.a[i], &t, p->pzErr);
-    if( rc==SQLITE_OK && t ) rc = setAdd(pK, t);
-  }
-  setSort(pK);
-  return rc;
-}
-
-/* ---- compaction: plan ---- */
 
 /* A shard version to build: shard number and as_of. */
 typedef struct ShardPair ShardPair;
@@ -333,15 +64,15 @@ struct Plan {
   int rc;
 };
 
-static void planReset(Plan *pl){
+static void cmpPlanReset(Plan *pl){
   sqlite3_free(pl->aPair);
   sqlite3_free(pl->aPgno);
   sqlite3_free(pl->aTxid);
-  setFree(&pl->K);
+  cov_set_free(&pl->K);
   memset(pl, 0, sizeof(*pl));
 }
 
-static int planPidx(Plan *pl, uint32_t pgno, uint64_t t){
+static int cmpPlanPidx(Plan *pl, uint32_t pgno, uint64_t t){
   if( pl->nPidx>=pl->nPidxAlloc ){
     int nNew = pl->nPidxAlloc ? pl->nPidxAlloc*2 : 256;
     uint32_t *a = sqlite3_realloc64(pl->aPgno, sizeof(uint32_t)*nNew);
@@ -356,7 +87,7 @@ static int planPidx(Plan *pl, uint32_t pgno, uint64_t t){
   return SQLITE_OK;
 }
 
-static int planPair(Plan *pl, uint32_t iShard, uint64_t iAsOf){
+static int cmpPlanPair(Plan *pl, uint32_t iShard, uint64_t iAsOf){
   if( pl->nPair>0 && pl->aPair[pl->nPair-1].iShard==iShard
    && pl->aPair[pl->nPair-1].iAsOf==iAsOf ){
     return SQLITE_OK;
@@ -379,22 +110,22 @@ static int cmpPair(const void *a, const void *b){
   return x->iAsOf<y->iAsOf ? -1 : x->iAsOf>y->iAsOf;
 }
 
-static uint64_t planAsOf(const Plan *pl, uint64_t t);
+static uint64_t cmpPlanAsOf(const Plan *pl, uint64_t t);
 
 /* PIDX row 02 30 {b:8} 20 {pgno:4}{txid:8}. */
-static int planPidxRow(void *pArg, const unsigned char *pKey, int nKey,
-                       const unsigned char *pVal, int nVal){
+static int cmpPlanPidxRow(void *pArg, const unsigned char *pKey, int nKey,
+                          const unsigned char *pVal, int nVal){
   Plan *pl = (Plan*)pArg;
   uint32_t pgno;
   uint64_t t;
   (void)pVal; (void)nVal;
   if( nKey!=23 ) return 0;
-  pgno = ltx_get32(pKey+11);
-  t = ltx_get64(pKey+15);
+  pgno = bytes_get32(pKey+11);
+  t = bytes_get64(pKey+15);
   if( t<=(uint64_t)pl->iMark || t>pl->iTarget || pgno==0 ) return 0;
-  pl->rc = planPidx(pl, pgno, t);
+  pl->rc = cmpPlanPidx(pl, pgno, t);
   if( pl->rc==SQLITE_OK ){
-    pl->rc = planPair(pl, (pgno-1)/LAYOUT_SHARD_SIZE, planAsOf(pl, t));
+    pl->rc = cmpPlanPair(pl, (pgno-1)/LAYOUT_SHARD_SIZE, cmpPlanAsOf(pl, t));
   }
   return pl->rc!=SQLITE_OK;
 }
@@ -404,8 +135,8 @@ static int planPidxRow(void *pArg, const unsigned char *pKey, int nKey,
 ** CMP_MAX_COMMITS past it, which this job covers as if it were one (its
 ** shard versions are correct images; its commit row goes at install).
 ** 0: nothing to fold. */
-static uint64_t planTarget(const Plan *pl){
-  uint64_t W = (uint64_t)pl->iMark, T = setCeil(&pl->K, W+1);
+static uint64_t cmpPlanTarget(const Plan *pl){
+  uint64_t W = (uint64_t)pl->iMark, T = cov_set_ceil(&pl->K, W+1);
   int i;
   if( T>W+CMP_MAX_COMMITS ) return W+CMP_MAX_COMMITS;
   for(i=0; T && i<pl->K.n; i++){
@@ -415,13 +146,18 @@ static uint64_t planTarget(const Plan *pl){
 }
 
 /* The shard version a row of txid t (W < t <= target) is folded into. */
-static uint64_t planAsOf(const Plan *pl, uint64_t t){
-  uint64_t c = setCeil(&pl->K, t);
+static uint64_t cmpPlanAsOf(const Plan *pl, uint64_t t){
+  uint64_t c = cov_set_ceil(&pl->K, t);
   return c && c<=pl->iTarget ? c : pl->iTarget;
 }
 
+static int cmpCtrGet(Cov *p, const char *zName, int64_t *pv){
+  unsigned char k[LAYOUT_MAX_KEY];
+  return cov_get64(p, k, layout_key_ctr(k, zName), 1, pv);
+}
+
 /* Step 1, inside a read transaction. */
-static int cmpPlanTxn(Cmp *p, Plan *pl){
+static int cmpPlanTxn(Cov *p, Plan *pl){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   BranchRecord rec;
   DbHead head;
@@ -429,25 +165,25 @@ static int cmpPlanTxn(Cmp *p, Plan *pl){
   int64_t nRef = 0;
   int rc = depot_branch_get(p->pStore, b, &rec, p->pzErr);
   if( rc==SQLITE_NOTFOUND ) return SQLITE_OK;   /* reclaimed meanwhile */
-  if( rc==SQLITE_OK ) rc = cmpGet64(p, lo, layout_key_branch_sub(lo, b,
-                                    LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
+  if( rc==SQLITE_OK ) rc = cov_get64(p, lo, layout_key_branch_sub(lo, b,
+                                     LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
   if( rc!=SQLITE_OK ) return rc;
   if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ) return SQLITE_OK;
   rc = depot_db_head(p->pStore, b, &head, p->pzErr);
-  if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPGEN, 1, &pl->iGen);
-  if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPMARK, 0, &pl->iMark);
+  if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPGEN, 1, &pl->iGen);
+  if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPMARK, 0, &pl->iMark);
   if( rc==SQLITE_OK ) rc = cmpCtrGet(p, "bucket", &pl->iBuckets);
   if( rc!=SQLITE_OK || head.iTxid<=(uint64_t)pl->iMark ) return rc;
   pl->iHead = head.iTxid;
-  rc = cmpLoadBuckets(p);
-  if( rc==SQLITE_OK ) rc = cmpCoverage(p, b, &rec, head.iTxid, &pl->K);
+  rc = cov_load_buckets(p);
+  if( rc==SQLITE_OK ) rc = cov_points(p, b, &rec, head.iTxid, &pl->K);
   if( rc!=SQLITE_OK ) return rc;
-  pl->iTarget = planTarget(pl);
+  pl->iTarget = cmpPlanTarget(pl);
   if( pl->iTarget==0 ) return SQLITE_OK;
   rc = store_scan(p->pStore, lo, layout_key_br(lo, b, LAYOUT_BR_PIDX),
                   hi, layout_key_br(hi, b, LAYOUT_BR_PIDX+1), 0, -1,
-                  planPidxRow, pl);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
+                  cmpPlanPidxRow, pl);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   if( pl->rc!=SQLITE_OK ) return pl->rc;
   if( pl->nPair>1 ){
     int i, j = 0;
@@ -460,9 +196,9 @@ static int cmpPlanTxn(Cmp *p, Plan *pl){
   return SQLITE_OK;
 }
 
-static int cmpPlan(Cmp *p, Plan *pl){
+static int cmpPlan(Cov *p, Plan *pl){
   int rc = store_begin(p->pStore, 0);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   rc = cmpPlanTxn(p, pl);
   store_rollback(p->pStore);
   return rc;
@@ -470,11 +206,13 @@ static int cmpPlan(Cmp *p, Plan *pl){
 
 /* ---- compaction: build one shard version ---- */
 
+#ifdef DEPOT_TEST
 void (*depot_compact_test_encoded)(const char *zStore) = 0;
+#endif
 
 /* The pages of shard iShard as branch b reads them at iAsOf (state pSt):
 ** non-zero pages go into aPgno/apPage (each szPage bytes of aBuf). */
-static int cmpReadShard(Cmp *p, uint64_t b, uint32_t iShard, uint64_t iAsOf,
+static int cmpReadShard(Cov *p, uint64_t b, uint32_t iShard, uint64_t iAsOf,
                         const DbHead *pSt, unsigned char *aBuf,
                         uint32_t *aPgno, unsigned char **apPage, int *pn){
   DepotChain chain;
@@ -509,7 +247,7 @@ struct ShardOut {
 };
 
 /* Write the encoded shard blob and its row; count its bytes. */
-static int cmpPutShard(Cmp *p, uint64_t b, const ShardPair *pPair,
+static int cmpPutShard(Cov *p, uint64_t b, const ShardPair *pPair,
                        ShardOut *pOut){
   unsigned char k[LAYOUT_MAX_KEY];
   unsigned char v[LAYOUT_SHARD_ROW];
@@ -527,12 +265,12 @@ static int cmpPutShard(Cmp *p, uint64_t b, const ShardPair *pPair,
   }
   if( rc==SQLITE_OK ) rc = store_put(p->pStore, k, layout_key_shard(k, b,
       pPair->iShard, pPair->iAsOf), v, layout_shard_encode(v, pRow));
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  return cmpCredit(p, b, nBlob);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  return cov_credit(p, b, nBlob);
 }
 
 /* Encode the pages read for one shard version into pOut. */
-static int cmpEncodeShard(Cmp *p, uint64_t iAsOf, const DbHead *pSt,
+static int cmpEncodeShard(Cov *p, uint64_t iAsOf, const DbHead *pSt,
                           const uint32_t *aPgno,
                           const unsigned char *const *apPage, int n,
                           ShardOut *pOut){
@@ -557,26 +295,26 @@ static int cmpEncodeShard(Cmp *p, uint64_t iAsOf, const DbHead *pSt,
 }
 
 /* Is the generation still pl->iGen?  (inside a transaction) */
-static int cmpGenSame(Cmp *p, const Plan *pl, int *pbSame){
+static int cmpGenSame(Cov *p, const Plan *pl, int *pbSame){
   int64_t g = 0, w = 0, nb = 0;
-  int rc = cmpBrGet(p, pl->iBranch, LAYOUT_BR_CMPGEN, 1, &g);
-  if( rc==SQLITE_OK ) rc = cmpBrGet(p, pl->iBranch, LAYOUT_BR_CMPMARK, 0, &w);
+  int rc = cov_br_get(p, pl->iBranch, LAYOUT_BR_CMPGEN, 1, &g);
+  if( rc==SQLITE_OK ) rc = cov_br_get(p, pl->iBranch, LAYOUT_BR_CMPMARK, 0, &w);
   if( rc==SQLITE_OK ) rc = cmpCtrGet(p, "bucket", &nb);
   *pbSame = g==pl->iGen && w==pl->iMark && nb==pl->iBuckets;
   return rc;
 }
 
-static int cmpExists(Cmp *p, const unsigned char *k, int nKey, int *pb){
+static int cmpExists(Cov *p, const unsigned char *k, int nKey, int *pb){
   void *pVal = 0;
   int nVal = 0, rc = store_get(p->pStore, k, nKey, &pVal, &nVal);
   *pb = pVal!=0;
   sqlite3_free(pVal);
-  return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
+  return rc==SQLITE_OK ? rc : cov_store_err(p, rc);
 }
 
 /* Is the plan still current (*pbStale otherwise) and the version still
 ** to be built (*pbHave otherwise)?  Inside a transaction. */
-static int cmpPairTodo(Cmp *p, const Plan *pl, const ShardPair *pPair,
+static int cmpPairTodo(Cov *p, const Plan *pl, const ShardPair *pPair,
                        int *pbStale, int *pbHave){
   unsigned char k[LAYOUT_MAX_KEY];
   int bSame = 0;
@@ -592,7 +330,7 @@ static int cmpPairTodo(Cmp *p, const Plan *pl, const ShardPair *pPair,
 ** as of the pair's txid and encode them into pOut (left empty when the
 ** plan is stale or the version exists).  The store's write lock is not
 ** held, so commits go on meanwhile; what is read is immutable history. */
-static int cmpBuildRead(Cmp *p, const Plan *pl, const ShardPair *pPair,
+static int cmpBuildRead(Cov *p, const Plan *pl, const ShardPair *pPair,
                         int *pbStale, ShardOut *pOut){
   uint32_t aPgno[LAYOUT_SHARD_SIZE];
   unsigned char *apPage[LAYOUT_SHARD_SIZE];
@@ -618,7 +356,7 @@ static int cmpBuildRead(Cmp *p, const Plan *pl, const ShardPair *pPair,
 
 /* Step 2b for one pair, inside a write transaction: write pOut unless the
 ** plan went stale or another job wrote the version meanwhile. */
-static int cmpBuildWrite(Cmp *p, const Plan *pl, const ShardPair *pPair,
+static int cmpBuildWrite(Cov *p, const Plan *pl, const ShardPair *pPair,
                          int *pbStale, ShardOut *pOut,
                          DepotCompactResult *pRes){
   int bHave = 0;
@@ -633,46 +371,36 @@ static int cmpBuildWrite(Cmp *p, const Plan *pl, const ShardPair *pPair,
   return rc;
 }
 
-/* Run xTxn as one write transaction: committed when it returns SQLITE_OK
-** and did not report the plan stale, else rolled back. */
-static int cmpInWrite(Cmp *p, int rc, int bStale){
-  if( rc==SQLITE_OK && !bStale ){
-    rc = store_commit(p->pStore);
-    if( rc!=SQLITE_OK ) cmpStoreErr(p, rc);
-  }else{
-    store_rollback(p->pStore);
-  }
-  return rc;
-}
-
 /* Step 2 for one pair: read and encode in a read transaction, then write
 ** in a short write transaction, so the write lock is held only for the
 ** rows themselves. */
-static int cmpBuildPair(Cmp *p, const Plan *pl, const ShardPair *pPair,
+static int cmpBuildPair(Cov *p, const Plan *pl, const ShardPair *pPair,
                         int *pbStale, DepotCompactResult *pRes){
   ShardOut out;
   int rc = store_begin(p->pStore, 0);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   memset(&out, 0, sizeof(out));
   rc = cmpBuildRead(p, pl, pPair, pbStale, &out);
   store_rollback(p->pStore);
+#ifdef DEPOT_TEST
   if( rc==SQLITE_OK && out.aBlob && depot_compact_test_encoded ){
     depot_compact_test_encoded(p->zPath);
   }
+#endif
   if( rc==SQLITE_OK && out.aBlob ){
     rc = store_begin(p->pStore, 1);
     if( rc!=SQLITE_OK ){
-      rc = cmpStoreErr(p, rc);
+      rc = cov_store_err(p, rc);
     }else{
       rc = cmpBuildWrite(p, pl, pPair, pbStale, &out, pRes);
-      rc = cmpInWrite(p, rc, *pbStale);
+      rc = cov_in_write(p, rc, *pbStale);
     }
   }
   sqlite3_free(out.aBlob);
   return rc;
 }
 
-static int cmpBuild(Cmp *p, const Plan *pl, int *pbStale,
+static int cmpBuild(Cov *p, const Plan *pl, int *pbStale,
                     DepotCompactResult *pRes){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && !*pbStale && i<pl->nPair; i++){
@@ -683,65 +411,8 @@ static int cmpBuild(Cmp *p, const Plan *pl, int *pbStale,
 
 /* ---- compaction: install ---- */
 
-/* COMMITS rows of txids (W, T]: their blob bytes, and which to drop. */
-typedef struct FoldScan FoldScan;
-struct FoldScan {
-  const U64Set *pK;
-  int64_t nBlob;
-  int nCommit;
-  U64Set drop;              /* txids to drop ... */
-  U64Set dropVs;            /* ... and their VTX keys */
-  int rc;
-};
-
-static int foldRow(void *pArg, const unsigned char *pKey, int nKey,
-                   const unsigned char *pVal, int nVal){
-  FoldScan *f = (FoldScan*)pArg;
-  CommitRow row;
-  (void)pKey; (void)nKey;
-  if( layout_commit_decode(pVal, nVal, &row)!=SQLITE_OK ){
-    f->rc = SQLITE_CORRUPT;
-    return 1;
-  }
-  f->nBlob += (int64_t)row.nBlob;
-  f->nCommit++;
-  if( setCeil(f->pK, row.iTxid)!=row.iTxid ){
-    f->rc = setAdd(&f->drop, row.iTxid);
-    if( f->rc==SQLITE_OK ) f->rc = setAdd(&f->dropVs, row.iVs);
-  }
-  return f->rc!=SQLITE_OK;
-}
-
-/* Delete the COMMITS and VTX rows listed in f. */
-static int cmpDropCommits(Cmp *p, uint64_t b, const FoldScan *f){
-  unsigned char k[LAYOUT_MAX_KEY];
-  int i, rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<f->drop.n; i++){
-    rc = store_clear(p->pStore, k, layout_key_commit(k, b, f->drop.a[i]));
-    if( rc==SQLITE_OK ) rc = store_clear(p->pStore, k,
-        layout_key_vtx(k, b, f->dropVs.a[i]));
-  }
-  return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
-}
-
-/* The commits with lo < txid <= hi of branch b, scanned into f. */
-static int cmpScanCommits(Cmp *p, uint64_t b, uint64_t lo, uint64_t hi,
-                          FoldScan *f){
-  unsigned char kLo[LAYOUT_MAX_KEY], kHi[LAYOUT_MAX_KEY];
-  int n = layout_key_commit(kLo, b, lo+1);
-  int rc;
-  layout_key_commit(kHi, b, hi+1);
-  rc = store_scan(p->pStore, kLo, n, kHi, n, 0, -1, foldRow, f);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  if( f->rc!=SQLITE_OK ){
-    return cmpFail(p, f->rc, sqlite3_mprintf("depot: corrupt commit row of"
-        " branch %llu", (unsigned long long)b));
-  }
-  return SQLITE_OK;
-}
-
 /* Every planned shard version exists (else the plan is stale). */
-static int cmpPairsPresent(Cmp *p, const Plan *pl, int *pbStale){
+static int cmpPairsPresent(Cov *p, const Plan *pl, int *pbStale){
   unsigned char k[LAYOUT_MAX_KEY];
   int i, rc = SQLITE_OK, bHave = 1;
   for(i=0; rc==SQLITE_OK && bHave && i<pl->nPair; i++){
@@ -753,7 +424,7 @@ static int cmpPairsPresent(Cmp *p, const Plan *pl, int *pbStale){
 }
 
 /* Step 3, inside the write transaction. */
-static int cmpInstallTxn(Cmp *p, const Plan *pl, int *pbStale,
+static int cmpInstallTxn(Cov *p, const Plan *pl, int *pbStale,
                          DepotCompactResult *pRes){
   unsigned char k[LAYOUT_MAX_KEY], k2[LAYOUT_MAX_KEY];
   uint64_t b = pl->iBranch;
@@ -765,42 +436,42 @@ static int cmpInstallTxn(Cmp *p, const Plan *pl, int *pbStale,
   if( rc!=SQLITE_OK || *pbStale ) return rc;
   memset(&f, 0, sizeof(f));
   f.pK = &pl->K;
-  rc = cmpScanCommits(p, b, (uint64_t)pl->iMark, pl->iTarget, &f);
+  rc = cov_scan_commits(p, b, (uint64_t)pl->iMark, pl->iTarget, &f);
   for(i=0; rc==SQLITE_OK && i<pl->nPidx; i++){
     rc = store_clear(p->pStore, k, layout_key_pidx(k, b, pl->aPgno[i],
                                                    pl->aTxid[i]));
-    if( rc!=SQLITE_OK ) rc = cmpStoreErr(p, rc);
+    if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
   }
-  if( rc==SQLITE_OK ) rc = cmpDropCommits(p, b, &f);
+  if( rc==SQLITE_OK ) rc = cov_drop_commits(p, b, &f);
   if( rc==SQLITE_OK ){
     n = layout_key_delta(k, b, (uint64_t)pl->iMark+1, 0);
     layout_key_delta(k2, b, pl->iTarget+1, 0);
     rc = store_clear_range(p->pStore, k, n, k2, n);
-    ltx_put64(k2, pl->iTarget);
+    bytes_put64(k2, pl->iTarget);
     if( rc==SQLITE_OK ) rc = store_put(p->pStore, k,
         layout_key_br(k, b, LAYOUT_BR_CMPMARK), k2, 8);
     if( rc==SQLITE_OK ) rc = store_add(p->pStore, k,
         layout_key_br(k, b, LAYOUT_BR_CMPGEN), 1, 0);
-    if( rc!=SQLITE_OK ) rc = cmpStoreErr(p, rc);
+    if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
   }
-  if( rc==SQLITE_OK ) rc = cmpCredit(p, b, -f.nBlob);
+  if( rc==SQLITE_OK ) rc = cov_credit(p, b, -f.nBlob);
   if( rc==SQLITE_OK ){
     pRes->nCommit += f.nCommit;
     pRes->nFreed += f.nBlob;
   }
-  setFree(&f.drop);
-  setFree(&f.dropVs);
+  cov_set_free(&f.drop);
+  cov_set_free(&f.dropVs);
   return rc;
 }
 
-static int cmpInstall(Cmp *p, const Plan *pl, int *pbStale,
+static int cmpInstall(Cov *p, const Plan *pl, int *pbStale,
                       DepotCompactResult *pRes){
   DepotCompactResult r;
   int rc = store_begin(p->pStore, 1);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   memset(&r, 0, sizeof(r));
   rc = cmpInstallTxn(p, pl, pbStale, &r);
-  rc = cmpInWrite(p, rc, *pbStale);
+  rc = cov_in_write(p, rc, *pbStale);
   if( rc==SQLITE_OK && !*pbStale ){
     pRes->nCommit += r.nCommit;
     pRes->nFreed += r.nFreed;
@@ -813,16 +484,16 @@ static int cmpInstall(Cmp *p, const Plan *pl, int *pbStale,
 ** counted as skipped).  Commits made meanwhile are left for the next call,
 ** so a writer that keeps committing cannot keep it (and the reclaim that
 ** follows it in the background) from finishing. */
-static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
+static int cmpBranch(Cov *p, uint64_t b, DepotCompactResult *pRes){
   Plan pl;
   uint64_t iStop = 0;
   int rc = SQLITE_OK, nStale = 0, bDid = 0;
   memset(&pl, 0, sizeof(pl));
   while( rc==SQLITE_OK ){
     int bStale = 0;
-    planReset(&pl);
+    cmpPlanReset(&pl);
     pl.iBranch = b;
-    p->iNowMs = cmpNowMs();
+    p->iNowMs = cov_now_ms();
     rc = cmpPlan(p, &pl);
     if( rc!=SQLITE_OK || pl.iTarget==0 ) break;
     if( iStop==0 ) iStop = pl.iHead;
@@ -836,207 +507,15 @@ static int cmpBranch(Cmp *p, uint64_t b, DepotCompactResult *pRes){
     if( !bStale && pl.iTarget>=iStop ) break;
   }
   if( rc==SQLITE_OK && bDid ) pRes->nBranch++;
-  planReset(&pl);
+  cmpPlanReset(&pl);
   return rc;
 }
 
-/* ---- reclaim ---- */
-
-static int gcCountRow(void *pArg, const unsigned char *pKey, int nKey,
-                      const unsigned char *pVal, int nVal){
-  (void)pKey; (void)nKey; (void)pVal; (void)nVal;
-  (*(int64_t*)pArg)++;
-  return 0;
-}
-
-/* Count (and unless bDry clear) the rows lo <= key < hi. */
-static int gcRange(Cmp *p, const unsigned char *lo, int nLo,
-                   const unsigned char *hi, int nHi, int bDry,
-                   int64_t *pnRow){
-  int rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, -1, gcCountRow, pnRow);
-  if( rc==SQLITE_OK && !bDry ) rc = store_clear_range(p->pStore, lo, nLo,
-                                                      hi, nHi);
-  return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
-}
-
-/* A dropped branch nothing pins: every row of it goes.  Its bytes are
-** credited back first, while its record still names its database. */
-static int gcDropBranch(Cmp *p, uint64_t b, int bDry, DepotGcResult *pRes){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  int64_t nQuota = 0;
-  int n, rc = cmpBrGet(p, b, LAYOUT_BR_QUOTA, 1, &nQuota);
-  if( rc==SQLITE_OK && !bDry ) rc = cmpCredit(p, b, -nQuota);
-  if( rc==SQLITE_OK ){
-    n = layout_key_br(lo, b, 0);
-    layout_key_br(hi, b+1, 0);
-    rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  }
-  if( rc==SQLITE_OK ){
-    n = layout_key_branch(lo, b);
-    layout_key_branch(hi, b+1);
-    rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  }
-  if( rc==SQLITE_OK ){
-    n = layout_key_pin(lo, b, 0, 0, 0, 0) - 9;
-    layout_key_pin(hi, b+1, 0, 0, 0, 0);
-    rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  }
-  if( rc==SQLITE_OK ){
-    pRes->nBranch++;
-    pRes->nByte += nQuota;
-  }
-  return rc;
-}
-
-/* Shard rows of one branch in key order (shard, as_of). */
-typedef struct ShardList ShardList;
-struct ShardList {
-  int n, nAlloc;
-  struct ShardVer { uint32_t iShard; uint64_t iAsOf, nBlob; } *a;
-  int rc;
-};
-
-static int gcShardRow(void *pArg, const unsigned char *pKey, int nKey,
-                      const unsigned char *pVal, int nVal){
-  ShardList *l = (ShardList*)pArg;
-  ShardRow row;
-  if( nKey!=23 || layout_shard_decode(pVal, nVal, &row)!=SQLITE_OK ){
-    l->rc = SQLITE_CORRUPT;
-    return 1;
-  }
-  if( l->n>=l->nAlloc ){
-    int nNew = l->nAlloc ? l->nAlloc*2 : 64;
-    struct ShardVer *a = sqlite3_realloc64(l->a, sizeof(*a)*nNew);
-    if( a==0 ){ l->rc = SQLITE_NOMEM; return 1; }
-    l->a = a;
-    l->nAlloc = nNew;
-  }
-  l->a[l->n].iShard = ltx_get32(pKey+11);
-  l->a[l->n].iAsOf = ltx_get64(pKey+15);
-  l->a[l->n++].nBlob = row.nBlob;
-  return 0;
-}
-
-/* Delete shard version i of l (row and chunks). */
-static int gcShardVersion(Cmp *p, uint64_t b, const struct ShardVer *v,
-                          int bDry, DepotGcResult *pRes){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  int n = layout_key_shard_chunk(lo, b, v->iShard, v->iAsOf, 0);
-  int rc;
-  layout_key_shard_chunk(hi, b, v->iShard, v->iAsOf+1, 0);
-  rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  if( rc==SQLITE_OK && !bDry ){
-    rc = store_clear(p->pStore, lo, layout_key_shard(lo, b, v->iShard,
-                                                     v->iAsOf));
-    if( rc!=SQLITE_OK ) rc = cmpStoreErr(p, rc);
-  }
-  pRes->nRow++;
-  pRes->nByte += (int64_t)v->nBlob;
-  return rc;
-}
-
-/* Every shard version of b that is not the newest at or before some
-** coverage point.  *pnByte gets the bytes freed. */
-static int gcShards(Cmp *p, uint64_t b, const U64Set *pK, int bDry,
-                    DepotGcResult *pRes, int64_t *pnByte){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  ShardList l;
-  int i, rc;
-  int64_t nBefore = pRes->nByte;
-  memset(&l, 0, sizeof(l));
-  rc = store_scan(p->pStore, lo, layout_key_br(lo, b, LAYOUT_BR_SHARD),
-                  hi, layout_key_br(hi, b, LAYOUT_BR_SHARD+1), 0, -1,
-                  gcShardRow, &l);
-  if( rc!=SQLITE_OK ) rc = cmpStoreErr(p, rc);
-  else if( l.rc!=SQLITE_OK ) rc = cmpFail(p, l.rc, sqlite3_mprintf(
-      "depot: corrupt shard row of branch %llu", (unsigned long long)b));
-  for(i=0; rc==SQLITE_OK && i<l.n; i++){
-    int bLast = i+1==l.n || l.a[i+1].iShard!=l.a[i].iShard;
-    uint64_t c = setCeil(pK, l.a[i].iAsOf);
-    if( c && (bLast || c<l.a[i+1].iAsOf) ) continue;
-    rc = gcShardVersion(p, b, &l.a[i], bDry, pRes);
-  }
-  sqlite3_free(l.a);
-  *pnByte = pRes->nByte - nBefore;
-  return rc;
-}
-
-/* A branch something can still read: old commit rows and shards. */
-static int gcKeepBranch(Cmp *p, uint64_t b, const BranchRecord *pRec,
-                        int bDry, DepotGcResult *pRes){
-  unsigned char k[LAYOUT_MAX_KEY];
-  U64Set K;
-  DbHead head;
-  FoldScan f;
-  int64_t W = 0, nByte = 0;
-  int rc = depot_db_head(p->pStore, b, &head, p->pzErr);
-  memset(&K, 0, sizeof(K));
-  memset(&f, 0, sizeof(f));
-  if( rc==SQLITE_OK ) rc = cmpBrGet(p, b, LAYOUT_BR_CMPMARK, 0, &W);
-  if( rc==SQLITE_OK ) rc = cmpCoverage(p, b, pRec, head.iTxid, &K);
-  f.pK = &K;
-  if( rc==SQLITE_OK && W>0 ) rc = cmpScanCommits(p, b, 0, (uint64_t)W, &f);
-  if( rc==SQLITE_OK && !bDry ) rc = cmpDropCommits(p, b, &f);
-  pRes->nRow += 2*(int64_t)f.drop.n;
-  if( rc==SQLITE_OK ) rc = gcShards(p, b, &K, bDry, pRes, &nByte);
-  if( rc==SQLITE_OK && !bDry && (f.drop.n || nByte) ){
-    rc = store_add(p->pStore, k, layout_key_br(k, b, LAYOUT_BR_CMPGEN), 1, 0);
-    if( rc!=SQLITE_OK ) rc = cmpStoreErr(p, rc);
-    if( rc==SQLITE_OK ) rc = cmpCredit(p, b, -nByte);
-  }
-  setFree(&f.drop);
-  setFree(&f.dropVs);
-  setFree(&K);
-  return rc;
-}
-
-/* Reclaim one branch in one transaction (a read one when bDry). */
-static int gcBranch(Cmp *p, uint64_t b, int bDry, DepotGcResult *pRes){
-  unsigned char k[LAYOUT_MAX_KEY];
-  BranchRecord rec;
-  int64_t nRef = 0;
-  int rc = store_begin(p->pStore, bDry ? 0 : 1);
-  if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
-  p->iNowMs = cmpNowMs();
-  rc = depot_branch_get(p->pStore, b, &rec, p->pzErr);
-  if( rc==SQLITE_NOTFOUND ){
-    store_rollback(p->pStore);
-    return SQLITE_OK;                 /* reclaimed meanwhile */
-  }
-  if( rc==SQLITE_OK ) rc = cmpGet64(p, k, layout_key_branch_sub(k, b,
-                                    LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
-  if( rc==SQLITE_OK ) rc = cmpLoadBuckets(p);
-  if( rc==SQLITE_OK ){
-    if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ){
-      rc = gcDropBranch(p, b, bDry, pRes);
-    }else{
-      rc = gcKeepBranch(p, b, &rec, bDry, pRes);
-    }
-  }
-  return cmpInWrite(p, rc, bDry);
-}
-
-/* ---- choosing branches, opening the store ---- */
-
-static int cmpBranchRow(void *pArg, const unsigned char *pKey, int nKey,
-                        const unsigned char *pVal, int nVal){
-  U64Set *s = (U64Set*)pArg;
-  (void)pVal; (void)nVal;
-  if( nKey!=10 ) return 0;
-  return setAdd(s, ltx_get64(pKey+2))!=SQLITE_OK;
-}
-
-/* Every branch id of the store. */
-static int cmpAllBranches(Cmp *p, U64Set *s){
-  unsigned char lo[2] = { 0x02, LAYOUT_P_BRANCHES };
-  unsigned char hi[2] = { 0x02, LAYOUT_P_BRANCHES+1 };
-  int rc = store_scan(p->pStore, lo, 2, hi, 2, 0, -1, cmpBranchRow, s);
-  return rc==SQLITE_OK ? rc : cmpStoreErr(p, rc);
-}
+/* ---- choosing branches ---- */
 
 /* Keep the branches of s whose record names database zQual: "NAME" (any
 ** bucket) or "BUCKET/NAME" (branches that bucket created). */
-static int cmpFilterDb(Cmp *p, U64Set *s, const char *zQual){
+static int cmpFilterDb(Cov *p, U64Set *s, const char *zQual){
   const char *zSlash = strchr(zQual, '/');
   const char *zDb = zSlash ? zSlash+1 : zQual;
   uint64_t iBucket = 0;
@@ -1051,7 +530,7 @@ static int cmpFilterDb(Cmp *p, U64Set *s, const char *zQual){
     if( nB ) rc = depot_bucket_find(p->pStore, zBucket, &iBucket, &bFound,
                                     p->pzErr);
     if( rc==SQLITE_OK && !bFound ){
-      return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: bucket %.*s"
+      return cov_fail(p, SQLITE_ERROR, sqlite3_mprintf("depot: bucket %.*s"
           " does not exist", (int)(zSlash-zQual), zQual));
     }
   }
@@ -1065,14 +544,14 @@ static int cmpFilterDb(Cmp *p, U64Set *s, const char *zQual){
   }
   s->n = j;
   if( rc==SQLITE_OK && j==0 ){
-    rc = cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s does"
+    rc = cov_fail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s does"
         " not exist in this store", zQual));
   }
   return rc;
 }
 
 /* The own branch of name (bucket/)zDb, zBranch. */
-static int cmpNamedBranch(Cmp *p, const char *zQual, const char *zBranch,
+static int cmpNamedBranch(Cov *p, const char *zQual, const char *zBranch,
                           U64Set *s){
   const char *zSlash = strchr(zQual, '/');
   char zBucket[LAYOUT_MAX_NAME+1];
@@ -1082,7 +561,7 @@ static int cmpNamedBranch(Cmp *p, const char *zQual, const char *zBranch,
   DepotName nm;
   int bFound = 1, rc;
   if( nB<1 || nB>LAYOUT_MAX_NAME || !layout_name_ok(zDb) ){
-    return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: a database is"
+    return cov_fail(p, SQLITE_ERROR, sqlite3_mprintf("depot: a database is"
         " named NAME or BUCKET/NAME, each part 1..%d bytes; got '%s'",
         LAYOUT_MAX_NAME, zQual));
   }
@@ -1090,107 +569,51 @@ static int cmpNamedBranch(Cmp *p, const char *zQual, const char *zBranch,
   zBucket[nB] = 0;
   rc = depot_bucket_find(p->pStore, zBucket, &iBucket, &bFound, p->pzErr);
   if( rc==SQLITE_OK && !bFound ){
-    return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: bucket %s does"
+    return cov_fail(p, SQLITE_ERROR, sqlite3_mprintf("depot: bucket %s does"
         " not exist", zBucket));
   }
   if( rc==SQLITE_OK ) rc = depot_name_resolve(p->pStore, iBucket, zDb,
                                               zBranch, &nm, p->pzErr);
   if( rc==SQLITE_OK && nm.iBranch==0 && nm.iInhBranch==0 ){
-    return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s has"
+    return cov_fail(p, SQLITE_ERROR, sqlite3_mprintf("depot: database %s has"
         " no branch %s", zQual, zBranch));
   }
-  if( rc==SQLITE_OK && nm.iBranch ) rc = setAdd(s, nm.iBranch);
+  if( rc==SQLITE_OK && nm.iBranch ) rc = cov_set_add(s, nm.iBranch);
   return rc;
 }
 
 /* The branches an operation covers: all, those of zDb, or one name. */
-static int cmpTargets(Cmp *p, const char *zDb, const char *zBranch,
+static int cmpTargets(Cov *p, const char *zDb, const char *zBranch,
                       U64Set *s){
   int rc;
   if( zBranch && !layout_name_ok(zBranch) ){
-    return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: branch name must"
+    return cov_fail(p, SQLITE_ERROR, sqlite3_mprintf("depot: branch name must"
         " be 1..%d bytes, got %d", LAYOUT_MAX_NAME, (int)strlen(zBranch)));
   }
   if( zDb && zBranch ) return cmpNamedBranch(p, zDb, zBranch, s);
-  rc = cmpAllBranches(p, s);
+  rc = cov_all_branches(p, s);
   if( rc==SQLITE_OK && zDb ) rc = cmpFilterDb(p, s, zDb);
   return rc;
-}
-
-/* Open zStore for compaction, gc or, with bInspect, a call that only
-** reads (which opens a store on read-only media too: StoreSqliteConfig). */
-static int cmpOpen(Cmp *p, const char *zStore, int bInspect, char **pzErr){
-  StoreSqliteConfig cfg;
-  int rc;
-  memset(p, 0, sizeof(*p));
-  p->pzErr = pzErr;
-  p->zPath = zStore;
-  if( zStore==0 ){
-    return cmpFail(p, SQLITE_ERROR, sqlite3_mprintf("depot: the store path"
-        " must not be NULL"));
-  }
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.iSynchronous = 2;
-  cfg.bInspect = bInspect;
-  rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
-  if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
-  if( rc==SQLITE_OK ){
-    p->pCctx = ZSTD_createCCtx();
-    p->pDctx = ZSTD_createDCtx();
-    if( p->pCctx==0 || p->pDctx==0 ) rc = SQLITE_NOMEM;
-  }
-  if( rc!=SQLITE_OK && (rc&0xff)!=SQLITE_NOMEM ) rc = SQLITE_CANTOPEN;
-  return rc;
-}
-
-static void cmpClose(Cmp *p){
-  store_close(p->pStore);
-  ZSTD_freeCCtx(p->pCctx);
-  ZSTD_freeDCtx(p->pDctx);
-  setFree(&p->forkVs);
-  p->pStore = 0;
 }
 
 /* ---- the public calls ---- */
 
 int depot_compact(const char *zStore, const char *zDb, const char *zBranch,
                   DepotCompactResult *pRes, char **pzErr){
-  Cmp c;
+  Cov c;
   U64Set s;
-  int i, rc = cmpOpen(&c, zStore, 0, pzErr);
+  int i, rc = cov_open(&c, zStore, 0, pzErr);
   memset(pRes, 0, sizeof(*pRes));
   memset(&s, 0, sizeof(s));
   if( rc==SQLITE_OK ) rc = cmpTargets(&c, zDb, zBranch, &s);
   for(i=0; rc==SQLITE_OK && i<s.n; i++) rc = cmpBranch(&c, s.a[i], pRes);
-  setFree(&s);
-  cmpClose(&c);
+  cov_set_free(&s);
+  cov_close(&c);
   return rc;
-}
-
-static int gcRun(const char *zStore, int bDry, DepotGcResult *pRes,
-                 char **pzErr){
-  Cmp c;
-  U64Set s;
-  int i, rc = cmpOpen(&c, zStore, bDry, pzErr);
-  memset(pRes, 0, sizeof(*pRes));
-  memset(&s, 0, sizeof(s));
-  if( rc==SQLITE_OK ) rc = cmpAllBranches(&c, &s);
-  for(i=0; rc==SQLITE_OK && i<s.n; i++) rc = gcBranch(&c, s.a[i], bDry, pRes);
-  setFree(&s);
-  cmpClose(&c);
-  return rc;
-}
-
-int depot_gc(const char *zStore, DepotGcResult *pRes, char **pzErr){
-  return gcRun(zStore, 0, pRes, pzErr);
-}
-
-int depot_gc_preview(const char *zStore, DepotGcResult *pRes, char **pzErr){
-  return gcRun(zStore, 1, pRes, pzErr);
 }
 
 /* Commits past the watermark of every branch not dropped. */
-static int cmpLagTxn(Cmp *p, const U64Set *s, int64_t *pnLag){
+static int cmpLagTxn(Cov *p, const U64Set *s, int64_t *pnLag){
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && i<s->n; i++){
     BranchRecord rec;
@@ -1199,7 +622,7 @@ static int cmpLagTxn(Cmp *p, const U64Set *s, int64_t *pnLag){
     rc = depot_branch_get(p->pStore, s->a[i], &rec, p->pzErr);
     if( rc!=SQLITE_OK || rec.eState==LAYOUT_STATE_DROPPED ) continue;
     rc = depot_db_head(p->pStore, s->a[i], &head, p->pzErr);
-    if( rc==SQLITE_OK ) rc = cmpBrGet(p, s->a[i], LAYOUT_BR_CMPMARK, 0, &W);
+    if( rc==SQLITE_OK ) rc = cov_br_get(p, s->a[i], LAYOUT_BR_CMPMARK, 0, &W);
     if( rc==SQLITE_OK && head.iTxid>(uint64_t)W ){
       *pnLag += (int64_t)(head.iTxid - (uint64_t)W);
     }
@@ -1208,19 +631,19 @@ static int cmpLagTxn(Cmp *p, const U64Set *s, int64_t *pnLag){
 }
 
 int depot_compaction_lag(const char *zStore, int64_t *pnLag, char **pzErr){
-  Cmp c;
+  Cov c;
   U64Set s;
-  int rc = cmpOpen(&c, zStore, 1, pzErr);
+  int rc = cov_open(&c, zStore, 1, pzErr);
   *pnLag = 0;
   memset(&s, 0, sizeof(s));
   if( rc==SQLITE_OK ) rc = store_begin(c.pStore, 0);
   if( rc==SQLITE_OK ){
-    rc = cmpAllBranches(&c, &s);
+    rc = cov_all_branches(&c, &s);
     if( rc==SQLITE_OK ) rc = cmpLagTxn(&c, &s, pnLag);
     store_rollback(c.pStore);
   }
-  setFree(&s);
-  cmpClose(&c);
+  cov_set_free(&s);
+  cov_close(&c);
   return rc;
 }
 
@@ -1233,36 +656,36 @@ static int cmpKeyThreshold(unsigned char *a){
   return 10;
 }
 
-static int cmpThresholdTxn(Cmp *p, int64_t nSet, int64_t *pn){
+static int cmpThresholdTxn(Cov *p, int64_t nSet, int64_t *pn){
   unsigned char k[LAYOUT_MAX_KEY], v[8];
   int nKey = cmpKeyThreshold(k), bHave = 0;
   int rc = cmpExists(p, k, nKey, &bHave);
   if( rc==SQLITE_OK && nSet>=0 ){
-    ltx_put64(v, (uint64_t)nSet);
+    bytes_put64(v, (uint64_t)nSet);
     rc = store_put(p->pStore, k, nKey, v, 8);
-    if( rc!=SQLITE_OK ) return cmpStoreErr(p, rc);
+    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
     bHave = 1;
   }
   *pn = DEPOT_COMPACT_DEFAULT_THRESHOLD;
-  if( rc==SQLITE_OK && bHave ) rc = cmpGet64(p, k, nKey, 0, pn);
+  if( rc==SQLITE_OK && bHave ) rc = cov_get64(p, k, nKey, 0, pn);
   return rc;
 }
 
 int depot_compact_threshold(const char *zStore, int64_t nSet, int64_t *pn,
                             char **pzErr){
-  Cmp c;
-  int rc = cmpOpen(&c, zStore, nSet<0, pzErr);
+  Cov c;
+  int rc = cov_open(&c, zStore, nSet<0, pzErr);
   if( rc==SQLITE_OK ){
     rc = store_begin(c.pStore, nSet>=0);
-    if( rc!=SQLITE_OK ) rc = cmpStoreErr(&c, rc);
-    else rc = cmpInWrite(&c, cmpThresholdTxn(&c, nSet, pn), nSet<0);
+    if( rc!=SQLITE_OK ) rc = cov_store_err(&c, rc);
+    else rc = cov_in_write(&c, cmpThresholdTxn(&c, nSet, pn), nSet<0);
   }
-  cmpClose(&c);
+  cov_close(&c);
   return rc;
 }
 
 int depot_compact_threshold_read(Store *pStore, int64_t *pn){
-  Cmp c;
+  Cov c;
   unsigned char k[LAYOUT_MAX_KEY];
   int nKey = cmpKeyThreshold(k), bHave = 0, rc;
   char *zErr = 0;
@@ -1271,20 +694,20 @@ int depot_compact_threshold_read(Store *pStore, int64_t *pn){
   c.pzErr = &zErr;
   *pn = DEPOT_COMPACT_DEFAULT_THRESHOLD;
   rc = cmpExists(&c, k, nKey, &bHave);
-  if( rc==SQLITE_OK && bHave ) rc = cmpGet64(&c, k, nKey, 0, pn);
+  if( rc==SQLITE_OK && bHave ) rc = cov_get64(&c, k, nKey, 0, pn);
   sqlite3_free(zErr);
   return rc;
 }
 
 int depot_compact_mark(Store *pStore, uint64_t iBranch, uint64_t *piMark){
-  Cmp c;
+  Cov c;
   int64_t W = 0;
   char *zErr = 0;
   int rc;
   memset(&c, 0, sizeof(c));
   c.pStore = pStore;
   c.pzErr = &zErr;
-  rc = cmpBrGet(&c, iBranch, LAYOUT_BR_CMPMARK, 0, &W);
+  rc = cov_br_get(&c, iBranch, LAYOUT_BR_CMPMARK, 0, &W);
   *piMark = (uint64_t)W;
   sqlite3_free(zErr);
   return rc;
@@ -1292,11 +715,11 @@ int depot_compact_mark(Store *pStore, uint64_t iBranch, uint64_t *piMark){
 
 int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
                             DepotCompactResult *pRes, char **pzErr){
-  Cmp c;
-  int rc = cmpOpen(&c, zStore, 0, pzErr);
+  Cov c;
+  int rc = cov_open(&c, zStore, 0, pzErr);
   memset(pRes, 0, sizeof(*pRes));
   if( rc==SQLITE_OK ) rc = cmpBranch(&c, iBranch, pRes);
-  cmpClose(&c);
+  cov_close(&c);
   return rc;
 }
 
@@ -1315,10 +738,10 @@ struct CmpJob {
 
 static pthread_mutex_t cmpMutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cmpCond = PTHREAD_COND_INITIALIZER;
-static CmpJob *pCmpQueue = 0;
+static CmpJob *cmpQueue = 0;
 static pid_t cmpThreadPid = 0;
-static int64_t nCmpRuns = 0;
-static int nCmpPending = 0;
+static int64_t cmpRuns = 0;
+static int cmpPending = 0;
 
 static void cmpRunJob(CmpJob *pJob){
   DepotCompactResult r;
@@ -1338,14 +761,14 @@ static void *cmpThreadMain(void *pArg){
   for(;;){
     CmpJob *pJob;
     pthread_mutex_lock(&cmpMutex);
-    while( pCmpQueue==0 ) pthread_cond_wait(&cmpCond, &cmpMutex);
-    pJob = pCmpQueue;
-    pCmpQueue = pJob->pNext;
+    while( cmpQueue==0 ) pthread_cond_wait(&cmpCond, &cmpMutex);
+    pJob = cmpQueue;
+    cmpQueue = pJob->pNext;
     pthread_mutex_unlock(&cmpMutex);
     cmpRunJob(pJob);
     pthread_mutex_lock(&cmpMutex);
-    nCmpRuns++;
-    nCmpPending--;
+    cmpRuns++;
+    cmpPending--;
     pthread_mutex_unlock(&cmpMutex);
     sqlite3_free(pJob->zPath);
     sqlite3_free(pJob);
@@ -1360,8 +783,8 @@ static int cmpStartThread(void){
   pthread_attr_t attr;
   int ok;
   if( cmpThreadPid==getpid() ) return 1;
-  pCmpQueue = 0;      /* jobs inherited across fork() belong to the parent */
-  nCmpPending = 0;
+  cmpQueue = 0;      /* jobs inherited across fork() belong to the parent */
+  cmpPending = 0;
   if( pthread_attr_init(&attr)!=0 ) return 0;
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   ok = pthread_create(&t, &attr, cmpThreadMain, 0)==0;
@@ -1373,7 +796,7 @@ static int cmpStartThread(void){
 void depot_compact_wake(const char *zPath, uint64_t iBranch){
   CmpJob *pJob, **pp;
   pthread_mutex_lock(&cmpMutex);
-  for(pp=&pCmpQueue; *pp; pp=&(*pp)->pNext){
+  for(pp=&cmpQueue; *pp; pp=&(*pp)->pNext){
     if( (*pp)->iBranch==iBranch && strcmp((*pp)->zPath, zPath)==0 ) break;
   }
   if( *pp==0 && cmpStartThread()
@@ -1382,9 +805,9 @@ void depot_compact_wake(const char *zPath, uint64_t iBranch){
     pJob->iBranch = iBranch;
     pJob->pNext = 0;
     if( pJob->zPath ){
-      for(pp=&pCmpQueue; *pp; pp=&(*pp)->pNext){}
+      for(pp=&cmpQueue; *pp; pp=&(*pp)->pNext){}
       *pp = pJob;
-      nCmpPending++;
+      cmpPending++;
       pthread_cond_signal(&cmpCond);
     }else{
       sqlite3_free(pJob);
@@ -1396,7 +819,7 @@ void depot_compact_wake(const char *zPath, uint64_t iBranch){
 int64_t depot_compact_background_runs(void){
   int64_t n;
   pthread_mutex_lock(&cmpMutex);
-  n = nCmpRuns;
+  n = cmpRuns;
   pthread_mutex_unlock(&cmpMutex);
   return n;
 }
@@ -1404,7 +827,7 @@ int64_t depot_compact_background_runs(void){
 int depot_compact_background_pending(void){
   int n;
   pthread_mutex_lock(&cmpMutex);
-  n = nCmpPending;
+  n = cmpPending;
   pthread_mutex_unlock(&cmpMutex);
   return n;
 }

@@ -23,20 +23,6 @@ static int dbStoreErr(Store *pStore, char **pzErr, int rc){
   return dbErr(pzErr, rc, "depot: %s", store_errmsg(pStore));
 }
 
-int depot_db_check_format(Store *pStore, char **pzErr){
-  unsigned char k[LAYOUT_MAX_KEY];
-  void *pVal = 0;
-  int nVal = 0;
-  int rc = store_get(pStore, k, layout_key_format(k), &pVal, &nVal);
-  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-  if( pVal && (nVal!=4 || ltx_get32(pVal)!=LAYOUT_VERSION) ){
-    rc = dbErr(pzErr, SQLITE_CANTOPEN, "depot: the store has an unknown"
-               " layout version%s (this build reads version 1)", "");
-  }
-  sqlite3_free(pVal);
-  return rc;
-}
-
 int depot_db_resolve(Store *pStore, const char *zDb, const char *zBranch,
                      uint64_t *piBranch, char **pzErr){
   unsigned char k[LAYOUT_MAX_KEY];
@@ -94,7 +80,7 @@ static int dbPidxRow(void *pArg, const unsigned char *pKey, int nKey,
                      const unsigned char *pVal, int nVal){
   PidxHit *p = (PidxHit*)pArg;
   p->bFound = 1;
-  p->iOwner = nKey>=8 ? ltx_get64(pKey+nKey-8) : 0;
+  p->iOwner = nKey>=8 ? bytes_get64(pKey+nKey-8) : 0;
   p->rc = layout_pidx_decode(pVal, nVal, &p->v);
   return 1;
 }
@@ -210,7 +196,7 @@ static int dbNextRow(void *pArg, const unsigned char *pKey, int nKey,
                      const unsigned char *pVal, int nVal){
   uint32_t *pNext = (uint32_t*)pArg;
   (void)pVal; (void)nVal;
-  if( nKey>=12 ) *pNext = ltx_get32(pKey+nKey-12);
+  if( nKey>=12 ) *pNext = bytes_get32(pKey+nKey-12);
   return 1;
 }
 
@@ -226,7 +212,7 @@ static int dbShardRow(void *pArg, const unsigned char *pKey, int nKey,
                       const unsigned char *pVal, int nVal){
   ShardHit *p = (ShardHit*)pArg;
   p->bFound = 1;
-  p->iAsOf = nKey>=8 ? ltx_get64(pKey+nKey-8) : 0;
+  p->iAsOf = nKey>=8 ? bytes_get64(pKey+nKey-8) : 0;
   p->rc = layout_shard_decode(pVal, nVal, &p->row);
   return 1;
 }
@@ -561,7 +547,7 @@ static int dbPutCommitRows(Store *pStore, uint64_t iBranch, uint64_t iVs,
   if( rc==SQLITE_OK ) rc = store_put(pStore, k,
       layout_key_commit(k, iBranch, pRow->iTxid), v,
       layout_commit_encode(v, pRow));
-  ltx_put64(v, pRow->iTxid);
+  bytes_put64(v, pRow->iTxid);
   if( rc==SQLITE_OK ) rc = store_put(pStore, k,
       layout_key_vtx(k, iBranch, (uint64_t)iVs), v, 8);
   if( rc==SQLITE_OK ) rc = store_put(pStore, k,
@@ -727,13 +713,13 @@ int depot_shard_read_blob(Store *pStore, uint64_t iBranch, uint32_t iShard,
 static int dbShardSlots(const ShardRow *pRow, uint32_t iShard,
                         const unsigned char *a, int64_t n,
                         const LtxHeader *pHdr, char **pzErr){
-  uint32_t iIdx = ltx_get32(a+n-LTX_TRAILER_SIZE), i, j = 0;
+  uint32_t iIdx = bytes_get32(a+n-LTX_TRAILER_SIZE), i, j = 0;
   for(i=0; i<LAYOUT_SHARD_SIZE; i++){
     uint32_t pgno = iShard*LAYOUT_SHARD_SIZE + 1 + i;
     const unsigned char *e = a + iIdx + (uint64_t)j*LTX_INDEX_ENTRY;
-    int bHere = j<pHdr->nFrame && ltx_get32(e)==pgno;
-    if( bHere!=(pRow->aLen[i]!=0) || (bHere && ltx_get32(e+4)!=pRow->aOff[i])
-     || (bHere && ltx_get32(a+pRow->aOff[i]+4)+LTX_FRAME_HEADER
+    int bHere = j<pHdr->nFrame && bytes_get32(e)==pgno;
+    if( bHere!=(pRow->aLen[i]!=0) || (bHere && bytes_get32(e+4)!=pRow->aOff[i])
+     || (bHere && bytes_get32(a+pRow->aOff[i]+4)+LTX_FRAME_HEADER
                   !=pRow->aLen[i]) ){
       sqlite3_free(*pzErr);
       *pzErr = sqlite3_mprintf("depot: shard %u row gives a wrong frame for"

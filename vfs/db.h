@@ -1,9 +1,10 @@
 /*
 ** db.h -- one database branch in the outer store: resolving names, the
 ** head, reading a page as of a txid, and publishing a commit (private to
-** vfs/; the VFS in vfs/vfs.c and the public calls in vfs/depot.h use it).
+** vfs/; the VFS in vfs/vfs.c and the public calls of vfs/depot_vfs.h use
+** it).
 **
-** Everything here goes through vfs/store.h only.
+** Everything here goes through vfs/store/store.h only.
 */
 #ifndef DEPOT_DB_H
 #define DEPOT_DB_H
@@ -14,17 +15,17 @@
 #include "vfs/ltx.h"
 #include "vfs/pcache.h"
 
-/* Check the format-version row: SQLITE_OK when absent (new store) or
-** LAYOUT_VERSION, SQLITE_CANTOPEN with *pzErr for another version. */
-int depot_db_check_format(Store*, char **pzErr);
-
 /* The branch id of (zDb, zBranch) in bucket main, 0 if it does not exist
 ** yet (inherited names of other buckets: depot_name_resolve()). */
 int depot_db_resolve(Store*, const char *zDb, const char *zBranch,
                      uint64_t *piBranch, char **pzErr);
 
-/* ---- names, buckets, chains and pins (vfs/branch.c) ---- */
+/* ---- the format row, names, buckets, chains and pins (vfs/branch.c) ---- */
 
+/* Check the format-version row (written with the first branch):
+** SQLITE_OK when absent (new store) or LAYOUT_VERSION, SQLITE_CANTOPEN
+** with *pzErr for another version. */
+int depot_db_check_format(Store*, char **pzErr);
 
 /* Where the name (bucket, db, branch) leads now. */
 typedef struct DepotName DepotName;
@@ -279,11 +280,5 @@ int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
 void depot_compact_wake(const char *zPath, uint64_t iBranch);
 int64_t depot_compact_background_runs(void);
 int depot_compact_background_pending(void);
-
-/* Test hook: when not NULL, compaction calls it with the store path after
-** it has encoded a shard version and before it writes the version's rows
-** (tests check that no store write lock is held at that point).  Set it
-** only while no compaction runs. */
-extern void (*depot_compact_test_encoded)(const char *zStore);
 
 #endif /* DEPOT_DB_H */

@@ -118,13 +118,13 @@ struct DepotStats {
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
 
 /* 1 if the store file zStore is on a file system mounted read-only, where
-** it opens only immutable (its -shm cannot be made); vfs/store_sqlite.c. */
+** it opens only immutable (its -shm cannot be made); vfs/admin.c. */
 int depot_store_on_read_only_fs(const char *zStore);
 
 /*
-** Branch operations (vfs/fork.c).  Each opens the store file zStore (it
-** must exist), runs as ONE store transaction and closes it again: when it
-** returns SQLITE_OK the whole change is durable (the store's synchronous
+** Branch operations (vfs/op.c and the files of vfs/op.h).  Each opens the
+** store file zStore (it must exist), runs as ONE store transaction and
+** closes it again: when it returns SQLITE_OK the whole change is durable (the store's synchronous
 ** setting, FULL by default); on any error, or if the process dies before
 ** the store commits, nothing changed.  zDb is "NAME" (bucket main) or
 ** "BUCKET/NAME".  Errors come with a sqlite3_malloc'd English *pzErr:
@@ -306,7 +306,7 @@ int depot_verify(const char *zStore, const char *zDb, const char *zBranch,
                  DepotFindingFn, void*, char **pzErr);
 
 /*
-** Compaction and reclaim (vfs/compact.c).  Each call opens the store file
+** Compaction and reclaim (vfs/compact.c, gc.c).  Each call opens the store file
 ** zStore (default VFS, synchronous FULL) and runs as a series of store
 ** transactions, each durable when it commits and each leaving a readable
 ** store if the process dies at any point: shard versions are added in

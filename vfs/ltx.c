@@ -38,10 +38,7 @@ uint64_t ltx_crc64(uint64_t crc, const void *p, size_t n){
   pthread_once(&ltxCrcOnce, ltxCrcInit);
   crc = ~crc;
   while( n>=8 ){
-    uint64_t w = (uint64_t)a[0] | ((uint64_t)a[1]<<8) | ((uint64_t)a[2]<<16)
-      | ((uint64_t)a[3]<<24) | ((uint64_t)a[4]<<32) | ((uint64_t)a[5]<<40)
-      | ((uint64_t)a[6]<<48) | ((uint64_t)a[7]<<56);
-    crc ^= w;
+    crc ^= bytes_get64le(a);
     crc = aLtxCrc[7][crc & 0xff] ^ aLtxCrc[6][(crc>>8) & 0xff]
         ^ aLtxCrc[5][(crc>>16) & 0xff] ^ aLtxCrc[4][(crc>>24) & 0xff]
         ^ aLtxCrc[3][(crc>>32) & 0xff] ^ aLtxCrc[2][(crc>>40) & 0xff]
@@ -55,22 +52,6 @@ uint64_t ltx_crc64(uint64_t crc, const void *p, size_t n){
   return ~crc;
 }
 
-void ltx_put32(unsigned char *a, uint32_t v){
-  a[0] = (unsigned char)(v>>24); a[1] = (unsigned char)(v>>16);
-  a[2] = (unsigned char)(v>>8);  a[3] = (unsigned char)v;
-}
-void ltx_put64(unsigned char *a, uint64_t v){
-  ltx_put32(a, (uint32_t)(v>>32));
-  ltx_put32(a+4, (uint32_t)v);
-}
-uint32_t ltx_get32(const unsigned char *a){
-  return ((uint32_t)a[0]<<24) | ((uint32_t)a[1]<<16)
-       | ((uint32_t)a[2]<<8) | (uint32_t)a[3];
-}
-uint64_t ltx_get64(const unsigned char *a){
-  return ((uint64_t)ltx_get32(a)<<32) | ltx_get32(a+4);
-}
-
 static int ltxPageSizeOk(uint32_t sz){
   return sz>=512 && sz<=65536 && (sz & (sz-1))==0;
 }
@@ -78,13 +59,13 @@ static int ltxPageSizeOk(uint32_t sz){
 static void ltxEncodeHeader(unsigned char *a, const LtxHeader *p){
   memcpy(a, "DLTX", 4);
   a[4] = 0; a[5] = LTX_VERSION; a[6] = 0; a[7] = 0;
-  ltx_put32(a+8, p->szPage);
-  ltx_put32(a+12, p->nPage);
-  ltx_put64(a+16, p->iMinTxid);
-  ltx_put64(a+24, p->iMaxTxid);
-  ltx_put64(a+32, p->iTimeMs);
-  ltx_put32(a+40, p->nFrame);
-  ltx_put32(a+44, 0);
+  bytes_put32(a+8, p->szPage);
+  bytes_put32(a+12, p->nPage);
+  bytes_put64(a+16, p->iMinTxid);
+  bytes_put64(a+24, p->iMaxTxid);
+  bytes_put64(a+32, p->iTimeMs);
+  bytes_put32(a+40, p->nFrame);
+  bytes_put32(a+44, 0);
 }
 
 /* Write one frame for page pgno at a (room for the worst case) and return
@@ -102,10 +83,10 @@ static size_t ltxEncodeFrame(unsigned char *a, uint32_t pgno,
     nOut = szPage;
     flags = 0;
   }
-  ltx_put32(a, pgno);
-  ltx_put32(a+4, (uint32_t)nOut);
-  ltx_put32(a+8, flags);
-  ltx_put64(a+12, iCrc);
+  bytes_put32(a, pgno);
+  bytes_put32(a+4, (uint32_t)nOut);
+  bytes_put32(a+8, flags);
+  bytes_put64(a+12, iCrc);
   return LTX_FRAME_HEADER + nOut;
 }
 
@@ -117,15 +98,15 @@ static size_t ltxEncodeTail(unsigned char *a, size_t off,
   uint32_t i;
   size_t iIdx = off;
   for(i=0; i<n; i++){
-    ltx_put32(a+off+8*i, aRef[i].pgno);
-    ltx_put32(a+off+8*i+4, aRef[i].iOffset);
+    bytes_put32(a+off+8*i, aRef[i].pgno);
+    bytes_put32(a+off+8*i+4, aRef[i].iOffset);
   }
   off += 8*(size_t)n;
-  ltx_put32(a+off, (uint32_t)iIdx);
-  ltx_put32(a+off+4, n);
-  ltx_put64(a+off+8, iPagesCrc);
-  ltx_put64(a+off+16, iDbChecksum);
-  ltx_put64(a+off+24, ltx_crc64(0, a, off+24));
+  bytes_put32(a+off, (uint32_t)iIdx);
+  bytes_put32(a+off+4, n);
+  bytes_put64(a+off+8, iPagesCrc);
+  bytes_put64(a+off+16, iDbChecksum);
+  bytes_put64(a+off+24, ltx_crc64(0, a, off+24));
   return off + LTX_TRAILER_SIZE;
 }
 
@@ -181,20 +162,20 @@ int ltx_decode_header(const unsigned char *a, int64_t n, LtxHeader *pHdr,
   if( a[4]!=0 || a[5]!=LTX_VERSION ){
     return ltxCorrupt(pzErr, "unknown format version", a[4]*256+a[5]);
   }
-  pHdr->szPage = ltx_get32(a+8);
-  pHdr->nPage = ltx_get32(a+12);
-  pHdr->iMinTxid = ltx_get64(a+16);
-  pHdr->iMaxTxid = ltx_get64(a+24);
-  pHdr->iTimeMs = ltx_get64(a+32);
-  pHdr->nFrame = ltx_get32(a+40);
+  pHdr->szPage = bytes_get32(a+8);
+  pHdr->nPage = bytes_get32(a+12);
+  pHdr->iMinTxid = bytes_get64(a+16);
+  pHdr->iMaxTxid = bytes_get64(a+24);
+  pHdr->iTimeMs = bytes_get64(a+32);
+  pHdr->nFrame = bytes_get32(a+40);
   if( !ltxPageSizeOk(pHdr->szPage) ){
     return ltxCorrupt(pzErr, "bad page size", pHdr->szPage);
   }
   if( pHdr->iMinTxid>pHdr->iMaxTxid || pHdr->iMinTxid==0 ){
     return ltxCorrupt(pzErr, "bad txid range", pHdr->iMinTxid);
   }
-  if( a[6] || a[7] || ltx_get32(a+44) ){
-    return ltxCorrupt(pzErr, "unknown flags", ltx_get32(a+44));
+  if( a[6] || a[7] || bytes_get32(a+44) ){
+    return ltxCorrupt(pzErr, "unknown flags", bytes_get32(a+44));
   }
   return SQLITE_OK;
 }
@@ -205,12 +186,12 @@ int ltx_decode_frame(const unsigned char *a, int64_t n, uint32_t pgno,
   uint32_t nStored, flags;
   uint64_t iCrc;
   if( n<LTX_FRAME_HEADER ) return ltxCorrupt(pzErr, "short frame", n);
-  if( ltx_get32(a)!=pgno ){
-    return ltxCorrupt(pzErr, "frame holds another page", ltx_get32(a));
+  if( bytes_get32(a)!=pgno ){
+    return ltxCorrupt(pzErr, "frame holds another page", bytes_get32(a));
   }
-  nStored = ltx_get32(a+4);
-  flags = ltx_get32(a+8);
-  iCrc = ltx_get64(a+12);
+  nStored = bytes_get32(a+4);
+  flags = bytes_get32(a+8);
+  iCrc = bytes_get64(a+12);
   if( (int64_t)nStored > n-LTX_FRAME_HEADER || (flags & ~LTX_FLAG_ZSTD) ){
     return ltxCorrupt(pzErr, "frame length or flags out of range", nStored);
   }
@@ -241,17 +222,17 @@ static int ltxCheckTrailer(const unsigned char *a, int64_t n,
     return ltxCorrupt(pzErr, "blob too short", n);
   }
   t = a + n - LTX_TRAILER_SIZE;
-  if( ltx_crc64(0, a, n-8)!=ltx_get64(t+24) ){
+  if( ltx_crc64(0, a, n-8)!=bytes_get64(t+24) ){
     return ltxCorrupt(pzErr, "blob checksum mismatch", n);
   }
-  iIdx = ltx_get32(t);
-  if( ltx_get32(t+4)!=pHdr->nFrame
+  iIdx = bytes_get32(t);
+  if( bytes_get32(t+4)!=pHdr->nFrame
    || (int64_t)iIdx + 8*(int64_t)pHdr->nFrame != n-LTX_TRAILER_SIZE
    || iIdx<LTX_HEADER_SIZE ){
     return ltxCorrupt(pzErr, "index does not fit the blob", iIdx);
   }
-  pT->iPagesCrc = ltx_get64(t+8);
-  pT->iDbChecksum = ltx_get64(t+16);
+  pT->iPagesCrc = bytes_get64(t+8);
+  pT->iDbChecksum = bytes_get64(t+16);
   *piIdx = iIdx;
   return SQLITE_OK;
 }
@@ -266,8 +247,8 @@ static int ltxCheckFrames(const unsigned char *a, uint32_t iIdx,
   int rc = SQLITE_OK;
   if( pPage==0 ) return SQLITE_NOMEM;
   for(i=0; rc==SQLITE_OK && i<pHdr->nFrame; i++){
-    uint32_t pgno = ltx_get32(a+iIdx+8*i);
-    if( ltx_get32(a+iIdx+8*i+4)!=off || pgno<=prev || off>=iIdx ){
+    uint32_t pgno = bytes_get32(a+iIdx+8*i);
+    if( bytes_get32(a+iIdx+8*i+4)!=off || pgno<=prev || off>=iIdx ){
       rc = ltxCorrupt(pzErr, "index entry out of order", i);
       break;
     }
@@ -275,7 +256,7 @@ static int ltxCheckFrames(const unsigned char *a, uint32_t iIdx,
                           0, pzErr);
     if( rc==SQLITE_OK ){
       c = ltx_crc64(c, pPage, pHdr->szPage);
-      off += LTX_FRAME_HEADER + ltx_get32(a+off+4);
+      off += LTX_FRAME_HEADER + bytes_get32(a+off+4);
       prev = pgno;
     }
   }

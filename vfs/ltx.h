@@ -30,6 +30,8 @@
 #include <stdint.h>
 #include <zstd.h>
 
+#include "vfs/store/bytes.h"
+
 #define LTX_HEADER_SIZE   48
 #define LTX_FRAME_HEADER  20
 #define LTX_INDEX_ENTRY    8
@@ -96,11 +98,5 @@ int ltx_decode_frame(const unsigned char *a, int64_t n, uint32_t pgno,
 ** problem, SQLITE_NOMEM. */
 int ltx_verify(const unsigned char *a, int64_t n, ZSTD_DCtx *pDctx,
                LtxHeader *pHdr, LtxTrailer *pTrailer, char **pzErr);
-
-/* Big-endian helpers shared with the key layout. */
-void ltx_put32(unsigned char *a, uint32_t v);
-void ltx_put64(unsigned char *a, uint64_t v);
-uint32_t ltx_get32(const unsigned char *a);
-uint64_t ltx_get64(const unsigned char *a);
 
 #endif /* DEPOT_LTX_H */

@@ -28,19 +28,6 @@ static int quStoreErr(Store *pStore, char **pzErr, int rc){
   return quErr(pzErr, rc, sqlite3_mprintf("depot: %s", store_errmsg(pStore)));
 }
 
-static int64_t quLe64(const unsigned char *a){
-  uint64_t v = 0;
-  int i;
-  for(i=7; i>=0; i--) v = (v<<8) | a[i];
-  return (int64_t)v;
-}
-
-static void quPutLe64(unsigned char *a, int64_t n){
-  uint64_t v = (uint64_t)n;
-  int i;
-  for(i=0; i<8; i++){ a[i] = (unsigned char)(v & 0xff); v >>= 8; }
-}
-
 /* An i64 LE row: *pbFound and its value (0 when absent). */
 static int quGetI64(Store *pStore, const unsigned char *k, int nKey,
                     int *pbFound, int64_t *pn, char **pzErr){
@@ -55,7 +42,7 @@ static int quGetI64(Store *pStore, const unsigned char *k, int nKey,
         " counter row (%d bytes, not 8)", nVal));
   }else if( pVal ){
     *pbFound = 1;
-    *pn = quLe64(pVal);
+    *pn = (int64_t)bytes_get64le(pVal);
   }
   sqlite3_free(pVal);
   return rc;
@@ -88,7 +75,7 @@ static int quBranchRow(void *pArg, const unsigned char *pKey, int nKey,
     p->a = aNew;
     p->nAlloc = nNew;
   }
-  p->a[p->n++] = ltx_get64(pKey+2);
+  p->a[p->n++] = bytes_get64(pKey+2);
   return 0;
 }
 
@@ -187,7 +174,7 @@ int depot_quota_charge(Store *pStore, uint64_t iBranch, int64_t nDelta,
     rc = quEnforce(pStore, rec.iBucket, rec.zDb, nUsed, nDelta, pzErr);
   }
   if( rc!=SQLITE_OK ) return rc;
-  quPutLe64(v, (int64_t)((uint64_t)nUsed + (uint64_t)nDelta));
+  bytes_put64le(v, (uint64_t)nUsed + (uint64_t)nDelta);
   rc = store_put(pStore, k, layout_key_quota(k, rec.iBucket, rec.zDb,
                  LAYOUT_QUOTA_USED), v, 8);
   if( rc==SQLITE_OK ) rc = store_add(pStore, k,
@@ -281,7 +268,7 @@ int depot_quota_set(const char *zStore, const char *zDb, int bRemove,
   rc = quOpen(zStore, zDb, 1, &pStore, &iBucket, zName, pzErr);
   if( rc==SQLITE_OK ){
     nKey = layout_key_quota(k, iBucket, zName, LAYOUT_QUOTA_CAP);
-    quPutLe64(v, nCap);
+    bytes_put64le(v, (uint64_t)nCap);
     rc = bRemove ? store_clear(pStore, k, nKey)
                  : store_put(pStore, k, nKey, v, 8);
     if( rc!=SQLITE_OK ) rc = quStoreErr(pStore, pzErr, rc);
@@ -334,7 +321,7 @@ static int quListQuota(void *pArg, const unsigned char *pKey, int nKey,
                        const unsigned char *pVal, int nVal){
   (void)pVal; (void)nVal;
   if( nKey<13 || pKey[nKey-2]!=0 ) return 0;
-  return quListAdd((QuList*)pArg, ltx_get64(pKey+2), (const char*)pKey+10,
+  return quListAdd((QuList*)pArg, bytes_get64(pKey+2), (const char*)pKey+10,
                    nKey-12);
 }
 

@@ -307,7 +307,7 @@ static void vfyBranchRow(Vfy *p, void *pCtx, const VRow *r){
   }
   pB = &p->aBr[p->nBr];
   memset(pB, 0, sizeof(*pB));
-  pB->iId = ltx_get64(r->aKey+2);
+  pB->iId = bytes_get64(r->aKey+2);
   if( layout_branch_decode(r->aVal, r->nVal, &pB->rec)!=SQLITE_OK ){
     vfyFind(p, 0, "branch", -1, -1, r->aKey, r->nKey, sqlite3_mprintf(
         "depot: the record of branch %llu does not decode",
@@ -361,7 +361,7 @@ static int vfySelect(Vfy *p, const char *zQual, const char *zBranch){
 
 static void vfyCommitRow(Vfy *p, void *pCtx, const VRow *r){
   VBranch *pB = (VBranch*)pCtx;
-  int64_t iTxid = r->nKey==19 ? (int64_t)ltx_get64(r->aKey+11) : -1;
+  int64_t iTxid = r->nKey==19 ? (int64_t)bytes_get64(r->aKey+11) : -1;
   VCommit *c;
   if( p->nC==p->nCAlloc ){
     int nNew = p->nCAlloc ? p->nCAlloc*2 : 16;
@@ -436,8 +436,8 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
             sqlite3_mprintf("depot: unexpected key among the blob rows"));
     return;
   }
-  iTxid = ltx_get64(r->aKey+11);
-  iChunk = ltx_get32(r->aKey+19);
+  iTxid = bytes_get64(r->aKey+11);
+  iChunk = bytes_get32(r->aKey+19);
   if( u->bOpen && u->iTxid!=iTxid ) vfyRunEnd(p, u);
   if( !u->bOpen ){
     memset(&u->iTxid, 0, sizeof(*u)-offsetof(VRun, iTxid));
@@ -496,7 +496,7 @@ static void vfyWatermark(Vfy *p, VBranch *pB){
   pB->iMark = 0;
   if( vfyGet(p, k, nKey, &pVal, &nVal) ){
     if( nVal==8 ){
-      pB->iMark = ltx_get64(pVal);
+      pB->iMark = bytes_get64(pVal);
     }else{
       vfyFind(p, pB, "shard", -1, -1, k, nKey, sqlite3_mprintf("depot: the"
           " compaction watermark row has %d bytes, not 8", nVal));
@@ -543,8 +543,8 @@ static void vfyShardRow(Vfy *p, void *pCtx, const VRow *r){
             sqlite3_mprintf("depot: unexpected key among the shard rows"));
     return;
   }
-  iShard = ltx_get32(r->aKey+11);
-  iAsOf = ltx_get64(r->aKey+15);
+  iShard = bytes_get32(r->aKey+11);
+  iAsOf = bytes_get64(r->aKey+15);
   rc = depot_shard_verify(p->pStore, pB->iId, iShard, iAsOf, p->pDctx, &zErr);
   if( rc!=SQLITE_OK && (rc&0xff)!=SQLITE_CORRUPT ){
     vfyFail(p, rc, zErr);
@@ -582,8 +582,8 @@ static void vfyShardChunkRow(Vfy *p, void *pCtx, const VRow *r){
             sqlite3_mprintf("depot: unexpected key among the shard chunks"));
     return;
   }
-  iShard = ltx_get32(r->aKey+11);
-  iAsOf = ltx_get64(r->aKey+15);
+  iShard = bytes_get32(r->aKey+11);
+  iAsOf = bytes_get64(r->aKey+15);
   if( u->bOpen && u->iShard==iShard && u->iAsOf==iAsOf ) return;
   u->bOpen = 1;
   u->iShard = iShard;
@@ -609,8 +609,8 @@ static void vfyShards(Vfy *p, VBranch *pB){
 
 static void vfyVtxRow(Vfy *p, void *pCtx, const VRow *r){
   VBranch *pB = (VBranch*)pCtx;
-  uint64_t iVs = r->nKey==19 ? ltx_get64(r->aKey+11) : 0;
-  VCommit *c = r->nKey==19 && r->nVal==8 ? vfyCommit(p, ltx_get64(r->aVal))
+  uint64_t iVs = r->nKey==19 ? bytes_get64(r->aKey+11) : 0;
+  VCommit *c = r->nKey==19 && r->nVal==8 ? vfyCommit(p, bytes_get64(r->aVal))
                                          : 0;
   if( c && c->row.iVs==iVs ){
     c->bVtx = 1;
@@ -652,8 +652,8 @@ static void vfyPidxRow(Vfy *p, void *pCtx, const VRow *r){
             sqlite3_mprintf("depot: page index row does not decode"));
     return;
   }
-  pgno = ltx_get32(r->aKey+11);
-  iTxid = ltx_get64(r->aKey+15);
+  pgno = bytes_get32(r->aKey+11);
+  iTxid = bytes_get64(r->aKey+15);
   c = vfyCommit(p, iTxid);
   if( c==0 ){
     vfyFind(p, pB, "page_index", (int64_t)iTxid, pgno, r->aKey, r->nKey,
@@ -693,7 +693,7 @@ static int vfyNextRow(void *pArg, const unsigned char *pKey, int nKey,
                       const unsigned char *pVal, int nVal){
   VNext *x = (VNext*)pArg;
   (void)pVal; (void)nVal;
-  if( nKey>=15 ){ x->bFound = 1; x->pgno = ltx_get32(pKey+11); }
+  if( nKey>=15 ){ x->bFound = 1; x->pgno = bytes_get32(pKey+11); }
   return 1;
 }
 
@@ -847,7 +847,7 @@ static void vfyForks(Vfy *p, VBranch *pB){
         " the parent's history", (unsigned long long)r->iParentTxid,
         (unsigned long long)r->iParent));
   }
-  ltx_put64(o, pB->iId);
+  bytes_put64(o, pB->iId);
   if( r->eState!=LAYOUT_STATE_DROPPED && !vfyGet(p, k, layout_key_pin(k,
         r->iParent, r->iParentTxid, LAYOUT_PIN_FORK, o, 8), 0, 0) ){
     vfyFind(p, pB, "fork", (int64_t)r->iParentTxid, -1, k,
@@ -866,14 +866,14 @@ static int vfyPinOwner(Vfy *p, VBranch *pB, uint64_t iTxid, int eKind,
   void *pVal = 0;
   int nVal = 0, bOk = 0;
   if( eKind==LAYOUT_PIN_FORK && nOwner==8 ){
-    VBranch *pChild = vfyBranch(p, ltx_get64(o));
+    VBranch *pChild = vfyBranch(p, bytes_get64(o));
     return pChild && pChild->rec.iParent==pB->iId
         && pChild->rec.iParentTxid==iTxid;
   }
   if( eKind==LAYOUT_PIN_HISTORY && nOwner==8 ){
     PtrHistory hi;
     if( vfyGet(p, k, layout_key_ptr_hist(k, pB->rec.iBucket, pB->rec.zDb,
-               pB->rec.zBranch, ltx_get64(o)), &pVal, &nVal) ){
+               pB->rec.zBranch, bytes_get64(o)), &pVal, &nVal) ){
       bOk = layout_hist_decode(pVal, nVal, &hi)==SQLITE_OK
          && hi.iOld==pB->iId;
     }
@@ -888,7 +888,7 @@ static int vfyPinOwner(Vfy *p, VBranch *pB, uint64_t iTxid, int eKind,
     }
     memcpy(zDb, o+8, nDb); zDb[nDb] = 0;
     memcpy(zName, zEnd+1, nName); zName[nName] = 0;
-    if( vfyGet(p, k, layout_key_rp(k, ltx_get64(o), zDb, zName),
+    if( vfyGet(p, k, layout_key_rp(k, bytes_get64(o), zDb, zName),
                &pVal, &nVal) ){
       bOk = layout_rp_decode(pVal, nVal, &rp)==SQLITE_OK
          && rp.iBranch==pB->iId && rp.iTxid==iTxid;
@@ -899,8 +899,8 @@ static int vfyPinOwner(Vfy *p, VBranch *pB, uint64_t iTxid, int eKind,
 }
 
 static void vfyPinRow(Vfy *p, void *pCtx, const VRow *r){
-  VBranch *pB = r->nKey>=19 ? vfyBranch(p, ltx_get64(r->aKey+2)) : 0;
-  uint64_t iTxid = r->nKey>=19 ? ltx_get64(r->aKey+10) : 0;
+  VBranch *pB = r->nKey>=19 ? vfyBranch(p, bytes_get64(r->aKey+2)) : 0;
+  uint64_t iTxid = r->nKey>=19 ? bytes_get64(r->aKey+10) : 0;
   int eKind = r->nKey>=19 ? r->aKey[18] : 0;
   (void)pCtx;
   if( pB==0 || r->bLongKey ){
@@ -936,7 +936,7 @@ static void vfyPinSummary(Vfy *p, VBranch *pB, int eSub, int bHave,
   void *pVal = 0;
   int nVal = 0;
   int bRow = vfyGet(p, k, nKey, &pVal, &nVal);
-  int bOk = bRow ? (bHave && nVal==8 && ltx_get64(pVal)==iWant) : !bHave;
+  int bOk = bRow ? (bHave && nVal==8 && bytes_get64(pVal)==iWant) : !bHave;
   sqlite3_free(pVal);
   if( !bOk && p->rc==SQLITE_OK ){
     vfyFind(p, pB, "pin", bHave ? (int64_t)iWant : -1, -1, k, nKey,
@@ -950,11 +950,11 @@ static void vfyPinTotals(Vfy *p, VBranch *pB){
   unsigned char k[LAYOUT_MAX_KEY];
   int nKey = layout_key_branch_sub(k, pB->iId, LAYOUT_BRANCH_REFCOUNT);
   void *pVal = 0;
-  int nVal = 0, i;
+  int nVal = 0;
   int64_t nRef = 0;
   int bRow = vfyGet(p, k, nKey, &pVal, &nVal);
-  for(i=7; bRow && nVal==8 && i>=0; i--){
-    nRef = (int64_t)(((uint64_t)nRef<<8) | ((unsigned char*)pVal)[i]);
+  if( bRow && nVal==8 ){
+    nRef = (int64_t)bytes_get64le((const unsigned char*)pVal);
   }
   sqlite3_free(pVal);
   if( p->rc==SQLITE_OK && ((bRow && nVal!=8) || nRef!=pB->nPin) ){
@@ -1022,11 +1022,11 @@ static void vfyRestorePoints(Vfy *p){
 
 static int64_t vfyI64(Vfy *p, const unsigned char *k, int nKey, int *pbRow){
   void *pVal = 0;
-  int nVal = 0, i;
+  int nVal = 0;
   int64_t n = 0;
   *pbRow = vfyGet(p, k, nKey, &pVal, &nVal);
-  for(i=7; *pbRow && nVal==8 && i>=0; i--){
-    n = (int64_t)(((uint64_t)n<<8) | ((unsigned char*)pVal)[i]);
+  if( *pbRow && nVal==8 ){
+    n = (int64_t)bytes_get64le((const unsigned char*)pVal);
   }
   if( *pbRow && nVal!=8 ) n = -1;
   sqlite3_free(pVal);
@@ -1112,11 +1112,11 @@ static void vfyLogRow(Vfy *p, void *pCtx, const VRow *r){
   if( r->nKey!=10 || r->nVal>LAYOUT_MAX_ROW
    || layout_log_decode(r->aVal, r->nVal, &lg)!=SQLITE_OK ){
     zMsg = sqlite3_mprintf("depot: LOG row does not decode");
-  }else if( ltx_get64(r->aKey+2)==0
-         || ltx_get64(r->aKey+2)>(uint64_t)*piVs ){
+  }else if( bytes_get64(r->aKey+2)==0
+         || bytes_get64(r->aKey+2)>(uint64_t)*piVs ){
     zMsg = sqlite3_mprintf("depot: LOG row of store sequence %llu, which"
         " the store has not handed out (1..%lld)",
-        (unsigned long long)ltx_get64(r->aKey+2), (long long)*piVs);
+        (unsigned long long)bytes_get64(r->aKey+2), (long long)*piVs);
   }else if( (lg.iBranch==0)!=(lg.iTxid==0) ){
     zMsg = sqlite3_mprintf("depot: LOG row names branch %llu txid %llu",
         (unsigned long long)lg.iBranch, (unsigned long long)lg.iTxid);

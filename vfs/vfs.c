@@ -23,6 +23,8 @@
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
 #include "vfs/txbuf.h"
+#include "vfs/memfile.h"
+#include "vfs/uri.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -34,13 +36,8 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 #include <sys/stat.h>
 
-#define DEPOT_DEFAULT_CACHE_KB 16384
-#define DEPOT_DEFAULT_LEVEL    1
-#define DEPOT_MAX_CACHE_KB     (1<<30)
-
 typedef struct DepotShared DepotShared;
 typedef struct DepotFile DepotFile;
-typedef struct MemFile MemFile;
 
 /* One per (store path, db, branch) in the process. */
 struct DepotShared {
@@ -81,22 +78,12 @@ struct DepotFile {
   unsigned char *aScratch;   /* one page of the largest size */
 };
 
-/* A journal or temporary file, in memory. */
-struct MemFile {
-  sqlite3_file base;         /* must be first */
-  unsigned char *a;
-  sqlite3_int64 n, nAlloc;
-  DepotFile *pDb;            /* main journal: its database, else NULL */
-  int bSized;                /* the last call was xFileSize */
-};
-
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
 static DepotShared *pDepotShared = 0;    /* guarded by depotMutex */
 static sqlite3_vfs *pDepotRoot = 0;      /* set once by registration */
 static int bDepotBatch = 0;              /* host has batch-atomic writes */
 
 static const sqlite3_io_methods depotIoMethods;
-static const sqlite3_io_methods memIoMethods;
 
 static int depotPageSizeOk(sqlite3_int64 sz){
   return sz>=512 && sz<=65536 && (sz & (sz-1))==0;
@@ -148,116 +135,21 @@ static int depotReport(int rc, char *zErr, int rcDefault){
   return rc;
 }
 
-/* ================= in-memory journals and temporary files ================= */
-
 static void depotTxReset(DepotFile *p);
 
-/* The main journal is being closed, truncated or overwritten from its
-** start: a rollback in progress is over, and what it wrote to the database
-** file (the original pages, already in the snapshot) is dropped. */
-static void memEndRollback(MemFile *p){
-  if( p->pDb && p->pDb->bRollback ){
-    p->pDb->bRollback = 0;
-    depotTxReset(p->pDb);
+/* The main journal of p is being played back (bStart), or closed,
+** truncated or overwritten from its start: a rollback in progress is over,
+** and what it wrote to the database file (the original pages, already in
+** the snapshot) is dropped (memfile.h). */
+static void depotJournalRollback(void *pArg, int bStart){
+  DepotFile *p = (DepotFile*)pArg;
+  if( bStart ){
+    p->bRollback = 1;
+  }else if( p->bRollback ){
+    p->bRollback = 0;
+    depotTxReset(p);
   }
 }
-
-static int memClose(sqlite3_file *pFile){
-  MemFile *p = (MemFile*)pFile;
-  memEndRollback(p);
-  sqlite3_free(p->a);
-  return SQLITE_OK;
-}
-
-/* A ROLLBACK plays the main journal back (pager_playback) after looking
-** for a super-journal name: the journal's size, then the 4 bytes 16 from
-** its end, before any other read.  A ROLLBACK TO a savepoint plays records
-** back too, from its first header at offset 0 when the savepoint opened
-** the transaction, but never starts that way; it is no rollback of the
-** transaction, and what it writes to the database is part of the next
-** commit. */
-static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
-                   sqlite3_int64 iOfst){
-  MemFile *p = (MemFile*)pFile;
-  if( p->pDb && p->bSized && iAmt==4 && iOfst==p->n-16 ){
-    p->pDb->bRollback = 1;
-  }
-  p->bSized = 0;
-  if( iOfst+iAmt > p->n ){
-    sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
-    if( nHave>0 ) memcpy(pBuf, p->a+iOfst, (size_t)nHave);
-    memset((char*)pBuf+nHave, 0, (size_t)(iAmt-nHave));
-    return SQLITE_IOERR_SHORT_READ;
-  }
-  memcpy(pBuf, p->a+iOfst, iAmt);
-  return SQLITE_OK;
-}
-
-static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
-                    sqlite3_int64 iOfst){
-  MemFile *p = (MemFile*)pFile;
-  sqlite3_int64 nEnd = iOfst+iAmt;
-  p->bSized = 0;
-  if( iOfst==0 ) memEndRollback(p);
-  if( nEnd > p->nAlloc ){
-    sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
-    unsigned char *a;
-    while( nNew<nEnd ) nNew *= 2;
-    a = sqlite3_realloc64(p->a, nNew);
-    if( a==0 ) return SQLITE_IOERR_NOMEM;
-    p->a = a;
-    p->nAlloc = nNew;
-  }
-  if( iOfst>p->n ) memset(p->a+p->n, 0, (size_t)(iOfst-p->n));
-  memcpy(p->a+iOfst, pBuf, iAmt);
-  if( nEnd>p->n ) p->n = nEnd;
-  return SQLITE_OK;
-}
-
-static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
-  MemFile *p = (MemFile*)pFile;
-  p->bSized = 0;
-  if( size==0 ) memEndRollback(p);
-  if( size<p->n ) p->n = size;
-  return SQLITE_OK;
-}
-static int memSync(sqlite3_file *pFile, int flags){
-  (void)pFile; (void)flags;
-  return SQLITE_OK;
-}
-static int memFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
-  ((MemFile*)pFile)->bSized = 1;
-  *pSize = ((MemFile*)pFile)->n;
-  return SQLITE_OK;
-}
-static int memLock(sqlite3_file *pFile, int eLock){
-  (void)pFile; (void)eLock;
-  return SQLITE_OK;
-}
-static int memCheckReserved(sqlite3_file *pFile, int *pResOut){
-  (void)pFile;
-  *pResOut = 0;
-  return SQLITE_OK;
-}
-static int memFileControl(sqlite3_file *pFile, int op, void *pArg){
-  (void)pFile; (void)op; (void)pArg;
-  return SQLITE_NOTFOUND;
-}
-static int memSectorSize(sqlite3_file *pFile){
-  (void)pFile;
-  return 512;
-}
-static int memDeviceCharacteristics(sqlite3_file *pFile){
-  (void)pFile;
-  return SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL
-       | SQLITE_IOCAP_POWERSAFE_OVERWRITE;
-}
-
-static const sqlite3_io_methods memIoMethods = {
-  1, memClose, memRead, memWrite, memTruncate, memSync, memFileSize,
-  memLock, memLock, memCheckReserved, memFileControl, memSectorSize,
-  memDeviceCharacteristics, 0, 0, 0, 0, 0, 0
-};
 
 /* ================= shared per-database state ================= */
 
@@ -464,8 +356,8 @@ static void depotHeaderNoWal(unsigned char *a){
 ** commit of the store came in between, so it usually keeps its cache. */
 static void depotVirtualCounter(DepotFile *p, unsigned char *a){
   uint32_t c = (uint32_t)p->snap.iVs;
-  if( ltx_get32(a+92)==ltx_get32(a+24) ) ltx_put32(a+92, c);
-  ltx_put32(a+24, c);
+  if( bytes_get32(a+92)==bytes_get32(a+24) ) bytes_put32(a+92, c);
+  bytes_put32(a+24, c);
 }
 
 /* Page pgno as SQLite should see it: the writer's own copy, else the
@@ -558,7 +450,7 @@ static void depotTxReset(DepotFile *p){
 ** writes pages of the old size whose page 1 states the new one. */
 static uint32_t depotHeaderPageSize(const void *pPage1){
   const unsigned char *a = (const unsigned char*)pPage1;
-  uint32_t sz = ((uint32_t)a[16]<<8) | a[17];
+  uint32_t sz = bytes_get16(a+16);
   return sz==1 ? 65536 : sz;
 }
 
@@ -772,8 +664,8 @@ static int depotHeaderTruncate(DepotFile *p){
   const unsigned char *a = txbuf_get(&p->tx, 1);
   uint32_t n;
   if( a==0 || p->szPageTx<100 ) return SQLITE_OK;
-  n = ltx_get32(a+28);
-  if( n==0 || n>=p->nPageTx || ltx_get32(a+24)!=ltx_get32(a+92) ){
+  n = bytes_get32(a+28);
+  if( n==0 || n>=p->nPageTx || bytes_get32(a+24)!=bytes_get32(a+92) ){
     return SQLITE_OK;
   }
   if( txbuf_truncate(&p->tx, n)!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
@@ -945,9 +837,9 @@ static int depotPragma(DepotFile *p, char **azArg){
     if( zVal ){
       char *zEnd = 0;
       long long n = strtoll(zVal, &zEnd, 10);
-      if( zEnd==zVal || *zEnd || n<0 || n>DEPOT_MAX_CACHE_KB ){
+      if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
         azArg[0] = sqlite3_mprintf("depot: depot_cache_kb must be an integer"
-            " 0..%d, got %s", DEPOT_MAX_CACHE_KB, zVal);
+            " 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
         return SQLITE_ERROR;
       }
       depot_cache_set_limit(p->pShared->pCache, (int64_t)n*1024);
@@ -1031,116 +923,8 @@ static const sqlite3_io_methods depotIoMethods = {
 
 /* ================= opening ================= */
 
-typedef struct DepotArgs DepotArgs;
-struct DepotArgs {
-  const char *zName;             /* the name SQLite opens */
-  const char *zDflt;             /* depot_default_vfs parameters, or 0 */
-  const char *zDb, *zBranch, *zBucket, *zStoreVfs;
-  sqlite3_int64 nCacheKb;
-  int bCacheGiven;
-  int iSync;
-  int iLevel;
-  sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
-};
-
-/* The decimal integer zVal in iMin..iMax into *pV; 0 if zVal is anything
-** else (empty, trailing text, hex, out of range). */
-static int depotIntText(const char *zVal, sqlite3_int64 iMin,
-                        sqlite3_int64 iMax, sqlite3_int64 *pV){
-  char *zEnd = 0;
-  long long n;
-  if( (zVal[0]<'0' || zVal[0]>'9') && zVal[0]!='-' && zVal[0]!='+' ){
-    return 0;                       /* empty, or blanks strtoll would skip */
-  }
-  errno = 0;
-  n = strtoll(zVal, &zEnd, 10);
-  if( *zEnd || errno==ERANGE || n<iMin || n>iMax ) return 0;
-  *pV = n;
-  return 1;
-}
-
-/* Parameter zKey of an open: the name's own URI parameter, else the one
-** depot_default_vfs(1, params) gave (a->zDflt), else NULL. */
-static const char *depotArg(const DepotArgs *a, const char *zKey){
-  const char *z = sqlite3_uri_parameter(a->zName, zKey);
-  if( z==0 && a->zDflt ) z = sqlite3_uri_parameter(a->zDflt, zKey);
-  return z;
-}
-
-/* Parameter zParam of the open as an integer in iMin..iMax, iDflt when it
-** is absent; a value that is not such an integer sets *pzErr (which says
-** "depot: <zParam> must be an integer <zRange>, got <value>"). */
-static void depotUriInt(const DepotArgs *a, const char *zParam,
-                        sqlite3_int64 iDflt, sqlite3_int64 iMin,
-                        sqlite3_int64 iMax, const char *zRange,
-                        sqlite3_int64 *pV, char **pzErr){
-  const char *zVal = depotArg(a, zParam);
-  *pV = iDflt;
-  if( zVal==0 || *pzErr || depotIntText(zVal, iMin, iMax, pV) ) return;
-  *pzErr = sqlite3_mprintf("depot: %s must be an integer %s, got '%s'",
-                           zParam, zRange, zVal);
-}
-
-/* The integer URI parameters: cache_kb, zstd_level and compact_after. */
-static void depotParseInts(DepotArgs *a, char **pzErr){
-  sqlite3_int64 iLevel = DEPOT_DEFAULT_LEVEL;
-  depotUriInt(a, "cache_kb", DEPOT_DEFAULT_CACHE_KB, 0,
-              DEPOT_MAX_CACHE_KB, "0..1073741824", &a->nCacheKb, pzErr);
-  depotUriInt(a, "zstd_level", DEPOT_DEFAULT_LEVEL, 1, 19, "1..19",
-              &iLevel, pzErr);
-  depotUriInt(a, "compact_after", -1, 0, LLONG_MAX,
-              ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
-  a->iLevel = (int)iLevel;
-  a->bCacheGiven = depotArg(a, "cache_kb")!=0;
-}
-
-/* The parameters of a main database name zName, and of zDflt (the
-** parameters of depot_default_vfs, or 0) where the name has none of its
-** own; *pzErr on a bad value.  The strings of *a point into zName and
-** zDflt. */
-static int depotParseArgs(const char *zName, const char *zDflt, DepotArgs *a,
-                          char **pzErr){
-  static const char *const azSync[] = { "off", "normal", "full", "extra" };
-  const char *zSync;
-  int i;
-  a->zName = zName;
-  a->zDflt = zDflt;
-  zSync = depotArg(a, "store_sync");
-  a->zDb = depotArg(a, "db");
-  a->zBranch = depotArg(a, "branch");
-  a->zBucket = depotArg(a, "bucket");
-  if( a->zBucket==0 ) a->zBucket = "main";
-  a->zStoreVfs = depotArg(a, "store_vfs");
-  if( a->zDb==0 ) a->zDb = "main";
-  if( a->zBranch==0 ) a->zBranch = "main";
-  a->iSync = zSync ? -1 : 2;
-  for(i=0; zSync && i<4; i++) if( sqlite3_stricmp(zSync, azSync[i])==0 ) a->iSync = i;
-  if( !layout_name_ok(a->zDb) || !layout_name_ok(a->zBranch)
-   || !layout_name_ok(a->zBucket) ){
-    *pzErr = sqlite3_mprintf("depot: bucket, db and branch names must be"
-        " 1..%d bytes, got %d, %d and %d", LAYOUT_MAX_NAME,
-        (int)strlen(a->zBucket), (int)strlen(a->zDb), (int)strlen(a->zBranch));
-  }else if( sqlite3_uri_boolean(zName, "nolock", 0) ){
-    *pzErr = sqlite3_mprintf("depot: nolock=1 is not supported: a depot"
-        " database takes its snapshot and its writer slot in its locks");
-  }else if( strchr(a->zDb, '/') ){
-    *pzErr = sqlite3_mprintf("depot: a db name may not contain '/' (a"
-        " database BUCKET/NAME is opened with bucket=BUCKET&db=NAME), got"
-        " '%s'", a->zDb);
-  }else if( a->iSync<0 ){
-    *pzErr = sqlite3_mprintf("depot: store_sync must be off, normal, full or"
-                             " extra, got %s", zSync);
-  }else if( a->zStoreVfs && (sqlite3_vfs_find(a->zStoreVfs)==0
-                     || strcmp(a->zStoreVfs, DEPOT_VFS_NAME)==0) ){
-    *pzErr = sqlite3_mprintf("depot: store_vfs %s is not a registered VFS"
-                             " other than depot", a->zStoreVfs);
-  }
-  depotParseInts(a, pzErr);
-  return *pzErr ? SQLITE_CANTOPEN : SQLITE_OK;
-}
-
 /* Open the store, check its layout, find the branch. */
-static int depotOpenStore(DepotFile *p, const char *zName, const DepotArgs *a,
+static int depotOpenStore(DepotFile *p, const char *zName, const UriArgs *a,
                           int flags, char **pzErr){
   StoreSqliteConfig cfg;
   int rc;
@@ -1217,9 +1001,9 @@ static DepotDefaults *depotDefaultsFor(const char *zName){
 
 static int depotOpenMainWith(DepotFile *p, const char *zName,
                              const char *zDflt, int flags, int *pOutFlags){
-  DepotArgs a;
+  UriArgs a;
   char *zErr = 0;
-  int rc = depotParseArgs(zName, zDflt, &a, &zErr);
+  int rc = uri_parse_args(zName, zDflt, &a, &zErr);
   if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, &a, flags, &zErr);
   p->nCompactAfter = a.nCompactAfter;
   if( rc==SQLITE_OK && p->nCompactAfter<0 ){
@@ -1274,6 +1058,8 @@ static int depotOpenMain(DepotFile *p, const char *zName, int flags,
 ** commit would leave such a database half written. */
 static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
                      int flags, int *pOutFlags){
+  MemRollbackFn xRollback = 0;
+  void *pOwner = 0;
   (void)pVfs;
   memset(pFile, 0, pVfs->szOsFile);
   if( (flags & SQLITE_OPEN_SUPER_JOURNAL) && zName ){
@@ -1286,11 +1072,12 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
   if( (flags & SQLITE_OPEN_MAIN_JOURNAL) && zName ){
     sqlite3_file *pDb = sqlite3_database_file_object(zName);
     if( pDb && pDb->pMethods==&depotIoMethods ){
-      ((MemFile*)pFile)->pDb = (DepotFile*)pDb;
+      xRollback = depotJournalRollback;
+      pOwner = pDb;
     }
   }
   if( pOutFlags ) *pOutFlags = flags;
-  pFile->pMethods = &memIoMethods;
+  memfile_open(pFile, xRollback, pOwner);
   return SQLITE_OK;
 }
 
@@ -1398,67 +1185,17 @@ static void depotDefaultsSet(DepotDefaults *pNew){
 ** NULL with *pzErr (or SQLITE_NOMEM in *pRc). */
 static DepotDefaults *depotDefaultsParse(const char *zParams, int *pRc,
                                          char **pzErr){
-  static const char *const azKey[] = { "db", "branch", "bucket", "cache_kb",
-    "store_vfs", "store_sync", "zstd_level", "compact_after" };
-  const int nKeyAll = (int)(sizeof(azKey)/sizeof(azKey[0]));
-  const char *azParam[2*8];
-  char *zCopy = sqlite3_mprintf("%s", zParams);
-  const char *zNoParams = sqlite3_create_filename("depot", "", "", 0, 0);
-  char *z, *zNext;
-  DepotDefaults *d = 0;
-  int i, n = 0;
-  *pRc = SQLITE_NOMEM;
-  if( zCopy==0 || zNoParams==0 ) goto done;
-  *pRc = SQLITE_ERROR;
-  for(z=zCopy; z; z=zNext){
-    char *zEq;
-    int k;
-    if( (zNext = strchr(z, '&'))!=0 ) *zNext++ = 0;
-    zEq = strchr(z, '=');
-    if( zEq ) *zEq = 0;
-    for(k=0; k<nKeyAll && strcmp(z, azKey[k])!=0; k++){}
-    if( zEq==0 || k==nKeyAll ){
-      *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters are "
-          "KEY=VALUE pairs joined by '&' with KEY one of db, branch, bucket, "
-          "cache_kb, store_vfs, store_sync, zstd_level, compact_after; got "
-          "'%s'", zParams);
-      goto done;
-    }
-    for(i=0; i<n; i++){
-      if( strcmp(azParam[2*i], z)==0 ){
-        *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters name "
-                                 "%s twice", z);
-        goto done;
-      }
-    }
-    azParam[2*n] = z;
-    azParam[2*n+1] = zEq+1;
-    n++;
-  }
+  const char *zFile = uri_params_file(zParams, pRc, pzErr);
+  DepotDefaults *d;
+  if( zFile==0 ) return 0;
   d = sqlite3_malloc64(sizeof(*d));
-  if( d==0 ){ *pRc = SQLITE_NOMEM; goto done; }
-  d->nRef = 1;
-  d->zFile = sqlite3_create_filename("depot", "", "", n, azParam);
-  if( d->zFile==0 ){
-    sqlite3_free(d);
-    d = 0;
+  if( d==0 ){
+    sqlite3_free_filename(zFile);
     *pRc = SQLITE_NOMEM;
-    goto done;
+    return 0;
   }
-  /* the values are those an open will read: check them now */
-  {
-    DepotArgs a;
-    if( depotParseArgs(zNoParams, d->zFile, &a, pzErr)!=SQLITE_OK ){
-      sqlite3_free_filename(d->zFile);
-      sqlite3_free(d);
-      d = 0;
-      goto done;
-    }
-  }
-  *pRc = SQLITE_OK;
-done:
-  sqlite3_free(zCopy);
-  sqlite3_free_filename(zNoParams);
+  d->nRef = 1;
+  d->zFile = zFile;
   return d;
 }
 
@@ -1498,8 +1235,8 @@ int depot_vfs_register(void){
     if( pRoot==0 ){
       rc = SQLITE_ERROR;
     }else{
-      int sz = (int)(sizeof(DepotFile)>sizeof(MemFile)
-                     ? sizeof(DepotFile) : sizeof(MemFile));
+      int sz = (int)(sizeof(DepotFile)>(size_t)memfile_size()
+                     ? sizeof(DepotFile) : (size_t)memfile_size());
       if( pRoot->szOsFile>sz ) sz = pRoot->szOsFile;   /* super-journals */
       depotVfs.szOsFile = sz;
       depotVfs.mxPathname = pRoot->mxPathname;
@@ -1507,7 +1244,10 @@ int depot_vfs_register(void){
       bDepotBatch = sqlite3_compileoption_used("ENABLE_BATCH_ATOMIC_WRITE");
 #endif
       rc = sqlite3_vfs_register(&depotVfs, 0);
-      if( rc==SQLITE_OK ) pDepotRoot = pRoot;
+      if( rc==SQLITE_OK ){
+        pDepotRoot = pRoot;
+        store_sqlite_plain_vfs(depot_vfs_plain);
+      }
     }
   }
   pthread_mutex_unlock(&depotMutex);

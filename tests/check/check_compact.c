@@ -17,6 +17,7 @@
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
+#include "vfs/vfs_test.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -295,8 +296,8 @@ static int verify_shards(const char *zStore, int *pn, char **pzErr){
       " substr(key,11,1)=x'40'", -1, &pS, 0), SQLITE_OK);
   while( rc==SQLITE_OK && sqlite3_step(pS)==SQLITE_ROW ){
     const unsigned char *k = sqlite3_column_blob(pS, 0);
-    rc = depot_shard_verify(pStore, ltx_get64(k+2), ltx_get32(k+11),
-                            ltx_get64(k+15), pD, pzErr);
+    rc = depot_shard_verify(pStore, bytes_get64(k+2), bytes_get32(k+11),
+                            bytes_get64(k+15), pD, pzErr);
     (*pn)++;
   }
   sqlite3_finalize(pS);

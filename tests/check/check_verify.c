@@ -170,7 +170,7 @@ static sqlite3_int64 raw_db_bytes(Fx *f, uint64_t iBucket, const char *zDb){
   while( sqlite3_step(st)==SQLITE_ROW ){
     BranchRecord rec;
     unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-    uint64_t id = ltx_get64(sqlite3_column_blob(st, 0)+2);
+    uint64_t id = bytes_get64(sqlite3_column_blob(st, 0)+2);
     ck_assert_int_eq(layout_branch_decode(sqlite3_column_blob(st, 1),
                      sqlite3_column_bytes(st, 1), &rec), SQLITE_OK);
     if( rec.iBucket!=iBucket || strcmp(rec.zDb, zDb)!=0 ) continue;
@@ -691,7 +691,7 @@ START_TEST(test_verify_finds_an_orphan_pin_and_a_broken_refcount){
   uint64_t iMain;
   fx_open(&f, "verify_pin");
   iMain = build_store(&f);
-  ltx_put64(o, 77);
+  bytes_put64(o, 77);
   raw_put(&f, k, layout_key_pin(k, iMain, 999, LAYOUT_PIN_HISTORY, o, 8),
           "", 0);
   assert_finding(&f, "pin", 999);
@@ -718,7 +718,7 @@ START_TEST(test_verify_finds_fork_pin_rp_vtx_and_counter_damage){
   iMain = build_store(&f);
   iDev = branch_id(&f, "app", "dev");
   /* The fork pin of dev on main goes: the fork and the summary notice. */
-  ltx_put64(v, iDev);
+  bytes_put64(v, iDev);
   raw_put(&f, k, layout_key_pin(k, iMain, 2, LAYOUT_PIN_FORK, v, 8), 0, -1);
   assert_finding(&f, "fork", 2);
   assert_finding(&f, "refcount", -1);
@@ -777,7 +777,7 @@ static void put_garbage(Fx *f, uint64_t iMain){
     int nKey = 2 + rand()%40, nVal = rand()%700;
     k[0] = 0x02;
     k[1] = (unsigned char)aPart[rand()%6];
-    if( nKey>=10 ) ltx_put64(k+2, rand()%3 ? iMain+rand()%3 : (uint64_t)rand());
+    if( nKey>=10 ) bytes_put64(k+2, rand()%3 ? iMain+rand()%3 : (uint64_t)rand());
     else for(j=2; j<nKey; j++) k[j] = (unsigned char)rand();
     for(j=10; j<nKey; j++) k[j] = (unsigned char)(rand()%4 ? rand()%4 : rand());
     if( nKey>10 && rand()%2 ) k[10] = "\x01\x02\x10\x11\x20\x30"[rand()%6];

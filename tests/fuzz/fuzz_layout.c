@@ -92,8 +92,8 @@ static void fuzzKeyOrder(int eKind, const uint8_t *a, int n){
   int i, nx, ny, c;
   if( n<48 ) return;
   for(i=0; i<3; i++){
-    x[i] = ltx_get64(a+8*i);
-    y[i] = ltx_get64(a+24+8*i);
+    x[i] = bytes_get64(a+8*i);
+    y[i] = bytes_get64(a+24+8*i);
   }
   if( eKind==3 ){ x[1] = (uint32_t)x[1]; y[1] = (uint32_t)y[1]; }
   if( eKind==4 ){ x[2] = (uint32_t)x[2]; y[2] = (uint32_t)y[2]; }

@@ -37,7 +37,7 @@ static void fuzzLtxDecode(const uint8_t *a, size_t n){
   FUZZ_CHECK( h.szPage>=512 && h.szPage<=65536 );
   aPage = malloc(h.szPage);
   if( aPage ){
-    uint32_t pgno = n>LTX_HEADER_SIZE+4 ? ltx_get32(a+LTX_HEADER_SIZE) : 1;
+    uint32_t pgno = n>LTX_HEADER_SIZE+4 ? bytes_get32(a+LTX_HEADER_SIZE) : 1;
     rc = ltx_decode_frame(a+LTX_HEADER_SIZE, (int64_t)n-LTX_HEADER_SIZE,
                           pgno, h.szPage, pFuzzDctx, aPage, 0, &zErr);
     FUZZ_CHECK( rc==SQLITE_OK || rc==SQLITE_CORRUPT || rc==SQLITE_NOMEM );

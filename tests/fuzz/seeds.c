@@ -134,7 +134,7 @@ static void seedLayout(void){
   strcpy(b.zDb, "inventory"); strcpy(b.zBranch, "feature");
   seedWrite("layout", "branch", 2, a, layout_branch_encode(a, &b));
   seedWrite("layout", "pidx", 3, a, layout_pidx_encode(a, &v));
-  for(i=0; i<6; i++) ltx_put64(a+8*i, ids[i]);
+  for(i=0; i<6; i++) bytes_put64(a+8*i, ids[i]);
   seedWrite("layout", "order-commit", 5, a, 48);
   seedWrite("layout", "order-pidx", 7, a, 48);
 }

@@ -1,16 +1,16 @@
 /*
-** store_sqlite.c -- the embedded outer store: one SQLite file in WAL mode
+** sqlite.c -- the embedded outer store: one SQLite file in WAL mode
 ** with one WITHOUT ROWID table
 **
 **     CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB) WITHOUT ROWID;
 **
-** implementing vfs/store.h.  Statements are prepared once per handle.  A
+** implementing vfs/store/store.h.  Statements are prepared once per handle.  A
 ** write transaction is BEGIN IMMEDIATE (the outer file's write lock, waited
 ** for up to nBusyMs); reads outside a transaction run in autocommit.
 */
 #include "config.h"
 #include "vfs/store/store.h"
-#include "vfs/depot_vfs.h"
+#include "vfs/store/bytes.h"
 #include "sql/store_schema.h"  /* STORE_SCHEMA_SQL, from sql/store_schema.sql */
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -254,7 +254,7 @@ static int ssAdd(Store *pStore, const void *pKey, int nKey, int64_t iDelta,
   StoreSqlite *p = (StoreSqlite*)pStore;
   unsigned char a[8];
   void *pOld = 0;
-  int nOld = 0, i, rc = SQLITE_OK;
+  int nOld = 0, rc = SQLITE_OK;
   int bOwn = !p->bInTxn;
   uint64_t v = 0;
   if( bOwn ) rc = ssBegin(pStore, 1);
@@ -266,9 +266,9 @@ static int ssAdd(Store *pStore, const void *pKey, int nKey, int64_t iDelta,
     rc = SQLITE_CORRUPT;
   }
   if( rc==SQLITE_OK ){
-    for(i=7; pOld && i>=0; i--) v = (v<<8) | ((unsigned char*)pOld)[i];
+    if( pOld ) v = bytes_get64le((const unsigned char*)pOld);
     v += (uint64_t)iDelta;
-    for(i=0; i<8; i++) a[i] = (unsigned char)(v>>(8*i));
+    bytes_put64le(a, v);
     rc = ssPut(pStore, pKey, nKey, a, 8);
   }
   sqlite3_free(pOld);
@@ -291,7 +291,25 @@ static const StoreMethods storeSqliteMethods = {
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg
 };
 
-int depot_store_on_read_only_fs(const char *zPath){
+/* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by
+** store_sqlite_plain_vfs(), read by every open (atomically: opens on
+** other threads may read it while it is set). */
+static StoreVfsNameFn ssPlainVfs = 0;
+
+void store_sqlite_plain_vfs(StoreVfsNameFn xPlain){
+  __atomic_store_n(&ssPlainVfs, xPlain, __ATOMIC_RELEASE);
+}
+
+/* The VFS to open a store with: pCfg's, else the one the function set by
+** store_sqlite_plain_vfs() names, else NULL (SQLite's default). */
+static const char *ssVfsName(const StoreSqliteConfig *pCfg){
+  StoreVfsNameFn xPlain;
+  if( pCfg->zVfs ) return pCfg->zVfs;
+  xPlain = __atomic_load_n(&ssPlainVfs, __ATOMIC_ACQUIRE);
+  return xPlain ? xPlain() : 0;
+}
+
+int store_sqlite_read_only_fs(const char *zPath){
   struct statvfs sv;
   return statvfs(zPath, &sv)==0 && (sv.f_flag & ST_RDONLY)!=0;
 }
@@ -310,7 +328,7 @@ static int ssReadErr(StoreSqlite *p, int rc){
   const char *zFile = sqlite3_db_filename(p->db, "main");
   if( rc==SQLITE_OK || p->zErr ) return rc;
   if( (rc&0xff)==SQLITE_CANTOPEN && zFile
-   && depot_store_on_read_only_fs(zFile) ){
+   && store_sqlite_read_only_fs(zFile) ){
     ssReadOnlyFsErr(p, zFile);
   }else{
     ssSetErr(p, "cannot read the schema of the store file");
@@ -434,8 +452,7 @@ static int ssOpenDb(StoreSqlite *p, const char *zPath,
     flags |= SQLITE_OPEN_URI;
   }
   rc = sqlite3_open_v2(zUri ? zUri : zPath, &p->db,
-                       flags|SQLITE_OPEN_NOMUTEX,
-                       pCfg->zVfs ? pCfg->zVfs : depot_vfs_plain());
+                       flags|SQLITE_OPEN_NOMUTEX, ssVfsName(pCfg));
   sqlite3_free(zUri);
   return rc;
 }
@@ -448,7 +465,7 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
   int rc;
   *ppStore = 0;
   if( cfg.bInspect && !cfg.bImmutable
-   && depot_store_on_read_only_fs(zPath) ){
+   && store_sqlite_read_only_fs(zPath) ){
     cfg.bImmutable = 1;
   }
   p = sqlite3_malloc64(sizeof(*p));

@@ -1,6 +1,6 @@
 /*
-** store.c -- the backend-independent entry points of vfs/store.h: each one
-** dispatches through the handle's StoreMethods.
+** store.c -- the backend-independent entry points of vfs/store/store.h:
+** each one dispatches through the handle's StoreMethods.
 */
 #include "config.h"
 #include "vfs/store/store.h"

@@ -132,7 +132,7 @@ struct StoreSqliteConfig {
                           ** SQLITE_CANTOPEN, as they would not be read */
   int bInspect;           /* only reads: on a read-only file system open
                           ** it as with bImmutable, as its -shm cannot be
-                          ** made there (depot_store_on_read_only_fs) */
+                          ** made there (store_sqlite_read_only_fs) */
   int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
   int nBusyMs;            /* wait for the write lock; 0: 10000 */
 };
@@ -143,5 +143,19 @@ struct StoreSqliteConfig {
 ** sqlite3_malloc'd message the caller frees. */
 int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
                       Store **ppStore, char **pzErr);
+
+/* Names a VFS, or returns NULL for SQLite's default. */
+typedef const char *(*StoreVfsNameFn)(void);
+
+/* The VFS of every later store_sqlite_open() whose zVfs is NULL: the name
+** xPlain() returns at that open (NULL xPlain, or none set: SQLite's
+** default VFS).  The depot VFS sets it when it registers, so that a store
+** file never opens through the depot VFS itself, even while depot is the
+** default VFS.  Thread-safe. */
+void store_sqlite_plain_vfs(StoreVfsNameFn xPlain);
+
+/* 1 if the file zPath is on a file system mounted read-only, where a store
+** opens only immutable (its -shm cannot be made; see bInspect). */
+int store_sqlite_read_only_fs(const char *zPath);
 
 #endif /* DEPOT_STORE_H */

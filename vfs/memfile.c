@@ -1,0 +1,133 @@
+/*
+** memfile.c -- in-memory journals and temporary files (vfs/memfile.h).
+*/
+#include "config.h"
+#include "vfs/memfile.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+
+/* A journal or temporary file, in memory. */
+typedef struct MemFile MemFile;
+struct MemFile {
+  sqlite3_file base;         /* must be first */
+  unsigned char *a;
+  sqlite3_int64 n, nAlloc;
+  MemRollbackFn xRollback;   /* main journal: its database's, else NULL */
+  void *pRollbackArg;
+  int bSized;                /* the last call was xFileSize */
+};
+
+/* The main journal is being closed, truncated or overwritten from its
+** start: a rollback in progress is over. */
+static void memEndRollback(MemFile *p){
+  if( p->xRollback ) p->xRollback(p->pRollbackArg, 0);
+}
+
+static int memClose(sqlite3_file *pFile){
+  MemFile *p = (MemFile*)pFile;
+  memEndRollback(p);
+  sqlite3_free(p->a);
+  return SQLITE_OK;
+}
+
+/* A ROLLBACK plays the main journal back (pager_playback) after looking
+** for a super-journal name: the journal's size, then the 4 bytes 16 from
+** its end, before any other read.  A ROLLBACK TO a savepoint plays records
+** back too, from its first header at offset 0 when the savepoint opened
+** the transaction, but never starts that way; it is no rollback of the
+** transaction, and what it writes to the database is part of the next
+** commit. */
+static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
+                   sqlite3_int64 iOfst){
+  MemFile *p = (MemFile*)pFile;
+  if( p->xRollback && p->bSized && iAmt==4 && iOfst==p->n-16 ){
+    p->xRollback(p->pRollbackArg, 1);
+  }
+  p->bSized = 0;
+  if( iOfst+iAmt > p->n ){
+    sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
+    if( nHave>0 ) memcpy(pBuf, p->a+iOfst, (size_t)nHave);
+    memset((char*)pBuf+nHave, 0, (size_t)(iAmt-nHave));
+    return SQLITE_IOERR_SHORT_READ;
+  }
+  memcpy(pBuf, p->a+iOfst, iAmt);
+  return SQLITE_OK;
+}
+
+static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
+                    sqlite3_int64 iOfst){
+  MemFile *p = (MemFile*)pFile;
+  sqlite3_int64 nEnd = iOfst+iAmt;
+  p->bSized = 0;
+  if( iOfst==0 ) memEndRollback(p);
+  if( nEnd > p->nAlloc ){
+    sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
+    unsigned char *a;
+    while( nNew<nEnd ) nNew *= 2;
+    a = sqlite3_realloc64(p->a, nNew);
+    if( a==0 ) return SQLITE_IOERR_NOMEM;
+    p->a = a;
+    p->nAlloc = nNew;
+  }
+  if( iOfst>p->n ) memset(p->a+p->n, 0, (size_t)(iOfst-p->n));
+  memcpy(p->a+iOfst, pBuf, iAmt);
+  if( nEnd>p->n ) p->n = nEnd;
+  return SQLITE_OK;
+}
+
+static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
+  MemFile *p = (MemFile*)pFile;
+  p->bSized = 0;
+  if( size==0 ) memEndRollback(p);
+  if( size<p->n ) p->n = size;
+  return SQLITE_OK;
+}
+static int memSync(sqlite3_file *pFile, int flags){
+  (void)pFile; (void)flags;
+  return SQLITE_OK;
+}
+static int memFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
+  ((MemFile*)pFile)->bSized = 1;
+  *pSize = ((MemFile*)pFile)->n;
+  return SQLITE_OK;
+}
+static int memLock(sqlite3_file *pFile, int eLock){
+  (void)pFile; (void)eLock;
+  return SQLITE_OK;
+}
+static int memCheckReserved(sqlite3_file *pFile, int *pResOut){
+  (void)pFile;
+  *pResOut = 0;
+  return SQLITE_OK;
+}
+static int memFileControl(sqlite3_file *pFile, int op, void *pArg){
+  (void)pFile; (void)op; (void)pArg;
+  return SQLITE_NOTFOUND;
+}
+static int memSectorSize(sqlite3_file *pFile){
+  (void)pFile;
+  return 512;
+}
+static int memDeviceCharacteristics(sqlite3_file *pFile){
+  (void)pFile;
+  return SQLITE_IOCAP_SAFE_APPEND | SQLITE_IOCAP_SEQUENTIAL
+       | SQLITE_IOCAP_POWERSAFE_OVERWRITE;
+}
+
+static const sqlite3_io_methods memIoMethods = {
+  1, memClose, memRead, memWrite, memTruncate, memSync, memFileSize,
+  memLock, memLock, memCheckReserved, memFileControl, memSectorSize,
+  memDeviceCharacteristics, 0, 0, 0, 0, 0, 0
+};
+
+int memfile_size(void){
+  return (int)sizeof(MemFile);
+}
+
+void memfile_open(sqlite3_file *pFile, MemRollbackFn xRollback, void *pArg){
+  MemFile *p = (MemFile*)pFile;
+  p->xRollback = xRollback;
+  p->pRollbackArg = pArg;
+  pFile->pMethods = &memIoMethods;
+}

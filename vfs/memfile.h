@@ -1,0 +1,30 @@
+/*
+** memfile.h -- journals, statement journals and temporary files of a depot
+** database, kept in memory only (private to vfs/).
+**
+** A MemFile is an sqlite3_file that grows as it is written and is gone
+** when closed: nothing of it reaches the disk.  The main journal of a
+** depot database tells its database when SQLite plays it back: a ROLLBACK
+** plays the main journal back (pager_playback) after looking for a
+** super-journal name, that is xFileSize, then a read of the 4 bytes 16
+** from its end, before any other read; that read calls xRollback(pArg, 1).
+** The journal being closed, truncated or overwritten from its start calls
+** xRollback(pArg, 0): a rollback in progress is over.
+*/
+#ifndef DEPOT_MEMFILE_H
+#define DEPOT_MEMFILE_H
+
+#include "sqlite3ext.h"
+
+/* Called on the main journal's owner: bStart 1 when a rollback starts,
+** 0 when the journal is closed, truncated or rewritten from offset 0. */
+typedef void (*MemRollbackFn)(void *pArg, int bStart);
+
+/* Bytes of a MemFile (for the VFS's szOsFile). */
+int memfile_size(void);
+
+/* Make pFile (memfile_size() bytes, all zero) an empty in-memory file;
+** xRollback (may be NULL) with pArg for the main journal of a database. */
+void memfile_open(sqlite3_file *pFile, MemRollbackFn xRollback, void *pArg);
+
+#endif /* DEPOT_MEMFILE_H */

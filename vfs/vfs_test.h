@@ -1,0 +1,16 @@
+/*
+** vfs_test.h -- the test hooks of vfs/.  They exist only in a build with
+** -DDEPOT_TEST (libdepot_core.la, which the tests link); the loadable
+** module has none, and a test that sets one links only against a
+** DEPOT_TEST build.
+*/
+#ifndef DEPOT_VFS_TEST_H
+#define DEPOT_VFS_TEST_H
+
+/* When not NULL, compaction (vfs/compact.c) calls it with the store path
+** after it has encoded a shard version and before it writes the version's
+** rows (tests check that no store write lock is held at that point).  Set
+** it only while no compaction runs. */
+extern void (*depot_compact_test_encoded)(const char *zStore);
+
+#endif /* DEPOT_VFS_TEST_H */
