@@ -13,7 +13,7 @@
 */
 #include "config.h"
 #include "ext/listing.h"
-#include "ext/kv/codec.h"
+#include "ext/kv/kv.h"
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>

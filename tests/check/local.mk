@@ -78,6 +78,17 @@ tests_check_check_depotdiff_LDADD = $(TEST_LDADD)
 TESTS += tests/check/no_test_hooks.sh
 EXTRA_DIST += tests/check/no_test_hooks.sh
 
+# Checks of the product's shape: includes follow the layers (layers.sh),
+# no source files call each other in a loop (cycles.sh, on the module's
+# objects).
+TESTS += tests/check/layers.sh tests/check/cycles.sh
+EXTRA_DIST += tests/check/layers.sh tests/check/cycles.sh
+
+# The SQL regression scripts sql/test/*.sql through the sqlite3 shell.
+TESTS += tests/check/sqltest.sh
+EXTRA_DIST += tests/check/sqltest.sh
+AM_TESTS_ENVIRONMENT += SQLITE3_SHELL='$(SQLITE3_SHELL)'; export SQLITE3_SHELL;
+
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
 torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "vfs/store/store.h"
 #include "vfs/store/bytes.h"
+#include "sql/store_schema.h"  /* STORE_SCHEMA_SQL, from sql/store_schema.sql */
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -397,9 +398,7 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   if( rc==SQLITE_OK ) rc = ssCheckIsStore(p);
   if( (rc&0xff)==SQLITE_CANTOPEN ) return ssReadErr(p, rc);
   if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
-    rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
-        "CREATE TABLE IF NOT EXISTS depot_kv(key BLOB PRIMARY KEY,"
-        " value BLOB) WITHOUT ROWID;", 0, 0, 0);
+    rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
   }
   if( rc!=SQLITE_OK ) rc = ssSetupErr(p, rc);
   return rc;

@@ -1,7 +1,7 @@
 -- quickstart.sql -- a tour of sqlite-depot through the sqlite3 shell.
 --
 -- Load the extension first, then feed this script:
---     sqlite3 -cmd ".load ./depot" :memory: < examples/quickstart.sql
+--     sqlite3 -cmd ".load ./depot" :memory: < sql/quickstart.sql
 -- from the build directory (make demo does exactly that, in a fresh scratch
 -- directory each time).  It creates kvstore/ and store.depot in the current
 -- directory; remove them before running it again there.
