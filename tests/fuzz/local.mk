@@ -54,7 +54,7 @@ EXTRA_DIST += tests/fuzz/corpus tests/fuzz/fuzz.mk
 fuzz-seeds: tests/fuzz/fuzz_seeds$(EXEEXT)
 	./tests/fuzz/fuzz_seeds$(EXEEXT) $(srcdir)/tests/fuzz/corpus
 
-fuzz: config.h
+fuzz: config.h $(BUILT_SOURCES)
 	$(MAKE) -f $(srcdir)/tests/fuzz/fuzz.mk srcdir='$(srcdir)' \
 	  DEPOT_SOURCES='$(DEPOT_SOURCES)' SQLITE3_CFLAGS='$(SQLITE3_CFLAGS)' \
 	  ZSTD_CFLAGS='$(ZSTD_CFLAGS)' SQLITE3_LIBS='$(SQLITE3_LIBS)' \
