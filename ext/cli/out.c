@@ -152,7 +152,7 @@ static char *outCell(sqlite3_stmt *pStmt, int i){
       int j, n = sqlite3_column_bytes(pStmt, i);
       sqlite3_str *s = sqlite3_str_new(0);
       sqlite3_str_appendall(s, "x'");
-      for(j=0; j<n; j++) sqlite3_str_appendf(s, "%02x", a[j]);
+      for(j=0; j<n; j++) sqlite3_str_appendf(s, "%02X", a[j]);
       sqlite3_str_appendchar(s, 1, '\'');
       return sqlite3_str_finish(s);
     }
@@ -288,6 +288,7 @@ struct OutBar {
   const char *zUnit;              /* "pages", "shards", "branches" */
   double tStart, tLast;
   int bDrawn;
+  int bMoved;                     /* a bar with nDone>0 was drawn */
 };
 
 static double outNow(void){
@@ -332,7 +333,9 @@ static int outBarHook(void *pArg, const char *zWhat, int64_t nDone,
   OutBar *b = (OutBar*)pArg;
   if( b->p->bProgress ){
     double tNow = outNow();
-    if( !b->bDrawn || tNow-b->tLast>=0.1 || (nTotal>0 && nDone==nTotal) ){
+    if( !b->bDrawn || tNow-b->tLast>=0.1 || (nDone>0 && !b->bMoved)
+     || (nTotal>0 && nDone==nTotal) ){
+      b->bMoved = nDone>0;
       outBarDraw(b, zWhat, nDone, nTotal, nBytes, tNow);
     }
   }

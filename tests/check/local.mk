@@ -86,3 +86,11 @@ torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
 	  ./tests/check/check_fork$(EXEEXT)
 .PHONY: torture
+
+# The depot program: output, usage errors (cli.sh); terminal, progress
+# bar and SIGINT (check_cli, under a pseudo-terminal).
+check_PROGRAMS += tests/check/check_cli
+TESTS += tests/check/check_cli tests/check/cli.sh
+tests_check_check_cli_SOURCES = tests/check/check_cli.c $(TEST_HARNESS)
+tests_check_check_cli_LDADD = $(TEST_LDADD)
+EXTRA_DIST += tests/check/cli.sh
