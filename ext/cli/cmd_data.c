@@ -162,6 +162,19 @@ static char *dataDotArg(const char *z){
   return sqlite3_str_finish(s);
 }
 
+/* Does the module zMod exist, as named or with the suffix .load adds? */
+static int dataModuleExists(const char *zMod){
+  static const char *const azSuffix[] = { "", ".so", ".dylib" };
+  struct stat st;
+  int i, bFound = 0;
+  for(i=0; i<3 && !bFound; i++){
+    char *z = sqlite3_mprintf("%s%s", zMod, azSuffix[i]);
+    bFound = z && stat(z, &st)==0 && S_ISREG(st.st_mode);
+    sqlite3_free(z);
+  }
+  return bFound;
+}
+
 int cmd_shell(Cli *p, int nArg, char **azArg){
   CliTarget t;
   char *zErr = 0, *zUri, *zLoad = 0, *zOpen = 0, *zMod, *zArg;
@@ -193,6 +206,9 @@ int cmd_shell(Cli *p, int nArg, char **azArg){
     rc = out_fail(p, "out of memory");
   }else if( cli_store_is_file(t.zStore) && stat(t.zStore, &st)!=0 ){
     rc = out_fail(p, "no store file %s", t.zStore);
+  }else if( !dataModuleExists(zMod) ){
+    rc = out_fail(p, "no depot module at %s (install it, or set"
+                  " DEPOT_MODULE to its path)", zMod);
   }else if( p->bJson ){
     rc = CLI_OK;                  /* --json: say what would run, no shell */
   }else{

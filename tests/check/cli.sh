@@ -144,8 +144,10 @@ if [ -n "$DEPOT_MODULE" ]; then
         DEPOT_MODULE=$DEPOT_MODULE "$D" shell s.depot:crm 2>&1)
   [ "$out" = 500 ] || fail "shell: $out"
 fi
-run 0 --json shell s.depot:crm@main
+DEPOT_MODULE=${DEPOT_MODULE:-/nonexistent} run 0 --json shell s.depot:crm@main
 json '$.uri' 'file:s.depot?vfs=depot&db=crm&branch=main'
+DEPOT_MODULE=/nonexistent/depot run 1 shell s.depot
+has "$err" "no depot module at /nonexistent/depot"
 run 1 shell nope.depot
 
 # --- kv ---
