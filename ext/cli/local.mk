@@ -18,7 +18,6 @@ libdepot_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 \
 
 pkgconfigdir = $(libdir)/pkgconfig
 pkgconfig_DATA = depot.pc
-DISTCLEANFILES = depot.pc
 EXTRA_DIST += depot.pc.in
 
 bin_PROGRAMS = depot
