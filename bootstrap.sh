@@ -17,6 +17,13 @@ cd "$(dirname "$0")"
 PKGS="build-essential libsqlite3-dev sqlite3 libzstd-dev zstd check autoconf
 automake libtool pkg-config python3 clang-14 libclang-rt-14-dev valgrind"
 
+# node and npm are for the Node binding test (tests/bindings/node_smoke.sh):
+# Debian's packages (libnode-dev holds the headers better-sqlite3 builds
+# against) when no node is installed at all.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PKGS="$PKGS nodejs npm libnode-dev"
+fi
+
 missing=
 for p in $PKGS; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed'; then
@@ -33,6 +40,22 @@ if [ -n "$missing" ]; then
   apt-get update -qq >/dev/null
   # shellcheck disable=SC2086
   apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+
+# better-sqlite3 12 for the Node binding test, into a scratch node_modules
+# (tests/bindings/node/).  It builds from source with node-gyp (no prebuilt
+# binary is downloaded where GitHub cannot be reached), against the
+# installed node headers when they are there.  A failure is reported, and
+# the Node test then fails, but the build goes on.
+node_dir=tests/bindings/node
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 &&
+   [ ! -d "$node_dir/node_modules/better-sqlite3/build/Release" ]; then
+  echo "bootstrap: npm install (better-sqlite3 for the Node binding test)"
+  if [ -z "${npm_config_nodedir:-}" ] && [ -f /usr/include/node/node_version.h ]; then
+    npm_config_nodedir=/usr; export npm_config_nodedir
+  fi
+  (cd "$node_dir" && npm install --no-audit --no-fund --loglevel=error >/dev/null) ||
+    echo "bootstrap: npm install in $node_dir failed; the Node binding test will fail" >&2
 fi
 
 regen=no

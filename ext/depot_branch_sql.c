@@ -283,6 +283,7 @@ static int branchInfoRow(void *pArg, const DepotBranchInfo *b){
   depot_rows_int(p, b->nLogical);
   branchName(p, b->zBucket);
   depot_rows_int(p, b->nRef);
+  depot_rows_int(p, b->nStored);
   return p->rc!=SQLITE_OK;
 }
 
@@ -354,6 +355,7 @@ static const DepotListingCol aBranchesCol[] = {
   DEPOT_COLUMN("pins", "INTEGER"),
   DEPOT_ARGUMENT("store"),
   DEPOT_ARGUMENT("db"),
+  DEPOT_COLUMN("stored_bytes", "INTEGER"),
 };
 static const DepotListingCol aDatabasesCol[] = {
   DEPOT_COLUMN("bucket", "TEXT"),
@@ -378,7 +380,7 @@ static const DepotListingCol aRestorePointsCol[] = {
 };
 
 static const DepotListing aBranchListing[] = {
-  { "depot_branches", 12, aBranchesCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+  { "depot_branches", 13, aBranchesCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
     branchBranchesRows },
   { "depot_databases", 9, aDatabasesCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0,
     0, branchDatabasesRows },

@@ -246,10 +246,53 @@ static int dsqlStoreProblem(const char *zStore, const char *zDb,
   return rc;
 }
 
+/* Pages one backup step copies while a progress hook is installed. */
+#define DSQL_STEP_PAGES 256
+
+/* Run backup pB to the end: in one step, or, with a progress hook
+** (vfs/progress.c), DSQL_STEP_PAGES pages per step with a report before
+** each.  The destination stays in one write transaction from the first
+** step to the last, which commits it, so a stop request (the hook
+** returns nonzero: SQLITE_INTERRUPT, and sqlite3_backup_finish() rolls
+** the destination back) stores nothing.  Returns what the last step
+** returned. */
+static int dsqlCopySteps(sqlite3_backup *pB, const char *zWhat,
+                         sqlite3 *pFrom){
+  int rc, szPage = 0;
+  sqlite3_int64 nTotal, nDone;
+  if( !depot_progress_active() ) return sqlite3_backup_step(pB, -1);
+  for(;;){
+    nTotal = sqlite3_backup_pagecount(pB);
+    nDone = nTotal - sqlite3_backup_remaining(pB);
+    if( szPage==0 && nTotal>0 ){
+      sqlite3_stmt *pStmt = 0;
+      if( sqlite3_prepare_v2(pFrom, "PRAGMA page_size", -1, &pStmt,
+                             0)==SQLITE_OK
+       && sqlite3_step(pStmt)==SQLITE_ROW ){
+        szPage = sqlite3_column_int(pStmt, 0);
+      }
+      sqlite3_finalize(pStmt);
+    }
+    if( depot_progress_report(zWhat, nDone, nTotal ? nTotal : -1,
+                              nDone*szPage) ){
+      return SQLITE_INTERRUPT;
+    }
+    rc = sqlite3_backup_step(pB, DSQL_STEP_PAGES);
+    if( rc==SQLITE_DONE ){
+      nTotal = sqlite3_backup_pagecount(pB);
+      depot_progress_report(zWhat, nTotal, nTotal, nTotal*szPage);
+    }
+    if( rc!=SQLITE_OK && rc!=SQLITE_BUSY && rc!=SQLITE_LOCKED ) return rc;
+    if( rc!=SQLITE_OK ) sqlite3_sleep(10);
+  }
+}
+
 /* Copy every page of zFromUri into zToUri with the backup API (each opened
 ** with its flags: SQLITE_OPEN_URI for a depot URI, none for a plain path);
-** returns the page count or -1 with *pzErr set. */
-static sqlite3_int64 dsqlCopy(const char *zFromUri, int fromFlags,
+** returns the page count or -1 with *pzErr set.  zWhat names the copy
+** ("import", "export") to the progress hook. */
+static sqlite3_int64 dsqlCopy(const char *zWhat,
+                              const char *zFromUri, int fromFlags,
                               const char *zToUri, int toFlags, int *pRc,
                               char **pzErr){
   sqlite3 *pFrom = 0, *pTo = 0;
@@ -269,10 +312,14 @@ static sqlite3_int64 dsqlCopy(const char *zFromUri, int fromFlags,
     if( pB==0 ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
   }
   if( pB ){
-    rc = sqlite3_backup_step(pB, -1);
+    rc = dsqlCopySteps(pB, zWhat, pFrom);
     nPage = sqlite3_backup_pagecount(pB);
     sqlite3_backup_finish(pB);
-    if( rc!=SQLITE_DONE ){
+    if( rc==SQLITE_INTERRUPT ){
+      *pzErr = sqlite3_mprintf("interrupted");
+      *pRc = rc;
+      nPage = -1;
+    }else if( rc!=SQLITE_DONE ){
       *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
       *pRc = rc;
       nPage = -1;
@@ -292,7 +339,7 @@ static sqlite3_int64 dsqlCopy(const char *zFromUri, int fromFlags,
 static void dsqlResultCode(sqlite3_context *ctx, int rc){
   int e = rc & 0xff;
   if( e==SQLITE_FULL || e==SQLITE_IOERR || e==SQLITE_NOMEM
-   || e==SQLITE_BUSY || e==SQLITE_LOCKED ){
+   || e==SQLITE_BUSY || e==SQLITE_LOCKED || e==SQLITE_INTERRUPT ){
     sqlite3_result_error_code(ctx, rc);
   }
 }
@@ -375,7 +422,7 @@ static void dsqlImport(sqlite3_context *ctx, int argc,
              (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = dsqlCopy(zFrom, SQLITE_OPEN_READONLY, zUri,
+    n = dsqlCopy("import", zFrom, SQLITE_OPEN_READONLY, zUri,
                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                  &rc, &zErr);
     if( n<0 && (z = dsqlImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){
@@ -431,7 +478,7 @@ static void dsqlExport(sqlite3_context *ctx, int argc,
              (const char*)sqlite3_value_text(argv[1])))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
-    n = dsqlCopy(zUri, fromFlags, zTo,
+    n = dsqlCopy("export", zUri, fromFlags, zTo,
                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE, &rc, &zErr);
     if( n<0 ){
       char *z = sqlite3_mprintf("depot: export failed: %s", zErr);

@@ -11,6 +11,7 @@ AM_CPPFLAGS += $(CHECK_CFLAGS)
 # CK_DEFAULT_TIMEOUT is generous: sanitizer builds run 3-10x slower.
 AM_TESTS_ENVIRONMENT = \
 	DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so'; export DEPOT_MODULE; \
+	DEPOT_CLI='$(abs_top_builddir)/depot$(EXEEXT)'; export DEPOT_CLI; \
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp'; export DEPOT_TEST_TMPDIR; \
 	DEPOT_SANITIZER='$(DEPOT_SANITIZER)'; export DEPOT_SANITIZER; \
 	DEPOT_CC='$(CC)'; export DEPOT_CC; \

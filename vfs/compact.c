@@ -25,7 +25,9 @@
 ** Any coverage point X >= t then has a shard version in [t, X] holding the
 ** page as of t, so the cleared rows were no longer needed.  A changed
 ** generation (a pin came or went, another job installed, GC ran) makes the
-** job plan again.
+** job plan again.  The progress hook (vfs/progress.c) is called before
+** each shard version is built; a stop request deletes the versions the
+** job wrote (cmpAbandon) and fails the call with SQLITE_INTERRUPT.
 */
 #include "config.h"
 #include "vfs/coverage.h"
@@ -61,6 +63,7 @@ struct Plan {
   int nPidx, nPidxAlloc;
   uint32_t *aPgno;          /* planned page index rows to clear */
   uint64_t *aTxid;
+  int64_t *aWrote;          /* per pair: blob bytes this job wrote, or -1 */
   int rc;
 };
 
@@ -68,6 +71,7 @@ static void cmpPlanReset(Plan *pl){
   sqlite3_free(pl->aPair);
   sqlite3_free(pl->aPgno);
   sqlite3_free(pl->aTxid);
+  sqlite3_free(pl->aWrote);
   cov_set_free(&pl->K);
   memset(pl, 0, sizeof(*pl));
 }
@@ -363,6 +367,7 @@ static int cmpBuildWrite(Cov *p, const Plan *pl, const ShardPair *pPair,
   int rc = cmpPairTodo(p, pl, pPair, pbStale, &bHave);
   if( rc!=SQLITE_OK || *pbStale || bHave ) return rc;
   rc = cmpPutShard(p, pl->iBranch, pPair, pOut);
+  if( rc==SQLITE_OK ) pl->aWrote[pPair-pl->aPair] = pOut->nBlob;
   if( rc==SQLITE_OK ){
     pRes->nShard++;
     pRes->nPage += pOut->nPage;
@@ -400,11 +405,49 @@ static int cmpBuildPair(Cov *p, const Plan *pl, const ShardPair *pPair,
   return rc;
 }
 
-static int cmpBuild(Cov *p, const Plan *pl, int *pbStale,
+/* Delete the shard versions this job wrote (pl->aWrote) in one write
+** transaction and credit their bytes back: the job leaves the store as
+** it found it.  Versions another job wrote meanwhile are not touched. */
+static int cmpAbandon(Cov *p, const Plan *pl){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int64_t nByte = 0;
+  int i, n, rc = store_begin(p->pStore, 1);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  for(i=0; rc==SQLITE_OK && i<pl->nPair; i++){
+    const ShardPair *q = &pl->aPair[i];
+    if( pl->aWrote[i]<0 ) continue;
+    n = layout_key_shard_chunk(lo, pl->iBranch, q->iShard, q->iAsOf, 0);
+    layout_key_shard_chunk(hi, pl->iBranch, q->iShard, q->iAsOf+1, 0);
+    rc = store_clear_range(p->pStore, lo, n, hi, n);
+    if( rc==SQLITE_OK ) rc = store_clear(p->pStore, lo, layout_key_shard(lo,
+                                         pl->iBranch, q->iShard, q->iAsOf));
+    if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
+    nByte += pl->aWrote[i];
+  }
+  if( rc==SQLITE_OK && nByte ) rc = cov_credit(p, pl->iBranch, -nByte);
+  return cov_in_write(p, rc, 0);
+}
+
+/* Step 2 for every pair.  The progress hook (vfs/progress.c) is called
+** before each pair; when it asks to stop, the job is abandoned (its
+** shard versions deleted) and the call fails with SQLITE_INTERRUPT. */
+static int cmpBuild(Cov *p, Plan *pl, int *pbStale,
                     DepotCompactResult *pRes){
   int i, rc = SQLITE_OK;
+  pl->aWrote = sqlite3_malloc64(sizeof(int64_t)*(pl->nPair+1));
+  if( pl->aWrote==0 ) return SQLITE_NOMEM;
+  for(i=0; i<pl->nPair; i++) pl->aWrote[i] = -1;
   for(i=0; rc==SQLITE_OK && !*pbStale && i<pl->nPair; i++){
+    if( depot_progress_report("compact", i, pl->nPair, pRes->nShardBytes) ){
+      int rc2 = cmpAbandon(p, pl);
+      if( rc2!=SQLITE_OK ) return rc2;
+      return cov_fail(p, SQLITE_INTERRUPT,
+                      sqlite3_mprintf("depot: interrupted"));
+    }
     rc = cmpBuildPair(p, pl, &pl->aPair[i], pbStale, pRes);
+  }
+  if( rc==SQLITE_OK && !*pbStale ){
+    depot_progress_report("compact", pl->nPair, pl->nPair, pRes->nShardBytes);
   }
   return rc;
 }

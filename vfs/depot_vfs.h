@@ -222,6 +222,7 @@ struct DepotBranchInfo {
   int eState;              /* 0 live, 1 frozen, 2 dropped */
   int64_t nLogical;        /* bytes: pages * page size at the head */
   int64_t nRef;            /* pins on it (children, restore points) */
+  int64_t nStored;         /* bytes of its page blobs (DELTA and shards) */
 };
 typedef int (*DepotBranchFn)(void*, const DepotBranchInfo*);
 int depot_list_branches(const char *zStore, const char *zDb,
@@ -366,6 +367,28 @@ int depot_compact_threshold(const char *zStore, int64_t nSet, int64_t *pn,
 
 /* Commits past the compaction watermark, summed over live branches. */
 int depot_compaction_lag(const char *zStore, int64_t *pnLag, char **pzErr);
+
+/*
+** Progress of long operations (vfs/progress.c).  The calling thread may
+** install one callback; depot_import and depot_export (units: pages),
+** depot_compact (units: shard versions of the job in progress), depot_gc
+** and depot_verify (units: branches) call it from that thread as they
+** go, with zWhat "import", "export", "compact", "gc" or "verify", the
+** units done and the total (-1 when unknown) and the bytes processed so
+** far.  A nonzero return stops the operation, which fails with
+** SQLITE_INTERRUPT ("depot: interrupted"): an import stores nothing, an
+** export removes its partial file, a compaction deletes the shard
+** versions its unfinished job wrote (jobs already installed stay: each
+** folds at most 4096 commits of one branch), reclaim stops between
+** branches and verification stops reading.  xFn NULL removes the hook.
+*/
+typedef int (*DepotProgressFn)(void *pArg, const char *zWhat, int64_t nDone,
+                               int64_t nTotal, int64_t nBytes);
+void depot_progress_set(DepotProgressFn xFn, void *pArg);
+int depot_progress_active(void);
+/* Calls the hook if any; 1 when it asks to stop. */
+int depot_progress_report(const char *zWhat, int64_t nDone, int64_t nTotal,
+                          int64_t nBytes);
 
 /* 1 and the time in ms since 1970 if z is an ISO-8601 time
 ** (YYYY-MM-DD[( |T)HH:MM[:SS[.fff]]][Z|(+|-)HH:MM]), else 0. */

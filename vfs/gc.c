@@ -6,7 +6,8 @@
 ** coverage points (vfs/coverage.h), and every shard version that is not
 ** the newest version at or before some coverage point.  The freed bytes
 ** are credited back to the branch's, the store's and the database's
-** counters in the same transaction.
+** counters in the same transaction.  The progress hook (vfs/progress.c)
+** is called before each branch and may stop the reclaim there.
 */
 #include "config.h"
 #include "vfs/coverage.h"
@@ -197,7 +198,17 @@ static int gcRun(const char *zStore, int bDry, DepotGcResult *pRes,
   memset(pRes, 0, sizeof(*pRes));
   memset(&s, 0, sizeof(s));
   if( rc==SQLITE_OK ) rc = cov_all_branches(&c, &s);
-  for(i=0; rc==SQLITE_OK && i<s.n; i++) rc = gcBranch(&c, s.a[i], bDry, pRes);
+  for(i=0; rc==SQLITE_OK && i<s.n; i++){
+    /* Between branches: every branch reclaimed so far is committed. */
+    if( !bDry && depot_progress_report("gc", i, s.n, pRes->nByte) ){
+      rc = cov_fail(&c, SQLITE_INTERRUPT,
+                    sqlite3_mprintf("depot: interrupted"));
+      break;
+    }
+    rc = gcBranch(&c, s.a[i], bDry, pRes);
+  }
+  if( rc==SQLITE_OK && !bDry ) depot_progress_report("gc", s.n, s.n,
+                                                     pRes->nByte);
   cov_set_free(&s);
   cov_close(&c);
   return rc;

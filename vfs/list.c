@@ -42,6 +42,22 @@ static int listBucketName(Op *p, uint64_t iBucket, char *zOut){
   return SQLITE_OK;
 }
 
+/* The stored-byte counter of branch iBranch (0 when it has none yet). */
+static int listStored(Op *p, uint64_t iBranch, int64_t *pn){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc = store_get(p->pStore, k, layout_key_br(k, iBranch, LAYOUT_BR_QUOTA),
+                     &pVal, &nVal);
+  *pn = 0;
+  if( rc!=SQLITE_OK ) return op_store_err(p, rc);
+  if( pVal && nVal==8 ) *pn = (int64_t)bytes_get64le(pVal);
+  else if( pVal ) rc = op_fail(p, SQLITE_CORRUPT, sqlite3_mprintf("depot:"
+      " corrupt counter row of branch %llu", (unsigned long long)iBranch));
+  sqlite3_free(pVal);
+  return rc;
+}
+
 static int listBranchRow(void *pArg, const unsigned char *pKey, int nKey,
                          const unsigned char *pVal, int nVal){
   BranchScan *s = (BranchScan*)pArg;
@@ -61,6 +77,7 @@ static int listBranchRow(void *pArg, const unsigned char *pKey, int nKey,
   s->rc = depot_db_head(s->p->pStore, iBranch, &head, s->p->pzErr);
   if( s->rc==SQLITE_OK ) s->rc = listBucketName(s->p, rec.iBucket, zBucket);
   if( s->rc==SQLITE_OK ) s->rc = op_refcount(s->p, iBranch, &info.nRef);
+  if( s->rc==SQLITE_OK ) s->rc = listStored(s->p, iBranch, &info.nStored);
   if( s->rc!=SQLITE_OK ) return 1;
   info.zBucket = zBucket;
   info.zDb = rec.zDb;

@@ -10,6 +10,6 @@ DEPOT_SOURCES += \
 	vfs/op.h vfs/op.c vfs/pitr.c vfs/fork.c vfs/restore.c vfs/drop.c \
 	vfs/list.c \
 	vfs/coverage.h vfs/coverage.c vfs/compact.c vfs/gc.c \
-	vfs/admin.c vfs/quota.c vfs/verify.c \
+	vfs/admin.c vfs/quota.c vfs/verify.c vfs/progress.c \
 	vfs/memfile.h vfs/memfile.c vfs/uri.h vfs/uri.c \
 	vfs/depot_vfs.h vfs/vfs_test.h vfs/vfs.c

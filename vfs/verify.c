@@ -99,6 +99,7 @@ struct Vfy {
   VCommit *aC;              /* commits of the branch being checked */
   int nC, nCAlloc;
   unsigned char *aPage;     /* one page of the largest size */
+  int64_t nRead;            /* bytes of the rows read, for progress */
   DepotChunkCache chunks;   /* recent chunk rows (immutable in the txn) */
 };
 
@@ -231,6 +232,7 @@ static void vfyEach(Vfy *p, const unsigned char *lo, int nLo,
                     vfyBatchRow, b);
     if( rc!=SQLITE_OK ){ vfyStoreErr(p, rc); break; }
     for(i=0; i<b->n && p->rc==SQLITE_OK && !p->bStop; i++){
+      p->nRead += b->a[i].nKey + b->a[i].nVal;
       xRow(p, pCtx, &b->a[i]);
     }
     if( b->n<VFY_BATCH || !vfyAfter(&b->a[b->n-1], b->aLo, &b->nLo) ) break;
@@ -1146,11 +1148,22 @@ static void vfyLog(Vfy *p){
 
 /* ---- the whole run ---- */
 
+/* The progress hook, before each selected branch: a stop request ends
+** the verification with SQLITE_INTERRUPT. */
+static void vfyProgress(Vfy *p, int nDone, int nSel){
+  if( depot_progress_report("verify", nDone, nSel, p->nRead) ){
+    vfyFail(p, SQLITE_INTERRUPT, sqlite3_mprintf("depot: interrupted"));
+  }
+}
+
 static void vfyRun(Vfy *p){
-  int i;
+  int i, nSel = 0, nDone = 0;
+  for(i=0; i<p->nBr; i++) nSel += p->aBr[i].bSel!=0;
   for(i=0; i<p->nBr && p->rc==SQLITE_OK && !p->bStop; i++){
     VBranch *pB = &p->aBr[i];
     if( !pB->bSel ) continue;
+    vfyProgress(p, nDone++, nSel);
+    if( p->rc!=SQLITE_OK ) break;
     vfyBlobs(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyShards(p, pB);
     if( p->rc==SQLITE_OK && !p->bStop ) vfyVtx(p, pB);
@@ -1163,6 +1176,7 @@ static void vfyRun(Vfy *p){
   if( p->rc==SQLITE_OK && !p->bStop ) vfyRestorePoints(p);
   if( p->rc==SQLITE_OK && !p->bStop ) vfyCounters(p);
   if( p->rc==SQLITE_OK && !p->bStop ) vfyLog(p);
+  if( p->rc==SQLITE_OK ) vfyProgress(p, nSel, nSel);
 }
 
 static int vfyOpen(Vfy *p, const char *zStore){

@@ -116,3 +116,11 @@ tests_check_sqldoc_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 sql-doc: tests/check/sqldoc$(EXEEXT)
 	./tests/check/sqldoc$(EXEEXT) $(srcdir)/sql/reference $(srcdir)/docs/SQL.md
 .PHONY: sql-doc
+
+# The depot program: output, usage errors (cli.sh); terminal, progress
+# bar and SIGINT (check_cli, under a pseudo-terminal).
+check_PROGRAMS += tests/check/check_cli
+TESTS += tests/check/check_cli tests/check/cli.sh
+tests_check_check_cli_SOURCES = tests/check/check_cli.c $(TEST_HARNESS)
+tests_check_check_cli_LDADD = $(TEST_LDADD)
+EXTRA_DIST += tests/check/cli.sh
