@@ -97,3 +97,8 @@ torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
 	  ./tests/check/check_fork$(EXEEXT)
 .PHONY: torture
+
+# tests/check/data/store_v1.depot: a store of the older layout (format 0,
+# layout version 1) for the migration test of check_depot.
+EXTRA_DIST += tests/check/data/store_v1.depot
+AM_TESTS_ENVIRONMENT += DEPOT_TEST_DATA='$(abs_top_srcdir)/tests/check/data'; export DEPOT_TEST_DATA;
