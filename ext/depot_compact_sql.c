@@ -4,6 +4,8 @@
 **
 **   depot_compact(store[, db[, branch]])     -> JSON: what was folded
 **   depot_gc(store)                          -> JSON: what was reclaimed
+**   depot_vacuum(store)                      -> JSON: physical bytes before
+**                                               and after the rewrite
 **   depot_compact_threshold(store[, n])      -> the background threshold
 **
 ** Every function is SQLITE_DIRECTONLY; see vfs/depot_vfs.h for what is
@@ -93,6 +95,23 @@ static void csGcFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       (long long)r.nRow, (long long)r.nByte));
 }
 
+static void csVacuumFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  const char *zStore;
+  int64_t nBefore = 0, nAfter = 0;
+  char *zErr = 0;
+  int rc;
+  (void)argc;
+  if( (zStore = csText(ctx, argv[0], "depot_vacuum", "store"))==0 ) return;
+  rc = depot_vacuum(zStore, &nBefore, &nAfter, &zErr);
+  if( rc!=SQLITE_OK ){
+    csError(ctx, rc, zErr);
+    return;
+  }
+  sqlite3_free(zErr);
+  csResultText(ctx, sqlite3_mprintf("{\"bytes_before\":%lld,"
+      "\"bytes_after\":%lld}", (long long)nBefore, (long long)nAfter));
+}
+
 static void csThresholdFunc(sqlite3_context *ctx, int argc,
                             sqlite3_value **argv){
   const char *zStore;
@@ -131,6 +150,7 @@ int depot_compact_sql_register(sqlite3 *db){
     { "depot_compact", 2, csCompactFunc },
     { "depot_compact", 3, csCompactFunc },
     { "depot_gc", 1, csGcFunc },
+    { "depot_vacuum", 1, csVacuumFunc },
     { "depot_compact_threshold", 1, csThresholdFunc },
     { "depot_compact_threshold", 2, csThresholdFunc },
   };

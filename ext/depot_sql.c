@@ -6,7 +6,8 @@
 **       txid, time, db_pages, page_size, pages_written, bytes_stored,
 **       checksum -- one row per commit, in txid order
 **   SELECT * FROM depot_stats(store);
-**       databases, branches, stored_bytes, logical_bytes,
+**       databases, branches, stored_bytes, logical_bytes, (physical_bytes
+**       last: the store file plus its -wal on disk),
 **       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
 **       quota_databases, quota_full_databases -- one row
 **   SELECT depot_import(src_path, store[, db]);         -- pages copied
@@ -228,7 +229,7 @@ static int dsConnect(sqlite3 *db, void *pAux, int argc,
       " compression_ratio REAL, cache_hits INTEGER, cache_misses INTEGER,"
       " compaction_lag INTEGER, reclaimable_bytes INTEGER,"
       " store HIDDEN, quota_used_bytes INTEGER, quota_databases INTEGER,"
-      " quota_full_databases INTEGER)");
+      " quota_full_databases INTEGER, physical_bytes INTEGER)");
   (void)pAux; (void)argc; (void)argv; (void)pzErr;
   if( rc!=SQLITE_OK ) return rc;
   p = sqlite3_malloc64(sizeof(*p));
@@ -308,6 +309,7 @@ static int dsColumn(sqlite3_vtab_cursor *pCur, sqlite3_context *ctx, int i){
     case 10: sqlite3_result_int64(ctx, s->nQuotaUsed); break;
     case 11: sqlite3_result_int64(ctx, s->nQuotaCapped); break;
     case 12: sqlite3_result_int64(ctx, s->nQuotaFull); break;
+    case 13: sqlite3_result_int64(ctx, s->nPhysical); break;
     default: break;
   }
   return SQLITE_OK;
