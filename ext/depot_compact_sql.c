@@ -3,6 +3,8 @@
 **
 **   depot_compact(store[, db[, branch]])     -> JSON: what was folded
 **   depot_gc(store)                          -> JSON: what was reclaimed
+**   depot_vacuum(store)                      -> JSON: physical bytes before
+**                                               and after the rewrite
 **   depot_compact_threshold(store[, n])      -> the background threshold
 **
 ** Every function is SQLITE_DIRECTONLY; see vfs/depot_vfs.h for what is
@@ -71,6 +73,24 @@ static void compactGc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
       (long long)r.nRow, (long long)r.nByte));
 }
 
+static void compactVacuum(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv){
+  const char *zStore;
+  int64_t nBefore = 0, nAfter = 0;
+  char *zErr = 0;
+  int rc;
+  (void)argc;
+  if( (zStore = depot_text_arg(ctx, argv[0], "depot_vacuum", "store"))==0 ) return;
+  rc = depot_vacuum(zStore, &nBefore, &nAfter, &zErr);
+  if( rc!=SQLITE_OK ){
+    depot_result_error(ctx, rc, zErr);
+    return;
+  }
+  sqlite3_free(zErr);
+  compactResultText(ctx, sqlite3_mprintf("{\"bytes_before\":%lld,"
+      "\"bytes_after\":%lld}", (long long)nBefore, (long long)nAfter));
+}
+
 static void compactThreshold(sqlite3_context *ctx, int argc,
                              sqlite3_value **argv){
   const char *zStore;
@@ -108,6 +128,7 @@ static const struct {
   { "depot_compact", 2, compactRun },
   { "depot_compact", 3, compactRun },
   { "depot_gc", 1, compactGc },
+  { "depot_vacuum", 1, compactVacuum },
   { "depot_compact_threshold", 1, compactThreshold },
   { "depot_compact_threshold", 2, compactThreshold },
 };

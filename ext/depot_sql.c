@@ -7,7 +7,8 @@
 **       txid, time, db_pages, page_size, pages_written, bytes_stored,
 **       checksum -- one row per commit, in txid order
 **   SELECT * FROM depot_stats(store);
-**       databases, branches, stored_bytes, logical_bytes,
+**       databases, branches, stored_bytes, logical_bytes, (physical_bytes
+**       last: the store file plus its -wal on disk),
 **       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
 **       quota_databases, quota_full_databases -- one row
 **   SELECT depot_import(src_path, store[, db]);         -- pages copied
@@ -127,7 +128,8 @@ static int dsqlStatsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
   depot_rows_int(p, s.nReclaimable);
   depot_rows_int(p, s.nQuotaUsed);
   depot_rows_int(p, s.nQuotaCapped);
-  return depot_rows_int(p, s.nQuotaFull);
+  depot_rows_int(p, s.nQuotaFull);
+  return depot_rows_int(p, s.nPhysical);
 }
 
 /* The store argument stands before the quota columns, which came later:
@@ -146,10 +148,11 @@ static const DepotListingCol aStatsCol[] = {
   DEPOT_COLUMN("quota_used_bytes", "INTEGER"),
   DEPOT_COLUMN("quota_databases", "INTEGER"),
   DEPOT_COLUMN("quota_full_databases", "INTEGER"),
+  DEPOT_COLUMN("physical_bytes", "INTEGER"),
 };
 
 static const DepotListing dsqlStats = {
-  "depot_stats", 13, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+  "depot_stats", 14, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
   dsqlStatsRows
 };
 

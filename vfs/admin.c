@@ -173,6 +173,8 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
     }
     sqlite3_free(pVal);
   }
+  if( rc==SQLITE_OK ) rc = store_physical_bytes(ctx.pStore,
+                                                &pStats->nPhysical);
   depot_cache_counters(&pStats->nCacheHit, &pStats->nCacheMiss);
   store_close(ctx.pStore);
   if( rc==SQLITE_OK ) rc = depot_quota_list(zStore, adminQuotaRow, pStats,

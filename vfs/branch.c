@@ -42,11 +42,23 @@ int depot_db_check_format(Store *pStore, char **pzErr){
   unsigned char k[LAYOUT_MAX_KEY];
   void *pVal = 0;
   int nVal = 0;
-  int rc = store_get(pStore, k, layout_key_format(k), &pVal, &nVal);
+  int nKey = layout_key_format(k);
+  int rc = store_get(pStore, k, nKey, &pVal, &nVal);
+  uint32_t v = (pVal && nVal==4) ? bytes_get32(pVal) : 0;
   if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
-  if( pVal && (nVal!=4 || bytes_get32(pVal)!=LAYOUT_VERSION) ){
+  if( pVal && v!=LAYOUT_VERSION && v!=LAYOUT_VERSION_OLDEST ){
     rc = brErr(pzErr, SQLITE_CANTOPEN, sqlite3_mprintf("depot: the store has"
-               " an unknown layout version (this build reads version 1)"));
+               " an unknown layout version (this build reads versions %d"
+               " and %d)", LAYOUT_VERSION_OLDEST, LAYOUT_VERSION));
+  }else if( pVal && v!=LAYOUT_VERSION ){
+    /* the store backend migrated the file when it opened it writable:
+    ** say so, so that builds that read only the old layout refuse it (a
+    ** read-only handle cannot write and reads the old layout as it is) */
+    unsigned char a[4];
+    bytes_put32(a, LAYOUT_VERSION);
+    rc = store_put(pStore, k, nKey, a, 4);
+    if( (rc&0xff)==SQLITE_READONLY ) rc = SQLITE_OK;
+    if( rc!=SQLITE_OK ) rc = brStoreErr(pStore, pzErr, rc);
   }
   sqlite3_free(pVal);
   return rc;

@@ -93,8 +93,6 @@ void depot_chunk_cache_stable(DepotChunkCache *p, int bStable){
 }
 
 void depot_chunk_cache_clear(DepotChunkCache *p){
-  int i;
-  for(i=0; i<DEPOT_CHUNK_SLOTS; i++) sqlite3_free(p->aSlot[i].a);
   memset(p, 0, sizeof(*p));
 }
 
@@ -114,66 +112,30 @@ static int dbChunkKey(unsigned char *k, const BlobId *pId, uint32_t iChunk){
   return layout_key_delta(k, pId->iBranch, pId->iTxid, iChunk);
 }
 
-/* Chunk row iChunk of blob pId: from pChunks, or fetched (and then kept
-** there when pChunks is not NULL, else handed to the caller in *ppFree).
-** A missing row gives *pn = -1. */
-static int dbGetChunk(Store *pStore, DepotChunkCache *pChunks,
-                      const BlobId *pId, uint32_t iChunk,
-                      const unsigned char **pa, int *pn, void **ppFree){
-  unsigned char k[LAYOUT_MAX_KEY];
-  struct DepotChunkSlot *s;
-  void *pVal = 0;
-  int i, rc;
-  *ppFree = 0;
-  for(i=0; pChunks && i<DEPOT_CHUNK_SLOTS; i++){
-    s = &pChunks->aSlot[i];
-    if( s->n>0 && s->iChunk==iChunk && s->iTxid==pId->iTxid
-     && s->iShard==pId->iShard && s->iBranch==pId->iBranch ){
-      *pa = s->a;
-      *pn = s->n;
-      return SQLITE_OK;
-    }
-  }
-  rc = store_get(pStore, k, dbChunkKey(k, pId, iChunk), &pVal, pn);
-  *pa = pVal;
-  if( rc!=SQLITE_OK || pVal==0 || *pn<=0 || pChunks==0 ){
-    *ppFree = pVal;
-    return rc;
-  }
-  s = &pChunks->aSlot[pChunks->iNext];
-  pChunks->iNext = (pChunks->iNext+1) % DEPOT_CHUNK_SLOTS;
-  sqlite3_free(s->a);
-  s->iBranch = pId->iBranch; s->iTxid = pId->iTxid;
-  s->iShard = pId->iShard; s->iChunk = iChunk;
-  s->a = pVal; s->n = *pn;
-  return SQLITE_OK;
-}
-
-/* Copy bytes [iOff, iOff+n) of blob pId into pOut, reading only the
-** chunk rows that cover them. */
-static int dbReadRange(Store *pStore, DepotChunkCache *pChunks,
-                       const BlobId *pId, uint32_t szChunk, uint32_t iOff,
-                       uint32_t n, unsigned char *pOut, char **pzErr){
+/* Copy bytes [iOff, iOff+n) of blob pId into pOut, reading from each
+** chunk row that covers them only the bytes wanted (store_get_range():
+** the store reads a range of a chunk without loading the rest of it). */
+static int dbReadRange(Store *pStore, const BlobId *pId, uint32_t szChunk,
+                       uint32_t iOff, uint32_t n, unsigned char *pOut,
+                       char **pzErr){
   uint32_t iChunk = iOff/szChunk, nDone = 0;
   int rc = SQLITE_OK;
   while( rc==SQLITE_OK && nDone<n ){
-    const unsigned char *a = 0;
-    void *pFree = 0;
-    int nVal = 0;
-    uint32_t iAt = (iOff+nDone) - iChunk*szChunk, nTake;
-    rc = dbGetChunk(pStore, pChunks, pId, iChunk, &a, &nVal, &pFree);
+    unsigned char k[LAYOUT_MAX_KEY];
+    uint32_t iAt = (iOff+nDone) - iChunk*szChunk;
+    uint32_t nTake = szChunk - iAt;
+    int nGot = 0;
+    if( nTake > n-nDone ) nTake = n-nDone;
+    rc = store_get_range(pStore, k, dbChunkKey(k, pId, iChunk), (int)iAt,
+                         (int)nTake, pOut+nDone, &nGot);
     if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
-    if( a==0 || nVal<=0 || (uint32_t)nVal<=iAt || (uint32_t)nVal>szChunk ){
+    if( nGot<0 || (uint32_t)nGot!=nTake ){
       rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: %s blob chunk missing or"
                  " short", pId->iShard ? "shard" : "page");
     }else{
-      nTake = (uint32_t)nVal - iAt;
-      if( nTake > n-nDone ) nTake = n-nDone;
-      memcpy(pOut+nDone, a+iAt, nTake);
       nDone += nTake;
       iChunk++;
     }
-    sqlite3_free(pFree);
   }
   return rc;
 }
@@ -393,8 +355,8 @@ static int dbReadFrame(Store *pStore, DepotChunkCache *pChunks,
   }
   aFrame = sqlite3_malloc64(nByte ? nByte : 1);
   if( aFrame==0 ) return SQLITE_NOMEM;
-  rc = dbReadRange(pStore, pChunks, pId, szChunk, iOffset, nByte, aFrame,
-                   pzErr);
+  (void)pChunks;
+  rc = dbReadRange(pStore, pId, szChunk, iOffset, nByte, aFrame, pzErr);
   if( rc==SQLITE_OK ){
     rc = ltx_decode_frame(aFrame, nByte, pgno, szPage, pDctx, pOut, 0, pzErr);
   }
@@ -675,7 +637,7 @@ int depot_db_read_blob(Store *pStore, uint64_t iBranch, const CommitRow *pRow,
   id.iBranch = iBranch;
   id.iTxid = pRow->iTxid;
   id.iShard = 0;
-  rc = dbReadRange(pStore, 0, &id, pRow->szChunk, 0, (uint32_t)pRow->nBlob,
+  rc = dbReadRange(pStore, &id, pRow->szChunk, 0, (uint32_t)pRow->nBlob,
                    a, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(a);
@@ -699,7 +661,7 @@ int depot_shard_read_blob(Store *pStore, uint64_t iBranch, uint32_t iShard,
   id.iBranch = iBranch;
   id.iTxid = iAsOf;
   id.iShard = iShard+1;
-  rc = dbReadRange(pStore, 0, &id, pRow->szChunk, 0, (uint32_t)pRow->nBlob,
+  rc = dbReadRange(pStore, &id, pRow->szChunk, 0, (uint32_t)pRow->nBlob,
                    a, pzErr);
   if( rc!=SQLITE_OK ){
     sqlite3_free(a);

@@ -108,20 +108,11 @@ int depot_branch_create(Store*, const BranchRecord *pRec,
 ** all-zero head.  SQLITE_CORRUPT with *pzErr if the row does not decode. */
 int depot_db_head(Store*, uint64_t iBranch, DbHead *pHead, char **pzErr);
 
-/* The last few blob chunk rows one reader fetched: chunks are immutable
-** once committed, so a scan that reads neighbouring frames of one commit
-** fetches each chunk row once.  Owned by one file handle (no locking). */
-#define DEPOT_CHUNK_SLOTS 4
+/* What one reader remembers of its lookups.  Frames are read by byte
+** range from their chunk rows (store_get_range()), so no chunk is kept
+** here.  Owned by one file handle (no locking). */
 typedef struct DepotChunkCache DepotChunkCache;
 struct DepotChunkCache {
-  struct DepotChunkSlot {
-    uint64_t iBranch, iTxid;  /* a shard's: iTxid is its as_of */
-    uint32_t iShard;          /* shard number + 1; 0: a DELTA blob */
-    uint32_t iChunk;
-    int n;                    /* bytes in a; 0: empty slot */
-    unsigned char *a;         /* sqlite3_malloc'd */
-  } aSlot[DEPOT_CHUNK_SLOTS];
-  int iNext;                  /* slot to replace next */
   /* While bStable (the owner holds a store read transaction, so nothing
   ** it reads can change), lookups remember: per chain level, a run of
   ** pages [lo, hi) with no page index row at all, and the last shard
@@ -141,7 +132,7 @@ struct DepotChunkCache {
 ** lookups remembered under the previous snapshot. */
 void depot_chunk_cache_stable(DepotChunkCache*, int bStable);
 
-/* Free every cached chunk. */
+/* Forget everything. */
 void depot_chunk_cache_clear(DepotChunkCache*);
 
 /* Read page pgno through chain pChain into pOut (szPage bytes): level by

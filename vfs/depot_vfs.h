@@ -113,6 +113,8 @@ struct DepotStats {
   int64_t nCompactLag;       /* commits past the compaction watermark of
                              ** every branch not dropped */
   int64_t nReclaimable;      /* bytes depot_gc() would free now */
+  int64_t nPhysical;         /* bytes on disk: the store file and its
+                             ** -wal (store_physical_bytes()) */
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
@@ -355,6 +357,17 @@ struct DepotGcResult {
 ** back.  depot_gc_preview() reports the same without changing anything. */
 int depot_gc(const char *zStore, DepotGcResult *pRes, char **pzErr);
 int depot_gc_preview(const char *zStore, DepotGcResult *pRes, char **pzErr);
+
+/* Rewrite the store file without its free pages (the embedded store:
+** VACUUM, which also turns on auto_vacuum=INCREMENTAL for a store made
+** before it was the default, so that later depot_gc() runs give their
+** pages back), then truncate its -wal.  *pnBefore and *pnAfter get the
+** physical bytes (file plus -wal) before and after.  Takes the store's
+** write lock for the whole rewrite (SQLITE_BUSY after the busy timeout
+** when a writer holds it); a reader of another process that pins the -wal
+** leaves it untruncated. */
+int depot_vacuum(const char *zStore, int64_t *pnBefore, int64_t *pnAfter,
+                 char **pzErr);
 
 /* The store's background compaction threshold: a connection that commits
 ** to a branch with more than this many commits past its watermark wakes

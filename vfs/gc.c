@@ -209,6 +209,11 @@ static int gcRun(const char *zStore, int bDry, DepotGcResult *pRes,
   }
   if( rc==SQLITE_OK && !bDry ) depot_progress_report("gc", s.n, s.n,
                                                      pRes->nByte);
+  if( rc==SQLITE_OK && !bDry ){
+    /* the freed pages go back to the file system, the -wal is truncated */
+    rc = store_maintain(c.pStore, STORE_MAINT_RECLAIM);
+    if( rc!=SQLITE_OK ) rc = cov_store_err(&c, rc);
+  }
   cov_set_free(&s);
   cov_close(&c);
   return rc;
@@ -220,4 +225,17 @@ int depot_gc(const char *zStore, DepotGcResult *pRes, char **pzErr){
 
 int depot_gc_preview(const char *zStore, DepotGcResult *pRes, char **pzErr){
   return gcRun(zStore, 1, pRes, pzErr);
+}
+
+int depot_vacuum(const char *zStore, int64_t *pnBefore, int64_t *pnAfter,
+                 char **pzErr){
+  Cov c;
+  int rc = cov_open(&c, zStore, 0, pzErr);
+  *pnBefore = *pnAfter = 0;
+  if( rc==SQLITE_OK ) rc = store_physical_bytes(c.pStore, pnBefore);
+  if( rc==SQLITE_OK ) rc = store_maintain(c.pStore, STORE_MAINT_VACUUM);
+  if( rc==SQLITE_OK ) rc = store_physical_bytes(c.pStore, pnAfter);
+  if( rc!=SQLITE_OK ) rc = cov_store_err(&c, rc);
+  cov_close(&c);
+  return rc;
 }

@@ -5,7 +5,7 @@
 ** Every key starts with the prefix byte 0x02 and a partition byte; ids are
 ** big-endian and fixed-width so that keys sort numerically:
 **
-**   FORMAT   02 00 "format"                     -> u32 layout version (1)
+**   FORMAT   02 00 "format"                     -> u32 layout version (2)
 **   DBPTR    02 10 {db} 00 {branch} 00          -> PtrValue (bucket main)
 **   BUCKET_PTR 02 11 {bucket} 00                -> u64 bucket id (not main)
 **   BDBPTR   02 12 {bucket:8}{db} 00 {branch} 00 -> PtrValue (other buckets)
@@ -88,7 +88,12 @@
 
 #include <stdint.h>
 
-#define LAYOUT_VERSION     1
+/* Version 2: the store keeps blob chunks apart from the ordered keys
+** (vfs/store/sqlite.c, format 1); the keys and rows are those of version
+** 1, which a writable open upgrades (the backend migrates the file, then
+** depot_db_check_format() rewrites the row). */
+#define LAYOUT_VERSION     2
+#define LAYOUT_VERSION_OLDEST 1
 #define LAYOUT_MAX_KEY     520      /* longest key any builder produces */
 #define LAYOUT_MAX_NAME    255
 

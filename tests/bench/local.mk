@@ -10,8 +10,19 @@ tests_bench_depot_bench_SOURCES = tests/bench/bench.c tests/bench/bench.h \
 	tests/bench/bench_compact.c
 tests_bench_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 CLEANFILES += tests/bench/depot_bench
+EXTRA_PROGRAMS += tests/bench/speed_bench
+tests_bench_speed_bench_SOURCES = tests/bench/bench_speed.c
+tests_bench_speed_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+CLEANFILES += tests/bench/speed_bench
 
 bench: tests/bench/depot_bench$(EXEEXT)
 	@mkdir -p tests/tmp
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  ./tests/bench/depot_bench$(EXEEXT) $(BENCH_ARGS)
+
+## make bench-speed: the speedtest-class workload at two sizes (a few
+## minutes); BENCH_SPEED_ARGS e.g. --sizes 25,100 --runs 3.
+bench-speed: tests/bench/speed_bench$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	  ./tests/bench/speed_bench$(EXEEXT) $(BENCH_SPEED_ARGS)

@@ -1452,7 +1452,7 @@ START_TEST(test_depot_corrupt_commit_row_and_unknown_layout_are_errors){
   ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
   ck_assert_ptr_nonnull(strstr(zErr, "corrupt commit row"));
   sqlite3_free(zErr);
-  poke_store(zDir, "UPDATE depot_kv SET value=x'00000002' WHERE"
+  poke_store(zDir, "UPDATE depot_kv SET value=x'00000003' WHERE"
              " key=x'0200666f726d6174'");
   ck_assert_int_eq(th_try(db, zSql, 0), SQLITE_CANTOPEN);
   ck_assert_int_eq(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
@@ -2493,6 +2493,128 @@ START_TEST(test_depot_import_into_a_held_database_is_busy_then_retries){
 }
 END_TEST
 
+/* A store of the older layout (tests/check/data/store_v1.depot: a WITHOUT
+** ROWID depot_kv with the blob chunks in its cells, layout version 1, made
+** by the build before the change) opens read-only as it is, and a writable
+** open migrates it: depot_kv becomes a rowid table, the format row says 2,
+** every row is still there, the database reads the same, passes
+** integrity_check and depot_verify, and takes new commits. */
+START_TEST(test_depot_store_of_the_old_layout_is_migrated){
+  const char *zData = getenv("DEPOT_TEST_DATA");
+  char *zDir = th_tmpdir("depot-migrate");
+  char *zSrc = sqlite3_mprintf("%s/store_v1.depot",
+                               zData ? zData : "tests/check/data");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zCmd = sqlite3_mprintf("cp '%q' '%q'", zSrc, zStore);
+  char *zRo = depot_uri(zDir, "app", "mode=ro");
+  char *zSql;
+  sqlite3 *db, *raw;
+  sqlite3_int64 nRows;
+  ck_assert_int_eq(system(zCmd), 0);
+  raw = th_open(zStore);
+  nRows = th_int(raw, "SELECT count(*) FROM depot_kv");
+  ck_assert_int_eq(th_int(raw, "SELECT sql LIKE '%WITHOUT ROWID%' FROM"
+                   " sqlite_schema WHERE name='depot_kv'"), 1);
+  sqlite3_close(raw);
+  /* read-only: the old layout is read as it is */
+  setup_vfs();
+  ck_assert_int_eq(sqlite3_open_v2(zRo, &db, SQLITE_OPEN_READONLY
+                                   |SQLITE_OPEN_URI, 0), SQLITE_OK);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 300);
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(b)) FROM t"), 62334);
+  sqlite3_close(db);
+  raw = th_open(zStore);
+  ck_assert_int_eq(th_int(raw, "SELECT sql LIKE '%WITHOUT ROWID%' FROM"
+                   " sqlite_schema WHERE name='depot_kv'"), 1);
+  sqlite3_close(raw);
+  /* writable: migrated */
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 300);
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(b)) FROM t"), 62334);
+  assert_integrity(db);
+  th_exec(db, "INSERT INTO t VALUES(1000, 'after the migration')");
+  sqlite3_close(db);
+  raw = th_open(zStore);
+  ck_assert_int_eq(th_int(raw, "SELECT sql LIKE '%WITHOUT ROWID%' FROM"
+                   " sqlite_schema WHERE name='depot_kv'"), 0);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 1);
+  ck_assert_int_eq(th_int(raw, "SELECT hex(value) FROM depot_kv WHERE"
+                   " key=x'0200666f726d6174'"), 2);
+  ck_assert_int_gt(th_int(raw, "SELECT count(*) FROM depot_kv"), nRows);
+  sqlite3_close(raw);
+  db = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT count(*) FROM depot_verify(%Q)", zStore);
+  ck_assert_int_eq(th_int(db, zSql), 0);
+  sqlite3_free(zSql);
+  sqlite3_close(db);
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 301);
+  sqlite3_close(db);
+  sqlite3_free(zRo); sqlite3_free(zCmd); sqlite3_free(zStore);
+  sqlite3_free(zSrc); sqlite3_free(zDir);
+}
+END_TEST
+
+static sqlite3_int64 store_disk_bytes(const char *zPath){
+  struct stat st;
+  char *zWal = sqlite3_mprintf("%s-wal", zPath);
+  sqlite3_int64 n = stat(zPath, &st)==0 ? st.st_size : 0;
+  if( stat(zWal, &st)==0 ) n += st.st_size;
+  sqlite3_free(zWal);
+  return n;
+}
+
+/* A new store gives the pages depot_gc frees back to the file system
+** (auto_vacuum=INCREMENTAL, incremental_vacuum and a truncated -wal):
+** after rewriting a table many times, compact + gc leave a smaller file,
+** depot_stats.physical_bytes says its size, and depot_vacuum leaves a store
+** that passes integrity_check and depot_verify and reads the same. */
+START_TEST(test_depot_store_file_shrinks_after_gc_and_vacuum){
+  char *zDir = th_tmpdir("depot-shrink");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  char *zSql;
+  sqlite3 *db = open_depot(zDir, "app", 0), *m, *raw;
+  sqlite3_int64 nFull, nGc, nVac, nSum;
+  int i;
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b TEXT)");
+  for(i=0; i<8; i++){
+    th_exec(db, "DELETE FROM t; WITH RECURSIVE g(x) AS (SELECT 1 UNION ALL"
+        " SELECT x+1 FROM g WHERE x<2000) INSERT INTO t SELECT x,"
+        " hex(randomblob(200)) FROM g");
+  }
+  nSum = th_int(db, "SELECT sum(length(b)) FROM t");
+  sqlite3_close(db);
+  nFull = store_disk_bytes(zStore);
+  m = th_open(":memory:");
+  zSql = sqlite3_mprintf("SELECT depot_compact(%Q), depot_gc(%Q)", zStore,
+                         zStore);
+  th_exec(m, zSql);
+  sqlite3_free(zSql);
+  nGc = store_disk_bytes(zStore);
+  ck_assert_msg(nGc < nFull/2, "store %lld bytes after gc, %lld before",
+                (long long)nGc, (long long)nFull);
+  ck_assert_int_eq(th_intf(m, "SELECT physical_bytes FROM depot_stats(%Q)",
+                           zStore), nGc);
+  zSql = sqlite3_mprintf("SELECT depot_vacuum(%Q)", zStore);
+  th_exec(m, zSql);
+  sqlite3_free(zSql);
+  nVac = store_disk_bytes(zStore);
+  ck_assert_int_le(nVac, nGc);
+  ck_assert_int_eq(th_intf(m, "SELECT count(*) FROM depot_verify(%Q)",
+                           zStore), 0);
+  sqlite3_close(m);
+  raw = th_open(zStore);
+  ck_assert_str_eq(th_text(raw, "PRAGMA integrity_check"), "ok");
+  ck_assert_int_eq(th_int(raw, "PRAGMA auto_vacuum"), 2);
+  sqlite3_close(raw);
+  db = open_depot(zDir, "app", 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(b)) FROM t"), nSum);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zStore); sqlite3_free(zDir);
+}
+END_TEST
+
 /* On a full disk (every write of the default VFS fails with SQLITE_FULL
 ** from the Nth on), depot_import and depot_export fail with SQLITE_FULL
 ** (they said SQLITE_ERROR), the import stores nothing, and the export
@@ -2703,6 +2825,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_depot_open_on_full_disk_fails_full_naming_the_cause);
   tcase_add_test(tc,
       test_depot_corrupt_commit_row_and_unknown_layout_are_errors);
+  tcase_add_test(tc, test_depot_store_of_the_old_layout_is_migrated);
+  tcase_add_test(tc, test_depot_store_file_shrinks_after_gc_and_vacuum);
   tcase_add_loop_test(tc, test_depot_corrupt_store_rows_give_sqlite_corrupt,
                       0, (int)(sizeof(azCorrupt)/sizeof(azCorrupt[0])));
   suite_add_tcase(s, tc);

@@ -124,3 +124,8 @@ TESTS += tests/check/check_cli tests/check/cli.sh
 tests_check_check_cli_SOURCES = tests/check/check_cli.c $(TEST_HARNESS)
 tests_check_check_cli_LDADD = $(TEST_LDADD)
 EXTRA_DIST += tests/check/cli.sh
+
+# tests/check/data/store_v1.depot: a store of the older layout (format 0,
+# layout version 1) for the migration test of check_depot.
+EXTRA_DIST += tests/check/data/store_v1.depot
+AM_TESTS_ENVIRONMENT += DEPOT_TEST_DATA='$(abs_top_srcdir)/tests/check/data'; export DEPOT_TEST_DATA;

@@ -1,12 +1,26 @@
 /*
-** sqlite.c -- the embedded outer store: one SQLite file in WAL mode
-** with one WITHOUT ROWID table
+** sqlite.c -- the embedded outer store: one SQLite file in WAL mode with
+** one rowid table (sql/store_schema.sql)
 **
-**     CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB) WITHOUT ROWID;
+**     CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB);
 **
-** implementing vfs/store/store.h.  Statements are prepared once per handle.  A
-** write transaction is BEGIN IMMEDIATE (the outer file's write lock, waited
-** for up to nBusyMs); reads outside a transaction run in autocommit.
+** implementing vfs/store/store.h.  The keys live in the table's key index
+** (key, rowid), apart from the values: a key seek only ever compares small
+** index cells and never drags a 64 KiB blob chunk's overflow chain through
+** memory (as the cells of a WITHOUT ROWID table holding the values did),
+** and store_get_range() finds a value's rowid in the index alone and reads
+** a byte range of it through sqlite3_blob_read(), which fetches only the
+** overflow pages that hold the range.
+**
+** Store format (PRAGMA user_version of the file): 0 is the older layout, a
+** WITHOUT ROWID depot_kv holding keys and values in its cells; 1 is the
+** layout above.  A writable open migrates a format-0 store in one
+** transaction; a read-only open reads either (range reads of format 0
+** fetch the whole value).
+**
+** Statements are prepared once per handle.  A write transaction is BEGIN
+** IMMEDIATE (the outer file's write lock, waited for up to nBusyMs); reads
+** outside a transaction run in autocommit.
 */
 #include "config.h"
 #include "vfs/store/store.h"
@@ -20,9 +34,13 @@ SQLITE_EXTENSION_INIT3
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
+/* The store format this build writes (PRAGMA user_version). */
+#define SS_FORMAT 1
+
 enum {
   SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
-  SS_SCANR_OPEN, SS_BEGINR, SS_BEGINW, SS_COMMIT, SS_ROLLBACK, SS_NSTMT
+  SS_SCANR_OPEN, SS_BEGINR, SS_BEGINW, SS_COMMIT, SS_ROLLBACK, SS_ROWID,
+  SS_NSTMT
 };
 
 static const char *const azStoreSql[SS_NSTMT] = {
@@ -40,6 +58,7 @@ static const char *const azStoreSql[SS_NSTMT] = {
   "BEGIN IMMEDIATE",
   "COMMIT",
   "ROLLBACK",
+  "SELECT rowid FROM depot_kv WHERE key=?1",
 };
 
 typedef struct StoreSqlite StoreSqlite;
@@ -47,6 +66,9 @@ struct StoreSqlite {
   Store base;                     /* must be first */
   sqlite3 *db;                    /* the outer file's connection */
   sqlite3_stmt *aStmt[SS_NSTMT];  /* prepared on first use */
+  sqlite3_blob *pBlob;            /* open on a depot_kv row, inside a
+                                  ** transaction only (it holds a read) */
+  int bOldLayout;                 /* format 0 (read-only open): no rowids */
   int bInTxn;                     /* inside store_begin() .. commit/rollback */
   int nMaxValue;
   char *zErr;                     /* last error, sqlite3_malloc'd */
@@ -80,9 +102,20 @@ static int ssStmt(StoreSqlite *p, int i, sqlite3_stmt **ppStmt){
   return SQLITE_OK;
 }
 
-/* Run statement i to completion (no result rows expected). */
+/* Close the blob handle (it holds a read on the connection). */
+static void ssBlobClose(StoreSqlite *p){
+  if( p->pBlob ){
+    sqlite3_blob_close(p->pBlob);
+    p->pBlob = 0;
+  }
+}
+
+/* Run statement i to completion (no result rows expected).  A write may
+** change the row the blob handle is open on: the handle goes first. */
 static int ssRun(StoreSqlite *p, sqlite3_stmt *pStmt, const char *zWhat){
-  int rc = sqlite3_step(pStmt);
+  int rc;
+  ssBlobClose(p);
+  rc = sqlite3_step(pStmt);
   if( rc==SQLITE_DONE || rc==SQLITE_ROW ){
     rc = SQLITE_OK;
   }else{
@@ -97,6 +130,7 @@ static int ssRun(StoreSqlite *p, sqlite3_stmt *pStmt, const char *zWhat){
 static void ssClose(Store *pStore){
   StoreSqlite *p = (StoreSqlite*)pStore;
   int i;
+  ssBlobClose(p);
   for(i=0; i<SS_NSTMT; i++) sqlite3_finalize(p->aStmt[i]);
   if( p->bInTxn ) sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
   sqlite3_close(p->db);
@@ -121,6 +155,7 @@ static int ssRollback(Store *pStore){
   int rc;
   if( !p->bInTxn ) return SQLITE_OK;
   p->bInTxn = 0;
+  ssBlobClose(p);
   if( sqlite3_get_autocommit(p->db) ) return SQLITE_OK;
   rc = ssStmt(p, SS_ROLLBACK, &pStmt);
   if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "rollback");
@@ -132,6 +167,7 @@ static int ssCommit(Store *pStore){
   sqlite3_stmt *pStmt = 0;
   int rc;
   if( !p->bInTxn ) return SQLITE_MISUSE;
+  ssBlobClose(p);
   rc = ssStmt(p, SS_COMMIT, &pStmt);
   if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "commit");
   if( rc!=SQLITE_OK ){
@@ -176,6 +212,74 @@ static int ssGet(Store *pStore, const void *pKey, int nKey,
   sqlite3_reset(pStmt);
   sqlite3_clear_bindings(pStmt);
   return rc;
+}
+
+/* Bytes [iOff, iOff+n) of the value under pKey into pOut; *pnGot gets how
+** many there were (fewer at the value's end; -1: no such key).  The rowid
+** comes from the key index alone; the range is read with
+** sqlite3_blob_read(), which fetches only the overflow pages holding it.
+** The blob handle stays open until the transaction ends (outside one it
+** is closed at once). */
+static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
+                      int n, void *pOut, int *pnGot){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  sqlite3_int64 iRowid = 0;
+  int rc, nVal, nTake;
+  *pnGot = -1;
+  if( p->bOldLayout ){
+    void *pVal = 0;
+    rc = ssGet(pStore, pKey, nKey, &pVal, &nVal);
+    if( rc==SQLITE_OK && pVal ){
+      nTake = nVal>iOff ? nVal-iOff : 0;
+      if( nTake>n ) nTake = n;
+      if( nTake>0 ) memcpy(pOut, (char*)pVal+iOff, nTake);
+      *pnGot = nTake;
+    }
+    sqlite3_free(pVal);
+    return rc;
+  }
+  rc = ssStmt(p, SS_ROWID, &pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
+  rc = sqlite3_step(pStmt);
+  if( rc==SQLITE_ROW ){
+    iRowid = sqlite3_column_int64(pStmt, 0);
+    rc = SQLITE_OK;
+  }else if( rc==SQLITE_DONE ){
+    rc = SQLITE_DONE;
+  }else{
+    rc = sqlite3_extended_errcode(p->db);
+    ssSetErr(p, "get");
+  }
+  sqlite3_reset(pStmt);
+  sqlite3_clear_bindings(pStmt);
+  if( rc==SQLITE_DONE ) return SQLITE_OK;
+  if( rc!=SQLITE_OK ) return rc;
+  if( p->pBlob && sqlite3_blob_reopen(p->pBlob, iRowid)!=SQLITE_OK ){
+    ssBlobClose(p);
+  }
+  if( p->pBlob==0 ){
+    rc = sqlite3_blob_open(p->db, "main", "depot_kv", "value", iRowid, 0,
+                           &p->pBlob);
+    if( rc!=SQLITE_OK ){
+      ssSetErr(p, "range read");
+      ssBlobClose(p);
+      return rc;
+    }
+  }
+  nVal = sqlite3_blob_bytes(p->pBlob);
+  nTake = nVal>iOff ? nVal-iOff : 0;
+  if( nTake>n ) nTake = n;
+  rc = nTake>0 ? sqlite3_blob_read(p->pBlob, pOut, nTake, iOff) : SQLITE_OK;
+  if( rc!=SQLITE_OK ){
+    ssSetErr(p, "range read");
+    ssBlobClose(p);
+    return rc;
+  }
+  *pnGot = nTake;
+  if( !p->bInTxn ) ssBlobClose(p);
+  return SQLITE_OK;
 }
 
 static int ssScan(Store *pStore, const void *pLo, int nLo, const void *pHi,
@@ -286,9 +390,48 @@ static const char *ssErrMsg(Store *pStore){
   return p->zErr ? p->zErr : "";
 }
 
+/* The size of the store file plus its -wal. */
+static int ssPhysicalBytes(Store *pStore, int64_t *pnByte){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  const char *zFile = sqlite3_db_filename(p->db, "main");
+  struct stat st;
+  char *zWal;
+  *pnByte = 0;
+  if( zFile==0 || zFile[0]==0 ) return SQLITE_OK;
+  if( stat(zFile, &st)==0 ) *pnByte += (int64_t)st.st_size;
+  zWal = sqlite3_mprintf("%s-wal", zFile);
+  if( zWal==0 ) return SQLITE_NOMEM;
+  if( stat(zWal, &st)==0 ) *pnByte += (int64_t)st.st_size;
+  sqlite3_free(zWal);
+  return SQLITE_OK;
+}
+
+/* Give free pages back to the file system (see store_maintain()). */
+static int ssMaintain(Store *pStore, int eOp){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  int rc;
+  if( p->bInTxn ) return SQLITE_MISUSE;
+  ssBlobClose(p);
+  if( eOp==STORE_MAINT_VACUUM ){
+    rc = sqlite3_exec(p->db, "PRAGMA auto_vacuum=INCREMENTAL; VACUUM", 0, 0,
+                      0);
+    if( rc!=SQLITE_OK ){ ssSetErr(p, "vacuum"); return rc; }
+  }else{
+    rc = sqlite3_exec(p->db, "PRAGMA incremental_vacuum", 0, 0, 0);
+    if( rc!=SQLITE_OK ){ ssSetErr(p, "incremental vacuum"); return rc; }
+  }
+  /* best effort: a reader that pins the -wal keeps it (SQLITE_BUSY) */
+  rc = sqlite3_wal_checkpoint_v2(p->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
+                                 0, 0);
+  if( rc==SQLITE_BUSY || rc==SQLITE_LOCKED ) rc = SQLITE_OK;
+  if( rc!=SQLITE_OK ) ssSetErr(p, "checkpoint");
+  return rc;
+}
+
 static const StoreMethods storeSqliteMethods = {
-  1, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
-  ssClearRange, ssAdd, ssMaxValue, ssErrMsg
+  2, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
+  ssClearRange, ssAdd, ssMaxValue, ssErrMsg, ssGetRange, ssMaintain,
+  ssPhysicalBytes
 };
 
 /* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by
@@ -383,6 +526,70 @@ static int ssSetupErr(StoreSqlite *p, int rc){
   return SQLITE_FULL;
 }
 
+/* 1 if depot_kv is the WITHOUT ROWID table of format 0, 0 if not (or
+** there is none yet). */
+static int ssIsOldLayout(StoreSqlite *p){
+  sqlite3_stmt *pStmt = 0;
+  int bOld = 0;
+  if( sqlite3_prepare_v2(p->db, "SELECT sql LIKE '%WITHOUT ROWID%' FROM"
+      " sqlite_schema WHERE type='table' AND name='depot_kv'", -1, &pStmt,
+      0)==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    bOld = sqlite3_column_int(pStmt, 0);
+  }
+  sqlite3_finalize(pStmt);
+  return bOld;
+}
+
+/* 1 if the file has no schema yet (a new store). */
+static int ssIsEmpty(StoreSqlite *p){
+  sqlite3_stmt *pStmt = 0;
+  int bEmpty = 0;
+  if( sqlite3_prepare_v2(p->db, "SELECT count(*)=0 FROM sqlite_schema", -1,
+                         &pStmt, 0)==SQLITE_OK
+   && sqlite3_step(pStmt)==SQLITE_ROW ){
+    bEmpty = sqlite3_column_int(pStmt, 0);
+  }
+  sqlite3_finalize(pStmt);
+  return bEmpty;
+}
+
+/* PRAGMA user_version of the store file (-1 on error). */
+static int ssUserVersion(StoreSqlite *p){
+  sqlite3_stmt *pStmt = 0;
+  int v = -1;
+  if( sqlite3_prepare_v2(p->db, "PRAGMA user_version", -1, &pStmt, 0)
+      ==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
+    v = sqlite3_column_int(pStmt, 0);
+  }
+  sqlite3_finalize(pStmt);
+  return v;
+}
+
+/* Migrate a format-0 store to format 1 in one write transaction: the rows
+** move, in key order, into a new rowid table that takes depot_kv's name.
+** Another process migrating at the same time is waited for, and then
+** nothing is left to do. */
+static int ssMigrate(StoreSqlite *p){
+  int rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", 0, 0, 0);
+  if( rc==SQLITE_OK && ssIsOldLayout(p) ){
+    char *z = sqlite3_mprintf("CREATE TABLE depot_kv_migrating(key BLOB"
+        " PRIMARY KEY, value BLOB);"
+        "INSERT INTO depot_kv_migrating(key, value) SELECT key, value FROM"
+        " depot_kv ORDER BY key;"
+        "DROP TABLE depot_kv;"
+        "ALTER TABLE depot_kv_migrating RENAME TO depot_kv;"
+        "PRAGMA user_version=%d;", SS_FORMAT);
+    rc = z ? sqlite3_exec(p->db, z, 0, 0, 0) : SQLITE_NOMEM;
+    sqlite3_free(z);
+  }
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, "COMMIT", 0, 0, 0);
+  if( rc!=SQLITE_OK ){
+    ssSetErr(p, "cannot migrate the store to format 1");
+    sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
+  }
+  return rc;
+}
+
 /* Pragmas and the table; the journal_mode change needs no transaction. */
 static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   static const char *const azSync[] = { "OFF", "NORMAL", "FULL", "EXTRA" };
@@ -397,9 +604,29 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   sqlite3_free(zSql);
   if( rc==SQLITE_OK ) rc = ssCheckIsStore(p);
   if( (rc&0xff)==SQLITE_CANTOPEN ) return ssReadErr(p, rc);
-  if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
-    rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
+  if( rc==SQLITE_OK ){
+    zSql = sqlite3_mprintf("PRAGMA cache_size=-%d",
+                           pCfg->nCacheKb>0 ? pCfg->nCacheKb : 8192);
+    rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
+    sqlite3_free(zSql);
   }
+  if( rc==SQLITE_OK && !pCfg->bReadOnly && !pCfg->bImmutable ){
+    if( ssIsEmpty(p) ){
+      /* a new file: free pages go back to the file system when compaction
+      ** and GC call store_maintain() */
+      rc = sqlite3_exec(p->db, "PRAGMA auto_vacuum=INCREMENTAL", 0, 0, 0);
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
+    if( rc==SQLITE_OK && ssIsOldLayout(p) ){
+      rc = ssMigrate(p);
+      if( rc!=SQLITE_OK ) return rc;
+    }else if( rc==SQLITE_OK && ssUserVersion(p)!=SS_FORMAT ){
+      zSql = sqlite3_mprintf("PRAGMA user_version=%d", SS_FORMAT);
+      rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
+      sqlite3_free(zSql);
+    }
+  }
+  if( rc==SQLITE_OK ) p->bOldLayout = ssIsOldLayout(p);
   if( rc!=SQLITE_OK ) rc = ssSetupErr(p, rc);
   return rc;
 }

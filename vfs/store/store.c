@@ -7,6 +7,8 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <string.h>
+
 void store_close(Store *p){
   if( p ) p->pMethods->xClose(p);
 }
@@ -39,6 +41,35 @@ int store_clear_range(Store *p, const void *pLo, int nLo,
 int store_add(Store *p, const void *pKey, int nKey, int64_t iDelta,
               int64_t *piNew){
   return p->pMethods->xAdd(p, pKey, nKey, iDelta, piNew);
+}
+int store_get_range(Store *p, const void *pKey, int nKey, int iOff, int n,
+                    void *pOut, int *pnGot){
+  void *pVal = 0;
+  int nVal = 0, rc;
+  if( p->pMethods->iVersion>=2 && p->pMethods->xGetRange ){
+    return p->pMethods->xGetRange(p, pKey, nKey, iOff, n, pOut, pnGot);
+  }
+  *pnGot = -1;
+  rc = p->pMethods->xGet(p, pKey, nKey, &pVal, &nVal);
+  if( rc==SQLITE_OK && pVal ){
+    int nTake = nVal>iOff ? nVal-iOff : 0;
+    if( nTake>n ) nTake = n;
+    if( nTake>0 ) memcpy(pOut, (char*)pVal+iOff, nTake);
+    *pnGot = nTake;
+  }
+  sqlite3_free(pVal);
+  return rc;
+}
+int store_maintain(Store *p, int eOp){
+  if( p->pMethods->iVersion<2 || p->pMethods->xMaintain==0 ) return SQLITE_OK;
+  return p->pMethods->xMaintain(p, eOp);
+}
+int store_physical_bytes(Store *p, int64_t *pnByte){
+  *pnByte = 0;
+  if( p->pMethods->iVersion<2 || p->pMethods->xPhysicalBytes==0 ){
+    return SQLITE_OK;
+  }
+  return p->pMethods->xPhysicalBytes(p, pnByte);
 }
 int store_max_value(Store *p){
   return p->pMethods->xMaxValue(p);

@@ -51,6 +51,11 @@ struct StoreMethods {
               int64_t *piNew);
   int (*xMaxValue)(Store*);
   const char *(*xErrMsg)(Store*);
+  /* iVersion 2 */
+  int (*xGetRange)(Store*, const void *pKey, int nKey, int iOff, int n,
+                   void *pOut, int *pnGot);
+  int (*xMaintain)(Store*, int eOp);
+  int (*xPhysicalBytes)(Store*, int64_t *pnByte);
 };
 
 /* Every backend's handle starts with this. */
@@ -107,6 +112,31 @@ int store_clear_range(Store*, const void *pLo, int nLo,
 int store_add(Store*, const void *pKey, int nKey, int64_t iDelta,
               int64_t *piNew);
 
+/* Copy bytes [iOff, iOff+n) of the value under pKey into pOut; *pnGot
+** gets the number copied (fewer when the value ends first; -1 when the key
+** does not exist).  Reads only what the range needs: the embedded backend
+** keeps long values apart from the keys and reads a range of one without
+** loading the rest.  Backends of iVersion 1 fall back to store_get(). */
+int store_get_range(Store*, const void *pKey, int nKey, int iOff, int n,
+                    void *pOut, int *pnGot);
+
+/* Give the space of deleted rows back to the file system: with
+** STORE_MAINT_RECLAIM the free pages the backend can return cheaply (the
+** embedded backend: PRAGMA incremental_vacuum, on stores made with
+** auto_vacuum=INCREMENTAL), with STORE_MAINT_VACUUM all of them (the
+** embedded backend: VACUUM, which also turns auto_vacuum=INCREMENTAL on for
+** an older store); both then truncate the backend's log (the -wal file:
+** wal_checkpoint(TRUNCATE), skipped while a reader of another handle pins
+** it).  Outside a transaction only (SQLITE_MISUSE).  Backends without it
+** return SQLITE_OK. */
+#define STORE_MAINT_RECLAIM 1
+#define STORE_MAINT_VACUUM  2
+int store_maintain(Store*, int eOp);
+
+/* The bytes the store occupies on disk (the embedded backend: the store
+** file plus its -wal).  0 for a backend without files. */
+int store_physical_bytes(Store*, int64_t *pnByte);
+
 /* The largest value, in bytes, the backend accepts in one row.  Larger
 ** blobs are split into chunk rows by the caller. */
 int store_max_value(Store*);
@@ -116,8 +146,9 @@ int store_max_value(Store*);
 const char *store_errmsg(Store*);
 
 /*
-** The embedded backend: one SQLite file holding one WITHOUT ROWID table
-** depot_kv(key BLOB PRIMARY KEY, value BLOB), in WAL mode.
+** The embedded backend: one SQLite file in WAL mode holding the rowid table
+** depot_kv(key BLOB PRIMARY KEY, value BLOB) (sql/store_schema.sql;
+** vfs/store/sqlite.c says more).
 */
 typedef struct StoreSqliteConfig StoreSqliteConfig;
 struct StoreSqliteConfig {
@@ -135,6 +166,8 @@ struct StoreSqliteConfig {
                           ** made there (store_sqlite_read_only_fs) */
   int nMaxValue;          /* chunk limit in bytes; 0: 65536 */
   int nBusyMs;            /* wait for the write lock; 0: 10000 */
+  int nCacheKb;           /* the store connection's page cache (PRAGMA
+                          ** cache_size) in KiB; 0: 8192 */
 };
 
 /* Open (and with bCreate, create) the store file zPath.  On success
