@@ -232,7 +232,11 @@ int depot_vacuum(const char *zStore, int64_t *pnBefore, int64_t *pnAfter,
   Cov c;
   int rc = cov_open(&c, zStore, 0, pzErr);
   *pnBefore = *pnAfter = 0;
-  if( rc==SQLITE_OK ) rc = store_physical_bytes(c.pStore, pnBefore);
+  if( rc!=SQLITE_OK ){           /* *pzErr says why; there is no store */
+    cov_close(&c);
+    return rc;
+  }
+  rc = store_physical_bytes(c.pStore, pnBefore);
   if( rc==SQLITE_OK ) rc = store_maintain(c.pStore, STORE_MAINT_VACUUM);
   if( rc==SQLITE_OK ) rc = store_physical_bytes(c.pStore, pnAfter);
   if( rc!=SQLITE_OK ) rc = cov_store_err(&c, rc);

@@ -2569,6 +2569,27 @@ static sqlite3_int64 store_disk_bytes(const char *zPath){
 ** after rewriting a table many times, compact + gc leave a smaller file,
 ** depot_stats.physical_bytes says its size, and depot_vacuum leaves a store
 ** that passes integrity_check and depot_verify and reads the same. */
+/* depot_vacuum of a store that does not exist fails with a clear error
+** and creates no file. */
+START_TEST(test_depot_vacuum_of_a_missing_store_fails_and_creates_nothing){
+  char *zDir = th_tmpdir("depot-vacuum-missing");
+  char *zStore = sqlite3_mprintf("%s/none.depot", zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_vacuum(%Q)", zStore);
+  char *zErr = 0;
+  sqlite3 *m = th_open(":memory:");
+  struct stat st;
+  ck_assert_int_eq(th_try(m, zSql, &zErr) & 0xff, SQLITE_CANTOPEN);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "cannot open the store file")!=0, "%s", zErr);
+  ck_assert_int_ne(stat(zStore, &st), 0);
+  sqlite3_free(zErr);
+  sqlite3_close(m);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_depot_store_file_shrinks_after_gc_and_vacuum){
   char *zDir = th_tmpdir("depot-shrink");
   char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
@@ -2827,6 +2848,7 @@ Suite *depot_test_suite(void){
       test_depot_corrupt_commit_row_and_unknown_layout_are_errors);
   tcase_add_test(tc, test_depot_store_of_the_old_layout_is_migrated);
   tcase_add_test(tc, test_depot_store_file_shrinks_after_gc_and_vacuum);
+  tcase_add_test(tc, test_depot_vacuum_of_a_missing_store_fails_and_creates_nothing);
   tcase_add_loop_test(tc, test_depot_corrupt_store_rows_give_sqlite_corrupt,
                       0, (int)(sizeof(azCorrupt)/sizeof(azCorrupt[0])));
   suite_add_tcase(s, tc);
