@@ -114,6 +114,7 @@ int cmd_drop_branch(Cli*, int, char**);
 int cmd_verify(Cli*, int, char**);
 int cmd_compact(Cli*, int, char**);
 int cmd_gc(Cli*, int, char**);
+int cmd_vacuum(Cli*, int, char**);
 int cmd_stats(Cli*, int, char**);
 int cmd_du(Cli*, int, char**);
 int cmd_kv_tables(Cli*, int, char**);

@@ -94,7 +94,7 @@ int cmd_verify(Cli *p, int nArg, char **azArg){
   return out_end(p, rc);
 }
 
-/* compact and gc: one JSON-returning call, run as a long operation. */
+/* compact, gc and vacuum: one JSON-returning call, run as a long operation. */
 static int storeJsonCall(Cli *p, const char *zSql, int nArg, char **azArg,
                          int nMax, const char *zUnit, const char *zWhat){
   sqlite3_stmt *pStmt;
@@ -134,6 +134,11 @@ int cmd_gc(Cli *p, int nArg, char **azArg){
                        "gc");
 }
 
+int cmd_vacuum(Cli *p, int nArg, char **azArg){
+  return storeJsonCall(p, "SELECT depot_vacuum(?1)", nArg, azArg, 1, "bytes",
+                       "vacuum");
+}
+
 #define STORE_STATS_SQL \
   "SELECT json_object('databases', databases, 'branches', branches," \
   " 'stored_bytes', stored_bytes, 'logical_bytes', logical_bytes," \
@@ -141,7 +146,8 @@ int cmd_gc(Cli *p, int nArg, char **azArg){
   " 'cache_misses', cache_misses, 'compaction_lag', compaction_lag," \
   " 'reclaimable_bytes', reclaimable_bytes, 'quota_used_bytes'," \
   " quota_used_bytes, 'quota_databases', quota_databases," \
-  " 'quota_full_databases', quota_full_databases) FROM depot_stats(?1)"
+  " 'quota_full_databases', quota_full_databases," \
+  " 'physical_bytes', physical_bytes) FROM depot_stats(?1)"
 
 int cmd_stats(Cli *p, int nArg, char **azArg){
   sqlite3_stmt *pStmt;

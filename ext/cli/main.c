@@ -91,6 +91,11 @@ static const CliCmd aCmd[] = {
     "reclaim what nothing can read any more",
     "Deletes superseded shard versions, folded commit rows and dropped\n"
     "branches nothing pins, one branch per store transaction.\n" },
+  { "vacuum", "STORE", 1, 1, {0}, cmd_vacuum,
+    "give a store file's free pages back to the file system",
+    "Rewrites the store file without its free pages (depot_vacuum) and\n"
+    "truncates its -wal; run it after compact and gc.  Prints the physical\n"
+    "bytes before and after.\n" },
   { "stats", "STORE", 1, 1, {0}, cmd_stats,
     "the store's counters (depot_stats)",
     "Databases, branches, stored and logical bytes, compaction lag,\n"
@@ -147,8 +152,7 @@ static void cliProgramHelp(FILE *f){
     snprintf(z, sizeof(z), "%s", aCmd[i].zName);
     fprintf(f, "  %-15s %s\n", z, aCmd[i].zSummary);
   }
-  fprintf(f, "\nNot available: vacuum (this build has no depot_vacuum"
-          " function).\n\nSTORE is a store file; DB is NAME or BUCKET/NAME;"
+  fprintf(f, "\nSTORE is a store file; DB is NAME or BUCKET/NAME;"
           " STORE:DB@BRANCH names a\nbranch (the last ':' and the last '@'"
           " separate; DB and BRANCH default to main).\n\n%s"
           "\n`depot COMMAND --help` describes one command.\n", zGlobalHelp);
@@ -355,10 +359,6 @@ int main(int argc, char **argv){
   c = cliFind(argc, argv, &nUsed);
   if( c==0 ){
     cli.zCmd = argv[1];
-    if( strcmp(argv[1], "vacuum")==0 ){
-      return cli_usage(&cli, "vacuum is not available: this build of the"
-                       " extension has no depot_vacuum function");
-    }
     if( strcmp(argv[1], "kv")==0 ){
       return cli_usage(&cli, "kv needs a subcommand: tables, stats, get,"
                        " put or dump%s%s", argc>2 ? "; got " : "",

@@ -117,8 +117,16 @@ run 0 gc s.depot
 has "$out" "dropped_branches"
 run 0 --json gc s.depot
 json '$.result.rows' 0
+run 0 vacuum s.depot
+has "$out" "bytes_before"; has "$out" "bytes_after"
+run 0 --json vacuum s.depot
+printf '%s' "$out" > out.json
+v=$(sqlite3 :memory: "select json_extract(readfile('out.json'),
+      '\$.result.bytes_after') <= json_extract(readfile('out.json'),
+      '\$.result.bytes_before')" 2>&1)
+[ "$v" = 1 ] || fail "vacuum --json: bytes_after > bytes_before in $out"
 run 0 stats s.depot
-has "$out" "stored_bytes"
+has "$out" "stored_bytes"; has "$out" "physical_bytes"
 run 0 --json stats s.depot
 json '$.stats.databases' 2
 run 0 du s.depot
@@ -182,9 +190,9 @@ run 0 --quiet fork s.depot app main q1
 run 0 fork s.depot app main q2 -q
 [ -z "$out" ] || fail "-q printed: $out"
 run 0 --help
-has "$out" "usage: depot COMMAND"; has "$out" "Not available: vacuum"
+has "$out" "usage: depot COMMAND"; has "$out" "vacuum"
 for c in import export branches fork log restore-point restore rollback \
-         drop-branch verify compact gc stats du shell; do
+         drop-branch verify compact gc vacuum stats du shell; do
   run 0 "$c" --help; has "$out" "usage: depot $c"
 done
 for c in tables stats get put dump; do
@@ -201,7 +209,8 @@ usage(){
 }
 usage
 usage bogus
-usage vacuum s.depot
+usage vacuum
+usage vacuum s.depot x
 usage kv
 usage kv frob d
 usage --frob
