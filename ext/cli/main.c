@@ -255,17 +255,23 @@ static int cliParse(Cli *p, const CliCmd *c, int argc, char **argv,
                        c->zName);
     }
     if( p->nOpt>=CLI_MAX_OPT ) return cli_usage(p, "too many options");
+    if( eKind==2 && zEq ){
+      return cli_usage(p, "option --%.*s takes no value", (int)nName, zName);
+    }
+    if( eKind!=2 && zEq==0 && i+1>=argc ){
+      return cli_usage(p, "option --%.*s needs a value", (int)nName, zName);
+    }
     p->azOptName[p->nOpt] = sqlite3_mprintf("%.*s", (int)nName, zName);
+    if( p->azOptName[p->nOpt]==0 ){
+      fprintf(stderr, "depot: out of memory\n");
+      return CLI_FAIL;
+    }
     if( eKind==2 ){
-      if( zEq ) return cli_usage(p, "option --%.*s takes no value",
-                                 (int)nName, zName);
       p->azOptVal[p->nOpt++] = 0;
     }else if( zEq ){
       p->azOptVal[p->nOpt++] = zEq+1;
-    }else if( i+1<argc ){
-      p->azOptVal[p->nOpt++] = argv[++i];
     }else{
-      return cli_usage(p, "option --%.*s needs a value", (int)nName, zName);
+      p->azOptVal[p->nOpt++] = argv[++i];
     }
   }
   return CLI_OK;

@@ -28,5 +28,13 @@ done
 # shellcheck disable=SC2086
 ${DEPOT_CC:-cc} -o "$tmp/c_example" "$here/../../examples/c_example.c" $flags \
   -Wl,-rpath,"$libdir" || { echo "FAIL: c_example does not build"; exit 1; }
+# A sanitizer build's module needs the sanitizer runtime loaded first in
+# a host that was not built with it (the leaks of the host are not ours).
+case "${DEPOT_SANITIZER:-none}" in
+  asan|tsan)
+    LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib${DEPOT_SANITIZER}.so)
+    export LD_PRELOAD
+    ASAN_OPTIONS=detect_leaks=0; export ASAN_OPTIONS ;;
+esac
 mkdir "$tmp/run"
 LD_LIBRARY_PATH=$libdir "$tmp/c_example" "$tmp/run"

@@ -3,9 +3,16 @@
 # 12, which bootstrap.sh installs into tests/bindings/node/node_modules
 # ($DEPOT_NODE_MODULES overrides where it is looked up; make distcheck
 # passes the source tree's).  Skips (exit 77) only when node is not
-# installed; a missing better-sqlite3 is a failure.
+# installed or the module is a sanitizer build; a missing better-sqlite3
+# is a failure.
 : "${DEPOT_MODULE:?DEPOT_MODULE is not set}"
 node=$(command -v node) || { echo "SKIP: no node"; exit 77; }
+# Node cannot host a sanitizer build's module (the runtime must come first
+# in a process whose allocator and stacks V8 manages): the sanitizer builds
+# test the same code through the C suites.
+case "${DEPOT_SANITIZER:-none}" in
+  asan|tsan) echo "SKIP: node does not host a $DEPOT_SANITIZER build"; exit 77 ;;
+esac
 here=$(cd "$(dirname "$0")" && pwd)
 modules=${DEPOT_NODE_MODULES:-$here/node/node_modules}
 if [ ! -d "$modules/better-sqlite3" ]; then

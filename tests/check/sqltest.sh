@@ -55,6 +55,15 @@ if test ! -f "$1"; then
   exit 99
 fi
 
+# A sanitizer build's module needs the sanitizer runtime loaded first in
+# a host that was not built with it (the leaks of the host are not ours).
+case "${DEPOT_SANITIZER:-none}" in
+  asan|tsan)
+    LD_PRELOAD=`${DEPOT_CC:-cc} -print-file-name=lib${DEPOT_SANITIZER}.so`
+    export LD_PRELOAD
+    ASAN_OPTIONS=detect_leaks=0; export ASAN_OPTIONS ;;
+esac
+
 mkdir -p "$tmp" || exit 99
 nFail=0
 nRun=0
