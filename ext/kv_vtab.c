@@ -97,6 +97,8 @@ struct VtabTable {
   char *zSchema;                /* the database holding the vtab ("main") */
   int bJoined;                  /* joined pConn->pSqlRoot */
   KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
+  VtabCursor *pSpare;           /* a closed cursor kept with its buffers
+                                ** for the next xOpen */
 };
 
 struct VtabCursor {
@@ -104,6 +106,8 @@ struct VtabCursor {
   KvIter *pIter;                /* range mode */
   int bPoint;                   /* point mode: aPoint[] lookups */
   int nPoint, iPoint;
+  int nPointAlloc;              /* aPoint[] entries with buffers: reused
+                                ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
   KvBuf val;                    /* point mode: current value */
   int bEof;
@@ -190,6 +194,7 @@ static int vtabParseArg(const char *zArg, VtabArgs *pA, char **pzErr){
 }
 
 static int vtabBegin(sqlite3_vtab *pVtab);
+static void vtabCursorFree(VtabCursor *c);
 static void vtabLeave(VtabTable *p);
 
 /* Attach the existing KV table, or (bCreate) create it in the connection's
@@ -250,6 +255,7 @@ static void vtabFree(VtabTable *p){
     kv_buf_free(&p->kOld);
     kv_buf_free(&p->kNew);
     kv_buf_free(&p->val);
+    vtabCursorFree(p->pSpare);
     sqlite3_free(p->args.zDir);
     sqlite3_free((char*)p->args.zType);
     sqlite3_free(p->zName);
@@ -552,32 +558,53 @@ static int vtabBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
 
 /* -------------------------------------------------------------- cursors --- */
 
+/* Cursors keep their buffers (the point keys, the value) from one xFilter
+** to the next, and a closed cursor is kept by its table for the next
+** xOpen (a prepared statement opens one at every run), so a point read
+** allocates nothing once the buffers have grown. */
 static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
-  VtabCursor *c = sqlite3_malloc64(sizeof(*c));
-  (void)pVtab;
-  if( c==0 ) return SQLITE_NOMEM;
-  memset(c, 0, sizeof(*c));
+  VtabTable *p = (VtabTable*)pVtab;
+  VtabCursor *c = p->pSpare;
+  if( c ){
+    p->pSpare = 0;
+  }else{
+    c = sqlite3_malloc64(sizeof(*c));
+    if( c==0 ) return SQLITE_NOMEM;
+    memset(c, 0, sizeof(*c));
+  }
+  c->bEof = 1;
+  c->iRow = 0;
   *ppCsr = &c->base;
   return SQLITE_OK;
 }
 
 static void vtabCursorReset(VtabCursor *c){
-  int i;
   kv_iter_close(c->pIter);
   c->pIter = 0;
-  for(i=0; i<c->nPoint; i++) kv_buf_free(&c->aPoint[i]);
-  sqlite3_free(c->aPoint);
-  c->aPoint = 0;
   c->nPoint = c->iPoint = 0;
   c->bPoint = 0;
   c->bEof = 1;
 }
 
-static int vtabClose(sqlite3_vtab_cursor *pCsr){
-  VtabCursor *c = (VtabCursor*)pCsr;
+static void vtabCursorFree(VtabCursor *c){
+  int i;
+  if( c==0 ) return;
   vtabCursorReset(c);
+  for(i=0; i<c->nPointAlloc; i++) kv_buf_free(&c->aPoint[i]);
+  sqlite3_free(c->aPoint);
   kv_buf_free(&c->val);
   sqlite3_free(c);
+}
+
+static int vtabClose(sqlite3_vtab_cursor *pCsr){
+  VtabCursor *c = (VtabCursor*)pCsr;
+  VtabTable *p = (VtabTable*)pCsr->pVtab;
+  vtabCursorReset(c);
+  if( p->pSpare==0 && c->val.nAlloc<=65536 ){
+    p->pSpare = c;
+  }else{
+    vtabCursorFree(c);
+  }
   return SQLITE_OK;
 }
 
@@ -618,15 +645,20 @@ static int vtabBufCmpDesc(const void *pA, const void *pB){
 }
 
 static int vtabPointAdd(VtabCursor *c, sqlite3_value *pVal){
-  KvBuf *a, b = {0, 0, 0};
-  int rc = kv_key_encode_bound(pVal, &b);
+  int rc;
+  if( c->nPoint==c->nPointAlloc ){
+    int nNew = c->nPointAlloc ? c->nPointAlloc*2 : 4;
+    KvBuf *a = sqlite3_realloc64(c->aPoint, nNew*sizeof(KvBuf));
+    if( a==0 ) return SQLITE_NOMEM;
+    memset(&a[c->nPointAlloc], 0, (nNew-c->nPointAlloc)*sizeof(KvBuf));
+    c->aPoint = a;
+    c->nPointAlloc = nNew;
+  }
+  kv_buf_reset(&c->aPoint[c->nPoint]);
+  rc = kv_key_encode_bound(pVal, &c->aPoint[c->nPoint]);
   if( rc==SQLITE_EMPTY ) return SQLITE_OK;       /* NULL matches no key */
-  if( rc!=SQLITE_OK ){ kv_buf_free(&b); return rc; }
-  a = sqlite3_realloc64(c->aPoint, (c->nPoint+1)*sizeof(KvBuf));
-  if( a==0 ){ kv_buf_free(&b); return SQLITE_NOMEM; }
-  c->aPoint = a;
-  a[c->nPoint++] = b;
-  return SQLITE_OK;
+  if( rc==SQLITE_OK ) c->nPoint++;
+  return rc;
 }
 
 /* Point mode: collect, order and deduplicate the keys, then look up. */
@@ -645,15 +677,15 @@ static int vtabFilterPoints(VtabCursor *c, int idxNum, sqlite3_value *pArg){
 #endif
   rc = vtabPointAdd(c, pArg);
   if( rc!=SQLITE_OK ) return rc;
-  if( c->nPoint>1 ){          /* aPoint is NULL when every operand was NULL */
+  if( c->nPoint>1 ){          /* nPoint is 0 when every operand was NULL */
     qsort(c->aPoint, c->nPoint, sizeof(KvBuf),
           (idxNum & KV_IDX_DESC) ? vtabBufCmpDesc : vtabBufCmp);
   }
-  for(i=1, j=0; i<c->nPoint; i++){
-    if( vtabBufCmp(&c->aPoint[j], &c->aPoint[i])==0 ){
-      kv_buf_free(&c->aPoint[i]);
-    }else{
-      c->aPoint[++j] = c->aPoint[i];
+  for(i=1, j=0; i<c->nPoint; i++){        /* swaps keep every buffer */
+    if( vtabBufCmp(&c->aPoint[j], &c->aPoint[i])!=0 && ++j!=i ){
+      KvBuf t = c->aPoint[j];
+      c->aPoint[j] = c->aPoint[i];
+      c->aPoint[i] = t;
     }
   }
   if( c->nPoint>0 ) c->nPoint = j+1;
