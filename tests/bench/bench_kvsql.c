@@ -20,7 +20,8 @@
 ** kv_<backend>_upsert1  KS_UP1 single-row autocommit INSERT OR REPLACE
 ** kv_<backend>_upsertN  KS_UPN_TXN transactions of 1000 INSERT OR REPLACE
 ** kv_btree_8conn        short read-modify-write transactions (BEGIN; read
-**                       a key; UPDATE it; COMMIT) on disjoint keys of one
+**                       a key; UPDATE it; COMMIT; all four prepared) on
+**                       disjoint keys of one
 **                       kv_btree table: baseline one connection, candidate
 **                       eight connections of one process, each in its own
 **                       thread, on the same file; cost per transaction.
@@ -247,8 +248,10 @@ struct KsWorker {
 static void *ksWorker(void *pArg){
   KsWorker *w = (KsWorker*)pArg;
   sqlite3 *db = ksOpenFile(w->zDir, "app.db");
-  sqlite3_stmt *pRead = 0, *pWrite = 0;
+  sqlite3_stmt *pRead = 0, *pWrite = 0, *pBegin = 0, *pCommit = 0;
   int i, rc = db ? SQLITE_OK : SQLITE_CANTOPEN;
+  if( rc==SQLITE_OK ) rc = sqlite3_prepare_v2(db, "BEGIN", -1, &pBegin, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_prepare_v2(db, "COMMIT", -1, &pCommit, 0);
   if( rc==SQLITE_OK ){
     rc = sqlite3_prepare_v2(db, "SELECT value FROM t WHERE key=?1", -1,
                             &pRead, 0);
@@ -260,7 +263,8 @@ static void *ksWorker(void *pArg){
   for(i=0; rc==SQLITE_OK && i<w->nTxn; i++){
     int k = w->iFirst + i % w->nKey;
     sqlite3_int64 v = 0;
-    rc = sqlite3_exec(db, "BEGIN", 0, 0, 0);
+    rc = sqlite3_step(pBegin)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(pBegin);
     sqlite3_bind_int(pRead, 1, k);
     if( rc==SQLITE_OK && sqlite3_step(pRead)==SQLITE_ROW ){
       v = sqlite3_column_int64(pRead, 0);
@@ -270,7 +274,8 @@ static void *ksWorker(void *pArg){
     sqlite3_bind_int64(pWrite, 2, v+1);
     if( rc==SQLITE_OK && sqlite3_step(pWrite)!=SQLITE_DONE ) rc = SQLITE_ERROR;
     sqlite3_reset(pWrite);
-    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+    if( rc==SQLITE_OK && sqlite3_step(pCommit)!=SQLITE_DONE ) rc = SQLITE_ERROR;
+    sqlite3_reset(pCommit);
     if( rc!=SQLITE_OK ){
       rc = sqlite3_extended_errcode(db);
       if( !sqlite3_get_autocommit(db) ) sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
@@ -280,6 +285,8 @@ static void *ksWorker(void *pArg){
   }
   sqlite3_finalize(pRead);
   sqlite3_finalize(pWrite);
+  sqlite3_finalize(pBegin);
+  sqlite3_finalize(pCommit);
   sqlite3_close(db);
   w->rc = rc;
   return 0;
