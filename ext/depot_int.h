@@ -10,11 +10,11 @@
 **
 **   depot.c          the entry point and the registry table
 **     | calls every component, and kv_conn_new/kv_conn_unref
-**   kv_func.c  kv_vtab.c  kv_tables.c  kv_stats.c  kv_vfunc.c
+**   kv_func.c  kv_vtab.c  kv_tables.c  kv_stats.c  kv_vfunc.c  kv_attach.c
 **   depot_sql.c  depot_branch_sql.c  depot_verify_sql.c
 **   depot_compact_sql.c  depot_version.c        (one component each)
 **     | call only the shared files
-**   listing.c  kv_conn.c  kv_readset.c  args.c  sqlite3_api.c
+**   listing.c  kv_decl.c  kv_conn.c  kv_readset.c  args.c  sqlite3_api.c
 **
 ** Adding to the SQL surface is one file with its component and one line in
 ** the table.  Also here: the argument checks of ext/args.c.
@@ -49,6 +49,7 @@ extern const DepotComponent depotKvVtabComponent;     /* kv_vtab.c */
 extern const DepotComponent depotKvTablesComponent;   /* kv_tables.c */
 extern const DepotComponent depotKvStatsComponent;    /* kv_stats.c */
 extern const DepotComponent depotKvVfuncComponent;    /* kv_vfunc.c */
+extern const DepotComponent depotKvAttachComponent;   /* kv_attach.c */
 extern const DepotComponent depotSqlComponent;        /* depot_sql.c */
 extern const DepotComponent depotBranchSqlComponent;  /* depot_branch_sql.c */
 extern const DepotComponent depotVerifySqlComponent;  /* depot_verify_sql.c */

@@ -52,6 +52,13 @@ void kv_conn_unref(void *pArg){
     sqlite3_free(h);
   }
   kv_root_free(p->pSqlRoot);
+  while( p->pDecl ){                 /* the notes of kv_decl.c */
+    KvDecl *d = p->pDecl;
+    p->pDecl = d->pNext;
+    sqlite3_free(d->zName);
+    sqlite3_free(d->zType);
+    sqlite3_free(d);
+  }
   while( p->nStore>0 ) kv_engine_unref(p->apStore[--p->nStore]);
   sqlite3_free(p->apStore);
   kv_engine_unref(p->pAnon);

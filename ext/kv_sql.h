@@ -20,11 +20,25 @@
 #include "ext/kv/kv.h"
 
 typedef struct KvHandle KvHandle;
+typedef struct KvDecl KvDecl;
 
 struct KvHandle {
   sqlite3_int64 id;
   KvRoot *pRoot;
   KvHandle *pNext;
+};
+
+/* A KV table declared in the main schema of a connection whose main
+** database is a file (kv_vtab.c notes it as it connects), for its temp
+** declaration (kv_decl.c). */
+struct KvDecl {
+  char *zName;              /* the table (and the SQL name) */
+  char *zType;              /* kv_memory, kv_btree or kv_log */
+  KvEngine *pEng;           /* its store (one of KvConn.apStore), or NULL
+                            ** while the store directory is missing */
+  int bOffered;             /* a temp declaration was made or refused:
+                            ** first use makes no other */
+  KvDecl *pNext;
 };
 
 struct KvConn {
@@ -41,6 +55,7 @@ struct KvConn {
   sqlite3_int64 iLastHandle;
   char *zLastDir;           /* the absolute directory last resolved ... */
   KvEngine *pLastEng;       /* ... to this store (one of apStore) */
+  KvDecl *pDecl;            /* main-schema KV tables seen (kv_decl.c) */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
@@ -117,6 +132,37 @@ char *kv_handle_unusable(KvHandle *h, int bPreparedOk, int *pbNoMem);
 /* The error result of a kv_* function: rc with message zErr (consumed;
 ** NULL: SQLite's text for rc, or plain out-of-memory for SQLITE_NOMEM). */
 void kv_sql_error(sqlite3_context *ctx, int rc, char *zErr);
+
+/* Temp declarations (kv_decl.c; the SQL functions: kv_attach.c).  A KV
+** table declared in the main schema of a file database is written under that file's write lock, one
+** connection at a time; its declaration in the connection's temp schema
+** (same name, dir= its store) takes no lock of the database file, so the
+** connections of a process write it concurrently, ordered by the engine's
+** conflict check alone.  SQLite resolves unqualified names in temp first.
+**
+** kv_attach_note: kv_vtab.c saw main-schema table zName of type zType on
+** store pEng (NULL: directory missing) connect; remembered for the rest of
+** the connection.  SQLITE_NOMEM or SQLITE_OK.
+** kv_attach_first_use: a main-schema table is read or written for the
+** first time: declares it in temp unless that was done or refused before
+** (errors go to the error log only: the statement goes on through main).
+** kv_attach_detached: the temp declaration of zName was dropped; first use
+** does not declare it again (kv_attach does).
+** kv_attach_table: kv_attach(zName, zDir); *pbMade is 1 when it declared,
+** 0 when temp.zName already was that table.
+** kv_attach_main: declares every KV table of the main schema that has no
+** temp declaration yet; *pnMade counts them.  A table that cannot be
+** declared (temp has another table of its name, its store is missing or
+** locked) stays on main, with a line in the error log.  Run when the
+** extension is loaded into a connection and by kv_attach_all().
+** kv_conn_unref frees the notes. */
+int kv_attach_note(KvConn*, const char *zName, const char *zType,
+                   KvEngine *pEng);
+void kv_attach_first_use(KvConn*, const char *zName);
+void kv_attach_detached(KvConn*, const char *zName);
+int kv_attach_table(KvConn*, const char *zName, const char *zDir,
+                    int *pbMade, char **pzErr);
+int kv_attach_main(KvConn*, int *pnMade, char **pzErr);
 
 /* Key lists and read sets (kv_readset.c).  Both parsers give
 ** SQLITE_ERROR with *pzErr for malformed input, the key codes of

@@ -11,7 +11,8 @@
 **   INSERT [OR REPLACE] INTO t VALUES(key, value);
 **   SELECT value FROM t WHERE key = ?;       -- also <, <=, >, >=, BETWEEN,
 **   SELECT * FROM t ORDER BY key DESC;       -- IN and ORDER BY key [DESC]
-**   DROP TABLE t;                            -- removes the KV table
+**   DROP TABLE main.t;                       -- removes the KV table
+**   DROP TABLE temp.t;                       -- detaches (see below)
 **
 ** The table is the KV table of the same name in the store (default: the
 ** sidecar directory "<database file>-kv"); CREATE attaches to the existing
@@ -24,6 +25,16 @@
 ** ...", and DROP TABLE only drops it from the schema (vtabStoreReady).
 ** Schema:
 **     CREATE TABLE x(key PRIMARY KEY NOT NULL, value) WITHOUT ROWID
+**
+** Temp declarations (kv_decl.c): a connection whose main database is a
+** file also declares each of main's KV tables in its temp schema, where
+** writes take no lock of the database file; unqualified names reach
+** those.  A temp declaration on a directory store is shared by other
+** connections, so its DROP TABLE only detaches this connection
+** (vtabDetach); a main declaration is noted as it connects
+** (kv_attach_note) and declared in temp at its first use.  Writes through
+** a temp declaration on a read-only connection are refused here, as
+** SQLite refuses them through main.
 **
 ** Transactions: the SQLite transaction is one root transaction of the
 ** store, shared by every KV table it writes (KvConn.pSqlRoot): xBegin joins
@@ -86,6 +97,8 @@ struct VtabTable {
   char *zSchema;                /* the database holding the vtab ("main") */
   int bJoined;                  /* joined pConn->pSqlRoot */
   KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
+  VtabCursor *pSpare;           /* a closed cursor kept with its buffers
+                                ** for the next xOpen */
 };
 
 struct VtabCursor {
@@ -93,6 +106,8 @@ struct VtabCursor {
   KvIter *pIter;                /* range mode */
   int bPoint;                   /* point mode: aPoint[] lookups */
   int nPoint, iPoint;
+  int nPointAlloc;              /* aPoint[] entries with buffers: reused
+                                ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
   KvBuf val;                    /* point mode: current value */
   int bEof;
@@ -179,6 +194,7 @@ static int vtabParseArg(const char *zArg, VtabArgs *pA, char **pzErr){
 }
 
 static int vtabBegin(sqlite3_vtab *pVtab);
+static void vtabCursorFree(VtabCursor *c);
 static void vtabLeave(VtabTable *p);
 
 /* Attach the existing KV table, or (bCreate) create it in the connection's
@@ -239,6 +255,7 @@ static void vtabFree(VtabTable *p){
     kv_buf_free(&p->kOld);
     kv_buf_free(&p->kNew);
     kv_buf_free(&p->val);
+    vtabCursorFree(p->pSpare);
     sqlite3_free(p->args.zDir);
     sqlite3_free((char*)p->args.zType);
     sqlite3_free(p->zName);
@@ -341,6 +358,9 @@ static int vtabInit(sqlite3 *db, void *pAux, int argc,
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
     if( p->pEng ) rc = vtabCreateOrAttach(p, &p->args, bCreate, pzErr);
   }
+  if( rc==SQLITE_OK && sqlite3_stricmp(p->zSchema, "main")==0 ){
+    rc = kv_attach_note(pConn, p->zName, p->args.zType, p->pEng);
+  }
   if( rc==SQLITE_OK ){
     *ppVtab = &p->base;
   }else{
@@ -365,10 +385,34 @@ static int vtabDisconnect(sqlite3_vtab *pVtab){
   return SQLITE_OK;
 }
 
+/* Is p a declaration in temp of a table of a directory store, which other
+** connections share (kv_decl.c)?  Its DROP TABLE only detaches it. */
+static int vtabIsTempDecl(VtabTable *p){
+  if( sqlite3_stricmp(p->zSchema, "temp")!=0 ) return 0;
+  return p->pEng ? kv_engine_dir(p->pEng)!=0 : p->args.zDir!=0;
+}
+
+/* DROP TABLE of a temp declaration: detach, remove nothing.  Refused
+** while the table takes part in the open transaction, whose commit still
+** needs it. */
+static int vtabDetach(VtabTable *p){
+  if( p->bJoined ){
+    char *zErr = sqlite3_mprintf("kv: DROP TABLE temp.%s must wait for the "
+        "end of the transaction that uses it", p->zName);
+    sqlite3_log(SQLITE_ERROR, "%s", zErr ? zErr : "kv: DROP TABLE refused");
+    vtabSetError(p, zErr);
+    return SQLITE_ERROR;
+  }
+  kv_attach_detached(p->pConn, p->zName);
+  return vtabDisconnect(&p->base);
+}
+
 /* DROP TABLE: remove the KV table in its own root transaction.  SQLite
 ** gives a dropped virtual table no commit or rollback callback, so a
 ** removal inside an explicit transaction could not be undone by its
-** ROLLBACK: it is refused there, and changes nothing. */
+** ROLLBACK: it is refused there, and changes nothing.  The drop of a
+** declaration in temp on a directory store (kv_decl.c) removes nothing:
+** it detaches the connection from the table. */
 static int vtabDestroy(sqlite3_vtab *pVtab){
   VtabTable *p = (VtabTable*)pVtab;
   KvRoot *pRoot = 0;
@@ -376,6 +420,7 @@ static int vtabDestroy(sqlite3_vtab *pVtab){
   char *zErr = 0;
   int bFound = 0;
   int rc;
+  if( vtabIsTempDecl(p) ) return vtabDetach(p);
   if( !sqlite3_get_autocommit(p->db) ){
     /* SQLite drops xDestroy's message (the user sees "SQL logic error"),
     ** so it also goes to the error log. */
@@ -513,32 +558,53 @@ static int vtabBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
 
 /* -------------------------------------------------------------- cursors --- */
 
+/* Cursors keep their buffers (the point keys, the value) from one xFilter
+** to the next, and a closed cursor is kept by its table for the next
+** xOpen (a prepared statement opens one at every run), so a point read
+** allocates nothing once the buffers have grown. */
 static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
-  VtabCursor *c = sqlite3_malloc64(sizeof(*c));
-  (void)pVtab;
-  if( c==0 ) return SQLITE_NOMEM;
-  memset(c, 0, sizeof(*c));
+  VtabTable *p = (VtabTable*)pVtab;
+  VtabCursor *c = p->pSpare;
+  if( c ){
+    p->pSpare = 0;
+  }else{
+    c = sqlite3_malloc64(sizeof(*c));
+    if( c==0 ) return SQLITE_NOMEM;
+    memset(c, 0, sizeof(*c));
+  }
+  c->bEof = 1;
+  c->iRow = 0;
   *ppCsr = &c->base;
   return SQLITE_OK;
 }
 
 static void vtabCursorReset(VtabCursor *c){
-  int i;
   kv_iter_close(c->pIter);
   c->pIter = 0;
-  for(i=0; i<c->nPoint; i++) kv_buf_free(&c->aPoint[i]);
-  sqlite3_free(c->aPoint);
-  c->aPoint = 0;
   c->nPoint = c->iPoint = 0;
   c->bPoint = 0;
   c->bEof = 1;
 }
 
-static int vtabClose(sqlite3_vtab_cursor *pCsr){
-  VtabCursor *c = (VtabCursor*)pCsr;
+static void vtabCursorFree(VtabCursor *c){
+  int i;
+  if( c==0 ) return;
   vtabCursorReset(c);
+  for(i=0; i<c->nPointAlloc; i++) kv_buf_free(&c->aPoint[i]);
+  sqlite3_free(c->aPoint);
   kv_buf_free(&c->val);
   sqlite3_free(c);
+}
+
+static int vtabClose(sqlite3_vtab_cursor *pCsr){
+  VtabCursor *c = (VtabCursor*)pCsr;
+  VtabTable *p = (VtabTable*)pCsr->pVtab;
+  vtabCursorReset(c);
+  if( p->pSpare==0 && c->val.nAlloc<=65536 ){
+    p->pSpare = c;
+  }else{
+    vtabCursorFree(c);
+  }
   return SQLITE_OK;
 }
 
@@ -579,15 +645,20 @@ static int vtabBufCmpDesc(const void *pA, const void *pB){
 }
 
 static int vtabPointAdd(VtabCursor *c, sqlite3_value *pVal){
-  KvBuf *a, b = {0, 0, 0};
-  int rc = kv_key_encode_bound(pVal, &b);
+  int rc;
+  if( c->nPoint==c->nPointAlloc ){
+    int nNew = c->nPointAlloc ? c->nPointAlloc*2 : 4;
+    KvBuf *a = sqlite3_realloc64(c->aPoint, nNew*sizeof(KvBuf));
+    if( a==0 ) return SQLITE_NOMEM;
+    memset(&a[c->nPointAlloc], 0, (nNew-c->nPointAlloc)*sizeof(KvBuf));
+    c->aPoint = a;
+    c->nPointAlloc = nNew;
+  }
+  kv_buf_reset(&c->aPoint[c->nPoint]);
+  rc = kv_key_encode_bound(pVal, &c->aPoint[c->nPoint]);
   if( rc==SQLITE_EMPTY ) return SQLITE_OK;       /* NULL matches no key */
-  if( rc!=SQLITE_OK ){ kv_buf_free(&b); return rc; }
-  a = sqlite3_realloc64(c->aPoint, (c->nPoint+1)*sizeof(KvBuf));
-  if( a==0 ){ kv_buf_free(&b); return SQLITE_NOMEM; }
-  c->aPoint = a;
-  a[c->nPoint++] = b;
-  return SQLITE_OK;
+  if( rc==SQLITE_OK ) c->nPoint++;
+  return rc;
 }
 
 /* Point mode: collect, order and deduplicate the keys, then look up. */
@@ -606,15 +677,15 @@ static int vtabFilterPoints(VtabCursor *c, int idxNum, sqlite3_value *pArg){
 #endif
   rc = vtabPointAdd(c, pArg);
   if( rc!=SQLITE_OK ) return rc;
-  if( c->nPoint>1 ){          /* aPoint is NULL when every operand was NULL */
+  if( c->nPoint>1 ){          /* nPoint is 0 when every operand was NULL */
     qsort(c->aPoint, c->nPoint, sizeof(KvBuf),
           (idxNum & KV_IDX_DESC) ? vtabBufCmpDesc : vtabBufCmp);
   }
-  for(i=1, j=0; i<c->nPoint; i++){
-    if( vtabBufCmp(&c->aPoint[j], &c->aPoint[i])==0 ){
-      kv_buf_free(&c->aPoint[i]);
-    }else{
-      c->aPoint[++j] = c->aPoint[i];
+  for(i=1, j=0; i<c->nPoint; i++){        /* swaps keep every buffer */
+    if( vtabBufCmp(&c->aPoint[j], &c->aPoint[i])!=0 && ++j!=i ){
+      KvBuf t = c->aPoint[j];
+      c->aPoint[j] = c->aPoint[i];
+      c->aPoint[i] = t;
     }
   }
   if( c->nPoint>0 ) c->nPoint = j+1;
@@ -737,6 +808,14 @@ static int vtabReadJoin(VtabTable *p){
   return rc;
 }
 
+/* A read or write of a main-schema declaration: declare the table in temp
+** for the next statements, if that was not done (kv_decl.c). */
+static void vtabFirstUse(VtabTable *p){
+  if( p->zSchema[0]=='m' && sqlite3_stricmp(p->zSchema, "main")==0 ){
+    kv_attach_first_use(p->pConn, p->zName);
+  }
+}
+
 static int vtabFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
                       int argc, sqlite3_value **argv){
   VtabCursor *c = (VtabCursor*)pCsr;
@@ -745,6 +824,7 @@ static int vtabFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
   vtabCursorReset(c);
   c->iRow = 0;
   rc = vtabStoreReady((VtabTable*)pCsr->pVtab);
+  if( rc==SQLITE_OK ) vtabFirstUse((VtabTable*)pCsr->pVtab);
   if( rc==SQLITE_OK ) rc = vtabReadJoin((VtabTable*)pCsr->pVtab);
   if( rc!=SQLITE_OK ) return rc;
   if( idxNum & (KV_IDX_EQ|KV_IDX_IN) ){
@@ -796,9 +876,17 @@ static int vtabRowid(sqlite3_vtab_cursor *pCsr, sqlite3_int64 *pRowid){
 
 /* --------------------------------------------------------------- writes --- */
 
-/* The root this table's writes go to (xBegin made it). */
+/* The root this table's writes go to (xBegin made it).  A table declared
+** inside the open transaction is in it without an xBegin (SQLite enlists
+** a table it creates, and later OP_VBegin finds it enlisted): its first
+** write joins here. */
 static int vtabWriteRoot(VtabTable *p, KvRoot **ppRoot){
-  KvRoot *r = p->pConn->pSqlRoot;
+  KvRoot *r;
+  if( !p->bJoined && !sqlite3_get_autocommit(p->db) ){
+    int rc = vtabBegin(&p->base);
+    if( rc!=SQLITE_OK ) return rc;
+  }
+  r = p->pConn->pSqlRoot;
   if( r==0 || !p->bJoined ){
     vtabSetError(p, sqlite3_mprintf("kv: table %s is written outside a "
                                     "transaction", p->zName));
@@ -864,6 +952,7 @@ static int vtabUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
   int rc = vtabWriteRoot(p, &r);
   (void)pRowid;
   if( rc!=SQLITE_OK ) return rc;
+  vtabFirstUse(p);
   if( argc==1 ){
     kv_buf_reset(&p->kOld);
     rc = kv_key_encode_old(argv[0], &p->kOld, &zErr);
@@ -892,6 +981,14 @@ static int vtabBegin(sqlite3_vtab *pVtab){
   KvConn *pConn = p->pConn;
   int rc = vtabStoreReady(p);
   if( rc!=SQLITE_OK ) return rc;
+  if( p->zSchema && sqlite3_stricmp(p->zSchema, "temp")==0
+   && kv_conn_readonly(p->db) ){
+    /* SQLite refuses writes to main on such a connection, not to temp */
+    vtabSetError(p, sqlite3_mprintf("kv: table %s cannot be written on a "
+        "read-only connection (the database was opened read-only)",
+        p->zName));
+    return SQLITE_READONLY;
+  }
   if( pConn->pSqlRoot && kv_root_engine(pConn->pSqlRoot)!=p->pEng ){
     const char *zA = kv_engine_dir(kv_root_engine(pConn->pSqlRoot));
     const char *zB = kv_engine_dir(p->pEng);

@@ -16,6 +16,8 @@ DEPOT_SOURCES += \
 	ext/depot_compact_sql.c \
 	ext/kv_sql.h \
 	ext/kv_conn.c \
+	ext/kv_decl.c \
+	ext/kv_attach.c \
 	ext/kv_vtab.c \
 	ext/kv_func.c \
 	ext/kv_tables.c \

@@ -65,6 +65,9 @@ SQLITE_EXTENSION_INIT3
 #define BT_MAX_BATCH      64       /* commits per data-file transaction */
 #define BT_ACCEL_EVERY    8        /* accelerated: sync every N batches */
 #define BT_POOL           8        /* idle reader connections kept */
+#define BT_RANGE_CACHE    8        /* idle range statements per reader */
+#define BT_READER_MMAP    "268435456"  /* readers map up to 256 MiB ... */
+#define BT_READER_CACHE   "-8192"      /* ... and cache 8 MiB of pages */
 #define BT_GATHER_MS      20       /* collector: wait for the next batch */
 #define BT_GATHER_MAX_MS  100      /* collector: at most this long in all */
 
@@ -81,6 +84,10 @@ struct BtReader {
   uint64_t aId[8];              /* cached point-read statements */
   sqlite3_stmt *aStmt[8];
   sqlite3_stmt *apTxn[3];       /* BEGIN, schema read, COMMIT (prepared) */
+  int nRange;                   /* idle range statements, newest first: */
+  uint64_t aRangeId[BT_RANGE_CACHE];    /* table */
+  int aRangeShape[BT_RANGE_CACHE];      /* btRangeShape() */
+  sqlite3_stmt *aRange[BT_RANGE_CACHE];
   BtReader *pNextFree;
 };
 
@@ -377,6 +384,7 @@ static int btOpenWriter(BtStore *s, char **pzErr){
 static void btReaderClose(BtReader *r){
   int i;
   for(i=0; i<r->nStmt; i++) sqlite3_finalize(r->aStmt[i]);
+  for(i=0; i<r->nRange; i++) sqlite3_finalize(r->aRange[i]);
   for(i=0; i<3; i++) sqlite3_finalize(r->apTxn[i]);
   sqlite3_close(r->db);
   pthread_mutex_destroy(&r->mu);
@@ -420,6 +428,12 @@ static int btReaderPin(BtStore *s, BtReader **pp){
     pthread_mutex_init(&r->mu, 0);
     rc = btOpenDb(s->zPath, &r->db, &zErr);
     sqlite3_free(zErr);
+    /* Readers only read: the data file mapped (no read() per page) and a
+    ** cache that holds a working set, not SQLite's 2 MB default. */
+    if( rc==SQLITE_OK ){
+      rc = btExec(r->db, "PRAGMA mmap_size=" BT_READER_MMAP ";"
+                         "PRAGMA cache_size=" BT_READER_CACHE);
+    }
     if( rc!=SQLITE_OK ){ btReaderClose(r); return rc; }
   }
   rc = btReaderTxn(r, 0);
@@ -1184,6 +1198,7 @@ struct KvBackendCursor {
   int bDataOn;
   int bDesc;                    /* current direction */
   int eCur;                     /* 0 none, 1 overlay, 2 data, 3 both */
+  int eShape;                   /* pData's btRangeShape() */
   KvBuf dKey, dVal;             /* data side's current row (copied) */
   KvBuf cur;                    /* current key */
   int rc;                       /* data-file read error that ended the walk */
@@ -1209,29 +1224,90 @@ static int btCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
   return c ? c : na-nb;
 }
 
+/* Range statements.  A walk's data side is one of six statements per
+** table (no bound, >=, > ; ascending or descending: btRangeShape), kept
+** prepared on the reader between walks: a walk takes one out of the
+** reader's cache (btRangeTake) and gives it back reset when it moves on
+** (btRangeGive), so two walks never share one, and a short range read
+** costs a bind and a step, not a prepare.  r->mu held for both. */
+static int btRangeShape(int bDesc, int bIncl, const void *aKey){
+  return bDesc*3 + (aKey==0 ? 0 : bIncl ? 1 : 2);
+}
+
+static sqlite3_stmt *btRangeTake(BtReader *r, uint64_t iId, int eShape){
+  int i;
+  for(i=0; i<r->nRange; i++){
+    if( r->aRangeId[i]==iId && r->aRangeShape[i]==eShape ){
+      sqlite3_stmt *pStmt = r->aRange[i];
+      r->nRange--;
+      memmove(&r->aRangeId[i], &r->aRangeId[i+1],
+              (r->nRange-i)*sizeof(r->aRangeId[0]));
+      memmove(&r->aRangeShape[i], &r->aRangeShape[i+1],
+              (r->nRange-i)*sizeof(r->aRangeShape[0]));
+      memmove(&r->aRange[i], &r->aRange[i+1],
+              (r->nRange-i)*sizeof(r->aRange[0]));
+      return pStmt;
+    }
+  }
+  return 0;
+}
+
+static void btRangeGive(BtReader *r, uint64_t iId, int eShape,
+                        sqlite3_stmt *pStmt){
+  if( pStmt==0 ) return;
+  sqlite3_reset(pStmt);
+  sqlite3_clear_bindings(pStmt);
+  if( r->nRange==BT_RANGE_CACHE ){
+    sqlite3_finalize(r->aRange[--r->nRange]);
+  }
+  memmove(&r->aRangeId[1], &r->aRangeId[0], r->nRange*sizeof(r->aRangeId[0]));
+  memmove(&r->aRangeShape[1], &r->aRangeShape[0],
+          r->nRange*sizeof(r->aRangeShape[0]));
+  memmove(&r->aRange[1], &r->aRange[0], r->nRange*sizeof(r->aRange[0]));
+  r->aRangeId[0] = iId;
+  r->aRangeShape[0] = eShape;
+  r->aRange[0] = pStmt;
+  r->nRange++;
+}
+
+/* Give the walk's data statement back to its reader. */
+static void btDataRelease(KvBackendCursor *p){
+  BtReader *r = p->c->pReader;
+  if( p->pData==0 ) return;
+  pthread_mutex_lock(&r->mu);
+  btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
+  pthread_mutex_unlock(&r->mu);
+  p->pData = 0;
+}
+
 /* Position the data side: first key (>|>=|<|<=) aKey, or from an end. */
 static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
                       const void *aKey, int nKey){
   BtReader *r = p->c->pReader;
-  char *zSql;
-  int rc;
+  uint64_t iId = p->c->pTab->iId;
+  char *zSql = 0;
+  int rc = SQLITE_OK;
   p->bDataOn = 0;
-  sqlite3_finalize(p->pData);
-  p->pData = 0;
+  btDataRelease(p);
   if( r==0 ) return SQLITE_OK;
-  zSql = sqlite3_mprintf("SELECT k,v FROM t%llu %s ORDER BY k %s",
-      (unsigned long long)p->c->pTab->iId,
-      aKey==0 ? "" : bDesc ? (bIncl ? "WHERE k<=?1" : "WHERE k<?1")
-                           : (bIncl ? "WHERE k>=?1" : "WHERE k>?1"),
-      bDesc ? "DESC" : "ASC");
-  if( zSql==0 ) return SQLITE_NOMEM;
+  p->eShape = btRangeShape(bDesc, bIncl, aKey);
   pthread_mutex_lock(&r->mu);
-  rc = sqlite3_prepare_v2(r->db, zSql, -1, &p->pData, 0);
-  sqlite3_free(zSql);
+  p->pData = btRangeTake(r, iId, p->eShape);
+  if( p->pData==0 ){
+    zSql = sqlite3_mprintf("SELECT k,v FROM t%llu %s ORDER BY k %s",
+        (unsigned long long)iId,
+        aKey==0 ? "" : bDesc ? (bIncl ? "WHERE k<=?1" : "WHERE k<?1")
+                             : (bIncl ? "WHERE k>=?1" : "WHERE k>?1"),
+        bDesc ? "DESC" : "ASC");
+    rc = zSql ? sqlite3_prepare_v3(r->db, zSql, -1,
+                                   SQLITE_PREPARE_PERSISTENT, &p->pData, 0)
+              : SQLITE_NOMEM;
+    sqlite3_free(zSql);
+  }
   if( rc==SQLITE_OK && aKey ) sqlite3_bind_blob(p->pData, 1, aKey, nKey,
                                                 SQLITE_TRANSIENT);
   if( btNoTable(r->db, rc) ) rc = SQLITE_OK;
-  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
+  if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ) btCsrFail(p, r->db, rc);
   pthread_mutex_unlock(&r->mu);
   return rc;
 }
@@ -1317,11 +1393,7 @@ static void btCursorClose(KvBackendCursor *p){
   BtReader *r;
   if( p==0 ) return;
   r = p->c->pReader;
-  if( r ){
-    pthread_mutex_lock(&r->mu);
-    sqlite3_finalize(p->pData);
-    pthread_mutex_unlock(&r->mu);
-  }
+  if( r ) btDataRelease(p);
   kv_map_cursor_free(p->pOv);
   kv_buf_free(&p->dKey);
   kv_buf_free(&p->dVal);

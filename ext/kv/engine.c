@@ -21,6 +21,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -183,13 +184,46 @@ static int engReplay(KvEngine *pEng, char **pzErr){
 
 /* ------------------------------------------------------ open / close --- */
 
-/* The refusal of a lock held elsewhere, or the failure to lock. */
+/* The pid the holder of the store's lock wrote into LOCK (engLockStore),
+** or 0 when it holds none that can be read. */
+static long engLockHolder(KvEngine *pEng){
+  char a[24];
+  ssize_t n = pEng->fdLock>=0 ? pread(pEng->fdLock, a, sizeof(a)-1, 0) : -1;
+  long iPid = 0;
+  int i;
+  if( n<=0 ) return 0;
+  for(i=0; i<n && a[i]>='0' && a[i]<='9' && iPid<100000000; i++){
+    iPid = iPid*10 + (a[i]-'0');
+  }
+  return iPid;
+}
+
+/* The refusal of a lock held elsewhere (naming the holder's pid when its
+** LOCK file gives one), or the failure to lock. */
 static int engLockBusy(KvEngine *pEng, int e, char **pzErr){
-  *pzErr = e==EWOULDBLOCK
-    ? sqlite3_mprintf("kv: store %s is open in another process", pEng->zDir)
-    : sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
-                      strerror(e));
+  long iPid = e==EWOULDBLOCK ? engLockHolder(pEng) : 0;
+  if( e==EWOULDBLOCK && iPid>0 ){
+    *pzErr = sqlite3_mprintf("kv: store %s is locked by another process "
+                             "(pid %ld)", pEng->zDir, iPid);
+  }else if( e==EWOULDBLOCK ){
+    *pzErr = sqlite3_mprintf("kv: store %s is locked by another process",
+                             pEng->zDir);
+  }else{
+    *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                             strerror(e));
+  }
   return e==EWOULDBLOCK ? SQLITE_BUSY : SQLITE_CANTOPEN;
+}
+
+/* Write this process's pid into the LOCK file it holds, for the message
+** of the next process that finds the store locked.  Only a courtesy: a
+** failure leaves the file as it was. */
+static void engLockWritePid(KvEngine *pEng){
+  char a[24];
+  int n = snprintf(a, sizeof(a), "%ld\n", (long)getpid());
+  ssize_t nDone = -1;
+  if( ftruncate(pEng->fdLock, 0)==0 ) nDone = pwrite(pEng->fdLock, a, n, 0);
+  (void)nDone;                /* no pid written: the message names none */
 }
 
 /* Every committing connection of a store takes the engine mutex a few
@@ -235,6 +269,7 @@ static int engLockStore(KvEngine *pEng, char **pzErr){
     pEng->fdDirLock = -1;
     if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
+  engLockWritePid(pEng);
   return SQLITE_OK;
 }
 

@@ -220,8 +220,9 @@ struct KvMapEntry {
 /* Open (create if needed) the store in zDir, or a new anonymous store when
 ** zDir is NULL.  Replays the WAL.  *ppEng holds one reference, which the
 ** caller drops with kv_engine_unref.  Errors: SQLITE_BUSY "kv: store
-** <dir> is open in another process", SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O
-** codes; *pzErr is set.  Takes the registry mutex. */
+** <dir> is locked by another process (pid N)" (the pid the holder wrote
+** into <dir>/LOCK), SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is
+** set.  Takes the registry mutex. */
 int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
 /* Add a reference to p (the caller drops it with kv_engine_unref); returns
 ** p.  Takes the registry mutex. */

@@ -365,6 +365,58 @@ int kl_read_frame(KlSet *pSet, const KlLoc *pLoc, const void *aKey, int nKey,
   return SQLITE_OK;
 }
 
+/* Fill pWin with up to KL_WINDOW_BYTES of the frame's file from the
+** frame on; SQLITE_OK when the whole frame is in it. */
+static int klWindowFill(KlFile *pFile, const KlLoc *pLoc, KlWindow *pWin){
+  size_t nGot = 0;
+  pWin->buf.n = 0;
+  if( kl_buf_reserve(&pWin->buf, KL_WINDOW_BYTES) ) return SQLITE_NOMEM;
+  while( nGot<KL_WINDOW_BYTES ){
+    ssize_t r = pFile->pIo->xPread(pFile->pIo->pCtx, pFile->fd,
+                                   pWin->buf.a+nGot, KL_WINDOW_BYTES-nGot,
+                                   (off_t)(pLoc->iOff+nGot));
+    if( r<0 && errno==EINTR ) continue;
+    if( r<=0 ) break;
+    nGot += (size_t)r;
+  }
+  if( nGot<pLoc->nFrame ) return SQLITE_IOERR_SHORT_READ;
+  pWin->iFile = pLoc->iFile;
+  pWin->iOff = pLoc->iOff;
+  pWin->buf.n = (int)nGot;
+  return SQLITE_OK;
+}
+
+int kl_read_frame_ahead(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
+                        int nKey, KlWindow *pWin, KvLogBuf *pOut,
+                        char **pzErr){
+  KlFrame fr;
+  const char *zWhy;
+  const uint8_t *a;
+  if( pWin->buf.n==0 || pWin->iFile!=pLoc->iFile || pLoc->iOff<pWin->iOff
+   || pLoc->iOff+pLoc->nFrame > pWin->iOff+(uint64_t)pWin->buf.n ){
+    KlFile *pFile = kl_set_find(pSet, pLoc->iFile);
+    if( pFile==0 || pLoc->nFrame>KL_WINDOW_BYTES
+     || klWindowFill(pFile, pLoc, pWin)!=SQLITE_OK ){
+      pWin->buf.n = 0;
+      return kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
+    }
+  }
+  a = pWin->buf.a + (pLoc->iOff - pWin->iOff);
+  zWhy = kl_frame_parse(a, pLoc->nFrame, &fr);
+  if( zWhy==0 && aKey && (fr.nKey!=(uint32_t)nKey
+                          || memcmp(fr.aKey, aKey, nKey)!=0) ){
+    zWhy = "record holds another key";
+  }
+  if( zWhy ){
+    return kl_corrupt(pzErr, kl_set_find(pSet, pLoc->iFile)->zPath,
+                      (int64_t)pLoc->iOff, zWhy);
+  }
+  if( kl_buf_reserve(pOut, fr.nVal) ) return SQLITE_NOMEM;
+  memcpy(pOut->a, fr.aVal, fr.nVal);
+  pOut->n = (int)fr.nVal;
+  return SQLITE_OK;
+}
+
 /* ------------------------------------------------------ active file -- */
 
 void kl_delta_free(KlDelta *p){

@@ -907,6 +907,7 @@ int64_t kv_logsnap_count(KvLogSnap *pSnap){
 struct KvLogCursor {
   KvMapCursor *pCsr;
   KlSet *pSet;
+  KlWindow win;                 /* read-ahead of the values it walks */
 };
 
 int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
@@ -919,6 +920,7 @@ int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
     return SQLITE_NOMEM;
   }
   pCur->pSet = kl_set_ref(pSnap->pSet);
+  memset(&pCur->win, 0, sizeof(pCur->win));
   *ppCsr = pCur;
   return SQLITE_OK;
 }
@@ -927,6 +929,7 @@ void kv_logcursor_free(KvLogCursor *pCur){
   if( pCur==0 ) return;
   kv_map_cursor_free(pCur->pCsr);
   kl_set_unref(pCur->pSet);
+  kv_logbuf_free(&pCur->win.buf);
   sqlite3_free(pCur);
 }
 
@@ -976,7 +979,8 @@ int kv_logcursor_value(KvLogCursor *pCur, KvLogBuf *pOut, char **pzErr){
   KlLoc loc;
   kv_map_cursor_entry(pCur->pCsr, &e);
   memcpy(&loc, e.aVal, sizeof(loc));
-  return kl_read_frame(pCur->pSet, &loc, e.aKey, e.nKey, pOut, 1, pzErr);
+  return kl_read_frame_ahead(pCur->pSet, &loc, e.aKey, e.nKey, &pCur->win,
+                             pOut, pzErr);
 }
 
 /* -------------------------------------------------- stats and destroy -- */

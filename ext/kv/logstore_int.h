@@ -181,6 +181,22 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail, KlFrame *pOut);
 ** pOut: the value alone with bValueOnly, else the whole frame. */
 int kl_read_frame(KlSet*, const KlLoc*, const void *aKey, int nKey,
                   KvLogBuf *pOut, int bValueOnly, char **pzErr);
+/* The read-ahead window of a walk: KL_WINDOW_BYTES of one log file from
+** iOff (buf.n of them valid; 0: empty).  Frames of a set are never
+** rewritten, so a window stays true for the life of the walk's set. */
+#define KL_WINDOW_BYTES 65536
+typedef struct KlWindow KlWindow;
+struct KlWindow {
+  uint32_t iFile;
+  uint64_t iOff;
+  KvLogBuf buf;
+};
+/* kl_read_frame of the value alone for a walk: served from *pWin when the
+** frame is inside it, else from one read of a new window at the frame
+** (a frame larger than a window, and every read error, go through
+** kl_read_frame, which reports them). */
+int kl_read_frame_ahead(KlSet*, const KlLoc*, const void *aKey, int nKey,
+                        KlWindow *pWin, KvLogBuf *pOut, char **pzErr);
 void kl_delta_free(KlDelta*);
 /* muWrite held: remember the current index as the last durable one. */
 void kl_sync_point_locked(KvLogStore*);

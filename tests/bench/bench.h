@@ -58,6 +58,25 @@ double bench_kv_btree_upsert_drained(int bCandidate, const char *zDir);
 double bench_kv_btree_read(int bCandidate, const char *zDir);
 double bench_kv_btree_stream(int bCandidate, const char *zDir);
 
+/* tests/bench/bench_kvsql.c: KV tables against a plain table through
+** prepared SQL, per backend; eight connections on one file against one. */
+double bench_kvsql_btree_point(int bCandidate, const char *zDir);
+double bench_kvsql_btree_range(int bCandidate, const char *zDir);
+double bench_kvsql_btree_scan(int bCandidate, const char *zDir);
+double bench_kvsql_btree_upsert1(int bCandidate, const char *zDir);
+double bench_kvsql_btree_upsertN(int bCandidate, const char *zDir);
+double bench_kvsql_log_point(int bCandidate, const char *zDir);
+double bench_kvsql_log_range(int bCandidate, const char *zDir);
+double bench_kvsql_log_scan(int bCandidate, const char *zDir);
+double bench_kvsql_log_upsert1(int bCandidate, const char *zDir);
+double bench_kvsql_log_upsertN(int bCandidate, const char *zDir);
+double bench_kvsql_memory_point(int bCandidate, const char *zDir);
+double bench_kvsql_memory_range(int bCandidate, const char *zDir);
+double bench_kvsql_memory_scan(int bCandidate, const char *zDir);
+double bench_kvsql_memory_upsert1(int bCandidate, const char *zDir);
+double bench_kvsql_memory_upsertN(int bCandidate, const char *zDir);
+double bench_kvsql_btree_8conn(int bCandidate, const char *zDir);
+
 /* tests/bench/bench_fork.c: fork time by size, reads through fork chains. */
 double bench_fork_size(int bCandidate, const char *zDir);
 double bench_fork_read_1(int bCandidate, const char *zDir);

@@ -649,7 +649,8 @@ START_TEST(test_kv_reads_in_transactions_do_not_lock_the_database){
   ck_assert_int_eq(th_int(db2, "SELECT value FROM t WHERE key='a'"), 1);
   th_exec(db2, "INSERT INTO plain VALUES(1); UPDATE t SET value=2 "
                "WHERE key='a'; COMMIT");
-  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master WHERE name LIKE 'kv%'",
+             "kv_sql_txn_anchor");
   ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
   th_exec(db, "COMMIT");
   th_exec(db, "PRAGMA query_only=1; BEGIN");
@@ -664,8 +665,10 @@ START_TEST(test_kv_reads_in_transactions_do_not_lock_the_database){
 END_TEST
 
 /* As SQL.md says: a KV write runs in a write transaction of the database
-** holding the table's schema, so a second connection to the same file
-** cannot write until the first ends its transaction; it can read. */
+** holding the table's schema.  Through the main declaration a second
+** connection to the same file cannot write until the first ends its
+** transaction; it can read.  Through the temp declarations (unqualified
+** names) both write at once. */
 START_TEST(test_kv_writes_take_the_schema_database_write_lock){
   char *zDir = th_tmpdir("kv-writelock");
   char *zDb = sqlite3_mprintf("%s/main.db", zDir);
@@ -673,14 +676,18 @@ START_TEST(test_kv_writes_take_the_schema_database_write_lock){
   sqlite3 *db2 = th_open(zDb);
   kv_text_eq(db, "PRAGMA journal_mode=WAL", "wal");
   kv_mk(db, "t", zDir, 0);
-  th_exec(db, "INSERT INTO t VALUES('a', 1); BEGIN; "
-              "INSERT INTO t VALUES('b', 1)");
-  ck_assert_int_eq(kv_fail(db2, "INSERT INTO t VALUES('c', 1)",
+  th_exec(db, "INSERT INTO main.t VALUES('a', 1); BEGIN; "
+              "INSERT INTO main.t VALUES('b', 1)");
+  ck_assert_int_eq(kv_fail(db2, "INSERT INTO main.t VALUES('c', 1)",
                            "database is locked"), SQLITE_BUSY);
-  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 1);
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM main.t"), 1);
   th_exec(db, "COMMIT");
-  th_exec(db2, "INSERT INTO t VALUES('c', 1)");
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  th_exec(db2, "INSERT INTO main.t VALUES('c', 1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM main.t"), 3);
+  th_exec(db, "BEGIN; INSERT INTO t VALUES('d', 1)");
+  th_exec(db2, "INSERT INTO t VALUES('e', 1)");
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 5);
   sqlite3_close(db);
   sqlite3_close(db2);
   sqlite3_free(zDb);
@@ -698,7 +705,8 @@ static void kv_mk_btree(sqlite3 *db, const char *zDir){
 
 /* SQLite keeps a transaction open when its COMMIT fails with SQLITE_BUSY
 ** (another connection reads the database file, rollback-journal mode),
-** after the KV part was prepared.  The transaction is still the same one:
+** after the KV part was prepared: a transaction that writes the database
+** file, here through the main declaration.  The transaction is still the same one:
 ** it reads its own writes, takes more, a retried COMMIT applies all of
 ** them, and a ROLLBACK instead would apply none. */
 START_TEST(test_kv_transaction_goes_on_after_a_busy_commit){
@@ -709,12 +717,12 @@ START_TEST(test_kv_transaction_goes_on_after_a_busy_commit){
   kv_mk_btree(db, zDir);
   th_exec(db, "CREATE TABLE plain(x); INSERT INTO t VALUES('a', 1)");
   th_exec(db2, "BEGIN; SELECT count(*) FROM plain");
-  th_exec(db, "BEGIN; INSERT INTO t VALUES('b', 2)");
+  th_exec(db, "BEGIN; INSERT INTO main.t VALUES('b', 2)");
   ck_assert_int_eq(kv_fail(db, "COMMIT", "database is locked"), SQLITE_BUSY);
   ck_assert_int_eq(sqlite3_get_autocommit(db), 0);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 2);
   ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='b'"), 2);
-  th_exec(db, "INSERT INTO t VALUES('c', 3); UPDATE t SET value=4 "
+  th_exec(db, "INSERT INTO main.t VALUES('c', 3); UPDATE main.t SET value=4 "
               "WHERE key='b'");
   kv_rows_eq(db, "SELECT key||value AS x FROM t", "a1 b4 c3");
   ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t"), 1);
@@ -722,7 +730,7 @@ START_TEST(test_kv_transaction_goes_on_after_a_busy_commit){
   th_exec(db, "COMMIT");
   kv_rows_eq(db2, "SELECT key||value AS x FROM t", "a1 b4 c3");
   th_exec(db2, "BEGIN; SELECT count(*) FROM plain");
-  th_exec(db, "BEGIN; DELETE FROM t WHERE key='a'");
+  th_exec(db, "BEGIN; DELETE FROM main.t WHERE key='a'");
   ck_assert_int_eq(kv_fail(db, "COMMIT", "database is locked"), SQLITE_BUSY);
   th_exec(db, "ROLLBACK");
   th_exec(db2, "COMMIT");
@@ -800,7 +808,8 @@ START_TEST(test_kv_anchor_cannot_be_dropped_inside_its_transaction){
   th_exec(db, "BEGIN");
   ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 2);
   th_exec(db, "COMMIT");
-  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master WHERE name LIKE 'kv%'",
+             "kv_sql_txn_anchor");
   sqlite3_close(db);
   sqlite3_close(db2);
   sqlite3_free(zDir);
@@ -855,7 +864,8 @@ START_TEST(test_kv_first_read_in_a_transaction_logs_no_error){
   ck_assert_int_eq(th_int(db, "SELECT value FROM t WHERE key='a'"), 1);
   th_exec(db, "COMMIT");
   ck_assert_msg(zKvLog[0]==0, "logged: %s", zKvLog);
-  kv_text_eq(db, "SELECT name FROM sqlite_temp_master", "kv_sql_txn_anchor");
+  kv_text_eq(db, "SELECT name FROM sqlite_temp_master WHERE name LIKE 'kv%'",
+             "kv_sql_txn_anchor");
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -2395,12 +2405,12 @@ START_TEST(test_kv_second_process_gets_busy){
   sqlite3 *db;
   kvHolderStart(&child, zDir);
   db = kv_db();
-  ck_assert_int_eq(kv_failf(db, "is open in another process",
+  ck_assert_int_eq(kv_failf(db, "is locked by another process",
                             "SELECT kv_begin('%q')", zDir), SQLITE_BUSY);
-  {                            /* the message names the store's real path */
+  {               /* the message names the store's real path and the pid */
     char *zReal = realpath(zDir, 0);
-    char *zWant = sqlite3_mprintf("kv: store %s is open in another process",
-                                  zReal);
+    char *zWant = sqlite3_mprintf("kv: store %s is locked by another process"
+                                  " (pid %d)", zReal, (int)child.pid);
     ck_assert_ptr_nonnull(zReal);
     ck_assert_msg(strstr(sqlite3_errmsg(db), zWant)!=0, "%s",
                   sqlite3_errmsg(db));
@@ -2425,7 +2435,7 @@ START_TEST(test_kv_second_process_gets_busy_after_lock_file_deleted){
   kvHolderStart(&child, zDir);
   ck_assert_int_eq(unlink(zLock), 0);
   db = kv_db();
-  ck_assert_int_eq(kv_failf(db, "is open in another process",
+  ck_assert_int_eq(kv_failf(db, "is locked by another process",
                             "SELECT kv_begin('%q')", zDir), SQLITE_BUSY);
   kvHolderStop(&child);
   kv_begin(db, zDir);                      /* free now, LOCK recreated */
@@ -3114,6 +3124,7 @@ static void kv_tree_state(const char *zDir, char **pz){
     char *zPath;
     struct stat st;
     if( strcmp(e->d_name, ".")==0 || strcmp(e->d_name, "..")==0 ) continue;
+    if( strcmp(e->d_name, "LOCK")==0 ) continue;  /* the holder's pid */
     zPath = sqlite3_mprintf("%s/%s", zDir, e->d_name);
     ck_assert_int_eq(stat(zPath, &st), 0);
     *pz = sqlite3_mprintf("%z%s %lld %lld.%09ld\n", *pz, zPath,
@@ -3213,10 +3224,15 @@ START_TEST(test_kv_readonly_connection_refuses_every_handle_write){
   /* The handle still reads, and ends: it wrote nothing. */
   kv_ro_text_eq(db, "a", "SELECT kv_get(%lld, 't', 1)", h);
   ck_assert_int_eq(kv_intf(db, "SELECT kv_commit(%lld)", h), 1);
-  /* SQLite refuses the SQL forms itself. */
-  ck_assert_int_eq(kv_fail(db, "INSERT INTO t VALUES(3,'c')", "readonly")
+  /* The SQL forms are refused too: through the temp declaration by the
+  ** module, through the main one by SQLite itself. */
+  ck_assert_int_eq(kv_fail(db, "INSERT INTO t VALUES(3,'c')",
+                           "read-only connection") & 0xff, SQLITE_READONLY);
+  ck_assert_int_eq(kv_fail(db, "DELETE FROM t", "read-only connection")
                    & 0xff, SQLITE_READONLY);
-  ck_assert_int_eq(kv_fail(db, "DELETE FROM t", "readonly") & 0xff,
+  ck_assert_int_eq(kv_fail(db, "INSERT INTO main.t VALUES(3,'c')",
+                           "readonly") & 0xff, SQLITE_READONLY);
+  ck_assert_int_eq(kv_fail(db, "DELETE FROM main.t", "readonly") & 0xff,
                    SQLITE_READONLY);
   sqlite3_close(db);
   zAfter = kv_store_state(zKv);

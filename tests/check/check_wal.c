@@ -415,6 +415,26 @@ START_TEST(test_wal_crc32c_known_values){
 }
 END_TEST
 
+/* Every length and alignment gives the bitwise CRC-32C (the hardware path
+** and the table path both handle unaligned heads and short tails). */
+START_TEST(test_wal_crc32c_matches_bitwise_at_every_length_and_offset){
+  uint8_t a[160];
+  int i, iOff, n;
+  for(i=0; i<(int)sizeof(a); i++) a[i] = (uint8_t)(i*131 + 7);
+  for(iOff=0; iOff<8; iOff++){
+    for(n=0; n+iOff<=(int)sizeof(a) && n<=150; n++){
+      uint32_t c = 0xffffffffu;
+      int j, k;
+      for(j=0; j<n; j++){
+        c ^= a[iOff+j];
+        for(k=0; k<8; k++) c = (c>>1) ^ (0x82F63B78u & (0u - (c & 1)));
+      }
+      ck_assert_uint_eq(wal_crc32c(0, a+iOff, (size_t)n), ~c);
+    }
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------ append + replay */
 
 START_TEST(test_wal_replay_hands_unconfirmed_in_cid_order){
@@ -2217,6 +2237,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_decode_hostile_counts);
   tcase_add_test(tc, test_wal_decode_record_of_no_tables);
   tcase_add_test(tc, test_wal_crc32c_known_values);
+  tcase_add_test(tc, test_wal_crc32c_matches_bitwise_at_every_length_and_offset);
   suite_add_tcase(s, tc);
   tc = tcase_create("log");
   tcase_add_test(tc, test_wal_replay_hands_unconfirmed_in_cid_order);

@@ -18,6 +18,11 @@ TESTS += tests/check/check_kv
 tests_check_check_kv_SOURCES = tests/check/check_kv.c $(TEST_HARNESS)
 tests_check_check_kv_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_kvconc
+TESTS += tests/check/check_kvconc
+tests_check_check_kvconc_SOURCES = tests/check/check_kvconc.c $(TEST_HARNESS)
+tests_check_check_kvconc_LDADD = $(TEST_LDADD)
+
 check_PROGRAMS += tests/check/check_kvversion
 TESTS += tests/check/check_kvversion
 tests_check_check_kvversion_SOURCES = tests/check/check_kvversion.c $(TEST_HARNESS)

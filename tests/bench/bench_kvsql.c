@@ -1,0 +1,325 @@
+/*
+** bench_kvsql.c -- make bench workloads of KV tables through prepared SQL
+** statements against a plain table, one per backend and operation, and the
+** throughput of eight connections on one database file.
+**
+** Baseline: "CREATE TABLE t(key PRIMARY KEY NOT NULL, value) WITHOUT
+** ROWID" in a file database (WAL, synchronous=NORMAL); for kv_memory in a
+** :memory: database, its in-memory counterpart.  Candidate: the KV table t
+** of the backend, declared in the main schema of a file database (WAL,
+** synchronous=NORMAL) and reached through its temp declaration, as every
+** connection opened later reaches it.  Both hold the same KS_ROWS rows
+** (integer keys 0..KS_ROWS-1, 16-byte text values), loaded outside the
+** timed region; a kv_btree table's rows are all in its data file.
+**
+** kv_<backend>_point    KS_POINT "SELECT value FROM t WHERE key=?1" of
+**                       random present keys
+** kv_<backend>_range    KS_RANGE "... WHERE key>=?1 AND key<?1+KS_SPAN"
+**                       (KS_SPAN rows each)
+** kv_<backend>_scan     KS_SCAN full scans "SELECT key, value FROM t"
+** kv_<backend>_upsert1  KS_UP1 single-row autocommit INSERT OR REPLACE
+** kv_<backend>_upsertN  KS_UPN_TXN transactions of 1000 INSERT OR REPLACE
+** kv_btree_8conn        short read-modify-write transactions (BEGIN; read
+**                       a key; UPDATE it; COMMIT; all four prepared) on
+**                       disjoint keys of one
+**                       kv_btree table: baseline one connection, candidate
+**                       eight connections of one process, each in its own
+**                       thread, on the same file; cost per transaction.
+*/
+#include "config.h"
+#include "tests/bench/bench.h"
+#include "ext/depot.h"
+#include <sqlite3.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define KS_ROWS    20000
+#define KS_POINT   20000
+#define KS_RANGE   2000
+#define KS_SPAN    20
+#define KS_SCAN    20
+#define KS_UP1     2000
+#define KS_UPN_TXN 20
+#define KS_CONN    8
+#define KS_RMW     4000          /* read-modify-write transactions in all */
+
+static const char *const azKsType[] = { "kv_btree", "kv_log", "kv_memory" };
+
+static int ksExec(sqlite3 *db, const char *zSql){
+  int rc = sqlite3_exec(db, zSql, 0, 0, 0);
+  if( rc!=SQLITE_OK ) fprintf(stderr, "kvsql bench: %s: %s\n", zSql,
+                              sqlite3_errmsg(db));
+  return rc;
+}
+
+/* Wait until every collector of the connection's stores has confirmed
+** everything (the rows are in the data file). */
+static int ksDrain(sqlite3 *db){
+  sqlite3_stmt *pStmt = 0;
+  int rc = sqlite3_prepare_v2(db, "SELECT coalesce(sum(pending_"
+      "confirmations),0) + coalesce(sum(overlay_entries),0) FROM kv_stats",
+      -1, &pStmt, 0);
+  while( rc==SQLITE_OK ){
+    sqlite3_int64 n = -1;
+    if( sqlite3_step(pStmt)==SQLITE_ROW ) n = sqlite3_column_int64(pStmt, 0);
+    sqlite3_reset(pStmt);
+    if( n==0 ) break;
+    if( n<0 ) rc = SQLITE_ERROR;
+    usleep(1000);
+  }
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+/* Open the file zDir/zName with the extension, WAL, synchronous=NORMAL. */
+static sqlite3 *ksOpenFile(const char *zDir, const char *zName){
+  char *zFile = sqlite3_mprintf("%s/%s", zDir, zName);
+  sqlite3 *db = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  if( sqlite3_open(zFile, &db)!=SQLITE_OK
+   || ksExec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
+      !=SQLITE_OK ){
+    sqlite3_close(db);
+    db = 0;
+  }
+  sqlite3_free(zFile);
+  return db;
+}
+
+/* nTxn transactions of nRow upserts of keys iKey0.. (stride 1). */
+static int ksLoad(sqlite3 *db, int iKey0, int nTxn, int nRow){
+  sqlite3_stmt *pStmt = 0;
+  int i, j, rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t "
+      "VALUES(?1, printf('value-%010d', ?1))", -1, &pStmt, 0);
+  for(i=0; rc==SQLITE_OK && i<nTxn; i++){
+    rc = ksExec(db, "BEGIN");
+    for(j=0; rc==SQLITE_OK && j<nRow; j++){
+      sqlite3_bind_int(pStmt, 1, iKey0 + i*nRow + j);
+      rc = sqlite3_step(pStmt)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+      sqlite3_reset(pStmt);
+    }
+    if( rc==SQLITE_OK ) rc = ksExec(db, "COMMIT");
+  }
+  if( rc!=SQLITE_OK ) fprintf(stderr, "kvsql load: %s\n", sqlite3_errmsg(db));
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+/* A connection set up for one side with table t holding KS_ROWS rows. */
+static sqlite3 *ksOpen(int iType, int bCandidate, const char *zDir){
+  sqlite3 *db = 0;
+  int rc;
+  if( !bCandidate && iType==2 ){
+    sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+    if( sqlite3_open(":memory:", &db)!=SQLITE_OK ){
+      sqlite3_close(db);
+      return 0;
+    }
+  }else{
+    db = ksOpenFile(zDir, bCandidate ? "app.db" : "plain.db");
+    if( db==0 ) return 0;
+  }
+  if( bCandidate ){
+    char *z = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING %s;"
+                              "SELECT kv_attach_all()", azKsType[iType]);
+    rc = ksExec(db, z);
+    sqlite3_free(z);
+  }else{
+    rc = ksExec(db, "CREATE TABLE t(key PRIMARY KEY NOT NULL, value) "
+                    "WITHOUT ROWID");
+  }
+  if( rc==SQLITE_OK ) rc = ksLoad(db, 0, KS_ROWS/1000, 1000);
+  if( rc==SQLITE_OK && bCandidate ) rc = ksDrain(db);
+  if( rc!=SQLITE_OK ){
+    sqlite3_close(db);
+    db = 0;
+  }
+  return db;
+}
+
+/* Step pStmt to its end; *pn += the bytes of column 0 of every row. */
+static int ksStepAll(sqlite3_stmt *pStmt, sqlite3_int64 *pn){
+  int rc;
+  while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+    *pn += sqlite3_column_bytes(pStmt, 0);
+  }
+  sqlite3_reset(pStmt);
+  return rc==SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+#define KS_POINT_OP  0
+#define KS_RANGE_OP  1
+#define KS_SCAN_OP   2
+#define KS_UP1_OP    3
+#define KS_UPN_OP    4
+
+static int ksReads(sqlite3 *db, int eOp, sqlite3_int64 *pn){
+  static const char *azSql[] = {
+    "SELECT value FROM t WHERE key=?1",
+    "SELECT value FROM t WHERE key>=?1 AND key<?1+20",
+    "SELECT value, key FROM t",
+  };
+  static const int anLoop[] = { KS_POINT, KS_RANGE, KS_SCAN };
+  sqlite3_stmt *pStmt = 0;
+  unsigned x = 12345;
+  int i, rc = sqlite3_prepare_v2(db, azSql[eOp], -1, &pStmt, 0);
+  for(i=0; rc==SQLITE_OK && i<anLoop[eOp]; i++){
+    x = x*1103515245u + 12345u;
+    sqlite3_bind_int(pStmt, 1, (int)((x>>8) % (KS_ROWS - KS_SPAN)));
+    rc = ksStepAll(pStmt, pn);
+  }
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+static int ksUpserts(sqlite3 *db, int eOp){
+  sqlite3_stmt *pStmt = 0;
+  unsigned x = 777;
+  int nTxn = eOp==KS_UP1_OP ? KS_UP1 : KS_UPN_TXN;
+  int nRow = eOp==KS_UP1_OP ? 1 : 1000;
+  int i, j, rc = sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t "
+      "VALUES(?1, printf('upsert-%010d', ?1))", -1, &pStmt, 0);
+  for(i=0; rc==SQLITE_OK && i<nTxn; i++){
+    if( nRow>1 ) rc = ksExec(db, "BEGIN");
+    for(j=0; rc==SQLITE_OK && j<nRow; j++){
+      x = x*1103515245u + 12345u;
+      sqlite3_bind_int(pStmt, 1, (int)((x>>8) % (2*KS_ROWS)));
+      rc = sqlite3_step(pStmt)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+      sqlite3_reset(pStmt);
+    }
+    if( rc==SQLITE_OK && nRow>1 ) rc = ksExec(db, "COMMIT");
+  }
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+static double ksRun(int iType, int eOp, int bCandidate, const char *zDir){
+  sqlite3 *db = ksOpen(iType, bCandidate, zDir);
+  sqlite3_int64 n = 0;
+  double t0, t1 = -1;
+  int rc;
+  if( db==0 ) return -1;
+  t0 = bench_now();
+  rc = eOp<=KS_SCAN_OP ? ksReads(db, eOp, &n) : ksUpserts(db, eOp);
+  if( rc==SQLITE_OK ) t1 = bench_now() - t0;
+  else fprintf(stderr, "kvsql %s op %d: %s\n", azKsType[iType], eOp,
+               sqlite3_errmsg(db));
+  if( rc==SQLITE_OK && bCandidate && iType==0 ) ksDrain(db);
+  sqlite3_close(db);
+  return t1;
+}
+
+#define KS_WORKLOAD(NAME, TYPE, OP) \
+  double NAME(int bCandidate, const char *zDir){ \
+    return ksRun(TYPE, OP, bCandidate, zDir); \
+  }
+KS_WORKLOAD(bench_kvsql_btree_point,   0, KS_POINT_OP)
+KS_WORKLOAD(bench_kvsql_btree_range,   0, KS_RANGE_OP)
+KS_WORKLOAD(bench_kvsql_btree_scan,    0, KS_SCAN_OP)
+KS_WORKLOAD(bench_kvsql_btree_upsert1, 0, KS_UP1_OP)
+KS_WORKLOAD(bench_kvsql_btree_upsertN, 0, KS_UPN_OP)
+KS_WORKLOAD(bench_kvsql_log_point,     1, KS_POINT_OP)
+KS_WORKLOAD(bench_kvsql_log_range,     1, KS_RANGE_OP)
+KS_WORKLOAD(bench_kvsql_log_scan,      1, KS_SCAN_OP)
+KS_WORKLOAD(bench_kvsql_log_upsert1,   1, KS_UP1_OP)
+KS_WORKLOAD(bench_kvsql_log_upsertN,   1, KS_UPN_OP)
+KS_WORKLOAD(bench_kvsql_memory_point,  2, KS_POINT_OP)
+KS_WORKLOAD(bench_kvsql_memory_range,  2, KS_RANGE_OP)
+KS_WORKLOAD(bench_kvsql_memory_scan,   2, KS_SCAN_OP)
+KS_WORKLOAD(bench_kvsql_memory_upsert1, 2, KS_UP1_OP)
+KS_WORKLOAD(bench_kvsql_memory_upsertN, 2, KS_UPN_OP)
+
+/* ------------------------------------------------- eight connections --- */
+
+typedef struct KsWorker KsWorker;
+struct KsWorker {
+  const char *zDir;
+  int iFirst, nKey;         /* its keys: iFirst, iFirst+nKey-1 */
+  int nTxn;                 /* transactions to commit */
+  int rc;
+};
+
+/* nTxn read-modify-write transactions over keys iFirst.. on its own
+** connection; a conflict (there is none on disjoint keys) is retried. */
+static void *ksWorker(void *pArg){
+  KsWorker *w = (KsWorker*)pArg;
+  sqlite3 *db = ksOpenFile(w->zDir, "app.db");
+  sqlite3_stmt *pRead = 0, *pWrite = 0, *pBegin = 0, *pCommit = 0;
+  int i, rc = db ? SQLITE_OK : SQLITE_CANTOPEN;
+  if( rc==SQLITE_OK ) rc = sqlite3_prepare_v2(db, "BEGIN", -1, &pBegin, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_prepare_v2(db, "COMMIT", -1, &pCommit, 0);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "SELECT value FROM t WHERE key=?1", -1,
+                            &pRead, 0);
+  }
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "UPDATE t SET value=?2 WHERE key=?1", -1,
+                            &pWrite, 0);
+  }
+  for(i=0; rc==SQLITE_OK && i<w->nTxn; i++){
+    int k = w->iFirst + i % w->nKey;
+    sqlite3_int64 v = 0;
+    rc = sqlite3_step(pBegin)==SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+    sqlite3_reset(pBegin);
+    sqlite3_bind_int(pRead, 1, k);
+    if( rc==SQLITE_OK && sqlite3_step(pRead)==SQLITE_ROW ){
+      v = sqlite3_column_int64(pRead, 0);
+    }
+    sqlite3_reset(pRead);
+    sqlite3_bind_int(pWrite, 1, k);
+    sqlite3_bind_int64(pWrite, 2, v+1);
+    if( rc==SQLITE_OK && sqlite3_step(pWrite)!=SQLITE_DONE ) rc = SQLITE_ERROR;
+    sqlite3_reset(pWrite);
+    if( rc==SQLITE_OK && sqlite3_step(pCommit)!=SQLITE_DONE ) rc = SQLITE_ERROR;
+    sqlite3_reset(pCommit);
+    if( rc!=SQLITE_OK ){
+      rc = sqlite3_extended_errcode(db);
+      if( !sqlite3_get_autocommit(db) ) sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+      if( rc==SQLITE_BUSY_SNAPSHOT ){ rc = SQLITE_OK; i--; }
+      else fprintf(stderr, "kv_btree_8conn: %s\n", sqlite3_errmsg(db));
+    }
+  }
+  sqlite3_finalize(pRead);
+  sqlite3_finalize(pWrite);
+  sqlite3_finalize(pBegin);
+  sqlite3_finalize(pCommit);
+  sqlite3_close(db);
+  w->rc = rc;
+  return 0;
+}
+
+double bench_kvsql_btree_8conn(int bCandidate, const char *zDir){
+  sqlite3 *db = ksOpenFile(zDir, "app.db");
+  pthread_t aThr[KS_CONN];
+  KsWorker aW[KS_CONN];
+  int i, nConn = bCandidate ? KS_CONN : 1, rc;
+  double t0, t1 = -1;
+  if( db==0 ) return -1;
+  rc = ksExec(db, "CREATE VIRTUAL TABLE t USING kv_btree");
+  if( rc==SQLITE_OK ) rc = ksLoad(db, 0, 1, 1000);
+  if( rc==SQLITE_OK ) rc = ksExec(db, "UPDATE t SET value=0");
+  t0 = bench_now();
+  for(i=0; rc==SQLITE_OK && i<nConn; i++){
+    aW[i].zDir = zDir;
+    aW[i].nKey = 1000/KS_CONN;
+    aW[i].iFirst = i*aW[i].nKey;
+    aW[i].nTxn = KS_RMW/nConn;
+    aW[i].rc = SQLITE_OK;
+    if( pthread_create(&aThr[i], 0, ksWorker, &aW[i])!=0 ){
+      rc = SQLITE_ERROR;
+      nConn = i;
+    }
+  }
+  for(i=0; i<nConn; i++){
+    pthread_join(aThr[i], 0);
+    if( aW[i].rc!=SQLITE_OK ) rc = aW[i].rc;
+  }
+  if( rc==SQLITE_OK ) t1 = (bench_now() - t0)/KS_RMW;
+  ksDrain(db);
+  sqlite3_close(db);
+  return t1;
+}
