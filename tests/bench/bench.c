@@ -384,16 +384,27 @@ static char *benchDocRead(const char *zPath){
   return z;
 }
 
+/* The first line of zDoc, at or after z, that is exactly zLine (given
+** without its newline; the last line may lack one), or NULL. */
+static const char *benchDocLine(const char *zDoc, const char *z,
+                                const char *zLine){
+  size_t n = strlen(zLine);
+  for(z=strstr(z, zLine); z; z=strstr(z+1, zLine)){
+    if( (z==zDoc || z[-1]=='\n') && (z[n]=='\n' || z[n]==0) ) return z;
+  }
+  return 0;
+}
+
 /* Where the table of document zDoc goes: *piBody is the offset just past
 ** the begin marker's line, *piEnd that of the end marker.  0 if zDoc lacks
 ** either marker on a line of its own, in that order. */
 static int benchDocFind(const char *zDoc, size_t *piBody, size_t *piEnd){
-  const char *zBegin = strstr(zDoc, BENCH_DOC_BEGIN "\n");
+  const char *zBegin = benchDocLine(zDoc, zDoc, BENCH_DOC_BEGIN);
   const char *zEnd;
-  if( zBegin==0 || (zBegin>zDoc && zBegin[-1]!='\n') ) return 0;
-  zBegin += strlen(BENCH_DOC_BEGIN "\n");
-  zEnd = strstr(zBegin, BENCH_DOC_END);
-  while( zEnd && zEnd[-1]!='\n' ) zEnd = strstr(zEnd+1, BENCH_DOC_END);
+  if( zBegin==0 ) return 0;
+  zBegin += strlen(BENCH_DOC_BEGIN);
+  if( *zBegin=='\n' ) zBegin++;
+  zEnd = benchDocLine(zDoc, zBegin, BENCH_DOC_END);
   if( zEnd==0 ) return 0;
   *piBody = (size_t)(zBegin - zDoc);
   *piEnd = (size_t)(zEnd - zDoc);
