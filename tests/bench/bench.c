@@ -2,7 +2,20 @@
 ** bench.c -- make bench: every workload of the project, each against its
 ** baseline in the same run, printed as a Markdown table (see bench.h).
 **
-** Usage: tests/bench/depot_bench [--pairs N] [WORKLOAD ...]
+** Usage: tests/bench/depot_bench [--pairs N] [--doc FILE] [WORKLOAD ...]
+**
+** With no WORKLOAD every workload runs; an unknown name is an error (exit
+** 2, nothing run).  --pairs N overrides every workload's number of pairs.
+**
+** --doc FILE: after the run, rewrite the results table of FILE: the lines
+** between the marker lines BENCH_DOC_BEGIN and BENCH_DOC_END.  The new
+** table has one row per workload of this program, in table order: a
+** workload this run measured gets its new row, any other keeps the row
+** FILE had for it, or a row without figures.  The line above the table
+** names the machine of this run.  FILE is checked for both markers before
+** anything runs, re-read after the run (it may have been edited
+** meanwhile), written to FILE.tmp and renamed over FILE; without the
+** markers it is left alone and the program fails.
 */
 #include "config.h"
 #include "tests/bench/bench.h"
@@ -307,15 +320,47 @@ static void benchChild(const BenchWorkload *pW, int nPair,
   _exit(0);
 }
 
-static int benchRun(const BenchWorkload *pW, int nPair, const char *zTmp){
+/* The table's header and separator lines (no newline at the end). */
+#define BENCH_TABLE_HEAD \
+  "| workload | baseline | candidate | pairs | baseline cost (median) | " \
+  "candidate cost (median) | ratio (median) | ratio min–max | target | " \
+  "peak RSS |\n" \
+  "|---|---|---|---|---|---|---|---|---|---|"
+
+/* The target cell of workload pW; med<0: no figure to compare. */
+static char *benchTarget(const BenchWorkload *pW, double med){
+  if( pW->rTarget<=0 ) return sqlite3_mprintf("(report)");
+  if( med<0 ) return sqlite3_mprintf("≤ %.2f", pW->rTarget);
+  return sqlite3_mprintf("≤ %.2f %s", pW->rTarget,
+                         med<=pW->rTarget ? "met" : "NOT MET");
+}
+
+/* The row of a workload that has no figures (not run, or failed with
+** zWhy "failed"), sqlite3_malloc'd. */
+static char *benchEmptyRow(const BenchWorkload *pW, const char *zWhy){
+  char *zTarget = benchTarget(pW, -1);
+  char *z = sqlite3_mprintf("| %s | %s | %s | |%s%s | | | | %s | |",
+      pW->zName, pW->zBaseline, pW->zCandidate, zWhy[0] ? " " : "", zWhy,
+      zTarget);
+  sqlite3_free(zTarget);
+  return z;
+}
+
+/* Run workload pW in a child process.  Returns its table row
+** (sqlite3_malloc'd, no newline; NULL on OOM) and sets *pbFail when the
+** workload failed. */
+static char *benchRun(const BenchWorkload *pW, int nPair, const char *zTmp,
+                      int *pbFail){
   int fd[2];
   pid_t pid;
   BenchResult r;
   double aRatio[BENCH_MAX_PAIR];
   double lo, hi, med, bMed, cMed;
   int i, st;
-  char *zDir = sqlite3_mprintf("%s/bench-%s", zTmp, pW->zName);
-  if( pipe(fd)!=0 ) return 1;
+  char *zDir, *zTarget, *zRow;
+  *pbFail = 1;
+  if( pipe(fd)!=0 ) return benchEmptyRow(pW, "failed");
+  zDir = sqlite3_mprintf("%s/bench-%s", zTmp, pW->zName);
   fflush(stdout);
   pid = fork();
   if( pid==0 ){
@@ -324,34 +369,33 @@ static int benchRun(const BenchWorkload *pW, int nPair, const char *zTmp){
   }
   close(fd[1]);
   memset(&r, 0, sizeof(r));
-  if( read(fd[0], &r, sizeof(r))!=(ssize_t)sizeof(r) ) r.ok = 0;
+  if( pid<0 || read(fd[0], &r, sizeof(r))!=(ssize_t)sizeof(r) ) r.ok = 0;
   close(fd[0]);
-  waitpid(pid, &st, 0);
+  if( pid>0 ) waitpid(pid, &st, 0);
   emptyDir(zDir);
   rmdir(zDir);
   sqlite3_free(zDir);
-  if( !r.ok ){
-    printf("| %s | %s | %s | failed | | | | | |\n",
-           pW->zName, pW->zBaseline, pW->zCandidate);
-    return 1;
+  if( !r.ok || r.nPair<1 || r.nPair>BENCH_MAX_PAIR ){
+    return benchEmptyRow(pW, "failed");
   }
+  *pbFail = 0;
   for(i=0; i<r.nPair; i++) aRatio[i] = r.aCand[i]/r.aBase[i];
-  med = median(aRatio, r.nPair);
+  med = median(aRatio, r.nPair);      /* sorts aRatio */
   lo = aRatio[0]; hi = aRatio[r.nPair-1];
   bMed = median(r.aBase, r.nPair);
   cMed = median(r.aCand, r.nPair);
-  printf("| %s | %s | %s | %.4g s | %.4g s | %.3f | %.3f–%.3f |",
-         pW->zName, pW->zBaseline, pW->zCandidate, bMed, cMed, med, lo, hi);
-  if( pW->rTarget>0 ){
-    printf(" ≤ %.2f %s |", pW->rTarget, med<=pW->rTarget ? "met" : "NOT MET");
-  }else{
-    printf(" (report) |");
-  }
-  printf(" %.1f MiB |\n", r.maxRssKb/1024.0);
-  return 0;
+  zTarget = benchTarget(pW, med);
+  zRow = sqlite3_mprintf(
+      "| %s | %s | %s | %d | %.4g | %.4g | %.3f | %.3f–%.3f | %s |"
+      " %.1f MiB |",
+      pW->zName, pW->zBaseline, pW->zCandidate, r.nPair, bMed, cMed, med,
+      lo, hi, zTarget, r.maxRssKb/1024.0);
+  sqlite3_free(zTarget);
+  return zRow;
 }
 
-static void printMachine(void){
+/* "sqlite-depot V, SQLite V, OS arch, cpu, N cores", sqlite3_malloc'd. */
+static char *benchMachine(void){
   struct utsname u;
   FILE *f = fopen("/proc/cpuinfo", "r");
   char zLine[256];
@@ -370,18 +414,159 @@ static void printMachine(void){
     fclose(f);
   }
   uname(&u);
-  printf("sqlite-depot %s, SQLite %s, %s %s, %s, %ld cores\n\n",
-         PACKAGE_VERSION, sqlite3_libversion(), u.sysname, u.machine, zCpu,
-         sysconf(_SC_NPROCESSORS_ONLN));
+  return sqlite3_mprintf("sqlite-depot %s, SQLite %s, %s %s, %s, %ld cores",
+      PACKAGE_VERSION, sqlite3_libversion(), u.sysname, u.machine, zCpu,
+      sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* ---- the results table of a document (--doc) ---- */
+
+#define BENCH_DOC_BEGIN "<!-- bench:begin -->"
+#define BENCH_DOC_END   "<!-- bench:end -->"
+
+/* The whole of file zPath, sqlite3_malloc'd and NUL-terminated; NULL with
+** a message on stderr when it cannot be read. */
+static char *benchDocRead(const char *zPath){
+  FILE *f = fopen(zPath, "rb");
+  char *z = 0;
+  long n;
+  if( f==0 ){
+    fprintf(stderr, "bench: cannot open %s: %s\n", zPath, strerror(errno));
+    return 0;
+  }
+  if( fseek(f, 0, SEEK_END)==0 && (n = ftell(f))>=0
+   && fseek(f, 0, SEEK_SET)==0 && (z = sqlite3_malloc64(n+1))!=0 ){
+    if( fread(z, 1, (size_t)n, f)!=(size_t)n ){
+      sqlite3_free(z);
+      z = 0;
+    }else{
+      z[n] = 0;
+    }
+  }
+  if( z==0 ) fprintf(stderr, "bench: cannot read %s\n", zPath);
+  fclose(f);
+  return z;
+}
+
+/* The first line of zDoc, at or after z, that is exactly zLine (given
+** without its newline; the last line may lack one), or NULL. */
+static const char *benchDocLine(const char *zDoc, const char *z,
+                                const char *zLine){
+  size_t n = strlen(zLine);
+  for(z=strstr(z, zLine); z; z=strstr(z+1, zLine)){
+    if( (z==zDoc || z[-1]=='\n') && (z[n]=='\n' || z[n]==0) ) return z;
+  }
+  return 0;
+}
+
+/* Where the table of document zDoc goes: *piBody is the offset just past
+** the begin marker's line, *piEnd that of the end marker.  0 if zDoc lacks
+** either marker on a line of its own, in that order. */
+static int benchDocFind(const char *zDoc, size_t *piBody, size_t *piEnd){
+  const char *zBegin = benchDocLine(zDoc, zDoc, BENCH_DOC_BEGIN);
+  const char *zEnd;
+  if( zBegin==0 ) return 0;
+  zBegin += strlen(BENCH_DOC_BEGIN);
+  if( *zBegin=='\n' ) zBegin++;
+  zEnd = benchDocLine(zDoc, zBegin, BENCH_DOC_END);
+  if( zEnd==0 ) return 0;
+  *piBody = (size_t)(zBegin - zDoc);
+  *piEnd = (size_t)(zEnd - zDoc);
+  return 1;
+}
+
+/* The row the table zDoc[iBody..iEnd) has for workload zName (a line
+** whose first cell is exactly zName), sqlite3_malloc'd without its
+** newline, or NULL. */
+static char *benchDocRow(const char *zDoc, size_t iBody, size_t iEnd,
+                         const char *zName){
+  size_t i = iBody, nName = strlen(zName);
+  while( i<iEnd ){
+    size_t n = strcspn(zDoc+i, "\n");
+    if( i+n>iEnd ) n = iEnd - i;
+    if( n>=nName+4 && strncmp(zDoc+i, "| ", 2)==0
+     && strncmp(zDoc+i+2, zName, nName)==0
+     && strncmp(zDoc+i+2+nName, " |", 2)==0 ){
+      return sqlite3_mprintf("%.*s", (int)n, zDoc+i);
+    }
+    i += n+1;
+  }
+  return 0;
+}
+
+/* Rewrite the table of document zPath with the rows azRow[] (NULL: a
+** workload this run did not measure).  Returns 0 on success. */
+static int benchDocWrite(const char *zPath, const char *zMachine,
+                         char **azRow){
+  char *zDoc = benchDocRead(zPath);
+  char *zTmp = 0;
+  sqlite3_str *pOut;
+  size_t iBody = 0, iEnd = 0;
+  FILE *f = 0;
+  int j, rc = 1;
+  if( zDoc==0 ) return 1;
+  if( !benchDocFind(zDoc, &iBody, &iEnd) ){
+    fprintf(stderr, "bench: %s has no line \"%s\" followed by a line"
+            " \"%s\"; not changed\n", zPath, BENCH_DOC_BEGIN, BENCH_DOC_END);
+    sqlite3_free(zDoc);
+    return 1;
+  }
+  pOut = sqlite3_str_new(0);
+  sqlite3_str_append(pOut, zDoc, (int)iBody);
+  sqlite3_str_appendf(pOut, "\nMachine of the latest run: %s.\n\n%s\n",
+                      zMachine, BENCH_TABLE_HEAD);
+  for(j=0; j<BENCH_NWORKLOAD; j++){
+    char *zRow = azRow[j];
+    char *zOld = 0;
+    if( zRow==0 ){
+      zOld = benchDocRow(zDoc, iBody, iEnd, aWorkload[j].zName);
+      if( zOld==0 ) zOld = benchEmptyRow(&aWorkload[j], "");
+      zRow = zOld;
+    }
+    sqlite3_str_appendf(pOut, "%s\n", zRow ? zRow : "");
+    sqlite3_free(zOld);
+  }
+  sqlite3_str_appendf(pOut, "\n%s", zDoc+iEnd);
+  zTmp = sqlite3_mprintf("%s.tmp", zPath);
+  if( sqlite3_str_errcode(pOut)==SQLITE_OK && zTmp
+   && (f = fopen(zTmp, "wb"))!=0 ){
+    size_t n = (size_t)sqlite3_str_length(pOut);
+    int bOk = fwrite(sqlite3_str_value(pOut), 1, n, f)==n;
+    if( fclose(f)==0 && bOk && rename(zTmp, zPath)==0 ){
+      rc = 0;
+    }
+  }
+  if( rc ){
+    fprintf(stderr, "bench: cannot write %s: %s\n", zPath, strerror(errno));
+    if( zTmp ) unlink(zTmp);
+  }
+  sqlite3_free(sqlite3_str_finish(pOut));
+  sqlite3_free(zTmp);
+  sqlite3_free(zDoc);
+  return rc;
+}
+
+/* Index of workload zName in aWorkload[], or -1. */
+static int benchFind(const char *zName){
+  int j;
+  for(j=0; j<BENCH_NWORKLOAD; j++){
+    if( strcmp(aWorkload[j].zName, zName)==0 ) return j;
+  }
+  return -1;
 }
 
 int main(int argc, char **argv){
   const char *zTmp = getenv("DEPOT_TEST_TMPDIR");
+  const char *zDoc = 0;
+  char *azRow[BENCH_NWORKLOAD];
+  int abSel[BENCH_NWORKLOAD];
+  char *zMachine;
   int nPairOverride = 0;
   int nFail = 0;
   int i, j, nSel = 0;
   if( zTmp==0 || zTmp[0]==0 ) zTmp = "tests/tmp";
-  mkdir(zTmp, 0777);
+  memset(azRow, 0, sizeof(azRow));
+  memset(abSel, 0, sizeof(abSel));
   for(i=1; i<argc; i++){
     if( strcmp(argv[i], "--pairs")==0 && i+1<argc ){
       nPairOverride = atoi(argv[++i]);
@@ -389,26 +574,48 @@ int main(int argc, char **argv){
         fprintf(stderr, "bench: --pairs must be 1..%d\n", BENCH_MAX_PAIR);
         return 2;
       }
-    }else{
+    }else if( strcmp(argv[i], "--doc")==0 && i+1<argc ){
+      zDoc = argv[++i];
+    }else if( (j = benchFind(argv[i]))>=0 ){
+      abSel[j] = 1;
       nSel++;
+    }else{
+      fprintf(stderr, "bench: unknown workload or option \"%s\"\n"
+              "usage: %s [--pairs N] [--doc FILE] [WORKLOAD ...]\n",
+              argv[i], argv[0]);
+      return 2;
     }
   }
-  printMachine();
-  printf("| workload | baseline | candidate | baseline median | "
-         "candidate median | ratio (median) | ratio min–max | target | "
-         "peak RSS |\n");
-  printf("|---|---|---|---|---|---|---|---|---|\n");
-  for(j=0; j<BENCH_NWORKLOAD; j++){
-    const BenchWorkload *pW = &aWorkload[j];
-    int bRun = (nSel==0);
-    for(i=1; i<argc && !bRun; i++){
-      if( strcmp(argv[i], "--pairs")==0 ){ i++; continue; }
-      if( strcmp(argv[i], pW->zName)==0 ) bRun = 1;
+  if( zDoc ){
+    char *z = benchDocRead(zDoc);
+    size_t iBody, iEnd;
+    int bOk = z && benchDocFind(z, &iBody, &iEnd);
+    sqlite3_free(z);
+    if( !bOk ){
+      if( z ) fprintf(stderr, "bench: %s has no line \"%s\" followed by a"
+                      " line \"%s\"\n", zDoc, BENCH_DOC_BEGIN, BENCH_DOC_END);
+      return 2;
     }
-    if( !bRun ) continue;
-    nFail += benchRun(pW, nPairOverride ? nPairOverride : pW->nPair, zTmp);
+  }
+  mkdir(zTmp, 0777);
+  zMachine = benchMachine();
+  printf("%s\n\n%s\n", zMachine ? zMachine : "", BENCH_TABLE_HEAD);
+  for(j=0; j<BENCH_NWORKLOAD; j++){
+    int bFail = 0;
+    if( nSel>0 && !abSel[j] ) continue;
+    azRow[j] = benchRun(&aWorkload[j],
+                        nPairOverride ? nPairOverride : aWorkload[j].nPair,
+                        zTmp, &bFail);
+    printf("%s\n", azRow[j] ? azRow[j] : "");
+    nFail += bFail || azRow[j]==0;
   }
   printf("\nratio = candidate cost / baseline cost per alternated pair; "
          "below 1 means the candidate is faster.\n");
+  if( zDoc ){
+    if( benchDocWrite(zDoc, zMachine ? zMachine : "", azRow) ) nFail++;
+    else printf("bench: results table of %s rewritten\n", zDoc);
+  }
+  for(j=0; j<BENCH_NWORKLOAD; j++) sqlite3_free(azRow[j]);
+  sqlite3_free(zMachine);
   return nFail ? 1 : 0;
 }

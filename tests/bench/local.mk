@@ -16,10 +16,13 @@ tests_bench_speed_bench_SOURCES = tests/bench/bench_speed.c
 tests_bench_speed_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 CLEANFILES += tests/bench/speed_bench
 
+# make bench also rewrites the results table of BENCH_DOC (the rows of the
+# workloads it ran; see tests/bench/bench.c, --doc).  BENCH_DOC= only prints.
+BENCH_DOC = $(srcdir)/docs/PERFORMANCE.md
 bench: tests/bench/depot_bench$(EXEEXT)
 	@mkdir -p tests/tmp
-	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
-	  ./tests/bench/depot_bench$(EXEEXT) $(BENCH_ARGS)
+	d='$(BENCH_DOC)'; DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	  ./tests/bench/depot_bench$(EXEEXT) $${d:+--doc "$$d"} $(BENCH_ARGS)
 
 ## make bench-speed: the speedtest-class workload at two sizes (a few
 ## minutes); BENCH_SPEED_ARGS e.g. --sizes 25,100 --runs 3.
