@@ -2625,7 +2625,9 @@ START_TEST(test_depot_store_file_shrinks_after_gc_and_vacuum){
                            zStore), 0);
   sqlite3_close(m);
   raw = th_open(zStore);
-  ck_assert_str_eq(th_text(raw, "PRAGMA integrity_check"), "ok");
+  zSql = th_text(raw, "PRAGMA integrity_check");
+  ck_assert_str_eq(zSql, "ok");
+  sqlite3_free(zSql);
   ck_assert_int_eq(th_int(raw, "PRAGMA auto_vacuum"), 2);
   sqlite3_close(raw);
   db = open_depot(zDir, "app", 0);

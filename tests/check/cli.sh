@@ -147,8 +147,14 @@ run 3 --quiet verify bad.depot
 [ -z "$out" ] || fail "--quiet verify printed $out"
 
 # --- shell ---
+# The shell loads the module: a sanitizer build's needs its runtime first.
+pre=
+case "${DEPOT_SANITIZER:-none}" in
+  asan|tsan) pre=$(${DEPOT_CC:-cc} -print-file-name=lib${DEPOT_SANITIZER}.so) ;;
+esac
 if [ -n "$DEPOT_MODULE" ]; then
   out=$(echo "select count(*) from t;" |
+        LD_PRELOAD=$pre ASAN_OPTIONS=detect_leaks=0 \
         DEPOT_MODULE=$DEPOT_MODULE "$D" shell s.depot:crm 2>&1)
   [ "$out" = 500 ] || fail "shell: $out"
 fi
