@@ -45,6 +45,7 @@ struct DepotShared {
   int nRef;                  /* guarded by depotMutex */
   DepotFile *pWriter;        /* holder of RESERVED+, guarded by depotMutex */
   DepotCache *pCache;        /* thread-safe on its own */
+  DepotPageMap *pMap;        /* thread-safe on its own */
   DepotShared *pNext;        /* guarded by depotMutex */
 };
 
@@ -171,7 +172,8 @@ static char *depotSharedKey(DepotFile *p, const char *zPath){
 }
 
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
-                              sqlite3_int64 nCacheKb, int bCacheGiven){
+                              sqlite3_int64 nCacheKb, int bCacheGiven,
+                              sqlite3_int64 nMapKb, int bMapGiven){
   char *zKey = depotSharedKey(p, zPath);
   DepotShared *s;
   if( zKey==0 ) return SQLITE_NOMEM;
@@ -180,7 +182,10 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
   if( s==0 && (s = sqlite3_malloc64(sizeof(*s)))!=0 ){
     memset(s, 0, sizeof(*s));
     s->pCache = depot_cache_new(nCacheKb*1024);
-    if( s->pCache==0 ){
+    s->pMap = depot_pagemap_new(nMapKb*1024);
+    if( s->pCache==0 || s->pMap==0 ){
+      depot_cache_free(s->pCache);
+      depot_pagemap_free(s->pMap);
       sqlite3_free(s);
       s = 0;
     }else{
@@ -189,8 +194,9 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
       s->pNext = pDepotShared;
       pDepotShared = s;
     }
-  }else if( s && bCacheGiven ){
-    depot_cache_set_limit(s->pCache, nCacheKb*1024);
+  }else if( s ){
+    if( bCacheGiven ) depot_cache_set_limit(s->pCache, nCacheKb*1024);
+    if( bMapGiven ) depot_pagemap_set_limit(s->pMap, nMapKb*1024);
   }
   if( s ) s->nRef++;
   pthread_mutex_unlock(&depotMutex);
@@ -213,6 +219,7 @@ static void depotSharedRelease(DepotFile *p){
   pthread_mutex_unlock(&depotMutex);
   if( s ){
     depot_cache_free(s->pCache);
+    depot_pagemap_free(s->pMap);
     sqlite3_free(s->zKey);
     sqlite3_free(s);
   }
@@ -319,16 +326,34 @@ static void depotGeometry(DepotFile *p, uint32_t *pSz, uint32_t *pnPage){
   }
 }
 
-/* Page pgno of the pinned snapshot. */
+/* Page pgno of the pinned snapshot: its location from the page map, else
+** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
+  DepotPageLoc loc;
   char *zErr = 0;
   int rc;
   if( p->chain.n==0 || pgno>p->snap.nPage ){
     memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
     return SQLITE_OK;
   }
-  rc = depot_db_read_page(p->pStore, p->pShared->pCache, &p->chunks, p->pDctx,
-                          &p->chain, pgno, p->snap.szPage, pOut, 0, &zErr);
+  if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
+                        p->chain.aCap[0], pgno, &loc) ){
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
+                           pgno, p->snap.szPage, pOut, &zErr);
+    if( rc==SQLITE_OK ) return SQLITE_OK;
+    /* the blob went away (compaction, then GC): find the page again */
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc, &zErr);
+  if( rc==SQLITE_OK ){
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
+                           pgno, p->snap.szPage, pOut, &zErr);
+  }
+  if( rc==SQLITE_OK ){
+    depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
+                      p->chain.aCap[0], pgno, &loc);
+  }
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
 
@@ -631,6 +656,8 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
+  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
+  if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
   depotEndRead(p);            /* the commit's store write transaction */
   rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
                        &zErr);
@@ -640,9 +667,14 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
         " changed since this transaction began", p->zDb, p->zBranch);
   }
   if( rc!=SQLITE_OK ){
+    sqlite3_free(c.aLocOut);
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
+  depot_pagemap_commit(p->pShared->pMap, iBranch,
+                       p->iBranch==iBranch ? p->snap.iTxid : 0, head.iTxid,
+                       s->n, s->aPgno, c.aLocOut);
+  sqlite3_free(c.aLocOut);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
@@ -823,6 +855,24 @@ static int depotCheckReservedLock(sqlite3_file *pFile, int *pResOut){
 
 /* ================= file controls ================= */
 
+/* PRAGMA depot_map_kb[=N]: the page map's byte limit, in KiB. */
+static int depotPragmaMap(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
+      azArg[0] = sqlite3_mprintf("depot: depot_map_kb must be an integer"
+          " 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
+      return SQLITE_ERROR;
+    }
+    depot_pagemap_set_limit(p->pShared->pMap, (int64_t)n*1024);
+  }
+  azArg[0] = sqlite3_mprintf("%lld",
+      (long long)(depot_pagemap_limit(p->pShared->pMap)/1024));
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1], *zVal = azArg[2];
   if( sqlite3_stricmp(zName, "journal_mode")==0 && zVal
@@ -833,6 +883,7 @@ static int depotPragma(DepotFile *p, char **azArg){
         zVal);
     return SQLITE_ERROR;
   }
+  if( sqlite3_stricmp(zName, "depot_map_kb")==0 ) return depotPragmaMap(p, azArg);
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     if( zVal ){
       char *zEnd = 0;
@@ -1022,7 +1073,8 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
     }
   }
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
-                                              a.bCacheGiven);
+                                              a.bCacheGiven, a.nMapKb,
+                                              a.bMapGiven);
   if( rc!=SQLITE_OK ){
     if( (rc&0xff)!=SQLITE_NOMEM && (rc&0xff)!=SQLITE_CORRUPT
      && (rc&0xff)!=SQLITE_FULL ){
