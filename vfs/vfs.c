@@ -76,6 +76,7 @@ struct DepotFile {
   char *zPath;               /* the store file, for the compactor */
   int64_t nCompactAfter;     /* background threshold (0: off) */
   uint64_t iWakeMark;        /* watermark as last seen or expected */
+  int64_t nWakeBytes;        /* frame bytes committed since the last wake */
   unsigned char *aScratch;   /* one page of the largest size */
 };
 
@@ -616,20 +617,36 @@ static void depotAdopt(DepotFile *p, uint64_t iBranch, const DbHead *pHead){
   p->iBranch = iBranch;
 }
 
-/* After a commit: wake the background compactor when the branch has more
-** than nCompactAfter commits past its watermark.  The watermark is read
-** (one store get) only when the last value seen says the threshold may be
-** passed; once woken, the head counts as the expected watermark. */
-static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead){
+/* The commit bytes that wake the compactor: what this connection
+** committed since it last woke it reaches the database's size, and at
+** least this many bytes. */
+#define DEPOT_COMPACT_MIN_BYTES (4*1024*1024)
+
+/* After a commit of nBytes of frames: wake the background compactor when
+** the branch has more than nCompactAfter commits past its watermark, or
+** when this connection's commits since it last woke it hold as many bytes
+** as the database (at least DEPOT_COMPACT_MIN_BYTES).  The watermark is
+** read (one store get) only when the last value seen says the threshold
+** may be passed; once woken, the head counts as the expected watermark. */
+static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead,
+                              int64_t nBytes){
   uint64_t W = 0;
-  if( p->nCompactAfter<=0 || p->zPath==0
-   || iHead <= p->iWakeMark + (uint64_t)p->nCompactAfter ){
+  int64_t nDb = (int64_t)p->snap.nPage*p->snap.szPage;
+  if( p->nCompactAfter<=0 || p->zPath==0 ) return;
+  p->nWakeBytes += nBytes;
+  if( p->nWakeBytes >= (nDb>DEPOT_COMPACT_MIN_BYTES ? nDb
+                                                  : DEPOT_COMPACT_MIN_BYTES) ){
+    p->nWakeBytes = 0;
+    p->iWakeMark = iHead;
+    depot_compact_wake(p->zPath, iBranch);
     return;
   }
+  if( iHead <= p->iWakeMark + (uint64_t)p->nCompactAfter ) return;
   if( depot_compact_mark(p->pStore, iBranch, &W)!=SQLITE_OK ) return;
   p->iWakeMark = W;
   if( iHead > W + (uint64_t)p->nCompactAfter ){
     p->iWakeMark = iHead;
+    p->nWakeBytes = 0;
     depot_compact_wake(p->zPath, iBranch);
   }
 }
@@ -638,6 +655,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
   uint64_t iBranch = 0;
+  int64_t nBytes = 0;
   char *zErr = 0;
   uint32_t i;
   int rc;
@@ -674,13 +692,14 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   depot_pagemap_commit(p->pShared->pMap, iBranch,
                        p->iBranch==iBranch ? p->snap.iTxid : 0, head.iTxid,
                        s->n, s->aPgno, c.aLocOut);
+  for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
   sqlite3_free(c.aLocOut);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
   }
   depotAdopt(p, iBranch, &head);
-  depotMaybeCompact(p, iBranch, head.iTxid);
+  depotMaybeCompact(p, iBranch, head.iTxid, nBytes);
   depotBeginRead(p);          /* pins the new head while the lock is held */
   return SQLITE_OK;
 }
