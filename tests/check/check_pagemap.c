@@ -11,6 +11,7 @@
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 #include <check.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -268,6 +269,86 @@ START_TEST(test_pagemap_limit_uri_and_pragma){
 }
 END_TEST
 
+/* ---- concurrent readers and a writer share the map and the cache ---- */
+
+typedef struct Racer Racer;
+struct Racer {
+  Fx *f;
+  int bWriter;
+  int nDone;                  /* rounds finished */
+  int bBad;                   /* a reader saw a torn or stale table */
+  volatile int *pbStop;
+};
+
+static void *racerMain(void *pArg){
+  Racer *r = (Racer*)pArg;
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=64",
+                            r->f->zStore);
+  sqlite3 *db = 0;
+  int last = -1;
+  if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    r->bBad = 1;
+  }
+  sqlite3_free(z);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_exec(db, "PRAGMA cache_size=5", 0, 0, 0);
+  while( !r->bBad && !__atomic_load_n(r->pbStop, __ATOMIC_ACQUIRE) ){
+    if( r->bWriter ){
+      if( sqlite3_exec(db, "UPDATE t SET n=n+1", 0, 0, 0)!=SQLITE_OK ){
+        r->bBad = 1;
+      }
+    }else{
+      sqlite3_stmt *p = 0;
+      if( sqlite3_prepare_v2(db, "SELECT count(*), min(n), max(n) FROM t",
+                             -1, &p, 0)!=SQLITE_OK
+       || sqlite3_step(p)!=SQLITE_ROW
+       || sqlite3_column_int(p, 0)!=3000
+       || sqlite3_column_int(p, 1)!=sqlite3_column_int(p, 2)
+       || sqlite3_column_int(p, 1)<last ){
+        r->bBad = 1;
+      }else{
+        last = sqlite3_column_int(p, 1);
+      }
+      sqlite3_finalize(p);
+    }
+    r->nDone++;
+  }
+  sqlite3_close(db);
+  return 0;
+}
+
+START_TEST(test_pagemap_concurrent_readers_and_writer){
+  Fx f;
+  sqlite3 *a;
+  Racer aR[4];
+  pthread_t aT[4];
+  volatile int bStop = 0;
+  int i;
+  fx_open(&f, "pm-threads");
+  a = fx_db(&f, "main");
+  fx_fill(a, 0);
+  for(i=0; i<4; i++){
+    memset(&aR[i], 0, sizeof(aR[i]));
+    aR[i].f = &f;
+    aR[i].bWriter = i==0;
+    aR[i].pbStop = &bStop;
+    ck_assert_int_eq(pthread_create(&aT[i], 0, racerMain, &aR[i]), 0);
+  }
+  for(i=0; i<200 && __atomic_load_n(&aR[0].nDone, __ATOMIC_RELAXED)<8; i++){
+    usleep(50000);
+  }
+  __atomic_store_n(&bStop, 1, __ATOMIC_RELEASE);
+  for(i=0; i<4; i++){
+    pthread_join(aT[i], 0);
+    ck_assert_msg(!aR[i].bBad, "racer %d saw a stale or torn table", i);
+    ck_assert_int_gt(aR[i].nDone, 0);
+  }
+  assert_all(a, aR[0].nDone);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("pagemap");
   TCase *tc = tcase_create("stale");
@@ -278,6 +359,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_pagemap_rollback);
   tcase_add_test(tc, test_pagemap_compaction_and_gc);
   tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
+  tcase_add_test(tc, test_pagemap_concurrent_readers_and_writer);
   suite_add_tcase(s, tc);
   return s;
 }
