@@ -311,7 +311,7 @@ static void *racerMain(void *pArg){
       }
       sqlite3_finalize(p);
     }
-    r->nDone++;
+    __atomic_add_fetch(&r->nDone, 1, __ATOMIC_RELAXED);
   }
   sqlite3_close(db);
   return 0;
