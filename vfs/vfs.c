@@ -1001,6 +1001,7 @@ static int depotOpenStore(DepotFile *p, const char *zName, const UriArgs *a,
   memset(&cfg, 0, sizeof(cfg));
   cfg.zVfs = a->zStoreVfs;
   cfg.iSynchronous = a->iSync;
+  cfg.nCacheKb = (int)a->nStoreCacheKb;
   cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
   cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   cfg.bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);

@@ -265,6 +265,18 @@ START_TEST(test_pagemap_limit_uri_and_pragma){
   ck_assert_ptr_nonnull(strstr(zErr, "depot_map_kb must be"));
   sqlite3_free(zErr);
   sqlite3_close(a);
+  /* store_cache_kb sizes the store connection's page cache */
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&store_cache_kb=16",
+                      f.zStore);
+  a = th_open(z);
+  sqlite3_free(z);
+  assert_all(a, 4);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&store_cache_kb=0", f.zStore);
+  ck_assert_int_ne(sqlite3_open_v2(z, &a, SQLITE_OPEN_READWRITE
+                                   |SQLITE_OPEN_URI, 0), SQLITE_OK);
+  sqlite3_close(a);
+  sqlite3_free(z);
   fx_close(&f);
 }
 END_TEST
