@@ -376,54 +376,83 @@ int depot_db_read_frame(Store *pStore, DepotChunkCache *pChunks,
                      pv->nByte, pgno, szPage, pOut, pzErr);
 }
 
+int depot_db_locate(Store *pStore, DepotChunkCache *pChunks,
+                    DepotChain *pChain, uint32_t pgno, DepotPageLoc *pLoc,
+                    char **pzErr){
+  PageSrc *pSrc = sqlite3_malloc64(sizeof(*pSrc));
+  int rc, iSlot = (int)((pgno-1)%LAYOUT_SHARD_SIZE);
+  memset(pLoc, 0, sizeof(*pLoc));
+  if( pSrc==0 ) return SQLITE_NOMEM;
+  memset(pSrc, 0, sizeof(*pSrc));
+  rc = dbFindSource(pStore, pChunks, pChain, pgno, pSrc, pzErr);
+  if( rc==SQLITE_OK ){
+    pLoc->iBranch = pSrc->iBranch;
+    if( pSrc->hit.bFound ){
+      pLoc->eKind = DEPOT_LOC_DELTA;
+      pLoc->iTxid = pSrc->hit.iOwner;
+      pLoc->szChunk = pSrc->hit.v.szChunk;
+      pLoc->iOffset = pSrc->hit.v.iOffset;
+      pLoc->nByte = pSrc->hit.v.nByte;
+    }else if( pSrc->shard.bFound && pSrc->shard.row.aLen[iSlot]!=0 ){
+      pLoc->eKind = DEPOT_LOC_SHARD;
+      pLoc->iTxid = pSrc->shard.iAsOf;
+      pLoc->szChunk = pSrc->shard.row.szChunk;
+      pLoc->iOffset = pSrc->shard.row.aOff[iSlot];
+      pLoc->nByte = pSrc->shard.row.aLen[iSlot];
+    }else{
+      pLoc->eKind = DEPOT_LOC_ZERO;
+      pLoc->iBranch = 0;
+    }
+  }
+  sqlite3_free(pSrc);
+  return rc;
+}
+
+uint64_t depot_loc_owner(const DepotPageLoc *pLoc){
+  if( pLoc->eKind==DEPOT_LOC_DELTA ) return pLoc->iTxid;
+  if( pLoc->eKind==DEPOT_LOC_SHARD ) return pLoc->iTxid | (1ULL<<63);
+  return 0;
+}
+
+int depot_db_read_loc(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
+                      const DepotPageLoc *pLoc, uint32_t pgno,
+                      uint32_t szPage, unsigned char *pOut, char **pzErr){
+  BlobId id;
+  uint64_t iOwner = depot_loc_owner(pLoc);
+  int rc;
+  if( pLoc->eKind!=DEPOT_LOC_DELTA && pLoc->eKind!=DEPOT_LOC_SHARD ){
+    memset(pOut, 0, szPage);
+    return SQLITE_OK;
+  }
+  if( pCache && depot_cache_get(pCache, pLoc->iBranch, pgno, iOwner, szPage,
+                                pOut) ){
+    return SQLITE_OK;
+  }
+  id.iBranch = pLoc->iBranch;
+  id.iTxid = pLoc->iTxid;
+  id.iShard = pLoc->eKind==DEPOT_LOC_SHARD ?
+              (pgno-1)/LAYOUT_SHARD_SIZE + 1 : 0;
+  rc = dbReadFrame(pStore, 0, pDctx, &id, pLoc->szChunk, pLoc->iOffset,
+                   pLoc->nByte, pgno, szPage, pOut, pzErr);
+  if( rc==SQLITE_OK && pCache ){
+    depot_cache_put(pCache, pLoc->iBranch, pgno, iOwner, szPage, pOut);
+  }
+  return rc;
+}
+
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
                        DepotChain *pChain, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr){
-  PageSrc *pSrc = sqlite3_malloc64(sizeof(*pSrc));
-  BlobId id;
-  uint64_t iOwner;
-  int rc, iSlot = (int)((pgno-1)%LAYOUT_SHARD_SIZE);
+  DepotPageLoc loc;
+  int rc;
   if( piOwner ) *piOwner = 0;
-  if( pSrc==0 ) return SQLITE_NOMEM;
-  memset(pSrc, 0, sizeof(*pSrc));
-  rc = dbFindSource(pStore, pChunks, pChain, pgno, pSrc, pzErr);
-  if( rc!=SQLITE_OK || (!pSrc->hit.bFound && (!pSrc->shard.bFound
-                        || pSrc->shard.row.aLen[iSlot]==0)) ){
-    if( rc==SQLITE_OK ) memset(pOut, 0, szPage);
-    sqlite3_free(pSrc);
-    return rc;
-  }
-  id.iBranch = pSrc->iBranch;
-  if( pSrc->hit.bFound ){
-    id.iTxid = iOwner = pSrc->hit.iOwner;
-    id.iShard = 0;
-  }else{
-    id.iTxid = pSrc->shard.iAsOf;
-    iOwner = id.iTxid | (1ULL<<63);
-    id.iShard = (pgno-1)/LAYOUT_SHARD_SIZE + 1;
-  }
-  if( piOwner ) *piOwner = iOwner;
-  if( pCache && depot_cache_get(pCache, id.iBranch, pgno, iOwner, szPage,
-                                pOut) ){
-    sqlite3_free(pSrc);
-    return SQLITE_OK;
-  }
-  if( pSrc->hit.bFound ){
-    rc = dbReadFrame(pStore, pChunks, pDctx, &id, pSrc->hit.v.szChunk,
-                     pSrc->hit.v.iOffset, pSrc->hit.v.nByte, pgno, szPage,
-                     pOut, pzErr);
-  }else{
-    rc = dbReadFrame(pStore, pChunks, pDctx, &id, pSrc->shard.row.szChunk,
-                     pSrc->shard.row.aOff[iSlot], pSrc->shard.row.aLen[iSlot],
-                     pgno, szPage, pOut, pzErr);
-  }
-  if( rc==SQLITE_OK && pCache ){
-    depot_cache_put(pCache, id.iBranch, pgno, iOwner, szPage, pOut);
-  }
-  sqlite3_free(pSrc);
-  return rc;
+  rc = depot_db_locate(pStore, pChunks, pChain, pgno, &loc, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( piOwner ) *piOwner = depot_loc_owner(&loc);
+  return depot_db_read_loc(pStore, pCache, pDctx, &loc, pgno, szPage, pOut,
+                           pzErr);
 }
 
 /* ---- commits ---- */
@@ -544,6 +573,18 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
     store_rollback(pStore);
   }
   if( rc==SQLITE_OK ) *piBranch = iBranch;
+  if( rc==SQLITE_OK && pC->aLocOut ){
+    uint32_t i;
+    for(i=0; i<pC->nDirty; i++){
+      DepotPageLoc *pLoc = &pC->aLocOut[i];
+      pLoc->eKind = DEPOT_LOC_DELTA;
+      pLoc->iBranch = iBranch;
+      pLoc->iTxid = pRow->iTxid;
+      pLoc->szChunk = pRow->szChunk;
+      pLoc->iOffset = aRef[i].iOffset;
+      pLoc->nByte = aRef[i].nByte;
+    }
+  }
   return rc;
 }
 

@@ -14,6 +14,7 @@
 #include "vfs/layout.h"
 #include "vfs/ltx.h"
 #include "vfs/pcache.h"
+#include "vfs/pagemap.h"
 
 /* The branch id of (zDb, zBranch) in bucket main, 0 if it does not exist
 ** yet (inherited names of other buckets: depot_name_resolve()). */
@@ -154,6 +155,24 @@ int depot_db_read_page(Store*, DepotCache *pCache,
                        uint32_t szPage, unsigned char *pOut,
                        uint64_t *piOwner, char **pzErr);
 
+/* Where page pgno lives through pChain, found as depot_db_read_page()
+** finds it (the seeks), in *pLoc (DEPOT_LOC_ZERO for a page with neither
+** row).  SQLITE_CORRUPT with *pzErr for a bad row. */
+int depot_db_locate(Store*, DepotChunkCache *pChunks, DepotChain *pChain,
+                    uint32_t pgno, DepotPageLoc *pLoc, char **pzErr);
+
+/* The decoded-page cache key of a location: its txid, bit 63 set for a
+** shard, 0 for no page. */
+uint64_t depot_loc_owner(const DepotPageLoc*);
+
+/* Read page pgno from location pLoc into pOut: zeros for DEPOT_LOC_ZERO,
+** else through pCache (when not NULL), then the frame's byte range.
+** SQLITE_CORRUPT with *pzErr for a missing chunk (a blob reclaimed since
+** the location was found) or a bad frame. */
+int depot_db_read_loc(Store*, DepotCache *pCache, ZSTD_DCtx*,
+                      const DepotPageLoc *pLoc, uint32_t pgno,
+                      uint32_t szPage, unsigned char *pOut, char **pzErr);
+
 /* Read and decode the frame of page pgno that page index row pv of
 ** DELTA/{iTxid} of iBranch points at (through pChunks when not NULL).
 ** SQLITE_CORRUPT with *pzErr for a missing or short chunk, a frame of
@@ -178,6 +197,8 @@ struct DepotCommit {
   uint32_t nDirty;
   const uint32_t *aPgno;
   const unsigned char *const *apPage;
+  DepotPageLoc *aLocOut;      /* not NULL: gets the nDirty pages' locations
+                              ** when the commit succeeds */
 };
 
 /* Publish pC as one store transaction: the blob in DELTA chunk rows, a

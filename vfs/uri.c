@@ -52,7 +52,8 @@ static void uriInt(const UriArgs *a, const char *zParam,
                            zParam, zRange, zVal);
 }
 
-/* The integer URI parameters: cache_kb, zstd_level and compact_after. */
+/* The integer URI parameters: cache_kb, map_kb, store_cache_kb,
+** zstd_level and compact_after. */
 static void uriParseInts(UriArgs *a, char **pzErr){
   sqlite3_int64 iLevel = URI_DEFAULT_LEVEL;
   uriInt(a, "cache_kb", URI_DEFAULT_CACHE_KB, 0,
@@ -63,6 +64,11 @@ static void uriParseInts(UriArgs *a, char **pzErr){
          ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
   a->iLevel = (int)iLevel;
   a->bCacheGiven = uriArg(a, "cache_kb")!=0;
+  uriInt(a, "map_kb", URI_DEFAULT_MAP_KB, 0,
+         URI_MAX_CACHE_KB, "0..1073741824", &a->nMapKb, pzErr);
+  a->bMapGiven = uriArg(a, "map_kb")!=0;
+  uriInt(a, "store_cache_kb", URI_DEFAULT_STORE_CACHE_KB, 1, 1048576,
+         "1..1048576", &a->nStoreCacheKb, pzErr);
 }
 
 /* The parameters of a main database name zName, and of zDflt (the
@@ -116,9 +122,9 @@ int uri_parse_args(const char *zName, const char *zDflt, UriArgs *a,
 /* The parameters zParams as a checked filename object (vfs/uri.h). */
 const char *uri_params_file(const char *zParams, int *pRc, char **pzErr){
   static const char *const azKey[] = { "db", "branch", "bucket", "cache_kb",
-    "store_vfs", "store_sync", "zstd_level", "compact_after" };
+    "store_vfs", "store_sync", "zstd_level", "compact_after", "map_kb", "store_cache_kb" };
   const int nKeyAll = (int)(sizeof(azKey)/sizeof(azKey[0]));
-  const char *azParam[2*8];
+  const char *azParam[2*10];
   char *zCopy = sqlite3_mprintf("%s", zParams);
   const char *zNoParams = sqlite3_create_filename("depot", "", "", 0, 0);
   const char *zFile = 0;
@@ -137,7 +143,9 @@ const char *uri_params_file(const char *zParams, int *pRc, char **pzErr){
     if( zEq==0 || k==nKeyAll ){
       *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters are "
           "KEY=VALUE pairs joined by '&' with KEY one of db, branch, bucket, "
-          "cache_kb, store_vfs, store_sync, zstd_level, compact_after; got "
+          "cache_kb, map_kb, store_cache_kb, store_vfs, store_sync, zstd_level,"
+          " compact_after;"
+          " got "
           "'%s'", zParams);
       goto done;
     }

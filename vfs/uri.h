@@ -17,6 +17,8 @@
 
 #define URI_DEFAULT_CACHE_KB 16384
 #define URI_DEFAULT_LEVEL    1
+#define URI_DEFAULT_MAP_KB   8192
+#define URI_DEFAULT_STORE_CACHE_KB 8192
 #define URI_MAX_CACHE_KB     (1<<30)
 
 /* The parameters of one open. */
@@ -27,6 +29,9 @@ struct UriArgs {
   const char *zDb, *zBranch, *zBucket, *zStoreVfs;
   sqlite3_int64 nCacheKb;
   int bCacheGiven;
+  sqlite3_int64 nMapKb;          /* page map limit (map_kb) */
+  int bMapGiven;
+  sqlite3_int64 nStoreCacheKb;   /* the store connection's page cache */
   int iSync;
   int iLevel;
   sqlite3_int64 nCompactAfter;   /* -1: the store's setting */

@@ -45,6 +45,7 @@ struct DepotShared {
   int nRef;                  /* guarded by depotMutex */
   DepotFile *pWriter;        /* holder of RESERVED+, guarded by depotMutex */
   DepotCache *pCache;        /* thread-safe on its own */
+  DepotPageMap *pMap;        /* thread-safe on its own */
   DepotShared *pNext;        /* guarded by depotMutex */
 };
 
@@ -75,6 +76,7 @@ struct DepotFile {
   char *zPath;               /* the store file, for the compactor */
   int64_t nCompactAfter;     /* background threshold (0: off) */
   uint64_t iWakeMark;        /* watermark as last seen or expected */
+  int64_t nWakeBytes;        /* frame bytes committed since the last wake */
   unsigned char *aScratch;   /* one page of the largest size */
 };
 
@@ -171,7 +173,8 @@ static char *depotSharedKey(DepotFile *p, const char *zPath){
 }
 
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
-                              sqlite3_int64 nCacheKb, int bCacheGiven){
+                              sqlite3_int64 nCacheKb, int bCacheGiven,
+                              sqlite3_int64 nMapKb, int bMapGiven){
   char *zKey = depotSharedKey(p, zPath);
   DepotShared *s;
   if( zKey==0 ) return SQLITE_NOMEM;
@@ -180,7 +183,10 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
   if( s==0 && (s = sqlite3_malloc64(sizeof(*s)))!=0 ){
     memset(s, 0, sizeof(*s));
     s->pCache = depot_cache_new(nCacheKb*1024);
-    if( s->pCache==0 ){
+    s->pMap = depot_pagemap_new(nMapKb*1024);
+    if( s->pCache==0 || s->pMap==0 ){
+      depot_cache_free(s->pCache);
+      depot_pagemap_free(s->pMap);
       sqlite3_free(s);
       s = 0;
     }else{
@@ -189,8 +195,9 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
       s->pNext = pDepotShared;
       pDepotShared = s;
     }
-  }else if( s && bCacheGiven ){
-    depot_cache_set_limit(s->pCache, nCacheKb*1024);
+  }else if( s ){
+    if( bCacheGiven ) depot_cache_set_limit(s->pCache, nCacheKb*1024);
+    if( bMapGiven ) depot_pagemap_set_limit(s->pMap, nMapKb*1024);
   }
   if( s ) s->nRef++;
   pthread_mutex_unlock(&depotMutex);
@@ -213,6 +220,7 @@ static void depotSharedRelease(DepotFile *p){
   pthread_mutex_unlock(&depotMutex);
   if( s ){
     depot_cache_free(s->pCache);
+    depot_pagemap_free(s->pMap);
     sqlite3_free(s->zKey);
     sqlite3_free(s);
   }
@@ -319,16 +327,34 @@ static void depotGeometry(DepotFile *p, uint32_t *pSz, uint32_t *pnPage){
   }
 }
 
-/* Page pgno of the pinned snapshot. */
+/* Page pgno of the pinned snapshot: its location from the page map, else
+** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
+  DepotPageLoc loc;
   char *zErr = 0;
   int rc;
   if( p->chain.n==0 || pgno>p->snap.nPage ){
     memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
     return SQLITE_OK;
   }
-  rc = depot_db_read_page(p->pStore, p->pShared->pCache, &p->chunks, p->pDctx,
-                          &p->chain, pgno, p->snap.szPage, pOut, 0, &zErr);
+  if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
+                        p->chain.aCap[0], pgno, &loc) ){
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
+                           pgno, p->snap.szPage, pOut, &zErr);
+    if( rc==SQLITE_OK ) return SQLITE_OK;
+    /* the blob went away (compaction, then GC): find the page again */
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc, &zErr);
+  if( rc==SQLITE_OK ){
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
+                           pgno, p->snap.szPage, pOut, &zErr);
+  }
+  if( rc==SQLITE_OK ){
+    depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
+                      p->chain.aCap[0], pgno, &loc);
+  }
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
 
@@ -591,20 +617,36 @@ static void depotAdopt(DepotFile *p, uint64_t iBranch, const DbHead *pHead){
   p->iBranch = iBranch;
 }
 
-/* After a commit: wake the background compactor when the branch has more
-** than nCompactAfter commits past its watermark.  The watermark is read
-** (one store get) only when the last value seen says the threshold may be
-** passed; once woken, the head counts as the expected watermark. */
-static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead){
+/* The commit bytes that wake the compactor: what this connection
+** committed since it last woke it reaches the database's size, and at
+** least this many bytes. */
+#define DEPOT_COMPACT_MIN_BYTES (4*1024*1024)
+
+/* After a commit of nBytes of frames: wake the background compactor when
+** the branch has more than nCompactAfter commits past its watermark, or
+** when this connection's commits since it last woke it hold as many bytes
+** as the database (at least DEPOT_COMPACT_MIN_BYTES).  The watermark is
+** read (one store get) only when the last value seen says the threshold
+** may be passed; once woken, the head counts as the expected watermark. */
+static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead,
+                              int64_t nBytes){
   uint64_t W = 0;
-  if( p->nCompactAfter<=0 || p->zPath==0
-   || iHead <= p->iWakeMark + (uint64_t)p->nCompactAfter ){
+  int64_t nDb = (int64_t)p->snap.nPage*p->snap.szPage;
+  if( p->nCompactAfter<=0 || p->zPath==0 ) return;
+  p->nWakeBytes += nBytes;
+  if( p->nWakeBytes >= (nDb>DEPOT_COMPACT_MIN_BYTES ? nDb
+                                                  : DEPOT_COMPACT_MIN_BYTES) ){
+    p->nWakeBytes = 0;
+    p->iWakeMark = iHead;
+    depot_compact_wake(p->zPath, iBranch);
     return;
   }
+  if( iHead <= p->iWakeMark + (uint64_t)p->nCompactAfter ) return;
   if( depot_compact_mark(p->pStore, iBranch, &W)!=SQLITE_OK ) return;
   p->iWakeMark = W;
   if( iHead > W + (uint64_t)p->nCompactAfter ){
     p->iWakeMark = iHead;
+    p->nWakeBytes = 0;
     depot_compact_wake(p->zPath, iBranch);
   }
 }
@@ -613,6 +655,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
   uint64_t iBranch = 0;
+  int64_t nBytes = 0;
   char *zErr = 0;
   uint32_t i;
   int rc;
@@ -631,6 +674,8 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
+  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
+  if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
   depotEndRead(p);            /* the commit's store write transaction */
   rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
                        &zErr);
@@ -640,15 +685,21 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
         " changed since this transaction began", p->zDb, p->zBranch);
   }
   if( rc!=SQLITE_OK ){
+    sqlite3_free(c.aLocOut);
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
+  depot_pagemap_commit(p->pShared->pMap, iBranch,
+                       p->iBranch==iBranch ? p->snap.iTxid : 0, head.iTxid,
+                       s->n, s->aPgno, c.aLocOut);
+  for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
+  sqlite3_free(c.aLocOut);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
   }
   depotAdopt(p, iBranch, &head);
-  depotMaybeCompact(p, iBranch, head.iTxid);
+  depotMaybeCompact(p, iBranch, head.iTxid, nBytes);
   depotBeginRead(p);          /* pins the new head while the lock is held */
   return SQLITE_OK;
 }
@@ -823,6 +874,24 @@ static int depotCheckReservedLock(sqlite3_file *pFile, int *pResOut){
 
 /* ================= file controls ================= */
 
+/* PRAGMA depot_map_kb[=N]: the page map's byte limit, in KiB. */
+static int depotPragmaMap(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
+      azArg[0] = sqlite3_mprintf("depot: depot_map_kb must be an integer"
+          " 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
+      return SQLITE_ERROR;
+    }
+    depot_pagemap_set_limit(p->pShared->pMap, (int64_t)n*1024);
+  }
+  azArg[0] = sqlite3_mprintf("%lld",
+      (long long)(depot_pagemap_limit(p->pShared->pMap)/1024));
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1], *zVal = azArg[2];
   if( sqlite3_stricmp(zName, "journal_mode")==0 && zVal
@@ -833,6 +902,7 @@ static int depotPragma(DepotFile *p, char **azArg){
         zVal);
     return SQLITE_ERROR;
   }
+  if( sqlite3_stricmp(zName, "depot_map_kb")==0 ) return depotPragmaMap(p, azArg);
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     if( zVal ){
       char *zEnd = 0;
@@ -931,6 +1001,7 @@ static int depotOpenStore(DepotFile *p, const char *zName, const UriArgs *a,
   memset(&cfg, 0, sizeof(cfg));
   cfg.zVfs = a->zStoreVfs;
   cfg.iSynchronous = a->iSync;
+  cfg.nCacheKb = (int)a->nStoreCacheKb;
   cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
   cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   cfg.bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);
@@ -1022,7 +1093,8 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
     }
   }
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
-                                              a.bCacheGiven);
+                                              a.bCacheGiven, a.nMapKb,
+                                              a.bMapGiven);
   if( rc!=SQLITE_OK ){
     if( (rc&0xff)!=SQLITE_NOMEM && (rc&0xff)!=SQLITE_CORRUPT
      && (rc&0xff)!=SQLITE_FULL ){

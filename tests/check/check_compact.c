@@ -807,6 +807,29 @@ static void wait_background_idle(void){
   ck_assert_int_eq(depot_compact_background_pending(), 0);
 }
 
+/* Few commits that hold as many bytes as the database wake the compactor
+** although the commit threshold is far away. */
+START_TEST(test_background_compaction_runs_past_a_byte_threshold){
+  Fx f;
+  sqlite3 *pD;
+  int64_t n0 = depot_compact_background_runs();
+  fx_open(&f, "cmp-bgbytes");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=100000");
+  th_exec(pD, "CREATE TABLE t(k INTEGER PRIMARY KEY, pad)");
+  th_exec(pD, "INSERT INTO t VALUES(1, randomblob(1000))");
+  ck_assert_int_eq(depot_compact_background_runs(), n0);
+  th_exec(pD, "WITH RECURSIVE c(i) AS (SELECT 2 UNION ALL SELECT i+1 FROM c"
+              " WHERE i<6000) INSERT INTO t SELECT i, randomblob(1000) FROM c");
+  th_exec(pD, "UPDATE t SET pad=randomblob(1000)");
+  wait_background(&f, n0+1, 1000000);
+  assert_integrity(pD);
+  ck_assert_int_eq(th_int(pD, "SELECT count(*) FROM t"), 6000);
+  sqlite3_close(pD);
+  wait_background_idle();
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_background_compaction_runs_past_the_threshold){
   Fx f;
   sqlite3 *pD, *pP;
@@ -1500,6 +1523,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_gc_removes_dropped_branch_and_credits_bytes);
   tcase_add_test(tc, test_stats_report_lag_and_reclaimable_bytes);
   tcase_add_test(tc, test_background_compaction_runs_past_the_threshold);
+  tcase_add_test(tc, test_background_compaction_runs_past_a_byte_threshold);
   tcase_add_test(tc, test_compaction_encodes_shards_without_the_store_write_lock);
   tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);

@@ -46,14 +46,33 @@ char *th_tmpdir(const char *zTag){
   return zTemplate;
 }
 
+/* The cache parameters DEPOT_TEST_CACHE selects for depot URIs that set
+** none: "tiny" (a few pages of decoded cache, a page map of a few
+** entries), "large", or unset (the defaults). */
+static const char *thCacheParams(void){
+  const char *z = getenv("DEPOT_TEST_CACHE");
+  if( z && strcmp(z, "tiny")==0 ) return "&cache_kb=8&map_kb=1";
+  if( z && strcmp(z, "large")==0 ) return "&cache_kb=262144&map_kb=65536";
+  return 0;
+}
+
 sqlite3 *th_open(const char *zPath){
   sqlite3 *db = 0;
+  const char *zCache = thCacheParams();
+  char *zWith = 0;
   int rc;
+  if( zCache && strncmp(zPath, "file:", 5)==0 && strstr(zPath, "vfs=depot")
+   && !strstr(zPath, "cache_kb=") && !strstr(zPath, "map_kb=")
+   && !strchr(zPath, '#') ){
+    zWith = sqlite3_mprintf("%s%s", zPath, zCache);
+    ck_assert_ptr_nonnull(zWith);
+  }
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
-  rc = sqlite3_open_v2(zPath, &db,
+  rc = sqlite3_open_v2(zWith ? zWith : zPath, &db,
       SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0);
-  ck_assert_msg(rc==SQLITE_OK, "open %s: %s", zPath,
+  ck_assert_msg(rc==SQLITE_OK, "open %s: %s", zWith ? zWith : zPath,
                 db ? sqlite3_errmsg(db) : "out of memory");
+  sqlite3_free(zWith);
   return db;
 }
 

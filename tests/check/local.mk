@@ -68,6 +68,11 @@ TESTS += tests/check/check_verify
 tests_check_check_verify_SOURCES = tests/check/check_verify.c $(TEST_HARNESS)
 tests_check_check_verify_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_pagemap
+TESTS += tests/check/check_pagemap
+tests_check_check_pagemap_SOURCES = tests/check/check_pagemap.c $(TEST_HARNESS)
+tests_check_check_pagemap_LDADD = $(TEST_LDADD)
+
 check_PROGRAMS += tests/check/check_compact
 TESTS += tests/check/check_compact
 tests_check_check_compact_SOURCES = tests/check/check_compact.c $(TEST_HARNESS)
@@ -91,6 +96,8 @@ EXTRA_DIST += tests/check/layers.sh tests/check/cycles.sh
 
 # The SQL regression scripts sql/test/*.sql through the sqlite3 shell.
 TESTS += tests/check/sqltest.sh
+TESTS += tests/check/cache_sizes.sh
+EXTRA_DIST += tests/check/cache_sizes.sh
 EXTRA_DIST += tests/check/sqltest.sh
 AM_TESTS_ENVIRONMENT += SQLITE3_SHELL='$(SQLITE3_SHELL)'; export SQLITE3_SHELL;
 

@@ -71,6 +71,7 @@ struct StoreSqlite {
   int bOldLayout;                 /* format 0 (read-only open): no rowids */
   int bInTxn;                     /* inside store_begin() .. commit/rollback */
   int nMaxValue;
+  int nBusyMs;                    /* the connection's busy timeout */
   char *zErr;                     /* last error, sqlite3_malloc'd */
 };
 
@@ -420,9 +421,13 @@ static int ssMaintain(Store *pStore, int eOp){
     rc = sqlite3_exec(p->db, "PRAGMA incremental_vacuum", 0, 0, 0);
     if( rc!=SQLITE_OK ){ ssSetErr(p, "incremental vacuum"); return rc; }
   }
-  /* best effort: a reader that pins the -wal keeps it (SQLITE_BUSY) */
+  /* best effort: a reader that pins the -wal keeps it (SQLITE_BUSY).  No
+  ** busy wait: a TRUNCATE checkpoint waits for readers while it holds the
+  ** write lock, which would stall every writer behind one long reader */
+  sqlite3_busy_timeout(p->db, 0);
   rc = sqlite3_wal_checkpoint_v2(p->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
                                  0, 0);
+  sqlite3_busy_timeout(p->db, p->nBusyMs);
   if( rc==SQLITE_BUSY || rc==SQLITE_LOCKED ) rc = SQLITE_OK;
   if( rc!=SQLITE_OK ) ssSetErr(p, "checkpoint");
   return rc;
@@ -597,7 +602,8 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   char *zSql;
   int rc;
   if( iSync<0 || iSync>3 ) iSync = 2;
-  sqlite3_busy_timeout(p->db, pCfg->nBusyMs>0 ? pCfg->nBusyMs : 10000);
+  p->nBusyMs = pCfg->nBusyMs>0 ? pCfg->nBusyMs : 10000;
+  sqlite3_busy_timeout(p->db, p->nBusyMs);
   zSql = sqlite3_mprintf("PRAGMA synchronous=%s;", azSync[iSync]);
   if( zSql==0 ) return SQLITE_NOMEM;
   rc = sqlite3_exec(p->db, zSql, 0, 0, 0);   /* reads the schema first */

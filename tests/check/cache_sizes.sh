@@ -1,0 +1,18 @@
+#!/bin/sh
+# cache_sizes.sh -- the depot suites again with a tiny cache and a large
+# one: check_depot, check_fork and check_compact with DEPOT_TEST_CACHE=tiny
+# (decoded-page cache of two 4 KiB pages, page map of a few dozen entries)
+# and =large, which the harness adds to every depot URI that sets no cache
+# parameter of its own.
+set -u
+dir=$(dirname "$0")
+rc=0
+for size in tiny large; do
+  for t in check_depot check_fork check_compact; do
+    if ! DEPOT_TEST_CACHE=$size CK_VERBOSITY=normal "$dir/$t"; then
+      echo "cache_sizes: $t failed with DEPOT_TEST_CACHE=$size"
+      rc=1
+    fi
+  done
+done
+exit $rc

@@ -1,0 +1,377 @@
+/*
+** check_pagemap.c -- the page map of the depot VFS (vfs/pagemap.h) never
+** serves a stale location: a connection whose map was filled at one head
+** reads what the store holds after another connection's commit, another
+** process's commit, a fork, a restore, a rolled-back transaction, and a
+** compaction whose blobs GC then reclaims.  Readers open with cache_kb=0
+** so that every page their pager misses goes through the map.
+*/
+#include "config.h"
+#include "tests/check/harness.h"
+#include "ext/depot.h"
+#include "vfs/depot_vfs.h"
+#include <check.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+typedef struct Fx Fx;
+struct Fx {
+  char *zDir, *zStore;
+  sqlite3 *admin;
+};
+
+static void fx_open(Fx *f, const char *zTag){
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
+  f->zDir = th_tmpdir(zTag);
+  f->zStore = sqlite3_mprintf("%s/s.depot", f->zDir);
+  f->admin = th_open(":memory:");
+}
+
+static void fx_close(Fx *f){
+  sqlite3_close(f->admin);
+  sqlite3_free(f->zStore);
+  sqlite3_free(f->zDir);
+}
+
+/* A connection to zBranch of database app, decoded-page cache off. */
+static sqlite3 *fx_db(Fx *f, const char *zBranch){
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&cache_kb=0",
+                            f->zStore, zBranch);
+  sqlite3 *db = th_open(z);
+  sqlite3_free(z);
+  sqlite3_busy_timeout(db, 5000);
+  th_exec(db, "PRAGMA cache_size=10");
+  return db;
+}
+
+/* 3000 rows over a few hundred pages, every n equal to n0. */
+static void fx_fill(sqlite3 *db, int n0){
+  char *z = sqlite3_mprintf(
+      "CREATE TABLE t(k INTEGER PRIMARY KEY, n, pad);"
+      "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c"
+      " WHERE i<3000) INSERT INTO t SELECT i, %d, randomblob(300) FROM c;",
+      n0);
+  th_exec(db, z);
+  sqlite3_free(z);
+}
+
+/* Every row's n is n0 and the database is sound. */
+static void assert_all(sqlite3 *db, int n0){
+  char *z;
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3000);
+  ck_assert_int_eq(th_int(db, "SELECT min(n) FROM t"), n0);
+  ck_assert_int_eq(th_int(db, "SELECT max(n) FROM t"), n0);
+  z = th_text(db, "PRAGMA integrity_check");
+  ck_assert_str_eq(z, "ok");
+  sqlite3_free(z);
+}
+
+START_TEST(test_pagemap_other_connection_commit){
+  Fx f;
+  sqlite3 *a, *b;
+  int i;
+  fx_open(&f, "pm-conn");
+  b = fx_db(&f, "main");
+  fx_fill(b, 0);
+  a = fx_db(&f, "main");
+  assert_all(a, 0);
+  for(i=1; i<=5; i++){
+    th_exec(b, "UPDATE t SET n=n+1");
+    assert_all(a, i);
+  }
+  /* a reader holding an older snapshot keeps reading it */
+  th_exec(a, "BEGIN");
+  assert_all(a, 5);
+  th_exec(b, "UPDATE t SET n=n+1");
+  assert_all(a, 5);
+  th_exec(a, "COMMIT");
+  assert_all(a, 6);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_pagemap_other_process_commit){
+  Fx f;
+  sqlite3 *a;
+  pid_t pid;
+  int st = 0;
+  fx_open(&f, "pm-proc");
+  a = fx_db(&f, "main");
+  fx_fill(a, 0);
+  assert_all(a, 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *b = fx_db(&f, "main");
+    int rc = sqlite3_exec(b, "UPDATE t SET n=7", 0, 0, 0);
+    sqlite3_close(b);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  assert_all(a, 7);
+  th_exec(a, "UPDATE t SET n=8");
+  assert_all(a, 8);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_pagemap_fork){
+  Fx f;
+  sqlite3 *m, *t;
+  fx_open(&f, "pm-fork");
+  m = fx_db(&f, "main");
+  fx_fill(m, 1);
+  assert_all(m, 1);
+  ck_assert_int_gt(th_intf(f.admin, "SELECT depot_fork(%Q,'app','main','try')",
+                           f.zStore), 0);
+  t = fx_db(&f, "try");
+  assert_all(t, 1);
+  th_exec(t, "UPDATE t SET n=2");
+  assert_all(t, 2);
+  assert_all(m, 1);
+  th_exec(m, "UPDATE t SET n=3");
+  assert_all(m, 3);
+  assert_all(t, 2);
+  sqlite3_close(t);
+  sqlite3_close(m);
+  fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_pagemap_restore){
+  Fx f;
+  sqlite3 *old, *now;
+  char *z;
+  fx_open(&f, "pm-restore");
+  old = fx_db(&f, "main");
+  fx_fill(old, 1);
+  z = sqlite3_mprintf("SELECT depot_restore_point(%Q,'app','main','one')",
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  th_exec(old, "UPDATE t SET n=2");
+  assert_all(old, 2);
+  z = sqlite3_mprintf("SELECT depot_restore(%Q,'app','main','one')",
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  now = fx_db(&f, "main");   /* shares the map the old connection filled */
+  assert_all(now, 1);
+  th_exec(now, "UPDATE t SET n=3");
+  assert_all(now, 3);
+  sqlite3_close(now);
+  sqlite3_close(old);
+  fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_pagemap_rollback){
+  Fx f;
+  sqlite3 *a, *b;
+  char *z;
+  fx_open(&f, "pm-rollback");
+  a = fx_db(&f, "main");
+  fx_fill(a, 1);
+  z = sqlite3_mprintf("SELECT depot_restore_point(%Q,'app','main','r1')",
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  b = fx_db(&f, "main");
+  assert_all(b, 1);
+  /* a transaction that spills pages, then rolls back */
+  th_exec(a, "BEGIN; UPDATE t SET n=9, pad=randomblob(300);");
+  assert_all(a, 9);
+  th_exec(a, "ROLLBACK");
+  assert_all(a, 1);
+  assert_all(b, 1);
+  /* depot_rollback moves the name back */
+  th_exec(a, "UPDATE t SET n=4");
+  assert_all(b, 4);
+  z = sqlite3_mprintf("SELECT depot_rollback(%Q,'app','main','r1')",
+                      f.zStore);
+  th_int(f.admin, z);
+  sqlite3_free(z);
+  sqlite3_close(a);
+  a = fx_db(&f, "main");     /* shares the map b filled */
+  assert_all(a, 1);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
+START_TEST(test_pagemap_compaction_and_gc){
+  Fx f;
+  sqlite3 *a, *b;
+  char *z;
+  int i;
+  fx_open(&f, "pm-compact");
+  b = fx_db(&f, "main");
+  fx_fill(b, 0);
+  for(i=1; i<=20; i++){
+    z = sqlite3_mprintf("UPDATE t SET n=%d WHERE k%%20=%d", i, i%20);
+    th_exec(b, z);
+    sqlite3_free(z);
+  }
+  th_exec(b, "UPDATE t SET n=50");
+  a = fx_db(&f, "main");
+  assert_all(a, 50);         /* a's map points at commit blobs */
+  z = sqlite3_mprintf("SELECT depot_compact(%Q), depot_gc(%Q)", f.zStore,
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  assert_all(a, 50);         /* blobs reclaimed: found again in shards */
+  th_exec(b, "UPDATE t SET n=51 WHERE k%2=0");
+  ck_assert_int_eq(th_int(a, "SELECT sum(n) FROM t"), 1500*50+1500*51);
+  z = sqlite3_mprintf("SELECT depot_compact(%Q), depot_gc(%Q)", f.zStore,
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(a, "SELECT sum(n) FROM t"), 1500*50+1500*51);
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 1500*50+1500*51);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
+/* map_kb as a URI parameter and a pragma; a map of 0 KiB or 1 KiB still
+** reads right. */
+START_TEST(test_pagemap_limit_uri_and_pragma){
+  Fx f;
+  sqlite3 *a;
+  char *z, *zErr = 0;
+  fx_open(&f, "pm-limit");
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&map_kb=1", f.zStore);
+  a = th_open(z);
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_map_kb"), 1);
+  fx_fill(a, 3);
+  assert_all(a, 3);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_map_kb=0"), 0);
+  th_exec(a, "UPDATE t SET n=4");
+  assert_all(a, 4);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_map_kb=4096"), 4096);
+  assert_all(a, 4);
+  ck_assert_int_eq(th_try(a, "PRAGMA depot_map_kb=-1", &zErr), SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(zErr, "depot_map_kb must be"));
+  sqlite3_free(zErr);
+  sqlite3_close(a);
+  /* store_cache_kb sizes the store connection's page cache */
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&store_cache_kb=16",
+                      f.zStore);
+  a = th_open(z);
+  sqlite3_free(z);
+  assert_all(a, 4);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&store_cache_kb=0", f.zStore);
+  ck_assert_int_ne(sqlite3_open_v2(z, &a, SQLITE_OPEN_READWRITE
+                                   |SQLITE_OPEN_URI, 0), SQLITE_OK);
+  sqlite3_close(a);
+  sqlite3_free(z);
+  fx_close(&f);
+}
+END_TEST
+
+/* ---- concurrent readers and a writer share the map and the cache ---- */
+
+typedef struct Racer Racer;
+struct Racer {
+  Fx *f;
+  int bWriter;
+  int nDone;                  /* rounds finished */
+  int bBad;                   /* a reader saw a torn or stale table */
+  volatile int *pbStop;
+};
+
+static void *racerMain(void *pArg){
+  Racer *r = (Racer*)pArg;
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=64",
+                            r->f->zStore);
+  sqlite3 *db = 0;
+  int last = -1;
+  if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+    r->bBad = 1;
+  }
+  sqlite3_free(z);
+  sqlite3_busy_timeout(db, 10000);
+  sqlite3_exec(db, "PRAGMA cache_size=5", 0, 0, 0);
+  while( !r->bBad && !__atomic_load_n(r->pbStop, __ATOMIC_ACQUIRE) ){
+    if( r->bWriter ){
+      if( sqlite3_exec(db, "UPDATE t SET n=n+1", 0, 0, 0)!=SQLITE_OK ){
+        r->bBad = 1;
+      }
+    }else{
+      sqlite3_stmt *p = 0;
+      if( sqlite3_prepare_v2(db, "SELECT count(*), min(n), max(n) FROM t",
+                             -1, &p, 0)!=SQLITE_OK
+       || sqlite3_step(p)!=SQLITE_ROW
+       || sqlite3_column_int(p, 0)!=3000
+       || sqlite3_column_int(p, 1)!=sqlite3_column_int(p, 2)
+       || sqlite3_column_int(p, 1)<last ){
+        r->bBad = 1;
+      }else{
+        last = sqlite3_column_int(p, 1);
+      }
+      sqlite3_finalize(p);
+    }
+    __atomic_add_fetch(&r->nDone, 1, __ATOMIC_RELAXED);
+  }
+  sqlite3_close(db);
+  return 0;
+}
+
+START_TEST(test_pagemap_concurrent_readers_and_writer){
+  Fx f;
+  sqlite3 *a;
+  Racer aR[4];
+  pthread_t aT[4];
+  volatile int bStop = 0;
+  int i;
+  fx_open(&f, "pm-threads");
+  a = fx_db(&f, "main");
+  fx_fill(a, 0);
+  for(i=0; i<4; i++){
+    memset(&aR[i], 0, sizeof(aR[i]));
+    aR[i].f = &f;
+    aR[i].bWriter = i==0;
+    aR[i].pbStop = &bStop;
+    ck_assert_int_eq(pthread_create(&aT[i], 0, racerMain, &aR[i]), 0);
+  }
+  for(i=0; i<200 && __atomic_load_n(&aR[0].nDone, __ATOMIC_RELAXED)<8; i++){
+    usleep(50000);
+  }
+  __atomic_store_n(&bStop, 1, __ATOMIC_RELEASE);
+  for(i=0; i<4; i++){
+    pthread_join(aT[i], 0);
+    ck_assert_msg(!aR[i].bBad, "racer %d saw a stale or torn table", i);
+    ck_assert_int_gt(aR[i].nDone, 0);
+  }
+  assert_all(a, aR[0].nDone);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("pagemap");
+  TCase *tc = tcase_create("stale");
+  tcase_add_test(tc, test_pagemap_other_connection_commit);
+  tcase_add_test(tc, test_pagemap_other_process_commit);
+  tcase_add_test(tc, test_pagemap_fork);
+  tcase_add_test(tc, test_pagemap_restore);
+  tcase_add_test(tc, test_pagemap_rollback);
+  tcase_add_test(tc, test_pagemap_compaction_and_gc);
+  tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
+  tcase_add_test(tc, test_pagemap_concurrent_readers_and_writer);
+  suite_add_tcase(s, tc);
+  return s;
+}
