@@ -134,3 +134,8 @@ EXTRA_DIST += tests/check/cli.sh
 # layout version 1) for the migration test of check_depot.
 EXTRA_DIST += tests/check/data/store_v1.depot
 AM_TESTS_ENVIRONMENT += DEPOT_TEST_DATA='$(abs_top_srcdir)/tests/check/data'; export DEPOT_TEST_DATA;
+
+check_PROGRAMS += tests/check/check_pool
+TESTS += tests/check/check_pool
+tests_check_check_pool_SOURCES = tests/check/check_pool.c $(TEST_HARNESS)
+tests_check_check_pool_LDADD = $(TEST_LDADD)
