@@ -34,6 +34,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
   &depotVerifySqlComponent,   /* quotas, verify */
   &depotCompactSqlComponent,  /* compaction, reclaim */
+  &depotPoolSqlComponent,     /* depot_pool_status */
   &depotVersionComponent,     /* depot_version(): last */
 };
 #define DEPOT_NCOMPONENT \

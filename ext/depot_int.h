@@ -54,6 +54,7 @@ extern const DepotComponent depotSqlComponent;        /* depot_sql.c */
 extern const DepotComponent depotBranchSqlComponent;  /* depot_branch_sql.c */
 extern const DepotComponent depotVerifySqlComponent;  /* depot_verify_sql.c */
 extern const DepotComponent depotCompactSqlComponent; /* depot_compact_sql.c */
+extern const DepotComponent depotPoolSqlComponent;    /* pool_sql.c */
 extern const DepotComponent depotVersionComponent;    /* depot_version.c */
 
 /* ------------------------------------------------ ext/args.c: arguments */

@@ -14,7 +14,7 @@ lib_LTLIBRARIES += libdepot.la
 libdepot_la_SOURCES =
 libdepot_la_LIBADD = libdepot_nt.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 libdepot_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 \
-	-export-symbols-regex '^sqlite3_depot_init$$'
+	-export-symbols-regex '^(sqlite3_depot_init|depot_(pool|lease|async)_.*)$$'
 
 pkgconfigdir = $(libdir)/pkgconfig
 pkgconfig_DATA = depot.pc

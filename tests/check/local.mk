@@ -141,3 +141,17 @@ EXTRA_DIST += tests/check/cli.sh
 # layout version 1) for the migration test of check_depot.
 EXTRA_DIST += tests/check/data/store_v1.depot
 AM_TESTS_ENVIRONMENT += DEPOT_TEST_DATA='$(abs_top_srcdir)/tests/check/data'; export DEPOT_TEST_DATA;
+
+check_PROGRAMS += tests/check/check_pool
+TESTS += tests/check/check_pool
+tests_check_check_pool_SOURCES = tests/check/check_pool.c $(TEST_HARNESS)
+tests_check_check_pool_LDADD = $(TEST_LDADD)
+
+# examples/async_loop.c, the epoll loop of the async runner, as a test: the
+# loop's timer never falls behind by more than a bound (async_loop.sh).
+check_PROGRAMS += examples/async_loop
+examples_async_loop_SOURCES = examples/async_loop.c
+examples_async_loop_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/ext
+examples_async_loop_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+TESTS += tests/check/async_loop.sh
+EXTRA_DIST += tests/check/async_loop.sh
