@@ -1,6 +1,7 @@
 ## vfs/ -- the depot VFS; vfs/store/ -- the outer store and its backends.
 DEPOT_SOURCES += \
-	vfs/store/store.h vfs/store/store.c vfs/store/sqlite.c
+	vfs/store/store.h vfs/store/store.c vfs/store/sqlite.c \
+	vfs/store/lockfile.h vfs/store/lockfile.c
 DEPOT_SOURCES += \
 	vfs/ltx.h vfs/ltx.c \
 	vfs/layout.h vfs/layout.c \
