@@ -12,5 +12,5 @@ DEPOT_SOURCES += \
 	vfs/list.c \
 	vfs/coverage.h vfs/coverage.c vfs/compact.c vfs/gc.c \
 	vfs/admin.c vfs/quota.c vfs/verify.c \
-	vfs/memfile.h vfs/memfile.c vfs/uri.h vfs/uri.c vfs/lock.h vfs/lock.c \
+	vfs/memfile.h vfs/memfile.c vfs/uri.h vfs/uri.c vfs/lock.h vfs/lock.c vfs/share.h vfs/share.c \
 	vfs/depot_vfs.h vfs/vfs.c

@@ -29,6 +29,7 @@
 #include "vfs/lock.h"
 #include "vfs/txbuf.h"
 #include "vfs/memfile.h"
+#include "vfs/share.h"
 #include "vfs/uri.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -1139,10 +1140,23 @@ static int depotAccess(sqlite3_vfs *pVfs, const char *zName, int flags,
   return pDepotRoot->xAccess(pDepotRoot, zName, flags, pResOut);
 }
 
+/* The store's full pathname, spelled apart per database name so that a
+** shared cache never mixes two databases of one store (vfs/share.h). */
 static int depotFullPathname(sqlite3_vfs *pVfs, const char *zName, int nOut,
                              char *zOut){
+  DepotDefaults *pDflt;
+  int rc = pDepotRoot->xFullPathname(pDepotRoot, zName, nOut, zOut);
+  int rc2;
   (void)pVfs;
-  return pDepotRoot->xFullPathname(pDepotRoot, zName, nOut, zOut);
+  if( (rc&0xff)!=SQLITE_OK ) return rc;        /* SQLITE_OK_SYMLINK is OK */
+  pDflt = depotDefaultsFor(zName);
+  rc2 = depot_share_pathname(zName, pDflt ? pDflt->zFile : 0, nOut, zOut);
+  depotDefaultsUnref(pDflt);
+  if( rc2==SQLITE_CANTOPEN ){
+    depotLog(rc2, "depot: the path of %s is too long to name one more"
+             " database of its store in this process", zOut);
+  }
+  return rc2!=SQLITE_OK ? rc2 : rc;
 }
 static void *depotDlOpen(sqlite3_vfs *pVfs, const char *zPath){
   (void)pVfs;
