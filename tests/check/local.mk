@@ -73,6 +73,11 @@ TESTS += tests/check/check_depotdiff
 tests_check_check_depotdiff_SOURCES = tests/check/check_depotdiff.c $(TEST_HARNESS)
 tests_check_check_depotdiff_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_lock
+TESTS += tests/check/check_lock
+tests_check_check_lock_SOURCES = tests/check/check_lock.c $(TEST_HARNESS)
+tests_check_check_lock_LDADD = $(TEST_LDADD)
+
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
 torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
@@ -86,3 +91,16 @@ torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
 	  ./tests/check/check_fork$(EXEEXT)
 .PHONY: torture
+
+# make torture: the lock suite with long workloads and many SIGKILL rounds
+# (DEPOT_LOCK_OPS operations per process or thread, default 1000;
+# DEPOT_LOCK_KILLS rounds, default 100).
+torture-lock: tests/check/check_lock$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	DEPOT_LOCK_OPS=$${DEPOT_LOCK_OPS:-1000} \
+	DEPOT_LOCK_KILLS=$${DEPOT_LOCK_KILLS:-100} \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
+	  ./tests/check/check_lock$(EXEEXT)
+torture: torture-lock
+.PHONY: torture-lock
