@@ -8,9 +8,11 @@
 ** branch and bucket the URI names.  So that a shared cache never hands one
 ** database's pages to another, each (store, bucket, database, branch) the
 ** process opens gets a spelling of the store's path of its own: the first
-** one opened the path itself ("/dir/store.depot"), the next ones the same
-** path with one "./" more each before the file name ("/dir/./store.depot",
-** "/dir/././store.depot"): the same file for the operating system and for
+** one the path itself ("/dir/store.depot"), the next ones the same path
+** with path elements that name nothing inserted before the file name
+** ("/dir/./store.depot", "/dir/.//store.depot", "/dir/././store.depot",
+** ...: the number of the name in bijective base 2, a few bytes even for
+** thousands of names): the same file for the operating system and for
 ** SQLite's unix VFS, a different name for the shared-cache lookup.  A
 ** spelling, once given, stays the name's for the life of the process.
 */
