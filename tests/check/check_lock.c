@@ -30,14 +30,17 @@
 **     the rows written after each read back from the store.
 **
 ** Environment:
-**   DEPOT_LOCK_OPS=N    operations per process or thread (default 40)
-**   DEPOT_LOCK_KILLS=N  SIGKILL rounds (default 2)
+**   DEPOT_LOCK_OPS=N       operations per process or thread (default 40)
+**   DEPOT_LOCK_KILLS=N     SIGKILL rounds (default 2)
+**   DEPOT_LOCK_KILL_OPS=N  operations per worker of a SIGKILL round
+**                          (default 40)
 ** make torture runs this program with larger values (tests/check/local.mk).
 */
 #include "config.h"
 #include "tests/check/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/db.h"               /* depot_compact_background_pending() */
 
 #include <errno.h>
 #include <pthread.h>
@@ -198,12 +201,16 @@ static int lk_is_locked(int rc){ return (rc&0xff)==SQLITE_LOCKED; }
 static int lk_op(sqlite3 *db, int iWho, int i, int bLocked, LkStats *s){
   int k = lk_counter(iWho, i), rc;
   char *z = 0;
+  const char *zStep = "BEGIN";
+  struct timespec t0, t1;
   sqlite3_int64 n;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   switch( i%3 ){
     case 0:               /* BEGIN IMMEDIATE read-modify-write */
       rc = lk_run(db, "BEGIN IMMEDIATE");
-      if( rc==SQLITE_OK ) n = lk_read(db, k, &rc);
+      if( rc==SQLITE_OK ){ zStep = "read"; n = lk_read(db, k, &rc); }
       if( rc==SQLITE_OK ){
+        zStep = "write and COMMIT";
         z = sqlite3_mprintf("UPDATE counters SET n=%lld WHERE id=%d;"
                             "INSERT INTO log VALUES(%d, %d); COMMIT",
                             n+1, k, iWho, i);
@@ -211,6 +218,7 @@ static int lk_op(sqlite3 *db, int iWho, int i, int bLocked, LkStats *s){
       }
       break;
     case 1:               /* autocommit statements */
+      zStep = "INSERT";
       z = sqlite3_mprintf("INSERT INTO log VALUES(%d, %d)", iWho, i);
       rc = lk_run(db, z);
       if( rc!=SQLITE_OK && bLocked && lk_is_locked(rc) ){
@@ -220,6 +228,7 @@ static int lk_op(sqlite3 *db, int iWho, int i, int bLocked, LkStats *s){
       }
       if( rc==SQLITE_OK ){
         sqlite3_free(z);
+        zStep = "UPDATE";
         z = sqlite3_mprintf("UPDATE counters SET n=n+1 WHERE id=%d", k);
         rc = lk_run(db, z);
         if( rc!=SQLITE_OK && bLocked && lk_is_locked(rc) ){
@@ -235,8 +244,9 @@ static int lk_op(sqlite3 *db, int iWho, int i, int bLocked, LkStats *s){
       break;
     default:              /* deferred: read, then write */
       rc = lk_run(db, "BEGIN");
-      if( rc==SQLITE_OK ) n = lk_read(db, k, &rc);
+      if( rc==SQLITE_OK ){ zStep = "read"; n = lk_read(db, k, &rc); }
       if( rc==SQLITE_OK ){
+        zStep = "first write";
         z = sqlite3_mprintf("UPDATE counters SET n=%lld WHERE id=%d",
                             n+1, k);
         rc = lk_run(db, z);
@@ -249,6 +259,7 @@ static int lk_op(sqlite3 *db, int iWho, int i, int bLocked, LkStats *s){
       }
       if( rc==SQLITE_OK ){
         sqlite3_free(z);
+        zStep = "INSERT and COMMIT";
         z = sqlite3_mprintf("INSERT INTO log VALUES(%d, %d); COMMIT",
                             iWho, i);
         rc = lk_run(db, z);
@@ -265,8 +276,13 @@ static int lk_op(sqlite3 *db, int iWho, int i, int bLocked, LkStats *s){
     s->nLocked++;
     return 1;
   }
-  lk_fail(s, db, i%3==0 ? "BEGIN IMMEDIATE transaction" :
-                 i%3==1 ? "autocommit statement" : "deferred transaction", rc);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  z = sqlite3_mprintf("%s, %s (op %d, %.0f ms into it)",
+      i%3==0 ? "BEGIN IMMEDIATE transaction" :
+      i%3==1 ? "autocommit statements" : "deferred transaction", zStep, i,
+      (t1.tv_sec-t0.tv_sec)*1e3 + (t1.tv_nsec-t0.tv_nsec)/1e6);
+  lk_fail(s, db, z, rc);
+  sqlite3_free(z);
   return -1;
 }
 
@@ -655,7 +671,8 @@ static void lk_kill_round(const Target *t, int iRound, int nOps){
 
 START_TEST(test_lock_sigkill_of_lock_holder_lets_others_go_on){
   char *zDir = th_tmpdir("lock-kill");
-  int nKill = lk_env("DEPOT_LOCK_KILLS", 2), nOps = lk_ops(), b, r;
+  int nKill = lk_env("DEPOT_LOCK_KILLS", 2), b, r;
+  int nOps = th_scaled(lk_env("DEPOT_LOCK_KILL_OPS", 40), 4);
   if( th_under_tsan() ) return;
   lk_setup();
   for(r=0; r<nKill; r++){
@@ -669,6 +686,49 @@ START_TEST(test_lock_sigkill_of_lock_holder_lets_others_go_on){
       target_free(&t);
     }
   }
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A process that has run the background compactor (compact_after=1: a
+** wake after every commit) forks a child that writes: the child commits
+** and wakes a compactor of its own instead of waiting forever on the
+** parent's thread (which a fork does not copy). */
+START_TEST(test_lock_child_forked_after_background_compaction_writes){
+  char *zDir = th_tmpdir("lock-cmpfork");
+  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=c"
+                               "&compact_after=1&store_sync=normal", zDir);
+  sqlite3 *db;
+  pid_t pid;
+  int i, st;
+  lk_setup();
+  db = th_open(zUri);
+  th_exec(db, "CREATE TABLE t(a)");
+  for(i=0; i<20; i++) th_exec(db, "INSERT INTO t VALUES(1)");
+  for(i=0; i<10000 && (depot_compact_background_runs()==0
+                       || depot_compact_background_pending()>0); i++){
+    usleep(1000);
+  }
+  ck_assert_int_gt(depot_compact_background_runs(), 0);
+  usleep(20000);               /* the thread waits for work again */
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = 0;
+    int rc = sqlite3_open_v2(zUri, &c, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                             0);
+    for(i=0; rc==SQLITE_OK && i<20; i++){
+      rc = sqlite3_exec(c, "INSERT INTO t VALUES(2)", 0, 0, 0);
+    }
+    sqlite3_close(c);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  th_exec(db, "INSERT INTO t VALUES(1)");
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child: %d", st);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 41);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -959,6 +1019,36 @@ START_TEST(test_lock_threads_with_shared_cache_add_up_like_a_file){
 }
 END_TEST
 
+/* A process opening many databases of one store (each name gets its own
+** spelling of the store's path, vfs/share.h): the names stay a few bytes
+** longer than the path, and each opens its own database. */
+START_TEST(test_lock_many_databases_of_one_store_in_one_process){
+  char *zDir = th_tmpdir("lock-many");
+  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  size_t nPath = 0;
+  int i, n = th_scaled(300, 10);
+  lk_setup();
+  for(i=0; i<n; i++){
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=d%d&store_sync=off",
+                                 zStore, i);
+    sqlite3 *db = th_open(zUri);
+    const char *zFile = sqlite3_db_filename(db, "main");
+    char *z;
+    if( i==0 ) nPath = strlen(zFile);
+    ck_assert_int_le(strlen(zFile), nPath + 3*10);
+    z = sqlite3_mprintf("CREATE TABLE t%d(a); INSERT INTO t%d VALUES(%d)",
+                        i, i, i);
+    th_exec(db, z);
+    sqlite3_free(z);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM sqlite_schema"), 1);
+    sqlite3_close(db);
+    sqlite3_free(zUri);
+  }
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- journal modes ---- */
 
 /* No "-wal" file in zDir but the store's own. */
@@ -1148,6 +1238,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_lock_exclusive_locking_mode_keeps_other_process_out);
   tcase_add_test(tc, test_lock_file_is_made_by_the_first_writer_only);
+  tcase_add_test(tc,
+      test_lock_child_forked_after_background_compaction_writes);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("faults");
@@ -1165,6 +1257,7 @@ Suite *depot_test_suite(void){
       test_lock_cache_shared_uri_opens_and_shares_one_database);
   tcase_add_loop_test(tc,
       test_lock_threads_with_shared_cache_add_up_like_a_file, 0, 2);
+  tcase_add_test(tc, test_lock_many_databases_of_one_store_in_one_process);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("journal");
