@@ -95,13 +95,15 @@ torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
 # make torture: the lock suite with long workloads and many SIGKILL rounds
 # (DEPOT_LOCK_OPS operations per process or thread, default 1000;
 # DEPOT_LOCK_KILLS rounds, default 100, of DEPOT_LOCK_KILL_OPS operations
-# per worker, default 200).
+# per worker, default 200; DEPOT_LOCK_BUSY_MS busy timeout of the workers,
+# default 120000: back-to-back writers may keep one waiting for long).
 torture-lock: tests/check/check_lock$(EXEEXT)
 	@mkdir -p tests/tmp
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	DEPOT_LOCK_OPS=$${DEPOT_LOCK_OPS:-1000} \
 	DEPOT_LOCK_KILLS=$${DEPOT_LOCK_KILLS:-100} \
 	DEPOT_LOCK_KILL_OPS=$${DEPOT_LOCK_KILL_OPS:-200} \
+	DEPOT_LOCK_BUSY_MS=$${DEPOT_LOCK_BUSY_MS:-120000} \
 	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
 	  ./tests/check/check_lock$(EXEEXT)
 torture: torture-lock
