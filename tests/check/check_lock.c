@@ -711,6 +711,7 @@ START_TEST(test_lock_child_forked_after_background_compaction_writes){
   int i, st;
   lk_setup();
   db = th_open(zUri);
+  sqlite3_busy_timeout(db, lk_busy());
   th_exec(db, "CREATE TABLE t(a)");
   for(i=0; i<20; i++) th_exec(db, "INSERT INTO t VALUES(1)");
   for(i=0; i<10000 && (depot_compact_background_runs()==0
@@ -725,6 +726,7 @@ START_TEST(test_lock_child_forked_after_background_compaction_writes){
     sqlite3 *c = 0;
     int rc = sqlite3_open_v2(zUri, &c, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
                              0);
+    if( rc==SQLITE_OK ) sqlite3_busy_timeout(c, lk_busy());
     for(i=0; rc==SQLITE_OK && i<20; i++){
       rc = sqlite3_exec(c, "INSERT INTO t VALUES(2)", 0, 0, 0);
     }
