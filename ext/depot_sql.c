@@ -301,11 +301,13 @@ static sqlite3_int64 dsqlCopy(const char *zWhat,
   sqlite3 *pFrom = 0, *pTo = 0;
   sqlite3_backup *pB = 0;
   sqlite3_int64 nPage = -1;
-  int rc = sqlite3_open_v2(zFromUri, &pFrom, fromFlags,
+  int rc = sqlite3_open_v2(zFromUri, &pFrom,
+                           fromFlags|SQLITE_OPEN_PRIVATECACHE,
                            depot_vfs_plain());
   *pRc = rc;
   if( rc==SQLITE_OK ){
-    rc = sqlite3_open_v2(zToUri, &pTo, toFlags, depot_vfs_plain());
+    rc = sqlite3_open_v2(zToUri, &pTo, toFlags|SQLITE_OPEN_PRIVATECACHE,
+                         depot_vfs_plain());
     if( rc!=SQLITE_OK ) *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pTo));
   }else{
     *pzErr = sqlite3_mprintf("%s", sqlite3_errmsg(pFrom));
@@ -378,7 +380,8 @@ static int dsqlPageSizeOf(const char *zPath, int flags){
   sqlite3 *db = 0;
   sqlite3_stmt *pStmt = 0;
   int sz = 0;
-  if( sqlite3_open_v2(zPath, &db, flags, depot_vfs_plain())==SQLITE_OK
+  if( sqlite3_open_v2(zPath, &db, flags|SQLITE_OPEN_PRIVATECACHE,
+                      depot_vfs_plain())==SQLITE_OK
    && sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &pStmt, 0)==SQLITE_OK
    && sqlite3_step(pStmt)==SQLITE_ROW ){
     sz = sqlite3_column_int(pStmt, 0);

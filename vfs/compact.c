@@ -819,6 +819,23 @@ static void *cmpThreadMain(void *pArg){
   return 0;
 }
 
+/* fork() while the thread runs: the child has no such thread, and its
+** copy of cmpCond may still count the parent thread's wait (glibc then
+** hangs the child's first pthread_cond_signal), its copy of cmpMutex may be
+** held.  So the fork is made with cmpMutex held by the forking thread, and
+** the child releases it and makes cmpCond anew; its first wake starts its
+** own thread (cmpThreadPid is the parent's). */
+static pthread_once_t cmpOnce = PTHREAD_ONCE_INIT;
+static void cmpForkPrepare(void){ pthread_mutex_lock(&cmpMutex); }
+static void cmpForkParent(void){ pthread_mutex_unlock(&cmpMutex); }
+static void cmpForkChild(void){
+  pthread_cond_init(&cmpCond, 0);
+  pthread_mutex_unlock(&cmpMutex);
+}
+static void cmpRegisterAtFork(void){
+  pthread_atfork(cmpForkPrepare, cmpForkParent, cmpForkChild);
+}
+
 /* Start the thread of this process if it is not running (cmpMutex held).
 ** 0 if it cannot be started. */
 static int cmpStartThread(void){
@@ -826,6 +843,7 @@ static int cmpStartThread(void){
   pthread_attr_t attr;
   int ok;
   if( cmpThreadPid==getpid() ) return 1;
+  pthread_once(&cmpOnce, cmpRegisterAtFork);
   cmpQueue = 0;      /* jobs inherited across fork() belong to the parent */
   cmpPending = 0;
   if( pthread_attr_init(&attr)!=0 ) return 0;

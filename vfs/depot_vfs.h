@@ -23,11 +23,21 @@
 **
 ** Semantics: one SQLite transaction is one depot commit, published
 ** atomically at the transaction's sync point as one store transaction whose
-** head update is a compare-and-set; a writer whose snapshot is stale gets
-** SQLITE_BUSY_SNAPSHOT and writes nothing.  Readers pin the head when they
-** take the SHARED lock and read that snapshot until they release it.
-** journal_mode=WAL and journal_mode=MEMORY are refused with an error (the
-** rollback journal already lives in memory and the store keeps history).
+** head update is a compare-and-set.  Readers pin the head when they take
+** the SHARED lock and read that snapshot until they release it; they never
+** block a writer.  RESERVED is the store's writer lock of the branch name
+** (store_writer_lock()), which every connection of every process takes to
+** write: SQLITE_BUSY while another holds it, so SQLite's busy handler waits
+** as on a file.  A writer whose snapshot is stale when it takes the lock
+** gets SQLITE_BUSY_SNAPSHOT at its first write and writes nothing (SQLite
+** retries an autocommit statement or BEGIN IMMEDIATE with a fresh
+** snapshot); a COMMIT that holds the lock is not overtaken.  In
+** locking_mode=EXCLUSIVE the lock is held from the first read or write
+** until the connection leaves the mode or closes.  journal_mode=WAL
+** answers the journal mode in effect and changes nothing; every other mode
+** is accepted (the journal lives in memory in all of them).  Each database
+** name of a store has its own full pathname (vfs/share.h), so SQLite's
+** shared cache is shared only by connections to one depot database.
 */
 #ifndef DEPOT_VFS_H
 #define DEPOT_VFS_H

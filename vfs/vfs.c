@@ -12,18 +12,24 @@
 ** journal's first header marks a rollback in progress, whose closing sync
 ** publishes nothing.
 **
-** Locking.  Every connection of the process to one (store, db, branch)
-** shares a DepotShared: at most one of them holds RESERVED or above (others
-** get SQLITE_BUSY); SHARED never blocks a writer because readers read their
-** pinned snapshot.  Writers of other processes are fenced by the head
-** compare-and-set in depot_db_commit().  A writer whose snapshot is already
-** stale when it asks for RESERVED gets SQLITE_BUSY_SNAPSHOT at once.
+** Locking.  RESERVED is the store's writer lock of the branch name
+** (vfs/lock.h), which excludes every other connection, of this process or
+** another, and never waits: SQLITE_BUSY sends SQLite to its busy handler.
+** It is taken before the snapshot is checked, so a writer whose snapshot
+** is stale gets SQLITE_BUSY_SNAPSHOT at its first write (which SQLite
+** retries with a fresh snapshot when no transaction was open), and a
+** COMMIT that holds it cannot be overtaken; the head compare-and-set in
+** depot_db_commit() stays as the fence.  SHARED never blocks a writer
+** because readers read their pinned snapshot.  A WAL file is never opened
+** for a depot database.
 */
 #include "config.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
+#include "vfs/lock.h"
 #include "vfs/txbuf.h"
 #include "vfs/memfile.h"
+#include "vfs/share.h"
 #include "vfs/uri.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -43,7 +49,6 @@ typedef struct DepotFile DepotFile;
 struct DepotShared {
   char *zKey;                /* store file identity, path, db, branch */
   int nRef;                  /* guarded by depotMutex */
-  DepotFile *pWriter;        /* holder of RESERVED+, guarded by depotMutex */
   DepotCache *pCache;        /* thread-safe on its own */
   DepotPageMap *pMap;        /* thread-safe on its own */
   DepotShared *pNext;        /* guarded by depotMutex */
@@ -55,6 +60,7 @@ struct DepotFile {
   sqlite3_file base;         /* must be first */
   DepotShared *pShared;
   Store *pStore;             /* this handle's own store connection */
+  DepotLock lock;            /* the write lock, through pStore */
   char *zDb, *zBranch;
   uint64_t iBucket;          /* bucket of the name (0: main) */
   int eLock;
@@ -210,7 +216,6 @@ static void depotSharedRelease(DepotFile *p){
   DepotShared *s = p->pShared, **pp;
   if( s==0 ) return;
   pthread_mutex_lock(&depotMutex);
-  if( s->pWriter==p ) s->pWriter = 0;
   if( --s->nRef==0 ){
     for(pp=&pDepotShared; *pp!=s; pp=&(*pp)->pNext){}
     *pp = s->pNext;
@@ -803,15 +808,22 @@ static int depotCheckFresh(DepotFile *p, char **pzErr){
   return rc;
 }
 
-/* Become the process's writer of this branch, then check the snapshot. */
+/* Take the write lock (SQLITE_BUSY, without waiting, while another
+** connection holds it), or report why it cannot be taken. */
+static int depotAcquire(DepotFile *p){
+  char *zErr = 0;
+  int rc = depot_lock_acquire(&p->lock, &zErr);
+  if( rc==SQLITE_OK || rc==SQLITE_BUSY || rc==SQLITE_READONLY ) return rc;
+  return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
+}
+
+/* Become the writer of this branch, then check the snapshot. */
 static int depotTakeWriter(DepotFile *p){
   char *zErr = 0;
-  int rc = SQLITE_OK;
+  int bHeld = p->lock.bHeld;        /* taken with SHARED (exclusive mode) */
+  int rc;
   if( p->bReadOnly ) return SQLITE_READONLY;
-  pthread_mutex_lock(&depotMutex);
-  if( p->pShared->pWriter && p->pShared->pWriter!=p ) rc = SQLITE_BUSY;
-  else p->pShared->pWriter = p;
-  pthread_mutex_unlock(&depotMutex);
+  rc = depotAcquire(p);
   if( rc!=SQLITE_OK ) return rc;
   /* A fresh store read transaction for the check; when the snapshot is
   ** the head, it goes on pinning it for the writer's reads (compaction in
@@ -819,9 +831,7 @@ static int depotTakeWriter(DepotFile *p){
   depotBeginRead(p);
   rc = depotCheckFresh(p, &zErr);
   if( rc!=SQLITE_OK ){
-    pthread_mutex_lock(&depotMutex);
-    p->pShared->pWriter = 0;
-    pthread_mutex_unlock(&depotMutex);
+    if( !bHeld ) depot_lock_release(&p->lock);
     if( rc==SQLITE_BUSY_SNAPSHOT || rc==SQLITE_READONLY_DBMOVED ){
       sqlite3_free(zErr);
       return rc;
@@ -838,8 +848,15 @@ static int depotLock(sqlite3_file *pFile, int eLock){
   int rc;
   if( p->eLock>=eLock ) return SQLITE_OK;
   if( p->eLock==SQLITE_LOCK_NONE ){
+    if( p->lock.bExclusive && !p->bReadOnly ){
+      rc = depotAcquire(p);
+      if( rc!=SQLITE_OK && rc!=SQLITE_READONLY ) return rc;
+    }
     rc = depotPin(p);
-    if( rc!=SQLITE_OK ) return rc;
+    if( rc!=SQLITE_OK ){
+      depot_lock_release(&p->lock);
+      return rc;
+    }
     p->eLock = SQLITE_LOCK_SHARED;
   }
   if( eLock>=SQLITE_LOCK_RESERVED && p->eLock<SQLITE_LOCK_RESERVED ){
@@ -855,21 +872,25 @@ static int depotUnlock(sqlite3_file *pFile, int eLock){
   if( p->eLock>=SQLITE_LOCK_RESERVED && eLock<SQLITE_LOCK_RESERVED ){
     p->bRollback = 0;
     depotTxReset(p);
-    pthread_mutex_lock(&depotMutex);
-    if( p->pShared->pWriter==p ) p->pShared->pWriter = 0;
-    pthread_mutex_unlock(&depotMutex);
+  }
+  /* Exclusive locking mode keeps the lock with SHARED (vfs/lock.h). */
+  if( eLock==SQLITE_LOCK_NONE
+   || (eLock<SQLITE_LOCK_RESERVED && !p->lock.bExclusive) ){
+    depot_lock_release(&p->lock);
   }
   if( eLock<p->eLock ) p->eLock = eLock;
   if( eLock==SQLITE_LOCK_NONE ) depotEndRead(p);
   return SQLITE_OK;
 }
 
+/* RESERVED or more is held by this connection or another one. */
 static int depotCheckReservedLock(sqlite3_file *pFile, int *pResOut){
   DepotFile *p = (DepotFile*)pFile;
-  pthread_mutex_lock(&depotMutex);
-  *pResOut = p->pShared->pWriter!=0;
-  pthread_mutex_unlock(&depotMutex);
-  return SQLITE_OK;
+  char *zErr = 0;
+  *pResOut = 1;
+  if( p->eLock>=SQLITE_LOCK_RESERVED ) return SQLITE_OK;
+  return depotReport(depot_lock_other(&p->lock, pResOut, &zErr), zErr,
+                     SQLITE_IOERR_CHECKRESERVEDLOCK);
 }
 
 /* ================= file controls ================= */
@@ -894,14 +915,7 @@ static int depotPragmaMap(DepotFile *p, char **azArg){
 
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1], *zVal = azArg[2];
-  if( sqlite3_stricmp(zName, "journal_mode")==0 && zVal
-   && (sqlite3_stricmp(zVal, "wal")==0 || sqlite3_stricmp(zVal, "memory")==0)){
-    azArg[0] = sqlite3_mprintf("depot: journal_mode=%s is not supported on a"
-        " depot database: its rollback journal already lives in memory and"
-        " the store keeps its history; use delete, truncate, persist or off",
-        zVal);
-    return SQLITE_ERROR;
-  }
+  depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
   if( sqlite3_stricmp(zName, "depot_map_kb")==0 ) return depotPragmaMap(p, azArg);
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     if( zVal ){
@@ -968,6 +982,7 @@ static int depotDeviceCharacteristics(sqlite3_file *pFile){
 static void depotFileFree(DepotFile *p){
   txbuf_clear(&p->tx);
   depot_chunk_cache_clear(&p->chunks);
+  depot_lock_release(&p->lock);
   store_close(p->pStore);
   depotSharedRelease(p);
   ZSTD_freeCCtx(p->pCctx);
@@ -1095,6 +1110,9 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
                                               a.bCacheGiven, a.nMapKb,
                                               a.bMapGiven);
+  if( rc==SQLITE_OK ){
+    depot_lock_init(&p->lock, p->pStore, p->iBucket, p->zDb, p->zBranch);
+  }
   if( rc!=SQLITE_OK ){
     if( (rc&0xff)!=SQLITE_NOMEM && (rc&0xff)!=SQLITE_CORRUPT
      && (rc&0xff)!=SQLITE_FULL ){
@@ -1136,6 +1154,14 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
   memset(pFile, 0, pVfs->szOsFile);
   if( (flags & SQLITE_OPEN_SUPER_JOURNAL) && zName ){
     return pDepotRoot->xOpen(pDepotRoot, zName, pFile, flags, pOutFlags);
+  }
+  if( flags & SQLITE_OPEN_WAL ){
+    /* SQLite opens a WAL only for a database whose header says WAL mode,
+    ** which no depot database's ever does (depotHeaderNoWal): kept in
+    ** memory, its commits would never reach the store. */
+    depotLog(SQLITE_CANTOPEN, "depot: %s: a depot database never runs in"
+        " WAL mode; its commits go to the store", zName ? zName : "");
+    return SQLITE_CANTOPEN;
   }
   if( (flags & SQLITE_OPEN_MAIN_DB) && zName && zName[0] ){
     aDepotLastErr[0] = 0;            /* depot_last_error(): a new open */
@@ -1186,10 +1212,23 @@ static int depotAccess(sqlite3_vfs *pVfs, const char *zName, int flags,
   return pDepotRoot->xAccess(pDepotRoot, zName, flags, pResOut);
 }
 
+/* The store's full pathname, spelled apart per database name so that a
+** shared cache never mixes two databases of one store (vfs/share.h). */
 static int depotFullPathname(sqlite3_vfs *pVfs, const char *zName, int nOut,
                              char *zOut){
+  DepotDefaults *pDflt;
+  int rc = pDepotRoot->xFullPathname(pDepotRoot, zName, nOut, zOut);
+  int rc2;
   (void)pVfs;
-  return pDepotRoot->xFullPathname(pDepotRoot, zName, nOut, zOut);
+  if( (rc&0xff)!=SQLITE_OK ) return rc;        /* SQLITE_OK_SYMLINK is OK */
+  pDflt = depotDefaultsFor(zName);
+  rc2 = depot_share_pathname(zName, pDflt ? pDflt->zFile : 0, nOut, zOut);
+  depotDefaultsUnref(pDflt);
+  if( rc2==SQLITE_CANTOPEN ){
+    depotLog(rc2, "depot: the path of %s is too long to name one more"
+             " database of its store in this process", zOut);
+  }
+  return rc2!=SQLITE_OK ? rc2 : rc;
 }
 static void *depotDlOpen(sqlite3_vfs *pVfs, const char *zPath){
   (void)pVfs;

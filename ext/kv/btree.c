@@ -241,8 +241,8 @@ static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
 static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   sqlite3 *db = 0;
   int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX,
-                           btVfs());
+                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX
+                           |SQLITE_OPEN_PRIVATECACHE, btVfs());
   if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
   if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
@@ -1537,7 +1537,8 @@ static int btStoreMaxId(const char *zStore, uint64_t *piMax, char **pzErr){
   if( zPath==0 ) return SQLITE_NOMEM;
   if( btFileSize(zPath, "")>0 ){
     rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                         |SQLITE_OPEN_NOMUTEX, btVfs());
+                         |SQLITE_OPEN_NOMUTEX|SQLITE_OPEN_PRIVATECACHE,
+                         btVfs());
     if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
     if( rc==SQLITE_OK ){
       rc = sqlite3_prepare_v2(db, "SELECT max(CAST(substr(name,2) AS "

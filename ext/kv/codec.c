@@ -622,8 +622,8 @@ static int kvcEchoOpen(void){
   int rc;
   if( kvcEcho ) return SQLITE_OK;
   if( kvcDb==0 ){
-    rc = sqlite3_open_v2(":memory:", &kvcDb,
-                         SQLITE_OPEN_READWRITE|SQLITE_OPEN_MEMORY, 0);
+    rc = sqlite3_open_v2(":memory:", &kvcDb, SQLITE_OPEN_READWRITE
+                         |SQLITE_OPEN_MEMORY|SQLITE_OPEN_PRIVATECACHE, 0);
     if( rc!=SQLITE_OK ){
       sqlite3_close(kvcDb);
       kvcDb = 0;

@@ -89,6 +89,11 @@ double bench_compact_read(int bCandidate, const char *zDir);
 double bench_compact_pitr(int bCandidate, const char *zDir);
 double bench_compact_commits(int bCandidate, const char *zDir);
 
+/* tests/bench/bench_lock.c: the depot write lock. */
+double bench_lock_commit(int bCandidate, const char *zDir);
+double bench_lock_procs(int bCandidate, const char *zDir);
+double bench_lock_procs_normal(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

@@ -8,8 +8,11 @@ tests_bench_depot_bench_SOURCES = tests/bench/bench.c tests/bench/bench.h \
 	tests/bench/bench_kvversion.c tests/bench/bench_kvbtree.c \
 	tests/bench/bench_kvsql.c \
 	tests/bench/bench_depot.c tests/bench/bench_fork.c \
-	tests/bench/bench_compact.c
+	tests/bench/bench_compact.c tests/bench/bench_lock.c
 tests_bench_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+# bench_lock.c runs one-row commits with and without the writer lock
+tests_bench_depot_bench_LDFLAGS = $(AM_LDFLAGS) \
+	-Wl,--wrap=store_writer_lock -Wl,--wrap=store_writer_unlock
 CLEANFILES += tests/bench/depot_bench
 EXTRA_PROGRAMS += tests/bench/speed_bench
 tests_bench_speed_bench_SOURCES = tests/bench/bench_speed.c

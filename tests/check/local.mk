@@ -101,6 +101,11 @@ EXTRA_DIST += tests/check/cache_sizes.sh
 EXTRA_DIST += tests/check/sqltest.sh
 AM_TESTS_ENVIRONMENT += SQLITE3_SHELL='$(SQLITE3_SHELL)'; export SQLITE3_SHELL;
 
+check_PROGRAMS += tests/check/check_lock
+TESTS += tests/check/check_lock
+tests_check_check_lock_SOURCES = tests/check/check_lock.c $(TEST_HARNESS)
+tests_check_check_lock_LDADD = $(TEST_LDADD)
+
 # make torture: the SIGKILL and store-fault tests of the depot and fork
 # suites with many kill rounds (DEPOT_TORTURE_ITERS, default 200).
 torture: tests/check/check_depot$(EXEEXT) tests/check/check_fork$(EXEEXT)
@@ -155,3 +160,20 @@ examples_async_loop_CPPFLAGS = $(AM_CPPFLAGS) -I$(srcdir)/ext
 examples_async_loop_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 TESTS += tests/check/async_loop.sh
 EXTRA_DIST += tests/check/async_loop.sh
+
+# make torture: the lock suite with long workloads and many SIGKILL rounds
+# (DEPOT_LOCK_OPS operations per process or thread, default 1000;
+# DEPOT_LOCK_KILLS rounds, default 100, of DEPOT_LOCK_KILL_OPS operations
+# per worker, default 200; DEPOT_LOCK_BUSY_MS busy timeout of the workers,
+# default 120000: back-to-back writers may keep one waiting for long).
+torture-lock: tests/check/check_lock$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	DEPOT_LOCK_OPS=$${DEPOT_LOCK_OPS:-1000} \
+	DEPOT_LOCK_KILLS=$${DEPOT_LOCK_KILLS:-100} \
+	DEPOT_LOCK_KILL_OPS=$${DEPOT_LOCK_KILL_OPS:-200} \
+	DEPOT_LOCK_BUSY_MS=$${DEPOT_LOCK_BUSY_MS:-120000} \
+	CK_DEFAULT_TIMEOUT=$${CK_DEFAULT_TIMEOUT:-3600} \
+	  ./tests/check/check_lock$(EXEEXT)
+torture: torture-lock
+.PHONY: torture-lock

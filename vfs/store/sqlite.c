@@ -20,11 +20,17 @@
 **
 ** Statements are prepared once per handle.  A write transaction is BEGIN
 ** IMMEDIATE (the outer file's write lock, waited for up to nBusyMs); reads
-** outside a transaction run in autocommit.
+** outside a transaction run in autocommit.  The writer locks of
+** store_writer_lock() are byte-range locks on the file "<store>-lock"
+** (vfs/store/lockfile.c).  The connection never takes part in SQLite's
+** shared cache (SQLITE_OPEN_PRIVATECACHE): a store opened from the depot
+** VFS's xOpen while shared cache is on would otherwise wait forever for the
+** mutex SQLite holds across that xOpen.
 */
 #include "config.h"
 #include "vfs/store/store.h"
 #include "vfs/store/bytes.h"
+#include "vfs/store/lockfile.h"
 #include "sql/store_schema.h"  /* STORE_SCHEMA_SQL, from sql/store_schema.sql */
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -70,6 +76,8 @@ struct StoreSqlite {
                                   ** transaction only (it holds a read) */
   int bOldLayout;                 /* format 0 (read-only open): no rowids */
   int bInTxn;                     /* inside store_begin() .. commit/rollback */
+  int bReadOnly;                  /* opened read-only or immutable */
+  StoreLockFile lk;               /* writer locks */
   int nMaxValue;
   int nBusyMs;                    /* the connection's busy timeout */
   char *zErr;                     /* last error, sqlite3_malloc'd */
@@ -134,6 +142,7 @@ static void ssClose(Store *pStore){
   ssBlobClose(p);
   for(i=0; i<SS_NSTMT; i++) sqlite3_finalize(p->aStmt[i]);
   if( p->bInTxn ) sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
+  store_lockfile_close(&p->lk);
   sqlite3_close(p->db);
   sqlite3_free(p->zErr);
   sqlite3_free(p);
@@ -433,10 +442,41 @@ static int ssMaintain(Store *pStore, int eOp){
   return rc;
 }
 
+/* A failure of the lock file (rc) with its message zErr (consumed). */
+static int ssLockErr(StoreSqlite *p, int rc, char *zErr){
+  if( zErr ){
+    sqlite3_free(p->zErr);
+    p->zErr = zErr;
+  }
+  return rc;
+}
+
+static int ssWriterLock(Store *pStore, const void *pKey, int nKey){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  char *zErr = 0;
+  int rc;
+  if( p->bReadOnly ) return SQLITE_READONLY;
+  rc = store_lockfile_lock(&p->lk, pKey, nKey, &zErr);
+  return ssLockErr(p, rc, zErr);
+}
+
+static int ssWriterUnlock(Store *pStore, const void *pKey, int nKey){
+  store_lockfile_unlock(&((StoreSqlite*)pStore)->lk, pKey, nKey);
+  return SQLITE_OK;
+}
+
+static int ssWriterHeld(Store *pStore, const void *pKey, int nKey,
+                        int *pbHeld){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  char *zErr = 0;
+  int rc = store_lockfile_held(&p->lk, pKey, nKey, pbHeld, &zErr);
+  return ssLockErr(p, rc, zErr);
+}
+
 static const StoreMethods storeSqliteMethods = {
   2, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg, ssGetRange, ssMaintain,
-  ssPhysicalBytes
+  ssPhysicalBytes, ssWriterLock, ssWriterUnlock, ssWriterHeld
 };
 
 /* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by
@@ -685,7 +725,8 @@ static int ssOpenDb(StoreSqlite *p, const char *zPath,
     flags |= SQLITE_OPEN_URI;
   }
   rc = sqlite3_open_v2(zUri ? zUri : zPath, &p->db,
-                       flags|SQLITE_OPEN_NOMUTEX, ssVfsName(pCfg));
+                       flags|SQLITE_OPEN_NOMUTEX|SQLITE_OPEN_PRIVATECACHE,
+                       ssVfsName(pCfg));
   sqlite3_free(zUri);
   return rc;
 }
@@ -706,6 +747,8 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
   memset(p, 0, sizeof(*p));
   p->base.pMethods = &storeSqliteMethods;
   p->nMaxValue = pCfg->nMaxValue>0 ? pCfg->nMaxValue : 65536;
+  p->bReadOnly = pCfg->bReadOnly || pCfg->bImmutable;
+  p->lk.fd = -1;
   rc = pCfg->bImmutable ? ssNoWalFrames(p, zPath) : SQLITE_OK;
   if( rc==SQLITE_OK ) rc = ssOpenDb(p, zPath, pCfg);
   if( rc!=SQLITE_OK && p->db==0 ){
@@ -716,8 +759,13 @@ int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfgIn,
     return rc;
   }
   if( rc==SQLITE_OK ){
+    const char *zFile;
     sqlite3_extended_result_codes(p->db, 1);
     rc = ssSetup(p, pCfg);
+    zFile = sqlite3_db_filename(p->db, "main");
+    if( rc==SQLITE_OK ){
+      rc = store_lockfile_init(&p->lk, zFile && zFile[0] ? zFile : zPath);
+    }
   }else{
     ssSetErr(p, "cannot open the store file");
   }

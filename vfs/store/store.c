@@ -77,3 +77,16 @@ int store_max_value(Store *p){
 const char *store_errmsg(Store *p){
   return p->pMethods->xErrMsg(p);
 }
+int store_writer_lock(Store *p, const void *pKey, int nKey){
+  if( nKey<1 || nKey>STORE_LOCK_KEY_MAX ) return SQLITE_MISUSE;
+  return p->pMethods->xWriterLock(p, pKey, nKey);
+}
+int store_writer_unlock(Store *p, const void *pKey, int nKey){
+  if( nKey<1 || nKey>STORE_LOCK_KEY_MAX ) return SQLITE_MISUSE;
+  return p->pMethods->xWriterUnlock(p, pKey, nKey);
+}
+int store_writer_held(Store *p, const void *pKey, int nKey, int *pbHeld){
+  *pbHeld = 0;
+  if( nKey<1 || nKey>STORE_LOCK_KEY_MAX ) return SQLITE_MISUSE;
+  return p->pMethods->xWriterHeld(p, pKey, nKey, pbHeld);
+}

@@ -13,6 +13,12 @@
 ** is visible to other Store handles until store_commit() returns SQLITE_OK,
 ** and a failed or abandoned transaction leaves no trace.
 **
+** Writer locks.  Above the store's own transactions, a backend keeps one
+** more kind of lock: the writer lock of a key (vfs/ locks the name of a
+** database branch), which every process using the store respects, which
+** its holder's death releases, and which never waits (see
+** store_writer_lock()).
+**
 ** Errors.  Every call returns an SQLite result code.  SQLITE_BUSY means
 ** another writer held the store for longer than the backend waits;
 ** SQLITE_IOERR_* / SQLITE_FULL / SQLITE_CORRUPT come from the backend's
@@ -35,7 +41,7 @@ typedef int (*StoreRowFn)(void *pArg, const unsigned char *pKey, int nKey,
 #define STORE_SCAN_REVERSE 0x01    /* store_scan(): largest key first */
 
 struct StoreMethods {
-  int iVersion;                    /* 1 */
+  int iVersion;                    /* 2 */
   void (*xClose)(Store*);
   int (*xBegin)(Store*, int bWrite);
   int (*xCommit)(Store*);
@@ -56,6 +62,9 @@ struct StoreMethods {
                    void *pOut, int *pnGot);
   int (*xMaintain)(Store*, int eOp);
   int (*xPhysicalBytes)(Store*, int64_t *pnByte);
+  int (*xWriterLock)(Store*, const void *pKey, int nKey);
+  int (*xWriterUnlock)(Store*, const void *pKey, int nKey);
+  int (*xWriterHeld)(Store*, const void *pKey, int nKey, int *pbHeld);
 };
 
 /* Every backend's handle starts with this. */
@@ -144,6 +153,37 @@ int store_max_value(Store*);
 /* English text of the most recent error on this handle ("" if none).
 ** Valid until the next call on the handle. */
 const char *store_errmsg(Store*);
+
+/* Take the writer lock of the key pKey (nKey bytes, 1..STORE_LOCK_KEY_MAX)
+** for this handle, without waiting: SQLITE_OK when this handle holds it
+** now (also when it held it already: a handle holds a key once, and one
+** store_writer_unlock() releases it); SQLITE_BUSY when another handle, of
+** this process or another one, holds it; SQLITE_READONLY on a handle
+** opened read-only or immutable; SQLITE_IOERR_LOCK (store_errmsg() says
+** why) when the backend cannot lock.  The lock belongs to the handle, not
+** to the process or the thread: two handles of one process exclude each
+** other.  It is released by store_writer_unlock(), by store_close(), and
+** when the holder's process dies (the embedded backend: a byte-range lock
+** of an open file description, F_OFD_SETLK, on the file "<store>-lock"
+** beside the store, made on the first writer lock with the store's
+** permissions, one byte per key at a 62-bit hash of it -- two keys with
+** one hash share a lock, they only serialise; a process forked while a
+** handle holds a lock does not share it: the child's copies of the lock
+** file's descriptors are closed in the child.  A server backend: a session
+** advisory lock, which the server drops with the lost session).  The lock
+** is independent of store transactions: it is held across them and may be
+** taken inside or outside one. */
+#define STORE_LOCK_KEY_MAX 1024
+int store_writer_lock(Store*, const void *pKey, int nKey);
+
+/* Release the writer lock of pKey if this handle holds it (SQLITE_OK
+** either way). */
+int store_writer_unlock(Store*, const void *pKey, int nKey);
+
+/* *pbHeld: 1 when a handle other than this one holds the writer lock of
+** pKey now, else 0 (no lock file yet counts as not held).  A snapshot:
+** it may change as soon as the call returns. */
+int store_writer_held(Store*, const void *pKey, int nKey, int *pbHeld);
 
 /*
 ** The embedded backend: one SQLite file in WAL mode holding the rowid table
