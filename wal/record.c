@@ -37,22 +37,6 @@ SQLITE_EXTENSION_INIT3
 
 /* ---------------------------------------------------------------- bytes */
 
-void wal_put_u32(uint8_t *a, uint32_t v){
-  a[0] = (uint8_t)v; a[1] = (uint8_t)(v>>8);
-  a[2] = (uint8_t)(v>>16); a[3] = (uint8_t)(v>>24);
-}
-void wal_put_u64(uint8_t *a, uint64_t v){
-  wal_put_u32(a, (uint32_t)v);
-  wal_put_u32(a+4, (uint32_t)(v>>32));
-}
-uint32_t wal_get_u32(const uint8_t *a){
-  return (uint32_t)a[0] | ((uint32_t)a[1]<<8)
-       | ((uint32_t)a[2]<<16) | ((uint32_t)a[3]<<24);
-}
-uint64_t wal_get_u64(const uint8_t *a){
-  return (uint64_t)wal_get_u32(a) | ((uint64_t)wal_get_u32(a+4)<<32);
-}
-
 static int recVarintLen(uint64_t v){
   int n = 1;
   while( v>=0x80 ){ v >>= 7; n++; }

@@ -61,6 +61,35 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+/* ------------------------------------------------------- byte order ---
+** The byte-order helpers of the WAL and of the KV engine above it (one
+** set for the whole chain): little-endian (the WAL's frames and records,
+** the kv_log files) and big-endian (the KV catalog file, kv_btree row
+** checksums).  a must have room for the bytes read or written. */
+static inline void wal_put_u32(uint8_t *a, uint32_t v){
+  a[0] = (uint8_t)v; a[1] = (uint8_t)(v>>8);
+  a[2] = (uint8_t)(v>>16); a[3] = (uint8_t)(v>>24);
+}
+static inline void wal_put_u64(uint8_t *a, uint64_t v){
+  wal_put_u32(a, (uint32_t)v);
+  wal_put_u32(a+4, (uint32_t)(v>>32));
+}
+static inline uint32_t wal_get_u32(const uint8_t *a){
+  return (uint32_t)a[0] | ((uint32_t)a[1]<<8)
+       | ((uint32_t)a[2]<<16) | ((uint32_t)a[3]<<24);
+}
+static inline uint64_t wal_get_u64(const uint8_t *a){
+  return (uint64_t)wal_get_u32(a) | ((uint64_t)wal_get_u32(a+4)<<32);
+}
+static inline void wal_put_be32(uint8_t *a, uint32_t v){
+  a[0] = (uint8_t)(v>>24); a[1] = (uint8_t)(v>>16);
+  a[2] = (uint8_t)(v>>8); a[3] = (uint8_t)v;
+}
+static inline uint32_t wal_get_be32(const uint8_t *a){
+  return ((uint32_t)a[0]<<24) | ((uint32_t)a[1]<<16)
+       | ((uint32_t)a[2]<<8) | (uint32_t)a[3];
+}
+
 /* ---------------------------------------------------------------- I/O ---
 ** The injectable file layer.  wal/ (and the persistent KV backends, which
 ** reuse it) never call POSIX file functions directly, so tests can fail any

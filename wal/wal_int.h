@@ -29,10 +29,6 @@
 /* ---- record.c ---- */
 
 /* Little-endian fixed-width helpers. */
-void wal_put_u32(uint8_t *a, uint32_t v);
-void wal_put_u64(uint8_t *a, uint64_t v);
-uint32_t wal_get_u32(const uint8_t *a);
-uint64_t wal_get_u64(const uint8_t *a);
 
 /* The abort record of a root (TID tid) whose record cidAborted is
 ** withdrawn; NULL on OOM or when cidAborted is 0.  Only wal_abort()

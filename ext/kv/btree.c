@@ -345,8 +345,7 @@ static int btRowValue(int bCrc, const uint8_t *aKey, int nKey,
     uint32_t x;
     if( nVal<4 ) return SQLITE_CORRUPT;
     nVal -= 4;
-    x = ((uint32_t)aVal[nVal]<<24) | ((uint32_t)aVal[nVal+1]<<16)
-      | ((uint32_t)aVal[nVal+2]<<8) | aVal[nVal+3];
+    x = wal_get_be32(aVal+nVal);
     if( x!=btRowCrc(aKey, nKey, aVal, nVal) ) return SQLITE_CORRUPT;
   }
   return kv_buf_append(pBuf, aVal, nVal);
@@ -536,8 +535,7 @@ static int btCrcValue(BtStore *s, const KvMapEntry *e){
   uint32_t x = btRowCrc(e->aKey, e->nKey, e->aVal, e->nVal);
   uint8_t a[4];
   int rc;
-  a[0] = (uint8_t)(x>>24); a[1] = (uint8_t)(x>>16);
-  a[2] = (uint8_t)(x>>8);  a[3] = (uint8_t)x;
+  wal_put_be32(a, x);
   kv_buf_reset(&s->crcBuf);
   rc = kv_buf_append(&s->crcBuf, e->aVal, e->nVal);
   if( rc==SQLITE_OK ) rc = kv_buf_append(&s->crcBuf, a, 4);

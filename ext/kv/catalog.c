@@ -34,14 +34,6 @@ SQLITE_EXTENSION_INIT3
 #define KV_CATALOG_FILE  "tables_meta"
 #define KV_CATALOG_MAGIC "KVCATLG1"
 
-static void catPut32(uint8_t *a, uint32_t v){
-  a[0] = v>>24; a[1] = v>>16; a[2] = v>>8; a[3] = v;
-}
-static uint32_t catGet32(const uint8_t *a){
-  return ((uint32_t)a[0]<<24) | ((uint32_t)a[1]<<16) | ((uint32_t)a[2]<<8)
-       | a[3];
-}
-
 int kv_meta_encode(const KvMeta *p, KvBuf *pOut){
   uint8_t aHdr[11];
   uint8_t a4[4];
@@ -52,7 +44,7 @@ int kv_meta_encode(const KvMeta *p, KvBuf *pOut){
   aHdr[1] = p->bPersist ? 1 : 0;
   for(i=0; i<8; i++) aHdr[2+i] = (uint8_t)(p->iId >> (56-8*i));
   aHdr[10] = (uint8_t)nType;
-  catPut32(a4, (uint32_t)nOpt);
+  wal_put_be32(a4, (uint32_t)nOpt);
   rc = kv_buf_append(pOut, aHdr, 11);
   if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, p->zType, nType);
   if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, a4, 4);
@@ -71,7 +63,7 @@ int kv_meta_decode(const uint8_t *a, int n, KvMeta *p){
   p->bPersist = a[1];
   for(i=0; i<8; i++) p->iId = (p->iId<<8) | a[2+i];
   memcpy(p->zType, &a[11], nType);
-  nOpt = (int)catGet32(&a[11+nType]);
+  nOpt = (int)wal_get_be32(&a[11+nType]);
   if( nOpt<0 || 15+nType+nOpt!=n ) return SQLITE_CORRUPT;
   if( nOpt>0 ){
     p->zOptions = sqlite3_mprintf("%.*s", nOpt, &a[15+nType]);
@@ -160,18 +152,18 @@ static int catParse(KvEngine *pEng, const uint8_t *a, int64_t n,
   int rc = SQLITE_OK;
   if( pBatch==0 ) return SQLITE_NOMEM;
   if( n<16 || memcmp(a, KV_CATALOG_MAGIC, 8)!=0
-   || wal_crc32c(0, a, (size_t)(n-4))!=catGet32(&a[n-4]) ){
+   || wal_crc32c(0, a, (size_t)(n-4))!=wal_get_be32(&a[n-4]) ){
     rc = SQLITE_CORRUPT;
   }
-  nEntry = rc==SQLITE_OK ? catGet32(&a[8]) : 0;
+  nEntry = rc==SQLITE_OK ? wal_get_be32(&a[8]) : 0;
   for(i=0; i<nEntry && rc==SQLITE_OK; i++){
     uint32_t nName, nMeta;
     if( off+4>n-4 ){ rc = SQLITE_CORRUPT; break; }
-    nName = catGet32(&a[off]);
+    nName = wal_get_be32(&a[off]);
     if( nName<1 || nName>KV_MAX_NAME_BYTES || off+4+(int64_t)nName+4>n-4 ){
       rc = SQLITE_CORRUPT; break;
     }
-    nMeta = catGet32(&a[off+4+nName]);
+    nMeta = wal_get_be32(&a[off+4+nName]);
     if( nMeta>65536 || off+8+(int64_t)nName+nMeta>n-4 ){
       rc = SQLITE_CORRUPT; break;
     }
@@ -242,17 +234,17 @@ static int catSerialise(KvEngine *pEng, KvBuf *pOut){
   for(bOn=rc==SQLITE_OK && pB->xCursorSeek(pCsr, KV_SEEK_FIRST, 0, 0);
       bOn && rc==SQLITE_OK; bOn=pB->xCursorNext(pCsr)){
     pB->xCursorEntry(pCsr, &e);
-    catPut32(a4, e.nKey);
+    wal_put_be32(a4, e.nKey);
     rc = kv_buf_append(pOut, a4, 4);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, e.aKey, e.nKey);
-    catPut32(a4, e.nVal);
+    wal_put_be32(a4, e.nVal);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, a4, 4);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pOut, e.aVal, e.nVal);
     n++;
   }
   if( rc==SQLITE_OK ){
-    catPut32(&pOut->a[8], n);
-    catPut32(a4, wal_crc32c(0, pOut->a, pOut->n));
+    wal_put_be32(&pOut->a[8], n);
+    wal_put_be32(a4, wal_crc32c(0, pOut->a, pOut->n));
     rc = kv_buf_append(pOut, a4, 4);
   }
   if( pCsr ) pB->xCursorClose(pCsr);

@@ -33,21 +33,6 @@ static const uint8_t klfManMagic[8] = { 'd','k','v','m','a','n','0','1' };
 
 /* ------------------------------------------------------------ helpers -- */
 
-void kl_put32(uint8_t *a, uint32_t v){
-  a[0] = (uint8_t)v; a[1] = (uint8_t)(v>>8);
-  a[2] = (uint8_t)(v>>16); a[3] = (uint8_t)(v>>24);
-}
-void kl_put64(uint8_t *a, uint64_t v){
-  kl_put32(a, (uint32_t)v); kl_put32(a+4, (uint32_t)(v>>32));
-}
-uint32_t kl_get32(const uint8_t *a){
-  return (uint32_t)a[0] | ((uint32_t)a[1]<<8) | ((uint32_t)a[2]<<16)
-       | ((uint32_t)a[3]<<24);
-}
-static uint64_t klfGet64(const uint8_t *a){
-  return (uint64_t)kl_get32(a) | ((uint64_t)kl_get32(a+4)<<32);
-}
-
 /* The SQLite code for an errno from a write. */
 int kl_errno_rc(int err, int rcDefault){
   if( err==ENOSPC || err==EFBIG || err==EDQUOT ) return SQLITE_FULL;
@@ -212,14 +197,14 @@ void kl_file_unref(KlFile *pFile){
 
 void kl_file_header(uint8_t *a, uint32_t iNum, int eKind){
   memcpy(a, klfMagic, 8);
-  kl_put32(a+8, iNum);
-  kl_put32(a+12, (uint32_t)eKind);
+  wal_put_u32(a+8, iNum);
+  wal_put_u32(a+12, (uint32_t)eKind);
 }
 
 const char *kl_header_check(const uint8_t *a, const KlFile *pFile){
   if( memcmp(a, klfMagic, 8)!=0 ) return "bad magic";
-  if( kl_get32(a+8)!=pFile->iNum ) return "header names another file number";
-  if( kl_get32(a+12)!=(uint32_t)pFile->eKind ) return "header has another kind";
+  if( wal_get_u32(a+8)!=pFile->iNum ) return "header names another file number";
+  if( wal_get_u32(a+12)!=(uint32_t)pFile->eKind ) return "header has another kind";
   return 0;
 }
 
@@ -306,20 +291,20 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail,
                                 KlFrame *pOut){
   uint32_t nBody, nKey;
   if( nAvail<KL_FRAME_HDR ) return "truncated frame header";
-  nBody = kl_get32(a);
+  nBody = wal_get_u32(a);
   if( nBody<KL_BODY_FIXED+1 || nBody>KL_MAX_BODY ){
     return "impossible record length";
   }
   if( (int64_t)nBody+KL_FRAME_HDR>nAvail ) return "truncated record";
-  if( wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody)!=kl_get32(a+4) ){
+  if( wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody)!=wal_get_u32(a+4) ){
     return "checksum mismatch";
   }
   a += KL_FRAME_HDR;
-  nKey = kl_get32(a+9);
+  nKey = wal_get_u32(a+9);
   if( (a[0] & ~(KL_FLAG_DELETE|KL_FLAG_LAST))!=0 ) return "unknown flags";
   if( nKey<1 || nKey>nBody-KL_BODY_FIXED ) return "impossible key length";
   pOut->flags = a[0];
-  pOut->cid = klfGet64(a+1);
+  pOut->cid = wal_get_u64(a+1);
   pOut->aKey = a+KL_BODY_FIXED;
   pOut->nKey = nKey;
   pOut->aVal = a+KL_BODY_FIXED+nKey;
@@ -539,19 +524,19 @@ static int klfManifestParse(const char *zPath, const uint8_t *a, int64_t n,
   if( n<KL_MAN_FIXED ) return kl_corrupt(pzErr, zPath, n, "truncated");
   if( memcmp(a, klfManMagic, 8)!=0 ) return kl_corrupt(pzErr, zPath, 0,
                                                       "bad magic");
-  nList = kl_get32(a+20);
+  nList = wal_get_u32(a+20);
   if( nList>KL_MAN_MAXLIST || (int64_t)KL_MAN_FIXED+4*(int64_t)nList!=n ){
     return kl_corrupt(pzErr, zPath, 20, "file list length does not match");
   }
-  if( wal_crc32c(0, a, n-4)!=kl_get32(a+n-4) ){
+  if( wal_crc32c(0, a, n-4)!=wal_get_u32(a+n-4) ){
     return kl_corrupt(pzErr, zPath, n-4, "checksum mismatch");
   }
-  *piMerged = kl_get32(a+8);
-  *pMaxCid = (uint64_t)kl_get32(a+12) | ((uint64_t)kl_get32(a+16)<<32);
+  *piMerged = wal_get_u32(a+8);
+  *pMaxCid = (uint64_t)wal_get_u32(a+12) | ((uint64_t)wal_get_u32(a+16)<<32);
   *paList = sqlite3_malloc64(sizeof(uint32_t)*(nList+1));
   if( *paList==0 ) return SQLITE_NOMEM;
   for(i=0; i<nList; i++){
-    (*paList)[i] = kl_get32(a+24+4*i);
+    (*paList)[i] = wal_get_u32(a+24+4*i);
     if( (*paList)[i]==0 || (*paList)[i]>KL_MAX_FILENUM ){
       sqlite3_free(*paList);
       *paList = 0;
@@ -622,12 +607,12 @@ int kl_manifest_write(KvLogStore *p, uint32_t iMerged, uint64_t maxCid,
   *pbRenamed = 0;
   if( a==0 || zTmp==0 || zMan==0 ){ rc = SQLITE_NOMEM; goto done; }
   memcpy(a, klfManMagic, 8);
-  kl_put32(a+8, iMerged);
-  kl_put32(a+12, (uint32_t)maxCid);
-  kl_put32(a+16, (uint32_t)(maxCid>>32));
-  kl_put32(a+20, (uint32_t)nList);
-  for(i=0; i<nList; i++) kl_put32(a+24+4*i, aList[i]);
-  kl_put32(a+n-4, wal_crc32c(0, a, n-4));
+  wal_put_u32(a+8, iMerged);
+  wal_put_u32(a+12, (uint32_t)maxCid);
+  wal_put_u32(a+16, (uint32_t)(maxCid>>32));
+  wal_put_u32(a+20, (uint32_t)nList);
+  for(i=0; i<nList; i++) wal_put_u32(a+24+4*i, aList[i]);
+  wal_put_u32(a+n-4, wal_crc32c(0, a, n-4));
   rc = klfManifestTmp(p, zTmp, a, n, pzErr);
   if( rc==SQLITE_OK ) rc = kl_step(p, KVLOG_STEP_MANIFEST_TMP, pzErr);
   if( rc==SQLITE_OK && p->pIo->xRename(p->pIo->pCtx, zTmp, zMan) ){

@@ -141,8 +141,8 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
     KlFrame fr;
     rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
     if( rc ) return rc;
-    if( nAvail>=KL_FRAME_HDR && kl_get32(a)<=KL_MAX_BODY ){
-      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+kl_get32(a),
+    if( nAvail>=KL_FRAME_HDR && wal_get_u32(a)<=KL_MAX_BODY ){
+      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(a),
                         &a, &nAvail, pzErr);
       if( rc ) return rc;
     }
@@ -623,14 +623,14 @@ static int klEncode(KvLogStore *p, uint64_t cid, int nAction,
     uint8_t *a = p->wbuf.a + p->wbuf.n;
     int nVal = pA->bDelete ? 0 : pA->nVal;
     uint32_t nBody = (uint32_t)(KL_BODY_FIXED + pA->nKey + nVal);
-    kl_put32(a, nBody);
+    wal_put_u32(a, nBody);
     a[8] = (uint8_t)((pA->bDelete ? KL_FLAG_DELETE : 0)
                      | (i==nAction-1 ? KL_FLAG_LAST : 0));
-    kl_put64(a+9, cid);
-    kl_put32(a+17, (uint32_t)pA->nKey);
+    wal_put_u64(a+9, cid);
+    wal_put_u32(a+17, (uint32_t)pA->nKey);
     memcpy(a+KL_FRAME_HDR+KL_BODY_FIXED, pA->aKey, pA->nKey);
     if( nVal ) memcpy(a+KL_FRAME_HDR+KL_BODY_FIXED+pA->nKey, pA->aVal, nVal);
-    kl_put32(a+4, wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody));
+    wal_put_u32(a+4, wal_crc32c(wal_crc32c(0, a, 4), a+KL_FRAME_HDR, nBody));
     p->wbuf.n += KL_FRAME_HDR + (int)nBody;
   }
   return SQLITE_OK;

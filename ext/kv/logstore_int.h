@@ -133,9 +133,6 @@ struct KlFrame {
 ** Errors follow logstore.h: an SQLite code, and for functions that take
 ** pzErr a sqlite3_malloc'd message naming the file (kl_set_err replaces
 ** any earlier one; pzErr may be NULL). */
-void kl_put32(uint8_t*, uint32_t);            /* little-endian */
-uint32_t kl_get32(const uint8_t*);
-void kl_put64(uint8_t*, uint64_t);
 int kl_errno_rc(int err, int rcDefault);      /* SQLITE_FULL for ENOSPC.. */
 void kl_set_err(char **pzErr, char *zMsg);
 int kl_io_err(char **pzErr, int rc, const char *zOp, const char *zPath,
