@@ -101,7 +101,7 @@ int uri_parse_args(const char *zName, const char *zDflt, UriArgs *a,
         (int)strlen(a->zBucket), (int)strlen(a->zDb), (int)strlen(a->zBranch));
   }else if( sqlite3_uri_boolean(zName, "nolock", 0) ){
     *pzErr = sqlite3_mprintf("depot: nolock=1 is not supported: a depot"
-        " database takes its snapshot and its writer slot in its locks");
+        " database takes its snapshot and its write lock in its locks");
   }else if( strchr(a->zDb, '/') ){
     *pzErr = sqlite3_mprintf("depot: a db name may not contain '/' (a"
         " database BUCKET/NAME is opened with bucket=BUCKET&db=NAME), got"

@@ -2501,7 +2501,7 @@ START_TEST(test_depot_import_of_another_page_size_fails_and_changes_nothing){
 }
 END_TEST
 
-/* An import into a database whose writer slot a connection of this
+/* An import into a database whose write lock a connection of this
 ** process holds fails with SQLITE_BUSY (a code the caller can retry on,
 ** not SQLITE_ERROR), stores nothing, and succeeds once the writer ends. */
 START_TEST(test_depot_import_into_a_held_database_is_busy_then_retries){
