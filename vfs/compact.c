@@ -778,7 +778,7 @@ int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
 ** bookkeeping with the child's own connections, so the job's close in the
 ** parent could checkpoint and delete the -wal the child appends to) or an
 ** SQLite mutex the thread holds at that instant.  The fork handlers
-** (registered when the thread first starts) therefore ask a running job to
+** (registered by the first request) therefore ask a running job to
 ** stop at its next progress point (the thread's progress hook answers
 ** cmpForkStop), wait until the thread holds nothing (cmpBusy 0), and keep
 ** cmpMutex across fork().  The parent requeues the stopped job at the
@@ -893,7 +893,6 @@ static int cmpStartThread(void){
   pthread_attr_t attr;
   int ok;
   if( cmpThreadPid==getpid() ) return 1;
-  pthread_once(&cmpForkOnce, cmpForkRegister);
   while( cmpOrphans ){        /* copies of the parent's jobs, in a child */
     CmpJob *p = cmpOrphans;
     cmpOrphans = p->pNext;
@@ -910,6 +909,9 @@ static int cmpStartThread(void){
 
 void depot_compact_wake(const char *zPath, uint64_t iBranch){
   CmpJob *pJob, **pp;
+  /* before the thread can start; not under cmpMutex, which a fork() in
+  ** another thread may wait for while it holds the fork handler list */
+  pthread_once(&cmpForkOnce, cmpForkRegister);
   pthread_mutex_lock(&cmpMutex);
   for(pp=&cmpQueue; *pp; pp=&(*pp)->pNext){
     if( (*pp)->iBranch==iBranch && strcmp((*pp)->zPath, zPath)==0 ) break;
