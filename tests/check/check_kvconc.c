@@ -50,6 +50,13 @@ static sqlite3 *conc_setup(const char *zTag, int iType, int nKey,
   return db;
 }
 
+/* The text of the first row of zSql on db is zWant. */
+static void conc_text_eq(sqlite3 *db, const char *zSql, const char *zWant){
+  char *z = th_text(db, zSql);
+  ck_assert_str_eq(z, zWant);
+  sqlite3_free(z);
+}
+
 /* Run zSql, expecting rc (extended code) and, if zLike, a message holding
 ** it; a message of "database is locked" fails the test in any case. */
 static void conc_expect(sqlite3 *db, const char *zSql, int rc,
@@ -236,8 +243,8 @@ START_TEST(test_kvconc_write_write_conflicts_only_on_the_same_key){
   th_exec(b, "UPDATE acct SET value=value+20 WHERE key=4");
   conc_expect(a, "COMMIT", SQLITE_OK, 0);
   conc_expect(b, "COMMIT", SQLITE_OK, 0);
-  ck_assert_str_eq(th_text(b, "SELECT group_concat(value, ',') FROM acct"),
-                   "90,80,110,120");
+  conc_text_eq(b, "SELECT group_concat(value, ',') FROM acct",
+               "90,80,110,120");
   th_exec(a, "BEGIN; UPDATE acct SET value=1 WHERE key=1");
   th_exec(b, "BEGIN; UPDATE acct SET value=2 WHERE key=1");
   conc_expect(a, "COMMIT", SQLITE_OK, 0);
@@ -331,8 +338,7 @@ START_TEST(test_kvconc_mixed_transactions_keep_ordinary_locking){
                    SQLITE_BUSY);          /* an ordinary table, as ever */
   th_exec(a, "COMMIT");
   th_exec(b, "INSERT INTO plain VALUES('b', 2); COMMIT");
-  ck_assert_str_eq(th_text(a, "SELECT group_concat(value, ',') FROM acct"),
-                   "1,2");
+  conc_text_eq(a, "SELECT group_concat(value, ',') FROM acct", "1,2");
   ck_assert_int_eq(th_int(a, "SELECT count(*) FROM plain"), 2);
   th_exec(b, "BEGIN; UPDATE acct SET value=3 WHERE key=2; "
              "INSERT INTO plain VALUES('c', 3); ROLLBACK");
