@@ -40,13 +40,14 @@ EXTRA_DIST += tests/valgrind.supp
 VALGRIND_TORTURE_ARGS = --smoke --points 8 --steps 8 --sweep-steps 4 \
 	--sweep-stride 25
 
-valgrind: $(check_PROGRAMS) depot.la
+valgrind: $(check_PROGRAMS) depot.la depot$(EXEEXT)
 	@mkdir -p tests/tmp
 	@fail=; for p in $(check_PROGRAMS); do \
 	  b=`echo $$p | sed 's|/|_|g'`; rm -f tests/$$b.valgrind.*; \
 	  echo "== valgrind $$p"; \
 	  a=; if test $$p = tests/torture/torture; then a='$(VALGRIND_TORTURE_ARGS)'; fi; \
 	  DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
+	  DEPOT_CLI='$(abs_top_builddir)/depot$(EXEEXT)' \
 	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  DEPOT_SANITIZER=valgrind CK_FORK=no srcdir='$(srcdir)' \
 	  $(VALGRIND) $(VALGRIND_FLAGS) --log-file=tests/$$b.valgrind.%p \

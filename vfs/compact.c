@@ -769,9 +769,21 @@ int depot_compact_branch_id(const char *zStore, uint64_t iBranch,
 /* ---- the background compactor ---- */
 
 /* One queued request: compact branch iBranch of the store at zPath, then
-** reclaim the store.  The queue, the thread's pid, the run counter and the
-** count of requests queued or running are guarded by cmpMutex; the thread
-** runs for the life of the process. */
+** reclaim the store.  The queue, the thread's pid, the run counter, the
+** count of requests queued or running and cmpBusy are guarded by
+** cmpMutex; the thread runs for the life of the process.
+**
+** fork().  A child must not inherit a job in flight: the job's open store
+** connection (SQLite's unix VFS would share that file's locks and -shm
+** bookkeeping with the child's own connections, so the job's close in the
+** parent could checkpoint and delete the -wal the child appends to) or an
+** SQLite mutex the thread holds at that instant.  The fork handlers
+** (registered by the first request) therefore ask a running job to
+** stop at its next progress point (the thread's progress hook answers
+** cmpForkStop), wait until the thread holds nothing (cmpBusy 0), and keep
+** cmpMutex across fork().  The parent requeues the stopped job at the
+** front; the child has no compactor thread: it forgets the parent's queue
+** and starts a thread of its own on its first request. */
 typedef struct CmpJob CmpJob;
 struct CmpJob {
   char *zPath;
@@ -781,58 +793,100 @@ struct CmpJob {
 
 static pthread_mutex_t cmpMutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cmpCond = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t cmpIdleCond = PTHREAD_COND_INITIALIZER;
+static pthread_once_t cmpForkOnce = PTHREAD_ONCE_INIT;
 static CmpJob *cmpQueue = 0;
+static CmpJob *cmpOrphans = 0;   /* the parent's queue, in a child */
 static pid_t cmpThreadPid = 0;
 static int64_t cmpRuns = 0;
 static int cmpPending = 0;
+static int cmpBusy = 0;          /* the thread runs a job */
+static int cmpForkStop = 0;      /* atomic: a fork() waits for the job */
 
-static void cmpRunJob(CmpJob *pJob){
+/* The thread's progress hook: stop when a fork() waits. */
+static int cmpProgress(void *pArg, const char *zWhat, int64_t nDone,
+                       int64_t nTotal, int64_t nBytes){
+  (void)pArg; (void)zWhat; (void)nDone; (void)nTotal; (void)nBytes;
+  return __atomic_load_n(&cmpForkStop, __ATOMIC_ACQUIRE);
+}
+
+/* Run one job.  1 if it stopped for a fork() (to be run again), else 0. */
+static int cmpRunJob(CmpJob *pJob){
   DepotCompactResult r;
   DepotGcResult g;
   char *zErr = 0;
   int rc = depot_compact_branch_id(pJob->zPath, pJob->iBranch, &r, &zErr);
   if( rc==SQLITE_OK ) rc = depot_gc(pJob->zPath, &g, &zErr);
+  if( rc==SQLITE_INTERRUPT && __atomic_load_n(&cmpForkStop, __ATOMIC_ACQUIRE) ){
+    sqlite3_free(zErr);
+    return 1;
+  }
   if( rc!=SQLITE_OK ){
     sqlite3_log(rc, "depot: background compaction of %s failed: %s",
                 pJob->zPath, zErr ? zErr : "");
   }
   sqlite3_free(zErr);
+  return 0;
 }
 
 static void *cmpThreadMain(void *pArg){
   (void)pArg;
+  depot_progress_set(cmpProgress, 0);
   for(;;){
     CmpJob *pJob;
+    int bAgain;
     pthread_mutex_lock(&cmpMutex);
     while( cmpQueue==0 ) pthread_cond_wait(&cmpCond, &cmpMutex);
     pJob = cmpQueue;
     cmpQueue = pJob->pNext;
+    cmpBusy = 1;
     pthread_mutex_unlock(&cmpMutex);
-    cmpRunJob(pJob);
+    bAgain = cmpRunJob(pJob);
+    if( !bAgain ){
+      sqlite3_free(pJob->zPath);
+      sqlite3_free(pJob);
+    }
     pthread_mutex_lock(&cmpMutex);
-    cmpRuns++;
-    cmpPending--;
+    if( bAgain ){
+      pJob->pNext = cmpQueue;
+      cmpQueue = pJob;
+    }else{
+      cmpRuns++;
+      cmpPending--;
+    }
+    cmpBusy = 0;
+    pthread_cond_broadcast(&cmpIdleCond);
     pthread_mutex_unlock(&cmpMutex);
-    sqlite3_free(pJob->zPath);
-    sqlite3_free(pJob);
   }
   return 0;
 }
 
-/* fork() while the thread runs: the child has no such thread, and its
-** copy of cmpCond may still count the parent thread's wait (glibc then
-** hangs the child's first pthread_cond_signal), its copy of cmpMutex may be
-** held.  So the fork is made with cmpMutex held by the forking thread, and
-** the child releases it and makes cmpCond anew; its first wake starts its
-** own thread (cmpThreadPid is the parent's). */
-static pthread_once_t cmpOnce = PTHREAD_ONCE_INIT;
-static void cmpForkPrepare(void){ pthread_mutex_lock(&cmpMutex); }
-static void cmpForkParent(void){ pthread_mutex_unlock(&cmpMutex); }
-static void cmpForkChild(void){
-  pthread_cond_init(&cmpCond, 0);
+/* The fork handlers (see above). */
+static void cmpForkPrepare(void){
+  pthread_mutex_lock(&cmpMutex);
+  if( cmpBusy && cmpThreadPid==getpid() ){
+    __atomic_store_n(&cmpForkStop, 1, __ATOMIC_RELEASE);
+    while( cmpBusy ) pthread_cond_wait(&cmpIdleCond, &cmpMutex);
+    __atomic_store_n(&cmpForkStop, 0, __ATOMIC_RELEASE);
+  }
+}
+static void cmpForkParent(void){
   pthread_mutex_unlock(&cmpMutex);
 }
-static void cmpRegisterAtFork(void){
+static void cmpForkChild(void){
+  CmpJob **pp;
+  /* the child's copies of the condition variables may still count the
+  ** parent thread's wait (glibc would then hang the first signal) */
+  pthread_cond_init(&cmpCond, 0);
+  pthread_cond_init(&cmpIdleCond, 0);
+  for(pp=&cmpOrphans; *pp; pp=&(*pp)->pNext){}
+  *pp = cmpQueue;
+  cmpQueue = 0;
+  cmpPending = 0;
+  cmpBusy = 0;
+  pthread_mutex_unlock(&cmpMutex);
+}
+static void cmpForkRegister(void){
   pthread_atfork(cmpForkPrepare, cmpForkParent, cmpForkChild);
 }
 
@@ -843,9 +897,12 @@ static int cmpStartThread(void){
   pthread_attr_t attr;
   int ok;
   if( cmpThreadPid==getpid() ) return 1;
-  pthread_once(&cmpOnce, cmpRegisterAtFork);
-  cmpQueue = 0;      /* jobs inherited across fork() belong to the parent */
-  cmpPending = 0;
+  while( cmpOrphans ){        /* copies of the parent's jobs, in a child */
+    CmpJob *p = cmpOrphans;
+    cmpOrphans = p->pNext;
+    sqlite3_free(p->zPath);
+    sqlite3_free(p);
+  }
   if( pthread_attr_init(&attr)!=0 ) return 0;
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   ok = pthread_create(&t, &attr, cmpThreadMain, 0)==0;
@@ -856,6 +913,9 @@ static int cmpStartThread(void){
 
 void depot_compact_wake(const char *zPath, uint64_t iBranch){
   CmpJob *pJob, **pp;
+  /* before the thread can start; not under cmpMutex, which a fork() in
+  ** another thread may wait for while it holds the fork handler list */
+  pthread_once(&cmpForkOnce, cmpForkRegister);
   pthread_mutex_lock(&cmpMutex);
   for(pp=&cmpQueue; *pp; pp=&(*pp)->pNext){
     if( (*pp)->iBranch==iBranch && strcmp((*pp)->zPath, zPath)==0 ) break;

@@ -19,9 +19,18 @@ SQLITE_EXTENSION_INIT3
 
 /* One idle store handle kept between operations, so a fork does not pay
 ** for opening the store file: reused only by the process that opened it
-** (never across fork()) and only while the path still names the same file
-** (device and inode), else closed.  Guarded by opMutex. */
+** and only while the path still names the same file (device and inode),
+** else closed.  Guarded by opMutex.
+**
+** fork(): the handle is closed before the fork (opForkPrepare), never
+** carried into the child.  An open SQLite connection in the child's
+** memory would make SQLite's unix VFS share that file's lock and -shm
+** bookkeeping with the connections the child opens on the store: they
+** would take no real lock, and the parent closing its handle (its last
+** connection) could checkpoint and delete the -wal the child appends to,
+** losing the child's commits. */
 static pthread_mutex_t opMutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t opForkOnce = PTHREAD_ONCE_INIT;
 static struct {
   Store *pStore;
   char *zPath;
@@ -44,12 +53,29 @@ static Store *opTakeIdle(const char *zPath, const struct stat *pSt){
   return pStore;
 }
 
+/* The fork handlers: close the idle handle and hold opMutex across
+** fork(), so that no thread keeps a new one meanwhile. */
+static void opForkPrepare(void){
+  Store *pStore = 0;
+  pthread_mutex_lock(&opMutex);
+  if( opIdle.pid==getpid() ) pStore = opIdle.pStore;
+  opIdle.pStore = 0;
+  store_close(pStore);
+}
+static void opForkRelease(void){
+  pthread_mutex_unlock(&opMutex);
+}
+static void opForkRegister(void){
+  pthread_atfork(opForkPrepare, opForkRelease, opForkRelease);
+}
+
 /* Keep pStore (no transaction open) as the idle handle of zPath, closing
 ** the one it replaces, or close it. */
 static void opPutIdle(Store *pStore, const char *zPath){
   struct stat st;
   char *zCopy = sqlite3_mprintf("%s", zPath);
   Store *pOld = 0;
+  pthread_once(&opForkOnce, opForkRegister);
   if( zCopy==0 || stat(zPath, &st)!=0 ){
     sqlite3_free(zCopy);
     store_close(pStore);

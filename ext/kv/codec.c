@@ -34,8 +34,9 @@
 **
 ** kv_key_to_value() and kv_value_to_value() need real sqlite3_value
 ** objects, which only a statement can produce: a private in-memory
-** connection with a prepared "SELECT ?1" serves them, opened on first use
-** and guarded by a mutex.
+** connection with a prepared "SELECT ?1" serves them, opened on first use,
+** guarded by a mutex, and closed when the process's last KV engine closes
+** (kv_codec_release).
 */
 #include "config.h"
 #include "ext/kv/codec.h"
@@ -612,8 +613,8 @@ int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal){
 }
 
 /* The private connection that turns decoded values into sqlite3_value
-** objects.  Opened on first use; kvcMutex guards both fields and every use
-** of the statement. */
+** objects.  Opened on first use, closed by kv_codec_release(); kvcMutex
+** guards both fields and every use of the statement. */
 static pthread_mutex_t kvcMutex = PTHREAD_MUTEX_INITIALIZER;
 static sqlite3 *kvcDb = 0;
 static sqlite3_stmt *kvcEcho = 0;
@@ -632,6 +633,15 @@ static int kvcEchoOpen(void){
   }
   rc = sqlite3_prepare_v2(kvcDb, "SELECT ?1", -1, &kvcEcho, 0);
   return rc;
+}
+
+void kv_codec_release(void){
+  if( pthread_mutex_trylock(&kvcMutex)!=0 ) return;    /* in use */
+  sqlite3_finalize(kvcEcho);
+  kvcEcho = 0;
+  sqlite3_close(kvcDb);
+  kvcDb = 0;
+  pthread_mutex_unlock(&kvcMutex);
 }
 
 static int kvcBind(sqlite3_stmt *pStmt, KvcVal *p){

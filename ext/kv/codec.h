@@ -23,4 +23,10 @@ int kv_key_check(const uint8_t *aKey, int nKey);
 ** SQLITE_NOMEM); see kv_key_to_value in kv.h for its cost. */
 sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc);
 
+/* Close the private connection of kv_key_to_value and kv_value_to_value
+** (kv.h), if open and not in use by another thread at this moment; the
+** next call opens it again.  The engine calls it when the process's last
+** engine closes, so no connection outlives the KV engines that use it. */
+void kv_codec_release(void);
+
 #endif /* DEPOT_KV_CODEC_H */

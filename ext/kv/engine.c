@@ -444,9 +444,12 @@ KvEngine *kv_engine_ref(KvEngine *p){
   return p;
 }
 
+/* The last engine of the process to close also closes the codec's private
+** connection (kv_codec_release): it serves the key descriptions of
+** conflict messages, and is opened again when next needed. */
 void kv_engine_unref(KvEngine *p){
   KvEngine **pp;
-  int bFree = 0;
+  int bFree = 0, bLast = 0;
   if( p==0 ) return;
   pthread_mutex_lock(&engGlobalMutex);
   if( --p->nRef==0 ){
@@ -454,9 +457,11 @@ void kv_engine_unref(KvEngine *p){
       if( *pp==p ){ *pp = p->pNextEngine; break; }
     }
     bFree = 1;
+    bLast = engList==0;
   }
   pthread_mutex_unlock(&engGlobalMutex);
   if( bFree ) engFree(p);
+  if( bLast ) kv_codec_release();
 }
 
 const char *kv_engine_dir(KvEngine *p){

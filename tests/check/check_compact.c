@@ -874,6 +874,107 @@ START_TEST(test_background_compaction_runs_past_the_threshold){
 }
 END_TEST
 
+/* ---- fork() while the background compactor works ---- */
+
+static pthread_mutex_t holdMutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t holdCond = PTHREAD_COND_INITIALIZER;
+static int nHeld = 0, bHoldRelease = 0;
+
+/* The compaction hook: the first shard build waits here, its store
+** connection open, until the test lets it go (or 2 s pass). */
+static void hold_compactor(const char *zStore){
+  struct timespec ts;
+  (void)zStore;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += 2;
+  pthread_mutex_lock(&holdMutex);
+  nHeld++;
+  pthread_cond_broadcast(&holdCond);
+  while( !bHoldRelease
+      && pthread_cond_timedwait(&holdCond, &holdMutex, &ts)==0 ){}
+  bHoldRelease = 1;
+  pthread_mutex_unlock(&holdMutex);
+}
+
+/* A process forks while its background compactor runs a job, and its
+** child commits to the store: every commit the child made survives the
+** job's end in the parent.  The fork handlers of the compactor stop the
+** job and wait for it before fork() proceeds; a child that inherited the
+** job's open store connection would share its lock and -shm bookkeeping
+** in SQLite's unix VFS (taking no real lock), and the parent closing that
+** connection, its last on the store, would checkpoint and delete the -wal
+** that the child still appends to. */
+START_TEST(test_background_compaction_at_fork_keeps_the_childs_commits){
+  Fx f;
+  sqlite3 *pD;
+  unsigned seed = 41;
+  int toChild[2], toParent[2], st = 0, i;
+  char ch = 0;
+  pid_t pid;
+  sqlite3_int64 n0;
+  fx_open(&f, "cmp-atfork");
+  pD = fx_db_args(&f, "app", "main", "&compact_after=0");
+  th_exec(pD, zSchema);
+  work(pD, 0, &seed, 30);
+  n0 = th_int(pD, "SELECT count(*) FROM t");
+  sqlite3_close(pD);
+  wait_background_idle();
+  pthread_mutex_lock(&holdMutex);
+  nHeld = bHoldRelease = 0;
+  pthread_mutex_unlock(&holdMutex);
+  depot_compact_test_encoded = hold_compactor;
+  pD = fx_db_args(&f, "app", "main", "&compact_after=5");
+  work(pD, 0, &seed, 1);               /* past the threshold: a job starts */
+  sqlite3_close(pD);
+  pthread_mutex_lock(&holdMutex);
+  while( nHeld==0 ) pthread_cond_wait(&holdCond, &holdMutex);
+  pthread_mutex_unlock(&holdMutex);
+  /* the job holds its store connection, the only one of this process */
+  ck_assert_int_eq(pipe(toChild), 0);
+  ck_assert_int_eq(pipe(toParent), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *db;
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&compact_after=0",
+                                 f.zStore);
+    int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
+                             0);
+    if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, th_busy_ms(10000));
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "INSERT INTO t(b)"
+                                          " VALUES('child')", 0, 0, 0);
+    if( rc!=SQLITE_OK ) _exit(3);
+    if( write(toParent[1], "x", 1)!=1 || read(toChild[0], &ch, 1)!=1 ){
+      _exit(4);
+    }
+    for(i=0; i<10; i++){
+      if( sqlite3_exec(db, "INSERT INTO t(b) VALUES('child')", 0, 0, 0) ){
+        _exit(5);
+      }
+    }
+    _exit(0);        /* as if killed: the connection is not closed */
+  }
+  ck_assert_int_eq(read(toParent[0], &ch, 1), 1);
+  pthread_mutex_lock(&holdMutex);
+  bHoldRelease = 1;
+  pthread_cond_broadcast(&holdCond);
+  pthread_mutex_unlock(&holdMutex);
+  wait_background_idle();              /* the job ran to its end */
+  depot_compact_test_encoded = 0;
+  ck_assert_int_eq(write(toChild[1], "x", 1), 1);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  close(toChild[0]); close(toChild[1]);
+  close(toParent[0]); close(toParent[1]);
+  pD = fx_db(&f, "app", "main");
+  ck_assert_int_eq(th_int(pD, "SELECT count(*) FROM t WHERE b='child'"), 11);
+  ck_assert_int_eq(th_int(pD, "SELECT count(*) FROM t"), n0+1+11);
+  assert_integrity(pD);
+  sqlite3_close(pD);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- commits are not held up by a shard build ---- */
 
 static int nEncoded, nEncodedBusy;
@@ -1525,6 +1626,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_stats_report_lag_and_reclaimable_bytes);
   tcase_add_test(tc, test_background_compaction_runs_past_the_threshold);
   tcase_add_test(tc, test_background_compaction_runs_past_a_byte_threshold);
+  tcase_add_test(tc, test_background_compaction_at_fork_keeps_the_childs_commits);
   tcase_add_test(tc, test_compaction_encodes_shards_without_the_store_write_lock);
   tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);

@@ -14,6 +14,7 @@
 #include "vfs/depot_vfs.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1036,36 +1037,56 @@ END_TEST
 /* ---- crashes ---- */
 
 /* Child: commit rows 1, 2, ... forever, acknowledging each on fd. */
-static void kill_child(const char *zDir, int fd, unsigned seed){
+static int kill_child(const char *zDir, int fd, unsigned seed){
   char *zUri = depot_uri(zDir, "k", 0);
   sqlite3 *db;
   int i;
   if( sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
-    _exit(4);
+    return 4;
   }
   sqlite3_busy_timeout(db, th_busy_ms(5000));
   for(i=1; ; i++){
     char *z = sqlite3_mprintf("BEGIN; INSERT INTO t VALUES(%d,"
         " randomblob(%u)); UPDATE c SET n=%d; COMMIT", i, (seed*i)%20000, i);
-    if( sqlite3_exec(db, z, 0, 0, 0)!=SQLITE_OK ) _exit(5);
+    if( sqlite3_exec(db, z, 0, 0, 0)!=SQLITE_OK ) return 5;
     sqlite3_free(z);
-    if( write(fd, &i, sizeof(i))!=(ssize_t)sizeof(i) ) _exit(6);
+    if( write(fd, &i, sizeof(i))!=(ssize_t)sizeof(i) ) return 6;
   }
+}
+
+/* The child mode of this program (th_spawn): "kill-writer DIR FD SEED"
+** runs kill_child. */
+int depot_test_child(int argc, char **argv){
+  if( argc!=4 || strcmp(argv[0], "kill-writer")!=0 ) return 2;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  if( depot_vfs_register()!=SQLITE_OK ) return 3;
+  return kill_child(argv[1], atoi(argv[2]), (unsigned)strtoul(argv[3], 0, 10));
 }
 
 static int nKillAcks = 0;
 
+/* One round: a writer commits until it is killed at a random moment, then
+** the database holds the acknowledged commits, or one more.  The writer is
+** a new process (th_spawn), not a fork() of this one: past 1000 commits
+** this process runs the background compactor, whose thread may hold
+** SQLite's mutexes and a store connection at any moment. */
 static void kill_round(const char *zDir, unsigned seed){
   int fd[2], i, nAck = 0, st;
   pid_t pid;
   sqlite3 *db;
   sqlite3_int64 nMax;
+  char zFd[16], zSeed[16];
+  const char *azArg[5];
   ck_assert_int_eq(pipe(fd), 0);
-  pid = fork();
-  if( pid==0 ){
-    close(fd[0]);
-    kill_child(zDir, fd[1], seed);
-  }
+  ck_assert_int_eq(fcntl(fd[0], F_SETFD, FD_CLOEXEC), 0);
+  sqlite3_snprintf(sizeof(zFd), zFd, "%d", fd[1]);
+  sqlite3_snprintf(sizeof(zSeed), zSeed, "%u", seed);
+  azArg[0] = "kill-writer";
+  azArg[1] = zDir;
+  azArg[2] = zFd;
+  azArg[3] = zSeed;
+  azArg[4] = 0;
+  pid = th_spawn(azArg);
   close(fd[1]);
   /* Kill at a random moment after the first acknowledged commit: waiting
   ** for it keeps the round meaningful however slow the build (the
@@ -1074,7 +1095,9 @@ static void kill_round(const char *zDir, unsigned seed){
   if( read(fd[0], &i, sizeof(i))==(ssize_t)sizeof(i) ) nAck = i;
   usleep(20000 + (seed*7919)%150000);
   kill(pid, SIGKILL);
-  waitpid(pid, &st, 0);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st), "the writer exited with %d before the kill",
+                WIFEXITED(st) ? WEXITSTATUS(st) : -1);
   while( read(fd[0], &i, sizeof(i))==(ssize_t)sizeof(i) ) nAck = i;
   close(fd[0]);
   nKillAcks += nAck;
@@ -1943,14 +1966,19 @@ END_TEST
 /* In this (forked, single-threaded) process: a private mount namespace
 ** (a user namespace too when not root) in which zDir is bind-mounted onto
 ** itself read-only.  Nothing outside the process sees the mount.  0 on
-** success, else errno of the step that failed. */
+** success, else errno of the step that failed.  The kernel ignores the
+** file system type of these calls (and the source of the propagation
+** change and the remount); they get "none" rather than NULL, which
+** Valgrind's memcheck reports as an unaddressable syscall parameter. */
 static int ro_mount(const char *zDir){
   if( unshare(CLONE_NEWNS)!=0 && unshare(CLONE_NEWUSER|CLONE_NEWNS)!=0 ){
     return errno;
   }
-  if( mount(0, "/", 0, MS_REC|MS_PRIVATE, 0)!=0 ) return errno;
-  if( mount(zDir, zDir, 0, MS_BIND, 0)!=0 ) return errno;
-  if( mount(0, zDir, 0, MS_REMOUNT|MS_BIND|MS_RDONLY, 0)!=0 ) return errno;
+  if( mount("none", "/", "none", MS_REC|MS_PRIVATE, 0)!=0 ) return errno;
+  if( mount(zDir, zDir, "none", MS_BIND, 0)!=0 ) return errno;
+  if( mount("none", zDir, "none", MS_REMOUNT|MS_BIND|MS_RDONLY, 0)!=0 ){
+    return errno;
+  }
   return 0;
 }
 

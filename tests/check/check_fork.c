@@ -1018,6 +1018,60 @@ START_TEST(test_fork_idle_close_then_next_operation_reopens_the_store){
 }
 END_TEST
 
+/* A process that forked after a branch operation (which keeps its store
+** handle idle) and then uses the store in the child: the child's commits
+** survive the parent closing its store handles.  The idle handle is closed
+** at fork(), not carried into the child: there, SQLite's unix VFS would
+** give the child's connection that handle's lock and -shm bookkeeping
+** (taking no real lock), and the parent's close of its last connection
+** would checkpoint and delete the -wal the child still appends to. */
+START_TEST(test_fork_idle_handle_is_not_inherited_by_a_child_process){
+  Fx f;
+  sqlite3 *db;
+  int toChild[2], toParent[2], st = 0;
+  char ch = 0;
+  pid_t pid;
+  fx_open(&f, "fork-idle-child");
+  db = fx_db(&f, "app", "main", 0);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY)");
+  sqlite3_close(db);
+  fx_exec(&f, "SELECT depot_restore_point(%Q,'app','main','r')", f.zStore);
+  ck_assert_int_eq(pipe(toChild), 0);
+  ck_assert_int_eq(pipe(toParent), 0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int i, rc;
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app", f.zStore);
+    rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+    if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 5000);
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "INSERT INTO t VALUES(1)", 0,
+                                          0, 0);
+    if( rc!=SQLITE_OK ) _exit(3);
+    if( write(toParent[1], "x", 1)!=1 || read(toChild[0], &ch, 1)!=1 ){
+      _exit(4);
+    }
+    for(i=2; i<=11; i++){
+      char *z = sqlite3_mprintf("INSERT INTO t VALUES(%d)", i);
+      if( sqlite3_exec(db, z, 0, 0, 0)!=SQLITE_OK ) _exit(5);
+      sqlite3_free(z);
+    }
+    _exit(0);        /* as if killed: the connection is not closed */
+  }
+  ck_assert_int_eq(read(toParent[0], &ch, 1), 1);
+  depot_fork_idle_close();    /* the parent's last handle on the store */
+  ck_assert_int_eq(write(toChild[1], "x", 1), 1);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  close(toChild[0]); close(toChild[1]);
+  close(toParent[0]); close(toParent[1]);
+  db = fx_db(&f, "app", "main", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 11);
+  sqlite3_close(db);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_bad_input_gives_clear_errors_and_changes_nothing){
@@ -1247,6 +1301,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_bucket_fork_takes_an_integral_real_sequence);
   tcase_add_test(tc, test_fork_writes_never_show_on_the_other_side);
   tcase_add_test(tc, test_fork_idle_close_then_next_operation_reopens_the_store);
+  tcase_add_test(tc, test_fork_idle_handle_is_not_inherited_by_a_child_process);
   tcase_add_test(tc, test_fork_of_fork_reaches_depth_limit_then_fails_clearly);
   tcase_add_test(tc, test_fork_at_txid_time_and_restore_point_matches_oracle);
   tcase_add_test(tc, test_fork_chain_reads_match_plain_file);

@@ -50,6 +50,13 @@ static sqlite3 *conc_setup(const char *zTag, int iType, int nKey,
   return db;
 }
 
+/* The text of the first row of zSql on db is zWant. */
+static void conc_text_eq(sqlite3 *db, const char *zSql, const char *zWant){
+  char *z = th_text(db, zSql);
+  ck_assert_str_eq(z, zWant);
+  sqlite3_free(z);
+}
+
 /* Run zSql, expecting rc (extended code) and, if zLike, a message holding
 ** it; a message of "database is locked" fails the test in any case. */
 static void conc_expect(sqlite3 *db, const char *zSql, int rc,
@@ -90,13 +97,6 @@ static int conc_txn_schema(sqlite3 *db, const char *zSql){
 
 /* Loading the extension into a connection on a file declares its KV tables
 ** in temp; reads and writes of acct then lock temp (schema 1), not main. */
-/* The text zSql answers on db is zWant. */
-static void conc_text_eq(sqlite3 *db, const char *zSql, const char *zWant){
-  char *z = th_text(db, zSql);
-  ck_assert_str_eq(z, zWant);
-  sqlite3_free(z);
-}
-
 START_TEST(test_kvconc_tables_are_declared_in_temp_at_open){
   char *zDb;
   sqlite3 *db;

@@ -1615,7 +1615,12 @@ START_TEST(test_kvlib_key_json_renders_numbers_exactly){
   kv_buf_reset(&k);
   T_ASSERT(kv_key_encode_c(SQLITE_FLOAT, 0, 9223372036854775808.0, 0, 0, &k,
                            0)==SQLITE_OK);
-  kvlib_key_json_eq(k.a, k.n, "9.2233720368547758e+18");
+  /* 17 digits of 2^63 come from SQLite's printf, which works them out in
+  ** long double: memcheck computes that in double precision and prints
+  ** 9.2233720368547764e+18, so the digits are checked outside Valgrind */
+  if( !th_under_valgrind() ){
+    kvlib_key_json_eq(k.a, k.n, "9.2233720368547758e+18");
+  }
   kv_buf_reset(&out);
   T_ASSERT(kv_key_json(aNegZero, 10, &out)==SQLITE_CORRUPT);
   kv_buf_free(&k);

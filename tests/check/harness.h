@@ -12,9 +12,24 @@
 
 #include <check.h>
 #include <sqlite3.h>
+#include <sys/types.h>
 
 /* Defined by each test program: the suite it runs. */
 Suite *depot_test_suite(void);
+
+/* Defined by a test program that has a child mode (optional): main() runs
+** it instead of the suite when the program is started with arguments, as
+** th_spawn() starts it, and returns what it returns.  argv[0] is the
+** first argument. */
+int depot_test_child(int argc, char **argv);
+
+/* Start this program again, as a new process, with the arguments azArg
+** (NULL-terminated, at most 14): its depot_test_child() runs them.  For a
+** child that uses SQLite: a fork()ed copy of a process that has run
+** threads (a KV engine's, the depot background compactor) may hold
+** their mutexes and connections.  Descriptors without FD_CLOEXEC stay
+** open in the child.  Returns its pid; fails the test if it cannot start. */
+pid_t th_spawn(const char *const azArg[]);
 
 /* A fresh, empty directory for this test under $DEPOT_TEST_TMPDIR (default
 ** "tests/tmp" below the current directory).  The returned path is
