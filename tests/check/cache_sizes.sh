@@ -5,11 +5,14 @@
 # and =large, which the harness adds to every depot URI that sets no cache
 # parameter of its own.
 set -u
-dir=$(dirname "$0")
+EXEEXT=${EXEEXT:-}
+# The programs are in the build tree (make check runs from its top), the
+# script may be in a separate source tree (make distcheck).
+dir=tests/check
 rc=0
 for size in tiny large; do
   for t in check_depot check_fork check_compact; do
-    if ! DEPOT_TEST_CACHE=$size CK_VERBOSITY=normal "$dir/$t"; then
+    if ! DEPOT_TEST_CACHE=$size CK_VERBOSITY=normal "$dir/$t$EXEEXT"; then
       echo "cache_sizes: $t failed with DEPOT_TEST_CACHE=$size"
       rc=1
     fi
