@@ -786,9 +786,9 @@ static void sdRenderToc(sqlite3_str *p, const SdDoc *pDoc){
       sqlite3_str_appendf(p, "\n- **[%s](#%s):**", pItem->zName,
                           pItem->zSlug);
     }else if( pItem->eType!=SD_TITLE ){
+      /* entries by name only: each is a heading of its group's section */
       int bFirst = pDoc->aItem[i-1].eType==SD_GROUP;
-      sqlite3_str_appendf(p, "%s[%s](#%s)", bFirst ? " " : ", ",
-                          pItem->zName, pItem->zSlug);
+      sqlite3_str_appendf(p, "%s%s", bFirst ? " " : ", ", pItem->zName);
     }
   }
   sqlite3_str_appendall(p, "\n");
