@@ -895,42 +895,37 @@ static int depotCheckReservedLock(sqlite3_file *pFile, int *pResOut){
 
 /* ================= file controls ================= */
 
-/* PRAGMA depot_map_kb[=N]: the page map's byte limit, in KiB. */
-static int depotPragmaMap(DepotFile *p, char **azArg){
+/* PRAGMA depot_cache_kb[=N] and depot_map_kb[=N]: the byte limit, in KiB,
+** of the decoded-page cache (bMap 0) or the page map (bMap 1); answers the
+** limit in effect. */
+static int depotPragmaKb(DepotFile *p, char **azArg, int bMap){
   const char *zVal = azArg[2];
+  int64_t nLimit;
   if( zVal ){
     char *zEnd = 0;
     long long n = strtoll(zVal, &zEnd, 10);
     if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
-      azArg[0] = sqlite3_mprintf("depot: depot_map_kb must be an integer"
-          " 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
+      azArg[0] = sqlite3_mprintf("depot: %s must be an integer 0..%d, got %s",
+          bMap ? "depot_map_kb" : "depot_cache_kb", URI_MAX_CACHE_KB, zVal);
       return SQLITE_ERROR;
     }
-    depot_pagemap_set_limit(p->pShared->pMap, (int64_t)n*1024);
+    if( bMap ) depot_pagemap_set_limit(p->pShared->pMap, (int64_t)n*1024);
+    else depot_cache_set_limit(p->pShared->pCache, (int64_t)n*1024);
   }
-  azArg[0] = sqlite3_mprintf("%lld",
-      (long long)(depot_pagemap_limit(p->pShared->pMap)/1024));
+  nLimit = bMap ? depot_pagemap_limit(p->pShared->pMap)
+                : depot_cache_limit(p->pShared->pCache);
+  azArg[0] = sqlite3_mprintf("%lld", (long long)(nLimit/1024));
   return SQLITE_OK;
 }
 
 static int depotPragma(DepotFile *p, char **azArg){
-  const char *zName = azArg[1], *zVal = azArg[2];
+  const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
-  if( sqlite3_stricmp(zName, "depot_map_kb")==0 ) return depotPragmaMap(p, azArg);
+  if( sqlite3_stricmp(zName, "depot_map_kb")==0 ){
+    return depotPragmaKb(p, azArg, 1);
+  }
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
-    if( zVal ){
-      char *zEnd = 0;
-      long long n = strtoll(zVal, &zEnd, 10);
-      if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
-        azArg[0] = sqlite3_mprintf("depot: depot_cache_kb must be an integer"
-            " 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
-        return SQLITE_ERROR;
-      }
-      depot_cache_set_limit(p->pShared->pCache, (int64_t)n*1024);
-    }
-    azArg[0] = sqlite3_mprintf("%lld",
-        (long long)(depot_cache_limit(p->pShared->pCache)/1024));
-    return SQLITE_OK;
+    return depotPragmaKb(p, azArg, 0);
   }
   return SQLITE_NOTFOUND;
 }
