@@ -21,9 +21,14 @@ PKG_CONFIG_SYSROOT_DIR=$root; export PKG_CONFIG_SYSROOT_DIR
 flags=$(pkg-config --cflags --libs depot) || { echo "FAIL: pkg-config depot"; exit 1; }
 echo "pkg-config --cflags --libs depot: $flags"
 libdir=$root$(pkg-config --variable=libdir depot | sed "s|^$root||")
-for f in "$libdir"/libdepot.so "$(dirname "$libdir")"/include/depot.h; do
+for f in "$libdir"/libdepot.so "$(dirname "$libdir")"/include/depot.h \
+         "$(dirname "$libdir")"/include/depot_pool.h; do
   [ -e "$f" ] || { echo "FAIL: $f is not installed"; exit 1; }
 done
+case " $(pkg-config --static --libs depot) " in
+  *" -lpthread "*) ;;
+  *) echo "FAIL: pkg-config --static --libs depot lacks -lpthread"; exit 1 ;;
+esac
 [ -x "$(dirname "$libdir")/bin/depot" ] || { echo "FAIL: bin/depot is not installed"; exit 1; }
 # shellcheck disable=SC2086
 ${DEPOT_CC:-cc} -o "$tmp/c_example" "$here/../../examples/c_example.c" $flags \
