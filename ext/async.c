@@ -15,15 +15,23 @@
 ** the thread that ran it, or by the watchdog with a timeout (then the
 ** running statement is interrupted with sqlite3_interrupt, which is safe
 ** from another thread while the connection stays open: the runner's mutex
-** keeps it open until the runner clears AsyncJob.dbRunning).  A second
-** completion is refused and logged; when it is the late result of a
-** statement that timed out, its connection is poisoned (marked broken,
-** so the pool closes it at release).  A timeout inside a transaction sets
-** the transaction's rollback, which the lane runs next; its remaining
-** statements complete with SQLITE_ABORT.
+** keeps it open until the runner clears AsyncJob.dbRunning; and the job's
+** bTimedOut flag stops it through a progress handler, for an interrupt
+** that came before sqlite3_step started).  A statement that stops with
+** SQLITE_INTERRUPT afterwards is dropped, its connection kept; any other
+** late result is a second completion, refused and logged, and its
+** connection is poisoned (marked broken, so the pool closes it at
+** release).  A timeout inside a transaction sets the transaction's
+** rollback, which the lane runs next; its remaining statements complete
+** with SQLITE_ABORT.
+**
+** Recipes (depot_recipe) are SQL with a process-unique key; the worker
+** takes the recipe's statement from its lease's connection, where the
+** pool keeps it prepared (depot_poolint_stmt), and resets it after use.
 **
 ** Inline mode runs the same functions on the caller's thread, the
-** deadline enforced by a progress handler instead of the watchdog.
+** deadline enforced by a progress handler instead of the watchdog (a
+** timeout inside a transaction then rolls it back at once).
 */
 #include "config.h"
 #include "ext/pool_int.h"
@@ -47,9 +55,20 @@ SQLITE_EXTENSION_INIT3
 typedef struct AsyncTx AsyncTx;
 typedef struct AsyncJob AsyncJob;
 
+/* A prepared-statement recipe (depot_async_recipe_new).  Shared by the
+** caller and the jobs that name it: freed when the last one lets go. */
+struct depot_recipe {
+  sqlite3_uint64 iKey;        /* unique in the process: the cache key */
+  int nRef;                   /* atomic */
+  char *zSql;                 /* the same allocation */
+};
+
 struct AsyncJob {
   int eOp;
-  char *zSql;
+  char *zSql;                 /* the SQL, or the recipe's */
+  depot_recipe *pRecipe;      /* a reference, or NULL */
+  int bTimedOut;              /* atomic: its timeout completion is queued
+                              ** (the cancel progress handler reads it) */
   int nParam;
   depot_value *aParam;        /* deep copies, one allocation with the job */
   int bWrite;
@@ -301,29 +320,45 @@ static void asyncJobDone(depot_async *a, AsyncJob *pJob){
   if( pJob->pAllPrev ) pJob->pAllPrev->pAllNext = pJob->pAllNext;
   else a->pAll = pJob->pAllNext;
   if( pJob->pAllNext ) pJob->pAllNext->pAllPrev = pJob->pAllPrev;
+  depot_async_recipe_free(pJob->pRecipe);
   sqlite3_free(pJob);
   pthread_cond_broadcast(&a->condIdle);
 }
 
 /* Progress handler of inline mode: stop past the deadline. */
 static int asyncDeadlineHandler(void *pArg){
-  return asyncNowUs() > *(sqlite3_int64*)pArg;
+  return asyncNowUs() > ((AsyncJob*)pArg)->iDeadlineUs;
 }
 
-/* Run zSql with the job's parameters on db into a new completion.
-** *ppD: the completion (NULL when out of memory). */
-static void asyncRunSql(depot_async *a, AsyncJob *pJob, sqlite3 *db,
+/* Progress handler of the workers and the lane: stop once the watchdog
+** has completed the job with its timeout.  It closes the window that
+** sqlite3_interrupt leaves: an interrupt that lands before the statement
+** starts is cleared by sqlite3_step. */
+static int asyncCancelHandler(void *pArg){
+  return __atomic_load_n(&((AsyncJob*)pArg)->bTimedOut, __ATOMIC_ACQUIRE);
+}
+
+/* Run the job's statement (its SQL, or its recipe's statement kept on the
+** connection) with its parameters on the connection of lease pLease, into
+** a new completion.  *ppD: the completion (NULL when out of memory). */
+static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
                         AsyncDone **ppD){
+  sqlite3 *db = pLease->db;
   sqlite3_stmt *pStmt = 0;
   AsyncDone *pD = asyncDoneNew(SQLITE_OK, 0, pJob->pTx ? pJob->pTx->id : 0);
   int rc, i, nAlloc = 0;
   *ppD = pD;
   if( pD==0 ) return;
   if( a->opt.bInline ){
-    sqlite3_progress_handler(db, 1000, asyncDeadlineHandler,
-                             &pJob->iDeadlineUs);
+    sqlite3_progress_handler(db, 1000, asyncDeadlineHandler, pJob);
+  }else{
+    sqlite3_progress_handler(db, 100, asyncCancelHandler, pJob);
   }
-  rc = sqlite3_prepare_v2(db, pJob->zSql, -1, &pStmt, 0);
+  if( pJob->pRecipe ){
+    rc = depot_poolint_stmt(pLease, pJob->pRecipe->iKey, pJob->zSql, &pStmt);
+  }else{
+    rc = sqlite3_prepare_v2(db, pJob->zSql, -1, &pStmt, 0);
+  }
   for(i=0; rc==SQLITE_OK && i<pJob->nParam; i++){
     const depot_value *v = &pJob->aParam[i];
     switch( v->eType ){
@@ -386,8 +421,15 @@ static void asyncRunSql(depot_async *a, AsyncJob *pJob, sqlite3 *db,
     pD->c.nChange = sqlite3_changes64(db);
     pD->c.iLastRowid = sqlite3_last_insert_rowid(db);
   }
-  sqlite3_finalize(pStmt);
-  if( a->opt.bInline ) sqlite3_progress_handler(db, 0, 0, 0);
+  if( pJob->pRecipe ){
+    if( pStmt ){                 /* kept on the connection for the next */
+      sqlite3_reset(pStmt);
+      sqlite3_clear_bindings(pStmt);
+    }
+  }else{
+    sqlite3_finalize(pStmt);
+  }
+  sqlite3_progress_handler(db, 0, 0, 0);
 }
 
 /* Mark job pJob as running on db (under mu).  0: it already completed (a
@@ -402,13 +444,19 @@ static int asyncStart(depot_async *a, AsyncJob *pJob, sqlite3 *db){
 }
 
 /* The statement of pJob returned with completion pD (may be NULL): queue
-** it, or, when the job completed meanwhile (timeout), refuse it and
-** poison the lease.  Under no lock; takes mu. */
+** it, or, when the job completed meanwhile (timeout), drop it: a
+** statement that the cancel stopped (SQLITE_INTERRUPT) leaves its
+** connection as it was; one that completed anyway is refused and poisons
+** the lease.  Under no lock; takes mu. */
 static void asyncFinish(depot_async *a, AsyncJob *pJob, AsyncDone *pD,
                         depot_lease *pLease){
   pthread_mutex_lock(&a->mu);
   pJob->dbRunning = 0;
-  if( pJob->bCompleted ){
+  if( pJob->bCompleted && pD && (pD->c.rc&0xff)==SQLITE_INTERRUPT ){
+    depot_poolint_log(a->pPool, SQLITE_NOTICE, "async: statement of tag %llu"
+                   " stopped after its timeout", (unsigned long long)pJob->iTag);
+    depot_async_completion_free(&pD->c);
+  }else if( pJob->bCompleted ){
     if( pLease && pLease->pPool ){
       depot_lease_mark_broken(pLease);
       depot_poolint_log(a->pPool, SQLITE_WARNING, "async: statement of tag %llu"
@@ -446,7 +494,7 @@ static void asyncRunStmt(depot_async *a, AsyncJob *pJob){
     return;
   }
   if( asyncStart(a, pJob, l.db) ){
-    asyncRunSql(a, pJob, l.db, &pD);
+    asyncRunSql(a, pJob, &l, &pD);
     asyncFinish(a, pJob, pD, &l);
   }
   depot_pool_release(a->pPool, &l);
@@ -535,8 +583,19 @@ static void asyncRunTxJob(depot_async *a, AsyncTx *t, AsyncJob *pJob){
       return;
     }
     if( asyncStart(a, pJob, t->lease.db) ){
-      asyncRunSql(a, pJob, t->lease.db, &pD);
+      int bTimeout;
+      asyncRunSql(a, pJob, &t->lease, &pD);
+      bTimeout = pD && pD->c.bTimeout;      /* inline mode's own timeout */
       asyncFinish(a, pJob, pD, &t->lease);
+      if( bTimeout ){                       /* as the watchdog would */
+        pthread_mutex_lock(&a->mu);
+        t->bAbort = 1;
+        pthread_mutex_unlock(&a->mu);
+        asyncTxClose(a, t);
+        pthread_mutex_lock(&a->mu);
+        t->bOpen = 0;
+        pthread_mutex_unlock(&a->mu);
+      }
     }
     return;
   }
@@ -671,6 +730,7 @@ static sqlite3_int64 asyncExpire(depot_async *a){
   for(pJob=a->pAll; pJob; pJob=pJob->pAllNext){
     if( pJob->bCompleted ) continue;
     if( pJob->iDeadlineUs<=iNow ){
+      __atomic_store_n(&pJob->bTimedOut, 1, __ATOMIC_RELEASE);
       asyncFail(a, pJob, SQLITE_INTERRUPT, "timeout", 1);
       if( pJob->dbRunning ) sqlite3_interrupt(pJob->dbRunning);
       if( pJob->pTx && pJob->eOp!=JOB_BEGIN && !pJob->pTx->bAbort ){
@@ -848,9 +908,21 @@ int depot_async_submit(depot_async *a, const depot_async_stmt *pStmt,
   AsyncTx *t = 0;
   int rc;
   if( pzErr ) *pzErr = 0;
-  if( pStmt==0 || pStmt->zSql==0 || pStmt->nParam<0 ) return SQLITE_MISUSE;
+  if( pStmt==0 || (pStmt->zSql==0)==(pStmt->pRecipe==0) || pStmt->nParam<0
+   || (pStmt->nParam>0 && pStmt->aParam==0) ){
+    if( pzErr ){
+      *pzErr = sqlite3_mprintf("async: a statement needs zSql or pRecipe"
+                               " (not both) and nParam>=0 with aParam");
+    }
+    return SQLITE_MISUSE;
+  }
   pJob = asyncJobNew(JOB_STMT, pStmt->zSql, pStmt->nParam, pStmt->aParam);
   if( pJob==0 ) return SQLITE_NOMEM;
+  if( pStmt->pRecipe ){
+    pJob->pRecipe = pStmt->pRecipe;
+    __atomic_add_fetch(&pJob->pRecipe->nRef, 1, __ATOMIC_ACQ_REL);
+    pJob->zSql = pJob->pRecipe->zSql;
+  }
   pJob->bWrite = pStmt->bWrite;
   pJob->iTag = pStmt->iTag;
   pJob->iDeadlineUs = asyncDeadline(pStmt->iTimeoutMs);
@@ -868,6 +940,7 @@ int depot_async_submit(depot_async *a, const depot_async_stmt *pStmt,
   }
   if( rc!=SQLITE_OK ){
     pthread_mutex_unlock(&a->mu);
+    depot_async_recipe_free(pJob->pRecipe);
     sqlite3_free(pJob);
     return rc;
   }
@@ -934,6 +1007,31 @@ int depot_async_tx_end(depot_async *a, depot_tx tx, int bCommit,
   }
   t->bEndQueued = 1;
   return asyncSubmitJob(a, t, pJob);
+}
+
+/* ----------------------------------------------------------- recipes --- */
+
+int depot_async_recipe_new(const char *zSql, depot_recipe **ppRecipe){
+  static sqlite3_uint64 iKeySeq = 0;
+  depot_recipe *r;
+  size_t n;
+  *ppRecipe = 0;
+  if( zSql==0 ) return SQLITE_MISUSE;
+  n = strlen(zSql);
+  r = sqlite3_malloc64(sizeof(*r) + n + 1);
+  if( r==0 ) return SQLITE_NOMEM;
+  r->iKey = __atomic_add_fetch(&iKeySeq, 1, __ATOMIC_RELAXED);
+  r->nRef = 1;
+  r->zSql = (char*)&r[1];
+  memcpy(r->zSql, zSql, n+1);
+  *ppRecipe = r;
+  return SQLITE_OK;
+}
+
+void depot_async_recipe_free(depot_recipe *r){
+  if( r && __atomic_sub_fetch(&r->nRef, 1, __ATOMIC_ACQ_REL)==0 ){
+    sqlite3_free(r);
+  }
 }
 
 /* ---------------------------------------------------------- shutdown --- */

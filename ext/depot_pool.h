@@ -103,9 +103,13 @@ struct depot_pool_options {
 
 /*
 ** Open a pool on zPath (a filename or a "file:" URI; SQLITE_OPEN_URI is
-** set) with options pOpt (NULL: defaults).  The writer opens with
+** set, and the depot VFS is registered first, so a depot database is
+** "file:store.depot?vfs=depot&db=app") with options pOpt (NULL:
+** defaults).  The writer opens with
 ** READWRITE|CREATE, then the readers; every connection gets the
-** extension, then zInitSql, then xInit.  On success *ppPool is the pool
+** extension, then zInitSql, then xInit.  A reader that cannot open yet
+** (SQLITE_CANTOPEN: a new depot database exists from its first commit)
+** is opened by its first acquire instead.  On success *ppPool is the pool
 ** (the caller closes it with depot_pool_close) and SQLITE_OK is returned;
 ** on failure *ppPool is NULL, nothing is left open, and *pzErr names the
 ** stage ("open: ...", "init_sql: ...").  SQLITE_ERROR "registry: ..." when
@@ -254,16 +258,51 @@ struct depot_value {
 /* A transaction token of depot_async_tx_begin (0: none). */
 typedef sqlite3_uint64 depot_tx;
 
-/* A submitted statement. */
+/*
+** A prepared-statement recipe: the SQL of one statement that a runner
+** prepares at most once per pool connection and keeps prepared there
+** (SQLITE_PREPARE_PERSISTENT; each connection keeps its 16 most recently
+** used), then only rebinds and steps for every submit that names it, so
+** a submit skips the parse and plan of its SQL.  Rows, errors, timeouts
+** and completions are those of submitting the same SQL.  A recipe belongs
+** to no runner or pool: any runner may run it, from any thread.
+**
+**     depot_recipe *pGet = 0;
+**     depot_async_recipe_new("SELECT v FROM t WHERE k=?1", &pGet);
+**     s.pRecipe = pGet; s.nParam = 1; s.aParam = &key;   (s.zSql = NULL)
+**     depot_async_submit(pAsync, &s, &zErr);
+**     ...
+**     depot_async_recipe_free(pGet);     (submits still queued keep it)
+*/
+typedef struct depot_recipe depot_recipe;
+
+/* Make a recipe of zSql (copied; the first statement counts).
+** SQLITE_OK with *ppRecipe set; SQLITE_NOMEM; SQLITE_MISUSE for NULL
+** zSql.  Errors of the SQL itself (syntax, no such table) come back in
+** the completions of its submits. */
+int depot_async_recipe_new(const char *zSql, depot_recipe **ppRecipe);
+
+/* Let go of the caller's reference to recipe r (NULL: no-op).  Submits
+** already queued keep their own; a connection keeps the prepared
+** statement until it is evicted or the connection closes. */
+void depot_async_recipe_free(depot_recipe *r);
+
+/*
+** A submitted statement: either zSql (SQL and bound parameters, prepared
+** for this submit) or pRecipe (a recipe's statement kept prepared on the
+** connection, with these bound parameters), not both.
+*/
 typedef struct depot_async_stmt depot_async_stmt;
 struct depot_async_stmt {
-  const char *zSql;       /* one statement (copied) */
+  const char *zSql;       /* one statement (copied), or NULL */
   int nParam;             /* entries of aParam, bound as ?1..?n */
   const depot_value *aParam;
   int bWrite;             /* run on the writer (else a reader) */
   int iTimeoutMs;         /* <=0: 30000 */
   sqlite3_uint64 iTag;    /* handed back in the completion */
   depot_tx tx;            /* run inside this transaction (its lane) */
+  depot_recipe *pRecipe;  /* the recipe to run (a reference is taken),
+                          ** or NULL */
 };
 
 /* Completion kinds beyond SQLite codes: rc is SQLITE_OK or an SQLite
@@ -330,13 +369,17 @@ int depot_async_dispatch(depot_async *a,
 ** one completion with pStmt->iTag follows, with the rows, or an error, or
 ** bTimeout (rc SQLITE_INTERRUPT, bRetryable) when iTimeoutMs passes first
 ** (waiting for a connection included).  A timed-out statement is
-** interrupted (sqlite3_interrupt); if it still completes afterwards, its
-** connection is poisoned: closed, never handed out again, and logged.
+** cancelled (sqlite3_interrupt, and a progress handler for a statement
+** that had not started yet): one that stops leaves its connection in the
+** pool; one that still completes afterwards has its result dropped and
+** its connection poisoned: closed, never handed out again, and logged.
 ** Inside a transaction (pStmt->tx), statements run in submit order on the
 ** transaction lane; a timeout there queues the transaction's ROLLBACK,
 ** and later statements of it fail.  Errors at submit (nothing queued):
 ** SQLITE_MISUSE (runner shutting down, unknown or finished token, a
-** pool-level call inside a transaction callback), SQLITE_NOMEM.
+** pool-level call inside a transaction callback, neither or both of zSql
+** and pRecipe), SQLITE_NOMEM.  The runner sets a progress handler on the
+** connection while the statement runs.
 */
 int depot_async_submit(depot_async *a, const depot_async_stmt *pStmt,
                        char **pzErr);

@@ -32,6 +32,7 @@
 #include "config.h"
 #include "ext/depot.h"
 #include "ext/pool_int.h"
+#include "vfs/depot_vfs.h"
 SQLITE_EXTENSION_INIT3
 
 #include <errno.h>
@@ -63,10 +64,21 @@ struct PoolSem {
   int nWait;                  /* waiters */
 };
 
+/* A statement of a recipe kept prepared on a slot's connection. */
+#define POOL_STMT_CACHE 16
+typedef struct PoolStmt PoolStmt;
+struct PoolStmt {
+  sqlite3_uint64 iKey;        /* the recipe's key */
+  sqlite3_uint64 iUse;        /* the slot's iStmtClock at its last use */
+  sqlite3_stmt *pStmt;        /* NULL: the entry is empty */
+};
+
 typedef struct PoolSlot PoolSlot;
 struct PoolSlot {
   sqlite3_uint64 word;        /* atomic: generation<<2 | state */
   sqlite3 *db;                /* the lease holder's while USED */
+  PoolStmt aStmt[POOL_STMT_CACHE];  /* the lease holder's, like db */
+  sqlite3_uint64 iStmtClock;  /* bumped by every depot_poolint_stmt */
   void *pOwner;               /* atomic: owning thread record, or NULL */
   int bBroken;                /* atomic: close at release */
   int bWriter;
@@ -324,9 +336,43 @@ static int poolOpenSlot(depot_pool *p, PoolSlot *s, char **pzErr){
   return SQLITE_OK;
 }
 
+/* Close the connection of slot s, its cached statements first. */
 static void poolCloseSlot(PoolSlot *s){
+  int i;
+  for(i=0; i<POOL_STMT_CACHE; i++){
+    sqlite3_finalize(s->aStmt[i].pStmt);
+    memset(&s->aStmt[i], 0, sizeof(PoolStmt));
+  }
   sqlite3_close_v2(s->db);
   s->db = 0;
+}
+
+int depot_poolint_stmt(depot_lease *pLease, sqlite3_uint64 iKey,
+                       const char *zSql, sqlite3_stmt **ppStmt){
+  PoolSlot *s = &pLease->pPool->aSlot[pLease->iSlot];
+  PoolStmt *pLru = &s->aStmt[0];
+  int i;
+  *ppStmt = 0;
+  s->iStmtClock++;
+  for(i=0; i<POOL_STMT_CACHE; i++){
+    PoolStmt *c = &s->aStmt[i];
+    if( c->pStmt && c->iKey==iKey ){
+      c->iUse = s->iStmtClock;
+      *ppStmt = c->pStmt;
+      return SQLITE_OK;
+    }
+    if( c->iUse < pLru->iUse ) pLru = c;     /* an empty entry has 0 */
+  }
+  sqlite3_finalize(pLru->pStmt);
+  memset(pLru, 0, sizeof(*pLru));
+  i = sqlite3_prepare_v3(s->db, zSql, -1, SQLITE_PREPARE_PERSISTENT, ppStmt,
+                         0);
+  if( i==SQLITE_OK && *ppStmt ){
+    pLru->iKey = iKey;
+    pLru->iUse = s->iStmtClock;
+    pLru->pStmt = *ppStmt;
+  }
+  return i;
 }
 
 /* --------------------------------------------------------- open/close --- */
@@ -379,12 +425,22 @@ int depot_pool_open(const char *zPath, const depot_pool_options *pOpt,
   pthread_mutex_init(&p->muInfo, 0);
   pthread_cond_init(&p->condIdle, 0);
   if( poolSemInit(&p->aSem[DEPOT_LEASE_WRITE], 1)
-   || poolSemInit(&p->aSem[DEPOT_LEASE_READ], p->nReader) ){
+   || poolSemInit(&p->aSem[DEPOT_LEASE_READ], p->nReader)
+   || depot_vfs_register()!=SQLITE_OK ){     /* for vfs=depot URIs */
     poolFree(p);
     return SQLITE_NOMEM;
   }
   for(i=0; i<p->nSlot && rc==SQLITE_OK; i++){
-    rc = poolOpenSlot(p, &p->aSlot[i], pzErr);
+    char *zErr = 0;
+    rc = poolOpenSlot(p, &p->aSlot[i], &zErr);
+    if( (rc&0xff)==SQLITE_CANTOPEN && i>0 ){
+      /* A reader of a database the writer opened but has not created
+      ** yet (a new depot database exists from its first commit): its
+      ** first acquire opens it. */
+      rc = SQLITE_OK;
+    }
+    if( rc!=SQLITE_OK && pzErr ) *pzErr = zErr;
+    else sqlite3_free(zErr);
   }
   if( rc==SQLITE_OK ){
     rc = depot_poolreg_add(pOpt ? pOpt->zName : 0, p, depot_pool_status,

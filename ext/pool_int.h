@@ -43,6 +43,16 @@ int depot_poolint_acquire(depot_pool *p, int eKind, int iTimeoutMs,
                          const char *zTag, int bOwned, depot_lease *pLease,
                          char **pzErr);
 
+/* The statement of recipe iKey (zSql) on the connection of lease pLease
+** (held by the caller): kept prepared on that connection, or prepared now
+** (SQLITE_PREPARE_PERSISTENT) and kept, in place of the least recently
+** used one when the connection keeps 16 already.  The caller resets it
+** after use and never finalizes it: closing the connection does.  An
+** error of sqlite3_prepare_v3 is returned (*ppStmt NULL, nothing kept);
+** SQL without a statement gives SQLITE_OK and NULL. */
+int depot_poolint_stmt(depot_lease *pLease, sqlite3_uint64 iKey,
+                       const char *zSql, sqlite3_stmt **ppStmt);
+
 /* Adjust the async gauges of p by d. */
 void depot_poolint_add_pending(depot_pool *p, int d);
 void depot_poolint_add_holding(depot_pool *p, int d);

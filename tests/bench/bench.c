@@ -280,6 +280,23 @@ static const BenchWorkload aWorkload[] = {
     "500 five-row commits on a 20 MB database, background compaction off",
     "same with compact_after=5 (DEPOT_BENCH_COMMITS)",
     0, 3, bench_compact_commits },
+  { "pool_acquire",
+    "fixed reference: 1 µs per acquire+release (the target)",
+    "uncontended read lease acquire+release, pool of 4 readers (per pair)",
+    1.00, 7, bench_pool_acquire },
+  { "pool_read_file",
+    "8000 range reads (200 rows each), 1 reader lease, 1 thread, WAL file",
+    "same reads over 4 reader leases in 4 threads",
+    0.59, 7, bench_pool_read_file },
+  { "pool_read_depot",
+    "8000 range reads (200 rows each), 1 reader lease, 1 thread, depot db",
+    "same reads over 4 reader leases in 4 threads",
+    0.59, 7, bench_pool_read_depot },
+  { "async_overhead",
+    "fixed reference: 10 µs per statement (the target)",
+    "async runner (1 worker, 64 in flight, recipe) minus direct sqlite3_step"
+    " loop, per point read",
+    1.00, 7, bench_async_overhead },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
 

@@ -97,6 +97,12 @@ double bench_lock_procs_normal(int bCandidate, const char *zDir);
 /* Monotonic clock, seconds. */
 double bench_now(void);
 
+/* tests/bench/bench_pool.c: the connection pool and the async runner. */
+double bench_pool_acquire(int bCandidate, const char *zDir);
+double bench_pool_read_file(int bCandidate, const char *zDir);
+double bench_pool_read_depot(int bCandidate, const char *zDir);
+double bench_async_overhead(int bCandidate, const char *zDir);
+
 /* tests/bench/bench_wal.c */
 double bench_wal_group_commit(int bCandidate, const char *zDir);
 
