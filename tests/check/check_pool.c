@@ -1,16 +1,30 @@
 /*
 ** check_pool.c -- the "pool" suite: the connection pool and the async
-** runner of ext/depot_pool.h, one behaviour per test.  Leases: a lease
-** dropped by its thread returns its slot and permit, a busy pool times
-** out at pool_acquire within the timeout without burning CPU, an 8-slot
-** pool recovers from a storm of cancelled callers, double and foreign
-** releases are refused, the scope helper releases, a broken connection
-** is replaced, the leak detector counts, readiness fails fast naming its
-** stage, the depot_pool_status listing.  Async: results on the eventfd
-** queue, exactly one completion (a late one refused), a late completion
-** poisons its connection, a timeout inside a transaction rolls it back,
-** shutdown rolls back a held transaction, pool-level calls inside a
-** transaction callback are refused, inline mode matches async mode.
+** runner of ext/depot_pool.h, one behaviour per test.
+**
+** Pool: options (init SQL and xInit on every connection, read-only
+** readers, read-write readers, no readers), a lease dropped by its thread
+** returns its slot and permit, a thread exiting inside a transaction has
+** it rolled back, release from another thread, the scope helper, a busy
+** pool times out at pool_acquire within the timeout without burning CPU,
+** an 8-slot pool recovers from a storm of cancelled callers, release
+** resets the slot before a waiter gets it, double and foreign releases
+** are refused, connections marked broken, failed with IOERR, CORRUPT or
+** NOTADB, or inside a transaction are replaced, the leak detector counts
+** with the tag, close reports held leases, readiness fails fast naming
+** its stage (pool_acquire, open, init_sql), the depot_pool_status listing,
+** a pool on a depot database (vfs=depot URI), leases writing KV tables
+** concurrently (disjoint keys commit, a conflict is SQLITE_BUSY_SNAPSHOT).
+**
+** Async: the completion descriptor is an eventfd readable while
+** completions wait, exactly one completion (a late one refused), a
+** timeout interrupts its statement (the connection stays), a late
+** completion poisons its connection, transactions run in order and
+** commit, a timeout inside a transaction rolls it back (in inline mode
+** alike), shutdown rolls back a held transaction, drains within its grace
+** and interrupts past it, pool-level calls inside a transaction callback
+** are refused, the holding and pending_async gauges, recipes prepared
+** once per connection, inline mode matches async mode.
 ** Run it under ThreadSanitizer too (--enable-tsan).
 */
 #include "config.h"
@@ -202,11 +216,14 @@ START_TEST(test_pool_acquire_times_out_at_pool_acquire){
   ck_assert_int_eq(rc, SQLITE_BUSY);
   ck_assert_msg(strncmp(zErr, "pool_acquire: timeout: write lease after ",
                         41)==0, "%s", zErr);
-  ck_assert_msg(strstr(zErr, "in use 1/1 writers")!=0, "%s", zErr);
+  ck_assert_msg(strstr(zErr, "in use 1/1 writers, 0/1 readers, ")!=0, "%s",
+                zErr);
+  ck_assert_msg(atoi(zErr+41)>=190 && atoi(zErr+41)<=dt, "%s", zErr);
   ck_assert_msg(dt>=190 && dt<200+(th_under_tsan() ? 300 : 100),
                 "waited %lld ms", dt);
   ck_assert_msg(cpuUs < 20000, "waiting used %lld us of CPU", cpuUs);
   ck_assert_int_eq(poolStats(p).nTimeout, 1);
+  ck_assert_int_ge(poolStats(p).iLongestWaitUs, 190000);
   sqlite3_free(zErr);
   depot_lease_release(&l);
   poolDone(p);
