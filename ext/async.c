@@ -25,9 +25,10 @@
 ** rollback, which the lane runs next; its remaining statements complete
 ** with SQLITE_ABORT.
 **
-** Recipes (depot_recipe) are SQL with a process-unique key; the worker
-** takes the recipe's statement from its lease's connection, where the
-** pool keeps it prepared (depot_poolint_stmt), and resets it after use.
+** Statements stay prepared: the worker takes the statement from its
+** lease's connection, where the pool keeps the 16 most recently used
+** (depot_poolint_stmt), keyed by a recipe's process-unique key or by the
+** hash of the SQL text, and resets it after use.
 **
 ** Inline mode runs the same functions on the caller's thread, the
 ** deadline enforced by a progress handler instead of the watchdog (a
@@ -338,15 +339,25 @@ static int asyncCancelHandler(void *pArg){
   return __atomic_load_n(&((AsyncJob*)pArg)->bTimedOut, __ATOMIC_ACQUIRE);
 }
 
-/* Run the job's statement (its SQL, or its recipe's statement kept on the
-** connection) with its parameters on the connection of lease pLease, into
+/* The statement-cache key of SQL text zSql: its FNV-1a hash, marked as
+** SQL. */
+static sqlite3_uint64 asyncSqlKey(const char *zSql){
+  sqlite3_uint64 h = 0xcbf29ce484222325ULL;
+  for(; *zSql; zSql++){
+    h = (h ^ (unsigned char)*zSql) * 0x100000001b3ULL;
+  }
+  return h | DEPOT_POOL_KEY_SQL;
+}
+
+/* Run the job's statement (kept prepared on the connection, by its SQL
+** text or its recipe's key) with its parameters on the connection of lease pLease, into
 ** a new completion.  *ppD: the completion (NULL when out of memory). */
 static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
                         AsyncDone **ppD){
   sqlite3 *db = pLease->db;
   sqlite3_stmt *pStmt = 0;
   AsyncDone *pD = asyncDoneNew(SQLITE_OK, 0, pJob->pTx ? pJob->pTx->id : 0);
-  int rc, i, nAlloc = 0;
+  int rc, i, nAlloc = 0, bKept = 0;
   *ppD = pD;
   if( pD==0 ) return;
   if( a->opt.bInline ){
@@ -354,11 +365,9 @@ static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
   }else{
     sqlite3_progress_handler(db, 100, asyncCancelHandler, pJob);
   }
-  if( pJob->pRecipe ){
-    rc = depot_poolint_stmt(pLease, pJob->pRecipe->iKey, pJob->zSql, &pStmt);
-  }else{
-    rc = sqlite3_prepare_v2(db, pJob->zSql, -1, &pStmt, 0);
-  }
+  rc = depot_poolint_stmt(pLease, pJob->pRecipe ? pJob->pRecipe->iKey
+                                                : asyncSqlKey(pJob->zSql),
+                          pJob->zSql, &pStmt, &bKept);
   for(i=0; rc==SQLITE_OK && i<pJob->nParam; i++){
     const depot_value *v = &pJob->aParam[i];
     switch( v->eType ){
@@ -374,21 +383,23 @@ static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
     }
   }
   if( rc==SQLITE_OK && pStmt ){
-    int nCol = sqlite3_column_count(pStmt);
-    pD->c.nCol = nCol;
-    if( nCol ){
-      pD->c.azCol = sqlite3_malloc64(sizeof(char*)*nCol);
-      if( pD->c.azCol==0 ){
-        pD->c.nCol = 0;
-        rc = SQLITE_NOMEM;
+    int nCol = 0;
+    rc = sqlite3_step(pStmt);
+    /* The columns after the first step: a kept statement that the step
+    ** re-prepared for a changed schema has its new columns only now. */
+    if( rc==SQLITE_ROW || rc==SQLITE_DONE ){
+      nCol = sqlite3_column_count(pStmt);
+      if( nCol ){
+        pD->c.azCol = sqlite3_malloc64(sizeof(char*)*nCol);
+        if( pD->c.azCol==0 ) rc = SQLITE_NOMEM;
       }
-      for(i=0; rc==SQLITE_OK && i<nCol; i++){
+      for(i=0; pD->c.azCol && i<nCol; i++){
         pD->c.azCol[i] = sqlite3_mprintf("%s", sqlite3_column_name(pStmt, i));
       }
+      if( pD->c.azCol ) pD->c.nCol = nCol;
     }
-    while( rc==SQLITE_OK && (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+    while( rc==SQLITE_ROW ){
       int n = pD->c.nRow*nCol;
-      rc = SQLITE_OK;
       if( n+nCol > nAlloc ){
         int nNew = nAlloc ? nAlloc*2 : nCol*8;
         sqlite3_value **aNew;
@@ -402,6 +413,7 @@ static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
         pD->c.aValue[n+i] = sqlite3_value_dup(sqlite3_column_value(pStmt, i));
       }
       pD->c.nRow++;
+      rc = sqlite3_step(pStmt);
     }
     if( rc==SQLITE_DONE ) rc = SQLITE_OK;
   }
@@ -421,11 +433,9 @@ static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
     pD->c.nChange = sqlite3_changes64(db);
     pD->c.iLastRowid = sqlite3_last_insert_rowid(db);
   }
-  if( pJob->pRecipe ){
-    if( pStmt ){                 /* kept on the connection for the next */
-      sqlite3_reset(pStmt);
-      sqlite3_clear_bindings(pStmt);
-    }
+  if( bKept ){                   /* kept on the connection for the next */
+    sqlite3_reset(pStmt);
+    sqlite3_clear_bindings(pStmt);
   }else{
     sqlite3_finalize(pStmt);
   }

@@ -259,13 +259,17 @@ struct depot_value {
 typedef sqlite3_uint64 depot_tx;
 
 /*
-** A prepared-statement recipe: the SQL of one statement that a runner
-** prepares at most once per pool connection and keeps prepared there
-** (SQLITE_PREPARE_PERSISTENT; each connection keeps its 16 most recently
-** used), then only rebinds and steps for every submit that names it, so
-** a submit skips the parse and plan of its SQL.  Rows, errors, timeouts
-** and completions are those of submitting the same SQL.  A recipe belongs
-** to no runner or pool: any runner may run it, from any thread.
+** Statements stay prepared.  A runner keeps, on each pool connection, the
+** 16 statements it ran last (SQLITE_PREPARE_PERSISTENT; SQL of more than
+** one statement excepted), and a submit whose statement is kept there
+** only rebinds and steps it, skipping the parse and plan.  SQL submits
+** are found by their text (hashed, then compared); a recipe by its key.
+**
+** A prepared-statement recipe: the SQL of one statement, named once and
+** then submitted by reference, with no copy or hash of its text per
+** submit.  Rows, errors, timeouts and completions are those of submitting
+** the same SQL.  A recipe belongs to no runner or pool: any runner may
+** run it, from any thread.
 **
 **     depot_recipe *pGet = 0;
 **     depot_async_recipe_new("SELECT v FROM t WHERE k=?1", &pGet);
@@ -288,9 +292,8 @@ int depot_async_recipe_new(const char *zSql, depot_recipe **ppRecipe);
 void depot_async_recipe_free(depot_recipe *r);
 
 /*
-** A submitted statement: either zSql (SQL and bound parameters, prepared
-** for this submit) or pRecipe (a recipe's statement kept prepared on the
-** connection, with these bound parameters), not both.
+** A submitted statement: either zSql (SQL text and bound parameters) or
+** pRecipe (a recipe, with these bound parameters), not both.
 */
 typedef struct depot_async_stmt depot_async_stmt;
 struct depot_async_stmt {

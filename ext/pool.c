@@ -347,32 +347,53 @@ static void poolCloseSlot(PoolSlot *s){
   s->db = 0;
 }
 
+/* True when zSql is zStmtSql (what a statement was prepared from)
+** followed by nothing but white space. */
+static int poolSqlSame(const char *zStmtSql, const char *zSql){
+  size_t n = strlen(zStmtSql);
+  if( strncmp(zStmtSql, zSql, n)!=0 ) return 0;
+  for(zSql+=n; *zSql; zSql++){
+    if( !strchr(" \t\r\n\f", *zSql) ) return 0;
+  }
+  return 1;
+}
+
 int depot_poolint_stmt(depot_lease *pLease, sqlite3_uint64 iKey,
-                       const char *zSql, sqlite3_stmt **ppStmt){
+                       const char *zSql, sqlite3_stmt **ppStmt,
+                       int *pbKept){
   PoolSlot *s = &pLease->pPool->aSlot[pLease->iSlot];
   PoolStmt *pLru = &s->aStmt[0];
-  int i;
+  const char *zTail = 0;
+  int i, rc;
   *ppStmt = 0;
+  *pbKept = 0;
   s->iStmtClock++;
   for(i=0; i<POOL_STMT_CACHE; i++){
     PoolStmt *c = &s->aStmt[i];
     if( c->pStmt && c->iKey==iKey ){
-      c->iUse = s->iStmtClock;
-      *ppStmt = c->pStmt;
-      return SQLITE_OK;
+      if( (iKey & DEPOT_POOL_KEY_SQL)==0
+       || poolSqlSame(sqlite3_sql(c->pStmt), zSql) ){
+        c->iUse = s->iStmtClock;
+        *ppStmt = c->pStmt;
+        *pbKept = 1;
+        return SQLITE_OK;
+      }
+      pLru = c;                  /* two texts of one hash: replace */
+      break;
     }
     if( c->iUse < pLru->iUse ) pLru = c;     /* an empty entry has 0 */
   }
   sqlite3_finalize(pLru->pStmt);
   memset(pLru, 0, sizeof(*pLru));
-  i = sqlite3_prepare_v3(s->db, zSql, -1, SQLITE_PREPARE_PERSISTENT, ppStmt,
-                         0);
-  if( i==SQLITE_OK && *ppStmt ){
+  rc = sqlite3_prepare_v3(s->db, zSql, -1, SQLITE_PREPARE_PERSISTENT, ppStmt,
+                          &zTail);
+  if( rc==SQLITE_OK && *ppStmt && zTail && poolSqlSame("", zTail) ){
     pLru->iKey = iKey;
     pLru->iUse = s->iStmtClock;
     pLru->pStmt = *ppStmt;
+    *pbKept = 1;
   }
-  return i;
+  return rc;
 }
 
 /* --------------------------------------------------------- open/close --- */

@@ -43,15 +43,23 @@ int depot_poolint_acquire(depot_pool *p, int eKind, int iTimeoutMs,
                          const char *zTag, int bOwned, depot_lease *pLease,
                          char **pzErr);
 
-/* The statement of recipe iKey (zSql) on the connection of lease pLease
+/* Keys of depot_poolint_stmt with this bit set name SQL text (a hash of
+** it, checked against the statement's SQL on a hit); others name
+** recipes. */
+#define DEPOT_POOL_KEY_SQL (((sqlite3_uint64)1)<<63)
+
+/* The statement of key iKey (zSql) on the connection of lease pLease
 ** (held by the caller): kept prepared on that connection, or prepared now
 ** (SQLITE_PREPARE_PERSISTENT) and kept, in place of the least recently
-** used one when the connection keeps 16 already.  The caller resets it
-** after use and never finalizes it: closing the connection does.  An
-** error of sqlite3_prepare_v3 is returned (*ppStmt NULL, nothing kept);
-** SQL without a statement gives SQLITE_OK and NULL. */
+** used one when the connection keeps 16 already.  *pbKept is set when it
+** is kept: the caller then resets it after use and never finalizes it
+** (closing the connection does); else (SQL with more than one statement)
+** the caller finalizes it.  An error of sqlite3_prepare_v3 is returned
+** (*ppStmt NULL, nothing kept); SQL without a statement gives SQLITE_OK
+** and NULL. */
 int depot_poolint_stmt(depot_lease *pLease, sqlite3_uint64 iKey,
-                       const char *zSql, sqlite3_stmt **ppStmt);
+                       const char *zSql, sqlite3_stmt **ppStmt,
+                       int *pbKept);
 
 /* Adjust the async gauges of p by d. */
 void depot_poolint_add_pending(depot_pool *p, int d);

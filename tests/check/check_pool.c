@@ -24,7 +24,8 @@
 ** alike), shutdown rolls back a held transaction, drains within its grace
 ** and interrupts past it, pool-level calls inside a transaction callback
 ** are refused, the holding and pending_async gauges, recipes prepared
-** once per connection, inline mode matches async mode.
+** once per connection, SQL submits kept prepared too (and following a
+** schema change), inline mode matches async mode.
 ** Run it under ThreadSanitizer too (--enable-tsan).
 */
 #include "config.h"
@@ -1382,6 +1383,63 @@ START_TEST(test_async_recipe_prepared_once_per_connection){
 }
 END_TEST
 
+/* The statements of the SQL of one statement found in the connection's
+** kept statements, and the runs of the last one. */
+static int keptCount(depot_pool *p, int eKind, const char *zSql, int *pnRun){
+  depot_lease l;
+  sqlite3_stmt *pStmt = 0;
+  int n = 0;
+  ck_assert_int_eq(depot_pool_acquire(p, eKind, 1000, "k", &l, 0), SQLITE_OK);
+  while( (pStmt = sqlite3_next_stmt(l.db, pStmt))!=0 ){
+    if( strcmp(sqlite3_sql(pStmt), zSql)==0 ){
+      n++;
+      if( pnRun ) *pnRun = sqlite3_stmt_status(pStmt, SQLITE_STMTSTATUS_RUN, 0);
+    }
+  }
+  depot_lease_release(&l);
+  return n;
+}
+
+/* SQL submits reuse the statement kept on the connection, which follows
+** a schema change; SQL of two statements runs the first and is not kept. */
+START_TEST(test_async_sql_submits_keep_their_statement){
+  depot_pool *p = poolNew("async_keep", 1, 0);
+  depot_async *a = asyncNew(p, 0);
+  depot_async_completion *c;
+  int i, nRun = 0;
+  for(i=0; i<3; i++){
+    submit(a, "SELECT * FROM t WHERE k=1", 1, 2000, i, 0);
+    c = waitOne(a, 2000);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(c->rc, SQLITE_OK);
+    ck_assert_int_eq(c->nCol, 2);
+    depot_async_completion_free(c);
+  }
+  ck_assert_int_eq(keptCount(p, DEPOT_LEASE_WRITE, "SELECT * FROM t WHERE k=1",
+                             &nRun), 1);
+  ck_assert_int_eq(nRun, 3);
+  submit(a, "ALTER TABLE t ADD COLUMN w DEFAULT 'x'", 1, 2000, 3, 0);
+  c = waitOne(a, 2000);
+  ck_assert_int_eq(c->rc, SQLITE_OK);
+  depot_async_completion_free(c);
+  submit(a, "SELECT * FROM t WHERE k=1", 1, 2000, 4, 0);
+  c = waitOne(a, 2000);
+  ck_assert_int_eq(c->rc, SQLITE_OK);
+  ck_assert_int_eq(c->nCol, 3);                 /* the new column too */
+  ck_assert_str_eq(c->azCol[2], "w");
+  ck_assert_str_eq((const char*)sqlite3_value_text(c->aValue[2]), "x");
+  depot_async_completion_free(c);
+  submit(a, "SELECT 41+1; SELECT 2", 1, 2000, 5, 0);
+  c = waitOne(a, 2000);
+  ck_assert_int_eq(c->rc, SQLITE_OK);
+  ck_assert_int_eq(sqlite3_value_int(c->aValue[0]), 42);
+  depot_async_completion_free(c);
+  ck_assert_int_eq(keptCount(p, DEPOT_LEASE_WRITE, "SELECT 41+1;", 0), 0);
+  depot_async_free(a);
+  poolDone(p);
+}
+END_TEST
+
 /* A timeout inside a transaction, in async and in inline mode: the same
 ** completions (the timeout, then the rest of the transaction aborted),
 ** and nothing of it committed. */
@@ -1468,6 +1526,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_async_shutdown_drains_then_closes_pool);
   tcase_add_test(tc, test_async_shutdown_interrupts_after_grace);
   tcase_add_test(tc, test_async_recipe_prepared_once_per_connection);
+  tcase_add_test(tc, test_async_sql_submits_keep_their_statement);
   tcase_add_test(tc, test_async_inline_times_out_transaction_alike);
   suite_add_tcase(s, tc);
   return s;
