@@ -50,7 +50,9 @@
 ** time as the others on the same pool or runner, except that
 ** depot_pool_close() and depot_async_free() must be the last call on their
 ** object.  A leased connection is used by one thread at a time (the pool
-** opens connections with SQLITE_OPEN_NOMUTEX).
+** opens connections with SQLITE_OPEN_NOMUTEX).  It may hold statements
+** that an async runner keeps prepared on it (sqlite3_next_stmt lists
+** them): the lease holder finalizes only statements it prepared.
 */
 #ifndef DEPOT_POOL_H
 #define DEPOT_POOL_H
