@@ -16,7 +16,7 @@
 ** running statement is interrupted with sqlite3_interrupt, which is safe
 ** from another thread while the connection stays open: the runner's mutex
 ** keeps it open until the runner clears AsyncJob.dbRunning; and the job's
-** bTimedOut flag stops it through a progress handler, for an interrupt
+** bCancel flag stops it through a progress handler, for an interrupt
 ** that came before sqlite3_step started).  A statement that stops with
 ** SQLITE_INTERRUPT afterwards is dropped, its connection kept; any other
 ** late result is a second completion, refused and logged, and its
@@ -68,8 +68,9 @@ struct AsyncJob {
   int eOp;
   char *zSql;                 /* the SQL, or the recipe's */
   depot_recipe *pRecipe;      /* a reference, or NULL */
-  int bTimedOut;              /* atomic: its timeout completion is queued
-                              ** (the cancel progress handler reads it) */
+  int bCancel;                /* atomic: timed out, or shut down past the
+                              ** grace (the cancel progress handler reads
+                              ** it) */
   int nParam;
   depot_value *aParam;        /* deep copies, one allocation with the job */
   int bWrite;
@@ -331,12 +332,13 @@ static int asyncDeadlineHandler(void *pArg){
   return asyncNowUs() > ((AsyncJob*)pArg)->iDeadlineUs;
 }
 
-/* Progress handler of the workers and the lane: stop once the watchdog
-** has completed the job with its timeout.  It closes the window that
-** sqlite3_interrupt leaves: an interrupt that lands before the statement
-** starts is cleared by sqlite3_step. */
+/* Progress handler of the workers and the lane: stop once the job is
+** cancelled (the watchdog completed it with its timeout, or shutdown's
+** grace is over).  It closes the window that sqlite3_interrupt leaves: an
+** interrupt that lands before the statement starts is cleared by
+** sqlite3_step. */
 static int asyncCancelHandler(void *pArg){
-  return __atomic_load_n(&((AsyncJob*)pArg)->bTimedOut, __ATOMIC_ACQUIRE);
+  return __atomic_load_n(&((AsyncJob*)pArg)->bCancel, __ATOMIC_ACQUIRE);
 }
 
 /* The statement-cache key of SQL text zSql: its FNV-1a hash, marked as
@@ -740,7 +742,7 @@ static sqlite3_int64 asyncExpire(depot_async *a){
   for(pJob=a->pAll; pJob; pJob=pJob->pAllNext){
     if( pJob->bCompleted ) continue;
     if( pJob->iDeadlineUs<=iNow ){
-      __atomic_store_n(&pJob->bTimedOut, 1, __ATOMIC_RELEASE);
+      __atomic_store_n(&pJob->bCancel, 1, __ATOMIC_RELEASE);
       asyncFail(a, pJob, SQLITE_INTERRUPT, "timeout", 1);
       if( pJob->dbRunning ) sqlite3_interrupt(pJob->dbRunning);
       if( pJob->pTx && pJob->eOp!=JOB_BEGIN && !pJob->pTx->bAbort ){
@@ -1077,6 +1079,7 @@ void depot_async_shutdown(depot_async *a){
   /* Past the grace: interrupt what runs, abort what waits, roll back
   ** open transactions. */
   for(pJob=a->pAll; pJob; pJob=pJob->pAllNext){
+    __atomic_store_n(&pJob->bCancel, 1, __ATOMIC_RELEASE);  /* not started */
     if( pJob->dbRunning ) sqlite3_interrupt(pJob->dbRunning);
   }
   while( (pJob = a->pFirst)!=0 ){
