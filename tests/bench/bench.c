@@ -294,8 +294,8 @@ static const BenchWorkload aWorkload[] = {
     0.59, 7, bench_pool_read_depot },
   { "async_overhead",
     "fixed reference: 10 µs per statement (the target)",
-    "async runner (1 worker, 64 in flight, recipe) minus direct sqlite3_step"
-    " loop, per point read",
+    "CPU per point read: async runner (1 worker, 64 in flight, recipe)"
+    " minus direct sqlite3_step loop",
     1.00, 7, bench_async_overhead },
 };
 #define BENCH_NWORKLOAD ((int)(sizeof(aWorkload)/sizeof(aWorkload[0])))
