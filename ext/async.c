@@ -352,8 +352,9 @@ static sqlite3_uint64 asyncSqlKey(const char *zSql){
 }
 
 /* Run the job's statement (kept prepared on the connection, by its SQL
-** text or its recipe's key) with its parameters on the connection of lease pLease, into
-** a new completion.  *ppD: the completion (NULL when out of memory). */
+** text or its recipe's key) with its parameters on the connection of
+** lease pLease, into a new completion.  *ppD: the completion (NULL when
+** out of memory). */
 static void asyncRunSql(depot_async *a, AsyncJob *pJob, depot_lease *pLease,
                         AsyncDone **ppD){
   sqlite3 *db = pLease->db;
@@ -465,8 +466,9 @@ static void asyncFinish(depot_async *a, AsyncJob *pJob, AsyncDone *pD,
   pthread_mutex_lock(&a->mu);
   pJob->dbRunning = 0;
   if( pJob->bCompleted && pD && (pD->c.rc&0xff)==SQLITE_INTERRUPT ){
-    depot_poolint_log(a->pPool, SQLITE_NOTICE, "async: statement of tag %llu"
-                   " stopped after its timeout", (unsigned long long)pJob->iTag);
+    depot_poolint_log(a->pPool, SQLITE_NOTICE, "async: statement of tag"
+                   " %llu stopped after its timeout",
+                   (unsigned long long)pJob->iTag);
     depot_async_completion_free(&pD->c);
   }else if( pJob->bCompleted ){
     if( pLease && pLease->pPool ){
