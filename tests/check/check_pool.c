@@ -25,7 +25,8 @@
 ** and interrupts past it, pool-level calls inside a transaction callback
 ** are refused, the holding and pending_async gauges, recipes prepared
 ** once per connection, SQL submits kept prepared too (and following a
-** schema change), inline mode matches async mode.
+** schema change), inline mode matches async mode, the runner on a depot
+** database and on a KV table.
 ** Run it under ThreadSanitizer too (--enable-tsan).
 */
 #include "config.h"
@@ -1489,6 +1490,54 @@ START_TEST(test_async_inline_times_out_transaction_alike){
 }
 END_TEST
 
+/* The runner on a depot database and on a KV table: a transaction's
+** writes commit, the readers' submits see them. */
+START_TEST(test_async_on_depot_database_and_kv_table){
+  char *zDir = th_tmpdir("async_depot");
+  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app", zDir);
+  depot_pool_options o = poolOptions("async_depot", 2, 0);
+  depot_pool *p = poolOpenOpt(zUri, &o);
+  depot_pool *q = poolKv("async_kv");
+  int k;
+  for(k=0; k<2; k++){
+    depot_pool *x = k==0 ? p : q;
+    depot_async *a = asyncNew(x, 0);
+    depot_async_completion *c;
+    depot_tx tx;
+    int i;
+    if( k==0 ){
+      submit(a, "CREATE TABLE acct(key INTEGER PRIMARY KEY, value)", 1, 2000,
+             0, 0);
+      c = waitOne(a, 2000);
+      ck_assert_msg(c && c->rc==SQLITE_OK, "%s", c ? c->zErr : "none");
+      depot_async_completion_free(c);
+    }
+    ck_assert_int_eq(depot_async_tx_begin(a, 2000, 1, &tx, 0), SQLITE_OK);
+    submit(a, "INSERT OR REPLACE INTO acct VALUES(100, 7)", 1, 2000, 2, tx);
+    submit(a, "INSERT OR REPLACE INTO acct VALUES(101, 8)", 1, 2000, 3, tx);
+    ck_assert_int_eq(depot_async_tx_end(a, tx, 1, 2000, 4, 0), SQLITE_OK);
+    for(i=1; i<=4; i++){
+      c = waitOne(a, 3000);
+      ck_assert_ptr_nonnull(c);
+      ck_assert_msg(c->rc==SQLITE_OK, "pool %d tag %llu: %s", k, c->iTag,
+                    c->zErr);
+      depot_async_completion_free(c);
+    }
+    submit(a, "SELECT sum(value) FROM acct WHERE key>=100", 0, 2000, 5, 0);
+    c = waitOne(a, 3000);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_msg(c->rc==SQLITE_OK, "%s", c->zErr);
+    ck_assert_int_eq(sqlite3_value_int(c->aValue[0]), 15);
+    depot_async_completion_free(c);
+    depot_async_free(a);
+  }
+  poolDone(q);
+  poolDone(p);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("pool");
   TCase *tc = tcase_create("core");
@@ -1528,6 +1577,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_async_recipe_prepared_once_per_connection);
   tcase_add_test(tc, test_async_sql_submits_keep_their_statement);
   tcase_add_test(tc, test_async_inline_times_out_transaction_alike);
+  tcase_add_test(tc, test_async_on_depot_database_and_kv_table);
   suite_add_tcase(s, tc);
   return s;
 }
