@@ -1186,35 +1186,71 @@ static void btGetError(KvBackendSnap *h, char **pzErr){
 
 /* A walk merging the overlay (newer; tombstones hide keys) with the data
 ** file.  Each side is positioned on its own; the data side is a statement
-** stepping in the current direction, re-prepared when it turns. */
+** stepping in the current direction, re-prepared when it turns.
+**
+** Batches.  The data side takes its rows from the statement in batches,
+** one reader-mutex hold per batch: the keys and checked values of up to
+** nBatch rows are copied into one buffer (arena) and handed out from
+** there.  A walk's first batch is small (a short range read steps little
+** past its end) and each next one twice as large, up to BT_BATCH_ROWS
+** rows or BT_BATCH_BYTES bytes.  A read error met while filling a batch is
+** kept (rcNext) and ends the walk only after the rows before it. */
+#define BT_BATCH_FIRST 8
+#define BT_BATCH_ROWS  256
+#define BT_BATCH_BYTES 262144
+
+typedef struct BtRow BtRow;
+struct BtRow {
+  int iKey, nKey;               /* offsets into the arena */
+  int iVal, nVal;
+};
+
 struct KvBackendCursor {
   BtSnapCore *c;                /* holds a reference */
   KvBackendSnap *pHold;         /* dup of the snapshot handle */
   KvMapCursor *pOv;
   int bOvOn;
-  sqlite3_stmt *pData;
+  sqlite3_stmt *pData;          /* NULL once it returned its last row */
   int bDataOn;
   int bDesc;                    /* current direction */
   int eCur;                     /* 0 none, 1 overlay, 2 data, 3 both */
   int eShape;                   /* pData's btRangeShape() */
-  KvBuf dKey, dVal;             /* data side's current row (copied) */
-  KvBuf cur;                    /* current key */
+  KvBuf arena;                  /* the batch's keys and values */
+  BtRow *aRow;                  /* the batch's rows, in walk order */
+  int nRow, nRowAlloc;
+  int iNext;                    /* aRow[iNext-1] is the current row */
+  int nBatch;                   /* rows the next batch asks for */
+  int rcNext;                   /* error met after the batch's rows */
+  char *zErrNext;               /* its message */
   int rc;                       /* data-file read error that ended the walk */
   int bBad;                     /* that error is a value failing its CRC */
   char *zErr;                   /* its message */
 };
 
-/* A data-file read failed (r->mu held): the walk ends with that error
-** (kept for btCursorError), never as if the table had ended. */
-static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
+/* The message of data-file read error rc on db (r->mu held). */
+static char *btCsrMessage(KvBackendCursor *p, sqlite3 *db, int rc){
+  return sqlite3_mprintf("kv_btree: scan of table %s in the data file "
+      "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
+      btReadErrText(db, rc, p->bBad));
+}
+
+/* The walk ends with error rc and message zErr (taken): kept for
+** btCursorError, never as if the table had ended. */
+static int btCsrEnd(KvBackendCursor *p, int rc, char *zErr){
   if( p->rc==SQLITE_OK ){
     p->rc = rc;
-    p->zErr = sqlite3_mprintf("kv_btree: scan of table %s in the data file "
-        "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
-        btReadErrText(db, rc, p->bBad));
+    p->zErr = zErr;
     sqlite3_log(rc, "%s", p->zErr ? p->zErr : "kv_btree: scan failed");
+  }else{
+    sqlite3_free(zErr);
   }
   return rc;
+}
+
+/* A data-file read failed (r->mu held): the walk ends with that error. */
+static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
+  if( p->rc!=SQLITE_OK ) return rc;
+  return btCsrEnd(p, rc, btCsrMessage(p, db, rc));
 }
 
 static int btCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
@@ -1268,9 +1304,19 @@ static void btRangeGive(BtReader *r, uint64_t iId, int eShape,
   r->nRange++;
 }
 
+/* Forget the batch (and an error met after it). */
+static void btBatchClear(KvBackendCursor *p){
+  p->nRow = p->iNext = 0;
+  kv_buf_reset(&p->arena);
+  p->rcNext = SQLITE_OK;
+  sqlite3_free(p->zErrNext);
+  p->zErrNext = 0;
+}
+
 /* Give the walk's data statement back to its reader. */
 static void btDataRelease(KvBackendCursor *p){
   BtReader *r = p->c->pReader;
+  btBatchClear(p);
   if( p->pData==0 ) return;
   pthread_mutex_lock(&r->mu);
   btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
@@ -1287,6 +1333,7 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
   int rc = SQLITE_OK;
   p->bDataOn = 0;
   btDataRelease(p);
+  p->nBatch = BT_BATCH_FIRST;
   if( r==0 ) return SQLITE_OK;
   p->eShape = btRangeShape(bDesc, bIncl, aKey);
   pthread_mutex_lock(&r->mu);
@@ -1310,31 +1357,87 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
   return rc;
 }
 
-static int btDataStep(KvBackendCursor *p){
-  BtReader *r = p->c->pReader;
+/* Append one row of pData to the batch (r->mu held). */
+static int btBatchAdd(KvBackendCursor *p){
+  sqlite3_stmt *pStmt = p->pData;
+  BtRow *pRow;
   int rc;
-  p->bDataOn = 0;
-  if( p->pData==0 ) return SQLITE_OK;
-  pthread_mutex_lock(&r->mu);
-  rc = btReadFault(sqlite3_step(p->pData));
-  if( rc==SQLITE_ROW ){
-    kv_buf_reset(&p->dKey);
-    kv_buf_reset(&p->dVal);
-    rc = kv_buf_append(&p->dKey, sqlite3_column_blob(p->pData, 0),
-                       sqlite3_column_bytes(p->pData, 0));
-    if( rc==SQLITE_OK ){
-      rc = btRowValue(p->c->pTab->pStore->bCrc, p->dKey.a, p->dKey.n,
-                      sqlite3_column_blob(p->pData, 1),
-                      sqlite3_column_bytes(p->pData, 1), &p->dVal);
-      p->bBad = rc==SQLITE_CORRUPT;
-    }
-    p->bDataOn = rc==SQLITE_OK;
-  }else if( rc==SQLITE_DONE ){
-    rc = SQLITE_OK;
+  if( p->nRow==p->nRowAlloc ){
+    int nNew = p->nRowAlloc ? p->nRowAlloc*2 : BT_BATCH_FIRST;
+    BtRow *a = sqlite3_realloc64(p->aRow, nNew*sizeof(BtRow));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->aRow = a;
+    p->nRowAlloc = nNew;
   }
-  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
+  pRow = &p->aRow[p->nRow];
+  pRow->iKey = p->arena.n;
+  pRow->nKey = sqlite3_column_bytes(pStmt, 0);
+  rc = kv_buf_append(&p->arena, sqlite3_column_blob(pStmt, 0), pRow->nKey);
+  if( rc!=SQLITE_OK ) return rc;
+  pRow->iVal = p->arena.n;
+  rc = btRowValue(p->c->pTab->pStore->bCrc, p->arena.a + pRow->iKey,
+                  pRow->nKey, sqlite3_column_blob(pStmt, 1),
+                  sqlite3_column_bytes(pStmt, 1), &p->arena);
+  p->bBad = rc==SQLITE_CORRUPT;
+  if( rc!=SQLITE_OK ) return rc;
+  pRow->nVal = p->arena.n - pRow->iVal;
+  p->nRow++;
+  return SQLITE_OK;
+}
+
+/* Fill the batch with the next rows of pData, under one hold of r->mu.
+** The statement goes back to the reader when it has no more rows; a read
+** error stops the batch and waits in rcNext. */
+static void btBatchFill(KvBackendCursor *p){
+  BtReader *r = p->c->pReader;
+  int rc = SQLITE_OK;
+  btBatchClear(p);
+  pthread_mutex_lock(&r->mu);
+  while( p->nRow<p->nBatch && p->arena.n<BT_BATCH_BYTES ){
+    rc = btReadFault(sqlite3_step(p->pData));
+    if( rc!=SQLITE_ROW ) break;
+    rc = btBatchAdd(p);
+    if( rc!=SQLITE_OK ) break;
+  }
+  if( rc==SQLITE_DONE ){
+    btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
+    p->pData = 0;
+  }else if( rc!=SQLITE_OK && rc!=SQLITE_ROW ){
+    p->rcNext = rc;
+    p->zErrNext = btCsrMessage(p, r->db, rc);
+  }
   pthread_mutex_unlock(&r->mu);
-  return rc;
+  if( p->nBatch<BT_BATCH_ROWS ) p->nBatch *= 2;
+}
+
+/* Move the data side to its next row (bDataOn), from the batch or a new
+** one; SQLite code of a read error, which ends the walk. */
+static int btDataStep(KvBackendCursor *p){
+  p->bDataOn = 0;
+  if( p->iNext>=p->nRow && p->rcNext==SQLITE_OK && p->pData ){
+    btBatchFill(p);
+  }
+  if( p->iNext<p->nRow ){
+    p->iNext++;
+    p->bDataOn = 1;
+    return SQLITE_OK;
+  }
+  if( p->rcNext!=SQLITE_OK ){
+    int rc = p->rcNext;
+    char *zErr = p->zErrNext;
+    p->rcNext = SQLITE_OK;
+    p->zErrNext = 0;
+    return btCsrEnd(p, rc, zErr);
+  }
+  return SQLITE_OK;
+}
+
+/* The data side's current row. */
+static void btDataRow(KvBackendCursor *p, KvMapEntry *pOut){
+  const BtRow *pRow = &p->aRow[p->iNext-1];
+  memset(pOut, 0, sizeof(*pOut));
+  pOut->aKey = p->arena.a + pRow->iKey; pOut->nKey = pRow->nKey;
+  pOut->aVal = p->arena.a + pRow->iVal; pOut->nVal = pRow->nVal;
 }
 
 /* Pick the current entry from the two sides, skipping keys the overlay
@@ -1344,12 +1447,15 @@ static int btSettle(KvBackendCursor *p){
     KvMapEntry o;
     int cmp;
     p->eCur = 0;
-    if( !p->bOvOn && !p->bDataOn ) return 0;
-    if( p->bOvOn ) kv_map_cursor_entry(p->pOv, &o);
-    if( !p->bOvOn ) cmp = 1;
-    else if( !p->bDataOn ) cmp = -1;
+    if( !p->bOvOn ){
+      p->eCur = p->bDataOn ? 2 : 0;
+      return p->eCur!=0;
+    }
+    kv_map_cursor_entry(p->pOv, &o);
+    if( !p->bDataOn ) cmp = -1;
     else{
-      cmp = btCmp(o.aKey, o.nKey, p->dKey.a, p->dKey.n);
+      const BtRow *pRow = &p->aRow[p->iNext-1];
+      cmp = btCmp(o.aKey, o.nKey, p->arena.a + pRow->iKey, pRow->nKey);
       if( p->bDesc ) cmp = -cmp;
     }
     p->eCur = cmp<0 ? 1 : cmp>0 ? 2 : 3;
@@ -1359,9 +1465,6 @@ static int btSettle(KvBackendCursor *p){
                           : kv_map_cursor_next(p->pOv);
       continue;
     }
-    kv_buf_reset(&p->cur);
-    if( p->eCur==2 ) kv_buf_append(&p->cur, p->dKey.a, p->dKey.n);
-    else kv_buf_append(&p->cur, o.aKey, o.nKey);
     return 1;
   }
 }
@@ -1393,9 +1496,9 @@ static void btCursorClose(KvBackendCursor *p){
   r = p->c->pReader;
   if( r ) btDataRelease(p);
   kv_map_cursor_free(p->pOv);
-  kv_buf_free(&p->dKey);
-  kv_buf_free(&p->dVal);
-  kv_buf_free(&p->cur);
+  btBatchClear(p);
+  kv_buf_free(&p->arena);
+  sqlite3_free(p->aRow);
   sqlite3_free(p->zErr);
   btSnapshotFree(p->pHold);
   sqlite3_free(p);
@@ -1420,13 +1523,16 @@ static int btCursorSeek(KvBackendCursor *p, int eSeek, const void *aKey,
 }
 
 /* Step in direction bDesc from the current key. */
+static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut);
 static int btCursorMove(KvBackendCursor *p, int bDesc){
   KvBuf k;
   int r;
   if( p->eCur==0 || p->rc!=SQLITE_OK ) return 0;
   if( bDesc!=p->bDesc ){
+    KvMapEntry e;
+    btCursorEntry(p, &e);       /* the re-seek below replaces the batch */
     memset(&k, 0, sizeof(k));
-    if( kv_buf_append(&k, p->cur.a, p->cur.n)!=SQLITE_OK ) return 0;
+    if( kv_buf_append(&k, e.aKey, e.nKey)!=SQLITE_OK ) return 0;
     r = btCursorSeek(p, bDesc ? KV_SEEK_LT : KV_SEEK_GT, k.a, k.n);
     kv_buf_free(&k);
     return r;
@@ -1454,12 +1560,12 @@ static int btCursorNext(KvBackendCursor *p){ return btCursorMove(p, 0); }
 static int btCursorPrev(KvBackendCursor *p){ return btCursorMove(p, 1); }
 
 static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut){
-  memset(pOut, 0, sizeof(*pOut));
   if( p->eCur==2 ){
-    pOut->aKey = p->dKey.a; pOut->nKey = p->dKey.n;
-    pOut->aVal = p->dVal.a; pOut->nVal = p->dVal.n;
+    btDataRow(p, pOut);
   }else if( p->eCur ){
     kv_map_cursor_entry(p->pOv, pOut);
+  }else{
+    memset(pOut, 0, sizeof(*pOut));
   }
 }
 

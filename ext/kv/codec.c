@@ -408,6 +408,10 @@ static int kvcNumDecode(const uint8_t *a, int n, int eKind, KvcVal *p){
     }
     p->eType = SQLITE_INTEGER;
     p->i = (int64_t)((uint64_t)(int64_t)f + off);
+    /* Without an offset the canonical bytes are the tag, the image of f
+    ** (which f was read from) and 0x00: only that last byte needs a look.
+    ** With one, kvcIntKey() decides (a smaller F may have been due). */
+    if( n==10 ) return a[9]==0x00 ? SQLITE_OK : SQLITE_CORRUPT;
     if( kvcIntKey(p->i, aCanon)!=n || memcmp(aCanon, a, (size_t)n)!=0 ){
       return SQLITE_CORRUPT;
     }
