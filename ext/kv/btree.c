@@ -1677,5 +1677,6 @@ const KvBackend kvBtreeBackend = {
   0,                            /* data files: records wait for them */
   0,                            /* its data file is checked by xOpen */
   btStoreMaxId,
-  0                             /* xApply fills the overlay: no file I/O */
+  0,                            /* xApply fills the overlay: no file I/O */
+  0                             /* reads may read the data file */
 };

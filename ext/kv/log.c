@@ -758,5 +758,6 @@ const KvBackend kvLogBackend = {
   1, logStatsEx,
   logCursorError, logGetError, logCheckWrite,
   0,                            /* data files: records wait for them */
-  logCheckOpen, logStoreMaxId, logApplyError
+  logCheckOpen, logStoreMaxId, logApplyError,
+  0                             /* reads may read a log file */
 };
