@@ -1363,7 +1363,7 @@ static int btBatchAdd(KvBackendCursor *p){
   BtRow *pRow;
   int rc;
   if( p->nRow==p->nRowAlloc ){
-    int nNew = p->nRowAlloc ? p->nRowAlloc*2 : BT_BATCH_FIRST;
+    int nNew = p->nRowAlloc ? p->nRowAlloc*2 : 4*BT_BATCH_FIRST;
     BtRow *a = sqlite3_realloc64(p->aRow, nNew*sizeof(BtRow));
     if( a==0 ) return SQLITE_NOMEM;
     p->aRow = a;
@@ -1392,8 +1392,9 @@ static void btBatchFill(KvBackendCursor *p){
   BtReader *r = p->c->pReader;
   int rc = SQLITE_OK;
   btBatchClear(p);
+  if( p->arena.nAlloc==0 ) rc = kv_buf_reserve(&p->arena, 4096);
   pthread_mutex_lock(&r->mu);
-  while( p->nRow<p->nBatch && p->arena.n<BT_BATCH_BYTES ){
+  while( rc==SQLITE_OK && p->nRow<p->nBatch && p->arena.n<BT_BATCH_BYTES ){
     rc = btReadFault(sqlite3_step(p->pData));
     if( rc!=SQLITE_ROW ) break;
     rc = btBatchAdd(p);
