@@ -861,15 +861,15 @@ static int vtabEof(sqlite3_vtab_cursor *pCsr){
 
 static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   VtabCursor *c = (VtabCursor*)pCsr;
-  KvMapEntry e;
   if( c->bPoint ){
-    e.aKey = c->aPoint[c->iPoint].a; e.nKey = c->aPoint[c->iPoint].n;
-    e.aVal = c->val.a; e.nVal = c->val.n;
+    const KvBuf *k = &c->aPoint[c->iPoint];
+    if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->val.a, c->val.n);
+    return kv_value_result(ctx, c->val.a, c->val.n);
   }else{
-    kv_iter_entry(c->pIter, &e);
+    const KvMapEntry *e = kv_iter_current(c->pIter);
+    if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
+    return kv_value_result(ctx, e->aVal, e->nVal);
   }
-  if( i==0 ) return kv_key_result(ctx, e.aKey, e.nKey, e.aVal, e.nVal);
-  return kv_value_result(ctx, e.aVal, e.nVal);
 }
 
 static int vtabRowid(sqlite3_vtab_cursor *pCsr, sqlite3_int64 *pRowid){

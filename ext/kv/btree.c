@@ -1436,9 +1436,10 @@ static int btDataStep(KvBackendCursor *p){
 /* The data side's current row. */
 static void btDataRow(KvBackendCursor *p, KvMapEntry *pOut){
   const BtRow *pRow = &p->aRow[p->iNext-1];
-  memset(pOut, 0, sizeof(*pOut));
   pOut->aKey = p->arena.a + pRow->iKey; pOut->nKey = pRow->nKey;
   pOut->aVal = p->arena.a + pRow->iVal; pOut->nVal = pRow->nVal;
+  pOut->rev = 0;
+  pOut->bTomb = 0;
 }
 
 /* Pick the current entry from the two sides, skipping keys the overlay

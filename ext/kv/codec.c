@@ -144,15 +144,27 @@ static double kvcNextDown(double r){
   return kvcBitsDouble(r>0 ? u-1 : u+1);
 }
 
+/* Big-endian 64-bit store and load (one byte swap where the compiler
+** says the machine is little-endian). */
 static void kvcPut64(uint8_t *a, uint64_t u){
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+  u = __builtin_bswap64(u);
+  memcpy(a, &u, 8);
+#else
   int i;
   for(i=7; i>=0; i--){ a[i] = (uint8_t)u; u >>= 8; }
+#endif
 }
 
 static uint64_t kvcGet64(const uint8_t *a){
   uint64_t u = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+  memcpy(&u, a, 8);
+  u = __builtin_bswap64(u);
+#else
   int i;
   for(i=0; i<8; i++) u = (u<<8) | a[i];
+#endif
   return u;
 }
 

@@ -902,7 +902,11 @@ int kv_map_cursor_prev(KvMapCursor *pCur){
 }
 
 void kv_map_cursor_entry(const KvMapCursor *pCur, KvMapEntry *pOut){
-  memset(pOut, 0, sizeof(*pOut));
-  if( pCur->nDepth==0 ) return;
+  if( pCur->nDepth==0 ){
+    memset(pOut, 0, sizeof(*pOut));
+    return;
+  }
+  /* every field is written: no memset first, whose wide stores a caller's
+  ** copy of *pOut would wait for */
   kvmEntryOut(pCur->apNode[pCur->nDepth-1], pCur->aIdx[pCur->nDepth-1], pOut);
 }
