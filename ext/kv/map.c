@@ -423,8 +423,8 @@ int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
 ** node (*ppRight) the upper half, *ppSep is the lower bound of *ppRight
 ** (a new key-only entry for leaves, the moved separator for interior
 ** nodes). */
-static int kvmSplit(KvmNode *p, KvmNode **ppRight, KvmEntry **ppSep){
-  int nLeft = p->n/2;
+static int kvmSplit(KvmNode *p, int nLeft, KvmNode **ppRight,
+                    KvmEntry **ppSep){
   int nRight = p->n - nLeft;
   KvmNode *pR = kvmNodeNew(p->bLeaf);
   KvmEntry *pSep;
@@ -462,7 +462,8 @@ static int kvmSplitChild(KvmNode *pParent, int i){
   KvmEntry *pSep = 0;
   int rc;
   if( pParent->c.aChild[i]->n<KVM_FAN ) return SQLITE_OK;
-  rc = kvmSplit(pParent->c.aChild[i], &pRight, &pSep);
+  rc = kvmSplit(pParent->c.aChild[i], pParent->c.aChild[i]->n/2, &pRight,
+                &pSep);
   if( rc==SQLITE_OK ) kvmNodeInsertAt(pParent, i+1, pSep, pRight, 0, 0);
   return rc;
 }
@@ -539,7 +540,12 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
       iChild = kvmChildSearch(pParent, pKey);
       return kvmLeafPut(pV, pParent, iChild, pParent->c.aChild[iChild], pItem);
     }
-    rc = kvmSplit(p, &pRight, &pSep);
+    /* An append to the last leaf of its parent (keys arriving in order)
+    ** leaves the left leaf fuller than half: KVM_MIN items move right,
+    ** where the next appends go, so ordered loads fill leaves to 3/4. */
+    rc = kvmSplit(p, (i==p->n && iChild==pParent->n-1) ? p->n-KVM_MIN
+                                                       : p->n/2,
+                  &pRight, &pSep);
     if( rc!=SQLITE_OK ) return rc;
     kvmNodeInsertAt(pParent, iChild+1, pSep, pRight, 0, 0);
     if( i>p->n ){
