@@ -68,6 +68,7 @@ SQLITE_EXTENSION_INIT3
 #define BT_RANGE_CACHE    8        /* idle range statements per reader */
 #define BT_READER_MMAP    "268435456"  /* readers map up to 256 MiB ... */
 #define BT_READER_CACHE   "-8192"      /* ... and cache 8 MiB of pages */
+#define BT_SCAN_CACHE     8388608  /* decoded rows a reader keeps (bytes) */
 #define BT_GATHER_MS      20       /* collector: wait for the next batch */
 #define BT_GATHER_MAX_MS  100      /* collector: at most this long in all */
 
@@ -75,6 +76,27 @@ typedef struct BtStore BtStore;
 typedef struct BtReader BtReader;
 typedef struct BtJob BtJob;
 typedef struct BtSnapCore BtSnapCore;
+typedef struct BtRow BtRow;
+typedef struct BtBlock BtBlock;
+
+/* One row of decoded data-file rows: offsets of its key and its value
+** (CRC checked and stripped) in a buffer of rows. */
+struct BtRow {
+  int iKey, nKey;
+  int iVal, nVal;
+};
+
+/* Every row of table iId as a reader's read transaction sees it, in key
+** order: built by a walk of the whole table, kept by the reader until
+** that transaction ends (see "Scan cache" at the cursors). */
+struct BtBlock {
+  uint64_t iId;
+  int nRow;
+  BtRow *aRow;
+  uint8_t *aData;
+  int64_t nByte;
+  BtBlock *pNext;
+};
 
 struct BtReader {
   sqlite3 *db;
@@ -88,6 +110,8 @@ struct BtReader {
   uint64_t aRangeId[BT_RANGE_CACHE];    /* table */
   int aRangeShape[BT_RANGE_CACHE];      /* btRangeShape() */
   sqlite3_stmt *aRange[BT_RANGE_CACHE];
+  BtBlock *pBlock;              /* r->mu: scan cache, one block a table */
+  int64_t nBlockByte;           /* r->mu: bytes of those blocks */
   BtReader *pNextFree;
 };
 
@@ -380,8 +404,44 @@ static int btOpenWriter(BtStore *s, char **pzErr){
 
 /* ------------------------------------------------------- readers --- */
 
+/* Drop the reader's scan cache (no walk uses it: its snapshots are gone,
+** or it is closing). */
+static void btReaderDropBlocks(BtReader *r){
+  while( r->pBlock ){
+    BtBlock *b = r->pBlock;
+    r->pBlock = b->pNext;
+    sqlite3_free(b->aRow);
+    sqlite3_free(b->aData);
+    sqlite3_free(b);
+  }
+  r->nBlockByte = 0;
+}
+
+/* Index of the first row of block b >= key (bGt: > key). */
+static int btBlockBound(const BtBlock *b, const void *aKey, int nKey,
+                        int bGt){
+  int lo = 0, hi = b->nRow;
+  while( lo<hi ){
+    int mid = (lo+hi)/2;
+    const BtRow *pRow = &b->aRow[mid];
+    int n = pRow->nKey<nKey ? pRow->nKey : nKey;
+    int c = memcmp(b->aData + pRow->iKey, aKey, (size_t)n);
+    if( c==0 ) c = pRow->nKey - nKey;
+    if( c<0 || (bGt && c==0) ) lo = mid+1; else hi = mid;
+  }
+  return lo;
+}
+
+/* The scan-cache block of table iId on r, or NULL (r->mu held). */
+static BtBlock *btReaderBlock(BtReader *r, uint64_t iId){
+  BtBlock *b;
+  for(b=r->pBlock; b && b->iId!=iId; b=b->pNext){}
+  return b;
+}
+
 static void btReaderClose(BtReader *r){
   int i;
+  btReaderDropBlocks(r);
   for(i=0; i<r->nStmt; i++) sqlite3_finalize(r->aStmt[i]);
   for(i=0; i<r->nRange; i++) sqlite3_finalize(r->aRange[i]);
   for(i=0; i<3; i++) sqlite3_finalize(r->apTxn[i]);
@@ -447,6 +507,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
 ** the connection for later. */
 static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
+  btReaderDropBlocks(r);        /* its rows are of the ending transaction */
   if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
     btReaderClose(r);
     return;
@@ -1127,9 +1188,23 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
   BtReader *r = c->pReader;
   sqlite3_stmt *p = 0;
   int rc, bBad = 0;
+  BtBlock *b;
   *pbFound = 0;
   if( r==0 ) return SQLITE_OK;
   pthread_mutex_lock(&r->mu);
+  if( (b = btReaderBlock(r, c->pTab->iId))!=0 ){
+    /* the whole table as this transaction sees it: no statement */
+    int i = btBlockBound(b, aKey, nKey, 0);
+    rc = SQLITE_OK;
+    if( i<b->nRow && b->aRow[i].nKey==nKey
+     && memcmp(b->aData + b->aRow[i].iKey, aKey, (size_t)nKey)==0 ){
+      kv_buf_reset(pBuf);
+      rc = kv_buf_append(pBuf, b->aData + b->aRow[i].iVal, b->aRow[i].nVal);
+      *pbFound = rc==SQLITE_OK;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+  }
   rc = btReaderStmt(r, c->pTab->iId, &p);
   if( rc==SQLITE_OK ){
     sqlite3_bind_blob(p, 1, aKey, nKey, SQLITE_STATIC);
@@ -1194,16 +1269,21 @@ static void btGetError(KvBackendSnap *h, char **pzErr){
 ** there.  A walk's first batch is small (a short range read steps little
 ** past its end) and each next one twice as large, up to BT_BATCH_ROWS
 ** rows or BT_BATCH_BYTES bytes.  A read error met while filling a batch is
-** kept (rcNext) and ends the walk only after the rows before it. */
+** kept (rcNext) and ends the walk only after the rows before it.
+**
+** Scan cache.  A reader's read transaction sees one state of the data
+** file for as long as it lasts (until the collector's next commit, see
+** btNewGeneration).  A walk of a whole table from its first key keeps
+** every batch (bBuild) instead of reusing the buffer; when it reaches the
+** end, its rows become the reader's block for the table (BtBlock), if
+** the reader's blocks stay within BT_SCAN_CACHE bytes.  Later walks and
+** point reads of the table on that reader read the block - by binary
+** search, without a statement or a copy - until the transaction ends
+** and the reader drops its blocks.  A walk past BT_SCAN_CACHE bytes
+** stops keeping its batches. */
 #define BT_BATCH_FIRST 8
 #define BT_BATCH_ROWS  256
 #define BT_BATCH_BYTES 262144
-
-typedef struct BtRow BtRow;
-struct BtRow {
-  int iKey, nKey;               /* offsets into the arena */
-  int iVal, nVal;
-};
 
 struct KvBackendCursor {
   BtSnapCore *c;                /* holds a reference */
@@ -1222,6 +1302,9 @@ struct KvBackendCursor {
   int nBatch;                   /* rows the next batch asks for */
   int rcNext;                   /* error met after the batch's rows */
   char *zErrNext;               /* its message */
+  int bBuild;                   /* keeping every batch for a block */
+  BtBlock *pBlock;              /* the data side reads this block, */
+  int iPos;                     /* at this row (pData is NULL) */
   int rc;                       /* data-file read error that ended the walk */
   int bBad;                     /* that error is a value failing its CRC */
   char *zErr;                   /* its message */
@@ -1306,6 +1389,7 @@ static void btRangeGive(BtReader *r, uint64_t iId, int eShape,
 
 /* Forget the batch (and an error met after it). */
 static void btBatchClear(KvBackendCursor *p){
+  p->pBlock = 0;
   p->nRow = p->iNext = 0;
   kv_buf_reset(&p->arena);
   p->rcNext = SQLITE_OK;
@@ -1317,6 +1401,7 @@ static void btBatchClear(KvBackendCursor *p){
 static void btDataRelease(KvBackendCursor *p){
   BtReader *r = p->c->pReader;
   btBatchClear(p);
+  p->bBuild = 0;
   if( p->pData==0 ) return;
   pthread_mutex_lock(&r->mu);
   btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
@@ -1337,6 +1422,16 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
   if( r==0 ) return SQLITE_OK;
   p->eShape = btRangeShape(bDesc, bIncl, aKey);
   pthread_mutex_lock(&r->mu);
+  if( (p->pBlock = btReaderBlock(r, iId))!=0 ){
+    /* iPos: the row before the first of the walk (btDataStep moves) */
+    BtBlock *b = p->pBlock;
+    if( aKey==0 ) p->iPos = bDesc ? b->nRow : -1;
+    else if( !bDesc ) p->iPos = btBlockBound(b, aKey, nKey, !bIncl) - 1;
+    else p->iPos = btBlockBound(b, aKey, nKey, bIncl);
+    pthread_mutex_unlock(&r->mu);
+    return SQLITE_OK;
+  }
+  p->bBuild = !bDesc && aKey==0 && r->nBlockByte<BT_SCAN_CACHE;
   p->pData = btRangeTake(r, iId, p->eShape);
   if( p->pData==0 ){
     zSql = sqlite3_mprintf("SELECT k,v FROM t%llu %s ORDER BY k %s",
@@ -1385,16 +1480,53 @@ static int btBatchAdd(KvBackendCursor *p){
   return SQLITE_OK;
 }
 
+/* The walk kept every row of the table: they become r's block for it,
+** and the walk goes on reading them there (r->mu held). */
+static void btBlockPublish(KvBackendCursor *p, BtReader *r){
+  uint64_t iId = p->c->pTab->iId;
+  BtBlock *b;
+  p->bBuild = 0;
+  if( btReaderBlock(r, iId)!=0
+   || r->nBlockByte + p->arena.n > BT_SCAN_CACHE ){
+    return;
+  }
+  b = sqlite3_malloc64(sizeof(*b));
+  if( b==0 ) return;                    /* no block: nothing is lost */
+  b->iId = iId;
+  b->nRow = p->nRow;
+  b->aRow = p->aRow;
+  b->aData = p->arena.a;
+  b->nByte = p->arena.n + (int64_t)p->nRowAlloc*sizeof(BtRow);
+  b->pNext = r->pBlock;
+  r->pBlock = b;
+  r->nBlockByte += b->nByte;
+  p->pBlock = b;
+  p->iPos = p->iNext - 1;
+  p->aRow = 0;
+  p->nRow = p->nRowAlloc = p->iNext = 0;
+  memset(&p->arena, 0, sizeof(p->arena));
+}
+
 /* Fill the batch with the next rows of pData, under one hold of r->mu.
 ** The statement goes back to the reader when it has no more rows; a read
 ** error stops the batch and waits in rcNext. */
 static void btBatchFill(KvBackendCursor *p){
   BtReader *r = p->c->pReader;
-  int rc = SQLITE_OK;
-  btBatchClear(p);
+  int rc = SQLITE_OK, nEnd, nByteEnd;
+  if( p->bBuild && p->arena.n>=BT_SCAN_CACHE ){
+    p->bBuild = 0;              /* too big to keep: back to one batch */
+    btBatchClear(p);
+    kv_buf_free(&p->arena);
+    sqlite3_free(p->aRow);
+    p->aRow = 0;
+    p->nRowAlloc = 0;
+  }
+  if( !p->bBuild ) btBatchClear(p);
+  nEnd = p->nRow + p->nBatch;
+  nByteEnd = p->arena.n + BT_BATCH_BYTES;
   if( p->arena.nAlloc==0 ) rc = kv_buf_reserve(&p->arena, 4096);
   pthread_mutex_lock(&r->mu);
-  while( rc==SQLITE_OK && p->nRow<p->nBatch && p->arena.n<BT_BATCH_BYTES ){
+  while( rc==SQLITE_OK && p->nRow<nEnd && p->arena.n<nByteEnd ){
     rc = btReadFault(sqlite3_step(p->pData));
     if( rc!=SQLITE_ROW ) break;
     rc = btBatchAdd(p);
@@ -1403,6 +1535,7 @@ static void btBatchFill(KvBackendCursor *p){
   if( rc==SQLITE_DONE ){
     btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
     p->pData = 0;
+    if( p->bBuild ) btBlockPublish(p, r);
   }else if( rc!=SQLITE_OK && rc!=SQLITE_ROW ){
     p->rcNext = rc;
     p->zErrNext = btCsrMessage(p, r->db, rc);
@@ -1415,8 +1548,13 @@ static void btBatchFill(KvBackendCursor *p){
 ** one; SQLite code of a read error, which ends the walk. */
 static int btDataStep(KvBackendCursor *p){
   p->bDataOn = 0;
-  if( p->iNext>=p->nRow && p->rcNext==SQLITE_OK && p->pData ){
-    btBatchFill(p);
+  if( !p->pBlock && p->iNext>=p->nRow && p->rcNext==SQLITE_OK && p->pData ){
+    btBatchFill(p);             /* may turn the walk to a block */
+  }
+  if( p->pBlock ){
+    p->iPos += p->bDesc ? -1 : 1;
+    p->bDataOn = p->iPos>=0 && p->iPos<p->pBlock->nRow;
+    return SQLITE_OK;
   }
   if( p->iNext<p->nRow ){
     p->iNext++;
@@ -1435,9 +1573,11 @@ static int btDataStep(KvBackendCursor *p){
 
 /* The data side's current row. */
 static void btDataRow(KvBackendCursor *p, KvMapEntry *pOut){
-  const BtRow *pRow = &p->aRow[p->iNext-1];
-  pOut->aKey = p->arena.a + pRow->iKey; pOut->nKey = pRow->nKey;
-  pOut->aVal = p->arena.a + pRow->iVal; pOut->nVal = pRow->nVal;
+  const uint8_t *a = p->pBlock ? p->pBlock->aData : p->arena.a;
+  const BtRow *pRow = p->pBlock ? &p->pBlock->aRow[p->iPos]
+                                : &p->aRow[p->iNext-1];
+  pOut->aKey = a + pRow->iKey; pOut->nKey = pRow->nKey;
+  pOut->aVal = a + pRow->iVal; pOut->nVal = pRow->nVal;
   pOut->rev = 0;
   pOut->bTomb = 0;
 }
@@ -1456,8 +1596,9 @@ static int btSettle(KvBackendCursor *p){
     kv_map_cursor_entry(p->pOv, &o);
     if( !p->bDataOn ) cmp = -1;
     else{
-      const BtRow *pRow = &p->aRow[p->iNext-1];
-      cmp = btCmp(o.aKey, o.nKey, p->arena.a + pRow->iKey, pRow->nKey);
+      KvMapEntry d;
+      btDataRow(p, &d);
+      cmp = btCmp(o.aKey, o.nKey, d.aKey, d.nKey);
       if( p->bDesc ) cmp = -cmp;
     }
     p->eCur = cmp<0 ? 1 : cmp>0 ? 2 : 3;

@@ -240,6 +240,59 @@ START_TEST(test_kvmemory_long_scan_sees_one_snapshot)
 }
 END_TEST
 
+/* Reads after a full scan (which leaves the table's rows decoded with
+** the reader until the collector's next commit) give what the data file
+** and the overlay hold: point reads, ranges both ways, keys the overlay
+** deletes or adds; after the collector's commit, the new rows. */
+START_TEST(test_kvbtree_reads_after_full_scan_see_overlay_and_next_commit)
+{
+  char *zDir = th_tmpdir("kvbtree_scancache");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 500, "a");
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  ck_assert_int_eq(th_int(db, "SELECT sum(key) FROM t"), 125250);
+  z = th_text(db, "SELECT value FROM t WHERE key=250");
+  ck_assert_str_eq(z, "v250-a");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=501"), 0);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t WHERE "
+                  "key>497 ORDER BY key)");
+  ck_assert_str_eq(z, "498,499,500");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t WHERE "
+                  "key<=3 ORDER BY key DESC)");
+  ck_assert_str_eq(z, "3,2,1");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t WHERE "
+                  "key>=10 AND key<13)");
+  ck_assert_str_eq(z, "10,11,12");
+  sqlite3_free(z);
+  kv_btree_test_fail_writes(1000000);     /* keep the next ones in overlay */
+  th_exec(db, "DELETE FROM t WHERE key=11; INSERT OR REPLACE INTO t "
+              "VALUES(12,'new12'),(600,'v600')");
+  z = th_text(db, "SELECT group_concat(key||'='||value) FROM (SELECT * FROM "
+                  "t WHERE key>=10 AND key<13)");
+  ck_assert_str_eq(z, "10=v10-a,12=new12");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  ck_assert_int_eq(th_int(db, "SELECT max(key) FROM t"), 600);
+  kv_btree_test_fail_writes(0);
+  kb_settle(db);
+  kb_fill(db, "t", 1, 5, "b");
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  z = th_text(db, "SELECT group_concat(value) FROM (SELECT value FROM t "
+                  "WHERE key<=12 AND key>=4 ORDER BY key DESC)");
+  ck_assert_str_eq(z, "new12,v10-a,v9-a,v8-a,v7-a,v6-a,v5-b,v4-b");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A table just created (nothing collected yet) reads as empty. */
 /* A data-file read that fails in the middle of a scan or a point read is
 ** an error naming the table and the data file, never the end of the
@@ -2225,6 +2278,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_data_survives_reopen);
   tcase_add_test(tc, test_kvbtree_scan_merges_overlay_and_data_file);
   tcase_add_test(tc, test_kvbtree_long_scan_sees_one_snapshot);
+  tcase_add_test(tc, test_kvbtree_reads_after_full_scan_see_overlay_and_next_commit);
   tcase_add_test(tc, test_kvlog_long_scan_sees_one_snapshot);
   tcase_add_test(tc, test_kvmemory_long_scan_sees_one_snapshot);
   tcase_add_test(tc, test_kvbtree_new_table_is_empty);
