@@ -33,12 +33,17 @@
 ** its read transaction ends when the last one is freed.  A table whose
 ** physical table does not exist yet (created, nothing collected) reads as
 ** empty.  Data-file read errors are returned as errors, never as "absent".
+** A scan reads the data file in batches of rows, one reader-mutex hold per
+** batch, and a scan of a whole table leaves its decoded rows with the
+** reader for later reads of the same data-file state (see "Scan cache"
+** at the cursors).
 **
 ** Row checksums.  SQLite checks the structure of its pages, not the bytes
 ** of a value, so a data file created by this version stores each value as
 ** its bytes followed by a CRC-32C of key and value (4 bytes, big-endian),
-** and bt_meta holds ('row_crc', 1).  Every read checks it: a value whose
-** bytes changed on disk is SQLITE_CORRUPT, never a wrong value.  Data files
+** and bt_meta holds ('row_crc', 1).  Every read from the file checks it: a
+** value whose bytes changed on disk is SQLITE_CORRUPT, never a wrong value
+** (rows in a scan cache were checked as they were read).  Data files
 ** made before (tables but no such row) are read and written without.
 **
 ** accelerated_repair.  With {"accelerated_repair":1} in the options of any
