@@ -110,6 +110,7 @@ struct VtabCursor {
                                 ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
   KvBuf val;                    /* point mode: current value */
+  KvBuf lo, hi;                 /* range mode: encoded bounds */
   int bEof;
   sqlite3_int64 iRow;
 };
@@ -593,6 +594,8 @@ static void vtabCursorFree(VtabCursor *c){
   for(i=0; i<c->nPointAlloc; i++) kv_buf_free(&c->aPoint[i]);
   sqlite3_free(c->aPoint);
   kv_buf_free(&c->val);
+  kv_buf_free(&c->lo);
+  kv_buf_free(&c->hi);
   sqlite3_free(c);
 }
 
@@ -695,17 +698,19 @@ static int vtabFilterPoints(VtabCursor *c, int idxNum, sqlite3_value *pArg){
 static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
                            sqlite3_value **argv){
   VtabTable *p = (VtabTable*)c->base.pVtab;
-  KvBuf lo = {0, 0, 0}, hi = {0, 0, 0};
+  KvBuf *lo = &c->lo, *hi = &c->hi;       /* reused by every xFilter */
   KvBound bLo, bHi;
   char *zErr = 0;
   int i = 0, rc = SQLITE_OK;
+  kv_buf_reset(lo);
+  kv_buf_reset(hi);
   if( idxNum & (KV_IDX_GT|KV_IDX_GE) ){
-    rc = kv_key_encode_bound(argv[i++], &lo);
-    bLo.aKey = lo.a; bLo.nKey = lo.n; bLo.bIncl = (idxNum & KV_IDX_GE)!=0;
+    rc = kv_key_encode_bound(argv[i++], lo);
+    bLo.aKey = lo->a; bLo.nKey = lo->n; bLo.bIncl = (idxNum & KV_IDX_GE)!=0;
   }
   if( rc==SQLITE_OK && (idxNum & (KV_IDX_LT|KV_IDX_LE)) && i<argc ){
-    rc = kv_key_encode_bound(argv[i++], &hi);
-    bHi.aKey = hi.a; bHi.nKey = hi.n; bHi.bIncl = (idxNum & KV_IDX_LE)!=0;
+    rc = kv_key_encode_bound(argv[i++], hi);
+    bHi.aKey = hi->a; bHi.nKey = hi->n; bHi.bIncl = (idxNum & KV_IDX_LE)!=0;
   }
   if( rc==SQLITE_OK ){
     rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName,
@@ -716,8 +721,6 @@ static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
   }
   if( rc==SQLITE_EMPTY ) rc = SQLITE_OK;      /* a NULL bound: no rows */
   if( zErr ) vtabSetError(p, zErr);
-  kv_buf_free(&lo);
-  kv_buf_free(&hi);
   return rc;
 }
 
@@ -858,15 +861,15 @@ static int vtabEof(sqlite3_vtab_cursor *pCsr){
 
 static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   VtabCursor *c = (VtabCursor*)pCsr;
-  KvMapEntry e;
   if( c->bPoint ){
-    e.aKey = c->aPoint[c->iPoint].a; e.nKey = c->aPoint[c->iPoint].n;
-    e.aVal = c->val.a; e.nVal = c->val.n;
+    const KvBuf *k = &c->aPoint[c->iPoint];
+    if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->val.a, c->val.n);
+    return kv_value_result(ctx, c->val.a, c->val.n);
   }else{
-    kv_iter_entry(c->pIter, &e);
+    const KvMapEntry *e = kv_iter_current(c->pIter);
+    if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
+    return kv_value_result(ctx, e->aVal, e->nVal);
   }
-  if( i==0 ) return kv_key_result(ctx, e.aKey, e.nKey, e.aVal, e.nVal);
-  return kv_value_result(ctx, e.aVal, e.nVal);
 }
 
 static int vtabRowid(sqlite3_vtab_cursor *pCsr, sqlite3_int64 *pRowid){

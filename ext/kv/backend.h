@@ -141,6 +141,12 @@ struct KvBackend {
   ** file and the cause (*pzErr sqlite3_malloc'd, or left NULL when none
   ** is known).  NULL: no messages. */
   void (*xApplyError)(KvBackendTable*, char **pzErr);
+  /* Point read of the committed state as it is now, with the engine mutex
+  ** held: the value is copied into *pVal (reset first) when *pbFound.
+  ** For backends whose reads are a lookup in memory: a read with no root
+  ** then takes no snapshot.  NULL: such reads go through xSnapshot. */
+  int (*xGetNow)(KvBackendTable*, const uint8_t *aKey, int nKey,
+                 KvBuf *pVal, int *pbFound);
 };
 
 /* memory.c */

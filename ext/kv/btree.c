@@ -33,12 +33,17 @@
 ** its read transaction ends when the last one is freed.  A table whose
 ** physical table does not exist yet (created, nothing collected) reads as
 ** empty.  Data-file read errors are returned as errors, never as "absent".
+** A scan reads the data file in batches of rows, one reader-mutex hold per
+** batch, and a scan of a whole table leaves its decoded rows with the
+** reader for later reads of the same data-file state (see "Scan cache"
+** at the cursors).
 **
 ** Row checksums.  SQLite checks the structure of its pages, not the bytes
 ** of a value, so a data file created by this version stores each value as
 ** its bytes followed by a CRC-32C of key and value (4 bytes, big-endian),
-** and bt_meta holds ('row_crc', 1).  Every read checks it: a value whose
-** bytes changed on disk is SQLITE_CORRUPT, never a wrong value.  Data files
+** and bt_meta holds ('row_crc', 1).  Every read from the file checks it: a
+** value whose bytes changed on disk is SQLITE_CORRUPT, never a wrong value
+** (rows in a scan cache were checked as they were read).  Data files
 ** made before (tables but no such row) are read and written without.
 **
 ** accelerated_repair.  With {"accelerated_repair":1} in the options of any
@@ -68,6 +73,7 @@ SQLITE_EXTENSION_INIT3
 #define BT_RANGE_CACHE    8        /* idle range statements per reader */
 #define BT_READER_MMAP    "268435456"  /* readers map up to 256 MiB ... */
 #define BT_READER_CACHE   "-8192"      /* ... and cache 8 MiB of pages */
+#define BT_SCAN_CACHE     8388608  /* decoded rows a reader keeps (bytes) */
 #define BT_GATHER_MS      20       /* collector: wait for the next batch */
 #define BT_GATHER_MAX_MS  100      /* collector: at most this long in all */
 
@@ -75,6 +81,27 @@ typedef struct BtStore BtStore;
 typedef struct BtReader BtReader;
 typedef struct BtJob BtJob;
 typedef struct BtSnapCore BtSnapCore;
+typedef struct BtRow BtRow;
+typedef struct BtBlock BtBlock;
+
+/* One row of decoded data-file rows: offsets of its key and its value
+** (CRC checked and stripped) in a buffer of rows. */
+struct BtRow {
+  int iKey, nKey;
+  int iVal, nVal;
+};
+
+/* Every row of table iId as a reader's read transaction sees it, in key
+** order: built by a walk of the whole table, kept by the reader until
+** that transaction ends (see "Scan cache" at the cursors). */
+struct BtBlock {
+  uint64_t iId;
+  int nRow;
+  BtRow *aRow;
+  uint8_t *aData;
+  int64_t nByte;
+  BtBlock *pNext;
+};
 
 struct BtReader {
   sqlite3 *db;
@@ -88,6 +115,8 @@ struct BtReader {
   uint64_t aRangeId[BT_RANGE_CACHE];    /* table */
   int aRangeShape[BT_RANGE_CACHE];      /* btRangeShape() */
   sqlite3_stmt *aRange[BT_RANGE_CACHE];
+  BtBlock *pBlock;              /* r->mu: scan cache, one block a table */
+  int64_t nBlockByte;           /* r->mu: bytes of those blocks */
   BtReader *pNextFree;
 };
 
@@ -380,8 +409,44 @@ static int btOpenWriter(BtStore *s, char **pzErr){
 
 /* ------------------------------------------------------- readers --- */
 
+/* Drop the reader's scan cache (no walk uses it: its snapshots are gone,
+** or it is closing). */
+static void btReaderDropBlocks(BtReader *r){
+  while( r->pBlock ){
+    BtBlock *b = r->pBlock;
+    r->pBlock = b->pNext;
+    sqlite3_free(b->aRow);
+    sqlite3_free(b->aData);
+    sqlite3_free(b);
+  }
+  r->nBlockByte = 0;
+}
+
+/* Index of the first row of block b >= key (bGt: > key). */
+static int btBlockBound(const BtBlock *b, const void *aKey, int nKey,
+                        int bGt){
+  int lo = 0, hi = b->nRow;
+  while( lo<hi ){
+    int mid = (lo+hi)/2;
+    const BtRow *pRow = &b->aRow[mid];
+    int n = pRow->nKey<nKey ? pRow->nKey : nKey;
+    int c = memcmp(b->aData + pRow->iKey, aKey, (size_t)n);
+    if( c==0 ) c = pRow->nKey - nKey;
+    if( c<0 || (bGt && c==0) ) lo = mid+1; else hi = mid;
+  }
+  return lo;
+}
+
+/* The scan-cache block of table iId on r, or NULL (r->mu held). */
+static BtBlock *btReaderBlock(BtReader *r, uint64_t iId){
+  BtBlock *b;
+  for(b=r->pBlock; b && b->iId!=iId; b=b->pNext){}
+  return b;
+}
+
 static void btReaderClose(BtReader *r){
   int i;
+  btReaderDropBlocks(r);
   for(i=0; i<r->nStmt; i++) sqlite3_finalize(r->aStmt[i]);
   for(i=0; i<r->nRange; i++) sqlite3_finalize(r->aRange[i]);
   for(i=0; i<3; i++) sqlite3_finalize(r->apTxn[i]);
@@ -447,6 +512,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
 ** the connection for later. */
 static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
+  btReaderDropBlocks(r);        /* its rows are of the ending transaction */
   if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
     btReaderClose(r);
     return;
@@ -1127,9 +1193,23 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
   BtReader *r = c->pReader;
   sqlite3_stmt *p = 0;
   int rc, bBad = 0;
+  BtBlock *b;
   *pbFound = 0;
   if( r==0 ) return SQLITE_OK;
   pthread_mutex_lock(&r->mu);
+  if( (b = btReaderBlock(r, c->pTab->iId))!=0 ){
+    /* the whole table as this transaction sees it: no statement */
+    int i = btBlockBound(b, aKey, nKey, 0);
+    rc = SQLITE_OK;
+    if( i<b->nRow && b->aRow[i].nKey==nKey
+     && memcmp(b->aData + b->aRow[i].iKey, aKey, (size_t)nKey)==0 ){
+      kv_buf_reset(pBuf);
+      rc = kv_buf_append(pBuf, b->aData + b->aRow[i].iVal, b->aRow[i].nVal);
+      *pbFound = rc==SQLITE_OK;
+    }
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+  }
   rc = btReaderStmt(r, c->pTab->iId, &p);
   if( rc==SQLITE_OK ){
     sqlite3_bind_blob(p, 1, aKey, nKey, SQLITE_STATIC);
@@ -1186,35 +1266,79 @@ static void btGetError(KvBackendSnap *h, char **pzErr){
 
 /* A walk merging the overlay (newer; tombstones hide keys) with the data
 ** file.  Each side is positioned on its own; the data side is a statement
-** stepping in the current direction, re-prepared when it turns. */
+** stepping in the current direction, re-prepared when it turns.
+**
+** Batches.  The data side takes its rows from the statement in batches,
+** one reader-mutex hold per batch: the keys and checked values of up to
+** nBatch rows are copied into one buffer (arena) and handed out from
+** there.  A walk's first batch is small (a short range read steps little
+** past its end) and each next one twice as large, up to BT_BATCH_ROWS
+** rows or BT_BATCH_BYTES bytes.  A read error met while filling a batch is
+** kept (rcNext) and ends the walk only after the rows before it.
+**
+** Scan cache.  A reader's read transaction sees one state of the data
+** file for as long as it lasts (until the collector's next commit, see
+** btNewGeneration).  A walk of a whole table from its first key keeps
+** every batch (bBuild) instead of reusing the buffer; when it reaches the
+** end, its rows become the reader's block for the table (BtBlock), if
+** the reader's blocks stay within BT_SCAN_CACHE bytes.  Later walks and
+** point reads of the table on that reader read the block - by binary
+** search, without a statement or a copy - until the transaction ends
+** and the reader drops its blocks.  A walk past BT_SCAN_CACHE bytes
+** stops keeping its batches. */
+#define BT_BATCH_FIRST 8
+#define BT_BATCH_ROWS  256
+#define BT_BATCH_BYTES 262144
+
 struct KvBackendCursor {
   BtSnapCore *c;                /* holds a reference */
   KvBackendSnap *pHold;         /* dup of the snapshot handle */
   KvMapCursor *pOv;
   int bOvOn;
-  sqlite3_stmt *pData;
+  sqlite3_stmt *pData;          /* NULL once it returned its last row */
   int bDataOn;
   int bDesc;                    /* current direction */
   int eCur;                     /* 0 none, 1 overlay, 2 data, 3 both */
   int eShape;                   /* pData's btRangeShape() */
-  KvBuf dKey, dVal;             /* data side's current row (copied) */
-  KvBuf cur;                    /* current key */
+  KvBuf arena;                  /* the batch's keys and values */
+  BtRow *aRow;                  /* the batch's rows, in walk order */
+  int nRow, nRowAlloc;
+  int iNext;                    /* aRow[iNext-1] is the current row */
+  int nBatch;                   /* rows the next batch asks for */
+  int rcNext;                   /* error met after the batch's rows */
+  char *zErrNext;               /* its message */
+  int bBuild;                   /* keeping every batch for a block */
+  BtBlock *pBlock;              /* the data side reads this block, */
+  int iPos;                     /* at this row (pData is NULL) */
   int rc;                       /* data-file read error that ended the walk */
   int bBad;                     /* that error is a value failing its CRC */
   char *zErr;                   /* its message */
 };
 
-/* A data-file read failed (r->mu held): the walk ends with that error
-** (kept for btCursorError), never as if the table had ended. */
-static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
+/* The message of data-file read error rc on db (r->mu held). */
+static char *btCsrMessage(KvBackendCursor *p, sqlite3 *db, int rc){
+  return sqlite3_mprintf("kv_btree: scan of table %s in the data file "
+      "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
+      btReadErrText(db, rc, p->bBad));
+}
+
+/* The walk ends with error rc and message zErr (taken): kept for
+** btCursorError, never as if the table had ended. */
+static int btCsrEnd(KvBackendCursor *p, int rc, char *zErr){
   if( p->rc==SQLITE_OK ){
     p->rc = rc;
-    p->zErr = sqlite3_mprintf("kv_btree: scan of table %s in the data file "
-        "%s failed: %s", p->c->pTab->zName, p->c->pTab->pStore->zPath,
-        btReadErrText(db, rc, p->bBad));
+    p->zErr = zErr;
     sqlite3_log(rc, "%s", p->zErr ? p->zErr : "kv_btree: scan failed");
+  }else{
+    sqlite3_free(zErr);
   }
   return rc;
+}
+
+/* A data-file read failed (r->mu held): the walk ends with that error. */
+static int btCsrFail(KvBackendCursor *p, sqlite3 *db, int rc){
+  if( p->rc!=SQLITE_OK ) return rc;
+  return btCsrEnd(p, rc, btCsrMessage(p, db, rc));
 }
 
 static int btCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
@@ -1268,9 +1392,21 @@ static void btRangeGive(BtReader *r, uint64_t iId, int eShape,
   r->nRange++;
 }
 
+/* Forget the batch (and an error met after it). */
+static void btBatchClear(KvBackendCursor *p){
+  p->pBlock = 0;
+  p->nRow = p->iNext = 0;
+  kv_buf_reset(&p->arena);
+  p->rcNext = SQLITE_OK;
+  sqlite3_free(p->zErrNext);
+  p->zErrNext = 0;
+}
+
 /* Give the walk's data statement back to its reader. */
 static void btDataRelease(KvBackendCursor *p){
   BtReader *r = p->c->pReader;
+  btBatchClear(p);
+  p->bBuild = 0;
   if( p->pData==0 ) return;
   pthread_mutex_lock(&r->mu);
   btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
@@ -1287,9 +1423,20 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
   int rc = SQLITE_OK;
   p->bDataOn = 0;
   btDataRelease(p);
+  p->nBatch = BT_BATCH_FIRST;
   if( r==0 ) return SQLITE_OK;
   p->eShape = btRangeShape(bDesc, bIncl, aKey);
   pthread_mutex_lock(&r->mu);
+  if( (p->pBlock = btReaderBlock(r, iId))!=0 ){
+    /* iPos: the row before the first of the walk (btDataStep moves) */
+    BtBlock *b = p->pBlock;
+    if( aKey==0 ) p->iPos = bDesc ? b->nRow : -1;
+    else if( !bDesc ) p->iPos = btBlockBound(b, aKey, nKey, !bIncl) - 1;
+    else p->iPos = btBlockBound(b, aKey, nKey, bIncl);
+    pthread_mutex_unlock(&r->mu);
+    return SQLITE_OK;
+  }
+  p->bBuild = !bDesc && aKey==0 && r->nBlockByte<BT_SCAN_CACHE;
   p->pData = btRangeTake(r, iId, p->eShape);
   if( p->pData==0 ){
     zSql = sqlite3_mprintf("SELECT k,v FROM t%llu %s ORDER BY k %s",
@@ -1310,31 +1457,134 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
   return rc;
 }
 
-static int btDataStep(KvBackendCursor *p){
-  BtReader *r = p->c->pReader;
+/* Append one row of pData to the batch (r->mu held). */
+static int btBatchAdd(KvBackendCursor *p){
+  sqlite3_stmt *pStmt = p->pData;
+  BtRow *pRow;
   int rc;
-  p->bDataOn = 0;
-  if( p->pData==0 ) return SQLITE_OK;
-  pthread_mutex_lock(&r->mu);
-  rc = btReadFault(sqlite3_step(p->pData));
-  if( rc==SQLITE_ROW ){
-    kv_buf_reset(&p->dKey);
-    kv_buf_reset(&p->dVal);
-    rc = kv_buf_append(&p->dKey, sqlite3_column_blob(p->pData, 0),
-                       sqlite3_column_bytes(p->pData, 0));
-    if( rc==SQLITE_OK ){
-      rc = btRowValue(p->c->pTab->pStore->bCrc, p->dKey.a, p->dKey.n,
-                      sqlite3_column_blob(p->pData, 1),
-                      sqlite3_column_bytes(p->pData, 1), &p->dVal);
-      p->bBad = rc==SQLITE_CORRUPT;
-    }
-    p->bDataOn = rc==SQLITE_OK;
-  }else if( rc==SQLITE_DONE ){
-    rc = SQLITE_OK;
+  if( p->nRow==p->nRowAlloc ){
+    int nNew = p->nRowAlloc ? p->nRowAlloc*2 : 4*BT_BATCH_FIRST;
+    BtRow *a = sqlite3_realloc64(p->aRow, nNew*sizeof(BtRow));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->aRow = a;
+    p->nRowAlloc = nNew;
   }
-  if( rc!=SQLITE_OK ) btCsrFail(p, r->db, rc);
+  pRow = &p->aRow[p->nRow];
+  pRow->iKey = p->arena.n;
+  pRow->nKey = sqlite3_column_bytes(pStmt, 0);
+  rc = kv_buf_append(&p->arena, sqlite3_column_blob(pStmt, 0), pRow->nKey);
+  if( rc!=SQLITE_OK ) return rc;
+  pRow->iVal = p->arena.n;
+  rc = btRowValue(p->c->pTab->pStore->bCrc, p->arena.a + pRow->iKey,
+                  pRow->nKey, sqlite3_column_blob(pStmt, 1),
+                  sqlite3_column_bytes(pStmt, 1), &p->arena);
+  p->bBad = rc==SQLITE_CORRUPT;
+  if( rc!=SQLITE_OK ) return rc;
+  pRow->nVal = p->arena.n - pRow->iVal;
+  p->nRow++;
+  return SQLITE_OK;
+}
+
+/* The walk kept every row of the table: they become r's block for it,
+** and the walk goes on reading them there (r->mu held). */
+static void btBlockPublish(KvBackendCursor *p, BtReader *r){
+  uint64_t iId = p->c->pTab->iId;
+  BtBlock *b;
+  p->bBuild = 0;
+  if( btReaderBlock(r, iId)!=0
+   || r->nBlockByte + p->arena.n > BT_SCAN_CACHE ){
+    return;
+  }
+  b = sqlite3_malloc64(sizeof(*b));
+  if( b==0 ) return;                    /* no block: nothing is lost */
+  b->iId = iId;
+  b->nRow = p->nRow;
+  b->aRow = p->aRow;
+  b->aData = p->arena.a;
+  b->nByte = p->arena.n + (int64_t)p->nRowAlloc*sizeof(BtRow);
+  b->pNext = r->pBlock;
+  r->pBlock = b;
+  r->nBlockByte += b->nByte;
+  p->pBlock = b;
+  p->iPos = p->iNext - 1;
+  p->aRow = 0;
+  p->nRow = p->nRowAlloc = p->iNext = 0;
+  memset(&p->arena, 0, sizeof(p->arena));
+}
+
+/* Fill the batch with the next rows of pData, under one hold of r->mu.
+** The statement goes back to the reader when it has no more rows; a read
+** error stops the batch and waits in rcNext. */
+static void btBatchFill(KvBackendCursor *p){
+  BtReader *r = p->c->pReader;
+  int rc = SQLITE_OK, nEnd, nByteEnd;
+  if( p->bBuild && p->arena.n>=BT_SCAN_CACHE ){
+    p->bBuild = 0;              /* too big to keep: back to one batch */
+    btBatchClear(p);
+    kv_buf_free(&p->arena);
+    sqlite3_free(p->aRow);
+    p->aRow = 0;
+    p->nRowAlloc = 0;
+  }
+  if( !p->bBuild ) btBatchClear(p);
+  nEnd = p->nRow + p->nBatch;
+  nByteEnd = p->arena.n + BT_BATCH_BYTES;
+  if( p->arena.nAlloc==0 ) rc = kv_buf_reserve(&p->arena, 4096);
+  pthread_mutex_lock(&r->mu);
+  while( rc==SQLITE_OK && p->nRow<nEnd && p->arena.n<nByteEnd ){
+    rc = btReadFault(sqlite3_step(p->pData));
+    if( rc!=SQLITE_ROW ) break;
+    rc = btBatchAdd(p);
+    if( rc!=SQLITE_OK ) break;
+  }
+  if( rc==SQLITE_DONE ){
+    btRangeGive(r, p->c->pTab->iId, p->eShape, p->pData);
+    p->pData = 0;
+    if( p->bBuild ) btBlockPublish(p, r);
+  }else if( rc!=SQLITE_OK && rc!=SQLITE_ROW ){
+    p->rcNext = rc;
+    p->zErrNext = btCsrMessage(p, r->db, rc);
+  }
   pthread_mutex_unlock(&r->mu);
-  return rc;
+  if( p->nBatch<BT_BATCH_ROWS ) p->nBatch *= 2;
+}
+
+/* Move the data side to its next row (bDataOn), from the batch or a new
+** one; SQLite code of a read error, which ends the walk. */
+static int btDataStep(KvBackendCursor *p){
+  p->bDataOn = 0;
+  if( !p->pBlock && p->iNext>=p->nRow && p->rcNext==SQLITE_OK && p->pData ){
+    btBatchFill(p);             /* may turn the walk to a block */
+  }
+  if( p->pBlock ){
+    p->iPos += p->bDesc ? -1 : 1;
+    p->bDataOn = p->iPos>=0 && p->iPos<p->pBlock->nRow;
+    return SQLITE_OK;
+  }
+  if( p->iNext<p->nRow ){
+    p->iNext++;
+    p->bDataOn = 1;
+    return SQLITE_OK;
+  }
+  if( p->rcNext!=SQLITE_OK ){
+    int rc = p->rcNext;
+    char *zErr = p->zErrNext;
+    p->rcNext = SQLITE_OK;
+    p->zErrNext = 0;
+    return btCsrEnd(p, rc, zErr);
+  }
+  return SQLITE_OK;
+}
+
+/* The data side's current row. */
+static void btDataRow(KvBackendCursor *p, KvMapEntry *pOut){
+  const uint8_t *a = p->pBlock ? p->pBlock->aData : p->arena.a;
+  const BtRow *pRow = p->pBlock ? &p->pBlock->aRow[p->iPos]
+                                : &p->aRow[p->iNext-1];
+  pOut->aKey = a + pRow->iKey; pOut->nKey = pRow->nKey;
+  pOut->aVal = a + pRow->iVal; pOut->nVal = pRow->nVal;
+  pOut->rev = 0;
+  pOut->bTomb = 0;
 }
 
 /* Pick the current entry from the two sides, skipping keys the overlay
@@ -1344,12 +1594,16 @@ static int btSettle(KvBackendCursor *p){
     KvMapEntry o;
     int cmp;
     p->eCur = 0;
-    if( !p->bOvOn && !p->bDataOn ) return 0;
-    if( p->bOvOn ) kv_map_cursor_entry(p->pOv, &o);
-    if( !p->bOvOn ) cmp = 1;
-    else if( !p->bDataOn ) cmp = -1;
+    if( !p->bOvOn ){
+      p->eCur = p->bDataOn ? 2 : 0;
+      return p->eCur!=0;
+    }
+    kv_map_cursor_entry(p->pOv, &o);
+    if( !p->bDataOn ) cmp = -1;
     else{
-      cmp = btCmp(o.aKey, o.nKey, p->dKey.a, p->dKey.n);
+      KvMapEntry d;
+      btDataRow(p, &d);
+      cmp = btCmp(o.aKey, o.nKey, d.aKey, d.nKey);
       if( p->bDesc ) cmp = -cmp;
     }
     p->eCur = cmp<0 ? 1 : cmp>0 ? 2 : 3;
@@ -1359,9 +1613,6 @@ static int btSettle(KvBackendCursor *p){
                           : kv_map_cursor_next(p->pOv);
       continue;
     }
-    kv_buf_reset(&p->cur);
-    if( p->eCur==2 ) kv_buf_append(&p->cur, p->dKey.a, p->dKey.n);
-    else kv_buf_append(&p->cur, o.aKey, o.nKey);
     return 1;
   }
 }
@@ -1393,9 +1644,9 @@ static void btCursorClose(KvBackendCursor *p){
   r = p->c->pReader;
   if( r ) btDataRelease(p);
   kv_map_cursor_free(p->pOv);
-  kv_buf_free(&p->dKey);
-  kv_buf_free(&p->dVal);
-  kv_buf_free(&p->cur);
+  btBatchClear(p);
+  kv_buf_free(&p->arena);
+  sqlite3_free(p->aRow);
   sqlite3_free(p->zErr);
   btSnapshotFree(p->pHold);
   sqlite3_free(p);
@@ -1420,13 +1671,16 @@ static int btCursorSeek(KvBackendCursor *p, int eSeek, const void *aKey,
 }
 
 /* Step in direction bDesc from the current key. */
+static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut);
 static int btCursorMove(KvBackendCursor *p, int bDesc){
   KvBuf k;
   int r;
   if( p->eCur==0 || p->rc!=SQLITE_OK ) return 0;
   if( bDesc!=p->bDesc ){
+    KvMapEntry e;
+    btCursorEntry(p, &e);       /* the re-seek below replaces the batch */
     memset(&k, 0, sizeof(k));
-    if( kv_buf_append(&k, p->cur.a, p->cur.n)!=SQLITE_OK ) return 0;
+    if( kv_buf_append(&k, e.aKey, e.nKey)!=SQLITE_OK ) return 0;
     r = btCursorSeek(p, bDesc ? KV_SEEK_LT : KV_SEEK_GT, k.a, k.n);
     kv_buf_free(&k);
     return r;
@@ -1454,12 +1708,12 @@ static int btCursorNext(KvBackendCursor *p){ return btCursorMove(p, 0); }
 static int btCursorPrev(KvBackendCursor *p){ return btCursorMove(p, 1); }
 
 static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut){
-  memset(pOut, 0, sizeof(*pOut));
   if( p->eCur==2 ){
-    pOut->aKey = p->dKey.a; pOut->nKey = p->dKey.n;
-    pOut->aVal = p->dVal.a; pOut->nVal = p->dVal.n;
+    btDataRow(p, pOut);
   }else if( p->eCur ){
     kv_map_cursor_entry(p->pOv, pOut);
+  }else{
+    memset(pOut, 0, sizeof(*pOut));
   }
 }
 
@@ -1571,5 +1825,6 @@ const KvBackend kvBtreeBackend = {
   0,                            /* data files: records wait for them */
   0,                            /* its data file is checked by xOpen */
   btStoreMaxId,
-  0                             /* xApply fills the overlay: no file I/O */
+  0,                            /* xApply fills the overlay: no file I/O */
+  0                             /* reads may read the data file */
 };

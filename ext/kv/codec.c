@@ -144,15 +144,27 @@ static double kvcNextDown(double r){
   return kvcBitsDouble(r>0 ? u-1 : u+1);
 }
 
+/* Big-endian 64-bit store and load (one byte swap where the compiler
+** says the machine is little-endian). */
 static void kvcPut64(uint8_t *a, uint64_t u){
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+  u = __builtin_bswap64(u);
+  memcpy(a, &u, 8);
+#else
   int i;
   for(i=7; i>=0; i--){ a[i] = (uint8_t)u; u >>= 8; }
+#endif
 }
 
 static uint64_t kvcGet64(const uint8_t *a){
   uint64_t u = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+  memcpy(&u, a, 8);
+  u = __builtin_bswap64(u);
+#else
   int i;
   for(i=0; i<8; i++) u = (u<<8) | a[i];
+#endif
   return u;
 }
 
@@ -408,6 +420,10 @@ static int kvcNumDecode(const uint8_t *a, int n, int eKind, KvcVal *p){
     }
     p->eType = SQLITE_INTEGER;
     p->i = (int64_t)((uint64_t)(int64_t)f + off);
+    /* Without an offset the canonical bytes are the tag, the image of f
+    ** (which f was read from) and 0x00: only that last byte needs a look.
+    ** With one, kvcIntKey() decides (a smaller F may have been due). */
+    if( n==10 ) return a[9]==0x00 ? SQLITE_OK : SQLITE_CORRUPT;
     if( kvcIntKey(p->i, aCanon)!=n || memcmp(aCanon, a, (size_t)n)!=0 ){
       return SQLITE_CORRUPT;
     }

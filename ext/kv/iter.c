@@ -71,10 +71,22 @@ static void iterStepOwn(KvIter *p){
                        : kv_map_cursor_next(p->pOwn);
 }
 
-/* Pick the next visible entry from the two streams into p->cur. */
+/* Pick the next visible entry from the two streams into p->cur.  Without
+** a write set (every read outside a writing transaction) the committed
+** side's entry is written straight into p->cur. */
 static void iterSettle(KvIter *p){
   const KvBackend *pB = p->pTab->pBackend;
   KvMapEntry d, o;
+  if( p->pOwn==0 ){
+    if( p->rc!=SQLITE_OK || !p->bDataOn ){
+      p->bEof = 1;
+    }else{
+      pB->xCursorEntry(p->pData, &p->cur);
+      p->bCurOwn = 0;
+      p->bEof = iterPastEnd(p, &p->cur);
+    }
+    return;
+  }
   for(;;){
     int c;
     if( p->rc!=SQLITE_OK || (!p->bDataOn && !p->bOwnOn) ){
@@ -228,6 +240,10 @@ int kv_iter_error(KvIter *p, char **pzErr){
 
 void kv_iter_entry(KvIter *p, KvMapEntry *pOut){
   *pOut = p->cur;
+}
+
+const KvMapEntry *kv_iter_current(KvIter *p){
+  return &p->cur;
 }
 
 void kv_iter_close(KvIter *p){

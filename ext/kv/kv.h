@@ -478,6 +478,9 @@ void kv_iter_next(KvIter*);
 int kv_iter_error(KvIter*, char **pzErr);
 /* The current entry (see KvMapEntry for how long its bytes live). */
 void kv_iter_entry(KvIter*, KvMapEntry *pOut);
+/* The current entry in place, without a copy (valid as kv_iter_entry's,
+** until the scan moves or closes). */
+const KvMapEntry *kv_iter_current(KvIter*);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
 

@@ -680,11 +680,15 @@ static int logCursorPrev(KvBackendCursor *c){
 
 static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
   uint64_t cid;
-  memset(pOut, 0, sizeof(*pOut));
-  if( !c->bOn ) return;
+  if( !c->bOn ){
+    memset(pOut, 0, sizeof(*pOut));
+    return;
+  }
   kv_logcursor_key(c->pCsr, &pOut->aKey, &pOut->nKey, &cid);
   pOut->aVal = c->val.a+8;
   pOut->nVal = c->val.n-8;
+  pOut->rev = 0;
+  pOut->bTomb = 0;
 }
 
 /* ----------------------------------------------------------- stats --- */
@@ -758,5 +762,6 @@ const KvBackend kvLogBackend = {
   1, logStatsEx,
   logCursorError, logGetError, logCheckWrite,
   0,                            /* data files: records wait for them */
-  logCheckOpen, logStoreMaxId, logApplyError
+  logCheckOpen, logStoreMaxId, logApplyError,
+  0                             /* reads may read a log file */
 };

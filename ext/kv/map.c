@@ -423,8 +423,8 @@ int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
 ** node (*ppRight) the upper half, *ppSep is the lower bound of *ppRight
 ** (a new key-only entry for leaves, the moved separator for interior
 ** nodes). */
-static int kvmSplit(KvmNode *p, KvmNode **ppRight, KvmEntry **ppSep){
-  int nLeft = p->n/2;
+static int kvmSplit(KvmNode *p, int nLeft, KvmNode **ppRight,
+                    KvmEntry **ppSep){
   int nRight = p->n - nLeft;
   KvmNode *pR = kvmNodeNew(p->bLeaf);
   KvmEntry *pSep;
@@ -462,7 +462,8 @@ static int kvmSplitChild(KvmNode *pParent, int i){
   KvmEntry *pSep = 0;
   int rc;
   if( pParent->c.aChild[i]->n<KVM_FAN ) return SQLITE_OK;
-  rc = kvmSplit(pParent->c.aChild[i], &pRight, &pSep);
+  rc = kvmSplit(pParent->c.aChild[i], pParent->c.aChild[i]->n/2, &pRight,
+                &pSep);
   if( rc==SQLITE_OK ) kvmNodeInsertAt(pParent, i+1, pSep, pRight, 0, 0);
   return rc;
 }
@@ -539,7 +540,12 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
       iChild = kvmChildSearch(pParent, pKey);
       return kvmLeafPut(pV, pParent, iChild, pParent->c.aChild[iChild], pItem);
     }
-    rc = kvmSplit(p, &pRight, &pSep);
+    /* An append to the last leaf of its parent (keys arriving in order)
+    ** leaves the left leaf fuller than half: KVM_MIN items move right,
+    ** where the next appends go, so ordered loads fill leaves to 3/4. */
+    rc = kvmSplit(p, (i==p->n && iChild==pParent->n-1) ? p->n-KVM_MIN
+                                                       : p->n/2,
+                  &pRight, &pSep);
     if( rc!=SQLITE_OK ) return rc;
     kvmNodeInsertAt(pParent, iChild+1, pSep, pRight, 0, 0);
     if( i>p->n ){
@@ -865,22 +871,48 @@ int kv_map_cursor_seek(KvMapCursor *pCur, int eSeek, const void *aKey,
   return 1;
 }
 
+/* A walk reads each entry it lands on, and entries are allocations of
+** their own: the entry KVM_AHEAD steps further is fetched into the cache
+** meanwhile (a hint; it changes nothing). */
+#define KVM_AHEAD 3
+static void kvmPrefetch(const KvMapCursor *pCur, int d, int iStep){
+  int i = pCur->aIdx[d] + iStep;
+  const KvmNode *p = pCur->apNode[d];
+  if( i>=0 && i<p->n ) __builtin_prefetch(p->u.aEnt[i]);
+}
+
 int kv_map_cursor_next(KvMapCursor *pCur){
-  int d = pCur->nDepth-1;
+  int d = pCur->nDepth-1, i;
   if( d<0 ) return 0;
-  if( ++pCur->aIdx[d] < pCur->apNode[d]->n ) return 1;
-  return kvmStepLeaf(pCur, 1);
+  if( ++pCur->aIdx[d] < pCur->apNode[d]->n ){
+    kvmPrefetch(pCur, d, KVM_AHEAD);
+    return 1;
+  }
+  if( !kvmStepLeaf(pCur, 1) ) return 0;
+  d = pCur->nDepth-1;
+  for(i=0; i<=KVM_AHEAD; i++) kvmPrefetch(pCur, d, i);
+  return 1;
 }
 
 int kv_map_cursor_prev(KvMapCursor *pCur){
-  int d = pCur->nDepth-1;
+  int d = pCur->nDepth-1, i;
   if( d<0 ) return 0;
-  if( --pCur->aIdx[d] >= 0 ) return 1;
-  return kvmStepLeaf(pCur, 0);
+  if( --pCur->aIdx[d] >= 0 ){
+    kvmPrefetch(pCur, d, -KVM_AHEAD);
+    return 1;
+  }
+  if( !kvmStepLeaf(pCur, 0) ) return 0;
+  d = pCur->nDepth-1;
+  for(i=0; i<=KVM_AHEAD; i++) kvmPrefetch(pCur, d, -i);
+  return 1;
 }
 
 void kv_map_cursor_entry(const KvMapCursor *pCur, KvMapEntry *pOut){
-  memset(pOut, 0, sizeof(*pOut));
-  if( pCur->nDepth==0 ) return;
+  if( pCur->nDepth==0 ){
+    memset(pOut, 0, sizeof(*pOut));
+    return;
+  }
+  /* every field is written: no memset first, whose wide stores a caller's
+  ** copy of *pOut would wait for */
   kvmEntryOut(pCur->apNode[pCur->nDepth-1], pCur->aIdx[pCur->nDepth-1], pOut);
 }

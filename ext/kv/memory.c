@@ -82,6 +82,15 @@ static int memGet(KvBackendSnap *s, const uint8_t *aKey, int nKey,
   return SQLITE_OK;
 }
 
+static int memGetNow(KvBackendTable *p, const uint8_t *aKey, int nKey,
+                     KvBuf *pVal, int *pbFound){
+  KvMapEntry e;
+  *pbFound = kv_map_get(p->pData, aKey, nKey, &e) && !e.bTomb;
+  if( !*pbFound ) return SQLITE_OK;
+  kv_buf_reset(pVal);
+  return kv_buf_append(pVal, e.aVal, e.nVal);
+}
+
 static int memCursorOpen(KvBackendSnap *s, KvBackendCursor **pp){
   KvBackendCursor *c = sqlite3_malloc64(sizeof(*c));
   *pp = 0;
@@ -170,5 +179,6 @@ const KvBackend kvMemoryBackend = {
   0,                            /* always writable */
   1,                            /* no data file: records need no confirm */
   0, 0,                         /* no files */
-  0                             /* xApply fails only for want of memory */
+  0,                            /* xApply fails only for want of memory */
+  memGetNow                     /* a read with no root: one lookup */
 };

@@ -283,6 +283,12 @@ static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
   pTab = kvTableFind(pEng, zTab, nTab);
+  if( pTab && pTab->pData && pTab->pBackend->xGetNow ){
+    /* an in-memory lookup: done under the mutex, no snapshot */
+    rc = pTab->pBackend->xGetNow(pTab->pData, aKey, nKey, pVal, pbFound);
+    pthread_mutex_unlock(&pEng->mutex);
+    return rc;
+  }
   if( pTab ){
     pTab->nRef++;
     rc = pTab->pBackend->xSnapshot(pTab->pData, &pSnap);

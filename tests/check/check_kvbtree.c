@@ -172,6 +172,127 @@ START_TEST(test_kvbtree_scan_merges_overlay_and_data_file)
 }
 END_TEST
 
+/* A long scan sees one snapshot.  Connection 1 walks the table (rows come
+** from the data file in batches) while connection 2 rewrites every value,
+** deletes and adds rows, and, for kv_btree, the collector moves all of it
+** into the data file: the walk still returns exactly the rows and values
+** of its start, in key order, and the value of its current row, read
+** before the commit, is unchanged after it.  A new scan sees the commit. */
+static void kb_scan_one_snapshot(const char *zType){
+  char *zDir = th_tmpdir(zType);
+  sqlite3 *db1 = th_open(":memory:");
+  sqlite3 *db2 = th_open(":memory:");
+  sqlite3_stmt *pStmt = 0;
+  char *zHeld = 0;
+  const unsigned char *zCur;
+  int i, rc;
+  kb_mk(db1, "t", zType, zDir);
+  kb_mk(db2, "t", zType, zDir);
+  kb_fill(db1, "t", 1, 2000, "old");
+  if( strcmp(zType, "kv_memory")!=0 ) kb_settle(db1);
+  ck_assert_int_eq(sqlite3_prepare_v2(db1, "SELECT key, value FROM t", -1,
+                                      &pStmt, 0), SQLITE_OK);
+  for(i=1; i<=300; i++){
+    ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+    ck_assert_int_eq(sqlite3_column_int(pStmt, 0), i);
+  }
+  zCur = sqlite3_column_text(pStmt, 1);
+  zHeld = sqlite3_mprintf("%s", zCur);
+  ck_assert_str_eq(zHeld, "v300-old");
+  kb_fill(db2, "t", 1, 2500, "new");
+  th_exec(db2, "DELETE FROM t WHERE key BETWEEN 500 AND 599");
+  if( strcmp(zType, "kv_memory")!=0 ) kb_settle(db2);
+  ck_assert_str_eq((const char*)zCur, zHeld);
+  ck_assert_str_eq((const char*)sqlite3_column_text(pStmt, 1), "v300-old");
+  for(i=301; (rc = sqlite3_step(pStmt))==SQLITE_ROW; i++){
+    char *zWant = sqlite3_mprintf("v%d-old", i);
+    ck_assert_int_eq(sqlite3_column_int(pStmt, 0), i);
+    ck_assert_str_eq((const char*)sqlite3_column_text(pStmt, 1), zWant);
+    sqlite3_free(zWant);
+  }
+  ck_assert_int_eq(rc, SQLITE_DONE);
+  ck_assert_int_eq(i, 2001);
+  sqlite3_finalize(pStmt);
+  ck_assert_int_eq(th_int(db1, "SELECT count(*) FROM t"), 2400);
+  ck_assert_int_eq(th_int(db1, "SELECT count(*) FROM t WHERE value "
+                               "LIKE '%-new'"), 2400);
+  sqlite3_free(zHeld);
+  sqlite3_close(db1);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_kvbtree_long_scan_sees_one_snapshot)
+{
+  kb_scan_one_snapshot("kv_btree");
+}
+END_TEST
+
+START_TEST(test_kvlog_long_scan_sees_one_snapshot)
+{
+  kb_scan_one_snapshot("kv_log");
+}
+END_TEST
+
+START_TEST(test_kvmemory_long_scan_sees_one_snapshot)
+{
+  kb_scan_one_snapshot("kv_memory");
+}
+END_TEST
+
+/* Reads after a full scan (which leaves the table's rows decoded with
+** the reader until the collector's next commit) give what the data file
+** and the overlay hold: point reads, ranges both ways, keys the overlay
+** deletes or adds; after the collector's commit, the new rows. */
+START_TEST(test_kvbtree_reads_after_full_scan_see_overlay_and_next_commit)
+{
+  char *zDir = th_tmpdir("kvbtree_scancache");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 500, "a");
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  ck_assert_int_eq(th_int(db, "SELECT sum(key) FROM t"), 125250);
+  z = th_text(db, "SELECT value FROM t WHERE key=250");
+  ck_assert_str_eq(z, "v250-a");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key=501"), 0);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t WHERE "
+                  "key>497 ORDER BY key)");
+  ck_assert_str_eq(z, "498,499,500");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t WHERE "
+                  "key<=3 ORDER BY key DESC)");
+  ck_assert_str_eq(z, "3,2,1");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t WHERE "
+                  "key>=10 AND key<13)");
+  ck_assert_str_eq(z, "10,11,12");
+  sqlite3_free(z);
+  kv_btree_test_fail_writes(1000000);     /* keep the next ones in overlay */
+  th_exec(db, "DELETE FROM t WHERE key=11; INSERT OR REPLACE INTO t "
+              "VALUES(12,'new12'),(600,'v600')");
+  z = th_text(db, "SELECT group_concat(key||'='||value) FROM (SELECT * FROM "
+                  "t WHERE key>=10 AND key<13)");
+  ck_assert_str_eq(z, "10=v10-a,12=new12");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  ck_assert_int_eq(th_int(db, "SELECT max(key) FROM t"), 600);
+  kv_btree_test_fail_writes(0);
+  kb_settle(db);
+  kb_fill(db, "t", 1, 5, "b");
+  kb_settle(db);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  z = th_text(db, "SELECT group_concat(value) FROM (SELECT value FROM t "
+                  "WHERE key<=12 AND key>=4 ORDER BY key DESC)");
+  ck_assert_str_eq(z, "new12,v10-a,v9-a,v8-a,v7-a,v6-a,v5-b,v4-b");
+  sqlite3_free(z);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A table just created (nothing collected yet) reads as empty. */
 /* A data-file read that fails in the middle of a scan or a point read is
 ** an error naming the table and the data file, never the end of the
@@ -2156,6 +2277,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_data_survives_reopen);
   tcase_add_test(tc, test_kvlog_data_survives_reopen);
   tcase_add_test(tc, test_kvbtree_scan_merges_overlay_and_data_file);
+  tcase_add_test(tc, test_kvbtree_long_scan_sees_one_snapshot);
+  tcase_add_test(tc, test_kvbtree_reads_after_full_scan_see_overlay_and_next_commit);
+  tcase_add_test(tc, test_kvlog_long_scan_sees_one_snapshot);
+  tcase_add_test(tc, test_kvmemory_long_scan_sees_one_snapshot);
   tcase_add_test(tc, test_kvbtree_new_table_is_empty);
   tcase_add_test(tc, test_kvbtree_data_file_read_error_fails_scan);
   tcase_add_test(tc, test_kvbtree_drop_survives_reopen);

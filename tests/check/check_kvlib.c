@@ -1052,6 +1052,58 @@ START_TEST(test_kvlib_map_matches_sorted_array_model){
 }
 END_TEST
 
+/* Keys put in ascending order (appends to the last leaf, which splits
+** unevenly) and then in descending order, with a snapshot in between:
+** walks, seeks and gets match the model, the snapshot keeps its contents,
+** and removing every key, in a random order, empties the map. */
+START_TEST(test_kvlib_map_ordered_puts_match_model){
+  KvMap *pMap = kv_map_new(), *pSnap = 0;
+  Model m = {0, 0, 0}, mSnap;
+  int i, n = 6000;
+  rng_seed(99);
+  for(i=0; i<2*n; i++){
+    ModelEnt e;
+    KvMapEntry me;
+    uint32_t k = (uint32_t)(i<n ? 3*i : 3*(2*n-i) - 1);
+    memset(&e, 0, sizeof(e));
+    e.aKey[0] = (uint8_t)(k>>24); e.aKey[1] = (uint8_t)(k>>16);
+    e.aKey[2] = (uint8_t)(k>>8);  e.aKey[3] = (uint8_t)k;
+    e.nKey = 4;
+    e.nVal = rng_below(13);
+    e.valSeed = rng();
+    e.rev = (uint64_t)i;
+    T_EQ(kv_map_put(&pMap, e.aKey, e.nKey, val_bytes(e.valSeed, e.nVal),
+                    e.nVal, e.rev, 0), SQLITE_OK);
+    model_put(&m, &e);
+    T_EQ(kv_map_get(pMap, e.aKey, e.nKey, &me), 1);
+    check_entry(&me, &m.a[model_lower(&m, e.aKey, e.nKey)]);
+    if( i==n ){
+      pSnap = kv_map_ref(pMap);
+      mSnap = model_copy(&m);
+    }
+    if( i%997==0 ){
+      check_walk(pMap, &m);
+      check_seek(pMap, &m, rng_below(6), e.aKey, e.nKey);
+    }
+  }
+  T_EQ(kv_map_count(pMap), m.n);
+  check_walk(pMap, &m);
+  check_walk(pSnap, &mSnap);
+  while( m.n>0 ){
+    ModelEnt e = m.a[rng_below(m.n)];
+    T_EQ(kv_map_remove(&pMap, e.aKey, e.nKey), SQLITE_OK);
+    model_remove(&m, e.aKey, e.nKey);
+    if( m.n%499==0 ) check_walk(pMap, &m);
+  }
+  T_EQ(kv_map_count(pMap), 0);
+  check_walk(pSnap, &mSnap);
+  kv_map_unref(pSnap);
+  kv_map_unref(pMap);
+  free(mSnap.a);
+  free(m.a);
+}
+END_TEST
+
 START_TEST(test_kvlib_map_bytes_tracks_keys_and_values){
   KvMap *p = kv_map_new();
   int64_t nOne, nTwo;
@@ -1727,6 +1779,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("map");
   tcase_add_loop_test(tc, test_kvlib_map_matches_sorted_array_model, 0,
       (int)(sizeof(aMapCase)/sizeof(aMapCase[0])));
+  tcase_add_test(tc, test_kvlib_map_ordered_puts_match_model);
   tcase_add_test(tc, test_kvlib_map_bytes_tracks_keys_and_values);
   tcase_add_test(tc, test_kvlib_map_snapshot_is_unchanged_by_later_writes);
   tcase_add_test(tc, test_kvlib_map_unshared_version_is_updated_in_place);
