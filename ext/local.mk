@@ -16,6 +16,7 @@ DEPOT_SOURCES += \
 	ext/depot_compact_sql.c \
 	ext/kv_sql.h \
 	ext/kv_conn.c \
+	ext/kv_coord.c \
 	ext/kv_decl.c \
 	ext/kv_attach.c \
 	ext/kv_vtab.c \

@@ -68,8 +68,18 @@ struct KvReplay {
   KvEngine *pEng;
   int nCid, nCidAlloc;
   uint64_t *aCid;               /* records that touched the catalog */
+  int nDrop, nDropAlloc;
+  uint64_t *aDrop;              /* conditional records to withdraw: CID,
+                                ** TID pairs */
   char *zErr;
 };
+
+/* The condition probe (kv_set_condition_probe), process-wide. */
+static KvCondProbe engCondProbe = 0;
+
+void kv_set_condition_probe(KvCondProbe xProbe){
+  __atomic_store_n(&engCondProbe, xProbe, __ATOMIC_SEQ_CST);
+}
 
 /* Build a batch map from the actions of one table of a record.  Data keys
 ** must be well-formed key encodings (catalog keys are table names). */
@@ -142,11 +152,78 @@ static int engReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT)
   return rc;
 }
 
+/* Did the coordinator of conditional record pRec (its first table is
+** KV_REC_COND) commit?  Sets *pbHeld; an error sets pR->zErr. */
+static int engReplayDecide(KvReplay *pR, const WalRecord *pRec, int *pbHeld){
+  const WalTableActions *pT = &pRec->aTable[0];
+  KvCondProbe xProbe = __atomic_load_n(&engCondProbe, __ATOMIC_SEQ_CST);
+  char *zCoord, *zErr = 0;
+  int rc;
+  if( pT->nAction!=1 || pT->aAction[0].nKey!=8 || pT->aAction[0].bDelete ){
+    return SQLITE_CORRUPT;
+  }
+  zCoord = sqlite3_mprintf("%.*s", pT->aAction[0].nVal,
+                           (const char*)pT->aAction[0].aVal);
+  if( zCoord==0 ) return SQLITE_NOMEM;
+  if( xProbe==0 ){
+    zErr = sqlite3_mprintf("no coordinator probe is installed (load the "
+                           "depot extension first)");
+    rc = SQLITE_ERROR;
+  }else{
+    rc = xProbe(zCoord, (int64_t)wal_get_u64(pT->aAction[0].aKey), pRec->cid,
+                pbHeld, &zErr);
+  }
+  if( rc!=SQLITE_OK && pR->zErr==0 ){
+    pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
+        "%s: its transaction was committed by database %s, which cannot be "
+        "read: %s", (unsigned long long)pRec->cid, pR->pEng->zDir, zCoord,
+        zErr ? zErr : sqlite3_errstr(rc));
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(zCoord);
+  return rc;
+}
+
+/* A conditional record whose coordinator did not commit: withdrawn after
+** the replay (engReplayWithdraw). */
+static int engReplayNoteDrop(KvReplay *pR, uint64_t cid, uint64_t tid){
+  if( pR->nDrop+2>pR->nDropAlloc ){
+    int nNew = pR->nDropAlloc ? pR->nDropAlloc*2 : 16;
+    uint64_t *a = sqlite3_realloc64(pR->aDrop, nNew*sizeof(uint64_t));
+    if( a==0 ) return SQLITE_NOMEM;
+    pR->aDrop = a;
+    pR->nDropAlloc = nNew;
+  }
+  pR->aDrop[pR->nDrop++] = cid;
+  pR->aDrop[pR->nDrop++] = tid;
+  return SQLITE_OK;
+}
+
+static int engIsCondTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_COND_LEN
+      && memcmp(pT->zTable, KV_REC_COND, KV_REC_COND_LEN)==0;
+}
+
 static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
-  int i, rc = SQLITE_OK;
+  int i = 0, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
-  for(i=0; i<pRec->nTable && rc==SQLITE_OK; i++){
+  if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
+    int bHeld = 0;
+    rc = engReplayDecide(pR, pRec, &bHeld);
+    if( rc==SQLITE_OK && !bHeld ){
+      sqlite3_log(SQLITE_NOTICE, "kv: WAL record %llu of store %s is "
+          "discarded: the database transaction it belonged to did not "
+          "commit", (unsigned long long)pRec->cid, pR->pEng->zDir);
+      return engReplayNoteDrop(pR, pRec->cid, pRec->tid);
+    }
+    if( rc==SQLITE_OK ){
+      rc = wal_confirm(pR->pEng->pWal, pRec->cid, KV_REC_COND,
+                       KV_REC_COND_LEN);
+    }
+    i = 1;
+  }
+  for(; i<pRec->nTable && rc==SQLITE_OK; i++){
     rc = engReplayTable(pR, pRec->cid, &pRec->aTable[i]);
   }
   if( rc!=SQLITE_OK && pR->zErr==0 ){
@@ -170,6 +247,16 @@ static int engReplay(KvEngine *pEng, char **pzErr){
     *pzErr = r.zErr;
     r.zErr = 0;
   }
+  for(i=0; rc==SQLITE_OK && i<r.nDrop; i+=2){
+    char *zErr = 0;
+    if( wal_abort(pEng->pWal, r.aDrop[i], r.aDrop[i+1], &zErr)!=SQLITE_OK ){
+      /* Not withdrawn: the next open decides it again, the same way. */
+      sqlite3_log(SQLITE_WARNING, "kv: store %s: %s", pEng->zDir,
+                  zErr ? zErr : "abort record not written");
+      wal_confirm_record(pEng->pWal, r.aDrop[i]);
+    }
+    sqlite3_free(zErr);
+  }
   if( rc==SQLITE_OK && r.nCid>0 ){
     rc = kvCatalogSave(pEng, pzErr);
     for(i=0; rc==SQLITE_OK && i<r.nCid; i++){
@@ -179,6 +266,7 @@ static int engReplay(KvEngine *pEng, char **pzErr){
   }
   sqlite3_free(r.zErr);
   sqlite3_free(r.aCid);
+  sqlite3_free(r.aDrop);
   return rc;
 }
 
@@ -422,6 +510,13 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   sqlite3_free(zReal);
   *ppEng = p;
   return rc;
+}
+
+uint64_t kv_engine_replay_floor(KvEngine *p){
+  WalStats st;
+  if( p==0 || p->pWal==0 ) return 0;
+  wal_stats(p->pWal, &st);
+  return st.firstCid;
 }
 
 int kv_engine_wal_config(KvEngine *p, WalConfig *pCfg){

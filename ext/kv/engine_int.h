@@ -129,7 +129,18 @@ struct KvRoot {
   int eProto;                   /* KV_PROTO_* */
   KvVerReceipts *pReceipts;     /* versioned commit: receipts sink */
   int64_t iHandle;              /* kv_begin() handle, 0 for SQL transactions */
+  char *zCond;                  /* kv_root_set_condition: coordinator URI */
+  int64_t iMarker;              /* ... and the marker id, or NULL/0 */
 };
+
+/* The names of the pseudo-tables of a WAL record: they start with a NUL
+** byte, which no table name may hold (kv_name_check), so they never meet
+** a table.  KV_REC_COND: the record's condition, one put whose key is the
+** marker id (8 bytes, little-endian) and whose value is the coordinator
+** URI.  At open every record waits for every table it names, so the
+** replay confirms KV_REC_COND of each conditional record it decides. */
+#define KV_REC_COND      "\0if"
+#define KV_REC_COND_LEN  3
 
 /* ---- table.c ---------------------------------------------------------- */
 /* The store's failed state: SQLITE_OK, or the code of the publication

@@ -456,6 +456,37 @@ int kv_root_savepoint(KvRoot*, int iLevel);
 void kv_root_release(KvRoot*, int iLevel);
 void kv_root_rollback_to(KvRoot*, int iLevel);
 
+/* ========================================================== conditions ==
+** A root whose commit another resource decides: the database file of the
+** SQL transaction it belongs to (ext/kv_coord.c).  Before its prepare,
+** kv_root_set_condition() names the coordinator (zCoord, the URI that
+** opens it again) and a marker id; the prepare then logs the root's WAL
+** record as conditional on that marker.  The coordinator writes the
+** marker in its own transaction, after the prepare, so the marker exists
+** exactly when that transaction committed.  When a store opens and
+** replays such a record, the engine asks the probe (kv_set_condition
+** _probe, set once by ext/) whether the marker exists: yes, the record is
+** applied; no, it is withdrawn (an abort record) and never applied.  A
+** root with nothing to log writes no record and so depends on nothing. */
+#define KV_COND_MAX_BYTES 4096      /* longest coordinator URI */
+/* Set (or, zCoord NULL, clear) the condition of an active root; it holds
+** for every later prepare.  SQLITE_TOOBIG for a URI over
+** KV_COND_MAX_BYTES, SQLITE_NOMEM, SQLITE_MISUSE unless active. */
+int kv_root_set_condition(KvRoot*, const char *zCoord, int64_t iMarker);
+/* The CID of the root's WAL record after a successful prepare, 0 when it
+** logged nothing. */
+uint64_t kv_root_cid(KvRoot*);
+/* The probe: does coordinator zCoord hold marker iMarker written for WAL
+** record cid?  Sets *pbHeld and returns SQLITE_OK, or an error (with
+** *pzErr) that fails the store's open.  Called during kv_engine_open with
+** the registry mutex held: it must not open a store. */
+typedef int (*KvCondProbe)(const char *zCoord, int64_t iMarker,
+                           uint64_t cid, int *pbHeld, char **pzErr);
+void kv_set_condition_probe(KvCondProbe xProbe);
+/* The lowest CID a replay of store p could still hand out (records below
+** it are in retired segments); 0 for a store without a WAL. */
+uint64_t kv_engine_replay_floor(KvEngine *p);
+
 /* ============================================================ iterators ==
 ** A scan of zTab between optional bounds (encoded keys), as of now (pRoot
 ** NULL) or as the root sees it: its snapshot plus its writes as they were

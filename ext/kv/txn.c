@@ -57,6 +57,20 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
 KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
 int kv_root_state(KvRoot *p){ return p->eState; }
 uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
+uint64_t kv_root_cid(KvRoot *p){ return p->cid; }
+
+int kv_root_set_condition(KvRoot *p, const char *zCoord, int64_t iMarker){
+  char *z = 0;
+  if( p->eState!=KV_ROOT_ACTIVE ) return SQLITE_MISUSE;
+  if( zCoord ){
+    if( strlen(zCoord)>KV_COND_MAX_BYTES ) return SQLITE_TOOBIG;
+    if( (z = sqlite3_mprintf("%s", zCoord))==0 ) return SQLITE_NOMEM;
+  }
+  sqlite3_free(p->zCond);
+  p->zCond = z;
+  p->iMarker = z ? iMarker : 0;
+  return SQLITE_OK;
+}
 void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
 
@@ -932,6 +946,7 @@ void kv_root_free(KvRoot *p){
   kvMetricRootClosed();
   for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
   sqlite3_free(p->aConflict);
+  sqlite3_free(p->zCond);
   kv_engine_unref(p->pEng);
   sqlite3_free(p);
 }
@@ -963,6 +978,19 @@ static int txnRecordTable(WalRecordBuilder *pRec, KvChild *c){
   return rc;
 }
 
+/* The condition of a conditional root, as the record's first table
+** (KV_REC_COND). */
+static int txnRecordCondition(WalRecordBuilder *pRec, KvRoot *p){
+  uint8_t aMarker[8];
+  int rc = wal_record_table(pRec, KV_REC_COND, KV_REC_COND_LEN);
+  wal_put_u64(aMarker, (uint64_t)p->iMarker);
+  if( rc==SQLITE_OK ){
+    rc = wal_record_action(pRec, 0, aMarker, 8, p->zCond,
+                           (int)strlen(p->zCond));
+  }
+  return rc;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -980,6 +1008,7 @@ static int txnRootLog(KvRoot *p, char **pzErr){
     an = sqlite3_malloc64(n*sizeof(int));
   }
   if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK && p->zCond ) rc = txnRecordCondition(pRec, p);
   for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     if( !txnIsLogged(p, c) ) continue;
