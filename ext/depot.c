@@ -29,6 +29,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotKvTablesComponent,    /* kv_tables */
   &depotKvStatsComponent,     /* kv_stats */
   &depotKvVfuncComponent,     /* key versions, kv_store_options, kv_metrics */
+  &depotKvPreparedComponent,  /* kv_prepared, kv_commit/rollback_prepared */
   &depotKvAttachComponent,    /* kv_attach; temp declarations at load */
   &depotSqlComponent,         /* the depot VFS, commits, stats, import */
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
@@ -51,6 +52,8 @@ static int depotProcessInit(char **pzErr){
   pthread_mutex_lock(&depotInitMutex);
   /* kv_btree data files never go through the depot VFS. */
   if( !depotProcessReady ) kv_set_plain_vfs(depot_vfs_plain);
+  /* Mixed transactions: the replay asks their database files. */
+  if( !depotProcessReady ) kv_set_condition_probe(kv_coord_probe);
   for(i=0; !depotProcessReady && i<DEPOT_NCOMPONENT && rc==SQLITE_OK; i++){
     if( aDepotComponent[i]->xProcess ){
       rc = aDepotComponent[i]->xProcess(pzErr);
@@ -105,6 +108,9 @@ static int depotInitConnection(sqlite3 *db, char **pzErr){
         sqlite3_libversion());
     return SQLITE_ERROR;
   }
+  /* A database opened to decide a KV replay gets nothing: it is opened
+  ** inside a store's open (kv_coord.c). */
+  if( kv_coord_probing() ) return SQLITE_OK;
   if( depotHasExtension(db) ) return SQLITE_OK;
   rc = depotProcessInit(pzErr);
   if( rc!=SQLITE_OK ) return rc;

@@ -56,9 +56,32 @@ struct KvConn {
   char *zLastDir;           /* the absolute directory last resolved ... */
   KvEngine *pLastEng;       /* ... to this store (one of apStore) */
   KvDecl *pDecl;            /* main-schema KV tables seen (kv_decl.c) */
+  KvEngine *pGcEng;         /* the store whose commit markers were last
+                            ** collected (kv_coord.c; compared only) ... */
+  uint64_t iGcFloor;        /* ... up to this replay floor */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
+
+/* kv_coord.c: the database file as the coordinator of a transaction that
+** writes KV tables and database files.  kv_coord_prepare prepares the SQL
+** root r of connection p (from xSync): when p has a write transaction open
+** on a database file, the root's WAL record is made conditional on a
+** marker row inserted into that file's _depot_kv_commit table in the same
+** transaction; otherwise it is kv_root_prepare.  kv_coord_probe is the
+** engine's condition probe (KvCondProbe, kv.h).  kv_coord_probing is
+** non-zero while this thread opens a coordinator for the probe: the
+** extension's setup of new connections is then skipped. */
+int kv_coord_prepare(KvConn *p, KvRoot *r, char **pzErr);
+int kv_coord_probe(const char *zCoord, int64_t iMarker, uint64_t cid,
+                   int *pbHeld, char **pzErr);
+int kv_coord_probing(void);
+#ifdef DEPOT_TEST
+/* Test hook (libdepot_core only): bOff makes kv_coord_prepare a plain
+** kv_root_prepare, the commit as it was before markers (the benchmark's
+** baseline).  Process-wide. */
+void kv_coord_test_off(int bOff);
+#endif
 void kv_conn_ref(KvConn*);
 void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
 

@@ -1027,7 +1027,7 @@ static int vtabSync(sqlite3_vtab *pVtab){
   int rc = SQLITE_OK;
   if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE ){
     /* A root that only read commits without a check (see vtabCommit). */
-    if( kv_root_has_writes(r) ) rc = kv_root_prepare(r, &zErr);
+    if( kv_root_has_writes(r) ) rc = kv_coord_prepare(p->pConn, r, &zErr);
   }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
     zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");
     rc = SQLITE_ABORT;

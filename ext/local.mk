@@ -16,6 +16,7 @@ DEPOT_SOURCES += \
 	ext/depot_compact_sql.c \
 	ext/kv_sql.h \
 	ext/kv_conn.c \
+	ext/kv_coord.c \
 	ext/kv_decl.c \
 	ext/kv_attach.c \
 	ext/kv_vtab.c \
@@ -23,6 +24,7 @@ DEPOT_SOURCES += \
 	ext/kv_tables.c \
 	ext/kv_readset.c \
 	ext/kv_vfunc.c \
+	ext/kv_prepared.c \
 	ext/kv_stats.c \
 	ext/depot_pool.h \
 	ext/pool_int.h \

@@ -128,6 +128,7 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   pthread_mutex_lock(&p->mutex);
   if( p->nSeg>0 ) p->aSeg[p->nSeg-1].szEnd = p->szActive;
   p->aSeg[p->nSeg].segno = segno;
+  p->aSeg[p->nSeg].baseCid = baseCid;
   p->aSeg[p->nSeg].szEnd = WAL_SEG_HDR;
   p->aSeg[p->nSeg].nUnconf = 0;
   p->nSeg++;

@@ -197,6 +197,7 @@ static int walAddSegment(Wal *p, const WalSegHdr *pHdr, off_t sz,
   if( rc!=SQLITE_OK ) return rc;
   if( pHdr->baseCid>p->nextCid ) p->nextCid = pHdr->baseCid;
   p->aSeg[p->nSeg].segno = pHdr->segno;
+  p->aSeg[p->nSeg].baseCid = pHdr->baseCid;
   p->aSeg[p->nSeg].nUnconf = 0;
   p->nSeg++;
   rc = walScanSegment(p, *pFd, *pzPath, pHdr->segno, bNewest, &iEnd, &nRec,
@@ -456,6 +457,7 @@ void wal_stats(Wal *p, WalStats *pStats){
   pStats->nAppend = p->nAppend;
   pStats->nFlush = p->nFlush;
   pStats->lastCid = p->lastCid;
+  pStats->firstCid = p->nSeg>0 ? p->aSeg[0].baseCid : p->lastCid+1;
   pthread_mutex_unlock(&p->mutex);
 }
 

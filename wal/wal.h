@@ -296,6 +296,8 @@ struct WalStats {
   int64_t nAppend;          /* records appended since open */
   int64_t nFlush;           /* fdatasync calls since open */
   uint64_t lastCid;         /* highest CID written or replayed */
+  uint64_t firstCid;        /* no record with a lower CID is in a live
+                            ** segment: none will ever be replayed again */
 };
 void wal_stats(Wal*, WalStats*);
 

@@ -168,6 +168,7 @@ struct WalUnconf {
 typedef struct WalSeg WalSeg;
 struct WalSeg {
   uint64_t segno;
+  uint64_t baseCid;          /* no record in it has a lower CID */
   uint64_t szEnd;            /* end of its frames (active: see szActive) */
   int64_t nUnconf;           /* durable records not yet confirmed */
 };

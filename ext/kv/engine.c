@@ -68,8 +68,18 @@ struct KvReplay {
   KvEngine *pEng;
   int nCid, nCidAlloc;
   uint64_t *aCid;               /* records that touched the catalog */
+  int nDrop, nDropAlloc;
+  uint64_t *aDrop;              /* conditional records to withdraw: CID,
+                                ** TID pairs */
   char *zErr;
 };
+
+/* The condition probe (kv_set_condition_probe), process-wide. */
+static KvCondProbe engCondProbe = 0;
+
+void kv_set_condition_probe(KvCondProbe xProbe){
+  __atomic_store_n(&engCondProbe, xProbe, __ATOMIC_SEQ_CST);
+}
 
 /* Build a batch map from the actions of one table of a record.  Data keys
 ** must be well-formed key encodings (catalog keys are table names). */
@@ -142,12 +152,194 @@ static int engReplayTable(KvReplay *pR, uint64_t cid, const WalTableActions *pT)
   return rc;
 }
 
+/* Did the coordinator of conditional record pRec (its first table is
+** KV_REC_COND) commit?  Sets *pbHeld; an error sets pR->zErr. */
+static int engReplayDecide(KvReplay *pR, const WalRecord *pRec, int *pbHeld){
+  const WalTableActions *pT = &pRec->aTable[0];
+  KvCondProbe xProbe = __atomic_load_n(&engCondProbe, __ATOMIC_SEQ_CST);
+  char *zCoord, *zErr = 0;
+  int rc;
+  if( pT->nAction!=1 || pT->aAction[0].nKey!=8 || pT->aAction[0].bDelete ){
+    return SQLITE_CORRUPT;
+  }
+  zCoord = sqlite3_mprintf("%.*s", pT->aAction[0].nVal,
+                           (const char*)pT->aAction[0].aVal);
+  if( zCoord==0 ) return SQLITE_NOMEM;
+  if( xProbe==0 ){
+    zErr = sqlite3_mprintf("no coordinator probe is installed (load the "
+                           "depot extension first)");
+    rc = SQLITE_ERROR;
+  }else{
+    rc = xProbe(zCoord, (int64_t)wal_get_u64(pT->aAction[0].aKey), pRec->cid,
+                pbHeld, &zErr);
+  }
+  if( rc!=SQLITE_OK && pR->zErr==0 ){
+    pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
+        "%s: its transaction was committed by database %s, which cannot be "
+        "read: %s", (unsigned long long)pRec->cid, pR->pEng->zDir, zCoord,
+        zErr ? zErr : sqlite3_errstr(rc));
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(zCoord);
+  return rc;
+}
+
+/* A conditional record whose coordinator did not commit: withdrawn after
+** the replay (engReplayWithdraw). */
+static int engReplayNoteDrop(KvReplay *pR, uint64_t cid, uint64_t tid){
+  if( pR->nDrop+2>pR->nDropAlloc ){
+    int nNew = pR->nDropAlloc ? pR->nDropAlloc*2 : 16;
+    uint64_t *a = sqlite3_realloc64(pR->aDrop, nNew*sizeof(uint64_t));
+    if( a==0 ) return SQLITE_NOMEM;
+    pR->aDrop = a;
+    pR->nDropAlloc = nNew;
+  }
+  pR->aDrop[pR->nDrop++] = cid;
+  pR->aDrop[pR->nDrop++] = tid;
+  return SQLITE_OK;
+}
+
+static int engIsCondTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_COND_LEN
+      && memcmp(pT->zTable, KV_REC_COND, KV_REC_COND_LEN)==0;
+}
+
+static int engIsGidTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_GID_LEN
+      && memcmp(pT->zTable, KV_REC_GID, KV_REC_GID_LEN)==0
+      && pT->nAction==1 && pT->aAction[0].nKey>0
+      && pT->aAction[0].nKey<=KV_GID_MAX_BYTES && pT->aAction[0].nVal==8;
+}
+
+/* The child of in-doubt root p on table t, made if needed. */
+static int engInDoubtChild(KvRoot *p, KvTable *t, KvChild **ppChild){
+  KvChild *c;
+  int i;
+  for(i=0; i<p->nChild; i++){
+    if( p->apChild[i]->pTab==t ){ *ppChild = p->apChild[i]; return SQLITE_OK; }
+  }
+  if( p->nChild==p->nChildAlloc ){
+    int nNew = p->nChildAlloc ? p->nChildAlloc*2 : 4;
+    KvChild **a = sqlite3_realloc64(p->apChild, nNew*sizeof(KvChild*));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->apChild = a;
+    p->nChildAlloc = nNew;
+  }
+  c = sqlite3_malloc64(sizeof(*c));
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  c->pTab = t;
+  t->nRef++;
+  c->iSnap = p->pEng->iSeq;
+  c->pWrite = kv_map_new();
+  p->apChild[p->nChild++] = c;
+  *ppChild = c;
+  return c->pWrite ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* The read reservations of an in-doubt record (KV_REC_READS). */
+static int engInDoubtReads(KvRoot *p, const WalTableActions *pT){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<pT->nAction && rc==SQLITE_OK; i++){
+    const WalAction *a = &pT->aAction[i];
+    uint32_t nName = a->nKey>=4 ? wal_get_u32(a->aKey) : 0;
+    KvTable *t;
+    KvChild *c = 0;
+    if( a->nKey<4 || nName==0 || nName>(uint32_t)(a->nKey-4) ) return SQLITE_CORRUPT;
+    t = kvTableFind(p->pEng, (const char*)a->aKey+4, (int)nName);
+    if( t==0 ) continue;                      /* removed since: no reads */
+    rc = engInDoubtChild(p, t, &c);
+    if( rc==SQLITE_OK && c->pRead==0 && (c->pRead = kv_map_new())==0 ){
+      rc = SQLITE_NOMEM;
+    }
+    if( rc==SQLITE_OK ){
+      rc = kv_map_put(&c->pRead, a->aKey+4+nName, a->nKey-4-(int)nName,
+                      0, 0, 0, 0);
+    }
+  }
+  return rc;
+}
+
+/* A named prepared record nobody resolved: restore its root, prepared and
+** in doubt, holding its reservations; nothing of it is applied. */
+static int engReplayInDoubt(KvReplay *pR, const WalRecord *pRec){
+  KvEngine *pEng = pR->pEng;
+  const WalAction *g = &pRec->aTable[0].aAction[0];
+  KvRoot *p = sqlite3_malloc64(sizeof(*p));
+  int i, rc = SQLITE_OK;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->pEng = pEng;
+  p->bNoEngRef = 1;
+  p->tid = pRec->tid;
+  p->cid = pRec->cid;
+  p->eState = KV_ROOT_PREPARED;
+  p->eProto = KV_PROTO_ORDINARY;
+  p->iPreparedMs = (int64_t)wal_get_u64(g->aVal);
+  p->nGid = g->nKey;
+  p->zGid = sqlite3_mprintf("%.*s", g->nKey, (const char*)g->aKey);
+  kvMetricRootCreated();
+  if( p->zGid==0 ) rc = SQLITE_NOMEM;
+  for(i=1; i<pRec->nTable && rc==SQLITE_OK; i++){
+    const WalTableActions *pT = &pRec->aTable[i];
+    KvTable *t;
+    KvChild *c = 0;
+    KvMap *pBatch = 0;
+    if( pT->nTable==KV_REC_READS_LEN
+     && memcmp(pT->zTable, KV_REC_READS, KV_REC_READS_LEN)==0 ){
+      rc = engInDoubtReads(p, pT);
+      continue;
+    }
+    t = kvTableFind(pEng, pT->zTable, pT->nTable);
+    if( t==0 || !t->meta.bPersist ) continue;
+    rc = engInDoubtChild(p, t, &c);
+    if( rc==SQLITE_OK ) rc = engReplayBatch(pT, 0, &pBatch);
+    if( rc==SQLITE_OK ){
+      kv_map_unref(c->pWrite);
+      c->pWrite = pBatch;
+    }
+  }
+  p->pNextPrepared = pEng->pPrepared;
+  pEng->pPrepared = p;
+  p->pNextInDoubt = pEng->pInDoubt;
+  pEng->pInDoubt = p;
+  return rc;
+}
+
 static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
-  int i, rc = SQLITE_OK;
+  int i = 0, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
-  for(i=0; i<pRec->nTable && rc==SQLITE_OK; i++){
-    rc = engReplayTable(pR, pRec->cid, &pRec->aTable[i]);
+  if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
+    const WalAction *g = &pRec->aTable[0].aAction[0];
+    int c = kvResolvedGet(pR->pEng, (const char*)g->aKey, g->nKey, 0);
+    if( c==0 ) return engReplayInDoubt(pR, pRec);
+    if( c=='r' ) return engReplayNoteDrop(pR, pRec->cid, pRec->tid);
+    rc = wal_confirm(pR->pEng->pWal, pRec->cid, KV_REC_GID, KV_REC_GID_LEN);
+    i = 1;                            /* committed: apply it here */
+  }else if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
+    int bHeld = 0;
+    rc = engReplayDecide(pR, pRec, &bHeld);
+    if( rc==SQLITE_OK && !bHeld ){
+      sqlite3_log(SQLITE_NOTICE, "kv: WAL record %llu of store %s is "
+          "discarded: the database transaction it belonged to did not "
+          "commit", (unsigned long long)pRec->cid, pR->pEng->zDir);
+      return engReplayNoteDrop(pR, pRec->cid, pRec->tid);
+    }
+    if( rc==SQLITE_OK ){
+      rc = wal_confirm(pR->pEng->pWal, pRec->cid, KV_REC_COND,
+                       KV_REC_COND_LEN);
+    }
+    i = 1;
+  }
+  for(; i<pRec->nTable && rc==SQLITE_OK; i++){
+    const WalTableActions *pT = &pRec->aTable[i];
+    if( pT->nTable>0 && pT->zTable[0]==0 ){
+      /* a pseudo-table (KV_REC_*): nothing to apply */
+      rc = wal_confirm(pR->pEng->pWal, pRec->cid, pT->zTable, pT->nTable);
+      continue;
+    }
+    rc = engReplayTable(pR, pRec->cid, pT);
   }
   if( rc!=SQLITE_OK && pR->zErr==0 ){
     pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
@@ -170,6 +362,16 @@ static int engReplay(KvEngine *pEng, char **pzErr){
     *pzErr = r.zErr;
     r.zErr = 0;
   }
+  for(i=0; rc==SQLITE_OK && i<r.nDrop; i+=2){
+    char *zErr = 0;
+    if( wal_abort(pEng->pWal, r.aDrop[i], r.aDrop[i+1], &zErr)!=SQLITE_OK ){
+      /* Not withdrawn: the next open decides it again, the same way. */
+      sqlite3_log(SQLITE_WARNING, "kv: store %s: %s", pEng->zDir,
+                  zErr ? zErr : "abort record not written");
+      wal_confirm_record(pEng->pWal, r.aDrop[i]);
+    }
+    sqlite3_free(zErr);
+  }
   if( rc==SQLITE_OK && r.nCid>0 ){
     rc = kvCatalogSave(pEng, pzErr);
     for(i=0; rc==SQLITE_OK && i<r.nCid; i++){
@@ -179,6 +381,7 @@ static int engReplay(KvEngine *pEng, char **pzErr){
   }
   sqlite3_free(r.zErr);
   sqlite3_free(r.aCid);
+  sqlite3_free(r.aDrop);
   return rc;
 }
 
@@ -273,10 +476,37 @@ static int engLockStore(KvEngine *pEng, char **pzErr){
   return SQLITE_OK;
 }
 
+/* Free an in-doubt root (detached: no snapshot, not active) as the store
+** closes; its WAL record stays and restores it at the next open. */
+static void engInDoubtFree(KvRoot *p){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    kvTableUnref(c->pTab);
+    kv_map_unref(c->pWrite);
+    kv_map_unref(c->pRead);
+    sqlite3_free(c);
+  }
+  for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
+  sqlite3_free(p->aConflict);
+  sqlite3_free(p->apChild);
+  sqlite3_free(p->zGid);
+  sqlite3_free(p->zHeldBy);
+  sqlite3_free(p->zCond);
+  kvMetricRootClosed();
+  sqlite3_free(p);
+}
+
 static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  while( pEng->pInDoubt ){             /* they stay in the WAL */
+    KvRoot *pRoot = pEng->pInDoubt;
+    pEng->pInDoubt = pRoot->pNextInDoubt;
+    engInDoubtFree(pRoot);
+  }
+  kv_map_unref(pEng->pResolved);
   /* Tables first: a backend's collector confirms its last batches to the
   ** WAL as it closes. */
   for(p=pEng->pTables; p; p=pNext){
@@ -290,6 +520,7 @@ static void engFree(KvEngine *pEng){
   if( pEng->fdDirLock>=0 ) close(pEng->fdDirLock);
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
+  pthread_mutex_destroy(&pEng->resMutex);
   sqlite3_free(pEng->zFailed);
   sqlite3_free(pEng->zDir);
   sqlite3_free(pEng);
@@ -311,6 +542,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   p->iNextTableId = 1;
   engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
+  pthread_mutex_init(&p->resMutex, 0);
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
@@ -362,6 +594,7 @@ static int engStart(KvEngine *pEng, char **pzErr){
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
+  if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
@@ -422,6 +655,13 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   sqlite3_free(zReal);
   *ppEng = p;
   return rc;
+}
+
+uint64_t kv_engine_replay_floor(KvEngine *p){
+  WalStats st;
+  if( p==0 || p->pWal==0 ) return 0;
+  wal_stats(p->pWal, &st);
+  return st.firstCid;
 }
 
 int kv_engine_wal_config(KvEngine *p, WalConfig *pCfg){

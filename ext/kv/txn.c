@@ -57,6 +57,20 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
 KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
 int kv_root_state(KvRoot *p){ return p->eState; }
 uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
+uint64_t kv_root_cid(KvRoot *p){ return p->cid; }
+
+int kv_root_set_condition(KvRoot *p, const char *zCoord, int64_t iMarker){
+  char *z = 0;
+  if( p->eState!=KV_ROOT_ACTIVE ) return SQLITE_MISUSE;
+  if( zCoord ){
+    if( strlen(zCoord)>KV_COND_MAX_BYTES ) return SQLITE_TOOBIG;
+    if( (z = sqlite3_mprintf("%s", zCoord))==0 ) return SQLITE_NOMEM;
+  }
+  sqlite3_free(p->zCond);
+  p->zCond = z;
+  p->iMarker = z ? iMarker : 0;
+  return SQLITE_OK;
+}
 void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
 
@@ -684,8 +698,12 @@ static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
     int bStrict;
     if( d==0 ) continue;
     bStrict = c->bSchema || d->bSchema;
-    if( kv_map_get(d->pWrite, aKey, nKey, &e) ) return 1;
-    if( (bWrite || bStrict) && d->pRead && kv_map_get(d->pRead, aKey, nKey, &e) ){
+    if( kv_map_get(d->pWrite, aKey, nKey, &e)
+     || ((bWrite || bStrict) && d->pRead
+         && kv_map_get(d->pRead, aKey, nKey, &e)) ){
+      if( q->zGid && p->zHeldBy==0 ){
+        p->zHeldBy = sqlite3_mprintf("%.*s", q->nGid, q->zGid);
+      }
       return 1;
     }
   }
@@ -771,6 +789,11 @@ static char *txnConflictMessage(KvRoot *p){
   }
   if( z && p->nConflict>8 ) z = sqlite3_mprintf("%z, and %d more", z,
                                                 p->nConflict-8);
+  if( z && p->zHeldBy ){
+    z = sqlite3_mprintf("%z (held by prepared transaction '%s', in doubt "
+        "until kv_commit_prepared or kv_rollback_prepared resolves it)", z,
+        p->zHeldBy);
+  }
   if( z ) z = sqlite3_mprintf("%z; the transaction was rolled back, retry it "
                               "in a new one", z);
   return z;
@@ -931,6 +954,27 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
   return SQLITE_OK;
 }
 
+void kvRootDetach(KvRoot *p){
+  KvEngine *pEng = p->pEng;
+  int i;
+  pthread_mutex_lock(&pEng->mutex);
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvTable *t = c->pTab;
+    if( c->pSnap ){
+      t->pBackend->xSnapshotFree(c->pSnap);
+      c->pSnap = 0;
+    }
+    if( c->bActive && txnActiveUnlink(t, c) ){
+      kv_map_unref(t->pRev);
+      t->pRev = 0;
+      t->nRevKept = 0;
+    }
+    c->bActive = 0;
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+}
+
 void kv_root_free(KvRoot *p){
   int i;
   if( p==0 ) return;
@@ -938,7 +982,10 @@ void kv_root_free(KvRoot *p){
   kvMetricRootClosed();
   for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
   sqlite3_free(p->aConflict);
-  kv_engine_unref(p->pEng);
+  sqlite3_free(p->zCond);
+  sqlite3_free(p->zGid);
+  sqlite3_free(p->zHeldBy);
+  if( !p->bNoEngRef ) kv_engine_unref(p->pEng);
   sqlite3_free(p);
 }
 
@@ -969,6 +1016,58 @@ static int txnRecordTable(WalRecordBuilder *pRec, KvChild *c){
   return rc;
 }
 
+/* The condition of a conditional root, as the record's first table
+** (KV_REC_COND). */
+static int txnRecordCondition(WalRecordBuilder *pRec, KvRoot *p){
+  uint8_t aMarker[8];
+  int rc = wal_record_table(pRec, KV_REC_COND, KV_REC_COND_LEN);
+  wal_put_u64(aMarker, (uint64_t)p->iMarker);
+  if( rc==SQLITE_OK ){
+    rc = wal_record_action(pRec, 0, aMarker, 8, p->zCond,
+                           (int)strlen(p->zCond));
+  }
+  return rc;
+}
+
+/* The gid of a named prepared root (KV_REC_GID), then its point reads of
+** persistent tables (KV_REC_READS), so a replay restores its reservations.
+** Reads of keys it writes need none: the write reserves them. */
+static int txnRecordGid(WalRecordBuilder *pRec, KvRoot *p){
+  uint8_t aMs[8];
+  KvBuf key = {0, 0, 0};
+  int i, bReads = 0, rc = wal_record_table(pRec, KV_REC_GID, KV_REC_GID_LEN);
+  wal_put_u64(aMs, (uint64_t)p->iPreparedMs);
+  if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 0, p->zGid, p->nGid, aMs, 8);
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvMapCursor *pCsr;
+    KvMapEntry e, e2;
+    int bOn;
+    if( c->bSchema || c->pRead==0 || !c->pTab->meta.bPersist ) continue;
+    if( !bReads ){
+      rc = wal_record_table(pRec, KV_REC_READS, KV_REC_READS_LEN);
+      bReads = 1;
+    }
+    if( (pCsr = kv_map_cursor_new(c->pRead))==0 ) rc = SQLITE_NOMEM;
+    for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0;
+        bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+      uint8_t aLen[4];
+      kv_map_cursor_entry(pCsr, &e);
+      if( kv_map_get(c->pWrite, e.aKey, e.nKey, &e2) ) continue;
+      kv_buf_reset(&key);
+      wal_put_u32(aLen, (uint32_t)c->pTab->nName);
+      rc = kv_buf_append(&key, aLen, 4);
+      if( rc==SQLITE_OK ) rc = kv_buf_append(&key, c->pTab->zName,
+                                             c->pTab->nName);
+      if( rc==SQLITE_OK ) rc = kv_buf_append(&key, e.aKey, e.nKey);
+      if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 1, key.a, key.n, 0, 0);
+    }
+    kv_map_cursor_free(pCsr);
+  }
+  kv_buf_free(&key);
+  return rc;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -979,13 +1078,19 @@ static int txnRootLog(KvRoot *p, char **pzErr){
   int anStack[KV_LOG_STACK_NAMES], *an = anStack;
   int i, n = 0, nPend = 0, rc = SQLITE_OK;
   for(i=0; i<p->nChild; i++) n += txnIsLogged(p, p->apChild[i]);
-  if( n==0 ) return SQLITE_OK;
+  if( n==0 && p->zGid==0 ) return SQLITE_OK;
   pRec = wal_record_new(p->tid);
-  if( n>KV_LOG_STACK_NAMES ){
-    az = sqlite3_malloc64(n*sizeof(char*));
-    an = sqlite3_malloc64(n*sizeof(int));
+  if( n+1>KV_LOG_STACK_NAMES ){
+    az = sqlite3_malloc64((n+1)*sizeof(char*));
+    an = sqlite3_malloc64((n+1)*sizeof(int));
   }
   if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK && p->zCond ) rc = txnRecordCondition(pRec, p);
+  if( rc==SQLITE_OK && p->zGid ){
+    az[nPend] = KV_REC_GID;
+    an[nPend++] = KV_REC_GID_LEN;
+    rc = txnRecordGid(pRec, p);
+  }
   for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     if( !txnIsLogged(p, c) ) continue;

@@ -177,3 +177,8 @@ torture-lock: tests/check/check_lock$(EXEEXT)
 	  ./tests/check/check_lock$(EXEEXT)
 torture: torture-lock
 .PHONY: torture-lock
+
+check_PROGRAMS += tests/check/check_twopc
+TESTS += tests/check/check_twopc
+tests_check_check_twopc_SOURCES = tests/check/check_twopc.c $(TEST_HARNESS)
+tests_check_check_twopc_LDADD = $(TEST_LDADD)
