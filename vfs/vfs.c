@@ -8,7 +8,9 @@
 ** sync point (SQLITE_FCNTL_SYNC, xSync, or SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
 ** where the host SQLite has batch-atomic writes), so pages SQLite spills
 ** before COMMIT stay private until then.  Journals, statement journals and
-** temporary files are MemFiles that live in memory only; a read of the main
+** temporary files are MemFiles: in memory up to a bound, then in an
+** anonymous temporary file of the default VFS (never under their own
+** names, never synced); a read of the main
 ** journal's first header marks a rollback in progress, whose closing sync
 ** publishes nothing.
 **
@@ -1170,7 +1172,7 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
     }
   }
   if( pOutFlags ) *pOutFlags = flags;
-  memfile_open(pFile, xRollback, pOwner);
+  memfile_open(pFile, xRollback, pOwner, pDepotRoot);
   return SQLITE_OK;
 }
 

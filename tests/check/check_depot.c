@@ -12,6 +12,7 @@
 #include "tests/check/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/memfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1528,6 +1529,49 @@ START_TEST(test_depot_rolled_back_spilled_transaction_leaves_no_commit){
 }
 END_TEST
 
+/* A journal past MEMFILE_SPILL_BYTES moves to a temporary file: the
+** transaction that wrote it still rolls back whole, the next one commits,
+** and VACUUM (whose temporary database spills too) keeps every row. */
+START_TEST(test_depot_journal_past_the_memory_bound_spills_and_rolls_back){
+  char *zDir = th_tmpdir("depot-jspill");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_file *pJrnl = 0;
+  char *zSum;
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+              "WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
+              " WHERE v<1500) INSERT INTO t SELECT v, randomblob(2000) FROM g");
+  zSum = th_text(db, "SELECT group_concat(hex(substr(b,1,6)), '') FROM"
+                     " (SELECT b FROM t ORDER BY a)");
+  th_exec(db, "PRAGMA cache_size=20; BEGIN; UPDATE t SET b=zeroblob(2000)");
+  ck_assert_int_eq(sqlite3_file_control(db, "main",
+                   SQLITE_FCNTL_JOURNAL_POINTER, &pJrnl), SQLITE_OK);
+  ck_assert_ptr_nonnull(pJrnl);
+  ck_assert_ptr_nonnull(pJrnl->pMethods);
+  ck_assert_int_eq(memfile_spilled(pJrnl), 1);
+  th_exec(db, "ROLLBACK");
+  {
+    char *z = th_text(db, "SELECT group_concat(hex(substr(b,1,6)), '') FROM"
+                      " (SELECT b FROM t ORDER BY a)");
+    ck_assert_str_eq(z, zSum);
+    sqlite3_free(z);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b=zeroblob(2000)"),
+                   0);
+  th_exec(db, "UPDATE t SET b=zeroblob(100) WHERE a%2=0");
+  th_exec(db, "VACUUM");
+  assert_integrity(db);
+  sqlite3_close(db);
+  db = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1500);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b=zeroblob(100)"),
+                   750);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zSum);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 
 /* Pages a transaction takes from the freelist are not journaled, so a
 ** ROLLBACK of a spilled transaction does not restore them: the sync that
@@ -2864,6 +2908,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_depot_rolled_back_spilled_transaction_leaves_no_commit, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_test(tc,
+      test_depot_journal_past_the_memory_bound_spills_and_rolls_back);
   tcase_add_loop_test(tc,
       test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
