@@ -342,25 +342,28 @@ static int dbFindSource(Store *pStore, DepotChunkCache *pMemo,
   return rc;
 }
 
-/* Read the frame of page pgno at (pId, iOffset, nByte) and decode it. */
+/* Read the frame of page pgno at (pId, iOffset, nByte) and decode it.  A
+** frame of up to 8 KiB (pages of 4 KiB and less) is read into a buffer on
+** the stack, a larger one into the heap. */
 static int dbReadFrame(Store *pStore, DepotChunkCache *pChunks,
                        ZSTD_DCtx *pDctx, const BlobId *pId, uint32_t szChunk,
                        uint32_t iOffset, uint32_t nByte, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut, char **pzErr){
-  unsigned char *aFrame;
+  unsigned char aBuf[8192];
+  unsigned char *aFrame = aBuf;
   int rc;
   if( nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage) || szChunk==0 ){
     return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index or shard row"
                  " gives an oversized frame or no chunk size%s", "");
   }
-  aFrame = sqlite3_malloc64(nByte ? nByte : 1);
+  if( nByte>sizeof(aBuf) ) aFrame = sqlite3_malloc64(nByte);
   if( aFrame==0 ) return SQLITE_NOMEM;
   (void)pChunks;
   rc = dbReadRange(pStore, pId, szChunk, iOffset, nByte, aFrame, pzErr);
   if( rc==SQLITE_OK ){
     rc = ltx_decode_frame(aFrame, nByte, pgno, szPage, pDctx, pOut, 0, pzErr);
   }
-  sqlite3_free(aFrame);
+  if( aFrame!=aBuf ) sqlite3_free(aFrame);
   return rc;
 }
 
