@@ -4,6 +4,7 @@
 **
 ** Usage: tests/bench/speed_bench [--sizes MB[,MB...]] [--runs N]
 **                                [--history MB] [--commits N] [--no-history]
+**                                [--depot-params K=V&...]
 **
 ** For every size (default 25 and 100: the plain file the workload leaves
 ** is about that many megabytes) and every run, two child processes run the
@@ -121,10 +122,14 @@ static unsigned spRand(void){
   return (spRandState>>8) & 0xffffff;
 }
 
+/* URI parameters added to every depot open (--depot-params). */
+static const char *zSpParams = "";
+
 static sqlite3 *spOpen(int bDepot, const char *zDir, int bSyncOff){
   sqlite3 *db = 0;
   char *z = bDepot
-    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=speed", zDir)
+    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=speed%s%s", zDir,
+                      zSpParams[0] ? "&" : "", zSpParams)
     : sqlite3_mprintf("file:%s/speed.db", zDir);
   if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
                       |SQLITE_OPEN_URI, 0)!=SQLITE_OK ){
@@ -601,15 +606,19 @@ int main(int argc, char **argv){
       nCommit = atoi(argv[++i]);
     }else if( strcmp(argv[i], "--no-history")==0 ){
       bHist = 0;
+    }else if( strcmp(argv[i], "--depot-params")==0 && i+1<argc ){
+      zSpParams = argv[++i];
     }else{
       fprintf(stderr, "usage: %s [--sizes MB,MB] [--runs N] [--history MB]"
-              " [--commits N] [--no-history]\n", argv[0]);
+              " [--commits N] [--no-history] [--depot-params K=V&...]\n",
+              argv[0]);
       return 2;
     }
   }
   printf("speed bench: SQLite %s, depot vs unix, synchronous=FULL both,"
-         " %ld cores, load %.2f\n", sqlite3_libversion(),
-         sysconf(_SC_NPROCESSORS_ONLN), spLoad());
+         " %ld cores, load %.2f%s%s\n", sqlite3_libversion(),
+         sysconf(_SC_NPROCESSORS_ONLN), spLoad(),
+         zSpParams[0] ? ", depot params " : "", zSpParams);
   for(i=0; i<nSize; i++){
     aRatio[i] = spSize(aSize[i], nRun, zTmp, &nMiss);
     if( aRatio[i]<0 ) return 1;

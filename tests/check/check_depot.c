@@ -1867,10 +1867,35 @@ START_TEST(test_depot_cache_kb_pragma_reads_sets_and_validates){
 }
 END_TEST
 
+/* Pages committed at a fast (negative) zstd level read back under any
+** level, and a database mixes frames of both. */
+START_TEST(test_depot_fast_zstd_level_commits_and_reads){
+  char *zDir = th_tmpdir("depot-fastlevel");
+  sqlite3 *db = open_depot(zDir, "z", "zstd_level=-7");
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+              "WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
+              " WHERE v<2000) INSERT INTO t SELECT v, printf('row %d of text"
+              " that compresses %d', v, v*v) FROM g");
+  sqlite3_close(db);
+  db = open_depot(zDir, "z", "zstd_level=19&cache_kb=0");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b LIKE 'row %'"),
+                   2000);
+  th_exec(db, "UPDATE t SET b=b||'!' WHERE a%3=0");
+  sqlite3_close(db);
+  db = open_depot(zDir, "z", "cache_kb=0");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b LIKE '%!'"),
+                   666);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 static const char *const azBadUri[] = {
   "cache_kb=-5", "zstd_level=40", "store_sync=sometimes", "store_vfs=nosuch",
   "branch=", "store_vfs=depot", "cache_kb=abc", "cache_kb=12kb",
   "zstd_level=abc", "zstd_level=4294967297", "zstd_level=", "cache_kb=",
+  "zstd_level=-8",
   "nolock=1", "cache_kb=%0910", "compact_after=-0x5",
   "compact_after=99999999999999999999", "cache_kb=-99999999999999999999"
 };
@@ -2910,6 +2935,7 @@ Suite *depot_test_suite(void){
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc,
       test_depot_journal_past_the_memory_bound_spills_and_rolls_back);
+  tcase_add_test(tc, test_depot_fast_zstd_level_commits_and_reads);
   tcase_add_loop_test(tc,
       test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
