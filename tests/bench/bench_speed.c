@@ -11,8 +11,9 @@
 ** same sequence of steps, one on a plain file through the unix VFS, one on
 ** a depot store (vfs=depot on the connection, store_sync=full, both
 ** connections at PRAGMA synchronous=FULL).  Each child reports its per-step
-** wall times; the parent takes the child's peak RSS from wait4() (the
-** ru_maxrss of that child alone).  The tables show per step the medians
+** wall times and its peak RSS as of the end of each step (so the step that
+** raised it shows); the parent takes the child's overall peak RSS from
+** wait4() (the ru_maxrss of that child alone).  The tables show per step the medians
 ** over the runs and the ratio of the medians, the totals, the peak RSS of
 ** both sides, and then the depot child's store file: its physical bytes
 ** (store file plus -wal) after the workload and after depot_compact +
@@ -74,6 +75,7 @@ typedef struct SpResult SpResult;
 struct SpResult {
   int ok;
   double aStep[SP_NSTEP];
+  long aRssKb[SP_NSTEP];     /* the child's peak RSS after each step */
   long long nPlain;          /* unix: the file after the workload */
   long long nPhysBefore;     /* depot: store + -wal after the workload */
   long long nPhysAfter;      /* depot: after compact + gc (+ vacuum) */
@@ -300,6 +302,10 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
         break;
     }
     pR->aStep[i] = spNow() - t;
+    {
+      struct rusage ru;
+      pR->aRssKb[i] = getrusage(RUSAGE_SELF, &ru)==0 ? ru.ru_maxrss : 0;
+    }
   }
   sqlite3_close(db);
   return rc;
@@ -492,21 +498,27 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
   spReset(zDir);
   rmdir(zDir);
   sqlite3_free(zDir);
-  printf("| step | unix s | depot s | depot/unix |\n|---|---|---|---|\n");
+  printf("| step | unix s | depot s | depot/unix | peak RSS MiB unix,"
+         " depot |\n|---|---|---|---|---|\n");
   for(i=0; i<SP_NSTEP; i++){
-    double u, d;
+    double u, d, ru, rd;
     for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aStep[i];
                            aT[r] = aR[1][r].aStep[i]; }
     u = spMedian(aU, nRun);
     d = spMedian(aT, nRun);
-    printf("| %s | %.3f | %.3f | %.2f%s |\n", azStep[i], u, d,
-           u>0 ? d/u : 0, (u>0 && d/u>1.5) ? " (> 1.5)" : "");
+    for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aRssKb[i]/1024.0;
+                           aT[r] = aR[1][r].aRssKb[i]/1024.0; }
+    ru = spMedian(aU, nRun);
+    rd = spMedian(aT, nRun);
+    printf("| %s | %.3f | %.3f | %.2f%s | %.1f, %.1f |\n", azStep[i], u, d,
+           u>0 ? d/u : 0, (u>0 && d/u>1.5) ? " (> 1.5)" : "", ru, rd);
     if( u>0 && d/u>1.5 ) nOver++;
   }
   rTotU = spMedian(aTot[0], nRun);
   rTotD = spMedian(aTot[1], nRun);
   rRatio = rTotD/rTotU;
-  printf("| **total** | %.3f | %.3f | **%.3f** |\n\n", rTotU, rTotD, rRatio);
+  printf("| **total** | %.3f | %.3f | **%.3f** | |\n\n", rTotU, rTotD,
+         rRatio);
   {
     double aRu[SP_MAX_RUN], aRd[SP_MAX_RUN], aPl[SP_MAX_RUN],
            aPb[SP_MAX_RUN], aPa[SP_MAX_RUN], aSt[SP_MAX_RUN];
