@@ -443,6 +443,34 @@ int depot_db_read_loc(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
   return rc;
 }
 
+int depot_db_loc_crc(Store *pStore, const DepotPageLoc *pLoc, uint32_t pgno,
+                     uint32_t szPage, uint64_t *piCrc, char **pzErr){
+  unsigned char a[LTX_FRAME_HEADER];
+  BlobId id;
+  int rc;
+  if( pLoc->eKind!=DEPOT_LOC_DELTA && pLoc->eKind!=DEPOT_LOC_SHARD ){
+    return SQLITE_NOTFOUND;
+  }
+  if( pLoc->nByte<LTX_FRAME_HEADER || pLoc->szChunk==0 ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index or shard row"
+                 " gives a frame shorter than its header%s", "");
+  }
+  id.iBranch = pLoc->iBranch;
+  id.iTxid = pLoc->iTxid;
+  id.iShard = pLoc->eKind==DEPOT_LOC_SHARD ?
+              (pgno-1)/LAYOUT_SHARD_SIZE + 1 : 0;
+  rc = dbReadRange(pStore, &id, pLoc->szChunk, pLoc->iOffset,
+                   LTX_FRAME_HEADER, a, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bytes_get32(a)!=pgno || bytes_get32(a+4)+LTX_FRAME_HEADER!=pLoc->nByte
+   || bytes_get32(a+4)>szPage ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: frame header does not match"
+                 " its page index or shard row%s", "");
+  }
+  *piCrc = bytes_get64(a+12);
+  return SQLITE_OK;
+}
+
 int depot_db_read_page(Store *pStore, DepotCache *pCache,
                        DepotChunkCache *pChunks, ZSTD_DCtx *pDctx,
                        DepotChain *pChain, uint32_t pgno,

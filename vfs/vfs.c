@@ -632,6 +632,49 @@ struct PubSet {
   uint64_t iChecksum;        /* post-apply checksum being computed */
 };
 
+/* Whether page pgno of the write transaction (pNew, whose CRC-64 is iNew)
+** differs from the snapshot's, in *pbChanged, and if so the snapshot
+** page's CRC-64 in *piOld.  A page the decoded-page cache holds is
+** compared byte by byte.  Else the header of its stored frame gives its
+** CRC-64 without decoding the frame: a CRC that differs from iNew means
+** the page changed.  Equal CRCs (a page rewritten unchanged), and any
+** failure of that shortcut (a blob reclaimed since the location was
+** found), read the page and compare it byte by byte, so an unchanged page
+** is never stored and a changed one never taken for unchanged. */
+static int depotPageChanged(DepotFile *p, uint32_t pgno,
+                            const unsigned char *pNew, uint64_t iNew,
+                            int *pbChanged, uint64_t *piOld){
+  uint32_t sz = p->szPageTx;
+  DepotPageLoc loc;
+  char *zErr = 0;
+  int rc, bLoc = 0;
+  if( p->chain.n>0 && pgno<=p->snap.nPage && p->snap.szPage==sz ){
+    bLoc = depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
+                             p->chain.aCap[0], pgno, &loc)
+        || depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc,
+                           &zErr)==SQLITE_OK;
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  if( bLoc && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD)
+   && !depot_cache_get(p->pShared->pCache, loc.iBranch, pgno,
+                       depot_loc_owner(&loc), sz, p->aScratch) ){
+    uint64_t iOld = 0;
+    rc = depot_db_loc_crc(p->pStore, &loc, pgno, sz, &iOld, &zErr);
+    sqlite3_free(zErr);
+    if( rc==SQLITE_OK && iOld!=iNew ){
+      *pbChanged = 1;
+      *piOld = iOld;
+      return SQLITE_OK;
+    }
+  }
+  rc = depotSnapPage(p, pgno, p->aScratch);
+  if( rc!=SQLITE_OK ) return rc;
+  *pbChanged = memcmp(p->aScratch, pNew, sz)!=0;
+  if( *pbChanged ) *piOld = ltx_crc64(0, p->aScratch, sz);
+  return SQLITE_OK;
+}
+
 /* Changed pages that existed before: compare with the snapshot, keep the
 ** ones that differ, and move the checksum from old to new content. */
 static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
@@ -639,12 +682,14 @@ static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
   uint32_t i, sz = p->szPageTx;
   for(i=0; i<nDirty && aDirty[i]<=p->snap.nPage; i++){
     const unsigned char *pNew = txbuf_get(&p->tx, aDirty[i]);
-    int rc;
+    uint64_t iNew, iOld = 0;
+    int rc, bChanged = 0;
     if( aDirty[i]>p->nPageTx ) break;
-    rc = depotSnapPage(p, aDirty[i], p->aScratch);
+    iNew = ltx_crc64(0, pNew, sz);
+    rc = depotPageChanged(p, aDirty[i], pNew, iNew, &bChanged, &iOld);
     if( rc!=SQLITE_OK ) return rc;
-    if( memcmp(p->aScratch, pNew, sz)==0 ) continue;
-    s->iChecksum ^= ltx_crc64(0, p->aScratch, sz) ^ ltx_crc64(0, pNew, sz);
+    if( !bChanged ) continue;
+    s->iChecksum ^= iOld ^ iNew;
     s->aPgno[s->n] = aDirty[i];
     s->ap[s->n++] = pNew;
   }
