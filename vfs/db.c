@@ -342,25 +342,28 @@ static int dbFindSource(Store *pStore, DepotChunkCache *pMemo,
   return rc;
 }
 
-/* Read the frame of page pgno at (pId, iOffset, nByte) and decode it. */
+/* Read the frame of page pgno at (pId, iOffset, nByte) and decode it.  A
+** frame of up to 8 KiB (pages of 4 KiB and less) is read into a buffer on
+** the stack, a larger one into the heap. */
 static int dbReadFrame(Store *pStore, DepotChunkCache *pChunks,
                        ZSTD_DCtx *pDctx, const BlobId *pId, uint32_t szChunk,
                        uint32_t iOffset, uint32_t nByte, uint32_t pgno,
                        uint32_t szPage, unsigned char *pOut, char **pzErr){
-  unsigned char *aFrame;
+  unsigned char aBuf[8192];
+  unsigned char *aFrame = aBuf;
   int rc;
   if( nByte > LTX_FRAME_HEADER + ZSTD_compressBound(szPage) || szChunk==0 ){
     return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index or shard row"
                  " gives an oversized frame or no chunk size%s", "");
   }
-  aFrame = sqlite3_malloc64(nByte ? nByte : 1);
+  if( nByte>sizeof(aBuf) ) aFrame = sqlite3_malloc64(nByte);
   if( aFrame==0 ) return SQLITE_NOMEM;
   (void)pChunks;
   rc = dbReadRange(pStore, pId, szChunk, iOffset, nByte, aFrame, pzErr);
   if( rc==SQLITE_OK ){
     rc = ltx_decode_frame(aFrame, nByte, pgno, szPage, pDctx, pOut, 0, pzErr);
   }
-  sqlite3_free(aFrame);
+  if( aFrame!=aBuf ) sqlite3_free(aFrame);
   return rc;
 }
 
@@ -438,6 +441,34 @@ int depot_db_read_loc(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
     depot_cache_put(pCache, pLoc->iBranch, pgno, iOwner, szPage, pOut);
   }
   return rc;
+}
+
+int depot_db_loc_crc(Store *pStore, const DepotPageLoc *pLoc, uint32_t pgno,
+                     uint32_t szPage, uint64_t *piCrc, char **pzErr){
+  unsigned char a[LTX_FRAME_HEADER];
+  BlobId id;
+  int rc;
+  if( pLoc->eKind!=DEPOT_LOC_DELTA && pLoc->eKind!=DEPOT_LOC_SHARD ){
+    return SQLITE_NOTFOUND;
+  }
+  if( pLoc->nByte<LTX_FRAME_HEADER || pLoc->szChunk==0 ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: page index or shard row"
+                 " gives a frame shorter than its header%s", "");
+  }
+  id.iBranch = pLoc->iBranch;
+  id.iTxid = pLoc->iTxid;
+  id.iShard = pLoc->eKind==DEPOT_LOC_SHARD ?
+              (pgno-1)/LAYOUT_SHARD_SIZE + 1 : 0;
+  rc = dbReadRange(pStore, &id, pLoc->szChunk, pLoc->iOffset,
+                   LTX_FRAME_HEADER, a, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bytes_get32(a)!=pgno || bytes_get32(a+4)+LTX_FRAME_HEADER!=pLoc->nByte
+   || bytes_get32(a+4)>szPage ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: frame header does not match"
+                 " its page index or shard row%s", "");
+  }
+  *piCrc = bytes_get64(a+12);
+  return SQLITE_OK;
 }
 
 int depot_db_read_page(Store *pStore, DepotCache *pCache,

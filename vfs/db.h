@@ -173,6 +173,14 @@ int depot_db_read_loc(Store*, DepotCache *pCache, ZSTD_DCtx*,
                       const DepotPageLoc *pLoc, uint32_t pgno,
                       uint32_t szPage, unsigned char *pOut, char **pzErr);
 
+/* The CRC-64 of page pgno (szPage bytes) at location pLoc, as its frame
+** header states it, read without decoding the frame (the 20 header bytes
+** only).  SQLITE_NOTFOUND for a location that holds no frame (a zero
+** page); SQLITE_CORRUPT with *pzErr for a missing chunk (a blob reclaimed
+** since the location was found) or a header that does not match. */
+int depot_db_loc_crc(Store*, const DepotPageLoc *pLoc, uint32_t pgno,
+                     uint32_t szPage, uint64_t *piCrc, char **pzErr);
+
 /* Read and decode the frame of page pgno that page index row pv of
 ** DELTA/{iTxid} of iBranch points at (through pChunks when not NULL).
 ** SQLITE_CORRUPT with *pzErr for a missing or short chunk, a frame of

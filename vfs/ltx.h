@@ -65,8 +65,12 @@ struct LtxFrameRef {
 };
 
 /* CRC-64/XZ (ECMA-182 polynomial, reflected).  Start with crc 0; feed the
-** previous result to continue over more bytes. */
+** previous result to continue over more bytes.  Carry-less multiplication
+** (PCLMULQDQ, checked for at run time) over inputs of 128 bytes and more
+** where the CPU has it, else slicing-by-8 tables; both give the same
+** result.  ltx_crc64_table() always uses the tables (for tests). */
 uint64_t ltx_crc64(uint64_t crc, const void *p, size_t n);
+uint64_t ltx_crc64_table(uint64_t crc, const void *p, size_t n);
 
 /* Encode pHdr->nFrame pages (aPgno ascending, apPage[i] szPage bytes
 ** each) with the trailer's checksum iDbChecksum.  pCctx is a zstd context

@@ -1,8 +1,10 @@
 /*
-** memfile.c -- in-memory journals and temporary files (vfs/memfile.h).
+** memfile.c -- in-memory journals and temporary files that move to an
+** anonymous temporary file past a bound (vfs/memfile.h).
 */
 #include "config.h"
 #include "vfs/memfile.h"
+#include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>
@@ -16,7 +18,44 @@ struct MemFile {
   MemRollbackFn xRollback;   /* main journal: its database's, else NULL */
   void *pRollbackArg;
   int bSized;                /* the last call was xFileSize */
+  sqlite3_vfs *pSpill;       /* VFS of the temporary file, NULL: none */
+  sqlite3_file *pReal;       /* the temporary file once spilled, else NULL */
 };
+
+/* Move the bytes to a temporary file of p->pSpill, in pieces of 64 KiB
+** (the unix VFS writes at most 128 KiB per call).  Nonzero on success;
+** on failure nothing changes and the bytes stay in memory. */
+static int memSpill(MemFile *p){
+  sqlite3_vfs *pVfs = p->pSpill;
+  sqlite3_file *pReal;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+            | SQLITE_OPEN_EXCLUSIVE | SQLITE_OPEN_DELETEONCLOSE
+            | SQLITE_OPEN_TEMP_JOURNAL;
+  sqlite3_int64 iOff;
+  int rc, nPiece = 0;
+  pReal = sqlite3_malloc64(pVfs->szOsFile);
+  if( pReal==0 ) return 0;
+  memset(pReal, 0, pVfs->szOsFile);
+  rc = pVfs->xOpen(pVfs, 0, pReal, flags, &flags);
+  for(iOff=0; rc==SQLITE_OK && iOff<p->n; iOff+=nPiece){
+    nPiece = p->n-iOff < 65536 ? (int)(p->n-iOff) : 65536;
+    rc = pReal->pMethods->xWrite(pReal, p->a+iOff, nPiece, iOff);
+  }
+  if( rc!=SQLITE_OK ){
+    if( pReal->pMethods ) pReal->pMethods->xClose(pReal);
+    sqlite3_free(pReal);
+    return 0;
+  }
+  sqlite3_free(p->a);
+  p->a = 0;
+  p->nAlloc = 0;
+  p->pReal = pReal;
+  return 1;
+}
+
+int memfile_spilled(sqlite3_file *pFile){
+  return ((MemFile*)pFile)->pReal!=0;
+}
 
 /* The main journal is being closed, truncated or overwritten from its
 ** start: a rollback in progress is over. */
@@ -28,6 +67,10 @@ static int memClose(sqlite3_file *pFile){
   MemFile *p = (MemFile*)pFile;
   memEndRollback(p);
   sqlite3_free(p->a);
+  if( p->pReal ){
+    p->pReal->pMethods->xClose(p->pReal);
+    sqlite3_free(p->pReal);
+  }
   return SQLITE_OK;
 }
 
@@ -45,6 +88,18 @@ static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
     p->xRollback(p->pRollbackArg, 1);
   }
   p->bSized = 0;
+  if( p->pReal ){
+    if( iOfst+iAmt > p->n ){
+      sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
+      int rc = SQLITE_OK;
+      if( nHave>0 ){
+        rc = p->pReal->pMethods->xRead(p->pReal, pBuf, (int)nHave, iOfst);
+      }
+      memset((char*)pBuf+nHave, 0, (size_t)(iAmt-nHave));
+      return rc==SQLITE_OK ? SQLITE_IOERR_SHORT_READ : rc;
+    }
+    return p->pReal->pMethods->xRead(p->pReal, pBuf, iAmt, iOfst);
+  }
   if( iOfst+iAmt > p->n ){
     sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
     if( nHave>0 ) memcpy(pBuf, p->a+iOfst, (size_t)nHave);
@@ -61,6 +116,12 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
   sqlite3_int64 nEnd = iOfst+iAmt;
   p->bSized = 0;
   if( iOfst==0 ) memEndRollback(p);
+  if( p->pReal==0 && nEnd>MEMFILE_SPILL_BYTES && p->pSpill ) memSpill(p);
+  if( p->pReal ){
+    int rc = p->pReal->pMethods->xWrite(p->pReal, pBuf, iAmt, iOfst);
+    if( rc==SQLITE_OK && nEnd>p->n ) p->n = nEnd;
+    return rc;
+  }
   if( nEnd > p->nAlloc ){
     sqlite3_int64 nNew = p->nAlloc ? p->nAlloc*2 : 65536;
     unsigned char *a;
@@ -80,7 +141,10 @@ static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   MemFile *p = (MemFile*)pFile;
   p->bSized = 0;
   if( size==0 ) memEndRollback(p);
-  if( size<p->n ) p->n = size;
+  if( size<p->n ){
+    p->n = size;
+    if( p->pReal ) return p->pReal->pMethods->xTruncate(p->pReal, size);
+  }
   return SQLITE_OK;
 }
 static int memSync(sqlite3_file *pFile, int flags){
@@ -125,8 +189,10 @@ int memfile_size(void){
   return (int)sizeof(MemFile);
 }
 
-void memfile_open(sqlite3_file *pFile, MemRollbackFn xRollback, void *pArg){
+void memfile_open(sqlite3_file *pFile, MemRollbackFn xRollback, void *pArg,
+                  sqlite3_vfs *pSpill){
   MemFile *p = (MemFile*)pFile;
+  p->pSpill = pSpill;
   p->xRollback = xRollback;
   p->pRollbackArg = pArg;
   pFile->pMethods = &memIoMethods;

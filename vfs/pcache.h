@@ -6,8 +6,11 @@
 ** txid).  A key names immutable content (a commit's page never changes), so
 ** entries never go stale; they are only evicted, least recently used first,
 ** when the cache holds more than its byte limit.  One cache serves every
-** connection of the process to one database branch; all calls are
-** thread-safe (one mutex per cache guards every field).
+** connection of the process to one store, whatever database, branch or
+** bucket it opens (the branch in the key is the blob's, so a fork reads
+** its parent's pages from the parent's entries); compaction and GC only
+** make entries unreachable.  All calls are thread-safe (one mutex per
+** cache guards every field).
 */
 #ifndef DEPOT_PCACHE_H
 #define DEPOT_PCACHE_H

@@ -58,7 +58,7 @@ static void uriParseInts(UriArgs *a, char **pzErr){
   sqlite3_int64 iLevel = URI_DEFAULT_LEVEL;
   uriInt(a, "cache_kb", URI_DEFAULT_CACHE_KB, 0,
          URI_MAX_CACHE_KB, "0..1073741824", &a->nCacheKb, pzErr);
-  uriInt(a, "zstd_level", URI_DEFAULT_LEVEL, 1, 19, "1..19",
+  uriInt(a, "zstd_level", URI_DEFAULT_LEVEL, -7, 19, "-7..19",
          &iLevel, pzErr);
   uriInt(a, "compact_after", -1, 0, LLONG_MAX,
          ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);

@@ -8,7 +8,9 @@
 ** sync point (SQLITE_FCNTL_SYNC, xSync, or SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
 ** where the host SQLite has batch-atomic writes), so pages SQLite spills
 ** before COMMIT stay private until then.  Journals, statement journals and
-** temporary files are MemFiles that live in memory only; a read of the main
+** temporary files are MemFiles: in memory up to a bound, then in an
+** anonymous temporary file of the default VFS (never under their own
+** names, never synced); a read of the main
 ** journal's first header marks a rollback in progress, whose closing sync
 ** publishes nothing.
 **
@@ -42,14 +44,27 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 #include <sys/stat.h>
 
+typedef struct DepotStoreShared DepotStoreShared;
 typedef struct DepotShared DepotShared;
 typedef struct DepotFile DepotFile;
+
+/* One per store file in the process: the decoded-page cache that every
+** connection to any database or branch of the store shares.  Its keys
+** (blob branch, page, owner txid) name immutable content, so branches,
+** forks and restores of one store share entries safely. */
+struct DepotStoreShared {
+  char *zKey;                /* store file identity and path */
+  int nRef;                  /* DepotShared users; guarded by depotMutex */
+  DepotCache *pCache;        /* thread-safe on its own */
+  DepotStoreShared *pNext;   /* guarded by depotMutex */
+};
 
 /* One per (store path, db, branch) in the process. */
 struct DepotShared {
   char *zKey;                /* store file identity, path, db, branch */
   int nRef;                  /* guarded by depotMutex */
-  DepotCache *pCache;        /* thread-safe on its own */
+  DepotStoreShared *pStoreShared;  /* its store's; one reference held */
+  DepotCache *pCache;        /* pStoreShared->pCache (not owned) */
   DepotPageMap *pMap;        /* thread-safe on its own */
   DepotShared *pNext;        /* guarded by depotMutex */
 };
@@ -88,6 +103,7 @@ struct DepotFile {
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
 static DepotShared *pDepotShared = 0;    /* guarded by depotMutex */
+static DepotStoreShared *pDepotStoreShared = 0;  /* guarded by depotMutex */
 static sqlite3_vfs *pDepotRoot = 0;      /* set once by registration */
 static int bDepotBatch = 0;              /* host has batch-atomic writes */
 
@@ -161,53 +177,104 @@ static void depotJournalRollback(void *pArg, int bStart){
 
 /* ================= shared per-database state ================= */
 
-/* The key of the DepotShared of a handle: the store file (its device and
-** inode too, so a store deleted and made anew at the same path while a
+/* The keys of the DepotStoreShared (*pzStore) and the DepotShared (the
+** return value) of a handle.  The store key is the store file's device
+** and inode (so a store deleted and made anew at the same path while a
 ** handle still has the old one open gets a page cache of its own: its
-** branch ids and txids start over and would hit the old store's pages),
-** the bucket, the db and the branch. */
-static char *depotSharedKey(DepotFile *p, const char *zPath){
+** branch ids and txids start over and would hit the old store's pages;
+** and every spelling of its path, vfs/share.h, finds the same cache), or
+** its path when it cannot be stat()ed; the DepotShared key adds the path,
+** the bucket, the db and the branch.  NULL (and *pzStore NULL) when out of
+** memory. */
+static char *depotSharedKey(DepotFile *p, const char *zPath, char **pzStore){
   struct stat st;
-  unsigned long long iDev = 0, iIno = 0;
+  char *z;
   if( stat(zPath, &st)==0 ){
-    iDev = (unsigned long long)st.st_dev;
-    iIno = (unsigned long long)st.st_ino;
+    *pzStore = sqlite3_mprintf("%llu:%llu:", (unsigned long long)st.st_dev,
+                               (unsigned long long)st.st_ino);
+  }else{
+    *pzStore = sqlite3_mprintf("path:%s", zPath);
   }
-  return sqlite3_mprintf("%llu:%llu:%d:%s%llu:%d:%s%d:%s", iDev, iIno,
-      (int)strlen(zPath), zPath, (unsigned long long)p->iBucket,
-      (int)strlen(p->zDb), p->zDb, (int)strlen(p->zBranch), p->zBranch);
+  if( *pzStore==0 ) return 0;
+  z = sqlite3_mprintf("%s%d:%s%llu:%d:%s%d:%s", *pzStore,
+      (int)strlen(zPath), zPath,
+      (unsigned long long)p->iBucket, (int)strlen(p->zDb), p->zDb,
+      (int)strlen(p->zBranch), p->zBranch);
+  if( z==0 ){ sqlite3_free(*pzStore); *pzStore = 0; }
+  return z;
+}
+
+/* The DepotStoreShared of key zKey (consumed), with one more reference;
+** made with a cache of nCacheKb when new.  Caller holds depotMutex.  NULL
+** when out of memory. */
+static DepotStoreShared *depotStoreSharedRef(char *zKey, int64_t nCacheKb){
+  DepotStoreShared *t;
+  for(t=pDepotStoreShared; t && strcmp(t->zKey, zKey)!=0; t=t->pNext){}
+  if( t==0 && (t = sqlite3_malloc64(sizeof(*t)))!=0 ){
+    memset(t, 0, sizeof(*t));
+    t->pCache = depot_cache_new(nCacheKb*1024);
+    if( t->pCache==0 ){
+      sqlite3_free(t);
+      t = 0;
+    }else{
+      t->zKey = zKey;
+      zKey = 0;
+      t->pNext = pDepotStoreShared;
+      pDepotStoreShared = t;
+    }
+  }
+  if( t ) t->nRef++;
+  sqlite3_free(zKey);
+  return t;
+}
+
+/* Drop one reference to t; the last frees it.  Caller holds depotMutex. */
+static void depotStoreSharedUnref(DepotStoreShared *t){
+  DepotStoreShared **pp;
+  if( t==0 || --t->nRef>0 ) return;
+  for(pp=&pDepotStoreShared; *pp!=t; pp=&(*pp)->pNext){}
+  *pp = t->pNext;
+  depot_cache_free(t->pCache);
+  sqlite3_free(t->zKey);
+  sqlite3_free(t);
 }
 
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
                               sqlite3_int64 nCacheKb, int bCacheGiven,
                               sqlite3_int64 nMapKb, int bMapGiven){
-  char *zKey = depotSharedKey(p, zPath);
+  char *zStore = 0;
+  char *zKey = depotSharedKey(p, zPath, &zStore);
   DepotShared *s;
   if( zKey==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&depotMutex);
   for(s=pDepotShared; s && strcmp(s->zKey, zKey)!=0; s=s->pNext){}
   if( s==0 && (s = sqlite3_malloc64(sizeof(*s)))!=0 ){
     memset(s, 0, sizeof(*s));
-    s->pCache = depot_cache_new(nCacheKb*1024);
+    s->pStoreShared = depotStoreSharedRef(zStore, nCacheKb);
+    zStore = 0;
     s->pMap = depot_pagemap_new(nMapKb*1024);
-    if( s->pCache==0 || s->pMap==0 ){
-      depot_cache_free(s->pCache);
+    if( s->pStoreShared==0 || s->pMap==0 ){
+      depotStoreSharedUnref(s->pStoreShared);
       depot_pagemap_free(s->pMap);
       sqlite3_free(s);
       s = 0;
     }else{
+      s->pCache = s->pStoreShared->pCache;
       s->zKey = zKey;
       zKey = 0;
       s->pNext = pDepotShared;
       pDepotShared = s;
     }
   }else if( s ){
-    if( bCacheGiven ) depot_cache_set_limit(s->pCache, nCacheKb*1024);
     if( bMapGiven ) depot_pagemap_set_limit(s->pMap, nMapKb*1024);
   }
-  if( s ) s->nRef++;
+  if( s ){
+    if( bCacheGiven ) depot_cache_set_limit(s->pCache, nCacheKb*1024);
+    s->nRef++;
+  }
   pthread_mutex_unlock(&depotMutex);
   sqlite3_free(zKey);
+  sqlite3_free(zStore);
   p->pShared = s;
   return s ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -219,12 +286,12 @@ static void depotSharedRelease(DepotFile *p){
   if( --s->nRef==0 ){
     for(pp=&pDepotShared; *pp!=s; pp=&(*pp)->pNext){}
     *pp = s->pNext;
+    depotStoreSharedUnref(s->pStoreShared);
   }else{
     s = 0;
   }
   pthread_mutex_unlock(&depotMutex);
   if( s ){
-    depot_cache_free(s->pCache);
     depot_pagemap_free(s->pMap);
     sqlite3_free(s->zKey);
     sqlite3_free(s);
@@ -565,6 +632,49 @@ struct PubSet {
   uint64_t iChecksum;        /* post-apply checksum being computed */
 };
 
+/* Whether page pgno of the write transaction (pNew, whose CRC-64 is iNew)
+** differs from the snapshot's, in *pbChanged, and if so the snapshot
+** page's CRC-64 in *piOld.  A page the decoded-page cache holds is
+** compared byte by byte.  Else the header of its stored frame gives its
+** CRC-64 without decoding the frame: a CRC that differs from iNew means
+** the page changed.  Equal CRCs (a page rewritten unchanged), and any
+** failure of that shortcut (a blob reclaimed since the location was
+** found), read the page and compare it byte by byte, so an unchanged page
+** is never stored and a changed one never taken for unchanged. */
+static int depotPageChanged(DepotFile *p, uint32_t pgno,
+                            const unsigned char *pNew, uint64_t iNew,
+                            int *pbChanged, uint64_t *piOld){
+  uint32_t sz = p->szPageTx;
+  DepotPageLoc loc;
+  char *zErr = 0;
+  int rc, bLoc = 0;
+  if( p->chain.n>0 && pgno<=p->snap.nPage && p->snap.szPage==sz ){
+    bLoc = depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
+                             p->chain.aCap[0], pgno, &loc)
+        || depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc,
+                           &zErr)==SQLITE_OK;
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  if( bLoc && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD)
+   && !depot_cache_get(p->pShared->pCache, loc.iBranch, pgno,
+                       depot_loc_owner(&loc), sz, p->aScratch) ){
+    uint64_t iOld = 0;
+    rc = depot_db_loc_crc(p->pStore, &loc, pgno, sz, &iOld, &zErr);
+    sqlite3_free(zErr);
+    if( rc==SQLITE_OK && iOld!=iNew ){
+      *pbChanged = 1;
+      *piOld = iOld;
+      return SQLITE_OK;
+    }
+  }
+  rc = depotSnapPage(p, pgno, p->aScratch);
+  if( rc!=SQLITE_OK ) return rc;
+  *pbChanged = memcmp(p->aScratch, pNew, sz)!=0;
+  if( *pbChanged ) *piOld = ltx_crc64(0, p->aScratch, sz);
+  return SQLITE_OK;
+}
+
 /* Changed pages that existed before: compare with the snapshot, keep the
 ** ones that differ, and move the checksum from old to new content. */
 static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
@@ -572,12 +682,14 @@ static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
   uint32_t i, sz = p->szPageTx;
   for(i=0; i<nDirty && aDirty[i]<=p->snap.nPage; i++){
     const unsigned char *pNew = txbuf_get(&p->tx, aDirty[i]);
-    int rc;
+    uint64_t iNew, iOld = 0;
+    int rc, bChanged = 0;
     if( aDirty[i]>p->nPageTx ) break;
-    rc = depotSnapPage(p, aDirty[i], p->aScratch);
+    iNew = ltx_crc64(0, pNew, sz);
+    rc = depotPageChanged(p, aDirty[i], pNew, iNew, &bChanged, &iOld);
     if( rc!=SQLITE_OK ) return rc;
-    if( memcmp(p->aScratch, pNew, sz)==0 ) continue;
-    s->iChecksum ^= ltx_crc64(0, p->aScratch, sz) ^ ltx_crc64(0, pNew, sz);
+    if( !bChanged ) continue;
+    s->iChecksum ^= iOld ^ iNew;
     s->aPgno[s->n] = aDirty[i];
     s->ap[s->n++] = pNew;
   }
@@ -1170,7 +1282,7 @@ static int depotOpen(sqlite3_vfs *pVfs, const char *zName, sqlite3_file *pFile,
     }
   }
   if( pOutFlags ) *pOutFlags = flags;
-  memfile_open(pFile, xRollback, pOwner);
+  memfile_open(pFile, xRollback, pOwner, pDepotRoot);
   return SQLITE_OK;
 }
 

@@ -4,14 +4,16 @@
 **
 ** Usage: tests/bench/speed_bench [--sizes MB[,MB...]] [--runs N]
 **                                [--history MB] [--commits N] [--no-history]
+**                                [--depot-params K=V&...]
 **
 ** For every size (default 25 and 100: the plain file the workload leaves
 ** is about that many megabytes) and every run, two child processes run the
 ** same sequence of steps, one on a plain file through the unix VFS, one on
 ** a depot store (vfs=depot on the connection, store_sync=full, both
 ** connections at PRAGMA synchronous=FULL).  Each child reports its per-step
-** wall times; the parent takes the child's peak RSS from wait4() (the
-** ru_maxrss of that child alone).  The tables show per step the medians
+** wall times and its peak RSS as of the end of each step (so the step that
+** raised it shows); the parent takes the child's overall peak RSS from
+** wait4() (the ru_maxrss of that child alone).  The tables show per step the medians
 ** over the runs and the ratio of the medians, the totals, the peak RSS of
 ** both sides, and then the depot child's store file: its physical bytes
 ** (store file plus -wal) after the workload and after depot_compact +
@@ -73,6 +75,7 @@ typedef struct SpResult SpResult;
 struct SpResult {
   int ok;
   double aStep[SP_NSTEP];
+  long aRssKb[SP_NSTEP];     /* the child's peak RSS after each step */
   long long nPlain;          /* unix: the file after the workload */
   long long nPhysBefore;     /* depot: store + -wal after the workload */
   long long nPhysAfter;      /* depot: after compact + gc (+ vacuum) */
@@ -121,10 +124,14 @@ static unsigned spRand(void){
   return (spRandState>>8) & 0xffffff;
 }
 
+/* URI parameters added to every depot open (--depot-params). */
+static const char *zSpParams = "";
+
 static sqlite3 *spOpen(int bDepot, const char *zDir, int bSyncOff){
   sqlite3 *db = 0;
   char *z = bDepot
-    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=speed", zDir)
+    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=speed%s%s", zDir,
+                      zSpParams[0] ? "&" : "", zSpParams)
     : sqlite3_mprintf("file:%s/speed.db", zDir);
   if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
                       |SQLITE_OPEN_URI, 0)!=SQLITE_OK ){
@@ -295,6 +302,10 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
         break;
     }
     pR->aStep[i] = spNow() - t;
+    {
+      struct rusage ru;
+      pR->aRssKb[i] = getrusage(RUSAGE_SELF, &ru)==0 ? ru.ru_maxrss : 0;
+    }
   }
   sqlite3_close(db);
   return rc;
@@ -487,21 +498,27 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
   spReset(zDir);
   rmdir(zDir);
   sqlite3_free(zDir);
-  printf("| step | unix s | depot s | depot/unix |\n|---|---|---|---|\n");
+  printf("| step | unix s | depot s | depot/unix | peak RSS MiB unix,"
+         " depot |\n|---|---|---|---|---|\n");
   for(i=0; i<SP_NSTEP; i++){
-    double u, d;
+    double u, d, ru, rd;
     for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aStep[i];
                            aT[r] = aR[1][r].aStep[i]; }
     u = spMedian(aU, nRun);
     d = spMedian(aT, nRun);
-    printf("| %s | %.3f | %.3f | %.2f%s |\n", azStep[i], u, d,
-           u>0 ? d/u : 0, (u>0 && d/u>1.5) ? " (> 1.5)" : "");
+    for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aRssKb[i]/1024.0;
+                           aT[r] = aR[1][r].aRssKb[i]/1024.0; }
+    ru = spMedian(aU, nRun);
+    rd = spMedian(aT, nRun);
+    printf("| %s | %.3f | %.3f | %.2f%s | %.1f, %.1f |\n", azStep[i], u, d,
+           u>0 ? d/u : 0, (u>0 && d/u>1.5) ? " (> 1.5)" : "", ru, rd);
     if( u>0 && d/u>1.5 ) nOver++;
   }
   rTotU = spMedian(aTot[0], nRun);
   rTotD = spMedian(aTot[1], nRun);
   rRatio = rTotD/rTotU;
-  printf("| **total** | %.3f | %.3f | **%.3f** |\n\n", rTotU, rTotD, rRatio);
+  printf("| **total** | %.3f | %.3f | **%.3f** | |\n\n", rTotU, rTotD,
+         rRatio);
   {
     double aRu[SP_MAX_RUN], aRd[SP_MAX_RUN], aPl[SP_MAX_RUN],
            aPb[SP_MAX_RUN], aPa[SP_MAX_RUN], aSt[SP_MAX_RUN];
@@ -601,15 +618,19 @@ int main(int argc, char **argv){
       nCommit = atoi(argv[++i]);
     }else if( strcmp(argv[i], "--no-history")==0 ){
       bHist = 0;
+    }else if( strcmp(argv[i], "--depot-params")==0 && i+1<argc ){
+      zSpParams = argv[++i];
     }else{
       fprintf(stderr, "usage: %s [--sizes MB,MB] [--runs N] [--history MB]"
-              " [--commits N] [--no-history]\n", argv[0]);
+              " [--commits N] [--no-history] [--depot-params K=V&...]\n",
+              argv[0]);
       return 2;
     }
   }
   printf("speed bench: SQLite %s, depot vs unix, synchronous=FULL both,"
-         " %ld cores, load %.2f\n", sqlite3_libversion(),
-         sysconf(_SC_NPROCESSORS_ONLN), spLoad());
+         " %ld cores, load %.2f%s%s\n", sqlite3_libversion(),
+         sysconf(_SC_NPROCESSORS_ONLN), spLoad(),
+         zSpParams[0] ? ", depot params " : "", zSpParams);
   for(i=0; i<nSize; i++){
     aRatio[i] = spSize(aSize[i], nRun, zTmp, &nMiss);
     if( aRatio[i]<0 ) return 1;

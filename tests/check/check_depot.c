@@ -12,6 +12,7 @@
 #include "tests/check/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/memfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1528,6 +1529,49 @@ START_TEST(test_depot_rolled_back_spilled_transaction_leaves_no_commit){
 }
 END_TEST
 
+/* A journal past MEMFILE_SPILL_BYTES moves to a temporary file: the
+** transaction that wrote it still rolls back whole, the next one commits,
+** and VACUUM (whose temporary database spills too) keeps every row. */
+START_TEST(test_depot_journal_past_the_memory_bound_spills_and_rolls_back){
+  char *zDir = th_tmpdir("depot-jspill");
+  sqlite3 *db = open_depot(zDir, "s", 0);
+  sqlite3_file *pJrnl = 0;
+  char *zSum;
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+              "WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
+              " WHERE v<1500) INSERT INTO t SELECT v, randomblob(2000) FROM g");
+  zSum = th_text(db, "SELECT group_concat(hex(substr(b,1,6)), '') FROM"
+                     " (SELECT b FROM t ORDER BY a)");
+  th_exec(db, "PRAGMA cache_size=20; BEGIN; UPDATE t SET b=zeroblob(2000)");
+  ck_assert_int_eq(sqlite3_file_control(db, "main",
+                   SQLITE_FCNTL_JOURNAL_POINTER, &pJrnl), SQLITE_OK);
+  ck_assert_ptr_nonnull(pJrnl);
+  ck_assert_ptr_nonnull(pJrnl->pMethods);
+  ck_assert_int_eq(memfile_spilled(pJrnl), 1);
+  th_exec(db, "ROLLBACK");
+  {
+    char *z = th_text(db, "SELECT group_concat(hex(substr(b,1,6)), '') FROM"
+                      " (SELECT b FROM t ORDER BY a)");
+    ck_assert_str_eq(z, zSum);
+    sqlite3_free(z);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b=zeroblob(2000)"),
+                   0);
+  th_exec(db, "UPDATE t SET b=zeroblob(100) WHERE a%2=0");
+  th_exec(db, "VACUUM");
+  assert_integrity(db);
+  sqlite3_close(db);
+  db = open_depot(zDir, "s", 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1500);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b=zeroblob(100)"),
+                   750);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zSum);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 
 /* Pages a transaction takes from the freelist are not journaled, so a
 ** ROLLBACK of a spilled transaction does not restore them: the sync that
@@ -1823,10 +1867,76 @@ START_TEST(test_depot_cache_kb_pragma_reads_sets_and_validates){
 }
 END_TEST
 
+/* Pages committed at a fast (negative) zstd level read back under any
+** level, and a database mixes frames of both. */
+START_TEST(test_depot_fast_zstd_level_commits_and_reads){
+  char *zDir = th_tmpdir("depot-fastlevel");
+  sqlite3 *db = open_depot(zDir, "z", "zstd_level=-7");
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+              "WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
+              " WHERE v<2000) INSERT INTO t SELECT v, printf('row %d of text"
+              " that compresses %d', v, v*v) FROM g");
+  sqlite3_close(db);
+  db = open_depot(zDir, "z", "zstd_level=19&cache_kb=0");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b LIKE 'row %'"),
+                   2000);
+  th_exec(db, "UPDATE t SET b=b||'!' WHERE a%3=0");
+  sqlite3_close(db);
+  db = open_depot(zDir, "z", "cache_kb=0");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE b LIKE '%!'"),
+                   666);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* With no decoded-page cache and no page map, a commit learns the old
+** CRC-64 of each page it changes from the stored frame's header; pages
+** rewritten unchanged (equal CRCs) are compared byte by byte and not
+** stored.  The head's checksum stays right: depot_verify recomputes it
+** from the pages. */
+START_TEST(test_depot_commit_of_uncached_pages_keeps_the_checksum){
+  char *zDir = th_tmpdir("depot-oldcrc");
+  char *zSql, *zStore = sqlite3_mprintf("%s/store.depot", zDir);
+  sqlite3 *db = open_depot(zDir, "c", "cache_kb=0&map_kb=0");
+  sqlite3 *admin = th_open(":memory:");
+  sqlite3_int64 iTxid;
+  th_exec(db, "PRAGMA cache_size=5; CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+              "WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
+              " WHERE v<3000) INSERT INTO t SELECT v, randomblob(300) FROM g");
+  th_exec(db, "UPDATE t SET b=randomblob(300) WHERE a%7=0");
+  zSql = sqlite3_mprintf("SELECT max(txid) FROM depot_commits(%Q, 'c')",
+                         zStore);
+  iTxid = th_int(admin, zSql);
+  sqlite3_free(zSql);
+  /* every leaf page rewritten, none changed: at most page 1 (its change
+  ** counter) is stored */
+  th_exec(db, "UPDATE t SET b=b");
+  ck_assert_int_le(th_intf(admin, "SELECT coalesce(sum(pages_written), 0)"
+                   " FROM depot_commits(%Q, 'c') WHERE txid>%lld", zStore,
+                   (long long)iTxid), 1);
+  iTxid = th_intf(admin, "SELECT max(txid) FROM depot_commits(%Q, 'c')",
+                  zStore);
+  th_exec(db, "UPDATE t SET b=x'00' WHERE a=5");
+  ck_assert_int_eq(th_intf(admin, "SELECT count(*) FROM depot_commits(%Q,"
+                   " 'c') WHERE txid>%lld AND pages_written>0", zStore,
+                   (long long)iTxid), 1);
+  ck_assert_int_eq(th_intf(admin, "SELECT count(*) FROM depot_verify(%Q)",
+                           zStore), 0);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_close(admin);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 static const char *const azBadUri[] = {
   "cache_kb=-5", "zstd_level=40", "store_sync=sometimes", "store_vfs=nosuch",
   "branch=", "store_vfs=depot", "cache_kb=abc", "cache_kb=12kb",
   "zstd_level=abc", "zstd_level=4294967297", "zstd_level=", "cache_kb=",
+  "zstd_level=-8",
   "nolock=1", "cache_kb=%0910", "compact_after=-0x5",
   "compact_after=99999999999999999999", "cache_kb=-99999999999999999999"
 };
@@ -2864,6 +2974,10 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_depot_rolled_back_spilled_transaction_leaves_no_commit, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
+  tcase_add_test(tc,
+      test_depot_journal_past_the_memory_bound_spills_and_rolls_back);
+  tcase_add_test(tc, test_depot_fast_zstd_level_commits_and_reads);
+  tcase_add_test(tc, test_depot_commit_of_uncached_pages_keeps_the_checksum);
   tcase_add_loop_test(tc,
       test_depot_exclusive_mode_and_synchronous_off_commit_and_roll_back, 0,
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));

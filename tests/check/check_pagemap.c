@@ -3,8 +3,12 @@
 ** serves a stale location: a connection whose map was filled at one head
 ** reads what the store holds after another connection's commit, another
 ** process's commit, a fork, a restore, a rolled-back transaction, and a
-** compaction whose blobs GC then reclaims.  Readers open with cache_kb=0
-** so that every page their pager misses goes through the map.
+** compaction whose blobs GC then reclaims.  Each case runs three times:
+** with cache_kb=0, so that every page a pager misses goes through the map;
+** with map_kb=0 and a large decoded-page cache, which every connection of
+** the process to the store shares, so that every miss goes through that
+** cache; and with map_kb=0 and a cache of two pages, which evicts all the
+** time.  Neither ever serves a stale page.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -37,10 +41,16 @@ static void fx_close(Fx *f){
   sqlite3_free(f->zDir);
 }
 
-/* A connection to zBranch of database app, decoded-page cache off. */
+/* The cache parameters of the three runs of each case (_i). */
+static const char *const azFxCache[] = {
+  "cache_kb=0", "cache_kb=65536&map_kb=0", "cache_kb=8&map_kb=0"
+};
+static int iFxCache = 0;
+
+/* A connection to zBranch of database app, with the caches of this run. */
 static sqlite3 *fx_db(Fx *f, const char *zBranch){
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&cache_kb=0",
-                            f->zStore, zBranch);
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&%s",
+                            f->zStore, zBranch, azFxCache[iFxCache]);
   sqlite3 *db = th_open(z);
   sqlite3_free(z);
   sqlite3_busy_timeout(db, 5000);
@@ -72,6 +82,7 @@ static void assert_all(sqlite3 *db, int n0){
 
 START_TEST(test_pagemap_other_connection_commit){
   Fx f;
+  iFxCache = _i;
   sqlite3 *a, *b;
   int i;
   fx_open(&f, "pm-conn");
@@ -98,6 +109,7 @@ END_TEST
 
 START_TEST(test_pagemap_other_process_commit){
   Fx f;
+  iFxCache = _i;
   sqlite3 *a;
   pid_t pid;
   int st = 0;
@@ -125,6 +137,7 @@ END_TEST
 
 START_TEST(test_pagemap_fork){
   Fx f;
+  iFxCache = _i;
   sqlite3 *m, *t;
   fx_open(&f, "pm-fork");
   m = fx_db(&f, "main");
@@ -148,6 +161,7 @@ END_TEST
 
 START_TEST(test_pagemap_restore){
   Fx f;
+  iFxCache = _i;
   sqlite3 *old, *now;
   char *z;
   fx_open(&f, "pm-restore");
@@ -175,6 +189,7 @@ END_TEST
 
 START_TEST(test_pagemap_rollback){
   Fx f;
+  iFxCache = _i;
   sqlite3 *a, *b;
   char *z;
   fx_open(&f, "pm-rollback");
@@ -210,6 +225,7 @@ END_TEST
 
 START_TEST(test_pagemap_compaction_and_gc){
   Fx f;
+  iFxCache = _i;
   sqlite3 *a, *b;
   char *z;
   int i;
@@ -281,12 +297,60 @@ START_TEST(test_pagemap_limit_uri_and_pragma){
 }
 END_TEST
 
+/* The decoded-page cache is one per store in the process: cache_kb or
+** PRAGMA depot_cache_kb through one database of the store sets the limit
+** every database and branch of it sees, while map_kb stays per branch; a
+** fork reads its parent's pages from the entries the parent left. */
+START_TEST(test_cache_limit_is_shared_by_the_store){
+  Fx f;
+  sqlite3 *a, *b, *c;
+  char *z;
+  sqlite3_int64 nHit0, nHit1;
+  fx_open(&f, "pm-shared");
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=4096&map_kb=0",
+                      f.zStore);
+  a = th_open(z);
+  sqlite3_free(z);
+  fx_fill(a, 5);
+  ck_assert_int_gt(th_intf(f.admin, "SELECT depot_fork(%Q,'app','main','try')",
+                           f.zStore), 0);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=other&map_kb=64", f.zStore);
+  b = th_open(z);
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(b, "PRAGMA depot_cache_kb"), 4096);
+  ck_assert_int_eq(th_int(b, "PRAGMA depot_cache_kb=2048"), 2048);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_cache_kb"), 2048);
+  ck_assert_int_eq(th_int(b, "PRAGMA depot_map_kb"), 64);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_map_kb"), 0);
+  assert_all(a, 5);
+  nHit0 = th_intf(f.admin, "SELECT cache_hits FROM depot_stats(%Q)",
+                  f.zStore);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=try&map_kb=0",
+                      f.zStore);
+  c = th_open(z);
+  sqlite3_free(z);
+  th_exec(c, "PRAGMA cache_size=10");
+  assert_all(c, 5);
+  nHit1 = th_intf(f.admin, "SELECT cache_hits FROM depot_stats(%Q)",
+                  f.zStore);
+  ck_assert_int_gt(nHit1 - nHit0, 100);
+  th_exec(c, "UPDATE t SET n=6");
+  assert_all(c, 6);
+  assert_all(a, 5);
+  sqlite3_close(c);
+  sqlite3_close(b);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- concurrent readers and a writer share the map and the cache ---- */
 
 typedef struct Racer Racer;
 struct Racer {
   Fx *f;
   int bWriter;
+  const char *zBranch;        /* main, or the fork try (never written) */
   int nDone;                  /* rounds finished */
   int bBad;                   /* a reader saw a torn or stale table */
   volatile int *pbStop;
@@ -294,8 +358,8 @@ struct Racer {
 
 static void *racerMain(void *pArg){
   Racer *r = (Racer*)pArg;
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=64",
-                            r->f->zStore);
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&%s",
+                            r->f->zStore, r->zBranch, azFxCache[iFxCache]);
   sqlite3 *db = 0;
   int last = -1;
   if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
@@ -331,6 +395,7 @@ static void *racerMain(void *pArg){
 
 START_TEST(test_pagemap_concurrent_readers_and_writer){
   Fx f;
+  iFxCache = _i;
   sqlite3 *a;
   Racer aR[4];
   pthread_t aT[4];
@@ -339,10 +404,13 @@ START_TEST(test_pagemap_concurrent_readers_and_writer){
   fx_open(&f, "pm-threads");
   a = fx_db(&f, "main");
   fx_fill(a, 0);
+  ck_assert_int_gt(th_intf(f.admin, "SELECT depot_fork(%Q,'app','main','try')",
+                           f.zStore), 0);
   for(i=0; i<4; i++){
     memset(&aR[i], 0, sizeof(aR[i]));
     aR[i].f = &f;
     aR[i].bWriter = i==0;
+    aR[i].zBranch = i==3 ? "try" : "main";
     aR[i].pbStop = &bStop;
     ck_assert_int_eq(pthread_create(&aT[i], 0, racerMain, &aR[i]), 0);
   }
@@ -364,14 +432,15 @@ END_TEST
 Suite *depot_test_suite(void){
   Suite *s = suite_create("pagemap");
   TCase *tc = tcase_create("stale");
-  tcase_add_test(tc, test_pagemap_other_connection_commit);
-  tcase_add_test(tc, test_pagemap_other_process_commit);
-  tcase_add_test(tc, test_pagemap_fork);
-  tcase_add_test(tc, test_pagemap_restore);
-  tcase_add_test(tc, test_pagemap_rollback);
-  tcase_add_test(tc, test_pagemap_compaction_and_gc);
+  tcase_add_loop_test(tc, test_pagemap_other_connection_commit, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_other_process_commit, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_fork, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_restore, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_rollback, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_compaction_and_gc, 0, 3);
   tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
-  tcase_add_test(tc, test_pagemap_concurrent_readers_and_writer);
+  tcase_add_test(tc, test_cache_limit_is_shared_by_the_store);
+  tcase_add_loop_test(tc, test_pagemap_concurrent_readers_and_writer, 0, 3);
   suite_add_tcase(s, tc);
   return s;
 }

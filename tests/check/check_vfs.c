@@ -314,6 +314,32 @@ START_TEST(test_ltx_crc64_matches_reference_vector){
 }
 END_TEST
 
+/* The folding path (long inputs) gives the tables' result at every length
+** around its block sizes, at every alignment, continuing from any crc. */
+START_TEST(test_ltx_crc64_folding_matches_tables){
+  unsigned char a[4200];
+  size_t i, n, iOff;
+  uint64_t s = 0x9E3779B97F4A7C15ULL;
+  for(i=0; i<sizeof(a); i++){
+    s = s*6364136223846793005ULL + 1442695040888963407ULL;
+    a[i] = (unsigned char)(s>>56);
+  }
+  for(iOff=0; iOff<16; iOff++){
+    for(n=0; n<600; n++){
+      ck_assert(ltx_crc64(0, a+iOff, n)==ltx_crc64_table(0, a+iOff, n));
+      ck_assert(ltx_crc64(s, a+iOff, n)==ltx_crc64_table(s, a+iOff, n));
+    }
+  }
+  for(n=4000; n<4160; n++){
+    ck_assert(ltx_crc64(0, a, n)==ltx_crc64_table(0, a, n));
+  }
+  memset(a, 0xff, 4096);
+  ck_assert(ltx_crc64(7, a, 4096)==ltx_crc64_table(7, a, 4096));
+  ck_assert(ltx_crc64(ltx_crc64(0, a, 1000), a+1000, 3096)
+            ==ltx_crc64(0, a, 4096));
+}
+END_TEST
+
 /* ---- layout ---- */
 
 START_TEST(test_layout_pidx_keys_sort_by_page_then_txid){
@@ -473,6 +499,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_ltx_every_bit_flip_is_corrupt);
   tcase_add_test(tc, test_ltx_frame_bit_flip_is_corrupt_or_harmless);
   tcase_add_test(tc, test_ltx_crc64_matches_reference_vector);
+  tcase_add_test(tc, test_ltx_crc64_folding_matches_tables);
   suite_add_tcase(s, tc);
   tc = tcase_create("layout");
   tcase_add_test(tc, test_layout_pidx_keys_sort_by_page_then_txid);

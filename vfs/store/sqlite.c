@@ -74,6 +74,8 @@ struct StoreSqlite {
   sqlite3_stmt *aStmt[SS_NSTMT];  /* prepared on first use */
   sqlite3_blob *pBlob;            /* open on a depot_kv row, inside a
                                   ** transaction only (it holds a read) */
+  unsigned char aBlobKey[64];     /* the key of that row (nBlobKey bytes, */
+  int nBlobKey;                   /* 0: not remembered) */
   int bOldLayout;                 /* format 0 (read-only open): no rowids */
   int bInTxn;                     /* inside store_begin() .. commit/rollback */
   int bReadOnly;                  /* opened read-only or immutable */
@@ -113,6 +115,7 @@ static int ssStmt(StoreSqlite *p, int i, sqlite3_stmt **ppStmt){
 
 /* Close the blob handle (it holds a read on the connection). */
 static void ssBlobClose(StoreSqlite *p){
+  p->nBlobKey = 0;
   if( p->pBlob ){
     sqlite3_blob_close(p->pBlob);
     p->pBlob = 0;
@@ -249,6 +252,12 @@ static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
     sqlite3_free(pVal);
     return rc;
   }
+  /* Another range of the row the handle is open on (a scan reading the
+  ** frames of one chunk in turn): no seek, no reopen, and SQLite's cache
+  ** of the row's overflow pages stays. */
+  if( p->pBlob && p->nBlobKey==nKey && memcmp(p->aBlobKey, pKey, nKey)==0 ){
+    goto read_range;
+  }
   rc = ssStmt(p, SS_ROWID, &pStmt);
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
@@ -266,6 +275,7 @@ static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
   sqlite3_clear_bindings(pStmt);
   if( rc==SQLITE_DONE ) return SQLITE_OK;
   if( rc!=SQLITE_OK ) return rc;
+  p->nBlobKey = 0;
   if( p->pBlob && sqlite3_blob_reopen(p->pBlob, iRowid)!=SQLITE_OK ){
     ssBlobClose(p);
   }
@@ -278,6 +288,11 @@ static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
       return rc;
     }
   }
+  if( p->bInTxn && nKey<=(int)sizeof(p->aBlobKey) ){
+    memcpy(p->aBlobKey, pKey, nKey);
+    p->nBlobKey = nKey;
+  }
+read_range:
   nVal = sqlite3_blob_bytes(p->pBlob);
   nTake = nVal>iOff ? nVal-iOff : 0;
   if( nTake>n ) nTake = n;
