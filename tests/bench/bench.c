@@ -294,7 +294,7 @@ static const BenchWorkload aWorkload[] = {
     0, 3, bench_compact_commits },
   { "pool_acquire",
     "fixed reference: 1 µs per acquire+release (the target)",
-    "uncontended read lease acquire+release, pool of 4 readers (per pair)",
+    "CPU per uncontended read lease acquire+release, pool of 4 readers",
     1.00, 7, bench_pool_acquire },
   { "pool_read_file",
     "8000 range reads (200 rows each), 1 reader lease, 1 thread, WAL file",
