@@ -286,6 +286,14 @@ static int txnSnapGet(KvTable *t, KvBackendSnap *pSnap, const uint8_t *aKey,
   return rc;
 }
 
+/* Add key aKey to the read set of child c (its conflict check); a key
+** already there is left as it is, without an allocation. */
+static int txnReadNote(KvChild *c, const uint8_t *aKey, int nKey){
+  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
+  if( kv_map_get(c->pRead, aKey, nKey, 0) ) return SQLITE_OK;
+  return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+}
+
 /* A read with no root: the latest committed state. */
 static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
                          const uint8_t *aKey, int nKey, KvBuf *pVal,
@@ -343,8 +351,7 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
     return e.bTomb ? SQLITE_OK : txnCopyOut(pVal, &e);
   }
   if( (rc = txnChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
-  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
-  rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+  rc = txnReadNote(c, aKey, nKey);
   if( rc==SQLITE_OK && c->pSnap ){
     rc = txnSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
     if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
@@ -381,8 +388,7 @@ int kvNoteRead(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
   ** every read and write another root checks against it, and the root's
   ** own check of its reads skips its written keys (txnCheckRoot). */
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ) return SQLITE_OK;
-  if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) return SQLITE_NOMEM;
-  return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+  return txnReadNote(c, aKey, nKey);
 }
 
 /* memcmp order over the common length, a prefix first (kv_map's). */
@@ -415,8 +421,7 @@ int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
       if( (bOn = kv_map_cursor_next(pCsr))!=0 ) kv_map_cursor_entry(pCsr, &e);
     }
     if( bOn && cmp==0 ) continue;      /* written: the write reserves it */
-    if( c->pRead==0 && (c->pRead = kv_map_new())==0 ) rc = SQLITE_NOMEM;
-    if( rc==SQLITE_OK ) rc = kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
+    rc = txnReadNote(c, aKey, nKey);
   }
   kv_map_cursor_free(pCsr);
   return rc;
