@@ -56,6 +56,8 @@ struct KvConn {
   char *zLastDir;           /* the absolute directory last resolved ... */
   KvEngine *pLastEng;       /* ... to this store (one of apStore) */
   KvDecl *pDecl;            /* main-schema KV tables seen (kv_decl.c) */
+  int eSync;                /* KV_SYNC_* of its SQL commits (kv_vtab.c,
+                            ** kv_synchronous()); 0 is KV_SYNC_FULL */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */

@@ -129,6 +129,7 @@ struct KvRoot {
   int eProto;                   /* KV_PROTO_* */
   KvVerReceipts *pReceipts;     /* versioned commit: receipts sink */
   int64_t iHandle;              /* kv_begin() handle, 0 for SQL transactions */
+  int eSync;                    /* KV_SYNC_*; 0 is KV_SYNC_FULL */
 };
 
 /* ---- table.c ---------------------------------------------------------- */

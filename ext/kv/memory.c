@@ -170,5 +170,6 @@ const KvBackend kvMemoryBackend = {
   0,                            /* always writable */
   1,                            /* no data file: records need no confirm */
   0, 0,                         /* no files */
-  0                             /* xApply fails only for want of memory */
+  0,                            /* xApply fails only for want of memory */
+  0, 0                          /* no files: no write at apply, no CIDs */
 };

@@ -58,6 +58,7 @@ KvEngine *kv_root_engine(KvRoot *p){ return p->pEng; }
 int kv_root_state(KvRoot *p){ return p->eState; }
 uint64_t kv_root_tid(KvRoot *p){ return p->tid; }
 void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
+void kv_root_set_sync(KvRoot *p, int eSync){ p->eSync = eSync; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
 
 int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
@@ -963,6 +964,26 @@ static int txnRecordTable(WalRecordBuilder *pRec, KvChild *c){
   return rc;
 }
 
+/* How the root's record is flushed (kv_root_set_sync): KV_SYNC_NORMAL
+** defers it, unless the record changes the catalog (saved at once after
+** the commit, it must not outlive the record) or writes a table whose
+** backend writes its files at publication (bWritesAtApply: kv_log) and
+** another persistent table - the OS may write that file back before the
+** WAL's, and a power loss would then keep the transaction in one table
+** only. */
+static int txnSyncMode(KvRoot *p){
+  int i, nLogged = 0, bAtApply = 0;
+  if( p->eSync!=KV_SYNC_NORMAL ) return WAL_SYNC_FULL;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    if( c->bSchema ) return WAL_SYNC_FULL;
+    nLogged++;
+    bAtApply |= c->pTab->pBackend->bWritesAtApply;
+  }
+  return (bAtApply && nLogged>1) ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -990,7 +1011,8 @@ static int txnRootLog(KvRoot *p, char **pzErr){
     rc = txnRecordTable(pRec, c);
   }
   if( rc==SQLITE_OK ){
-    rc = wal_append(p->pEng->pWal, pRec, nPend, az, an, &p->cid, pzErr);
+    rc = wal_append_sync(p->pEng->pWal, pRec, txnSyncMode(p), nPend, az, an,
+                         &p->cid, pzErr);
   }
   wal_record_free(pRec);
   if( az!=azStack ) sqlite3_free(az);
