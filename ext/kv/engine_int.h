@@ -106,8 +106,7 @@ struct KvChild {
 
 struct KvSavepoint {
   int iLevel;
-  int nChild;                   /* children that existed then */
-  KvMap **apWrite;              /* their write sets then (references) */
+  int iUndo;                    /* KvRoot.undo.n when it was opened */
 };
 
 struct KvRoot {
@@ -123,6 +122,9 @@ struct KvRoot {
   KvTable **apNew;              /* tables created here (pending) */
   int nSp;
   KvSavepoint *aSp;
+  KvBuf undo;                   /* while a savepoint is open: the write
+                                ** sets' old entries, one record per
+                                ** write, oldest first (txn.c) */
   KvRoot *pNextPrepared;        /* engine mutex */
   int nConflict;
   KvConflict *aConflict;        /* after a failed prepare */
