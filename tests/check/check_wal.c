@@ -1314,6 +1314,85 @@ START_TEST(test_wal_group_commit_on_a_fast_log){
 }
 END_TEST
 
+/* A thread of the mixed-durability test: appends alternate NORMAL and
+** FULL (every third a wal_sync() instead); after each FULL append and each
+** sync the log must report its CID durable.  Violations are counted. */
+typedef struct TwMixed TwMixed;
+struct TwMixed {
+  Wal *pWal;
+  int iThread;
+  int nBad;                 /* FULL or synced CIDs found not durable */
+  int rc;
+};
+
+static void *tw_mixed_main(void *pArg){
+  TwMixed *t = (TwMixed*)pArg;
+  int i;
+  for(i=0; i<TW_PER_THREAD && t->rc==SQLITE_OK; i++){
+    WalRecordBuilder *pRec = wal_record_new((uint64_t)t->iThread);
+    int eSync = (i+t->iThread)%2 ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
+    const char *az[1] = {"t"};
+    int an[1] = {1};
+    uint64_t cid = 0;
+    WalStats st;
+    if( pRec==0 ){ t->rc = SQLITE_NOMEM; break; }
+    t->rc = wal_record_table(pRec, "t", 1);
+    if( t->rc==SQLITE_OK ){
+      t->rc = wal_record_action(pRec, 0, "k", 1, "v", 1);
+    }
+    if( t->rc==SQLITE_OK ){
+      t->rc = wal_append_sync(t->pWal, pRec, eSync, 1, az, an, &cid, 0);
+    }
+    wal_record_free(pRec);
+    if( t->rc==SQLITE_OK && eSync==WAL_SYNC_NORMAL && i%3==0 ){
+      t->rc = wal_sync(t->pWal, cid, 0);
+      eSync = WAL_SYNC_FULL;
+    }
+    wal_stats(t->pWal, &st);
+    if( t->rc==SQLITE_OK && eSync==WAL_SYNC_FULL && st.syncedCid<cid ){
+      t->nBad++;
+    }
+  }
+  return 0;
+}
+
+/* NORMAL and FULL appenders and wal_sync() callers at once, on a
+** rotating log: every append is acknowledged with its own CID, and a FULL
+** append or a sync returns only when its CID - and so every CID before
+** it - is durable. */
+START_TEST(test_wal_mixed_durability_from_eight_threads){
+  char *zDir = th_tmpdir("walmixed");
+  Wal *pWal = tw_open_cfg(zDir, 16*1024, 0, 0);
+  TwMixed aT[TW_NTHREAD];
+  pthread_t aId[TW_NTHREAD];
+  WalStats st;
+  TwSeen *s;
+  int i;
+  memset(aT, 0, sizeof(aT));
+  for(i=0; i<TW_NTHREAD; i++){
+    aT[i].pWal = pWal;
+    aT[i].iThread = i;
+    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_mixed_main, &aT[i]), 0);
+  }
+  for(i=0; i<TW_NTHREAD; i++) pthread_join(aId[i], 0);
+  for(i=0; i<TW_NTHREAD; i++){
+    ck_assert_int_eq(aT[i].rc, SQLITE_OK);
+    ck_assert_int_eq(aT[i].nBad, 0);
+  }
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, TW_NTHREAD*TW_PER_THREAD);
+  ck_assert_int_gt(st.nDeferred, 0);
+  wal_close(pWal);                 /* flushes the deferred tail */
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, TW_NTHREAD*TW_PER_THREAD);
+  for(i=1; i<s->n; i++) ck_assert_uint_gt(s->aCid[i], s->aCid[i-1]);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- faults */
 
 typedef struct TwFaultCase TwFaultCase;
@@ -2417,6 +2496,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_waiters_sleep_on_a_slow_log);
   tcase_add_test(tc, test_wal_spinning_waiters_sleep_through_a_stalled_flush);
   tcase_add_test(tc, test_wal_group_commit_on_a_fast_log);
+  tcase_add_test(tc, test_wal_mixed_durability_from_eight_threads);
   tcase_add_loop_test(tc, test_wal_sigkill_keeps_every_acknowledged_record,
                       0, 2);
   suite_add_tcase(s, tc);
