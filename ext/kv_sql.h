@@ -59,6 +59,8 @@ struct KvConn {
   KvEngine *pGcEng;         /* the store whose commit markers were last
                             ** collected (kv_coord.c; compared only) ... */
   uint64_t iGcFloor;        /* ... up to this replay floor */
+  int eSync;                /* KV_SYNC_* of its SQL commits (kv_vtab.c,
+                            ** kv_synchronous()); 0 is KV_SYNC_FULL */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */

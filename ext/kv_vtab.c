@@ -1027,7 +1027,10 @@ static int vtabSync(sqlite3_vtab *pVtab){
   int rc = SQLITE_OK;
   if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE ){
     /* A root that only read commits without a check (see vtabCommit). */
-    if( kv_root_has_writes(r) ) rc = kv_coord_prepare(p->pConn, r, &zErr);
+    if( kv_root_has_writes(r) ){
+      kv_root_set_sync(r, p->pConn->eSync);
+      rc = kv_coord_prepare(p->pConn, r, &zErr);
+    }
   }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
     zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");
     rc = SQLITE_ABORT;
@@ -1229,11 +1232,62 @@ static void vtabModuleDestroy(void *pAux){
   kv_conn_unref(pAux);
 }
 
+/* ------------------------------------------------------ durability --- */
+
+/* The KV_SYNC_* level named by z (SQLite's names and numbers of PRAGMA
+** synchronous: NORMAL/1, FULL/2, EXTRA/3 - which is FULL here), or 0. */
+static int vtabSyncLevel(const char *z){
+  if( z==0 ) return 0;
+  if( sqlite3_stricmp(z, "normal")==0 || strcmp(z, "1")==0 ){
+    return KV_SYNC_NORMAL;
+  }
+  if( sqlite3_stricmp(z, "full")==0 || strcmp(z, "2")==0
+   || sqlite3_stricmp(z, "extra")==0 || strcmp(z, "3")==0 ){
+    return KV_SYNC_FULL;
+  }
+  return 0;
+}
+
+/* kv_synchronous([level]): the durability of this connection's SQL
+** commits on KV tables, set first by the URI parameter kv_synchronous of
+** the main database (default full), changed by the argument ('normal',
+** 'full', 'extra' or 1, 2, 3 as in PRAGMA synchronous); returns the level
+** in force ('normal' or 'full').  A transaction takes the level in force
+** when it commits.  See KV_SYNC_NORMAL in ext/kv/kv.h. */
+static void vtabSynchronousFunc(sqlite3_context *ctx, int argc,
+                                sqlite3_value **argv){
+  KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
+  if( argc==1 ){
+    int e = vtabSyncLevel((const char*)sqlite3_value_text(argv[0]));
+    if( e==0 ){
+      sqlite3_result_error(ctx, "kv_synchronous: the level is 'normal', "
+          "'full' or 'extra' (1, 2 or 3); KV commits always write the WAL, "
+          "so there is no 'off'", -1);
+      return;
+    }
+    pConn->eSync = e;
+  }
+  sqlite3_result_text(ctx, pConn->eSync==KV_SYNC_NORMAL ? "normal" : "full",
+                      -1, SQLITE_STATIC);
+}
+
 /* The three table types share vtabModule (the type is the module name,
-** argv[0] of xCreate); the anchor has its own. */
+** argv[0] of xCreate); the anchor has its own.  Also kv_synchronous(),
+** whose first level comes from the main database's URI. */
 static int vtabConnection(sqlite3 *db, KvConn *pConn){
   static const char *const azModule[] = { "kv_memory", "kv_btree", "kv_log" };
+  const char *zFile = sqlite3_db_filename(db, "main");
   int i, rc = SQLITE_OK;
+  if( zFile && zFile[0] ){
+    pConn->eSync = vtabSyncLevel(sqlite3_uri_parameter(zFile,
+                                                       "kv_synchronous"));
+  }
+  for(i=0; rc==SQLITE_OK && i<2; i++){
+    kv_conn_ref(pConn);
+    rc = sqlite3_create_function_v2(db, "kv_synchronous", i, SQLITE_UTF8,
+                                    pConn, vtabSynchronousFunc, 0, 0,
+                                    kv_conn_unref);
+  }
   for(i=0; rc==SQLITE_OK && i<3; i++){
     kv_conn_ref(pConn);
     rc = sqlite3_create_module_v2(db, azModule[i], &vtabModule, pConn,

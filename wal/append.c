@@ -81,7 +81,26 @@ void wal_group_reset(WalGroup *g){
   g->n = 0;
   g->pFirst = g->pLast = 0;
   __atomic_store_n(&g->nRec, 0, __ATOMIC_RELAXED);
-  g->cidFirst = 0;
+  g->cidFirst = g->cidLast = 0;
+  g->nSyncOnly = 0;
+  g->bSync = 0;
+}
+
+/* Enters the failed state with the printf-formatted reason (kept if one
+** is already set).  Mutex not held. */
+static void appendFailState(Wal *p, const char *zFmt, ...){
+  va_list ap;
+  char *z;
+  va_start(ap, zFmt);
+  z = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&p->mutex);
+  if( p->zFailed==0 ){
+    p->zFailed = z ? z : sqlite3_mprintf("wal: failed state");
+    z = 0;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  sqlite3_free(z);
 }
 
 static int appendGroupReserve(WalGroup *g, size_t nMore){
@@ -110,6 +129,23 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   memset(&hdr, 0, sizeof(hdr));
   hdr.segno = segno;
   hdr.baseCid = baseCid;
+  if( p->fdActive>=0 && p->szSynced<p->szActive ){
+    /* Deferred flushes: a segment is sealed flushed, so that flushing the
+    ** active segment is enough to make every earlier record durable. */
+    if( p->pIo->xFsync(p->pIo->pCtx, p->fdActive)!=0 ){
+      const char *zWhy = strerror(errno);
+      wal_set_err(pzErr, "wal: fdatasync of %s failed: %s", p->zActive,
+                  zWhy);
+      appendFailState(p, "wal: log %s accepts no appends since a flush of "
+          "records written without one failed (fdatasync: %s); reopen the "
+          "store", p->zActive, zWhy);
+      return SQLITE_IOERR_FSYNC;
+    }
+    p->szSynced = p->szActive;
+    pthread_mutex_lock(&p->mutex);
+    p->cidSynced = p->cidWritten;      /* every finished group */
+    pthread_mutex_unlock(&p->mutex);
+  }
   pthread_mutex_lock(&p->mutex);
   rc = wal_seg_reserve(p);
   if( p->nSeg>0 ){
@@ -140,6 +176,8 @@ int wal_rotate(Wal *p, uint64_t baseCid, char **pzErr){
   p->zActive = zPath;
   p->segActive = segno;
   p->szActive = WAL_SEG_HDR;
+  p->szSynced = WAL_SEG_HDR;
+  p->usUnsynced = 0;
   p->szAlloc = WAL_SEG_HDR;
   p->nActiveRec = 0;
   p->bNeedRotate = 0;
@@ -272,6 +310,10 @@ static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
     p->szAlloc = iOff;                 /* the padding went with the cut */
     zOp = "fdatasync";
     ok = pIo->xFsync(pIo->pCtx, p->fdActive)==0;
+    if( ok ){
+      p->szSynced = iOff;              /* everything before the cut */
+      p->usUnsynced = 0;
+    }
   }
   if( !ok ){
     const char *zWhy = strerror(errno);
@@ -288,57 +330,96 @@ static void appendRepair(Wal *p, uint64_t iOff, char **pzErr){
   }
 }
 
-/* Writes group g at the end of the active segment and flushes it.
-** *pnFlush counts the flushes attempted, *pusFlush gets the time the
-** flush took.  Leader only, mutex not held. */
+/* Must group g (about to be written) be flushed?  Yes when a member asks
+** for it, and when deferred flushes reach a bound: the oldest unflushed
+** group is older than WAL_SYNC_MAX_MS, or the unflushed bytes would pass
+** WAL_SYNC_MAX_BYTES.  Leader only. */
+static int appendNeedFlush(Wal *p, WalGroup *g){
+  if( g->bSync ) return 1;
+  if( p->szActive + g->n - p->szSynced > (uint64_t)WAL_SYNC_MAX_BYTES ){
+    return 1;
+  }
+  return p->usUnsynced>0
+      && appendNowUs() - p->usUnsynced > (int64_t)WAL_SYNC_MAX_MS*1000;
+}
+
+/* Writes group g at the end of the active segment and flushes it unless
+** every member deferred the flush (appendNeedFlush).  A group of wal_sync()
+** requests only (no frames) writes nothing and flushes what earlier groups
+** left unflushed.  *pnFlush counts the flushes attempted, *pusFlush gets
+** the time the flush took, *pbSynced is set when everything written up to
+** the outcome (the group itself only on success) is flushed.  A failed
+** flush while records written earlier were unflushed enters the failed
+** state: they may never reach the disk.  Leader only, mutex not held. */
 static int appendWrite(Wal *p, WalGroup *g, int *pnFlush, int64_t *pusFlush,
-                       char **pzErr){
+                       int *pbSynced, char **pzErr){
   const WalIo *pIo = p->pIo;
   uint64_t iOff;
   ssize_t got;
-  int rc;
+  int rc, bEarlier;
   uint64_t szSegment = (uint64_t)__atomic_load_n(&p->szSegment,
                                                  __ATOMIC_RELAXED);
-  if( p->bNeedRotate || (p->szActive>=szSegment && p->nActiveRec>0) ){
+  if( g->n>0
+   && (p->bNeedRotate || (p->szActive>=szSegment && p->nActiveRec>0)) ){
     rc = wal_rotate(p, g->cidFirst, pzErr);
     if( rc!=SQLITE_OK ) return rc;
   }
   iOff = p->szActive;
-  rc = appendPrealloc(p, iOff + g->n, pzErr);
-  if( rc!=SQLITE_OK ) return rc;
-  got = pIo->xPwrite(pIo->pCtx, p->fdActive, g->a, g->n, (off_t)iOff);
-  if( got!=(ssize_t)g->n ){
-    int err = errno;
-    if( got<0 ){
-      *pzErr = sqlite3_mprintf("wal: write of %s failed: %s", p->zActive,
-                               strerror(err));
-      rc = wal_errno_rc(err, SQLITE_IOERR_WRITE);
-    }else{
-      *pzErr = sqlite3_mprintf("wal: short write to %s: %lld of %lld bytes",
-          p->zActive, (long long)got, (long long)g->n);
-      rc = SQLITE_IOERR_WRITE;
+  bEarlier = p->szSynced<iOff;
+  if( g->n>0 ){
+    rc = appendPrealloc(p, iOff + g->n, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+    got = pIo->xPwrite(pIo->pCtx, p->fdActive, g->a, g->n, (off_t)iOff);
+    if( got!=(ssize_t)g->n ){
+      int err = errno;
+      if( got<0 ){
+        *pzErr = sqlite3_mprintf("wal: write of %s failed: %s", p->zActive,
+                                 strerror(err));
+        rc = wal_errno_rc(err, SQLITE_IOERR_WRITE);
+      }else{
+        *pzErr = sqlite3_mprintf("wal: short write to %s: %lld of %lld "
+            "bytes", p->zActive, (long long)got, (long long)g->n);
+        rc = SQLITE_IOERR_WRITE;
+      }
+      appendRepair(p, iOff, pzErr);
+      *pbSynced = p->szSynced==iOff;
+      return rc;
     }
-    appendRepair(p, iOff, pzErr);
-    return rc;
+  }
+  if( !appendNeedFlush(p, g) || (g->n==0 && !bEarlier) ){
+    if( g->n>0 && p->usUnsynced==0 ) p->usUnsynced = appendNowUs();
+    *pbSynced = !bEarlier && g->n==0;
+    return SQLITE_OK;
   }
   (*pnFlush)++;
   *pusFlush = appendNowUs();
   rc = pIo->xFsync(pIo->pCtx, p->fdActive);
   *pusFlush = appendNowUs() - *pusFlush;
   if( rc!=0 ){
+    const char *zWhy = strerror(errno);
     *pzErr = sqlite3_mprintf("wal: fdatasync of %s failed: %s", p->zActive,
-                             strerror(errno));
-    appendRepair(p, iOff, pzErr);
+                             zWhy);
+    if( g->n>0 ) appendRepair(p, iOff, pzErr);   /* cut the group off */
+    if( bEarlier ){
+      appendFailState(p, "wal: log %s accepts no appends since a flush of "
+          "records written without one failed (fdatasync: %s); reopen the "
+          "store", p->zActive, zWhy);
+    }
     p->bNeedRotate = 1;
+    *pbSynced = 0;
     return SQLITE_IOERR_FSYNC;
   }
+  p->szSynced = iOff + g->n;
+  p->usUnsynced = 0;
+  *pbSynced = 1;
   return SQLITE_OK;
 }
 
 /* Records the outcome of group g for its appenders and returns them as a
 ** list (WalWaiter.pNextPost) to post once the mutex is released.  Mutex
 ** held. */
-static WalWaiter *appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
+static WalWaiter *appendFinish(Wal *p, WalGroup *g, int rc, int bSynced,
+                               const char *zErr){
   WalPend *pPend, *pNext;
   WalWaiter *pPost = 0;
   for(pPend=g->pFirst; pPend; pPend=pNext){
@@ -351,6 +432,10 @@ static WalWaiter *appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
     w->bDone = 1;
     w->pNextPost = pPost;
     pPost = w;
+    if( pPend->bSyncOnly ){
+      sqlite3_free(pPend);
+      continue;
+    }
     if( rc==SQLITE_OK ){
       p->nAppend++;
       if( pPend->cid>p->lastCid ) p->lastCid = pPend->cid;
@@ -367,8 +452,11 @@ static WalWaiter *appendFinish(Wal *p, WalGroup *g, int rc, const char *zErr){
   if( rc==SQLITE_OK ){
     p->szActive += g->n;
     p->aSeg[p->nSeg-1].szEnd = p->szActive;
-    p->nActiveRec += g->nRec;
+    p->nActiveRec += g->nRec - g->nSyncOnly;
+    if( g->cidLast>p->cidWritten ) p->cidWritten = g->cidLast;
   }
+  if( bSynced ) p->cidSynced = p->cidWritten;
+  else if( rc==SQLITE_OK && g->n>0 ) p->nDeferred++;
   wal_group_reset(g);
   return pPost;
 }
@@ -458,7 +546,7 @@ static void appendLead(Wal *p){
   WalGroup *g;
   WalWaiter *pPost;
   char *zErr = 0;
-  int rc, nFlush = 0, nSegBefore, bRetire;
+  int rc, nFlush = 0, nSegBefore, bRetire, bSynced = 0;
   int64_t usFlush = 0;
   appendGather(p);
   g = p->pOpen;
@@ -469,12 +557,12 @@ static void appendLead(Wal *p){
     zErr = sqlite3_mprintf("%s", p->zFailed);
   }else{
     pthread_mutex_unlock(&p->mutex);
-    rc = appendWrite(p, g, &nFlush, &usFlush, &zErr);
+    rc = appendWrite(p, g, &nFlush, &usFlush, &bSynced, &zErr);
     pthread_mutex_lock(&p->mutex);
   }
   p->nFlush += nFlush;
   if( usFlush>0 ) p->usLastFlush = usFlush;
-  pPost = appendFinish(p, g, rc, zErr);
+  pPost = appendFinish(p, g, rc, bSynced, zErr);
   sqlite3_free(zErr);
   appendHandOver(p, &pPost);
   bRetire = p->nSeg>nSegBefore && p->nSeg>1 && p->aSeg[0].nUnconf==0;
@@ -505,12 +593,14 @@ static int appendCheckArgs(Wal *p, const WalRecordBuilder *pRec,
   return SQLITE_OK;
 }
 
-/* Adds the record to the open group with the next CID.  Mutex held. */
-static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
+/* Adds the record to the open group with the next CID (pRec NULL: a
+** wal_sync() request, which takes no CID and asks for the flush).  Mutex
+** held. */
+static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec, int eSync,
                          WalPend *pPend, WalWaiter *w, char **pzErr){
   WalGroup *g = p->pOpen;
   uint64_t cid = p->nextCid;
-  size_t nFrame = wal_frame_size(pRec, cid);
+  size_t nFrame = pRec ? wal_frame_size(pRec, cid) : 0;
   int rc;
   if( p->zFailed ){
     wal_set_err(pzErr, "%s", p->zFailed);
@@ -519,15 +609,22 @@ static int appendEnqueue(Wal *p, const WalRecordBuilder *pRec,
   rc = wal_unconf_reserve(p, p->nInflight+1);
   if( rc==SQLITE_OK ) rc = appendGroupReserve(g, nFrame);
   if( rc!=SQLITE_OK ) return rc;
-  wal_frame_encode(pRec, cid, g->a + g->n);
-  g->n += nFrame;
-  p->nextCid++;
-  p->nAppendTried++;
-  pPend->cid = cid;
   pPend->pWaiter = w;
   if( g->pLast ) g->pLast->pNext = pPend; else g->pFirst = pPend;
   g->pLast = pPend;
-  if( g->nRec==0 ) g->cidFirst = cid;
+  if( eSync!=WAL_SYNC_NORMAL ) g->bSync = 1;
+  if( pRec==0 ){
+    pPend->bSyncOnly = 1;
+    g->nSyncOnly++;
+  }else{
+    wal_frame_encode(pRec, cid, g->a + g->n);
+    g->n += nFrame;
+    p->nextCid++;
+    p->nAppendTried++;
+    pPend->cid = cid;
+    if( g->cidFirst==0 ) g->cidFirst = cid;
+    g->cidLast = cid;
+  }
   __atomic_store_n(&g->nRec, g->nRec+1, __ATOMIC_RELAXED);
   p->nInflight++;
   if( p->bGathering && g->nRec>=p->nGroupTarget ){
@@ -583,38 +680,80 @@ static void appendAwait(Wal *p, WalWaiter *w, int bLead){
   appendLead(p);                      /* w's record is in the group led */
 }
 
-int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
-               const char *const *azPending, const int *anPending,
-               uint64_t *pCid, char **pzErr){
+/* Enqueues pRec (NULL: a sync request) and waits for its group.  Sets
+** *pCid (pCid may be NULL for a sync request). */
+static int appendRun(Wal *p, const WalRecordBuilder *pRec, int eSync,
+                     int nPending, const char *const *azPending,
+                     const int *anPending, uint64_t *pCid, char **pzErr){
   WalWaiter w;
   WalPend *pPend;
   int rc, bLead;
-  rc = appendCheckArgs(p, pRec, nPending, azPending, anPending, pCid,
-                       pzErr);
-  if( rc!=SQLITE_OK ) return rc;
   pPend = wal_pend_new(0, nPending, azPending, anPending);
   if( pPend==0 ) return SQLITE_NOMEM;
   memset(&w, 0, sizeof(w));
   sem_init(&w.sem, 0, 0);          /* cannot fail for value 0, unshared */
   pthread_mutex_lock(&p->mutex);
   rc = appendAfterReplay(p, pzErr);
-  if( rc==SQLITE_OK ) rc = appendEnqueue(p, pRec, pPend, &w, pzErr);
+  if( rc==SQLITE_OK ) rc = appendEnqueue(p, pRec, eSync, pPend, &w, pzErr);
   if( rc!=SQLITE_OK ){
     pthread_mutex_unlock(&p->mutex);
     sqlite3_free(pPend);
     sem_destroy(&w.sem);
     return rc;
   }
-  *pCid = pPend->cid;              /* pPend is not ours after this */
+  if( pCid ) *pCid = pPend->cid;   /* pPend is not ours after this */
   bLead = !p->bLeader;
   p->bLeader = 1;
   appendAwait(p, &w, bLead);
   sem_destroy(&w.sem);
   if( w.rc!=SQLITE_OK ){
-    *pCid = 0;
+    if( pCid ) *pCid = 0;
     if( pzErr ) *pzErr = w.zErr; else sqlite3_free(w.zErr);
   }
   return w.rc;
+}
+
+int wal_append_sync(Wal *p, const WalRecordBuilder *pRec, int eSync,
+                    int nPending, const char *const *azPending,
+                    const int *anPending, uint64_t *pCid, char **pzErr){
+  int rc = appendCheckArgs(p, pRec, nPending, azPending, anPending, pCid,
+                           pzErr);
+  if( rc==SQLITE_OK && eSync!=WAL_SYNC_NORMAL && eSync!=WAL_SYNC_FULL ){
+    wal_set_err(pzErr, "wal: unknown durability %d", eSync);
+    rc = SQLITE_MISUSE;
+  }
+  if( rc!=SQLITE_OK ) return rc;
+  return appendRun(p, pRec, eSync, nPending, azPending, anPending, pCid,
+                   pzErr);
+}
+
+int wal_append(Wal *p, const WalRecordBuilder *pRec, int nPending,
+               const char *const *azPending, const int *anPending,
+               uint64_t *pCid, char **pzErr){
+  return wal_append_sync(p, pRec, WAL_SYNC_FULL, nPending, azPending,
+                         anPending, pCid, pzErr);
+}
+
+int wal_sync(Wal *p, uint64_t cid, char **pzErr){
+  int bDone;
+  if( p==0 ) return SQLITE_MISUSE;
+  pthread_mutex_lock(&p->mutex);
+  if( p->zFailed ){
+    wal_set_err(pzErr, "%s", p->zFailed);
+    pthread_mutex_unlock(&p->mutex);
+    return SQLITE_IOERR;
+  }
+  bDone = p->cidSynced>=(cid ? cid : p->cidWritten);
+  pthread_mutex_unlock(&p->mutex);
+  if( bDone ) return SQLITE_OK;
+  return appendRun(p, 0, WAL_SYNC_FULL, 0, 0, 0, 0, pzErr);
+}
+
+void wal_advance_cid(Wal *p, uint64_t cid){
+  if( p==0 ) return;
+  pthread_mutex_lock(&p->mutex);
+  if( cid>=p->nextCid ) p->nextCid = cid+1;
+  pthread_mutex_unlock(&p->mutex);
 }
 
 int wal_abort(Wal *p, uint64_t cid, uint64_t tid, char **pzErr){
@@ -632,7 +771,7 @@ int wal_abort(Wal *p, uint64_t cid, uint64_t tid, char **pzErr){
   }
   pRec = wal_record_abort_new(tid, cid);
   if( pRec==0 ) return SQLITE_NOMEM;
-  rc = wal_append(p, pRec, 0, 0, 0, &cidAbort, pzErr);
+  rc = wal_append(p, pRec, 0, 0, 0, &cidAbort, pzErr);  /* flushed */
   wal_record_free(pRec);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&p->mutex);

@@ -203,6 +203,15 @@ static int walAddSegment(Wal *p, const WalSegHdr *pHdr, off_t sz,
   rc = walScanSegment(p, *pFd, *pzPath, pHdr->segno, bNewest, &iEnd, &nRec,
                       pzErr);
   p->aSeg[p->nSeg-1].szEnd = iEnd;
+  if( rc==SQLITE_OK && bNewest && nRec>0
+   && p->pIo->xFsync(p->pIo->pCtx, *pFd)!=0 ){
+    /* Its records may have been written but never flushed (deferred
+    ** flushes, append.c) by a process that then died: flush them before
+    ** anything builds on them. */
+    wal_set_err(pzErr, "wal: fdatasync of %s failed: %s", *pzPath,
+                strerror(errno));
+    rc = SQLITE_IOERR_FSYNC;
+  }
   if( rc==SQLITE_OK && bNewest ){
     off_t szNow = sz;
     /* A cut left the file at iEnd; otherwise the padding is kept. */
@@ -305,6 +314,8 @@ int wal_open(const char *zDir, const WalConfig *pCfg, Wal **ppWal,
     return rc;
   }
   if( p->lastCid<p->nextCid-1 ) p->lastCid = p->nextCid-1;
+  p->cidSynced = p->cidWritten = p->lastCid;
+  p->szSynced = p->szActive;
   p->bOpen = 1;
   *ppWal = p;
   return SQLITE_OK;
@@ -458,6 +469,8 @@ void wal_stats(Wal *p, WalStats *pStats){
   pStats->nFlush = p->nFlush;
   pStats->lastCid = p->lastCid;
   pStats->firstCid = p->nSeg>0 ? p->aSeg[0].baseCid : p->lastCid+1;
+  pStats->nDeferred = p->nDeferred;
+  pStats->syncedCid = p->cidSynced;
   pthread_mutex_unlock(&p->mutex);
 }
 
@@ -485,7 +498,15 @@ static void walRetireAtClose(Wal *p){
 void wal_close(Wal *p){
   int i;
   if( p==0 ) return;
-  if( p->bOpen ) walRetireAtClose(p);
+  if( p->bOpen ){
+    char *zErr = 0;
+    int rc = wal_sync(p, 0, &zErr);  /* deferred flushes: durable now */
+    if( rc!=SQLITE_OK ){
+      sqlite3_log(rc, "%s", zErr ? zErr : "wal: flush at close failed");
+    }
+    sqlite3_free(zErr);
+    walRetireAtClose(p);
+  }
   if( p->fdActive>=0 ){
     if( p->bOpen && p->zFailed==0 && p->szAlloc>p->szActive ){
       wal_segment_trim(p->pIo, p->fdActive, p->zActive, p->szActive);

@@ -18,6 +18,13 @@
 ** Durability: wal_append() returns only after the record is written and
 ** flushed (fdatasync) - or fails.  Concurrent appenders share flushes
 ** (group commit): one leader flushes for everyone appended before it.
+** wal_append_sync() with WAL_SYNC_NORMAL defers the flush: the record is
+** written (it survives the death of the process) but made durable against
+** power loss only by a later flush - a WAL_SYNC_FULL append, wal_sync(),
+** sealing its segment, wal_close(), or an append that finds the oldest
+** unflushed record older than WAL_SYNC_MAX_MS or more than
+** WAL_SYNC_MAX_BYTES unflushed.  File order is CID order, so a flush makes
+** every record before it durable too.
 ** Segment files grow ahead of the appends in flushed chunks of zeros, so
 ** that a record's flush carries no change of the file size; zeros after
 ** the last record are the end of the log, not damage.
@@ -243,6 +250,37 @@ int wal_append(Wal*, const WalRecordBuilder*, int nPending,
                const char *const *azPending, const int *anPending,
                uint64_t *pCid, char **pzErr);
 
+/* wal_append() with a choice of durability at return.  WAL_SYNC_FULL is
+** wal_append().  WAL_SYNC_NORMAL: on success the record is written to
+** the segment file (the OS holds it: a crash of the process loses
+** nothing) and flushed later, see "Durability" above; the group it joins
+** is flushed anyway when another member asks for it.  Failures are those
+** of wal_append(). */
+#define WAL_SYNC_NORMAL 1
+#define WAL_SYNC_FULL   2
+#define WAL_SYNC_MAX_MS     1000           /* bounds of a deferred flush */
+#define WAL_SYNC_MAX_BYTES  (4*1024*1024)
+int wal_append_sync(Wal*, const WalRecordBuilder*, int eSync, int nPending,
+                    const char *const *azPending, const int *anPending,
+                    uint64_t *pCid, char **pzErr);
+
+/* Make every record up to CID cid durable (cid 0: every record written so
+** far), sharing a flush with concurrent appenders; SQLITE_OK at once when
+** they are.  Callers that make a record's effects durable elsewhere (a
+** table's data file) call this first, so that nothing outlives a power
+** loss that the log lost.  A failed flush of deferred records is returned
+** (SQLITE_IOERR_FSYNC naming the file) and puts the log in the failed
+** state of wal_append() (the records written since the last flush cannot
+** be trusted to reach the disk any more): every later append and sync
+** fails until the store is reopened.  Records acknowledged durable before
+** stay durable. */
+int wal_sync(Wal*, uint64_t cid, char **pzErr);
+
+/* Make the next CID greater than cid (no-op when it is).  For a caller
+** whose data files may hold CIDs of records the log lost (written ahead of
+** a deferred flush, then a power loss): a CID is never handed out twice. */
+void wal_advance_cid(Wal*, uint64_t cid);
+
 /* Withdraw record cid (appended earlier, by the root with TID tid, and
 ** not yet confirmed - its root was rolled back after the append): append
 ** an abort record for it and flush it like wal_append() (sharing group
@@ -298,10 +336,13 @@ struct WalStats {
   uint64_t lastCid;         /* highest CID written or replayed */
   uint64_t firstCid;        /* no record with a lower CID is in a live
                             ** segment: none will ever be replayed again */
+  int64_t nDeferred;        /* groups written without a flush */
+  uint64_t syncedCid;       /* every record up to it is durable */
 };
 void wal_stats(Wal*, WalStats*);
 
-/* Close: no flush is needed (every append flushed).  When every record is
+/* Close: flushes what deferred appends left unflushed (a failure is
+** logged with sqlite3_log).  When every record is
 ** confirmed, a fresh segment carrying the next CID is started and all
 ** others retire, so a clean reopen has nothing to replay.  The active
 ** segment's preallocated padding is trimmed off (not flushed: padding

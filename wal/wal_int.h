@@ -155,6 +155,7 @@ struct WalPend {
   WalName *aName;            /* aName[0..nPending) */
   WalPend *pNext;            /* next record of the same group */
   WalWaiter *pWaiter;        /* in flight: the appender; else NULL */
+  int bSyncOnly;             /* a wal_sync() request: no record, cid 0 */
 };
 
 /* An entry of the CID-ordered index of unconfirmed records. */
@@ -182,6 +183,9 @@ struct WalGroup {
   int nRec;                  /* written with __atomic stores (read by a
                              ** spinning gatherer without the mutex) */
   uint64_t cidFirst;
+  uint64_t cidLast;          /* CID of its last record (0: none) */
+  int nSyncOnly;             /* wal_sync() requests among its nRec */
+  int bSync;                 /* some member needs the group flushed */
 };
 
 struct Wal {
@@ -213,6 +217,17 @@ struct Wal {
   int64_t nAppendTried;      /* CIDs handed out since open */
   int64_t nAppend;           /* acknowledged appends since open */
   int64_t nFlush;            /* group flushes since open */
+  int64_t nDeferred;         /* groups written without a flush */
+
+  /* Deferred flushes (WAL_SYNC_NORMAL appends, append.c).  The active
+  ** segment's bytes [szSynced, szActive) are written but not flushed;
+  ** every record up to cidSynced is durable, up to cidWritten written.
+  ** Older segments are flushed when they are sealed. */
+  uint64_t szSynced;         /* leader only, like szActive */
+  uint64_t cidSynced;        /* mutex */
+  uint64_t cidWritten;       /* mutex */
+  int64_t usUnsynced;        /* when the oldest unflushed group was
+                             ** written (0: none), leader only */
 
   WalUnconf *aUnconf;        /* unconfirmed index, CID order */
   int iUnconfHead;           /* entries before this are dead */

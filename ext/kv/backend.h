@@ -46,6 +46,13 @@ struct KvTableDef {
   int (*xConfirm)(void *pConfirmCtx, uint64_t cid, const char *zTab,
                   int nTab);
   void *pConfirmCtx;
+  /* Make the WAL records up to cid durable (wal_sync): a backend calls it
+  ** before it makes effects of those records durable in its own files, so
+  ** that no file outlives a power loss that took a deferred record from
+  ** the WAL (kv.h, KV_SYNC_NORMAL).  Same context and threads as
+  ** xConfirm; SQLITE_OK or the WAL's error (message in *pzErr).  NULL
+  ** with xConfirm. */
+  int (*xWalSync)(void *pConfirmCtx, uint64_t cid, char **pzErr);
   const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
 };
 
@@ -147,6 +154,17 @@ struct KvBackend {
   ** then takes no snapshot.  NULL: such reads go through xSnapshot. */
   int (*xGetNow)(KvBackendTable*, const uint8_t *aKey, int nKey,
                  KvBuf *pVal, int *pbFound);
+  /* xApply writes the batch into the table's own files at once, before
+  ** the WAL record is flushed when its commit deferred the flush (a
+  ** KV_SYNC_NORMAL commit, kv.h): the engine flushes such a commit anyway
+  ** when it also writes another persistent table (txn.c). */
+  int bWritesAtApply;
+  /* The highest CID the table's files may hold, as found at open (they
+  ** may hold CIDs of records written ahead of a deferred WAL flush that a
+  ** power loss then took from the WAL): the engine makes the WAL's next
+  ** CID greater (wal_advance_cid).  Called once when a store opens,
+  ** after its replay.  NULL: the files hold no CIDs. */
+  uint64_t (*xMaxCid)(KvBackendTable*);
 };
 
 /* memory.c */

@@ -136,6 +136,7 @@ struct BtStore {
   char *zPath;                  /* <dir>/kv_btree.db */
   int nRef;                     /* btGlobalMutex */
   int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
+  int (*xWalSync)(void*, uint64_t, char**);           /* KvTableDef's */
   void *pConfirmCtx;
   pthread_mutex_t mu;
   pthread_cond_t condWork;      /* collector: jobs queued or stop */
@@ -647,11 +648,39 @@ static int btWriteJob(BtStore *s, BtJob *j){
   return rc;
 }
 
+/* Before the data file takes the jobs of pList: the root WAL holds their
+** records durably (write-ahead: the records of commits that deferred the
+** WAL flush, KV_SYNC_NORMAL, are flushed here). */
+static int btWalSync(BtStore *s, BtJob *pList){
+  uint64_t cid = 0;
+  char *zErr = 0;
+  int rc;
+  BtJob *j;
+  for(j=pList; j; j=j->pNext){
+    if( j->eOp==BT_JOB_WRITE && j->cid>cid ) cid = j->cid;
+  }
+  if( cid==0 || s->xWalSync==0 ) return SQLITE_OK;
+  rc = s->xWalSync(s->pConfirmCtx, cid, &zErr);
+  if( rc!=SQLITE_OK ){
+    pthread_mutex_lock(&s->mu);
+    s->nError++;
+    pthread_cond_broadcast(&s->condRoom);
+    sqlite3_snprintf(sizeof(s->zError), s->zError, "root WAL flush: %s "
+                     "(rc=%d)", zErr ? zErr : sqlite3_errstr(rc), rc);
+    pthread_mutex_unlock(&s->mu);
+    sqlite3_log(rc, "kv_btree: collector of %s: %s", s->zPath, s->zError);
+  }
+  sqlite3_free(zErr);
+  return rc;
+}
+
 /* One data-file transaction holding every job of the list. */
 static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
   BtJob *j;
-  int rc = btExec(s->dbW, bSync ? "PRAGMA synchronous=FULL"
-                                : "PRAGMA synchronous=OFF");
+  int rc = btWalSync(s, pList);
+  if( rc!=SQLITE_OK ) return rc;
+  rc = btExec(s->dbW, bSync ? "PRAGMA synchronous=FULL"
+                            : "PRAGMA synchronous=OFF");
   if( rc==SQLITE_OK ) rc = btExec(s->dbW, "BEGIN IMMEDIATE");
   for(j=pList; j && rc==SQLITE_OK; j=j->pNext) rc = btWriteJob(s, j);
   rc = btWriteFault(rc);
@@ -923,6 +952,7 @@ static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   s->ppTail = &s->pHead;
   s->nLimit = BT_DEFAULT_LIMIT;
   s->xConfirm = pDef->xConfirm;
+  s->xWalSync = pDef->xWalSync;
   s->pConfirmCtx = pDef->pConfirmCtx;
   s->nRef = 1;
   s->zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
@@ -1826,5 +1856,9 @@ const KvBackend kvBtreeBackend = {
   0,                            /* its data file is checked by xOpen */
   btStoreMaxId,
   0,                            /* xApply fills the overlay: no file I/O */
-  0                             /* reads may read the data file */
+  0,                            /* reads may read the data file */
+  0,                            /* no write at apply: the collector writes
+                                ** the file after a root WAL flush
+                                ** (btWalSync) */
+  0                             /* the data file holds no CIDs */
 };

@@ -568,13 +568,17 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   return SQLITE_OK;
 }
 
-/* After the replay: every live table's backend check (xCheckOpen). */
+/* After the replay: every live table's backend check (xCheckOpen), and
+** no CID a table's files hold is handed out again (xMaxCid). */
 static int engCheckTables(KvEngine *pEng, char **pzErr){
   KvTable *p;
   int rc = SQLITE_OK;
   for(p=pEng->pTables; p && rc==SQLITE_OK; p=p->pNext){
     if( p->pData && p->pBackend->xCheckOpen ){
       rc = p->pBackend->xCheckOpen(p->pData, pzErr);
+    }
+    if( rc==SQLITE_OK && p->pData && p->pBackend->xMaxCid ){
+      wal_advance_cid(pEng->pWal, p->pBackend->xMaxCid(p->pData));
     }
   }
   return rc;

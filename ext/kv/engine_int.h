@@ -114,8 +114,7 @@ struct KvChild {
 
 struct KvSavepoint {
   int iLevel;
-  int nChild;                   /* children that existed then */
-  KvMap **apWrite;              /* their write sets then (references) */
+  int iUndo;                    /* KvRoot.undo.n when it was opened */
 };
 
 struct KvRoot {
@@ -131,6 +130,9 @@ struct KvRoot {
   KvTable **apNew;              /* tables created here (pending) */
   int nSp;
   KvSavepoint *aSp;
+  KvBuf undo;                   /* while a savepoint is open: the write
+                                ** sets' old entries, one record per
+                                ** write, oldest first (txn.c) */
   KvRoot *pNextPrepared;        /* engine mutex */
   int nConflict;
   KvConflict *aConflict;        /* after a failed prepare */
@@ -146,6 +148,7 @@ struct KvRoot {
   KvRoot *pNextInDoubt;         /* engine mutex */
   char *zHeldBy;                /* after a failed prepare: the gid of an
                                 ** in-doubt root it conflicted with */
+  int eSync;                    /* KV_SYNC_*; 0 is KV_SYNC_FULL */
 };
 
 /* The names of the pseudo-tables of a WAL record: they start with a NUL

@@ -357,6 +357,21 @@ void kv_root_set_handle(KvRoot*, int64_t iHandle);
 /* Roll back first if still active or prepared, then free.  NULL-safe. */
 void kv_root_free(KvRoot*);
 
+/* Durability of the root's commit (its prepare, which writes the WAL
+** record).  KV_SYNC_FULL (the default): the record is flushed
+** (fdatasync) before the prepare returns.  KV_SYNC_NORMAL: it is written
+** to the WAL file, so it survives a crash of the process, and flushed
+** later (wal.h, wal_append_sync): by a later FULL commit of the store, by
+** the kv_btree or kv_log collector before it writes the record's effects
+** into the table's data file, at the first commit that finds the oldest
+** unflushed record older than WAL_SYNC_MAX_MS or WAL_SYNC_MAX_BYTES
+** unflushed, when a segment is sealed, and at close.  A commit that
+** creates or removes a table, or writes a kv_log table and another
+** persistent table, is flushed anyway.  Any other value is KV_SYNC_FULL. */
+#define KV_SYNC_NORMAL 1
+#define KV_SYNC_FULL   2
+void kv_root_set_sync(KvRoot*, int eSync);
+
 /* Protocols of a root.  A root starts with none; kv_get with a root,
 ** kv_root_prepare and kv_root_commit of an active root select ORDINARY;
 ** kv_version_prepare selects VERSIONED, and an operation of one protocol

@@ -55,6 +55,7 @@ SQLITE_EXTENSION_INIT3
 struct KvBackendTable {
   KvLogStore *pLog;
   int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
+  int (*xWalSync)(void*, uint64_t, char**);           /* KvTableDef's */
   void *pConfirmCtx;
   char *zName; int nName;
   char *zDir;
@@ -127,11 +128,13 @@ static void logMarkWrite(KvBackendTable *t, uint64_t iLabel){
   }
 }
 
-/* Sync what was appended, then confirm it.  Returns 0 when told to stop. */
+/* Sync what was appended, then confirm it.  The root WAL is flushed up to
+** the records first (write-ahead: commits that deferred its flush,
+** KV_SYNC_NORMAL).  Returns 0 when told to stop. */
 static int logCollectOnce(KvBackendTable *t){
-  uint64_t *aCid, iLabel;
+  uint64_t *aCid, iLabel, cidMax = 0;
   char *zErr = 0;
-  int n, i, rc, bStop;
+  int n, i, rc = SQLITE_OK, bStop;
   pthread_mutex_lock(&t->mu);
   while( t->nCid==0 && !t->bStop ) pthread_cond_wait(&t->cond, &t->mu);
   bStop = t->bStop;
@@ -141,7 +144,9 @@ static int logCollectOnce(KvBackendTable *t){
   t->aCid = 0; t->nCid = 0; t->nAlloc = 0;
   pthread_mutex_unlock(&t->mu);
   if( n==0 ) return !bStop;
-  rc = kv_logstore_sync(t->pLog, &zErr);
+  for(i=0; i<n; i++) if( aCid[i]>cidMax ) cidMax = aCid[i];
+  if( t->xWalSync && cidMax ) rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
+  if( rc==SQLITE_OK ) rc = kv_logstore_sync(t->pLog, &zErr);
   if( rc==SQLITE_OK ){
     logMarkWrite(t, iLabel);
     for(i=0; i<n; i++) t->xConfirm(t->pConfirmCtx, aCid[i], t->zName, t->nName);
@@ -289,6 +294,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   t->zName[pDef->nName] = 0;
   t->nName = pDef->nName;
   t->xConfirm = pDef->xConfirm;
+  t->xWalSync = pDef->xWalSync;
   t->pConfirmCtx = pDef->pConfirmCtx;
   t->pIo = pDef->pIo ? pDef->pIo : wal_io_posix();
   t->fdMark = -1;
@@ -534,6 +540,11 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
 }
 
 /* A replayed record that appended nothing is durable already. */
+/* The log's labels are at least the CIDs it holds (see "Stored values"). */
+static uint64_t logMaxCid(KvBackendTable *t){
+  return t->labelLoaded;
+}
+
 static int logDurable(KvBackendTable *t, uint64_t cid){
   if( t->bMissing ) return 1;
   return cid<=t->labelLoaded && t->cidAppended!=cid;
@@ -763,5 +774,7 @@ const KvBackend kvLogBackend = {
   logCursorError, logGetError, logCheckWrite,
   0,                            /* data files: records wait for them */
   logCheckOpen, logStoreMaxId, logApplyError,
-  0                             /* reads may read a log file */
+  0,                            /* reads may read a log file */
+  1,                            /* xApply appends to the log file */
+  logMaxCid
 };

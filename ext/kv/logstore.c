@@ -647,24 +647,23 @@ static int klIndexBuild(KvLogStore *p, uint64_t cid, int nAction,
   *pCnt = p->cnt;
   for(i=0; i<nAction && rc==SQLITE_OK; i++){
     const KvLogAction *pA = &aAction[i];
-    KvMapEntry e;
-    KlLoc loc;
+    KvMapOld o;
+    KlLoc loc, old;
     loc.iFile = p->pActive->iNum;
     loc.nFrame = (uint32_t)klFrameSize(pA);
     loc.iOff = (uint64_t)iOff;
     iOff += loc.nFrame;
-    if( kv_map_get(pNew, pA->aKey, pA->nKey, &e) ){
-      if( e.bTomb ){
-        pCnt->nTomb--;
-      }else{
-        KlLoc old;
-        memcpy(&old, e.aVal, sizeof(old));
-        pCnt->nLive--;
-        pCnt->szLive -= old.nFrame;
-      }
+    o.aBuf = &old;
+    o.nBuf = sizeof(old);
+    rc = kv_map_put_old(&pNew, pA->aKey, pA->nKey, &loc, sizeof(loc), cid,
+                        pA->bDelete, &o);
+    if( rc!=SQLITE_OK ) break;
+    if( o.bFound && o.bTomb ){
+      pCnt->nTomb--;
+    }else if( o.bFound ){
+      pCnt->nLive--;
+      pCnt->szLive -= old.nFrame;
     }
-    rc = kv_map_put(&pNew, pA->aKey, pA->nKey, &loc, sizeof(loc), cid,
-                    pA->bDelete);
     if( pA->bDelete ){ pCnt->nTomb++; }
     else{ pCnt->nLive++; pCnt->szLive += loc.nFrame; }
   }

@@ -507,6 +507,7 @@ struct KvmItem {
   uint64_t rev;
   int bTomb;
   int *pbAdded;               /* not NULL: keep an existing entry, say so */
+  KvMapOld *pOld;             /* not NULL: report the replaced entry */
 };
 
 /* Put pEnt into the writable leaf p, child iChild of the writable interior
@@ -522,6 +523,16 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
       *pItem->pbAdded = 0;
       kvmEntryUnref(pItem->pEnt);
       return SQLITE_OK;
+    }
+    if( pItem->pOld ){
+      KvMapOld *pOld = pItem->pOld;
+      KvmEntry *pE = p->u.aEnt[i];
+      int n = pE->nVal<pOld->nBuf ? pE->nVal : pOld->nBuf;
+      pOld->bFound = 1;
+      pOld->bTomb = p->aTomb[i];
+      pOld->rev = p->c.aRev[i];
+      pOld->nVal = pE->nVal;
+      if( n>0 ) memcpy(pOld->aBuf, pE->a + pE->nKey, (size_t)n);
     }
     pV->nByte += kvmEntryBytes(pItem->pEnt) - kvmEntryBytes(p->u.aEnt[i]);
     kvmEntryUnref(p->u.aEnt[i]);
@@ -588,7 +599,7 @@ static int kvmPut(KvMap *pV, const KvmItem *pItem){
 /* Put entry pEnt (one reference, consumed whatever happens) into *ppMap
 ** with revision rev and tombstone flag bTomb.  pbAdded: see KvmItem. */
 static int kvmPutEntryEx(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
-                         int bTomb, int *pbAdded){
+                         int bTomb, int *pbAdded, KvMapOld *pOld){
   KvMap *pOwn = 0;
   KvMap *pV = kvmWritableVersion(*ppMap, &pOwn);
   KvmItem item;
@@ -600,6 +611,7 @@ static int kvmPutEntryEx(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
   item.rev = rev;
   item.bTomb = bTomb;
   item.pbAdded = pbAdded;
+  item.pOld = pOld;
   rc = pV ? kvmPut(pV, &item) : SQLITE_NOMEM;
   if( rc!=SQLITE_OK ) kvmEntryUnref(pEnt);
   return kvmFinish(ppMap, pV, pOwn, rc);
@@ -607,7 +619,7 @@ static int kvmPutEntryEx(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
 
 static int kvmPutEntry(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
                        int bTomb){
-  return kvmPutEntryEx(ppMap, pEnt, rev, bTomb, 0);
+  return kvmPutEntryEx(ppMap, pEnt, rev, bTomb, 0, 0);
 }
 
 int kv_map_put_absent(KvMap **ppMap, const void *aKey, int nKey,
@@ -619,7 +631,7 @@ int kv_map_put_absent(KvMap **ppMap, const void *aKey, int nKey,
   if( ppMap==0 || *ppMap==0 || nKey<0 || nVal<0 ) return SQLITE_MISUSE;
   pEnt = kvmEntryNew(aKey, nKey, aVal, nVal);
   if( pEnt==0 ) return SQLITE_NOMEM;
-  rc = kvmPutEntryEx(ppMap, pEnt, rev, bTomb, &bAdded);
+  rc = kvmPutEntryEx(ppMap, pEnt, rev, bTomb, &bAdded, 0);
   if( rc==SQLITE_OK && pbAdded ) *pbAdded = bAdded;
   return rc;
 }
@@ -631,6 +643,20 @@ int kv_map_put(KvMap **ppMap, const void *aKey, int nKey,
   pEnt = kvmEntryNew(aKey, nKey, aVal, nVal);
   if( pEnt==0 ) return SQLITE_NOMEM;
   return kvmPutEntry(ppMap, pEnt, rev, bTomb);
+}
+
+int kv_map_put_old(KvMap **ppMap, const void *aKey, int nKey,
+                   const void *aVal, int nVal, uint64_t rev, int bTomb,
+                   KvMapOld *pOld){
+  KvmEntry *pEnt;
+  int rc;
+  pOld->bFound = 0;
+  if( ppMap==0 || *ppMap==0 || nKey<0 || nVal<0 ) return SQLITE_MISUSE;
+  pEnt = kvmEntryNew(aKey, nKey, aVal, nVal);
+  if( pEnt==0 ) return SQLITE_NOMEM;
+  rc = kvmPutEntryEx(ppMap, pEnt, rev, bTomb, 0, pOld);
+  if( rc!=SQLITE_OK ) pOld->bFound = 0;
+  return rc;
 }
 
 int kv_map_put_from(KvMap **ppMap, const KvMapCursor *pCur, uint64_t rev,

@@ -82,6 +82,24 @@ int kv_map_put_absent(KvMap **ppMap, const void *aKey, int nKey,
                       const void *aVal, int nVal, uint64_t rev, int bTomb,
                       int *pbAdded);
 
+/* Like kv_map_put, and tells what the key held before, in one descent
+** instead of a kv_map_get followed by a kv_map_put: pOld->bFound is 1 if
+** the key had an entry (then bTomb, rev and nVal, its value's length, are
+** set, and its first min(nVal, pOld->nBuf) value bytes are copied to
+** pOld->aBuf), 0 if it was absent or on error.  Ownership and errors as
+** for kv_map_put. */
+typedef struct KvMapOld KvMapOld;
+struct KvMapOld {
+  int bFound, bTomb;
+  uint64_t rev;
+  int nVal;
+  void *aBuf;                 /* in: room for nBuf bytes (may be NULL/0) */
+  int nBuf;
+};
+int kv_map_put_old(KvMap **ppMap, const void *aKey, int nKey,
+                   const void *aVal, int nVal, uint64_t rev, int bTomb,
+                   KvMapOld *pOld);
+
 /* Like kv_map_put for the entry pCur is on (a cursor on this or another
 ** map), with revision rev and tombstone flag bTomb: the new version shares
 ** that entry's key and value bytes instead of copying them (a commit

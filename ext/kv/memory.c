@@ -180,5 +180,6 @@ const KvBackend kvMemoryBackend = {
   1,                            /* no data file: records need no confirm */
   0, 0,                         /* no files */
   0,                            /* xApply fails only for want of memory */
-  memGetNow                     /* a read with no root: one lookup */
+  memGetNow,                    /* a read with no root: one lookup */
+  0, 0                          /* no files: no write at apply, no CIDs */
 };

@@ -147,6 +147,14 @@ static int tblConfirm(void *pStore, uint64_t cid, const char *zTab,
   return wal_confirm(pEng->pWal, cid, zTab, nTab);
 }
 
+/* KvTableDef.xWalSync: the WAL records of store pStore up to cid are
+** durable. */
+static int tblWalSync(void *pStore, uint64_t cid, char **pzErr){
+  KvEngine *pEng = (KvEngine*)pStore;
+  if( pEng->pWal==0 || cid==0 ) return SQLITE_OK;
+  return wal_sync(pEng->pWal, cid, pzErr);
+}
+
 int kvTableNew(KvEngine *pEng, const char *zName, int nName,
                const KvMeta *pMeta, KvTable **pp, char **pzErr){
   KvTable *p;
@@ -186,6 +194,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.zOptions = p->meta.zOptions;
   def.xConfirm = tblConfirm;
   def.pConfirmCtx = p->pEng;
+  def.xWalSync = tblWalSync;
   def.pIo = p->pEng->pIo;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }

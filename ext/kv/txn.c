@@ -72,6 +72,7 @@ int kv_root_set_condition(KvRoot *p, const char *zCoord, int64_t iMarker){
   return SQLITE_OK;
 }
 void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
+void kv_root_set_sync(KvRoot *p, int eSync){ p->eSync = eSync; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
 
 int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
@@ -429,11 +430,102 @@ int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
 #undef KV_NTH_LEN
 }
 
+/* ---------------------------------------------------------- the undo log
+** Savepoints.  While a savepoint is open, every write to a write set first
+** appends the key's old entry to KvRoot.undo: a record of
+**     header (TxnUndoHdr) | key bytes | old value bytes | u32 record size
+** (the size last, so that the log is read newest first).  A savepoint is
+** the log's length when it was opened; rolling back to it restores the
+** records above that length, newest first, and releasing the outermost
+** savepoint empties the log.  A write so costs a lookup and a copy of the
+** old entry, instead of the path copy that a snapshot of the write set
+** (kv_map_ref) would cost at the next write - per row of a statement,
+** since SQLite opens a savepoint per statement inside a transaction. */
+typedef struct TxnUndoHdr TxnUndoHdr;
+struct TxnUndoHdr {
+  int iChild;                   /* index in KvRoot.apChild */
+  int eOld;                     /* 0: absent, 1: a value, 2: a tombstone */
+  int nKey, nVal;
+};
+#define TXN_UNDO_ABSENT 0
+#define TXN_UNDO_VALUE  1
+#define TXN_UNDO_TOMB   2
+
+static int txnChildIndex(KvRoot *p, KvChild *c){
+  int i;
+  for(i=p->nChild-1; i>=0 && p->apChild[i]!=c; i--){}
+  return i;
+}
+
+/* Append c's entry of key aKey to the undo log.  SQLITE_NOMEM. */
+static int txnUndoNote(KvRoot *p, KvChild *c, const void *aKey, int nKey){
+  KvMapEntry e;
+  TxnUndoHdr h;
+  uint32_t nRec;
+  int rc;
+  memset(&h, 0, sizeof(h));
+  h.iChild = txnChildIndex(p, c);
+  h.nKey = nKey;
+  if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
+    h.eOld = e.bTomb ? TXN_UNDO_TOMB : TXN_UNDO_VALUE;
+    h.nVal = e.bTomb ? 0 : e.nVal;
+  }
+  nRec = (uint32_t)(sizeof(h) + nKey + h.nVal + sizeof(uint32_t));
+  rc = kv_buf_reserve(&p->undo, (int)nRec);
+  if( rc!=SQLITE_OK ) return rc;
+  memcpy(p->undo.a + p->undo.n, &h, sizeof(h));
+  p->undo.n += sizeof(h);
+  if( nKey>0 ) memcpy(p->undo.a + p->undo.n, aKey, nKey);
+  p->undo.n += nKey;
+  if( h.nVal>0 ) memcpy(p->undo.a + p->undo.n, e.aVal, h.nVal);
+  p->undo.n += h.nVal;
+  memcpy(p->undo.a + p->undo.n, &nRec, sizeof(nRec));
+  p->undo.n += sizeof(nRec);
+  return SQLITE_OK;
+}
+
+/* Restore the write sets to what they were when the undo log was iTo
+** bytes long, and cut it there.  Out of memory stops the restore with the
+** newer writes kept. */
+static void txnUndoTo(KvRoot *p, int iTo){
+  while( p->undo.n>iTo ){
+    uint32_t nRec;
+    TxnUndoHdr h;
+    const uint8_t *a;
+    KvChild *c;
+    int rc;
+    memcpy(&nRec, p->undo.a + p->undo.n - sizeof(nRec), sizeof(nRec));
+    a = p->undo.a + p->undo.n - nRec;
+    memcpy(&h, a, sizeof(h));
+    c = p->apChild[h.iChild];
+    if( h.eOld==TXN_UNDO_ABSENT ){
+      rc = kv_map_remove(&c->pWrite, a+sizeof(h), h.nKey);
+    }else{
+      rc = kv_map_put(&c->pWrite, a+sizeof(h), h.nKey,
+                      a+sizeof(h)+h.nKey, h.nVal, 0, h.eOld==TXN_UNDO_TOMB);
+    }
+    if( rc!=SQLITE_OK ) break;
+    p->undo.n -= (int)nRec;
+  }
+  p->undo.n = iTo;
+}
+
+/* Write key aKey of child c (bTomb: a delete), noting the old entry for
+** open savepoints. */
+static int txnWrite(KvRoot *p, KvChild *c, const void *aKey, int nKey,
+                    const void *aVal, int nVal, int bTomb){
+  if( p->nSp>0 ){
+    int rc = txnUndoNote(p, c, aKey, nKey);
+    if( rc!=SQLITE_OK ) return rc;
+  }
+  return kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, bTomb);
+}
+
 int kv_put(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, const uint8_t *aVal, int nVal, char **pzErr){
   KvChild *c = 0;
   int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, 0);
+  if( rc==SQLITE_OK ) rc = txnWrite(p, c, aKey, nKey, aVal, nVal, 0);
   return rc;
 }
 
@@ -441,7 +533,7 @@ int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
            int nKey, char **pzErr){
   KvChild *c = 0;
   int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pWrite, aKey, nKey, 0, 0, 0, 1);
+  if( rc==SQLITE_OK ) rc = txnWrite(p, c, aKey, nKey, 0, 0, 1);
   return rc;
 }
 
@@ -580,7 +672,7 @@ int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
   rc = txnSchemaChild(p, &s);
   if( rc==SQLITE_OK ) rc = kv_meta_encode(&meta, &buf);
   if( rc==SQLITE_OK ) rc = txnPendingTable(p, zTab, nTab, &meta, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, buf.a, buf.n, 0, 0);
+  if( rc==SQLITE_OK ) rc = txnWrite(p, s, zTab, nTab, buf.a, buf.n, 0);
   if( rc==SQLITE_OK ) *pbCreated = 1;
   kv_buf_free(&buf);
   return rc;
@@ -602,7 +694,7 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   kv_meta_clear(&meta);
   if( rc==SQLITE_OK && !bFound ) return txnNoSuchTable(p, zTab, nTab, pzErr);
   if( rc==SQLITE_OK ) rc = txnSchemaChild(p, &s);
-  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, 0, 0, 0, 1);
+  if( rc==SQLITE_OK ) rc = txnWrite(p, s, zTab, nTab, 0, 0, 1);
   if( rc==SQLITE_OK ) p->bRemove = 1;
   return rc;
 }
@@ -811,13 +903,11 @@ int kv_root_conflicts(KvRoot *p, const KvConflict **pa){
 
 /* ------------------------------------------------------------ finish --- */
 
+/* Close the savepoints above the nKeep oldest; with none left, nothing
+** can roll back into the undo log any more. */
 static void txnSavepointsClear(KvRoot *p, int nKeep){
-  while( p->nSp>nKeep ){
-    KvSavepoint *s = &p->aSp[--p->nSp];
-    int i;
-    for(i=0; i<s->nChild; i++) kv_map_unref(s->apWrite[i]);
-    sqlite3_free(s->apWrite);
-  }
+  if( p->nSp>nKeep ) p->nSp = nKeep;
+  if( p->nSp==0 ) p->undo.n = 0;
 }
 
 static void txnUnlinkPrepared(KvRoot *p){
@@ -885,6 +975,7 @@ static void txnRootFinish(KvRoot *p, int eState){
   txnSavepointsClear(p, 0);
   sqlite3_free(p->aSp);
   p->aSp = 0;
+  kv_buf_free(&p->undo);
   p->eState = eState;
 }
 
@@ -1073,6 +1164,30 @@ static int txnRecordGid(WalRecordBuilder *pRec, KvRoot *p){
   return rc;
 }
 
+/* How the root's record is flushed (kv_root_set_sync): KV_SYNC_NORMAL
+** defers it, unless the record changes the catalog (saved at once after
+** the commit, it must not outlive the record) or writes a table whose
+** backend writes its files at publication (bWritesAtApply: kv_log) and
+** another persistent table - the OS may write that file back before the
+** WAL's, and a power loss would then keep the transaction in one table
+** only - or is conditional or named (see below). */
+static int txnSyncMode(KvRoot *p){
+  int i, nLogged = 0, bAtApply = 0;
+  if( p->eSync!=KV_SYNC_NORMAL ) return WAL_SYNC_FULL;
+  /* A conditional record must be durable before the coordinator's file
+  ** commits its marker, and a named prepared one before it is reported in
+  ** doubt: both are always flushed. */
+  if( p->zCond || p->zGid ) return WAL_SYNC_FULL;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    if( c->bSchema ) return WAL_SYNC_FULL;
+    nLogged++;
+    bAtApply |= c->pTab->pBackend->bWritesAtApply;
+  }
+  return (bAtApply && nLogged>1) ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -1106,7 +1221,8 @@ static int txnRootLog(KvRoot *p, char **pzErr){
     rc = txnRecordTable(pRec, c);
   }
   if( rc==SQLITE_OK ){
-    rc = wal_append(p->pEng->pWal, pRec, nPend, az, an, &p->cid, pzErr);
+    rc = wal_append_sync(p->pEng->pWal, pRec, txnSyncMode(p), nPend, az, an,
+                         &p->cid, pzErr);
   }
   wal_record_free(pRec);
   if( az!=azStack ) sqlite3_free(az);
@@ -1336,19 +1452,16 @@ int kv_root_commit(KvRoot *p, char **pzErr){
 /* -------------------------------------------------------- savepoints --- */
 
 int kv_root_savepoint(KvRoot *p, int iLevel){
-  KvSavepoint *a, *s;
-  int i;
+  KvSavepoint *a;
   if( p->eState!=KV_ROOT_ACTIVE ) return SQLITE_OK;
   if( p->nSp>0 && p->aSp[p->nSp-1].iLevel>=iLevel ) return SQLITE_OK;
-  a = sqlite3_realloc64(p->aSp, (p->nSp+1)*sizeof(KvSavepoint));
-  if( a==0 ) return SQLITE_NOMEM;
-  p->aSp = a;
-  s = &a[p->nSp];
-  s->iLevel = iLevel;
-  s->nChild = p->nChild;
-  s->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
-  if( s->apWrite==0 ) return SQLITE_NOMEM;
-  for(i=0; i<p->nChild; i++) s->apWrite[i] = kv_map_ref(p->apChild[i]->pWrite);
+  if( (p->nSp & 7)==0 ){            /* room in steps of 8 */
+    a = sqlite3_realloc64(p->aSp, (p->nSp+8)*sizeof(KvSavepoint));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->aSp = a;
+  }
+  p->aSp[p->nSp].iLevel = iLevel;
+  p->aSp[p->nSp].iUndo = p->undo.n;
   p->nSp++;
   return SQLITE_OK;
 }
@@ -1366,19 +1479,17 @@ void kv_root_release(KvRoot *p, int iLevel){
 ** it ends), and numbers the SAVEPOINT that began the transaction -1.  For
 ** such a savepoint the root goes back to no writes at all. */
 void kv_root_rollback_to(KvRoot *p, int iLevel){
-  KvSavepoint *s = 0;
   int i, n = 0;
   if( p->eState!=KV_ROOT_ACTIVE ) return;
   while( n<p->nSp && p->aSp[n].iLevel<iLevel ) n++;
   if( n<p->nSp && p->aSp[n].iLevel==iLevel ){
-    txnSavepointsClear(p, n+1);
-    s = &p->aSp[n];
-  }else{
-    txnSavepointsClear(p, n);
+    p->nSp = n+1;                      /* it stays open */
+    txnUndoTo(p, p->aSp[n].iUndo);
+    return;
   }
+  txnSavepointsClear(p, n);
   for(i=0; i<p->nChild; i++){
-    KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])
-                                     : kv_map_new();
+    KvMap *pOld = kv_map_new();
     if( pOld==0 ) continue;             /* OOM: keep the newer writes */
     kv_map_unref(p->apChild[i]->pWrite);
     p->apChild[i]->pWrite = pOld;

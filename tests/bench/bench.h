@@ -73,6 +73,8 @@ double bench_kvsql_log_upsertN(int bCandidate, const char *zDir);
 double bench_kvsql_memory_point(int bCandidate, const char *zDir);
 double bench_kvsql_memory_range(int bCandidate, const char *zDir);
 double bench_kvsql_memory_scan(int bCandidate, const char *zDir);
+double bench_kvsql_btree_upsert1_full(int bCandidate, const char *zDir);
+double bench_kvsql_log_upsert1_full(int bCandidate, const char *zDir);
 double bench_kvsql_memory_upsert1(int bCandidate, const char *zDir);
 double bench_kvsql_memory_upsertN(int bCandidate, const char *zDir);
 double bench_kvsql_btree_8conn(int bCandidate, const char *zDir);

@@ -1225,6 +1225,47 @@ START_TEST(test_kvlib_map_put_absent_keeps_present_entries){
 }
 END_TEST
 
+/* kv_map_put_old reports the entry it replaces (value bytes cut to the
+** room given), or that the key was absent, and puts like kv_map_put. */
+START_TEST(test_kvlib_map_put_old_reports_the_replaced_entry){
+  KvMap *p = kv_map_new();
+  KvMap *pSnap;
+  KvMapEntry e;
+  KvMapOld o;
+  char z[16], aBuf[4];
+  int i;
+  for(i=0; i<2000; i+=2){
+    snprintf(z, sizeof(z), "%05d", i);
+    T_EQ(kv_map_put(&p, z, 5, "old-value", 9, 7, i%4==0), SQLITE_OK);
+  }
+  pSnap = kv_map_ref(p);
+  for(i=0; i<2000; i++){
+    snprintf(z, sizeof(z), "%05d", i);
+    memset(aBuf, 0, sizeof(aBuf));
+    o.aBuf = aBuf;
+    o.nBuf = 3;
+    T_EQ(kv_map_put_old(&p, z, 5, "new", 3, 2, 0, &o), SQLITE_OK);
+    T_EQ(o.bFound, i%2==0);
+    if( o.bFound ){
+      T_EQ(o.bTomb, i%4==0);
+      T_ASSERT(o.rev==7 && o.nVal==9 && memcmp(aBuf, "old\0", 4)==0);
+    }
+    T_ASSERT(kv_map_get(p, z, 5, &e));
+    T_ASSERT(e.nVal==3 && memcmp(e.aVal, "new", 3)==0 && e.rev==2);
+  }
+  T_EQ(kv_map_count(p), 2000);
+  T_EQ(kv_map_count(pSnap), 1000);
+  o.aBuf = 0;
+  o.nBuf = 0;
+  T_EQ(kv_map_put_old(&p, "00000", 5, "x", 1, 3, 0, &o), SQLITE_OK);
+  T_ASSERT(o.bFound && o.nVal==3);
+  T_EQ(kv_map_put_old(&p, "x", -1, "", 0, 1, 0, &o), SQLITE_MISUSE);
+  T_EQ(o.bFound, 0);
+  kv_map_unref(pSnap);
+  kv_map_unref(p);
+}
+END_TEST
+
 /* kv_map_put may be given bytes that point into the very version it
 ** updates in place (an entry re-put under a new revision, or another
 ** entry's value); ASan checks that nothing is read after it is freed. */
@@ -1784,6 +1825,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_map_snapshot_is_unchanged_by_later_writes);
   tcase_add_test(tc, test_kvlib_map_unshared_version_is_updated_in_place);
   tcase_add_test(tc, test_kvlib_map_put_absent_keeps_present_entries);
+  tcase_add_test(tc, test_kvlib_map_put_old_reports_the_replaced_entry);
   tcase_add_test(tc, test_kvlib_map_put_accepts_bytes_from_the_map_itself);
   tcase_add_test(tc, test_kvlib_map_cursor_outlives_the_callers_reference);
   tcase_add_test(tc, test_kvlib_map_empty_map_has_no_entries);

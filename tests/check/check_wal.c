@@ -1314,6 +1314,85 @@ START_TEST(test_wal_group_commit_on_a_fast_log){
 }
 END_TEST
 
+/* A thread of the mixed-durability test: appends alternate NORMAL and
+** FULL (every third a wal_sync() instead); after each FULL append and each
+** sync the log must report its CID durable.  Violations are counted. */
+typedef struct TwMixed TwMixed;
+struct TwMixed {
+  Wal *pWal;
+  int iThread;
+  int nBad;                 /* FULL or synced CIDs found not durable */
+  int rc;
+};
+
+static void *tw_mixed_main(void *pArg){
+  TwMixed *t = (TwMixed*)pArg;
+  int i;
+  for(i=0; i<TW_PER_THREAD && t->rc==SQLITE_OK; i++){
+    WalRecordBuilder *pRec = wal_record_new((uint64_t)t->iThread);
+    int eSync = (i+t->iThread)%2 ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
+    const char *az[1] = {"t"};
+    int an[1] = {1};
+    uint64_t cid = 0;
+    WalStats st;
+    if( pRec==0 ){ t->rc = SQLITE_NOMEM; break; }
+    t->rc = wal_record_table(pRec, "t", 1);
+    if( t->rc==SQLITE_OK ){
+      t->rc = wal_record_action(pRec, 0, "k", 1, "v", 1);
+    }
+    if( t->rc==SQLITE_OK ){
+      t->rc = wal_append_sync(t->pWal, pRec, eSync, 1, az, an, &cid, 0);
+    }
+    wal_record_free(pRec);
+    if( t->rc==SQLITE_OK && eSync==WAL_SYNC_NORMAL && i%3==0 ){
+      t->rc = wal_sync(t->pWal, cid, 0);
+      eSync = WAL_SYNC_FULL;
+    }
+    wal_stats(t->pWal, &st);
+    if( t->rc==SQLITE_OK && eSync==WAL_SYNC_FULL && st.syncedCid<cid ){
+      t->nBad++;
+    }
+  }
+  return 0;
+}
+
+/* NORMAL and FULL appenders and wal_sync() callers at once, on a
+** rotating log: every append is acknowledged with its own CID, and a FULL
+** append or a sync returns only when its CID - and so every CID before
+** it - is durable. */
+START_TEST(test_wal_mixed_durability_from_eight_threads){
+  char *zDir = th_tmpdir("walmixed");
+  Wal *pWal = tw_open_cfg(zDir, 16*1024, 0, 0);
+  TwMixed aT[TW_NTHREAD];
+  pthread_t aId[TW_NTHREAD];
+  WalStats st;
+  TwSeen *s;
+  int i;
+  memset(aT, 0, sizeof(aT));
+  for(i=0; i<TW_NTHREAD; i++){
+    aT[i].pWal = pWal;
+    aT[i].iThread = i;
+    ck_assert_int_eq(pthread_create(&aId[i], 0, tw_mixed_main, &aT[i]), 0);
+  }
+  for(i=0; i<TW_NTHREAD; i++) pthread_join(aId[i], 0);
+  for(i=0; i<TW_NTHREAD; i++){
+    ck_assert_int_eq(aT[i].rc, SQLITE_OK);
+    ck_assert_int_eq(aT[i].nBad, 0);
+  }
+  wal_stats(pWal, &st);
+  ck_assert_int_eq(st.nAppend, TW_NTHREAD*TW_PER_THREAD);
+  ck_assert_int_gt(st.nDeferred, 0);
+  wal_close(pWal);                 /* flushes the deferred tail */
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  ck_assert_int_eq(s->n, TW_NTHREAD*TW_PER_THREAD);
+  for(i=1; i<s->n; i++) ck_assert_uint_gt(s->aCid[i], s->aCid[i-1]);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ----------------------------------------------------------------- faults */
 
 typedef struct TwFaultCase TwFaultCase;
@@ -1374,6 +1453,153 @@ START_TEST(test_wal_injected_fault_fails_only_that_append){
   wal_close(pWal);
   wal_record_free(pRec);
   wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------- deferred flushes */
+
+/* Appends a one-put record with durability eSync; returns its CID. */
+static uint64_t tw_append_sync(Wal *pWal, int eSync, const char *zKey){
+  WalRecordBuilder *pRec = tw_rec(1, "t", zKey, "v");
+  uint64_t cid = 0;
+  char *zErr = 0;
+  int rc = wal_append_sync(pWal, pRec, eSync, 0, 0, 0, &cid, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_append_sync: rc=%d %s", rc,
+                zErr ? zErr : "");
+  wal_record_free(pRec);
+  return cid;
+}
+
+/* NORMAL appends write without a flush; a FULL append flushes once and
+** makes every record before it durable. */
+START_TEST(test_wal_normal_append_defers_flush_until_full){
+  char *zDir = th_tmpdir("walnormal");
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalStats st;
+  uint64_t cid;
+  int i, nSync, nWrite;
+  tw_append_sync(pWal, WAL_SYNC_FULL, "first");  /* preallocation done */
+  nSync = wal_fault_count(pF, WAL_FAULT_FSYNC);
+  nWrite = wal_fault_count(pF, WAL_FAULT_WRITE);
+  for(i=0; i<5; i++) cid = tw_append_sync(pWal, WAL_SYNC_NORMAL, "normal");
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_WRITE), nWrite+5);
+  wal_stats(pWal, &st);
+  ck_assert_uint_eq(st.lastCid, cid);
+  ck_assert_uint_lt(st.syncedCid, cid);
+  ck_assert_int_eq(st.nDeferred, 5);
+  cid = tw_append_sync(pWal, WAL_SYNC_FULL, "full");
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync+1);
+  wal_stats(pWal, &st);
+  ck_assert_uint_eq(st.syncedCid, cid);
+  wal_close(pWal);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* wal_sync() flushes deferred records once; a second call finds them
+** durable and flushes nothing. */
+START_TEST(test_wal_sync_flushes_deferred_records){
+  char *zDir = th_tmpdir("walsync");
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalStats st;
+  uint64_t cid;
+  int nSync;
+  char *zErr = 0;
+  tw_append_sync(pWal, WAL_SYNC_FULL, "first");
+  cid = tw_append_sync(pWal, WAL_SYNC_NORMAL, "a");
+  tw_append_sync(pWal, WAL_SYNC_NORMAL, "b");
+  nSync = wal_fault_count(pF, WAL_FAULT_FSYNC);
+  ck_assert_int_eq(wal_sync(pWal, cid, &zErr), SQLITE_OK);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync+1);
+  wal_stats(pWal, &st);
+  ck_assert_uint_eq(st.syncedCid, cid+1);   /* the flush covers "b" too */
+  ck_assert_int_eq(wal_sync(pWal, 0, &zErr), SQLITE_OK);
+  ck_assert_int_eq(wal_fault_count(pF, WAL_FAULT_FSYNC), nSync+1);
+  wal_close(pWal);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Deferred records are flushed before their segment is sealed: a
+** rotation flushes the old segment. */
+START_TEST(test_wal_rotation_flushes_deferred_records){
+  char *zDir = th_tmpdir("walnormalrot");
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 4096, 0, wal_fault_io(pF));
+  WalStats st;
+  uint64_t cidFirst, cidLast = 0;
+  int i;
+  cidFirst = tw_append_sync(pWal, WAL_SYNC_NORMAL, "r");
+  for(i=0; i<200; i++) cidLast = tw_append_sync(pWal, WAL_SYNC_NORMAL, "r");
+  wal_stats(pWal, &st);
+  /* 200 records fill several 4 KiB segments; every sealed one was
+  ** flushed, only the active one may lag */
+  ck_assert_uint_gt(st.syncedCid, cidFirst);
+  ck_assert_uint_lt(st.syncedCid, cidLast);
+  ck_assert_int_eq(wal_sync(pWal, cidLast, 0), SQLITE_OK);
+  wal_stats(pWal, &st);
+  ck_assert_uint_eq(st.syncedCid, cidLast);
+  wal_close(pWal);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A failed flush of deferred records is reported to the caller of
+** wal_sync(), stops the log (later appends fail at once), and a reopen
+** replays every record acknowledged durable before it. */
+START_TEST(test_wal_failed_deferred_flush_is_reported){
+  char *zDir = th_tmpdir("walnormalfail");
+  WalFault *pF = wal_fault_new(0);
+  Wal *pWal = tw_open_cfg(zDir, 0, 0, wal_fault_io(pF));
+  WalRecordBuilder *pRec = tw_rec(1, "t", "late", "v");
+  uint64_t cid;
+  char *zErr = 0;
+  TwSeen *s;
+  int i;
+  for(i=0; i<3; i++) tw_append_sync(pWal, WAL_SYNC_FULL, "durable");
+  tw_append_sync(pWal, WAL_SYNC_NORMAL, "deferred");
+  wal_fault_arm(pF, WAL_FAULT_FSYNC, 1, EIO, 0);
+  ck_assert_int_eq(wal_sync(pWal, 0, &zErr), SQLITE_IOERR_FSYNC);
+  ck_assert_msg(strstr(zErr, "fdatasync")!=0, "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(wal_append_sync(pWal, pRec, WAL_SYNC_NORMAL, 0, 0, 0,
+                                   &cid, &zErr), SQLITE_IOERR);
+  ck_assert_msg(strstr(zErr, "reopen")!=0, "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(wal_sync(pWal, 0, &zErr), SQLITE_IOERR);
+  sqlite3_free(zErr);
+  wal_close(pWal);
+  pWal = tw_open(zDir);
+  s = tw_replay(pWal, 0);
+  /* the durable records; the deferred one may follow (it was written) */
+  ck_assert_int_ge(s->n, 3);
+  ck_assert_int_le(s->n, 4);
+  for(i=0; i<3; i++) ck_assert_str_eq(s->azKey[i], "durable");
+  sqlite3_free(s);
+  wal_close(pWal);
+  wal_record_free(pRec);
+  wal_fault_free(pF);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* wal_advance_cid() moves the next CID past a given one, never back. */
+START_TEST(test_wal_advance_cid){
+  char *zDir = th_tmpdir("waladvance");
+  Wal *pWal = tw_open(zDir);
+  uint64_t cid = tw_append_sync(pWal, WAL_SYNC_FULL, "a");
+  wal_advance_cid(pWal, cid+10);
+  ck_assert_uint_eq(tw_append_sync(pWal, WAL_SYNC_FULL, "b"), cid+11);
+  wal_advance_cid(pWal, 1);
+  ck_assert_uint_eq(tw_append_sync(pWal, WAL_SYNC_FULL, "c"), cid+12);
+  wal_close(pWal);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -2270,6 +2496,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_waiters_sleep_on_a_slow_log);
   tcase_add_test(tc, test_wal_spinning_waiters_sleep_through_a_stalled_flush);
   tcase_add_test(tc, test_wal_group_commit_on_a_fast_log);
+  tcase_add_test(tc, test_wal_mixed_durability_from_eight_threads);
   tcase_add_loop_test(tc, test_wal_sigkill_keeps_every_acknowledged_record,
                       0, 2);
   suite_add_tcase(s, tc);
@@ -2279,6 +2506,11 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_wal_unrepairable_fault_enters_failed_state,
                       0, 2);
   tcase_add_test(tc, test_wal_failed_rotation_is_retried);
+  tcase_add_test(tc, test_wal_normal_append_defers_flush_until_full);
+  tcase_add_test(tc, test_wal_sync_flushes_deferred_records);
+  tcase_add_test(tc, test_wal_rotation_flushes_deferred_records);
+  tcase_add_test(tc, test_wal_failed_deferred_flush_is_reported);
+  tcase_add_test(tc, test_wal_advance_cid);
   tcase_add_test(tc, test_wal_fault_counts_calls);
   suite_add_tcase(s, tc);
   tc = tcase_create("abort");

@@ -38,6 +38,11 @@ TESTS += tests/check/check_kvlog
 tests_check_check_kvlog_SOURCES = tests/check/check_kvlog.c $(TEST_HARNESS)
 tests_check_check_kvlog_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_kvsync
+TESTS += tests/check/check_kvsync
+tests_check_check_kvsync_SOURCES = tests/check/check_kvsync.c $(TEST_HARNESS)
+tests_check_check_kvsync_LDADD = $(TEST_LDADD)
+
 check_PROGRAMS += tests/check/check_kvdiff
 TESTS += tests/check/check_kvdiff
 tests_check_check_kvdiff_SOURCES = tests/check/check_kvdiff.c $(TEST_HARNESS)
