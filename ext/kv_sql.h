@@ -56,6 +56,7 @@ struct KvConn {
   char *zLastDir;           /* the absolute directory last resolved ... */
   KvEngine *pLastEng;       /* ... to this store (one of apStore) */
   KvDecl *pDecl;            /* main-schema KV tables seen (kv_decl.c) */
+  void *pDerived;           /* kv_derived.c's catalog cache */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
@@ -187,5 +188,26 @@ struct KvReadSet {
 ** a duplicate (table, key) is also SQLITE_ERROR. */
 int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr);
 void kv_readset_free(KvReadSet*);
+
+/* Derived data (kv_derived.c).
+** kv_derived_write: before root r writes key aKey of zTab (aVal/nVal the
+** new value, or bDelete), write what the change means for zTab's
+** carriers (indexes, counters) in r; refuses a write to a carrier itself.
+** Errors: the projection's (naming carrier and key), SQLITE_CONSTRAINT_
+** UNIQUE, the engine's; the source write must not be made then.
+** kv_derived_prepare_error: after a prepare of r failed with rc, the code
+** and message to report (a conflict on a unique index's value is
+** SQLITE_CONSTRAINT_UNIQUE naming the index and the value).
+** kv_derived_remove_carriers: root r removes source zTab: remove its
+** carriers in r too.  kv_derived_free: kv_conn_unref frees the cache. */
+int kv_derived_write(KvConn*, KvRoot *r, const char *zTab, int nTab,
+                     const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                     int nVal, int bDelete, char **pzErr);
+int kv_derived_prepare_error(KvConn*, KvRoot *r, int rc, char **pzErr);
+int kv_derived_remove_carriers(KvConn*, KvRoot *r, const char *zTab,
+                               int nTab, char **pzErr);
+int kv_derived_remove(KvConn*, KvEngine*, const char *zName, int bSource,
+                      char **pzErr);
+void kv_derived_free(KvConn*);
 
 #endif /* DEPOT_KV_SQL_H */

@@ -445,6 +445,10 @@ static int vtabDestroy(sqlite3_vtab *pVtab){
   if( rc==SQLITE_OK && bFound ) rc = kv_root_begin(p->pEng, &pRoot);
   if( rc==SQLITE_OK && bFound ){
     rc = kv_remove_table(pRoot, p->zName, p->nName, &zErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_derived_remove_carriers(p->pConn, pRoot, p->zName, p->nName,
+                                      &zErr);
+    }
     if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, &zErr);
   }
   kv_root_free(pRoot);
@@ -918,6 +922,11 @@ static int vtabInsertKey(VtabTable *p, KvRoot *r, const KvBuf *k,
       return SQLITE_CONSTRAINT_PRIMARYKEY;
     }
   }
+  {
+    int rc = kv_derived_write(p->pConn, r, p->zName, p->nName, k->a, k->n,
+                              v->a, v->n, 0, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+  }
   return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
 }
 
@@ -935,11 +944,18 @@ static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
   if( rc==SQLITE_OK && bOld ) rc = kv_key_encode_old(argv[0], kOld, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( bOld && vtabBufCmp(kOld, kNew)==0 ){
+    rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kNew->a, kNew->n,
+                          v->a, v->n, 0, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
   rc = vtabInsertKey(p, r, kNew, v, pzErr);
   if( rc==SQLITE_OK && bOld ){
-    rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
+    rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kOld->a, kOld->n,
+                          0, 0, 1, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
+    }
   }
   return rc;
 }
@@ -956,6 +972,10 @@ static int vtabUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
   if( argc==1 ){
     kv_buf_reset(&p->kOld);
     rc = kv_key_encode_old(argv[0], &p->kOld, &zErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_derived_write(p->pConn, r, p->zName, p->nName, p->kOld.a,
+                            p->kOld.n, 0, 0, 1, &zErr);
+    }
     if( rc==SQLITE_OK ){
       rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
     }
@@ -1024,7 +1044,10 @@ static int vtabSync(sqlite3_vtab *pVtab){
   int rc = SQLITE_OK;
   if( r && p->bJoined && kv_root_state(r)==KV_ROOT_ACTIVE ){
     /* A root that only read commits without a check (see vtabCommit). */
-    if( kv_root_has_writes(r) ) rc = kv_root_prepare(r, &zErr);
+    if( kv_root_has_writes(r) ){
+      rc = kv_root_prepare(r, &zErr);
+      rc = kv_derived_prepare_error(p->pConn, r, rc, &zErr);
+    }
   }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
     zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");
     rc = SQLITE_ABORT;

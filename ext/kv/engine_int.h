@@ -73,6 +73,8 @@ struct KvEngine {
   uint64_t iSeq;                /* last published commit sequence */
   uint64_t iNextTid;            /* atomic once the store is open */
   uint64_t iNextTableId;
+  uint64_t iCatalogSeq;         /* sequence of the last catalog publish;
+                                ** written under the mutex, read relaxed */
   KvTable *pTables;             /* live tables */
   KvTable *pMeta;               /* the catalog, ".tables_meta" */
   KvRoot *pPrepared;            /* prepared, not yet finished roots */
@@ -96,6 +98,8 @@ struct KvChild {
                                 ** first read (txn.c) */
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
+  KvMap *pRange;                /* range reads: low key -> high key (an
+                                ** empty high key: no upper bound) */
   int bSchema;                  /* the catalog child */
   int bActive;                  /* counted in pTab->nActive (bound live,
                                 ** not the catalog): uncounted at finish */

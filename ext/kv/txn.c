@@ -446,6 +446,15 @@ int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   memset(pMeta, 0, sizeof(*pMeta));
   *pbFound = 0;
   if( eOwn==2 ) return SQLITE_OK;
+  if( eOwn==1 && pT==0 ){
+    /* options rewritten by this root (kv_table_set_options) */
+    KvMapEntry e;
+    if( kv_map_get(p->pSchema->pWrite, zTab, nTab, &e) && !e.bTomb ){
+      rc = kv_meta_decode(e.aVal, e.nVal, pMeta);
+      *pbFound = rc==SQLITE_OK;
+    }
+    return rc;
+  }
   if( eOwn!=1 ){
     pthread_mutex_lock(&pEng->mutex);
     pT = kvTableFind(pEng, zTab, nTab);
@@ -568,7 +577,7 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   int rc = txnRootUsable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
   if( rc!=SQLITE_OK ) return rc;
-  if( p->nChild>0 ){
+  if( p->nChild>(p->pSchema ? 1 : 0) ){
     *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
                              "transaction");
     return SQLITE_MISUSE;
@@ -579,6 +588,67 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   if( rc==SQLITE_OK ) rc = txnSchemaChild(p, &s);
   if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, 0, 0, 0, 1);
   if( rc==SQLITE_OK ) p->bRemove = 1;
+  return rc;
+}
+
+int kv_table_set_options(KvRoot *p, const char *zTab, int nTab,
+                         const char *zOptions, char **pzErr){
+  KvChild *s = 0;
+  KvTable *pNew = 0;
+  KvBuf buf = {0, 0, 0};
+  KvMeta meta;
+  int bFound = 0;
+  int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  if( rc!=SQLITE_OK ) return rc;
+  if( !bFound ){
+    kv_meta_clear(&meta);
+    return txnNoSuchTable(p, zTab, nTab, pzErr);
+  }
+  sqlite3_free(meta.zOptions);
+  meta.zOptions = (char*)zOptions;
+  rc = txnSchemaChild(p, &s);
+  if( rc==SQLITE_OK ) rc = kv_meta_encode(&meta, &buf);
+  if( rc==SQLITE_OK && txnOwnSchema(p, zTab, nTab, &pNew)==1 && pNew ){
+    rc = txnPendingTable(p, zTab, nTab, &meta, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, buf.a, buf.n, 0, 0);
+  kv_buf_free(&buf);
+  return rc;
+}
+
+uint64_t kv_engine_catalog_seq(KvEngine *pEng){
+  return __atomic_load_n(&pEng->iCatalogSeq, __ATOMIC_RELAXED);
+}
+
+int kv_root_touch(KvRoot *p, const char *zTab, int nTab, int bWatch,
+                  char **pzErr){
+  KvChild *c = 0;
+  int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
+  if( rc==SQLITE_OK && bWatch && c->pRead==0 ){
+    /* an empty read set: the prepare checks the table's catalog entry */
+    if( (c->pRead = kv_map_new())==0 ) rc = SQLITE_NOMEM;
+  }
+  return rc;
+}
+
+int kv_root_note_range(KvRoot *p, const char *zTab, int nTab,
+                       const uint8_t *aLo, int nLo, const uint8_t *aHi,
+                       int nHi, char **pzErr){
+  KvChild *c = 0;
+  int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc==SQLITE_OK && c->pRange==0 && (c->pRange = kv_map_new())==0 ){
+    rc = SQLITE_NOMEM;
+  }
+  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pRange, aLo, nLo, aHi, nHi, 0, 0);
+  return rc;
+}
+
+int kv_root_note_read(KvRoot *p, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, char **pzErr){
+  int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kvNoteRead(p, zTab, nTab, aKey, nKey, pzErr);
   return rc;
 }
 
@@ -664,6 +734,71 @@ static KvChild *txnChildOn(KvRoot *q, KvTable *t){
   return 0;
 }
 
+/* Is key aKey inside one of the ranges of map pRange (low -> high)? */
+static int txnInRange(KvMap *pRange, const uint8_t *aKey, int nKey){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bIn = 0;
+  if( pRange==0 || (pCsr = kv_map_cursor_new(pRange))==0 ) return 0;
+  if( kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) ){
+    do{
+      kv_map_cursor_entry(pCsr, &e);
+      if( txnKeyCmp(e.aKey, e.nKey, aKey, nKey)>0 ) break;
+      if( e.nVal==0 || txnKeyCmp(aKey, nKey, e.aVal, e.nVal)<=0 ) bIn = 1;
+    }while( !bIn && kv_map_cursor_next(pCsr) );
+  }
+  kv_map_cursor_free(pCsr);
+  return bIn;
+}
+
+/* Add a conflict for the first key of map pKeys (revisions: rev > iSnap
+** when bRev) inside range aLo..aHi (nHi==0: unbounded), if any. */
+static int txnRangeHit(KvRoot *p, KvChild *c, KvMap *pKeys, int bRev,
+                      const uint8_t *aLo, int nLo, const uint8_t *aHi,
+                      int nHi, int *pbHit){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( pKeys==0 || *pbHit ) return SQLITE_OK;
+  if( (pCsr = kv_map_cursor_new(pKeys))==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_GE, aLo, nLo); bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( nHi>0 && txnKeyCmp(e.aKey, e.nKey, aHi, nHi)>0 ) break;
+    if( bRev && e.rev<=c->iSnap ) continue;
+    rc = txnConflictAdd(p, c->pTab->zName, c->pTab->nName, e.aKey, e.nKey);
+    *pbHit = 1;
+    break;
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* The range reads of child c: a key in a range committed after c's
+** snapshot, or written by another prepared root, is a conflict. */
+static int txnCheckRanges(KvRoot *p, KvChild *c){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( c->pRange==0 ) return SQLITE_OK;
+  if( (pCsr = kv_map_cursor_new(c->pRange))==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    KvRoot *q;
+    int bHit = 0;
+    kv_map_cursor_entry(pCsr, &e);
+    rc = txnRangeHit(p, c, c->pTab->pRev, 1, e.aKey, e.nKey, e.aVal, e.nVal,
+                     &bHit);
+    for(q=p->pEng->pPrepared; rc==SQLITE_OK && q; q=q->pNextPrepared){
+      KvChild *d = q==p ? 0 : txnChildOn(q, c->pTab);
+      if( d ) rc = txnRangeHit(p, c, d->pWrite, 0, e.aKey, e.nKey, e.aVal,
+                               e.nVal, &bHit);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
 /* Does key k of child c (bWrite: c writes it) conflict?  Engine mutex. */
 static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
                           int nKey, int bWrite){
@@ -682,6 +817,7 @@ static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
     if( (bWrite || bStrict) && d->pRead && kv_map_get(d->pRead, aKey, nKey, &e) ){
       return 1;
     }
+    if( bWrite && txnInRange(d->pRange, aKey, nKey) ) return 1;
   }
   return 0;
 }
@@ -734,13 +870,14 @@ static int txnCheckRoot(KvRoot *p){
   for(i=0; i<p->nChild && rc==SQLITE_OK; i++){
     KvChild *c = p->apChild[i];
     if( txnIsPending(c->pTab) ) continue;    /* nobody else can see it */
-    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead)
+    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead || c->pRange)
      && txnTableRedefinedLocked(p, c) ){
       rc = txnConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
                          (const uint8_t*)c->pTab->zName, c->pTab->nName);
     }
     if( rc==SQLITE_OK ) rc = txnCheckKeys(p, c, c->pWrite, 0, 1);
     if( rc==SQLITE_OK ) rc = txnCheckKeys(p, c, c->pRead, c->pWrite, 0);
+    if( rc==SQLITE_OK ) rc = txnCheckRanges(p, c);
   }
   return rc;
 }
@@ -841,6 +978,7 @@ static void txnRootFinish(KvRoot *p, int eState){
   for(i=0; i<p->nChild; i++){
     kv_map_unref(p->apChild[i]->pWrite);
     kv_map_unref(p->apChild[i]->pRead);
+    kv_map_unref(p->apChild[i]->pRange);
     sqlite3_free(p->apChild[i]);
   }
   sqlite3_free(p->apChild);
