@@ -1193,6 +1193,10 @@ static int dvFinding(DvCheck *p, DvCarrier *c, const uint8_t *aKey, int nKey,
   if( !bFixable ) p->nUnfixable++;
   if( p->pRows ){
     depot_rows_text(p->pRows, c->zName);
+    if( aKey && c->eKind==DV_INDEX ){
+      int n = kv_key_length(aKey, nKey);     /* the projected key */
+      if( n>0 ) nKey = n;
+    }
     if( aKey ) depot_rows_cell(p->pRows, DEPOT_CELL_KEY, 0, (const char*)aKey,
                                nKey);
     else depot_rows_null(p->pRows);
@@ -1234,6 +1238,21 @@ static void dvListMergeGroups(DvList *l){
   if( l->n>0 ) l->n = j+1;
 }
 
+/* Index lists: drop entries equal to the one before (a projection that
+** gives one value twice gives one entry). */
+static void dvListDedup(DvList *l){
+  int i, j = 0;
+  for(i=1; i<l->n; i++){
+    DvEntry *a = &l->a[j], *b = &l->a[i];
+    if( dvEntryCmp(a, b, l)==0 && a->nVal==b->nVal
+     && memcmp(dvValOf(l, a), dvValOf(l, b), a->nVal)==0 ){
+      continue;
+    }
+    l->a[++j] = *b;
+  }
+  if( l->n>0 ) l->n = j+1;
+}
+
 /* Compare carrier c (built) with what its source rows give, in root r;
 ** with bRepair write the fixes in r. */
 static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
@@ -1262,6 +1281,7 @@ static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
   }
   dvListSort(&exp);
   if( c->eKind==DV_COUNTER ) dvListMergeGroups(&exp);
+  else dvListDedup(&exp);
   if( c->eKind==DV_UNIQUE ){
     int j;
     for(j=1; rc==SQLITE_OK && j<exp.n; j++){

@@ -177,3 +177,8 @@ torture-lock: tests/check/check_lock$(EXEEXT)
 	  ./tests/check/check_lock$(EXEEXT)
 torture: torture-lock
 .PHONY: torture-lock
+
+check_PROGRAMS += tests/check/check_derived
+TESTS += tests/check/check_derived
+tests_check_check_derived_SOURCES = tests/check/check_derived.c $(TEST_HARNESS)
+tests_check_check_derived_LDADD = $(TEST_LDADD)
