@@ -30,7 +30,9 @@
 **            projected key's numeric kind)
 **   unique   KV key = projected key, value = the source key
 **   counter  KV key = group, value = text {"count":N,"sum":S}; a group
-**            whose count reaches 0 is deleted
+**            whose count reaches 0 is deleted.  Source writes add signed
+**            deltas (kv_counter_add), which the engine applies at commit:
+**            transactions that only change one counter do not conflict
 ** Every source write (kv_derived_write, called by the KV table module and
 ** kv_put/kv_delete before the source write itself) reads the old row,
 ** evaluates the projections of the old and the new row and writes the
@@ -599,7 +601,9 @@ static char *dvCounterText(int64_t nCount, int64_t iSum, double rSum,
                          (long long)iSum);
 }
 
-/* Add (nCount, sum) to the group aKey of counter c in root r. */
+/* Add (nCount, sum) to the group aKey of counter c in root r, as an
+** ordinary write of the row (kv_repair; source writes use the commutative
+** kv_counter_add). */
 static int dvCounterAdd(KvRoot *r, DvCarrier *c, const uint8_t *aKey,
                         int nKey, const uint8_t *aKind, int64_t nCount,
                         int64_t iSum, double rSum, int bReal, char **pzErr){
@@ -738,8 +742,8 @@ static int dvApplyCounter(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
       bReal = bReal || f->bReal;
     }
     if( nCount==0 && iSum==0 && rSum==0.0 ) continue;
-    rc = dvCounterAdd(r, c, dvKeyOf(pL, e), e->nKey, dvValOf(pL, e), nCount,
-                      iSum, rSum, bReal, pzErr);
+    rc = kv_counter_add(r, c->zName, c->nName, dvKeyOf(pL, e), e->nKey,
+                        dvValOf(pL, e), nCount, iSum, rSum, bReal, pzErr);
   }
   return rc;
 }

@@ -300,6 +300,7 @@ static void engFree(KvEngine *pEng){
   if( pEng->fdDirLock>=0 ) close(pEng->fdDirLock);
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
+  pthread_cond_destroy(&pEng->deltaCond);
   sqlite3_free(pEng->zFailed);
   sqlite3_free(pEng->zDir);
   sqlite3_free(pEng);
@@ -321,6 +322,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   p->iNextTableId = 1;
   engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
+  pthread_cond_init(&p->deltaCond, 0);
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else

@@ -79,6 +79,9 @@ struct KvEngine {
   KvTable *pMeta;               /* the catalog, ".tables_meta" */
   KvRoot *pPrepared;            /* prepared, not yet finished roots */
   pthread_mutex_t catMutex;     /* serialises catalog file writes */
+  pthread_cond_t deltaCond;     /* with the engine mutex: broadcast when a
+                                ** prepared root leaves pPrepared, for a
+                                ** prepare waiting on a counter (txn.c) */
   int bLoadingCatalog;          /* the catalog file is being loaded: its
                                 ** tables' files must exist (xOpen is told
                                 ** bCreate=0); set during open only */
@@ -100,6 +103,10 @@ struct KvChild {
   KvMap *pRead;                 /* keys of point reads */
   KvMap *pRange;                /* range reads: low key -> high key (an
                                 ** empty high key: no upper bound) */
+  KvMap *pDelta;                /* counter deltas (kv_counter_add): key ->
+                                ** delta record; resolved into pWrite by
+                                ** prepare */
+  KvMap *pWritePre;             /* pWrite before that (kv_root_unprepare) */
   int bSchema;                  /* the catalog child */
   int bActive;                  /* counted in pTab->nActive (bound live,
                                 ** not the catalog): uncounted at finish */
@@ -112,6 +119,7 @@ struct KvSavepoint {
   int iLevel;
   int nChild;                   /* children that existed then */
   KvMap **apWrite;              /* their write sets then (references) */
+  KvMap **apDelta;              /* their counter deltas then (or NULL) */
 };
 
 struct KvRoot {

@@ -452,6 +452,23 @@ int kv_root_note_read(KvRoot*, const char *zTab, int nTab,
 int kv_root_note_range(KvRoot*, const char *zTab, int nTab,
                        const uint8_t *aLo, int nLo, const uint8_t *aHi,
                        int nHi, char **pzErr);
+/* Counters (derived data).  Add (nCount, the sum iSum + rSum; bReal: the
+** sum is real) to the row aKey of counter table zTab at commit.  The row's
+** value is the text {"count":N,"sum":S} (S an integer until a real is
+** added); a row whose count reaches 0 or less is deleted.  aKind is the
+** first byte of a value encoding of the key (its numeric kind; NULL:
+** none).  Deltas commute: two transactions adding to one counter row do
+** not conflict.  Prepare turns the root's deltas into ordinary writes of
+** the resulting rows, computed from the latest published rows; a prepare
+** whose counter row another prepared transaction is writing waits for that
+** one to finish (at most KV_COUNTER_WAIT_MS, then it fails with
+** SQLITE_BUSY_SNAPSHOT as a conflict), so the WAL records of one counter
+** row follow their commit order and each holds the row's value after it.
+** Reads through the root do not see its own deltas before commit. */
+#define KV_COUNTER_WAIT_MS 5000
+int kv_counter_add(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+                   int nKey, const uint8_t *aKind, int64_t nCount,
+                   int64_t iSum, double rSum, int bReal, char **pzErr);
 /* Non-zero if the root has a write (put or delete) in any table, or a
 ** create or remove. */
 int kv_root_has_writes(KvRoot*);

@@ -16,8 +16,10 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int txnIsPending(const KvTable *t){
   return t->pData==0 && !t->bLive;
@@ -420,6 +422,227 @@ int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
   return rc;
 }
 
+/* ------------------------------------------------------------ counters --- */
+
+/* A delta record: kind byte, real flag, count, integer sum (big-endian
+** 64-bit), real sum (the double's bits, big-endian). */
+#define KV_DELTA_BYTES 26
+typedef struct KvDelta KvDelta;
+struct KvDelta {
+  uint8_t eKind, bReal;
+  int64_t nCount, iSum;
+  double rSum;
+};
+
+static void txnPut64(uint8_t *a, uint64_t u){
+  int i;
+  for(i=0; i<8; i++) a[i] = (uint8_t)(u >> (56-8*i));
+}
+static uint64_t txnGet64(const uint8_t *a){
+  uint64_t u = 0;
+  int i;
+  for(i=0; i<8; i++) u = (u<<8) | a[i];
+  return u;
+}
+
+static void txnDeltaEncode(const KvDelta *d, uint8_t *a){
+  uint64_t u;
+  a[0] = d->eKind;
+  a[1] = d->bReal;
+  txnPut64(a+2, (uint64_t)d->nCount);
+  txnPut64(a+10, (uint64_t)d->iSum);
+  memcpy(&u, &d->rSum, 8);
+  txnPut64(a+18, u);
+}
+
+static void txnDeltaDecode(const uint8_t *a, KvDelta *d){
+  uint64_t u;
+  d->eKind = a[0];
+  d->bReal = a[1];
+  d->nCount = (int64_t)txnGet64(a+2);
+  d->iSum = (int64_t)txnGet64(a+10);
+  u = txnGet64(a+18);
+  memcpy(&d->rSum, &u, 8);
+}
+
+int kv_counter_add(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+                   int nKey, const uint8_t *aKind, int64_t nCount,
+                   int64_t iSum, double rSum, int bReal, char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  KvDelta d;
+  uint8_t a[KV_DELTA_BYTES];
+  int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( c->pDelta==0 && (c->pDelta = kv_map_new())==0 ) return SQLITE_NOMEM;
+  memset(&d, 0, sizeof(d));
+  if( kv_map_get(c->pDelta, aKey, nKey, &e) && e.nVal==KV_DELTA_BYTES ){
+    txnDeltaDecode(e.aVal, &d);
+  }
+  d.eKind = aKind ? aKind[0] : d.eKind;
+  d.nCount += nCount;
+  d.iSum += iSum;
+  d.rSum += rSum;
+  d.bReal = d.bReal || bReal;
+  txnDeltaEncode(&d, a);
+  return kv_map_put(&c->pDelta, aKey, nKey, a, KV_DELTA_BYTES, 0, 0);
+}
+
+/* The counter text of a published row (count, sums), zeros if none. */
+static void txnCounterParse(const uint8_t *aVal, int nVal, KvDelta *d){
+  char zBuf[128];
+  const char *z, *zS;
+  int n = 0;
+  z = aVal ? kv_value_text(aVal, nVal, &n) : 0;
+  if( z==0 || n>=(int)sizeof(zBuf) ) return;
+  memcpy(zBuf, z, n);
+  zBuf[n] = 0;
+  if( (zS = strstr(zBuf, "\"count\":"))!=0 ) d->nCount += strtoll(zS+8, 0, 10);
+  if( (zS = strstr(zBuf, "\"sum\":"))!=0 ){
+    zS += 6;
+    if( strpbrk(zS, ".eEnN")!=0 ){ d->bReal = 1; d->rSum += strtod(zS, 0); }
+    else d->iSum += strtoll(zS, 0, 10);
+  }
+}
+
+/* Does a prepared root other than p write, or add to, key aKey of t? */
+static int txnDeltaBusy(KvRoot *p, KvTable *t, const uint8_t *aKey, int nKey){
+  KvRoot *q;
+  KvMapEntry e;
+  for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
+    int i;
+    if( q==p ) continue;
+    for(i=0; i<q->nChild; i++){
+      KvChild *d = q->apChild[i];
+      if( d->pTab!=t ) continue;
+      if( kv_map_get(d->pWrite, aKey, nKey, &e) ) return 1;
+      if( d->pDelta && kv_map_get(d->pDelta, aKey, nKey, &e) ) return 1;
+    }
+  }
+  return 0;
+}
+
+/* The first counter row of p's deltas that another prepared root writes:
+** its child and key (*pc, *pe), or 0.  Engine mutex held. */
+static int txnDeltaBlocked(KvRoot *p, KvChild **pc, KvMapEntry *pe){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvMapCursor *pCsr;
+    int bOn, bHit = 0;
+    if( c->pDelta==0 || kv_map_count(c->pDelta)==0 ) continue;
+    if( (pCsr = kv_map_cursor_new(c->pDelta))==0 ) return 0;
+    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && !bHit;
+        bOn=kv_map_cursor_next(pCsr)){
+      kv_map_cursor_entry(pCsr, pe);
+      bHit = txnDeltaBusy(p, c->pTab, pe->aKey, pe->nKey);
+    }
+    kv_map_cursor_free(pCsr);
+    if( bHit ){ *pc = c; return 1; }
+  }
+  return 0;
+}
+
+/* Wait (engine mutex held; released while waiting) until no other
+** prepared root writes a counter row p adds to; after KV_COUNTER_WAIT_MS
+** the row is a conflict. */
+static int txnDeltaWait(KvRoot *p){
+  struct timespec ts;
+  KvChild *c = 0;
+  KvMapEntry e;
+  int bTimed = 0;
+  while( txnDeltaBlocked(p, &c, &e) ){
+    if( !bTimed ){
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += KV_COUNTER_WAIT_MS/1000;
+      ts.tv_nsec += (KV_COUNTER_WAIT_MS%1000)*1000000L;
+      if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+      bTimed = 1;
+    }
+    if( pthread_cond_timedwait(&p->pEng->deltaCond, &p->pEng->mutex, &ts)
+        ==ETIMEDOUT && txnDeltaBlocked(p, &c, &e) ){
+      return kvConflictAddKind(p, c->pTab->zName, c->pTab->nName, e.aKey,
+                               e.nKey, KV_CONFLICT_TXN);
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* Turn child c's deltas into writes of the resulting rows, from the
+** latest published rows (engine mutex held). */
+static int txnDeltaResolveChild(KvChild *c){
+  KvTable *t = c->pTab;
+  KvBackendSnap *pSnap = 0;
+  KvMapCursor *pCsr = 0;
+  KvMapEntry e, g;
+  KvBuf val = {0, 0, 0};
+  int bOn, rc;
+  if( t->pData==0 ) return SQLITE_OK;
+  c->pWritePre = kv_map_ref(c->pWrite);
+  rc = t->pBackend->xSnapshot(t->pData, &pSnap);
+  if( rc==SQLITE_OK && (pCsr = kv_map_cursor_new(c->pDelta))==0 ){
+    rc = SQLITE_NOMEM;
+  }
+  for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0;
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    KvDelta d, cur;
+    int bFound = 0;
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.nVal!=KV_DELTA_BYTES ) continue;
+    txnDeltaDecode(e.aVal, &d);
+    memset(&cur, 0, sizeof(cur));
+    rc = t->pBackend->xGet(pSnap, e.aKey, e.nKey, &bFound, &g);
+    if( rc!=SQLITE_OK ) break;
+    if( bFound ) txnCounterParse(g.aVal, g.nVal, &cur);
+    cur.nCount += d.nCount;
+    cur.iSum += d.iSum;
+    cur.rSum += d.rSum;
+    cur.bReal = cur.bReal || d.bReal;
+    if( cur.nCount<=0 ){
+      rc = kv_map_put(&c->pWrite, e.aKey, e.nKey, 0, 0, 0, 1);
+    }else{
+      char *z = cur.bReal
+        ? sqlite3_mprintf("{\"count\":%lld,\"sum\":%!.17g}",
+                          (long long)cur.nCount, cur.rSum + (double)cur.iSum)
+        : sqlite3_mprintf("{\"count\":%lld,\"sum\":%lld}",
+                          (long long)cur.nCount, (long long)cur.iSum);
+      kv_buf_reset(&val);
+      rc = z ? kv_value_encode_text(&d.eKind, z, (int)strlen(z), &val)
+             : SQLITE_NOMEM;
+      if( rc==SQLITE_OK ){
+        rc = kv_map_put(&c->pWrite, e.aKey, e.nKey, val.a, val.n, 0, 0);
+      }
+      sqlite3_free(z);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
+  kv_buf_free(&val);
+  return rc;
+}
+
+static int txnDeltaResolve(KvRoot *p){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->pDelta && kv_map_count(c->pDelta)>0 ) rc = txnDeltaResolveChild(c);
+  }
+  return rc;
+}
+
+/* Undo txnDeltaResolve (the root is active again). */
+static void txnDeltaUnresolve(KvRoot *p){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->pWritePre ){
+      kv_map_unref(c->pWrite);
+      c->pWrite = c->pWritePre;
+      c->pWritePre = 0;
+    }
+  }
+}
+
 int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   KvChild *c = 0;
   int rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
@@ -432,6 +655,9 @@ int kv_root_has_writes(KvRoot *p){
   if( p->bRemove ) return 1;
   for(i=0; i<p->nChild; i++){
     if( kv_map_count(p->apChild[i]->pWrite)>0 ) return 1;
+    if( p->apChild[i]->pDelta && kv_map_count(p->apChild[i]->pDelta)>0 ){
+      return 1;
+    }
   }
   return 0;
 }
@@ -918,15 +1144,23 @@ static void txnSavepointsClear(KvRoot *p, int nKeep){
   while( p->nSp>nKeep ){
     KvSavepoint *s = &p->aSp[--p->nSp];
     int i;
-    for(i=0; i<s->nChild; i++) kv_map_unref(s->apWrite[i]);
+    for(i=0; i<s->nChild; i++){
+      kv_map_unref(s->apWrite[i]);
+      if( s->apDelta ) kv_map_unref(s->apDelta[i]);
+    }
     sqlite3_free(s->apWrite);
+    sqlite3_free(s->apDelta);
   }
 }
 
 static void txnUnlinkPrepared(KvRoot *p){
   KvRoot **pp;
   for(pp=&p->pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
-    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+    if( *pp==p ){
+      *pp = p->pNextPrepared;
+      pthread_cond_broadcast(&p->pEng->deltaCond);  /* txnDeltaWait */
+      break;
+    }
   }
   p->pNextPrepared = 0;
 }
@@ -979,6 +1213,8 @@ static void txnRootFinish(KvRoot *p, int eState){
     kv_map_unref(p->apChild[i]->pWrite);
     kv_map_unref(p->apChild[i]->pRead);
     kv_map_unref(p->apChild[i]->pRange);
+    kv_map_unref(p->apChild[i]->pDelta);
+    kv_map_unref(p->apChild[i]->pWritePre);
     sqlite3_free(p->apChild[i]);
   }
   sqlite3_free(p->apChild);
@@ -1056,6 +1292,7 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
     return rc;
   }
   txnNewTablesPending(p);
+  txnDeltaUnresolve(p);
   pthread_mutex_lock(&p->pEng->mutex);
   txnUnlinkPrepared(p);
   p->eState = KV_ROOT_ACTIVE;
@@ -1183,8 +1420,10 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
   int rc = txnRootUsable(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
-  if( xCheck ) rc = xCheck(p, pArg);
+  rc = txnDeltaWait(p);
+  if( rc==SQLITE_OK && xCheck ) rc = xCheck(p, pArg);
   if( rc==SQLITE_OK ) rc = txnCheckRoot(p);
+  if( rc==SQLITE_OK && p->nConflict==0 ) rc = txnDeltaResolve(p);
   if( rc==SQLITE_OK && p->nConflict==0 ){
     p->eState = KV_ROOT_PREPARED;
     p->pNextPrepared = pEng->pPrepared;
@@ -1369,8 +1608,17 @@ int kv_root_savepoint(KvRoot *p, int iLevel){
   s->iLevel = iLevel;
   s->nChild = p->nChild;
   s->apWrite = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
-  if( s->apWrite==0 ) return SQLITE_NOMEM;
-  for(i=0; i<p->nChild; i++) s->apWrite[i] = kv_map_ref(p->apChild[i]->pWrite);
+  s->apDelta = sqlite3_malloc64((p->nChild+1)*sizeof(KvMap*));
+  if( s->apWrite==0 || s->apDelta==0 ){
+    sqlite3_free(s->apWrite);
+    sqlite3_free(s->apDelta);
+    return SQLITE_NOMEM;
+  }
+  for(i=0; i<p->nChild; i++){
+    KvMap *pD = p->apChild[i]->pDelta;
+    s->apWrite[i] = kv_map_ref(p->apChild[i]->pWrite);
+    s->apDelta[i] = pD ? kv_map_ref(pD) : 0;
+  }
   p->nSp++;
   return SQLITE_OK;
 }
@@ -1401,8 +1649,11 @@ void kv_root_rollback_to(KvRoot *p, int iLevel){
   for(i=0; i<p->nChild; i++){
     KvMap *pOld = (s && i<s->nChild) ? kv_map_ref(s->apWrite[i])
                                      : kv_map_new();
+    KvMap *pD = (s && i<s->nChild && s->apDelta[i]) ? s->apDelta[i] : 0;
     if( pOld==0 ) continue;             /* OOM: keep the newer writes */
     kv_map_unref(p->apChild[i]->pWrite);
     p->apChild[i]->pWrite = pOld;
+    kv_map_unref(p->apChild[i]->pDelta);
+    p->apChild[i]->pDelta = pD ? kv_map_ref(pD) : 0;
   }
 }

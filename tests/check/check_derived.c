@@ -239,6 +239,32 @@ START_TEST(test_derived_concurrent_unique_claims_one_commits){
 }
 END_TEST
 
+/* Two transactions that change only one counter row both commit. */
+START_TEST(test_derived_concurrent_counter_deltas_do_not_conflict){
+  char *zDir = 0;
+  sqlite3 *db = dv_open("derived-counter-conc", &zDir), *db2;
+  char *zPath = sqlite3_mprintf("%s/db", zDir);
+  dv_source(db, azType[_i]);
+  dv_carriers(db);
+  db2 = th_open(zPath);
+  sqlite3_busy_timeout(db2, th_busy_ms(5000));
+  th_exec(db, "INSERT INTO users VALUES(9, '{\"grp\":\"g\",\"n\":1}')");
+  th_exec(db, "BEGIN; INSERT INTO users VALUES(1, '{\"grp\":\"g\",\"n\":10}');"
+              "UPDATE users SET value='{\"grp\":\"g\",\"n\":2}' WHERE key=9;");
+  th_exec(db2, "BEGIN; INSERT INTO users VALUES(2, '{\"grp\":\"g\","
+               "\"n\":100}');");
+  th_exec(db2, "COMMIT");
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(db, "SELECT count FROM by_grp WHERE key='g'"), 3);
+  ck_assert_int_eq(th_int(db, "SELECT sum FROM by_grp WHERE key='g'"), 112);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('users')"), 0);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_derived_unique_claim_held_fails_before_anything_applies){
   sqlite3 *db = dv_open("derived-unique", 0);
   char *zErr = 0;
@@ -622,6 +648,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_derived_random_workload_matches_sqlite_oracle,
                       0, 3);
   tcase_add_test(tc, test_derived_concurrent_unique_claims_one_commits);
+  tcase_add_loop_test(tc,
+      test_derived_concurrent_counter_deltas_do_not_conflict, 0, 3);
   tcase_add_loop_test(tc,
       test_derived_unique_claim_held_fails_before_anything_applies, 0, 3);
   tcase_add_loop_test(tc,
