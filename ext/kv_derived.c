@@ -24,7 +24,8 @@
 **
 ** Entries.  A projection is an SQL expression over the columns key and
 ** value of a source row, evaluated on the writing connection.  NULL gives
-** no entry; text holding a JSON array gives one entry per element.
+** no entry; text holding a JSON array ('[' first) gives one entry per
+** distinct element.
 **   index    KV key = projected key || source key (both key encodings;
 **            they are self-delimiting), value = the source key (with the
 **            projected key's numeric kind)
@@ -86,8 +87,8 @@ struct DvCarrier {
   char *zSum;                   /* counter: sum projection, or NULL */
   int bBuilt;
   KvBuf cursor;                 /* building: last source key covered */
-  sqlite3_stmt *pProj;          /* prepared on first use */
-  sqlite3_stmt *pSum;
+  sqlite3_stmt *pProj;          /* prepared on first use: key, projection,
+                                ** sum */
 };
 
 /* What the catalog says about one table, cached per connection. */
@@ -238,7 +239,6 @@ static void dvCarrierClear(DvCarrier *c){
   sqlite3_free(c->zSum);
   kv_buf_free(&c->cursor);
   sqlite3_finalize(c->pProj);
-  sqlite3_finalize(c->pSum);
   memset(c, 0, sizeof(*c));
 }
 
@@ -443,21 +443,12 @@ static void dvCacheDropStore(KvConn *pConn, KvEngine *pEng){
 static int dvPrepareProj(sqlite3 *db, DvCarrier *c){
   int rc = SQLITE_OK;
   if( c->pProj==0 ){
-    char *zSql = sqlite3_mprintf("SELECT ?1, x, CASE WHEN typeof(x)='text' "
-        "AND json_valid(x) AND json_type(x)='array' THEN 1 ELSE 0 END "
-        "FROM (SELECT (%s) AS x FROM (SELECT ?1 AS key, ?2 AS value))",
-        c->zExpr);
+    /* columns: the source key, the projection, the sum (counters) */
+    char *zSql = sqlite3_mprintf("SELECT ?1, (%s), (%s) FROM (SELECT ?1 AS "
+        "key, ?2 AS value)", c->zExpr, c->zSum ? c->zSum : "NULL");
     if( zSql==0 ) return SQLITE_NOMEM;
     rc = sqlite3_prepare_v3(db, zSql, -1, SQLITE_PREPARE_PERSISTENT,
                             &c->pProj, 0);
-    sqlite3_free(zSql);
-  }
-  if( rc==SQLITE_OK && c->zSum && c->pSum==0 ){
-    char *zSql = sqlite3_mprintf("SELECT (%s) FROM (SELECT ?1 AS key, "
-                                 "?2 AS value)", c->zSum);
-    if( zSql==0 ) return SQLITE_NOMEM;
-    rc = sqlite3_prepare_v3(db, zSql, -1, SQLITE_PREPARE_PERSISTENT,
-                            &c->pSum, 0);
     sqlite3_free(zSql);
   }
   return rc;
@@ -498,26 +489,31 @@ static int dvEntryAdd(DvCarrier *c, sqlite3_value *pV, sqlite3_value *pK,
   return rc;
 }
 
-/* The counter sum of a row: *piSum or *prSum (*pbReal). */
-static int dvSumOf(DvCarrier *c, int *pbReal, int64_t *piSum, double *prSum,
-                   char **pzWhy){
-  int rc = sqlite3_step(c->pSum);
+/* The counter sum of a row (column 2 of the projection's row): *piSum or
+** *prSum (*pbReal). */
+static int dvSumOf(sqlite3_stmt *pProj, int *pbReal, int64_t *piSum,
+                   double *prSum, char **pzWhy){
   *pbReal = 0; *piSum = 0; *prSum = 0.0;
-  if( rc!=SQLITE_ROW ){
-    *pzWhy = sqlite3_mprintf("%s", sqlite3_errmsg(sqlite3_db_handle(c->pSum)));
-    return rc==SQLITE_DONE ? SQLITE_ERROR : rc;
-  }
-  switch( sqlite3_column_type(c->pSum, 0) ){
+  switch( sqlite3_column_type(pProj, 2) ){
     case SQLITE_NULL: break;
-    case SQLITE_INTEGER: *piSum = sqlite3_column_int64(c->pSum, 0); break;
+    case SQLITE_INTEGER: *piSum = sqlite3_column_int64(pProj, 2); break;
     case SQLITE_FLOAT:
-      *pbReal = 1; *prSum = sqlite3_column_double(c->pSum, 0); break;
+      *pbReal = 1; *prSum = sqlite3_column_double(pProj, 2); break;
     default:
       *pzWhy = sqlite3_mprintf("the sum projection gave %s, not a number",
-          sqlite3_column_type(c->pSum, 0)==SQLITE_TEXT ? "text" : "a blob");
+          sqlite3_column_type(pProj, 2)==SQLITE_TEXT ? "text" : "a blob");
       return SQLITE_MISMATCH;
   }
   return SQLITE_OK;
+}
+
+/* Does projection result pX hold a JSON array (text starting with '[')? */
+static int dvIsArray(sqlite3_value *pX){
+  const unsigned char *z;
+  if( sqlite3_value_type(pX)!=SQLITE_TEXT ) return 0;
+  z = sqlite3_value_text(pX);
+  while( z && (*z==' ' || *z=='\t' || *z=='\n' || *z=='\r') ) z++;
+  return z && *z=='[';
 }
 
 /* Append the entries of source row (aKey, aVal) for carrier c to pList.
@@ -532,30 +528,30 @@ static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
     rc = kv_key_bind(c->pProj, 1, aKey, nKey, aVal, nVal);
     if( rc==SQLITE_OK ) rc = kv_value_bind(c->pProj, 2, aVal, nVal);
   }
-  if( rc==SQLITE_OK && c->pSum ){
-    rc = kv_key_bind(c->pSum, 1, aKey, nKey, aVal, nVal);
-    if( rc==SQLITE_OK ) rc = kv_value_bind(c->pSum, 2, aVal, nVal);
-    if( rc==SQLITE_OK ) rc = dvSumOf(c, &bReal, &iSum, &rSum, &zWhy);
-    sqlite3_reset(c->pSum);
-  }
   if( rc==SQLITE_OK ){
     rc = sqlite3_step(c->pProj);
     if( rc==SQLITE_ROW ){
       sqlite3_value *pK = sqlite3_column_value(c->pProj, 0);
       sqlite3_value *pX = sqlite3_column_value(c->pProj, 1);
-      rc = SQLITE_OK;
-      if( sqlite3_column_int(c->pProj, 2) ){
+      rc = c->zSum ? dvSumOf(c->pProj, &bReal, &iSum, &rSum, &zWhy)
+                   : SQLITE_OK;
+      if( rc==SQLITE_OK && dvIsArray(pX) ){
         if( pC->pEach==0 ){
           rc = sqlite3_prepare_v3(db, "SELECT value FROM json_each(?1)", -1,
                                   SQLITE_PREPARE_PERSISTENT, &pC->pEach, 0);
         }
         if( rc==SQLITE_OK ) rc = sqlite3_bind_value(pC->pEach, 1, pX);
-        while( rc==SQLITE_OK && sqlite3_step(pC->pEach)==SQLITE_ROW ){
+        while( rc==SQLITE_OK && (rc = sqlite3_step(pC->pEach))==SQLITE_ROW ){
           rc = dvEntryAdd(c, sqlite3_column_value(pC->pEach, 0), pK, aKey,
                           nKey, iSum, rSum, bReal, pList, &zWhy);
         }
+        if( rc==SQLITE_DONE ){
+          rc = SQLITE_OK;
+        }else if( rc!=SQLITE_OK && zWhy==0 ){
+          zWhy = sqlite3_mprintf("%s", sqlite3_errmsg(db));
+        }
         if( pC->pEach ) sqlite3_reset(pC->pEach);
-      }else{
+      }else if( rc==SQLITE_OK ){
         rc = dvEntryAdd(c, pX, pK, aKey, nKey, iSum, rSum, bReal, pList,
                         &zWhy);
       }

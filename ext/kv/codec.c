@@ -870,16 +870,17 @@ int kv_key_length(const uint8_t *aKey, int nKey){
 }
 
 static int kvcBindParam(sqlite3_stmt *pStmt, int iParam, KvcVal *p){
+  /* bytes inside the caller's buffer are bound without a copy */
+  void (*xDel)(void*) = p->zFree ? SQLITE_TRANSIENT : SQLITE_STATIC;
   switch( p->eType ){
     case SQLITE_INTEGER: return sqlite3_bind_int64(pStmt, iParam, p->i);
     case SQLITE_FLOAT:   return sqlite3_bind_double(pStmt, iParam, p->r);
     case SQLITE_TEXT:
       return sqlite3_bind_text64(pStmt, iParam, p->n ? (const char*)p->z : "",
-                                 (sqlite3_uint64)p->n, SQLITE_TRANSIENT,
-                                 SQLITE_UTF8);
+                                 (sqlite3_uint64)p->n, xDel, SQLITE_UTF8);
     case SQLITE_BLOB:
       return sqlite3_bind_blob64(pStmt, iParam, p->n ? (const void*)p->z : "",
-                                 (sqlite3_uint64)p->n, SQLITE_TRANSIENT);
+                                 (sqlite3_uint64)p->n, xDel);
     default: return sqlite3_bind_null(pStmt, iParam);
   }
 }

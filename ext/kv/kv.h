@@ -202,7 +202,9 @@ const char *kv_value_type_name(sqlite3_value *v);
 ** -1 when the bytes do not start with a whole key.  kv_key_bind and
 ** kv_value_bind bind the decoded key (its numeric kind taken from the
 ** value aVal/nVal, as kv_key_result) or value to parameter iParam of
-** pStmt: SQLITE_OK, SQLITE_CORRUPT, SQLITE_NOMEM or the bind's error. */
+** pStmt: SQLITE_OK, SQLITE_CORRUPT, SQLITE_NOMEM or the bind's error.
+** Text and blob bytes may be bound without a copy: aKey and aVal must
+** stay unchanged until the statement is reset or rebound. */
 int kv_key_length(const uint8_t *aKey, int nKey);
 int kv_key_bind(sqlite3_stmt *pStmt, int iParam, const uint8_t *aKey,
                 int nKey, const uint8_t *aVal, int nVal);
