@@ -761,7 +761,8 @@ static int dvCovers(const DvCarrier *c, const uint8_t *aKey, int nKey){
 
 int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, const uint8_t *aVal,
-                     int nVal, int bDelete, char **pzErr){
+                     int nVal, int bDelete, int eOld, const uint8_t *aOld,
+                     int nOld, char **pzErr){
   KvEngine *pEng = kv_root_engine(r);
   DvSource *s = 0;
   DvList lOld, lNew;
@@ -779,7 +780,12 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
   if( s->nCarrier==0 ) return SQLITE_OK;
   memset(&lOld, 0, sizeof(lOld));
   memset(&lNew, 0, sizeof(lNew));
-  rc = kv_peek(r, zTab, nTab, aKey, nKey, &old, &bFound, pzErr);
+  if( eOld==KV_DERIVED_OLD_UNKNOWN ){
+    rc = kv_peek(r, zTab, nTab, aKey, nKey, &old, &bFound, pzErr);
+  }else if( eOld==KV_DERIVED_OLD_GIVEN ){
+    bFound = 1;
+    rc = kv_buf_append(&old, aOld, nOld);
+  }
   for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
     DvCarrier *c = &s->a[i];
     rc = kv_root_touch(r, c->zName, c->nName, 1, pzErr);

@@ -176,7 +176,8 @@ static void funcPut(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
   if( rc==SQLITE_OK ){
     rc = kv_derived_write((KvConn*)sqlite3_user_data(ctx), h->pRoot, zTab,
-                          nTab, k.a, k.n, v.a, v.n, 0, &zErr);
+                          nTab, k.a, k.n, v.a, v.n, 0, KV_DERIVED_OLD_UNKNOWN,
+                          0, 0, &zErr);
   }
   if( rc==SQLITE_OK ){
     rc = kv_put(h->pRoot, zTab, nTab, k.a, k.n, v.a, v.n, &zErr);
@@ -200,7 +201,8 @@ static void funcDelete(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
   if( rc==SQLITE_OK ){
     rc = kv_derived_write((KvConn*)sqlite3_user_data(ctx), h->pRoot, zTab,
-                          nTab, k.a, k.n, 0, 0, 1, &zErr);
+                          nTab, k.a, k.n, 0, 0, 1, bFound ? KV_DERIVED_OLD_GIVEN
+                          : KV_DERIVED_OLD_ABSENT, v.a, v.n, &zErr);
   }
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);

@@ -191,7 +191,8 @@ void kv_readset_free(KvReadSet*);
 
 /* Derived data (kv_derived.c).
 ** kv_derived_write: before root r writes key aKey of zTab (aVal/nVal the
-** new value, or bDelete), write what the change means for zTab's
+** new value, or bDelete; eOld: what the caller knows of the old row),
+** write what the change means for zTab's
 ** carriers (indexes, counters) in r; refuses a write to a carrier itself.
 ** Errors: the projection's (naming carrier and key), SQLITE_CONSTRAINT_
 ** UNIQUE, the engine's; the source write must not be made then.
@@ -200,9 +201,13 @@ void kv_readset_free(KvReadSet*);
 ** SQLITE_CONSTRAINT_UNIQUE naming the index and the value).
 ** kv_derived_remove_carriers: root r removes source zTab: remove its
 ** carriers in r too.  kv_derived_free: kv_conn_unref frees the cache. */
+#define KV_DERIVED_OLD_UNKNOWN 0   /* read the old row (kv_peek) */
+#define KV_DERIVED_OLD_ABSENT  1   /* the caller knows there is none */
+#define KV_DERIVED_OLD_GIVEN   2   /* it is aOld/nOld */
 int kv_derived_write(KvConn*, KvRoot *r, const char *zTab, int nTab,
                      const uint8_t *aKey, int nKey, const uint8_t *aVal,
-                     int nVal, int bDelete, char **pzErr);
+                     int nVal, int bDelete, int eOld, const uint8_t *aOld,
+                     int nOld, char **pzErr);
 int kv_derived_prepare_error(KvConn*, KvRoot *r, int rc, char **pzErr);
 int kv_derived_remove_carriers(KvConn*, KvRoot *r, const char *zTab,
                                int nTab, char **pzErr);

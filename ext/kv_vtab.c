@@ -924,7 +924,9 @@ static int vtabInsertKey(VtabTable *p, KvRoot *r, const KvBuf *k,
   }
   {
     int rc = kv_derived_write(p->pConn, r, p->zName, p->nName, k->a, k->n,
-                              v->a, v->n, 0, pzErr);
+                              v->a, v->n, 0, eConflict!=SQLITE_REPLACE
+                              ? KV_DERIVED_OLD_ABSENT : KV_DERIVED_OLD_UNKNOWN,
+                              0, 0, pzErr);
     if( rc!=SQLITE_OK ) return rc;
   }
   return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
@@ -945,14 +947,14 @@ static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
   if( rc!=SQLITE_OK ) return rc;
   if( bOld && vtabBufCmp(kOld, kNew)==0 ){
     rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kNew->a, kNew->n,
-                          v->a, v->n, 0, pzErr);
+                          v->a, v->n, 0, KV_DERIVED_OLD_UNKNOWN, 0, 0, pzErr);
     if( rc!=SQLITE_OK ) return rc;
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
   rc = vtabInsertKey(p, r, kNew, v, pzErr);
   if( rc==SQLITE_OK && bOld ){
     rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kOld->a, kOld->n,
-                          0, 0, 1, pzErr);
+                          0, 0, 1, KV_DERIVED_OLD_UNKNOWN, 0, 0, pzErr);
     if( rc==SQLITE_OK ){
       rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
     }
@@ -974,7 +976,8 @@ static int vtabUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
     rc = kv_key_encode_old(argv[0], &p->kOld, &zErr);
     if( rc==SQLITE_OK ){
       rc = kv_derived_write(p->pConn, r, p->zName, p->nName, p->kOld.a,
-                            p->kOld.n, 0, 0, 1, &zErr);
+                            p->kOld.n, 0, 0, 1, KV_DERIVED_OLD_UNKNOWN, 0, 0,
+                            &zErr);
     }
     if( rc==SQLITE_OK ){
       rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
