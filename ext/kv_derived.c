@@ -72,6 +72,7 @@ SQLITE_EXTENSION_INIT3
 #define DV_UNIQUE   2
 #define DV_BATCH    512          /* source rows per build transaction */
 #define DV_RETRY    200          /* conflicts a build batch retries */
+#define DV_SAVEPOINT 0x7fffffff  /* the root savepoint level of one write */
 
 typedef struct DvCarrier DvCarrier;
 typedef struct DvSource DvSource;
@@ -778,6 +779,10 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
     return SQLITE_ERROR;
   }
   if( s->nCarrier==0 ) return SQLITE_OK;
+  /* a write that fails leaves nothing behind, with or without a statement
+  ** savepoint of SQLite's (a one-row statement has none) */
+  rc = kv_root_savepoint(r, DV_SAVEPOINT);
+  if( rc!=SQLITE_OK ) return rc;
   memset(&lOld, 0, sizeof(lOld));
   memset(&lNew, 0, sizeof(lNew));
   if( eOld==KV_DERIVED_OLD_UNKNOWN ){
@@ -802,6 +807,8 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
     }
     if( rc==SQLITE_OK ) rc = dvApply(r, c, &lOld, &lNew, pzErr);
   }
+  if( rc!=SQLITE_OK ) kv_root_rollback_to(r, DV_SAVEPOINT);
+  kv_root_release(r, DV_SAVEPOINT);
   dvListFree(&lOld);
   dvListFree(&lNew);
   kv_buf_free(&old);

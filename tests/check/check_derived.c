@@ -289,6 +289,26 @@ START_TEST(test_derived_unique_claim_held_fails_before_anything_applies){
 }
 END_TEST
 
+/* Inside BEGIN ... COMMIT a one-row statement has no statement savepoint:
+** a write refused by a unique index still leaves nothing of it. */
+START_TEST(test_derived_refused_write_in_transaction_leaves_nothing){
+  sqlite3 *db = dv_open("derived-txnfail", 0);
+  dv_source(db, azType[_i]);
+  dv_carriers(db);
+  th_exec(db, "INSERT INTO users VALUES(1, '{\"email\":\"a\",\"grp\":\"g\","
+              "\"n\":1,\"tags\":[\"t\"]}')");
+  th_exec(db, "BEGIN; INSERT INTO users VALUES(2, '{\"email\":\"b\","
+              "\"grp\":\"g\",\"n\":2}')");
+  ck_assert_int_ne(th_try(db, "INSERT INTO users VALUES(3, '{\"email\":\"a\","
+      "\"grp\":\"g\",\"n\":4,\"tags\":[\"v\"]}')", 0), SQLITE_OK);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(db, "SELECT count FROM by_grp WHERE key='g'"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM by_tag WHERE key='v'"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('users')"), 0);
+  sqlite3_close(db);
+}
+END_TEST
+
 START_TEST(test_derived_bad_projection_fails_write_naming_carrier_and_key){
   sqlite3 *db = dv_open("derived-badproj", 0);
   char *zErr = 0;
@@ -655,6 +675,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_derived_bad_projection_fails_write_naming_carrier_and_key, 0, 3);
   tcase_add_test(tc, test_derived_bad_declarations_are_refused);
+  tcase_add_loop_test(tc,
+      test_derived_refused_write_in_transaction_leaves_nothing, 0, 3);
   tcase_add_loop_test(tc, test_derived_carrier_refuses_writes, 0, 3);
   tcase_add_loop_test(tc, test_derived_handle_writes_maintain_carriers, 0, 3);
   tcase_add_loop_test(tc, test_derived_validate_finds_and_repair_fixes_drift,
