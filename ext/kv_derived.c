@@ -101,6 +101,9 @@ struct DvSource {
   int eCarrierKind;
   int nCarrier;
   DvCarrier *a;                 /* in application order */
+  sqlite3_stmt *pAll;           /* every projection of a row at once */
+  DvList *aOld, *aNew;          /* nCarrier lists each: a write's entries */
+  int *abCover;                 /* nCarrier flags: a write's carriers */
   DvSource *pNext;
 };
 
@@ -243,9 +246,19 @@ static void dvCarrierClear(DvCarrier *c){
   memset(c, 0, sizeof(*c));
 }
 
+static void dvListFree(DvList *p);
 static void dvSourceClear(DvSource *s){
   int i;
-  for(i=0; i<s->nCarrier; i++) dvCarrierClear(&s->a[i]);
+  for(i=0; i<s->nCarrier; i++){
+    dvCarrierClear(&s->a[i]);
+    if( s->aOld ) dvListFree(&s->aOld[i]);
+    if( s->aNew ) dvListFree(&s->aNew[i]);
+  }
+  sqlite3_finalize(s->pAll);
+  sqlite3_free(s->aOld);
+  sqlite3_free(s->aNew);
+  sqlite3_free(s->abCover);
+  s->pAll = 0; s->aOld = s->aNew = 0; s->abCover = 0;
   sqlite3_free(s->a);
   sqlite3_free(s->zCarrierOf);
   s->a = 0; s->nCarrier = 0; s->zCarrierOf = 0;
@@ -345,6 +358,19 @@ static int dvSourceRead(sqlite3 *db, DvSource *s){
   for(k=1; rc==SQLITE_OK && k<s->nCarrier; k++){
     for(i=k; i>0 && s->a[i-1].eKind>s->a[i].eKind; i--){
       DvCarrier t = s->a[i]; s->a[i] = s->a[i-1]; s->a[i-1] = t;
+    }
+  }
+  if( rc==SQLITE_OK && s->nCarrier>0 ){
+    s->aOld = sqlite3_malloc64(s->nCarrier*sizeof(DvList));
+    s->aNew = sqlite3_malloc64(s->nCarrier*sizeof(DvList));
+    s->abCover = sqlite3_malloc64(s->nCarrier*sizeof(int));
+    if( s->aOld==0 || s->aNew==0 || s->abCover==0 ){
+      sqlite3_free(s->aOld); sqlite3_free(s->aNew); sqlite3_free(s->abCover);
+      s->aOld = s->aNew = 0; s->abCover = 0;
+      rc = SQLITE_NOMEM;
+    }else{
+      memset(s->aOld, 0, s->nCarrier*sizeof(DvList));
+      memset(s->aNew, 0, s->nCarrier*sizeof(DvList));
     }
   }
   if( rc!=SQLITE_OK ) dvSourceClear(s);
@@ -490,19 +516,19 @@ static int dvEntryAdd(DvCarrier *c, sqlite3_value *pV, sqlite3_value *pK,
   return rc;
 }
 
-/* The counter sum of a row (column 2 of the projection's row): *piSum or
-** *prSum (*pbReal). */
-static int dvSumOf(sqlite3_stmt *pProj, int *pbReal, int64_t *piSum,
-                   double *prSum, char **pzWhy){
+/* The counter sum of a row (column iCol of the projection's row): *piSum
+** or *prSum (*pbReal). */
+static int dvSumOf(sqlite3_stmt *pProj, int iCol, int *pbReal,
+                   int64_t *piSum, double *prSum, char **pzWhy){
   *pbReal = 0; *piSum = 0; *prSum = 0.0;
-  switch( sqlite3_column_type(pProj, 2) ){
+  switch( sqlite3_column_type(pProj, iCol) ){
     case SQLITE_NULL: break;
-    case SQLITE_INTEGER: *piSum = sqlite3_column_int64(pProj, 2); break;
+    case SQLITE_INTEGER: *piSum = sqlite3_column_int64(pProj, iCol); break;
     case SQLITE_FLOAT:
-      *pbReal = 1; *prSum = sqlite3_column_double(pProj, 2); break;
+      *pbReal = 1; *prSum = sqlite3_column_double(pProj, iCol); break;
     default:
       *pzWhy = sqlite3_mprintf("the sum projection gave %s, not a number",
-          sqlite3_column_type(pProj, 2)==SQLITE_TEXT ? "text" : "a blob");
+          sqlite3_column_type(pProj, iCol)==SQLITE_TEXT ? "text" : "a blob");
       return SQLITE_MISMATCH;
   }
   return SQLITE_OK;
@@ -517,13 +543,45 @@ static int dvIsArray(sqlite3_value *pX){
   return z && *z=='[';
 }
 
+/* Append carrier c's entries of the row that pStmt is on (column 0 the
+** source key, iCol the projection, iCol+1 the sum) to pList.  On error
+** *pzWhy may say why. */
+static int dvEntriesFrom(sqlite3 *db, DvCache *pC, DvCarrier *c,
+                         const uint8_t *aKey, int nKey, sqlite3_stmt *pStmt,
+                         int iCol, DvList *pList, char **pzWhy){
+  sqlite3_value *pK = sqlite3_column_value(pStmt, 0);
+  sqlite3_value *pX = sqlite3_column_value(pStmt, iCol);
+  int64_t iSum = 0; double rSum = 0.0; int bReal = 0;
+  int rc = c->zSum ? dvSumOf(pStmt, iCol+1, &bReal, &iSum, &rSum, pzWhy)
+                   : SQLITE_OK;
+  if( rc==SQLITE_OK && dvIsArray(pX) ){
+    if( pC->pEach==0 ){
+      rc = sqlite3_prepare_v3(db, "SELECT value FROM json_each(?1)", -1,
+                              SQLITE_PREPARE_PERSISTENT, &pC->pEach, 0);
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_bind_value(pC->pEach, 1, pX);
+    while( rc==SQLITE_OK && (rc = sqlite3_step(pC->pEach))==SQLITE_ROW ){
+      rc = dvEntryAdd(c, sqlite3_column_value(pC->pEach, 0), pK, aKey,
+                      nKey, iSum, rSum, bReal, pList, pzWhy);
+    }
+    if( rc==SQLITE_DONE ){
+      rc = SQLITE_OK;
+    }else if( rc!=SQLITE_OK && *pzWhy==0 ){
+      *pzWhy = sqlite3_mprintf("%s", sqlite3_errmsg(db));
+    }
+    if( pC->pEach ) sqlite3_reset(pC->pEach);
+  }else if( rc==SQLITE_OK ){
+    rc = dvEntryAdd(c, pX, pK, aKey, nKey, iSum, rSum, bReal, pList, pzWhy);
+  }
+  return rc;
+}
+
 /* Append the entries of source row (aKey, aVal) for carrier c to pList.
 ** A failure names the carrier and the key (*pzErr). */
 static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
                      const uint8_t *aKey, int nKey, const uint8_t *aVal,
                      int nVal, DvList *pList, char **pzErr){
   char *zWhy = 0;
-  int64_t iSum = 0; double rSum = 0.0; int bReal = 0;
   int rc = db ? dvPrepareProj(db, c) : SQLITE_NOMEM;
   if( rc==SQLITE_OK ){
     rc = kv_key_bind(c->pProj, 1, aKey, nKey, aVal, nVal);
@@ -532,30 +590,7 @@ static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
   if( rc==SQLITE_OK ){
     rc = sqlite3_step(c->pProj);
     if( rc==SQLITE_ROW ){
-      sqlite3_value *pK = sqlite3_column_value(c->pProj, 0);
-      sqlite3_value *pX = sqlite3_column_value(c->pProj, 1);
-      rc = c->zSum ? dvSumOf(c->pProj, &bReal, &iSum, &rSum, &zWhy)
-                   : SQLITE_OK;
-      if( rc==SQLITE_OK && dvIsArray(pX) ){
-        if( pC->pEach==0 ){
-          rc = sqlite3_prepare_v3(db, "SELECT value FROM json_each(?1)", -1,
-                                  SQLITE_PREPARE_PERSISTENT, &pC->pEach, 0);
-        }
-        if( rc==SQLITE_OK ) rc = sqlite3_bind_value(pC->pEach, 1, pX);
-        while( rc==SQLITE_OK && (rc = sqlite3_step(pC->pEach))==SQLITE_ROW ){
-          rc = dvEntryAdd(c, sqlite3_column_value(pC->pEach, 0), pK, aKey,
-                          nKey, iSum, rSum, bReal, pList, &zWhy);
-        }
-        if( rc==SQLITE_DONE ){
-          rc = SQLITE_OK;
-        }else if( rc!=SQLITE_OK && zWhy==0 ){
-          zWhy = sqlite3_mprintf("%s", sqlite3_errmsg(db));
-        }
-        if( pC->pEach ) sqlite3_reset(pC->pEach);
-      }else if( rc==SQLITE_OK ){
-        rc = dvEntryAdd(c, pX, pK, aKey, nKey, iSum, rSum, bReal, pList,
-                        &zWhy);
-      }
+      rc = dvEntriesFrom(db, pC, c, aKey, nKey, c->pProj, 1, pList, &zWhy);
     }else{
       zWhy = sqlite3_mprintf("%s", sqlite3_errmsg(db));
       if( rc==SQLITE_DONE ) rc = SQLITE_ERROR;
@@ -564,6 +599,64 @@ static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
   }
   if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
     *pzErr = dvProjError(c, zSrc, aKey, nKey, zWhy ? zWhy : sqlite3_errstr(rc));
+  }
+  sqlite3_free(zWhy);
+  return rc;
+}
+
+/* The entries of row (aKey, aVal) for every carrier of s that covers the
+** key, into apList[i], from one statement that evaluates every projection
+** (SQLite's JSON functions then parse the value once).  A failure is
+** located by evaluating the carriers one by one, so the message names the
+** carrier. */
+static int dvEntriesAll(sqlite3 *db, DvCache *pC, DvSource *s,
+                        const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                        int nVal, const int *abCover, DvList *aList,
+                        char **pzErr){
+  char *zWhy = 0;
+  int i, rc = SQLITE_OK;
+  if( db==0 ) return SQLITE_NOMEM;
+  if( s->pAll==0 ){
+    char *zSql = sqlite3_mprintf("SELECT ?1");
+    for(i=0; zSql && i<s->nCarrier; i++){
+      zSql = sqlite3_mprintf("%z, (%s), (%s)", zSql, s->a[i].zExpr,
+                             s->a[i].zSum ? s->a[i].zSum : "NULL");
+    }
+    zSql = zSql ? sqlite3_mprintf("%z FROM (SELECT ?1 AS key, ?2 AS value)",
+                                  zSql) : 0;
+    if( zSql==0 ) return SQLITE_NOMEM;
+    rc = sqlite3_prepare_v3(db, zSql, -1, SQLITE_PREPARE_PERSISTENT,
+                            &s->pAll, 0);
+    sqlite3_free(zSql);
+  }
+  if( rc==SQLITE_OK ) rc = kv_key_bind(s->pAll, 1, aKey, nKey, aVal, nVal);
+  if( rc==SQLITE_OK ) rc = kv_value_bind(s->pAll, 2, aVal, nVal);
+  if( rc==SQLITE_OK && sqlite3_step(s->pAll)==SQLITE_ROW ){
+    for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+      if( !abCover[i] ) continue;
+      rc = dvEntriesFrom(db, pC, &s->a[i], aKey, nKey, s->pAll, 1+2*i,
+                         &aList[i], &zWhy);
+      if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
+        *pzErr = dvProjError(&s->a[i], s->zName, aKey, nKey,
+                             zWhy ? zWhy : sqlite3_errstr(rc));
+      }
+    }
+    sqlite3_reset(s->pAll);
+  }else if( rc==SQLITE_OK ){
+    sqlite3_reset(s->pAll);
+    /* a projection failed: find which, for the message */
+    for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+      DvList tmp;
+      memset(&tmp, 0, sizeof(tmp));
+      if( abCover[i] ) rc = dvEntries(db, pC, &s->a[i], s->zName, aKey, nKey,
+                                      aVal, nVal, &tmp, pzErr);
+      dvListFree(&tmp);
+    }
+    if( rc==SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv: a projection of table %s failed: %s",
+                               s->zName, sqlite3_errmsg(db));
+      rc = SQLITE_ERROR;
+    }
   }
   sqlite3_free(zWhy);
   return rc;
@@ -766,9 +859,8 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
                      int nOld, char **pzErr){
   KvEngine *pEng = kv_root_engine(r);
   DvSource *s = 0;
-  DvList lOld, lNew;
   KvBuf old = {0, 0, 0};
-  int i, bFound = 0;
+  int i, bFound = 0, nCover = 0;
   int rc = kv_root_touch(r, zTab, nTab, 1, pzErr);
   if( rc==SQLITE_OK ) rc = dvSource(pConn, pEng, zTab, nTab, &s);
   if( rc!=SQLITE_OK ) return rc;
@@ -783,8 +875,6 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
   ** savepoint of SQLite's (a one-row statement has none) */
   rc = kv_root_savepoint(r, DV_SAVEPOINT);
   if( rc!=SQLITE_OK ) return rc;
-  memset(&lOld, 0, sizeof(lOld));
-  memset(&lNew, 0, sizeof(lNew));
   if( eOld==KV_DERIVED_OLD_UNKNOWN ){
     rc = kv_peek(r, zTab, nTab, aKey, nKey, &old, &bFound, pzErr);
   }else if( eOld==KV_DERIVED_OLD_GIVEN ){
@@ -794,23 +884,25 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
   for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
     DvCarrier *c = &s->a[i];
     rc = kv_root_touch(r, c->zName, c->nName, 1, pzErr);
-    if( rc!=SQLITE_OK || !dvCovers(c, aKey, nKey) ) continue;
-    dvListReset(&lOld);
-    dvListReset(&lNew);
-    if( bFound ){
-      rc = dvEntries(dvDb(pConn), dvCache(pConn), c, s->zName, aKey, nKey,
-                     old.a, old.n, &lOld, pzErr);
-    }
-    if( rc==SQLITE_OK && !bDelete ){
-      rc = dvEntries(dvDb(pConn), dvCache(pConn), c, s->zName, aKey, nKey,
-                     aVal, nVal, &lNew, pzErr);
-    }
-    if( rc==SQLITE_OK ) rc = dvApply(r, c, &lOld, &lNew, pzErr);
+    s->abCover[i] = dvCovers(c, aKey, nKey);
+    nCover += s->abCover[i];
+    dvListReset(&s->aOld[i]);
+    dvListReset(&s->aNew[i]);
+  }
+  if( rc==SQLITE_OK && nCover && bFound ){
+    rc = dvEntriesAll(dvDb(pConn), dvCache(pConn), s, aKey, nKey, old.a,
+                      old.n, s->abCover, s->aOld, pzErr);
+  }
+  if( rc==SQLITE_OK && nCover && !bDelete ){
+    rc = dvEntriesAll(dvDb(pConn), dvCache(pConn), s, aKey, nKey, aVal, nVal,
+                      s->abCover, s->aNew, pzErr);
+  }
+  for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+    if( s->abCover[i] ) rc = dvApply(r, &s->a[i], &s->aOld[i], &s->aNew[i],
+                                     pzErr);
   }
   if( rc!=SQLITE_OK ) kv_root_rollback_to(r, DV_SAVEPOINT);
   kv_root_release(r, DV_SAVEPOINT);
-  dvListFree(&lOld);
-  dvListFree(&lNew);
   kv_buf_free(&old);
   return rc;
 }
