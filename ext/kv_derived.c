@@ -860,8 +860,11 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
   KvEngine *pEng = kv_root_engine(r);
   DvSource *s = 0;
   KvBuf old = {0, 0, 0};
-  int i, bFound = 0, nCover = 0;
+  int i, bFound = 0, nCover = 0, nTry = 0;
   int rc = kv_root_touch(r, zTab, nTab, 1, pzErr);
+again:
+  bFound = 0;
+  nCover = 0;
   if( rc==SQLITE_OK ) rc = dvSource(pConn, pEng, zTab, nTab, &s);
   if( rc!=SQLITE_OK ) return rc;
   if( s->zCarrierOf ){
@@ -888,6 +891,21 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
     nCover += s->abCover[i];
     dvListReset(&s->aOld[i]);
     dvListReset(&s->aNew[i]);
+  }
+  if( rc==SQLITE_OK && s->iSeq!=kv_engine_catalog_seq(pEng) ){
+    /* The catalog changed (a build batch) after it was read and perhaps
+    ** before a carrier was watched: this write cannot tell which keys the
+    ** carriers cover.  Everything is bound and watched now, so a retry
+    ** of the write reads a catalog that any later change conflicts with. */
+    kv_root_rollback_to(r, DV_SAVEPOINT);
+    kv_root_release(r, DV_SAVEPOINT);
+    kv_buf_free(&old);
+    if( ++nTry>DV_RETRY ){
+      *pzErr = sqlite3_mprintf("kv: the carriers of %s keep changing; retry "
+                               "the write", zTab);
+      return SQLITE_BUSY;
+    }
+    goto again;
   }
   if( rc==SQLITE_OK && nCover && bFound ){
     rc = dvEntriesAll(dvDb(pConn), dvCache(pConn), s, aKey, nKey, old.a,
@@ -982,6 +1000,9 @@ static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
     char *zSrc = 0;
     rc = dvJsonGet(dvDb(pConn), zOpt, "$.source", &zSrc);
     lo.aKey = c.cursor.a; lo.nKey = c.cursor.n; lo.bIncl = 0;
+    /* bind the source first: the scan then reads the snapshot from which
+    ** the range read below is checked */
+    if( rc==SQLITE_OK ) rc = kv_root_bind(r, zSrc, (int)strlen(zSrc), pzErr);
     if( rc==SQLITE_OK ){
       rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc),
                         c.cursor.n ? &lo : 0, 0, 0, &pIter, pzErr);
@@ -1368,7 +1389,12 @@ static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
   KvIter *pIter = 0;
   int i = 0, rc;
   memset(&exp, 0, sizeof(exp));
-  rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc), 0, 0, 0, &pIter, pzErr);
+  rc = kv_root_bind(r, zSrc, (int)strlen(zSrc), pzErr);
+  if( rc==SQLITE_OK ) rc = kv_root_bind(r, c->zName, c->nName, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc), 0, 0, 0, &pIter,
+                      pzErr);
+  }
   while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
     KvMapEntry e;
     kv_iter_entry(pIter, &e);

@@ -18,6 +18,7 @@
 #include "ext/depot.h"
 #include "ext/kv/kv.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,6 +565,98 @@ START_TEST(test_derived_unbuilt_carrier_is_unreadable_until_repaired){
 }
 END_TEST
 
+/* A unique index declared on rows that already share a value is refused
+** and leaves nothing. */
+START_TEST(test_derived_unique_build_on_duplicates_is_refused){
+  sqlite3 *db = dv_open("derived-uniqdup", 0);
+  char *zErr = 0;
+  int i;
+  dv_source(db, azType[_i]);
+  for(i=0; i<700; i++){
+    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, "
+        "'{\"email\":\"e%d\"}')", i, i==650 ? 3 : i));
+  }
+  ck_assert_int_ne(th_try(db, "CREATE VIRTUAL TABLE by_email USING kv_index("
+      "source=users, expr='json_extract(value, ''$.email'')', unique=1)",
+      &zErr), SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "'e3'"), "%s", zErr);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_tables WHERE "
+      "name='by_email' AND dir LIKE '%derived-uniqdup%'"), 0);
+  th_exec(db, "INSERT INTO users VALUES(1000, '{\"email\":\"e3\"}')");
+  sqlite3_close(db);
+}
+END_TEST
+
+/* Writers keep writing while a carrier is built on the populated source:
+** the result validates clean. */
+typedef struct DvWriter DvWriter;
+struct DvWriter {
+  const char *zDir;
+  volatile int bStop;
+  int nOk;
+};
+
+static void *dv_writer(void *pArg){
+  DvWriter *w = (DvWriter*)pArg;
+  char *zPath = sqlite3_mprintf("%s/db", w->zDir);
+  sqlite3 *db = 0;
+  unsigned seed = 99;
+  sqlite3_open(zPath, &db);
+  sqlite3_busy_timeout(db, 5000);
+  while( !w->bStop ){
+    char *zV = dv_row(&seed);
+    char *zSql = sqlite3_mprintf(rand_r(&seed)%4==0
+        ? "DELETE FROM users WHERE key=%d"
+        : "INSERT OR REPLACE INTO users VALUES(%d, %Q)",
+        rand_r(&seed)%3000, zV);
+    if( sqlite3_exec(db, zSql, 0, 0, 0)==SQLITE_OK ) w->nOk++;
+    sqlite3_free(zSql);
+    sqlite3_free(zV);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  return 0;
+}
+
+START_TEST(test_derived_build_with_concurrent_writers_validates_clean){
+  char *zDir = 0;
+  sqlite3 *db = dv_open("derived-buildconc", &zDir);
+  unsigned seed = 7;
+  pthread_t t;
+  DvWriter w;
+  int i;
+  dv_source(db, azType[_i]);
+  th_exec(db, "BEGIN");
+  for(i=0; i<3000; i++){
+    char *zV = dv_row(&seed);
+    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, %Q)", i, zV));
+    sqlite3_free(zV);
+  }
+  th_exec(db, "COMMIT");
+  memset(&w, 0, sizeof(w));
+  w.zDir = zDir;
+  ck_assert_int_eq(pthread_create(&t, 0, dv_writer, &w), 0);
+  usleep(20000);
+  th_exec(db,
+    "CREATE VIRTUAL TABLE by_tag USING kv_index(source=users, "
+    "  expr='json_extract(value, ''$.tags'')');"
+    "CREATE VIRTUAL TABLE by_grp USING kv_counter(source=users, "
+    "  group='json_extract(value, ''$.grp'')', "
+    "  sum='json_extract(value, ''$.n'')');");
+  usleep(20000);
+  w.bStop = 1;
+  pthread_join(t, 0);
+  ck_assert_int_gt(w.nOk, 0);
+  ck_assert_msg(th_int(db, "SELECT count(*) FROM kv_validate('users')")==0,
+      "%s", th_text(db, "SELECT group_concat(carrier||' '||quote(key)||' '"
+                        "||detail, '; ') FROM (SELECT * FROM "
+                        "kv_validate('users') LIMIT 5)"));
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------------------- SIGKILL -- */
 
 /* Child "write DIR TYPE SEED": random writes until killed.  Child "build
@@ -686,6 +779,10 @@ Suite *depot_test_suite(void){
                       0, 3);
   tcase_add_loop_test(tc,
       test_derived_unbuilt_carrier_is_unreadable_until_repaired, 0, 3);
+  tcase_add_loop_test(tc, test_derived_unique_build_on_duplicates_is_refused,
+                      0, 3);
+  tcase_add_loop_test(tc,
+      test_derived_build_with_concurrent_writers_validates_clean, 0, 3);
   suite_add_tcase(s, tc);
   tc = tcase_create("kill");
   tcase_set_timeout(tc, 600);
