@@ -379,15 +379,20 @@ static int dvSourceRead(sqlite3 *db, DvSource *s){
   return rc;
 }
 
+static void dvCacheFree(KvConn *pConn);
 static DvCache *dvCache(KvConn *pConn){
   if( pConn->pDerived==0 ){
     pConn->pDerived = sqlite3_malloc64(sizeof(DvCache));
-    if( pConn->pDerived ) memset(pConn->pDerived, 0, sizeof(DvCache));
+    if( pConn->pDerived ){
+      memset(pConn->pDerived, 0, sizeof(DvCache));
+      pConn->xDerivedFree = dvCacheFree;
+    }
   }
   return (DvCache*)pConn->pDerived;
 }
 
-void kv_derived_free(KvConn *pConn){
+/* KvConn.xDerivedFree: the connection is closing. */
+static void dvCacheFree(KvConn *pConn){
   DvCache *p = (DvCache*)pConn->pDerived;
   if( p==0 ) return;
   while( p->pList ){

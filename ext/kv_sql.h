@@ -56,7 +56,8 @@ struct KvConn {
   char *zLastDir;           /* the absolute directory last resolved ... */
   KvEngine *pLastEng;       /* ... to this store (one of apStore) */
   KvDecl *pDecl;            /* main-schema KV tables seen (kv_decl.c) */
-  void *pDerived;           /* kv_derived.c's catalog cache */
+  void *pDerived;           /* kv_derived.c's catalog cache, freed by ... */
+  void (*xDerivedFree)(KvConn*);  /* ... this, which kv_derived.c sets */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
@@ -200,7 +201,8 @@ void kv_readset_free(KvReadSet*);
 ** and message to report (a conflict on a unique index's value is
 ** SQLITE_CONSTRAINT_UNIQUE naming the index and the value).
 ** kv_derived_remove_carriers: root r removes source zTab: remove its
-** carriers in r too.  kv_derived_free: kv_conn_unref frees the cache. */
+** carriers in r too.  kv_conn_unref frees the cache through
+** KvConn.xDerivedFree. */
 #define KV_DERIVED_OLD_UNKNOWN 0   /* read the old row (kv_peek) */
 #define KV_DERIVED_OLD_ABSENT  1   /* the caller knows there is none */
 #define KV_DERIVED_OLD_GIVEN   2   /* it is aOld/nOld */
@@ -213,6 +215,5 @@ int kv_derived_remove_carriers(KvConn*, KvRoot *r, const char *zTab,
                                int nTab, char **pzErr);
 int kv_derived_remove(KvConn*, KvEngine*, const char *zName, int bSource,
                       char **pzErr);
-void kv_derived_free(KvConn*);
 
 #endif /* DEPOT_KV_SQL_H */
