@@ -72,7 +72,6 @@ SQLITE_EXTENSION_INIT3
 #define DV_UNIQUE   2
 #define DV_BATCH    512          /* source rows per build transaction */
 #define DV_RETRY    200          /* conflicts a build batch retries */
-#define DV_SAVEPOINT 0x7fffffff  /* the root savepoint level of one write */
 
 typedef struct DvCarrier DvCarrier;
 typedef struct DvSource DvSource;
@@ -762,18 +761,13 @@ static int dvSameOwner(const uint8_t *aHeld, int nHeld, const DvList *p,
       && memcmp(aHeld+1, dvValOf(p, e)+1, nHeld-1)==0;
 }
 
-/* Claim the unique entries of pNew missing from pOld (SQLITE_CONSTRAINT_
-** UNIQUE if another source key holds one), release those of pOld missing
-** from pNew. */
-static int dvApplyUnique(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
+/* Would claiming the unique entries of pNew missing from pOld take a
+** value another source key holds?  SQLITE_CONSTRAINT_UNIQUE then; reads
+** only, so a refused write has written nothing. */
+static int dvUniqueCheck(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
                          char **pzErr){
   KvBuf held = {0, 0, 0};
   int i, rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<pOld->n; i++){
-    DvEntry *e = &pOld->a[i];
-    if( dvListHas(pNew, pOld, e, 0) ) continue;
-    rc = kv_del(r, c->zName, c->nName, dvKeyOf(pOld, e), e->nKey, pzErr);
-  }
   for(i=0; rc==SQLITE_OK && i<pNew->n; i++){
     DvEntry *e = &pNew->a[i];
     int bFound = 0;
@@ -783,12 +777,27 @@ static int dvApplyUnique(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
     if( rc==SQLITE_OK && bFound && !dvSameOwner(held.a, held.n, pNew, e) ){
       rc = dvUniqueError(c, dvKeyOf(pNew, e), e->nKey, held.a, held.n, pzErr);
     }
-    if( rc==SQLITE_OK ){
-      rc = kv_put(r, c->zName, c->nName, dvKeyOf(pNew, e), e->nKey,
-                  dvValOf(pNew, e), e->nVal, pzErr);
-    }
   }
   kv_buf_free(&held);
+  return rc;
+}
+
+/* Claim the unique entries of pNew missing from pOld (dvUniqueCheck has
+** passed), release those of pOld missing from pNew. */
+static int dvApplyUnique(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
+                         char **pzErr){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<pOld->n; i++){
+    DvEntry *e = &pOld->a[i];
+    if( dvListHas(pNew, pOld, e, 0) ) continue;
+    rc = kv_del(r, c->zName, c->nName, dvKeyOf(pOld, e), e->nKey, pzErr);
+  }
+  for(i=0; rc==SQLITE_OK && i<pNew->n; i++){
+    DvEntry *e = &pNew->a[i];
+    if( dvListHas(pOld, pNew, e, 1) ) continue;
+    rc = kv_put(r, c->zName, c->nName, dvKeyOf(pNew, e), e->nKey,
+                dvValOf(pNew, e), e->nVal, pzErr);
+  }
   return rc;
 }
 
@@ -879,10 +888,9 @@ again:
     return SQLITE_ERROR;
   }
   if( s->nCarrier==0 ) return SQLITE_OK;
-  /* a write that fails leaves nothing behind, with or without a statement
-  ** savepoint of SQLite's (a one-row statement has none) */
-  rc = kv_root_savepoint(r, DV_SAVEPOINT);
-  if( rc!=SQLITE_OK ) return rc;
+  /* A write that fails must leave nothing behind, with or without a
+  ** statement savepoint of SQLite's (a one-row statement has none): every
+  ** projection and unique claim is checked before the first write. */
   if( eOld==KV_DERIVED_OLD_UNKNOWN ){
     rc = kv_peek(r, zTab, nTab, aKey, nKey, &old, &bFound, pzErr);
   }else if( eOld==KV_DERIVED_OLD_GIVEN ){
@@ -900,10 +908,9 @@ again:
   if( rc==SQLITE_OK && s->iSeq!=kv_engine_catalog_seq(pEng) ){
     /* The catalog changed (a build batch) after it was read and perhaps
     ** before a carrier was watched: this write cannot tell which keys the
-    ** carriers cover.  Everything is bound and watched now, so a retry
-    ** of the write reads a catalog that any later change conflicts with. */
-    kv_root_rollback_to(r, DV_SAVEPOINT);
-    kv_root_release(r, DV_SAVEPOINT);
+    ** carriers cover.  Everything is bound and watched now (nothing is
+    ** written yet), so a retry of the write reads a catalog that any later
+    ** change conflicts with. */
     kv_buf_free(&old);
     if( ++nTry>DV_RETRY ){
       *pzErr = sqlite3_mprintf("kv: the carriers of %s keep changing; retry "
@@ -921,12 +928,18 @@ again:
                       s->abCover, s->aNew, pzErr);
   }
   for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+    if( s->abCover[i] && s->a[i].eKind==DV_UNIQUE ){
+      rc = dvUniqueCheck(r, &s->a[i], &s->aOld[i], &s->aNew[i], pzErr);
+    }
+  }
+  kv_buf_free(&old);
+  if( rc!=SQLITE_OK ) return rc;
+  for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
     if( s->abCover[i] ) rc = dvApply(r, &s->a[i], &s->aOld[i], &s->aNew[i],
                                      pzErr);
   }
-  if( rc!=SQLITE_OK ) kv_root_rollback_to(r, DV_SAVEPOINT);
-  kv_root_release(r, DV_SAVEPOINT);
-  kv_buf_free(&old);
+  /* Past the checks only SQLITE_NOMEM can fail a write (the carriers are
+  ** bound already), and SQLite rolls the whole transaction back on it. */
   return rc;
 }
 
@@ -1018,6 +1031,9 @@ static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
       dvListReset(&lNew);
       rc = dvEntries(dvDb(pConn), dvCache(pConn), &c, zSrc, e.aKey, e.nKey,
                      e.aVal, e.nVal, &lNew, pzErr);
+      if( rc==SQLITE_OK && c.eKind==DV_UNIQUE ){
+        rc = dvUniqueCheck(r, &c, &lNone, &lNew, pzErr);
+      }
       if( rc==SQLITE_OK ) rc = dvApply(r, &c, &lNone, &lNew, pzErr);
       if( rc==SQLITE_OK ){
         kv_buf_reset(&last);
