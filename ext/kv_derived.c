@@ -23,7 +23,9 @@
 ** misses a carrier.
 **
 ** Entries.  A projection is an SQL expression over the columns key and
-** value of a source row, evaluated on the writing connection.  NULL gives
+** value of a source row, evaluated on the connection's private in-memory
+** connection (dvDb), all of a source's projections in one statement (its
+** JSON is parsed once).  NULL gives
 ** no entry; text holding a JSON array ('[' first) gives one entry per
 ** distinct element.
 **   index    KV key = projected key || source key (both key encodings;
@@ -39,8 +41,10 @@
 ** evaluates the projections of the old and the new row and writes the
 ** difference to each carrier in the same root transaction, in this fixed
 ** order: secondary indexes, counters, unique indexes, each kind in
-** declaration order.  A failing projection or a unique value held by
-** another source key fails the write before the source changes.  Two
+** declaration order.  Every projection is evaluated and every unique
+** claim checked before the first carrier write, so a failing projection or
+** a unique value held by another source key fails the write with nothing
+** written (a one-row statement has no SQLite statement savepoint).  Two
 ** transactions claiming one unique value both write its key: the engine's
 ** conflict check lets one prepare, and kv_derived_prepare_error reports the
 ** other's failure as SQLITE_CONSTRAINT_UNIQUE.
