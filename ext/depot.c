@@ -30,7 +30,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotKvStatsComponent,     /* kv_stats */
   &depotKvVfuncComponent,     /* key versions, kv_store_options, kv_metrics */
   &depotKvAttachComponent,    /* kv_attach; temp declarations at load */
-  &depotKvDerivedComponent,   /* kv_index, kv_counter, kv_validate, repair */
+  &depotKvDerivedComponent,   /* kv_index, kv_counter, kv_validate, ... */
   &depotSqlComponent,         /* the depot VFS, commits, stats, import */
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
   &depotVerifySqlComponent,   /* quotas, verify */

@@ -11,6 +11,7 @@
 **   SELECT key, count, sum FROM users_by_country;
 **   SELECT carrier, key, detail FROM kv_validate('users'[, dir]);
 **   SELECT kv_repair('users'[, carrier[, dir]]);     -- JSON summary
+**   SELECT name, kind, expr, sum, built FROM kv_carriers('users'[, dir]);
 **   DROP TABLE users_by_email;                        -- removes the carrier
 **
 ** A carrier is a KV table of its own (same type and persistence as its
@@ -1624,6 +1625,51 @@ static const DepotListing validateListing = {
   dvValidateRows
 };
 
+/* kv_carriers(source[, dir]): the carriers of source in application
+** order. */
+static int dvCarriersRows(DepotRows *pRows, sqlite3_value **apArg,
+                          char **pzErr){
+  KvConn *pConn = (KvConn*)pRows->pAux;
+  const char *zSrc = depot_text_value(apArg[0]);
+  const char *zDir = apArg[1] ? depot_text_value(apArg[1]) : 0;
+  KvEngine *pEng = 0;
+  DvSource *s = 0;
+  int i, rc;
+  if( zSrc==0 ){
+    *pzErr = sqlite3_mprintf("kv: kv_carriers: the source table must be "
+                             "non-empty text");
+    return SQLITE_ERROR;
+  }
+  rc = kv_conn_store_existing(pConn, zDir, &pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = dvSource(pConn, pEng, zSrc, (int)strlen(zSrc), &s);
+  for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+    DvCarrier *c = &s->a[i];
+    depot_rows_text(pRows, c->zName);
+    depot_rows_text(pRows, c->eKind==DV_UNIQUE ? "unique"
+                           : c->eKind==DV_COUNTER ? "counter" : "index");
+    depot_rows_text(pRows, c->zExpr);
+    depot_rows_text(pRows, c->zSum);
+    rc = depot_rows_int(pRows, c->bBuilt);
+  }
+  kv_engine_unref(pEng);
+  return rc;
+}
+
+static const DepotListingCol aCarriersCol[] = {
+  DEPOT_COLUMN("name", "TEXT"),
+  DEPOT_COLUMN("kind", "TEXT"),
+  DEPOT_COLUMN("expr", "TEXT"),
+  DEPOT_COLUMN("sum", "TEXT"),
+  DEPOT_COLUMN("built", "INTEGER"),
+  DEPOT_ARGUMENT("source"),
+  DEPOT_ARGUMENT("dir"),
+};
+
+static const DepotListing carriersListing = {
+  "kv_carriers", 7, aCarriersCol, 1, SQLITE_VTAB_INNOCUOUS, 10.0, 0,
+  dvCarriersRows
+};
+
 static void dvRepairFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   KvConn *pConn = (KvConn*)sqlite3_user_data(ctx);
   const char *zSrc = depot_text_arg(ctx, argv[0], "kv_repair", "source");
@@ -2028,6 +2074,10 @@ static int dvConnection(sqlite3 *db, KvConn *pConn){
   }
   if( rc==SQLITE_OK ){
     kv_conn_ref(pConn);
+    rc = depot_listing_register(db, &carriersListing, pConn, dvConnUnref);
+  }
+  if( rc==SQLITE_OK ){
+    kv_conn_ref(pConn);
     rc = sqlite3_create_function_v2(db, "kv_repair", -1,
         SQLITE_UTF8|SQLITE_DIRECTONLY, pConn, dvRepairFunc, 0, 0,
         dvConnUnref);
@@ -2036,6 +2086,7 @@ static int dvConnection(sqlite3 *db, KvConn *pConn){
 }
 
 const DepotComponent depotKvDerivedComponent = {
-  "kv: cannot register kv_index, kv_counter, kv_validate, kv_repair", 0,
+  "kv: cannot register kv_index, kv_counter, kv_validate, kv_carriers, "
+  "kv_repair", 0,
   dvConnection
 };

@@ -500,6 +500,22 @@ START_TEST(test_derived_drop_carrier_and_source){
 }
 END_TEST
 
+/* kv_carriers lists the carriers in the order a commit applies them. */
+START_TEST(test_derived_carriers_listed_in_application_order){
+  sqlite3 *db = dv_open("derived-list", 0);
+  char *z;
+  dv_source(db, azType[_i]);
+  dv_carriers(db);
+  z = th_text(db, "SELECT group_concat(name||':'||kind||':'||built, ' ') "
+                  "FROM kv_carriers('users')");
+  ck_assert_str_eq(z, "by_tag:index:1 by_grp:counter:1 by_email:unique:1");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_carriers('by_tag')"),
+                   0);
+  sqlite3_close(db);
+}
+END_TEST
+
 /* One source write and its carriers' changes are one WAL record. */
 START_TEST(test_derived_write_and_carriers_are_one_wal_record){
   char *zDir = 0, *zStore, *zErr = 0;
@@ -775,6 +791,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_derived_validate_finds_and_repair_fixes_drift,
                       0, 3);
   tcase_add_loop_test(tc, test_derived_drop_carrier_and_source, 0, 3);
+  tcase_add_loop_test(tc, test_derived_carriers_listed_in_application_order,
+                      0, 3);
   tcase_add_loop_test(tc, test_derived_write_and_carriers_are_one_wal_record,
                       0, 3);
   tcase_add_loop_test(tc,
