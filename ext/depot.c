@@ -31,6 +31,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotKvVfuncComponent,     /* key versions, kv_store_options, kv_metrics */
   &depotKvPreparedComponent,  /* kv_prepared, kv_commit/rollback_prepared */
   &depotKvAttachComponent,    /* kv_attach; temp declarations at load */
+  &depotKvDerivedComponent,   /* kv_index, kv_counter, kv_validate, ... */
   &depotSqlComponent,         /* the depot VFS, commits, stats, import */
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
   &depotVerifySqlComponent,   /* quotas, verify */

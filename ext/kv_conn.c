@@ -52,6 +52,7 @@ void kv_conn_unref(void *pArg){
     sqlite3_free(h);
   }
   kv_root_free(p->pSqlRoot);
+  if( p->xDerivedFree ) p->xDerivedFree(p);    /* kv_derived.c's cache */
   while( p->pDecl ){                 /* the notes of kv_decl.c */
     KvDecl *d = p->pDecl;
     p->pDecl = d->pNext;

@@ -177,6 +177,11 @@ static void funcPut(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( !funcKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
   if( rc==SQLITE_OK ){
+    rc = kv_derived_write((KvConn*)sqlite3_user_data(ctx), h->pRoot, zTab,
+                          nTab, k.a, k.n, v.a, v.n, 0, KV_DERIVED_OLD_UNKNOWN,
+                          0, 0, &zErr);
+  }
+  if( rc==SQLITE_OK ){
     rc = kv_put(h->pRoot, zTab, nTab, k.a, k.n, v.a, v.n, &zErr);
   }
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
@@ -196,6 +201,11 @@ static void funcDelete(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   if( !funcKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_peek(h->pRoot, zTab, nTab, k.a, k.n, &v, &bFound, &zErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_derived_write((KvConn*)sqlite3_user_data(ctx), h->pRoot, zTab,
+                          nTab, k.a, k.n, 0, 0, 1, bFound ? KV_DERIVED_OLD_GIVEN
+                          : KV_DERIVED_OLD_ABSENT, v.a, v.n, &zErr);
+  }
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else if( bFound ) kv_value_result(ctx, v.a, v.n);
@@ -234,6 +244,8 @@ static void funcPrepare(sqlite3_context *ctx, int argc, sqlite3_value **argv){
     return;
   }
   rc = kv_root_prepare(h->pRoot, &zErr);
+  rc = kv_derived_prepare_error((KvConn*)sqlite3_user_data(ctx), h->pRoot,
+                                rc, &zErr);
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
 }
@@ -246,6 +258,8 @@ static void funcCommit(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   (void)argc;
   if( h==0 ) return;
   rc = kv_root_commit(h->pRoot, &zErr);
+  rc = kv_derived_prepare_error((KvConn*)sqlite3_user_data(ctx), h->pRoot,
+                                rc, &zErr);
   if( rc!=SQLITE_OK ){
     kv_sql_error(ctx, rc, zErr);
     return;
@@ -507,6 +521,10 @@ static void funcRemoveTable(sqlite3_context *ctx, int argc,
   if( h==0 || !funcWritable(ctx, "kv_remove_table") ) return;
   if( !funcNameArg(ctx, argv[1], &zTab, &nTab) ) return;
   rc = kv_remove_table(h->pRoot, zTab, nTab, &zErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_derived_remove_carriers((KvConn*)sqlite3_user_data(ctx),
+                                    h->pRoot, zTab, nTab, &zErr);
+  }
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
 }

@@ -61,6 +61,8 @@ struct KvConn {
   uint64_t iGcFloor;        /* ... up to this replay floor */
   int eSync;                /* KV_SYNC_* of its SQL commits (kv_vtab.c,
                             ** kv_synchronous()); 0 is KV_SYNC_FULL */
+  void *pDerived;           /* kv_derived.c's catalog cache, freed by ... */
+  void (*xDerivedFree)(KvConn*);  /* ... this, which kv_derived.c sets */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
@@ -212,5 +214,31 @@ struct KvReadSet {
 ** a duplicate (table, key) is also SQLITE_ERROR. */
 int kv_readset_parse(const char *z, int n, KvReadSet *pSet, char **pzErr);
 void kv_readset_free(KvReadSet*);
+
+/* Derived data (kv_derived.c).
+** kv_derived_write: before root r writes key aKey of zTab (aVal/nVal the
+** new value, or bDelete; eOld: what the caller knows of the old row),
+** write what the change means for zTab's
+** carriers (indexes, counters) in r; refuses a write to a carrier itself.
+** Errors: the projection's (naming carrier and key), SQLITE_CONSTRAINT_
+** UNIQUE, the engine's; the source write must not be made then.
+** kv_derived_prepare_error: after a prepare of r failed with rc, the code
+** and message to report (a conflict on a unique index's value is
+** SQLITE_CONSTRAINT_UNIQUE naming the index and the value).
+** kv_derived_remove_carriers: root r removes source zTab: remove its
+** carriers in r too.  kv_conn_unref frees the cache through
+** KvConn.xDerivedFree. */
+#define KV_DERIVED_OLD_UNKNOWN 0   /* read the old row (kv_peek) */
+#define KV_DERIVED_OLD_ABSENT  1   /* the caller knows there is none */
+#define KV_DERIVED_OLD_GIVEN   2   /* it is aOld/nOld */
+int kv_derived_write(KvConn*, KvRoot *r, const char *zTab, int nTab,
+                     const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                     int nVal, int bDelete, int eOld, const uint8_t *aOld,
+                     int nOld, char **pzErr);
+int kv_derived_prepare_error(KvConn*, KvRoot *r, int rc, char **pzErr);
+int kv_derived_remove_carriers(KvConn*, KvRoot *r, const char *zTab,
+                               int nTab, char **pzErr);
+int kv_derived_remove(KvConn*, KvEngine*, const char *zName, int bSource,
+                      char **pzErr);
 
 #endif /* DEPOT_KV_SQL_H */

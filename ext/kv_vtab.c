@@ -446,6 +446,10 @@ static int vtabDestroy(sqlite3_vtab *pVtab){
   if( rc==SQLITE_OK && bFound ) rc = kv_root_begin(p->pEng, &pRoot);
   if( rc==SQLITE_OK && bFound ){
     rc = kv_remove_table(pRoot, p->zName, p->nName, &zErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_derived_remove_carriers(p->pConn, pRoot, p->zName, p->nName,
+                                      &zErr);
+    }
     if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, &zErr);
   }
   kv_root_free(pRoot);
@@ -921,6 +925,13 @@ static int vtabInsertKey(VtabTable *p, KvRoot *r, const KvBuf *k,
       return SQLITE_CONSTRAINT_PRIMARYKEY;
     }
   }
+  {
+    int rc = kv_derived_write(p->pConn, r, p->zName, p->nName, k->a, k->n,
+                              v->a, v->n, 0, eConflict!=SQLITE_REPLACE
+                              ? KV_DERIVED_OLD_ABSENT : KV_DERIVED_OLD_UNKNOWN,
+                              0, 0, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+  }
   return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
 }
 
@@ -938,11 +949,18 @@ static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
   if( rc==SQLITE_OK && bOld ) rc = kv_key_encode_old(argv[0], kOld, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( bOld && vtabBufCmp(kOld, kNew)==0 ){
+    rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kNew->a, kNew->n,
+                          v->a, v->n, 0, KV_DERIVED_OLD_UNKNOWN, 0, 0, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
   rc = vtabInsertKey(p, r, kNew, v, pzErr);
   if( rc==SQLITE_OK && bOld ){
-    rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
+    rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kOld->a, kOld->n,
+                          0, 0, 1, KV_DERIVED_OLD_UNKNOWN, 0, 0, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_del(r, p->zName, p->nName, kOld->a, kOld->n, pzErr);
+    }
   }
   return rc;
 }
@@ -959,6 +977,11 @@ static int vtabUpdate(sqlite3_vtab *pVtab, int argc, sqlite3_value **argv,
   if( argc==1 ){
     kv_buf_reset(&p->kOld);
     rc = kv_key_encode_old(argv[0], &p->kOld, &zErr);
+    if( rc==SQLITE_OK ){
+      rc = kv_derived_write(p->pConn, r, p->zName, p->nName, p->kOld.a,
+                            p->kOld.n, 0, 0, 1, KV_DERIVED_OLD_UNKNOWN, 0, 0,
+                            &zErr);
+    }
     if( rc==SQLITE_OK ){
       rc = kv_del(r, p->zName, p->nName, p->kOld.a, p->kOld.n, &zErr);
     }
@@ -1030,6 +1053,7 @@ static int vtabSync(sqlite3_vtab *pVtab){
     if( kv_root_has_writes(r) ){
       kv_root_set_sync(r, p->pConn->eSync);
       rc = kv_coord_prepare(p->pConn, r, &zErr);
+      rc = kv_derived_prepare_error(p->pConn, r, rc, &zErr);
     }
   }else if( r && kv_root_state(r)==KV_ROOT_FAILED ){
     zErr = sqlite3_mprintf("kv: the transaction failed and was rolled back");

@@ -22,6 +22,7 @@ DEPOT_SOURCES += \
 	ext/kv_vtab.c \
 	ext/kv_func.c \
 	ext/kv_tables.c \
+	ext/kv_derived.c \
 	ext/kv_readset.c \
 	ext/kv_vfunc.c \
 	ext/kv_prepared.c \

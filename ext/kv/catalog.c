@@ -17,6 +17,9 @@
 **     u8 version(1)  u8 persistence  u64 id  u8 nType type
 **     u32 nOptions options
 **
+** An entry put again with the id it has keeps the table and replaces its
+** options (kv_table_set_options).
+**
 ** Locking: publishing (kvCatalogApply) runs with the engine mutex held;
 ** kvCatalogSave takes KvEngine.catMutex (one file writer at a time), then
 ** the engine mutex only to serialise the published catalog, and writes
@@ -99,7 +102,12 @@ static int catEntry(KvEngine *pEng, const KvMapEntry *e,
     return rc;
   }
   if( meta.iId>=pEng->iNextTableId ) pEng->iNextTableId = meta.iId+1;
-  if( pOld && pOld->meta.iId==meta.iId ){ kv_meta_clear(&meta); return rc; }
+  if( pOld && pOld->meta.iId==meta.iId ){
+    /* the same table with new options (kv_table_set_options) */
+    sqlite3_free(pOld->meta.zOptions);
+    pOld->meta.zOptions = meta.zOptions;
+    return rc;
+  }
   if( pOld ) kvTableUnlink(pEng, pOld);
   for(i=0; i<nNew; i++){
     if( apNew[i]->nName==e->nKey && memcmp(apNew[i]->zName, e->aKey, e->nKey)==0 ){
@@ -135,6 +143,7 @@ int kvCatalogApply(KvEngine *pEng, KvMap *pBatch, uint64_t iSeq,
       rc = kv_map_put(&pMeta->pRev, e.aKey, e.nKey, 0, 0, iSeq, 0);
     }
   }
+  __atomic_store_n(&pEng->iCatalogSeq, iSeq, __ATOMIC_RELAXED);
   kv_map_cursor_free(pCsr);
   if( rc==SQLITE_OK ){
     rc = pMeta->pBackend->xApply(pMeta->pData, pBatch, iSeq, 0);

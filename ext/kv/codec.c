@@ -865,3 +865,81 @@ int kv_key_encode_c(int eType, int64_t i, double r, const void *z, int n,
       return SQLITE_CONSTRAINT;
   }
 }
+
+/* ---- derived data (ext/kv_derived.c): composite keys and binding ---- */
+
+int kv_key_length(const uint8_t *aKey, int nKey){
+  int i;
+  if( nKey<1 ) return -1;
+  if( aKey[0]==KVC_KEY_NUM ){
+    if( nKey<10 ) return -1;
+    if( aKey[9]==0x01 ) return nKey>=12 ? 12 : -1;
+    return 10;
+  }
+  if( aKey[0]!=KVC_KEY_TEXT && aKey[0]!=KVC_KEY_BLOB ) return -1;
+  for(i=1; i+1<nKey; i++){
+    if( aKey[i]!=0x00 ) continue;
+    if( aKey[i+1]==0x00 ) return i+2;
+    i++;                                /* 0x00 0xFF: an escaped NUL */
+  }
+  return -1;
+}
+
+static int kvcBindParam(sqlite3_stmt *pStmt, int iParam, KvcVal *p){
+  /* bytes inside the caller's buffer are bound without a copy */
+  void (*xDel)(void*) = p->zFree ? SQLITE_TRANSIENT : SQLITE_STATIC;
+  switch( p->eType ){
+    case SQLITE_INTEGER: return sqlite3_bind_int64(pStmt, iParam, p->i);
+    case SQLITE_FLOAT:   return sqlite3_bind_double(pStmt, iParam, p->r);
+    case SQLITE_TEXT:
+      return sqlite3_bind_text64(pStmt, iParam, p->n ? (const char*)p->z : "",
+                                 (sqlite3_uint64)p->n, xDel, SQLITE_UTF8);
+    case SQLITE_BLOB:
+      return sqlite3_bind_blob64(pStmt, iParam, p->n ? (const void*)p->z : "",
+                                 (sqlite3_uint64)p->n, xDel);
+    default: return sqlite3_bind_null(pStmt, iParam);
+  }
+}
+
+int kv_key_bind(sqlite3_stmt *pStmt, int iParam, const uint8_t *aKey,
+                int nKey, const uint8_t *aVal, int nVal){
+  KvcVal v;
+  int eKind;
+  int rc = kvcValueKind(aVal, nVal, &eKind);
+  memset(&v, 0, sizeof(v));
+  if( rc==SQLITE_OK ) rc = kvcKeyDecode(aKey, nKey, eKind, 0, &v);
+  if( rc==SQLITE_OK ) rc = kvcBindParam(pStmt, iParam, &v);
+  sqlite3_free(v.zFree);
+  return rc;
+}
+
+int kv_value_bind(sqlite3_stmt *pStmt, int iParam, const uint8_t *aVal,
+                  int nVal){
+  KvcVal v;
+  int rc = kvcValueDecode(aVal, nVal, &v);
+  if( rc==SQLITE_OK ) rc = kvcBindParam(pStmt, iParam, &v);
+  return rc;
+}
+
+int kv_value_encode_text(const uint8_t *aKind, const char *z, int n,
+                         KvBuf *pOut){
+  uint8_t aHdr[2];
+  int rc;
+  aHdr[0] = aKind ? aKind[0] : KVC_KIND_NONE;
+  aHdr[1] = KVC_VAL_TEXT;
+  rc = kv_buf_append(pOut, aHdr, 2);
+  if( rc==SQLITE_OK && n>0 ){
+    rc = kv_buf_append(pOut, z, n);
+    if( rc!=SQLITE_OK ) pOut->n -= 2;
+  }
+  return rc;
+}
+
+const char *kv_value_text(const uint8_t *aVal, int nVal, int *pn){
+  KvcVal v;
+  if( kvcValueDecode(aVal, nVal, &v)!=SQLITE_OK || v.eType!=SQLITE_TEXT ){
+    return 0;
+  }
+  *pn = v.n;
+  return v.n ? (const char*)v.z : "";
+}

@@ -81,6 +81,16 @@ void kv_set_condition_probe(KvCondProbe xProbe){
   __atomic_store_n(&engCondProbe, xProbe, __ATOMIC_SEQ_CST);
 }
 
+/* A well-formed data key: one key encoding, or two in a row (the entries
+** of a secondary index: the projected key, then the source key). */
+static int engKeyOk(const uint8_t *aKey, int nKey){
+  int n = kv_key_length(aKey, nKey);
+  if( n<=0 || n>nKey ) return 0;
+  if( n==nKey ) return kv_key_check(aKey, nKey)==SQLITE_OK;
+  return kv_key_check(aKey, n)==SQLITE_OK
+      && kv_key_check(aKey+n, nKey-n)==SQLITE_OK;
+}
+
 /* Build a batch map from the actions of one table of a record.  Data keys
 ** must be well-formed key encodings (catalog keys are table names). */
 static int engReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch){
@@ -90,7 +100,7 @@ static int engReplayBatch(const WalTableActions *pT, int bMeta, KvMap **ppBatch)
   for(i=0; i<pT->nAction && rc==SQLITE_OK; i++){
     const WalAction *a = &pT->aAction[i];
     if( bMeta ? engNameBad(a->aKey, a->nKey)
-              : kv_key_check(a->aKey, a->nKey)!=SQLITE_OK ){
+              : !engKeyOk(a->aKey, a->nKey) ){
       rc = SQLITE_CORRUPT;
     }
     else rc = kv_map_put(&p, a->aKey, a->nKey, a->aVal, a->bDelete ? 0 : a->nVal,
@@ -521,6 +531,7 @@ static void engFree(KvEngine *pEng){
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
   pthread_mutex_destroy(&pEng->resMutex);
+  pthread_cond_destroy(&pEng->deltaCond);
   sqlite3_free(pEng->zFailed);
   sqlite3_free(pEng->zDir);
   sqlite3_free(pEng);
@@ -543,6 +554,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
   pthread_mutex_init(&p->resMutex, 0);
+  pthread_cond_init(&p->deltaCond, 0);
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else

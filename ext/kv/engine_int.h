@@ -78,10 +78,15 @@ struct KvEngine {
   uint64_t iSeq;                /* last published commit sequence */
   uint64_t iNextTid;            /* atomic once the store is open */
   uint64_t iNextTableId;
+  uint64_t iCatalogSeq;         /* sequence of the last catalog publish;
+                                ** written under the mutex, read relaxed */
   KvTable *pTables;             /* live tables */
   KvTable *pMeta;               /* the catalog, ".tables_meta" */
   KvRoot *pPrepared;            /* prepared, not yet finished roots */
   pthread_mutex_t catMutex;     /* serialises catalog file writes */
+  pthread_cond_t deltaCond;     /* with the engine mutex: broadcast when a
+                                ** prepared root leaves pPrepared, for a
+                                ** prepare waiting on a counter (txn.c) */
   int bLoadingCatalog;          /* the catalog file is being loaded: its
                                 ** tables' files must exist (xOpen is told
                                 ** bCreate=0); set during open only */
@@ -104,6 +109,12 @@ struct KvChild {
                                 ** first read (txn.c) */
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
+  KvMap *pRange;                /* range reads: low key -> high key (an
+                                ** empty high key: no upper bound) */
+  KvMap *pDelta;                /* counter deltas (kv_counter_add): key ->
+                                ** delta record; resolved into pWrite by
+                                ** prepare */
+  KvMap *pWritePre;             /* pWrite before that (kv_root_unprepare) */
   int bSchema;                  /* the catalog child */
   int bActive;                  /* counted in pTab->nActive (bound live,
                                 ** not the catalog): uncounted at finish */

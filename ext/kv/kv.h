@@ -196,6 +196,29 @@ int kv_json_text(KvBuf *pOut, const uint8_t *z, int n);
 ** or "NULL" (static text). */
 const char *kv_value_type_name(sqlite3_value *v);
 
+/* Derived data (ext/kv_derived.c).  kv_key_length: the length of the
+** first key encoding in aKey/nKey (encodings are self-delimiting, so an
+** index entry's key is the projected key followed by the source key), or
+** -1 when the bytes do not start with a whole key.  kv_key_bind and
+** kv_value_bind bind the decoded key (its numeric kind taken from the
+** value aVal/nVal, as kv_key_result) or value to parameter iParam of
+** pStmt: SQLITE_OK, SQLITE_CORRUPT, SQLITE_NOMEM or the bind's error.
+** Text and blob bytes may be bound without a copy: aKey and aVal must
+** stay unchanged until the statement is reset or rebound. */
+int kv_key_length(const uint8_t *aKey, int nKey);
+int kv_key_bind(sqlite3_stmt *pStmt, int iParam, const uint8_t *aKey,
+                int nKey, const uint8_t *aVal, int nVal);
+int kv_value_bind(sqlite3_stmt *pStmt, int iParam, const uint8_t *aVal,
+                  int nVal);
+/* Append the value encoding of text z/n, with the numeric kind byte of
+** the value encoding aKind (NULL: none) - the counter rows of derived
+** data.  SQLITE_OK or SQLITE_NOMEM.  kv_value_text: the text stored in
+** aVal/nVal (not NUL-terminated, *pn bytes, pointing into aVal), or NULL
+** when it holds no text. */
+int kv_value_encode_text(const uint8_t *aKind, const char *z, int n,
+                         KvBuf *pOut);
+const char *kv_value_text(const uint8_t *aVal, int nVal, int *pn);
+
 /* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd;
 ** the caller frees it; NULL on OOM).  Text over 64 bytes and blobs over
 ** 32 bytes are shortened and marked: "'abc...'... (5000 bytes)". */
@@ -332,9 +355,24 @@ int kv_table_meta(KvEngine*, KvRoot *pRoot, const char *zTab, int nTab,
 int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
                     int bPersist, const char *zOptions, int *pbCreated,
                     char **pzErr);
-/* Remove zTab at commit.  The root must do nothing else.  Durable when
+/* Remove zTab at commit.  The root must do nothing else but remove
+** tables and set options (kv_table_set_options).  Durable when
 ** the commit returns (the WAL record), then in the catalog file. */
 int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
+
+/* Rewrite the catalog entry of live table zTab with options zOptions
+** (JSON text, NULL: none) at commit, keeping its type, persistence and
+** id: derived data records its carriers this way.  Any transaction bound
+** to zTab before this commits then fails its prepare with a conflict
+** (the table was redefined), so a writer never misses a carrier declared
+** concurrently.  May follow kv_remove_table and precede or follow the
+** root's data writes.  Errors: no such table, a finished root. */
+int kv_table_set_options(KvRoot*, const char *zTab, int nTab,
+                         const char *zOptions, char **pzErr);
+/* The commit sequence number of the last published catalog change of
+** the store (relaxed atomic read): derived data caches what it read from
+** the catalog until this moves. */
+uint64_t kv_engine_catalog_seq(KvEngine*);
 
 /* ================================================================ roots == */
 #define KV_ROOT_ACTIVE   0
@@ -409,6 +447,45 @@ int kv_del(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
 ** selects no protocol.  Errors as kv_get's, and SQLITE_BUSY_SNAPSHOT when
 ** a table the root wrote was removed since. */
 int kv_root_bind(KvRoot*, const char *zTab, int nTab, char **pzErr);
+/* Bind the root to table zTab as a first write does (no snapshot is
+** taken before the first read), so that a catalog change of zTab
+** committed from now on makes the root's prepare fail, and (bWatch)
+** make that check apply even if the root never reads or writes zTab.
+** Registers no read and selects no protocol.  Errors as kv_put's. */
+int kv_root_touch(KvRoot*, const char *zTab, int nTab, int bWatch,
+                  char **pzErr);
+/* Register a read of key aKey in table zTab (as kv_get does, without
+** reading or selecting a protocol): the root's prepare fails if the key
+** is committed by another transaction after the root's snapshot of
+** zTab. */
+int kv_root_note_read(KvRoot*, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, char **pzErr);
+/* Register a read of every key of zTab from aLo to aHi (both included;
+** nHi==0: no upper bound), present or not: the root's prepare fails if
+** another transaction commits (or holds prepared) a write of any key in
+** that range after the root's snapshot of zTab, and a transaction that
+** writes into the range while this root is prepared fails its own
+** prepare.  Used by the batches that build derived data. */
+int kv_root_note_range(KvRoot*, const char *zTab, int nTab,
+                       const uint8_t *aLo, int nLo, const uint8_t *aHi,
+                       int nHi, char **pzErr);
+/* Counters (derived data).  Add (nCount, the sum iSum + rSum; bReal: the
+** sum is real) to the row aKey of counter table zTab at commit.  The row's
+** value is the text {"count":N,"sum":S} (S an integer until a real is
+** added); a row whose count reaches 0 or less is deleted.  aKind is the
+** first byte of a value encoding of the key (its numeric kind; NULL:
+** none).  Deltas commute: two transactions adding to one counter row do
+** not conflict.  Prepare turns the root's deltas into ordinary writes of
+** the resulting rows, computed from the latest published rows; a prepare
+** whose counter row another prepared transaction is writing waits for that
+** one to finish (at most KV_COUNTER_WAIT_MS, then it fails with
+** SQLITE_BUSY_SNAPSHOT as a conflict), so the WAL records of one counter
+** row follow their commit order and each holds the row's value after it.
+** Reads through the root do not see its own deltas before commit. */
+#define KV_COUNTER_WAIT_MS 5000
+int kv_counter_add(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
+                   int nKey, const uint8_t *aKind, int64_t nCount,
+                   int64_t iSum, double rSum, int bReal, char **pzErr);
 /* Non-zero if the root has a write (put or delete) in any table, or a
 ** create or remove. */
 int kv_root_has_writes(KvRoot*);

@@ -16,8 +16,10 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int txnIsPending(const KvTable *t){
   return t->pData==0 && !t->bLive;
@@ -444,6 +446,7 @@ int kvNoteReads(KvRoot *p, const char *zTab, int nTab,
 typedef struct TxnUndoHdr TxnUndoHdr;
 struct TxnUndoHdr {
   int iChild;                   /* index in KvRoot.apChild */
+  int bDelta;                   /* the entry is of its counter deltas */
   int eOld;                     /* 0: absent, 1: a value, 2: a tombstone */
   int nKey, nVal;
 };
@@ -457,16 +460,20 @@ static int txnChildIndex(KvRoot *p, KvChild *c){
   return i;
 }
 
-/* Append c's entry of key aKey to the undo log.  SQLITE_NOMEM. */
-static int txnUndoNote(KvRoot *p, KvChild *c, const void *aKey, int nKey){
+/* Append c's entry of key aKey (bDelta: of its counter deltas) to the
+** undo log.  SQLITE_NOMEM. */
+static int txnUndoNote(KvRoot *p, KvChild *c, int bDelta,
+                       const void *aKey, int nKey){
+  KvMap *pMap = bDelta ? c->pDelta : c->pWrite;
   KvMapEntry e;
   TxnUndoHdr h;
   uint32_t nRec;
   int rc;
   memset(&h, 0, sizeof(h));
   h.iChild = txnChildIndex(p, c);
+  h.bDelta = bDelta;
   h.nKey = nKey;
-  if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
+  if( pMap && kv_map_get(pMap, aKey, nKey, &e) ){
     h.eOld = e.bTomb ? TXN_UNDO_TOMB : TXN_UNDO_VALUE;
     h.nVal = e.bTomb ? 0 : e.nVal;
   }
@@ -493,15 +500,17 @@ static void txnUndoTo(KvRoot *p, int iTo){
     TxnUndoHdr h;
     const uint8_t *a;
     KvChild *c;
+    KvMap **ppMap;
     int rc;
     memcpy(&nRec, p->undo.a + p->undo.n - sizeof(nRec), sizeof(nRec));
     a = p->undo.a + p->undo.n - nRec;
     memcpy(&h, a, sizeof(h));
     c = p->apChild[h.iChild];
+    ppMap = h.bDelta ? &c->pDelta : &c->pWrite;
     if( h.eOld==TXN_UNDO_ABSENT ){
-      rc = kv_map_remove(&c->pWrite, a+sizeof(h), h.nKey);
+      rc = kv_map_remove(ppMap, a+sizeof(h), h.nKey);
     }else{
-      rc = kv_map_put(&c->pWrite, a+sizeof(h), h.nKey,
+      rc = kv_map_put(ppMap, a+sizeof(h), h.nKey,
                       a+sizeof(h)+h.nKey, h.nVal, 0, h.eOld==TXN_UNDO_TOMB);
     }
     if( rc!=SQLITE_OK ) break;
@@ -515,7 +524,7 @@ static void txnUndoTo(KvRoot *p, int iTo){
 static int txnWrite(KvRoot *p, KvChild *c, const void *aKey, int nKey,
                     const void *aVal, int nVal, int bTomb){
   if( p->nSp>0 ){
-    int rc = txnUndoNote(p, c, aKey, nKey);
+    int rc = txnUndoNote(p, c, 0, aKey, nKey);
     if( rc!=SQLITE_OK ) return rc;
   }
   return kv_map_put(&c->pWrite, aKey, nKey, aVal, nVal, 0, bTomb);
@@ -537,6 +546,231 @@ int kv_del(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
   return rc;
 }
 
+/* ------------------------------------------------------------ counters --- */
+
+/* A delta record: kind byte, real flag, count, integer sum (big-endian
+** 64-bit), real sum (the double's bits, big-endian). */
+#define KV_DELTA_BYTES 26
+typedef struct KvDelta KvDelta;
+struct KvDelta {
+  uint8_t eKind, bReal;
+  int64_t nCount, iSum;
+  double rSum;
+};
+
+static void txnPut64(uint8_t *a, uint64_t u){
+  int i;
+  for(i=0; i<8; i++) a[i] = (uint8_t)(u >> (56-8*i));
+}
+static uint64_t txnGet64(const uint8_t *a){
+  uint64_t u = 0;
+  int i;
+  for(i=0; i<8; i++) u = (u<<8) | a[i];
+  return u;
+}
+
+static void txnDeltaEncode(const KvDelta *d, uint8_t *a){
+  uint64_t u;
+  a[0] = d->eKind;
+  a[1] = d->bReal;
+  txnPut64(a+2, (uint64_t)d->nCount);
+  txnPut64(a+10, (uint64_t)d->iSum);
+  memcpy(&u, &d->rSum, 8);
+  txnPut64(a+18, u);
+}
+
+static void txnDeltaDecode(const uint8_t *a, KvDelta *d){
+  uint64_t u;
+  d->eKind = a[0];
+  d->bReal = a[1];
+  d->nCount = (int64_t)txnGet64(a+2);
+  d->iSum = (int64_t)txnGet64(a+10);
+  u = txnGet64(a+18);
+  memcpy(&d->rSum, &u, 8);
+}
+
+int kv_counter_add(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,
+                   int nKey, const uint8_t *aKind, int64_t nCount,
+                   int64_t iSum, double rSum, int bReal, char **pzErr){
+  KvChild *c = 0;
+  KvMapEntry e;
+  KvDelta d;
+  uint8_t a[KV_DELTA_BYTES];
+  int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  if( c->pDelta==0 && (c->pDelta = kv_map_new())==0 ) return SQLITE_NOMEM;
+  memset(&d, 0, sizeof(d));
+  if( kv_map_get(c->pDelta, aKey, nKey, &e) && e.nVal==KV_DELTA_BYTES ){
+    txnDeltaDecode(e.aVal, &d);
+  }
+  d.eKind = aKind ? aKind[0] : d.eKind;
+  d.nCount += nCount;
+  d.iSum += iSum;
+  d.rSum += rSum;
+  d.bReal = d.bReal || bReal;
+  txnDeltaEncode(&d, a);
+  if( p->nSp>0 ){
+    rc = txnUndoNote(p, c, 1, aKey, nKey);
+    if( rc!=SQLITE_OK ) return rc;
+  }
+  return kv_map_put(&c->pDelta, aKey, nKey, a, KV_DELTA_BYTES, 0, 0);
+}
+
+/* The counter text of a published row (count, sums), zeros if none. */
+static void txnCounterParse(const uint8_t *aVal, int nVal, KvDelta *d){
+  char zBuf[128];
+  const char *z, *zS;
+  int n = 0;
+  z = aVal ? kv_value_text(aVal, nVal, &n) : 0;
+  if( z==0 || n>=(int)sizeof(zBuf) ) return;
+  memcpy(zBuf, z, n);
+  zBuf[n] = 0;
+  if( (zS = strstr(zBuf, "\"count\":"))!=0 ) d->nCount += strtoll(zS+8, 0, 10);
+  if( (zS = strstr(zBuf, "\"sum\":"))!=0 ){
+    zS += 6;
+    if( strpbrk(zS, ".eEnN")!=0 ){ d->bReal = 1; d->rSum += strtod(zS, 0); }
+    else d->iSum += strtoll(zS, 0, 10);
+  }
+}
+
+/* Does a prepared root other than p write, or add to, key aKey of t? */
+static int txnDeltaBusy(KvRoot *p, KvTable *t, const uint8_t *aKey, int nKey){
+  KvRoot *q;
+  KvMapEntry e;
+  for(q=p->pEng->pPrepared; q; q=q->pNextPrepared){
+    int i;
+    if( q==p ) continue;
+    for(i=0; i<q->nChild; i++){
+      KvChild *d = q->apChild[i];
+      if( d->pTab!=t ) continue;
+      if( kv_map_get(d->pWrite, aKey, nKey, &e) ) return 1;
+      if( d->pDelta && kv_map_get(d->pDelta, aKey, nKey, &e) ) return 1;
+    }
+  }
+  return 0;
+}
+
+/* The first counter row of p's deltas that another prepared root writes:
+** its child and key (*pc, *pe), or 0.  Engine mutex held. */
+static int txnDeltaBlocked(KvRoot *p, KvChild **pc, KvMapEntry *pe){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvMapCursor *pCsr;
+    int bOn, bHit = 0;
+    if( c->pDelta==0 || kv_map_count(c->pDelta)==0 ) continue;
+    if( (pCsr = kv_map_cursor_new(c->pDelta))==0 ) return 0;
+    for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && !bHit;
+        bOn=kv_map_cursor_next(pCsr)){
+      kv_map_cursor_entry(pCsr, pe);
+      bHit = txnDeltaBusy(p, c->pTab, pe->aKey, pe->nKey);
+    }
+    kv_map_cursor_free(pCsr);
+    if( bHit ){ *pc = c; return 1; }
+  }
+  return 0;
+}
+
+/* Wait (engine mutex held; released while waiting) until no other
+** prepared root writes a counter row p adds to; after KV_COUNTER_WAIT_MS
+** the row is a conflict. */
+static int txnDeltaWait(KvRoot *p){
+  struct timespec ts;
+  KvChild *c = 0;
+  KvMapEntry e;
+  int bTimed = 0;
+  while( txnDeltaBlocked(p, &c, &e) ){
+    if( !bTimed ){
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += KV_COUNTER_WAIT_MS/1000;
+      ts.tv_nsec += (KV_COUNTER_WAIT_MS%1000)*1000000L;
+      if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+      bTimed = 1;
+    }
+    if( pthread_cond_timedwait(&p->pEng->deltaCond, &p->pEng->mutex, &ts)
+        ==ETIMEDOUT && txnDeltaBlocked(p, &c, &e) ){
+      return kvConflictAddKind(p, c->pTab->zName, c->pTab->nName, e.aKey,
+                               e.nKey, KV_CONFLICT_TXN);
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* Turn child c's deltas into writes of the resulting rows, from the
+** latest published rows (engine mutex held). */
+static int txnDeltaResolveChild(KvChild *c){
+  KvTable *t = c->pTab;
+  KvBackendSnap *pSnap = 0;
+  KvMapCursor *pCsr = 0;
+  KvMapEntry e, g;
+  KvBuf val = {0, 0, 0};
+  int bOn, rc;
+  if( t->pData==0 ) return SQLITE_OK;
+  c->pWritePre = kv_map_ref(c->pWrite);
+  rc = t->pBackend->xSnapshot(t->pData, &pSnap);
+  if( rc==SQLITE_OK && (pCsr = kv_map_cursor_new(c->pDelta))==0 ){
+    rc = SQLITE_NOMEM;
+  }
+  for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0;
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    KvDelta d, cur;
+    int bFound = 0;
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.nVal!=KV_DELTA_BYTES ) continue;
+    txnDeltaDecode(e.aVal, &d);
+    memset(&cur, 0, sizeof(cur));
+    rc = t->pBackend->xGet(pSnap, e.aKey, e.nKey, &bFound, &g);
+    if( rc!=SQLITE_OK ) break;
+    if( bFound ) txnCounterParse(g.aVal, g.nVal, &cur);
+    cur.nCount += d.nCount;
+    cur.iSum += d.iSum;
+    cur.rSum += d.rSum;
+    cur.bReal = cur.bReal || d.bReal;
+    if( cur.nCount<=0 ){
+      rc = kv_map_put(&c->pWrite, e.aKey, e.nKey, 0, 0, 0, 1);
+    }else{
+      char *z = cur.bReal
+        ? sqlite3_mprintf("{\"count\":%lld,\"sum\":%!.17g}",
+                          (long long)cur.nCount, cur.rSum + (double)cur.iSum)
+        : sqlite3_mprintf("{\"count\":%lld,\"sum\":%lld}",
+                          (long long)cur.nCount, (long long)cur.iSum);
+      kv_buf_reset(&val);
+      rc = z ? kv_value_encode_text(&d.eKind, z, (int)strlen(z), &val)
+             : SQLITE_NOMEM;
+      if( rc==SQLITE_OK ){
+        rc = kv_map_put(&c->pWrite, e.aKey, e.nKey, val.a, val.n, 0, 0);
+      }
+      sqlite3_free(z);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  if( pSnap ) t->pBackend->xSnapshotFree(pSnap);
+  kv_buf_free(&val);
+  return rc;
+}
+
+static int txnDeltaResolve(KvRoot *p){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->pDelta && kv_map_count(c->pDelta)>0 ) rc = txnDeltaResolveChild(c);
+  }
+  return rc;
+}
+
+/* Undo txnDeltaResolve (the root is active again). */
+static void txnDeltaUnresolve(KvRoot *p){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( c->pWritePre ){
+      kv_map_unref(c->pWrite);
+      c->pWrite = c->pWritePre;
+      c->pWritePre = 0;
+    }
+  }
+}
+
 int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   KvChild *c = 0;
   int rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
@@ -549,6 +783,9 @@ int kv_root_has_writes(KvRoot *p){
   if( p->bRemove ) return 1;
   for(i=0; i<p->nChild; i++){
     if( kv_map_count(p->apChild[i]->pWrite)>0 ) return 1;
+    if( p->apChild[i]->pDelta && kv_map_count(p->apChild[i]->pDelta)>0 ){
+      return 1;
+    }
   }
   return 0;
 }
@@ -563,6 +800,15 @@ int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   memset(pMeta, 0, sizeof(*pMeta));
   *pbFound = 0;
   if( eOwn==2 ) return SQLITE_OK;
+  if( eOwn==1 && pT==0 ){
+    /* options rewritten by this root (kv_table_set_options) */
+    KvMapEntry e;
+    if( kv_map_get(p->pSchema->pWrite, zTab, nTab, &e) && !e.bTomb ){
+      rc = kv_meta_decode(e.aVal, e.nVal, pMeta);
+      *pbFound = rc==SQLITE_OK;
+    }
+    return rc;
+  }
   if( eOwn!=1 ){
     pthread_mutex_lock(&pEng->mutex);
     pT = kvTableFind(pEng, zTab, nTab);
@@ -685,7 +931,7 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   int rc = txnRootUsable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_name_check(zTab, nTab, pzErr);
   if( rc!=SQLITE_OK ) return rc;
-  if( p->nChild>0 ){
+  if( p->nChild>(p->pSchema ? 1 : 0) ){
     *pzErr = sqlite3_mprintf("kv: remove_table must be alone in its "
                              "transaction");
     return SQLITE_MISUSE;
@@ -696,6 +942,67 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   if( rc==SQLITE_OK ) rc = txnSchemaChild(p, &s);
   if( rc==SQLITE_OK ) rc = txnWrite(p, s, zTab, nTab, 0, 0, 1);
   if( rc==SQLITE_OK ) p->bRemove = 1;
+  return rc;
+}
+
+int kv_table_set_options(KvRoot *p, const char *zTab, int nTab,
+                         const char *zOptions, char **pzErr){
+  KvChild *s = 0;
+  KvTable *pNew = 0;
+  KvBuf buf = {0, 0, 0};
+  KvMeta meta;
+  int bFound = 0;
+  int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  if( rc!=SQLITE_OK ) return rc;
+  if( !bFound ){
+    kv_meta_clear(&meta);
+    return txnNoSuchTable(p, zTab, nTab, pzErr);
+  }
+  sqlite3_free(meta.zOptions);
+  meta.zOptions = (char*)zOptions;
+  rc = txnSchemaChild(p, &s);
+  if( rc==SQLITE_OK ) rc = kv_meta_encode(&meta, &buf);
+  if( rc==SQLITE_OK && txnOwnSchema(p, zTab, nTab, &pNew)==1 && pNew ){
+    rc = txnPendingTable(p, zTab, nTab, &meta, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kv_map_put(&s->pWrite, zTab, nTab, buf.a, buf.n, 0, 0);
+  kv_buf_free(&buf);
+  return rc;
+}
+
+uint64_t kv_engine_catalog_seq(KvEngine *pEng){
+  return __atomic_load_n(&pEng->iCatalogSeq, __ATOMIC_RELAXED);
+}
+
+int kv_root_touch(KvRoot *p, const char *zTab, int nTab, int bWatch,
+                  char **pzErr){
+  KvChild *c = 0;
+  int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
+  if( rc==SQLITE_OK && bWatch && c->pRead==0 ){
+    /* an empty read set: the prepare checks the table's catalog entry */
+    if( (c->pRead = kv_map_new())==0 ) rc = SQLITE_NOMEM;
+  }
+  return rc;
+}
+
+int kv_root_note_range(KvRoot *p, const char *zTab, int nTab,
+                       const uint8_t *aLo, int nLo, const uint8_t *aHi,
+                       int nHi, char **pzErr){
+  KvChild *c = 0;
+  int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = txnBind(p, zTab, nTab, 0, &c, pzErr);
+  if( rc==SQLITE_OK && c->pRange==0 && (c->pRange = kv_map_new())==0 ){
+    rc = SQLITE_NOMEM;
+  }
+  if( rc==SQLITE_OK ) rc = kv_map_put(&c->pRange, aLo, nLo, aHi, nHi, 0, 0);
+  return rc;
+}
+
+int kv_root_note_read(KvRoot *p, const char *zTab, int nTab,
+                      const uint8_t *aKey, int nKey, char **pzErr){
+  int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = kvNoteRead(p, zTab, nTab, aKey, nKey, pzErr);
   return rc;
 }
 
@@ -781,6 +1088,71 @@ static KvChild *txnChildOn(KvRoot *q, KvTable *t){
   return 0;
 }
 
+/* Is key aKey inside one of the ranges of map pRange (low -> high)? */
+static int txnInRange(KvMap *pRange, const uint8_t *aKey, int nKey){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bIn = 0;
+  if( pRange==0 || (pCsr = kv_map_cursor_new(pRange))==0 ) return 0;
+  if( kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) ){
+    do{
+      kv_map_cursor_entry(pCsr, &e);
+      if( txnKeyCmp(e.aKey, e.nKey, aKey, nKey)>0 ) break;
+      if( e.nVal==0 || txnKeyCmp(aKey, nKey, e.aVal, e.nVal)<=0 ) bIn = 1;
+    }while( !bIn && kv_map_cursor_next(pCsr) );
+  }
+  kv_map_cursor_free(pCsr);
+  return bIn;
+}
+
+/* Add a conflict for the first key of map pKeys (revisions: rev > iSnap
+** when bRev) inside range aLo..aHi (nHi==0: unbounded), if any. */
+static int txnRangeHit(KvRoot *p, KvChild *c, KvMap *pKeys, int bRev,
+                      const uint8_t *aLo, int nLo, const uint8_t *aHi,
+                      int nHi, int *pbHit){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( pKeys==0 || *pbHit ) return SQLITE_OK;
+  if( (pCsr = kv_map_cursor_new(pKeys))==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_GE, aLo, nLo); bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    if( nHi>0 && txnKeyCmp(e.aKey, e.nKey, aHi, nHi)>0 ) break;
+    if( bRev && e.rev<=c->iSnap ) continue;
+    rc = txnConflictAdd(p, c->pTab->zName, c->pTab->nName, e.aKey, e.nKey);
+    *pbHit = 1;
+    break;
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
+/* The range reads of child c: a key in a range committed after c's
+** snapshot, or written by another prepared root, is a conflict. */
+static int txnCheckRanges(KvRoot *p, KvChild *c){
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( c->pRange==0 ) return SQLITE_OK;
+  if( (pCsr = kv_map_cursor_new(c->pRange))==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    KvRoot *q;
+    int bHit = 0;
+    kv_map_cursor_entry(pCsr, &e);
+    rc = txnRangeHit(p, c, c->pTab->pRev, 1, e.aKey, e.nKey, e.aVal, e.nVal,
+                     &bHit);
+    for(q=p->pEng->pPrepared; rc==SQLITE_OK && q; q=q->pNextPrepared){
+      KvChild *d = q==p ? 0 : txnChildOn(q, c->pTab);
+      if( d ) rc = txnRangeHit(p, c, d->pWrite, 0, e.aKey, e.nKey, e.aVal,
+                               e.nVal, &bHit);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
 /* Does key k of child c (bWrite: c writes it) conflict?  Engine mutex. */
 static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
                           int nKey, int bWrite){
@@ -803,6 +1175,7 @@ static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
       }
       return 1;
     }
+    if( bWrite && txnInRange(d->pRange, aKey, nKey) ) return 1;
   }
   return 0;
 }
@@ -855,13 +1228,14 @@ static int txnCheckRoot(KvRoot *p){
   for(i=0; i<p->nChild && rc==SQLITE_OK; i++){
     KvChild *c = p->apChild[i];
     if( txnIsPending(c->pTab) ) continue;    /* nobody else can see it */
-    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead)
+    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead || c->pRange)
      && txnTableRedefinedLocked(p, c) ){
       rc = txnConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
                          (const uint8_t*)c->pTab->zName, c->pTab->nName);
     }
     if( rc==SQLITE_OK ) rc = txnCheckKeys(p, c, c->pWrite, 0, 1);
     if( rc==SQLITE_OK ) rc = txnCheckKeys(p, c, c->pRead, c->pWrite, 0);
+    if( rc==SQLITE_OK ) rc = txnCheckRanges(p, c);
   }
   return rc;
 }
@@ -913,7 +1287,11 @@ static void txnSavepointsClear(KvRoot *p, int nKeep){
 static void txnUnlinkPrepared(KvRoot *p){
   KvRoot **pp;
   for(pp=&p->pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
-    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+    if( *pp==p ){
+      *pp = p->pNextPrepared;
+      pthread_cond_broadcast(&p->pEng->deltaCond);  /* txnDeltaWait */
+      break;
+    }
   }
   p->pNextPrepared = 0;
 }
@@ -965,6 +1343,9 @@ static void txnRootFinish(KvRoot *p, int eState){
   for(i=0; i<p->nChild; i++){
     kv_map_unref(p->apChild[i]->pWrite);
     kv_map_unref(p->apChild[i]->pRead);
+    kv_map_unref(p->apChild[i]->pRange);
+    kv_map_unref(p->apChild[i]->pDelta);
+    kv_map_unref(p->apChild[i]->pWritePre);
     sqlite3_free(p->apChild[i]);
   }
   sqlite3_free(p->apChild);
@@ -1043,6 +1424,7 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
     return rc;
   }
   txnNewTablesPending(p);
+  txnDeltaUnresolve(p);
   pthread_mutex_lock(&p->pEng->mutex);
   txnUnlinkPrepared(p);
   p->eState = KV_ROOT_ACTIVE;
@@ -1277,8 +1659,10 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
   int rc = txnRootUsable(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
-  if( xCheck ) rc = xCheck(p, pArg);
+  rc = txnDeltaWait(p);
+  if( rc==SQLITE_OK && xCheck ) rc = xCheck(p, pArg);
   if( rc==SQLITE_OK ) rc = txnCheckRoot(p);
+  if( rc==SQLITE_OK && p->nConflict==0 ) rc = txnDeltaResolve(p);
   if( rc==SQLITE_OK && p->nConflict==0 ){
     p->eState = KV_ROOT_PREPARED;
     p->pNextPrepared = pEng->pPrepared;
@@ -1490,8 +1874,11 @@ void kv_root_rollback_to(KvRoot *p, int iLevel){
   txnSavepointsClear(p, n);
   for(i=0; i<p->nChild; i++){
     KvMap *pOld = kv_map_new();
+    KvMap *pD = 0;
     if( pOld==0 ) continue;             /* OOM: keep the newer writes */
     kv_map_unref(p->apChild[i]->pWrite);
     p->apChild[i]->pWrite = pOld;
+    kv_map_unref(p->apChild[i]->pDelta);
+    p->apChild[i]->pDelta = pD ? kv_map_ref(pD) : 0;
   }
 }

@@ -100,6 +100,12 @@ double bench_lock_commit(int bCandidate, const char *zDir);
 double bench_lock_procs(int bCandidate, const char *zDir);
 double bench_lock_procs_normal(int bCandidate, const char *zDir);
 
+/* tests/bench/bench_derived.c: a KV source with an index and a counter
+** against plain SQLite with an index and triggers, and against the KV
+** source alone. */
+double bench_derived_vs_sqlite(int bCandidate, const char *zDir);
+double bench_derived_vs_plain(int bCandidate, const char *zDir);
+
 /* Monotonic clock, seconds. */
 double bench_now(void);
 

@@ -187,3 +187,8 @@ check_PROGRAMS += tests/check/check_twopc
 TESTS += tests/check/check_twopc
 tests_check_check_twopc_SOURCES = tests/check/check_twopc.c $(TEST_HARNESS)
 tests_check_check_twopc_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_derived
+TESTS += tests/check/check_derived
+tests_check_check_derived_SOURCES = tests/check/check_derived.c $(TEST_HARNESS)
+tests_check_check_derived_LDADD = $(TEST_LDADD)
