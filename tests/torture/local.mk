@@ -18,3 +18,18 @@ torture-runner: tests/torture/torture$(EXEEXT)
 	  ./tests/torture/torture$(EXEEXT) $(TORTURE_ARGS)
 torture: torture-runner
 .PHONY: torture-runner
+
+# The mixed-transaction oracle (tests/torture/torture_mixed.c): crash
+# rounds over WAL, rollback-journal and depot databases.
+check_PROGRAMS += tests/torture/torture_mixed
+tests_torture_torture_mixed_SOURCES = tests/torture/torture_mixed.c tests/torture/torture_io.c tests/torture/torture.h
+tests_torture_torture_mixed_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+tests_torture_torture_mixed_CPPFLAGS = $(AM_CPPFLAGS) -DSQLITE_CORE
+
+torture-mixed: tests/torture/torture_mixed$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	TORTURE_POINTS=$${TORTURE_POINTS:-10000} \
+	  ./tests/torture/torture_mixed$(EXEEXT)
+torture: torture-mixed
+.PHONY: torture-mixed
