@@ -29,6 +29,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotKvTablesComponent,    /* kv_tables */
   &depotKvStatsComponent,     /* kv_stats */
   &depotKvVfuncComponent,     /* key versions, kv_store_options, kv_metrics */
+  &depotKvPreparedComponent,  /* kv_prepared, kv_commit/rollback_prepared */
   &depotKvAttachComponent,    /* kv_attach; temp declarations at load */
   &depotSqlComponent,         /* the depot VFS, commits, stats, import */
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */

@@ -49,6 +49,7 @@ extern const DepotComponent depotKvVtabComponent;     /* kv_vtab.c */
 extern const DepotComponent depotKvTablesComponent;   /* kv_tables.c */
 extern const DepotComponent depotKvStatsComponent;    /* kv_stats.c */
 extern const DepotComponent depotKvVfuncComponent;    /* kv_vfunc.c */
+extern const DepotComponent depotKvPreparedComponent; /* kv_prepared.c */
 extern const DepotComponent depotKvAttachComponent;   /* kv_attach.c */
 extern const DepotComponent depotSqlComponent;        /* depot_sql.c */
 extern const DepotComponent depotBranchSqlComponent;  /* depot_branch_sql.c */

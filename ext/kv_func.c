@@ -6,6 +6,8 @@
 **   kv_put(h, table, key, value)         -> 1
 **   kv_delete(h, table, key)             -> old value or NULL
 **   kv_prepare(h) / kv_commit(h) / kv_rollback(h)  -> 1
+**   kv_prepare(h, gid)                   -> 1: prepared in doubt, the
+**                                           handle ends (kv_prepared.c)
 **   kv_try_commit(h)                     -> NULL, or the conflicts as JSON
 **   kv_table_meta(h, table)              -> JSON text or NULL
 **   kv_create_table(h, table, type[, options_json]) -> 1 created, 0 existed
@@ -203,12 +205,34 @@ static void funcDelete(sqlite3_context *ctx, int argc, sqlite3_value **argv){
 
 /* ------------------------------------------------------ termination --- */
 
+/* kv_prepare(h): prepared, the handle goes on (kv_commit/kv_rollback end
+** it).  kv_prepare(h, gid): prepared under gid, in doubt; the store takes
+** the transaction over and the handle ends (kv_prepared.c resolves it). */
 static void funcPrepare(sqlite3_context *ctx, int argc, sqlite3_value **argv){
-  KvHandle *h = funcHandleActive(ctx, argv[0], 0, 0);
+  KvHandle **pp = 0;
+  KvHandle *h = funcHandleActive(ctx, argv[0], &pp, 0);
   char *zErr = 0;
   int rc;
-  (void)argc;
   if( h==0 ) return;
+  if( argc>1 ){
+    if( sqlite3_value_type(argv[1])!=SQLITE_TEXT ){
+      kv_sql_error(ctx, SQLITE_RANGE, sqlite3_mprintf("kv: a gid must be "
+          "text of 1..%d bytes, got %s", KV_GID_MAX_BYTES,
+          kv_value_type_name(argv[1])));
+      return;
+    }
+    if( !funcWritable(ctx, "kv_prepare") ) return;
+    rc = kv_root_prepare_named(&h->pRoot,
+                               (const char*)sqlite3_value_text(argv[1]),
+                               sqlite3_value_bytes(argv[1]), &zErr);
+    if( rc!=SQLITE_OK ){
+      kv_sql_error(ctx, rc, zErr);
+      return;
+    }
+    kv_conn_handle_drop(pp);
+    sqlite3_result_int(ctx, 1);
+    return;
+  }
   rc = kv_root_prepare(h->pRoot, &zErr);
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
@@ -500,6 +524,7 @@ static const struct {
   { "kv_put",          4, funcPut },
   { "kv_delete",       3, funcDelete },
   { "kv_prepare",      1, funcPrepare },
+  { "kv_prepare",      2, funcPrepare },
   { "kv_commit",       1, funcCommit },
   { "kv_rollback",     1, funcRollback },
   { "kv_try_commit",   1, funcTryCommit },

@@ -24,6 +24,7 @@ DEPOT_SOURCES += \
 	ext/kv_tables.c \
 	ext/kv_readset.c \
 	ext/kv_vfunc.c \
+	ext/kv_prepared.c \
 	ext/kv_stats.c \
 	ext/depot_pool.h \
 	ext/pool_int.h \

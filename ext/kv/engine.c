@@ -204,11 +204,120 @@ static int engIsCondTable(const WalTableActions *pT){
       && memcmp(pT->zTable, KV_REC_COND, KV_REC_COND_LEN)==0;
 }
 
+static int engIsGidTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_GID_LEN
+      && memcmp(pT->zTable, KV_REC_GID, KV_REC_GID_LEN)==0
+      && pT->nAction==1 && pT->aAction[0].nKey>0
+      && pT->aAction[0].nKey<=KV_GID_MAX_BYTES && pT->aAction[0].nVal==8;
+}
+
+/* The child of in-doubt root p on table t, made if needed. */
+static int engInDoubtChild(KvRoot *p, KvTable *t, KvChild **ppChild){
+  KvChild *c;
+  int i;
+  for(i=0; i<p->nChild; i++){
+    if( p->apChild[i]->pTab==t ){ *ppChild = p->apChild[i]; return SQLITE_OK; }
+  }
+  if( p->nChild==p->nChildAlloc ){
+    int nNew = p->nChildAlloc ? p->nChildAlloc*2 : 4;
+    KvChild **a = sqlite3_realloc64(p->apChild, nNew*sizeof(KvChild*));
+    if( a==0 ) return SQLITE_NOMEM;
+    p->apChild = a;
+    p->nChildAlloc = nNew;
+  }
+  c = sqlite3_malloc64(sizeof(*c));
+  if( c==0 ) return SQLITE_NOMEM;
+  memset(c, 0, sizeof(*c));
+  c->pTab = t;
+  t->nRef++;
+  c->iSnap = p->pEng->iSeq;
+  c->pWrite = kv_map_new();
+  p->apChild[p->nChild++] = c;
+  *ppChild = c;
+  return c->pWrite ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* The read reservations of an in-doubt record (KV_REC_READS). */
+static int engInDoubtReads(KvRoot *p, const WalTableActions *pT){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<pT->nAction && rc==SQLITE_OK; i++){
+    const WalAction *a = &pT->aAction[i];
+    uint32_t nName = a->nKey>=4 ? wal_get_u32(a->aKey) : 0;
+    KvTable *t;
+    KvChild *c = 0;
+    if( a->nKey<4 || nName==0 || nName>(uint32_t)(a->nKey-4) ) return SQLITE_CORRUPT;
+    t = kvTableFind(p->pEng, (const char*)a->aKey+4, (int)nName);
+    if( t==0 ) continue;                      /* removed since: no reads */
+    rc = engInDoubtChild(p, t, &c);
+    if( rc==SQLITE_OK && c->pRead==0 && (c->pRead = kv_map_new())==0 ){
+      rc = SQLITE_NOMEM;
+    }
+    if( rc==SQLITE_OK ){
+      rc = kv_map_put(&c->pRead, a->aKey+4+nName, a->nKey-4-(int)nName,
+                      0, 0, 0, 0);
+    }
+  }
+  return rc;
+}
+
+/* A named prepared record nobody resolved: restore its root, prepared and
+** in doubt, holding its reservations; nothing of it is applied. */
+static int engReplayInDoubt(KvReplay *pR, const WalRecord *pRec){
+  KvEngine *pEng = pR->pEng;
+  const WalAction *g = &pRec->aTable[0].aAction[0];
+  KvRoot *p = sqlite3_malloc64(sizeof(*p));
+  int i, rc = SQLITE_OK;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->pEng = pEng;
+  p->bNoEngRef = 1;
+  p->tid = pRec->tid;
+  p->cid = pRec->cid;
+  p->eState = KV_ROOT_PREPARED;
+  p->eProto = KV_PROTO_ORDINARY;
+  p->iPreparedMs = (int64_t)wal_get_u64(g->aVal);
+  p->nGid = g->nKey;
+  p->zGid = sqlite3_mprintf("%.*s", g->nKey, (const char*)g->aKey);
+  kvMetricRootCreated();
+  if( p->zGid==0 ) rc = SQLITE_NOMEM;
+  for(i=1; i<pRec->nTable && rc==SQLITE_OK; i++){
+    const WalTableActions *pT = &pRec->aTable[i];
+    KvTable *t;
+    KvChild *c = 0;
+    KvMap *pBatch = 0;
+    if( pT->nTable==KV_REC_READS_LEN
+     && memcmp(pT->zTable, KV_REC_READS, KV_REC_READS_LEN)==0 ){
+      rc = engInDoubtReads(p, pT);
+      continue;
+    }
+    t = kvTableFind(pEng, pT->zTable, pT->nTable);
+    if( t==0 || !t->meta.bPersist ) continue;
+    rc = engInDoubtChild(p, t, &c);
+    if( rc==SQLITE_OK ) rc = engReplayBatch(pT, 0, &pBatch);
+    if( rc==SQLITE_OK ){
+      kv_map_unref(c->pWrite);
+      c->pWrite = pBatch;
+    }
+  }
+  p->pNextPrepared = pEng->pPrepared;
+  pEng->pPrepared = p;
+  p->pNextInDoubt = pEng->pInDoubt;
+  pEng->pInDoubt = p;
+  return rc;
+}
+
 static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
   int i = 0, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
-  if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
+  if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
+    const WalAction *g = &pRec->aTable[0].aAction[0];
+    int c = kvResolvedGet(pR->pEng, (const char*)g->aKey, g->nKey, 0);
+    if( c==0 ) return engReplayInDoubt(pR, pRec);
+    if( c=='r' ) return engReplayNoteDrop(pR, pRec->cid, pRec->tid);
+    rc = wal_confirm(pR->pEng->pWal, pRec->cid, KV_REC_GID, KV_REC_GID_LEN);
+    i = 1;                            /* committed: apply it here */
+  }else if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
     int bHeld = 0;
     rc = engReplayDecide(pR, pRec, &bHeld);
     if( rc==SQLITE_OK && !bHeld ){
@@ -224,7 +333,13 @@ static int engReplayRecord(void *pCtx, const WalRecord *pRec){
     i = 1;
   }
   for(; i<pRec->nTable && rc==SQLITE_OK; i++){
-    rc = engReplayTable(pR, pRec->cid, &pRec->aTable[i]);
+    const WalTableActions *pT = &pRec->aTable[i];
+    if( pT->nTable>0 && pT->zTable[0]==0 ){
+      /* a pseudo-table (KV_REC_*): nothing to apply */
+      rc = wal_confirm(pR->pEng->pWal, pRec->cid, pT->zTable, pT->nTable);
+      continue;
+    }
+    rc = engReplayTable(pR, pRec->cid, pT);
   }
   if( rc!=SQLITE_OK && pR->zErr==0 ){
     pR->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of store "
@@ -365,6 +480,12 @@ static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  while( pEng->pInDoubt ){             /* they stay in the WAL */
+    KvRoot *pRoot = pEng->pInDoubt;
+    pEng->pInDoubt = pRoot->pNextInDoubt;
+    kvRootForget(pRoot);
+  }
+  kv_map_unref(pEng->pResolved);
   /* Tables first: a backend's collector confirms its last batches to the
   ** WAL as it closes. */
   for(p=pEng->pTables; p; p=pNext){
@@ -378,6 +499,7 @@ static void engFree(KvEngine *pEng){
   if( pEng->fdDirLock>=0 ) close(pEng->fdDirLock);
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
+  pthread_mutex_destroy(&pEng->resMutex);
   sqlite3_free(pEng->zFailed);
   sqlite3_free(pEng->zDir);
   sqlite3_free(pEng);
@@ -399,6 +521,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   p->iNextTableId = 1;
   engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
+  pthread_mutex_init(&p->resMutex, 0);
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
@@ -450,6 +573,7 @@ static int engStart(KvEngine *pEng, char **pzErr){
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
+  if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);

@@ -7,6 +7,7 @@
 **   table.c    the backend list, table names, KvTable objects, the
 **              store's failed state
 **   catalog.c  the catalog: its entries, its file, publishing its changes
+**   resolve.c  the resolution log of named prepared transactions
 **   version.c  key versions: records, publication, queries, TTL sweeper
 **   engine.c   stores: registry, lock, open (catalog, WAL replay), close,
 **              listings, kv_stats accessors
@@ -14,6 +15,9 @@
 **   txn.c      root transactions: bind, read, write, prepare, commit
 **   iter.c     scans
 **   vertxn.c   the versioned prepare and commit
+**   indoubt.c  named prepared transactions: prepare, resolve, list
+** (engine.c restores the in-doubt roots at replay and, at close, lets them
+** go with kvRootForget of txn.c: they stay in the WAL.)
 ** Where a lower file needs an upper one's help it takes a function pointer
 ** the upper file sets (KvTable.xVerFree; KvTableDef.xConfirm for the
 ** backends).
@@ -81,6 +85,9 @@ struct KvEngine {
                                 ** tables' files must exist (xOpen is told
                                 ** bCreate=0); set during open only */
   KvVerStore *pVer;             /* version TTL and sweeper (version.c) */
+  KvRoot *pInDoubt;             /* named prepared roots, by pNextInDoubt */
+  KvMap *pResolved;             /* gid -> decision (resolve.c) */
+  pthread_mutex_t resMutex;     /* serialises resolution log appends */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
   KvEngine *pNextEngine;        /* registry mutex (engine.c) */
@@ -131,6 +138,13 @@ struct KvRoot {
   int64_t iHandle;              /* kv_begin() handle, 0 for SQL transactions */
   char *zCond;                  /* kv_root_set_condition: coordinator URI */
   int64_t iMarker;              /* ... and the marker id, or NULL/0 */
+  char *zGid; int nGid;         /* named prepare: the global id */
+  int64_t iPreparedMs;          /* ... and when (unix ms) */
+  int bResolving;               /* engine mutex: being prepared/resolved */
+  int bNoEngRef;                /* in doubt: holds no reference on pEng */
+  KvRoot *pNextInDoubt;         /* engine mutex */
+  char *zHeldBy;                /* after a failed prepare: the gid of an
+                                ** in-doubt root it conflicted with */
 };
 
 /* The names of the pseudo-tables of a WAL record: they start with a NUL
@@ -141,6 +155,28 @@ struct KvRoot {
 ** replay confirms KV_REC_COND of each conditional record it decides. */
 #define KV_REC_COND      "\0if"
 #define KV_REC_COND_LEN  3
+/* KV_REC_GID: a named prepared record, one put whose key is the gid and
+** whose value the prepare time (u64 unix ms).  Always the first table;
+** the record waits for its confirmation, given once it is resolved.
+** KV_REC_READS: its read reservations, one delete per read key, whose key
+** is u32 nName (little-endian), the table name, the key. */
+#define KV_REC_GID       "\0gid"
+#define KV_REC_GID_LEN   4
+#define KV_REC_READS     "\0rd"
+#define KV_REC_READS_LEN 3
+
+/* ---- resolve.c -------------------------------------------------------- */
+int64_t kvNowMs(void);                        /* wall clock, unix ms */
+/* Load <store>/prepared.log into pEng->pResolved (at open, before the
+** replay), forgetting decisions older than KV_RESOLVED_KEEP_MS. */
+int kvResolvedLoad(KvEngine*, char **pzErr);
+/* Record decision cDecision ('c', 'r') for gid durably, then in memory.
+** Engine mutex not held. */
+int kvResolvedAdd(KvEngine*, int cDecision, const char *zGid, int nGid,
+                  char **pzErr);
+/* The decision remembered for gid ('c', 'r', or 0) and its time.  Engine
+** mutex held (or the open). */
+int kvResolvedGet(KvEngine*, const char *zGid, int nGid, int64_t *piMs);
 
 /* ---- table.c ---------------------------------------------------------- */
 /* The store's failed state: SQLITE_OK, or the code of the publication
@@ -261,6 +297,9 @@ int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
 int kvNoteReads(KvRoot*, const char *zTab, int nTab,
                 const uint8_t *const *paKey, const int *pnKey, size_t szElem,
                 int n, char **pzErr);
+/* Let an in-doubt root go without touching the WAL (its record stays, to
+** be restored at the next open) and free it.  Store closing. */
+void kvRootForget(KvRoot*);
 /* Prepare with an extra check run under the engine mutex before the
 ** standard conflict checks (xCheck may add conflicts). */
 int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,

@@ -487,6 +487,52 @@ void kv_set_condition_probe(KvCondProbe xProbe);
 ** it are in retired segments); 0 for a store without a WAL. */
 uint64_t kv_engine_replay_floor(KvEngine *p);
 
+/* ============================================== named prepared roots ==
+** An external coordinator's participant (XA style).  kv_root_prepare_named
+** prepares a root under a global id: its WAL record names the gid and
+** carries its read reservations too, and waits, unconfirmed (its WAL
+** segment never retires), until the transaction is resolved.  The store
+** takes the root over: it stays prepared, in doubt, with its keys
+** reserved, across restarts (the replay restores it and applies nothing of
+** it), until kv_prepared_resolve commits or rolls it back, from any
+** connection.  The decision is written to <store>/prepared.log and flushed
+** before it takes effect, and is remembered for KV_RESOLVED_KEEP_MS after
+** it (from the next open on): resolving again the same way is a no-op,
+** the other way an error, and the gid cannot be used again meanwhile.
+** Writes to tables with persistence=0 are not logged, so a restart loses
+** them as it loses those tables' contents. */
+#define KV_GID_MAX_BYTES     200
+#define KV_RESOLVED_KEEP_MS  ((int64_t)24*3600*1000)
+/* Prepare active root *ppRoot as gid zGid/nGid (1..KV_GID_MAX_BYTES bytes
+** of UTF-8, no NUL).  On SQLITE_OK the store owns the root and *ppRoot is
+** NULL.  Errors that change nothing (the root stays active): a bad gid, a
+** gid in doubt or remembered in the store (SQLITE_CONSTRAINT), a root
+** that creates or removes tables, is versioned, not active, or on a store
+** without a WAL (SQLITE_MISUSE).  A conflict or a WAL failure fails the
+** root as kv_root_prepare does. */
+int kv_root_prepare_named(KvRoot **ppRoot, const char *zGid, int nGid,
+                          char **pzErr);
+/* Commit (bCommit) or roll back the in-doubt root gid of store p.
+** *pbDone: 1 when this call resolved it, 0 when it was resolved that way
+** before.  Errors: no such gid (SQLITE_NOTFOUND), resolved the other way
+** (SQLITE_CONSTRAINT), a resolution of it under way (SQLITE_BUSY), and
+** the errors of writing the decision (it then stays in doubt) or of the
+** commit itself. */
+int kv_prepared_resolve(KvEngine *p, const char *zGid, int nGid, int bCommit,
+                        int *pbDone, char **pzErr);
+/* The in-doubt roots of store p, oldest prepare first: *paOut (n entries)
+** belongs to the caller, freed with kv_prepared_list_free. */
+typedef struct KvPreparedInfo KvPreparedInfo;
+struct KvPreparedInfo {
+  char *zGid; int nGid;
+  uint64_t tid;
+  int64_t iPreparedMs;     /* unix ms */
+  char *zTables;           /* JSON array of the tables it writes or read */
+  int64_t nKey;            /* keys it writes */
+};
+int kv_prepared_list(KvEngine *p, KvPreparedInfo **paOut, int *pnOut);
+void kv_prepared_list_free(KvPreparedInfo *a, int n);
+
 /* ============================================================ iterators ==
 ** A scan of zTab between optional bounds (encoded keys), as of now (pRoot
 ** NULL) or as the root sees it: its snapshot plus its writes as they were

@@ -692,8 +692,12 @@ static int txnKeyConflicts(KvRoot *p, KvChild *c, const uint8_t *aKey,
     int bStrict;
     if( d==0 ) continue;
     bStrict = c->bSchema || d->bSchema;
-    if( kv_map_get(d->pWrite, aKey, nKey, &e) ) return 1;
-    if( (bWrite || bStrict) && d->pRead && kv_map_get(d->pRead, aKey, nKey, &e) ){
+    if( kv_map_get(d->pWrite, aKey, nKey, &e)
+     || ((bWrite || bStrict) && d->pRead
+         && kv_map_get(d->pRead, aKey, nKey, &e)) ){
+      if( q->zGid && p->zHeldBy==0 ){
+        p->zHeldBy = sqlite3_mprintf("%.*s", q->nGid, q->zGid);
+      }
       return 1;
     }
   }
@@ -779,6 +783,11 @@ static char *txnConflictMessage(KvRoot *p){
   }
   if( z && p->nConflict>8 ) z = sqlite3_mprintf("%z, and %d more", z,
                                                 p->nConflict-8);
+  if( z && p->zHeldBy ){
+    z = sqlite3_mprintf("%z (held by prepared transaction '%s', in doubt "
+        "until kv_commit_prepared or kv_rollback_prepared resolves it)", z,
+        p->zHeldBy);
+  }
   if( z ) z = sqlite3_mprintf("%z; the transaction was rolled back, retry it "
                               "in a new one", z);
   return z;
@@ -939,6 +948,12 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
   return SQLITE_OK;
 }
 
+void kvRootForget(KvRoot *p){
+  txnRootFinish(p, KV_ROOT_DONE);
+  p->bNoEngRef = 1;
+  kv_root_free(p);
+}
+
 void kv_root_free(KvRoot *p){
   int i;
   if( p==0 ) return;
@@ -947,7 +962,9 @@ void kv_root_free(KvRoot *p){
   for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
   sqlite3_free(p->aConflict);
   sqlite3_free(p->zCond);
-  kv_engine_unref(p->pEng);
+  sqlite3_free(p->zGid);
+  sqlite3_free(p->zHeldBy);
+  if( !p->bNoEngRef ) kv_engine_unref(p->pEng);
   sqlite3_free(p);
 }
 
@@ -991,6 +1008,45 @@ static int txnRecordCondition(WalRecordBuilder *pRec, KvRoot *p){
   return rc;
 }
 
+/* The gid of a named prepared root (KV_REC_GID), then its point reads of
+** persistent tables (KV_REC_READS), so a replay restores its reservations.
+** Reads of keys it writes need none: the write reserves them. */
+static int txnRecordGid(WalRecordBuilder *pRec, KvRoot *p){
+  uint8_t aMs[8];
+  KvBuf key = {0, 0, 0};
+  int i, bReads = 0, rc = wal_record_table(pRec, KV_REC_GID, KV_REC_GID_LEN);
+  wal_put_u64(aMs, (uint64_t)p->iPreparedMs);
+  if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 0, p->zGid, p->nGid, aMs, 8);
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvMapCursor *pCsr;
+    KvMapEntry e, e2;
+    int bOn;
+    if( c->bSchema || c->pRead==0 || !c->pTab->meta.bPersist ) continue;
+    if( !bReads ){
+      rc = wal_record_table(pRec, KV_REC_READS, KV_REC_READS_LEN);
+      bReads = 1;
+    }
+    if( (pCsr = kv_map_cursor_new(c->pRead))==0 ) rc = SQLITE_NOMEM;
+    for(bOn=pCsr ? kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0) : 0;
+        bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+      uint8_t aLen[4];
+      kv_map_cursor_entry(pCsr, &e);
+      if( kv_map_get(c->pWrite, e.aKey, e.nKey, &e2) ) continue;
+      kv_buf_reset(&key);
+      wal_put_u32(aLen, (uint32_t)c->pTab->nName);
+      rc = kv_buf_append(&key, aLen, 4);
+      if( rc==SQLITE_OK ) rc = kv_buf_append(&key, c->pTab->zName,
+                                             c->pTab->nName);
+      if( rc==SQLITE_OK ) rc = kv_buf_append(&key, e.aKey, e.nKey);
+      if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 1, key.a, key.n, 0, 0);
+    }
+    kv_map_cursor_free(pCsr);
+  }
+  kv_buf_free(&key);
+  return rc;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -1001,14 +1057,19 @@ static int txnRootLog(KvRoot *p, char **pzErr){
   int anStack[KV_LOG_STACK_NAMES], *an = anStack;
   int i, n = 0, nPend = 0, rc = SQLITE_OK;
   for(i=0; i<p->nChild; i++) n += txnIsLogged(p, p->apChild[i]);
-  if( n==0 ) return SQLITE_OK;
+  if( n==0 && p->zGid==0 ) return SQLITE_OK;
   pRec = wal_record_new(p->tid);
-  if( n>KV_LOG_STACK_NAMES ){
-    az = sqlite3_malloc64(n*sizeof(char*));
-    an = sqlite3_malloc64(n*sizeof(int));
+  if( n+1>KV_LOG_STACK_NAMES ){
+    az = sqlite3_malloc64((n+1)*sizeof(char*));
+    an = sqlite3_malloc64((n+1)*sizeof(int));
   }
   if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
   if( rc==SQLITE_OK && p->zCond ) rc = txnRecordCondition(pRec, p);
+  if( rc==SQLITE_OK && p->zGid ){
+    az[nPend] = KV_REC_GID;
+    an[nPend++] = KV_REC_GID_LEN;
+    rc = txnRecordGid(pRec, p);
+  }
   for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
     KvChild *c = p->apChild[i];
     if( !txnIsLogged(p, c) ) continue;
