@@ -99,9 +99,38 @@ static sqlite3 *tp_child_open(const char *zUri, const char *zKind){
 **                         commit hook (KV part flushed, file not committed)
 **   mixed URI KIND apply  the same, but the KV publication fails after the
 **                         file committed; then killed */
+/* Child mode "prepare URI": h writes acct 'a' = 90 and reads 'b', then
+** kv_prepare(h, 'g1'); killed.  "resolve URI": kv_commit_prepared('g1')
+** with the publication failing after the decision is durable; killed. */
+static int tpChildPrepared(int argc, char **argv){
+  sqlite3 *db = tp_child_open(argv[1], "wal");
+  const char *zSql = strcmp(argv[0], "prepare")==0
+    ? "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+      "SELECT kv_get(1, 'acct', 'b'); SELECT kv_prepare(1, 'g1')"
+    : strcmp(argv[0], "unnamed")==0
+    ? "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+      "SELECT kv_prepare(1)"
+    : "SELECT kv_commit_prepared('g1')";
+  char *zErr = 0;
+  (void)argc;
+  if( strcmp(argv[0], "resolve")==0 ) kv_engine_test_fail_apply(1);
+  if( sqlite3_exec(db, zSql, 0, 0, &zErr)!=SQLITE_OK
+   && strcmp(argv[0], "resolve")!=0 ){
+    fprintf(stderr, "child: %s\n", zErr);
+    return 4;
+  }
+  raise(SIGKILL);
+  return 3;
+}
+
 int depot_test_child(int argc, char **argv){
   sqlite3 *db;
   char *zErr = 0;
+  if( argc==2 && (strcmp(argv[0], "prepare")==0
+               || strcmp(argv[0], "unnamed")==0
+               || strcmp(argv[0], "resolve")==0) ){
+    return tpChildPrepared(argc, argv);
+  }
   if( argc<4 || strcmp(argv[0], "mixed")!=0 ) return 2;
   db = tp_child_open(argv[1], argv[2]);
   if( sqlite3_exec(db, "BEGIN; INSERT INTO orders VALUES(1, 'bolt');"
@@ -268,6 +297,208 @@ START_TEST(test_twopc_busy_commit_retried_stays_whole){
 }
 END_TEST
 
+/* ---------------------------------------------------- named prepared */
+
+/* A WAL-mode database with kv_btree table acct: a=100, b=5. */
+static char *tp_acct(const char *zTag){
+  char *zDir = th_tmpdir(zTag);
+  char *zUri = tp_uri(zDir, 0);
+  sqlite3 *db = tp_open(zUri, "wal");
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "INSERT INTO acct VALUES('a', 100), ('b', 5)");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+  return zUri;
+}
+
+/* Run child mode zMode on zUri and wait for its SIGKILL. */
+static void tp_child2(const char *zMode, const char *zUri){
+  const char *azArg[] = { zMode, zUri, 0 };
+  int st = 0;
+  pid_t pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL,
+                "child status %d", st);
+}
+
+/* zSql fails with code rc and a message holding zLike. */
+static void tp_fails(sqlite3 *db, const char *zSql, int rc,
+                     const char *zLike){
+  char *zErr = 0;
+  int r = th_try(db, zSql, &zErr);
+  ck_assert_msg(r==rc, "%s: rc %d, want %d (%s)", zSql, r, rc,
+                zErr ? zErr : "");
+  ck_assert_msg(zErr && strstr(zErr, zLike), "%s: '%s' lacks '%s'", zSql,
+                zErr ? zErr : "", zLike);
+  sqlite3_free(zErr);
+}
+
+/* The in-doubt list of db's store as "gid|keys|tables;..." */
+static char *tp_prepared(sqlite3 *db){
+  return th_text(db, "SELECT coalesce(group_concat(gid||'|'||keys||'|'||"
+                     "\"tables\", ';'), '') FROM kv_prepared");
+}
+
+static void tp_prepared_is(sqlite3 *db, const char *zWant){
+  char *z = tp_prepared(db);
+  ck_assert_str_eq(z ? z : "", zWant);
+  sqlite3_free(z);
+}
+
+START_TEST(test_twopc_prepared_stays_in_doubt_after_kill){
+  char *zUri = tp_acct("tp-doubt");
+  sqlite3 *db;
+  int i;
+  tp_child2("prepare", zUri);
+  for(i=0; i<3; i++){                  /* three restarts of the store */
+    db = tp_open(zUri, "wal");
+    tp_prepared_is(db, "g1|1|[\"acct\"]");
+    ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 100);
+    /* its write and its read are still reserved */
+    tp_fails(db, "UPDATE acct SET value=1 WHERE key='a'", SQLITE_BUSY, "'g1'");
+    tp_fails(db, "UPDATE acct SET value=1 WHERE key='b'", SQLITE_BUSY, "'g1'");
+    th_exec(db, "INSERT INTO acct VALUES('c', 1)");    /* others are free */
+    th_exec(db, "DELETE FROM acct WHERE key='c'");
+    sqlite3_close(db);
+  }
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 1);
+  tp_prepared_is(db, "");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 90);
+  th_exec(db, "UPDATE acct SET value=6 WHERE key='b'");
+  sqlite3_close(db);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 90);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 0);
+  tp_fails(db, "SELECT kv_rollback_prepared('g1')", SQLITE_CONSTRAINT,
+           "was committed");
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+START_TEST(test_twopc_prepared_rollback_after_restart){
+  char *zUri = tp_acct("tp-rollback");
+  sqlite3 *db;
+  tp_child2("prepare", zUri);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('g1')"), 1);
+  tp_prepared_is(db, "");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 100);
+  th_exec(db, "UPDATE acct SET value=1 WHERE key='a'");
+  sqlite3_close(db);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('g1')"), 0);
+  tp_fails(db, "SELECT kv_commit_prepared('g1')", SQLITE_CONSTRAINT,
+           "was rolled back");
+  tp_prepared_is(db, "");
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+START_TEST(test_twopc_prepared_decision_survives_crash_in_commit){
+  char *zUri = tp_acct("tp-decide");
+  sqlite3 *db;
+  tp_child2("prepare", zUri);
+  tp_child2("resolve", zUri);           /* decided, publication failed */
+  db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 90);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+START_TEST(test_twopc_prepared_record_never_retires){
+  char *zUri, *zDir;
+  sqlite3 *db;
+  int i;
+  kv_engine_test_wal_config(4096, 0);
+  zUri = tp_acct("tp-retire");
+  db = tp_open(zUri, "wal");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+              "SELECT kv_prepare(1, 'g1')");
+  for(i=0; i<200; i++){
+    char *z = sqlite3_mprintf("INSERT INTO acct VALUES(%d, zeroblob(300))", i);
+    th_exec(db, z);
+    sqlite3_free(z);
+  }
+  zDir = th_text(db, "SELECT dir FROM kv_tables WHERE name='acct'");
+  sqlite3_close(db);                     /* a clean close retires the rest */
+  db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "g1|1|[\"acct\"]");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM acct"), 202);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 1);
+  sqlite3_close(db);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 90);
+  sqlite3_close(db);
+  kv_engine_test_wal_config(0, 0);
+  sqlite3_free(zDir);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+START_TEST(test_twopc_prepared_bad_input_changes_nothing){
+  char *zUri = tp_acct("tp-bad");
+  sqlite3 *db = tp_open(zUri, "wal");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+              "SELECT kv_prepare(1, 'g1'); SELECT kv_begin();"
+              "SELECT kv_put(2, 'acct', 'z', 1)");
+  tp_fails(db, "SELECT kv_commit_prepared('nope')", SQLITE_NOTFOUND,
+           "no prepared transaction 'nope'");
+  tp_fails(db, "SELECT kv_rollback_prepared('nope')", SQLITE_NOTFOUND,
+           "no prepared transaction 'nope'");
+  tp_fails(db, "SELECT kv_prepare(2, 'g1')", SQLITE_CONSTRAINT,
+           "'g1' already exists");
+  tp_fails(db, "SELECT kv_prepare(2, printf('%.201c', 'x'))", SQLITE_RANGE,
+           "1..200 bytes");
+  tp_fails(db, "SELECT kv_prepare(2, '')", SQLITE_RANGE, "1..200 bytes");
+  tp_fails(db, "SELECT kv_prepare(2, 7)", SQLITE_RANGE, "must be text");
+  tp_fails(db, "SELECT kv_commit_prepared(NULL)", SQLITE_RANGE,
+           "must be text");
+  tp_fails(db, "SELECT kv_prepare(1, 'g2')", SQLITE_ERROR, "handle 1");
+  tp_prepared_is(db, "g1|1|[\"acct\"]");
+  /* handle 2 is untouched: it still prepares, under another gid */
+  th_exec(db, "SELECT kv_prepare(2)");
+  tp_fails(db, "SELECT kv_prepare(2, 'g2')", SQLITE_MISUSE, "prepared");
+  th_exec(db, "SELECT kv_commit(2)");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='z'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 0);
+  tp_fails(db, "SELECT kv_rollback_prepared('g1')", SQLITE_CONSTRAINT,
+           "was committed");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_put(3, 'acct', 'y', 1)");
+  tp_fails(db, "SELECT kv_prepare(3, 'g1')", SQLITE_CONSTRAINT,
+           "resolved less than 24 hours ago");
+  th_exec(db, "SELECT kv_begin(); SELECT kv_create_table(4, 't2', 'kv_btree')");
+  tp_fails(db, "SELECT kv_prepare(4, 'g4')", SQLITE_MISUSE,
+           "creates or removes tables");
+  tp_prepared_is(db, "");
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+START_TEST(test_twopc_unnamed_prepare_is_presumed_committed){
+  char *zUri = tp_acct("tp-unnamed");
+  const char *azArg[] = { "unnamed", zUri, 0 };
+  sqlite3 *db;
+  int st = 0;
+  pid_t pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFSIGNALED(st));
+  db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 90);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("twopc");
   TCase *tc = tcase_create("mixed");
@@ -280,6 +511,14 @@ Suite *depot_test_suite(void){
                       0, 3);
   tcase_add_test(tc, test_twopc_markers_of_retired_segments_are_collected);
   tcase_add_test(tc, test_twopc_busy_commit_retried_stays_whole);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("prepared");
+  tcase_add_test(tc, test_twopc_prepared_stays_in_doubt_after_kill);
+  tcase_add_test(tc, test_twopc_prepared_rollback_after_restart);
+  tcase_add_test(tc, test_twopc_prepared_decision_survives_crash_in_commit);
+  tcase_add_test(tc, test_twopc_prepared_record_never_retires);
+  tcase_add_test(tc, test_twopc_prepared_bad_input_changes_nothing);
+  tcase_add_test(tc, test_twopc_unnamed_prepare_is_presumed_committed);
   suite_add_tcase(s, tc);
   return s;
 }
