@@ -178,8 +178,18 @@ static int coordMark(KvConn *p, const char *zSchema, int64_t iMarker,
   return rc;
 }
 
+#ifdef DEPOT_TEST
+static int coordTestOff = 0;        /* kv_coord_test_off */
+void kv_coord_test_off(int bOff){
+  __atomic_store_n(&coordTestOff, bOff, __ATOMIC_SEQ_CST);
+}
+# define coordOff() __atomic_load_n(&coordTestOff, __ATOMIC_SEQ_CST)
+#else
+# define coordOff() 0
+#endif
+
 int kv_coord_prepare(KvConn *p, KvRoot *r, char **pzErr){
-  const char *zSchema = coordSchema(p->db);
+  const char *zSchema = coordOff() ? 0 : coordSchema(p->db);
   KvEngine *pEng = kv_root_engine(r);
   char *zUri;
   int64_t iMarker = 0;

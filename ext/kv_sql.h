@@ -76,6 +76,12 @@ int kv_coord_prepare(KvConn *p, KvRoot *r, char **pzErr);
 int kv_coord_probe(const char *zCoord, int64_t iMarker, uint64_t cid,
                    int *pbHeld, char **pzErr);
 int kv_coord_probing(void);
+#ifdef DEPOT_TEST
+/* Test hook (libdepot_core only): bOff makes kv_coord_prepare a plain
+** kv_root_prepare, the commit as it was before markers (the benchmark's
+** baseline).  Process-wide. */
+void kv_coord_test_off(int bOff);
+#endif
 void kv_conn_ref(KvConn*);
 void kv_conn_unref(void *pConn);         /* rolls back handles at 0 */
 

@@ -77,6 +77,10 @@ double bench_kvsql_memory_upsert1(int bCandidate, const char *zDir);
 double bench_kvsql_memory_upsertN(int bCandidate, const char *zDir);
 double bench_kvsql_btree_8conn(int bCandidate, const char *zDir);
 
+/* tests/bench/bench_twopc.c: mixed KV + file transactions. */
+double bench_twopc_mixed_vs_file(int bCandidate, const char *zDir);
+double bench_twopc_mixed_vs_before(int bCandidate, const char *zDir);
+double bench_twopc_kv_only(int bCandidate, const char *zDir);
 /* tests/bench/bench_fork.c: fork time by size, reads through fork chains. */
 double bench_fork_size(int bCandidate, const char *zDir);
 double bench_fork_read_1(int bCandidate, const char *zDir);

@@ -6,7 +6,7 @@ tests_bench_depot_bench_SOURCES = tests/bench/bench.c tests/bench/bench.h \
 	tests/bench/bench_kvlib.c tests/bench/bench_kv.c \
 	tests/bench/bench_kvlog.c tests/bench/bench_kvlogsql.c \
 	tests/bench/bench_kvversion.c tests/bench/bench_kvbtree.c \
-	tests/bench/bench_kvsql.c \
+	tests/bench/bench_kvsql.c tests/bench/bench_twopc.c \
 	tests/bench/bench_depot.c tests/bench/bench_fork.c \
 	tests/bench/bench_compact.c tests/bench/bench_lock.c
 tests_bench_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
