@@ -476,6 +476,27 @@ static int engLockStore(KvEngine *pEng, char **pzErr){
   return SQLITE_OK;
 }
 
+/* Free an in-doubt root (detached: no snapshot, not active) as the store
+** closes; its WAL record stays and restores it at the next open. */
+static void engInDoubtFree(KvRoot *p){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    kvTableUnref(c->pTab);
+    kv_map_unref(c->pWrite);
+    kv_map_unref(c->pRead);
+    sqlite3_free(c);
+  }
+  for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
+  sqlite3_free(p->aConflict);
+  sqlite3_free(p->apChild);
+  sqlite3_free(p->zGid);
+  sqlite3_free(p->zHeldBy);
+  sqlite3_free(p->zCond);
+  kvMetricRootClosed();
+  sqlite3_free(p);
+}
+
 static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
@@ -483,7 +504,7 @@ static void engFree(KvEngine *pEng){
   while( pEng->pInDoubt ){             /* they stay in the WAL */
     KvRoot *pRoot = pEng->pInDoubt;
     pEng->pInDoubt = pRoot->pNextInDoubt;
-    kvRootForget(pRoot);
+    engInDoubtFree(pRoot);
   }
   kv_map_unref(pEng->pResolved);
   /* Tables first: a backend's collector confirms its last batches to the

@@ -16,8 +16,9 @@
 **   iter.c     scans
 **   vertxn.c   the versioned prepare and commit
 **   indoubt.c  named prepared transactions: prepare, resolve, list
-** (engine.c restores the in-doubt roots at replay and, at close, lets them
-** go with kvRootForget of txn.c: they stay in the WAL.)
+** (engine.c restores the in-doubt roots at replay and frees them at close,
+** leaving their records in the WAL; indoubt.c detaches a root it puts in
+** doubt first, kvRootDetach.)
 ** Where a lower file needs an upper one's help it takes a function pointer
 ** the upper file sets (KvTable.xVerFree; KvTableDef.xConfirm for the
 ** backends).
@@ -297,9 +298,11 @@ int kvNoteRead(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
 int kvNoteReads(KvRoot*, const char *zTab, int nTab,
                 const uint8_t *const *paKey, const int *pnKey, size_t szElem,
                 int n, char **pzErr);
-/* Let an in-doubt root go without touching the WAL (its record stays, to
-** be restored at the next open) and free it.  Store closing. */
-void kvRootForget(KvRoot*);
+/* A prepared root goes in doubt: it will read nothing more, so it gives
+** back its snapshots and stops counting as active on its tables (its
+** reservations stay).  Such a root holds only table references, maps and
+** text, which engine.c frees at close without touching the WAL. */
+void kvRootDetach(KvRoot*);
 /* Prepare with an extra check run under the engine mutex before the
 ** standard conflict checks (xCheck may add conflicts). */
 int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,

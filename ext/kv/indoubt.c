@@ -123,6 +123,7 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
     p->nGid = 0;
     return rc;
   }
+  kvRootDetach(p);
   *pp = 0;
   p->bNoEngRef = 1;
   kv_engine_unref(pEng);                   /* the root's own reference */

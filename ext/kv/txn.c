@@ -948,10 +948,25 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
   return SQLITE_OK;
 }
 
-void kvRootForget(KvRoot *p){
-  txnRootFinish(p, KV_ROOT_DONE);
-  p->bNoEngRef = 1;
-  kv_root_free(p);
+void kvRootDetach(KvRoot *p){
+  KvEngine *pEng = p->pEng;
+  int i;
+  pthread_mutex_lock(&pEng->mutex);
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    KvTable *t = c->pTab;
+    if( c->pSnap ){
+      t->pBackend->xSnapshotFree(c->pSnap);
+      c->pSnap = 0;
+    }
+    if( c->bActive && txnActiveUnlink(t, c) ){
+      kv_map_unref(t->pRev);
+      t->pRev = 0;
+      t->nRevKept = 0;
+    }
+    c->bActive = 0;
+  }
+  pthread_mutex_unlock(&pEng->mutex);
 }
 
 void kv_root_free(KvRoot *p){
