@@ -277,6 +277,7 @@ static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  if( pEng->xHookFree ) pEng->xHookFree(pEng);   /* hook.c's state */
   /* Tables first: a backend's collector confirms its last batches to the
   ** WAL as it closes. */
   for(p=pEng->pTables; p; p=pNext){

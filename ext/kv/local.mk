@@ -1,7 +1,8 @@
 ## ext/kv/ -- the KV engine: its public header kv.h, the test hooks of
 ## kv_test.h, and (callee first) the codec, the ordered map, the kv_memory,
 ## kv_btree and kv_log backends with the log store, then tables, catalog,
-## versions, stores, metrics, transactions, scans and versioned commits.
+## versions, stores, metrics, write hooks, transactions, scans and
+## versioned commits.
 DEPOT_SOURCES += \
 	ext/kv/kv.h ext/kv/kv_test.h \
 	ext/kv/codec.h ext/kv/codec.c \
@@ -17,6 +18,7 @@ DEPOT_SOURCES += \
 	ext/kv/version.c \
 	ext/kv/engine.c \
 	ext/kv/metrics.c \
+	ext/kv/hook.c \
 	ext/kv/txn.c \
 	ext/kv/iter.c \
 	ext/kv/vertxn.c
