@@ -524,7 +524,9 @@ void kv_iter_close(KvIter*);
 ** write to the store through a root of its own: that commit does not wait
 ** for its own delivery, which follows the current callback in commit order
 ** (a hook that reacts to its own writes must stop itself).  It must not
-** call kv_hook_register (SQLITE_MISUSE).
+** call kv_hook_register (SQLITE_MISUSE), nor wait for anything a
+** committer of the store may hold while it waits for delivery (its SQLite
+** connection, a lock of the caller's around kv_root_commit).
 **
 ** xInit(pArg, key, value), with KV_HOOK_NEEDS_INIT: once per live key,
 ** with its value, over the committed state of the table at registration;

@@ -9,7 +9,8 @@
 ** the store without deadlocking; xInit runs once per live key after a
 ** crash (SIGKILL) and WAL replay, so an additive counter kept by
 ** xInit+xWrite equals the true sum, also while writers run during the
-** registration; the flags; the table's removal; unregistering; bad input.
+** registration; the flags; the table's removal; unregistering; an
+** anonymous store; bad input.
 ** Run under ThreadSanitizer too.
 */
 #include "config.h"
@@ -896,6 +897,33 @@ START_TEST(test_hooks_unregister_stops_calls){
 }
 END_TEST
 
+/* An anonymous store (no directory, no WAL) and a table without
+** persistence deliver the same way. */
+START_TEST(test_hooks_work_on_an_anonymous_store){
+  KvEngine *pEng = hk_open(0);
+  KvRoot *r = 0;
+  char *zErr = 0;
+  int bNew = 0;
+  HkRec *p;
+  KvHook *h;
+  ck_assert_int_eq(kv_root_begin(pEng, &r), SQLITE_OK);
+  ck_assert_int_eq(kv_create_table(r, "t", 1, "kv_memory", 0, 0, &bNew,
+                                   &zErr), SQLITE_OK);
+  ck_assert_int_eq(kv_root_commit(r, &zErr), SQLITE_OK);
+  kv_root_free(r);
+  hk_write(pEng, "t", 1, 10, 0);
+  p = hk_rec_new(pEng, "t");
+  h = hk_register(pEng, "t", HK_ALL, &hkRecMethods, p);
+  hk_write(pEng, "t", 1, 11, 0);
+  ck_assert_int_eq(hk_rec_count(p), 2);
+  hk_expect(p, 0, HK_INIT, 1, 0, 0, 1, 10);
+  hk_expect(p, 1, HK_WRITE, 1, 1, 10, 1, 11);
+  kv_hook_unregister(h);
+  kv_engine_unref(pEng);
+  hk_rec_free(p);
+}
+END_TEST
+
 /* ------------------------------------------------------- bad input --- */
 
 /* Register from inside a callback: refused. */
@@ -993,6 +1021,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_hooks_table_removal_calls_xremoved_once,
                       0, N_TYPE);
   tcase_add_loop_test(tc, test_hooks_unregister_stops_calls, 0, N_TYPE);
+  tcase_add_test(tc, test_hooks_work_on_an_anonymous_store);
   tcase_add_test(tc, test_hooks_bad_input_gives_clear_errors);
   suite_add_tcase(s, tc);
   return s;
