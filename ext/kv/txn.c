@@ -8,7 +8,9 @@
 ** its own; binding, the conflict check with its reservations, and the
 ** publication run under the engine mutex; the WAL append and flush of a
 ** prepare, and the abort record of a rollback, run without it, so
-** concurrent committers share a group commit.
+** concurrent committers share a group commit.  A commit hands its
+** published writes to the write hooks (hook.c) under the engine mutex
+** and waits for their delivery after releasing it.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
