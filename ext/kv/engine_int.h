@@ -88,7 +88,7 @@ struct KvEngine {
                                 ** bCreate=0); set during open only */
   KvVerStore *pVer;             /* version TTL and sweeper (version.c) */
   KvHookStore *pHook;           /* write hooks and their queue (hook.c),
-                                ** made at the first registration */
+                                ** set once, at the first registration */
   void (*xHookFree)(KvEngine*); /* frees pHook; set by hook.c with it */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
@@ -234,7 +234,8 @@ void kvMetricRootClosed(void);
 /* In the publication of root p, just before xApply of its writes pWrite
 ** to table t at sequence iSeq (engine mutex held): if t has hooks to
 ** call, keep the writes (and, for old values, a snapshot of t as it is
-** before the apply) for delivery.  SQLITE_OK or SQLITE_NOMEM. */
+** before the apply) for delivery.  SQLITE_OK, SQLITE_NOMEM or the error
+** of that snapshot. */
 int kvHookCapture(KvRoot *p, KvTable *t, KvMap *pWrite, uint64_t iSeq);
 /* The publication of root p ended with rc (engine mutex held): on
 ** SQLITE_OK queue what kvHookCapture kept (and the removal of hooked
