@@ -574,3 +574,7 @@ void kv_hook_unregister(KvHook *h){
   pthread_mutex_unlock(&s->mutex);
   hookUnref(h);
 }
+
+int kv_hook_active(void){
+  return hookDepth>0;
+}

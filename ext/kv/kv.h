@@ -184,6 +184,30 @@ int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
 sqlite3_value *kv_key_to_value(const uint8_t *aKey, int nKey,
                                const uint8_t *aVal, int nVal, int *pRc);
 
+/* A key or value decoded to C: eType SQLITE_INTEGER (i), SQLITE_FLOAT
+** (r), SQLITE_TEXT or SQLITE_BLOB (z/n: UTF-8 text is not NUL-terminated;
+** z is never NULL for these, n may be 0) or SQLITE_NULL.  z points into
+** the decoded bytes, or into zFree when a key's bytes held escapes; the
+** owner calls kv_datum_clear.  No lock, no allocation but zFree. */
+typedef struct KvDatum KvDatum;
+struct KvDatum {
+  int eType;
+  int64_t i;
+  double r;
+  const uint8_t *z;
+  int n;
+  uint8_t *zFree;               /* sqlite3_malloc'd, or NULL */
+};
+/* Decode key aKey/nKey, with the value stored under it for the numeric
+** kind (nVal==0: as kv_key_result decides).  Decode value aVal/nVal.
+** SQLITE_OK, SQLITE_CORRUPT (malformed bytes), SQLITE_NOMEM; on error *p
+** is an SQLITE_NULL datum that needs no kv_datum_clear. */
+int kv_key_decode(const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                  int nVal, KvDatum *p);
+int kv_value_decode(const uint8_t *aVal, int nVal, KvDatum *p);
+/* Free what *p holds and make it an SQLITE_NULL datum. */
+void kv_datum_clear(KvDatum *p);
+
 /* Append key aKey/nKey as a JSON value to pOut: an integer, a real
 ** (integral reals print with ".0"; infinities as 9e999), a string, or
 ** {"hex":"<lowercase hex>"} for a blob.  SQLITE_OK, SQLITE_NOMEM or
@@ -593,6 +617,9 @@ int kv_hook_register(KvEngine *pEng, const char *zTab, int nTab, int flags,
 ** no call after that one.  Drops the hook's reference on the store (the
 ** last one closes it). */
 void kv_hook_unregister(KvHook *pHook);
+/* Non-zero on a thread that is inside a hook callback (xWrite, xInit or
+** xRemoved, of any store). */
+int kv_hook_active(void);
 
 /* ============================================================= versions ==
 ** The key-version protocol.  A version is a kind (upsert 'u' or delete
