@@ -25,9 +25,9 @@
 **
 ** The table is named as a connection sees it, and the hook is bound to
 ** the KV table behind that name in its store, not to the connection: it
-** hears the commits of every connection of the process that writes that
-** table (main or temp declaration, SQL or kv_put), and of none that the
-** registering connection makes to other tables.  The connection must have
+** hears the commits of every connection of the process that write that
+** table, through any declaration of it (main, temp) or the kv_* SQL
+** functions (kv_put, kv_delete, kv_commit).  The connection must have
 ** the extension registered by this library (sqlite3_depot_init of
 ** libdepot, or sqlite3_auto_extension of it); a table declared through a
 ** depot module loaded separately with sqlite3_load_extension is another

@@ -13,7 +13,8 @@
 ** outlives the connection that registered it; unregister stops the calls
 ** (also from inside a callback); DROP TABLE reaches xRemoved; a callback
 ** mirrors the table into a plain SQLite table with depot_kv_value_bind;
-** an in-memory database's anonymous store; bad input.
+** concurrent writer threads; an in-memory database's anonymous store; bad
+** input.  Run under ThreadSanitizer too.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -466,6 +467,72 @@ START_TEST(test_value_bind_mirrors_table){
 }
 END_TEST
 
+/* Writer threads, each with its own connection of the file, commit
+** concurrently through the temp declarations; the hook's running sum
+** (xInit + xWrite with old values) equals the table's at the end. */
+typedef struct Writer Writer;
+struct Writer {
+  const char *zPath;
+  int iThread;
+};
+
+static void *writerMain(void *pArg){
+  Writer *w = (Writer*)pArg;
+  sqlite3 *db = 0;
+  int i;
+  if( sqlite3_open_v2(w->zPath, &db, SQLITE_OPEN_READWRITE, 0)!=SQLITE_OK ){
+    return (void*)1;
+  }
+  sqlite3_busy_timeout(db, th_busy_ms(5000));
+  for(i=0; i<100; i++){
+    char *z = sqlite3_mprintf("INSERT OR REPLACE INTO t VALUES(%d, %d);"
+                              "DELETE FROM t WHERE key=%d",
+                              w->iThread*1000 + i%13, i, w->iThread*1000
+                              + (i*5)%13);
+    int rc = sqlite3_exec(db, z, 0, 0, 0);
+    sqlite3_free(z);
+    if( rc!=SQLITE_OK ){
+      sqlite3_close(db);
+      return (void*)2;
+    }
+  }
+  sqlite3_close(db);
+  return 0;
+}
+
+START_TEST(test_concurrent_writers_sum){
+  char *zPath = dbPath("hapi_threads");
+  sqlite3 *db = th_open(zPath);
+  pthread_t aT[3];
+  Writer aW[3];
+  HookLog a;
+  depot_kv_hook *h;
+  int i;
+  logInit(&a);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+              "INSERT INTO t VALUES(-1, 1000), (-2, 2000)");
+  h = hookOn(db, 0, "t", DEPOT_KV_HOOK_NEEDS_INIT|DEPOT_KV_HOOK_NEEDS_WRITE
+             |DEPOT_KV_HOOK_NEEDS_OLD_VALUE, &a);
+  ck_assert_int_eq(a.iSum, 3000);
+  for(i=0; i<3; i++){
+    aW[i].zPath = zPath;
+    aW[i].iThread = i;
+    ck_assert_int_eq(pthread_create(&aT[i], 0, writerMain, &aW[i]), 0);
+  }
+  for(i=0; i<3; i++){
+    void *pRet = 0;
+    pthread_join(aT[i], &pRet);
+    ck_assert_ptr_null(pRet);
+  }
+  ck_assert_int_eq(a.iSum, th_int(db, "SELECT sum(value) FROM t"));
+  ck_assert_int_ge(a.nWrite, 3*100);
+  depot_kv_hook_unregister(h);
+  sqlite3_close(db);
+  logFree(&a);
+  sqlite3_free(zPath);
+}
+END_TEST
+
 /* An in-memory database's tables are in its anonymous store. */
 START_TEST(test_in_memory_database){
   sqlite3 *db = th_open(":memory:");
@@ -562,6 +629,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_hook_outlives_registering_connection);
   tcase_add_test(tc, test_unregister_and_removed);
   tcase_add_test(tc, test_value_bind_mirrors_table);
+  tcase_add_test(tc, test_concurrent_writers_sum);
   tcase_add_test(tc, test_in_memory_database);
   tcase_add_test(tc, test_bad_input);
   suite_add_tcase(s, tc);
