@@ -155,6 +155,7 @@ static void hookUnref(KvHook *h){
     pthread_mutex_lock(&pEng->mutex);
     kvTableUnref(h->pTab);
     pthread_mutex_unlock(&pEng->mutex);
+    if( h->m.xDestroy ) h->m.xDestroy(h->pArg);
     sqlite3_free(h);
     kv_engine_unref(pEng);
   }
@@ -534,6 +535,7 @@ static int hookRegister(KvEngine *pEng, const char *zTab, int nTab,
     pthread_mutex_unlock(&s->mutex);
   }
   if( rc!=SQLITE_OK ){
+    h->m.xDestroy = 0;            /* pArg stays the caller's */
     if( h->pTab ){
       hookUnref(h);
     }else{

@@ -593,6 +593,12 @@ struct KvHookMethods {
                 const uint8_t *aVal, int nVal);
   /* Optional: the table was removed. */
   void (*xRemoved)(void *pArg);
+  /* Optional: the hook is freed, after kv_hook_unregister, once no
+  ** callback of it runs or will run (pArg may be freed here).  Called on
+  ** the thread that drops the hook's last reference, with no lock held:
+  ** normally in kv_hook_unregister, else at the end of the delivery that
+  ** was calling it.  Not called when kv_hook_register fails. */
+  void (*xDestroy)(void *pArg);
 };
 
 /* Register a hook on table zTab (nTab bytes; negative: NUL-terminated) of
@@ -614,8 +620,8 @@ int kv_hook_register(KvEngine *pEng, const char *zTab, int nTab, int flags,
 ** the hook runs or will run, so pArg may be freed; called from inside a
 ** hook callback, it does not wait for a call of this hook in progress on
 ** another thread (which may be waiting for this one), but the hook gets
-** no call after that one.  Drops the hook's reference on the store (the
-** last one closes it). */
+** no call after that one (xDestroy, when given, runs after it).  Drops
+** the hook's reference on the store (the last one closes it). */
 void kv_hook_unregister(KvHook *pHook);
 /* Non-zero on a thread that is inside a hook callback (xWrite, xInit or
 ** xRemoved, of any store). */

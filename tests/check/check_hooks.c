@@ -238,7 +238,7 @@ static void hk_rec_removed(void *pArg){
   hk_rec_add((HkRec*)pArg, HK_REMOVED, 0, 0, 0, 0, 0, 0);
 }
 static const KvHookMethods hkRecMethods = {
-  hk_rec_write, hk_rec_init, hk_rec_removed
+  hk_rec_write, hk_rec_init, hk_rec_removed, 0
 };
 
 static int hk_rec_count(HkRec *p){
@@ -472,7 +472,7 @@ START_TEST(test_hooks_concurrent_committers_are_delivered_in_commit_order){
   pthread_t aThr[ORD_THREADS];
   OrdState s;
   KvHook *h;
-  static const KvHookMethods m = { ord_write, 0, 0 };
+  static const KvHookMethods m = { ord_write, 0, 0, 0 };
   int i;
   memset(&s, 0, sizeof(s));
   pthread_mutex_init(&s.mutex, 0);
@@ -522,7 +522,7 @@ START_TEST(test_hooks_callback_reads_see_the_committed_state){
   char *zDir = th_tmpdir("hooks-reread");
   ReState s;
   KvHook *h;
-  static const KvHookMethods m = { re_write, 0, 0 };
+  static const KvHookMethods m = { re_write, 0, 0, 0 };
   memset(&s, 0, sizeof(s));
   s.pEng = hk_open(zDir);
   hk_create(s.pEng, "t", _i);
@@ -571,7 +571,7 @@ START_TEST(test_hooks_callback_may_commit_to_the_store){
   AuState s;
   KvHook *h, *h2;
   HkRec *p;
-  static const KvHookMethods m = { au_write, 0, 0 };
+  static const KvHookMethods m = { au_write, 0, 0, 0 };
   int bFound;
   memset(&s, 0, sizeof(s));
   s.pEng = hk_open(zDir);
@@ -638,7 +638,7 @@ static void sum_write(void *pArg, const uint8_t *aKey, int nKey,
   if( aNew ){ s->sum += hk_val_int(aNew, nNew); s->nRow++; }
   pthread_mutex_unlock(&s->mutex);
 }
-static const KvHookMethods sumMethods = { sum_write, sum_init, 0 };
+static const KvHookMethods sumMethods = { sum_write, sum_init, 0, 0 };
 
 static void sum_check(SumState *s, KvEngine *pEng, const char *zWhen){
   int64_t sum, nRow;
@@ -868,7 +868,7 @@ static void self_write(void *pArg, const uint8_t *aKey, int nKey,
 START_TEST(test_hooks_unregister_stops_calls){
   char *zDir = th_tmpdir("hooks-unreg");
   KvEngine *pEng = hk_open(zDir);
-  static const KvHookMethods m = { self_write, 0, 0 };
+  static const KvHookMethods m = { self_write, 0, 0, 0 };
   SelfState s;
   KvRoot *r = 0;
   char *zErr = 0;
@@ -950,8 +950,8 @@ static void hk_refused(int rc, char *zErr, int rcWant, const char *zLike){
 START_TEST(test_hooks_bad_input_gives_clear_errors){
   char *zDir = th_tmpdir("hooks-bad");
   KvEngine *pEng = hk_open(zDir);
-  static const KvHookMethods mNone = { 0, 0, 0 };
-  static const KvHookMethods mNest = { nest_write, 0, 0 };
+  static const KvHookMethods mNone = { 0, 0, 0, 0 };
+  static const KvHookMethods mNest = { nest_write, 0, 0, 0 };
   NestState n;
   KvHook *h = (KvHook*)1;
   char *zErr = 0;
