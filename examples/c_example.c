@@ -29,7 +29,7 @@ static void totalWrite(void *pArg, const depot_kv_value *pKey,
   if( pNew && pNew->eType==SQLITE_INTEGER ) *(sqlite3_int64*)pArg += pNew->i;
 }
 static const depot_kv_hook_methods totalMethods = {
-  1, totalWrite, totalInit, 0
+  1, totalWrite, totalInit, 0, 0
 };
 
 static int run(sqlite3 *db, const char *zSql){

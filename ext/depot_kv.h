@@ -13,7 +13,7 @@
 **     static void onWrite(void *pArg, const depot_kv_value *pKey,
 **                         const depot_kv_value *pOld,
 **                         const depot_kv_value *pNew){ ... }
-**     static const depot_kv_hook_methods m = { 1, onWrite, 0, 0 };
+**     static const depot_kv_hook_methods m = { 1, onWrite, 0, 0, 0 };
 **     depot_kv_hook *pHook = 0;
 **     char *zErr = 0;
 **     if( depot_kv_hook_register(db, 0, "users", DEPOT_KV_HOOK_NEEDS_WRITE,
@@ -106,6 +106,13 @@ struct depot_kv_value {
 ** table created later under the same name is another table, which the
 ** hook does not follow.  The hook stays registered until unregistered.
 **
+** xDestroy(pArg), optional: the hook is freed, after
+** depot_kv_hook_unregister, once no callback of it runs or will run: free
+** pArg here when it belongs to the hook.  Called once, with no lock held,
+** on the thread that unregisters it or, when a call of the hook was still
+** in progress on another thread (see depot_kv_hook_unregister), on that
+** thread as the call ends.  Not called when the registration fails.
+**
 ** A hook cannot refuse a write: callbacks return nothing and run after
 ** the commit is published, when its rows are already visible to every new
 ** read, and after it is durable: the commit appended and flushed the
@@ -151,6 +158,7 @@ struct depot_kv_hook_methods {
   void (*xInit)(void *pArg, const depot_kv_value *pKey,
                 const depot_kv_value *pValue);
   void (*xRemoved)(void *pArg);
+  void (*xDestroy)(void *pArg);
 };
 
 /*
@@ -189,12 +197,16 @@ int depot_kv_hook_register(sqlite3 *db, const char *zSchema,
                            depot_kv_hook **ppHook, char **pzErr);
 
 /*
-** Unregister and free pHook (NULL: no-op), from any thread.  On return no
-** callback of the hook runs or will run, so pArg may be freed.  Called
-** from inside a callback of the same store, it does not wait for a call
-** of this hook in progress on another thread (which may be waiting for
-** this one), but the hook gets no call after that one.  Drops the hook's
-** reference on the store: the last reference closes it.
+** Unregister pHook (NULL: no-op), from any thread; pHook must not be used
+** afterwards.  Outside hook callbacks, it waits for a call of the hook in
+** progress on another thread: on return no callback of the hook runs or
+** will run, xDestroy has run, and pArg may be freed.  From inside a hook
+** callback (of any store) it does not wait, since that call may be
+** waiting for this thread: the hook gets no call after the one in
+** progress, which may still be running on another thread when this
+** returns -- free pArg in xDestroy then.  Unregistering the hook whose
+** callback is running on this thread is safe (no further call).  Drops
+** the hook's reference on the store: the last reference closes it.
 */
 void depot_kv_hook_unregister(depot_kv_hook *pHook);
 

@@ -13,6 +13,9 @@
 ** and outlives the connection.  The engine's callbacks get encoded bytes;
 ** the adapters here decode them (kv_key_decode, kv_value_decode) into
 ** depot_kv_value structs on the stack, valid during the user's callback.
+** A depot_kv_hook lives as long as the engine's hook: apiDestroy (its
+** xDestroy) frees it, so a call still in progress when it is unregistered
+** never reads freed memory.
 */
 #include "config.h"
 #include "ext/depot_kv.h"
@@ -107,6 +110,14 @@ static void apiInit(void *pArg, const uint8_t *aKey, int nKey,
 static void apiRemoved(void *pArg){
   depot_kv_hook *p = (depot_kv_hook*)pArg;
   p->m.xRemoved(p->pArg);
+}
+
+/* The engine frees its hook: no callback runs or will run. */
+static void apiDestroy(void *pArg){
+  depot_kv_hook *p = (depot_kv_hook*)pArg;
+  if( p->m.xDestroy ) p->m.xDestroy(p->pArg);
+  sqlite3_free(p->zTable);
+  sqlite3_free(p);
 }
 
 /* -------------------------------------------------------- resolution --- */
@@ -230,7 +241,9 @@ static int apiCheck(sqlite3 *db, const char *zTable, unsigned flags,
 static int apiRegister(sqlite3 *db, const char *zSchema, const char *zTable,
                        unsigned flags, const depot_kv_hook_methods *pM,
                        void *pArg, depot_kv_hook **ppHook, char **pzErr){
-  static const KvHookMethods apiMethods = { apiWrite, apiInit, apiRemoved };
+  static const KvHookMethods apiMethods = {
+    apiWrite, apiInit, apiRemoved, apiDestroy
+  };
   KvHookMethods m = apiMethods;
   KvEngine *pEng = 0;
   char *zKvTab = 0;
@@ -281,10 +294,9 @@ int depot_kv_hook_register(sqlite3 *db, const char *zSchema,
 }
 
 void depot_kv_hook_unregister(depot_kv_hook *p){
-  if( p==0 ) return;
-  kv_hook_unregister(p->pHook);   /* no callback runs after it */
-  sqlite3_free(p->zTable);
-  sqlite3_free(p);
+  /* p is freed by apiDestroy, when the engine's hook is: here, or at the
+  ** end of a call still in progress on another thread. */
+  if( p ) kv_hook_unregister(p->pHook);
 }
 
 int depot_kv_value_bind(sqlite3_stmt *pStmt, int iParam,

@@ -11,7 +11,8 @@
 ** as SQLite does (temp first); NEEDS_INIT reports the existing rows once,
 ** so an additive sum kept by xInit+xWrite matches the table; the hook
 ** outlives the connection that registered it; unregister stops the calls
-** (also from inside a callback); DROP TABLE reaches xRemoved; a callback
+** (also from inside a callback) and xDestroy runs once after it; DROP
+** TABLE reaches xRemoved; a callback
 ** mirrors the table into a plain SQLite table with depot_kv_value_bind;
 ** concurrent writer threads; an in-memory database's anonymous store; bad
 ** input.  Run under ThreadSanitizer too.
@@ -33,7 +34,7 @@ typedef struct HookLog HookLog;
 struct HookLog {
   pthread_mutex_t mu;
   char z[16384];
-  int nWrite, nInit, nRemoved;
+  int nWrite, nInit, nRemoved, nDestroyed;
   sqlite3_int64 iSum;               /* xInit + xWrite deltas of values */
   depot_kv_hook *pSelf;             /* unregister itself at nStopAt */
   int nStopAt;
@@ -136,7 +137,7 @@ static void onRemoved(void *pArg){
 static void onWriteNested(void *pArg, const depot_kv_value *pKey,
                           const depot_kv_value *pOld,
                           const depot_kv_value *pNew){
-  static const depot_kv_hook_methods m = { 1, onWrite, 0, 0 };
+  static const depot_kv_hook_methods m = { 1, onWrite, 0, 0, 0 };
   HookLog *p = (HookLog*)pArg;
   sqlite3 *db = 0;
   depot_kv_hook *h = 0;
@@ -150,8 +151,15 @@ static void onWriteNested(void *pArg, const depot_kv_value *pKey,
   sqlite3_close(db);
 }
 
+static void onDestroy(void *pArg){
+  HookLog *p = (HookLog*)pArg;
+  pthread_mutex_lock(&p->mu);
+  p->nDestroyed++;
+  pthread_mutex_unlock(&p->mu);
+}
+
 static const depot_kv_hook_methods gMethods = {
-  1, onWrite, onInit, onRemoved
+  1, onWrite, onInit, onRemoved, onDestroy
 };
 
 /* Register on zSchema.zTable of db; fails the test on error. */
@@ -359,7 +367,9 @@ START_TEST(test_hook_outlives_registering_connection){
   db2 = th_open(zPath);
   th_exec(db2, "INSERT INTO t VALUES('y', 2)");
   logIs(&a, "W t:'y' - i:2\n");
+  ck_assert_int_eq(a.nDestroyed, 0);
   depot_kv_hook_unregister(h);
+  ck_assert_int_eq(a.nDestroyed, 1);   /* xDestroy ran, once */
   th_exec(db2, "INSERT INTO t VALUES('z', 3)");
   logIs(&a, "");
   sqlite3_close(db2);
@@ -371,7 +381,7 @@ END_TEST
 /* Unregistering inside a callback: no call after it; DROP TABLE reaches
 ** xRemoved; NULL is a no-op; registering inside a callback is misuse. */
 START_TEST(test_unregister_and_removed){
-  static const depot_kv_hook_methods mNested = { 1, onWriteNested, 0, 0 };
+  static const depot_kv_hook_methods mNested = { 1, onWriteNested, 0, 0, 0 };
   char *zPath = dbPath("hapi_unreg");
   sqlite3 *db = th_open(zPath);
   HookLog a, b, c;
@@ -388,6 +398,7 @@ START_TEST(test_unregister_and_removed){
   th_exec(db, "INSERT INTO t VALUES(1,1), (2,2), (3,3)");
   ck_assert_int_eq(a.nWrite, 2);       /* stopped itself at the second */
   ck_assert_ptr_null(a.pSelf);
+  ck_assert_int_eq(a.nDestroyed, 1);   /* once the delivery let it go */
   ck_assert_int_eq(b.nWrite, 3);
   ck_assert_int_eq(c.rcNested, SQLITE_MISUSE);
   depot_kv_hook_unregister(hC);
@@ -428,7 +439,7 @@ static void mirrorWrite(void *pArg, const depot_kv_value *pKey,
 }
 
 START_TEST(test_value_bind_mirrors_table){
-  static const depot_kv_hook_methods mMirror = { 1, mirrorWrite, 0, 0 };
+  static const depot_kv_hook_methods mMirror = { 1, mirrorWrite, 0, 0, 0 };
   char *zPath = dbPath("hapi_mirror");
   sqlite3 *db = th_open(zPath);
   depot_kv_hook *h = 0;
@@ -567,13 +578,14 @@ static void expectFail(sqlite3 *db, const char *zSchema, const char *zTable,
   ck_assert_msg(zErr && strstr(zErr, zWant), "want '%s', got '%s'", zWant,
                 zErr ? zErr : "(null)");
   if( bPpHook ) ck_assert_ptr_null(h);
+  ck_assert_int_eq(a.nDestroyed, 0);   /* a failed registration: none */
   sqlite3_free(zErr);
   logFree(&a);
 }
 
 START_TEST(test_bad_input){
-  static const depot_kv_hook_methods mNone = { 1, 0, 0, 0 };
-  static const depot_kv_hook_methods mV2 = { 2, onWrite, onInit, 0 };
+  static const depot_kv_hook_methods mNone = { 1, 0, 0, 0, 0 };
+  static const depot_kv_hook_methods mV2 = { 2, onWrite, onInit, 0, 0 };
   char *zPath = dbPath("hapi_bad");
   sqlite3 *db = th_open(zPath);
   const unsigned W = DEPOT_KV_HOOK_NEEDS_WRITE;
