@@ -109,9 +109,12 @@ struct depot_kv_value {
 ** xDestroy(pArg), optional: the hook is freed, after
 ** depot_kv_hook_unregister, once no callback of it runs or will run: free
 ** pArg here when it belongs to the hook.  Called once, with no lock held,
-** on the thread that unregisters it or, when a call of the hook was still
-** in progress on another thread (see depot_kv_hook_unregister), on that
-** thread as the call ends.  Not called when the registration fails.
+** on the thread that drops the hook's last reference: the unregistering
+** thread, or a delivering thread that still held the hook (a call in
+** progress, see depot_kv_hook_unregister, or a delivery about to skip
+** it), possibly just after depot_kv_hook_unregister returned.  A hook
+** with xDestroy frees pArg there, not after unregistering.  Not called
+** when the registration fails.
 **
 ** A hook cannot refuse a write: callbacks return nothing and run after
 ** the commit is published, when its rows are already visible to every new
@@ -200,8 +203,9 @@ int depot_kv_hook_register(sqlite3 *db, const char *zSchema,
 ** Unregister pHook (NULL: no-op), from any thread; pHook must not be used
 ** afterwards.  Outside hook callbacks, it waits for a call of the hook in
 ** progress on another thread: on return no callback of the hook runs or
-** will run, xDestroy has run, and pArg may be freed.  From inside a hook
-** callback (of any store) it does not wait, since that call may be
+** will run, and pArg may be freed (by xDestroy, when given, which may run
+** on the delivering thread right after this returns).  From inside a
+** hook callback (of any store) it does not wait, since that call may be
 ** waiting for this thread: the hook gets no call after the one in
 ** progress, which may still be running on another thread when this
 ** returns -- free pArg in xDestroy then.  Unregistering the hook whose

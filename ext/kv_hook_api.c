@@ -128,6 +128,12 @@ static int apiError(char **pzErr, int rc, const char *zFmt, const char *z1,
   return *pzErr ? rc : SQLITE_NOMEM;
 }
 
+/* Finalize pStmt; rc, or the finalize's error when rc is SQLITE_OK. */
+static int apiFinalize(sqlite3_stmt *pStmt, int rc){
+  int rc2 = sqlite3_finalize(pStmt);
+  return rc==SQLITE_OK ? rc2 : rc;
+}
+
 /* The schema of the table or view zTable reaches, unqualified, on db
 ** (sqlite3_malloc'd into *pzSchema), or NULL when none holds it. */
 static int apiSchemaOf(sqlite3 *db, const char *zTable, char **pzSchema,
@@ -149,11 +155,11 @@ static int apiSchemaOf(sqlite3 *db, const char *zTable, char **pzSchema,
         *pzSchema = sqlite3_mprintf("%s", zDb);
         if( *pzSchema==0 ) rc = SQLITE_NOMEM;
       }
-      if( rc==SQLITE_OK ) rc = sqlite3_finalize(pFind); else sqlite3_finalize(pFind);
+      rc = apiFinalize(pFind, rc);
     }
     sqlite3_free(zSql);
   }
-  if( rc==SQLITE_OK ) rc = sqlite3_finalize(pList); else sqlite3_finalize(pList);
+  rc = apiFinalize(pList, rc);
   if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
     rc = apiError(pzErr, rc, "depot_kv_hook_register: cannot read the "
                   "schema: %s%s%s", sqlite3_errmsg(db), "", "");

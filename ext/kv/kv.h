@@ -596,8 +596,9 @@ struct KvHookMethods {
   /* Optional: the hook is freed, after kv_hook_unregister, once no
   ** callback of it runs or will run (pArg may be freed here).  Called on
   ** the thread that drops the hook's last reference, with no lock held:
-  ** normally in kv_hook_unregister, else at the end of the delivery that
-  ** was calling it.  Not called when kv_hook_register fails. */
+  ** kv_hook_unregister's, or a delivering thread that still held the hook
+  ** (possibly after kv_hook_unregister returned).  Not called when
+  ** kv_hook_register fails. */
   void (*xDestroy)(void *pArg);
 };
 
