@@ -191,6 +191,16 @@ int kv_attach_table(KvConn*, const char *zName, const char *zDir,
                     int *pbMade, char **pzErr);
 int kv_attach_main(KvConn*, int *pnMade, char **pzErr);
 
+/* The KV table behind virtual table zSchema.zName of connection db
+** (kv_vtab.c): when it is a kv_memory, kv_btree or kv_log table of this
+** library connected on db (preparing a statement that names it connects
+** it), SQLITE_OK with *ppEng a reference to its store and *pzTable its KV
+** table name (sqlite3_malloc'd; the caller frees both).  SQLITE_NOTFOUND,
+** no message, when there is none; a store that is missing gives its
+** SQLITE_CANTOPEN with *pzErr.  The caller holds db's mutex. */
+int kv_vtab_lookup(sqlite3 *db, const char *zSchema, const char *zName,
+                   KvEngine **ppEng, char **pzTable, char **pzErr);
+
 /* Key lists and read sets (kv_readset.c).  Both parsers give
 ** SQLITE_ERROR with *pzErr for malformed input, the key codes of
 ** kv_key_encode (SQLITE_TOOBIG, SQLITE_CONSTRAINT), SQLITE_NOMEM; on error

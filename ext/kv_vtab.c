@@ -62,6 +62,10 @@
 ** check (its reads were one snapshot) and releases it.  Autocommit
 ** statements that only read take no root: they read the latest committed
 ** state.
+**
+** Every connected KV table is on a process-wide list (vtabLive), from
+** which kv_vtab_lookup finds the store and KV table of a table named as a
+** connection sees it, for the write hooks of ext/depot_kv.h.
 */
 #include "config.h"
 #include "ext/kv/kv.h"
@@ -69,6 +73,7 @@
 #include "ext/kv_sql.h"
 SQLITE_EXTENSION_INIT3
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +104,8 @@ struct VtabTable {
   KvBuf kOld, kNew, val;        /* xUpdate scratch, reused across rows */
   VtabCursor *pSpare;           /* a closed cursor kept with its buffers
                                 ** for the next xOpen */
+  int bListed;                  /* in the live list (vtabLive) */
+  VtabTable *pLiveNext;
 };
 
 struct VtabCursor {
@@ -249,8 +256,67 @@ static int vtabCreateOrAttach(VtabTable *p, const VtabArgs *pA, int bCreate,
   return rc;
 }
 
+/* ---------------------------------------------------------- live list ---
+** Every connected KV table of the process, for kv_vtab_lookup (the C API
+** of ext/depot_kv.h names a table as a connection sees it).  Guarded by
+** vtabLiveMutex; a table joins it when xCreate/xConnect succeed and leaves
+** it in vtabFree. */
+static pthread_mutex_t vtabLiveMutex = PTHREAD_MUTEX_INITIALIZER;
+static VtabTable *vtabLive = 0;
+
+static void vtabLiveAdd(VtabTable *p){
+  pthread_mutex_lock(&vtabLiveMutex);
+  p->pLiveNext = vtabLive;
+  vtabLive = p;
+  p->bListed = 1;
+  pthread_mutex_unlock(&vtabLiveMutex);
+}
+
+static void vtabLiveRemove(VtabTable *p){
+  VtabTable **pp;
+  if( !p->bListed ) return;
+  pthread_mutex_lock(&vtabLiveMutex);
+  for(pp=&vtabLive; *pp; pp=&(*pp)->pLiveNext){
+    if( *pp==p ){
+      *pp = p->pLiveNext;
+      break;
+    }
+  }
+  p->bListed = 0;
+  pthread_mutex_unlock(&vtabLiveMutex);
+}
+
+static int vtabStoreReady(VtabTable *p);
+
+int kv_vtab_lookup(sqlite3 *db, const char *zSchema, const char *zName,
+                   KvEngine **ppEng, char **pzTable, char **pzErr){
+  VtabTable *p;
+  int rc;
+  *ppEng = 0;
+  *pzTable = 0;
+  pthread_mutex_lock(&vtabLiveMutex);
+  for(p=vtabLive; p; p=p->pLiveNext){
+    if( p->db==db && sqlite3_stricmp(p->zSchema, zSchema)==0
+     && sqlite3_stricmp(p->zName, zName)==0 ) break;
+  }
+  pthread_mutex_unlock(&vtabLiveMutex);
+  /* The caller holds db's mutex: p stays connected until it returns. */
+  if( p==0 ) return SQLITE_NOTFOUND;
+  rc = vtabStoreReady(p);
+  if( rc!=SQLITE_OK ){
+    *pzErr = p->base.zErrMsg;
+    p->base.zErrMsg = 0;
+    return rc;
+  }
+  *pzTable = sqlite3_mprintf("%s", p->zName);
+  if( *pzTable==0 ) return SQLITE_NOMEM;
+  *ppEng = kv_engine_ref(p->pEng);
+  return SQLITE_OK;
+}
+
 static void vtabFree(VtabTable *p){
   if( p ){
+    vtabLiveRemove(p);
     kv_engine_unref(p->pEng);
     if( p->pConn ) kv_conn_unref(p->pConn);
     kv_buf_free(&p->kOld);
@@ -363,6 +429,7 @@ static int vtabInit(sqlite3 *db, void *pAux, int argc,
     rc = kv_attach_note(pConn, p->zName, p->args.zType, p->pEng);
   }
   if( rc==SQLITE_OK ){
+    vtabLiveAdd(p);
     *ppVtab = &p->base;
   }else{
     vtabFree(p);

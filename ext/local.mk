@@ -1,6 +1,6 @@
 ## ext/ -- the extension: entry point, public C API, SQL surface.
 ## The KV engine is ext/kv/ (ext/kv/local.mk).
-include_HEADERS = ext/depot.h ext/depot_pool.h
+include_HEADERS = ext/depot.h ext/depot_pool.h ext/depot_kv.h
 DEPOT_SOURCES += \
 	ext/depot.h \
 	ext/depot_int.h \
@@ -27,6 +27,8 @@ DEPOT_SOURCES += \
 	ext/kv_vfunc.c \
 	ext/kv_prepared.c \
 	ext/kv_stats.c \
+	ext/depot_kv.h \
+	ext/kv_hook_api.c \
 	ext/depot_pool.h \
 	ext/pool_int.h \
 	ext/pool_sql.c \

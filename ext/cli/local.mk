@@ -4,7 +4,8 @@
 ## libdepot_nt.la is $(DEPOT_SOURCES) compiled with -DSQLITE_CORE and no
 ## test hooks (libdepot_core.la has -DDEPOT_TEST); the program links it
 ## statically, and libdepot.la is it as an installed shared library that
-## exports only sqlite3_depot_init.
+## exports sqlite3_depot_init and the depot_* C API (depot_pool.h,
+## depot_kv.h).
 noinst_LTLIBRARIES += libdepot_nt.la
 libdepot_nt_la_SOURCES = $(DEPOT_SOURCES)
 libdepot_nt_la_CPPFLAGS = $(AM_CPPFLAGS) -DSQLITE_CORE
@@ -14,7 +15,7 @@ lib_LTLIBRARIES += libdepot.la
 libdepot_la_SOURCES =
 libdepot_la_LIBADD = libdepot_nt.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 libdepot_la_LDFLAGS = $(AM_LDFLAGS) -version-info 0:0:0 \
-	-export-symbols-regex '^(sqlite3_depot_init|depot_(pool|lease|async)_.*)$$'
+	-export-symbols-regex '^(sqlite3_depot_init|depot_(pool|lease|async|kv)_.*)$$'
 
 pkgconfigdir = $(libdir)/pkgconfig
 pkgconfig_DATA = depot.pc

@@ -32,6 +32,9 @@
 **   0x0B, bytes                TEXT (to the end of the buffer)
 **   0x0C, bytes                BLOB (to the end of the buffer)
 **
+** kv_key_decode() and kv_value_decode() decode to C (KvDatum), with no
+** lock and no allocation but the copy of a key whose bytes held escapes.
+**
 ** kv_key_to_value() and kv_value_to_value() need real sqlite3_value
 ** objects, which only a statement can produce: a private in-memory
 ** connection with a prepared "SELECT ?1" serves them, opened on first use,
@@ -723,6 +726,53 @@ sqlite3_value *kv_value_to_value(const uint8_t *aVal, int nVal, int *pRc){
     return 0;
   }
   return kvcDup(&v, pRc);
+}
+
+/* ---- C datums (KvDatum) ---- */
+
+/* KvcVal and KvDatum hold the same fields. */
+static void kvcDatum(const KvcVal *v, KvDatum *p){
+  p->eType = v->eType;
+  p->i = v->i;
+  p->r = v->r;
+  p->z = v->z;
+  p->n = v->n;
+  p->zFree = v->zFree;
+  if( (p->eType==SQLITE_TEXT || p->eType==SQLITE_BLOB) && p->z==0 ){
+    p->z = (const uint8_t*)"";
+  }
+}
+
+int kv_key_decode(const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                  int nVal, KvDatum *p){
+  KvcVal v;
+  int eKind;
+  int rc = kvcValueKind(aVal, nVal, &eKind);
+  memset(&v, 0, sizeof(v));
+  memset(p, 0, sizeof(*p));
+  p->eType = SQLITE_NULL;
+  if( rc==SQLITE_OK ) rc = kvcKeyDecode(aKey, nKey, eKind, 0, &v);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(v.zFree);
+    return rc;
+  }
+  kvcDatum(&v, p);
+  return SQLITE_OK;
+}
+
+int kv_value_decode(const uint8_t *aVal, int nVal, KvDatum *p){
+  KvcVal v;
+  int rc = kvcValueDecode(aVal, nVal, &v);
+  memset(p, 0, sizeof(*p));
+  p->eType = SQLITE_NULL;
+  if( rc==SQLITE_OK ) kvcDatum(&v, p);
+  return rc;
+}
+
+void kv_datum_clear(KvDatum *p){
+  sqlite3_free(p->zFree);
+  memset(p, 0, sizeof(*p));
+  p->eType = SQLITE_NULL;
 }
 
 /* ---- type names for messages ---- */

@@ -511,6 +511,7 @@ static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
+  if( pEng->xHookFree ) pEng->xHookFree(pEng);   /* hook.c's state */
   while( pEng->pInDoubt ){             /* they stay in the WAL */
     KvRoot *pRoot = pEng->pInDoubt;
     pEng->pInDoubt = pRoot->pNextInDoubt;

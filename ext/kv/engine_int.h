@@ -12,6 +12,8 @@
 **   engine.c   stores: registry, lock, open (catalog, WAL replay), close,
 **              listings, kv_stats accessors
 **   metrics.c  process-wide counters
+**   hook.c     write hooks: registration, the xInit pass, delivery of
+**              the writes a commit published
 **   txn.c      root transactions: bind, read, write, prepare, commit
 **   iter.c     scans
 **   vertxn.c   the versioned prepare and commit
@@ -20,8 +22,8 @@
 ** leaving their records in the WAL; indoubt.c detaches a root it puts in
 ** doubt first, kvRootDetach.)
 ** Where a lower file needs an upper one's help it takes a function pointer
-** the upper file sets (KvTable.xVerFree; KvTableDef.xConfirm for the
-** backends).
+** the upper file sets (KvTable.xVerFree, KvEngine.xHookFree;
+** KvTableDef.xConfirm for the backends).
 **
 ** Locking: KvEngine.mutex (the engine mutex) guards every field of
 ** KvEngine and KvTable not marked otherwise, the catalog, the prepared
@@ -46,6 +48,8 @@ typedef struct KvSavepoint KvSavepoint;
 typedef struct KvVerTable KvVerTable;
 typedef struct KvVerStore KvVerStore;
 typedef struct KvVerReceipts KvVerReceipts;
+typedef struct KvHookStore KvHookStore;
+typedef struct KvHookEvent KvHookEvent;
 
 /* A table of a store: its catalog entry and its backend state.  All
 ** fields but the immutable ones (zName, nName, meta, pBackend, pEng) are
@@ -62,6 +66,8 @@ struct KvTable {
   KvChild *pActFirst, *pActLast; /* those children, in bind order */
   KvVerTable *pVer;             /* key versions (version.c), or NULL */
   void (*xVerFree)(KvTable*);   /* frees pVer; set by version.c with it */
+  int nHookWrite;               /* hooks wanting xWrite (hook.c) */
+  int nHookOld;                 /* ... of them wanting old values */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
   KvTable *pNext;
@@ -94,6 +100,9 @@ struct KvEngine {
   KvRoot *pInDoubt;             /* named prepared roots, by pNextInDoubt */
   KvMap *pResolved;             /* gid -> decision (resolve.c) */
   pthread_mutex_t resMutex;     /* serialises resolution log appends */
+  KvHookStore *pHook;           /* write hooks and their queue (hook.c),
+                                ** set once, at the first registration */
+  void (*xHookFree)(KvEngine*); /* frees pHook; set by hook.c with it */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
   KvEngine *pNextEngine;        /* registry mutex (engine.c) */
@@ -160,6 +169,8 @@ struct KvRoot {
   char *zHeldBy;                /* after a failed prepare: the gid of an
                                 ** in-doubt root it conflicted with */
   int eSync;                    /* KV_SYNC_*; 0 is KV_SYNC_FULL */
+  KvHookEvent *pHookEv;         /* its writes for hooks, until published */
+  uint64_t iHookSeq;            /* published with hooks to call: its seq */
 };
 
 /* The names of the pseudo-tables of a WAL record: they start with a NUL
@@ -280,6 +291,22 @@ int64_t kvVersionBindStamp(KvEngine*);
 /* Root lifecycle counters (relaxed atomics). */
 void kvMetricRootCreated(void);
 void kvMetricRootClosed(void);
+
+/* ---- hook.c ----------------------------------------------------------- */
+/* In the publication of root p, just before xApply of its writes pWrite
+** to table t at sequence iSeq (engine mutex held): if t has hooks to
+** call, keep the writes (and, for old values, a snapshot of t as it is
+** before the apply) for delivery.  SQLITE_OK, SQLITE_NOMEM or the error
+** of that snapshot. */
+int kvHookCapture(KvRoot *p, KvTable *t, KvMap *pWrite, uint64_t iSeq);
+/* The publication of root p ended with rc (engine mutex held): on
+** SQLITE_OK queue what kvHookCapture kept (and the removal of hooked
+** tables the root removed) for delivery, else discard it. */
+void kvHookPublished(KvRoot *p, int rc);
+/* After the commit of root p, with no lock held: deliver its queued
+** writes (and any earlier ones) unless another thread is doing so, and
+** wait until they are delivered (not from inside a hook callback). */
+void kvHookDeliver(KvRoot *p);
 
 /* ---- txn.c ------------------------------------------------------------ */
 /* The root's TID. */

@@ -184,6 +184,30 @@ int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
 sqlite3_value *kv_key_to_value(const uint8_t *aKey, int nKey,
                                const uint8_t *aVal, int nVal, int *pRc);
 
+/* A key or value decoded to C: eType SQLITE_INTEGER (i), SQLITE_FLOAT
+** (r), SQLITE_TEXT or SQLITE_BLOB (z/n: UTF-8 text is not NUL-terminated;
+** z is never NULL for these, n may be 0) or SQLITE_NULL.  z points into
+** the decoded bytes, or into zFree when a key's bytes held escapes; the
+** owner calls kv_datum_clear.  No lock, no allocation but zFree. */
+typedef struct KvDatum KvDatum;
+struct KvDatum {
+  int eType;
+  int64_t i;
+  double r;
+  const uint8_t *z;
+  int n;
+  uint8_t *zFree;               /* sqlite3_malloc'd, or NULL */
+};
+/* Decode key aKey/nKey, with the value stored under it for the numeric
+** kind (nVal==0: as kv_key_result decides).  Decode value aVal/nVal.
+** SQLITE_OK, SQLITE_CORRUPT (malformed bytes), SQLITE_NOMEM; on error *p
+** is an SQLITE_NULL datum that needs no kv_datum_clear. */
+int kv_key_decode(const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                  int nVal, KvDatum *p);
+int kv_value_decode(const uint8_t *aVal, int nVal, KvDatum *p);
+/* Free what *p holds and make it an SQLITE_NULL datum. */
+void kv_datum_clear(KvDatum *p);
+
 /* Append key aKey/nKey as a JSON value to pOut: an integer, a real
 ** (integral reals print with ".0"; infinities as 9e999), a string, or
 ** {"hex":"<lowercase hex>"} for a blob.  SQLITE_OK, SQLITE_NOMEM or
@@ -652,6 +676,129 @@ void kv_iter_entry(KvIter*, KvMapEntry *pOut);
 const KvMapEntry *kv_iter_current(KvIter*);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
+
+/* ================================================================ hooks ==
+** Write hooks: C callbacks that observe every applied mutation of one
+** table of an open store (xWrite) and its rows at registration (xInit).
+** They are the low-level tool, for derived state kept outside the store
+** (an in-memory index, a metric, a notification); a rule that must be
+** able to refuse a write belongs in the transaction, before its prepare.
+**
+** A hook cannot refuse a write: xWrite returns nothing and runs after the
+** commit is published, when its rows are already visible to every new
+** snapshot.  It also runs after the commit is durable: kv_root_prepare
+** appended and flushed the root WAL record of the persistent writes
+** before the publication, so a failed WAL append or flush fails the
+** prepare, the root is rolled back, and no hook hears of it.  Rolled-back
+** roots, roots that lose a conflict, and a publication that fails (the
+** store then stops, kv.h "Errors") call no hook; the stopped store's WAL
+** record is replayed at the next open, where the hooks registered then
+** see its rows in their xInit pass.  kv_btree and kv_log tables write
+** their data files later, in their collectors; a failure there does not
+** undo the commit (its WAL record stays and is replayed), so what a hook
+** saw stays true.
+**
+** xWrite(pArg, key, old, new): once per key of the root's write set in
+** the table, in key order; new (aNew/nNew) is the value written, aNew NULL
+** for a delete.  With KV_HOOK_NEEDS_OLD_VALUE old is the committed value
+** the commit replaced (aOld NULL: the key was absent) and the delete of an
+** absent key is not reported; without it aOld is always NULL and such a
+** delete comes with both NULL.  Rewriting a key's value with the same
+** value is reported.  Keys and values are the encodings of this header
+** (kv_key_to_value, kv_value_result decode them), valid during the call.
+**
+** Order and threads.  Commits reach the hooks in commit order, which is
+** their publication order, one sequence per store (a commit's tables in
+** the order the root first touched them).  The calls of one store are
+** made one at a time, with no engine lock held, on a committing thread:
+** normally the one whose commit it is, which waits in kv_root_commit until
+** its commit (and every earlier one) is delivered; while one thread
+** delivers, other committers leave their writes to it and wait.  So when
+** kv_root_commit returns, the store's hooks have seen that commit.  A
+** callback may read the store (kv_get with no root, scans, its own roots)
+** and sees the state with the commit applied, or a later one.  It may
+** write to the store through a root of its own: that commit does not wait
+** for its own delivery, which follows the current callback in commit order
+** (a hook that reacts to its own writes must stop itself).  It must not
+** call kv_hook_register (SQLITE_MISUSE), nor wait for anything a
+** committer of the store may hold while it waits for delivery (its SQLite
+** connection, a lock of the caller's around kv_root_commit).
+**
+** xInit(pArg, key, value), with KV_HOOK_NEEDS_INIT: once per live key,
+** with its value, over the committed state of the table at registration;
+** xWrite then reports exactly the commits published after that state, so
+** xInit and xWrite together see every mutation once and an additive
+** consumer is never counted twice.  A store is opened, and its WAL
+** replayed, before a hook can be registered on it: replay calls no hook,
+** and a key that several replayed records rewrote gets one xInit, with
+** its final value.  Hooks do not outlive the process: it registers them
+** after its kv_engine_open, and xInit rebuilds from the recovered rows.
+** While an xInit pass runs, commits with hooks to call wait for it.
+**
+** The table.  A hook is bound to the table object its name gives at
+** registration.  When that table is removed (kv_remove_table, which is
+** also DROP TABLE of a KV table), the hook gets xRemoved, if given, once,
+** in commit order, then no call; the rows that go with the table get no
+** xWrite, and a table created later under the name is another one, which
+** the hook does not follow.  kv_memory, kv_btree and kv_log tables, on
+** disk or in an anonymous store, persistent or not, behave alike.
+**
+** Cost: a table without hooks pays one counter test per commit.  With
+** KV_HOOK_NEEDS_OLD_VALUE the commit keeps a snapshot of the table as it
+** was before the commit until delivery, and each old value is a point
+** read of it (a data-file read for kv_btree and kv_log, possibly; a failed
+** read is logged with sqlite3_log and reported as an absent old value).
+*/
+#define KV_HOOK_NEEDS_OLD_VALUE 0x01   /* xWrite gets the old value */
+#define KV_HOOK_NEEDS_INIT      0x02   /* xInit pass at registration */
+#define KV_HOOK_NEEDS_WRITE     0x04   /* xWrite for every commit */
+
+typedef struct KvHook KvHook;
+typedef struct KvHookMethods KvHookMethods;
+struct KvHookMethods {
+  /* Required with KV_HOOK_NEEDS_WRITE. */
+  void (*xWrite)(void *pArg, const uint8_t *aKey, int nKey,
+                 const uint8_t *aOld, int nOld,
+                 const uint8_t *aNew, int nNew);
+  /* Required with KV_HOOK_NEEDS_INIT. */
+  void (*xInit)(void *pArg, const uint8_t *aKey, int nKey,
+                const uint8_t *aVal, int nVal);
+  /* Optional: the table was removed. */
+  void (*xRemoved)(void *pArg);
+  /* Optional: the hook is freed, after kv_hook_unregister, once no
+  ** callback of it runs or will run (pArg may be freed here).  Called on
+  ** the thread that drops the hook's last reference, with no lock held:
+  ** kv_hook_unregister's, or a delivering thread that still held the hook
+  ** (possibly after kv_hook_unregister returned).  Not called when
+  ** kv_hook_register fails. */
+  void (*xDestroy)(void *pArg);
+};
+
+/* Register a hook on table zTab (nTab bytes; negative: NUL-terminated) of
+** store pEng.  flags: KV_HOOK_*, with NEEDS_WRITE or NEEDS_INIT or both;
+** *pMethods is copied; pArg goes to every callback.  With NEEDS_INIT the
+** xInit pass runs on this thread before this returns.  The hook holds a
+** reference on the store, which stays open until kv_hook_unregister.
+** *ppHook belongs to the caller.  Errors, with *pzErr set when pzErr is
+** not NULL: SQLITE_MISUSE for a NULL store, table name, methods or
+** ppHook, unknown flag bits, neither NEEDS_WRITE nor NEEDS_INIT, a flag
+** without its callback, a call from inside a hook callback; SQLITE_ERROR
+** "kv: no such table: T (store D)"; the store's failed state; a read
+** error of the xInit pass (the hook is not registered then, though xInit
+** may have run for some keys); SQLITE_NOMEM. */
+int kv_hook_register(KvEngine *pEng, const char *zTab, int nTab, int flags,
+                     const KvHookMethods *pMethods, void *pArg,
+                     KvHook **ppHook, char **pzErr);
+/* Unregister and free the hook (NULL-safe).  On return no callback of
+** the hook runs or will run, so pArg may be freed; called from inside a
+** hook callback, it does not wait for a call of this hook in progress on
+** another thread (which may be waiting for this one), but the hook gets
+** no call after that one (xDestroy, when given, runs after it).  Drops
+** the hook's reference on the store (the last one closes it). */
+void kv_hook_unregister(KvHook *pHook);
+/* Non-zero on a thread that is inside a hook callback (xWrite, xInit or
+** xRemoved, of any store). */
+int kv_hook_active(void);
 
 /* ============================================================= versions ==
 ** The key-version protocol.  A version is a kind (upsert 'u' or delete

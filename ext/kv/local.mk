@@ -1,8 +1,8 @@
 ## ext/kv/ -- the KV engine: its public header kv.h, the test hooks of
 ## kv_test.h, and (callee first) the codec, the ordered map, the kv_memory,
 ## kv_btree and kv_log backends with the log store, then tables, catalog,
-## versions, stores, metrics, transactions, scans, versioned commits and
-## named prepared transactions.
+## versions, stores, metrics, write hooks, transactions, scans, versioned
+## commits and named prepared transactions.
 DEPOT_SOURCES += \
 	ext/kv/kv.h ext/kv/kv_test.h \
 	ext/kv/codec.h ext/kv/codec.c \
@@ -19,6 +19,7 @@ DEPOT_SOURCES += \
 	ext/kv/version.c \
 	ext/kv/engine.c \
 	ext/kv/metrics.c \
+	ext/kv/hook.c \
 	ext/kv/txn.c \
 	ext/kv/iter.c \
 	ext/kv/vertxn.c \

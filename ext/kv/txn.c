@@ -8,7 +8,9 @@
 ** its own; binding, the conflict check with its reservations, and the
 ** publication run under the engine mutex; the WAL append and flush of a
 ** prepare, and the abort record of a rollback, run without it, so
-** concurrent committers share a group commit.
+** concurrent committers share a group commit.  A commit hands its
+** published writes to the write hooks (hook.c) under the engine mutex
+** and waits for their delivery after releasing it.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
@@ -1775,8 +1777,11 @@ static int txnPublish(KvRoot *p, char **pzErr){
       c->pTab->pBackend->xSnapshotFree(c->pSnap);
       c->pSnap = 0;
     }
-    rc = txnApplyFaultNow() ? SQLITE_NOMEM
-       : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
+    rc = kvHookCapture(p, c->pTab, c->pWrite, iSeq);   /* before xApply */
+    if( rc==SQLITE_OK ){
+      rc = txnApplyFaultNow() ? SQLITE_NOMEM
+         : c->pTab->pBackend->xApply(c->pTab->pData, c->pWrite, iSeq, p->cid);
+    }
     if( rc!=SQLITE_OK && *pzErr==0 ) *pzErr = kvApplyErrmsg(c->pTab, rc);
     if( rc==SQLITE_OK ) rc = txnNoteRevisions(c, iSeq);
     if( rc==SQLITE_OK ) rc = kvVersionPublish(p, c->pTab, c->pWrite);
@@ -1827,9 +1832,11 @@ int kv_root_commit(KvRoot *p, char **pzErr){
     rc = txnPublish(p, pzErr);
     if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
   }
+  kvHookPublished(p, rc);
   pthread_mutex_unlock(&p->pEng->mutex);
   if( rc==SQLITE_OK ) txnConfirm(p);
   txnRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);
+  kvHookDeliver(p);              /* write hooks, outside the engine mutex */
   return rc;
 }
 

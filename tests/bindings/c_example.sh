@@ -3,7 +3,8 @@
 # install DESTDIR=<scratch>`, then examples/c_example.c is compiled with
 # `pkg-config --cflags --libs depot` (PKG_CONFIG_PATH and
 # PKG_CONFIG_SYSROOT_DIR pointing into the scratch root) and run against
-# the installed libdepot.  Skips (exit 77) without pkg-config.
+# the installed libdepot (it calls the write-hook API of depot_kv.h
+# too).  Skips (exit 77) without pkg-config.
 : "${DEPOT_TOP_BUILDDIR:?DEPOT_TOP_BUILDDIR is not set}"
 command -v pkg-config >/dev/null 2>&1 || { echo "SKIP: no pkg-config"; exit 77; }
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,7 +23,8 @@ flags=$(pkg-config --cflags --libs depot) || { echo "FAIL: pkg-config depot"; ex
 echo "pkg-config --cflags --libs depot: $flags"
 libdir=$root$(pkg-config --variable=libdir depot | sed "s|^$root||")
 for f in "$libdir"/libdepot.so "$(dirname "$libdir")"/include/depot.h \
-         "$(dirname "$libdir")"/include/depot_pool.h; do
+         "$(dirname "$libdir")"/include/depot_pool.h \
+         "$(dirname "$libdir")"/include/depot_kv.h; do
   [ -e "$f" ] || { echo "FAIL: $f is not installed"; exit 1; }
 done
 case " $(pkg-config --static --libs depot) " in

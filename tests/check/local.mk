@@ -28,6 +28,16 @@ TESTS += tests/check/check_kvversion
 tests_check_check_kvversion_SOURCES = tests/check/check_kvversion.c $(TEST_HARNESS)
 tests_check_check_kvversion_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_hooks
+TESTS += tests/check/check_hooks
+tests_check_check_hooks_SOURCES = tests/check/check_hooks.c $(TEST_HARNESS)
+tests_check_check_hooks_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_hooks_api
+TESTS += tests/check/check_hooks_api
+tests_check_check_hooks_api_SOURCES = tests/check/check_hooks_api.c $(TEST_HARNESS)
+tests_check_check_hooks_api_LDADD = $(TEST_LDADD)
+
 check_PROGRAMS += tests/check/check_kvbtree
 TESTS += tests/check/check_kvbtree
 tests_check_check_kvbtree_SOURCES = tests/check/check_kvbtree.c $(TEST_HARNESS)
