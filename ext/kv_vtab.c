@@ -559,10 +559,12 @@ static int vtabBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
 
 /* -------------------------------------------------------------- cursors --- */
 
-/* Cursors keep their buffers (the point keys, the value) from one xFilter
-** to the next, and a closed cursor is kept by its table for the next
-** xOpen (a prepared statement opens one at every run), so a point read
-** allocates nothing once the buffers have grown. */
+/* Cursors keep their buffers (the point keys, the value, the range
+** iterator with its bound buffers, released between scans) from one
+** xFilter to the next, and a closed cursor is kept by its table for the
+** next xOpen (a prepared statement opens one at every run), so a point
+** read allocates nothing once the buffers have grown, and a range read
+** allocates only what the backend's snapshot and cursor need. */
 static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
   VtabTable *p = (VtabTable*)pVtab;
   VtabCursor *c = p->pSpare;
@@ -580,8 +582,7 @@ static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
 }
 
 static void vtabCursorReset(VtabCursor *c){
-  kv_iter_close(c->pIter);
-  c->pIter = 0;
+  kv_iter_release(c->pIter);            /* kept for the next range */
   c->nPoint = c->iPoint = 0;
   c->bPoint = 0;
   c->bEof = 1;
@@ -591,6 +592,7 @@ static void vtabCursorFree(VtabCursor *c){
   int i;
   if( c==0 ) return;
   vtabCursorReset(c);
+  kv_iter_close(c->pIter);
   for(i=0; i<c->nPointAlloc; i++) kv_buf_free(&c->aPoint[i]);
   sqlite3_free(c->aPoint);
   kv_buf_free(&c->val);
@@ -713,10 +715,15 @@ static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
     bHi.aKey = hi->a; bHi.nKey = hi->n; bHi.bIncl = (idxNum & KV_IDX_LE)!=0;
   }
   if( rc==SQLITE_OK ){
-    rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName,
-                      (idxNum & (KV_IDX_GT|KV_IDX_GE)) ? &bLo : 0,
-                      (idxNum & (KV_IDX_LT|KV_IDX_LE)) ? &bHi : 0,
-                      (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
+    const KvBound *pLo = (idxNum & (KV_IDX_GT|KV_IDX_GE)) ? &bLo : 0;
+    const KvBound *pHi = (idxNum & (KV_IDX_LT|KV_IDX_LE)) ? &bHi : 0;
+    if( c->pIter ){                   /* the cursor's, reused */
+      rc = kv_iter_reopen(c->pIter, p->pEng, vtabReadRoot(p), p->zName,
+                          p->nName, pLo, pHi, (idxNum & KV_IDX_DESC)!=0, &zErr);
+    }else{
+      rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName, pLo,
+                        pHi, (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
+    }
     if( rc==SQLITE_OK ) c->bEof = kv_iter_eof(c->pIter);
   }
   if( rc==SQLITE_EMPTY ) rc = SQLITE_OK;      /* a NULL bound: no rows */

@@ -573,6 +573,14 @@ void kv_iter_entry(KvIter*, KvMapEntry *pOut);
 /* The current entry in place, without a copy (valid as kv_iter_entry's,
 ** until the scan moves or closes). */
 const KvMapEntry *kv_iter_current(KvIter*);
+/* Release the scan p holds (snapshot, cursors, table) but keep p and its
+** buffers for kv_iter_reopen; a released p is at its end.  NULL-safe. */
+void kv_iter_release(KvIter*);
+/* kv_iter_open into an existing iterator (its scan, if any, is released
+** first), without allocating it again; on error p holds no scan. */
+int kv_iter_reopen(KvIter *p, KvEngine*, KvRoot*, const char *zTab,
+                   int nTab, const KvBound *pLo, const KvBound *pHi,
+                   int bDesc, char **pzErr);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
 

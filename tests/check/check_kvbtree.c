@@ -384,6 +384,52 @@ START_TEST(test_kvbtree_range_reads_warm_the_scan_cache)
 }
 END_TEST
 
+/* A range statement's cursor keeps its iterator between runs: a run that
+** fails on a data-file read leaves it reusable, and later runs (other
+** bounds, inside a transaction with its own writes) read the right rows. */
+START_TEST(test_kvbtree_range_cursor_is_reused_after_an_error)
+{
+  char *zDir = th_tmpdir("kvbtree_reuse");
+  sqlite3 *db = th_open(":memory:");
+  sqlite3_stmt *pStmt = 0;
+  int i, rc;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  kb_settle(db);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key FROM t WHERE key>=?1 "
+                                      "AND key<?1+3", -1, &pStmt, 0),
+                   SQLITE_OK);
+  sqlite3_bind_int(pStmt, 1, 10);
+  kv_btree_test_fail_reads(1);
+  rc = sqlite3_step(pStmt);
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  sqlite3_reset(pStmt);
+  kv_btree_test_fail_reads(0);
+  for(i=0; i<2; i++){
+    int k, n = 0;
+    if( i==1 ){
+      th_exec(db, "BEGIN; DELETE FROM t WHERE key=21; INSERT INTO t "
+                  "VALUES(20.5,'x')");
+    }
+    sqlite3_bind_int(pStmt, 1, 20);
+    while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+      double r = sqlite3_column_double(pStmt, 0);
+      k = (int)(r*2);
+      ck_assert_int_eq(k, i==0 ? 40+2*n : (n==0 ? 40 : n==1 ? 41 : 44));
+      n++;
+    }
+    ck_assert_int_eq(rc, SQLITE_DONE);
+    ck_assert_int_eq(n, 3);
+    sqlite3_reset(pStmt);
+  }
+  th_exec(db, "COMMIT");
+  sqlite3_finalize(pStmt);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 100);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvbtree_new_table_is_empty)
 {
   char *zDir = th_tmpdir("kvbtree_new");
@@ -2335,6 +2381,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvbtree_new_table_is_empty);
   tcase_add_test(tc, test_kvbtree_data_file_read_error_fails_scan);
   tcase_add_test(tc, test_kvbtree_range_reads_warm_the_scan_cache);
+  tcase_add_test(tc, test_kvbtree_range_cursor_is_reused_after_an_error);
   tcase_add_test(tc, test_kvbtree_drop_survives_reopen);
   tcase_add_test(tc, test_kvlog_drop_survives_reopen);
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);
