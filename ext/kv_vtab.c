@@ -101,6 +101,21 @@ struct VtabTable {
                                 ** for the next xOpen */
 };
 
+/* Values in place.  A range scan over a backend whose entries stay valid
+** while its snapshot lives (kv_iter_stable: kv_memory's committed data)
+** hands a text or blob value to SQLite with SQLITE_STATIC, no copy.
+** SQLite may keep such a pointer past the row and past the next xFilter
+** (sqlite3VdbeMemCopy copies MEM_Static values shallowly, e.g. into a
+** min()/max() accumulator) until the statement is reset, which closes the
+** cursor: so a scan that handed out values in place is kept open, snapshot
+** and all, until xClose.  At most VTAB_KEEP scans are kept per cursor;
+** once that many are, later scans of the statement copy (TRANSIENT).
+** Point reads, keys and the root's own writes are always copied; so the
+** one place SQLite closes a cursor early (a one-row DELETE or UPDATE,
+** which needs SQLITE_INDEX_SCAN_UNIQUE: point mode) never sees a value
+** handed out in place. */
+#define VTAB_KEEP 4
+
 struct VtabCursor {
   sqlite3_vtab_cursor base;     /* must be first */
   KvIter *pIter;                /* range mode */
@@ -111,6 +126,9 @@ struct VtabCursor {
   KvBuf *aPoint;                /* encoded keys, in output order */
   KvBuf val;                    /* point mode: current value */
   KvBuf lo, hi;                 /* range mode: encoded bounds */
+  int bStaticUsed;              /* pIter's scan handed out values in place */
+  int nKeep;                    /* scans kept open until xClose: */
+  KvIter *apKeep[VTAB_KEEP];    /* their values may still be referenced */
   int bEof;
   sqlite3_int64 iRow;
 };
@@ -582,16 +600,36 @@ static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
 }
 
 static void vtabCursorReset(VtabCursor *c){
+  if( c->bStaticUsed ){                 /* keep the scan until xClose */
+    c->apKeep[c->nKeep++] = c->pIter;
+    c->pIter = 0;
+    c->bStaticUsed = 0;
+  }
   kv_iter_release(c->pIter);            /* kept for the next range */
   c->nPoint = c->iPoint = 0;
   c->bPoint = 0;
   c->bEof = 1;
 }
 
+/* The statement is done with the cursor: release the scans kept for the
+** values handed out in place (one iterator stays for reuse). */
+static void vtabCursorUnkeep(VtabCursor *c){
+  while( c->nKeep>0 ){
+    KvIter *pIter = c->apKeep[--c->nKeep];
+    if( c->pIter==0 ){
+      kv_iter_release(pIter);
+      c->pIter = pIter;
+    }else{
+      kv_iter_close(pIter);
+    }
+  }
+}
+
 static void vtabCursorFree(VtabCursor *c){
   int i;
   if( c==0 ) return;
   vtabCursorReset(c);
+  vtabCursorUnkeep(c);
   kv_iter_close(c->pIter);
   for(i=0; i<c->nPointAlloc; i++) kv_buf_free(&c->aPoint[i]);
   sqlite3_free(c->aPoint);
@@ -605,6 +643,7 @@ static int vtabClose(sqlite3_vtab_cursor *pCsr){
   VtabCursor *c = (VtabCursor*)pCsr;
   VtabTable *p = (VtabTable*)pCsr->pVtab;
   vtabCursorReset(c);
+  vtabCursorUnkeep(c);
   if( p->pSpare==0 && c->val.nAlloc<=65536 ){
     p->pSpare = c;
   }else{
@@ -875,6 +914,10 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   }else{
     const KvMapEntry *e = kv_iter_current(c->pIter);
     if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
+    if( c->nKeep<VTAB_KEEP && kv_iter_stable(c->pIter) ){
+      c->bStaticUsed = 1;
+      return kv_value_result_static(ctx, e->aVal, e->nVal);
+    }
     return kv_value_result(ctx, e->aVal, e->nVal);
   }
 }

@@ -1927,5 +1927,6 @@ const KvBackend kvBtreeBackend = {
   0,                            /* no write at apply: the collector writes
                                 ** the file after a root WAL flush
                                 ** (btWalSync) */
-  0                             /* the data file holds no CIDs */
+  0,                            /* the data file holds no CIDs */
+  0                             /* entries: batches are reused */
 };

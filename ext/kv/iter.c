@@ -264,6 +264,10 @@ const KvMapEntry *kv_iter_current(KvIter *p){
   return &p->cur;
 }
 
+int kv_iter_stable(KvIter *p){
+  return !p->bEof && !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+}
+
 void kv_iter_release(KvIter *p){
   KvBuf lo, hi;
   if( p==0 ) return;
