@@ -108,6 +108,21 @@ struct VtabTable {
   VtabTable *pLiveNext;
 };
 
+/* Values in place.  A range scan over a backend whose entries stay valid
+** while its snapshot lives (kv_iter_stable: kv_memory's committed data)
+** hands a text or blob value to SQLite with SQLITE_STATIC, no copy.
+** SQLite may keep such a pointer past the row and past the next xFilter
+** (sqlite3VdbeMemCopy copies MEM_Static values shallowly, e.g. into a
+** min()/max() accumulator) until the statement is reset, which closes the
+** cursor: so a scan that handed out values in place is kept open, snapshot
+** and all, until xClose.  At most VTAB_KEEP scans are kept per cursor;
+** once that many are, later scans of the statement copy (TRANSIENT).
+** Point reads, keys and the root's own writes are always copied; so the
+** one place SQLite closes a cursor early (a one-row DELETE or UPDATE,
+** which needs SQLITE_INDEX_SCAN_UNIQUE: point mode) never sees a value
+** handed out in place. */
+#define VTAB_KEEP 4
+
 struct VtabCursor {
   sqlite3_vtab_cursor base;     /* must be first */
   KvIter *pIter;                /* range mode */
@@ -118,6 +133,9 @@ struct VtabCursor {
   KvBuf *aPoint;                /* encoded keys, in output order */
   KvBuf val;                    /* point mode: current value */
   KvBuf lo, hi;                 /* range mode: encoded bounds */
+  int bStaticUsed;              /* pIter's scan handed out values in place */
+  int nKeep;                    /* scans kept open until xClose: */
+  KvIter *apKeep[VTAB_KEEP];    /* their values may still be referenced */
   int bEof;
   sqlite3_int64 iRow;
 };
@@ -630,10 +648,12 @@ static int vtabBestIndex(sqlite3_vtab *pVtab, sqlite3_index_info *pInfo){
 
 /* -------------------------------------------------------------- cursors --- */
 
-/* Cursors keep their buffers (the point keys, the value) from one xFilter
-** to the next, and a closed cursor is kept by its table for the next
-** xOpen (a prepared statement opens one at every run), so a point read
-** allocates nothing once the buffers have grown. */
+/* Cursors keep their buffers (the point keys, the value, the range
+** iterator with its bound buffers, released between scans) from one
+** xFilter to the next, and a closed cursor is kept by its table for the
+** next xOpen (a prepared statement opens one at every run), so a point
+** read allocates nothing once the buffers have grown, and a range read
+** allocates only what the backend's snapshot and cursor need. */
 static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
   VtabTable *p = (VtabTable*)pVtab;
   VtabCursor *c = p->pSpare;
@@ -651,17 +671,37 @@ static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
 }
 
 static void vtabCursorReset(VtabCursor *c){
-  kv_iter_close(c->pIter);
-  c->pIter = 0;
+  if( c->bStaticUsed ){                 /* keep the scan until xClose */
+    c->apKeep[c->nKeep++] = c->pIter;
+    c->pIter = 0;
+    c->bStaticUsed = 0;
+  }
+  kv_iter_release(c->pIter);            /* kept for the next range */
   c->nPoint = c->iPoint = 0;
   c->bPoint = 0;
   c->bEof = 1;
+}
+
+/* The statement is done with the cursor: release the scans kept for the
+** values handed out in place (one iterator stays for reuse). */
+static void vtabCursorUnkeep(VtabCursor *c){
+  while( c->nKeep>0 ){
+    KvIter *pIter = c->apKeep[--c->nKeep];
+    if( c->pIter==0 ){
+      kv_iter_release(pIter);
+      c->pIter = pIter;
+    }else{
+      kv_iter_close(pIter);
+    }
+  }
 }
 
 static void vtabCursorFree(VtabCursor *c){
   int i;
   if( c==0 ) return;
   vtabCursorReset(c);
+  vtabCursorUnkeep(c);
+  kv_iter_close(c->pIter);
   for(i=0; i<c->nPointAlloc; i++) kv_buf_free(&c->aPoint[i]);
   sqlite3_free(c->aPoint);
   kv_buf_free(&c->val);
@@ -674,6 +714,7 @@ static int vtabClose(sqlite3_vtab_cursor *pCsr){
   VtabCursor *c = (VtabCursor*)pCsr;
   VtabTable *p = (VtabTable*)pCsr->pVtab;
   vtabCursorReset(c);
+  vtabCursorUnkeep(c);
   if( p->pSpare==0 && c->val.nAlloc<=65536 ){
     p->pSpare = c;
   }else{
@@ -784,10 +825,15 @@ static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
     bHi.aKey = hi->a; bHi.nKey = hi->n; bHi.bIncl = (idxNum & KV_IDX_LE)!=0;
   }
   if( rc==SQLITE_OK ){
-    rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName,
-                      (idxNum & (KV_IDX_GT|KV_IDX_GE)) ? &bLo : 0,
-                      (idxNum & (KV_IDX_LT|KV_IDX_LE)) ? &bHi : 0,
-                      (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
+    const KvBound *pLo = (idxNum & (KV_IDX_GT|KV_IDX_GE)) ? &bLo : 0;
+    const KvBound *pHi = (idxNum & (KV_IDX_LT|KV_IDX_LE)) ? &bHi : 0;
+    if( c->pIter ){                   /* the cursor's, reused */
+      rc = kv_iter_reopen(c->pIter, p->pEng, vtabReadRoot(p), p->zName,
+                          p->nName, pLo, pHi, (idxNum & KV_IDX_DESC)!=0, &zErr);
+    }else{
+      rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName, pLo,
+                        pHi, (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
+    }
     if( rc==SQLITE_OK ) c->bEof = kv_iter_eof(c->pIter);
   }
   if( rc==SQLITE_EMPTY ) rc = SQLITE_OK;      /* a NULL bound: no rows */
@@ -939,6 +985,10 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   }else{
     const KvMapEntry *e = kv_iter_current(c->pIter);
     if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
+    if( c->nKeep<VTAB_KEEP && kv_iter_stable(c->pIter) ){
+      c->bStaticUsed = 1;
+      return kv_value_result_static(ctx, e->aVal, e->nVal);
+    }
     return kv_value_result(ctx, e->aVal, e->nVal);
   }
 }

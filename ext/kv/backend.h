@@ -165,6 +165,11 @@ struct KvBackend {
   ** CID greater (wal_advance_cid).  Called once when a store opens,
   ** after its replay.  NULL: the files hold no CIDs. */
   uint64_t (*xMaxCid)(KvBackendTable*);
+  /* A cursor's entries (key and value bytes) stay valid and unchanged for
+  ** as long as the cursor's snapshot lives, not only until the cursor
+  ** moves: the data is an immutable version in memory that the snapshot
+  ** holds.  0: valid until the cursor moves. */
+  int bStableEntries;
 };
 
 /* memory.c */

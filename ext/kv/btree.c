@@ -117,6 +117,8 @@ struct BtReader {
   sqlite3_stmt *aRange[BT_RANGE_CACHE];
   BtBlock *pBlock;              /* r->mu: scan cache, one block a table */
   int64_t nBlockByte;           /* r->mu: bytes of those blocks */
+  uint64_t iWarmId;             /* r->mu: table of the last bounded walks */
+  int nWarm;                    /* r->mu: how many in a row (<0: too big) */
   BtReader *pNextFree;
 };
 
@@ -421,6 +423,7 @@ static void btReaderDropBlocks(BtReader *r){
     sqlite3_free(b);
   }
   r->nBlockByte = 0;
+  r->nWarm = 0;
 }
 
 /* Index of the first row of block b >= key (bGt: > key). */
@@ -1444,6 +1447,63 @@ static void btDataRelease(KvBackendCursor *p){
   p->pData = 0;
 }
 
+static int btBatchAdd(KvBackendCursor *p);
+static void btBlockPublish(KvBackendCursor *p, BtReader *r);
+
+/* Warm-up of the scan cache.  BT_WARM_WALKS bounded walks of one table in
+** a row on a reader that has no block for it read the whole table into
+** one (as a walk from the first key would), if it fits the reader's
+** BT_SCAN_CACHE budget; the walk then reads the block.  A table too big,
+** and a read error met on the way (the walk's own statement meets it
+** again where it matters), stop the warm-ups of the table until the
+** reader's blocks are dropped.  Returns 1 when p reads a new block (r->mu
+** held, p's data side released). */
+#define BT_WARM_WALKS 16
+static int btBlockWarm(KvBackendCursor *p, BtReader *r){
+  uint64_t iId = p->c->pTab->iId;
+  int rc = SQLITE_OK;
+  if( r->iWarmId!=iId ){
+    r->iWarmId = iId;
+    r->nWarm = 0;
+  }
+  if( r->nWarm<0 || ++r->nWarm<BT_WARM_WALKS ) return 0;
+  r->nWarm = -1;                          /* one attempt */
+  if( r->nBlockByte>=BT_SCAN_CACHE ) return 0;
+  p->eShape = btRangeShape(0, 0, 0);
+  p->pData = btRangeTake(r, iId, p->eShape);
+  if( p->pData==0 ){
+    char *zSql = sqlite3_mprintf("SELECT k,v FROM t%llu  ORDER BY k ASC",
+                                 (unsigned long long)iId);
+    rc = zSql ? sqlite3_prepare_v3(r->db, zSql, -1,
+                                   SQLITE_PREPARE_PERSISTENT, &p->pData, 0)
+              : SQLITE_NOMEM;
+    sqlite3_free(zSql);
+  }
+  p->bBuild = 1;
+  while( rc==SQLITE_OK && r->nBlockByte + p->arena.n < BT_SCAN_CACHE ){
+    rc = btReadFault(sqlite3_step(p->pData));
+    if( rc!=SQLITE_ROW ) break;
+    rc = btBatchAdd(p);
+  }
+  if( p->pData ) btRangeGive(r, iId, p->eShape, p->pData);
+  p->pData = 0;
+  p->bBad = 0;
+  if( rc==SQLITE_DONE ){
+    p->iNext = p->nRow;
+    btBlockPublish(p, r);                 /* sets pBlock, or keeps none */
+  }
+  p->bBuild = 0;
+  if( p->pBlock==0 ){
+    btBatchClear(p);
+    kv_buf_free(&p->arena);
+    sqlite3_free(p->aRow);
+    p->aRow = 0;
+    p->nRowAlloc = 0;
+    return 0;
+  }
+  return 1;
+}
+
 /* Position the data side: first key (>|>=|<|<=) aKey, or from an end. */
 static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
                       const void *aKey, int nKey){
@@ -1462,6 +1522,13 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
     BtBlock *b = p->pBlock;
     if( aKey==0 ) p->iPos = bDesc ? b->nRow : -1;
     else if( !bDesc ) p->iPos = btBlockBound(b, aKey, nKey, !bIncl) - 1;
+    else p->iPos = btBlockBound(b, aKey, nKey, bIncl);
+    pthread_mutex_unlock(&r->mu);
+    return SQLITE_OK;
+  }
+  if( aKey && btBlockWarm(p, r) ){
+    BtBlock *b = p->pBlock;
+    if( !bDesc ) p->iPos = btBlockBound(b, aKey, nKey, !bIncl) - 1;
     else p->iPos = btBlockBound(b, aKey, nKey, bIncl);
     pthread_mutex_unlock(&r->mu);
     return SQLITE_OK;
@@ -1860,5 +1927,6 @@ const KvBackend kvBtreeBackend = {
   0,                            /* no write at apply: the collector writes
                                 ** the file after a root WAL flush
                                 ** (btWalSync) */
-  0                             /* the data file holds no CIDs */
+  0,                            /* the data file holds no CIDs */
+  0                             /* entries: batches are reused */
 };

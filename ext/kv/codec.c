@@ -582,18 +582,18 @@ static int kvcValueKind(const uint8_t *aVal, int nVal, int *peKind){
 
 /* ---- results and sqlite3_value objects ---- */
 
-static void kvcResult(sqlite3_context *ctx, KvcVal *p){
+static void kvcResult(sqlite3_context *ctx, KvcVal *p,
+                      void (*xDel)(void*)){
   switch( p->eType ){
     case SQLITE_INTEGER: sqlite3_result_int64(ctx, p->i); break;
     case SQLITE_FLOAT:   sqlite3_result_double(ctx, p->r); break;
     case SQLITE_TEXT:
       sqlite3_result_text64(ctx, p->n ? (const char*)p->z : "",
-                            (sqlite3_uint64)p->n, SQLITE_TRANSIENT,
-                            SQLITE_UTF8);
+                            (sqlite3_uint64)p->n, xDel, SQLITE_UTF8);
       break;
     case SQLITE_BLOB:
       sqlite3_result_blob64(ctx, p->n ? (const void*)p->z : "",
-                            (sqlite3_uint64)p->n, SQLITE_TRANSIENT);
+                            (sqlite3_uint64)p->n, xDel);
       break;
     default: sqlite3_result_null(ctx); break;
   }
@@ -618,7 +618,7 @@ int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
   int rc = kvcValueKind(aVal, nVal, &eKind);
   memset(&v, 0, sizeof(v));
   if( rc==SQLITE_OK ) rc = kvcKeyDecode(aKey, nKey, eKind, 0, &v);
-  if( rc==SQLITE_OK ) kvcResult(ctx, &v);
+  if( rc==SQLITE_OK ) kvcResult(ctx, &v, SQLITE_TRANSIENT);
   sqlite3_free(v.zFree);
   return rc==SQLITE_OK ? rc : kvcResultError(ctx, rc, "key");
 }
@@ -627,7 +627,16 @@ int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal){
   KvcVal v;
   int rc = kvcValueDecode(aVal, nVal, &v);
   if( rc!=SQLITE_OK ) return kvcResultError(ctx, rc, "value");
-  kvcResult(ctx, &v);
+  kvcResult(ctx, &v, SQLITE_TRANSIENT);
+  return SQLITE_OK;
+}
+
+int kv_value_result_static(sqlite3_context *ctx, const uint8_t *aVal,
+                           int nVal){
+  KvcVal v;
+  int rc = kvcValueDecode(aVal, nVal, &v);
+  if( rc!=SQLITE_OK ) return kvcResultError(ctx, rc, "value");
+  kvcResult(ctx, &v, SQLITE_STATIC);        /* text and blobs: in place */
   return SQLITE_OK;
 }
 

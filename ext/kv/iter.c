@@ -188,15 +188,13 @@ static int iterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
   return rc;
 }
 
-int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
-                 const KvBound *pLo, const KvBound *pHi, int bDesc,
-                 KvIter **ppIter, char **pzErr){
-  KvIter *p = sqlite3_malloc64(sizeof(*p));
+/* Open a scan into p, which holds no scan (fresh, or released): its
+** allocation and bound buffers are reused.  On error p holds no scan. */
+static int iterOpenInto(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
+                        const char *zTab, int nTab, const KvBound *pLo,
+                        const KvBound *pHi, int bDesc, char **pzErr){
   KvMap *pOwn = 0;
   int rc;
-  *ppIter = 0;
-  if( p==0 ) return SQLITE_NOMEM;
-  memset(p, 0, sizeof(*p));
   p->pEng = pEng;
   p->bDesc = bDesc;
   rc = kvEngineFailed(pEng, pzErr);
@@ -214,12 +212,32 @@ int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
     *pzErr = p->zErr;
     p->zErr = 0;
   }
+  if( rc!=SQLITE_OK ) kv_iter_release(p);
+  return rc;
+}
+
+int kv_iter_open(KvEngine *pEng, KvRoot *pRoot, const char *zTab, int nTab,
+                 const KvBound *pLo, const KvBound *pHi, int bDesc,
+                 KvIter **ppIter, char **pzErr){
+  KvIter *p = sqlite3_malloc64(sizeof(*p));
+  int rc;
+  *ppIter = 0;
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  rc = iterOpenInto(p, pEng, pRoot, zTab, nTab, pLo, pHi, bDesc, pzErr);
   if( rc!=SQLITE_OK ){
     kv_iter_close(p);
     return rc;
   }
   *ppIter = p;
   return SQLITE_OK;
+}
+
+int kv_iter_reopen(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
+                   const char *zTab, int nTab, const KvBound *pLo,
+                   const KvBound *pHi, int bDesc, char **pzErr){
+  kv_iter_release(p);
+  return iterOpenInto(p, pEng, pRoot, zTab, nTab, pLo, pHi, bDesc, pzErr);
 }
 
 int kv_iter_eof(KvIter *p){ return p->bEof; }
@@ -246,7 +264,12 @@ const KvMapEntry *kv_iter_current(KvIter *p){
   return &p->cur;
 }
 
-void kv_iter_close(KvIter *p){
+int kv_iter_stable(KvIter *p){
+  return !p->bEof && !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+}
+
+void kv_iter_release(KvIter *p){
+  KvBuf lo, hi;
   if( p==0 ) return;
   if( p->pData ) p->pTab->pBackend->xCursorClose(p->pData);
   kv_map_cursor_free(p->pOwn);
@@ -256,8 +279,21 @@ void kv_iter_close(KvIter *p){
     kvTableUnref(p->pTab);
     pthread_mutex_unlock(&p->pEng->mutex);
   }
+  sqlite3_free(p->zErr);
+  lo = p->lo;
+  hi = p->hi;
+  kv_buf_reset(&lo);
+  kv_buf_reset(&hi);
+  memset(p, 0, sizeof(*p));
+  p->lo = lo;
+  p->hi = hi;
+  p->bEof = 1;
+}
+
+void kv_iter_close(KvIter *p){
+  if( p==0 ) return;
+  kv_iter_release(p);
   kv_buf_free(&p->lo);
   kv_buf_free(&p->hi);
-  sqlite3_free(p->zErr);
   sqlite3_free(p);
 }

@@ -174,6 +174,12 @@ int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
 ** SQLITE_CORRUPT or SQLITE_NOMEM, the result of ctx then being the
 ** error). */
 int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
+/* kv_value_result handing a text or blob to SQLite in place
+** (SQLITE_STATIC): aVal must stay valid and unchanged until the statement
+** that reads it is reset (SQLite may keep the pointer in a register or an
+** aggregate, sqlite3VdbeMemCopy, beyond the row). */
+int kv_value_result_static(sqlite3_context *ctx, const uint8_t *aVal,
+                           int nVal);
 /* The key as a new sqlite3_value (sqlite3_value_dup semantics: the caller
 ** frees it with sqlite3_value_free), or NULL with *pRc set
 ** (SQLITE_CORRUPT, SQLITE_NOMEM).  Serialised on a private in-memory
@@ -674,6 +680,19 @@ void kv_iter_entry(KvIter*, KvMapEntry *pOut);
 /* The current entry in place, without a copy (valid as kv_iter_entry's,
 ** until the scan moves or closes). */
 const KvMapEntry *kv_iter_current(KvIter*);
+/* Release the scan p holds (snapshot, cursors, table) but keep p and its
+** buffers for kv_iter_reopen; a released p is at its end.  NULL-safe. */
+void kv_iter_release(KvIter*);
+/* kv_iter_open into an existing iterator (its scan, if any, is released
+** first), without allocating it again; on error p holds no scan. */
+int kv_iter_reopen(KvIter *p, KvEngine*, KvRoot*, const char *zTab,
+                   int nTab, const KvBound *pLo, const KvBound *pHi,
+                   int bDesc, char **pzErr);
+/* Whether the current entry's bytes stay valid and unchanged until the
+** iterator is released or closed (not only until it moves): entries of
+** the committed data of a backend whose versions are immutable in memory
+** (KvBackend.bStableEntries); never an entry of the root's write set. */
+int kv_iter_stable(KvIter*);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
 

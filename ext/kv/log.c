@@ -776,5 +776,6 @@ const KvBackend kvLogBackend = {
   logCheckOpen, logStoreMaxId, logApplyError,
   0,                            /* reads may read a log file */
   1,                            /* xApply appends to the log file */
-  logMaxCid
+  logMaxCid,
+  0                             /* entries: the value buffer is reused */
 };

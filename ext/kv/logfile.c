@@ -350,15 +350,20 @@ int kl_read_frame(KlSet *pSet, const KlLoc *pLoc, const void *aKey, int nKey,
   return SQLITE_OK;
 }
 
-/* Fill pWin with up to KL_WINDOW_BYTES of the frame's file from the
-** frame on; SQLITE_OK when the whole frame is in it. */
+/* Fill pWin with up to pWin->nNext bytes (at least the frame) of the
+** frame's file from the frame on, and double nNext for the next fill, up
+** to KL_WINDOW_BYTES; SQLITE_OK when the whole frame is in it. */
 static int klWindowFill(KlFile *pFile, const KlLoc *pLoc, KlWindow *pWin){
-  size_t nGot = 0;
+  size_t nGot = 0, nWant;
+  if( pWin->nNext<KL_WINDOW_FIRST ) pWin->nNext = KL_WINDOW_FIRST;
+  nWant = (size_t)pWin->nNext;
+  if( nWant<pLoc->nFrame ) nWant = (size_t)pLoc->nFrame;
+  if( pWin->nNext<KL_WINDOW_BYTES ) pWin->nNext *= 2;
   pWin->buf.n = 0;
-  if( kl_buf_reserve(&pWin->buf, KL_WINDOW_BYTES) ) return SQLITE_NOMEM;
-  while( nGot<KL_WINDOW_BYTES ){
+  if( kl_buf_reserve(&pWin->buf, (int64_t)nWant) ) return SQLITE_NOMEM;
+  while( nGot<nWant ){
     ssize_t r = pFile->pIo->xPread(pFile->pIo->pCtx, pFile->fd,
-                                   pWin->buf.a+nGot, KL_WINDOW_BYTES-nGot,
+                                   pWin->buf.a+nGot, nWant-nGot,
                                    (off_t)(pLoc->iOff+nGot));
     if( r<0 && errno==EINTR ) continue;
     if( r<=0 ) break;

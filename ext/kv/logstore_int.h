@@ -178,14 +178,19 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail, KlFrame *pOut);
 ** pOut: the value alone with bValueOnly, else the whole frame. */
 int kl_read_frame(KlSet*, const KlLoc*, const void *aKey, int nKey,
                   KvLogBuf *pOut, int bValueOnly, char **pzErr);
-/* The read-ahead window of a walk: KL_WINDOW_BYTES of one log file from
-** iOff (buf.n of them valid; 0: empty).  Frames of a set are never
-** rewritten, so a window stays true for the life of the walk's set. */
+/* The read-ahead window of a walk: up to KL_WINDOW_BYTES of one log file
+** from iOff (buf.n of them valid; 0: empty).  The first read of a walk is
+** KL_WINDOW_FIRST bytes and each refill doubles it up to KL_WINDOW_BYTES
+** (nNext; 0 means KL_WINDOW_FIRST), so a short range reads little and a
+** long walk reads few times.  Frames of a set are never rewritten, so a
+** window stays true for the life of the walk's set. */
+#define KL_WINDOW_FIRST 4096
 #define KL_WINDOW_BYTES 65536
 typedef struct KlWindow KlWindow;
 struct KlWindow {
   uint32_t iFile;
   uint64_t iOff;
+  int nNext;                    /* bytes of the next fill */
   KvLogBuf buf;
 };
 /* kl_read_frame of the value alone for a walk: served from *pWin when the

@@ -181,5 +181,6 @@ const KvBackend kvMemoryBackend = {
   0, 0,                         /* no files */
   0,                            /* xApply fails only for want of memory */
   memGetNow,                    /* a read with no root: one lookup */
-  0, 0                          /* no files: no write at apply, no CIDs */
+  0, 0,                         /* no files: no write at apply, no CIDs */
+  1                             /* entries live in the snapshot's version */
 };

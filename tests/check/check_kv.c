@@ -1051,6 +1051,63 @@ START_TEST(test_kv_sidecar_store_and_catalog_survive_reopen){
 }
 END_TEST
 
+/* kv_memory range scans hand values to SQLite in place (SQLITE_STATIC):
+** a blob read without a copy stays right while the same connection
+** commits over it and while the scan moves on (the scan reads its
+** snapshot), and aggregates that keep a value across rows and across
+** many re-runs of the inner scan of a join (more than the cursor keeps
+** open, so later runs copy) see the right bytes. */
+START_TEST(test_kv_memory_values_in_place_stay_right){
+  sqlite3 *db = kv_db();
+  sqlite3_stmt *pStmt = 0;
+  char *z;
+  int i, n = 0;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory;"
+              "CREATE TEMP TABLE o(a);"
+              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<200) INSERT INTO t SELECT i, "
+              "CAST(printf('blob-%04d', i) AS BLOB) FROM c;"
+              "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<19) INSERT INTO o SELECT 10*i+1 FROM c");
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key, value FROM t "
+                                      "WHERE key>=1", -1, &pStmt, 0),
+                   SQLITE_OK);
+  while( sqlite3_step(pStmt)==SQLITE_ROW ){
+    int k = sqlite3_column_int(pStmt, 0);
+    const unsigned char *a = sqlite3_column_blob(pStmt, 1);
+    char zWant[16];
+    snprintf(zWant, sizeof(zWant), "blob-%04d", k);
+    ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 9);
+    ck_assert_int_eq(memcmp(a, zWant, 9), 0);
+    if( k==3 ){               /* rewrite every row under the open scan */
+      th_exec(db, "UPDATE t SET value=zeroblob(9); DELETE FROM t "
+                  "WHERE key>100");
+      ck_assert_int_eq(memcmp(a, zWant, 9), 0);
+    }
+    ck_assert_int_eq(k, ++n);
+  }
+  ck_assert_int_eq(n, 200);           /* the scan's snapshot */
+  sqlite3_finalize(pStmt);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE value="
+                              "zeroblob(9)"), 100);
+  th_exec(db, "DELETE FROM t; WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL "
+              "SELECT i+1 FROM c WHERE i<200) INSERT INTO t SELECT i, "
+              "printf('text-%04d', 1000-i) FROM c");
+  for(i=0; i<2; i++){
+    z = th_text(db, i==0
+        ? "SELECT max(t.value)||','||min(t.value)||','||count(*) FROM o "
+          "JOIN t ON t.key>=o.a AND t.key<o.a+5"
+        : "SELECT group_concat(v) FROM (SELECT max(t.value) AS v FROM o "
+          "JOIN t ON t.key>=o.a AND t.key<o.a+3 GROUP BY o.a ORDER BY o.a "
+          "LIMIT 6)");
+    ck_assert_str_eq(z, i==0 ? "text-0999,text-0805,100"
+        : "text-0999,text-0989,text-0979,text-0969,text-0959,text-0949");
+    sqlite3_free(z);
+  }
+  sqlite3_close(db);
+}
+END_TEST
+
 START_TEST(test_kv_inmemory_db_needs_dir_for_persistence){
   sqlite3 *db = kv_db();
   kv_fail(db, "CREATE VIRTUAL TABLE t USING kv_memory(persistence=1)",
@@ -3353,6 +3410,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_roundtrip_keeps_types);
   tcase_add_test(tc, test_kv_keys_order_like_sqlite);
   tcase_add_test(tc, test_kv_range_and_in_constraints);
+  tcase_add_test(tc, test_kv_memory_values_in_place_stay_right);
   tcase_add_test(tc, test_kv_in_list_of_only_nulls_matches_nothing);
   tcase_add_test(tc, test_kv_query_plan_pushes_down);
   tcase_add_loop_test(tc, test_kv_query_plan_pushes_down_each_operator,

@@ -333,6 +333,103 @@ START_TEST(test_kvbtree_data_file_read_error_fails_scan)
 }
 END_TEST
 
+/* Bounded walks of one table in a row warm the reader's scan cache: the
+** whole table is read into it once, and later range and point reads are
+** served from it (a data-file read that would fail is not made), merged
+** with the overlay; a collected commit drops it and reads see the new
+** rows. */
+START_TEST(test_kvbtree_range_reads_warm_the_scan_cache)
+{
+  char *zDir = th_tmpdir("kvbtree_warm");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  int i;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 500, "a");
+  kb_settle(db);                      /* every row in the data file only */
+  for(i=0; i<40; i++){
+    char *zSql = sqlite3_mprintf("SELECT sum(key) FROM t WHERE key>=%d "
+                                 "AND key<%d", 10*i+1, 10*i+4);
+    ck_assert_int_eq(th_int(db, zSql), 3*(10*i+1)+3);
+    sqlite3_free(zSql);
+  }
+  kv_btree_test_fail_reads(1);        /* no data-file read comes */
+  z = th_text(db, "SELECT group_concat(value) FROM (SELECT value FROM t "
+                  "WHERE key>497)");
+  ck_assert_str_eq(z, "v498-a,v499-a,v500-a");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT group_concat(key) FROM (SELECT key FROM t "
+                  "WHERE key<4 ORDER BY key DESC)");
+  ck_assert_str_eq(z, "3,2,1");
+  sqlite3_free(z);
+  kv_btree_test_fail_reads(0);
+  kv_btree_test_fail_writes(1000000);     /* keep the next ones in overlay */
+  th_exec(db, "DELETE FROM t WHERE key=11; INSERT OR REPLACE INTO t "
+              "VALUES(12,'new12')");
+  z = th_text(db, "SELECT group_concat(key||'='||value) FROM (SELECT * FROM "
+                  "t WHERE key>=10 AND key<14)");
+  ck_assert_str_eq(z, "10=v10-a,12=new12,13=v13-a");
+  sqlite3_free(z);
+  kv_btree_test_fail_writes(0);
+  kb_settle(db);
+  kb_fill(db, "t", 13, 2, "b");
+  kb_settle(db);                      /* a new state of the data file */
+  z = th_text(db, "SELECT group_concat(key||'='||value) FROM (SELECT * FROM "
+                  "t WHERE key>=10 AND key<16)");
+  ck_assert_str_eq(z, "10=v10-a,12=new12,13=v13-b,14=v14-b,15=v15-a");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 499);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A range statement's cursor keeps its iterator between runs: a run that
+** fails on a data-file read leaves it reusable, and later runs (other
+** bounds, inside a transaction with its own writes) read the right rows. */
+START_TEST(test_kvbtree_range_cursor_is_reused_after_an_error)
+{
+  char *zDir = th_tmpdir("kvbtree_reuse");
+  sqlite3 *db = th_open(":memory:");
+  sqlite3_stmt *pStmt = 0;
+  int i, rc;
+  kb_mk(db, "t", "kv_btree", zDir);
+  kb_fill(db, "t", 1, 100, "a");
+  kb_settle(db);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key FROM t WHERE key>=?1 "
+                                      "AND key<?1+3", -1, &pStmt, 0),
+                   SQLITE_OK);
+  sqlite3_bind_int(pStmt, 1, 10);
+  kv_btree_test_fail_reads(1);
+  rc = sqlite3_step(pStmt);
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  sqlite3_reset(pStmt);
+  kv_btree_test_fail_reads(0);
+  for(i=0; i<2; i++){
+    int k, n = 0;
+    if( i==1 ){
+      th_exec(db, "BEGIN; DELETE FROM t WHERE key=21; INSERT INTO t "
+                  "VALUES(20.5,'x')");
+    }
+    sqlite3_bind_int(pStmt, 1, 20);
+    while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
+      double r = sqlite3_column_double(pStmt, 0);
+      k = (int)(r*2);
+      ck_assert_int_eq(k, i==0 ? 40+2*n : (n==0 ? 40 : n==1 ? 41 : 44));
+      n++;
+    }
+    ck_assert_int_eq(rc, SQLITE_DONE);
+    ck_assert_int_eq(n, 3);
+    sqlite3_reset(pStmt);
+  }
+  th_exec(db, "COMMIT");
+  sqlite3_finalize(pStmt);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 100);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvbtree_new_table_is_empty)
 {
   char *zDir = th_tmpdir("kvbtree_new");
@@ -2283,6 +2380,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmemory_long_scan_sees_one_snapshot);
   tcase_add_test(tc, test_kvbtree_new_table_is_empty);
   tcase_add_test(tc, test_kvbtree_data_file_read_error_fails_scan);
+  tcase_add_test(tc, test_kvbtree_range_reads_warm_the_scan_cache);
+  tcase_add_test(tc, test_kvbtree_range_cursor_is_reused_after_an_error);
   tcase_add_test(tc, test_kvbtree_drop_survives_reopen);
   tcase_add_test(tc, test_kvlog_drop_survives_reopen);
   tcase_add_test(tc, test_kvbtree_drop_then_sigkill_removes_table);

@@ -1283,6 +1283,8 @@ struct TkIo {
   int bFailRename;            /* fail every rename */
   int bFailDirAfterRename;    /* fail the directory sync after a rename */
   int bArmed;
+  int nRead;                  /* preads since the count was cleared */
+  size_t aRead[64];           /* their sizes (the first 64) */
 };
 
 static int tkRename(void *pCtx, const char *a, const char *b){
@@ -1314,6 +1316,8 @@ static ssize_t tkPwrite(void *pCtx, int fd, const void *a, size_t n,
 }
 static ssize_t tkPread(void *pCtx, int fd, void *a, size_t n, off_t o){
   TkIo *t = (TkIo*)pCtx;
+  if( t->nRead<64 ) t->aRead[t->nRead] = n;
+  t->nRead++;
   return t->pBase->xPread(t->pBase->pCtx, fd, a, n, o);
 }
 
@@ -1361,6 +1365,61 @@ START_TEST(test_kvlog_compaction_rename_or_dirsync_fault_is_safe){
   kv_logstore_close(p);
   p = tk_open(zDir, 900);
   tk_check_model(p, 340);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A walk reads its values through a read-ahead window that starts at
+** KL_WINDOW_FIRST bytes and doubles at every refill up to KL_WINDOW_BYTES:
+** a short range reads 4 KiB, a long walk few times; every value is right. */
+START_TEST(test_kvlog_walk_window_starts_small_and_doubles){
+  char *zDir = th_tmpdir("kvlog-window");
+  TkIo t;
+  KvLogConfig cfg;
+  KvLogStore *p;
+  KvLogSnap *pSnap = 0;
+  KvLogCursor *pCur = 0;
+  KvLogBuf buf = {0, 0, 0};
+  const uint8_t *aKey;
+  int nKey, bOn, n = 0, i;
+  char zKey[16], zVal[64];
+  tk_io_init(&t);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szDeadTrigger = -1;
+  cfg.pIo = &t.io;
+  p = tk_open_cfg(zDir, &cfg);
+  for(i=0; i<4000; i++){
+    snprintf(zKey, sizeof(zKey), "k%06d", i);
+    snprintf(zVal, sizeof(zVal), "value-%06d-padding-padding-padding", i);
+    tk_put(p, (uint64_t)i+1, zKey, zVal);
+  }
+  tk_sync(p);
+  ck_assert_int_eq(kv_logstore_snapshot(p, &pSnap), SQLITE_OK);
+  ck_assert_int_eq(kv_logsnap_cursor(pSnap, &pCur), SQLITE_OK);
+  kv_logsnap_free(pSnap);
+  t.nRead = 0;
+  for(bOn = kv_logcursor_seek(pCur, KV_SEEK_FIRST, 0, 0); bOn;
+      bOn = kv_logcursor_next(pCur)){
+    kv_logcursor_key(pCur, &aKey, &nKey, 0);
+    ck_assert_int_eq(kv_logcursor_value(pCur, &buf, 0), SQLITE_OK);
+    snprintf(zKey, sizeof(zKey), "k%06d", n);
+    snprintf(zVal, sizeof(zVal), "value-%06d-padding-padding-padding", n);
+    ck_assert_int_eq(nKey, (int)strlen(zKey));
+    ck_assert_int_eq(memcmp(aKey, zKey, nKey), 0);
+    ck_assert_int_eq(buf.n, (int)strlen(zVal));
+    ck_assert_int_eq(memcmp(buf.a, zVal, buf.n), 0);
+    n++;
+  }
+  ck_assert_int_eq(n, 4000);
+  ck_assert_int_ge(t.nRead, 6);       /* 4+8+16+32+64 KiB < the values */
+  ck_assert_int_lt(t.nRead, 64);
+  for(i=0; i<5; i++){               /* at the end of the file a read */
+    ck_assert_uint_eq(t.aRead[i], (size_t)4096 << i);  /* asks the rest */
+  }
+  for(i=5; i<t.nRead; i++) ck_assert_uint_le(t.aRead[i], 65536);
+  kv_logcursor_free(pCur);
+  kv_logbuf_free(&buf);
   kv_logstore_close(p);
   sqlite3_free(zDir);
 }
@@ -1612,6 +1671,7 @@ Suite *depot_test_suite(void){
                       0, 2);
   tcase_add_test(tc, test_kvlog_snapshot_does_not_see_later_writes);
   tcase_add_test(tc, test_kvlog_cursor_walks_live_keys_in_order);
+  tcase_add_test(tc, test_kvlog_walk_window_starts_small_and_doubles);
   tcase_add_test(tc,
       test_kvlog_compaction_keeps_live_data_and_reclaims_dead_bytes);
   tcase_add_test(tc, test_kvlog_max_cid_survives_compaction_of_deletes);
