@@ -381,7 +381,9 @@ int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
                     char **pzErr);
 /* Remove zTab at commit.  The root must do nothing else but remove
 ** tables and set options (kv_table_set_options).  Durable when
-** the commit returns (the WAL record), then in the catalog file. */
+** the commit returns (the WAL record), then in the catalog file.  The
+** commit fails with SQLITE_BUSY naming the gid, removing nothing, while a
+** named prepared transaction in doubt writes or reads zTab. */
 int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
 
 /* Rewrite the catalog entry of live table zTab with options zOptions

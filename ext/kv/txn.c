@@ -1663,6 +1663,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
   pthread_mutex_lock(&pEng->mutex);
   rc = txnDeltaWait(p);
   if( rc==SQLITE_OK && xCheck ) rc = xCheck(p, pArg);
+  if( rc==SQLITE_OK ) rc = kvInDoubtRemoveCheck(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnCheckRoot(p);
   if( rc==SQLITE_OK && p->nConflict==0 ) rc = txnDeltaResolve(p);
   if( rc==SQLITE_OK && p->nConflict==0 ){
