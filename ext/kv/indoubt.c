@@ -230,7 +230,7 @@ int kv_prepared_resolve(KvEngine *pEng, const char *zGid, int nGid,
                              nGid, zGid, pEng->zDir);
     return SQLITE_NOTFOUND;
   }
-  rc = kvResolvedAdd(pEng, cWant, zGid, nGid, pzErr);
+  rc = kvResolvedAdd(pEng, cWant, p->cid, zGid, nGid, pzErr);
   pthread_mutex_lock(&pEng->mutex);
   if( rc==SQLITE_OK ) idUnlink(pEng, p);
   else p->bResolving = 0;
