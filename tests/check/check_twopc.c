@@ -17,12 +17,14 @@
 #include "tests/check/harness.h"
 #include "ext/kv/kv_test.h"
 #include "ext/depot.h"
+#include "wal/wal.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The database kinds of the mixed-transaction tests (loop index). */
@@ -419,6 +421,7 @@ START_TEST(test_twopc_prepared_rollback_after_restart){
   sqlite3 *db;
   tp_child2("prepare", zUri);
   db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "g1|1|[\"acct\"]");
   ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('g1')"), 1);
   tp_prepared_is(db, "");
   ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 100);
@@ -439,6 +442,9 @@ START_TEST(test_twopc_prepared_decision_survives_crash_in_commit){
   char *zUri = tp_acct("tp-decide");
   sqlite3 *db;
   tp_child2("prepare", zUri);
+  db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "g1|1|[\"acct\"]");
+  sqlite3_close(db);
   tp_child2("resolve", zUri);           /* decided, publication failed */
   db = tp_open(zUri, "wal");
   tp_prepared_is(db, "");
@@ -679,6 +685,35 @@ START_TEST(test_twopc_prepared_log_trim_survives_kill){
 }
 END_TEST
 
+/* A resolution log in the first format (no cid) is still read. */
+START_TEST(test_twopc_prepared_log_first_format_is_read){
+  char *zUri = tp_acct("tp-oldlog");
+  sqlite3 *db = tp_open(zUri, "wal");
+  char *zDir = th_text(db, "SELECT dir FROM kv_tables WHERE name='acct'");
+  char *zPath = sqlite3_mprintf("%s/prepared.log", zDir);
+  uint8_t a[8+9+4];
+  FILE *f;
+  sqlite3_close(db);
+  wal_put_u32(a, 9+4);
+  a[8] = 'r';
+  wal_put_u64(a+9, (uint64_t)(time(0)-60)*1000);
+  memcpy(a+17, "old1", 4);
+  wal_put_u32(a+4, wal_crc32c(0, a+8, 9+4));
+  f = fopen(zPath, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fwrite(a, 1, sizeof(a), f), sizeof(a));
+  fclose(f);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('old1')"), 0);
+  tp_fails(db, "SELECT kv_commit_prepared('old1')", SQLITE_CONSTRAINT,
+           "was rolled back");
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+  sqlite3_free(zUri);
+}
+END_TEST
+
 START_TEST(test_twopc_unnamed_prepare_is_presumed_committed){
   char *zUri = tp_acct("tp-unnamed");
   const char *azArg[] = { "unnamed", zUri, 0 };
@@ -721,6 +756,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_twopc_drop_carrier_in_doubt_fails);
   tcase_add_test(tc, test_twopc_prepared_log_is_trimmed_while_running);
   tcase_add_loop_test(tc, test_twopc_prepared_log_trim_survives_kill, 0, 3);
+  tcase_add_test(tc, test_twopc_prepared_log_first_format_is_read);
   suite_add_tcase(s, tc);
   return s;
 }
