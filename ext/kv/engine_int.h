@@ -193,12 +193,6 @@ struct KvRoot {
 #define KV_REC_READS     "\0rd"
 #define KV_REC_READS_LEN 3
 
-/* ---- indoubt.c -------------------------------------------------------- */
-/* SQLITE_BUSY with *pzErr naming the gid if root p removes a table that an
-** in-doubt root (or one being prepared under a gid) writes or reads, else
-** SQLITE_OK.  Engine mutex held. */
-int kvInDoubtRemoveCheck(KvRoot *p, char **pzErr);
-
 /* ---- resolve.c -------------------------------------------------------- */
 int64_t kvNowMs(void);                        /* wall clock, unix ms */
 /* Load <store>/prepared.log into pEng->pResolved (at open, before the

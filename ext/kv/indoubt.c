@@ -11,8 +11,8 @@
 ** (engine.c).  While a prepare or a resolution of a root is under way its
 ** bResolving flag keeps the other ones off it.
 ** A root that removes a table an in-doubt root writes or reads fails its
-** prepare with SQLITE_BUSY naming the gid (kvInDoubtRemoveCheck): the
-** commit or replay of the in-doubt root needs the table.
+** prepare with SQLITE_BUSY naming the gid (txnInDoubtRemoveCheck in
+** txn.c): the commit or replay of the in-doubt root needs the table.
 **
 ** Resolution order: the decision is flushed to the resolution log
 ** (resolve.c) first; then the root is committed (published, its tables
@@ -131,45 +131,6 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
   p->bNoEngRef = 1;
   kv_engine_unref(pEng);                   /* the root's own reference */
   return SQLITE_OK;
-}
-
-/* The in-doubt root holding table zTab among its children, or NULL.
-** Engine mutex held. */
-static KvRoot *idHolder(KvEngine *pEng, const uint8_t *aTab, int nTab){
-  KvRoot *q;
-  int i;
-  for(q=pEng->pInDoubt; q; q=q->pNextInDoubt){
-    for(i=0; i<q->nChild; i++){
-      KvTable *t = q->apChild[i]->pTab;
-      if( !q->apChild[i]->bSchema && t && t->nName==nTab
-       && memcmp(t->zName, aTab, nTab)==0 ){
-        return q;
-      }
-    }
-  }
-  return 0;
-}
-
-int kvInDoubtRemoveCheck(KvRoot *p, char **pzErr){
-  KvEngine *pEng = p->pEng;
-  KvMapCursor *pCsr;
-  KvMapEntry e;
-  int bOn, rc = SQLITE_OK;
-  if( !p->bRemove || p->pSchema==0 || pEng->pInDoubt==0 ) return SQLITE_OK;
-  if( (pCsr = kv_map_cursor_new(p->pSchema->pWrite))==0 ) return SQLITE_NOMEM;
-  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
-      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
-    KvRoot *q;
-    kv_map_cursor_entry(pCsr, &e);
-    if( !e.bTomb || (q = idHolder(pEng, e.aKey, e.nKey))==0 ) continue;
-    *pzErr = sqlite3_mprintf("kv: table %.*s cannot be removed: prepared "
-        "transaction '%.*s' is in doubt and uses it; resolve it first "
-        "(kv_commit_prepared or kv_rollback_prepared)", e.nKey, e.aKey,
-        q->nGid, q->zGid);
-    rc = *pzErr ? SQLITE_BUSY : SQLITE_NOMEM;
-  }
-  kv_map_cursor_free(pCsr);
-  return rc;
 }
 
 /* Carry out decision bCommit on in-doubt root p, already unlinked and

@@ -78,6 +78,14 @@ int64_t kvNowMs(void){
   return (int64_t)tv.tv_sec*1000 + tv.tv_usec/1000 + resSkew();
 }
 
+/* The lowest cid a replay could still meet (kv_engine_replay_floor). */
+static uint64_t resFloor(KvEngine *pEng){
+  WalStats st;
+  if( pEng->pWal==0 ) return 0;
+  wal_stats(pEng->pWal, &st);
+  return st.firstCid;
+}
+
 /* The trim threshold after a trim that kept nKept entries. */
 static int resTrimAt(int nKept){
   int nMin = resTrimMinNow();
@@ -196,7 +204,7 @@ static int resRewrite(KvEngine *pEng, char **pzErr){
 ** without them, if there are any.  resMutex held. */
 static void resTrim(KvEngine *pEng){
   int64_t iOld = kvNowMs() - KV_RESOLVED_KEEP_MS;
-  uint64_t iFloor = kv_engine_replay_floor(pEng);
+  uint64_t iFloor = resFloor(pEng);
   KvMap *pNew = kv_map_new();
   KvMapCursor *pCsr = 0;
   KvMapEntry e;
@@ -246,7 +254,7 @@ int kvResolvedLoad(KvEngine *pEng, char **pzErr){
   const WalIo *io = pEng->pIo;
   char *zPath = sqlite3_mprintf("%s/" RES_FILE, pEng->zDir);
   int64_t iOld = kvNowMs() - KV_RESOLVED_KEEP_MS;
-  uint64_t iFloor = kv_engine_replay_floor(pEng);
+  uint64_t iFloor = resFloor(pEng);
   uint8_t *a = 0;
   off_t sz = 0;
   size_t iOff = 0;
