@@ -1867,6 +1867,8 @@ static int dvDestroy(sqlite3_vtab *pVtab){
   }
   rc = kv_derived_remove(p->pConn, p->pEng, p->zName, 0, &zErr);
   if( rc!=SQLITE_OK ){
+    /* SQLite drops xDestroy's message: it also goes to the error log. */
+    sqlite3_log(rc, "%s", zErr ? zErr : "kv: DROP TABLE failed");
     sqlite3_free(p->base.zErrMsg);
     p->base.zErrMsg = zErr;
     return rc;
@@ -1979,6 +1981,8 @@ static int dvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
                       idxNum==1 ? &bHi : 0, 0, &c->pIter, &zErr);
   }
   if( rc!=SQLITE_OK ){
+    /* SQLite drops xDestroy's message: it also goes to the error log. */
+    sqlite3_log(rc, "%s", zErr ? zErr : "kv: DROP TABLE failed");
     sqlite3_free(p->base.zErrMsg);
     p->base.zErrMsg = zErr;
   }

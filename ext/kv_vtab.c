@@ -539,6 +539,8 @@ static int vtabDestroy(sqlite3_vtab *pVtab){
   }
   kv_root_free(pRoot);
   if( rc!=SQLITE_OK ){
+    /* SQLite drops xDestroy's message: it also goes to the error log. */
+    sqlite3_log(rc, "%s", zErr ? zErr : "kv: DROP TABLE failed");
     vtabSetError(p, zErr);
     return rc;
   }

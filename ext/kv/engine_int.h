@@ -99,6 +99,8 @@ struct KvEngine {
   KvVerStore *pVer;             /* version TTL and sweeper (version.c) */
   KvRoot *pInDoubt;             /* named prepared roots, by pNextInDoubt */
   KvMap *pResolved;             /* gid -> decision (resolve.c) */
+  int nResFile;                 /* entries in prepared.log (resMutex) */
+  int nResTrimAt;               /* trim it when nResFile reaches this */
   pthread_mutex_t resMutex;     /* serialises resolution log appends */
   KvHookStore *pHook;           /* write hooks and their queue (hook.c),
                                 ** set once, at the first registration */
@@ -194,12 +196,14 @@ struct KvRoot {
 /* ---- resolve.c -------------------------------------------------------- */
 int64_t kvNowMs(void);                        /* wall clock, unix ms */
 /* Load <store>/prepared.log into pEng->pResolved (at open, before the
-** replay), forgetting decisions older than KV_RESOLVED_KEEP_MS. */
+** replay), forgetting decisions older than KV_RESOLVED_KEEP_MS whose
+** records are in retired WAL segments. */
 int kvResolvedLoad(KvEngine*, char **pzErr);
-/* Record decision cDecision ('c', 'r') for gid durably, then in memory.
+/* Record decision cDecision ('c', 'r') for gid, whose prepared WAL record
+** is cid, durably, then in memory; trims the file when it is due.
 ** Engine mutex not held. */
-int kvResolvedAdd(KvEngine*, int cDecision, const char *zGid, int nGid,
-                  char **pzErr);
+int kvResolvedAdd(KvEngine*, int cDecision, uint64_t cid,
+                  const char *zGid, int nGid, char **pzErr);
 /* The decision remembered for gid ('c', 'r', or 0) and its time.  Engine
 ** mutex held (or the open). */
 int kvResolvedGet(KvEngine*, const char *zGid, int nGid, int64_t *piMs);

@@ -10,6 +10,9 @@
 ** last user goes, and the next open restores them from the WAL
 ** (engine.c).  While a prepare or a resolution of a root is under way its
 ** bResolving flag keeps the other ones off it.
+** A root that removes a table an in-doubt root writes or reads fails its
+** prepare with SQLITE_BUSY naming the gid (txnInDoubtRemoveCheck in
+** txn.c): the commit or replay of the in-doubt root needs the table.
 **
 ** Resolution order: the decision is flushed to the resolution log
 ** (resolve.c) first; then the root is committed (published, its tables
@@ -188,7 +191,7 @@ int kv_prepared_resolve(KvEngine *pEng, const char *zGid, int nGid,
                              nGid, zGid, pEng->zDir);
     return SQLITE_NOTFOUND;
   }
-  rc = kvResolvedAdd(pEng, cWant, zGid, nGid, pzErr);
+  rc = kvResolvedAdd(pEng, cWant, p->cid, zGid, nGid, pzErr);
   pthread_mutex_lock(&pEng->mutex);
   if( rc==SQLITE_OK ) idUnlink(pEng, p);
   else p->bResolving = 0;

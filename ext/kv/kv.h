@@ -387,7 +387,9 @@ int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
                     char **pzErr);
 /* Remove zTab at commit.  The root must do nothing else but remove
 ** tables and set options (kv_table_set_options).  Durable when
-** the commit returns (the WAL record), then in the catalog file. */
+** the commit returns (the WAL record), then in the catalog file.  The
+** commit fails with SQLITE_BUSY naming the gid, removing nothing, while a
+** named prepared transaction in doubt writes or reads zTab. */
 int kv_remove_table(KvRoot*, const char *zTab, int nTab, char **pzErr);
 
 /* Rewrite the catalog entry of live table zTab with options zOptions
@@ -619,12 +621,18 @@ uint64_t kv_engine_replay_floor(KvEngine *p);
 ** it), until kv_prepared_resolve commits or rolls it back, from any
 ** connection.  The decision is written to <store>/prepared.log and flushed
 ** before it takes effect, and is remembered for KV_RESOLVED_KEEP_MS after
-** it (from the next open on): resolving again the same way is a no-op,
-** the other way an error, and the gid cannot be used again meanwhile.
+** it: resolving again the same way is a no-op, the other way an error,
+** and the gid cannot be used again meanwhile.  Older decisions are
+** forgotten at open and, while the store runs, whenever prepared.log
+** reaches max(2 x the entries its last trim kept, KV_RESOLVED_TRIM_MIN)
+** entries (rewritten atomically, resolve.c); so it holds at most
+** max(2D, KV_RESOLVED_TRIM_MIN) entries of at most 17+KV_GID_MAX_BYTES
+** bytes, D the most decisions taken within one KV_RESOLVED_KEEP_MS.
 ** Writes to tables with persistence=0 are not logged, so a restart loses
 ** them as it loses those tables' contents. */
 #define KV_GID_MAX_BYTES     200
 #define KV_RESOLVED_KEEP_MS  ((int64_t)24*3600*1000)
+#define KV_RESOLVED_TRIM_MIN 1024
 /* Prepare active root *ppRoot as gid zGid/nGid (1..KV_GID_MAX_BYTES bytes
 ** of UTF-8, no NUL).  On SQLITE_OK the store owns the root and *ppRoot is
 ** NULL.  Errors that change nothing (the root stays active): a bad gid, a

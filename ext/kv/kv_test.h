@@ -34,6 +34,13 @@ void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak);
 ** WAL flush would (1: the next one; 0: none). */
 void kv_engine_test_fail_apply(int n);
 
+/* The resolution log (resolve.c): iSkewMs is added to its clock, nTrimMin
+** (>0) replaces KV_RESOLVED_TRIM_MIN, and iKillAt (>=0) raises SIGKILL in
+** the next rewrite of prepared.log: 0 with half of the new file written,
+** 1 after its fsync, before the rename, 2 after the rename, before the
+** directory fsync; -1: none. */
+void kv_engine_test_resolved(int64_t iSkewMs, int nTrimMin, int iKillAt);
+
 /* The n-th receipt recorded by a versioned commit from now is lost (bDup
 ** 0) or recorded twice (bDup 1), as a defect in publication would do; the
 ** commit's receipts check must report it (n 0: none). */

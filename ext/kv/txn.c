@@ -1655,6 +1655,48 @@ static int txnOpenNewTables(KvRoot *p, char **pzErr){
   return rc;
 }
 
+/* The in-doubt root holding table zTab among its children, or NULL.
+** Engine mutex held. */
+static KvRoot *txnInDoubtHolder(KvEngine *pEng, const uint8_t *aTab, int nTab){
+  KvRoot *q;
+  int i;
+  for(q=pEng->pInDoubt; q; q=q->pNextInDoubt){
+    for(i=0; i<q->nChild; i++){
+      KvTable *t = q->apChild[i]->pTab;
+      if( !q->apChild[i]->bSchema && t && t->nName==nTab
+       && memcmp(t->zName, aTab, nTab)==0 ){
+        return q;
+      }
+    }
+  }
+  return 0;
+}
+
+/* SQLITE_BUSY with *pzErr naming the gid if root p removes a table that an
+** in-doubt root (or one being prepared under a gid) writes or reads, else
+** SQLITE_OK: its commit or replay needs the table.  Engine mutex held. */
+static int txnInDoubtRemoveCheck(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  KvMapCursor *pCsr;
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( !p->bRemove || p->pSchema==0 || pEng->pInDoubt==0 ) return SQLITE_OK;
+  if( (pCsr = kv_map_cursor_new(p->pSchema->pWrite))==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn=kv_map_cursor_next(pCsr)){
+    KvRoot *q;
+    kv_map_cursor_entry(pCsr, &e);
+    if( !e.bTomb || (q = txnInDoubtHolder(pEng, e.aKey, e.nKey))==0 ) continue;
+    *pzErr = sqlite3_mprintf("kv: table %.*s cannot be removed: prepared "
+        "transaction '%.*s' is in doubt and uses it; resolve it first "
+        "(kv_commit_prepared or kv_rollback_prepared)", e.nKey, e.aKey,
+        q->nGid, q->zGid);
+    rc = *pzErr ? SQLITE_BUSY : SQLITE_NOMEM;
+  }
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
 int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr){
   KvEngine *pEng = p->pEng;
@@ -1663,6 +1705,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
   pthread_mutex_lock(&pEng->mutex);
   rc = txnDeltaWait(p);
   if( rc==SQLITE_OK && xCheck ) rc = xCheck(p, pArg);
+  if( rc==SQLITE_OK ) rc = txnInDoubtRemoveCheck(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnCheckRoot(p);
   if( rc==SQLITE_OK && p->nConflict==0 ) rc = txnDeltaResolve(p);
   if( rc==SQLITE_OK && p->nConflict==0 ){

@@ -17,12 +17,14 @@
 #include "tests/check/harness.h"
 #include "ext/kv/kv_test.h"
 #include "ext/depot.h"
+#include "wal/wal.h"
 
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The database kinds of the mixed-transaction tests (loop index). */
@@ -123,9 +125,45 @@ static int tpChildPrepared(int argc, char **argv){
   return 3;
 }
 
+/* Resolve n fresh gids zPrefix0.. on db (each writes acct 'k'). */
+static int tpResolveMany(sqlite3 *db, const char *zPrefix, int n){
+  int i, rc = SQLITE_OK;
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    char *z = sqlite3_mprintf("CREATE TEMP TABLE IF NOT EXISTS h(id);"
+        "DELETE FROM h; INSERT INTO h SELECT kv_begin();"
+        "SELECT kv_put(id, 'acct', 'k', %d) FROM h;"
+        "SELECT kv_prepare(id, '%s%d') FROM h;"
+        "SELECT kv_commit_prepared('%s%d')", i, zPrefix, i, zPrefix, i);
+    rc = z ? sqlite3_exec(db, z, 0, 0, 0) : SQLITE_NOMEM;
+    sqlite3_free(z);
+  }
+  return rc;
+}
+
+/* The clock skew of the trim tests: past the keep time. */
+#define TP_SKEW (KV_RESOLVED_KEEP_MS + 3600*1000)
+
+/* Child mode "trim URI STAGE": trims at 8 entries, then at 16; 8
+** decisions g*, a clean close (their WAL records retire), then 8 more h*
+** a keep time later: the 16th entry's trim drops the g* and is killed at
+** rewrite stage STAGE. */
+static int tpChildTrim(char **argv){
+  sqlite3 *db;
+  kv_engine_test_wal_config(4096, 0);
+  kv_engine_test_resolved(0, 8, -1);
+  db = tp_child_open(argv[1], "wal");
+  if( tpResolveMany(db, "g", 8)!=SQLITE_OK ) return 4;
+  sqlite3_close(db);
+  db = tp_child_open(argv[1], "wal");
+  kv_engine_test_resolved(TP_SKEW, 8, atoi(argv[2]));
+  if( tpResolveMany(db, "h", 8)!=SQLITE_OK ) return 4;
+  return 3;
+}
+
 int depot_test_child(int argc, char **argv){
   sqlite3 *db;
   char *zErr = 0;
+  if( argc==3 && strcmp(argv[0], "trim")==0 ) return tpChildTrim(argv);
   if( argc==2 && (strcmp(argv[0], "prepare")==0
                || strcmp(argv[0], "unnamed")==0
                || strcmp(argv[0], "resolve")==0) ){
@@ -321,14 +359,15 @@ static void tp_child2(const char *zMode, const char *zUri){
                 "child status %d", st);
 }
 
-/* zSql fails with code rc and a message holding zLike. */
+/* zSql fails with code rc and a message holding zLike (NULL: any; SQLite
+** drops the message of a virtual table's xDestroy). */
 static void tp_fails(sqlite3 *db, const char *zSql, int rc,
                      const char *zLike){
   char *zErr = 0;
   int r = th_try(db, zSql, &zErr);
   ck_assert_msg(r==rc, "%s: rc %d, want %d (%s)", zSql, r, rc,
                 zErr ? zErr : "");
-  ck_assert_msg(zErr && strstr(zErr, zLike), "%s: '%s' lacks '%s'", zSql,
+  ck_assert_msg(zLike==0 || (zErr && strstr(zErr, zLike)), "%s: '%s' lacks '%s'", zSql,
                 zErr ? zErr : "", zLike);
   sqlite3_free(zErr);
 }
@@ -382,6 +421,7 @@ START_TEST(test_twopc_prepared_rollback_after_restart){
   sqlite3 *db;
   tp_child2("prepare", zUri);
   db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "g1|1|[\"acct\"]");
   ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('g1')"), 1);
   tp_prepared_is(db, "");
   ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 100);
@@ -402,6 +442,9 @@ START_TEST(test_twopc_prepared_decision_survives_crash_in_commit){
   char *zUri = tp_acct("tp-decide");
   sqlite3 *db;
   tp_child2("prepare", zUri);
+  db = tp_open(zUri, "wal");
+  tp_prepared_is(db, "g1|1|[\"acct\"]");
+  sqlite3_close(db);
   tp_child2("resolve", zUri);           /* decided, publication failed */
   db = tp_open(zUri, "wal");
   tp_prepared_is(db, "");
@@ -483,6 +526,194 @@ START_TEST(test_twopc_prepared_bad_input_changes_nothing){
 }
 END_TEST
 
+/* Table removal while g1 is in doubt: zDrop fails with SQLITE_BUSY naming
+** 'g1' and changes nothing; once g1 is resolved it works. */
+static void tp_remove_blocked(const char *zTag, const char *zSetup,
+                              const char *zPrepare, const char *zDrop,
+                              const char *zResolve, const char *zGone){
+  char *zUri = tp_acct(zTag);
+  sqlite3 *db = tp_open(zUri, "wal");
+  if( zSetup ) th_exec(db, zSetup);
+  th_exec(db, zPrepare);
+  tp_fails(db, zDrop, SQLITE_BUSY, strncmp(zDrop, "DROP", 4) ? "'g1'" : 0);
+  ck_assert_int_eq(th_int(db, zGone), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='a'"), 100);
+  sqlite3_close(db);
+  db = tp_open(zUri, "wal");              /* and after a restart */
+  tp_fails(db, zDrop, SQLITE_BUSY, strncmp(zDrop, "DROP", 4) ? "'g1'" : 0);
+  ck_assert_int_eq(th_int(db, zGone), 1);
+  ck_assert_int_eq(th_int(db, zResolve), 1);
+  tp_prepared_is(db, "");
+  th_exec(db, zDrop);
+  ck_assert_int_eq(th_int(db, zGone), 0);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+
+START_TEST(test_twopc_remove_table_written_in_doubt_fails){
+  tp_remove_blocked("tp-rm-func", 0,
+      "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+      "SELECT kv_prepare(1, 'g1')",
+      "CREATE TEMP TABLE IF NOT EXISTS h(id); DELETE FROM h;"
+      "INSERT INTO h SELECT kv_begin();"
+      "SELECT kv_remove_table(id, 'acct') FROM h;"
+      "SELECT kv_commit(id) FROM h",
+      "SELECT kv_commit_prepared('g1')",
+      "SELECT count(*) FROM kv_tables WHERE name='acct'");
+}
+END_TEST
+
+START_TEST(test_twopc_remove_table_read_in_doubt_fails){
+  tp_remove_blocked("tp-rm-read",
+      "CREATE VIRTUAL TABLE seen USING kv_btree;"
+      "INSERT INTO seen VALUES('k', 1)",
+      "SELECT kv_begin(); SELECT kv_get(1, 'seen', 'k');"
+      "SELECT kv_put(1, 'acct', 'a', 90); SELECT kv_prepare(1, 'g1')",
+      "DROP TABLE main.seen",
+      "SELECT kv_rollback_prepared('g1')",
+      "SELECT count(*) FROM kv_tables WHERE name='seen'");
+}
+END_TEST
+
+START_TEST(test_twopc_drop_table_in_doubt_fails){
+  tp_remove_blocked("tp-rm-drop", 0,
+      "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+      "SELECT kv_prepare(1, 'g1')",
+      "DROP TABLE main.acct",
+      "SELECT kv_rollback_prepared('g1')",
+      "SELECT count(*) FROM sqlite_schema WHERE name='acct'");
+}
+END_TEST
+
+START_TEST(test_twopc_drop_carrier_in_doubt_fails){
+  tp_remove_blocked("tp-rm-carrier",
+      "CREATE VIRTUAL TABLE acct_by_v USING kv_index(source=acct, "
+      "expr='value')",
+      "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+      "SELECT kv_prepare(1, 'g1')",
+      "DROP TABLE main.acct_by_v",
+      "SELECT kv_commit_prepared('g1')",
+      "SELECT count(*) FROM kv_tables WHERE name='acct_by_v'");
+}
+END_TEST
+
+/* The size of the resolution log of db's store. */
+static long tp_log_size(sqlite3 *db){
+  char *zDir = th_text(db, "SELECT dir FROM kv_tables WHERE name='acct'");
+  char *zPath = sqlite3_mprintf("%s/prepared.log", zDir);
+  FILE *f = fopen(zPath, "rb");
+  long n = -1;
+  if( f && fseek(f, 0, SEEK_END)==0 ) n = ftell(f);
+  if( f ) fclose(f);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+  return n;
+}
+
+START_TEST(test_twopc_prepared_log_is_trimmed_while_running){
+  char *zUri;
+  sqlite3 *db;
+  long nEight;
+  int i;
+  kv_engine_test_wal_config(4096, 0);
+  kv_engine_test_resolved(0, 8, -1);
+  zUri = tp_acct("tp-trim");
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(tpResolveMany(db, "d0_", 8), SQLITE_OK);
+  nEight = tp_log_size(db);
+  sqlite3_close(db);                       /* retires their WAL records */
+  for(i=1; i<=4; i++){                     /* a day later, 8 more, ... */
+    char z[8], *zOld;
+    kv_engine_test_resolved(TP_SKEW*(i-1), 8, -1);
+    db = tp_open(zUri, "wal");             /* yesterday's are young here */
+    kv_engine_test_resolved(TP_SKEW*i, 8, -1);
+    sqlite3_snprintf(sizeof(z), z, "d%d_", i);
+    ck_assert_int_eq(tpResolveMany(db, z, 8), SQLITE_OK);
+    ck_assert_int_le(tp_log_size(db), nEight);
+    /* yesterday's decisions are forgotten while the store runs */
+    zOld = sqlite3_mprintf("SELECT kv_commit_prepared('d%d_0')", i-1);
+    tp_fails(db, zOld, SQLITE_NOTFOUND, "no prepared transaction");
+    sqlite3_free(zOld);
+    zOld = sqlite3_mprintf("SELECT kv_commit_prepared('d%d_7')", i);
+    ck_assert_int_eq(th_int(db, zOld), 0);  /* today's are remembered */
+    sqlite3_free(zOld);
+    sqlite3_close(db);
+  }
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('d4_0')"), 0);
+  tp_fails(db, "SELECT kv_rollback_prepared('d4_7')", SQLITE_CONSTRAINT,
+           "was committed");
+  sqlite3_close(db);
+  kv_engine_test_resolved(0, 0, -1);
+  kv_engine_test_wal_config(0, 0);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+/* A kill at rewrite stage _i keeps every decision younger than the keep
+** time, and the log stays readable. */
+START_TEST(test_twopc_prepared_log_trim_survives_kill){
+  char *zUri = tp_acct("tp-trimkill");
+  char zStage[4];
+  const char *azArg[] = { "trim", zUri, zStage, 0 };
+  sqlite3 *db;
+  int j, st = 0;
+  pid_t pid;
+  sqlite3_snprintf(sizeof(zStage), zStage, "%d", _i);
+  kv_engine_test_wal_config(4096, 0);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL,
+                "child status %d", st);
+  kv_engine_test_resolved(TP_SKEW, 8, -1);
+  db = tp_open(zUri, "wal");
+  for(j=0; j<8; j++){
+    char *z = sqlite3_mprintf("SELECT kv_commit_prepared('h%d')", j);
+    ck_assert_int_eq(th_int(db, z), 0);
+    sqlite3_free(z);
+  }
+  tp_fails(db, "SELECT kv_rollback_prepared('h7')", SQLITE_CONSTRAINT,
+           "was committed");
+  tp_fails(db, "SELECT kv_commit_prepared('g0')", SQLITE_NOTFOUND,
+           "no prepared transaction 'g0'");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='k'"), 7);
+  sqlite3_close(db);
+  kv_engine_test_resolved(0, 0, -1);
+  kv_engine_test_wal_config(0, 0);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+/* A resolution log in the first format (no cid) is still read. */
+START_TEST(test_twopc_prepared_log_first_format_is_read){
+  char *zUri = tp_acct("tp-oldlog");
+  sqlite3 *db = tp_open(zUri, "wal");
+  char *zDir = th_text(db, "SELECT dir FROM kv_tables WHERE name='acct'");
+  char *zPath = sqlite3_mprintf("%s/prepared.log", zDir);
+  uint8_t a[8+9+4];
+  FILE *f;
+  sqlite3_close(db);
+  wal_put_u32(a, 9+4);
+  a[8] = 'r';
+  wal_put_u64(a+9, (uint64_t)(time(0)-60)*1000);
+  memcpy(a+17, "old1", 4);
+  wal_put_u32(a+4, wal_crc32c(0, a+8, 9+4));
+  f = fopen(zPath, "wb");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fwrite(a, 1, sizeof(a), f), sizeof(a));
+  fclose(f);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('old1')"), 0);
+  tp_fails(db, "SELECT kv_commit_prepared('old1')", SQLITE_CONSTRAINT,
+           "was rolled back");
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+  sqlite3_free(zUri);
+}
+END_TEST
+
 START_TEST(test_twopc_unnamed_prepare_is_presumed_committed){
   char *zUri = tp_acct("tp-unnamed");
   const char *azArg[] = { "unnamed", zUri, 0 };
@@ -519,6 +750,13 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_twopc_prepared_record_never_retires);
   tcase_add_test(tc, test_twopc_prepared_bad_input_changes_nothing);
   tcase_add_test(tc, test_twopc_unnamed_prepare_is_presumed_committed);
+  tcase_add_test(tc, test_twopc_remove_table_written_in_doubt_fails);
+  tcase_add_test(tc, test_twopc_remove_table_read_in_doubt_fails);
+  tcase_add_test(tc, test_twopc_drop_table_in_doubt_fails);
+  tcase_add_test(tc, test_twopc_drop_carrier_in_doubt_fails);
+  tcase_add_test(tc, test_twopc_prepared_log_is_trimmed_while_running);
+  tcase_add_loop_test(tc, test_twopc_prepared_log_trim_survives_kill, 0, 3);
+  tcase_add_test(tc, test_twopc_prepared_log_first_format_is_read);
   suite_add_tcase(s, tc);
   return s;
 }
