@@ -340,6 +340,10 @@ static int pgSession(StorePg *p){
   return rc;
 }
 
+static void pgNoNotice(void *pArg, const char *zMsg){
+  (void)pArg; (void)zMsg;
+}
+
 /* Connect (again); takes the writer locks of the handle again. */
 static int pgConnect(StorePg *p){
   PgLock *pL, **ppL;
@@ -359,6 +363,9 @@ static int pgConnect(StorePg *p){
                                 p->zShow, (int)n, zMsg));
     return SQLITE_CANTOPEN;
   }
+  /* the server's notices (a terminated session's FATAL among them) are
+  ** not for the application's stderr */
+  PQsetNoticeProcessor(p->pConn, pgNoNotice, 0);
   rc = pgSession(p);
   if( rc==SQLITE_OK && p->bSchemaReady ) rc = pgPrepare(p);
   for(ppL=&p->pLock; rc==SQLITE_OK && (pL = *ppL)!=0; ){
@@ -1007,6 +1014,14 @@ static void pgClose(Store *pStore){
   PgLock *pL;
   pgOpsClear(p);
   sqlite3_free(p->aOp);
+  /* the server ends the session a moment after PQfinish(): its writer
+  ** locks go now, so that the next holder need not race that */
+  if( p->pLock && p->pConn && PQstatus(p->pConn)==CONNECTION_OK ){
+    if( PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+      PQclear(PQexec(p->pConn, "ROLLBACK"));
+    }
+    PQclear(PQexec(p->pConn, "SELECT pg_advisory_unlock_all()"));
+  }
   while( (pL = p->pLock)!=0 ){
     p->pLock = pL->pNext;
     sqlite3_free(pL);
