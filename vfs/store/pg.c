@@ -200,6 +200,9 @@ struct StorePg {
   int nOp, nOpAlloc;
   int64_t nOpByte;
   PgLock *pLock;             /* writer locks held */
+  PgLock *pUnlock;           /* locks released while an aborted transaction
+                             ** kept the server from hearing it: released
+                             ** when the transaction ends */
   int64_t nRoundTrip;        /* round trips made (test hooks, bench) */
   char *zErr;
 };
@@ -397,11 +400,13 @@ static int pgConnect(StorePg *p){
 
 /* A live connection: reconnects a lost one (outside a transaction). */
 static int pgLive(StorePg *p){
+  int rc;
   if( p->bInTxn ) return p->rcDead;
   if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
     return SQLITE_OK;
   }
-  return pgConnect(p);
+  rc = pgConnect(p);
+  return rc==SQLITE_CANTOPEN ? SQLITE_IOERR : rc;   /* not at open */
 }
 
 /* Run prepared statement i with binary parameters; *ppRes gets the result
@@ -537,16 +542,35 @@ static int pgBeforeRead(StorePg *p){
 
 /* ---- transactions ---- */
 
+static int pgLockCall(StorePg *p, int eStmt, int64_t iKey, int *pbGot);
+
+/* After a transaction: the writer locks released during it. */
+static void pgUnlockPending(StorePg *p){
+  PgLock *pL;
+  int bGot;
+  while( (pL = p->pUnlock)!=0 ){
+    p->pUnlock = pL->pNext;
+    if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+      pgLockCall(p, PS_WUNLOCK, pL->iKey, &bGot);
+    }
+    sqlite3_free(pL);
+  }
+}
+
 static int pgRollback(Store *pStore){
   StorePg *p = (StorePg*)pStore;
+  int rc = SQLITE_OK;
   pgOpsClear(p);
   if( !p->bInTxn ) return SQLITE_OK;
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
-  if( PQstatus(p->pConn)!=CONNECTION_OK ) return SQLITE_OK;
-  if( PQtransactionStatus(p->pConn)==PQTRANS_IDLE ) return SQLITE_OK;
-  return pgExec(p, "ROLLBACK", "rollback");
+  if( PQstatus(p->pConn)==CONNECTION_OK
+   && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+    rc = pgExec(p, "ROLLBACK", "rollback");
+  }
+  pgUnlockPending(p);
+  return rc;
 }
 
 /* One attempt at BEGIN (and the transaction lock of a writer), pipelined:
@@ -600,7 +624,7 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
 
 static int pgBegin(Store *pStore, int bWrite){
   StorePg *p = (StorePg*)pStore;
-  int rc, bRetry = 0, i;
+  int rc, bRetry = 0, i, bLost = 0;
   if( p->bInTxn ) return SQLITE_MISUSE;
   if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
   if( bWrite && p->bLockLost ){
@@ -614,6 +638,13 @@ static int pgBegin(Store *pStore, int bWrite){
     rc = pgLive(p);
     if( rc!=SQLITE_OK ) return rc;
     rc = pgBeginOnce(p, bWrite, &bRetry);
+    if( rc!=SQLITE_OK && !bLost && PQstatus(p->pConn)==CONNECTION_BAD ){
+      /* the session was gone before this BEGIN (a server restart, an
+      ** idle connection dropped): nothing was in flight, connect again */
+      bLost = 1;
+      i--;
+      continue;
+    }
     if( rc==SQLITE_OK || !bRetry || i>=p->nRetry ) break;
   }
   if( rc==SQLITE_OK ){
@@ -641,6 +672,7 @@ static int pgCommit(Store *pStore){
     PQclear(PQexec(p->pConn, "ROLLBACK"));
     pgTrip(p);
   }
+  pgUnlockPending(p);
   return rc;
 }
 
@@ -987,11 +1019,16 @@ static int pgWriterUnlock(Store *pStore, const void *pKey, int nKey){
   int bGot;
   if( pL==0 ) return SQLITE_OK;
   *pp = pL->pNext;
-  sqlite3_free(pL);
   /* a lost session released it already */
   if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+    if( p->bInTxn && p->rcDead ){
+      pL->pNext = p->pUnlock;
+      p->pUnlock = pL;
+      return SQLITE_OK;
+    }
     pgLockCall(p, PS_WUNLOCK, iKey, &bGot);
   }
+  sqlite3_free(pL);
   return SQLITE_OK;
 }
 
@@ -1016,7 +1053,8 @@ static void pgClose(Store *pStore){
   sqlite3_free(p->aOp);
   /* the server ends the session a moment after PQfinish(): its writer
   ** locks go now, so that the next holder need not race that */
-  if( p->pLock && p->pConn && PQstatus(p->pConn)==CONNECTION_OK ){
+  if( (p->pLock || p->pUnlock) && p->pConn
+   && PQstatus(p->pConn)==CONNECTION_OK ){
     if( PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
       PQclear(PQexec(p->pConn, "ROLLBACK"));
     }
@@ -1024,6 +1062,10 @@ static void pgClose(Store *pStore){
   }
   while( (pL = p->pLock)!=0 ){
     p->pLock = pL->pNext;
+    sqlite3_free(pL);
+  }
+  while( (pL = p->pUnlock)!=0 ){
+    p->pUnlock = pL->pNext;
     sqlite3_free(pL);
   }
   if( p->pConn ) PQfinish(p->pConn);   /* ends the session: its locks and
