@@ -1,7 +1,8 @@
 /*
 ** check_pg.c -- the PostgreSQL store backend (vfs/store/pg.c) against a
 ** real server: the store contract, the depot oracle (identical results to
-** a plain SQLite file, integrity_check and depot_verify clean), fork,
+** a plain SQLite file, integrity_check and depot_verify clean; export and
+** import), fork,
 ** restore points, PITR, compaction, GC and quota, the round trips of a
 ** commit, writer fencing and sharing between two processes, connections
 ** terminated at random points of commits and compactions, a server
@@ -318,6 +319,22 @@ START_TEST(t_oracle){
   ck_assert_int_eq(th_intf(aDb[1], "SELECT databases FROM depot_stats(%Q)",
                            zUri), 1);
   sqlite3_free(zStats);
+  /* export to a plain file and import it as another database */
+  {
+    char *zOut = sqlite3_mprintf("%s/out.db", zDir);
+    sqlite3 *pOut;
+    ck_assert_int_gt(th_intf(aDb[1], "SELECT depot_export(%Q, 'main', 'main',"
+                             " %Q)", zUri, zOut), 0);
+    ck_assert_int_gt(th_intf(aDb[1], "SELECT depot_import(%Q, %Q, 'copy')",
+                             zOut, zUri), 0);
+    pOut = pgOpenDb(zDir, zUri, "copy", "main");
+    z0 = pgDigest(pOut);
+    z1 = pgDigest(aDb[1]);
+    ck_assert_str_eq(z0, z1);
+    sqlite3_free(z0); sqlite3_free(z1);
+    sqlite3_close(pOut);
+    sqlite3_free(zOut);
+  }
   sqlite3_close(aDb[0]);
   sqlite3_close(aDb[1]);
   sqlite3_free(zPlain); sqlite3_free(zUri); sqlite3_free(zDir);
