@@ -162,8 +162,19 @@ START_TEST(t_store_contract){
   ck_assert_int_eq(store_get(q, "d", 1, &pVal, &nVal), SQLITE_OK);
   ck_assert_int_eq(nVal, 1); sqlite3_free(pVal);
   ck_assert_int_eq(store_begin(p, 1), SQLITE_OK);
-  ck_assert_int_eq(store_put(p, "e", 1, "x", 1), SQLITE_OK);
+  ck_assert_int_eq(store_put(p, "e", 1, "xyz", 3), SQLITE_OK);
   ck_assert_int_eq(store_clear_range(p, "a", 1, "b", 1), SQLITE_OK);
+  /* the transaction reads its own buffered writes */
+  ck_assert_int_eq(store_get(p, "ab", 2, &pVal, &nVal), SQLITE_OK);
+  ck_assert_int_eq(nVal, -1);
+  ck_assert_int_eq(store_get(p, "b", 1, &pVal, &nVal), SQLITE_OK);
+  ck_assert_int_eq(nVal, 1); sqlite3_free(pVal);
+  ck_assert_int_eq(store_get_range(p, "e", 1, 1, 5, aBuf, &n), SQLITE_OK);
+  ck_assert_int_eq(n, 2);
+  ck_assert_int_eq(memcmp(aBuf, "yz", 2), 0);
+  n = 0;
+  ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, pgCountCb, &n), SQLITE_OK);
+  ck_assert_int_eq(n, 4);                       /* b c d e */
   ck_assert_int_eq(store_rollback(p), SQLITE_OK);
   n = 0;
   ck_assert_int_eq(store_scan(q, "", 0, 0, 0, 0, -1, pgCountCb, &n), SQLITE_OK);

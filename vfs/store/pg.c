@@ -31,9 +31,11 @@
 ** compare-and-set of a depot commit is race-free across processes and
 ** hosts, as under the embedded store's BEGIN IMMEDIATE.  A read
 ** transaction is REPEATABLE READ READ ONLY: one snapshot.  Writes of a
-** write transaction are buffered and sent in one libpq pipeline before the
-** next read and with the COMMIT, so a commit of any number of chunk rows
-** costs one round trip to begin and one to commit, plus one per read.
+** write transaction are buffered and sent in one libpq pipeline with the
+** COMMIT (or before a scan, or once the buffer is long), so a commit of any
+** number of chunk rows costs one round trip to begin and one to commit,
+** plus one per read of a key it did not write (a key it wrote is answered
+** from the buffer).
 ** Outside a transaction each call is one autocommit statement (a write of
 ** several statements runs as its own write transaction).
 **
@@ -540,6 +542,47 @@ static int pgBeforeRead(StorePg *p){
   return pgLive(p);
 }
 
+/* memcmp() order, a prefix first. */
+static int pgKeyCmp(const void *a, int na, const void *b, int nb){
+  int c = memcmp(a, b, na<nb ? na : nb);
+  return c ? c : na-nb;
+}
+
+/* A point read inside a write transaction: the buffered write that decides
+** key pKey, newest first: 1 a put (*ppOp), 2 a delete, 0 none (the server
+** has the answer).  Long buffers are sent first instead (the walk is
+** linear): then 0. */
+#define PG_LOOKUP_MAX 512
+static int pgOpLookup(StorePg *p, const void *pKey, int nKey, PgOp **ppOp,
+                      int *pRc){
+  int i;
+  *pRc = SQLITE_OK;
+  if( !p->bInTxn || !p->bWriteTxn || p->nOp==0 ) return 0;
+  if( p->nOp>PG_LOOKUP_MAX ){
+    *pRc = pgFlush(p, 0);
+    return 0;
+  }
+  for(i=p->nOp-1; i>=0; i--){
+    PgOp *o = &p->aOp[i];
+    switch( o->eStmt ){
+      case PS_PUT: case PS_DEL:
+        if( o->nKey==nKey && memcmp(o->pKey, pKey, nKey)==0 ){
+          *ppOp = o;
+          return o->eStmt==PS_PUT ? 1 : 2;
+        }
+        break;
+      case PS_DELRANGE:
+        if( pgKeyCmp(pKey, nKey, o->pKey, o->nKey)>=0
+         && pgKeyCmp(pKey, nKey, o->pVal, o->nVal)<0 ) return 2;
+        break;
+      default:   /* PS_DELOPEN */
+        if( pgKeyCmp(pKey, nKey, o->pKey, o->nKey)>=0 ) return 2;
+        break;
+    }
+  }
+  return 0;
+}
+
 /* ---- transactions ---- */
 
 static int pgLockCall(StorePg *p, int eStmt, int64_t iKey, int *pbGot);
@@ -710,11 +753,25 @@ static int pgGet(Store *pStore, const void *pKey, int nKey,
   StorePg *p = (StorePg*)pStore;
   const char *az[1]; int an[1], af[1];
   PGresult *r = 0;
-  int rc;
+  PgOp *pOp = 0;
+  int rc, eBuf;
   *ppVal = 0;
   *pnVal = -1;
-  rc = pgBeforeRead(p);
+  if( p->bInTxn && p->rcDead ) return p->rcDead;
+  /* a key the transaction wrote is answered here, any other one by the
+  ** server without sending the buffered writes first */
+  eBuf = pgOpLookup(p, pKey, nKey, &pOp, &rc);
   if( rc!=SQLITE_OK ) return rc;
+  if( eBuf==2 ) return SQLITE_OK;
+  if( eBuf==1 ){
+    void *a = sqlite3_malloc64(pOp->nVal>0 ? pOp->nVal : 1);
+    if( a==0 ) return SQLITE_NOMEM;
+    if( pOp->nVal>0 ) memcpy(a, pOp->pVal, pOp->nVal);
+    *ppVal = a;
+    *pnVal = pOp->nVal;
+    return SQLITE_OK;
+  }
+  if( !p->bInTxn && (rc = pgLive(p))!=SQLITE_OK ) return rc;
   az[0] = pKey; an[0] = nKey; af[0] = 1;
   rc = pgRun(p, PS_GET, 1, az, an, af, &r, "get");
   if( rc==SQLITE_OK && PQntuples(r)>0 ){
@@ -738,10 +795,21 @@ static int pgGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
   const char *az[3]; int an[3], af[3];
   unsigned char aOff[4], aLen[4];
   PGresult *r = 0;
-  int rc;
+  PgOp *pOp = 0;
+  int rc, eBuf;
   *pnGot = -1;
-  rc = pgBeforeRead(p);
+  if( p->bInTxn && p->rcDead ) return p->rcDead;
+  eBuf = pgOpLookup(p, pKey, nKey, &pOp, &rc);
   if( rc!=SQLITE_OK ) return rc;
+  if( eBuf==2 ) return SQLITE_OK;
+  if( eBuf==1 ){
+    int nTake = pOp->nVal>iOff ? pOp->nVal-iOff : 0;
+    if( nTake>n ) nTake = n;
+    if( nTake>0 ) memcpy(pOut, pOp->pVal+iOff, nTake);
+    *pnGot = nTake;
+    return SQLITE_OK;
+  }
+  if( !p->bInTxn && (rc = pgLive(p))!=SQLITE_OK ) return rc;
   /* int4 parameters in binary: big-endian */
   aOff[0] = (unsigned char)((iOff+1)>>24); aOff[1] = (unsigned char)((iOff+1)>>16);
   aOff[2] = (unsigned char)((iOff+1)>>8); aOff[3] = (unsigned char)(iOff+1);
