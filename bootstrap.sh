@@ -13,9 +13,11 @@ cd "$(dirname "$0")"
 
 # clang-14 and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes) are
 # for `make fuzz` only; make check does not use them.  valgrind is for
-# `make valgrind` only.
+# `make valgrind` only.  postgresql (the server: make check starts a private
+# cluster of it) and libpq-dev are for the PostgreSQL store backend.
 PKGS="build-essential libsqlite3-dev sqlite3 libzstd-dev zstd check autoconf
-automake libtool pkg-config python3 clang-14 libclang-rt-14-dev valgrind"
+automake libtool pkg-config python3 clang-14 libclang-rt-14-dev valgrind
+postgresql libpq-dev"
 
 # node and npm are for the Node binding test (tests/bindings/node_smoke.sh):
 # Debian's packages (libnode-dev holds the headers better-sqlite3 builds

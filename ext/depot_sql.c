@@ -174,14 +174,23 @@ static void dsqlUriAppend(sqlite3_str *pStr, const char *z, size_t n,
 }
 
 /* "file:" URI of branch zBranch of database zDb (NAME, or BUCKET/NAME as
-** the branch functions take it) in store zStore; NULL on OOM. */
+** the branch functions take it) in store zStore (a path, or a PostgreSQL
+** store's URI, given as store=); NULL on OOM. */
 static char *dsqlUri(const char *zStore, const char *zDb,
                      const char *zBranch){
   sqlite3_str *pStr = sqlite3_str_new(0);
   const char *zSlash = strchr(zDb, '/');
-  sqlite3_str_appendall(pStr, "file:");
-  dsqlUriAppend(pStr, zStore, strlen(zStore), 0);
-  sqlite3_str_appendf(pStr, "?vfs=%s", DEPOT_VFS_NAME);
+  if( strncmp(zStore, "postgresql://", 13)==0
+   || strncmp(zStore, "postgres://", 11)==0 ){
+    /* a PostgreSQL store: named by the store= parameter */
+    sqlite3_str_appendf(pStr, "file:depot-pg-store?vfs=%s&store=",
+                        DEPOT_VFS_NAME);
+    dsqlUriAppend(pStr, zStore, strlen(zStore), 1);
+  }else{
+    sqlite3_str_appendall(pStr, "file:");
+    dsqlUriAppend(pStr, zStore, strlen(zStore), 0);
+    sqlite3_str_appendf(pStr, "?vfs=%s", DEPOT_VFS_NAME);
+  }
   if( zSlash ){
     sqlite3_str_appendall(pStr, "&bucket=");
     dsqlUriAppend(pStr, zDb, (size_t)(zSlash-zDb), 1);

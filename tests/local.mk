@@ -4,7 +4,7 @@
 ## share: the test environment and make valgrind.
 
 TEST_HARNESS = tests/check/harness.c tests/check/harness.h
-TEST_LDADD = libdepot_core.la $(CHECK_LIBS) $(SQLITE3_LIBS) $(ZSTD_LIBS)
+TEST_LDADD = libdepot_core.la $(CHECK_LIBS) $(SQLITE3_LIBS) $(ZSTD_LIBS) $(LIBPQ_LIBS)
 AM_CPPFLAGS += $(CHECK_CFLAGS)
 
 # Every test sees the built module, the shell, and a scratch directory.

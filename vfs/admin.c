@@ -19,7 +19,7 @@ static int adminOpen(const char *zStore, Store **ppStore, char **pzErr){
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
   cfg.bInspect = 1;
-  rc = store_sqlite_open(zStore, &cfg, ppStore, pzErr);
+  rc = store_open(zStore, &cfg, ppStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(*ppStore, pzErr);
   if( rc!=SQLITE_OK ){
     store_close(*ppStore);

@@ -822,8 +822,10 @@ static int cmpRunJob(CmpJob *pJob){
     return 1;
   }
   if( rc!=SQLITE_OK ){
+    char *zShow = store_pg_redact(pJob->zPath);   /* no password */
     sqlite3_log(rc, "depot: background compaction of %s failed: %s",
-                pJob->zPath, zErr ? zErr : "");
+                zShow ? zShow : "", zErr ? zErr : "");
+    sqlite3_free(zShow);
   }
   sqlite3_free(zErr);
   return 0;

@@ -149,7 +149,7 @@ int cov_open(Cov *p, const char *zStore, int bInspect, char **pzErr){
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
   cfg.bInspect = bInspect;
-  rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
+  rc = store_open(zStore, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
     p->pCctx = ZSTD_createCCtx();

@@ -1,6 +1,6 @@
 ## vfs/ -- the depot VFS; vfs/store/ -- the outer store and its backends.
 DEPOT_SOURCES += \
-	vfs/store/bytes.h vfs/store/store.h vfs/store/store.c vfs/store/sqlite.c \
+	vfs/store/bytes.h vfs/store/store.h vfs/store/store.c vfs/store/sqlite.c vfs/store/pg.c \
 	vfs/store/lockfile.h vfs/store/lockfile.c
 DEPOT_SOURCES += \
 	vfs/ltx.h vfs/ltx.c \

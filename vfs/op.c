@@ -180,7 +180,7 @@ int op_open_as(Op *p, const char *zStore, const char *zQual, int bRead,
     p->pStore = opTakeIdle(zStore, &st);
   }
   if( p->pStore==0 ){
-    rc = store_sqlite_open(zStore, &cfg, &p->pStore, pzErr);
+    rc = store_open(zStore, &cfg, &p->pStore, pzErr);
     if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
   }
   rc = depot_db_check_format(p->pStore, pzErr);

@@ -206,7 +206,7 @@ static int quOpen(const char *zStore, const char *zQual, int bWrite,
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
   cfg.bInspect = !bWrite;
-  rc = store_sqlite_open(zStore, &cfg, ppStore, pzErr);
+  rc = store_open(zStore, &cfg, ppStore, pzErr);
   if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
   rc = depot_db_check_format(*ppStore, pzErr);
   if( rc==SQLITE_OK && (rc = store_begin(*ppStore, bWrite))!=SQLITE_OK ){

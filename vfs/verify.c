@@ -1185,7 +1185,7 @@ static int vfyOpen(Vfy *p, const char *zStore){
   memset(&cfg, 0, sizeof(cfg));
   cfg.iSynchronous = 2;
   cfg.bInspect = 1;
-  rc = store_sqlite_open(zStore, &cfg, &p->pStore, p->pzErr);
+  rc = store_open(zStore, &cfg, &p->pStore, p->pzErr);
   if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
   rc = depot_db_check_format(p->pStore, p->pzErr);
   if( rc!=SQLITE_OK ) return SQLITE_CANTOPEN;

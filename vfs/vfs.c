@@ -1115,9 +1115,10 @@ static const sqlite3_io_methods depotIoMethods = {
 
 /* ================= opening ================= */
 
-/* Open the store, check its layout, find the branch. */
-static int depotOpenStore(DepotFile *p, const char *zName, const UriArgs *a,
-                          int flags, char **pzErr){
+/* Open the store zStore (the name, or its store= parameter), check its
+** layout, find the branch. */
+static int depotOpenStore(DepotFile *p, const char *zName, const char *zStore,
+                          const UriArgs *a, int flags, char **pzErr){
   StoreSqliteConfig cfg;
   int rc;
   memset(&cfg, 0, sizeof(cfg));
@@ -1127,7 +1128,7 @@ static int depotOpenStore(DepotFile *p, const char *zName, const UriArgs *a,
   cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
   cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   cfg.bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);
-  rc = store_sqlite_open(zName, &cfg, &p->pStore, pzErr);
+  rc = store_open(zStore, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
     int bFound = 0;
@@ -1196,14 +1197,16 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
                              const char *zDflt, int flags, int *pOutFlags){
   UriArgs a;
   char *zErr = 0;
+  const char *zStore = sqlite3_uri_parameter(zName, "store");
   int rc = uri_parse_args(zName, zDflt, &a, &zErr);
-  if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, &a, flags, &zErr);
+  if( zStore==0 || zStore[0]==0 ) zStore = zName;
+  if( rc==SQLITE_OK ) rc = depotOpenStore(p, zName, zStore, &a, flags, &zErr);
   p->nCompactAfter = a.nCompactAfter;
   if( rc==SQLITE_OK && p->nCompactAfter<0 ){
     rc = depot_compact_threshold_read(p->pStore, &p->nCompactAfter);
   }
   if( rc==SQLITE_OK ){
-    p->zPath = sqlite3_mprintf("%s", zName);
+    p->zPath = sqlite3_mprintf("%s", zStore);
     p->zDb = sqlite3_mprintf("%s", a.zDb);
     p->zBranch = sqlite3_mprintf("%s", a.zBranch);
     p->aScratch = sqlite3_malloc64(65536);
@@ -1214,7 +1217,7 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
       rc = SQLITE_NOMEM;
     }
   }
-  if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
+  if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zStore, a.nCacheKb,
                                               a.bCacheGiven, a.nMapKb,
                                               a.bMapGiven);
   if( rc==SQLITE_OK ){

@@ -9,7 +9,7 @@
 noinst_LTLIBRARIES += libdepot_nt.la
 libdepot_nt_la_SOURCES = $(DEPOT_SOURCES)
 libdepot_nt_la_CPPFLAGS = $(AM_CPPFLAGS) -DSQLITE_CORE
-libdepot_nt_la_LIBADD = $(SQLITE3_LIBS) $(ZSTD_LIBS)
+libdepot_nt_la_LIBADD = $(SQLITE3_LIBS) $(ZSTD_LIBS) $(LIBPQ_LIBS)
 
 lib_LTLIBRARIES += libdepot.la
 libdepot_la_SOURCES =

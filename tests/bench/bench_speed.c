@@ -5,6 +5,7 @@
 ** Usage: tests/bench/speed_bench [--sizes MB[,MB...]] [--runs N]
 **                                [--history MB] [--commits N] [--no-history]
 **                                [--depot-params K=V&...]
+**                                [--store-uri postgresql://...]
 **
 ** For every size (default 25 and 100: the plain file the workload leaves
 ** is about that many megabytes) and every run, two child processes run the
@@ -26,6 +27,10 @@
 ** plus one full scan of its largest table (process-cold: the OS page cache
 ** is warm for both, as after any earlier use of the files).
 **
+** --store-uri postgresql://... puts the depot side's store on that
+** PostgreSQL server (a schema per run, dropped never: use a scratch
+** database), and prints the round trips the depot workload made.
+**
 ** Steps (N rows per table, N = 3400 per MB of the target size):
 **   t1(a INT, b INT, c TEXT) no index; t2(a INTEGER PRIMARY KEY, b, c);
 **   t3(a INT, b INT, c TEXT) with indexes on b and c; c is the English
@@ -34,6 +39,7 @@
 #include "config.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/store/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +86,7 @@ struct SpResult {
   long long nPhysBefore;     /* depot: store + -wal after the workload */
   long long nPhysAfter;      /* depot: after compact + gc (+ vacuum) */
   long long nStored;         /* depot: depot_stats.stored_bytes after gc */
+  long long nTrips;          /* depot: round trips to a PostgreSQL store */
   double rOpenScan;          /* history: open + scan seconds */
 };
 
@@ -127,12 +134,63 @@ static unsigned spRand(void){
 /* URI parameters added to every depot open (--depot-params). */
 static const char *zSpParams = "";
 
+/* --store-uri: the depot side's store is this PostgreSQL server, in a
+** schema of its own for each run (zSpPgStore, set by spReset()). */
+static const char *zSpStoreUri = 0;
+static char *zSpPgStore = 0;
+static int iSpPgRun = 0;
+
+/* The depot side's store: the PostgreSQL store of this run, or the file
+** <zDir>/store.depot (sqlite3_malloc'd). */
+static char *spStorePath(const char *zDir){
+  if( zSpPgStore ) return sqlite3_mprintf("%s", zSpPgStore);
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
+/* The store's physical bytes: the file plus its -wal, or for a
+** PostgreSQL store depot_stats.physical_bytes. */
+static long long spStorePhys(const char *zDir){
+  long long n = 0;
+  if( zSpPgStore ){
+    sqlite3 *db = 0;
+    sqlite3_stmt *p = 0;
+    if( sqlite3_open(":memory:", &db)==SQLITE_OK
+     && sqlite3_prepare_v2(db, "SELECT physical_bytes FROM depot_stats(?1)",
+                           -1, &p, 0)==SQLITE_OK ){
+      sqlite3_bind_text(p, 1, zSpPgStore, -1, SQLITE_STATIC);
+      if( sqlite3_step(p)==SQLITE_ROW ) n = sqlite3_column_int64(p, 0);
+    }
+    sqlite3_finalize(p);
+    sqlite3_close(db);
+  }else{
+    char *zS = sqlite3_mprintf("%s/store.depot", zDir);
+    char *zW = sqlite3_mprintf("%s/store.depot-wal", zDir);
+    n = spFileBytes(zS) + spFileBytes(zW);
+    sqlite3_free(zS);
+    sqlite3_free(zW);
+  }
+  return n;
+}
+
 static sqlite3 *spOpen(int bDepot, const char *zDir, int bSyncOff){
   sqlite3 *db = 0;
-  char *z = bDepot
-    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=speed%s%s", zDir,
-                      zSpParams[0] ? "&" : "", zSpParams)
-    : sqlite3_mprintf("file:%s/speed.db", zDir);
+  char *z;
+  if( bDepot && zSpPgStore ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *c;
+    sqlite3_str_appendf(s, "file:%s/app?vfs=depot&db=speed%s%s&store=", zDir,
+                        zSpParams[0] ? "&" : "", zSpParams);
+    for(c=zSpPgStore; *c; c++){
+      if( *c=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *c);
+    }
+    z = sqlite3_str_finish(s);
+  }else{
+    z = bDepot
+      ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=speed%s%s", zDir,
+                        zSpParams[0] ? "&" : "", zSpParams)
+      : sqlite3_mprintf("file:%s/speed.db", zDir);
+  }
   if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE
                       |SQLITE_OPEN_URI, 0)!=SQLITE_OK ){
     fprintf(stderr, "speed: open %s: %s\n", z, sqlite3_errmsg(db));
@@ -314,12 +372,11 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
 /* After the depot workload: the store's physical bytes before and after
 ** compact + gc (+ depot_vacuum, if the build has it), stored_bytes. */
 static int spStoreBytes(const char *zDir, SpResult *pR){
-  char *zStore = sqlite3_mprintf("%s/store.depot", zDir);
-  char *zWal = sqlite3_mprintf("%s/store.depot-wal", zDir);
+  char *zStore = spStorePath(zDir);
   sqlite3 *db = 0;
   sqlite3_stmt *p = 0;
   int rc;
-  pR->nPhysBefore = spFileBytes(zStore) + spFileBytes(zWal);
+  pR->nPhysBefore = spStorePhys(zDir);
   rc = sqlite3_open(":memory:", &db);
   if( rc==SQLITE_OK ){
     char *zSql = sqlite3_mprintf("SELECT depot_compact(%Q);"
@@ -348,9 +405,8 @@ static int spStoreBytes(const char *zDir, SpResult *pR){
     sqlite3_finalize(p);
   }
   sqlite3_close(db);
-  pR->nPhysAfter = spFileBytes(zStore) + spFileBytes(zWal);
+  pR->nPhysAfter = spStorePhys(zDir);
   sqlite3_free(zStore);
-  sqlite3_free(zWal);
   return rc==SQLITE_OK ? 0 : -1;
 }
 
@@ -426,6 +482,7 @@ static int childWorkload(int bDepot, const char *zDir, int N, int nCommit,
   int rc;
   (void)nCommit;
   rc = spWorkload(bDepot, zDir, N, pR);
+  pR->nTrips = store_pg_round_trips();
   if( rc==0 && bDepot ) rc = spStoreBytes(zDir, pR);
   if( rc==0 && !bDepot ){
     z = sqlite3_mprintf("%s/speed.db", zDir);
@@ -447,6 +504,11 @@ static int childHistoryScan(int bDepot, const char *zDir, int N,
 
 static void spReset(const char *zDir){
   char *zCmd = sqlite3_mprintf("rm -rf '%q' && mkdir -p '%q'", zDir, zDir);
+  if( zSpStoreUri ){
+    sqlite3_free(zSpPgStore);
+    zSpPgStore = sqlite3_mprintf("%s%sschema=speed_%d_%d", zSpStoreUri,
+        strchr(zSpStoreUri, '?') ? "&" : "?", (int)getpid(), ++iSpPgRun);
+  }
   if( system(zCmd)!=0 ) fprintf(stderr, "speed: cannot reset %s\n", zDir);
   sqlite3_free(zCmd);
 }
@@ -533,6 +595,12 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
     printf("total ratio %.3f (target <= 1.10: %s); steps over 1.5x: %d"
            " (target 0: %s)\n", rRatio, rRatio<=1.10 ? "met" : "NOT MET",
            nOver, nOver==0 ? "met" : "NOT MET");
+    if( zSpStoreUri ){
+      double aTr[SP_MAX_RUN];
+      for(r=0; r<nRun; r++) aTr[r] = (double)aR[1][r].nTrips;
+      printf("depot store on PostgreSQL: %.0f round trips in the workload"
+             " (median)\n", spMedian(aTr, nRun));
+    }
     printf("peak RSS: unix %.1f MiB, depot %.1f MiB (+%.1f MiB)\n",
            spMedian(aRu, nRun), spMedian(aRd, nRun),
            spMedian(aRd, nRun)-spMedian(aRu, nRun));
@@ -568,12 +636,10 @@ static int spHistory(int nMb, int nCommit, int nRun, const char *zTmp){
            spNow()-tb);
   }
   {
-    char *zS = sqlite3_mprintf("%s/store.depot", zDir);
-    char *zW = sqlite3_mprintf("%s/store.depot-wal", zDir);
     char *zP = sqlite3_mprintf("%s/speed.db", zDir);
     printf("plain file %.1f MB, store %.1f MB\n", spFileBytes(zP)/1e6,
-           (spFileBytes(zS)+spFileBytes(zW))/1e6);
-    sqlite3_free(zS); sqlite3_free(zW); sqlite3_free(zP);
+           spStorePhys(zDir)/1e6);
+    sqlite3_free(zP);
   }
   for(i=0; i<nRun; i++){
     if( spFork(childHistoryScan, 0, zDir, N, 0, &r, &rss) ) return -1;
@@ -620,9 +686,12 @@ int main(int argc, char **argv){
       bHist = 0;
     }else if( strcmp(argv[i], "--depot-params")==0 && i+1<argc ){
       zSpParams = argv[++i];
+    }else if( strcmp(argv[i], "--store-uri")==0 && i+1<argc ){
+      zSpStoreUri = argv[++i];
     }else{
       fprintf(stderr, "usage: %s [--sizes MB,MB] [--runs N] [--history MB]"
-              " [--commits N] [--no-history] [--depot-params K=V&...]\n",
+              " [--commits N] [--no-history] [--depot-params K=V&...]"
+              " [--store-uri postgresql://...]\n",
               argv[0]);
       return 2;
     }

@@ -35,3 +35,21 @@ bench-speed: tests/bench/speed_bench$(EXEEXT)
 	@mkdir -p tests/tmp
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  ./tests/bench/speed_bench$(EXEEXT) $(BENCH_SPEED_ARGS)
+
+## make bench-pg: bench-speed's workload twice in one invocation, the depot
+## side on the embedded store and then on a PostgreSQL store of a private
+## cluster (tests/check/pg_cluster.sh, stopped afterwards), each against
+## the unix VFS; BENCH_PG_ARGS default --sizes 10 --runs 3 --no-history.
+BENCH_PG_ARGS = --sizes 10 --runs 3 --no-history
+bench-pg: tests/bench/speed_bench$(EXEEXT)
+	@mkdir -p tests/tmp
+	@d=`mktemp -d /tmp/depot-pg.XXXXXX` || exit 1; \
+	  trap 'PG_BINDIR="$(PG_BINDIR)" sh $(srcdir)/tests/check/pg_cluster.sh stop $$d; rm -rf $$d' EXIT; \
+	  uri=`PG_BINDIR="$(PG_BINDIR)" sh $(srcdir)/tests/check/pg_cluster.sh start $$d` || exit 1; \
+	  echo "== embedded store"; \
+	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	    ./tests/bench/speed_bench$(EXEEXT) $(BENCH_PG_ARGS) || exit 1; \
+	  echo "== PostgreSQL store"; \
+	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	    ./tests/bench/speed_bench$(EXEEXT) --store-uri "$$uri" $(BENCH_PG_ARGS)
+.PHONY: bench-pg

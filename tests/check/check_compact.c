@@ -39,9 +39,81 @@ struct Fx {
   sqlite3 *db;              /* :memory: connection with the extension */
 };
 
+/* The store of directory zDir: <zDir>/store.depot, or with
+** $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) that PostgreSQL server
+** in a schema named after zDir. */
+static char *fx_store_path(const char *zDir){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  const char *zBase = strrchr(zDir, '/');
+  if( zPg && zPg[0] ){
+    return sqlite3_mprintf("%s&schema=%s", zPg, zBase ? zBase+1 : zDir);
+  }
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
+/* "file:<zStore>?vfs=depot&<zParams>", or for a PostgreSQL store
+** "file:<dir of the test>/app?vfs=depot&<zParams>&store=<zStore>". */
+static char *fx_uri(const char *zStore, const char *zParams){
+  if( strncmp(zStore, "postgresql://", 13)==0 ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *z;
+    sqlite3_str_appendf(s, "file:%s/app-%s?vfs=depot&%s&store=",
+        getenv("DEPOT_TEST_TMPDIR") ? getenv("DEPOT_TEST_TMPDIR") : "/tmp",
+        strstr(zStore, "schema=")+7, zParams);
+    for(z=zStore; *z; z++){
+      if( *z=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *z);
+    }
+    return sqlite3_str_finish(s);
+  }
+  return sqlite3_mprintf("file:%s?vfs=depot&%s", zStore, zParams);
+}
+
+static int fxCopyRow(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  sqlite3_stmt *pS = (sqlite3_stmt*)pArg;
+  sqlite3_bind_blob(pS, 1, pKey, nKey, SQLITE_STATIC);
+  sqlite3_bind_blob(pS, 2, pVal, nVal, SQLITE_STATIC);
+  ck_assert_int_eq(sqlite3_step(pS), SQLITE_DONE);
+  sqlite3_reset(pS);
+  return 0;
+}
+
+/* An SQLite file whose depot_kv table holds the rows of store zStore, for
+** the checks below that read the rows with SQL: the store file itself, or
+** for a PostgreSQL store a copy of its rows made through store_scan(). */
+static char *fx_sqlite_rows(const char *zStore){
+  static int iCopy = 0;
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  sqlite3 *db = 0;
+  sqlite3_stmt *pS = 0;
+  char *zCopy;
+  if( strncmp(zStore, "postgresql://", 13)!=0 ){
+    return sqlite3_mprintf("%s", zStore);
+  }
+  zCopy = sqlite3_mprintf("%s/pgrows-%d-%d.db", getenv("DEPOT_TEST_TMPDIR")
+      ? getenv("DEPOT_TEST_TMPDIR") : "/tmp", (int)getpid(), ++iCopy);
+  unlink(zCopy);
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_open(zCopy, &db), SQLITE_OK);
+  th_exec(db, "CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB);"
+              "BEGIN");
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "INSERT INTO depot_kv VALUES(?,?)",
+                                      -1, &pS, 0), SQLITE_OK);
+  ck_assert_int_eq(store_scan(pStore, "", 0, 0, 0, 0, -1, fxCopyRow, pS),
+                   SQLITE_OK);
+  sqlite3_finalize(pS);
+  th_exec(db, "COMMIT");
+  sqlite3_close(db);
+  store_close(pStore);
+  return zCopy;
+}
+
 static void fx_open(Fx *f, const char *zTag){
   f->zDir = th_tmpdir(zTag);
-  f->zStore = sqlite3_mprintf("%s/store.depot", f->zDir);
+  f->zStore = fx_store_path(f->zDir);
   f->zPlain = sqlite3_mprintf("%s/plain.db", f->zDir);
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
   f->db = th_open(":memory:");
@@ -58,8 +130,9 @@ static void fx_close(Fx *f){
 
 static sqlite3 *fx_db_args(Fx *f, const char *zDb, const char *zBranch,
                            const char *zArgs){
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=%s&branch=%s%s", f->zStore,
-                            zDb, zBranch, zArgs);
+  char *zP = sqlite3_mprintf("db=%s&branch=%s%s", zDb, zBranch, zArgs);
+  char *z = fx_uri(f->zStore, zP);
+  sqlite3_free(zP);
   sqlite3 *db = th_open(z);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 10000);
@@ -219,8 +292,10 @@ static void assert_counters_exact(const char *zStore){
   sqlite3 *db = 0;
   sqlite3_stmt *pS = 0;
   int64_t nAll = 0, nCtr;
-  ck_assert_int_eq(sqlite3_open_v2(zStore, &db, SQLITE_OPEN_READONLY, 0),
+  char *zRows = fx_sqlite_rows(zStore);
+  ck_assert_int_eq(sqlite3_open_v2(zRows, &db, SQLITE_OPEN_READONLY, 0),
                    SQLITE_OK);
+  sqlite3_free(zRows);
   ck_assert_int_eq(sqlite3_prepare_v2(db,
       "SELECT b, sum(n), (SELECT value FROM depot_kv AS q WHERE"
       " q.key>=x'0230' AND q.key<x'0231' AND length(q.key)=11 AND"
@@ -269,8 +344,10 @@ static sqlite3_int64 store_rows(const char *zStore, const char *zWhere){
   sqlite3 *db = 0;
   char *z = sqlite3_mprintf("SELECT count(*) FROM depot_kv WHERE %s", zWhere);
   sqlite3_int64 n;
-  ck_assert_int_eq(sqlite3_open_v2(zStore, &db, SQLITE_OPEN_READONLY, 0),
+  char *zRows = fx_sqlite_rows(zStore);
+  ck_assert_int_eq(sqlite3_open_v2(zRows, &db, SQLITE_OPEN_READONLY, 0),
                    SQLITE_OK);
+  sqlite3_free(zRows);
   n = th_int(db, z);
   sqlite3_close(db);
   sqlite3_free(z);
@@ -288,9 +365,11 @@ static int verify_shards(const char *zStore, int *pn, char **pzErr){
   int rc = SQLITE_OK;
   *pn = 0;
   memset(&cfg, 0, sizeof(cfg));
-  ck_assert_int_eq(store_sqlite_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
-  ck_assert_int_eq(sqlite3_open_v2(zStore, &db, SQLITE_OPEN_READONLY, 0),
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  char *zRows = fx_sqlite_rows(zStore);
+  ck_assert_int_eq(sqlite3_open_v2(zRows, &db, SQLITE_OPEN_READONLY, 0),
                    SQLITE_OK);
+  sqlite3_free(zRows);
   ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key FROM depot_kv WHERE"
       " key>=x'0230' AND key<x'0231' AND length(key)=23 AND"
       " substr(key,11,1)=x'40'", -1, &pS, 0), SQLITE_OK);
@@ -390,8 +469,7 @@ START_TEST(test_writer_keeps_reading_its_snapshot_while_store_is_compacted){
   ck_assert_int_eq(pipe(toChild), 0);
   pid = fork();
   if( pid==0 ){
-    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=0",
-                                 f.zStore);
+    char *zUri = fx_uri(f.zStore, "db=app&cache_kb=0");
     sqlite3 *c;
     if( read(toChild[0], &ch, 1)!=1 ) _exit(3);
     if( sqlite3_open_v2(zUri, &c, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
@@ -936,8 +1014,7 @@ START_TEST(test_background_compaction_at_fork_keeps_the_childs_commits){
   ck_assert_int_ge(pid, 0);
   if( pid==0 ){
     sqlite3 *db;
-    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&compact_after=0",
-                                 f.zStore);
+    char *zUri = fx_uri(f.zStore, "db=app&compact_after=0");
     int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI,
                              0);
     if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, th_busy_ms(10000));
@@ -987,7 +1064,7 @@ static void try_write_lock(const char *zStore){
   int rc;
   memset(&cfg, 0, sizeof(cfg));
   cfg.nBusyMs = 1;
-  rc = store_sqlite_open(zStore, &cfg, &pStore, 0);
+  rc = store_open(zStore, &cfg, &pStore, 0);
   if( rc==SQLITE_OK ) rc = store_begin(pStore, 1);
   if( rc==SQLITE_OK ) store_rollback(pStore);
   store_close(pStore);
@@ -1120,8 +1197,7 @@ START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
   fx_fails(&f, "wrong number of arguments", "SELECT depot_gc(%Q,1)",
            f.zStore);
   {
-    char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&compact_after=-2",
-                              f.zStore);
+    char *z = fx_uri(f.zStore, "db=app&compact_after=-2");
     sqlite3 *db = 0;
     ck_assert_int_ne(sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|
                                      SQLITE_OPEN_URI, 0), SQLITE_OK);
@@ -1189,7 +1265,7 @@ START_TEST(test_corrupt_shard_is_reported_by_reads_and_verify){
       " kind='shard' AND db='app' AND branch='main' AND message LIKE"
       " 'depot: shard %% as of txid %%'", f.zStore), 0);
   {
-    char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app", f.zStore);
+    char *z = fx_uri(f.zStore, "db=app");
     pD = 0;
     rc = sqlite3_open_v2(z, &pD, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
     if( rc==SQLITE_OK ){
@@ -1617,6 +1693,10 @@ END_TEST
 Suite *depot_test_suite(void){
   Suite *s = suite_create("compact");
   TCase *tc = tcase_create("compact");
+  /* on a PostgreSQL store (pg_suite.sh) all but the two tests that write
+  ** or copy the store file itself */
+  int bFile = getenv("DEPOT_TEST_STORE_URI")==0
+           || getenv("DEPOT_TEST_STORE_URI")[0]==0;
   tcase_add_test(tc, test_compact_and_gc_match_plain_file_with_old_reader);
   tcase_add_test(tc, test_compact_and_gc_under_concurrent_writer_and_reader);
   tcase_add_test(tc, test_writer_keeps_reading_its_snapshot_while_store_is_compacted);
@@ -1631,7 +1711,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
-  tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);
+  if( bFile ){
+    tcase_add_test(tc, test_corrupt_shard_is_reported_by_reads_and_verify);
+  }
   tcase_add_test(tc,
       test_quota_use_exact_and_cap_holds_through_compaction_and_gc);
   tcase_add_test(tc,
@@ -1639,7 +1721,10 @@ Suite *depot_test_suite(void){
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_add_test(tc, test_sigkill_during_compaction_and_gc_leaves_readable_store);
-  tcase_add_test(tc, test_injected_store_failures_at_each_step_leave_data_intact);
+  if( bFile ){
+    tcase_add_test(tc,
+        test_injected_store_failures_at_each_step_leave_data_intact);
+  }
   suite_add_tcase(s, tc);
   return s;
 }

@@ -34,8 +34,24 @@ static void setup_vfs(void){
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
 }
 
-/* URI of database zDb in store <zDir>/store.depot, with extra parameters. */
+/* URI of database zDb in store <zDir>/store.depot, with extra parameters.
+** With $DEPOT_TEST_STORE_URI (a postgresql:// URI, tests/check/pg_suite.sh)
+** the store is that server's, in a schema named after zDir. */
 static char *depot_uri(const char *zDir, const char *zDb, const char *zExtra){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  if( zPg && zPg[0] ){
+    const char *zBase = strrchr(zDir, '/');
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *z;
+    sqlite3_str_appendf(s, "file:%s/store.depot?vfs=depot&db=%s%s%s&store=",
+                        zDir, zDb, zExtra ? "&" : "", zExtra ? zExtra : "");
+    for(z=zPg; *z; z++){
+      if( *z=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *z);
+    }
+    sqlite3_str_appendf(s, "%%26schema=%s", zBase ? zBase+1 : zDir);
+    return sqlite3_str_finish(s);
+  }
   return sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=%s%s%s", zDir, zDb,
                          zExtra ? "&" : "", zExtra ? zExtra : "");
 }
@@ -2957,9 +2973,36 @@ START_TEST(test_depot_db_name_with_slash_is_a_bucket_address){
 }
 END_TEST
 
-Suite *depot_test_suite(void){
+/* The tests that reach the store only through depot_uri(): with
+** $DEPOT_TEST_STORE_URI they run on a PostgreSQL store (pg_suite.sh). */
+static Suite *depotStoreUriSuite(void){
   Suite *s = suite_create("depot");
-  TCase *tc = tcase_create("basic");
+  TCase *tc = tcase_create("store_uri");
+  tcase_add_loop_test(tc, test_depot_oracle_random_workload_matches_plain_file,
+                      0, (int)(sizeof(aOraclePage)/sizeof(aOraclePage[0])));
+  tcase_add_loop_test(tc, test_depot_every_page_size_works, 0,
+                      (int)(sizeof(aPageSizes)/sizeof(aPageSizes[0])));
+  tcase_add_test(tc,
+      test_depot_reader_keeps_snapshot_while_other_connection_commits);
+  tcase_add_test(tc, test_depot_stale_writer_gets_busy_snapshot);
+  tcase_add_test(tc, test_depot_reader_sees_commits_of_exclusive_mode_writer);
+  tcase_add_test(tc, test_depot_second_writer_in_process_is_busy);
+  tcase_add_test(tc, test_depot_writer_in_other_process_waits_for_the_write_lock);
+  tcase_add_test(tc, test_depot_threads_see_only_whole_commits);
+  tcase_add_test(tc, test_depot_concurrent_processes_lose_no_update);
+  tcase_add_test(tc,
+      test_depot_reader_keeps_snapshot_while_other_process_commits);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+Suite *depot_test_suite(void){
+  Suite *s;
+  TCase *tc;
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  if( zPg && zPg[0] ) return depotStoreUriSuite();
+  s = suite_create("depot");
+  tc = tcase_create("basic");
   tcase_add_test(tc, test_depot_write_then_read_after_reopen);
   tcase_add_test(tc, test_depot_plain_database_as_store_is_refused_and_unchanged);
   tcase_add_test(tc, test_depot_commits_and_stats_refuse_an_empty_store_path);

@@ -30,9 +30,40 @@ struct Fx {
   sqlite3 *db;              /* :memory: connection with the extension */
 };
 
+/* The store of directory zDir: <zDir>/store.depot, or with
+** $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) that PostgreSQL server
+** in a schema named after zDir. */
+static char *fx_store_path(const char *zDir){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  const char *zBase = strrchr(zDir, '/');
+  if( zPg && zPg[0] ){
+    return sqlite3_mprintf("%s&schema=%s", zPg, zBase ? zBase+1 : zDir);
+  }
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
+/* The depot URI of (db, branch[, bucket]) in store zStore of zDir. */
+static char *fx_uri(const char *zDir, const char *zStore, const char *zDb,
+                    const char *zBranch, const char *zBucket){
+  if( strncmp(zStore, "postgresql://", 13)==0 ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *z;
+    sqlite3_str_appendf(s, "file:%s/app?vfs=depot&db=%s&branch=%s%s%s&store=",
+        zDir, zDb, zBranch, zBucket ? "&bucket=" : "", zBucket ? zBucket : "");
+    for(z=zStore; *z; z++){
+      if( *z=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *z);
+    }
+    return sqlite3_str_finish(s);
+  }
+  return sqlite3_mprintf("file:%s?vfs=depot&db=%s&branch=%s%s%s",
+      zStore, zDb, zBranch, zBucket ? "&bucket=" : "",
+      zBucket ? zBucket : "");
+}
+
 static void fx_open(Fx *f, const char *zTag){
   f->zDir = th_tmpdir(zTag);
-  f->zStore = sqlite3_mprintf("%s/store.depot", f->zDir);
+  f->zStore = fx_store_path(f->zDir);
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
   f->db = th_open(":memory:");
   sqlite3_extended_result_codes(f->db, 1);
@@ -48,9 +79,7 @@ static void fx_close(Fx *f){
 /* A connection to (db, branch[, bucket]) of the fixture's store. */
 static sqlite3 *fx_db(Fx *f, const char *zDb, const char *zBranch,
                       const char *zBucket){
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=%s&branch=%s%s%s",
-      f->zStore, zDb, zBranch, zBucket ? "&bucket=" : "",
-      zBucket ? zBucket : "");
+  char *z = fx_uri(f->zDir, f->zStore, zDb, zBranch, zBucket);
   sqlite3 *db = th_open(z);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
@@ -978,7 +1007,7 @@ START_TEST(test_sigkill_during_fork_and_restore_leaves_none_or_all){
     /* next round in a fresh store */
     f.zDir = th_tmpdir(sqlite3_snprintf(sizeof(zTag), zTag, "fork-kill-%d",
                                         i));
-    f.zStore = sqlite3_mprintf("%s/store.depot", f.zDir);
+    f.zStore = fx_store_path(f.zDir);
     sqlite3_free(zDir);
     sqlite3_free(zStore);
     db = fx_db(&f, "app", "main", 0);
@@ -1042,7 +1071,7 @@ START_TEST(test_fork_idle_handle_is_not_inherited_by_a_child_process){
   ck_assert_int_ge(pid, 0);
   if( pid==0 ){
     int i, rc;
-    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app", f.zStore);
+    char *zUri = fx_uri(f.zDir, f.zStore, "app", "main", 0);
     rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
     if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 5000);
     if( rc==SQLITE_OK ) rc = sqlite3_exec(db, "INSERT INTO t VALUES(1)", 0,

@@ -202,3 +202,15 @@ check_PROGRAMS += tests/check/check_derived
 TESTS += tests/check/check_derived
 tests_check_check_derived_SOURCES = tests/check/check_derived.c $(TEST_HARNESS)
 tests_check_check_derived_LDADD = $(TEST_LDADD)
+
+# The PostgreSQL store backend against a private cluster that pg_suite.sh
+# starts (pg_cluster.sh: initdb, pg_ctl on a unix socket, trust auth) and
+# stops, also on failure; skipped without libpq or the server programs.
+if HAVE_PG
+check_PROGRAMS += tests/check/check_pg
+tests_check_check_pg_SOURCES = tests/check/check_pg.c $(TEST_HARNESS)
+tests_check_check_pg_LDADD = $(TEST_LDADD)
+endif
+TESTS += tests/check/pg_suite.sh
+EXTRA_DIST += tests/check/pg_suite.sh tests/check/pg_cluster.sh
+AM_TESTS_ENVIRONMENT += PG_BINDIR='$(PG_BINDIR)'; export PG_BINDIR;

@@ -57,8 +57,8 @@ fuzz-seeds: tests/fuzz/fuzz_seeds$(EXEEXT)
 fuzz: config.h $(BUILT_SOURCES)
 	$(MAKE) -f $(srcdir)/tests/fuzz/fuzz.mk srcdir='$(srcdir)' \
 	  DEPOT_SOURCES='$(DEPOT_SOURCES)' SQLITE3_CFLAGS='$(SQLITE3_CFLAGS)' \
-	  ZSTD_CFLAGS='$(ZSTD_CFLAGS)' SQLITE3_LIBS='$(SQLITE3_LIBS)' \
-	  ZSTD_LIBS='$(ZSTD_LIBS)'
+	  ZSTD_CFLAGS='$(ZSTD_CFLAGS) $(LIBPQ_CFLAGS)' SQLITE3_LIBS='$(SQLITE3_LIBS)' \
+	  ZSTD_LIBS='$(ZSTD_LIBS) $(LIBPQ_LIBS)'
 
 clean-local: clean-fuzz
 clean-fuzz:

@@ -1,6 +1,7 @@
 /*
 ** store.c -- the backend-independent entry points of vfs/store/store.h:
-** each one dispatches through the handle's StoreMethods.
+** store_open() picks the backend from the path, every other one dispatches
+** through the handle's StoreMethods.
 */
 #include "config.h"
 #include "vfs/store/store.h"
@@ -8,6 +9,12 @@
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>
+
+int store_open(const char *zPath, const StoreSqliteConfig *pCfg,
+               Store **ppStore, char **pzErr){
+  if( store_is_pg_uri(zPath) ) return store_pg_open(zPath, pCfg, ppStore, pzErr);
+  return store_sqlite_open(zPath, pCfg, ppStore, pzErr);
+}
 
 void store_close(Store *p){
   if( p ) p->pMethods->xClose(p);

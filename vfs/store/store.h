@@ -2,8 +2,9 @@
 ** store.h -- the outer store: an ordered, transactional key-value interface.
 **
 ** Everything in vfs/ above this header reads and writes the outer store only
-** through these calls, so a backend other than the embedded SQLite file (a
-** PostgreSQL backend is planned) implements StoreMethods and nothing else.
+** through these calls, so a backend other than the embedded SQLite file
+** (the PostgreSQL backend, vfs/store/pg.c) implements StoreMethods and
+** nothing else.
 **
 ** Model.  Keys and values are byte strings; keys sort by memcmp() order,
 ** a shorter key first when one is a prefix of the other.  A Store is used by
@@ -230,5 +231,38 @@ void store_sqlite_plain_vfs(StoreVfsNameFn xPlain);
 /* 1 if the file zPath is on a file system mounted read-only, where a store
 ** opens only immutable (its -shm cannot be made; see bInspect). */
 int store_sqlite_read_only_fs(const char *zPath);
+
+/*
+** The PostgreSQL backend (vfs/store/pg.c): a store named by a connection
+** URI "postgresql://[user@]host[:port]/dbname[?param=value&...]" (or
+** "postgres://...") with libpq's parameters and the backend's own:
+** schema=NAME (default depot), chunk_bytes=N (the largest value of one
+** row, default 65536), busy_ms=N (the wait for the store's write lock,
+** default the config's nBusyMs), retries=N (of serialization failures and
+** deadlocks, default 3).  Of StoreSqliteConfig it reads bCreate,
+** bReadOnly/bImmutable (read-only), iSynchronous (0: synchronous_commit
+** off), nMaxValue and nBusyMs.  A build without libpq refuses such a store
+** with SQLITE_CANTOPEN and a message saying so.
+*/
+int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
+                  Store **ppStore, char **pzErr);
+
+/* 1 if zPath names a PostgreSQL store (starts with postgresql:// or
+** postgres://). */
+int store_is_pg_uri(const char *zPath);
+
+/* zUri without its password (sqlite3_malloc'd; NULL when out of memory):
+** what every message and figure shows of a PostgreSQL store. */
+char *store_pg_redact(const char *zUri);
+
+/* The round trips to PostgreSQL servers made by every handle of the
+** process so far (for tests and the bench). */
+int64_t store_pg_round_trips(void);
+
+/* Open the store zPath: a PostgreSQL store when zPath is a postgresql://
+** URI (store_pg_open()), else the embedded store file
+** (store_sqlite_open()). */
+int store_open(const char *zPath, const StoreSqliteConfig *pCfg,
+               Store **ppStore, char **pzErr);
 
 #endif /* DEPOT_STORE_H */

@@ -1,0 +1,1343 @@
+/*
+** pg.c -- the PostgreSQL outer store: vfs/store/store.h on libpq, for a
+** store named by a connection URI "postgresql://..." (or "postgres://...").
+**
+** Schema.  In the schema of the URI parameter schema= (default "depot"),
+** made on the first writable open in one transaction under an advisory
+** lock, so that concurrent first opens make it once:
+**
+**     CREATE TABLE depot_kv(key bytea PRIMARY KEY, value bytea NOT NULL);
+**     CREATE TABLE depot_store_meta(name text PRIMARY KEY, value bigint);
+**
+** depot_kv's value column has STORAGE EXTERNAL (values are compressed
+** already; a range read of an uncompressed TOAST value fetches only the
+** TOAST chunks holding the range).  depot_store_meta holds the row
+** ('format', 1), the store format, as the embedded store's user_version.
+** bytea sorts by memcmp(), a prefix first: the order store.h asks for.
+**
+** URI parameters of the backend, removed before the URI goes to libpq:
+** schema= (an SQL identifier), chunk_bytes= (the largest value of one row,
+** 1024..1073741823, default 65536: longer blobs are chunked by the caller),
+** busy_ms= (the wait for the store's write lock, default the open's
+** nBusyMs or 10000), retries= (the retries of a serialization failure or
+** deadlock, default 3).  Every other parameter is libpq's; connect_timeout
+** defaults to 5 seconds.
+**
+** Transactions.  A write transaction is READ COMMITTED and starts by
+** taking the store's transaction lock, pg_advisory_xact_lock(K1, K2) of
+** the schema name (waited for up to busy_ms through lock_timeout, then
+** SQLITE_BUSY): writers of one store run one at a time, and each statement
+** of a writer sees every commit made before it took the lock, so the head
+** compare-and-set of a depot commit is race-free across processes and
+** hosts, as under the embedded store's BEGIN IMMEDIATE.  A read
+** transaction is REPEATABLE READ READ ONLY: one snapshot.  Writes of a
+** write transaction are buffered and sent in one libpq pipeline with the
+** COMMIT (or before a scan, or once the buffer is long), so a commit of any
+** number of chunk rows costs one round trip to begin and one to commit,
+** plus one per read of a key it did not write (a key it wrote is answered
+** from the buffer).
+** Outside a transaction each call is one autocommit statement (a write of
+** several statements runs as its own write transaction).
+**
+** Errors.  SQLSTATE 40001 and 40P01 of a call the backend owns whole (an
+** autocommit call, BEGIN) are retried up to retries= times, then
+** SQLITE_BUSY; inside a transaction they end it with SQLITE_BUSY.
+** 55P03 (lock_timeout) is SQLITE_BUSY, 53100 SQLITE_FULL, a lost
+** connection SQLITE_IOERR (the open transaction is gone: PostgreSQL
+** committed all of it or none); the next call reconnects.  Messages name
+** the store by its URI without the password.
+**
+** Writer locks: pg_try_advisory_lock(K) of a 64-bit hash of the schema
+** and the key, a session lock the server drops with the lost session.  A
+** reconnect takes the handle's locks again; a lock another session took
+** meanwhile is lost, and the next write transaction is SQLITE_BUSY.
+*/
+#include "config.h"
+#include "vfs/store/store.h"
+#include "vfs/store/bytes.h"
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT3
+
+#include <string.h>
+#include <stdlib.h>
+
+int store_is_pg_uri(const char *zPath){
+  return zPath && (strncmp(zPath, "postgresql://", 13)==0
+                   || strncmp(zPath, "postgres://", 11)==0);
+}
+
+/* The URI zUri without the password of its user part and of a password=
+** parameter (sqlite3_malloc'd). */
+char *store_pg_redact(const char *zUri){
+  sqlite3_str *s = sqlite3_str_new(0);
+  const char *z = strstr(zUri, "://");
+  const char *zAuthEnd, *zAt, *zColon;
+  if( z==0 ){
+    sqlite3_str_appendall(s, zUri);
+    return sqlite3_str_finish(s);
+  }
+  z += 3;
+  sqlite3_str_append(s, zUri, (int)(z-zUri));
+  zAuthEnd = z + strcspn(z, "/?");
+  zAt = 0;
+  for(zColon=z; zColon<zAuthEnd; zColon++){ if( *zColon=='@' ) zAt = zColon; }
+  if( zAt ){
+    const char *zC = memchr(z, ':', zAt-z);
+    sqlite3_str_append(s, z, (int)((zC ? zC : zAt)-z));
+    sqlite3_str_append(s, zAt, (int)(zAuthEnd-zAt));
+  }else{
+    sqlite3_str_append(s, z, (int)(zAuthEnd-z));
+  }
+  z = zAuthEnd;
+  while( *z ){
+    /* copy up to and including the next separator, dropping password= */
+    if( (*z=='?' || *z=='&') && strncmp(z+1, "password=", 9)==0 ){
+      const char *zEnd = z+1+strcspn(z+1, "&");
+      if( *z=='?' ){
+        sqlite3_str_appendchar(s, 1, '?');
+        z = *zEnd ? zEnd+1 : zEnd;
+      }else{
+        z = zEnd;
+      }
+      continue;
+    }
+    sqlite3_str_appendchar(s, 1, *z);
+    z++;
+  }
+  return sqlite3_str_finish(s);
+}
+
+#ifndef DEPOT_HAVE_PG
+
+int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
+                  Store **ppStore, char **pzErr){
+  char *zShow = store_pg_redact(zUri);
+  (void)pCfg;
+  *ppStore = 0;
+  if( pzErr ){
+    *pzErr = sqlite3_mprintf("store: cannot open %s: this build has no"
+        " PostgreSQL backend (configure found no libpq; Debian: libpq-dev)",
+        zShow ? zShow : "");
+  }
+  sqlite3_free(zShow);
+  return SQLITE_CANTOPEN;
+}
+
+#else /* DEPOT_HAVE_PG */
+
+#include <libpq-fe.h>
+
+#define PG_FORMAT 1
+#define PG_SCAN_PAGE 256               /* rows fetched per scan statement */
+#define PG_BUF_FLUSH (16*1024*1024)    /* buffered write bytes: send them */
+
+enum {
+  PS_GET, PS_PUT, PS_DEL, PS_DELRANGE, PS_DELOPEN,
+  PS_SCANF, PS_SCANF_OPEN, PS_SCANFX, PS_SCANFX_OPEN, PS_SCANR,
+  PS_SCANR_OPEN, PS_RANGE, PS_WLOCK, PS_WUNLOCK, PS_NSTMT
+};
+
+/* %s is the quoted schema. */
+static const char *const azPgSql[PS_NSTMT] = {
+  "SELECT value FROM %s.depot_kv WHERE key=$1",
+  "INSERT INTO %s.depot_kv(key,value) VALUES($1,$2)"
+  " ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+  "DELETE FROM %s.depot_kv WHERE key=$1",
+  "DELETE FROM %s.depot_kv WHERE key>=$1 AND key<$2",
+  "DELETE FROM %s.depot_kv WHERE key>=$1",
+  "SELECT key,value FROM %s.depot_kv WHERE key>=$1 AND key<$2"
+  " ORDER BY key LIMIT $3",
+  "SELECT key,value FROM %s.depot_kv WHERE key>=$1 ORDER BY key LIMIT $2",
+  "SELECT key,value FROM %s.depot_kv WHERE key>$1 AND key<$2"
+  " ORDER BY key LIMIT $3",
+  "SELECT key,value FROM %s.depot_kv WHERE key>$1 ORDER BY key LIMIT $2",
+  "SELECT key,value FROM %s.depot_kv WHERE key>=$1 AND key<$2"
+  " ORDER BY key DESC LIMIT $3",
+  "SELECT key,value FROM %s.depot_kv WHERE key>=$1"
+  " ORDER BY key DESC LIMIT $2",
+  "SELECT substring(value from $2::int4 for $3::int4) FROM %s.depot_kv"
+  " WHERE key=$1",
+  "SELECT pg_try_advisory_lock($1::int8)",
+  "SELECT pg_advisory_unlock($1::int8)",
+};
+
+/* One buffered write of a write transaction. */
+typedef struct PgOp PgOp;
+struct PgOp {
+  int eStmt;                 /* PS_PUT, PS_DEL, PS_DELRANGE or PS_DELOPEN */
+  int nKey, nVal;            /* nVal: value or upper bound bytes */
+  unsigned char *pKey;       /* one allocation: key bytes then value */
+  unsigned char *pVal;
+};
+
+/* A writer lock this handle holds. */
+typedef struct PgLock PgLock;
+struct PgLock {
+  int64_t iKey;
+  PgLock *pNext;
+};
+
+typedef struct StorePg StorePg;
+struct StorePg {
+  Store base;                /* must be first */
+  PGconn *pConn;
+  char *zConnUri;            /* the URI given to libpq */
+  char *zShow;               /* the URI without the password */
+  char *zSchema;             /* quoted identifier */
+  int bPrepared;             /* statements prepared on this connection */
+  int bInTxn;                /* inside store_begin() */
+  int rcDead;                /* the failure that aborted that transaction
+                             ** (every call fails with it until commit or
+                             ** rollback), or 0 */
+  int bSchemaReady;          /* the tables exist: statements can be made */
+  int bWriteTxn;             /* ... a write transaction */
+  int bReadOnly;
+  int bLockLost;             /* a writer lock did not survive a reconnect */
+  int iSync;                 /* StoreSqliteConfig.iSynchronous */
+  int nMaxValue;
+  int nBusyMs;
+  int nRetry;
+  int32_t aTxnLock[2];       /* the transaction lock's two keys */
+  PgOp *aOp;                 /* buffered writes */
+  int nOp, nOpAlloc;
+  int64_t nOpByte;
+  PgLock *pLock;             /* writer locks held */
+  PgLock *pUnlock;           /* locks released while an aborted transaction
+                             ** kept the server from hearing it: released
+                             ** when the transaction ends */
+  int64_t nRoundTrip;        /* round trips made (test hooks, bench) */
+  char *zErr;
+};
+
+/* Counts of round trips of every handle (vfs/store/store.h test API). */
+static int64_t pgRoundTrips = 0;
+int64_t store_pg_round_trips(void){
+  return __atomic_load_n(&pgRoundTrips, __ATOMIC_RELAXED);
+}
+static void pgTrip(StorePg *p){
+  p->nRoundTrip++;
+  __atomic_add_fetch(&pgRoundTrips, 1, __ATOMIC_RELAXED);
+}
+
+static void pgSetErr(StorePg *p, char *zMsg){
+  sqlite3_free(p->zErr);
+  p->zErr = zMsg;
+}
+
+/* The 64-bit FNV-1a hash of a and b (with a separator). */
+static uint64_t pgHash(const void *a, int na, const void *b, int nb){
+  uint64_t h = 0xcbf29ce484222325ULL;
+  int i;
+  for(i=0; i<na; i++){ h ^= ((const unsigned char*)a)[i]; h *= 0x100000001b3ULL; }
+  h ^= 0xff; h *= 0x100000001b3ULL;
+  for(i=0; i<nb; i++){ h ^= ((const unsigned char*)b)[i]; h *= 0x100000001b3ULL; }
+  return h;
+}
+
+/* The SQLite code of a failed result (or NULL result) and the message. */
+static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
+  const char *zState = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : 0;
+  const char *zMsg = r ? PQresultErrorMessage(r) : 0;
+  int rc = SQLITE_IOERR;
+  size_t n;
+  if( zMsg==0 || zMsg[0]==0 ) zMsg = PQerrorMessage(p->pConn);
+  n = strlen(zMsg);
+  while( n>0 && (zMsg[n-1]=='\n' || zMsg[n-1]==' ') ) n--;
+  if( PQstatus(p->pConn)==CONNECTION_BAD ){
+    pgSetErr(p, sqlite3_mprintf("store: %s of %s: connection lost: %.*s",
+                                zWhat, p->zShow, (int)n, zMsg));
+    if( p->bInTxn && !p->rcDead ) p->rcDead = SQLITE_IOERR;
+    return SQLITE_IOERR;
+  }
+  if( zState ){
+    if( strcmp(zState, "40001")==0 || strcmp(zState, "40P01")==0
+     || strcmp(zState, "55P03")==0 ){
+      rc = SQLITE_BUSY;
+    }else if( strcmp(zState, "53100")==0 ){
+      rc = SQLITE_FULL;
+    }else if( strcmp(zState, "25006")==0 ){
+      rc = SQLITE_READONLY;
+    }else if( strncmp(zState, "53", 2)==0 ){
+      rc = SQLITE_NOMEM;
+    }else if( strcmp(zState, "XX001")==0 || strcmp(zState, "XX002")==0 ){
+      rc = SQLITE_CORRUPT;
+    }
+  }
+  pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
+      zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  if( p->bInTxn && !p->rcDead ) p->rcDead = rc;
+  return rc;
+}
+
+/* 1 when the failed result r is a serialization failure or deadlock. */
+static int pgRetryable(PGresult *r){
+  const char *zState = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : 0;
+  return zState && (strcmp(zState, "40001")==0 || strcmp(zState, "40P01")==0);
+}
+
+/* Run a command without parameters; SQLITE_OK when it succeeded. */
+static int pgExec(StorePg *p, const char *zSql, const char *zWhat){
+  PGresult *r = PQexec(p->pConn, zSql);
+  int rc = SQLITE_OK;
+  pgTrip(p);
+  if( r==0 || (PQresultStatus(r)!=PGRES_COMMAND_OK
+               && PQresultStatus(r)!=PGRES_TUPLES_OK) ){
+    rc = pgResultErr(p, r, zWhat);
+  }
+  PQclear(r);
+  return rc;
+}
+
+/* Prepare the statements on a new connection, in one pipeline. */
+static int pgPrepare(StorePg *p){
+  int i, rc = SQLITE_OK;
+  if( PQenterPipelineMode(p->pConn)!=1 ){
+    pgSetErr(p, sqlite3_mprintf("store: %s: cannot enter pipeline mode",
+                                p->zShow));
+    return SQLITE_IOERR;
+  }
+  for(i=0; i<PS_NSTMT; i++){
+    char zName[8];
+    char *zSql = sqlite3_mprintf(azPgSql[i], p->zSchema);
+    sqlite3_snprintf(sizeof(zName), zName, "d%d", i);
+    if( zSql==0 ){ rc = SQLITE_NOMEM; break; }
+    if( PQsendPrepare(p->pConn, zName, zSql, 0, 0)!=1 ) rc = SQLITE_IOERR;
+    sqlite3_free(zSql);
+    if( rc ) break;
+  }
+  if( rc==SQLITE_OK && PQpipelineSync(p->pConn)!=1 ) rc = SQLITE_IOERR;
+  if( rc==SQLITE_OK ){
+    pgTrip(p);
+    for(i=0; i<=PS_NSTMT; i++){
+      PGresult *r = PQgetResult(p->pConn);
+      ExecStatusType e = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
+      if( i==PS_NSTMT ){
+        if( e!=PGRES_PIPELINE_SYNC && rc==SQLITE_OK ){
+          rc = pgResultErr(p, r, "prepare");
+        }
+        PQclear(r);
+        break;
+      }
+      if( e!=PGRES_COMMAND_OK && rc==SQLITE_OK ){
+        rc = pgResultErr(p, r, "prepare");
+      }
+      PQclear(r);
+      if( r && PQgetResult(p->pConn)!=0 ){ rc = SQLITE_IOERR; break; }
+      if( r==0 ) break;
+    }
+  }else if( rc==SQLITE_IOERR ){
+    pgResultErr(p, 0, "prepare");
+  }
+  if( PQpipelineStatus(p->pConn)!=PQ_PIPELINE_OFF ){
+    PQexitPipelineMode(p->pConn);
+  }
+  if( rc==SQLITE_OK ) p->bPrepared = 1;
+  return rc;
+}
+
+/* Settings of each new session. */
+static int pgSession(StorePg *p){
+  char *zSql = sqlite3_mprintf("SET lock_timeout=%d; SET synchronous_commit=%s;"
+      " SET idle_in_transaction_session_timeout=0",
+      p->nBusyMs, p->iSync==0 ? "off" : "on");
+  int rc = zSql ? pgExec(p, zSql, "session setup") : SQLITE_NOMEM;
+  sqlite3_free(zSql);
+  return rc;
+}
+
+static void pgNoNotice(void *pArg, const char *zMsg){
+  (void)pArg; (void)zMsg;
+}
+
+/* Connect (again); takes the writer locks of the handle again. */
+static int pgConnect(StorePg *p){
+  PgLock *pL, **ppL;
+  int rc;
+  if( p->pConn ) PQfinish(p->pConn);
+  p->bPrepared = 0;
+  p->bInTxn = 0;
+  p->bWriteTxn = 0;
+  p->pConn = PQconnectdb(p->zConnUri);
+  pgTrip(p);
+  if( p->pConn==0 ) return SQLITE_NOMEM;
+  if( PQstatus(p->pConn)!=CONNECTION_OK ){
+    const char *zMsg = PQerrorMessage(p->pConn);
+    size_t n = strlen(zMsg);
+    while( n>0 && (zMsg[n-1]=='\n' || zMsg[n-1]==' ') ) n--;
+    pgSetErr(p, sqlite3_mprintf("store: cannot connect to %s: %.*s",
+                                p->zShow, (int)n, zMsg));
+    return SQLITE_CANTOPEN;
+  }
+  /* the server's notices (a terminated session's FATAL among them) are
+  ** not for the application's stderr */
+  PQsetNoticeProcessor(p->pConn, pgNoNotice, 0);
+  rc = pgSession(p);
+  if( rc==SQLITE_OK && p->bSchemaReady ) rc = pgPrepare(p);
+  for(ppL=&p->pLock; rc==SQLITE_OK && (pL = *ppL)!=0; ){
+    char zKey[24];
+    const char *az[1];
+    PGresult *r;
+    int bGot;
+    sqlite3_snprintf(sizeof(zKey), zKey, "%lld", (long long)pL->iKey);
+    az[0] = zKey;
+    r = PQexecPrepared(p->pConn, "d12", 1, az, 0, 0, 0);
+    pgTrip(p);
+    if( r==0 || PQresultStatus(r)!=PGRES_TUPLES_OK ){
+      rc = pgResultErr(p, r, "writer lock");
+      PQclear(r);
+      break;
+    }
+    bGot = PQgetvalue(r, 0, 0)[0]=='t';
+    PQclear(r);
+    if( bGot ){
+      ppL = &pL->pNext;
+    }else{
+      *ppL = pL->pNext;
+      sqlite3_free(pL);
+      p->bLockLost = 1;
+    }
+  }
+  return rc;
+}
+
+/* A live connection: reconnects a lost one (outside a transaction). */
+static int pgLive(StorePg *p){
+  int rc;
+  if( p->bInTxn ) return p->rcDead;
+  if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+    return SQLITE_OK;
+  }
+  rc = pgConnect(p);
+  return rc==SQLITE_CANTOPEN ? SQLITE_IOERR : rc;   /* not at open */
+}
+
+/* Run prepared statement i with binary parameters; *ppRes gets the result
+** (caller clears) of a statement returning rows. */
+static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
+                 const int *anLen, const int *aFmt, PGresult **ppRes,
+                 const char *zWhat){
+  char zName[8];
+  PGresult *r;
+  int rc = SQLITE_OK;
+  sqlite3_snprintf(sizeof(zName), zName, "d%d", i);
+  r = PQexecPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1);
+  pgTrip(p);
+  if( r==0 || (PQresultStatus(r)!=PGRES_TUPLES_OK
+               && PQresultStatus(r)!=PGRES_COMMAND_OK) ){
+    rc = pgResultErr(p, r, zWhat);
+    if( ppRes && r && pgRetryable(r) ) rc = SQLITE_BUSY;
+    PQclear(r);
+    r = 0;
+  }
+  if( ppRes ) *ppRes = r; else PQclear(r);
+  return rc;
+}
+
+/* ---- buffered writes ---- */
+
+static void pgOpsClear(StorePg *p){
+  int i;
+  for(i=0; i<p->nOp; i++) sqlite3_free(p->aOp[i].pKey);
+  p->nOp = 0;
+  p->nOpByte = 0;
+}
+
+/* The parameters of buffered write pOp. */
+static int pgOpParams(PgOp *pOp, const char **az, int *an, int *af){
+  az[0] = (const char*)pOp->pKey; an[0] = pOp->nKey; af[0] = 1;
+  az[1] = (const char*)pOp->pVal; an[1] = pOp->nVal; af[1] = 1;
+  return pOp->eStmt==PS_PUT || pOp->eStmt==PS_DELRANGE ? 2 : 1;
+}
+
+/* Send the buffered writes, then zTail (COMMIT, or NULL), in one pipeline:
+** one round trip.  SQLITE_OK when every statement succeeded. */
+static int pgFlush(StorePg *p, const char *zTail){
+  int i, rc = SQLITE_OK, nSent = 0, bTail = 0;
+  if( p->nOp==0 && zTail==0 ) return SQLITE_OK;
+  if( PQenterPipelineMode(p->pConn)!=1 ){
+    pgOpsClear(p);
+    return pgResultErr(p, 0, "pipeline");
+  }
+  for(i=0; i<p->nOp; i++){
+    const char *az[2]; int an[2], af[2];
+    char zName[8];
+    int n = pgOpParams(&p->aOp[i], az, an, af);
+    sqlite3_snprintf(sizeof(zName), zName, "d%d", p->aOp[i].eStmt);
+    if( PQsendQueryPrepared(p->pConn, zName, n, az, an, af, 1)!=1 ){
+      rc = SQLITE_IOERR;
+      break;
+    }
+    nSent++;
+  }
+  if( rc==SQLITE_OK && zTail ){
+    if( PQsendQueryParams(p->pConn, zTail, 0, 0, 0, 0, 0, 1)!=1 ){
+      rc = SQLITE_IOERR;
+    }else{
+      bTail = 1;
+    }
+  }
+  pgOpsClear(p);
+  if( PQpipelineSync(p->pConn)!=1 ) rc = SQLITE_IOERR;
+  if( rc!=SQLITE_OK ){
+    rc = pgResultErr(p, 0, zTail ? "commit" : "write");
+    if( PQstatus(p->pConn)!=CONNECTION_OK ) return rc;
+  }
+  pgTrip(p);
+  /* results: one per statement sent (each followed by NULL), then SYNC */
+  for(i=0; i<nSent+bTail+1; i++){
+    PGresult *r = PQgetResult(p->pConn);
+    ExecStatusType e;
+    if( r==0 ){
+      if( rc==SQLITE_OK ) rc = pgResultErr(p, 0, zTail ? "commit" : "write");
+      break;
+    }
+    e = PQresultStatus(r);
+    if( i==nSent+bTail ){
+      PQclear(r);
+      break;
+    }
+    if( e!=PGRES_COMMAND_OK && e!=PGRES_TUPLES_OK && rc==SQLITE_OK ){
+      rc = pgResultErr(p, r, zTail ? "commit" : "write");
+    }
+    PQclear(r);
+    r = PQgetResult(p->pConn);          /* the NULL ending the statement */
+    PQclear(r);
+  }
+  if( PQstatus(p->pConn)==CONNECTION_OK ) PQexitPipelineMode(p->pConn);
+  return rc;
+}
+
+/* Buffer one write of a write transaction (copies the bytes). */
+static int pgOpAdd(StorePg *p, int eStmt, const void *pKey, int nKey,
+                   const void *pVal, int nVal){
+  PgOp *pOp;
+  if( p->nOp==p->nOpAlloc ){
+    int nNew = p->nOpAlloc ? p->nOpAlloc*2 : 64;
+    PgOp *aNew = sqlite3_realloc64(p->aOp, sizeof(PgOp)*nNew);
+    if( aNew==0 ) return SQLITE_NOMEM;
+    p->aOp = aNew;
+    p->nOpAlloc = nNew;
+  }
+  pOp = &p->aOp[p->nOp];
+  pOp->pKey = sqlite3_malloc64((nKey>0 ? nKey : 1) + (nVal>0 ? nVal : 0));
+  if( pOp->pKey==0 ) return SQLITE_NOMEM;
+  if( nKey>0 ) memcpy(pOp->pKey, pKey, nKey);
+  pOp->pVal = pOp->pKey + nKey;
+  if( nVal>0 ) memcpy(pOp->pVal, pVal, nVal);
+  pOp->eStmt = eStmt;
+  pOp->nKey = nKey;
+  pOp->nVal = nVal>0 ? nVal : 0;
+  p->nOp++;
+  p->nOpByte += nKey + (nVal>0 ? nVal : 0);
+  if( p->nOpByte>PG_BUF_FLUSH ) return pgFlush(p, 0);
+  return SQLITE_OK;
+}
+
+/* Before a read inside a write transaction: the buffered writes go first. */
+static int pgBeforeRead(StorePg *p){
+  if( p->bInTxn ){
+    if( p->rcDead ) return p->rcDead;
+    return p->nOp ? pgFlush(p, 0) : SQLITE_OK;
+  }
+  return pgLive(p);
+}
+
+/* memcmp() order, a prefix first. */
+static int pgKeyCmp(const void *a, int na, const void *b, int nb){
+  int c = memcmp(a, b, na<nb ? na : nb);
+  return c ? c : na-nb;
+}
+
+/* A point read inside a write transaction: the buffered write that decides
+** key pKey, newest first: 1 a put (*ppOp), 2 a delete, 0 none (the server
+** has the answer).  Long buffers are sent first instead (the walk is
+** linear): then 0. */
+#define PG_LOOKUP_MAX 512
+static int pgOpLookup(StorePg *p, const void *pKey, int nKey, PgOp **ppOp,
+                      int *pRc){
+  int i;
+  *pRc = SQLITE_OK;
+  if( !p->bInTxn || !p->bWriteTxn || p->nOp==0 ) return 0;
+  if( p->nOp>PG_LOOKUP_MAX ){
+    *pRc = pgFlush(p, 0);
+    return 0;
+  }
+  for(i=p->nOp-1; i>=0; i--){
+    PgOp *o = &p->aOp[i];
+    switch( o->eStmt ){
+      case PS_PUT: case PS_DEL:
+        if( o->nKey==nKey && memcmp(o->pKey, pKey, nKey)==0 ){
+          *ppOp = o;
+          return o->eStmt==PS_PUT ? 1 : 2;
+        }
+        break;
+      case PS_DELRANGE:
+        if( pgKeyCmp(pKey, nKey, o->pKey, o->nKey)>=0
+         && pgKeyCmp(pKey, nKey, o->pVal, o->nVal)<0 ) return 2;
+        break;
+      default:   /* PS_DELOPEN */
+        if( pgKeyCmp(pKey, nKey, o->pKey, o->nKey)>=0 ) return 2;
+        break;
+    }
+  }
+  return 0;
+}
+
+/* ---- transactions ---- */
+
+static int pgLockCall(StorePg *p, int eStmt, int64_t iKey, int *pbGot);
+
+/* After a transaction: the writer locks released during it. */
+static void pgUnlockPending(StorePg *p){
+  PgLock *pL;
+  int bGot;
+  while( (pL = p->pUnlock)!=0 ){
+    p->pUnlock = pL->pNext;
+    if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+      pgLockCall(p, PS_WUNLOCK, pL->iKey, &bGot);
+    }
+    sqlite3_free(pL);
+  }
+}
+
+static int pgRollback(Store *pStore){
+  StorePg *p = (StorePg*)pStore;
+  int rc = SQLITE_OK;
+  pgOpsClear(p);
+  if( !p->bInTxn ) return SQLITE_OK;
+  p->bInTxn = 0;
+  p->bWriteTxn = 0;
+  p->rcDead = 0;
+  if( PQstatus(p->pConn)==CONNECTION_OK
+   && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+    rc = pgExec(p, "ROLLBACK", "rollback");
+  }
+  pgUnlockPending(p);
+  return rc;
+}
+
+/* One attempt at BEGIN (and the transaction lock of a writer), pipelined:
+** one round trip. */
+static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
+  char zLock[64];
+  const char *zBegin = bWrite ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+                              : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+  int i, n = bWrite ? 2 : 1, rc = SQLITE_OK;
+  *pbRetry = 0;
+  sqlite3_snprintf(sizeof(zLock), zLock, "SELECT pg_advisory_xact_lock(%d,%d)",
+                   p->aTxnLock[0], p->aTxnLock[1]);
+  if( PQenterPipelineMode(p->pConn)!=1
+   || PQsendQueryParams(p->pConn, zBegin, 0, 0, 0, 0, 0, 0)!=1
+   || (bWrite && PQsendQueryParams(p->pConn, zLock, 0, 0, 0, 0, 0, 0)!=1)
+   || PQpipelineSync(p->pConn)!=1 ){
+    rc = pgResultErr(p, 0, "begin");
+    if( PQstatus(p->pConn)==CONNECTION_OK
+     && PQpipelineStatus(p->pConn)!=PQ_PIPELINE_OFF ){
+      while( PQgetResult(p->pConn) ){}
+      PQexitPipelineMode(p->pConn);
+    }
+    return rc;
+  }
+  pgTrip(p);
+  for(i=0; i<=n; i++){
+    PGresult *r = PQgetResult(p->pConn);
+    ExecStatusType e;
+    if( r==0 ){
+      if( rc==SQLITE_OK ) rc = pgResultErr(p, 0, "begin");
+      break;
+    }
+    e = PQresultStatus(r);
+    if( i==n ){ PQclear(r); break; }
+    if( e!=PGRES_COMMAND_OK && e!=PGRES_TUPLES_OK && rc==SQLITE_OK ){
+      *pbRetry = pgRetryable(r);
+      rc = pgResultErr(p, r, bWrite ? "begin (the store's write lock)"
+                                    : "begin");
+    }
+    PQclear(r);
+    PQclear(PQgetResult(p->pConn));
+  }
+  if( PQstatus(p->pConn)==CONNECTION_OK ) PQexitPipelineMode(p->pConn);
+  if( rc!=SQLITE_OK && PQstatus(p->pConn)==CONNECTION_OK
+   && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+    PQclear(PQexec(p->pConn, "ROLLBACK"));
+    pgTrip(p);
+  }
+  return rc;
+}
+
+static int pgBegin(Store *pStore, int bWrite){
+  StorePg *p = (StorePg*)pStore;
+  int rc, bRetry = 0, i, bLost = 0;
+  if( p->bInTxn ) return SQLITE_MISUSE;
+  if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
+  if( bWrite && p->bLockLost ){
+    p->bLockLost = 0;
+    pgSetErr(p, sqlite3_mprintf("store: %s: the connection was lost and a"
+        " writer lock this handle held was taken by another session",
+        p->zShow));
+    return SQLITE_BUSY;
+  }
+  for(i=0; ; i++){
+    rc = pgLive(p);
+    if( rc!=SQLITE_OK ) return rc;
+    rc = pgBeginOnce(p, bWrite, &bRetry);
+    if( rc!=SQLITE_OK && !bLost && PQstatus(p->pConn)==CONNECTION_BAD ){
+      /* the session was gone before this BEGIN (a server restart, an
+      ** idle connection dropped): nothing was in flight, connect again */
+      bLost = 1;
+      i--;
+      continue;
+    }
+    if( rc==SQLITE_OK || !bRetry || i>=p->nRetry ) break;
+  }
+  if( rc==SQLITE_OK ){
+    p->bInTxn = 1;
+    p->bWriteTxn = bWrite;
+  }else if( bRetry ){
+    char *z = sqlite3_mprintf("%s (after %d retries)", p->zErr, p->nRetry);
+    if( z ) pgSetErr(p, z);
+    rc = SQLITE_BUSY;
+  }
+  return rc;
+}
+
+static int pgCommit(Store *pStore){
+  StorePg *p = (StorePg*)pStore;
+  int rc;
+  if( !p->bInTxn ) return SQLITE_MISUSE;
+  rc = p->rcDead ? p->rcDead : pgFlush(p, "COMMIT");
+  pgOpsClear(p);
+  p->bInTxn = 0;
+  p->bWriteTxn = 0;
+  p->rcDead = 0;
+  if( rc!=SQLITE_OK && PQstatus(p->pConn)==CONNECTION_OK
+   && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+    PQclear(PQexec(p->pConn, "ROLLBACK"));
+    pgTrip(p);
+  }
+  pgUnlockPending(p);
+  return rc;
+}
+
+/* Run one autocommit write (a put or a delete outside a transaction),
+** retrying serialization failures. */
+static int pgAutoWrite(StorePg *p, int eStmt, const void *pKey, int nKey,
+                       const void *pVal, int nVal, const char *zWhat){
+  int i, rc = SQLITE_OK;
+  for(i=0; i<=p->nRetry; i++){
+    const char *az[2]; int an[2], af[2];
+    PGresult *r = 0;
+    char zName[8];
+    rc = pgLive(p);
+    if( rc!=SQLITE_OK ) return rc;
+    az[0] = pKey; an[0] = nKey; af[0] = 1;
+    az[1] = pVal; an[1] = nVal; af[1] = 1;
+    sqlite3_snprintf(sizeof(zName), zName, "d%d", eStmt);
+    r = PQexecPrepared(p->pConn, zName, pVal ? 2 : 1, az, an, af, 1);
+    pgTrip(p);
+    if( r && PQresultStatus(r)==PGRES_COMMAND_OK ){
+      PQclear(r);
+      return SQLITE_OK;
+    }
+    rc = pgResultErr(p, r, zWhat);
+    if( !pgRetryable(r) ){ PQclear(r); return rc; }
+    PQclear(r);
+  }
+  return SQLITE_BUSY;
+}
+
+/* ---- reads and writes ---- */
+
+static int pgGet(Store *pStore, const void *pKey, int nKey,
+                 void **ppVal, int *pnVal){
+  StorePg *p = (StorePg*)pStore;
+  const char *az[1]; int an[1], af[1];
+  PGresult *r = 0;
+  PgOp *pOp = 0;
+  int rc, eBuf;
+  *ppVal = 0;
+  *pnVal = -1;
+  if( p->bInTxn && p->rcDead ) return p->rcDead;
+  /* a key the transaction wrote is answered here, any other one by the
+  ** server without sending the buffered writes first */
+  eBuf = pgOpLookup(p, pKey, nKey, &pOp, &rc);
+  if( rc!=SQLITE_OK ) return rc;
+  if( eBuf==2 ) return SQLITE_OK;
+  if( eBuf==1 ){
+    void *a = sqlite3_malloc64(pOp->nVal>0 ? pOp->nVal : 1);
+    if( a==0 ) return SQLITE_NOMEM;
+    if( pOp->nVal>0 ) memcpy(a, pOp->pVal, pOp->nVal);
+    *ppVal = a;
+    *pnVal = pOp->nVal;
+    return SQLITE_OK;
+  }
+  if( !p->bInTxn && (rc = pgLive(p))!=SQLITE_OK ) return rc;
+  az[0] = pKey; an[0] = nKey; af[0] = 1;
+  rc = pgRun(p, PS_GET, 1, az, an, af, &r, "get");
+  if( rc==SQLITE_OK && PQntuples(r)>0 ){
+    int n = PQgetlength(r, 0, 0);
+    void *a = sqlite3_malloc64(n>0 ? n : 1);
+    if( a==0 ){
+      rc = SQLITE_NOMEM;
+    }else{
+      if( n>0 ) memcpy(a, PQgetvalue(r, 0, 0), n);
+      *ppVal = a;
+      *pnVal = n;
+    }
+  }
+  PQclear(r);
+  return rc;
+}
+
+static int pgGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
+                      int n, void *pOut, int *pnGot){
+  StorePg *p = (StorePg*)pStore;
+  const char *az[3]; int an[3], af[3];
+  unsigned char aOff[4], aLen[4];
+  PGresult *r = 0;
+  PgOp *pOp = 0;
+  int rc, eBuf;
+  *pnGot = -1;
+  if( p->bInTxn && p->rcDead ) return p->rcDead;
+  eBuf = pgOpLookup(p, pKey, nKey, &pOp, &rc);
+  if( rc!=SQLITE_OK ) return rc;
+  if( eBuf==2 ) return SQLITE_OK;
+  if( eBuf==1 ){
+    int nTake = pOp->nVal>iOff ? pOp->nVal-iOff : 0;
+    if( nTake>n ) nTake = n;
+    if( nTake>0 ) memcpy(pOut, pOp->pVal+iOff, nTake);
+    *pnGot = nTake;
+    return SQLITE_OK;
+  }
+  if( !p->bInTxn && (rc = pgLive(p))!=SQLITE_OK ) return rc;
+  /* int4 parameters in binary: big-endian */
+  aOff[0] = (unsigned char)((iOff+1)>>24); aOff[1] = (unsigned char)((iOff+1)>>16);
+  aOff[2] = (unsigned char)((iOff+1)>>8); aOff[3] = (unsigned char)(iOff+1);
+  aLen[0] = (unsigned char)(n>>24); aLen[1] = (unsigned char)(n>>16);
+  aLen[2] = (unsigned char)(n>>8); aLen[3] = (unsigned char)n;
+  az[0] = pKey; an[0] = nKey; af[0] = 1;
+  az[1] = (const char*)aOff; an[1] = 4; af[1] = 1;
+  az[2] = (const char*)aLen; an[2] = 4; af[2] = 1;
+  rc = pgRun(p, PS_RANGE, 3, az, an, af, &r, "range read");
+  if( rc==SQLITE_OK && PQntuples(r)>0 ){
+    int nGot = PQgetlength(r, 0, 0);
+    if( nGot>n ) nGot = n;
+    if( nGot>0 ) memcpy(pOut, PQgetvalue(r, 0, 0), nGot);
+    *pnGot = nGot;
+  }
+  PQclear(r);
+  return rc;
+}
+
+static int pgScan(Store *pStore, const void *pLo, int nLo, const void *pHi,
+                  int nHi, int flags, int nLimit, StoreRowFn xRow, void *pArg){
+  StorePg *p = (StorePg*)pStore;
+  int bRev = (flags & STORE_SCAN_REVERSE)!=0;
+  unsigned char *aLast = 0;          /* the last key of the previous page */
+  int nLast = 0, bFirst = 1, rc;
+  int64_t nLeft = nLimit<0 ? -1 : nLimit;
+  rc = pgBeforeRead(p);
+  if( rc!=SQLITE_OK ) return rc;
+  while( nLeft!=0 ){
+    const char *az[3]; int an[3], af[3];
+    char zLim[24];
+    PGresult *r = 0;
+    int i, nRow, eStmt, nPage = PG_SCAN_PAGE, bStop = 0;
+    if( nLeft>0 && nLeft<nPage ) nPage = (int)nLeft;
+    sqlite3_snprintf(sizeof(zLim), zLim, "%d", nPage);
+    az[2] = zLim; an[2] = 0; af[2] = 0;
+    if( bRev ){
+      az[0] = pLo; an[0] = nLo; af[0] = 1;
+      if( !bFirst ){ az[1] = (const char*)aLast; an[1] = nLast; af[1] = 1; }
+      else{ az[1] = pHi; an[1] = nHi; af[1] = 1; }
+      eStmt = (bFirst && nHi==0) ? PS_SCANR_OPEN : PS_SCANR;
+    }else{
+      if( !bFirst ){ az[0] = (const char*)aLast; an[0] = nLast; af[0] = 1; }
+      else{ az[0] = pLo; an[0] = nLo; af[0] = 1; }
+      az[1] = pHi; an[1] = nHi; af[1] = 1;
+      if( bFirst ) eStmt = nHi>0 ? PS_SCANF : PS_SCANF_OPEN;
+      else eStmt = nHi>0 ? PS_SCANFX : PS_SCANFX_OPEN;
+    }
+    if( az[0]==0 ) az[0] = "";
+    if( eStmt==PS_SCANF_OPEN || eStmt==PS_SCANFX_OPEN || eStmt==PS_SCANR_OPEN ){
+      az[1] = az[2]; an[1] = an[2]; af[1] = af[2];
+    }
+    rc = pgRun(p, eStmt, 3 - (eStmt==PS_SCANF_OPEN || eStmt==PS_SCANFX_OPEN
+                              || eStmt==PS_SCANR_OPEN),
+               az, an, af, &r, "scan");
+    if( rc!=SQLITE_OK ) break;
+    nRow = PQntuples(r);
+    for(i=0; i<nRow; i++){
+      if( xRow(pArg, (const unsigned char*)PQgetvalue(r, i, 0),
+               PQgetlength(r, i, 0), (const unsigned char*)PQgetvalue(r, i, 1),
+               PQgetlength(r, i, 1)) ){
+        bStop = 1;
+        break;
+      }
+    }
+    if( !bStop && nRow==nPage ){
+      int n = PQgetlength(r, nRow-1, 0);
+      unsigned char *a = sqlite3_realloc64(aLast, n>0 ? n : 1);
+      if( a==0 ){ PQclear(r); rc = SQLITE_NOMEM; break; }
+      aLast = a;
+      nLast = n;
+      memcpy(aLast, PQgetvalue(r, nRow-1, 0), n);
+    }
+    PQclear(r);
+    if( bStop || nRow<nPage ) break;
+    if( nLeft>0 ) nLeft -= nRow;
+    bFirst = 0;
+    if( bRev && nLast==0 ) break;
+  }
+  sqlite3_free(aLast);
+  return rc;
+}
+
+static int pgCheckWritable(StorePg *p){
+  if( p->bReadOnly ){
+    pgSetErr(p, sqlite3_mprintf("store: %s is open read-only", p->zShow));
+    return SQLITE_READONLY;
+  }
+  return SQLITE_OK;
+}
+
+static int pgPut(Store *pStore, const void *pKey, int nKey,
+                 const void *pVal, int nVal){
+  StorePg *p = (StorePg*)pStore;
+  int rc = pgCheckWritable(p);
+  if( rc ) return rc;
+  if( nVal>p->nMaxValue ){
+    pgSetErr(p, sqlite3_mprintf("store: value of %d bytes exceeds the limit"
+                                " of %d", nVal, p->nMaxValue));
+    return SQLITE_TOOBIG;
+  }
+  if( p->bInTxn ){
+    if( p->rcDead ) return p->rcDead;
+    if( !p->bWriteTxn ) return SQLITE_READONLY;
+    return pgOpAdd(p, PS_PUT, pKey, nKey, pVal ? pVal : "", nVal);
+  }
+  return pgAutoWrite(p, PS_PUT, pKey, nKey, pVal ? pVal : "", nVal, "put");
+}
+
+static int pgClear(Store *pStore, const void *pKey, int nKey){
+  StorePg *p = (StorePg*)pStore;
+  int rc = pgCheckWritable(p);
+  if( rc ) return rc;
+  if( p->bInTxn ){
+    if( p->rcDead ) return p->rcDead;
+    if( !p->bWriteTxn ) return SQLITE_READONLY;
+    return pgOpAdd(p, PS_DEL, pKey, nKey, 0, 0);
+  }
+  return pgAutoWrite(p, PS_DEL, pKey, nKey, 0, 0, "delete");
+}
+
+static int pgClearRange(Store *pStore, const void *pLo, int nLo,
+                        const void *pHi, int nHi){
+  StorePg *p = (StorePg*)pStore;
+  int e = nHi>0 ? PS_DELRANGE : PS_DELOPEN;
+  int rc = pgCheckWritable(p);
+  if( rc ) return rc;
+  if( p->bInTxn ){
+    if( p->rcDead ) return p->rcDead;
+    if( !p->bWriteTxn ) return SQLITE_READONLY;
+    return pgOpAdd(p, e, pLo, nLo, pHi, nHi);
+  }
+  return pgAutoWrite(p, e, pLo ? pLo : "", nLo, nHi>0 ? pHi : 0, nHi,
+                     "delete range");
+}
+
+static int pgAdd(Store *pStore, const void *pKey, int nKey, int64_t iDelta,
+                 int64_t *piNew){
+  StorePg *p = (StorePg*)pStore;
+  void *pOld = 0;
+  int nOld = 0, rc = SQLITE_OK;
+  unsigned char a[8];
+  int bOwn = !p->bInTxn;
+  uint64_t v = 0;
+  if( bOwn ) rc = pgBegin(pStore, 1);
+  if( rc==SQLITE_OK ) rc = pgGet(pStore, pKey, nKey, &pOld, &nOld);
+  if( rc==SQLITE_OK && pOld && nOld!=8 ){
+    pgSetErr(p, sqlite3_mprintf("store: counter value has %d bytes, not 8",
+                                nOld));
+    rc = SQLITE_CORRUPT;
+  }
+  if( rc==SQLITE_OK ){
+    if( pOld ) v = bytes_get64le((const unsigned char*)pOld);
+    v += (uint64_t)iDelta;
+    bytes_put64le(a, v);
+    rc = pgPut(pStore, pKey, nKey, a, 8);
+  }
+  sqlite3_free(pOld);
+  if( bOwn ) rc = (rc==SQLITE_OK) ? pgCommit(pStore) : (pgRollback(pStore), rc);
+  if( rc==SQLITE_OK && piNew ) *piNew = (int64_t)v;
+  return rc;
+}
+
+static int pgMaxValue(Store *pStore){
+  return ((StorePg*)pStore)->nMaxValue;
+}
+
+static const char *pgErrMsg(Store *pStore){
+  StorePg *p = (StorePg*)pStore;
+  return p->zErr ? p->zErr : "";
+}
+
+/* pg_total_relation_size of the two tables (with indexes and TOAST). */
+static int pgPhysicalBytes(Store *pStore, int64_t *pnByte){
+  StorePg *p = (StorePg*)pStore;
+  char *zSql;
+  PGresult *r;
+  int rc = p->bInTxn ? pgBeforeRead(p) : pgLive(p);
+  *pnByte = 0;
+  if( rc!=SQLITE_OK ) return rc;
+  zSql = sqlite3_mprintf("SELECT pg_total_relation_size('%q.depot_kv')"
+      " + pg_total_relation_size('%q.depot_store_meta')", p->zSchema,
+      p->zSchema);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  r = PQexec(p->pConn, zSql);
+  pgTrip(p);
+  sqlite3_free(zSql);
+  if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1 ){
+    *pnByte = strtoll(PQgetvalue(r, 0, 0), 0, 10);
+  }else{
+    rc = pgResultErr(p, r, "size");
+  }
+  PQclear(r);
+  return rc;
+}
+
+/* VACUUM of depot_kv: its free space goes to reuse, trailing empty pages
+** back to the file system.  (VACUUM FULL, which would give all of it
+** back, takes a lock that stops every reader: left to the DBA.) */
+static int pgMaintain(Store *pStore, int eOp){
+  StorePg *p = (StorePg*)pStore;
+  char *zSql;
+  int rc;
+  (void)eOp;
+  if( p->bInTxn ) return SQLITE_MISUSE;
+  if( p->bReadOnly ) return SQLITE_OK;
+  rc = pgLive(p);
+  if( rc!=SQLITE_OK ) return rc;
+  zSql = sqlite3_mprintf("VACUUM %s.depot_kv", p->zSchema);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  rc = pgExec(p, zSql, "vacuum");
+  sqlite3_free(zSql);
+  return rc;
+}
+
+/* ---- writer locks ---- */
+
+static int64_t pgLockKey(StorePg *p, const void *pKey, int nKey){
+  return (int64_t)pgHash(p->zSchema, (int)strlen(p->zSchema), pKey, nKey);
+}
+
+/* pg_try_advisory_lock (eStmt PS_WLOCK) or pg_advisory_unlock of iKey;
+** *pbGot whether it returned true. */
+static int pgLockCall(StorePg *p, int eStmt, int64_t iKey, int *pbGot){
+  char zKey[24];
+  const char *az[1];
+  PGresult *r = 0;
+  int rc;
+  *pbGot = 0;
+  rc = pgBeforeRead(p);
+  if( rc!=SQLITE_OK ) return rc;
+  sqlite3_snprintf(sizeof(zKey), zKey, "%lld", (long long)iKey);
+  az[0] = zKey;
+  rc = pgRun(p, eStmt, 1, az, 0, 0, &r, "writer lock");
+  if( rc==SQLITE_OK ){
+    *pbGot = PQntuples(r)==1 && PQgetlength(r, 0, 0)==1
+          && PQgetvalue(r, 0, 0)[0]==1;
+  }
+  PQclear(r);
+  return rc;
+}
+
+static PgLock **pgFindLock(StorePg *p, int64_t iKey){
+  PgLock **pp;
+  for(pp=&p->pLock; *pp && (*pp)->iKey!=iKey; pp=&(*pp)->pNext){}
+  return pp;
+}
+
+static int pgWriterLock(Store *pStore, const void *pKey, int nKey){
+  StorePg *p = (StorePg*)pStore;
+  int64_t iKey = pgLockKey(p, pKey, nKey);
+  PgLock *pL;
+  int rc, bGot = 0;
+  if( p->bReadOnly ) return SQLITE_READONLY;
+  if( *pgFindLock(p, iKey) ) return SQLITE_OK;
+  rc = pgLockCall(p, PS_WLOCK, iKey, &bGot);
+  if( rc==SQLITE_BUSY || (rc&0xff)==SQLITE_IOERR ) rc = SQLITE_IOERR_LOCK;
+  if( rc!=SQLITE_OK ) return rc;
+  if( !bGot ) return SQLITE_BUSY;
+  pL = sqlite3_malloc64(sizeof(*pL));
+  if( pL==0 ){
+    pgLockCall(p, PS_WUNLOCK, iKey, &bGot);
+    return SQLITE_NOMEM;
+  }
+  pL->iKey = iKey;
+  pL->pNext = p->pLock;
+  p->pLock = pL;
+  return SQLITE_OK;
+}
+
+static int pgWriterUnlock(Store *pStore, const void *pKey, int nKey){
+  StorePg *p = (StorePg*)pStore;
+  int64_t iKey = pgLockKey(p, pKey, nKey);
+  PgLock **pp = pgFindLock(p, iKey), *pL = *pp;
+  int bGot;
+  if( pL==0 ) return SQLITE_OK;
+  *pp = pL->pNext;
+  /* a lost session released it already */
+  if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+    if( p->bInTxn && p->rcDead ){
+      pL->pNext = p->pUnlock;
+      p->pUnlock = pL;
+      return SQLITE_OK;
+    }
+    pgLockCall(p, PS_WUNLOCK, iKey, &bGot);
+  }
+  sqlite3_free(pL);
+  return SQLITE_OK;
+}
+
+static int pgWriterHeld(Store *pStore, const void *pKey, int nKey,
+                        int *pbHeld){
+  StorePg *p = (StorePg*)pStore;
+  int64_t iKey = pgLockKey(p, pKey, nKey);
+  int rc, bGot = 0, bFree;
+  *pbHeld = 0;
+  if( *pgFindLock(p, iKey) ) return SQLITE_OK;
+  rc = pgLockCall(p, PS_WLOCK, iKey, &bGot);
+  if( rc!=SQLITE_OK ) return rc;
+  if( bGot ) return pgLockCall(p, PS_WUNLOCK, iKey, &bFree);
+  *pbHeld = 1;
+  return SQLITE_OK;
+}
+
+static void pgClose(Store *pStore){
+  StorePg *p = (StorePg*)pStore;
+  PgLock *pL;
+  pgOpsClear(p);
+  sqlite3_free(p->aOp);
+  /* the server ends the session a moment after PQfinish(): its writer
+  ** locks go now, so that the next holder need not race that */
+  if( (p->pLock || p->pUnlock) && p->pConn
+   && PQstatus(p->pConn)==CONNECTION_OK ){
+    if( PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+      PQclear(PQexec(p->pConn, "ROLLBACK"));
+    }
+    PQclear(PQexec(p->pConn, "SELECT pg_advisory_unlock_all()"));
+  }
+  while( (pL = p->pLock)!=0 ){
+    p->pLock = pL->pNext;
+    sqlite3_free(pL);
+  }
+  while( (pL = p->pUnlock)!=0 ){
+    p->pUnlock = pL->pNext;
+    sqlite3_free(pL);
+  }
+  if( p->pConn ) PQfinish(p->pConn);   /* ends the session: its locks and
+                                       ** any open transaction go */
+  sqlite3_free(p->zConnUri);
+  sqlite3_free(p->zShow);
+  sqlite3_free(p->zSchema);
+  sqlite3_free(p->zErr);
+  sqlite3_free(p);
+}
+
+static const StoreMethods storePgMethods = {
+  2, pgClose, pgBegin, pgCommit, pgRollback, pgGet, pgScan, pgPut, pgClear,
+  pgClearRange, pgAdd, pgMaxValue, pgErrMsg, pgGetRange, pgMaintain,
+  pgPhysicalBytes, pgWriterLock, pgWriterUnlock, pgWriterHeld
+};
+
+/* ---- open ---- */
+
+/* Splits the backend's own parameters off zUri: the rest, with
+** connect_timeout added when absent, goes to p->zConnUri. */
+static int pgParseUri(StorePg *p, const char *zUri, char **pzSchema,
+                      char **pzErr){
+  const char *zQ = strchr(zUri, '?');
+  sqlite3_str *s = sqlite3_str_new(0);
+  int bTimeout = 0, nSep = 0;
+  char *zCopy, *z, *zNext;
+  *pzSchema = 0;
+  sqlite3_str_append(s, zUri, zQ ? (int)(zQ-zUri) : (int)strlen(zUri));
+  zCopy = sqlite3_mprintf("%s", zQ ? zQ+1 : "");
+  if( zCopy==0 ) return SQLITE_NOMEM;
+  for(z=zCopy; z && *z; z=zNext){
+    char *zEq;
+    if( (zNext = strchr(z, '&'))!=0 ) *zNext++ = 0;
+    zEq = strchr(z, '=');
+    if( zEq && strncmp(z, "schema=", 7)==0 ){
+      sqlite3_free(*pzSchema);
+      *pzSchema = sqlite3_mprintf("%s", zEq+1);
+    }else if( zEq && (strncmp(z, "chunk_bytes=", 12)==0
+                      || strncmp(z, "busy_ms=", 8)==0
+                      || strncmp(z, "retries=", 8)==0) ){
+      char *zEnd = 0;
+      long v = strtol(zEq+1, &zEnd, 10);
+      int bOk = zEq[1] && *zEnd==0;
+      if( z[0]=='c' ){
+        bOk = bOk && v>=1024 && v<=1073741823;
+        if( bOk ) p->nMaxValue = (int)v;
+      }else if( z[0]=='b' ){
+        bOk = bOk && v>=0 && v<=86400000;
+        if( bOk ) p->nBusyMs = (int)v;
+      }else{
+        bOk = bOk && v>=0 && v<=1000;
+        if( bOk ) p->nRetry = (int)v;
+      }
+      if( !bOk ){
+        *pzErr = sqlite3_mprintf("store: %s: bad value %s (chunk_bytes:"
+            " 1024..1073741823, busy_ms: 0..86400000, retries: 0..1000)",
+            p->zShow, z);
+        sqlite3_free(zCopy);
+        sqlite3_free(sqlite3_str_finish(s));
+        return SQLITE_CANTOPEN;
+      }
+    }else{
+      if( strncmp(z, "connect_timeout=", 16)==0 ) bTimeout = 1;
+      sqlite3_str_appendchar(s, 1, nSep++ ? '&' : '?');
+      sqlite3_str_appendall(s, z);
+    }
+  }
+  if( !bTimeout ){
+    sqlite3_str_appendall(s, nSep++ ? "&" : "?");
+    sqlite3_str_appendall(s, "connect_timeout=5");
+  }
+  sqlite3_free(zCopy);
+  p->zConnUri = sqlite3_str_finish(s);
+  return p->zConnUri ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+/* zName as a quoted SQL identifier (sqlite3_malloc'd). */
+static char *pgQuoteIdent(const char *zName){
+  sqlite3_str *s = sqlite3_str_new(0);
+  const char *z;
+  sqlite3_str_appendchar(s, 1, '"');
+  for(z=zName; *z; z++){
+    sqlite3_str_appendchar(s, *z=='"' ? 2 : 1, *z);
+  }
+  sqlite3_str_appendchar(s, 1, '"');
+  return sqlite3_str_finish(s);
+}
+
+/* Makes the schema (bCreate) and checks the format row. */
+static int pgSetupSchema(StorePg *p, const char *zSchemaRaw, int bCreate,
+                         char **pzErr){
+  PGresult *r;
+  char *zSql;
+  int rc, nFormat = -1, bThere;
+  zSql = sqlite3_mprintf("SELECT to_regclass('%q.depot_kv') IS NOT NULL,"
+      " to_regclass('%q.depot_store_meta') IS NOT NULL", p->zSchema,
+      p->zSchema);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  r = PQexec(p->pConn, zSql);
+  pgTrip(p);
+  sqlite3_free(zSql);
+  if( r==0 || PQresultStatus(r)!=PGRES_TUPLES_OK ){
+    rc = pgResultErr(p, r, "schema check");
+    PQclear(r);
+    return rc;
+  }
+  bThere = PQgetvalue(r, 0, 0)[0]=='t' && PQgetvalue(r, 0, 1)[0]=='t';
+  PQclear(r);
+  if( !bThere ){
+    if( !bCreate || p->bReadOnly ){
+      *pzErr = sqlite3_mprintf("store: %s has no depot store in schema %s",
+                               p->zShow, zSchemaRaw);
+      return SQLITE_CANTOPEN;
+    }
+    zSql = sqlite3_mprintf("BEGIN; SELECT pg_advisory_xact_lock(%d,%d);"
+        " CREATE SCHEMA IF NOT EXISTS %s;"
+        " CREATE TABLE IF NOT EXISTS %s.depot_kv(key bytea PRIMARY KEY,"
+        "   value bytea NOT NULL);"
+        " ALTER TABLE %s.depot_kv ALTER COLUMN value SET STORAGE EXTERNAL;"
+        " CREATE TABLE IF NOT EXISTS %s.depot_store_meta(name text PRIMARY"
+        "   KEY, value bigint NOT NULL);"
+        " INSERT INTO %s.depot_store_meta VALUES('format', %d)"
+        "   ON CONFLICT DO NOTHING;"
+        " COMMIT", p->aTxnLock[0], p->aTxnLock[1], p->zSchema, p->zSchema,
+        p->zSchema, p->zSchema, p->zSchema, PG_FORMAT);
+    if( zSql==0 ) return SQLITE_NOMEM;
+    rc = pgExec(p, zSql, "schema setup");
+    sqlite3_free(zSql);
+    if( rc!=SQLITE_OK ){
+      if( PQstatus(p->pConn)==CONNECTION_OK ) pgExec(p, "ROLLBACK", "rollback");
+      *pzErr = sqlite3_mprintf("%s", p->zErr);
+      return rc;
+    }
+  }
+  zSql = sqlite3_mprintf("SELECT value FROM %s.depot_store_meta WHERE"
+                         " name='format'", p->zSchema);
+  if( zSql==0 ) return SQLITE_NOMEM;
+  r = PQexec(p->pConn, zSql);
+  pgTrip(p);
+  sqlite3_free(zSql);
+  if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1 ){
+    nFormat = atoi(PQgetvalue(r, 0, 0));
+  }
+  PQclear(r);
+  if( nFormat!=PG_FORMAT ){
+    *pzErr = sqlite3_mprintf("store: %s schema %s: store format %d, this"
+        " build reads format %d", p->zShow, zSchemaRaw, nFormat, PG_FORMAT);
+    return SQLITE_CANTOPEN;
+  }
+  return SQLITE_OK;
+}
+
+int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
+                  Store **ppStore, char **pzErr){
+  StorePg *p;
+  char *zSchema = 0, *zErr = 0;
+  int rc;
+  uint64_t h;
+  *ppStore = 0;
+  p = sqlite3_malloc64(sizeof(*p));
+  if( p==0 ) return SQLITE_NOMEM;
+  memset(p, 0, sizeof(*p));
+  p->base.pMethods = &storePgMethods;
+  p->nMaxValue = pCfg->nMaxValue>0 ? pCfg->nMaxValue : 65536;
+  p->nBusyMs = pCfg->nBusyMs>0 ? pCfg->nBusyMs : 10000;
+  p->nRetry = 3;
+  p->iSync = pCfg->iSynchronous;
+  p->bReadOnly = pCfg->bReadOnly || pCfg->bImmutable;
+  p->zShow = store_pg_redact(zUri);
+  if( p->zShow==0 ){ pgClose(&p->base); return SQLITE_NOMEM; }
+  rc = pgParseUri(p, zUri, &zSchema, &zErr);
+  if( rc==SQLITE_OK ){
+    const char *zRaw = zSchema && zSchema[0] ? zSchema : "depot";
+    h = pgHash(zRaw, (int)strlen(zRaw), "", 0);
+    p->aTxnLock[0] = 0x64707374;                 /* "dpst" */
+    p->aTxnLock[1] = (int32_t)(uint32_t)h;
+    p->zSchema = pgQuoteIdent(zRaw);
+    rc = p->zSchema ? pgConnect(p) : SQLITE_NOMEM;
+    if( rc!=SQLITE_OK ){
+      zErr = sqlite3_mprintf("%s", p->zErr ? p->zErr : "out of memory");
+      if( rc!=SQLITE_NOMEM ) rc = SQLITE_CANTOPEN;
+    }else{
+      /* the statements name the tables: made once they exist */
+      rc = pgSetupSchema(p, zRaw, pCfg->bCreate, &zErr);
+      if( rc==SQLITE_OK ){
+        p->bSchemaReady = 1;
+        rc = pgPrepare(p);
+        if( rc ) zErr = sqlite3_mprintf("%s", p->zErr);
+      }
+    }
+  }
+  sqlite3_free(zSchema);
+  if( rc!=SQLITE_OK ){
+    if( pzErr ){
+      *pzErr = zErr;
+    }else{
+      sqlite3_free(zErr);
+    }
+    pgClose(&p->base);
+    return rc;
+  }
+  *ppStore = &p->base;
+  return SQLITE_OK;
+}
+
+#endif /* DEPOT_HAVE_PG */
