@@ -26,7 +26,9 @@
 ** Entries.  A projection is an SQL expression over the columns key and
 ** value of a source row, evaluated on the connection's private in-memory
 ** connection (dvDb), all of a source's projections in one statement (its
-** JSON is parsed once).  NULL gives
+** JSON is parsed once); when every projection is json_extract(value,
+** '$.name'), a strict scan of the JSON answers the rows it is sure of
+** (dvFastRow) and SQLite's JSON functions the others.  NULL gives
 ** no entry; text holding a JSON array ('[' first) gives one entry per
 ** distinct element.
 **   index    KV key = projected key || source key (both key encodings;
