@@ -880,6 +880,43 @@ START_TEST(test_derived_member_projection_matches_json_extract){
 }
 END_TEST
 
+/* A connection caches its sources' carriers (and whether their
+** projections take the member fast path): a carrier another connection
+** declares is maintained by this connection's next write. */
+START_TEST(test_derived_carrier_declared_elsewhere_is_maintained){
+  char *zDir = 0;
+  sqlite3 *db = dv_open("derived-cache", &zDir), *db2;
+  char *zPath = sqlite3_mprintf("%s/db", zDir);
+  dv_source(db, "kv_memory");
+  th_exec(db, "CREATE VIRTUAL TABLE by_a USING kv_index(source=users, "
+              "  expr='json_extract(value, ''$.a'')')");
+  th_exec(db, "INSERT INTO users VALUES(1, '{\"a\":\"x\",\"g\":\"p\"}')");
+  db2 = th_open(zPath);
+  sqlite3_busy_timeout(db2, th_busy_ms(5000));
+  th_exec(db2, "CREATE VIRTUAL TABLE by_g USING kv_counter(source=users, "
+               "  group='(json_extract(value, ''$.g''))')");
+  th_exec(db, "INSERT INTO users VALUES(2, '{\"a\":\"y\",\"g\":\"p\"}')");
+  th_exec(db, "UPDATE users SET value='{\"a\":\"z\",\"g\":\"q\"}' "
+              "WHERE key=1");
+  ck_assert_int_eq(th_int(db, "SELECT count FROM by_g WHERE key='p'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count FROM by_g WHERE key='q'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT source_key FROM by_a WHERE key='z'"),
+                   1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM by_a"), 2);
+  th_exec(db2, "DROP TABLE by_g");
+  th_exec(db, "UPDATE users SET value='{\"a\":\"w\",\"g\":\"q\"}' "
+              "WHERE key=2");
+  ck_assert_int_eq(th_int(db, "SELECT source_key FROM by_a WHERE key='w'"),
+                   2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('users')"),
+                   0);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("derived");
   TCase *tc = tcase_create("carriers");
@@ -895,6 +932,7 @@ Suite *depot_test_suite(void){
       test_derived_bad_projection_fails_write_naming_carrier_and_key, 0, 3);
   tcase_add_test(tc, test_derived_bad_declarations_are_refused);
   tcase_add_test(tc, test_derived_member_projection_matches_json_extract);
+  tcase_add_test(tc, test_derived_carrier_declared_elsewhere_is_maintained);
   tcase_add_loop_test(tc,
       test_derived_refused_write_in_transaction_leaves_nothing, 0, 3);
   tcase_add_loop_test(tc, test_derived_carrier_refuses_writes, 0, 3);
