@@ -26,7 +26,9 @@
 ** Entries.  A projection is an SQL expression over the columns key and
 ** value of a source row, evaluated on the connection's private in-memory
 ** connection (dvDb), all of a source's projections in one statement (its
-** JSON is parsed once).  NULL gives
+** JSON is parsed once); when every projection is json_extract(value,
+** '$.name'), a strict scan of the JSON answers the rows it is sure of
+** (dvFastRow) and SQLite's JSON functions the others.  NULL gives
 ** no entry; text holding a JSON array ('[' first) gives one entry per
 ** distinct element.
 **   index    KV key = projected key || source key (both key encodings;
@@ -94,6 +96,8 @@ struct DvCarrier {
   KvBuf cursor;                 /* building: last source key covered */
   sqlite3_stmt *pProj;          /* prepared on first use: key, projection,
                                 ** sum */
+  const char *zJx; int nJx;     /* expr is json_extract(value, '$.zJx') */
+  const char *zJs; int nJs;     /* sum is json_extract(value, '$.zJs') */
 };
 
 /* What the catalog says about one table, cached per connection. */
@@ -106,6 +110,9 @@ struct DvSource {
   int nCarrier;
   DvCarrier *a;                 /* in application order */
   sqlite3_stmt *pAll;           /* every projection of a row at once */
+  int eFast;                    /* 1: every projection is a plain member
+                                ** (dvFastPath), -1: not, 0: unknown */
+  sqlite3_stmt *pBind;          /* fast path: SELECT ?1, ?2, ... */
   DvList *aOld, *aNew;          /* nCarrier lists each: a write's entries */
   int *abCover;                 /* nCarrier flags: a write's carriers */
   DvSource *pNext;
@@ -259,6 +266,8 @@ static void dvSourceClear(DvSource *s){
     if( s->aNew ) dvListFree(&s->aNew[i]);
   }
   sqlite3_finalize(s->pAll);
+  sqlite3_finalize(s->pBind);
+  s->pBind = 0; s->eFast = 0;
   sqlite3_free(s->aOld);
   sqlite3_free(s->aNew);
   sqlite3_free(s->abCover);
@@ -613,6 +622,304 @@ static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
   return rc;
 }
 
+/* ------------------------------------------------ plain member fast path ---
+** The common projection json_extract(value, '$.name') is answered by a
+** strict scan of the row's JSON instead of SQLite's JSON functions, and
+** its results are bound to a statement that only returns its parameters,
+** so every projection keeps the exact SQL value (and the encoding code
+** path) of the general statement.  The scan answers only what it is sure
+** SQLite answers the same way: a valid RFC 8259 document whose top level
+** is an object, a member named once without escapes, whose value is a
+** string without escapes, an integer of at most 18 digits, true, false or
+** null (or an absent member: NULL).  Anything else goes to the general
+** statement, which also reports every error. */
+
+#define DV_JSON_DEPTH 64
+
+typedef struct DvFast DvFast;
+struct DvFast {
+  int eType;                    /* SQLITE_NULL, _INTEGER, _TEXT */
+  int64_t i;
+  const char *z; int n;
+  int nSeen;                    /* times the member was met */
+};
+
+/* zPath of "json_extract(value, '$.name')" (spaces allowed around the
+** tokens, names case-insensitive): the name (*pz, *pn), or 0. */
+static int dvFastPath(const char *zExpr, const char **pz, int *pn){
+  const char *z = zExpr;
+  int n;
+#define DV_WS while( *z==' ' || *z=='\t' || *z=='\n' || *z=='\r' ) z++
+  if( z==0 ) return 0;
+  DV_WS;
+  if( sqlite3_strnicmp(z, "json_extract", 12)!=0 ) return 0;
+  z += 12; DV_WS;
+  if( *z++!='(' ) return 0;
+  DV_WS;
+  if( sqlite3_strnicmp(z, "value", 5)!=0 ) return 0;
+  z += 5; DV_WS;
+  if( *z++!=',' ) return 0;
+  DV_WS;
+  if( z[0]!='\'' || z[1]!='$' || z[2]!='.' ) return 0;
+  z += 3;
+  if( !((*z>='a' && *z<='z') || (*z>='A' && *z<='Z') || *z=='_') ) return 0;
+  for(n=0; (z[n]>='a' && z[n]<='z') || (z[n]>='A' && z[n]<='Z')
+           || (z[n]>='0' && z[n]<='9') || z[n]=='_'; n++){}
+  *pz = z; *pn = n;
+  z += n;
+  if( *z++!='\'' ) return 0;
+  DV_WS;
+  if( *z++!=')' ) return 0;
+  DV_WS;
+#undef DV_WS
+  return *z==0;
+}
+
+static int dvjWs(const char *z, int n, int i){
+  while( i<n && (z[i]==' ' || z[i]=='\t' || z[i]=='\n' || z[i]=='\r') ) i++;
+  return i;
+}
+
+/* The end of the string whose opening quote is at z[i], or -1; *pbEsc:
+** it holds an escape. */
+static int dvjString(const char *z, int n, int i, int *pbEsc){
+  *pbEsc = 0;
+  for(i++; i<n; i++){
+    unsigned char c = (unsigned char)z[i];
+    if( c=='"' ) return i+1;
+    if( c<0x20 ) return -1;
+    if( c=='\\' ){
+      *pbEsc = 1;
+      if( ++i>=n ) return -1;
+      switch( z[i] ){
+        case '"': case '\\': case '/': case 'b': case 'f': case 'n':
+        case 'r': case 't': break;
+        case 'u': {
+          int k;
+          for(k=1; k<=4; k++){
+            char h = i+k<n ? z[i+k] : 0;
+            if( !((h>='0' && h<='9') || (h>='a' && h<='f')
+                  || (h>='A' && h<='F')) ) return -1;
+          }
+          i += 4;
+          break;
+        }
+        default: return -1;
+      }
+    }
+  }
+  return -1;
+}
+
+/* The end of the number at z[i], or -1; *pbInt: an integer of at most 18
+** digits, no "-0" (*pi its value). */
+static int dvjNumber(const char *z, int n, int i, int *pbInt, int64_t *pi){
+  int bNeg = 0, nDig = 0, bInt = 1;
+  int64_t v = 0;
+  if( i<n && z[i]=='-' ){ bNeg = 1; i++; }
+  if( i>=n ) return -1;
+  if( z[i]=='0' ){
+    i++; nDig = 1;
+  }else if( z[i]>='1' && z[i]<='9' ){
+    while( i<n && z[i]>='0' && z[i]<='9' ){
+      if( nDig<18 ) v = v*10 + (z[i]-'0');
+      nDig++; i++;
+    }
+  }else{
+    return -1;
+  }
+  if( i<n && z[i]=='.' ){
+    int k = 0;
+    bInt = 0;
+    for(i++; i<n && z[i]>='0' && z[i]<='9'; i++) k++;
+    if( k==0 ) return -1;
+  }
+  if( i<n && (z[i]=='e' || z[i]=='E') ){
+    int k = 0;
+    bInt = 0;
+    i++;
+    if( i<n && (z[i]=='+' || z[i]=='-') ) i++;
+    for(; i<n && z[i]>='0' && z[i]<='9'; i++) k++;
+    if( k==0 ) return -1;
+  }
+  if( nDig>18 || (bNeg && v==0) ) bInt = 0;
+  *pbInt = bInt;
+  *pi = bNeg ? -v : v;
+  return i;
+}
+
+/* The end of the JSON value at z[i] (after spaces), or -1. */
+static int dvjValue(const char *z, int n, int i, int iDepth){
+  int bEsc, bInt;
+  int64_t v;
+  i = dvjWs(z, n, i);
+  if( i>=n || iDepth>DV_JSON_DEPTH ) return -1;
+  switch( z[i] ){
+    case '"': return dvjString(z, n, i, &bEsc);
+    case '{': case '[': {
+      char cEnd = z[i]=='{' ? '}' : ']';
+      int bObj = z[i]=='{';
+      i = dvjWs(z, n, i+1);
+      if( i<n && z[i]==cEnd ) return i+1;
+      while( 1 ){
+        if( bObj ){
+          i = dvjWs(z, n, i);
+          if( i>=n || z[i]!='"' ) return -1;
+          i = dvjString(z, n, i, &bEsc);
+          if( i<0 ) return -1;
+          i = dvjWs(z, n, i);
+          if( i>=n || z[i]!=':' ) return -1;
+          i++;
+        }
+        i = dvjValue(z, n, i, iDepth+1);
+        if( i<0 ) return -1;
+        i = dvjWs(z, n, i);
+        if( i>=n ) return -1;
+        if( z[i]==cEnd ) return i+1;
+        if( z[i]!=',' ) return -1;
+        i++;
+      }
+    }
+    case 't': return (n-i>=4 && memcmp(z+i, "true", 4)==0) ? i+4 : -1;
+    case 'f': return (n-i>=5 && memcmp(z+i, "false", 5)==0) ? i+5 : -1;
+    case 'n': return (n-i>=4 && memcmp(z+i, "null", 4)==0) ? i+4 : -1;
+    default:  return dvjNumber(z, n, i, &bInt, &v);
+  }
+}
+
+/* The member named azName[k] of the top-level object of z into aOut[k]
+** (k < nName).  0 when the document or a wanted member is outside what
+** the fast path answers. */
+static int dvjMembers(const char *z, int n, const char **azName,
+                      const int *anName, int nName, DvFast *aOut){
+  int i, k, bEsc;
+  for(k=0; k<nName; k++){
+    memset(&aOut[k], 0, sizeof(aOut[k]));
+    aOut[k].eType = SQLITE_NULL;
+  }
+  i = dvjWs(z, n, 0);
+  if( i>=n || z[i]!='{' ) return 0;
+  i = dvjWs(z, n, i+1);
+  if( i<n && z[i]=='}' ){
+    i++;
+  }else{
+    while( 1 ){
+      int iKey, nKeyName, iVal;
+      i = dvjWs(z, n, i);
+      if( i>=n || z[i]!='"' ) return 0;
+      iKey = i+1;
+      i = dvjString(z, n, i, &bEsc);
+      if( i<0 || bEsc ) return 0;
+      nKeyName = i-1-iKey;
+      i = dvjWs(z, n, i);
+      if( i>=n || z[i]!=':' ) return 0;
+      iVal = dvjWs(z, n, i+1);
+      i = dvjValue(z, n, iVal, 1);
+      if( i<0 ) return 0;
+      for(k=0; k<nName; k++){
+        DvFast *f = &aOut[k];
+        if( anName[k]!=nKeyName || memcmp(azName[k], z+iKey, nKeyName) ){
+          continue;
+        }
+        if( ++f->nSeen>1 ) return 0;
+        switch( z[iVal] ){
+          case '"':
+            if( dvjString(z, n, iVal, &bEsc)<0 || bEsc ) return 0;
+            f->eType = SQLITE_TEXT;
+            f->z = z+iVal+1;
+            f->n = i-iVal-2;
+            break;
+          case 't': f->eType = SQLITE_INTEGER; f->i = 1; break;
+          case 'f': f->eType = SQLITE_INTEGER; f->i = 0; break;
+          case 'n': break;
+          case '{': case '[': return 0;
+          default: {
+            int bInt = 0;
+            if( dvjNumber(z, n, iVal, &bInt, &f->i)<0 || !bInt ) return 0;
+            f->eType = SQLITE_INTEGER;
+            break;
+          }
+        }
+      }
+      i = dvjWs(z, n, i);
+      if( i>=n ) return 0;
+      if( z[i]=='}' ){ i++; break; }
+      if( z[i]!=',' ) return 0;
+      i++;
+    }
+  }
+  return dvjWs(z, n, i)==n;
+}
+
+/* Is every projection of s a plain member (sets s->eFast, the carriers'
+** zJx/zJs)? */
+static int dvFastCheck(DvSource *s){
+  int i;
+  if( s->eFast==0 ){
+    s->eFast = s->nCarrier>0 && s->nCarrier<=8 ? 1 : -1;
+    for(i=0; s->eFast>0 && i<s->nCarrier; i++){
+      DvCarrier *c = &s->a[i];
+      if( !dvFastPath(c->zExpr, &c->zJx, &c->nJx)
+       || (c->zSum && !dvFastPath(c->zSum, &c->zJs, &c->nJs)) ){
+        s->eFast = -1;
+      }
+    }
+  }
+  return s->eFast>0;
+}
+
+/* Bind the fast-path values of row (aKey, aVal) to s->pBind and step it
+** onto its row: SQLITE_ROW, or SQLITE_DONE when the fast path does not
+** answer this row (the caller evaluates it the general way). */
+static int dvFastRow(sqlite3 *db, DvSource *s, const uint8_t *aKey,
+                     int nKey, const uint8_t *aVal, int nVal){
+  const char *azName[16];
+  int anName[16], aiCol[16];
+  DvFast aOut[16];
+  const char *z;
+  int i, nName = 0, nText = 0, rc = SQLITE_OK;
+  z = kv_value_text(aVal, nVal, &nText);
+  if( z==0 ) return SQLITE_DONE;
+  for(i=0; i<s->nCarrier; i++){
+    DvCarrier *c = &s->a[i];
+    azName[nName] = c->zJx; anName[nName] = c->nJx; aiCol[nName++] = 2+2*i;
+    if( c->zSum ){
+      azName[nName] = c->zJs; anName[nName] = c->nJs;
+      aiCol[nName++] = 3+2*i;
+    }
+  }
+  if( !dvjMembers(z, nText, azName, anName, nName, aOut) ) return SQLITE_DONE;
+  if( s->pBind==0 ){
+    char *zSql = sqlite3_mprintf("SELECT ?1");
+    for(i=0; zSql && i<2*s->nCarrier; i++){
+      zSql = sqlite3_mprintf("%z, ?%d", zSql, i+2);
+    }
+    if( zSql==0 ) return SQLITE_NOMEM;
+    rc = sqlite3_prepare_v3(db, zSql, -1, SQLITE_PREPARE_PERSISTENT,
+                            &s->pBind, 0);
+    sqlite3_free(zSql);
+    if( rc!=SQLITE_OK ) return rc;
+  }
+  sqlite3_clear_bindings(s->pBind);
+  rc = kv_key_bind(s->pBind, 1, aKey, nKey, aVal, nVal);
+  for(i=0; rc==SQLITE_OK && i<nName; i++){
+    if( aOut[i].eType==SQLITE_INTEGER ){
+      rc = sqlite3_bind_int64(s->pBind, aiCol[i], aOut[i].i);
+    }else if( aOut[i].eType==SQLITE_TEXT ){
+      rc = sqlite3_bind_text(s->pBind, aiCol[i], aOut[i].n ? aOut[i].z : "",
+                             aOut[i].n, SQLITE_STATIC);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_step(s->pBind);
+    if( rc!=SQLITE_ROW ){
+      sqlite3_reset(s->pBind);
+      if( rc==SQLITE_DONE ) rc = SQLITE_ERROR;
+    }
+  }
+  return rc;
+}
+
 /* The entries of row (aKey, aVal) for every carrier of s that covers the
 ** key, into apList[i], from one statement that evaluates every projection
 ** (SQLite's JSON functions then parse the value once).  A failure is
@@ -625,6 +932,26 @@ static int dvEntriesAll(sqlite3 *db, DvCache *pC, DvSource *s,
   char *zWhy = 0;
   int i, rc = SQLITE_OK;
   if( db==0 ) return SQLITE_NOMEM;
+  if( dvFastCheck(s) ){
+    rc = dvFastRow(db, s, aKey, nKey, aVal, nVal);
+    if( rc==SQLITE_ROW ){
+      rc = SQLITE_OK;
+      for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+        if( !abCover[i] ) continue;
+        rc = dvEntriesFrom(db, pC, &s->a[i], aKey, nKey, s->pBind, 1+2*i,
+                           &aList[i], &zWhy);
+        if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
+          *pzErr = dvProjError(&s->a[i], s->zName, aKey, nKey,
+                               zWhy ? zWhy : sqlite3_errstr(rc));
+        }
+      }
+      sqlite3_reset(s->pBind);
+      sqlite3_free(zWhy);
+      return rc;
+    }
+    if( rc!=SQLITE_DONE ) return rc;
+    rc = SQLITE_OK;
+  }
   if( s->pAll==0 ){
     char *zSql = sqlite3_mprintf("SELECT ?1");
     for(i=0; zSql && i<s->nCarrier; i++){

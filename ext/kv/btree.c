@@ -110,6 +110,8 @@ struct BtReader {
   int nStmt;
   uint64_t aId[8];              /* cached point-read statements */
   sqlite3_stmt *aStmt[8];
+  int nAbsent;                  /* r->mu: tables this read transaction */
+  uint64_t aAbsent[8];          /* found missing from the data file */
   sqlite3_stmt *apTxn[3];       /* BEGIN, schema read, COMMIT (prepared) */
   int nRange;                   /* idle range statements, newest first: */
   uint64_t aRangeId[BT_RANGE_CACHE];    /* table */
@@ -517,6 +519,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
 static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
   btReaderDropBlocks(r);        /* its rows are of the ending transaction */
+  r->nAbsent = 0;               /* so are its absent tables */
   if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
     btReaderClose(r);
     return;
@@ -1225,7 +1228,7 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
                      KvBuf *pBuf, int *pbFound, char **pzErr){
   BtReader *r = c->pReader;
   sqlite3_stmt *p = 0;
-  int rc, bBad = 0;
+  int k, rc, bBad = 0;
   BtBlock *b;
   *pbFound = 0;
   if( r==0 ) return SQLITE_OK;
@@ -1242,6 +1245,14 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
     }
     pthread_mutex_unlock(&r->mu);
     return rc;
+  }
+  for(k=0; k<r->nAbsent; k++){
+    /* not in the data file as of this read transaction: no statement to
+    ** prepare (a failing prepare costs a parse), nothing to find */
+    if( r->aAbsent[k]==c->pTab->iId ){
+      pthread_mutex_unlock(&r->mu);
+      return SQLITE_OK;
+    }
   }
   rc = btReaderStmt(r, c->pTab->iId, &p);
   if( rc==SQLITE_OK ){
@@ -1260,6 +1271,7 @@ static int btDataGet(BtSnapCore *c, const uint8_t *aKey, int nKey,
     sqlite3_reset(p);
   }else if( btNoTable(r->db, rc) ){
     rc = SQLITE_OK;
+    r->aAbsent[r->nAbsent<8 ? r->nAbsent++ : 7] = c->pTab->iId;
   }
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv_btree: read of table %s from the data file "

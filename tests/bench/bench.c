@@ -193,7 +193,8 @@ static const BenchWorkload aWorkload[] = {
   { "derived_vs_sqlite",
     "10k inserts + 10k updates in 1000-row txns: SQLite table, expression "
     "index, trigger counter (WAL, sync NORMAL)",
-    "the same into a kv_btree table with a kv_index and a kv_counter",
+    "the same into a kv_btree table with a kv_index and a kv_counter "
+    "(kv_synchronous normal)",
     1.00, 5, bench_derived_vs_sqlite },
   { "derived_vs_plain",
     "the same into a kv_btree table without carriers",

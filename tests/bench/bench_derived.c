@@ -6,7 +6,8 @@
 ** Rows: integer keys, JSON values {"email":"u<k>@x","grp":"g<k%50>",
 ** "n":<k%100>}; KD_TXN transactions of KD_ROWS inserts, then KD_TXN
 ** transactions of KD_ROWS updates (each a new email, group and n) of the
-** same keys.  File databases, WAL, synchronous=NORMAL.
+** same keys.  File databases, WAL, synchronous=NORMAL; KV commits at
+** kv_synchronous('normal').
 **
 ** derived_vs_sqlite   baseline: a plain table t(key INTEGER PRIMARY KEY,
 **                     value) with an index on json_extract(value,
@@ -36,14 +37,15 @@ static int kdExec(sqlite3 *db, const char *zSql){
   return rc;
 }
 
-/* Open zDir/zName with the extension, WAL, synchronous=NORMAL. */
+/* Open zDir/zName with the extension, WAL, synchronous=NORMAL and
+** kv_synchronous('normal'), so both sides defer the flush alike. */
 static sqlite3 *kdOpen(const char *zDir, const char *zName){
   char *zFile = sqlite3_mprintf("%s/%s", zDir, zName);
   sqlite3 *db = 0;
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( sqlite3_open(zFile, &db)!=SQLITE_OK
-   || kdExec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL")
-      !=SQLITE_OK ){
+   || kdExec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                 "SELECT kv_synchronous('normal')")!=SQLITE_OK ){
     sqlite3_close(db);
     db = 0;
   }

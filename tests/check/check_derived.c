@@ -770,6 +770,153 @@ START_TEST(test_derived_sigkill_during_build_repairs_clean){
 }
 END_TEST
 
+/* Projections of the form json_extract(value, '$.name') are answered by
+** a scan of the JSON where it is sure of SQLite's answer: two sources get
+** the same documents, one with such carriers, one with the same
+** expressions in parentheses (SQLite's JSON functions); every write has the
+** same outcome on both and the carriers hold the same entries. */
+START_TEST(test_derived_member_projection_matches_json_extract){
+  static const char *azDoc[] = {
+    "{\"a\":\"x\",\"g\":\"p\",\"n\":1}",
+    "{\"a\":\"x\\u0041\\n\",\"g\":\"p\",\"n\":2}",
+    "{\"a\":1.5,\"g\":\"p\",\"n\":2}",
+    "{\"a\":-0,\"g\":\"p\",\"n\":3}",
+    "{\"a\":-42,\"g\":\"p\",\"n\":-3}",
+    "{\"a\":123456789012345678,\"g\":\"q\",\"n\":4}",
+    "{\"a\":1234567890123456789012,\"g\":\"q\",\"n\":4}",
+    "{\"a\":true,\"g\":false,\"n\":5}",
+    "{\"a\":false,\"g\":null,\"n\":5}",
+    "{\"a\":null,\"g\":\"q\",\"n\":null}",
+    "{\"a\":\"[1,\\\"b\\\"]\",\"g\":\"q\",\"n\":1}",
+    "{\"a\":\" [2]\",\"g\":\"q\",\"n\":1}",
+    "{\"a\":[3,\"c\"],\"g\":\"q\",\"n\":1}",
+    "{\"a\":{\"c\":1},\"g\":\"q\",\"n\":1}",
+    "{\"b\":{\"c\":[1,{\"d\":null}],\"e\":\"\\\"\"},\"a\":\"y\",\"g\":\"r\","
+      "\"n\":-7}",
+    "{\"a\":\"dup\",\"a\":\"dup2\",\"g\":\"r\",\"n\":1}",
+    " \n{ \"a\" : \"sp\" ,\t\"g\":\"r\", \"n\": 9 } \r",
+    "{\"\\u0061\":\"esc\",\"g\":\"r\",\"n\":1}",
+    "{\"a\":\"\",\"g\":\"\",\"n\":0}",
+    "{\"a\":\"x\",\"g\":\"p\",\"n\":1.25}",
+    "{\"a\":\"x\",\"g\":\"p\",\"n\":1e2}",
+    "{\"a\":\"x\",\"g\":\"p\",\"n\":\"many\"}",
+    "{\"A\":\"upper\",\"g\":\"s\"}",
+    "{}",
+    "[1,2]",
+    "\"str\"",
+    "17",
+    "{\"a\":\"x\",}",
+    "{\"a\":01}",
+    "{\"a\":\"x\"} x",
+    "{\"a\":\"x\"",
+    "{\"a\":\"x\",\"b\":[1,]}",
+    "{\"a\":\"tab\tin\"}",
+    "{\"a\":'q'}",
+    "not json",
+  };
+  static const char *azSide[2][2] = {
+    { "json_extract(value, ''$.a'')", "json_extract(value, ''$.g'')" },
+    { "(json_extract(value, ''$.a''))", "(json_extract(value, ''$.g''))" },
+  };
+  sqlite3 *db = dv_open("derived-member", 0);
+  int i, k;
+  for(k=0; k<2; k++){
+    char *z = sqlite3_mprintf(
+        "CREATE VIRTUAL TABLE s%d USING kv_memory(persistence=1);"
+        "CREATE VIRTUAL TABLE s%d_a USING kv_index(source=s%d, expr='%s');"
+        "CREATE VIRTUAL TABLE s%d_g USING kv_counter(source=s%d, "
+        "  group='%s', sum='%s')", k, k, k, azSide[k][0], k, k,
+        azSide[k][1], k ? "(json_extract(value, ''$.n''))"
+                        : "json_extract(value, ''$.n'')");
+    th_exec(db, z);
+    sqlite3_free(z);
+  }
+  for(i=0; i<(int)(sizeof(azDoc)/sizeof(azDoc[0])); i++){
+    int rc[2];
+    for(k=0; k<2; k++){
+      char *z = sqlite3_mprintf("INSERT INTO s%d VALUES(%d, %Q)", k, i,
+                                azDoc[i]);
+      char *zErr = 0;
+      rc[k] = th_try(db, z, &zErr);
+      sqlite3_free(z);
+      sqlite3_free(zErr);
+    }
+    ck_assert_msg(rc[0]==rc[1], "doc %d (%s): %d vs %d", i, azDoc[i], rc[0],
+                  rc[1]);
+    for(k=0; k<2; k++){
+      /* the same document again as an update of the row (old and new) */
+      char *z = sqlite3_mprintf("UPDATE s%d SET value=%Q WHERE key=%d", k,
+                                azDoc[(i+1)%(int)(sizeof(azDoc)
+                                              /sizeof(azDoc[0]))], i);
+      char *zErr = 0;
+      rc[k] = th_try(db, z, &zErr);
+      sqlite3_free(z);
+      sqlite3_free(zErr);
+    }
+    ck_assert_msg(rc[0]==rc[1], "update of doc %d: %d vs %d", i, rc[0],
+                  rc[1]);
+  }
+  {
+    char *zA = dv_dump(db, "SELECT key, typeof(key), source_key FROM s0_a "
+                           "ORDER BY 1, 3");
+    char *zB = dv_dump(db, "SELECT key, typeof(key), source_key FROM s1_a "
+                           "ORDER BY 1, 3");
+    ck_assert_str_eq(zA, zB);
+    ck_assert_int_gt((int)strlen(zA), 20);
+    sqlite3_free(zA); sqlite3_free(zB);
+    zA = dv_dump(db, "SELECT key, typeof(key), count, sum FROM s0_g "
+                     "ORDER BY 1");
+    zB = dv_dump(db, "SELECT key, typeof(key), count, sum FROM s1_g "
+                     "ORDER BY 1");
+    ck_assert_str_eq(zA, zB);
+    sqlite3_free(zA); sqlite3_free(zB);
+    zA = dv_dump(db, "SELECT key, value FROM s0 ORDER BY 1");
+    zB = dv_dump(db, "SELECT key, value FROM s1 ORDER BY 1");
+    ck_assert_str_eq(zA, zB);
+    sqlite3_free(zA); sqlite3_free(zB);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('s0')"), 0);
+  sqlite3_close(db);
+}
+END_TEST
+
+/* A connection caches its sources' carriers (and whether their
+** projections take the member fast path): a carrier another connection
+** declares is maintained by this connection's next write. */
+START_TEST(test_derived_carrier_declared_elsewhere_is_maintained){
+  char *zDir = 0;
+  sqlite3 *db = dv_open("derived-cache", &zDir), *db2;
+  char *zPath = sqlite3_mprintf("%s/db", zDir);
+  dv_source(db, "kv_memory");
+  th_exec(db, "CREATE VIRTUAL TABLE by_a USING kv_index(source=users, "
+              "  expr='json_extract(value, ''$.a'')')");
+  th_exec(db, "INSERT INTO users VALUES(1, '{\"a\":\"x\",\"g\":\"p\"}')");
+  db2 = th_open(zPath);
+  sqlite3_busy_timeout(db2, th_busy_ms(5000));
+  th_exec(db2, "CREATE VIRTUAL TABLE by_g USING kv_counter(source=users, "
+               "  group='(json_extract(value, ''$.g''))')");
+  th_exec(db, "INSERT INTO users VALUES(2, '{\"a\":\"y\",\"g\":\"p\"}')");
+  th_exec(db, "UPDATE users SET value='{\"a\":\"z\",\"g\":\"q\"}' "
+              "WHERE key=1");
+  ck_assert_int_eq(th_int(db, "SELECT count FROM by_g WHERE key='p'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count FROM by_g WHERE key='q'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT source_key FROM by_a WHERE key='z'"),
+                   1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM by_a"), 2);
+  th_exec(db2, "DROP TABLE by_g");
+  th_exec(db, "UPDATE users SET value='{\"a\":\"w\",\"g\":\"q\"}' "
+              "WHERE key=2");
+  ck_assert_int_eq(th_int(db, "SELECT source_key FROM by_a WHERE key='w'"),
+                   2);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('users')"),
+                   0);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("derived");
   TCase *tc = tcase_create("carriers");
@@ -784,6 +931,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_derived_bad_projection_fails_write_naming_carrier_and_key, 0, 3);
   tcase_add_test(tc, test_derived_bad_declarations_are_refused);
+  tcase_add_test(tc, test_derived_member_projection_matches_json_extract);
+  tcase_add_test(tc, test_derived_carrier_declared_elsewhere_is_maintained);
   tcase_add_loop_test(tc,
       test_derived_refused_write_in_transaction_leaves_nothing, 0, 3);
   tcase_add_loop_test(tc, test_derived_carrier_refuses_writes, 0, 3);

@@ -444,6 +444,29 @@ START_TEST(test_kvbtree_new_table_is_empty)
 }
 END_TEST
 
+/* A point read remembers a table missing from the data file only for its
+** read transaction: once the collector has written the table, later
+** transactions (on the same pooled reader) find its rows there. */
+START_TEST(test_kvbtree_point_read_sees_table_written_after_absent_read)
+{
+  char *zDir = th_tmpdir("kvbtree_absent");
+  sqlite3 *db = th_open(":memory:");
+  char *z;
+  kb_mk(db, "t", "kv_btree", zDir);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key='k'"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key='k'"), 0);
+  th_exec(db, "INSERT INTO t VALUES('k','A')");
+  kb_settle(db);
+  ck_assert_int_eq(kb_stat(db, "overlay_entries", "t"), 0);
+  z = th_text(db, "SELECT value FROM t WHERE key='k'");
+  ck_assert_str_eq(z, "A");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key='n'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------------------ drop --- */
 
 static void kb_drop(const char *zType){
@@ -2379,6 +2402,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_long_scan_sees_one_snapshot);
   tcase_add_test(tc, test_kvmemory_long_scan_sees_one_snapshot);
   tcase_add_test(tc, test_kvbtree_new_table_is_empty);
+  tcase_add_test(tc, test_kvbtree_point_read_sees_table_written_after_absent_read);
   tcase_add_test(tc, test_kvbtree_data_file_read_error_fails_scan);
   tcase_add_test(tc, test_kvbtree_range_reads_warm_the_scan_cache);
   tcase_add_test(tc, test_kvbtree_range_cursor_is_reused_after_an_error);
