@@ -202,3 +202,8 @@ check_PROGRAMS += tests/check/check_derived
 TESTS += tests/check/check_derived
 tests_check_check_derived_SOURCES = tests/check/check_derived.c $(TEST_HARNESS)
 tests_check_check_derived_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_staging
+TESTS += tests/check/check_staging
+tests_check_check_staging_SOURCES = tests/check/check_staging.c $(TEST_HARNESS)
+tests_check_check_staging_LDADD = $(TEST_LDADD)
