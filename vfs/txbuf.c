@@ -79,6 +79,27 @@ int txbuf_put(TxBuf *p, uint32_t pgno, const void *pPage, uint32_t szPage){
   return SQLITE_OK;
 }
 
+void txbuf_drop(TxBuf *p, uint32_t pgno){
+  uint32_t i, j, mask = p->nSlot-1;
+  if( p->nSlot==0 ) return;
+  i = txbufSlot(pgno, p->nSlot);
+  while( p->aPgno[i] && p->aPgno[i]!=pgno ) i = (i+1) & mask;
+  if( p->aPgno[i]==0 ) return;
+  sqlite3_free(p->apPage[i]);
+  p->aPgno[i] = 0;
+  p->nUsed--;
+  /* Shift back the entries of the probe run after the hole that may not
+  ** stay behind it (linear probing deletion). */
+  for(j=(i+1) & mask; p->aPgno[j]; j=(j+1) & mask){
+    uint32_t k = txbufSlot(p->aPgno[j], p->nSlot);
+    if( i<=j ? (i<k && k<=j) : (i<k || k<=j) ) continue;
+    p->aPgno[i] = p->aPgno[j];
+    p->apPage[i] = p->apPage[j];
+    p->aPgno[j] = 0;
+    i = j;
+  }
+}
+
 int txbuf_truncate(TxBuf *p, uint32_t nPage){
   if( p->nSlot==0 ) return SQLITE_OK;
   return txbufRehash(p, p->nSlot, nPage);

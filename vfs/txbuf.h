@@ -27,6 +27,9 @@ unsigned char *txbuf_get(const TxBuf*, uint32_t pgno);
 /* Drop every page above nPage.  SQLITE_NOMEM leaves it unchanged. */
 int txbuf_truncate(TxBuf*, uint32_t nPage);
 
+/* Drop the copy of page pgno, if any. */
+void txbuf_drop(TxBuf*, uint32_t pgno);
+
 /* Drop every page and free the memory. */
 void txbuf_clear(TxBuf*);
 

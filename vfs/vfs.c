@@ -729,6 +729,17 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
   ** its checksum into the page it is given), so the writer's page cache
   ** agrees with what it stored. */
   if( pgno==1 ) depotHeaderNoWal((unsigned char*)pBuf);
+  if( p->bRollback && pgno<=p->snap.nPage && p->chain.n>0
+   && p->szPageTx==p->snap.szPage ){
+    /* The journal gives back the page as the snapshot has it: forget the
+    ** transaction's copy (in memory or staged) instead of keeping another,
+    ** so the playback of a transaction of any size needs no memory. */
+    txbuf_drop(&p->tx, pgno);
+    txstage_drop(&p->stage, pgno);
+    if( pgno>p->nPageTx ) p->nPageTx = pgno;
+    p->bTxDirty = 1;
+    return SQLITE_OK;
+  }
   if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
     return SQLITE_IOERR_NOMEM;
   }

@@ -15,6 +15,7 @@
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
+#include "vfs/txbuf.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -450,11 +451,57 @@ int depot_test_child(int argc, char **argv){
   return 2;
 }
 
+/* txbuf_drop() keeps every other page findable (deletion from the probe
+** runs), and txstage entries can be dropped, revived and cut off. */
+START_TEST(test_staging_buffer_and_map_drop_pages){
+  TxBuf b;
+  TxStage m;
+  unsigned char a[16];
+  uint32_t i;
+  memset(&b, 0, sizeof(b));
+  memset(&m, 0, sizeof(m));
+  for(i=1; i<=3000; i++){
+    TxStaged st;
+    memset(a, (int)(i&0xff), sizeof(a));
+    ck_assert_int_eq(txbuf_put(&b, i, a, sizeof(a)), SQLITE_OK);
+    memset(&st, 0, sizeof(st));
+    st.pgno = i;
+    st.nByte = 20+i;
+    st.iOffset = i*100;
+    ck_assert_int_eq(txstage_put(&m, &st), SQLITE_OK);
+  }
+  for(i=1; i<=3000; i+=3){
+    txbuf_drop(&b, i);
+    txstage_drop(&m, i);
+  }
+  for(i=1; i<=3000; i++){
+    unsigned char *p = txbuf_get(&b, i);
+    const TxStaged *e = txstage_get(&m, i);
+    if( i%3==1 ){
+      ck_assert_ptr_null(p);
+      ck_assert_ptr_null(e);
+    }else{
+      ck_assert_ptr_nonnull(p);
+      ck_assert_int_eq(p[0], (int)(i&0xff));
+      ck_assert_ptr_nonnull(e);
+      ck_assert_int_eq(e->iOffset, i*100);
+    }
+  }
+  ck_assert_int_eq(b.nUsed, 2000);
+  ck_assert_int_eq(txstage_truncate(&m, 1500), SQLITE_OK);
+  ck_assert_ptr_null(txstage_get(&m, 1502));
+  ck_assert_ptr_nonnull(txstage_get(&m, 1499));
+  txbuf_clear(&b);
+  txstage_clear(&m);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
   tcase_add_test(tc, test_staging_large_txn_matches_plain_file);
   tcase_add_test(tc, test_staging_budget_pragma_and_uri);
+  tcase_add_test(tc, test_staging_buffer_and_map_drop_pages);
   tcase_add_test(tc, test_staging_rollback_leaves_nothing);
   tcase_add_test(tc, test_staging_rollback_to_savepoint_over_staged_pages);
   tcase_add_test(tc, test_staging_readers_never_see_staged_pages);
