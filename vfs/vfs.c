@@ -611,12 +611,15 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
 
 /* The write buffer outgrew its budget: write its pages to the store as one
 ** staged LTX part (vfs/db.h, DepotStageStream) in a store transaction of
-** its own, remember where each landed, and empty the buffer.  A page that
-** equals the snapshot's is dropped instead (and so is an older staged
-** version of it).  Only a branch that exists, at its own page size, and
+** its own, remember where each landed, and drop them from the buffer.  A
+** page that equals the snapshot's is dropped instead (and so is an older
+** staged version of it).  A page staged before and written again since (an
+** interior or index page a bulk load keeps rewriting) stays in memory
+** while such pages fill at most half the budget, so it is not staged once
+** per batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
 static int depotStage(DepotFile *p){
-  uint32_t *aDirty = 0, nDirty = 0, i, n = 0, sz = p->szPageTx;
+  uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nKeep = 0, sz = p->szPageTx;
   const unsigned char **ap = 0;
   uint32_t *aPg = 0;
   TxStaged *aSt = 0;
@@ -644,6 +647,11 @@ static int depotStage(DepotFile *p){
     TxStaged st;
     int bChanged = 1;
     if( aDirty[i]>p->nPageTx ) continue;
+    if( txstage_get(&p->stage, aDirty[i]) && (nKeep+1)*sz<=p->nTxBudget/2 ){
+      aDirty[i] = 0;                        /* kept in memory */
+      nKeep++;
+      continue;
+    }
     memset(&st, 0, sizeof(st));
     st.pgno = aDirty[i];
     st.iCrc = ltx_crc64(0, pNew, sz);
@@ -682,10 +690,12 @@ static int depotStage(DepotFile *p){
       rc = txstage_put(&p->stage, &aSt[i]);
     }
     for(i=0; i<nDirty; i++){
-      const TxStaged *pSt = txstage_get(&p->stage, aDirty[i]);
+      const TxStaged *pSt;
+      if( aDirty[i]==0 ) continue;
+      pSt = txstage_get(&p->stage, aDirty[i]);
       if( pSt && pSt->iOffset<iBase ) txstage_drop(&p->stage, aDirty[i]);
+      txbuf_drop(&p->tx, aDirty[i]);
     }
-    txbuf_clear(&p->tx);
   }
   sqlite3_free(aDirty);
   sqlite3_free(ap);

@@ -70,10 +70,12 @@ static const char *thCacheParams(void){
 
 /* The write-transaction budget DEPOT_TEST_BUDGET selects for depot URIs
 ** that set none: "tiny" (two 4 KiB pages: every larger transaction stages
-** its pages in the store), or unset (the default). */
+** its pages in the store), "small" (16 pages, so pages rewritten after
+** they were staged stay in memory), or unset (the default). */
 static const char *thBudgetParams(void){
   const char *z = getenv("DEPOT_TEST_BUDGET");
   if( z && strcmp(z, "tiny")==0 ) return "&txn_budget_kb=8";
+  if( z && strcmp(z, "small")==0 ) return "&txn_budget_kb=64";
   return 0;
 }
 
