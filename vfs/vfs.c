@@ -664,11 +664,12 @@ static int depotStage(DepotFile *p){
     aPg[n] = st.pgno;
     ap[n++] = pNew;
   }
-  if( rc==SQLITE_OK && p->stream.iTxid==0 ){
+  if( rc==SQLITE_OK && n>0 && p->stream.iTxid==0 ){
     rc = depot_stage_begin(&p->stream, p->iBranch, p->snap.iTxid+1,
                            (uint32_t)store_max_value(p->pStore));
   }
-  if( rc==SQLITE_OK ){
+  iBase = p->stream.nBlob;
+  if( rc==SQLITE_OK && n>0 ){
     memset(&h, 0, sizeof(h));
     h.szPage = sz;
     h.nPage = p->nPageTx;
@@ -677,8 +678,7 @@ static int depotStage(DepotFile *p){
     rc = ltx_encode(&h, aPg, ap, 0, p->pCctx, p->iLevel, &aBlob, &nBlob,
                     aRef);
   }
-  if( rc==SQLITE_OK ){
-    iBase = p->stream.nBlob;
+  if( rc==SQLITE_OK && n>0 ){
     depotEndRead(p);            /* the batch's store write transaction */
     rc = depot_stage_append(p->pStore, &p->stream, aBlob, nBlob, n, &zErr);
     depotBeginRead(p);
