@@ -577,6 +577,158 @@ static int dbPutCommitRows(Store *pStore, uint64_t iBranch, uint64_t iVs,
   return rc;
 }
 
+/* ---- staged blobs ---- */
+
+static int dbCountRow(void *pArg, const unsigned char *pKey, int nKey,
+                      const unsigned char *pVal, int nVal){
+  (void)pKey; (void)nKey; (void)pVal; (void)nVal;
+  (*(int64_t*)pArg)++;
+  return 0;
+}
+
+int depot_stage_begin(DepotStageStream *pS, uint64_t iBranch, uint64_t iTxid,
+                      uint32_t szChunk){
+  depot_stage_reset(pS);
+  pS->aTail = sqlite3_malloc64(szChunk ? szChunk : 1);
+  if( pS->aTail==0 ) return SQLITE_NOMEM;
+  pS->iBranch = iBranch;
+  pS->iTxid = iTxid;
+  pS->szChunk = szChunk;
+  return SQLITE_OK;
+}
+
+void depot_stage_reset(DepotStageStream *pS){
+  sqlite3_free(pS->aTail);
+  memset(pS, 0, sizeof(*pS));
+}
+
+int depot_stage_clear(Store *pStore, uint64_t iBranch, uint64_t iFrom,
+                      int64_t *pnRow, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int nLo = layout_key_delta(lo, iBranch, iFrom, 0);
+  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1);
+  int rc = SQLITE_OK;
+  if( pnRow ){
+    *pnRow = 0;
+    rc = store_scan(pStore, lo, nLo, hi, nHi, 0, -1, dbCountRow, pnRow);
+  }
+  if( rc==SQLITE_OK ) rc = store_clear_range(pStore, lo, nLo, hi, nHi);
+  return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
+}
+
+int depot_stage_exists(Store *pStore, uint64_t iBranch, uint64_t iFrom,
+                       int *pbExists, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int nLo = layout_key_delta(lo, iBranch, iFrom, 0);
+  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1);
+  int64_t n = 0;
+  int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbCountRow, &n);
+  *pbExists = n>0;
+  return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
+}
+
+/* Write a[0..n) at stream offset pS->nBlob as DELTA chunk rows of pS's
+** txid: the first row joins the tail already written, each row is
+** rewritten whole.  aBuf (szChunk bytes) gets the last row written. */
+static int dbStreamPut(Store *pStore, const DepotStageStream *pS,
+                       const unsigned char *a, int64_t n,
+                       unsigned char *aBuf){
+  unsigned char k[LAYOUT_MAX_KEY];
+  uint32_t sz = pS->szChunk;
+  uint32_t iChunk = (uint32_t)(pS->nBlob/sz);
+  uint32_t nHave = (uint32_t)(pS->nBlob%sz);
+  int64_t i = 0;
+  int rc = SQLITE_OK;
+  if( nHave ) memcpy(aBuf, pS->aTail, nHave);
+  while( rc==SQLITE_OK && i<n ){
+    uint32_t nTake = (uint32_t)(n-i < (int64_t)(sz-nHave) ? n-i : sz-nHave);
+    memcpy(aBuf+nHave, a+i, nTake);
+    rc = store_put(pStore, k, layout_key_delta(k, pS->iBranch, pS->iTxid,
+                                               iChunk), aBuf, nHave+nTake);
+    i += nTake;
+    iChunk++;
+    nHave = 0;
+  }
+  return rc;
+}
+
+/* The stream moved past n more bytes written by dbStreamPut(). */
+static void dbStreamAdvance(DepotStageStream *pS, int64_t n,
+                            const unsigned char *aBuf, uint32_t nFrame){
+  pS->nBlob += (uint64_t)n;
+  pS->nFrame += nFrame;
+  if( pS->nBlob%pS->szChunk ){
+    memcpy(pS->aTail, aBuf, (size_t)(pS->nBlob%pS->szChunk));
+  }
+}
+
+int depot_stage_append(Store *pStore, DepotStageStream *pS,
+                       const unsigned char *a, int64_t n, uint32_t nFrame,
+                       char **pzErr){
+  unsigned char *aBuf;
+  int rc;
+  if( pS->nBlob + (uint64_t)n > 0xffffffffULL ){
+    return dbErr(pzErr, SQLITE_TOOBIG, "depot: a transaction's blob would"
+                 " pass 4 GiB%s", "");
+  }
+  aBuf = sqlite3_malloc64(pS->szChunk);
+  if( aBuf==0 ) return SQLITE_NOMEM;
+  rc = store_begin(pStore, 1);
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(aBuf);
+    return dbStoreErr(pStore, pzErr, rc);
+  }
+  if( pS->nBlob==0 ){
+    rc = depot_stage_clear(pStore, pS->iBranch, pS->iTxid, 0, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = dbStreamPut(pStore, pS, a, n, aBuf);
+    if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+  }
+  if( rc==SQLITE_OK ){
+    rc = store_commit(pStore);
+    if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+  }else{
+    store_rollback(pStore);
+  }
+  if( rc==SQLITE_OK ) dbStreamAdvance(pS, n, aBuf, nFrame);
+  sqlite3_free(aBuf);
+  return rc;
+}
+
+/* The last part of a staged commit: its frames after the stream, their
+** page index rows, and those of the staged pages. */
+static int dbPutStaged(Store *pStore, const DepotCommit *pC,
+                       const unsigned char *a, int64_t n,
+                       const LtxFrameRef *aRef){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  DepotStageStream *pS = pC->pStage;
+  unsigned char *aBuf = sqlite3_malloc64(pS->szChunk);
+  uint32_t i;
+  int rc;
+  if( aBuf==0 ) return SQLITE_NOMEM;
+  rc = dbStreamPut(pStore, pS, a, n, aBuf);
+  sqlite3_free(aBuf);
+  for(i=0; rc==SQLITE_OK && i<pC->nDirty; i++){
+    PidxValue pv;
+    pv.iOffset = (uint32_t)(pS->nBlob + aRef[i].iOffset);
+    pv.nByte = aRef[i].nByte;
+    pv.szChunk = pS->szChunk;
+    rc = store_put(pStore, k, layout_key_pidx(k, pS->iBranch, aRef[i].pgno,
+                   pS->iTxid), v, layout_pidx_encode(v, &pv));
+  }
+  for(i=0; rc==SQLITE_OK && i<pC->nStaged; i++){
+    PidxValue pv;
+    pv.iOffset = (uint32_t)pC->aStaged[i].iOffset;
+    pv.nByte = pC->aStaged[i].nByte;
+    pv.szChunk = pS->szChunk;
+    rc = store_put(pStore, k, layout_key_pidx(k, pS->iBranch,
+                   pC->aStaged[i].pgno, pS->iTxid), v,
+                   layout_pidx_encode(v, &pv));
+  }
+  return rc;
+}
+
 /* The store transaction of a commit, given the encoded blob. */
 static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
                        const unsigned char *aBlob, int64_t nBlob,
@@ -590,9 +742,23 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
   if( rc==SQLITE_OK ){
     rc = depot_quota_charge(pStore, iBranch, (int64_t)nBlob, 1, pzErr);
   }
+  if( rc==SQLITE_OK && pC->pStage && iBranch!=pC->pStage->iBranch ){
+    rc = SQLITE_BUSY_SNAPSHOT;
+  }
   if( rc==SQLITE_OK ){
-    rc = dbPutBlob(pStore, iBranch, pRow->iTxid, aBlob, nBlob, pRow->szChunk,
-                   aRef, pC->nDirty);
+    if( pC->pStage ){
+      rc = dbPutStaged(pStore, pC, aBlob, nBlob - pC->pStage->nBlob, aRef);
+    }else{
+      rc = dbPutBlob(pStore, iBranch, pRow->iTxid, aBlob, nBlob,
+                     pRow->szChunk, aRef, pC->nDirty);
+    }
+    /* rows a crashed or abandoned staging left past the blob */
+    if( rc==SQLITE_OK && pC->iBranch ){
+      unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+      rc = store_clear_range(pStore, lo, layout_key_delta(lo, iBranch,
+                             pRow->iTxid, pRow->nChunk), hi,
+                             layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1));
+    }
     if( rc==SQLITE_OK ) rc = dbPutCommitRows(pStore, iBranch, iVs, pRow,
                                              pHead);
     if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
@@ -612,16 +778,28 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
       pLoc->iBranch = iBranch;
       pLoc->iTxid = pRow->iTxid;
       pLoc->szChunk = pRow->szChunk;
-      pLoc->iOffset = aRef[i].iOffset;
+      pLoc->iOffset = aRef[i].iOffset
+                    + (pC->pStage ? (uint32_t)pC->pStage->nBlob : 0);
       pLoc->nByte = aRef[i].nByte;
     }
   }
   return rc;
 }
 
+/* pC without its (empty) staged stream, in *pPlain. */
+static const DepotCommit *dbUnstaged(const DepotCommit *pC,
+                                     DepotCommit *pPlain){
+  *pPlain = *pC;
+  pPlain->pStage = 0;
+  pPlain->nStaged = 0;
+  pPlain->aStaged = 0;
+  return pPlain;
+}
+
 int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
                     int iLevel, DbHead *pHead, uint64_t *piBranch,
                     char **pzErr){
+  DepotCommit plain;
   LtxHeader h;
   CommitRow row;
   LtxFrameRef *aRef;
@@ -636,13 +814,29 @@ int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
   h.iMinTxid = h.iMaxTxid = row.iTxid;
   h.iTimeMs = row.iTimeMs;
   h.nFrame = row.nWritten = pC->nDirty;
+  if( pC->pStage && pC->pStage->iTxid==0 ) pC = dbUnstaged(pC, &plain);
+  if( pC->pStage ){
+    if( pC->iBranch!=pC->pStage->iBranch || row.iTxid!=pC->pStage->iTxid ){
+      return dbErr(pzErr, SQLITE_MISUSE, "depot: staged blob of another"
+                   " commit%s", "");
+    }
+    row.nWritten += pC->pStage->nFrame;
+  }
   aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*(pC->nDirty+1));
   if( aRef==0 ) return SQLITE_NOMEM;
   rc = ltx_encode(&h, pC->aPgno, pC->apPage, pC->iChecksum, pCctx, iLevel,
                   &aBlob, &nBlob, aRef);
+  if( rc==SQLITE_OK && pC->pStage ){
+    nBlob += (int64_t)pC->pStage->nBlob;     /* the whole stream */
+    if( nBlob > 0xffffffffLL ){
+      rc = dbErr(pzErr, SQLITE_TOOBIG, "depot: a transaction's blob would"
+                 " pass 4 GiB%s", "");
+    }
+  }
   if( rc==SQLITE_OK ){
     row.nBlob = (uint64_t)nBlob;
-    row.szChunk = (uint32_t)store_max_value(pStore);
+    row.szChunk = pC->pStage ? pC->pStage->szChunk
+                             : (uint32_t)store_max_value(pStore);
     row.nChunk = (uint32_t)((row.nBlob + row.szChunk - 1)/row.szChunk);
     row.iChecksum = pC->iChecksum;
     pHead->iTxid = row.iTxid;

@@ -190,6 +190,56 @@ int depot_db_read_frame(Store*, DepotChunkCache *pChunks, ZSTD_DCtx*,
                         const PidxValue *pv, uint32_t pgno, uint32_t szPage,
                         unsigned char *pOut, char **pzErr);
 
+/* The blob of a write transaction larger than its budget, written ahead
+** of its commit (vfs/vfs.c stages pages past the budget): the DELTA chunk
+** rows of txid iTxid (the head's txid + 1) of iBranch, a stream of LTX
+** parts back to back, cut into chunks of szChunk bytes.  No commit row, no
+** page index row and no head names those rows until the commit publishes
+** them, so no reader, fork or restore point can reach them; rows of a
+** txid past a branch's head are staged rows, which the next commit or
+** staging of the branch, its next writer and depot_gc remove.  Owned by
+** one file handle. */
+typedef struct DepotStageStream DepotStageStream;
+struct DepotStageStream {
+  uint64_t iBranch, iTxid;    /* iTxid 0: nothing staged */
+  uint32_t szChunk;
+  uint32_t nFrame;            /* frames in the parts so far */
+  uint64_t nBlob;             /* bytes so far, all in chunk rows */
+  unsigned char *aTail;       /* szChunk bytes: the last chunk row written
+                              ** (its first nBlob%szChunk bytes) */
+};
+
+/* Start staging txid iTxid of iBranch (drops any earlier stream). */
+int depot_stage_begin(DepotStageStream*, uint64_t iBranch, uint64_t iTxid,
+                      uint32_t szChunk);
+
+/* Append one LTX part of n bytes (whose frames are nFrame) in a store
+** write transaction of its own; the first append first removes any rows
+** a crashed or abandoned earlier stream left past the head.  On an error
+** nothing is appended (the stream stays as it was). */
+int depot_stage_append(Store*, DepotStageStream*, const unsigned char *a,
+                       int64_t n, uint32_t nFrame, char **pzErr);
+
+/* Remove every DELTA row of iBranch at txid iFrom or later (staged rows:
+** nothing names them) inside the caller's write transaction; *pnRow (if
+** not NULL) gets how many there were. */
+int depot_stage_clear(Store*, uint64_t iBranch, uint64_t iFrom,
+                      int64_t *pnRow, char **pzErr);
+
+/* 1 if iBranch has DELTA rows at txid iFrom or later. */
+int depot_stage_exists(Store*, uint64_t iBranch, uint64_t iFrom,
+                       int *pbExists, char **pzErr);
+
+/* Forget the stream (its rows stay for the caller to remove). */
+void depot_stage_reset(DepotStageStream*);
+
+/* One staged page the commit publishes: its newest frame in the stream. */
+typedef struct DepotStagedRef DepotStagedRef;
+struct DepotStagedRef {
+  uint32_t pgno, nByte;
+  uint64_t iOffset;
+};
+
 /* One commit to publish: the changed pages (ascending, already compared
 ** with the base) and the new size and checksum. */
 typedef struct DepotCommit DepotCommit;
@@ -207,9 +257,16 @@ struct DepotCommit {
   const unsigned char *const *apPage;
   DepotPageLoc *aLocOut;      /* not NULL: gets the nDirty pages' locations
                               ** when the commit succeeds */
+  DepotStageStream *pStage;   /* not NULL and staged: the commit's blob
+                              ** starts with this stream (iBranch must be
+                              ** its branch, base.iTxid+1 its txid) ... */
+  uint32_t nStaged;           /* ... and these staged pages (ascending, none
+                              ** of them in aPgno) are published too */
+  const DepotStagedRef *aStaged;
 };
 
-/* Publish pC as one store transaction: the blob in DELTA chunk rows, a
+/* Publish pC as one store transaction: the blob in DELTA chunk rows (after
+** a staged stream: only the last part, the staged rows stay as written), a
 ** page index row per page, COMMITS/VTX/LOG rows, quota counters and the
 ** head, which must still equal pC->base (compare-and-set); the name must
 ** still lead where it led (to iBranch, or to the inherited branch).  The

@@ -6,11 +6,16 @@
 ** coverage points (vfs/coverage.h), and every shard version that is not
 ** the newest version at or before some coverage point.  The freed bytes
 ** are credited back to the branch's, the store's and the database's
-** counters in the same transaction.  The progress hook (vfs/progress.c)
+** counters in the same transaction.  Blob rows past a branch's head,
+** which a write transaction staged (vfs/db.h, DepotStageStream) and a
+** crash, a failed commit or a failed cleanup left behind, go too, unless a
+** writer holds the branch name's write lock (it may be staging them now);
+** they were never charged.  The progress hook (vfs/progress.c)
 ** is called before each branch and may stop the reclaim there.
 */
 #include "config.h"
 #include "vfs/coverage.h"
+#include "vfs/lock.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -135,6 +140,32 @@ static int gcShards(Cov *p, uint64_t b, const U64Set *pK, int bDry,
   return rc;
 }
 
+/* Staged blob rows past the head iHead of b, when no writer of the name
+** holds its lock (checked inside this write transaction: a writer that
+** takes it later stages only after this transaction). */
+static int gcStaged(Cov *p, uint64_t b, const BranchRecord *pRec,
+                    uint64_t iHead, int bDry, DepotGcResult *pRes){
+  DepotLock lk;
+  int bExists = 0, bHeld = 0;
+  int64_t nRow = 0;
+  int rc = depot_stage_exists(p->pStore, b, iHead+1, &bExists, p->pzErr);
+  if( rc!=SQLITE_OK || !bExists ) return rc;
+  depot_lock_init(&lk, p->pStore, pRec->iBucket, pRec->zDb, pRec->zBranch);
+  rc = depot_lock_other(&lk, &bHeld, p->pzErr);
+  if( rc!=SQLITE_OK || bHeld ) return rc;
+  if( bDry ){
+    unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+    int nLo = layout_key_delta(lo, b, iHead+1, 0);
+    int nHi = layout_key_br(hi, b, LAYOUT_BR_DELTA+1);
+    rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, -1, gcCountRow, &nRow);
+    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  }else{
+    rc = depot_stage_clear(p->pStore, b, iHead+1, &nRow, p->pzErr);
+  }
+  pRes->nRow += nRow;
+  return rc;
+}
+
 /* A branch something can still read: old commit rows and shards. */
 static int gcKeepBranch(Cov *p, uint64_t b, const BranchRecord *pRec,
                         int bDry, DepotGcResult *pRes){
@@ -147,6 +178,7 @@ static int gcKeepBranch(Cov *p, uint64_t b, const BranchRecord *pRec,
   memset(&K, 0, sizeof(K));
   memset(&f, 0, sizeof(f));
   if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPMARK, 0, &W);
+  if( rc==SQLITE_OK ) rc = gcStaged(p, b, pRec, head.iTxid, bDry, pRes);
   if( rc==SQLITE_OK ) rc = cov_points(p, b, pRec, head.iTxid, &K);
   f.pK = &K;
   if( rc==SQLITE_OK && W>0 ) rc = cov_scan_commits(p, b, 0, (uint64_t)W, &f);

@@ -1,6 +1,7 @@
 /*
 ** txbuf.c -- the transaction write buffer (see vfs/txbuf.h): an
-** open-addressing hash table from page number to a page copy.
+** open-addressing hash table from page number to a page copy, and one
+** from page number to a staged frame's location.
 */
 #include "config.h"
 #include "vfs/txbuf.h"
@@ -78,6 +79,27 @@ int txbuf_put(TxBuf *p, uint32_t pgno, const void *pPage, uint32_t szPage){
   return SQLITE_OK;
 }
 
+void txbuf_drop(TxBuf *p, uint32_t pgno){
+  uint32_t i, j, mask = p->nSlot-1;
+  if( p->nSlot==0 ) return;
+  i = txbufSlot(pgno, p->nSlot);
+  while( p->aPgno[i] && p->aPgno[i]!=pgno ) i = (i+1) & mask;
+  if( p->aPgno[i]==0 ) return;
+  sqlite3_free(p->apPage[i]);
+  p->aPgno[i] = 0;
+  p->nUsed--;
+  /* Shift back the entries of the probe run after the hole that may not
+  ** stay behind it (linear probing deletion). */
+  for(j=(i+1) & mask; p->aPgno[j]; j=(j+1) & mask){
+    uint32_t k = txbufSlot(p->aPgno[j], p->nSlot);
+    if( i<=j ? (i<k && k<=j) : (i<k || k<=j) ) continue;
+    p->aPgno[i] = p->aPgno[j];
+    p->apPage[i] = p->apPage[j];
+    p->aPgno[j] = 0;
+    i = j;
+  }
+}
+
 int txbuf_truncate(TxBuf *p, uint32_t nPage){
   if( p->nSlot==0 ) return SQLITE_OK;
   return txbufRehash(p, p->nSlot, nPage);
@@ -108,5 +130,98 @@ int txbuf_sorted(const TxBuf *p, uint32_t **paPgno, uint32_t *pnPgno){
   qsort(a, n, sizeof(uint32_t), txbufCmp);
   *paPgno = a;
   *pnPgno = n;
+  return SQLITE_OK;
+}
+
+int64_t txbuf_bytes(const TxBuf *p, uint32_t szPage){
+  return (int64_t)p->nUsed*szPage;
+}
+
+/* ---- staged pages ---- */
+
+static TxStaged *txstageFind(const TxStage *p, uint32_t pgno){
+  uint32_t i;
+  if( p->nSlot==0 ) return 0;
+  i = txbufSlot(pgno, p->nSlot);
+  while( p->a[i].pgno ){
+    if( p->a[i].pgno==pgno ) return &p->a[i];
+    i = (i+1) & (p->nSlot-1);
+  }
+  return 0;
+}
+
+/* Rehash into nSlot slots, keeping only live pages <= nKeep. */
+static int txstageRehash(TxStage *p, uint32_t nSlot, uint32_t nKeep){
+  TxStaged *a = sqlite3_malloc64(sizeof(TxStaged)*(uint64_t)nSlot);
+  uint32_t i;
+  if( a==0 ) return SQLITE_NOMEM;
+  memset(a, 0, sizeof(TxStaged)*(uint64_t)nSlot);
+  p->nUsed = 0;
+  for(i=0; i<p->nSlot; i++){
+    uint32_t j;
+    if( p->a[i].pgno==0 || p->a[i].nByte==0 || p->a[i].pgno>nKeep ) continue;
+    j = txbufSlot(p->a[i].pgno, nSlot);
+    while( a[j].pgno ) j = (j+1) & (nSlot-1);
+    a[j] = p->a[i];
+    p->nUsed++;
+  }
+  sqlite3_free(p->a);
+  p->a = a;
+  p->nSlot = nSlot;
+  return SQLITE_OK;
+}
+
+int txstage_put(TxStage *p, const TxStaged *pSt){
+  TxStaged *e = txstageFind(p, pSt->pgno);
+  if( e==0 ){
+    uint32_t i;
+    if( (p->nUsed+1)*2 > p->nSlot ){
+      int rc = txstageRehash(p, p->nSlot ? p->nSlot*2 : 64, 0xffffffffu);
+      if( rc!=SQLITE_OK ) return rc;
+    }
+    i = txbufSlot(pSt->pgno, p->nSlot);
+    while( p->a[i].pgno ) i = (i+1) & (p->nSlot-1);
+    e = &p->a[i];
+    p->nUsed++;
+  }
+  *e = *pSt;
+  return SQLITE_OK;
+}
+
+const TxStaged *txstage_get(const TxStage *p, uint32_t pgno){
+  const TxStaged *e = txstageFind(p, pgno);
+  return e && e->nByte ? e : 0;
+}
+
+void txstage_drop(TxStage *p, uint32_t pgno){
+  TxStaged *e = txstageFind(p, pgno);
+  if( e ) e->nByte = 0;      /* the slot stays, so probes go on past it */
+}
+
+int txstage_truncate(TxStage *p, uint32_t nPage){
+  if( p->nSlot==0 ) return SQLITE_OK;
+  return txstageRehash(p, p->nSlot, nPage);
+}
+
+void txstage_clear(TxStage *p){
+  sqlite3_free(p->a);
+  memset(p, 0, sizeof(*p));
+}
+
+static int txstageCmp(const void *a, const void *b){
+  uint32_t x = ((const TxStaged*)a)->pgno, y = ((const TxStaged*)b)->pgno;
+  return x<y ? -1 : x>y;
+}
+
+int txstage_sorted(const TxStage *p, TxStaged **paOut, uint32_t *pnOut){
+  TxStaged *a = sqlite3_malloc64(sizeof(TxStaged)*((uint64_t)p->nUsed+1));
+  uint32_t i, n = 0;
+  if( a==0 ) return SQLITE_NOMEM;
+  for(i=0; i<p->nSlot; i++){
+    if( p->a[i].pgno && p->a[i].nByte ) a[n++] = p->a[i];
+  }
+  qsort(a, n, sizeof(TxStaged), txstageCmp);
+  *paOut = a;
+  *pnOut = n;
   return SQLITE_OK;
 }

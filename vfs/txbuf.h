@@ -27,10 +27,56 @@ unsigned char *txbuf_get(const TxBuf*, uint32_t pgno);
 /* Drop every page above nPage.  SQLITE_NOMEM leaves it unchanged. */
 int txbuf_truncate(TxBuf*, uint32_t nPage);
 
+/* Drop the copy of page pgno, if any. */
+void txbuf_drop(TxBuf*, uint32_t pgno);
+
 /* Drop every page and free the memory. */
 void txbuf_clear(TxBuf*);
 
 /* The buffered page numbers, ascending, in a sqlite3_malloc'd array. */
 int txbuf_sorted(const TxBuf*, uint32_t **paPgno, uint32_t *pnPgno);
+
+/* The bytes of page copies the buffer holds (pages of szPage bytes). */
+int64_t txbuf_bytes(const TxBuf*, uint32_t szPage);
+
+/* The staged pages of a write transaction whose buffer outgrew its budget
+** (vfs/vfs.c): where the newest staged frame of each page sits in the
+** transaction's blob, with what the commit's checksum needs.  A few dozen
+** bytes a page, never the page itself. */
+typedef struct TxStaged TxStaged;
+struct TxStaged {
+  uint32_t pgno;             /* 0: empty slot */
+  uint32_t nByte;            /* frame header + stored bytes; 0: dropped */
+  uint64_t iOffset;          /* of the frame from the blob's start */
+  uint64_t iCrc;             /* CRC-64 of the page */
+  uint64_t iOld;             /* CRC-64 of the snapshot's page, if bOld */
+  int bOld;                  /* the page existed in the snapshot */
+};
+
+typedef struct TxStage TxStage;
+struct TxStage {
+  uint32_t nSlot;            /* power of two, or 0 before the first put */
+  uint32_t nUsed;
+  TxStaged *a;
+};
+
+/* Record (or replace) where page pSt->pgno is staged.  SQLITE_NOMEM
+** leaves the map as it was. */
+int txstage_put(TxStage*, const TxStaged *pSt);
+
+/* The live entry of pgno, or NULL. */
+const TxStaged *txstage_get(const TxStage*, uint32_t pgno);
+
+/* Forget page pgno (its staged frame is no longer its newest version). */
+void txstage_drop(TxStage*, uint32_t pgno);
+
+/* Forget every page above nPage.  SQLITE_NOMEM leaves it unchanged. */
+int txstage_truncate(TxStage*, uint32_t nPage);
+
+/* Forget everything and free the memory. */
+void txstage_clear(TxStage*);
+
+/* The live entries, ascending by page, in a sqlite3_malloc'd array. */
+int txstage_sorted(const TxStage*, TxStaged **paOut, uint32_t *pnOut);
 
 #endif /* DEPOT_TXBUF_H */

@@ -20,6 +20,7 @@
 #define URI_DEFAULT_MAP_KB   8192
 #define URI_DEFAULT_STORE_CACHE_KB 8192
 #define URI_MAX_CACHE_KB     (1<<30)
+#define URI_DEFAULT_TXN_BUDGET_KB 32768
 
 /* The parameters of one open. */
 typedef struct UriArgs UriArgs;
@@ -35,6 +36,7 @@ struct UriArgs {
   int iSync;
   int iLevel;
   sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
+  sqlite3_int64 nTxBudgetKb;     /* dirty pages before staging (0: never) */
 };
 
 /* The parameters of a main database name zName, and of zDflt (a file of

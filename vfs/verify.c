@@ -51,6 +51,8 @@ struct VBranch {
   int64_t nBlobBytes;       /* bytes of its blob rows (DELTA and shard
                             ** chunk rows) */
   uint64_t iMark;           /* its compaction watermark (0: none) */
+  uint64_t iStaged;         /* blob rows of this txid or later are staged
+                            ** by a write transaction (not yet a commit) */
   int64_t nCounter;         /* its BR 02 counter */
   int64_t nPin;             /* its DB_PIN rows */
   int bMinF, bMinR;
@@ -432,6 +434,7 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
   uint64_t iTxid;
   uint32_t iChunk;
   VCommit *c;
+  if( r->nKey==23 && bytes_get64(r->aKey+11)>=u->pB->iStaged ) return;
   u->pB->nBlobBytes += r->nVal;
   if( r->nKey!=23 ){
     vfyFind(p, u->pB, "chunk", -1, -1, r->aKey, r->nKey,
@@ -458,6 +461,53 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
   u->nByte += r->nVal;
 }
 
+/* The length of the LTX part at a[0..n) (its header, frames, index and
+** trailer), or 0 when its header or frame lengths do not fit. */
+static int64_t vfyPartLen(const unsigned char *a, int64_t n){
+  LtxHeader h;
+  char *zErr = 0;
+  int64_t off = LTX_HEADER_SIZE;
+  uint32_t i;
+  if( ltx_decode_header(a, n, &h, &zErr)!=SQLITE_OK ){
+    sqlite3_free(zErr);
+    return 0;
+  }
+  for(i=0; i<h.nFrame; i++){
+    if( off+LTX_FRAME_HEADER>n ) return 0;
+    off += LTX_FRAME_HEADER + (int64_t)bytes_get32(a+off+4);
+  }
+  off += (int64_t)h.nFrame*LTX_INDEX_ENTRY + LTX_TRAILER_SIZE;
+  return off<=n ? off : 0;
+}
+
+/* ltx_verify() of every part of a commit blob: one LTX blob, or (a staged
+** transaction, vfs/db.h) several back to back, each its own LTX blob, the
+** last one ending the blob.  *pHdr gets the last part's header with the
+** frames of all parts, *pTrailer the last part's trailer. */
+static int vfyBlobParts(Vfy *p, const unsigned char *a, int64_t n,
+                        uint64_t iTxid, LtxHeader *pHdr, LtxTrailer *pTrailer,
+                        char **pzErr){
+  int64_t off = 0;
+  uint32_t nFrame = 0;
+  int rc = SQLITE_OK;
+  while( rc==SQLITE_OK ){
+    int64_t nPart = vfyPartLen(a+off, n-off);
+    if( nPart==0 || nPart==n-off ) nPart = n-off;   /* the last part */
+    rc = ltx_verify(a+off, nPart, p->pDctx, pHdr, pTrailer, pzErr);
+    if( rc==SQLITE_OK && (pHdr->iMinTxid!=iTxid || pHdr->iMaxTxid!=iTxid) ){
+      sqlite3_free(*pzErr);
+      *pzErr = sqlite3_mprintf("depot: a part of the blob of txid %llu is of"
+                               " another txid", (unsigned long long)iTxid);
+      rc = SQLITE_CORRUPT;
+    }
+    nFrame += pHdr->nFrame;
+    off += nPart;
+    if( off>=n ) break;
+  }
+  pHdr->nFrame = nFrame;
+  return rc;
+}
+
 /* Decode a whole blob whose chunk rows are in order and compare it with
 ** its commit row. */
 static void vfyBlobDecode(Vfy *p, VBranch *pB, VCommit *c){
@@ -468,8 +518,8 @@ static void vfyBlobDecode(Vfy *p, VBranch *pB, VCommit *c){
   LtxTrailer t;
   int nKey = layout_key_delta(k, pB->iId, c->row.iTxid, 0);
   int rc = depot_db_read_blob(p->pStore, pB->iId, &c->row, &a, &zErr);
-  if( rc==SQLITE_OK ) rc = ltx_verify(a, (int64_t)c->row.nBlob, p->pDctx,
-                                      &h, &t, &zErr);
+  if( rc==SQLITE_OK ) rc = vfyBlobParts(p, a, (int64_t)c->row.nBlob,
+                                        c->row.iTxid, &h, &t, &zErr);
   sqlite3_free(a);
   if( rc!=SQLITE_OK && (rc&0xff)!=SQLITE_CORRUPT ){
     vfyFail(p, rc, zErr);
@@ -509,8 +559,15 @@ static void vfyWatermark(Vfy *p, VBranch *pB){
 
 static void vfyBlobs(Vfy *p, VBranch *pB){
   VRun u;
+  DbHead h;
+  char *zErr = 0;
   int i;
   p->nC = 0;
+  /* rows past the head are staged (vfs/db.h, DepotStageStream); a head
+  ** that does not read is reported by vfyHead() */
+  pB->iStaged = depot_db_head(p->pStore, pB->iId, &h, &zErr)==SQLITE_OK ?
+                h.iTxid+1 : UINT64_MAX;
+  sqlite3_free(zErr);
   vfyWatermark(p, pB);
   vfyEachBr(p, pB->iId, LAYOUT_BR_COMMITS, vfyCommitRow, pB);
   memset(&u, 0, sizeof(u));

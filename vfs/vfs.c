@@ -4,8 +4,11 @@
 ** The main database file of a connection is a DepotFile: reads come from the
 ** snapshot pinned at the SHARED lock (page index + decoded-page cache) or,
 ** inside a write transaction, from the write buffer; writes go to the write
-** buffer only.  The transaction is published as one depot commit at its
-** sync point (SQLITE_FCNTL_SYNC, xSync, or SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
+** buffer, and past the connection's budget (txn_budget_kb) the buffer's
+** pages are staged in the store (vfs/db.h, DepotStageStream; reads of the
+** transaction find them through its staged-page map, never through the
+** shared caches) so a transaction of any size runs in bounded memory.  The
+** transaction is published as one depot commit at its sync point (SQLITE_FCNTL_SYNC, xSync, or SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
 ** where the host SQLite has batch-atomic writes), so pages SQLite spills
 ** before COMMIT stay private until then.  Journals, statement journals and
 ** temporary files are MemFiles: in memory up to a bound, then in an
@@ -88,6 +91,11 @@ struct DepotFile {
   DbHead snap;               /* pinned head while eLock>=SHARED */
   int bReadTxn;              /* a store read transaction holds snap */
   TxBuf tx;                  /* pages written since RESERVED */
+  int64_t nTxBudget;         /* bytes of tx past which it is staged (0:
+                             ** never) */
+  TxStage stage;             /* pages of the transaction staged in ... */
+  DepotStageStream stream;   /* ... its blob, ahead of the commit */
+  int bStageSwept;           /* staged leftovers of the branch removed */
   uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
   int bTxDirty;              /* tx or nPageTx differs from snap */
   int bRollback;             /* the main journal is being played back */
@@ -458,16 +466,39 @@ static void depotVirtualCounter(DepotFile *p, unsigned char *a){
   bytes_put32(a+24, c);
 }
 
-/* Page pgno as SQLite should see it: the writer's own copy, else the
-** snapshot's (page 1 with the virtual change counter). */
+/* The staged frame pSt of the write transaction, decoded into pOut.  Not
+** through the decoded-page cache: no other connection may see it. */
+static int depotStagedPage(DepotFile *p, const TxStaged *pSt,
+                           unsigned char *pOut){
+  DepotPageLoc loc;
+  char *zErr = 0;
+  int rc;
+  memset(&loc, 0, sizeof(loc));
+  loc.eKind = DEPOT_LOC_DELTA;
+  loc.iBranch = p->stream.iBranch;
+  loc.iTxid = p->stream.iTxid;
+  loc.szChunk = p->stream.szChunk;
+  loc.iOffset = (uint32_t)pSt->iOffset;
+  loc.nByte = pSt->nByte;
+  rc = depot_db_read_loc(p->pStore, 0, p->pDctx, &loc, pSt->pgno,
+                         p->szPageTx, pOut, &zErr);
+  return depotReport(rc, zErr, SQLITE_IOERR_READ);
+}
+
+/* Page pgno as SQLite should see it: the writer's own copy (in memory or
+** staged), else the snapshot's (page 1 with the virtual change counter). */
 static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
                         unsigned char *pOut){
   int rc;
   if( p->eLock>=SQLITE_LOCK_RESERVED ){
     unsigned char *a = txbuf_get(&p->tx, pgno);
+    const TxStaged *pSt;
     if( a ){
       memcpy(pOut, a, sz);
       return SQLITE_OK;
+    }
+    if( (pSt = txstage_get(&p->stage, pgno))!=0 ){
+      return depotStagedPage(p, pSt, pOut);
     }
   }
   rc = depotSnapPage(p, pgno, pOut);
@@ -536,8 +567,31 @@ static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
 
 /* ================= writes ================= */
 
+/* Forget what the transaction staged and remove its rows (a failure
+** leaves them to the branch's next commit, staging, writer or depot_gc). */
+static void depotStageDiscard(DepotFile *p){
+  txstage_clear(&p->stage);
+  if( p->stream.iTxid && p->stream.nBlob>0 ){
+    int bRead = p->bReadTxn;
+    depotEndRead(p);
+    if( store_begin(p->pStore, 1)==SQLITE_OK ){
+      char *zErr = 0;
+      if( depot_stage_clear(p->pStore, p->stream.iBranch, p->stream.iTxid, 0,
+                            &zErr)==SQLITE_OK ){
+        store_commit(p->pStore);
+      }else{
+        store_rollback(p->pStore);
+      }
+      sqlite3_free(zErr);
+    }
+    if( bRead ) depotBeginRead(p);
+  }
+  depot_stage_reset(&p->stream);
+}
+
 static void depotTxReset(DepotFile *p){
   txbuf_clear(&p->tx);
+  depotStageDiscard(p);
   p->nPageTx = p->snap.nPage;
   p->szPageTx = p->snap.szPage;
   p->bTxDirty = 0;
@@ -550,6 +604,111 @@ static uint32_t depotHeaderPageSize(const void *pPage1){
   const unsigned char *a = (const unsigned char*)pPage1;
   uint32_t sz = bytes_get16(a+16);
   return sz==1 ? 65536 : sz;
+}
+
+static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
+                            uint64_t, int*, uint64_t*);
+
+/* The write buffer outgrew its budget: write its pages to the store as one
+** staged LTX part (vfs/db.h, DepotStageStream) in a store transaction of
+** its own, remember where each landed, and drop them from the buffer.  A
+** page that equals the snapshot's is dropped instead (and so is an older
+** staged version of it).  A page staged before and written again since (an
+** interior or index page a bulk load keeps rewriting) stays in memory
+** while such pages fill at most half the budget, so it is not staged once
+** per batch.  Only a branch that exists, at its own page size, and
+** not during a journal playback, stages; else the pages stay in memory. */
+static int depotStage(DepotFile *p){
+  uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nKeep = 0, sz = p->szPageTx;
+  const unsigned char **ap = 0;
+  uint32_t *aPg = 0;
+  TxStaged *aSt = 0;
+  LtxFrameRef *aRef = 0;
+  unsigned char *aBlob = 0;
+  int64_t nBlob = 0;
+  uint64_t iBase;
+  char *zErr = 0;
+  LtxHeader h;
+  int rc;
+  if( p->iBranch==0 || p->chain.n==0 || p->bRollback || sz==0
+   || sz!=p->snap.szPage ){
+    return SQLITE_OK;
+  }
+  rc = txbuf_sorted(&p->tx, &aDirty, &nDirty);
+  if( rc==SQLITE_OK ){
+    ap = sqlite3_malloc64(sizeof(void*)*(nDirty+1));
+    aPg = sqlite3_malloc64(sizeof(uint32_t)*(nDirty+1));
+    aSt = sqlite3_malloc64(sizeof(TxStaged)*(nDirty+1));
+    aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*(nDirty+1));
+    if( ap==0 || aPg==0 || aSt==0 || aRef==0 ) rc = SQLITE_NOMEM;
+  }
+  for(i=0; rc==SQLITE_OK && i<nDirty; i++){
+    const unsigned char *pNew = txbuf_get(&p->tx, aDirty[i]);
+    TxStaged st;
+    int bChanged = 1;
+    if( aDirty[i]>p->nPageTx ) continue;
+    if( txstage_get(&p->stage, aDirty[i]) && (nKeep+1)*sz<=p->nTxBudget/2 ){
+      aDirty[i] = 0;                        /* kept in memory */
+      nKeep++;
+      continue;
+    }
+    memset(&st, 0, sizeof(st));
+    st.pgno = aDirty[i];
+    st.iCrc = ltx_crc64(0, pNew, sz);
+    if( aDirty[i]<=p->snap.nPage ){
+      rc = depotPageChanged(p, aDirty[i], pNew, st.iCrc, &bChanged, &st.iOld);
+      st.bOld = 1;
+    }
+    if( rc!=SQLITE_OK || !bChanged ) continue;
+    aSt[n] = st;
+    aPg[n] = st.pgno;
+    ap[n++] = pNew;
+  }
+  if( rc==SQLITE_OK && n>0 && p->stream.iTxid==0 ){
+    rc = depot_stage_begin(&p->stream, p->iBranch, p->snap.iTxid+1,
+                           (uint32_t)store_max_value(p->pStore));
+  }
+  iBase = p->stream.nBlob;
+  if( rc==SQLITE_OK && n>0 ){
+    memset(&h, 0, sizeof(h));
+    h.szPage = sz;
+    h.nPage = p->nPageTx;
+    h.iMinTxid = h.iMaxTxid = p->stream.iTxid;
+    h.nFrame = n;
+    rc = ltx_encode(&h, aPg, ap, 0, p->pCctx, p->iLevel, &aBlob, &nBlob,
+                    aRef);
+  }
+  if( rc==SQLITE_OK && n>0 ){
+    depotEndRead(p);            /* the batch's store write transaction */
+    rc = depot_stage_append(p->pStore, &p->stream, aBlob, nBlob, n, &zErr);
+    depotBeginRead(p);
+  }
+  if( rc==SQLITE_OK ){
+    for(i=0; rc==SQLITE_OK && i<n; i++){
+      aSt[i].iOffset = iBase + aRef[i].iOffset;
+      aSt[i].nByte = aRef[i].nByte;
+      rc = txstage_put(&p->stage, &aSt[i]);
+    }
+    for(i=0; i<nDirty; i++){
+      const TxStaged *pSt;
+      if( aDirty[i]==0 ) continue;
+      pSt = txstage_get(&p->stage, aDirty[i]);
+      if( pSt && pSt->iOffset<iBase ) txstage_drop(&p->stage, aDirty[i]);
+      txbuf_drop(&p->tx, aDirty[i]);
+    }
+  }
+  sqlite3_free(aDirty);
+  sqlite3_free(ap);
+  sqlite3_free(aPg);
+  sqlite3_free(aSt);
+  sqlite3_free(aRef);
+  sqlite3_free(aBlob);
+  if( rc==SQLITE_TOOBIG ){        /* past 4 GiB: the rest stays in memory */
+    sqlite3_free(zErr);
+    return SQLITE_OK;
+  }
+  if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
+  return depotReport(rc, zErr, SQLITE_IOERR_WRITE);
 }
 
 static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
@@ -580,11 +739,25 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
   ** its checksum into the page it is given), so the writer's page cache
   ** agrees with what it stored. */
   if( pgno==1 ) depotHeaderNoWal((unsigned char*)pBuf);
+  if( p->bRollback && pgno<=p->snap.nPage && p->chain.n>0
+   && p->szPageTx==p->snap.szPage ){
+    /* The journal gives back the page as the snapshot has it: forget the
+    ** transaction's copy (in memory or staged) instead of keeping another,
+    ** so the playback of a transaction of any size needs no memory. */
+    txbuf_drop(&p->tx, pgno);
+    txstage_drop(&p->stage, pgno);
+    if( pgno>p->nPageTx ) p->nPageTx = pgno;
+    p->bTxDirty = 1;
+    return SQLITE_OK;
+  }
   if( txbuf_put(&p->tx, pgno, pBuf, (uint32_t)iAmt)!=SQLITE_OK ){
     return SQLITE_IOERR_NOMEM;
   }
   if( pgno>p->nPageTx ) p->nPageTx = pgno;
   p->bTxDirty = 1;
+  if( p->nTxBudget>0 && txbuf_bytes(&p->tx, p->szPageTx)>p->nTxBudget ){
+    return depotStage(p);
+  }
   return SQLITE_OK;
 }
 
@@ -599,7 +772,8 @@ static int depotTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   }
   if( p->szPageTx==0 ) return SQLITE_OK;
   n = (uint32_t)(size/p->szPageTx);
-  if( n<p->nPageTx && txbuf_truncate(&p->tx, n)!=SQLITE_OK ){
+  if( n<p->nPageTx && (txbuf_truncate(&p->tx, n)!=SQLITE_OK
+                       || txstage_truncate(&p->stage, n)!=SQLITE_OK) ){
     return SQLITE_IOERR_NOMEM;
   }
   p->nPageTx = n;
@@ -622,7 +796,8 @@ static int depotFileSize(sqlite3_file *pFile, sqlite3_int64 *pSize){
 
 /* ================= publishing a commit ================= */
 
-/* The pages a commit publishes, in ascending order. */
+/* The pages a commit publishes, in ascending order: those in memory, and
+** those staged (whose frames are already in the store). */
 typedef struct PubSet PubSet;
 struct PubSet {
   uint32_t n;
@@ -630,6 +805,8 @@ struct PubSet {
   const unsigned char **ap;
   unsigned char *aZero;      /* one zero page, for holes */
   uint64_t iChecksum;        /* post-apply checksum being computed */
+  uint32_t nStaged;
+  DepotStagedRef *aStaged;
 };
 
 /* Whether page pgno of the write transaction (pNew, whose CRC-64 is iNew)
@@ -702,6 +879,7 @@ static int depotPubResized(DepotFile *p, PubSet *s){
   uint32_t pgno, sz = p->szPageTx;
   for(pgno=p->snap.nPage+1; pgno<=p->nPageTx; pgno++){
     const unsigned char *pNew = txbuf_get(&p->tx, pgno);
+    if( pNew==0 && txstage_get(&p->stage, pgno) ) continue;  /* staged */
     if( pNew==0 ) pNew = s->aZero;
     s->iChecksum ^= ltx_crc64(0, pNew, sz);
     s->aPgno[s->n] = pgno;
@@ -712,6 +890,37 @@ static int depotPubResized(DepotFile *p, PubSet *s){
     if( rc!=SQLITE_OK ) return rc;
     s->iChecksum ^= ltx_crc64(0, p->aScratch, sz);
   }
+  return SQLITE_OK;
+}
+
+/* The staged pages the commit publishes: the newest staged version of
+** each page not written again since (the buffer's copy wins) and not cut
+** off.  A staged page that existed in the snapshot differs from it (that
+** was checked when it was staged), so the checksum moves from its old CRC
+** to its new one; a page past the old end adds its CRC. */
+static int depotPubStaged(DepotFile *p, PubSet *s){
+  TxStaged *a = 0;
+  uint32_t i, n = 0;
+  int rc;
+  if( p->stream.iTxid==0 ) return SQLITE_OK;
+  rc = txstage_sorted(&p->stage, &a, &n);
+  if( rc!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
+  s->aStaged = sqlite3_malloc64(sizeof(DepotStagedRef)*((uint64_t)n+1));
+  if( s->aStaged==0 ){
+    sqlite3_free(a);
+    return SQLITE_IOERR_NOMEM;
+  }
+  for(i=0; i<n; i++){
+    DepotStagedRef *r;
+    if( a[i].pgno>p->nPageTx || txbuf_get(&p->tx, a[i].pgno) ) continue;
+    if( a[i].bOld && a[i].pgno<=p->snap.nPage ) s->iChecksum ^= a[i].iOld;
+    s->iChecksum ^= a[i].iCrc;
+    r = &s->aStaged[s->nStaged++];
+    r->pgno = a[i].pgno;
+    r->nByte = a[i].nByte;
+    r->iOffset = a[i].iOffset;
+  }
+  sqlite3_free(a);
   return SQLITE_OK;
 }
 
@@ -769,6 +978,7 @@ static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead,
 }
 
 static int depotPubCommit(DepotFile *p, PubSet *s){
+  uint32_t *aPgnoAll;
   DepotCommit c;
   DbHead head;
   uint64_t iBranch = 0;
@@ -791,8 +1001,18 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
-  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
-  if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
+  if( p->stream.iTxid ){
+    c.pStage = &p->stream;
+    c.nStaged = s->nStaged;
+    c.aStaged = s->aStaged;
+  }
+  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+s->nStaged+1));
+  aPgnoAll = sqlite3_malloc64(sizeof(uint32_t)*(s->n+s->nStaged+1));
+  if( c.aLocOut==0 || aPgnoAll==0 ){
+    sqlite3_free(c.aLocOut);
+    sqlite3_free(aPgnoAll);
+    return SQLITE_IOERR_NOMEM;
+  }
   depotEndRead(p);            /* the commit's store write transaction */
   rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
                        &zErr);
@@ -803,14 +1023,31 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   }
   if( rc!=SQLITE_OK ){
     sqlite3_free(c.aLocOut);
+    sqlite3_free(aPgnoAll);
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
+  /* the staged frames are the commit's now */
+  memcpy(aPgnoAll, s->aPgno, sizeof(uint32_t)*s->n);
+  for(i=0; i<s->nStaged; i++){
+    DepotPageLoc *pLoc = &c.aLocOut[s->n+i];
+    memset(pLoc, 0, sizeof(*pLoc));
+    pLoc->eKind = DEPOT_LOC_DELTA;
+    pLoc->iBranch = iBranch;
+    pLoc->iTxid = head.iTxid;
+    pLoc->szChunk = p->stream.szChunk;
+    pLoc->iOffset = (uint32_t)s->aStaged[i].iOffset;
+    pLoc->nByte = s->aStaged[i].nByte;
+    aPgnoAll[s->n+i] = s->aStaged[i].pgno;
+  }
+  depot_stage_reset(&p->stream);
+  txstage_clear(&p->stage);
   depot_pagemap_commit(p->pShared->pMap, iBranch,
                        p->iBranch==iBranch ? p->snap.iTxid : 0, head.iTxid,
-                       s->n, s->aPgno, c.aLocOut);
-  for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
+                       s->n+s->nStaged, aPgnoAll, c.aLocOut);
+  for(i=0; i<s->n+s->nStaged; i++) nBytes += c.aLocOut[i].nByte;
   sqlite3_free(c.aLocOut);
+  sqlite3_free(aPgnoAll);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
@@ -830,13 +1067,22 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
 ** so the commit records the smaller database. */
 static int depotHeaderTruncate(DepotFile *p){
   const unsigned char *a = txbuf_get(&p->tx, 1);
+  const TxStaged *pSt = txstage_get(&p->stage, 1);
   uint32_t n;
+  if( a==0 && pSt && p->szPageTx>=100 ){
+    int rc = depotStagedPage(p, pSt, p->aScratch);
+    if( rc!=SQLITE_OK ) return rc;
+    a = p->aScratch;
+  }
   if( a==0 || p->szPageTx<100 ) return SQLITE_OK;
   n = bytes_get32(a+28);
   if( n==0 || n>=p->nPageTx || bytes_get32(a+24)!=bytes_get32(a+92) ){
     return SQLITE_OK;
   }
-  if( txbuf_truncate(&p->tx, n)!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
+  if( txbuf_truncate(&p->tx, n)!=SQLITE_OK
+   || txstage_truncate(&p->stage, n)!=SQLITE_OK ){
+    return SQLITE_IOERR_NOMEM;
+  }
   p->nPageTx = n;
   return SQLITE_OK;
 }
@@ -866,7 +1112,9 @@ static int depotPublish(DepotFile *p){
     rc = depotPubModified(p, &s, aDirty, nDirty);
   }
   if( rc==SQLITE_OK ) rc = depotPubResized(p, &s);
-  if( rc==SQLITE_OK && (s.n>0 || p->nPageTx!=p->snap.nPage) ){
+  if( rc==SQLITE_OK ) rc = depotPubStaged(p, &s);
+  if( rc==SQLITE_OK && (s.n>0 || s.nStaged>0
+                        || p->nPageTx!=p->snap.nPage) ){
     rc = depotPubCommit(p, &s);
   }
   /* Only a COMMIT that failed with SQLITE_BUSY stays open for a retry,
@@ -879,6 +1127,7 @@ static int depotPublish(DepotFile *p){
   sqlite3_free(s.aPgno);
   sqlite3_free(s.ap);
   sqlite3_free(s.aZero);
+  sqlite3_free(s.aStaged);
   return rc;
 }
 
@@ -929,6 +1178,31 @@ static int depotAcquire(DepotFile *p){
   return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
 }
 
+/* The first time this handle becomes the writer of its branch: remove
+** rows that a transaction which crashed, or whose cleanup failed, staged
+** past the head (nothing can read them; vfs/db.h, DepotStageStream).  A
+** failure leaves them to the next commit or depot_gc. */
+static void depotStageSweep(DepotFile *p){
+  char *zErr = 0;
+  int bExists = 0;
+  if( p->bStageSwept || p->iBranch==0 ) return;
+  p->bStageSwept = 1;
+  if( depot_stage_exists(p->pStore, p->iBranch, p->snap.iTxid+1, &bExists,
+                         &zErr)==SQLITE_OK && bExists ){
+    depotEndRead(p);
+    if( store_begin(p->pStore, 1)==SQLITE_OK ){
+      if( depot_stage_clear(p->pStore, p->iBranch, p->snap.iTxid+1, 0,
+                            &zErr)==SQLITE_OK ){
+        store_commit(p->pStore);
+      }else{
+        store_rollback(p->pStore);
+      }
+    }
+    depotBeginRead(p);
+  }
+  sqlite3_free(zErr);
+}
+
 /* Become the writer of this branch, then check the snapshot. */
 static int depotTakeWriter(DepotFile *p){
   char *zErr = 0;
@@ -952,6 +1226,7 @@ static int depotTakeWriter(DepotFile *p){
   }
   p->bRollback = 0;
   depotTxReset(p);
+  depotStageSweep(p);
   return SQLITE_OK;
 }
 
@@ -1030,9 +1305,31 @@ static int depotPragmaKb(DepotFile *p, char **azArg, int bMap){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_txn_budget_kb[=N]: the bytes of pages, in KiB, a write
+** transaction of this connection keeps in memory before it stages them in
+** the store (0: never stages); answers the budget in effect. */
+static int depotPragmaBudget(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
+      azArg[0] = sqlite3_mprintf("depot: depot_txn_budget_kb must be an"
+          " integer 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
+      return SQLITE_ERROR;
+    }
+    p->nTxBudget = (int64_t)n*1024;
+  }
+  azArg[0] = sqlite3_mprintf("%lld", (long long)(p->nTxBudget/1024));
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
+  if( sqlite3_stricmp(zName, "depot_txn_budget_kb")==0 ){
+    return depotPragmaBudget(p, azArg);
+  }
   if( sqlite3_stricmp(zName, "depot_map_kb")==0 ){
     return depotPragmaKb(p, azArg, 1);
   }
@@ -1088,6 +1385,7 @@ static int depotDeviceCharacteristics(sqlite3_file *pFile){
 
 static void depotFileFree(DepotFile *p){
   txbuf_clear(&p->tx);
+  depotStageDiscard(p);
   depot_chunk_cache_clear(&p->chunks);
   depot_lock_release(&p->lock);
   store_close(p->pStore);
@@ -1235,6 +1533,7 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   sqlite3_free(zErr);
   p->bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   p->iLevel = a.iLevel;
+  p->nTxBudget = (int64_t)a.nTxBudgetKb*1024;
   if( pOutFlags ) *pOutFlags = flags;
   p->base.pMethods = &depotIoMethods;
   return SQLITE_OK;

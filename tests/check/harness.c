@@ -68,16 +68,35 @@ static const char *thCacheParams(void){
   return 0;
 }
 
+/* The write-transaction budget DEPOT_TEST_BUDGET selects for depot URIs
+** that set none: "tiny" (two 4 KiB pages: every larger transaction stages
+** its pages in the store), "small" (16 pages, so pages rewritten after
+** they were staged stay in memory), or unset (the default). */
+static const char *thBudgetParams(void){
+  const char *z = getenv("DEPOT_TEST_BUDGET");
+  if( z && strcmp(z, "tiny")==0 ) return "&txn_budget_kb=8";
+  if( z && strcmp(z, "small")==0 ) return "&txn_budget_kb=64";
+  return 0;
+}
+
 sqlite3 *th_open(const char *zPath){
   sqlite3 *db = 0;
   const char *zCache = thCacheParams();
+  const char *zBudget = thBudgetParams();
   char *zWith = 0;
   int rc;
-  if( zCache && strncmp(zPath, "file:", 5)==0 && strstr(zPath, "vfs=depot")
-   && !strstr(zPath, "cache_kb=") && !strstr(zPath, "map_kb=")
-   && !strchr(zPath, '#') ){
+  int bDepotUri = strncmp(zPath, "file:", 5)==0 && strstr(zPath, "vfs=depot")
+               && !strchr(zPath, '#');
+  if( zCache && bDepotUri
+   && !strstr(zPath, "cache_kb=") && !strstr(zPath, "map_kb=") ){
     zWith = sqlite3_mprintf("%s%s", zPath, zCache);
     ck_assert_ptr_nonnull(zWith);
+  }
+  if( zBudget && bDepotUri && !strstr(zPath, "txn_budget_kb=") ){
+    char *z = sqlite3_mprintf("%s%s", zWith ? zWith : zPath, zBudget);
+    ck_assert_ptr_nonnull(z);
+    sqlite3_free(zWith);
+    zWith = z;
   }
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   rc = sqlite3_open_v2(zWith ? zWith : zPath, &db,

@@ -214,3 +214,8 @@ endif
 TESTS += tests/check/pg_suite.sh
 EXTRA_DIST += tests/check/pg_suite.sh tests/check/pg_cluster.sh
 AM_TESTS_ENVIRONMENT += PG_BINDIR='$(PG_BINDIR)'; export PG_BINDIR;
+
+check_PROGRAMS += tests/check/check_staging
+TESTS += tests/check/check_staging
+tests_check_check_staging_SOURCES = tests/check/check_staging.c $(TEST_HARNESS)
+tests_check_check_staging_LDADD = $(TEST_LDADD)

@@ -1,0 +1,514 @@
+/*
+** check_staging.c -- write transactions larger than their budget
+** (txn_budget_kb, PRAGMA depot_txn_budget_kb): their pages are staged in
+** the store before the commit.  A tiny budget (8 KiB, two 4 KiB pages)
+** makes every test transaction stage.  One behaviour per test: results
+** equal a plain file's, integrity_check and depot_verify stay clean,
+** ROLLBACK and ROLLBACK TO over staged pages, readers (another connection,
+** another process) never see staged pages, SIGKILL while staging or
+** publishing leaves the last or the new commit and no staged row survives
+** the next writer or depot_gc, forks and restore points taken meanwhile
+** leave the transaction out, and stored_bytes comes back to what it was.
+*/
+#include "config.h"
+#include "tests/check/harness.h"
+#include "ext/depot.h"
+#include "vfs/depot_vfs.h"
+#include "vfs/db.h"
+#include "vfs/txbuf.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The integers 1..N as a subquery (column value). */
+#define SERIES(N) "(WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL" \
+  " SELECT value+1 FROM g WHERE value<" #N ") SELECT value FROM g)"
+
+static void setup_vfs(void){
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
+}
+
+static char *store_path(const char *zDir){
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
+/* Database "app" of the store in zDir, budget of nKb (-1: default). */
+static sqlite3 *open_app(const char *zDir, int nKb){
+  char *zUri = nKb<0
+    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app", zDir)
+    : sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app&txn_budget_kb=%d",
+                      zDir, nKb);
+  sqlite3 *db;
+  setup_vfs();
+  db = th_open(zUri);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_free(zUri);
+  return db;
+}
+
+static void assert_integrity(sqlite3 *db){
+  char *z = th_text(db, "PRAGMA integrity_check");
+  ck_assert_str_eq(z, "ok");
+  sqlite3_free(z);
+}
+
+/* depot_verify of the whole store finds nothing. */
+static void assert_verify(sqlite3 *db, const char *zDir){
+  char *zStore = store_path(zDir);
+  char *zSql = sqlite3_mprintf("SELECT group_concat(kind||' '||message,"
+      " char(10)) FROM depot_verify(%Q)", zStore);
+  char *z = th_text(db, zSql);
+  ck_assert_msg(z==0, "depot_verify: %s", z ? z : "");
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+}
+
+static sqlite3_int64 stored_bytes(sqlite3 *db, const char *zDir){
+  char *zStore = store_path(zDir);
+  char *zSql = sqlite3_mprintf("SELECT stored_bytes FROM depot_stats(%Q)",
+                               zStore);
+  sqlite3_int64 n = th_int(db, zSql);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  return n;
+}
+
+/* 1 if branch main of "app" has blob rows past its head (staged rows). */
+static int staged_rows(const char *zDir){
+  char *zStore = store_path(zDir);
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  uint64_t iBranch = 0;
+  DbHead head;
+  int bExists = 0;
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_eq(store_sqlite_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
+                   SQLITE_OK);
+  ck_assert(iBranch!=0);
+  ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
+  ck_assert_int_eq(depot_stage_exists(pStore, iBranch, head.iTxid+1,
+                                      &bExists, 0), SQLITE_OK);
+  store_rollback(pStore);
+  store_close(pStore);
+  sqlite3_free(zStore);
+  return bExists;
+}
+
+static const char zSchema[] =
+  "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT);"
+  "CREATE INDEX tw ON t(w);"
+  "INSERT INTO t SELECT value, zeroblob(300), value%7 FROM " SERIES(200) "";
+
+/* A transaction of about 1 MiB of pages, bigger than any budget here. */
+static const char zBig[] =
+  "INSERT INTO t SELECT 1000+value, randomblob(900), value%13"
+  " FROM " SERIES(1000) "";
+
+static sqlite3_int64 count_t(sqlite3 *db){
+  return th_int(db, "SELECT count(*) FROM t");
+}
+
+/* The same large transactions (inserts, updates, deletes, a page rewritten
+** after it was staged, a shrink) on a plain file and on a database with a
+** tiny budget (8 KiB; 64 KiB, where pages rewritten after they were staged
+** stay in memory) give the same rows; integrity_check and depot_verify are
+** clean. */
+START_TEST(test_staging_large_txn_matches_plain_file){
+  char *zDir = th_tmpdir("staging-oracle");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, _i ? 64 : 8);   /* 64: rewritten pages stay */
+  const char *azStep[] = {
+    zSchema,
+    "PRAGMA cache_size=5",
+    "BEGIN; INSERT INTO t SELECT 1000+value, zeroblob(900)||x'01', value%13"
+    " FROM " SERIES(1000) "; UPDATE t SET w=w+1 WHERE k%3=0;"
+    " UPDATE t SET v=x'02' WHERE k%5=0; DELETE FROM t WHERE k%11=0; COMMIT",
+    "BEGIN; UPDATE t SET v=zeroblob(50) WHERE k>500; DELETE FROM t WHERE"
+    " k%2=0; INSERT INTO t VALUES(5000,x'05',1); COMMIT",
+    "BEGIN; DELETE FROM t WHERE k>300; COMMIT",
+    "VACUUM",
+    "BEGIN; INSERT INTO t SELECT 9000+value, zeroblob(2000), 3 FROM"
+    " " SERIES(400) "; DELETE FROM t WHERE k>9200; COMMIT",
+  };
+  int i;
+  for(i=0; i<(int)(sizeof(azStep)/sizeof(azStep[0])); i++){
+    char *zA = 0, *zB = 0;
+    th_exec(a, azStep[i]);
+    th_exec(b, azStep[i]);
+    zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                    "group_concat(k||hex(v),',') FROM t");
+    zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                    "group_concat(k||hex(v),',') FROM t");
+    ck_assert_msg(strcmp(zA, zB)==0, "step %d: %s vs %s", i, zA, zB);
+    sqlite3_free(zA);
+    sqlite3_free(zB);
+  }
+  ck_assert_int_eq(th_int(a, "PRAGMA page_count"),
+                   th_int(b, "PRAGMA page_count"));
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* PRAGMA depot_txn_budget_kb reads and sets the connection's budget; the
+** URI parameter sets it at open and a bad value is refused. */
+START_TEST(test_staging_budget_pragma_and_uri){
+  char *zDir = th_tmpdir("staging-pragma");
+  sqlite3 *db = open_app(zDir, -1);
+  char *zUri;
+  sqlite3 *db2 = 0;
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_txn_budget_kb"), 32768);
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_txn_budget_kb=16"), 16);
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_txn_budget_kb"), 16);
+  ck_assert_int_ne(th_try(db, "PRAGMA depot_txn_budget_kb=-1", 0), SQLITE_OK);
+  sqlite3_close(db);
+  db = open_app(zDir, 0);
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_txn_budget_kb"), 0);
+  sqlite3_close(db);
+  zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app"
+                         "&txn_budget_kb=x", zDir);
+  ck_assert_int_ne(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
+                   |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0)==SQLITE_OK
+                   && sqlite3_exec(db2, "PRAGMA user_version", 0, 0, 0)
+                      ==SQLITE_OK, 1);
+  sqlite3_close(db2);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ROLLBACK of a transaction that staged pages: the rows are as before,
+** the staged rows are gone and stored_bytes is what it was. */
+START_TEST(test_staging_rollback_leaves_nothing){
+  char *zDir = th_tmpdir("staging-rollback");
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3_int64 nBytes;
+  char *zBefore, *zAfter;
+  th_exec(db, zSchema);
+  nBytes = stored_bytes(db, zDir);
+  zBefore = th_text(db, "SELECT group_concat(k||hex(v),',') FROM t");
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);
+  th_exec(db, "UPDATE t SET v=x'01' WHERE k<100");
+  ck_assert(staged_rows(zDir));
+  ck_assert_int_eq(count_t(db), 1200);
+  th_exec(db, "ROLLBACK");
+  ck_assert(!staged_rows(zDir));
+  ck_assert_int_eq(count_t(db), 200);
+  zAfter = th_text(db, "SELECT group_concat(k||hex(v),',') FROM t");
+  ck_assert_str_eq(zBefore, zAfter);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ROLLBACK TO a savepoint taken before pages were staged (and rewritten
+** and staged again) gives back the savepoint's pages: the journal's writes
+** override the staged versions. */
+START_TEST(test_staging_rollback_to_savepoint_over_staged_pages){
+  char *zDir = th_tmpdir("staging-savepoint");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, 8);
+  static const char zTxn[] =
+    "PRAGMA cache_size=5; BEGIN;"
+    "INSERT INTO t SELECT 1000+value, zeroblob(800)||x'07', 1 FROM"
+    " " SERIES(300) ";"
+    "SAVEPOINT s1;"
+    "UPDATE t SET v=zeroblob(700)||x'08', w=w+5;"
+    "DELETE FROM t WHERE k%3=0;"
+    "SAVEPOINT s2;"
+    "INSERT INTO t SELECT 5000+value, zeroblob(900), 2 FROM"
+    " " SERIES(300) ";"
+    "ROLLBACK TO s2;"
+    "UPDATE t SET w=-w WHERE k%4=0;"
+    "ROLLBACK TO s1;"
+    "UPDATE t SET w=w*2 WHERE k%5=0;"
+    "RELEASE s1;"
+    "COMMIT";
+  char *zA, *zB;
+  th_exec(a, zSchema);
+  th_exec(b, zSchema);
+  th_exec(a, zTxn);
+  th_exec(b, zTxn);
+  zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  ck_assert_str_eq(zA, zB);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* While a transaction has staged pages, another connection and another
+** process read the last commit; after the COMMIT they read the new one. */
+START_TEST(test_staging_readers_never_see_staged_pages){
+  char *zDir = th_tmpdir("staging-readers");
+  sqlite3 *w = open_app(zDir, 8);
+  sqlite3 *r;
+  const char *azArg[] = { "count", zDir, "200", 0 };
+  pid_t pid;
+  int st = 0;
+  th_exec(w, zSchema);
+  r = open_app(zDir, 8);
+  th_exec(w, "PRAGMA cache_size=5; BEGIN");
+  th_exec(w, zBig);
+  ck_assert(staged_rows(zDir));
+  ck_assert_int_eq(count_t(r), 200);
+  assert_integrity(r);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  assert_verify(r, zDir);              /* staged rows are no finding */
+  th_exec(w, "COMMIT");
+  ck_assert_int_eq(count_t(r), 1200);
+  azArg[2] = "1200";
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  assert_verify(r, zDir);
+  sqlite3_close(r);
+  sqlite3_close(w);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A fork and a restore point taken while a transaction has staged pages
+** hold the last commit; the transaction's COMMIT lands on main only. */
+START_TEST(test_staging_fork_and_restore_point_leave_the_txn_out){
+  char *zDir = th_tmpdir("staging-fork");
+  char *zStore = store_path(zDir);
+  sqlite3 *w = open_app(zDir, 8);
+  sqlite3 *o = open_app(zDir, -1);
+  sqlite3 *f;
+  char *zUri, *zSql;
+  th_exec(w, zSchema);
+  th_exec(w, "PRAGMA cache_size=5; BEGIN");
+  th_exec(w, zBig);
+  ck_assert(staged_rows(zDir));
+  zSql = sqlite3_mprintf("SELECT depot_fork(%Q,'app','main','dev');"
+      "SELECT depot_restore_point(%Q,'app','main','rp1')", zStore, zStore);
+  th_exec(o, zSql);
+  sqlite3_free(zSql);
+  th_exec(w, "COMMIT");
+  ck_assert_int_eq(count_t(w), 1200);
+  zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=dev", zStore);
+  f = th_open(zUri);
+  ck_assert_int_eq(count_t(f), 200);
+  assert_integrity(f);
+  sqlite3_close(f);
+  sqlite3_free(zUri);
+  zSql = sqlite3_mprintf("SELECT depot_restore(%Q,'app','main','rp1')",
+                         zStore);
+  sqlite3_close(w);
+  th_exec(o, zSql);
+  sqlite3_free(zSql);
+  sqlite3_close(o);
+  o = open_app(zDir, -1);
+  ck_assert_int_eq(count_t(o), 200);
+  assert_verify(o, zDir);
+  sqlite3_close(o);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A child runs large transactions (each inserting 200 rows of 700 bytes
+** with the next keys) in a loop and is killed with SIGKILL at a random moment, while
+** staging or while publishing; the database is whole at a commit
+** boundary, and the next writer (or depot_gc) leaves no staged row, with
+** stored_bytes what the commits account for. */
+static void kill_round(const char *zDir, unsigned iSeed, int bGc){
+  const char *azArg[] = { "load", zDir, 0 };
+  pid_t pid = th_spawn(azArg);
+  sqlite3 *db;
+  sqlite3_int64 n, nBytes;
+  int st = 0;
+  struct timespec ts;
+  ts.tv_sec = 0;
+  ts.tv_sec = (iSeed%5)/3;
+  ts.tv_nsec = 50000000L + (long)(iSeed%3)*300000000L;
+  nanosleep(&ts, 0);
+  kill(pid, SIGKILL);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  db = open_app(zDir, 8);
+  assert_integrity(db);
+  n = count_t(db);
+  ck_assert_msg((n-200)%200==0, "count %lld is no commit boundary", n);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE k>=1000000"),
+                   n-200);
+  ck_assert_int_eq(th_int(db, "SELECT coalesce(max(k),1000000-1)-999999"
+                              " FROM t WHERE k>=1000000"), n-200);
+  assert_verify(db, zDir);
+  if( getenv("STAGING_DEBUG") ){
+    fprintf(stderr, "kill round: %lld commits, staged rows left: %d\n",
+            (n-200)/200, staged_rows(zDir));
+  }
+  nBytes = stored_bytes(db, zDir);
+  if( bGc ){
+    char *zStore = store_path(zDir);
+    char *zSql = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+    sqlite3_close(db);
+    db = open_app(zDir, 8);
+    th_exec(db, zSql);
+    sqlite3_free(zSql);
+    sqlite3_free(zStore);
+  }else{
+    th_exec(db, "BEGIN IMMEDIATE; ROLLBACK");   /* a writer open */
+  }
+  ck_assert(!staged_rows(zDir));
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+}
+
+START_TEST(test_staging_sigkill_leaves_a_commit_and_no_staged_rows){
+  char *zDir = th_tmpdir("staging-kill");
+  sqlite3 *db = open_app(zDir, 8);
+  int i;
+  th_exec(db, zSchema);
+  sqlite3_close(db);
+  for(i=0; i<6; i++) kill_round(zDir, (unsigned)(i*7+_i), (i+_i)%2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The child modes, without Check (no test runs in a child): "count DIR N"
+** exits 0 when "app" has N rows in t; "load DIR" commits large
+** transactions until it is killed. */
+static sqlite3 *child_open(const char *zDir){
+  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app"
+                               "&txn_budget_kb=8", zDir);
+  sqlite3 *db = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  if( depot_vfs_register()!=SQLITE_OK
+   || sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0)
+      !=SQLITE_OK ){
+    fprintf(stderr, "child: cannot open %s\n", zUri);
+    exit(3);
+  }
+  sqlite3_free(zUri);
+  sqlite3_busy_timeout(db, 10000);
+  return db;
+}
+
+int depot_test_child(int argc, char **argv){
+  sqlite3 *db;
+  if( argc==3 && strcmp(argv[0], "count")==0 ){
+    sqlite3_stmt *pS = 0;
+    sqlite3_int64 n = -1;
+    db = child_open(argv[1]);
+    if( sqlite3_prepare_v2(db, "SELECT count(*) FROM t", -1, &pS, 0)
+        ==SQLITE_OK && sqlite3_step(pS)==SQLITE_ROW ){
+      n = sqlite3_column_int64(pS, 0);
+    }
+    sqlite3_finalize(pS);
+    sqlite3_close(db);
+    if( n!=atoll(argv[2]) ) fprintf(stderr, "child: %lld rows\n", n);
+    return n==atoll(argv[2]) ? 0 : 1;
+  }
+  if( argc==2 && strcmp(argv[0], "load")==0 ){
+    int i;
+    db = child_open(argv[1]);
+    sqlite3_exec(db, "PRAGMA cache_size=5", 0, 0, 0);
+    for(i=0; ; i++){
+      char *zErr = 0;
+      char *z = sqlite3_mprintf("BEGIN; INSERT INTO t SELECT"
+          " (SELECT max(max(k),999999) FROM t)+value,"
+          " randomblob(700), 1 FROM " SERIES(200) "; COMMIT");
+      if( sqlite3_exec(db, z, 0, 0, &zErr)!=SQLITE_OK ){
+        fprintf(stderr, "child: %s\n", zErr);
+        return 4;
+      }
+      sqlite3_free(z);
+    }
+  }
+  return 2;
+}
+
+/* txbuf_drop() keeps every other page findable (deletion from the probe
+** runs), and txstage entries can be dropped, revived and cut off. */
+START_TEST(test_staging_buffer_and_map_drop_pages){
+  TxBuf b;
+  TxStage m;
+  unsigned char a[16];
+  uint32_t i;
+  memset(&b, 0, sizeof(b));
+  memset(&m, 0, sizeof(m));
+  for(i=1; i<=3000; i++){
+    TxStaged st;
+    memset(a, (int)(i&0xff), sizeof(a));
+    ck_assert_int_eq(txbuf_put(&b, i, a, sizeof(a)), SQLITE_OK);
+    memset(&st, 0, sizeof(st));
+    st.pgno = i;
+    st.nByte = 20+i;
+    st.iOffset = i*100;
+    ck_assert_int_eq(txstage_put(&m, &st), SQLITE_OK);
+  }
+  for(i=1; i<=3000; i+=3){
+    txbuf_drop(&b, i);
+    txstage_drop(&m, i);
+  }
+  for(i=1; i<=3000; i++){
+    unsigned char *p = txbuf_get(&b, i);
+    const TxStaged *e = txstage_get(&m, i);
+    if( i%3==1 ){
+      ck_assert_ptr_null(p);
+      ck_assert_ptr_null(e);
+    }else{
+      ck_assert_ptr_nonnull(p);
+      ck_assert_int_eq(p[0], (int)(i&0xff));
+      ck_assert_ptr_nonnull(e);
+      ck_assert_int_eq(e->iOffset, i*100);
+    }
+  }
+  ck_assert_int_eq(b.nUsed, 2000);
+  ck_assert_int_eq(txstage_truncate(&m, 1500), SQLITE_OK);
+  ck_assert_ptr_null(txstage_get(&m, 1502));
+  ck_assert_ptr_nonnull(txstage_get(&m, 1499));
+  txbuf_clear(&b);
+  txstage_clear(&m);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("staging");
+  TCase *tc = tcase_create("staging");
+  tcase_add_loop_test(tc, test_staging_large_txn_matches_plain_file, 0, 2);
+  tcase_add_test(tc, test_staging_budget_pragma_and_uri);
+  tcase_add_test(tc, test_staging_buffer_and_map_drop_pages);
+  tcase_add_test(tc, test_staging_rollback_leaves_nothing);
+  tcase_add_test(tc, test_staging_rollback_to_savepoint_over_staged_pages);
+  tcase_add_test(tc, test_staging_readers_never_see_staged_pages);
+  tcase_add_test(tc, test_staging_fork_and_restore_point_leave_the_txn_out);
+  tcase_add_loop_test(tc, test_staging_sigkill_leaves_a_commit_and_no_staged_rows,
+                      0, 2);
+  suite_add_tcase(s, tc);
+  return s;
+}
