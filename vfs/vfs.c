@@ -33,6 +33,7 @@
 #include "vfs/memfile.h"
 #include "vfs/share.h"
 #include "vfs/uri.h"
+#include "vfs/readahead.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -99,6 +100,11 @@ struct DepotFile {
   uint64_t iWakeMark;        /* watermark as last seen or expected */
   int64_t nWakeBytes;        /* frame bytes committed since the last wake */
   unsigned char *aScratch;   /* one page of the largest size */
+  DepotReadahead *pRa;       /* decoder thread of read-ahead frames */
+  uint32_t nReadahead;       /* pages to read ahead of a scan (0: off) */
+  uint32_t iRaLast;          /* page of the last snapshot read */
+  uint32_t nRaRun;           /* reads in order that led up to it */
+  uint32_t iRaHigh;          /* last page read ahead in this run */
 };
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -399,6 +405,108 @@ static void depotGeometry(DepotFile *p, uint32_t *pSz, uint32_t *pnPage){
   }
 }
 
+/* The location of page pgno of the pinned snapshot for read-ahead: from
+** the page map, else from the seeks (then remembered in the map). */
+static int depotRaLocate(DepotFile *p, uint32_t pgno, DepotPageLoc *pLoc){
+  char *zErr = 0;
+  int rc;
+  if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
+                        p->chain.aCap[0], pgno, pLoc) ){
+    return SQLITE_OK;
+  }
+  rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, pLoc, &zErr);
+  sqlite3_free(zErr);
+  if( rc==SQLITE_OK ){
+    depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
+                      p->chain.aCap[0], pgno, pLoc);
+  }
+  return rc;
+}
+
+/* The most pages and stored bytes one read-ahead span covers. */
+#define RA_SPAN_PAGES 64
+#define RA_SPAN_BYTES (256*1024)
+
+/* Read the stored frames of the n pages aPgno at aLoc (frames of one blob,
+** each right after the one before) with one range read, and queue them
+** for the decoder thread.  Nonzero when the queue takes no more. */
+static int depotRaSpan(DepotFile *p, uint32_t n, const uint32_t *aPgno,
+                       const DepotPageLoc *aLoc){
+  uint64_t aOwner[RA_SPAN_PAGES];
+  uint32_t i, nSpan = 0;
+  unsigned char *aSpan;
+  char *zErr = 0;
+  if( n==0 ) return 0;
+  for(i=0; i<n; i++){
+    aOwner[i] = depot_loc_owner(&aLoc[i]);
+    nSpan += aLoc[i].nByte;
+  }
+  aSpan = sqlite3_malloc64(nSpan);
+  if( aSpan==0 ) return 1;
+  if( depot_db_read_span(p->pStore, &aLoc[0], aPgno[0], nSpan, aSpan,
+                         &zErr)!=SQLITE_OK ){
+    sqlite3_free(zErr);
+    sqlite3_free(aSpan);
+    return 1;
+  }
+  return depot_ra_submit(p->pRa, aLoc[0].iBranch, p->snap.szPage, n, aPgno,
+                         aOwner, aSpan, nSpan, 2*p->nReadahead);
+}
+
+/* Whether location b (of page pgnoB) is the frame stored right after the
+** n frames (nByte bytes) from a (of page pgnoA) in one blob. */
+static int depotRaNext(const DepotPageLoc *a, uint32_t n, uint32_t nByte,
+                       uint32_t pgnoA, uint32_t pgnoB, const DepotPageLoc *b){
+  return n<RA_SPAN_PAGES && nByte+b->nByte<=RA_SPAN_BYTES
+      && b->eKind==a->eKind && b->iBranch==a->iBranch && b->iTxid==a->iTxid
+      && b->szChunk==a->szChunk && b->iOffset==a->iOffset+nByte
+      && (a->eKind!=DEPOT_LOC_SHARD
+          || (pgnoA-1)/LAYOUT_SHARD_SIZE==(pgnoB-1)/LAYOUT_SHARD_SIZE);
+}
+
+/* Page pgno of the snapshot was just read.  When the reads so far came in
+** page order, queue the frames of the next pages (up to nReadahead past
+** pgno, not already cached) for the decoder thread, a run of frames
+** stored next to each other at a time.  Best effort: it stops at the
+** first page it cannot locate or read, and when the thread is behind. */
+static void depotReadAhead(DepotFile *p, uint32_t pgno){
+  DepotPageLoc aLoc[RA_SPAN_PAGES];
+  uint32_t aPgno[RA_SPAN_PAGES];
+  uint32_t q, iLast, n = 0, nByte = 0;
+  if( p->nReadahead==0 || p->pRa==0 ) return;
+  if( pgno==p->iRaLast+1 ){
+    if( p->nRaRun<UINT32_MAX ) p->nRaRun++;
+  }else{
+    p->nRaRun = 0;
+    p->iRaHigh = pgno;
+  }
+  p->iRaLast = pgno;
+  if( p->nRaRun<2 ) return;
+  if( p->iRaHigh<pgno ) p->iRaHigh = pgno;
+  if( p->iRaHigh >= pgno + p->nReadahead/2 ) return;
+  if( depot_ra_pending(p->pRa) >= p->nReadahead ) return;
+  iLast = pgno + p->nReadahead;
+  if( iLast>p->snap.nPage || iLast<pgno ) iLast = p->snap.nPage;
+  for(q=p->iRaHigh+1; q<=iLast; q++){
+    DepotPageLoc loc;
+    if( depotRaLocate(p, q, &loc)!=SQLITE_OK ) break;
+    p->iRaHigh = q;
+    if( (loc.eKind!=DEPOT_LOC_DELTA && loc.eKind!=DEPOT_LOC_SHARD)
+     || depot_cache_has(p->pShared->pCache, loc.iBranch, q,
+                        depot_loc_owner(&loc), p->snap.szPage) ){
+      continue;
+    }
+    if( n>0 && !depotRaNext(&aLoc[0], n, nByte, aPgno[0], q, &loc) ){
+      if( depotRaSpan(p, n, aPgno, aLoc) ) return;
+      n = nByte = 0;
+    }
+    aLoc[n] = loc;
+    aPgno[n++] = q;
+    nByte += loc.nByte;
+  }
+  depotRaSpan(p, n, aPgno, aLoc);
+}
+
 /* Page pgno of the pinned snapshot: its location from the page map, else
 ** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
@@ -413,7 +521,10 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
                         p->chain.aCap[0], pgno, &loc) ){
     rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
                            pgno, p->snap.szPage, pOut, &zErr);
-    if( rc==SQLITE_OK ) return SQLITE_OK;
+    if( rc==SQLITE_OK ){
+      depotReadAhead(p, pgno);
+      return SQLITE_OK;
+    }
     /* the blob went away (compaction, then GC): find the page again */
     sqlite3_free(zErr);
     zErr = 0;
@@ -426,6 +537,7 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   if( rc==SQLITE_OK ){
     depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
                       p->chain.aCap[0], pgno, &loc);
+    depotReadAhead(p, pgno);
   }
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
@@ -1030,6 +1142,24 @@ static int depotPragmaKb(DepotFile *p, char **azArg, int bMap){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_readahead[=N]: the pages this connection reads ahead of a
+** scan (0: off); answers the number in effect. */
+static int depotPragmaReadahead(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_READAHEAD ){
+      azArg[0] = sqlite3_mprintf("depot: depot_readahead must be an integer"
+                                 " 0..%d, got %s", URI_MAX_READAHEAD, zVal);
+      return SQLITE_ERROR;
+    }
+    p->nReadahead = (uint32_t)n;
+  }
+  azArg[0] = sqlite3_mprintf("%u", p->nReadahead);
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
@@ -1038,6 +1168,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     return depotPragmaKb(p, azArg, 0);
+  }
+  if( sqlite3_stricmp(zName, "depot_readahead")==0 ){
+    return depotPragmaReadahead(p, azArg);
   }
   return SQLITE_NOTFOUND;
 }
@@ -1089,6 +1222,7 @@ static int depotDeviceCharacteristics(sqlite3_file *pFile){
 static void depotFileFree(DepotFile *p){
   txbuf_clear(&p->tx);
   depot_chunk_cache_clear(&p->chunks);
+  depot_ra_free(p->pRa);     /* joins its thread before the cache goes */
   depot_lock_release(&p->lock);
   store_close(p->pStore);
   depotSharedRelease(p);
@@ -1217,6 +1351,11 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zName, a.nCacheKb,
                                               a.bCacheGiven, a.nMapKb,
                                               a.bMapGiven);
+  if( rc==SQLITE_OK ){
+    p->nReadahead = (uint32_t)a.nReadahead;
+    p->pRa = depot_ra_new(p->pShared->pCache);
+    if( p->pRa==0 ) rc = SQLITE_NOMEM;
+  }
   if( rc==SQLITE_OK ){
     depot_lock_init(&p->lock, p->pStore, p->iBucket, p->zDb, p->zBranch);
   }
