@@ -36,7 +36,12 @@ struct DepotReadahead {
   pthread_t thread;
 };
 
+static int64_t nRaQueued = 0;     /* atomic */
 static int64_t nRaDecoded = 0;    /* atomic */
+
+int64_t depot_ra_queued(void){
+  return __atomic_load_n(&nRaQueued, __ATOMIC_RELAXED);
+}
 
 int64_t depot_ra_decoded(void){
   return __atomic_load_n(&nRaDecoded, __ATOMIC_RELAXED);
@@ -170,6 +175,7 @@ int depot_ra_submit(DepotReadahead *p, uint64_t iBranch, uint32_t szPage,
     if( p->pTail ) p->pTail->pNext = j; else p->pHead = j;
     p->pTail = j;
     p->nPending += n;
+    __atomic_add_fetch(&nRaQueued, n, __ATOMIC_RELAXED);
     pthread_cond_signal(&p->cond);
     j = 0;
     rc = 0;

@@ -44,7 +44,10 @@ int depot_ra_submit(DepotReadahead*, uint64_t iBranch, uint32_t szPage,
 /* Pages queued and not yet decoded (or skipped). */
 uint32_t depot_ra_pending(DepotReadahead*);
 
-/* Process-wide count of pages the read-ahead thread decoded into a cache. */
+/* Process-wide counts of pages queued for read-ahead, and of pages the
+** read-ahead threads decoded into a cache (the rest the foreground read
+** first, or a thread was stopped before it got to them). */
+int64_t depot_ra_queued(void);
 int64_t depot_ra_decoded(void);
 
 #endif /* DEPOT_READAHEAD_H */
