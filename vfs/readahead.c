@@ -17,11 +17,9 @@ SQLITE_EXTENSION_INIT3
 typedef struct RaJob RaJob;
 struct RaJob {
   RaJob *pNext;
-  uint64_t iBranch;
-  uint32_t szPage, n, nSpan;
-  unsigned char *aSpan;
-  uint32_t *aPgno;            /* n pages, then */
-  uint64_t *aOwner;           /* n owners, in the same allocation */
+  uint32_t szPage, n, nBuf;
+  unsigned char *aBuf;
+  DepotRaFrame aFrame[];      /* n frames */
 };
 
 struct DepotReadahead {
@@ -31,6 +29,7 @@ struct DepotReadahead {
   RaJob *pHead, *pTail;
   uint32_t nPending;          /* pages in the queue and in the job at hand */
   int bStop;
+  int bWaiting;               /* the thread waits for a job */
   int bThread;                /* the thread was started (by pid) */
   pid_t pid;
   pthread_t thread;
@@ -48,7 +47,7 @@ int64_t depot_ra_decoded(void){
 }
 
 static void raJobFree(RaJob *j){
-  sqlite3_free(j->aSpan);
+  sqlite3_free(j->aBuf);
   sqlite3_free(j);
 }
 
@@ -56,19 +55,17 @@ static void raJobFree(RaJob *j){
 ** does not decode is skipped: the foreground reads and reports it. */
 static void raDecodeJob(DepotCache *pCache, ZSTD_DCtx *pDctx, RaJob *j,
                         unsigned char *aPage){
-  uint32_t i, off = 0;
-  for(i=0; i<j->n && off+LTX_FRAME_HEADER<=j->nSpan; i++){
-    uint32_t nFrame = LTX_FRAME_HEADER + bytes_get32(j->aSpan+off+4);
-    if( nFrame > j->nSpan-off ) break;
-    if( !depot_cache_has(pCache, j->iBranch, j->aPgno[i], j->aOwner[i],
-                         j->szPage)
-     && ltx_decode_frame(j->aSpan+off, nFrame, j->aPgno[i], j->szPage, pDctx,
-                         aPage, 0, 0)==SQLITE_OK ){
-      depot_cache_put(pCache, j->iBranch, j->aPgno[i], j->aOwner[i],
-                      j->szPage, aPage);
+  uint32_t i;
+  for(i=0; i<j->n; i++){
+    const DepotRaFrame *f = &j->aFrame[i];
+    if( f->iOff>j->nBuf || f->nByte>j->nBuf-f->iOff ) continue;
+    if( !depot_cache_has(pCache, f->iBranch, f->pgno, f->iOwner, j->szPage)
+     && ltx_decode_frame(j->aBuf+f->iOff, f->nByte, f->pgno, j->szPage,
+                         pDctx, aPage, 0, 0)==SQLITE_OK ){
+      depot_cache_put(pCache, f->iBranch, f->pgno, f->iOwner, j->szPage,
+                      aPage);
       __atomic_add_fetch(&nRaDecoded, 1, __ATOMIC_RELAXED);
     }
-    off += nFrame;
   }
 }
 
@@ -80,7 +77,9 @@ static void *raThreadMain(void *pArg){
   while( !p->bStop ){
     RaJob *j = p->pHead;
     if( j==0 ){
+      p->bWaiting = 1;
       pthread_cond_wait(&p->cond, &p->mutex);
+      p->bWaiting = 0;
       continue;
     }
     p->pHead = j->pNext;
@@ -138,32 +137,26 @@ uint32_t depot_ra_pending(DepotReadahead *p){
   return n;
 }
 
-int depot_ra_submit(DepotReadahead *p, uint64_t iBranch, uint32_t szPage,
-                    uint32_t n, const uint32_t *aPgno,
-                    const uint64_t *aOwner, unsigned char *aSpan,
-                    uint32_t nSpan, uint32_t nMaxPending){
+int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
+                    const DepotRaFrame *aFrame, unsigned char *aBuf,
+                    uint32_t nBuf, uint32_t nMaxPending){
   RaJob *j;
   int rc = 1;
   if( n==0 || (p->bThread && p->pid!=getpid()) ){
-    sqlite3_free(aSpan);
+    sqlite3_free(aBuf);
     return 1;
   }
-  j = sqlite3_malloc64(sizeof(*j) + (uint64_t)n*(sizeof(uint64_t)
-                                                 + sizeof(uint32_t)));
+  j = sqlite3_malloc64(sizeof(*j) + (uint64_t)n*sizeof(DepotRaFrame));
   if( j==0 ){
-    sqlite3_free(aSpan);
+    sqlite3_free(aBuf);
     return 1;
   }
   memset(j, 0, sizeof(*j));
-  j->aOwner = (uint64_t*)&j[1];
-  j->aPgno = (uint32_t*)&j->aOwner[n];
-  memcpy(j->aOwner, aOwner, n*sizeof(uint64_t));
-  memcpy(j->aPgno, aPgno, n*sizeof(uint32_t));
-  j->iBranch = iBranch;
+  memcpy(j->aFrame, aFrame, n*sizeof(DepotRaFrame));
   j->szPage = szPage;
   j->n = n;
-  j->aSpan = aSpan;
-  j->nSpan = nSpan;
+  j->aBuf = aBuf;
+  j->nBuf = nBuf;
   pthread_mutex_lock(&p->mutex);
   if( !p->bThread ){
     if( pthread_create(&p->thread, 0, raThreadMain, p)==0 ){
@@ -176,7 +169,7 @@ int depot_ra_submit(DepotReadahead *p, uint64_t iBranch, uint32_t szPage,
     p->pTail = j;
     p->nPending += n;
     __atomic_add_fetch(&nRaQueued, n, __ATOMIC_RELAXED);
-    pthread_cond_signal(&p->cond);
+    if( p->bWaiting ) pthread_cond_signal(&p->cond);   /* else it is busy */
     j = 0;
     rc = 0;
   }

@@ -31,15 +31,21 @@ DepotReadahead *depot_ra_new(DepotCache *pCache);
 /* Stop and join the thread (frames still queued are dropped) and free. */
 void depot_ra_free(DepotReadahead*);
 
-/* Queue the n frames stored one after the other in aSpan (nSpan bytes,
-** taken over: freed with sqlite3_free() whatever the outcome) for pages
-** aPgno[0..n) of blob branch iBranch, owners aOwner (the cache keys), of
-** szPage bytes.  0 when queued, else nonzero (the thread could not start,
-** or the queue holds nMaxPending pages or more already). */
-int depot_ra_submit(DepotReadahead*, uint64_t iBranch, uint32_t szPage,
-                    uint32_t n, const uint32_t *aPgno,
-                    const uint64_t *aOwner, unsigned char *aSpan,
-                    uint32_t nSpan, uint32_t nMaxPending);
+/* One stored frame to decode: page pgno, whose decoded-page cache key is
+** (iBranch, pgno, iOwner), at bytes iOff..iOff+nByte of the job's buffer. */
+typedef struct DepotRaFrame DepotRaFrame;
+struct DepotRaFrame {
+  uint64_t iBranch, iOwner;
+  uint32_t pgno, iOff, nByte;
+};
+
+/* Queue the n frames aFrame (copied) of pages of szPage bytes, stored in
+** aBuf (nBuf bytes, taken over: freed with sqlite3_free() whatever the
+** outcome).  0 when queued, else nonzero (the thread could not start, or
+** the queue holds nMaxPending pages or more already). */
+int depot_ra_submit(DepotReadahead*, uint32_t szPage, uint32_t n,
+                    const DepotRaFrame *aFrame, unsigned char *aBuf,
+                    uint32_t nBuf, uint32_t nMaxPending);
 
 /* Pages queued and not yet decoded (or skipped). */
 uint32_t depot_ra_pending(DepotReadahead*);

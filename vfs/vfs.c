@@ -423,56 +423,79 @@ static int depotRaLocate(DepotFile *p, uint32_t pgno, DepotPageLoc *pLoc){
   return rc;
 }
 
-/* The most pages and stored bytes one read-ahead span covers. */
+/* The most pages one read-ahead batch (one job of the decoder thread)
+** and one span (frames read with one range read) cover, and the most
+** stored bytes of a span. */
+#define RA_BATCH_PAGES 256
 #define RA_SPAN_PAGES 64
 #define RA_SPAN_BYTES (256*1024)
 
-/* Read the stored frames of the n pages aPgno at aLoc (frames of one blob,
-** each right after the one before) with one range read, and queue them
-** for the decoder thread.  Nonzero when the queue takes no more. */
-static int depotRaSpan(DepotFile *p, uint32_t n, const uint32_t *aPgno,
-                       const DepotPageLoc *aLoc){
-  uint64_t aOwner[RA_SPAN_PAGES];
-  uint32_t i, nSpan = 0;
-  unsigned char *aSpan;
+/* A batch of read-ahead frames being gathered. */
+typedef struct RaBatch RaBatch;
+struct RaBatch {
+  DepotRaFrame aFrame[RA_BATCH_PAGES];
+  uint32_t n;                /* frames in aFrame */
+  uint32_t iSpan;            /* aFrame[iSpan..n) are the span not read yet */
+  DepotPageLoc locSpan;      /* location of aFrame[iSpan] */
+  uint32_t nSpan;            /* their stored bytes */
+  unsigned char *aBuf;       /* the frames read so far */
+  uint32_t nBuf;
+};
+
+/* Read the span of b (frames of one blob, each right after the one
+** before) with one range read, to the end of b->aBuf.  Nonzero on
+** failure (the span is dropped from the batch). */
+static int depotRaReadSpan(DepotFile *p, RaBatch *b){
+  unsigned char *a;
   char *zErr = 0;
-  if( n==0 ) return 0;
-  for(i=0; i<n; i++){
-    aOwner[i] = depot_loc_owner(&aLoc[i]);
-    nSpan += aLoc[i].nByte;
-  }
-  aSpan = sqlite3_malloc64(nSpan);
-  if( aSpan==0 ) return 1;
-  if( depot_db_read_span(p->pStore, &aLoc[0], aPgno[0], nSpan, aSpan,
-                         &zErr)!=SQLITE_OK ){
-    sqlite3_free(zErr);
-    sqlite3_free(aSpan);
+  uint32_t i, off;
+  if( b->iSpan==b->n ) return 0;
+  a = sqlite3_realloc64(b->aBuf, (uint64_t)b->nBuf + b->nSpan);
+  if( a==0 ){
+    b->n = b->iSpan;
     return 1;
   }
-  return depot_ra_submit(p->pRa, aLoc[0].iBranch, p->snap.szPage, n, aPgno,
-                         aOwner, aSpan, nSpan, 2*p->nReadahead);
+  b->aBuf = a;
+  if( depot_db_read_span(p->pStore, &b->locSpan, b->aFrame[b->iSpan].pgno,
+                         b->nSpan, a+b->nBuf, &zErr)!=SQLITE_OK ){
+    sqlite3_free(zErr);
+    b->n = b->iSpan;
+    return 1;
+  }
+  for(i=b->iSpan, off=b->nBuf; i<b->n; i++){
+    b->aFrame[i].iOff = off;
+    off += b->aFrame[i].nByte;
+  }
+  b->nBuf = off;
+  b->iSpan = b->n;
+  b->nSpan = 0;
+  return 0;
 }
 
-/* Whether location b (of page pgnoB) is the frame stored right after the
-** n frames (nByte bytes) from a (of page pgnoA) in one blob. */
-static int depotRaNext(const DepotPageLoc *a, uint32_t n, uint32_t nByte,
-                       uint32_t pgnoA, uint32_t pgnoB, const DepotPageLoc *b){
-  return n<RA_SPAN_PAGES && nByte+b->nByte<=RA_SPAN_BYTES
-      && b->eKind==a->eKind && b->iBranch==a->iBranch && b->iTxid==a->iTxid
-      && b->szChunk==a->szChunk && b->iOffset==a->iOffset+nByte
+/* Whether location loc of page pgno is the frame stored right after the
+** span of b, within the bounds of a span. */
+static int depotRaNext(const RaBatch *b, uint32_t pgno,
+                       const DepotPageLoc *loc){
+  const DepotPageLoc *a = &b->locSpan;
+  uint32_t n = b->n - b->iSpan;
+  return n>0 && n<RA_SPAN_PAGES && b->nSpan+loc->nByte<=RA_SPAN_BYTES
+      && loc->eKind==a->eKind && loc->iBranch==a->iBranch
+      && loc->iTxid==a->iTxid && loc->szChunk==a->szChunk
+      && loc->iOffset==a->iOffset+b->nSpan
       && (a->eKind!=DEPOT_LOC_SHARD
-          || (pgnoA-1)/LAYOUT_SHARD_SIZE==(pgnoB-1)/LAYOUT_SHARD_SIZE);
+          || (b->aFrame[b->iSpan].pgno-1)/LAYOUT_SHARD_SIZE
+             ==(pgno-1)/LAYOUT_SHARD_SIZE);
 }
 
 /* Page pgno of the snapshot was just read.  When the reads so far came in
-** page order, queue the frames of the next pages (up to nReadahead past
-** pgno, not already cached) for the decoder thread, a run of frames
-** stored next to each other at a time.  Best effort: it stops at the
-** first page it cannot locate or read, and when the thread is behind. */
+** page order, gather the frames of the next pages (up to nReadahead past
+** pgno, not already cached), reading each run of frames stored next to
+** each other with one range read, and queue them as one job for the
+** decoder thread.  Best effort: it stops at the first page it cannot
+** locate, and queues nothing while the thread is behind. */
 static void depotReadAhead(DepotFile *p, uint32_t pgno){
-  DepotPageLoc aLoc[RA_SPAN_PAGES];
-  uint32_t aPgno[RA_SPAN_PAGES];
-  uint32_t q, iLast, n = 0, nByte = 0;
+  RaBatch *b;
+  uint32_t q, iLast;
   if( p->nReadahead==0 || p->pRa==0 ) return;
   if( pgno==p->iRaLast+1 ){
     if( p->nRaRun<UINT32_MAX ) p->nRaRun++;
@@ -487,8 +510,12 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
   if( depot_ra_pending(p->pRa) >= p->nReadahead ) return;
   iLast = pgno + p->nReadahead;
   if( iLast>p->snap.nPage || iLast<pgno ) iLast = p->snap.nPage;
-  for(q=p->iRaHigh+1; q<=iLast; q++){
+  b = sqlite3_malloc64(sizeof(*b));
+  if( b==0 ) return;
+  memset(b, 0, sizeof(*b));
+  for(q=p->iRaHigh+1; q<=iLast && b->n<RA_BATCH_PAGES; q++){
     DepotPageLoc loc;
+    DepotRaFrame *f;
     if( depotRaLocate(p, q, &loc)!=SQLITE_OK ) break;
     p->iRaHigh = q;
     if( (loc.eKind!=DEPOT_LOC_DELTA && loc.eKind!=DEPOT_LOC_SHARD)
@@ -496,15 +523,25 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
                         depot_loc_owner(&loc), p->snap.szPage) ){
       continue;
     }
-    if( n>0 && !depotRaNext(&aLoc[0], n, nByte, aPgno[0], q, &loc) ){
-      if( depotRaSpan(p, n, aPgno, aLoc) ) return;
-      n = nByte = 0;
+    if( !depotRaNext(b, q, &loc) ){
+      if( depotRaReadSpan(p, b) ) break;
+      b->locSpan = loc;
     }
-    aLoc[n] = loc;
-    aPgno[n++] = q;
-    nByte += loc.nByte;
+    f = &b->aFrame[b->n++];
+    f->iBranch = loc.iBranch;
+    f->iOwner = depot_loc_owner(&loc);
+    f->pgno = q;
+    f->nByte = loc.nByte;
+    b->nSpan += loc.nByte;
   }
-  depotRaSpan(p, n, aPgno, aLoc);
+  depotRaReadSpan(p, b);
+  if( b->n>0 ){
+    depot_ra_submit(p->pRa, p->snap.szPage, b->n, b->aFrame, b->aBuf,
+                    b->nBuf, 2*p->nReadahead);
+  }else{
+    sqlite3_free(b->aBuf);
+  }
+  sqlite3_free(b);
 }
 
 /* Page pgno of the pinned snapshot: its location from the page map, else
