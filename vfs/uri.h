@@ -20,7 +20,7 @@
 #define URI_DEFAULT_MAP_KB   8192
 #define URI_DEFAULT_STORE_CACHE_KB 8192
 #define URI_MAX_CACHE_KB     (1<<30)
-#define URI_DEFAULT_READAHEAD 32
+#define URI_DEFAULT_READAHEAD 0
 #define URI_MAX_READAHEAD    4096
 
 /* The parameters of one open. */

@@ -8,10 +8,10 @@
 ** with map_kb=0 and a large decoded-page cache, which every connection of
 ** the process to the store shares, so that every miss goes through that
 ** cache; and with map_kb=0 and a cache of two pages, which evicts all the
-** time.  Neither ever serves a stale page.  Read-ahead (on by default)
-** decodes the pages of scans on a thread of each connection into that
-** shared cache meanwhile; a last case checks it does, and that its
-** pragma turns it off.
+** time.  Neither ever serves a stale page.  The concurrent readers read
+** ahead, decoding the pages of their scans on a thread of each connection
+** into that shared cache meanwhile; a last case checks read-ahead queues
+** pages, and that its pragma turns it off.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -398,8 +398,9 @@ struct Racer {
 
 static void *racerMain(void *pArg){
   Racer *r = (Racer*)pArg;
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&%s",
-                            r->f->zStore, r->zBranch, azFxCache[iFxCache]);
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&%s"
+                            "&readahead=32", r->f->zStore, r->zBranch,
+                            azFxCache[iFxCache]);
   sqlite3 *db = 0;
   int last = -1;
   if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
