@@ -443,6 +443,21 @@ int depot_db_read_loc(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
   return rc;
 }
 
+int depot_db_read_span(Store *pStore, const DepotPageLoc *pLoc, uint32_t pgno,
+                       uint32_t nByte, unsigned char *pOut, char **pzErr){
+  BlobId id;
+  if( (pLoc->eKind!=DEPOT_LOC_DELTA && pLoc->eKind!=DEPOT_LOC_SHARD)
+   || pLoc->szChunk==0 ){
+    return dbErr(pzErr, SQLITE_CORRUPT, "depot: no frame to read%s", "");
+  }
+  id.iBranch = pLoc->iBranch;
+  id.iTxid = pLoc->iTxid;
+  id.iShard = pLoc->eKind==DEPOT_LOC_SHARD ?
+              (pgno-1)/LAYOUT_SHARD_SIZE + 1 : 0;
+  return dbReadRange(pStore, &id, pLoc->szChunk, pLoc->iOffset, nByte, pOut,
+                     pzErr);
+}
+
 int depot_db_loc_crc(Store *pStore, const DepotPageLoc *pLoc, uint32_t pgno,
                      uint32_t szPage, uint64_t *piCrc, char **pzErr){
   unsigned char a[LTX_FRAME_HEADER];

@@ -173,6 +173,13 @@ int depot_db_read_loc(Store*, DepotCache *pCache, ZSTD_DCtx*,
                       const DepotPageLoc *pLoc, uint32_t pgno,
                       uint32_t szPage, unsigned char *pOut, char **pzErr);
 
+/* Read nByte stored bytes of the blob of location pLoc (of page pgno),
+** from its frame's offset on, into pOut: the frames of the following
+** pages of the same blob when they are stored next to it (read-ahead).
+** SQLITE_CORRUPT with *pzErr when the blob's chunks are missing or short. */
+int depot_db_read_span(Store*, const DepotPageLoc *pLoc, uint32_t pgno,
+                       uint32_t nByte, unsigned char *pOut, char **pzErr);
+
 /* The CRC-64 of page pgno (szPage bytes) at location pLoc, as its frame
 ** header states it, read without decoding the frame (the 20 header bytes
 ** only).  SQLITE_NOTFOUND for a location that holds no frame (a zero

@@ -6,6 +6,7 @@ DEPOT_SOURCES += \
 	vfs/ltx.h vfs/ltx.c \
 	vfs/layout.h vfs/layout.c \
 	vfs/pcache.h vfs/pcache.c vfs/pagemap.h vfs/pagemap.c \
+	vfs/readahead.h vfs/readahead.c \
 	vfs/txbuf.h vfs/txbuf.c \
 	vfs/db.h vfs/db.c vfs/branch.c \
 	vfs/op.h vfs/op.c vfs/pitr.c vfs/fork.c vfs/restore.c vfs/drop.c \

@@ -153,6 +153,17 @@ int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   return bHit;
 }
 
+int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                    uint64_t iOwner, uint32_t szPage){
+  CacheEntry *e;
+  int bHas;
+  pthread_mutex_lock(&p->mutex);
+  e = *cacheFind(p, iBranch, pgno, iOwner);
+  bHas = e!=0 && e->szPage==szPage;
+  pthread_mutex_unlock(&p->mutex);
+  return bHas;
+}
+
 void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a){
   CacheEntry *e, **pp;

@@ -33,6 +33,11 @@ int64_t depot_cache_limit(DepotCache*);
 int depot_cache_get(DepotCache*, uint64_t iBranch, uint32_t pgno,
                     uint64_t iOwner, uint32_t szPage, unsigned char *pOut);
 
+/* 1 when the cache holds the page, else 0; neither copies it, moves it
+** in the LRU order nor counts a hit or a miss (read-ahead asks this). */
+int depot_cache_has(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                    uint64_t iOwner, uint32_t szPage);
+
 /* Add a copy of page p (best effort: silently skipped when out of memory
 ** or larger than the limit). */
 void depot_cache_put(DepotCache*, uint64_t iBranch, uint32_t pgno,

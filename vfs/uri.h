@@ -21,6 +21,8 @@
 #define URI_DEFAULT_STORE_CACHE_KB 8192
 #define URI_MAX_CACHE_KB     (1<<30)
 #define URI_DEFAULT_TXN_BUDGET_KB 32768
+#define URI_DEFAULT_READAHEAD 0
+#define URI_MAX_READAHEAD    4096
 
 /* The parameters of one open. */
 typedef struct UriArgs UriArgs;
@@ -33,6 +35,7 @@ struct UriArgs {
   sqlite3_int64 nMapKb;          /* page map limit (map_kb) */
   int bMapGiven;
   sqlite3_int64 nStoreCacheKb;   /* the store connection's page cache */
+  sqlite3_int64 nReadahead;      /* pages decoded ahead of a scan (0: off) */
   int iSync;
   int iLevel;
   sqlite3_int64 nCompactAfter;   /* -1: the store's setting */

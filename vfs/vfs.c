@@ -36,6 +36,7 @@
 #include "vfs/memfile.h"
 #include "vfs/share.h"
 #include "vfs/uri.h"
+#include "vfs/readahead.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -107,6 +108,11 @@ struct DepotFile {
   uint64_t iWakeMark;        /* watermark as last seen or expected */
   int64_t nWakeBytes;        /* frame bytes committed since the last wake */
   unsigned char *aScratch;   /* one page of the largest size */
+  DepotReadahead *pRa;       /* decoder thread of read-ahead frames */
+  uint32_t nReadahead;       /* pages to read ahead of a scan (0: off) */
+  uint32_t iRaLast;          /* page of the last snapshot read */
+  uint32_t nRaRun;           /* reads in order that led up to it */
+  uint32_t iRaHigh;          /* last page read ahead in this run */
 };
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -407,6 +413,145 @@ static void depotGeometry(DepotFile *p, uint32_t *pSz, uint32_t *pnPage){
   }
 }
 
+/* The location of page pgno of the pinned snapshot for read-ahead: from
+** the page map, else from the seeks (then remembered in the map). */
+static int depotRaLocate(DepotFile *p, uint32_t pgno, DepotPageLoc *pLoc){
+  char *zErr = 0;
+  int rc;
+  if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
+                        p->chain.aCap[0], pgno, pLoc) ){
+    return SQLITE_OK;
+  }
+  rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, pLoc, &zErr);
+  sqlite3_free(zErr);
+  if( rc==SQLITE_OK ){
+    depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
+                      p->chain.aCap[0], pgno, pLoc);
+  }
+  return rc;
+}
+
+/* The most pages one read-ahead batch (one job of the decoder thread)
+** and one span (frames read with one range read) cover, and the most
+** stored bytes of a span. */
+#define RA_BATCH_PAGES 256
+#define RA_SPAN_PAGES 64
+#define RA_SPAN_BYTES (256*1024)
+
+/* A batch of read-ahead frames being gathered. */
+typedef struct RaBatch RaBatch;
+struct RaBatch {
+  DepotRaFrame aFrame[RA_BATCH_PAGES];
+  uint32_t n;                /* frames in aFrame */
+  uint32_t iSpan;            /* aFrame[iSpan..n) are the span not read yet */
+  DepotPageLoc locSpan;      /* location of aFrame[iSpan] */
+  uint32_t nSpan;            /* their stored bytes */
+  unsigned char *aBuf;       /* the frames read so far */
+  uint32_t nBuf;
+};
+
+/* Read the span of b (frames of one blob, each right after the one
+** before) with one range read, to the end of b->aBuf.  Nonzero on
+** failure (the span is dropped from the batch). */
+static int depotRaReadSpan(DepotFile *p, RaBatch *b){
+  unsigned char *a;
+  char *zErr = 0;
+  uint32_t i, off;
+  if( b->iSpan==b->n ) return 0;
+  a = sqlite3_realloc64(b->aBuf, (uint64_t)b->nBuf + b->nSpan);
+  if( a==0 ){
+    b->n = b->iSpan;
+    return 1;
+  }
+  b->aBuf = a;
+  if( depot_db_read_span(p->pStore, &b->locSpan, b->aFrame[b->iSpan].pgno,
+                         b->nSpan, a+b->nBuf, &zErr)!=SQLITE_OK ){
+    sqlite3_free(zErr);
+    b->n = b->iSpan;
+    return 1;
+  }
+  for(i=b->iSpan, off=b->nBuf; i<b->n; i++){
+    b->aFrame[i].iOff = off;
+    off += b->aFrame[i].nByte;
+  }
+  b->nBuf = off;
+  b->iSpan = b->n;
+  b->nSpan = 0;
+  return 0;
+}
+
+/* Whether location loc of page pgno is the frame stored right after the
+** span of b, within the bounds of a span. */
+static int depotRaNext(const RaBatch *b, uint32_t pgno,
+                       const DepotPageLoc *loc){
+  const DepotPageLoc *a = &b->locSpan;
+  uint32_t n = b->n - b->iSpan;
+  return n>0 && n<RA_SPAN_PAGES && b->nSpan+loc->nByte<=RA_SPAN_BYTES
+      && loc->eKind==a->eKind && loc->iBranch==a->iBranch
+      && loc->iTxid==a->iTxid && loc->szChunk==a->szChunk
+      && loc->iOffset==a->iOffset+b->nSpan
+      && (a->eKind!=DEPOT_LOC_SHARD
+          || (b->aFrame[b->iSpan].pgno-1)/LAYOUT_SHARD_SIZE
+             ==(pgno-1)/LAYOUT_SHARD_SIZE);
+}
+
+/* Page pgno of the snapshot was just read.  When the reads so far came in
+** page order, gather the frames of the next pages (up to nReadahead past
+** pgno, not already cached), reading each run of frames stored next to
+** each other with one range read, and queue them as one job for the
+** decoder thread.  Best effort: it stops at the first page it cannot
+** locate, and queues nothing while the thread is behind. */
+static void depotReadAhead(DepotFile *p, uint32_t pgno){
+  RaBatch *b;
+  uint32_t q, iLast;
+  if( p->nReadahead==0 || p->pRa==0 ) return;
+  if( pgno==p->iRaLast+1 ){
+    if( p->nRaRun<UINT32_MAX ) p->nRaRun++;
+  }else{
+    p->nRaRun = 0;
+    p->iRaHigh = pgno;
+  }
+  p->iRaLast = pgno;
+  if( p->nRaRun<2 ) return;
+  if( p->iRaHigh<pgno ) p->iRaHigh = pgno;
+  if( p->iRaHigh >= pgno + p->nReadahead/2 ) return;
+  if( depot_ra_pending(p->pRa) >= p->nReadahead ) return;
+  iLast = pgno + p->nReadahead;
+  if( iLast>p->snap.nPage || iLast<pgno ) iLast = p->snap.nPage;
+  b = sqlite3_malloc64(sizeof(*b));
+  if( b==0 ) return;
+  memset(b, 0, sizeof(*b));
+  for(q=p->iRaHigh+1; q<=iLast && b->n<RA_BATCH_PAGES; q++){
+    DepotPageLoc loc;
+    DepotRaFrame *f;
+    if( depotRaLocate(p, q, &loc)!=SQLITE_OK ) break;
+    p->iRaHigh = q;
+    if( (loc.eKind!=DEPOT_LOC_DELTA && loc.eKind!=DEPOT_LOC_SHARD)
+     || depot_cache_has(p->pShared->pCache, loc.iBranch, q,
+                        depot_loc_owner(&loc), p->snap.szPage) ){
+      continue;
+    }
+    if( !depotRaNext(b, q, &loc) ){
+      if( depotRaReadSpan(p, b) ) break;
+      b->locSpan = loc;
+    }
+    f = &b->aFrame[b->n++];
+    f->iBranch = loc.iBranch;
+    f->iOwner = depot_loc_owner(&loc);
+    f->pgno = q;
+    f->nByte = loc.nByte;
+    b->nSpan += loc.nByte;
+  }
+  depotRaReadSpan(p, b);
+  if( b->n>0 ){
+    depot_ra_submit(p->pRa, p->snap.szPage, b->n, b->aFrame, b->aBuf,
+                    b->nBuf, 2*p->nReadahead);
+  }else{
+    sqlite3_free(b->aBuf);
+  }
+  sqlite3_free(b);
+}
+
 /* Page pgno of the pinned snapshot: its location from the page map, else
 ** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
@@ -421,7 +566,10 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
                         p->chain.aCap[0], pgno, &loc) ){
     rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
                            pgno, p->snap.szPage, pOut, &zErr);
-    if( rc==SQLITE_OK ) return SQLITE_OK;
+    if( rc==SQLITE_OK ){
+      depotReadAhead(p, pgno);
+      return SQLITE_OK;
+    }
     /* the blob went away (compaction, then GC): find the page again */
     sqlite3_free(zErr);
     zErr = 0;
@@ -434,6 +582,7 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   if( rc==SQLITE_OK ){
     depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
                       p->chain.aCap[0], pgno, &loc);
+    depotReadAhead(p, pgno);
   }
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }
@@ -1324,6 +1473,24 @@ static int depotPragmaBudget(DepotFile *p, char **azArg){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_readahead[=N]: the pages this connection reads ahead of a
+** scan (0: off); answers the number in effect. */
+static int depotPragmaReadahead(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_READAHEAD ){
+      azArg[0] = sqlite3_mprintf("depot: depot_readahead must be an integer"
+                                 " 0..%d, got %s", URI_MAX_READAHEAD, zVal);
+      return SQLITE_ERROR;
+    }
+    p->nReadahead = (uint32_t)n;
+  }
+  azArg[0] = sqlite3_mprintf("%u", p->nReadahead);
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
@@ -1335,6 +1502,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     return depotPragmaKb(p, azArg, 0);
+  }
+  if( sqlite3_stricmp(zName, "depot_readahead")==0 ){
+    return depotPragmaReadahead(p, azArg);
   }
   return SQLITE_NOTFOUND;
 }
@@ -1387,6 +1557,7 @@ static void depotFileFree(DepotFile *p){
   txbuf_clear(&p->tx);
   depotStageDiscard(p);
   depot_chunk_cache_clear(&p->chunks);
+  depot_ra_free(p->pRa);     /* joins its thread before the cache goes */
   depot_lock_release(&p->lock);
   store_close(p->pStore);
   depotSharedRelease(p);
@@ -1518,6 +1689,11 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zStore, a.nCacheKb,
                                               a.bCacheGiven, a.nMapKb,
                                               a.bMapGiven);
+  if( rc==SQLITE_OK ){
+    p->nReadahead = (uint32_t)a.nReadahead;
+    p->pRa = depot_ra_new(p->pShared->pCache);
+    if( p->pRa==0 ) rc = SQLITE_NOMEM;
+  }
   if( rc==SQLITE_OK ){
     depot_lock_init(&p->lock, p->pStore, p->iBucket, p->zDb, p->zBranch);
   }

@@ -8,12 +8,16 @@
 ** with map_kb=0 and a large decoded-page cache, which every connection of
 ** the process to the store shares, so that every miss goes through that
 ** cache; and with map_kb=0 and a cache of two pages, which evicts all the
-** time.  Neither ever serves a stale page.
+** time.  Neither ever serves a stale page.  The concurrent readers read
+** ahead, decoding the pages of their scans on a thread of each connection
+** into that shared cache meanwhile; a last case checks read-ahead queues
+** pages, and that its pragma turns it off.
 */
 #include "config.h"
 #include "tests/check/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/readahead.h"
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -344,6 +348,42 @@ START_TEST(test_cache_limit_is_shared_by_the_store){
 }
 END_TEST
 
+/* ---- read-ahead decodes the pages of a scan on a thread ---- */
+
+START_TEST(test_readahead_scan){
+  Fx f;
+  sqlite3 *a, *b;
+  char *z;
+  int64_t n0;
+  fx_open(&f, "pm-readahead");
+  iFxCache = 1;
+  a = fx_db(&f, "main");
+  fx_fill(a, 3);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=65536",
+                      f.zStore);
+  b = th_open(z);
+  sqlite3_free(z);
+  th_exec(b, "PRAGMA cache_size=10");
+  ck_assert_int_eq(th_int(b, "PRAGMA depot_readahead"), 64);
+  n0 = depot_ra_queued();
+  assert_all(b, 3);
+  ck_assert_int_gt(depot_ra_queued() - n0, 50);
+  th_exec(b, "UPDATE t SET n=4 WHERE k%2=0");
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 1500*3 + 1500*4);
+  ck_assert_int_eq(th_int(b, "PRAGMA depot_readahead=0"), 0);
+  n0 = depot_ra_queued();
+  th_exec(b, "PRAGMA depot_cache_kb=0");
+  th_exec(b, "PRAGMA depot_cache_kb=65536");
+  th_exec(b, "UPDATE t SET n=3");
+  assert_all(b, 3);
+  ck_assert_int_eq(depot_ra_queued(), n0);
+  ck_assert_int_ne(th_try(b, "PRAGMA depot_readahead=-1", 0), SQLITE_OK);
+  sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- concurrent readers and a writer share the map and the cache ---- */
 
 typedef struct Racer Racer;
@@ -358,8 +398,9 @@ struct Racer {
 
 static void *racerMain(void *pArg){
   Racer *r = (Racer*)pArg;
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&%s",
-                            r->f->zStore, r->zBranch, azFxCache[iFxCache]);
+  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s&%s"
+                            "&readahead=32", r->f->zStore, r->zBranch,
+                            azFxCache[iFxCache]);
   sqlite3 *db = 0;
   int last = -1;
   if( sqlite3_open_v2(z, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
@@ -441,6 +482,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
   tcase_add_test(tc, test_cache_limit_is_shared_by_the_store);
   tcase_add_loop_test(tc, test_pagemap_concurrent_readers_and_writer, 0, 3);
+  tcase_add_test(tc, test_readahead_scan);
   suite_add_tcase(s, tc);
   return s;
 }
