@@ -49,6 +49,14 @@ static sqlite3 *ks_open(int iType, const char *zDir){
 
 /* A NORMAL commit is written to the WAL before COMMIT returns: the
 ** writer killed with SIGKILL right after it loses nothing. */
+/* Assert that zSql answers the text zWant. */
+static void ks_text_eq(sqlite3 *db, const char *zSql, const char *zWant){
+  char *z = th_text(db, zSql);
+  ck_assert_ptr_nonnull(z);
+  ck_assert_str_eq(z, zWant);
+  sqlite3_free(z);
+}
+
 START_TEST(test_kvsync_normal_commit_survives_sigkill){
   char *zDir = th_tmpdir("kvsynckill");
   sqlite3 *db;
@@ -77,7 +85,7 @@ START_TEST(test_kvsync_normal_commit_survives_sigkill){
                 "child status %d", st);
   db = ks_open(_i, zDir);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
-  ck_assert_str_eq(th_text(db, "SELECT value FROM t WHERE key='k3'"), "v3");
+  ks_text_eq(db, "SELECT value FROM t WHERE key='k3'", "v3");
   sqlite3_close(db);
   sqlite3_free(zDir);
 }
@@ -97,17 +105,17 @@ START_TEST(test_kvsync_full_commit_flushes_normal_does_not){
   int n;
   kv_engine_test_io(wal_fault_io(pF));
   db = ks_open(2, zDir);
-  ck_assert_str_eq(th_text(db, "SELECT kv_synchronous()"), "full");
+  ks_text_eq(db, "SELECT kv_synchronous()", "full");
   th_exec(db, "INSERT INTO t VALUES('warm', 1)");   /* preallocation */
   n = ks_flushes(pF);
   th_exec(db, "INSERT INTO t VALUES('full', 1)");
   ck_assert_int_eq(ks_flushes(pF), n+1);
-  ck_assert_str_eq(th_text(db, "SELECT kv_synchronous('normal')"), "normal");
+  ks_text_eq(db, "SELECT kv_synchronous('normal')", "normal");
   n = ks_flushes(pF);
   th_exec(db, "INSERT INTO t VALUES('normal-1', 1)");
   th_exec(db, "BEGIN; INSERT INTO t VALUES('normal-2', 1); COMMIT");
   ck_assert_int_eq(ks_flushes(pF), n);
-  ck_assert_str_eq(th_text(db, "SELECT kv_synchronous(2)"), "full");
+  ks_text_eq(db, "SELECT kv_synchronous(2)", "full");
   th_exec(db, "INSERT INTO t VALUES('full-2', 1)");
   ck_assert_int_eq(ks_flushes(pF), n+1);
   sqlite3_close(db);
@@ -161,13 +169,13 @@ START_TEST(test_kvsync_level_from_uri_and_function){
   char *zUri = sqlite3_mprintf("file:%s/app.db?kv_synchronous=normal", zDir);
   sqlite3 *db = th_open(zUri);
   char *zErr = 0;
-  ck_assert_str_eq(th_text(db, "SELECT kv_synchronous()"), "normal");
-  ck_assert_str_eq(th_text(db, "SELECT kv_synchronous('EXTRA')"), "full");
+  ks_text_eq(db, "SELECT kv_synchronous()", "normal");
+  ks_text_eq(db, "SELECT kv_synchronous('EXTRA')", "full");
   ck_assert_int_eq(th_try(db, "SELECT kv_synchronous('off')", &zErr),
                    SQLITE_ERROR);
   ck_assert_msg(zErr && strstr(zErr, "no 'off'"), "%s", zErr ? zErr : "");
   sqlite3_free(zErr);
-  ck_assert_str_eq(th_text(db, "SELECT kv_synchronous()"), "full");
+  ks_text_eq(db, "SELECT kv_synchronous()", "full");
   sqlite3_close(db);
   sqlite3_free(zUri);
   sqlite3_free(zDir);

@@ -22,6 +22,7 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -40,6 +41,25 @@ static char *pgUri(const char *zTag){
   /* postgresql:///db?host=..  ->  postgresql://u:sekrit42@/db?host=..&schema= */
   return sqlite3_mprintf("postgresql://nobody:sekrit42@%.*s%s&schema=t_%s_%d",
       (int)(zQ - (zBase+13)), zBase+13, zQ, zTag, (int)getpid());
+}
+
+/* th_text of a formatted statement; the statement text is freed. */
+static char *pgTextf(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *zSql, *z;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  z = th_text(db, zSql);
+  sqlite3_free(zSql);
+  return z;
+}
+
+/* Assert that a formatted statement answers a non-NULL text. */
+static void pgTextOk(sqlite3 *db, const char *zFmt, const char *zArg){
+  char *z = pgTextf(db, zFmt, zArg);
+  ck_assert_ptr_nonnull(z);
+  sqlite3_free(z);
 }
 
 /* zUri escaped for a value of an SQLite URI parameter. */
@@ -320,9 +340,9 @@ START_TEST(t_oracle){
   sqlite3_free(z0); sqlite3_free(z1);
   ck_assert_int_eq(th_intf(aDb[1], "SELECT count(*) FROM depot_verify(%Q)",
                            zUri), 0);
-  zStats = th_text(aDb[1], sqlite3_mprintf("SELECT json_array(databases,"
+  zStats = pgTextf(aDb[1], "SELECT json_array(databases,"
       " branches, stored_bytes, logical_bytes, physical_bytes)"
-      " FROM depot_stats(%Q)", zUri));
+      " FROM depot_stats(%Q)", zUri);
   ck_assert_ptr_nonnull(zStats);
   ck_assert_ptr_null(strstr(zStats, "sekrit42"));
   ck_assert_int_gt(th_intf(aDb[1], "SELECT physical_bytes FROM"
@@ -367,8 +387,7 @@ START_TEST(t_fork_restore){
                            zUri), 0);
   ck_assert_int_gt(th_intf(db, "SELECT depot_fork(%Q, 'main', 'main', 'first',"
                            " %lld)", zUri, iTx), 0);
-  ck_assert_ptr_nonnull(th_text(db, sqlite3_mprintf("SELECT"
-      " depot_restore_point(%Q, 'main', 'main', 'v2')", zUri)));
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'v2')", zUri);
   th_exec(db, "INSERT INTO t VALUES(3)");
   dev = pgOpenDb(zDir, zUri, "main", "dev");
   th_exec(dev, "INSERT INTO t VALUES(20)");
@@ -378,8 +397,7 @@ START_TEST(t_fork_restore){
   sqlite3_close(fx);
   ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM t"), 6);
   sqlite3_close(db);
-  ck_assert_ptr_nonnull(th_text(dev, sqlite3_mprintf("SELECT"
-      " depot_restore(%Q, 'main', 'main', 'v2')", zUri)));
+  pgTextOk(dev, "SELECT depot_restore(%Q, 'main', 'main', 'v2')", zUri);
   db = pgOpenDb(zDir, zUri, "main", "main");
   ck_assert_int_eq(th_int(db, "SELECT sum(x) FROM t"), 3);
   th_exec(db, "INSERT INTO t VALUES(100)");
@@ -420,13 +438,13 @@ START_TEST(t_compact_gc_quota){
                            zUri), 0);
   ck_assert_int_eq(th_intf(db, "SELECT depot_drop_branch(%Q, 'main', 'tmp')",
                            zUri), 1);
-  zJ = th_text(db, sqlite3_mprintf("SELECT depot_compact(%Q)", zUri));
+  zJ = pgTextf(db, "SELECT depot_compact(%Q)", zUri);
   ck_assert_ptr_nonnull(zJ);
   sqlite3_free(zJ);
-  zJ = th_text(db, sqlite3_mprintf("SELECT depot_gc(%Q)", zUri));
+  zJ = pgTextf(db, "SELECT depot_gc(%Q)", zUri);
   ck_assert_ptr_nonnull(zJ);
   sqlite3_free(zJ);
-  zJ = th_text(db, sqlite3_mprintf("SELECT depot_vacuum(%Q)", zUri));
+  zJ = pgTextf(db, "SELECT depot_vacuum(%Q)", zUri);
   ck_assert_ptr_nonnull(zJ);
   ck_assert_ptr_null(strstr(zJ, "sekrit42"));
   sqlite3_free(zJ);
@@ -498,6 +516,8 @@ int depot_test_child(int argc, char **argv){
   if( f ) fclose(f);
   usleep(1500000);
   if( sqlite3_exec(db, "COMMIT", 0, 0, 0)!=SQLITE_OK ) return 5;
+  sqlite3_free(zName);
+  sqlite3_free(zE);
   sqlite3_close(db);
   return 0;
 }
@@ -694,8 +714,12 @@ START_TEST(t_down){
   ck_assert_ptr_nonnull(strstr(zErr, "cannot connect to postgresql://u@/"));
   ck_assert_ptr_null(strstr(zErr, "sekrit42"));
   sqlite3_free(zErr);
-  rc = th_try(mem, sqlite3_mprintf("SELECT depot_fork(%Q,'main','main','x')",
-                                   zUri), &zErr);
+  {
+    char *zSql = sqlite3_mprintf("SELECT depot_fork(%Q,'main','main','x')",
+                                 zUri);
+    rc = th_try(mem, zSql, &zErr);
+    sqlite3_free(zSql);
+  }
   ck_assert_int_ne(rc, SQLITE_OK);
   ck_assert_ptr_nonnull(zErr);
   ck_assert_ptr_null(strstr(zErr, "sekrit42"));
