@@ -1316,9 +1316,9 @@ static int dvCarrierOptions(sqlite3 *db, const char *zOpt, const uint8_t *aCur,
 }
 
 /* One build batch of carrier zName in root r: the entries of the next
-** DV_BATCH source rows after its cursor.  *pbDone once built. */
+** nBatch source rows after its cursor.  *pbDone once built. */
 static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
-                        int *pbDone, char **pzErr){
+                        int nBatch, int *pbDone, char **pzErr){
   KvEngine *pEng = kv_root_engine(r);
   char *zOpt = 0, *zNewOpt = 0;
   DvCarrier c;
@@ -1357,7 +1357,7 @@ static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
       rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc),
                         c.cursor.n ? &lo : 0, 0, 0, &pIter, pzErr);
     }
-    while( rc==SQLITE_OK && !kv_iter_eof(pIter) && n<DV_BATCH ){
+    while( rc==SQLITE_OK && !kv_iter_eof(pIter) && n<nBatch ){
       KvMapEntry e;
       kv_iter_entry(pIter, &e);
       dvListReset(&lNew);
@@ -1407,21 +1407,30 @@ done:
 }
 
 /* Build carrier zName to the end, a batch per root transaction, retrying
-** a batch that conflicts with a concurrent writer. */
+** a batch that conflicts with a concurrent writer: up to DV_RETRY times in
+** a row, each retry with half the rows (at least 8) and a little more
+** back-off, so that busy writers cannot starve the build. */
 static int dvBuild(KvConn *pConn, KvEngine *pEng, const char *zName,
                    char **pzErr){
-  int bDone = 0, nRetry = 0, rc = SQLITE_OK;
+  int bDone = 0, nRetry = 0, nBatch = DV_BATCH, rc = SQLITE_OK;
   while( rc==SQLITE_OK && !bDone ){
     KvRoot *r = 0;
     rc = kv_root_begin(pEng, &r);
-    if( rc==SQLITE_OK ) rc = dvBuildBatch(pConn, r, zName, &bDone, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = dvBuildBatch(pConn, r, zName, nBatch, &bDone, pzErr);
+    }
     if( rc==SQLITE_OK ) rc = kv_root_commit(r, pzErr);
     kv_root_free(r);
-    if( rc==SQLITE_BUSY_SNAPSHOT && nRetry++<DV_RETRY ){
+    if( rc==SQLITE_OK ){
+      nRetry = 0;
+      if( nBatch<DV_BATCH ) nBatch *= 2;
+    }else if( rc==SQLITE_BUSY_SNAPSHOT && nRetry++<DV_RETRY ){
+      if( nBatch>8 ) nBatch /= 2;
       sqlite3_free(*pzErr);
       *pzErr = 0;
       bDone = 0;
       rc = SQLITE_OK;
+      sqlite3_sleep(nRetry<10 ? nRetry : 10);
     }
   }
   return rc;
@@ -2120,6 +2129,7 @@ static void dvTableFree(DvTable *p){
   kv_engine_unref(p->pEng);
   if( p->pConn ) kv_conn_unref(p->pConn);
   sqlite3_free(p->zName);
+  sqlite3_free(p->base.zErrMsg);    /* an xDestroy message SQLite dropped */
   sqlite3_free(p);
 }
 

@@ -345,6 +345,7 @@ static void vtabFree(VtabTable *p){
     sqlite3_free((char*)p->args.zType);
     sqlite3_free(p->zName);
     sqlite3_free(p->zSchema);
+    sqlite3_free(p->base.zErrMsg);  /* an xDestroy message SQLite dropped */
     sqlite3_free(p);
   }
 }

@@ -322,8 +322,7 @@ START_TEST(test_derived_bad_projection_fails_write_naming_carrier_and_key){
   ck_assert_msg(zErr && strstr(zErr, "by_tag") && strstr(zErr, "key 7")
                 && strstr(zErr, "users"), "%s", zErr);
   sqlite3_free(zErr);
-  ck_assert_str_eq(th_text(db, "SELECT value FROM users WHERE key=7"),
-                   "{\"email\":\"q\",\"grp\":\"g\",\"n\":3}");
+  th_text_is(db, "SELECT value FROM users WHERE key=7", "{\"email\":\"q\",\"grp\":\"g\",\"n\":3}");
   ck_assert_int_eq(th_int(db, "SELECT sum FROM by_grp WHERE key='g'"), 3);
   zErr = 0;
   ck_assert_int_ne(th_try(db, "INSERT INTO users VALUES(8, "
@@ -395,11 +394,11 @@ START_TEST(test_derived_carrier_refuses_writes){
   sqlite3_free(zErr);
   zErr = 0;
   h = th_int(db, "SELECT kv_begin()");
-  ck_assert_int_ne(th_try(db, sqlite3_mprintf("SELECT kv_put(%lld, 'by_grp', "
-                          "'x', 1)", (long long)h), &zErr), SQLITE_OK);
+  ck_assert_int_ne(th_tryf(db, &zErr, "SELECT kv_put(%lld, 'by_grp', "
+                          "'x', 1)", (long long)h), SQLITE_OK);
   ck_assert_msg(zErr && strstr(zErr, "counter of users"), "%s", zErr);
   sqlite3_free(zErr);
-  th_exec(db, sqlite3_mprintf("SELECT kv_rollback(%lld)", (long long)h));
+  th_execf(db, "SELECT kv_rollback(%lld)", (long long)h);
   sqlite3_close(db);
 }
 END_TEST
@@ -410,11 +409,11 @@ START_TEST(test_derived_handle_writes_maintain_carriers){
   dv_source(db, azType[_i]);
   dv_carriers(db);
   h = th_int(db, "SELECT kv_begin()");
-  th_exec(db, sqlite3_mprintf("SELECT kv_put(%lld, 'users', 1, "
+  th_execf(db, "SELECT kv_put(%lld, 'users', 1, "
       "'{\"email\":\"m\",\"grp\":\"g\",\"n\":4,\"tags\":[\"p\",\"q\"]}'),"
       "kv_put(%lld, 'users', 2, '{\"grp\":\"g\",\"n\":6}'),"
       "kv_delete(%lld, 'users', 2), kv_commit(%lld)", (long long)h,
-      (long long)h, (long long)h, (long long)h));
+      (long long)h, (long long)h, (long long)h);
   ck_assert_int_eq(th_int(db, "SELECT source_key FROM by_email WHERE key='m'"),
                    1);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM by_tag"), 2);
@@ -436,8 +435,8 @@ START_TEST(test_derived_validate_finds_and_repair_fixes_drift){
   dv_source(db, azType[_i]);
   dv_carriers(db);
   for(i=1; i<=6; i++){
-    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, '{\"email\":"
-        "\"e%d\",\"grp\":\"g%d\",\"n\":%d,\"tags\":[\"t\"]}')", i, i, i%2, i));
+    th_execf(db, "INSERT INTO users VALUES(%d, '{\"email\":"
+        "\"e%d\",\"grp\":\"g%d\",\"n\":%d,\"tags\":[\"t\"]}')", i, i, i%2, i);
   }
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('users')"), 0);
   zStore = sqlite3_mprintf("%s/db-kv", zDir);
@@ -548,8 +547,8 @@ START_TEST(test_derived_unbuilt_carrier_is_unreadable_until_repaired){
   int i;
   dv_source(db, azType[_i]);
   for(i=0; i<1200; i++){
-    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, "
-        "'{\"tags\":[\"t%d\"]}')", i, i%7));
+    th_execf(db, "INSERT INTO users VALUES(%d, "
+        "'{\"tags\":[\"t%d\"]}')", i, i%7);
   }
   th_exec(db, "CREATE VIRTUAL TABLE by_tag USING kv_index(source=users, "
               "expr='json_extract(value, ''$.tags'')')");
@@ -589,8 +588,8 @@ START_TEST(test_derived_unique_build_on_duplicates_is_refused){
   int i;
   dv_source(db, azType[_i]);
   for(i=0; i<700; i++){
-    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, "
-        "'{\"email\":\"e%d\"}')", i, i==650 ? 3 : i));
+    th_execf(db, "INSERT INTO users VALUES(%d, "
+        "'{\"email\":\"e%d\"}')", i, i==650 ? 3 : i);
   }
   ck_assert_int_ne(th_try(db, "CREATE VIRTUAL TABLE by_email USING kv_index("
       "source=users, expr='json_extract(value, ''$.email'')', unique=1)",
@@ -646,7 +645,7 @@ START_TEST(test_derived_build_with_concurrent_writers_validates_clean){
   th_exec(db, "BEGIN");
   for(i=0; i<3000; i++){
     char *zV = dv_row(&seed);
-    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, %Q)", i, zV));
+    th_execf(db, "INSERT INTO users VALUES(%d, %Q)", i, zV);
     sqlite3_free(zV);
   }
   th_exec(db, "COMMIT");
@@ -729,7 +728,7 @@ START_TEST(test_derived_sigkill_during_writes_validates_clean){
     sqlite3_snprintf(sizeof(zSeed), zSeed, "%d", 77*r + _i);
     azArg[0] = "write"; azArg[1] = zDir; azArg[2] = zSeed; azArg[3] = 0;
     dv_kill_after(azArg, 150 + (rand()%300));
-    db = th_open(sqlite3_mprintf("%s/db", zDir));
+    db = th_openf("%s/db", zDir);
     ck_assert_msg(th_int(db, "SELECT count(*) FROM kv_validate('users')")==0,
         "%s", th_text(db, "SELECT group_concat(carrier||' '||quote(key)||' '"
                           "||detail, '; ') FROM kv_validate('users')"));
@@ -751,7 +750,7 @@ START_TEST(test_derived_sigkill_during_build_repairs_clean){
   th_exec(db, "BEGIN");
   for(i=0; i<th_scaled(6000, 20); i++){
     char *zV = dv_row(&seed);
-    th_exec(db, sqlite3_mprintf("INSERT INTO users VALUES(%d, %Q)", i, zV));
+    th_execf(db, "INSERT INTO users VALUES(%d, %Q)", i, zV);
     sqlite3_free(zV);
   }
   th_exec(db, "COMMIT");
@@ -759,7 +758,7 @@ START_TEST(test_derived_sigkill_during_build_repairs_clean){
   sqlite3_snprintf(sizeof(zSeed), zSeed, "%d", 1);
   azArg[0] = "build"; azArg[1] = zDir; azArg[2] = zSeed; azArg[3] = 0;
   dv_kill_after(azArg, 40 + (rand()%200));
-  db = th_open(sqlite3_mprintf("%s/db", zDir));
+  db = th_openf("%s/db", zDir);
   th_exec(db, "SELECT kv_repair('users')");
   ck_assert_msg(th_int(db, "SELECT count(*) FROM kv_validate('users')")==0,
       "%s", th_text(db, "SELECT group_concat(carrier||' '||quote(key)||' '"

@@ -138,6 +138,58 @@ static sqlite3_stmt *th_first_row(sqlite3 *db, const char *zSql, int *pHave){
   return pStmt;
 }
 
+void th_execf(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *zSql;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+}
+
+int th_tryf(sqlite3 *db, char **pzErr, const char *zFmt, ...){
+  va_list ap;
+  char *zSql;
+  int rc;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  rc = th_try(db, zSql, pzErr);
+  sqlite3_free(zSql);
+  return rc;
+}
+
+char *th_textf(sqlite3 *db, const char *zFmt, ...){
+  va_list ap;
+  char *zSql, *z;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  z = th_text(db, zSql);
+  sqlite3_free(zSql);
+  return z;
+}
+
+sqlite3 *th_openf(const char *zFmt, ...){
+  va_list ap;
+  char *zPath;
+  sqlite3 *db;
+  va_start(ap, zFmt);
+  zPath = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  db = th_open(zPath);
+  sqlite3_free(zPath);
+  return db;
+}
+
+void th_text_is(sqlite3 *db, const char *zSql, const char *zWant){
+  char *z = th_text(db, zSql);
+  ck_assert_msg(z && strcmp(z, zWant)==0, "%s: '%s', want '%s'", zSql,
+                z ? z : "NULL", zWant);
+  sqlite3_free(z);
+}
+
 char *th_text(sqlite3 *db, const char *zSql){
   int have;
   sqlite3_stmt *pStmt = th_first_row(db, zSql, &have);

@@ -53,6 +53,15 @@ int th_try(sqlite3 *db, const char *zSql, char **pzErr);
 /* First column of the first row of zSql as text, sqlite3_malloc'd; NULL if
 ** the value is NULL or there is no row.  Fails the test on error. */
 char *th_text(sqlite3 *db, const char *zSql);
+/* th_exec, th_try and th_text of a statement formatted by sqlite3_mprintf
+** (the statement text is freed). */
+void th_execf(sqlite3 *db, const char *zFmt, ...);
+int th_tryf(sqlite3 *db, char **pzErr, const char *zFmt, ...);
+char *th_textf(sqlite3 *db, const char *zFmt, ...);
+/* th_open of a path formatted by sqlite3_mprintf (the path is freed). */
+sqlite3 *th_openf(const char *zFmt, ...);
+/* Assert that zSql answers the text zWant. */
+void th_text_is(sqlite3 *db, const char *zSql, const char *zWant);
 
 /* First column of the first row of zSql as an integer; fails the test on
 ** error or when there is no row. */
