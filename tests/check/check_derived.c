@@ -619,7 +619,7 @@ static void *dv_writer(void *pArg){
   unsigned seed = 99;
   sqlite3_open(zPath, &db);
   sqlite3_busy_timeout(db, 5000);
-  while( !w->bStop ){
+  while( !__atomic_load_n(&w->bStop, __ATOMIC_ACQUIRE) ){
     char *zV = dv_row(&seed);
     char *zSql = sqlite3_mprintf(rand_r(&seed)%4==0
         ? "DELETE FROM users WHERE key=%d"
@@ -660,7 +660,7 @@ START_TEST(test_derived_build_with_concurrent_writers_validates_clean){
     "  group='json_extract(value, ''$.grp'')', "
     "  sum='json_extract(value, ''$.n'')');");
   usleep(20000);
-  w.bStop = 1;
+  __atomic_store_n(&w.bStop, 1, __ATOMIC_RELEASE);
   pthread_join(t, 0);
   ck_assert_int_gt(w.nOk, 0);
   ck_assert_msg(th_int(db, "SELECT count(*) FROM kv_validate('users')")==0,

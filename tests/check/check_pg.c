@@ -565,7 +565,7 @@ static void *pgKillerMain(void *pArg){
   Killer *k = (Killer*)pArg;
   PGconn *c = PQconnectdb(getenv("DEPOT_TEST_STORE_URI"));
   unsigned int seed = (unsigned int)getpid();
-  while( !k->bStop ){
+  while( !__atomic_load_n(&k->bStop, __ATOMIC_ACQUIRE) ){
     PGresult *r;
     usleep(2000 + rand_r(&seed)%23000);
     r = PQexec(c, "SELECT count(pg_terminate_backend(pid)) FROM"
@@ -610,7 +610,7 @@ START_TEST(t_terminate){
       sqlite3_close(c2);
     }
   }
-  k.bStop = 1;
+  __atomic_store_n(&k.bStop, 1, __ATOMIC_RELEASE);
   pthread_join(th, 0);
   fprintf(stderr, "check_pg: terminate: %d commits acknowledged, %d failed,"
           " %d backends terminated\n", nOk, nFail, k.nKill);
