@@ -43,21 +43,9 @@ static char *pgUri(const char *zTag){
       (int)(zQ - (zBase+13)), zBase+13, zQ, zTag, (int)getpid());
 }
 
-/* th_text of a formatted statement; the statement text is freed. */
-static char *pgTextf(sqlite3 *db, const char *zFmt, ...){
-  va_list ap;
-  char *zSql, *z;
-  va_start(ap, zFmt);
-  zSql = sqlite3_vmprintf(zFmt, ap);
-  va_end(ap);
-  z = th_text(db, zSql);
-  sqlite3_free(zSql);
-  return z;
-}
-
 /* Assert that a formatted statement answers a non-NULL text. */
 static void pgTextOk(sqlite3 *db, const char *zFmt, const char *zArg){
-  char *z = pgTextf(db, zFmt, zArg);
+  char *z = th_textf(db, zFmt, zArg);
   ck_assert_ptr_nonnull(z);
   sqlite3_free(z);
 }
@@ -340,7 +328,7 @@ START_TEST(t_oracle){
   sqlite3_free(z0); sqlite3_free(z1);
   ck_assert_int_eq(th_intf(aDb[1], "SELECT count(*) FROM depot_verify(%Q)",
                            zUri), 0);
-  zStats = pgTextf(aDb[1], "SELECT json_array(databases,"
+  zStats = th_textf(aDb[1], "SELECT json_array(databases,"
       " branches, stored_bytes, logical_bytes, physical_bytes)"
       " FROM depot_stats(%Q)", zUri);
   ck_assert_ptr_nonnull(zStats);
@@ -438,13 +426,13 @@ START_TEST(t_compact_gc_quota){
                            zUri), 0);
   ck_assert_int_eq(th_intf(db, "SELECT depot_drop_branch(%Q, 'main', 'tmp')",
                            zUri), 1);
-  zJ = pgTextf(db, "SELECT depot_compact(%Q)", zUri);
+  zJ = th_textf(db, "SELECT depot_compact(%Q)", zUri);
   ck_assert_ptr_nonnull(zJ);
   sqlite3_free(zJ);
-  zJ = pgTextf(db, "SELECT depot_gc(%Q)", zUri);
+  zJ = th_textf(db, "SELECT depot_gc(%Q)", zUri);
   ck_assert_ptr_nonnull(zJ);
   sqlite3_free(zJ);
-  zJ = pgTextf(db, "SELECT depot_vacuum(%Q)", zUri);
+  zJ = th_textf(db, "SELECT depot_vacuum(%Q)", zUri);
   ck_assert_ptr_nonnull(zJ);
   ck_assert_ptr_null(strstr(zJ, "sekrit42"));
   sqlite3_free(zJ);
