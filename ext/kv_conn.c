@@ -194,6 +194,25 @@ static int connStoreAbsence(const char *zPath){
   return CONN_ABSENT_STORE;
 }
 
+int kv_conn_store_arg(KvConn *pConn, sqlite3_value *pDir, int bExisting,
+                      KvEngine **ppEng, char **pzErr){
+  const char *zDir = 0;
+  if( pDir && sqlite3_value_type(pDir)!=SQLITE_NULL ){
+    if( sqlite3_value_type(pDir)!=SQLITE_TEXT ){
+      *pzErr = sqlite3_mprintf("kv: store directory must be text, got %s",
+                               kv_value_type_name(pDir));
+      return SQLITE_MISMATCH;
+    }
+    zDir = (const char*)sqlite3_value_text(pDir);
+    if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(pDir) ){
+      *pzErr = sqlite3_mprintf("kv: store directory must not contain NUL");
+      return SQLITE_ERROR;
+    }
+  }
+  if( bExisting ) return kv_conn_store_existing(pConn, zDir, ppEng, pzErr);
+  return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
+}
+
 int kv_conn_store_existing(KvConn *p, const char *zDir, KvEngine **ppEng,
                            char **pzErr){
   char *zPath = 0;

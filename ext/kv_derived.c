@@ -1114,25 +1114,8 @@ static int dvUniqueCheck(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
   return rc;
 }
 
-/* Claim the unique entries of pNew missing from pOld (dvUniqueCheck has
-** passed), release those of pOld missing from pNew. */
-static int dvApplyUnique(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
-                         char **pzErr){
-  int i, rc = SQLITE_OK;
-  for(i=0; rc==SQLITE_OK && i<pOld->n; i++){
-    DvEntry *e = &pOld->a[i];
-    if( dvListHas(pNew, pOld, e, 0) ) continue;
-    rc = kv_del(r, c->zName, c->nName, dvKeyOf(pOld, e), e->nKey, pzErr);
-  }
-  for(i=0; rc==SQLITE_OK && i<pNew->n; i++){
-    DvEntry *e = &pNew->a[i];
-    if( dvListHas(pOld, pNew, e, 1) ) continue;
-    rc = kv_put(r, c->zName, c->nName, dvKeyOf(pNew, e), e->nKey,
-                dvValOf(pNew, e), e->nVal, pzErr);
-  }
-  return rc;
-}
-
+/* Write the entries of pNew missing from pOld, delete those of pOld missing
+** from pNew: index entries, and unique claims (dvUniqueCheck has passed). */
 static int dvApplyIndex(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
                         char **pzErr){
   int i, rc = SQLITE_OK;
@@ -1187,7 +1170,7 @@ static int dvApplyCounter(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
 static int dvApply(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
                    char **pzErr){
   switch( c->eKind ){
-    case DV_UNIQUE:  return dvApplyUnique(r, c, pOld, pNew, pzErr);
+    case DV_UNIQUE:  return dvApplyIndex(r, c, pOld, pNew, pzErr);
     case DV_COUNTER: return dvApplyCounter(r, c, pOld, pNew, pzErr);
     default:         return dvApplyIndex(r, c, pOld, pNew, pzErr);
   }

@@ -28,26 +28,6 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 #include <time.h>
 
-/* The store of an optional dir argument; bExisting: do not create it. */
-static int prepStore(KvConn *pConn, sqlite3_value *pDir, int bExisting,
-                     KvEngine **ppEng, char **pzErr){
-  const char *zDir = 0;
-  if( pDir && sqlite3_value_type(pDir)!=SQLITE_NULL ){
-    if( sqlite3_value_type(pDir)!=SQLITE_TEXT ){
-      *pzErr = sqlite3_mprintf("kv: store directory must be text, got %s",
-                               kv_value_type_name(pDir));
-      return SQLITE_MISMATCH;
-    }
-    zDir = (const char*)sqlite3_value_text(pDir);
-    if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(pDir) ){
-      *pzErr = sqlite3_mprintf("kv: store directory must not contain NUL");
-      return SQLITE_ERROR;
-    }
-  }
-  if( bExisting ) return kv_conn_store_existing(pConn, zDir, ppEng, pzErr);
-  return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
-}
-
 /* kv_commit_prepared(gid[, dir]) (bCommit) and kv_rollback_prepared(gid[,
 ** dir]). */
 static void prepResolve(sqlite3_context *ctx, int argc, sqlite3_value **argv,
@@ -64,7 +44,7 @@ static void prepResolve(sqlite3_context *ctx, int argc, sqlite3_value **argv,
     return;
   }
   rc = kv_conn_writable(pConn->db, zFunc, &zErr);
-  if( rc==SQLITE_OK ) rc = prepStore(pConn, argc>1 ? argv[1] : 0, 1, &pEng,
+  if( rc==SQLITE_OK ) rc = kv_conn_store_arg(pConn, argc>1 ? argv[1] : 0, 1, &pEng,
                                      &zErr);
   if( rc==SQLITE_OK ){
     rc = kv_prepared_resolve(pEng, (const char*)sqlite3_value_text(argv[0]),
@@ -95,7 +75,7 @@ static int prepRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
   KvEngine *pEng = 0;
   KvPreparedInfo *a = 0;
   int i, n = 0;
-  int rc = prepStore(pConn, apArg[0], 1, &pEng, pzErr);
+  int rc = kv_conn_store_arg(pConn, apArg[0], 1, &pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kv_prepared_list(pEng, &a, &n);
   for(i=0; rc==SQLITE_OK && i<n; i++){
     char zTime[32];

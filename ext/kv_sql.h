@@ -108,6 +108,13 @@ int kv_conn_store(KvConn*, const char *zDir, const char *zSchema,
 int kv_conn_store_existing(KvConn*, const char *zDir, KvEngine **ppEng,
                            char **pzErr);
 
+/* The store named by an optional SQL argument pDir (NULL or SQL NULL: the
+** default store): kv_conn_store_existing with bExisting, else
+** kv_conn_store.  A directory that is not text, or holds a NUL, is an
+** error (SQLITE_MISMATCH, SQLITE_ERROR) with *pzErr set. */
+int kv_conn_store_arg(KvConn*, sqlite3_value *pDir, int bExisting,
+                      KvEngine **ppEng, char **pzErr);
+
 /* kv_conn_store for attaching an existing KV table (xConnect): when the
 ** store directory (zDir, or schema zSchema's sidecar) does not exist, or
 ** is a directory that holds no store (an empty mount point: *pbEmpty set),

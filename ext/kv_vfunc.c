@@ -29,28 +29,6 @@ SQLITE_EXTENSION_INIT3
 
 /* ----------------------------------------------------------- helpers --- */
 
-/* The store of an optional dir argument (NULL: the default store).  With
-** bExisting (the queries) a store that does not exist is an error, not
-** created. */
-static int vfuncStoreArg(KvConn *pConn, sqlite3_value *pDir, int bExisting,
-                         KvEngine **ppEng, char **pzErr){
-  const char *zDir = 0;
-  if( pDir && sqlite3_value_type(pDir)!=SQLITE_NULL ){
-    if( sqlite3_value_type(pDir)!=SQLITE_TEXT ){
-      *pzErr = sqlite3_mprintf("kv: store directory must be text, got %s",
-                               kv_value_type_name(pDir));
-      return SQLITE_MISMATCH;
-    }
-    zDir = (const char*)sqlite3_value_text(pDir);
-    if( zDir && (int)strlen(zDir)!=sqlite3_value_bytes(pDir) ){
-      *pzErr = sqlite3_mprintf("kv: store directory must not contain NUL");
-      return SQLITE_ERROR;
-    }
-  }
-  if( bExisting ) return kv_conn_store_existing(pConn, zDir, ppEng, pzErr);
-  return kv_conn_store(pConn, zDir, 0, ppEng, pzErr);
-}
-
 /* The handle with integer id in pArg, or NULL with *pzErr set and *pRc
 ** the code: SQLITE_MISMATCH for a value that is no integer (as the kv_*
 ** scalar functions give), SQLITE_ERROR for an unknown or finished one. */
@@ -86,7 +64,7 @@ static int vfuncQueryRows(DepotRows *pRows, sqlite3_value **apArg,
     rc = SQLITE_MISMATCH;
   }
   if( rc==SQLITE_OK ) rc = kv_key_encode(apArg[1], &k, pzErr);
-  if( rc==SQLITE_OK ) rc = vfuncStoreArg(pConn, apArg[2], 1, &pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_conn_store_arg(pConn, apArg[2], 1, &pEng, pzErr);
   if( rc==SQLITE_OK ){
     rc = kv_version_query(pEng, (const char*)sqlite3_value_text(apArg[0]),
                           sqlite3_value_bytes(apArg[0]), k.a, k.n, &v,
@@ -158,7 +136,7 @@ static int vfuncQueryListRows(DepotRows *pRows, sqlite3_value **apArg,
     rc = kv_keylist_parse((const char*)sqlite3_value_text(apArg[1]),
                           sqlite3_value_bytes(apArg[1]), &list, pzErr);
   }
-  if( rc==SQLITE_OK ) rc = vfuncStoreArg(pConn, apArg[2], 1, &pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_conn_store_arg(pConn, apArg[2], 1, &pEng, pzErr);
   if( rc==SQLITE_OK && list.n>0 && list.n<(1<<20) ){
     /* room for every row's cells and version text at once (values and
     ** non-integer keys may grow the data further) */
@@ -547,7 +525,7 @@ static void vfuncStoreOptions(sqlite3_context *ctx, int argc,
                           &zErr);
   }
   if( rc==SQLITE_OK ){
-    rc = vfuncStoreArg(pConn, argc>0 ? argv[0] : 0, 1, &pEng, &zErr);
+    rc = kv_conn_store_arg(pConn, argc>0 ? argv[0] : 0, 1, &pEng, &zErr);
   }
   if( rc==SQLITE_OK && bSet ){
     rc = vfuncStoreConfigure(sqlite3_context_db_handle(ctx), pEng, argv[1],
