@@ -48,7 +48,7 @@
 
 #define POOL_ACQ      500000
 #define POOL_ROWS     50000
-#define POOL_QUERIES  8000
+#define POOL_QUERIES  32000
 #define POOL_SPAN     200
 #define POOL_THREADS  4
 #define POOL_STMTS    20000
