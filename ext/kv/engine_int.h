@@ -171,6 +171,7 @@ struct KvRoot {
   char *zHeldBy;                /* after a failed prepare: the gid of an
                                 ** in-doubt root it conflicted with */
   int eSync;                    /* KV_SYNC_*; 0 is KV_SYNC_FULL */
+  int eOrigin;                  /* KV_ORIGIN_* */
   KvHookEvent *pHookEv;         /* its writes for hooks, until published */
   uint64_t iHookSeq;            /* published with hooks to call: its seq */
 };

@@ -442,6 +442,14 @@ void kv_root_free(KvRoot*);
 #define KV_SYNC_FULL   2
 void kv_root_set_sync(KvRoot*, int eSync);
 
+/* Why a root writes.  KV_ORIGIN_APP (0, the default): the application.
+** KV_ORIGIN_EXPIRE: the removal of rows whose deadline passed, so derived
+** data (change streams) can tell an expiry from a delete. */
+#define KV_ORIGIN_APP    0
+#define KV_ORIGIN_EXPIRE 1
+void kv_root_set_origin(KvRoot*, int eOrigin);
+int kv_root_origin(KvRoot*);
+
 /* Protocols of a root.  A root starts with none; kv_get with a root,
 ** kv_root_prepare and kv_root_commit of an active root select ORDINARY;
 ** kv_version_prepare selects VERSIONED, and an operation of one protocol

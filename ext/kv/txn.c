@@ -77,6 +77,8 @@ int kv_root_set_condition(KvRoot *p, const char *zCoord, int64_t iMarker){
 }
 void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
 void kv_root_set_sync(KvRoot *p, int eSync){ p->eSync = eSync; }
+void kv_root_set_origin(KvRoot *p, int eOrigin){ p->eOrigin = eOrigin; }
+int kv_root_origin(KvRoot *p){ return p->eOrigin; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
 
 int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
