@@ -529,6 +529,46 @@ static void funcRemoveTable(sqlite3_context *ctx, int argc,
   else sqlite3_result_int(ctx, 1);
 }
 
+/* kv_clock([mode[, ms]]): the clock of deadlines (kv_clock_ms), after
+** setting it when a mode is given: 'wall', 'offset' (ms added to the wall
+** clock) or 'fixed' (stopped at ms). */
+static void funcClock(sqlite3_context *ctx, int argc, sqlite3_value **argv){
+  if( argc>=1 ){
+    const char *zMode = (const char*)sqlite3_value_text(argv[0]);
+    int eMode;
+    sqlite3_int64 iMs = 0;
+    if( zMode==0 ){
+      sqlite3_result_error(ctx, "kv_clock: the mode is 'wall', 'offset' "
+                           "or 'fixed', not NULL", -1);
+      return;
+    }
+    if( sqlite3_stricmp(zMode, "wall")==0 ) eMode = KV_CLOCK_WALL;
+    else if( sqlite3_stricmp(zMode, "offset")==0 ) eMode = KV_CLOCK_OFFSET;
+    else if( sqlite3_stricmp(zMode, "fixed")==0 ) eMode = KV_CLOCK_FIXED;
+    else{
+      char *z = sqlite3_mprintf("kv_clock: unknown mode '%s' (expected "
+                                "'wall', 'offset' or 'fixed')", zMode);
+      sqlite3_result_error(ctx, z ? z : "kv_clock: unknown mode", -1);
+      sqlite3_free(z);
+      return;
+    }
+    if( eMode!=KV_CLOCK_WALL ){
+      if( argc<2 || sqlite3_value_type(argv[1])!=SQLITE_INTEGER ){
+        sqlite3_result_error(ctx, "kv_clock: 'offset' and 'fixed' take "
+                             "an integer number of milliseconds", -1);
+        return;
+      }
+      iMs = sqlite3_value_int64(argv[1]);
+    }else if( argc>=2 ){
+      sqlite3_result_error(ctx, "kv_clock: 'wall' takes no milliseconds",
+                           -1);
+      return;
+    }
+    kv_clock_set(eMode, iMs);
+  }
+  sqlite3_result_int64(ctx, kv_clock_ms());
+}
+
 /* -------------------------------------------------------- component --- */
 
 static const struct {
@@ -550,6 +590,9 @@ static const struct {
   { "kv_create_table", 3, funcCreateTable },
   { "kv_create_table", 4, funcCreateTable },
   { "kv_remove_table", 2, funcRemoveTable },
+  { "kv_clock",        0, funcClock },
+  { "kv_clock",        1, funcClock },
+  { "kv_clock",        2, funcClock },
 };
 
 static int funcConnection(sqlite3 *db, KvConn *pConn){

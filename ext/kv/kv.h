@@ -450,6 +450,18 @@ void kv_root_set_sync(KvRoot*, int eSync);
 void kv_root_set_origin(KvRoot*, int eOrigin);
 int kv_root_origin(KvRoot*);
 
+/* The clock of deadlines (TTL, queue leases and delays), unix ms
+** (clock.c).  The wall clock unless set for a test: KV_CLOCK_OFFSET adds
+** iMs to the wall clock, KV_CLOCK_FIXED stops it at iMs, KV_CLOCK_WALL
+** restores it.  Process-wide.  kv_clock_set returns SQLITE_MISUSE for an
+** unknown mode; kv_clock_mode returns the mode in force. */
+#define KV_CLOCK_WALL   0
+#define KV_CLOCK_OFFSET 1
+#define KV_CLOCK_FIXED  2
+int64_t kv_clock_ms(void);
+int kv_clock_set(int eMode, int64_t iMs);
+int kv_clock_mode(void);
+
 /* Protocols of a root.  A root starts with none; kv_get with a root,
 ** kv_root_prepare and kv_root_commit of an active root select ORDINARY;
 ** kv_version_prepare selects VERSIONED, and an operation of one protocol

@@ -5,6 +5,7 @@
 ## commits and named prepared transactions.
 DEPOT_SOURCES += \
 	ext/kv/kv.h ext/kv/kv_test.h \
+	ext/kv/clock.c \
 	ext/kv/codec.h ext/kv/codec.c \
 	ext/kv/map.h ext/kv/map.c \
 	ext/kv/backend.h \

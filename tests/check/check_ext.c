@@ -41,6 +41,34 @@ START_TEST(test_version_rejects_arguments){
 }
 END_TEST
 
+/* kv_clock: fixed and offset settings move the clock of deadlines, wall
+** restores it, and a bad mode or value is refused and changes nothing. */
+START_TEST(test_kv_clock_modes){
+  sqlite3 *db = th_open(":memory:");
+  char *zErr = 0;
+  th_text_is(db, "SELECT kv_clock('fixed', 5000)", "5000");
+  th_text_is(db, "SELECT kv_clock()", "5000");
+  ck_assert_int_eq(th_try(db, "SELECT kv_clock('slow', 5)", &zErr),
+                   SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(zErr, "unknown mode 'slow'"));
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_try(db, "SELECT kv_clock('offset', 'x')", &zErr),
+                   SQLITE_ERROR);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_try(db, "SELECT kv_clock(NULL)", &zErr),
+                   SQLITE_ERROR);
+  sqlite3_free(zErr);
+  th_text_is(db, "SELECT kv_clock()", "5000");
+  th_text_is(db, "SELECT abs(kv_clock('offset', 3600000) - 3600000"
+                 " - CAST((julianday('now') - 2440587.5)*86400000 AS INT))"
+                 " < 5000", "1");
+  th_text_is(db, "SELECT abs(kv_clock('wall')"
+                 " - CAST((julianday('now') - 2440587.5)*86400000 AS INT))"
+                 " < 5000", "1");
+  sqlite3_close(db);
+}
+END_TEST
+
 START_TEST(test_init_registers_on_every_connection){
   sqlite3 *db1 = th_open(":memory:");
   sqlite3 *db2 = th_open(":memory:");
@@ -282,6 +310,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_version_is_deterministic_text);
   tcase_add_test(tc, test_version_rejects_arguments);
   tcase_add_test(tc, test_init_registers_on_every_connection);
+  tcase_add_test(tc, test_kv_clock_modes);
   suite_add_tcase(s, tc);
   tc = tcase_create("module");
   tcase_add_test(tc, test_module_loads_through_load_extension);
