@@ -20,8 +20,10 @@
 **
 ** Storage: one KV table per queue (ext/kv_queue.h); with source= the
 ** queue is the target of a change stream of that table (kv_stream.c) and
-** takes its type and persistence, else type= (default kv_memory) and
-** persistence 1.
+** takes its type and persistence, else type= (default kv_btree; a
+** kv_memory queue, like a kv_memory table, survives a crash but not a
+** clean close) with persistence 1, or kv_memory without persistence in
+** an anonymous (in-memory) store.
 **
 ** Transactions.  Inside an explicit SQL transaction kv_enqueue, ack,
 ** nack, extend, requeue and purge work in the transaction's KV root
@@ -1312,7 +1314,8 @@ static int qSqlText(sqlite3 *db, const char *zSql, const char *z1,
 static int qDeclareStep(KvRoot *r, QDecl *d, char **pzErr){
   KvEngine *pEng = kv_root_engine(r);
   QArgs *a = d->a;
-  const char *zType = a->zType ? a->zType : "kv_memory";
+  const char *zType = a->zType ? a->zType
+                    : kv_engine_dir(pEng) ? "kv_btree" : "kv_memory";
   char *zOpt = 0, *zSrcOpt = 0, *zNewSrc = 0, *zSql;
   int bPersist = kv_engine_dir(pEng)!=0, bCreated = 0, rc = SQLITE_OK;
   KvMeta m;
