@@ -187,61 +187,75 @@ static int qWatermarkWrite(KvEngine *pEng, const char *zQ, int nQ,
 }
 
 int kv_queue_alloc(KvEngine *pEng, const char *zQ, int nQ, uint64_t iTabId,
-                   int n, int64_t *piFirst, char **pzErr){
+                   KvqMemo *pMemo, int n, int64_t *piFirst, char **pzErr){
   const char *zDir = kv_engine_dir(pEng);
-  char *zKey;
-  QAlloc *p;
+  char *zKey = 0;
+  QAlloc *p = (QAlloc*)pMemo->pAlloc;
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   int64_t iW = 0;
   uint64_t iNonce = 0;
-  int rc, bFound = 0;
-  if( zDir ){
-    zKey = sqlite3_mprintf("%s\t%llu", zDir, (unsigned long long)iTabId);
-  }else{
-    zKey = sqlite3_mprintf("%p\t%llu", (void*)pEng, (unsigned long long)iTabId);
-  }
-  if( zKey==0 ) return SQLITE_NOMEM;
-  pthread_mutex_lock(&qAllocMutex);
-  for(p=qAllocList; p && strcmp(p->zKey, zKey); p=p->pNext){}
+  int rc = SQLITE_OK, bFound = 0;
   if( p==0 ){
-    p = sqlite3_malloc64(sizeof(*p));
-    if( p==0 ){ rc = SQLITE_NOMEM; goto done; }
-    memset(p, 0, sizeof(*p));
-    p->zKey = zKey;
-    zKey = 0;
-    p->pNext = qAllocList;
-    qAllocList = p;
-  }
-  rc = kv_queue_key(KVQ_META, 0, &k);
-  if( rc==SQLITE_OK ) rc = kv_get(pEng, 0, zQ, nQ, k.a, k.n, &v, &bFound, pzErr);
-  if( rc!=SQLITE_OK ) goto done;
-  if( bFound ){
-    KvDatum d;
-    if( kv_value_decode(v.a, v.n, &d)!=SQLITE_OK || d.eType!=SQLITE_BLOB
-     || d.n!=16 ){
-      kv_datum_clear(&d);
-      *pzErr = sqlite3_mprintf("kv: queue %.*s: malformed id watermark", nQ,
-                               zQ);
-      rc = SQLITE_CORRUPT;
-      goto done;
+    if( zDir ){
+      zKey = sqlite3_mprintf("%s\t%llu", zDir, (unsigned long long)iTabId);
+    }else{
+      zKey = sqlite3_mprintf("%p\t%llu", (void*)pEng,
+                             (unsigned long long)iTabId);
     }
-    iW = (int64_t)qGet64(d.z);
-    iNonce = qGet64(d.z+8);
-    kv_datum_clear(&d);
+    if( zKey==0 ) return SQLITE_NOMEM;
   }
-  if( !bFound || iW!=p->iEnd || iNonce!=p->iNonce ){
-    /* another process, or another store of this key, reserved since: the
-    ** block in hand is not ours any more */
-    p->iNext = p->iEnd = bFound ? iW : 1;
+  pthread_mutex_lock(&qAllocMutex);
+  if( p==0 ){
+    for(p=qAllocList; p && strcmp(p->zKey, zKey); p=p->pNext){}
+    if( p==0 ){
+      p = sqlite3_malloc64(sizeof(*p));
+      if( p==0 ){ rc = SQLITE_NOMEM; goto done; }
+      memset(p, 0, sizeof(*p));
+      p->zKey = zKey;
+      zKey = 0;
+      p->pNext = qAllocList;      /* entries live as long as the process */
+      qAllocList = p;
+    }
+    pMemo->pAlloc = p;
+    pMemo->iEnd = -1;
+  }
+  if( pMemo->iEnd!=p->iEnd || pMemo->iNonce!=p->iNonce || p->iEnd==0 ){
+    rc = kv_queue_key(KVQ_META, 0, &k);
+    if( rc==SQLITE_OK ){
+      rc = kv_get(pEng, 0, zQ, nQ, k.a, k.n, &v, &bFound, pzErr);
+    }
+    if( rc!=SQLITE_OK ) goto done;
+    if( bFound ){
+      KvDatum d;
+      if( kv_value_decode(v.a, v.n, &d)!=SQLITE_OK || d.eType!=SQLITE_BLOB
+       || d.n!=16 ){
+        kv_datum_clear(&d);
+        *pzErr = sqlite3_mprintf("kv: queue %.*s: malformed id watermark",
+                                 nQ, zQ);
+        rc = SQLITE_CORRUPT;
+        goto done;
+      }
+      iW = (int64_t)qGet64(d.z);
+      iNonce = qGet64(d.z+8);
+      kv_datum_clear(&d);
+    }
+    if( !bFound || iW!=p->iEnd || iNonce!=p->iNonce ){
+      /* another process, or another store of this key, reserved since:
+      ** the block in hand is not ours any more */
+      p->iNext = p->iEnd = bFound ? iW : 1;
+      p->iNonce = iNonce;
+    }
+    pMemo->iEnd = p->iEnd;
+    pMemo->iNonce = p->iNonce;
   }
   if( p->iNext + n > p->iEnd ){
     int64_t iEnd = p->iNext + (n>QBLOCK ? n : QBLOCK);
     uint64_t iNew = 0;
-    while( iNew==0 || iNew==iNonce ) sqlite3_randomness(8, &iNew);
+    while( iNew==0 || iNew==p->iNonce ) sqlite3_randomness(8, &iNew);
     rc = qWatermarkWrite(pEng, zQ, nQ, iEnd, iNew, pzErr);
     if( rc!=SQLITE_OK ) goto done;
-    p->iEnd = iEnd;
-    p->iNonce = iNew;
+    p->iEnd = pMemo->iEnd = iEnd;
+    p->iNonce = pMemo->iNonce = iNew;
   }
   *piFirst = p->iNext;
   p->iNext += n;
@@ -267,6 +281,7 @@ struct QInfo {
   uint64_t iId;                 /* its catalog id */
   int nMaxAttempt;
   char *zSource;                /* change stream source, or NULL */
+  KvqMemo memo;                 /* its id allocation (kv_queue_alloc) */
   QInfo *pNext;
 };
 
@@ -275,6 +290,8 @@ struct QConn {
   KvConn *pConn;                /* holds a reference */
   sqlite3 *db;                  /* private connection: catalog JSON */
   QInfo *pList;
+  KvEngine *pDefault;           /* the default store, once resolved (the
+                                ** KvConn keeps it open: no reference) */
 };
 
 static void qConnUnref(void *pArg){
@@ -364,6 +381,7 @@ static int qInfo(QConn *q, KvEngine *pEng, const char *zName, QInfo **pp,
         if( rc==SQLITE_OK ) rc = qJsonGet(qDb(q), m.zOptions, "$.source",
                                           &p->zSource);
         p->bQueue = 1;
+        if( p->iId!=m.iId ) memset(&p->memo, 0, sizeof(p->memo));
         p->iId = m.iId;
         p->nMaxAttempt = zMax ? atoi(zMax) : QDEFAULT_MAX;
         if( p->nMaxAttempt<1 ) p->nMaxAttempt = QDEFAULT_MAX;
@@ -511,10 +529,19 @@ static int qIntArg(sqlite3_value *v, const char *zFunc, const char *zWhat,
   return SQLITE_OK;
 }
 
-/* The store of the optional dir argument (an existing store). */
+/* The store of the optional dir argument (an existing store); the
+** default store is resolved once per connection. */
 static int qStore(QConn *q, sqlite3_value *pDir, KvEngine **ppEng,
                   char **pzErr){
-  return kv_conn_store_arg(q->pConn, pDir, 1, ppEng, pzErr);
+  int rc;
+  int bDefault = pDir==0 || sqlite3_value_type(pDir)==SQLITE_NULL;
+  if( bDefault && q->pDefault ){
+    *ppEng = kv_engine_ref(q->pDefault);
+    return SQLITE_OK;
+  }
+  rc = kv_conn_store_arg(q->pConn, pDir, 1, ppEng, pzErr);
+  if( rc==SQLITE_OK && bDefault ) q->pDefault = *ppEng;
+  return rc;
 }
 
 static uint64_t qNewLease(void){
@@ -574,8 +601,8 @@ static void qEnqueueFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( rc==SQLITE_OK ) rc = qStore(q, argc>3 ? argv[3] : 0, &pEng, &zErr);
   if( rc==SQLITE_OK ) rc = qInfo(q, pEng, zQ, &e.pInfo, &zErr);
   if( rc==SQLITE_OK ){
-    rc = kv_queue_alloc(pEng, zQ, e.pInfo->nName, e.pInfo->iId, 1, &e.iId,
-                        &zErr);
+    rc = kv_queue_alloc(pEng, zQ, e.pInfo->nName, e.pInfo->iId,
+                        &e.pInfo->memo, 1, &e.iId, &zErr);
   }
   if( rc==SQLITE_OK ) rc = kv_queue_key(KVQ_MSG, e.iId, &e.key);
   if( rc==SQLITE_OK ){

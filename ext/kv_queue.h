@@ -49,11 +49,21 @@ int kv_queue_rec_decode(const uint8_t *aVal, int nVal, KvqRec *p);
 ** given before in the store, increasing in the order they are given:
 ** *piFirst .. *piFirst+n-1.  Ids come from a block reserved in memory for
 ** the process; each block's end is committed first (the watermark row,
-** its own durable root transaction) with a random nonce, and every
-** allocation reads the row back, so a block another process or another
-** store reserved since is never used again.  Takes a process mutex. */
+** its own durable root transaction) with a random nonce.  A block is used
+** only while the row still holds its end and nonce: the row is read back
+** whenever the caller's memo (*pMemo, zeroed at first) has not seen this
+** block on this store instance, so a block another process or another
+** store reserved since is never used again.  The caller keeps the memo as
+** long as it keeps the store open (its KvConn does), and no longer.
+** Takes a process mutex. */
+typedef struct KvqMemo KvqMemo;
+struct KvqMemo {
+  void *pAlloc;                 /* the process's block of the queue */
+  int64_t iEnd;                 /* the block this caller has verified */
+  uint64_t iNonce;
+};
 int kv_queue_alloc(KvEngine *pEng, const char *zQ, int nQ, uint64_t iTabId,
-                   int n, int64_t *piFirst, char **pzErr);
+                   KvqMemo *pMemo, int n, int64_t *piFirst, char **pzErr);
 
 /* Change streams (kv_stream.c), for kv_derived.c.  kv_stream_load reads,
 ** from the options zOpt of table zTab, the change streams declared on it

@@ -39,6 +39,7 @@ typedef struct KvStream KvStream;
 struct KvStream {
   char *zQueue; int nQueue;
   uint64_t iTabId;
+  KvqMemo memo;                 /* its id allocation */
   char *zProject;               /* NULL: the values themselves */
   sqlite3_stmt *pProj;          /* json_quote of the projection */
 };
@@ -255,8 +256,8 @@ int kv_stream_write(sqlite3 *db, KvStreams *p, KvRoot *r, const char *zTab,
   /* build every event first: a failing projection writes nothing */
   for(i=0; rc==SQLITE_OK && i<p->n; i++){
     KvStream *s = &p->a[i];
-    rc = kv_queue_alloc(pEng, s->zQueue, s->nQueue, s->iTabId, 1, &p->aId[i],
-                        pzErr);
+    rc = kv_queue_alloc(pEng, s->zQueue, s->nQueue, s->iTabId, &s->memo, 1,
+                        &p->aId[i], pzErr);
     if( rc==SQLITE_OK ){
       zSeq = sqlite3_mprintf("{\"seq\":%lld,\"op\":\"%s\",\"key\":",
                              (long long)p->aId[i], zOp);
