@@ -12,6 +12,8 @@
 **     | calls every component, and kv_conn_new/kv_conn_unref
 **   kv_func.c  kv_vtab.c  kv_tables.c  kv_stats.c  kv_vfunc.c  kv_attach.c
 **   kv_derived.c (also called by kv_func.c and kv_vtab.c: source writes)
+**   kv_queue.c, kv_stream.c (kv_stream.c also called by kv_derived.c: the
+**   change streams of source writes)
 **   depot_sql.c  depot_branch_sql.c  depot_verify_sql.c
 **   depot_compact_sql.c  depot_version.c        (one component each)
 **     | call only the shared files

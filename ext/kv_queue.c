@@ -666,9 +666,10 @@ static int qMsgOp(void *pArg, KvRoot *r, char **pzErr){
   int64_t iNow = kv_clock_ms();
   int bFound = 0;
   int rc = kv_queue_key(KVQ_MSG, o->iId, &k);
+  /* no read to register: every outcome but an error writes the key, and
+  ** the write conflicts with any commit of it after the snapshot */
   if( rc==SQLITE_OK ){
-    rc = kv_get(kv_root_engine(r), r, pI->zName, pI->nName, k.a, k.n, &v,
-                &bFound, pzErr);
+    rc = kv_peek(r, pI->zName, pI->nName, k.a, k.n, &v, &bFound, pzErr);
   }
   if( rc==SQLITE_OK && !bFound ){
     *pzErr = sqlite3_mprintf("kv: %s: queue %s has no message %lld (it was "
