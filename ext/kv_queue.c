@@ -59,12 +59,15 @@ SQLITE_EXTENSION_INIT3
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define QRETRY       1000          /* conflicts an own root retries */
 #define QBLOCK       1024          /* ids reserved per watermark commit */
 #define QMAX_MS      ((int64_t)1e13) /* longest delay or lease (~300 y) */
 #define QMAX_BATCH   100000
 #define QDEFAULT_MAX 5
+#define QFULL_MS     100           /* a lease scans from the head at least
+                                   ** this often (see qLeaseOp) */
 
 /* ------------------------------------------------------------ records --- */
 
@@ -282,6 +285,9 @@ struct QInfo {
   int nMaxAttempt;
   char *zSource;                /* change stream source, or NULL */
   KvqMemo memo;                 /* its id allocation (kv_queue_alloc) */
+  int64_t iHint;                /* leases: the first id the last scan met */
+  int64_t iFullMs;              /* ... and when a scan last began at the
+                                ** queue's head (monotonic ms) */
   QInfo *pNext;
 };
 
@@ -381,7 +387,10 @@ static int qInfo(QConn *q, KvEngine *pEng, const char *zName, QInfo **pp,
         if( rc==SQLITE_OK ) rc = qJsonGet(qDb(q), m.zOptions, "$.source",
                                           &p->zSource);
         p->bQueue = 1;
-        if( p->iId!=m.iId ) memset(&p->memo, 0, sizeof(p->memo));
+        if( p->iId!=m.iId ){
+          memset(&p->memo, 0, sizeof(p->memo));
+          p->iHint = 0;
+        }
         p->iId = m.iId;
         p->nMaxAttempt = zMax ? atoi(zMax) : QDEFAULT_MAX;
         if( p->nMaxAttempt<1 ) p->nMaxAttempt = QDEFAULT_MAX;
@@ -897,6 +906,7 @@ static void qDeadFunc(sqlite3_context *ctx, int argc, sqlite3_value **argv,
   if( rc==SQLITE_OK ) rc = qStore(q, argc>2 ? argv[2] : 0, &pEng, &zErr);
   if( rc==SQLITE_OK ) rc = qInfo(q, pEng, zQ, &o.pInfo, &zErr);
   if( rc==SQLITE_OK ) rc = qRun(q, pEng, 0, qDeadOp, &o, &zErr);
+  if( rc==SQLITE_OK && bRequeue ) o.pInfo->iHint = 0;
   if( rc==SQLITE_OK ) sqlite3_result_int64(ctx, o.nDone);
   else kv_sql_error(ctx, rc, zErr);
   kv_engine_unref(pEng);
@@ -920,17 +930,34 @@ struct QLease {
                                 ** (4), payload value encoding */
 };
 
+static int64_t qMonoMs(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
+}
+
+/* One lease.  The scan starts at the first id the connection's previous
+** scan met (every message present then has an id at least that, and acks
+** only remove messages), not at the queue's head, where the deletes of
+** acked messages a kv_btree or kv_log table has not collected yet would
+** be walked again by every lease; at least every QFULL_MS, and after a
+** requeue, it starts at the head, which finds a message whose producer
+** committed after that scan with an id given before it. */
 static int qLeaseOp(void *pArg, KvRoot *r, char **pzErr){
   QLease *l = (QLease*)pArg;
   QInfo *pI = l->pInfo;
   KvBuf lo = {0, 0, 0}, hi = {0, 0, 0}, v = {0, 0, 0};
   KvIter *pIter = 0;
   KvBound bLo, bHi;
-  int64_t iNow = kv_clock_ms();
-  int rc;
+  int64_t iNow = kv_clock_ms(), iMono = qMonoMs();
+  int rc, bFirst = 1;
   l->nGot = 0;
   kv_buf_reset(&l->out);
-  rc = kv_key_append_int(&lo, KVQ_MSG);
+  if( pI->iHint<=0 || iMono - pI->iFullMs >= QFULL_MS ){
+    pI->iHint = 0;
+    pI->iFullMs = iMono;
+  }
+  rc = kv_queue_key(KVQ_MSG, pI->iHint, &lo);
   if( rc==SQLITE_OK ) rc = kv_key_append_int(&hi, KVQ_MSG+1);
   bLo.aKey = lo.a; bLo.nKey = lo.n; bLo.bIncl = 1;
   bHi.aKey = hi.a; bHi.nKey = hi.n; bHi.bIncl = 0;
@@ -946,6 +973,10 @@ static int qLeaseOp(void *pArg, KvRoot *r, char **pzErr){
     int64_t iId;
     rc = kv_queue_rec_decode(e->aVal, e->nVal, &rec);
     if( rc==SQLITE_OK ) rc = qKeyId(e->aKey, e->nKey, &ePart, &iId);
+    if( rc==SQLITE_OK && bFirst ){
+      pI->iHint = iId;
+      bFirst = 0;
+    }
     if( rc==SQLITE_OK && rec.iVisible<=iNow ){
       if( (int64_t)rec.nAttempt>=pI->nMaxAttempt ){
         /* its last lease expired: it has had its attempts */

@@ -211,6 +211,38 @@ START_TEST(test_queue_ids_are_never_reused){
 }
 END_TEST
 
+/* A message whose producer commits after a lease scanned past its id is
+** delivered by a later lease (a scan from the queue's head, at least
+** every 100 ms). */
+START_TEST(test_queue_late_commit_of_an_earlier_id_is_delivered){
+  char *zDir = 0;
+  sqlite3 *db = q_open("queue-late", &zDir);
+  sqlite3 *db2 = th_openf("%s/db", zDir);
+  int i;
+  th_exec(db, "CREATE VIRTUAL TABLE jobs USING kv_queue");
+  th_exec(db2, "BEGIN");
+  ck_assert_int_eq(th_int(db2, "SELECT kv_enqueue('jobs', 'late')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_enqueue('jobs', 'early')"), 2);
+  th_text_is(db, "SELECT group_concat(id) FROM kv_queue_lease('jobs', 10, "
+                 "60000)", "2");
+  th_exec(db2, "COMMIT");
+  for(i=0; i<100; i++){
+    char *z = th_text(db, "SELECT group_concat(id) FROM "
+                          "kv_queue_lease('jobs', 10, 60000)");
+    if( z ){
+      ck_assert_str_eq(z, "1");
+      sqlite3_free(z);
+      break;
+    }
+    usleep(10000);
+  }
+  ck_assert_int_lt(i, 100);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ------------------------------------------------------ change streams -- */
 
 static void q_ck_events(sqlite3 *db, const char *zWant){
@@ -634,6 +666,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_queue_clock_expiry_nack_dead_letters);
   tcase_add_test(tc, test_queue_ack_in_consumer_transaction);
   tcase_add_test(tc, test_queue_ids_are_never_reused);
+  tcase_add_test(tc, test_queue_late_commit_of_an_earlier_id_is_delivered);
   tcase_add_loop_test(tc, test_queue_stream_one_event_per_mutation, 0, 3);
   tcase_add_test(tc, test_queue_bad_input_changes_nothing);
   tcase_add_test(tc, test_queue_concurrent_consumers_never_share_a_message);
