@@ -7,7 +7,7 @@
 ** consumers.
 **
 ** The kill tests start a child (th_spawn) that produces (random writes
-** to a source with a change stream, and direct enqueues) or consumes
+** to a source with a change stream) or consumes
 ** (lease, then in one transaction record the message and ack it), kill it
 ** with SIGKILL at a random moment, and check the reopened store: replaying
 ** the stream's events in id order rebuilds the source exactly (no
@@ -501,8 +501,8 @@ END_TEST
 
 #define QK_MSG 300
 
-/* Child "produce DIR SEED": random writes to users (a stream into uc) and
-** enqueues into jobs until killed.  Child "consume DIR SEED": leases from
+/* Child "produce DIR SEED": random transactions of writes to users (a
+** stream into uc) until killed.  Child "consume DIR SEED": leases from
 ** jobs and, per message, records it in done and acks it in one
 ** transaction, until killed. */
 int depot_test_child(int argc, char **argv){
