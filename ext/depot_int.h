@@ -12,6 +12,8 @@
 **     | calls every component, and kv_conn_new/kv_conn_unref
 **   kv_func.c  kv_vtab.c  kv_tables.c  kv_stats.c  kv_vfunc.c  kv_attach.c
 **   kv_derived.c (also called by kv_func.c and kv_vtab.c: source writes)
+**   kv_queue.c, kv_stream.c (kv_stream.c also called by kv_derived.c: the
+**   change streams of source writes)
 **   depot_sql.c  depot_branch_sql.c  depot_verify_sql.c
 **   depot_compact_sql.c  depot_version.c        (one component each)
 **     | call only the shared files
@@ -53,6 +55,7 @@ extern const DepotComponent depotKvVfuncComponent;    /* kv_vfunc.c */
 extern const DepotComponent depotKvPreparedComponent; /* kv_prepared.c */
 extern const DepotComponent depotKvAttachComponent;   /* kv_attach.c */
 extern const DepotComponent depotKvDerivedComponent;  /* kv_derived.c */
+extern const DepotComponent depotKvQueueComponent;    /* kv_queue.c */
 extern const DepotComponent depotSqlComponent;        /* depot_sql.c */
 extern const DepotComponent depotBranchSqlComponent;  /* depot_branch_sql.c */
 extern const DepotComponent depotVerifySqlComponent;  /* depot_verify_sql.c */

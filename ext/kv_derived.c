@@ -67,6 +67,7 @@
 #include "config.h"
 #include "ext/depot_int.h"
 #include "ext/kv_sql.h"
+#include "ext/kv_queue.h"
 #include "ext/listing.h"
 #include "ext/kv/kv.h"
 SQLITE_EXTENSION_INIT3
@@ -115,6 +116,8 @@ struct DvSource {
   sqlite3_stmt *pBind;          /* fast path: SELECT ?1, ?2, ... */
   DvList *aOld, *aNew;          /* nCarrier lists each: a write's entries */
   int *abCover;                 /* nCarrier flags: a write's carriers */
+  KvStreams *pStreams;          /* its change streams (kv_stream.c) */
+  int bQueue;                   /* the table is a queue (kv_queue.c) */
   DvSource *pNext;
 };
 
@@ -272,6 +275,8 @@ static void dvSourceClear(DvSource *s){
   sqlite3_free(s->aNew);
   sqlite3_free(s->abCover);
   s->pAll = 0; s->aOld = s->aNew = 0; s->abCover = 0;
+  kv_stream_free(s->pStreams);
+  s->pStreams = 0; s->bQueue = 0;
   sqlite3_free(s->a);
   sqlite3_free(s->zCarrierOf);
   s->a = 0; s->nCarrier = 0; s->zCarrierOf = 0;
@@ -340,6 +345,9 @@ static int dvSourceRead(sqlite3 *db, DvSource *s){
     s->zCarrierOf = zOf;
     s->eCarrierKind = dvKindOf(zKind);
     zOf = 0;
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_stream_load(db, s->pEng, zOpt, &s->pStreams, &s->bQueue);
   }
   if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.carriers", &zList);
   if( rc==SQLITE_OK && zList ){
@@ -1202,7 +1210,12 @@ again:
         s->zCarrierOf, s->zCarrierOf);
     return SQLITE_ERROR;
   }
-  if( s->nCarrier==0 ) return SQLITE_OK;
+  if( s->bQueue ){
+    *pzErr = sqlite3_mprintf("kv: table %s is a queue: it changes through "
+        "kv_enqueue and the kv_queue_* functions", s->zName);
+    return SQLITE_ERROR;
+  }
+  if( s->nCarrier==0 && s->pStreams==0 ) return SQLITE_OK;
   /* A write that fails must leave nothing behind, with or without a
   ** statement savepoint of SQLite's (a one-row statement has none): every
   ** projection and unique claim is checked before the first write. */
@@ -1246,6 +1259,11 @@ again:
     if( s->abCover[i] && s->a[i].eKind==DV_UNIQUE ){
       rc = dvUniqueCheck(r, &s->a[i], &s->aOld[i], &s->aNew[i], pzErr);
     }
+  }
+  if( rc==SQLITE_OK && s->pStreams ){
+    /* the change streams' events: built (and checked) before any write */
+    rc = kv_stream_write(dvDb(pConn), s->pStreams, r, zTab, nTab, aKey, nKey,
+                         aVal, nVal, bDelete, bFound, old.a, old.n, pzErr);
   }
   kv_buf_free(&old);
   if( rc!=SQLITE_OK ) return rc;
@@ -1488,6 +1506,12 @@ static int dvDeclareStep(KvRoot *r, void *pArg, char **pzErr){
   if( rc==SQLITE_OK && zOf ){
     *pzErr = sqlite3_mprintf("kv: %s is itself an index or counter; declare "
                              "carriers on a plain KV table", d->zSource);
+    rc = SQLITE_ERROR;
+  }
+  if( rc==SQLITE_OK ) rc = dvJsonGet(d->db, zSrcOpt, "$.queue", &zOf);
+  if( rc==SQLITE_OK && zOf ){
+    *pzErr = sqlite3_mprintf("kv: %s is a queue; declare carriers on a "
+                             "plain KV table", d->zSource);
     rc = SQLITE_ERROR;
   }
   if( rc==SQLITE_OK ){

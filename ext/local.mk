@@ -23,6 +23,9 @@ DEPOT_SOURCES += \
 	ext/kv_func.c \
 	ext/kv_tables.c \
 	ext/kv_derived.c \
+	ext/kv_queue.h \
+	ext/kv_queue.c \
+	ext/kv_stream.c \
 	ext/kv_readset.c \
 	ext/kv_vfunc.c \
 	ext/kv_prepared.c \

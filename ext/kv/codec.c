@@ -994,6 +994,19 @@ int kv_value_encode_text(const uint8_t *aKind, const char *z, int n,
   return rc;
 }
 
+int kv_value_encode_blob(const void *z, int n, KvBuf *pOut){
+  uint8_t aHdr[2];
+  int rc;
+  aHdr[0] = KVC_KIND_NONE;
+  aHdr[1] = KVC_VAL_BLOB;
+  rc = kv_buf_append(pOut, aHdr, 2);
+  if( rc==SQLITE_OK && n>0 ){
+    rc = kv_buf_append(pOut, z, n);
+    if( rc!=SQLITE_OK ) pOut->n -= 2;
+  }
+  return rc;
+}
+
 const char *kv_value_text(const uint8_t *aVal, int nVal, int *pn){
   KvcVal v;
   if( kvcValueDecode(aVal, nVal, &v)!=SQLITE_OK || v.eType!=SQLITE_TEXT ){

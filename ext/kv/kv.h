@@ -248,6 +248,9 @@ int kv_value_bind(sqlite3_stmt *pStmt, int iParam, const uint8_t *aVal,
 int kv_value_encode_text(const uint8_t *aKind, const char *z, int n,
                          KvBuf *pOut);
 const char *kv_value_text(const uint8_t *aVal, int nVal, int *pn);
+/* Append the value encoding of blob z/n (no numeric kind): queue
+** records (ext/kv_queue.c).  SQLITE_OK or SQLITE_NOMEM. */
+int kv_value_encode_blob(const void *z, int n, KvBuf *pOut);
 
 /* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd;
 ** the caller frees it; NULL on OOM).  Text over 64 bytes and blobs over
@@ -449,6 +452,9 @@ void kv_root_set_sync(KvRoot*, int eSync);
 #define KV_ORIGIN_EXPIRE 1
 void kv_root_set_origin(KvRoot*, int eOrigin);
 int kv_root_origin(KvRoot*);
+/* The root's transaction id (unique among the store's transactions of
+** this process; change streams record it). */
+uint64_t kv_root_tid(KvRoot*);
 
 /* The clock of deadlines (TTL, queue leases and delays), unix ms
 ** (clock.c).  The wall clock unless set for a test: KV_CLOCK_OFFSET adds

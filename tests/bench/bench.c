@@ -200,6 +200,12 @@ static const BenchWorkload aWorkload[] = {
     "the same into a kv_btree table without carriers",
     "the same with a kv_index and a kv_counter",
     0, 5, bench_derived_vs_plain },
+  { "queue_vs_sqlite",
+    "4000 enqueues, leases of 10, 4000 acks, each its own txn: SQLite table "
+    "with UPDATE ... RETURNING leases (WAL, sync NORMAL)",
+    "the same through a kv_queue: kv_enqueue, kv_queue_lease, kv_queue_ack "
+    "(kv_synchronous normal)",
+    1.00, 5, bench_queue_vs_sqlite },
   { "kv_log_load",
     "1M keys, 100 synced txns, SQLite file WITHOUT ROWID (WAL, sync FULL)",
     "1M keys, 100 kv_logstore_apply + kv_logstore_sync",

@@ -105,6 +105,8 @@ double bench_lock_procs_normal(int bCandidate, const char *zDir);
 ** source alone. */
 double bench_derived_vs_sqlite(int bCandidate, const char *zDir);
 double bench_derived_vs_plain(int bCandidate, const char *zDir);
+/* tests/bench/bench_queue.c: a kv_queue against a SQLite table queue. */
+double bench_queue_vs_sqlite(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);

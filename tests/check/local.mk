@@ -203,6 +203,11 @@ TESTS += tests/check/check_derived
 tests_check_check_derived_SOURCES = tests/check/check_derived.c $(TEST_HARNESS)
 tests_check_check_derived_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_queue
+TESTS += tests/check/check_queue
+tests_check_check_queue_SOURCES = tests/check/check_queue.c $(TEST_HARNESS)
+tests_check_check_queue_LDADD = $(TEST_LDADD)
+
 # The PostgreSQL store backend against a private cluster that pg_suite.sh
 # starts (pg_cluster.sh: initdb, pg_ctl on a unix socket, trust auth) and
 # stops, also on failure; skipped without libpq or the server programs.
