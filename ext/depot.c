@@ -32,6 +32,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotKvPreparedComponent,  /* kv_prepared, kv_commit/rollback_prepared */
   &depotKvAttachComponent,    /* kv_attach; temp declarations at load */
   &depotKvDerivedComponent,   /* kv_index, kv_counter, kv_validate, ... */
+  &depotKvTtlComponent,       /* kv_sweep */
   &depotSqlComponent,         /* the depot VFS, commits, stats, import */
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
   &depotVerifySqlComponent,   /* quotas, verify */
