@@ -260,6 +260,15 @@ int kv_derived_remove_carriers(KvConn*, KvRoot *r, const char *zTab,
 int kv_derived_remove(KvConn*, KvEngine*, const char *zName, int bSource,
                       char **pzErr);
 
+/* kv_hook_api.c: the store and KV table behind table zSchema.zTable of
+** db as the connection sees it (zSchema NULL: the table the unqualified
+** name reaches); *ppEng holds a reference, *pzKvTab is sqlite3_malloc'd.
+** The caller holds db's mutex.  Messages start with zFunc.  Used by the
+** public hook and watch APIs (ext/depot_kv.h). */
+int kv_hook_resolve(sqlite3 *db, const char *zFunc, const char *zSchema,
+                    const char *zTable, KvEngine **ppEng, char **pzKvTab,
+                    char **pzErr);
+
 /* Per-entry TTL (kv_ttl.c).  A KV table declares a deadline with the
 ** module argument ttl_ms=N (every write lives N ms) or deadline='expr'
 ** (an SQL expression over key, value and now giving the deadline in unix

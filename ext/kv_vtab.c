@@ -162,10 +162,10 @@ static void vtabUnquote(char *z){
 /* The error of a module argument that is not one this table type takes. */
 static int vtabArgBad(const char *zArg, const VtabArgs *pA, char **pzErr){
   *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH%s, "
-      "ttl_ms=N or deadline='expr'",
+      "and a deadline: ttl_ms=N or deadline='expr'",
       zArg, strcmp(pA->zType, "kv_btree")==0
-            ? ", persistence=0|1, accelerated_repair=0|1"
-            : ", persistence=0|1");
+            ? ", persistence=0|1 or accelerated_repair=0|1"
+            : " or persistence=0|1");
   return SQLITE_ERROR;
 }
 

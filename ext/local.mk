@@ -24,6 +24,7 @@ DEPOT_SOURCES += \
 	ext/kv_tables.c \
 	ext/kv_derived.c \
 	ext/kv_ttl.c \
+	ext/kv_watch.c \
 	ext/kv_readset.c \
 	ext/kv_vfunc.c \
 	ext/kv_prepared.c \
