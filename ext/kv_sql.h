@@ -301,9 +301,12 @@ void kv_ttl_attach(KvConn*, KvEngine*, const char *zTab, int nTab);
 int kv_ttl_sweep_table(KvConn*, KvEngine*, const char *zTab, int nTab,
                        int nBatch, int64_t *pnRemoved, char **pzErr);
 #ifdef DEPOT_TEST
-/* Test hook: the interval between background sweeper passes of stores
-** whose sweeper starts from now on (default 1000 ms). */
+/* Test hooks: the interval between background sweeper passes of stores
+** whose sweeper starts from now on (default 1000 ms); a callback that
+** every sweep batch calls after it read its rows and before it commits
+** (NULL: none), to interleave a writer (remove-if-still-expired). */
 void kv_ttl_test_interval(int64_t iMs);
+void kv_ttl_test_before_commit(void (*x)(void*), void *pArg);
 #endif
 
 #endif /* DEPOT_KV_SQL_H */

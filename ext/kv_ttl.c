@@ -78,6 +78,10 @@ struct TtlCache {
 };
 
 static int64_t ttlInterval = 1000;   /* ms between background passes */
+#ifdef DEPOT_TEST
+static void (*ttlTestBeforeCommit)(void*) = 0;
+static void *ttlTestBeforeCommitArg = 0;
+#endif
 
 /* ------------------------------------------------------------- cache --- */
 
@@ -465,6 +469,11 @@ static int ttlBatch(KvConn *pConn, KvEngine *pEng, const char *zTab,
     }
     if( rc==SQLITE_OK ) rc = kv_del(r, zTab, nTab, aKey, nKey, pzErr);
   }
+#ifdef DEPOT_TEST
+  if( rc==SQLITE_OK && rows.n>0 && ttlTestBeforeCommit ){
+    ttlTestBeforeCommit(ttlTestBeforeCommitArg);
+  }
+#endif
   if( rc==SQLITE_OK && rows.n>0 ){
     rc = kv_root_commit(r, pzErr);
     if( rc==SQLITE_OK ) *pnDone = rows.n;
@@ -564,6 +573,10 @@ static int ttlPass(KvEngine *pEng, void *pArg){
 #ifdef DEPOT_TEST
 void kv_ttl_test_interval(int64_t iMs){
   ttlInterval = iMs>0 ? iMs : 1000;
+}
+void kv_ttl_test_before_commit(void (*x)(void*), void *pArg){
+  ttlTestBeforeCommit = x;
+  ttlTestBeforeCommitArg = pArg;
 }
 #endif
 
