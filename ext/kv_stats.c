@@ -50,7 +50,12 @@ static int statsTableRow(void *pCtx, const char *zName, const char *zType,
   depot_rows_text(p, pSt->zError[0] ? pSt->zError : 0);
   depot_rows_null(p);
   depot_rows_null(p);
-  depot_rows_int(p, pSt->nExpired);
+  if( p->bCostly ){
+    depot_rows_int(p, kv_table_expired_count(c->pEng, zName,
+                                             (int)strlen(zName)));
+  }else{
+    depot_rows_int(p, 0);
+  }
   depot_rows_int(p, pSt->nSweepPass);
   return depot_rows_int(p, pSt->nSwept);
 }

@@ -510,7 +510,7 @@ static void engInDoubtFree(KvRoot *p){
 static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
-  kvSweeperStop(pEng);                 /* TTL: no sweep after this */
+  if( pEng->xSweepStop ) pEng->xSweepStop(pEng);  /* no TTL sweep after */
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
   if( pEng->xHookFree ) pEng->xHookFree(pEng);   /* hook.c's state */
   while( pEng->pInDoubt ){             /* they stay in the WAL */
@@ -790,8 +790,6 @@ int kv_engine_table_stats(KvEngine *pEng, int bCount,
     }
     st.nSweepPass = __atomic_load_n(&t->nSweepPass, __ATOMIC_RELAXED);
     st.nSwept = __atomic_load_n(&t->nSwept, __ATOMIC_RELAXED);
-    st.nExpired = bCount && t->pData && kvTableHasDeadlines(t)
-                ? kvTableExpiredCount(pEng, t) : 0;
     rc = xTable(pCtx, t->zName, t->meta.zType, &st);
   }
   pthread_mutex_lock(&pEng->mutex);

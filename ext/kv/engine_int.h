@@ -109,6 +109,7 @@ struct KvEngine {
                                 ** set once, at the first registration */
   void (*xHookFree)(KvEngine*); /* frees pHook; set by hook.c with it */
   KvSweeper *pSweep;            /* TTL sweeper thread (expire.c), mutex */
+  void (*xSweepStop)(KvEngine*);/* stops it; set by expire.c with it */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
   KvEngine *pNextEngine;        /* registry mutex (engine.c) */
@@ -221,11 +222,6 @@ int kvEngineFailed(KvEngine*, char **pzErr);
 /* Add a reference to an open store: 0, and nothing taken, once its last
 ** reference is gone (it is closing).  Takes the registry mutex. */
 int kvEngineTryRef(KvEngine*);
-/* expire.c: stop the TTL sweeper (join it, or detach it when called on
-** its own thread) as the store closes; per-table deadline facts. */
-void kvSweeperStop(KvEngine*);
-int kvTableHasDeadlines(const KvTable*);
-int64_t kvTableExpiredCount(KvEngine*, KvTable*);
 /* Publishing commit cid failed with rc (message *pzErr, replaced by the
 ** store's failed-state message): the store enters its failed state, in
 ** which every later operation fails, until it is opened again.  Engine

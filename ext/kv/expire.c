@@ -12,8 +12,9 @@
 ** Lifetime.  The thread holds no reference on the store between passes:
 ** before a pass it takes one if the store is still open (kvEngineTryRef:
 ** refused once the last reference is gone), and drops it after.  So a
-** store never closes while a pass runs, and the close (engFree) stops the
-** sweeper first, before the tables flush and the WAL closes.  When the
+** store never closes while a pass runs, and the close (engFree, through
+** KvEngine.xSweepStop) stops the sweeper first, before the tables flush
+** and the WAL closes.  When the
 ** pass's own reference is the last one, the close runs on the sweeper
 ** thread itself: it then detaches the thread instead of joining it, and
 ** the thread frees its state as it leaves.
@@ -86,6 +87,8 @@ static void *sweepMain(void *pArg){
   return 0;
 }
 
+static void sweepStop(KvEngine *pEng);
+
 int kv_engine_sweeper_start(KvEngine *pEng, KvSweepFn xPass, void *pArg,
                             void (*xFree)(void*), int64_t iIntervalMs,
                             char **pzErr){
@@ -124,6 +127,7 @@ int kv_engine_sweeper_start(KvEngine *pEng, KvSweepFn xPass, void *pArg,
     return SQLITE_ERROR;
   }
   pEng->pSweep = s;
+  pEng->xSweepStop = sweepStop;
   pthread_mutex_unlock(&pEng->mutex);
   return SQLITE_OK;
 }
@@ -149,7 +153,8 @@ void kv_engine_sweeper_wake(KvEngine *pEng){
   pthread_mutex_unlock(&pEng->mutex);
 }
 
-void kvSweeperStop(KvEngine *pEng){
+/* KvEngine.xSweepStop: the store is closing. */
+static void sweepStop(KvEngine *pEng){
   KvSweeper *s = pEng->pSweep;
   if( s==0 ) return;
   pEng->pSweep = 0;                      /* the store is closing: no lock */
@@ -183,18 +188,20 @@ void kv_table_sweep_note(KvEngine *pEng, const char *zTab, int nTab,
   pthread_mutex_unlock(&pEng->mutex);
 }
 
-int kvTableHasDeadlines(const KvTable *t){
-  const char *z = t->meta.zOptions;
-  return z && (strstr(z, "\"ttl_ms\"") || strstr(z, "\"deadline\""));
-}
-
-/* The rows of t whose deadline has passed (a scan of t). */
-int64_t kvTableExpiredCount(KvEngine *pEng, KvTable *t){
+int64_t kv_table_expired_count(KvEngine *pEng, const char *zTab, int nTab){
   KvIter *pIter = 0;
+  KvMeta meta;
   char *zErr = 0;
   int64_t n = 0, iNow = kv_clock_ms();
-  if( kv_iter_open(pEng, 0, t->zName, t->nName, 0, 0, KV_ITER_WITH_EXPIRED,
-                   &pIter, &zErr)==SQLITE_OK ){
+  int bFound = 0, bTtl;
+  if( kv_table_meta(pEng, 0, zTab, nTab, &meta, &bFound)!=SQLITE_OK ){
+    bFound = 0;
+  }
+  bTtl = bFound && meta.zOptions && (strstr(meta.zOptions, "\"ttl_ms\"")
+                                  || strstr(meta.zOptions, "\"deadline\""));
+  kv_meta_clear(&meta);
+  if( bTtl && kv_iter_open(pEng, 0, zTab, nTab, 0, 0, KV_ITER_WITH_EXPIRED,
+                           &pIter, &zErr)==SQLITE_OK ){
     for(; !kv_iter_eof(pIter); kv_iter_next(pIter)){
       const KvMapEntry *e = kv_iter_current(pIter);
       n += kv_value_expired(e->aVal, e->nVal, iNow);

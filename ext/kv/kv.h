@@ -335,8 +335,6 @@ struct KvBackendStats {
   int64_t nPending;        /* WAL records of the table not yet confirmed */
   int64_t nError;          /* collector write/sync failures since open */
   char zError[400];        /* the last such failure ("" if none) */
-  int64_t nExpired;        /* rows past their deadline, not yet swept
-                           ** (bCount only: a scan of the table) */
   int64_t nSweepPass;      /* TTL sweep batches committed since open */
   int64_t nSwept;          /* rows they removed */
 };
@@ -505,6 +503,10 @@ int kv_engine_sweeper_running(KvEngine*);
 void kv_engine_sweeper_wake(KvEngine*);
 void kv_table_sweep_note(KvEngine*, const char *zTab, int nTab,
                          int64_t nPass, int64_t nRows);
+/* The rows of table zTab past their deadline and not yet removed: a scan
+** of the table when its options declare a deadline, else 0 (also for no
+** such table and a read error). */
+int64_t kv_table_expired_count(KvEngine*, const char *zTab, int nTab);
 
 /* Protocols of a root.  A root starts with none; kv_get with a root,
 ** kv_root_prepare and kv_root_commit of an active root select ORDINARY;
