@@ -33,6 +33,7 @@ static const DepotComponent *const aDepotComponent[] = {
   &depotKvAttachComponent,    /* kv_attach; temp declarations at load */
   &depotKvDerivedComponent,   /* kv_index, kv_counter, kv_validate, ... */
   &depotKvQueueComponent,     /* kv_queue, kv_enqueue, kv_queue_lease, ... */
+  &depotKvTtlComponent,       /* kv_sweep */
   &depotSqlComponent,         /* the depot VFS, commits, stats, import */
   &depotBranchSqlComponent,   /* forks, restore points, PITR, buckets */
   &depotVerifySqlComponent,   /* quotas, verify */

@@ -56,6 +56,7 @@ extern const DepotComponent depotKvPreparedComponent; /* kv_prepared.c */
 extern const DepotComponent depotKvAttachComponent;   /* kv_attach.c */
 extern const DepotComponent depotKvDerivedComponent;  /* kv_derived.c */
 extern const DepotComponent depotKvQueueComponent;    /* kv_queue.c */
+extern const DepotComponent depotKvTtlComponent;      /* kv_ttl.c */
 extern const DepotComponent depotSqlComponent;        /* depot_sql.c */
 extern const DepotComponent depotBranchSqlComponent;  /* depot_branch_sql.c */
 extern const DepotComponent depotVerifySqlComponent;  /* depot_verify_sql.c */

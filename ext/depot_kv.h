@@ -3,6 +3,9 @@
 ** KV tables (installed beside depot.h; link libdepot, `pkg-config --cflags
 ** --libs depot`).
 **
+** Also here: watch subscriptions (depot_kv_watch_*, at the end), the
+** changes of a table queued for a subscriber thread.
+**
 ** A write hook is a set of C callbacks on one KV table (kv_memory,
 ** kv_btree or kv_log): xWrite hears every key a committed transaction
 ** wrote to the table, with the new value and, on request, the old one;
@@ -221,6 +224,108 @@ void depot_kv_hook_unregister(depot_kv_hook *pHook);
 */
 int depot_kv_value_bind(sqlite3_stmt *pStmt, int iParam,
                         const depot_kv_value *pValue);
+
+/*
+** Watch subscriptions.  A watch queues the changes committed to one KV
+** table, or to the keys of a range of it, for a subscriber that reads
+** them when it likes, on a thread of its own:
+**
+**     depot_kv_watch *pW = 0;
+**     const depot_kv_event *pEv;
+**     depot_kv_watch_open(db, 0, "users", 0, 0, DEPOT_KV_WATCH_OLD_VALUE,
+**                         1024, &pW, &zErr);
+**     while( depot_kv_watch_next(pW, 1000, &pEv)==SQLITE_ROW ){
+**       if( pEv->nLost ) ... resynchronise: scan the table ...
+**       ... pEv->key, pEv->pOld, pEv->pNew ...
+**     }
+**     depot_kv_watch_close(pW);
+**
+** Events.  One per key a committed transaction wrote in the range, queued
+** after the commit is durable and visible (the write hook of the table,
+** above, in commit order, a commit's keys in key order), so a subscriber
+** sees commits in the order they happened and never one that rolled
+** back.  pNew is the value written, NULL for a delete (also the removal
+** of an expired row by the TTL sweeper); with DEPOT_KV_WATCH_OLD_VALUE
+** pOld is the value the commit replaced (NULL: the key was absent), else
+** pOld is always NULL.  Each event has the next sequence number of the
+** watch, iSeq = 1, 2, ...
+**
+** Bounded, never blocking writers.  The watch keeps at most nCapacity
+** events.  When a commit brings one more, the oldest is dropped: a slow
+** subscriber loses events instead of slowing the writers, which only copy
+** each change into the ring.  The next event it reads says exactly how
+** many were lost just before it (nLost, the gap in iSeq), and
+** depot_kv_watch_lost() counts all lost so far; after a loss the
+** subscriber resynchronises by reading the table (a scan sees at least
+** every change it lost; later events may repeat what the scan showed).
+**
+** Threads.  Writers (any connection of the process that commits to the
+** table) and the subscriber may run at the same time; depot_kv_watch_next
+** is called by one thread at a time per watch.  depot_kv_watch_close may
+** be called from any thread that is not inside depot_kv_watch_next of the
+** same watch.
+*/
+typedef struct depot_kv_watch depot_kv_watch;
+typedef struct depot_kv_event depot_kv_event;
+struct depot_kv_event {
+  sqlite3_uint64 iSeq;          /* 1, 2, ...: every queued change counts */
+  sqlite3_uint64 nLost;         /* events dropped just before this one */
+  depot_kv_value key;
+  const depot_kv_value *pOld;   /* the old value, or NULL */
+  const depot_kv_value *pNew;   /* the new value, NULL for a delete */
+};
+
+#define DEPOT_KV_WATCH_OLD_VALUE 0x01   /* events carry the old value */
+
+/*
+** Subscribe to KV table zTable of schema zSchema of connection db (named
+** as depot_kv_hook_register names it; db is used during the call only),
+** keys from *pLo to *pHi, both included (a NULL pointer: no bound; keys
+** compare as SQLite compares them: numbers, then text, then blobs), with
+** flags (DEPOT_KV_WATCH_OLD_VALUE or 0) and a ring of nCapacity events
+** (1..1048576).  The watch sees the commits published after this returns.
+** It holds the table's store open until depot_kv_watch_close.  Errors
+** (*ppWatch NULL): SQLITE_MISUSE for a NULL db, zTable or ppWatch,
+** unknown flags, a capacity out of range, a NULL-typed bound, a call from
+** inside a hook callback; the errors of depot_kv_hook_register for the
+** table ("no such table", "not a KV table", a missing store); an eventfd
+** that cannot be made (SQLITE_CANTOPEN); SQLITE_NOMEM.
+*/
+int depot_kv_watch_open(sqlite3 *db, const char *zSchema, const char *zTable,
+                        const depot_kv_value *pLo, const depot_kv_value *pHi,
+                        unsigned flags, int nCapacity,
+                        depot_kv_watch **ppWatch, char **pzErr);
+
+/*
+** The oldest queued event of pWatch, waiting up to msTimeout ms for one
+** (0: do not wait; negative: wait until one comes).  SQLITE_ROW with
+** *ppEvent set: the event and the values it points to belong to the watch
+** and stay valid until the next call or depot_kv_watch_close.
+** SQLITE_DONE: none came in time.  SQLITE_ABORT: none is queued and the
+** table was removed (no event will come).  SQLITE_MISUSE: a NULL argument.
+** An event that cannot be decoded returns SQLITE_NOMEM (it is consumed).
+*/
+int depot_kv_watch_next(depot_kv_watch *pWatch, int msTimeout,
+                        const depot_kv_event **ppEvent);
+
+/*
+** An eventfd (non-blocking, close-on-exec, owned by the watch) that is
+** readable while the watch holds events, or the table was removed, for
+** poll()/epoll loops: when it polls readable, call depot_kv_watch_next
+** with timeout 0 until it returns SQLITE_DONE.  Do not read or close it.
+*/
+int depot_kv_watch_fd(depot_kv_watch *pWatch);
+
+/* The number of events pWatch dropped so far because its ring was full. */
+sqlite3_uint64 depot_kv_watch_lost(depot_kv_watch *pWatch);
+
+/*
+** End the subscription (NULL: no-op): no event is queued after this
+** returns and the watch, its events and its eventfd are freed (at the end
+** of a delivery in progress on another thread, if one is).  pWatch must
+** not be used afterwards.
+*/
+void depot_kv_watch_close(depot_kv_watch *pWatch);
 
 #ifdef __cplusplus
 }

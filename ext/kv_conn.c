@@ -53,6 +53,7 @@ void kv_conn_unref(void *pArg){
   }
   kv_root_free(p->pSqlRoot);
   if( p->xDerivedFree ) p->xDerivedFree(p);    /* kv_derived.c's cache */
+  if( p->xTtlFree ) p->xTtlFree(p);            /* kv_ttl.c's policies */
   while( p->pDecl ){                 /* the notes of kv_decl.c */
     KvDecl *d = p->pDecl;
     p->pDecl = d->pNext;

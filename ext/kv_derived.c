@@ -602,12 +602,52 @@ static int dvEntriesFrom(sqlite3 *db, DvCache *pC, DvCarrier *c,
   return rc;
 }
 
+/* Per-entry TTL: the index and unique entries of a source row whose value
+** carries a deadline carry the same deadline (kv.h "Deadlines"), so they
+** turn invisible with the row, at once, without a read of the source; a
+** counter counts the row until the sweeper removes it.  Gives entries
+** iFrom.. of p (the last ones of p->data) the deadline of aVal/nVal. */
+static int dvStamp(const DvCarrier *c, const uint8_t *aVal, int nVal,
+                   DvList *p, int iFrom){
+  KvBuf tail = {0, 0, 0}, v = {0, 0, 0};
+  int64_t iDeadline;
+  int i, iBase, rc = SQLITE_OK;
+  if( c->eKind==DV_COUNTER || iFrom>=p->n
+   || !kv_value_deadline(aVal, nVal, &iDeadline) ){
+    return SQLITE_OK;
+  }
+  iBase = p->a[iFrom].iKey;
+  rc = kv_buf_append(&tail, p->data.a+iBase, p->data.n-iBase);
+  p->data.n = iBase;
+  for(i=iFrom; rc==SQLITE_OK && i<p->n; i++){
+    DvEntry *e = &p->a[i];
+    const uint8_t *t = tail.a + (e->iKey - iBase);
+    kv_buf_reset(&v);
+    rc = kv_buf_append(&v, t + e->nKey, e->nVal);
+    if( rc==SQLITE_OK ) rc = kv_value_set_deadline(&v, 1, iDeadline);
+    if( rc==SQLITE_OK ){
+      e->iKey = p->data.n;
+      rc = kv_buf_append(&p->data, t, e->nKey);
+    }
+    if( rc==SQLITE_OK ){
+      e->iVal = p->data.n;
+      e->nVal = v.n;
+      rc = kv_buf_append(&p->data, v.a, v.n);
+    }
+  }
+  if( rc!=SQLITE_OK ) p->n = iFrom;
+  kv_buf_free(&tail);
+  kv_buf_free(&v);
+  return rc;
+}
+
 /* Append the entries of source row (aKey, aVal) for carrier c to pList.
 ** A failure names the carrier and the key (*pzErr). */
 static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
                      const uint8_t *aKey, int nKey, const uint8_t *aVal,
                      int nVal, DvList *pList, char **pzErr){
   char *zWhy = 0;
+  int iFrom = pList->n;
   int rc = db ? dvPrepareProj(db, c) : SQLITE_NOMEM;
   if( rc==SQLITE_OK ){
     rc = kv_key_bind(c->pProj, 1, aKey, nKey, aVal, nVal);
@@ -617,6 +657,7 @@ static int dvEntries(sqlite3 *db, DvCache *pC, DvCarrier *c, const char *zSrc,
     rc = sqlite3_step(c->pProj);
     if( rc==SQLITE_ROW ){
       rc = dvEntriesFrom(db, pC, c, aKey, nKey, c->pProj, 1, pList, &zWhy);
+      if( rc==SQLITE_OK ) rc = dvStamp(c, aVal, nVal, pList, iFrom);
     }else{
       zWhy = sqlite3_mprintf("%s", sqlite3_errmsg(db));
       if( rc==SQLITE_DONE ) rc = SQLITE_ERROR;
@@ -946,8 +987,12 @@ static int dvEntriesAll(sqlite3 *db, DvCache *pC, DvSource *s,
       rc = SQLITE_OK;
       for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
         if( !abCover[i] ) continue;
+        int iFrom = aList[i].n;
         rc = dvEntriesFrom(db, pC, &s->a[i], aKey, nKey, s->pBind, 1+2*i,
                            &aList[i], &zWhy);
+        if( rc==SQLITE_OK ){
+          rc = dvStamp(&s->a[i], aVal, nVal, &aList[i], iFrom);
+        }
         if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
           *pzErr = dvProjError(&s->a[i], s->zName, aKey, nKey,
                                zWhy ? zWhy : sqlite3_errstr(rc));
@@ -978,8 +1023,10 @@ static int dvEntriesAll(sqlite3 *db, DvCache *pC, DvSource *s,
   if( rc==SQLITE_OK && sqlite3_step(s->pAll)==SQLITE_ROW ){
     for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
       if( !abCover[i] ) continue;
+      int iFrom = aList[i].n;
       rc = dvEntriesFrom(db, pC, &s->a[i], aKey, nKey, s->pAll, 1+2*i,
                          &aList[i], &zWhy);
+      if( rc==SQLITE_OK ) rc = dvStamp(&s->a[i], aVal, nVal, &aList[i], iFrom);
       if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
         *pzErr = dvProjError(&s->a[i], s->zName, aKey, nKey,
                              zWhy ? zWhy : sqlite3_errstr(rc));
@@ -1097,8 +1144,7 @@ static int dvUniqueError(DvCarrier *c, const uint8_t *aKey, int nKey,
 /* Does the stored unique entry (aHeld) name the same source key as e? */
 static int dvSameOwner(const uint8_t *aHeld, int nHeld, const DvList *p,
                        const DvEntry *e){
-  return nHeld==e->nVal && nHeld>=1
-      && memcmp(aHeld+1, dvValOf(p, e)+1, nHeld-1)==0;
+  return kv_value_same_payload(aHeld, nHeld, dvValOf(p, e), e->nVal);
 }
 
 /* Would claiming the unique entries of pNew missing from pOld take a
@@ -1356,7 +1402,8 @@ static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
     if( rc==SQLITE_OK ) rc = kv_root_bind(r, zSrc, (int)strlen(zSrc), pzErr);
     if( rc==SQLITE_OK ){
       rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc),
-                        c.cursor.n ? &lo : 0, 0, 0, &pIter, pzErr);
+                        c.cursor.n ? &lo : 0, 0, KV_ITER_WITH_EXPIRED, &pIter,
+                        pzErr);
     }
     while( rc==SQLITE_OK && !kv_iter_eof(pIter) && n<nBatch ){
       KvMapEntry e;
@@ -1761,8 +1808,8 @@ static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
   rc = kv_root_bind(r, zSrc, (int)strlen(zSrc), pzErr);
   if( rc==SQLITE_OK ) rc = kv_root_bind(r, c->zName, c->nName, pzErr);
   if( rc==SQLITE_OK ){
-    rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc), 0, 0, 0, &pIter,
-                      pzErr);
+    rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc), 0, 0,
+                      KV_ITER_WITH_EXPIRED, &pIter, pzErr);
   }
   while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
     KvMapEntry e;
@@ -1792,7 +1839,8 @@ static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
     }
   }
   if( rc==SQLITE_OK ){
-    rc = kv_iter_open(pEng, r, c->zName, c->nName, 0, 0, 0, &pIter, pzErr);
+    rc = kv_iter_open(pEng, r, c->zName, c->nName, 0, 0,
+                      KV_ITER_WITH_EXPIRED, &pIter, pzErr);
   }
   while( rc==SQLITE_OK && (i<exp.n || !kv_iter_eof(pIter)) ){
     KvMapEntry a;

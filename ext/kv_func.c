@@ -3,7 +3,7 @@
 **
 **   kv_begin([dir])                      -> handle (integer)
 **   kv_get(h, table, key)                -> value or NULL
-**   kv_put(h, table, key, value)         -> 1
+**   kv_put(h, table, key, value)         -> 1 (with the table's deadline)
 **   kv_delete(h, table, key)             -> old value or NULL
 **   kv_prepare(h) / kv_commit(h) / kv_rollback(h)  -> 1
 **   kv_prepare(h, gid)                   -> 1: prepared in doubt, the
@@ -177,6 +177,11 @@ static void funcPut(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   if( !funcKeyArg(ctx, argv[2], &k) ) return;
   rc = kv_value_encode(argv[2], argv[3], &v, &zErr);
   if( rc==SQLITE_OK ){
+    int bTtl = 0;
+    rc = kv_ttl_stamp((KvConn*)sqlite3_user_data(ctx), h->pRoot, zTab, nTab,
+                      argv[2], argv[3], &v, &bTtl, &zErr);
+  }
+  if( rc==SQLITE_OK ){
     rc = kv_derived_write((KvConn*)sqlite3_user_data(ctx), h->pRoot, zTab,
                           nTab, k.a, k.n, v.a, v.n, 0, KV_DERIVED_OLD_UNKNOWN,
                           0, 0, &zErr);
@@ -208,7 +213,9 @@ static void funcDelete(sqlite3_context *ctx, int argc, sqlite3_value **argv){
   }
   if( rc==SQLITE_OK ) rc = kv_del(h->pRoot, zTab, nTab, k.a, k.n, &zErr);
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
-  else if( bFound ) kv_value_result(ctx, v.a, v.n);
+  else if( bFound && !kv_value_expired(v.a, v.n, kv_clock_ms()) ){
+    kv_value_result(ctx, v.a, v.n);  /* an expired row was not there */
+  }
   kv_buf_free(&k);
   kv_buf_free(&v);
 }

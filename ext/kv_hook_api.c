@@ -136,8 +136,8 @@ static int apiFinalize(sqlite3_stmt *pStmt, int rc){
 
 /* The schema of the table or view zTable reaches, unqualified, on db
 ** (sqlite3_malloc'd into *pzSchema), or NULL when none holds it. */
-static int apiSchemaOf(sqlite3 *db, const char *zTable, char **pzSchema,
-                       char **pzErr){
+static int apiSchemaOf(sqlite3 *db, const char *zFunc, const char *zTable,
+                       char **pzSchema, char **pzErr){
   sqlite3_stmt *pList = 0;
   int rc = sqlite3_prepare_v2(db, "SELECT name FROM pragma_database_list "
                               "ORDER BY seq<>1, seq", -1, &pList, 0);
@@ -161,25 +161,24 @@ static int apiSchemaOf(sqlite3 *db, const char *zTable, char **pzSchema,
   }
   rc = apiFinalize(pList, rc);
   if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
-    rc = apiError(pzErr, rc, "depot_kv_hook_register: cannot read the "
-                  "schema: %s%s%s", sqlite3_errmsg(db), "", "");
+    rc = apiError(pzErr, rc, "%s: cannot read the schema: %s%s", zFunc,
+                  sqlite3_errmsg(db), "");
   }
   return rc;
 }
 
-/* The store and KV table of table zSchema.zTable of db (the caller holds
-** db's mutex). */
-static int apiResolve(sqlite3 *db, const char *zSchema, const char *zTable,
-                      KvEngine **ppEng, char **pzKvTab, char **pzErr){
+int kv_hook_resolve(sqlite3 *db, const char *zFunc, const char *zSchema,
+                    const char *zTable, KvEngine **ppEng, char **pzKvTab,
+                    char **pzErr){
   char *zFound = 0, *zSql = 0;
   sqlite3_stmt *pStmt = 0;
   int rc = SQLITE_OK;
   if( zSchema==0 ){
-    rc = apiSchemaOf(db, zTable, &zFound, pzErr);
+    rc = apiSchemaOf(db, zFunc, zTable, &zFound, pzErr);
     if( rc!=SQLITE_OK ) return rc;
     if( zFound==0 ){
-      return apiError(pzErr, SQLITE_ERROR, "depot_kv_hook_register: no such "
-                      "table: %s%s%s", zTable, "", "");
+      return apiError(pzErr, SQLITE_ERROR, "%s: no such table: %s%s", zFunc,
+                      zTable, "");
     }
     zSchema = zFound;
   }
@@ -188,17 +187,17 @@ static int apiResolve(sqlite3 *db, const char *zSchema, const char *zTable,
   if( zSql==0 ){
     rc = SQLITE_NOMEM;
   }else if( sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0)!=SQLITE_OK ){
-    rc = apiError(pzErr, SQLITE_ERROR, "depot_kv_hook_register: %s%s%s",
-                  sqlite3_errmsg(db), "", "");
+    rc = apiError(pzErr, SQLITE_ERROR, "%s: %s%s", zFunc,
+                  sqlite3_errmsg(db), "");
   }
   sqlite3_finalize(pStmt);
   sqlite3_free(zSql);
   if( rc==SQLITE_OK ){
     rc = kv_vtab_lookup(db, zSchema, zTable, ppEng, pzKvTab, pzErr);
     if( rc==SQLITE_NOTFOUND ){
-      rc = apiError(pzErr, SQLITE_ERROR, "depot_kv_hook_register: %s.%s is "
-          "not a KV table (kv_memory, kv_btree or kv_log) of this library%s",
-          zSchema, zTable, "");
+      rc = apiError(pzErr, SQLITE_ERROR, "%s: %s.%s is not a KV table "
+          "(kv_memory, kv_btree or kv_log) of this library", zFunc, zSchema,
+          zTable);
     }
   }
   sqlite3_free(zFound);
@@ -259,7 +258,8 @@ static int apiRegister(sqlite3 *db, const char *zSchema, const char *zTable,
   rc = apiCheck(db, zTable, flags, pM, ppHook, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_mutex_enter(sqlite3_db_mutex(db));
-  rc = apiResolve(db, zSchema, zTable, &pEng, &zKvTab, pzErr);
+  rc = kv_hook_resolve(db, "depot_kv_hook_register", zSchema, zTable, &pEng,
+                       &zKvTab, pzErr);
   sqlite3_mutex_leave(sqlite3_db_mutex(db));
   if( rc!=SQLITE_OK ) return rc;
   if( (p = sqlite3_malloc64(sizeof(*p)))==0 ){

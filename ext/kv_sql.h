@@ -63,6 +63,8 @@ struct KvConn {
                             ** kv_synchronous()); 0 is KV_SYNC_FULL */
   void *pDerived;           /* kv_derived.c's catalog cache, freed by ... */
   void (*xDerivedFree)(KvConn*);  /* ... this, which kv_derived.c sets */
+  void *pTtl;               /* kv_ttl.c's deadline policies, freed by ... */
+  void (*xTtlFree)(KvConn*);      /* ... this, which kv_ttl.c sets */
 };
 
 KvConn *kv_conn_new(sqlite3 *db);        /* refcount 1, NULL on OOM */
@@ -257,5 +259,54 @@ int kv_derived_remove_carriers(KvConn*, KvRoot *r, const char *zTab,
                                int nTab, char **pzErr);
 int kv_derived_remove(KvConn*, KvEngine*, const char *zName, int bSource,
                       char **pzErr);
+
+/* kv_hook_api.c: the store and KV table behind table zSchema.zTable of
+** db as the connection sees it (zSchema NULL: the table the unqualified
+** name reaches); *ppEng holds a reference, *pzKvTab is sqlite3_malloc'd.
+** The caller holds db's mutex.  Messages start with zFunc.  Used by the
+** public hook and watch APIs (ext/depot_kv.h). */
+int kv_hook_resolve(sqlite3 *db, const char *zFunc, const char *zSchema,
+                    const char *zTable, KvEngine **ppEng, char **pzKvTab,
+                    char **pzErr);
+
+/* Per-entry TTL (kv_ttl.c).  A KV table declares a deadline with the
+** module argument ttl_ms=N (every write lives N ms) or deadline='expr'
+** (an SQL expression over key, value and now giving the deadline in unix
+** ms, NULL: never), stored in its catalog options as {"ttl_ms":N} or
+** {"deadline":"expr"}.
+** kv_ttl_option: check the module arguments (either may be NULL) and
+** append the option members to pJson (",\"ttl_ms\":N"...; nothing when
+** both are NULL).  SQLITE_ERROR with *pzErr for a ttl_ms that is not a
+** positive integer, both given, an expression that does not compile or is
+** not deterministic.
+** kv_ttl_stamp: before root r writes (pKey, pVal), encoded as *pEnc, to
+** zTab: give *pEnc the table's deadline (or none); *pbTtl says
+** whether the table declares one (the write must then let derived data
+** read the stored old row: an expired row is invisible but still there).
+** Starts the store's sweeper.  Errors: the expression's, a result that is
+** no number, the catalog's.
+** kv_ttl_attach: a KV table zTab of pEng was connected: start the
+** store's sweeper if the table declares a deadline.
+** kv_ttl_sweep_table: remove the expired rows of zTab now, in batches of
+** nBatch rows, each its own root transaction (origin KV_ORIGIN_EXPIRE)
+** that also updates the table's carriers; *pnRemoved counts them.
+** SQLITE_ERROR "kv: table T declares no deadline" for a table without. */
+#define KV_TTL_BATCH 256
+int kv_ttl_option(const char *zTtlMs, const char *zDeadline, KvBuf *pJson,
+                  char **pzErr);
+int kv_ttl_stamp(KvConn*, KvRoot *r, const char *zTab, int nTab,
+                 sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pEnc,
+                 int *pbTtl, char **pzErr);
+void kv_ttl_attach(KvConn*, KvEngine*, const char *zTab, int nTab);
+int kv_ttl_sweep_table(KvConn*, KvEngine*, const char *zTab, int nTab,
+                       int nBatch, int64_t *pnRemoved, char **pzErr);
+#ifdef DEPOT_TEST
+/* Test hooks: the interval between background sweeper passes of stores
+** whose sweeper starts from now on (default 1000 ms); a callback that
+** every sweep batch calls after it read its rows and before it commits
+** (NULL: none), to interleave a writer (remove-if-still-expired). */
+void kv_ttl_test_interval(int64_t iMs);
+void kv_ttl_test_before_commit(void (*x)(void*), void *pArg);
+#endif
 
 #endif /* DEPOT_KV_SQL_H */

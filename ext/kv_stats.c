@@ -9,7 +9,11 @@
 ** by one row per table of that store (wal_* NULL):
 **   store, tbl, type, row_count, stored_bytes, overlay_entries,
 **   pending_confirmations, collector_errors, last_error,
-**   wal_segments, wal_unconfirmed
+**   wal_segments, wal_unconfirmed, expired_rows, sweep_passes, swept_rows
+** expired_rows counts the rows of a table with a deadline (kv_ttl.c) that
+** are past it and not yet removed (a scan of the table: costly, like
+** row_count); sweep_passes and swept_rows count the TTL sweeps of the
+** table since the store opened and the rows they removed.
 ** Anonymous (in-memory) stores show store NULL and no WAL counters.
 ** row_count and stored_bytes of a kv_btree table walk the table (O(n));
 ** they are computed only when the query uses one of those columns (the
@@ -45,7 +49,15 @@ static int statsTableRow(void *pCtx, const char *zName, const char *zType,
   depot_rows_int(p, pSt->nError);
   depot_rows_text(p, pSt->zError[0] ? pSt->zError : 0);
   depot_rows_null(p);
-  return depot_rows_null(p);
+  depot_rows_null(p);
+  if( p->bCostly ){
+    depot_rows_int(p, kv_table_expired_count(c->pEng, zName,
+                                             (int)strlen(zName)));
+  }else{
+    depot_rows_int(p, 0);
+  }
+  depot_rows_int(p, pSt->nSweepPass);
+  return depot_rows_int(p, pSt->nSwept);
 }
 
 /* The store row (the table counters NULL, the WAL's when it has one),
@@ -61,11 +73,12 @@ static int statsEngineRows(KvEngine *pEng, void *pCtx){
   for(i=0; i<6; i++) depot_rows_null(p);
   if( kv_engine_wal_stats(pEng, &wal) ){
     depot_rows_int(p, wal.nSegment);
-    rc = depot_rows_int(p, wal.nUnconfirmed);
+    depot_rows_int(p, wal.nUnconfirmed);
   }else{
     depot_rows_null(p);
-    rc = depot_rows_null(p);
+    depot_rows_null(p);
   }
+  for(i=0; i<3; i++) rc = depot_rows_null(p);   /* the TTL counters */
   if( rc!=SQLITE_OK ) return rc;
   c.pRows = p;
   c.pEng = pEng;
@@ -91,11 +104,14 @@ static const DepotListingCol aStatsCol[] = {
   DEPOT_COLUMN("last_error", 0),
   DEPOT_COLUMN("wal_segments", 0),
   DEPOT_COLUMN("wal_unconfirmed", 0),
+  DEPOT_COLUMN("expired_rows", 0),           /* costly */
+  DEPOT_COLUMN("sweep_passes", 0),
+  DEPOT_COLUMN("swept_rows", 0),
 };
 
 static const DepotListing statsListing = {
-  "kv_stats", 11, aStatsCol, 0, SQLITE_VTAB_INNOCUOUS, 1000.0,
-  (sqlite3_uint64)3<<3, statsRows
+  "kv_stats", 14, aStatsCol, 0, SQLITE_VTAB_INNOCUOUS, 1000.0,
+  ((sqlite3_uint64)3<<3)|((sqlite3_uint64)1<<11), statsRows
 };
 
 static int statsConnection(sqlite3 *db, KvConn *pKv){

@@ -8,6 +8,7 @@
 **   CREATE VIRTUAL TABLE t USING kv_memory[(dir=PATH, persistence=0|1)];
 **   CREATE VIRTUAL TABLE t USING kv_btree[(dir=PATH, accelerated_repair=0|1)];
 **   CREATE VIRTUAL TABLE t USING kv_log[(dir=PATH)];
+**     ... any of them also with ttl_ms=N or deadline='expr' (kv_ttl.c)
 **   INSERT [OR REPLACE] INTO t VALUES(key, value);
 **   SELECT value FROM t WHERE key = ?;       -- also <, <=, >, >=, BETWEEN,
 **   SELECT * FROM t ORDER BY key DESC;       -- IN and ORDER BY key [DESC]
@@ -88,6 +89,9 @@ struct VtabArgs {
   int bPersistGiven;
   int bAccel;                   /* accelerated_repair=1 */
   int bAccelGiven;
+  char *zTtlMs;                 /* ttl_ms=, sqlite3_malloc'd or NULL */
+  char *zDeadline;              /* deadline=, sqlite3_malloc'd or NULL */
+  char *zOptions;               /* the catalog options they make, or NULL */
   const char *zType;            /* the module name: the table type */
 };
 
@@ -157,7 +161,8 @@ static void vtabUnquote(char *z){
 
 /* The error of a module argument that is not one this table type takes. */
 static int vtabArgBad(const char *zArg, const VtabArgs *pA, char **pzErr){
-  *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH%s",
+  *pzErr = sqlite3_mprintf("kv: bad argument '%s': expected dir=PATH%s, "
+      "and a deadline: ttl_ms=N or deadline='expr'",
       zArg, strcmp(pA->zType, "kv_btree")==0
             ? ", persistence=0|1 or accelerated_repair=0|1"
             : " or persistence=0|1");
@@ -179,6 +184,16 @@ static int vtabTakeArg(const char *zArg, const char *zK, char *zV, VtabArgs *pA,
   int bDir = sqlite3_stricmp(zK, "dir")==0;
   int *pbGiven = sqlite3_stricmp(zK, "persistence")==0 ? &pA->bPersistGiven
       : sqlite3_stricmp(zK, "accelerated_repair")==0 ? &pA->bAccelGiven : 0;
+  char **pzTtl = sqlite3_stricmp(zK, "ttl_ms")==0 ? &pA->zTtlMs
+      : sqlite3_stricmp(zK, "deadline")==0 ? &pA->zDeadline : 0;
+  if( pzTtl ){
+    if( *pzTtl ){
+      *pzErr = sqlite3_mprintf("kv: argument %s is given twice", zK);
+      return SQLITE_ERROR;
+    }
+    *pzTtl = sqlite3_mprintf("%s", zV);
+    return *pzTtl ? SQLITE_OK : SQLITE_NOMEM;
+  }
   if( !bDir && pbGiven==0 ) return vtabArgBad(zArg, pA, pzErr);
   if( pbGiven ? *pbGiven : pA->zDir!=0 ){
     *pzErr = sqlite3_mprintf("kv: argument %s is given twice", zK);
@@ -219,6 +234,39 @@ static int vtabParseArg(const char *zArg, VtabArgs *pA, char **pzErr){
   return rc;
 }
 
+/* The catalog options of the arguments (pA->zOptions): accelerated_repair
+** and the deadline, checked (kv_ttl_option). */
+static int vtabOptions(VtabArgs *pA, char **pzErr){
+  KvBuf json = {0, 0, 0};
+  int rc = SQLITE_OK;
+  if( pA->bAccel ) rc = kv_buf_append(&json, ",\"accelerated_repair\":1", 23);
+  if( rc==SQLITE_OK ){
+    rc = kv_ttl_option(pA->zTtlMs, pA->zDeadline, &json, pzErr);
+  }
+  if( rc==SQLITE_OK && json.n>0 ){
+    pA->zOptions = sqlite3_mprintf("{%.*s}", json.n-1, json.a+1);
+    if( pA->zOptions==0 ) rc = SQLITE_NOMEM;
+  }
+  kv_buf_free(&json);
+  return rc;
+}
+
+/* Do the stored options zStored give the deadline the arguments give?
+** The deadline member is the last of pA->zOptions (vtabOptions), so its
+** text runs to the closing brace; stored options may have more after. */
+static int vtabSameDeadline(const VtabArgs *pA, const char *zStored){
+  const char *zKey, *zMine, *zTheirs;
+  size_t n;
+  if( pA->zTtlMs==0 && pA->zDeadline==0 ) return 1;   /* kept as stored */
+  zKey = pA->zTtlMs ? "\"ttl_ms\"" : "\"deadline\"";
+  zMine = pA->zOptions ? strstr(pA->zOptions, zKey) : 0;
+  zTheirs = zStored ? strstr(zStored, zKey) : 0;
+  if( zMine==0 || zTheirs==0 ) return 0;
+  n = strlen(zMine) - 1;
+  return strncmp(zTheirs, zMine, n)==0
+      && (zTheirs[n]==',' || zTheirs[n]=='}');
+}
+
 static int vtabBegin(sqlite3_vtab *pVtab);
 static void vtabCursorFree(VtabCursor *c);
 static void vtabLeave(VtabTable *p);
@@ -250,6 +298,13 @@ static int vtabCreateOrAttach(VtabTable *p, const VtabArgs *pA, int bCreate,
           "accelerated_repair=%d; cannot attach it with accelerated_repair=%d",
           p->zName, meta.zType, !pA->bAccel, pA->bAccel);
       rc = SQLITE_ERROR;
+    }else if( !vtabSameDeadline(pA, meta.zOptions) ){
+      *pzErr = sqlite3_mprintf("kv: table %s exists with another deadline "
+          "(its options: %s); cannot attach it with %s=%s", p->zName,
+          meta.zOptions ? meta.zOptions : "none",
+          pA->zTtlMs ? "ttl_ms" : "deadline",
+          pA->zTtlMs ? pA->zTtlMs : pA->zDeadline);
+      rc = SQLITE_ERROR;
     }
     kv_meta_clear(&meta);
     return rc;
@@ -267,9 +322,7 @@ static int vtabCreateOrAttach(VtabTable *p, const VtabArgs *pA, int bCreate,
     return rc;
   }
   rc = kv_create_table(p->pConn->pSqlRoot, p->zName, p->nName, pA->zType,
-                       pA->bPersist, pA->bAccel
-                         ? "{\"accelerated_repair\":1}" : 0,
-                       &bCreated, pzErr);
+                       pA->bPersist, pA->zOptions, &bCreated, pzErr);
   if( rc!=SQLITE_OK ) vtabLeave(p);
   return rc;
 }
@@ -342,6 +395,9 @@ static void vtabFree(VtabTable *p){
     kv_buf_free(&p->val);
     vtabCursorFree(p->pSpare);
     sqlite3_free(p->args.zDir);
+    sqlite3_free(p->args.zTtlMs);
+    sqlite3_free(p->args.zDeadline);
+    sqlite3_free(p->args.zOptions);
     sqlite3_free((char*)p->args.zType);
     sqlite3_free(p->zName);
     sqlite3_free(p->zSchema);
@@ -417,6 +473,7 @@ static int vtabInit(sqlite3 *db, void *pAux, int argc,
   a.zType = argv[0];
   a.bPersist = strcmp(argv[0], "kv_memory")!=0;  /* kv_btree, kv_log: 1 */
   for(i=3; i<argc && rc==SQLITE_OK; i++) rc = vtabParseArg(argv[i], &a, pzErr);
+  if( rc==SQLITE_OK ) rc = vtabOptions(&a, pzErr);
   if( rc==SQLITE_OK && (p = sqlite3_malloc64(sizeof(*p)))==0 ){
     rc = SQLITE_NOMEM;
   }
@@ -425,8 +482,8 @@ static int vtabInit(sqlite3 *db, void *pAux, int argc,
     p->db = db;
     kv_conn_ref(pConn);
     p->pConn = pConn;
-    p->args = a;                               /* takes a.zDir */
-    a.zDir = 0;
+    p->args = a;                               /* takes the strings */
+    memset(&a, 0, sizeof(a));
     p->args.zType = sqlite3_mprintf("%s", argv[0]);
     p->zName = sqlite3_mprintf("%s", argv[2]);
     p->nName = p->zName ? (int)strlen(p->zName) : 0;
@@ -443,6 +500,9 @@ static int vtabInit(sqlite3 *db, void *pAux, int argc,
     sqlite3_vtab_config(db, SQLITE_VTAB_CONSTRAINT_SUPPORT, 1);
     sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
     if( p->pEng ) rc = vtabCreateOrAttach(p, &p->args, bCreate, pzErr);
+    if( rc==SQLITE_OK && p->pEng ){
+      kv_ttl_attach(pConn, p->pEng, p->zName, p->nName);
+    }
   }
   if( rc==SQLITE_OK && sqlite3_stricmp(p->zSchema, "main")==0 ){
     rc = kv_attach_note(pConn, p->zName, p->args.zType, p->pEng);
@@ -454,6 +514,9 @@ static int vtabInit(sqlite3 *db, void *pAux, int argc,
     vtabFree(p);
   }
   sqlite3_free(a.zDir);
+  sqlite3_free(a.zTtlMs);
+  sqlite3_free(a.zDeadline);
+  sqlite3_free(a.zOptions);
   return rc;
 }
 
@@ -1028,7 +1091,7 @@ static int vtabWriteRoot(VtabTable *p, KvRoot **ppRoot){
 ** a message, and SQLite then skips the row without counting it as a
 ** change (a row skipped with SQLITE_OK would count in sqlite3_changes). */
 static int vtabInsertKey(VtabTable *p, KvRoot *r, const KvBuf *k,
-                         const KvBuf *v, char **pzErr){
+                         const KvBuf *v, int bTtl, char **pzErr){
   int eConflict = sqlite3_vtab_on_conflict(p->db);
   if( eConflict!=SQLITE_REPLACE ){
     KvBuf old = {0, 0, 0};
@@ -1046,10 +1109,12 @@ static int vtabInsertKey(VtabTable *p, KvRoot *r, const KvBuf *k,
     }
   }
   {
+    /* an expired row is not found above but is still stored: derived
+    ** data must read it (KV_DERIVED_OLD_UNKNOWN) to replace its entries */
     int rc = kv_derived_write(p->pConn, r, p->zName, p->nName, k->a, k->n,
                               v->a, v->n, 0, eConflict!=SQLITE_REPLACE
-                              ? KV_DERIVED_OLD_ABSENT : KV_DERIVED_OLD_UNKNOWN,
-                              0, 0, pzErr);
+                              && !bTtl ? KV_DERIVED_OLD_ABSENT
+                              : KV_DERIVED_OLD_UNKNOWN, 0, 0, pzErr);
     if( rc!=SQLITE_OK ) return rc;
   }
   return kv_put(r, p->zName, p->nName, k->a, k->n, v->a, v->n, pzErr);
@@ -1059,6 +1124,7 @@ static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
                          char **pzErr){
   KvBuf *kOld = &p->kOld, *kNew = &p->kNew, *v = &p->val;
   int bOld = sqlite3_value_type(argv[0])!=SQLITE_NULL;
+  int bTtl = 0;
   int rc;
   kv_buf_reset(kOld);
   kv_buf_reset(kNew);
@@ -1066,6 +1132,10 @@ static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
   rc = kv_key_encode(argv[2], kNew, pzErr);
   if( rc==SQLITE_CONSTRAINT ) rc = SQLITE_CONSTRAINT_NOTNULL;
   if( rc==SQLITE_OK ) rc = kv_value_encode(argv[2], argv[3], v, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_ttl_stamp(p->pConn, r, p->zName, p->nName, argv[2], argv[3], v,
+                      &bTtl, pzErr);
+  }
   if( rc==SQLITE_OK && bOld ) rc = kv_key_encode_old(argv[0], kOld, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( bOld && vtabBufCmp(kOld, kNew)==0 ){
@@ -1074,7 +1144,7 @@ static int vtabUpdateRow(VtabTable *p, KvRoot *r, sqlite3_value **argv,
     if( rc!=SQLITE_OK ) return rc;
     return kv_put(r, p->zName, p->nName, kNew->a, kNew->n, v->a, v->n, pzErr);
   }
-  rc = vtabInsertKey(p, r, kNew, v, pzErr);
+  rc = vtabInsertKey(p, r, kNew, v, bTtl, pzErr);
   if( rc==SQLITE_OK && bOld ){
     rc = kv_derived_write(p->pConn, r, p->zName, p->nName, kOld->a, kOld->n,
                           0, 0, 1, KV_DERIVED_OLD_UNKNOWN, 0, 0, pzErr);

@@ -26,6 +26,8 @@ DEPOT_SOURCES += \
 	ext/kv_queue.h \
 	ext/kv_queue.c \
 	ext/kv_stream.c \
+	ext/kv_ttl.c \
+	ext/kv_watch.c \
 	ext/kv_readset.c \
 	ext/kv_vfunc.c \
 	ext/kv_prepared.c \

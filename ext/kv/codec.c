@@ -31,6 +31,10 @@
 **   0x0A, 8 bytes              REAL, the IEEE-754 bits (exact, -0.0 kept)
 **   0x0B, bytes                TEXT (to the end of the buffer)
 **   0x0C, bytes                BLOB (to the end of the buffer)
+** A value with a deadline (per-entry TTL) has KVC_KIND_DEADLINE set in its
+** kind byte and the deadline, unix ms as a big-endian int64, in the 8
+** bytes after it, before the type tag.  Every decoder skips the deadline:
+** reads return the same value with or without one.
 **
 ** kv_key_decode() and kv_value_decode() decode to C (KvDatum), with no
 ** lock and no allocation but the copy of a key whose bytes held escapes.
@@ -58,6 +62,8 @@ SQLITE_EXTENSION_INIT3
 #define KVC_KIND_INT     1
 #define KVC_KIND_REAL    2
 #define KVC_KIND_NEGZERO 3   /* the real -0.0 */
+#define KVC_KIND_DEADLINE 0x80  /* flag: 8 bytes of deadline follow */
+#define KVC_KIND_MASK    0x7F
 
 #define KVC_VAL_NULL  0x00
 #define KVC_VAL_INT0  0x01   /* 0x01..0x09: integer of 0..8 bytes */
@@ -542,7 +548,14 @@ int kv_value_encode(sqlite3_value *pKey, sqlite3_value *pVal, KvBuf *pOut,
 static int kvcValueDecode(const uint8_t *aVal, int nVal, KvcVal *p){
   int eTag, i;
   memset(p, 0, sizeof(*p));
-  if( aVal==0 || nVal<2 || aVal[0]>KVC_KIND_NEGZERO ) return SQLITE_CORRUPT;
+  if( aVal==0 || nVal<2 ) return SQLITE_CORRUPT;
+  if( (aVal[0] & KVC_KIND_MASK)>KVC_KIND_NEGZERO ) return SQLITE_CORRUPT;
+  if( aVal[0] & KVC_KIND_DEADLINE ){
+    /* skip the deadline: aVal[0] is not read below, only the tag on */
+    if( nVal<10 ) return SQLITE_CORRUPT;
+    aVal += 8;
+    nVal -= 8;
+  }
   eTag = aVal[1];
   if( eTag==KVC_VAL_NULL ){
     p->eType = SQLITE_NULL;
@@ -575,9 +588,54 @@ static int kvcValueDecode(const uint8_t *aVal, int nVal, KvcVal *p){
 static int kvcValueKind(const uint8_t *aVal, int nVal, int *peKind){
   *peKind = KVC_KIND_NONE;
   if( nVal==0 ) return SQLITE_OK;
-  if( aVal==0 || nVal<0 || aVal[0]>KVC_KIND_NEGZERO ) return SQLITE_CORRUPT;
-  *peKind = aVal[0];
+  if( aVal==0 || nVal<0 ) return SQLITE_CORRUPT;
+  if( (aVal[0] & KVC_KIND_MASK)>KVC_KIND_NEGZERO ) return SQLITE_CORRUPT;
+  *peKind = aVal[0] & KVC_KIND_MASK;
   return SQLITE_OK;
+}
+
+/* ---- deadlines (per-entry TTL) ---- */
+
+int kv_value_deadline(const uint8_t *aVal, int nVal, int64_t *piDeadline){
+  if( aVal==0 || nVal<10 || (aVal[0] & KVC_KIND_DEADLINE)==0 ) return 0;
+  *piDeadline = (int64_t)kvcGet64(aVal+1);
+  return 1;
+}
+
+int kv_value_expired(const uint8_t *aVal, int nVal, int64_t iNow){
+  int64_t iDeadline;
+  return kv_value_deadline(aVal, nVal, &iDeadline) && iDeadline<=iNow;
+}
+
+int kv_value_set_deadline(KvBuf *pVal, int bDeadline, int64_t iDeadline){
+  int bHas;
+  if( pVal->n<2 ) return SQLITE_CORRUPT;
+  bHas = (pVal->a[0] & KVC_KIND_DEADLINE)!=0;
+  if( bHas && pVal->n<10 ) return SQLITE_CORRUPT;
+  if( bDeadline && !bHas ){
+    int rc = kv_buf_reserve(pVal, 8);
+    if( rc!=SQLITE_OK ) return rc;
+    memmove(pVal->a+9, pVal->a+1, (size_t)pVal->n-1);
+    pVal->n += 8;
+  }else if( !bDeadline && bHas ){
+    memmove(pVal->a+1, pVal->a+9, (size_t)pVal->n-9);
+    pVal->n -= 8;
+  }
+  if( bDeadline ){
+    pVal->a[0] |= KVC_KIND_DEADLINE;
+    kvcPut64(pVal->a+1, (uint64_t)iDeadline);
+  }else{
+    pVal->a[0] &= KVC_KIND_MASK;
+  }
+  return SQLITE_OK;
+}
+
+int kv_value_same_payload(const uint8_t *aA, int nA, const uint8_t *aB,
+                          int nB){
+  int64_t d;
+  if( kv_value_deadline(aA, nA, &d) ){ aA += 8; nA -= 8; }
+  if( kv_value_deadline(aB, nB, &d) ){ aB += 8; nB -= 8; }
+  return nA==nB && nA>=1 && memcmp(aA+1, aB+1, (size_t)nA-1)==0;
 }
 
 /* ---- results and sqlite3_value objects ---- */
@@ -984,7 +1042,7 @@ int kv_value_encode_text(const uint8_t *aKind, const char *z, int n,
                          KvBuf *pOut){
   uint8_t aHdr[2];
   int rc;
-  aHdr[0] = aKind ? aKind[0] : KVC_KIND_NONE;
+  aHdr[0] = aKind ? (uint8_t)(aKind[0] & KVC_KIND_MASK) : KVC_KIND_NONE;
   aHdr[1] = KVC_VAL_TEXT;
   rc = kv_buf_append(pOut, aHdr, 2);
   if( rc==SQLITE_OK && n>0 ){

@@ -510,6 +510,7 @@ static void engInDoubtFree(KvRoot *p){
 static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
+  if( pEng->xSweepStop ) pEng->xSweepStop(pEng);  /* no TTL sweep after */
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
   if( pEng->xHookFree ) pEng->xHookFree(pEng);   /* hook.c's state */
   while( pEng->pInDoubt ){             /* they stay in the WAL */
@@ -694,6 +695,15 @@ int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg){
   return 1;
 }
 
+int kvEngineTryRef(KvEngine *p){
+  int bOk;
+  pthread_mutex_lock(&engGlobalMutex);
+  bOk = p->nRef>0;
+  if( bOk ) p->nRef++;
+  pthread_mutex_unlock(&engGlobalMutex);
+  return bOk;
+}
+
 KvEngine *kv_engine_ref(KvEngine *p){
   pthread_mutex_lock(&engGlobalMutex);
   p->nRef++;
@@ -778,6 +788,8 @@ int kv_engine_table_stats(KvEngine *pEng, int bCount,
       t->pBackend->xStats(t->pData, &st.nRow, &st.nByte);
       pthread_mutex_unlock(&pEng->mutex);
     }
+    st.nSweepPass = __atomic_load_n(&t->nSweepPass, __ATOMIC_RELAXED);
+    st.nSwept = __atomic_load_n(&t->nSwept, __ATOMIC_RELAXED);
     rc = xTable(pCtx, t->zName, t->meta.zType, &st);
   }
   pthread_mutex_lock(&pEng->mutex);

@@ -50,6 +50,7 @@ typedef struct KvVerStore KvVerStore;
 typedef struct KvVerReceipts KvVerReceipts;
 typedef struct KvHookStore KvHookStore;
 typedef struct KvHookEvent KvHookEvent;
+typedef struct KvSweeper KvSweeper;
 
 /* A table of a store: its catalog entry and its backend state.  All
 ** fields but the immutable ones (zName, nName, meta, pBackend, pEng) are
@@ -68,6 +69,8 @@ struct KvTable {
   void (*xVerFree)(KvTable*);   /* frees pVer; set by version.c with it */
   int nHookWrite;               /* hooks wanting xWrite (hook.c) */
   int nHookOld;                 /* ... of them wanting old values */
+  int64_t nSweepPass;           /* TTL sweep batches committed (expire.c, */
+  int64_t nSwept;               /* ... and rows they removed; atomics) */
   int nRef;                     /* engine list + children + roots */
   int bLive;                    /* in KvEngine.pTables */
   KvTable *pNext;
@@ -105,6 +108,8 @@ struct KvEngine {
   KvHookStore *pHook;           /* write hooks and their queue (hook.c),
                                 ** set once, at the first registration */
   void (*xHookFree)(KvEngine*); /* frees pHook; set by hook.c with it */
+  KvSweeper *pSweep;            /* TTL sweeper thread (expire.c), mutex */
+  void (*xSweepStop)(KvEngine*);/* stops it; set by expire.c with it */
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
   KvEngine *pNextEngine;        /* registry mutex (engine.c) */
@@ -214,6 +219,9 @@ int kvResolvedGet(KvEngine*, const char *zGid, int nGid, int64_t *piMs);
 ** that failed, with the message in *pzErr (sqlite3_malloc'd; pzErr may
 ** be NULL).  Any thread, no lock needed. */
 int kvEngineFailed(KvEngine*, char **pzErr);
+/* Add a reference to an open store: 0, and nothing taken, once its last
+** reference is gone (it is closing).  Takes the registry mutex. */
+int kvEngineTryRef(KvEngine*);
 /* Publishing commit cid failed with rc (message *pzErr, replaced by the
 ** store's failed-state message): the store enters its failed state, in
 ** which every later operation fails, until it is opened again.  Engine

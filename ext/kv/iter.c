@@ -26,6 +26,8 @@ struct KvIter {
   KvMapCursor *pOwn;            /* NULL: no write set */
   int bDataOn, bOwnOn;
   int bDesc;
+  int bWithExpired;             /* KV_ITER_WITH_EXPIRED */
+  int64_t iNow;                 /* the clock for deadlines, 0: not read */
   KvBuf lo, hi;                 /* bounds (copies) */
   int bLo, bLoIncl, bHi, bHiIncl;
   int bEof;
@@ -113,6 +115,20 @@ static void iterSettle(KvIter *p){
   }
 }
 
+/* iterSettle, then past entries whose deadline has passed (kv.h,
+** "Deadlines"), unless the scan shows them.  The clock is read once per
+** scan, at its first entry that has a deadline. */
+static void iterSettleLive(KvIter *p){
+  iterSettle(p);
+  while( !p->bEof && !p->bWithExpired && p->cur.nVal>=10
+      && (p->cur.aVal[0] & 0x80) ){
+    if( p->iNow==0 ) p->iNow = kv_clock_ms();
+    if( !kv_value_expired(p->cur.aVal, p->cur.nVal, p->iNow) ) break;
+    if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);
+    iterSettle(p);
+  }
+}
+
 static int iterSeekMode(KvIter *p){
   if( !p->bDesc ){
     if( !p->bLo ) return KV_SEEK_FIRST;
@@ -132,7 +148,7 @@ static int iterStart(KvIter *p){
   if( p->pOwn ){
     p->bOwnOn = kv_map_cursor_seek(p->pOwn, eSeek, pB->a, pB->n);
   }
-  iterSettle(p);
+  iterSettleLive(p);
   return p->rc;
 }
 
@@ -196,7 +212,8 @@ static int iterOpenInto(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
   KvMap *pOwn = 0;
   int rc;
   p->pEng = pEng;
-  p->bDesc = bDesc;
+  p->bDesc = (bDesc & KV_ITER_DESC)!=0;
+  p->bWithExpired = (bDesc & KV_ITER_WITH_EXPIRED)!=0;
   rc = kvEngineFailed(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = iterBounds(p, pLo, pHi);
   if( rc==SQLITE_OK ) rc = iterSource(p, pRoot, zTab, nTab, &pOwn, pzErr);
@@ -245,7 +262,7 @@ int kv_iter_eof(KvIter *p){ return p->bEof; }
 void kv_iter_next(KvIter *p){
   if( p->bEof ) return;
   if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);
-  iterSettle(p);
+  iterSettleLive(p);
 }
 
 int kv_iter_error(KvIter *p, char **pzErr){

@@ -252,6 +252,25 @@ const char *kv_value_text(const uint8_t *aVal, int nVal, int *pn);
 ** records (ext/kv_queue.c).  SQLITE_OK or SQLITE_NOMEM. */
 int kv_value_encode_blob(const void *z, int n, KvBuf *pOut);
 
+/* Deadlines (per-entry TTL).  A value encoding may carry a deadline, unix
+** ms on the clock kv_clock_ms(): every decoder above ignores it, so a
+** read returns the same value with or without one.  An entry whose
+** deadline is at or before now is expired: point reads (kv_get) and scans
+** (kv_iter_open without KV_ITER_WITH_EXPIRED) skip it as if absent; it
+** stays in the table until a delete removes it (the TTL sweeper of ext/).
+** kv_value_deadline: 1 and *piDeadline when aVal/nVal carries one, else 0.
+** kv_value_expired: it carries one and it is <= iNow.
+** kv_value_set_deadline: give the value in *pVal a deadline (bDeadline)
+** or remove it, in place (SQLITE_OK, SQLITE_NOMEM, SQLITE_CORRUPT for a
+** buffer that holds no value).
+** kv_value_same_payload: the two encodings hold the same value, ignoring
+** the key's numeric kind byte and any deadline. */
+int kv_value_deadline(const uint8_t *aVal, int nVal, int64_t *piDeadline);
+int kv_value_expired(const uint8_t *aVal, int nVal, int64_t iNow);
+int kv_value_set_deadline(KvBuf *pVal, int bDeadline, int64_t iDeadline);
+int kv_value_same_payload(const uint8_t *aA, int nA, const uint8_t *aB,
+                          int nB);
+
 /* Render a key for messages: "'abc'", "42", "x'00ff'" (sqlite3_malloc'd;
 ** the caller frees it; NULL on OOM).  Text over 64 bytes and blobs over
 ** 32 bytes are shortened and marked: "'abc...'... (5000 bytes)". */
@@ -319,6 +338,8 @@ struct KvBackendStats {
   int64_t nPending;        /* WAL records of the table not yet confirmed */
   int64_t nError;          /* collector write/sync failures since open */
   char zError[400];        /* the last such failure ("" if none) */
+  int64_t nSweepPass;      /* TTL sweep batches committed since open */
+  int64_t nSwept;          /* rows they removed */
 };
 /* Call xTable once per live table of store p, oldest first, with its name,
 ** its type and its counters.  bCount=0 lets a backend leave nRow and nByte
@@ -468,6 +489,31 @@ int64_t kv_clock_ms(void);
 int kv_clock_set(int eMode, int64_t iMs);
 int kv_clock_mode(void);
 
+/* The TTL sweeper of a store (expire.c).  The engine hides expired
+** entries ("Deadlines") but removing them is ext/'s work (derived data
+** must hear each removal), so the pass is a callback: xPass(pEng, pArg)
+** runs on the store's sweeper thread every iIntervalMs ms (and at once
+** after kv_engine_sweeper_wake), holding a reference on the store for the
+** pass only; it removes expired rows through ordinary roots.  Closing the
+** store stops the thread before the tables flush: no pass runs after,
+** and a running pass delays the close (it holds a reference).  xFree(pArg)
+** runs when the sweeper ends.  One sweeper per store: starting another is
+** a no-op that frees pArg.  Errors: SQLITE_NOMEM, SQLITE_ERROR (no
+** thread), with pArg freed.  kv_table_sweep_note adds to the sweep
+** counters of table zTab (kv_stats: sweep_passes, swept_rows). */
+typedef int (*KvSweepFn)(KvEngine*, void *pArg);
+int kv_engine_sweeper_start(KvEngine*, KvSweepFn xPass, void *pArg,
+                            void (*xFree)(void*), int64_t iIntervalMs,
+                            char **pzErr);
+int kv_engine_sweeper_running(KvEngine*);
+void kv_engine_sweeper_wake(KvEngine*);
+void kv_table_sweep_note(KvEngine*, const char *zTab, int nTab,
+                         int64_t nPass, int64_t nRows);
+/* The rows of table zTab past their deadline and not yet removed: a scan
+** of the table when its options declare a deadline, else 0 (also for no
+** such table and a read error). */
+int64_t kv_table_expired_count(KvEngine*, const char *zTab, int nTab);
+
 /* Protocols of a root.  A root starts with none; kv_get with a root,
 ** kv_root_prepare and kv_root_commit of an active root select ORDINARY;
 ** kv_version_prepare selects VERSIONED, and an operation of one protocol
@@ -482,13 +528,15 @@ int kv_root_protocol_get(KvRoot*);
 ** (reset first; the caller owns the buffer) and sets *pbFound.  With
 ** pRoot, sees the root's snapshot and writes and registers a Read; with
 ** pRoot NULL (pEng given), reads the latest committed state and registers
-** nothing.  Errors: "kv: no such table", a finished root (SQLITE_MISUSE),
+** nothing.  An expired entry (kv.h "Deadlines") is not found.  Errors: "kv: no such table", a finished root (SQLITE_MISUSE),
 ** the store's failed state, read errors of the backend. */
 int kv_get(KvEngine*, KvRoot*, const char *zTab, int nTab,
            const uint8_t *aKey, int nKey, KvBuf *pVal, int *pbFound,
            char **pzErr);
 /* Like kv_get with a root, but neutral: registers no read and selects no
-** protocol (the old value a delete returns). */
+** protocol, and sees an expired entry (kv.h "Deadlines") as it is stored:
+** derived data and the TTL sweeper follow the stored rows.  A caller that
+** shows the value to the application checks kv_value_expired itself. */
 int kv_peek(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
             int nKey, KvBuf *pVal, int *pbFound, char **pzErr);
 /* Write (aVal bytes) or delete key in the root's write set.  Nothing is
@@ -699,6 +747,12 @@ struct KvBound {
   const uint8_t *aKey; int nKey;
   int bIncl;               /* include aKey itself */
 };
+/* bDesc holds flags: KV_ITER_DESC (1: reverse key order) and
+** KV_ITER_WITH_EXPIRED (also entries whose deadline has passed, which a
+** scan skips otherwise: the TTL sweeper, derived-data builds and checks,
+** which follow the stored rows). */
+#define KV_ITER_DESC          0x01
+#define KV_ITER_WITH_EXPIRED  0x02
 int kv_iter_open(KvEngine*, KvRoot*, const char *zTab, int nTab,
                  const KvBound *pLo, const KvBound *pHi, int bDesc,
                  KvIter **ppIter, char **pzErr);

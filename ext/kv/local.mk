@@ -6,6 +6,7 @@
 DEPOT_SOURCES += \
 	ext/kv/kv.h ext/kv/kv_test.h \
 	ext/kv/clock.c \
+	ext/kv/expire.c \
 	ext/kv/codec.h ext/kv/codec.c \
 	ext/kv/map.h ext/kv/map.c \
 	ext/kv/backend.h \

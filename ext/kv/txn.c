@@ -301,6 +301,12 @@ static int txnReadNote(KvChild *c, const uint8_t *aKey, int nKey){
   return kv_map_put(&c->pRead, aKey, nKey, 0, 0, 0, 0);
 }
 
+/* Has entry e a deadline that has passed (kv.h "Deadlines")? */
+static int txnExpired(const KvMapEntry *e){
+  return e->nVal>=10 && (e->aVal[0] & 0x80)
+      && kv_value_expired(e->aVal, e->nVal, kv_clock_ms());
+}
+
 /* A read with no root: the latest committed state. */
 static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
                          const uint8_t *aKey, int nKey, KvBuf *pVal,
@@ -316,6 +322,10 @@ static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
     /* an in-memory lookup: done under the mutex, no snapshot */
     rc = pTab->pBackend->xGetNow(pTab->pData, aKey, nKey, pVal, pbFound);
     pthread_mutex_unlock(&pEng->mutex);
+    if( rc==SQLITE_OK && *pbFound && pVal->n>=10 && (pVal->a[0] & 0x80)
+     && kv_value_expired(pVal->a, pVal->n, kv_clock_ms()) ){
+      *pbFound = 0;
+    }
     return rc;
   }
   if( pTab ){
@@ -330,6 +340,7 @@ static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   }
   if( rc!=SQLITE_OK ) kvSnapshotError(rc, zTab, nTab, pzErr);
   if( rc==SQLITE_OK ) rc = txnSnapGet(pTab, pSnap, aKey, nKey, pbFound, &e, pzErr);
+  if( rc==SQLITE_OK && *pbFound && txnExpired(&e) ) *pbFound = 0;
   if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
   if( pSnap ) pTab->pBackend->xSnapshotFree(pSnap);
   pthread_mutex_lock(&pEng->mutex);
@@ -354,13 +365,14 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   }
   if( (rc = txnBind(p, zTab, nTab, 0, &c, pzErr))!=SQLITE_OK ) return rc;
   if( kv_map_get(c->pWrite, aKey, nKey, &e) ){
-    *pbFound = !e.bTomb;
-    return e.bTomb ? SQLITE_OK : txnCopyOut(pVal, &e);
+    *pbFound = !e.bTomb && !txnExpired(&e);
+    return *pbFound ? txnCopyOut(pVal, &e) : SQLITE_OK;
   }
   if( (rc = txnChildSnap(p, c, pzErr))!=SQLITE_OK ) return rc;
   rc = txnReadNote(c, aKey, nKey);
   if( rc==SQLITE_OK && c->pSnap ){
     rc = txnSnapGet(c->pTab, c->pSnap, aKey, nKey, pbFound, &e, pzErr);
+    if( rc==SQLITE_OK && *pbFound && txnExpired(&e) ) *pbFound = 0;
     if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
   }
   return rc;

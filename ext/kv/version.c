@@ -530,6 +530,10 @@ static int verQueryLocked(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
   KvVerRec *r;
   uint64_t h;
   int rc = t->pBackend->xGet(pSnap, aKey, nKey, pbFound, &e);
+  if( rc==SQLITE_OK && *pbFound && e.nVal>=10 && (e.aVal[0] & 0x80)
+   && kv_value_expired(e.aVal, e.nVal, kv_clock_ms()) ){
+    *pbFound = 0;                  /* expired: absent, as kv_get says */
+  }
   if( rc==SQLITE_OK && *pbFound ) rc = kv_buf_append(pVal, e.aVal, e.nVal);
   if( rc!=SQLITE_OK ) return rc;
   if( (v = verTable(t))==0 ) return SQLITE_NOMEM;

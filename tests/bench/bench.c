@@ -206,6 +206,12 @@ static const BenchWorkload aWorkload[] = {
     "the same through a kv_queue: kv_enqueue, kv_queue_lease, kv_queue_ack "
     "(kv_synchronous normal)",
     1.00, 5, bench_queue_vs_sqlite },
+  { "ttl_sweep_vs_sqlite",
+    "20k rows, 10k expired: DELETE of 256 expired rows per txn until none, "
+    "plain table with a deadline index (WAL, sync NORMAL)",
+    "the same rows in a kv_btree table with ttl_ms, removed by kv_sweep() "
+    "(256 per root txn, kv_synchronous normal)",
+    0, 5, bench_ttl_sweep_vs_sqlite },
   { "kv_log_load",
     "1M keys, 100 synced txns, SQLite file WITHOUT ROWID (WAL, sync FULL)",
     "1M keys, 100 kv_logstore_apply + kv_logstore_sync",

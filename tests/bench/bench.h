@@ -107,6 +107,9 @@ double bench_derived_vs_sqlite(int bCandidate, const char *zDir);
 double bench_derived_vs_plain(int bCandidate, const char *zDir);
 /* tests/bench/bench_queue.c: a kv_queue against a SQLite table queue. */
 double bench_queue_vs_sqlite(int bCandidate, const char *zDir);
+/* tests/bench/bench_ttl.c: removing expired rows, kv_sweep against batched
+** DELETEs of a plain table with a deadline index. */
+double bench_ttl_sweep_vs_sqlite(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);

@@ -8,6 +8,7 @@ tests_bench_depot_bench_SOURCES = tests/bench/bench.c tests/bench/bench.h \
 	tests/bench/bench_kvversion.c tests/bench/bench_kvbtree.c \
 	tests/bench/bench_kvsql.c tests/bench/bench_twopc.c \
 	tests/bench/bench_derived.c tests/bench/bench_queue.c \
+	tests/bench/bench_ttl.c \
 	tests/bench/bench_depot.c tests/bench/bench_fork.c \
 	tests/bench/bench_compact.c tests/bench/bench_lock.c \
 	tests/bench/bench_pool.c

@@ -208,6 +208,16 @@ TESTS += tests/check/check_queue
 tests_check_check_queue_SOURCES = tests/check/check_queue.c $(TEST_HARNESS)
 tests_check_check_queue_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_ttl
+TESTS += tests/check/check_ttl
+tests_check_check_ttl_SOURCES = tests/check/check_ttl.c $(TEST_HARNESS)
+tests_check_check_ttl_LDADD = $(TEST_LDADD)
+
+check_PROGRAMS += tests/check/check_watch
+TESTS += tests/check/check_watch
+tests_check_check_watch_SOURCES = tests/check/check_watch.c $(TEST_HARNESS)
+tests_check_check_watch_LDADD = $(TEST_LDADD)
+
 # The PostgreSQL store backend against a private cluster that pg_suite.sh
 # starts (pg_cluster.sh: initdb, pg_ctl on a unix socket, trust auth) and
 # stops, also on failure; skipped without libpq or the server programs.

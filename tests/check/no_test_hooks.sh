@@ -18,9 +18,11 @@ HOOKS="kv_engine_test_io kv_engine_test_wal_config kv_engine_test_fail_apply
 kv_engine_test_fault_receipt kv_btree_test_fail_writes
 kv_btree_test_fail_writes_left kv_btree_test_fail_reads
 kv_btree_test_overlay_limit kv_log_test_file_size wal_fault_new
-wal_fault_free wal_fault_io wal_fault_arm wal_fault_count kv_coord_test_off"
+wal_fault_free wal_fault_io wal_fault_arm wal_fault_count kv_coord_test_off
+kv_ttl_test_interval kv_ttl_test_before_commit"
 STATE="engTestIo engTestWalCfg txnApplyFault verReceiptFault
-verReceiptFaultDup btFailWrites btFailReads logTestSzFile coordTestOff"
+verReceiptFaultDup btFailWrites btFailReads logTestSzFile coordTestOff
+ttlTestBeforeCommit"
 
 # Defined symbol names in the files given, one per line.
 defined(){ nm "$@" 2>/dev/null | awk 'NF>=3 && $2!="U" && $2!="w" {print $3}'; }
