@@ -1826,6 +1826,12 @@ static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut){
   }
 }
 
+static int btCursorStep(KvBackendCursor *p, int bPrev, KvMapEntry *pOut){
+  int bOn = btCursorMove(p, bPrev);
+  if( bOn ) btCursorEntry(p, pOut);
+  return bOn;
+}
+
 /* ----------------------------------------------------------- stats --- */
 
 /* Rows and logical bytes: a walk of a fresh snapshot (O(n)). */
@@ -1940,5 +1946,6 @@ const KvBackend kvBtreeBackend = {
                                 ** the file after a root WAL flush
                                 ** (btWalSync) */
   0,                            /* the data file holds no CIDs */
-  0                             /* entries: batches are reused */
+  0,                            /* entries: batches are reused */
+  btCursorStep
 };

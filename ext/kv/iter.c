@@ -243,7 +243,20 @@ int kv_iter_reopen(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
 int kv_iter_eof(KvIter *p){ return p->bEof; }
 
 void kv_iter_next(KvIter *p){
+  const KvBackend *pB;
   if( p->bEof ) return;
+  pB = p->pTab->pBackend;
+  if( p->pOwn==0 && pB->xCursorStep ){
+    /* no write set: the committed side's step is the scan's (iterSettle) */
+    p->bDataOn = pB->xCursorStep(p->pData, p->bDesc, &p->cur);
+    if( !p->bDataOn ){
+      iterDataEnded(p);
+      p->bEof = 1;
+      return;
+    }
+    p->bEof = iterPastEnd(p, &p->cur);
+    return;
+  }
   if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);
   iterSettle(p);
 }
@@ -266,6 +279,12 @@ const KvMapEntry *kv_iter_current(KvIter *p){
 
 int kv_iter_stable(KvIter *p){
   return !p->bEof && !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+}
+
+const KvMapEntry *kv_iter_landed(KvIter *p, int *pbStable){
+  if( p->bEof ) return 0;
+  *pbStable = !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+  return &p->cur;
 }
 
 void kv_iter_release(KvIter *p){

@@ -702,6 +702,12 @@ static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
   pOut->bTomb = 0;
 }
 
+static int logCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
+  int bOn = bPrev ? logCursorPrev(c) : logCursorNext(c);
+  if( bOn ) logCursorEntry(c, pOut);
+  return bOn;
+}
+
 /* ----------------------------------------------------------- stats --- */
 
 static void logStats(KvBackendTable *t, int64_t *pnRow, int64_t *pnByte){
@@ -777,5 +783,6 @@ const KvBackend kvLogBackend = {
   0,                            /* reads may read a log file */
   1,                            /* xApply appends to the log file */
   logMaxCid,
-  0                             /* entries: the value buffer is reused */
+  0,                            /* entries: the value buffer is reused */
+  logCursorStep
 };

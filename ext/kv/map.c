@@ -933,6 +933,14 @@ int kv_map_cursor_prev(KvMapCursor *pCur){
   return 1;
 }
 
+int kv_map_cursor_step(KvMapCursor *pCur, int bPrev, KvMapEntry *pOut){
+  int bOn = bPrev ? kv_map_cursor_prev(pCur) : kv_map_cursor_next(pCur);
+  if( bOn ){
+    kvmEntryOut(pCur->apNode[pCur->nDepth-1], pCur->aIdx[pCur->nDepth-1], pOut);
+  }
+  return bOn;
+}
+
 void kv_map_cursor_entry(const KvMapCursor *pCur, KvMapEntry *pOut){
   if( pCur->nDepth==0 ){
     memset(pOut, 0, sizeof(*pOut));
