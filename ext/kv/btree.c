@@ -1827,7 +1827,21 @@ static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut){
 }
 
 static int btCursorStep(KvBackendCursor *p, int bPrev, KvMapEntry *pOut){
-  int bOn = btCursorMove(p, bPrev);
+  int bOn;
+  if( p->eCur==2 && !p->bOvOn && p->pBlock && bPrev==p->bDesc
+   && p->rc==SQLITE_OK ){
+    /* on a row of a scan-cache block, no overlay entry left: the next row
+    ** is the block's (btCursorMove's steps, without the calls) */
+    p->iPos += bPrev ? -1 : 1;
+    if( p->iPos<0 || p->iPos>=p->pBlock->nRow ){
+      p->bDataOn = 0;
+      p->eCur = 0;
+      return 0;
+    }
+    btDataRow(p, pOut);
+    return 1;
+  }
+  bOn = btCursorMove(p, bPrev);
   if( bOn ) btCursorEntry(p, pOut);
   return bOn;
 }

@@ -36,7 +36,22 @@ struct KvIter {
 };
 
 static int iterCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
-  int c = memcmp(a, b, na<nb ? na : nb);
+  int n = na<nb ? na : nb, c;
+  if( n>=8 ){
+    /* keys of one kind share the tag byte: the first 8 bytes, compared as
+    ** big-endian integers, mostly decide without a call */
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if( x!=y ){
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+      x = __builtin_bswap64(x);
+      y = __builtin_bswap64(y);
+      return x<y ? -1 : 1;
+#endif
+    }
+  }
+  c = memcmp(a, b, n);
   return c ? c : na-nb;
 }
 
