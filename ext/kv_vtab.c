@@ -140,6 +140,8 @@ struct VtabCursor {
   int bStaticUsed;              /* pIter's scan handed out values in place */
   int nKeep;                    /* scans kept open until xClose: */
   KvIter *apKeep[VTAB_KEEP];    /* their values may still be referenced */
+  const KvMapEntry *pEntry;     /* range mode: pIter's current entry */
+  int bEntryStable;             /* ... whose value may be handed in place */
   int bEof;
   sqlite3_int64 iRow;
 };
@@ -873,6 +875,12 @@ static int vtabFilterPoints(VtabCursor *c, int idxNum, sqlite3_value *pArg){
   return vtabPointSettle(c);
 }
 
+/* Range mode: the scan moved; note where it is for xEof and xColumn. */
+static void vtabRangeLanded(VtabCursor *c){
+  c->pEntry = kv_iter_landed(c->pIter, &c->bEntryStable);
+  c->bEof = c->pEntry==0;
+}
+
 static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
                            sqlite3_value **argv){
   VtabTable *p = (VtabTable*)c->base.pVtab;
@@ -900,7 +908,7 @@ static int vtabFilterRange(VtabCursor *c, int idxNum, int argc,
       rc = kv_iter_open(p->pEng, vtabReadRoot(p), p->zName, p->nName, pLo,
                         pHi, (idxNum & KV_IDX_DESC)!=0, &c->pIter, &zErr);
     }
-    if( rc==SQLITE_OK ) c->bEof = kv_iter_eof(c->pIter);
+    if( rc==SQLITE_OK ) vtabRangeLanded(c);
   }
   if( rc==SQLITE_EMPTY ) rc = SQLITE_OK;      /* a NULL bound: no rows */
   if( zErr ) vtabSetError(p, zErr);
@@ -1027,7 +1035,7 @@ static int vtabNext(sqlite3_vtab_cursor *pCsr){
     return vtabPointSettle(c);
   }
   kv_iter_next(c->pIter);
-  c->bEof = kv_iter_eof(c->pIter);
+  vtabRangeLanded(c);
   if( c->bEof ){
     char *zErr = 0;
     int rc = kv_iter_error(c->pIter, &zErr);
@@ -1049,9 +1057,9 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
     if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->val.a, c->val.n);
     return kv_value_result(ctx, c->val.a, c->val.n);
   }else{
-    const KvMapEntry *e = kv_iter_current(c->pIter);
+    const KvMapEntry *e = c->pEntry;
     if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
-    if( c->nKeep<VTAB_KEEP && kv_iter_stable(c->pIter) ){
+    if( c->bEntryStable && c->nKeep<VTAB_KEEP ){
       c->bStaticUsed = 1;
       return kv_value_result_static(ctx, e->aVal, e->nVal);
     }

@@ -170,6 +170,10 @@ struct KvBackend {
   ** moves: the data is an immutable version in memory that the snapshot
   ** holds.  0: valid until the cursor moves. */
   int bStableEntries;
+  /* xCursorNext (bPrev: xCursorPrev) and, when that lands on an entry,
+  ** xCursorEntry into *pOut, in one call: a scan steps once per row.
+  ** Same result as xCursorNext/xCursorPrev.  NULL: the two calls. */
+  int (*xCursorStep)(KvBackendCursor*, int bPrev, KvMapEntry *pOut);
 };
 
 /* memory.c */

@@ -1826,6 +1826,26 @@ static void btCursorEntry(KvBackendCursor *p, KvMapEntry *pOut){
   }
 }
 
+static int btCursorStep(KvBackendCursor *p, int bPrev, KvMapEntry *pOut){
+  int bOn;
+  if( p->eCur==2 && !p->bOvOn && p->pBlock && bPrev==p->bDesc
+   && p->rc==SQLITE_OK ){
+    /* on a row of a scan-cache block, no overlay entry left: the next row
+    ** is the block's (btCursorMove's steps, without the calls) */
+    p->iPos += bPrev ? -1 : 1;
+    if( p->iPos<0 || p->iPos>=p->pBlock->nRow ){
+      p->bDataOn = 0;
+      p->eCur = 0;
+      return 0;
+    }
+    btDataRow(p, pOut);
+    return 1;
+  }
+  bOn = btCursorMove(p, bPrev);
+  if( bOn ) btCursorEntry(p, pOut);
+  return bOn;
+}
+
 /* ----------------------------------------------------------- stats --- */
 
 /* Rows and logical bytes: a walk of a fresh snapshot (O(n)). */
@@ -1940,5 +1960,6 @@ const KvBackend kvBtreeBackend = {
                                 ** the file after a root WAL flush
                                 ** (btWalSync) */
   0,                            /* the data file holds no CIDs */
-  0                             /* entries: batches are reused */
+  0,                            /* entries: batches are reused */
+  btCursorStep
 };

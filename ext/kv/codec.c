@@ -669,11 +669,33 @@ static int kvcResultError(sqlite3_context *ctx, int rc, const char *zWhat){
   return rc;
 }
 
+/* The integer of a canonical 10-byte numeric key (no offset) whose value
+** records an integer or no kind, in *piOut: 1 if it is one, 0 if the key
+** needs kvcKeyDecode (which then gives the same integer, or a real, or
+** SQLITE_CORRUPT).  The common key of a scan, decoded without a KvcVal. */
+static int kvcIntKeyFast(const uint8_t *aKey, int nKey, const uint8_t *aVal,
+                         int nVal, int64_t *piOut){
+  double f;
+  if( nKey!=10 || aKey==0 || aKey[0]!=KVC_KEY_NUM || aKey[9]!=0x00 ) return 0;
+  if( nVal!=0 && (aVal==0 || nVal<0 || aVal[0]>KVC_KIND_INT) ) return 0;
+  f = kvcImageDouble(aKey+1);
+  if( !(f>=-KVC_TWO63 && f<KVC_TWO63) || f!=(double)(int64_t)f ) return 0;
+  if( f==0.0 && kvcDoubleBits(f)!=0 ) return 0;            /* -0.0 */
+  *piOut = (int64_t)f;
+  return 1;
+}
+
 int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
                   const uint8_t *aVal, int nVal){
   KvcVal v;
   int eKind;
-  int rc = kvcValueKind(aVal, nVal, &eKind);
+  int rc;
+  int64_t iKey;
+  if( kvcIntKeyFast(aKey, nKey, aVal, nVal, &iKey) ){
+    sqlite3_result_int64(ctx, iKey);
+    return SQLITE_OK;
+  }
+  rc = kvcValueKind(aVal, nVal, &eKind);
   memset(&v, 0, sizeof(v));
   if( rc==SQLITE_OK ) rc = kvcKeyDecode(aKey, nKey, eKind, 0, &v);
   if( rc==SQLITE_OK ) kvcResult(ctx, &v, SQLITE_TRANSIENT);
@@ -681,21 +703,35 @@ int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
   return rc==SQLITE_OK ? rc : kvcResultError(ctx, rc, "key");
 }
 
-int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal){
+/* A text or blob value (the common case) goes straight to SQLite; any
+** other is decoded (kvcValueDecode checks the same bytes the same way). */
+static int kvcValueResult(sqlite3_context *ctx, const uint8_t *aVal,
+                          int nVal, void (*xDel)(void*)){
   KvcVal v;
-  int rc = kvcValueDecode(aVal, nVal, &v);
+  int rc;
+  if( nVal>2 && aVal && aVal[0]<=KVC_KIND_NEGZERO ){
+    if( aVal[1]==KVC_VAL_TEXT ){
+      sqlite3_result_text(ctx, (const char*)aVal+2, nVal-2, xDel);
+      return SQLITE_OK;
+    }
+    if( aVal[1]==KVC_VAL_BLOB ){
+      sqlite3_result_blob(ctx, aVal+2, nVal-2, xDel);
+      return SQLITE_OK;
+    }
+  }
+  rc = kvcValueDecode(aVal, nVal, &v);
   if( rc!=SQLITE_OK ) return kvcResultError(ctx, rc, "value");
-  kvcResult(ctx, &v, SQLITE_TRANSIENT);
+  kvcResult(ctx, &v, xDel);
   return SQLITE_OK;
+}
+
+int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal){
+  return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT);
 }
 
 int kv_value_result_static(sqlite3_context *ctx, const uint8_t *aVal,
                            int nVal){
-  KvcVal v;
-  int rc = kvcValueDecode(aVal, nVal, &v);
-  if( rc!=SQLITE_OK ) return kvcResultError(ctx, rc, "value");
-  kvcResult(ctx, &v, SQLITE_STATIC);        /* text and blobs: in place */
-  return SQLITE_OK;
+  return kvcValueResult(ctx, aVal, nVal, SQLITE_STATIC);  /* in place */
 }
 
 /* The private connection that turns decoded values into sqlite3_value

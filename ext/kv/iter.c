@@ -38,7 +38,22 @@ struct KvIter {
 };
 
 static int iterCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
-  int c = memcmp(a, b, na<nb ? na : nb);
+  int n = na<nb ? na : nb, c;
+  if( n>=8 ){
+    /* keys of one kind share the tag byte: the first 8 bytes, compared as
+    ** big-endian integers, mostly decide without a call */
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if( x!=y ){
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+      x = __builtin_bswap64(x);
+      y = __builtin_bswap64(y);
+      return x<y ? -1 : 1;
+#endif
+    }
+  }
+  c = memcmp(a, b, n);
   return c ? c : na-nb;
 }
 
@@ -260,7 +275,20 @@ int kv_iter_reopen(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
 int kv_iter_eof(KvIter *p){ return p->bEof; }
 
 void kv_iter_next(KvIter *p){
+  const KvBackend *pB;
   if( p->bEof ) return;
+  pB = p->pTab->pBackend;
+  if( p->pOwn==0 && pB->xCursorStep ){
+    /* no write set: the committed side's step is the scan's (iterSettle) */
+    p->bDataOn = pB->xCursorStep(p->pData, p->bDesc, &p->cur);
+    if( !p->bDataOn ){
+      iterDataEnded(p);
+      p->bEof = 1;
+      return;
+    }
+    p->bEof = iterPastEnd(p, &p->cur);
+    return;
+  }
   if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);
   iterSettleLive(p);
 }
@@ -283,6 +311,12 @@ const KvMapEntry *kv_iter_current(KvIter *p){
 
 int kv_iter_stable(KvIter *p){
   return !p->bEof && !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+}
+
+const KvMapEntry *kv_iter_landed(KvIter *p, int *pbStable){
+  if( p->bEof ) return 0;
+  *pbStable = !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+  return &p->cur;
 }
 
 void kv_iter_release(KvIter *p){

@@ -781,6 +781,10 @@ int kv_iter_reopen(KvIter *p, KvEngine*, KvRoot*, const char *zTab,
 ** the committed data of a backend whose versions are immutable in memory
 ** (KvBackend.bStableEntries); never an entry of the root's write set. */
 int kv_iter_stable(KvIter*);
+/* kv_iter_eof, kv_iter_current and kv_iter_stable in one call (a scan
+** asks after every step): the current entry in place and *pbStable, or
+** NULL at EOF. */
+const KvMapEntry *kv_iter_landed(KvIter*, int *pbStable);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
 

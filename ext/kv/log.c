@@ -91,7 +91,10 @@ struct KvBackendSnap {
 
 struct KvBackendCursor {
   KvLogCursor *pCsr;
-  KvLogBuf val;
+  KvLogBuf val;                 /* a value read on its own (not windowed) */
+  const uint8_t *aKey;          /* the current row (bOn): key, and value */
+  const uint8_t *aVal;          /* with its CID prefix, in place */
+  int nKey, nVal;
   int bOn;
   int rc;                       /* read error that ended the walk */
   char *zErr;                   /* its message */
@@ -648,8 +651,9 @@ static int logLanded(KvBackendCursor *c, int bOn){
   int rc = SQLITE_OK;
   if( c->rc!=SQLITE_OK ) bOn = 0;
   if( bOn ){
-    rc = kv_logcursor_value(c->pCsr, &c->val, &zErr);
-    if( rc==SQLITE_OK && c->val.n<8 ){
+    rc = kv_logcursor_row(c->pCsr, &c->aKey, &c->nKey, &c->val, &c->aVal,
+                          &c->nVal, &zErr);
+    if( rc==SQLITE_OK && c->nVal<8 ){
       rc = SQLITE_CORRUPT;
       zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
     }
@@ -690,16 +694,22 @@ static int logCursorPrev(KvBackendCursor *c){
 }
 
 static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
-  uint64_t cid;
   if( !c->bOn ){
     memset(pOut, 0, sizeof(*pOut));
     return;
   }
-  kv_logcursor_key(c->pCsr, &pOut->aKey, &pOut->nKey, &cid);
-  pOut->aVal = c->val.a+8;
-  pOut->nVal = c->val.n-8;
+  pOut->aKey = c->aKey;
+  pOut->nKey = c->nKey;
+  pOut->aVal = c->aVal+8;
+  pOut->nVal = c->nVal-8;
   pOut->rev = 0;
   pOut->bTomb = 0;
+}
+
+static int logCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
+  int bOn = bPrev ? logCursorPrev(c) : logCursorNext(c);
+  if( bOn ) logCursorEntry(c, pOut);
+  return bOn;
 }
 
 /* ----------------------------------------------------------- stats --- */
@@ -777,5 +787,6 @@ const KvBackend kvLogBackend = {
   0,                            /* reads may read a log file */
   1,                            /* xApply appends to the log file */
   logMaxCid,
-  0                             /* entries: the value buffer is reused */
+  0,                            /* entries: the value buffer is reused */
+  logCursorStep
 };

@@ -376,9 +376,9 @@ static int klWindowFill(KlFile *pFile, const KlLoc *pLoc, KlWindow *pWin){
   return SQLITE_OK;
 }
 
-int kl_read_frame_ahead(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
-                        int nKey, KlWindow *pWin, KvLogBuf *pOut,
-                        char **pzErr){
+int kl_read_frame_in(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
+                     int nKey, KlWindow *pWin, KvLogBuf *pOut,
+                     const uint8_t **paVal, int *pnVal, char **pzErr){
   KlFrame fr;
   const char *zWhy;
   const uint8_t *a;
@@ -387,8 +387,12 @@ int kl_read_frame_ahead(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
     KlFile *pFile = kl_set_find(pSet, pLoc->iFile);
     if( pFile==0 || pLoc->nFrame>KL_WINDOW_BYTES
      || klWindowFill(pFile, pLoc, pWin)!=SQLITE_OK ){
+      int rc;
       pWin->buf.n = 0;
-      return kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
+      rc = kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
+      *paVal = pOut->a;
+      *pnVal = pOut->n;
+      return rc;
     }
   }
   a = pWin->buf.a + (pLoc->iOff - pWin->iOff);
@@ -401,9 +405,21 @@ int kl_read_frame_ahead(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
     return kl_corrupt(pzErr, kl_set_find(pSet, pLoc->iFile)->zPath,
                       (int64_t)pLoc->iOff, zWhy);
   }
-  if( kl_buf_reserve(pOut, fr.nVal) ) return SQLITE_NOMEM;
-  memcpy(pOut->a, fr.aVal, fr.nVal);
-  pOut->n = (int)fr.nVal;
+  *paVal = fr.aVal;
+  *pnVal = (int)fr.nVal;
+  return SQLITE_OK;
+}
+
+int kl_read_frame_ahead(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
+                        int nKey, KlWindow *pWin, KvLogBuf *pOut,
+                        char **pzErr){
+  const uint8_t *a = 0;
+  int n = 0;
+  int rc = kl_read_frame_in(pSet, pLoc, aKey, nKey, pWin, pOut, &a, &n, pzErr);
+  if( rc!=SQLITE_OK || a==pOut->a ) return rc;      /* read into pOut */
+  if( kl_buf_reserve(pOut, n) ) return SQLITE_NOMEM;
+  memcpy(pOut->a, a, n);
+  pOut->n = n;
   return SQLITE_OK;
 }
 

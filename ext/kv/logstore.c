@@ -982,6 +982,19 @@ int kv_logcursor_value(KvLogCursor *pCur, KvLogBuf *pOut, char **pzErr){
                              pOut, pzErr);
 }
 
+int kv_logcursor_row(KvLogCursor *pCur, const uint8_t **paKey, int *pnKey,
+                     KvLogBuf *pSpare, const uint8_t **paVal, int *pnVal,
+                     char **pzErr){
+  KvMapEntry e;
+  KlLoc loc;
+  kv_map_cursor_entry(pCur->pCsr, &e);
+  memcpy(&loc, e.aVal, sizeof(loc));
+  *paKey = e.aKey;
+  *pnKey = e.nKey;
+  return kl_read_frame_in(pCur->pSet, &loc, e.aKey, e.nKey, &pCur->win,
+                          pSpare, paVal, pnVal, pzErr);
+}
+
 /* -------------------------------------------------- stats and destroy -- */
 
 int kv_logstore_failed(KvLogStore *p){

@@ -207,6 +207,13 @@ void kv_logcursor_key(KvLogCursor*, const uint8_t **paKey, int *pnKey,
                       uint64_t *pCid);
 /* Read the current value into pOut (one pread).  Errors as for get. */
 int kv_logcursor_value(KvLogCursor*, KvLogBuf *pOut, char **pzErr);
+/* The current key (as kv_logcursor_key, without the CID) and value (as
+** kv_logcursor_value) in one call, the value in place: valid until the
+** cursor moves or reads another value (pSpare holds it when its record
+** is read on its own).  Errors as for get. */
+int kv_logcursor_row(KvLogCursor*, const uint8_t **paKey, int *pnKey,
+                     KvLogBuf *pSpare, const uint8_t **paVal, int *pnVal,
+                     char **pzErr);
 
 /* Merge every file older than the active one into new merged files holding
 ** only live records, then switch to them atomically and delete the old

@@ -199,6 +199,12 @@ struct KlWindow {
 ** kl_read_frame, which reports them). */
 int kl_read_frame_ahead(KlSet*, const KlLoc*, const void *aKey, int nKey,
                         KlWindow *pWin, KvLogBuf *pOut, char **pzErr);
+/* kl_read_frame_ahead without the copy: *paVal and *pnVal give the value
+** in place, in pWin's buffer (valid until the window's next fill) or, for a
+** frame read on its own, in pOut. */
+int kl_read_frame_in(KlSet*, const KlLoc*, const void *aKey, int nKey,
+                     KlWindow *pWin, KvLogBuf *pOut, const uint8_t **paVal,
+                     int *pnVal, char **pzErr);
 void kl_delta_free(KlDelta*);
 /* muWrite held: remember the current index as the last durable one. */
 void kl_sync_point_locked(KvLogStore*);

@@ -142,6 +142,12 @@ static uint64_t kvmPrefix(const void *aKey, int nKey){
   const uint8_t *a = (const uint8_t*)aKey;
   uint64_t u = 0;
   int i;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__==__ORDER_LITTLE_ENDIAN__
+  if( nKey>=8 ){                        /* one load, one byte swap */
+    memcpy(&u, a, 8);
+    return __builtin_bswap64(u);
+  }
+#endif
   for(i=0; i<8; i++) u = (u<<8) | (i<nKey ? a[i] : 0);
   return u;
 }
@@ -931,6 +937,14 @@ int kv_map_cursor_prev(KvMapCursor *pCur){
   d = pCur->nDepth-1;
   for(i=0; i<=KVM_AHEAD; i++) kvmPrefetch(pCur, d, -i);
   return 1;
+}
+
+int kv_map_cursor_step(KvMapCursor *pCur, int bPrev, KvMapEntry *pOut){
+  int bOn = bPrev ? kv_map_cursor_prev(pCur) : kv_map_cursor_next(pCur);
+  if( bOn ){
+    kvmEntryOut(pCur->apNode[pCur->nDepth-1], pCur->aIdx[pCur->nDepth-1], pOut);
+  }
+  return bOn;
 }
 
 void kv_map_cursor_entry(const KvMapCursor *pCur, KvMapEntry *pOut){

@@ -127,6 +127,9 @@ int kv_map_cursor_seek(KvMapCursor*, int eSeek, const void *aKey, int nKey);
 int kv_map_cursor_next(KvMapCursor*);          /* 1 if on an entry */
 int kv_map_cursor_prev(KvMapCursor*);
 int kv_map_cursor_valid(const KvMapCursor*);
+/* kv_map_cursor_next (bPrev: _prev) and, when on an entry, its
+** kv_map_cursor_entry into *pOut: one call per step of a walk. */
+int kv_map_cursor_step(KvMapCursor*, int bPrev, KvMapEntry *pOut);
 void kv_map_cursor_entry(const KvMapCursor*, KvMapEntry *pOut);
 
 #endif /* DEPOT_KV_MAP_H */

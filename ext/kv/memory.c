@@ -123,6 +123,9 @@ static int memCursorPrev(KvBackendCursor *c){
 static void memCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
   kv_map_cursor_entry(c->pCsr, pOut);
 }
+static int memCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
+  return kv_map_cursor_step(c->pCsr, bPrev, pOut);
+}
 
 /* Fold every entry of pBatch into the published map.  Only SQLITE_NOMEM
 ** can fail it, part-way: the entries applied so far stay (the engine
@@ -182,5 +185,6 @@ const KvBackend kvMemoryBackend = {
   0,                            /* xApply fails only for want of memory */
   memGetNow,                    /* a read with no root: one lookup */
   0, 0,                         /* no files: no write at apply, no CIDs */
-  1                             /* entries live in the snapshot's version */
+  1,                            /* entries live in the snapshot's version */
+  memCursorStep
 };
