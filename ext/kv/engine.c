@@ -31,6 +31,21 @@ SQLITE_EXTENSION_INIT3
 /* Open stores, guarded by engGlobalMutex. */
 static pthread_mutex_t engGlobalMutex = PTHREAD_MUTEX_INITIALIZER;
 static KvEngine *engList = 0;
+/* Stores whose last reference is gone and that are closing (their real
+** paths; engGlobalMutex): an open of one waits on engClosedCond until its
+** files and locks are released, since the close may run on another
+** thread (a TTL sweep pass holding the last reference, expire.c). */
+static pthread_cond_t engClosedCond = PTHREAD_COND_INITIALIZER;
+static char **azEngClosing = 0;
+static int nEngClosing = 0, nEngClosingAlloc = 0;
+
+static int engClosingFind(const char *zReal){
+  int i;
+  for(i=0; i<nEngClosing; i++){
+    if( strcmp(azEngClosing[i], zReal)==0 ) return i;
+  }
+  return -1;
+}
 
 #ifdef DEPOT_TEST
 /* Test hooks (kv_test.h), guarded by engGlobalMutex. */
@@ -653,6 +668,9 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   *ppEng = 0;
   if( zDir && (rc = engRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&engGlobalMutex);
+  while( zReal && engClosingFind(zReal)>=0 ){
+    pthread_cond_wait(&engClosedCond, &engGlobalMutex);
+  }
   for(p=zReal ? engList : 0; p; p=p->pNextEngine){
     if( p->zDir && strcmp(p->zDir, zReal)==0 ) break;
   }
@@ -717,6 +735,7 @@ KvEngine *kv_engine_ref(KvEngine *p){
 void kv_engine_unref(KvEngine *p){
   KvEngine **pp;
   int bFree = 0, bLast = 0;
+  char *zClosing = 0;
   if( p==0 ) return;
   pthread_mutex_lock(&engGlobalMutex);
   if( --p->nRef==0 ){
@@ -725,9 +744,36 @@ void kv_engine_unref(KvEngine *p){
     }
     bFree = 1;
     bLast = engList==0;
+    if( p->zDir ){
+      /* without memory to note it, a reopen meanwhile may see the
+      ** store's lock still held, and say so */
+      if( nEngClosing==nEngClosingAlloc ){
+        int nNew = nEngClosingAlloc ? nEngClosingAlloc*2 : 4;
+        char **aNew = sqlite3_realloc64(azEngClosing, nNew*sizeof(char*));
+        if( aNew ){ azEngClosing = aNew; nEngClosingAlloc = nNew; }
+      }
+      if( nEngClosing<nEngClosingAlloc
+       && (zClosing = sqlite3_mprintf("%s", p->zDir))!=0 ){
+        azEngClosing[nEngClosing++] = zClosing;
+      }
+    }
   }
   pthread_mutex_unlock(&engGlobalMutex);
   if( bFree ) engFree(p);
+  if( zClosing ){
+    int i;
+    pthread_mutex_lock(&engGlobalMutex);
+    for(i=0; i<nEngClosing && azEngClosing[i]!=zClosing; i++){}
+    if( i<nEngClosing ) azEngClosing[i] = azEngClosing[--nEngClosing];
+    if( nEngClosing==0 ){
+      sqlite3_free(azEngClosing);
+      azEngClosing = 0;
+      nEngClosingAlloc = 0;
+    }
+    pthread_cond_broadcast(&engClosedCond);
+    pthread_mutex_unlock(&engGlobalMutex);
+    sqlite3_free(zClosing);
+  }
   if( bLast ) kv_codec_release();
 }
 

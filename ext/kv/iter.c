@@ -287,6 +287,10 @@ void kv_iter_next(KvIter *p){
       return;
     }
     p->bEof = iterPastEnd(p, &p->cur);
+    if( !p->bEof && !p->bWithExpired && p->cur.nVal>=10
+     && (p->cur.aVal[0] & 0x80) ){
+      iterSettleLive(p);                   /* past expired entries */
+    }
     return;
   }
   if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);

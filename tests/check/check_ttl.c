@@ -102,6 +102,30 @@ START_TEST(test_ttl_row_is_gone_exactly_at_its_deadline){
 }
 END_TEST
 
+/* A scan steps past an expired row that lies between live ones, in both
+** directions, outside a transaction (the committed side's own step) and
+** inside one with a write set. */
+START_TEST(test_ttl_scan_skips_expired_rows_between_live_ones){
+  char *zDir = 0;
+  sqlite3 *db = tt_open("ttl-between", &zDir);
+  tt_table(db, "t", _i, "ttl_ms=100");
+  th_exec(db, "INSERT INTO t VALUES(2, 'b'), (4, 'd')");
+  tt_clock(db, T0+50);
+  th_exec(db, "INSERT INTO t VALUES(1, 'a'), (3, 'c'), (5, 'e')");
+  tt_clock(db, T0+100);
+  th_text_is(db, "SELECT group_concat(key) FROM t", "1,3,5");
+  th_text_is(db, "SELECT group_concat(key) FROM (SELECT key FROM t "
+                 "ORDER BY key DESC)", "5,3,1");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key>=1"), 3);
+  th_exec(db, "BEGIN");
+  th_exec(db, "INSERT INTO t VALUES(6, 'f')");
+  th_text_is(db, "SELECT group_concat(key) FROM t", "1,3,5,6");
+  th_exec(db, "COMMIT");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A deadline expression: its value is the deadline; NULL never expires;
 ** a value read back is the value written (the deadline is not in it). */
 START_TEST(test_ttl_deadline_expression_decides_per_row){
@@ -410,6 +434,8 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("ttl");
   tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
   tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_ttl_scan_skips_expired_rows_between_live_ones,
+                      0, 3);
   tcase_add_loop_test(tc, test_ttl_row_is_gone_exactly_at_its_deadline, 0, 3);
   tcase_add_loop_test(tc, test_ttl_deadline_expression_decides_per_row, 0, 3);
   tcase_add_loop_test(tc,
