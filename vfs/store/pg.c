@@ -130,6 +130,7 @@ int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
 #define PG_FORMAT 1
 #define PG_SCAN_PAGE 256               /* rows fetched per scan statement */
 #define PG_BUF_FLUSH (16*1024*1024)    /* buffered write bytes: send them */
+#define PG_RA_PREFIXES 8               /* chunked values remembered */
 
 enum {
   PS_GET, PS_PUT, PS_DEL, PS_DELRANGE, PS_DELOPEN,
@@ -170,6 +171,14 @@ struct PgOp {
   unsigned char *pVal;
 };
 
+/* A chunk row read ahead inside a transaction (see pgGetRange). */
+typedef struct PgRaRow PgRaRow;
+struct PgRaRow {
+  int nKey, nVal;
+  unsigned char *pKey;       /* one allocation: key bytes then value */
+  unsigned char *pVal;
+};
+
 /* A writer lock this handle holds. */
 typedef struct PgLock PgLock;
 struct PgLock {
@@ -205,6 +214,14 @@ struct StorePg {
   PgLock *pUnlock;           /* locks released while an aborted transaction
                              ** kept the server from hearing it: released
                              ** when the transaction ends */
+  PgRaRow *aRa;              /* chunk rows read ahead in this transaction */
+  int nRa, nRaAlloc;
+  int64_t nRaByte;           /* their bytes */
+  char *azRaPrefix[PG_RA_PREFIXES];  /* the chunk key prefixes (keys without
+                             ** their last 4 bytes) range read in this
+                             ** transaction, the latest ones */
+  int anRaPrefix[PG_RA_PREFIXES];
+  int iRaPrefix;             /* the slot of the next one */
   int64_t nRoundTrip;        /* round trips made (test hooks, bench) */
   char *zErr;
 };
@@ -243,7 +260,7 @@ static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
   if( zMsg==0 || zMsg[0]==0 ) zMsg = PQerrorMessage(p->pConn);
   n = strlen(zMsg);
   while( n>0 && (zMsg[n-1]=='\n' || zMsg[n-1]==' ') ) n--;
-  if( PQstatus(p->pConn)==CONNECTION_BAD ){
+  if( PQstatus(p->pConn)==CONNECTION_BAD || PQsocket(p->pConn)<0 ){
     pgSetErr(p, sqlite3_mprintf("store: %s of %s: connection lost: %.*s",
                                 zWhat, p->zShow, (int)n, zMsg));
     if( p->bInTxn && !p->rcDead ) p->rcDead = SQLITE_IOERR;
@@ -404,7 +421,8 @@ static int pgConnect(StorePg *p){
 static int pgLive(StorePg *p){
   int rc;
   if( p->bInTxn ) return p->rcDead;
-  if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+  if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK
+   && PQsocket(p->pConn)>=0 && p->bPrepared ){
     return SQLITE_OK;
   }
   rc = pgConnect(p);
@@ -430,6 +448,127 @@ static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
     r = 0;
   }
   if( ppRes ) *ppRes = r; else PQclear(r);
+  return rc;
+}
+
+/* ---- chunk read-ahead ---- */
+
+#define PG_RA_BYTES (1024*1024)        /* chunk bytes one read-ahead fetches */
+#define PG_RA_KEEP (4*PG_RA_BYTES)     /* most bytes of rows kept */
+#define PG_RA_ROWS 1024                /* most rows kept */
+
+static int pgFlush(StorePg *p, const char *zTail);
+
+/* Forget the rows read ahead (a transaction ends, or writes). */
+static void pgRaDrop(StorePg *p){
+  int i;
+  for(i=0; i<p->nRa; i++) sqlite3_free(p->aRa[i].pKey);
+  p->nRa = 0;
+  p->nRaByte = 0;
+}
+static void pgRaClear(StorePg *p){
+  int i;
+  pgRaDrop(p);
+  for(i=0; i<PG_RA_PREFIXES; i++){
+    sqlite3_free(p->azRaPrefix[i]);
+    p->azRaPrefix[i] = 0;
+    p->anRaPrefix[i] = 0;
+  }
+}
+
+static PgRaRow *pgRaFind(StorePg *p, const void *pKey, int nKey){
+  int i;
+  for(i=0; i<p->nRa; i++){
+    if( p->aRa[i].nKey==nKey && memcmp(p->aRa[i].pKey, pKey, nKey)==0 ){
+      return &p->aRa[i];
+    }
+  }
+  return 0;
+}
+
+/* 1 when pKey is a chunk of a value a recent range read of this
+** transaction read (the keys differ only in their last 4 bytes); else
+** remembers pKey's prefix, in place of the oldest one, and 0. */
+static int pgRaSequential(StorePg *p, const void *pKey, int nKey){
+  int n = nKey-4, i;
+  char *z;
+  if( n<1 ) return 0;
+  for(i=0; i<PG_RA_PREFIXES; i++){
+    if( p->anRaPrefix[i]==n && memcmp(p->azRaPrefix[i], pKey, n)==0 ){
+      return 1;
+    }
+  }
+  z = sqlite3_malloc64(n);
+  if( z==0 ) return 0;
+  memcpy(z, pKey, n);
+  i = p->iRaPrefix;
+  sqlite3_free(p->azRaPrefix[i]);
+  p->azRaPrefix[i] = z;
+  p->anRaPrefix[i] = n;
+  p->iRaPrefix = (i+1)%PG_RA_PREFIXES;
+  return 0;
+}
+
+/* Read the chunk row pKey and the chunk rows after it (the keys with its
+** prefix, pKey without its last 4 bytes), up to PG_RA_BYTES, with one
+** statement, into p->aRa (which forgets what it held when it would grow
+** past PG_RA_KEEP bytes or PG_RA_ROWS rows). */
+static int pgRaFetch(StorePg *p, const void *pKey, int nKey){
+  unsigned char *aHi = sqlite3_malloc64(nKey);
+  const char *az[3]; int an[3], af[3];
+  char zLim[24];
+  PGresult *r = 0;
+  int i, nHi = nKey-4, nRow, nLim, rc;
+  int64_t nByte;
+  if( aHi==0 ) return SQLITE_NOMEM;
+  /* the server answers for every key of the range: it hears the buffered
+  ** writes first */
+  if( p->nOp && (rc = pgFlush(p, 0))!=SQLITE_OK ){
+    sqlite3_free(aHi);
+    return rc;
+  }
+  memcpy(aHi, pKey, nHi);
+  /* the first key after every key with the prefix */
+  while( nHi>0 && aHi[nHi-1]==0xff ) nHi--;
+  if( nHi>0 ) aHi[nHi-1]++;
+  nLim = PG_RA_BYTES/p->nMaxValue;
+  if( nLim<2 ) nLim = 2;
+  if( nLim>PG_SCAN_PAGE ) nLim = PG_SCAN_PAGE;
+  sqlite3_snprintf(sizeof(zLim), zLim, "%d", nLim);
+  az[0] = pKey; an[0] = nKey; af[0] = 1;
+  if( nHi>0 ){
+    az[1] = (const char*)aHi; an[1] = nHi; af[1] = 1;
+    az[2] = zLim; an[2] = 0; af[2] = 0;
+    rc = pgRun(p, PS_SCANF, 3, az, an, af, &r, "chunk read");
+  }else{
+    az[1] = zLim; an[1] = 0; af[1] = 0;
+    rc = pgRun(p, PS_SCANF_OPEN, 2, az, an, af, &r, "chunk read");
+  }
+  sqlite3_free(aHi);
+  if( rc!=SQLITE_OK ) return rc;
+  nRow = PQntuples(r);
+  for(i=0, nByte=0; i<nRow; i++) nByte += PQgetlength(r, i, 1);
+  if( p->nRa+nRow>PG_RA_ROWS || p->nRaByte+nByte>PG_RA_KEEP ) pgRaDrop(p);
+  if( p->nRa+nRow>p->nRaAlloc ){
+    PgRaRow *aNew = sqlite3_realloc64(p->aRa, sizeof(PgRaRow)*(p->nRa+nRow));
+    if( aNew==0 ){ PQclear(r); return SQLITE_NOMEM; }
+    p->aRa = aNew;
+    p->nRaAlloc = p->nRa+nRow;
+  }
+  for(i=0; i<nRow; i++){
+    PgRaRow *pRow = &p->aRa[p->nRa];
+    int nK = PQgetlength(r, i, 0), nV = PQgetlength(r, i, 1);
+    pRow->pKey = sqlite3_malloc64((nK>0 ? nK : 1) + (nV>0 ? nV : 0));
+    if( pRow->pKey==0 ){ rc = SQLITE_NOMEM; break; }
+    memcpy(pRow->pKey, PQgetvalue(r, i, 0), nK);
+    pRow->pVal = pRow->pKey + nK;
+    if( nV>0 ) memcpy(pRow->pVal, PQgetvalue(r, i, 1), nV);
+    pRow->nKey = nK;
+    pRow->nVal = nV;
+    p->nRa++;
+    p->nRaByte += nV;
+  }
+  PQclear(r);
   return rc;
 }
 
@@ -511,6 +650,7 @@ static int pgFlush(StorePg *p, const char *zTail){
 static int pgOpAdd(StorePg *p, int eStmt, const void *pKey, int nKey,
                    const void *pVal, int nVal){
   PgOp *pOp;
+  if( p->nRa ) pgRaDrop(p);
   if( p->nOp==p->nOpAlloc ){
     int nNew = p->nOpAlloc ? p->nOpAlloc*2 : 64;
     PgOp *aNew = sqlite3_realloc64(p->aOp, sizeof(PgOp)*nNew);
@@ -604,6 +744,7 @@ static int pgRollback(Store *pStore){
   StorePg *p = (StorePg*)pStore;
   int rc = SQLITE_OK;
   pgOpsClear(p);
+  pgRaClear(p);
   if( !p->bInTxn ) return SQLITE_OK;
   p->bInTxn = 0;
   p->bWriteTxn = 0;
@@ -616,14 +757,28 @@ static int pgRollback(Store *pStore){
   return rc;
 }
 
+/* 1 when the failed result r (or NULL) says the session is gone: the
+** connection is lost, or the server ended the session (SQLSTATE class 57P:
+** shut down, crash of another server process; class 08: connection
+** failure). */
+static int pgSessionGone(StorePg *p, PGresult *r){
+  const char *zState = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : 0;
+  if( PQstatus(p->pConn)!=CONNECTION_OK || PQsocket(p->pConn)<0 ) return 1;
+  /* no SQLSTATE: libpq's own error (in pipeline mode a closed connection
+  ** can leave the status OK) */
+  return zState==0
+      || strncmp(zState, "57P", 3)==0 || strncmp(zState, "08", 2)==0;
+}
+
 /* One attempt at BEGIN (and the transaction lock of a writer), pipelined:
-** one round trip. */
-static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
+** one round trip.  *pbGone: the session was found gone. */
+static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry, int *pbGone){
   char zLock[64];
   const char *zBegin = bWrite ? "BEGIN ISOLATION LEVEL READ COMMITTED"
                               : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
   int i, n = bWrite ? 2 : 1, rc = SQLITE_OK;
   *pbRetry = 0;
+  *pbGone = 0;
   sqlite3_snprintf(sizeof(zLock), zLock, "SELECT pg_advisory_xact_lock(%d,%d)",
                    p->aTxnLock[0], p->aTxnLock[1]);
   if( PQenterPipelineMode(p->pConn)!=1
@@ -631,6 +786,7 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
    || (bWrite && PQsendQueryParams(p->pConn, zLock, 0, 0, 0, 0, 0, 0)!=1)
    || PQpipelineSync(p->pConn)!=1 ){
     rc = pgResultErr(p, 0, "begin");
+    *pbGone = pgSessionGone(p, 0);
     if( PQstatus(p->pConn)==CONNECTION_OK
      && PQpipelineStatus(p->pConn)!=PQ_PIPELINE_OFF ){
       while( PQgetResult(p->pConn) ){}
@@ -644,12 +800,14 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
     ExecStatusType e;
     if( r==0 ){
       if( rc==SQLITE_OK ) rc = pgResultErr(p, 0, "begin");
+      *pbGone = *pbGone || pgSessionGone(p, 0);
       break;
     }
     e = PQresultStatus(r);
     if( i==n ){ PQclear(r); break; }
     if( e!=PGRES_COMMAND_OK && e!=PGRES_TUPLES_OK && rc==SQLITE_OK ){
       *pbRetry = pgRetryable(r);
+      *pbGone = pgSessionGone(p, r);
       rc = pgResultErr(p, r, bWrite ? "begin (the store's write lock)"
                                     : "begin");
     }
@@ -667,7 +825,7 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
 
 static int pgBegin(Store *pStore, int bWrite){
   StorePg *p = (StorePg*)pStore;
-  int rc, bRetry = 0, i, bLost = 0;
+  int rc, bRetry = 0, i, bLost = 0, bGone = 0;
   if( p->bInTxn ) return SQLITE_MISUSE;
   if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
   if( bWrite && p->bLockLost ){
@@ -680,12 +838,15 @@ static int pgBegin(Store *pStore, int bWrite){
   for(i=0; ; i++){
     rc = pgLive(p);
     if( rc!=SQLITE_OK ) return rc;
-    rc = pgBeginOnce(p, bWrite, &bRetry);
-    if( rc!=SQLITE_OK && !bLost && PQstatus(p->pConn)==CONNECTION_BAD ){
+    rc = pgBeginOnce(p, bWrite, &bRetry, &bGone);
+    if( rc!=SQLITE_OK && !bLost && bGone ){
       /* the session was gone before this BEGIN (a server restart, an
       ** idle connection dropped): nothing was in flight, connect again */
       bLost = 1;
       i--;
+      PQfinish(p->pConn);
+      p->pConn = 0;
+      p->bPrepared = 0;
       continue;
     }
     if( rc==SQLITE_OK || !bRetry || i>=p->nRetry ) break;
@@ -693,6 +854,7 @@ static int pgBegin(Store *pStore, int bWrite){
   if( rc==SQLITE_OK ){
     p->bInTxn = 1;
     p->bWriteTxn = bWrite;
+    pgRaClear(p);
   }else if( bRetry ){
     char *z = sqlite3_mprintf("%s (after %d retries)", p->zErr, p->nRetry);
     if( z ) pgSetErr(p, z);
@@ -707,6 +869,7 @@ static int pgCommit(Store *pStore){
   if( !p->bInTxn ) return SQLITE_MISUSE;
   rc = p->rcDead ? p->rcDead : pgFlush(p, "COMMIT");
   pgOpsClear(p);
+  pgRaClear(p);
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
@@ -809,7 +972,26 @@ static int pgGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
     *pnGot = nTake;
     return SQLITE_OK;
   }
-  if( !p->bInTxn && (rc = pgLive(p))!=SQLITE_OK ) return rc;
+  if( p->bInTxn ){
+    /* the second range read of one chunked value in a transaction reads
+    ** the chunk and those after it whole, and later ones come from them */
+    PgRaRow *pRow = pgRaFind(p, pKey, nKey);
+    if( pRow==0 && pgRaSequential(p, pKey, nKey) ){
+      rc = pgRaFetch(p, pKey, nKey);
+      if( rc!=SQLITE_OK ) return rc;
+      pRow = pgRaFind(p, pKey, nKey);
+      if( pRow==0 ) return SQLITE_OK;        /* no such key */
+    }
+    if( pRow ){
+      int nTake = pRow->nVal>iOff ? pRow->nVal-iOff : 0;
+      if( nTake>n ) nTake = n;
+      if( nTake>0 ) memcpy(pOut, pRow->pVal+iOff, nTake);
+      *pnGot = nTake;
+      return SQLITE_OK;
+    }
+  }else if( (rc = pgLive(p))!=SQLITE_OK ){
+    return rc;
+  }
   /* int4 parameters in binary: big-endian */
   aOff[0] = (unsigned char)((iOff+1)>>24); aOff[1] = (unsigned char)((iOff+1)>>16);
   aOff[2] = (unsigned char)((iOff+1)>>8); aOff[3] = (unsigned char)(iOff+1);
@@ -1119,6 +1301,8 @@ static void pgClose(Store *pStore){
   PgLock *pL;
   pgOpsClear(p);
   sqlite3_free(p->aOp);
+  pgRaClear(p);
+  sqlite3_free(p->aRa);
   /* the server ends the session a moment after PQfinish(): its writer
   ** locks go now, so that the next holder need not race that */
   if( (p->pLock || p->pUnlock) && p->pConn
