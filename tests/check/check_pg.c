@@ -516,6 +516,38 @@ START_TEST(t_cold_scan_round_trips){
 }
 END_TEST
 
+/* The depot_* operations on one PostgreSQL store reuse an idle handle:
+** the second one opens no new connection. */
+START_TEST(t_operations_reuse_the_connection){
+  char *zDir = th_tmpdir("pg_reuse");
+  char *zUri = pgUri("reuse");
+  sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main");
+  int64_t n0, nFirst, nSecond;
+  char *zCmd = sqlite3_mprintf("sh %s restart %s",
+      getenv("DEPOT_TEST_PG_CLUSTER"), getenv("DEPOT_TEST_PG_DIR"));
+  th_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+  depot_fork_idle_close();
+  n0 = store_pg_round_trips();
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'a')", zUri);
+  nFirst = store_pg_round_trips() - n0;
+  n0 = store_pg_round_trips();
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'b')", zUri);
+  nSecond = store_pg_round_trips() - n0;
+  fprintf(stderr, "check_pg: round trips of an operation: %lld (new"
+          " connection), %lld (idle handle)\n", (long long)nFirst,
+          (long long)nSecond);
+  ck_assert_int_le(nSecond + 4, nFirst);
+  /* a restarted server: the idle handle reconnects */
+  ck_assert_int_eq(system(zCmd), 0);
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'c')", zUri);
+  ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM depot_restore_points(%Q,"
+                           " 'main')", zUri), 3);
+  depot_fork_idle_close();
+  sqlite3_close(db);
+  sqlite3_free(zCmd); sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- two processes ---- */
 
 /* Child: "hold STORE-URI DIR FLAG": write a row in a transaction, create
@@ -771,6 +803,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, t_compact_gc_quota);
   tcase_add_test(tc, t_round_trips);
   tcase_add_test(tc, t_cold_scan_round_trips);
+  tcase_add_test(tc, t_operations_reuse_the_connection);
   tcase_add_test(tc, t_two_processes);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
