@@ -109,6 +109,9 @@ static void opPutIdleUri(Store *pStore, const char *zUri){
 static int opDetachIdleUri(Store **apStore){
   int i, n = 0;
   for(i=0; i<OP_IDLE_URI; i++){
+    if( aOpIdleUri[i].zUri==0 ) continue;   /* (no SQLite call on an empty
+                                            ** list: at exit of a process
+                                            ** that never used one) */
     if( aOpIdleUri[i].pStore && aOpIdleUri[i].pid==getpid() ){
       apStore[n++] = aOpIdleUri[i].pStore;
     }
