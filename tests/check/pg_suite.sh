@@ -33,19 +33,21 @@ for t in check_pg check_depot check_fork check_compact check_verify \
   ./tests/check/$t || rc=1
 done
 
-# the depot program on a store named by its URI
+# the depot program on a store named by its URI (with a password, which
+# trust auth ignores and no output may show)
 if [ -n "$DEPOT_CLI" ] && [ -x "$DEPOT_CLI" ] && command -v sqlite3 >/dev/null
 then
-  store="$uri&schema=cli"
+  store="postgresql://nobody:sekrit42@${uri#postgresql://}&schema=cli"
   cdir="$dir/cli"
   mkdir -p "$cdir"
   fail() { echo "pg_suite: depot $*"; rc=1; }
   sqlite3 "$cdir/src.db" "create table t(a integer primary key, b);
     insert into t select value, hex(randomblob(200))
     from generate_series(1,500)" || rc=1
-  "$DEPOT_CLI" import "$cdir/src.db" "$store" --db app >/dev/null \
+  "$DEPOT_CLI" import "$cdir/src.db" "$store" --db app >"$cdir/all.txt" \
     || fail "import"
-  "$DEPOT_CLI" export "$store:app" "$cdir/out.db" >/dev/null || fail "export"
+  "$DEPOT_CLI" --json export "$store:app" "$cdir/out.db" >>"$cdir/all.txt" \
+    || fail "export"
   sqlite3 "$cdir/src.db" .dump > "$cdir/a.sql"
   sqlite3 "$cdir/out.db" .dump > "$cdir/b.sql"
   cmp -s "$cdir/a.sql" "$cdir/b.sql" || fail "export: rows differ"
@@ -55,7 +57,11 @@ then
     # shellcheck disable=SC2086
     "$DEPOT_CLI" "$cmd" "$store" ${c#*|} >"$cdir/out.txt" 2>&1 \
       || { cat "$cdir/out.txt"; fail "$cmd"; }
+    cat "$cdir/out.txt" >>"$cdir/all.txt"
   done
   grep -q "no problems found" "$cdir/out.txt" || fail "verify: $(cat "$cdir/out.txt")"
+  ! grep -q sekrit42 "$cdir/all.txt" || fail "output shows the password"
+  grep -q "imported .* into postgresql://nobody@/" "$cdir/all.txt" \
+    || fail "import: $(head -1 "$cdir/all.txt")"
 fi
 exit $rc
