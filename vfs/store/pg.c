@@ -39,6 +39,13 @@
 ** Outside a transaction each call is one autocommit statement (a write of
 ** several statements runs as its own write transaction).
 **
+** Reads.  Inside a transaction, the second range read of one chunked value
+** (keys that differ only in their last 4 bytes, the chunk number) reads
+** that chunk row and the ones after it whole, up to 1 MiB, with one
+** statement; later range reads of them are answered from memory until the
+** transaction ends or writes (at most 4 MiB kept).  The rows are those of
+** the transaction's snapshot, so nothing stale is served.
+**
 ** Errors.  SQLSTATE 40001 and 40P01 of a call the backend owns whole (an
 ** autocommit call, BEGIN) are retried up to retries= times, then
 ** SQLITE_BUSY; inside a transaction they end it with SQLITE_BUSY.
