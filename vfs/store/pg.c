@@ -30,7 +30,9 @@
 ** of a writer sees every commit made before it took the lock, so the head
 ** compare-and-set of a depot commit is race-free across processes and
 ** hosts, as under the embedded store's BEGIN IMMEDIATE.  A read
-** transaction is REPEATABLE READ READ ONLY: one snapshot.  Writes of a
+** transaction is REPEATABLE READ READ ONLY: one snapshot, whose BEGIN goes
+** in one pipeline with its first statement (a read transaction that reads
+** nothing costs no round trip).  Writes of a
 ** write transaction are buffered and sent in one libpq pipeline with the
 ** COMMIT (or before a scan, or once the buffer is long), so a commit of any
 ** number of chunk rows costs one round trip to begin and one to commit,
@@ -207,6 +209,8 @@ struct StorePg {
                              ** rollback), or 0 */
   int bSchemaReady;          /* the tables exist: statements can be made */
   int bWriteTxn;             /* ... a write transaction */
+  int bBeginPending;         /* ... a read transaction whose BEGIN goes
+                             ** with its first statement */
   int bReadOnly;
   int bLockLost;             /* a writer lock did not survive a reconnect */
   int iSync;                 /* StoreSqliteConfig.iSynchronous */
@@ -438,6 +442,111 @@ static int pgLive(StorePg *p){
 
 /* Run prepared statement i with binary parameters; *ppRes gets the result
 ** (caller clears) of a statement returning rows. */
+#define PG_BEGIN_READ "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+static int pgSessionGone(StorePg *p, PGresult *r);
+
+/* The pending BEGIN of a read transaction and the prepared statement
+** zName, in one pipeline: one round trip.  SQLITE_OK with *ppRes the
+** statement's result (failed or not; NULL if none came), or the error of
+** BEGIN, when *pbGone says whether the session was found gone. */
+static int pgBeginAndRun(StorePg *p, const char *zName, int nParam,
+                         const char *const *azVal, const int *anLen,
+                         const int *aFmt, PGresult **ppRes, int *pbGone){
+  int i, rc = SQLITE_OK;
+  *ppRes = 0;
+  *pbGone = 0;
+  if( PQenterPipelineMode(p->pConn)!=1
+   || PQsendQueryParams(p->pConn, PG_BEGIN_READ, 0, 0, 0, 0, 0, 0)!=1
+   || PQsendQueryPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1)!=1
+   || PQpipelineSync(p->pConn)!=1 ){
+    rc = pgResultErr(p, 0, "begin");
+    *pbGone = pgSessionGone(p, 0);
+    if( PQstatus(p->pConn)==CONNECTION_OK
+     && PQpipelineStatus(p->pConn)!=PQ_PIPELINE_OFF ){
+      while( PQgetResult(p->pConn) ){}
+      PQexitPipelineMode(p->pConn);
+    }
+    return rc;
+  }
+  pgTrip(p);
+  /* BEGIN's result, the statement's, each followed by NULL; then SYNC */
+  for(i=0; i<=2; i++){
+    PGresult *r = PQgetResult(p->pConn);
+    ExecStatusType e;
+    if( r==0 ){
+      if( rc==SQLITE_OK && i<2 ){
+        rc = pgResultErr(p, 0, "begin");
+        *pbGone = pgSessionGone(p, 0);
+      }
+      break;
+    }
+    e = PQresultStatus(r);
+    if( i==2 ){ PQclear(r); break; }
+    if( i==0 && e!=PGRES_COMMAND_OK ){
+      rc = pgResultErr(p, r, "begin");
+      *pbGone = pgSessionGone(p, r);
+    }
+    if( i==1 && rc==SQLITE_OK ){
+      *ppRes = r;
+    }else{
+      PQclear(r);
+    }
+    PQclear(PQgetResult(p->pConn));
+  }
+  if( PQstatus(p->pConn)==CONNECTION_OK ) PQexitPipelineMode(p->pConn);
+  if( rc!=SQLITE_OK ){
+    PQclear(*ppRes);
+    *ppRes = 0;
+    if( PQstatus(p->pConn)==CONNECTION_OK
+     && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+      PQclear(PQexec(p->pConn, "ROLLBACK"));
+      pgTrip(p);
+    }
+  }
+  return rc;
+}
+
+/* A read transaction's BEGIN still pending goes with the statement zName
+** (see pgBeginAndRun); a session found gone at that BEGIN, when nothing
+** was in flight, is connected again once.  The statement's result in
+** *ppRes, or the error of BEGIN, which ends the transaction for the
+** server (every later call fails with it until the rollback). */
+static int pgRunFirst(StorePg *p, const char *zName, int nParam,
+                      const char *const *azVal, const int *anLen,
+                      const int *aFmt, PGresult **ppRes){
+  int rc, bGone = 0, bAgain;
+  p->bBeginPending = 0;
+  for(bAgain=1; ; bAgain=0){
+    rc = pgBeginAndRun(p, zName, nParam, azVal, anLen, aFmt, ppRes, &bGone);
+    if( rc==SQLITE_OK || !bGone || !bAgain ) break;
+    PQfinish(p->pConn);
+    p->pConn = 0;
+    p->bPrepared = 0;
+    p->bInTxn = 0;
+    p->rcDead = 0;
+    rc = pgConnect(p);
+    p->bInTxn = 1;
+    if( rc!=SQLITE_OK ){
+      rc = SQLITE_IOERR;
+      break;
+    }
+  }
+  if( rc!=SQLITE_OK && !p->rcDead ) p->rcDead = rc;
+  return rc;
+}
+
+/* Send the pending BEGIN of a read transaction alone (before a statement
+** that is not prepared). */
+static int pgBeginNow(StorePg *p){
+  int rc;
+  if( !p->bBeginPending ) return SQLITE_OK;
+  p->bBeginPending = 0;
+  rc = pgExec(p, PG_BEGIN_READ, "begin");
+  if( rc!=SQLITE_OK && !p->rcDead ) p->rcDead = rc;
+  return rc;
+}
+
 static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
                  const int *anLen, const int *aFmt, PGresult **ppRes,
                  const char *zWhat){
@@ -445,8 +554,13 @@ static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
   PGresult *r;
   int rc = SQLITE_OK;
   sqlite3_snprintf(sizeof(zName), zName, "d%d", i);
-  r = PQexecPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1);
-  pgTrip(p);
+  if( p->bBeginPending ){
+    rc = pgRunFirst(p, zName, nParam, azVal, anLen, aFmt, &r);
+    if( rc!=SQLITE_OK ) return rc;
+  }else{
+    r = PQexecPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1);
+    pgTrip(p);
+  }
   if( r==0 || (PQresultStatus(r)!=PGRES_TUPLES_OK
                && PQresultStatus(r)!=PGRES_COMMAND_OK) ){
     rc = pgResultErr(p, r, zWhat);
@@ -753,6 +867,7 @@ static int pgRollback(Store *pStore){
   pgOpsClear(p);
   pgRaClear(p);
   if( !p->bInTxn ) return SQLITE_OK;
+  p->bBeginPending = 0;
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
@@ -842,6 +957,17 @@ static int pgBegin(Store *pStore, int bWrite){
         p->zShow));
     return SQLITE_BUSY;
   }
+  if( !bWrite ){
+    /* BEGIN goes with the first statement (pgRun): a read transaction
+    ** costs no round trip of its own */
+    rc = pgLive(p);
+    if( rc!=SQLITE_OK ) return rc;
+    p->bInTxn = 1;
+    p->bWriteTxn = 0;
+    p->bBeginPending = 1;
+    pgRaClear(p);
+    return SQLITE_OK;
+  }
   for(i=0; ; i++){
     rc = pgLive(p);
     if( rc!=SQLITE_OK ) return rc;
@@ -874,6 +1000,14 @@ static int pgCommit(Store *pStore){
   StorePg *p = (StorePg*)pStore;
   int rc;
   if( !p->bInTxn ) return SQLITE_MISUSE;
+  if( p->bBeginPending ){
+    /* a read transaction that read nothing: nothing to end */
+    p->bBeginPending = 0;
+    p->bInTxn = 0;
+    pgRaClear(p);
+    pgUnlockPending(p);
+    return SQLITE_OK;
+  }
   rc = p->rcDead ? p->rcDead : pgFlush(p, "COMMIT");
   pgOpsClear(p);
   pgRaClear(p);
@@ -1178,6 +1312,7 @@ static int pgPhysicalBytes(Store *pStore, int64_t *pnByte){
   PGresult *r;
   int rc = p->bInTxn ? pgBeforeRead(p) : pgLive(p);
   *pnByte = 0;
+  if( rc==SQLITE_OK ) rc = pgBeginNow(p);
   if( rc!=SQLITE_OK ) return rc;
   zSql = sqlite3_mprintf("SELECT pg_total_relation_size('%q.depot_kv')"
       " + pg_total_relation_size('%q.depot_store_meta')", p->zSchema,
