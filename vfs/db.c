@@ -90,6 +90,8 @@ void depot_chunk_cache_stable(DepotChunkCache *p, int bStable){
   memset(p->aNoPidxLo, 0, sizeof(p->aNoPidxLo));
   memset(p->aNoPidxHi, 0, sizeof(p->aNoPidxHi));
   p->shard.bValid = 0;
+  p->win.bValid = 0;
+  p->win.iLastBranch = 0;
 }
 
 void depot_chunk_cache_clear(DepotChunkCache *p){
@@ -255,6 +257,86 @@ struct PageSrc {
 ** version at or before the level's cap; keep the newer (see db.h). */
 /* The page index row of pgno at level i, skipping the seek inside a
 ** remembered run of pages without rows (stable snapshots only). */
+/* The page index rows of pages [pgno, pgno+DEPOT_PIDX_WINDOW) of branch
+** b, capped at iCap, with one scan of at most DEPOT_PIDX_WINDOW_ROWS rows
+** (a page whose rows the limit cuts off ends the window). */
+#define DEPOT_PIDX_WINDOW_ROWS (4*DEPOT_PIDX_WINDOW)
+typedef struct PidxWinScan PidxWinScan;
+struct PidxWinScan {
+  struct DepotPidxWindow *w;
+  int nRow;
+  uint32_t iLastPg;
+};
+
+static int dbPidxWinRow(void *pArg, const unsigned char *pKey, int nKey,
+                        const unsigned char *pVal, int nVal){
+  PidxWinScan *x = (PidxWinScan*)pArg;
+  struct DepotPidxWindow *w = x->w;
+  uint32_t pg;
+  uint64_t iTxid;
+  x->nRow++;
+  if( nKey<12 ) return 0;
+  pg = bytes_get32(pKey+nKey-12);
+  iTxid = bytes_get64(pKey+nKey-8);
+  x->iLastPg = pg;
+  if( pg>=w->lo && pg<w->lo+DEPOT_PIDX_WINDOW && iTxid<=w->iCap ){
+    struct DepotPidxSlot *s = &w->a[pg-w->lo];
+    s->bFound = 1;
+    s->iOwner = iTxid;
+    s->rc = layout_pidx_decode(pVal, nVal, &s->v);
+  }
+  return 0;
+}
+
+static int dbPidxWindow(Store *pStore, struct DepotPidxWindow *w,
+                        uint64_t b, uint64_t iCap, uint32_t pgno,
+                        char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  PidxWinScan x;
+  int rc, nLo, nHi;
+  w->bValid = 0;
+  if( pgno>0xffffffff-DEPOT_PIDX_WINDOW ) return SQLITE_OK;
+  w->iBranch = b;
+  w->iCap = iCap;
+  w->lo = pgno;
+  memset(w->a, 0, sizeof(w->a));
+  memset(&x, 0, sizeof(x));
+  x.w = w;
+  nLo = layout_key_pidx(lo, b, pgno, 0);
+  nHi = layout_key_pidx(hi, b, pgno+DEPOT_PIDX_WINDOW, 0);
+  rc = store_scan(pStore, lo, nLo, hi, nHi, 0, DEPOT_PIDX_WINDOW_ROWS,
+                  dbPidxWinRow, &x);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  w->hi = x.nRow<DEPOT_PIDX_WINDOW_ROWS ? pgno+DEPOT_PIDX_WINDOW : x.iLastPg;
+  w->bValid = w->hi>pgno;
+  return SQLITE_OK;
+}
+
+/* The window's answer for page pgno of level (b, iCap): 1 when it has
+** one (then in *pHit, or rc), else 0. */
+static int dbPidxFromWindow(struct DepotPidxWindow *w, uint64_t b,
+                            uint64_t iCap, uint32_t pgno, PidxHit *pHit,
+                            int *pRc, char **pzErr){
+  struct DepotPidxSlot *s;
+  if( !w->bValid || w->iBranch!=b || w->iCap!=iCap || pgno<w->lo
+   || pgno>=w->hi ){
+    return 0;
+  }
+  s = &w->a[pgno-w->lo];
+  *pRc = SQLITE_OK;
+  if( s->bFound ){
+    pHit->bFound = 1;
+    pHit->rc = s->rc;
+    pHit->iOwner = s->iOwner;
+    pHit->v = s->v;
+    if( s->rc!=SQLITE_OK ){
+      *pRc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt page index"
+                   " row%s", "");
+    }
+  }
+  return 1;
+}
+
 static int dbLookPidx(Store *pStore, DepotChunkCache *pMemo,
                       DepotChain *pChain, int i, uint32_t pgno,
                       PidxHit *pHit, char **pzErr){
@@ -264,6 +346,23 @@ static int dbLookPidx(Store *pStore, DepotChunkCache *pMemo,
   int bMemo = pMemo && pMemo->bStable, rc, nLo, nHi;
   if( bMemo && pgno>=pMemo->aNoPidxLo[i] && pgno<pMemo->aNoPidxHi[i] ){
     return SQLITE_OK;
+  }
+  if( bMemo ){
+    struct DepotPidxWindow *w = &pMemo->win;
+    int bSeq = w->iLastBranch==b && w->iLastLevel==i && w->iLast+1==pgno;
+    w->iLastBranch = b;
+    w->iLastLevel = i;
+    w->iLast = pgno;
+    if( dbPidxFromWindow(w, b, pChain->aCap[i], pgno, pHit, &rc, pzErr) ){
+      return rc;
+    }
+    if( bSeq ){
+      rc = dbPidxWindow(pStore, w, b, pChain->aCap[i], pgno, pzErr);
+      if( rc!=SQLITE_OK ) return rc;
+      if( dbPidxFromWindow(w, b, pChain->aCap[i], pgno, pHit, &rc, pzErr) ){
+        return rc;
+      }
+    }
   }
   rc = dbFindOwner(pStore, b, pgno, pChain->aCap[i], pHit, pzErr);
   if( rc!=SQLITE_OK || pHit->bFound || !bMemo ) return rc;

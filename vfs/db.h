@@ -112,6 +112,7 @@ int depot_db_head(Store*, uint64_t iBranch, DbHead *pHead, char **pzErr);
 /* What one reader remembers of its lookups.  Frames are read by byte
 ** range from their chunk rows (store_get_range()), so no chunk is kept
 ** here.  Owned by one file handle (no locking). */
+#define DEPOT_PIDX_WINDOW 64     /* pages of one page index window */
 typedef struct DepotChunkCache DepotChunkCache;
 struct DepotChunkCache {
   /* While bStable (the owner holds a store read transaction, so nothing
@@ -127,6 +128,22 @@ struct DepotChunkCache {
     uint32_t iShard;
     ShardRow row;
   } shard;
+  /* Once lookups of one level go page after page: the page index rows of
+  ** the next pages [lo, hi) of that level, read with one scan (a server
+  ** store pays a round trip per seek). */
+  struct DepotPidxWindow {
+    int bValid;
+    int iLastLevel;              /* the level and page of the last lookup */
+    uint64_t iLastBranch;
+    uint32_t iLast;
+    uint64_t iBranch, iCap;      /* the window's level */
+    uint32_t lo, hi;
+    struct DepotPidxSlot {
+      int bFound, rc;            /* rc: the row's decoding */
+      uint64_t iOwner;
+      PidxValue v;
+    } a[DEPOT_PIDX_WINDOW];
+  } win;
 };
 
 /* Mark the snapshot stable (bStable) or not; either way forget the

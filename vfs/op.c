@@ -1,6 +1,6 @@
 /*
 ** op.c -- the frame of the branch operations (vfs/op.h): opening the
-** store for one transaction (reusing one idle store handle between
+** store for one transaction (reusing idle store handles between
 ** operations), ending it, reporting errors, and the steps several
 ** operations share: names, views, normalizing fork points, store
 ** sequence numbers, restore point rows, new forks, branch states and
@@ -39,6 +39,102 @@ static struct {
   pid_t pid;
 } opIdle;
 
+/* Idle handles of PostgreSQL stores (a connection each, which costs a
+** new server session to make): up to OP_IDLE_URI of them, of any URIs,
+** the least recently kept one closed to make room.  A handle is taken out
+** of the list while an operation uses it, so no two threads ever share
+** one.  Also guarded by opMutex, also closed before fork(), and closed
+** when the process exits or the library is unloaded (opIdleAtExit). */
+#define OP_IDLE_URI 4
+static struct {
+  Store *pStore;
+  char *zUri;
+  pid_t pid;
+  uint64_t iSeq;             /* when kept: the least is the oldest */
+} aOpIdleUri[OP_IDLE_URI];
+static uint64_t opIdleSeq = 0;
+
+/* Take an idle handle of the PostgreSQL store zUri, else NULL. */
+static Store *opTakeIdleUri(const char *zUri){
+  Store *pStore = 0;
+  int i, iBest = -1;
+  pthread_mutex_lock(&opMutex);
+  for(i=0; i<OP_IDLE_URI; i++){
+    if( aOpIdleUri[i].pStore && aOpIdleUri[i].pid==getpid()
+     && strcmp(aOpIdleUri[i].zUri, zUri)==0
+     && (iBest<0 || aOpIdleUri[i].iSeq>aOpIdleUri[iBest].iSeq) ){
+      iBest = i;
+    }
+  }
+  if( iBest>=0 ){
+    pStore = aOpIdleUri[iBest].pStore;
+    aOpIdleUri[iBest].pStore = 0;
+    sqlite3_free(aOpIdleUri[iBest].zUri);
+    aOpIdleUri[iBest].zUri = 0;
+  }
+  pthread_mutex_unlock(&opMutex);
+  return pStore;
+}
+
+/* Keep pStore (no transaction open) as an idle handle of zUri, closing
+** the oldest one when the list is full. */
+static void opPutIdleUri(Store *pStore, const char *zUri){
+  char *zCopy = sqlite3_mprintf("%s", zUri);
+  Store *pOld = 0;
+  int i, iSlot = 0;
+  if( zCopy==0 ){
+    store_close(pStore);
+    return;
+  }
+  pthread_mutex_lock(&opMutex);
+  for(i=0; i<OP_IDLE_URI; i++){
+    if( aOpIdleUri[i].pStore==0 || aOpIdleUri[i].pid!=getpid() ){
+      iSlot = i;
+      break;
+    }
+    if( aOpIdleUri[i].iSeq<aOpIdleUri[iSlot].iSeq ) iSlot = i;
+  }
+  if( aOpIdleUri[iSlot].pid==getpid() ) pOld = aOpIdleUri[iSlot].pStore;
+  sqlite3_free(aOpIdleUri[iSlot].zUri);
+  aOpIdleUri[iSlot].pStore = pStore;
+  aOpIdleUri[iSlot].zUri = zCopy;
+  aOpIdleUri[iSlot].pid = getpid();
+  aOpIdleUri[iSlot].iSeq = ++opIdleSeq;
+  pthread_mutex_unlock(&opMutex);
+  store_close(pOld);
+}
+
+/* The idle handles of PostgreSQL stores of this process, taken out of the
+** list (opMutex held); the caller closes them. */
+static int opDetachIdleUri(Store **apStore){
+  int i, n = 0;
+  for(i=0; i<OP_IDLE_URI; i++){
+    if( aOpIdleUri[i].zUri==0 ) continue;   /* (no SQLite call on an empty
+                                            ** list: at exit of a process
+                                            ** that never used one) */
+    if( aOpIdleUri[i].pStore && aOpIdleUri[i].pid==getpid() ){
+      apStore[n++] = aOpIdleUri[i].pStore;
+    }
+    aOpIdleUri[i].pStore = 0;
+    sqlite3_free(aOpIdleUri[i].zUri);
+    aOpIdleUri[i].zUri = 0;
+  }
+  return n;
+}
+
+/* At exit (or unload): end the idle handles' server sessions cleanly. */
+#if defined(__GNUC__)
+__attribute__((destructor))
+#endif
+static void opIdleAtExit(void){
+  Store *apStore[OP_IDLE_URI];
+  int i, n;
+  pthread_mutex_lock(&opMutex);
+  n = opDetachIdleUri(apStore);
+  pthread_mutex_unlock(&opMutex);
+  for(i=0; i<n; i++) store_close(apStore[i]);
+}
+
 /* Take the idle handle of zPath if it is still good, else NULL. */
 static Store *opTakeIdle(const char *zPath, const struct stat *pSt){
   Store *pStore = 0;
@@ -56,11 +152,14 @@ static Store *opTakeIdle(const char *zPath, const struct stat *pSt){
 /* The fork handlers: close the idle handle and hold opMutex across
 ** fork(), so that no thread keeps a new one meanwhile. */
 static void opForkPrepare(void){
-  Store *pStore = 0;
+  Store *pStore = 0, *apStore[OP_IDLE_URI];
+  int i, n;
   pthread_mutex_lock(&opMutex);
   if( opIdle.pid==getpid() ) pStore = opIdle.pStore;
   opIdle.pStore = 0;
   store_close(pStore);
+  n = opDetachIdleUri(apStore);
+  for(i=0; i<n; i++) store_close(apStore[i]);
 }
 static void opForkRelease(void){
   pthread_mutex_unlock(&opMutex);
@@ -94,14 +193,17 @@ static void opPutIdle(Store *pStore, const char *zPath){
 }
 
 void depot_fork_idle_close(void){
-  Store *pStore = 0;
+  Store *pStore = 0, *apStore[OP_IDLE_URI];
+  int i, n;
   pthread_mutex_lock(&opMutex);
   if( opIdle.pid==getpid() ) pStore = opIdle.pStore;
   opIdle.pStore = 0;
   sqlite3_free(opIdle.zPath);
   opIdle.zPath = 0;
+  n = opDetachIdleUri(apStore);
   pthread_mutex_unlock(&opMutex);
   store_close(pStore);
+  for(i=0; i<n; i++) store_close(apStore[i]);
 }
 
 int op_fail(Op *p, int rc, char *zMsg){
@@ -167,7 +269,7 @@ int op_open_as(Op *p, const char *zStore, const char *zQual, int bRead,
                char **pzErr){
   StoreSqliteConfig cfg;
   struct stat st;
-  int rc, bFound = 1;
+  int rc, bFound = 1, bReused = 0;
   memset(p, 0, sizeof(*p));
   p->pzErr = pzErr;
   p->zPath = zStore;
@@ -176,14 +278,20 @@ int op_open_as(Op *p, const char *zStore, const char *zQual, int bRead,
   cfg.iSynchronous = 2;
   p->bMedia = bRead && store_sqlite_read_only_fs(zStore);
   cfg.bInspect = p->bMedia;
-  if( !p->bMedia && stat(zStore, &st)==0 ){
+  if( store_is_pg_uri(zStore) ){
+    /* the layout was checked when the handle was opened: the reused
+    ** handle's first round trip is the BEGIN, which reconnects a session
+    ** the server dropped meanwhile */
+    p->pStore = opTakeIdleUri(zStore);
+    bReused = p->pStore!=0;
+  }else if( !p->bMedia && stat(zStore, &st)==0 ){
     p->pStore = opTakeIdle(zStore, &st);
   }
   if( p->pStore==0 ){
     rc = store_open(zStore, &cfg, &p->pStore, pzErr);
     if( rc!=SQLITE_OK ) return (rc&0xff)==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
   }
-  rc = depot_db_check_format(p->pStore, pzErr);
+  rc = bReused ? SQLITE_OK : depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK
    && (rc = store_begin(p->pStore, !p->bMedia))!=SQLITE_OK ){
     rc = op_store_err(p, rc);
@@ -212,7 +320,10 @@ int op_end(Op *p, int rc){
   }else if( p->pStore ){
     store_rollback(p->pStore);
   }
-  if( p->pStore && rc==SQLITE_OK && !p->bMedia ){
+  if( p->pStore && rc==SQLITE_OK && store_is_pg_uri(p->zPath) ){
+    pthread_once(&opForkOnce, opForkRegister);
+    opPutIdleUri(p->pStore, p->zPath);
+  }else if( p->pStore && rc==SQLITE_OK && !p->bMedia ){
     opPutIdle(p->pStore, p->zPath);
   }else{
     store_close(p->pStore);

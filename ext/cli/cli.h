@@ -55,7 +55,11 @@ int cli_usage(Cli*, const char *zFmt, ...);
 /* ---- out.c ---- */
 /* Begin the --json document {"command":...; no-op in text mode. */
 void out_begin(Cli*);
-void out_str(Cli*, const char *zKey, const char *zVal);   /* NULL: null */
+void out_str(Cli*, const char *zKey, const char *zVal);   /* NULL: null;
+                        ** the value of "store" is shown by out_store() */
+/* How output shows the store zStore: a PostgreSQL store's URI without its
+** password (sqlite3_malloc'd). */
+char *out_store(const char *zStore);
 void out_int(Cli*, const char *zKey, sqlite3_int64 iVal);
 void out_json(Cli*, const char *zKey, const char *zJson); /* raw JSON */
 /* Print the document (--json); returns rc. */

@@ -59,10 +59,12 @@ int cmd_import(Cli *p, int nArg, char **azArg){
   rc = out_run_long(p, pStmt, "pages", &bStop);
   if( rc==SQLITE_ROW ){
     sqlite3_int64 n = sqlite3_column_int64(pStmt, 0);
+    char *zShow = out_store(zStore);
     sqlite3_finalize(pStmt);
     out_int(p, "pages", n);
-    out_text(p, "imported %s into %s:%s@main: %lld pages\n", zFile, zStore,
-             zDb, n);
+    out_text(p, "imported %s into %s:%s@main: %lld pages\n", zFile,
+             zShow ? zShow : "", zDb, n);
+    sqlite3_free(zShow);
     return out_end(p, CLI_OK);
   }
   if( bStop ){
@@ -101,9 +103,11 @@ int cmd_export(Cli *p, int nArg, char **azArg){
     rc = out_run_long(p, pStmt, "pages", &bStop);
     if( rc==SQLITE_ROW ){
       sqlite3_int64 n = sqlite3_column_int64(pStmt, 0);
+      char *zShow = out_store(t.zStore);
       out_int(p, "pages", n);
-      out_text(p, "exported %s:%s@%s to %s: %lld pages\n", t.zStore, t.zDb,
-               t.zBranch, azArg[1], n);
+      out_text(p, "exported %s:%s@%s to %s: %lld pages\n", zShow ? zShow : "",
+               t.zDb, t.zBranch, azArg[1], n);
+      sqlite3_free(zShow);
       rc = CLI_OK;
     }else if( bStop ){
       rc = out_fail(p, "export interrupted: %s was removed", azArg[1]);

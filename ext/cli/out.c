@@ -12,6 +12,7 @@
 #include "config.h"
 #include "ext/cli/cli.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/store/store.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -60,8 +61,13 @@ void out_begin(Cli *p){
   sqlite3_free(z);
 }
 
+char *out_store(const char *zStore){
+  if( store_is_pg_uri(zStore) ) return store_pg_redact(zStore);
+  return sqlite3_mprintf("%s", zStore);
+}
+
 void out_str(Cli *p, const char *zKey, const char *zVal){
-  char *z;
+  char *z, *zShow = 0;
   if( !p->bJson ) return;
   out_begin(p);
   outKey(p, zKey);
@@ -69,9 +75,11 @@ void out_str(Cli *p, const char *zKey, const char *zVal){
     sqlite3_str_appendall(p->pJson, "null");
     return;
   }
-  z = out_quote(zVal);
+  if( strcmp(zKey, "store")==0 ) zVal = zShow = out_store(zVal);
+  z = zVal ? out_quote(zVal) : 0;
   sqlite3_str_appendall(p->pJson, z ? z : "null");
   sqlite3_free(z);
+  sqlite3_free(zShow);
 }
 
 void out_int(Cli *p, const char *zKey, sqlite3_int64 iVal){

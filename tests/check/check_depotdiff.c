@@ -48,6 +48,10 @@
 **   DEPOT_DIFF_SEED=S   run only seed S, to replay a mismatch (a failure
 **                       prints "seed S step N" and the variables to set).
 **   DEPOT_DIFF_TRACE=1  print each step and statement on stderr.
+**   DEPOT_TEST_STORE_URI=postgresql://...  the depot side on that
+**                       PostgreSQL server (tests/check/pg_suite.sh), in a
+**                       schema named after the test's directory; 2 seeds
+**                       by default.
 ** A long run: DEPOT_DIFF_SEEDS=40 DEPOT_DIFF_ITERS=2000 CK_DEFAULT_TIMEOUT=3600
 ** ./tests/check/check_depotdiff
 */
@@ -206,10 +210,34 @@ static void pair_free(Pair *pp){
   memset(pp, 0, sizeof(*pp));
 }
 
+/* The store of directory zDir: <zDir>/store.depot, or with
+** $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) that PostgreSQL server
+** in a schema named after zDir. */
+static char *dd_store_path(const char *zDir){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  const char *zBase = strrchr(zDir, '/');
+  if( zPg && zPg[0] ){
+    return sqlite3_mprintf("%s&schema=%s", zPg, zBase ? zBase+1 : zDir);
+  }
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
 static void pair_init(Diff *x, Pair *pp, const char *zBranch){
   pp->zName = sqlite3_mprintf("%s", zBranch);
-  pp->zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s",
-                             x->zStore, zBranch);
+  if( strncmp(x->zStore, "postgresql://", 13)==0 ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *z;
+    sqlite3_str_appendf(s, "file:%s/app?vfs=depot&db=app&branch=%s&store=",
+                        x->zDir, zBranch);
+    for(z=x->zStore; *z; z++){
+      if( *z=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *z);
+    }
+    pp->zUri = sqlite3_str_finish(s);
+  }else{
+    pp->zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=%s",
+                               x->zStore, zBranch);
+  }
   pp->zPlain = sqlite3_mprintf("%s/plain-%s.db", x->zDir, zBranch);
 }
 
@@ -1077,7 +1105,7 @@ static void dd_begin(Diff *x, uint64_t iSeed){
   x->bTrace = getenv("DEPOT_DIFF_TRACE")!=0;
   x->nMaxBytes = dd_slow_build() ? 768*1024 : 3<<20;
   x->zDir = th_tmpdir("depotdiff");
-  x->zStore = sqlite3_mprintf("%s/store.depot", x->zDir);
+  x->zStore = dd_store_path(x->zDir);
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
   x->adm = th_open(":memory:");
   sqlite3_extended_result_codes(x->adm, 1);
@@ -1183,8 +1211,12 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("depotdiff");
   TCase *tc = tcase_create("differential");
   const char *zSeed = getenv("DEPOT_DIFF_SEED");
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  /* on a PostgreSQL store (pg_suite.sh) two seeds: each step costs round
+  ** trips */
   int nSeed = (zSeed && zSeed[0]) ? 1 : dd_tsan_build() ? 2
-            : dd_slow_build() ? 3 : dd_env_int("DEPOT_DIFF_SEEDS", 6);
+            : dd_slow_build() ? 3
+            : dd_env_int("DEPOT_DIFF_SEEDS", (zPg && zPg[0]) ? 2 : 6);
   tcase_add_loop_test(tc, test_depotdiff_random_workload_matches_plain_file,
                       0, nSeed);
   suite_add_tcase(s, tc);

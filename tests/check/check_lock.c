@@ -36,6 +36,10 @@
 **                          (default 40)
 **   DEPOT_LOCK_BUSY_MS=N   busy timeout of the workers (default 10000)
 ** make torture runs this program with larger values (tests/check/local.mk).
+**   DEPOT_TEST_STORE_URI=postgresql://...  the depot databases on that
+**                          PostgreSQL server (tests/check/pg_suite.sh), in
+**                          a schema named after each test's directory; the
+**                          tests of the store file's own files stay out.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -74,6 +78,38 @@ static int lk_busy(void){
 
 /* ---- the two databases of a test: depot and the plain oracle ---- */
 
+/* The store of directory zDir: <zDir>/store.depot, or with
+** $DEPOT_TEST_STORE_URI that PostgreSQL server in a schema named after
+** zDir. */
+static char *lk_store_path(const char *zDir){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  const char *zBase = strrchr(zDir, '/');
+  if( zPg && zPg[0] ){
+    return sqlite3_mprintf("%s&schema=%s", zPg, zBase ? zBase+1 : zDir);
+  }
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
+/* The depot URI of the store of zDir with the parameters zParams. */
+static char *lk_depot_uri(const char *zDir, const char *zParams){
+  char *zStore = lk_store_path(zDir);
+  char *zUri;
+  if( strncmp(zStore, "postgresql://", 13)==0 ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *z;
+    sqlite3_str_appendf(s, "file:%s/app?vfs=depot&%s&store=", zDir, zParams);
+    for(z=zStore; *z; z++){
+      if( *z=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *z);
+    }
+    zUri = sqlite3_str_finish(s);
+  }else{
+    zUri = sqlite3_mprintf("file:%s?vfs=depot&%s", zStore, zParams);
+  }
+  sqlite3_free(zStore);
+  return zUri;
+}
+
 /* One database a workload runs on. */
 typedef struct Target Target;
 struct Target {
@@ -89,9 +125,10 @@ static void target_init(Target *t, const char *zDir, int bDepot,
   t->bDepot = bDepot;
   t->zKind = bDepot ? "depot" : "unix";
   if( bDepot ){
-    t->zStore = sqlite3_mprintf("%s/store.depot", zDir);
-    t->zName = sqlite3_mprintf("file:%s?vfs=depot&db=%s&store_sync=normal",
-                               t->zStore, zDb);
+    char *zP = sqlite3_mprintf("db=%s&store_sync=normal", zDb);
+    t->zStore = lk_store_path(zDir);
+    t->zName = lk_depot_uri(zDir, zP);
+    sqlite3_free(zP);
   }else{
     t->zName = sqlite3_mprintf("file:%s/%s.db?vfs=unix", zDir, zDb);
   }
@@ -704,8 +741,7 @@ END_TEST
 ** parent's thread (which a fork does not copy). */
 START_TEST(test_lock_child_forked_after_background_compaction_writes){
   char *zDir = th_tmpdir("lock-cmpfork");
-  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=c"
-                               "&compact_after=1&store_sync=normal", zDir);
+  char *zUri = lk_depot_uri(zDir, "db=c&compact_after=1&store_sync=normal");
   sqlite3 *db;
   pid_t pid;
   int i, st;
@@ -1089,7 +1125,7 @@ static const char *const azModes[] = {
 START_TEST(test_lock_journal_mode_pragmas_answer_and_data_reaches_store){
   int bExcl = _i & 1, bAttach = (_i>>1) & 1;
   char *zDir = th_tmpdir("lock-jmode");
-  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=j", zDir);
+  char *zUri = lk_depot_uri(zDir, "db=j");
   const char *zS = bAttach ? "aux." : "";
   const char *zEffect = "delete";
   sqlite3 *db;
@@ -1158,7 +1194,7 @@ END_TEST
 ** file is ever made for it (docs/SQL.md, "Journal modes"). */
 START_TEST(test_lock_schemaless_wal_in_exclusive_mode_still_commits_to_store){
   char *zDir = th_tmpdir("lock-jwal");
-  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=j", zDir);
+  char *zUri = lk_depot_uri(zDir, "db=j");
   sqlite3 *db = th_open(":memory:");
   char *z;
   lk_setup();
@@ -1243,9 +1279,47 @@ START_TEST(test_lock_file_is_made_by_the_first_writer_only){
 }
 END_TEST
 
-Suite *depot_test_suite(void){
+/* With $DEPOT_TEST_STORE_URI: the tests that reach the store only through
+** its path, on that PostgreSQL server. */
+static Suite *lockStoreUriSuite(void){
   Suite *s = suite_create("lock");
-  TCase *tc = tcase_create("processes");
+  TCase *tc = tcase_create("store_uri");
+  tcase_add_test(tc, test_lock_processes_mixed_workload_adds_up_like_a_file);
+  tcase_add_test(tc, test_lock_autocommit_inserts_of_processes_all_succeed);
+  tcase_add_test(tc,
+      test_lock_begin_immediate_of_other_process_waits_for_commit);
+  tcase_add_test(tc,
+      test_lock_deferred_writer_fails_at_first_write_like_a_file);
+  tcase_add_test(tc,
+      test_lock_exclusive_locking_mode_keeps_other_process_out);
+  tcase_add_test(tc,
+      test_lock_child_forked_after_background_compaction_writes);
+  tcase_add_test(tc, test_lock_sigkill_of_lock_holder_lets_others_go_on);
+  tcase_add_loop_test(tc,
+      test_lock_threads_with_own_connections_add_up_like_a_file, 0,
+      (int)(sizeof(aThreadFlags)/sizeof(aThreadFlags[0])));
+  tcase_add_test(tc, test_lock_threads_sharing_a_fullmutex_connection);
+  tcase_add_test(tc,
+      test_lock_enable_shared_cache_opens_and_shares_one_database);
+  tcase_add_test(tc,
+      test_lock_cache_shared_uri_opens_and_shares_one_database);
+  tcase_add_loop_test(tc,
+      test_lock_threads_with_shared_cache_add_up_like_a_file, 0, 2);
+  tcase_add_loop_test(tc,
+      test_lock_journal_mode_pragmas_answer_and_data_reaches_store, 0, 4);
+  tcase_add_test(tc,
+      test_lock_schemaless_wal_in_exclusive_mode_still_commits_to_store);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+Suite *depot_test_suite(void){
+  Suite *s;
+  TCase *tc;
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  if( zPg && zPg[0] ) return lockStoreUriSuite();
+  s = suite_create("lock");
+  tc = tcase_create("processes");
   tcase_add_test(tc, test_lock_processes_mixed_workload_adds_up_like_a_file);
   tcase_add_test(tc, test_lock_autocommit_inserts_of_processes_all_succeed);
   tcase_add_test(tc,

@@ -481,6 +481,73 @@ START_TEST(t_round_trips){
 }
 END_TEST
 
+/* A scan of a cold database reads the page index of a run of pages, and
+** the chunks of a blob, with one statement each: far fewer round trips
+** than pages.  A chunk row changed in a transaction is read back as
+** written. */
+START_TEST(t_cold_scan_round_trips){
+  char *zDir = th_tmpdir("pg_cold");
+  char *zUri = pgUri("cold");
+  /* no background compaction: the round trip count is the process's */
+  sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main&compact_after=0");
+  int64_t n0, nScan, nPage;
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b)");
+  th_exec(db, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c"
+              " WHERE x<3000) INSERT INTO t SELECT x, randomblob(800) FROM c");
+  th_exec(db, "UPDATE t SET b=randomblob(700) WHERE a%7=0");
+  nPage = th_int(db, "PRAGMA page_count");
+  sqlite3_close(db);
+  db = pgOpenDb(zDir, zUri, "main", "main&compact_after=0");
+  n0 = store_pg_round_trips();
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE length(b)>0"),
+                   3000);
+  nScan = store_pg_round_trips() - n0;
+  fprintf(stderr, "check_pg: round trips of a cold scan of %lld pages: %lld\n",
+          (long long)nPage, (long long)nScan);
+  ck_assert_int_gt(nPage, 500);
+  ck_assert_int_le(nScan, nPage/8);
+  {
+    char *z = th_text(db, "PRAGMA integrity_check");
+    ck_assert_str_eq(z, "ok");
+    sqlite3_free(z);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
+/* The depot_* operations on one PostgreSQL store reuse an idle handle:
+** the second one opens no new connection. */
+START_TEST(t_operations_reuse_the_connection){
+  char *zDir = th_tmpdir("pg_reuse");
+  char *zUri = pgUri("reuse");
+  sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main");
+  int64_t n0, nFirst, nSecond;
+  char *zCmd = sqlite3_mprintf("sh %s restart %s",
+      getenv("DEPOT_TEST_PG_CLUSTER"), getenv("DEPOT_TEST_PG_DIR"));
+  th_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+  depot_fork_idle_close();
+  n0 = store_pg_round_trips();
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'a')", zUri);
+  nFirst = store_pg_round_trips() - n0;
+  n0 = store_pg_round_trips();
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'b')", zUri);
+  nSecond = store_pg_round_trips() - n0;
+  fprintf(stderr, "check_pg: round trips of an operation: %lld (new"
+          " connection), %lld (idle handle)\n", (long long)nFirst,
+          (long long)nSecond);
+  ck_assert_int_le(nSecond + 4, nFirst);
+  /* a restarted server: the idle handle reconnects */
+  ck_assert_int_eq(system(zCmd), 0);
+  pgTextOk(db, "SELECT depot_restore_point(%Q, 'main', 'main', 'c')", zUri);
+  ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM depot_restore_points(%Q,"
+                           " 'main')", zUri), 3);
+  depot_fork_idle_close();
+  sqlite3_close(db);
+  sqlite3_free(zCmd); sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 /* ---- two processes ---- */
 
 /* Child: "hold STORE-URI DIR FLAG": write a row in a transaction, create
@@ -549,10 +616,16 @@ END_TEST
 ** until told to stop. */
 typedef struct Killer Killer;
 struct Killer { volatile int bStop; int nKill; };
+static void pgQuiet(void *pArg, const char *zMsg){
+  (void)pArg; (void)zMsg;
+}
 static void *pgKillerMain(void *pArg){
   Killer *k = (Killer*)pArg;
   PGconn *c = PQconnectdb(getenv("DEPOT_TEST_STORE_URI"));
   unsigned int seed = (unsigned int)getpid();
+  /* "PID n is not a PostgreSQL backend process": one that ended between
+  ** the listing and the signal */
+  PQsetNoticeProcessor(c, pgQuiet, 0);
   while( !__atomic_load_n(&k->bStop, __ATOMIC_ACQUIRE) ){
     PGresult *r;
     usleep(2000 + rand_r(&seed)%23000);
@@ -729,6 +802,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, t_fork_restore);
   tcase_add_test(tc, t_compact_gc_quota);
   tcase_add_test(tc, t_round_trips);
+  tcase_add_test(tc, t_cold_scan_round_trips);
+  tcase_add_test(tc, t_operations_reuse_the_connection);
   tcase_add_test(tc, t_two_processes);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");

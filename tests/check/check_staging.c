@@ -9,6 +9,8 @@
 ** publishing leaves the last or the new commit and no staged row survives
 ** the next writer or depot_gc, forks and restore points taken meanwhile
 ** leave the transaction out, and stored_bytes comes back to what it was.
+** With $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) every test runs on
+** that PostgreSQL server, in a schema named after its directory.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -34,21 +36,49 @@ static void setup_vfs(void){
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
 }
 
+/* The store of directory zDir: <zDir>/store.depot, or with
+** $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) that PostgreSQL server
+** in a schema named after zDir. */
 static char *store_path(const char *zDir){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  const char *zBase = strrchr(zDir, '/');
+  if( zPg && zPg[0] ){
+    return sqlite3_mprintf("%s&schema=%s", zPg, zBase ? zBase+1 : zDir);
+  }
   return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
+/* The depot URI of the store of zDir with the parameters zParams. */
+static char *depot_uri(const char *zDir, const char *zParams){
+  char *zStore = store_path(zDir);
+  char *zUri;
+  if( strncmp(zStore, "postgresql://", 13)==0 ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *z;
+    sqlite3_str_appendf(s, "file:%s/app?vfs=depot&%s&store=", zDir, zParams);
+    for(z=zStore; *z; z++){
+      if( *z=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *z);
+    }
+    zUri = sqlite3_str_finish(s);
+  }else{
+    zUri = sqlite3_mprintf("file:%s?vfs=depot&%s", zStore, zParams);
+  }
+  sqlite3_free(zStore);
+  return zUri;
 }
 
 /* Database "app" of the store in zDir, budget of nKb (-1: default). */
 static sqlite3 *open_app(const char *zDir, int nKb){
-  char *zUri = nKb<0
-    ? sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app", zDir)
-    : sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app&txn_budget_kb=%d",
-                      zDir, nKb);
+  char *zP = nKb<0 ? sqlite3_mprintf("db=app")
+                   : sqlite3_mprintf("db=app&txn_budget_kb=%d", nKb);
+  char *zUri = depot_uri(zDir, zP);
   sqlite3 *db;
   setup_vfs();
   db = th_open(zUri);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_free(zUri);
+  sqlite3_free(zP);
   return db;
 }
 
@@ -88,7 +118,7 @@ static int staged_rows(const char *zDir){
   DbHead head;
   int bExists = 0;
   memset(&cfg, 0, sizeof(cfg));
-  ck_assert_int_eq(store_sqlite_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
   ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
   ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
                    SQLITE_OK);
@@ -179,8 +209,7 @@ START_TEST(test_staging_budget_pragma_and_uri){
   db = open_app(zDir, 0);
   ck_assert_int_eq(th_int(db, "PRAGMA depot_txn_budget_kb"), 0);
   sqlite3_close(db);
-  zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app"
-                         "&txn_budget_kb=x", zDir);
+  zUri = depot_uri(zDir, "db=app&txn_budget_kb=x");
   ck_assert_int_ne(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
                    |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0)==SQLITE_OK
                    && sqlite3_exec(db2, "PRAGMA user_version", 0, 0, 0)
@@ -318,7 +347,7 @@ START_TEST(test_staging_fork_and_restore_point_leave_the_txn_out){
   sqlite3_free(zSql);
   th_exec(w, "COMMIT");
   ck_assert_int_eq(count_t(w), 1200);
-  zUri = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=dev", zStore);
+  zUri = depot_uri(zDir, "db=app&branch=dev");
   f = th_open(zUri);
   ck_assert_int_eq(count_t(f), 200);
   assert_integrity(f);
@@ -403,8 +432,7 @@ END_TEST
 ** exits 0 when "app" has N rows in t; "load DIR" commits large
 ** transactions until it is killed. */
 static sqlite3 *child_open(const char *zDir){
-  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app"
-                               "&txn_budget_kb=8", zDir);
+  char *zUri = depot_uri(zDir, "db=app&txn_budget_kb=8");
   sqlite3 *db = 0;
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( depot_vfs_register()!=SQLITE_OK
@@ -500,6 +528,8 @@ END_TEST
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  int nKillLoop = (zPg && zPg[0]) ? 1 : 2;  /* on PostgreSQL: pg_suite.sh */
   tcase_add_loop_test(tc, test_staging_large_txn_matches_plain_file, 0, 2);
   tcase_add_test(tc, test_staging_budget_pragma_and_uri);
   tcase_add_test(tc, test_staging_buffer_and_map_drop_pages);
@@ -508,7 +538,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_readers_never_see_staged_pages);
   tcase_add_test(tc, test_staging_fork_and_restore_point_leave_the_txn_out);
   tcase_add_loop_test(tc, test_staging_sigkill_leaves_a_commit_and_no_staged_rows,
-                      0, 2);
+                      0, nKillLoop);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -4,9 +4,14 @@
 ** nothing written, a commit that just fits, raising and removing the cap,
 ** forks and bucket forks counting where their bytes are stored) and
 ** depot_verify (healthy stores with forks, restore points, restore and
-** rollback give no rows; each kind of damage, made with plain SQLite on
-** the store file, gives its finding; random garbage rows never crash it),
-** and bad input to every new function.
+** rollback give no rows; each kind of damage, made through the store
+** interface or with plain SQLite on the store file, gives its finding;
+** random garbage rows never crash it), and bad input to every new
+** function.
+**
+** With $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) the tests that
+** reach the store through its path and the store interface run on that
+** PostgreSQL server, in a schema named after each test's directory.
 **
 ** DEPOT_VERIFY_FUZZ_ROUNDS=N runs N garbage rounds (default 6).
 */
@@ -16,6 +21,7 @@
 #include "vfs/depot_vfs.h"
 #include "vfs/layout.h"
 #include "vfs/ltx.h"
+#include "vfs/store/store.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,9 +35,21 @@ struct Fx {
   sqlite3 *db;              /* :memory: connection with the extension */
 };
 
+/* The store of directory zDir: <zDir>/store.depot, or with
+** $DEPOT_TEST_STORE_URI that PostgreSQL server in a schema named after
+** zDir. */
+static char *fx_store_path(const char *zDir){
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  const char *zBase = strrchr(zDir, '/');
+  if( zPg && zPg[0] ){
+    return sqlite3_mprintf("%s&schema=%s", zPg, zBase ? zBase+1 : zDir);
+  }
+  return sqlite3_mprintf("%s/store.depot", zDir);
+}
+
 static void fx_open(Fx *f, const char *zTag){
   f->zDir = th_tmpdir(zTag);
-  f->zStore = sqlite3_mprintf("%s/store.depot", f->zDir);
+  f->zStore = fx_store_path(f->zDir);
   ck_assert_int_eq(depot_vfs_register(), SQLITE_OK);
   f->db = th_open(":memory:");
   sqlite3_extended_result_codes(f->db, 1);
@@ -47,10 +65,25 @@ static void fx_close(Fx *f){
 /* A connection to (db, branch[, bucket]) of the fixture's store. */
 static sqlite3 *fx_db(Fx *f, const char *zDb, const char *zBranch,
                       const char *zBucket){
-  char *z = sqlite3_mprintf("file:%s?vfs=depot&db=%s&branch=%s%s%s",
-      f->zStore, zDb, zBranch, zBucket ? "&bucket=" : "",
-      zBucket ? zBucket : "");
-  sqlite3 *db = th_open(z);
+  char *z;
+  sqlite3 *db;
+  if( store_is_pg_uri(f->zStore) ){
+    sqlite3_str *s = sqlite3_str_new(0);
+    const char *c;
+    sqlite3_str_appendf(s, "file:%s/app?vfs=depot&db=%s&branch=%s%s%s&store=",
+        f->zDir, zDb, zBranch, zBucket ? "&bucket=" : "",
+        zBucket ? zBucket : "");
+    for(c=f->zStore; *c; c++){
+      if( *c=='&' ) sqlite3_str_appendall(s, "%26");
+      else sqlite3_str_appendchar(s, 1, *c);
+    }
+    z = sqlite3_str_finish(s);
+  }else{
+    z = sqlite3_mprintf("file:%s?vfs=depot&db=%s&branch=%s%s%s",
+        f->zStore, zDb, zBranch, zBucket ? "&bucket=" : "",
+        zBucket ? zBucket : "");
+  }
+  db = th_open(z);
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, 5000);
   sqlite3_free(z);
@@ -137,90 +170,112 @@ static sqlite3 *raw_open(Fx *f){
   return db;
 }
 
+/* The store through the store interface (either backend). */
+static Store *st_open(Fx *f){
+  StoreSqliteConfig cfg;
+  Store *p = 0;
+  char *zErr = 0;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.iSynchronous = 2;
+  ck_assert_msg(store_open(f->zStore, &cfg, &p, &zErr)==SQLITE_OK,
+                "store_open: %s", zErr ? zErr : "");
+  return p;
+}
+
+static int st_crc_row(void *pArg, const unsigned char *pKey, int nKey,
+                      const unsigned char *pVal, int nVal){
+  uint64_t *pCrc = (uint64_t*)pArg;
+  *pCrc = ltx_crc64(*pCrc, pKey, nKey);
+  *pCrc = ltx_crc64(*pCrc, pVal, nVal);
+  return 0;
+}
+
 /* A CRC over every row of the store (keys and values in key order). */
 static uint64_t raw_digest(Fx *f){
-  sqlite3 *db = raw_open(f);
-  sqlite3_stmt *st = 0;
+  Store *p = st_open(f);
   uint64_t crc = 0;
-  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key, value FROM depot_kv"
-                   " ORDER BY key", -1, &st, 0), SQLITE_OK);
-  while( sqlite3_step(st)==SQLITE_ROW ){
-    int i;
-    for(i=0; i<2; i++){
-      crc = ltx_crc64(crc, sqlite3_column_blob(st, i),
-                      sqlite3_column_bytes(st, i));
-    }
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, st_crc_row, &crc),
+                   SQLITE_OK);
+  store_close(p);
   return crc;
+}
+
+/* The branch records of one database, and the bytes of rows. */
+typedef struct StBranches StBranches;
+struct StBranches {
+  uint64_t iBucket;
+  const char *zDb;
+  int n;
+  uint64_t aId[64];
+};
+static int st_branch_row(void *pArg, const unsigned char *pKey, int nKey,
+                         const unsigned char *pVal, int nVal){
+  StBranches *b = (StBranches*)pArg;
+  BranchRecord rec;
+  if( nKey!=10 ) return 0;
+  ck_assert_int_eq(layout_branch_decode(pVal, nVal, &rec), SQLITE_OK);
+  if( rec.iBucket==b->iBucket && strcmp(rec.zDb, b->zDb)==0 && b->n<64 ){
+    b->aId[b->n++] = bytes_get64(pKey+2);
+  }
+  return 0;
+}
+static int st_bytes_row(void *pArg, const unsigned char *pKey, int nKey,
+                        const unsigned char *pVal, int nVal){
+  (void)pKey; (void)nKey; (void)pVal;
+  *(sqlite3_int64*)pArg += nVal;
+  return 0;
 }
 
 /* Bytes of the DELTA rows of every branch whose record carries
 ** (iBucket, zDb) -- the stored bytes of that database, by scanning. */
 static sqlite3_int64 raw_db_bytes(Fx *f, uint64_t iBucket, const char *zDb){
-  sqlite3 *db = raw_open(f);
-  sqlite3_stmt *st = 0, *st2 = 0;
+  Store *p = st_open(f);
+  StBranches b;
   sqlite3_int64 n = 0;
-  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key, value FROM depot_kv"
-      " WHERE key>=x'0220' AND key<x'0221' AND length(key)=10", -1, &st, 0),
-      SQLITE_OK);
-  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT coalesce(sum(length(value)),"
-      "0) FROM depot_kv WHERE key>=?1 AND key<?2", -1, &st2, 0), SQLITE_OK);
-  while( sqlite3_step(st)==SQLITE_ROW ){
-    BranchRecord rec;
+  int i;
+  memset(&b, 0, sizeof(b));
+  b.iBucket = iBucket;
+  b.zDb = zDb;
+  ck_assert_int_eq(store_scan(p, "\x02\x20", 2, "\x02\x21", 2, 0, -1,
+                              st_branch_row, &b), SQLITE_OK);
+  for(i=0; i<b.n; i++){
     unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-    uint64_t id = bytes_get64(sqlite3_column_blob(st, 0)+2);
-    ck_assert_int_eq(layout_branch_decode(sqlite3_column_blob(st, 1),
-                     sqlite3_column_bytes(st, 1), &rec), SQLITE_OK);
-    if( rec.iBucket!=iBucket || strcmp(rec.zDb, zDb)!=0 ) continue;
-    sqlite3_bind_blob(st2, 1, lo, layout_key_br(lo, id, LAYOUT_BR_DELTA),
-                      SQLITE_TRANSIENT);
-    sqlite3_bind_blob(st2, 2, hi, layout_key_br(hi, id, LAYOUT_BR_DELTA+1),
-                      SQLITE_TRANSIENT);
-    ck_assert_int_eq(sqlite3_step(st2), SQLITE_ROW);
-    n += sqlite3_column_int64(st2, 0);
-    sqlite3_reset(st2);
+    int nLo = layout_key_br(lo, b.aId[i], LAYOUT_BR_DELTA);
+    int nHi = layout_key_br(hi, b.aId[i], LAYOUT_BR_DELTA+1);
+    ck_assert_int_eq(store_scan(p, lo, nLo, hi, nHi, 0, -1, st_bytes_row, &n),
+                     SQLITE_OK);
   }
-  sqlite3_finalize(st);
-  sqlite3_finalize(st2);
-  sqlite3_close(db);
+  store_close(p);
   return n;
 }
 
-/* Put (or with nVal<0 delete) one row of the store file. */
+/* Put (or with nVal<0 delete) one row of the store (which must exist to
+** be deleted). */
 static void raw_put(Fx *f, const unsigned char *k, int nKey, const void *v,
                     int nVal){
-  sqlite3 *db = raw_open(f);
-  sqlite3_stmt *st = 0;
-  const char *zSql = nVal<0 ? "DELETE FROM depot_kv WHERE key=?1"
-                   : "INSERT OR REPLACE INTO depot_kv VALUES(?1, ?2)";
-  ck_assert_int_eq(sqlite3_prepare_v2(db, zSql, -1, &st, 0), SQLITE_OK);
-  sqlite3_bind_blob(st, 1, k, nKey, SQLITE_TRANSIENT);
-  if( nVal>=0 ) sqlite3_bind_blob(st, 2, v ? v : "", nVal, SQLITE_TRANSIENT);
-  ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
-  ck_assert_int_eq(sqlite3_changes(db), 1);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  Store *p = st_open(f);
+  if( nVal<0 ){
+    void *pOld = 0;
+    int nOld = 0;
+    ck_assert_int_eq(store_get(p, k, nKey, &pOld, &nOld), SQLITE_OK);
+    ck_assert_ptr_nonnull(pOld);
+    sqlite3_free(pOld);
+    ck_assert_int_eq(store_clear(p, k, nKey), SQLITE_OK);
+  }else{
+    ck_assert_int_eq(store_put(p, k, nKey, v ? v : "", nVal), SQLITE_OK);
+  }
+  store_close(p);
 }
 
 /* The value of one row (sqlite3_malloc'd, *pn its length); must exist. */
 static unsigned char *raw_get(Fx *f, const unsigned char *k, int nKey,
                               int *pn){
-  sqlite3 *db = raw_open(f);
-  sqlite3_stmt *st = 0;
-  unsigned char *a;
-  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT value FROM depot_kv WHERE"
-                   " key=?1", -1, &st, 0), SQLITE_OK);
-  sqlite3_bind_blob(st, 1, k, nKey, SQLITE_TRANSIENT);
-  ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-  *pn = sqlite3_column_bytes(st, 0);
-  a = sqlite3_malloc(*pn+1);
+  Store *p = st_open(f);
+  void *a = 0;
+  ck_assert_int_eq(store_get(p, k, nKey, &a, pn), SQLITE_OK);
   ck_assert_ptr_nonnull(a);
-  memcpy(a, sqlite3_column_blob(st, 0), *pn);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return a;
+  store_close(p);
+  return (unsigned char*)a;
 }
 
 static uint64_t branch_id(Fx *f, const char *zDb, const char *zBranch){
@@ -900,9 +955,36 @@ START_TEST(test_new_functions_are_direct_only){
 }
 END_TEST
 
-Suite *depot_test_suite(void){
+/* With $DEPOT_TEST_STORE_URI: the tests that damage the store only
+** through the store interface, on that PostgreSQL server. */
+static Suite *verifyStoreUriSuite(void){
   Suite *s = suite_create("verify");
-  TCase *tc = tcase_create("quota");
+  TCase *tc = tcase_create("store_uri");
+  tcase_add_test(tc, test_quota_use_equals_stored_bytes_of_the_database);
+  tcase_add_test(tc, test_quota_fork_counts_only_its_own_bytes);
+  tcase_add_test(tc, test_quota_use_row_absent_is_computed_from_branch_counters);
+  tcase_add_test(tc, test_quota_commit_past_cap_fails_full_and_writes_nothing);
+  tcase_add_test(tc, test_quota_commit_that_just_fits_succeeds);
+  tcase_add_test(tc, test_quota_bad_input_is_refused_and_changes_nothing);
+  tcase_add_test(tc, test_verify_healthy_store_gives_no_rows);
+  tcase_add_test(tc, test_verify_finds_a_flipped_byte_in_a_blob_chunk);
+  tcase_add_test(tc, test_verify_finds_a_missing_chunk);
+  tcase_add_test(tc, test_verify_finds_a_wrong_head_checksum);
+  tcase_add_test(tc, test_verify_recomputes_the_head_checksum_from_the_pages);
+  tcase_add_test(tc, test_verify_finds_an_orphan_pin_and_a_broken_refcount);
+  tcase_add_test(tc, test_verify_finds_damaged_log_rows);
+  tcase_add_test(tc, test_verify_bad_input_gives_clear_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+Suite *depot_test_suite(void){
+  Suite *s;
+  TCase *tc;
+  const char *zPg = getenv("DEPOT_TEST_STORE_URI");
+  if( zPg && zPg[0] ) return verifyStoreUriSuite();
+  s = suite_create("verify");
+  tc = tcase_create("quota");
   tcase_add_test(tc, test_quota_use_equals_stored_bytes_of_the_database);
   tcase_add_test(tc, test_quota_fork_counts_only_its_own_bytes);
   tcase_add_test(tc, test_quota_use_row_absent_is_computed_from_branch_counters);

@@ -30,7 +30,9 @@
 ** of a writer sees every commit made before it took the lock, so the head
 ** compare-and-set of a depot commit is race-free across processes and
 ** hosts, as under the embedded store's BEGIN IMMEDIATE.  A read
-** transaction is REPEATABLE READ READ ONLY: one snapshot.  Writes of a
+** transaction is REPEATABLE READ READ ONLY: one snapshot, whose BEGIN goes
+** in one pipeline with its first statement (a read transaction that reads
+** nothing costs no round trip).  Writes of a
 ** write transaction are buffered and sent in one libpq pipeline with the
 ** COMMIT (or before a scan, or once the buffer is long), so a commit of any
 ** number of chunk rows costs one round trip to begin and one to commit,
@@ -38,6 +40,13 @@
 ** from the buffer).
 ** Outside a transaction each call is one autocommit statement (a write of
 ** several statements runs as its own write transaction).
+**
+** Reads.  Inside a transaction, the second range read of one chunked value
+** (keys that differ only in their last 4 bytes, the chunk number) reads
+** that chunk row and the ones after it whole, up to 1 MiB, with one
+** statement; later range reads of them are answered from memory until the
+** transaction ends or writes (at most 4 MiB kept).  The rows are those of
+** the transaction's snapshot, so nothing stale is served.
 **
 ** Errors.  SQLSTATE 40001 and 40P01 of a call the backend owns whole (an
 ** autocommit call, BEGIN) are retried up to retries= times, then
@@ -130,6 +139,7 @@ int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
 #define PG_FORMAT 1
 #define PG_SCAN_PAGE 256               /* rows fetched per scan statement */
 #define PG_BUF_FLUSH (16*1024*1024)    /* buffered write bytes: send them */
+#define PG_RA_PREFIXES 8               /* chunked values remembered */
 
 enum {
   PS_GET, PS_PUT, PS_DEL, PS_DELRANGE, PS_DELOPEN,
@@ -170,6 +180,14 @@ struct PgOp {
   unsigned char *pVal;
 };
 
+/* A chunk row read ahead inside a transaction (see pgGetRange). */
+typedef struct PgRaRow PgRaRow;
+struct PgRaRow {
+  int nKey, nVal;
+  unsigned char *pKey;       /* one allocation: key bytes then value */
+  unsigned char *pVal;
+};
+
 /* A writer lock this handle holds. */
 typedef struct PgLock PgLock;
 struct PgLock {
@@ -191,6 +209,8 @@ struct StorePg {
                              ** rollback), or 0 */
   int bSchemaReady;          /* the tables exist: statements can be made */
   int bWriteTxn;             /* ... a write transaction */
+  int bBeginPending;         /* ... a read transaction whose BEGIN goes
+                             ** with its first statement */
   int bReadOnly;
   int bLockLost;             /* a writer lock did not survive a reconnect */
   int iSync;                 /* StoreSqliteConfig.iSynchronous */
@@ -205,6 +225,14 @@ struct StorePg {
   PgLock *pUnlock;           /* locks released while an aborted transaction
                              ** kept the server from hearing it: released
                              ** when the transaction ends */
+  PgRaRow *aRa;              /* chunk rows read ahead in this transaction */
+  int nRa, nRaAlloc;
+  int64_t nRaByte;           /* their bytes */
+  char *azRaPrefix[PG_RA_PREFIXES];  /* the chunk key prefixes (keys without
+                             ** their last 4 bytes) range read in this
+                             ** transaction, the latest ones */
+  int anRaPrefix[PG_RA_PREFIXES];
+  int iRaPrefix;             /* the slot of the next one */
   int64_t nRoundTrip;        /* round trips made (test hooks, bench) */
   char *zErr;
 };
@@ -243,7 +271,7 @@ static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
   if( zMsg==0 || zMsg[0]==0 ) zMsg = PQerrorMessage(p->pConn);
   n = strlen(zMsg);
   while( n>0 && (zMsg[n-1]=='\n' || zMsg[n-1]==' ') ) n--;
-  if( PQstatus(p->pConn)==CONNECTION_BAD ){
+  if( PQstatus(p->pConn)==CONNECTION_BAD || PQsocket(p->pConn)<0 ){
     pgSetErr(p, sqlite3_mprintf("store: %s of %s: connection lost: %.*s",
                                 zWhat, p->zShow, (int)n, zMsg));
     if( p->bInTxn && !p->rcDead ) p->rcDead = SQLITE_IOERR;
@@ -404,7 +432,8 @@ static int pgConnect(StorePg *p){
 static int pgLive(StorePg *p){
   int rc;
   if( p->bInTxn ) return p->rcDead;
-  if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK && p->bPrepared ){
+  if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK
+   && PQsocket(p->pConn)>=0 && p->bPrepared ){
     return SQLITE_OK;
   }
   rc = pgConnect(p);
@@ -413,6 +442,111 @@ static int pgLive(StorePg *p){
 
 /* Run prepared statement i with binary parameters; *ppRes gets the result
 ** (caller clears) of a statement returning rows. */
+#define PG_BEGIN_READ "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+static int pgSessionGone(StorePg *p, PGresult *r);
+
+/* The pending BEGIN of a read transaction and the prepared statement
+** zName, in one pipeline: one round trip.  SQLITE_OK with *ppRes the
+** statement's result (failed or not; NULL if none came), or the error of
+** BEGIN, when *pbGone says whether the session was found gone. */
+static int pgBeginAndRun(StorePg *p, const char *zName, int nParam,
+                         const char *const *azVal, const int *anLen,
+                         const int *aFmt, PGresult **ppRes, int *pbGone){
+  int i, rc = SQLITE_OK;
+  *ppRes = 0;
+  *pbGone = 0;
+  if( PQenterPipelineMode(p->pConn)!=1
+   || PQsendQueryParams(p->pConn, PG_BEGIN_READ, 0, 0, 0, 0, 0, 0)!=1
+   || PQsendQueryPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1)!=1
+   || PQpipelineSync(p->pConn)!=1 ){
+    rc = pgResultErr(p, 0, "begin");
+    *pbGone = pgSessionGone(p, 0);
+    if( PQstatus(p->pConn)==CONNECTION_OK
+     && PQpipelineStatus(p->pConn)!=PQ_PIPELINE_OFF ){
+      while( PQgetResult(p->pConn) ){}
+      PQexitPipelineMode(p->pConn);
+    }
+    return rc;
+  }
+  pgTrip(p);
+  /* BEGIN's result, the statement's, each followed by NULL; then SYNC */
+  for(i=0; i<=2; i++){
+    PGresult *r = PQgetResult(p->pConn);
+    ExecStatusType e;
+    if( r==0 ){
+      if( rc==SQLITE_OK && i<2 ){
+        rc = pgResultErr(p, 0, "begin");
+        *pbGone = pgSessionGone(p, 0);
+      }
+      break;
+    }
+    e = PQresultStatus(r);
+    if( i==2 ){ PQclear(r); break; }
+    if( i==0 && e!=PGRES_COMMAND_OK ){
+      rc = pgResultErr(p, r, "begin");
+      *pbGone = pgSessionGone(p, r);
+    }
+    if( i==1 && rc==SQLITE_OK ){
+      *ppRes = r;
+    }else{
+      PQclear(r);
+    }
+    PQclear(PQgetResult(p->pConn));
+  }
+  if( PQstatus(p->pConn)==CONNECTION_OK ) PQexitPipelineMode(p->pConn);
+  if( rc!=SQLITE_OK ){
+    PQclear(*ppRes);
+    *ppRes = 0;
+    if( PQstatus(p->pConn)==CONNECTION_OK
+     && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
+      PQclear(PQexec(p->pConn, "ROLLBACK"));
+      pgTrip(p);
+    }
+  }
+  return rc;
+}
+
+/* A read transaction's BEGIN still pending goes with the statement zName
+** (see pgBeginAndRun); a session found gone at that BEGIN, when nothing
+** was in flight, is connected again once.  The statement's result in
+** *ppRes, or the error of BEGIN, which ends the transaction for the
+** server (every later call fails with it until the rollback). */
+static int pgRunFirst(StorePg *p, const char *zName, int nParam,
+                      const char *const *azVal, const int *anLen,
+                      const int *aFmt, PGresult **ppRes){
+  int rc, bGone = 0, bAgain;
+  p->bBeginPending = 0;
+  for(bAgain=1; ; bAgain=0){
+    rc = pgBeginAndRun(p, zName, nParam, azVal, anLen, aFmt, ppRes, &bGone);
+    if( rc==SQLITE_OK || !bGone || !bAgain ) break;
+    PQfinish(p->pConn);
+    p->pConn = 0;
+    p->bPrepared = 0;
+    p->bInTxn = 0;
+    p->rcDead = 0;
+    rc = pgConnect(p);
+    p->bInTxn = 1;
+    if( rc!=SQLITE_OK ){
+      rc = SQLITE_IOERR;
+      break;
+    }
+  }
+  if( rc!=SQLITE_OK && !p->rcDead ) p->rcDead = rc;
+  return rc;
+}
+
+/* Send the pending BEGIN of a read transaction alone (before a statement
+** that is not prepared). */
+static int pgBeginNow(StorePg *p){
+  int rc;
+  if( !p->bBeginPending ) return SQLITE_OK;
+  p->bBeginPending = 0;
+  rc = pgExec(p, PG_BEGIN_READ, "begin");
+  if( rc!=SQLITE_OK && !p->rcDead ) p->rcDead = rc;
+  return rc;
+}
+
 static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
                  const int *anLen, const int *aFmt, PGresult **ppRes,
                  const char *zWhat){
@@ -420,8 +554,13 @@ static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
   PGresult *r;
   int rc = SQLITE_OK;
   sqlite3_snprintf(sizeof(zName), zName, "d%d", i);
-  r = PQexecPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1);
-  pgTrip(p);
+  if( p->bBeginPending ){
+    rc = pgRunFirst(p, zName, nParam, azVal, anLen, aFmt, &r);
+    if( rc!=SQLITE_OK ) return rc;
+  }else{
+    r = PQexecPrepared(p->pConn, zName, nParam, azVal, anLen, aFmt, 1);
+    pgTrip(p);
+  }
   if( r==0 || (PQresultStatus(r)!=PGRES_TUPLES_OK
                && PQresultStatus(r)!=PGRES_COMMAND_OK) ){
     rc = pgResultErr(p, r, zWhat);
@@ -430,6 +569,127 @@ static int pgRun(StorePg *p, int i, int nParam, const char *const *azVal,
     r = 0;
   }
   if( ppRes ) *ppRes = r; else PQclear(r);
+  return rc;
+}
+
+/* ---- chunk read-ahead ---- */
+
+#define PG_RA_BYTES (1024*1024)        /* chunk bytes one read-ahead fetches */
+#define PG_RA_KEEP (4*PG_RA_BYTES)     /* most bytes of rows kept */
+#define PG_RA_ROWS 1024                /* most rows kept */
+
+static int pgFlush(StorePg *p, const char *zTail);
+
+/* Forget the rows read ahead (a transaction ends, or writes). */
+static void pgRaDrop(StorePg *p){
+  int i;
+  for(i=0; i<p->nRa; i++) sqlite3_free(p->aRa[i].pKey);
+  p->nRa = 0;
+  p->nRaByte = 0;
+}
+static void pgRaClear(StorePg *p){
+  int i;
+  pgRaDrop(p);
+  for(i=0; i<PG_RA_PREFIXES; i++){
+    sqlite3_free(p->azRaPrefix[i]);
+    p->azRaPrefix[i] = 0;
+    p->anRaPrefix[i] = 0;
+  }
+}
+
+static PgRaRow *pgRaFind(StorePg *p, const void *pKey, int nKey){
+  int i;
+  for(i=0; i<p->nRa; i++){
+    if( p->aRa[i].nKey==nKey && memcmp(p->aRa[i].pKey, pKey, nKey)==0 ){
+      return &p->aRa[i];
+    }
+  }
+  return 0;
+}
+
+/* 1 when pKey is a chunk of a value a recent range read of this
+** transaction read (the keys differ only in their last 4 bytes); else
+** remembers pKey's prefix, in place of the oldest one, and 0. */
+static int pgRaSequential(StorePg *p, const void *pKey, int nKey){
+  int n = nKey-4, i;
+  char *z;
+  if( n<1 ) return 0;
+  for(i=0; i<PG_RA_PREFIXES; i++){
+    if( p->anRaPrefix[i]==n && memcmp(p->azRaPrefix[i], pKey, n)==0 ){
+      return 1;
+    }
+  }
+  z = sqlite3_malloc64(n);
+  if( z==0 ) return 0;
+  memcpy(z, pKey, n);
+  i = p->iRaPrefix;
+  sqlite3_free(p->azRaPrefix[i]);
+  p->azRaPrefix[i] = z;
+  p->anRaPrefix[i] = n;
+  p->iRaPrefix = (i+1)%PG_RA_PREFIXES;
+  return 0;
+}
+
+/* Read the chunk row pKey and the chunk rows after it (the keys with its
+** prefix, pKey without its last 4 bytes), up to PG_RA_BYTES, with one
+** statement, into p->aRa (which forgets what it held when it would grow
+** past PG_RA_KEEP bytes or PG_RA_ROWS rows). */
+static int pgRaFetch(StorePg *p, const void *pKey, int nKey){
+  unsigned char *aHi = sqlite3_malloc64(nKey);
+  const char *az[3]; int an[3], af[3];
+  char zLim[24];
+  PGresult *r = 0;
+  int i, nHi = nKey-4, nRow, nLim, rc;
+  int64_t nByte;
+  if( aHi==0 ) return SQLITE_NOMEM;
+  /* the server answers for every key of the range: it hears the buffered
+  ** writes first */
+  if( p->nOp && (rc = pgFlush(p, 0))!=SQLITE_OK ){
+    sqlite3_free(aHi);
+    return rc;
+  }
+  memcpy(aHi, pKey, nHi);
+  /* the first key after every key with the prefix */
+  while( nHi>0 && aHi[nHi-1]==0xff ) nHi--;
+  if( nHi>0 ) aHi[nHi-1]++;
+  nLim = PG_RA_BYTES/p->nMaxValue;
+  if( nLim<2 ) nLim = 2;
+  if( nLim>PG_SCAN_PAGE ) nLim = PG_SCAN_PAGE;
+  sqlite3_snprintf(sizeof(zLim), zLim, "%d", nLim);
+  az[0] = pKey; an[0] = nKey; af[0] = 1;
+  if( nHi>0 ){
+    az[1] = (const char*)aHi; an[1] = nHi; af[1] = 1;
+    az[2] = zLim; an[2] = 0; af[2] = 0;
+    rc = pgRun(p, PS_SCANF, 3, az, an, af, &r, "chunk read");
+  }else{
+    az[1] = zLim; an[1] = 0; af[1] = 0;
+    rc = pgRun(p, PS_SCANF_OPEN, 2, az, an, af, &r, "chunk read");
+  }
+  sqlite3_free(aHi);
+  if( rc!=SQLITE_OK ) return rc;
+  nRow = PQntuples(r);
+  for(i=0, nByte=0; i<nRow; i++) nByte += PQgetlength(r, i, 1);
+  if( p->nRa+nRow>PG_RA_ROWS || p->nRaByte+nByte>PG_RA_KEEP ) pgRaDrop(p);
+  if( p->nRa+nRow>p->nRaAlloc ){
+    PgRaRow *aNew = sqlite3_realloc64(p->aRa, sizeof(PgRaRow)*(p->nRa+nRow));
+    if( aNew==0 ){ PQclear(r); return SQLITE_NOMEM; }
+    p->aRa = aNew;
+    p->nRaAlloc = p->nRa+nRow;
+  }
+  for(i=0; i<nRow; i++){
+    PgRaRow *pRow = &p->aRa[p->nRa];
+    int nK = PQgetlength(r, i, 0), nV = PQgetlength(r, i, 1);
+    pRow->pKey = sqlite3_malloc64((nK>0 ? nK : 1) + (nV>0 ? nV : 0));
+    if( pRow->pKey==0 ){ rc = SQLITE_NOMEM; break; }
+    memcpy(pRow->pKey, PQgetvalue(r, i, 0), nK);
+    pRow->pVal = pRow->pKey + nK;
+    if( nV>0 ) memcpy(pRow->pVal, PQgetvalue(r, i, 1), nV);
+    pRow->nKey = nK;
+    pRow->nVal = nV;
+    p->nRa++;
+    p->nRaByte += nV;
+  }
+  PQclear(r);
   return rc;
 }
 
@@ -511,6 +771,7 @@ static int pgFlush(StorePg *p, const char *zTail){
 static int pgOpAdd(StorePg *p, int eStmt, const void *pKey, int nKey,
                    const void *pVal, int nVal){
   PgOp *pOp;
+  if( p->nRa ) pgRaDrop(p);
   if( p->nOp==p->nOpAlloc ){
     int nNew = p->nOpAlloc ? p->nOpAlloc*2 : 64;
     PgOp *aNew = sqlite3_realloc64(p->aOp, sizeof(PgOp)*nNew);
@@ -604,7 +865,9 @@ static int pgRollback(Store *pStore){
   StorePg *p = (StorePg*)pStore;
   int rc = SQLITE_OK;
   pgOpsClear(p);
+  pgRaClear(p);
   if( !p->bInTxn ) return SQLITE_OK;
+  p->bBeginPending = 0;
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
@@ -616,14 +879,28 @@ static int pgRollback(Store *pStore){
   return rc;
 }
 
+/* 1 when the failed result r (or NULL) says the session is gone: the
+** connection is lost, or the server ended the session (SQLSTATE class 57P:
+** shut down, crash of another server process; class 08: connection
+** failure). */
+static int pgSessionGone(StorePg *p, PGresult *r){
+  const char *zState = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : 0;
+  if( PQstatus(p->pConn)!=CONNECTION_OK || PQsocket(p->pConn)<0 ) return 1;
+  /* no SQLSTATE: libpq's own error (in pipeline mode a closed connection
+  ** can leave the status OK) */
+  return zState==0
+      || strncmp(zState, "57P", 3)==0 || strncmp(zState, "08", 2)==0;
+}
+
 /* One attempt at BEGIN (and the transaction lock of a writer), pipelined:
-** one round trip. */
-static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
+** one round trip.  *pbGone: the session was found gone. */
+static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry, int *pbGone){
   char zLock[64];
   const char *zBegin = bWrite ? "BEGIN ISOLATION LEVEL READ COMMITTED"
                               : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
   int i, n = bWrite ? 2 : 1, rc = SQLITE_OK;
   *pbRetry = 0;
+  *pbGone = 0;
   sqlite3_snprintf(sizeof(zLock), zLock, "SELECT pg_advisory_xact_lock(%d,%d)",
                    p->aTxnLock[0], p->aTxnLock[1]);
   if( PQenterPipelineMode(p->pConn)!=1
@@ -631,6 +908,7 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
    || (bWrite && PQsendQueryParams(p->pConn, zLock, 0, 0, 0, 0, 0, 0)!=1)
    || PQpipelineSync(p->pConn)!=1 ){
     rc = pgResultErr(p, 0, "begin");
+    *pbGone = pgSessionGone(p, 0);
     if( PQstatus(p->pConn)==CONNECTION_OK
      && PQpipelineStatus(p->pConn)!=PQ_PIPELINE_OFF ){
       while( PQgetResult(p->pConn) ){}
@@ -644,12 +922,14 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
     ExecStatusType e;
     if( r==0 ){
       if( rc==SQLITE_OK ) rc = pgResultErr(p, 0, "begin");
+      *pbGone = *pbGone || pgSessionGone(p, 0);
       break;
     }
     e = PQresultStatus(r);
     if( i==n ){ PQclear(r); break; }
     if( e!=PGRES_COMMAND_OK && e!=PGRES_TUPLES_OK && rc==SQLITE_OK ){
       *pbRetry = pgRetryable(r);
+      *pbGone = pgSessionGone(p, r);
       rc = pgResultErr(p, r, bWrite ? "begin (the store's write lock)"
                                     : "begin");
     }
@@ -667,7 +947,7 @@ static int pgBeginOnce(StorePg *p, int bWrite, int *pbRetry){
 
 static int pgBegin(Store *pStore, int bWrite){
   StorePg *p = (StorePg*)pStore;
-  int rc, bRetry = 0, i, bLost = 0;
+  int rc, bRetry = 0, i, bLost = 0, bGone = 0;
   if( p->bInTxn ) return SQLITE_MISUSE;
   if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
   if( bWrite && p->bLockLost ){
@@ -677,15 +957,29 @@ static int pgBegin(Store *pStore, int bWrite){
         p->zShow));
     return SQLITE_BUSY;
   }
+  if( !bWrite ){
+    /* BEGIN goes with the first statement (pgRun): a read transaction
+    ** costs no round trip of its own */
+    rc = pgLive(p);
+    if( rc!=SQLITE_OK ) return rc;
+    p->bInTxn = 1;
+    p->bWriteTxn = 0;
+    p->bBeginPending = 1;
+    pgRaClear(p);
+    return SQLITE_OK;
+  }
   for(i=0; ; i++){
     rc = pgLive(p);
     if( rc!=SQLITE_OK ) return rc;
-    rc = pgBeginOnce(p, bWrite, &bRetry);
-    if( rc!=SQLITE_OK && !bLost && PQstatus(p->pConn)==CONNECTION_BAD ){
+    rc = pgBeginOnce(p, bWrite, &bRetry, &bGone);
+    if( rc!=SQLITE_OK && !bLost && bGone ){
       /* the session was gone before this BEGIN (a server restart, an
       ** idle connection dropped): nothing was in flight, connect again */
       bLost = 1;
       i--;
+      PQfinish(p->pConn);
+      p->pConn = 0;
+      p->bPrepared = 0;
       continue;
     }
     if( rc==SQLITE_OK || !bRetry || i>=p->nRetry ) break;
@@ -693,6 +987,7 @@ static int pgBegin(Store *pStore, int bWrite){
   if( rc==SQLITE_OK ){
     p->bInTxn = 1;
     p->bWriteTxn = bWrite;
+    pgRaClear(p);
   }else if( bRetry ){
     char *z = sqlite3_mprintf("%s (after %d retries)", p->zErr, p->nRetry);
     if( z ) pgSetErr(p, z);
@@ -705,8 +1000,17 @@ static int pgCommit(Store *pStore){
   StorePg *p = (StorePg*)pStore;
   int rc;
   if( !p->bInTxn ) return SQLITE_MISUSE;
+  if( p->bBeginPending ){
+    /* a read transaction that read nothing: nothing to end */
+    p->bBeginPending = 0;
+    p->bInTxn = 0;
+    pgRaClear(p);
+    pgUnlockPending(p);
+    return SQLITE_OK;
+  }
   rc = p->rcDead ? p->rcDead : pgFlush(p, "COMMIT");
   pgOpsClear(p);
+  pgRaClear(p);
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
@@ -809,7 +1113,26 @@ static int pgGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
     *pnGot = nTake;
     return SQLITE_OK;
   }
-  if( !p->bInTxn && (rc = pgLive(p))!=SQLITE_OK ) return rc;
+  if( p->bInTxn ){
+    /* the second range read of one chunked value in a transaction reads
+    ** the chunk and those after it whole, and later ones come from them */
+    PgRaRow *pRow = pgRaFind(p, pKey, nKey);
+    if( pRow==0 && pgRaSequential(p, pKey, nKey) ){
+      rc = pgRaFetch(p, pKey, nKey);
+      if( rc!=SQLITE_OK ) return rc;
+      pRow = pgRaFind(p, pKey, nKey);
+      if( pRow==0 ) return SQLITE_OK;        /* no such key */
+    }
+    if( pRow ){
+      int nTake = pRow->nVal>iOff ? pRow->nVal-iOff : 0;
+      if( nTake>n ) nTake = n;
+      if( nTake>0 ) memcpy(pOut, pRow->pVal+iOff, nTake);
+      *pnGot = nTake;
+      return SQLITE_OK;
+    }
+  }else if( (rc = pgLive(p))!=SQLITE_OK ){
+    return rc;
+  }
   /* int4 parameters in binary: big-endian */
   aOff[0] = (unsigned char)((iOff+1)>>24); aOff[1] = (unsigned char)((iOff+1)>>16);
   aOff[2] = (unsigned char)((iOff+1)>>8); aOff[3] = (unsigned char)(iOff+1);
@@ -989,6 +1312,7 @@ static int pgPhysicalBytes(Store *pStore, int64_t *pnByte){
   PGresult *r;
   int rc = p->bInTxn ? pgBeforeRead(p) : pgLive(p);
   *pnByte = 0;
+  if( rc==SQLITE_OK ) rc = pgBeginNow(p);
   if( rc!=SQLITE_OK ) return rc;
   zSql = sqlite3_mprintf("SELECT pg_total_relation_size('%q.depot_kv')"
       " + pg_total_relation_size('%q.depot_store_meta')", p->zSchema,
@@ -1119,6 +1443,8 @@ static void pgClose(Store *pStore){
   PgLock *pL;
   pgOpsClear(p);
   sqlite3_free(p->aOp);
+  pgRaClear(p);
+  sqlite3_free(p->aRa);
   /* the server ends the session a moment after PQfinish(): its writer
   ** locks go now, so that the next holder need not race that */
   if( (p->pLock || p->pUnlock) && p->pConn

@@ -126,7 +126,10 @@ int store_add(Store*, const void *pKey, int nKey, int64_t iDelta,
 ** gets the number copied (fewer when the value ends first; -1 when the key
 ** does not exist).  Reads only what the range needs: the embedded backend
 ** keeps long values apart from the keys and reads a range of one without
-** loading the rest.  Backends of iVersion 1 fall back to store_get(). */
+** loading the rest; the PostgreSQL backend, inside a transaction, reads
+** the chunks of a value chunked under keys that differ only in their last
+** 4 bytes ahead once a second range of it is read.  Backends of iVersion 1
+** fall back to store_get(). */
 int store_get_range(Store*, const void *pKey, int nKey, int iOff, int n,
                     void *pOut, int *pnGot);
 
