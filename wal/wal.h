@@ -350,6 +350,65 @@ void wal_stats(Wal*, WalStats*);
 ** on NULL. */
 void wal_close(Wal*);
 
+/* ------------------------------------------------- following the log ---
+** Several processes may write one store's log, one at a time (the KV
+** engine orders them with a lock of its own); each reads what the others
+** appended.  A position is a segment number and the file offset of the
+** next frame in that segment (offsets start after the 48-byte header). */
+typedef struct WalPos WalPos;
+struct WalPos {
+  uint64_t segno;
+  uint64_t iOff;
+};
+
+/* Where this log's next record goes (the end of the frames it has
+** written, flushed or not), and *pLastCid the CID of its last written
+** record (pLastCid may be NULL).  Zeros for a NULL log. */
+void wal_tail(Wal*, WalPos *pPos, uint64_t *pLastCid);
+
+/* Hands every record between *pFrom and *pTo (a position another writer
+** published with wal_tail()) to xRecord, in file order (CID order),
+** abort records included (WalRecord.cidAborted set), and moves *pFrom past
+** each record the callback took: on success *pFrom equals *pTo, after a
+** failure it names the first record not taken, so a later call resumes
+** there.  Reads the segment files of zDir/wal/ only (through pIo, NULL:
+** wal_io_posix()), writes nothing, and needs no open Wal.  A segment
+** between the two positions must be whole: a torn or damaged frame, or a
+** segment that does not continue the one before it where that one was
+** sealed, is SQLITE_CORRUPT naming file and offset.  SQLITE_NOTFOUND when
+** the segment of *pFrom was retired (its records are gone from the log);
+** SQLITE_MISUSE when *pFrom lies after *pTo.  A non-OK return of xRecord
+** stops the walk and is returned. */
+int wal_follow(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+               const WalPos *pTo, int (*xRecord)(void*, const WalRecord*),
+               void *pCtx, char **pzErr);
+
+/* --------------------------------------------------- shared header ---
+** A store's shared header, the file zDir/SHARED that every process using
+** the store maps: WAL_SHARED_SLOTS 64-bit values that its writers publish
+** for every reader (which ones, the caller decides).  Readers never wait
+** for writers: a read that overlaps a write reads again.  Writes must be
+** serialised by the caller (a lock every writer of the store takes). */
+#define WAL_SHARED_SLOTS 16
+typedef struct WalShared WalShared;
+
+/* Map zDir/SHARED, creating it when missing (bReadOnly: never created or
+** changed; a missing or short file is SQLITE_CANTOPEN).  A new file reads
+** as all slots 0.  A file of another layout is SQLITE_CANTOPEN. */
+int wal_shared_open(const char *zDir, int bReadOnly, WalShared **pp,
+                    char **pzErr);
+void wal_shared_close(WalShared*);       /* safe on NULL */
+
+/* The published slots, into aSlot[WAL_SHARED_SLOTS]: SQLITE_OK, or
+** SQLITE_BUSY when the header stays half-written (its writer died in the
+** middle of wal_shared_write()): the caller then takes the writers' lock
+** and writes the header again. */
+int wal_shared_read(WalShared*, uint64_t *aSlot);
+
+/* Publish aSlot[WAL_SHARED_SLOTS].  SQLITE_READONLY for a read-only
+** mapping. */
+int wal_shared_write(WalShared*, const uint64_t *aSlot);
+
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
 uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n);
 
