@@ -63,34 +63,44 @@ static int followOpen(const WalIo *pIo, const char *zWalDir, uint64_t segno,
   return SQLITE_OK;
 }
 
-/* The header of segment segno (which must exist: the log has moved past
-** the segment before it). */
+/* The header of segment segno.  It must exist and be whole while the
+** target lies in or past it; with bMayBeMissing (the walk to the end), a
+** missing segment, or one whose creation never finished, is
+** SQLITE_NOTFOUND: there is none after the current one. */
 static int followHeader(const WalIo *pIo, const char *zWalDir, uint64_t segno,
-                        WalSegHdr *pHdr, char **pzErr){
-  char *zPath = 0;
+                        WalSegHdr *pHdr, int bMayBeMissing, char **pzErr){
+  char *zPath = 0, *zErr = 0;
   int fd, bShort = 0;
-  int rc = followOpen(pIo, zWalDir, segno, &fd, &zPath, pzErr);
-  if( rc==SQLITE_NOTFOUND ){
-    /* The next segment must exist while the target lies in or past it. */
-    rc = SQLITE_CORRUPT;
+  off_t sz = 0;
+  int rc = followOpen(pIo, zWalDir, segno, &fd, &zPath, &zErr);
+  if( rc==SQLITE_NOTFOUND && !bMayBeMissing ) rc = SQLITE_CORRUPT;
+  if( rc==SQLITE_OK ){
+    if( pIo->xFstatSize(pIo->pCtx, fd, &sz)!=0 ) sz = 0;
+    rc = wal_segment_read_header(pIo, fd, zPath, segno, pHdr, &bShort, &zErr);
+    pIo->xClose(pIo->pCtx, fd);
+    if( rc==SQLITE_CORRUPT && bMayBeMissing && (bShort || sz==WAL_SEG_HDR) ){
+      rc = SQLITE_NOTFOUND;
+    }
   }
-  if( rc!=SQLITE_OK ){
-    sqlite3_free(zPath);
-    return rc;
+  if( rc!=SQLITE_OK && rc!=SQLITE_NOTFOUND && zErr && pzErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = zErr;
+    zErr = 0;
   }
-  rc = wal_segment_read_header(pIo, fd, zPath, segno, pHdr, &bShort, pzErr);
-  pIo->xClose(pIo->pCtx, fd);
+  sqlite3_free(zErr);
   sqlite3_free(zPath);
   return rc;
 }
 
 /* Hands the frames of open segment fd (zPath) from *piPos up to iEnd to
-** xRecord, moving *piPos past each record the callback took; every byte of
-** the range must be whole frames. */
+** xRecord, moving *piPos past each record the callback took (and setting
+** *pLastCid to its CID); every byte of the range must be whole frames,
+** unless bLenient: then a torn or damaged frame, or zero padding, ends the
+** walk without an error. */
 static int followFrames(const WalIo *pIo, int fd, const char *zPath,
-                        uint64_t *piPos, uint64_t iEnd,
+                        uint64_t *piPos, uint64_t iEnd, int bLenient,
                         int (*xRecord)(void*, const WalRecord*), void *pCtx,
-                        char **pzErr){
+                        uint64_t *pLastCid, char **pzErr){
   WalScan scan;
   const uint8_t *aBody;
   size_t nBody;
@@ -114,10 +124,13 @@ static int followFrames(const WalIo *pIo, int fd, const char *zPath,
         break;
       }
       *piPos = scan.iOff;
+      *pLastCid = cid;
     }
     if( rc!=SQLITE_OK ) break;
   }
-  if( rc==SQLITE_DONE && iFrame<iEnd ){
+  if( bLenient && (rc==SQLITE_DONE || (rc==SQLITE_CORRUPT && zWhy)) ){
+    rc = SQLITE_DONE;                  /* the end of the whole frames */
+  }else if( rc==SQLITE_DONE && iFrame<iEnd ){
     /* Zero bytes where a published frame should be. */
     rc = SQLITE_CORRUPT;
     zWhy = "zero bytes before the published end of the log";
@@ -133,43 +146,63 @@ static int followFrames(const WalIo *pIo, int fd, const char *zPath,
   return rc;
 }
 
-int wal_follow(const char *zDir, const WalIo *pIo, WalPos *pFrom,
-               const WalPos *pTo, int (*xRecord)(void*, const WalRecord*),
-               void *pCtx, char **pzErr){
+/* The size of open file fd, or 0. */
+static uint64_t followSize(const WalIo *pIo, int fd){
+  off_t sz = 0;
+  if( pIo->xFstatSize(pIo->pCtx, fd, &sz)!=0 ) return 0;
+  return (uint64_t)sz;
+}
+
+/* The walk of wal_follow() (pTo set) and wal_follow_end() (pTo NULL: to
+** the end of the whole frames of the newest segment). */
+static int followRun(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+                     const WalPos *pTo,
+                     int (*xRecord)(void*, const WalRecord*), void *pCtx,
+                     uint64_t *pLastCid, char **pzErr){
   char *zWalDir;
   int rc = SQLITE_OK;
-  if( zDir==0 || pFrom==0 || pTo==0 || xRecord==0 ){
-    wal_set_err(pzErr, "wal: following the log needs a store, two "
-                "positions and a callback");
+  if( zDir==0 || pFrom==0 || xRecord==0 ){
+    wal_set_err(pzErr, "wal: following the log needs a store, positions "
+                "and a callback");
     return SQLITE_MISUSE;
   }
-  if( pFrom->segno>pTo->segno
-   || (pFrom->segno==pTo->segno && pFrom->iOff>pTo->iOff)
-   || pFrom->iOff<WAL_SEG_HDR || pTo->iOff<WAL_SEG_HDR ){
+  if( pFrom->iOff<WAL_SEG_HDR
+   || (pTo && (pFrom->segno>pTo->segno
+               || (pFrom->segno==pTo->segno && pFrom->iOff>pTo->iOff)
+               || pTo->iOff<WAL_SEG_HDR)) ){
     wal_set_err(pzErr, "wal: cannot follow the log from %llu:%llu to "
                 "%llu:%llu", (unsigned long long)pFrom->segno,
                 (unsigned long long)pFrom->iOff,
-                (unsigned long long)pTo->segno, (unsigned long long)pTo->iOff);
+                (unsigned long long)(pTo ? pTo->segno : 0),
+                (unsigned long long)(pTo ? pTo->iOff : 0));
     return SQLITE_MISUSE;
   }
   if( pIo==0 ) pIo = wal_io_posix();
   zWalDir = sqlite3_mprintf("%s/wal", zDir);
   if( zWalDir==0 ) return SQLITE_NOMEM;
-  while( rc==SQLITE_OK
-      && (pFrom->segno<pTo->segno || pFrom->iOff<pTo->iOff) ){
+  for(;;){
     WalSegHdr next;
-    uint64_t iEnd = pTo->iOff;
+    uint64_t iEnd = pTo ? pTo->iOff : 0;
     uint64_t segNext = pFrom->segno+1;
+    int bLast = pTo ? pFrom->segno==pTo->segno : 0;
+    int bLenient = 0;
     char *zPath = 0;
     int fd = -1;
+    if( bLast && pFrom->iOff>=pTo->iOff ) break;
     memset(&next, 0, sizeof(next));
     rc = followOpen(pIo, zWalDir, pFrom->segno, &fd, &zPath, pzErr);
-    if( rc==SQLITE_OK && pFrom->segno<pTo->segno ){
+    if( rc==SQLITE_OK && !bLast ){
       /* Segments are numbered one after the other: the one after the
       ** current segment names where the current one was sealed. */
-      rc = followHeader(pIo, zWalDir, segNext, &next, pzErr);
-      if( rc==SQLITE_OK && (next.prevSegno!=pFrom->segno
-                            || next.prevEnd<pFrom->iOff) ){
+      rc = followHeader(pIo, zWalDir, segNext, &next, pTo==0, pzErr);
+      if( rc==SQLITE_NOTFOUND ){
+        /* wal_follow_end() and no whole segment after it: the newest. */
+        rc = SQLITE_OK;
+        bLast = 1;
+        bLenient = 1;
+        iEnd = followSize(pIo, fd);
+      }else if( rc==SQLITE_OK && (next.prevSegno!=pFrom->segno
+                                  || next.prevEnd<pFrom->iOff) ){
         wal_set_err(pzErr, "wal: segment %llu does not continue segment "
             "%llu at offset %llu (it names segment %llu, sealed at %llu)",
             (unsigned long long)segNext, (unsigned long long)pFrom->segno,
@@ -177,21 +210,195 @@ int wal_follow(const char *zDir, const WalIo *pIo, WalPos *pFrom,
             (unsigned long long)next.prevSegno,
             (unsigned long long)next.prevEnd);
         rc = SQLITE_CORRUPT;
+      }else{
+        iEnd = next.prevEnd;
       }
-      iEnd = next.prevEnd;
     }
     if( rc==SQLITE_OK && pFrom->iOff<iEnd ){
-      rc = followFrames(pIo, fd, zPath, &pFrom->iOff, iEnd, xRecord, pCtx,
-                        pzErr);
+      rc = followFrames(pIo, fd, zPath, &pFrom->iOff, iEnd, bLenient,
+                        xRecord, pCtx, pLastCid, pzErr);
     }
     if( fd>=0 ) pIo->xClose(pIo->pCtx, fd);
     sqlite3_free(zPath);
-    if( rc!=SQLITE_OK ) break;
-    if( pFrom->segno<pTo->segno ){
-      pFrom->segno = segNext;
-      pFrom->iOff = WAL_SEG_HDR;
-    }
+    if( rc!=SQLITE_OK || bLast ) break;
+    pFrom->segno = segNext;
+    pFrom->iOff = WAL_SEG_HDR;
   }
   sqlite3_free(zWalDir);
   return rc;
+}
+
+int wal_follow(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+               const WalPos *pTo, int (*xRecord)(void*, const WalRecord*),
+               void *pCtx, char **pzErr){
+  uint64_t cid = 0;
+  if( pTo==0 ){
+    wal_set_err(pzErr, "wal: following the log needs a target position");
+    return SQLITE_MISUSE;
+  }
+  return followRun(zDir, pIo, pFrom, pTo, xRecord, pCtx, &cid, pzErr);
+}
+
+int wal_follow_end(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+                   int (*xRecord)(void*, const WalRecord*), void *pCtx,
+                   uint64_t *pLastCid, char **pzErr){
+  uint64_t cid = 0;
+  int rc = followRun(zDir, pIo, pFrom, 0, xRecord, pCtx, &cid, pzErr);
+  if( cid && pLastCid ) *pLastCid = cid;
+  return rc;
+}
+
+/* ------------------------------------------------- adopting a tail --- */
+
+/* Marks live segment pSeg as holding other writers' records: it never
+** retires through this Wal.  Mutex held. */
+static void followForeign(WalSeg *pSeg){
+  if( !pSeg->bForeign ){
+    pSeg->bForeign = 1;
+    pSeg->nUnconf++;
+  }
+}
+
+/* Removes segment segno if it is a creation that never finished (a writer
+** died rotating); SQLITE_CORRUPT if it is a whole segment; SQLITE_OK when
+** there is none. */
+static int followLeftover(Wal *p, uint64_t segno, char **pzErr){
+  const WalIo *pIo = p->pIo;
+  char *zPath = wal_segment_path(p->zWalDir, segno);
+  char *zErr = 0;
+  WalSegHdr hdr;
+  off_t sz = 0;
+  int fd, rc = SQLITE_OK, bShort = 0;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  fd = pIo->xOpen(pIo->pCtx, zPath, O_RDONLY, 0);
+  if( fd>=0 ){
+    if( pIo->xFstatSize(pIo->pCtx, fd, &sz)!=0 ) sz = 0;
+    rc = wal_segment_read_header(pIo, fd, zPath, segno, &hdr, &bShort, &zErr);
+    pIo->xClose(pIo->pCtx, fd);
+    if( rc==SQLITE_CORRUPT && (bShort || sz==WAL_SEG_HDR) ){
+      sqlite3_log(SQLITE_NOTICE, "wal: removing %s, a segment whose creation "
+                  "did not finish", zPath);
+      rc = pIo->xUnlink(pIo->pCtx, zPath)==0 ? SQLITE_OK : SQLITE_IOERR_DELETE;
+      if( rc ) wal_set_err(pzErr, "wal: cannot remove %s: %s", zPath,
+                           strerror(errno));
+    }else if( rc==SQLITE_OK ){
+      wal_set_err(pzErr, "wal: the tail adopted in segment %llu is stale: "
+                  "%s follows it", (unsigned long long)(segno-1), zPath);
+      rc = SQLITE_CORRUPT;
+    }else if( zErr && pzErr ){
+      *pzErr = zErr;
+      zErr = 0;
+    }
+  }
+  sqlite3_free(zErr);
+  sqlite3_free(zPath);
+  return rc;
+}
+
+/* Makes segment segno (another writer's, later than the active one) this
+** Wal's active segment.  Mutex not held; no append in flight. */
+static int followSwitch(Wal *p, uint64_t segno, char **pzErr){
+  const WalIo *pIo = p->pIo;
+  char *zPath = wal_segment_path(p->zWalDir, segno);
+  char *zErr = 0;
+  WalSegHdr hdr;
+  int fd, rc, bShort = 0, fdOld;
+  char *zOld;
+  uint64_t s;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  fd = pIo->xOpen(pIo->pCtx, zPath, O_RDWR, 0);
+  if( fd<0 ){
+    wal_set_err(pzErr, "wal: cannot open %s: %s", zPath, strerror(errno));
+    sqlite3_free(zPath);
+    return SQLITE_CANTOPEN;
+  }
+  rc = wal_segment_read_header(pIo, fd, zPath, segno, &hdr, &bShort, &zErr);
+  if( rc!=SQLITE_OK ){
+    if( pzErr ){ *pzErr = zErr; zErr = 0; }
+    sqlite3_free(zErr);
+    pIo->xClose(pIo->pCtx, fd);
+    sqlite3_free(zPath);
+    return rc;
+  }
+  pthread_mutex_lock(&p->mutex);
+  /* The segments since the active one: live, sealed by other writers. */
+  if( p->nSeg>0 ) followForeign(&p->aSeg[p->nSeg-1]);
+  for(s=p->segActive+1; s<=segno && rc==SQLITE_OK; s++){
+    rc = wal_seg_reserve(p);
+    if( rc!=SQLITE_OK ) break;
+    memset(&p->aSeg[p->nSeg], 0, sizeof(WalSeg));
+    p->aSeg[p->nSeg].segno = s;
+    p->aSeg[p->nSeg].baseCid = s==segno ? hdr.baseCid : 0;
+    p->aSeg[p->nSeg].szEnd = WAL_SEG_HDR;
+    followForeign(&p->aSeg[p->nSeg]);
+    p->nSeg++;
+  }
+  if( rc==SQLITE_OK ){
+    fdOld = p->fdActive;
+    zOld = p->zActive;
+    p->fdActive = fd;
+    p->zActive = zPath;
+    p->segActive = segno;
+    p->szActive = p->szSynced = WAL_SEG_HDR;
+    p->szAlloc = WAL_SEG_HDR;
+    p->nActiveRec = 0;
+    p->usUnsynced = 0;
+    fd = -1;
+    zPath = 0;
+  }else{
+    fdOld = -1;
+    zOld = 0;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( fdOld>=0 ) pIo->xClose(pIo->pCtx, fdOld);
+  if( fd>=0 ) pIo->xClose(pIo->pCtx, fd);
+  sqlite3_free(zOld);
+  sqlite3_free(zPath);
+  return rc;
+}
+
+int wal_adopt_tail(Wal *p, const WalPos *pTail, uint64_t lastCid,
+                   char **pzErr){
+  off_t sz = 0;
+  int rc = SQLITE_OK;
+  if( p==0 || pTail==0 || pTail->iOff<WAL_SEG_HDR ) return SQLITE_MISUSE;
+  pthread_mutex_lock(&p->mutex);
+  if( p->bLeader || p->nInflight>0 || p->bReplaying ){
+    rc = SQLITE_MISUSE;
+  }else if( pTail->segno<p->segActive
+         || (pTail->segno==p->segActive && pTail->iOff<p->szActive) ){
+    /* Behind this log's own end: only a caller that lost track. */
+    rc = SQLITE_MISUSE;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( rc!=SQLITE_OK ){
+    wal_set_err(pzErr, "wal: cannot adopt tail %llu:%llu of %s now",
+                (unsigned long long)pTail->segno,
+                (unsigned long long)pTail->iOff, p->zWalDir);
+    return rc;
+  }
+  if( pTail->segno>p->segActive ) rc = followSwitch(p, pTail->segno, pzErr);
+  if( rc==SQLITE_OK ) rc = followLeftover(p, pTail->segno+1, pzErr);
+  if( rc==SQLITE_OK && p->pIo->xFstatSize(p->pIo->pCtx, p->fdActive, &sz)!=0 ){
+    wal_set_err(pzErr, "wal: cannot stat %s: %s", p->zActive,
+                strerror(errno));
+    rc = SQLITE_IOERR_FSTAT;
+  }
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&p->mutex);
+  if( pTail->iOff>p->szActive ){
+    followForeign(&p->aSeg[p->nSeg-1]);
+    p->nActiveRec++;                   /* rotation may seal it */
+  }
+  p->szActive = pTail->iOff;
+  if( p->szSynced>p->szActive ) p->szSynced = p->szActive;
+  p->aSeg[p->nSeg-1].szEnd = p->szActive;
+  /* Zeros past the end are the only padding: ours may have been written
+  ** over by frames, and other writers' lies further on. */
+  p->szAlloc = (uint64_t)sz>p->szActive ? (uint64_t)sz : p->szActive;
+  if( lastCid>p->lastCid ) p->lastCid = lastCid;
+  if( lastCid>p->cidWritten ) p->cidWritten = lastCid;
+  if( lastCid>=p->nextCid ) p->nextCid = lastCid+1;
+  pthread_mutex_unlock(&p->mutex);
+  return SQLITE_OK;
 }

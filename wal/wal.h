@@ -50,9 +50,10 @@
 **
 ** Threads: a Wal is safe to use from many threads at once; every function
 ** takes the Wal's internal mutex as needed.  No callback is invoked while
-** that mutex is held.  One Wal per store directory at a time, in one
-** process: the log takes no file lock of its own (the KV engine's store
-** lock provides that).
+** that mutex is held.  One Wal per store directory and process; several
+** processes append to one log only in shared mode (wal_set_shared), one
+** at a time: the log takes no file lock of its own (the KV engine's store
+** locks provide that).
 **
 ** Errors: functions return SQLite result codes (SQLITE_OK, SQLITE_NOMEM,
 ** SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_FULL
@@ -202,6 +203,8 @@ struct WalConfig {
   int64_t szSegment;        /* rotate past this many bytes; 0: 64 MiB */
   int bKeepBak;             /* retire by renaming to .bak, not deleting */
   const WalIo *pIo;         /* NULL: wal_io_posix() */
+  int bShared;              /* other processes append too: see
+                            ** wal_set_shared() */
 };
 
 /* Open (creating if needed) the log in zDir/wal/ (zDir must exist).
@@ -366,6 +369,32 @@ struct WalPos {
 ** record (pLastCid may be NULL).  Zeros for a NULL log. */
 void wal_tail(Wal*, WalPos *pPos, uint64_t *pLastCid);
 
+/* Shared mode, for a log other processes append to as well, one writer
+** at a time under a lock the caller takes: nothing retires (confirmations
+** are only counted), and a close neither rotates nor trims the active
+** segment.  Opened with WalConfig.bShared, the open changes nothing on
+** disk either: the end of the newest segment's whole frames is its end
+** for now (a torn frame there may be another process's write in
+** progress), and a log without a segment is SQLITE_CANTOPEN.  A log opened
+** alone turns shared when a second process joins, and back when it is
+** alone again (then confirmed segments retire at the next confirmation or
+** close).  Safe on NULL. */
+void wal_set_shared(Wal*, int bShared);
+
+/* Continue this log from another writer's tail: the caller holds the
+** writers' lock, pTail/lastCid are the position and CID that the last
+** writer published (wal_tail() of its log, or the end of whole frames that
+** wal_follow_end() found), and no append of this Wal is in flight.  The
+** next append goes to pTail (in a later segment than this Wal's active
+** one: that segment becomes active), with a CID above lastCid; the
+** segment's size is read again, so preallocation never writes over
+** another writer's frames.  A leftover segment after pTail whose creation
+** never finished (a writer died rotating) is removed.  SQLITE_CORRUPT when
+** the log holds a whole segment after pTail (pTail is stale), SQLITE_MISUSE
+** during an append. */
+int wal_adopt_tail(Wal*, const WalPos *pTail, uint64_t lastCid,
+                   char **pzErr);
+
 /* Hands every record between *pFrom and *pTo (a position another writer
 ** published with wal_tail()) to xRecord, in file order (CID order),
 ** abort records included (WalRecord.cidAborted set), and moves *pFrom past
@@ -382,6 +411,17 @@ void wal_tail(Wal*, WalPos *pPos, uint64_t *pLastCid);
 int wal_follow(const char *zDir, const WalIo *pIo, WalPos *pFrom,
                const WalPos *pTo, int (*xRecord)(void*, const WalRecord*),
                void *pCtx, char **pzErr);
+
+/* wal_follow() from *pFrom to the end of the log's whole frames: the
+** records a writer wrote but did not publish (it died first), for the
+** next holder of the writers' lock, which calls it with that lock held.
+** A torn or damaged frame of the newest segment, or zero padding, ends
+** the walk there (not an error); *pFrom ends after the last record taken,
+** and *pLastCid (may be NULL) is the CID of the last record taken (left
+** alone when none was). */
+int wal_follow_end(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+                   int (*xRecord)(void*, const WalRecord*), void *pCtx,
+                   uint64_t *pLastCid, char **pzErr);
 
 /* --------------------------------------------------- shared header ---
 ** A store's shared header, the file zDir/SHARED that every process using

@@ -2581,6 +2581,184 @@ START_TEST(test_wal_follow_reports_retired_and_damaged_segments){
 }
 END_TEST
 
+/* Opens zDir's log in shared mode (segments of 200 bytes). */
+static Wal *tw_open_shared(const char *zDir){
+  WalConfig cfg;
+  Wal *pWal = 0;
+  char *zErr = 0;
+  int rc;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szSegment = 200;
+  cfg.bShared = 1;
+  rc = wal_open(zDir, &cfg, &pWal, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_open shared: rc=%d %s", rc,
+                zErr ? zErr : "");
+  return pWal;
+}
+
+static void tw_adopt(Wal *pWal, const WalPos *pTail, uint64_t cid){
+  char *zErr = 0;
+  int rc = wal_adopt_tail(pWal, pTail, cid, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_adopt_tail: rc=%d %s", rc,
+                zErr ? zErr : "");
+}
+
+/* Two logs of one store take turns appending, each continuing from the
+** tail the other published (as two processes would under the store's
+** writer lock): CIDs run on without a gap, rotations by either are
+** followed, nothing retires while shared, a follower reads every record,
+** and an open alone afterwards replays all of them. */
+START_TEST(test_wal_shared_writers_take_turns){
+  char *zDir = th_tmpdir("walturns");
+  Wal *pA = tw_open_cfg(zDir, 200, 0, 0), *pB;
+  Wal *apW[2];
+  WalPos tail, start;
+  uint64_t cid = 0, c;
+  TwSeen *s = tw_seen();
+  int i;
+  wal_set_shared(pA, 1);
+  pB = tw_open_shared(zDir);
+  apW[0] = pA;
+  apW[1] = pB;
+  wal_tail(pA, &tail, &cid);
+  start = tail;
+  for(i=0; i<40; i++){
+    Wal *pW = apW[(i/3)%2];            /* three in a row each */
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    tw_adopt(pW, &tail, cid);
+    c = tw_append(pW, 500+i, "t", zKey, "some-value-bytes", 1);
+    ck_assert_uint_eq(c, cid+1);
+    wal_tail(pW, &tail, &cid);
+    ck_assert_uint_eq(cid, c);
+    ck_assert_int_eq(wal_confirm_record(pW, c), SQLITE_OK);
+  }
+  ck_assert_uint_gt(tail.segno, 6);
+  for(i=1; i<=(int)tail.segno; i++){   /* nothing retired */
+    char *zSeg = tw_seg_path(zDir, (uint64_t)i);
+    ck_assert_int_gt(tw_size(zSeg), 0);
+    sqlite3_free(zSeg);
+  }
+  tw_follow(zDir, &start, &tail, s, SQLITE_OK);
+  ck_assert_int_eq(s->n, 40);
+  for(i=0; i<40; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+    ck_assert_str_eq(s->azKey[i], zKey);
+  }
+  wal_close(pB);
+  wal_close(pA);
+  sqlite3_free(s);
+  pA = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pA, 0);
+  ck_assert_int_eq(s->n, 40);
+  for(i=0; i<40; i++) ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+  sqlite3_free(s);
+  wal_close(pA);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A writer that dies after its append and before publishing its tail: the
+** next writer finds its record with wal_follow_end() (a torn frame after
+** it ends the walk), adopts the end and appends over the torn bytes; a
+** leftover segment whose creation never finished is removed. */
+START_TEST(test_wal_follow_end_recovers_an_unpublished_tail){
+  char *zDir = th_tmpdir("walend");
+  Wal *pA = tw_open_cfg(zDir, 1<<20, 0, 0), *pB;
+  WalPos tail, pos, start;
+  uint64_t cid = 0, cidEnd = 0;
+  TwSeen *s = tw_seen();
+  char *zSeg, *zNext;
+  char *zErr = 0;
+  int fd, rc;
+  static const uint8_t aTorn[12] = {100, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9};
+  wal_set_shared(pA, 1);
+  pB = tw_open_shared(zDir);
+  wal_tail(pA, &start, &cid);
+  tw_append(pA, 1, "t", "a", "1", 1);
+  wal_tail(pA, &tail, &cid);               /* published */
+  tw_append(pA, 2, "t", "b", "2", 1);      /* written, never published */
+  wal_tail(pA, &pos, 0);
+  zSeg = tw_seg_path(zDir, pos.segno);
+  fd = open(zSeg, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, aTorn, sizeof(aTorn), (off_t)pos.iOff), 12);
+  close(fd);
+  zNext = tw_seg_path(zDir, pos.segno+1);  /* a rotation cut short */
+  fd = open(zNext, O_RDWR|O_CREAT, 0644);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, "DEPOTWAL", 8, 0), 8);
+  close(fd);
+
+  pos = tail;
+  cidEnd = cid;
+  rc = wal_follow_end(zDir, 0, &pos, tw_collect, s, &cidEnd, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_follow_end: %d %s", rc, zErr ? zErr : "");
+  ck_assert_int_eq(s->n, 1);
+  ck_assert_str_eq(s->azKey[0], "b");
+  ck_assert_uint_eq(cidEnd, 2);
+  tw_adopt(pB, &pos, cidEnd);
+  ck_assert_int_ne(access(zNext, F_OK), 0);   /* the leftover is gone */
+  ck_assert_uint_eq(tw_append(pB, 3, "t", "c", "3", 1), 3);
+  wal_tail(pB, &tail, &cid);
+  s->n = 0;
+  pos = start;
+  tw_follow(zDir, &pos, &tail, s, SQLITE_OK);
+  ck_assert_int_eq(s->n, 3);
+  ck_assert_str_eq(s->azKey[2], "c");
+
+  /* Adopting a tail behind the log's own end is refused. */
+  ck_assert_int_eq(wal_adopt_tail(pB, &start, 0, &zErr), SQLITE_MISUSE);
+  sqlite3_free(zErr);
+  wal_close(pB);
+  wal_close(pA);
+  sqlite3_free(s);
+  sqlite3_free(zSeg);
+  sqlite3_free(zNext);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A shared open changes nothing: a torn frame at the end of the newest
+** segment stays (it may be a write in progress), and a log that has no
+** segment yet cannot be shared. */
+START_TEST(test_wal_shared_open_changes_nothing){
+  char *zDir = th_tmpdir("walshopen");
+  char *zEmpty = th_tmpdir("walshempty");
+  Wal *pA = tw_open_cfg(zDir, 1<<20, 0, 0), *pB = 0;
+  WalConfig cfg;
+  WalPos pos;
+  char *zSeg, *zErr = 0;
+  off_t sz;
+  int fd;
+  static const uint8_t aTorn[12] = {100, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9};
+  tw_append(pA, 1, "t", "a", "1", 1);
+  wal_tail(pA, &pos, 0);
+  zSeg = tw_seg_path(zDir, pos.segno);
+  fd = open(zSeg, O_RDWR);
+  ck_assert_int_eq(pwrite(fd, aTorn, sizeof(aTorn), (off_t)pos.iOff), 12);
+  close(fd);
+  sz = tw_size(zSeg);
+  pB = tw_open_shared(zDir);
+  ck_assert_int_eq(tw_size(zSeg), sz);
+  wal_close(pB);
+  ck_assert_int_eq(tw_size(zSeg), sz);      /* no trim at close either */
+  wal_close(pA);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bShared = 1;
+  pB = 0;
+  ck_assert_int_eq(wal_open(zEmpty, &cfg, &pB, &zErr), SQLITE_CANTOPEN);
+  ck_assert_ptr_null(pB);
+  ck_assert_ptr_nonnull(strstr(zErr, "alone"));
+  sqlite3_free(zErr);
+  sqlite3_free(zSeg);
+  sqlite3_free(zEmpty);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* --------------------------------------------------- shared header */
 
 static WalShared *tw_shared(const char *zDir, int bReadOnly){
@@ -2738,6 +2916,9 @@ Suite *depot_test_suite(void){
   tc = tcase_create("follow");
   tcase_add_test(tc, test_wal_follow_reads_appends_across_segments);
   tcase_add_test(tc, test_wal_follow_reports_retired_and_damaged_segments);
+  tcase_add_test(tc, test_wal_shared_writers_take_turns);
+  tcase_add_test(tc, test_wal_follow_end_recovers_an_unpublished_tail);
+  tcase_add_test(tc, test_wal_shared_open_changes_nothing);
   tcase_add_test(tc, test_wal_shared_header_round_trip);
   tcase_add_test(tc, test_wal_shared_header_across_processes);
   suite_add_tcase(s, tc);
