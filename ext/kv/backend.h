@@ -170,6 +170,17 @@ struct KvBackend {
   ** moves: the data is an immutable version in memory that the snapshot
   ** holds.  0: valid until the cursor moves. */
   int bStableEntries;
+  /* Several processes: tables of this type can be shared by processes
+  ** that write them one at a time under the store's writer lock.  xShare
+  ** puts the table in that mode for good (a backend that writes its files
+  ** in the background finishes that first; it may wait, and fail with
+  ** SQLITE_BUSY and *pzErr); from then on xApply leaves every commit
+  ** readable by other processes before it returns.  xRefresh: another
+  ** process committed to the table's files; later snapshots must read
+  ** them.  Both NULL: tables of this type cannot be shared (a store
+  ** holding a persistent one stays with one process). */
+  int (*xShare)(KvBackendTable*, char **pzErr);
+  void (*xRefresh)(KvBackendTable*);
 };
 
 /* memory.c */

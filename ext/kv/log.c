@@ -777,5 +777,7 @@ const KvBackend kvLogBackend = {
   0,                            /* reads may read a log file */
   1,                            /* xApply appends to the log file */
   logMaxCid,
-  0                             /* entries: the value buffer is reused */
+  0,                            /* entries: the value buffer is reused */
+  0, 0                          /* not shared: its index lives in the
+                                ** process that appends */
 };

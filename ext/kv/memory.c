@@ -182,5 +182,8 @@ const KvBackend kvMemoryBackend = {
   0,                            /* xApply fails only for want of memory */
   memGetNow,                    /* a read with no root: one lookup */
   0, 0,                         /* no files: no write at apply, no CIDs */
-  1                             /* entries live in the snapshot's version */
+  1,                            /* entries live in the snapshot's version */
+  0, 0                          /* shared stores: persistence=0 tables stay
+                                ** private to their process, persistence=1
+                                ** ones are not shared */
 };
