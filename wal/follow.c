@@ -92,6 +92,16 @@ static int followHeader(const WalIo *pIo, const char *zWalDir, uint64_t segno,
   return rc;
 }
 
+/* Do the 4 bytes at iOff of fd (a frame's length) read as zero, or is
+** there no room for a frame header before iEnd? */
+static int followZeroAt(const WalIo *pIo, int fd, uint64_t iOff,
+                        uint64_t iEnd){
+  uint8_t a[4];
+  if( iOff+WAL_FRAME_HDR>iEnd ) return 1;
+  if( pIo->xPread(pIo->pCtx, fd, a, 4, (off_t)iOff)!=4 ) return 1;
+  return a[0]==0 && a[1]==0 && a[2]==0 && a[3]==0;
+}
+
 /* Hands the frames of open segment fd (zPath) from *piPos up to iEnd to
 ** xRecord, moving *piPos past each record the callback took (and setting
 ** *pLastCid to its CID); every byte of the range must be whole frames,
@@ -106,11 +116,20 @@ static int followFrames(const WalIo *pIo, int fd, const char *zPath,
   size_t nBody;
   uint64_t iFrame = *piPos;
   const char *zWhy = 0;
+  WalRecord *pRec;
   int rc;
   wal_scan_init(&scan, pIo, fd, zPath, *piPos, iEnd);
-  while( (rc = wal_scan_next(&scan, &aBody, &nBody, &iFrame, &zWhy))
-         ==SQLITE_ROW ){
-    WalRecord *pRec = 0;
+  for(;;){
+    if( bLenient && followZeroAt(pIo, fd, scan.iOff, iEnd) ){
+      /* no frame starts here (a frame length is never 0): the end, found
+      ** without reading the preallocated zeros after it */
+      iFrame = scan.iOff;
+      rc = SQLITE_DONE;
+      break;
+    }
+    rc = wal_scan_next(&scan, &aBody, &nBody, &iFrame, &zWhy);
+    if( rc!=SQLITE_ROW ) break;
+    pRec = 0;
     rc = wal_record_decode(aBody, nBody, &pRec);
     if( rc==SQLITE_CORRUPT ) zWhy = "malformed record body";
     if( rc==SQLITE_OK ){

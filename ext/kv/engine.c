@@ -657,7 +657,7 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
 int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
   int64_t iEnd = engNowMs() + (msBusy>0 ? msBusy : 0);
   struct timespec ts;
-  int nMs = 1, e;
+  int nUs = 20, e;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += msBusy/1000;
   ts.tv_nsec += (long)(msBusy%1000)*1000000L;
@@ -672,8 +672,12 @@ int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
       e = eLock;
       break;
     }
-    engSleepMs(nMs);
-    if( nMs<8 ) nMs *= 2;
+    /* Poll: a writer holds the lock for one commit, a millisecond or
+    ** two; short naps hand it on quickly without spinning. */
+    ts.tv_sec = 0;
+    ts.tv_nsec = nUs*1000L;
+    nanosleep(&ts, 0);
+    if( nUs<500 ) nUs *= 2;
   }
   *pzErr = sqlite3_mprintf("kv: store %s is being written by another "
       "%s; gave up waiting for its writer lock after %d ms (the busy "
@@ -869,6 +873,9 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
                           &cidEnd, pzErr);
     }
     if( rc!=SQLITE_OK ) break;
+    if( pos.segno==pEng->posSeen.segno && pos.iOff==pEng->posSeen.iOff ){
+      break;                     /* nothing there: no second pass */
+    }
   }
   if( rc!=SQLITE_OK && f.zErr ){
     sqlite3_free(*pzErr);
