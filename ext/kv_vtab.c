@@ -1241,6 +1241,19 @@ static void vtabLeave(VtabTable *p){
   }
 }
 
+/* The connection's busy timeout (PRAGMA busy_timeout), or -1.  A busy
+** handler set with sqlite3_busy_handler() is not seen: it reads 0. */
+static int vtabBusyMs(sqlite3 *db){
+  sqlite3_stmt *pStmt = 0;
+  int ms = -1;
+  if( sqlite3_prepare_v2(db, "PRAGMA busy_timeout", -1, &pStmt, 0)==SQLITE_OK
+   && sqlite3_step(pStmt)==SQLITE_ROW ){
+    ms = sqlite3_column_int(pStmt, 0);
+  }
+  sqlite3_finalize(pStmt);
+  return ms;
+}
+
 static int vtabSync(sqlite3_vtab *pVtab){
   VtabTable *p = (VtabTable*)pVtab;
   KvRoot *r = p->pConn->pSqlRoot;
@@ -1250,6 +1263,12 @@ static int vtabSync(sqlite3_vtab *pVtab){
     /* A root that only read commits without a check (see vtabCommit). */
     if( kv_root_has_writes(r) ){
       kv_root_set_sync(r, p->pConn->eSync);
+      if( kv_engine_shared(p->pEng) ){
+        /* other processes write the store: wait for its writer lock as
+        ** long as SQLite waits for a database file's */
+        int ms = vtabBusyMs(p->pConn->db);
+        if( ms>=0 ) kv_root_set_busy_timeout(r, ms);
+      }
       rc = kv_coord_prepare(p->pConn, r, &zErr);
       rc = kv_derived_prepare_error(p->pConn, r, rc, &zErr);
     }

@@ -179,7 +179,7 @@ static int confirmDetach(Wal *p, uint64_t **paSegno){
   int n = 0, i;
   uint64_t *a;
   *paSegno = 0;
-  if( p->bHold ) return 0;
+  if( p->bHold || p->bShared ) return 0;
   while( n<p->nSeg-1 && p->aSeg[n].nUnconf==0 ) n++;
   if( n==0 ) return 0;
   a = sqlite3_malloc64(sizeof(uint64_t)*(size_t)n);
@@ -189,6 +189,16 @@ static int confirmDetach(Wal *p, uint64_t **paSegno){
   p->nSeg -= n;
   *paSegno = a;
   return n;
+}
+
+void wal_set_shared(Wal *p, int bShared){
+  int bRetire;
+  if( p==0 ) return;
+  pthread_mutex_lock(&p->mutex);
+  bRetire = p->bShared && !bShared;
+  p->bShared = bShared;
+  pthread_mutex_unlock(&p->mutex);
+  if( bRetire ) wal_retire(p);     /* what was confirmed meanwhile */
 }
 
 void wal_hold(Wal *p){

@@ -7,4 +7,6 @@ DEPOT_SOURCES += \
 	wal/segment.c \
 	wal/confirm.c \
 	wal/append.c \
+	wal/follow.c \
+	wal/shared.c \
 	wal/wal.c

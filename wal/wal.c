@@ -38,6 +38,7 @@ static Wal *walAlloc(const char *zDir, const WalConfig *pCfg){
   p->szSegment = (pCfg && pCfg->szSegment>0) ? pCfg->szSegment
                                             : WAL_DEFAULT_SEGMENT;
   p->bKeepBak = pCfg ? pCfg->bKeepBak : 0;
+  p->bShared = pCfg ? pCfg->bShared : 0;
   p->nextCid = 1;
   p->pOpen = &p->aGroup[0];
   p->zWalDir = sqlite3_mprintf("%s/wal", zDir);
@@ -140,7 +141,11 @@ static int walScanSegment(Wal *p, int fd, const char *zPath, uint64_t segno,
     *piEnd = iFrame;                   /* padding, if any, starts here */
     return SQLITE_OK;
   }
-  if( rc==SQLITE_CORRUPT && bNewest ){
+  if( rc==SQLITE_CORRUPT && bNewest && p->bShared ){
+    /* Perhaps another writer's frame in progress: the end for now. */
+    rc = SQLITE_OK;
+    *piEnd = iFrame;
+  }else if( rc==SQLITE_CORRUPT && bNewest ){
     rc = walCutTail(p, fd, zPath, iFrame, *piEnd, zWhy, pzErr);
     *piEnd = iFrame;
   }else if( rc==SQLITE_CORRUPT ){
@@ -203,7 +208,7 @@ static int walAddSegment(Wal *p, const WalSegHdr *pHdr, off_t sz,
   rc = walScanSegment(p, *pFd, *pzPath, pHdr->segno, bNewest, &iEnd, &nRec,
                       pzErr);
   p->aSeg[p->nSeg-1].szEnd = iEnd;
-  if( rc==SQLITE_OK && bNewest && nRec>0
+  if( rc==SQLITE_OK && bNewest && nRec>0 && !p->bShared
    && p->pIo->xFsync(p->pIo->pCtx, *pFd)!=0 ){
     /* Its records may have been written but never flushed (deferred
     ** flushes, append.c) by a process that then died: flush them before
@@ -269,6 +274,28 @@ static int walLoadSegment(Wal *p, uint64_t segno, int bNewest,
   return rc;
 }
 
+/* Is segment segno a creation that has not finished (shorter than a
+** header, or exactly a header that does not check)?  Shared mode: such a
+** newest segment is left alone, not removed. */
+static int walCreationTorn(Wal *p, uint64_t segno){
+  const WalIo *pIo = p->pIo;
+  char *zPath = wal_segment_path(p->zWalDir, segno);
+  char *zErr = 0;
+  WalSegHdr hdr;
+  off_t sz = 0;
+  int fd, rc, bShort = 0, bTorn = 0;
+  if( zPath==0 ) return 0;
+  fd = pIo->xOpen(pIo->pCtx, zPath, O_RDONLY, 0);
+  if( fd>=0 && pIo->xFstatSize(pIo->pCtx, fd, &sz)==0 ){
+    rc = wal_segment_read_header(pIo, fd, zPath, segno, &hdr, &bShort, &zErr);
+    bTorn = rc==SQLITE_CORRUPT && (bShort || sz==WAL_SEG_HDR);
+  }
+  if( fd>=0 ) pIo->xClose(pIo->pCtx, fd);
+  sqlite3_free(zErr);
+  sqlite3_free(zPath);
+  return bTorn;
+}
+
 /* Creates the log folder if needed and loads every segment; starts a
 ** first segment when there is none. */
 static int walLoadAll(Wal *p, char **pzErr){
@@ -281,11 +308,20 @@ static int walLoadAll(Wal *p, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   rc = wal_segment_list(p->zWalDir, &aSegno, &nSegno, pzErr);
+  if( rc==SQLITE_OK && p->bShared && nSegno>0
+   && walCreationTorn(p, aSegno[nSegno-1]) ){
+    nSegno--;           /* another writer's rotation, unfinished: not yet */
+  }
   for(i=0; rc==SQLITE_OK && i<nSegno; i++){
     rc = walLoadSegment(p, aSegno[i], i==nSegno-1, pzErr);
     segLast = aSegno[i];
   }
   sqlite3_free(aSegno);
+  if( rc==SQLITE_OK && p->fdActive<0 && p->bShared ){
+    wal_set_err(pzErr, "wal: %s has no segment to share; it must be opened "
+                "alone first", p->zWalDir);
+    rc = SQLITE_CANTOPEN;
+  }
   if( rc==SQLITE_OK && p->fdActive<0 ){
     /* No segment yet, or the newest was a torn creation: start one after
     ** the last number seen (the last good segment, if any, is sealed). */
@@ -482,7 +518,8 @@ static void walRetireAtClose(Wal *p){
   int bAll, rc;
   pthread_mutex_lock(&p->mutex);
   while( p->bLeader ) pthread_cond_wait(&p->cond, &p->mutex);
-  bAll = p->zFailed==0 && !p->bHold && p->nUnconfirmed==0 && p->nInflight==0
+  bAll = p->zFailed==0 && !p->bHold && !p->bShared
+      && p->nUnconfirmed==0 && p->nInflight==0
       && p->nActiveRec>0 && p->fdActive>=0;
   pthread_mutex_unlock(&p->mutex);
   if( !bAll ) return;
@@ -508,7 +545,8 @@ void wal_close(Wal *p){
     walRetireAtClose(p);
   }
   if( p->fdActive>=0 ){
-    if( p->bOpen && p->zFailed==0 && p->szAlloc>p->szActive ){
+    if( p->bOpen && p->zFailed==0 && !p->bShared
+     && p->szAlloc>p->szActive ){
       wal_segment_trim(p->pIo, p->fdActive, p->zActive, p->szActive);
     }
     p->pIo->xClose(p->pIo->pCtx, p->fdActive);

@@ -50,9 +50,10 @@
 **
 ** Threads: a Wal is safe to use from many threads at once; every function
 ** takes the Wal's internal mutex as needed.  No callback is invoked while
-** that mutex is held.  One Wal per store directory at a time, in one
-** process: the log takes no file lock of its own (the KV engine's store
-** lock provides that).
+** that mutex is held.  One Wal per store directory and process; several
+** processes append to one log only in shared mode (wal_set_shared), one
+** at a time: the log takes no file lock of its own (the KV engine's store
+** locks provide that).
 **
 ** Errors: functions return SQLite result codes (SQLITE_OK, SQLITE_NOMEM,
 ** SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_READ, SQLITE_FULL
@@ -202,6 +203,8 @@ struct WalConfig {
   int64_t szSegment;        /* rotate past this many bytes; 0: 64 MiB */
   int bKeepBak;             /* retire by renaming to .bak, not deleting */
   const WalIo *pIo;         /* NULL: wal_io_posix() */
+  int bShared;              /* other processes append too: see
+                            ** wal_set_shared() */
 };
 
 /* Open (creating if needed) the log in zDir/wal/ (zDir must exist).
@@ -349,6 +352,102 @@ void wal_stats(Wal*, WalStats*);
 ** that survives a crash is harmless).  No append may be running.  Safe
 ** on NULL. */
 void wal_close(Wal*);
+
+/* ------------------------------------------------- following the log ---
+** Several processes may write one store's log, one at a time (the KV
+** engine orders them with a lock of its own); each reads what the others
+** appended.  A position is a segment number and the file offset of the
+** next frame in that segment (offsets start after the 48-byte header). */
+typedef struct WalPos WalPos;
+struct WalPos {
+  uint64_t segno;
+  uint64_t iOff;
+};
+
+/* Where this log's next record goes (the end of the frames it has
+** written, flushed or not), and *pLastCid the CID of its last written
+** record (pLastCid may be NULL).  Zeros for a NULL log. */
+void wal_tail(Wal*, WalPos *pPos, uint64_t *pLastCid);
+
+/* Shared mode, for a log other processes append to as well, one writer
+** at a time under a lock the caller takes: nothing retires (confirmations
+** are only counted), and a close neither rotates nor trims the active
+** segment.  Opened with WalConfig.bShared, the open changes nothing on
+** disk either: the end of the newest segment's whole frames is its end
+** for now (a torn frame there may be another process's write in
+** progress), and a log without a segment is SQLITE_CANTOPEN.  A log opened
+** alone turns shared when a second process joins, and back when it is
+** alone again (then confirmed segments retire at the next confirmation or
+** close).  Safe on NULL. */
+void wal_set_shared(Wal*, int bShared);
+
+/* Continue this log from another writer's tail: the caller holds the
+** writers' lock, pTail/lastCid are the position and CID that the last
+** writer published (wal_tail() of its log, or the end of whole frames that
+** wal_follow_end() found), and no append of this Wal is in flight.  The
+** next append goes to pTail (in a later segment than this Wal's active
+** one: that segment becomes active), with a CID above lastCid; the
+** segment's size is read again, so preallocation never writes over
+** another writer's frames.  A leftover segment after pTail whose creation
+** never finished (a writer died rotating) is removed.  SQLITE_CORRUPT when
+** the log holds a whole segment after pTail (pTail is stale), SQLITE_MISUSE
+** during an append. */
+int wal_adopt_tail(Wal*, const WalPos *pTail, uint64_t lastCid,
+                   char **pzErr);
+
+/* Hands every record between *pFrom and *pTo (a position another writer
+** published with wal_tail()) to xRecord, in file order (CID order),
+** abort records included (WalRecord.cidAborted set), and moves *pFrom past
+** each record the callback took: on success *pFrom equals *pTo, after a
+** failure it names the first record not taken, so a later call resumes
+** there.  Reads the segment files of zDir/wal/ only (through pIo, NULL:
+** wal_io_posix()), writes nothing, and needs no open Wal.  A segment
+** between the two positions must be whole: a torn or damaged frame, or a
+** segment that does not continue the one before it where that one was
+** sealed, is SQLITE_CORRUPT naming file and offset.  SQLITE_NOTFOUND when
+** the segment of *pFrom was retired (its records are gone from the log);
+** SQLITE_MISUSE when *pFrom lies after *pTo.  A non-OK return of xRecord
+** stops the walk and is returned. */
+int wal_follow(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+               const WalPos *pTo, int (*xRecord)(void*, const WalRecord*),
+               void *pCtx, char **pzErr);
+
+/* wal_follow() from *pFrom to the end of the log's whole frames: the
+** records a writer wrote but did not publish (it died first), for the
+** next holder of the writers' lock, which calls it with that lock held.
+** A torn or damaged frame of the newest segment, or zero padding, ends
+** the walk there (not an error); *pFrom ends after the last record taken,
+** and *pLastCid (may be NULL) is the CID of the last record taken (left
+** alone when none was). */
+int wal_follow_end(const char *zDir, const WalIo *pIo, WalPos *pFrom,
+                   int (*xRecord)(void*, const WalRecord*), void *pCtx,
+                   uint64_t *pLastCid, char **pzErr);
+
+/* --------------------------------------------------- shared header ---
+** A store's shared header, the file zDir/SHARED that every process using
+** the store maps: WAL_SHARED_SLOTS 64-bit values that its writers publish
+** for every reader (which ones, the caller decides).  Readers never wait
+** for writers: a read that overlaps a write reads again.  Writes must be
+** serialised by the caller (a lock every writer of the store takes). */
+#define WAL_SHARED_SLOTS 16
+typedef struct WalShared WalShared;
+
+/* Map zDir/SHARED, creating it when missing (bReadOnly: never created or
+** changed; a missing or short file is SQLITE_CANTOPEN).  A new file reads
+** as all slots 0.  A file of another layout is SQLITE_CANTOPEN. */
+int wal_shared_open(const char *zDir, int bReadOnly, WalShared **pp,
+                    char **pzErr);
+void wal_shared_close(WalShared*);       /* safe on NULL */
+
+/* The published slots, into aSlot[WAL_SHARED_SLOTS]: SQLITE_OK, or
+** SQLITE_BUSY when the header stays half-written (its writer died in the
+** middle of wal_shared_write()): the caller then takes the writers' lock
+** and writes the header again. */
+int wal_shared_read(WalShared*, uint64_t *aSlot);
+
+/* Publish aSlot[WAL_SHARED_SLOTS].  SQLITE_READONLY for a read-only
+** mapping. */
+int wal_shared_write(WalShared*, const uint64_t *aSlot);
 
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
 uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n);

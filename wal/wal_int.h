@@ -171,7 +171,10 @@ struct WalSeg {
   uint64_t segno;
   uint64_t baseCid;          /* no record in it has a lower CID */
   uint64_t szEnd;            /* end of its frames (active: see szActive) */
-  int64_t nUnconf;           /* durable records not yet confirmed */
+  int64_t nUnconf;           /* durable records not yet confirmed (one
+                             ** more while bForeign) */
+  int bForeign;              /* holds other writers' records (shared
+                             ** mode): never retired by this Wal */
 };
 
 /* The frames of a group being accumulated or written. */
@@ -249,6 +252,8 @@ struct Wal {
   char *zFailed;             /* non-NULL: the failed state and its reason */
   int bOpen;                 /* wal_open() completed */
   int bHold;                 /* wal_hold(): retire nothing any more */
+  int bShared;               /* wal_set_shared(): retire nothing for now,
+                             ** close leaves the active segment alone */
 };
 
 /* confirm.c */

@@ -174,6 +174,17 @@ struct KvBackend {
   ** xCursorEntry into *pOut, in one call: a scan steps once per row.
   ** Same result as xCursorNext/xCursorPrev.  NULL: the two calls. */
   int (*xCursorStep)(KvBackendCursor*, int bPrev, KvMapEntry *pOut);
+  /* Several processes: tables of this type can be shared by processes
+  ** that write them one at a time under the store's writer lock.  xShare
+  ** puts the table in that mode for good (a backend that writes its files
+  ** in the background finishes that first; it may wait, and fail with
+  ** SQLITE_BUSY and *pzErr); from then on xApply leaves every commit
+  ** readable by other processes before it returns.  xRefresh: another
+  ** process committed to the table's files; later snapshots must read
+  ** them.  Both NULL: tables of this type cannot be shared (a store
+  ** holding a persistent one stays with one process). */
+  int (*xShare)(KvBackendTable*, char **pzErr);
+  void (*xRefresh)(KvBackendTable*);
 };
 
 /* memory.c */

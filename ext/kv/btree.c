@@ -155,6 +155,8 @@ struct BtStore {
   BtReader *pCur;               /* reader pinned at gen, or NULL */
   BtReader *pFree; int nFree;
   int nAccel;                   /* open tables asking for it */
+  int bThrough;                 /* shared store (btShare): xApply writes
+                                ** the data file itself, no overlay */
   int bStop, bThread;
   pthread_t thread;
   int64_t nError;
@@ -680,13 +682,17 @@ static int btWalSync(BtStore *s, BtJob *pList){
   return rc;
 }
 
-/* One data-file transaction holding every job of the list. */
+/* One data-file transaction holding every job of the list: synced
+** (bSync 1), not (0), or at synchronous=NORMAL (2: the file's own WAL is
+** synced at its checkpoints only, so a power loss may take the last
+** commits but never damages the file). */
 static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
   BtJob *j;
   int rc = btWalSync(s, pList);
   if( rc!=SQLITE_OK ) return rc;
-  rc = btExec(s->dbW, bSync ? "PRAGMA synchronous=FULL"
-                            : "PRAGMA synchronous=OFF");
+  rc = btExec(s->dbW, bSync==1 ? "PRAGMA synchronous=FULL"
+                    : bSync==2 ? "PRAGMA synchronous=NORMAL"
+                               : "PRAGMA synchronous=OFF");
   if( rc==SQLITE_OK ) rc = btExec(s->dbW, "BEGIN IMMEDIATE");
   for(j=pList; j && rc==SQLITE_OK; j=j->pNext) rc = btWriteJob(s, j);
   rc = btWriteFault(rc);
@@ -1134,12 +1140,18 @@ static int btDrop(KvBackendTable *t, char **pzErr){
 ** the store's overlays are over their limit (engine mutex held; the
 ** collector needs neither the engine mutex nor anything a committer
 ** holds, so it always makes room). */
+static int btApplyThrough(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
+                          uint64_t cid);
 static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
                    uint64_t cid){
   BtStore *s = t->pStore;
-  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapCursor *pCsr;
   KvMapEntry e;
   int bOn, rc = SQLITE_OK;
+  if( __atomic_load_n(&s->bThrough, __ATOMIC_ACQUIRE) ){
+    return btApplyThrough(t, pBatch, iSeq, cid);
+  }
+  pCsr = kv_map_cursor_new(pBatch);
   if( pCsr==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&s->mu);
   while( s->nOverlay>=s->nLimit && !s->bStop ){
@@ -1156,6 +1168,64 @@ static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   pthread_mutex_unlock(&s->mu);
   kv_map_cursor_free(pCsr);
   return rc;
+}
+
+/* A shared store (several processes write it, one at a time under the
+** store's writer lock): the batch goes into the data file at once, in one
+** transaction of the committing thread at synchronous=NORMAL, and later
+** snapshots read it there (a new reader generation).  The root WAL keeps
+** every record while the store is shared (the engine retires nothing),
+** so the next open that finds the store alone replays whatever a power
+** loss took from the data file.  The collector is idle: btShare
+** emptied its queue first, so no older batch can follow this one into
+** the file.  Engine mutex held (one apply at a time in the process). */
+static int btApplyThrough(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
+                          uint64_t cid){
+  BtStore *s = t->pStore;
+  BtJob j;
+  int rc;
+  memset(&j, 0, sizeof(j));
+  j.eOp = BT_JOB_WRITE;
+  j.pTab = t;
+  j.pBatch = pBatch;
+  j.iSeq = iSeq;
+  j.cid = cid;
+  rc = btWriteBatch(s, &j, 2);
+  if( rc!=SQLITE_OK ) return rc;
+  btNewGeneration(s);
+  if( cid ) s->xConfirm(s->pConfirmCtx, cid, t->zName, t->nName);
+  return SQLITE_OK;
+}
+
+/* The store turns shared: wait until the collector has written and
+** dropped every queued batch, then let xApply write through.  SQLITE_BUSY
+** when the collector is failing and the queue does not drain within 5 s.
+** Idempotent; every table of the store shares the mode. */
+static int btShare(KvBackendTable *t, char **pzErr){
+  BtStore *s = t->pStore;
+  struct timespec dl;
+  int rc = SQLITE_OK;
+  btDeadline(&dl, 5000);
+  pthread_mutex_lock(&s->mu);
+  while( (s->pHead || s->nQueued>0 || s->nOverlay>0) && !s->bStop ){
+    if( pthread_cond_timedwait(&s->condRoom, &s->mu, &dl)!=0
+     && (s->pHead || s->nQueued>0 || s->nOverlay>0) ){
+      rc = SQLITE_BUSY;
+      break;
+    }
+  }
+  if( rc==SQLITE_OK ) __atomic_store_n(&s->bThrough, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&s->mu);
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: the collector of %s cannot write "
+                             "its queued batches (%s)", s->zPath, s->zError);
+  }
+  return rc;
+}
+
+/* Another process committed to the data file: later snapshots read it. */
+static void btRefresh(KvBackendTable *t){
+  btNewGeneration(t->pStore);
 }
 
 static int btDurable(KvBackendTable *t, uint64_t cid){
@@ -1961,5 +2031,6 @@ const KvBackend kvBtreeBackend = {
                                 ** (btWalSync) */
   0,                            /* the data file holds no CIDs */
   0,                            /* entries: batches are reused */
-  btCursorStep
+  btCursorStep,
+  btShare, btRefresh
 };

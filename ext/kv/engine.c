@@ -1,10 +1,12 @@
 /*
 ** engine.c -- KV stores: the process-wide registry of open stores
-** (refcounted by real path), the lock file that keeps other processes
-** out, opening a store (catalog file, then WAL replay in CID order, then
-** confirmation) and closing it, the listings of every open store
-** (kv_engine_list, and the kv_stats accessors), and key rendering for
-** messages.  The contracts are in kv.h.
+** (refcounted by real path), the locks that order the processes using a
+** store, opening a store (alone: catalog file, then WAL replay in CID
+** order, then confirmation; else joining the processes that share it)
+** and closing it, sharing a store and catching up with what other
+** processes committed (see "Sharing a store"), the listings of every
+** open store (kv_engine_list, and the kv_stats accessors), and key
+** rendering for messages.  The contracts are in kv.h.
 **
 ** Locking: engGlobalMutex (the registry mutex) guards engList and every
 ** KvEngine.nRef, and is held across a whole open, so one store is never
@@ -26,6 +28,7 @@ SQLITE_EXTENSION_INIT3
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Open stores, guarded by engGlobalMutex. */
@@ -56,6 +59,12 @@ void kv_engine_test_io(const WalIo *pIo){
   pthread_mutex_lock(&engGlobalMutex);
   engTestIo = pIo;
   pthread_mutex_unlock(&engGlobalMutex);
+}
+
+static int engTestJoinWaitMs = 0;  /* kv_engine_test_join_wait */
+
+void kv_engine_test_join_wait(int ms){
+  __atomic_store_n(&engTestJoinWaitMs, ms, __ATOMIC_RELAXED);
 }
 
 void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak){
@@ -472,24 +481,116 @@ static void engMutexInit(pthread_mutex_t *pMutex){
   pthread_mutex_init(pMutex, 0);
 }
 
-/* Takes the store's process lock: an exclusive flock on LOCK and one on
-** the store directory itself.  The second keeps a store locked when LOCK
-** is deleted while the store is open (taken for a stale leftover); a file
-** system that cannot flock a directory leaves the LOCK file alone to do
-** the job. */
-static int engLockStore(KvEngine *pEng, char **pzErr){
-  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
-  if( zLock==0 ) return SQLITE_NOMEM;
-  pEng->fdLock = open(zLock, O_RDWR|O_CREAT|O_CLOEXEC, 0644);
-  sqlite3_free(zLock);
-  if( pEng->fdLock<0 ){
-    *pzErr = sqlite3_mprintf("kv: cannot open lock file of store %s: %s",
-                             pEng->zDir, strerror(errno));
-    return SQLITE_CANTOPEN;
+/* ------------------------------------------------ sharing a store ---
+**
+** Processes share a store through byte-range locks on LOCK (open file
+** description locks: per open of the file, released by the kernel with
+** the process) and the shared header <store>/SHARED (wal_shared):
+**
+**   ALIVE  every process that has the store open holds it, shared; a
+**          process that can take it exclusively is alone: it opens the
+**          store as before (recovery, replay) and keeps it exclusive
+**          until another process asks to join.
+**   WRITER the writer lock: one process at a time appends to the root
+**          WAL, from the conflict check of a prepare to the publication
+**          of its commit (or abort) and of the new tail in SHARED.
+**   JOIN   a process that finds the store held takes it and waits; the
+**          alone holder's join thread sees it, finishes its prepared
+**          commits, lets its kv_btree collector write everything it
+**          queued, makes kv_btree write through (backend xShare), turns
+**          its WAL shared, publishes the tail and downgrades ALIVE and
+**          the directory lock to shared: the joiner's shared ALIVE lock
+**          then succeeds.
+**
+** A store holding a table that cannot be shared (kv_log; kv_memory with
+** persistence=1; see KvBackend.xShare) or an in-doubt prepared
+** transaction never turns shared: the joiner gives up after
+** ENG_JOIN_WAIT_MS with SQLITE_BUSY.  A shared store stays shared while
+** this process has it open: nothing retires from its WAL (the next
+** process that opens it alone replays and retires), tables are neither
+** created nor removed, and named prepares (kv_prepare with a gid) are
+** refused.
+**
+** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
+** without a root, and the conflict check of a prepare, a process whose
+** position (posSeen) is behind the published tail reads the records in
+** between (wal_follow) and applies each one: one commit sequence number,
+** revisions for the conflict check, changed key versions, and new
+** readers of the kv_btree data file, which the writer already wrote.
+** A writer first also reads past the tail (wal_follow_end): records a
+** writer wrote and flushed but did not publish before it died, which it
+** applies as replay would (a conditional one only if its coordinator
+** committed, else withdrawn), writes through, and publishes. */
+#define ENG_BYTE_ALIVE    0
+#define ENG_BYTE_WRITER   1
+#define ENG_BYTE_JOIN     2
+#define ENG_JOIN_WAIT_MS  10000      /* a joiner waits this long */
+#define ENG_JOIN_POLL_MS  10         /* the join thread looks this often */
+#define ENG_SHM_CID       0          /* shared header slots */
+#define ENG_SHM_SEGNO     1
+#define ENG_SHM_OFF       2
+
+/* Set (eType F_RDLCK, F_WRLCK, F_UNLCK) the lock of byte iByte of LOCK
+** without waiting: 0, or the errno (EAGAIN: held elsewhere). */
+static int engOfd(KvEngine *pEng, int eType, int iByte){
+  struct flock fl;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = (short)eType;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = iByte;
+  fl.l_len = 1;
+  if( fcntl(pEng->fdLock, F_OFD_SETLK, &fl)==0 ) return 0;
+  return errno==EACCES ? EAGAIN : errno;
+}
+
+/* Does another open of LOCK hold (any lock on) byte iByte? */
+static int engOfdHeld(KvEngine *pEng, int iByte){
+  struct flock fl;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = iByte;
+  fl.l_len = 1;
+  if( fcntl(pEng->fdLock, F_OFD_GETLK, &fl)!=0 ) return 0;
+  return fl.l_type!=F_UNLCK;
+}
+
+static int64_t engNowMs(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
+}
+
+static void engSleepMs(int ms){
+  struct timespec ts;
+  ts.tv_sec = ms/1000;
+  ts.tv_nsec = (long)(ms%1000)*1000000L;
+  nanosleep(&ts, 0);
+}
+
+/* Can table t be used by several processes? */
+static int engTableShareable(KvTable *t){
+  if( t->pBackend->xShare ) return 1;
+  return !t->meta.bPersist;           /* kv_memory: private to a process */
+}
+
+/* The first table of the store that cannot be shared, or NULL (engine
+** mutex held, or the open). */
+static KvTable *engUnshareable(KvEngine *pEng){
+  KvTable *t;
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( !engTableShareable(t) ) return t;
   }
-  if( flock(pEng->fdLock, LOCK_EX|LOCK_NB)!=0 ){
-    return engLockBusy(pEng, errno, pzErr);
-  }
+  return 0;
+}
+
+/* The alone path of engLockStore: ALIVE is held exclusively; the store
+** directory is flocked too.  That second lock keeps a store locked when
+** LOCK is deleted while the store is open (taken for a stale leftover):
+** an opener that made a new LOCK is alone on it, but not on the
+** directory.  A file system that cannot flock a directory leaves LOCK
+** alone to do the job. */
+static int engLockAlone(KvEngine *pEng, char **pzErr){
   pEng->fdDirLock = open(pEng->zDir, O_RDONLY|O_DIRECTORY|O_CLOEXEC);
   if( pEng->fdDirLock>=0 && flock(pEng->fdDirLock, LOCK_EX|LOCK_NB)!=0 ){
     int e = errno;
@@ -499,6 +600,439 @@ static int engLockStore(KvEngine *pEng, char **pzErr){
   }
   engLockWritePid(pEng);
   return SQLITE_OK;
+}
+
+/* The refusal of a joiner that the holder did not let in (within ms). */
+static int engJoinRefused(KvEngine *pEng, int64_t ms, char **pzErr){
+  long iPid = engLockHolder(pEng);
+  char zPid[32];
+  zPid[0] = 0;
+  if( iPid>0 ) sqlite3_snprintf(sizeof(zPid), zPid, " (pid %ld)", iPid);
+  *pzErr = sqlite3_mprintf("kv: store %s is locked by another process%s, "
+      "which did not share it within %lld ms: a store with kv_log tables, "
+      "kv_memory tables with persistence=1 or an unresolved prepared "
+      "transaction is used by one process at a time", pEng->zDir, zPid,
+      (long long)ms);
+  return SQLITE_BUSY;
+}
+
+/* Takes the store's locks: alone (*pbJoin 0) or joining processes that
+** share it (*pbJoin 1). */
+static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
+  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
+  int64_t iEnd, iStart;
+  int e;
+  *pbJoin = 0;
+  if( zLock==0 ) return SQLITE_NOMEM;
+  pEng->fdLock = open(zLock, O_RDWR|O_CREAT|O_CLOEXEC, 0644);
+  sqlite3_free(zLock);
+  if( pEng->fdLock<0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot open lock file of store %s: %s",
+                             pEng->zDir, strerror(errno));
+    return SQLITE_CANTOPEN;
+  }
+  e = engOfd(pEng, F_WRLCK, ENG_BYTE_ALIVE);
+  if( e==0 ) return engLockAlone(pEng, pzErr);
+  if( e!=EAGAIN ) return engLockBusy(pEng, e, pzErr);
+  iStart = engNowMs();
+  iEnd = iStart + ENG_JOIN_WAIT_MS;
+#ifdef DEPOT_TEST
+  if( __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED)>0 ){
+    iEnd = engNowMs() + __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED);
+  }
+#endif
+  for(;;){
+    if( engOfd(pEng, F_WRLCK, ENG_BYTE_JOIN)==0 ){
+      if( engOfd(pEng, F_WRLCK, ENG_BYTE_ALIVE)==0 ){
+        engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);          /* the holder left */
+        return engLockAlone(pEng, pzErr);
+      }
+      if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
+        engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+        break;
+      }
+    }
+    if( engNowMs()>iEnd ){
+      engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+      return engJoinRefused(pEng, engNowMs()-iStart, pzErr);
+    }
+    engSleepMs(2);
+  }
+  pEng->fdDirLock = open(pEng->zDir, O_RDONLY|O_DIRECTORY|O_CLOEXEC);
+  if( pEng->fdDirLock>=0 && flock(pEng->fdDirLock, LOCK_SH|LOCK_NB)!=0 ){
+    e = errno;
+    close(pEng->fdDirLock);
+    pEng->fdDirLock = -1;
+    if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
+  }
+  *pbJoin = 1;
+  return SQLITE_OK;
+}
+
+int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
+  int64_t iEnd = engNowMs() + (msBusy>0 ? msBusy : 0);
+  struct timespec ts;
+  int nUs = 20, e;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += msBusy/1000;
+  ts.tv_nsec += (long)(msBusy%1000)*1000000L;
+  if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+  e = msBusy>0 ? pthread_mutex_timedlock(&pEng->writerMutex, &ts)
+               : pthread_mutex_trylock(&pEng->writerMutex);
+  while( e==0 ){
+    int eLock = engOfd(pEng, F_WRLCK, ENG_BYTE_WRITER);
+    if( eLock==0 ) return SQLITE_OK;
+    if( eLock!=EAGAIN || engNowMs()>=iEnd ){
+      pthread_mutex_unlock(&pEng->writerMutex);
+      e = eLock;
+      break;
+    }
+    /* Poll: a writer holds the lock for one commit, a millisecond or
+    ** two; short naps hand it on quickly without spinning. */
+    ts.tv_sec = 0;
+    ts.tv_nsec = nUs*1000L;
+    nanosleep(&ts, 0);
+    if( nUs<500 ) nUs *= 2;
+  }
+  *pzErr = sqlite3_mprintf("kv: store %s is being written by another "
+      "%s; gave up waiting for its writer lock after %d ms (the busy "
+      "timeout)", pEng->zDir, e==EAGAIN ? "process" : "transaction",
+      msBusy);
+  return SQLITE_BUSY;
+}
+
+void kvEngineWriterUnlock(KvEngine *pEng){
+  engOfd(pEng, F_UNLCK, ENG_BYTE_WRITER);
+  pthread_mutex_unlock(&pEng->writerMutex);
+}
+
+/* Publish tail pPos / cid in the shared header (writer lock held) and
+** take it as seen (engine mutex held). */
+static int engPublish(KvEngine *pEng, const WalPos *pPos, uint64_t cid,
+                      char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  int rc;
+  memset(a, 0, sizeof(a));
+  a[ENG_SHM_CID] = cid;
+  a[ENG_SHM_SEGNO] = pPos->segno;
+  a[ENG_SHM_OFF] = pPos->iOff;
+  rc = wal_shared_write(pEng->pShm, a);
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv: cannot publish the tail of store %s",
+                             pEng->zDir);
+    return rc;
+  }
+  pEng->posSeen = *pPos;
+  if( cid>pEng->cidSeen ) pEng->cidSeen = cid;
+  return SQLITE_OK;
+}
+
+int kvEnginePublishTail(KvEngine *pEng, char **pzErr){
+  WalPos pos;
+  uint64_t cid = 0;
+  wal_tail(pEng->pWal, &pos, &cid);
+  return engPublish(pEng, &pos, cid, pzErr);
+}
+
+void kvEngineShareWait(KvEngine *pEng){
+  while( pEng->bSharing ) pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+}
+
+/* The state of a catch-up: pass 1 collects the CIDs that abort records
+** withdraw, pass 2 applies every other record. */
+typedef struct KvFollow KvFollow;
+struct KvFollow {
+  KvEngine *pEng;
+  int ePass;                    /* 1 or 2 */
+  int bRecover;                 /* past the tail: a dead writer's records */
+  int nAbort, nAbortAlloc;
+  uint64_t *aAbort;             /* withdrawn CIDs */
+  int nDrop, nDropAlloc;
+  uint64_t *aDrop;              /* recovered conditional records to
+                                ** withdraw: CID, TID pairs */
+  uint64_t cidLast;             /* last record applied */
+  char *zErr;
+};
+
+static int engFollowPush(uint64_t **pa, int *pn, int *pnAlloc, uint64_t v){
+  if( *pn==*pnAlloc ){
+    int nNew = *pnAlloc ? *pnAlloc*2 : 16;
+    uint64_t *a = sqlite3_realloc64(*pa, nNew*sizeof(uint64_t));
+    if( a==0 ) return SQLITE_NOMEM;
+    *pa = a;
+    *pnAlloc = nNew;
+  }
+  (*pa)[(*pn)++] = v;
+  return SQLITE_OK;
+}
+
+static int engFollowAborted(KvFollow *f, uint64_t cid){
+  int i;
+  for(i=0; i<f->nAbort; i++) if( f->aAbort[i]==cid ) return 1;
+  return 0;
+}
+
+/* One table's actions of another process's record, published at iSeq:
+** revisions (when a child may check them), key versions, readers; a
+** recovered record is also written (its writer may have died before). */
+static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
+                          const WalTableActions *pT){
+  KvEngine *pEng = f->pEng;
+  KvTable *t;
+  int i, rc = SQLITE_OK;
+  if( pT->nTable>0 && pT->zTable[0]==0 ) return SQLITE_OK;  /* pseudo */
+  if( pT->nTable==(int)strlen(KV_META_TABLE)
+   && memcmp(pT->zTable, KV_META_TABLE, pT->nTable)==0 ){
+    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s changes "
+        "its tables, which no process does while the store is shared",
+        (unsigned long long)cid, pEng->zDir);
+    return SQLITE_CORRUPT;
+  }
+  t = kvTableFind(pEng, pT->zTable, pT->nTable);
+  if( t==0 || !t->meta.bPersist || t->pData==0 ) return SQLITE_OK;
+  if( f->bRecover ){
+    KvMap *pBatch = 0;
+    rc = engReplayBatch(pT, 0, &pBatch);
+    if( rc==SQLITE_OK ) rc = t->pBackend->xApply(t->pData, pBatch, iSeq, cid);
+    if( rc!=SQLITE_OK && f->zErr==0 ){
+      char *zWhy = kvApplyErrmsg(t, rc);
+      f->zErr = sqlite3_mprintf("kv: cannot apply record %llu of store %s, "
+          "left by a process that died: %s", (unsigned long long)cid,
+          pEng->zDir, zWhy ? zWhy : sqlite3_errstr(rc));
+      sqlite3_free(zWhy);
+    }
+    kv_map_unref(pBatch);
+  }else if( t->pBackend->xRefresh ){
+    t->pBackend->xRefresh(t->pData);
+  }
+  for(i=0; rc==SQLITE_OK && i<pT->nAction; i++){
+    const WalAction *a = &pT->aAction[i];
+    if( t->nActive>0 ){
+      if( t->pRev==0 && (t->pRev = kv_map_new())==0 ) return SQLITE_NOMEM;
+      rc = kv_map_put(&t->pRev, a->aKey, a->nKey, 0, 0, iSeq, 0);
+    }
+    kvVersionForeign(pEng, t, a->aKey, a->nKey, a->bDelete);
+  }
+  return rc;
+}
+
+static int engFollowRecord(void *pCtx, const WalRecord *pRec){
+  KvFollow *f = (KvFollow*)pCtx;
+  KvEngine *pEng = f->pEng;
+  uint64_t iSeq;
+  int i = 0, rc = SQLITE_OK;
+  if( f->ePass==1 ){
+    if( pRec->cidAborted==0 ) return SQLITE_OK;
+    return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
+                         pRec->cidAborted);
+  }
+  if( pRec->tid>=pEng->iNextTid ) pEng->iNextTid = pRec->tid+1;
+  if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
+  if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
+  if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
+    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s is a "
+        "named prepared transaction, which no process makes while the "
+        "store is shared", (unsigned long long)pRec->cid, pEng->zDir);
+    return SQLITE_CORRUPT;
+  }
+  if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
+    if( f->bRecover ){
+      /* Its writer died between the flush and the publication: did the
+      ** coordinator's file commit?  (Published ones did: a writer that
+      ** rolls back publishes the abort record with the record.) */
+      KvReplay r;
+      int bHeld = 0;
+      memset(&r, 0, sizeof(r));
+      r.pEng = pEng;
+      rc = engReplayDecide(&r, pRec, &bHeld);
+      if( rc!=SQLITE_OK ){
+        f->zErr = r.zErr;
+        return rc;
+      }
+      if( !bHeld ){
+        rc = engFollowPush(&f->aDrop, &f->nDrop, &f->nDropAlloc, pRec->cid);
+        if( rc==SQLITE_OK ){
+          rc = engFollowPush(&f->aDrop, &f->nDrop, &f->nDropAlloc,
+                             pRec->tid);
+        }
+        return rc;
+      }
+    }
+    i = 1;
+  }
+  iSeq = ++pEng->iSeq;
+  kvVersionSnapDrop(pEng);
+  for(; i<pRec->nTable && rc==SQLITE_OK; i++){
+    rc = engFollowTable(f, iSeq, pRec->cid, &pRec->aTable[i]);
+  }
+  return rc;
+}
+
+/* Apply the records from posSeen to pTo (NULL: to the end of the whole
+** frames, recovering a dead writer's records; writer lock held). */
+static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
+  KvFollow f;
+  WalPos pos = pEng->posSeen;
+  uint64_t cidEnd = pEng->cidSeen;
+  int rc, i;
+  memset(&f, 0, sizeof(f));
+  f.pEng = pEng;
+  f.bRecover = pTo==0;
+  for(f.ePass=1; f.ePass<=2; f.ePass++){
+    pos = pEng->posSeen;
+    if( pTo ){
+      rc = wal_follow(pEng->zDir, pEng->pIo, &pos, pTo, engFollowRecord, &f,
+                      pzErr);
+    }else{
+      rc = wal_follow_end(pEng->zDir, pEng->pIo, &pos, engFollowRecord, &f,
+                          &cidEnd, pzErr);
+    }
+    if( rc!=SQLITE_OK ) break;
+    if( pos.segno==pEng->posSeen.segno && pos.iOff==pEng->posSeen.iOff ){
+      break;                     /* nothing there: no second pass */
+    }
+  }
+  if( rc!=SQLITE_OK && f.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = f.zErr;
+    f.zErr = 0;
+  }
+  if( rc==SQLITE_OK && pTo ){
+    pEng->posSeen = pos;
+    if( f.cidLast>pEng->cidSeen ) pEng->cidSeen = f.cidLast;
+  }else if( rc==SQLITE_OK && (pos.segno!=pEng->posSeen.segno
+                              || pos.iOff!=pEng->posSeen.iOff) ){
+    /* A dead writer's records: continue the log after them, withdraw the
+    ** conditional ones whose coordinator did not commit, publish. */
+    sqlite3_log(SQLITE_NOTICE, "kv: store %s: applied the records a "
+                "process wrote before it died, up to %llu", pEng->zDir,
+                (unsigned long long)cidEnd);
+    rc = wal_adopt_tail(pEng->pWal, &pos, cidEnd, pzErr);
+    for(i=0; rc==SQLITE_OK && i<f.nDrop; i+=2){
+      rc = wal_abort(pEng->pWal, f.aDrop[i], f.aDrop[i+1], pzErr);
+    }
+    if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, pzErr);
+  }
+  sqlite3_free(f.zErr);
+  sqlite3_free(f.aAbort);
+  sqlite3_free(f.aDrop);
+  return rc;
+}
+
+int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  WalPos tail;
+  int rc;
+  if( !pEng->bShared ) return SQLITE_OK;
+  rc = wal_shared_read(pEng->pShm, a);
+  if( rc==SQLITE_BUSY && !bRecover ){
+    *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
+        "half-written (its writer died); the next writer repairs it",
+        pEng->zDir);
+    return SQLITE_BUSY;
+  }
+  if( rc==SQLITE_OK ){
+    tail.segno = a[ENG_SHM_SEGNO];
+    tail.iOff = a[ENG_SHM_OFF];
+    if( tail.segno!=pEng->posSeen.segno || tail.iOff!=pEng->posSeen.iOff ){
+      rc = engFollow(pEng, &tail, pzErr);
+    }
+  }else{
+    rc = SQLITE_OK;                  /* recover from where this one is */
+  }
+  if( rc==SQLITE_OK && bRecover ) rc = engFollow(pEng, 0, pzErr);
+  return rc;
+}
+
+/* Turn the alone store shared, for a process that asks to join: see
+** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
+** that cannot be shared or an in-doubt transaction. */
+static int engGoShared(KvEngine *pEng){
+  KvTable *t, **apTab = 0;
+  char *zErr = 0;
+  int nTab = 0, i, rc = SQLITE_OK, bWriter = 0;
+  pthread_mutex_lock(&pEng->mutex);
+  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng)
+   || pEng->pInDoubt ){
+    rc = pEng->bShared ? SQLITE_OK : SQLITE_BUSY;
+    pthread_mutex_unlock(&pEng->mutex);
+    return rc;
+  }
+  pEng->bSharing = 1;
+  while( pEng->pPrepared ) pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  for(t=pEng->pTables; t; t=t->pNext) nTab++;
+  apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
+  if( apTab==0 ){
+    rc = SQLITE_NOMEM;
+  }else{
+    for(i=0, t=pEng->pTables; t; t=t->pNext){ t->nRef++; apTab[i++] = t; }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc==SQLITE_OK ) rc = kvCatalogSave(pEng, &zErr);
+  for(i=0; rc==SQLITE_OK && i<nTab; i++){
+    if( apTab[i]->pData && apTab[i]->pBackend->xShare ){
+      rc = apTab[i]->pBackend->xShare(apTab[i]->pData, &zErr);
+    }
+  }
+  if( rc==SQLITE_OK && pEng->pShm==0 ){
+    rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, &zErr);
+  }
+  if( rc==SQLITE_OK ) rc = kvEngineWriterLock(pEng, ENG_JOIN_WAIT_MS, &zErr);
+  bWriter = rc==SQLITE_OK;
+  if( rc==SQLITE_OK ) wal_set_shared(pEng->pWal, 1);
+  pthread_mutex_lock(&pEng->mutex);
+  if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, &zErr);
+  if( rc==SQLITE_OK ) __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+  pEng->bSharing = 0;
+  pthread_cond_broadcast(&pEng->deltaCond);
+  for(i=0; apTab && i<nTab; i++) kvTableUnref(apTab[i]);
+  pthread_mutex_unlock(&pEng->mutex);
+  sqlite3_free(apTab);
+  if( bWriter ) kvEngineWriterUnlock(pEng);
+  if( rc==SQLITE_OK ){
+    if( pEng->fdDirLock>=0 ) flock(pEng->fdDirLock, LOCK_SH);
+    engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE);
+  }else{
+    sqlite3_log(rc, "kv: store %s cannot be shared with another process: "
+                "%s", pEng->zDir, zErr ? zErr : sqlite3_errstr(rc));
+  }
+  sqlite3_free(zErr);
+  return rc;
+}
+
+/* The join thread of a store open alone: looks for a process asking to
+** join (JOIN held elsewhere) and turns the store shared for it; ends then,
+** or when the store closes. */
+static void *engJoinMain(void *pArg){
+  KvEngine *pEng = (KvEngine*)pArg;
+  for(;;){
+    struct timespec ts;
+    int bStop;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += ENG_JOIN_POLL_MS*1000000L;
+    if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    pthread_mutex_lock(&pEng->joinMutex);
+    if( !pEng->bJoinStop ){
+      pthread_cond_timedwait(&pEng->joinCond, &pEng->joinMutex, &ts);
+    }
+    bStop = pEng->bJoinStop;
+    pthread_mutex_unlock(&pEng->joinMutex);
+    if( bStop ) break;
+    if( engOfdHeld(pEng, ENG_BYTE_JOIN) && engGoShared(pEng)==SQLITE_OK ){
+      break;
+    }
+  }
+  return 0;
+}
+
+static void engJoinStop(KvEngine *pEng){
+  if( !pEng->bJoinThread ) return;
+  pthread_mutex_lock(&pEng->joinMutex);
+  pEng->bJoinStop = 1;
+  pthread_cond_broadcast(&pEng->joinCond);
+  pthread_mutex_unlock(&pEng->joinMutex);
+  pthread_join(pEng->joinThread, 0);
+  pEng->bJoinThread = 0;
 }
 
 /* Free an in-doubt root (detached: no snapshot, not active) as the store
@@ -526,6 +1060,7 @@ static void engFree(KvEngine *pEng){
   KvTable *p, *pNext;
   if( pEng==0 ) return;
   if( pEng->xSweepStop ) pEng->xSweepStop(pEng);  /* no TTL sweep after */
+  engJoinStop(pEng);
   kvVersionStoreStop(pEng);            /* joins the version sweeper */
   if( pEng->xHookFree ) pEng->xHookFree(pEng);   /* hook.c's state */
   while( pEng->pInDoubt ){             /* they stay in the WAL */
@@ -543,11 +1078,15 @@ static void engFree(KvEngine *pEng){
   }
   kvTableUnref(pEng->pMeta);
   wal_close(pEng->pWal);
-  if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the flocks */
+  wal_shared_close(pEng->pShm);
+  if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the locks */
   if( pEng->fdDirLock>=0 ) close(pEng->fdDirLock);
   pthread_mutex_destroy(&pEng->mutex);
   pthread_mutex_destroy(&pEng->catMutex);
   pthread_mutex_destroy(&pEng->resMutex);
+  pthread_mutex_destroy(&pEng->writerMutex);
+  pthread_mutex_destroy(&pEng->joinMutex);
+  pthread_cond_destroy(&pEng->joinCond);
   pthread_cond_destroy(&pEng->deltaCond);
   sqlite3_free(pEng->zFailed);
   sqlite3_free(pEng->zDir);
@@ -571,7 +1110,11 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   engMutexInit(&p->mutex);
   pthread_mutex_init(&p->catMutex, 0);
   pthread_mutex_init(&p->resMutex, 0);
+  pthread_mutex_init(&p->writerMutex, 0);
+  pthread_mutex_init(&p->joinMutex, 0);
+  pthread_cond_init(&p->joinCond, 0);
   pthread_cond_init(&p->deltaCond, 0);
+  p->xCatchUp = kvEngineCatchUp;
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
@@ -613,10 +1156,67 @@ static int engCheckTables(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
-/* Lock, load the catalog, open and replay the WAL, check the tables. */
+/* Join a store other processes share: load the catalog and the log (in
+** shared mode, changing nothing), put every table in shared mode, and
+** take the published tail as seen; nothing is replayed (the processes
+** that wrote the store applied it, and kv_btree wrote it through). */
+static int engJoin(KvEngine *pEng, char **pzErr){
+  WalConfig cfg;
+  KvTable *t;
+  uint64_t a[WAL_SHARED_SLOTS];
+  int rc = kvCatalogLoad(pEng, pzErr);
+  if( rc==SQLITE_OK && (t = engUnshareable(pEng))!=0 ){
+    *pzErr = sqlite3_mprintf("kv: store %s is shared by other processes "
+        "but holds table %s, which cannot be shared", pEng->zDir, t->zName);
+    rc = SQLITE_BUSY;
+  }
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->pData && t->pBackend->xShare ){
+      rc = t->pBackend->xShare(t->pData, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+#ifdef DEPOT_TEST
+    cfg = engTestWalCfg;          /* engGlobalMutex is held */
+#else
+    memset(&cfg, 0, sizeof(cfg));
+#endif
+    cfg.pIo = pEng->pIo;
+    cfg.bShared = 1;
+    rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK ){
+    pEng->posSeen.segno = a[ENG_SHM_SEGNO];
+    pEng->posSeen.iOff = a[ENG_SHM_OFF];
+    pEng->cidSeen = a[ENG_SHM_CID];
+  }else if( rc==SQLITE_OK ){
+    /* Half-written by a writer that died publishing: under the writer
+    ** lock the end of the log's whole frames is the tail. */
+    rc = kvEngineWriterLock(pEng, ENG_JOIN_WAIT_MS, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = kvEnginePublishTail(pEng, pzErr);
+      kvEngineWriterUnlock(pEng);
+    }
+  }
+  if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
+  if( rc==SQLITE_OK ){
+    WalStats st;
+    wal_stats(pEng->pWal, &st);
+    if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
+    __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+  }
+  return rc;
+}
+
+/* Lock; alone: load the catalog, open and replay the WAL, check the
+** tables, and start the join thread; else join the processes sharing it. */
 static int engStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
-  int rc = engLockStore(pEng, pzErr);
+  int bJoin = 0;
+  int rc = engLockStore(pEng, &bJoin, pzErr);
+  if( rc==SQLITE_OK && bJoin ) return engJoin(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
 #ifdef DEPOT_TEST
@@ -636,6 +1236,13 @@ static int engStart(KvEngine *pEng, char **pzErr){
     WalStats st;
     wal_stats(pEng->pWal, &st);
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
+  }
+  if( rc==SQLITE_OK ){
+    if( pthread_create(&pEng->joinThread, 0, engJoinMain, pEng)!=0 ){
+      rc = SQLITE_NOMEM;
+    }else{
+      pEng->bJoinThread = 1;
+    }
   }
   return rc;
 }
@@ -779,6 +1386,10 @@ void kv_engine_unref(KvEngine *p){
 
 const char *kv_engine_dir(KvEngine *p){
   return p->zDir;
+}
+
+int kv_engine_shared(KvEngine *p){
+  return p ? __atomic_load_n(&p->bShared, __ATOMIC_RELAXED) : 0;
 }
 
 /* ---------------------------------------------------------- listing --- */

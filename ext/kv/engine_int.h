@@ -113,6 +113,23 @@ struct KvEngine {
   int rcFailed;                 /* failed state (kvEngineFail); atomic */
   char *zFailed;                /* its message, set before rcFailed */
   KvEngine *pNextEngine;        /* registry mutex (engine.c) */
+
+  /* Several processes (engine.c, "Sharing a store").  bShared and
+  ** bSharing change under the engine mutex (bShared read relaxed before
+  ** it); posSeen/cidSeen: the log up to there is applied here. */
+  int bShared;                  /* other processes may use the store */
+  int bSharing;                 /* turning shared: prepares wait */
+  WalShared *pShm;              /* the shared header, once shared */
+  WalPos posSeen;               /* engine mutex */
+  uint64_t cidSeen;             /* engine mutex */
+  pthread_mutex_t writerMutex;  /* this process's side of the writer lock */
+  pthread_t joinThread;         /* alone: waits for a process to join */
+  int bJoinThread;
+  int bJoinStop;                /* joinMutex */
+  pthread_mutex_t joinMutex;
+  pthread_cond_t joinCond;
+  /* kvEngineCatchUp, for the files below engine.c (version.c). */
+  int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
 };
 
 /* One table touched by a root. */
@@ -161,6 +178,12 @@ struct KvRoot {
                                 ** sets' old entries, one record per
                                 ** write, oldest first (txn.c) */
   KvRoot *pNextPrepared;        /* engine mutex */
+  int bWriterLock;              /* holds the store's writer lock (shared
+                                ** store, from prepare to its end) */
+  int msBusy;                   /* how long prepare waits for that lock */
+  int bAppended;                /* ... and appended to the WAL under it */
+  int bPubFailed;               /* its publication failed: the tail is not
+                                ** published (the next writer recovers) */
   int nConflict;
   KvConflict *aConflict;        /* after a failed prepare */
   int eProto;                   /* KV_PROTO_* */
@@ -296,9 +319,31 @@ void kvVersionOfRoot(KvRoot *p, uint8_t *aVer);
 ** mutex held), else 0. */
 int kvVersionIs(KvEngine*, KvTable *t, const uint8_t *aKey, int nKey,
                 const uint8_t *aVer);
+/* Another process changed aKey of table t (engine mutex held): a version
+** recorded for it here changes, so a versioned commit that read the old
+** one conflicts. */
+void kvVersionForeign(KvEngine*, KvTable *t, const uint8_t *aKey, int nKey,
+                      int bDelete);
 /* The bind time of a child (engine mutex held): the monotonic ms now while
 ** version TTL is on, else 0 (which keeps every record it could need). */
 int64_t kvVersionBindStamp(KvEngine*);
+
+/* ---- engine.c: sharing a store between processes ---------------------- */
+#define KV_BUSY_DEFAULT_MS 5000       /* KvRoot.msBusy unless set */
+/* Apply what other processes committed since this one last looked (a
+** shared store; a no-op otherwise).  Engine mutex held.  With bRecover
+** (the caller holds the writer lock): also the records of a writer that
+** died before it published them, which are then published. */
+int kvEngineCatchUp(KvEngine*, int bRecover, char **pzErr);
+/* The store's writer lock, waited for up to msBusy ms (SQLITE_BUSY with
+** *pzErr after that), and its release.  Engine mutex not held. */
+int kvEngineWriterLock(KvEngine*, int msBusy, char **pzErr);
+void kvEngineWriterUnlock(KvEngine*);
+/* Publish the end of this process's log as the store's tail (writer lock
+** and engine mutex held) and take it as seen. */
+int kvEnginePublishTail(KvEngine*, char **pzErr);
+/* Wait while the store turns shared (engine mutex held). */
+void kvEngineShareWait(KvEngine*);
 
 /* ---- metrics.c -------------------------------------------------------- */
 /* Root lifecycle counters (relaxed atomics). */

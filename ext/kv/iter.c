@@ -202,7 +202,7 @@ static int iterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
       rc = p->pTab->pBackend->xSnapshotDup(c->pSnap, &p->pSnap);
     }
     *ppOwn = kv_map_ref(c->pWrite);
-  }else{
+  }else if( (rc = kvEngineCatchUp(p->pEng, 0, pzErr))==SQLITE_OK ){
     p->pTab = kvTableFind(p->pEng, zTab, nTab);
     if( p->pTab ){
       rc = p->pTab->pBackend->xSnapshot(p->pTab->pData, &p->pSnap);
@@ -211,7 +211,7 @@ static int iterSource(KvIter *p, KvRoot *pRoot, const char *zTab, int nTab,
   }
   if( p->pTab ) p->pTab->nRef++;
   pthread_mutex_unlock(&p->pEng->mutex);
-  if( p->pTab==0 ){
+  if( p->pTab==0 && rc==SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: no such table: %.*s (store %s)", nTab,
                              zTab, p->pEng->zDir ? p->pEng->zDir : "in memory");
     rc = SQLITE_ERROR;

@@ -293,11 +293,13 @@ struct KvMapEntry {
 #define KV_MAX_NAME_BYTES  4096
 
 /* Open (create if needed) the store in zDir, or a new anonymous store when
-** zDir is NULL.  Replays the WAL.  *ppEng holds one reference, which the
-** caller drops with kv_engine_unref.  Errors: SQLITE_BUSY "kv: store
-** <dir> is locked by another process (pid N)" (the pid the holder wrote
-** into <dir>/LOCK), SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is
-** set.  Takes the registry mutex. */
+** zDir is NULL.  Alone, replays the WAL; when other processes have it
+** open, joins them (engine.c, "Sharing a store").  *ppEng holds one
+** reference, which the caller drops with kv_engine_unref.  Errors:
+** SQLITE_BUSY "kv: store <dir> is locked by another process (pid N)..."
+** (the pid the holder wrote into <dir>/LOCK) when the holder cannot share
+** it, SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is set.  Takes
+** the registry mutex. */
 int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
 /* Add a reference to p (the caller drops it with kv_engine_unref); returns
 ** p.  Takes the registry mutex. */
@@ -308,6 +310,9 @@ void kv_engine_unref(KvEngine *p);
 /* Real path of the store directory (owned by the store, valid while the
 ** caller holds a reference), or NULL for an anonymous store. */
 const char *kv_engine_dir(KvEngine *p);
+/* 1 once other processes share store p (it then stays shared while open
+** in this process), else 0.  Relaxed read, no lock. */
+int kv_engine_shared(KvEngine *p);
 
 /* The root WAL's rotation size and retirement mode of store p, as open in
 ** this process (wal_get_config / wal_set_config: not stored, a reopened
@@ -465,6 +470,10 @@ void kv_root_free(KvRoot*);
 #define KV_SYNC_NORMAL 1
 #define KV_SYNC_FULL   2
 void kv_root_set_sync(KvRoot*, int eSync);
+/* How long the prepare of root p waits for the store's writer lock when
+** other processes share the store (ms, default 5000): then SQLITE_BUSY.
+** The SQL layer passes the connection's busy timeout. */
+void kv_root_set_busy_timeout(KvRoot *p, int ms);
 
 /* Why a root writes.  KV_ORIGIN_APP (0, the default): the application.
 ** KV_ORIGIN_EXPIRE: the removal of rows whose deadline passed, so derived

@@ -29,6 +29,10 @@ void kv_engine_test_io(const WalIo *pIo);
 ** mutex. */
 void kv_engine_test_wal_config(int64_t szSegment, int bKeepBak);
 
+/* A process asking to join a store that another process holds alone
+** gives up after ms milliseconds (0: the default, 10 s). */
+void kv_engine_test_join_wait(int ms);
+
 /* The n-th backend publication (xApply of one table of a committing root)
 ** from now fails with SQLITE_NOMEM, as running out of memory after the
 ** WAL flush would (1: the next one; 0: none). */

@@ -788,5 +788,7 @@ const KvBackend kvLogBackend = {
   1,                            /* xApply appends to the log file */
   logMaxCid,
   0,                            /* entries: the value buffer is reused */
-  logCursorStep
+  logCursorStep,
+  0, 0                          /* not shared: its index lives in the
+                                ** process that appends */
 };

@@ -186,5 +186,8 @@ const KvBackend kvMemoryBackend = {
   memGetNow,                    /* a read with no root: one lookup */
   0, 0,                         /* no files: no write at apply, no CIDs */
   1,                            /* entries live in the snapshot's version */
-  memCursorStep
+  memCursorStep,
+  0, 0                          /* shared stores: persistence=0 tables stay
+                                ** private to their process, persistence=1
+                                ** ones are not shared */
 };

@@ -53,6 +53,7 @@ int kv_root_begin(KvEngine *pEng, KvRoot **pp){
   memset(p, 0, sizeof(*p));
   p->pEng = kv_engine_ref(pEng);
   p->tid = __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED);
+  p->msBusy = KV_BUSY_DEFAULT_MS;
   kvMetricRootCreated();
   *pp = p;
   return SQLITE_OK;
@@ -77,6 +78,7 @@ int kv_root_set_condition(KvRoot *p, const char *zCoord, int64_t iMarker){
 }
 void kv_root_set_handle(KvRoot *p, int64_t iHandle){ p->iHandle = iHandle; }
 void kv_root_set_sync(KvRoot *p, int eSync){ p->eSync = eSync; }
+void kv_root_set_busy_timeout(KvRoot *p, int ms){ p->msBusy = ms>0 ? ms : 0; }
 void kv_root_set_origin(KvRoot *p, int eOrigin){ p->eOrigin = eOrigin; }
 int kv_root_origin(KvRoot *p){ return p->eOrigin; }
 int kv_root_protocol_get(KvRoot *p){ return p->eProto; }
@@ -172,6 +174,8 @@ static int txnBindLive(KvRoot *p, KvTable *pTab, int bSchema, int bLazy,
 int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr){
   int rc;
   if( !c->bSnapLater ) return SQLITE_OK;
+  rc = kvEngineCatchUp(p->pEng, 0, pzErr);   /* a shared store */
+  if( rc!=SQLITE_OK ) return rc;
   if( !c->pTab->bLive ){
     *pzErr = sqlite3_mprintf("kv: table %s was removed or recreated by a "
         "concurrent transaction; roll back and retry", c->pTab->zName);
@@ -257,7 +261,10 @@ static int txnBind(KvRoot *p, const char *zTab, int nTab, int bWrite,
   eOwn = txnOwnSchema(p, zTab, nTab, &pNew);
   if( eOwn==2 ) return txnNoSuchTable(p, zTab, nTab, pzErr);
   pthread_mutex_lock(&p->pEng->mutex);
-  if( eOwn==1 && pNew ){
+  rc = kvEngineCatchUp(p->pEng, 0, pzErr);    /* a shared store */
+  if( rc!=SQLITE_OK ){
+    /* nothing bound */
+  }else if( eOwn==1 && pNew ){
     rc = txnChildAdd(p, pNew, p->pEng->iSeq, 0, ppChild);
     if( rc==SQLITE_OK ) pNew->nRef++;
   }else if( (pTab = kvTableFind(p->pEng, zTab, nTab))!=0 ){
@@ -317,6 +324,11 @@ static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   int rc = kvEngineFailed(pEng, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
+  rc = kvEngineCatchUp(pEng, 0, pzErr);
+  if( rc!=SQLITE_OK ){
+    pthread_mutex_unlock(&pEng->mutex);
+    return rc;
+  }
   pTab = kvTableFind(pEng, zTab, nTab);
   if( pTab && pTab->pData && pTab->pBackend->xGetNow ){
     /* an in-memory lookup: done under the mutex, no snapshot */
@@ -1335,10 +1347,32 @@ static void txnDropNewTableFiles(KvRoot *p){
   }
 }
 
+/* A root holding the store's writer lock (shared store) lets it go, after
+** publishing the log's new tail when it appended (its record, committed
+** and published here, or withdrawn by its abort record).  A publication
+** that failed publishes nothing: the next writer applies the record. */
+static void txnWriterRelease(KvRoot *p){
+  KvEngine *pEng = p->pEng;
+  if( !p->bWriterLock ) return;
+  if( p->bAppended && !p->bPubFailed ){
+    char *zErr = 0;
+    int rc;
+    pthread_mutex_lock(&pEng->mutex);
+    rc = kvEnginePublishTail(pEng, &zErr);
+    pthread_mutex_unlock(&pEng->mutex);
+    if( rc!=SQLITE_OK ) sqlite3_log(rc, "%s", zErr ? zErr : "kv: tail");
+    sqlite3_free(zErr);
+  }
+  kvEngineWriterUnlock(pEng);
+  p->bWriterLock = 0;
+  p->bAppended = 0;
+}
+
 /* Release every child, pending table and savepoint of the root. */
 static void txnRootFinish(KvRoot *p, int eState){
   KvEngine *pEng = p->pEng;
   int i;
+  txnWriterRelease(p);
   pthread_mutex_lock(&pEng->mutex);
   txnUnlinkPrepared(p);
   for(i=0; i<p->nChild; i++){
@@ -1396,6 +1430,7 @@ static int txnRootAbortRecord(KvRoot *p, char **pzErr){
   if( rc!=SQLITE_OK ){
     kvEngineFailAbort(pEng, rc, p->tid, p->cid, zErr);
     if( pzErr ) kvEngineFailed(pEng, pzErr);
+    p->bPubFailed = 1;
   }
   sqlite3_free(zErr);
   p->cid = 0;
@@ -1439,6 +1474,7 @@ int kv_root_unprepare(KvRoot *p, char **pzErr){
     txnRootFinish(p, KV_ROOT_DONE);
     return rc;
   }
+  txnWriterRelease(p);
   txnNewTablesPending(p);
   txnDeltaUnresolve(p);
   pthread_mutex_lock(&p->pEng->mutex);
@@ -1618,9 +1654,20 @@ static int txnRootLog(KvRoot *p, char **pzErr){
     }
     rc = txnRecordTable(pRec, c);
   }
+  if( rc==SQLITE_OK && p->bWriterLock ){
+    /* A shared store: continue the log where the last writer left it. */
+    WalPos pos;
+    uint64_t cid;
+    pthread_mutex_lock(&p->pEng->mutex);
+    pos = p->pEng->posSeen;
+    cid = p->pEng->cidSeen;
+    pthread_mutex_unlock(&p->pEng->mutex);
+    rc = wal_adopt_tail(p->pEng->pWal, &pos, cid, pzErr);
+  }
   if( rc==SQLITE_OK ){
     rc = wal_append_sync(p->pEng->pWal, pRec, txnSyncMode(p), nPend, az, an,
                          &p->cid, pzErr);
+    if( rc==SQLITE_OK ) p->bAppended = 1;
   }
   wal_record_free(pRec);
   if( az!=azStack ) sqlite3_free(az);
@@ -1711,13 +1758,59 @@ static int txnInDoubtRemoveCheck(KvRoot *p, char **pzErr){
   return rc;
 }
 
+/* Does root p append to the WAL at prepare (so, in a shared store, take
+** the writer lock)? */
+static int txnNeedsWriter(KvRoot *p){
+  int i;
+  if( p->pEng->pWal==0 ) return 0;
+  if( p->zGid ) return 1;
+  for(i=0; i<p->nChild; i++){
+    if( txnIsLogged(p, p->apChild[i]) ) return 1;
+  }
+  return 0;
+}
+
+/* A shared store: refuse what processes cannot share, then take the
+** writer lock (the busy timeout bounds the wait).  Engine mutex not held. */
+static int txnSharedLock(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  if( p->zGid ){
+    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
+        "named prepared transactions (kv_prepare with a gid) need a store "
+        "open in one process", pEng->zDir);
+    return SQLITE_ERROR;
+  }
+  if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
+    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
+        "tables are created and removed while one process has it open",
+        pEng->zDir);
+    return SQLITE_ERROR;
+  }
+  if( kvEngineWriterLock(pEng, p->msBusy, pzErr)!=SQLITE_OK ){
+    return SQLITE_BUSY;
+  }
+  p->bWriterLock = 1;
+  return SQLITE_OK;
+}
+
 int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr){
   KvEngine *pEng = p->pEng;
   int rc = txnRootUsable(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
-  pthread_mutex_lock(&pEng->mutex);
-  rc = txnDeltaWait(p);
+  for(;;){
+    pthread_mutex_lock(&pEng->mutex);
+    kvEngineShareWait(pEng);
+    if( !pEng->bShared || p->bWriterLock || !txnNeedsWriter(p) ) break;
+    pthread_mutex_unlock(&pEng->mutex);
+    rc = txnSharedLock(p, pzErr);
+    if( rc!=SQLITE_OK ){
+      txnRootFinish(p, KV_ROOT_FAILED);
+      return rc;
+    }
+  }
+  rc = kvEngineCatchUp(pEng, p->bWriterLock, pzErr);
+  if( rc==SQLITE_OK ) rc = txnDeltaWait(p);
   if( rc==SQLITE_OK && xCheck ) rc = xCheck(p, pArg);
   if( rc==SQLITE_OK ) rc = txnInDoubtRemoveCheck(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnCheckRoot(p);
@@ -1888,6 +1981,16 @@ int kv_root_commit(KvRoot *p, char **pzErr){
   if( rc==SQLITE_OK ){
     rc = txnPublish(p, pzErr);
     if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
+  }
+  if( p->bWriterLock ){
+    if( rc==SQLITE_OK && p->bAppended ){
+      char *zErr = 0;
+      if( kvEnginePublishTail(p->pEng, &zErr)!=SQLITE_OK ){
+        sqlite3_log(SQLITE_IOERR, "%s", zErr ? zErr : "kv: tail");
+      }
+      sqlite3_free(zErr);
+    }
+    p->bPubFailed = rc!=SQLITE_OK;
   }
   kvHookPublished(p, rc);
   pthread_mutex_unlock(&p->pEng->mutex);

@@ -496,6 +496,23 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite){
   return SQLITE_OK;
 }
 
+void kvVersionForeign(KvEngine *pEng, KvTable *t, const uint8_t *aKey,
+                      int nKey, int bDelete){
+  KvVerTable *v = t->pVer;
+  uint8_t aVer[KV_VERSION_BYTES];
+  uint64_t h;
+  KvVerRec *r;
+  if( v==0 || __atomic_load_n(&v->nRecord, __ATOMIC_RELAXED)==0 ) return;
+  h = verHash(pEng->pVer->iHashSeed, aKey, nKey);
+  if( (r = verFind(v, aKey, nKey, h))==0 ) return;
+  verMake(aVer, bDelete, pEng->pVer->iEpoch,
+          __atomic_fetch_add(&pEng->iNextTid, 1, __ATOMIC_RELAXED));
+  aVer[0] = bDelete ? 'd' : 'u';
+  if( verPut(pEng, v, r, aKey, nKey, h, aVer)!=SQLITE_OK ){
+    verTableClear(v);            /* no memory: every version changes */
+  }
+}
+
 void kvVersionOfRoot(KvRoot *p, uint8_t *aVer){
   verMake(aVer, 0, p->pEng->pVer->iEpoch, p->tid);
 }
@@ -590,6 +607,7 @@ int kv_version_query(KvEngine *pEng, const char *zTab, int nTab,
   pthread_mutex_lock(&pEng->mutex);
   /* A stopped store may hold part of a commit: nobody may read it. */
   rc = kvEngineFailed(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = pEng->xCatchUp(pEng, 0, pzErr);   /* shared */
   t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ){
     rc = verQuerySnap(pEng, t, &pSnap);
@@ -635,6 +653,7 @@ int kv_version_query_list(KvEngine *pEng, const char *zTab, int nTab,
   if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&pEng->mutex);
   rc = kvEngineFailed(pEng, pzErr);      /* see kv_version_query */
+  if( rc==SQLITE_OK ) rc = pEng->xCatchUp(pEng, 0, pzErr);   /* shared */
   t = rc==SQLITE_OK ? kvTableFind(pEng, zTab, nTab) : 0;
   if( t ) rc = verQueryListLocked(pEng, t, pList, xRow, pArg);
   pthread_mutex_unlock(&pEng->mutex);

@@ -11,7 +11,7 @@ tests_bench_depot_bench_SOURCES = tests/bench/bench.c tests/bench/bench.h \
 	tests/bench/bench_ttl.c \
 	tests/bench/bench_depot.c tests/bench/bench_fork.c \
 	tests/bench/bench_compact.c tests/bench/bench_lock.c \
-	tests/bench/bench_pool.c
+	tests/bench/bench_pool.c tests/bench/bench_kvmp.c
 tests_bench_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 # bench_lock.c runs one-row commits with and without the writer lock
 tests_bench_depot_bench_LDFLAGS = $(AM_LDFLAGS) \

@@ -2425,7 +2425,9 @@ START_TEST(test_kv_text_keys_must_be_utf8_blob_keys_need_not){
 END_TEST
 
 /* A child process that opens the store zDir (through a handle) and keeps
-** it open until kvHolderStop.  Returns once the child has it open. */
+** it open until kvHolderStop.  Returns once the child has it open.  The
+** store holds a kv_log table, which processes do not share: other
+** processes are kept out. */
 typedef struct KvHolder KvHolder;
 struct KvHolder { pid_t pid; int aDown[2]; };
 
@@ -2437,7 +2439,9 @@ static void kvHolderStart(KvHolder *p, const char *zDir){
   p->pid = fork();
   if( p->pid==0 ){
     sqlite3 *dbc = kv_db();
-    sqlite3_int64 h = kv_begin(dbc, zDir);
+    sqlite3_int64 h;
+    th_execf(dbc, "CREATE VIRTUAL TABLE lg USING kv_log(dir='%q')", zDir);
+    h = kv_begin(dbc, zDir);
     (void)h;
     if( write(aUp[1], "x", 1)!=1 ) _exit(1);
     if( read(p->aDown[0], &c, 1)!=1 ) _exit(1);
@@ -2460,6 +2464,7 @@ START_TEST(test_kv_second_process_gets_busy){
   char *zDir = th_tmpdir("kv-lock");
   KvHolder child;
   sqlite3 *db;
+  kv_engine_test_join_wait(300);
   kvHolderStart(&child, zDir);
   db = kv_db();
   ck_assert_int_eq(kv_failf(db, "is locked by another process",

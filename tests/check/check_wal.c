@@ -5,8 +5,9 @@
 ** tails, bad CRCs, corruption in older segments), rotation, retirement
 ** order and .bak mode, replay and confirmation, CID persistence, group
 ** commit from many threads (and how its waiters spin or sleep), injected
-** I/O faults, and a SIGKILL test
-** (DEPOT_TORTURE_ITERS=n runs n kills instead of the short smoke).
+** I/O faults, a SIGKILL test (DEPOT_TORTURE_ITERS=n runs n kills instead
+** of the short smoke), following the log between positions another writer
+** published, and the shared header (across processes).
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -2451,6 +2452,427 @@ START_TEST(test_wal_abort_rejects_misuse){
 }
 END_TEST
 
+/* ------------------------------------------------- following the log */
+
+/* A fresh TwSeen. */
+static TwSeen *tw_seen(void){
+  TwSeen *s = sqlite3_malloc64(sizeof(TwSeen));
+  ck_assert_ptr_nonnull(s);
+  memset(s, 0, sizeof(*s));
+  return s;
+}
+
+/* wal_follow from *pFrom to *pTo into s, asserting rc. */
+static void tw_follow(const char *zDir, WalPos *pFrom, const WalPos *pTo,
+                      TwSeen *s, int rcWant){
+  char *zErr = 0;
+  int rc = wal_follow(zDir, 0, pFrom, pTo, tw_collect, s, &zErr);
+  ck_assert_msg(rc==rcWant, "wal_follow: rc=%d (want %d) %s", rc, rcWant,
+                zErr ? zErr : "");
+  sqlite3_free(zErr);
+}
+
+/* A follower reads what a writer appended, across segment rotations, from
+** where it stopped, abort records included, and resumes after its
+** callback stops it. */
+START_TEST(test_wal_follow_reads_appends_across_segments){
+  char *zDir = th_tmpdir("walfollow");
+  Wal *pWal = tw_open_cfg(zDir, 200, 0, 0);
+  WalPos pos, to;
+  uint64_t cid = 99;
+  TwSeen *s = tw_seen();
+  int i;
+  wal_tail(pWal, &pos, &cid);
+  ck_assert_uint_eq(cid, 0);
+  ck_assert_uint_eq(pos.segno, 1);
+  ck_assert_uint_eq(pos.iOff, TW_SEG_HDR);
+  for(i=0; i<20; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    tw_append(pWal, 100+i, "t", zKey, "some-value-bytes", 1);
+  }
+  wal_tail(pWal, &to, &cid);
+  ck_assert_uint_eq(cid, 20);
+  ck_assert_uint_gt(to.segno, 3);              /* it crossed segments */
+  tw_follow(zDir, &pos, &to, s, SQLITE_OK);
+  ck_assert_int_eq(s->n, 20);
+  for(i=0; i<20; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+    ck_assert_uint_eq(s->aTid[i], (uint64_t)100+i);
+    ck_assert_str_eq(s->azKey[i], zKey);
+  }
+  ck_assert_uint_eq(pos.segno, to.segno);
+  ck_assert_uint_eq(pos.iOff, to.iOff);
+  tw_follow(zDir, &pos, &to, s, SQLITE_OK);    /* nothing new */
+  ck_assert_int_eq(s->n, 20);
+
+  /* Five more and a withdrawal, taken two at a time. */
+  for(i=0; i<5; i++) tw_append(pWal, 200+i, "t", "more", "v", 1);
+  tw_abort(pWal, 23, 202);
+  wal_tail(pWal, &to, &cid);
+  ck_assert_uint_eq(cid, 26);
+  s->rcStopAt = 22;
+  tw_follow(zDir, &pos, &to, s, SQLITE_ABORT);
+  ck_assert_int_eq(s->n, 22);
+  s->rcStopAt = 0;
+  tw_follow(zDir, &pos, &to, s, SQLITE_OK);
+  ck_assert_int_eq(s->n, 26);
+  for(i=20; i<26; i++) ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+  ck_assert_int_eq(s->nTable[25], 0);          /* the abort record */
+
+  /* Backwards is misuse. */
+  to.iOff = TW_SEG_HDR;
+  to.segno = 1;
+  tw_follow(zDir, &pos, &to, s, SQLITE_MISUSE);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A position in a retired segment is SQLITE_NOTFOUND; a damaged frame
+** below the published tail is SQLITE_CORRUPT, never the end of the log. */
+START_TEST(test_wal_follow_reports_retired_and_damaged_segments){
+  char *zDir = th_tmpdir("walfollowbad");
+  char *zSeg = tw_seg_path(zDir, 2);
+  Wal *pWal = tw_open_cfg(zDir, 200, 0, 0);
+  WalPos pos, pos2, to;
+  TwSeen *s = tw_seen();
+  off_t aOff[8];
+  char *zErr = 0;
+  uint64_t cid;
+  int i, rc;
+  wal_tail(pWal, &pos, 0);
+  for(i=0; i<20; i++) tw_append(pWal, i, "t", "key", "some-value-bytes", 1);
+  wal_tail(pWal, &to, &cid);
+  ck_assert_uint_gt(to.segno, 3);
+
+  /* Damage the second frame of segment 2: a follower starting in segment
+  ** 1 stops there with the file and offset. */
+  ck_assert_int_ge(tw_frames(zSeg, aOff, 8), 2);
+  tw_poke(zSeg, aOff[1]+12, 3);
+  pos2 = pos;
+  rc = wal_follow(zDir, 0, &pos2, &to, tw_collect, s, &zErr);
+  ck_assert_int_eq(rc, SQLITE_CORRUPT);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_ptr_nonnull(strstr(zErr, "0000000000000002.log"));
+  ck_assert_uint_eq(pos2.segno, 2);            /* the records before it */
+  ck_assert_int_gt(s->n, 1);
+  sqlite3_free(zErr);
+  zErr = 0;
+  tw_poke(zSeg, aOff[1]+12, -3);
+
+  /* Confirm everything: the sealed segments retire. */
+  for(cid=1; cid<=20; cid++){
+    ck_assert_int_eq(wal_confirm_record(pWal, cid), SQLITE_OK);
+  }
+  rc = wal_follow(zDir, 0, &pos, &to, tw_collect, s, &zErr);
+  ck_assert_int_eq(rc, SQLITE_NOTFOUND);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_ptr_nonnull(strstr(zErr, "retired"));
+  ck_assert_uint_eq(pos.segno, 1);
+  sqlite3_free(zErr);
+  sqlite3_free(s);
+  wal_close(pWal);
+  sqlite3_free(zSeg);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Opens zDir's log in shared mode (segments of 200 bytes). */
+static Wal *tw_open_shared(const char *zDir){
+  WalConfig cfg;
+  Wal *pWal = 0;
+  char *zErr = 0;
+  int rc;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szSegment = 200;
+  cfg.bShared = 1;
+  rc = wal_open(zDir, &cfg, &pWal, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_open shared: rc=%d %s", rc,
+                zErr ? zErr : "");
+  return pWal;
+}
+
+static void tw_adopt(Wal *pWal, const WalPos *pTail, uint64_t cid){
+  char *zErr = 0;
+  int rc = wal_adopt_tail(pWal, pTail, cid, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_adopt_tail: rc=%d %s", rc,
+                zErr ? zErr : "");
+}
+
+/* Two logs of one store take turns appending, each continuing from the
+** tail the other published (as two processes would under the store's
+** writer lock): CIDs run on without a gap, rotations by either are
+** followed, nothing retires while shared, a follower reads every record,
+** and an open alone afterwards replays all of them. */
+START_TEST(test_wal_shared_writers_take_turns){
+  char *zDir = th_tmpdir("walturns");
+  Wal *pA = tw_open_cfg(zDir, 200, 0, 0), *pB;
+  Wal *apW[2];
+  WalPos tail, start;
+  uint64_t cid = 0, c;
+  TwSeen *s = tw_seen();
+  int i;
+  wal_set_shared(pA, 1);
+  pB = tw_open_shared(zDir);
+  apW[0] = pA;
+  apW[1] = pB;
+  wal_tail(pA, &tail, &cid);
+  start = tail;
+  for(i=0; i<40; i++){
+    Wal *pW = apW[(i/3)%2];            /* three in a row each */
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    tw_adopt(pW, &tail, cid);
+    c = tw_append(pW, 500+i, "t", zKey, "some-value-bytes", 1);
+    ck_assert_uint_eq(c, cid+1);
+    wal_tail(pW, &tail, &cid);
+    ck_assert_uint_eq(cid, c);
+    ck_assert_int_eq(wal_confirm_record(pW, c), SQLITE_OK);
+  }
+  ck_assert_uint_gt(tail.segno, 6);
+  for(i=1; i<=(int)tail.segno; i++){   /* nothing retired */
+    char *zSeg = tw_seg_path(zDir, (uint64_t)i);
+    ck_assert_int_gt(tw_size(zSeg), 0);
+    sqlite3_free(zSeg);
+  }
+  tw_follow(zDir, &start, &tail, s, SQLITE_OK);
+  ck_assert_int_eq(s->n, 40);
+  for(i=0; i<40; i++){
+    char zKey[16];
+    snprintf(zKey, sizeof(zKey), "key-%03d", i+1);
+    ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+    ck_assert_str_eq(s->azKey[i], zKey);
+  }
+  wal_close(pB);
+  wal_close(pA);
+  sqlite3_free(s);
+  pA = tw_open_cfg(zDir, 200, 0, 0);
+  s = tw_replay(pA, 0);
+  ck_assert_int_eq(s->n, 40);
+  for(i=0; i<40; i++) ck_assert_uint_eq(s->aCid[i], (uint64_t)i+1);
+  sqlite3_free(s);
+  wal_close(pA);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A writer that dies after its append and before publishing its tail: the
+** next writer finds its record with wal_follow_end() (a torn frame after
+** it ends the walk), adopts the end and appends over the torn bytes; a
+** leftover segment whose creation never finished is removed. */
+START_TEST(test_wal_follow_end_recovers_an_unpublished_tail){
+  char *zDir = th_tmpdir("walend");
+  Wal *pA = tw_open_cfg(zDir, 1<<20, 0, 0), *pB;
+  WalPos tail, pos, start;
+  uint64_t cid = 0, cidEnd = 0;
+  TwSeen *s = tw_seen();
+  char *zSeg, *zNext;
+  char *zErr = 0;
+  int fd, rc;
+  static const uint8_t aTorn[12] = {100, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9};
+  wal_set_shared(pA, 1);
+  pB = tw_open_shared(zDir);
+  wal_tail(pA, &start, &cid);
+  tw_append(pA, 1, "t", "a", "1", 1);
+  wal_tail(pA, &tail, &cid);               /* published */
+  tw_append(pA, 2, "t", "b", "2", 1);      /* written, never published */
+  wal_tail(pA, &pos, 0);
+  zSeg = tw_seg_path(zDir, pos.segno);
+  fd = open(zSeg, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, aTorn, sizeof(aTorn), (off_t)pos.iOff), 12);
+  close(fd);
+  zNext = tw_seg_path(zDir, pos.segno+1);  /* a rotation cut short */
+  fd = open(zNext, O_RDWR|O_CREAT, 0644);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, "DEPOTWAL", 8, 0), 8);
+  close(fd);
+
+  pos = tail;
+  cidEnd = cid;
+  rc = wal_follow_end(zDir, 0, &pos, tw_collect, s, &cidEnd, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_follow_end: %d %s", rc, zErr ? zErr : "");
+  ck_assert_int_eq(s->n, 1);
+  ck_assert_str_eq(s->azKey[0], "b");
+  ck_assert_uint_eq(cidEnd, 2);
+  tw_adopt(pB, &pos, cidEnd);
+  ck_assert_int_ne(access(zNext, F_OK), 0);   /* the leftover is gone */
+  ck_assert_uint_eq(tw_append(pB, 3, "t", "c", "3", 1), 3);
+  wal_tail(pB, &tail, &cid);
+  s->n = 0;
+  pos = start;
+  tw_follow(zDir, &pos, &tail, s, SQLITE_OK);
+  ck_assert_int_eq(s->n, 3);
+  ck_assert_str_eq(s->azKey[2], "c");
+
+  /* Adopting a tail behind the log's own end is refused. */
+  ck_assert_int_eq(wal_adopt_tail(pB, &start, 0, &zErr), SQLITE_MISUSE);
+  sqlite3_free(zErr);
+  wal_close(pB);
+  wal_close(pA);
+  sqlite3_free(s);
+  sqlite3_free(zSeg);
+  sqlite3_free(zNext);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A shared open changes nothing: a torn frame at the end of the newest
+** segment stays (it may be a write in progress), and a log that has no
+** segment yet cannot be shared. */
+START_TEST(test_wal_shared_open_changes_nothing){
+  char *zDir = th_tmpdir("walshopen");
+  char *zEmpty = th_tmpdir("walshempty");
+  Wal *pA = tw_open_cfg(zDir, 1<<20, 0, 0), *pB = 0;
+  WalConfig cfg;
+  WalPos pos;
+  char *zSeg, *zErr = 0;
+  off_t sz;
+  int fd;
+  static const uint8_t aTorn[12] = {100, 0, 0, 0, 1, 2, 3, 4, 9, 9, 9, 9};
+  tw_append(pA, 1, "t", "a", "1", 1);
+  wal_tail(pA, &pos, 0);
+  zSeg = tw_seg_path(zDir, pos.segno);
+  fd = open(zSeg, O_RDWR);
+  ck_assert_int_eq(pwrite(fd, aTorn, sizeof(aTorn), (off_t)pos.iOff), 12);
+  close(fd);
+  sz = tw_size(zSeg);
+  pB = tw_open_shared(zDir);
+  ck_assert_int_eq(tw_size(zSeg), sz);
+  wal_close(pB);
+  ck_assert_int_eq(tw_size(zSeg), sz);      /* no trim at close either */
+  wal_close(pA);
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bShared = 1;
+  pB = 0;
+  ck_assert_int_eq(wal_open(zEmpty, &cfg, &pB, &zErr), SQLITE_CANTOPEN);
+  ck_assert_ptr_null(pB);
+  ck_assert_ptr_nonnull(strstr(zErr, "alone"));
+  sqlite3_free(zErr);
+  sqlite3_free(zSeg);
+  sqlite3_free(zEmpty);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* --------------------------------------------------- shared header */
+
+static WalShared *tw_shared(const char *zDir, int bReadOnly){
+  WalShared *p = 0;
+  char *zErr = 0;
+  int rc = wal_shared_open(zDir, bReadOnly, &p, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "wal_shared_open: rc=%d %s", rc,
+                zErr ? zErr : "");
+  return p;
+}
+
+/* Values written by one handle read back through every handle; a
+** read-only one writes nothing; a half-written header reads as busy
+** until it is written again. */
+START_TEST(test_wal_shared_header_round_trip){
+  char *zDir = th_tmpdir("walshm");
+  char *zPath = sqlite3_mprintf("%s/SHARED", zDir);
+  uint64_t a[WAL_SHARED_SLOTS], b[WAL_SHARED_SLOTS];
+  WalShared *p1, *p2, *pRo = 0;
+  char *zErr = 0;
+  int i, fd;
+  ck_assert_int_eq(wal_shared_open(zDir, 1, &pRo, &zErr), SQLITE_CANTOPEN);
+  ck_assert_ptr_null(pRo);
+  sqlite3_free(zErr);
+  zErr = 0;
+  p1 = tw_shared(zDir, 0);
+  p2 = tw_shared(zDir, 0);
+  pRo = tw_shared(zDir, 1);
+  memset(b, 0xaa, sizeof(b));
+  ck_assert_int_eq(wal_shared_read(p2, b), SQLITE_OK);
+  for(i=0; i<WAL_SHARED_SLOTS; i++) ck_assert_uint_eq(b[i], 0);
+  for(i=0; i<WAL_SHARED_SLOTS; i++) a[i] = (uint64_t)i*1000003 + 7;
+  ck_assert_int_eq(wal_shared_write(p1, a), SQLITE_OK);
+  ck_assert_int_eq(wal_shared_read(p2, b), SQLITE_OK);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  memset(b, 0, sizeof(b));
+  ck_assert_int_eq(wal_shared_read(pRo, b), SQLITE_OK);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  ck_assert_int_eq(wal_shared_write(pRo, a), SQLITE_READONLY);
+
+  /* A writer that died half-way: copy 0 (at byte 64) differs. */
+  fd = open(zPath, O_RDWR);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(pwrite(fd, "\x55", 1, 64+8*3), 1);
+  close(fd);
+  ck_assert_int_eq(wal_shared_read(p2, b), SQLITE_BUSY);
+  a[3] = 42;
+  ck_assert_int_eq(wal_shared_write(p2, a), SQLITE_OK);
+  ck_assert_int_eq(wal_shared_read(p1, b), SQLITE_OK);
+  ck_assert_uint_eq(b[3], 42);
+
+  /* A file of something else is refused. */
+  wal_shared_close(p1);
+  wal_shared_close(p2);
+  wal_shared_close(pRo);
+  fd = open(zPath, O_RDWR);
+  ck_assert_int_eq(pwrite(fd, "NOTSHM", 6, 0), 6);
+  close(fd);
+  p1 = 0;
+  ck_assert_int_eq(wal_shared_open(zDir, 0, &p1, &zErr), SQLITE_CANTOPEN);
+  ck_assert_ptr_nonnull(zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A writer process publishes a stream of headers whose slots depend on one
+** counter; a reader process meanwhile never sees a mixed header, and sees
+** the counter only grow (a read that finds the writer preempted half-way
+** for long may answer SQLITE_BUSY: then it reads again). */
+START_TEST(test_wal_shared_header_across_processes){
+  char *zDir = th_tmpdir("walshmproc");
+  int nWrite = th_scaled(200000, 100);
+  uint64_t a[WAL_SHARED_SLOTS];
+  uint64_t iLast = 0;
+  WalShared *p = tw_shared(zDir, 0);
+  int i, nBusy = 0, nRead = 0, st = 0;
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    uint64_t k;
+    for(k=1; k<=(uint64_t)nWrite; k++){
+      for(i=0; i<WAL_SHARED_SLOTS; i++) a[i] = k*(uint64_t)(i+1);
+      wal_shared_write(p, a);
+    }
+    _exit(0);
+  }
+  while( iLast<(uint64_t)nWrite ){
+    int rc = wal_shared_read(p, a);
+    if( rc==SQLITE_BUSY ){ nBusy++; continue; }
+    ck_assert_int_eq(rc, SQLITE_OK);
+    for(i=0; i<WAL_SHARED_SLOTS; i++){
+      ck_assert_uint_eq(a[i], a[0]*(uint64_t)(i+1));
+    }
+    ck_assert_uint_ge(a[0], iLast);
+    iLast = a[0];
+    nRead++;
+    if( waitpid(pid, &st, WNOHANG)==pid ){
+      pid = 0;
+      ck_assert_int_eq(wal_shared_read(p, a), SQLITE_OK);
+      ck_assert_uint_eq(a[0], (uint64_t)nWrite);
+      break;
+    }
+  }
+  if( pid>0 ) ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  ck_assert_int_lt(nBusy, 100);       /* only a writer preempted half-way */
+  ck_assert_int_gt(nRead, 0);
+  wal_shared_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("wal");
   TCase *tc = tcase_create("records");
@@ -2490,6 +2912,15 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_wal_open_survives_random_damage, 0, 2);
   tcase_add_test(tc, test_wal_retirement_keeps_segment_order);
   tcase_add_test(tc, test_wal_retirement_bak_mode_renames);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("follow");
+  tcase_add_test(tc, test_wal_follow_reads_appends_across_segments);
+  tcase_add_test(tc, test_wal_follow_reports_retired_and_damaged_segments);
+  tcase_add_test(tc, test_wal_shared_writers_take_turns);
+  tcase_add_test(tc, test_wal_follow_end_recovers_an_unpublished_tail);
+  tcase_add_test(tc, test_wal_shared_open_changes_nothing);
+  tcase_add_test(tc, test_wal_shared_header_round_trip);
+  tcase_add_test(tc, test_wal_shared_header_across_processes);
   suite_add_tcase(s, tc);
   tc = tcase_create("concurrency");
   tcase_add_loop_test(tc, test_wal_group_commit_from_eight_threads, 0, 2);

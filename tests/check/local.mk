@@ -18,6 +18,11 @@ TESTS += tests/check/check_kv
 tests_check_check_kv_SOURCES = tests/check/check_kv.c $(TEST_HARNESS)
 tests_check_check_kv_LDADD = $(TEST_LDADD)
 
+check_PROGRAMS += tests/check/check_kvmp
+TESTS += tests/check/check_kvmp
+tests_check_check_kvmp_SOURCES = tests/check/check_kvmp.c $(TEST_HARNESS)
+tests_check_check_kvmp_LDADD = $(TEST_LDADD)
+
 check_PROGRAMS += tests/check/check_kvconc
 TESTS += tests/check/check_kvconc
 tests_check_check_kvconc_SOURCES = tests/check/check_kvconc.c $(TEST_HARNESS)

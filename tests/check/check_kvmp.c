@@ -1,0 +1,437 @@
+/*
+** check_kvmp.c -- the "kvmp" suite: KV tables shared by several
+** processes (real processes, started with th_spawn, never threads).
+**
+** A bank: four writer processes move money between shared kv_btree
+** accounts, each with a busy timeout, while a reader process checks on
+** every snapshot that the total never changes; writers are SIGKILLed at
+** random moments and replaced.  Every transfer a writer saw commit must
+** be there at the end, and the total holds.  Then conflicts and the
+** key-version protocol between two processes, the sqlite3 shell reading
+** a table a process writes, and a store whose tables cannot be shared
+** (kv_log) kept to one process.  DEPOT_TORTURE_ITERS=n makes the bank run
+** n seconds (make torture).
+*/
+#define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
+#include "config.h"
+#include "tests/check/harness.h"
+#include "ext/kv/kv_test.h"
+#include "ext/depot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MP_ACCOUNTS 8
+#define MP_START    1000
+#define MP_WRITERS  4
+
+/* ------------------------------------------------------ child modes --- */
+
+static int64_t mpNowMs(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
+}
+
+/* A connection of a child: the depot extension, a busy timeout. */
+static sqlite3 *mpChildOpen(const char *zDb){
+  sqlite3 *db = 0, *dbFirst = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  if( sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0)
+   || sqlite3_open_v2(zDb, &db, SQLITE_OPEN_READWRITE, 0) ){
+    fprintf(stderr, "child: cannot open %s\n", zDb);
+    exit(2);
+  }
+  sqlite3_close(dbFirst);
+  sqlite3_extended_result_codes(db, 1);
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  return db;
+}
+
+/* The first column of the first row of zSql as an integer (*pRc set). */
+static sqlite3_int64 mpInt(sqlite3 *db, const char *zSql, int *pRc){
+  sqlite3_stmt *p = 0;
+  sqlite3_int64 v = 0;
+  int rc = sqlite3_prepare_v2(db, zSql, -1, &p, 0);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_step(p);
+    if( rc==SQLITE_ROW ){ v = sqlite3_column_int64(p, 0); rc = SQLITE_OK; }
+    else if( rc==SQLITE_DONE ) rc = SQLITE_OK;
+  }
+  sqlite3_finalize(p);
+  *pRc = rc;
+  return v;
+}
+
+static int mpExec(sqlite3 *db, const char *zSql){
+  return sqlite3_exec(db, zSql, 0, 0, 0);
+}
+
+/* bank <db> <writer id> <ms> <ack file>: transfers until the time is up;
+** each committed transfer's id is appended to the ack file after COMMIT
+** returned OK. */
+static int mpBank(char **argv){
+  sqlite3 *db = mpChildOpen(argv[1]);
+  int id = atoi(argv[2]);
+  int64_t iEnd = mpNowMs() + atoi(argv[3]);
+  int fd = open(argv[4], O_WRONLY|O_CREAT|O_APPEND, 0644);
+  unsigned int seed = (unsigned int)getpid();
+  int n = 0, nOk = 0;
+  if( fd<0 ) return 3;
+  while( mpNowMs()<iEnd ){
+    int a = rand_r(&seed)%MP_ACCOUNTS, b = rand_r(&seed)%MP_ACCOUNTS;
+    int amt = 1 + rand_r(&seed)%50, rc;
+    sqlite3_int64 va, vb, tid = (sqlite3_int64)id*10000000 + (++n);
+    char zSql[400];
+    if( a==b ) continue;
+    rc = mpExec(db, "BEGIN");
+    sqlite3_snprintf(sizeof(zSql), zSql,
+                     "SELECT value FROM acct WHERE key=%d", a);
+    va = rc ? 0 : mpInt(db, zSql, &rc);
+    sqlite3_snprintf(sizeof(zSql), zSql,
+                     "SELECT value FROM acct WHERE key=%d", b);
+    vb = rc ? 0 : mpInt(db, zSql, &rc);
+    if( rc==SQLITE_OK ){
+      sqlite3_snprintf(sizeof(zSql), zSql,
+          "UPDATE acct SET value=%lld WHERE key=%d;"
+          "UPDATE acct SET value=%lld WHERE key=%d;"
+          "INSERT INTO tlog VALUES(%lld, %d)",
+          va-amt, a, vb+amt, b, tid, amt);
+      rc = mpExec(db, zSql);
+    }
+    if( rc==SQLITE_OK ) rc = mpExec(db, "COMMIT");
+    if( rc==SQLITE_OK ){
+      char zLine[32];
+      int nLine = snprintf(zLine, sizeof(zLine), "%lld\n", tid);
+      if( write(fd, zLine, nLine)!=nLine ) return 4;
+      nOk++;
+    }else{
+      int e = sqlite3_extended_errcode(db);
+      mpExec(db, "ROLLBACK");
+      if( (e & 0xff)!=SQLITE_BUSY ){
+        fprintf(stderr, "writer %d: %s\n", id, sqlite3_errmsg(db));
+        return 5;
+      }
+    }
+  }
+  close(fd);
+  sqlite3_close(db);
+  return nOk>0 ? 0 : 6;
+}
+
+/* audit <db> <ms>: reads the total on every snapshot it can take. */
+static int mpAudit(char **argv){
+  sqlite3 *db = mpChildOpen(argv[1]);
+  int64_t iEnd = mpNowMs() + atoi(argv[2]);
+  int nSnap = 0;
+  while( mpNowMs()<iEnd ){
+    int rc = mpExec(db, "BEGIN");
+    sqlite3_int64 nSum = rc ? 0 : mpInt(db, "SELECT sum(value) FROM acct", &rc);
+    sqlite3_int64 nRow = rc ? 0 : mpInt(db, "SELECT count(*) FROM acct", &rc);
+    mpExec(db, "COMMIT");
+    if( rc!=SQLITE_OK ){
+      if( (rc & 0xff)==SQLITE_BUSY ) continue;
+      fprintf(stderr, "audit: %s\n", sqlite3_errmsg(db));
+      return 5;
+    }
+    if( nSum!=MP_ACCOUNTS*MP_START || nRow!=MP_ACCOUNTS ){
+      fprintf(stderr, "audit: total %lld over %lld accounts\n",
+              (long long)nSum, (long long)nRow);
+      return 7;
+    }
+    nSnap++;
+  }
+  sqlite3_close(db);
+  return nSnap>0 ? 0 : 6;
+}
+
+/* exec <db> <sql>: one statement list, exit 0 if it succeeded.  execq:
+** the same, giving up on a store held alone after 300 ms. */
+static int mpExecChild(char **argv){
+  sqlite3 *db;
+  if( strcmp(argv[0], "execq")==0 ) kv_engine_test_join_wait(300);
+  db = mpChildOpen(argv[1]);
+  int rc = mpExec(db, argv[2]);
+  if( rc ) fprintf(stderr, "exec: %s\n", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  return rc ? 5 : 0;
+}
+
+int depot_test_child(int argc, char **argv){
+  if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
+  if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
+  if( argc==3 && (strcmp(argv[0], "exec")==0 || strcmp(argv[0], "execq")==0) ){
+    return mpExecChild(argv);
+  }
+  return 2;
+}
+
+/* ---------------------------------------------------------- helpers --- */
+
+/* Run child mode zMode (exec, execq) on zDb with zSql and wait: its exit
+** status. */
+static int mpRunMode(const char *zMode, const char *zDb, const char *zSql){
+  const char *azArg[] = { zMode, zDb, zSql, 0 };
+  int st = 0;
+  pid_t pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+static int mpRun(const char *zDb, const char *zSql){
+  return mpRunMode("exec", zDb, zSql);
+}
+
+static pid_t mpSpawnBank(const char *zDb, int id, int ms, const char *zDir){
+  char zId[16], zMs[16];
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  const char *azArg[] = { "bank", zDb, zId, zMs, zAck, 0 };
+  pid_t pid;
+  snprintf(zId, sizeof(zId), "%d", id);
+  snprintf(zMs, sizeof(zMs), "%d", ms);
+  pid = th_spawn(azArg);
+  sqlite3_free(zAck);
+  return pid;
+}
+
+/* Every id in the ack file of writer id is a row of tlog; returns how
+** many there were. */
+static int mpCheckAcks(sqlite3 *db, const char *zDir, int id){
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  FILE *f = fopen(zAck, "r");
+  char zLine[64];
+  int n = 0;
+  sqlite3_free(zAck);
+  if( f==0 ) return 0;
+  while( fgets(zLine, sizeof(zLine), f) ){
+    long long tid = atoll(zLine);
+    if( tid==0 ) continue;              /* a line cut by the kill */
+    ck_assert_msg(th_intf(db, "SELECT count(*) FROM tlog WHERE key=%lld",
+                          tid)==1, "acknowledged transfer %lld is lost", tid);
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+/* ------------------------------------------------------------- bank --- */
+
+START_TEST(test_kvmp_bank_survives_sigkill){
+  char *zDir = th_tmpdir("kvmp-bank");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 3000;
+  pid_t aPid[MP_WRITERS], pidAudit;
+  int aId[MP_WRITERS];
+  int nId = 0, i, st, nKill = 0, nAck = 0;
+  int64_t iStart, iEnd;
+  unsigned int seed = (unsigned int)time(0);
+  const char *azAudit[4];
+  char zMs[16];
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "CREATE VIRTUAL TABLE tlog USING kv_btree");
+  for(i=0; i<MP_ACCOUNTS; i++){
+    th_execf(db, "INSERT INTO acct VALUES(%d, %d)", i, MP_START);
+  }
+  sqlite3_close(db);
+
+  iStart = mpNowMs();
+  iEnd = iStart + msRun;
+  for(i=0; i<MP_WRITERS; i++){
+    aId[i] = ++nId;
+    aPid[i] = mpSpawnBank(zDb, aId[i], msRun, zDir);
+  }
+  snprintf(zMs, sizeof(zMs), "%d", msRun);
+  azAudit[0] = "audit"; azAudit[1] = zDb; azAudit[2] = zMs; azAudit[3] = 0;
+  pidAudit = th_spawn(azAudit);
+
+  /* Kill a random writer now and then; a new one takes its place. */
+  while( mpNowMs() < iEnd - 400 ){
+    struct timespec ts;
+    int w = rand_r(&seed)%MP_WRITERS;
+    ts.tv_sec = 0;
+    ts.tv_nsec = (200 + rand_r(&seed)%400)*1000000L;
+    nanosleep(&ts, 0);
+    if( mpNowMs() >= iEnd - 400 ) break;
+    kill(aPid[w], SIGKILL);
+    ck_assert_int_eq(waitpid(aPid[w], &st, 0), aPid[w]);
+    ck_assert_msg(WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st)==0),
+                  "writer %d status %d", aId[w], st);
+    nKill++;
+    aId[w] = ++nId;
+    aPid[w] = mpSpawnBank(zDb, aId[w], (int)(iEnd - mpNowMs()), zDir);
+  }
+  for(i=0; i<MP_WRITERS; i++){
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFEXITED(st) && (WEXITSTATUS(st)==0
+                                    || WEXITSTATUS(st)==6),
+                  "writer %d status %d", aId[i], st);
+  }
+  ck_assert_int_eq(waitpid(pidAudit, &st, 0), pidAudit);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "audit status %d", st);
+  ck_assert_int_gt(nKill, 0);
+
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
+                   MP_ACCOUNTS*MP_START);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM acct"), MP_ACCOUNTS);
+  for(i=1; i<=nId; i++) nAck += mpCheckAcks(db, zDir, i);
+  ck_assert_int_gt(nAck, 0);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM tlog"), nAck);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ---------------------------------------------- two processes, rules --- */
+
+/* A process whose transaction read a key that another process changed
+** since fails its COMMIT with SQLITE_BUSY_SNAPSHOT naming the key; one
+** that read nothing stale commits. */
+START_TEST(test_kvmp_conflict_with_another_process){
+  char *zDir = th_tmpdir("kvmp-conflict");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  char *zErr = 0;
+  int rc;
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "INSERT INTO acct VALUES('alice', 100), ('bob', 50)");
+  th_exec(db, "BEGIN");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   100);
+  ck_assert_int_eq(mpRun(zDb, "UPDATE acct SET value=70 WHERE key='alice'"),
+                   0);
+  /* this snapshot still reads the old value ... */
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   100);
+  th_exec(db, "UPDATE acct SET value=value+1 WHERE key='alice'");
+  rc = th_try(db, "COMMIT", &zErr);
+  ck_assert_int_eq(rc, SQLITE_BUSY);
+  ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_msg(zErr && strstr(zErr, "'alice'"), "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  th_try(db, "ROLLBACK", 0);
+  /* ... a new one reads the other process's commit, and commits */
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   70);
+  th_exec(db, "UPDATE acct SET value=value+1 WHERE key='bob'");
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE x(v CHECK(v=51));"
+                              "INSERT INTO x SELECT value FROM acct "
+                              "WHERE key='bob'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The key-version protocol sees another process's change: a versioned
+** prepare with the version read before it conflicts. */
+START_TEST(test_kvmp_version_protocol_sees_other_process){
+  char *zDir = th_tmpdir("kvmp-version");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  sqlite3 *db = th_open(zDb);
+  char *zVer, *zErr = 0;
+  int rc;
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "INSERT INTO acct VALUES('alice', 100)");
+  zVer = th_textf(db, "SELECT version FROM kv_query_with_version('acct', "
+                  "'alice', '%q')", zStore);
+  ck_assert_int_eq(mpRun(zDb, "UPDATE acct SET value=70 WHERE key='alice'"),
+                   0);
+  th_execf(db, "SELECT kv_begin('%q')", zStore);
+  th_exec(db, "SELECT kv_put(1, 'acct', 'alice', 71)");
+  rc = th_tryf(db, &zErr, "SELECT kv_prepare_with_version(1, "
+               "'[{\"table\":\"acct\",\"key\":\"alice\",\"version\":\"%s\"}]')",
+               zVer);
+  ck_assert_msg(rc==SQLITE_BUSY, "%d %s", rc, zErr ? zErr : "");
+  ck_assert_int_eq(sqlite3_extended_errcode(db), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_conflicts(1) "
+                              "WHERE kind='version_mismatch'"), 1);
+  sqlite3_free(zErr);
+  sqlite3_free(zVer);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The sqlite3 shell (loading the module) reads a KV table that this
+** process keeps open and writes, and sees each of its commits. */
+START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
+  const char *zModule = th_module_path();
+  char *zDir = th_tmpdir("kvmp-shell");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db;
+  int i;
+  if( zModule==0 || access("/usr/bin/sqlite3", X_OK)!=0 ){
+    sqlite3_free(zDb);
+    sqlite3_free(zDir);
+    return;                           /* no shell or module here */
+  }
+  db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+              "INSERT INTO t VALUES(1, 'one')");
+  for(i=2; i<=4; i++){
+    char *zCmd = sqlite3_mprintf("/usr/bin/sqlite3 '%s' '.load %s' "
+        "'SELECT count(*), max(key) FROM t' 2>&1", zDb, zModule);
+    char zOut[256];
+    FILE *p = popen(zCmd, "r");
+    size_t n;
+    char zWant[32];
+    ck_assert_ptr_nonnull(p);
+    n = fread(zOut, 1, sizeof(zOut)-1, p);
+    zOut[n] = 0;
+    pclose(p);
+    snprintf(zWant, sizeof(zWant), "%d|%d\n", i-1, i-1);
+    ck_assert_msg(strcmp(zOut, zWant)==0, "shell said: %s (want %s)", zOut,
+                  zWant);
+    th_execf(db, "INSERT INTO t VALUES(%d, 'more')", i);
+    sqlite3_free(zCmd);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A store with a kv_log table stays with one process: another gives up
+** with SQLITE_BUSY saying why; once the first closes it, it opens. */
+START_TEST(test_kvmp_unshareable_store_stays_with_one_process){
+  char *zDir = th_tmpdir("kvmp-log");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_log;"
+              "INSERT INTO lg VALUES(1, 'one')");
+  ck_assert_int_eq(mpRunMode("execq", zDb, "SELECT count(*) FROM lg"), 5);
+  sqlite3_close(db);
+  ck_assert_int_eq(mpRun(zDb, "SELECT 1/(count(*)=1) FROM lg"), 0);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+Suite *depot_test_suite(void){
+  Suite *s = suite_create("kvmp");
+  TCase *tc = tcase_create("processes");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_bank_survives_sigkill);
+  tcase_add_test(tc, test_kvmp_conflict_with_another_process);
+  tcase_add_test(tc, test_kvmp_version_protocol_sees_other_process);
+  tcase_add_test(tc, test_kvmp_sqlite3_shell_reads_while_app_writes);
+  tcase_add_test(tc, test_kvmp_unshareable_store_stays_with_one_process);
+  suite_add_tcase(s, tc);
+  return s;
+}
