@@ -767,6 +767,45 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
 ** while such pages fill at most half the budget, so it is not staged once
 ** per batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
+/* A name without a branch of its own gets one before the first part of
+** its first transaction is staged: created empty (txid 0, the inherited
+** state when the name was inherited) in a store transaction of its own,
+** which the commit then publishes onto.  A ROLLBACK leaves the branch
+** empty, as SQLite leaves a new file empty.  Not done (the pages stay in
+** memory) for a page size other than the inherited one or past the fork
+** depth limit, which the commit reports. */
+static void depotAdopt(DepotFile*, uint64_t, const DbHead*);
+
+static int depotStageCreate(DepotFile *p){
+  uint32_t sz = p->szPageTx;
+  DepotCommit c;
+  DbHead head;
+  uint64_t iBranch = 0;
+  char *zErr = 0;
+  int rc;
+  if( p->chain.n>DEPOT_MAX_FORK_DEPTH ) return SQLITE_OK;
+  if( p->chain.n>0 ? sz!=p->snap.szPage : p->snap.nPage!=0 ) return SQLITE_OK;
+  memset(&c, 0, sizeof(c));
+  c.zDb = p->zDb; c.zBranch = p->zBranch; c.iBucket = p->iBucket;
+  c.iInhBranch = p->iInhBranch;
+  c.iInhTxid = p->iInhTxid;
+  c.base = p->snap;
+  c.base.szPage = sz;
+  depotEndRead(p);
+  rc = depot_db_create(p->pStore, &c, &head, &iBranch, &zErr);
+  if( rc==SQLITE_OK ){
+    depotAdopt(p, iBranch, &head);
+    p->bStageSwept = 1;
+  }
+  depotBeginRead(p);
+  if( rc==SQLITE_BUSY_SNAPSHOT ){
+    sqlite3_free(zErr);
+    zErr = sqlite3_mprintf("depot: database %s branch %s was created by"
+        " another writer since this transaction began", p->zDb, p->zBranch);
+  }
+  return depotReport(rc, zErr, SQLITE_IOERR_WRITE);
+}
+
 static int depotStage(DepotFile *p){
   uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nKeep = 0, sz = p->szPageTx;
   const unsigned char **ap = 0;
@@ -779,8 +818,9 @@ static int depotStage(DepotFile *p){
   char *zErr = 0;
   LtxHeader h;
   int rc;
-  if( p->iBranch==0 || p->chain.n==0 || p->bRollback || sz==0
-   || sz!=p->snap.szPage ){
+  if( p->bRollback || sz==0 ) return SQLITE_OK;
+  if( p->iBranch==0 && (rc = depotStageCreate(p))!=SQLITE_OK ) return rc;
+  if( p->iBranch==0 || p->chain.n==0 || sz!=p->snap.szPage ){
     return SQLITE_OK;
   }
   rc = txbuf_sorted(&p->tx, &aDirty, &nDirty);

@@ -9,6 +9,9 @@
 ** publishing leaves the last or the new commit and no staged row survives
 ** the next writer or depot_gc, forks and restore points taken meanwhile
 ** leave the transaction out, and stored_bytes comes back to what it was.
+** A VFS under the store fails or kills the process at each store sync and
+** at every few store writes of a staging transaction and its commit; the
+** first transaction of a new database stages too.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -79,8 +82,9 @@ static sqlite3_int64 stored_bytes(sqlite3 *db, const char *zDir){
   return n;
 }
 
-/* 1 if branch main of "app" has blob rows past its head (staged rows). */
-static int staged_rows(const char *zDir){
+/* 1 if branch main of "app" has blob rows past its head (staged rows);
+** with bMayLack, 0 when "app" has no branch. */
+static int staged_rows_of(const char *zDir, int bMayLack){
   char *zStore = store_path(zDir);
   StoreSqliteConfig cfg;
   Store *pStore = 0;
@@ -92,14 +96,20 @@ static int staged_rows(const char *zDir){
   ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
   ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
                    SQLITE_OK);
-  ck_assert(iBranch!=0);
-  ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
-  ck_assert_int_eq(depot_stage_exists(pStore, iBranch, head.iTxid+1,
-                                      &bExists, 0), SQLITE_OK);
+  ck_assert(iBranch!=0 || bMayLack);
+  if( iBranch ){
+    ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
+    ck_assert_int_eq(depot_stage_exists(pStore, iBranch, head.iTxid+1,
+                                        &bExists, 0), SQLITE_OK);
+  }
   store_rollback(pStore);
   store_close(pStore);
   sqlite3_free(zStore);
   return bExists;
+}
+
+static int staged_rows(const char *zDir){
+  return staged_rows_of(zDir, 0);
 }
 
 static const char zSchema[] =
@@ -399,6 +409,351 @@ START_TEST(test_staging_sigkill_leaves_a_commit_and_no_staged_rows){
 }
 END_TEST
 
+/* ---- injected store failures and kills at each store write ---- */
+
+/* A VFS over the default one whose Nth write (faultWrites) or Nth sync
+** (faultSyncs) fails (bFaultKill 0) or kills the process with SIGKILL
+** (bFaultKill 1); 0 = off.  Registered as the default VFS after the depot
+** VFS, so the store handles of depot connections go through it. */
+static int faultWrites = 0, faultSyncs = 0, faultHits = 0, bFaultKill = 0;
+static sqlite3_vfs *pFaultRoot = 0;
+typedef struct FaultFile FaultFile;
+struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
+
+static int faultHit(int *pCount){
+  if( *pCount>0 && --(*pCount)==0 ){
+    if( bFaultKill ) raise(SIGKILL);
+    faultHits++;
+    return 1;
+  }
+  return 0;
+}
+#define REAL(f) (((FaultFile*)(f))->pReal)
+static int faultClose(sqlite3_file *f){
+  return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int faultRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
+  return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
+}
+static int faultWrite(sqlite3_file *f, const void *p, int n,
+                      sqlite3_int64 o){
+  if( faultHit(&faultWrites) ) return SQLITE_IOERR_WRITE;
+  return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
+}
+static int faultTruncate(sqlite3_file *f, sqlite3_int64 n){
+  return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int faultSync(sqlite3_file *f, int fl){
+  if( faultHit(&faultSyncs) ) return SQLITE_IOERR_FSYNC;
+  return REAL(f)->pMethods->xSync(REAL(f), fl);
+}
+static int faultSize(sqlite3_file *f, sqlite3_int64 *p){
+  return REAL(f)->pMethods->xFileSize(REAL(f), p);
+}
+static int faultLock(sqlite3_file *f, int e){
+  return REAL(f)->pMethods->xLock(REAL(f), e);
+}
+static int faultUnlock(sqlite3_file *f, int e){
+  return REAL(f)->pMethods->xUnlock(REAL(f), e);
+}
+static int faultReserved(sqlite3_file *f, int *p){
+  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), p);
+}
+static int faultFcntl(sqlite3_file *f, int op, void *p){
+  return REAL(f)->pMethods->xFileControl(REAL(f), op, p);
+}
+static int faultSector(sqlite3_file *f){
+  return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int faultDevchar(sqlite3_file *f){
+  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int faultShmMap(sqlite3_file *f, int i, int n, int b,
+                       void volatile **pp){
+  return REAL(f)->pMethods->xShmMap(REAL(f), i, n, b, pp);
+}
+static int faultShmLock(sqlite3_file *f, int o, int n, int fl){
+  return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
+}
+static void faultShmBarrier(sqlite3_file *f){
+  REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int faultShmUnmap(sqlite3_file *f, int d){
+  return REAL(f)->pMethods->xShmUnmap(REAL(f), d);
+}
+static const sqlite3_io_methods faultIo = {
+  2, faultClose, faultRead, faultWrite, faultTruncate, faultSync, faultSize,
+  faultLock, faultUnlock, faultReserved, faultFcntl, faultSector,
+  faultDevchar, faultShmMap, faultShmLock, faultShmBarrier, faultShmUnmap,
+  0, 0
+};
+static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
+                     int *pOut){
+  FaultFile *p = (FaultFile*)f;
+  int rc;
+  (void)v;
+  p->pReal = (sqlite3_file*)&p[1];
+  rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
+  p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
+  return rc;
+}
+static sqlite3_vfs faultVfs;
+
+static void setup_fault_vfs(void){
+  if( pFaultRoot ) return;
+  setup_vfs();
+  pFaultRoot = sqlite3_vfs_find(0);
+  faultVfs = *pFaultRoot;
+  faultVfs.zName = "faulty-default";
+  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
+  faultVfs.xOpen = faultOpen;
+  sqlite3_vfs_register(&faultVfs, 1);
+}
+
+/* setup_fault_vfs() in a child (which must not use Check), after the
+** depot VFS is registered: store handles opened later go through it. */
+static void setup_fault_vfs_child(void){
+  pFaultRoot = sqlite3_vfs_find(0);
+  faultVfs = *pFaultRoot;
+  faultVfs.zName = "faulty-default";
+  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
+  faultVfs.xOpen = faultOpen;
+  sqlite3_vfs_register(&faultVfs, 1);
+}
+
+/* The rows of t in "app", 0 when the table does not exist (yet). */
+static sqlite3_int64 rows_or_zero(sqlite3 *db){
+  if( th_int(db, "SELECT count(*) FROM sqlite_schema WHERE name='t'")==0 ){
+    return 0;
+  }
+  return count_t(db);
+}
+
+/* A copy of the store file zDir/store.depot (WAL included) at zTo, and
+** back. */
+static void store_save(const char *zDir, const char *zTo){
+  char *zStore = store_path(zDir);
+  char *z = sqlite3_mprintf("VACUUM INTO %Q", zTo);
+  sqlite3 *db = 0;
+  unlink(zTo);
+  ck_assert_int_eq(sqlite3_open_v2(zStore, &db, SQLITE_OPEN_READONLY,
+                                   "unix"), SQLITE_OK);
+  th_exec(db, z);
+  sqlite3_close(db);
+  sqlite3_free(z);
+  sqlite3_free(zStore);
+}
+
+static void store_load(const char *zFrom, const char *zDir){
+  char *zStore = store_path(zDir);
+  char *zCmd = sqlite3_mprintf("rm -f '%s' '%s-wal' '%s-shm' && cp '%s' '%s'",
+                               zStore, zStore, zStore, zFrom, zStore);
+  ck_assert_int_eq(system(zCmd), 0);
+  sqlite3_free(zCmd);
+  sqlite3_free(zStore);
+}
+
+/* The transaction of the fault rounds: 60 rows of 900 bytes (15 pages
+** or so, several staged parts at a budget of 8 KiB), on a new database
+** (bNew: its schema too) or on the 200 rows of zSchema. */
+static const char zFaultTxn[] =
+  "BEGIN;"
+  "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB, w INT);"
+  "INSERT INTO t SELECT 100000+value, randomblob(900), value FROM"
+  " " SERIES(60) ";"
+  "UPDATE t SET w=w+1 WHERE k>100030;"
+  "COMMIT";
+
+/* After a round: the database is whole at the commit before (nBefore
+** rows) or after (nBefore+60); depot_gc leaves no staged row and
+** stored_bytes is what the commits account for (nBytes0 before, nBytes1
+** after; -1: not known yet, set from this round). */
+static void fault_check(const char *zDir, int rc, sqlite3_int64 nBefore,
+                        sqlite3_int64 nBytes0, sqlite3_int64 *pnBytes1){
+  sqlite3 *db = open_app(zDir, 8);
+  char *zStore = store_path(zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  sqlite3_int64 n = rows_or_zero(db);
+  ck_assert_msg(n==nBefore || n==nBefore+60, "rows %lld", n);
+  if( rc==SQLITE_OK ) ck_assert_int_eq(n, nBefore+60);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  th_exec(db, zSql);
+  ck_assert(!staged_rows_of(zDir, 1));
+  if( n==nBefore ){
+    ck_assert_int_eq(stored_bytes(db, zDir), nBytes0);
+  }else if( *pnBytes1<0 ){
+    *pnBytes1 = stored_bytes(db, zDir);
+  }else{
+    ck_assert_int_eq(stored_bytes(db, zDir), *pnBytes1);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+}
+
+/* A store of "app" with zSchema (bNew 0) or with no database "app" yet
+** (bNew 1: a database "other" only), saved at zTemplate; its row count. */
+static sqlite3_int64 fault_template(const char *zDir, const char *zTemplate,
+                                    int bNew){
+  sqlite3 *db;
+  setup_vfs();
+  if( bNew ){
+    char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=other",
+                                 zDir);
+    db = th_open(zUri);
+    th_exec(db, "CREATE TABLE o(x); INSERT INTO o VALUES(1)");
+    sqlite3_free(zUri);
+  }else{
+    db = open_app(zDir, 8);
+    th_exec(db, zSchema);
+  }
+  sqlite3_close(db);
+  store_save(zDir, zTemplate);
+  return bNew ? 0 : 200;
+}
+
+/* The Nth store sync (N = 1, 2, ...: each store transaction of the
+** staging and of the commit) or write (N = 1, 8, 15, ...), until a round
+** passes without the fault, fails while a transaction stages its pages and publishes
+** them: SQLite's COMMIT fails or succeeds, the database is at one commit
+** or the other, and no staged row survives depot_gc.  _i: 0 an existing
+** database, 1 a new one (its first transaction stages). */
+START_TEST(test_staging_injected_failures_at_each_store_write){
+  char *zDir = th_tmpdir("staging-fault");
+  char *zTemplate = sqlite3_mprintf("%s/template.depot", zDir);
+  sqlite3_int64 nBefore = fault_template(zDir, zTemplate, _i);
+  sqlite3_int64 nBytes0, nBytes1 = -1;
+  int bSync, nFailed = 0;
+  sqlite3 *db;
+  store_load(zTemplate, zDir);
+  db = open_app(zDir, 8);
+  nBytes0 = stored_bytes(db, zDir);
+  sqlite3_close(db);
+  setup_fault_vfs();
+  for(bSync=0; bSync<2; bSync++){
+    int n;
+    for(n=1; n<1000; n+=(bSync ? 1 : 7)){
+      int rc;
+      store_load(zTemplate, zDir);
+      db = open_app(zDir, 8);
+      th_exec(db, "PRAGMA cache_size=5");
+      faultHits = 0;
+      if( bSync ) faultSyncs = n; else faultWrites = n;
+      rc = sqlite3_exec(db, zFaultTxn, 0, 0, 0);
+      faultWrites = faultSyncs = 0;
+      if( rc!=SQLITE_OK ){
+        nFailed++;
+        sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+      }
+      sqlite3_close(db);
+      fault_check(zDir, rc, nBefore, nBytes0, &nBytes1);
+      if( faultHits==0 ){
+        ck_assert_int_eq(rc, SQLITE_OK);
+        break;
+      }
+    }
+    ck_assert_int_lt(n, 1000);
+  }
+  if( getenv("STAGING_DEBUG") ) fprintf(stderr, "fault rounds failed: %d\n", nFailed);
+  ck_assert_int_gt(nFailed, 10);
+  sqlite3_free(zTemplate);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A child runs the transaction of the fault rounds and is killed with
+** SIGKILL at its Nth store sync (N = 1, 2, ..., until a child finishes)
+** and, between those rounds, at its 10th, 20th, ... store write:
+** after each kill the database is at one commit or the other, and the
+** next writer and depot_gc leave no staged row. */
+START_TEST(test_staging_sigkill_at_each_store_write){
+  char *zDir = th_tmpdir("staging-killpoint");
+  char *zTemplate = sqlite3_mprintf("%s/template.depot", zDir);
+  sqlite3_int64 nBefore = fault_template(zDir, zTemplate, _i);
+  sqlite3_int64 nBytes0, nBytes1 = -1;
+  sqlite3 *db;
+  int n, nKilled = 0;
+  store_load(zTemplate, zDir);
+  db = open_app(zDir, 8);
+  nBytes0 = stored_bytes(db, zDir);
+  sqlite3_close(db);
+  for(n=1; n<2000; n++){
+    char zN[16];
+    const char *azArg[] = { "killat", zDir, zN, 0 };
+    int st = 0;
+    pid_t pid;
+    store_load(zTemplate, zDir);
+    /* odd N: the (N+1)/2th sync; even N: the (5N)th write */
+    snprintf(zN, sizeof(zN), "%d", n%2 ? (n+1)/2 : -5*n);
+    pid = th_spawn(azArg);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    if( WIFSIGNALED(st) ){
+      ck_assert_int_eq(WTERMSIG(st), SIGKILL);
+      nKilled++;
+      fault_check(zDir, SQLITE_ERROR, nBefore, nBytes0, &nBytes1);
+    }else{
+      ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child %d", st);
+      fault_check(zDir, SQLITE_OK, nBefore, nBytes0, &nBytes1);
+      if( n%2 ) break;             /* past the last sync */
+    }
+  }
+  ck_assert_int_lt(n, 2000);
+  if( getenv("STAGING_DEBUG") ) fprintf(stderr, "kill rounds: %d\n", nKilled);
+  ck_assert_int_gt(nKilled, 5);
+  sqlite3_free(zTemplate);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The first transaction of a new database stages its pages too (its
+** branch is created first, empty): a ROLLBACK leaves the database empty,
+** stored_bytes never counts the staged rows, and the COMMIT gives the
+** rows of a plain file. */
+START_TEST(test_staging_first_transaction_of_a_new_database){
+  char *zDir = th_tmpdir("staging-new");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *o = open_app(zDir, -1);
+  sqlite3 *b;
+  sqlite3_int64 nBytes;
+  char *zA, *zB;
+  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=fresh"
+                               "&txn_budget_kb=8", zDir);
+  th_exec(o, "CREATE TABLE x(y)");
+  nBytes = stored_bytes(o, zDir);
+  b = th_open(zUri);
+  th_exec(b, "PRAGMA cache_size=5");
+  th_exec(b, "BEGIN; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT)");
+  th_exec(b, zBig);
+  ck_assert_int_eq(stored_bytes(o, zDir), nBytes);
+  th_exec(b, "ROLLBACK");
+  ck_assert_int_eq(th_int(b, "SELECT count(*) FROM sqlite_schema"), 0);
+  ck_assert_int_eq(stored_bytes(o, zDir), nBytes);
+  th_exec(b, "BEGIN; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT)");
+  th_exec(a, "BEGIN; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT)");
+  th_exec(b, "INSERT INTO t SELECT value, zeroblob(900)||value, value%7 FROM"
+             " " SERIES(1500) "; UPDATE t SET w=-w WHERE k%3=0; COMMIT");
+  th_exec(a, "INSERT INTO t SELECT value, zeroblob(900)||value, value%7 FROM"
+             " " SERIES(1500) "; UPDATE t SET w=-w WHERE k%3=0; COMMIT");
+  zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  ck_assert_str_eq(zA, zB);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_close(o);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zUri);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The child modes, without Check (no test runs in a child): "count DIR N"
 ** exits 0 when "app" has N rows in t; "load DIR" commits large
 ** transactions until it is killed. */
@@ -408,7 +763,7 @@ static sqlite3 *child_open(const char *zDir){
   sqlite3 *db = 0;
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( depot_vfs_register()!=SQLITE_OK
-   || sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0)
+   || sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0)
       !=SQLITE_OK ){
     fprintf(stderr, "child: cannot open %s\n", zUri);
     exit(3);
@@ -432,6 +787,19 @@ int depot_test_child(int argc, char **argv){
     sqlite3_close(db);
     if( n!=atoll(argv[2]) ) fprintf(stderr, "child: %lld rows\n", n);
     return n==atoll(argv[2]) ? 0 : 1;
+  }
+  if( argc==3 && strcmp(argv[0], "killat")==0 ){
+    sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+    if( depot_vfs_register()!=SQLITE_OK ) return 3;
+    bFaultKill = 1;
+    setup_fault_vfs_child();
+    db = child_open(argv[1]);
+    sqlite3_exec(db, "PRAGMA cache_size=5", 0, 0, 0);
+    if( atoi(argv[2])>0 ) faultSyncs = atoi(argv[2]);
+    else faultWrites = -atoi(argv[2]);
+    if( sqlite3_exec(db, zFaultTxn, 0, 0, 0)!=SQLITE_OK ) return 5;
+    sqlite3_close(db);
+    return 0;
   }
   if( argc==2 && strcmp(argv[0], "load")==0 ){
     int i;
@@ -509,6 +877,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_fork_and_restore_point_leave_the_txn_out);
   tcase_add_loop_test(tc, test_staging_sigkill_leaves_a_commit_and_no_staged_rows,
                       0, 2);
+  tcase_add_loop_test(tc, test_staging_injected_failures_at_each_store_write,
+                      0, 2);
+  tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
+  tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   suite_add_tcase(s, tc);
   return s;
 }
