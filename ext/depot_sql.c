@@ -11,13 +11,16 @@
 **       last: the store file plus its -wal on disk),
 **       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
 **       quota_databases, quota_full_databases -- one row
+**   SELECT * FROM depot_memory[(schema)];
+**       name, scope, bytes, limit_bytes -- the memory of this connection's
+**       depot database (main by default), one row per structure
 **   SELECT depot_import(src_path, store[, db]);         -- pages copied
 **   SELECT depot_export(store, db, branch, dst_path);   -- pages copied
 **   SELECT depot_default_vfs([on[, params]]);           -- default VFS name
 **   SELECT depot_last_error();                          -- text or NULL
 **
-** depot_commits and depot_stats are listings (ext/listing.h), both
-** SQLITE_DIRECTONLY.  depot_import, depot_export and depot_default_vfs with
+** depot_commits, depot_stats and depot_memory are listings
+** (ext/listing.h), all SQLITE_DIRECTONLY.  depot_import, depot_export and depot_default_vfs with
 ** arguments write files or change the process and are SQLITE_DIRECTONLY.
 ** See docs/SQL.md, "Branchable databases (depot VFS)".
 */
@@ -154,6 +157,49 @@ static const DepotListingCol aStatsCol[] = {
 static const DepotListing dsqlStats = {
   "depot_stats", 14, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
   dsqlStatsRows
+};
+
+/* ================= depot_memory ================= */
+
+static int dsqlMemoryRow(void *pArg, const char *zName, const char *zScope,
+                         int64_t nBytes, int64_t nLimit){
+  DepotRows *p = (DepotRows*)pArg;
+  depot_rows_text(p, zName);
+  depot_rows_text(p, zScope);
+  depot_rows_int(p, nBytes);
+  return nLimit<0 ? depot_rows_null(p) : depot_rows_int(p, nLimit);
+}
+
+/* The rows of depot_vfs_memory() for the database of schema apArg[0] (NULL:
+** main) of the connection (pAux); none for a database of another VFS. */
+static int dsqlMemoryRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
+  sqlite3 *db = (sqlite3*)p->pAux;
+  const char *zSchema = apArg[0] ? (const char*)sqlite3_value_text(apArg[0])
+                                 : "main";
+  void *pFile = 0;
+  int rc;
+  if( zSchema==0 ) zSchema = "main";
+  if( sqlite3_file_control(db, zSchema, SQLITE_FCNTL_FILE_POINTER, &pFile)
+      !=SQLITE_OK || pFile==0 ){
+    *pzErr = sqlite3_mprintf("depot: depot_memory: no database %s",
+                             zSchema);
+    return SQLITE_ERROR;
+  }
+  rc = depot_vfs_memory(pFile, dsqlMemoryRow, p);
+  return rc==SQLITE_NOTFOUND ? SQLITE_OK : rc;
+}
+
+static const DepotListingCol aMemoryCol[] = {
+  DEPOT_COLUMN("name", "TEXT"),
+  DEPOT_COLUMN("scope", "TEXT"),
+  DEPOT_COLUMN("bytes", "INTEGER"),
+  DEPOT_COLUMN("limit_bytes", "INTEGER"),
+  DEPOT_ARGUMENT("schema"),
+};
+
+static const DepotListing dsqlMemory = {
+  "depot_memory", 5, aMemoryCol, 0, SQLITE_VTAB_DIRECTONLY, 10.0, 0,
+  dsqlMemoryRows
 };
 
 /* ================= depot_import / depot_export ================= */
@@ -597,6 +643,7 @@ static int dsqlConnection(sqlite3 *db, KvConn *pKv){
   size_t i;
   (void)pKv;
   if( rc==SQLITE_OK ) rc = depot_listing_register(db, &dsqlStats, 0, 0);
+  if( rc==SQLITE_OK ) rc = depot_listing_register(db, &dsqlMemory, db, 0);
   for(i=0; rc==SQLITE_OK && i<sizeof(aDsqlFunc)/sizeof(aDsqlFunc[0]); i++){
     rc = sqlite3_create_function(db, aDsqlFunc[i].zName, aDsqlFunc[i].nArg,
         SQLITE_UTF8|(aDsqlFunc[i].bDirect ? SQLITE_DIRECTONLY : 0), 0,

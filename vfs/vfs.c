@@ -1953,6 +1953,44 @@ int depot_vfs_set_default(int bOn){
   return depot_vfs_set_default_params(bOn, 0, 0);
 }
 
+int depot_vfs_memory(void *pArg0, DepotMemoryFn xRow, void *pArg){
+  DepotFile *p = (DepotFile*)pArg0;
+  int64_t nUsed = 0, nLimit = 0, nSlot;
+  int rc = SQLITE_OK;
+  if( p==0 || p->base.pMethods!=&depotIoMethods ) return SQLITE_NOTFOUND;
+  if( p->pShared ){
+    rc = xRow(pArg, "decoded_page_cache", "process",
+              depot_cache_used(p->pShared->pCache),
+              depot_cache_limit(p->pShared->pCache));
+    if( rc==SQLITE_OK ) rc = xRow(pArg, "page_map", "process",
+        depot_pagemap_used(p->pShared->pMap),
+        depot_pagemap_limit(p->pShared->pMap));
+  }
+  if( rc==SQLITE_OK && p->pStore ){
+    store_memory(p->pStore, &nUsed, &nLimit);
+    rc = xRow(pArg, "store_connection", "connection", nUsed,
+              nLimit>0 ? nLimit : -1);
+  }
+  nSlot = (int64_t)p->tx.nSlot*(int64_t)(sizeof(uint32_t)+sizeof(void*));
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "write_buffer", "transaction",
+      txbuf_bytes(&p->tx, p->szPageTx) + nSlot,
+      p->nTxBudget>0 ? p->nTxBudget : -1);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "staged_page_map", "transaction",
+      (int64_t)p->stage.nSlot*(int64_t)sizeof(TxStaged)
+      + (p->stream.aTail ? (int64_t)p->stream.szChunk : 0), -1);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "zstd_contexts", "connection",
+      (int64_t)(p->pCctx ? ZSTD_sizeof_CCtx(p->pCctx) : 0)
+      + (int64_t)(p->pDctx ? ZSTD_sizeof_DCtx(p->pDctx) : 0), -1);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "page_scratch", "connection",
+      p->aScratch ? 65536 : 0, 65536);
+  /* the decoder thread's page and context, one window of stored frames */
+  nUsed = p->nReadahead==0 ? 0 : 65536 + (int64_t)p->nReadahead*p->snap.szPage
+        + (int64_t)(p->pDctx ? ZSTD_sizeof_DCtx(p->pDctx) : 0);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "readahead", "connection", nUsed,
+                                nUsed);
+  return rc;
+}
+
 const char *depot_vfs_plain(void){
   /* One read of the default, answered by name: a caller that got NULL
   ** ("the default") would open with whatever the default is when it opens,

@@ -820,6 +820,67 @@ int depot_test_child(int argc, char **argv){
   return 2;
 }
 
+/* The bytes of structure zName in depot_memory (-1: not listed) and its
+** limit (-1: NULL). */
+static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
+                               sqlite3_int64 *pnLimit){
+  char *zSql = sqlite3_mprintf("SELECT bytes, coalesce(limit_bytes,-1) FROM"
+                               " depot_memory WHERE name=%Q", zName);
+  sqlite3_stmt *pS = 0;
+  sqlite3_int64 n = -1;
+  ck_assert_int_eq(sqlite3_prepare_v2(db, zSql, -1, &pS, 0), SQLITE_OK);
+  if( sqlite3_step(pS)==SQLITE_ROW ){
+    n = sqlite3_column_int64(pS, 0);
+    if( pnLimit ) *pnLimit = sqlite3_column_int64(pS, 1);
+  }
+  sqlite3_finalize(pS);
+  sqlite3_free(zSql);
+  return n;
+}
+
+/* depot_memory lists every structure of the connection: inside a large
+** transaction its write buffer stays within the budget (plus one page and
+** the slot arrays) while its staged-page map holds a few dozen bytes a
+** page; after the COMMIT both are empty; the caches stay within their
+** limits (plus entry overhead); a plain database lists nothing. */
+START_TEST(test_staging_memory_listing_bounds_each_structure){
+  char *zDir = th_tmpdir("staging-memory");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *db = open_app(zDir, 64);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3_int64 nLimit = 0, n;
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);
+  n = memory_of(db, "write_buffer", &nLimit);
+  ck_assert_int_eq(nLimit, 64*1024);
+  ck_assert_int_le(n, nLimit + 4096 + 64*1024);
+  n = memory_of(db, "staged_page_map", &nLimit);
+  ck_assert_int_gt(n, 0);
+  ck_assert_int_le(n, 65536 + 1024*48);  /* ~300 pages staged, the tail */
+  ck_assert_int_eq(nLimit, -1);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(memory_of(db, "write_buffer", 0), 0);
+  ck_assert_int_eq(memory_of(db, "staged_page_map", 0), 0);
+  th_exec(db, "SELECT count(*) FROM t");
+  n = memory_of(db, "decoded_page_cache", &nLimit);
+  ck_assert_int_gt(nLimit, 0);
+  ck_assert_int_le(n, nLimit + nLimit/4 + 65536);
+  n = memory_of(db, "page_map", &nLimit);
+  ck_assert_int_le(n, nLimit + 1024);
+  n = memory_of(db, "store_connection", &nLimit);
+  ck_assert_int_gt(n, 0);
+  ck_assert_int_eq(nLimit, 8192*1024);
+  ck_assert_int_gt(memory_of(db, "zstd_contexts", 0), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_memory"), 8);
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM depot_memory"), 0);
+  sqlite3_close(db);
+  sqlite3_close(a);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* txbuf_drop() keeps every other page findable (deletion from the probe
 ** runs), and txstage entries can be dropped, revived and cut off. */
 START_TEST(test_staging_buffer_and_map_drop_pages){
@@ -881,6 +942,7 @@ Suite *depot_test_suite(void){
                       0, 2);
   tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
+  tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
   suite_add_tcase(s, tc);
   return s;
 }
