@@ -820,6 +820,44 @@ int depot_test_child(int argc, char **argv){
   return 2;
 }
 
+/* Staged rows are never charged: with a quota below what a large
+** transaction needs, its pages still stage, its COMMIT fails with
+** SQLITE_FULL, and afterwards no staged row is left and stored_bytes and
+** the quota's use are what they were. */
+START_TEST(test_staging_quota_counts_no_staged_rows){
+  char *zDir = th_tmpdir("staging-quota");
+  char *zStore = store_path(zDir);
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3_int64 nBytes, nUsed;
+  char *zSql;
+  int rc;
+  th_exec(db, zSchema);
+  nBytes = stored_bytes(db, zDir);
+  zSql = sqlite3_mprintf("SELECT depot_quota(%Q, 'app', %lld)", zStore,
+                         nBytes + 50000);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT used_bytes FROM depot_quotas(%Q)", zStore);
+  nUsed = th_int(db, zSql);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);                         /* ~1 MB of random pages */
+  ck_assert(staged_rows(zDir));
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+  ck_assert_int_eq(rc&0xff, SQLITE_FULL);
+  sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+  ck_assert(!staged_rows(zDir));
+  ck_assert_int_eq(count_t(db), 200);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  ck_assert_int_eq(th_int(db, zSql), nUsed);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The bytes of structure zName in depot_memory (-1: not listed) and its
 ** limit (-1: NULL). */
 static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
@@ -943,6 +981,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
+  tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   suite_add_tcase(s, tc);
   return s;
 }
