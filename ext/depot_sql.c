@@ -462,6 +462,57 @@ static char *dsqlImportError(const char *zFrom, const char *zUri,
   return sqlite3_mprintf("depot: import failed: %s", zErr);
 }
 
+/* The name dsqlNameExists() looks for, and whether it was found. */
+typedef struct DsqlFind DsqlFind;
+struct DsqlFind { const char *zDb; int bFound; };
+
+/* Whether a name of depot_list_databases() is branch main of the
+** database zDb (NAME or BUCKET/NAME) pArg looks for (stops there). */
+static int dsqlIsMainOf(void *pArg, const DepotNameInfo *pInfo){
+  DsqlFind *pF = (DsqlFind*)pArg;
+  const char *zDb = pF->zDb;
+  const char *zSlash = strchr(zDb, '/');
+  const char *zName = zSlash ? zSlash+1 : zDb;
+  int bBucket = zSlash ? (strlen(pInfo->zBucket)==(size_t)(zSlash-zDb)
+                          && strncmp(pInfo->zBucket, zDb, zSlash-zDb)==0)
+                       : strcmp(pInfo->zBucket, "main")==0;
+  pF->bFound = bBucket && strcmp(pInfo->zDb, zName)==0
+            && strcmp(pInfo->zBranch, "main")==0;
+  return pF->bFound;
+}
+
+/* 1 if branch main of zDb is a name in zStore (its own or inherited), or
+** the store cannot tell; 0 if not (an import creates it). */
+static int dsqlNameExists(const char *zStore, const char *zDb){
+  const char *zSlash = strchr(zDb, '/');
+  char *zBucket = sqlite3_mprintf("%.*s", zSlash ? (int)(zSlash-zDb) : 4,
+                                  zSlash ? zDb : "main");
+  char *zErr = 0;
+  struct stat st;
+  DsqlFind f;
+  int rc;
+  f.zDb = zDb;
+  f.bFound = 0;
+  if( zBucket==0 ) return 1;
+  if( stat(zStore, &st)!=0 ){
+    sqlite3_free(zBucket);
+    return strncmp(zStore, "postgres", 8)==0;   /* a new store file: no */
+  }
+  rc = depot_list_databases(zStore, zBucket, dsqlIsMainOf, &f, &zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zBucket);
+  return rc!=SQLITE_OK || f.bFound;
+}
+
+/* After a failed import that created database zDb (its first transaction
+** creates it before it stages pages), drop it again, so no empty database
+** stays behind; its rows go with the next compaction and depot_gc. */
+static void dsqlImportUndo(const char *zStore, const char *zDb){
+  char *zErr = 0;
+  depot_drop_branch(zStore, zDb, "main", 0, &zErr);
+  sqlite3_free(zErr);
+}
+
 static void dsqlImport(sqlite3_context *ctx, int argc,
                        sqlite3_value **argv){
   const char *zUsage = "depot_import(src_path, store[, db])";
@@ -483,9 +534,14 @@ static void dsqlImport(sqlite3_context *ctx, int argc,
              (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
+    const char *zStore = (const char*)sqlite3_value_text(argv[1]);
+    int bExisted = dsqlNameExists(zStore, zDb);
     n = dsqlCopy("import", zFrom, SQLITE_OPEN_READONLY, zUri,
                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                  &rc, &zErr);
+    if( n<0 && !bExisted && dsqlNameExists(zStore, zDb) ){
+      dsqlImportUndo(zStore, zDb);
+    }
     if( n<0 && (z = dsqlImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){
       sqlite3_result_error(ctx, z, -1);
       dsqlResultCode(ctx, rc);

@@ -858,6 +858,73 @@ START_TEST(test_staging_quota_counts_no_staged_rows){
 }
 END_TEST
 
+/* Progress hook: stop an import once it has copied 97% of its pages. */
+static int stop_late(void *pArg, const char *zWhat, int64_t nDone,
+                     int64_t nTotal, int64_t nBytes){
+  (void)zWhat; (void)nBytes;
+  if( nTotal>0 && nDone*100>=nTotal*97 ){
+    (*(int*)pArg)++;
+    return 1;
+  }
+  return 0;
+}
+
+static int find_imp(void *pArg, const DepotNameInfo *pInfo){
+  if( strcmp(pInfo->zDb, "imp")==0 ) (*(int*)pArg)++;
+  return 0;
+}
+
+/* depot_import of a source larger than the default budget (36 MB, past
+** 32 MiB: the import stages, which creates the database first) stopped at
+** 97% by the progress hook: the call fails, no database "imp" is left,
+** stored_bytes is what it was and no staged row survives depot_gc; the
+** import run again stores every row. */
+START_TEST(test_staging_interrupted_import_leaves_no_database){
+  char *zDir = th_tmpdir("staging-import");
+  char *zStore = store_path(zDir);
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc,
+                               zStore);
+  char *zGc = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  sqlite3 *src = th_open(zSrc);
+  sqlite3 *db = open_app(zDir, -1);
+  sqlite3_int64 nBytes;
+  int nStop = 0, nFound = 0, rc;
+  th_exec(src, "PRAGMA page_size=4096; CREATE TABLE t(x);"
+               "INSERT INTO t SELECT randomblob(16)||zeroblob(3900) FROM"
+               " " SERIES(9000) "");
+  sqlite3_close(src);
+  th_exec(db, "CREATE TABLE x(y)");
+  nBytes = stored_bytes(db, zDir);
+  depot_progress_set(stop_late, &nStop);
+  rc = sqlite3_exec(db, zSql, 0, 0, 0);
+  depot_progress_set(0, 0);
+  ck_assert_int_eq(nStop, 1);
+  ck_assert_int_eq(rc&0xff, SQLITE_INTERRUPT);
+  ck_assert_int_eq(depot_list_databases(zStore, "main", find_imp, &nFound,
+                                        0), SQLITE_OK);
+  ck_assert_int_eq(nFound, 0);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  th_exec(db, zGc);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  assert_verify(db, zDir);
+  ck_assert_int_gt(th_int(db, zSql), 9000);
+  sqlite3_close(db);
+  {
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=imp", zStore);
+    db = th_open(zUri);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 9000);
+    sqlite3_close(db);
+    sqlite3_free(zUri);
+  }
+  sqlite3_free(zGc);
+  sqlite3_free(zSql);
+  sqlite3_free(zSrc);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The bytes of structure zName in depot_memory (-1: not listed) and its
 ** limit (-1: NULL). */
 static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
@@ -982,6 +1049,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
+  tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
   suite_add_tcase(s, tc);
   return s;
 }
