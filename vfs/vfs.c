@@ -874,7 +874,7 @@ static int depotStage(DepotFile *p){
   }
   if( rc==SQLITE_OK ){
     for(i=0; rc==SQLITE_OK && i<n; i++){
-      aSt[i].iOffset = iBase + aRef[i].iOffset;
+      aSt[i].iOffset = (uint32_t)(iBase + aRef[i].iOffset);
       aSt[i].nByte = aRef[i].nByte;
       rc = txstage_put(&p->stage, &aSt[i]);
     }
@@ -1088,11 +1088,11 @@ static int depotPubResized(DepotFile *p, PubSet *s){
 ** was checked when it was staged), so the checksum moves from its old CRC
 ** to its new one; a page past the old end adds its CRC. */
 static int depotPubStaged(DepotFile *p, PubSet *s){
-  TxStaged *a = 0;
+  uint32_t *a = 0;
   uint32_t i, n = 0;
   int rc;
   if( p->stream.iTxid==0 ) return SQLITE_OK;
-  rc = txstage_sorted(&p->stage, &a, &n);
+  rc = txstage_sorted_pgno(&p->stage, &a, &n);
   if( rc!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
   s->aStaged = sqlite3_malloc64(sizeof(DepotStagedRef)*((uint64_t)n+1));
   if( s->aStaged==0 ){
@@ -1100,14 +1100,15 @@ static int depotPubStaged(DepotFile *p, PubSet *s){
     return SQLITE_IOERR_NOMEM;
   }
   for(i=0; i<n; i++){
+    const TxStaged *e = txstage_get(&p->stage, a[i]);
     DepotStagedRef *r;
-    if( a[i].pgno>p->nPageTx || txbuf_get(&p->tx, a[i].pgno) ) continue;
-    if( a[i].bOld && a[i].pgno<=p->snap.nPage ) s->iChecksum ^= a[i].iOld;
-    s->iChecksum ^= a[i].iCrc;
+    if( e==0 || a[i]>p->nPageTx || txbuf_get(&p->tx, a[i]) ) continue;
+    if( e->bOld && a[i]<=p->snap.nPage ) s->iChecksum ^= e->iOld;
+    s->iChecksum ^= e->iCrc;
     r = &s->aStaged[s->nStaged++];
-    r->pgno = a[i].pgno;
-    r->nByte = a[i].nByte;
-    r->iOffset = a[i].iOffset;
+    r->pgno = a[i];
+    r->nByte = e->nByte;
+    r->iOffset = e->iOffset;
   }
   sqlite3_free(a);
   return SQLITE_OK;
@@ -1167,7 +1168,6 @@ static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead,
 }
 
 static int depotPubCommit(DepotFile *p, PubSet *s){
-  uint32_t *aPgnoAll;
   DepotCommit c;
   DbHead head;
   uint64_t iBranch = 0;
@@ -1195,13 +1195,8 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     c.nStaged = s->nStaged;
     c.aStaged = s->aStaged;
   }
-  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+s->nStaged+1));
-  aPgnoAll = sqlite3_malloc64(sizeof(uint32_t)*(s->n+s->nStaged+1));
-  if( c.aLocOut==0 || aPgnoAll==0 ){
-    sqlite3_free(c.aLocOut);
-    sqlite3_free(aPgnoAll);
-    return SQLITE_IOERR_NOMEM;
-  }
+  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
+  if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
   depotEndRead(p);            /* the commit's store write transaction */
   rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
                        &zErr);
@@ -1212,31 +1207,22 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   }
   if( rc!=SQLITE_OK ){
     sqlite3_free(c.aLocOut);
-    sqlite3_free(aPgnoAll);
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
-  /* the staged frames are the commit's now */
-  memcpy(aPgnoAll, s->aPgno, sizeof(uint32_t)*s->n);
-  for(i=0; i<s->nStaged; i++){
-    DepotPageLoc *pLoc = &c.aLocOut[s->n+i];
-    memset(pLoc, 0, sizeof(*pLoc));
-    pLoc->eKind = DEPOT_LOC_DELTA;
-    pLoc->iBranch = iBranch;
-    pLoc->iTxid = head.iTxid;
-    pLoc->szChunk = p->stream.szChunk;
-    pLoc->iOffset = (uint32_t)s->aStaged[i].iOffset;
-    pLoc->nByte = s->aStaged[i].nByte;
-    aPgnoAll[s->n+i] = s->aStaged[i].pgno;
-  }
+  /* The page map moves forward with the pages written from memory; after
+  ** a staged commit it starts over with them (the staged pages' locations
+  ** would cost as much memory again as the staged-page map, for entries
+  ** the readers find again when they need them). */
   depot_stage_reset(&p->stream);
   txstage_clear(&p->stage);
   depot_pagemap_commit(p->pShared->pMap, iBranch,
-                       p->iBranch==iBranch ? p->snap.iTxid : 0, head.iTxid,
-                       s->n+s->nStaged, aPgnoAll, c.aLocOut);
-  for(i=0; i<s->n+s->nStaged; i++) nBytes += c.aLocOut[i].nByte;
+                       p->iBranch==iBranch && s->nStaged==0 ? p->snap.iTxid
+                                                            : 0,
+                       head.iTxid, s->n, s->aPgno, c.aLocOut);
+  for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
+  for(i=0; i<s->nStaged; i++) nBytes += s->aStaged[i].nByte;
   sqlite3_free(c.aLocOut);
-  sqlite3_free(aPgnoAll);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
