@@ -866,8 +866,8 @@ int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
   }
   aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*(pC->nDirty+1));
   if( aRef==0 ) return SQLITE_NOMEM;
-  rc = ltx_encode(&h, pC->aPgno, pC->apPage, pC->iChecksum, pCctx, iLevel,
-                  &aBlob, &nBlob, aRef);
+  rc = ltx_encode_threads(&h, pC->aPgno, pC->apPage, pC->iChecksum, pCctx,
+                          iLevel, pC->nThread, &aBlob, &nBlob, aRef);
   if( rc==SQLITE_OK && pC->pStage ){
     nBlob += (int64_t)pC->pStage->nBlob;     /* the whole stream */
     if( nBlob > 0xffffffffLL ){

@@ -270,6 +270,7 @@ struct DepotCommit {
   uint32_t nStaged;           /* ... and these staged pages (ascending, none
                               ** of them in aPgno) are published too */
   const DepotStagedRef *aStaged;
+  int nThread;                /* zstd worker threads (ltx_encode_threads) */
 };
 
 /* Publish pC as one store transaction: the blob in DELTA chunk rows (after

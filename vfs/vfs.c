@@ -47,6 +47,7 @@ SQLITE_EXTENSION_INIT3
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct DepotStoreShared DepotStoreShared;
 typedef struct DepotShared DepotShared;
@@ -94,6 +95,7 @@ struct DepotFile {
   TxBuf tx;                  /* pages written since RESERVED */
   int64_t nTxBudget;         /* bytes of tx past which it is staged (0:
                              ** never) */
+  int nThreads;              /* zstd workers of a staged part or commit */
   TxStage stage;             /* pages of the transaction staged in ... */
   DepotStageStream stream;   /* ... its blob, ahead of the commit */
   int bStageSwept;           /* staged leftovers of the branch removed */
@@ -864,8 +866,8 @@ static int depotStage(DepotFile *p){
     h.nPage = p->nPageTx;
     h.iMinTxid = h.iMaxTxid = p->stream.iTxid;
     h.nFrame = n;
-    rc = ltx_encode(&h, aPg, ap, 0, p->pCctx, p->iLevel, &aBlob, &nBlob,
-                    aRef);
+    rc = ltx_encode_threads(&h, aPg, ap, 0, p->pCctx, p->iLevel,
+                            p->nThreads, &aBlob, &nBlob, aRef);
   }
   if( rc==SQLITE_OK && n>0 ){
     depotEndRead(p);            /* the batch's store write transaction */
@@ -1190,6 +1192,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
+  c.nThread = p->nThreads;
   if( p->stream.iTxid ){
     c.pStage = &p->stream;
     c.nStaged = s->nStaged;
@@ -1736,6 +1739,12 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   p->bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   p->iLevel = a.iLevel;
   p->nTxBudget = (int64_t)a.nTxBudgetKb*1024;
+  p->nThreads = (int)a.nThreads;
+  if( p->nThreads<0 ){
+    long nCore = sysconf(_SC_NPROCESSORS_ONLN);
+    p->nThreads = nCore<1 ? 0 : nCore>LTX_MAX_THREADS ? LTX_MAX_THREADS
+                                                     : (int)nCore;
+  }
   if( pOutFlags ) *pOutFlags = flags;
   p->base.pMethods = &depotIoMethods;
   return SQLITE_OK;

@@ -986,6 +986,106 @@ START_TEST(test_staging_memory_listing_bounds_each_structure){
 }
 END_TEST
 
+/* ltx_encode_threads() gives the blob ltx_encode() gives, byte for byte,
+** at any thread count: 1000 pages, some random, some compressible, some
+** zero. */
+START_TEST(test_staging_threaded_compression_is_byte_identical){
+  enum { N = 1000, SZ = 4096 };
+  unsigned char *aData = sqlite3_malloc64((sqlite3_uint64)N*SZ);
+  const unsigned char **ap = sqlite3_malloc64(sizeof(void*)*N);
+  uint32_t *aPg = sqlite3_malloc64(sizeof(uint32_t)*N);
+  LtxFrameRef *aRef0 = sqlite3_malloc64(sizeof(LtxFrameRef)*N);
+  LtxFrameRef *aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*N);
+  ZSTD_CCtx *pCctx = ZSTD_createCCtx();
+  unsigned char *a0 = 0;
+  int64_t n0 = 0;
+  LtxHeader h;
+  static const int aThread[] = { 1, 2, 3, 8, 64 };
+  int i, k;
+  ck_assert(aData && ap && aPg && aRef0 && aRef && pCctx);
+  for(i=0; i<N; i++){
+    unsigned char *p = aData + (size_t)i*SZ;
+    if( i%3==0 ) sqlite3_randomness(SZ, p);
+    else if( i%3==1 ) memset(p, 0, SZ);
+    else{ memset(p, i&0xff, SZ); sqlite3_randomness(64, p+i%1000); }
+    ap[i] = p;
+    aPg[i] = (uint32_t)(i*2+1);
+  }
+  memset(&h, 0, sizeof(h));
+  h.szPage = SZ;
+  h.nPage = N*2;
+  h.iMinTxid = h.iMaxTxid = 7;
+  h.nFrame = N;
+  ck_assert_int_eq(ltx_encode(&h, aPg, ap, 42, pCctx, 1, &a0, &n0, aRef0),
+                   SQLITE_OK);
+  for(k=0; k<(int)(sizeof(aThread)/sizeof(aThread[0])); k++){
+    unsigned char *a = 0;
+    int64_t n = 0;
+    ck_assert_int_eq(ltx_encode_threads(&h, aPg, ap, 42, pCctx, 1,
+                     aThread[k], &a, &n, aRef), SQLITE_OK);
+    ck_assert_int_eq(n, n0);
+    ck_assert_msg(memcmp(a, a0, (size_t)n)==0, "%d threads", aThread[k]);
+    for(i=0; i<N; i++){
+      ck_assert(aRef[i].pgno==aRef0[i].pgno && aRef[i].nByte==aRef0[i].nByte
+                && aRef[i].iOffset==aRef0[i].iOffset
+                && aRef[i].iCrc==aRef0[i].iCrc);
+    }
+    sqlite3_free(a);
+  }
+  ZSTD_freeCCtx(pCctx);
+  sqlite3_free(a0);
+  sqlite3_free(aData);
+  sqlite3_free(ap);
+  sqlite3_free(aPg);
+  sqlite3_free(aRef0);
+  sqlite3_free(aRef);
+}
+END_TEST
+
+/* threads=N: the same large transaction in two new stores, at 0 and 4
+** compression threads, stores blobs of the same sizes and checksums; a
+** bad value is refused. */
+START_TEST(test_staging_threads_parameter){
+  char *zDir = th_tmpdir("staging-threads");
+  const char *azDb[] = { "t0", "t4" };
+  char *azList[2];
+  sqlite3 *db = 0;
+  char *zUri;
+  int i;
+  setup_vfs();
+  for(i=0; i<2; i++){
+    char *zSql;
+    zUri = sqlite3_mprintf("file:%s/%s.depot?vfs=depot&db=app"
+                           "&txn_budget_kb=64&threads=%d", zDir, azDb[i],
+                           i*4);
+    db = th_open(zUri);
+    sqlite3_free(zUri);
+    th_exec(db, "PRAGMA cache_size=5; CREATE TABLE t(k INTEGER PRIMARY KEY,"
+                " v BLOB); BEGIN; INSERT INTO t SELECT value,"
+                " printf('%.*c', 900, char(65+value%26)) FROM " SERIES(3000) ";"
+                " COMMIT");
+    zSql = sqlite3_mprintf("SELECT group_concat(bytes_stored||':'||checksum)"
+        " FROM depot_commits('%q/%q.depot', 'app')", zDir, azDb[i]);
+    azList[i] = th_text(db, zSql);
+    sqlite3_free(zSql);
+    sqlite3_close(db);
+  }
+  ck_assert_str_eq(azList[0], azList[1]);
+  sqlite3_free(azList[0]);
+  sqlite3_free(azList[1]);
+  zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=x&threads=65",
+                         zDir);
+  db = 0;
+  ck_assert_int_ne(sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE
+                   |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0)==SQLITE_OK
+                   && sqlite3_exec(db, "PRAGMA user_version", 0, 0, 0)
+                      ==SQLITE_OK, 1);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* txbuf_drop() keeps every other page findable (deletion from the probe
 ** runs), and txstage entries can be dropped, revived and cut off. */
 START_TEST(test_staging_buffer_and_map_drop_pages){
@@ -1050,6 +1150,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
+  tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
+  tcase_add_test(tc, test_staging_threads_parameter);
   suite_add_tcase(s, tc);
   return s;
 }
