@@ -26,8 +26,8 @@
 ** included), so its peak RSS (wait4) is that of the workload alone; each
 ** run prints its side, seconds and peak RSS to stderr, and the candidate
 ** also the RSS limit the issue sets (the baseline's peak + the budget + 64
-** MB) and the compression thread count (compression runs inline).  Cost:
-** seconds of the forked process.
+** MB) and the compression thread count (threads=, default one per core).
+** Cost: seconds of the forked process.
 */
 #include "config.h"
 #include "tests/bench/bench.h"
@@ -243,9 +243,10 @@ static double bigForked(const char *zWhat, BigWork xWork, const char *zDir,
   t = bench_now()-t0;
   if( bCandidate ){
     fprintf(stderr, "big: %s %d MB depot: %.2f s, peak RSS %.1f MiB (limit"
-            " plain %.1f + budget 32 + 64 = %.1f MiB), compression inline\n",
+            " plain %.1f + budget 32 + 64 = %.1f MiB), compression threads"
+            " %ld (one per core)\n",
             zWhat, nBigMb, t, ru.ru_maxrss/1024.0, nBaseRssKb/1024.0,
-            nBaseRssKb/1024.0+96.0);
+            nBaseRssKb/1024.0+96.0, sysconf(_SC_NPROCESSORS_ONLN));
   }else{
     nBaseRssKb = ru.ru_maxrss;
     fprintf(stderr, "big: %s %d MB plain: %.2f s, peak RSS %.1f MiB\n",
