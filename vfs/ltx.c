@@ -241,9 +241,11 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
   return SQLITE_OK;
 }
 
-/* Frames [iFrom, iTo) of an encode on worker threads: each written at its
-** own worst-case slot of the blob (ltxSlot()), with its length and CRC in
-** aRef; nFail counts frames zstd failed on. */
+/* Frames [iFrom, iTo) of an encode on worker threads: written one after
+** the other from the start of the range's worst-case room in the blob
+** (ltxSlot() a frame), so only the bytes they take are touched, with
+** their position, length and CRC in aRef; nFail counts frames zstd failed
+** on. */
 typedef struct LtxWork LtxWork;
 struct LtxWork {
   const uint32_t *aPgno;
@@ -263,17 +265,20 @@ static size_t ltxSlot(uint32_t szPage){
 static void *ltxWorkRun(void *pArg){
   LtxWork *w = (LtxWork*)pArg;
   ZSTD_CCtx *pCctx = w->pCctx ? w->pCctx : ZSTD_createCCtx();
+  size_t off = LTX_HEADER_SIZE + (size_t)w->iFrom*ltxSlot(w->szPage);
   uint32_t i;
   for(i=w->iFrom; i<w->iTo; i++){
-    unsigned char *pFrame = w->a + LTX_HEADER_SIZE + (size_t)i*ltxSlot(w->szPage);
+    unsigned char *pFrame = w->a + off;
     uint64_t c = ltx_crc64(0, w->apPage[i], w->szPage);
     size_t nFrame = pCctx ? ltxEncodeFrame(pFrame, w->aPgno[i], w->apPage[i],
                                            w->szPage, pCctx, w->iLevel, c)
                           : 0;
     if( nFrame==0 ) w->nFail++;
     w->aRef[i].pgno = w->aPgno[i];
+    w->aRef[i].iOffset = (uint32_t)off;
     w->aRef[i].nByte = (uint32_t)nFrame;
     w->aRef[i].iCrc = c;
+    off += nFrame;
   }
   if( pCctx!=w->pCctx ) ZSTD_freeCCtx(pCctx);
   return 0;
@@ -334,9 +339,9 @@ int ltx_encode_threads(const LtxHeader *pHdr, const uint32_t *aPgno,
     sqlite3_free(a);
     return SQLITE_NOMEM;
   }
-  /* move the frames down from their slots, in order (never forward) */
+  /* move the frames down after each other, in order (never forward) */
   for(i=0; i<n; i++){
-    memmove(a+off, a + LTX_HEADER_SIZE + (size_t)i*ltxSlot(sz), aRef[i].nByte);
+    memmove(a+off, a+aRef[i].iOffset, aRef[i].nByte);
     aRef[i].iOffset = (uint32_t)off;
     off += aRef[i].nByte;
   }
