@@ -1214,14 +1214,15 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
   /* The page map moves forward with the pages written from memory; after
-  ** a staged commit it starts over with them (the staged pages' locations
-  ** would cost as much memory again as the staged-page map, for entries
-  ** the readers find again when they need them). */
+  ** a staged commit it starts over with them (a base equal to the new head
+  ** never matches; base 0 would match a fork's map at txid 0): the staged
+  ** pages' locations would cost as much memory again as the staged-page
+  ** map, for entries the readers find again when they need them. */
   depot_stage_reset(&p->stream);
   txstage_clear(&p->stage);
   depot_pagemap_commit(p->pShared->pMap, iBranch,
                        p->iBranch==iBranch && s->nStaged==0 ? p->snap.iTxid
-                                                            : 0,
+                                                            : head.iTxid,
                        head.iTxid, s->n, s->aPgno, c.aLocOut);
   for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
   for(i=0; i<s->nStaged; i++) nBytes += s->aStaged[i].nByte;
