@@ -11,13 +11,16 @@
 **       last: the store file plus its -wal on disk),
 **       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
 **       quota_databases, quota_full_databases -- one row
+**   SELECT * FROM depot_memory[(schema)];
+**       name, scope, bytes, limit_bytes -- the memory of this connection's
+**       depot database (main by default), one row per structure
 **   SELECT depot_import(src_path, store[, db]);         -- pages copied
 **   SELECT depot_export(store, db, branch, dst_path);   -- pages copied
 **   SELECT depot_default_vfs([on[, params]]);           -- default VFS name
 **   SELECT depot_last_error();                          -- text or NULL
 **
-** depot_commits and depot_stats are listings (ext/listing.h), both
-** SQLITE_DIRECTONLY.  depot_import, depot_export and depot_default_vfs with
+** depot_commits, depot_stats and depot_memory are listings
+** (ext/listing.h), all SQLITE_DIRECTONLY.  depot_import, depot_export and depot_default_vfs with
 ** arguments write files or change the process and are SQLITE_DIRECTONLY.
 ** See docs/SQL.md, "Branchable databases (depot VFS)".
 */
@@ -154,6 +157,49 @@ static const DepotListingCol aStatsCol[] = {
 static const DepotListing dsqlStats = {
   "depot_stats", 14, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
   dsqlStatsRows
+};
+
+/* ================= depot_memory ================= */
+
+static int dsqlMemoryRow(void *pArg, const char *zName, const char *zScope,
+                         int64_t nBytes, int64_t nLimit){
+  DepotRows *p = (DepotRows*)pArg;
+  depot_rows_text(p, zName);
+  depot_rows_text(p, zScope);
+  depot_rows_int(p, nBytes);
+  return nLimit<0 ? depot_rows_null(p) : depot_rows_int(p, nLimit);
+}
+
+/* The rows of depot_vfs_memory() for the database of schema apArg[0] (NULL:
+** main) of the connection (pAux); none for a database of another VFS. */
+static int dsqlMemoryRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
+  sqlite3 *db = (sqlite3*)p->pAux;
+  const char *zSchema = apArg[0] ? (const char*)sqlite3_value_text(apArg[0])
+                                 : "main";
+  void *pFile = 0;
+  int rc;
+  if( zSchema==0 ) zSchema = "main";
+  if( sqlite3_file_control(db, zSchema, SQLITE_FCNTL_FILE_POINTER, &pFile)
+      !=SQLITE_OK || pFile==0 ){
+    *pzErr = sqlite3_mprintf("depot: depot_memory: no database %s",
+                             zSchema);
+    return SQLITE_ERROR;
+  }
+  rc = depot_vfs_memory(pFile, dsqlMemoryRow, p);
+  return rc==SQLITE_NOTFOUND ? SQLITE_OK : rc;
+}
+
+static const DepotListingCol aMemoryCol[] = {
+  DEPOT_COLUMN("name", "TEXT"),
+  DEPOT_COLUMN("scope", "TEXT"),
+  DEPOT_COLUMN("bytes", "INTEGER"),
+  DEPOT_COLUMN("limit_bytes", "INTEGER"),
+  DEPOT_ARGUMENT("schema"),
+};
+
+static const DepotListing dsqlMemory = {
+  "depot_memory", 5, aMemoryCol, 0, SQLITE_VTAB_DIRECTONLY, 10.0, 0,
+  dsqlMemoryRows
 };
 
 /* ================= depot_import / depot_export ================= */
@@ -416,6 +462,57 @@ static char *dsqlImportError(const char *zFrom, const char *zUri,
   return sqlite3_mprintf("depot: import failed: %s", zErr);
 }
 
+/* The name dsqlNameExists() looks for, and whether it was found. */
+typedef struct DsqlFind DsqlFind;
+struct DsqlFind { const char *zDb; int bFound; };
+
+/* Whether a name of depot_list_databases() is branch main of the
+** database zDb (NAME or BUCKET/NAME) pArg looks for (stops there). */
+static int dsqlIsMainOf(void *pArg, const DepotNameInfo *pInfo){
+  DsqlFind *pF = (DsqlFind*)pArg;
+  const char *zDb = pF->zDb;
+  const char *zSlash = strchr(zDb, '/');
+  const char *zName = zSlash ? zSlash+1 : zDb;
+  int bBucket = zSlash ? (strlen(pInfo->zBucket)==(size_t)(zSlash-zDb)
+                          && strncmp(pInfo->zBucket, zDb, zSlash-zDb)==0)
+                       : strcmp(pInfo->zBucket, "main")==0;
+  pF->bFound = bBucket && strcmp(pInfo->zDb, zName)==0
+            && strcmp(pInfo->zBranch, "main")==0;
+  return pF->bFound;
+}
+
+/* 1 if branch main of zDb is a name in zStore (its own or inherited), or
+** the store cannot tell; 0 if not (an import creates it). */
+static int dsqlNameExists(const char *zStore, const char *zDb){
+  const char *zSlash = strchr(zDb, '/');
+  char *zBucket = sqlite3_mprintf("%.*s", zSlash ? (int)(zSlash-zDb) : 4,
+                                  zSlash ? zDb : "main");
+  char *zErr = 0;
+  struct stat st;
+  DsqlFind f;
+  int rc;
+  f.zDb = zDb;
+  f.bFound = 0;
+  if( zBucket==0 ) return 1;
+  if( stat(zStore, &st)!=0 ){
+    sqlite3_free(zBucket);
+    return strncmp(zStore, "postgres", 8)==0;   /* a new store file: no */
+  }
+  rc = depot_list_databases(zStore, zBucket, dsqlIsMainOf, &f, &zErr);
+  sqlite3_free(zErr);
+  sqlite3_free(zBucket);
+  return rc!=SQLITE_OK || f.bFound;
+}
+
+/* After a failed import that created database zDb (its first transaction
+** creates it before it stages pages), drop it again, so no empty database
+** stays behind; its rows go with the next compaction and depot_gc. */
+static void dsqlImportUndo(const char *zStore, const char *zDb){
+  char *zErr = 0;
+  depot_drop_branch(zStore, zDb, "main", 0, &zErr);
+  sqlite3_free(zErr);
+}
+
 static void dsqlImport(sqlite3_context *ctx, int argc,
                        sqlite3_value **argv){
   const char *zUsage = "depot_import(src_path, store[, db])";
@@ -437,9 +534,14 @@ static void dsqlImport(sqlite3_context *ctx, int argc,
              (const char*)sqlite3_value_text(argv[1]), zDb))!=0 ){
     sqlite3_result_error(ctx, zErr, -1);
   }else{
+    const char *zStore = (const char*)sqlite3_value_text(argv[1]);
+    int bExisted = dsqlNameExists(zStore, zDb);
     n = dsqlCopy("import", zFrom, SQLITE_OPEN_READONLY, zUri,
                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                  &rc, &zErr);
+    if( n<0 && !bExisted && dsqlNameExists(zStore, zDb) ){
+      dsqlImportUndo(zStore, zDb);
+    }
     if( n<0 && (z = dsqlImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){
       sqlite3_result_error(ctx, z, -1);
       dsqlResultCode(ctx, rc);
@@ -597,6 +699,7 @@ static int dsqlConnection(sqlite3 *db, KvConn *pKv){
   size_t i;
   (void)pKv;
   if( rc==SQLITE_OK ) rc = depot_listing_register(db, &dsqlStats, 0, 0);
+  if( rc==SQLITE_OK ) rc = depot_listing_register(db, &dsqlMemory, db, 0);
   for(i=0; rc==SQLITE_OK && i<sizeof(aDsqlFunc)/sizeof(aDsqlFunc[0]); i++){
     rc = sqlite3_create_function(db, aDsqlFunc[i].zName, aDsqlFunc[i].nArg,
         SQLITE_UTF8|(aDsqlFunc[i].bDirect ? SQLITE_DIRECTONLY : 0), 0,

@@ -644,6 +644,33 @@ static int dbCasOrCreate(Store *pStore, const DepotCommit *pC, uint64_t iVs,
   return rc;
 }
 
+int depot_db_create(Store *pStore, const DepotCommit *pC, DbHead *pHead,
+                    uint64_t *piBranch, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  uint64_t iVs = 0, iBranch = 0;
+  int rc;
+  if( pC->iBranch ){
+    return dbErr(pzErr, SQLITE_MISUSE, "depot: branch exists already%s", "");
+  }
+  rc = store_begin(pStore, 1);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  rc = depot_next_vs(pStore, &iVs, pzErr);
+  if( rc==SQLITE_OK ) rc = dbCasOrCreate(pStore, pC, iVs, &iBranch, pzErr);
+  if( rc==SQLITE_OK ){
+    *pHead = pC->base;
+    pHead->iTxid = 0;
+    rc = store_put(pStore, k, layout_key_br(k, iBranch, LAYOUT_BR_HEAD), v,
+                   layout_head_encode(v, pHead));
+    if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_br(k, iBranch,
+        LAYOUT_BR_FORKHEAD), v, layout_head_encode(v, pHead));
+    if( rc==SQLITE_OK ) rc = store_commit(pStore);
+    if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+  }
+  if( rc!=SQLITE_OK ) store_rollback(pStore);
+  if( rc==SQLITE_OK ) *piBranch = iBranch;
+  return rc;
+}
+
 /* DELTA chunk rows and one page index row per frame. */
 static int dbPutBlob(Store *pStore, uint64_t iBranch, uint64_t iTxid,
                      const unsigned char *a, int64_t n, uint32_t szChunk,
@@ -938,8 +965,8 @@ int depot_db_commit(Store *pStore, const DepotCommit *pC, ZSTD_CCtx *pCctx,
   }
   aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*(pC->nDirty+1));
   if( aRef==0 ) return SQLITE_NOMEM;
-  rc = ltx_encode(&h, pC->aPgno, pC->apPage, pC->iChecksum, pCctx, iLevel,
-                  &aBlob, &nBlob, aRef);
+  rc = ltx_encode_threads(&h, pC->aPgno, pC->apPage, pC->iChecksum, pCctx,
+                          iLevel, pC->nThread, &aBlob, &nBlob, aRef);
   if( rc==SQLITE_OK && pC->pStage ){
     nBlob += (int64_t)pC->pStage->nBlob;     /* the whole stream */
     if( nBlob > 0xffffffffLL ){

@@ -287,6 +287,7 @@ struct DepotCommit {
   uint32_t nStaged;           /* ... and these staged pages (ascending, none
                               ** of them in aPgno) are published too */
   const DepotStagedRef *aStaged;
+  int nThread;                /* zstd worker threads (ltx_encode_threads) */
 };
 
 /* Publish pC as one store transaction: the blob in DELTA chunk rows (after
@@ -305,6 +306,16 @@ struct DepotCommit {
 ** nothing written, *pzErr says why. */
 int depot_db_commit(Store*, const DepotCommit *pC, ZSTD_CCtx*, int iLevel,
                     DbHead *pHead, uint64_t *piBranch, char **pzErr);
+
+/* Create the branch a first commit of pC would create (iBranch must be 0;
+** a fork of the inherited branch when the name was inherited), without a
+** commit, as one store transaction of its own: its record, its pointer
+** and a head at txid 0 with the geometry and checksum of pC->base.  A
+** write transaction that stages pages (vfs/vfs.c) creates its branch so
+** first.  *pHead gets the head, *piBranch the id.  SQLITE_BUSY_SNAPSHOT
+** when the name leads elsewhere now (nothing written). */
+int depot_db_create(Store*, const DepotCommit *pC, DbHead *pHead,
+                    uint64_t *piBranch, char **pzErr);
 
 /* ---- quotas (vfs/quota.c) ---- */
 

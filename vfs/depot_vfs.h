@@ -129,6 +129,24 @@ struct DepotStats {
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
 
+/* One structure of a connection's memory, as depot_memory lists it:
+** what it is (zName), whose it is (zScope: "connection", "transaction",
+** "process"), the bytes it holds now and its bound (-1: none; it grows
+** with what it holds, by the size the contract states). */
+typedef int (*DepotMemoryFn)(void *pArg, const char *zName,
+                             const char *zScope, int64_t nBytes,
+                             int64_t nLimit);
+
+/* Report, one xRow call each, the memory of the depot database file
+** pFile (an sqlite3_file* of the main database of a depot connection, from
+** SQLITE_FCNTL_FILE_POINTER): the decoded-page cache of its store file
+** and the page map of its branch name (shared by the process), its store
+** connection (page cache, schema, statements), the write transaction's
+** buffer and staged-page map, its zstd contexts, its page scratch buffer
+** and read-ahead.  SQLITE_NOTFOUND for a file of another VFS.  Call it
+** with the connection's mutex held (from SQL on that connection). */
+int depot_vfs_memory(void *pFile, DepotMemoryFn xRow, void *pArg);
+
 /* 1 if the store file zStore is on a file system mounted read-only, where
 ** it opens only immutable (its -shm cannot be made); vfs/admin.c. */
 int depot_store_on_read_only_fs(const char *zStore);

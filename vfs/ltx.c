@@ -241,6 +241,115 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
   return SQLITE_OK;
 }
 
+/* Frames [iFrom, iTo) of an encode on worker threads: written one after
+** the other from the start of the range's worst-case room in the blob
+** (ltxSlot() a frame), so only the bytes they take are touched, with
+** their position, length and CRC in aRef; nFail counts frames zstd failed
+** on. */
+typedef struct LtxWork LtxWork;
+struct LtxWork {
+  const uint32_t *aPgno;
+  const unsigned char *const *apPage;
+  uint32_t szPage, iFrom, iTo;
+  int iLevel;
+  ZSTD_CCtx *pCctx;          /* the caller's for range 0, else NULL (own) */
+  unsigned char *a;
+  LtxFrameRef *aRef;
+  int nFail;
+};
+
+static size_t ltxSlot(uint32_t szPage){
+  return LTX_FRAME_HEADER + ZSTD_compressBound(szPage);
+}
+
+static void *ltxWorkRun(void *pArg){
+  LtxWork *w = (LtxWork*)pArg;
+  ZSTD_CCtx *pCctx = w->pCctx ? w->pCctx : ZSTD_createCCtx();
+  size_t off = LTX_HEADER_SIZE + (size_t)w->iFrom*ltxSlot(w->szPage);
+  uint32_t i;
+  for(i=w->iFrom; i<w->iTo; i++){
+    unsigned char *pFrame = w->a + off;
+    uint64_t c = ltx_crc64(0, w->apPage[i], w->szPage);
+    size_t nFrame = pCctx ? ltxEncodeFrame(pFrame, w->aPgno[i], w->apPage[i],
+                                           w->szPage, pCctx, w->iLevel, c)
+                          : 0;
+    if( nFrame==0 ) w->nFail++;
+    w->aRef[i].pgno = w->aPgno[i];
+    w->aRef[i].iOffset = (uint32_t)off;
+    w->aRef[i].nByte = (uint32_t)nFrame;
+    w->aRef[i].iCrc = c;
+    off += nFrame;
+  }
+  if( pCctx!=w->pCctx ) ZSTD_freeCCtx(pCctx);
+  return 0;
+}
+
+int ltx_encode_threads(const LtxHeader *pHdr, const uint32_t *aPgno,
+                       const unsigned char *const *apPage,
+                       uint64_t iDbChecksum, ZSTD_CCtx *pCctx, int iLevel,
+                       int nThread, unsigned char **ppBlob, int64_t *pnBlob,
+                       LtxFrameRef *aRef){
+  LtxWork aW[LTX_MAX_THREADS+1];
+  pthread_t aTid[LTX_MAX_THREADS+1];
+  int abTid[LTX_MAX_THREADS+1];
+  uint32_t i, n = pHdr->nFrame, sz = pHdr->szPage, nPer;
+  uint64_t nCap, iPagesCrc = 0;
+  unsigned char *a;
+  size_t off = LTX_HEADER_SIZE;
+  int k, nW, nFail = 0;
+  if( nThread>LTX_MAX_THREADS ) nThread = LTX_MAX_THREADS;
+  if( nThread<=0 || n<LTX_MIN_THREAD_FRAMES*2 ){
+    return ltx_encode(pHdr, aPgno, apPage, iDbChecksum, pCctx, iLevel, ppBlob,
+                      pnBlob, aRef);
+  }
+  *ppBlob = 0;
+  *pnBlob = 0;
+  if( !ltxPageSizeOk(sz) ) return SQLITE_MISUSE;
+  for(i=1; i<n; i++) if( aPgno[i]<=aPgno[i-1] ) return SQLITE_MISUSE;
+  nCap = LTX_HEADER_SIZE + LTX_TRAILER_SIZE
+       + (uint64_t)n*(ltxSlot(sz) + LTX_INDEX_ENTRY);
+  if( nCap > 0xffffffffULL ) return SQLITE_TOOBIG;
+  a = sqlite3_malloc64(nCap);
+  if( a==0 ) return SQLITE_NOMEM;
+  ltxEncodeHeader(a, pHdr);
+  /* range 0 on this thread with pCctx, ranges 1..nThread on workers */
+  nW = nThread+1;
+  if( (uint32_t)nW > n/LTX_MIN_THREAD_FRAMES ) nW = (int)(n/LTX_MIN_THREAD_FRAMES);
+  nPer = (n + (uint32_t)nW - 1)/(uint32_t)nW;
+  for(k=0; k<nW; k++){
+    memset(&aW[k], 0, sizeof(aW[k]));
+    aW[k].aPgno = aPgno;
+    aW[k].apPage = apPage;
+    aW[k].szPage = sz;
+    aW[k].iFrom = (uint32_t)k*nPer < n ? (uint32_t)k*nPer : n;
+    aW[k].iTo = aW[k].iFrom+nPer < n ? aW[k].iFrom+nPer : n;
+    aW[k].iLevel = iLevel;
+    aW[k].pCctx = k==0 ? pCctx : 0;
+    aW[k].a = a;
+    aW[k].aRef = aRef;
+    abTid[k] = k>0 && pthread_create(&aTid[k], 0, ltxWorkRun, &aW[k])==0;
+  }
+  for(k=0; k<nW; k++) if( !abTid[k] ) ltxWorkRun(&aW[k]);
+  for(i=0; i<n; i++) iPagesCrc = ltx_crc64(iPagesCrc, apPage[i], sz);
+  for(k=0; k<nW; k++){
+    if( abTid[k] ) pthread_join(aTid[k], 0);
+    nFail += aW[k].nFail;
+  }
+  if( nFail ){
+    sqlite3_free(a);
+    return SQLITE_NOMEM;
+  }
+  /* move the frames down after each other, in order (never forward) */
+  for(i=0; i<n; i++){
+    memmove(a+off, a+aRef[i].iOffset, aRef[i].nByte);
+    aRef[i].iOffset = (uint32_t)off;
+    off += aRef[i].nByte;
+  }
+  *ppBlob = a;
+  *pnBlob = (int64_t)ltxEncodeTail(a, off, aRef, n, iPagesCrc, iDbChecksum);
+  return SQLITE_OK;
+}
+
 static int ltxCorrupt(char **pzErr, const char *zMsg, uint64_t v){
   if( pzErr ){
     sqlite3_free(*pzErr);

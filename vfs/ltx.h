@@ -83,6 +83,21 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
                ZSTD_CCtx *pCctx, int iLevel, unsigned char **ppBlob,
                int64_t *pnBlob, LtxFrameRef *aRef);
 
+/* ltx_encode() with the frames compressed on nThread worker threads as
+** well as the calling one (at most LTX_MAX_THREADS; 0, or fewer than
+** 2*LTX_MIN_THREAD_FRAMES frames: ltx_encode() itself).  Each frame is
+** compressed on its own at level iLevel, so the blob is byte for byte the
+** one ltx_encode() gives, whatever the thread count.  Each worker makes
+** and frees a zstd context of its own; a thread that cannot be started
+** leaves its frames to the caller's thread.  Same results and errors. */
+#define LTX_MAX_THREADS 64
+#define LTX_MIN_THREAD_FRAMES 64
+int ltx_encode_threads(const LtxHeader *pHdr, const uint32_t *aPgno,
+                       const unsigned char *const *apPage,
+                       uint64_t iDbChecksum, ZSTD_CCtx *pCctx, int iLevel,
+                       int nThread, unsigned char **ppBlob, int64_t *pnBlob,
+                       LtxFrameRef *aRef);
+
 /* Decode and check the 48-byte header at a[0..n).  SQLITE_CORRUPT with
 ** *pzErr (sqlite3_malloc'd) on a bad magic, version or field. */
 int ltx_decode_header(const unsigned char *a, int64_t n, LtxHeader *pHdr,

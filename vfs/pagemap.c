@@ -84,6 +84,14 @@ int64_t depot_pagemap_limit(DepotPageMap *p){
   return n;
 }
 
+int64_t depot_pagemap_used(DepotPageMap *p){
+  int64_t n;
+  pthread_mutex_lock(&p->mutex);
+  n = (int64_t)p->nAlloc*(int64_t)sizeof(MapEntry) + (int64_t)sizeof(*p);
+  pthread_mutex_unlock(&p->mutex);
+  return n;
+}
+
 /* The entry of pgno, growing the array (doubling, within the limit) when
 ** needed; NULL when pgno is past the limit or out of memory. */
 static MapEntry *mapSlot(DepotPageMap *p, uint32_t pgno){

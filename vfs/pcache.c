@@ -136,6 +136,15 @@ int64_t depot_cache_limit(DepotCache *p){
   return n;
 }
 
+int64_t depot_cache_used(DepotCache *p){
+  int64_t n;
+  pthread_mutex_lock(&p->mutex);
+  n = p->nUsed + (int64_t)p->nEntry*(int64_t)sizeof(CacheEntry)
+    + (int64_t)p->nSlot*(int64_t)sizeof(CacheEntry*) + (int64_t)sizeof(*p);
+  pthread_mutex_unlock(&p->mutex);
+  return n;
+}
+
 int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                     uint64_t iOwner, uint32_t szPage, unsigned char *pOut){
   CacheEntry *e;

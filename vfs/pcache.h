@@ -28,6 +28,10 @@ void depot_cache_free(DepotCache*);
 void depot_cache_set_limit(DepotCache*, int64_t nMaxBytes);
 int64_t depot_cache_limit(DepotCache*);
 
+/* The bytes the cache holds now: its pages, their entries and the hash
+** table (entries and table come on top of the limit, which counts pages). */
+int64_t depot_cache_used(DepotCache*);
+
 /* Copy the cached page into pOut (szPage bytes) and return 1, or return 0
 ** on a miss.  Counts a hit or a miss in the process-wide counters. */
 int depot_cache_get(DepotCache*, uint64_t iBranch, uint32_t pgno,

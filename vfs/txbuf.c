@@ -175,7 +175,7 @@ int txstage_put(TxStage *p, const TxStaged *pSt){
   TxStaged *e = txstageFind(p, pSt->pgno);
   if( e==0 ){
     uint32_t i;
-    if( (p->nUsed+1)*2 > p->nSlot ){
+    if( (uint64_t)(p->nUsed+1)*4 > (uint64_t)p->nSlot*3 ){  /* 3/4 full */
       int rc = txstageRehash(p, p->nSlot ? p->nSlot*2 : 64, 0xffffffffu);
       if( rc!=SQLITE_OK ) return rc;
     }
@@ -208,19 +208,19 @@ void txstage_clear(TxStage *p){
   memset(p, 0, sizeof(*p));
 }
 
-static int txstageCmp(const void *a, const void *b){
-  uint32_t x = ((const TxStaged*)a)->pgno, y = ((const TxStaged*)b)->pgno;
+static int txstagePgnoCmp(const void *a, const void *b){
+  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
   return x<y ? -1 : x>y;
 }
 
-int txstage_sorted(const TxStage *p, TxStaged **paOut, uint32_t *pnOut){
-  TxStaged *a = sqlite3_malloc64(sizeof(TxStaged)*((uint64_t)p->nUsed+1));
+int txstage_sorted_pgno(const TxStage *p, uint32_t **paOut, uint32_t *pnOut){
+  uint32_t *a = sqlite3_malloc64(sizeof(uint32_t)*((uint64_t)p->nUsed+1));
   uint32_t i, n = 0;
   if( a==0 ) return SQLITE_NOMEM;
   for(i=0; i<p->nSlot; i++){
-    if( p->a[i].pgno && p->a[i].nByte ) a[n++] = p->a[i];
+    if( p->a[i].pgno && p->a[i].nByte ) a[n++] = p->a[i].pgno;
   }
-  qsort(a, n, sizeof(TxStaged), txstageCmp);
+  qsort(a, n, sizeof(uint32_t), txstagePgnoCmp);
   *paOut = a;
   *pnOut = n;
   return SQLITE_OK;

@@ -41,16 +41,18 @@ int64_t txbuf_bytes(const TxBuf*, uint32_t szPage);
 
 /* The staged pages of a write transaction whose buffer outgrew its budget
 ** (vfs/vfs.c): where the newest staged frame of each page sits in the
-** transaction's blob, with what the commit's checksum needs.  A few dozen
-** bytes a page, never the page itself. */
+** transaction's blob, with what the commit's checksum needs: 32 bytes a
+** page in a table at most 3/4 full (43..85 bytes a page), never the page
+** itself. */
 typedef struct TxStaged TxStaged;
 struct TxStaged {
   uint32_t pgno;             /* 0: empty slot */
   uint32_t nByte;            /* frame header + stored bytes; 0: dropped */
-  uint64_t iOffset;          /* of the frame from the blob's start */
+  uint32_t iOffset;          /* of the frame from the blob's start (a
+                             ** blob stays below 4 GiB) */
+  int bOld;                  /* the page existed in the snapshot */
   uint64_t iCrc;             /* CRC-64 of the page */
   uint64_t iOld;             /* CRC-64 of the snapshot's page, if bOld */
-  int bOld;                  /* the page existed in the snapshot */
 };
 
 typedef struct TxStage TxStage;
@@ -76,7 +78,8 @@ int txstage_truncate(TxStage*, uint32_t nPage);
 /* Forget everything and free the memory. */
 void txstage_clear(TxStage*);
 
-/* The live entries, ascending by page, in a sqlite3_malloc'd array. */
-int txstage_sorted(const TxStage*, TxStaged **paOut, uint32_t *pnOut);
+/* The page numbers of the live entries, ascending, in a sqlite3_malloc'd
+** array (4 bytes a page). */
+int txstage_sorted_pgno(const TxStage*, uint32_t **paOut, uint32_t *pnOut);
 
 #endif /* DEPOT_TXBUF_H */

@@ -53,7 +53,7 @@ static void uriInt(const UriArgs *a, const char *zParam,
 }
 
 /* The integer URI parameters: cache_kb, map_kb, store_cache_kb,
-** zstd_level, compact_after, txn_budget_kb and readahead. */
+** zstd_level, compact_after, txn_budget_kb, readahead and threads. */
 static void uriParseInts(UriArgs *a, char **pzErr){
   sqlite3_int64 iLevel = URI_DEFAULT_LEVEL;
   uriInt(a, "cache_kb", URI_DEFAULT_CACHE_KB, 0,
@@ -73,6 +73,7 @@ static void uriParseInts(UriArgs *a, char **pzErr){
          "0..1073741824", &a->nTxBudgetKb, pzErr);
   uriInt(a, "readahead", URI_DEFAULT_READAHEAD, 0, URI_MAX_READAHEAD,
          "0..4096", &a->nReadahead, pzErr);
+  uriInt(a, "threads", -1, 0, 64, "0..64", &a->nThreads, pzErr);
 }
 
 /* The parameters of a main database name zName, and of zDflt (the
@@ -127,9 +128,9 @@ int uri_parse_args(const char *zName, const char *zDflt, UriArgs *a,
 const char *uri_params_file(const char *zParams, int *pRc, char **pzErr){
   static const char *const azKey[] = { "db", "branch", "bucket", "cache_kb",
     "store_vfs", "store_sync", "zstd_level", "compact_after", "map_kb", "store_cache_kb",
-    "txn_budget_kb", "readahead" };
+    "txn_budget_kb", "readahead", "threads" };
   const int nKeyAll = (int)(sizeof(azKey)/sizeof(azKey[0]));
-  const char *azParam[2*12];
+  const char *azParam[2*13];
   char *zCopy = sqlite3_mprintf("%s", zParams);
   const char *zNoParams = sqlite3_create_filename("depot", "", "", 0, 0);
   const char *zFile = 0;
@@ -149,7 +150,7 @@ const char *uri_params_file(const char *zParams, int *pRc, char **pzErr){
       *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters are "
           "KEY=VALUE pairs joined by '&' with KEY one of db, branch, bucket, "
           "cache_kb, map_kb, store_cache_kb, store_vfs, store_sync, zstd_level,"
-          " compact_after, txn_budget_kb, readahead;"
+          " compact_after, txn_budget_kb, readahead, threads;"
           " got "
           "'%s'", zParams);
       goto done;

@@ -40,6 +40,7 @@ struct UriArgs {
   int iLevel;
   sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
   sqlite3_int64 nTxBudgetKb;     /* dirty pages before staging (0: never) */
+  sqlite3_int64 nThreads;        /* compression workers (-1: one per core) */
 };
 
 /* The parameters of a main database name zName, and of zDflt (a file of

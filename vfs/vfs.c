@@ -47,6 +47,7 @@ SQLITE_EXTENSION_INIT3
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct DepotStoreShared DepotStoreShared;
 typedef struct DepotShared DepotShared;
@@ -94,6 +95,7 @@ struct DepotFile {
   TxBuf tx;                  /* pages written since RESERVED */
   int64_t nTxBudget;         /* bytes of tx past which it is staged (0:
                              ** never) */
+  int nThreads;              /* zstd workers of a staged part or commit */
   TxStage stage;             /* pages of the transaction staged in ... */
   DepotStageStream stream;   /* ... its blob, ahead of the commit */
   int bStageSwept;           /* staged leftovers of the branch removed */
@@ -767,6 +769,45 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
 ** while such pages fill at most half the budget, so it is not staged once
 ** per batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
+/* A name without a branch of its own gets one before the first part of
+** its first transaction is staged: created empty (txid 0, the inherited
+** state when the name was inherited) in a store transaction of its own,
+** which the commit then publishes onto.  A ROLLBACK leaves the branch
+** empty, as SQLite leaves a new file empty.  Not done (the pages stay in
+** memory) for a page size other than the inherited one or past the fork
+** depth limit, which the commit reports. */
+static void depotAdopt(DepotFile*, uint64_t, const DbHead*);
+
+static int depotStageCreate(DepotFile *p){
+  uint32_t sz = p->szPageTx;
+  DepotCommit c;
+  DbHead head;
+  uint64_t iBranch = 0;
+  char *zErr = 0;
+  int rc;
+  if( p->chain.n>DEPOT_MAX_FORK_DEPTH ) return SQLITE_OK;
+  if( p->chain.n>0 ? sz!=p->snap.szPage : p->snap.nPage!=0 ) return SQLITE_OK;
+  memset(&c, 0, sizeof(c));
+  c.zDb = p->zDb; c.zBranch = p->zBranch; c.iBucket = p->iBucket;
+  c.iInhBranch = p->iInhBranch;
+  c.iInhTxid = p->iInhTxid;
+  c.base = p->snap;
+  c.base.szPage = sz;
+  depotEndRead(p);
+  rc = depot_db_create(p->pStore, &c, &head, &iBranch, &zErr);
+  if( rc==SQLITE_OK ){
+    depotAdopt(p, iBranch, &head);
+    p->bStageSwept = 1;
+  }
+  depotBeginRead(p);
+  if( rc==SQLITE_BUSY_SNAPSHOT ){
+    sqlite3_free(zErr);
+    zErr = sqlite3_mprintf("depot: database %s branch %s was created by"
+        " another writer since this transaction began", p->zDb, p->zBranch);
+  }
+  return depotReport(rc, zErr, SQLITE_IOERR_WRITE);
+}
+
 static int depotStage(DepotFile *p){
   uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nKeep = 0, sz = p->szPageTx;
   const unsigned char **ap = 0;
@@ -779,8 +820,9 @@ static int depotStage(DepotFile *p){
   char *zErr = 0;
   LtxHeader h;
   int rc;
-  if( p->iBranch==0 || p->chain.n==0 || p->bRollback || sz==0
-   || sz!=p->snap.szPage ){
+  if( p->bRollback || sz==0 ) return SQLITE_OK;
+  if( p->iBranch==0 && (rc = depotStageCreate(p))!=SQLITE_OK ) return rc;
+  if( p->iBranch==0 || p->chain.n==0 || sz!=p->snap.szPage ){
     return SQLITE_OK;
   }
   rc = txbuf_sorted(&p->tx, &aDirty, &nDirty);
@@ -824,8 +866,8 @@ static int depotStage(DepotFile *p){
     h.nPage = p->nPageTx;
     h.iMinTxid = h.iMaxTxid = p->stream.iTxid;
     h.nFrame = n;
-    rc = ltx_encode(&h, aPg, ap, 0, p->pCctx, p->iLevel, &aBlob, &nBlob,
-                    aRef);
+    rc = ltx_encode_threads(&h, aPg, ap, 0, p->pCctx, p->iLevel,
+                            p->nThreads, &aBlob, &nBlob, aRef);
   }
   if( rc==SQLITE_OK && n>0 ){
     depotEndRead(p);            /* the batch's store write transaction */
@@ -834,7 +876,7 @@ static int depotStage(DepotFile *p){
   }
   if( rc==SQLITE_OK ){
     for(i=0; rc==SQLITE_OK && i<n; i++){
-      aSt[i].iOffset = iBase + aRef[i].iOffset;
+      aSt[i].iOffset = (uint32_t)(iBase + aRef[i].iOffset);
       aSt[i].nByte = aRef[i].nByte;
       rc = txstage_put(&p->stage, &aSt[i]);
     }
@@ -1048,11 +1090,11 @@ static int depotPubResized(DepotFile *p, PubSet *s){
 ** was checked when it was staged), so the checksum moves from its old CRC
 ** to its new one; a page past the old end adds its CRC. */
 static int depotPubStaged(DepotFile *p, PubSet *s){
-  TxStaged *a = 0;
+  uint32_t *a = 0;
   uint32_t i, n = 0;
   int rc;
   if( p->stream.iTxid==0 ) return SQLITE_OK;
-  rc = txstage_sorted(&p->stage, &a, &n);
+  rc = txstage_sorted_pgno(&p->stage, &a, &n);
   if( rc!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
   s->aStaged = sqlite3_malloc64(sizeof(DepotStagedRef)*((uint64_t)n+1));
   if( s->aStaged==0 ){
@@ -1060,14 +1102,15 @@ static int depotPubStaged(DepotFile *p, PubSet *s){
     return SQLITE_IOERR_NOMEM;
   }
   for(i=0; i<n; i++){
+    const TxStaged *e = txstage_get(&p->stage, a[i]);
     DepotStagedRef *r;
-    if( a[i].pgno>p->nPageTx || txbuf_get(&p->tx, a[i].pgno) ) continue;
-    if( a[i].bOld && a[i].pgno<=p->snap.nPage ) s->iChecksum ^= a[i].iOld;
-    s->iChecksum ^= a[i].iCrc;
+    if( e==0 || a[i]>p->nPageTx || txbuf_get(&p->tx, a[i]) ) continue;
+    if( e->bOld && a[i]<=p->snap.nPage ) s->iChecksum ^= e->iOld;
+    s->iChecksum ^= e->iCrc;
     r = &s->aStaged[s->nStaged++];
-    r->pgno = a[i].pgno;
-    r->nByte = a[i].nByte;
-    r->iOffset = a[i].iOffset;
+    r->pgno = a[i];
+    r->nByte = e->nByte;
+    r->iOffset = e->iOffset;
   }
   sqlite3_free(a);
   return SQLITE_OK;
@@ -1127,7 +1170,6 @@ static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead,
 }
 
 static int depotPubCommit(DepotFile *p, PubSet *s){
-  uint32_t *aPgnoAll;
   DepotCommit c;
   DbHead head;
   uint64_t iBranch = 0;
@@ -1150,18 +1192,14 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.szPage = p->szPageTx; c.nPage = p->nPageTx;
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
+  c.nThread = p->nThreads;
   if( p->stream.iTxid ){
     c.pStage = &p->stream;
     c.nStaged = s->nStaged;
     c.aStaged = s->aStaged;
   }
-  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+s->nStaged+1));
-  aPgnoAll = sqlite3_malloc64(sizeof(uint32_t)*(s->n+s->nStaged+1));
-  if( c.aLocOut==0 || aPgnoAll==0 ){
-    sqlite3_free(c.aLocOut);
-    sqlite3_free(aPgnoAll);
-    return SQLITE_IOERR_NOMEM;
-  }
+  c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
+  if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
   depotEndRead(p);            /* the commit's store write transaction */
   rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
                        &zErr);
@@ -1172,31 +1210,23 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   }
   if( rc!=SQLITE_OK ){
     sqlite3_free(c.aLocOut);
-    sqlite3_free(aPgnoAll);
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
-  /* the staged frames are the commit's now */
-  memcpy(aPgnoAll, s->aPgno, sizeof(uint32_t)*s->n);
-  for(i=0; i<s->nStaged; i++){
-    DepotPageLoc *pLoc = &c.aLocOut[s->n+i];
-    memset(pLoc, 0, sizeof(*pLoc));
-    pLoc->eKind = DEPOT_LOC_DELTA;
-    pLoc->iBranch = iBranch;
-    pLoc->iTxid = head.iTxid;
-    pLoc->szChunk = p->stream.szChunk;
-    pLoc->iOffset = (uint32_t)s->aStaged[i].iOffset;
-    pLoc->nByte = s->aStaged[i].nByte;
-    aPgnoAll[s->n+i] = s->aStaged[i].pgno;
-  }
+  /* The page map moves forward with the pages written from memory; after
+  ** a staged commit it starts over with them (a base equal to the new head
+  ** never matches; base 0 would match a fork's map at txid 0): the staged
+  ** pages' locations would cost as much memory again as the staged-page
+  ** map, for entries the readers find again when they need them. */
   depot_stage_reset(&p->stream);
   txstage_clear(&p->stage);
   depot_pagemap_commit(p->pShared->pMap, iBranch,
-                       p->iBranch==iBranch ? p->snap.iTxid : 0, head.iTxid,
-                       s->n+s->nStaged, aPgnoAll, c.aLocOut);
-  for(i=0; i<s->n+s->nStaged; i++) nBytes += c.aLocOut[i].nByte;
+                       p->iBranch==iBranch && s->nStaged==0 ? p->snap.iTxid
+                                                            : head.iTxid,
+                       head.iTxid, s->n, s->aPgno, c.aLocOut);
+  for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
+  for(i=0; i<s->nStaged; i++) nBytes += s->aStaged[i].nByte;
   sqlite3_free(c.aLocOut);
-  sqlite3_free(aPgnoAll);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
                     c.szPage, s->ap[i]);
@@ -1710,6 +1740,12 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   p->bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   p->iLevel = a.iLevel;
   p->nTxBudget = (int64_t)a.nTxBudgetKb*1024;
+  p->nThreads = (int)a.nThreads;
+  if( p->nThreads<0 ){
+    long nCore = sysconf(_SC_NPROCESSORS_ONLN);
+    p->nThreads = nCore<1 ? 0 : nCore>LTX_MAX_THREADS ? LTX_MAX_THREADS
+                                                     : (int)nCore;
+  }
   if( pOutFlags ) *pOutFlags = flags;
   p->base.pMethods = &depotIoMethods;
   return SQLITE_OK;
@@ -1911,6 +1947,44 @@ int depot_vfs_set_default_params(int bOn, const char *zParams, char **pzErr){
 
 int depot_vfs_set_default(int bOn){
   return depot_vfs_set_default_params(bOn, 0, 0);
+}
+
+int depot_vfs_memory(void *pArg0, DepotMemoryFn xRow, void *pArg){
+  DepotFile *p = (DepotFile*)pArg0;
+  int64_t nUsed = 0, nLimit = 0, nSlot;
+  int rc = SQLITE_OK;
+  if( p==0 || p->base.pMethods!=&depotIoMethods ) return SQLITE_NOTFOUND;
+  if( p->pShared ){
+    rc = xRow(pArg, "decoded_page_cache", "process",
+              depot_cache_used(p->pShared->pCache),
+              depot_cache_limit(p->pShared->pCache));
+    if( rc==SQLITE_OK ) rc = xRow(pArg, "page_map", "process",
+        depot_pagemap_used(p->pShared->pMap),
+        depot_pagemap_limit(p->pShared->pMap));
+  }
+  if( rc==SQLITE_OK && p->pStore ){
+    store_memory(p->pStore, &nUsed, &nLimit);
+    rc = xRow(pArg, "store_connection", "connection", nUsed,
+              nLimit>0 ? nLimit : -1);
+  }
+  nSlot = (int64_t)p->tx.nSlot*(int64_t)(sizeof(uint32_t)+sizeof(void*));
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "write_buffer", "transaction",
+      txbuf_bytes(&p->tx, p->szPageTx) + nSlot,
+      p->nTxBudget>0 ? p->nTxBudget : -1);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "staged_page_map", "transaction",
+      (int64_t)p->stage.nSlot*(int64_t)sizeof(TxStaged)
+      + (p->stream.aTail ? (int64_t)p->stream.szChunk : 0), -1);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "zstd_contexts", "connection",
+      (int64_t)(p->pCctx ? ZSTD_sizeof_CCtx(p->pCctx) : 0)
+      + (int64_t)(p->pDctx ? ZSTD_sizeof_DCtx(p->pDctx) : 0), -1);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "page_scratch", "connection",
+      p->aScratch ? 65536 : 0, 65536);
+  /* the decoder thread's page and context, one window of stored frames */
+  nUsed = p->nReadahead==0 ? 0 : 65536 + (int64_t)p->nReadahead*p->snap.szPage
+        + (int64_t)(p->pDctx ? ZSTD_sizeof_DCtx(p->pDctx) : 0);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "readahead", "connection", nUsed,
+                                nUsed);
+  return rc;
 }
 
 const char *depot_vfs_plain(void){

@@ -123,6 +123,14 @@ double bench_pool_read_file(int bCandidate, const char *zDir);
 double bench_pool_read_depot(int bCandidate, const char *zDir);
 double bench_async_overhead(int bCandidate, const char *zDir);
 
+/* tests/bench/bench_big.c: databases larger than the transaction budget
+** (DEPOT_BENCH_BIG_MB); peak RSS per run, printed. */
+double bench_big_vacuum(int bCandidate, const char *zDir);
+double bench_big_import(int bCandidate, const char *zDir);
+double bench_big_load(int bCandidate, const char *zDir);
+double bench_big_read(int bCandidate, const char *zDir);
+double bench_big_compact(int bCandidate, const char *zDir);
+
 /* tests/bench/bench_wal.c */
 double bench_wal_group_commit(int bCandidate, const char *zDir);
 

@@ -11,7 +11,7 @@ tests_bench_depot_bench_SOURCES = tests/bench/bench.c tests/bench/bench.h \
 	tests/bench/bench_ttl.c \
 	tests/bench/bench_depot.c tests/bench/bench_fork.c \
 	tests/bench/bench_compact.c tests/bench/bench_lock.c \
-	tests/bench/bench_pool.c tests/bench/bench_kvmp.c
+	tests/bench/bench_pool.c tests/bench/bench_kvmp.c tests/bench/bench_big.c
 tests_bench_depot_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
 # bench_lock.c runs one-row commits with and without the writer lock
 tests_bench_depot_bench_LDFLAGS = $(AM_LDFLAGS) \
@@ -29,6 +29,15 @@ bench: tests/bench/depot_bench$(EXEEXT)
 	@mkdir -p tests/tmp
 	d='$(BENCH_DOC)'; DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  ./tests/bench/depot_bench$(EXEEXT) $${d:+--doc "$$d"} $(BENCH_ARGS)
+
+## make bench-large: the big_* workloads (tests/bench/bench_big.c) on a
+## 4 GB source, one pair each; BENCH_ARGS as for make bench.
+bench-large: tests/bench/depot_bench$(EXEEXT)
+	@mkdir -p tests/tmp
+	DEPOT_BENCH_BIG_MB=4096 DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	  ./tests/bench/depot_bench$(EXEEXT) --pairs 1 $(BENCH_ARGS) \
+	  big_vacuum big_import big_load big_read big_compact
+.PHONY: bench-large
 
 ## make bench-speed: the speedtest-class workload at two sizes (a few
 ## minutes); BENCH_SPEED_ARGS e.g. --sizes 25,100 --runs 3.

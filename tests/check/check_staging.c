@@ -9,8 +9,12 @@
 ** publishing leaves the last or the new commit and no staged row survives
 ** the next writer or depot_gc, forks and restore points taken meanwhile
 ** leave the transaction out, and stored_bytes comes back to what it was.
-** With $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) every test runs on
-** that PostgreSQL server, in a schema named after its directory.
+** A VFS under the store fails or kills the process at each store sync and
+** at every few store writes of a staging transaction and its commit; the
+** first transaction of a new database stages too.
+** With $DEPOT_TEST_STORE_URI (tests/check/pg_suite.sh) the tests up to the
+** SIGKILL one run on that PostgreSQL server, in a schema named after their
+** directory; the others are about the store file and run without it.
 */
 #include "config.h"
 #include "tests/check/harness.h"
@@ -109,8 +113,9 @@ static sqlite3_int64 stored_bytes(sqlite3 *db, const char *zDir){
   return n;
 }
 
-/* 1 if branch main of "app" has blob rows past its head (staged rows). */
-static int staged_rows(const char *zDir){
+/* 1 if branch main of "app" has blob rows past its head (staged rows);
+** with bMayLack, 0 when "app" has no branch. */
+static int staged_rows_of(const char *zDir, int bMayLack){
   char *zStore = store_path(zDir);
   StoreSqliteConfig cfg;
   Store *pStore = 0;
@@ -122,14 +127,20 @@ static int staged_rows(const char *zDir){
   ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
   ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
                    SQLITE_OK);
-  ck_assert(iBranch!=0);
-  ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
-  ck_assert_int_eq(depot_stage_exists(pStore, iBranch, head.iTxid+1,
-                                      &bExists, 0), SQLITE_OK);
+  ck_assert(iBranch!=0 || bMayLack);
+  if( iBranch ){
+    ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
+    ck_assert_int_eq(depot_stage_exists(pStore, iBranch, head.iTxid+1,
+                                        &bExists, 0), SQLITE_OK);
+  }
   store_rollback(pStore);
   store_close(pStore);
   sqlite3_free(zStore);
   return bExists;
+}
+
+static int staged_rows(const char *zDir){
+  return staged_rows_of(zDir, 0);
 }
 
 static const char zSchema[] =
@@ -428,6 +439,351 @@ START_TEST(test_staging_sigkill_leaves_a_commit_and_no_staged_rows){
 }
 END_TEST
 
+/* ---- injected store failures and kills at each store write ---- */
+
+/* A VFS over the default one whose Nth write (faultWrites) or Nth sync
+** (faultSyncs) fails (bFaultKill 0) or kills the process with SIGKILL
+** (bFaultKill 1); 0 = off.  Registered as the default VFS after the depot
+** VFS, so the store handles of depot connections go through it. */
+static int faultWrites = 0, faultSyncs = 0, faultHits = 0, bFaultKill = 0;
+static sqlite3_vfs *pFaultRoot = 0;
+typedef struct FaultFile FaultFile;
+struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
+
+static int faultHit(int *pCount){
+  if( *pCount>0 && --(*pCount)==0 ){
+    if( bFaultKill ) raise(SIGKILL);
+    faultHits++;
+    return 1;
+  }
+  return 0;
+}
+#define REAL(f) (((FaultFile*)(f))->pReal)
+static int faultClose(sqlite3_file *f){
+  return REAL(f)->pMethods->xClose(REAL(f));
+}
+static int faultRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
+  return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
+}
+static int faultWrite(sqlite3_file *f, const void *p, int n,
+                      sqlite3_int64 o){
+  if( faultHit(&faultWrites) ) return SQLITE_IOERR_WRITE;
+  return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
+}
+static int faultTruncate(sqlite3_file *f, sqlite3_int64 n){
+  return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int faultSync(sqlite3_file *f, int fl){
+  if( faultHit(&faultSyncs) ) return SQLITE_IOERR_FSYNC;
+  return REAL(f)->pMethods->xSync(REAL(f), fl);
+}
+static int faultSize(sqlite3_file *f, sqlite3_int64 *p){
+  return REAL(f)->pMethods->xFileSize(REAL(f), p);
+}
+static int faultLock(sqlite3_file *f, int e){
+  return REAL(f)->pMethods->xLock(REAL(f), e);
+}
+static int faultUnlock(sqlite3_file *f, int e){
+  return REAL(f)->pMethods->xUnlock(REAL(f), e);
+}
+static int faultReserved(sqlite3_file *f, int *p){
+  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), p);
+}
+static int faultFcntl(sqlite3_file *f, int op, void *p){
+  return REAL(f)->pMethods->xFileControl(REAL(f), op, p);
+}
+static int faultSector(sqlite3_file *f){
+  return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int faultDevchar(sqlite3_file *f){
+  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int faultShmMap(sqlite3_file *f, int i, int n, int b,
+                       void volatile **pp){
+  return REAL(f)->pMethods->xShmMap(REAL(f), i, n, b, pp);
+}
+static int faultShmLock(sqlite3_file *f, int o, int n, int fl){
+  return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
+}
+static void faultShmBarrier(sqlite3_file *f){
+  REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int faultShmUnmap(sqlite3_file *f, int d){
+  return REAL(f)->pMethods->xShmUnmap(REAL(f), d);
+}
+static const sqlite3_io_methods faultIo = {
+  2, faultClose, faultRead, faultWrite, faultTruncate, faultSync, faultSize,
+  faultLock, faultUnlock, faultReserved, faultFcntl, faultSector,
+  faultDevchar, faultShmMap, faultShmLock, faultShmBarrier, faultShmUnmap,
+  0, 0
+};
+static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
+                     int *pOut){
+  FaultFile *p = (FaultFile*)f;
+  int rc;
+  (void)v;
+  p->pReal = (sqlite3_file*)&p[1];
+  rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
+  p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
+  return rc;
+}
+static sqlite3_vfs faultVfs;
+
+static void setup_fault_vfs(void){
+  if( pFaultRoot ) return;
+  setup_vfs();
+  pFaultRoot = sqlite3_vfs_find(0);
+  faultVfs = *pFaultRoot;
+  faultVfs.zName = "faulty-default";
+  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
+  faultVfs.xOpen = faultOpen;
+  sqlite3_vfs_register(&faultVfs, 1);
+}
+
+/* setup_fault_vfs() in a child (which must not use Check), after the
+** depot VFS is registered: store handles opened later go through it. */
+static void setup_fault_vfs_child(void){
+  pFaultRoot = sqlite3_vfs_find(0);
+  faultVfs = *pFaultRoot;
+  faultVfs.zName = "faulty-default";
+  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
+  faultVfs.xOpen = faultOpen;
+  sqlite3_vfs_register(&faultVfs, 1);
+}
+
+/* The rows of t in "app", 0 when the table does not exist (yet). */
+static sqlite3_int64 rows_or_zero(sqlite3 *db){
+  if( th_int(db, "SELECT count(*) FROM sqlite_schema WHERE name='t'")==0 ){
+    return 0;
+  }
+  return count_t(db);
+}
+
+/* A copy of the store file zDir/store.depot (WAL included) at zTo, and
+** back. */
+static void store_save(const char *zDir, const char *zTo){
+  char *zStore = store_path(zDir);
+  char *z = sqlite3_mprintf("VACUUM INTO %Q", zTo);
+  sqlite3 *db = 0;
+  unlink(zTo);
+  ck_assert_int_eq(sqlite3_open_v2(zStore, &db, SQLITE_OPEN_READONLY,
+                                   "unix"), SQLITE_OK);
+  th_exec(db, z);
+  sqlite3_close(db);
+  sqlite3_free(z);
+  sqlite3_free(zStore);
+}
+
+static void store_load(const char *zFrom, const char *zDir){
+  char *zStore = store_path(zDir);
+  char *zCmd = sqlite3_mprintf("rm -f '%s' '%s-wal' '%s-shm' && cp '%s' '%s'",
+                               zStore, zStore, zStore, zFrom, zStore);
+  ck_assert_int_eq(system(zCmd), 0);
+  sqlite3_free(zCmd);
+  sqlite3_free(zStore);
+}
+
+/* The transaction of the fault rounds: 60 rows of 900 bytes (15 pages
+** or so, several staged parts at a budget of 8 KiB), on a new database
+** (bNew: its schema too) or on the 200 rows of zSchema. */
+static const char zFaultTxn[] =
+  "BEGIN;"
+  "CREATE TABLE IF NOT EXISTS t(k INTEGER PRIMARY KEY, v BLOB, w INT);"
+  "INSERT INTO t SELECT 100000+value, randomblob(900), value FROM"
+  " " SERIES(60) ";"
+  "UPDATE t SET w=w+1 WHERE k>100030;"
+  "COMMIT";
+
+/* After a round: the database is whole at the commit before (nBefore
+** rows) or after (nBefore+60); depot_gc leaves no staged row and
+** stored_bytes is what the commits account for (nBytes0 before, nBytes1
+** after; -1: not known yet, set from this round). */
+static void fault_check(const char *zDir, int rc, sqlite3_int64 nBefore,
+                        sqlite3_int64 nBytes0, sqlite3_int64 *pnBytes1){
+  sqlite3 *db = open_app(zDir, 8);
+  char *zStore = store_path(zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  sqlite3_int64 n = rows_or_zero(db);
+  ck_assert_msg(n==nBefore || n==nBefore+60, "rows %lld", n);
+  if( rc==SQLITE_OK ) ck_assert_int_eq(n, nBefore+60);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  th_exec(db, zSql);
+  ck_assert(!staged_rows_of(zDir, 1));
+  if( n==nBefore ){
+    ck_assert_int_eq(stored_bytes(db, zDir), nBytes0);
+  }else if( *pnBytes1<0 ){
+    *pnBytes1 = stored_bytes(db, zDir);
+  }else{
+    ck_assert_int_eq(stored_bytes(db, zDir), *pnBytes1);
+  }
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+}
+
+/* A store of "app" with zSchema (bNew 0) or with no database "app" yet
+** (bNew 1: a database "other" only), saved at zTemplate; its row count. */
+static sqlite3_int64 fault_template(const char *zDir, const char *zTemplate,
+                                    int bNew){
+  sqlite3 *db;
+  setup_vfs();
+  if( bNew ){
+    char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=other",
+                                 zDir);
+    db = th_open(zUri);
+    th_exec(db, "CREATE TABLE o(x); INSERT INTO o VALUES(1)");
+    sqlite3_free(zUri);
+  }else{
+    db = open_app(zDir, 8);
+    th_exec(db, zSchema);
+  }
+  sqlite3_close(db);
+  store_save(zDir, zTemplate);
+  return bNew ? 0 : 200;
+}
+
+/* The Nth store sync (N = 1, 2, ...: each store transaction of the
+** staging and of the commit) or write (N = 1, 8, 15, ...), until a round
+** passes without the fault, fails while a transaction stages its pages and publishes
+** them: SQLite's COMMIT fails or succeeds, the database is at one commit
+** or the other, and no staged row survives depot_gc.  _i: 0 an existing
+** database, 1 a new one (its first transaction stages). */
+START_TEST(test_staging_injected_failures_at_each_store_write){
+  char *zDir = th_tmpdir("staging-fault");
+  char *zTemplate = sqlite3_mprintf("%s/template.depot", zDir);
+  sqlite3_int64 nBefore = fault_template(zDir, zTemplate, _i);
+  sqlite3_int64 nBytes0, nBytes1 = -1;
+  int bSync, nFailed = 0;
+  sqlite3 *db;
+  store_load(zTemplate, zDir);
+  db = open_app(zDir, 8);
+  nBytes0 = stored_bytes(db, zDir);
+  sqlite3_close(db);
+  setup_fault_vfs();
+  for(bSync=0; bSync<2; bSync++){
+    int n;
+    for(n=1; n<1000; n+=(bSync ? 1 : 7)){
+      int rc;
+      store_load(zTemplate, zDir);
+      db = open_app(zDir, 8);
+      th_exec(db, "PRAGMA cache_size=5");
+      faultHits = 0;
+      if( bSync ) faultSyncs = n; else faultWrites = n;
+      rc = sqlite3_exec(db, zFaultTxn, 0, 0, 0);
+      faultWrites = faultSyncs = 0;
+      if( rc!=SQLITE_OK ){
+        nFailed++;
+        sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+      }
+      sqlite3_close(db);
+      fault_check(zDir, rc, nBefore, nBytes0, &nBytes1);
+      if( faultHits==0 ){
+        ck_assert_int_eq(rc, SQLITE_OK);
+        break;
+      }
+    }
+    ck_assert_int_lt(n, 1000);
+  }
+  if( getenv("STAGING_DEBUG") ) fprintf(stderr, "fault rounds failed: %d\n", nFailed);
+  ck_assert_int_gt(nFailed, 10);
+  sqlite3_free(zTemplate);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A child runs the transaction of the fault rounds and is killed with
+** SIGKILL at its Nth store sync (N = 1, 2, ..., until a child finishes)
+** and, between those rounds, at its 10th, 20th, ... store write:
+** after each kill the database is at one commit or the other, and the
+** next writer and depot_gc leave no staged row. */
+START_TEST(test_staging_sigkill_at_each_store_write){
+  char *zDir = th_tmpdir("staging-killpoint");
+  char *zTemplate = sqlite3_mprintf("%s/template.depot", zDir);
+  sqlite3_int64 nBefore = fault_template(zDir, zTemplate, _i);
+  sqlite3_int64 nBytes0, nBytes1 = -1;
+  sqlite3 *db;
+  int n, nKilled = 0;
+  store_load(zTemplate, zDir);
+  db = open_app(zDir, 8);
+  nBytes0 = stored_bytes(db, zDir);
+  sqlite3_close(db);
+  for(n=1; n<2000; n++){
+    char zN[16];
+    const char *azArg[] = { "killat", zDir, zN, 0 };
+    int st = 0;
+    pid_t pid;
+    store_load(zTemplate, zDir);
+    /* odd N: the (N+1)/2th sync; even N: the (5N)th write */
+    snprintf(zN, sizeof(zN), "%d", n%2 ? (n+1)/2 : -5*n);
+    pid = th_spawn(azArg);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    if( WIFSIGNALED(st) ){
+      ck_assert_int_eq(WTERMSIG(st), SIGKILL);
+      nKilled++;
+      fault_check(zDir, SQLITE_ERROR, nBefore, nBytes0, &nBytes1);
+    }else{
+      ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child %d", st);
+      fault_check(zDir, SQLITE_OK, nBefore, nBytes0, &nBytes1);
+      if( n%2 ) break;             /* past the last sync */
+    }
+  }
+  ck_assert_int_lt(n, 2000);
+  if( getenv("STAGING_DEBUG") ) fprintf(stderr, "kill rounds: %d\n", nKilled);
+  ck_assert_int_gt(nKilled, 5);
+  sqlite3_free(zTemplate);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The first transaction of a new database stages its pages too (its
+** branch is created first, empty): a ROLLBACK leaves the database empty,
+** stored_bytes never counts the staged rows, and the COMMIT gives the
+** rows of a plain file. */
+START_TEST(test_staging_first_transaction_of_a_new_database){
+  char *zDir = th_tmpdir("staging-new");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *o = open_app(zDir, -1);
+  sqlite3 *b;
+  sqlite3_int64 nBytes;
+  char *zA, *zB;
+  char *zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=fresh"
+                               "&txn_budget_kb=8", zDir);
+  th_exec(o, "CREATE TABLE x(y)");
+  nBytes = stored_bytes(o, zDir);
+  b = th_open(zUri);
+  th_exec(b, "PRAGMA cache_size=5");
+  th_exec(b, "BEGIN; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT)");
+  th_exec(b, zBig);
+  ck_assert_int_eq(stored_bytes(o, zDir), nBytes);
+  th_exec(b, "ROLLBACK");
+  ck_assert_int_eq(th_int(b, "SELECT count(*) FROM sqlite_schema"), 0);
+  ck_assert_int_eq(stored_bytes(o, zDir), nBytes);
+  th_exec(b, "BEGIN; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT)");
+  th_exec(a, "BEGIN; CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT)");
+  th_exec(b, "INSERT INTO t SELECT value, zeroblob(900)||value, value%7 FROM"
+             " " SERIES(1500) "; UPDATE t SET w=-w WHERE k%3=0; COMMIT");
+  th_exec(a, "INSERT INTO t SELECT value, zeroblob(900)||value, value%7 FROM"
+             " " SERIES(1500) "; UPDATE t SET w=-w WHERE k%3=0; COMMIT");
+  zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  ck_assert_str_eq(zA, zB);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_close(o);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zUri);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The child modes, without Check (no test runs in a child): "count DIR N"
 ** exits 0 when "app" has N rows in t; "load DIR" commits large
 ** transactions until it is killed. */
@@ -436,7 +792,7 @@ static sqlite3 *child_open(const char *zDir){
   sqlite3 *db = 0;
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( depot_vfs_register()!=SQLITE_OK
-   || sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0)
+   || sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0)
       !=SQLITE_OK ){
     fprintf(stderr, "child: cannot open %s\n", zUri);
     exit(3);
@@ -461,6 +817,19 @@ int depot_test_child(int argc, char **argv){
     if( n!=atoll(argv[2]) ) fprintf(stderr, "child: %lld rows\n", n);
     return n==atoll(argv[2]) ? 0 : 1;
   }
+  if( argc==3 && strcmp(argv[0], "killat")==0 ){
+    sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+    if( depot_vfs_register()!=SQLITE_OK ) return 3;
+    bFaultKill = 1;
+    setup_fault_vfs_child();
+    db = child_open(argv[1]);
+    sqlite3_exec(db, "PRAGMA cache_size=5", 0, 0, 0);
+    if( atoi(argv[2])>0 ) faultSyncs = atoi(argv[2]);
+    else faultWrites = -atoi(argv[2]);
+    if( sqlite3_exec(db, zFaultTxn, 0, 0, 0)!=SQLITE_OK ) return 5;
+    sqlite3_close(db);
+    return 0;
+  }
   if( argc==2 && strcmp(argv[0], "load")==0 ){
     int i;
     db = child_open(argv[1]);
@@ -479,6 +848,272 @@ int depot_test_child(int argc, char **argv){
   }
   return 2;
 }
+
+/* Staged rows are never charged: with a quota below what a large
+** transaction needs, its pages still stage, its COMMIT fails with
+** SQLITE_FULL, and afterwards no staged row is left and stored_bytes and
+** the quota's use are what they were. */
+START_TEST(test_staging_quota_counts_no_staged_rows){
+  char *zDir = th_tmpdir("staging-quota");
+  char *zStore = store_path(zDir);
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3_int64 nBytes, nUsed;
+  char *zSql;
+  int rc;
+  th_exec(db, zSchema);
+  nBytes = stored_bytes(db, zDir);
+  zSql = sqlite3_mprintf("SELECT depot_quota(%Q, 'app', %lld)", zStore,
+                         nBytes + 50000);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  zSql = sqlite3_mprintf("SELECT used_bytes FROM depot_quotas(%Q)", zStore);
+  nUsed = th_int(db, zSql);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);                         /* ~1 MB of random pages */
+  ck_assert(staged_rows(zDir));
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  rc = sqlite3_exec(db, "COMMIT", 0, 0, 0);
+  ck_assert_int_eq(rc&0xff, SQLITE_FULL);
+  sqlite3_exec(db, "ROLLBACK", 0, 0, 0);
+  ck_assert(!staged_rows(zDir));
+  ck_assert_int_eq(count_t(db), 200);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  ck_assert_int_eq(th_int(db, zSql), nUsed);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Progress hook: stop an import once it has copied 97% of its pages. */
+static int stop_late(void *pArg, const char *zWhat, int64_t nDone,
+                     int64_t nTotal, int64_t nBytes){
+  (void)zWhat; (void)nBytes;
+  if( nTotal>0 && nDone*100>=nTotal*97 ){
+    (*(int*)pArg)++;
+    return 1;
+  }
+  return 0;
+}
+
+static int find_imp(void *pArg, const DepotNameInfo *pInfo){
+  if( strcmp(pInfo->zDb, "imp")==0 ) (*(int*)pArg)++;
+  return 0;
+}
+
+/* depot_import of a source larger than the default budget (36 MB, past
+** 32 MiB: the import stages, which creates the database first) stopped at
+** 97% by the progress hook: the call fails, no database "imp" is left,
+** stored_bytes is what it was and no staged row survives depot_gc; the
+** import run again stores every row. */
+START_TEST(test_staging_interrupted_import_leaves_no_database){
+  char *zDir = th_tmpdir("staging-import");
+  char *zStore = store_path(zDir);
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc,
+                               zStore);
+  char *zGc = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  sqlite3 *src = th_open(zSrc);
+  sqlite3 *db = open_app(zDir, -1);
+  sqlite3_int64 nBytes;
+  int nStop = 0, nFound = 0, rc;
+  th_exec(src, "PRAGMA page_size=4096; CREATE TABLE t(x);"
+               "INSERT INTO t SELECT randomblob(16)||zeroblob(3900) FROM"
+               " " SERIES(9000) "");
+  sqlite3_close(src);
+  th_exec(db, "CREATE TABLE x(y)");
+  nBytes = stored_bytes(db, zDir);
+  depot_progress_set(stop_late, &nStop);
+  rc = sqlite3_exec(db, zSql, 0, 0, 0);
+  depot_progress_set(0, 0);
+  ck_assert_int_eq(nStop, 1);
+  ck_assert_int_eq(rc&0xff, SQLITE_INTERRUPT);
+  ck_assert_int_eq(depot_list_databases(zStore, "main", find_imp, &nFound,
+                                        0), SQLITE_OK);
+  ck_assert_int_eq(nFound, 0);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  th_exec(db, zGc);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  assert_verify(db, zDir);
+  ck_assert_int_gt(th_int(db, zSql), 9000);
+  sqlite3_close(db);
+  {
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=imp", zStore);
+    db = th_open(zUri);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 9000);
+    sqlite3_close(db);
+    sqlite3_free(zUri);
+  }
+  sqlite3_free(zGc);
+  sqlite3_free(zSql);
+  sqlite3_free(zSrc);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The bytes of structure zName in depot_memory (-1: not listed) and its
+** limit (-1: NULL). */
+static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
+                               sqlite3_int64 *pnLimit){
+  char *zSql = sqlite3_mprintf("SELECT bytes, coalesce(limit_bytes,-1) FROM"
+                               " depot_memory WHERE name=%Q", zName);
+  sqlite3_stmt *pS = 0;
+  sqlite3_int64 n = -1;
+  ck_assert_int_eq(sqlite3_prepare_v2(db, zSql, -1, &pS, 0), SQLITE_OK);
+  if( sqlite3_step(pS)==SQLITE_ROW ){
+    n = sqlite3_column_int64(pS, 0);
+    if( pnLimit ) *pnLimit = sqlite3_column_int64(pS, 1);
+  }
+  sqlite3_finalize(pS);
+  sqlite3_free(zSql);
+  return n;
+}
+
+/* depot_memory lists every structure of the connection: inside a large
+** transaction its write buffer stays within the budget (plus one page and
+** the slot arrays) while its staged-page map holds a few dozen bytes a
+** page; after the COMMIT both are empty; the caches stay within their
+** limits (plus entry overhead); a plain database lists nothing. */
+START_TEST(test_staging_memory_listing_bounds_each_structure){
+  char *zDir = th_tmpdir("staging-memory");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *db = open_app(zDir, 64);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3_int64 nLimit = 0, n;
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);
+  n = memory_of(db, "write_buffer", &nLimit);
+  ck_assert_int_eq(nLimit, 64*1024);
+  ck_assert_int_le(n, nLimit + 4096 + 64*1024);
+  n = memory_of(db, "staged_page_map", &nLimit);
+  ck_assert_int_gt(n, 0);
+  ck_assert_int_le(n, 65536 + 1024*48);  /* ~300 pages staged, the tail */
+  ck_assert_int_eq(nLimit, -1);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(memory_of(db, "write_buffer", 0), 0);
+  ck_assert_int_eq(memory_of(db, "staged_page_map", 0), 0);
+  th_exec(db, "SELECT count(*) FROM t");
+  n = memory_of(db, "decoded_page_cache", &nLimit);
+  ck_assert_int_gt(nLimit, 0);
+  ck_assert_int_le(n, nLimit + nLimit/4 + 65536);
+  n = memory_of(db, "page_map", &nLimit);
+  ck_assert_int_le(n, nLimit + 1024);
+  n = memory_of(db, "store_connection", &nLimit);
+  ck_assert_int_gt(n, 0);
+  ck_assert_int_eq(nLimit, 8192*1024);
+  ck_assert_int_gt(memory_of(db, "zstd_contexts", 0), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_memory"), 8);
+  ck_assert_int_eq(th_int(a, "SELECT count(*) FROM depot_memory"), 0);
+  sqlite3_close(db);
+  sqlite3_close(a);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ltx_encode_threads() gives the blob ltx_encode() gives, byte for byte,
+** at any thread count: 1000 pages, some random, some compressible, some
+** zero. */
+START_TEST(test_staging_threaded_compression_is_byte_identical){
+  enum { N = 1000, SZ = 4096 };
+  unsigned char *aData = sqlite3_malloc64((sqlite3_uint64)N*SZ);
+  const unsigned char **ap = sqlite3_malloc64(sizeof(void*)*N);
+  uint32_t *aPg = sqlite3_malloc64(sizeof(uint32_t)*N);
+  LtxFrameRef *aRef0 = sqlite3_malloc64(sizeof(LtxFrameRef)*N);
+  LtxFrameRef *aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*N);
+  ZSTD_CCtx *pCctx = ZSTD_createCCtx();
+  unsigned char *a0 = 0;
+  int64_t n0 = 0;
+  LtxHeader h;
+  static const int aThread[] = { 1, 2, 3, 8, 64 };
+  int i, k;
+  ck_assert(aData && ap && aPg && aRef0 && aRef && pCctx);
+  for(i=0; i<N; i++){
+    unsigned char *p = aData + (size_t)i*SZ;
+    if( i%3==0 ) sqlite3_randomness(SZ, p);
+    else if( i%3==1 ) memset(p, 0, SZ);
+    else{ memset(p, i&0xff, SZ); sqlite3_randomness(64, p+i%1000); }
+    ap[i] = p;
+    aPg[i] = (uint32_t)(i*2+1);
+  }
+  memset(&h, 0, sizeof(h));
+  h.szPage = SZ;
+  h.nPage = N*2;
+  h.iMinTxid = h.iMaxTxid = 7;
+  h.nFrame = N;
+  ck_assert_int_eq(ltx_encode(&h, aPg, ap, 42, pCctx, 1, &a0, &n0, aRef0),
+                   SQLITE_OK);
+  for(k=0; k<(int)(sizeof(aThread)/sizeof(aThread[0])); k++){
+    unsigned char *a = 0;
+    int64_t n = 0;
+    ck_assert_int_eq(ltx_encode_threads(&h, aPg, ap, 42, pCctx, 1,
+                     aThread[k], &a, &n, aRef), SQLITE_OK);
+    ck_assert_int_eq(n, n0);
+    ck_assert_msg(memcmp(a, a0, (size_t)n)==0, "%d threads", aThread[k]);
+    for(i=0; i<N; i++){
+      ck_assert(aRef[i].pgno==aRef0[i].pgno && aRef[i].nByte==aRef0[i].nByte
+                && aRef[i].iOffset==aRef0[i].iOffset
+                && aRef[i].iCrc==aRef0[i].iCrc);
+    }
+    sqlite3_free(a);
+  }
+  ZSTD_freeCCtx(pCctx);
+  sqlite3_free(a0);
+  sqlite3_free(aData);
+  sqlite3_free(ap);
+  sqlite3_free(aPg);
+  sqlite3_free(aRef0);
+  sqlite3_free(aRef);
+}
+END_TEST
+
+/* threads=N: the same large transaction in two new stores, at 0 and 4
+** compression threads, stores blobs of the same sizes and checksums; a
+** bad value is refused. */
+START_TEST(test_staging_threads_parameter){
+  char *zDir = th_tmpdir("staging-threads");
+  const char *azDb[] = { "t0", "t4" };
+  char *azList[2];
+  sqlite3 *db = 0;
+  char *zUri;
+  int i;
+  setup_vfs();
+  for(i=0; i<2; i++){
+    char *zSql;
+    zUri = sqlite3_mprintf("file:%s/%s.depot?vfs=depot&db=app"
+                           "&txn_budget_kb=64&threads=%d", zDir, azDb[i],
+                           i*4);
+    db = th_open(zUri);
+    sqlite3_free(zUri);
+    th_exec(db, "PRAGMA cache_size=5; CREATE TABLE t(k INTEGER PRIMARY KEY,"
+                " v BLOB); BEGIN; INSERT INTO t SELECT value,"
+                " printf('%.*c', 900, char(65+value%26)) FROM " SERIES(3000) ";"
+                " COMMIT");
+    zSql = sqlite3_mprintf("SELECT group_concat(bytes_stored||':'||checksum)"
+        " FROM depot_commits('%q/%q.depot', 'app')", zDir, azDb[i]);
+    azList[i] = th_text(db, zSql);
+    sqlite3_free(zSql);
+    sqlite3_close(db);
+  }
+  ck_assert_str_eq(azList[0], azList[1]);
+  sqlite3_free(azList[0]);
+  sqlite3_free(azList[1]);
+  zUri = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=x&threads=65",
+                         zDir);
+  db = 0;
+  ck_assert_int_ne(sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE
+                   |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0)==SQLITE_OK
+                   && sqlite3_exec(db, "PRAGMA user_version", 0, 0, 0)
+                      ==SQLITE_OK, 1);
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
 
 /* txbuf_drop() keeps every other page findable (deletion from the probe
 ** runs), and txstage entries can be dropped, revived and cut off. */
@@ -539,6 +1174,19 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_fork_and_restore_point_leave_the_txn_out);
   tcase_add_loop_test(tc, test_staging_sigkill_leaves_a_commit_and_no_staged_rows,
                       0, nKillLoop);
+  if( nKillLoop==1 ){                 /* on PostgreSQL: the above only */
+    suite_add_tcase(s, tc);
+    return s;
+  }
+  tcase_add_loop_test(tc, test_staging_injected_failures_at_each_store_write,
+                      0, 2);
+  tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
+  tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
+  tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
+  tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
+  tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
+  tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
+  tcase_add_test(tc, test_staging_threads_parameter);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -82,6 +82,7 @@ struct StoreSqlite {
   StoreLockFile lk;               /* writer locks */
   int nMaxValue;
   int nBusyMs;                    /* the connection's busy timeout */
+  int nCacheKb;                   /* the bound of its page cache */
   char *zErr;                     /* last error, sqlite3_malloc'd */
 };
 
@@ -488,10 +489,26 @@ static int ssWriterHeld(Store *pStore, const void *pKey, int nKey,
   return ssLockErr(p, rc, zErr);
 }
 
+static int ssMemory(Store *pStore, int64_t *pnUsed, int64_t *pnLimit){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  static const int aOp[] = { SQLITE_DBSTATUS_CACHE_USED,
+    SQLITE_DBSTATUS_SCHEMA_USED, SQLITE_DBSTATUS_STMT_USED };
+  int i;
+  *pnUsed = 0;
+  for(i=0; i<(int)(sizeof(aOp)/sizeof(aOp[0])); i++){
+    int iCur = 0, iHi = 0;
+    if( sqlite3_db_status(p->db, aOp[i], &iCur, &iHi, 0)==SQLITE_OK ){
+      *pnUsed += iCur;
+    }
+  }
+  *pnLimit = (int64_t)p->nCacheKb*1024;
+  return SQLITE_OK;
+}
+
 static const StoreMethods storeSqliteMethods = {
-  2, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
+  3, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg, ssGetRange, ssMaintain,
-  ssPhysicalBytes, ssWriterLock, ssWriterUnlock, ssWriterHeld
+  ssPhysicalBytes, ssWriterLock, ssWriterUnlock, ssWriterHeld, ssMemory
 };
 
 /* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by
@@ -666,8 +683,8 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
   if( rc==SQLITE_OK ) rc = ssCheckIsStore(p);
   if( (rc&0xff)==SQLITE_CANTOPEN ) return ssReadErr(p, rc);
   if( rc==SQLITE_OK ){
-    zSql = sqlite3_mprintf("PRAGMA cache_size=-%d",
-                           pCfg->nCacheKb>0 ? pCfg->nCacheKb : 8192);
+    p->nCacheKb = pCfg->nCacheKb>0 ? pCfg->nCacheKb : 8192;
+    zSql = sqlite3_mprintf("PRAGMA cache_size=-%d", p->nCacheKb);
     rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
     sqlite3_free(zSql);
   }

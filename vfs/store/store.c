@@ -78,6 +78,11 @@ int store_physical_bytes(Store *p, int64_t *pnByte){
   }
   return p->pMethods->xPhysicalBytes(p, pnByte);
 }
+int store_memory(Store *p, int64_t *pnUsed, int64_t *pnLimit){
+  *pnUsed = *pnLimit = 0;
+  if( p->pMethods->iVersion<3 || p->pMethods->xMemory==0 ) return SQLITE_OK;
+  return p->pMethods->xMemory(p, pnUsed, pnLimit);
+}
 int store_max_value(Store *p){
   return p->pMethods->xMaxValue(p);
 }

@@ -42,7 +42,7 @@ typedef int (*StoreRowFn)(void *pArg, const unsigned char *pKey, int nKey,
 #define STORE_SCAN_REVERSE 0x01    /* store_scan(): largest key first */
 
 struct StoreMethods {
-  int iVersion;                    /* 2 */
+  int iVersion;                    /* 2, or 3 with xMemory */
   void (*xClose)(Store*);
   int (*xBegin)(Store*, int bWrite);
   int (*xCommit)(Store*);
@@ -66,6 +66,8 @@ struct StoreMethods {
   int (*xWriterLock)(Store*, const void *pKey, int nKey);
   int (*xWriterUnlock)(Store*, const void *pKey, int nKey);
   int (*xWriterHeld)(Store*, const void *pKey, int nKey, int *pbHeld);
+  /* version 3 */
+  int (*xMemory)(Store*, int64_t *pnUsed, int64_t *pnLimit);
 };
 
 /* Every backend's handle starts with this. */
@@ -149,6 +151,12 @@ int store_maintain(Store*, int eOp);
 /* The bytes the store occupies on disk (the embedded backend: the store
 ** file plus its -wal).  0 for a backend without files. */
 int store_physical_bytes(Store*, int64_t *pnByte);
+
+/* The memory the handle's connection holds now, in *pnUsed (the
+** embedded backend: its page cache, schema and prepared statements), and
+** the bound of its page cache in *pnLimit (-1: none stated).  Both 0 for a
+** backend that does not say. */
+int store_memory(Store*, int64_t *pnUsed, int64_t *pnLimit);
 
 /* The largest value, in bytes, the backend accepts in one row.  Larger
 ** blobs are split into chunk rows by the caller. */
