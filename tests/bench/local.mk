@@ -25,10 +25,17 @@ CLEANFILES += tests/bench/speed_bench
 # make bench also rewrites the results table of BENCH_DOC (the rows of the
 # workloads it ran; see tests/bench/bench.c, --doc).  BENCH_DOC= only prints.
 BENCH_DOC = $(srcdir)/docs/PERFORMANCE.md
+## A whole make bench (no BENCH_ARGS) ends with make bench-pg when the
+## build has the PostgreSQL backend.
+if HAVE_PG
+BENCH_THEN_PG = yes
+endif
 bench: tests/bench/depot_bench$(EXEEXT)
 	@mkdir -p tests/tmp
 	d='$(BENCH_DOC)'; DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  ./tests/bench/depot_bench$(EXEEXT) $${d:+--doc "$$d"} $(BENCH_ARGS)
+	@if test -z '$(BENCH_ARGS)' && test -n '$(BENCH_THEN_PG)'; then \
+	  $(MAKE) $(AM_MAKEFLAGS) bench-pg; fi
 
 ## make bench-large: the big_* workloads (tests/bench/bench_big.c) on a
 ## 4 GB source, one pair each; BENCH_ARGS as for make bench.
