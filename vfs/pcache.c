@@ -1,6 +1,7 @@
 /*
 ** pcache.c -- the decoded-page cache (see vfs/pcache.h): a chained hash
-** table over a doubly linked LRU list, bounded in bytes.
+** table over a doubly linked LRU list, bounded in bytes; pages of
+** sequential scans are admitted only into free room.
 */
 #include "config.h"
 #include "vfs/pcache.h"
@@ -164,12 +165,16 @@ int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   return bHas;
 }
 
-void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
-                     uint64_t iOwner, uint32_t szPage, const unsigned char *a){
+/* Add page a unless the cache has it, is smaller than a page, or (bScan)
+** has no room for it without evicting. */
+static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                     uint64_t iOwner, uint32_t szPage, const unsigned char *a,
+                     int bScan){
   CacheEntry *e, **pp;
   pthread_mutex_lock(&p->mutex);
   pp = cacheFind(p, iBranch, pgno, iOwner);
-  if( *pp==0 && (int64_t)szPage<=p->nMax ){
+  if( *pp==0 && (int64_t)szPage<=p->nMax
+   && (!bScan || p->nUsed+(int64_t)szPage<=p->nMax) ){
     e = sqlite3_malloc64(sizeof(*e)+szPage);
     if( e ){
       memset(e, 0, sizeof(*e));
@@ -185,4 +190,15 @@ void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
     }
   }
   pthread_mutex_unlock(&p->mutex);
+}
+
+void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                     uint64_t iOwner, uint32_t szPage, const unsigned char *a){
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, 0);
+}
+
+void depot_cache_put_scan(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                          uint64_t iOwner, uint32_t szPage,
+                          const unsigned char *a){
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, 1);
 }

@@ -43,6 +43,15 @@ int depot_cache_has(DepotCache*, uint64_t iBranch, uint32_t pgno,
 void depot_cache_put(DepotCache*, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *p);
 
+/* depot_cache_put() for a page a sequential scan read: added only while
+** the cache has room for it without evicting, so a scan longer than the
+** cache leaves what the cache held in place (LRU order would flush it
+** and, on the next pass of the same scan, miss on every page); a scan
+** repeated over more pages than fit then hits on the part that stayed. */
+void depot_cache_put_scan(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                          uint64_t iOwner, uint32_t szPage,
+                          const unsigned char *p);
+
 /* Process-wide hit and miss counts since the module loaded. */
 void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss);
 

@@ -113,6 +113,8 @@ struct DepotFile {
   uint32_t iRaLast;          /* page of the last snapshot read */
   uint32_t nRaRun;           /* reads in order that led up to it */
   uint32_t iRaHigh;          /* last page read ahead in this run */
+  uint32_t iScanLast;        /* page of the last snapshot read ... */
+  uint32_t nScanRun;         /* ... and the reads going up that led to it */
 };
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -552,20 +554,38 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
   sqlite3_free(b);
 }
 
+/* A read of a page at most DEPOT_SCAN_STEP pages past the previous one
+** continues a run; a run of DEPOT_SCAN_RUN such reads is a sequential
+** scan (a B-tree's leaves in order), whose decoded pages enter the cache
+** only where it has room (depot_cache_put_scan()). */
+#define DEPOT_SCAN_STEP 4
+#define DEPOT_SCAN_RUN  8
+
+static int depotScanning(DepotFile *p, uint32_t pgno){
+  if( pgno>p->iScanLast && pgno-p->iScanLast<=DEPOT_SCAN_STEP ){
+    if( p->nScanRun<UINT32_MAX ) p->nScanRun++;
+  }else{
+    p->nScanRun = 0;
+  }
+  p->iScanLast = pgno;
+  return p->nScanRun>=DEPOT_SCAN_RUN;
+}
+
 /* Page pgno of the pinned snapshot: its location from the page map, else
 ** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   DepotPageLoc loc;
   char *zErr = 0;
-  int rc;
+  int rc, bScan;
   if( p->chain.n==0 || pgno>p->snap.nPage ){
     memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
     return SQLITE_OK;
   }
+  bScan = depotScanning(p, pgno);
   if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
                         p->chain.aCap[0], pgno, &loc) ){
-    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
-                           pgno, p->snap.szPage, pOut, &zErr);
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, bScan, p->pDctx,
+                           &loc, pgno, p->snap.szPage, pOut, &zErr);
     if( rc==SQLITE_OK ){
       depotReadAhead(p, pgno);
       return SQLITE_OK;
@@ -576,8 +596,8 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   }
   rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc, &zErr);
   if( rc==SQLITE_OK ){
-    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
-                           pgno, p->snap.szPage, pOut, &zErr);
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, bScan, p->pDctx,
+                           &loc, pgno, p->snap.szPage, pOut, &zErr);
   }
   if( rc==SQLITE_OK ){
     depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
@@ -629,7 +649,7 @@ static int depotStagedPage(DepotFile *p, const TxStaged *pSt,
   loc.szChunk = p->stream.szChunk;
   loc.iOffset = (uint32_t)pSt->iOffset;
   loc.nByte = pSt->nByte;
-  rc = depot_db_read_loc(p->pStore, 0, p->pDctx, &loc, pSt->pgno,
+  rc = depot_db_read_loc(p->pStore, 0, 0, p->pDctx, &loc, pSt->pgno,
                          p->szPageTx, pOut, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }

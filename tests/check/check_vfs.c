@@ -460,6 +460,35 @@ START_TEST(test_cache_keeps_recent_pages_within_limit){
 }
 END_TEST
 
+/* A scan's pages fill free room only: a second pass of a scan longer
+** than the cache hits on the pages the first pass left. */
+START_TEST(test_cache_scan_pages_do_not_flush_it){
+  DepotCache *c = depot_cache_new(4*512);
+  unsigned char a[512], b[512];
+  uint32_t i, nHit = 0;
+  int iPass;
+  for(iPass=0; iPass<2; iPass++){
+    for(i=1; i<=10; i++){
+      if( depot_cache_get(c, 1, i, 5, 512, b) ){
+        ck_assert_int_eq(b[0], (int)i);
+        nHit++;
+        continue;
+      }
+      memset(a, (int)i, sizeof(a));
+      depot_cache_put_scan(c, 1, i, 5, 512, a);
+    }
+  }
+  ck_assert_uint_eq(nHit, 4);
+  depot_cache_put(c, 1, 20, 5, 512, a);         /* not a scan: evicts */
+  ck_assert_int_eq(depot_cache_get(c, 1, 20, 5, 512, b), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 5, 512)
+                   + depot_cache_has(c, 1, 2, 5, 512)
+                   + depot_cache_has(c, 1, 3, 5, 512)
+                   + depot_cache_has(c, 1, 4, 5, 512), 3);
+  depot_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_txbuf_truncate_drops_pages_above){
   TxBuf t;
   unsigned char a[512];
@@ -508,6 +537,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_layout_branch_row_with_bad_name_is_corrupt);
   tcase_add_test(tc, test_layout_commit_row_with_huge_blob_size_is_corrupt);
   tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
+  tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);
   return s;
