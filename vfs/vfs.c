@@ -113,6 +113,9 @@ struct DepotFile {
   uint32_t iRaLast;          /* page of the last snapshot read */
   uint32_t nRaRun;           /* reads in order that led up to it */
   uint32_t iRaHigh;          /* last page read ahead in this run */
+  uint64_t iHeadVer;         /* store_data_version() when headAtVer was */
+  uint64_t iHeadVerBranch;   /* read, and the branch whose head it is */
+  DbHead headAtVer;          /* (iHeadVer 0: none) */
   uint32_t iScanLast;        /* page of the last snapshot read ... */
   uint32_t nScanRun;         /* ... and the reads going up that led to it */
 };
@@ -377,6 +380,29 @@ static int depotReclaimed(DepotFile *p, int rc, char **pzErr){
 ** it checked, and a new one after each commit it publishes), so compaction
 ** and reclaim, which only free what no head, pin or retained point can
 ** read, never take a page from under a reader of an older head. */
+/* The head of p->iBranch into p->snap, inside the read transaction just
+** begun: when the store's data version says nothing changed since the
+** head was last read, that head again (no seek), else a read. */
+static int depotPinHead(DepotFile *p, char **pzErr){
+  uint64_t iVer = 0;
+  int rc;
+  if( !p->bReadTxn || store_data_version(p->pStore, &iVer)!=SQLITE_OK ){
+    iVer = 0;
+  }
+  if( iVer!=0 && iVer==p->iHeadVer && p->iHeadVerBranch==p->iBranch ){
+    p->snap = p->headAtVer;
+    return SQLITE_OK;
+  }
+  p->iHeadVer = 0;
+  rc = depot_db_head(p->pStore, p->iBranch, &p->snap, pzErr);
+  if( rc==SQLITE_OK && iVer!=0 ){
+    p->iHeadVer = iVer;
+    p->iHeadVerBranch = p->iBranch;
+    p->headAtVer = p->snap;
+  }
+  return rc;
+}
+
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
@@ -395,7 +421,7 @@ static int depotPin(DepotFile *p){
     if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iInhBranch, p->iInhTxid,
                                            &zErr);
   }else if( rc==SQLITE_OK ){
-    rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+    rc = depotPinHead(p, &zErr);
     if( rc==SQLITE_CORRUPT ) rc = depotReclaimed(p, rc, &zErr);
     if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iBranch, p->snap.iTxid,
                                            &zErr);

@@ -51,6 +51,49 @@ static char *get_s(Store *p, const char *zKey){
   return z;
 }
 
+/* store_data_version(): equal across read transactions while nothing
+** changed; moved by another handle's commit and by the handle's own. */
+static uint64_t data_version(Store *p){
+  uint64_t v = 0;
+  ck_assert_int_eq(store_begin(p, 0), SQLITE_OK);
+  ck_assert_int_eq(store_data_version(p, &v), SQLITE_OK);
+  ck_assert_int_eq(store_rollback(p), SQLITE_OK);
+  ck_assert_uint_ne(v, 0);
+  return v;
+}
+
+START_TEST(test_store_data_version_moves_on_every_change){
+  char *zDir = th_tmpdir("store-dv");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  StoreSqliteConfig cfg;
+  Store *a = 0, *b = 0;
+  uint64_t v0, v1, v2;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bCreate = 1;
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &a, 0), SQLITE_OK);
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &b, 0), SQLITE_OK);
+  ck_assert_int_eq(store_data_version(a, &v0), SQLITE_NOTFOUND);  /* no txn */
+  v0 = data_version(a);
+  ck_assert_uint_eq(data_version(a), v0);
+  ck_assert_int_eq(store_begin(b, 1), SQLITE_OK);
+  put_s(b, "k", "1");
+  ck_assert_int_eq(store_commit(b), SQLITE_OK);
+  v1 = data_version(a);
+  ck_assert_uint_ne(v1, v0);
+  ck_assert_uint_eq(data_version(a), v1);
+  ck_assert_int_eq(store_begin(a, 1), SQLITE_OK);
+  put_s(a, "k", "2");
+  ck_assert_int_eq(store_commit(a), SQLITE_OK);
+  v2 = data_version(a);
+  ck_assert_uint_ne(v2, v1);
+  ck_assert_uint_eq(data_version(a), v2);
+  store_close(a);
+  store_close(b);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_store_put_get_clear_round_trip){
   Store *p = open_store("store-rt", 0);
   char *z;
@@ -515,6 +558,7 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("vfs");
   TCase *tc = tcase_create("store");
   tcase_add_test(tc, test_store_put_get_clear_round_trip);
+  tcase_add_test(tc, test_store_data_version_moves_on_every_change);
   tcase_add_test(tc, test_store_scan_orders_bounds_and_limits);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
