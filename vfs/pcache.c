@@ -1,7 +1,7 @@
 /*
 ** pcache.c -- the decoded-page cache (see vfs/pcache.h): a chained hash
 ** table over a doubly linked LRU list, bounded in bytes; pages of
-** sequential scans are admitted only into free room.
+** sequential scans never evict other scans' pages.
 */
 #include "config.h"
 #include "vfs/pcache.h"
@@ -15,6 +15,7 @@ typedef struct CacheEntry CacheEntry;
 struct CacheEntry {
   uint64_t iBranch, iOwner;
   uint32_t pgno, szPage;
+  int bScan;                      /* added by a scan (depot_cache_put_scan) */
   CacheEntry *pHashNext;
   CacheEntry *pPrev, *pNext;      /* LRU list, most recent at pHead */
   unsigned char a[];              /* szPage bytes */
@@ -165,8 +166,10 @@ int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   return bHas;
 }
 
-/* Add page a unless the cache has it, is smaller than a page, or (bScan)
-** has no room for it without evicting. */
+/* Add page a unless the cache has it or is smaller than a page.  A scan's
+** page (bScan) that needs room is dropped instead when the least recently
+** used entry is a scan's page too: a scan only ever evicts what other
+** reads brought in. */
 static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a,
                      int bScan){
@@ -174,12 +177,14 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_lock(&p->mutex);
   pp = cacheFind(p, iBranch, pgno, iOwner);
   if( *pp==0 && (int64_t)szPage<=p->nMax
-   && (!bScan || p->nUsed+(int64_t)szPage<=p->nMax) ){
+   && (!bScan || p->nUsed+(int64_t)szPage<=p->nMax
+       || (p->pTail && !p->pTail->bScan)) ){
     e = sqlite3_malloc64(sizeof(*e)+szPage);
     if( e ){
       memset(e, 0, sizeof(*e));
       e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
       e->szPage = szPage;
+      e->bScan = bScan;
       memcpy(e->a, a, szPage);
       *pp = e;
       cachePushFront(p, e);

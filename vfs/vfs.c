@@ -582,8 +582,8 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
 
 /* A read of a page at most DEPOT_SCAN_STEP pages past the previous one
 ** continues a run; a run of DEPOT_SCAN_RUN such reads is a sequential
-** scan (a B-tree's leaves in order), whose decoded pages enter the cache
-** only where it has room (depot_cache_put_scan()). */
+** scan (a B-tree's leaves in order), whose decoded pages never evict
+** another scan's from the cache (depot_cache_put_scan()). */
 #define DEPOT_SCAN_STEP 4
 #define DEPOT_SCAN_RUN  8
 

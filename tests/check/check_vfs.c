@@ -503,8 +503,9 @@ START_TEST(test_cache_keeps_recent_pages_within_limit){
 }
 END_TEST
 
-/* A scan's pages fill free room only: a second pass of a scan longer
-** than the cache hits on the pages the first pass left. */
+/* A scan's pages never evict a scan's pages: a second pass of a scan
+** longer than the cache hits on the pages the first pass left; a scan
+** shorter than the cache evicts other reads' pages and fits whole. */
 START_TEST(test_cache_scan_pages_do_not_flush_it){
   DepotCache *c = depot_cache_new(4*512);
   unsigned char a[512], b[512];
@@ -528,6 +529,19 @@ START_TEST(test_cache_scan_pages_do_not_flush_it){
                    + depot_cache_has(c, 1, 2, 5, 512)
                    + depot_cache_has(c, 1, 3, 5, 512)
                    + depot_cache_has(c, 1, 4, 5, 512), 3);
+  depot_cache_free(c);
+  c = depot_cache_new(4*512);
+  for(i=1; i<=4; i++) depot_cache_put(c, 1, i, 6, 512, a);
+  for(iPass=0; iPass<2; iPass++){
+    for(i=11; i<=13; i++){
+      if( !depot_cache_get(c, 1, i, 5, 512, b) ){
+        ck_assert_int_eq(iPass, 0);
+        depot_cache_put_scan(c, 1, i, 5, 512, a);
+      }
+    }
+  }
+  ck_assert_int_eq(depot_cache_has(c, 1, 4, 6, 512), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 6, 512), 0);
   depot_cache_free(c);
 }
 END_TEST
