@@ -516,7 +516,8 @@ uint64_t depot_loc_owner(const DepotPageLoc *pLoc){
   return 0;
 }
 
-int depot_db_read_loc(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
+int depot_db_read_loc(Store *pStore, DepotCache *pCache, int bScan,
+                      ZSTD_DCtx *pDctx,
                       const DepotPageLoc *pLoc, uint32_t pgno,
                       uint32_t szPage, unsigned char *pOut, char **pzErr){
   BlobId id;
@@ -536,7 +537,9 @@ int depot_db_read_loc(Store *pStore, DepotCache *pCache, ZSTD_DCtx *pDctx,
               (pgno-1)/LAYOUT_SHARD_SIZE + 1 : 0;
   rc = dbReadFrame(pStore, 0, pDctx, &id, pLoc->szChunk, pLoc->iOffset,
                    pLoc->nByte, pgno, szPage, pOut, pzErr);
-  if( rc==SQLITE_OK && pCache ){
+  if( rc==SQLITE_OK && pCache && bScan ){
+    depot_cache_put_scan(pCache, pLoc->iBranch, pgno, iOwner, szPage, pOut);
+  }else if( rc==SQLITE_OK && pCache ){
     depot_cache_put(pCache, pLoc->iBranch, pgno, iOwner, szPage, pOut);
   }
   return rc;
@@ -596,8 +599,8 @@ int depot_db_read_page(Store *pStore, DepotCache *pCache,
   rc = depot_db_locate(pStore, pChunks, pChain, pgno, &loc, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   if( piOwner ) *piOwner = depot_loc_owner(&loc);
-  return depot_db_read_loc(pStore, pCache, pDctx, &loc, pgno, szPage, pOut,
-                           pzErr);
+  return depot_db_read_loc(pStore, pCache, 0, pDctx, &loc, pgno, szPage,
+                           pOut, pzErr);
 }
 
 /* ---- commits ---- */

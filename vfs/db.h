@@ -183,10 +183,12 @@ int depot_db_locate(Store*, DepotChunkCache *pChunks, DepotChain *pChain,
 uint64_t depot_loc_owner(const DepotPageLoc*);
 
 /* Read page pgno from location pLoc into pOut: zeros for DEPOT_LOC_ZERO,
-** else through pCache (when not NULL), then the frame's byte range.
-** SQLITE_CORRUPT with *pzErr for a missing chunk (a blob reclaimed since
-** the location was found) or a bad frame. */
-int depot_db_read_loc(Store*, DepotCache *pCache, ZSTD_DCtx*,
+** else through pCache (when not NULL), then the frame's byte range; a
+** page decoded for a sequential scan (bScan) enters pCache through
+** depot_cache_put_scan().  SQLITE_CORRUPT with *pzErr for a
+** missing chunk (a blob reclaimed since the location was found) or a bad
+** frame. */
+int depot_db_read_loc(Store*, DepotCache *pCache, int bScan, ZSTD_DCtx*,
                       const DepotPageLoc *pLoc, uint32_t pgno,
                       uint32_t szPage, unsigned char *pOut, char **pzErr);
 

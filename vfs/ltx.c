@@ -163,14 +163,37 @@ static void ltxEncodeHeader(unsigned char *a, const LtxHeader *p){
   bytes_put32(a+44, 0);
 }
 
+/* zstd's parameter "literal compression mode" (ZSTD_c_experimentalParam5,
+** ZSTD_c_literalCompressionMode under ZSTD_STATIC_LINKING_ONLY) and its
+** value "disable" (ZSTD_ps_disable, formerly ZSTD_lcm_uncompressed). */
+#define LTX_ZSTD_LITERAL_MODE     ZSTD_c_experimentalParam5
+#define LTX_ZSTD_LITERAL_RAW      2
+
+/* Set pCctx up for frames at iLevel.  Up to LTX_RAW_LITERAL_LEVEL the
+** literals are stored raw: on a 4 KiB page zstd's Huffman stage takes
+** about 40% of the decoding instructions and 30% of the encoding ones,
+** and saves 1-6% of the bytes.  A zstd without the parameter keeps its
+** default (the frames are valid either way). */
+static int ltxEncodeSetup(ZSTD_CCtx *pCctx, int iLevel){
+  size_t r;
+  ZSTD_CCtx_reset(pCctx, ZSTD_reset_session_and_parameters);
+  r = ZSTD_CCtx_setParameter(pCctx, ZSTD_c_compressionLevel, iLevel);
+  if( ZSTD_isError(r) ) return SQLITE_MISUSE;
+  if( iLevel<=LTX_RAW_LITERAL_LEVEL ){
+    ZSTD_CCtx_setParameter(pCctx, LTX_ZSTD_LITERAL_MODE,
+                           LTX_ZSTD_LITERAL_RAW);
+  }
+  return SQLITE_OK;
+}
+
 /* Write one frame for page pgno at a (room for the worst case) and return
-** its length, or 0 if zstd failed. */
+** its length, or 0 if zstd failed.  pCctx is set up by ltxEncodeSetup(). */
 static size_t ltxEncodeFrame(unsigned char *a, uint32_t pgno,
                              const unsigned char *pPage, uint32_t szPage,
-                             ZSTD_CCtx *pCctx, int iLevel, uint64_t iCrc){
+                             ZSTD_CCtx *pCctx, uint64_t iCrc){
   unsigned char *pData = a + LTX_FRAME_HEADER;
   size_t nCap = ZSTD_compressBound(szPage);
-  size_t nOut = ZSTD_compressCCtx(pCctx, pData, nCap, pPage, szPage, iLevel);
+  size_t nOut = ZSTD_compress2(pCctx, pData, nCap, pPage, szPage);
   uint32_t flags = LTX_FLAG_ZSTD;
   if( ZSTD_isError(nOut) ) return 0;
   if( nOut > (size_t)szPage - szPage/5 ){
@@ -221,13 +244,14 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
        + (uint64_t)n*(LTX_FRAME_HEADER + ZSTD_compressBound(sz)
                       + LTX_INDEX_ENTRY);
   if( nCap > 0xffffffffULL ) return SQLITE_TOOBIG;
+  if( ltxEncodeSetup(pCctx, iLevel)!=SQLITE_OK ) return SQLITE_MISUSE;
   a = sqlite3_malloc64(nCap);
   if( a==0 ) return SQLITE_NOMEM;
   ltxEncodeHeader(a, pHdr);
   for(i=0; i<n; i++){
     uint64_t c = ltx_crc64(0, apPage[i], sz);
     size_t nFrame = ltxEncodeFrame(a+off, aPgno[i], apPage[i], sz, pCctx,
-                                   iLevel, c);
+                                   c);
     if( nFrame==0 ){ sqlite3_free(a); return SQLITE_NOMEM; }
     aRef[i].pgno = aPgno[i];
     aRef[i].iOffset = (uint32_t)off;
@@ -267,11 +291,15 @@ static void *ltxWorkRun(void *pArg){
   ZSTD_CCtx *pCctx = w->pCctx ? w->pCctx : ZSTD_createCCtx();
   size_t off = LTX_HEADER_SIZE + (size_t)w->iFrom*ltxSlot(w->szPage);
   uint32_t i;
+  if( pCctx && ltxEncodeSetup(pCctx, w->iLevel)!=SQLITE_OK ){
+    if( pCctx!=w->pCctx ) ZSTD_freeCCtx(pCctx);
+    pCctx = 0;                     /* every frame of the range fails */
+  }
   for(i=w->iFrom; i<w->iTo; i++){
     unsigned char *pFrame = w->a + off;
     uint64_t c = ltx_crc64(0, w->apPage[i], w->szPage);
     size_t nFrame = pCctx ? ltxEncodeFrame(pFrame, w->aPgno[i], w->apPage[i],
-                                           w->szPage, pCctx, w->iLevel, c)
+                                           w->szPage, pCctx, c)
                           : 0;
     if( nFrame==0 ) w->nFail++;
     w->aRef[i].pgno = w->aPgno[i];

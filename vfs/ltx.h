@@ -18,7 +18,9 @@
 **                      database checksum u64, CRC-64 of every byte before
 **                      this field u64
 **
-** A page is stored raw when zstd saves less than about 20%.  Readers that
+** A page is stored raw when zstd saves less than about 20%.  Frames of
+** levels up to LTX_RAW_LITERAL_LEVEL keep zstd's literals raw (no Huffman
+** stage: cheaper to encode and decode); any zstd decoder reads both.  Readers that
 ** know a frame's offset (the page index rows carry it) decode that frame
 ** alone and check it against its own CRC; ltx_verify() checks a whole blob.
 ** Every decoder bounds-checks against the given length: corrupt input gives
@@ -38,6 +40,7 @@
 #define LTX_TRAILER_SIZE  32
 #define LTX_VERSION        1
 #define LTX_FLAG_ZSTD      0x01
+#define LTX_RAW_LITERAL_LEVEL 3
 
 typedef struct LtxHeader LtxHeader;
 struct LtxHeader {
@@ -74,7 +77,7 @@ uint64_t ltx_crc64_table(uint64_t crc, const void *p, size_t n);
 
 /* Encode pHdr->nFrame pages (aPgno ascending, apPage[i] szPage bytes
 ** each) with the trailer's checksum iDbChecksum.  pCctx is a zstd context
-** reused across calls (level iLevel).  On SQLITE_OK *ppBlob is a
+** reused across calls (level iLevel; its parameters are reset).  On SQLITE_OK *ppBlob is a
 ** sqlite3_malloc'd blob of *pnBlob bytes and aRef[i] (caller-allocated,
 ** nFrame entries) describes frame i.  SQLITE_NOMEM, SQLITE_TOOBIG (blob over
 ** 4 GiB) or SQLITE_MISUSE (unsorted pages, bad page size) otherwise. */

@@ -1,6 +1,7 @@
 /*
 ** pcache.c -- the decoded-page cache (see vfs/pcache.h): a chained hash
-** table over a doubly linked LRU list, bounded in bytes.
+** table over a doubly linked LRU list, bounded in bytes; pages of
+** sequential scans never evict other scans' pages.
 */
 #include "config.h"
 #include "vfs/pcache.h"
@@ -14,6 +15,7 @@ typedef struct CacheEntry CacheEntry;
 struct CacheEntry {
   uint64_t iBranch, iOwner;
   uint32_t pgno, szPage;
+  int bScan;                      /* added by a scan (depot_cache_put_scan) */
   CacheEntry *pHashNext;
   CacheEntry *pPrev, *pNext;      /* LRU list, most recent at pHead */
   unsigned char a[];              /* szPage bytes */
@@ -173,17 +175,25 @@ int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   return bHas;
 }
 
-void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
-                     uint64_t iOwner, uint32_t szPage, const unsigned char *a){
+/* Add page a unless the cache has it or is smaller than a page.  A scan's
+** page (bScan) that needs room is dropped instead when the least recently
+** used entry is a scan's page too: a scan only ever evicts what other
+** reads brought in. */
+static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                     uint64_t iOwner, uint32_t szPage, const unsigned char *a,
+                     int bScan){
   CacheEntry *e, **pp;
   pthread_mutex_lock(&p->mutex);
   pp = cacheFind(p, iBranch, pgno, iOwner);
-  if( *pp==0 && (int64_t)szPage<=p->nMax ){
+  if( *pp==0 && (int64_t)szPage<=p->nMax
+   && (!bScan || p->nUsed+(int64_t)szPage<=p->nMax
+       || (p->pTail && !p->pTail->bScan)) ){
     e = sqlite3_malloc64(sizeof(*e)+szPage);
     if( e ){
       memset(e, 0, sizeof(*e));
       e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
       e->szPage = szPage;
+      e->bScan = bScan;
       memcpy(e->a, a, szPage);
       *pp = e;
       cachePushFront(p, e);
@@ -194,4 +204,15 @@ void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
     }
   }
   pthread_mutex_unlock(&p->mutex);
+}
+
+void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                     uint64_t iOwner, uint32_t szPage, const unsigned char *a){
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, 0);
+}
+
+void depot_cache_put_scan(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                          uint64_t iOwner, uint32_t szPage,
+                          const unsigned char *a){
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, 1);
 }

@@ -47,6 +47,17 @@ int depot_cache_has(DepotCache*, uint64_t iBranch, uint32_t pgno,
 void depot_cache_put(DepotCache*, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *p);
 
+/* depot_cache_put() for a page a sequential scan read: when the cache is
+** full and its least recently used entry came from a scan too, the page
+** is not added.  So a scan evicts what other reads brought in but never
+** other scan pages: a scan longer than the cache leaves its first part in
+** place instead of flushing it (LRU order would, and then miss on every
+** page of the next pass), and a repeated scan hits on that part; a scan
+** shorter than the cache fits whole once older reads' pages made room. */
+void depot_cache_put_scan(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                          uint64_t iOwner, uint32_t szPage,
+                          const unsigned char *p);
+
 /* Process-wide hit and miss counts since the module loaded. */
 void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss);
 

@@ -115,6 +115,11 @@ struct DepotFile {
   uint32_t iRaLast;          /* page of the last snapshot read */
   uint32_t nRaRun;           /* reads in order that led up to it */
   uint32_t iRaHigh;          /* last page read ahead in this run */
+  uint64_t iHeadVer;         /* store_data_version() when headAtVer was */
+  uint64_t iHeadVerBranch;   /* read, and the branch whose head it is */
+  DbHead headAtVer;          /* (iHeadVer 0: none) */
+  uint32_t iScanLast;        /* page of the last snapshot read ... */
+  uint32_t nScanRun;         /* ... and the reads going up that led to it */
 };
 
 static pthread_mutex_t depotMutex = PTHREAD_MUTEX_INITIALIZER;
@@ -377,6 +382,29 @@ static int depotReclaimed(DepotFile *p, int rc, char **pzErr){
 ** it checked, and a new one after each commit it publishes), so compaction
 ** and reclaim, which only free what no head, pin or retained point can
 ** read, never take a page from under a reader of an older head. */
+/* The head of p->iBranch into p->snap, inside the read transaction just
+** begun: when the store's data version says nothing changed since the
+** head was last read, that head again (no seek), else a read. */
+static int depotPinHead(DepotFile *p, char **pzErr){
+  uint64_t iVer = 0;
+  int rc;
+  if( !p->bReadTxn || store_data_version(p->pStore, &iVer)!=SQLITE_OK ){
+    iVer = 0;
+  }
+  if( iVer!=0 && iVer==p->iHeadVer && p->iHeadVerBranch==p->iBranch ){
+    p->snap = p->headAtVer;
+    return SQLITE_OK;
+  }
+  p->iHeadVer = 0;
+  rc = depot_db_head(p->pStore, p->iBranch, &p->snap, pzErr);
+  if( rc==SQLITE_OK && iVer!=0 ){
+    p->iHeadVer = iVer;
+    p->iHeadVerBranch = p->iBranch;
+    p->headAtVer = p->snap;
+  }
+  return rc;
+}
+
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
@@ -395,7 +423,7 @@ static int depotPin(DepotFile *p){
     if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iInhBranch, p->iInhTxid,
                                            &zErr);
   }else if( rc==SQLITE_OK ){
-    rc = depot_db_head(p->pStore, p->iBranch, &p->snap, &zErr);
+    rc = depotPinHead(p, &zErr);
     if( rc==SQLITE_CORRUPT ) rc = depotReclaimed(p, rc, &zErr);
     if( rc==SQLITE_OK ) rc = depotChainFor(p, p->iBranch, p->snap.iTxid,
                                            &zErr);
@@ -554,20 +582,38 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
   sqlite3_free(b);
 }
 
+/* A read of a page at most DEPOT_SCAN_STEP pages past the previous one
+** continues a run; a run of DEPOT_SCAN_RUN such reads is a sequential
+** scan (a B-tree's leaves in order), whose decoded pages never evict
+** another scan's from the cache (depot_cache_put_scan()). */
+#define DEPOT_SCAN_STEP 4
+#define DEPOT_SCAN_RUN  8
+
+static int depotScanning(DepotFile *p, uint32_t pgno){
+  if( pgno>p->iScanLast && pgno-p->iScanLast<=DEPOT_SCAN_STEP ){
+    if( p->nScanRun<UINT32_MAX ) p->nScanRun++;
+  }else{
+    p->nScanRun = 0;
+  }
+  p->iScanLast = pgno;
+  return p->nScanRun>=DEPOT_SCAN_RUN;
+}
+
 /* Page pgno of the pinned snapshot: its location from the page map, else
 ** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   DepotPageLoc loc;
   char *zErr = 0;
-  int rc;
+  int rc, bScan;
   if( p->chain.n==0 || pgno>p->snap.nPage ){
     memset(pOut, 0, p->snap.szPage ? p->snap.szPage : p->szPageTx);
     return SQLITE_OK;
   }
+  bScan = depotScanning(p, pgno);
   if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
                         p->chain.aCap[0], pgno, &loc) ){
-    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
-                           pgno, p->snap.szPage, pOut, &zErr);
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, bScan, p->pDctx,
+                           &loc, pgno, p->snap.szPage, pOut, &zErr);
     if( rc==SQLITE_OK ){
       depotReadAhead(p, pgno);
       return SQLITE_OK;
@@ -578,8 +624,8 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   }
   rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc, &zErr);
   if( rc==SQLITE_OK ){
-    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, p->pDctx, &loc,
-                           pgno, p->snap.szPage, pOut, &zErr);
+    rc = depot_db_read_loc(p->pStore, p->pShared->pCache, bScan, p->pDctx,
+                           &loc, pgno, p->snap.szPage, pOut, &zErr);
   }
   if( rc==SQLITE_OK ){
     depot_pagemap_put(p->pShared->pMap, p->chain.aBranch[0],
@@ -631,7 +677,7 @@ static int depotStagedPage(DepotFile *p, const TxStaged *pSt,
   loc.szChunk = p->stream.szChunk;
   loc.iOffset = (uint32_t)pSt->iOffset;
   loc.nByte = pSt->nByte;
-  rc = depot_db_read_loc(p->pStore, 0, p->pDctx, &loc, pSt->pgno,
+  rc = depot_db_read_loc(p->pStore, 0, 0, p->pDctx, &loc, pSt->pgno,
                          p->szPageTx, pOut, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
 }

@@ -12,8 +12,9 @@
 ** same sequence of steps, one on a plain file through the unix VFS, one on
 ** a depot store (vfs=depot on the connection, store_sync=full, both
 ** connections at PRAGMA synchronous=FULL).  Each child reports its per-step
-** wall times and its peak RSS as of the end of each step (so the step that
-** raised it shows); the parent takes the child's overall peak RSS from
+** wall times, CPU times (user + system, every thread: the CPU ratio
+** holds still on a loaded machine where wall times swing) and its peak
+** RSS as of the end of each step (so the step that raised it shows); the parent takes the child's overall peak RSS from
 ** wait4() (the ru_maxrss of that child alone).  The tables show per step the medians
 ** over the runs and the ratio of the medians, the totals, the peak RSS of
 ** both sides, and then the depot child's store file: its physical bytes
@@ -81,6 +82,7 @@ typedef struct SpResult SpResult;
 struct SpResult {
   int ok;
   double aStep[SP_NSTEP];
+  double aCpu[SP_NSTEP];     /* user + system CPU seconds of each step */
   long aRssKb[SP_NSTEP];     /* the child's peak RSS after each step */
   long long nPlain;          /* unix: the file after the workload */
   long long nPhysBefore;     /* depot: store + -wal after the workload */
@@ -88,12 +90,21 @@ struct SpResult {
   long long nStored;         /* depot: depot_stats.stored_bytes after gc */
   long long nTrips;          /* depot: round trips to a PostgreSQL store */
   double rOpenScan;          /* history: open + scan seconds */
+  double rOpenScanCpu;       /* history: its CPU seconds */
 };
 
 static double spNow(void){
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec/1e9;
+}
+
+/* User + system CPU seconds of this process (every thread) so far. */
+static double spCpu(void){
+  struct rusage ru;
+  if( getrusage(RUSAGE_SELF, &ru)!=0 ) return 0;
+  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec/1e6
+       + (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec/1e6;
 }
 
 static long long spFileBytes(const char *zPath){
@@ -308,7 +319,7 @@ static int spRepeat(sqlite3 *db, const char *zSql, int nRep, int bTxn,
 
 static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
   sqlite3 *db = spOpen(bDepot, zDir, 0);
-  double t;
+  double t, c;
   int i, rc = db ? 0 : -1;
   spRandState = 12345;
   if( rc==0 ) rc = spExec(db, "CREATE TABLE t1(a INTEGER, b INTEGER,"
@@ -318,6 +329,7 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
       " CREATE TABLE t4(a INTEGER, c TEXT)");
   for(i=0; rc==0 && i<SP_NSTEP; i++){
     t = spNow();
+    c = spCpu();
     switch( i ){
       case 0: rc = spInsert(db, "t1", N); break;
       case 1: rc = spInsert(db, "t2", N); break;
@@ -360,6 +372,7 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
         break;
     }
     pR->aStep[i] = spNow() - t;
+    pR->aCpu[i] = spCpu() - c;
     {
       struct rusage ru;
       pR->aRssKb[i] = getrusage(RUSAGE_SELF, &ru)==0 ? ru.ru_maxrss : 0;
@@ -431,12 +444,13 @@ static int spHistoryBuild(int bDepot, const char *zDir, int N, int nCommit){
 }
 
 static int spHistoryScan(int bDepot, const char *zDir, SpResult *pR){
-  double t = spNow();
+  double t = spNow(), c = spCpu();
   sqlite3 *db = spOpen(bDepot, zDir, 0);
   int rc = db ? spExec(db, "SELECT count(*), sum(length(c)), sum(b) FROM t1")
               : -1;
   sqlite3_close(db);
   pR->rOpenScan = spNow() - t;
+  pR->rOpenScanCpu = spCpu() - c;
   return rc;
 }
 
@@ -539,6 +553,7 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
   SpResult aR[2][SP_MAX_RUN];
   long aRss[2][SP_MAX_RUN];
   double aT[SP_MAX_RUN], aU[SP_MAX_RUN], aTot[2][SP_MAX_RUN];
+  double aTotCpu[2][SP_MAX_RUN];
   double rTotU, rTotD, rRatio;
   char *zDir = sqlite3_mprintf("%s/speed-%d", zTmp, nMb);
   int N = nMb*3400;
@@ -553,34 +568,47 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
         sqlite3_free(zDir);
         return -1;
       }
-      aTot[s][r] = 0;
-      for(i=0; i<SP_NSTEP; i++) aTot[s][r] += aR[s][r].aStep[i];
+      aTot[s][r] = aTotCpu[s][r] = 0;
+      for(i=0; i<SP_NSTEP; i++){
+        aTot[s][r] += aR[s][r].aStep[i];
+        aTotCpu[s][r] += aR[s][r].aCpu[i];
+      }
     }
   }
   spReset(zDir);
   rmdir(zDir);
   sqlite3_free(zDir);
-  printf("| step | unix s | depot s | depot/unix | peak RSS MiB unix,"
-         " depot |\n|---|---|---|---|---|\n");
+  printf("| step | unix s | depot s | depot/unix | CPU s unix, depot |"
+         " CPU depot/unix | peak RSS MiB unix, depot |\n"
+         "|---|---|---|---|---|---|---|\n");
   for(i=0; i<SP_NSTEP; i++){
-    double u, d, ru, rd;
+    double u, d, ru, rd, cu, cd;
     for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aStep[i];
                            aT[r] = aR[1][r].aStep[i]; }
     u = spMedian(aU, nRun);
     d = spMedian(aT, nRun);
+    for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aCpu[i];
+                           aT[r] = aR[1][r].aCpu[i]; }
+    cu = spMedian(aU, nRun);
+    cd = spMedian(aT, nRun);
     for(r=0; r<nRun; r++){ aU[r] = aR[0][r].aRssKb[i]/1024.0;
                            aT[r] = aR[1][r].aRssKb[i]/1024.0; }
     ru = spMedian(aU, nRun);
     rd = spMedian(aT, nRun);
-    printf("| %s | %.3f | %.3f | %.2f%s | %.1f, %.1f |\n", azStep[i], u, d,
-           u>0 ? d/u : 0, (u>0 && d/u>1.5) ? " (> 1.5)" : "", ru, rd);
+    printf("| %s | %.3f | %.3f | %.2f%s | %.3f, %.3f | %.2f | %.1f, %.1f |\n",
+           azStep[i], u, d, u>0 ? d/u : 0,
+           (u>0 && d/u>1.5) ? " (> 1.5)" : "", cu, cd, cu>0 ? cd/cu : 0,
+           ru, rd);
     if( u>0 && d/u>1.5 ) nOver++;
   }
   rTotU = spMedian(aTot[0], nRun);
   rTotD = spMedian(aTot[1], nRun);
   rRatio = rTotD/rTotU;
-  printf("| **total** | %.3f | %.3f | **%.3f** | |\n\n", rTotU, rTotD,
-         rRatio);
+  {
+    double cu = spMedian(aTotCpu[0], nRun), cd = spMedian(aTotCpu[1], nRun);
+    printf("| **total** | %.3f | %.3f | **%.3f** | %.3f, %.3f | **%.3f** |"
+           " |\n\n", rTotU, rTotD, rRatio, cu, cd, cu>0 ? cd/cu : 0);
+  }
   {
     double aRu[SP_MAX_RUN], aRd[SP_MAX_RUN], aPl[SP_MAX_RUN],
            aPb[SP_MAX_RUN], aPa[SP_MAX_RUN], aSt[SP_MAX_RUN];
@@ -621,7 +649,8 @@ static int spHistory(int nMb, int nCommit, int nRun, const char *zTmp){
   char *zDir = sqlite3_mprintf("%s/speed-history", zTmp);
   SpResult r;
   long rss;
-  double aU[SP_MAX_RUN], aD[SP_MAX_RUN], u, d, tb;
+  double aU[SP_MAX_RUN], aD[SP_MAX_RUN], aCu[SP_MAX_RUN], aCd[SP_MAX_RUN];
+  double u, d, cu, cd, tb;
   int i, N = nMb*20000;
   printf("\n### cold open + full scan: %d MB table, %d commits of history"
          " (load %.2f)\n\n", nMb, nCommit, spLoad());
@@ -644,11 +673,17 @@ static int spHistory(int nMb, int nCommit, int nRun, const char *zTmp){
   for(i=0; i<nRun; i++){
     if( spFork(childHistoryScan, 0, zDir, N, 0, &r, &rss) ) return -1;
     aU[i] = r.rOpenScan;
+    aCu[i] = r.rOpenScanCpu;
     if( spFork(childHistoryScan, 1, zDir, N, 0, &r, &rss) ) return -1;
     aD[i] = r.rOpenScan;
+    aCd[i] = r.rOpenScanCpu;
   }
   u = spMedian(aU, nRun);
   d = spMedian(aD, nRun);
+  cu = spMedian(aCu, nRun);
+  cd = spMedian(aCd, nRun);
+  printf("open + scan CPU: unix %.3f s, depot %.3f s, ratio %.2f\n", cu, cd,
+         cu>0 ? cd/cu : 0);
   printf("open + scan: unix %.3f s, depot %.3f s, ratio %.2f (target <= 1.3:"
          " %s)\n", u, d, d/u, d/u<=1.3 ? "met" : "NOT MET");
   spReset(zDir);

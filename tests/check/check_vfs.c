@@ -51,6 +51,49 @@ static char *get_s(Store *p, const char *zKey){
   return z;
 }
 
+/* store_data_version(): equal across read transactions while nothing
+** changed; moved by another handle's commit and by the handle's own. */
+static uint64_t data_version(Store *p){
+  uint64_t v = 0;
+  ck_assert_int_eq(store_begin(p, 0), SQLITE_OK);
+  ck_assert_int_eq(store_data_version(p, &v), SQLITE_OK);
+  ck_assert_int_eq(store_rollback(p), SQLITE_OK);
+  ck_assert_uint_ne(v, 0);
+  return v;
+}
+
+START_TEST(test_store_data_version_moves_on_every_change){
+  char *zDir = th_tmpdir("store-dv");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  StoreSqliteConfig cfg;
+  Store *a = 0, *b = 0;
+  uint64_t v0, v1, v2;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bCreate = 1;
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &a, 0), SQLITE_OK);
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &b, 0), SQLITE_OK);
+  ck_assert_int_eq(store_data_version(a, &v0), SQLITE_NOTFOUND);  /* no txn */
+  v0 = data_version(a);
+  ck_assert_uint_eq(data_version(a), v0);
+  ck_assert_int_eq(store_begin(b, 1), SQLITE_OK);
+  put_s(b, "k", "1");
+  ck_assert_int_eq(store_commit(b), SQLITE_OK);
+  v1 = data_version(a);
+  ck_assert_uint_ne(v1, v0);
+  ck_assert_uint_eq(data_version(a), v1);
+  ck_assert_int_eq(store_begin(a, 1), SQLITE_OK);
+  put_s(a, "k", "2");
+  ck_assert_int_eq(store_commit(a), SQLITE_OK);
+  v2 = data_version(a);
+  ck_assert_uint_ne(v2, v1);
+  ck_assert_uint_eq(data_version(a), v2);
+  store_close(a);
+  store_close(b);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_store_put_get_clear_round_trip){
   Store *p = open_store("store-rt", 0);
   char *z;
@@ -460,6 +503,49 @@ START_TEST(test_cache_keeps_recent_pages_within_limit){
 }
 END_TEST
 
+/* A scan's pages never evict a scan's pages: a second pass of a scan
+** longer than the cache hits on the pages the first pass left; a scan
+** shorter than the cache evicts other reads' pages and fits whole. */
+START_TEST(test_cache_scan_pages_do_not_flush_it){
+  DepotCache *c = depot_cache_new(4*512);
+  unsigned char a[512], b[512];
+  uint32_t i, nHit = 0;
+  int iPass;
+  for(iPass=0; iPass<2; iPass++){
+    for(i=1; i<=10; i++){
+      if( depot_cache_get(c, 1, i, 5, 512, b) ){
+        ck_assert_int_eq(b[0], (int)i);
+        nHit++;
+        continue;
+      }
+      memset(a, (int)i, sizeof(a));
+      depot_cache_put_scan(c, 1, i, 5, 512, a);
+    }
+  }
+  ck_assert_uint_eq(nHit, 4);
+  depot_cache_put(c, 1, 20, 5, 512, a);         /* not a scan: evicts */
+  ck_assert_int_eq(depot_cache_get(c, 1, 20, 5, 512, b), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 5, 512)
+                   + depot_cache_has(c, 1, 2, 5, 512)
+                   + depot_cache_has(c, 1, 3, 5, 512)
+                   + depot_cache_has(c, 1, 4, 5, 512), 3);
+  depot_cache_free(c);
+  c = depot_cache_new(4*512);
+  for(i=1; i<=4; i++) depot_cache_put(c, 1, i, 6, 512, a);
+  for(iPass=0; iPass<2; iPass++){
+    for(i=11; i<=13; i++){
+      if( !depot_cache_get(c, 1, i, 5, 512, b) ){
+        ck_assert_int_eq(iPass, 0);
+        depot_cache_put_scan(c, 1, i, 5, 512, a);
+      }
+    }
+  }
+  ck_assert_int_eq(depot_cache_has(c, 1, 4, 6, 512), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 6, 512), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_txbuf_truncate_drops_pages_above){
   TxBuf t;
   unsigned char a[512];
@@ -486,6 +572,7 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("vfs");
   TCase *tc = tcase_create("store");
   tcase_add_test(tc, test_store_put_get_clear_round_trip);
+  tcase_add_test(tc, test_store_data_version_moves_on_every_change);
   tcase_add_test(tc, test_store_scan_orders_bounds_and_limits);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
@@ -508,6 +595,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_layout_branch_row_with_bad_name_is_corrupt);
   tcase_add_test(tc, test_layout_commit_row_with_huge_blob_size_is_corrupt);
   tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
+  tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);
   return s;

@@ -1474,7 +1474,7 @@ static void pgClose(Store *pStore){
 static const StoreMethods storePgMethods = {
   2, pgClose, pgBegin, pgCommit, pgRollback, pgGet, pgScan, pgPut, pgClear,
   pgClearRange, pgAdd, pgMaxValue, pgErrMsg, pgGetRange, pgMaintain,
-  pgPhysicalBytes, pgWriterLock, pgWriterUnlock, pgWriterHeld, 0
+  pgPhysicalBytes, pgWriterLock, pgWriterUnlock, pgWriterHeld, 0, 0
 };
 
 /* ---- open ---- */

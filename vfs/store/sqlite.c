@@ -46,7 +46,7 @@ SQLITE_EXTENSION_INIT3
 enum {
   SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
   SS_SCANR_OPEN, SS_BEGINR, SS_BEGINW, SS_COMMIT, SS_ROLLBACK, SS_ROWID,
-  SS_NSTMT
+  SS_DATAVER, SS_NSTMT
 };
 
 static const char *const azStoreSql[SS_NSTMT] = {
@@ -65,6 +65,7 @@ static const char *const azStoreSql[SS_NSTMT] = {
   "COMMIT",
   "ROLLBACK",
   "SELECT rowid FROM depot_kv WHERE key=?1",
+  "PRAGMA data_version",
 };
 
 typedef struct StoreSqlite StoreSqlite;
@@ -83,6 +84,9 @@ struct StoreSqlite {
   int nMaxValue;
   int nBusyMs;                    /* the connection's busy timeout */
   int nCacheKb;                   /* the bound of its page cache */
+  uint64_t iDataVer;              /* store_data_version()'s number, ... */
+  int64_t iLastDv;                /* ... moved on when PRAGMA data_version */
+  int64_t iLastChanges;           /* or the handle's total changes move */
   char *zErr;                     /* last error, sqlite3_malloc'd */
 };
 
@@ -417,6 +421,39 @@ static const char *ssErrMsg(Store *pStore){
 }
 
 /* The size of the store file plus its -wal. */
+/* PRAGMA data_version (its OP_Transaction starts the read snapshot) moves
+** when another connection committed; sqlite3_total_changes64() when this
+** one wrote (rolled back or not: a move too many only costs a read). */
+static int ssDataVersion(Store *pStore, uint64_t *piVersion){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  sqlite3_stmt *pStmt = 0;
+  int64_t iDv = 0, iChanges;
+  int rc;
+  *piVersion = 0;
+  if( !p->bInTxn || sqlite3_get_autocommit(p->db) ) return SQLITE_NOTFOUND;
+  rc = ssStmt(p, SS_DATAVER, &pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  rc = sqlite3_step(pStmt);
+  if( rc==SQLITE_ROW ){
+    iDv = sqlite3_column_int64(pStmt, 0);
+    rc = SQLITE_OK;
+  }else{
+    rc = sqlite3_extended_errcode(p->db);
+    ssSetErr(p, "data version");
+    if( rc==SQLITE_OK ) rc = SQLITE_ERROR;
+  }
+  sqlite3_reset(pStmt);
+  if( rc!=SQLITE_OK ) return rc;
+  iChanges = sqlite3_total_changes64(p->db);
+  if( p->iDataVer==0 || iDv!=p->iLastDv || iChanges!=p->iLastChanges ){
+    p->iDataVer++;
+    p->iLastDv = iDv;
+    p->iLastChanges = iChanges;
+  }
+  *piVersion = p->iDataVer;
+  return SQLITE_OK;
+}
+
 static int ssPhysicalBytes(Store *pStore, int64_t *pnByte){
   StoreSqlite *p = (StoreSqlite*)pStore;
   const char *zFile = sqlite3_db_filename(p->db, "main");
@@ -508,7 +545,8 @@ static int ssMemory(Store *pStore, int64_t *pnUsed, int64_t *pnLimit){
 static const StoreMethods storeSqliteMethods = {
   3, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg, ssGetRange, ssMaintain,
-  ssPhysicalBytes, ssWriterLock, ssWriterUnlock, ssWriterHeld, ssMemory
+  ssPhysicalBytes, ssWriterLock, ssWriterUnlock, ssWriterHeld, ssMemory,
+  ssDataVersion
 };
 
 /* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by

@@ -71,6 +71,13 @@ int store_maintain(Store *p, int eOp){
   if( p->pMethods->iVersion<2 || p->pMethods->xMaintain==0 ) return SQLITE_OK;
   return p->pMethods->xMaintain(p, eOp);
 }
+int store_data_version(Store *p, uint64_t *piVersion){
+  *piVersion = 0;
+  if( p->pMethods->iVersion<3 || p->pMethods->xDataVersion==0 ){
+    return SQLITE_NOTFOUND;
+  }
+  return p->pMethods->xDataVersion(p, piVersion);
+}
 int store_physical_bytes(Store *p, int64_t *pnByte){
   *pnByte = 0;
   if( p->pMethods->iVersion<2 || p->pMethods->xPhysicalBytes==0 ){

@@ -42,7 +42,7 @@ typedef int (*StoreRowFn)(void *pArg, const unsigned char *pKey, int nKey,
 #define STORE_SCAN_REVERSE 0x01    /* store_scan(): largest key first */
 
 struct StoreMethods {
-  int iVersion;                    /* 2, or 3 with xMemory */
+  int iVersion;                    /* 2, or 3 with xMemory, xDataVersion */
   void (*xClose)(Store*);
   int (*xBegin)(Store*, int bWrite);
   int (*xCommit)(Store*);
@@ -66,8 +66,9 @@ struct StoreMethods {
   int (*xWriterLock)(Store*, const void *pKey, int nKey);
   int (*xWriterUnlock)(Store*, const void *pKey, int nKey);
   int (*xWriterHeld)(Store*, const void *pKey, int nKey, int *pbHeld);
-  /* version 3 */
+  /* version 3 (either may be NULL: not provided) */
   int (*xMemory)(Store*, int64_t *pnUsed, int64_t *pnLimit);
+  int (*xDataVersion)(Store*, uint64_t *piVersion);
 };
 
 /* Every backend's handle starts with this. */
@@ -134,6 +135,15 @@ int store_add(Store*, const void *pKey, int nKey, int64_t iDelta,
 ** fall back to store_get(). */
 int store_get_range(Store*, const void *pKey, int nKey, int iOff, int n,
                     void *pOut, int *pnGot);
+
+/* Inside a read transaction of store_begin(p, 0): start its snapshot and
+** set *piVersion to a number of this handle that differs from the one it
+** gave at the start of its previous read transaction whenever anything
+** (this handle, another one, another process) changed the store between
+** the two snapshots; so an equal number means equal contents.
+** SQLITE_NOTFOUND where the backend cannot tell (iVersion below 3, or no
+** transaction open): the caller reads what it needs. */
+int store_data_version(Store*, uint64_t *piVersion);
 
 /* Give the space of deleted rows back to the file system: with
 ** STORE_MAINT_RECLAIM the free pages the backend can return cheaply (the
