@@ -385,8 +385,14 @@ START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
   th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
               "INSERT INTO t VALUES(1, 'one')");
   for(i=2; i<=4; i++){
-    char *zCmd = sqlite3_mprintf("/usr/bin/sqlite3 '%s' '.load %s' "
-        "'SELECT count(*), max(key) FROM t' 2>&1", zDb, zModule);
+    /* a sanitizer build's module needs its runtime loaded first */
+    const char *zSan = getenv("DEPOT_SANITIZER");
+    int bPre = zSan && (strcmp(zSan, "asan")==0 || strcmp(zSan, "tsan")==0);
+    char *zCmd = sqlite3_mprintf("%s%s%s/usr/bin/sqlite3 '%s' '.load %s' "
+        "'SELECT count(*), max(key) FROM t' 2>&1",
+        bPre ? "LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib" : "",
+        bPre ? zSan : "",
+        bPre ? ".so) ASAN_OPTIONS=detect_leaks=0 " : "", zDb, zModule);
     char zOut[256];
     FILE *p = popen(zCmd, "r");
     size_t n;
