@@ -93,6 +93,7 @@ END_TEST
 START_TEST(test_queue_clock_expiry_nack_dead_letters){
   sqlite3 *db = q_open("queue-clock", 0);
   sqlite3_int64 t0 = 1800000000000LL, iLease, iLease2;
+  char *zSql;
   th_exec(db, "CREATE VIRTUAL TABLE jobs USING kv_queue(max_attempts=3)");
   th_execf(db, "SELECT kv_clock('fixed', %lld)", t0);
   ck_assert_int_eq(th_int(db, "SELECT kv_enqueue('jobs', 'a', 1000)"), 1);
@@ -115,13 +116,16 @@ START_TEST(test_queue_clock_expiry_nack_dead_letters){
   th_execf(db, "SELECT kv_clock('fixed', %lld)", t0+1500);
   iLease2 = th_int(db, "SELECT lease_id FROM kv_queue_lease('jobs', 1, 500)");
   ck_assert(iLease2!=iLease);
-  q_err_is(db, sqlite3_mprintf("SELECT kv_queue_ack('jobs', 1, %lld)",
-                               iLease), "is not held by lease");
+  zSql = sqlite3_mprintf("SELECT kv_queue_ack('jobs', 1, %lld)", iLease);
+  q_err_is(db, zSql, "is not held by lease");
+  sqlite3_free(zSql);
   /* extend, then nack with a delay and an error */
   ck_assert_int_eq(th_intf(db, "SELECT kv_queue_extend('jobs', 1, %lld, "
                                 "2000)", iLease2), t0+3500);
-  th_text_is(db, sqlite3_mprintf("SELECT kv_queue_nack('jobs', 1, %lld, 300,"
-                                 " 'e2')", iLease2), "queued");
+  zSql = sqlite3_mprintf("SELECT kv_queue_nack('jobs', 1, %lld, 300, 'e2')",
+                         iLease2);
+  th_text_is(db, zSql, "queued");
+  sqlite3_free(zSql);
   th_text_is(db, "SELECT state||attempts||' '||error FROM jobs",
              "delayed2 e2");
   th_execf(db, "SELECT kv_clock('fixed', %lld)", t0+1799);
@@ -145,8 +149,10 @@ START_TEST(test_queue_clock_expiry_nack_dead_letters){
   iLease = th_int(db, "SELECT lease_id FROM kv_queue_lease('jobs', 1, 100)");
   th_execf(db, "SELECT kv_clock('fixed', %lld)", t0+4000);
   iLease = th_int(db, "SELECT lease_id FROM kv_queue_lease('jobs', 1, 100)");
-  th_text_is(db, sqlite3_mprintf("SELECT kv_queue_nack('jobs', 1, %lld, 0, "
-                                 "'final')", iLease), "dead");
+  zSql = sqlite3_mprintf("SELECT kv_queue_nack('jobs', 1, %lld, 0, "
+                         "'final')", iLease);
+  th_text_is(db, zSql, "dead");
+  sqlite3_free(zSql);
   th_text_is(db, "SELECT error FROM kv_queue_dead('jobs')", "final");
   ck_assert_int_eq(th_int(db, "SELECT kv_queue_purge('jobs', 1)"), 1);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_queue_dead('jobs')"),
