@@ -1678,7 +1678,6 @@ int kv_derived_remove_carriers(KvConn *pConn, KvRoot *r, const char *zTab,
   for(i=0; rc==SQLITE_OK && s && i<s->nCarrier; i++){
     rc = kv_remove_table(r, s->a[i].zName, s->a[i].nName, pzErr);
   }
-  if( rc==SQLITE_OK ) rc = kv_ttl_remove_index(r, zTab, nTab, pzErr);
   return rc;
 }
 

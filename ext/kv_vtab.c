@@ -605,6 +605,9 @@ static int vtabDestroy(sqlite3_vtab *pVtab){
       rc = kv_derived_remove_carriers(p->pConn, pRoot, p->zName, p->nName,
                                       &zErr);
     }
+    if( rc==SQLITE_OK ){
+      rc = kv_ttl_remove_index(pRoot, p->zName, p->nName, &zErr);
+    }
     if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, &zErr);
   }
   kv_root_free(pRoot);
