@@ -532,6 +532,7 @@ static void funcRemoveTable(sqlite3_context *ctx, int argc,
     rc = kv_derived_remove_carriers((KvConn*)sqlite3_user_data(ctx),
                                     h->pRoot, zTab, nTab, &zErr);
   }
+  if( rc==SQLITE_OK ) rc = kv_ttl_remove_index(h->pRoot, zTab, nTab, &zErr);
   if( rc!=SQLITE_OK ) kv_sql_error(ctx, rc, zErr);
   else sqlite3_result_int(ctx, 1);
 }

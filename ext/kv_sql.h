@@ -300,6 +300,14 @@ int kv_ttl_stamp(KvConn*, KvRoot *r, const char *zTab, int nTab,
 void kv_ttl_attach(KvConn*, KvEngine*, const char *zTab, int nTab);
 int kv_ttl_sweep_table(KvConn*, KvEngine*, const char *zTab, int nTab,
                        int nBatch, int64_t *pnRemoved, char **pzErr);
+/* The deadline index of table zTab (kv_ttl.c "Deadline index"), in root
+** r: kv_ttl_create_index creates it with the table (type and persistence
+** of the table); kv_ttl_remove_index removes it, if there is one, in the
+** root that removes the table. */
+int kv_ttl_create_index(KvRoot *r, const char *zTab, int nTab,
+                        const char *zType, int bPersist, char **pzErr);
+int kv_ttl_remove_index(KvRoot *r, const char *zTab, int nTab,
+                        char **pzErr);
 #ifdef DEPOT_TEST
 /* Test hooks: the interval between background sweeper passes of stores
 ** whose sweeper starts from now on (default 1000 ms); a callback that
@@ -307,6 +315,8 @@ int kv_ttl_sweep_table(KvConn*, KvEngine*, const char *zTab, int nTab,
 ** (NULL: none), to interleave a writer (remove-if-still-expired). */
 void kv_ttl_test_interval(int64_t iMs);
 void kv_ttl_test_before_commit(void (*x)(void*), void *pArg);
+/* Rows and deadline index entries sweep passes have read, process-wide. */
+int64_t kv_ttl_test_examined(void);
 #endif
 
 #endif /* DEPOT_KV_SQL_H */

@@ -23,15 +23,30 @@
 ** point reads, scans and the index entries of its carriers (which carry
 ** the row's deadline, ext/kv_derived.c).
 **
+** Deadline index.  Every table with a deadline has a hidden KV table
+** ".ttl:T" of the same type and persistence (created with T, removed with
+** T), keyed by (deadline as a key-encoded integer, row key), value the
+** empty blob.  kv_ttl_stamp writes the entry of every write that gives a
+** deadline, in the write's root; an entry is never deleted by writes, so
+** a row rewritten with a later deadline, or deleted, leaves a stale entry
+** that the sweep drops when its deadline comes.  A table declared before
+** indexes existed gets its index at its first sweep (ttlIdxBuild, one
+** root: it reads the whole table and rewrites the table's catalog entry,
+** so a writer bound before it fails its prepare and misses nothing).
+**
 ** Sweeping.  kv_ttl_sweep_table removes the expired rows of a table in
 ** batches of at most KV_TTL_BATCH, each one ordinary root transaction
-** marked KV_ORIGIN_EXPIRE: it binds the table (its snapshot), scans it
-** with the expired rows shown, registers a read of each expired key,
-** writes the carriers' side of its removal (kv_derived_write: indexes,
-** counters) and deletes it, then commits.  A row rewritten after the
-** snapshot makes the batch conflict at prepare (remove-if-still-expired);
-** the batch is built again from a fresh snapshot, where that row is no
-** longer expired.  A writer is held (its reservations) only between the
+** marked KV_ORIGIN_EXPIRE: it binds the table and its index (their
+** snapshot), reads the index entries whose deadline is <= now, registers
+** a read of each entry, and for each row still stored and still expired
+** registers a read of its key, writes the carriers' side of its removal
+** (kv_derived_write: indexes, counters) and deletes it; it deletes every
+** entry it read, then commits.  So a pass costs the expired rows (and
+** stale entries), not the table.  A row rewritten after the snapshot
+** makes the batch conflict at prepare (remove-if-still-expired); the
+** batch is built again from a fresh snapshot, where that row is no
+** longer expired.  A table whose name is too long for an index name
+** (KV_MAX_NAME_BYTES) is swept by a scan of the whole table.  A writer is held (its reservations) only between the
 ** batch's prepare and commit.  The background sweeper is the engine's
 ** thread per store (kv_engine_sweeper_start): it is started by the first
 ** connection that attaches or writes a table with a deadline, runs a pass
@@ -56,6 +71,8 @@ SQLITE_EXTENSION_INIT3
 #define TTL_EXPR  2
 #define TTL_RETRY 8              /* conflicts a batch retries in a pass */
 #define TTL_MAX_MS ((int64_t)1<<53)
+#define TTL_IDX_PREFIX ".ttl:"   /* the deadline index of table T: .ttl:T */
+#define TTL_IDX_PREFIX_LEN 5
 
 typedef struct TtlPolicy TtlPolicy;
 typedef struct TtlCache TtlCache;
@@ -69,6 +86,8 @@ struct TtlPolicy {
   char *zExpr;
   sqlite3_stmt *pStmt;           /* TTL_EXPR: SELECT (expr) FROM ... */
   int bStarted;                  /* the store's sweeper was asked for */
+  int bIdx;                      /* its deadline index exists */
+  char *zIdx; int nIdx;          /* the index's name (NULL: too long) */
   TtlPolicy *pNext;
 };
 
@@ -79,6 +98,7 @@ struct TtlCache {
 
 static int64_t ttlInterval = 1000;   /* ms between background passes */
 #ifdef DEPOT_TEST
+static int64_t ttlTestExamined = 0;  /* rows (index entries) passes read */
 static void (*ttlTestBeforeCommit)(void*) = 0;
 static void *ttlTestBeforeCommitArg = 0;
 #endif
@@ -101,6 +121,7 @@ static void ttlCacheFree(KvConn *pConn){
     c->pList = p->pNext;
     ttlPolicyClear(p);
     sqlite3_free(p->zName);
+    sqlite3_free(p->zIdx);
     sqlite3_free(p);
   }
   sqlite3_close(c->db);
@@ -193,6 +214,15 @@ static int ttlPolicy(KvConn *pConn, KvEngine *pEng, KvRoot *r,
     if( p->zName==0 ){ sqlite3_free(p); return SQLITE_NOMEM; }
     p->pEng = pEng;
     p->nName = nTab;
+    if( nTab+TTL_IDX_PREFIX_LEN<=KV_MAX_NAME_BYTES ){
+      p->zIdx = sqlite3_mprintf(TTL_IDX_PREFIX "%.*s", nTab, zTab);
+      if( p->zIdx==0 ){
+        sqlite3_free(p->zName);
+        sqlite3_free(p);
+        return SQLITE_NOMEM;
+      }
+      p->nIdx = nTab+TTL_IDX_PREFIX_LEN;
+    }
     p->iSeq = (uint64_t)-1;
     p->pNext = c->pList;
     c->pList = p;
@@ -207,6 +237,16 @@ static int ttlPolicy(KvConn *pConn, KvEngine *pEng, KvRoot *r,
   }
   if( rc==SQLITE_OK ) rc = ttlParse(db, bFound ? meta.zOptions : 0, p, pzErr);
   kv_meta_clear(&meta);
+  p->bIdx = 0;
+  if( rc==SQLITE_OK && p->eKind!=TTL_NONE && p->zIdx ){
+    rc = kv_table_meta(pEng, 0, p->zIdx, p->nIdx, &meta, &p->bIdx);
+    kv_meta_clear(&meta);
+    if( rc==SQLITE_OK && !p->bIdx && r ){
+      rc = kv_table_meta(pEng, r, p->zIdx, p->nIdx, &meta, &p->bIdx);
+      kv_meta_clear(&meta);
+      if( p->bIdx ) iSeq = (uint64_t)-1;
+    }
+  }
   p->iSeq = rc==SQLITE_OK ? iSeq : (uint64_t)-1;
   if( rc==SQLITE_OK ) *pp = p;
   return rc;
@@ -293,6 +333,25 @@ int kv_ttl_option(const char *zTtlMs, const char *zDeadline, KvBuf *pJson,
 
 /* ------------------------------------------------------------ writing --- */
 
+/* Append the key encoding of deadline iDeadline to p: the first part of a
+** deadline index key, whose second part is the row's key. */
+static int ttlIdxKey(int64_t iDeadline, KvBuf *p){
+  return kv_key_encode_c(SQLITE_INTEGER, iDeadline, 0.0, 0, 0, p, 0);
+}
+
+/* Write the deadline index entry whose key is *pKey (its value: the empty
+** blob, appended to *pKey here). */
+static int ttlIdxPut(KvRoot *r, TtlPolicy *p, KvBuf *pKey, char **pzErr){
+  int nKey = pKey->n;
+  int rc = kv_value_encode_blob(0, 0, pKey);
+  if( rc==SQLITE_OK ){
+    rc = kv_put(r, p->zIdx, p->nIdx, pKey->a, nKey, pKey->a+nKey,
+                pKey->n-nKey, pzErr);
+  }
+  pKey->n = nKey;
+  return rc;
+}
+
 static void ttlFreeConn(void *p){ kv_conn_unref(p); }
 static int ttlPass(KvEngine *pEng, void *pArg);
 
@@ -378,6 +437,22 @@ int kv_ttl_stamp(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
     rc = ttlEval(p, pKey, pVal, iNow, &bDeadline, &iDeadline, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kv_value_set_deadline(pEnc, bDeadline, iDeadline);
+  if( rc==SQLITE_OK && bDeadline && !p->bIdx && p->zIdx ){
+    /* bind the table before looking for its index: an index built after
+    ** this (ttlIdxBuild) redefines the table, so this root then fails its
+    ** prepare instead of committing a row the index misses */
+    rc = kv_root_touch(r, zTab, nTab, 0, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = ttlPolicy(pConn, kv_root_engine(r), r, zTab, nTab, &p, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK && bDeadline && p->bIdx ){
+    KvBuf k = {0, 0, 0};
+    rc = ttlIdxKey(iDeadline, &k);
+    if( rc==SQLITE_OK ) rc = kv_key_encode(pKey, &k, pzErr);
+    if( rc==SQLITE_OK ) rc = ttlIdxPut(r, p, &k, pzErr);
+    kv_buf_free(&k);
+  }
   return rc;
 }
 
@@ -453,6 +528,9 @@ static int ttlBatch(KvConn *pConn, KvEngine *pEng, const char *zTab,
     kv_buf_reset(pCursor);
     if( rc==SQLITE_OK ) rc = kv_buf_append(pCursor, e->aKey, e->nKey);
     if( rc==SQLITE_OK ) kv_iter_next(pIter);
+#ifdef DEPOT_TEST
+    __atomic_fetch_add(&ttlTestExamined, 1, __ATOMIC_RELAXED);
+#endif
   }
   if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
   if( rc==SQLITE_OK ) *pbEnd = kv_iter_eof(pIter);
@@ -484,6 +562,198 @@ static int ttlBatch(KvConn *pConn, KvEngine *pEng, const char *zTab,
   return rc;
 }
 
+/* One batch through the deadline index of p: read up to nBatch entries
+** whose deadline is <= now, remove each one's row if it is still expired
+** (a row rewritten with a later deadline, or removed, leaves an entry
+** that is only deleted), delete the entries, in one root.  Reads of the
+** entries and of the removed rows make a concurrent rewrite conflict.
+** *pbEnd: fewer than nBatch entries were due. */
+static int ttlIdxBatch(KvConn *pConn, KvEngine *pEng, TtlPolicy *p,
+                       int nBatch, int *pnDone, int *pbEnd, char **pzErr){
+  const char *zTab = p->zName;
+  int nTab = p->nName;
+  KvRoot *r = 0;
+  KvIter *pIter = 0;
+  KvBound hi;
+  KvBuf hiKey = {0, 0, 0}, val = {0, 0, 0};
+  TtlRows rows;
+  int64_t iNow;
+  int i, nDone = 0, rc;
+  memset(&rows, 0, sizeof(rows));
+  *pnDone = 0;
+  *pbEnd = 0;
+  rc = kv_root_begin(pEng, &r);
+  if( rc!=SQLITE_OK ) return rc;
+  kv_root_set_origin(r, KV_ORIGIN_EXPIRE);
+  rc = kv_root_bind(r, zTab, nTab, pzErr);
+  if( rc==SQLITE_OK ) rc = kv_root_bind(r, p->zIdx, p->nIdx, pzErr);
+  iNow = kv_clock_ms();
+  if( rc==SQLITE_OK ) rc = ttlIdxKey(iNow+1, &hiKey);
+  hi.aKey = hiKey.a; hi.nKey = hiKey.n; hi.bIncl = 0;
+  if( rc==SQLITE_OK ){
+    rc = kv_iter_open(pEng, r, p->zIdx, p->nIdx, 0, &hi,
+                      KV_ITER_WITH_EXPIRED, &pIter, pzErr);
+  }
+  while( rc==SQLITE_OK && !kv_iter_eof(pIter) && rows.n<nBatch ){
+    rc = ttlRowsAdd(&rows, kv_iter_current(pIter));
+    if( rc==SQLITE_OK ) kv_iter_next(pIter);
+  }
+  if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
+  if( rc==SQLITE_OK ) *pbEnd = kv_iter_eof(pIter);
+  kv_iter_close(pIter);
+#ifdef DEPOT_TEST
+  __atomic_fetch_add(&ttlTestExamined, rows.n, __ATOMIC_RELAXED);
+#endif
+  for(i=0; rc==SQLITE_OK && i<rows.n; i++){
+    const uint8_t *aIdx = rows.data.a + rows.aOff[2*i];
+    int nIdx = rows.aOff[2*i+1] - rows.aOff[2*i];
+    int nD = kv_key_length(aIdx, nIdx);
+    int bFound = 0;
+    rc = kv_root_note_read(r, p->zIdx, p->nIdx, aIdx, nIdx, pzErr);
+    if( rc==SQLITE_OK && nD>0 && nD<nIdx ){
+      rc = kv_peek(r, zTab, nTab, aIdx+nD, nIdx-nD, &val, &bFound, pzErr);
+      if( rc==SQLITE_OK && bFound && kv_value_expired(val.a, val.n, iNow) ){
+        rc = kv_root_note_read(r, zTab, nTab, aIdx+nD, nIdx-nD, pzErr);
+        if( rc==SQLITE_OK ){
+          rc = kv_derived_write(pConn, r, zTab, nTab, aIdx+nD, nIdx-nD, 0, 0,
+                                1, KV_DERIVED_OLD_GIVEN, val.a, val.n, pzErr);
+        }
+        if( rc==SQLITE_OK ) rc = kv_del(r, zTab, nTab, aIdx+nD, nIdx-nD,
+                                        pzErr);
+        if( rc==SQLITE_OK ) nDone++;
+      }
+    }
+    if( rc==SQLITE_OK ) rc = kv_del(r, p->zIdx, p->nIdx, aIdx, nIdx, pzErr);
+  }
+#ifdef DEPOT_TEST
+  if( rc==SQLITE_OK && nDone>0 && ttlTestBeforeCommit ){
+    ttlTestBeforeCommit(ttlTestBeforeCommitArg);
+  }
+#endif
+  if( rc==SQLITE_OK && rows.n>0 ){
+    rc = kv_root_commit(r, pzErr);
+    if( rc==SQLITE_OK ) *pnDone = nDone;
+  }
+  kv_root_free(r);
+  sqlite3_free(rows.aOff);
+  kv_buf_free(&rows.data);
+  kv_buf_free(&hiKey);
+  kv_buf_free(&val);
+  return rc;
+}
+
+/* Build the deadline index of p's table, declared before tables had one,
+** in one root: create it (type and persistence of the table), write an
+** entry for every row that has a deadline, read the whole table (a
+** concurrent write conflicts) and rewrite the table's catalog entry with
+** its own options, so that a writer bound before it fails its prepare
+** instead of committing a row the index misses. */
+static int ttlIdxBuild(KvEngine *pEng, TtlPolicy *p, char **pzErr){
+  KvRoot *r = 0;
+  KvIter *pIter = 0;
+  KvMeta meta;
+  KvBuf k = {0, 0, 0};
+  int bFound = 0, bCreated = 0, rc;
+  memset(&meta, 0, sizeof(meta));
+  rc = kv_root_begin(pEng, &r);
+  if( rc==SQLITE_OK ){
+    rc = kv_table_meta(pEng, 0, p->zName, p->nName, &meta, &bFound);
+  }
+  if( rc==SQLITE_OK && !bFound ){
+    *pzErr = sqlite3_mprintf("kv: no such table: %s", p->zName);
+    rc = SQLITE_ERROR;
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_create_table(r, p->zIdx, p->nIdx, meta.zType, meta.bPersist, 0,
+                         &bCreated, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kv_root_bind(r, p->zName, p->nName, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = kv_root_note_range(r, p->zName, p->nName, 0, 0, 0, 0, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_iter_open(pEng, r, p->zName, p->nName, 0, 0,
+                      KV_ITER_WITH_EXPIRED, &pIter, pzErr);
+  }
+  while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
+    const KvMapEntry *e = kv_iter_current(pIter);
+    int64_t iDeadline;
+    if( kv_value_deadline(e->aVal, e->nVal, &iDeadline) ){
+      kv_buf_reset(&k);
+      rc = ttlIdxKey(iDeadline, &k);
+      if( rc==SQLITE_OK ) rc = kv_buf_append(&k, e->aKey, e->nKey);
+      if( rc==SQLITE_OK ) rc = ttlIdxPut(r, p, &k, pzErr);
+    }
+    if( rc==SQLITE_OK ) kv_iter_next(pIter);
+  }
+  if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
+  kv_iter_close(pIter);
+  if( rc==SQLITE_OK ){
+    rc = kv_table_set_options(r, p->zName, p->nName, meta.zOptions, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = kv_root_commit(r, pzErr);
+  kv_root_free(r);
+  kv_meta_clear(&meta);
+  kv_buf_free(&k);
+  return rc;
+}
+
+int kv_ttl_create_index(KvRoot *r, const char *zTab, int nTab,
+                        const char *zType, int bPersist, char **pzErr){
+  char *zIdx;
+  int bCreated = 0, rc;
+  if( nTab+TTL_IDX_PREFIX_LEN>KV_MAX_NAME_BYTES ) return SQLITE_OK;
+  zIdx = sqlite3_mprintf(TTL_IDX_PREFIX "%.*s", nTab, zTab);
+  if( zIdx==0 ) return SQLITE_NOMEM;
+  rc = kv_create_table(r, zIdx, nTab+TTL_IDX_PREFIX_LEN, zType, bPersist, 0,
+                       &bCreated, pzErr);
+  sqlite3_free(zIdx);
+  return rc;
+}
+
+int kv_ttl_remove_index(KvRoot *r, const char *zTab, int nTab,
+                        char **pzErr){
+  KvMeta meta;
+  char *zIdx;
+  int bFound = 0, rc;
+  if( nTab+TTL_IDX_PREFIX_LEN>KV_MAX_NAME_BYTES ) return SQLITE_OK;
+  zIdx = sqlite3_mprintf(TTL_IDX_PREFIX "%.*s", nTab, zTab);
+  if( zIdx==0 ) return SQLITE_NOMEM;
+  rc = kv_table_meta(kv_root_engine(r), r, zIdx, nTab+TTL_IDX_PREFIX_LEN,
+                     &meta, &bFound);
+  kv_meta_clear(&meta);
+  if( rc==SQLITE_OK && bFound ){
+    rc = kv_remove_table(r, zIdx, nTab+TTL_IDX_PREFIX_LEN, pzErr);
+  }
+  sqlite3_free(zIdx);
+  return rc;
+}
+
+/* Sweep p's table through its deadline index. */
+static int ttlIdxSweep(KvConn *pConn, KvEngine *pEng, TtlPolicy *p,
+                       int nBatch, int64_t *pnRemoved, char **pzErr){
+  int nTry = 0, bEnd = 0, rc = SQLITE_OK;
+  while( rc==SQLITE_OK && !bEnd ){
+    int nDone = 0;
+    rc = ttlIdxBatch(pConn, pEng, p, nBatch, &nDone, &bEnd, pzErr);
+    if( rc==SQLITE_BUSY_SNAPSHOT && ++nTry<=TTL_RETRY ){
+      sqlite3_free(*pzErr);              /* a row or entry was rewritten */
+      *pzErr = 0;
+      rc = SQLITE_OK;
+      bEnd = 0;
+      continue;
+    }
+    if( rc==SQLITE_BUSY_SNAPSHOT ){      /* busy: the next pass goes on */
+      sqlite3_free(*pzErr);
+      *pzErr = 0;
+      rc = SQLITE_OK;
+      break;
+    }
+    *pnRemoved += nDone;
+  }
+  return rc;
+}
+
 int kv_ttl_sweep_table(KvConn *pConn, KvEngine *pEng, const char *zTab,
                        int nTab, int nBatch, int64_t *pnRemoved,
                        char **pzErr){
@@ -496,6 +766,21 @@ int kv_ttl_sweep_table(KvConn *pConn, KvEngine *pEng, const char *zTab,
     *pzErr = sqlite3_mprintf("kv: table %.*s declares no deadline (create "
         "it with ttl_ms=N or deadline='expr')", nTab, zTab);
     rc = SQLITE_ERROR;
+  }
+  if( rc==SQLITE_OK && !p->bIdx && p->zIdx ){
+    /* a table declared before tables had deadline indexes */
+    int nBuild;
+    for(nBuild=0; nBuild<TTL_RETRY; nBuild++){
+      char *zErr = 0;
+      int rc2 = ttlIdxBuild(pEng, p, &zErr);
+      sqlite3_free(zErr);
+      if( rc2!=SQLITE_BUSY_SNAPSHOT ) break;
+    }
+    rc = ttlPolicy(pConn, pEng, 0, zTab, nTab, &p, pzErr);
+  }
+  if( rc==SQLITE_OK && p->bIdx ){
+    rc = ttlIdxSweep(pConn, pEng, p, nBatch, pnRemoved, pzErr);
+    bEnd = 1;
   }
   while( rc==SQLITE_OK && !bEnd ){
     int nDone = 0;
@@ -573,6 +858,9 @@ static int ttlPass(KvEngine *pEng, void *pArg){
 #ifdef DEPOT_TEST
 void kv_ttl_test_interval(int64_t iMs){
   ttlInterval = iMs>0 ? iMs : 1000;
+}
+int64_t kv_ttl_test_examined(void){
+  return __atomic_load_n(&ttlTestExamined, __ATOMIC_RELAXED);
 }
 void kv_ttl_test_before_commit(void (*x)(void*), void *pArg){
   ttlTestBeforeCommit = x;

@@ -325,6 +325,10 @@ static int vtabCreateOrAttach(VtabTable *p, const VtabArgs *pA, int bCreate,
   }
   rc = kv_create_table(p->pConn->pSqlRoot, p->zName, p->nName, pA->zType,
                        pA->bPersist, pA->zOptions, &bCreated, pzErr);
+  if( rc==SQLITE_OK && bCreated && (pA->zTtlMs || pA->zDeadline) ){
+    rc = kv_ttl_create_index(p->pConn->pSqlRoot, p->zName, p->nName,
+                             pA->zType, pA->bPersist, pzErr);
+  }
   if( rc!=SQLITE_OK ) vtabLeave(p);
   return rc;
 }
@@ -600,6 +604,9 @@ static int vtabDestroy(sqlite3_vtab *pVtab){
     if( rc==SQLITE_OK ){
       rc = kv_derived_remove_carriers(p->pConn, pRoot, p->zName, p->nName,
                                       &zErr);
+    }
+    if( rc==SQLITE_OK ){
+      rc = kv_ttl_remove_index(pRoot, p->zName, p->nName, &zErr);
     }
     if( rc==SQLITE_OK ) rc = kv_root_commit(pRoot, &zErr);
   }

@@ -220,6 +220,10 @@ static const BenchWorkload aWorkload[] = {
     "the same rows in a kv_btree table with ttl_ms, removed by kv_sweep() "
     "(256 per root txn, kv_synchronous normal)",
     0, 5, bench_ttl_sweep_vs_sqlite },
+  { "ttl_sweep_200k_vs_sqlite",
+    "200k rows, the same 10k expired (every 20th key): the same DELETEs",
+    "the same rows in a kv_btree table with ttl_ms, removed by kv_sweep()",
+    0, 5, bench_ttl_sweep_200k_vs_sqlite },
   { "kv_log_load",
     "1M keys, 100 synced txns, SQLite file WITHOUT ROWID (WAL, sync FULL)",
     "1M keys, 100 kv_logstore_apply + kv_logstore_sync",

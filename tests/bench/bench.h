@@ -113,6 +113,7 @@ double bench_queue_vs_sqlite(int bCandidate, const char *zDir);
 /* tests/bench/bench_ttl.c: removing expired rows, kv_sweep against batched
 ** DELETEs of a plain table with a deadline index. */
 double bench_ttl_sweep_vs_sqlite(int bCandidate, const char *zDir);
+double bench_ttl_sweep_200k_vs_sqlite(int bCandidate, const char *zDir);
 
 /* Monotonic clock, seconds. */
 double bench_now(void);

@@ -429,6 +429,90 @@ START_TEST(test_ttl_bad_input_is_refused_and_changes_nothing){
 }
 END_TEST
 
+/* A pass reads the deadline index: over a large table with few expired
+** rows it examines only those; an entry left by a rewrite with a later
+** deadline is dropped and its row kept; the index survives a reopen and
+** goes with its table. */
+START_TEST(test_ttl_sweep_reads_only_the_due_entries_of_its_index){
+  char *zDir = 0;
+  sqlite3 *db = tt_open("ttl-index", &zDir);
+  sqlite3_int64 n0;
+  tt_table(db, "t", _i, "ttl_ms=100");
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<10) INSERT INTO t SELECT i, 'early' FROM c");
+  tt_clock(db, T0+50);
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<3000) INSERT INTO t SELECT 100+i, 'late' FROM c");
+  th_exec(db, "UPDATE t SET value='again' WHERE key=7");   /* T0+150 */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats "
+                              "WHERE tbl='.ttl:t'"), 1);
+  tt_clock(db, T0+100);
+  n0 = kv_ttl_test_examined();
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('t')"), 9);
+  ck_assert_int_eq(kv_ttl_test_examined() - n0, 10);
+  th_text_is(db, "SELECT value FROM t WHERE key=7", "again");
+  n0 = kv_ttl_test_examined();
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('t')"), 0);
+  ck_assert_int_eq(kv_ttl_test_examined() - n0, 0);
+  if( _i>0 ){
+    sqlite3_close(db);
+    db = th_openf("%s/db", zDir);
+  }
+  tt_clock(db, T0+150);
+  n0 = kv_ttl_test_examined();
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('t')"), 3001);
+  ck_assert_int_eq(kv_ttl_test_examined() - n0, 3001);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  th_exec(db, "DROP TABLE main.t");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats "
+                              "WHERE tbl='.ttl:t'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A table whose deadline was declared without an index gets one at its
+** first sweep, and keeps it; the index goes with the table. */
+START_TEST(test_ttl_first_sweep_builds_a_missing_index){
+  sqlite3 *db = tt_open("ttl-build", 0);
+  sqlite3_int64 n0, h;
+  char *zErr = 0;
+  tt_table(db, "o", _i, "ttl_ms=100");
+  /* what a table declared before deadline indexes existed looks like */
+  th_exec(db, "SELECT kv_begin(), kv_remove_table(1, '.ttl:o'), "
+              "kv_commit(1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats "
+                              "WHERE tbl='.ttl:o'"), 0);
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<500) INSERT INTO o SELECT i, 'v' FROM c");
+  /* a writer bound before the build fails its commit: the build
+  ** redefined the table, so no row commits that the index misses */
+  h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_put(%lld, 'o', 2000, 'x')", h);
+  tt_clock(db, T0+50);
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('o')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats "
+                              "WHERE tbl='.ttl:o'"), 1);
+  ck_assert_int_ne(th_tryf(db, &zErr, "SELECT kv_commit(%lld)", h),
+                   SQLITE_OK);
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM o WHERE key=2000"), 0);
+  th_exec(db, "INSERT INTO o VALUES(1000, 'w')");
+  tt_clock(db, T0+100);
+  n0 = kv_ttl_test_examined();
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('o')"), 500);
+  ck_assert_int_eq(kv_ttl_test_examined() - n0, 500);
+  th_text_is(db, "SELECT group_concat(key) FROM o", "1000");
+  tt_clock(db, T0+150);
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('o')"), 1);
+  h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_remove_table(%lld, 'o'), kv_commit(%lld)", h, h);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats "
+                              "WHERE tbl='.ttl:o'"), 0);
+  sqlite3_close(db);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("ttl");
   TCase *tc = tcase_create("ttl");
@@ -448,6 +532,9 @@ Suite *depot_test_suite(void){
       test_ttl_row_rewritten_after_its_deadline_was_read_is_kept, 0, 3);
   tcase_add_loop_test(tc, test_ttl_sweep_updates_carriers, 0, 3);
   tcase_add_test(tc, test_ttl_bad_input_is_refused_and_changes_nothing);
+  tcase_add_loop_test(tc,
+      test_ttl_sweep_reads_only_the_due_entries_of_its_index, 0, 3);
+  tcase_add_loop_test(tc, test_ttl_first_sweep_builds_a_missing_index, 0, 3);
   suite_add_tcase(s, tc);
   tc = tcase_create("kill");
   tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
