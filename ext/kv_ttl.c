@@ -63,6 +63,7 @@
 #include "ext/kv/kv.h"
 SQLITE_EXTENSION_INIT3
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,8 +100,21 @@ struct TtlCache {
 static int64_t ttlInterval = 1000;   /* ms between background passes */
 #ifdef DEPOT_TEST
 static int64_t ttlTestExamined = 0;  /* rows (index entries) passes read */
-static void (*ttlTestBeforeCommit)(void*) = 0;
+static void (*ttlTestBeforeCommit)(void*) = 0;   /* ttlTestMutex */
 static void *ttlTestBeforeCommitArg = 0;
+static pthread_mutex_t ttlTestMutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* The test hook, if set, with its argument: set by the test's thread, run
+** on a sweeper's. */
+static void ttlTestHook(void){
+  void (*x)(void*);
+  void *pArg;
+  pthread_mutex_lock(&ttlTestMutex);
+  x = ttlTestBeforeCommit;
+  pArg = ttlTestBeforeCommitArg;
+  pthread_mutex_unlock(&ttlTestMutex);
+  if( x ) x(pArg);
+}
 #endif
 
 /* ------------------------------------------------------------- cache --- */
@@ -548,8 +562,8 @@ static int ttlBatch(KvConn *pConn, KvEngine *pEng, const char *zTab,
     if( rc==SQLITE_OK ) rc = kv_del(r, zTab, nTab, aKey, nKey, pzErr);
   }
 #ifdef DEPOT_TEST
-  if( rc==SQLITE_OK && rows.n>0 && ttlTestBeforeCommit ){
-    ttlTestBeforeCommit(ttlTestBeforeCommitArg);
+  if( rc==SQLITE_OK && rows.n>0 ){
+    ttlTestHook();
   }
 #endif
   if( rc==SQLITE_OK && rows.n>0 ){
@@ -626,8 +640,8 @@ static int ttlIdxBatch(KvConn *pConn, KvEngine *pEng, TtlPolicy *p,
     if( rc==SQLITE_OK ) rc = kv_del(r, p->zIdx, p->nIdx, aIdx, nIdx, pzErr);
   }
 #ifdef DEPOT_TEST
-  if( rc==SQLITE_OK && nDone>0 && ttlTestBeforeCommit ){
-    ttlTestBeforeCommit(ttlTestBeforeCommitArg);
+  if( rc==SQLITE_OK && nDone>0 ){
+    ttlTestHook();
   }
 #endif
   if( rc==SQLITE_OK && rows.n>0 ){
@@ -863,8 +877,10 @@ int64_t kv_ttl_test_examined(void){
   return __atomic_load_n(&ttlTestExamined, __ATOMIC_RELAXED);
 }
 void kv_ttl_test_before_commit(void (*x)(void*), void *pArg){
+  pthread_mutex_lock(&ttlTestMutex);
   ttlTestBeforeCommit = x;
   ttlTestBeforeCommitArg = pArg;
+  pthread_mutex_unlock(&ttlTestMutex);
 }
 #endif
 
