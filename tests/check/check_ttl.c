@@ -126,6 +126,27 @@ START_TEST(test_ttl_scan_skips_expired_rows_between_live_ones){
 }
 END_TEST
 
+/* A sweep's removals reach a change stream on the table as 'expire'
+** events, after the events of the writes, in commit order. */
+START_TEST(test_ttl_sweep_emits_expire_events_into_a_stream){
+  sqlite3 *db = tt_open("ttl-stream", 0);
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree(ttl_ms=100)");
+  th_exec(db, "CREATE VIRTUAL TABLE q USING kv_queue(source=t)");
+  th_exec(db, "INSERT INTO t VALUES(1, 'a')");
+  tt_clock(db, T0+50);
+  th_exec(db, "INSERT INTO t VALUES(2, 'b')");
+  tt_clock(db, T0+100);
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('t')"), 1);
+  th_text_is(db, "SELECT group_concat(op||':'||k, ' ') FROM (SELECT "
+                 "json_extract(payload, '$.op') AS op, "
+                 "json_extract(payload, '$.key') AS k "
+                 "FROM kv_queue_lease('q', 10, 1000) ORDER BY id)",
+             "insert:1 insert:2 expire:1");
+  th_text_is(db, "SELECT group_concat(key) FROM t", "2");
+  sqlite3_close(db);
+}
+END_TEST
+
 /* A deadline expression: its value is the deadline; NULL never expires;
 ** a value read back is the value written (the deadline is not in it). */
 START_TEST(test_ttl_deadline_expression_decides_per_row){
@@ -518,6 +539,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("ttl");
   tcase_add_checked_fixture(tc, tt_setup, tt_teardown);
   tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_ttl_sweep_emits_expire_events_into_a_stream);
   tcase_add_loop_test(tc, test_ttl_scan_skips_expired_rows_between_live_ones,
                       0, 3);
   tcase_add_loop_test(tc, test_ttl_row_is_gone_exactly_at_its_deadline, 0, 3);
