@@ -85,3 +85,31 @@ void depot_result_error(sqlite3_context *ctx, int rc, char *zErr){
   if( (rc&0xff)!=SQLITE_ERROR ) sqlite3_result_error_code(ctx, rc);
   sqlite3_free(zErr);
 }
+
+int depot_sql_text(sqlite3 *db, const char *zSql, const char *z1,
+                   const char *z2, char **pz){
+  sqlite3_stmt *pStmt = 0;
+  int rc;
+  *pz = 0;
+  if( db==0 ) return SQLITE_NOMEM;
+  rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
+  if( rc!=SQLITE_OK ) return rc;
+  if( z1 ) sqlite3_bind_text(pStmt, 1, z1, -1, SQLITE_STATIC);
+  if( z2 ) sqlite3_bind_text(pStmt, 2, z2, -1, SQLITE_STATIC);
+  rc = sqlite3_step(pStmt);
+  if( rc==SQLITE_ROW ){
+    const char *z = (const char*)sqlite3_column_text(pStmt, 0);
+    rc = SQLITE_OK;
+    if( z && (*pz = sqlite3_mprintf("%s", z))==0 ) rc = SQLITE_NOMEM;
+  }else if( rc==SQLITE_DONE ){
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(pStmt);
+  return rc;
+}
+
+int depot_json_text(sqlite3 *db, const char *zJson, const char *zPath,
+                    char **pz){
+  return depot_sql_text(db, "SELECT CASE WHEN json_valid(?1) THEN "
+                        "json_extract(?1, ?2) END", zJson, zPath, pz);
+}

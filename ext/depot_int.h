@@ -93,4 +93,16 @@ int depot_text_args(sqlite3_value **apArg, int nArg, int nNotNull,
 ** "depot: out of memory"), and code rc unless it is plain SQLITE_ERROR. */
 void depot_result_error(sqlite3_context *ctx, int rc, char *zErr);
 
+/* Run zSql on db with text parameters ?1 = z1 and ?2 = z2 (a NULL pointer
+** binds NULL) and return column 0 of its first row as sqlite3_malloc'd
+** text in *pz (NULL when there is no row or it is NULL).  db NULL:
+** SQLITE_NOMEM. */
+int depot_sql_text(sqlite3 *db, const char *zSql, const char *z1,
+                   const char *z2, char **pz);
+
+/* Member zPath of JSON text zJson as text in *pz (depot_sql_text; NULL
+** when zJson is not JSON or has no such member). */
+int depot_json_text(sqlite3 *db, const char *zJson, const char *zPath,
+                    char **pz);
+
 #endif /* DEPOT_INT_H */

@@ -219,35 +219,6 @@ static int dvUnhex(const char *z, KvBuf *pOut){
   return rc;
 }
 
-/* Run SQL zSql on db with text parameters (NULL pointers bind NULL) and
-** return column 0 of its first row as sqlite3_malloc'd text in *pz (NULL
-** if NULL). */
-static int dvSqlText(sqlite3 *db, const char *zSql, const char *z1,
-                     const char *z2, char **pz){
-  sqlite3_stmt *pStmt = 0;
-  int rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
-  *pz = 0;
-  if( rc!=SQLITE_OK ) return rc;
-  if( z1 ) sqlite3_bind_text(pStmt, 1, z1, -1, SQLITE_STATIC);
-  if( z2 ) sqlite3_bind_text(pStmt, 2, z2, -1, SQLITE_STATIC);
-  rc = sqlite3_step(pStmt);
-  if( rc==SQLITE_ROW ){
-    const char *zRes = (const char*)sqlite3_column_text(pStmt, 0);
-    rc = SQLITE_OK;
-    if( zRes && (*pz = sqlite3_mprintf("%s", zRes))==0 ) rc = SQLITE_NOMEM;
-  }else if( rc==SQLITE_DONE ){
-    rc = SQLITE_OK;
-  }
-  sqlite3_finalize(pStmt);
-  return rc;
-}
-
-/* Member zPath of JSON text zJson (NULL, or not JSON: NULL). */
-static int dvJsonGet(sqlite3 *db, const char *zJson, const char *zPath,
-                     char **pz){
-  return dvSqlText(db, "SELECT CASE WHEN json_valid(?1) THEN "
-                       "json_extract(?1, ?2) END", zJson, zPath, pz);
-}
 
 /* ------------------------------------------------------------ catalog --- */
 
@@ -287,9 +258,9 @@ static void dvSourceClear(DvSource *s){
 static int dvCarrierParse(sqlite3 *db, const char *zName, const char *zOpt,
                           const char *zSource, DvCarrier *c){
   char *zKind = 0, *zSrc = 0, *zBuilt = 0, *zCursor = 0;
-  int rc = dvJsonGet(db, zOpt, "$.carrier", &zKind);
+  int rc = depot_json_text(db, zOpt, "$.carrier", &zKind);
   memset(c, 0, sizeof(*c));
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.source", &zSrc);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.source", &zSrc);
   if( rc==SQLITE_OK && (dvKindOf(zKind)<0 || zSrc==0
                         || (zSource && strcmp(zSrc, zSource)!=0)) ){
     rc = SQLITE_NOTFOUND;
@@ -299,10 +270,10 @@ static int dvCarrierParse(sqlite3 *db, const char *zName, const char *zOpt,
     c->zName = sqlite3_mprintf("%s", zName);
     if( c->zName==0 ) rc = SQLITE_NOMEM; else c->nName = (int)strlen(zName);
   }
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.expr", &c->zExpr);
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.sum", &c->zSum);
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.built", &zBuilt);
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.cursor", &zCursor);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.expr", &c->zExpr);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.sum", &c->zSum);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.built", &zBuilt);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.cursor", &zCursor);
   if( rc==SQLITE_OK ){
     c->bBuilt = zBuilt && zBuilt[0]=='1';
     rc = dvUnhex(zCursor, &c->cursor);
@@ -339,8 +310,8 @@ static int dvSourceRead(sqlite3 *db, DvSource *s){
   s->iSeq = kv_engine_catalog_seq(s->pEng);
   rc = dvOptions(s->pEng, s->zName, s->nName, &zOpt, 0, 0, &bFound);
   if( rc!=SQLITE_OK || !bFound || zOpt==0 ) return rc;
-  rc = dvJsonGet(db, zOpt, "$.source", &zOf);
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.carrier", &zKind);
+  rc = depot_json_text(db, zOpt, "$.source", &zOf);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.carrier", &zKind);
   if( rc==SQLITE_OK && zOf && dvKindOf(zKind)>=0 ){
     s->zCarrierOf = zOf;
     s->eCarrierKind = dvKindOf(zKind);
@@ -349,7 +320,7 @@ static int dvSourceRead(sqlite3 *db, DvSource *s){
   if( rc==SQLITE_OK ){
     rc = kv_stream_load(db, s->pEng, zOpt, &s->pStreams, &s->bQueue);
   }
-  if( rc==SQLITE_OK ) rc = dvJsonGet(db, zOpt, "$.carriers", &zList);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.carriers", &zList);
   if( rc==SQLITE_OK && zList ){
     rc = sqlite3_prepare_v2(db, "SELECT value FROM json_each(?1)", -1,
                             &pEach, 0);
@@ -1356,7 +1327,7 @@ static int dvCarrierOptions(sqlite3 *db, const char *zOpt, const uint8_t *aCur,
   if( zHex==0 ) return SQLITE_NOMEM;
   zSql = sqlite3_mprintf("SELECT json_set(?1, '$.cursor', ?2, '$.built', %d)",
                          bBuilt);
-  rc = zSql ? dvSqlText(db, zSql, zOpt, zHex, pzNew) : SQLITE_NOMEM;
+  rc = zSql ? depot_sql_text(db, zSql, zOpt, zHex, pzNew) : SQLITE_NOMEM;
   sqlite3_free(zSql);
   sqlite3_free(zHex);
   return rc;
@@ -1395,7 +1366,7 @@ static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
   if( rc==SQLITE_OK && c.bBuilt ){ *pbDone = 1; goto done; }
   if( rc==SQLITE_OK ){
     char *zSrc = 0;
-    rc = dvJsonGet(dvDb(pConn), zOpt, "$.source", &zSrc);
+    rc = depot_json_text(dvDb(pConn), zOpt, "$.source", &zSrc);
     lo.aKey = c.cursor.a; lo.nKey = c.cursor.n; lo.bIncl = 0;
     /* bind the source first: the scan then reads the snapshot from which
     ** the range read below is checked */
@@ -1549,13 +1520,13 @@ static int dvDeclareStep(KvRoot *r, void *pArg, char **pzErr){
                              d->zSource, zDir ? zDir : "in memory");
     rc = SQLITE_ERROR;
   }
-  if( rc==SQLITE_OK ) rc = dvJsonGet(d->db, zSrcOpt, "$.source", &zOf);
+  if( rc==SQLITE_OK ) rc = depot_json_text(d->db, zSrcOpt, "$.source", &zOf);
   if( rc==SQLITE_OK && zOf ){
     *pzErr = sqlite3_mprintf("kv: %s is itself an index or counter; declare "
                              "carriers on a plain KV table", d->zSource);
     rc = SQLITE_ERROR;
   }
-  if( rc==SQLITE_OK ) rc = dvJsonGet(d->db, zSrcOpt, "$.queue", &zOf);
+  if( rc==SQLITE_OK ) rc = depot_json_text(d->db, zSrcOpt, "$.queue", &zOf);
   if( rc==SQLITE_OK && zOf ){
     *pzErr = sqlite3_mprintf("kv: %s is a queue; declare carriers on a "
                              "plain KV table", d->zSource);
@@ -1567,7 +1538,7 @@ static int dvDeclareStep(KvRoot *r, void *pArg, char **pzErr){
         "'source', %Q, 'expr', %Q, 'sum', %Q, 'built', 0)",
         d->eKind==DV_UNIQUE ? "unique" : d->eKind==DV_COUNTER ? "counter"
         : "index", d->zSource, d->zExpr, d->zSum);
-    rc = zSql ? dvSqlText(d->db, zSql, 0, 0, &zOpt) : SQLITE_NOMEM;
+    rc = zSql ? depot_sql_text(d->db, zSql, 0, 0, &zOpt) : SQLITE_NOMEM;
     sqlite3_free(zSql);
   }
   if( rc==SQLITE_OK ){
@@ -1579,8 +1550,9 @@ static int dvDeclareStep(KvRoot *r, void *pArg, char **pzErr){
     }
   }
   if( rc==SQLITE_OK ){
-    rc = dvSqlText(d->db, "SELECT json_set(CASE WHEN json_valid(?1) THEN ?1 "
-        "ELSE '{}' END, '$.carriers', json_insert(coalesce(CASE WHEN "
+    rc = depot_sql_text(d->db,
+        "SELECT json_set(CASE WHEN json_valid(?1) THEN ?1 ELSE '{}' END, "
+        "'$.carriers', json_insert(coalesce(CASE WHEN "
         "json_valid(?1) THEN json_extract(?1, '$.carriers') END, '[]'), "
         "'$[#]', ?2))", zSrcOpt, d->zName, &zNewSrc);
   }
@@ -1603,7 +1575,7 @@ struct DvRemove {
 /* Source options without carrier zName in its list (*pzNew). */
 static int dvListWithout(sqlite3 *db, const char *zOpt, const char *zName,
                          char **pzNew){
-  return dvSqlText(db, "SELECT json_set(?1, '$.carriers', json((SELECT "
+  return depot_sql_text(db, "SELECT json_set(?1, '$.carriers', json((SELECT "
       "json_group_array(value) FROM json_each(?1, '$.carriers') WHERE "
       "value<>?2)))", zOpt, zName, pzNew);
 }
@@ -1619,7 +1591,7 @@ static int dvRemoveStep(KvRoot *r, void *pArg, char **pzErr){
   }
   if( rc==SQLITE_OK && bFound && !d->bSource ){
     /* a carrier: leave its source's list */
-    rc = dvJsonGet(d->db, zOpt, "$.source", &zSrc);
+    rc = depot_json_text(d->db, zOpt, "$.source", &zSrc);
     if( rc==SQLITE_OK && zSrc ){
       rc = dvOptions(pEng, zSrc, (int)strlen(zSrc), &zSrcOpt, 0, 0, &bFound);
       if( rc==SQLITE_OK && bFound ){
@@ -1632,7 +1604,7 @@ static int dvRemoveStep(KvRoot *r, void *pArg, char **pzErr){
   }else if( rc==SQLITE_OK && bFound ){
     /* a source: its carriers go with it */
     sqlite3_stmt *pEach = 0;
-    rc = dvJsonGet(d->db, zOpt, "$.carriers", &zList);
+    rc = depot_json_text(d->db, zOpt, "$.carriers", &zList);
     if( rc==SQLITE_OK && zList ){
       rc = sqlite3_prepare_v2(d->db, "SELECT value FROM json_each(?1)", -1,
                               &pEach, 0);

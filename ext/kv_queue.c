@@ -326,26 +326,6 @@ static sqlite3 *qDb(QConn *q){
   return q->db;
 }
 
-/* Member zPath of JSON text zJson as text (*pz, sqlite3_malloc'd, NULL
-** when absent). */
-static int qJsonGet(sqlite3 *db, const char *zJson, const char *zPath,
-                    char **pz){
-  sqlite3_stmt *pStmt = 0;
-  int rc;
-  *pz = 0;
-  if( db==0 ) return SQLITE_NOMEM;
-  rc = sqlite3_prepare_v2(db, "SELECT CASE WHEN json_valid(?1) THEN "
-                          "json_extract(?1, ?2) END", -1, &pStmt, 0);
-  if( rc!=SQLITE_OK ) return rc;
-  sqlite3_bind_text(pStmt, 1, zJson, -1, SQLITE_STATIC);
-  sqlite3_bind_text(pStmt, 2, zPath, -1, SQLITE_STATIC);
-  if( sqlite3_step(pStmt)==SQLITE_ROW && sqlite3_column_text(pStmt, 0) ){
-    *pz = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
-    if( *pz==0 ) rc = SQLITE_NOMEM;
-  }
-  sqlite3_finalize(pStmt);
-  return rc;
-}
 
 /* The queue zName of pEng, fresh as of the catalog now; an error naming
 ** it when the table is missing or is no queue. */
@@ -381,10 +361,10 @@ static int qInfo(QConn *q, KvEngine *pEng, const char *zName, QInfo **pp,
     p->zSource = 0;
     rc = kv_table_meta(pEng, 0, zName, nName, &m, &bFound);
     if( rc==SQLITE_OK && bFound && m.zOptions ){
-      rc = qJsonGet(qDb(q), m.zOptions, "$.queue", &zQ);
+      rc = depot_json_text(qDb(q), m.zOptions, "$.queue", &zQ);
       if( rc==SQLITE_OK && zQ ){
-        rc = qJsonGet(qDb(q), m.zOptions, "$.max_attempts", &zMax);
-        if( rc==SQLITE_OK ) rc = qJsonGet(qDb(q), m.zOptions, "$.source",
+        rc = depot_json_text(qDb(q), m.zOptions, "$.max_attempts", &zMax);
+        if( rc==SQLITE_OK ) rc = depot_json_text(qDb(q), m.zOptions, "$.source",
                                           &p->zSource);
         p->bQueue = 1;
         if( p->iId!=m.iId ){
@@ -1350,25 +1330,6 @@ struct QDecl {
   QArgs *a;
 };
 
-static int qSqlText(sqlite3 *db, const char *zSql, const char *z1,
-                    const char *z2, char **pz){
-  sqlite3_stmt *pStmt = 0;
-  int rc = sqlite3_prepare_v2(db, zSql, -1, &pStmt, 0);
-  *pz = 0;
-  if( rc!=SQLITE_OK ) return rc;
-  if( z1 ) sqlite3_bind_text(pStmt, 1, z1, -1, SQLITE_STATIC);
-  if( z2 ) sqlite3_bind_text(pStmt, 2, z2, -1, SQLITE_STATIC);
-  rc = sqlite3_step(pStmt);
-  if( rc==SQLITE_ROW ){
-    const char *z = (const char*)sqlite3_column_text(pStmt, 0);
-    rc = SQLITE_OK;
-    if( z && (*pz = sqlite3_mprintf("%s", z))==0 ) rc = SQLITE_NOMEM;
-  }else if( rc==SQLITE_DONE ){
-    rc = SQLITE_OK;
-  }
-  sqlite3_finalize(pStmt);
-  return rc;
-}
 
 static int qDeclareStep(KvRoot *r, QDecl *d, char **pzErr){
   KvEngine *pEng = kv_root_engine(r);
@@ -1391,9 +1352,9 @@ static int qDeclareStep(KvRoot *r, QDecl *d, char **pzErr){
       rc = SQLITE_ERROR;
     }
     if( rc==SQLITE_OK && m.zOptions ){
-      rc = qJsonGet(d->db, m.zOptions, "$.source", &zOf);
+      rc = depot_json_text(d->db, m.zOptions, "$.source", &zOf);
       if( rc==SQLITE_OK && zOf==0 ){
-        rc = qJsonGet(d->db, m.zOptions, "$.queue", &zOf);
+        rc = depot_json_text(d->db, m.zOptions, "$.queue", &zOf);
       }
       if( rc==SQLITE_OK && zOf ){
         *pzErr = sqlite3_mprintf("kv: %s is a queue, index or counter; a "
@@ -1413,7 +1374,7 @@ static int qDeclareStep(KvRoot *r, QDecl *d, char **pzErr){
     zSql = sqlite3_mprintf("SELECT json_object('queue', 1, 'max_attempts', "
         "%d, 'source', %Q, 'project', %Q)", a->nMax ? a->nMax : QDEFAULT_MAX,
         a->zSource, a->zProject);
-    rc = zSql ? qSqlText(d->db, zSql, 0, 0, &zOpt) : SQLITE_NOMEM;
+    rc = zSql ? depot_sql_text(d->db, zSql, 0, 0, &zOpt) : SQLITE_NOMEM;
     sqlite3_free(zSql);
   }
   if( rc==SQLITE_OK ){
@@ -1425,8 +1386,9 @@ static int qDeclareStep(KvRoot *r, QDecl *d, char **pzErr){
     }
   }
   if( rc==SQLITE_OK && a->zSource ){
-    rc = qSqlText(d->db, "SELECT json_set(CASE WHEN json_valid(?1) THEN ?1 "
-        "ELSE '{}' END, '$.streams', json_insert(coalesce(CASE WHEN "
+    rc = depot_sql_text(d->db,
+        "SELECT json_set(CASE WHEN json_valid(?1) THEN ?1 ELSE '{}' END, "
+        "'$.streams', json_insert(coalesce(CASE WHEN "
         "json_valid(?1) THEN json_extract(?1, '$.streams') END, '[]'), "
         "'$[#]', ?2))", zSrcOpt, d->zName, &zNewSrc);
     if( rc==SQLITE_OK ){
@@ -1452,12 +1414,13 @@ static int qRemoveStep(KvRoot *r, QDecl *d, char **pzErr){
     rc = kv_remove_table(r, d->zName, (int)strlen(d->zName), pzErr);
   }
   if( rc==SQLITE_OK && bFound && m.zOptions ){
-    rc = qJsonGet(d->db, m.zOptions, "$.source", &zSrc);
+    rc = depot_json_text(d->db, m.zOptions, "$.source", &zSrc);
   }
   if( rc==SQLITE_OK && zSrc ){
     rc = kv_table_meta(pEng, 0, zSrc, (int)strlen(zSrc), &s, &bSrc);
     if( rc==SQLITE_OK && bSrc && s.zOptions ){
-      rc = qSqlText(d->db, "SELECT json_set(?1, '$.streams', json((SELECT "
+      rc = depot_sql_text(d->db,
+          "SELECT json_set(?1, '$.streams', json((SELECT "
           "json_group_array(value) FROM json_each(?1, '$.streams') WHERE "
           "value<>?2)))", s.zOptions, d->zName, &zNew);
       if( rc==SQLITE_OK ){

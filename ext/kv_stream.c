@@ -69,24 +69,6 @@ void kv_stream_free(KvStreams *p){
   sqlite3_free(p);
 }
 
-static int ksJson(sqlite3 *db, const char *zJson, const char *zPath,
-                  char **pz){
-  sqlite3_stmt *pStmt = 0;
-  int rc;
-  *pz = 0;
-  if( db==0 ) return SQLITE_NOMEM;
-  rc = sqlite3_prepare_v2(db, "SELECT CASE WHEN json_valid(?1) THEN "
-                          "json_extract(?1, ?2) END", -1, &pStmt, 0);
-  if( rc!=SQLITE_OK ) return rc;
-  sqlite3_bind_text(pStmt, 1, zJson, -1, SQLITE_STATIC);
-  sqlite3_bind_text(pStmt, 2, zPath, -1, SQLITE_STATIC);
-  if( sqlite3_step(pStmt)==SQLITE_ROW && sqlite3_column_text(pStmt, 0) ){
-    *pz = sqlite3_mprintf("%s", sqlite3_column_text(pStmt, 0));
-    if( *pz==0 ) rc = SQLITE_NOMEM;
-  }
-  sqlite3_finalize(pStmt);
-  return rc;
-}
 
 int kv_stream_load(sqlite3 *db, KvEngine *pEng, const char *zOpt,
                    KvStreams **pp, int *pbQueue){
@@ -97,9 +79,9 @@ int kv_stream_load(sqlite3 *db, KvEngine *pEng, const char *zOpt,
   *pp = 0;
   *pbQueue = 0;
   if( zOpt==0 ) return SQLITE_OK;
-  rc = ksJson(db, zOpt, "$.queue", &zQ);
+  rc = depot_json_text(db, zOpt, "$.queue", &zQ);
   if( rc==SQLITE_OK ) *pbQueue = zQ!=0;
-  if( rc==SQLITE_OK ) rc = ksJson(db, zOpt, "$.streams", &zList);
+  if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.streams", &zList);
   if( rc==SQLITE_OK && zList ){
     rc = sqlite3_prepare_v2(db, "SELECT value FROM json_each(?1)", -1, &pEach,
                             0);
@@ -128,7 +110,7 @@ int kv_stream_load(sqlite3 *db, KvEngine *pEng, const char *zOpt,
           s->iTabId = m.iId;
           p->n++;
           if( s->zQueue==0 ) rc = SQLITE_NOMEM;
-          if( rc==SQLITE_OK ) rc = ksJson(db, m.zOptions, "$.project",
+          if( rc==SQLITE_OK ) rc = depot_json_text(db, m.zOptions, "$.project",
                                           &s->zProject);
         }
       }
