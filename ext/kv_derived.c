@@ -47,7 +47,10 @@
 ** declaration order.  Every projection is evaluated and every unique
 ** claim checked before the first carrier write, so a failing projection or
 ** a unique value held by another source key fails the write with nothing
-** written (a one-row statement has no SQLite statement savepoint).  Two
+** written (a one-row statement has no SQLite statement savepoint).  A
+** value held by a row that has expired (per-entry TTL) but is not swept
+** yet is free: the write removes that row first, in its own root, as the
+** sweeper would.  Two
 ** transactions claiming one unique value both write its key: the engine's
 ** conflict check lets one prepare, and kv_derived_prepare_error reports the
 ** other's failure as SQLITE_CONSTRAINT_UNIQUE.
@@ -576,7 +579,8 @@ static int dvEntriesFrom(sqlite3 *db, DvCache *pC, DvCarrier *c,
 /* Per-entry TTL: the index and unique entries of a source row whose value
 ** carries a deadline carry the same deadline (kv.h "Deadlines"), so they
 ** turn invisible with the row, at once, without a read of the source; a
-** counter counts the row until the sweeper removes it.  Gives entries
+** counter row counts it until the sweeper removes it, and a read of the
+** counter subtracts it (dvCounterFix).  Gives entries
 ** iFrom.. of p (the last ones of p->data) the deadline of aVal/nVal. */
 static int dvStamp(const DvCarrier *c, const uint8_t *aVal, int nVal,
                    DvList *p, int iFrom){
@@ -1120,9 +1124,14 @@ static int dvSameOwner(const uint8_t *aHeld, int nHeld, const DvList *p,
 
 /* Would claiming the unique entries of pNew missing from pOld take a
 ** value another source key holds?  SQLITE_CONSTRAINT_UNIQUE then; reads
-** only, so a refused write has written nothing. */
+** only, so a refused write has written nothing.  A value held by a row
+** that has expired (the entry carries the row's deadline) is free: the
+** check returns DV_HOLDER_EXPIRED with the holder's source key in *pHolder,
+** and the caller removes that row first, as the sweeper would (pHolder
+** NULL, for builds: such a value is taken like any other). */
+#define DV_HOLDER_EXPIRED (-1)
 static int dvUniqueCheck(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
-                         char **pzErr){
+                         KvBuf *pHolder, char **pzErr){
   KvBuf held = {0, 0, 0};
   int i, rc = SQLITE_OK;
   for(i=0; rc==SQLITE_OK && i<pNew->n; i++){
@@ -1132,7 +1141,17 @@ static int dvUniqueCheck(KvRoot *r, DvCarrier *c, DvList *pOld, DvList *pNew,
     rc = kv_peek(r, c->zName, c->nName, dvKeyOf(pNew, e), e->nKey, &held,
                  &bFound, pzErr);
     if( rc==SQLITE_OK && bFound && !dvSameOwner(held.a, held.n, pNew, e) ){
-      rc = dvUniqueError(c, dvKeyOf(pNew, e), e->nKey, held.a, held.n, pzErr);
+      KvDatum d;
+      if( pHolder && kv_value_expired(held.a, held.n, kv_clock_ms())
+       && kv_value_decode(held.a, held.n, &d)==SQLITE_OK ){
+        kv_buf_reset(pHolder);
+        rc = kv_key_encode_c(d.eType, d.i, d.r, d.z, d.n, pHolder, pzErr);
+        kv_datum_clear(&d);
+        if( rc==SQLITE_OK ) rc = DV_HOLDER_EXPIRED;
+      }else{
+        rc = dvUniqueError(c, dvKeyOf(pNew, e), e->nKey, held.a, held.n,
+                           pzErr);
+      }
     }
   }
   kv_buf_free(&held);
@@ -1213,8 +1232,8 @@ int kv_derived_write(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
                      int nOld, char **pzErr){
   KvEngine *pEng = kv_root_engine(r);
   DvSource *s = 0;
-  KvBuf old = {0, 0, 0};
-  int i, bFound = 0, nCover = 0, nTry = 0;
+  KvBuf old = {0, 0, 0}, holder = {0, 0, 0};
+  int i, bFound = 0, nCover = 0, nTry = 0, nHolder = 0;
   int rc = kv_root_touch(r, zTab, nTab, 1, pzErr);
 again:
   bFound = 0;
@@ -1274,9 +1293,42 @@ again:
   }
   for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
     if( s->abCover[i] && s->a[i].eKind==DV_UNIQUE ){
-      rc = dvUniqueCheck(r, &s->a[i], &s->aOld[i], &s->aNew[i], pzErr);
+      rc = dvUniqueCheck(r, &s->a[i], &s->aOld[i], &s->aNew[i], &holder,
+                         pzErr);
     }
   }
+  if( rc==DV_HOLDER_EXPIRED ){
+    /* The value is held by an expired row not swept yet: remove that row
+    ** in this root, as the sweeper would (its carriers' entries, counters
+    ** and stream events, operation "expire"), then check again.  The
+    ** removal writes the holder's key, so a transaction that rewrites it
+    ** concurrently conflicts with this one (remove-if-still-expired). */
+    KvBuf hv = {0, 0, 0};
+    int bHeld = 0;
+    kv_buf_free(&old);
+    rc = kv_peek(r, zTab, nTab, holder.a, holder.n, &hv, &bHeld, pzErr);
+    if( rc==SQLITE_OK && bHeld && kv_value_expired(hv.a, hv.n, kv_clock_ms())
+     && ++nHolder<=DV_RETRY ){
+      rc = kv_root_note_read(r, zTab, nTab, holder.a, holder.n, pzErr);
+      if( rc==SQLITE_OK ){
+        rc = kv_derived_write(pConn, r, zTab, nTab, holder.a, holder.n, 0, 0,
+                              KV_DERIVED_EXPIRE, KV_DERIVED_OLD_GIVEN, hv.a,
+                              hv.n, pzErr);
+      }
+      if( rc==SQLITE_OK ) rc = kv_del(r, zTab, nTab, holder.a, holder.n,
+                                      pzErr);
+    }else if( rc==SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv: the carriers of %s disagree with its "
+          "rows (a unique value names a row that is not expired); run "
+          "kv_validate('%s')", zTab, zTab);
+      rc = SQLITE_CORRUPT;
+    }
+    kv_buf_free(&hv);
+    kv_buf_free(&holder);
+    if( rc!=SQLITE_OK ) return rc;
+    goto again;
+  }
+  kv_buf_free(&holder);
   if( rc==SQLITE_OK && s->pStreams ){
     /* the change streams' events: built (and checked) before any write */
     rc = kv_stream_write(dvDb(pConn), s->pStreams, r, zTab, nTab, aKey, nKey,
@@ -1383,7 +1435,7 @@ static int dvBuildBatch(KvConn *pConn, KvRoot *r, const char *zName,
       rc = dvEntries(dvDb(pConn), dvCache(pConn), &c, zSrc, e.aKey, e.nKey,
                      e.aVal, e.nVal, &lNew, pzErr);
       if( rc==SQLITE_OK && c.eKind==DV_UNIQUE ){
-        rc = dvUniqueCheck(r, &c, &lNone, &lNew, pzErr);
+        rc = dvUniqueCheck(r, &c, &lNone, &lNew, 0, pzErr);
       }
       if( rc==SQLITE_OK ) rc = dvApply(r, &c, &lNone, &lNew, pzErr);
       if( rc==SQLITE_OK ){
@@ -1720,6 +1772,25 @@ static int dvFinding(DvCheck *p, DvCarrier *c, const uint8_t *aKey, int nKey,
   return rc;
 }
 
+/* A finding of kv_ttl_check: the deadline index (named zIndex) misses
+** the entry of row aKey (NULL: the index itself is missing). */
+static int dvTtlFinding(void *pArg, const char *zIndex, const uint8_t *aKey,
+                        int nKey, char *zDetail){
+  DvCheck *p = (DvCheck*)pArg;
+  int rc = SQLITE_OK;
+  if( zDetail==0 ) return SQLITE_NOMEM;
+  p->nFound++;
+  if( p->pRows ){
+    depot_rows_text(p->pRows, zIndex);
+    if( aKey ) depot_rows_cell(p->pRows, DEPOT_CELL_KEY, 0, (const char*)aKey,
+                               nKey);
+    else depot_rows_null(p->pRows);
+    rc = depot_rows_text(p->pRows, zDetail);
+  }
+  sqlite3_free(zDetail);
+  return rc;
+}
+
 static int dvEntryCmp(const void *pA, const void *pB, void *pCtx){
   const DvEntry *a = pA, *b = pB;
   const DvList *l = pCtx;
@@ -1947,6 +2018,29 @@ static int dvCheckSource(DvCheck *p, KvEngine *pEng, const char *zSrc,
       i = -1;
     }
   }
+  if( rc==SQLITE_OK && !zOnly ){
+    /* the deadline index of a table with per-entry TTL (kv_ttl.c) */
+    nFound0 = p->nFound; nFixed0 = p->nFixed; nUnfix0 = p->nUnfixable;
+    nRetry = 0;
+    for(;;){
+      KvRoot *r = 0;
+      rc = kv_root_begin(pEng, &r);
+      if( rc==SQLITE_OK ){
+        rc = kv_ttl_check(p->pConn, r, zSrc, (int)strlen(zSrc), p->bRepair,
+                          dvTtlFinding, p, pzErr);
+      }
+      if( rc==SQLITE_OK && p->bRepair && kv_root_has_writes(r) ){
+        rc = kv_root_commit(r, pzErr);
+      }
+      kv_root_free(r);
+      if( rc!=SQLITE_BUSY_SNAPSHOT || !p->bRepair || nRetry++>=DV_RETRY ){
+        break;
+      }
+      sqlite3_free(*pzErr);
+      *pzErr = 0;
+      p->nFound = nFound0; p->nFixed = nFixed0; p->nUnfixable = nUnfix0;
+    }
+  }
   if( rc==SQLITE_OK && p->bRepair ){
     p->nFixed = p->nFound - p->nUnfixable;
   }
@@ -2093,6 +2187,11 @@ struct DvCursor {
   KvIter *pIter;
   int eKind;                    /* the carrier's: DV_INDEX/UNIQUE/COUNTER */
   sqlite3_int64 iRow;
+  KvRoot *pOwn;                 /* counter on a TTL source: the snapshot of
+                                ** an autocommit read */
+  DvList fix;                   /* counter: per group, what rows that have
+                                ** expired but are not swept yet count
+                                ** (sorted, one entry per group) */
 };
 
 /* The module arguments: source=, expr= or group=, sum=, unique=, dir=. */
@@ -2277,8 +2376,108 @@ static int dvOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
 static int dvClose(sqlite3_vtab_cursor *pCsr){
   DvCursor *c = (DvCursor*)pCsr;
   kv_iter_close(c->pIter);
+  kv_root_free(c->pOwn);
+  dvListFree(&c->fix);
   sqlite3_free(c);
   return SQLITE_OK;
+}
+
+/* Counters on a source with a deadline.  A counter row counts the rows of
+** its group as they are stored; a row whose deadline has passed is
+** invisible at once but counted until the sweeper removes it.  A read of
+** the counter therefore subtracts, per group, what the expired rows not
+** yet swept give (kv_ttl_expired_rows: found through the deadline index,
+** so the cost is what the next sweep removes, not the table), in the same
+** snapshot as the counter rows. */
+typedef struct DvFixCtx DvFixCtx;
+struct DvFixCtx {
+  sqlite3 *db; DvCache *pC; DvCarrier *c; const char *zSrc; DvList *pList;
+};
+static int dvFixRow(void *pArg, const uint8_t *aKey, int nKey,
+                    const uint8_t *aVal, int nVal){
+  DvFixCtx *x = (DvFixCtx*)pArg;
+  char *zErr = 0;
+  int rc = dvEntries(x->db, x->pC, x->c, x->zSrc, aKey, nKey, aVal, nVal,
+                     x->pList, &zErr);
+  sqlite3_free(zErr);
+  /* a row whose projection fails now has no entry in the counter either */
+  return rc==SQLITE_NOMEM ? rc : SQLITE_OK;
+}
+
+/* Fill c->fix for counter p (built), reading as *pr sees it; with *pr
+** NULL begins c->pOwn and sets *pr to it. */
+static int dvCounterFix(DvTable *p, DvCursor *c, KvRoot **pr, char **pzErr){
+  DvSource *s = 0;
+  DvFixCtx x;
+  char *zOf = 0;
+  int i, rc;
+  dvListReset(&c->fix);
+  kv_root_free(c->pOwn);
+  c->pOwn = 0;
+  rc = dvSource(p->pConn, p->pEng, p->zName, p->nName, &s);
+  if( rc!=SQLITE_OK || s->zCarrierOf==0 ) return rc;
+  if( !kv_ttl_declared(p->pConn, p->pEng, s->zCarrierOf,
+                       (int)strlen(s->zCarrierOf)) ){
+    return SQLITE_OK;
+  }
+  if( (zOf = sqlite3_mprintf("%s", s->zCarrierOf))==0 ) return SQLITE_NOMEM;
+  rc = dvSource(p->pConn, p->pEng, zOf, (int)strlen(zOf), &s);
+  for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+    if( strcmp(s->a[i].zName, p->zName)==0 ) break;
+  }
+  if( rc==SQLITE_OK && i<s->nCarrier ){
+    if( *pr==0 ){
+      rc = kv_root_begin(p->pEng, &c->pOwn);
+      *pr = c->pOwn;
+      /* one snapshot for the counter rows and the expired rows */
+      if( rc==SQLITE_OK ) rc = kv_root_bind(*pr, p->zName, p->nName, pzErr);
+      if( rc==SQLITE_OK ) rc = kv_root_bind(*pr, zOf, (int)strlen(zOf), pzErr);
+    }
+    x.db = dvDb(p->pConn);
+    x.pC = dvCache(p->pConn);
+    x.c = &s->a[i];
+    x.zSrc = zOf;
+    x.pList = &c->fix;
+    if( x.db==0 || x.pC==0 ) rc = SQLITE_NOMEM;
+    if( rc==SQLITE_OK ){
+      rc = kv_ttl_expired_rows(p->pConn, *pr, zOf, (int)strlen(zOf),
+                               kv_clock_ms(), dvFixRow, &x, pzErr);
+    }
+    dvListSort(&c->fix);
+    dvListMergeGroups(&c->fix);
+  }
+  sqlite3_free(zOf);
+  return rc;
+}
+
+/* The entry of c->fix for group aKey, or NULL. */
+static DvEntry *dvFixFind(DvCursor *c, const uint8_t *aKey, int nKey){
+  int lo = 0, hi = c->fix.n - 1;
+  while( lo<=hi ){
+    int mid = (lo+hi)/2;
+    DvEntry *e = &c->fix.a[mid];
+    int cmp = dvKeyCmp(c->fix.data.a + e->iKey, e->nKey, aKey, nKey);
+    if( cmp==0 ) return e;
+    if( cmp<0 ) lo = mid+1; else hi = mid-1;
+  }
+  return 0;
+}
+
+/* Step past counter rows that count only expired rows. */
+static void dvFixSkip(DvCursor *c){
+  while( c->fix.n>0 && c->pIter && !kv_iter_eof(c->pIter) ){
+    KvMapEntry e;
+    DvEntry *f;
+    int64_t n0, i0; double r0; int b0, nText = 0;
+    const char *zText;
+    kv_iter_entry(c->pIter, &e);
+    f = dvFixFind(c, e.aKey, e.nKey);
+    if( f==0 ) return;
+    zText = kv_value_text(e.aVal, e.nVal, &nText);
+    dvCounterParse(zText, nText, &n0, &i0, &r0, &b0);
+    if( n0 - f->nCount > 0 ) return;
+    kv_iter_next(c->pIter);
+  }
 }
 
 /* The carrier's kind and state; an error unless it is built. */
@@ -2329,7 +2528,10 @@ static int dvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
   rc = dvReadable(p, &c->eKind);
   if( rc!=SQLITE_OK ) return rc;
   if( r && kv_root_engine(r)!=p->pEng ) r = 0;
-  if( idxNum==1 ){
+  if( c->eKind==DV_COUNTER ){
+    rc = dvCounterFix(p, c, &r, &zErr);
+  }
+  if( rc==SQLITE_OK && idxNum==1 ){
     rc = kv_key_encode_bound(argv[0], &lo);
     if( rc==SQLITE_EMPTY ) return SQLITE_OK;     /* key = NULL: no rows */
     if( rc==SQLITE_OK ) rc = kv_buf_append(&hi, lo.a, lo.n);
@@ -2344,6 +2546,7 @@ static int dvFilter(sqlite3_vtab_cursor *pCsr, int idxNum, const char *idxStr,
     rc = kv_iter_open(p->pEng, r, p->zName, p->nName, idxNum==1 ? &bLo : 0,
                       idxNum==1 ? &bHi : 0, 0, &c->pIter, &zErr);
   }
+  if( rc==SQLITE_OK ) dvFixSkip(c);
   if( rc!=SQLITE_OK ){
     /* SQLite drops xDestroy's message: it also goes to the error log. */
     sqlite3_log(rc, "%s", zErr ? zErr : "kv: DROP TABLE failed");
@@ -2360,6 +2563,7 @@ static int dvNext(sqlite3_vtab_cursor *pCsr){
   char *zErr = 0;
   int rc;
   kv_iter_next(c->pIter);
+  dvFixSkip(c);
   c->iRow++;
   rc = kv_iter_error(c->pIter, &zErr);
   if( rc!=SQLITE_OK ){
@@ -2389,7 +2593,12 @@ static int dvColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   if( c->eKind==DV_COUNTER ){
     int64_t nCount, iSum; double rSum; int bReal, nText = 0;
     const char *z = kv_value_text(e.aVal, e.nVal, &nText);
+    DvEntry *f = c->fix.n>0 ? dvFixFind(c, e.aKey, e.nKey) : 0;
     dvCounterParse(z, nText, &nCount, &iSum, &rSum, &bReal);
+    if( f ){
+      nCount -= f->nCount; iSum -= f->iSum; rSum -= f->rSum;
+      bReal = bReal || f->bReal;
+    }
     if( i==1 ) sqlite3_result_int64(ctx, nCount);
     else if( bReal ) sqlite3_result_double(ctx, rSum + (double)iSum);
     else sqlite3_result_int64(ctx, iSum);

@@ -70,8 +70,9 @@ int kv_queue_alloc(KvEngine *pEng, const char *zQ, int nQ, uint64_t iTabId,
 ** ({"streams":[queue, ...]}) into *pp (NULL when none) and whether the
 ** table is itself a queue (*pbQueue: only the queue functions write it).
 ** db is the caller's private connection (projections, JSON).
-** kv_stream_write: root r applies one mutation of zTab (bDelete, or the
-** new value aVal; bOld: the old value aOld existed): append one event per
+** kv_stream_write: root r applies one mutation of zTab (bDelete, 2 for the
+** removal of an expired row, KV_DERIVED_EXPIRE: operation "expire"; or
+** the new value aVal; bOld: the old value aOld existed): append one event per
 ** declared stream to its queue, in r.  No event for the delete of an
 ** absent key.  Every event is built before the first is written, so a
 ** failing projection writes nothing. */

@@ -21,7 +21,8 @@
 **    "old":V,"new":V,"tid":T,"time":MS}
 ** seq is the message id (kv_queue_alloc: increasing in the order the
 ** writes were made); old is null for an insert, new for a delete or an
-** expire (a delete made by a root whose origin is KV_ORIGIN_EXPIRE); a
+** expire (a delete made by a root whose origin is KV_ORIGIN_EXPIRE, or
+** the removal of an expired row whose unique value a write claims); a
 ** delete of an absent key is no mutation and has no event.  K and V are
 ** JSON: numbers, strings, {"hex":"..."} for blobs, null; with project=E,
 ** V is json_quote(E) of the row (so json(...) or json_object(...) embed
@@ -230,7 +231,8 @@ int kv_stream_write(sqlite3 *db, KvStreams *p, KvRoot *r, const char *zTab,
   if( p==0 || p->n==0 ) return SQLITE_OK;
   if( bDelete ){
     if( !bOld ) return SQLITE_OK;
-    zOp = kv_root_origin(r)==KV_ORIGIN_EXPIRE ? "expire" : "delete";
+    zOp = bDelete==2 || kv_root_origin(r)==KV_ORIGIN_EXPIRE
+        ? "expire" : "delete";
   }else{
     zOp = bOld ? "update" : "insert";
   }

@@ -301,8 +301,8 @@ START_TEST(test_ttl_row_rewritten_after_its_deadline_was_read_is_kept){
 }
 END_TEST
 
-/* Indexes hide an expired row's entries at once; counters count it until
-** the sweep removes it; after the sweep every carrier validates. */
+/* Indexes and counters hide an expired row at once; after the sweep every
+** carrier validates. */
 START_TEST(test_ttl_sweep_updates_carriers){
   sqlite3 *db = tt_open("ttl-carriers", 0);
   tt_table(db, "u", _i, "ttl_ms=100");
@@ -323,7 +323,7 @@ START_TEST(test_ttl_sweep_updates_carriers){
   th_text_is(db, "SELECT group_concat(source_key) FROM u_tag", "3");
   th_text_is(db, "SELECT group_concat(source_key) FROM u_mail", "3");
   th_text_is(db, "SELECT group_concat(key||':'||count||':'||sum) FROM u_grp",
-             "x:2:7,y:1:3");
+             "x:1:5");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('u')"), 0);
   /* a rewrite of an expired key replaces its entries */
   th_exec(db, "INSERT INTO u VALUES(1, '{\"tag\":\"z\",\"mail\":\"a\","
@@ -335,6 +335,136 @@ START_TEST(test_ttl_sweep_updates_carriers){
   th_text_is(db, "SELECT group_concat(source_key) FROM u_mail", "1,3");
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('u')"), 0);
   sqlite3_close(db);
+}
+END_TEST
+
+/* A counter read subtracts the rows of its groups that have expired and
+** are not swept yet: by group, by key, inside a transaction, and the same
+** after the sweep; a group of expired rows only is not listed. */
+START_TEST(test_ttl_counter_excludes_expired_rows_before_the_sweep){
+  sqlite3 *db = tt_open("ttl-counter", 0);
+  tt_table(db, "u", _i, "ttl_ms=100");
+  th_exec(db,
+    "CREATE VIRTUAL TABLE u_grp USING kv_counter(source=u, "
+    "  group='json_extract(value, ''$.tag'')', sum='json_extract(value, "
+    "  ''$.n'')');"
+    "INSERT INTO u VALUES(1, '{\"tag\":\"x\",\"n\":2}'),"
+    "  (2, '{\"tag\":\"y\",\"n\":3}');");
+  tt_clock(db, T0+60);
+  th_exec(db, "INSERT INTO u VALUES(3, '{\"tag\":\"x\",\"n\":5}')");
+  tt_clock(db, T0+99);
+  th_text_is(db, "SELECT group_concat(key||':'||count||':'||sum) FROM u_grp",
+             "x:2:7,y:1:3");
+  tt_clock(db, T0+100);
+  th_text_is(db, "SELECT group_concat(key||':'||count||':'||sum) FROM u_grp",
+             "x:1:5");
+  ck_assert_int_eq(th_int(db, "SELECT count FROM u_grp WHERE key='x'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u_grp WHERE key='y'"), 0);
+  th_exec(db, "BEGIN");
+  th_text_is(db, "SELECT group_concat(key||':'||count||':'||sum) FROM u_grp",
+             "x:1:5");
+  th_exec(db, "COMMIT");
+  /* the stored rows still count them: the validator agrees */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('u')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('u')"), 2);
+  th_text_is(db, "SELECT group_concat(key||':'||count||':'||sum) FROM u_grp",
+             "x:1:5");
+  tt_clock(db, T0+160);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u_grp"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('u')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u_grp"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('u')"), 0);
+  sqlite3_close(db);
+}
+END_TEST
+
+/* A unique value held by an expired row that is not swept yet is free: the
+** write that claims it removes that row first, as the sweeper would (its
+** index entries, counter and an "expire" stream event); the later sweep
+** leaves the new holder alone.  A value of a live row stays taken. */
+START_TEST(test_ttl_unique_value_of_an_expired_row_is_free){
+  sqlite3 *db = tt_open("ttl-unique", 0);
+  char *zErr = 0;
+  tt_table(db, "u", _i, "ttl_ms=100");
+  th_exec(db,
+    "CREATE VIRTUAL TABLE u_mail USING kv_index(source=u, "
+    "  expr='json_extract(value, ''$.mail'')', unique=1);"
+    "CREATE VIRTUAL TABLE u_grp USING kv_counter(source=u, "
+    "  group='json_extract(value, ''$.tag'')');"
+    "CREATE VIRTUAL TABLE q USING kv_queue(source=u);"
+    "INSERT INTO u VALUES(1, '{\"mail\":\"a\",\"tag\":\"x\"}');");
+  tt_clock(db, T0+50);
+  ck_assert_int_eq(th_tryf(db, &zErr, "INSERT INTO u VALUES(3, "
+                           "'{\"mail\":\"a\",\"tag\":\"z\"}')"),
+                   SQLITE_CONSTRAINT);
+  ck_assert_ptr_nonnull(strstr(zErr, "already held"));
+  sqlite3_free(zErr);
+  tt_clock(db, T0+100);
+  th_exec(db, "INSERT INTO u VALUES(2, '{\"mail\":\"a\",\"tag\":\"y\"}')");
+  th_text_is(db, "SELECT group_concat(source_key) FROM u_mail", "2");
+  th_text_is(db, "SELECT group_concat(key||':'||count) FROM u_grp", "y:1");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('u')"), 0);
+  th_text_is(db, "SELECT group_concat(op||':'||k, ' ') FROM (SELECT "
+                 "json_extract(payload, '$.op') AS op, "
+                 "json_extract(payload, '$.key') AS k "
+                 "FROM kv_queue_lease('q', 10, 1000) ORDER BY id)",
+             "insert:1 expire:1 insert:2");
+  /* the expired row is gone already: the sweep keeps the new holder */
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('u')"), 0);
+  th_text_is(db, "SELECT group_concat(source_key) FROM u_mail", "2");
+  th_text_is(db, "SELECT group_concat(key) FROM u", "2");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('u')"), 0);
+  sqlite3_close(db);
+}
+END_TEST
+
+/* kv_validate checks a table's deadline index: a row whose deadline has no
+** entry (the sweep would never find it) and a missing index are findings;
+** kv_repair writes the entry and builds the index. */
+START_TEST(test_ttl_validate_and_repair_cover_the_deadline_index){
+  char *zDir = 0, *zStore, *zErr = 0, *zSum;
+  sqlite3 *db = tt_open("ttl-validate", &zDir);
+  KvEngine *pEng = 0;
+  KvRoot *r = 0;
+  KvBuf k = {0, 0, 0};
+  tt_table(db, "o", _i, "ttl_ms=100");
+  th_exec(db, "INSERT INTO o VALUES(1, 'a'), (2, 'b'), (3, 'c')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('o')"), 0);
+  /* drop the entry of row 2: (deadline T0+100, key 2) */
+  zStore = sqlite3_mprintf("%s/db-kv", zDir);
+  ck_assert_int_eq(kv_engine_open(zStore, &pEng, &zErr), SQLITE_OK);
+  ck_assert_int_eq(kv_root_begin(pEng, &r), SQLITE_OK);
+  ck_assert_int_eq(kv_key_append_int(&k, T0+100), SQLITE_OK);
+  ck_assert_int_eq(kv_key_append_int(&k, 2), SQLITE_OK);
+  ck_assert_int_eq(kv_del(r, ".ttl:o", 6, k.a, k.n, &zErr), SQLITE_OK);
+  ck_assert_int_eq(kv_root_commit(r, &zErr), SQLITE_OK);
+  kv_root_free(r);
+  kv_buf_free(&k);
+  th_text_is(db, "SELECT carrier||' '||key||' '||detail FROM "
+                 "kv_validate('o')",
+             ".ttl:o 2 missing deadline index entry (deadline 1000100)");
+  zSum = th_text(db, "SELECT kv_repair('o')");
+  ck_assert_str_eq(zSum, "{\"source\":\"o\",\"findings\":1,\"fixed\":1,"
+                         "\"built\":0,\"unfixable\":0}");
+  sqlite3_free(zSum);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('o')"), 0);
+  tt_clock(db, T0+100);
+  ck_assert_int_eq(th_int(db, "SELECT kv_sweep('o')"), 3);
+  /* a missing index */
+  tt_clock(db, T0+200);
+  th_exec(db, "INSERT INTO o VALUES(4, 'd')");
+  th_exec(db, "SELECT kv_begin(), kv_remove_table(1, '.ttl:o'), "
+              "kv_commit(1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('o') "
+                              "WHERE carrier='.ttl:o' AND key IS NULL"), 1);
+  th_exec(db, "SELECT kv_repair('o')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_validate('o')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_stats "
+                              "WHERE tbl='.ttl:o'"), 1);
+  kv_engine_unref(pEng);
+  sqlite3_free(zStore);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
 }
 END_TEST
 
@@ -553,6 +683,12 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc,
       test_ttl_row_rewritten_after_its_deadline_was_read_is_kept, 0, 3);
   tcase_add_loop_test(tc, test_ttl_sweep_updates_carriers, 0, 3);
+  tcase_add_loop_test(tc,
+      test_ttl_counter_excludes_expired_rows_before_the_sweep, 0, 3);
+  tcase_add_loop_test(tc, test_ttl_unique_value_of_an_expired_row_is_free,
+                      0, 3);
+  tcase_add_loop_test(tc,
+      test_ttl_validate_and_repair_cover_the_deadline_index, 0, 3);
   tcase_add_test(tc, test_ttl_bad_input_is_refused_and_changes_nothing);
   tcase_add_loop_test(tc,
       test_ttl_sweep_reads_only_the_due_entries_of_its_index, 0, 3);
