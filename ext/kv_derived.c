@@ -121,6 +121,7 @@ struct DvSource {
   int *abCover;                 /* nCarrier flags: a write's carriers */
   KvStreams *pStreams;          /* its change streams (kv_stream.c) */
   int bQueue;                   /* the table is a queue (kv_queue.c) */
+  int bTtl;                     /* it declares a deadline (kv_ttl.c) */
   DvSource *pNext;
 };
 
@@ -322,6 +323,14 @@ static int dvSourceRead(sqlite3 *db, DvSource *s){
   }
   if( rc==SQLITE_OK ){
     rc = kv_stream_load(db, s->pEng, zOpt, &s->pStreams, &s->bQueue);
+  }
+  if( rc==SQLITE_OK ){
+    char *zTtl = 0;
+    rc = depot_sql_text(db, "SELECT json_type(?1, '$.ttl_ms') IS NOT NULL "
+                        "OR json_type(?1, '$.deadline') IS NOT NULL", zOpt, 0,
+                        &zTtl);
+    s->bTtl = zTtl && zTtl[0]=='1';
+    sqlite3_free(zTtl);
   }
   if( rc==SQLITE_OK ) rc = depot_json_text(db, zOpt, "$.carriers", &zList);
   if( rc==SQLITE_OK && zList ){
@@ -1772,25 +1781,6 @@ static int dvFinding(DvCheck *p, DvCarrier *c, const uint8_t *aKey, int nKey,
   return rc;
 }
 
-/* A finding of kv_ttl_check: the deadline index (named zIndex) misses
-** the entry of row aKey (NULL: the index itself is missing). */
-static int dvTtlFinding(void *pArg, const char *zIndex, const uint8_t *aKey,
-                        int nKey, char *zDetail){
-  DvCheck *p = (DvCheck*)pArg;
-  int rc = SQLITE_OK;
-  if( zDetail==0 ) return SQLITE_NOMEM;
-  p->nFound++;
-  if( p->pRows ){
-    depot_rows_text(p->pRows, zIndex);
-    if( aKey ) depot_rows_cell(p->pRows, DEPOT_CELL_KEY, 0, (const char*)aKey,
-                               nKey);
-    else depot_rows_null(p->pRows);
-    rc = depot_rows_text(p->pRows, zDetail);
-  }
-  sqlite3_free(zDetail);
-  return rc;
-}
-
 static int dvEntryCmp(const void *pA, const void *pB, void *pCtx){
   const DvEntry *a = pA, *b = pB;
   const DvList *l = pCtx;
@@ -1961,6 +1951,76 @@ static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
   return rc;
 }
 
+/* Compare zSrc's deadline index with its rows in root r: a row whose
+** deadline has no entry is a finding (the sweeper would never find it);
+** with bRepair the entry is written in r.  Stale entries (left by
+** rewrites) are normal: sweeps drop them.  A table without its index
+** (declared before indexes) is no finding: its first sweep builds it. */
+static int dvTtlIndex(KvRoot *r, const char *zTab, int nTab, char **pzIdx);
+static int dvCheckDeadlines(DvCheck *p, KvRoot *r, const char *zSrc,
+                            char **pzErr){
+  KvEngine *pEng = kv_root_engine(r);
+  int nSrc = (int)strlen(zSrc);
+  KvIter *pIter = 0;
+  KvBuf k = {0, 0, 0}, v = {0, 0, 0};
+  char *zIdx = 0;
+  int rc = kv_root_bind(r, zSrc, nSrc, pzErr);
+  if( rc==SQLITE_OK ) rc = dvTtlIndex(r, zSrc, nSrc, &zIdx);
+  if( rc!=SQLITE_OK || zIdx==0 ) return rc;
+  rc = kv_root_bind(r, zIdx, (int)strlen(zIdx), pzErr);
+  if( rc==SQLITE_OK && p->bRepair ){
+    /* a concurrent write to the table makes the repair retry */
+    rc = kv_root_note_range(r, zSrc, nSrc, (const uint8_t*)"", 0, 0, 0,
+                            pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = kv_iter_open(pEng, r, zSrc, nSrc, 0, 0, KV_ITER_WITH_EXPIRED,
+                      &pIter, pzErr);
+  }
+  while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
+    const KvMapEntry *e = kv_iter_current(pIter);
+    int64_t iDeadline;
+    int bFound = 0;
+    if( kv_value_deadline(e->aVal, e->nVal, &iDeadline) ){
+      kv_buf_reset(&k);
+      rc = kv_key_append_int(&k, iDeadline);
+      if( rc==SQLITE_OK ) rc = kv_buf_append(&k, e->aKey, e->nKey);
+      if( rc==SQLITE_OK ){
+        rc = kv_peek(r, zIdx, (int)strlen(zIdx), k.a, k.n, &v, &bFound,
+                     pzErr);
+      }
+      if( rc==SQLITE_OK && !bFound ){
+        char *zDetail = sqlite3_mprintf("missing deadline index entry "
+                                        "(deadline %lld)", (long long)iDeadline);
+        p->nFound++;
+        if( zDetail==0 ) rc = SQLITE_NOMEM;
+        if( rc==SQLITE_OK && p->pRows ){
+          depot_rows_text(p->pRows, zIdx);
+          depot_rows_cell(p->pRows, DEPOT_CELL_KEY, 0, (const char*)e->aKey,
+                          e->nKey);
+          rc = depot_rows_text(p->pRows, zDetail);
+        }
+        sqlite3_free(zDetail);
+        if( rc==SQLITE_OK && p->bRepair ){
+          kv_buf_reset(&v);
+          rc = kv_value_encode_blob(0, 0, &v);
+          if( rc==SQLITE_OK ){
+            rc = kv_put(r, zIdx, (int)strlen(zIdx), k.a, k.n, v.a, v.n,
+                        pzErr);
+          }
+        }
+      }
+    }
+    if( rc==SQLITE_OK ) kv_iter_next(pIter);
+  }
+  if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
+  kv_iter_close(pIter);
+  kv_buf_free(&k);
+  kv_buf_free(&v);
+  sqlite3_free(zIdx);
+  return rc;
+}
+
 /* Validate (or repair) the carriers of zSrc (only zOnly when not NULL). */
 static int dvCheckSource(DvCheck *p, KvEngine *pEng, const char *zSrc,
                          const char *zOnly, char **pzErr){
@@ -2018,17 +2078,14 @@ static int dvCheckSource(DvCheck *p, KvEngine *pEng, const char *zSrc,
       i = -1;
     }
   }
-  if( rc==SQLITE_OK && !zOnly ){
+  if( rc==SQLITE_OK && !zOnly && s->bTtl ){
     /* the deadline index of a table with per-entry TTL (kv_ttl.c) */
     nFound0 = p->nFound; nFixed0 = p->nFixed; nUnfix0 = p->nUnfixable;
     nRetry = 0;
     for(;;){
       KvRoot *r = 0;
       rc = kv_root_begin(pEng, &r);
-      if( rc==SQLITE_OK ){
-        rc = kv_ttl_check(p->pConn, r, zSrc, (int)strlen(zSrc), p->bRepair,
-                          dvTtlFinding, p, pzErr);
-      }
+      if( rc==SQLITE_OK ) rc = dvCheckDeadlines(p, r, zSrc, pzErr);
       if( rc==SQLITE_OK && p->bRepair && kv_root_has_writes(r) ){
         rc = kv_root_commit(r, pzErr);
       }
@@ -2382,11 +2439,96 @@ static int dvClose(sqlite3_vtab_cursor *pCsr){
   return SQLITE_OK;
 }
 
+/* Rows past their deadline.  A source with a deadline (ttl_ms=,
+** deadline=; kv_ttl.c) has a deadline index, the KV table
+** KV_TTL_INDEX_PREFIX+name, keyed by (deadline, row key).  Its name in
+** *pzIdx (sqlite3_malloc'd) when root r sees it, else NULL (a name too
+** long, or a table declared before indexes: its first sweep builds it). */
+static int dvTtlIndex(KvRoot *r, const char *zTab, int nTab, char **pzIdx){
+  KvMeta meta;
+  char *z;
+  int bFound = 0, rc;
+  *pzIdx = 0;
+  if( nTab+(int)strlen(KV_TTL_INDEX_PREFIX)>KV_MAX_NAME_BYTES ){
+    return SQLITE_OK;
+  }
+  z = sqlite3_mprintf(KV_TTL_INDEX_PREFIX "%.*s", nTab, zTab);
+  if( z==0 ) return SQLITE_NOMEM;
+  rc = kv_table_meta(kv_root_engine(r), r, z, (int)strlen(z), &meta, &bFound);
+  kv_meta_clear(&meta);
+  if( rc==SQLITE_OK && bFound ) *pzIdx = z; else sqlite3_free(z);
+  return rc;
+}
+
+/* Call xRow once for every row of zTab that is stored and expired at iNow
+** (not swept yet), as root r sees the table and its deadline index, in
+** deadline order: the cost is what the next sweep removes, not the table
+** (a table without an index is scanned).  Registers no reads.  A non-OK
+** return of xRow stops the walk and is returned. */
+typedef int (*DvRowFn)(void*, const uint8_t *aKey, int nKey,
+                       const uint8_t *aVal, int nVal);
+static int dvExpiredRows(KvRoot *r, const char *zTab, int nTab, int64_t iNow,
+                         DvRowFn xRow, void *pArg, char **pzErr){
+  KvEngine *pEng = kv_root_engine(r);
+  KvIter *pIter = 0;
+  KvBuf hiKey = {0, 0, 0}, val = {0, 0, 0};
+  KvBound hi;
+  char *zIdx = 0;
+  int rc = dvTtlIndex(r, zTab, nTab, &zIdx);
+  if( rc==SQLITE_OK && zIdx==0 ){
+    rc = kv_iter_open(pEng, r, zTab, nTab, 0, 0, KV_ITER_WITH_EXPIRED,
+                      &pIter, pzErr);
+    while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
+      const KvMapEntry *e = kv_iter_current(pIter);
+      if( kv_value_expired(e->aVal, e->nVal, iNow) ){
+        rc = xRow(pArg, e->aKey, e->nKey, e->aVal, e->nVal);
+      }
+      if( rc==SQLITE_OK ) kv_iter_next(pIter);
+    }
+    if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
+    kv_iter_close(pIter);
+    return rc;
+  }
+  if( rc==SQLITE_OK ) rc = kv_key_append_int(&hiKey, iNow+1);
+  hi.aKey = hiKey.a; hi.nKey = hiKey.n; hi.bIncl = 0;
+  if( rc==SQLITE_OK ){
+    rc = kv_iter_open(pEng, r, zIdx, (int)strlen(zIdx), 0, &hi,
+                      KV_ITER_WITH_EXPIRED, &pIter, pzErr);
+  }
+  while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
+    const KvMapEntry *e = kv_iter_current(pIter);
+    int nD = kv_key_length(e->aKey, e->nKey);
+    int64_t iRow = 0;
+    int bFound = 0;
+    KvDatum d;
+    /* The entry (D, key) stands for the row only when the row's deadline
+    ** is D: a rewritten row leaves stale entries, and is visited once. */
+    if( nD>0 && nD<e->nKey && kv_key_decode(e->aKey, nD, 0, 0, &d)==SQLITE_OK
+     && d.eType==SQLITE_INTEGER ){
+      rc = kv_peek(r, zTab, nTab, e->aKey+nD, e->nKey-nD, &val, &bFound,
+                   pzErr);
+      if( rc==SQLITE_OK && bFound
+       && kv_value_deadline(val.a, val.n, &iRow) && iRow==d.i
+       && iRow<=iNow ){
+        rc = xRow(pArg, e->aKey+nD, e->nKey-nD, val.a, val.n);
+      }
+      kv_datum_clear(&d);
+    }
+    if( rc==SQLITE_OK ) kv_iter_next(pIter);
+  }
+  if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
+  kv_iter_close(pIter);
+  kv_buf_free(&hiKey);
+  kv_buf_free(&val);
+  sqlite3_free(zIdx);
+  return rc;
+}
+
 /* Counters on a source with a deadline.  A counter row counts the rows of
 ** its group as they are stored; a row whose deadline has passed is
 ** invisible at once but counted until the sweeper removes it.  A read of
 ** the counter therefore subtracts, per group, what the expired rows not
-** yet swept give (kv_ttl_expired_rows: found through the deadline index,
+** yet swept give (dvExpiredRows: found through the deadline index,
 ** so the cost is what the next sweep removes, not the table), in the same
 ** snapshot as the counter rows. */
 typedef struct DvFixCtx DvFixCtx;
@@ -2416,16 +2558,12 @@ static int dvCounterFix(DvTable *p, DvCursor *c, KvRoot **pr, char **pzErr){
   c->pOwn = 0;
   rc = dvSource(p->pConn, p->pEng, p->zName, p->nName, &s);
   if( rc!=SQLITE_OK || s->zCarrierOf==0 ) return rc;
-  if( !kv_ttl_declared(p->pConn, p->pEng, s->zCarrierOf,
-                       (int)strlen(s->zCarrierOf)) ){
-    return SQLITE_OK;
-  }
   if( (zOf = sqlite3_mprintf("%s", s->zCarrierOf))==0 ) return SQLITE_NOMEM;
   rc = dvSource(p->pConn, p->pEng, zOf, (int)strlen(zOf), &s);
-  for(i=0; rc==SQLITE_OK && i<s->nCarrier; i++){
+  for(i=0; rc==SQLITE_OK && s->bTtl && i<s->nCarrier; i++){
     if( strcmp(s->a[i].zName, p->zName)==0 ) break;
   }
-  if( rc==SQLITE_OK && i<s->nCarrier ){
+  if( rc==SQLITE_OK && s->bTtl && i<s->nCarrier ){
     if( *pr==0 ){
       rc = kv_root_begin(p->pEng, &c->pOwn);
       *pr = c->pOwn;
@@ -2440,8 +2578,8 @@ static int dvCounterFix(DvTable *p, DvCursor *c, KvRoot **pr, char **pzErr){
     x.pList = &c->fix;
     if( x.db==0 || x.pC==0 ) rc = SQLITE_NOMEM;
     if( rc==SQLITE_OK ){
-      rc = kv_ttl_expired_rows(p->pConn, *pr, zOf, (int)strlen(zOf),
-                               kv_clock_ms(), dvFixRow, &x, pzErr);
+      rc = dvExpiredRows(*pr, zOf, (int)strlen(zOf), kv_clock_ms(),
+                         dvFixRow, &x, pzErr);
     }
     dvListSort(&c->fix);
     dvListMergeGroups(&c->fix);

@@ -294,6 +294,10 @@ int kv_hook_resolve(sqlite3 *db, const char *zFunc, const char *zSchema,
 ** that also updates the table's carriers; *pnRemoved counts them.
 ** SQLITE_ERROR "kv: table T declares no deadline" for a table without. */
 #define KV_TTL_BATCH 256
+/* The deadline index of table T is the KV table KV_TTL_INDEX_PREFIX T,
+** keyed by (the deadline as a key-encoded integer, T's key), value the
+** empty blob; no index when the name would pass KV_MAX_NAME_BYTES. */
+#define KV_TTL_INDEX_PREFIX ".ttl:"
 int kv_ttl_option(const char *zTtlMs, const char *zDeadline, KvBuf *pJson,
                   char **pzErr);
 int kv_ttl_stamp(KvConn*, KvRoot *r, const char *zTab, int nTab,
@@ -310,30 +314,6 @@ int kv_ttl_create_index(KvRoot *r, const char *zTab, int nTab,
                         const char *zType, int bPersist, char **pzErr);
 int kv_ttl_remove_index(KvRoot *r, const char *zTab, int nTab,
                         char **pzErr);
-/* Readers of expired rows (kv_ttl.c).
-** kv_ttl_declared: 1 when zTab declares a deadline (0 also on errors).
-** kv_ttl_expired_rows: call xRow once for every row of zTab that is
-** stored and expired at iNow (not yet swept), as root r sees the table
-** and its deadline index, in deadline order; the cost is what the next
-** sweep removes, not the table (a table without an index is scanned).
-** Registers no reads.  A non-OK return of xRow stops and is returned.
-** kv_ttl_check: compare zTab's deadline index with its rows in root r:
-** xFinding(pArg, zIndex, aKey, nKey, zDetail) for a row whose deadline
-** has no entry (zDetail is sqlite3_malloc'd, NULL on OOM; xFinding frees
-** it), and once with aKey NULL for a table without its index.  With
-** bRepair the missing entries are written in r (a missing index is built
-** in a root of its own).  Stale entries (left by rewrites) are no
-** finding: sweeps drop them. */
-typedef int (*KvTtlRowFn)(void*, const uint8_t *aKey, int nKey,
-                          const uint8_t *aVal, int nVal);
-typedef int (*KvTtlFindingFn)(void*, const char *zIndex, const uint8_t *aKey,
-                              int nKey, char *zDetail);
-int kv_ttl_declared(KvConn*, KvEngine*, const char *zTab, int nTab);
-int kv_ttl_expired_rows(KvConn*, KvRoot *r, const char *zTab, int nTab,
-                        int64_t iNow, KvTtlRowFn xRow, void *pArg,
-                        char **pzErr);
-int kv_ttl_check(KvConn*, KvRoot *r, const char *zTab, int nTab, int bRepair,
-                 KvTtlFindingFn xFinding, void *pArg, char **pzErr);
 #ifdef DEPOT_TEST
 /* Test hooks: the interval between background sweeper passes of stores
 ** whose sweeper starts from now on (default 1000 ms); a callback that

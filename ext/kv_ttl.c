@@ -72,7 +72,7 @@ SQLITE_EXTENSION_INIT3
 #define TTL_EXPR  2
 #define TTL_RETRY 8              /* conflicts a batch retries in a pass */
 #define TTL_MAX_MS ((int64_t)1<<53)
-#define TTL_IDX_PREFIX ".ttl:"   /* the deadline index of table T: .ttl:T */
+#define TTL_IDX_PREFIX KV_TTL_INDEX_PREFIX   /* .ttl:T */
 #define TTL_IDX_PREFIX_LEN 5
 
 typedef struct TtlPolicy TtlPolicy;
@@ -824,139 +824,6 @@ int kv_ttl_sweep_table(KvConn *pConn, KvEngine *pEng, const char *zTab,
   if( rc==SQLITE_OK ) kv_table_sweep_note(pEng, zTab, nTab, 1, *pnRemoved);
   kv_buf_free(&cursor);
   kv_buf_free(&retry);
-  return rc;
-}
-
-/* ------------------------------------------- readers of expired rows --- */
-
-int kv_ttl_declared(KvConn *pConn, KvEngine *pEng, const char *zTab,
-                    int nTab){
-  TtlPolicy *p = 0;
-  char *zErr = 0;
-  int rc = ttlPolicy(pConn, pEng, 0, zTab, nTab, &p, &zErr);
-  sqlite3_free(zErr);
-  return rc==SQLITE_OK && p->eKind!=TTL_NONE;
-}
-
-int kv_ttl_expired_rows(KvConn *pConn, KvRoot *r, const char *zTab,
-                        int nTab, int64_t iNow, KvTtlRowFn xRow, void *pArg,
-                        char **pzErr){
-  KvEngine *pEng = kv_root_engine(r);
-  TtlPolicy *p = 0;
-  KvIter *pIter = 0;
-  KvBuf hiKey = {0, 0, 0}, val = {0, 0, 0};
-  KvBound hi;
-  int rc = ttlPolicy(pConn, pEng, r, zTab, nTab, &p, pzErr);
-  if( rc!=SQLITE_OK || p->eKind==TTL_NONE ) return rc;
-  if( !p->bIdx ){
-    /* no deadline index (a name too long, or declared before indexes):
-    ** every row is looked at */
-    rc = kv_iter_open(pEng, r, zTab, nTab, 0, 0, KV_ITER_WITH_EXPIRED,
-                      &pIter, pzErr);
-    while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
-      const KvMapEntry *e = kv_iter_current(pIter);
-      if( kv_value_expired(e->aVal, e->nVal, iNow) ){
-        rc = xRow(pArg, e->aKey, e->nKey, e->aVal, e->nVal);
-      }
-      if( rc==SQLITE_OK ) kv_iter_next(pIter);
-    }
-    if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
-    kv_iter_close(pIter);
-    return rc;
-  }
-  rc = ttlIdxKey(iNow+1, &hiKey);
-  hi.aKey = hiKey.a; hi.nKey = hiKey.n; hi.bIncl = 0;
-  if( rc==SQLITE_OK ){
-    rc = kv_iter_open(pEng, r, p->zIdx, p->nIdx, 0, &hi,
-                      KV_ITER_WITH_EXPIRED, &pIter, pzErr);
-  }
-  while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
-    const KvMapEntry *e = kv_iter_current(pIter);
-    int nD = kv_key_length(e->aKey, e->nKey);
-    int64_t iEntry = 0, iRow = 0;
-    int bFound = 0;
-    KvDatum d;
-    /* The entry (d, key) stands for the row only when the row's deadline
-    ** is d: a rewritten row leaves stale entries, and is visited once. */
-    if( nD>0 && nD<e->nKey && kv_key_decode(e->aKey, nD, 0, 0, &d)==SQLITE_OK
-     && d.eType==SQLITE_INTEGER ){
-      iEntry = d.i;
-      kv_datum_clear(&d);
-      rc = kv_peek(r, zTab, nTab, e->aKey+nD, e->nKey-nD, &val, &bFound,
-                   pzErr);
-      if( rc==SQLITE_OK && bFound
-       && kv_value_deadline(val.a, val.n, &iRow) && iRow==iEntry
-       && iRow<=iNow ){
-        rc = xRow(pArg, e->aKey+nD, e->nKey-nD, val.a, val.n);
-      }
-    }
-    if( rc==SQLITE_OK ) kv_iter_next(pIter);
-  }
-  if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
-  kv_iter_close(pIter);
-  kv_buf_free(&hiKey);
-  kv_buf_free(&val);
-  return rc;
-}
-
-int kv_ttl_check(KvConn *pConn, KvRoot *r, const char *zTab, int nTab,
-                 int bRepair, KvTtlFindingFn xFinding, void *pArg,
-                 char **pzErr){
-  KvEngine *pEng = kv_root_engine(r);
-  TtlPolicy *p = 0;
-  KvIter *pIter = 0;
-  KvBuf k = {0, 0, 0}, v = {0, 0, 0};
-  int rc = ttlPolicy(pConn, pEng, r, zTab, nTab, &p, pzErr);
-  if( rc!=SQLITE_OK || p->eKind==TTL_NONE || p->zIdx==0 ) return rc;
-  if( !p->bIdx ){
-    rc = xFinding(pArg, p->zIdx, 0, 0, sqlite3_mprintf("the table has no "
-                  "deadline index (the next sweep or kv_repair builds it)"));
-    if( rc==SQLITE_OK && bRepair ){
-      int nTry;
-      for(nTry=0; nTry<TTL_RETRY; nTry++){
-        sqlite3_free(*pzErr);
-        *pzErr = 0;
-        rc = ttlIdxBuild(pEng, p, pzErr);
-        if( rc!=SQLITE_BUSY_SNAPSHOT ) break;
-      }
-    }
-    return rc;
-  }
-  rc = kv_root_bind(r, zTab, nTab, pzErr);
-  if( rc==SQLITE_OK ) rc = kv_root_bind(r, p->zIdx, p->nIdx, pzErr);
-  if( rc==SQLITE_OK && bRepair ){
-    /* a concurrent write to the table makes the repair retry */
-    rc = kv_root_note_range(r, zTab, nTab, (const uint8_t*)"", 0, 0, 0,
-                            pzErr);
-  }
-  if( rc==SQLITE_OK ){
-    rc = kv_iter_open(pEng, r, zTab, nTab, 0, 0, KV_ITER_WITH_EXPIRED,
-                      &pIter, pzErr);
-  }
-  while( rc==SQLITE_OK && !kv_iter_eof(pIter) ){
-    const KvMapEntry *e = kv_iter_current(pIter);
-    int64_t iDeadline;
-    int bFound = 0;
-    if( kv_value_deadline(e->aVal, e->nVal, &iDeadline) ){
-      kv_buf_reset(&k);
-      rc = ttlIdxKey(iDeadline, &k);
-      if( rc==SQLITE_OK ) rc = kv_buf_append(&k, e->aKey, e->nKey);
-      if( rc==SQLITE_OK ){
-        rc = kv_peek(r, p->zIdx, p->nIdx, k.a, k.n, &v, &bFound, pzErr);
-      }
-      if( rc==SQLITE_OK && !bFound ){
-        rc = xFinding(pArg, p->zIdx, e->aKey, e->nKey, sqlite3_mprintf(
-                      "missing deadline index entry (deadline %lld)",
-                      (long long)iDeadline));
-        if( rc==SQLITE_OK && bRepair ) rc = ttlIdxPut(r, p, &k, pzErr);
-      }
-    }
-    if( rc==SQLITE_OK ) kv_iter_next(pIter);
-  }
-  if( rc==SQLITE_OK ) rc = kv_iter_error(pIter, pzErr);
-  kv_iter_close(pIter);
-  kv_buf_free(&k);
-  kv_buf_free(&v);
   return rc;
 }
 
