@@ -664,19 +664,41 @@ static void depotVirtualCounter(DepotFile *p, unsigned char *a){
 }
 
 /* The staged frame pSt of the write transaction, decoded into pOut.  Not
-** through the decoded-page cache: no other connection may see it. */
+** through the decoded-page cache: no other connection may see it.  A
+** frame that reaches into the stream's unwritten tail (vfs/db.h,
+** DepotStageStream) is read from the chunk rows up to the tail and from
+** the tail in memory. */
 static int depotStagedPage(DepotFile *p, const TxStaged *pSt,
                            unsigned char *pOut){
+  DepotStageStream *pS = &p->stream;
+  uint64_t iEnd = (uint64_t)pSt->iOffset + pSt->nByte;
+  uint64_t iWritten = pS->nBlob - pS->nBlob%pS->szChunk;
   DepotPageLoc loc;
   char *zErr = 0;
   int rc;
   memset(&loc, 0, sizeof(loc));
   loc.eKind = DEPOT_LOC_DELTA;
-  loc.iBranch = p->stream.iBranch;
-  loc.iTxid = p->stream.iTxid;
-  loc.szChunk = p->stream.szChunk;
+  loc.iBranch = pS->iBranch;
+  loc.iTxid = pS->iTxid;
+  loc.szChunk = pS->szChunk;
   loc.iOffset = (uint32_t)pSt->iOffset;
   loc.nByte = pSt->nByte;
+  if( iEnd>iWritten ){
+    unsigned char *a = sqlite3_malloc64(pSt->nByte);
+    uint32_t nHead = pSt->iOffset<iWritten ?
+                     (uint32_t)(iWritten - pSt->iOffset) : 0;
+    if( a==0 ) return SQLITE_IOERR_NOMEM;
+    rc = nHead ? depot_db_read_span(p->pStore, &loc, pSt->pgno, nHead, a,
+                                    &zErr) : SQLITE_OK;
+    if( rc==SQLITE_OK ){
+      memcpy(a+nHead, pS->aTail + (pSt->iOffset+nHead-iWritten),
+             pSt->nByte-nHead);
+      rc = ltx_decode_frame(a, pSt->nByte, pSt->pgno, p->szPageTx, p->pDctx,
+                            pOut, 0, &zErr);
+    }
+    sqlite3_free(a);
+    return depotReport(rc, zErr, SQLITE_IOERR_READ);
+  }
   rc = depot_db_read_loc(p->pStore, 0, 0, p->pDctx, &loc, pSt->pgno,
                          p->szPageTx, pOut, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);

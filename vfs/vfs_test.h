@@ -13,4 +13,10 @@
 ** it only while no compaction runs. */
 extern void (*depot_compact_test_encoded)(const char *zStore);
 
+/* When not NULL, store_put() (vfs/store/store.c) calls it with each row
+** it is asked to write (key and value length) and store_commit() with
+** (NULL, 0, 0) after each store transaction it commits, from whatever
+** thread writes.  Set it only while no other thread writes a store. */
+extern void (*depot_store_test_write)(const void *pKey, int nKey, int nVal);
+
 #endif /* DEPOT_VFS_TEST_H */

@@ -22,6 +22,8 @@
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
 #include "vfs/txbuf.h"
+#include "vfs/layout.h"
+#include "vfs/vfs_test.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -1160,6 +1162,103 @@ START_TEST(test_staging_buffer_and_map_drop_pages){
 }
 END_TEST
 
+/* What store_put() is asked to write (vfs/vfs_test.h), per store
+** transaction: the current one's rows, the publishing commit's (the store
+** transaction that writes a COMMITS row) once it commits, and every
+** DELTA chunk row of the staged txid, to find one written twice. */
+typedef struct PutTally PutTally;
+struct PutTally {
+  int64_t nRow, nByte, nDelta, nDeltaByte, nPidx;
+  int bCommitRow;
+};
+static PutTally tallyCur, tallyPub;
+static uint64_t iTallyTxid;           /* the staged txid */
+static unsigned char aTallyChunk[4096];
+static int nTallyTwice;
+
+static void tally_write(const void *pKey, int nKey, int nVal){
+  const unsigned char *k = (const unsigned char*)pKey;
+  if( pKey==0 ){                       /* a store transaction committed */
+    if( tallyCur.bCommitRow ) tallyPub = tallyCur;
+    memset(&tallyCur, 0, sizeof(tallyCur));
+    return;
+  }
+  tallyCur.nRow++;
+  tallyCur.nByte += nKey + nVal;
+  if( nKey==23 && k[0]==0x02 && k[1]==LAYOUT_P_BR ){
+    uint64_t iTxid = 0;
+    uint32_t iChunk = 0;
+    int i;
+    if( k[10]==LAYOUT_BR_DELTA ){
+      for(i=11; i<19; i++) iTxid = (iTxid<<8) | k[i];
+      for(i=19; i<23; i++) iChunk = (iChunk<<8) | k[i];
+      tallyCur.nDelta++;
+      tallyCur.nDeltaByte += nVal;
+      if( iTxid==iTallyTxid && iChunk<sizeof(aTallyChunk) ){
+        if( aTallyChunk[iChunk] ) nTallyTwice++;
+        aTallyChunk[iChunk] = 1;
+      }
+    }else if( k[10]==LAYOUT_BR_PIDX ){
+      tallyCur.nPidx++;
+    }
+  }
+  if( nKey>=11 && k[0]==0x02 && k[1]==LAYOUT_P_BR
+   && k[10]==LAYOUT_BR_COMMITS ){
+    tallyCur.bCommitRow = 1;
+  }
+}
+
+/* The publishing COMMIT of a transaction that staged N pages is one store
+** transaction that writes the pages still in memory (at most the budget),
+** the stream's unwritten tail (less than one chunk row), one page index
+** row per published page (at most 48 bytes of key and value each) and a
+** few fixed rows; no chunk row of the staged blob is written twice, during
+** staging or by the commit. */
+START_TEST(test_staging_publishing_commit_is_bounded){
+  char *zDir = th_tmpdir("staging-pubsize");
+  char *zUri = depot_uri(zDir, "db=app&txn_budget_kb=64&compact_after=0");
+  char *zStore, *zSql;
+  sqlite3 *db;
+  int64_t nBudget = 64*1024, nSz = 65536, nFixed = 4096;
+  setup_vfs();
+  db = th_open(zUri);
+  th_exec(db, zSchema);
+  zStore = store_path(zDir);
+  zSql = sqlite3_mprintf("SELECT max(txid) FROM depot_commits(%Q,'app')",
+                         zStore);
+  iTallyTxid = (uint64_t)th_int(db, zSql) + 1;
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  memset(&tallyCur, 0, sizeof(tallyCur));
+  memset(&tallyPub, 0, sizeof(tallyPub));
+  memset(aTallyChunk, 0, sizeof(aTallyChunk));
+  nTallyTwice = 0;
+  depot_store_test_write = tally_write;
+  th_exec(db, "BEGIN; INSERT INTO t SELECT 1000+value, randomblob(900),"
+              " value%13 FROM " SERIES(6000) "; UPDATE t SET w=w+1"
+              " WHERE k%50=0; COMMIT");
+  depot_store_test_write = 0;
+  ck_assert_int_eq(nTallyTwice, 0);
+  ck_assert_msg(tallyPub.nPidx>1500, "published %lld pages",
+                (long long)tallyPub.nPidx);
+  ck_assert_msg(tallyPub.nDeltaByte <= nBudget + nBudget/8 + nSz,
+                "the commit wrote %lld blob bytes",
+                (long long)tallyPub.nDeltaByte);
+  ck_assert_msg(tallyPub.nByte - tallyPub.nDeltaByte
+                  <= 48*tallyPub.nPidx + nFixed,
+                "%lld bytes of rows for %lld pages",
+                (long long)(tallyPub.nByte - tallyPub.nDeltaByte),
+                (long long)tallyPub.nPidx);
+  ck_assert_int_eq(count_t(db), 6200);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
@@ -1187,6 +1286,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
+  tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
   suite_add_tcase(s, tc);
   return s;
 }
