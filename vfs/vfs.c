@@ -1589,6 +1589,24 @@ static int depotPragmaReadahead(DepotFile *p, char **azArg){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_threads[=N]: the zstd worker threads of this connection's
+** staged parts and commits (0: inline); answers the number in effect. */
+static int depotPragmaThreads(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>LTX_MAX_THREADS ){
+      azArg[0] = sqlite3_mprintf("depot: depot_threads must be an integer"
+                                 " 0..%d, got %s", LTX_MAX_THREADS, zVal);
+      return SQLITE_ERROR;
+    }
+    p->nThreads = (int)n;
+  }
+  azArg[0] = sqlite3_mprintf("%d", p->nThreads);
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
@@ -1603,6 +1621,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_readahead")==0 ){
     return depotPragmaReadahead(p, azArg);
+  }
+  if( sqlite3_stricmp(zName, "depot_threads")==0 ){
+    return depotPragmaThreads(p, azArg);
   }
   return SQLITE_NOTFOUND;
 }

@@ -1075,7 +1075,7 @@ END_TEST
 
 /* threads=N: the same large transaction in two new stores, at 0 and 4
 ** compression threads, stores blobs of the same sizes and checksums; a
-** bad value is refused. */
+** bad value is refused.  PRAGMA depot_threads reads and sets it. */
 START_TEST(test_staging_threads_parameter){
   char *zDir = th_tmpdir("staging-threads");
   const char *azDb[] = { "t0", "t4" };
@@ -1091,6 +1091,16 @@ START_TEST(test_staging_threads_parameter){
                            i*4);
     db = th_open(zUri);
     sqlite3_free(zUri);
+    ck_assert_int_eq(th_int(db, "PRAGMA depot_threads"), i*4);
+    if( i==0 ){                         /* the pragma sets it too */
+      ck_assert_int_eq(th_int(db, "PRAGMA depot_threads=3"), 3);
+      ck_assert_int_eq(th_int(db, "PRAGMA depot_threads"), 3);
+      ck_assert_int_ne(sqlite3_exec(db, "PRAGMA depot_threads=65", 0, 0, 0),
+                       SQLITE_OK);
+      ck_assert_int_ne(sqlite3_exec(db, "PRAGMA depot_threads='x'", 0, 0, 0),
+                       SQLITE_OK);
+      ck_assert_int_eq(th_int(db, "PRAGMA depot_threads=0"), 0);
+    }
     th_exec(db, "PRAGMA cache_size=5; CREATE TABLE t(k INTEGER PRIMARY KEY,"
                 " v BLOB); BEGIN; INSERT INTO t SELECT value,"
                 " printf('%.*c', 900, char(65+value%26)) FROM " SERIES(3000) ";"
