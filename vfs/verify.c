@@ -25,7 +25,9 @@
 **   vfyLog           LOG rows decode and carry a handed-out sequence
 **
 ** Compaction clears page index rows, DELTA rows and the commit rows that
-** are no coverage point; none of that is a finding.  Rows are read in
+** are no coverage point; none of that is a finding, and neither are page
+** index and DELTA rows at or below the watermark that its sweep has not
+** cleared yet (their bytes still count).  Rows are read in
 ** batches (vfyEach), so memory stays bounded by the batch, one LTX part
 ** of a commit blob (a staged part or the last part: about the writer's
 ** transaction budget) plus VFY_READ bytes, one shard blob, and one small
@@ -438,6 +440,8 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
   VCommit *c;
   if( r->nKey==23 && bytes_get64(r->aKey+11)>=u->pB->iStaged ) return;
   u->pB->nBlobBytes += r->nVal;
+  /* folded into shards, left for the compaction's sweep (vfs/compact.c) */
+  if( r->nKey==23 && bytes_get64(r->aKey+11)<=u->pB->iMark ) return;
   if( r->nKey!=23 ){
     vfyFind(p, u->pB, "chunk", -1, -1, r->aKey, r->nKey,
             sqlite3_mprintf("depot: unexpected key among the blob rows"));
@@ -780,6 +784,7 @@ static void vfyPidxRow(Vfy *p, void *pCtx, const VRow *r){
   }
   pgno = bytes_get32(r->aKey+11);
   iTxid = bytes_get64(r->aKey+15);
+  if( iTxid<=pB->iMark ) return;     /* folded, left for the sweep */
   c = vfyCommit(p, iTxid);
   if( c==0 ){
     vfyFind(p, pB, "page_index", (int64_t)iTxid, pgno, r->aKey, r->nKey,

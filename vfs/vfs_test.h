@@ -19,10 +19,11 @@ extern void (*depot_compact_test_encoded)(const char *zStore);
 ** thread writes.  Set it only while no other thread writes a store. */
 extern void (*depot_store_test_write)(const void *pKey, int nKey, int nVal);
 
-/* Rows one batch of depot_gc() visits (vfs/gc.c; 0: its default), and,
-** when not NULL, a call with the store path after each batch of a branch
-** that more batches follow (no store transaction is open then).  Set them
-** only while no reclaim runs. */
+/* Rows one batch of depot_gc() (vfs/gc.c) or of a compaction's sweep
+** (vfs/compact.c) visits (0: their defaults), and, when not NULL, a call
+** with the store path after each batch of a branch that more batches
+** follow (no store transaction is open then).  Set them only while no
+** reclaim or compaction runs. */
 extern int depot_gc_test_batch;
 extern void (*depot_gc_test_between)(const char *zStore);
 

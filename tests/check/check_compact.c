@@ -1280,6 +1280,85 @@ START_TEST(test_gc_in_batches_with_commits_between){
 }
 END_TEST
 
+/* Between two sweep batches of a compaction: the store verifies clean
+** with its counters exact, a reader of the writer's connection sees the
+** plain file's content, and the writer commits once more. */
+static void sweep_between_batches(const char *zStore){
+  nHookBatches++;
+  if( nHookBatches%4==1 ){
+    assert_verify_clean(zStore);
+    assert_counters_exact(zStore);
+    assert_same(pHookDepot, pHookPlain);
+  }
+  if( nHookCommits>=20 ) return;
+  work(pHookDepot, pHookPlain, &hookSeed, 1);
+  nHookCommits++;
+}
+
+/* A compaction sweeps the rows it folded in batches: in batches of two
+** rows it leaves exactly the rows of a sweep in one batch; with a writer
+** committing between its batches the store stays verified and readable
+** throughout, and the next compaction folds the writer's commits too. */
+START_TEST(test_compaction_sweeps_in_batches_with_commits_between){
+  Fx fa, fb;
+  sqlite3 *pA, *pB, *pP;
+  unsigned sa = 5, sb = 5;
+  char *zKa, *zKb;
+  fx_open(&fa, "cmp-sweep-a");
+  fx_open(&fb, "cmp-sweep-b");
+  pA = fx_db_args(&fa, "app", "main", "&compact_after=0");
+  pB = fx_db_args(&fb, "app", "main", "&compact_after=0");
+  ck_assert_int_eq(sqlite3_open(fa.zPlain, &pP), SQLITE_OK);
+  th_exec(pA, zSchema);
+  th_exec(pP, zSchema);
+  th_exec(pB, zSchema);
+  work(pA, pP, &sa, 30);
+  work(pB, 0, &sb, 30);
+  pHookDepot = pHookPlain = 0;
+  nHookBatches = nHookCommits = 0;
+  depot_gc_test_batch = 2;
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  depot_gc_test_batch = 0;
+  fx_exec(&fb, "SELECT depot_compact(%Q)", fb.zStore);
+  zKa = store_keys(fa.zStore);
+  zKb = store_keys(fb.zStore);
+  ck_assert_str_eq(zKa, zKb);
+  sqlite3_free(zKa);
+  sqlite3_free(zKb);
+
+  hookSeed = 17;
+  work(pA, pP, &hookSeed, 30);
+  pHookDepot = pA;
+  pHookPlain = pP;
+  depot_gc_test_batch = 2;
+  depot_gc_test_between = sweep_between_batches;
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  depot_gc_test_batch = 0;
+  depot_gc_test_between = 0;
+  pHookDepot = pHookPlain = 0;
+  ck_assert_int_gt(nHookBatches, 20);
+  ck_assert_int_eq(nHookCommits, 20);
+  assert_same(pA, pP);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+  assert_shards_sound(fa.zStore);
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  ck_assert_int_eq(fx_int(&fa, "SELECT compaction_lag FROM depot_stats(%Q)",
+                          fa.zStore), 0);
+  ck_assert_int_eq(store_rows(fa.zStore, "key>=x'0230' AND key<x'0231' AND"
+      " length(key)>11 AND substr(key,11,1) IN (x'20',x'30')"), 0);
+  assert_same(pA, pP);
+  assert_integrity(pA);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+  sqlite3_close(pA);
+  sqlite3_close(pB);
+  sqlite3_close(pP);
+  fx_close(&fa);
+  fx_close(&fb);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
@@ -1832,6 +1911,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_compaction_encodes_shards_without_the_store_write_lock);
   tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
   tcase_add_test(tc, test_gc_in_batches_with_commits_between);
+  tcase_add_test(tc, test_compaction_sweeps_in_batches_with_commits_between);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   if( bFile ){
