@@ -115,9 +115,9 @@ static sqlite3_int64 stored_bytes(sqlite3 *db, const char *zDir){
   return n;
 }
 
-/* 1 if branch main of "app" has blob rows past its head (staged rows);
-** with bMayLack, 0 when "app" has no branch. */
-static int staged_rows_of(const char *zDir, int bMayLack){
+/* 1 if branch main of zDb has blob rows past its head (staged rows);
+** with bMayLack, 0 when zDb has no branch. */
+static int staged_rows_db(const char *zDir, const char *zDb, int bMayLack){
   char *zStore = store_path(zDir);
   StoreSqliteConfig cfg;
   Store *pStore = 0;
@@ -127,7 +127,7 @@ static int staged_rows_of(const char *zDir, int bMayLack){
   memset(&cfg, 0, sizeof(cfg));
   ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
   ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
-  ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
+  ck_assert_int_eq(depot_db_resolve(pStore, zDb, "main", &iBranch, 0),
                    SQLITE_OK);
   ck_assert(iBranch!=0 || bMayLack);
   if( iBranch ){
@@ -139,6 +139,10 @@ static int staged_rows_of(const char *zDir, int bMayLack){
   store_close(pStore);
   sqlite3_free(zStore);
   return bExists;
+}
+
+static int staged_rows_of(const char *zDir, int bMayLack){
+  return staged_rows_db(zDir, "app", bMayLack);
 }
 
 static int staged_rows(const char *zDir){
@@ -956,6 +960,77 @@ START_TEST(test_staging_interrupted_import_leaves_no_database){
 }
 END_TEST
 
+/* Progress hook of a child: SIGKILL itself once the import has copied
+** 95% of its pages (past the default budget: it has staged by then). */
+static int kill_late(void *pArg, const char *zWhat, int64_t nDone,
+                     int64_t nTotal, int64_t nBytes){
+  (void)pArg; (void)zWhat; (void)nBytes;
+  if( nTotal>0 && nDone*100>=nTotal*95 ) raise(SIGKILL);
+  return 0;
+}
+
+/* depot_import killed (SIGKILL) after it staged pages: no commit of
+** database "imp" exists (at most the empty database its first staged part
+** created, with no pages), stored_bytes is what it was, depot_gc leaves no
+** staged row, the store verifies clean, and the import run again stores
+** every row. */
+START_TEST(test_staging_sigkilled_import_leaves_no_commit){
+  char *zDir = th_tmpdir("staging-import-kill");
+  char *zStore = store_path(zDir);
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc,
+                               zStore);
+  char *zGc = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  char *zCommits = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,"
+                                   " 'imp')", zStore);
+  sqlite3 *src = th_open(zSrc);
+  sqlite3 *db = open_app(zDir, -1);
+  sqlite3_int64 nBytes;
+  int st = 0;
+  pid_t pid;
+  th_exec(src, "PRAGMA page_size=4096; CREATE TABLE t(x);"
+               "INSERT INTO t SELECT randomblob(16)||zeroblob(3900) FROM"
+               " " SERIES(9000) "");
+  sqlite3_close(src);
+  th_exec(db, "CREATE TABLE x(y)");
+  nBytes = stored_bytes(db, zDir);
+  sqlite3_close(db);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = 0;
+    if( sqlite3_open(":memory:", &c)!=SQLITE_OK ) _exit(3);
+    depot_progress_set(kill_late, 0);
+    sqlite3_exec(c, zSql, 0, 0, 0);
+    _exit(2);                          /* not killed: the test fails */
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL, "status %d", st);
+  db = open_app(zDir, -1);
+  ck_assert_int_eq(th_int(db, zCommits), 0);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  th_exec(db, zGc);
+  ck_assert(!staged_rows_db(zDir, "imp", 1));
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  assert_verify(db, zDir);
+  ck_assert_int_gt(th_int(db, zSql), 9000);
+  sqlite3_close(db);
+  {
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=imp", zStore);
+    db = th_open(zUri);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 9000);
+    sqlite3_close(db);
+    sqlite3_free(zUri);
+  }
+  sqlite3_free(zCommits);
+  sqlite3_free(zGc);
+  sqlite3_free(zSql);
+  sqlite3_free(zSrc);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The bytes of structure zName in depot_memory (-1: not listed) and its
 ** limit (-1: NULL). */
 static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
@@ -1294,6 +1369,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
+  tcase_add_test(tc, test_staging_sigkilled_import_leaves_no_commit);
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
