@@ -50,6 +50,7 @@ typedef struct GcCursor GcCursor;
 struct GcCursor {
   int bDone;
   int bStaged;              /* staged rows past the head handled */
+  uint64_t iStagedHead;     /* ... the head they were past */
   int bCommitsDone;         /* every commit row up to the watermark seen */
   uint64_t iCommit;         /* ... those up to this txid are */
   uint32_t iShard;          /* shard rows of shards below it are done */
@@ -135,6 +136,7 @@ static int gcDropBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes,
   int64_t nQuota = 0;
   int n = 0, nMax = gcBatch(), bMore = 0, rc = SQLITE_OK;
   if( !pCur->bCredited ){
+    pCur->nKey = 0;
     rc = cov_br_get(p, b, LAYOUT_BR_QUOTA, 1, &nQuota);
     if( rc==SQLITE_OK && !bDry ) rc = cov_credit(p, b, -nQuota);
     if( rc!=SQLITE_OK ) return rc;
@@ -254,27 +256,34 @@ static int gcShards(Cov *p, uint64_t b, const U64Set *pK, int bDry,
 
 /* Staged blob rows past the head iHead of b, when no writer of the name
 ** holds its lock (checked inside this write transaction: a writer that
-** takes it later stages only after this transaction). */
+** takes it later stages only after this transaction), at most a batch of
+** them; pCur->bStaged once none is left.  A head that moved since the
+** last batch starts the range over. */
 static int gcStaged(Cov *p, uint64_t b, const BranchRecord *pRec,
-                    uint64_t iHead, int bDry, DepotGcResult *pRes){
+                    uint64_t iHead, int bDry, DepotGcResult *pRes,
+                    GcCursor *pCur){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   DepotLock lk;
-  int bExists = 0, bHeld = 0;
+  int bExists = 0, bHeld = 0, bMore = 0, nLo, nHi;
   int64_t nRow = 0;
   int rc = depot_stage_exists(p->pStore, b, iHead+1, &bExists, p->pzErr);
-  if( rc!=SQLITE_OK || !bExists ) return rc;
-  depot_lock_init(&lk, p->pStore, pRec->iBucket, pRec->zDb, pRec->zBranch);
-  rc = depot_lock_other(&lk, &bHeld, p->pzErr);
-  if( rc!=SQLITE_OK || bHeld ) return rc;
-  if( bDry ){
-    unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-    int nLo = layout_key_delta(lo, b, iHead+1, 0);
-    int nHi = layout_key_br(hi, b, LAYOUT_BR_DELTA+1);
-    rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, -1, gcCountRow, &nRow);
-    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  }else{
-    rc = depot_stage_clear(p->pStore, b, iHead+1, &nRow, p->pzErr);
+  if( rc==SQLITE_OK && bExists ){
+    depot_lock_init(&lk, p->pStore, pRec->iBucket, pRec->zDb, pRec->zBranch);
+    rc = depot_lock_other(&lk, &bHeld, p->pzErr);
   }
+  if( rc!=SQLITE_OK || !bExists || bHeld ){
+    pCur->bStaged = 1;
+    pCur->nKey = 0;
+    return rc;
+  }
+  if( pCur->iStagedHead!=iHead ) pCur->nKey = 0;
+  pCur->iStagedHead = iHead;
+  nLo = layout_key_delta(lo, b, iHead+1, 0);
+  nHi = layout_key_br(hi, b, LAYOUT_BR_DELTA+1);
+  rc = gcRangeSome(p, pCur, lo, nLo, hi, nHi, gcBatch(), bDry, &nRow,
+                   &bMore);
   pRes->nRow += nRow;
+  if( rc==SQLITE_OK && !bMore ) pCur->bStaged = 1;
   return rc;
 }
 
@@ -292,8 +301,8 @@ static int gcKeepBranch(Cov *p, uint64_t b, const BranchRecord *pRec,
   memset(&f, 0, sizeof(f));
   if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPMARK, 0, &W);
   if( rc==SQLITE_OK && !pCur->bStaged ){
-    rc = gcStaged(p, b, pRec, head.iTxid, bDry, pRes);
-    pCur->bStaged = 1;
+    rc = gcStaged(p, b, pRec, head.iTxid, bDry, pRes, pCur);
+    if( rc!=SQLITE_OK || !pCur->bStaged ) return rc;   /* more next batch */
   }
   if( rc==SQLITE_OK ) rc = cov_points(p, b, pRec, head.iTxid, &K);
   f.pK = &K;
