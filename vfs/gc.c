@@ -3,10 +3,11 @@
 ** one write transaction each (a read transaction for the preview), so a
 ** writer waits at most for one batch.  A batch visits at most GC_BATCH
 ** commit rows, shard versions (whole shards: past GC_BATCH, the rest of
-** the shard it is in) or rows of a dropped branch, and
-** keeps what it visits only for its own transaction: its memory is that
-** of GC_BATCH rows (16 bytes a commit, 24 a shard version) plus the
-** branch's coverage points, whatever the size of the database.  Each batch
+** the shard it is in), staged rows past the head or rows of a dropped
+** branch, and keeps what it visits only for its own transaction: its
+** memory is that of GC_BATCH rows (16 bytes a commit, 24 a shard
+** version) plus the branch's coverage points, whatever the size of the
+** database.  Each batch
 ** reads the branch's head, watermark and coverage points again, so a
 ** commit, a compaction or a new pin between batches is taken into account
 ** as it would be by a later depot_gc().  A dropped branch nothing
