@@ -19,8 +19,9 @@ extern void (*depot_compact_test_encoded)(const char *zStore);
 ** thread writes.  Set it only while no other thread writes a store. */
 extern void (*depot_store_test_write)(const void *pKey, int nKey, int nVal);
 
-/* Rows one batch of depot_gc() (vfs/gc.c) or of a compaction's sweep
-** (vfs/compact.c) visits (0: their defaults), and, when not NULL, a call
+/* Rows one batch of depot_gc() (vfs/gc.c), of a compaction's sweep
+** (vfs/compact.c) or of the removal of a write transaction's staged rows
+** (vfs/vfs.c) visits (0: their defaults), and, when not NULL, a call
 ** with the store path after each batch of a branch that more batches
 ** follow (no store transaction is open then).  Set them only while no
 ** reclaim or compaction runs. */
