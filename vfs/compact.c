@@ -18,12 +18,23 @@
 **      or abandoned at any time;
 **   3. installs in one write transaction, after checking that the
 **      generation, W and the bucket counter are unchanged and every
-**      planned shard version exists: clears exactly the planned page index
-**      rows, the DELTA rows of txids W+1..T, and the COMMITS and VTX rows
-**      of those txids that are not coverage points; sets W = T; credits the
-**      freed blob bytes to the branch's and the store's counters.
+**      planned shard version exists: clears the COMMITS and VTX rows of
+**      txids W+1..T that are not coverage points and sets W = T;
+**   4. sweeps, in write transactions of at most CMP_SWEEP rows each: the
+**      page index rows of txids at or below W, then the DELTA rows of
+**      those txids, crediting their bytes to the branch's, the store's and
+**      the database's counters as they go.
 ** Any coverage point X >= t then has a shard version in [t, X] holding the
-** page as of t, so the cleared rows were no longer needed.  A changed
+** page as of t, which a read at X prefers to a page index row of txid t
+** (vfs/db.c), so the rows the sweep clears are no longer read; until it
+** has, they are folded rows that verify and the next plan skip.  A plan
+** that finds DELTA rows at or below W (a sweep a crash or an error cut
+** short) sweeps again first.  So the memory of a job is its plan (16
+** bytes a shard version to build, and the coverage points), one shard
+** version (LAYOUT_SHARD_SIZE pages) and one batch of rows, whatever the
+** size of the commits it folds, and no store write transaction of it
+** holds more than one shard version, CMP_MAX_COMMITS commit rows or
+** CMP_SWEEP rows.  A changed
 ** generation (a pin came or went, another job installed, GC ran) makes the
 ** job plan again.  The progress hook (vfs/progress.c) is called before
 ** each shard version is built; a stop request deletes the versions the
@@ -43,6 +54,7 @@ SQLITE_EXTENSION_INIT3
 #define CMP_MAX_COMMITS 4096     /* commits one install folds at most */
 #define CMP_MAX_RETRY   4        /* plans per job before giving up */
 #define CMP_LEVEL       3        /* zstd level of shard blobs */
+#define CMP_SWEEP       1024     /* rows one sweep transaction visits */
 
 /* A shard version to build: shard number and as_of. */
 typedef struct ShardPair ShardPair;
@@ -60,34 +72,24 @@ struct Plan {
   U64Set K;                 /* coverage points */
   int nPair, nPairAlloc;
   ShardPair *aPair;
-  int nPidx, nPidxAlloc;
-  uint32_t *aPgno;          /* planned page index rows to clear */
-  uint64_t *aTxid;
   int64_t *aWrote;          /* per pair: blob bytes this job wrote, or -1 */
+  int bSweep;               /* DELTA rows at or below W remain (step 4) */
   int rc;
 };
 
 static void cmpPlanReset(Plan *pl){
   sqlite3_free(pl->aPair);
-  sqlite3_free(pl->aPgno);
-  sqlite3_free(pl->aTxid);
   sqlite3_free(pl->aWrote);
   cov_set_free(&pl->K);
   memset(pl, 0, sizeof(*pl));
 }
 
-static int cmpPlanPidx(Plan *pl, uint32_t pgno, uint64_t t){
-  if( pl->nPidx>=pl->nPidxAlloc ){
-    int nNew = pl->nPidxAlloc ? pl->nPidxAlloc*2 : 256;
-    uint32_t *a = sqlite3_realloc64(pl->aPgno, sizeof(uint32_t)*nNew);
-    uint64_t *b = a ? sqlite3_realloc64(pl->aTxid, sizeof(uint64_t)*nNew) : 0;
-    if( a ) pl->aPgno = a;
-    if( b==0 ) return SQLITE_NOMEM;
-    pl->aTxid = b;
-    pl->nPidxAlloc = nNew;
-  }
-  pl->aPgno[pl->nPidx] = pgno;
-  pl->aTxid[pl->nPidx++] = t;
+static int cmpPlanGrow(Plan *pl){
+  int nNew = pl->nPairAlloc ? pl->nPairAlloc*2 : 64;
+  ShardPair *a = sqlite3_realloc64(pl->aPair, sizeof(ShardPair)*nNew);
+  if( a==0 ) return SQLITE_NOMEM;
+  pl->aPair = a;
+  pl->nPairAlloc = nNew;
   return SQLITE_OK;
 }
 
@@ -97,11 +99,8 @@ static int cmpPlanPair(Plan *pl, uint32_t iShard, uint64_t iAsOf){
     return SQLITE_OK;
   }
   if( pl->nPair>=pl->nPairAlloc ){
-    int nNew = pl->nPairAlloc ? pl->nPairAlloc*2 : 64;
-    ShardPair *a = sqlite3_realloc64(pl->aPair, sizeof(ShardPair)*nNew);
-    if( a==0 ) return SQLITE_NOMEM;
-    pl->aPair = a;
-    pl->nPairAlloc = nNew;
+    int rc = cmpPlanGrow(pl);
+    if( rc!=SQLITE_OK ) return rc;
   }
   pl->aPair[pl->nPair].iShard = iShard;
   pl->aPair[pl->nPair++].iAsOf = iAsOf;
@@ -112,6 +111,24 @@ static int cmpPair(const void *a, const void *b){
   const ShardPair *x = (const ShardPair*)a, *y = (const ShardPair*)b;
   if( x->iShard!=y->iShard ) return x->iShard<y->iShard ? -1 : 1;
   return x->iAsOf<y->iAsOf ? -1 : x->iAsOf>y->iAsOf;
+}
+
+/* Sort the pairs and drop duplicates. */
+static void cmpPlanSortPairs(Plan *pl){
+  int i, j = 0;
+  if( pl->nPair<2 ) return;
+  qsort(pl->aPair, pl->nPair, sizeof(ShardPair), cmpPair);
+  for(i=1; i<pl->nPair; i++){
+    if( cmpPair(&pl->aPair[i], &pl->aPair[j]) ) pl->aPair[++j] = pl->aPair[i];
+  }
+  pl->nPair = j+1;
+}
+
+static int cmpDeltaRow(void *pArg, const unsigned char *pKey, int nKey,
+                       const unsigned char *pVal, int nVal){
+  (void)pKey; (void)nKey; (void)pVal; (void)nVal;
+  *(int*)pArg = 1;
+  return 1;
 }
 
 static uint64_t cmpPlanAsOf(const Plan *pl, uint64_t t);
@@ -127,9 +144,10 @@ static int cmpPlanPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   pgno = bytes_get32(pKey+11);
   t = bytes_get64(pKey+15);
   if( t<=(uint64_t)pl->iMark || t>pl->iTarget || pgno==0 ) return 0;
-  pl->rc = cmpPlanPidx(pl, pgno, t);
-  if( pl->rc==SQLITE_OK ){
-    pl->rc = cmpPlanPair(pl, (pgno-1)/LAYOUT_SHARD_SIZE, cmpPlanAsOf(pl, t));
+  pl->rc = cmpPlanPair(pl, (pgno-1)/LAYOUT_SHARD_SIZE, cmpPlanAsOf(pl, t));
+  if( pl->rc==SQLITE_OK && pl->nPair>=pl->nPairAlloc ){
+    cmpPlanSortPairs(pl);             /* keep the list to distinct pairs */
+    if( pl->nPair*4 > pl->nPairAlloc*3 ) pl->rc = cmpPlanGrow(pl);
   }
   return pl->rc!=SQLITE_OK;
 }
@@ -177,6 +195,12 @@ static int cmpPlanTxn(Cov *p, Plan *pl){
   if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPGEN, 1, &pl->iGen);
   if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPMARK, 0, &pl->iMark);
   if( rc==SQLITE_OK ) rc = cmpCtrGet(p, "bucket", &pl->iBuckets);
+  if( rc==SQLITE_OK && pl->iMark>0 ){     /* an unfinished sweep? */
+    int n = layout_key_delta(lo, b, 0, 0);
+    layout_key_delta(hi, b, (uint64_t)pl->iMark+1, 0);
+    rc = store_scan(p->pStore, lo, n, hi, n, 0, 1, cmpDeltaRow, &pl->bSweep);
+    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  }
   if( rc!=SQLITE_OK || head.iTxid<=(uint64_t)pl->iMark ) return rc;
   pl->iHead = head.iTxid;
   rc = cov_load_buckets(p);
@@ -189,14 +213,7 @@ static int cmpPlanTxn(Cov *p, Plan *pl){
                   cmpPlanPidxRow, pl);
   if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   if( pl->rc!=SQLITE_OK ) return pl->rc;
-  if( pl->nPair>1 ){
-    int i, j = 0;
-    qsort(pl->aPair, pl->nPair, sizeof(ShardPair), cmpPair);
-    for(i=1; i<pl->nPair; i++){
-      if( cmpPair(&pl->aPair[i], &pl->aPair[j]) ) pl->aPair[++j] = pl->aPair[i];
-    }
-    pl->nPair = j+1;
-  }
+  cmpPlanSortPairs(pl);
   return SQLITE_OK;
 }
 
@@ -472,7 +489,7 @@ static int cmpInstallTxn(Cov *p, const Plan *pl, int *pbStale,
   unsigned char k[LAYOUT_MAX_KEY], k2[LAYOUT_MAX_KEY];
   uint64_t b = pl->iBranch;
   FoldScan f;
-  int i, bSame = 0, n;
+  int bSame = 0;
   int rc = cmpGenSame(p, pl, &bSame);
   *pbStale = !bSame;
   if( rc==SQLITE_OK && bSame ) rc = cmpPairsPresent(p, pl, pbStale);
@@ -480,28 +497,16 @@ static int cmpInstallTxn(Cov *p, const Plan *pl, int *pbStale,
   memset(&f, 0, sizeof(f));
   f.pK = &pl->K;
   rc = cov_scan_commits(p, b, (uint64_t)pl->iMark, pl->iTarget, &f);
-  for(i=0; rc==SQLITE_OK && i<pl->nPidx; i++){
-    rc = store_clear(p->pStore, k, layout_key_pidx(k, b, pl->aPgno[i],
-                                                   pl->aTxid[i]));
-    if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
-  }
   if( rc==SQLITE_OK ) rc = cov_drop_commits(p, b, &f);
   if( rc==SQLITE_OK ){
-    n = layout_key_delta(k, b, (uint64_t)pl->iMark+1, 0);
-    layout_key_delta(k2, b, pl->iTarget+1, 0);
-    rc = store_clear_range(p->pStore, k, n, k2, n);
     bytes_put64(k2, pl->iTarget);
-    if( rc==SQLITE_OK ) rc = store_put(p->pStore, k,
-        layout_key_br(k, b, LAYOUT_BR_CMPMARK), k2, 8);
+    rc = store_put(p->pStore, k, layout_key_br(k, b, LAYOUT_BR_CMPMARK), k2,
+                   8);
     if( rc==SQLITE_OK ) rc = store_add(p->pStore, k,
         layout_key_br(k, b, LAYOUT_BR_CMPGEN), 1, 0);
     if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
   }
-  if( rc==SQLITE_OK ) rc = cov_credit(p, b, -f.nBlob);
-  if( rc==SQLITE_OK ){
-    pRes->nCommit += f.nCommit;
-    pRes->nFreed += f.nBlob;
-  }
+  if( rc==SQLITE_OK ) pRes->nCommit += f.nCommit;
   cov_set_free(&f.drop);
   cov_set_free(&f.dropVs);
   return rc;
@@ -522,6 +527,127 @@ static int cmpInstall(Cov *p, const Plan *pl, int *pbStale,
   return rc;
 }
 
+/* The last key a bounded sweep scan visited, and the rows and bytes of
+** those at or below the watermark. */
+typedef struct CmpSweep CmpSweep;
+struct CmpSweep {
+  uint64_t iMark;
+  int bPidx;                /* scanning page index rows (else DELTA rows) */
+  int n;                    /* rows visited */
+  int nDel;                 /* page index rows to clear (aPgno, aTxid) */
+  uint32_t *aPgno;
+  uint64_t *aTxid;
+  int64_t nByte;            /* bytes of the DELTA rows visited */
+  unsigned char aKey[LAYOUT_MAX_KEY+1];
+  int nKey;
+};
+
+static int cmpSweepRow(void *pArg, const unsigned char *pKey, int nKey,
+                       const unsigned char *pVal, int nVal){
+  CmpSweep *w = (CmpSweep*)pArg;
+  (void)pVal;
+  w->n++;
+  if( nKey<=LAYOUT_MAX_KEY ){
+    memcpy(w->aKey, pKey, nKey);
+    w->nKey = nKey;
+  }
+  if( w->bPidx ){
+    if( nKey==23 && bytes_get64(pKey+15)<=w->iMark ){
+      w->aPgno[w->nDel] = bytes_get32(pKey+11);
+      w->aTxid[w->nDel++] = bytes_get64(pKey+15);
+    }
+  }else{
+    w->nByte += nVal;
+  }
+  return 0;
+}
+
+/* One sweep transaction (step 4) from pCur (nCur bytes; 0: the start):
+** at most CMP_SWEEP page index rows, or once those are done DELTA rows,
+** of branch b.  *pbDone when nothing is left; pCur moves on. */
+static int cmpSweepTxn(Cov *p, uint64_t b, int *pbPidx, unsigned char *pCur,
+                       int *pnCur, int *pbDone, DepotCompactResult *pRes){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int64_t W = 0;
+  CmpSweep w;
+  int i, nLo, nHi, nMax = CMP_SWEEP, rc;
+#ifdef DEPOT_TEST
+  if( depot_gc_test_batch>0 ) nMax = depot_gc_test_batch;
+#endif
+  memset(&w, 0, sizeof(w));
+  w.bPidx = *pbPidx;
+  *pbDone = 0;
+  rc = cov_br_get(p, b, LAYOUT_BR_CMPMARK, 0, &W);
+  if( rc!=SQLITE_OK ) return rc;
+  if( w.bPidx ){
+    w.aPgno = sqlite3_malloc64(sizeof(uint32_t)*(uint64_t)nMax);
+    w.aTxid = sqlite3_malloc64(sizeof(uint64_t)*(uint64_t)nMax);
+    if( w.aPgno==0 || w.aTxid==0 ){
+      sqlite3_free(w.aPgno);
+      sqlite3_free(w.aTxid);
+      return SQLITE_NOMEM;
+    }
+  }
+  w.iMark = (uint64_t)W;
+  if( w.bPidx ){
+    nLo = layout_key_br(lo, b, LAYOUT_BR_PIDX);
+    nHi = layout_key_br(hi, b, LAYOUT_BR_PIDX+1);
+  }else{
+    nLo = layout_key_delta(lo, b, 0, 0);
+    nHi = layout_key_delta(hi, b, (uint64_t)W+1, 0);
+  }
+  if( *pnCur ){
+    memcpy(lo, pCur, *pnCur);
+    nLo = *pnCur;
+  }
+  rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, nMax, cmpSweepRow, &w);
+  for(i=0; rc==SQLITE_OK && i<w.nDel; i++){
+    rc = store_clear(p->pStore, lo, layout_key_pidx(lo, b, w.aPgno[i],
+                                                    w.aTxid[i]));
+  }
+  sqlite3_free(w.aPgno);
+  sqlite3_free(w.aTxid);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  if( !w.bPidx && w.n>0 ){
+    w.aKey[w.nKey++] = 0;               /* just past the last key */
+    rc = store_clear_range(p->pStore, lo, nLo, w.aKey, w.nKey);
+    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+    rc = cov_credit(p, b, -w.nByte);
+    if( rc!=SQLITE_OK ) return rc;
+    pRes->nFreed += w.nByte;
+  }else if( w.n>0 ){
+    w.aKey[w.nKey++] = 0;
+  }
+  if( w.n<nMax ){                       /* this kind of row is through */
+    *pnCur = 0;
+    if( w.bPidx ) *pbPidx = 0;
+    else *pbDone = 1;
+  }else{
+    memcpy(pCur, w.aKey, w.nKey);
+    *pnCur = w.nKey;
+  }
+  return SQLITE_OK;
+}
+
+/* Step 4: sweep the rows folded into shards at or below the watermark,
+** one write transaction per batch. */
+static int cmpSweep(Cov *p, uint64_t b, DepotCompactResult *pRes){
+  unsigned char aCur[LAYOUT_MAX_KEY+1];
+  int nCur = 0, bPidx = 1, bDone = 0, rc = SQLITE_OK;
+  while( rc==SQLITE_OK && !bDone ){
+    rc = store_begin(p->pStore, 1);
+    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+    rc = cmpSweepTxn(p, b, &bPidx, aCur, &nCur, &bDone, pRes);
+    rc = cov_in_write(p, rc, 0);
+#ifdef DEPOT_TEST
+    if( rc==SQLITE_OK && !bDone && depot_gc_test_between ){
+      depot_gc_test_between(p->zPath);
+    }
+#endif
+  }
+  return rc;
+}
+
 /* Compact branch b until its watermark reaches the head it had when this
 ** call began (or a job stays stale CMP_MAX_RETRY times in a row, which is
 ** counted as skipped).  Commits made meanwhile are left for the next call,
@@ -538,10 +664,12 @@ static int cmpBranch(Cov *p, uint64_t b, DepotCompactResult *pRes){
     pl.iBranch = b;
     p->iNowMs = cov_now_ms();
     rc = cmpPlan(p, &pl);
+    if( rc==SQLITE_OK && pl.bSweep ) rc = cmpSweep(p, b, pRes);
     if( rc!=SQLITE_OK || pl.iTarget==0 ) break;
     if( iStop==0 ) iStop = pl.iHead;
     rc = cmpBuild(p, &pl, &bStale, pRes);
     if( rc==SQLITE_OK && !bStale ) rc = cmpInstall(p, &pl, &bStale, pRes);
+    if( rc==SQLITE_OK && !bStale ) rc = cmpSweep(p, b, pRes);
     if( rc==SQLITE_OK && bStale && ++nStale>=CMP_MAX_RETRY ){
       pRes->nSkipped++;
       break;

@@ -315,11 +315,12 @@ static int covFoldRow(void *pArg, const unsigned char *pKey, int nKey,
   }
   f->nBlob += (int64_t)row.nBlob;
   f->nCommit++;
+  f->iLast = row.iTxid;
   if( cov_set_ceil(f->pK, row.iTxid)!=row.iTxid ){
     f->rc = cov_set_add(&f->drop, row.iTxid);
     if( f->rc==SQLITE_OK ) f->rc = cov_set_add(&f->dropVs, row.iVs);
   }
-  return f->rc!=SQLITE_OK;
+  return f->rc!=SQLITE_OK || (f->nMax>0 && f->nCommit>=f->nMax);
 }
 
 /* Delete the COMMITS and VTX rows listed in f. */

@@ -104,10 +104,14 @@ struct FoldScan {
   int nCommit;
   U64Set drop;              /* txids to drop ... */
   U64Set dropVs;            /* ... and their VTX keys */
+  int nMax;                 /* >0: stop after this many rows ... */
+  uint64_t iLast;           /* ... the last txid scanned */
   int rc;
 };
 
-/* The commits with lo < txid <= hi of branch b, scanned into f. */
+/* The commits with lo < txid <= hi of branch b, scanned into f (the first
+** f->nMax of them when f->nMax>0: f->nCommit==f->nMax says there may be
+** more after f->iLast). */
 int cov_scan_commits(Cov *p, uint64_t b, uint64_t lo, uint64_t hi,
                      FoldScan *f);
 

@@ -771,11 +771,13 @@ int depot_stage_exists(Store *pStore, uint64_t iBranch, uint64_t iFrom,
   return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
 }
 
-/* Write a[0..n) at stream offset pS->nBlob as DELTA chunk rows of pS's
-** txid: the first row joins the tail already written, each row is
-** rewritten whole.  aBuf (szChunk bytes) gets the last row written. */
+/* Write the stream's unwritten tail (its first pS->nBlob%szChunk bytes,
+** in pS->aTail) and a[0..n) after it as DELTA chunk rows of pS's txid:
+** every whole chunk row, and with bLast the partial last one too; else
+** the bytes of a partial last row stay unwritten.  No row is written
+** twice.  aBuf (szChunk bytes) gets the last row's bytes. */
 static int dbStreamPut(Store *pStore, const DepotStageStream *pS,
-                       const unsigned char *a, int64_t n,
+                       const unsigned char *a, int64_t n, int bLast,
                        unsigned char *aBuf){
   unsigned char k[LAYOUT_MAX_KEY];
   uint32_t sz = pS->szChunk;
@@ -784,19 +786,22 @@ static int dbStreamPut(Store *pStore, const DepotStageStream *pS,
   int64_t i = 0;
   int rc = SQLITE_OK;
   if( nHave ) memcpy(aBuf, pS->aTail, nHave);
-  while( rc==SQLITE_OK && i<n ){
+  while( rc==SQLITE_OK && (i<n || (bLast && nHave>0)) ){
     uint32_t nTake = (uint32_t)(n-i < (int64_t)(sz-nHave) ? n-i : sz-nHave);
     memcpy(aBuf+nHave, a+i, nTake);
-    rc = store_put(pStore, k, layout_key_delta(k, pS->iBranch, pS->iTxid,
-                                               iChunk), aBuf, nHave+nTake);
     i += nTake;
+    nHave += nTake;
+    if( nHave<sz && !bLast ) break;          /* the new unwritten tail */
+    rc = store_put(pStore, k, layout_key_delta(k, pS->iBranch, pS->iTxid,
+                                               iChunk), aBuf, nHave);
     iChunk++;
-    nHave = 0;
+    if( i<n ) nHave = 0;
+    else break;
   }
   return rc;
 }
 
-/* The stream moved past n more bytes written by dbStreamPut(). */
+/* The stream moved past n more bytes given to dbStreamPut(). */
 static void dbStreamAdvance(DepotStageStream *pS, int64_t n,
                             const unsigned char *aBuf, uint32_t nFrame){
   pS->nBlob += (uint64_t)n;
@@ -826,7 +831,7 @@ int depot_stage_append(Store *pStore, DepotStageStream *pS,
     rc = depot_stage_clear(pStore, pS->iBranch, pS->iTxid, 0, pzErr);
   }
   if( rc==SQLITE_OK ){
-    rc = dbStreamPut(pStore, pS, a, n, aBuf);
+    rc = dbStreamPut(pStore, pS, a, n, 0, aBuf);
     if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
   }
   if( rc==SQLITE_OK ){
@@ -851,7 +856,7 @@ static int dbPutStaged(Store *pStore, const DepotCommit *pC,
   uint32_t i;
   int rc;
   if( aBuf==0 ) return SQLITE_NOMEM;
-  rc = dbStreamPut(pStore, pS, a, n, aBuf);
+  rc = dbStreamPut(pStore, pS, a, n, 1, aBuf);
   sqlite3_free(aBuf);
   for(i=0; rc==SQLITE_OK && i<pC->nDirty; i++){
     PidxValue pv;

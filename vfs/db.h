@@ -230,9 +230,11 @@ struct DepotStageStream {
   uint64_t iBranch, iTxid;    /* iTxid 0: nothing staged */
   uint32_t szChunk;
   uint32_t nFrame;            /* frames in the parts so far */
-  uint64_t nBlob;             /* bytes so far, all in chunk rows */
-  unsigned char *aTail;       /* szChunk bytes: the last chunk row written
-                              ** (its first nBlob%szChunk bytes) */
+  uint64_t nBlob;             /* bytes so far: whole chunk rows, then ... */
+  unsigned char *aTail;       /* ... (szChunk bytes) the nBlob%szChunk bytes
+                              ** of the partial last chunk, written by the
+                              ** next append or the commit: no chunk row of
+                              ** the stream is ever written twice */
 };
 
 /* Start staging txid iTxid of iBranch (drops any earlier stream). */
@@ -240,7 +242,8 @@ int depot_stage_begin(DepotStageStream*, uint64_t iBranch, uint64_t iTxid,
                       uint32_t szChunk);
 
 /* Append one LTX part of n bytes (whose frames are nFrame) in a store
-** write transaction of its own; the first append first removes any rows
+** write transaction of its own (the whole chunk rows it completes; the
+** rest stays in aTail); the first append first removes any rows
 ** a crashed or abandoned earlier stream left past the head.  On an error
 ** nothing is appended (the stream stays as it was). */
 int depot_stage_append(Store*, DepotStageStream*, const unsigned char *a,
@@ -293,8 +296,10 @@ struct DepotCommit {
 };
 
 /* Publish pC as one store transaction: the blob in DELTA chunk rows (after
-** a staged stream: only the last part, the staged rows stay as written), a
-** page index row per page, COMMITS/VTX/LOG rows, quota counters and the
+** a staged stream: only its unwritten tail and the last part, the staged
+** rows stay as written, none is written again), a page index row per page
+** (staged ones too: about 36 bytes of key and value a page), COMMITS/VTX/
+** LOG rows, quota counters and the
 ** head, which must still equal pC->base (compare-and-set); the name must
 ** still lead where it led (to iBranch, or to the inherited branch).  The
 ** blob's bytes are charged with depot_quota_charge() before any row is

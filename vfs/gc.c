@@ -1,6 +1,16 @@
 /*
-** gc.c -- reclaim (depot_gc, depot_gc_preview): one write transaction per
-** branch (a read transaction for the preview).  A dropped branch nothing
+** gc.c -- reclaim (depot_gc, depot_gc_preview): each branch in batches,
+** one write transaction each (a read transaction for the preview), so a
+** writer waits at most for one batch.  A batch visits at most GC_BATCH
+** commit rows, shard versions (whole shards: past GC_BATCH, the rest of
+** the shard it is in), staged rows past the head or rows of a dropped
+** branch, and keeps what it visits only for its own transaction: its
+** memory is that of GC_BATCH rows (16 bytes a commit, 24 a shard
+** version) plus the branch's coverage points, whatever the size of the
+** database.  Each batch
+** reads the branch's head, watermark and coverage points again, so a
+** commit, a compaction or a new pin between batches is taken into account
+** as it would be by a later depot_gc().  A dropped branch nothing
 ** pins any more loses every row; any other branch loses the COMMITS and
 ** VTX rows of txids at or below its compaction watermark W that are not
 ** coverage points (vfs/coverage.h), and every shard version that is not
@@ -16,10 +26,40 @@
 #include "config.h"
 #include "vfs/coverage.h"
 #include "vfs/lock.h"
+#include "vfs/vfs_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
 #include <string.h>
+
+#define GC_BATCH 1024             /* rows one batch visits (see above) */
+
+#ifdef DEPOT_TEST
+int depot_gc_test_batch = 0;
+void (*depot_gc_test_between)(const char *zStore) = 0;
+#endif
+
+static int gcBatch(void){
+#ifdef DEPOT_TEST
+  if( depot_gc_test_batch>0 ) return depot_gc_test_batch;
+#endif
+  return GC_BATCH;
+}
+
+/* Where the reclaim of one branch stands between its batches. */
+typedef struct GcCursor GcCursor;
+struct GcCursor {
+  int bDone;
+  int bStaged;              /* staged rows past the head handled */
+  uint64_t iStagedHead;     /* ... the head they were past */
+  int bCommitsDone;         /* every commit row up to the watermark seen */
+  uint64_t iCommit;         /* ... those up to this txid are */
+  uint32_t iShard;          /* shard rows of shards below it are done */
+  int bCredited;            /* dropped branch: its bytes are credited */
+  int iRange;               /* dropped branch: the range being cleared */
+  unsigned char aKey[LAYOUT_MAX_KEY+1];  /* ... from this key on */
+  int nKey;                 /* 0: from the range's start */
+};
 
 static int gcCountRow(void *pArg, const unsigned char *pKey, int nKey,
                       const unsigned char *pVal, int nVal){
@@ -38,32 +78,95 @@ static int gcRange(Cov *p, const unsigned char *lo, int nLo,
   return rc==SQLITE_OK ? rc : cov_store_err(p, rc);
 }
 
-/* A dropped branch nothing pins: every row of it goes.  Its bytes are
-** credited back first, while its record still names its database. */
-static int gcDropBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes){
+/* The last key a bounded scan visited. */
+typedef struct GcLast GcLast;
+struct GcLast {
+  int64_t n;
+  unsigned char aKey[LAYOUT_MAX_KEY+1];
+  int nKey;
+};
+
+static int gcLastRow(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  GcLast *l = (GcLast*)pArg;
+  (void)pVal; (void)nVal;
+  l->n++;
+  if( nKey<=LAYOUT_MAX_KEY ){
+    memcpy(l->aKey, pKey, nKey);
+    l->nKey = nKey;
+  }
+  return 0;
+}
+
+/* Count (and unless bDry clear) at most nMax rows of lo <= key < hi from
+** pCur's key on; *pbMore is set when rows may remain, and pCur's key
+** moves past the last one visited. */
+static int gcRangeSome(Cov *p, GcCursor *pCur, const unsigned char *lo,
+                       int nLo, const unsigned char *hi, int nHi, int nMax,
+                       int bDry, int64_t *pnRow, int *pbMore){
+  const unsigned char *pFrom = pCur->nKey ? pCur->aKey : lo;
+  int nFrom = pCur->nKey ? pCur->nKey : nLo;
+  GcLast l;
+  int rc;
+  memset(&l, 0, sizeof(l));
+  rc = store_scan(p->pStore, pFrom, nFrom, hi, nHi, 0, nMax, gcLastRow, &l);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  *pbMore = l.n>=nMax && l.nKey>0;
+  if( *pbMore ) l.aKey[l.nKey++] = 0;     /* just past the last key */
+  if( !bDry ){
+    rc = *pbMore ? store_clear_range(p->pStore, pFrom, nFrom, l.aKey, l.nKey)
+                 : store_clear_range(p->pStore, pFrom, nFrom, hi, nHi);
+    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  }
+  *pnRow += l.n;
+  if( *pbMore ){
+    memcpy(pCur->aKey, l.aKey, l.nKey);
+    pCur->nKey = l.nKey;
+  }else{
+    pCur->nKey = 0;
+  }
+  return SQLITE_OK;
+}
+
+/* A dropped branch nothing pins: every row of it goes, its BR rows, then
+** its pins, then its record, at most a batch of rows per call.  Its bytes
+** are credited back first, while its record still names its database. */
+static int gcDropBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes,
+                        GcCursor *pCur){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   int64_t nQuota = 0;
-  int n, rc = cov_br_get(p, b, LAYOUT_BR_QUOTA, 1, &nQuota);
-  if( rc==SQLITE_OK && !bDry ) rc = cov_credit(p, b, -nQuota);
-  if( rc==SQLITE_OK ){
-    n = layout_key_br(lo, b, 0);
-    layout_key_br(hi, b+1, 0);
-    rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  }
-  if( rc==SQLITE_OK ){
-    n = layout_key_branch(lo, b);
-    layout_key_branch(hi, b+1);
-    rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  }
-  if( rc==SQLITE_OK ){
-    n = layout_key_pin(lo, b, 0, 0, 0, 0) - 9;
-    layout_key_pin(hi, b+1, 0, 0, 0, 0);
-    rc = gcRange(p, lo, n, hi, n, bDry, &pRes->nRow);
-  }
-  if( rc==SQLITE_OK ){
+  int n = 0, nMax = gcBatch(), bMore = 0, rc = SQLITE_OK;
+  if( !pCur->bCredited ){
+    pCur->nKey = 0;
+    rc = cov_br_get(p, b, LAYOUT_BR_QUOTA, 1, &nQuota);
+    if( rc==SQLITE_OK && !bDry ) rc = cov_credit(p, b, -nQuota);
+    if( rc!=SQLITE_OK ) return rc;
+    pCur->bCredited = 1;
     pRes->nBranch++;
     pRes->nByte += nQuota;
   }
+  while( rc==SQLITE_OK && nMax>0 && pCur->iRange<3 ){
+    int64_t nRow = 0;
+    switch( pCur->iRange ){
+      case 0:
+        n = layout_key_br(lo, b, 0);
+        layout_key_br(hi, b+1, 0);
+        break;
+      case 1:
+        n = layout_key_pin(lo, b, 0, 0, 0, 0) - 9;
+        layout_key_pin(hi, b+1, 0, 0, 0, 0);
+        break;
+      default:
+        n = layout_key_branch(lo, b);
+        layout_key_branch(hi, b+1);
+        break;
+    }
+    rc = gcRangeSome(p, pCur, lo, n, hi, n, nMax, bDry, &nRow, &bMore);
+    pRes->nRow += nRow;
+    nMax -= (int)nRow;
+    if( rc==SQLITE_OK && !bMore ) pCur->iRange++;
+  }
+  if( pCur->iRange>=3 ) pCur->bDone = 1;
   return rc;
 }
 
@@ -72,6 +175,9 @@ typedef struct ShardList ShardList;
 struct ShardList {
   int n, nAlloc;
   struct ShardVer { uint32_t iShard; uint64_t iAsOf, nBlob; } *a;
+  int nMax;                 /* past this many, stop at the next shard ... */
+  int bMore;                /* ... whose number is iNext */
+  uint32_t iNext;
   int rc;
 };
 
@@ -81,6 +187,11 @@ static int gcShardRow(void *pArg, const unsigned char *pKey, int nKey,
   ShardRow row;
   if( nKey!=23 || layout_shard_decode(pVal, nVal, &row)!=SQLITE_OK ){
     l->rc = SQLITE_CORRUPT;
+    return 1;
+  }
+  if( l->n>=l->nMax && l->a[l->n-1].iShard!=bytes_get32(pKey+11) ){
+    l->bMore = 1;
+    l->iNext = bytes_get32(pKey+11);
     return 1;
   }
   if( l->n>=l->nAlloc ){
@@ -115,15 +226,17 @@ static int gcShardVersion(Cov *p, uint64_t b, const struct ShardVer *v,
 }
 
 /* Every shard version of b that is not the newest at or before some
-** coverage point.  *pnByte gets the bytes freed. */
+** coverage point, among the shards from pCur->iShard on that one batch
+** visits.  *pnByte gets the bytes freed. */
 static int gcShards(Cov *p, uint64_t b, const U64Set *pK, int bDry,
-                    DepotGcResult *pRes, int64_t *pnByte){
+                    DepotGcResult *pRes, int64_t *pnByte, GcCursor *pCur){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   ShardList l;
   int i, rc;
   int64_t nBefore = pRes->nByte;
   memset(&l, 0, sizeof(l));
-  rc = store_scan(p->pStore, lo, layout_key_br(lo, b, LAYOUT_BR_SHARD),
+  l.nMax = gcBatch();
+  rc = store_scan(p->pStore, lo, layout_key_shard(lo, b, pCur->iShard, 0),
                   hi, layout_key_br(hi, b, LAYOUT_BR_SHARD+1), 0, -1,
                   gcShardRow, &l);
   if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
@@ -137,38 +250,48 @@ static int gcShards(Cov *p, uint64_t b, const U64Set *pK, int bDry,
   }
   sqlite3_free(l.a);
   *pnByte = pRes->nByte - nBefore;
+  if( l.bMore ) pCur->iShard = l.iNext;
+  else pCur->bDone = 1;
   return rc;
 }
 
 /* Staged blob rows past the head iHead of b, when no writer of the name
 ** holds its lock (checked inside this write transaction: a writer that
-** takes it later stages only after this transaction). */
+** takes it later stages only after this transaction), at most a batch of
+** them; pCur->bStaged once none is left.  A head that moved since the
+** last batch starts the range over. */
 static int gcStaged(Cov *p, uint64_t b, const BranchRecord *pRec,
-                    uint64_t iHead, int bDry, DepotGcResult *pRes){
+                    uint64_t iHead, int bDry, DepotGcResult *pRes,
+                    GcCursor *pCur){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   DepotLock lk;
-  int bExists = 0, bHeld = 0;
+  int bExists = 0, bHeld = 0, bMore = 0, nLo, nHi;
   int64_t nRow = 0;
   int rc = depot_stage_exists(p->pStore, b, iHead+1, &bExists, p->pzErr);
-  if( rc!=SQLITE_OK || !bExists ) return rc;
-  depot_lock_init(&lk, p->pStore, pRec->iBucket, pRec->zDb, pRec->zBranch);
-  rc = depot_lock_other(&lk, &bHeld, p->pzErr);
-  if( rc!=SQLITE_OK || bHeld ) return rc;
-  if( bDry ){
-    unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-    int nLo = layout_key_delta(lo, b, iHead+1, 0);
-    int nHi = layout_key_br(hi, b, LAYOUT_BR_DELTA+1);
-    rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, -1, gcCountRow, &nRow);
-    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  }else{
-    rc = depot_stage_clear(p->pStore, b, iHead+1, &nRow, p->pzErr);
+  if( rc==SQLITE_OK && bExists ){
+    depot_lock_init(&lk, p->pStore, pRec->iBucket, pRec->zDb, pRec->zBranch);
+    rc = depot_lock_other(&lk, &bHeld, p->pzErr);
   }
+  if( rc!=SQLITE_OK || !bExists || bHeld ){
+    pCur->bStaged = 1;
+    pCur->nKey = 0;
+    return rc;
+  }
+  if( pCur->iStagedHead!=iHead ) pCur->nKey = 0;
+  pCur->iStagedHead = iHead;
+  nLo = layout_key_delta(lo, b, iHead+1, 0);
+  nHi = layout_key_br(hi, b, LAYOUT_BR_DELTA+1);
+  rc = gcRangeSome(p, pCur, lo, nLo, hi, nHi, gcBatch(), bDry, &nRow,
+                   &bMore);
   pRes->nRow += nRow;
+  if( rc==SQLITE_OK && !bMore ) pCur->bStaged = 1;
   return rc;
 }
 
-/* A branch something can still read: old commit rows and shards. */
+/* A branch something can still read: old commit rows and shards, one
+** batch of them (the commit rows first). */
 static int gcKeepBranch(Cov *p, uint64_t b, const BranchRecord *pRec,
-                        int bDry, DepotGcResult *pRes){
+                        int bDry, DepotGcResult *pRes, GcCursor *pCur){
   unsigned char k[LAYOUT_MAX_KEY];
   U64Set K;
   DbHead head;
@@ -178,13 +301,28 @@ static int gcKeepBranch(Cov *p, uint64_t b, const BranchRecord *pRec,
   memset(&K, 0, sizeof(K));
   memset(&f, 0, sizeof(f));
   if( rc==SQLITE_OK ) rc = cov_br_get(p, b, LAYOUT_BR_CMPMARK, 0, &W);
-  if( rc==SQLITE_OK ) rc = gcStaged(p, b, pRec, head.iTxid, bDry, pRes);
+  if( rc==SQLITE_OK && !pCur->bStaged ){
+    rc = gcStaged(p, b, pRec, head.iTxid, bDry, pRes, pCur);
+    if( rc!=SQLITE_OK || !pCur->bStaged ) return rc;   /* more next batch */
+  }
   if( rc==SQLITE_OK ) rc = cov_points(p, b, pRec, head.iTxid, &K);
   f.pK = &K;
-  if( rc==SQLITE_OK && W>0 ) rc = cov_scan_commits(p, b, 0, (uint64_t)W, &f);
+  f.nMax = gcBatch();
+  if( rc==SQLITE_OK && !pCur->bCommitsDone ){
+    if( (uint64_t)W>pCur->iCommit ){
+      rc = cov_scan_commits(p, b, pCur->iCommit, (uint64_t)W, &f);
+    }
+    if( f.nCommit>=f.nMax ){
+      pCur->iCommit = f.iLast;
+    }else{
+      pCur->bCommitsDone = 1;
+    }
+  }
   if( rc==SQLITE_OK && !bDry ) rc = cov_drop_commits(p, b, &f);
   pRes->nRow += 2*(int64_t)f.drop.n;
-  if( rc==SQLITE_OK ) rc = gcShards(p, b, &K, bDry, pRes, &nByte);
+  if( rc==SQLITE_OK && pCur->bCommitsDone && f.nCommit==0 ){
+    rc = gcShards(p, b, &K, bDry, pRes, &nByte, pCur);
+  }
   if( rc==SQLITE_OK && !bDry && (f.drop.n || nByte) ){
     rc = store_add(p->pStore, k, layout_key_br(k, b, LAYOUT_BR_CMPGEN), 1, 0);
     if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
@@ -196,8 +334,10 @@ static int gcKeepBranch(Cov *p, uint64_t b, const BranchRecord *pRec,
   return rc;
 }
 
-/* Reclaim one branch in one transaction (a read one when bDry). */
-static int gcBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes){
+/* One batch of the reclaim of branch b in one transaction (a read one
+** when bDry); pCur->bDone once the branch is through. */
+static int gcBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes,
+                    GcCursor *pCur){
   unsigned char k[LAYOUT_MAX_KEY];
   BranchRecord rec;
   int64_t nRef = 0;
@@ -207,6 +347,7 @@ static int gcBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes){
   rc = depot_branch_get(p->pStore, b, &rec, p->pzErr);
   if( rc==SQLITE_NOTFOUND ){
     store_rollback(p->pStore);
+    pCur->bDone = 1;
     return SQLITE_OK;                 /* reclaimed meanwhile */
   }
   if( rc==SQLITE_OK ) rc = cov_get64(p, k, layout_key_branch_sub(k, b,
@@ -214,9 +355,11 @@ static int gcBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes){
   if( rc==SQLITE_OK ) rc = cov_load_buckets(p);
   if( rc==SQLITE_OK ){
     if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ){
-      rc = gcDropBranch(p, b, bDry, pRes);
+      rc = gcDropBranch(p, b, bDry, pRes, pCur);
+    }else if( pCur->bCredited ){
+      pCur->bDone = 1;                /* pinned again meanwhile */
     }else{
-      rc = gcKeepBranch(p, b, &rec, bDry, pRes);
+      rc = gcKeepBranch(p, b, &rec, bDry, pRes, pCur);
     }
   }
   return cov_in_write(p, rc, bDry);
@@ -237,7 +380,17 @@ static int gcRun(const char *zStore, int bDry, DepotGcResult *pRes,
                     sqlite3_mprintf("depot: interrupted"));
       break;
     }
-    rc = gcBranch(&c, s.a[i], bDry, pRes);
+    {
+      GcCursor cur;
+      memset(&cur, 0, sizeof(cur));
+      while( rc==SQLITE_OK ){
+        rc = gcBranch(&c, s.a[i], bDry, pRes, &cur);
+        if( rc!=SQLITE_OK || cur.bDone ) break;
+#ifdef DEPOT_TEST
+        if( depot_gc_test_between ) depot_gc_test_between(zStore);
+#endif
+      }
+    }
   }
   if( rc==SQLITE_OK && !bDry ) depot_progress_report("gc", s.n, s.n,
                                                      pRes->nByte);

@@ -25,10 +25,14 @@
 **   vfyLog           LOG rows decode and carry a handed-out sequence
 **
 ** Compaction clears page index rows, DELTA rows and the commit rows that
-** are no coverage point; none of that is a finding.  Rows are read in
-** batches (vfyEach), so memory stays bounded by the batch, one blob (or
-** shard blob), and one small record per branch and commit of the branch
-** being checked, whatever the rows contain.
+** are no coverage point; none of that is a finding, and neither are page
+** index and DELTA rows at or below the watermark that its sweep has not
+** cleared yet (their bytes still count).  Rows are read in
+** batches (vfyEach), so memory stays bounded by the batch, one LTX part
+** of a commit blob (a staged part or the last part: about the writer's
+** transaction budget) plus VFY_READ bytes, one shard blob, and one small
+** record per branch and commit of the branch being checked, whatever the
+** rows contain.
 */
 #include "config.h"
 #include "vfs/depot_vfs.h"
@@ -436,6 +440,8 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
   VCommit *c;
   if( r->nKey==23 && bytes_get64(r->aKey+11)>=u->pB->iStaged ) return;
   u->pB->nBlobBytes += r->nVal;
+  /* folded into shards, left for the compaction's sweep (vfs/compact.c) */
+  if( r->nKey==23 && bytes_get64(r->aKey+11)<=u->pB->iMark ) return;
   if( r->nKey!=23 ){
     vfyFind(p, u->pB, "chunk", -1, -1, r->aKey, r->nKey,
             sqlite3_mprintf("depot: unexpected key among the blob rows"));
@@ -461,39 +467,89 @@ static void vfyDeltaRow(Vfy *p, void *pCtx, const VRow *r){
   u->nByte += r->nVal;
 }
 
-/* The length of the LTX part at a[0..n) (its header, frames, index and
-** trailer), or 0 when its header or frame lengths do not fit. */
-static int64_t vfyPartLen(const unsigned char *a, int64_t n){
+/* A commit blob read part by part (vfyBlobDecode): blob bytes [iStart,
+** iStart+nHave) in a, read VFY_READ bytes ahead at a time, so that memory
+** holds one LTX part (a staged part, or the last one: at most the
+** writer's transaction budget compressed) and not the whole blob. */
+#define VFY_READ (1024*1024)
+typedef struct VBlobRd VBlobRd;
+struct VBlobRd {
+  Store *pStore;
+  DepotPageLoc loc;         /* the blob's branch, txid and chunk size */
+  int64_t nBlob;
+  unsigned char *a;
+  int64_t nAlloc, iStart, nHave;
+};
+
+/* Make r hold the blob's bytes up to iEnd (at most nBlob). */
+static int vfyBlobNeed(VBlobRd *r, int64_t iEnd, char **pzErr){
+  int64_t iHave = r->iStart + r->nHave, iTo;
+  int rc;
+  if( iEnd<=iHave ) return SQLITE_OK;
+  iTo = iEnd + VFY_READ < r->nBlob ? iEnd + VFY_READ : r->nBlob;
+  if( iTo - r->iStart > r->nAlloc ){
+    int64_t nNew = iTo - r->iStart;
+    unsigned char *aNew = sqlite3_realloc64(r->a, (uint64_t)nNew);
+    if( aNew==0 ) return SQLITE_NOMEM;
+    r->a = aNew;
+    r->nAlloc = nNew;
+  }
+  r->loc.iOffset = (uint32_t)iHave;
+  rc = depot_db_read_span(r->pStore, &r->loc, 1, (uint32_t)(iTo - iHave),
+                          r->a + r->nHave, pzErr);
+  if( rc==SQLITE_OK ) r->nHave = iTo - r->iStart;
+  return rc;
+}
+
+/* The length of the LTX part at blob offset iOff (its header, frames,
+** index and trailer), read into r, or 0 when its header or frame lengths
+** do not fit the blob. */
+static int vfyPartLen(VBlobRd *r, int64_t iOff, int64_t *pnPart,
+                      char **pzErr){
   LtxHeader h;
   char *zErr = 0;
   int64_t off = LTX_HEADER_SIZE;
+  int64_t n = r->nBlob - iOff;
   uint32_t i;
-  if( ltx_decode_header(a, n, &h, &zErr)!=SQLITE_OK ){
+  int rc = vfyBlobNeed(r, iOff + (n<LTX_HEADER_SIZE ? n : LTX_HEADER_SIZE),
+                       pzErr);
+  *pnPart = 0;
+  if( rc!=SQLITE_OK ) return rc;
+  if( ltx_decode_header(r->a + (iOff - r->iStart), n, &h, &zErr)
+      !=SQLITE_OK ){
     sqlite3_free(zErr);
-    return 0;
+    return SQLITE_OK;
   }
   for(i=0; i<h.nFrame; i++){
-    if( off+LTX_FRAME_HEADER>n ) return 0;
-    off += LTX_FRAME_HEADER + (int64_t)bytes_get32(a+off+4);
+    if( off+LTX_FRAME_HEADER>n ) return SQLITE_OK;
+    rc = vfyBlobNeed(r, iOff + off + LTX_FRAME_HEADER, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+    off += LTX_FRAME_HEADER
+         + (int64_t)bytes_get32(r->a + (iOff - r->iStart) + off + 4);
   }
   off += (int64_t)h.nFrame*LTX_INDEX_ENTRY + LTX_TRAILER_SIZE;
-  return off<=n ? off : 0;
+  if( off<=n ) *pnPart = off;
+  return SQLITE_OK;
 }
 
 /* ltx_verify() of every part of a commit blob: one LTX blob, or (a staged
 ** transaction, vfs/db.h) several back to back, each its own LTX blob, the
 ** last one ending the blob.  *pHdr gets the last part's header with the
 ** frames of all parts, *pTrailer the last part's trailer. */
-static int vfyBlobParts(Vfy *p, const unsigned char *a, int64_t n,
-                        uint64_t iTxid, LtxHeader *pHdr, LtxTrailer *pTrailer,
-                        char **pzErr){
-  int64_t off = 0;
+static int vfyBlobParts(Vfy *p, VBlobRd *r, uint64_t iTxid, LtxHeader *pHdr,
+                        LtxTrailer *pTrailer, char **pzErr){
+  int64_t off = 0, n = r->nBlob;
   uint32_t nFrame = 0;
   int rc = SQLITE_OK;
   while( rc==SQLITE_OK ){
-    int64_t nPart = vfyPartLen(a+off, n-off);
+    int64_t nPart = 0;
+    rc = vfyPartLen(r, off, &nPart, pzErr);
+    if( rc!=SQLITE_OK ) break;
     if( nPart==0 || nPart==n-off ) nPart = n-off;   /* the last part */
-    rc = ltx_verify(a+off, nPart, p->pDctx, pHdr, pTrailer, pzErr);
+    rc = vfyBlobNeed(r, off + nPart, pzErr);
+    if( rc!=SQLITE_OK ) break;
+    rc = ltx_verify(r->a + (off - r->iStart), nPart, p->pDctx, pHdr,
+                    pTrailer, pzErr);
     if( rc==SQLITE_OK && (pHdr->iMinTxid!=iTxid || pHdr->iMaxTxid!=iTxid) ){
       sqlite3_free(*pzErr);
       *pzErr = sqlite3_mprintf("depot: a part of the blob of txid %llu is of"
@@ -503,24 +559,39 @@ static int vfyBlobParts(Vfy *p, const unsigned char *a, int64_t n,
     nFrame += pHdr->nFrame;
     off += nPart;
     if( off>=n ) break;
+    /* forget the part just checked, keep what was read past it */
+    memmove(r->a, r->a + (off - r->iStart), (size_t)(r->nHave
+            - (off - r->iStart)));
+    r->nHave -= off - r->iStart;
+    r->iStart = off;
   }
   pHdr->nFrame = nFrame;
   return rc;
 }
 
-/* Decode a whole blob whose chunk rows are in order and compare it with
-** its commit row. */
+/* Decode a whole blob whose chunk rows are in order, one part at a time,
+** and compare it with its commit row. */
 static void vfyBlobDecode(Vfy *p, VBranch *pB, VCommit *c){
   unsigned char k[LAYOUT_MAX_KEY];
-  unsigned char *a = 0;
   char *zErr = 0;
   LtxHeader h;
   LtxTrailer t;
+  VBlobRd r;
   int nKey = layout_key_delta(k, pB->iId, c->row.iTxid, 0);
-  int rc = depot_db_read_blob(p->pStore, pB->iId, &c->row, &a, &zErr);
-  if( rc==SQLITE_OK ) rc = vfyBlobParts(p, a, (int64_t)c->row.nBlob,
-                                        c->row.iTxid, &h, &t, &zErr);
-  sqlite3_free(a);
+  int rc = SQLITE_OK;
+  memset(&r, 0, sizeof(r));
+  r.pStore = p->pStore;
+  r.loc.eKind = DEPOT_LOC_DELTA;
+  r.loc.iBranch = pB->iId;
+  r.loc.iTxid = c->row.iTxid;
+  r.loc.szChunk = c->row.szChunk;
+  r.nBlob = (int64_t)c->row.nBlob;
+  if( c->row.nBlob > 0xffffffffULL || c->row.nBlob < LTX_HEADER_SIZE ){
+    rc = SQLITE_CORRUPT;
+    zErr = sqlite3_mprintf("depot: commit row gives a bad blob size");
+  }
+  if( rc==SQLITE_OK ) rc = vfyBlobParts(p, &r, c->row.iTxid, &h, &t, &zErr);
+  sqlite3_free(r.a);
   if( rc!=SQLITE_OK && (rc&0xff)!=SQLITE_CORRUPT ){
     vfyFail(p, rc, zErr);
     return;
@@ -713,6 +784,7 @@ static void vfyPidxRow(Vfy *p, void *pCtx, const VRow *r){
   }
   pgno = bytes_get32(r->aKey+11);
   iTxid = bytes_get64(r->aKey+15);
+  if( iTxid<=pB->iMark ) return;     /* folded, left for the sweep */
   c = vfyCommit(p, iTxid);
   if( c==0 ){
     vfyFind(p, pB, "page_index", (int64_t)iTxid, pgno, r->aKey, r->nKey,

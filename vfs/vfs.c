@@ -37,6 +37,7 @@
 #include "vfs/share.h"
 #include "vfs/uri.h"
 #include "vfs/readahead.h"
+#include "vfs/vfs_test.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -664,19 +665,41 @@ static void depotVirtualCounter(DepotFile *p, unsigned char *a){
 }
 
 /* The staged frame pSt of the write transaction, decoded into pOut.  Not
-** through the decoded-page cache: no other connection may see it. */
+** through the decoded-page cache: no other connection may see it.  A
+** frame that reaches into the stream's unwritten tail (vfs/db.h,
+** DepotStageStream) is read from the chunk rows up to the tail and from
+** the tail in memory. */
 static int depotStagedPage(DepotFile *p, const TxStaged *pSt,
                            unsigned char *pOut){
+  DepotStageStream *pS = &p->stream;
+  uint64_t iEnd = (uint64_t)pSt->iOffset + pSt->nByte;
+  uint64_t iWritten = pS->nBlob - pS->nBlob%pS->szChunk;
   DepotPageLoc loc;
   char *zErr = 0;
   int rc;
   memset(&loc, 0, sizeof(loc));
   loc.eKind = DEPOT_LOC_DELTA;
-  loc.iBranch = p->stream.iBranch;
-  loc.iTxid = p->stream.iTxid;
-  loc.szChunk = p->stream.szChunk;
+  loc.iBranch = pS->iBranch;
+  loc.iTxid = pS->iTxid;
+  loc.szChunk = pS->szChunk;
   loc.iOffset = (uint32_t)pSt->iOffset;
   loc.nByte = pSt->nByte;
+  if( iEnd>iWritten ){
+    unsigned char *a = sqlite3_malloc64(pSt->nByte);
+    uint32_t nHead = pSt->iOffset<iWritten ?
+                     (uint32_t)(iWritten - pSt->iOffset) : 0;
+    if( a==0 ) return SQLITE_IOERR_NOMEM;
+    rc = nHead ? depot_db_read_span(p->pStore, &loc, pSt->pgno, nHead, a,
+                                    &zErr) : SQLITE_OK;
+    if( rc==SQLITE_OK ){
+      memcpy(a+nHead, pS->aTail + (pSt->iOffset+nHead-iWritten),
+             pSt->nByte-nHead);
+      rc = ltx_decode_frame(a, pSt->nByte, pSt->pgno, p->szPageTx, p->pDctx,
+                            pOut, 0, &zErr);
+    }
+    sqlite3_free(a);
+    return depotReport(rc, zErr, SQLITE_IOERR_READ);
+  }
   rc = depot_db_read_loc(p->pStore, 0, 0, p->pDctx, &loc, pSt->pgno,
                          p->szPageTx, pOut, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
@@ -766,21 +789,68 @@ static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
 
 /* Forget what the transaction staged and remove its rows (a failure
 ** leaves them to the branch's next commit, staging, writer or depot_gc). */
+/* The last key a bounded scan of staged rows visited. */
+typedef struct StageLast StageLast;
+struct StageLast {
+  int n;
+  unsigned char aKey[LAYOUT_MAX_KEY+1];
+  int nKey;
+};
+
+static int depotStageLastRow(void *pArg, const unsigned char *pKey, int nKey,
+                             const unsigned char *pVal, int nVal){
+  StageLast *l = (StageLast*)pArg;
+  (void)pVal; (void)nVal;
+  l->n++;
+  if( nKey<=LAYOUT_MAX_KEY ){
+    memcpy(l->aKey, pKey, nKey);
+    l->nKey = nKey;
+  }
+  return 0;
+}
+
+#define DEPOT_STAGE_CLEAR_BATCH 1024   /* chunk rows a clearing txn removes */
+
+/* Remove the staged rows of iBranch at txid iFrom or later (vfs/db.h,
+** DepotStageStream) in store write transactions of at most
+** DEPOT_STAGE_CLEAR_BATCH rows each, from the first on, so that no other
+** writer of the store waits for more than one batch.  Stops at the first
+** failure (the rest goes with the next writer or depot_gc).  No store
+** transaction may be open. */
+static int depotStageClear(DepotFile *p, uint64_t iBranch, uint64_t iFrom){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int nLo = layout_key_delta(lo, iBranch, iFrom, 0);
+  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1);
+  int nMax = DEPOT_STAGE_CLEAR_BATCH, rc = SQLITE_OK;
+#ifdef DEPOT_TEST
+  if( depot_gc_test_batch>0 ) nMax = depot_gc_test_batch;
+#endif
+  for(;;){
+    StageLast l;
+    memset(&l, 0, sizeof(l));
+    rc = store_begin(p->pStore, 1);
+    if( rc!=SQLITE_OK ) break;
+    rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, nMax, depotStageLastRow,
+                    &l);
+    if( rc==SQLITE_OK && l.n>=nMax && l.nKey>0 ){
+      l.aKey[l.nKey++] = 0;               /* just past the last key */
+      rc = store_clear_range(p->pStore, lo, nLo, l.aKey, l.nKey);
+    }else if( rc==SQLITE_OK && l.n>0 ){
+      rc = store_clear_range(p->pStore, lo, nLo, hi, nHi);
+    }
+    if( rc==SQLITE_OK ) rc = store_commit(p->pStore);
+    else store_rollback(p->pStore);
+    if( rc!=SQLITE_OK || l.n<nMax ) break;
+  }
+  return rc;
+}
+
 static void depotStageDiscard(DepotFile *p){
   txstage_clear(&p->stage);
   if( p->stream.iTxid && p->stream.nBlob>0 ){
     int bRead = p->bReadTxn;
     depotEndRead(p);
-    if( store_begin(p->pStore, 1)==SQLITE_OK ){
-      char *zErr = 0;
-      if( depot_stage_clear(p->pStore, p->stream.iBranch, p->stream.iTxid, 0,
-                            &zErr)==SQLITE_OK ){
-        store_commit(p->pStore);
-      }else{
-        store_rollback(p->pStore);
-      }
-      sqlite3_free(zErr);
-    }
+    depotStageClear(p, p->stream.iBranch, p->stream.iTxid);
     if( bRead ) depotBeginRead(p);
   }
   depot_stage_reset(&p->stream);
@@ -1415,14 +1485,7 @@ static void depotStageSweep(DepotFile *p){
   if( depot_stage_exists(p->pStore, p->iBranch, p->snap.iTxid+1, &bExists,
                          &zErr)==SQLITE_OK && bExists ){
     depotEndRead(p);
-    if( store_begin(p->pStore, 1)==SQLITE_OK ){
-      if( depot_stage_clear(p->pStore, p->iBranch, p->snap.iTxid+1, 0,
-                            &zErr)==SQLITE_OK ){
-        store_commit(p->pStore);
-      }else{
-        store_rollback(p->pStore);
-      }
-    }
+    depotStageClear(p, p->iBranch, p->snap.iTxid+1);
     depotBeginRead(p);
   }
   sqlite3_free(zErr);
@@ -1567,6 +1630,24 @@ static int depotPragmaReadahead(DepotFile *p, char **azArg){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_threads[=N]: the zstd worker threads of this connection's
+** staged parts and commits (0: inline); answers the number in effect. */
+static int depotPragmaThreads(DepotFile *p, char **azArg){
+  const char *zVal = azArg[2];
+  if( zVal ){
+    char *zEnd = 0;
+    long long n = strtoll(zVal, &zEnd, 10);
+    if( zEnd==zVal || *zEnd || n<0 || n>LTX_MAX_THREADS ){
+      azArg[0] = sqlite3_mprintf("depot: depot_threads must be an integer"
+                                 " 0..%d, got %s", LTX_MAX_THREADS, zVal);
+      return SQLITE_ERROR;
+    }
+    p->nThreads = (int)n;
+  }
+  azArg[0] = sqlite3_mprintf("%d", p->nThreads);
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
@@ -1581,6 +1662,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_readahead")==0 ){
     return depotPragmaReadahead(p, azArg);
+  }
+  if( sqlite3_stricmp(zName, "depot_threads")==0 ){
+    return depotPragmaThreads(p, azArg);
   }
   return SQLITE_NOTFOUND;
 }

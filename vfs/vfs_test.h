@@ -13,4 +13,19 @@
 ** it only while no compaction runs. */
 extern void (*depot_compact_test_encoded)(const char *zStore);
 
+/* When not NULL, store_put() (vfs/store/store.c) calls it with each row
+** it is asked to write (key and value length) and store_commit() with
+** (NULL, 0, 0) after each store transaction it commits, from whatever
+** thread writes.  Set it only while no other thread writes a store. */
+extern void (*depot_store_test_write)(const void *pKey, int nKey, int nVal);
+
+/* Rows one batch of depot_gc() (vfs/gc.c), of a compaction's sweep
+** (vfs/compact.c) or of the removal of a write transaction's staged rows
+** (vfs/vfs.c) visits (0: their defaults), and, when not NULL, a call
+** with the store path after each batch of a branch that more batches
+** follow (no store transaction is open then).  Set them only while no
+** reclaim or compaction runs. */
+extern int depot_gc_test_batch;
+extern void (*depot_gc_test_between)(const char *zStore);
+
 #endif /* DEPOT_VFS_TEST_H */

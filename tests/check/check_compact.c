@@ -1105,7 +1105,7 @@ END_TEST
 
 static sqlite3 *pHookDepot, *pHookPlain;
 static unsigned hookSeed;
-static int nHookCommits;
+static int nHookCommits, nHookBatches;
 
 /* The compaction hook: another commit on the branch being compacted. */
 static void commit_during_compaction(const char *zStore){
@@ -1155,6 +1155,207 @@ START_TEST(test_compact_stops_at_the_head_it_started_with){
   sqlite3_close(pD);
   sqlite3_close(pP);
   fx_close(&f);
+}
+END_TEST
+
+/* ---- reclaim in batches ---- */
+
+/* Store f's history: four rounds of commits, each compacted, and a fork
+** with commits of its own that is dropped. */
+static void gc_history(Fx *f, sqlite3 *pD, sqlite3 *pP){
+  unsigned seed = 77;
+  sqlite3 *pC;
+  int i;
+  th_exec(pD, zSchema);
+  if( pP ) th_exec(pP, zSchema);
+  for(i=0; i<4; i++){
+    work(pD, pP, &seed, 12);
+    fx_exec(f, "SELECT depot_compact(%Q)", f->zStore);
+  }
+  fx_exec(f, "SELECT depot_fork(%Q,'app','main','tmp')", f->zStore);
+  pC = fx_db_args(f, "app", "tmp", "&compact_after=0");
+  work(pC, 0, &seed, 6);
+  sqlite3_close(pC);
+  fx_exec(f, "SELECT depot_drop_branch(%Q,'app','tmp')", f->zStore);
+}
+
+/* Every key of store zStore with the length of its value, in key order. */
+static char *store_keys(const char *zStore){
+  sqlite3 *db = 0;
+  char *z, *zRows = fx_sqlite_rows(zStore);
+  ck_assert_int_eq(sqlite3_open_v2(zRows, &db, SQLITE_OPEN_READONLY, 0),
+                   SQLITE_OK);
+  sqlite3_free(zRows);
+  z = th_text(db, "SELECT group_concat(hex(key)||':'||length(value), ',')"
+                  " FROM (SELECT key, value FROM depot_kv ORDER BY key)");
+  sqlite3_close(db);
+  return z;
+}
+
+static void gc_between_batches(const char *zStore){
+  (void)zStore;
+  nHookBatches++;
+  if( pHookDepot==0 || nHookCommits>=40 ) return;
+  work(pHookDepot, pHookPlain, &hookSeed, 1);
+  nHookCommits++;
+}
+
+/* depot_gc() in batches of two rows reclaims exactly what it reclaims in
+** one batch per branch (the same rows remain, the same result); with a
+** writer committing between its batches, the reclaim still leaves the
+** writer's data whole, the counters exact and the store verified. */
+START_TEST(test_gc_in_batches_with_commits_between){
+  Fx fa, fb;
+  sqlite3 *pA, *pB, *pB2, *pP;
+  int i;
+  char *zGa, *zGb, *zKa, *zKb, *zSql;
+  fx_open(&fa, "cmp-gcbatch-a");
+  fx_open(&fb, "cmp-gcbatch-b");
+  pA = fx_db_args(&fa, "app", "main", "&compact_after=0");
+  pB = fx_db_args(&fb, "app", "main", "&compact_after=0");
+  ck_assert_int_eq(sqlite3_open(fa.zPlain, &pP), SQLITE_OK);
+  gc_history(&fa, pA, pP);
+  gc_history(&fb, pB, 0);
+  pHookDepot = 0;
+  nHookBatches = 0;
+  nHookCommits = 0;
+  depot_gc_test_batch = 2;
+  depot_gc_test_between = gc_between_batches;
+  zSql = sqlite3_mprintf("SELECT depot_gc(%Q)", fa.zStore);
+  zGa = th_text(fa.db, zSql);
+  sqlite3_free(zSql);
+  depot_gc_test_batch = 0;
+  depot_gc_test_between = 0;
+  ck_assert_int_gt(nHookBatches, 20);
+  zSql = sqlite3_mprintf("SELECT depot_gc(%Q)", fb.zStore);
+  zGb = th_text(fb.db, zSql);
+  sqlite3_free(zSql);
+  ck_assert_str_eq(zGa, zGb);
+  ck_assert_int_eq(fx_int(&fa, "SELECT json_extract(%Q,'$.dropped_branches')",
+                          zGa), 1);
+  zKa = store_keys(fa.zStore);
+  zKb = store_keys(fb.zStore);
+  ck_assert_str_eq(zKa, zKb);
+  sqlite3_free(zGa); sqlite3_free(zGb); sqlite3_free(zKa); sqlite3_free(zKb);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+
+  /* more history, then a batched reclaim with commits between batches */
+  hookSeed = 91;
+  for(i=0; i<6; i++){
+    work(pA, pP, &hookSeed, 4);
+    fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  }
+  fx_exec(&fa, "SELECT depot_fork(%Q,'app','main','tmp2')", fa.zStore);
+  pB2 = fx_db_args(&fa, "app", "tmp2", "&compact_after=0");
+  work(pB2, 0, &hookSeed, 6);
+  sqlite3_close(pB2);
+  fx_exec(&fa, "SELECT depot_drop_branch(%Q,'app','tmp2')", fa.zStore);
+  pHookDepot = pA;
+  pHookPlain = pP;
+  nHookBatches = 0;
+  nHookCommits = 0;
+  depot_gc_test_batch = 2;
+  depot_gc_test_between = gc_between_batches;
+  fx_exec(&fa, "SELECT depot_gc(%Q)", fa.zStore);
+  depot_gc_test_batch = 0;
+  depot_gc_test_between = 0;
+  pHookDepot = pHookPlain = 0;
+  ck_assert_int_gt(nHookCommits, 10);
+  assert_same(pA, pP);
+  assert_integrity(pA);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+  assert_shards_sound(fa.zStore);
+  fx_compact_gc(&fa);
+  ck_assert_int_eq(fx_int(&fa, "SELECT reclaimable_bytes FROM"
+                          " depot_stats(%Q)", fa.zStore), 0);
+  assert_same(pA, pP);
+  assert_counters_exact(fa.zStore);
+  sqlite3_close(pA);
+  sqlite3_close(pB);
+  sqlite3_close(pP);
+  fx_close(&fa);
+  fx_close(&fb);
+}
+END_TEST
+
+/* Between two sweep batches of a compaction: the store verifies clean
+** with its counters exact, a reader of the writer's connection sees the
+** plain file's content, and the writer commits once more. */
+static void sweep_between_batches(const char *zStore){
+  nHookBatches++;
+  if( nHookBatches%4==1 ){
+    assert_verify_clean(zStore);
+    assert_counters_exact(zStore);
+    assert_same(pHookDepot, pHookPlain);
+  }
+  if( nHookCommits>=20 ) return;
+  work(pHookDepot, pHookPlain, &hookSeed, 1);
+  nHookCommits++;
+}
+
+/* A compaction sweeps the rows it folded in batches: in batches of two
+** rows it leaves exactly the rows of a sweep in one batch; with a writer
+** committing between its batches the store stays verified and readable
+** throughout, and the next compaction folds the writer's commits too. */
+START_TEST(test_compaction_sweeps_in_batches_with_commits_between){
+  Fx fa, fb;
+  sqlite3 *pA, *pB, *pP;
+  unsigned sa = 5, sb = 5;
+  char *zKa, *zKb;
+  fx_open(&fa, "cmp-sweep-a");
+  fx_open(&fb, "cmp-sweep-b");
+  pA = fx_db_args(&fa, "app", "main", "&compact_after=0");
+  pB = fx_db_args(&fb, "app", "main", "&compact_after=0");
+  ck_assert_int_eq(sqlite3_open(fa.zPlain, &pP), SQLITE_OK);
+  th_exec(pA, zSchema);
+  th_exec(pP, zSchema);
+  th_exec(pB, zSchema);
+  work(pA, pP, &sa, 30);
+  work(pB, 0, &sb, 30);
+  pHookDepot = pHookPlain = 0;
+  nHookBatches = nHookCommits = 0;
+  depot_gc_test_batch = 2;
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  depot_gc_test_batch = 0;
+  fx_exec(&fb, "SELECT depot_compact(%Q)", fb.zStore);
+  zKa = store_keys(fa.zStore);
+  zKb = store_keys(fb.zStore);
+  ck_assert_str_eq(zKa, zKb);
+  sqlite3_free(zKa);
+  sqlite3_free(zKb);
+
+  hookSeed = 17;
+  work(pA, pP, &hookSeed, 30);
+  pHookDepot = pA;
+  pHookPlain = pP;
+  depot_gc_test_batch = 2;
+  depot_gc_test_between = sweep_between_batches;
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  depot_gc_test_batch = 0;
+  depot_gc_test_between = 0;
+  pHookDepot = pHookPlain = 0;
+  ck_assert_int_gt(nHookBatches, 20);
+  ck_assert_int_eq(nHookCommits, 20);
+  assert_same(pA, pP);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+  assert_shards_sound(fa.zStore);
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  ck_assert_int_eq(fx_int(&fa, "SELECT compaction_lag FROM depot_stats(%Q)",
+                          fa.zStore), 0);
+  ck_assert_int_eq(store_rows(fa.zStore, "key>=x'0230' AND key<x'0231' AND"
+      " length(key)>11 AND substr(key,11,1) IN (x'20',x'30')"), 0);
+  assert_same(pA, pP);
+  assert_integrity(pA);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+  sqlite3_close(pA);
+  sqlite3_close(pB);
+  sqlite3_close(pP);
+  fx_close(&fa);
+  fx_close(&fb);
 }
 END_TEST
 
@@ -1709,6 +1910,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_background_compaction_at_fork_keeps_the_childs_commits);
   tcase_add_test(tc, test_compaction_encodes_shards_without_the_store_write_lock);
   tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
+  tcase_add_test(tc, test_gc_in_batches_with_commits_between);
+  tcase_add_test(tc, test_compaction_sweeps_in_batches_with_commits_between);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   if( bFile ){

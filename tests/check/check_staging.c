@@ -22,6 +22,8 @@
 #include "vfs/depot_vfs.h"
 #include "vfs/db.h"
 #include "vfs/txbuf.h"
+#include "vfs/layout.h"
+#include "vfs/vfs_test.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -113,9 +115,9 @@ static sqlite3_int64 stored_bytes(sqlite3 *db, const char *zDir){
   return n;
 }
 
-/* 1 if branch main of "app" has blob rows past its head (staged rows);
-** with bMayLack, 0 when "app" has no branch. */
-static int staged_rows_of(const char *zDir, int bMayLack){
+/* 1 if branch main of zDb has blob rows past its head (staged rows);
+** with bMayLack, 0 when zDb has no branch. */
+static int staged_rows_db(const char *zDir, const char *zDb, int bMayLack){
   char *zStore = store_path(zDir);
   StoreSqliteConfig cfg;
   Store *pStore = 0;
@@ -125,7 +127,7 @@ static int staged_rows_of(const char *zDir, int bMayLack){
   memset(&cfg, 0, sizeof(cfg));
   ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
   ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
-  ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
+  ck_assert_int_eq(depot_db_resolve(pStore, zDb, "main", &iBranch, 0),
                    SQLITE_OK);
   ck_assert(iBranch!=0 || bMayLack);
   if( iBranch ){
@@ -137,6 +139,10 @@ static int staged_rows_of(const char *zDir, int bMayLack){
   store_close(pStore);
   sqlite3_free(zStore);
   return bExists;
+}
+
+static int staged_rows_of(const char *zDir, int bMayLack){
+  return staged_rows_db(zDir, "app", bMayLack);
 }
 
 static int staged_rows(const char *zDir){
@@ -232,7 +238,8 @@ START_TEST(test_staging_budget_pragma_and_uri){
 END_TEST
 
 /* ROLLBACK of a transaction that staged pages: the rows are as before,
-** the staged rows are gone and stored_bytes is what it was. */
+** the staged rows are gone (removed two per store transaction) and
+** stored_bytes is what it was. */
 START_TEST(test_staging_rollback_leaves_nothing){
   char *zDir = th_tmpdir("staging-rollback");
   sqlite3 *db = open_app(zDir, 8);
@@ -246,7 +253,9 @@ START_TEST(test_staging_rollback_leaves_nothing){
   th_exec(db, "UPDATE t SET v=x'01' WHERE k<100");
   ck_assert(staged_rows(zDir));
   ck_assert_int_eq(count_t(db), 1200);
+  depot_gc_test_batch = 2;        /* the staged rows go two at a time */
   th_exec(db, "ROLLBACK");
+  depot_gc_test_batch = 0;
   ck_assert(!staged_rows(zDir));
   ck_assert_int_eq(count_t(db), 200);
   zAfter = th_text(db, "SELECT group_concat(k||hex(v),',') FROM t");
@@ -954,6 +963,80 @@ START_TEST(test_staging_interrupted_import_leaves_no_database){
 }
 END_TEST
 
+/* Progress hook of a child: SIGKILL itself once the import has copied
+** 95% of its pages (past the default budget: it has staged by then). */
+static int kill_late(void *pArg, const char *zWhat, int64_t nDone,
+                     int64_t nTotal, int64_t nBytes){
+  (void)pArg; (void)zWhat; (void)nBytes;
+  if( nTotal>0 && nDone*100>=nTotal*95 ) raise(SIGKILL);
+  return 0;
+}
+
+/* depot_import killed (SIGKILL) after it staged pages: no commit of
+** database "imp" exists (at most the empty database its first staged part
+** created, with no pages), stored_bytes is what it was, depot_gc (in
+** batches of two rows) leaves no staged row, the store verifies clean,
+** and the import run again stores every row. */
+START_TEST(test_staging_sigkilled_import_leaves_no_commit){
+  char *zDir = th_tmpdir("staging-import-kill");
+  char *zStore = store_path(zDir);
+  char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
+  char *zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc,
+                               zStore);
+  char *zGc = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  char *zCommits = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,"
+                                   " 'imp')", zStore);
+  sqlite3 *src = th_open(zSrc);
+  sqlite3 *db = open_app(zDir, -1);
+  sqlite3_int64 nBytes;
+  int st = 0;
+  pid_t pid;
+  th_exec(src, "PRAGMA page_size=4096; CREATE TABLE t(x);"
+               "INSERT INTO t SELECT randomblob(16)||zeroblob(3900) FROM"
+               " " SERIES(9000) "");
+  sqlite3_close(src);
+  th_exec(db, "CREATE TABLE x(y)");
+  nBytes = stored_bytes(db, zDir);
+  sqlite3_close(db);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *c = 0;
+    if( sqlite3_open(":memory:", &c)!=SQLITE_OK ) _exit(3);
+    depot_progress_set(kill_late, 0);
+    sqlite3_exec(c, zSql, 0, 0, 0);
+    _exit(2);                          /* not killed: the test fails */
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL, "status %d", st);
+  db = open_app(zDir, -1);
+  ck_assert_int_eq(th_int(db, zCommits), 0);
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  ck_assert(staged_rows_db(zDir, "imp", 0));
+  depot_gc_test_batch = 2;              /* the staged rows go in batches */
+  th_exec(db, zGc);
+  depot_gc_test_batch = 0;
+  ck_assert(!staged_rows_db(zDir, "imp", 1));
+  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  assert_verify(db, zDir);
+  ck_assert_int_gt(th_int(db, zSql), 9000);
+  sqlite3_close(db);
+  {
+    char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=imp", zStore);
+    db = th_open(zUri);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 9000);
+    sqlite3_close(db);
+    sqlite3_free(zUri);
+  }
+  sqlite3_free(zCommits);
+  sqlite3_free(zGc);
+  sqlite3_free(zSql);
+  sqlite3_free(zSrc);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* The bytes of structure zName in depot_memory (-1: not listed) and its
 ** limit (-1: NULL). */
 static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
@@ -1073,7 +1156,7 @@ END_TEST
 
 /* threads=N: the same large transaction in two new stores, at 0 and 4
 ** compression threads, stores blobs of the same sizes and checksums; a
-** bad value is refused. */
+** bad value is refused.  PRAGMA depot_threads reads and sets it. */
 START_TEST(test_staging_threads_parameter){
   char *zDir = th_tmpdir("staging-threads");
   const char *azDb[] = { "t0", "t4" };
@@ -1089,6 +1172,16 @@ START_TEST(test_staging_threads_parameter){
                            i*4);
     db = th_open(zUri);
     sqlite3_free(zUri);
+    ck_assert_int_eq(th_int(db, "PRAGMA depot_threads"), i*4);
+    if( i==0 ){                         /* the pragma sets it too */
+      ck_assert_int_eq(th_int(db, "PRAGMA depot_threads=3"), 3);
+      ck_assert_int_eq(th_int(db, "PRAGMA depot_threads"), 3);
+      ck_assert_int_ne(sqlite3_exec(db, "PRAGMA depot_threads=65", 0, 0, 0),
+                       SQLITE_OK);
+      ck_assert_int_ne(sqlite3_exec(db, "PRAGMA depot_threads='x'", 0, 0, 0),
+                       SQLITE_OK);
+      ck_assert_int_eq(th_int(db, "PRAGMA depot_threads=0"), 0);
+    }
     th_exec(db, "PRAGMA cache_size=5; CREATE TABLE t(k INTEGER PRIMARY KEY,"
                 " v BLOB); BEGIN; INSERT INTO t SELECT value,"
                 " printf('%.*c', 900, char(65+value%26)) FROM " SERIES(3000) ";"
@@ -1160,6 +1253,103 @@ START_TEST(test_staging_buffer_and_map_drop_pages){
 }
 END_TEST
 
+/* What store_put() is asked to write (vfs/vfs_test.h), per store
+** transaction: the current one's rows, the publishing commit's (the store
+** transaction that writes a COMMITS row) once it commits, and every
+** DELTA chunk row of the staged txid, to find one written twice. */
+typedef struct PutTally PutTally;
+struct PutTally {
+  int64_t nRow, nByte, nDelta, nDeltaByte, nPidx;
+  int bCommitRow;
+};
+static PutTally tallyCur, tallyPub;
+static uint64_t iTallyTxid;           /* the staged txid */
+static unsigned char aTallyChunk[4096];
+static int nTallyTwice;
+
+static void tally_write(const void *pKey, int nKey, int nVal){
+  const unsigned char *k = (const unsigned char*)pKey;
+  if( pKey==0 ){                       /* a store transaction committed */
+    if( tallyCur.bCommitRow ) tallyPub = tallyCur;
+    memset(&tallyCur, 0, sizeof(tallyCur));
+    return;
+  }
+  tallyCur.nRow++;
+  tallyCur.nByte += nKey + nVal;
+  if( nKey==23 && k[0]==0x02 && k[1]==LAYOUT_P_BR ){
+    uint64_t iTxid = 0;
+    uint32_t iChunk = 0;
+    int i;
+    if( k[10]==LAYOUT_BR_DELTA ){
+      for(i=11; i<19; i++) iTxid = (iTxid<<8) | k[i];
+      for(i=19; i<23; i++) iChunk = (iChunk<<8) | k[i];
+      tallyCur.nDelta++;
+      tallyCur.nDeltaByte += nVal;
+      if( iTxid==iTallyTxid && iChunk<sizeof(aTallyChunk) ){
+        if( aTallyChunk[iChunk] ) nTallyTwice++;
+        aTallyChunk[iChunk] = 1;
+      }
+    }else if( k[10]==LAYOUT_BR_PIDX ){
+      tallyCur.nPidx++;
+    }
+  }
+  if( nKey>=11 && k[0]==0x02 && k[1]==LAYOUT_P_BR
+   && k[10]==LAYOUT_BR_COMMITS ){
+    tallyCur.bCommitRow = 1;
+  }
+}
+
+/* The publishing COMMIT of a transaction that staged N pages is one store
+** transaction that writes the pages still in memory (at most the budget),
+** the stream's unwritten tail (less than one chunk row), one page index
+** row per published page (at most 48 bytes of key and value each) and a
+** few fixed rows; no chunk row of the staged blob is written twice, during
+** staging or by the commit. */
+START_TEST(test_staging_publishing_commit_is_bounded){
+  char *zDir = th_tmpdir("staging-pubsize");
+  char *zUri = depot_uri(zDir, "db=app&txn_budget_kb=64&compact_after=0");
+  char *zStore, *zSql;
+  sqlite3 *db;
+  int64_t nBudget = 64*1024, nSz = 65536, nFixed = 4096;
+  setup_vfs();
+  db = th_open(zUri);
+  th_exec(db, zSchema);
+  zStore = store_path(zDir);
+  zSql = sqlite3_mprintf("SELECT max(txid) FROM depot_commits(%Q,'app')",
+                         zStore);
+  iTallyTxid = (uint64_t)th_int(db, zSql) + 1;
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  memset(&tallyCur, 0, sizeof(tallyCur));
+  memset(&tallyPub, 0, sizeof(tallyPub));
+  memset(aTallyChunk, 0, sizeof(aTallyChunk));
+  nTallyTwice = 0;
+  depot_store_test_write = tally_write;
+  th_exec(db, "BEGIN; INSERT INTO t SELECT 1000+value, randomblob(900),"
+              " value%13 FROM " SERIES(6000) "; UPDATE t SET w=w+1"
+              " WHERE k%50=0; COMMIT");
+  depot_store_test_write = 0;
+  ck_assert_int_eq(nTallyTwice, 0);
+  ck_assert_msg(tallyPub.nPidx>1500, "published %lld pages",
+                (long long)tallyPub.nPidx);
+  ck_assert_msg(tallyPub.nDeltaByte <= nBudget + nBudget/8 + nSz,
+                "the commit wrote %lld blob bytes",
+                (long long)tallyPub.nDeltaByte);
+  ck_assert_msg(tallyPub.nByte - tallyPub.nDeltaByte
+                  <= 48*tallyPub.nPidx + nFixed,
+                "%lld bytes of rows for %lld pages",
+                (long long)(tallyPub.nByte - tallyPub.nDeltaByte),
+                (long long)tallyPub.nPidx);
+  ck_assert_int_eq(count_t(db), 6200);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
@@ -1185,8 +1375,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
+  tcase_add_test(tc, test_staging_sigkilled_import_leaves_no_commit);
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
+  tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
   suite_add_tcase(s, tc);
   return s;
 }

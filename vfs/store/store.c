@@ -22,8 +22,15 @@ void store_close(Store *p){
 int store_begin(Store *p, int bWrite){
   return p->pMethods->xBegin(p, bWrite);
 }
+#ifdef DEPOT_TEST
+void (*depot_store_test_write)(const void *pKey, int nKey, int nVal) = 0;
+#endif
 int store_commit(Store *p){
-  return p->pMethods->xCommit(p);
+  int rc = p->pMethods->xCommit(p);
+#ifdef DEPOT_TEST
+  if( rc==SQLITE_OK && depot_store_test_write ) depot_store_test_write(0,0,0);
+#endif
+  return rc;
 }
 int store_rollback(Store *p){
   return p->pMethods->xRollback(p);
@@ -36,6 +43,9 @@ int store_scan(Store *p, const void *pLo, int nLo, const void *pHi, int nHi,
   return p->pMethods->xScan(p, pLo, nLo, pHi, nHi, flags, nLimit, xRow, pArg);
 }
 int store_put(Store *p, const void *pKey, int nKey, const void *pVal, int nVal){
+#ifdef DEPOT_TEST
+  if( depot_store_test_write ) depot_store_test_write(pKey, nKey, nVal);
+#endif
   return p->pMethods->xPut(p, pKey, nKey, pVal, nVal);
 }
 int store_clear(Store *p, const void *pKey, int nKey){
