@@ -392,6 +392,10 @@ static int spStoreBytes(const char *zDir, SpResult *pR){
   sqlite3_stmt *p = 0;
   int rc;
   pR->nPhysBefore = spStorePhys(zDir);
+  /* a background compaction the workload's commits started finishes
+  ** first: run alongside, it holds the store's write lock and pins the
+  ** blobs and -wal frames the explicit compact + gc + vacuum would free */
+  while( depot_compact_background_pending()>0 ) usleep(10000);
   rc = sqlite3_open(":memory:", &db);
   if( rc==SQLITE_OK ){
     char *zSql = sqlite3_mprintf("SELECT depot_compact(%Q);"
@@ -499,10 +503,6 @@ static int childWorkload(int bDepot, const char *zDir, int N, int nCommit,
   (void)nCommit;
   rc = spWorkload(bDepot, zDir, N, pR);
   pR->nTrips = store_pg_round_trips();
-  /* a background compaction the workload's commits started finishes
-  ** first: run alongside, it holds the store's write lock and pins the
-  ** blobs and -wal frames the explicit compact + gc + vacuum would free */
-  while( bDepot && depot_compact_background_pending()>0 ) usleep(10000);
   if( rc==0 && bDepot ) rc = spStoreBytes(zDir, pR);
   if( rc==0 && !bDepot ){
     z = sqlite3_mprintf("%s/speed.db", zDir);
