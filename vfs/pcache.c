@@ -88,17 +88,30 @@ static CacheEntry **cacheFind(DepotCache *p, uint64_t b, uint32_t pgno,
   return pp;
 }
 
+/* Remove entry e, whose hash chain link is *pp, and free it. */
+static void cacheRemove(DepotCache *p, CacheEntry **pp, CacheEntry *e){
+  *pp = e->pHashNext;
+  cacheUnlink(p, e);
+  p->nUsed -= e->szPage;
+  p->nEntry--;
+  sqlite3_free(e);
+}
+
 /* Drop least recently used entries until the cache fits nMax. */
 static void cacheEvict(DepotCache *p){
   while( p->pTail && p->nUsed > p->nMax ){
     CacheEntry *e = p->pTail;
-    CacheEntry **pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
-    *pp = e->pHashNext;
-    cacheUnlink(p, e);
-    p->nUsed -= e->szPage;
-    p->nEntry--;
-    sqlite3_free(e);
+    cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
   }
+}
+
+void depot_cache_drop(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                      uint64_t iOwner){
+  CacheEntry **pp;
+  pthread_mutex_lock(&p->mutex);
+  pp = cacheFind(p, iBranch, pgno, iOwner);
+  if( *pp ) cacheRemove(p, pp, *pp);
+  pthread_mutex_unlock(&p->mutex);
 }
 
 /* Double the hash table when it gets crowded (best effort). */

@@ -4,8 +4,9 @@
 ** Decoding a page costs a page-index seek, a chunk read and a zstd frame;
 ** the cache keeps decoded pages keyed by (branch id, page number, owner
 ** txid).  A key names immutable content (a commit's page never changes), so
-** entries never go stale; they are only evicted, least recently used first,
-** when the cache holds more than its byte limit.  One cache serves every
+** entries never go stale; they are evicted, least recently used first,
+** when the cache holds more than its byte limit, and dropped when a writer
+** of the process replaces them.  One cache serves every
 ** connection of the process to one store, whatever database, branch or
 ** bucket it opens (the branch in the key is the blob's, so a fork reads
 ** its parent's pages from the parent's entries); compaction and GC only
@@ -46,6 +47,12 @@ int depot_cache_has(DepotCache*, uint64_t iBranch, uint32_t pgno,
 ** or larger than the limit). */
 void depot_cache_put(DepotCache*, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *p);
+
+/* Remove the page if the cache holds it: a writer drops the version of a
+** page its commit replaces, so versions no head reads do not fill the
+** cache up to its limit (a reader of an older snapshot decodes it again). */
+void depot_cache_drop(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                      uint64_t iOwner);
 
 /* depot_cache_put() for a page a sequential scan read: when the cache is
 ** full and its least recently used entry came from a scan too, the page

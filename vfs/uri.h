@@ -15,7 +15,7 @@
 
 #include "sqlite3ext.h"
 
-#define URI_DEFAULT_CACHE_KB 16384
+#define URI_DEFAULT_CACHE_KB 65536
 #define URI_DEFAULT_LEVEL    3
 #define URI_DEFAULT_MAP_KB   8192
 #define URI_DEFAULT_STORE_CACHE_KB 8192

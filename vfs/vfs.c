@@ -1156,6 +1156,14 @@ static int depotPageChanged(DepotFile *p, uint32_t pgno,
   if( rc!=SQLITE_OK ) return rc;
   *pbChanged = memcmp(p->aScratch, pNew, sz)!=0;
   if( *pbChanged ) *piOld = ltx_crc64(0, p->aScratch, sz);
+  /* the branch's own version of a changed page leaves the decoded-page
+  ** cache: the commit makes it unreachable from the head (a parent's
+  ** version stays, its branch still reads it) */
+  if( *pbChanged && bLoc && p->iBranch!=0 && loc.iBranch==p->iBranch
+   && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD) ){
+    depot_cache_drop(p->pShared->pCache, loc.iBranch, pgno,
+                     depot_loc_owner(&loc));
+  }
   return SQLITE_OK;
 }
 

@@ -19,7 +19,8 @@
 ** over the runs and the ratio of the medians, the totals, the peak RSS of
 ** both sides, and then the depot child's store file: its physical bytes
 ** (store file plus -wal) after the workload and after depot_compact +
-** depot_gc (+ depot_vacuum where the build has it) against
+** depot_gc (+ depot_vacuum where the build has it; after any background
+** compaction the workload started has finished) against
 ** depot_stats.stored_bytes and against the plain file.
 **
 ** The history workload builds a database of --history MB with --commits
@@ -40,6 +41,7 @@
 #include "config.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/db.h"                 /* depot_compact_background_pending() */
 #include "vfs/store/store.h"
 
 #include <stdio.h>
@@ -390,6 +392,10 @@ static int spStoreBytes(const char *zDir, SpResult *pR){
   sqlite3_stmt *p = 0;
   int rc;
   pR->nPhysBefore = spStorePhys(zDir);
+  /* a background compaction the workload's commits started finishes
+  ** first: run alongside, it holds the store's write lock and pins the
+  ** blobs and -wal frames the explicit compact + gc + vacuum would free */
+  while( depot_compact_background_pending()>0 ) usleep(10000);
   rc = sqlite3_open(":memory:", &db);
   if( rc==SQLITE_OK ){
     char *zSql = sqlite3_mprintf("SELECT depot_compact(%Q);"

@@ -301,6 +301,48 @@ START_TEST(test_pagemap_limit_uri_and_pragma){
 }
 END_TEST
 
+/* A commit drops from the decoded-page cache the versions of its branch's
+** pages it replaces: rewriting the table again and again leaves the cache
+** about one version of it, not one per commit, and a reader pinned on
+** the first snapshot still reads that snapshot (decoding it again). */
+START_TEST(test_writer_drops_replaced_versions_from_cache){
+  Fx f;
+  sqlite3 *a, *r;
+  char *z;
+  sqlite3_int64 nOne, nAfter;
+  int k;
+  fx_open(&f, "pm-drop");
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&cache_kb=65536", f.zStore);
+  a = th_open(z);
+  r = th_open(z);
+  sqlite3_free(z);
+  th_exec(a, "PRAGMA cache_size=10");
+  th_exec(r, "PRAGMA cache_size=10");
+  fx_fill(a, 1);
+  th_exec(a, "UPDATE t SET n=1");
+  assert_all(a, 1);
+  nOne = th_int(a, "SELECT bytes FROM depot_memory"
+                   " WHERE name='decoded_page_cache'");
+  th_exec(r, "BEGIN");
+  assert_all(r, 1);
+  for(k=2; k<=6; k++){
+    z = sqlite3_mprintf("UPDATE t SET n=%d", k);
+    th_exec(a, z);
+    sqlite3_free(z);
+  }
+  assert_all(a, 6);
+  nAfter = th_int(a, "SELECT bytes FROM depot_memory"
+                     " WHERE name='decoded_page_cache'");
+  ck_assert_int_lt(nAfter, nOne*2);
+  assert_all(r, 1);
+  th_exec(r, "COMMIT");
+  assert_all(r, 6);
+  sqlite3_close(r);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
 /* The decoded-page cache is one per store in the process: cache_kb or
 ** PRAGMA depot_cache_kb through one database of the store sets the limit
 ** every database and branch of it sees, while map_kb stays per branch; a
@@ -481,6 +523,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_pagemap_compaction_and_gc, 0, 3);
   tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
   tcase_add_test(tc, test_cache_limit_is_shared_by_the_store);
+  tcase_add_test(tc, test_writer_drops_replaced_versions_from_cache);
   tcase_add_loop_test(tc, test_pagemap_concurrent_readers_and_writer, 0, 3);
   tcase_add_test(tc, test_readahead_scan);
   suite_add_tcase(s, tc);

@@ -546,6 +546,33 @@ START_TEST(test_cache_scan_pages_do_not_flush_it){
 }
 END_TEST
 
+/* depot_cache_drop() removes one version of one page and nothing else;
+** dropping what the cache does not hold changes nothing. */
+START_TEST(test_cache_drop_removes_one_version){
+  DepotCache *c = depot_cache_new(8*512);
+  unsigned char a[512], b[512];
+  int64_t nUsed;
+  memset(a, 7, sizeof(a));
+  depot_cache_put(c, 1, 3, 5, 512, a);
+  depot_cache_put(c, 1, 3, 6, 512, a);
+  depot_cache_put(c, 2, 3, 5, 512, a);
+  nUsed = depot_cache_used(c);
+  depot_cache_drop(c, 1, 3, 5);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 5, 512), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 3, 6, 512, b), 1);
+  ck_assert_int_eq(b[0], 7);
+  ck_assert_int_eq(depot_cache_has(c, 2, 3, 5, 512), 1);
+  ck_assert_int_lt(depot_cache_used(c), nUsed);
+  nUsed = depot_cache_used(c);
+  depot_cache_drop(c, 1, 3, 5);
+  depot_cache_drop(c, 1, 4, 6);
+  ck_assert_int_eq(depot_cache_used(c), nUsed);
+  depot_cache_put(c, 1, 3, 5, 512, a);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 5, 512), 1);
+  depot_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_txbuf_truncate_drops_pages_above){
   TxBuf t;
   unsigned char a[512];
@@ -596,6 +623,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_layout_commit_row_with_huge_blob_size_is_corrupt);
   tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
   tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
+  tcase_add_test(tc, test_cache_drop_removes_one_version);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);
   return s;
