@@ -185,6 +185,24 @@ START_TEST(t_harness){
   sqlite3_close(mem);
   z = replSh("wait '%s' s1 sync", getenv("DEPOT_TEST_PGREPL_PRIMARY"));
   sqlite3_free(z);
+  /* the standby, once it has replayed the store's tables: depot_stats
+  ** reads its replication state (a standby on timeline 1, no standbys of
+  ** its own) */
+  {
+    char *zS = replUri(getenv("DEPOT_TEST_PGREPL_STANDBY_URI"), "harness",
+                       "");
+    int64_t tEnd = replNowMs() + 10000;
+    mem = th_open(":memory:");
+    while( th_tryf(mem, 0, "SELECT * FROM depot_stats(%Q)", zS)!=SQLITE_OK
+        && replNowMs()<tEnd ){
+      usleep(100000);
+    }
+    replTextIs(mem, "on,0,0,1", "SELECT synchronous_commit||','||"
+               "sync_standbys||','||standbys||','||timeline FROM"
+               " depot_stats(%Q)", zS);
+    sqlite3_close(mem);
+    sqlite3_free(zS);
+  }
   z = replSh("timeline '%s'", getenv("DEPOT_TEST_PGREPL_PRIMARY"));
   ck_assert_str_eq(z, "1");
   sqlite3_free(z);
