@@ -591,7 +591,6 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, t_no_primary);
   suite_add_tcase(s, tc);
   tc = tcase_create("failover");
-  tcase_set_timeout(tc, 150);
   tcase_add_test(tc, t_failover_sync);
   tcase_add_test(tc, t_failover_async);
   tcase_add_test(tc, t_commit_outcome);
