@@ -66,17 +66,16 @@
 ** "off" becomes "on" unless the open asked for iSynchronous 0),
 ** synchronous_standby_names, whether it is in recovery, its timeline and
 ** system identifier, and the standbys attached (pg_stat_replication, sync
-** and all).  A writable handle accepts only a server that is not in
-** recovery, whose timeline is not older than the newest timeline a
-** writable handle of this process connected to on the same system
-** identifier (a demoted old primary that comes back runs on the timeline
-** its standby left when promoted: it is fenced out), and with
-** require_sync_standby=1 one with a synchronous standby attached and
-** synchronous_commit neither off nor local; a standby only when the URI
-** names one host (its writes fail with SQLITE_READONLY).  With several
-** hosts a refused server makes the handle try each host of the URI in
-** turn.  A lost
-** connection is connected again at the next call outside a transaction
+** and all).  A writable handle accepts a primary whose timeline is not
+** older than the newest timeline a writable handle of this process
+** connected to on the same system identifier (a demoted old primary that
+** comes back runs on the timeline its standby left when promoted: it is
+** fenced out), with require_sync_standby=1 only one with a synchronous
+** standby attached and synchronous_commit neither off nor local; and a
+** standby only when the URI names one host (its writes fail with
+** SQLITE_READONLY).  With several hosts a refused server makes the
+** handle try each host of the URI in turn.  A lost connection is
+** connected again at the next call outside a transaction
 ** (or at BEGIN), trying for up to failover_ms, a pause of 50..500 ms
 ** between tries, then SQLITE_IOERR "no server of URI accepted ... within
 ** N ms" with the last reason.  The transaction a lost connection cuts is
@@ -643,7 +642,8 @@ static int pgConnect(StorePg *p){
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   rc = pgConnectServer(p);
-  if( rc==SQLITE_OK && !p->bReadOnly && p->info.iSystemId ){
+  if( rc==SQLITE_OK && !p->bReadOnly && !p->info.bInRecovery
+   && p->info.iSystemId ){
     pgTimelineSeen(p->info.iSystemId, p->info.iTimeline, 1);
   }
   if( rc==SQLITE_OK && p->bSchemaReady ) rc = pgPrepare(p);
