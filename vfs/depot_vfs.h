@@ -125,6 +125,12 @@ struct DepotStats {
   int64_t nReclaimable;      /* bytes depot_gc() would free now */
   int64_t nPhysical;         /* bytes on disk: the store file and its
                              ** -wal (store_physical_bytes()) */
+  int bPg;                   /* a PostgreSQL store: the replication
+                             ** figures below are its primary's */
+  char zSyncCommit[16];      /* synchronous_commit of a writer's session */
+  int64_t nSyncStandby;      /* synchronous standbys attached; -1 unknown */
+  int64_t nStandby;          /* standbys streaming; -1 unknown */
+  int64_t iTimeline;         /* the server's timeline; 0 unknown */
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);

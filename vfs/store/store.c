@@ -32,6 +32,12 @@ int store_commit(Store *p){
 #endif
   return rc;
 }
+int store_commit_lost(Store *p){
+  if( p->pMethods->iVersion<4 || p->pMethods->xCommitLost==0 ){
+    return STORE_LOST_NONE;
+  }
+  return p->pMethods->xCommitLost(p);
+}
 int store_rollback(Store *p){
   return p->pMethods->xRollback(p);
 }
