@@ -423,6 +423,19 @@ int wal_follow_end(const char *zDir, const WalIo *pIo, WalPos *pFrom,
                    int (*xRecord)(void*, const WalRecord*), void *pCtx,
                    uint64_t *pLastCid, char **pzErr);
 
+/* Shared mode: retire every segment file of the log numbered below
+** segBefore (deleted, or renamed to *.bak with WalConfig.bKeepBak), found
+** by listing the folder (other processes' segments included), and forget
+** them in this Wal (its active segment may go too: in shared mode its
+** next append adopts the published tail first).  For the one process that
+** runs a shared store's background work: the caller has made every
+** record in them durable in the tables' own files and knows that no
+** process will follow the log from inside them again.  *pnRetired (may be
+** NULL): how many went.  A segment that cannot be removed stops the walk
+** (the error is returned; the older ones are gone). */
+int wal_shared_retire(Wal*, uint64_t segBefore, int *pnRetired,
+                      char **pzErr);
+
 /* --------------------------------------------------- shared header ---
 ** A store's shared header, the file zDir/SHARED that every process using
 ** the store maps: WAL_SHARED_SLOTS 64-bit values that its writers publish

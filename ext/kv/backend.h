@@ -185,6 +185,12 @@ struct KvBackend {
   ** holding a persistent one stays with one process). */
   int (*xShare)(KvBackendTable*, char **pzErr);
   void (*xRefresh)(KvBackendTable*);
+  /* Shared tables: make every batch that any process's xApply wrote to
+  ** the table's files so far durable there (engine mutex held; called by
+  ** the one process running the store's background work, before it
+  ** retires root WAL segments).  NULL: the table's files never say so,
+  ** and no segment retires while the store is shared. */
+  int (*xSharedSync)(KvBackendTable*, char **pzErr);
 };
 
 /* memory.c */

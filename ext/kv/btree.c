@@ -152,6 +152,8 @@ struct BtStore {
   int nQueued, nDropQueued;     /* jobs queued, of which DROPs */
   int64_t nOverlay, nLimit;
   uint64_t gen;                 /* collector commits so far */
+  uint64_t genSynced;           /* shared: gen at the last btSharedSync
+                                ** (engine mutex) */
   BtReader *pCur;               /* reader pinned at gen, or NULL */
   BtReader *pFree; int nFree;
   int nAccel;                   /* open tables asking for it */
@@ -1228,6 +1230,30 @@ static void btRefresh(KvBackendTable *t){
   btNewGeneration(t->pStore);
 }
 
+/* Several processes: one synced data-file commit makes durable every
+** commit written through before it, by any process (an fsync of the
+** file's own WAL covers every earlier frame).  Skipped when nothing was
+** written or refreshed since the last one (s->gen unchanged), so the
+** tables of one store sync it once per pass.  Engine mutex held: the
+** writer connection is the one btApplyThrough uses. */
+static int btSharedSync(KvBackendTable *t, char **pzErr){
+  BtStore *s = t->pStore;
+  uint64_t gen;
+  int rc;
+  pthread_mutex_lock(&s->mu);
+  gen = s->gen;
+  pthread_mutex_unlock(&s->mu);
+  if( gen==s->genSynced ) return SQLITE_OK;
+  rc = btWriteBatch(s, 0, 1);
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: cannot sync data file %s: %s",
+                             s->zPath, s->zError);
+    return rc;
+  }
+  s->genSynced = gen;
+  return SQLITE_OK;
+}
+
 static int btDurable(KvBackendTable *t, uint64_t cid){
   (void)t; (void)cid;
   return 0;                     /* the collector confirms */
@@ -2032,5 +2058,6 @@ const KvBackend kvBtreeBackend = {
   0,                            /* the data file holds no CIDs */
   0,                            /* entries: batches are reused */
   btCursorStep,
-  btShare, btRefresh
+  btShare, btRefresh,
+  btSharedSync
 };

@@ -520,7 +520,34 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** A writer first also reads past the tail (wal_follow_end): records a
 ** writer wrote and flushed but did not publish before it died, which it
 ** applies as replay would (a conditional one only if its coordinator
-** committed, else withdrawn), writes through, and publishes. */
+** committed, else withdrawn), writes through, and publishes.
+**
+** Work done once per store (kvEngineWorkTurn) goes to one process at a
+** time, the holder of a lock byte taken without waiting and kept until
+** the process closes the store or dies, when the kernel releases it and
+** another process takes it at its next try:
+**
+**   OWNER  WAL retirement (and a backend's log compaction): the store
+**          thread of each shared process tries it every ENG_BG_MS; the
+**          process that turned the store shared takes it first.
+**   SWEEP  TTL sweep passes: the sweeper thread of a process that has one
+**          tries it before each pass (expire.c).
+**   SLOT+i position slots: each shared process holds one, and publishes
+**          in LOCK at ENG_POS_OFF+8*i the segment of the log it has
+**          caught up to (u64, little-endian; 0 while it joins: hold all).
+**
+** The store thread of a shared process catches up every ENG_BG_MS, so
+** an idle process does not hold the log back.  The owner retires
+** segments (engRetire): it reads the published tail first, then every
+** live slot (a slot whose byte another process holds), and takes the
+** lowest segment among them; when that passed the last retirement it
+** catches up (so it knows every commit up to that tail, which its writer
+** wrote through before publishing it), has every table make durable what
+** any process wrote through (xSharedSync: one synced commit of the
+** kv_btree data file), and removes the segments below
+** (wal_shared_retire).  A joiner writes 0 in
+** its slot before it reads the tail, so an owner that read the tail
+** earlier never retires past what the joiner will follow from. */
 #define ENG_BYTE_ALIVE    0
 #define ENG_BYTE_WRITER   1
 #define ENG_BYTE_JOIN     2
@@ -529,6 +556,13 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_SHM_CID       0          /* shared header slots */
 #define ENG_SHM_SEGNO     1
 #define ENG_SHM_OFF       2
+#define ENG_BYTE_OWNER    3
+#define ENG_BYTE_SWEEP    4
+#define ENG_BYTE_SLOT     64         /* first of ENG_SLOTS slot bytes */
+#define ENG_SLOTS         128
+#define ENG_POS_OFF       4096       /* slot i: u64 at ENG_POS_OFF+8*i */
+#define ENG_BG_MS         20         /* shared: the store thread's period */
+#define ENG_RETIRE_MS     100        /* owner: retirement checks at most */
 
 /* Set (eType F_RDLCK, F_WRLCK, F_UNLCK) the lock of byte iByte of LOCK
 ** without waiting: 0, or the errno (EAGAIN: held elsewhere). */
@@ -944,6 +978,120 @@ int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   return rc;
 }
 
+/* ------------------------------------------------ background work --- */
+
+/* Publish segment segno as this process's position (its slot). */
+static void engSlotWrite(KvEngine *pEng, uint64_t segno){
+  uint8_t a[8];
+  ssize_t n;
+  if( pEng->iSlot<0 ) return;
+  wal_put_u64(a, segno);
+  n = pwrite(pEng->fdLock, a, 8, ENG_POS_OFF + 8*(off_t)pEng->iSlot);
+  if( n==8 ) pEng->segSlot = segno;
+}
+
+/* The position slot i publishes (0, which holds every segment, when it
+** cannot be read). */
+static uint64_t engSlotRead(KvEngine *pEng, int i){
+  uint8_t a[8];
+  if( pread(pEng->fdLock, a, 8, ENG_POS_OFF + 8*(off_t)i)!=8 ) return 0;
+  return wal_get_u64(a);
+}
+
+/* Take a free position slot and publish 0 in it (hold every segment). */
+static int engSlotClaim(KvEngine *pEng, char **pzErr){
+  int i;
+  for(i=0; i<ENG_SLOTS; i++){
+    if( engOfd(pEng, F_WRLCK, ENG_BYTE_SLOT+i)==0 ){
+      pEng->iSlot = i;
+      engSlotWrite(pEng, 0);
+      __atomic_thread_fence(__ATOMIC_SEQ_CST);
+      return SQLITE_OK;
+    }
+  }
+  *pzErr = sqlite3_mprintf("kv: store %s is shared by %d processes, the "
+                           "most it takes", pEng->zDir, ENG_SLOTS);
+  return SQLITE_BUSY;
+}
+
+int kvEngineWorkTurn(KvEngine *pEng, int eWork){
+  int iByte = eWork==KV_WORK_SWEEP ? ENG_BYTE_SWEEP : ENG_BYTE_OWNER;
+  if( pEng->zDir==0 || !__atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) ){
+    return 1;
+  }
+  if( __atomic_load_n(&pEng->abWork[eWork], __ATOMIC_ACQUIRE) ) return 1;
+  if( engOfd(pEng, F_WRLCK, iByte)!=0 ) return 0;
+  __atomic_store_n(&pEng->abWork[eWork], 1, __ATOMIC_RELEASE);
+  sqlite3_log(SQLITE_NOTICE, "kv: store %s: process %ld now runs its %s",
+              pEng->zDir, (long)getpid(),
+              eWork==KV_WORK_SWEEP ? "TTL sweeps" : "WAL retirement");
+  return 1;
+}
+
+/* The owner's retirement check: see "Sharing a store".  Store thread. */
+static void engRetire(KvEngine *pEng){
+  uint64_t a[WAL_SHARED_SLOTS], segMin;
+  int64_t iNow = engNowMs();
+  char *zErr = 0;
+  KvTable *t;
+  int i, rc, n = 0;
+  if( iNow-pEng->iRetireMs<ENG_RETIRE_MS ) return;
+  pEng->iRetireMs = iNow;
+  if( wal_shared_read(pEng->pShm, a)!=SQLITE_OK ) return;
+  segMin = a[ENG_SHM_SEGNO];               /* the tail first, then slots */
+  if( segMin<=pEng->segRetired ) return;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  for(i=0; i<ENG_SLOTS && segMin>pEng->segRetired; i++){
+    uint64_t v;
+    if( i==pEng->iSlot ){
+      v = pEng->segSlot;
+    }else if( engOfdHeld(pEng, ENG_BYTE_SLOT+i) ){
+      v = engSlotRead(pEng, i);
+    }else{
+      continue;
+    }
+    if( v<segMin ) segMin = v;
+  }
+  if( segMin<=pEng->segRetired ) return;
+  /* Every record up to the tail read above was written through before
+  ** that tail was published; the catch-up tells the tables of this
+  ** process about the ones of other processes (xRefresh), then one synced
+  ** commit per data file makes them all durable. */
+  pthread_mutex_lock(&pEng->mutex);
+  rc = pEng->rcFailed ? pEng->rcFailed : kvEngineCatchUp(pEng, 0, &zErr);
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( !t->meta.bPersist || t->pData==0 ) continue;
+    if( t->pBackend->xSharedSync==0 ){
+      rc = SQLITE_BUSY;                 /* its files never say: keep all */
+    }else{
+      rc = t->pBackend->xSharedSync(t->pData, &zErr);
+    }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc==SQLITE_OK ) rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
+  if( rc==SQLITE_OK ){
+    pEng->segRetired = segMin;
+  }else if( zErr ){
+    sqlite3_log(rc, "kv: store %s: WAL segments not retired: %s",
+                pEng->zDir, zErr);
+  }
+  sqlite3_free(zErr);
+}
+
+/* One turn of the store thread of a shared store: catch up, publish the
+** position, and do the store's work when it is this process's turn. */
+static void engBackground(KvEngine *pEng){
+  uint64_t segno;
+  char *zErr = 0;
+  pthread_mutex_lock(&pEng->mutex);
+  if( !pEng->rcFailed ) kvEngineCatchUp(pEng, 0, &zErr);  /* retried */
+  segno = pEng->posSeen.segno;
+  pthread_mutex_unlock(&pEng->mutex);
+  sqlite3_free(zErr);
+  if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
+  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ) engRetire(pEng);
+}
+
 /* Turn the alone store shared, for a process that asks to join: see
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
 ** that cannot be shared or an in-doubt transaction. */
@@ -990,6 +1138,12 @@ static int engGoShared(KvEngine *pEng){
   sqlite3_free(apTab);
   if( bWriter ) kvEngineWriterUnlock(pEng);
   if( rc==SQLITE_OK ){
+    char *zSlot = 0;
+    if( engSlotClaim(pEng, &zSlot)==SQLITE_OK ){
+      engSlotWrite(pEng, pEng->posSeen.segno);
+    }
+    sqlite3_free(zSlot);
+    kvEngineWorkTurn(pEng, KV_WORK_STORE);   /* the first owner */
     if( pEng->fdDirLock>=0 ) flock(pEng->fdDirLock, LOCK_SH);
     engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE);
   }else{
@@ -1000,16 +1154,18 @@ static int engGoShared(KvEngine *pEng){
   return rc;
 }
 
-/* The join thread of a store open alone: looks for a process asking to
-** join (JOIN held elsewhere) and turns the store shared for it; ends then,
-** or when the store closes. */
+/* The store thread: while the store is open alone, it looks for a
+** process asking to join (JOIN held elsewhere) and turns the store shared
+** for it; while shared, it runs engBackground every ENG_BG_MS.  Ends when
+** the store closes. */
 static void *engJoinMain(void *pArg){
   KvEngine *pEng = (KvEngine*)pArg;
   for(;;){
     struct timespec ts;
     int bStop;
+    int bShared = __atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED);
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += ENG_JOIN_POLL_MS*1000000L;
+    ts.tv_nsec += (bShared ? ENG_BG_MS : ENG_JOIN_POLL_MS)*1000000L;
     if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
     pthread_mutex_lock(&pEng->joinMutex);
     if( !pEng->bJoinStop ){
@@ -1018,11 +1174,22 @@ static void *engJoinMain(void *pArg){
     bStop = pEng->bJoinStop;
     pthread_mutex_unlock(&pEng->joinMutex);
     if( bStop ) break;
-    if( engOfdHeld(pEng, ENG_BYTE_JOIN) && engGoShared(pEng)==SQLITE_OK ){
-      break;
+    if( bShared ){
+      engBackground(pEng);
+    }else if( engOfdHeld(pEng, ENG_BYTE_JOIN) ){
+      engGoShared(pEng);
     }
   }
   return 0;
+}
+
+/* Start the store thread (engJoinMain). */
+static int engThreadStart(KvEngine *pEng){
+  if( pthread_create(&pEng->joinThread, 0, engJoinMain, pEng)!=0 ){
+    return SQLITE_NOMEM;
+  }
+  pEng->bJoinThread = 1;
+  return SQLITE_OK;
 }
 
 static void engJoinStop(KvEngine *pEng){
@@ -1103,6 +1270,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   memset(p, 0, sizeof(*p));
   p->fdLock = -1;
   p->fdDirLock = -1;
+  p->iSlot = -1;
   p->nRef = 1;
   p->iSeq = 1;
   p->iNextTid = 1;
@@ -1187,6 +1355,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   }
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK ) rc = engSlotClaim(pEng, pzErr);  /* before the tail */
   if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK ){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
@@ -1205,7 +1374,9 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     WalStats st;
     wal_stats(pEng->pWal, &st);
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
+    engSlotWrite(pEng, pEng->posSeen.segno);
     __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+    rc = engThreadStart(pEng);
   }
   return rc;
 }
@@ -1237,13 +1408,7 @@ static int engStart(KvEngine *pEng, char **pzErr){
     wal_stats(pEng->pWal, &st);
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
   }
-  if( rc==SQLITE_OK ){
-    if( pthread_create(&pEng->joinThread, 0, engJoinMain, pEng)!=0 ){
-      rc = SQLITE_NOMEM;
-    }else{
-      pEng->bJoinThread = 1;
-    }
-  }
+  if( rc==SQLITE_OK ) rc = engThreadStart(pEng);
   return rc;
 }
 
