@@ -26,7 +26,9 @@ SQLITE_EXTENSION_INIT3
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -493,7 +495,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          until another process asks to join.
 **   WRITER the writer lock: one process at a time appends to the root
 **          WAL, from the conflict check of a prepare to the publication
-**          of its commit (or abort) and of the new tail in SHARED.
+**          of its commit (or abort) and of the new tail in SHARED.  A
+**          waiter sleeps on a futex word of SHARED that each release
+**          bumps and wakes (2 ms at most: a holder that dies wakes no
+**          one).
 **   JOIN   a process that finds the store held takes it and waits; the
 **          alone holder's join thread sees it, finishes its prepared
 **          commits, lets its kv_btree collector write everything it
@@ -532,6 +537,13 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          process that turned the store shared takes it first.
 **   SWEEP  TTL sweep passes: the sweeper thread of a process that has one
 **          tries it before each pass (expire.c).
+**   SYNC   the flush of a commit (kvEngineFlushShared): a writer lets
+**          the writer lock go before it flushes its record; holding SYNC
+**          (waited for in the kernel) it reads the position the last
+**          flush reached (ENG_SYNC_OFF in LOCK): when that covers its
+**          record it is done, else it reads the published tail, flushes
+**          the segment file and publishes that tail as flushed, so every
+**          record written before it shares the flush.
 **   SLOT+i position slots: each shared process holds one, and publishes
 **          in LOCK at ENG_POS_OFF+8*i the segment of the log it has
 **          caught up to (u64, little-endian; 0 while it joins: hold all).
@@ -558,6 +570,11 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_SHM_OFF       2
 #define ENG_BYTE_OWNER    3
 #define ENG_BYTE_SWEEP    4
+#define ENG_BYTE_SYNC     5
+#define ENG_SYNC_OFF      4064       /* flushed position: segno, offset */
+#define ENG_WORD_WRITER   0          /* SHARED word: bumped at each release
+                                     ** of WRITER, a futex its waiters
+                                     ** sleep on */
 #define ENG_BYTE_SLOT     64         /* first of ENG_SLOTS slot bytes */
 #define ENG_SLOTS         128
 #define ENG_POS_OFF       4096       /* slot i: u64 at ENG_POS_OFF+8*i */
@@ -714,12 +731,24 @@ int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
   e = msBusy>0 ? pthread_mutex_timedlock(&pEng->writerMutex, &ts)
                : pthread_mutex_trylock(&pEng->writerMutex);
   while( e==0 ){
+    uint32_t *pWake = pEng->pShm ? wal_shared_word(pEng->pShm, ENG_WORD_WRITER)
+                                 : 0;
+    uint32_t v = pWake ? __atomic_load_n(pWake, __ATOMIC_ACQUIRE) : 0;
     int eLock = engOfd(pEng, F_WRLCK, ENG_BYTE_WRITER);
     if( eLock==0 ) return SQLITE_OK;
     if( eLock!=EAGAIN || engNowMs()>=iEnd ){
       pthread_mutex_unlock(&pEng->writerMutex);
       e = eLock;
       break;
+    }
+    if( pWake ){
+      /* Sleep until the holder lets go (kvEngineWriterUnlock bumps the
+      ** word and wakes every waiter), or 2 ms at most: a holder that dies
+      ** wakes nobody, but the kernel releases its lock. */
+      ts.tv_sec = 0;
+      ts.tv_nsec = 2000000L;
+      syscall(SYS_futex, pWake, FUTEX_WAIT, v, &ts, 0, 0);
+      continue;
     }
     /* Poll: a writer holds the lock for one commit, a millisecond or
     ** two; short naps hand it on quickly without spinning. */
@@ -737,6 +766,11 @@ int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
 
 void kvEngineWriterUnlock(KvEngine *pEng){
   engOfd(pEng, F_UNLCK, ENG_BYTE_WRITER);
+  if( pEng->pShm ){
+    uint32_t *pWake = wal_shared_word(pEng->pShm, ENG_WORD_WRITER);
+    __atomic_add_fetch(pWake, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, pWake, FUTEX_WAKE, INT_MAX, 0, 0, 0);
+  }
   pthread_mutex_unlock(&pEng->writerMutex);
 }
 
@@ -1028,6 +1062,55 @@ int kvEngineWorkTurn(KvEngine *pEng, int eWork){
   return 1;
 }
 
+int kvEngineFlushShared(KvEngine *pEng, uint64_t cid, const WalPos *pEnd,
+                        char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS], segFlushed = 0;
+  uint8_t aPos[16];
+  WalPos done, tail;
+  struct flock fl;
+  int rc;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = ENG_BYTE_SYNC;
+  fl.l_len = 1;
+  pthread_mutex_lock(&pEng->syncMutex);
+  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
+    if( errno!=EINTR ){            /* no lock: flush alone, share nothing */
+      pthread_mutex_unlock(&pEng->syncMutex);
+      return wal_sync(pEng->pWal, cid, pzErr);
+    }
+  }
+  memset(&done, 0, sizeof(done));
+  if( pread(pEng->fdLock, aPos, 16, ENG_SYNC_OFF)==16 ){
+    done.segno = wal_get_u64(aPos);
+    done.iOff = wal_get_u64(aPos+8);
+  }
+  if( done.segno==pEnd->segno && done.iOff>=pEnd->iOff ){
+    rc = SQLITE_OK;                /* another process's flush covers it */
+  }else{
+    tail = *pEnd;
+    if( wal_shared_read(pEng->pShm, a)==SQLITE_OK
+     && a[ENG_SHM_SEGNO]==pEnd->segno && a[ENG_SHM_OFF]>tail.iOff ){
+      tail.iOff = a[ENG_SHM_OFF];  /* written before it was published */
+    }
+    rc = wal_shared_flush(pEng->pWal, &segFlushed, pzErr);
+    if( rc==SQLITE_OK && segFlushed==tail.segno
+     && (tail.segno>done.segno
+         || (tail.segno==done.segno && tail.iOff>done.iOff)) ){
+      wal_put_u64(aPos, tail.segno);
+      wal_put_u64(aPos+8, tail.iOff);
+      if( pwrite(pEng->fdLock, aPos, 16, ENG_SYNC_OFF)!=16 ){
+        /* not published: later writers flush for themselves */
+      }
+    }
+  }
+  fl.l_type = F_UNLCK;
+  fcntl(pEng->fdLock, F_OFD_SETLK, &fl);
+  pthread_mutex_unlock(&pEng->syncMutex);
+  return rc;
+}
+
 /* The owner's retirement check: see "Sharing a store".  Store thread. */
 static void engRetire(KvEngine *pEng){
   uint64_t a[WAL_SHARED_SLOTS], segMin;
@@ -1252,6 +1335,7 @@ static void engFree(KvEngine *pEng){
   pthread_mutex_destroy(&pEng->catMutex);
   pthread_mutex_destroy(&pEng->resMutex);
   pthread_mutex_destroy(&pEng->writerMutex);
+  pthread_mutex_destroy(&pEng->syncMutex);
   pthread_mutex_destroy(&pEng->joinMutex);
   pthread_cond_destroy(&pEng->joinCond);
   pthread_cond_destroy(&pEng->deltaCond);
@@ -1279,6 +1363,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   pthread_mutex_init(&p->catMutex, 0);
   pthread_mutex_init(&p->resMutex, 0);
   pthread_mutex_init(&p->writerMutex, 0);
+  pthread_mutex_init(&p->syncMutex, 0);
   pthread_mutex_init(&p->joinMutex, 0);
   pthread_cond_init(&p->joinCond, 0);
   pthread_cond_init(&p->deltaCond, 0);

@@ -136,6 +136,7 @@ struct KvEngine {
   uint64_t segRetired;          /* owner: every segment below is retired */
   int64_t iRetireMs;            /* owner: last retirement check */
   int abWork[2];                /* holds the lock of KV_WORK_* */
+  pthread_mutex_t syncMutex;    /* this process's side of the SYNC lock */
   /* kvEngineCatchUp, for the files below engine.c (version.c). */
   int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
 };
@@ -192,6 +193,10 @@ struct KvRoot {
   int bAppended;                /* ... and appended to the WAL under it */
   int bPubFailed;               /* its publication failed: the tail is not
                                 ** published (the next writer recovers) */
+  int bFlushAfter;              /* shared store: its record was written
+                                ** unflushed, flushed after the writer
+                                ** lock is released (kv_root_commit) */
+  WalPos posEnd;                /* ... and where the record ends */
   int nConflict;
   KvConflict *aConflict;        /* after a failed prepare */
   int eProto;                   /* KV_PROTO_* */
@@ -359,6 +364,14 @@ void kvEngineShareWait(KvEngine*);
 ** (the store is not shared, or this process holds the work's lock in
 ** LOCK or takes it now without waiting: the kernel releases it when the
 ** holder exits or dies), else 0.  Any thread, no lock held. */
+/* Make the record of commit cid, which ends at *pEnd, durable after the
+** writer lock was let go (shared store): unless a flush another process
+** made after that record was written covers it (published in LOCK),
+** flush the segment file and publish how far that flush reached.  One
+** process flushes at a time, so the others' records written meanwhile
+** share the next flush.  Engine mutex not held. */
+int kvEngineFlushShared(KvEngine*, uint64_t cid, const WalPos *pEnd,
+                        char **pzErr);
 #define KV_WORK_STORE 0
 #define KV_WORK_SWEEP 1
 int kvEngineWorkTurn(KvEngine*, int eWork);
