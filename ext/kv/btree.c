@@ -1226,10 +1226,15 @@ static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
 /* A shared store (several processes write it, one at a time under the
 ** store's writer lock): the batch goes into the data file at once, in one
 ** transaction of the committing thread at synchronous=NORMAL, and later
-** snapshots read it there (a new reader generation).  The root WAL keeps
-** every record while the store is shared (the engine retires nothing),
-** so the next open that finds the store alone replays whatever a power
-** loss took from the data file.  The collector is idle: btShare
+** snapshots read it there (a new reader generation).  The same
+** transaction records the commit's CID for the table in bt_meta
+** ('cid.<id>'): the root WAL record may be flushed only after this write
+** (the commit flushes it once the writer lock is let go), so after a
+** power loss the file may hold commits the WAL lost; a replay skips the
+** records up to that CID (btApply, btDurable) and the next CID passes it
+** (btMaxCid).  Segments retire only after the engine's owner process had
+** the file synced (btSharedSync); until then a replay rewrites whatever
+** a power loss took from the file.  The collector is idle: btShare
 ** emptied its queue first, so no older batch can follow this one into
 ** the file.  Engine mutex held (one apply at a time in the process). */
 static int btApplyThrough(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,

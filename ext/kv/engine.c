@@ -511,10 +511,9 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** persistence=1; see KvBackend.xShare) or an in-doubt prepared
 ** transaction never turns shared: the joiner gives up after
 ** ENG_JOIN_WAIT_MS with SQLITE_BUSY.  A shared store stays shared while
-** this process has it open: nothing retires from its WAL (the next
-** process that opens it alone replays and retires), tables are neither
-** created nor removed, and named prepares (kv_prepare with a gid) are
-** refused.
+** this process has it open: its WAL segments retire only through the
+** owner (below), tables are neither created nor removed, and named
+** prepares (kv_prepare with a gid) are refused.
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
