@@ -9,14 +9,19 @@
 ** be there at the end, and the total holds.  Then conflicts and the
 ** key-version protocol between two processes, the sqlite3 shell reading
 ** a table a process writes, and a store whose tables cannot be shared
-** (kv_log) kept to one process.  DEPOT_TORTURE_ITERS=n makes the bank run
-** n seconds (make torture).
+** (kv_log) kept to one process.  The background work of a shared store
+** (WAL retirement, TTL sweeps) passes to another process when the one
+** doing it is killed, and the WAL stays small over a long shared run.
+** DEPOT_TORTURE_ITERS=n makes the bank and the long run last n seconds
+** (make torture).
 */
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
+#define DEPOT_TEST 1   /* kv_sql.h's test hooks (libdepot_core has them) */
 #include "config.h"
 #include "tests/check/harness.h"
 #include "ext/kv/kv_test.h"
 #include "ext/depot.h"
+#include "ext/kv_sql.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -167,6 +172,7 @@ static int mpExecChild(char **argv){
 
 static int mpFill(char **argv);
 static int mpIdle(char **argv);
+static int mpTtl(char **argv);
 
 int depot_test_child(int argc, char **argv){
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
@@ -176,6 +182,7 @@ int depot_test_child(int argc, char **argv){
   }
   if( argc==5 && strcmp(argv[0], "fill")==0 ) return mpFill(argv);
   if( argc==3 && strcmp(argv[0], "idle")==0 ) return mpIdle(argv);
+  if( argc==5 && strcmp(argv[0], "ttl")==0 ) return mpTtl(argv);
   return 2;
 }
 
@@ -697,6 +704,72 @@ START_TEST(test_kvmp_wal_bounded_in_long_shared_run){
 }
 END_TEST
 
+/* ttl <db> <sweep interval ms> <rows> <ms>: with sweeper passes every
+** interval, writes rows rows into table s (ttl_ms=), then runs no
+** transaction until the time is up. */
+static int mpTtl(char **argv){
+  sqlite3 *db;
+  int i, n = atoi(argv[3]);
+  kv_ttl_test_interval(atoi(argv[2]));
+  db = mpChildOpen(argv[1]);
+  if( mpExec(db, "SELECT count(*) FROM s") ){
+    fprintf(stderr, "ttl: %s\n", sqlite3_errmsg(db));
+    return 5;
+  }
+  for(i=0; i<n; i++){
+    char zSql[80];
+    sqlite3_snprintf(sizeof(zSql), zSql, "INSERT INTO s VALUES(%d, 'x')",
+                     (int)getpid()*1000+i);
+    if( mpExec(db, zSql) ){
+      fprintf(stderr, "ttl: %s\n", sqlite3_errmsg(db));
+      return 5;
+    }
+  }
+  usleep((useconds_t)atoi(argv[4])*1000);
+  sqlite3_close(db);
+  return 0;
+}
+
+/* TTL sweeps of a shared store run in one process: the first sweeper to
+** try (A, every 50 ms) takes them; B's sweeper (every 1 s) finds them
+** taken.  A is SIGKILLed: B's sweeper takes over and removes the rows B
+** wrote, which expired meanwhile (counted in the data file, where expired
+** rows stay until swept). */
+START_TEST(test_kvmp_ttl_sweeps_handed_over){
+  char *zDir = th_tmpdir("kvmp-ttl");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  const char *azA[] = { "ttl", 0, "50", "0", "600000", 0 };
+  const char *azB[] = { "ttl", 0, "1000", "40", "600000", 0 };
+  pid_t pidA, pidB;
+  int st, n = -1;
+  int64_t iEnd;
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE s USING kv_btree(ttl_ms=200)");
+  sqlite3_close(db);
+  azA[1] = azB[1] = zDb;
+  pidA = th_spawn(azA);
+  usleep(300000);                      /* A opened the store alone */
+  pidB = th_spawn(azB);                /* joins; A's sweeper takes sweeps */
+  usleep(600000);
+  kill(pidA, SIGKILL);
+  ck_assert_int_eq(waitpid(pidA, &st, 0), pidA);
+  iEnd = mpNowMs() + 15000;
+  while( mpNowMs()<iEnd ){
+    n = mpDataFileRows(zStore);
+    if( n==0 ) break;
+    usleep(100000);
+  }
+  kill(pidB, SIGKILL);
+  ck_assert_int_eq(waitpid(pidB, &st, 0), pidB);
+  ck_assert_msg(WIFSIGNALED(st), "B ended early, status %d", st);
+  ck_assert_msg(n==0, "%d rows and index entries of s are still stored", n);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -711,6 +784,7 @@ Suite *depot_test_suite(void){
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_kvmp_owner_killed_work_handed_over);
   tcase_add_test(tc, test_kvmp_wal_bounded_in_long_shared_run);
+  tcase_add_test(tc, test_kvmp_ttl_sweeps_handed_over);
   suite_add_tcase(s, tc);
   return s;
 }
