@@ -883,6 +883,14 @@ static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
   return rc;
 }
 
+/* Raise pEng->iNextTid past tid (atomic: kv_root_begin takes TIDs without
+** the engine mutex). */
+static void engNextTidPast(KvEngine *pEng, uint64_t tid){
+  uint64_t v = __atomic_load_n(&pEng->iNextTid, __ATOMIC_RELAXED);
+  while( tid>=v && !__atomic_compare_exchange_n(&pEng->iNextTid, &v, tid+1,
+                          0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ){}
+}
+
 static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   KvFollow *f = (KvFollow*)pCtx;
   KvEngine *pEng = f->pEng;
@@ -893,7 +901,7 @@ static int engFollowRecord(void *pCtx, const WalRecord *pRec){
     return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
                          pRec->cidAborted);
   }
-  if( pRec->tid>=pEng->iNextTid ) pEng->iNextTid = pRec->tid+1;
+  engNextTidPast(pEng, pRec->tid);
   if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
   if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
@@ -1178,6 +1186,7 @@ static void engBackground(KvEngine *pEng){
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
 ** that cannot be shared or an in-doubt transaction. */
 static int engGoShared(KvEngine *pEng){
+  uint64_t segno = 0;
   KvTable *t, **apTab = 0;
   char *zErr = 0;
   int nTab = 0, i, rc = SQLITE_OK, bWriter = 0;
@@ -1213,6 +1222,7 @@ static int engGoShared(KvEngine *pEng){
   pthread_mutex_lock(&pEng->mutex);
   if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, &zErr);
   if( rc==SQLITE_OK ) __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+  segno = pEng->posSeen.segno;
   pEng->bSharing = 0;
   pthread_cond_broadcast(&pEng->deltaCond);
   for(i=0; apTab && i<nTab; i++) kvTableUnref(apTab[i]);
@@ -1221,9 +1231,7 @@ static int engGoShared(KvEngine *pEng){
   if( bWriter ) kvEngineWriterUnlock(pEng);
   if( rc==SQLITE_OK ){
     char *zSlot = 0;
-    if( engSlotClaim(pEng, &zSlot)==SQLITE_OK ){
-      engSlotWrite(pEng, pEng->posSeen.segno);
-    }
+    if( engSlotClaim(pEng, &zSlot)==SQLITE_OK ) engSlotWrite(pEng, segno);
     sqlite3_free(zSlot);
     kvEngineWorkTurn(pEng, KV_WORK_STORE);   /* the first owner */
     if( pEng->fdDirLock>=0 ) flock(pEng->fdDirLock, LOCK_SH);
