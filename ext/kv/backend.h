@@ -54,6 +54,13 @@ struct KvTableDef {
   ** with xConfirm. */
   int (*xWalSync)(void *pConfirmCtx, uint64_t cid, char **pzErr);
   const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
+  /* Several processes: 1 if this process is to do the store's
+  ** once-per-store background work now (a log compaction, say), else 0:
+  ** always 1 while the store is not shared; while it is, 1 in one
+  ** process at a time, handed over when that process exits or dies.
+  ** Same context as xConfirm; any thread, cheap (one atomic load once
+  ** the work is this process's). */
+  int (*xStoreWork)(void *pConfirmCtx);
 };
 
 /* Counters for kv_stats: KvBackendStats (kv.h). */

@@ -1375,6 +1375,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   pthread_cond_init(&p->joinCond, 0);
   pthread_cond_init(&p->deltaCond, 0);
   p->xCatchUp = kvEngineCatchUp;
+  p->xWorkTurn = kvEngineWorkTurn;
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else

@@ -139,6 +139,8 @@ struct KvEngine {
   pthread_mutex_t syncMutex;    /* this process's side of the SYNC lock */
   /* kvEngineCatchUp, for the files below engine.c (version.c). */
   int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
+  /* kvEngineWorkTurn, for table.c (KvTableDef.xStoreWork). */
+  int (*xWorkTurn)(KvEngine*, int eWork);
 };
 
 /* One table touched by a root. */
