@@ -780,3 +780,29 @@ int wal_abort(Wal *p, uint64_t cid, uint64_t tid, char **pzErr){
   if( bRetire ) wal_retire(p);
   return SQLITE_OK;
 }
+
+int wal_shared_flush(Wal *p, uint64_t *pSegno, char **pzErr){
+  int rc = SQLITE_OK;
+  if( p==0 ) return SQLITE_MISUSE;
+  pthread_mutex_lock(&p->mutex);
+  while( p->bLeader ) pthread_cond_wait(&p->cond, &p->mutex);
+  if( p->zFailed ){
+    wal_set_err(pzErr, "%s", p->zFailed);
+    rc = SQLITE_IOERR;
+  }else if( p->fdActive>=0 && p->pIo->xFsync(p->pIo->pCtx, p->fdActive)!=0 ){
+    const char *zWhy = strerror(errno);
+    wal_set_err(pzErr, "wal: fdatasync of %s failed: %s", p->zActive, zWhy);
+    p->zFailed = sqlite3_mprintf("wal: log %s accepts no appends since a "
+        "flush of records written without one failed (fdatasync: %s); "
+        "reopen the store", p->zActive, zWhy);
+    rc = SQLITE_IOERR_FSYNC;
+  }else if( p->fdActive>=0 ){
+    p->szSynced = p->szActive;
+    p->cidSynced = p->cidWritten;
+    p->usUnsynced = 0;
+    p->nFlush++;
+  }
+  if( pSegno ) *pSegno = p->segActive;
+  pthread_mutex_unlock(&p->mutex);
+  return rc;
+}

@@ -227,3 +227,33 @@ void wal_retire(Wal *p){
   sqlite3_free(aSegno);
   pthread_mutex_unlock(&p->retireMutex);
 }
+
+int wal_shared_retire(Wal *p, uint64_t segBefore, int *pnRetired,
+                      char **pzErr){
+  uint64_t *aSegno = 0;
+  uint64_t segUpTo = segBefore;      /* every segment below it is gone */
+  int nSegno = 0, n = 0, i, k, rc;
+  if( pnRetired ) *pnRetired = 0;
+  if( p==0 ) return SQLITE_MISUSE;
+  pthread_mutex_lock(&p->retireMutex);
+  rc = wal_segment_list(p->zWalDir, &aSegno, &nSegno, pzErr);
+  if( rc!=SQLITE_OK ) segUpTo = 0;
+  /* This Wal's active segment may be among them: its next append adopts
+  ** the published tail first, which lies in a later segment. */
+  for(i=0; rc==SQLITE_OK && i<nSegno && aSegno[i]<segBefore; i++){
+    rc = wal_segment_retire(p->pIo, p->zWalDir, aSegno[i],
+                   __atomic_load_n(&p->bKeepBak, __ATOMIC_RELAXED), pzErr);
+    if( rc==SQLITE_OK ) n++; else segUpTo = aSegno[i];
+  }
+  pthread_mutex_lock(&p->mutex);
+  for(k=0; k<p->nSeg-1 && p->aSeg[k].segno<segUpTo; k++){}
+  if( k>0 ){
+    memmove(p->aSeg, &p->aSeg[k], sizeof(WalSeg)*(size_t)(p->nSeg-k));
+    p->nSeg -= k;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  pthread_mutex_unlock(&p->retireMutex);
+  sqlite3_free(aSegno);
+  if( pnRetired ) *pnRetired = n;
+  return rc;
+}

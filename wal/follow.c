@@ -332,6 +332,29 @@ static int followSwitch(Wal *p, uint64_t segno, char **pzErr){
     return SQLITE_CANTOPEN;
   }
   rc = wal_segment_read_header(pIo, fd, zPath, segno, &hdr, &bShort, &zErr);
+  if( rc==SQLITE_OK && p->fdActive>=0 && p->szSynced<p->szActive ){
+    /* Records this Wal wrote there without a flush (WAL_SYNC_NORMAL, or a
+    ** flush put off until after the writers' lock): the segment is left
+    ** flushed, so flushing the next active one covers them too. */
+    if( pIo->xFsync(pIo->pCtx, p->fdActive)!=0 ){
+      const char *zWhy = strerror(errno);
+      zErr = sqlite3_mprintf("wal: fdatasync of %s failed: %s", p->zActive,
+                             zWhy);
+      pthread_mutex_lock(&p->mutex);
+      if( p->zFailed==0 ){
+        p->zFailed = sqlite3_mprintf("wal: log %s accepts no appends since "
+            "a flush of records written without one failed (fdatasync: "
+            "%s); reopen the store", p->zActive, zWhy);
+      }
+      pthread_mutex_unlock(&p->mutex);
+      rc = SQLITE_IOERR_FSYNC;
+    }else{
+      p->szSynced = p->szActive;
+      pthread_mutex_lock(&p->mutex);
+      p->cidSynced = p->cidWritten;
+      pthread_mutex_unlock(&p->mutex);
+    }
+  }
   if( rc!=SQLITE_OK ){
     if( pzErr ){ *pzErr = zErr; zErr = 0; }
     sqlite3_free(zErr);

@@ -13,6 +13,7 @@
 **     64  136  copy 0: WAL_SHARED_SLOTS u64 slots, then u32 CRC32C of the
 **              slots, u32 zero
 **    256  136  copy 1: the same
+**   1024   64  WAL_SHARED_WORDS u32 words for atomics (wal_shared_word)
 **
 ** A writer (one at a time: the caller holds the store's writer lock)
 ** stores copy 1, then copy 0; a reader loads copy 0, then copy 1, and
@@ -42,6 +43,7 @@ SQLITE_EXTENSION_INIT3
 #define SHM_SIZE      4096
 #define SHM_COPY0     64
 #define SHM_COPY1     256
+#define SHM_WORDS     1024
 #define SHM_SPIN_TRIES 100         /* reads of disagreeing copies ... */
 #define SHM_NAP_TRIES  200         /* ... then with a 50 us nap, then BUSY */
 
@@ -208,4 +210,8 @@ int wal_shared_write(WalShared *p, const uint64_t *aSlot){
   shmStore(p, SHM_COPY0, aSlot, crc);
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
   return SQLITE_OK;
+}
+
+uint32_t *wal_shared_word(WalShared *p, int i){
+  return (uint32_t*)(p->aMap + SHM_WORDS) + i;
 }

@@ -423,6 +423,28 @@ int wal_follow_end(const char *zDir, const WalIo *pIo, WalPos *pFrom,
                    int (*xRecord)(void*, const WalRecord*), void *pCtx,
                    uint64_t *pLastCid, char **pzErr);
 
+/* Shared mode: retire every segment file of the log numbered below
+** segBefore (deleted, or renamed to *.bak with WalConfig.bKeepBak), found
+** by listing the folder (other processes' segments included), and forget
+** them in this Wal (its active segment may go too: in shared mode its
+** next append adopts the published tail first).  For the one process that
+** runs a shared store's background work: the caller has made every
+** record in them durable in the tables' own files and knows that no
+** process will follow the log from inside them again.  *pnRetired (may be
+** NULL): how many went.  A segment that cannot be removed stops the walk
+** (the error is returned; the older ones are gone). */
+int wal_shared_retire(Wal*, uint64_t segBefore, int *pnRetired,
+                      char **pzErr);
+
+/* Shared mode: flush the active segment file now, whatever this Wal
+** knows of it, so that every byte any process wrote to that file before
+** the call is durable (a flush of the file, not of this Wal's records
+** only); *pSegno (may be NULL) is its number.  Waits for an append of
+** this Wal in flight to finish, never writes.  Records of this Wal in an
+** older segment were flushed when it left that segment (wal_adopt_tail).
+** A failed flush puts the log in the failed state of wal_sync(). */
+int wal_shared_flush(Wal*, uint64_t *pSegno, char **pzErr);
+
 /* --------------------------------------------------- shared header ---
 ** A store's shared header, the file zDir/SHARED that every process using
 ** the store maps: WAL_SHARED_SLOTS 64-bit values that its writers publish
@@ -448,6 +470,15 @@ int wal_shared_read(WalShared*, uint64_t *aSlot);
 /* Publish aSlot[WAL_SHARED_SLOTS].  SQLITE_READONLY for a read-only
 ** mapping. */
 int wal_shared_write(WalShared*, const uint64_t *aSlot);
+
+/* Word i (0..WAL_SHARED_WORDS-1) of the header, apart from the slots:
+** 32 bits of shared memory that its users change with atomics only, e.g.
+** a futex word that a process waits on for another to post (the header
+** is mapped shared: FUTEX_WAIT and FUTEX_WAKE without FUTEX_PRIVATE_FLAG).
+** A read-only mapping must not be written through it.  A new file holds
+** zeros. */
+#define WAL_SHARED_WORDS 16
+uint32_t *wal_shared_word(WalShared*, int i);
 
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
 uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n);

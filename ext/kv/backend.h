@@ -54,6 +54,13 @@ struct KvTableDef {
   ** with xConfirm. */
   int (*xWalSync)(void *pConfirmCtx, uint64_t cid, char **pzErr);
   const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
+  /* Several processes: 1 if this process is to do the store's
+  ** once-per-store background work now (a log compaction, say), else 0:
+  ** always 1 while the store is not shared; while it is, 1 in one
+  ** process at a time, handed over when that process exits or dies.
+  ** Same context as xConfirm; any thread, cheap (one atomic load once
+  ** the work is this process's). */
+  int (*xStoreWork)(void *pConfirmCtx);
 };
 
 /* Counters for kv_stats: KvBackendStats (kv.h). */
@@ -185,6 +192,12 @@ struct KvBackend {
   ** holding a persistent one stays with one process). */
   int (*xShare)(KvBackendTable*, char **pzErr);
   void (*xRefresh)(KvBackendTable*);
+  /* Shared tables: make every batch that any process's xApply wrote to
+  ** the table's files so far durable there (engine mutex held; called by
+  ** the one process running the store's background work, before it
+  ** retires root WAL segments).  NULL: the table's files never say so,
+  ** and no segment retires while the store is shared. */
+  int (*xSharedSync)(KvBackendTable*, char **pzErr);
 };
 
 /* memory.c */

@@ -152,6 +152,10 @@ struct BtStore {
   int nQueued, nDropQueued;     /* jobs queued, of which DROPs */
   int64_t nOverlay, nLimit;
   uint64_t gen;                 /* collector commits so far */
+  uint64_t genSynced;           /* shared: gen at the last btSharedSync
+                                ** (engine mutex) */
+  int nCidFile;                 /* bt_meta 'cid.<id>' rows at open */
+  uint64_t *aCidFile;           /* ... table id, CID pairs (btCidLoad) */
   BtReader *pCur;               /* reader pinned at gen, or NULL */
   BtReader *pFree; int nFree;
   int nAccel;                   /* open tables asking for it */
@@ -173,6 +177,8 @@ struct KvBackendTable {
   int bDropped;                  /* store mutex: physical table dropped */
   int bAccel;
   int64_t nPending;             /* store mutex: batches not confirmed */
+  uint64_t cidFile;             /* every commit of this table up to it is
+                                ** in the file (bt_meta, at open) */
   int bMade;                    /* collector: physical table exists */
   sqlite3_stmt *pPut, *pDel;    /* collector only */
 };
@@ -367,6 +373,35 @@ static int btCrcSetup(BtStore *s){
   return rc;
 }
 
+/* The last commit of each table a shared store wrote through, as bt_meta
+** records it ('cid.<table id>'), into s->aCidFile (pairs of table id and
+** CID; read only after the open). */
+static int btCidLoad(BtStore *s){
+  sqlite3_stmt *p = 0;
+  int rc = sqlite3_prepare_v2(s->dbW, "SELECT CAST(substr(k,5) AS INTEGER), "
+      "v FROM bt_meta WHERE k GLOB 'cid.[0-9]*'", -1, &p, 0);
+  while( rc==SQLITE_OK && sqlite3_step(p)==SQLITE_ROW ){
+    uint64_t *a = sqlite3_realloc64(s->aCidFile,
+                                    (s->nCidFile+1)*2*sizeof(uint64_t));
+    if( a==0 ){ rc = SQLITE_NOMEM; break; }
+    s->aCidFile = a;
+    a[s->nCidFile*2] = (uint64_t)sqlite3_column_int64(p, 0);
+    a[s->nCidFile*2+1] = (uint64_t)sqlite3_column_int64(p, 1);
+    s->nCidFile++;
+  }
+  if( rc==SQLITE_OK ) rc = sqlite3_finalize(p); else sqlite3_finalize(p);
+  return rc;
+}
+
+/* The CID bt_meta recorded for table iId at open, or 0. */
+static uint64_t btCidFile(BtStore *s, uint64_t iId){
+  int i;
+  for(i=0; i<s->nCidFile; i++){
+    if( s->aCidFile[i*2]==iId ) return s->aCidFile[i*2+1];
+  }
+  return 0;
+}
+
 /* The CRC-32C of a row, as stored after its value. */
 static uint32_t btRowCrc(const void *aKey, int nKey, const void *aVal,
                          int nVal){
@@ -406,6 +441,7 @@ static int btOpenWriter(BtStore *s, char **pzErr){
         "CREATE TABLE IF NOT EXISTS bt_meta(k TEXT PRIMARY KEY, v) "
         "WITHOUT ROWID");
     if( rc==SQLITE_OK ) rc = btCrcSetup(s);
+    if( rc==SQLITE_OK ) rc = btCidLoad(s);
     if( rc!=SQLITE_OK ){
       *pzErr = sqlite3_mprintf("kv_btree: cannot set up data file %s: %s",
                                s->zPath, sqlite3_errmsg(s->dbW));
@@ -682,6 +718,17 @@ static int btWalSync(BtStore *s, BtJob *pList){
   return rc;
 }
 
+/* Record in the open data-file transaction that it holds the writes of
+** commit cid to table iId (and, by the order of the file's commits, those
+** of every earlier commit to it). */
+static int btCidNote(BtStore *s, uint64_t iId, uint64_t cid){
+  char *z = sqlite3_mprintf("INSERT OR REPLACE INTO bt_meta VALUES("
+      "'cid.%llu', %lld)", (unsigned long long)iId, (long long)cid);
+  int rc = z ? btExec(s->dbW, z) : SQLITE_NOMEM;
+  sqlite3_free(z);
+  return rc;
+}
+
 /* One data-file transaction holding every job of the list: synced
 ** (bSync 1), not (0), or at synchronous=NORMAL (2: the file's own WAL is
 ** synced at its checkpoints only, so a power loss may take the last
@@ -695,6 +742,9 @@ static int btWriteBatch(BtStore *s, BtJob *pList, int bSync){
                                : "PRAGMA synchronous=OFF");
   if( rc==SQLITE_OK ) rc = btExec(s->dbW, "BEGIN IMMEDIATE");
   for(j=pList; j && rc==SQLITE_OK; j=j->pNext) rc = btWriteJob(s, j);
+  if( rc==SQLITE_OK && bSync==2 && pList && pList->cid ){
+    rc = btCidNote(s, pList->pTab->iId, pList->cid);  /* see btApply */
+  }
   rc = btWriteFault(rc);
   if( rc==SQLITE_OK && pList==0 ){
     /* nothing to write: a synced commit of its own makes the batches
@@ -944,6 +994,7 @@ static void btStoreFree(BtStore *s){
   if( s->pCur ) btReaderUnref(s, s->pCur);
   while( (r = s->pFree)!=0 ){ s->pFree = r->pNextFree; btReaderClose(r); }
   sqlite3_close(s->dbW);
+  sqlite3_free(s->aCidFile);
   kv_buf_free(&s->crcBuf);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->condWork);
@@ -1095,6 +1146,7 @@ static int btOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   rc = t->pOverlay ? btStoreGet(pDef, !bCreate, &s, pzErr) : SQLITE_NOMEM;
   if( rc!=SQLITE_OK ){ kv_map_unref(t->pOverlay); sqlite3_free(t); return rc; }
   t->pStore = s;
+  t->cidFile = btCidFile(s, t->iId);
   pthread_mutex_lock(&s->mu);
   s->nAccel += t->bAccel;
   pthread_mutex_unlock(&s->mu);
@@ -1151,6 +1203,7 @@ static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   if( __atomic_load_n(&s->bThrough, __ATOMIC_ACQUIRE) ){
     return btApplyThrough(t, pBatch, iSeq, cid);
   }
+  if( cid && cid<=t->cidFile ) return SQLITE_OK;   /* in the file: replay */
   pCsr = kv_map_cursor_new(pBatch);
   if( pCsr==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&s->mu);
@@ -1173,10 +1226,15 @@ static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
 /* A shared store (several processes write it, one at a time under the
 ** store's writer lock): the batch goes into the data file at once, in one
 ** transaction of the committing thread at synchronous=NORMAL, and later
-** snapshots read it there (a new reader generation).  The root WAL keeps
-** every record while the store is shared (the engine retires nothing),
-** so the next open that finds the store alone replays whatever a power
-** loss took from the data file.  The collector is idle: btShare
+** snapshots read it there (a new reader generation).  The same
+** transaction records the commit's CID for the table in bt_meta
+** ('cid.<id>'): the root WAL record may be flushed only after this write
+** (the commit flushes it once the writer lock is let go), so after a
+** power loss the file may hold commits the WAL lost; a replay skips the
+** records up to that CID (btApply, btDurable) and the next CID passes it
+** (btMaxCid).  Segments retire only after the engine's owner process had
+** the file synced (btSharedSync); until then a replay rewrites whatever
+** a power loss took from the file.  The collector is idle: btShare
 ** emptied its queue first, so no older batch can follow this one into
 ** the file.  Engine mutex held (one apply at a time in the process). */
 static int btApplyThrough(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
@@ -1228,9 +1286,38 @@ static void btRefresh(KvBackendTable *t){
   btNewGeneration(t->pStore);
 }
 
+/* Several processes: one synced data-file commit makes durable every
+** commit written through before it, by any process (an fsync of the
+** file's own WAL covers every earlier frame).  Skipped when nothing was
+** written or refreshed since the last one (s->gen unchanged), so the
+** tables of one store sync it once per pass.  Engine mutex held: the
+** writer connection is the one btApplyThrough uses. */
+static int btSharedSync(KvBackendTable *t, char **pzErr){
+  BtStore *s = t->pStore;
+  uint64_t gen;
+  int rc;
+  pthread_mutex_lock(&s->mu);
+  gen = s->gen;
+  pthread_mutex_unlock(&s->mu);
+  if( gen==s->genSynced ) return SQLITE_OK;
+  rc = btWriteBatch(s, 0, 1);
+  if( rc!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv_btree: cannot sync data file %s: %s",
+                             s->zPath, s->zError);
+    return rc;
+  }
+  s->genSynced = gen;
+  return SQLITE_OK;
+}
+
 static int btDurable(KvBackendTable *t, uint64_t cid){
-  (void)t; (void)cid;
-  return 0;                     /* the collector confirms */
+  /* a replayed record the file holds is durable; else the collector
+  ** confirms */
+  return cid && cid<=t->cidFile;
+}
+
+static uint64_t btMaxCid(KvBackendTable *t){
+  return t->cidFile;
 }
 
 /* ------------------------------------------------------ snapshots --- */
@@ -2029,8 +2116,9 @@ const KvBackend kvBtreeBackend = {
   0,                            /* no write at apply: the collector writes
                                 ** the file after a root WAL flush
                                 ** (btWalSync) */
-  0,                            /* the data file holds no CIDs */
+  btMaxCid,                     /* commits written through (shared) */
   0,                            /* entries: batches are reused */
   btCursorStep,
-  btShare, btRefresh
+  btShare, btRefresh,
+  btSharedSync
 };

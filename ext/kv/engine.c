@@ -26,7 +26,9 @@ SQLITE_EXTENSION_INIT3
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -493,7 +495,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          until another process asks to join.
 **   WRITER the writer lock: one process at a time appends to the root
 **          WAL, from the conflict check of a prepare to the publication
-**          of its commit (or abort) and of the new tail in SHARED.
+**          of its commit (or abort) and of the new tail in SHARED.  A
+**          waiter sleeps on a futex word of SHARED that each release
+**          bumps and wakes (2 ms at most: a holder that dies wakes no
+**          one).
 **   JOIN   a process that finds the store held takes it and waits; the
 **          alone holder's join thread sees it, finishes its prepared
 **          commits, lets its kv_btree collector write everything it
@@ -506,10 +511,9 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** persistence=1; see KvBackend.xShare) or an in-doubt prepared
 ** transaction never turns shared: the joiner gives up after
 ** ENG_JOIN_WAIT_MS with SQLITE_BUSY.  A shared store stays shared while
-** this process has it open: nothing retires from its WAL (the next
-** process that opens it alone replays and retires), tables are neither
-** created nor removed, and named prepares (kv_prepare with a gid) are
-** refused.
+** this process has it open: its WAL segments retire only through the
+** owner (below), tables are neither created nor removed, and named
+** prepares (kv_prepare with a gid) are refused.
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
@@ -520,7 +524,41 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** A writer first also reads past the tail (wal_follow_end): records a
 ** writer wrote and flushed but did not publish before it died, which it
 ** applies as replay would (a conditional one only if its coordinator
-** committed, else withdrawn), writes through, and publishes. */
+** committed, else withdrawn), writes through, and publishes.
+**
+** Work done once per store (kvEngineWorkTurn) goes to one process at a
+** time, the holder of a lock byte taken without waiting and kept until
+** the process closes the store or dies, when the kernel releases it and
+** another process takes it at its next try:
+**
+**   OWNER  WAL retirement (and a backend's log compaction): the store
+**          thread of each shared process tries it every ENG_BG_MS; the
+**          process that turned the store shared takes it first.
+**   SWEEP  TTL sweep passes: the sweeper thread of a process that has one
+**          tries it before each pass (expire.c).
+**   SYNC   the flush of a commit (kvEngineFlushShared): a writer lets
+**          the writer lock go before it flushes its record; holding SYNC
+**          (waited for in the kernel) it reads the position the last
+**          flush reached (ENG_SYNC_OFF in LOCK): when that covers its
+**          record it is done, else it reads the published tail, flushes
+**          the segment file and publishes that tail as flushed, so every
+**          record written before it shares the flush.
+**   SLOT+i position slots: each shared process holds one, and publishes
+**          in LOCK at ENG_POS_OFF+8*i the segment of the log it has
+**          caught up to (u64, little-endian; 0 while it joins: hold all).
+**
+** The store thread of a shared process catches up every ENG_BG_MS, so
+** an idle process does not hold the log back.  The owner retires
+** segments (engRetire): it reads the published tail first, then every
+** live slot (a slot whose byte another process holds), and takes the
+** lowest segment among them; when that passed the last retirement it
+** catches up (so it knows every commit up to that tail, which its writer
+** wrote through before publishing it), has every table make durable what
+** any process wrote through (xSharedSync: one synced commit of the
+** kv_btree data file), and removes the segments below
+** (wal_shared_retire).  A joiner writes 0 in
+** its slot before it reads the tail, so an owner that read the tail
+** earlier never retires past what the joiner will follow from. */
 #define ENG_BYTE_ALIVE    0
 #define ENG_BYTE_WRITER   1
 #define ENG_BYTE_JOIN     2
@@ -529,6 +567,18 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_SHM_CID       0          /* shared header slots */
 #define ENG_SHM_SEGNO     1
 #define ENG_SHM_OFF       2
+#define ENG_BYTE_OWNER    3
+#define ENG_BYTE_SWEEP    4
+#define ENG_BYTE_SYNC     5
+#define ENG_SYNC_OFF      4064       /* flushed position: segno, offset */
+#define ENG_WORD_WRITER   0          /* SHARED word: bumped at each release
+                                     ** of WRITER, a futex its waiters
+                                     ** sleep on */
+#define ENG_BYTE_SLOT     64         /* first of ENG_SLOTS slot bytes */
+#define ENG_SLOTS         128
+#define ENG_POS_OFF       4096       /* slot i: u64 at ENG_POS_OFF+8*i */
+#define ENG_BG_MS         20         /* shared: the store thread's period */
+#define ENG_RETIRE_MS     100        /* owner: retirement checks at most */
 
 /* Set (eType F_RDLCK, F_WRLCK, F_UNLCK) the lock of byte iByte of LOCK
 ** without waiting: 0, or the errno (EAGAIN: held elsewhere). */
@@ -680,12 +730,24 @@ int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
   e = msBusy>0 ? pthread_mutex_timedlock(&pEng->writerMutex, &ts)
                : pthread_mutex_trylock(&pEng->writerMutex);
   while( e==0 ){
+    uint32_t *pWake = pEng->pShm ? wal_shared_word(pEng->pShm, ENG_WORD_WRITER)
+                                 : 0;
+    uint32_t v = pWake ? __atomic_load_n(pWake, __ATOMIC_ACQUIRE) : 0;
     int eLock = engOfd(pEng, F_WRLCK, ENG_BYTE_WRITER);
     if( eLock==0 ) return SQLITE_OK;
     if( eLock!=EAGAIN || engNowMs()>=iEnd ){
       pthread_mutex_unlock(&pEng->writerMutex);
       e = eLock;
       break;
+    }
+    if( pWake ){
+      /* Sleep until the holder lets go (kvEngineWriterUnlock bumps the
+      ** word and wakes every waiter), or 2 ms at most: a holder that dies
+      ** wakes nobody, but the kernel releases its lock. */
+      ts.tv_sec = 0;
+      ts.tv_nsec = 2000000L;
+      syscall(SYS_futex, pWake, FUTEX_WAIT, v, &ts, 0, 0);
+      continue;
     }
     /* Poll: a writer holds the lock for one commit, a millisecond or
     ** two; short naps hand it on quickly without spinning. */
@@ -703,6 +765,11 @@ int kvEngineWriterLock(KvEngine *pEng, int msBusy, char **pzErr){
 
 void kvEngineWriterUnlock(KvEngine *pEng){
   engOfd(pEng, F_UNLCK, ENG_BYTE_WRITER);
+  if( pEng->pShm ){
+    uint32_t *pWake = wal_shared_word(pEng->pShm, ENG_WORD_WRITER);
+    __atomic_add_fetch(pWake, 1, __ATOMIC_RELEASE);
+    syscall(SYS_futex, pWake, FUTEX_WAKE, INT_MAX, 0, 0, 0);
+  }
   pthread_mutex_unlock(&pEng->writerMutex);
 }
 
@@ -816,6 +883,14 @@ static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
   return rc;
 }
 
+/* Raise pEng->iNextTid past tid (atomic: kv_root_begin takes TIDs without
+** the engine mutex). */
+static void engNextTidPast(KvEngine *pEng, uint64_t tid){
+  uint64_t v = __atomic_load_n(&pEng->iNextTid, __ATOMIC_RELAXED);
+  while( tid>=v && !__atomic_compare_exchange_n(&pEng->iNextTid, &v, tid+1,
+                          0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ){}
+}
+
 static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   KvFollow *f = (KvFollow*)pCtx;
   KvEngine *pEng = f->pEng;
@@ -826,7 +901,7 @@ static int engFollowRecord(void *pCtx, const WalRecord *pRec){
     return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
                          pRec->cidAborted);
   }
-  if( pRec->tid>=pEng->iNextTid ) pEng->iNextTid = pRec->tid+1;
+  engNextTidPast(pEng, pRec->tid);
   if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
   if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
@@ -944,10 +1019,174 @@ int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   return rc;
 }
 
+/* ------------------------------------------------ background work --- */
+
+/* Publish segment segno as this process's position (its slot). */
+static void engSlotWrite(KvEngine *pEng, uint64_t segno){
+  uint8_t a[8];
+  ssize_t n;
+  if( pEng->iSlot<0 ) return;
+  wal_put_u64(a, segno);
+  n = pwrite(pEng->fdLock, a, 8, ENG_POS_OFF + 8*(off_t)pEng->iSlot);
+  if( n==8 ) pEng->segSlot = segno;
+}
+
+/* The position slot i publishes (0, which holds every segment, when it
+** cannot be read). */
+static uint64_t engSlotRead(KvEngine *pEng, int i){
+  uint8_t a[8];
+  if( pread(pEng->fdLock, a, 8, ENG_POS_OFF + 8*(off_t)i)!=8 ) return 0;
+  return wal_get_u64(a);
+}
+
+/* Take a free position slot and publish 0 in it (hold every segment). */
+static int engSlotClaim(KvEngine *pEng, char **pzErr){
+  int i;
+  for(i=0; i<ENG_SLOTS; i++){
+    if( engOfd(pEng, F_WRLCK, ENG_BYTE_SLOT+i)==0 ){
+      pEng->iSlot = i;
+      engSlotWrite(pEng, 0);
+      __atomic_thread_fence(__ATOMIC_SEQ_CST);
+      return SQLITE_OK;
+    }
+  }
+  *pzErr = sqlite3_mprintf("kv: store %s is shared by %d processes, the "
+                           "most it takes", pEng->zDir, ENG_SLOTS);
+  return SQLITE_BUSY;
+}
+
+int kvEngineWorkTurn(KvEngine *pEng, int eWork){
+  int iByte = eWork==KV_WORK_SWEEP ? ENG_BYTE_SWEEP : ENG_BYTE_OWNER;
+  if( pEng->zDir==0 || !__atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) ){
+    return 1;
+  }
+  if( __atomic_load_n(&pEng->abWork[eWork], __ATOMIC_ACQUIRE) ) return 1;
+  if( engOfd(pEng, F_WRLCK, iByte)!=0 ) return 0;
+  __atomic_store_n(&pEng->abWork[eWork], 1, __ATOMIC_RELEASE);
+  sqlite3_log(SQLITE_NOTICE, "kv: store %s: process %ld now runs its %s",
+              pEng->zDir, (long)getpid(),
+              eWork==KV_WORK_SWEEP ? "TTL sweeps" : "WAL retirement");
+  return 1;
+}
+
+int kvEngineFlushShared(KvEngine *pEng, uint64_t cid, const WalPos *pEnd,
+                        char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS], segFlushed = 0;
+  uint8_t aPos[16];
+  WalPos done, tail;
+  struct flock fl;
+  int rc;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = ENG_BYTE_SYNC;
+  fl.l_len = 1;
+  pthread_mutex_lock(&pEng->syncMutex);
+  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
+    if( errno!=EINTR ){            /* no lock: flush alone, share nothing */
+      pthread_mutex_unlock(&pEng->syncMutex);
+      return wal_sync(pEng->pWal, cid, pzErr);
+    }
+  }
+  memset(&done, 0, sizeof(done));
+  if( pread(pEng->fdLock, aPos, 16, ENG_SYNC_OFF)==16 ){
+    done.segno = wal_get_u64(aPos);
+    done.iOff = wal_get_u64(aPos+8);
+  }
+  if( done.segno==pEnd->segno && done.iOff>=pEnd->iOff ){
+    rc = SQLITE_OK;                /* another process's flush covers it */
+  }else{
+    tail = *pEnd;
+    if( wal_shared_read(pEng->pShm, a)==SQLITE_OK
+     && a[ENG_SHM_SEGNO]==pEnd->segno && a[ENG_SHM_OFF]>tail.iOff ){
+      tail.iOff = a[ENG_SHM_OFF];  /* written before it was published */
+    }
+    rc = wal_shared_flush(pEng->pWal, &segFlushed, pzErr);
+    if( rc==SQLITE_OK && segFlushed==tail.segno
+     && (tail.segno>done.segno
+         || (tail.segno==done.segno && tail.iOff>done.iOff)) ){
+      wal_put_u64(aPos, tail.segno);
+      wal_put_u64(aPos+8, tail.iOff);
+      if( pwrite(pEng->fdLock, aPos, 16, ENG_SYNC_OFF)!=16 ){
+        /* not published: later writers flush for themselves */
+      }
+    }
+  }
+  fl.l_type = F_UNLCK;
+  fcntl(pEng->fdLock, F_OFD_SETLK, &fl);
+  pthread_mutex_unlock(&pEng->syncMutex);
+  return rc;
+}
+
+/* The owner's retirement check: see "Sharing a store".  Store thread. */
+static void engRetire(KvEngine *pEng){
+  uint64_t a[WAL_SHARED_SLOTS], segMin;
+  int64_t iNow = engNowMs();
+  char *zErr = 0;
+  KvTable *t;
+  int i, rc, n = 0;
+  if( iNow-pEng->iRetireMs<ENG_RETIRE_MS ) return;
+  pEng->iRetireMs = iNow;
+  if( wal_shared_read(pEng->pShm, a)!=SQLITE_OK ) return;
+  segMin = a[ENG_SHM_SEGNO];               /* the tail first, then slots */
+  if( segMin<=pEng->segRetired ) return;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  for(i=0; i<ENG_SLOTS && segMin>pEng->segRetired; i++){
+    uint64_t v;
+    if( i==pEng->iSlot ){
+      v = pEng->segSlot;
+    }else if( engOfdHeld(pEng, ENG_BYTE_SLOT+i) ){
+      v = engSlotRead(pEng, i);
+    }else{
+      continue;
+    }
+    if( v<segMin ) segMin = v;
+  }
+  if( segMin<=pEng->segRetired ) return;
+  /* Every record up to the tail read above was written through before
+  ** that tail was published; the catch-up tells the tables of this
+  ** process about the ones of other processes (xRefresh), then one synced
+  ** commit per data file makes them all durable. */
+  pthread_mutex_lock(&pEng->mutex);
+  rc = pEng->rcFailed ? pEng->rcFailed : kvEngineCatchUp(pEng, 0, &zErr);
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( !t->meta.bPersist || t->pData==0 ) continue;
+    if( t->pBackend->xSharedSync==0 ){
+      rc = SQLITE_BUSY;                 /* its files never say: keep all */
+    }else{
+      rc = t->pBackend->xSharedSync(t->pData, &zErr);
+    }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc==SQLITE_OK ) rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
+  if( rc==SQLITE_OK ){
+    pEng->segRetired = segMin;
+  }else if( zErr ){
+    sqlite3_log(rc, "kv: store %s: WAL segments not retired: %s",
+                pEng->zDir, zErr);
+  }
+  sqlite3_free(zErr);
+}
+
+/* One turn of the store thread of a shared store: catch up, publish the
+** position, and do the store's work when it is this process's turn. */
+static void engBackground(KvEngine *pEng){
+  uint64_t segno;
+  char *zErr = 0;
+  pthread_mutex_lock(&pEng->mutex);
+  if( !pEng->rcFailed ) kvEngineCatchUp(pEng, 0, &zErr);  /* retried */
+  segno = pEng->posSeen.segno;
+  pthread_mutex_unlock(&pEng->mutex);
+  sqlite3_free(zErr);
+  if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
+  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ) engRetire(pEng);
+}
+
 /* Turn the alone store shared, for a process that asks to join: see
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
 ** that cannot be shared or an in-doubt transaction. */
 static int engGoShared(KvEngine *pEng){
+  uint64_t segno = 0;
   KvTable *t, **apTab = 0;
   char *zErr = 0;
   int nTab = 0, i, rc = SQLITE_OK, bWriter = 0;
@@ -983,6 +1222,7 @@ static int engGoShared(KvEngine *pEng){
   pthread_mutex_lock(&pEng->mutex);
   if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, &zErr);
   if( rc==SQLITE_OK ) __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+  segno = pEng->posSeen.segno;
   pEng->bSharing = 0;
   pthread_cond_broadcast(&pEng->deltaCond);
   for(i=0; apTab && i<nTab; i++) kvTableUnref(apTab[i]);
@@ -990,6 +1230,10 @@ static int engGoShared(KvEngine *pEng){
   sqlite3_free(apTab);
   if( bWriter ) kvEngineWriterUnlock(pEng);
   if( rc==SQLITE_OK ){
+    char *zSlot = 0;
+    if( engSlotClaim(pEng, &zSlot)==SQLITE_OK ) engSlotWrite(pEng, segno);
+    sqlite3_free(zSlot);
+    kvEngineWorkTurn(pEng, KV_WORK_STORE);   /* the first owner */
     if( pEng->fdDirLock>=0 ) flock(pEng->fdDirLock, LOCK_SH);
     engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE);
   }else{
@@ -1000,16 +1244,18 @@ static int engGoShared(KvEngine *pEng){
   return rc;
 }
 
-/* The join thread of a store open alone: looks for a process asking to
-** join (JOIN held elsewhere) and turns the store shared for it; ends then,
-** or when the store closes. */
+/* The store thread: while the store is open alone, it looks for a
+** process asking to join (JOIN held elsewhere) and turns the store shared
+** for it; while shared, it runs engBackground every ENG_BG_MS.  Ends when
+** the store closes. */
 static void *engJoinMain(void *pArg){
   KvEngine *pEng = (KvEngine*)pArg;
   for(;;){
     struct timespec ts;
     int bStop;
+    int bShared = __atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED);
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += ENG_JOIN_POLL_MS*1000000L;
+    ts.tv_nsec += (bShared ? ENG_BG_MS : ENG_JOIN_POLL_MS)*1000000L;
     if( ts.tv_nsec>=1000000000L ){ ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
     pthread_mutex_lock(&pEng->joinMutex);
     if( !pEng->bJoinStop ){
@@ -1018,11 +1264,22 @@ static void *engJoinMain(void *pArg){
     bStop = pEng->bJoinStop;
     pthread_mutex_unlock(&pEng->joinMutex);
     if( bStop ) break;
-    if( engOfdHeld(pEng, ENG_BYTE_JOIN) && engGoShared(pEng)==SQLITE_OK ){
-      break;
+    if( bShared ){
+      engBackground(pEng);
+    }else if( engOfdHeld(pEng, ENG_BYTE_JOIN) ){
+      engGoShared(pEng);
     }
   }
   return 0;
+}
+
+/* Start the store thread (engJoinMain). */
+static int engThreadStart(KvEngine *pEng){
+  if( pthread_create(&pEng->joinThread, 0, engJoinMain, pEng)!=0 ){
+    return SQLITE_NOMEM;
+  }
+  pEng->bJoinThread = 1;
+  return SQLITE_OK;
 }
 
 static void engJoinStop(KvEngine *pEng){
@@ -1085,6 +1342,7 @@ static void engFree(KvEngine *pEng){
   pthread_mutex_destroy(&pEng->catMutex);
   pthread_mutex_destroy(&pEng->resMutex);
   pthread_mutex_destroy(&pEng->writerMutex);
+  pthread_mutex_destroy(&pEng->syncMutex);
   pthread_mutex_destroy(&pEng->joinMutex);
   pthread_cond_destroy(&pEng->joinCond);
   pthread_cond_destroy(&pEng->deltaCond);
@@ -1103,6 +1361,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   memset(p, 0, sizeof(*p));
   p->fdLock = -1;
   p->fdDirLock = -1;
+  p->iSlot = -1;
   p->nRef = 1;
   p->iSeq = 1;
   p->iNextTid = 1;
@@ -1111,10 +1370,12 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   pthread_mutex_init(&p->catMutex, 0);
   pthread_mutex_init(&p->resMutex, 0);
   pthread_mutex_init(&p->writerMutex, 0);
+  pthread_mutex_init(&p->syncMutex, 0);
   pthread_mutex_init(&p->joinMutex, 0);
   pthread_cond_init(&p->joinCond, 0);
   pthread_cond_init(&p->deltaCond, 0);
   p->xCatchUp = kvEngineCatchUp;
+  p->xWorkTurn = kvEngineWorkTurn;
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
@@ -1187,6 +1448,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   }
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK ) rc = engSlotClaim(pEng, pzErr);  /* before the tail */
   if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK ){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
@@ -1205,7 +1467,9 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     WalStats st;
     wal_stats(pEng->pWal, &st);
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
+    engSlotWrite(pEng, pEng->posSeen.segno);
     __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+    rc = engThreadStart(pEng);
   }
   return rc;
 }
@@ -1237,13 +1501,7 @@ static int engStart(KvEngine *pEng, char **pzErr){
     wal_stats(pEng->pWal, &st);
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
   }
-  if( rc==SQLITE_OK ){
-    if( pthread_create(&pEng->joinThread, 0, engJoinMain, pEng)!=0 ){
-      rc = SQLITE_NOMEM;
-    }else{
-      pEng->bJoinThread = 1;
-    }
-  }
+  if( rc==SQLITE_OK ) rc = engThreadStart(pEng);
   return rc;
 }
 

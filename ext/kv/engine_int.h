@@ -128,8 +128,19 @@ struct KvEngine {
   int bJoinStop;                /* joinMutex */
   pthread_mutex_t joinMutex;
   pthread_cond_t joinCond;
+  /* The store's once-per-store work while shared (engine.c, "Sharing a
+  ** store"): iSlot/segSlot are set at open and by the store thread only;
+  ** segRetired by the store thread only; abWork atomics. */
+  int iSlot;                    /* position slot held in LOCK, -1: none */
+  uint64_t segSlot;             /* segment last published in it */
+  uint64_t segRetired;          /* owner: every segment below is retired */
+  int64_t iRetireMs;            /* owner: last retirement check */
+  int abWork[2];                /* holds the lock of KV_WORK_* */
+  pthread_mutex_t syncMutex;    /* this process's side of the SYNC lock */
   /* kvEngineCatchUp, for the files below engine.c (version.c). */
   int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
+  /* kvEngineWorkTurn, for table.c (KvTableDef.xStoreWork). */
+  int (*xWorkTurn)(KvEngine*, int eWork);
 };
 
 /* One table touched by a root. */
@@ -184,6 +195,10 @@ struct KvRoot {
   int bAppended;                /* ... and appended to the WAL under it */
   int bPubFailed;               /* its publication failed: the tail is not
                                 ** published (the next writer recovers) */
+  int bFlushAfter;              /* shared store: its record was written
+                                ** unflushed, flushed after the writer
+                                ** lock is released (kv_root_commit) */
+  WalPos posEnd;                /* ... and where the record ends */
   int nConflict;
   KvConflict *aConflict;        /* after a failed prepare */
   int eProto;                   /* KV_PROTO_* */
@@ -344,6 +359,24 @@ void kvEngineWriterUnlock(KvEngine*);
 int kvEnginePublishTail(KvEngine*, char **pzErr);
 /* Wait while the store turns shared (engine mutex held). */
 void kvEngineShareWait(KvEngine*);
+/* Work done once per store, by one process at a time while it is shared:
+** KV_WORK_STORE is the WAL retirement and what goes with it (syncing
+** the tables' files, a backend's log compaction), KV_WORK_SWEEP the TTL
+** sweep passes.  kvEngineWorkTurn: 1 if this process is to do eWork now
+** (the store is not shared, or this process holds the work's lock in
+** LOCK or takes it now without waiting: the kernel releases it when the
+** holder exits or dies), else 0.  Any thread, no lock held. */
+/* Make the record of commit cid, which ends at *pEnd, durable after the
+** writer lock was let go (shared store): unless a flush another process
+** made after that record was written covers it (published in LOCK),
+** flush the segment file and publish how far that flush reached.  One
+** process flushes at a time, so the others' records written meanwhile
+** share the next flush.  Engine mutex not held. */
+int kvEngineFlushShared(KvEngine*, uint64_t cid, const WalPos *pEnd,
+                        char **pzErr);
+#define KV_WORK_STORE 0
+#define KV_WORK_SWEEP 1
+int kvEngineWorkTurn(KvEngine*, int eWork);
 
 /* ---- metrics.c -------------------------------------------------------- */
 /* Root lifecycle counters (relaxed atomics). */

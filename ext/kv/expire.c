@@ -19,6 +19,10 @@
 ** thread itself: it then detaches the thread instead of joining it, and
 ** the thread frees its state as it leaves.
 **
+** Several processes: while a store is shared, a pass runs only in the
+** process that holds the store's sweep lock (kvEngineWorkTurn), taken by
+** the first sweeper to try and passed on when its process exits or dies.
+**
 ** Locking: KvSweeper.mu guards bStop, bWake and bDetached; the engine
 ** mutex guards KvEngine.pSweep.  The counters are relaxed atomics.
 */
@@ -74,7 +78,8 @@ static void *sweepMain(void *pArg){
       pthread_mutex_lock(&s->mu);
       break;
     }
-    s->xPass(s->pEng, s->pArg);
+    /* A shared store: one process's sweeper at a time runs passes */
+    if( kvEngineWorkTurn(s->pEng, KV_WORK_SWEEP) ) s->xPass(s->pEng, s->pArg);
     kv_engine_unref(s->pEng);            /* may close it, on this thread */
     pthread_mutex_lock(&s->mu);
     if( s->bDetached ){

@@ -789,6 +789,7 @@ const KvBackend kvLogBackend = {
   logMaxCid,
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
-  0, 0                          /* not shared: its index lives in the
+  0, 0,                         /* not shared: its index lives in the
                                 ** process that appends */
+  0                             /* (so no shared sync) */
 };

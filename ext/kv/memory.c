@@ -187,7 +187,8 @@ const KvBackend kvMemoryBackend = {
   0, 0,                         /* no files: no write at apply, no CIDs */
   1,                            /* entries live in the snapshot's version */
   memCursorStep,
-  0, 0                          /* shared stores: persistence=0 tables stay
+  0, 0,                         /* shared stores: persistence=0 tables stay
                                 ** private to their process, persistence=1
                                 ** ones are not shared */
+  0                             /* (so no shared sync) */
 };

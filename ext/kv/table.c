@@ -155,6 +155,12 @@ static int tblWalSync(void *pStore, uint64_t cid, char **pzErr){
   return wal_sync(pEng->pWal, cid, pzErr);
 }
 
+/* KvTableDef.xStoreWork: through the engine (engine.c sets it). */
+static int tblStoreWork(void *pStore){
+  KvEngine *pEng = (KvEngine*)pStore;
+  return pEng->xWorkTurn ? pEng->xWorkTurn(pEng, KV_WORK_STORE) : 1;
+}
+
 int kvTableNew(KvEngine *pEng, const char *zName, int nName,
                const KvMeta *pMeta, KvTable **pp, char **pzErr){
   KvTable *p;
@@ -196,6 +202,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.pConfirmCtx = p->pEng;
   def.xWalSync = tblWalSync;
   def.pIo = p->pEng->pIo;
+  def.xStoreWork = tblStoreWork;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 

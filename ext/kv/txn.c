@@ -1665,7 +1665,15 @@ static int txnRootLog(KvRoot *p, char **pzErr){
     rc = wal_adopt_tail(p->pEng->pWal, &pos, cid, pzErr);
   }
   if( rc==SQLITE_OK ){
-    rc = wal_append_sync(p->pEng->pWal, pRec, txnSyncMode(p), nPend, az, an,
+    int eSync = txnSyncMode(p);
+    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid ){
+      /* A shared store: the flush waits until the writer lock is let go
+      ** (kv_root_commit), so that other processes' writers append while it
+      ** runs and flushes overlap. */
+      eSync = WAL_SYNC_NORMAL;
+      p->bFlushAfter = 1;
+    }
+    rc = wal_append_sync(p->pEng->pWal, pRec, eSync, nPend, az, an,
                          &p->cid, pzErr);
     if( rc==SQLITE_OK ) p->bAppended = 1;
   }
@@ -1965,6 +1973,23 @@ static void txnConfirm(KvRoot *p){
   }
 }
 
+/* The flush of a shared store's commit, after its writer lock went: the
+** commit returns once its record is durable (a flush of another thread
+** of the process may already cover it; concurrent flushes of several
+** processes overlap in the file system).  A failed flush fails the
+** commit and puts the store in its failed state: the commit is published
+** already, but may not outlive a power loss. */
+static int txnFlushAfter(KvRoot *p, char **pzErr){
+  int rc = kvEngineFlushShared(p->pEng, p->cid, &p->posEnd, pzErr);
+  p->bFlushAfter = 0;
+  if( rc!=SQLITE_OK ){
+    pthread_mutex_lock(&p->pEng->mutex);
+    kvEngineFail(p->pEng, rc, p->cid, pzErr);
+    pthread_mutex_unlock(&p->pEng->mutex);
+  }
+  return rc;
+}
+
 int kv_root_commit(KvRoot *p, char **pzErr){
   int rc = SQLITE_OK;
   if( p->eState==KV_ROOT_ACTIVE ) rc = kv_root_prepare(p, pzErr);
@@ -1989,6 +2014,7 @@ int kv_root_commit(KvRoot *p, char **pzErr){
         sqlite3_log(SQLITE_IOERR, "%s", zErr ? zErr : "kv: tail");
       }
       sqlite3_free(zErr);
+      wal_tail(p->pEng->pWal, &p->posEnd, 0);   /* where its record ends */
     }
     p->bPubFailed = rc!=SQLITE_OK;
   }
@@ -1996,6 +2022,7 @@ int kv_root_commit(KvRoot *p, char **pzErr){
   pthread_mutex_unlock(&p->pEng->mutex);
   if( rc==SQLITE_OK ) txnConfirm(p);
   txnRootFinish(p, rc==SQLITE_OK ? KV_ROOT_DONE : KV_ROOT_FAILED);
+  if( rc==SQLITE_OK && p->bFlushAfter ) rc = txnFlushAfter(p, pzErr);
   kvHookDeliver(p);              /* write hooks, outside the engine mutex */
   return rc;
 }

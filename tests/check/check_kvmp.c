@@ -9,14 +9,19 @@
 ** be there at the end, and the total holds.  Then conflicts and the
 ** key-version protocol between two processes, the sqlite3 shell reading
 ** a table a process writes, and a store whose tables cannot be shared
-** (kv_log) kept to one process.  DEPOT_TORTURE_ITERS=n makes the bank run
-** n seconds (make torture).
+** (kv_log) kept to one process.  The background work of a shared store
+** (WAL retirement, TTL sweeps) passes to another process when the one
+** doing it is killed, and the WAL stays small over a long shared run.
+** DEPOT_TORTURE_ITERS=n makes the bank and the long run last n seconds
+** (make torture).
 */
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
+#define DEPOT_TEST 1   /* kv_sql.h's test hooks (libdepot_core has them) */
 #include "config.h"
 #include "tests/check/harness.h"
 #include "ext/kv/kv_test.h"
 #include "ext/depot.h"
+#include "ext/kv_sql.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -165,12 +170,19 @@ static int mpExecChild(char **argv){
   return rc ? 5 : 0;
 }
 
+static int mpFill(char **argv);
+static int mpIdle(char **argv);
+static int mpTtl(char **argv);
+
 int depot_test_child(int argc, char **argv){
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
   if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
   if( argc==3 && (strcmp(argv[0], "exec")==0 || strcmp(argv[0], "execq")==0) ){
     return mpExecChild(argv);
   }
+  if( argc==5 && strcmp(argv[0], "fill")==0 ) return mpFill(argv);
+  if( argc==3 && strcmp(argv[0], "idle")==0 ) return mpIdle(argv);
+  if( argc==5 && strcmp(argv[0], "ttl")==0 ) return mpTtl(argv);
   return 2;
 }
 
@@ -429,6 +441,335 @@ START_TEST(test_kvmp_unshareable_store_stays_with_one_process){
 }
 END_TEST
 
+/* ------------------------------------------------ background work --- */
+
+#define MP_SEGMENT 8192              /* small root WAL segments */
+
+/* fill <db> <id> <ms> <ack file>: autocommit inserts of 300-byte rows
+** into table fill (keys id*10^7+n) on 8 KB WAL segments until the time
+** is up; each key is appended to the ack file once its INSERT returned
+** OK. */
+static int mpFill(char **argv){
+  sqlite3 *db;
+  int id = atoi(argv[2]);
+  int64_t iEnd;
+  int fd = open(argv[4], O_WRONLY|O_CREAT|O_APPEND, 0644);
+  int n = 0, nOk = 0;
+  kv_engine_test_wal_config(MP_SEGMENT, 0);
+  db = mpChildOpen(argv[1]);
+  iEnd = mpNowMs() + atoi(argv[3]);
+  if( fd<0 ) return 3;
+  while( mpNowMs()<iEnd ){
+    sqlite3_int64 key = (sqlite3_int64)id*10000000 + (++n);
+    char zSql[120];
+    int rc;
+    sqlite3_snprintf(sizeof(zSql), zSql,
+        "INSERT INTO fill VALUES(%lld, randomblob(300))", key);
+    rc = mpExec(db, zSql);
+    if( rc==SQLITE_OK ){
+      char zLine[32];
+      int nLine = snprintf(zLine, sizeof(zLine), "%lld\n", key);
+      if( write(fd, zLine, nLine)!=nLine ) return 4;
+      nOk++;
+    }else if( (sqlite3_extended_errcode(db) & 0xff)!=SQLITE_BUSY ){
+      fprintf(stderr, "fill %d: %s\n", id, sqlite3_errmsg(db));
+      return 5;
+    }
+  }
+  close(fd);
+  sqlite3_close(db);
+  return nOk>0 ? 0 : 6;
+}
+
+/* idle <db> <ms>: opens the store, reads once, then runs no transaction
+** until the time is up (its store thread alone keeps it caught up). */
+static int mpIdle(char **argv){
+  sqlite3 *db;
+  int rc;
+  kv_engine_test_wal_config(MP_SEGMENT, 0);
+  db = mpChildOpen(argv[1]);
+  mpInt(db, "SELECT count(*) FROM fill", &rc);
+  if( rc!=SQLITE_OK ){
+    fprintf(stderr, "idle: %s\n", sqlite3_errmsg(db));
+    return 5;
+  }
+  usleep((useconds_t)atoi(argv[2])*1000);
+  sqlite3_close(db);
+  return 0;
+}
+
+static pid_t mpSpawnFill(const char *zDb, int id, int ms, const char *zDir){
+  char zId[16], zMs[16];
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  const char *azArg[] = { "fill", zDb, zId, zMs, zAck, 0 };
+  pid_t pid;
+  snprintf(zId, sizeof(zId), "%d", id);
+  snprintf(zMs, sizeof(zMs), "%d", ms);
+  pid = th_spawn(azArg);
+  sqlite3_free(zAck);
+  return pid;
+}
+
+/* Lines in the ack file of writer id. */
+static int mpAckCount(const char *zDir, int id){
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  FILE *f = fopen(zAck, "r");
+  char zLine[64];
+  int n = 0;
+  sqlite3_free(zAck);
+  if( f==0 ) return 0;
+  while( fgets(zLine, sizeof(zLine), f) ) n++;
+  fclose(f);
+  return n;
+}
+
+/* Wait (up to 20 s) until writer id acknowledged at least n rows. */
+static void mpWaitAcks(const char *zDir, int id, int n){
+  int64_t iEnd = mpNowMs() + 20000;
+  while( mpAckCount(zDir, id)<n ){
+    ck_assert_msg(mpNowMs()<iEnd, "writer %d acknowledged fewer than %d "
+                  "rows in 20 s", id, n);
+    usleep(10000);
+  }
+}
+
+/* The live segments of the store's root WAL: how many, and the lowest
+** and highest numbers. */
+static int mpSegments(const char *zStore, unsigned long long *pLo,
+                      unsigned long long *pHi){
+  char *zCmd = sqlite3_mprintf("ls '%s/wal'", zStore);
+  FILE *p = popen(zCmd, "r");
+  char zLine[128];
+  int n = 0;
+  *pLo = 0; *pHi = 0;
+  ck_assert_ptr_nonnull(p);
+  while( fgets(zLine, sizeof(zLine), p) ){
+    unsigned long long v;
+    if( strstr(zLine, ".log")==0 || strstr(zLine, ".bak") ) continue;
+    v = strtoull(zLine, 0, 10);
+    if( n==0 || v<*pLo ) *pLo = v;
+    if( v>*pHi ) *pHi = v;
+    n++;
+  }
+  pclose(p);
+  sqlite3_free(zCmd);
+  return n;
+}
+
+/* Rows of every table of the kv_btree data file, read with plain SQLite
+** (not through the store: nothing is replayed). */
+static int mpDataFileRows(const char *zStore){
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", zStore);
+  sqlite3 *db = 0;
+  sqlite3_stmt *p = 0;
+  int n = 0;
+  ck_assert_int_eq(sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READONLY, 0), 0);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT name FROM sqlite_schema "
+      "WHERE type='table' AND name GLOB 't[0-9]*'", -1, &p, 0), 0);
+  while( sqlite3_step(p)==SQLITE_ROW ){
+    char *zSql = sqlite3_mprintf("SELECT count(*) FROM \"%w\"",
+                                 (const char*)sqlite3_column_text(p, 0));
+    int rc;
+    n += (int)mpInt(db, zSql, &rc);
+    ck_assert_int_eq(rc, SQLITE_OK);
+    sqlite3_free(zSql);
+  }
+  sqlite3_finalize(p);
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  return n;
+}
+
+/* Every key in writer id's ack file is a row of fill; how many. */
+static int mpCheckFillAcks(sqlite3 *db, const char *zDir, int id){
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  FILE *f = fopen(zAck, "r");
+  char zLine[64];
+  int n = 0;
+  sqlite3_free(zAck);
+  if( f==0 ) return 0;
+  while( fgets(zLine, sizeof(zLine), f) ){
+    long long key = atoll(zLine);
+    if( key==0 ) continue;              /* a line cut by the kill */
+    ck_assert_msg(th_intf(db, "SELECT count(*) FROM fill WHERE key=%lld",
+                          key)==1, "acknowledged row %lld is lost", key);
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+/* The process that runs the store's background work (the first writer,
+** which turned the store shared) is SIGKILLed: the other takes the work
+** over and retires the WAL segments written since (then it is killed
+** too); the data file holds every row (read with plain SQLite, before
+** any replay), and no acknowledged row of either process is lost. */
+START_TEST(test_kvmp_owner_killed_work_handed_over){
+  char *zDir = th_tmpdir("kvmp-owner");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  unsigned long long lo, hi, loKill, hiKill;
+  pid_t pidA, pidB;
+  int st, nSeg, nAck = 0;
+  int64_t iEnd;
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE fill USING kv_btree");
+  sqlite3_close(db);
+
+  pidA = mpSpawnFill(zDb, 1, 600000, zDir);
+  mpWaitAcks(zDir, 1, 20);
+  pidB = mpSpawnFill(zDb, 2, 600000, zDir);   /* joins: A turns shared */
+  mpWaitAcks(zDir, 2, 20);
+  usleep(300000);
+  kill(pidA, SIGKILL);
+  ck_assert_int_eq(waitpid(pidA, &st, 0), pidA);
+  ck_assert(WIFSIGNALED(st));
+  mpSegments(zStore, &loKill, &hiKill);
+  /* B alone writes on; only it can retire anything now */
+  iEnd = mpNowMs() + 20000;
+  do{
+    usleep(50000);
+    nSeg = mpSegments(zStore, &lo, &hi);
+  }while( mpNowMs()<iEnd && (hi<hiKill+6 || lo<=hiKill) );
+  kill(pidB, SIGKILL);
+  ck_assert_int_eq(waitpid(pidB, &st, 0), pidB);
+  ck_assert(WIFSIGNALED(st));
+  ck_assert_msg(hi>=hiKill+6, "B wrote segments %llu..%llu only", hiKill, hi);
+  ck_assert_msg(lo>hiKill, "segments from %llu on are live (%llu..%llu at "
+                "the kill): none retired after it", lo, loKill, hiKill);
+  ck_assert_msg(nSeg<=8, "%d live segments (%llu..%llu)", nSeg, lo, hi);
+
+  nAck = mpAckCount(zDir, 1) + mpAckCount(zDir, 2);
+  ck_assert_int_ge(mpDataFileRows(zStore), nAck-2);   /* cut lines */
+  db = th_open(zDb);
+  ck_assert_int_gt(mpCheckFillAcks(db, zDir, 1), 0);
+  ck_assert_int_gt(mpCheckFillAcks(db, zDir, 2), 0);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A long shared run, two writers and a process that opened the store and
+** then runs no transaction: the root WAL keeps a handful of segments
+** (those written in the last few retirement periods), not all it ever
+** had.  The run lasts until 40 segments were written (at most 25 s), or
+** DEPOT_TORTURE_ITERS seconds; then every process is killed. */
+START_TEST(test_kvmp_wal_bounded_in_long_shared_run){
+  char *zDir = th_tmpdir("kvmp-bounded");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 0;
+  unsigned long long lo, hi = 0;
+  const char *azIdle[4];
+  pid_t aPid[3];
+  int st, nMax = 0, nSeg, i;
+  int64_t iStart, iEnd;
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE fill USING kv_btree");
+  sqlite3_close(db);
+
+  azIdle[0] = "idle"; azIdle[1] = zDb; azIdle[2] = "600000"; azIdle[3] = 0;
+  aPid[0] = th_spawn(azIdle);
+  aPid[1] = mpSpawnFill(zDb, 1, 600000, zDir);
+  aPid[2] = mpSpawnFill(zDb, 2, 600000, zDir);
+  mpWaitAcks(zDir, 1, 1);
+  mpWaitAcks(zDir, 2, 1);
+  iStart = mpNowMs();
+  iEnd = iStart + (msRun>25000 ? msRun : 25000);
+  while( mpNowMs()<iEnd && (hi<40 || mpNowMs()<iStart+msRun) ){
+    nSeg = mpSegments(zStore, &lo, &hi);
+    if( nSeg>nMax ) nMax = nSeg;
+    usleep(50000);
+  }
+  for(i=0; i<3; i++){
+    kill(aPid[i], SIGKILL);
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFSIGNALED(st), "process %d ended early, status %d", i,
+                  st);
+  }
+  ck_assert_msg(hi>=24, "only %llu segments written", hi);
+  ck_assert_msg(nMax<=12 || (unsigned long long)nMax*6<=hi,
+                "up to %d live segments of %llu", nMax, hi);
+
+  db = th_open(zDb);
+  ck_assert_int_gt(mpCheckFillAcks(db, zDir, 1), 0);
+  ck_assert_int_gt(mpCheckFillAcks(db, zDir, 2), 0);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ttl <db> <sweep interval ms> <rows> <ms>: with sweeper passes every
+** interval, writes rows rows into table s (ttl_ms=), then runs no
+** transaction until the time is up. */
+static int mpTtl(char **argv){
+  sqlite3 *db;
+  int i, n = atoi(argv[3]);
+  kv_ttl_test_interval(atoi(argv[2]));
+  db = mpChildOpen(argv[1]);
+  if( mpExec(db, "SELECT count(*) FROM s") ){
+    fprintf(stderr, "ttl: %s\n", sqlite3_errmsg(db));
+    return 5;
+  }
+  for(i=0; i<n; i++){
+    char zSql[80];
+    sqlite3_snprintf(sizeof(zSql), zSql, "INSERT INTO s VALUES(%d, 'x')",
+                     (int)getpid()*1000+i);
+    if( mpExec(db, zSql) ){
+      fprintf(stderr, "ttl: %s\n", sqlite3_errmsg(db));
+      return 5;
+    }
+  }
+  usleep((useconds_t)atoi(argv[4])*1000);
+  sqlite3_close(db);
+  return 0;
+}
+
+/* TTL sweeps of a shared store run in one process: the first sweeper to
+** try (A, every 50 ms) takes them; B's sweeper (every 1 s) finds them
+** taken.  A is SIGKILLed: B's sweeper takes over and removes the rows B
+** wrote, which expired meanwhile (counted in the data file, where expired
+** rows stay until swept). */
+START_TEST(test_kvmp_ttl_sweeps_handed_over){
+  char *zDir = th_tmpdir("kvmp-ttl");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  const char *azA[] = { "ttl", 0, "50", "0", "600000", 0 };
+  const char *azB[] = { "ttl", 0, "1000", "40", "600000", 0 };
+  pid_t pidA, pidB;
+  int st, n = -1;
+  int64_t iEnd;
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE s USING kv_btree(ttl_ms=200)");
+  sqlite3_close(db);
+  azA[1] = azB[1] = zDb;
+  pidA = th_spawn(azA);
+  usleep(300000);                      /* A opened the store alone */
+  pidB = th_spawn(azB);                /* joins; A's sweeper takes sweeps */
+  usleep(600000);
+  kill(pidA, SIGKILL);
+  ck_assert_int_eq(waitpid(pidA, &st, 0), pidA);
+  iEnd = mpNowMs() + 15000;
+  while( mpNowMs()<iEnd ){
+    n = mpDataFileRows(zStore);
+    if( n==0 ) break;
+    usleep(100000);
+  }
+  kill(pidB, SIGKILL);
+  ck_assert_int_eq(waitpid(pidB, &st, 0), pidB);
+  ck_assert_msg(WIFSIGNALED(st), "B ended early, status %d", st);
+  ck_assert_msg(n==0, "%d rows and index entries of s are still stored", n);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -438,6 +779,12 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_version_protocol_sees_other_process);
   tcase_add_test(tc, test_kvmp_sqlite3_shell_reads_while_app_writes);
   tcase_add_test(tc, test_kvmp_unshareable_store_stays_with_one_process);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("background");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_owner_killed_work_handed_over);
+  tcase_add_test(tc, test_kvmp_wal_bounded_in_long_shared_run);
+  tcase_add_test(tc, test_kvmp_ttl_sweeps_handed_over);
   suite_add_tcase(s, tc);
   return s;
 }
