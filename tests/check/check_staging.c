@@ -75,9 +75,13 @@ static char *depot_uri(const char *zDir, const char *zParams){
 }
 
 /* Database "app" of the store in zDir, budget of nKb (-1: default). */
+/* Background compaction stays off (compact_after=0): a compaction that a
+** killed writer left half swept would change stored_bytes at the next GC,
+** and these tests measure staging alone. */
 static sqlite3 *open_app(const char *zDir, int nKb){
-  char *zP = nKb<0 ? sqlite3_mprintf("db=app")
-                   : sqlite3_mprintf("db=app&txn_budget_kb=%d", nKb);
+  char *zP = nKb<0 ? sqlite3_mprintf("db=app&compact_after=0")
+                   : sqlite3_mprintf("db=app&compact_after=0&txn_budget_kb=%d",
+                                     nKb);
   char *zUri = depot_uri(zDir, zP);
   sqlite3 *db;
   setup_vfs();
@@ -797,7 +801,7 @@ END_TEST
 ** exits 0 when "app" has N rows in t; "load DIR" commits large
 ** transactions until it is killed. */
 static sqlite3 *child_open(const char *zDir){
-  char *zUri = depot_uri(zDir, "db=app&txn_budget_kb=8");
+  char *zUri = depot_uri(zDir, "db=app&txn_budget_kb=8&compact_after=0");
   sqlite3 *db = 0;
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( depot_vfs_register()!=SQLITE_OK
