@@ -276,6 +276,17 @@ int store_is_pg_uri(const char *zPath);
 ** what every message and figure shows of a PostgreSQL store. */
 char *store_pg_redact(const char *zUri);
 
+/* The replication role of the server a store handle reads: *pbStandby 1
+** when it is a PostgreSQL hot standby (a handle on one reads what the
+** standby has replayed and takes no writes: SQLITE_READONLY), and *prLag
+** the replay lag in seconds: 0 on a primary and on a standby that has
+** replayed all the WAL it received from a running WAL receiver, else the
+** time since the commit it replayed last, -1 when it has replayed none.
+** 0 and 0 for a store that is not a PostgreSQL store.  One round trip
+** (connecting first when the connection was lost, outside a
+** transaction); the transaction's snapshot plays no part. */
+int store_pg_replica(Store*, int *pbStandby, double *prLag);
+
 /* The round trips to PostgreSQL servers made by every handle of the
 ** process so far (for tests and the bench). */
 int64_t store_pg_round_trips(void);
