@@ -236,6 +236,14 @@ tests_check_check_pgread_LDADD = $(TEST_LDADD)
 endif
 TESTS += tests/check/pg_suite.sh
 EXTRA_DIST += tests/check/pg_suite.sh tests/check/pg_cluster.sh
+# ... and on a primary with a streaming standby (pgrepl_suite.sh)
+if HAVE_PG
+check_PROGRAMS += tests/check/check_pgrepl
+tests_check_check_pgrepl_SOURCES = tests/check/check_pgrepl.c $(TEST_HARNESS)
+tests_check_check_pgrepl_LDADD = $(TEST_LDADD)
+endif
+TESTS += tests/check/pgrepl_suite.sh
+EXTRA_DIST += tests/check/pgrepl_suite.sh
 AM_TESTS_ENVIRONMENT += PG_BINDIR='$(PG_BINDIR)'; export PG_BINDIR;
 
 check_PROGRAMS += tests/check/check_staging
