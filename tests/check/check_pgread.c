@@ -11,10 +11,10 @@
 ** visible in depot_stats and depot_replay_lag, writes through it refused
 ** with a clear error.
 **
-** Runs under tests/check/pg_suite.sh (the primary's URI in
-** DEPOT_TEST_STORE_URI) and tests/check/pgrepl_suite.sh, which also sets
-** DEPOT_TEST_STANDBY_URI (a hot standby of it); the standby tests pass
-** with a note without one.  Each test works in a schema of its own.
+** Runs under tests/check/pgrepl_suite.sh: the primary's URI in
+** DEPOT_TEST_STORE_URI, a hot standby's (synchronous replication) in
+** DEPOT_TEST_PGREPL_STANDBY_URI (without it, the standby tests pass with
+** a note).  Each test works in a schema of its own.
 */
 #include "harness.h"
 #include "vfs/store/store.h"
@@ -352,9 +352,10 @@ END_TEST
 /* The standby's URI with the schema of zTag, or NULL (and a note) when
 ** the suite started no standby. */
 static char *prStandbyUri(const char *zTag){
-  const char *z = getenv("DEPOT_TEST_STANDBY_URI");
+  const char *z = getenv("DEPOT_TEST_PGREPL_STANDBY_URI");
   if( z==0 || z[0]==0 ){
-    fprintf(stderr, "check_pgread: no standby (DEPOT_TEST_STANDBY_URI):"
+    fprintf(stderr, "check_pgread: no standby"
+            " (DEPOT_TEST_PGREPL_STANDBY_URI):"
             " %s skipped\n", zTag);
     return 0;
   }
@@ -381,7 +382,7 @@ static char *prParam(const char *zUri, const char *zName){
 ** target_session_attrs=zAttrs and the schema of zTag. */
 static char *prMultiHostUri(const char *zAttrs, const char *zTag){
   const char *zP = getenv("DEPOT_TEST_STORE_URI");
-  const char *zS = getenv("DEPOT_TEST_STANDBY_URI");
+  const char *zS = getenv("DEPOT_TEST_PGREPL_STANDBY_URI");
   char *zHp = prParam(zP, "host"), *zHs = prParam(zS, "host");
   char *zPp = prParam(zP, "port"), *zPs = prParam(zS, "port");
   char *zUser = prParam(zP, "user");

@@ -28,7 +28,7 @@ export DEPOT_TEST_STORE_URI DEPOT_TEST_PG_DIR DEPOT_TEST_PG_CLUSTER
 # compaction/GC, quota/verify, staging, locking and differential suites on
 # this server (see each one's depot_test_suite())
 rc=0
-for t in check_pg check_pgread check_depot check_fork check_compact check_verify \
+for t in check_pg check_depot check_fork check_compact check_verify \
          check_staging check_lock check_depotdiff; do
   ./tests/check/$t || rc=1
 done
