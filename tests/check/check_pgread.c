@@ -131,8 +131,9 @@ static int64_t prInt(sqlite3 *db, const char *zSql){
 ** last_<J>) and the bank's total; one increment of the shared counter
 ** with a transfer between two accounts, retried while another host holds
 ** the branch (SQLITE_BUSY), whose counter value goes to the file
-** got_<I> once the commit is acknowledged.  Exit status: 0, or the
-** number of the check that failed. */
+** got_<I> once the commit is acknowledged; at the end the process's
+** page cache must have served reads.  Exit status: 0, or the number of
+** the check that failed. */
 static int prHost(const char *zUri, const char *zDir, int iHost, int nRound){
   sqlite3 *dbOwn, *dbBranch, *dbShared;
   char *zGot = sqlite3_mprintf("%s/got_%d", zDir, iHost);
@@ -202,6 +203,15 @@ static int prHost(const char *zUri, const char *zDir, int iHost, int nRound){
     }
   }
   fclose(fGot);
+  /* the process's page cache served reads (and served them right: the
+  ** checks above) */
+  {
+    char *zSql = sqlite3_mprintf("SELECT cache_hits>0 FROM depot_stats(%Q)",
+                                 zUri);
+    int64_t bHit = prInt(dbOwn, zSql);
+    sqlite3_free(zSql);
+    if( bHit!=1 ) return 12;
+  }
   sqlite3_close(dbOwn);
   sqlite3_close(dbBranch);
   sqlite3_close(dbShared);
