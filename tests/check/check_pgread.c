@@ -21,7 +21,7 @@
 #include "vfs/depot_vfs.h"
 #include "ext/depot.h"
 
-#include <errno.h>
+#include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -571,6 +571,80 @@ START_TEST(t_standby_role_and_writes){
 }
 END_TEST
 
+/* One SQL command on the standby's server through libpq (its URI
+** without the backend's parameters); 1 when it returned true. */
+static int prStandbySql(const char *zSql){
+  PGconn *c = PQconnectdb(getenv("DEPOT_TEST_PGREPL_STANDBY_URI"));
+  PGresult *r = PQexec(c, zSql);
+  int bTrue = PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1
+           && PQgetvalue(r, 0, 0)[0]=='t';
+  PQclear(r);
+  PQfinish(c);
+  return bTrue;
+}
+
+/* The replay lag depot_replay_lag() reports for zStore (-1: NULL). */
+static double prLag(sqlite3 *mem, const char *zStore){
+  char *z = th_textf(mem, "SELECT depot_replay_lag(%Q)", zStore);
+  double r = z ? atof(z) : -1;
+  sqlite3_free(z);
+  return r;
+}
+
+/* With the standby's replay paused, its readers go on reading the head it
+** replayed last while the primary commits, and the lag shows it; once
+** replay resumes, the next read transaction sees the new head and the lag
+** goes back to 0. */
+START_TEST(t_standby_paused){
+  char *zDir = th_tmpdir("pgread_pause");
+  char *zUri = prUriOf(getenv("DEPOT_TEST_STORE_URI"), "pause", getpid());
+  char *zStandby = prStandbyUri("pause");
+  sqlite3 *db, *rd, *mem;
+  int64_t nPaused, nStale, bStandby;
+  double rLagPaused, rLagAfter = -1;
+  int bPaused, i;
+  if( zStandby==0 ){ sqlite3_free(zUri); sqlite3_free(zDir); return; }
+  mem = th_open(":memory:");
+  db = prOpen(zDir, zUri, "pz", "main", 0, 0);
+  th_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(0)");
+  rd = prOpen(zDir, zStandby, "pz", "main", 1, 0);
+  ck_assert_int_eq(prAwait(rd, "SELECT count(*) FROM t", 1), 1);
+  /* pause replay; the primary commits five rows (synchronous_commit on
+  ** waits for the standby's flush, not for its replay) */
+  prStandbySql("SELECT pg_wal_replay_pause() IS NULL");
+  for(i=0, bPaused=0; i<300 && !bPaused; i++){
+    bPaused = prStandbySql("SELECT pg_get_wal_replay_pause_state()='paused'");
+    if( !bPaused ) usleep(10000);
+  }
+  for(i=1; i<=5; i++) th_execf(db, "INSERT INTO t VALUES(%d)", i);
+  usleep(300000);
+  nPaused = th_int(rd, "SELECT count(*) FROM t");
+  nStale = th_int(rd, "SELECT max(x) FROM t");
+  rLagPaused = prLag(mem, zStandby);
+  bStandby = th_intf(mem, "SELECT standby FROM depot_stats(%Q)", zStandby);
+  /* resume before any assertion, so that a failure leaves the standby
+  ** replaying for the tests after this one */
+  prStandbySql("SELECT pg_wal_replay_resume() IS NULL");
+  ck_assert(bPaused);
+  ck_assert_int_eq(nPaused, 1);          /* the head replayed before */
+  ck_assert_int_eq(nStale, 0);
+  ck_assert_int_eq(bStandby, 1);
+  ck_assert_msg(rLagPaused>=0.2, "lag while paused: %f", rLagPaused);
+  /* replay resumed: the next read transactions see the new head */
+  ck_assert_int_eq(prAwait(rd, "SELECT count(*) FROM t", 6), 6);
+  for(i=0; i<300; i++){
+    rLagAfter = prLag(mem, zStandby);
+    if( rLagAfter==0 ) break;
+    usleep(10000);
+  }
+  ck_assert_msg(rLagAfter==0, "lag after catching up: %f", rLagAfter);
+  sqlite3_close(rd);
+  sqlite3_close(db);
+  sqlite3_close(mem);
+  sqlite3_free(zStandby); sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("pgread");
   TCase *tc = tcase_create("hosts");
@@ -579,6 +653,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("standby");
   tcase_add_test(tc, t_standby_snapshots);
   tcase_add_test(tc, t_standby_role_and_writes);
+  tcase_add_test(tc, t_standby_paused);
   suite_add_tcase(s, tc);
   return s;
 }
