@@ -10,8 +10,9 @@
 **       databases, branches, stored_bytes, logical_bytes, (physical_bytes
 **       last: the store file plus its -wal on disk),
 **       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
-**       quota_databases, quota_full_databases, standby, replay_lag
-**       -- one row
+**       quota_databases, quota_full_databases, synchronous_commit,
+**       sync_standbys, standbys, timeline, standby, replay_lag (a
+**       PostgreSQL store's replication; NULL for a store file) -- one row
 **   SELECT * FROM depot_memory[(schema)];
 **       name, scope, bytes, limit_bytes -- the memory of this connection's
 **       depot database (main by default), one row per structure
@@ -135,9 +136,25 @@ static int dsqlStatsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
   depot_rows_int(p, s.nQuotaCapped);
   depot_rows_int(p, s.nQuotaFull);
   depot_rows_int(p, s.nPhysical);
-  depot_rows_int(p, s.bStandby);
-  if( s.rReplayLag<0 ) return depot_rows_null(p);
-  return depot_rows_real(p, s.rReplayLag);
+  /* a PostgreSQL store's replication; NULL for a store file or unknown */
+  if( s.bPg ){
+    depot_rows_text(p, s.zSyncCommit);
+    if( s.nSyncStandby>=0 ) depot_rows_int(p, s.nSyncStandby);
+    else depot_rows_null(p);
+    if( s.nStandby>=0 ) depot_rows_int(p, s.nStandby);
+    else depot_rows_null(p);
+    if( s.iTimeline>0 ) depot_rows_int(p, s.iTimeline);
+    else depot_rows_null(p);
+    depot_rows_int(p, s.bStandby);
+    if( s.rReplayLag<0 ) return depot_rows_null(p);
+    return depot_rows_real(p, s.rReplayLag);
+  }
+  depot_rows_null(p);
+  depot_rows_null(p);
+  depot_rows_null(p);
+  depot_rows_null(p);
+  depot_rows_null(p);
+  return depot_rows_null(p);
 }
 
 /* The store argument stands before the quota columns, which came later:
@@ -157,12 +174,16 @@ static const DepotListingCol aStatsCol[] = {
   DEPOT_COLUMN("quota_databases", "INTEGER"),
   DEPOT_COLUMN("quota_full_databases", "INTEGER"),
   DEPOT_COLUMN("physical_bytes", "INTEGER"),
+  DEPOT_COLUMN("synchronous_commit", "TEXT"),
+  DEPOT_COLUMN("sync_standbys", "INTEGER"),
+  DEPOT_COLUMN("standbys", "INTEGER"),
+  DEPOT_COLUMN("timeline", "INTEGER"),
   DEPOT_COLUMN("standby", "INTEGER"),
   DEPOT_COLUMN("replay_lag", "REAL"),
 };
 
 static const DepotListing dsqlStats = {
-  "depot_stats", 16, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+  "depot_stats", 20, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
   dsqlStatsRows
 };
 

@@ -176,11 +176,30 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
   if( rc==SQLITE_OK ) rc = store_physical_bytes(ctx.pStore,
                                                 &pStats->nPhysical);
   if( rc==SQLITE_OK ){
+    StorePgInfo info;
+    int rc2 = store_pg_info(ctx.pStore, 1, &info);
+    if( rc2==SQLITE_OK ){
+      pStats->bPg = 1;
+      memcpy(pStats->zSyncCommit, info.zSyncCommit,
+             sizeof(pStats->zSyncCommit));
+      pStats->nSyncStandby = info.nSyncStandby;
+      pStats->nStandby = info.nStandby;
+      pStats->iTimeline = info.iTimeline;
+    }else if( rc2!=SQLITE_NOTFOUND ){
+      rc = rc2;
+      if( pzErr ){
+        sqlite3_free(*pzErr);
+        *pzErr = sqlite3_mprintf("depot: %s", store_errmsg(ctx.pStore));
+      }
+    }
+  }
+  if( rc==SQLITE_OK && pStats->bPg ){
     int bStandby = 0;
     rc = store_pg_replica(ctx.pStore, &bStandby, &pStats->rReplayLag);
     pStats->bStandby = bStandby;
-    if( rc!=SQLITE_OK ){
-      *pzErr = sqlite3_mprintf("%s", store_errmsg(ctx.pStore));
+    if( rc!=SQLITE_OK && pzErr ){
+      sqlite3_free(*pzErr);
+      *pzErr = sqlite3_mprintf("depot: %s", store_errmsg(ctx.pStore));
     }
   }
   depot_cache_counters(&pStats->nCacheHit, &pStats->nCacheMiss);

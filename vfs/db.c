@@ -873,8 +873,26 @@ static int dbPutStaged(Store *pStore, const DepotCommit *pC,
   return rc;
 }
 
-/* The store transaction of a commit, given the encoded blob. */
-static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
+/* The places of the committed pages, when pC asks for them. */
+static void dbLocOut(const DepotCommit *pC, const LtxFrameRef *aRef,
+                     const CommitRow *pRow, uint64_t iBranch){
+  uint32_t i;
+  if( pC->aLocOut==0 ) return;
+  for(i=0; i<pC->nDirty; i++){
+    DepotPageLoc *pLoc = &pC->aLocOut[i];
+    pLoc->eKind = DEPOT_LOC_DELTA;
+    pLoc->iBranch = iBranch;
+    pLoc->iTxid = pRow->iTxid;
+    pLoc->szChunk = pRow->szChunk;
+    pLoc->iOffset = aRef[i].iOffset
+                  + (pC->pStage ? (uint32_t)pC->pStage->nBlob : 0);
+    pLoc->nByte = aRef[i].nByte;
+  }
+}
+
+/* One attempt at the store transaction of a commit, given the encoded
+** blob. */
+static int dbCommitOnce(Store *pStore, const DepotCommit *pC,
                        const unsigned char *aBlob, int64_t nBlob,
                        const LtxFrameRef *aRef, CommitRow *pRow,
                        DbHead *pHead, uint64_t *piBranch, char **pzErr){
@@ -914,18 +932,98 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
     store_rollback(pStore);
   }
   if( rc==SQLITE_OK ) *piBranch = iBranch;
-  if( rc==SQLITE_OK && pC->aLocOut ){
-    uint32_t i;
-    for(i=0; i<pC->nDirty; i++){
-      DepotPageLoc *pLoc = &pC->aLocOut[i];
-      pLoc->eKind = DEPOT_LOC_DELTA;
-      pLoc->iBranch = iBranch;
-      pLoc->iTxid = pRow->iTxid;
-      pLoc->szChunk = pRow->szChunk;
-      pLoc->iOffset = aRef[i].iOffset
-                    + (pC->pStage ? (uint32_t)pC->pStage->nBlob : 0);
-      pLoc->nByte = aRef[i].nByte;
+  if( rc==SQLITE_OK ) dbLocOut(pC, aRef, pRow, iBranch);
+  return rc;
+}
+
+/* The outcome of a commit whose COMMIT the store lost on the way
+** (STORE_LOST_UNKNOWN), read from the store in a read transaction: 1 it
+** is there (the name leads to its branch, whose head is its txid and whose
+** commit row is the one it wrote: *piBranch gets the branch), 0 it is not
+** (the head is still the base), 2 another commit took its place. */
+static int dbCommitOutcome(Store *pStore, const DepotCommit *pC,
+                           const CommitRow *pRow, int *peOut,
+                           uint64_t *piBranch, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  DepotName nm;
+  DbHead cur;
+  void *pVal = 0;
+  int nVal = 0, nWant;
+  int rc = store_begin(pStore, 0);
+  *peOut = 2;
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  rc = depot_name_resolve(pStore, pC->iBucket, pC->zDb, pC->zBranch, &nm,
+                          pzErr);
+  if( rc==SQLITE_OK && nm.iBranch==0 ){
+    /* a commit creating its branch that did not happen */
+    if( pC->iBranch==0 && nm.iInhBranch==pC->iInhBranch
+     && nm.iInhTxid==pC->iInhTxid ) *peOut = 0;
+  }else if( rc==SQLITE_OK && (pC->iBranch==0 || nm.iBranch==pC->iBranch) ){
+    rc = depot_db_head(pStore, nm.iBranch, &cur, pzErr);
+    if( rc==SQLITE_OK && cur.iTxid==pRow->iTxid ){
+      rc = store_get(pStore, k, layout_key_commit(k, nm.iBranch, pRow->iTxid),
+                     &pVal, &nVal);
+      nWant = layout_commit_encode(v, pRow);
+      if( rc!=SQLITE_OK ){
+        dbStoreErr(pStore, pzErr, rc);
+      }else if( pVal && nVal==nWant && memcmp(pVal, v, nWant)==0 ){
+        *peOut = 1;
+        *piBranch = nm.iBranch;
+      }
+      sqlite3_free(pVal);
+    }else if( rc==SQLITE_OK && pC->iBranch && cur.iTxid==pC->base.iTxid ){
+      *peOut = 0;
     }
+  }
+  store_rollback(pStore);
+  return rc;
+}
+
+/* The store transaction of a commit: run again (at most twice more) when
+** the store lost it with its connection before its commit (a failover:
+** the store connects to the new primary), and when the COMMIT itself was
+** lost, only after the store shows it did not happen; never for a commit
+** of a staged blob, whose rows came in earlier transactions. */
+static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
+                       const unsigned char *aBlob, int64_t nBlob,
+                       const LtxFrameRef *aRef, CommitRow *pRow,
+                       DbHead *pHead, uint64_t *piBranch, char **pzErr){
+  int nTry, rc;
+  for(nTry=0; ; nTry++){
+    int eLost, eOut = 0;
+    char *zLost = 0;
+    rc = dbCommitOnce(pStore, pC, aBlob, nBlob, aRef, pRow, pHead, piBranch,
+                      pzErr);
+    if( rc==SQLITE_OK ) break;
+    eLost = store_commit_lost(pStore);
+    if( eLost==STORE_LOST_NONE ) break;
+    if( eLost==STORE_LOST_UNKNOWN ){
+      zLost = sqlite3_mprintf("%s", pzErr && *pzErr ? *pzErr : "");
+      rc = dbCommitOutcome(pStore, pC, pRow, &eOut, piBranch, pzErr);
+      if( rc!=SQLITE_OK ){
+        char *z = sqlite3_mprintf("depot: the connection was lost during a"
+            " commit and the store could not be read to tell whether the"
+            " commit happened (%s): %s", zLost ? zLost : "",
+            pzErr && *pzErr ? *pzErr : "");
+        sqlite3_free(zLost);
+        if( pzErr && z ){ sqlite3_free(*pzErr); *pzErr = z; }
+        else sqlite3_free(z);
+        return rc;
+      }
+      sqlite3_free(zLost);
+      if( eOut==1 ){
+        if( pzErr ){ sqlite3_free(*pzErr); *pzErr = 0; }
+        dbLocOut(pC, aRef, pRow, *piBranch);
+        return SQLITE_OK;
+      }
+      if( eOut==2 ){
+        return dbErr(pzErr, SQLITE_BUSY_SNAPSHOT, "depot: the connection"
+            " was lost during a commit, and another commit took its"
+            " place%s", "");
+      }
+    }
+    if( pC->pStage || nTry>=2 ) break;
+    if( pzErr ){ sqlite3_free(*pzErr); *pzErr = 0; }
   }
   return rc;
 }

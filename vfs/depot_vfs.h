@@ -125,9 +125,15 @@ struct DepotStats {
   int64_t nReclaimable;      /* bytes depot_gc() would free now */
   int64_t nPhysical;         /* bytes on disk: the store file and its
                              ** -wal (store_physical_bytes()) */
-  int64_t bStandby;          /* the server is a PostgreSQL hot standby */
-  double rReplayLag;         /* its replay lag in seconds, -1 unknown
-                             ** (store_pg_replica()) */
+  int bPg;                   /* a PostgreSQL store: the replication
+                             ** figures below are its primary's */
+  char zSyncCommit[16];      /* synchronous_commit of a writer's session */
+  int64_t nSyncStandby;      /* synchronous standbys attached; -1 unknown */
+  int64_t nStandby;          /* standbys streaming; -1 unknown */
+  int64_t iTimeline;         /* the server's timeline; 0 unknown */
+  int64_t bStandby;          /* a PostgreSQL store's server is a hot
+                             ** standby (store_pg_replica()) */
+  double rReplayLag;         /* its replay lag in seconds, -1 unknown */
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);

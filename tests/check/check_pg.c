@@ -706,7 +706,7 @@ START_TEST(t_restart){
   const char *zPgDir = getenv("DEPOT_TEST_PG_DIR");
   sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main");
   pid_t pid;
-  int i, nOk = 0, nFail = 0, st = 0, bDone = 0;
+  int i, nOk = 0, nFail = 0, st = 0, bDone = 0, nAfter = 0;
   char aOk[5000];
   int64_t tEnd, tDone = 0;
   ck_assert_ptr_nonnull(zCluster);
@@ -726,7 +726,7 @@ START_TEST(t_restart){
     char *z = sqlite3_mprintf("INSERT INTO t VALUES(%d, randomblob(3000))", i);
     int rc = th_try(db, z, 0);
     sqlite3_free(z);
-    if( rc==SQLITE_OK ){ aOk[i] = 1; nOk++; }
+    if( rc==SQLITE_OK ){ aOk[i] = 1; nOk++; nAfter += bDone; }
     else{ nFail++; usleep(20000); }
     if( !bDone && waitpid(pid, &st, WNOHANG)==pid ){
       bDone = 1;
@@ -736,9 +736,12 @@ START_TEST(t_restart){
   }
   if( !bDone ) ck_assert_int_eq(waitpid(pid, &st, 0), pid);
   ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
-  fprintf(stderr, "check_pg: restart: %d commits acknowledged, %d failed\n",
-          nOk, nFail);
-  ck_assert_int_gt(nFail, 0);
+  fprintf(stderr, "check_pg: restart: %d commits acknowledged (%d after the"
+          " restart), %d failed\n", nOk, nAfter, nFail);
+  /* the restart came during the loop, and the writer went on after it
+  ** (a commit the restart cut is run again on the new connection) */
+  ck_assert(bDone);
+  ck_assert_int_gt(nAfter, 0);
   sqlite3_close(db);
   db = pgOpenDb(zDir, zUri, "main", "main");
   for(i=0; i<5000; i++){

@@ -121,6 +121,20 @@ static sqlite3 *replOpenDb(const char *zDir, const char *zUri,
   return db;
 }
 
+/* Assert that the statement formatted by sqlite3_mprintf answers zWant. */
+static void replTextIs(sqlite3 *db, const char *zWant, const char *zFmt, ...){
+  va_list ap;
+  char *zSql, *z;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  z = th_text(db, zSql);
+  ck_assert_msg(z!=0 && strcmp(z, zWant)==0, "%s: %s, not %s", zSql,
+                z ? z : "NULL", zWant);
+  sqlite3_free(z);
+  sqlite3_free(zSql);
+}
+
 /* ---------------------------------------------------------------- */
 
 /* The suite's servers: the multi-host URI reaches the primary, commits
@@ -150,59 +164,58 @@ START_TEST(t_harness){
 }
 END_TEST
 
-/* One write loop of replFailover(): inserts rows 0.. one per transaction
-** until tStop, retrying a failed one after a pause; aOk[i] is 1 for a
-** row whose commit was acknowledged. */
+/* A write loop of replLoop(): rows 0.. one per transaction; aOk[i] is 1
+** for a row whose commit was acknowledged, aMs[i] when. */
 typedef struct ReplLoop ReplLoop;
 struct ReplLoop {
   int nOk, nFail, nAfter;    /* acknowledged, failed, acknowledged after
-                             ** the promotion */
+                             ** the failover was done */
   int nRow;                  /* rows tried */
   char aOk[20000];
+  int64_t aMs[20000];
   char zLastErr[512];
 };
 
-/* Kill the primary of a fresh pair during a write loop through the
-** multi-host URI and promote the standby: with synchronous replication
-** every acknowledged commit is on the new primary, depot_verify is clean
-** and the writer goes on committing there. */
-START_TEST(t_failover_sync){
-  char *zDir = th_tmpdir("pgrepl_failover");
-  char *zP, *zS, *zMulti, *zUri;
-  sqlite3 *db, *mem;
-  ReplLoop *pL = sqlite3_malloc64(sizeof(ReplLoop));
+/* Insert rows through db until a second after zCmd (run by sh in a child
+** process, started now) is done and at least 20 commits came after it;
+** a failed commit is tried again with the next row after a pause (with
+** bReopen the database is opened again from zUri after 10 failures in a
+** row). */
+static void replLoop(sqlite3 **pDb, const char *zDir, const char *zUri,
+                     const char *zCmd, int bReopen, ReplLoop *pL){
   pid_t pid;
-  int i, st = 0, bDone = 0;
+  int i, st = 0, bDone = 0, nRowFail = 0;
   int64_t tDone = 0, tEnd;
-  ck_assert_ptr_nonnull(pL);
   memset(pL, 0, sizeof(*pL));
-  replNewPair("fs", 1, &zP, &zS, &zMulti);
-  zUri = replUri(zMulti, "failover", "");
-  db = replOpenDb(zDir, zUri, "app");
-  th_exec(db, "CREATE TABLE t(i INTEGER PRIMARY KEY, b)");
+  fflush(stdout);
+  fflush(stderr);
   pid = fork();
   ck_assert_int_ge(pid, 0);
   if( pid==0 ){
-    const char *zCluster = getenv("DEPOT_TEST_PG_CLUSTER");
-    char *zCmd = sqlite3_mprintf("sleep 0.5; sh '%s' kill '%s' && sh '%s'"
-        " promote '%s'", zCluster, zP, zCluster, zS);
     execlp("sh", "sh", "-c", zCmd, (char*)0);
     _exit(127);
   }
-  tEnd = replNowMs() + 60000;
+  tEnd = replNowMs() + 90000;
   for(i=0; i<20000 && replNowMs()<tEnd; i++){
     char *z = sqlite3_mprintf("INSERT INTO t VALUES(%d, randomblob(2000))", i);
     char *zErr = 0;
-    int rc = th_try(db, z, &zErr);
+    int rc = th_try(*pDb, z, &zErr);
     sqlite3_free(z);
     if( rc==SQLITE_OK ){
       pL->aOk[i] = 1;
+      pL->aMs[i] = replNowMs();
       pL->nOk++;
+      nRowFail = 0;
       if( bDone ) pL->nAfter++;
     }else{
       pL->nFail++;
       sqlite3_snprintf(sizeof(pL->zLastErr), pL->zLastErr, "%s",
                        zErr ? zErr : "");
+      if( bReopen && ++nRowFail>=10 ){
+        sqlite3_close(*pDb);
+        *pDb = replOpenDb(zDir, zUri, "app");
+        nRowFail = 0;
+      }
       usleep(20000);
     }
     sqlite3_free(zErr);
@@ -215,28 +228,229 @@ START_TEST(t_failover_sync){
   pL->nRow = i;
   if( !bDone ) ck_assert_int_eq(waitpid(pid, &st, 0), pid);
   ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+}
+
+/* depot_verify of zUri finds nothing. */
+static void replVerify(const char *zUri){
+  sqlite3 *mem = th_open(":memory:");
+  ck_assert_int_eq(th_intf(mem, "SELECT count(*) FROM depot_verify(%Q)",
+                           zUri), 0);
+  sqlite3_close(mem);
+}
+
+/* Kill the primary of a fresh pair during a write loop through the
+** multi-host URI and promote the standby: with synchronous replication
+** every acknowledged commit is on the new primary, depot_verify is clean
+** and the writer goes on committing there, on the same connection.  The
+** old primary restarted is fenced out: the writer, whose URI names it
+** first, goes on committing on the new primary, and opening it alone for
+** writing is refused. */
+START_TEST(t_failover_sync){
+  char *zDir = th_tmpdir("pgrepl_failover");
+  const char *zCluster = getenv("DEPOT_TEST_PG_CLUSTER");
+  char *zP, *zS, *zMulti, *zUri, *zNew, *zOld, *zCmd, *z, *zErr = 0;
+  sqlite3 *db, *mem;
+  ReplLoop *pL = sqlite3_malloc64(sizeof(ReplLoop));
+  int i, nBefore, rc;
+  ck_assert_ptr_nonnull(pL);
+  replNewPair("fs", 1, &zP, &zS, &zMulti);
+  zUri = replUri(zMulti, "failover", "");
+  z = replSh("uri '%s'", zS);
+  zNew = replUri(z, "failover", "");
+  sqlite3_free(z);
+  z = replSh("uri '%s'", zP);
+  zOld = replUri(z, "failover", "");
+  sqlite3_free(z);
+  db = replOpenDb(zDir, zUri, "app");
+  th_exec(db, "CREATE TABLE t(i INTEGER PRIMARY KEY, b)");
+  mem = th_open(":memory:");
+  replTextIs(mem, "1", "SELECT timeline FROM depot_stats(%Q)",
+             zUri);
+  zCmd = sqlite3_mprintf("sleep 0.5; sh '%s' kill '%s' && sh '%s'"
+        " promote '%s'", zCluster, zP, zCluster, zS);
+  replLoop(&db, zDir, zUri, zCmd, 0, pL);
+  sqlite3_free(zCmd);
   fprintf(stderr, "check_pgrepl: failover: %d commits acknowledged (%d after"
           " the promotion), %d failed (%s)\n", pL->nOk, pL->nAfter, pL->nFail,
           pL->zLastErr);
   ck_assert_int_ge(pL->nAfter, 20);
-  sqlite3_close(db);
   /* every acknowledged commit is on the new primary */
-  db = replOpenDb(zDir, zUri, "app");
-  for(i=0; i<pL->nRow; i++){
-    if( pL->aOk[i] ){
-      ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM t WHERE i=%d", i), 1);
+  {
+    sqlite3 *db2 = replOpenDb(zDir, zNew, "app");
+    for(i=0; i<pL->nRow; i++){
+      if( pL->aOk[i] ){
+        ck_assert_int_eq(th_intf(db2, "SELECT count(*) FROM t WHERE i=%d", i),
+                         1);
+      }
     }
+    th_text_is(db2, "PRAGMA integrity_check", "ok");
+    sqlite3_close(db2);
   }
-  ck_assert_str_eq(th_text(db, "PRAGMA integrity_check"), "ok");
+  replVerify(zNew);
+  replTextIs(mem, "2", "SELECT timeline FROM depot_stats(%Q)",
+             zNew);
+  /* the old primary comes back, on timeline 1 */
+  sqlite3_free(replSh("resume '%s'", zP));
+  z = replSh("timeline '%s'", zP);
+  ck_assert_str_eq(z, "1");
+  sqlite3_free(z);
+  nBefore = (int)th_int(db, "SELECT count(*) FROM t");
+  for(i=0; i<20; i++){
+    th_execf(db, "INSERT INTO t VALUES(%d, 'after')", 30000+i);
+  }
   sqlite3_close(db);
-  mem = th_open(":memory:");
-  ck_assert_int_eq(th_intf(mem, "SELECT count(*) FROM depot_verify(%Q)",
-                           zUri), 0);
+  db = replOpenDb(zDir, zNew, "app");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), nBefore+20);
+  sqlite3_close(db);
+  /* the old primary alone: refused for writing */
+  z = sqlite3_mprintf("SELECT depot_fork(%Q, 'app', 'main', 'x')", zOld);
+  rc = th_try(mem, z, &zErr);
+  sqlite3_free(z);
+  ck_assert_int_ne(rc, SQLITE_OK);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "fenced out")!=0, "%s", zErr);
+  sqlite3_free(zErr);
   sqlite3_close(mem);
   sqlite3_free(replSh("stopall '%s' '%s'", zP, zS));
   sqlite3_free(pL);
   sqlite3_free(zP); sqlite3_free(zS); sqlite3_free(zMulti);
+  sqlite3_free(zUri); sqlite3_free(zNew); sqlite3_free(zOld);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Asynchronous replication: the primary killed during a write loop, the
+** standby promoted.  What the new primary lacks is at most the commits
+** acknowledged in the last REPL_ASYNC_WINDOW_MS before the kill, and it
+** holds every acknowledged commit before the first one missing (a prefix:
+** the commits of one writer replay in order); depot_verify is clean; the
+** writer, opened again, goes on on the new primary. */
+#define REPL_ASYNC_WINDOW_MS 1000
+START_TEST(t_failover_async){
+  char *zDir = th_tmpdir("pgrepl_async");
+  const char *zCluster = getenv("DEPOT_TEST_PG_CLUSTER");
+  char *zP, *zS, *zMulti, *zUri, *zNew, *zCmd, *z, *zKillFile;
+  sqlite3 *db, *mem;
+  ReplLoop *pL = sqlite3_malloc64(sizeof(ReplLoop));
+  int i, nLost = 0, iFirstLost = -1;
+  int64_t tKill = 0;
+  FILE *f;
+  ck_assert_ptr_nonnull(pL);
+  replNewPair("fa", 0, &zP, &zS, &zMulti);
+  zUri = replUri(zMulti, "async", "");
+  z = replSh("uri '%s'", zS);
+  zNew = replUri(z, "async", "");
+  sqlite3_free(z);
+  db = replOpenDb(zDir, zUri, "app");
+  th_exec(db, "CREATE TABLE t(i INTEGER PRIMARY KEY, b)");
+  mem = th_open(":memory:");
+  replTextIs(mem, "0,1", "SELECT sync_standbys||','||standbys FROM"
+             " depot_stats(%Q)", zUri);
+  zKillFile = sqlite3_mprintf("%s/killed_at", zDir);
+  zCmd = sqlite3_mprintf("sleep 0.5; date +%%s%%3N >'%s'; sh '%s' kill '%s'"
+        " && sh '%s' promote '%s'", zKillFile, zCluster, zP, zCluster, zS);
+  replLoop(&db, zDir, zUri, zCmd, 1, pL);
+  sqlite3_free(zCmd);
+  f = fopen(zKillFile, "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%lld", (long long*)&tKill), 1);
+  fclose(f);
+  sqlite3_close(db);
+  db = replOpenDb(zDir, zNew, "app");
+  for(i=0; i<pL->nRow; i++){
+    if( !pL->aOk[i] ) continue;
+    if( th_intf(db, "SELECT count(*) FROM t WHERE i=%d", i)==0 ){
+      nLost++;
+      if( iFirstLost<0 ) iFirstLost = i;
+      /* lost: acknowledged within the window before the kill */
+      ck_assert_int_ge(pL->aMs[i], tKill - REPL_ASYNC_WINDOW_MS);
+      ck_assert_int_le(pL->aMs[i], tKill + 100);
+    }else if( iFirstLost>=0 && pL->aMs[i]<=tKill ){
+      ck_abort_msg("row %d is there but row %d, acknowledged before it,"
+                   " is not", i, iFirstLost);
+    }
+  }
+  fprintf(stderr, "check_pgrepl: async failover: %d commits acknowledged"
+          " (%d after the promotion), %d lost, %d failed (%s)\n", pL->nOk,
+          pL->nAfter, nLost, pL->nFail, pL->zLastErr);
+  ck_assert_int_ge(pL->nAfter, 20);
+  th_text_is(db, "PRAGMA integrity_check", "ok");
+  sqlite3_close(db);
+  replVerify(zNew);
+  sqlite3_close(mem);
+  sqlite3_free(replSh("stopall '%s' '%s'", zP, zS));
+  sqlite3_free(pL); sqlite3_free(zKillFile);
+  sqlite3_free(zP); sqlite3_free(zS); sqlite3_free(zMulti);
+  sqlite3_free(zUri); sqlite3_free(zNew); sqlite3_free(zDir);
+}
+END_TEST
+
+/* The suite's primary with its synchronous standby: depot_stats shows
+** synchronous_commit, one synchronous standby and timeline 1, and
+** require_sync_standby=1 opens for writing; with asynchronous replication
+** it shows none and require_sync_standby=1 is refused with a clear error. */
+START_TEST(t_durability){
+  char *zDir = th_tmpdir("pgrepl_durability");
+  const char *zPdir = getenv("DEPOT_TEST_PGREPL_PRIMARY");
+  char *zUri = replUri(getenv("DEPOT_TEST_STORE_URI"), "durable",
+                       "&require_sync_standby=1");
+  char *zErr = 0, *z;
+  sqlite3 *db, *mem = th_open(":memory:");
+  int rc;
+  db = replOpenDb(zDir, zUri, "app");
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_close(db);
+  replTextIs(mem, "on,1,1,1", "SELECT synchronous_commit||','||"
+             "sync_standbys||','||standbys||','||timeline FROM"
+             " depot_stats(%Q)", zUri);
+  sqlite3_free(replSh("async '%s'", zPdir));
+  z = sqlite3_mprintf("SELECT depot_fork(%Q, 'app', 'main', 'x')", zUri);
+  rc = th_try(mem, z, &zErr);
+  sqlite3_free(z);
+  sqlite3_free(replSh("sync '%s' 'FIRST 1 (s1)'", zPdir));
+  ck_assert_int_ne(rc, SQLITE_OK);
+  ck_assert_ptr_nonnull(zErr);
+  ck_assert_msg(strstr(zErr, "require_sync_standby=1, but server")!=0
+                && strstr(zErr, "has no synchronous standby attached")!=0,
+                "%s", zErr);
+  sqlite3_free(zErr);
+  /* synchronous again: it opens */
+  ck_assert_int_eq(th_intf(mem, "SELECT depot_fork(%Q, 'app', 'main', 'x')"
+                           " IS NOT NULL", zUri), 1);
+  sqlite3_close(mem);
   sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
+/* A primary that is gone and no standby promoted: a write fails with a
+** clear error once failover_ms has passed, not sooner, not much later. */
+START_TEST(t_no_primary){
+  char *zDir = th_tmpdir("pgrepl_noprimary");
+  const char *zBase = getenv("DEPOT_TEST_PGREPL_DIR");
+  char *zP = sqlite3_mprintf("%s/np", zBase);
+  char *z = replSh("start '%s'", zP);
+  char *zUri = replUri(z, "noprimary", "&failover_ms=1500");
+  char *zErr = 0, *zLast;
+  sqlite3 *db = replOpenDb(zDir, zUri, "app"), *mem = th_open(":memory:");
+  int64_t t0;
+  int rc;
+  sqlite3_free(z);
+  th_exec(db, "CREATE TABLE t(a); INSERT INTO t VALUES(1)");
+  sqlite3_free(replSh("kill '%s'", zP));
+  t0 = replNowMs();
+  rc = th_try(db, "INSERT INTO t VALUES(2)", &zErr);
+  ck_assert_int_ne(rc, SQLITE_OK);
+  ck_assert_int_ge(replNowMs()-t0, 1400);
+  ck_assert_int_lt(replNowMs()-t0, 10000);
+  sqlite3_free(zErr);
+  zLast = th_text(mem, "SELECT depot_last_error()");
+  ck_assert_ptr_nonnull(zLast);
+  ck_assert_msg(strstr(zLast, "accepted the connection within 1500 ms"
+                " (failover_ms)")!=0, "%s", zLast);
+  sqlite3_free(zLast);
+  sqlite3_close(db);
+  sqlite3_close(mem);
+  sqlite3_free(zP); sqlite3_free(zUri); sqlite3_free(zDir);
 }
 END_TEST
 
@@ -244,10 +458,13 @@ Suite *depot_test_suite(void){
   Suite *s = suite_create("pgrepl");
   TCase *tc = tcase_create("harness");
   tcase_add_test(tc, t_harness);
+  tcase_add_test(tc, t_durability);
+  tcase_add_test(tc, t_no_primary);
   suite_add_tcase(s, tc);
   tc = tcase_create("failover");
-  tcase_set_timeout(tc, 120);
+  tcase_set_timeout(tc, 150);
   tcase_add_test(tc, t_failover_sync);
+  tcase_add_test(tc, t_failover_async);
   suite_add_tcase(s, tc);
   return s;
 }

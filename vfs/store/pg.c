@@ -20,8 +20,11 @@
 ** 1024..1073741823, default 65536: longer blobs are chunked by the caller),
 ** busy_ms= (the wait for the store's write lock, default the open's
 ** nBusyMs or 10000), retries= (the retries of a serialization failure or
-** deadlock, default 3).  Every other parameter is libpq's; connect_timeout
-** defaults to 5 seconds.
+** deadlock, default 3), failover_ms= (0..3600000, default 30000: how long
+** a lost connection is connected again, see Failover), require_sync_standby=
+** (0 or 1).  Every other parameter is libpq's; connect_timeout defaults to
+** 5 seconds, and a writable handle of a URI of several hosts without
+** target_session_attrs gets target_session_attrs=read-write.
 **
 ** Transactions.  A write transaction is READ COMMITTED and starts by
 ** taking the store's transaction lock, pg_advisory_xact_lock(K1, K2) of
@@ -56,17 +59,37 @@
 ** committed all of it or none); the next call reconnects.  Messages name
 ** the store by its URI without the password.
 **
-** Standbys.  A handle may be connected to a hot standby (a URI with
-** target_session_attrs=prefer-standby, standby or any, or a host that is
-** one): its read transactions are REPEATABLE READ snapshots of what the
-** standby has replayed, each one a committed state of the primary (the
-** head and every row it names, as of one commit; a commit of the primary
-** that replays during the transaction is not seen by it), and the next
-** read transaction sees the newer head.  The server's in_hot_standby,
-** which libpq keeps current at no round trip, says whether it is one;
-** writes through such a handle (a write transaction, a put, a writer
-** lock) fail with SQLITE_READONLY and a message saying that the server is
-** a standby.  store_pg_replica() reports the role and the replay lag.
+** Failover.  Each connect of a handle reads, in its one session-setup
+** round trip, the server's replication state (store_pg_info()):
+** synchronous_commit (kept as the server, database or role sets it, only
+** "off" becomes "on" unless the open asked for iSynchronous 0),
+** synchronous_standby_names, whether it is in recovery, its timeline and
+** system identifier, and the standbys attached (pg_stat_replication, sync
+** and all).  A writable handle accepts only a server that is not in
+** recovery, whose timeline is not older than the newest timeline a
+** writable handle of this process connected to on the same system
+** identifier (a demoted old primary that comes back runs on the timeline
+** its standby left when promoted: it is fenced out), and with
+** require_sync_standby=1 one with a synchronous standby attached and
+** synchronous_commit neither off nor local.  With several hosts a refused
+** server makes the handle try each host of the URI in turn.  A lost
+** connection is connected again at the next call outside a transaction
+** (or at BEGIN), trying for up to failover_ms, a pause of 50..500 ms
+** between tries, then SQLITE_IOERR "no server of URI accepted ... within
+** N ms" with the last reason.  The transaction a lost connection cuts is
+** never run again here: store_commit_lost() tells the caller whether its
+** COMMIT had been sent (STORE_LOST_UNKNOWN: the server may have committed
+** it) or not (STORE_LOST_ABORTED: nothing of it was written).
+**
+** Standbys.  A read-only handle may be connected to a hot standby (a URI
+** with target_session_attrs=prefer-standby, standby or any, or a host
+** that is one; a writable handle refuses one, see Failover): its read
+** transactions are REPEATABLE READ snapshots of what the standby has
+** replayed, each one a committed state of the primary (the head and every
+** row it names, as of one commit; a commit of the primary that replays
+** during the transaction is not seen by it), and the next read
+** transaction sees the newer head.  store_pg_replica() reports the
+** server's role and replay lag.
 **
 ** Writer locks: pg_try_advisory_lock(K) of a 64-bit hash of the schema
 ** and the key, a session lock the server drops with the lost session.  A
@@ -151,9 +174,18 @@ int store_pg_replica(Store *pStore, int *pbStandby, double *prLag){
   return SQLITE_OK;
 }
 
+int store_pg_info(Store *p, int bRefresh, StorePgInfo *pInfo){
+  (void)p; (void)bRefresh;
+  memset(pInfo, 0, sizeof(*pInfo));
+  return SQLITE_NOTFOUND;
+}
+
 #else /* DEPOT_HAVE_PG */
 
 #include <libpq-fe.h>
+#include <pthread.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #define PG_FORMAT 1
 #define PG_SCAN_PAGE 256               /* rows fetched per scan statement */
@@ -226,6 +258,7 @@ struct StorePg {
   int rcDead;                /* the failure that aborted that transaction
                              ** (every call fails with it until commit or
                              ** rollback), or 0 */
+  int bDeadGone;             /* ... was the loss of the session */
   int bSchemaReady;          /* the tables exist: statements can be made */
   int bWriteTxn;             /* ... a write transaction */
   int bBeginPending;         /* ... a read transaction whose BEGIN goes
@@ -236,6 +269,11 @@ struct StorePg {
   int nMaxValue;
   int nBusyMs;
   int nRetry;
+  int nFailoverMs;           /* failover_ms= */
+  int bRequireSync;          /* require_sync_standby=1 */
+  int nHost;                 /* hosts the URI names (libpq's host list) */
+  int eLost;                 /* store_commit_lost() of the last commit */
+  StorePgInfo info;          /* the server's, as of the latest connect */
   int32_t aTxnLock[2];       /* the transaction lock's two keys */
   PgOp *aOp;                 /* buffered writes */
   int nOp, nOpAlloc;
@@ -271,26 +309,6 @@ static void pgSetErr(StorePg *p, char *zMsg){
   p->zErr = zMsg;
 }
 
-/* 1 when the handle's connection is to a hot standby: the server's
-** in_hot_standby, which PostgreSQL 14 and later report at connect and
-** again after a promotion, before the next query's result (no round
-** trip).  An older server says nothing: 0, and its own error
-** (SQLSTATE 25006) refuses a write. */
-static int pgIsStandby(StorePg *p){
-  const char *z;
-  if( p->pConn==0 || PQstatus(p->pConn)!=CONNECTION_OK ) return 0;
-  z = PQparameterStatus(p->pConn, "in_hot_standby");
-  return z!=0 && strcmp(z, "on")==0;
-}
-
-/* The error of a write through a handle connected to a standby. */
-static int pgStandbyErr(StorePg *p){
-  pgSetErr(p, sqlite3_mprintf("store: %s: the server is a standby (in"
-      " recovery), which takes no writes: a writer connects to the primary"
-      " (target_session_attrs=read-write)", p->zShow));
-  return SQLITE_READONLY;
-}
-
 /* The 64-bit FNV-1a hash of a and b (with a separator). */
 static uint64_t pgHash(const void *a, int na, const void *b, int nb){
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -313,7 +331,10 @@ static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
   if( PQstatus(p->pConn)==CONNECTION_BAD || PQsocket(p->pConn)<0 ){
     pgSetErr(p, sqlite3_mprintf("store: %s of %s: connection lost: %.*s",
                                 zWhat, p->zShow, (int)n, zMsg));
-    if( p->bInTxn && !p->rcDead ) p->rcDead = SQLITE_IOERR;
+    if( p->bInTxn && !p->rcDead ){
+      p->rcDead = SQLITE_IOERR;
+      p->bDeadGone = 1;
+    }
     return SQLITE_IOERR;
   }
   if( zState ){
@@ -330,13 +351,15 @@ static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
       rc = SQLITE_CORRUPT;
     }
   }
-  if( rc==SQLITE_READONLY && pgIsStandby(p) ){
-    pgStandbyErr(p);
-  }else{
-    pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
-        zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
+      zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  if( p->bInTxn && !p->rcDead ){
+    p->rcDead = rc;
+    /* no SQLSTATE: libpq's own error (in pipeline mode a closed
+    ** connection can leave the status OK); 57P, 08: the session ended */
+    p->bDeadGone = zState==0 || strncmp(zState, "57P", 3)==0
+                || strncmp(zState, "08", 2)==0;
   }
-  if( p->bInTxn && !p->rcDead ) p->rcDead = rc;
   return rc;
 }
 
@@ -406,13 +429,58 @@ static int pgPrepare(StorePg *p){
   return rc;
 }
 
-/* Settings of each new session. */
+/* The server's replication state (StorePgInfo), as columns 1..6 of a
+** SELECT whose column 0 is synchronous_commit. */
+#define PG_INFO_COLS \
+  " current_setting('synchronous_standby_names'), pg_is_in_recovery()," \
+  " CASE WHEN pg_is_in_recovery() THEN coalesce((SELECT received_tli" \
+  "   FROM pg_stat_wal_receiver), 0) ELSE ('x'||substr(pg_walfile_name(" \
+  "   pg_current_wal_lsn()), 1, 8))::bit(32)::int END," \
+  " CASE WHEN has_function_privilege('pg_control_system()', 'execute')" \
+  "   THEN (SELECT system_identifier FROM pg_control_system()) ELSE 0 END," \
+  " CASE WHEN pg_has_role('pg_read_all_stats', 'member') THEN (SELECT" \
+  "   count(*) FROM pg_stat_replication WHERE sync_state IN ('sync'," \
+  "   'quorum')) ELSE -1 END," \
+  " CASE WHEN pg_has_role('pg_read_all_stats', 'member') THEN (SELECT" \
+  "   count(*) FROM pg_stat_replication WHERE state='streaming')" \
+  "   ELSE -1 END"
+
+/* p->info from the row of a SELECT of synchronous_commit, PG_INFO_COLS. */
+static void pgInfoRead(StorePg *p, PGresult *r){
+  StorePgInfo *pI = &p->info;
+  sqlite3_snprintf(sizeof(pI->zSyncCommit), pI->zSyncCommit, "%s",
+                   PQgetvalue(r, 0, 0));
+  sqlite3_snprintf(sizeof(pI->zSyncNames), pI->zSyncNames, "%s",
+                   PQgetvalue(r, 0, 1));
+  pI->bInRecovery = PQgetvalue(r, 0, 2)[0]=='t';
+  pI->iTimeline = atoi(PQgetvalue(r, 0, 3));
+  pI->iSystemId = strtoull(PQgetvalue(r, 0, 4), 0, 10);
+  pI->nSyncStandby = atoi(PQgetvalue(r, 0, 5));
+  pI->nStandby = atoi(PQgetvalue(r, 0, 6));
+}
+
+/* Settings of each new session, and the server's replication state
+** (p->info): one round trip. */
 static int pgSession(StorePg *p){
-  char *zSql = sqlite3_mprintf("SET lock_timeout=%d; SET synchronous_commit=%s;"
-      " SET idle_in_transaction_session_timeout=0",
-      p->nBusyMs, p->iSync==0 ? "off" : "on");
-  int rc = zSql ? pgExec(p, zSql, "session setup") : SQLITE_NOMEM;
+  char *zSql = sqlite3_mprintf("SET lock_timeout=%d;"
+      " SET idle_in_transaction_session_timeout=0;"
+      " SELECT set_config('synchronous_commit', %s, false)," PG_INFO_COLS,
+      p->nBusyMs, p->iSync==0 ? "'off'" :
+      "CASE current_setting('synchronous_commit') WHEN 'off' THEN 'on'"
+      " ELSE current_setting('synchronous_commit') END");
+  PGresult *r;
+  int rc = SQLITE_OK;
+  if( zSql==0 ) return SQLITE_NOMEM;
+  r = PQexec(p->pConn, zSql);
+  pgTrip(p);
   sqlite3_free(zSql);
+  if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1
+   && PQnfields(r)==7 ){
+    pgInfoRead(p, r);
+  }else{
+    rc = pgResultErr(p, r, "session setup");
+  }
+  PQclear(r);
   return rc;
 }
 
@@ -420,29 +488,175 @@ static void pgNoNotice(void *pArg, const char *zMsg){
   (void)pArg; (void)zMsg;
 }
 
-/* Connect (again); takes the writer locks of the handle again. */
-static int pgConnect(StorePg *p){
-  PgLock *pL, **ppL;
-  int rc;
-  if( p->pConn ) PQfinish(p->pConn);
-  p->bPrepared = 0;
-  p->bInTxn = 0;
-  p->bWriteTxn = 0;
-  p->pConn = PQconnectdb(p->zConnUri);
+/* The newest timeline a writable handle of this process connected to, per
+** system identifier (fencing: see Failover above).  Guarded by pgTlMutex;
+** the oldest entry makes room. */
+#define PG_TL_SYSTEMS 16
+static pthread_mutex_t pgTlMutex = PTHREAD_MUTEX_INITIALIZER;
+static struct { uint64_t iSystemId; int iTimeline; } aPgTl[PG_TL_SYSTEMS];
+static int iPgTlNext = 0;
+
+/* The newest timeline seen of system iSystemId (0: none), after raising
+** it to iTimeline when bRecord. */
+static int pgTimelineSeen(uint64_t iSystemId, int iTimeline, int bRecord){
+  int i, iSeen = 0;
+  pthread_mutex_lock(&pgTlMutex);
+  for(i=0; i<PG_TL_SYSTEMS; i++){
+    if( aPgTl[i].iSystemId==iSystemId ) break;
+  }
+  if( i<PG_TL_SYSTEMS ){
+    if( bRecord && aPgTl[i].iTimeline<iTimeline ) aPgTl[i].iTimeline = iTimeline;
+    iSeen = aPgTl[i].iTimeline;
+  }else if( bRecord ){
+    aPgTl[iPgTlNext].iSystemId = iSystemId;
+    aPgTl[iPgTlNext].iTimeline = iSeen = iTimeline;
+    iPgTlNext = (iPgTlNext+1)%PG_TL_SYSTEMS;
+  }
+  pthread_mutex_unlock(&pgTlMutex);
+  return iSeen;
+}
+
+/* Whether a writable handle may write on the server it just connected to
+** (p->info): SQLITE_OK, or SQLITE_CANTOPEN with the reason in p->zErr. */
+static int pgCheckPrimary(StorePg *p, const char *zHost){
+  StorePgInfo *pI = &p->info;
+  const char *zAt = zHost ? zHost : PQhost(p->pConn);
+  if( pI->bInRecovery ){
+    pgSetErr(p, sqlite3_mprintf("store: %s: server %s is a standby (in"
+        " recovery), not a primary", p->zShow, zAt ? zAt : ""));
+    return SQLITE_CANTOPEN;
+  }
+  if( pI->iSystemId && pI->iTimeline ){
+    int iSeen = pgTimelineSeen(pI->iSystemId, 0, 0);
+    if( iSeen>pI->iTimeline ){
+      pgSetErr(p, sqlite3_mprintf("store: %s: server %s is on timeline %d,"
+          " older than timeline %d of the same cluster that this process"
+          " has written on: a demoted primary, fenced out", p->zShow,
+          zAt ? zAt : "", pI->iTimeline, iSeen));
+      return SQLITE_CANTOPEN;
+    }
+  }
+  if( p->bRequireSync ){
+    if( pI->nSyncStandby<0 ){
+      pgSetErr(p, sqlite3_mprintf("store: %s: require_sync_standby=1, but"
+          " the role cannot see the standbys of server %s"
+          " (pg_stat_replication needs pg_monitor)", p->zShow,
+          zAt ? zAt : ""));
+      return SQLITE_CANTOPEN;
+    }
+    if( pI->nSyncStandby==0 || strcmp(pI->zSyncCommit, "off")==0
+     || strcmp(pI->zSyncCommit, "local")==0 ){
+      pgSetErr(p, sqlite3_mprintf("store: %s: require_sync_standby=1, but"
+          " server %s has no synchronous standby attached"
+          " (synchronous_commit=%s, synchronous_standby_names='%s',"
+          " %d standbys streaming, %d synchronous)", p->zShow,
+          zAt ? zAt : "", pI->zSyncCommit, pI->zSyncNames, pI->nStandby,
+          pI->nSyncStandby));
+      return SQLITE_CANTOPEN;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* One connection attempt, to the URI's hosts (zHost NULL: libpq picks
+** among them) or to host zHost (port zPort, hostaddr zAddr, either NULL)
+** alone; the session set up and, for a writable handle, the server
+** checked (pgCheckPrimary).  SQLITE_CANTOPEN with the reason in p->zErr
+** when refused or unreachable. */
+static int pgConnectOne(StorePg *p, const char *zHost, const char *zPort,
+                        const char *zAddr){
+  const char *azKey[5], *azVal[5];
+  int n = 0, rc;
+  if( p->pConn ){ PQfinish(p->pConn); p->pConn = 0; }
+  azKey[n] = "dbname"; azVal[n++] = p->zConnUri;
+  if( zHost ){ azKey[n] = "host"; azVal[n++] = zHost; }
+  if( zPort ){ azKey[n] = "port"; azVal[n++] = zPort; }
+  if( zAddr ){ azKey[n] = "hostaddr"; azVal[n++] = zAddr; }
+  azKey[n] = 0; azVal[n] = 0;
+  p->pConn = PQconnectdbParams(azKey, azVal, 1);
   pgTrip(p);
   if( p->pConn==0 ) return SQLITE_NOMEM;
   if( PQstatus(p->pConn)!=CONNECTION_OK ){
     const char *zMsg = PQerrorMessage(p->pConn);
-    size_t n = strlen(zMsg);
-    while( n>0 && (zMsg[n-1]=='\n' || zMsg[n-1]==' ') ) n--;
-    pgSetErr(p, sqlite3_mprintf("store: cannot connect to %s: %.*s",
-                                p->zShow, (int)n, zMsg));
+    size_t nMsg = strlen(zMsg);
+    while( nMsg>0 && (zMsg[nMsg-1]=='\n' || zMsg[nMsg-1]==' ') ) nMsg--;
+    pgSetErr(p, sqlite3_mprintf("store: cannot connect to %s%s%s: %.*s",
+        p->zShow, zHost ? " at " : "", zHost ? zHost : "", (int)nMsg, zMsg));
     return SQLITE_CANTOPEN;
   }
   /* the server's notices (a terminated session's FATAL among them) are
   ** not for the application's stderr */
   PQsetNoticeProcessor(p->pConn, pgNoNotice, 0);
   rc = pgSession(p);
+  if( rc!=SQLITE_OK ) return rc==SQLITE_NOMEM ? rc : SQLITE_CANTOPEN;
+  if( !p->bReadOnly ) rc = pgCheckPrimary(p, zHost);
+  return rc;
+}
+
+/* The i-th entry of the comma-separated list z (the last one when the
+** list is shorter, NULL for an empty list), sqlite3_malloc'd. */
+static char *pgListItem(const char *z, int i){
+  int k;
+  if( z==0 || z[0]==0 ) return 0;
+  for(k=0; k<i; k++){
+    const char *zC = strchr(z, ',');
+    if( zC==0 ) break;
+    z = zC+1;
+  }
+  return sqlite3_mprintf("%.*s", (int)strcspn(z, ","), z);
+}
+
+/* Connect to a server the handle may use: libpq's pick among the URI's
+** hosts, and when a writable handle refuses it (pgCheckPrimary) and the
+** URI names several hosts, each host in turn.  The reasons of every
+** refusal in p->zErr. */
+static int pgConnectServer(StorePg *p){
+  PQconninfoOption *aOpt, *o;
+  const char *zHosts = 0, *zPorts = 0, *zAddrs = 0;
+  sqlite3_str *pWhy;
+  int rc, i;
+  rc = pgConnectOne(p, 0, 0, 0);
+  if( rc!=SQLITE_CANTOPEN || p->bReadOnly || p->nHost<2 ) return rc;
+  aOpt = PQconninfoParse(p->zConnUri, 0);
+  if( aOpt==0 ) return rc;
+  for(o=aOpt; o->keyword; o++){
+    if( strcmp(o->keyword, "host")==0 ) zHosts = o->val;
+    if( strcmp(o->keyword, "port")==0 ) zPorts = o->val;
+    if( strcmp(o->keyword, "hostaddr")==0 ) zAddrs = o->val;
+  }
+  pWhy = sqlite3_str_new(0);
+  sqlite3_str_appendall(pWhy, p->zErr ? p->zErr : "");
+  for(i=0; i<p->nHost; i++){
+    char *zH = pgListItem(zHosts, i);
+    char *zP = pgListItem(zPorts, i);
+    char *zA = pgListItem(zAddrs, i);
+    rc = pgConnectOne(p, zH ? zH : "", zP, zA);
+    if( rc==SQLITE_CANTOPEN ){
+      sqlite3_str_appendf(pWhy, "; %s", p->zErr ? p->zErr : "");
+    }
+    sqlite3_free(zH); sqlite3_free(zP); sqlite3_free(zA);
+    if( rc!=SQLITE_CANTOPEN ) break;
+  }
+  PQconninfoFree(aOpt);
+  if( rc==SQLITE_CANTOPEN ){
+    pgSetErr(p, sqlite3_str_finish(pWhy));
+  }else{
+    sqlite3_free(sqlite3_str_finish(pWhy));
+  }
+  return rc;
+}
+
+/* Connect (again); takes the writer locks of the handle again. */
+static int pgConnect(StorePg *p){
+  PgLock *pL, **ppL;
+  int rc;
+  p->bPrepared = 0;
+  p->bInTxn = 0;
+  p->bWriteTxn = 0;
+  rc = pgConnectServer(p);
+  if( rc==SQLITE_OK && !p->bReadOnly && p->info.iSystemId ){
+    pgTimelineSeen(p->info.iSystemId, p->info.iTimeline, 1);
+  }
   if( rc==SQLITE_OK && p->bSchemaReady ) rc = pgPrepare(p);
   for(ppL=&p->pLock; rc==SQLITE_OK && (pL = *ppL)!=0; ){
     char zKey[24];
@@ -471,16 +685,45 @@ static int pgConnect(StorePg *p){
   return rc;
 }
 
+static int64_t pgNowMs(void){
+  struct timeval tv;
+  gettimeofday(&tv, 0);
+  return (int64_t)tv.tv_sec*1000 + tv.tv_usec/1000;
+}
+
+/* Connect again after a lost connection: tries for up to failover_ms
+** (a failover: the new primary takes a while to be promoted), then
+** SQLITE_IOERR with the last reason. */
+static int pgReconnect(StorePg *p){
+  int64_t tEnd = pgNowMs() + p->nFailoverMs;
+  int nPause = 50, rc;
+  p->info.nReconnect++;
+  for(;;){
+    int64_t tLeft;
+    rc = pgConnect(p);
+    if( rc!=SQLITE_CANTOPEN ) break;
+    tLeft = tEnd - pgNowMs();
+    if( tLeft<=0 ){
+      char *z = sqlite3_mprintf("store: no server of %s accepted the"
+          " connection within %d ms (failover_ms): %s", p->zShow,
+          p->nFailoverMs, p->zErr ? p->zErr : "");
+      if( z ) pgSetErr(p, z);
+      return SQLITE_IOERR;
+    }
+    usleep((useconds_t)(tLeft<nPause ? tLeft : nPause)*1000);
+    if( nPause<500 ) nPause *= 2;
+  }
+  return rc;
+}
+
 /* A live connection: reconnects a lost one (outside a transaction). */
 static int pgLive(StorePg *p){
-  int rc;
   if( p->bInTxn ) return p->rcDead;
   if( p->pConn && PQstatus(p->pConn)==CONNECTION_OK
    && PQsocket(p->pConn)>=0 && p->bPrepared ){
     return SQLITE_OK;
   }
-  rc = pgConnect(p);
-  return rc==SQLITE_CANTOPEN ? SQLITE_IOERR : rc;   /* not at open */
+  return pgReconnect(p);
 }
 
 /* Run prepared statement i with binary parameters; *ppRes gets the result
@@ -568,7 +811,8 @@ static int pgRunFirst(StorePg *p, const char *zName, int nParam,
     p->bPrepared = 0;
     p->bInTxn = 0;
     p->rcDead = 0;
-    rc = pgConnect(p);
+    p->bDeadGone = 0;
+    rc = pgReconnect(p);
     p->bInTxn = 1;
     if( rc!=SQLITE_OK ){
       rc = SQLITE_IOERR;
@@ -914,6 +1158,7 @@ static int pgRollback(Store *pStore){
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
+  p->bDeadGone = 0;
   if( PQstatus(p->pConn)==CONNECTION_OK
    && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
     rc = pgExec(p, "ROLLBACK", "rollback");
@@ -993,7 +1238,6 @@ static int pgBegin(Store *pStore, int bWrite){
   int rc, bRetry = 0, i, bLost = 0, bGone = 0;
   if( p->bInTxn ) return SQLITE_MISUSE;
   if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
-  if( bWrite && pgIsStandby(p) ) return pgStandbyErr(p);
   if( bWrite && p->bLockLost ){
     p->bLockLost = 0;
     pgSetErr(p, sqlite3_mprintf("store: %s: the connection was lost and a"
@@ -1052,12 +1296,22 @@ static int pgCommit(Store *pStore){
     pgUnlockPending(p);
     return SQLITE_OK;
   }
-  rc = p->rcDead ? p->rcDead : pgFlush(p, "COMMIT");
+  p->eLost = STORE_LOST_NONE;
+  if( p->rcDead ){
+    /* COMMIT was never sent: a lost session took the transaction */
+    rc = p->rcDead;
+    if( p->bDeadGone ) p->eLost = STORE_LOST_ABORTED;
+  }else{
+    /* lost on the way: the server may have committed it */
+    rc = pgFlush(p, "COMMIT");
+    if( rc!=SQLITE_OK && p->bDeadGone ) p->eLost = STORE_LOST_UNKNOWN;
+  }
   pgOpsClear(p);
   pgRaClear(p);
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   p->rcDead = 0;
+  p->bDeadGone = 0;
   if( rc!=SQLITE_OK && PQstatus(p->pConn)==CONNECTION_OK
    && PQtransactionStatus(p->pConn)!=PQTRANS_IDLE ){
     PQclear(PQexec(p->pConn, "ROLLBACK"));
@@ -1265,7 +1519,6 @@ static int pgCheckWritable(StorePg *p){
     pgSetErr(p, sqlite3_mprintf("store: %s is open read-only", p->zShow));
     return SQLITE_READONLY;
   }
-  if( pgIsStandby(p) ) return pgStandbyErr(p);
   return SQLITE_OK;
 }
 
@@ -1434,8 +1687,6 @@ static int pgWriterLock(Store *pStore, const void *pKey, int nKey){
   int rc, bGot = 0;
   if( p->bReadOnly ) return SQLITE_READONLY;
   if( *pgFindLock(p, iKey) ) return SQLITE_OK;
-  if( !p->bInTxn ) pgLive(p);         /* a failure comes again below */
-  if( pgIsStandby(p) ) return pgStandbyErr(p);
   rc = pgLockCall(p, PS_WLOCK, iKey, &bGot);
   if( rc==SQLITE_BUSY || (rc&0xff)==SQLITE_IOERR ) rc = SQLITE_IOERR_LOCK;
   if( rc!=SQLITE_OK ) return rc;
@@ -1518,10 +1769,15 @@ static void pgClose(Store *pStore){
   sqlite3_free(p);
 }
 
+static int pgCommitLost(Store *pStore){
+  return ((StorePg*)pStore)->eLost;
+}
+
 static const StoreMethods storePgMethods = {
-  2, pgClose, pgBegin, pgCommit, pgRollback, pgGet, pgScan, pgPut, pgClear,
+  4, pgClose, pgBegin, pgCommit, pgRollback, pgGet, pgScan, pgPut, pgClear,
   pgClearRange, pgAdd, pgMaxValue, pgErrMsg, pgGetRange, pgMaintain,
-  pgPhysicalBytes, pgWriterLock, pgWriterUnlock, pgWriterHeld, 0, 0
+  pgPhysicalBytes, pgWriterLock, pgWriterUnlock, pgWriterHeld, 0, 0,
+  pgCommitLost
 };
 
 /* ---- replication ---- */
@@ -1565,6 +1821,30 @@ int store_pg_replica(Store *pStore, int *pbStandby, double *prLag){
   return rc;
 }
 
+int store_pg_info(Store *pStore, int bRefresh, StorePgInfo *pInfo){
+  StorePg *p = (StorePg*)pStore;
+  int rc = SQLITE_OK;
+  memset(pInfo, 0, sizeof(*pInfo));
+  if( pStore==0 || pStore->pMethods!=&storePgMethods ) return SQLITE_NOTFOUND;
+  if( bRefresh && !p->bInTxn ){
+    PGresult *r;
+    rc = pgLive(p);
+    if( rc!=SQLITE_OK ) return rc;
+    r = PQexec(p->pConn, "SELECT current_setting('synchronous_commit'),"
+                         PG_INFO_COLS);
+    pgTrip(p);
+    if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1
+     && PQnfields(r)==7 ){
+      pgInfoRead(p, r);
+    }else{
+      rc = pgResultErr(p, r, "replication state");
+    }
+    PQclear(r);
+  }
+  *pInfo = p->info;
+  return rc;
+}
+
 /* ---- open ---- */
 
 /* Splits the backend's own parameters off zUri: the rest, with
@@ -1573,7 +1853,8 @@ static int pgParseUri(StorePg *p, const char *zUri, char **pzSchema,
                       char **pzErr){
   const char *zQ = strchr(zUri, '?');
   sqlite3_str *s = sqlite3_str_new(0);
-  int bTimeout = 0, nSep = 0;
+  int bTimeout = 0, nSep = 0, bTsa = 0;
+  PQconninfoOption *aOpt, *o;
   char *zCopy, *z, *zNext;
   *pzSchema = 0;
   sqlite3_str_append(s, zUri, zQ ? (int)(zQ-zUri) : (int)strlen(zUri));
@@ -1588,7 +1869,9 @@ static int pgParseUri(StorePg *p, const char *zUri, char **pzSchema,
       *pzSchema = sqlite3_mprintf("%s", zEq+1);
     }else if( zEq && (strncmp(z, "chunk_bytes=", 12)==0
                       || strncmp(z, "busy_ms=", 8)==0
-                      || strncmp(z, "retries=", 8)==0) ){
+                      || strncmp(z, "retries=", 8)==0
+                      || strncmp(z, "failover_ms=", 12)==0
+                      || strncmp(z, "require_sync_standby=", 21)==0) ){
       char *zEnd = 0;
       long v = strtol(zEq+1, &zEnd, 10);
       int bOk = zEq[1] && *zEnd==0;
@@ -1598,13 +1881,20 @@ static int pgParseUri(StorePg *p, const char *zUri, char **pzSchema,
       }else if( z[0]=='b' ){
         bOk = bOk && v>=0 && v<=86400000;
         if( bOk ) p->nBusyMs = (int)v;
+      }else if( z[0]=='f' ){
+        bOk = bOk && v>=0 && v<=3600000;
+        if( bOk ) p->nFailoverMs = (int)v;
+      }else if( z[2]=='q' ){
+        bOk = bOk && (v==0 || v==1);
+        if( bOk ) p->bRequireSync = (int)v;
       }else{
         bOk = bOk && v>=0 && v<=1000;
         if( bOk ) p->nRetry = (int)v;
       }
       if( !bOk ){
         *pzErr = sqlite3_mprintf("store: %s: bad value %s (chunk_bytes:"
-            " 1024..1073741823, busy_ms: 0..86400000, retries: 0..1000)",
+            " 1024..1073741823, busy_ms: 0..86400000, retries: 0..1000,"
+            " failover_ms: 0..3600000, require_sync_standby: 0 or 1)",
             p->zShow, z);
         sqlite3_free(zCopy);
         sqlite3_free(sqlite3_str_finish(s));
@@ -1612,6 +1902,7 @@ static int pgParseUri(StorePg *p, const char *zUri, char **pzSchema,
       }
     }else{
       if( strncmp(z, "connect_timeout=", 16)==0 ) bTimeout = 1;
+      if( strncmp(z, "target_session_attrs=", 21)==0 ) bTsa = 1;
       sqlite3_str_appendchar(s, 1, nSep++ ? '&' : '?');
       sqlite3_str_appendall(s, z);
     }
@@ -1622,7 +1913,25 @@ static int pgParseUri(StorePg *p, const char *zUri, char **pzSchema,
   }
   sqlite3_free(zCopy);
   p->zConnUri = sqlite3_str_finish(s);
-  return p->zConnUri ? SQLITE_OK : SQLITE_NOMEM;
+  if( p->zConnUri==0 ) return SQLITE_NOMEM;
+  /* the hosts (libpq's list, of the URI's authority or of host=) */
+  p->nHost = 1;
+  aOpt = PQconninfoParse(p->zConnUri, 0);
+  for(o=aOpt; o && o->keyword; o++){
+    if( strcmp(o->keyword, "host")==0 && o->val ){
+      const char *zC;
+      for(zC=o->val; (zC = strchr(zC, ','))!=0; zC++) p->nHost++;
+    }
+  }
+  if( aOpt ) PQconninfoFree(aOpt);
+  if( p->nHost>1 && !bTsa && !p->bReadOnly ){
+    char *zNew = sqlite3_mprintf("%s&target_session_attrs=read-write",
+                                 p->zConnUri);
+    if( zNew==0 ) return SQLITE_NOMEM;
+    sqlite3_free(p->zConnUri);
+    p->zConnUri = zNew;
+  }
+  return SQLITE_OK;
 }
 
 /* zName as a quoted SQL identifier (sqlite3_malloc'd). */
@@ -1715,8 +2024,9 @@ int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
   p->nMaxValue = pCfg->nMaxValue>0 ? pCfg->nMaxValue : 65536;
   p->nBusyMs = pCfg->nBusyMs>0 ? pCfg->nBusyMs : 10000;
   p->nRetry = 3;
+  p->nFailoverMs = 30000;
   p->iSync = pCfg->iSynchronous;
-  p->bReadOnly = pCfg->bReadOnly || pCfg->bImmutable;
+  p->bReadOnly = pCfg->bReadOnly || pCfg->bImmutable || pCfg->bInspect;
   p->zShow = store_pg_redact(zUri);
   if( p->zShow==0 ){ pgClose(&p->base); return SQLITE_NOMEM; }
   rc = pgParseUri(p, zUri, &zSchema, &zErr);

@@ -546,7 +546,7 @@ static const StoreMethods storeSqliteMethods = {
   3, ssClose, ssBegin, ssCommit, ssRollback, ssGet, ssScan, ssPut, ssClear,
   ssClearRange, ssAdd, ssMaxValue, ssErrMsg, ssGetRange, ssMaintain,
   ssPhysicalBytes, ssWriterLock, ssWriterUnlock, ssWriterHeld, ssMemory,
-  ssDataVersion
+  ssDataVersion, 0
 };
 
 /* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by

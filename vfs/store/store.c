@@ -25,6 +25,12 @@ int store_begin(Store *p, int bWrite){
 int store_commit(Store *p){
   return p->pMethods->xCommit(p);
 }
+int store_commit_lost(Store *p){
+  if( p->pMethods->iVersion<4 || p->pMethods->xCommitLost==0 ){
+    return STORE_LOST_NONE;
+  }
+  return p->pMethods->xCommitLost(p);
+}
 int store_rollback(Store *p){
   return p->pMethods->xRollback(p);
 }

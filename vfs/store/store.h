@@ -42,7 +42,8 @@ typedef int (*StoreRowFn)(void *pArg, const unsigned char *pKey, int nKey,
 #define STORE_SCAN_REVERSE 0x01    /* store_scan(): largest key first */
 
 struct StoreMethods {
-  int iVersion;                    /* 2, or 3 with xMemory, xDataVersion */
+  int iVersion;                    /* 2, or 3 with xMemory, xDataVersion,
+                                   ** or 4 with xCommitLost */
   void (*xClose)(Store*);
   int (*xBegin)(Store*, int bWrite);
   int (*xCommit)(Store*);
@@ -69,6 +70,8 @@ struct StoreMethods {
   /* version 3 (either may be NULL: not provided) */
   int (*xMemory)(Store*, int64_t *pnUsed, int64_t *pnLimit);
   int (*xDataVersion)(Store*, uint64_t *piVersion);
+  /* version 4 (may be NULL: never lost) */
+  int (*xCommitLost)(Store*);
 };
 
 /* Every backend's handle starts with this. */
@@ -91,6 +94,20 @@ int store_begin(Store*, int bWrite);
 ** rolled back, unless the failure came after the backend's commit point, in
 ** which case a later reader may see it: either way it is all or nothing. */
 int store_commit(Store*);
+
+/* After a store_commit() that failed: whether the transaction was lost
+** with the backend's connection, and how.  STORE_LOST_NONE: it was not
+** (it was rolled back, or the backend has no connection to lose);
+** STORE_LOST_ABORTED: the connection went before the backend sent its
+** commit, so nothing of it was written and running it again is safe;
+** STORE_LOST_UNKNOWN: the connection went while the commit was on its
+** way, so the server may have committed it or not -- a caller must read
+** the store to find out before it runs the transaction again.  0 for a
+** backend below iVersion 4. */
+#define STORE_LOST_NONE    0
+#define STORE_LOST_ABORTED 1
+#define STORE_LOST_UNKNOWN 2
+int store_commit_lost(Store*);
 
 /* Abandon the open transaction.  SQLITE_OK if there was none. */
 int store_rollback(Store*);
@@ -260,13 +277,39 @@ int store_sqlite_read_only_fs(const char *zPath);
 ** schema=NAME (default depot), chunk_bytes=N (the largest value of one
 ** row, default 65536), busy_ms=N (the wait for the store's write lock,
 ** default the config's nBusyMs), retries=N (of serialization failures and
-** deadlocks, default 3).  Of StoreSqliteConfig it reads bCreate,
-** bReadOnly/bImmutable (read-only), iSynchronous (0: synchronous_commit
+** deadlocks, default 3), failover_ms=N (how long a lost connection is
+** connected again before the call fails, default 30000),
+** require_sync_standby=1 (a writable handle connects only to a primary
+** with a synchronous standby attached).  Of StoreSqliteConfig it reads bCreate,
+** bReadOnly/bImmutable/bInspect (read-only), iSynchronous (0: synchronous_commit
 ** off), nMaxValue and nBusyMs.  A build without libpq refuses such a store
 ** with SQLITE_CANTOPEN and a message saying so.
 */
 int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
                   Store **ppStore, char **pzErr);
+
+/* What a PostgreSQL store's handle knows of its server's replication,
+** read at each connect (store_pg_info()). */
+typedef struct StorePgInfo StorePgInfo;
+struct StorePgInfo {
+  char zSyncCommit[16];      /* the session's synchronous_commit */
+  char zSyncNames[256];      /* the server's synchronous_standby_names */
+  int bInRecovery;           /* the server is a standby */
+  int nSyncStandby;          /* standbys attached with sync_state sync or
+                             ** quorum; -1: the role may not see them
+                             ** (pg_stat_replication needs pg_monitor) */
+  int nStandby;              /* standbys streaming from it; -1 likewise */
+  int iTimeline;             /* the server's timeline (a standby: the
+                             ** one it receives); 0 unknown */
+  uint64_t iSystemId;        /* pg_control_system(); 0 unknown */
+  int64_t nReconnect;        /* connections made again by this handle */
+};
+
+/* *pInfo of the PostgreSQL store handle p, with bRefresh read from the
+** server now (one round trip; outside a transaction), else as of the
+** handle's latest connect.  SQLITE_NOTFOUND for a store of another
+** backend (and in a build without libpq). */
+int store_pg_info(Store *p, int bRefresh, StorePgInfo *pInfo);
 
 /* 1 if zPath names a PostgreSQL store (starts with postgresql:// or
 ** postgres://). */
@@ -277,8 +320,8 @@ int store_is_pg_uri(const char *zPath);
 char *store_pg_redact(const char *zUri);
 
 /* The replication role of the server a store handle reads: *pbStandby 1
-** when it is a PostgreSQL hot standby (a handle on one reads what the
-** standby has replayed and takes no writes: SQLITE_READONLY), and *prLag
+** when it is a PostgreSQL hot standby (a read-only handle on one reads
+** what the standby has replayed; a writable handle refuses one), and *prLag
 ** the replay lag in seconds: 0 on a primary and on a standby that has
 ** replayed all the WAL it received from a running WAL receiver, else the
 ** time since the commit it replayed last, -1 when it has replayed none.
