@@ -16,9 +16,11 @@
 ** per trial the milliseconds from the primary's death (the kill command
 ** returned) to the promotion command's return and to the first
 ** acknowledged commit, and their medians, minima and maxima.  The writer
-** reaches the new primary through the backend's reconnect on the next
-** call after a lost connection (libpq tries the hosts in order).  Every
-** commit acknowledged before the kill must be there after it (checked).
+** reaches the new primary through the backend's failover: the call that
+** finds its connection lost connects again, trying each host of the URI
+** with pauses of 50..500 ms, until a primary accepts (failover_ms).
+** Every commit acknowledged before the kill must be there after it
+** (checked).
 */
 #include "config.h"
 #include "ext/depot.h"
