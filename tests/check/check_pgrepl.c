@@ -135,6 +135,34 @@ static void replTextIs(sqlite3 *db, const char *zWant, const char *zFmt, ...){
   sqlite3_free(zSql);
 }
 
+/* Child: "fork STORE-URI": depot_fork of app/main in a process that has
+** seen no server yet.  Exits 0 when it succeeded, 10 when the store
+** refused the server for want of a synchronous standby, 11 on another
+** error (written to stderr). */
+int depot_test_child(int argc, char **argv){
+  sqlite3 *db;
+  char *zSql;
+  int rc;
+  if( argc<2 || strcmp(argv[0], "fork")!=0 ) return 2;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  if( sqlite3_open(":memory:", &db)!=SQLITE_OK ) return 3;
+  zSql = sqlite3_mprintf("SELECT depot_fork(%Q, 'app', 'main', 'child')",
+                         argv[1]);
+  rc = sqlite3_exec(db, zSql, 0, 0, 0);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK ){
+    sqlite3_close(db);
+    return 0;
+  }
+  if( strstr(sqlite3_errmsg(db), "has no synchronous standby attached") ){
+    sqlite3_close(db);
+    return 10;
+  }
+  fprintf(stderr, "check_pgrepl child: %s\n", sqlite3_errmsg(db));
+  sqlite3_close(db);
+  return 11;
+}
+
 /* ---------------------------------------------------------------- */
 
 /* The suite's servers: the multi-host URI reaches the primary, commits
@@ -157,6 +185,24 @@ START_TEST(t_harness){
   sqlite3_close(mem);
   z = replSh("wait '%s' s1 sync", getenv("DEPOT_TEST_PGREPL_PRIMARY"));
   sqlite3_free(z);
+  /* the standby, once it has replayed the store's tables: depot_stats
+  ** reads its replication state (a standby on timeline 1, no standbys of
+  ** its own) */
+  {
+    char *zS = replUri(getenv("DEPOT_TEST_PGREPL_STANDBY_URI"), "harness",
+                       "");
+    int64_t tEnd = replNowMs() + 10000;
+    mem = th_open(":memory:");
+    while( th_tryf(mem, 0, "SELECT * FROM depot_stats(%Q)", zS)!=SQLITE_OK
+        && replNowMs()<tEnd ){
+      usleep(100000);
+    }
+    replTextIs(mem, "on,0,0,1", "SELECT synchronous_commit||','||"
+               "sync_standbys||','||standbys||','||timeline FROM"
+               " depot_stats(%Q)", zS);
+    sqlite3_close(mem);
+    sqlite3_free(zS);
+  }
   z = replSh("timeline '%s'", getenv("DEPOT_TEST_PGREPL_PRIMARY"));
   ck_assert_str_eq(z, "1");
   sqlite3_free(z);
@@ -295,7 +341,16 @@ START_TEST(t_failover_sync){
   ck_assert_str_eq(z, "1");
   sqlite3_free(z);
   nBefore = (int)th_int(db, "SELECT count(*) FROM t");
-  for(i=0; i<20; i++){
+  for(i=0; i<10; i++){
+    th_execf(db, "INSERT INTO t VALUES(%d, 'after')", 30000+i);
+  }
+  sqlite3_close(db);
+  /* a new connection of the URI naming the old primary first (another
+  ** URI: no idle handle of this process serves it) */
+  z = sqlite3_mprintf("%s&failover_ms=20000", zUri);
+  db = replOpenDb(zDir, z, "app");
+  sqlite3_free(z);
+  for(i=10; i<20; i++){
     th_execf(db, "INSERT INTO t VALUES(%d, 'after')", 30000+i);
   }
   sqlite3_close(db);
@@ -310,6 +365,20 @@ START_TEST(t_failover_sync){
   ck_assert_ptr_nonnull(zErr);
   ck_assert_msg(strstr(zErr, "fenced out")!=0, "%s", zErr);
   sqlite3_free(zErr);
+  /* a process that never saw the new primary: kept off the old one by
+  ** require_sync_standby=1 (its standby follows the new primary now) */
+  {
+    char *zReq = sqlite3_mprintf("%s&require_sync_standby=1", zOld);
+    const char *azArg[3];
+    pid_t pid;
+    int st = 0;
+    azArg[0] = "fork"; azArg[1] = zReq; azArg[2] = 0;
+    pid = th_spawn(azArg);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 10);
+    sqlite3_free(zReq);
+  }
   sqlite3_close(mem);
   sqlite3_free(replSh("stopall '%s' '%s'", zP, zS));
   sqlite3_free(pL);
@@ -422,6 +491,66 @@ START_TEST(t_durability){
 }
 END_TEST
 
+/* A commit whose COMMIT the connection loses on its way: the synchronous
+** standby stopped, the primary's COMMIT waits for it (its commit record
+** is written, not yet acknowledged), the primary is killed and both come
+** back.  The writer, connected again, finds its commit row at the head:
+** the statement succeeds and the commit is there once, not applied again. */
+START_TEST(t_commit_outcome){
+  char *zDir = th_tmpdir("pgrepl_outcome");
+  const char *zCluster = getenv("DEPOT_TEST_PG_CLUSTER");
+  char *zP, *zS, *zMulti, *zUri, *zCmd, *zErr = 0;
+  sqlite3 *db;
+  pid_t pid;
+  int rc, st = 0, nCommit;
+  int64_t t0;
+  replNewPair("uo", 1, &zP, &zS, &zMulti);
+  zUri = replUri(zMulti, "outcome", "&failover_ms=60000");
+  db = replOpenDb(zDir, zUri, "app");
+  th_exec(db, "CREATE TABLE t(i INTEGER PRIMARY KEY, b)");
+  th_exec(db, "INSERT INTO t VALUES(1, 'one')");
+  {
+    sqlite3 *mem = th_open(":memory:");
+    nCommit = (int)th_intf(mem, "SELECT count(*) FROM depot_commits(%Q,"
+                           " 'app', 'main')", zUri);
+    sqlite3_close(mem);
+  }
+  sqlite3_free(replSh("stop '%s'", zS));
+  zCmd = sqlite3_mprintf("sleep 1; sh '%s' kill '%s' && sh '%s' resume '%s'"
+      " && sh '%s' resume '%s'", zCluster, zP, zCluster, zP, zCluster, zS);
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    execlp("sh", "sh", "-c", zCmd, (char*)0);
+    _exit(127);
+  }
+  t0 = replNowMs();
+  rc = th_try(db, "INSERT INTO t VALUES(2, 'two')", &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "%s", zErr ? zErr : "");
+  /* its COMMIT waited for the standby until the kill cut it */
+  ck_assert_int_ge(replNowMs()-t0, 900);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  th_exec(db, "INSERT INTO t VALUES(3, 'three')");
+  sqlite3_close(db);
+  db = replOpenDb(zDir, zUri, "app");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 3);
+  sqlite3_close(db);
+  db = th_open(":memory:");
+  /* rows 2 and 3: two commits more, none twice */
+  ck_assert_int_eq(th_intf(db, "SELECT count(*) FROM depot_commits(%Q,"
+                           " 'app', 'main')", zUri), nCommit+2);
+  sqlite3_close(db);
+  replVerify(zUri);
+  sqlite3_free(replSh("stopall '%s' '%s'", zP, zS));
+  sqlite3_free(zCmd);
+  sqlite3_free(zP); sqlite3_free(zS); sqlite3_free(zMulti);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 /* A primary that is gone and no standby promoted: a write fails with a
 ** clear error once failover_ms has passed, not sooner, not much later. */
 START_TEST(t_no_primary){
@@ -462,9 +591,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, t_no_primary);
   suite_add_tcase(s, tc);
   tc = tcase_create("failover");
-  tcase_set_timeout(tc, 150);
   tcase_add_test(tc, t_failover_sync);
   tcase_add_test(tc, t_failover_async);
+  tcase_add_test(tc, t_commit_outcome);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -56,7 +56,8 @@
 ** SQLITE_BUSY; inside a transaction they end it with SQLITE_BUSY.
 ** 55P03 (lock_timeout) is SQLITE_BUSY, 53100 SQLITE_FULL, a lost
 ** connection SQLITE_IOERR (the open transaction is gone: PostgreSQL
-** committed all of it or none); the next call reconnects.  Messages name
+** committed all of it or none; store_commit_lost() says which it may
+** be); the next call reconnects (Failover).  Messages name
 ** the store by its URI without the password.
 **
 ** Failover.  Each connect of a handle reads, in its one session-setup
@@ -65,15 +66,16 @@
 ** "off" becomes "on" unless the open asked for iSynchronous 0),
 ** synchronous_standby_names, whether it is in recovery, its timeline and
 ** system identifier, and the standbys attached (pg_stat_replication, sync
-** and all).  A writable handle accepts only a server that is not in
-** recovery, whose timeline is not older than the newest timeline a
-** writable handle of this process connected to on the same system
-** identifier (a demoted old primary that comes back runs on the timeline
-** its standby left when promoted: it is fenced out), and with
-** require_sync_standby=1 one with a synchronous standby attached and
-** synchronous_commit neither off nor local.  With several hosts a refused
-** server makes the handle try each host of the URI in turn.  A lost
-** connection is connected again at the next call outside a transaction
+** and all).  A writable handle accepts a primary whose timeline is not
+** older than the newest timeline a writable handle of this process
+** connected to on the same system identifier (a demoted old primary that
+** comes back runs on the timeline its standby left when promoted: it is
+** fenced out), with require_sync_standby=1 only one with a synchronous
+** standby attached and synchronous_commit neither off nor local; and a
+** standby only when the URI names one host (its writes fail with
+** SQLITE_READONLY).  With several hosts a refused server makes the
+** handle try each host of the URI in turn.  A lost connection is
+** connected again at the next call outside a transaction
 ** (or at BEGIN), trying for up to failover_ms, a pause of 50..500 ms
 ** between tries, then SQLITE_IOERR "no server of URI accepted ... within
 ** N ms" with the last reason.  The transaction a lost connection cuts is
@@ -516,12 +518,15 @@ static int pgTimelineSeen(uint64_t iSystemId, int iTimeline, int bRecord){
   return iSeen;
 }
 
-/* Whether a writable handle may write on the server it just connected to
-** (p->info): SQLITE_OK, or SQLITE_CANTOPEN with the reason in p->zErr. */
+/* Whether a writable handle may use the server it just connected to
+** (p->info): SQLITE_OK, or SQLITE_CANTOPEN with the reason in p->zErr.  A
+** standby is refused when the URI names several hosts (the primary is
+** among the others), else kept: its writes fail with SQLITE_READONLY. */
 static int pgCheckPrimary(StorePg *p, const char *zHost){
   StorePgInfo *pI = &p->info;
   const char *zAt = zHost ? zHost : PQhost(p->pConn);
   if( pI->bInRecovery ){
+    if( p->nHost<2 ) return SQLITE_OK;
     pgSetErr(p, sqlite3_mprintf("store: %s: server %s is a standby (in"
         " recovery), not a primary", p->zShow, zAt ? zAt : ""));
     return SQLITE_CANTOPEN;
@@ -654,7 +659,8 @@ static int pgConnect(StorePg *p){
   p->bInTxn = 0;
   p->bWriteTxn = 0;
   rc = pgConnectServer(p);
-  if( rc==SQLITE_OK && !p->bReadOnly && p->info.iSystemId ){
+  if( rc==SQLITE_OK && !p->bReadOnly && !p->info.bInRecovery
+   && p->info.iSystemId ){
     pgTimelineSeen(p->info.iSystemId, p->info.iTimeline, 1);
   }
   if( rc==SQLITE_OK && p->bSchemaReady ) rc = pgPrepare(p);
