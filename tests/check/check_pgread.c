@@ -488,8 +488,9 @@ START_TEST(t_standby_snapshots){
 END_TEST
 
 /* The role and lag of each server in depot_stats and depot_replay_lag;
-** the listings that only read read a standby; a writable open and a
-** depot_* change refuse one and say why; one
+** the listings that only read read a standby; writes through one (a
+** database opened for writing, a depot_* change) fail with
+** SQLITE_READONLY and say why; one
 ** URI listing both servers reads from the standby with
 ** target_session_attrs=prefer-standby and writes to the primary with
 ** read-write. */
@@ -531,10 +532,13 @@ START_TEST(t_standby_role_and_writes){
   ck_assert_int_eq(th_intf(mem, "SELECT count(*) FROM depot_verify(%Q)",
                            zStandby), 0);
   sqlite3_close(rd);
-  /* a database opened for writing refuses the standby, saying why */
+  /* a database opened for writing on the standby refuses writes, saying
+  ** why */
   rd = prOpen(zDir, zStandby, "app", "main", 0, &rc);
-  if( rc==SQLITE_OK ) rc = th_try(rd, "INSERT INTO t VALUES(2)", 0);
-  ck_assert_int_ne(rc, SQLITE_OK);
+  ck_assert_int_eq(rc, SQLITE_OK);
+  ck_assert_int_eq(th_int(rd, "SELECT count(*) FROM t"), 1);
+  rc = th_try(rd, "INSERT INTO t VALUES(2)", 0);
+  ck_assert_int_eq(rc&0xff, SQLITE_READONLY);
   sqlite3_close(rd);
   zErr = th_text(mem, "SELECT depot_last_error()");
   ck_assert_ptr_nonnull(zErr);

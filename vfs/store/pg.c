@@ -83,15 +83,18 @@
 ** COMMIT had been sent (STORE_LOST_UNKNOWN: the server may have committed
 ** it) or not (STORE_LOST_ABORTED: nothing of it was written).
 **
-** Standbys.  A read-only handle may be connected to a hot standby (a URI
-** with target_session_attrs=prefer-standby, standby or any, or a host
-** that is one; a writable handle refuses one, see Failover): its read
+** Standbys.  A handle may be connected to a hot standby (a read-only one
+** by a URI with target_session_attrs=prefer-standby, standby or any, any
+** one by a one-host URI of a standby; see Failover): its read
 ** transactions are REPEATABLE READ snapshots of what the standby has
 ** replayed, each one a committed state of the primary (the head and every
 ** row it names, as of one commit; a commit of the primary that replays
 ** during the transaction is not seen by it), and the next read
-** transaction sees the newer head.  store_pg_replica() reports the
-** server's role and replay lag.
+** transaction sees the newer head.  Its writes (a write transaction, a
+** put, a writer lock) fail with SQLITE_READONLY and a message saying the
+** server is a standby: the server's in_hot_standby, which libpq keeps
+** current at no round trip, says whether it is one.  store_pg_replica()
+** reports the server's role and replay lag.
 **
 ** Writer locks: pg_try_advisory_lock(K) of a 64-bit hash of the schema
 ** and the key, a session lock the server drops with the lost session.  A
@@ -311,6 +314,26 @@ static void pgSetErr(StorePg *p, char *zMsg){
   p->zErr = zMsg;
 }
 
+/* 1 when the handle's connection is to a hot standby: the server's
+** in_hot_standby, which PostgreSQL 14 and later report at connect and
+** again after a promotion, before the next query's result (no round
+** trip).  An older server says nothing: 0, and its own error
+** (SQLSTATE 25006) refuses a write. */
+static int pgIsStandby(StorePg *p){
+  const char *z;
+  if( p->pConn==0 || PQstatus(p->pConn)!=CONNECTION_OK ) return 0;
+  z = PQparameterStatus(p->pConn, "in_hot_standby");
+  return z!=0 && strcmp(z, "on")==0;
+}
+
+/* The error of a write through a handle connected to a standby. */
+static int pgStandbyErr(StorePg *p){
+  pgSetErr(p, sqlite3_mprintf("store: %s: the server is a standby (in"
+      " recovery), which takes no writes: a writer connects to the primary"
+      " (target_session_attrs=read-write)", p->zShow));
+  return SQLITE_READONLY;
+}
+
 /* The 64-bit FNV-1a hash of a and b (with a separator). */
 static uint64_t pgHash(const void *a, int na, const void *b, int nb){
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -353,8 +376,12 @@ static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
       rc = SQLITE_CORRUPT;
     }
   }
-  pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
-      zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  if( rc==SQLITE_READONLY && pgIsStandby(p) ){
+    pgStandbyErr(p);
+  }else{
+    pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
+        zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  }
   if( p->bInTxn && !p->rcDead ){
     p->rcDead = rc;
     /* no SQLSTATE: libpq's own error (in pipeline mode a closed
@@ -1244,6 +1271,7 @@ static int pgBegin(Store *pStore, int bWrite){
   int rc, bRetry = 0, i, bLost = 0, bGone = 0;
   if( p->bInTxn ) return SQLITE_MISUSE;
   if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
+  if( bWrite && pgIsStandby(p) ) return pgStandbyErr(p);
   if( bWrite && p->bLockLost ){
     p->bLockLost = 0;
     pgSetErr(p, sqlite3_mprintf("store: %s: the connection was lost and a"
@@ -1525,6 +1553,7 @@ static int pgCheckWritable(StorePg *p){
     pgSetErr(p, sqlite3_mprintf("store: %s is open read-only", p->zShow));
     return SQLITE_READONLY;
   }
+  if( pgIsStandby(p) ) return pgStandbyErr(p);
   return SQLITE_OK;
 }
 
@@ -1693,6 +1722,8 @@ static int pgWriterLock(Store *pStore, const void *pKey, int nKey){
   int rc, bGot = 0;
   if( p->bReadOnly ) return SQLITE_READONLY;
   if( *pgFindLock(p, iKey) ) return SQLITE_OK;
+  if( !p->bInTxn ) pgLive(p);         /* a failure comes again below */
+  if( pgIsStandby(p) ) return pgStandbyErr(p);
   rc = pgLockCall(p, PS_WLOCK, iKey, &bGot);
   if( rc==SQLITE_BUSY || (rc&0xff)==SQLITE_IOERR ) rc = SQLITE_IOERR_LOCK;
   if( rc!=SQLITE_OK ) return rc;

@@ -320,8 +320,8 @@ int store_is_pg_uri(const char *zPath);
 char *store_pg_redact(const char *zUri);
 
 /* The replication role of the server a store handle reads: *pbStandby 1
-** when it is a PostgreSQL hot standby (a read-only handle on one reads
-** what the standby has replayed; a writable handle refuses one), and *prLag
+** when it is a PostgreSQL hot standby (a handle on one reads what the
+** standby has replayed and takes no writes: SQLITE_READONLY), and *prLag
 ** the replay lag in seconds: 0 on a primary and on a standby that has
 ** replayed all the WAL it received from a running WAL receiver, else the
 ** time since the commit it replayed last, -1 when it has replayed none.
