@@ -11,8 +11,8 @@
 **       last: the store file plus its -wal on disk),
 **       compression_ratio, cache_hits, cache_misses, quota_used_bytes,
 **       quota_databases, quota_full_databases, synchronous_commit,
-**       sync_standbys, standbys, timeline (a PostgreSQL store's
-**       replication; NULL for a store file) -- one row
+**       sync_standbys, standbys, timeline, standby, replay_lag (a
+**       PostgreSQL store's replication; NULL for a store file) -- one row
 **   SELECT * FROM depot_memory[(schema)];
 **       name, scope, bytes, limit_bytes -- the memory of this connection's
 **       depot database (main by default), one row per structure
@@ -20,6 +20,7 @@
 **   SELECT depot_export(store, db, branch, dst_path);   -- pages copied
 **   SELECT depot_default_vfs([on[, params]]);           -- default VFS name
 **   SELECT depot_last_error();                          -- text or NULL
+**   SELECT depot_replay_lag(store);     -- seconds a standby is behind
 **
 ** depot_commits, depot_stats and depot_memory are listings
 ** (ext/listing.h), all SQLITE_DIRECTONLY.  depot_import, depot_export and depot_default_vfs with
@@ -142,9 +143,14 @@ static int dsqlStatsRows(DepotRows *p, sqlite3_value **apArg, char **pzErr){
     else depot_rows_null(p);
     if( s.nStandby>=0 ) depot_rows_int(p, s.nStandby);
     else depot_rows_null(p);
-    if( s.iTimeline>0 ) return depot_rows_int(p, s.iTimeline);
-    return depot_rows_null(p);
+    if( s.iTimeline>0 ) depot_rows_int(p, s.iTimeline);
+    else depot_rows_null(p);
+    depot_rows_int(p, s.bStandby);
+    if( s.rReplayLag<0 ) return depot_rows_null(p);
+    return depot_rows_real(p, s.rReplayLag);
   }
+  depot_rows_null(p);
+  depot_rows_null(p);
   depot_rows_null(p);
   depot_rows_null(p);
   depot_rows_null(p);
@@ -172,10 +178,12 @@ static const DepotListingCol aStatsCol[] = {
   DEPOT_COLUMN("sync_standbys", "INTEGER"),
   DEPOT_COLUMN("standbys", "INTEGER"),
   DEPOT_COLUMN("timeline", "INTEGER"),
+  DEPOT_COLUMN("standby", "INTEGER"),
+  DEPOT_COLUMN("replay_lag", "REAL"),
 };
 
 static const DepotListing dsqlStats = {
-  "depot_stats", 18, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
+  "depot_stats", 20, aStatsCol, 1, SQLITE_VTAB_DIRECTONLY, 1000.0, 0,
   dsqlStatsRows
 };
 
@@ -689,6 +697,27 @@ static void dsqlLastError(sqlite3_context *ctx, int argc,
   if( z ) sqlite3_result_text(ctx, z, -1, SQLITE_TRANSIENT);
 }
 
+/* depot_replay_lag(store): the replay lag in seconds of the server of a
+** PostgreSQL store (depot_store_replica()): 0.0 on a primary and for a
+** store file, NULL on a standby that has replayed no commit yet. */
+static void dsqlReplayLag(sqlite3_context *ctx, int argc,
+                          sqlite3_value **argv){
+  char *zErr = 0;
+  const char *zStore = dsqlListingArg(argv[0], "store", &zErr);
+  int bStandby = 0, rc;
+  double rLag = 0.0;
+  (void)argc;
+  rc = zStore ? depot_store_replica(zStore, &bStandby, &rLag, &zErr)
+              : SQLITE_MISUSE;
+  if( rc!=SQLITE_OK ){
+    sqlite3_result_error(ctx, zErr ? zErr : "depot: out of memory", -1);
+    sqlite3_result_error_code(ctx, rc==SQLITE_MISUSE ? SQLITE_ERROR : rc);
+    sqlite3_free(zErr);
+    return;
+  }
+  if( rLag>=0 ) sqlite3_result_double(ctx, rLag);
+}
+
 /* ================= the component ================= */
 
 static int dsqlProcess(char **pzErr){
@@ -712,6 +741,7 @@ static const struct {
   { "depot_default_vfs", 1, 1, dsqlDefaultVfs },
   { "depot_default_vfs", 2, 1, dsqlDefaultVfs },
   { "depot_last_error",  0, 0, dsqlLastError },
+  { "depot_replay_lag",  1, 1, dsqlReplayLag },
 };
 
 static int dsqlConnection(sqlite3 *db, KvConn *pKv){

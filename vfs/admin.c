@@ -193,6 +193,15 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
       }
     }
   }
+  if( rc==SQLITE_OK && pStats->bPg ){
+    int bStandby = 0;
+    rc = store_pg_replica(ctx.pStore, &bStandby, &pStats->rReplayLag);
+    pStats->bStandby = bStandby;
+    if( rc!=SQLITE_OK && pzErr ){
+      sqlite3_free(*pzErr);
+      *pzErr = sqlite3_mprintf("depot: %s", store_errmsg(ctx.pStore));
+    }
+  }
   depot_cache_counters(&pStats->nCacheHit, &pStats->nCacheMiss);
   store_close(ctx.pStore);
   if( rc==SQLITE_OK ) rc = depot_quota_list(zStore, adminQuotaRow, pStats,
@@ -204,6 +213,22 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr){
     rc = depot_gc_preview(zStore, &gc, pzErr);
     pStats->nReclaimable = gc.nByte;
   }
+  return rc;
+}
+
+int depot_store_replica(const char *zStore, int *pbStandby, double *prLag,
+                        char **pzErr){
+  Store *pStore = 0;
+  int rc = adminOpen(zStore, &pStore, pzErr);
+  *pbStandby = 0;
+  *prLag = 0.0;
+  if( rc==SQLITE_OK ){
+    rc = store_pg_replica(pStore, pbStandby, prLag);
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("%s", store_errmsg(pStore));
+    }
+  }
+  store_close(pStore);
   return rc;
 }
 

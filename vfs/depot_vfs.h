@@ -131,9 +131,19 @@ struct DepotStats {
   int64_t nSyncStandby;      /* synchronous standbys attached; -1 unknown */
   int64_t nStandby;          /* standbys streaming; -1 unknown */
   int64_t iTimeline;         /* the server's timeline; 0 unknown */
+  int64_t bStandby;          /* a PostgreSQL store's server is a hot
+                             ** standby (store_pg_replica()) */
+  double rReplayLag;         /* its replay lag in seconds, -1 unknown */
 };
 
 int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
+
+/* The replication role and replay lag of the server of the store zStore
+** (store_pg_replica(): a standby, and seconds of lag, -1 unknown; 0 and 0
+** for a primary and for a store file).  Errors: SQLITE_CANTOPEN and store
+** errors with *pzErr (sqlite3_malloc'd) set. */
+int depot_store_replica(const char *zStore, int *pbStandby, double *prLag,
+                        char **pzErr);
 
 /* One structure of a connection's memory, as depot_memory lists it:
 ** what it is (zName), whose it is (zScope: "connection", "transaction",

@@ -40,7 +40,7 @@ int depot_lock_acquire(DepotLock *p, char **pzErr){
   rc = store_writer_lock(p->pStore, p->aKey, p->nKey);
   if( rc==SQLITE_OK ){
     p->bHeld = 1;
-  }else if( rc!=SQLITE_BUSY && rc!=SQLITE_READONLY ){
+  }else if( rc!=SQLITE_BUSY ){
     *pzErr = sqlite3_mprintf("depot: cannot take the write lock: %s",
                              store_errmsg(p->pStore));
   }

@@ -1473,11 +1473,17 @@ static int depotCheckFresh(DepotFile *p, char **pzErr){
 }
 
 /* Take the write lock (SQLITE_BUSY, without waiting, while another
-** connection holds it), or report why it cannot be taken. */
+** connection holds it), or report why it cannot be taken: also
+** SQLITE_READONLY of a store that takes no writes although the handle was
+** opened for them (a PostgreSQL standby). */
 static int depotAcquire(DepotFile *p){
   char *zErr = 0;
   int rc = depot_lock_acquire(&p->lock, &zErr);
-  if( rc==SQLITE_OK || rc==SQLITE_BUSY || rc==SQLITE_READONLY ) return rc;
+  if( rc==SQLITE_OK || rc==SQLITE_BUSY
+   || (rc==SQLITE_READONLY && p->bReadOnly) ){
+    sqlite3_free(zErr);
+    return rc;
+  }
   return depotReport(rc, zErr, SQLITE_IOERR_LOCK);
 }
 

@@ -53,20 +53,24 @@ bench-speed: tests/bench/speed_bench$(EXEEXT)
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	  ./tests/bench/speed_bench$(EXEEXT) $(BENCH_SPEED_ARGS)
 
-## make bench-pg: bench-speed's workload twice in one invocation, the depot
-## side on the embedded store and then on a PostgreSQL store of a private
-## cluster (tests/check/pg_cluster.sh, stopped afterwards), each against
-## the unix VFS; BENCH_PG_ARGS default --sizes 10 --runs 3 --no-history.
+## make bench-pg: bench-speed's workload on the embedded store, then on a
+## PostgreSQL store of private servers as a single server, with an
+## asynchronous and with a synchronous streaming standby, side by side
+## (commit latency and throughput, ratios), then BENCH_PG_TRIALS failover
+## trials (tests/bench/pg_bench.sh, tests/bench/bench_pgfail.c);
+## BENCH_PG_ARGS default --sizes 10 --runs 3 --no-history.
 BENCH_PG_ARGS = --sizes 10 --runs 3 --no-history
-bench-pg: tests/bench/speed_bench$(EXEEXT)
+BENCH_PG_TRIALS = 5
+EXTRA_PROGRAMS += tests/bench/pgfail_bench
+tests_bench_pgfail_bench_SOURCES = tests/bench/bench_pgfail.c
+tests_bench_pgfail_bench_LDADD = libdepot_core.la $(SQLITE3_LIBS) $(ZSTD_LIBS)
+CLEANFILES += tests/bench/pgfail_bench
+EXTRA_DIST += tests/bench/pg_bench.sh
+bench-pg: tests/bench/speed_bench$(EXEEXT) tests/bench/pgfail_bench$(EXEEXT)
 	@mkdir -p tests/tmp
-	@d=`mktemp -d /tmp/depot-pg.XXXXXX` || exit 1; \
-	  trap 'PG_BINDIR="$(PG_BINDIR)" sh $(srcdir)/tests/check/pg_cluster.sh stop $$d; rm -rf $$d' EXIT; \
-	  uri=`PG_BINDIR="$(PG_BINDIR)" sh $(srcdir)/tests/check/pg_cluster.sh start $$d` || exit 1; \
-	  echo "== embedded store"; \
-	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
-	    ./tests/bench/speed_bench$(EXEEXT) $(BENCH_PG_ARGS) || exit 1; \
-	  echo "== PostgreSQL store"; \
-	  DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
-	    ./tests/bench/speed_bench$(EXEEXT) --store-uri "$$uri" $(BENCH_PG_ARGS)
+	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
+	  PG_BINDIR='$(PG_BINDIR)' sh $(srcdir)/tests/bench/pg_bench.sh \
+	  ./tests/bench/speed_bench$(EXEEXT) ./tests/bench/pgfail_bench$(EXEEXT) \
+	  $(srcdir)/tests/check/pg_cluster.sh '$(BENCH_PG_ARGS)' \
+	  '$(BENCH_PG_TRIALS)'
 .PHONY: bench-pg

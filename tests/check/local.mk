@@ -230,6 +230,9 @@ if HAVE_PG
 check_PROGRAMS += tests/check/check_pg
 tests_check_check_pg_SOURCES = tests/check/check_pg.c $(TEST_HARNESS)
 tests_check_check_pg_LDADD = $(TEST_LDADD)
+check_PROGRAMS += tests/check/check_pgread
+tests_check_check_pgread_SOURCES = tests/check/check_pgread.c $(TEST_HARNESS)
+tests_check_check_pgread_LDADD = $(TEST_LDADD)
 endif
 TESTS += tests/check/pg_suite.sh
 EXTRA_DIST += tests/check/pg_suite.sh tests/check/pg_cluster.sh

@@ -83,6 +83,19 @@
 ** COMMIT had been sent (STORE_LOST_UNKNOWN: the server may have committed
 ** it) or not (STORE_LOST_ABORTED: nothing of it was written).
 **
+** Standbys.  A handle may be connected to a hot standby (a read-only one
+** by a URI with target_session_attrs=prefer-standby, standby or any, any
+** one by a one-host URI of a standby; see Failover): its read
+** transactions are REPEATABLE READ snapshots of what the standby has
+** replayed, each one a committed state of the primary (the head and every
+** row it names, as of one commit; a commit of the primary that replays
+** during the transaction is not seen by it), and the next read
+** transaction sees the newer head.  Its writes (a write transaction, a
+** put, a writer lock) fail with SQLITE_READONLY and a message saying the
+** server is a standby: the server's in_hot_standby, which libpq keeps
+** current at no round trip, says whether it is one.  store_pg_replica()
+** reports the server's role and replay lag.
+**
 ** Writer locks: pg_try_advisory_lock(K) of a 64-bit hash of the schema
 ** and the key, a session lock the server drops with the lost session.  A
 ** reconnect takes the handle's locks again; a lock another session took
@@ -157,6 +170,13 @@ int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
   }
   sqlite3_free(zShow);
   return SQLITE_CANTOPEN;
+}
+
+int store_pg_replica(Store *pStore, int *pbStandby, double *prLag){
+  (void)pStore;
+  *pbStandby = 0;
+  *prLag = 0.0;
+  return SQLITE_OK;
 }
 
 int store_pg_info(Store *p, int bRefresh, StorePgInfo *pInfo){
@@ -294,6 +314,26 @@ static void pgSetErr(StorePg *p, char *zMsg){
   p->zErr = zMsg;
 }
 
+/* 1 when the handle's connection is to a hot standby: the server's
+** in_hot_standby, which PostgreSQL 14 and later report at connect and
+** again after a promotion, before the next query's result (no round
+** trip).  An older server says nothing: 0, and its own error
+** (SQLSTATE 25006) refuses a write. */
+static int pgIsStandby(StorePg *p){
+  const char *z;
+  if( p->pConn==0 || PQstatus(p->pConn)!=CONNECTION_OK ) return 0;
+  z = PQparameterStatus(p->pConn, "in_hot_standby");
+  return z!=0 && strcmp(z, "on")==0;
+}
+
+/* The error of a write through a handle connected to a standby. */
+static int pgStandbyErr(StorePg *p){
+  pgSetErr(p, sqlite3_mprintf("store: %s: the server is a standby (in"
+      " recovery), which takes no writes: a writer connects to the primary"
+      " (target_session_attrs=read-write)", p->zShow));
+  return SQLITE_READONLY;
+}
+
 /* The 64-bit FNV-1a hash of a and b (with a separator). */
 static uint64_t pgHash(const void *a, int na, const void *b, int nb){
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -336,8 +376,12 @@ static int pgResultErr(StorePg *p, PGresult *r, const char *zWhat){
       rc = SQLITE_CORRUPT;
     }
   }
-  pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
-      zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  if( rc==SQLITE_READONLY && pgIsStandby(p) ){
+    pgStandbyErr(p);
+  }else{
+    pgSetErr(p, sqlite3_mprintf("store: %s of %s: %s%s%.*s", zWhat, p->zShow,
+        zState ? zState : "", zState ? " " : "", (int)n, zMsg));
+  }
   if( p->bInTxn && !p->rcDead ){
     p->rcDead = rc;
     /* no SQLSTATE: libpq's own error (in pipeline mode a closed
@@ -1227,6 +1271,7 @@ static int pgBegin(Store *pStore, int bWrite){
   int rc, bRetry = 0, i, bLost = 0, bGone = 0;
   if( p->bInTxn ) return SQLITE_MISUSE;
   if( bWrite && p->bReadOnly ) return SQLITE_READONLY;
+  if( bWrite && pgIsStandby(p) ) return pgStandbyErr(p);
   if( bWrite && p->bLockLost ){
     p->bLockLost = 0;
     pgSetErr(p, sqlite3_mprintf("store: %s: the connection was lost and a"
@@ -1508,6 +1553,7 @@ static int pgCheckWritable(StorePg *p){
     pgSetErr(p, sqlite3_mprintf("store: %s is open read-only", p->zShow));
     return SQLITE_READONLY;
   }
+  if( pgIsStandby(p) ) return pgStandbyErr(p);
   return SQLITE_OK;
 }
 
@@ -1676,6 +1722,8 @@ static int pgWriterLock(Store *pStore, const void *pKey, int nKey){
   int rc, bGot = 0;
   if( p->bReadOnly ) return SQLITE_READONLY;
   if( *pgFindLock(p, iKey) ) return SQLITE_OK;
+  if( !p->bInTxn ) pgLive(p);         /* a failure comes again below */
+  if( pgIsStandby(p) ) return pgStandbyErr(p);
   rc = pgLockCall(p, PS_WLOCK, iKey, &bGot);
   if( rc==SQLITE_BUSY || (rc&0xff)==SQLITE_IOERR ) rc = SQLITE_IOERR_LOCK;
   if( rc!=SQLITE_OK ) return rc;
@@ -1768,6 +1816,47 @@ static const StoreMethods storePgMethods = {
   pgPhysicalBytes, pgWriterLock, pgWriterUnlock, pgWriterHeld, 0, 0,
   pgCommitLost
 };
+
+/* ---- replication ---- */
+
+/* The role and replay lag of the server (vfs/store/store.h).  The lag:
+** 0 on a primary, and on a standby whose WAL receiver runs and that has
+** replayed all the WAL it received; else the time since the commit it
+** replayed last (a standby behind, or cut off from its primary), -1 when
+** it has replayed none. */
+#define PG_REPLICA_SQL \
+  "SELECT pg_is_in_recovery(), CASE WHEN NOT pg_is_in_recovery() THEN 0" \
+  " WHEN EXISTS(SELECT 1 FROM pg_stat_wal_receiver)" \
+  "  AND pg_last_wal_receive_lsn()<=pg_last_wal_replay_lsn() THEN 0" \
+  " ELSE coalesce(greatest(0, extract(epoch FROM clock_timestamp()" \
+  "  - pg_last_xact_replay_timestamp()))::float8, -1) END"
+
+int store_pg_replica(Store *pStore, int *pbStandby, double *prLag){
+  StorePg *p = (StorePg*)pStore;
+  PGresult *r;
+  int rc;
+  *pbStandby = 0;
+  *prLag = 0.0;
+  if( pStore==0 || pStore->pMethods!=&storePgMethods ) return SQLITE_OK;
+  if( p->bInTxn ){
+    if( p->rcDead ) return p->rcDead;
+  }else if( (rc = pgLive(p))!=SQLITE_OK ){
+    return rc;
+  }
+  /* a pipeline of buffered writes or a pending BEGIN is not disturbed:
+  ** PQexec of a query that reads no table, on the idle connection */
+  r = PQexec(p->pConn, PG_REPLICA_SQL);
+  pgTrip(p);
+  if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1 ){
+    *pbStandby = PQgetvalue(r, 0, 0)[0]=='t';
+    *prLag = strtod(PQgetvalue(r, 0, 1), 0);
+    rc = SQLITE_OK;
+  }else{
+    rc = pgResultErr(p, r, "replication state");
+  }
+  PQclear(r);
+  return rc;
+}
 
 int store_pg_info(Store *pStore, int bRefresh, StorePgInfo *pInfo){
   StorePg *p = (StorePg*)pStore;
@@ -1974,7 +2063,7 @@ int store_pg_open(const char *zUri, const StoreSqliteConfig *pCfg,
   p->nRetry = 3;
   p->nFailoverMs = 30000;
   p->iSync = pCfg->iSynchronous;
-  p->bReadOnly = pCfg->bReadOnly || pCfg->bImmutable;
+  p->bReadOnly = pCfg->bReadOnly || pCfg->bImmutable || pCfg->bInspect;
   p->zShow = store_pg_redact(zUri);
   if( p->zShow==0 ){ pgClose(&p->base); return SQLITE_NOMEM; }
   rc = pgParseUri(p, zUri, &zSchema, &zErr);

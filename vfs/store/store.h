@@ -281,7 +281,7 @@ int store_sqlite_read_only_fs(const char *zPath);
 ** connected again before the call fails, default 30000),
 ** require_sync_standby=1 (a writable handle connects only to a primary
 ** with a synchronous standby attached).  Of StoreSqliteConfig it reads bCreate,
-** bReadOnly/bImmutable (read-only), iSynchronous (0: synchronous_commit
+** bReadOnly/bImmutable/bInspect (read-only), iSynchronous (0: synchronous_commit
 ** off), nMaxValue and nBusyMs.  A build without libpq refuses such a store
 ** with SQLITE_CANTOPEN and a message saying so.
 */
@@ -318,6 +318,17 @@ int store_is_pg_uri(const char *zPath);
 /* zUri without its password (sqlite3_malloc'd; NULL when out of memory):
 ** what every message and figure shows of a PostgreSQL store. */
 char *store_pg_redact(const char *zUri);
+
+/* The replication role of the server a store handle reads: *pbStandby 1
+** when it is a PostgreSQL hot standby (a handle on one reads what the
+** standby has replayed and takes no writes: SQLITE_READONLY), and *prLag
+** the replay lag in seconds: 0 on a primary and on a standby that has
+** replayed all the WAL it received from a running WAL receiver, else the
+** time since the commit it replayed last, -1 when it has replayed none.
+** 0 and 0 for a store that is not a PostgreSQL store.  One round trip
+** (connecting first when the connection was lost, outside a
+** transaction); the transaction's snapshot plays no part. */
+int store_pg_replica(Store*, int *pbStandby, double *prLag);
 
 /* The round trips to PostgreSQL servers made by every handle of the
 ** process so far (for tests and the bench). */
