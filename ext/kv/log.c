@@ -646,6 +646,7 @@ static void logCursorClose(KvBackendCursor *c){
 ** be read (damaged: SQLITE_CORRUPT naming the log file and offset; or an
 ** I/O error) ends the walk with that error, kept for logCursorError();
 ** a failed walk stays failed. */
+static int logLandedRow(KvBackendCursor *c, int bOn, int rc, char *zErr);
 static int logLanded(KvBackendCursor *c, int bOn){
   char *zErr = 0;
   int rc = SQLITE_OK;
@@ -653,6 +654,13 @@ static int logLanded(KvBackendCursor *c, int bOn){
   if( bOn ){
     rc = kv_logcursor_row(c->pCsr, &c->aKey, &c->nKey, &c->val, &c->aVal,
                           &c->nVal, &zErr);
+  }
+  return logLandedRow(c, bOn, rc, zErr);
+}
+
+/* The row the cursor landed on was read with rc (message zErr, taken). */
+static int logLandedRow(KvBackendCursor *c, int bOn, int rc, char *zErr){
+  if( bOn ){
     if( rc==SQLITE_OK && c->nVal<8 ){
       rc = SQLITE_CORRUPT;
       zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
@@ -706,10 +714,23 @@ static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
   pOut->bTomb = 0;
 }
 
+/* logCursorNext or logCursorPrev, then logCursorEntry, with the step and
+** the read in one call of the store (kv_logcursor_step_row). */
 static int logCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
-  int bOn = bPrev ? logCursorPrev(c) : logCursorNext(c);
-  if( bOn ) logCursorEntry(c, pOut);
-  return bOn;
+  char *zErr = 0;
+  int rc;
+  if( c->rc!=SQLITE_OK ) return logLandedRow(c, 0, SQLITE_OK, 0);
+  rc = kv_logcursor_step_row(c->pCsr, bPrev, &c->aKey, &c->nKey, &c->val,
+                             &c->aVal, &c->nVal, &zErr);
+  if( rc==SQLITE_DONE ) return logLandedRow(c, 0, SQLITE_OK, 0);
+  if( !logLandedRow(c, 1, rc, zErr) ) return 0;
+  pOut->aKey = c->aKey;
+  pOut->nKey = c->nKey;
+  pOut->aVal = c->aVal+8;
+  pOut->nVal = c->nVal-8;
+  pOut->rev = 0;
+  pOut->bTomb = 0;
+  return 1;
 }
 
 /* ----------------------------------------------------------- stats --- */

@@ -995,6 +995,21 @@ int kv_logcursor_row(KvLogCursor *pCur, const uint8_t **paKey, int *pnKey,
                           pSpare, paVal, pnVal, pzErr);
 }
 
+int kv_logcursor_step_row(KvLogCursor *pCur, int bPrev,
+                          const uint8_t **paKey, int *pnKey, KvLogBuf *pSpare,
+                          const uint8_t **paVal, int *pnVal, char **pzErr){
+  KvMapEntry e;
+  KlLoc loc;
+  do{
+    if( !kv_map_cursor_step(pCur->pCsr, bPrev, &e) ) return SQLITE_DONE;
+  }while( e.bTomb );
+  memcpy(&loc, e.aVal, sizeof(loc));
+  *paKey = e.aKey;
+  *pnKey = e.nKey;
+  return kl_read_frame_in(pCur->pSet, &loc, e.aKey, e.nKey, &pCur->win,
+                          pSpare, paVal, pnVal, pzErr);
+}
+
 /* -------------------------------------------------- stats and destroy -- */
 
 int kv_logstore_failed(KvLogStore *p){
