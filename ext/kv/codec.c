@@ -709,22 +709,31 @@ static int kvcIntKeyFast(const uint8_t *aKey, int nKey, const uint8_t *aVal,
   return 1;
 }
 
-int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
-                  const uint8_t *aVal, int nVal){
+/* kv_key_result of a key that is not a canonical integer key (kept out
+** of line so that the common case sets up no frame for a KvcVal). */
+static __attribute__((noinline)) int kvcKeyResultDecode(
+  sqlite3_context *ctx, const uint8_t *aKey, int nKey,
+  const uint8_t *aVal, int nVal
+){
   KvcVal v;
   int eKind;
   int rc;
-  int64_t iKey;
-  if( kvcIntKeyFast(aKey, nKey, aVal, nVal, &iKey) ){
-    sqlite3_result_int64(ctx, iKey);
-    return SQLITE_OK;
-  }
   rc = kvcValueKind(aVal, nVal, &eKind);
   memset(&v, 0, sizeof(v));
   if( rc==SQLITE_OK ) rc = kvcKeyDecode(aKey, nKey, eKind, 0, &v);
   if( rc==SQLITE_OK ) kvcResult(ctx, &v, SQLITE_TRANSIENT);
   sqlite3_free(v.zFree);
   return rc==SQLITE_OK ? rc : kvcResultError(ctx, rc, "key");
+}
+
+int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
+                  const uint8_t *aVal, int nVal){
+  int64_t iKey;
+  if( kvcIntKeyFast(aKey, nKey, aVal, nVal, &iKey) ){
+    sqlite3_result_int64(ctx, iKey);
+    return SQLITE_OK;
+  }
+  return kvcKeyResultDecode(ctx, aKey, nKey, aVal, nVal);
 }
 
 /* A text or blob value (the common case) goes straight to SQLite; any
