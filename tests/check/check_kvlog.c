@@ -738,6 +738,61 @@ START_TEST(test_kvlog_walk_finds_a_damaged_value){
 }
 END_TEST
 
+/* Cursors one after another (the second reuses the first's allocation
+** and window buffer) each read their own snapshot: the second sees the
+** values written after the first walked, the first walk's old values do
+** not come back from its window. */
+START_TEST(test_kvlog_cursor_after_cursor_reads_its_own_snapshot){
+  char *zDir = th_tmpdir("kvlog-csrreuse");
+  KvLogStore *p = tk_open(zDir, 0);
+  KvLogBuf buf = {0, 0, 0};
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, i, j, rc;
+  char *zErr = 0;
+  char zKey[16], zVal[32];
+  for(i=0; i<200; i++){
+    snprintf(zKey, sizeof(zKey), "k%03d", i);
+    snprintf(zVal, sizeof(zVal), "old-%03d", i);
+    tk_put(p, (uint64_t)i+1, zKey, zVal);
+  }
+  tk_sync(p);
+  for(j=0; j<3; j++){
+    KvLogSnap *pSnap = 0;
+    KvLogCursor *pCur = 0;
+    int n = 0;
+    ck_assert_int_eq(kv_logstore_snapshot(p, &pSnap), SQLITE_OK);
+    ck_assert_int_eq(kv_logsnap_cursor(pSnap, &pCur), SQLITE_OK);
+    kv_logcursor_seek(pCur, KV_SEEK_FIRST, 0, 0);
+    rc = kv_logcursor_row(pCur, &aKey, &nKey, &buf, &aVal, &nVal, &zErr);
+    while( rc==SQLITE_OK ){
+      snprintf(zVal, sizeof(zVal), "%s-%03d", (j>0 && n%2==0) ? "new" : "old",
+               n);
+      ck_assert_int_eq(nVal, 7);
+      ck_assert_msg(memcmp(aVal, zVal, 7)==0, "walk %d row %d: %.*s", j, n,
+                    nVal, aVal);
+      n++;
+      rc = kv_logcursor_step_row(pCur, 0, &aKey, &nKey, &buf, &aVal, &nVal,
+                                 &zErr);
+    }
+    ck_assert_int_eq(rc, SQLITE_DONE);
+    ck_assert_int_eq(n, 200);
+    kv_logcursor_free(pCur);
+    kv_logsnap_free(pSnap);
+    if( j==0 ){
+      for(i=0; i<200; i+=2){
+        snprintf(zKey, sizeof(zKey), "k%03d", i);
+        snprintf(zVal, sizeof(zVal), "new-%03d", i);
+        tk_put(p, (uint64_t)i+1000, zKey, zVal);
+      }
+      tk_sync(p);
+    }
+  }
+  kv_logbuf_free(&buf);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_corrupt_manifest_is_corrupt){
   char *zDir = th_tmpdir("kvlog-man");
   KvLogStore *p = tk_open(zDir, 100);
@@ -1714,6 +1769,7 @@ Suite *depot_test_suite(void){
       test_kvlog_huge_length_in_older_file_is_corrupt_not_allocated);
   tcase_add_test(tc, test_kvlog_corruption_found_by_a_read_is_reported);
   tcase_add_loop_test(tc, test_kvlog_walk_finds_a_damaged_value, 0, 2);
+  tcase_add_test(tc, test_kvlog_cursor_after_cursor_reads_its_own_snapshot);
   tcase_add_loop_test(tc, test_kvlog_corrupt_manifest_is_corrupt, 0, 2);
   tcase_add_test(tc, test_kvlog_missing_merged_file_is_corrupt);
   tcase_add_loop_test(tc, test_kvlog_lost_manifest_or_first_file_is_corrupt,
