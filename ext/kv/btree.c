@@ -1673,7 +1673,8 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
 static int btBatchAdd(KvBackendCursor *p){
   sqlite3_stmt *pStmt = p->pData;
   BtRow *pRow;
-  int rc;
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, rc;
   if( p->nRow==p->nRowAlloc ){
     int nNew = p->nRowAlloc ? p->nRowAlloc*2 : 4*BT_BATCH_FIRST;
     BtRow *a = sqlite3_realloc64(p->aRow, nNew*sizeof(BtRow));
@@ -1681,18 +1682,31 @@ static int btBatchAdd(KvBackendCursor *p){
     p->aRow = a;
     p->nRowAlloc = nNew;
   }
+  /* btRowValue's check and copy, with one reservation for key and value */
+  aKey = sqlite3_column_blob(pStmt, 0);
+  nKey = sqlite3_column_bytes(pStmt, 0);
+  aVal = sqlite3_column_blob(pStmt, 1);
+  nVal = sqlite3_column_bytes(pStmt, 1);
+  p->bBad = 0;
+  if( p->c->pTab->pStore->bCrc ){
+    if( nVal<4 ){ p->bBad = 1; return SQLITE_CORRUPT; }
+    nVal -= 4;
+    if( wal_get_be32(aVal+nVal)!=btRowCrc(aKey, nKey, aVal, nVal) ){
+      p->bBad = 1;
+      return SQLITE_CORRUPT;
+    }
+  }
+  rc = kv_buf_reserve(&p->arena, nKey+nVal);
+  if( rc!=SQLITE_OK ) return rc;
   pRow = &p->aRow[p->nRow];
   pRow->iKey = p->arena.n;
-  pRow->nKey = sqlite3_column_bytes(pStmt, 0);
-  rc = kv_buf_append(&p->arena, sqlite3_column_blob(pStmt, 0), pRow->nKey);
-  if( rc!=SQLITE_OK ) return rc;
+  pRow->nKey = nKey;
+  if( nKey>0 ) memcpy(p->arena.a + p->arena.n, aKey, (size_t)nKey);
+  p->arena.n += nKey;
   pRow->iVal = p->arena.n;
-  rc = btRowValue(p->c->pTab->pStore->bCrc, p->arena.a + pRow->iKey,
-                  pRow->nKey, sqlite3_column_blob(pStmt, 1),
-                  sqlite3_column_bytes(pStmt, 1), &p->arena);
-  p->bBad = rc==SQLITE_CORRUPT;
-  if( rc!=SQLITE_OK ) return rc;
-  pRow->nVal = p->arena.n - pRow->iVal;
+  pRow->nVal = nVal;
+  if( nVal>0 ) memcpy(p->arena.a + p->arena.n, aVal, (size_t)nVal);
+  p->arena.n += nVal;
   p->nRow++;
   return SQLITE_OK;
 }
