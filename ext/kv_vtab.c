@@ -1041,8 +1041,8 @@ static int vtabNext(sqlite3_vtab_cursor *pCsr){
     c->iPoint++;
     return vtabPointSettle(c);
   }
-  kv_iter_next(c->pIter);
-  vtabRangeLanded(c);
+  c->pEntry = kv_iter_step(c->pIter, &c->bEntryStable);
+  c->bEof = c->pEntry==0;
   if( c->bEof ){
     char *zErr = 0;
     int rc = kv_iter_error(c->pIter, &zErr);

@@ -482,5 +482,9 @@ uint32_t *wal_shared_word(WalShared*, int i);
 
 /* CRC32C (Castagnoli) of n bytes, continuing from crc (0 to start). */
 uint32_t wal_crc32c(uint32_t crc, const void *p, size_t n);
+/* Test hook (DEPOT_TEST only, like wal_fault_*): bOn=1 makes wal_crc32c
+** take its table path even where the CPU has the crc32 instruction, 0
+** restores the choice.  Returns 1 if the CPU has the instruction. */
+int wal_crc32c_test_table(int bOn);
 
 #endif /* DEPOT_WAL_H */

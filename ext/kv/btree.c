@@ -1322,14 +1322,50 @@ static uint64_t btMaxCid(KvBackendTable *t){
 
 /* ------------------------------------------------------ snapshots --- */
 
+/* Snapshot handles.  A point read with no root takes a snapshot, reads
+** its value into the handle's buffer and frees it: the process keeps one
+** freed handle, with its buffer (up to BT_SPARE_BYTES), for the next
+** snapshot or dup of any kv_btree table (taken and given back by atomic
+** exchange, so from any thread). */
+#define BT_SPARE_BYTES 65536
+static KvBackendSnap *btSpareSnap = 0;
+
+/* A handle on no core, with an empty buffer; NULL on OOM. */
+static KvBackendSnap *btSnapTake(void){
+  KvBackendSnap *h = __atomic_exchange_n(&btSpareSnap, (KvBackendSnap*)0,
+                                         __ATOMIC_ACQ_REL);
+  if( h==0 ){
+    h = sqlite3_malloc64(sizeof(*h));
+    if( h ) memset(h, 0, sizeof(*h));
+  }
+  return h;
+}
+
+/* Give back a handle (its core is no longer referenced through it). */
+static void btSnapGive(KvBackendSnap *h){
+  h->p = 0;
+  sqlite3_free(h->zErr);
+  h->zErr = 0;
+  h->val.n = 0;
+  if( h->val.nAlloc>BT_SPARE_BYTES ) kv_buf_free(&h->val);
+  h = __atomic_exchange_n(&btSpareSnap, h, __ATOMIC_ACQ_REL);
+  if( h ){
+    kv_buf_free(&h->val);
+    sqlite3_free(h);
+  }
+}
+
 static int btSnapshot(KvBackendTable *t, KvBackendSnap **pp){
   BtStore *s = t->pStore;
-  KvBackendSnap *h = sqlite3_malloc64(sizeof(*h));
+  KvBackendSnap *h = btSnapTake();
   BtSnapCore *c = sqlite3_malloc64(sizeof(*c));
   int rc = SQLITE_OK;
   *pp = 0;
-  if( h==0 || c==0 ){ sqlite3_free(h); sqlite3_free(c); return SQLITE_NOMEM; }
-  memset(h, 0, sizeof(*h));
+  if( h==0 || c==0 ){
+    if( h ) btSnapGive(h);
+    sqlite3_free(c);
+    return SQLITE_NOMEM;
+  }
   memset(c, 0, sizeof(*c));
   pthread_mutex_lock(&s->mu);
   if( s->pCur==0 ) rc = btReaderPin(s, &s->pCur);
@@ -1341,7 +1377,7 @@ static int btSnapshot(KvBackendTable *t, KvBackendSnap **pp){
     c->pOverlay = kv_map_ref(t->pOverlay);
   }
   pthread_mutex_unlock(&s->mu);
-  if( rc!=SQLITE_OK ){ sqlite3_free(h); sqlite3_free(c); return rc; }
+  if( rc!=SQLITE_OK ){ btSnapGive(h); sqlite3_free(c); return rc; }
   h->p = c;
   *pp = h;
   return SQLITE_OK;
@@ -1353,9 +1389,7 @@ static void btSnapshotFree(KvBackendSnap *h){
   if( h==0 ) return;
   c = h->p;
   s = c->pTab->pStore;
-  kv_buf_free(&h->val);
-  sqlite3_free(h->zErr);
-  sqlite3_free(h);
+  btSnapGive(h);
   pthread_mutex_lock(&s->mu);
   if( --c->nRef==0 ){
     btReaderUnref(s, c->pReader);
@@ -1367,11 +1401,10 @@ static void btSnapshotFree(KvBackendSnap *h){
 }
 
 static int btSnapshotDup(KvBackendSnap *h, KvBackendSnap **pp){
-  KvBackendSnap *n = sqlite3_malloc64(sizeof(*n));
+  KvBackendSnap *n = btSnapTake();
   BtStore *s = h->p->pTab->pStore;
   *pp = 0;
   if( n==0 ) return SQLITE_NOMEM;
-  memset(n, 0, sizeof(*n));
   pthread_mutex_lock(&s->mu);
   h->p->nRef++;
   pthread_mutex_unlock(&s->mu);
@@ -1727,7 +1760,8 @@ static int btDataSeek(KvBackendCursor *p, int bDesc, int bIncl,
 static int btBatchAdd(KvBackendCursor *p){
   sqlite3_stmt *pStmt = p->pData;
   BtRow *pRow;
-  int rc;
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, rc;
   if( p->nRow==p->nRowAlloc ){
     int nNew = p->nRowAlloc ? p->nRowAlloc*2 : 4*BT_BATCH_FIRST;
     BtRow *a = sqlite3_realloc64(p->aRow, nNew*sizeof(BtRow));
@@ -1735,18 +1769,31 @@ static int btBatchAdd(KvBackendCursor *p){
     p->aRow = a;
     p->nRowAlloc = nNew;
   }
+  /* btRowValue's check and copy, with one reservation for key and value */
+  aKey = sqlite3_column_blob(pStmt, 0);
+  nKey = sqlite3_column_bytes(pStmt, 0);
+  aVal = sqlite3_column_blob(pStmt, 1);
+  nVal = sqlite3_column_bytes(pStmt, 1);
+  p->bBad = 0;
+  if( p->c->pTab->pStore->bCrc ){
+    if( nVal<4 ){ p->bBad = 1; return SQLITE_CORRUPT; }
+    nVal -= 4;
+    if( wal_get_be32(aVal+nVal)!=btRowCrc(aKey, nKey, aVal, nVal) ){
+      p->bBad = 1;
+      return SQLITE_CORRUPT;
+    }
+  }
+  rc = kv_buf_reserve(&p->arena, nKey+nVal);
+  if( rc!=SQLITE_OK ) return rc;
   pRow = &p->aRow[p->nRow];
   pRow->iKey = p->arena.n;
-  pRow->nKey = sqlite3_column_bytes(pStmt, 0);
-  rc = kv_buf_append(&p->arena, sqlite3_column_blob(pStmt, 0), pRow->nKey);
-  if( rc!=SQLITE_OK ) return rc;
+  pRow->nKey = nKey;
+  if( nKey>0 ) memcpy(p->arena.a + p->arena.n, aKey, (size_t)nKey);
+  p->arena.n += nKey;
   pRow->iVal = p->arena.n;
-  rc = btRowValue(p->c->pTab->pStore->bCrc, p->arena.a + pRow->iKey,
-                  pRow->nKey, sqlite3_column_blob(pStmt, 1),
-                  sqlite3_column_bytes(pStmt, 1), &p->arena);
-  p->bBad = rc==SQLITE_CORRUPT;
-  if( rc!=SQLITE_OK ) return rc;
-  pRow->nVal = p->arena.n - pRow->iVal;
+  pRow->nVal = nVal;
+  if( nVal>0 ) memcpy(p->arena.a + p->arena.n, aVal, (size_t)nVal);
+  p->arena.n += nVal;
   p->nRow++;
   return SQLITE_OK;
 }

@@ -673,28 +673,51 @@ static int kvcResultError(sqlite3_context *ctx, int rc, const char *zWhat){
 ** records an integer or no kind, in *piOut: 1 if it is one, 0 if the key
 ** needs kvcKeyDecode (which then gives the same integer, or a real, or
 ** SQLITE_CORRUPT).  The common key of a scan, decoded without a KvcVal. */
+/* The double is read from its bits: an exponent e of 0..62 (as a power
+** of two) with no fraction bits below 2^0 is the integer of its mantissa
+** shifted; below 2^0 only +0.0 is one; -2^63 is the one integer at e 63.
+** Anything else (fractions, -0.0, infinities, NaN, |f| >= 2^63) is left
+** to kvcKeyDecode. */
 static int kvcIntKeyFast(const uint8_t *aKey, int nKey, const uint8_t *aVal,
                          int nVal, int64_t *piOut){
-  double f;
+  const uint64_t SIGN = (uint64_t)1<<63;
+  uint64_t u, m;
+  int e;
   if( nKey!=10 || aKey==0 || aKey[0]!=KVC_KEY_NUM || aKey[9]!=0x00 ) return 0;
   if( nVal!=0 && (aVal==0 || nVal<0 || aVal[0]>KVC_KIND_INT) ) return 0;
-  f = kvcImageDouble(aKey+1);
-  if( !(f>=-KVC_TWO63 && f<KVC_TWO63) || f!=(double)(int64_t)f ) return 0;
-  if( f==0.0 && kvcDoubleBits(f)!=0 ) return 0;            /* -0.0 */
-  *piOut = (int64_t)f;
+  u = kvcGet64(aKey+1);
+  u = (u & SIGN) ? (u & ~SIGN) : ~u;       /* the bits of the double */
+  e = (int)((u>>52) & 0x7ff) - 1023;
+  if( e<0 ){
+    if( u!=0 ) return 0;                   /* a fraction, or -0.0 */
+    *piOut = 0;
+    return 1;
+  }
+  if( e>62 ){
+    if( u!=(SIGN | (uint64_t)(1023+63)<<52) ) return 0;
+    *piOut = INT64_MIN;
+    return 1;
+  }
+  m = (u & (((uint64_t)1<<52)-1)) | ((uint64_t)1<<52);
+  if( e<52 ){
+    if( m & (((uint64_t)1<<(52-e))-1) ) return 0;
+    m >>= 52-e;
+  }else{
+    m <<= e-52;
+  }
+  *piOut = (u & SIGN) ? -(int64_t)m : (int64_t)m;
   return 1;
 }
 
-int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
-                  const uint8_t *aVal, int nVal){
+/* kv_key_result of a key that is not a canonical integer key (kept out
+** of line so that the common case sets up no frame for a KvcVal). */
+static __attribute__((noinline)) int kvcKeyResultDecode(
+  sqlite3_context *ctx, const uint8_t *aKey, int nKey,
+  const uint8_t *aVal, int nVal
+){
   KvcVal v;
   int eKind;
   int rc;
-  int64_t iKey;
-  if( kvcIntKeyFast(aKey, nKey, aVal, nVal, &iKey) ){
-    sqlite3_result_int64(ctx, iKey);
-    return SQLITE_OK;
-  }
   rc = kvcValueKind(aVal, nVal, &eKind);
   memset(&v, 0, sizeof(v));
   if( rc==SQLITE_OK ) rc = kvcKeyDecode(aKey, nKey, eKind, 0, &v);
@@ -703,10 +726,21 @@ int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
   return rc==SQLITE_OK ? rc : kvcResultError(ctx, rc, "key");
 }
 
+int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
+                  const uint8_t *aVal, int nVal){
+  int64_t iKey;
+  if( kvcIntKeyFast(aKey, nKey, aVal, nVal, &iKey) ){
+    sqlite3_result_int64(ctx, iKey);
+    return SQLITE_OK;
+  }
+  return kvcKeyResultDecode(ctx, aKey, nKey, aVal, nVal);
+}
+
 /* A text or blob value (the common case) goes straight to SQLite; any
 ** other is decoded (kvcValueDecode checks the same bytes the same way). */
-static int kvcValueResult(sqlite3_context *ctx, const uint8_t *aVal,
-                          int nVal, void (*xDel)(void*)){
+static inline __attribute__((always_inline)) int kvcValueResult(
+  sqlite3_context *ctx, const uint8_t *aVal, int nVal, void (*xDel)(void*)
+){
   KvcVal v;
   int rc;
   if( nVal>2 && aVal && aVal[0]<=KVC_KIND_NEGZERO ){

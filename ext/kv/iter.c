@@ -35,6 +35,12 @@ struct KvIter {
   int bCurOwn;                  /* cur comes from the write set */
   int rc;                       /* read error that ended the scan */
   char *zErr;                   /* its message (or NULL) */
+  /* Set at open for kv_iter_step's fast path: the backend's xCursorStep
+  ** when there is no write set to merge (else NULL), whether its entries
+  ** are stable, and whether the walk has a far bound to check. */
+  int (*xStep)(KvBackendCursor*, int, KvMapEntry*);
+  int bStableData;
+  int bFar;
 };
 
 static int iterCmp(const uint8_t *a, int na, const uint8_t *b, int nb){
@@ -240,6 +246,12 @@ static int iterOpenInto(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
     if( p->pOwn==0 ) rc = SQLITE_NOMEM;
   }
   kv_map_unref(pOwn);                   /* the cursor holds its own */
+  if( rc==SQLITE_OK ){
+    const KvBackend *pB = p->pTab->pBackend;
+    p->xStep = p->pOwn==0 ? pB->xCursorStep : 0;
+    p->bStableData = pB->bStableEntries;
+    p->bFar = p->bDesc ? p->bLo : p->bHi;
+  }
   if( rc==SQLITE_OK && (rc = iterStart(p))!=SQLITE_OK ){
     *pzErr = p->zErr;
     p->zErr = 0;
@@ -295,6 +307,32 @@ void kv_iter_next(KvIter *p){
   }
   if( p->bCurOwn ) iterStepOwn(p); else iterStepData(p);
   iterSettleLive(p);
+}
+
+const KvMapEntry *kv_iter_step(KvIter *p, int *pbStable){
+  if( p->bEof ) return 0;
+  if( p->xStep ){
+    /* kv_iter_next's path without a write set, and kv_iter_landed */
+    if( !p->xStep(p->pData, p->bDesc, &p->cur) ){
+      p->bDataOn = 0;
+      iterDataEnded(p);
+      p->bEof = 1;
+      return 0;
+    }
+    if( p->bFar && iterPastEnd(p, &p->cur) ){
+      p->bEof = 1;
+      return 0;
+    }
+    if( p->cur.nVal>=10 && (p->cur.aVal[0] & 0x80) && !p->bWithExpired ){
+      p->bDataOn = 1;
+      iterSettleLive(p);                   /* past expired entries */
+      if( p->bEof ) return 0;
+    }
+    *pbStable = p->bStableData;
+    return &p->cur;
+  }
+  kv_iter_next(p);
+  return kv_iter_landed(p, pbStable);
 }
 
 int kv_iter_error(KvIter *p, char **pzErr){

@@ -794,6 +794,9 @@ int kv_iter_stable(KvIter*);
 ** asks after every step): the current entry in place and *pbStable, or
 ** NULL at EOF. */
 const KvMapEntry *kv_iter_landed(KvIter*, int *pbStable);
+/* kv_iter_next and kv_iter_landed in one call: the next entry in place
+** and *pbStable, or NULL at EOF (then kv_iter_error says why). */
+const KvMapEntry *kv_iter_step(KvIter*, int *pbStable);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
 

@@ -559,6 +559,39 @@ static int logDurable(KvBackendTable *t, uint64_t cid){
 ** (so every read and write of it) with SQLITE_IOERR until the store is
 ** reopened: its index lacks commits that are durable in the root WAL, and
 ** a transaction reading it would decide on a state that never existed. */
+/* Snapshot handles.  A point read with no root takes a snapshot, reads
+** its value into the handle's buffer and frees it: the process keeps one
+** freed handle, with its buffer (up to LOG_SPARE_BYTES), for the next
+** snapshot of any kv_log table (taken and given back by atomic exchange,
+** so from any thread), so such a read allocates only the store's view. */
+#define LOG_SPARE_BYTES 65536
+static KvBackendSnap *logSpareSnap = 0;
+
+/* A handle holding no view, with an empty buffer; NULL on OOM. */
+static KvBackendSnap *logSnapTake(void){
+  KvBackendSnap *h = __atomic_exchange_n(&logSpareSnap, (KvBackendSnap*)0,
+                                         __ATOMIC_ACQ_REL);
+  if( h==0 ){
+    h = sqlite3_malloc64(sizeof(*h));
+    if( h ) memset(h, 0, sizeof(*h));
+  }
+  return h;
+}
+
+/* Give back a handle whose view is released. */
+static void logSnapGive(KvBackendSnap *h){
+  h->pSnap = 0;
+  sqlite3_free(h->zErr);
+  h->zErr = 0;
+  h->val.n = 0;
+  if( h->val.nAlloc>LOG_SPARE_BYTES ) kv_logbuf_free(&h->val);
+  h = __atomic_exchange_n(&logSpareSnap, h, __ATOMIC_ACQ_REL);
+  if( h ){
+    kv_logbuf_free(&h->val);
+    sqlite3_free(h);
+  }
+}
+
 static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
   KvBackendSnap *h;
   int rc;
@@ -567,11 +600,10 @@ static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
    || kv_logstore_failed(t->pLog) ){
     return SQLITE_IOERR;
   }
-  h = sqlite3_malloc64(sizeof(*h));
+  h = logSnapTake();
   if( h==0 ) return SQLITE_NOMEM;
-  memset(h, 0, sizeof(*h));
   rc = kv_logstore_snapshot(t->pLog, &h->pSnap);
-  if( rc!=SQLITE_OK ){ sqlite3_free(h); return rc; }
+  if( rc!=SQLITE_OK ){ logSnapGive(h); return rc; }
   *pp = h;
   return SQLITE_OK;
 }
@@ -579,19 +611,16 @@ static int logSnapshot(KvBackendTable *t, KvBackendSnap **pp){
 static void logSnapshotFree(KvBackendSnap *h){
   if( h==0 ) return;
   kv_logsnap_free(h->pSnap);
-  kv_logbuf_free(&h->val);
-  sqlite3_free(h->zErr);
-  sqlite3_free(h);
+  logSnapGive(h);
 }
 
 static int logSnapshotDup(KvBackendSnap *h, KvBackendSnap **pp){
-  KvBackendSnap *c = sqlite3_malloc64(sizeof(*c));
+  KvBackendSnap *c = logSnapTake();
   int rc;
   *pp = 0;
   if( c==0 ) return SQLITE_NOMEM;
-  memset(c, 0, sizeof(*c));
   rc = kv_logsnap_dup(h->pSnap, &c->pSnap);
-  if( rc!=SQLITE_OK ){ sqlite3_free(c); return rc; }
+  if( rc!=SQLITE_OK ){ logSnapGive(c); return rc; }
   *pp = c;
   return SQLITE_OK;
 }
@@ -646,6 +675,7 @@ static void logCursorClose(KvBackendCursor *c){
 ** be read (damaged: SQLITE_CORRUPT naming the log file and offset; or an
 ** I/O error) ends the walk with that error, kept for logCursorError();
 ** a failed walk stays failed. */
+static int logLandedRow(KvBackendCursor *c, int bOn, int rc, char *zErr);
 static int logLanded(KvBackendCursor *c, int bOn){
   char *zErr = 0;
   int rc = SQLITE_OK;
@@ -653,6 +683,13 @@ static int logLanded(KvBackendCursor *c, int bOn){
   if( bOn ){
     rc = kv_logcursor_row(c->pCsr, &c->aKey, &c->nKey, &c->val, &c->aVal,
                           &c->nVal, &zErr);
+  }
+  return logLandedRow(c, bOn, rc, zErr);
+}
+
+/* The row the cursor landed on was read with rc (message zErr, taken). */
+static int logLandedRow(KvBackendCursor *c, int bOn, int rc, char *zErr){
+  if( bOn ){
     if( rc==SQLITE_OK && c->nVal<8 ){
       rc = SQLITE_CORRUPT;
       zErr = sqlite3_mprintf("kv_log: a value without its CID prefix");
@@ -706,10 +743,23 @@ static void logCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
   pOut->bTomb = 0;
 }
 
+/* logCursorNext or logCursorPrev, then logCursorEntry, with the step and
+** the read in one call of the store (kv_logcursor_step_row). */
 static int logCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
-  int bOn = bPrev ? logCursorPrev(c) : logCursorNext(c);
-  if( bOn ) logCursorEntry(c, pOut);
-  return bOn;
+  char *zErr = 0;
+  int rc;
+  if( c->rc!=SQLITE_OK ) return logLandedRow(c, 0, SQLITE_OK, 0);
+  rc = kv_logcursor_step_row(c->pCsr, bPrev, &c->aKey, &c->nKey, &c->val,
+                             &c->aVal, &c->nVal, &zErr);
+  if( rc==SQLITE_DONE ) return logLandedRow(c, 0, SQLITE_OK, 0);
+  if( !logLandedRow(c, 1, rc, zErr) ) return 0;
+  pOut->aKey = c->aKey;
+  pOut->nKey = c->nKey;
+  pOut->aVal = c->aVal+8;
+  pOut->nVal = c->nVal-8;
+  pOut->rev = 0;
+  pOut->bTomb = 0;
+  return 1;
 }
 
 /* ----------------------------------------------------------- stats --- */

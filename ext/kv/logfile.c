@@ -286,9 +286,11 @@ KlSet *kl_set_with(KlSet *pOld, KlFile *pAdd){
 /* --------------------------------------------------------- record read -- */
 
 /* Check the frame at a (nAvail bytes available) and parse it.  Returns
-** NULL if it is whole and valid, else the reason. */
-const char *kl_frame_parse(const uint8_t *a, int64_t nAvail,
-                                KlFrame *pOut){
+** NULL if it is whole and valid, else the reason.  klfFrameParse is the
+** same, inlined into the read of a scan's next record. */
+static inline __attribute__((always_inline)) const char *klfFrameParse(
+  const uint8_t *a, int64_t nAvail, KlFrame *pOut
+){
   uint32_t nBody, nKey;
   if( nAvail<KL_FRAME_HDR ) return "truncated frame header";
   nBody = wal_get_u32(a);
@@ -310,6 +312,26 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail,
   pOut->aVal = a+KL_BODY_FIXED+nKey;
   pOut->nVal = nBody-KL_BODY_FIXED-nKey;
   return 0;
+}
+const char *kl_frame_parse(const uint8_t *a, int64_t nAvail, KlFrame *pOut){
+  return klfFrameParse(a, nAvail, pOut);
+}
+
+/* Whether the n bytes at a and b are the same (a record's key against the
+** index's: short, so compared here rather than by a call to memcmp). */
+static int klfSameBytes(const uint8_t *a, const uint8_t *b, int n){
+  while( n>=8 ){
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if( x!=y ) return 0;
+    a += 8; b += 8; n -= 8;
+  }
+  while( n>0 ){
+    if( *a++!=*b++ ) return 0;
+    n--;
+  }
+  return 1;
 }
 
 /* Read the frame at *pLoc from the set's file into pOut and check it (and
@@ -396,9 +418,9 @@ int kl_read_frame_in(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
     }
   }
   a = pWin->buf.a + (pLoc->iOff - pWin->iOff);
-  zWhy = kl_frame_parse(a, pLoc->nFrame, &fr);
+  zWhy = klfFrameParse(a, pLoc->nFrame, &fr);
   if( zWhy==0 && aKey && (fr.nKey!=(uint32_t)nKey
-                          || memcmp(fr.aKey, aKey, nKey)!=0) ){
+                          || !klfSameBytes(fr.aKey, aKey, nKey)) ){
     zWhy = "record holds another key";
   }
   if( zWhy ){

@@ -909,17 +909,32 @@ struct KvLogCursor {
   KlWindow win;                 /* read-ahead of the values it walks */
 };
 
+/* The process keeps one freed cursor with its window's buffer for the
+** next cursor of any store (taken and given back by atomic exchange, so
+** from any thread): a short range allocates no window.  The window
+** itself starts over (nothing in it, KL_WINDOW_FIRST bytes next). */
+static KvLogCursor *klSpareCursor = 0;
+
 int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
-  KvLogCursor *pCur = sqlite3_malloc64(sizeof(KvLogCursor));
+  KvLogCursor *pCur = __atomic_exchange_n(&klSpareCursor, (KvLogCursor*)0,
+                                          __ATOMIC_ACQ_REL);
+  KvLogBuf buf = {0, 0, 0};
   *ppCsr = 0;
-  if( pCur==0 ) return SQLITE_NOMEM;
+  if( pCur ){
+    buf = pCur->win.buf;
+  }else if( (pCur = sqlite3_malloc64(sizeof(KvLogCursor)))==0 ){
+    return SQLITE_NOMEM;
+  }
+  memset(&pCur->win, 0, sizeof(pCur->win));
+  pCur->win.buf.a = buf.a;
+  pCur->win.buf.nAlloc = buf.nAlloc;
   pCur->pCsr = kv_map_cursor_new(pSnap->pIndex);
   if( pCur->pCsr==0 ){
+    kv_logbuf_free(&pCur->win.buf);
     sqlite3_free(pCur);
     return SQLITE_NOMEM;
   }
   pCur->pSet = kl_set_ref(pSnap->pSet);
-  memset(&pCur->win, 0, sizeof(pCur->win));
   *ppCsr = pCur;
   return SQLITE_OK;
 }
@@ -928,8 +943,14 @@ void kv_logcursor_free(KvLogCursor *pCur){
   if( pCur==0 ) return;
   kv_map_cursor_free(pCur->pCsr);
   kl_set_unref(pCur->pSet);
-  kv_logbuf_free(&pCur->win.buf);
-  sqlite3_free(pCur);
+  pCur->pCsr = 0;
+  pCur->pSet = 0;
+  if( pCur->win.buf.nAlloc>2*KL_WINDOW_BYTES ) kv_logbuf_free(&pCur->win.buf);
+  pCur = __atomic_exchange_n(&klSpareCursor, pCur, __ATOMIC_ACQ_REL);
+  if( pCur ){
+    kv_logbuf_free(&pCur->win.buf);
+    sqlite3_free(pCur);
+  }
 }
 
 /* Step over tombstones in direction dir (+1 next, -1 prev). */
@@ -988,6 +1009,21 @@ int kv_logcursor_row(KvLogCursor *pCur, const uint8_t **paKey, int *pnKey,
   KvMapEntry e;
   KlLoc loc;
   kv_map_cursor_entry(pCur->pCsr, &e);
+  memcpy(&loc, e.aVal, sizeof(loc));
+  *paKey = e.aKey;
+  *pnKey = e.nKey;
+  return kl_read_frame_in(pCur->pSet, &loc, e.aKey, e.nKey, &pCur->win,
+                          pSpare, paVal, pnVal, pzErr);
+}
+
+int kv_logcursor_step_row(KvLogCursor *pCur, int bPrev,
+                          const uint8_t **paKey, int *pnKey, KvLogBuf *pSpare,
+                          const uint8_t **paVal, int *pnVal, char **pzErr){
+  KvMapEntry e;
+  KlLoc loc;
+  do{
+    if( !kv_map_cursor_step(pCur->pCsr, bPrev, &e) ) return SQLITE_DONE;
+  }while( e.bTomb );
   memcpy(&loc, e.aVal, sizeof(loc));
   *paKey = e.aKey;
   *pnKey = e.nKey;

@@ -214,6 +214,12 @@ int kv_logcursor_value(KvLogCursor*, KvLogBuf *pOut, char **pzErr);
 int kv_logcursor_row(KvLogCursor*, const uint8_t **paKey, int *pnKey,
                      KvLogBuf *pSpare, const uint8_t **paVal, int *pnVal,
                      char **pzErr);
+/* kv_logcursor_next (bPrev: _prev) and kv_logcursor_row in one call:
+** SQLITE_OK on the next key, SQLITE_DONE past the end (the cursor is then
+** on no key), else the read error. */
+int kv_logcursor_step_row(KvLogCursor*, int bPrev, const uint8_t **paKey,
+                          int *pnKey, KvLogBuf *pSpare,
+                          const uint8_t **paVal, int *pnVal, char **pzErr);
 
 /* Merge every file older than the active one into new merged files holding
 ** only live records, then switch to them atomically and delete the old

@@ -940,7 +940,23 @@ int kv_map_cursor_prev(KvMapCursor *pCur){
 }
 
 int kv_map_cursor_step(KvMapCursor *pCur, int bPrev, KvMapEntry *pOut){
-  int bOn = bPrev ? kv_map_cursor_prev(pCur) : kv_map_cursor_next(pCur);
+  int bOn, d = pCur->nDepth-1;
+  if( !bPrev && d>=0 ){
+    /* kv_map_cursor_next inline for the common step within a leaf */
+    const KvmNode *p = pCur->apNode[d];
+    int i = ++pCur->aIdx[d];
+    if( i<p->n ){
+      if( i+KVM_AHEAD<p->n ) __builtin_prefetch(p->u.aEnt[i+KVM_AHEAD]);
+      kvmEntryOut(p, i, pOut);
+      return 1;
+    }
+    if( !kvmStepLeaf(pCur, 1) ) return 0;
+    d = pCur->nDepth-1;
+    for(i=0; i<=KVM_AHEAD; i++) kvmPrefetch(pCur, d, i);
+    kvmEntryOut(pCur->apNode[d], pCur->aIdx[d], pOut);
+    return 1;
+  }
+  bOn = bPrev ? kv_map_cursor_prev(pCur) : kv_map_cursor_next(pCur);
   if( bOn ){
     kvmEntryOut(pCur->apNode[pCur->nDepth-1], pCur->aIdx[pCur->nDepth-1], pOut);
   }

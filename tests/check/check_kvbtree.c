@@ -1288,6 +1288,13 @@ START_TEST(test_kvlog_damaged_record_fails_scan_and_read)
   ck_assert_msg(zErr && strstr(zErr, "00000001.klog is corrupt at offset"),
                 "%s", zErr ? zErr : "");
   sqlite3_free(zErr); zErr = 0;
+  /* the next point reads (their snapshot handles are reused) read good
+  ** keys whole and still find the damaged one damaged */
+  ck_assert_int_eq(th_int(db, "SELECT value='v8-a' FROM l WHERE key=8"), 1);
+  ck_assert_int_eq(th_try(db, "SELECT value FROM l WHERE key=7", &zErr)
+                   & 0xff, SQLITE_CORRUPT);
+  sqlite3_free(zErr); zErr = 0;
+  ck_assert_int_eq(th_int(db, "SELECT value='v6-a' FROM l WHERE key=6"), 1);
   ck_assert_int_eq(th_try(db, "SELECT key FROM l ORDER BY key DESC", &zErr)
                    & 0xff, SQLITE_CORRUPT);
   sqlite3_free(zErr);
@@ -2049,6 +2056,14 @@ START_TEST(test_kvbtree_flipped_value_byte_is_corrupt_not_a_wrong_value)
                    SQLITE_CORRUPT);
   ck_assert_msg(zErr && strstr(zErr, "table t") && strstr(zErr, zFile)
                 && strstr(zErr, "checksum"), "%s", zErr);
+  sqlite3_free(zErr); zErr = 0;
+  /* the next point reads (their snapshot handles are reused) read the
+  ** good rows whole and still find the damaged one damaged */
+  zVal = th_text(db, "SELECT value FROM t WHERE key=3");
+  ck_assert_str_eq(zVal, "plain-value-three");
+  sqlite3_free(zVal);
+  ck_assert_int_eq(th_try(db, "SELECT value FROM t WHERE key=2", &zErr),
+                   SQLITE_CORRUPT);
   sqlite3_free(zErr); zErr = 0;
   ck_assert_int_eq(th_try(db, "SELECT group_concat(value) FROM t", &zErr),
                    SQLITE_CORRUPT);

@@ -506,6 +506,48 @@ START_TEST(test_kvlib_result_functions_return_stored_type){
 }
 END_TEST
 
+/* Integer keys come back as the same integers through kv_key_result
+** (its fast path reads the double's bits): powers of two and their
+** neighbours across the whole range, both ends, and pseudo-random values
+** of every magnitude; a real key with an integral value stays a real. */
+START_TEST(test_kvlib_key_result_returns_every_integer){
+  sqlite3 *db = open_kvt();
+  sqlite3_stmt *p = 0;
+  uint64_t x = 88172645463325252ull;
+  int i, j;
+  T_EQ(sqlite3_prepare_v2(db, "SELECT typeof(kvt_key(?1, 'v')), "
+                          "kvt_key(?1, 'v')=?1", -1, &p, 0), SQLITE_OK);
+  for(i=0; i<64*3*2 + 4000; i++){
+    int64_t v;
+    if( i<64*3*2 ){
+      int iBit = i/6, iNear = (i/2)%3 - 1;
+      v = (int64_t)(((uint64_t)1<<iBit) + (uint64_t)(int64_t)iNear);
+      if( i & 1 ) v = (int64_t)(0 - (uint64_t)v);
+    }else{
+      x ^= x<<13; x ^= x>>7; x ^= x<<17;
+      v = (int64_t)(x >> (x % 64));
+      if( x & 1 ) v = (int64_t)(0 - (uint64_t)v);
+    }
+    for(j=0; j<2; j++){
+      int64_t w = j ? (v<0 ? INT64_MIN : INT64_MAX) : v;
+      sqlite3_bind_int64(p, 1, w);
+      T_EQ(sqlite3_step(p), SQLITE_ROW);
+      T_MSG(strcmp((const char*)sqlite3_column_text(p, 0), "integer")==0
+            && sqlite3_column_int(p, 1)==1, "key %lld", (long long)w);
+      sqlite3_reset(p);
+    }
+  }
+  sqlite3_finalize(p);
+  T_EQ(sqlite3_prepare_v2(db, "SELECT typeof(kvt_key(?1, 'v')), "
+                          "kvt_key(?1, 'v')=?1", -1, &p, 0), SQLITE_OK);
+  sqlite3_bind_double(p, 1, 4503599627370496.0);
+  T_EQ(sqlite3_step(p), SQLITE_ROW);
+  ck_assert_str_eq((const char*)sqlite3_column_text(p, 0), "real");
+  sqlite3_finalize(p);
+  sqlite3_close(db);
+}
+END_TEST
+
 /* Corrupt bytes given to the result functions make the SQL statement
 ** fail with SQLITE_CORRUPT and a message. */
 static const char *azCorruptSql[] = {
@@ -1811,7 +1853,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlib_value_truncations_are_corrupt_or_shorter);
   tcase_add_test(tc, test_kvlib_random_bytes_never_crash_decoders);
   tcase_add_test(tc, test_kvlib_key_with_contradicting_numeric_kind_is_corrupt);
-  tcase_add_loop_test(tc, test_kvlib_result_functions_report_corrupt_bytes, 0,
+tcase_add_test(tc, test_kvlib_key_result_returns_every_integer);
+    tcase_add_loop_test(tc, test_kvlib_result_functions_report_corrupt_bytes, 0,
       (int)(sizeof(azCorruptSql)/sizeof(azCorruptSql[0])));
   tcase_add_test(tc, test_kvlib_encoders_leave_buffer_unchanged_on_nomem);
   tcase_add_test(tc, test_kvlib_decoders_are_thread_safe);

@@ -690,6 +690,109 @@ START_TEST(test_kvlog_corruption_found_by_a_read_is_reported){
 }
 END_TEST
 
+/* A walk that steps and reads in one call (kv_logcursor_step_row, the
+** scans' path) checks each record it reads: the records before a damaged
+** value come back whole, the damaged one is SQLITE_CORRUPT with its
+** offset; _i==1 walks backward from the end.  A tombstone is stepped over. */
+START_TEST(test_kvlog_walk_finds_a_damaged_value){
+  char *zDir = th_tmpdir("kvlog-walkcorrupt");
+  KvLogStore *p = tk_open(zDir, 0);
+  char *zFile = tk_file(zDir, 1, "klog");
+  static const char *azKey[] = { "a", "b", "c", "d", "e" };
+  KvLogSnap *pSnap = 0;
+  KvLogCursor *pCur = 0;
+  KvLogBuf buf = {0, 0, 0};
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, i, rc, nOk = 0;
+  char *zErr = 0;
+  for(i=0; i<5; i++) tk_put(p, (uint64_t)i+1, azKey[i], "value");
+  tk_put(p, 6, "bb", "value");
+  tk_put(p, 7, "bb", 0);                 /* a tombstone between b and c */
+  tk_sync(p);
+  /* 16-byte file header, then frames of 8 + 13 + key + value bytes */
+  tk_flip(zFile, 16 + 2*27 + 8+13+1+2);  /* a byte of c's value */
+  ck_assert_int_eq(kv_logstore_snapshot(p, &pSnap), SQLITE_OK);
+  ck_assert_int_eq(kv_logsnap_cursor(pSnap, &pCur), SQLITE_OK);
+  kv_logcursor_seek(pCur, _i ? KV_SEEK_LAST : KV_SEEK_FIRST, 0, 0);
+  ck_assert_int_eq(kv_logcursor_row(pCur, &aKey, &nKey, &buf, &aVal, &nVal,
+                                    &zErr), SQLITE_OK);
+  nOk++;
+  while( (rc = kv_logcursor_step_row(pCur, _i, &aKey, &nKey, &buf, &aVal,
+                                     &nVal, &zErr))==SQLITE_OK ){
+    ck_assert_int_eq(nKey, 1);
+    ck_assert_int_eq(nVal, 5);
+    ck_assert(memcmp(aVal, "value", 5)==0);
+    nOk++;
+  }
+  ck_assert_int_eq(rc, SQLITE_CORRUPT);
+  ck_assert_int_eq(nOk, 2);              /* a, b  or  e, d */
+  ck_assert_msg(zErr && strstr(zErr, "00000001.klog is corrupt at offset 70"),
+                "%s", zErr ? zErr : "(no message)");
+  sqlite3_free(zErr);
+  kv_logcursor_free(pCur);
+  kv_logsnap_free(pSnap);
+  kv_logbuf_free(&buf);
+  kv_logstore_close(p);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Cursors one after another (the second reuses the first's allocation
+** and window buffer) each read their own snapshot: the second sees the
+** values written after the first walked, the first walk's old values do
+** not come back from its window. */
+START_TEST(test_kvlog_cursor_after_cursor_reads_its_own_snapshot){
+  char *zDir = th_tmpdir("kvlog-csrreuse");
+  KvLogStore *p = tk_open(zDir, 0);
+  KvLogBuf buf = {0, 0, 0};
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, i, j, rc;
+  char *zErr = 0;
+  char zKey[16], zVal[32];
+  for(i=0; i<200; i++){
+    snprintf(zKey, sizeof(zKey), "k%03d", i);
+    snprintf(zVal, sizeof(zVal), "old-%03d", i);
+    tk_put(p, (uint64_t)i+1, zKey, zVal);
+  }
+  tk_sync(p);
+  for(j=0; j<3; j++){
+    KvLogSnap *pSnap = 0;
+    KvLogCursor *pCur = 0;
+    int n = 0;
+    ck_assert_int_eq(kv_logstore_snapshot(p, &pSnap), SQLITE_OK);
+    ck_assert_int_eq(kv_logsnap_cursor(pSnap, &pCur), SQLITE_OK);
+    kv_logcursor_seek(pCur, KV_SEEK_FIRST, 0, 0);
+    rc = kv_logcursor_row(pCur, &aKey, &nKey, &buf, &aVal, &nVal, &zErr);
+    while( rc==SQLITE_OK ){
+      snprintf(zVal, sizeof(zVal), "%s-%03d", (j>0 && n%2==0) ? "new" : "old",
+               n);
+      ck_assert_int_eq(nVal, 7);
+      ck_assert_msg(memcmp(aVal, zVal, 7)==0, "walk %d row %d: %.*s", j, n,
+                    nVal, aVal);
+      n++;
+      rc = kv_logcursor_step_row(pCur, 0, &aKey, &nKey, &buf, &aVal, &nVal,
+                                 &zErr);
+    }
+    ck_assert_int_eq(rc, SQLITE_DONE);
+    ck_assert_int_eq(n, 200);
+    kv_logcursor_free(pCur);
+    kv_logsnap_free(pSnap);
+    if( j==0 ){
+      for(i=0; i<200; i+=2){
+        snprintf(zKey, sizeof(zKey), "k%03d", i);
+        snprintf(zVal, sizeof(zVal), "new-%03d", i);
+        tk_put(p, (uint64_t)i+1000, zKey, zVal);
+      }
+      tk_sync(p);
+    }
+  }
+  kv_logbuf_free(&buf);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kvlog_corrupt_manifest_is_corrupt){
   char *zDir = th_tmpdir("kvlog-man");
   KvLogStore *p = tk_open(zDir, 100);
@@ -1665,6 +1768,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
       test_kvlog_huge_length_in_older_file_is_corrupt_not_allocated);
   tcase_add_test(tc, test_kvlog_corruption_found_by_a_read_is_reported);
+  tcase_add_loop_test(tc, test_kvlog_walk_finds_a_damaged_value, 0, 2);
+  tcase_add_test(tc, test_kvlog_cursor_after_cursor_reads_its_own_snapshot);
   tcase_add_loop_test(tc, test_kvlog_corrupt_manifest_is_corrupt, 0, 2);
   tcase_add_test(tc, test_kvlog_missing_merged_file_is_corrupt);
   tcase_add_loop_test(tc, test_kvlog_lost_manifest_or_first_file_is_corrupt,

@@ -417,10 +417,12 @@ START_TEST(test_wal_crc32c_known_values){
 END_TEST
 
 /* Every length and alignment gives the bitwise CRC-32C (the hardware path
-** and the table path both handle unaligned heads and short tails). */
+** and the table path both handle unaligned heads and short tails): _i==0
+** the path the CPU picks, _i==1 the table path forced. */
 START_TEST(test_wal_crc32c_matches_bitwise_at_every_length_and_offset){
   uint8_t a[160];
   int i, iOff, n;
+  wal_crc32c_test_table(_i==1);
   for(i=0; i<(int)sizeof(a); i++) a[i] = (uint8_t)(i*131 + 7);
   for(iOff=0; iOff<8; iOff++){
     for(n=0; n+iOff<=(int)sizeof(a) && n<=150; n++){
@@ -431,8 +433,11 @@ START_TEST(test_wal_crc32c_matches_bitwise_at_every_length_and_offset){
         for(k=0; k<8; k++) c = (c>>1) ^ (0x82F63B78u & (0u - (c & 1)));
       }
       ck_assert_uint_eq(wal_crc32c(0, a+iOff, (size_t)n), ~c);
+      ck_assert_uint_eq(wal_crc32c(wal_crc32c(0, a+iOff, (size_t)n/3),
+                                   a+iOff+n/3, (size_t)(n-n/3)), ~c);
     }
   }
+  wal_crc32c_test_table(0);
 }
 END_TEST
 
@@ -2885,7 +2890,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_decode_hostile_counts);
   tcase_add_test(tc, test_wal_decode_record_of_no_tables);
   tcase_add_test(tc, test_wal_crc32c_known_values);
-  tcase_add_test(tc, test_wal_crc32c_matches_bitwise_at_every_length_and_offset);
+  tcase_add_loop_test(tc, test_wal_crc32c_matches_bitwise_at_every_length_and_offset, 0, 2);
   suite_add_tcase(s, tc);
   tc = tcase_create("log");
   tcase_add_test(tc, test_wal_replay_hands_unconfirmed_in_cid_order);
