@@ -289,8 +289,8 @@ static void replVerify(const char *zUri){
 ** every acknowledged commit is on the new primary, depot_verify is clean
 ** and the writer goes on committing there, on the same connection.  The
 ** old primary restarted is fenced out: the writer, whose URI names it
-** first, goes on committing on the new primary, and opening it alone for
-** writing is refused. */
+** first, goes on committing on the new primary, so does a new process
+** through that URI, and opening it alone for writing is refused. */
 START_TEST(t_failover_sync){
   char *zDir = th_tmpdir("pgrepl_failover");
   const char *zCluster = getenv("DEPOT_TEST_PG_CLUSTER");
@@ -365,6 +365,21 @@ START_TEST(t_failover_sync){
   ck_assert_ptr_nonnull(zErr);
   ck_assert_msg(strstr(zErr, "fenced out")!=0, "%s", zErr);
   sqlite3_free(zErr);
+  /* a process that never saw the new primary, through the URI naming the
+  ** old one first: the timelines of the URI's hosts keep it off the old
+  ** one, and its fork lands on the new primary */
+  {
+    const char *azArg[3];
+    pid_t pid;
+    int st = 0;
+    azArg[0] = "fork"; azArg[1] = zUri; azArg[2] = 0;
+    pid = th_spawn(azArg);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    replTextIs(mem, "1", "SELECT count(*) FROM depot_branches(%Q) "
+               "WHERE branch='child'", zNew);
+  }
   /* a process that never saw the new primary: kept off the old one by
   ** require_sync_standby=1 (its standby follows the new primary now) */
   {

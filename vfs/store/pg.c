@@ -68,9 +68,10 @@
 ** system identifier, and the standbys attached (pg_stat_replication, sync
 ** and all).  A writable handle accepts a primary whose timeline is not
 ** older than the newest timeline a writable handle of this process
-** connected to on the same system identifier (a demoted old primary that
-** comes back runs on the timeline its standby left when promoted: it is
-** fenced out), with require_sync_standby=1 only one with a synchronous
+** connected to on the same system identifier, or, for a URI of several
+** hosts, that any of them reports at the connect (pgProbeHosts) (a
+** demoted old primary that comes back runs on the timeline its standby
+** left when promoted: it is fenced out), with require_sync_standby=1 only one with a synchronous
 ** standby attached and synchronous_commit neither off nor local; and a
 ** standby only when the URI names one host (its writes fail with
 ** SQLITE_READONLY).  With several hosts a refused server makes the
@@ -638,23 +639,74 @@ static char *pgListItem(const char *z, int i){
   return sqlite3_mprintf("%.*s", (int)strcspn(z, ","), z);
 }
 
+/* Fencing across the URI's hosts, for a writable handle of a URI naming
+** several: ask every host that answers (any role, connect_timeout 2 s)
+** for its system identifier and timeline, and raise the newest timeline
+** seen of each cluster (pgTimelineSeen), so that a process that never
+** wrote on the new primary still refuses a demoted one that came back on
+** an older timeline (pgCheckPrimary).  Hosts that do not answer count
+** for nothing.  One connection per host, at each connect of the handle. */
+static void pgProbeHosts(StorePg *p, const char *zHosts, const char *zPorts,
+                         const char *zAddrs){
+  int i;
+  for(i=0; i<p->nHost; i++){
+    char *zH = pgListItem(zHosts, i);
+    char *zP = pgListItem(zPorts, i);
+    char *zA = pgListItem(zAddrs, i);
+    const char *azKey[7], *azVal[7];
+    PGconn *pC;
+    int n = 0;
+    azKey[n] = "dbname"; azVal[n++] = p->zConnUri;
+    azKey[n] = "host"; azVal[n++] = zH ? zH : "";
+    if( zP ){ azKey[n] = "port"; azVal[n++] = zP; }
+    if( zA ){ azKey[n] = "hostaddr"; azVal[n++] = zA; }
+    azKey[n] = "target_session_attrs"; azVal[n++] = "any";
+    azKey[n] = "connect_timeout"; azVal[n++] = "2";
+    azKey[n] = 0; azVal[n] = 0;
+    pC = PQconnectdbParams(azKey, azVal, 1);
+    pgTrip(p);
+    if( pC && PQstatus(pC)==CONNECTION_OK ){
+      PGresult *r;
+      PQsetNoticeProcessor(pC, pgNoNotice, 0);
+      r = PQexec(pC, "SELECT current_setting('synchronous_commit'),"
+                     PG_INFO_COLS);
+      pgTrip(p);
+      if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1
+       && PQnfields(r)==7 ){
+        int iTl = atoi(PQgetvalue(r, 0, 3));
+        uint64_t iSys = strtoull(PQgetvalue(r, 0, 4), 0, 10);
+        if( iSys && iTl>0 ) pgTimelineSeen(iSys, iTl, 1);
+      }
+      PQclear(r);
+    }
+    if( pC ) PQfinish(pC);
+    sqlite3_free(zH); sqlite3_free(zP); sqlite3_free(zA);
+  }
+}
+
 /* Connect to a server the handle may use: libpq's pick among the URI's
 ** hosts, and when a writable handle refuses it (pgCheckPrimary) and the
-** URI names several hosts, each host in turn.  The reasons of every
-** refusal in p->zErr. */
+** URI names several hosts, each host in turn.  A writable handle of
+** several hosts first learns their timelines (pgProbeHosts).  The reasons
+** of every refusal in p->zErr. */
 static int pgConnectServer(StorePg *p){
-  PQconninfoOption *aOpt, *o;
+  PQconninfoOption *aOpt = 0, *o;
   const char *zHosts = 0, *zPorts = 0, *zAddrs = 0;
   sqlite3_str *pWhy;
   int rc, i;
+  if( !p->bReadOnly && p->nHost>=2 ){
+    aOpt = PQconninfoParse(p->zConnUri, 0);
+    for(o=aOpt; o && o->keyword; o++){
+      if( strcmp(o->keyword, "host")==0 ) zHosts = o->val;
+      if( strcmp(o->keyword, "port")==0 ) zPorts = o->val;
+      if( strcmp(o->keyword, "hostaddr")==0 ) zAddrs = o->val;
+    }
+    if( aOpt ) pgProbeHosts(p, zHosts, zPorts, zAddrs);
+  }
   rc = pgConnectOne(p, 0, 0, 0);
-  if( rc!=SQLITE_CANTOPEN || p->bReadOnly || p->nHost<2 ) return rc;
-  aOpt = PQconninfoParse(p->zConnUri, 0);
-  if( aOpt==0 ) return rc;
-  for(o=aOpt; o->keyword; o++){
-    if( strcmp(o->keyword, "host")==0 ) zHosts = o->val;
-    if( strcmp(o->keyword, "port")==0 ) zPorts = o->val;
-    if( strcmp(o->keyword, "hostaddr")==0 ) zAddrs = o->val;
+  if( rc!=SQLITE_CANTOPEN || p->bReadOnly || p->nHost<2 || aOpt==0 ){
+    PQconninfoFree(aOpt);
+    return rc;
   }
   pWhy = sqlite3_str_new(0);
   sqlite3_str_appendall(pWhy, p->zErr ? p->zErr : "");
