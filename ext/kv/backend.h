@@ -54,6 +54,10 @@ struct KvTableDef {
   ** with xConfirm. */
   int (*xWalSync)(void *pConfirmCtx, uint64_t cid, char **pzErr);
   const struct WalIo *pIo; /* the store's file I/O (tests inject faults) */
+  int bShared;             /* opened by a process joining others that share
+                           ** the store (KvBackend.xShare): the open must
+                           ** change nothing they may be reading or writing
+                           ** (xShare follows it) */
 };
 
 /* Counters for kv_stats: KvBackendStats (kv.h). */

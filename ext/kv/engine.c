@@ -502,10 +502,16 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          the directory lock to shared: the joiner's shared ALIVE lock
 **          then succeeds.
 **
-** A store holding a table that cannot be shared (kv_log; kv_memory with
-** persistence=1; see KvBackend.xShare) or an in-doubt prepared
-** transaction never turns shared: the joiner gives up after
-** ENG_JOIN_WAIT_MS with SQLITE_BUSY.  A shared store stays shared while
+**   REFUSE the alone holder's answer to a joiner when it holds a table
+**          that cannot be shared (a kv_memory table with persistence=1:
+**          its rows live in the holder's memory; see KvBackend.xShare):
+**          it writes the table's name into LOCK after its pid and holds
+**          REFUSE while the joiner holds JOIN; the joiner, seeing it,
+**          fails at once with SQLITE_BUSY naming the table.
+**
+** A store holding an in-doubt prepared transaction does not turn shared
+** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
+** SQLITE_BUSY.  A shared store stays shared while
 ** this process has it open: nothing retires from its WAL (the next
 ** process that opens it alone replays and retires), tables are neither
 ** created nor removed, and named prepares (kv_prepare with a gid) are
@@ -524,6 +530,7 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BYTE_ALIVE    0
 #define ENG_BYTE_WRITER   1
 #define ENG_BYTE_JOIN     2
+#define ENG_BYTE_REFUSE   3
 #define ENG_JOIN_WAIT_MS  10000      /* a joiner waits this long */
 #define ENG_JOIN_POLL_MS  10         /* the join thread looks this often */
 #define ENG_SHM_CID       0          /* shared header slots */
@@ -609,10 +616,30 @@ static int engJoinRefused(KvEngine *pEng, int64_t ms, char **pzErr){
   zPid[0] = 0;
   if( iPid>0 ) sqlite3_snprintf(sizeof(zPid), zPid, " (pid %ld)", iPid);
   *pzErr = sqlite3_mprintf("kv: store %s is locked by another process%s, "
-      "which did not share it within %lld ms: a store with kv_log tables, "
-      "kv_memory tables with persistence=1 or an unresolved prepared "
-      "transaction is used by one process at a time", pEng->zDir, zPid,
-      (long long)ms);
+      "which did not share it within %lld ms: a store with an unresolved "
+      "prepared transaction is used by one process at a time", pEng->zDir,
+      zPid, (long long)ms);
+  return SQLITE_BUSY;
+}
+
+/* The refusal of a joiner by a holder with a table that cannot be shared,
+** whose name it wrote into LOCK after its pid (engJoinRefuse). */
+static int engJoinRefusedTable(KvEngine *pEng, char **pzErr){
+  char a[4200];
+  ssize_t n = pread(pEng->fdLock, a, sizeof(a)-1, 0);
+  long iPid = engLockHolder(pEng);
+  const char *zTab = "";
+  char *zNl;
+  a[n>0 ? n : 0] = 0;
+  if( (zNl = strchr(a, '\n'))!=0 ){
+    zTab = zNl+1;
+    if( (zNl = strchr(zNl+1, '\n'))!=0 ) *zNl = 0;
+  }
+  *pzErr = sqlite3_mprintf("kv: store %s is locked by another process "
+      "(pid %ld), which holds kv_memory table %s with persistence=1, whose "
+      "rows live in that process's memory: such a store is used by one "
+      "process at a time (kv_btree and kv_log tables are shared)",
+      pEng->zDir, iPid, zTab[0] ? zTab : "?");
   return SQLITE_BUSY;
 }
 
@@ -650,6 +677,11 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
       if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
         engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
         break;
+      }
+      if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
+        int rc = engJoinRefusedTable(pEng, pzErr);
+        engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+        return rc;
       }
     }
     if( engNowMs()>iEnd ){
@@ -1003,8 +1035,32 @@ static int engGoShared(KvEngine *pEng){
 /* The join thread of a store open alone: looks for a process asking to
 ** join (JOIN held elsewhere) and turns the store shared for it; ends then,
 ** or when the store closes. */
+/* The join thread's answer while a joiner waits (bOn) and it holds a
+** table that cannot be shared: its name in LOCK, REFUSE held (see
+** "Sharing a store"); *pbRefusing tracks the lock. */
+static void engJoinRefuse(KvEngine *pEng, int bOn, int *pbRefusing){
+  char *zLine = 0;
+  if( bOn && !*pbRefusing ){
+    KvTable *t;
+    pthread_mutex_lock(&pEng->mutex);
+    t = engUnshareable(pEng);
+    if( t ) zLine = sqlite3_mprintf("%ld\n%s\n", (long)getpid(), t->zName);
+    pthread_mutex_unlock(&pEng->mutex);
+    if( zLine && ftruncate(pEng->fdLock, 0)==0
+     && pwrite(pEng->fdLock, zLine, strlen(zLine), 0)==(ssize_t)strlen(zLine)
+     && engOfd(pEng, F_WRLCK, ENG_BYTE_REFUSE)==0 ){
+      *pbRefusing = 1;
+    }
+    sqlite3_free(zLine);
+  }else if( !bOn && *pbRefusing ){
+    engOfd(pEng, F_UNLCK, ENG_BYTE_REFUSE);
+    *pbRefusing = 0;
+  }
+}
+
 static void *engJoinMain(void *pArg){
   KvEngine *pEng = (KvEngine*)pArg;
+  int bRefusing = 0;
   for(;;){
     struct timespec ts;
     int bStop;
@@ -1018,10 +1074,15 @@ static void *engJoinMain(void *pArg){
     bStop = pEng->bJoinStop;
     pthread_mutex_unlock(&pEng->joinMutex);
     if( bStop ) break;
-    if( engOfdHeld(pEng, ENG_BYTE_JOIN) && engGoShared(pEng)==SQLITE_OK ){
+    if( !engOfdHeld(pEng, ENG_BYTE_JOIN) ){
+      engJoinRefuse(pEng, 0, &bRefusing);
+    }else if( engGoShared(pEng)==SQLITE_OK ){
       break;
+    }else{
+      engJoinRefuse(pEng, 1, &bRefusing);
     }
   }
+  engJoinRefuse(pEng, 0, &bRefusing);
   return 0;
 }
 
@@ -1164,7 +1225,10 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   KvTable *t;
   uint64_t a[WAL_SHARED_SLOTS];
-  int rc = kvCatalogLoad(pEng, pzErr);
+  int rc;
+  pEng->bJoining = 1;
+  rc = kvCatalogLoad(pEng, pzErr);
+  pEng->bJoining = 0;
   if( rc==SQLITE_OK && (t = engUnshareable(pEng))!=0 ){
     *pzErr = sqlite3_mprintf("kv: store %s is shared by other processes "
         "but holds table %s, which cannot be shared", pEng->zDir, t->zName);

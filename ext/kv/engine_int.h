@@ -119,6 +119,8 @@ struct KvEngine {
   ** it); posSeen/cidSeen: the log up to there is applied here. */
   int bShared;                  /* other processes may use the store */
   int bSharing;                 /* turning shared: prepares wait */
+  int bJoining;                 /* opening tables to join others (set
+                                ** during the open only) */
   WalShared *pShm;              /* the shared header, once shared */
   WalPos posSeen;               /* engine mutex */
   uint64_t cidSeen;             /* engine mutex */

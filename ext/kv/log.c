@@ -14,6 +14,13 @@
 ** from the root WAL.  Compaction runs on the log store's own background
 ** thread and blocks neither readers nor committers.
 **
+** Several processes (xShare, xRefresh; see logShare).  Once the store is
+** shared, every process appends to the same log files, one at a time
+** under the store's writer lock, after reading what the others appended
+** (kv_logstore_follow); a process that another one's commit reaches reads
+** the new frames into its index before its next snapshot.  Compaction is
+** off while the store is shared.
+**
 ** Stored values.  Each value is stored behind an 8-byte big-endian prefix:
 ** the CID of the WAL record that wrote it.  The log store itself labels
 ** each transaction with an increasing number: the CID, or the last label
@@ -81,6 +88,8 @@ struct KvBackendTable {
   char *zMark;                  /* <store>/kv_log/<id>.synced */
   int fdMark;
   uint64_t labelPending;        /* mu: highest label applied */
+  int bShared;                  /* several processes append (logShare);
+                                ** engine mutex, set once */
 };
 
 struct KvBackendSnap {
@@ -224,7 +233,7 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
     *pzErr = sqlite3_mprintf("kv_log: %s is corrupt at offset 0", t->zMark);
     return SQLITE_CORRUPT;
   }
-  if( iMark>t->labelLoaded ){
+  if( iMark>t->labelLoaded && !t->bShared ){
     *pzErr = sqlite3_mprintf("kv_log: the log in %s lost synced records: it "
         "holds labels up to %llu, %llu were synced (a log file is damaged "
         "or truncated)", t->zDir, (unsigned long long)t->labelLoaded,
@@ -324,6 +333,8 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   bNew = bCreate && access(t->zDir, F_OK)!=0 && errno==ENOENT;
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
+  cfg.bShared = pDef->bShared;
+  t->bShared = pDef->bShared;
 #ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
 #endif
@@ -482,6 +493,31 @@ static int logFilterReplayed(KvBackendTable *t, uint64_t cid,
   return rc;
 }
 
+/* The log follows what other processes appended (see logShare). */
+static void logFollowed(KvBackendTable *t){
+  KvLogStats st;
+  kv_logstore_stats(t->pLog, &st);
+  if( st.maxCid>t->labelLast ) t->labelLast = st.maxCid;
+}
+
+/* A shared table's apply, before its append (the writer lock is held):
+** read what the others appended, cutting a dead writer's torn tail.  A
+** record found whole there (a writer died after its append, before it
+** published; the engine applies the record again) appends nothing: its
+** actions are filtered as a replay's, and the collector syncs and
+** confirms it all the same. */
+static int logFollowWriter(KvBackendTable *t, uint64_t cid, KvLogAction *a,
+                           int *pn, char **pzErr){
+  int nTxn = 0, rc;
+  rc = kv_logstore_follow(t->pLog, 1, &nTxn, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  logFollowed(t);
+  if( nTxn==0 ) return SQLITE_OK;
+  rc = logFilterReplayed(t, cid, a, pn);
+  if( rc==SQLITE_OK && *pn==0 ) rc = logNotePending(t, cid, t->labelLast);
+  return rc;
+}
+
 static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
                     uint64_t cid){
   KvLogAction *a = 0;
@@ -492,7 +528,9 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   if( cid==0 ) return SQLITE_MISUSE;   /* kv_log tables are persistent */
   if( t->bMissing ) return SQLITE_OK;  /* replay only; xCheckOpen decides */
   rc = logActions(pBatch, cid, &a, &n, &aBuf);
-  if( rc==SQLITE_OK && cid<=t->labelLoaded ){
+  if( rc==SQLITE_OK && t->bShared ){
+    rc = logFollowWriter(t, cid, a, &n, &zErr);
+  }else if( rc==SQLITE_OK && cid<=t->labelLoaded ){
     rc = logFilterReplayed(t, cid, a, &n);
   }
   if( rc==SQLITE_OK && n>0 ){
@@ -540,6 +578,44 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
       t->zError[0] ? t->zError : "a write or sync failed");
   pthread_mutex_unlock(&t->mu);
   return SQLITE_IOERR;
+}
+
+/* Several processes.  The store turns shared: no compaction from now on
+** (kv_logstore_share), and every apply first reads what the others
+** appended (logFollowWriter), under the store's writer lock that orders
+** the appends of all processes.  Each process's collector syncs its own
+** appends and confirms their records; while the store is shared the root
+** WAL keeps every record, and the next open alone replays them as it
+** would after a crash. */
+static int logShare(KvBackendTable *t, char **pzErr){
+  (void)pzErr;
+  if( t->bMissing || t->bShared ) return SQLITE_OK;
+  kv_logstore_share(t->pLog);
+  t->bShared = 1;
+  return SQLITE_OK;
+}
+
+/* Another process committed to the table: read its appends into the
+** index (engine mutex held).  A read that fails leaves the table
+** refusing snapshots until the store is opened again (as a failed
+** publication does). */
+static void logRefresh(KvBackendTable *t){
+  char *zErr = 0;
+  int rc;
+  if( t->bMissing ) return;
+  rc = kv_logstore_follow(t->pLog, 0, 0, &zErr);
+  if( rc==SQLITE_OK ){
+    logFollowed(t);
+  }else{
+    __atomic_store_n(&t->bLost, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&t->mu);
+    sqlite3_snprintf(sizeof(t->zApplyError), t->zApplyError, "%s",
+                     zErr ? zErr : sqlite3_errstr(rc));
+    pthread_mutex_unlock(&t->mu);
+    sqlite3_log(rc, "kv_log: reading what another process appended to %s "
+                "failed: %s", t->zDir, zErr ? zErr : "");
+  }
+  sqlite3_free(zErr);
 }
 
 /* A replayed record that appended nothing is durable already. */
@@ -789,6 +865,5 @@ const KvBackend kvLogBackend = {
   logMaxCid,
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
-  0, 0                          /* not shared: its index lives in the
-                                ** process that appends */
+  logShare, logRefresh
 };

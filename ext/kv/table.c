@@ -196,6 +196,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.pConfirmCtx = p->pEng;
   def.xWalSync = tblWalSync;
   def.pIo = p->pEng->pIo;
+  def.bShared = p->pEng->bJoining;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 

@@ -2,15 +2,17 @@
 ** check_kvmp.c -- the "kvmp" suite: KV tables shared by several
 ** processes (real processes, started with th_spawn, never threads).
 **
-** A bank: four writer processes move money between shared kv_btree
-** accounts, each with a busy timeout, while a reader process checks on
-** every snapshot that the total never changes; writers are SIGKILLed at
-** random moments and replaced.  Every transfer a writer saw commit must
-** be there at the end, and the total holds.  Then conflicts and the
-** key-version protocol between two processes, the sqlite3 shell reading
-** a table a process writes, and a store whose tables cannot be shared
-** (kv_log) kept to one process.  DEPOT_TORTURE_ITERS=n makes the bank run
-** n seconds (make torture).
+** A bank: four writer processes move money between shared accounts
+** (kv_btree tables in case "processes", kv_log in case "log"), each with
+** a busy timeout, while a reader process checks on every snapshot that
+** the total never changes; writers are SIGKILLed at random moments and
+** replaced.  Every transfer a writer saw commit must be there at the end,
+** and the total holds.  Then conflicts and the key-version protocol
+** between two processes, the sqlite3 shell reading a table a process
+** writes, kv_log appends followed across log file rolls, and a store with
+** a kv_memory table with persistence=1 kept to one process (refused at
+** once).  DEPOT_TORTURE_ITERS=n makes each bank run n seconds (make
+** torture).
 */
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #include "config.h"
@@ -44,6 +46,8 @@ static int64_t mpNowMs(void){
 /* A connection of a child: the depot extension, a busy timeout. */
 static sqlite3 *mpChildOpen(const char *zDb){
   sqlite3 *db = 0, *dbFirst = 0;
+  const char *zLogSz = getenv("KVMP_LOG_FILE_SIZE");
+  if( zLogSz ) kv_log_test_file_size(atoll(zLogSz));   /* rolls often */
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0)
    || sqlite3_open_v2(zDb, &db, SQLITE_OPEN_READWRITE, 0) ){
@@ -155,12 +159,16 @@ static int mpAudit(char **argv){
 
 /* exec <db> <sql>: one statement list, exit 0 if it succeeded.  execq:
 ** the same, giving up on a store held alone after 300 ms. */
-static int mpExecChild(char **argv){
+static int mpExecChild(int argc, char **argv){
   sqlite3 *db;
   if( strcmp(argv[0], "execq")==0 ) kv_engine_test_join_wait(300);
   db = mpChildOpen(argv[1]);
   int rc = mpExec(db, argv[2]);
   if( rc ) fprintf(stderr, "exec: %s\n", sqlite3_errmsg(db));
+  if( rc && argc==4 ){                  /* exec <db> <sql> <message file> */
+    FILE *f = fopen(argv[3], "w");
+    if( f ){ fputs(sqlite3_errmsg(db), f); fclose(f); }
+  }
   sqlite3_close(db);
   return rc ? 5 : 0;
 }
@@ -168,8 +176,9 @@ static int mpExecChild(char **argv){
 int depot_test_child(int argc, char **argv){
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
   if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
-  if( argc==3 && (strcmp(argv[0], "exec")==0 || strcmp(argv[0], "execq")==0) ){
-    return mpExecChild(argv);
+  if( (argc==3 || argc==4)
+   && (strcmp(argv[0], "exec")==0 || strcmp(argv[0], "execq")==0) ){
+    return mpExecChild(argc, argv);
   }
   return 2;
 }
@@ -225,8 +234,9 @@ static int mpCheckAcks(sqlite3 *db, const char *zDir, int id){
 
 /* ------------------------------------------------------------- bank --- */
 
-START_TEST(test_kvmp_bank_survives_sigkill){
-  char *zDir = th_tmpdir("kvmp-bank");
+/* The bank over tables of type zType (kv_btree, kv_log). */
+static void mpBankTest(const char *zType){
+  char *zDir = th_tmpdir(zType);
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   const char *zIters = getenv("DEPOT_TORTURE_ITERS");
   int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 3000;
@@ -238,8 +248,8 @@ START_TEST(test_kvmp_bank_survives_sigkill){
   const char *azAudit[4];
   char zMs[16];
   sqlite3 *db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
-              "CREATE VIRTUAL TABLE tlog USING kv_btree");
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "CREATE VIRTUAL TABLE tlog USING %s", zType, zType);
   for(i=0; i<MP_ACCOUNTS; i++){
     th_execf(db, "INSERT INTO acct VALUES(%d, %d)", i, MP_START);
   }
@@ -292,6 +302,10 @@ START_TEST(test_kvmp_bank_survives_sigkill){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_bank_survives_sigkill){
+  mpBankTest("kv_btree");
+}
 END_TEST
 
 /* ---------------------------------------------- two processes, rules --- */
@@ -299,14 +313,14 @@ END_TEST
 /* A process whose transaction read a key that another process changed
 ** since fails its COMMIT with SQLITE_BUSY_SNAPSHOT naming the key; one
 ** that read nothing stale commits. */
-START_TEST(test_kvmp_conflict_with_another_process){
+static void mpConflictTest(const char *zType){
   char *zDir = th_tmpdir("kvmp-conflict");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   sqlite3 *db = th_open(zDb);
   char *zErr = 0;
   int rc;
-  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
-              "INSERT INTO acct VALUES('alice', 100), ('bob', 50)");
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "INSERT INTO acct VALUES('alice', 100), ('bob', 50)", zType);
   th_exec(db, "BEGIN");
   ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
                    100);
@@ -333,19 +347,23 @@ START_TEST(test_kvmp_conflict_with_another_process){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_conflict_with_another_process){
+  mpConflictTest("kv_btree");
+}
 END_TEST
 
 /* The key-version protocol sees another process's change: a versioned
 ** prepare with the version read before it conflicts. */
-START_TEST(test_kvmp_version_protocol_sees_other_process){
+static void mpVersionTest(const char *zType){
   char *zDir = th_tmpdir("kvmp-version");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
   sqlite3 *db = th_open(zDb);
   char *zVer, *zErr = 0;
   int rc;
-  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
-              "INSERT INTO acct VALUES('alice', 100)");
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "INSERT INTO acct VALUES('alice', 100)", zType);
   zVer = th_textf(db, "SELECT version FROM kv_query_with_version('acct', "
                   "'alice', '%q')", zStore);
   ck_assert_int_eq(mpRun(zDb, "UPDATE acct SET value=70 WHERE key='alice'"),
@@ -366,11 +384,15 @@ START_TEST(test_kvmp_version_protocol_sees_other_process){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_version_protocol_sees_other_process){
+  mpVersionTest("kv_btree");
+}
 END_TEST
 
 /* The sqlite3 shell (loading the module) reads a KV table that this
 ** process keeps open and writes, and sees each of its commits. */
-START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
+static void mpShellTest(const char *zType){
   const char *zModule = th_module_path();
   char *zDir = th_tmpdir("kvmp-shell");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
@@ -382,8 +404,8 @@ START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
     return;                           /* no shell or module here */
   }
   db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
-              "INSERT INTO t VALUES(1, 'one')");
+  th_execf(db, "CREATE VIRTUAL TABLE t USING %s;"
+               "INSERT INTO t VALUES(1, 'one')", zType);
   for(i=2; i<=4; i++){
     /* a sanitizer build's module needs its runtime loaded first */
     const char *zSan = getenv("DEPOT_SANITIZER");
@@ -411,19 +433,132 @@ START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
+  mpShellTest("kv_btree");
+}
 END_TEST
 
-/* A store with a kv_log table stays with one process: another gives up
-** with SQLITE_BUSY saying why; once the first closes it, it opens. */
+/* A store with a kv_memory table with persistence=1 stays with one
+** process: another gives up with SQLITE_BUSY saying why; once the first
+** closes it, it opens. */
 START_TEST(test_kvmp_unshareable_store_stays_with_one_process){
-  char *zDir = th_tmpdir("kvmp-log");
+  char *zDir = th_tmpdir("kvmp-mem");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   sqlite3 *db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_log;"
+  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_memory(persistence=1);"
               "INSERT INTO lg VALUES(1, 'one')");
   ck_assert_int_eq(mpRunMode("execq", zDb, "SELECT count(*) FROM lg"), 5);
   sqlite3_close(db);
   ck_assert_int_eq(mpRun(zDb, "SELECT 1/(count(*)=1) FROM lg"), 0);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* -------------------------------------------- kv_log, kv_memory --- */
+
+/* The bank over kv_log tables, whose log files roll every few KiB (each
+** process's appends follow the others' across files). */
+START_TEST(test_kvmp_log_bank_survives_sigkill){
+  setenv("KVMP_LOG_FILE_SIZE", "4096", 1);
+  mpBankTest("kv_log");
+  unsetenv("KVMP_LOG_FILE_SIZE");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_conflict_with_another_process){
+  mpConflictTest("kv_log");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_version_protocol_sees_other_process){
+  mpVersionTest("kv_log");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_sqlite3_shell_reads_while_app_writes){
+  mpShellTest("kv_log");
+}
+END_TEST
+
+/* Two processes take turns appending to one kv_log table, across rolls of
+** its log file: each reads (and deletes) rows of the other, scans
+** included, and the store opened alone afterwards holds them all. */
+START_TEST(test_kvmp_log_appends_follow_across_rolls){
+  char *zDir = th_tmpdir("kvmp-logroll");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db;
+  int i;
+  kv_log_test_file_size(2048);
+  setenv("KVMP_LOG_FILE_SIZE", "2048", 1);
+  db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_log;"
+              "INSERT INTO lg VALUES(0, 'zero')");
+  for(i=1; i<=20; i++){
+    char *zSql = sqlite3_mprintf("CREATE TEMP TABLE x(v CHECK(v=%d));"
+        "INSERT INTO x SELECT count(*) FROM lg;"
+        "INSERT INTO lg VALUES(%d, printf('%%.200c', 'a'));"
+        "DELETE FROM lg WHERE key=%d", 2*i-1, 100+i, 2*i-2);
+    ck_assert_int_eq(mpRun(zDb, zSql), 0);
+    sqlite3_free(zSql);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg"), 2*i-1);
+    ck_assert_int_eq(th_intf(db, "SELECT length(value) FROM lg "
+                                 "WHERE key=%d", 100+i), 200);
+    th_execf(db, "INSERT INTO lg VALUES(%d, 'mine')", 2*i-1);
+    th_execf(db, "INSERT INTO lg VALUES(%d, 'mine')", 2*i);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg WHERE key<100"), 21);
+  sqlite3_close(db);
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  db = th_open(zDb);                      /* alone again: replay, check */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg"), 41);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg WHERE key>100"), 20);
+  sqlite3_close(db);
+  kv_log_test_file_size(0);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A process finding the store held by one with a kv_memory table with
+** persistence=1 fails at once (not after the 10 s join wait), naming the
+** table and the holder's pid. */
+START_TEST(test_kvmp_persistent_memory_refused_at_once){
+  char *zDir = th_tmpdir("kvmp-memref");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zMsg = sqlite3_mprintf("%s/msg", zDir);
+  char *zPid = sqlite3_mprintf("(pid %ld)", (long)getpid());
+  const char *azArg[] = { "exec", zDb, "SELECT count(*) FROM pm", zMsg, 0 };
+  sqlite3 *db = th_open(zDb);
+  char zOut[1024];
+  FILE *f;
+  size_t n;
+  int st = 0;
+  int64_t iStart;
+  pid_t pid;
+  th_exec(db, "CREATE VIRTUAL TABLE pm USING kv_memory(persistence=1);"
+              "INSERT INTO pm VALUES(1, 'one')");
+  iStart = mpNowMs();
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==5);
+  ck_assert_msg(mpNowMs()-iStart < 5000, "refused after %lld ms",
+                (long long)(mpNowMs()-iStart));
+  f = fopen(zMsg, "r");
+  ck_assert_ptr_nonnull(f);
+  n = fread(zOut, 1, sizeof(zOut)-1, f);
+  zOut[n] = 0;
+  fclose(f);
+  ck_assert_msg(strstr(zOut, "kv_memory table pm with persistence=1")
+                && strstr(zOut, zPid), "%s", zOut);
+  /* the table is still the holder's, and the refusal changed nothing */
+  th_exec(db, "INSERT INTO pm VALUES(2, 'two')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM pm"), 2);
+  sqlite3_close(db);
+  ck_assert_int_eq(mpRun(zDb, "SELECT 1/(count(*)=2) FROM pm"), 0);
+  sqlite3_free(zPid);
+  sqlite3_free(zMsg);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
@@ -438,6 +573,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_version_protocol_sees_other_process);
   tcase_add_test(tc, test_kvmp_sqlite3_shell_reads_while_app_writes);
   tcase_add_test(tc, test_kvmp_unshareable_store_stays_with_one_process);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("log");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_log_bank_survives_sigkill);
+  tcase_add_test(tc, test_kvmp_log_conflict_with_another_process);
+  tcase_add_test(tc, test_kvmp_log_version_protocol_sees_other_process);
+  tcase_add_test(tc, test_kvmp_log_sqlite3_shell_reads_while_app_writes);
+  tcase_add_test(tc, test_kvmp_log_appends_follow_across_rolls);
+  tcase_add_test(tc, test_kvmp_persistent_memory_refused_at_once);
   suite_add_tcase(s, tc);
   return s;
 }
