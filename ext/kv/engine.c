@@ -835,7 +835,7 @@ static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
     }
     kv_map_unref(pBatch);
   }else if( t->pBackend->xRefresh ){
-    t->pBackend->xRefresh(t->pData);
+    t->pBackend->xRefresh(t->pData, cid);
   }
   for(i=0; rc==SQLITE_OK && i<pT->nAction; i++){
     const WalAction *a = &pT->aAction[i];
@@ -976,6 +976,26 @@ int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   return rc;
 }
 
+/* The first publication of a store turning shared (writer lock and
+** engine mutex held): its tail, with a CID at least every CID a table's
+** files hold (xMaxCid), so that every commit from now on has a CID above
+** them (a kv_log table's labels are then its commits' CIDs, which its
+** readers in other processes go by). */
+static int engPublishShared(KvEngine *pEng, char **pzErr){
+  WalPos pos;
+  uint64_t cid = 0;
+  KvTable *t;
+  wal_tail(pEng->pWal, &pos, &cid);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->pData && t->pBackend->xMaxCid ){
+      uint64_t c = t->pBackend->xMaxCid(t->pData);
+      if( c>cid ) cid = c;
+    }
+  }
+  wal_advance_cid(pEng->pWal, cid);
+  return engPublish(pEng, &pos, cid, pzErr);
+}
+
 /* Turn the alone store shared, for a process that asks to join: see
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
 ** that cannot be shared or an in-doubt transaction. */
@@ -1013,7 +1033,7 @@ static int engGoShared(KvEngine *pEng){
   bWriter = rc==SQLITE_OK;
   if( rc==SQLITE_OK ) wal_set_shared(pEng->pWal, 1);
   pthread_mutex_lock(&pEng->mutex);
-  if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, &zErr);
+  if( rc==SQLITE_OK ) rc = engPublishShared(pEng, &zErr);
   if( rc==SQLITE_OK ) __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
   pEng->bSharing = 0;
   pthread_cond_broadcast(&pEng->deltaCond);
@@ -1225,10 +1245,17 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   KvTable *t;
   uint64_t a[WAL_SHARED_SLOTS];
-  int rc;
-  pEng->bJoining = 1;
-  rc = kvCatalogLoad(pEng, pzErr);
-  pEng->bJoining = 0;
+  int rc, bTail;
+  /* The published tail first: the tables then hold at least what it
+  ** published (a kv_log table's index is what its files hold when it
+  ** opens, and later catch-ups read only the records past the tail). */
+  rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
+  bTail = rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK;
+  if( rc==SQLITE_OK ){
+    pEng->bJoining = 1;
+    rc = kvCatalogLoad(pEng, pzErr);
+    pEng->bJoining = 0;
+  }
   if( rc==SQLITE_OK && (t = engUnshareable(pEng))!=0 ){
     *pzErr = sqlite3_mprintf("kv: store %s is shared by other processes "
         "but holds table %s, which cannot be shared", pEng->zDir, t->zName);
@@ -1250,8 +1277,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
-  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK ){
+  if( rc==SQLITE_OK && bTail ){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
@@ -1262,6 +1288,12 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     if( rc==SQLITE_OK ){
       rc = kvEnginePublishTail(pEng, pzErr);
       kvEngineWriterUnlock(pEng);
+    }
+    /* the tables opened before it: they read up to it now */
+    for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+      if( t->pData && t->pBackend->xRefresh ){
+        t->pBackend->xRefresh(t->pData, pEng->cidSeen);
+      }
     }
   }
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
@@ -1311,6 +1343,121 @@ static int engStart(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
+/* ------------------------------------------------ read-only opens ---
+**
+** A read-only store object (kv_engine_open_readonly) creates and writes
+** no file of the store: it opens LOCK read-only and takes only read locks
+** (OFD read locks need no write access), and joins the processes that
+** share the store as a reader: ALIVE shared, JOIN shared while it asks an
+** alone holder to share, the shared header mapped read-only, tables
+** opened read-only (KvTableDef.bReadOnly), no WAL object (catch-up reads
+** the WAL segments by name), no writer lock, no join thread, and every
+** write refused at prepare (txn.c).  It cannot replay a WAL, so it needs
+** another process to have the store open; without one the store is
+** opened as kv_engine_open does (engOpen). */
+
+/* No other process has the store open: SQLITE_NOTFOUND, and the caller
+** opens it as kv_engine_open does (a replay may be due, which only an
+** open that writes can do). */
+static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
+  (void)pEng;
+  (void)pzErr;
+  return SQLITE_NOTFOUND;
+}
+
+/* Read locks only: ALIVE shared next to another process that holds it,
+** after asking an alone holder to share (JOIN, shared). */
+static int engLockReadOnly(KvEngine *pEng, char **pzErr){
+  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
+  int64_t iStart = engNowMs(), iEnd = iStart + ENG_JOIN_WAIT_MS;
+  int rc = SQLITE_OK;
+  if( zLock==0 ) return SQLITE_NOMEM;
+  pEng->fdLock = open(zLock, O_RDONLY|O_CLOEXEC);
+  sqlite3_free(zLock);
+  if( pEng->fdLock<0 ) return engReadOnlyAlone(pEng, pzErr);
+#ifdef DEPOT_TEST
+  if( __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED)>0 ){
+    iEnd = iStart + __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED);
+  }
+#endif
+  for(;;){
+    if( !engOfdHeld(pEng, ENG_BYTE_ALIVE) ){
+      rc = engReadOnlyAlone(pEng, pzErr);
+      break;
+    }
+    if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
+      if( engOfdHeld(pEng, ENG_BYTE_ALIVE) ) break;     /* shared: in */
+      engOfd(pEng, F_UNLCK, ENG_BYTE_ALIVE);             /* it left */
+      rc = engReadOnlyAlone(pEng, pzErr);
+      break;
+    }
+    engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN);    /* held alone: ask to share */
+    if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
+      rc = engJoinRefusedTable(pEng, pzErr);
+      break;
+    }
+    if( engNowMs()>iEnd ){
+      rc = engJoinRefused(pEng, engNowMs()-iStart, pzErr);
+      break;
+    }
+    engSleepMs(2);
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* Join as a reader: the catalog and the tables (read-only, shared), the
+** shared header (read-only) and its tail as seen. */
+static int engStartReadOnly(KvEngine *pEng, char **pzErr){
+  KvTable *t;
+  uint64_t a[WAL_SHARED_SLOTS];
+  int rc = engLockReadOnly(pEng, pzErr);
+  /* The published tail first, as engJoin reads it. */
+  if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 1, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
+        "half-written (its writer died); the next writer repairs it",
+        pEng->zDir);
+    rc = SQLITE_BUSY;
+  }
+  if( rc==SQLITE_OK ){
+    pEng->bJoining = 1;
+    rc = kvCatalogLoad(pEng, pzErr);
+    pEng->bJoining = 0;
+  }
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( !engTableShareable(t) ){
+      *pzErr = sqlite3_mprintf("kv: store %s holds table %s, which cannot "
+          "be shared", pEng->zDir, t->zName);
+      rc = SQLITE_BUSY;
+    }else if( t->pData && t->pBackend->xShare ){
+      rc = t->pBackend->xShare(t->pData, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    pEng->posSeen.segno = a[ENG_SHM_SEGNO];
+    pEng->posSeen.iOff = a[ENG_SHM_OFF];
+    pEng->cidSeen = a[ENG_SHM_CID];
+    __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+  }
+  return rc;
+}
+
+/* The real path of an existing store directory (sqlite3_malloc'd). */
+static int engRealDirReadOnly(const char *zDir, char **pzReal, char **pzErr){
+  char *zBuf = sqlite3_malloc64(PATH_MAX+1);
+  *pzReal = 0;
+  if( zBuf==0 ) return SQLITE_NOMEM;
+  if( realpath(zDir, zBuf)==0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot open store directory %s "
+                             "read-only: %s", zDir, strerror(errno));
+    sqlite3_free(zBuf);
+    return SQLITE_CANTOPEN;
+  }
+  *pzReal = zBuf;
+  return SQLITE_OK;
+}
+
 /* mkdir zDir if missing and return its real path (sqlite3_malloc'd). */
 static int engRealDir(const char *zDir, char **pzReal, char **pzErr){
   char *zBuf = sqlite3_malloc64(PATH_MAX+1);
@@ -1332,24 +1479,48 @@ static int engRealDir(const char *zDir, char **pzReal, char **pzErr){
   return SQLITE_OK;
 }
 
-int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
+/* kv_engine_open (bReadOnly 0) and kv_engine_open_readonly (1): one
+** store object per directory and mode in the process. */
+static int engOpen(const char *zDir, int bReadOnly, KvEngine **ppEng,
+                   char **pzErr){
   char *zReal = 0;
   KvEngine *p = 0;
   int rc = SQLITE_OK;
   *ppEng = 0;
-  if( zDir && (rc = engRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
+  if( zDir && bReadOnly ) rc = engRealDirReadOnly(zDir, &zReal, pzErr);
+  else if( zDir ) rc = engRealDir(zDir, &zReal, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&engGlobalMutex);
   while( zReal && engClosingFind(zReal)>=0 ){
     pthread_cond_wait(&engClosedCond, &engGlobalMutex);
   }
+  /* A read-only open reads through a read-write store object of the
+  ** process when there is one. */
   for(p=zReal ? engList : 0; p; p=p->pNextEngine){
-    if( p->zDir && strcmp(p->zDir, zReal)==0 ) break;
+    if( p->zDir && strcmp(p->zDir, zReal)==0
+     && (p->bReadOnly==bReadOnly || bReadOnly) ){
+      break;
+    }
   }
   if( p ){
     p->nRef++;
   }else{
     rc = engAlloc(zReal, &p);
-    if( rc==SQLITE_OK && zReal ) rc = engStart(p, pzErr);
+    if( rc==SQLITE_OK && zReal && bReadOnly ){
+      p->bReadOnly = 1;
+      rc = engStartReadOnly(p, pzErr);
+      if( rc==SQLITE_NOTFOUND ){
+        /* No other process has it open: open it as before. */
+        engFree(p);
+        p = 0;
+        sqlite3_free(*pzErr);
+        *pzErr = 0;
+        rc = engAlloc(zReal, &p);
+        if( rc==SQLITE_OK ) rc = engStart(p, pzErr);
+      }
+    }else if( rc==SQLITE_OK && zReal ){
+      rc = engStart(p, pzErr);
+    }
     if( rc==SQLITE_OK ){
       p->pNextEngine = engList;
       engList = p;
@@ -1362,6 +1533,15 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   sqlite3_free(zReal);
   *ppEng = p;
   return rc;
+}
+
+int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
+  return engOpen(zDir, 0, ppEng, pzErr);
+}
+
+int kv_engine_open_readonly(const char *zDir, KvEngine **ppEng,
+                            char **pzErr){
+  return engOpen(zDir, 1, ppEng, pzErr);
 }
 
 uint64_t kv_engine_replay_floor(KvEngine *p){

@@ -121,6 +121,8 @@ struct KvEngine {
   int bSharing;                 /* turning shared: prepares wait */
   int bJoining;                 /* opening tables to join others (set
                                 ** during the open only) */
+  int bReadOnly;                /* kv_engine_open_readonly: writes no file,
+                                ** takes no writer lock */
   WalShared *pShm;              /* the shared header, once shared */
   WalPos posSeen;               /* engine mutex */
   uint64_t cidSeen;             /* engine mutex */

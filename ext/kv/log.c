@@ -89,7 +89,7 @@ struct KvBackendTable {
   int fdMark;
   uint64_t labelPending;        /* mu: highest label applied */
   int bShared;                  /* several processes append (logShare);
-                                ** engine mutex, set once */
+                                ** engine mutex, set once */  int bReadOnly;                /* a read-only process: no file written */
 };
 
 struct KvBackendSnap {
@@ -157,7 +157,11 @@ static int logCollectOnce(KvBackendTable *t){
   pthread_mutex_unlock(&t->mu);
   if( n==0 ) return !bStop;
   for(i=0; i<n; i++) if( aCid[i]>cidMax ) cidMax = aCid[i];
-  if( t->xWalSync && cidMax ) rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
+  /* Shared: the apply flushed the WAL already (logFollowWriter); a flush
+  ** from here could meet the committing thread taking over the tail. */
+  if( t->xWalSync && cidMax && !__atomic_load_n(&t->bShared, __ATOMIC_ACQUIRE) ){
+    rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
+  }
   if( rc==SQLITE_OK ) rc = kv_logstore_sync(t->pLog, &zErr);
   if( rc==SQLITE_OK ){
     logMarkWrite(t, iLabel);
@@ -211,6 +215,7 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
   int i;
   t->zMark = sqlite3_mprintf("%s.synced", t->zDir);
   if( t->zMark==0 ) return SQLITE_NOMEM;
+  if( t->bReadOnly ) return SQLITE_OK;   /* it writes no marker */
   t->fdMark = t->pIo->xOpen(t->pIo->pCtx, t->zMark, O_RDWR|O_CREAT|O_CLOEXEC,
                             0644);
   if( t->fdMark<0 ){
@@ -318,7 +323,8 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
     logFree(t);
     return SQLITE_NOMEM;
   }
-  if( mkdir(zParent, 0755)!=0 && errno!=EEXIST ){
+  t->bReadOnly = pDef->bReadOnly;
+  if( !t->bReadOnly && mkdir(zParent, 0755)!=0 && errno!=EEXIST ){
     *pzErr = sqlite3_mprintf("kv_log: cannot create directory %s: %s",
                              zParent, strerror(errno));
     sqlite3_free(zParent);
@@ -334,6 +340,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
   cfg.bShared = pDef->bShared;
+  cfg.bReadOnly = pDef->bReadOnly;
   t->bShared = pDef->bShared;
 #ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
@@ -501,7 +508,8 @@ static void logFollowed(KvBackendTable *t){
 }
 
 /* A shared table's apply, before its append (the writer lock is held):
-** read what the others appended, cutting a dead writer's torn tail.  A
+** flush the WAL up to the record, read what the others appended, cutting
+** a dead writer's torn tail.  A
 ** record found whole there (a writer died after its append, before it
 ** published; the engine applies the record again) appends nothing: its
 ** actions are filtered as a replay's, and the collector syncs and
@@ -509,7 +517,11 @@ static void logFollowed(KvBackendTable *t){
 static int logFollowWriter(KvBackendTable *t, uint64_t cid, KvLogAction *a,
                            int *pn, char **pzErr){
   int nTxn = 0, rc;
-  rc = kv_logstore_follow(t->pLog, 1, &nTxn, pzErr);
+  /* Write-ahead, in the committing thread as every writer of a shared
+  ** store does: the collector then finds the record flushed, and never
+  ** flushes the WAL while this process takes over its tail. */
+  rc = t->xWalSync ? t->xWalSync(t->pConfirmCtx, cid, pzErr) : SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = kv_logstore_follow(t->pLog, 1, 0, &nTxn, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   logFollowed(t);
   if( nTxn==0 ) return SQLITE_OK;
@@ -591,19 +603,22 @@ static int logShare(KvBackendTable *t, char **pzErr){
   (void)pzErr;
   if( t->bMissing || t->bShared ) return SQLITE_OK;
   kv_logstore_share(t->pLog);
-  t->bShared = 1;
+  __atomic_store_n(&t->bShared, 1, __ATOMIC_RELEASE);
   return SQLITE_OK;
 }
 
-/* Another process committed to the table: read its appends into the
-** index (engine mutex held).  A read that fails leaves the table
+/* Another process published record cid to the table: read its appends,
+** up to that record's, into the index (engine mutex held).  A shared
+** log's labels are its records' CIDs (logMaxCid: the store's CIDs start
+** above every label when it turns shared), so a commit applied but not
+** published yet stays unread.  A read that fails leaves the table
 ** refusing snapshots until the store is opened again (as a failed
 ** publication does). */
-static void logRefresh(KvBackendTable *t){
+static void logRefresh(KvBackendTable *t, uint64_t cid){
   char *zErr = 0;
   int rc;
   if( t->bMissing ) return;
-  rc = kv_logstore_follow(t->pLog, 0, 0, &zErr);
+  rc = kv_logstore_follow(t->pLog, 0, cid, 0, &zErr);
   if( rc==SQLITE_OK ){
     logFollowed(t);
   }else{
@@ -619,9 +634,10 @@ static void logRefresh(KvBackendTable *t){
 }
 
 /* A replayed record that appended nothing is durable already. */
-/* The log's labels are at least the CIDs it holds (see "Stored values"). */
+/* The log's labels are at least the CIDs it holds (see "Stored values"):
+** the highest one it holds (engine mutex held, or the open). */
 static uint64_t logMaxCid(KvBackendTable *t){
-  return t->labelLoaded;
+  return t->labelLast>t->labelLoaded ? t->labelLast : t->labelLoaded;
 }
 
 static int logDurable(KvBackendTable *t, uint64_t cid){

@@ -228,7 +228,9 @@ static int klFileOpen(KvLogStore *p, uint32_t iNum, int eKind,
   int rc;
   *ppFile = 0;
   if( pFile==0 ) return SQLITE_NOMEM;
-  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath, O_RDWR|O_CLOEXEC, 0);
+  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath,
+                            (p->cfg.bReadOnly ? O_RDONLY : O_RDWR)|O_CLOEXEC,
+                            0);
   if( pFile->fd<0 ){
     rc = kl_io_err(pzErr, SQLITE_CANTOPEN, "open", pFile->zPath, errno);
     kl_file_unref(pFile);
@@ -513,6 +515,11 @@ static int klOpenFiles(KvLogStore *p, char **pzErr){
 ** durable. */
 static int klOpenActive(KvLogStore *p, char **pzErr){
   int rc = SQLITE_OK;
+  if( p->pActive==0 && p->cfg.bReadOnly ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s holds no log file, and a "
+                                      "read-only open creates none", p->zDir));
+    return SQLITE_CANTOPEN;
+  }
   if( p->pActive==0 ){
     KlFile *pFile = 0;
     KlSet *pNew;
@@ -548,7 +555,7 @@ int kv_logstore_open(const char *zDir, const KvLogConfig *pCfg,
   }
   p = klStoreNew(zDir, pCfg);
   if( p==0 ) return SQLITE_NOMEM;
-  rc = klMakeDir(p, pzErr);
+  rc = p->cfg.bReadOnly ? SQLITE_OK : klMakeDir(p, pzErr);
   if( rc==SQLITE_OK ) rc = klOpenFiles(p, pzErr);
   if( rc==SQLITE_OK ) rc = klOpenActive(p, pzErr);
   if( rc==SQLITE_OK && p->cfg.bBackground && !p->cfg.bShared ){
@@ -1115,9 +1122,12 @@ void kv_logstore_share(KvLogStore *p){
 }
 
 /* Scan the frames of pFile from iFrom to szNow into pScan; pScan->iEnd
-** ends the last whole transaction (records after it are dropped). */
+** ends the last whole transaction (records after it are dropped), of CID
+** at most cidMax unless that is 0 (*pbBound set when a later one was
+** there). */
 static int klFollowScan(KvLogStore *p, KlFile *pFile, int64_t iFrom,
-                        int64_t szNow, KlScan *pScan, char **pzErr){
+                        int64_t szNow, uint64_t cidMax, KlScan *pScan,
+                        int *pbBound, char **pzErr){
   int64_t iOff = iFrom;
   int rc = SQLITE_OK;
   pScan->sz = szNow;
@@ -1135,6 +1145,7 @@ static int klFollowScan(KvLogStore *p, KlFile *pFile, int64_t iFrom,
       if( rc ) return rc;
     }
     if( kl_frame_parse(a, nAvail, &fr) ) break;   /* in progress, or torn */
+    if( cidMax && fr.cid>cidMax ){ *pbBound = 1; break; }
     rc = klScanAdd(pScan, iOff, &fr);
     if( rc ) return rc;
     iOff += pScan->aRec[pScan->nRec-1].nFrame;
@@ -1182,8 +1193,8 @@ static int klFollowIndex(KlFile *pFile, KlScan *pScan, KvMap **ppIndex,
 
 /* Read the whole transactions appended to the active file past its known
 ** end and publish them; the writer cuts what follows them. */
-static int klFollowActive(KvLogStore *p, int bWriter, int *pnTxn,
-                          char **pzErr){
+static int klFollowActive(KvLogStore *p, int bWriter, uint64_t cidMax,
+                          int *pbBound, int *pnTxn, char **pzErr){
   KlFile *pFile = p->pActive;
   KvMap *pNew = 0;
   KlCounts cnt;
@@ -1201,7 +1212,8 @@ static int klFollowActive(KvLogStore *p, int bWriter, int *pnTxn,
     }
     return SQLITE_OK;
   }
-  rc = klFollowScan(p, pFile, pFile->sz, (int64_t)szNow, &scan, pzErr);
+  rc = klFollowScan(p, pFile, pFile->sz, (int64_t)szNow,
+                    bWriter ? 0 : cidMax, &scan, pbBound, pzErr);
   if( rc==SQLITE_OK && scan.nRec>0 ){
     pNew = kv_map_ref(p->pIndex);
     cnt = p->cnt;
@@ -1229,19 +1241,30 @@ static int klFollowActive(KvLogStore *p, int bWriter, int *pnTxn,
   return rc;
 }
 
+/* The number of the log file a roll starts after the active one: the
+** next number no live file has (merged files took some, and no process
+** compacts while the store is shared, so every process agrees). */
+static uint32_t klNextLogNum(KvLogStore *p){
+  uint32_t iNum = p->pActive->iNum + 1;
+  while( kl_set_find(p->pSet, iNum) ) iNum++;
+  return iNum;
+}
+
 /* The log file after the active one, when another process rolled to it
 ** (*ppNext, one reference, its known end past the header), or NULL.  A
 ** header not written yet: a follower waits for it, the writer (whose
 ** predecessor died there) writes it again. */
 static int klFollowNext(KvLogStore *p, int bWriter, KlFile **ppNext,
                         char **pzErr){
-  uint32_t iNum = p->pActive->iNum + 1;
+  uint32_t iNum = klNextLogNum(p);
   KlFile *pFile = kl_file_new(p, iNum, KL_KIND_LOG);
   uint8_t aHdr[KL_HDR];
   int rc;
   *ppNext = 0;
   if( pFile==0 ) return SQLITE_NOMEM;
-  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath, O_RDWR|O_CLOEXEC, 0);
+  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath,
+                            (p->cfg.bReadOnly ? O_RDONLY : O_RDWR)|O_CLOEXEC,
+                            0);
   if( pFile->fd<0 ){
     rc = errno==ENOENT ? SQLITE_OK
        : kl_io_err(pzErr, SQLITE_CANTOPEN, "open", pFile->zPath, errno);
@@ -1279,27 +1302,31 @@ static int klFollowSwitch(KvLogStore *p, KlFile *pNext){
   }
   pthread_mutex_unlock(&p->mu);
   if( pSet==0 ) return SQLITE_NOMEM;
-  if( p->iNext<=pNext->iNum ) p->iNext = pNext->iNum + 1;
   return SQLITE_OK;
 }
 
-int kv_logstore_follow(KvLogStore *p, int bWriter, int *pnTxn,
-                       char **pzErr){
-  int nTxn = 0, rc;
+int kv_logstore_follow(KvLogStore *p, int bWriter, uint64_t cidMax,
+                       int *pnTxn, char **pzErr){
+  int nTxn = 0, rc, bBound = 0;
   pthread_mutex_lock(&p->muWrite);
   rc = klRefuse(p, pzErr);
   while( rc==SQLITE_OK ){
     KlFile *pNext = 0;
-    rc = klFollowActive(p, bWriter, &nTxn, pzErr);
-    if( rc==SQLITE_OK ) rc = klFollowNext(p, bWriter, &pNext, pzErr);
+    rc = klFollowActive(p, bWriter, cidMax, &bBound, &nTxn, pzErr);
+    if( rc!=SQLITE_OK || bBound ) break;
+    rc = klFollowNext(p, bWriter, &pNext, pzErr);
     if( rc!=SQLITE_OK || pNext==0 ) break;
     /* A roll: the active file is whole now, read it to its end first. */
-    rc = klFollowActive(p, bWriter, &nTxn, pzErr);
+    rc = klFollowActive(p, bWriter, cidMax, &bBound, &nTxn, pzErr);
+    if( rc==SQLITE_OK && bBound ){
+      kl_file_unref(pNext);
+      break;
+    }
     if( rc==SQLITE_OK ) rc = klFollowSwitch(p, pNext);
     kl_file_unref(pNext);
   }
   if( rc==SQLITE_OK && bWriter ){
-    p->iNext = p->pActive->iNum + 1;
+    p->iNext = klNextLogNum(p);
     if( nTxn>0 ) p->bDirty = 1;    /* a dead writer's appends: sync them */
   }
   pthread_mutex_unlock(&p->muWrite);

@@ -115,6 +115,10 @@ struct KvLogConfig {
   ** ends at the last whole transaction), and nothing is compacted (no
   ** background thread; kv_logstore_compact refuses). */
   int bShared;
+  /* With bShared: a reader only.  Files are opened read-only, nothing is
+  ** created (a store without its files is SQLITE_CANTOPEN), and apply,
+  ** sync and the writer's follow are never called. */
+  int bReadOnly;
 };
 
 /* One action of a transaction.  Keys are 1..KVLOG_MAX_KEY bytes, values
@@ -252,11 +256,14 @@ int kv_logstore_compaction_due(KvLogStore*);
 ** that orders appends, and calls it before each kv_logstore_apply) cuts
 ** such a tail, which a writer that died left, and a newer file whose
 ** header was never written is started again, so its appends continue the
-** log where the last whole transaction ends.  *pnTxn (may be NULL): the
-** transactions read.  Errors as for apply; a follower's index stays as it
-** was. */
+** log where the last whole transaction ends.  cidMax (a follower's, 0:
+** none): the transactions read end with the last one whose CID is at
+** most cidMax (one committed but not yet published stays unread).
+** *pnTxn (may be NULL): the transactions read.  Errors as for apply; a
+** follower's index stays as it was. */
 void kv_logstore_share(KvLogStore*);
-int kv_logstore_follow(KvLogStore*, int bWriter, int *pnTxn, char **pzErr);
+int kv_logstore_follow(KvLogStore*, int bWriter, uint64_t cidMax,
+                       int *pnTxn, char **pzErr);
 
 /* Counters for kv_stats. */
 typedef struct KvLogStats KvLogStats;

@@ -197,6 +197,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.xWalSync = tblWalSync;
   def.pIo = p->pEng->pIo;
   def.bShared = p->pEng->bJoining;
+  def.bReadOnly = p->pEng->bReadOnly;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 

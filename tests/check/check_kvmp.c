@@ -119,11 +119,13 @@ static int mpBank(char **argv){
       nOk++;
     }else{
       int e = sqlite3_extended_errcode(db);
+      char *zMsg = sqlite3_mprintf("%s", sqlite3_errmsg(db));
       mpExec(db, "ROLLBACK");
       if( (e & 0xff)!=SQLITE_BUSY ){
-        fprintf(stderr, "writer %d: %s\n", id, sqlite3_errmsg(db));
+        fprintf(stderr, "writer %d: %d %s\n", id, e, zMsg);
         return 5;
       }
+      sqlite3_free(zMsg);
     }
   }
   close(fd);
@@ -147,8 +149,9 @@ static int mpAudit(char **argv){
       return 5;
     }
     if( nSum!=MP_ACCOUNTS*MP_START || nRow!=MP_ACCOUNTS ){
-      fprintf(stderr, "audit: total %lld over %lld accounts\n",
-              (long long)nSum, (long long)nRow);
+      sqlite3_int64 nAgain = mpInt(db, "SELECT sum(value) FROM acct", &rc);
+      fprintf(stderr, "audit: total %lld over %lld accounts (then %lld)\n",
+              (long long)nSum, (long long)nRow, (long long)nAgain);
       return 7;
     }
     nSnap++;
@@ -173,7 +176,59 @@ static int mpExecChild(int argc, char **argv){
   return rc ? 5 : 0;
 }
 
+/* roread <db> <uri 0|1> <rows>: a read-only connection (URI mode=ro, or
+** SQLITE_OPEN_READONLY) reads tables b (kv_btree) and l (kv_log), to
+** which the parent writes rows i and -i in one transaction each, until
+** both hold 2*<rows> rows (10 s at most); every snapshot of a table must
+** hold both rows of a pair or neither, and a write must fail with
+** SQLITE_READONLY. */
+static int mpReadOnly(char **argv){
+  sqlite3 *db = 0, *dbFirst = 0;
+  int64_t iEnd = mpNowMs() + 10000;
+  int nWant = 2*atoi(argv[3]), rc, nDone = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0);
+  if( atoi(argv[2]) ){
+    char *zUri = sqlite3_mprintf("file:%s?mode=ro", argv[1]);
+    rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+    sqlite3_free(zUri);
+  }else{
+    rc = sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, 0);
+  }
+  sqlite3_close(dbFirst);
+  if( rc ) return 2;
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  while( mpNowMs()<iEnd && nDone<2 ){
+    static const char *azTab[] = { "b", "l" };
+    int i;
+    for(nDone=0, i=0; i<2; i++){
+      char *zSql = sqlite3_mprintf("SELECT count(*)*1000000 + sum(key) "
+                                   "FROM %s", azTab[i]);
+      sqlite3_int64 v = mpInt(db, zSql, &rc);
+      sqlite3_free(zSql);
+      if( rc ){
+        fprintf(stderr, "roread: %s\n", sqlite3_errmsg(db));
+        return 5;
+      }
+      if( v%1000000!=0 || (v/1000000)%2!=0 ){
+        fprintf(stderr, "roread: table %s: %lld rows, keys sum to %lld\n",
+                azTab[i], (long long)(v/1000000), (long long)(v%1000000));
+        return 7;
+      }
+      if( v/1000000>=nWant ) nDone++;
+    }
+  }
+  rc = mpExec(db, "INSERT INTO l VALUES(0, 'no')");
+  if( (rc & 0xff)!=SQLITE_READONLY ){
+    fprintf(stderr, "roread: a write gave %d: %s\n", rc, sqlite3_errmsg(db));
+    return 8;
+  }
+  sqlite3_close(db);
+  return nDone==2 ? 0 : 6;
+}
+
 int depot_test_child(int argc, char **argv){
+  if( argc==4 && strcmp(argv[0], "roread")==0 ) return mpReadOnly(argv);
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
   if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
   if( (argc==3 || argc==4)
@@ -288,10 +343,12 @@ static void mpBankTest(const char *zType){
                   "writer %d status %d", aId[i], st);
   }
   ck_assert_int_eq(waitpid(pidAudit, &st, 0), pidAudit);
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
+                   MP_ACCOUNTS*MP_START);
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "audit status %d", st);
   ck_assert_int_gt(nKill, 0);
 
-  db = th_open(zDb);
   ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
                    MP_ACCOUNTS*MP_START);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM acct"), MP_ACCOUNTS);
@@ -392,7 +449,7 @@ END_TEST
 
 /* The sqlite3 shell (loading the module) reads a KV table that this
 ** process keeps open and writes, and sees each of its commits. */
-static void mpShellTest(const char *zType){
+static void mpShellTestEx(const char *zType, const char *zFlags){
   const char *zModule = th_module_path();
   char *zDir = th_tmpdir("kvmp-shell");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
@@ -410,11 +467,12 @@ static void mpShellTest(const char *zType){
     /* a sanitizer build's module needs its runtime loaded first */
     const char *zSan = getenv("DEPOT_SANITIZER");
     int bPre = zSan && (strcmp(zSan, "asan")==0 || strcmp(zSan, "tsan")==0);
-    char *zCmd = sqlite3_mprintf("%s%s%s/usr/bin/sqlite3 '%s' '.load %s' "
+    char *zCmd = sqlite3_mprintf("%s%s%s/usr/bin/sqlite3 %s'%s' '.load %s' "
         "'SELECT count(*), max(key) FROM t' 2>&1",
         bPre ? "LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib" : "",
         bPre ? zSan : "",
-        bPre ? ".so) ASAN_OPTIONS=detect_leaks=0 " : "", zDb, zModule);
+        bPre ? ".so) ASAN_OPTIONS=detect_leaks=0 " : "", zFlags, zDb,
+        zModule);
     char zOut[256];
     FILE *p = popen(zCmd, "r");
     size_t n;
@@ -432,6 +490,10 @@ static void mpShellTest(const char *zType){
   sqlite3_close(db);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
+}
+
+static void mpShellTest(const char *zType){
+  mpShellTestEx(zType, "");
 }
 
 START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
@@ -564,6 +626,121 @@ START_TEST(test_kvmp_persistent_memory_refused_at_once){
 }
 END_TEST
 
+/* ------------------------------------------------------ read-only --- */
+
+/* Every file under zDir (but SQLite's shared-memory index of the kv_btree
+** data file, which any reader of a WAL database writes) as "path size
+** mtime inode" lines. */
+static void mpListFiles(const char *zDir, KvBuf *pOut){
+  char *zCmd = sqlite3_mprintf("cd '%s' && find . -type f ! -name '*-shm' "
+      "-printf '%%p %%s %%T@ %%i\n' | sort", zDir);
+  char aBuf[4096];
+  size_t n;
+  FILE *p = popen(zCmd, "r");
+  ck_assert_ptr_nonnull(p);
+  pOut->n = 0;
+  while( (n = fread(aBuf, 1, sizeof(aBuf), p))>0 ){
+    ck_assert_int_eq(kv_buf_append(pOut, aBuf, (int)n), SQLITE_OK);
+  }
+  pclose(p);
+  sqlite3_free(zCmd);
+}
+
+static int mpRunReadOnly(const char *zDb, int bUri, int nWant){
+  char zUri[4], zWant[16];
+  const char *azArg[] = { "roread", zDb, zUri, zWant, 0 };
+  int st = 0;
+  pid_t pid;
+  snprintf(zUri, sizeof(zUri), "%d", bUri);
+  snprintf(zWant, sizeof(zWant), "%d", nWant);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+/* A read-only process (URI mode=ro, then SQLITE_OPEN_READONLY as the
+** shell's -readonly) reads a store another process has open and writes
+** no file of it: every file keeps its size, time and inode, and none is
+** created. */
+START_TEST(test_kvmp_readonly_open_writes_nothing){
+  char *zDir = th_tmpdir("kvmp-ro");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  KvBuf before, after;
+  sqlite3 *db = th_open(zDb);
+  int i;
+  memset(&before, 0, sizeof(before));
+  memset(&after, 0, sizeof(after));
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log");
+  for(i=1; i<=5; i++){
+    th_execf(db, "INSERT INTO b VALUES(%d, 'x'), (%d, 'x');"
+                 "INSERT INTO l VALUES(%d, 'x'), (%d, 'x')", i, -i, i, -i);
+  }
+  /* the first reader makes the holder share the store (the holder writes
+  ** its shared header then); later ones change nothing */
+  ck_assert_int_eq(mpRunReadOnly(zDb, 1, 5), 0);
+  usleep(200000);                       /* collectors settle */
+  mpListFiles(zStore, &before);
+  ck_assert_int_gt(before.n, 0);
+  usleep(20000);                        /* a write would show in mtimes */
+  ck_assert_int_eq(mpRunReadOnly(zDb, 1, 5), 0);
+  ck_assert_int_eq(mpRunReadOnly(zDb, 0, 5), 0);
+  mpListFiles(zStore, &after);
+  ck_assert_msg(after.n==before.n && memcmp(after.a, before.a, after.n)==0,
+                "before:\n%.*s\nafter:\n%.*s", before.n, before.a,
+                after.n, after.a);
+  sqlite3_close(db);
+  sqlite3_free(before.a);
+  sqlite3_free(after.a);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A read-only process reads whole commits while another process commits
+** pairs of rows to a kv_btree and a kv_log table. */
+START_TEST(test_kvmp_readonly_reads_while_another_writes){
+  char *zDir = th_tmpdir("kvmp-rowrite");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char zWant[16];
+  const char *azArg[] = { "roread", zDb, "0", zWant, 0 };
+  sqlite3 *db = th_open(zDb);
+  int i, st = 0;
+  pid_t pid;
+  th_exec(db, "PRAGMA busy_timeout=5000;"
+              "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log");
+  snprintf(zWant, sizeof(zWant), "%d", 300);
+  pid = th_spawn(azArg);
+  for(i=1; i<=300; i++){
+    char *zSql = sqlite3_mprintf("BEGIN; INSERT INTO b VALUES(%d, 'x'), "
+        "(%d, 'x'); INSERT INTO l VALUES(%d, 'x'), (%d, 'x'); COMMIT",
+        i, -i, i, -i);
+    int rc, nTry = 0;
+    while( (rc = sqlite3_exec(db, zSql, 0, 0, 0))==SQLITE_BUSY && nTry++<50 ){
+      sqlite3_exec(db, "ROLLBACK", 0, 0, 0);  /* the store turning shared */
+      usleep(20000);
+    }
+    ck_assert_msg(rc==SQLITE_OK, "%s: %s", zSql, sqlite3_errmsg(db));
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "reader status %d", st);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The sqlite3 shell with -readonly reads a kv_log table a process writes. */
+START_TEST(test_kvmp_readonly_shell_reads_log_while_app_writes){
+  mpShellTestEx("kv_log", "-readonly ");
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -582,6 +759,12 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_log_sqlite3_shell_reads_while_app_writes);
   tcase_add_test(tc, test_kvmp_log_appends_follow_across_rolls);
   tcase_add_test(tc, test_kvmp_persistent_memory_refused_at_once);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("readonly");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_readonly_open_writes_nothing);
+  tcase_add_test(tc, test_kvmp_readonly_reads_while_another_writes);
+  tcase_add_test(tc, test_kvmp_readonly_shell_reads_log_while_app_writes);
   suite_add_tcase(s, tc);
   return s;
 }
