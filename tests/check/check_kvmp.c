@@ -11,8 +11,10 @@
 ** between two processes, the sqlite3 shell reading a table a process
 ** writes, kv_log appends followed across log file rolls, and a store with
 ** a kv_memory table with persistence=1 kept to one process (refused at
-** once).  DEPOT_TORTURE_ITERS=n makes each bank run n seconds (make
-** torture).
+** once).  Case "readonly": read-only processes (URI mode=ro,
+** SQLITE_OPEN_READONLY, the shell's -readonly) read whole commits of a
+** store another process writes, and leave every file of it as it was.
+** DEPOT_TORTURE_ITERS=n makes each bank run n seconds (make torture).
 */
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #include "config.h"
