@@ -564,7 +564,9 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** kv_btree data file), and removes the segments below
 ** (wal_shared_retire); while the store holds a table whose files cannot
 ** say so (no xSharedSync: kv_log), nothing retires.  Read-only processes
-** hold no slot and do none of this work.  A joiner writes 0 in
+** write nothing into LOCK, so they hold no slot and do none of this
+** work: each holds READER (shared) instead, taken before it reads the
+** tail, and nothing retires while another process holds it.  A joiner writes 0 in
 ** its slot before it reads the tail, so an owner that read the tail
 ** earlier never retires past what the joiner will follow from. */
 #define ENG_BYTE_ALIVE    0
@@ -579,6 +581,7 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BYTE_SWEEP    4
 #define ENG_BYTE_SYNC     5
 #define ENG_BYTE_REFUSE   6
+#define ENG_BYTE_READER   7          /* read-only processes: shared */
 #define ENG_SYNC_OFF      4064       /* flushed position: segno, offset */
 #define ENG_WORD_WRITER   0          /* SHARED word: bumped at each release
                                      ** of WRITER, a futex its waiters
@@ -1166,6 +1169,7 @@ static void engRetire(KvEngine *pEng){
   segMin = a[ENG_SHM_SEGNO];               /* the tail first, then slots */
   if( segMin<=pEng->segRetired ) return;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if( engOfdHeld(pEng, ENG_BYTE_READER) ) return;  /* a read-only process */
   for(i=0; i<ENG_SLOTS && segMin>pEng->segRetired; i++){
     uint64_t v;
     if( i==pEng->iSlot ){
@@ -1675,8 +1679,15 @@ static int engLockReadOnly(KvEngine *pEng, char **pzErr){
 static int engStartReadOnly(KvEngine *pEng, char **pzErr){
   KvTable *t;
   uint64_t a[WAL_SHARED_SLOTS];
+  int e;
   int rc = engLockReadOnly(pEng, pzErr);
-  /* The published tail first, as engJoin reads it. */
+  /* READER before the tail (the segments from it on stay), then the
+  ** published tail, as engJoin reads it. */
+  if( rc==SQLITE_OK && (e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER))!=0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                             strerror(e));
+    rc = SQLITE_CANTOPEN;
+  }
   if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 1, &pEng->pShm, pzErr);
   if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
