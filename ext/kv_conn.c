@@ -104,7 +104,8 @@ static int connIsLast(KvConn *p, const char *zDir, const char *zSuffix){
 
 static int connOpen(KvConn *p, const char *zDir, KvEngine **ppEng,
                     char **pzErr){
-  int rc = kv_engine_open(zDir, ppEng, pzErr);
+  int rc = kv_conn_readonly(p->db) ? kv_engine_open_readonly(zDir, ppEng, pzErr)
+                                   : kv_engine_open(zDir, ppEng, pzErr);
   if( rc==SQLITE_OK && (rc = connKeep(p, *ppEng))!=SQLITE_OK ){
     kv_engine_unref(*ppEng);
     *ppEng = 0;

@@ -403,20 +403,27 @@ int wal_adopt_tail(Wal *p, const WalPos *pTail, uint64_t lastCid,
                    char **pzErr){
   off_t sz = 0;
   int rc = SQLITE_OK;
+  const char *zWhy = "";
+  uint64_t segEnd = 0, szEnd = 0;
   if( p==0 || pTail==0 || pTail->iOff<WAL_SEG_HDR ) return SQLITE_MISUSE;
   pthread_mutex_lock(&p->mutex);
+  segEnd = p->segActive;
+  szEnd = p->szActive;
   if( p->bLeader || p->nInflight>0 || p->bReplaying ){
     rc = SQLITE_MISUSE;
+    zWhy = ": a flush of this process is running";
   }else if( pTail->segno<p->segActive
          || (pTail->segno==p->segActive && pTail->iOff<p->szActive) ){
     /* Behind this log's own end: only a caller that lost track. */
     rc = SQLITE_MISUSE;
+    zWhy = ": it is behind this log's end";
   }
   pthread_mutex_unlock(&p->mutex);
   if( rc!=SQLITE_OK ){
-    wal_set_err(pzErr, "wal: cannot adopt tail %llu:%llu of %s now",
-                (unsigned long long)pTail->segno,
-                (unsigned long long)pTail->iOff, p->zWalDir);
+    wal_set_err(pzErr, "wal: cannot adopt tail %llu:%llu of %s now%s "
+                "(%llu:%llu)", (unsigned long long)pTail->segno,
+                (unsigned long long)pTail->iOff, p->zWalDir, zWhy,
+                (unsigned long long)segEnd, (unsigned long long)szEnd);
     return rc;
   }
   if( pTail->segno>p->segActive ) rc = followSwitch(p, pTail->segno, pzErr);

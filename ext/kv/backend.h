@@ -61,6 +61,13 @@ struct KvTableDef {
   ** Same context as xConfirm; any thread, cheap (one atomic load once
   ** the work is this process's). */
   int (*xStoreWork)(void *pConfirmCtx);
+  int bShared;             /* opened by a process joining others that share
+                           ** the store (KvBackend.xShare): the open must
+                           ** change nothing they may be reading or writing
+                           ** (xShare follows it) */
+  int bReadOnly;           /* with bShared: a read-only process, which
+                           ** creates and writes no file; xApply is never
+                           ** called */
 };
 
 /* Counters for kv_stats: KvBackendStats (kv.h). */
@@ -187,11 +194,13 @@ struct KvBackend {
   ** in the background finishes that first; it may wait, and fail with
   ** SQLITE_BUSY and *pzErr); from then on xApply leaves every commit
   ** readable by other processes before it returns.  xRefresh: another
-  ** process committed to the table's files; later snapshots must read
-  ** them.  Both NULL: tables of this type cannot be shared (a store
-  ** holding a persistent one stays with one process). */
+  ** process committed WAL record cid to the table's files (published;
+  ** records come in CID order); later snapshots must read them, up to
+  ** that record where the backend can tell.  Both NULL: tables of this
+  ** type cannot be shared (a store holding a persistent one stays with
+  ** one process). */
   int (*xShare)(KvBackendTable*, char **pzErr);
-  void (*xRefresh)(KvBackendTable*);
+  void (*xRefresh)(KvBackendTable*, uint64_t cid);
   /* Shared tables: make every batch that any process's xApply wrote to
   ** the table's files so far durable there (engine mutex held; called by
   ** the one process running the store's background work, before it

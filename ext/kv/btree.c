@@ -138,6 +138,8 @@ struct BtJob {
 
 struct BtStore {
   char *zPath;                  /* <dir>/kv_btree.db */
+  int bReadOnly;                /* opened for a read-only store: every
+                                ** connection reads only (btOpenDb) */
   int nRef;                     /* btGlobalMutex */
   int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
   int (*xWalSync)(void*, uint64_t, char**);           /* KvTableDef's */
@@ -279,15 +281,18 @@ static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
   return rc;
 }
 
-/* Open a connection on the data file (WAL mode). */
-static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
+/* Open a connection on the data file (WAL mode); bReadOnly: read-only,
+** on a file a writer process keeps in WAL mode. */
+static int btOpenDbEx(const char *zPath, int bReadOnly, sqlite3 **pDb,
+                      char **pzErr){
   sqlite3 *db = 0;
-  int rc = sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READWRITE
-                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_NOMUTEX
-                           |SQLITE_OPEN_PRIVATECACHE, btVfs());
+  int rc = sqlite3_open_v2(zPath, &db, (bReadOnly ? SQLITE_OPEN_READONLY
+                           : SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE)
+                           |SQLITE_OPEN_NOMUTEX|SQLITE_OPEN_PRIVATECACHE,
+                           btVfs());
   if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
-  if( rc==SQLITE_OK ) rc = btExec(db, "PRAGMA journal_mode=WAL");
+  if( rc==SQLITE_OK && !bReadOnly ) rc = btExec(db, "PRAGMA journal_mode=WAL");
   if( rc!=SQLITE_OK ){
     rc = btOpenError(db, rc, zPath, pzErr);
     sqlite3_close(db);
@@ -295,6 +300,10 @@ static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
   }
   *pDb = db;
   return rc;
+}
+
+static int btOpenDb(const char *zPath, sqlite3 **pDb, char **pzErr){
+  return btOpenDbEx(zPath, 0, pDb, pzErr);
 }
 
 /* Check the data file at open: quick_check must say "ok". */
@@ -422,6 +431,26 @@ static int btRowValue(int bCrc, const uint8_t *aKey, int nKey,
   return kv_buf_append(pBuf, aVal, nVal);
 }
 
+/* A read-only store's connection: it writes nothing (no bt_meta, no
+** journal mode), and only reads whether values carry a CRC. */
+static int btOpenReadOnly(BtStore *s, char **pzErr){
+  sqlite3_stmt *p = 0;
+  int rc = btOpenDbEx(s->zPath, 1, &s->dbW, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(s->dbW, "SELECT v=1 FROM bt_meta WHERE "
+                            "k='row_crc'", -1, &p, 0);
+    if( rc==SQLITE_OK ){
+      s->bCrc = sqlite3_step(p)==SQLITE_ROW && sqlite3_column_int(p, 0);
+      rc = sqlite3_finalize(p);
+    }
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv_btree: cannot read data file %s: %s",
+                               s->zPath, sqlite3_errmsg(s->dbW));
+    }
+  }
+  return rc;
+}
+
 /* Message text of a failed data-file read rc on db: a value that failed
 ** its CRC (bBad) or SQLite's error. */
 static const char *btReadErrText(sqlite3 *db, int rc, int bBad){
@@ -433,7 +462,9 @@ static const char *btReadErrText(sqlite3 *db, int rc, int bBad){
 static int btOpenWriter(BtStore *s, char **pzErr){
   int64_t nDb = btFileSize(s->zPath, "");
   int64_t nWal = btFileSize(s->zPath, "-wal");
-  int rc = btOpenDb(s->zPath, &s->dbW, pzErr);
+  int rc;
+  if( s->bReadOnly ) return btOpenReadOnly(s, pzErr);
+  rc = btOpenDb(s->zPath, &s->dbW, pzErr);
   if( rc==SQLITE_OK ) rc = btCheckDb(s->dbW, s->zPath, pzErr);
   if( rc==SQLITE_OK ) rc = btCheckWhole(s->dbW, s->zPath, nDb, nWal, pzErr);
   if( rc==SQLITE_OK ){
@@ -534,7 +565,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
     if( r==0 ) return SQLITE_NOMEM;
     memset(r, 0, sizeof(*r));
     pthread_mutex_init(&r->mu, 0);
-    rc = btOpenDb(s->zPath, &r->db, &zErr);
+    rc = btOpenDbEx(s->zPath, s->bReadOnly, &r->db, &zErr);
     sqlite3_free(zErr);
     /* Readers only read: the data file mapped (no read() per page) and a
     ** cache that holds a working set, not SQLite's 2 MB default. */
@@ -1018,6 +1049,7 @@ static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   s->xWalSync = pDef->xWalSync;
   s->pConfirmCtx = pDef->pConfirmCtx;
   s->nRef = 1;
+  s->bReadOnly = pDef->bReadOnly;
   s->zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
   rc = s->zPath ? btOpenWriter(s, pzErr) : SQLITE_NOMEM;
   if( rc==SQLITE_OK ){
@@ -1057,7 +1089,8 @@ static int btStoreGet(const KvTableDef *pDef, int bListed, BtStore **pp,
   char *zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
   if( zPath==0 ) return SQLITE_NOMEM;
   pthread_mutex_lock(&btGlobalMutex);
-  for(s=btStoreList; s && strcmp(s->zPath, zPath)!=0; s=s->pNext){}
+  for(s=btStoreList; s && (strcmp(s->zPath, zPath)!=0
+                           || s->bReadOnly!=pDef->bReadOnly); s=s->pNext){}
   if( s ){
     s->nRef++;
   }else if( bListed && (rc = btCheckPresent(zPath, pDef, pzErr))!=SQLITE_OK ){
@@ -1282,7 +1315,8 @@ static int btShare(KvBackendTable *t, char **pzErr){
 }
 
 /* Another process committed to the data file: later snapshots read it. */
-static void btRefresh(KvBackendTable *t){
+static void btRefresh(KvBackendTable *t, uint64_t cid){
+  (void)cid;
   btNewGeneration(t->pStore);
 }
 

@@ -507,13 +507,19 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          the directory lock to shared: the joiner's shared ALIVE lock
 **          then succeeds.
 **
-** A store holding a table that cannot be shared (kv_log; kv_memory with
-** persistence=1; see KvBackend.xShare) or an in-doubt prepared
-** transaction never turns shared: the joiner gives up after
-** ENG_JOIN_WAIT_MS with SQLITE_BUSY.  A shared store stays shared while
-** this process has it open: its WAL segments retire only through the
-** owner (below), tables are neither created nor removed, and named
-** prepares (kv_prepare with a gid) are refused.
+**   REFUSE the alone holder's answer to a joiner when it holds a table
+**          that cannot be shared (a kv_memory table with persistence=1:
+**          its rows live in the holder's memory; see KvBackend.xShare):
+**          it writes the table's name into LOCK after its pid and holds
+**          REFUSE while the joiner holds JOIN; the joiner, seeing it,
+**          fails at once with SQLITE_BUSY naming the table.
+**
+** A store holding an in-doubt prepared transaction does not turn shared
+** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
+** SQLITE_BUSY.  A shared store stays shared while this process has it
+** open: its WAL segments retire only through the owner (below), tables
+** are neither created nor removed, and named prepares (kv_prepare with a
+** gid) are refused.
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
@@ -556,7 +562,11 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** wrote through before publishing it), has every table make durable what
 ** any process wrote through (xSharedSync: one synced commit of the
 ** kv_btree data file), and removes the segments below
-** (wal_shared_retire).  A joiner writes 0 in
+** (wal_shared_retire); while the store holds a table whose files cannot
+** say so (no xSharedSync: kv_log), nothing retires.  Read-only processes
+** write nothing into LOCK, so they hold no slot and do none of this
+** work: each holds READER (shared) instead, taken before it reads the
+** tail, and nothing retires while another process holds it.  A joiner writes 0 in
 ** its slot before it reads the tail, so an owner that read the tail
 ** earlier never retires past what the joiner will follow from. */
 #define ENG_BYTE_ALIVE    0
@@ -570,6 +580,8 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BYTE_OWNER    3
 #define ENG_BYTE_SWEEP    4
 #define ENG_BYTE_SYNC     5
+#define ENG_BYTE_REFUSE   6
+#define ENG_BYTE_READER   7          /* read-only processes: shared */
 #define ENG_SYNC_OFF      4064       /* flushed position: segno, offset */
 #define ENG_WORD_WRITER   0          /* SHARED word: bumped at each release
                                      ** of WRITER, a futex its waiters
@@ -659,10 +671,30 @@ static int engJoinRefused(KvEngine *pEng, int64_t ms, char **pzErr){
   zPid[0] = 0;
   if( iPid>0 ) sqlite3_snprintf(sizeof(zPid), zPid, " (pid %ld)", iPid);
   *pzErr = sqlite3_mprintf("kv: store %s is locked by another process%s, "
-      "which did not share it within %lld ms: a store with kv_log tables, "
-      "kv_memory tables with persistence=1 or an unresolved prepared "
-      "transaction is used by one process at a time", pEng->zDir, zPid,
-      (long long)ms);
+      "which did not share it within %lld ms: a store with an unresolved "
+      "prepared transaction is used by one process at a time", pEng->zDir,
+      zPid, (long long)ms);
+  return SQLITE_BUSY;
+}
+
+/* The refusal of a joiner by a holder with a table that cannot be shared,
+** whose name it wrote into LOCK after its pid (engJoinRefuse). */
+static int engJoinRefusedTable(KvEngine *pEng, char **pzErr){
+  char a[4200];
+  ssize_t n = pread(pEng->fdLock, a, sizeof(a)-1, 0);
+  long iPid = engLockHolder(pEng);
+  const char *zTab = "";
+  char *zNl;
+  a[n>0 ? n : 0] = 0;
+  if( (zNl = strchr(a, '\n'))!=0 ){
+    zTab = zNl+1;
+    if( (zNl = strchr(zNl+1, '\n'))!=0 ) *zNl = 0;
+  }
+  *pzErr = sqlite3_mprintf("kv: store %s is locked by another process "
+      "(pid %ld), which holds kv_memory table %s with persistence=1, whose "
+      "rows live in that process's memory: such a store is used by one "
+      "process at a time (kv_btree and kv_log tables are shared)",
+      pEng->zDir, iPid, zTab[0] ? zTab : "?");
   return SQLITE_BUSY;
 }
 
@@ -700,6 +732,11 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
       if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
         engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
         break;
+      }
+      if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
+        int rc = engJoinRefusedTable(pEng, pzErr);
+        engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+        return rc;
       }
     }
     if( engNowMs()>iEnd ){
@@ -870,7 +907,7 @@ static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
     }
     kv_map_unref(pBatch);
   }else if( t->pBackend->xRefresh ){
-    t->pBackend->xRefresh(t->pData);
+    t->pBackend->xRefresh(t->pData, cid);
   }
   for(i=0; rc==SQLITE_OK && i<pT->nAction; i++){
     const WalAction *a = &pT->aAction[i];
@@ -1057,6 +1094,7 @@ static int engSlotClaim(KvEngine *pEng, char **pzErr){
 
 int kvEngineWorkTurn(KvEngine *pEng, int eWork){
   int iByte = eWork==KV_WORK_SWEEP ? ENG_BYTE_SWEEP : ENG_BYTE_OWNER;
+  if( pEng->bReadOnly ) return 0;     /* a read-only process writes nothing */
   if( pEng->zDir==0 || !__atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) ){
     return 1;
   }
@@ -1131,6 +1169,7 @@ static void engRetire(KvEngine *pEng){
   segMin = a[ENG_SHM_SEGNO];               /* the tail first, then slots */
   if( segMin<=pEng->segRetired ) return;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if( engOfdHeld(pEng, ENG_BYTE_READER) ) return;  /* a read-only process */
   for(i=0; i<ENG_SLOTS && segMin>pEng->segRetired; i++){
     uint64_t v;
     if( i==pEng->iSlot ){
@@ -1148,12 +1187,15 @@ static void engRetire(KvEngine *pEng){
   ** process about the ones of other processes (xRefresh), then one synced
   ** commit per data file makes them all durable. */
   pthread_mutex_lock(&pEng->mutex);
-  rc = pEng->rcFailed ? pEng->rcFailed : kvEngineCatchUp(pEng, 0, &zErr);
+  rc = pEng->rcFailed;
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
-    if( !t->meta.bPersist || t->pData==0 ) continue;
-    if( t->pBackend->xSharedSync==0 ){
-      rc = SQLITE_BUSY;                 /* its files never say: keep all */
-    }else{
+    if( t->meta.bPersist && t->pData && t->pBackend->xSharedSync==0 ){
+      rc = SQLITE_BUSY;         /* its files never say (kv_log): keep all */
+    }
+  }
+  if( rc==SQLITE_OK ) rc = kvEngineCatchUp(pEng, 0, &zErr);
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->meta.bPersist && t->pData ){
       rc = t->pBackend->xSharedSync(t->pData, &zErr);
     }
   }
@@ -1180,6 +1222,26 @@ static void engBackground(KvEngine *pEng){
   sqlite3_free(zErr);
   if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
   if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ) engRetire(pEng);
+}
+
+/* The first publication of a store turning shared (writer lock and
+** engine mutex held): its tail, with a CID at least every CID a table's
+** files hold (xMaxCid), so that every commit from now on has a CID above
+** them (a kv_log table's labels are then its commits' CIDs, which its
+** readers in other processes go by). */
+static int engPublishShared(KvEngine *pEng, char **pzErr){
+  WalPos pos;
+  uint64_t cid = 0;
+  KvTable *t;
+  wal_tail(pEng->pWal, &pos, &cid);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->pData && t->pBackend->xMaxCid ){
+      uint64_t c = t->pBackend->xMaxCid(t->pData);
+      if( c>cid ) cid = c;
+    }
+  }
+  wal_advance_cid(pEng->pWal, cid);
+  return engPublish(pEng, &pos, cid, pzErr);
 }
 
 /* Turn the alone store shared, for a process that asks to join: see
@@ -1220,7 +1282,7 @@ static int engGoShared(KvEngine *pEng){
   bWriter = rc==SQLITE_OK;
   if( rc==SQLITE_OK ) wal_set_shared(pEng->pWal, 1);
   pthread_mutex_lock(&pEng->mutex);
-  if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, &zErr);
+  if( rc==SQLITE_OK ) rc = engPublishShared(pEng, &zErr);
   if( rc==SQLITE_OK ) __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
   segno = pEng->posSeen.segno;
   pEng->bSharing = 0;
@@ -1244,12 +1306,36 @@ static int engGoShared(KvEngine *pEng){
   return rc;
 }
 
+/* The store thread's answer while a joiner waits (bOn) and it holds a
+** table that cannot be shared: its name in LOCK, REFUSE held (see
+** "Sharing a store"); *pbRefusing tracks the lock. */
+static void engJoinRefuse(KvEngine *pEng, int bOn, int *pbRefusing){
+  char *zLine = 0;
+  if( bOn && !*pbRefusing ){
+    KvTable *t;
+    pthread_mutex_lock(&pEng->mutex);
+    t = engUnshareable(pEng);
+    if( t ) zLine = sqlite3_mprintf("%ld\n%s\n", (long)getpid(), t->zName);
+    pthread_mutex_unlock(&pEng->mutex);
+    if( zLine && ftruncate(pEng->fdLock, 0)==0
+     && pwrite(pEng->fdLock, zLine, strlen(zLine), 0)==(ssize_t)strlen(zLine)
+     && engOfd(pEng, F_WRLCK, ENG_BYTE_REFUSE)==0 ){
+      *pbRefusing = 1;
+    }
+    sqlite3_free(zLine);
+  }else if( !bOn && *pbRefusing ){
+    engOfd(pEng, F_UNLCK, ENG_BYTE_REFUSE);
+    *pbRefusing = 0;
+  }
+}
+
 /* The store thread: while the store is open alone, it looks for a
 ** process asking to join (JOIN held elsewhere) and turns the store shared
-** for it; while shared, it runs engBackground every ENG_BG_MS.  Ends when
+** for it, or refuses it (engJoinRefuse); while shared, it runs engBackground every ENG_BG_MS.  Ends when
 ** the store closes. */
 static void *engJoinMain(void *pArg){
   KvEngine *pEng = (KvEngine*)pArg;
+  int bRefusing = 0;
   for(;;){
     struct timespec ts;
     int bStop;
@@ -1266,10 +1352,15 @@ static void *engJoinMain(void *pArg){
     if( bStop ) break;
     if( bShared ){
       engBackground(pEng);
-    }else if( engOfdHeld(pEng, ENG_BYTE_JOIN) ){
-      engGoShared(pEng);
+    }else if( !engOfdHeld(pEng, ENG_BYTE_JOIN) ){
+      engJoinRefuse(pEng, 0, &bRefusing);
+    }else if( engGoShared(pEng)==SQLITE_OK ){
+      engJoinRefuse(pEng, 0, &bRefusing);
+    }else{
+      engJoinRefuse(pEng, 1, &bRefusing);
     }
   }
+  engJoinRefuse(pEng, 0, &bRefusing);
   return 0;
 }
 
@@ -1425,7 +1516,18 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   KvTable *t;
   uint64_t a[WAL_SHARED_SLOTS];
-  int rc = kvCatalogLoad(pEng, pzErr);
+  int rc, bTail;
+  /* The published tail first: the tables then hold at least what it
+  ** published (a kv_log table's index is what its files hold when it
+  ** opens, and later catch-ups read only the records past the tail). */
+  rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK ) rc = engSlotClaim(pEng, pzErr);  /* before the tail */
+  bTail = rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK;
+  if( rc==SQLITE_OK ){
+    pEng->bJoining = 1;
+    rc = kvCatalogLoad(pEng, pzErr);
+    pEng->bJoining = 0;
+  }
   if( rc==SQLITE_OK && (t = engUnshareable(pEng))!=0 ){
     *pzErr = sqlite3_mprintf("kv: store %s is shared by other processes "
         "but holds table %s, which cannot be shared", pEng->zDir, t->zName);
@@ -1447,9 +1549,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
-  if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 0, &pEng->pShm, pzErr);
-  if( rc==SQLITE_OK ) rc = engSlotClaim(pEng, pzErr);  /* before the tail */
-  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)==SQLITE_OK ){
+  if( rc==SQLITE_OK && bTail ){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
@@ -1460,6 +1560,12 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     if( rc==SQLITE_OK ){
       rc = kvEnginePublishTail(pEng, pzErr);
       kvEngineWriterUnlock(pEng);
+    }
+    /* the tables opened before it: they read up to it now */
+    for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+      if( t->pData && t->pBackend->xRefresh ){
+        t->pBackend->xRefresh(t->pData, pEng->cidSeen);
+      }
     }
   }
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
@@ -1505,6 +1611,128 @@ static int engStart(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
+/* ------------------------------------------------ read-only opens ---
+**
+** A read-only store object (kv_engine_open_readonly) creates and writes
+** no file of the store: it opens LOCK read-only and takes only read locks
+** (OFD read locks need no write access), and joins the processes that
+** share the store as a reader: ALIVE shared, JOIN shared while it asks an
+** alone holder to share, the shared header mapped read-only, tables
+** opened read-only (KvTableDef.bReadOnly), no WAL object (catch-up reads
+** the WAL segments by name), no writer lock, no store thread, and every
+** write refused at prepare (txn.c).  It cannot replay a WAL, so it needs
+** another process to have the store open; without one the store is
+** opened as kv_engine_open does (engOpen). */
+
+/* No other process has the store open: SQLITE_NOTFOUND, and the caller
+** opens it as kv_engine_open does (a replay may be due, which only an
+** open that writes can do). */
+static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
+  (void)pEng;
+  (void)pzErr;
+  return SQLITE_NOTFOUND;
+}
+
+/* Read locks only: ALIVE shared next to another process that holds it,
+** after asking an alone holder to share (JOIN, shared). */
+static int engLockReadOnly(KvEngine *pEng, char **pzErr){
+  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
+  int64_t iStart = engNowMs(), iEnd = iStart + ENG_JOIN_WAIT_MS;
+  int rc = SQLITE_OK;
+  if( zLock==0 ) return SQLITE_NOMEM;
+  pEng->fdLock = open(zLock, O_RDONLY|O_CLOEXEC);
+  sqlite3_free(zLock);
+  if( pEng->fdLock<0 ) return engReadOnlyAlone(pEng, pzErr);
+#ifdef DEPOT_TEST
+  if( __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED)>0 ){
+    iEnd = iStart + __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED);
+  }
+#endif
+  for(;;){
+    if( !engOfdHeld(pEng, ENG_BYTE_ALIVE) ){
+      rc = engReadOnlyAlone(pEng, pzErr);
+      break;
+    }
+    if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
+      if( engOfdHeld(pEng, ENG_BYTE_ALIVE) ) break;     /* shared: in */
+      engOfd(pEng, F_UNLCK, ENG_BYTE_ALIVE);             /* it left */
+      rc = engReadOnlyAlone(pEng, pzErr);
+      break;
+    }
+    engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN);    /* held alone: ask to share */
+    if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
+      rc = engJoinRefusedTable(pEng, pzErr);
+      break;
+    }
+    if( engNowMs()>iEnd ){
+      rc = engJoinRefused(pEng, engNowMs()-iStart, pzErr);
+      break;
+    }
+    engSleepMs(2);
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* Join as a reader: the catalog and the tables (read-only, shared), the
+** shared header (read-only) and its tail as seen. */
+static int engStartReadOnly(KvEngine *pEng, char **pzErr){
+  KvTable *t;
+  uint64_t a[WAL_SHARED_SLOTS];
+  int e;
+  int rc = engLockReadOnly(pEng, pzErr);
+  /* READER before the tail (the segments from it on stay), then the
+  ** published tail, as engJoin reads it. */
+  if( rc==SQLITE_OK && (e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER))!=0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                             strerror(e));
+    rc = SQLITE_CANTOPEN;
+  }
+  if( rc==SQLITE_OK ) rc = wal_shared_open(pEng->zDir, 1, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)!=SQLITE_OK ){
+    *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
+        "half-written (its writer died); the next writer repairs it",
+        pEng->zDir);
+    rc = SQLITE_BUSY;
+  }
+  if( rc==SQLITE_OK ){
+    pEng->bJoining = 1;
+    rc = kvCatalogLoad(pEng, pzErr);
+    pEng->bJoining = 0;
+  }
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( !engTableShareable(t) ){
+      *pzErr = sqlite3_mprintf("kv: store %s holds table %s, which cannot "
+          "be shared", pEng->zDir, t->zName);
+      rc = SQLITE_BUSY;
+    }else if( t->pData && t->pBackend->xShare ){
+      rc = t->pBackend->xShare(t->pData, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    pEng->posSeen.segno = a[ENG_SHM_SEGNO];
+    pEng->posSeen.iOff = a[ENG_SHM_OFF];
+    pEng->cidSeen = a[ENG_SHM_CID];
+    __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+  }
+  return rc;
+}
+
+/* The real path of an existing store directory (sqlite3_malloc'd). */
+static int engRealDirReadOnly(const char *zDir, char **pzReal, char **pzErr){
+  char *zBuf = sqlite3_malloc64(PATH_MAX+1);
+  *pzReal = 0;
+  if( zBuf==0 ) return SQLITE_NOMEM;
+  if( realpath(zDir, zBuf)==0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot open store directory %s "
+                             "read-only: %s", zDir, strerror(errno));
+    sqlite3_free(zBuf);
+    return SQLITE_CANTOPEN;
+  }
+  *pzReal = zBuf;
+  return SQLITE_OK;
+}
+
 /* mkdir zDir if missing and return its real path (sqlite3_malloc'd). */
 static int engRealDir(const char *zDir, char **pzReal, char **pzErr){
   char *zBuf = sqlite3_malloc64(PATH_MAX+1);
@@ -1526,24 +1754,48 @@ static int engRealDir(const char *zDir, char **pzReal, char **pzErr){
   return SQLITE_OK;
 }
 
-int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
+/* kv_engine_open (bReadOnly 0) and kv_engine_open_readonly (1): one
+** store object per directory and mode in the process. */
+static int engOpen(const char *zDir, int bReadOnly, KvEngine **ppEng,
+                   char **pzErr){
   char *zReal = 0;
   KvEngine *p = 0;
   int rc = SQLITE_OK;
   *ppEng = 0;
-  if( zDir && (rc = engRealDir(zDir, &zReal, pzErr))!=SQLITE_OK ) return rc;
+  if( zDir && bReadOnly ) rc = engRealDirReadOnly(zDir, &zReal, pzErr);
+  else if( zDir ) rc = engRealDir(zDir, &zReal, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
   pthread_mutex_lock(&engGlobalMutex);
   while( zReal && engClosingFind(zReal)>=0 ){
     pthread_cond_wait(&engClosedCond, &engGlobalMutex);
   }
+  /* A read-only open reads through a read-write store object of the
+  ** process when there is one. */
   for(p=zReal ? engList : 0; p; p=p->pNextEngine){
-    if( p->zDir && strcmp(p->zDir, zReal)==0 ) break;
+    if( p->zDir && strcmp(p->zDir, zReal)==0
+     && (p->bReadOnly==bReadOnly || bReadOnly) ){
+      break;
+    }
   }
   if( p ){
     p->nRef++;
   }else{
     rc = engAlloc(zReal, &p);
-    if( rc==SQLITE_OK && zReal ) rc = engStart(p, pzErr);
+    if( rc==SQLITE_OK && zReal && bReadOnly ){
+      p->bReadOnly = 1;
+      rc = engStartReadOnly(p, pzErr);
+      if( rc==SQLITE_NOTFOUND ){
+        /* No other process has it open: open it as before. */
+        engFree(p);
+        p = 0;
+        sqlite3_free(*pzErr);
+        *pzErr = 0;
+        rc = engAlloc(zReal, &p);
+        if( rc==SQLITE_OK ) rc = engStart(p, pzErr);
+      }
+    }else if( rc==SQLITE_OK && zReal ){
+      rc = engStart(p, pzErr);
+    }
     if( rc==SQLITE_OK ){
       p->pNextEngine = engList;
       engList = p;
@@ -1556,6 +1808,15 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
   sqlite3_free(zReal);
   *ppEng = p;
   return rc;
+}
+
+int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr){
+  return engOpen(zDir, 0, ppEng, pzErr);
+}
+
+int kv_engine_open_readonly(const char *zDir, KvEngine **ppEng,
+                            char **pzErr){
+  return engOpen(zDir, 1, ppEng, pzErr);
 }
 
 uint64_t kv_engine_replay_floor(KvEngine *p){

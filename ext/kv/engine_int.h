@@ -119,6 +119,10 @@ struct KvEngine {
   ** it); posSeen/cidSeen: the log up to there is applied here. */
   int bShared;                  /* other processes may use the store */
   int bSharing;                 /* turning shared: prepares wait */
+  int bJoining;                 /* opening tables to join others (set
+                                ** during the open only) */
+  int bReadOnly;                /* kv_engine_open_readonly: writes no file,
+                                ** takes no writer lock */
   WalShared *pShm;              /* the shared header, once shared */
   WalPos posSeen;               /* engine mutex */
   uint64_t cidSeen;             /* engine mutex */
@@ -365,7 +369,8 @@ void kvEngineShareWait(KvEngine*);
 ** sweep passes.  kvEngineWorkTurn: 1 if this process is to do eWork now
 ** (the store is not shared, or this process holds the work's lock in
 ** LOCK or takes it now without waiting: the kernel releases it when the
-** holder exits or dies), else 0.  Any thread, no lock held. */
+** holder exits or dies), else 0 (always 0 in a read-only process, which
+** writes nothing).  Any thread, no lock held. */
 /* Make the record of commit cid, which ends at *pEnd, durable after the
 ** writer lock was let go (shared store): unless a flush another process
 ** made after that record was written covers it (published in LOCK),

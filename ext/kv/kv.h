@@ -301,6 +301,17 @@ struct KvMapEntry {
 ** it, SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is set.  Takes
 ** the registry mutex. */
 int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
+/* Open the existing store in zDir to read it.  When another process has
+** it open, nothing of the store is created or changed (only read locks
+** are taken): this process joins the others as a reader, asking an alone
+** holder to share the store, reads their commits, and every write fails
+** with SQLITE_READONLY at prepare.  A read-write store object of zDir in
+** this process is reused instead; with no other process, the store is
+** opened as kv_engine_open does (a replay may be due; the caller refuses
+** writes).  Errors: SQLITE_CANTOPEN (no such directory), SQLITE_BUSY as
+** kv_engine_open, I/O codes; *pzErr is set. */
+int kv_engine_open_readonly(const char *zDir, KvEngine **ppEng,
+                            char **pzErr);
 /* Add a reference to p (the caller drops it with kv_engine_unref); returns
 ** p.  Takes the registry mutex. */
 KvEngine *kv_engine_ref(KvEngine *p);

@@ -14,6 +14,13 @@
 ** from the root WAL.  Compaction runs on the log store's own background
 ** thread and blocks neither readers nor committers.
 **
+** Several processes (xShare, xRefresh; see logShare).  Once the store is
+** shared, every process appends to the same log files, one at a time
+** under the store's writer lock, after reading what the others appended
+** (kv_logstore_follow); a process that another one's commit reaches reads
+** the new frames into its index before its next snapshot.  Compaction is
+** off while the store is shared.
+**
 ** Stored values.  Each value is stored behind an 8-byte big-endian prefix:
 ** the CID of the WAL record that wrote it.  The log store itself labels
 ** each transaction with an increasing number: the CID, or the last label
@@ -81,6 +88,9 @@ struct KvBackendTable {
   char *zMark;                  /* <store>/kv_log/<id>.synced */
   int fdMark;
   uint64_t labelPending;        /* mu: highest label applied */
+  int bShared;                  /* several processes append (logShare);
+                                ** engine mutex, set once */
+  int bReadOnly;                /* a read-only process: no file written */
 };
 
 struct KvBackendSnap {
@@ -148,7 +158,11 @@ static int logCollectOnce(KvBackendTable *t){
   pthread_mutex_unlock(&t->mu);
   if( n==0 ) return !bStop;
   for(i=0; i<n; i++) if( aCid[i]>cidMax ) cidMax = aCid[i];
-  if( t->xWalSync && cidMax ) rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
+  /* Shared: the apply flushed the WAL already (logFollowWriter); a flush
+  ** from here could meet the committing thread taking over the tail. */
+  if( t->xWalSync && cidMax && !__atomic_load_n(&t->bShared, __ATOMIC_ACQUIRE) ){
+    rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
+  }
   if( rc==SQLITE_OK ) rc = kv_logstore_sync(t->pLog, &zErr);
   if( rc==SQLITE_OK ){
     logMarkWrite(t, iLabel);
@@ -202,6 +216,7 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
   int i;
   t->zMark = sqlite3_mprintf("%s.synced", t->zDir);
   if( t->zMark==0 ) return SQLITE_NOMEM;
+  if( t->bReadOnly ) return SQLITE_OK;   /* it writes no marker */
   t->fdMark = t->pIo->xOpen(t->pIo->pCtx, t->zMark, O_RDWR|O_CREAT|O_CLOEXEC,
                             0644);
   if( t->fdMark<0 ){
@@ -224,7 +239,7 @@ static int logMarkCheck(KvBackendTable *t, char **pzErr){
     *pzErr = sqlite3_mprintf("kv_log: %s is corrupt at offset 0", t->zMark);
     return SQLITE_CORRUPT;
   }
-  if( iMark>t->labelLoaded ){
+  if( iMark>t->labelLoaded && !t->bShared ){
     *pzErr = sqlite3_mprintf("kv_log: the log in %s lost synced records: it "
         "holds labels up to %llu, %llu were synced (a log file is damaged "
         "or truncated)", t->zDir, (unsigned long long)t->labelLoaded,
@@ -309,7 +324,8 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
     logFree(t);
     return SQLITE_NOMEM;
   }
-  if( mkdir(zParent, 0755)!=0 && errno!=EEXIST ){
+  t->bReadOnly = pDef->bReadOnly;
+  if( !t->bReadOnly && mkdir(zParent, 0755)!=0 && errno!=EEXIST ){
     *pzErr = sqlite3_mprintf("kv_log: cannot create directory %s: %s",
                              zParent, strerror(errno));
     sqlite3_free(zParent);
@@ -324,6 +340,9 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   bNew = bCreate && access(t->zDir, F_OK)!=0 && errno==ENOENT;
   memset(&cfg, 0, sizeof(cfg));
   cfg.bBackground = 1;
+  cfg.bShared = pDef->bShared;
+  cfg.bReadOnly = pDef->bReadOnly;
+  t->bShared = pDef->bShared;
 #ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
 #endif
@@ -482,6 +501,36 @@ static int logFilterReplayed(KvBackendTable *t, uint64_t cid,
   return rc;
 }
 
+/* The log follows what other processes appended (see logShare). */
+static void logFollowed(KvBackendTable *t){
+  KvLogStats st;
+  kv_logstore_stats(t->pLog, &st);
+  if( st.maxCid>t->labelLast ) t->labelLast = st.maxCid;
+}
+
+/* A shared table's apply, before its append (the writer lock is held):
+** flush the WAL up to the record, read what the others appended, cutting
+** a dead writer's torn tail.  A
+** record found whole there (a writer died after its append, before it
+** published; the engine applies the record again) appends nothing: its
+** actions are filtered as a replay's, and the collector syncs and
+** confirms it all the same. */
+static int logFollowWriter(KvBackendTable *t, uint64_t cid, KvLogAction *a,
+                           int *pn, char **pzErr){
+  int nTxn = 0, rc;
+  /* Write-ahead, in the committing thread as every writer of a shared
+  ** store does: the collector then finds the record flushed, and never
+  ** flushes the WAL while this process takes over its tail. */
+  rc = t->xWalSync ? t->xWalSync(t->pConfirmCtx, cid, pzErr) : SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = kv_logstore_follow(t->pLog, 1, 0, &nTxn, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  logFollowed(t);
+  if( nTxn==0 ) return SQLITE_OK;
+  rc = logFilterReplayed(t, cid, a, pn);
+  if( rc==SQLITE_OK && *pn==0 ) rc = logNotePending(t, cid, t->labelLast);
+  return rc;
+}
+
 static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
                     uint64_t cid){
   KvLogAction *a = 0;
@@ -492,7 +541,9 @@ static int logApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   if( cid==0 ) return SQLITE_MISUSE;   /* kv_log tables are persistent */
   if( t->bMissing ) return SQLITE_OK;  /* replay only; xCheckOpen decides */
   rc = logActions(pBatch, cid, &a, &n, &aBuf);
-  if( rc==SQLITE_OK && cid<=t->labelLoaded ){
+  if( rc==SQLITE_OK && t->bShared ){
+    rc = logFollowWriter(t, cid, a, &n, &zErr);
+  }else if( rc==SQLITE_OK && cid<=t->labelLoaded ){
     rc = logFilterReplayed(t, cid, a, &n);
   }
   if( rc==SQLITE_OK && n>0 ){
@@ -542,10 +593,52 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
   return SQLITE_IOERR;
 }
 
+/* Several processes.  The store turns shared: no compaction from now on
+** (kv_logstore_share), and every apply first reads what the others
+** appended (logFollowWriter), under the store's writer lock that orders
+** the appends of all processes.  Each process's collector syncs its own
+** appends and confirms their records; while the store is shared the root
+** WAL keeps every record, and the next open alone replays them as it
+** would after a crash. */
+static int logShare(KvBackendTable *t, char **pzErr){
+  (void)pzErr;
+  if( t->bMissing || t->bShared ) return SQLITE_OK;
+  kv_logstore_share(t->pLog);
+  __atomic_store_n(&t->bShared, 1, __ATOMIC_RELEASE);
+  return SQLITE_OK;
+}
+
+/* Another process published record cid to the table: read its appends,
+** up to that record's, into the index (engine mutex held).  A shared
+** log's labels are its records' CIDs (logMaxCid: the store's CIDs start
+** above every label when it turns shared), so a commit applied but not
+** published yet stays unread.  A read that fails leaves the table
+** refusing snapshots until the store is opened again (as a failed
+** publication does). */
+static void logRefresh(KvBackendTable *t, uint64_t cid){
+  char *zErr = 0;
+  int rc;
+  if( t->bMissing ) return;
+  rc = kv_logstore_follow(t->pLog, 0, cid, 0, &zErr);
+  if( rc==SQLITE_OK ){
+    logFollowed(t);
+  }else{
+    __atomic_store_n(&t->bLost, 1, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&t->mu);
+    sqlite3_snprintf(sizeof(t->zApplyError), t->zApplyError, "%s",
+                     zErr ? zErr : sqlite3_errstr(rc));
+    pthread_mutex_unlock(&t->mu);
+    sqlite3_log(rc, "kv_log: reading what another process appended to %s "
+                "failed: %s", t->zDir, zErr ? zErr : "");
+  }
+  sqlite3_free(zErr);
+}
+
 /* A replayed record that appended nothing is durable already. */
-/* The log's labels are at least the CIDs it holds (see "Stored values"). */
+/* The log's labels are at least the CIDs it holds (see "Stored values"):
+** the highest one it holds (engine mutex held, or the open). */
 static uint64_t logMaxCid(KvBackendTable *t){
-  return t->labelLoaded;
+  return t->labelLast>t->labelLoaded ? t->labelLast : t->labelLoaded;
 }
 
 static int logDurable(KvBackendTable *t, uint64_t cid){
@@ -839,7 +932,7 @@ const KvBackend kvLogBackend = {
   logMaxCid,
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
-  0, 0,                         /* not shared: its index lives in the
-                                ** process that appends */
-  0                             /* (so no shared sync) */
+  logShare, logRefresh,
+  0                             /* no shared sync: while a kv_log table
+                                ** is shared no root WAL segment retires */
 };

@@ -310,6 +310,11 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
   uint32_t *aList = 0;
   int rc, i;
   memset(&c, 0, sizeof(c));
+  if( __atomic_load_n(&p->cfg.bShared, __ATOMIC_ACQUIRE) ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s is shared by several "
+        "processes: it is compacted when one process has it open", p->zDir));
+    return SQLITE_BUSY;
+  }
   pthread_mutex_lock(&p->muCompact);
   rc = klcStart(p, &c, &bNothing, pzErr);
   if( rc==SQLITE_OK && !bNothing ){

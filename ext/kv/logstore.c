@@ -37,6 +37,7 @@ struct KlScan {
   KvLogBuf win;          /* read window */
   int64_t iWin;          /* file offset of win.a[0] */
   int64_t iEnd;          /* end of the valid records */
+  int64_t sz;            /* bytes of the file to scan */
 };
 
 static void klScanFree(KlScan *pScan){
@@ -64,10 +65,10 @@ static int klScanWindow(KvLogStore *p, KlFile *pFile, KlScan *pScan,
                         int64_t iOff, int64_t n, const uint8_t **pa,
                         int64_t *pnAvail, char **pzErr){
   int rc;
-  if( iOff+n>pFile->sz ) n = pFile->sz-iOff;
+  if( iOff+n>pScan->sz ) n = pScan->sz-iOff;
   if( iOff<pScan->iWin || iOff+n>pScan->iWin+pScan->win.n ){
     int64_t nRead = n>KL_WINDOW ? n : KL_WINDOW;
-    if( iOff+nRead>pFile->sz ) nRead = pFile->sz-iOff;
+    if( iOff+nRead>pScan->sz ) nRead = pScan->sz-iOff;
     rc = kl_buf_reserve(&pScan->win, nRead);
     if( rc ) return rc;
     rc = kl_read(p, p->pIo, pFile, pScan->win.a, (size_t)nRead, iOff, pzErr);
@@ -128,7 +129,9 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
   int rc = SQLITE_OK;
   int64_t iOff = KL_HDR;
   int bTorn = 0;
-  const char *zWhy = klHeaderCheck(p, pFile, pScan, &bTorn, &rc, pzErr);
+  const char *zWhy;
+  pScan->sz = pFile->sz;
+  zWhy = klHeaderCheck(p, pFile, pScan, &bTorn, &rc, pzErr);
   pScan->iEnd = KL_HDR;
   if( rc ) return rc;
   if( zWhy ){
@@ -225,7 +228,9 @@ static int klFileOpen(KvLogStore *p, uint32_t iNum, int eKind,
   int rc;
   *ppFile = 0;
   if( pFile==0 ) return SQLITE_NOMEM;
-  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath, O_RDWR|O_CLOEXEC, 0);
+  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath,
+                            (p->cfg.bReadOnly ? O_RDONLY : O_RDWR)|O_CLOEXEC,
+                            0);
   if( pFile->fd<0 ){
     rc = kl_io_err(pzErr, SQLITE_CANTOPEN, "open", pFile->zPath, errno);
     kl_file_unref(pFile);
@@ -241,7 +246,9 @@ static int klFileOpen(KvLogStore *p, uint32_t iNum, int eKind,
   return SQLITE_OK;
 }
 
-/* Load one file into the index.  The newest log file gets its tail cut. */
+/* Load one file into the index.  The newest log file gets its tail cut;
+** shared (KvLogConfig.bShared), its known end is the last whole
+** transaction instead, and 0 when its header is not written yet. */
 static int klLoadFile(KvLogStore *p, KlFile *pFile, int bNewest,
                       char **pzErr){
   KlScan scan;
@@ -249,7 +256,10 @@ static int klLoadFile(KvLogStore *p, KlFile *pFile, int bNewest,
   memset(&scan, 0, sizeof(scan));
   scan.iWin = -1;
   rc = klScanFile(p, pFile, bNewest, &scan, pzErr);
-  if( rc==SQLITE_OK && bNewest && (scan.iEnd<pFile->sz || scan.iEnd==0) ){
+  if( rc==SQLITE_OK && bNewest && p->cfg.bShared ){
+    pFile->sz = scan.iEnd;
+  }else if( rc==SQLITE_OK && bNewest
+         && (scan.iEnd<pFile->sz || scan.iEnd==0) ){
     rc = klCutTail(p, pFile, scan.iEnd, pzErr);
   }
   if( rc==SQLITE_OK ) rc = klScanApply(p, pFile, &scan);
@@ -364,6 +374,11 @@ static int klLoadAll(KvLogStore *p, KlDirList *pList, uint32_t iMerged,
     if( rc==SQLITE_OK ){
       pSet->apFile[pSet->nFile++] = pFile;
       rc = klLoadFile(p, pFile, pSet->nFile==1, pzErr);
+    }
+    if( rc==SQLITE_OK && pFile->sz==0 ){
+      /* Shared: a roll in progress; kv_logstore_follow takes it later. */
+      pSet->nFile--;
+      kl_file_unref(pFile);
     }
   }
   if( pSet->nFile>0 ) p->pActive = pSet->apFile[0];
@@ -483,7 +498,7 @@ static int klOpenFiles(KvLogStore *p, char **pzErr){
   if( rc==SQLITE_OK ) rc = klCheckFirst(p, &list, iMerged, pzErr);
   if( rc==SQLITE_OK ){
     if( nList>1 ) qsort(aList, nList, sizeof(uint32_t), klCmpU32);
-    klDeleteGarbage(p, &list, iMerged, aList, nList);
+    if( !p->cfg.bShared ) klDeleteGarbage(p, &list, iMerged, aList, nList);
     rc = klLoadAll(p, &list, iMerged, aList, nList, pzErr);
   }
   p->iNext = list.iMax>iMerged ? list.iMax+1 : iMerged+1;
@@ -500,6 +515,11 @@ static int klOpenFiles(KvLogStore *p, char **pzErr){
 ** durable. */
 static int klOpenActive(KvLogStore *p, char **pzErr){
   int rc = SQLITE_OK;
+  if( p->pActive==0 && p->cfg.bReadOnly ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s holds no log file, and a "
+                                      "read-only open creates none", p->zDir));
+    return SQLITE_CANTOPEN;
+  }
   if( p->pActive==0 ){
     KlFile *pFile = 0;
     KlSet *pNew;
@@ -513,8 +533,10 @@ static int klOpenActive(KvLogStore *p, char **pzErr){
     p->pSet = pNew;
     p->pActive = pFile;
   }
-  rc = kl_fsync(p, p->pActive, pzErr);
-  if( rc==SQLITE_OK ) rc = kl_syncdir(p, pzErr);
+  if( !p->cfg.bShared ){      /* shared: the appending processes sync */
+    rc = kl_fsync(p, p->pActive, pzErr);
+    if( rc==SQLITE_OK ) rc = kl_syncdir(p, pzErr);
+  }
   if( rc==SQLITE_OK ) kl_sync_point_locked(p);
   return rc;
 }
@@ -533,10 +555,10 @@ int kv_logstore_open(const char *zDir, const KvLogConfig *pCfg,
   }
   p = klStoreNew(zDir, pCfg);
   if( p==0 ) return SQLITE_NOMEM;
-  rc = klMakeDir(p, pzErr);
+  rc = p->cfg.bReadOnly ? SQLITE_OK : klMakeDir(p, pzErr);
   if( rc==SQLITE_OK ) rc = klOpenFiles(p, pzErr);
   if( rc==SQLITE_OK ) rc = klOpenActive(p, pzErr);
-  if( rc==SQLITE_OK && p->cfg.bBackground ){
+  if( rc==SQLITE_OK && p->cfg.bBackground && !p->cfg.bShared ){
     if( pthread_create(&p->thread, 0, klThreadMain, p)!=0 ){
       kl_set_err(pzErr, sqlite3_mprintf("kv_log: cannot start the compaction "
                                       "thread of %s", p->zDir));
@@ -1115,4 +1137,235 @@ static void *klThreadMain(void *pArg){
   }
   pthread_mutex_unlock(&p->mu);
   return 0;
+}
+
+/* --------------------------------------------------- several processes -- */
+
+void kv_logstore_share(KvLogStore *p){
+  if( p->bThread ){
+    pthread_mutex_lock(&p->mu);
+    p->bStop = 1;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, 0);         /* it finishes its compaction */
+    p->bThread = 0;
+  }
+  pthread_mutex_lock(&p->muCompact);
+  pthread_mutex_lock(&p->muWrite);
+  __atomic_store_n(&p->cfg.bShared, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&p->muWrite);
+  pthread_mutex_unlock(&p->muCompact);
+}
+
+/* Scan the frames of pFile from iFrom to szNow into pScan; pScan->iEnd
+** ends the last whole transaction (records after it are dropped), of CID
+** at most cidMax unless that is 0 (*pbBound set when a later one was
+** there). */
+static int klFollowScan(KvLogStore *p, KlFile *pFile, int64_t iFrom,
+                        int64_t szNow, uint64_t cidMax, KlScan *pScan,
+                        int *pbBound, char **pzErr){
+  int64_t iOff = iFrom;
+  int rc = SQLITE_OK;
+  pScan->sz = szNow;
+  pScan->iWin = -1;
+  pScan->iEnd = iFrom;
+  while( iOff<szNow ){
+    const uint8_t *a;
+    int64_t nAvail;
+    KlFrame fr;
+    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
+    if( rc ) return rc;
+    if( nAvail>=KL_FRAME_HDR && wal_get_u32(a)<=KL_MAX_BODY ){
+      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(a),
+                        &a, &nAvail, pzErr);
+      if( rc ) return rc;
+    }
+    if( kl_frame_parse(a, nAvail, &fr) ) break;   /* in progress, or torn */
+    if( cidMax && fr.cid>cidMax ){ *pbBound = 1; break; }
+    rc = klScanAdd(pScan, iOff, &fr);
+    if( rc ) return rc;
+    iOff += pScan->aRec[pScan->nRec-1].nFrame;
+    if( fr.flags & KL_FLAG_LAST ) pScan->iEnd = iOff;
+  }
+  while( pScan->nRec>0 && pScan->aRec[pScan->nRec-1].iOff>=pScan->iEnd ){
+    pScan->nRec--;
+  }
+  return SQLITE_OK;
+}
+
+/* Put the scanned records of pFile into *ppIndex, oldest first (each
+** replaces what the key had), with the counters *pCnt; *pnTxn counts the
+** transactions. */
+static int klFollowIndex(KlFile *pFile, KlScan *pScan, KvMap **ppIndex,
+                         KlCounts *pCnt, int *pnTxn){
+  int64_t i;
+  int rc = SQLITE_OK;
+  for(i=0; i<pScan->nRec && rc==SQLITE_OK; i++){
+    KlRec *pRec = &pScan->aRec[i];
+    int bTomb = (pRec->flags & KL_FLAG_DELETE)!=0;
+    KvMapOld o;
+    KlLoc loc, old;
+    loc.iFile = pFile->iNum;
+    loc.nFrame = pRec->nFrame;
+    loc.iOff = (uint64_t)pRec->iOff;
+    o.aBuf = &old;
+    o.nBuf = sizeof(old);
+    rc = kv_map_put_old(ppIndex, pScan->aKeys+pRec->iKey, (int)pRec->nKey,
+                        &loc, sizeof(loc), pRec->cid, bTomb, &o);
+    if( rc!=SQLITE_OK ) break;
+    if( o.bFound && o.bTomb ){
+      pCnt->nTomb--;
+    }else if( o.bFound ){
+      pCnt->nLive--;
+      pCnt->szLive -= old.nFrame;
+    }
+    if( bTomb ){ pCnt->nTomb++; }
+    else{ pCnt->nLive++; pCnt->szLive += pRec->nFrame; }
+    if( pRec->cid>pCnt->maxCid ) pCnt->maxCid = pRec->cid;
+    if( pRec->flags & KL_FLAG_LAST ) (*pnTxn)++;
+  }
+  return rc;
+}
+
+/* Read the whole transactions appended to the active file past its known
+** end and publish them; the writer cuts what follows them. */
+static int klFollowActive(KvLogStore *p, int bWriter, uint64_t cidMax,
+                          int *pbBound, int *pnTxn, char **pzErr){
+  KlFile *pFile = p->pActive;
+  KvMap *pNew = 0;
+  KlCounts cnt;
+  KlScan scan;
+  off_t szNow = 0;
+  int rc = SQLITE_OK;
+  memset(&scan, 0, sizeof(scan));
+  if( p->pIo->xFstatSize(p->pIo->pCtx, pFile->fd, &szNow) ){
+    return kl_io_err(pzErr, SQLITE_IOERR_FSTAT, "stat", pFile->zPath, errno);
+  }
+  if( (int64_t)szNow<=pFile->sz ){
+    if( bWriter && (int64_t)szNow<pFile->sz ){
+      return kl_corrupt(pzErr, pFile->zPath, (int64_t)szNow, "the log file "
+                        "is shorter than the transactions read from it");
+    }
+    return SQLITE_OK;
+  }
+  rc = klFollowScan(p, pFile, pFile->sz, (int64_t)szNow,
+                    bWriter ? 0 : cidMax, &scan, pbBound, pzErr);
+  if( rc==SQLITE_OK && scan.nRec>0 ){
+    pNew = kv_map_ref(p->pIndex);
+    cnt = p->cnt;
+    rc = klFollowIndex(pFile, &scan, &pNew, &cnt, pnTxn);
+    if( rc==SQLITE_OK ){
+      pthread_mutex_lock(&p->mu);
+      kv_map_unref(p->pIndex);
+      p->pIndex = pNew;
+      pNew = 0;
+      p->cnt = cnt;
+      pFile->sz = scan.iEnd;
+      pthread_mutex_unlock(&p->mu);
+    }
+  }
+  kv_map_unref(pNew);
+  if( rc==SQLITE_OK && bWriter && scan.iEnd<(int64_t)szNow ){
+    sqlite3_log(SQLITE_NOTICE, "kv_log: cutting the tail a process left in "
+                "%s at offset %lld", pFile->zPath, (long long)scan.iEnd);
+    if( p->pIo->xFtruncate(p->pIo->pCtx, pFile->fd, (off_t)scan.iEnd) ){
+      rc = kl_io_err(pzErr, SQLITE_IOERR_TRUNCATE, "truncate", pFile->zPath,
+                     errno);
+    }
+  }
+  klScanFree(&scan);
+  return rc;
+}
+
+/* The number of the log file a roll starts after the active one: the
+** next number no live file has (merged files took some, and no process
+** compacts while the store is shared, so every process agrees). */
+static uint32_t klNextLogNum(KvLogStore *p){
+  uint32_t iNum = p->pActive->iNum + 1;
+  while( kl_set_find(p->pSet, iNum) ) iNum++;
+  return iNum;
+}
+
+/* The log file after the active one, when another process rolled to it
+** (*ppNext, one reference, its known end past the header), or NULL.  A
+** header not written yet: a follower waits for it, the writer (whose
+** predecessor died there) writes it again. */
+static int klFollowNext(KvLogStore *p, int bWriter, KlFile **ppNext,
+                        char **pzErr){
+  uint32_t iNum = klNextLogNum(p);
+  KlFile *pFile = kl_file_new(p, iNum, KL_KIND_LOG);
+  uint8_t aHdr[KL_HDR];
+  int rc;
+  *ppNext = 0;
+  if( pFile==0 ) return SQLITE_NOMEM;
+  pFile->fd = p->pIo->xOpen(p->pIo->pCtx, pFile->zPath,
+                            (p->cfg.bReadOnly ? O_RDONLY : O_RDWR)|O_CLOEXEC,
+                            0);
+  if( pFile->fd<0 ){
+    rc = errno==ENOENT ? SQLITE_OK
+       : kl_io_err(pzErr, SQLITE_CANTOPEN, "open", pFile->zPath, errno);
+    kl_file_unref(pFile);
+    return rc;
+  }
+  rc = kl_read(p, p->pIo, pFile, aHdr, KL_HDR, 0, pzErr);
+  if( rc==SQLITE_OK && kl_header_check(aHdr, pFile)!=0 ) rc = SQLITE_EMPTY;
+  if( rc==SQLITE_IOERR_SHORT_READ ) rc = SQLITE_EMPTY;
+  if( rc==SQLITE_EMPTY ){
+    kl_file_unref(pFile);
+    pFile = 0;
+    rc = bWriter ? kl_file_create(p, iNum, KL_KIND_LOG, &pFile, pzErr)
+                 : SQLITE_OK;
+    if( pFile ) p->bDirDirty = 1;
+  }
+  if( rc!=SQLITE_OK ){
+    kl_file_unref(pFile);
+    return rc;
+  }
+  if( pFile ) pFile->sz = KL_HDR;
+  *ppNext = pFile;
+  return SQLITE_OK;
+}
+
+/* Make pNext (a reference is taken) the active file. */
+static int klFollowSwitch(KvLogStore *p, KlFile *pNext){
+  KlSet *pSet;
+  pthread_mutex_lock(&p->mu);
+  pSet = kl_set_with(p->pSet, pNext);
+  if( pSet ){
+    kl_set_unref(p->pSet);
+    p->pSet = pSet;
+    p->pActive = pNext;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if( pSet==0 ) return SQLITE_NOMEM;
+  return SQLITE_OK;
+}
+
+int kv_logstore_follow(KvLogStore *p, int bWriter, uint64_t cidMax,
+                       int *pnTxn, char **pzErr){
+  int nTxn = 0, rc, bBound = 0;
+  pthread_mutex_lock(&p->muWrite);
+  rc = klRefuse(p, pzErr);
+  while( rc==SQLITE_OK ){
+    KlFile *pNext = 0;
+    rc = klFollowActive(p, bWriter, cidMax, &bBound, &nTxn, pzErr);
+    if( rc!=SQLITE_OK || bBound ) break;
+    rc = klFollowNext(p, bWriter, &pNext, pzErr);
+    if( rc!=SQLITE_OK || pNext==0 ) break;
+    /* A roll: the active file is whole now, read it to its end first. */
+    rc = klFollowActive(p, bWriter, cidMax, &bBound, &nTxn, pzErr);
+    if( rc==SQLITE_OK && bBound ){
+      kl_file_unref(pNext);
+      break;
+    }
+    if( rc==SQLITE_OK ) rc = klFollowSwitch(p, pNext);
+    kl_file_unref(pNext);
+  }
+  if( rc==SQLITE_OK && bWriter ){
+    p->iNext = klNextLogNum(p);
+    if( nTxn>0 ) p->bDirty = 1;    /* a dead writer's appends: sync them */
+  }
+  pthread_mutex_unlock(&p->muWrite);
+  if( pnTxn ) *pnTxn = nTxn;
+  return rc;
 }

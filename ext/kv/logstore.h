@@ -109,6 +109,16 @@ struct KvLogConfig {
   ** none. */
   int (*xStep)(void *pStepCtx, int eStep);
   void *pStepCtx;
+  /* Other processes append to the store too, one at a time under a lock
+  ** of the caller's (see kv_logstore_follow): the open changes no file
+  ** (no torn tail is cut, no leftover deleted, nothing synced; the index
+  ** ends at the last whole transaction), and nothing is compacted (no
+  ** background thread; kv_logstore_compact refuses). */
+  int bShared;
+  /* With bShared: a reader only.  Files are opened read-only, nothing is
+  ** created (a store without its files is SQLITE_CANTOPEN), and apply,
+  ** sync and the writer's follow are never called. */
+  int bReadOnly;
 };
 
 /* One action of a transaction.  Keys are 1..KVLOG_MAX_KEY bytes, values
@@ -238,6 +248,28 @@ int kv_logstore_compact(KvLogStore*, char **pzErr);
 
 /* 1 if dead bytes have passed the configured trigger. */
 int kv_logstore_compaction_due(KvLogStore*);
+
+/* Several processes.  kv_logstore_share() turns an open store into the
+** shared mode of KvLogConfig.bShared for good: it stops the background
+** compaction thread (waiting for a compaction it runs).
+**
+** kv_logstore_follow() reads what other processes appended since this
+** store last looked (from the known end of its active file, then each
+** newer log file that a roll started) and publishes every whole
+** transaction found to the index; the cost is the bytes appended.  A
+** follower (bWriter 0) stops at the first incomplete or damaged frame: an
+** append in progress.  The writer (bWriter 1: the caller holds the lock
+** that orders appends, and calls it before each kv_logstore_apply) cuts
+** such a tail, which a writer that died left, and a newer file whose
+** header was never written is started again, so its appends continue the
+** log where the last whole transaction ends.  cidMax (a follower's, 0:
+** none): the transactions read end with the last one whose CID is at
+** most cidMax (one committed but not yet published stays unread).
+** *pnTxn (may be NULL): the transactions read.  Errors as for apply; a
+** follower's index stays as it was. */
+void kv_logstore_share(KvLogStore*);
+int kv_logstore_follow(KvLogStore*, int bWriter, uint64_t cidMax,
+                       int *pnTxn, char **pzErr);
 
 /* Counters for kv_stats. */
 typedef struct KvLogStats KvLogStats;

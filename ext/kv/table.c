@@ -203,6 +203,8 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.xWalSync = tblWalSync;
   def.pIo = p->pEng->pIo;
   def.xStoreWork = tblStoreWork;
+  def.bShared = p->pEng->bJoining;
+  def.bReadOnly = p->pEng->bReadOnly;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 

@@ -1801,10 +1801,28 @@ static int txnSharedLock(KvRoot *p, char **pzErr){
   return SQLITE_OK;
 }
 
+/* A store opened read-only (kv_engine_open_readonly) takes no writes. */
+static int txnReadOnlyCheck(KvRoot *p, char **pzErr){
+  int i;
+  if( !p->pEng->bReadOnly ) return SQLITE_OK;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( kv_map_count(c->pWrite)>0 || kv_map_count(c->pDelta)>0 ){
+      *pzErr = sqlite3_mprintf("kv: store %s is open read-only in this "
+          "process: table %s cannot be written", p->pEng->zDir,
+          c->pTab->zName);
+      txnRootFinish(p, KV_ROOT_FAILED);
+      return SQLITE_READONLY;
+    }
+  }
+  return SQLITE_OK;
+}
+
 int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr){
   KvEngine *pEng = p->pEng;
   int rc = txnRootUsable(p, pzErr);
+  if( rc==SQLITE_OK ) rc = txnReadOnlyCheck(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   for(;;){
     pthread_mutex_lock(&pEng->mutex);

@@ -61,6 +61,8 @@ double bench_kv_btree_stream(int bCandidate, const char *zDir);
 /* tests/bench/bench_kvmp.c: a store shared by processes. */
 double bench_kvmp_point_read(int bCandidate, const char *zDir);
 double bench_kvmp_4proc_commit(int bCandidate, const char *zDir);
+double bench_kvmp_log_point_read(int bCandidate, const char *zDir);
+double bench_kvmp_log_4proc_commit(int bCandidate, const char *zDir);
 /* tests/bench/bench_kvsql.c: KV tables against a plain table through
 ** prepared SQL, per backend; eight connections on one file against one. */
 double bench_kvsql_btree_point(int bCandidate, const char *zDir);

@@ -14,6 +14,9 @@
 **                   a quarter each at once; cost per commit in wall time
 **                   (at most 1: four processes commit at least as many
 **                   rows a second as one).
+** kvmp_log_point_read, kvmp_log_4proc_commit: the same over a kv_log
+**                   table (a reader follows the frames the writer
+**                   appends to the log file).
 */
 #include "config.h"
 #include "tests/bench/bench.h"
@@ -53,15 +56,24 @@ static sqlite3 *kmOpen(const char *zDir){
   return db;
 }
 
-/* The table t with KM_ROWS rows; the store is closed again. */
-static int kmSetup(const char *zDir){
+/* The table t, of type zType, with KM_ROWS rows; the store is closed
+** again. */
+static int kmSetupType(const char *zDir, const char *zType){
   sqlite3 *db = kmOpen(zDir);
-  int rc = db ? kmExec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
+  char *zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING %s;"
       "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM c "
-      "WHERE i<9999) INSERT INTO t SELECT i, printf('value-%010d', i) "
-      "FROM c") : SQLITE_CANTOPEN;
+      "WHERE i<9999) INSERT INTO t SELECT i, printf('value-%%010d', i) "
+      "FROM c", zType);
+  int rc = db && zSql ? kmExec(db, zSql) : SQLITE_CANTOPEN;
+  sqlite3_free(zSql);
   sqlite3_close(db);
   return rc;
+}
+
+static const char *kmType = "kv_btree";   /* the table type of a run */
+
+static int kmSetup(const char *zDir){
+  return kmSetupType(zDir, kmType);
 }
 
 /* A forked writer: one-row updates until killed. */
@@ -176,4 +188,20 @@ double bench_kvmp_4proc_commit(int bCandidate, const char *zDir){
   t1 = bench_now();
   close(aGo[1]);
   return bOk ? (t1 - t0)/KM_COMMITS : -1;
+}
+
+double bench_kvmp_log_point_read(int bCandidate, const char *zDir){
+  double t;
+  kmType = "kv_log";
+  t = bench_kvmp_point_read(bCandidate, zDir);
+  kmType = "kv_btree";
+  return t;
+}
+
+double bench_kvmp_log_4proc_commit(int bCandidate, const char *zDir){
+  double t;
+  kmType = "kv_log";
+  t = bench_kvmp_4proc_commit(bCandidate, zDir);
+  kmType = "kv_btree";
+  return t;
 }

@@ -2426,8 +2426,8 @@ END_TEST
 
 /* A child process that opens the store zDir (through a handle) and keeps
 ** it open until kvHolderStop.  Returns once the child has it open.  The
-** store holds a kv_log table, which processes do not share: other
-** processes are kept out. */
+** store holds a kv_memory table with persistence=1, which processes do
+** not share: other processes are kept out. */
 typedef struct KvHolder KvHolder;
 struct KvHolder { pid_t pid; int aDown[2]; };
 
@@ -2440,7 +2440,8 @@ static void kvHolderStart(KvHolder *p, const char *zDir){
   if( p->pid==0 ){
     sqlite3 *dbc = kv_db();
     sqlite3_int64 h;
-    th_execf(dbc, "CREATE VIRTUAL TABLE lg USING kv_log(dir='%q')", zDir);
+    th_execf(dbc, "CREATE VIRTUAL TABLE lg USING kv_memory(dir='%q', "
+                  "persistence=1)", zDir);
     h = kv_begin(dbc, zDir);
     (void)h;
     if( write(aUp[1], "x", 1)!=1 ) _exit(1);

@@ -2,17 +2,22 @@
 ** check_kvmp.c -- the "kvmp" suite: KV tables shared by several
 ** processes (real processes, started with th_spawn, never threads).
 **
-** A bank: four writer processes move money between shared kv_btree
-** accounts, each with a busy timeout, while a reader process checks on
-** every snapshot that the total never changes; writers are SIGKILLed at
-** random moments and replaced.  Every transfer a writer saw commit must
-** be there at the end, and the total holds.  Then conflicts and the
-** key-version protocol between two processes, the sqlite3 shell reading
-** a table a process writes, and a store whose tables cannot be shared
-** (kv_log) kept to one process.  The background work of a shared store
-** (WAL retirement, TTL sweeps) passes to another process when the one
-** doing it is killed, and the WAL stays small over a long shared run.
-** DEPOT_TORTURE_ITERS=n makes the bank and the long run last n seconds
+** A bank: four writer processes move money between shared accounts
+** (kv_btree tables in case "processes", kv_log in case "log"), each with
+** a busy timeout, while a reader process checks on every snapshot that
+** the total never changes; writers are SIGKILLed at random moments and
+** replaced.  Every transfer a writer saw commit must be there at the end,
+** and the total holds.  Then conflicts and the key-version protocol
+** between two processes, the sqlite3 shell reading a table a process
+** writes, kv_log appends followed across log file rolls, and a store with
+** a kv_memory table with persistence=1 kept to one process (refused at
+** once).  Case "readonly": read-only processes (URI mode=ro,
+** SQLITE_OPEN_READONLY, the shell's -readonly) read whole commits of a
+** store another process writes, and leave every file of it as it was.
+** Case "background": the background work of a shared store (WAL
+** retirement, TTL sweeps) passes to another process when the one doing
+** it is killed, and the WAL stays small over a long shared run.
+** DEPOT_TORTURE_ITERS=n makes each bank and the long run last n seconds
 ** (make torture).
 */
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
@@ -49,6 +54,8 @@ static int64_t mpNowMs(void){
 /* A connection of a child: the depot extension, a busy timeout. */
 static sqlite3 *mpChildOpen(const char *zDb){
   sqlite3 *db = 0, *dbFirst = 0;
+  const char *zLogSz = getenv("KVMP_LOG_FILE_SIZE");
+  if( zLogSz ) kv_log_test_file_size(atoll(zLogSz));   /* rolls often */
   sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
   if( sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0)
    || sqlite3_open_v2(zDb, &db, SQLITE_OPEN_READWRITE, 0) ){
@@ -120,11 +127,13 @@ static int mpBank(char **argv){
       nOk++;
     }else{
       int e = sqlite3_extended_errcode(db);
+      char *zMsg = sqlite3_mprintf("%s", sqlite3_errmsg(db));
       mpExec(db, "ROLLBACK");
       if( (e & 0xff)!=SQLITE_BUSY ){
-        fprintf(stderr, "writer %d: %s\n", id, sqlite3_errmsg(db));
+        fprintf(stderr, "writer %d: %d %s\n", id, e, zMsg);
         return 5;
       }
+      sqlite3_free(zMsg);
     }
   }
   close(fd);
@@ -148,8 +157,9 @@ static int mpAudit(char **argv){
       return 5;
     }
     if( nSum!=MP_ACCOUNTS*MP_START || nRow!=MP_ACCOUNTS ){
-      fprintf(stderr, "audit: total %lld over %lld accounts\n",
-              (long long)nSum, (long long)nRow);
+      sqlite3_int64 nAgain = mpInt(db, "SELECT sum(value) FROM acct", &rc);
+      fprintf(stderr, "audit: total %lld over %lld accounts (then %lld)\n",
+              (long long)nSum, (long long)nRow, (long long)nAgain);
       return 7;
     }
     nSnap++;
@@ -160,12 +170,16 @@ static int mpAudit(char **argv){
 
 /* exec <db> <sql>: one statement list, exit 0 if it succeeded.  execq:
 ** the same, giving up on a store held alone after 300 ms. */
-static int mpExecChild(char **argv){
+static int mpExecChild(int argc, char **argv){
   sqlite3 *db;
   if( strcmp(argv[0], "execq")==0 ) kv_engine_test_join_wait(300);
   db = mpChildOpen(argv[1]);
   int rc = mpExec(db, argv[2]);
   if( rc ) fprintf(stderr, "exec: %s\n", sqlite3_errmsg(db));
+  if( rc && argc==4 ){                  /* exec <db> <sql> <message file> */
+    FILE *f = fopen(argv[3], "w");
+    if( f ){ fputs(sqlite3_errmsg(db), f); fclose(f); }
+  }
   sqlite3_close(db);
   return rc ? 5 : 0;
 }
@@ -174,11 +188,64 @@ static int mpFill(char **argv);
 static int mpIdle(char **argv);
 static int mpTtl(char **argv);
 
+/* roread <db> <uri 0|1> <rows>: a read-only connection (URI mode=ro, or
+** SQLITE_OPEN_READONLY) reads tables b (kv_btree) and l (kv_log), to
+** which the parent writes rows i and -i in one transaction each, until
+** both hold 2*<rows> rows (10 s at most); every snapshot of a table must
+** hold both rows of a pair or neither, and a write must fail with
+** SQLITE_READONLY. */
+static int mpReadOnly(char **argv){
+  sqlite3 *db = 0, *dbFirst = 0;
+  int64_t iEnd = mpNowMs() + 10000;
+  int nWant = 2*atoi(argv[3]), rc, nDone = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0);
+  if( atoi(argv[2]) ){
+    char *zUri = sqlite3_mprintf("file:%s?mode=ro", argv[1]);
+    rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+    sqlite3_free(zUri);
+  }else{
+    rc = sqlite3_open_v2(argv[1], &db, SQLITE_OPEN_READONLY, 0);
+  }
+  sqlite3_close(dbFirst);
+  if( rc ) return 2;
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  while( mpNowMs()<iEnd && nDone<2 ){
+    static const char *azTab[] = { "b", "l" };
+    int i;
+    for(nDone=0, i=0; i<2; i++){
+      char *zSql = sqlite3_mprintf("SELECT count(*)*1000000 + sum(key) "
+                                   "FROM %s", azTab[i]);
+      sqlite3_int64 v = mpInt(db, zSql, &rc);
+      sqlite3_free(zSql);
+      if( rc ){
+        fprintf(stderr, "roread: %s\n", sqlite3_errmsg(db));
+        return 5;
+      }
+      if( v%1000000!=0 || (v/1000000)%2!=0 ){
+        fprintf(stderr, "roread: table %s: %lld rows, keys sum to %lld\n",
+                azTab[i], (long long)(v/1000000), (long long)(v%1000000));
+        return 7;
+      }
+      if( v/1000000>=nWant ) nDone++;
+    }
+  }
+  rc = mpExec(db, "INSERT INTO l VALUES(0, 'no')");
+  if( (rc & 0xff)!=SQLITE_READONLY ){
+    fprintf(stderr, "roread: a write gave %d: %s\n", rc, sqlite3_errmsg(db));
+    return 8;
+  }
+  sqlite3_close(db);
+  return nDone==2 ? 0 : 6;
+}
+
 int depot_test_child(int argc, char **argv){
+  if( argc==4 && strcmp(argv[0], "roread")==0 ) return mpReadOnly(argv);
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
   if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
-  if( argc==3 && (strcmp(argv[0], "exec")==0 || strcmp(argv[0], "execq")==0) ){
-    return mpExecChild(argv);
+  if( (argc==3 || argc==4)
+   && (strcmp(argv[0], "exec")==0 || strcmp(argv[0], "execq")==0) ){
+    return mpExecChild(argc, argv);
   }
   if( argc==5 && strcmp(argv[0], "fill")==0 ) return mpFill(argv);
   if( argc==3 && strcmp(argv[0], "idle")==0 ) return mpIdle(argv);
@@ -237,8 +304,9 @@ static int mpCheckAcks(sqlite3 *db, const char *zDir, int id){
 
 /* ------------------------------------------------------------- bank --- */
 
-START_TEST(test_kvmp_bank_survives_sigkill){
-  char *zDir = th_tmpdir("kvmp-bank");
+/* The bank over tables of type zType (kv_btree, kv_log). */
+static void mpBankTest(const char *zType){
+  char *zDir = th_tmpdir(zType);
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   const char *zIters = getenv("DEPOT_TORTURE_ITERS");
   int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 3000;
@@ -250,8 +318,8 @@ START_TEST(test_kvmp_bank_survives_sigkill){
   const char *azAudit[4];
   char zMs[16];
   sqlite3 *db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
-              "CREATE VIRTUAL TABLE tlog USING kv_btree");
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "CREATE VIRTUAL TABLE tlog USING %s", zType, zType);
   for(i=0; i<MP_ACCOUNTS; i++){
     th_execf(db, "INSERT INTO acct VALUES(%d, %d)", i, MP_START);
   }
@@ -290,10 +358,12 @@ START_TEST(test_kvmp_bank_survives_sigkill){
                   "writer %d status %d", aId[i], st);
   }
   ck_assert_int_eq(waitpid(pidAudit, &st, 0), pidAudit);
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
+                   MP_ACCOUNTS*MP_START);
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "audit status %d", st);
   ck_assert_int_gt(nKill, 0);
 
-  db = th_open(zDb);
   ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
                    MP_ACCOUNTS*MP_START);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM acct"), MP_ACCOUNTS);
@@ -304,6 +374,10 @@ START_TEST(test_kvmp_bank_survives_sigkill){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_bank_survives_sigkill){
+  mpBankTest("kv_btree");
+}
 END_TEST
 
 /* ---------------------------------------------- two processes, rules --- */
@@ -311,14 +385,14 @@ END_TEST
 /* A process whose transaction read a key that another process changed
 ** since fails its COMMIT with SQLITE_BUSY_SNAPSHOT naming the key; one
 ** that read nothing stale commits. */
-START_TEST(test_kvmp_conflict_with_another_process){
+static void mpConflictTest(const char *zType){
   char *zDir = th_tmpdir("kvmp-conflict");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   sqlite3 *db = th_open(zDb);
   char *zErr = 0;
   int rc;
-  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
-              "INSERT INTO acct VALUES('alice', 100), ('bob', 50)");
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "INSERT INTO acct VALUES('alice', 100), ('bob', 50)", zType);
   th_exec(db, "BEGIN");
   ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
                    100);
@@ -345,19 +419,23 @@ START_TEST(test_kvmp_conflict_with_another_process){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_conflict_with_another_process){
+  mpConflictTest("kv_btree");
+}
 END_TEST
 
 /* The key-version protocol sees another process's change: a versioned
 ** prepare with the version read before it conflicts. */
-START_TEST(test_kvmp_version_protocol_sees_other_process){
+static void mpVersionTest(const char *zType){
   char *zDir = th_tmpdir("kvmp-version");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
   sqlite3 *db = th_open(zDb);
   char *zVer, *zErr = 0;
   int rc;
-  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
-              "INSERT INTO acct VALUES('alice', 100)");
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "INSERT INTO acct VALUES('alice', 100)", zType);
   zVer = th_textf(db, "SELECT version FROM kv_query_with_version('acct', "
                   "'alice', '%q')", zStore);
   ck_assert_int_eq(mpRun(zDb, "UPDATE acct SET value=70 WHERE key='alice'"),
@@ -378,11 +456,15 @@ START_TEST(test_kvmp_version_protocol_sees_other_process){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+START_TEST(test_kvmp_version_protocol_sees_other_process){
+  mpVersionTest("kv_btree");
+}
 END_TEST
 
 /* The sqlite3 shell (loading the module) reads a KV table that this
 ** process keeps open and writes, and sees each of its commits. */
-START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
+static void mpShellTestEx(const char *zType, const char *zFlags){
   const char *zModule = th_module_path();
   char *zDir = th_tmpdir("kvmp-shell");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
@@ -394,17 +476,18 @@ START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
     return;                           /* no shell or module here */
   }
   db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_btree;"
-              "INSERT INTO t VALUES(1, 'one')");
+  th_execf(db, "CREATE VIRTUAL TABLE t USING %s;"
+               "INSERT INTO t VALUES(1, 'one')", zType);
   for(i=2; i<=4; i++){
     /* a sanitizer build's module needs its runtime loaded first */
     const char *zSan = getenv("DEPOT_SANITIZER");
     int bPre = zSan && (strcmp(zSan, "asan")==0 || strcmp(zSan, "tsan")==0);
-    char *zCmd = sqlite3_mprintf("%s%s%s/usr/bin/sqlite3 '%s' '.load %s' "
+    char *zCmd = sqlite3_mprintf("%s%s%s/usr/bin/sqlite3 %s'%s' '.load %s' "
         "'SELECT count(*), max(key) FROM t' 2>&1",
         bPre ? "LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib" : "",
         bPre ? zSan : "",
-        bPre ? ".so) ASAN_OPTIONS=detect_leaks=0 " : "", zDb, zModule);
+        bPre ? ".so) ASAN_OPTIONS=detect_leaks=0 " : "", zFlags, zDb,
+        zModule);
     char zOut[256];
     FILE *p = popen(zCmd, "r");
     size_t n;
@@ -423,15 +506,24 @@ START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
+
+static void mpShellTest(const char *zType){
+  mpShellTestEx(zType, "");
+}
+
+START_TEST(test_kvmp_sqlite3_shell_reads_while_app_writes){
+  mpShellTest("kv_btree");
+}
 END_TEST
 
-/* A store with a kv_log table stays with one process: another gives up
-** with SQLITE_BUSY saying why; once the first closes it, it opens. */
+/* A store with a kv_memory table with persistence=1 stays with one
+** process: another gives up with SQLITE_BUSY saying why; once the first
+** closes it, it opens. */
 START_TEST(test_kvmp_unshareable_store_stays_with_one_process){
-  char *zDir = th_tmpdir("kvmp-log");
+  char *zDir = th_tmpdir("kvmp-mem");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   sqlite3 *db = th_open(zDb);
-  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_log;"
+  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_memory(persistence=1);"
               "INSERT INTO lg VALUES(1, 'one')");
   ck_assert_int_eq(mpRunMode("execq", zDb, "SELECT count(*) FROM lg"), 5);
   sqlite3_close(db);
@@ -651,6 +743,223 @@ START_TEST(test_kvmp_owner_killed_work_handed_over){
 }
 END_TEST
 
+/* -------------------------------------------- kv_log, kv_memory --- */
+
+/* The bank over kv_log tables, whose log files roll every few KiB (each
+** process's appends follow the others' across files). */
+START_TEST(test_kvmp_log_bank_survives_sigkill){
+  setenv("KVMP_LOG_FILE_SIZE", "4096", 1);
+  mpBankTest("kv_log");
+  unsetenv("KVMP_LOG_FILE_SIZE");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_conflict_with_another_process){
+  mpConflictTest("kv_log");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_version_protocol_sees_other_process){
+  mpVersionTest("kv_log");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_sqlite3_shell_reads_while_app_writes){
+  mpShellTest("kv_log");
+}
+END_TEST
+
+/* Two processes take turns appending to one kv_log table, across rolls of
+** its log file: each reads (and deletes) rows of the other, scans
+** included, and the store opened alone afterwards holds them all. */
+START_TEST(test_kvmp_log_appends_follow_across_rolls){
+  char *zDir = th_tmpdir("kvmp-logroll");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db;
+  int i;
+  kv_log_test_file_size(2048);
+  setenv("KVMP_LOG_FILE_SIZE", "2048", 1);
+  db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lg USING kv_log;"
+              "INSERT INTO lg VALUES(0, 'zero')");
+  for(i=1; i<=20; i++){
+    char *zSql = sqlite3_mprintf("CREATE TEMP TABLE x(v CHECK(v=%d));"
+        "INSERT INTO x SELECT count(*) FROM lg;"
+        "INSERT INTO lg VALUES(%d, printf('%%.200c', 'a'));"
+        "DELETE FROM lg WHERE key=%d", 2*i-1, 100+i, 2*i-2);
+    ck_assert_int_eq(mpRun(zDb, zSql), 0);
+    sqlite3_free(zSql);
+    ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg"), 2*i-1);
+    ck_assert_int_eq(th_intf(db, "SELECT length(value) FROM lg "
+                                 "WHERE key=%d", 100+i), 200);
+    th_execf(db, "INSERT INTO lg VALUES(%d, 'mine')", 2*i-1);
+    th_execf(db, "INSERT INTO lg VALUES(%d, 'mine')", 2*i);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg WHERE key<100"), 21);
+  sqlite3_close(db);
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  db = th_open(zDb);                      /* alone again: replay, check */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg"), 41);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lg WHERE key>100"), 20);
+  sqlite3_close(db);
+  kv_log_test_file_size(0);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A process finding the store held by one with a kv_memory table with
+** persistence=1 fails at once (not after the 10 s join wait), naming the
+** table and the holder's pid. */
+START_TEST(test_kvmp_persistent_memory_refused_at_once){
+  char *zDir = th_tmpdir("kvmp-memref");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zMsg = sqlite3_mprintf("%s/msg", zDir);
+  char *zPid = sqlite3_mprintf("(pid %ld)", (long)getpid());
+  const char *azArg[] = { "exec", zDb, "SELECT count(*) FROM pm", zMsg, 0 };
+  sqlite3 *db = th_open(zDb);
+  char zOut[1024];
+  FILE *f;
+  size_t n;
+  int st = 0;
+  int64_t iStart;
+  pid_t pid;
+  th_exec(db, "CREATE VIRTUAL TABLE pm USING kv_memory(persistence=1);"
+              "INSERT INTO pm VALUES(1, 'one')");
+  iStart = mpNowMs();
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==5);
+  ck_assert_msg(mpNowMs()-iStart < 5000, "refused after %lld ms",
+                (long long)(mpNowMs()-iStart));
+  f = fopen(zMsg, "r");
+  ck_assert_ptr_nonnull(f);
+  n = fread(zOut, 1, sizeof(zOut)-1, f);
+  zOut[n] = 0;
+  fclose(f);
+  ck_assert_msg(strstr(zOut, "kv_memory table pm with persistence=1")
+                && strstr(zOut, zPid), "%s", zOut);
+  /* the table is still the holder's, and the refusal changed nothing */
+  th_exec(db, "INSERT INTO pm VALUES(2, 'two')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM pm"), 2);
+  sqlite3_close(db);
+  ck_assert_int_eq(mpRun(zDb, "SELECT 1/(count(*)=2) FROM pm"), 0);
+  sqlite3_free(zPid);
+  sqlite3_free(zMsg);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* ------------------------------------------------------ read-only --- */
+
+/* Every file under zDir (but SQLite's shared-memory index of the kv_btree
+** data file, which any reader of a WAL database writes) as "path size
+** mtime inode" lines. */
+static void mpListFiles(const char *zDir, KvBuf *pOut){
+  char *zCmd = sqlite3_mprintf("cd '%s' && find . -type f ! -name '*-shm' "
+      "-printf '%%p %%s %%T@ %%i\n' | sort", zDir);
+  char aBuf[4096];
+  size_t n;
+  FILE *p = popen(zCmd, "r");
+  ck_assert_ptr_nonnull(p);
+  pOut->n = 0;
+  while( (n = fread(aBuf, 1, sizeof(aBuf), p))>0 ){
+    ck_assert_int_eq(kv_buf_append(pOut, aBuf, (int)n), SQLITE_OK);
+  }
+  pclose(p);
+  sqlite3_free(zCmd);
+}
+
+static int mpRunReadOnly(const char *zDb, int bUri, int nWant){
+  char zUri[4], zWant[16];
+  const char *azArg[] = { "roread", zDb, zUri, zWant, 0 };
+  int st = 0;
+  pid_t pid;
+  snprintf(zUri, sizeof(zUri), "%d", bUri);
+  snprintf(zWant, sizeof(zWant), "%d", nWant);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+/* A read-only process (URI mode=ro, then SQLITE_OPEN_READONLY as the
+** shell's -readonly) reads a store another process has open and writes
+** no file of it: every file keeps its size, time and inode, and none is
+** created. */
+START_TEST(test_kvmp_readonly_open_writes_nothing){
+  char *zDir = th_tmpdir("kvmp-ro");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  KvBuf before, after;
+  sqlite3 *db = th_open(zDb);
+  int i;
+  memset(&before, 0, sizeof(before));
+  memset(&after, 0, sizeof(after));
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log");
+  for(i=1; i<=5; i++){
+    th_execf(db, "INSERT INTO b VALUES(%d, 'x'), (%d, 'x');"
+                 "INSERT INTO l VALUES(%d, 'x'), (%d, 'x')", i, -i, i, -i);
+  }
+  /* the first reader makes the holder share the store (the holder writes
+  ** its shared header then); later ones change nothing */
+  ck_assert_int_eq(mpRunReadOnly(zDb, 1, 5), 0);
+  usleep(200000);                       /* collectors settle */
+  mpListFiles(zStore, &before);
+  ck_assert_int_gt(before.n, 0);
+  usleep(20000);                        /* a write would show in mtimes */
+  ck_assert_int_eq(mpRunReadOnly(zDb, 1, 5), 0);
+  ck_assert_int_eq(mpRunReadOnly(zDb, 0, 5), 0);
+  mpListFiles(zStore, &after);
+  ck_assert_msg(after.n==before.n && memcmp(after.a, before.a, after.n)==0,
+                "before:\n%.*s\nafter:\n%.*s", before.n, before.a,
+                after.n, after.a);
+  sqlite3_close(db);
+  sqlite3_free(before.a);
+  sqlite3_free(after.a);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A read-only process reads whole commits while another process commits
+** pairs of rows to a kv_btree and a kv_log table. */
+START_TEST(test_kvmp_readonly_reads_while_another_writes){
+  char *zDir = th_tmpdir("kvmp-rowrite");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char zWant[16];
+  const char *azArg[] = { "roread", zDb, "0", zWant, 0 };
+  sqlite3 *db = th_open(zDb);
+  int i, st = 0;
+  pid_t pid;
+  th_exec(db, "PRAGMA busy_timeout=5000;"
+              "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log");
+  snprintf(zWant, sizeof(zWant), "%d", 300);
+  pid = th_spawn(azArg);
+  for(i=1; i<=300; i++){
+    char *zSql = sqlite3_mprintf("BEGIN; INSERT INTO b VALUES(%d, 'x'), "
+        "(%d, 'x'); INSERT INTO l VALUES(%d, 'x'), (%d, 'x'); COMMIT",
+        i, -i, i, -i);
+    int rc, nTry = 0;
+    while( (rc = sqlite3_exec(db, zSql, 0, 0, 0))==SQLITE_BUSY && nTry++<50 ){
+      sqlite3_exec(db, "ROLLBACK", 0, 0, 0);  /* the store turning shared */
+      usleep(20000);
+    }
+    ck_assert_msg(rc==SQLITE_OK, "%s: %s", zSql, sqlite3_errmsg(db));
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "reader status %d", st);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A long shared run, two writers and a process that opened the store and
 ** then runs no transaction: the root WAL keeps a handful of segments
 ** (those written in the last few retirement periods), not all it ever
@@ -770,6 +1079,12 @@ START_TEST(test_kvmp_ttl_sweeps_handed_over){
 }
 END_TEST
 
+/* The sqlite3 shell with -readonly reads a kv_log table a process writes. */
+START_TEST(test_kvmp_readonly_shell_reads_log_while_app_writes){
+  mpShellTestEx("kv_log", "-readonly ");
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -785,6 +1100,21 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_owner_killed_work_handed_over);
   tcase_add_test(tc, test_kvmp_wal_bounded_in_long_shared_run);
   tcase_add_test(tc, test_kvmp_ttl_sweeps_handed_over);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("log");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_log_bank_survives_sigkill);
+  tcase_add_test(tc, test_kvmp_log_conflict_with_another_process);
+  tcase_add_test(tc, test_kvmp_log_version_protocol_sees_other_process);
+  tcase_add_test(tc, test_kvmp_log_sqlite3_shell_reads_while_app_writes);
+  tcase_add_test(tc, test_kvmp_log_appends_follow_across_rolls);
+  tcase_add_test(tc, test_kvmp_persistent_memory_refused_at_once);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("readonly");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_readonly_open_writes_nothing);
+  tcase_add_test(tc, test_kvmp_readonly_reads_while_another_writes);
+  tcase_add_test(tc, test_kvmp_readonly_shell_reads_log_while_app_writes);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -34,13 +34,14 @@ torture-mixed: tests/torture/torture_mixed$(EXEEXT)
 torture: torture-mixed
 .PHONY: torture-mixed
 
-# KV tables shared by processes (tests/check/check_kvmp.c): the bank with
-# SIGKILLed writers for KVMP_SECONDS (default 60) instead of 3 s.
+# KV tables shared by processes (tests/check/check_kvmp.c): the banks
+# (kv_btree, kv_log) with SIGKILLed writers for KVMP_SECONDS (default 60)
+# each instead of 3 s.
 torture-kvmp: tests/check/check_kvmp$(EXEEXT)
 	@mkdir -p tests/tmp
 	DEPOT_TEST_TMPDIR='$(abs_top_builddir)/tests/tmp' \
 	DEPOT_MODULE='$(abs_top_builddir)/.libs/depot.so' \
-	DEPOT_TORTURE_ITERS=$${KVMP_SECONDS:-60} CK_RUN_CASE=processes \
+	DEPOT_TORTURE_ITERS=$${KVMP_SECONDS:-60} \
 	  ./tests/check/check_kvmp$(EXEEXT)
 torture: torture-kvmp
 .PHONY: torture-kvmp
