@@ -1838,8 +1838,14 @@ static int dvCheckCarrier(DvCheck *p, KvRoot *r, const char *zSrc,
   KvIter *pIter = 0;
   int i = 0, rc;
   memset(&exp, 0, sizeof(exp));
-  rc = kv_root_bind(r, zSrc, (int)strlen(zSrc), pzErr);
-  if( rc==SQLITE_OK ) rc = kv_root_bind(r, c->zName, c->nName, pzErr);
+  /* one snapshot for the source and the carrier */
+  {
+    const char *az[2];
+    int an[2];
+    az[0] = zSrc; an[0] = (int)strlen(zSrc);
+    az[1] = c->zName; an[1] = c->nName;
+    rc = kv_root_bind_set(r, 2, az, an, pzErr);
+  }
   if( rc==SQLITE_OK ){
     rc = kv_iter_open(pEng, r, zSrc, (int)strlen(zSrc), 0, 0,
                       KV_ITER_WITH_EXPIRED, &pIter, pzErr);
@@ -1964,10 +1970,16 @@ static int dvCheckDeadlines(DvCheck *p, KvRoot *r, const char *zSrc,
   KvIter *pIter = 0;
   KvBuf k = {0, 0, 0}, v = {0, 0, 0};
   char *zIdx = 0;
-  int rc = kv_root_bind(r, zSrc, nSrc, pzErr);
-  if( rc==SQLITE_OK ) rc = dvTtlIndex(r, zSrc, nSrc, &zIdx);
+  int rc = dvTtlIndex(r, zSrc, nSrc, &zIdx);
   if( rc!=SQLITE_OK || zIdx==0 ) return rc;
-  rc = kv_root_bind(r, zIdx, (int)strlen(zIdx), pzErr);
+  /* one snapshot for the table and its index */
+  {
+    const char *az[2];
+    int an[2];
+    az[0] = zSrc; an[0] = nSrc;
+    az[1] = zIdx; an[1] = (int)strlen(zIdx);
+    rc = kv_root_bind_set(r, 2, az, an, pzErr);
+  }
   if( rc==SQLITE_OK && p->bRepair ){
     /* a concurrent write to the table makes the repair retry */
     rc = kv_root_note_range(r, zSrc, nSrc, (const uint8_t*)"", 0, 0, 0,
@@ -2567,9 +2579,19 @@ static int dvCounterFix(DvTable *p, DvCursor *c, KvRoot **pr, char **pzErr){
     if( *pr==0 ){
       rc = kv_root_begin(p->pEng, &c->pOwn);
       *pr = c->pOwn;
-      /* one snapshot for the counter rows and the expired rows */
-      if( rc==SQLITE_OK ) rc = kv_root_bind(*pr, p->zName, p->nName, pzErr);
-      if( rc==SQLITE_OK ) rc = kv_root_bind(*pr, zOf, (int)strlen(zOf), pzErr);
+      /* one snapshot for the counter rows, the source and its deadline
+      ** index (a sweep commits to all three) */
+      char *zIdx = 0;
+      if( rc==SQLITE_OK ) rc = dvTtlIndex(*pr, zOf, (int)strlen(zOf), &zIdx);
+      if( rc==SQLITE_OK ){
+        const char *az[3];
+        int an[3];
+        az[0] = p->zName; an[0] = p->nName;
+        az[1] = zOf; an[1] = (int)strlen(zOf);
+        az[2] = zIdx; an[2] = zIdx ? (int)strlen(zIdx) : 0;
+        rc = kv_root_bind_set(*pr, zIdx ? 3 : 2, az, an, pzErr);
+      }
+      sqlite3_free(zIdx);
     }
     x.db = dvDb(p->pConn);
     x.pC = dvCache(p->pConn);

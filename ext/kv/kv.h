@@ -573,6 +573,15 @@ int kv_del(KvRoot*, const char *zTab, int nTab, const uint8_t *aKey,
 ** selects no protocol.  Errors as kv_get's, and SQLITE_BUSY_SNAPSHOT when
 ** a table the root wrote was removed since. */
 int kv_root_bind(KvRoot*, const char *zTab, int nTab, char **pzErr);
+/* Bind n tables (at most KV_BIND_SET_MAX) the root has not touched at
+** one point: every snapshot is taken in one hold of the engine mutex, so
+** no commit falls between them (separate kv_root_bind calls may each see
+** a different last commit).  When a table is already bound, or created or
+** removed by the root, or missing, each is bound as kv_root_bind does
+** (and fails as it does). */
+#define KV_BIND_SET_MAX 8
+int kv_root_bind_set(KvRoot*, int n, const char *const *azTab,
+                     const int *anTab, char **pzErr);
 /* Bind the root to table zTab as a first write does (no snapshot is
 ** taken before the first read), so that a catalog change of zTab
 ** committed from now on makes the root's prepare fail, and (bWatch)

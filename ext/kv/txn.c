@@ -806,6 +806,55 @@ int kv_root_bind(KvRoot *p, const char *zTab, int nTab, char **pzErr){
   return rc;
 }
 
+/* Is zTab bound by root p already? */
+static int txnIsBound(KvRoot *p, const char *zTab, int nTab){
+  int i;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !c->bSchema && c->pTab->nName==nTab
+     && memcmp(c->pTab->zName, zTab, nTab)==0 ){
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int kv_root_bind_set(KvRoot *p, int n, const char *const *azTab,
+                     const int *anTab, char **pzErr){
+  KvTable *pNew = 0, *apTab[KV_BIND_SET_MAX];
+  KvChild *c = 0;
+  int i, j, bTogether = n>0 && n<=KV_BIND_SET_MAX && !p->bRemove;
+  int rc = txnRootUsable(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  for(i=0; bTogether && i<n; i++){
+    char *zNameErr = 0;
+    bTogether = kv_name_check(azTab[i], anTab[i], &zNameErr)==SQLITE_OK
+        && !txnIsBound(p, azTab[i], anTab[i])
+        && txnOwnSchema(p, azTab[i], anTab[i], &pNew)==0;
+    sqlite3_free(zNameErr);
+  }
+  if( bTogether ){
+    pthread_mutex_lock(&p->pEng->mutex);
+    rc = kvEngineCatchUp(p->pEng, 0, pzErr);    /* a shared store */
+    for(i=0; rc==SQLITE_OK && bTogether && i<n; i++){
+      apTab[i] = kvTableFind(p->pEng, azTab[i], anTab[i]);
+      bTogether = apTab[i]!=0;
+      for(j=0; bTogether && j<i; j++) bTogether = apTab[j]!=apTab[i];
+    }
+    /* one sequence for every snapshot */
+    for(i=0; rc==SQLITE_OK && bTogether && i<n; i++){
+      rc = txnBindLive(p, apTab[i], 0, 0, &c);
+      if( rc!=SQLITE_OK ) kvSnapshotError(rc, azTab[i], anTab[i], pzErr);
+    }
+    pthread_mutex_unlock(&p->pEng->mutex);
+    if( rc!=SQLITE_OK || bTogether ) return rc;
+  }
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    rc = kv_root_bind(p, azTab[i], anTab[i], pzErr);
+  }
+  return rc;
+}
+
 int kv_root_has_writes(KvRoot *p){
   int i;
   if( p->bRemove ) return 1;
