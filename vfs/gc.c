@@ -78,26 +78,6 @@ static int gcRange(Cov *p, const unsigned char *lo, int nLo,
   return rc==SQLITE_OK ? rc : cov_store_err(p, rc);
 }
 
-/* The last key a bounded scan visited. */
-typedef struct GcLast GcLast;
-struct GcLast {
-  int64_t n;
-  unsigned char aKey[LAYOUT_MAX_KEY+1];
-  int nKey;
-};
-
-static int gcLastRow(void *pArg, const unsigned char *pKey, int nKey,
-                     const unsigned char *pVal, int nVal){
-  GcLast *l = (GcLast*)pArg;
-  (void)pVal; (void)nVal;
-  l->n++;
-  if( nKey<=LAYOUT_MAX_KEY ){
-    memcpy(l->aKey, pKey, nKey);
-    l->nKey = nKey;
-  }
-  return 0;
-}
-
 /* Count (and unless bDry clear) at most nMax rows of lo <= key < hi from
 ** pCur's key on; *pbMore is set when rows may remain, and pCur's key
 ** moves past the last one visited. */
@@ -106,25 +86,16 @@ static int gcRangeSome(Cov *p, GcCursor *pCur, const unsigned char *lo,
                        int bDry, int64_t *pnRow, int *pbMore){
   const unsigned char *pFrom = pCur->nKey ? pCur->aKey : lo;
   int nFrom = pCur->nKey ? pCur->nKey : nLo;
-  GcLast l;
-  int rc;
-  memset(&l, 0, sizeof(l));
-  rc = store_scan(p->pStore, pFrom, nFrom, hi, nHi, 0, nMax, gcLastRow, &l);
+  unsigned char aNext[LAYOUT_MAX_KEY+1];
+  int64_t n = 0;
+  int nNext = 0;
+  int rc = store_clear_some(p->pStore, pFrom, nFrom, hi, nHi, nMax, bDry, &n,
+                            aNext, (int)sizeof(aNext), &nNext);
   if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  *pbMore = l.n>=nMax && l.nKey>0;
-  if( *pbMore ) l.aKey[l.nKey++] = 0;     /* just past the last key */
-  if( !bDry ){
-    rc = *pbMore ? store_clear_range(p->pStore, pFrom, nFrom, l.aKey, l.nKey)
-                 : store_clear_range(p->pStore, pFrom, nFrom, hi, nHi);
-    if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  }
-  *pnRow += l.n;
-  if( *pbMore ){
-    memcpy(pCur->aKey, l.aKey, l.nKey);
-    pCur->nKey = l.nKey;
-  }else{
-    pCur->nKey = 0;
-  }
+  *pnRow += n;
+  *pbMore = nNext>0;
+  memcpy(pCur->aKey, aNext, nNext);
+  pCur->nKey = nNext;
   return SQLITE_OK;
 }
 

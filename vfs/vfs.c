@@ -787,28 +787,6 @@ static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
 
 /* ================= writes ================= */
 
-/* Forget what the transaction staged and remove its rows (a failure
-** leaves them to the branch's next commit, staging, writer or depot_gc). */
-/* The last key a bounded scan of staged rows visited. */
-typedef struct StageLast StageLast;
-struct StageLast {
-  int n;
-  unsigned char aKey[LAYOUT_MAX_KEY+1];
-  int nKey;
-};
-
-static int depotStageLastRow(void *pArg, const unsigned char *pKey, int nKey,
-                             const unsigned char *pVal, int nVal){
-  StageLast *l = (StageLast*)pArg;
-  (void)pVal; (void)nVal;
-  l->n++;
-  if( nKey<=LAYOUT_MAX_KEY ){
-    memcpy(l->aKey, pKey, nKey);
-    l->nKey = nKey;
-  }
-  return 0;
-}
-
 #define DEPOT_STAGE_CLEAR_BATCH 1024   /* chunk rows a clearing txn removes */
 
 /* Remove the staged rows of iBranch at txid iFrom or later (vfs/db.h,
@@ -826,25 +804,22 @@ static int depotStageClear(DepotFile *p, uint64_t iBranch, uint64_t iFrom){
   if( depot_gc_test_batch>0 ) nMax = depot_gc_test_batch;
 #endif
   for(;;){
-    StageLast l;
-    memset(&l, 0, sizeof(l));
+    unsigned char aNext[LAYOUT_MAX_KEY+1];
+    int64_t n = 0;
+    int nNext = 0;
     rc = store_begin(p->pStore, 1);
     if( rc!=SQLITE_OK ) break;
-    rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, nMax, depotStageLastRow,
-                    &l);
-    if( rc==SQLITE_OK && l.n>=nMax && l.nKey>0 ){
-      l.aKey[l.nKey++] = 0;               /* just past the last key */
-      rc = store_clear_range(p->pStore, lo, nLo, l.aKey, l.nKey);
-    }else if( rc==SQLITE_OK && l.n>0 ){
-      rc = store_clear_range(p->pStore, lo, nLo, hi, nHi);
-    }
+    rc = store_clear_some(p->pStore, lo, nLo, hi, nHi, nMax, 0, &n, aNext,
+                          (int)sizeof(aNext), &nNext);
     if( rc==SQLITE_OK ) rc = store_commit(p->pStore);
     else store_rollback(p->pStore);
-    if( rc!=SQLITE_OK || l.n<nMax ) break;
+    if( rc!=SQLITE_OK || nNext==0 ) break;
   }
   return rc;
 }
 
+/* Forget what the transaction staged and remove its rows (a failure
+** leaves them to the branch's next commit, staging, writer or depot_gc). */
 static void depotStageDiscard(DepotFile *p){
   txstage_clear(&p->stage);
   if( p->stream.iTxid && p->stream.nBlob>0 ){
@@ -1584,22 +1559,31 @@ static int depotCheckReservedLock(sqlite3_file *pFile, int *pResOut){
 
 /* ================= file controls ================= */
 
+/* The value of PRAGMA zName=zVal as an integer 0..nMax in *pn, or
+** SQLITE_ERROR with the message in azArg[0]. */
+static int depotPragmaInt(char **azArg, const char *zName, const char *zVal,
+                          int nMax, int64_t *pn){
+  char *zEnd = 0;
+  long long n = strtoll(zVal, &zEnd, 10);
+  if( zEnd==zVal || *zEnd || n<0 || n>nMax ){
+    azArg[0] = sqlite3_mprintf("depot: %s must be an integer 0..%d, got %s",
+                               zName, nMax, zVal);
+    return SQLITE_ERROR;
+  }
+  *pn = n;
+  return SQLITE_OK;
+}
+
 /* PRAGMA depot_cache_kb[=N] and depot_map_kb[=N]: the byte limit, in KiB,
 ** of the decoded-page cache (bMap 0) or the page map (bMap 1); answers the
 ** limit in effect. */
 static int depotPragmaKb(DepotFile *p, char **azArg, int bMap){
-  const char *zVal = azArg[2];
-  int64_t nLimit;
-  if( zVal ){
-    char *zEnd = 0;
-    long long n = strtoll(zVal, &zEnd, 10);
-    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
-      azArg[0] = sqlite3_mprintf("depot: %s must be an integer 0..%d, got %s",
-          bMap ? "depot_map_kb" : "depot_cache_kb", URI_MAX_CACHE_KB, zVal);
-      return SQLITE_ERROR;
-    }
-    if( bMap ) depot_pagemap_set_limit(p->pShared->pMap, (int64_t)n*1024);
-    else depot_cache_set_limit(p->pShared->pCache, (int64_t)n*1024);
+  int64_t n, nLimit;
+  if( azArg[2] ){
+    if( depotPragmaInt(azArg, bMap ? "depot_map_kb" : "depot_cache_kb",
+                       azArg[2], URI_MAX_CACHE_KB, &n) ) return SQLITE_ERROR;
+    if( bMap ) depot_pagemap_set_limit(p->pShared->pMap, n*1024);
+    else depot_cache_set_limit(p->pShared->pCache, n*1024);
   }
   nLimit = bMap ? depot_pagemap_limit(p->pShared->pMap)
                 : depot_cache_limit(p->pShared->pCache);
@@ -1611,16 +1595,11 @@ static int depotPragmaKb(DepotFile *p, char **azArg, int bMap){
 ** transaction of this connection keeps in memory before it stages them in
 ** the store (0: never stages); answers the budget in effect. */
 static int depotPragmaBudget(DepotFile *p, char **azArg){
-  const char *zVal = azArg[2];
-  if( zVal ){
-    char *zEnd = 0;
-    long long n = strtoll(zVal, &zEnd, 10);
-    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_CACHE_KB ){
-      azArg[0] = sqlite3_mprintf("depot: depot_txn_budget_kb must be an"
-          " integer 0..%d, got %s", URI_MAX_CACHE_KB, zVal);
-      return SQLITE_ERROR;
-    }
-    p->nTxBudget = (int64_t)n*1024;
+  int64_t n;
+  if( azArg[2] ){
+    if( depotPragmaInt(azArg, "depot_txn_budget_kb", azArg[2],
+                       URI_MAX_CACHE_KB, &n) ) return SQLITE_ERROR;
+    p->nTxBudget = n*1024;
   }
   azArg[0] = sqlite3_mprintf("%lld", (long long)(p->nTxBudget/1024));
   return SQLITE_OK;
@@ -1629,15 +1608,10 @@ static int depotPragmaBudget(DepotFile *p, char **azArg){
 /* PRAGMA depot_readahead[=N]: the pages this connection reads ahead of a
 ** scan (0: off); answers the number in effect. */
 static int depotPragmaReadahead(DepotFile *p, char **azArg){
-  const char *zVal = azArg[2];
-  if( zVal ){
-    char *zEnd = 0;
-    long long n = strtoll(zVal, &zEnd, 10);
-    if( zEnd==zVal || *zEnd || n<0 || n>URI_MAX_READAHEAD ){
-      azArg[0] = sqlite3_mprintf("depot: depot_readahead must be an integer"
-                                 " 0..%d, got %s", URI_MAX_READAHEAD, zVal);
-      return SQLITE_ERROR;
-    }
+  int64_t n;
+  if( azArg[2] ){
+    if( depotPragmaInt(azArg, "depot_readahead", azArg[2], URI_MAX_READAHEAD,
+                       &n) ) return SQLITE_ERROR;
     p->nReadahead = (uint32_t)n;
   }
   azArg[0] = sqlite3_mprintf("%u", p->nReadahead);
@@ -1647,15 +1621,10 @@ static int depotPragmaReadahead(DepotFile *p, char **azArg){
 /* PRAGMA depot_threads[=N]: the zstd worker threads of this connection's
 ** staged parts and commits (0: inline); answers the number in effect. */
 static int depotPragmaThreads(DepotFile *p, char **azArg){
-  const char *zVal = azArg[2];
-  if( zVal ){
-    char *zEnd = 0;
-    long long n = strtoll(zVal, &zEnd, 10);
-    if( zEnd==zVal || *zEnd || n<0 || n>LTX_MAX_THREADS ){
-      azArg[0] = sqlite3_mprintf("depot: depot_threads must be an integer"
-                                 " 0..%d, got %s", LTX_MAX_THREADS, zVal);
-      return SQLITE_ERROR;
-    }
+  int64_t n;
+  if( azArg[2] ){
+    if( depotPragmaInt(azArg, "depot_threads", azArg[2], LTX_MAX_THREADS,
+                       &n) ) return SQLITE_ERROR;
     p->nThreads = (int)n;
   }
   azArg[0] = sqlite3_mprintf("%d", p->nThreads);

@@ -61,6 +61,44 @@ int store_clear_range(Store *p, const void *pLo, int nLo,
                       const void *pHi, int nHi){
   return p->pMethods->xClearRange(p, pLo, nLo, pHi, nHi);
 }
+/* The rows a bounded step visited, and the last key (store_clear_some). */
+typedef struct StoreLast StoreLast;
+struct StoreLast {
+  int64_t n;
+  unsigned char *aKey; int nKey, nMax;
+};
+static int storeLastRow(void *pArg, const unsigned char *pKey, int nKey,
+                        const unsigned char *pVal, int nVal){
+  StoreLast *l = (StoreLast*)pArg;
+  (void)pVal; (void)nVal;
+  l->n++;
+  if( nKey<l->nMax ){
+    memcpy(l->aKey, pKey, nKey);
+    l->nKey = nKey;
+  }else{
+    l->nKey = 0;
+  }
+  return 0;
+}
+int store_clear_some(Store *p, const void *pLo, int nLo, const void *pHi,
+                     int nHi, int nMax, int bDry, int64_t *pnRow,
+                     unsigned char *aNext, int nNextMax, int *pnNext){
+  StoreLast l;
+  int rc;
+  l.n = 0; l.aKey = aNext; l.nKey = 0; l.nMax = nNextMax;
+  *pnNext = 0;
+  rc = store_scan(p, pLo, nLo, pHi, nHi, 0, nMax, storeLastRow, &l);
+  if( rc!=SQLITE_OK ) return rc;
+  *pnRow = l.n;
+  if( l.n>=nMax && l.nKey>0 ){
+    aNext[l.nKey++] = 0;                  /* just past the last key */
+    *pnNext = l.nKey;
+    if( !bDry ) rc = store_clear_range(p, pLo, nLo, aNext, l.nKey);
+  }else if( !bDry && l.n>0 ){
+    rc = store_clear_range(p, pLo, nLo, pHi, nHi);
+  }
+  return rc;
+}
 int store_add(Store *p, const void *pKey, int nKey, int64_t iDelta,
               int64_t *piNew){
   return p->pMethods->xAdd(p, pKey, nKey, iDelta, piNew);

@@ -136,6 +136,17 @@ int store_clear(Store*, const void *pKey, int nKey);
 int store_clear_range(Store*, const void *pLo, int nLo,
                       const void *pHi, int nHi);
 
+/* A bounded step of a large removal: count (and unless bDry remove) at
+** most nMax rows with pLo <= key < pHi.  *pnRow gets how many.  When rows
+** may remain, *pnNext > 0 and aNext (nNextMax bytes, one more than the
+** longest key) holds the key just past the last row visited: the next
+** step starts there; else *pnNext is 0.  A key longer than nNextMax-1 ends
+** the removal at pHi (nothing is left behind).  Inside the caller's
+** transaction. */
+int store_clear_some(Store*, const void *pLo, int nLo, const void *pHi,
+                     int nHi, int nMax, int bDry, int64_t *pnRow,
+                     unsigned char *aNext, int nNextMax, int *pnNext);
+
 /* Atomic add: the value is a signed 64-bit little-endian integer (absent
 ** counts as 0; a value of another length is SQLITE_CORRUPT).  Stores the
 ** sum and, if piNew is not NULL, returns it. */
