@@ -100,6 +100,7 @@ struct DepotFile {
   TxStage stage;             /* pages of the transaction staged in ... */
   DepotStageStream stream;   /* ... its blob, ahead of the commit */
   int bStageSwept;           /* staged leftovers of the branch removed */
+  int bUnborn;               /* iBranch was seen unborn (vfs/layout.h) */
   uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
   int bTxDirty;              /* tx or nPageTx differs from snap */
   int bRollback;             /* the main journal is being played back */
@@ -406,11 +407,48 @@ static int depotPinHead(DepotFile *p, char **pzErr){
   return rc;
 }
 
+/* Whether the branch this handle pinned, which had no commit, was an
+** unborn one (vfs/layout.h) that depot_gc has taken the name from since
+** (its record dropped, or gone after the handle saw it unborn): then
+** *pbGone, and the handle forgets it, so the name is read anew at the
+** next pin, as on a first open. */
+static int depotUnbornGone(DepotFile *p, int *pbGone, char **pzErr){
+  BranchRecord rec;
+  int bUnborn = 0, rc;
+  *pbGone = 0;
+  if( p->iBranch==0 || p->snap.iTxid!=0 ) return SQLITE_OK;
+  rc = depot_branch_unborn(p->pStore, p->iBranch, &bUnborn, pzErr);
+  if( rc==SQLITE_OK && bUnborn ){
+    p->bUnborn = 1;
+    rc = depot_branch_get(p->pStore, p->iBranch, &rec, pzErr);
+    if( rc==SQLITE_OK ) bUnborn = rec.eState==LAYOUT_STATE_DROPPED;
+  }else if( rc==SQLITE_OK && p->bUnborn ){   /* reclaimed since */
+    rc = depot_branch_get(p->pStore, p->iBranch, &rec, pzErr);
+    bUnborn = rc==SQLITE_NOTFOUND;
+  }
+  if( rc==SQLITE_NOTFOUND ){
+    sqlite3_free(*pzErr);
+    *pzErr = 0;
+    rc = SQLITE_OK;
+  }
+  if( rc==SQLITE_OK && bUnborn ){
+    p->iBranch = 0;
+    p->bUnborn = 0;
+    p->bStageSwept = 0;
+    *pbGone = 1;
+  }
+  return rc;
+}
+
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
   depotBeginRead(p);
-  if( p->iBranch==0 ){
+  if( p->iBranch && p->snap.iTxid==0 ){
+    int bGone = 0;
+    rc = depotUnbornGone(p, &bGone, &zErr);
+  }
+  if( rc==SQLITE_OK && p->iBranch==0 ){
     DepotName nm;
     rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
                             &zErr);
@@ -889,6 +927,7 @@ static int depotStageCreate(DepotFile *p){
   if( rc==SQLITE_OK ){
     depotAdopt(p, iBranch, &head);
     p->bStageSwept = 1;
+    p->bUnborn = 1;
   }
   depotBeginRead(p);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
@@ -1434,6 +1473,12 @@ static int depotCheckFresh(DepotFile *p, char **pzErr){
   int rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
                               pzErr);
   if( rc!=SQLITE_OK ) return rc;
+  if( p->iBranch && nm.iBranch!=p->iBranch ){
+    int bGone = 0;
+    rc = depotUnbornGone(p, &bGone, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+    if( bGone ) return SQLITE_BUSY_SNAPSHOT;
+  }
   if( p->iBranch && nm.iBranch!=p->iBranch ) return depotMoved(p);
   if( p->iBranch==0 ){
     if( nm.iBranch || nm.iInhBranch!=p->iInhBranch
