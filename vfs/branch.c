@@ -458,7 +458,16 @@ int depot_branch_unborn(Store *pStore, uint64_t iBranch, int *pbUnborn,
   if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
   if( pVal==0 ) return SQLITE_OK;
   sqlite3_free(pVal);
-  rc = depot_db_head(pStore, iBranch, &head, pzErr);
+  pVal = 0;
+  rc = store_get(pStore, k, layout_key_br(k, iBranch, LAYOUT_BR_HEAD),
+                 &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  memset(&head, 0, sizeof(head));
+  if( pVal && layout_head_decode(pVal, nVal, &head)!=SQLITE_OK ){
+    rc = brErr(pzErr, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt head"
+               " row of branch %llu", (unsigned long long)iBranch));
+  }
+  sqlite3_free(pVal);
   if( rc==SQLITE_OK ) *pbUnborn = head.iTxid==0;
   return rc;
 }
