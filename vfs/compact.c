@@ -9,13 +9,15 @@
 ** past W (or, when the first one is further, W + CMP_MAX_COMMITS, covered
 ** like a coverage point so that no install folds more than
 ** CMP_MAX_COMMITS commits), and
-**   1. plans: in one store read transaction the generation, W, the
-**      coverage points and T; then, in read transactions of at most
-**      CMP_PLAN_BATCH page index rows each (each continuing after the
-**      last key of the one before, each checking that the generation
-**      and W are still the plan's), every row (P, t) with W < t <= T,
-**      and for each the pair (shard of P, smallest coverage point >= t);
-**      a commit between batches only adds rows past T;
+**   1. plans: in one store read transaction the generation, W, the head
+**      H and the coverage points but those in time; then in read
+**      transactions of at most CMP_PLAN_BATCH rows each (each continuing
+**      after the last row of the one before, each checking that the
+**      generation and W are still the plan's: else the plan is stale)
+**      the commit rows up to H for the retained points in time, which
+**      gives T, and every page index row (P, t) with W < t <= T, and for
+**      each the pair (shard of P, smallest coverage point >= t); a commit
+**      between batches only adds rows past H;
 **   2. builds each pair's shard version in its own write transaction: the
 **      full image of the shard's pages as B reads them at that point,
 **      through its ancestors; this only adds rows, so it may be repeated
@@ -95,6 +97,7 @@ struct Plan {
   ShardPair *aPair;
   int64_t *aWrote;          /* per pair: blob bytes this job wrote, or -1 */
   int bSweep;               /* DELTA rows at or below W remain (step 4) */
+  CovPitr *pWalk;           /* while the plan walks the commit rows */
   int nRow;                 /* page index rows the plan batch visited */
   unsigned char aLast[LAYOUT_MAX_KEY+1];  /* ... the last one's key */
   int nLast;
@@ -208,8 +211,9 @@ static int cmpCtrGet(Cov *p, const char *zName, int64_t *pv){
   return cov_get64(p, k, layout_key_ctr(k, zName), 1, pv);
 }
 
-/* Step 1, inside a read transaction. */
-static int cmpPlanTxn(Cov *p, Plan *pl){
+/* Step 1's start, inside a read transaction: the branch's state and its
+** coverage points but those in time (pl->iHead 0: nothing to fold). */
+static int cmpPlanTxn(Cov *p, Plan *pl, CovPitr *pWalk){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   BranchRecord rec;
   DbHead head;
@@ -234,10 +238,9 @@ static int cmpPlanTxn(Cov *p, Plan *pl){
   if( rc!=SQLITE_OK || head.iTxid<=(uint64_t)pl->iMark ) return rc;
   pl->iHead = head.iTxid;
   rc = cov_load_buckets(p);
-  if( rc==SQLITE_OK ) rc = cov_points(p, b, &rec, head.iTxid, &pl->K);
-  if( rc!=SQLITE_OK ) return rc;
-  pl->iTarget = cmpPlanTarget(pl);
-  return SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = cov_points_base(p, b, head.iTxid, &pl->K);
+  if( rc==SQLITE_OK ) rc = cov_pitr_begin(p, rec.zDb, &pl->K, pWalk);
+  return rc;
 }
 
 /* Step 1 over the page index, one batch of at most cmpPlanBatch() rows
@@ -253,6 +256,11 @@ static int cmpPlanBatchTxn(Cov *p, Plan *pl, const unsigned char *lo,
   rc = cmpGenSame(p, pl, &bSame);
   if( rc==SQLITE_OK && !bSame ){
     pl->iGen = -1;
+  }else if( rc==SQLITE_OK && lo==0 ){          /* points in time */
+    int bMore = 0;
+    rc = cov_pitr_some(p, pl->iBranch, pl->iHead, pl->pWalk, cmpPlanBatch(),
+                       &bMore);
+    pl->nRow = bMore ? cmpPlanBatch() : 0;
   }else if( rc==SQLITE_OK ){
     rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, cmpPlanBatch(),
                     cmpPlanPidxRow, pl);
@@ -270,12 +278,30 @@ static int cmpPlanBatchTxn(Cov *p, Plan *pl, const unsigned char *lo,
 ** or a reclaim meanwhile changes the generation: the plan goes stale. */
 static int cmpPlan(Cov *p, Plan *pl){
   unsigned char lo[LAYOUT_MAX_KEY+1], hi[LAYOUT_MAX_KEY];
+  CovPitr walk;
   int nLo, nHi;
   int rc = store_begin(p->pStore, 0);
   if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  rc = cmpPlanTxn(p, pl);
+  memset(&walk, 0, sizeof(walk));
+  rc = cmpPlanTxn(p, pl, &walk);
   store_rollback(p->pStore);
-  if( rc!=SQLITE_OK || pl->iTarget==0 ) return rc;
+  if( rc!=SQLITE_OK || pl->iHead==0 ) return rc;
+  pl->pWalk = &walk;
+  for(;;){                     /* the points in time, a batch at a time */
+    rc = cmpPlanBatchTxn(p, pl, 0, 0, 0, 0);
+    if( rc!=SQLITE_OK || pl->iGen<0 || pl->nRow<cmpPlanBatch() ) break;
+#ifdef DEPOT_TEST
+    if( depot_compact_test_plan_between ){
+      depot_compact_test_plan_between(p->zPath);
+    }
+#endif
+  }
+  pl->pWalk = 0;
+  if( rc==SQLITE_OK ) rc = cov_pitr_end(&walk);
+  if( rc!=SQLITE_OK || pl->iGen<0 ) return rc;
+  cov_set_sort(&pl->K);
+  pl->iTarget = cmpPlanTarget(pl);
+  if( pl->iTarget==0 ) return SQLITE_OK;
   nLo = layout_key_br(lo, pl->iBranch, LAYOUT_BR_PIDX);
   nHi = layout_key_br(hi, pl->iBranch, LAYOUT_BR_PIDX+1);
   for(;;){
@@ -734,6 +760,13 @@ static int cmpBranch(Cov *p, uint64_t b, DepotCompactResult *pRes){
     p->iNowMs = cov_now_ms();
     rc = cmpPlan(p, &pl);
     if( rc==SQLITE_OK && pl.bSweep ) rc = cmpSweep(p, b, pRes);
+    if( rc==SQLITE_OK && pl.iGen<0 ){         /* stale while planning */
+      if( ++nStale>=CMP_MAX_RETRY ){
+        pRes->nSkipped++;
+        break;
+      }
+      continue;
+    }
     if( rc!=SQLITE_OK || pl.iTarget==0 ) break;
     if( iStop==0 ) iStop = pl.iHead;
     rc = cmpBuild(p, &pl, &bStale, pRes);

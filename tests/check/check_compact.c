@@ -1377,8 +1377,8 @@ static void plan_between_batches(const char *zStore){
   nHookCommits++;
 }
 
-/* A compaction plans over the page index in read transactions of two
-** rows each: the shard versions and every row it leaves equal those of a
+/* A compaction plans over the commit rows (its points in time) and the
+** page index in read transactions of two rows each: the shard versions and every row it leaves equal those of a
 ** plan in one transaction; with a writer committing between the batches,
 ** the store equals that of the same compaction followed by the same
 ** commits, verifies clean with its counters exact, and the next
@@ -1393,8 +1393,10 @@ START_TEST(test_compaction_plans_in_batches_with_commits_between){
   pA = fx_db_args(&fa, "app", "main", "&compact_after=0");
   pB = fx_db_args(&fb, "app", "main", "&compact_after=0");
   ck_assert_int_eq(sqlite3_open(fa.zPlain, &pP), SQLITE_OK);
-  fx_exec(&fa, "SELECT depot_pitr_policy(%Q, 300, 0)", fa.zStore);
-  fx_exec(&fb, "SELECT depot_pitr_policy(%Q, 300, 0)", fb.zStore);
+  /* every commit of the last day a point in time: the plan walks the
+  ** commit rows in batches too, and no interval ends between the stores */
+  fx_exec(&fa, "SELECT depot_pitr_policy(%Q, 0, 86400)", fa.zStore);
+  fx_exec(&fb, "SELECT depot_pitr_policy(%Q, 0, 86400)", fb.zStore);
   th_exec(pA, zSchema);
   th_exec(pP, zSchema);
   th_exec(pB, zSchema);
