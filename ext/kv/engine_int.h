@@ -358,6 +358,9 @@ int kvEngineCatchUp(KvEngine*, int bRecover, char **pzErr);
 ** *pzErr after that), and its release.  Engine mutex not held. */
 int kvEngineWriterLock(KvEngine*, int msBusy, char **pzErr);
 void kvEngineWriterUnlock(KvEngine*);
+/* 1 while a read-only process that opened store pEng with no writer
+** there reads it (KvTableDef.xFilesPinned); 0 for a store without LOCK. */
+int kvEngineFilesPinned(KvEngine *pEng);
 /* Publish the end of this process's log as the store's tail (writer lock
 ** and engine mutex held) and take it as seen. */
 int kvEnginePublishTail(KvEngine*, char **pzErr);

@@ -161,6 +161,11 @@ static int tblStoreWork(void *pStore){
   return pEng->xWorkTurn ? pEng->xWorkTurn(pEng, KV_WORK_STORE) : 1;
 }
 
+/* KvTableDef.xFilesPinned: through the engine. */
+static int tblFilesPinned(void *pStore){
+  return kvEngineFilesPinned((KvEngine*)pStore);
+}
+
 int kvTableNew(KvEngine *pEng, const char *zName, int nName,
                const KvMeta *pMeta, KvTable **pp, char **pzErr){
   KvTable *p;
@@ -205,6 +210,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.xStoreWork = tblStoreWork;
   def.bShared = p->pEng->bJoining;
   def.bReadOnly = p->pEng->bReadOnly;
+  def.xFilesPinned = tblFilesPinned;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 
