@@ -1479,6 +1479,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   pthread_cond_init(&p->deltaCond, 0);
   p->xCatchUp = kvEngineCatchUp;
   p->xWorkTurn = kvEngineWorkTurn;
+  p->xFilesPinned = kvEngineFilesPinned;
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else

@@ -145,6 +145,8 @@ struct KvEngine {
   int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
   /* kvEngineWorkTurn, for table.c (KvTableDef.xStoreWork). */
   int (*xWorkTurn)(KvEngine*, int eWork);
+  /* kvEngineFilesPinned, for table.c (KvTableDef.xFilesPinned). */
+  int (*xFilesPinned)(KvEngine*);
 };
 
 /* One table touched by a root. */

@@ -161,9 +161,10 @@ static int tblStoreWork(void *pStore){
   return pEng->xWorkTurn ? pEng->xWorkTurn(pEng, KV_WORK_STORE) : 1;
 }
 
-/* KvTableDef.xFilesPinned: through the engine. */
+/* KvTableDef.xFilesPinned: through the engine (engine.c sets it). */
 static int tblFilesPinned(void *pStore){
-  return kvEngineFilesPinned((KvEngine*)pStore);
+  KvEngine *pEng = (KvEngine*)pStore;
+  return pEng->xFilesPinned ? pEng->xFilesPinned(pEng) : 0;
 }
 
 int kvTableNew(KvEngine *pEng, const char *zName, int nName,
