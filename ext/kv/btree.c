@@ -105,6 +105,7 @@ struct BtBlock {
 
 struct BtReader {
   sqlite3 *db;
+  int bAlone;                   /* opened for a read-only store alone */
   pthread_mutex_t mu;           /* one user of db at a time */
   int nRef;                     /* store mutex */
   int nStmt;
@@ -294,13 +295,16 @@ static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
 ** file by URI: with immutable=1 when the file has no WAL of its own (a
 ** clean close removed it; nothing else is read), else mode=ro with
 ** readonly_shm=1 (the -shm file is read, never written).  Every snapshot
-** reads through one read transaction, taken at the first snapshot and kept
-** until the store closes: the file as it was when the store opened.
+** reads through one read transaction, taken at the open and kept while
+** the store reads alone: the file as it was when the store opened.
 ** xApply (the engine's replay of root-WAL records the file does not hold
 ** yet) puts the batch into the overlay only.  A writer process that opens
 ** the store later writes the data file's own WAL and never checkpoints it
 ** into the file while such a reader is there (KvTableDef.xFilesPinned), so
-** that reader keeps reading the state it opened. */
+** that reader keeps reading the state it opened until the engine joins it
+** to that writer (xRefresh: the overlay goes, the writer wrote it into the
+** file, and later snapshots read the file through ordinary read-only
+** connections). */
 
 /* The URI of data file zPath for a read-only store opened alone. */
 static char *btAloneUri(const char *zPath){
@@ -632,6 +636,7 @@ static int btReaderPin(BtStore *s, BtReader **pp){
     if( r==0 ) return SQLITE_NOMEM;
     memset(r, 0, sizeof(*r));
     pthread_mutex_init(&r->mu, 0);
+    r->bAlone = s->bAlone;
     rc = btOpenDbEx(s->zPath, s->bReadOnly+s->bAlone, &r->db, &zErr);
     sqlite3_free(zErr);
     /* Readers only read: the data file mapped (no read() per page) and a
@@ -656,7 +661,8 @@ static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
   btReaderDropBlocks(r);        /* its rows are of the ending transaction */
   r->nAbsent = 0;               /* so are its absent tables */
-  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
+  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL
+   || r->bAlone!=s->bAlone ){
     btReaderClose(r);
     return;
   }
@@ -1421,8 +1427,27 @@ static int btShare(KvBackendTable *t, char **pzErr){
 
 /* Another process committed to the data file: later snapshots read it. */
 static void btRefresh(KvBackendTable *t, uint64_t cid){
+  BtStore *s = t->pStore;
   (void)cid;
-  btNewGeneration(t->pStore);
+  pthread_mutex_lock(&s->mu);
+  if( s->bReadOnly && kv_map_count(t->pOverlay)>0 ){
+    /* a read-only store opened alone, now next to a writer process,
+    ** whose recovery wrote what the replay put here into the data file */
+    KvMap *pEmpty = kv_map_new();
+    if( pEmpty ){
+      kv_map_unref(t->pOverlay);
+      t->pOverlay = pEmpty;
+    }
+  }
+  if( s->bAlone ){
+    /* from now on, connections that read what the writer writes */
+    BtReader *r;
+    s->bAlone = 0;
+    while( (r = s->pFree)!=0 ){ s->pFree = r->pNextFree; btReaderClose(r); }
+    s->nFree = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+  btNewGeneration(s);
 }
 
 /* Several processes: one synced data-file commit makes durable every

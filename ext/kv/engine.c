@@ -1043,11 +1043,16 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
   return rc;
 }
 
+static int engRoAloneJoin(KvEngine *pEng, char **pzErr);
+static void engRoAloneRelease(KvEngine *pEng);
+
 int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   uint64_t a[WAL_SHARED_SLOTS];
   WalPos tail;
   int rc;
+  if( !pEng->bShared && pEng->bReadOnly ) return engRoAloneJoin(pEng, pzErr);
   if( !pEng->bShared ) return SQLITE_OK;
+  if( pEng->bRoAloneHeld ) engRoAloneRelease(pEng);
   rc = wal_shared_read(pEng->pShm, a);
   if( rc==SQLITE_BUSY && !bRecover ){
     *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
@@ -1653,8 +1658,10 @@ static int engStart(KvEngine *pEng, char **pzErr){
 ** transaction, creating no -wal or -shm), and replays every record of the
 ** live WAL segments in memory (engRoReplay: into a kv_btree table's
 ** overlay, never its file), so it reads what a writable open would.  It
-** keeps that state, a consistent snapshot, until it closes: it does not
-** follow later commits.  A writer process that opens the store meanwhile
+** keeps that state, a consistent snapshot, until a writer process has
+** the store open and shared; from its next snapshot on it follows their
+** commits as a reader that joined them (engRoAloneJoin).  A writer
+** process that opens the store meanwhile
 ** finds ALIVE and ROALONE held and WRITABLE free: it opens as if alone
 ** (recovery and replay, with its WAL shared from the start so that no
 ** segment retires, and kv_btree's data file written only through that
@@ -1937,6 +1944,80 @@ static int engRoReplay(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
+/* An alone read-only store (engine mutex held, before a snapshot): once a
+** writer process has the store open and shared (WRITABLE held, JOIN free),
+** it joins it as engStartReadOnly would have: the shared header, the
+** tables in shared mode, the records from where its replay ended to the
+** published tail followed, then every table refreshed (kv_btree drops
+** what the replay put in its overlay, which that writer's recovery wrote
+** into the data file, and reads the file through ordinary read-only
+** connections from then on); ROALONE is let go once no transaction bound
+** before is left (engRoAloneRelease).  Until then it reads its snapshot.
+** One lock test per call while alone. */
+static int engRoAloneJoin(KvEngine *pEng, char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  WalPos tail;
+  KvTable *t;
+  int rc = SQLITE_OK;
+  if( pEng->fdLock<0 || pEng->zDir==0
+   || !engOfdHeld(pEng, ENG_BYTE_WRITABLE) ){
+    return SQLITE_OK;
+  }
+  if( engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN)!=0 ) return SQLITE_OK;  /* later */
+  if( pEng->pShm==0 ) rc = wal_shared_open(pEng->zDir, 1, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)!=SQLITE_OK ){
+    engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+    return SQLITE_OK;                /* half-written: the next call */
+  }
+  if( rc==SQLITE_OK && pEng->posSeen.segno==0 ){
+    /* the WAL had no segment at the open: all there is now is new */
+    uint64_t seg = 0;
+    rc = engRoFirstSegment(pEng, &seg, pzErr);
+    pEng->posSeen.segno = seg;
+    pEng->posSeen.iOff = ENG_WAL_FIRST_OFF;
+  }
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->pData && t->pBackend->xShare ){
+      rc = t->pBackend->xShare(t->pData, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    tail.segno = a[ENG_SHM_SEGNO];
+    tail.iOff = a[ENG_SHM_OFF];
+    if( pEng->posSeen.segno && (tail.segno!=pEng->posSeen.segno
+                                || tail.iOff!=pEng->posSeen.iOff) ){
+      rc = engFollow(pEng, &tail, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    if( a[ENG_SHM_CID]>pEng->cidSeen ) pEng->cidSeen = a[ENG_SHM_CID];
+    for(t=pEng->pTables; t; t=t->pNext){
+      if( t->pData && t->pBackend->xRefresh ){
+        t->pBackend->xRefresh(t->pData, pEng->cidSeen);
+      }
+    }
+    kvVersionSnapDrop(pEng);
+    __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+    engRoAloneRelease(pEng);
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* A read-only store that joined writers after it opened alone lets
+** ROALONE go once no transaction is bound to any table (engine mutex
+** held): one bound before may still read the kv_btree data file through
+** the connection that ignores its WAL, which a checkpoint would change
+** under it. */
+static void engRoAloneRelease(KvEngine *pEng){
+  KvTable *t;
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->nActive>0 ) return;
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_ROALONE);
+  pEng->bRoAloneHeld = 0;
+}
+
 /* Open alone (see above): READER and ROALONE shared (with a LOCK file),
 ** the catalog, the tables read-only, the WAL replayed in memory; then
 ** JOIN is let go. */
@@ -1946,6 +2027,7 @@ static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
   if( pEng->fdLock>=0 ){
     e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER);
     if( e==0 ) e = engOfd(pEng, F_RDLCK, ENG_BYTE_ROALONE);
+    pEng->bRoAloneHeld = e==0;
     if( e ){
       *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
                                strerror(e));

@@ -147,6 +147,8 @@ struct KvEngine {
   int (*xWorkTurn)(KvEngine*, int eWork);
   /* kvEngineFilesPinned, for table.c (KvTableDef.xFilesPinned). */
   int (*xFilesPinned)(KvEngine*);
+  int bRoAloneHeld;             /* engine mutex: read-only, opened alone,
+                                ** holds ROALONE (engine.c) */
 };
 
 /* One table touched by a root. */

@@ -17,7 +17,8 @@
 ** Case "roalone": read-only processes that have a store to themselves
 ** (closed, or left by a killed writer with commits only in the root WAL,
 ** or on a read-only mount) read what a writable open reads and change no
-** file; a writer that opens the store meanwhile leaves them their snapshot.
+** file; a writer that opens the store meanwhile (in another process or
+** the same one) recovers it beside them, and they catch up with it.
 ** Case "background": the background work of a shared store (WAL
 ** retirement, TTL sweeps) passes to another process when the one doing
 ** it is killed, and the WAL stays small over a long shared run.
@@ -257,7 +258,7 @@ int depot_test_child(int argc, char **argv){
   if( argc==5 && strcmp(argv[0], "fill")==0 ) return mpFill(argv);
   if( argc==3 && strcmp(argv[0], "idle")==0 ) return mpIdle(argv);
   if( argc==4 && strcmp(argv[0], "rostate")==0 ) return mpRoStateChild(argv);
-  if( argc==3 && strcmp(argv[0], "rohold")==0 ) return mpRoHold(argv);
+  if( argc==4 && strcmp(argv[0], "rohold")==0 ) return mpRoHold(argv);
   if( argc==3 && strcmp(argv[0], "rokill")==0 ) return mpRoKill(argv);
   if( argc==5 && strcmp(argv[0], "ttl")==0 ) return mpTtl(argv);
   return 2;
@@ -1179,57 +1180,61 @@ static int mpWaitFile(const char *zPath){
   return 1;
 }
 
-/* rohold <db> <dir>: a read-only connection reads the state of table b
-** (mpRoState) and writes it into <dir>/ro.ready; once <dir>/ro.go exists
-** (another process wrote the store meanwhile), and again once
-** <dir>/ro.go2 does (that process closed it), every read of b, in a
-** transaction or not, must give the same state: the read-only process
-** keeps the snapshot it opened. */
+/* The commits of table b's writer in test_kvmp_roalone_writer_opens_*:
+** commit j adds keys 1000+10*j .. 1000+10*j+9.  How many of them a read
+** holds (the keys from 1000 on), or -1 when that is not a whole prefix
+** of the commits. */
+static int mpRoCommits(sqlite3 *db){
+  sqlite3_int64 n, j;
+  int rc;
+  /* one statement: one snapshot (count, and the sum of the keys, mixed) */
+  n = mpInt(db, "SELECT count(*)*1000000000 + sum(key) FROM b "
+                "WHERE key>=1000", &rc);
+  if( rc || n<0 ) return -1;
+  j = n/1000000000;
+  if( j%10!=0 ) return -1;
+  j /= 10;
+  return n%1000000000==j*10045 + 100*j*(j+1)/2 ? (int)j : -1;
+}
+
+/* rohold <db> <dir> <commits>: a read-only connection, alone with the
+** store, reads table b and creates <dir>/ro.ready; then, while a writer
+** process opens the store and commits, every read (one statement, or a
+** transaction of two) must hold a whole prefix of the writer's commits
+** (mpRoCommits), until one holds all of them (30 s at most). */
 static int mpRoHold(char **argv){
   sqlite3 *db = mpRoOpen(argv[1], 1);
   char *zReady = sqlite3_mprintf("%s/ro.ready", argv[2]);
-  char *zTmp = sqlite3_mprintf("%s/ro.tmp", argv[2]);
-  char *zGo = sqlite3_mprintf("%s/ro.go", argv[2]);
-  char *zGo2 = sqlite3_mprintf("%s/ro.go2", argv[2]);
-  char *z0, *z;
-  FILE *f;
-  int i;
+  int nWant = atoi(argv[3]), n = 0, i, fd;
+  int64_t iEnd = mpNowMs() + 30000;
   if( db==0 ) return 2;
-  z0 = mpRoState(db, "b");
-  if( strncmp(z0, "error", 5)==0 ){
-    fprintf(stderr, "rohold: %s\n", z0);
-    return 5;
-  }
-  f = fopen(zTmp, "w");
-  if( f==0 ) return 3;
-  fprintf(f, "%s\n", z0);
-  fclose(f);
-  if( rename(zTmp, zReady)!=0 ) return 3;
-  for(i=0; i<2; i++){
-    if( !mpWaitFile(i==0 ? zGo : zGo2) ) return 6;
-    z = mpRoState(db, "b");
-    if( strcmp(z, z0)!=0 ){
-      fprintf(stderr, "rohold: read %s, opened with %s\n", z, z0);
+  if( mpRoCommits(db)!=0 ) return 5;
+  fd = open(zReady, O_WRONLY|O_CREAT, 0644);
+  if( fd<0 ) return 3;
+  close(fd);
+  for(i=0; n<nWant && mpNowMs()<iEnd; i++){
+    int n2;
+    if( i%2 ){
+      mpExec(db, "BEGIN");
+      n = mpRoCommits(db);
+      n2 = mpRoCommits(db);
+      mpExec(db, "COMMIT");
+      if( n2!=n ){
+        fprintf(stderr, "rohold: one transaction read %d, then %d commits\n",
+                n, n2);
+        return 7;
+      }
+    }else{
+      n = mpRoCommits(db);
+    }
+    if( n<0 ){
+      fprintf(stderr, "rohold: a read holds part of a commit\n");
       return 7;
     }
-    sqlite3_free(z);
-    mpExec(db, "BEGIN");
-    z = mpRoState(db, "b");
-    mpExec(db, "COMMIT");
-    if( strcmp(z, z0)!=0 ){
-      fprintf(stderr, "rohold: read %s in a transaction, opened with %s\n",
-              z, z0);
-      return 7;
-    }
-    sqlite3_free(z);
   }
   sqlite3_close(db);
-  sqlite3_free(z0);
   sqlite3_free(zReady);
-  sqlite3_free(zTmp);
-  sqlite3_free(zGo);
-  sqlite3_free(zGo2);
-  return 0;
+  return n==nWant ? 0 : 6;
 }
 
 /* rokill <db> <rows>: with kv_btree's collector failing every write, commits
@@ -1404,68 +1409,70 @@ START_TEST(test_kvmp_roalone_replays_killed_writer_in_memory){
 END_TEST
 
 /* A writer process opens the store while a read-only process that opened
-** it alone reads it: the writer recovers and writes (enough commits for
-** the kv_btree data file's own WAL to pass its checkpoint size) and
-** closes; the reader keeps reading the state it opened, in and out of
-** transactions (it does not follow later commits); every commit of the
-** writer is there at the next open. */
+** it alone reads it: the writer recovers it and commits, with enough
+** data for the kv_btree data file's own WAL to pass its checkpoint size;
+** the reader reads whole commits, catches up with the writer, and reads
+** every commit in the end; all of them are there at the next open. */
 START_TEST(test_kvmp_roalone_writer_opens_while_it_reads){
   char *zDir = th_tmpdir("kvmp-rohold");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
   char *zReady = sqlite3_mprintf("%s/ro.ready", zDir);
-  char *zGo = sqlite3_mprintf("%s/ro.go", zDir);
-  char *zGo2 = sqlite3_mprintf("%s/ro.go2", zDir);
-  char *zWal = sqlite3_mprintf("%s/app.db-kv/kv_btree.db-wal", zDir);
-  const char *azArg[] = { "rohold", zDb, zDir, 0 };
-  char aLine[128];
-  struct stat st;
+  const char *azArg[] = { "rohold", zDb, zDir, "300", 0 };
   sqlite3 *db = th_open(zDb);
-  FILE *f;
-  int i, fd, nState = 0;
+  int i, nState = 0;
   pid_t pid;
   th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree");
   for(i=1; i<=50; i++) th_execf(db, "INSERT INTO b VALUES(%d, 'v')", i);
   sqlite3_close(db);
   pid = th_spawn(azArg);
   ck_assert_msg(mpWaitFile(zReady), "the reader did not start");
-  f = fopen(zReady, "r");
-  ck_assert_ptr_nonnull(f);
-  ck_assert_ptr_nonnull(fgets(aLine, sizeof(aLine), f));
-  fclose(f);
-  ck_assert_str_eq(aLine, "50|1275|50\n");
   db = th_open(zDb);                 /* a writer, next to the reader */
   th_exec(db, "PRAGMA busy_timeout=5000");
-  for(i=0; i<300; i++){
-    th_execf(db, "BEGIN; UPDATE b SET value='w%d' WHERE key=%d;"
-                 "WITH RECURSIVE c(x) AS (SELECT 0 UNION ALL SELECT x+1 "
+  for(i=1; i<=300; i++){
+    th_execf(db, "WITH RECURSIVE c(x) AS (SELECT 0 UNION ALL SELECT x+1 "
                  "FROM c WHERE x<9) INSERT INTO b SELECT 1000+%d*10+x, "
-                 "randomblob(700) FROM c; COMMIT", i, 1+i%50, i);
+                 "randomblob(700) FROM c", i);
   }
-  /* its data file's own WAL kept every frame: no checkpoint wrote into
-  ** the file the reader reads */
-  ck_assert_int_eq(stat(zWal, &st), 0);
-  ck_assert_msg(st.st_size>1000*4096, "kv_btree.db-wal: %lld bytes",
-                (long long)st.st_size);
-  fd = open(zGo, O_WRONLY|O_CREAT, 0644);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
-  usleep(100000);
-  sqlite3_close(db);
-  fd = open(zGo2, O_WRONLY|O_CREAT, 0644);
-  ck_assert_int_ge(fd, 0);
-  close(fd);
   ck_assert_int_eq(waitpid(pid, &nState, 0), pid);
   ck_assert_msg(WIFEXITED(nState) && WEXITSTATUS(nState)==0,
                 "reader status %d", nState);
-  db = th_open(zDb);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 50+3000);
-  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b WHERE value GLOB "
-                              "'w*'"), 50);
   sqlite3_close(db);
-  sqlite3_free(zWal);
-  sqlite3_free(zGo2);
-  sqlite3_free(zGo);
+  db = th_open(zDb);
+  ck_assert_int_eq(mpRoCommits(db), 300);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 50+3000);
+  sqlite3_close(db);
   sqlite3_free(zReady);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* In one process, a read-only connection opens the store first (alone),
+** then a writable one: the read-only connection reads the writer's
+** commits from its next statement on, as SQLite's readers do. */
+START_TEST(test_kvmp_roalone_then_writer_in_same_process){
+  char *zDir = th_tmpdir("kvmp-rosame");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb), *dbRo;
+  int i;
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log;"
+              "INSERT INTO b VALUES(1, 'one'); INSERT INTO l VALUES(1, 'one')");
+  sqlite3_close(db);
+  dbRo = mpRoOpen(zDb, 0);
+  ck_assert_ptr_nonnull(dbRo);
+  ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM b"), 1);
+  ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM l"), 1);
+  db = th_open(zDb);
+  for(i=2; i<=5; i++){
+    th_execf(db, "INSERT INTO b VALUES(%d, 'x'); INSERT INTO l VALUES(%d, "
+                 "'x')", i, i);
+    ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM b"), i);
+    ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM l"), i);
+  }
+  sqlite3_close(db);
+  ck_assert_int_eq(th_int(dbRo, "SELECT sum(key) FROM b"), 15);
+  sqlite3_close(dbRo);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
@@ -1629,6 +1636,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_roalone_writer_opens_while_it_reads);
   tcase_add_test(tc, test_kvmp_roalone_shell_and_read_only_mount);
   tcase_add_test(tc, test_kvmp_roalone_not_a_store);
+  tcase_add_test(tc, test_kvmp_roalone_then_writer_in_same_process);
   suite_add_tcase(s, tc);
   return s;
 }
