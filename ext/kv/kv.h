@@ -307,8 +307,9 @@ int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
 ** writer process has it open, this process joins the others as a reader,
 ** asking an alone holder to share the store, and reads their commits;
 ** with none, it reads the store as it is, with the WAL records its
-** tables' files lack replayed in memory, and keeps that snapshot until it
-** closes.  A read-write store object of zDir in this process is reused
+** tables' files lack replayed in memory, as one snapshot until a writer
+** opens the store, and from its next snapshot on reads that writer's
+** commits.  A read-write store object of zDir in this process is reused
 ** instead.  Errors: SQLITE_CANTOPEN (no such directory, not a store, a
 ** kv_log table missing a record only the WAL holds), SQLITE_BUSY as
 ** kv_engine_open, I/O codes; *pzErr is set. */
