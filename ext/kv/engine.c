@@ -4,9 +4,11 @@
 ** store, opening a store (alone: catalog file, then WAL replay in CID
 ** order, then confirmation; else joining the processes that share it)
 ** and closing it, sharing a store and catching up with what other
-** processes committed (see "Sharing a store"), the listings of every
-** open store (kv_engine_list, and the kv_stats accessors), and key
-** rendering for messages.  The contracts are in kv.h.
+** processes committed (see "Sharing a store"), read-only opens, which
+** write nothing (alone: the WAL replayed in memory; see "Read-only
+** opens"), the listings of every open store (kv_engine_list, and the
+** kv_stats accessors), and key rendering for messages.  The contracts are
+** in kv.h.
 **
 ** Locking: engGlobalMutex (the registry mutex) guards engList and every
 ** KvEngine.nRef, and is held across a whole open, so one store is never
