@@ -4,9 +4,11 @@
 ** store, opening a store (alone: catalog file, then WAL replay in CID
 ** order, then confirmation; else joining the processes that share it)
 ** and closing it, sharing a store and catching up with what other
-** processes committed (see "Sharing a store"), the listings of every
-** open store (kv_engine_list, and the kv_stats accessors), and key
-** rendering for messages.  The contracts are in kv.h.
+** processes committed (see "Sharing a store"), read-only opens, which
+** write nothing (alone: the WAL replayed in memory; see "Read-only
+** opens"), the listings of every open store (kv_engine_list, and the
+** kv_stats accessors), and key rendering for messages.  The contracts are
+** in kv.h.
 **
 ** Locking: engGlobalMutex (the registry mutex) guards engList and every
 ** KvEngine.nRef, and is held across a whole open, so one store is never
@@ -20,6 +22,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -582,6 +585,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BYTE_SYNC     5
 #define ENG_BYTE_REFUSE   6
 #define ENG_BYTE_READER   7          /* read-only processes: shared */
+#define ENG_BYTE_WRITABLE 8          /* every process that opened the
+                                     ** store writable: shared */
+#define ENG_BYTE_ROALONE  9          /* read-only processes that opened
+                                     ** it with no writer: shared */
 #define ENG_SYNC_OFF      4064       /* flushed position: segno, offset */
 #define ENG_WORD_WRITER   0          /* SHARED word: bumped at each release
                                      ** of WRITER, a futex its waiters
@@ -660,6 +667,7 @@ static int engLockAlone(KvEngine *pEng, char **pzErr){
     pEng->fdDirLock = -1;
     if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
+  engOfd(pEng, F_RDLCK, ENG_BYTE_WRITABLE);
   engLockWritePid(pEng);
   return SQLITE_OK;
 }
@@ -698,8 +706,9 @@ static int engJoinRefusedTable(KvEngine *pEng, char **pzErr){
   return SQLITE_BUSY;
 }
 
-/* Takes the store's locks: alone (*pbJoin 0) or joining processes that
-** share it (*pbJoin 1). */
+/* Takes the store's locks: alone (*pbJoin 0), joining processes that
+** share it (*pbJoin 1), or next to read-only processes only (*pbJoin 2:
+** JOIN stays held, see "Read-only opens"). */
 static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   int64_t iEnd, iStart;
@@ -730,7 +739,12 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
         return engLockAlone(pEng, pzErr);
       }
       if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
-        engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+        if( !engOfdHeld(pEng, ENG_BYTE_WRITABLE)
+         && engOfdHeld(pEng, ENG_BYTE_ROALONE) ){
+          *pbJoin = 2;              /* read-only processes opened alone */
+        }
+        engOfd(pEng, F_RDLCK, ENG_BYTE_WRITABLE);
+        if( *pbJoin==0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
         break;
       }
       if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
@@ -752,7 +766,7 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
     pEng->fdDirLock = -1;
     if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
-  *pbJoin = 1;
+  if( *pbJoin==0 ) *pbJoin = 1;
   return SQLITE_OK;
 }
 
@@ -1031,11 +1045,16 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
   return rc;
 }
 
+static int engRoAloneJoin(KvEngine *pEng, char **pzErr);
+static void engRoAloneRelease(KvEngine *pEng);
+
 int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   uint64_t a[WAL_SHARED_SLOTS];
   WalPos tail;
   int rc;
+  if( !pEng->bShared && pEng->bReadOnly ) return engRoAloneJoin(pEng, pzErr);
   if( !pEng->bShared ) return SQLITE_OK;
+  if( pEng->bRoAloneHeld ) engRoAloneRelease(pEng);
   rc = wal_shared_read(pEng->pShm, a);
   if( rc==SQLITE_BUSY && !bRecover ){
     *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
@@ -1467,6 +1486,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   pthread_cond_init(&p->deltaCond, 0);
   p->xCatchUp = kvEngineCatchUp;
   p->xWorkTurn = kvEngineWorkTurn;
+  p->xFilesPinned = kvEngineFilesPinned;
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
@@ -1580,13 +1600,16 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
+static int engBesideReaders(KvEngine *pEng, int rc, char **pzErr);
+
 /* Lock; alone: load the catalog, open and replay the WAL, check the
-** tables, and start the join thread; else join the processes sharing it. */
+** tables, and start the join thread; else join the processes sharing it.
+** Next to read-only processes only, as alone, then shared at once. */
 static int engStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   int bJoin = 0;
   int rc = engLockStore(pEng, &bJoin, pzErr);
-  if( rc==SQLITE_OK && bJoin ) return engJoin(pEng, pzErr);
+  if( rc==SQLITE_OK && bJoin==1 ) return engJoin(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
 #ifdef DEPOT_TEST
@@ -1597,6 +1620,7 @@ static int engStart(KvEngine *pEng, char **pzErr){
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
+  if( rc==SQLITE_OK && bJoin==2 ) wal_set_shared(pEng->pWal, 1);  /* keep */
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
@@ -1608,61 +1632,143 @@ static int engStart(KvEngine *pEng, char **pzErr){
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
   }
   if( rc==SQLITE_OK ) rc = engThreadStart(pEng);
+  if( bJoin==2 ) rc = engBesideReaders(pEng, rc, pzErr);
   return rc;
 }
 
 /* ------------------------------------------------ read-only opens ---
 **
 ** A read-only store object (kv_engine_open_readonly) creates and writes
-** no file of the store: it opens LOCK read-only and takes only read locks
-** (OFD read locks need no write access), and joins the processes that
-** share the store as a reader: ALIVE shared, JOIN shared while it asks an
-** alone holder to share, the shared header mapped read-only, tables
-** opened read-only (KvTableDef.bReadOnly), no WAL object (catch-up reads
-** the WAL segments by name), no writer lock, no store thread, and every
-** write refused at prepare (txn.c).  It cannot replay a WAL, so it needs
-** another process to have the store open; without one the store is
-** opened as kv_engine_open does (engOpen). */
+** no file of the store, whether or not another process has it open.  It
+** opens LOCK read-only and takes only read locks (OFD read locks need no
+** write access): READER and ALIVE shared, and JOIN shared while it opens
+** (a writer holds JOIN while it joins or recovers the store: the reader
+** waits; an alone holder sees it as a request to share).  Every write is
+** refused at prepare (txn.c).  A directory with neither LOCK nor wal/ is
+** not a store: the open fails, creating nothing.
+**
+** With a writer process there (WRITABLE held: every process that opened
+** the store writable holds it, shared), it joins the processes that share
+** the store as a reader: the shared header mapped read-only, tables opened
+** read-only (KvTableDef.bReadOnly with bShared), no WAL object (catch-up
+** reads the WAL segments by name), no writer lock, no store thread; it
+** sees later commits as every shared process does.
+**
+** With none, it opens alone (engReadOnlyAlone): it also holds ROALONE
+** shared, loads the catalog, opens the tables read-only (bReadOnly
+** without bShared: kv_btree reads its data file as it is, through one read
+** transaction, creating no -wal or -shm), and replays every record of the
+** live WAL segments in memory (engRoReplay: into a kv_btree table's
+** overlay, never its file), so it reads what a writable open would.  It
+** keeps that state, a consistent snapshot, until a writer process has
+** the store open and shared; from its next snapshot on it follows their
+** commits as a reader that joined them (engRoAloneJoin).  A writer
+** process that opens the store meanwhile
+** finds ALIVE and ROALONE held and WRITABLE free: it opens as if alone
+** (recovery and replay, with its WAL shared from the start so that no
+** segment retires, and kv_btree's data file written only through that
+** file's own WAL), holding JOIN so that no process joins before it is
+** done, and turns the store shared at once (engBesideReaders); a writer
+** that finds only readers that joined writers (ROALONE free) joins as
+** before, by the tail they published.  While ROALONE is held, no
+** kv_btree checkpoint writes into the data file (kvEngineFilesPinned),
+** and, READER being held, no root WAL segment retires.  A kv_log table
+** whose files lack a record the WAL holds (its writer died in between)
+** cannot be read that way: the open fails, asking for a writable open
+** first.  Without a LOCK file (a read-only file system, a store copied
+** without it) it takes no lock at all. */
 
-/* No other process has the store open: SQLITE_NOTFOUND, and the caller
-** opens it as kv_engine_open does (a replay may be due, which only an
-** open that writes can do). */
-static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
-  (void)pEng;
-  (void)pzErr;
-  return SQLITE_NOTFOUND;
+#define ENG_WAL_FIRST_OFF 48       /* a segment's first frame (wal.h) */
+
+int kvEngineFilesPinned(KvEngine *pEng){
+  return pEng->zDir && pEng->fdLock>=0 && !pEng->bReadOnly
+      && engOfdHeld(pEng, ENG_BYTE_ROALONE);
 }
 
-/* Read locks only: ALIVE shared next to another process that holds it,
-** after asking an alone holder to share (JOIN, shared). */
-static int engLockReadOnly(KvEngine *pEng, char **pzErr){
+/* A writer opening next to read-only processes only (engLockStore set
+** *pbJoin 2, JOIN held; rc: its alone open): the store turns shared at
+** once, so that the next writer joins it, and JOIN is let go. */
+static int engBesideReaders(KvEngine *pEng, int rc, char **pzErr){
+  if( rc==SQLITE_OK && engGoShared(pEng)!=SQLITE_OK ){
+    KvTable *t = engUnshareable(pEng);
+    if( t ){
+      *pzErr = sqlite3_mprintf("kv: store %s is open read-only in another "
+          "process, and holds kv_memory table %s with persistence=1, whose "
+          "rows live in one process's memory: such a store is written by "
+          "one process at a time, with no other process reading it",
+          pEng->zDir, t->zName);
+    }else{
+      *pzErr = sqlite3_mprintf("kv: store %s is open read-only in another "
+          "process and cannot be shared yet (an unresolved prepared "
+          "transaction, or a kv_btree collector that cannot write)",
+          pEng->zDir);
+    }
+    rc = SQLITE_BUSY;
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* SQLITE_OK if zDir holds a store (its LOCK file or its wal folder). */
+static int engRoIsStore(KvEngine *pEng, char **pzErr){
+  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
+  char *zWal = sqlite3_mprintf("%s/wal", pEng->zDir);
+  struct stat st;
+  int rc = SQLITE_OK;
+  if( zLock==0 || zWal==0 ){
+    rc = SQLITE_NOMEM;
+  }else if( lstat(zLock, &st)!=0
+         && (stat(zWal, &st)!=0 || !S_ISDIR(st.st_mode)) ){
+    *pzErr = sqlite3_mprintf("kv: %s is not a KV store (it holds neither a "
+        "LOCK file nor a wal folder); a read-only open creates none",
+        pEng->zDir);
+    rc = SQLITE_CANTOPEN;
+  }
+  sqlite3_free(zLock);
+  sqlite3_free(zWal);
+  return rc;
+}
+
+/* Read locks only: *pbAlone 1 when no writer process has the store open
+** (ALIVE then held shared, and JOIN until engReadOnlyAlone is done, or no
+** LOCK file: no lock), else 0 (ALIVE shared next to a writer process, after
+** asking an alone holder to share). */
+static int engLockReadOnly(KvEngine *pEng, int *pbAlone, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   int64_t iStart = engNowMs(), iEnd = iStart + ENG_JOIN_WAIT_MS;
-  int rc = SQLITE_OK;
+  int rc = SQLITE_OK, e;
+  *pbAlone = 0;
   if( zLock==0 ) return SQLITE_NOMEM;
   pEng->fdLock = open(zLock, O_RDONLY|O_CLOEXEC);
+  e = errno;
   sqlite3_free(zLock);
-  if( pEng->fdLock<0 ) return engReadOnlyAlone(pEng, pzErr);
+  if( pEng->fdLock<0 && e==ENOENT ){
+    *pbAlone = 1;                 /* no LOCK: nothing writes the store */
+    return SQLITE_OK;
+  }
+  if( pEng->fdLock<0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot open lock file of store %s "
+                             "read-only: %s", pEng->zDir, strerror(e));
+    return SQLITE_CANTOPEN;
+  }
 #ifdef DEPOT_TEST
   if( __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED)>0 ){
     iEnd = iStart + __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED);
   }
 #endif
   for(;;){
-    if( !engOfdHeld(pEng, ENG_BYTE_ALIVE) ){
-      rc = engReadOnlyAlone(pEng, pzErr);
-      break;
-    }
-    if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
-      if( engOfdHeld(pEng, ENG_BYTE_ALIVE) ) break;     /* shared: in */
-      engOfd(pEng, F_UNLCK, ENG_BYTE_ALIVE);             /* it left */
-      rc = engReadOnlyAlone(pEng, pzErr);
-      break;
-    }
-    engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN);    /* held alone: ask to share */
-    if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
-      rc = engJoinRefusedTable(pEng, pzErr);
-      break;
+    if( engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN)==0 ){
+      if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
+        if( !engOfdHeld(pEng, ENG_BYTE_WRITABLE) ){
+          *pbAlone = 1;           /* JOIN stays held while it opens */
+          return SQLITE_OK;
+        }
+        break;                    /* writer processes share it: in */
+      }
+      if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){   /* held alone: asked */
+        rc = engJoinRefusedTable(pEng, pzErr);
+        break;
+      }
     }
     if( engNowMs()>iEnd ){
       rc = engJoinRefused(pEng, engNowMs()-iStart, pzErr);
@@ -1674,13 +1780,284 @@ static int engLockReadOnly(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
-/* Join as a reader: the catalog and the tables (read-only, shared), the
-** shared header (read-only) and its tail as seen. */
+/* The number of the oldest segment in the store's wal folder (0: none). */
+static int engRoFirstSegment(KvEngine *pEng, uint64_t *pSeg, char **pzErr){
+  char *zWal = sqlite3_mprintf("%s/wal", pEng->zDir);
+  DIR *d;
+  struct dirent *pE;
+  *pSeg = 0;
+  if( zWal==0 ) return SQLITE_NOMEM;
+  d = opendir(zWal);
+  if( d==0 ){
+    int e = errno;
+    if( e!=ENOENT ){
+      *pzErr = sqlite3_mprintf("kv: cannot list %s: %s", zWal, strerror(e));
+    }
+    sqlite3_free(zWal);
+    return e==ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+  }
+  while( (pE = readdir(d))!=0 ){
+    const char *z = pE->d_name;
+    uint64_t v = 0;
+    int i;
+    for(i=0; i<16 && z[i]>='0' && z[i]<='9'; i++) v = v*10 + (z[i]-'0');
+    if( i==16 && strcmp(&z[16], ".log")==0 && v>0 && (*pSeg==0 || v<*pSeg) ){
+      *pSeg = v;
+    }
+  }
+  closedir(d);
+  sqlite3_free(zWal);
+  return SQLITE_OK;
+}
+
+/* Catalog batch pBatch of a replayed record, in memory: a removed table
+** is unlinked without xDrop (its files stay as they are). */
+static int engRoCatalog(KvEngine *pEng, KvMap *pBatch, char **pzErr){
+  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapEntry e;
+  int bOn;
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    KvTable *t;
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.bTomb && (t = kvTableFind(pEng, (const char*)e.aKey, e.nKey))!=0 ){
+      kvTableUnlink(pEng, t);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  return kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, pzErr);
+}
+
+/* One table's actions of a replayed record, in memory. */
+static int engRoTable(KvFollow *f, uint64_t cid, const WalTableActions *pT){
+  KvEngine *pEng = f->pEng;
+  int bMeta = pT->nTable==(int)strlen(KV_META_TABLE)
+           && memcmp(pT->zTable, KV_META_TABLE, pT->nTable)==0;
+  KvTable *t = 0;
+  KvMap *pBatch = 0;
+  int rc;
+  if( pT->nTable>0 && pT->zTable[0]==0 ) return SQLITE_OK;   /* pseudo */
+  if( !bMeta ){
+    t = kvTableFind(pEng, pT->zTable, pT->nTable);
+    if( t==0 || !t->meta.bPersist || t->pData==0 ) return SQLITE_OK;
+    if( t->pBackend->bWritesAtApply ){
+      /* its files hold every record they were given: the ones missing
+      ** would have to be written */
+      uint64_t cMax = t->pBackend->xMaxCid ? t->pBackend->xMaxCid(t->pData)
+                                           : 0;
+      if( cid<=cMax ) return SQLITE_OK;
+      f->zErr = sqlite3_mprintf("kv: store %s cannot be read read-only: "
+          "WAL record %llu is not in the files of %s table %s yet (the "
+          "process that wrote it died first); open the store writable once "
+          "to apply it", pEng->zDir, (unsigned long long)cid,
+          t->meta.zType, t->zName);
+      return SQLITE_CANTOPEN;
+    }
+  }
+  rc = engReplayBatch(pT, bMeta, &pBatch);
+  if( rc==SQLITE_OK ){
+    pEng->iSeq++;
+    if( bMeta ){
+      rc = engRoCatalog(pEng, pBatch, &f->zErr);
+    }else{
+      rc = t->pBackend->xApply(t->pData, pBatch, pEng->iSeq, cid);
+      if( rc!=SQLITE_OK && f->zErr==0 ){
+        char *zWhy = kvApplyErrmsg(t, rc);
+        f->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of "
+            "store %s into %s", (unsigned long long)cid, pEng->zDir,
+            zWhy ? zWhy : sqlite3_errstr(rc));
+        sqlite3_free(zWhy);
+      }
+    }
+  }
+  kv_map_unref(pBatch);
+  return rc;
+}
+
+/* wal_follow_end callback of engRoReplay: pass 1 collects the withdrawn
+** CIDs, pass 2 applies the other records as engReplayRecord does, in
+** memory (a named prepared one only when its commit was decided, a
+** conditional one only when its coordinator committed). */
+static int engRoRecord(void *pCtx, const WalRecord *pRec){
+  KvFollow *f = (KvFollow*)pCtx;
+  KvEngine *pEng = f->pEng;
+  int i = 0, rc = SQLITE_OK;
+  if( f->ePass==1 ){
+    if( pRec->cidAborted==0 ) return SQLITE_OK;
+    return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
+                         pRec->cidAborted);
+  }
+  if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
+  if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
+  if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
+    const WalAction *g = &pRec->aTable[0].aAction[0];
+    int c = kvResolvedGet(pEng, (const char*)g->aKey, g->nKey, 0);
+    if( c==0 || c=='r' ) return SQLITE_OK;     /* in doubt, rolled back */
+    i = 1;
+  }else if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
+    KvReplay r;
+    int bHeld = 0;
+    memset(&r, 0, sizeof(r));
+    r.pEng = pEng;
+    rc = engReplayDecide(&r, pRec, &bHeld);
+    if( rc!=SQLITE_OK ){
+      f->zErr = r.zErr;
+      return rc;
+    }
+    if( !bHeld ) return SQLITE_OK;
+    i = 1;
+  }
+  for(; i<pRec->nTable && rc==SQLITE_OK; i++){
+    rc = engRoTable(f, pRec->cid, &pRec->aTable[i]);
+  }
+  return rc;
+}
+
+/* Replay every record of the live WAL segments in memory (see above):
+** the records a writable open would replay, and those it would skip as
+** already in the tables' files, which give the same state again. */
+static int engRoReplay(KvEngine *pEng, char **pzErr){
+  KvFollow f;
+  WalPos pos;
+  uint64_t segFirst = 0;
+  int rc = engRoFirstSegment(pEng, &segFirst, pzErr);
+  memset(&f, 0, sizeof(f));
+  memset(&pos, 0, sizeof(pos));
+  f.pEng = pEng;
+  for(f.ePass=1; rc==SQLITE_OK && segFirst && f.ePass<=2; f.ePass++){
+    pos.segno = segFirst;
+    pos.iOff = ENG_WAL_FIRST_OFF;
+    rc = wal_follow_end(pEng->zDir, pEng->pIo, &pos, engRoRecord, &f, 0,
+                        pzErr);
+  }
+  if( rc!=SQLITE_OK && f.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = f.zErr;
+    f.zErr = 0;
+  }
+  if( rc==SQLITE_OK ){
+    pEng->posSeen = pos;
+    pEng->cidSeen = f.cidLast;
+  }
+  sqlite3_free(f.zErr);
+  sqlite3_free(f.aAbort);
+  sqlite3_free(f.aDrop);
+  return rc;
+}
+
+/* An alone read-only store (engine mutex held, before a snapshot): once a
+** writer process has the store open and shared (WRITABLE held, JOIN free),
+** it joins it as engStartReadOnly would have: the shared header, the
+** tables in shared mode, the records from where its replay ended to the
+** published tail followed, then every table refreshed (kv_btree drops
+** what the replay put in its overlay, which that writer's recovery wrote
+** into the data file, and reads the file through ordinary read-only
+** connections from then on); ROALONE is let go once no transaction bound
+** before is left (engRoAloneRelease).  Until then it reads its snapshot.
+** One lock test per call while alone. */
+static int engRoAloneJoin(KvEngine *pEng, char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  WalPos tail;
+  KvTable *t;
+  int rc = SQLITE_OK;
+  if( pEng->fdLock<0 || pEng->zDir==0
+   || !engOfdHeld(pEng, ENG_BYTE_WRITABLE) ){
+    return SQLITE_OK;
+  }
+  if( engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN)!=0 ) return SQLITE_OK;  /* later */
+  if( pEng->pShm==0 ) rc = wal_shared_open(pEng->zDir, 1, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)!=SQLITE_OK ){
+    engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+    return SQLITE_OK;                /* half-written: the next call */
+  }
+  if( rc==SQLITE_OK && pEng->posSeen.segno==0 ){
+    /* the WAL had no segment at the open: all there is now is new */
+    uint64_t seg = 0;
+    rc = engRoFirstSegment(pEng, &seg, pzErr);
+    pEng->posSeen.segno = seg;
+    pEng->posSeen.iOff = ENG_WAL_FIRST_OFF;
+  }
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->pData && t->pBackend->xShare ){
+      rc = t->pBackend->xShare(t->pData, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    tail.segno = a[ENG_SHM_SEGNO];
+    tail.iOff = a[ENG_SHM_OFF];
+    if( pEng->posSeen.segno && (tail.segno!=pEng->posSeen.segno
+                                || tail.iOff!=pEng->posSeen.iOff) ){
+      rc = engFollow(pEng, &tail, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    if( a[ENG_SHM_CID]>pEng->cidSeen ) pEng->cidSeen = a[ENG_SHM_CID];
+    for(t=pEng->pTables; t; t=t->pNext){
+      if( t->pData && t->pBackend->xRefresh ){
+        t->pBackend->xRefresh(t->pData, pEng->cidSeen);
+      }
+    }
+    kvVersionSnapDrop(pEng);
+    __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+    engRoAloneRelease(pEng);
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* A read-only store that joined writers after it opened alone lets
+** ROALONE go once no transaction is bound to any table (engine mutex
+** held): one bound before may still read the kv_btree data file through
+** the connection that ignores its WAL, which a checkpoint would change
+** under it. */
+static void engRoAloneRelease(KvEngine *pEng){
+  KvTable *t;
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->nActive>0 ) return;
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_ROALONE);
+  pEng->bRoAloneHeld = 0;
+}
+
+/* Open alone (see above): READER and ROALONE shared (with a LOCK file),
+** the catalog, the tables read-only, the WAL replayed in memory; then
+** JOIN is let go. */
+static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
+  KvTable *t;
+  int rc = SQLITE_OK, e = 0;
+  if( pEng->fdLock>=0 ){
+    e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER);
+    if( e==0 ) e = engOfd(pEng, F_RDLCK, ENG_BYTE_ROALONE);
+    pEng->bRoAloneHeld = e==0;
+    if( e ){
+      *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                               strerror(e));
+      rc = SQLITE_CANTOPEN;
+    }
+  }
+  if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engRoReplay(pEng, pzErr);
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->pData && t->pBackend->xCheckOpen ){
+      rc = t->pBackend->xCheckOpen(t->pData, pzErr);
+    }
+  }
+  if( pEng->fdLock>=0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* Alone (see above), or join as a reader: the catalog and the tables
+** (read-only, shared), the shared header (read-only) and its tail as
+** seen. */
 static int engStartReadOnly(KvEngine *pEng, char **pzErr){
   KvTable *t;
   uint64_t a[WAL_SHARED_SLOTS];
-  int e;
-  int rc = engLockReadOnly(pEng, pzErr);
+  int e, bAlone = 0;
+  int rc = engRoIsStore(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engLockReadOnly(pEng, &bAlone, pzErr);
+  if( rc==SQLITE_OK && bAlone ) return engReadOnlyAlone(pEng, pzErr);
   /* READER before the tail (the segments from it on stay), then the
   ** published tail, as engJoin reads it. */
   if( rc==SQLITE_OK && (e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER))!=0 ){
@@ -1784,15 +2161,6 @@ static int engOpen(const char *zDir, int bReadOnly, KvEngine **ppEng,
     if( rc==SQLITE_OK && zReal && bReadOnly ){
       p->bReadOnly = 1;
       rc = engStartReadOnly(p, pzErr);
-      if( rc==SQLITE_NOTFOUND ){
-        /* No other process has it open: open it as before. */
-        engFree(p);
-        p = 0;
-        sqlite3_free(*pzErr);
-        *pzErr = 0;
-        rc = engAlloc(zReal, &p);
-        if( rc==SQLITE_OK ) rc = engStart(p, pzErr);
-      }
     }else if( rc==SQLITE_OK && zReal ){
       rc = engStart(p, pzErr);
     }

@@ -145,6 +145,10 @@ struct KvEngine {
   int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
   /* kvEngineWorkTurn, for table.c (KvTableDef.xStoreWork). */
   int (*xWorkTurn)(KvEngine*, int eWork);
+  /* kvEngineFilesPinned, for table.c (KvTableDef.xFilesPinned). */
+  int (*xFilesPinned)(KvEngine*);
+  int bRoAloneHeld;             /* engine mutex: read-only, opened alone,
+                                ** holds ROALONE (engine.c) */
 };
 
 /* One table touched by a root. */
@@ -358,6 +362,9 @@ int kvEngineCatchUp(KvEngine*, int bRecover, char **pzErr);
 ** *pzErr after that), and its release.  Engine mutex not held. */
 int kvEngineWriterLock(KvEngine*, int msBusy, char **pzErr);
 void kvEngineWriterUnlock(KvEngine*);
+/* 1 while a read-only process that opened store pEng with no writer
+** there reads it (KvTableDef.xFilesPinned); 0 for a store without LOCK. */
+int kvEngineFilesPinned(KvEngine *pEng);
 /* Publish the end of this process's log as the store's tail (writer lock
 ** and engine mutex held) and take it as seen. */
 int kvEnginePublishTail(KvEngine*, char **pzErr);

@@ -301,14 +301,17 @@ struct KvMapEntry {
 ** it, SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is set.  Takes
 ** the registry mutex. */
 int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
-/* Open the existing store in zDir to read it.  When another process has
-** it open, nothing of the store is created or changed (only read locks
-** are taken): this process joins the others as a reader, asking an alone
-** holder to share the store, reads their commits, and every write fails
-** with SQLITE_READONLY at prepare.  A read-write store object of zDir in
-** this process is reused instead; with no other process, the store is
-** opened as kv_engine_open does (a replay may be due; the caller refuses
-** writes).  Errors: SQLITE_CANTOPEN (no such directory), SQLITE_BUSY as
+/* Open the existing store in zDir to read it.  Nothing of the store is
+** created or changed (only read locks are taken, none without a LOCK
+** file), and every write fails with SQLITE_READONLY at prepare.  When a
+** writer process has it open, this process joins the others as a reader,
+** asking an alone holder to share the store, and reads their commits;
+** with none, it reads the store as it is, with the WAL records its
+** tables' files lack replayed in memory, as one snapshot until a writer
+** opens the store, and from its next snapshot on reads that writer's
+** commits.  A read-write store object of zDir in this process is reused
+** instead.  Errors: SQLITE_CANTOPEN (no such directory, not a store, a
+** kv_log table missing a record only the WAL holds), SQLITE_BUSY as
 ** kv_engine_open, I/O codes; *pzErr is set. */
 int kv_engine_open_readonly(const char *zDir, KvEngine **ppEng,
                             char **pzErr);

@@ -120,6 +120,22 @@ static const char *klHeaderCheck(KvLogStore *p, KlFile *pFile, KlScan *pScan,
   return kl_header_check(a, pFile);
 }
 
+/* The frame at iOff of pFile in the scan window: its header, then (when
+** the header names a body of a possible length) the whole frame; *pnAvail
+** bytes at *pa (fewer than the frame at the end of the file). */
+static int klScanFrame(KvLogStore *p, KlFile *pFile, KlScan *pScan,
+                       int64_t iOff, const uint8_t **pa, int64_t *pnAvail,
+                       char **pzErr){
+  int rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, pa, pnAvail,
+                        pzErr);
+  if( rc==SQLITE_OK && *pnAvail>=KL_FRAME_HDR
+   && wal_get_u32(*pa)<=KL_MAX_BODY ){
+    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(*pa),
+                      pa, pnAvail, pzErr);
+  }
+  return rc;
+}
+
 /* Forward scan: every frame checked, records listed.  A bad frame in the
 ** newest log file (bNewest), or a header that was never written there,
 ** ends the scan (the tail is cut by the caller at pScan->iEnd); any other
@@ -142,13 +158,8 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
     const uint8_t *a;
     int64_t nAvail;
     KlFrame fr;
-    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
+    rc = klScanFrame(p, pFile, pScan, iOff, &a, &nAvail, pzErr);
     if( rc ) return rc;
-    if( nAvail>=KL_FRAME_HDR && wal_get_u32(a)<=KL_MAX_BODY ){
-      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(a),
-                        &a, &nAvail, pzErr);
-      if( rc ) return rc;
-    }
     zWhy = kl_frame_parse(a, nAvail, &fr);
     if( zWhy ) break;
     rc = klScanAdd(pScan, iOff, &fr);
@@ -1173,13 +1184,8 @@ static int klFollowScan(KvLogStore *p, KlFile *pFile, int64_t iFrom,
     const uint8_t *a;
     int64_t nAvail;
     KlFrame fr;
-    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
+    rc = klScanFrame(p, pFile, pScan, iOff, &a, &nAvail, pzErr);
     if( rc ) return rc;
-    if( nAvail>=KL_FRAME_HDR && wal_get_u32(a)<=KL_MAX_BODY ){
-      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(a),
-                        &a, &nAvail, pzErr);
-      if( rc ) return rc;
-    }
     if( kl_frame_parse(a, nAvail, &fr) ) break;   /* in progress, or torn */
     if( cidMax && fr.cid>cidMax ){ *pbBound = 1; break; }
     rc = klScanAdd(pScan, iOff, &fr);

@@ -303,7 +303,7 @@ int kvResolvedLoad(KvEngine *pEng, char **pzErr){
   if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
     resErr(pzErr, "kv: cannot read %s: %s", zPath, strerror(errno));
   }
-  if( rc==SQLITE_OK && (bTorn || nDrop>0) ){
+  if( rc==SQLITE_OK && (bTorn || nDrop>0) && !pEng->bReadOnly ){
     if( bTorn ){
       sqlite3_log(SQLITE_NOTICE, "kv: %s: a torn tail is cut off at byte %lld",
                   zPath, (long long)iOff);

@@ -14,6 +14,11 @@
 ** once).  Case "readonly": read-only processes (URI mode=ro,
 ** SQLITE_OPEN_READONLY, the shell's -readonly) read whole commits of a
 ** store another process writes, and leave every file of it as it was.
+** Case "roalone": read-only processes that have a store to themselves
+** (closed, or left by a killed writer with commits only in the root WAL,
+** or on a read-only mount) read what a writable open reads and change no
+** file; a writer that opens the store meanwhile (in another process or
+** the same one) recovers it beside them, and they catch up with it.
 ** Case "background": the background work of a shared store (WAL
 ** retirement, TTL sweeps) passes to another process when the one doing
 ** it is killed, and the WAL stays small over a long shared run.
@@ -186,6 +191,9 @@ static int mpExecChild(int argc, char **argv){
 
 static int mpFill(char **argv);
 static int mpIdle(char **argv);
+static int mpRoStateChild(char **argv);
+static int mpRoHold(char **argv);
+static int mpRoKill(char **argv);
 static int mpTtl(char **argv);
 
 /* roread <db> <uri 0|1> <rows>: a read-only connection (URI mode=ro, or
@@ -249,6 +257,9 @@ int depot_test_child(int argc, char **argv){
   }
   if( argc==5 && strcmp(argv[0], "fill")==0 ) return mpFill(argv);
   if( argc==3 && strcmp(argv[0], "idle")==0 ) return mpIdle(argv);
+  if( argc==4 && strcmp(argv[0], "rostate")==0 ) return mpRoStateChild(argv);
+  if( argc==4 && strcmp(argv[0], "rohold")==0 ) return mpRoHold(argv);
+  if( argc==3 && strcmp(argv[0], "rokill")==0 ) return mpRoKill(argv);
   if( argc==5 && strcmp(argv[0], "ttl")==0 ) return mpTtl(argv);
   return 2;
 }
@@ -1087,6 +1098,506 @@ START_TEST(test_kvmp_readonly_shell_reads_log_while_app_writes){
 }
 END_TEST
 
+/* ------------------------------------------- read-only, opened alone --- */
+
+/* Open zDb read-only in a child: URI mode=ro (bUri) or
+** SQLITE_OPEN_READONLY; NULL (and a message) when it fails. */
+static sqlite3 *mpRoOpen(const char *zDb, int bUri){
+  sqlite3 *db = 0, *dbFirst = 0;
+  int rc;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0);
+  if( bUri ){
+    char *zUri = sqlite3_mprintf("file:%s?mode=ro", zDb);
+    rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+    sqlite3_free(zUri);
+  }else{
+    rc = sqlite3_open_v2(zDb, &db, SQLITE_OPEN_READONLY, 0);
+  }
+  sqlite3_close(dbFirst);
+  if( rc ){
+    fprintf(stderr, "ro: cannot open %s\n", zDb);
+    sqlite3_close(db);
+    return 0;
+  }
+  sqlite3_extended_result_codes(db, 1);
+  return db;
+}
+
+/* "count|sum of keys" of table zTab on db (a read error: "error: ..."). */
+static char *mpRoState(sqlite3 *db, const char *zTab){
+  char *zSql = sqlite3_mprintf("SELECT count(*), sum(key), "
+                               "sum(length(value)) FROM %s", zTab);
+  sqlite3_stmt *p = 0;
+  char *zOut;
+  int rc = sqlite3_prepare_v2(db, zSql, -1, &p, 0);
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK && (rc = sqlite3_step(p))==SQLITE_ROW ){
+    zOut = sqlite3_mprintf("%lld|%lld|%lld", sqlite3_column_int64(p, 0),
+                           sqlite3_column_int64(p, 1),
+                           sqlite3_column_int64(p, 2));
+  }else{
+    zOut = sqlite3_mprintf("error: %s", sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(p);
+  return zOut;
+}
+
+/* rostate <db> <uri 0|1> <out file>: a read-only connection writes the
+** state (mpRoState) of tables b and l, one line each, into the out file
+** (outside the store), and checks that a write fails with
+** SQLITE_READONLY. */
+static int mpRoStateChild(char **argv){
+  sqlite3 *db = mpRoOpen(argv[1], atoi(argv[2]));
+  FILE *f;
+  char *zB, *zL;
+  int rc;
+  if( db==0 ) return 2;
+  zB = mpRoState(db, "b");
+  zL = mpRoState(db, "l");
+  f = fopen(argv[3], "w");
+  if( f==0 ) return 3;
+  fprintf(f, "%s\n%s\n", zB, zL);
+  fclose(f);
+  rc = mpExec(db, "INSERT INTO b VALUES(0, 'no')");
+  if( (rc & 0xff)!=SQLITE_READONLY ){
+    fprintf(stderr, "rostate: a write gave %d: %s\n", rc, sqlite3_errmsg(db));
+    return 8;
+  }
+  sqlite3_free(zB);
+  sqlite3_free(zL);
+  sqlite3_close(db);
+  return 0;
+}
+
+/* Wait (up to 30 s) for file zPath to exist. */
+static int mpWaitFile(const char *zPath){
+  int64_t iEnd = mpNowMs() + 30000;
+  while( access(zPath, F_OK)!=0 ){
+    if( mpNowMs()>iEnd ) return 0;
+    usleep(5000);
+  }
+  return 1;
+}
+
+/* The commits of table b's writer in test_kvmp_roalone_writer_opens_*:
+** commit j adds keys 1000+10*j .. 1000+10*j+9.  How many of them a read
+** holds (the keys from 1000 on), or -1 when that is not a whole prefix
+** of the commits. */
+static int mpRoCommits(sqlite3 *db){
+  sqlite3_int64 n, j;
+  int rc;
+  /* one statement: one snapshot (count, and the sum of the keys, mixed) */
+  n = mpInt(db, "SELECT count(*)*1000000000 + sum(key) FROM b "
+                "WHERE key>=1000", &rc);
+  if( rc || n<0 ) return -1;
+  j = n/1000000000;
+  if( j%10!=0 ) return -1;
+  j /= 10;
+  return n%1000000000==j*10045 + 100*j*(j+1)/2 ? (int)j : -1;
+}
+
+/* rohold <db> <dir> <commits>: a read-only connection, alone with the
+** store, reads table b and creates <dir>/ro.ready; then, while a writer
+** process opens the store and commits, every read (one statement, or a
+** transaction of two) must hold a whole prefix of the writer's commits
+** (mpRoCommits), until one holds all of them (30 s at most). */
+static int mpRoHold(char **argv){
+  sqlite3 *db = mpRoOpen(argv[1], 1);
+  char *zReady = sqlite3_mprintf("%s/ro.ready", argv[2]);
+  int nWant = atoi(argv[3]), n = 0, i, fd;
+  int64_t iEnd = mpNowMs() + 30000;
+  if( db==0 ) return 2;
+  if( mpRoCommits(db)!=0 ) return 5;
+  fd = open(zReady, O_WRONLY|O_CREAT, 0644);
+  if( fd<0 ) return 3;
+  close(fd);
+  for(i=0; n<nWant && mpNowMs()<iEnd; i++){
+    int n2;
+    if( i%2 ){
+      mpExec(db, "BEGIN");
+      n = mpRoCommits(db);
+      n2 = mpRoCommits(db);
+      mpExec(db, "COMMIT");
+      if( n2!=n ){
+        fprintf(stderr, "rohold: one transaction read %d, then %d commits\n",
+                n, n2);
+        return 7;
+      }
+    }else{
+      n = mpRoCommits(db);
+    }
+    if( n<0 ){
+      fprintf(stderr, "rohold: a read holds part of a commit\n");
+      return 7;
+    }
+  }
+  sqlite3_close(db);
+  sqlite3_free(zReady);
+  return n==nWant ? 0 : 6;
+}
+
+/* rokill <db> <rows>: with kv_btree's collector failing every write, commits
+** rows 1..rows to tables b (kv_btree) and l (kv_log), one commit each, then
+** writes <db>.acked and waits to be killed: b's rows are only in the root
+** WAL. */
+static int mpRoKill(char **argv){
+  sqlite3 *db = mpChildOpen(argv[1]);
+  char *zAck = sqlite3_mprintf("%s.acked", argv[1]);
+  int i, n = atoi(argv[2]), fd;
+  kv_btree_test_fail_writes(1000000000);
+  for(i=1; i<=n; i++){
+    char zSql[200];
+    sqlite3_snprintf(sizeof(zSql), zSql, "INSERT INTO b VALUES(%d, 'v%d');"
+                     "INSERT INTO l VALUES(%d, 'w%d')", i, i, i, i);
+    if( mpExec(db, zSql) ){
+      fprintf(stderr, "rokill: %s\n", sqlite3_errmsg(db));
+      return 5;
+    }
+  }
+  fd = open(zAck, O_WRONLY|O_CREAT, 0644);
+  if( fd<0 ) return 3;
+  close(fd);
+  for(;;) sleep(1);
+  return 0;
+}
+
+/* Every file and folder under zDir as "path size mtime inode" lines,
+** SQLite's -shm files included. */
+static void mpListAll(const char *zDir, KvBuf *pOut){
+  char *zCmd = sqlite3_mprintf("cd '%s' && find . -printf "
+      "'%%p %%s %%T@ %%i\n' | sort", zDir);
+  char aBuf[4096];
+  size_t n;
+  FILE *p = popen(zCmd, "r");
+  ck_assert_ptr_nonnull(p);
+  pOut->n = 0;
+  while( (n = fread(aBuf, 1, sizeof(aBuf), p))>0 ){
+    ck_assert_int_eq(kv_buf_append(pOut, aBuf, (int)n), SQLITE_OK);
+  }
+  pclose(p);
+  sqlite3_free(zCmd);
+}
+
+/* Run rostate on zDb (bUri: URI mode=ro) and return the two lines it
+** wrote (sqlite3_malloc'd); the child must exit 0. */
+static char *mpRunRoState(const char *zDb, int bUri, const char *zOut){
+  char zUri[4];
+  const char *azArg[] = { "rostate", zDb, zUri, zOut, 0 };
+  char aBuf[512];
+  int st = 0;
+  size_t n;
+  FILE *f;
+  pid_t pid;
+  snprintf(zUri, sizeof(zUri), "%d", bUri);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "rostate status %d",
+                st);
+  f = fopen(zOut, "r");
+  ck_assert_ptr_nonnull(f);
+  n = fread(aBuf, 1, sizeof(aBuf)-1, f);
+  aBuf[n] = 0;
+  fclose(f);
+  unlink(zOut);
+  return sqlite3_mprintf("%s", aBuf);
+}
+
+/* The store of zDb read by read-only processes that have it to
+** themselves (URI mode=ro, SQLITE_OPEN_READONLY): the values of a
+** writable open, and no file or folder of the database or its store
+** changes (path, size, mtime, inode), none is created (no LOCK, no -wal or
+** -shm of the kv_btree data file).  zWant: the state (mpRoState of b and
+** l) a writable open reads. */
+static void mpRoAloneCheck(const char *zDir, const char *zDb,
+                           const char *zWant){
+  char *zOut = sqlite3_mprintf("%s.state", zDir);  /* outside zDir */
+  KvBuf before, after;
+  int bUri;
+  memset(&before, 0, sizeof(before));
+  memset(&after, 0, sizeof(after));
+  mpListAll(zDir, &before);
+  usleep(20000);                        /* a write would show in mtimes */
+  for(bUri=1; bUri>=0; bUri--){
+    char *zGot = mpRunRoState(zDb, bUri, zOut);
+    ck_assert_msg(strcmp(zGot, zWant)==0, "read-only (uri %d) read:\n%s"
+                  "want:\n%s", bUri, zGot, zWant);
+    sqlite3_free(zGot);
+  }
+  mpListAll(zDir, &after);
+  ck_assert_msg(after.n==before.n && memcmp(after.a, before.a, after.n)==0,
+                "before:\n%.*s\nafter:\n%.*s", before.n, before.a,
+                after.n, after.a);
+  sqlite3_free(before.a);
+  sqlite3_free(after.a);
+  sqlite3_free(zOut);
+}
+
+/* The state (mpRoState of b, then l) of zDb through a writable open. */
+static char *mpRwState(const char *zDb){
+  sqlite3 *db = th_open(zDb);
+  char *zB = mpRoState(db, "b");
+  char *zL = mpRoState(db, "l");
+  char *z = sqlite3_mprintf("%s\n%s\n", zB, zL);
+  sqlite3_close(db);
+  sqlite3_free(zB);
+  sqlite3_free(zL);
+  return z;
+}
+
+/* A store written and closed, then opened read-only by processes that have
+** it to themselves: the values are right and nothing is written. */
+START_TEST(test_kvmp_roalone_closed_store_writes_nothing){
+  char *zDir = th_tmpdir("kvmp-roalone");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zWant;
+  sqlite3 *db = th_open(zDb);
+  int i;
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log");
+  for(i=1; i<=20; i++){
+    th_execf(db, "INSERT INTO b VALUES(%d, 'v%d');"
+                 "INSERT INTO l VALUES(%d, 'w%d')", i, i, i, i);
+  }
+  th_exec(db, "DELETE FROM b WHERE key=3; UPDATE b SET value='long' "
+              "WHERE key=4");
+  sqlite3_close(db);
+  zWant = mpRwState(zDb);
+  ck_assert_msg(strncmp(zWant, "19|207|", 7)==0, "%s", zWant);
+  mpRoAloneCheck(zDir, zDb, zWant);
+  sqlite3_free(zWant);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A process killed with commits in the root WAL that the kv_btree data
+** file never got (its collector failed every write): a read-only process
+** alone replays them in memory, reads what a writable open reads, and
+** writes nothing; the writable open afterwards still finds them there. */
+START_TEST(test_kvmp_roalone_replays_killed_writer_in_memory){
+  char *zDir = th_tmpdir("kvmp-rokill");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zAck = sqlite3_mprintf("%s.acked", zDb);
+  const char *azArg[] = { "rokill", zDb, "30", 0 };
+  char *zWant, *zAfter;
+  sqlite3 *db = th_open(zDb);
+  int st;
+  pid_t pid;
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log;"
+              "INSERT INTO b VALUES(100, 'before')");
+  sqlite3_close(db);
+  pid = th_spawn(azArg);
+  ck_assert_msg(mpWaitFile(zAck), "the writer did not commit");
+  kill(pid, SIGKILL);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  unlink(zAck);
+  zAfter = sqlite3_mprintf("%s/app.db-kv", zDir);
+  ck_assert_int_eq(mpDataFileRows(zAfter), 1);   /* only the first row */
+  sqlite3_free(zAfter);
+  zWant = sqlite3_mprintf("31|565|%d\n30|465|%d\n", 6+9*2+21*3, 9*2+21*3);
+  mpRoAloneCheck(zDir, zDb, zWant);
+  zAfter = mpRwState(zDb);
+  ck_assert_msg(strcmp(zAfter, zWant)==0, "%s", zAfter);
+  sqlite3_free(zAfter);
+  sqlite3_free(zWant);
+  sqlite3_free(zAck);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A writer process opens the store while a read-only process that opened
+** it alone reads it: the writer recovers it and commits, with enough
+** data for the kv_btree data file's own WAL to pass its checkpoint size;
+** the reader reads whole commits, catches up with the writer, and reads
+** every commit in the end; all of them are there at the next open. */
+START_TEST(test_kvmp_roalone_writer_opens_while_it_reads){
+  char *zDir = th_tmpdir("kvmp-rohold");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zReady = sqlite3_mprintf("%s/ro.ready", zDir);
+  const char *azArg[] = { "rohold", zDb, zDir, "300", 0 };
+  sqlite3 *db = th_open(zDb);
+  int i, nState = 0;
+  pid_t pid;
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree");
+  for(i=1; i<=50; i++) th_execf(db, "INSERT INTO b VALUES(%d, 'v')", i);
+  sqlite3_close(db);
+  pid = th_spawn(azArg);
+  ck_assert_msg(mpWaitFile(zReady), "the reader did not start");
+  db = th_open(zDb);                 /* a writer, next to the reader */
+  th_exec(db, "PRAGMA busy_timeout=5000");
+  for(i=1; i<=300; i++){
+    th_execf(db, "WITH RECURSIVE c(x) AS (SELECT 0 UNION ALL SELECT x+1 "
+                 "FROM c WHERE x<9) INSERT INTO b SELECT 1000+%d*10+x, "
+                 "randomblob(700) FROM c", i);
+  }
+  ck_assert_int_eq(waitpid(pid, &nState, 0), pid);
+  ck_assert_msg(WIFEXITED(nState) && WEXITSTATUS(nState)==0,
+                "reader status %d", nState);
+  sqlite3_close(db);
+  db = th_open(zDb);
+  ck_assert_int_eq(mpRoCommits(db), 300);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM b"), 50+3000);
+  sqlite3_close(db);
+  sqlite3_free(zReady);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* In one process, a read-only connection opens the store first (alone),
+** then a writable one: the read-only connection reads the writer's
+** commits from its next statement on, as SQLite's readers do. */
+START_TEST(test_kvmp_roalone_then_writer_in_same_process){
+  char *zDir = th_tmpdir("kvmp-rosame");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb), *dbRo;
+  int i;
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log;"
+              "INSERT INTO b VALUES(1, 'one'); INSERT INTO l VALUES(1, 'one')");
+  sqlite3_close(db);
+  dbRo = mpRoOpen(zDb, 0);
+  ck_assert_ptr_nonnull(dbRo);
+  ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM b"), 1);
+  ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM l"), 1);
+  db = th_open(zDb);
+  for(i=2; i<=5; i++){
+    th_execf(db, "INSERT INTO b VALUES(%d, 'x'); INSERT INTO l VALUES(%d, "
+                 "'x')", i, i);
+    ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM b"), i);
+    ck_assert_int_eq(th_int(dbRo, "SELECT count(*) FROM l"), i);
+  }
+  sqlite3_close(db);
+  ck_assert_int_eq(th_int(dbRo, "SELECT sum(key) FROM b"), 15);
+  sqlite3_close(dbRo);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The sqlite3 shell with -readonly reads store zDir/app.db-kv alone, in
+** a private mount namespace with zDir mounted read-only (bMount; *pbSkip
+** set when mounts are not permitted here) or not; returns its output. */
+static char *mpRoShell(const char *zDir, int bMount, int *pbSkip){
+  const char *zModule = th_module_path();
+  const char *zSan = getenv("DEPOT_SANITIZER");
+  int bPre = zSan && (strcmp(zSan, "asan")==0 || strcmp(zSan, "tsan")==0);
+  char *zShell = sqlite3_mprintf("%s%s%s/usr/bin/sqlite3 -readonly "
+      "%s/app.db \".load %s\" \"SELECT count(*), sum(key) FROM b\"",
+      bPre ? "LD_PRELOAD=$(${DEPOT_CC:-cc} -print-file-name=lib" : "",
+      bPre ? zSan : "", bPre ? ".so) ASAN_OPTIONS=detect_leaks=0 " : "",
+      zDir, zModule);
+  char *zCmd;
+  char zOut[512];
+  size_t n;
+  FILE *p;
+  if( bMount ){
+    zCmd = sqlite3_mprintf("unshare -m sh -c 'mount --bind %s %s && "
+        "mount -o remount,bind,ro %s %s || exit 97; touch %s/x 2>/dev/null "
+        "&& exit 98; %s' 2>&1", zDir, zDir, zDir, zDir, zDir, zShell);
+  }else{
+    zCmd = sqlite3_mprintf("%s 2>&1", zShell);
+  }
+  p = popen(zCmd, "r");
+  ck_assert_ptr_nonnull(p);
+  n = fread(zOut, 1, sizeof(zOut)-1, p);
+  zOut[n] = 0;
+  *pbSkip = WEXITSTATUS(pclose(p))==97;
+  sqlite3_free(zCmd);
+  sqlite3_free(zShell);
+  return sqlite3_mprintf("%s", zOut);
+}
+
+/* The sqlite3 shell with -readonly reads a kv_btree table of a store no
+** process has open, writing nothing; then the same from a read-only
+** mount of the directory (a private mount namespace, when this system
+** lets the test make one), with the store's LOCK file (read locks on a
+** read-only descriptor) and without it (no lock at all). */
+START_TEST(test_kvmp_roalone_shell_and_read_only_mount){
+  char *zDir = th_tmpdir("kvmp-romount");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zLock = sqlite3_mprintf("%s/app.db-kv/LOCK", zDir);
+  KvBuf before, after;
+  sqlite3 *db;
+  char *zOut;
+  int i, bSkip = 0;
+  if( th_module_path()==0 || access("/usr/bin/sqlite3", X_OK)!=0 ){
+    fprintf(stderr, "kvmp: roalone shell test skipped: no sqlite3 shell "
+            "or module\n");
+    sqlite3_free(zLock);
+    sqlite3_free(zDb);
+    sqlite3_free(zDir);
+    return;
+  }
+  memset(&before, 0, sizeof(before));
+  memset(&after, 0, sizeof(after));
+  db = th_open(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree");
+  for(i=1; i<=20; i++) th_execf(db, "INSERT INTO b VALUES(%d, 'v')", i);
+  sqlite3_close(db);
+  mpListAll(zDir, &before);
+  usleep(20000);
+  zOut = mpRoShell(zDir, 0, &bSkip);
+  ck_assert_msg(strcmp(zOut, "20|210\n")==0, "shell said: %s", zOut);
+  sqlite3_free(zOut);
+  mpListAll(zDir, &after);
+  ck_assert_msg(after.n==before.n && memcmp(after.a, before.a, after.n)==0,
+                "before:\n%.*s\nafter:\n%.*s", before.n, before.a,
+                after.n, after.a);
+  for(i=0; i<2; i++){
+    if( i==1 ) ck_assert_int_eq(unlink(zLock), 0);
+    zOut = mpRoShell(zDir, 1, &bSkip);
+    if( bSkip ){
+      fprintf(stderr, "kvmp: read-only mount variant skipped: mounts are "
+              "not permitted here (%s)\n", zOut);
+      sqlite3_free(zOut);
+      break;
+    }
+    ck_assert_msg(strcmp(zOut, "20|210\n")==0, "shell on a read-only mount "
+                  "(%s LOCK) said: %s", i ? "without" : "with", zOut);
+    sqlite3_free(zOut);
+  }
+  sqlite3_free(before.a);
+  sqlite3_free(after.a);
+  sqlite3_free(zLock);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A read-only open of a directory that holds no store fails, saying so,
+** and creates nothing in it. */
+START_TEST(test_kvmp_roalone_not_a_store){
+  char *zDir = th_tmpdir("kvmp-ronone");
+  char *zStore = sqlite3_mprintf("%s/empty-kv", zDir);
+  KvBuf before, after;
+  KvEngine *pEng = 0;
+  char *zErr = 0;
+  int rc;
+  memset(&before, 0, sizeof(before));
+  memset(&after, 0, sizeof(after));
+  ck_assert_int_eq(mkdir(zStore, 0755), 0);
+  mpListAll(zDir, &before);
+  rc = kv_engine_open_readonly(zStore, &pEng, &zErr);
+  ck_assert_int_eq(rc, SQLITE_CANTOPEN);
+  ck_assert_ptr_null(pEng);
+  ck_assert_msg(zErr && strstr(zErr, "is not a KV store"), "%s",
+                zErr ? zErr : "(no message)");
+  mpListAll(zDir, &after);
+  ck_assert_msg(after.n==before.n && memcmp(after.a, before.a, after.n)==0,
+                "before:\n%.*s\nafter:\n%.*s", before.n, before.a,
+                after.n, after.a);
+  sqlite3_free(zErr);
+  sqlite3_free(before.a);
+  sqlite3_free(after.a);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1117,6 +1628,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_readonly_open_writes_nothing);
   tcase_add_test(tc, test_kvmp_readonly_reads_while_another_writes);
   tcase_add_test(tc, test_kvmp_readonly_shell_reads_log_while_app_writes);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("roalone");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_roalone_closed_store_writes_nothing);
+  tcase_add_test(tc, test_kvmp_roalone_replays_killed_writer_in_memory);
+  tcase_add_test(tc, test_kvmp_roalone_writer_opens_while_it_reads);
+  tcase_add_test(tc, test_kvmp_roalone_shell_and_read_only_mount);
+  tcase_add_test(tc, test_kvmp_roalone_not_a_store);
+  tcase_add_test(tc, test_kvmp_roalone_then_writer_in_same_process);
   suite_add_tcase(s, tc);
   return s;
 }
