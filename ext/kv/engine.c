@@ -517,16 +517,20 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** A store holding an in-doubt prepared transaction does not turn shared
 ** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
 ** SQLITE_BUSY.  A shared store stays shared while this process has it
-** open: its WAL segments retire only through the owner (below), tables
-** are neither created nor removed, and named prepares (kv_prepare with a
-** gid) are refused.
+** open: its WAL segments retire only through the owner (below), named
+** prepares (kv_prepare with a gid) are refused, and tables are created
+** and removed as ddl.c says: the catalog record commits like any other,
+** other processes apply it at catch-up, and the owner deletes a removed
+** table's files once every process is past the removal (engDdlReap).
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
 ** position (posSeen) is behind the published tail reads the records in
 ** between (wal_follow) and applies each one: one commit sequence number,
-** revisions for the conflict check, changed key versions, and new
-** readers of the kv_btree data file, which the writer already wrote.
+** revisions for the conflict check, changed key versions, new readers
+** of the kv_btree data file, which the writer already wrote, and catalog
+** changes (kvDdlFollow: tables opened in shared mode, or dropped from the
+** live list).
 ** A writer first also reads past the tail (wal_follow_end): records a
 ** writer wrote and flushed but did not publish before it died, which it
 ** applies as replay would (a conditional one only if its coordinator
@@ -551,7 +555,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          record written before it shares the flush.
 **   SLOT+i position slots: each shared process holds one, and publishes
 **          in LOCK at ENG_POS_OFF+8*i the segment of the log it has
-**          caught up to (u64, little-endian; 0 while it joins: hold all).
+**          caught up to (u64, little-endian; 0 while it joins: hold all),
+**          and at ENG_CID_OFF+8*i the CID of the last record it applied
+**          (0 while it joins), which the deletion of removed tables'
+**          files waits for (engDdlReap).
 **
 ** The store thread of a shared process catches up every ENG_BG_MS, so
 ** an idle process does not hold the log back.  The owner retires
