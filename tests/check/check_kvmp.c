@@ -1339,6 +1339,64 @@ START_TEST(test_kvmp_ddl_creator_killed_before_publish){
 }
 END_TEST
 
+/* A process removing a table is SIGKILLed after its WAL append (point 0)
+** or after it saved the catalog file (point 1): the next writer applies
+** the removal, so the table is gone in every process and after an open
+** alone, and that open deletes its files. */
+static void mpDdlRemoveKillTest(const char *zType, int iAt){
+  char *zDir = th_tmpdir("kvmp-ddlrmkill");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zDropped = sqlite3_mprintf("%s/tables_dropped", zStore);
+  char zAt[8];
+  const char *azArg[] = { "execk", zDb, zAt, 0, 0 };
+  sqlite3 *db = th_open(zDb);
+  sqlite3_int64 h;
+  pid_t pid;
+  int st = 0;
+  char *zRm = sqlite3_mprintf("CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "SELECT kv_remove_table((SELECT h FROM hh), 'k');"
+      "SELECT kv_commit((SELECT h FROM hh))");
+  azArg[3] = zRm;
+  snprintf(zAt, sizeof(zAt), "%d", iAt);
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_create_table(%lld, 'k', '%s'), "
+               "kv_put(%lld, 'k', 1, 'v'), kv_commit(%lld)", h, zType, h, h);
+  ck_assert_int_eq(mpRun(zDb, "INSERT INTO a VALUES(2, 'two')"), 0);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st), "the remover ended with status %d", st);
+  th_exec(db, "INSERT INTO a VALUES(3, 'three')");    /* the next writer */
+  h = th_int(db, "SELECT kv_begin()");
+  mpFails(db, "no such table: k", "SELECT kv_get(%lld, 'k', 1)", h);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "SELECT kv_get((SELECT h FROM hh), 'k', 1)"), 5);
+  sqlite3_close(db);
+  db = th_open(zDb);                          /* alone */
+  h = th_int(db, "SELECT kv_begin()");
+  mpFails(db, "no such table: k", "SELECT kv_get(%lld, 'k', 1)", h);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 3);
+  ck_assert_int_ne(access(zDropped, F_OK), 0);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  ck_assert_int_eq(mpDataFileTables(zStore), 1);
+  sqlite3_close(db);
+  sqlite3_free(zRm);
+  sqlite3_free(zDropped);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_kvmp_ddl_remover_killed_before_publish){
+  mpDdlRemoveKillTest("kv_btree", 0);
+  mpDdlRemoveKillTest("kv_log", 0);
+  mpDdlRemoveKillTest("kv_btree", 1);
+  mpDdlRemoveKillTest("kv_log", 1);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1375,6 +1433,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_ddl_create_remove_while_shared);
   tcase_add_test(tc, test_kvmp_ddl_name_clash_and_memory_tables);
   tcase_add_test(tc, test_kvmp_ddl_creator_killed_before_publish);
+  tcase_add_test(tc, test_kvmp_ddl_remover_killed_before_publish);
   suite_add_tcase(s, tc);
   return s;
 }
