@@ -58,6 +58,7 @@ SQLITE_EXTENSION_INIT3
 #define KV_DROP_FILE   "tables_dropped"
 #define KV_DROP_MAGIC  "KVDROP01"
 #define KV_DDL_CHECK_MS 100         /* the owner reads the list this often */
+#define KV_DDL_RETRY_MS 10000       /* ... and after a failure, this late */
 
 /* One entry of the list file. */
 typedef struct DdlEntry DdlEntry;
@@ -362,8 +363,21 @@ int kvDdlPrepare(KvRoot *p, char **pzErr){
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
-  /* The tables it removes, listed before the record exists. */
-  if( rc==SQLITE_OK && add.n>0 ) rc = ddlListLoad(pEng, &list, pzErr);
+  /* The tables it removes, listed before the record exists.  A damaged
+  ** list is started afresh: the files it named stay (later tables get
+  ** higher ids), which costs space, never a table. */
+  if( rc==SQLITE_OK && add.n>0 ){
+    char *zErr = 0;
+    rc = ddlListLoad(pEng, &list, &zErr);
+    if( rc==SQLITE_CORRUPT ){
+      sqlite3_log(rc, "%s: started afresh", zErr);
+      rc = SQLITE_OK;
+    }else if( rc!=SQLITE_OK ){
+      *pzErr = zErr;
+      zErr = 0;
+    }
+    sqlite3_free(zErr);
+  }
   for(i=0; rc==SQLITE_OK && i<add.n; i++){
     rc = ddlListAdd(&list, add.a[i].zName, add.a[i].nName, &add.a[i].meta);
   }
@@ -440,8 +454,26 @@ static int ddlDropListed(KvEngine *pEng, const uint64_t *aId, int n,
 }
 
 int kvDdlOpenAlone(KvEngine *pEng, char **pzErr){
+  char *zErr = 0;
+  int rc;
+  (void)pzErr;
   if( pEng->zDir==0 || pEng->bReadOnly ) return SQLITE_OK;
-  return ddlDropListed(pEng, 0, 0, pzErr);
+  rc = ddlDropListed(pEng, 0, 0, &zErr);
+  if( rc!=SQLITE_OK ){
+    /* Never a reason not to open: a damaged list goes, and the files it
+    ** named stay (later tables get higher ids). */
+    sqlite3_log(rc, "kv: store %s: removed tables' files not deleted: %s",
+                pEng->zDir, zErr ? zErr : sqlite3_errstr(rc));
+    if( rc==SQLITE_CORRUPT ){
+      DdlList empty;
+      char *zIgnore = 0;
+      memset(&empty, 0, sizeof(empty));
+      ddlListSave(pEng, &empty, &zIgnore);
+      sqlite3_free(zIgnore);
+    }
+  }
+  sqlite3_free(zErr);
+  return SQLITE_OK;
 }
 
 int kvDdlReapDue(KvEngine *pEng, uint64_t *pcidDue){
@@ -464,6 +496,7 @@ int kvDdlReapCollect(KvEngine *pEng, char **pzErr){
   if( d->nId>0 || iNow-d->iCheckMs<KV_DDL_CHECK_MS ) return SQLITE_OK;
   d->iCheckMs = iNow;
   rc = ddlListLoad(pEng, &list, pzErr);
+  if( rc!=SQLITE_OK ) d->iCheckMs = iNow + KV_DDL_RETRY_MS;
   if( rc!=SQLITE_OK || list.n==0 ) return rc;
   sqlite3_free(d->aId);
   d->aId = sqlite3_malloc64(list.n*sizeof(uint64_t));
@@ -479,7 +512,10 @@ int kvDdlReapCollect(KvEngine *pEng, char **pzErr){
   }
   d->cidDue = pEng->cidSeen;
   pthread_mutex_unlock(&pEng->mutex);
-  if( rc!=SQLITE_OK ) d->nId = 0;
+  if( rc!=SQLITE_OK ){
+    d->nId = 0;
+    d->iCheckMs = iNow + KV_DDL_RETRY_MS;
+  }
   ddlListClear(&list);
   return rc;
 }
@@ -492,8 +528,10 @@ int kvDdlReapRun(KvEngine *pEng, char **pzErr){
   if( rc==SQLITE_OK ){
     sqlite3_log(SQLITE_NOTICE, "kv: store %s: deleted the files of %d "
                 "removed table%s", pEng->zDir, d->nId, d->nId==1 ? "" : "s");
-    d->nId = 0;
+  }else{
+    d->iCheckMs = ddlNowMs() + KV_DDL_RETRY_MS;    /* collected again */
   }
+  d->nId = 0;
   return rc;
 }
 
