@@ -240,8 +240,39 @@ static int mpReadOnly(char **argv){
   return nDone==2 ? 0 : 6;
 }
 
+/* roddl <db> <ready file>: a read-only connection of a store another
+** process has open reads table a, writes <ready file>, then waits (10 s
+** at most) until table nr, which another process creates meanwhile,
+** holds 2 rows, and then until it is removed (its reads fail). */
+static int mpReadOnlyDdl(char **argv){
+  sqlite3 *db = 0, *dbFirst = 0;
+  int64_t iEnd = mpNowMs() + 10000;
+  char *zUri = sqlite3_mprintf("file:%s?mode=ro", argv[1]);
+  int rc, fd, nStep = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0);
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+  sqlite3_free(zUri);
+  sqlite3_close(dbFirst);
+  if( rc ) return 2;
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  if( mpInt(db, "SELECT count(*) FROM a", &rc)<1 || rc ) return 3;
+  fd = open(argv[2], O_WRONLY|O_CREAT, 0644);
+  if( fd<0 ) return 4;
+  close(fd);
+  while( mpNowMs()<iEnd && nStep<2 ){
+    sqlite3_int64 n = mpInt(db, "SELECT count(*) FROM nr", &rc);
+    if( nStep==0 && rc==SQLITE_OK && n==2 ) nStep = 1;
+    if( nStep==1 && rc!=SQLITE_OK ) nStep = 2;
+    usleep(10000);
+  }
+  sqlite3_close(db);
+  return nStep==2 ? 0 : 6;
+}
+
 int depot_test_child(int argc, char **argv){
   if( argc==4 && strcmp(argv[0], "roread")==0 ) return mpReadOnly(argv);
+  if( argc==3 && strcmp(argv[0], "roddl")==0 ) return mpReadOnlyDdl(argv);
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
   if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
   if( (argc==3 || argc==4)
@@ -1397,6 +1428,45 @@ START_TEST(test_kvmp_ddl_remover_killed_before_publish){
 }
 END_TEST
 
+/* A read-only process follows a table another process creates (it reads
+** its rows) and its removal (its reads fail); the removed table's files
+** are deleted once it has closed the store (the owner waits while a
+** read-only process, which publishes no position, has it open). */
+START_TEST(test_kvmp_ddl_readonly_process_follows){
+  char *zDir = th_tmpdir("kvmp-ddlro");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zReady = sqlite3_mprintf("%s/ready", zDir);
+  const char *azArg[] = { "roddl", zDb, zReady, 0 };
+  sqlite3 *db = th_open(zDb);
+  pid_t pid;
+  int st = 0;
+  int64_t iEnd;
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  pid = th_spawn(azArg);
+  iEnd = mpNowMs() + 10000;
+  while( access(zReady, F_OK)!=0 && mpNowMs()<iEnd ) usleep(10000);
+  ck_assert_int_eq(access(zReady, F_OK), 0);
+  ck_assert_int_eq(mpRun(zDb, "CREATE VIRTUAL TABLE nr USING kv_log;"
+                              "INSERT INTO nr VALUES(1, 'x'), (2, 'y')"), 0);
+  usleep(300000);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 2);
+  th_exec(db, "DROP TABLE main.nr");
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0,
+                "the read-only process ended with status %d", st);
+  iEnd = mpNowMs() + 10000;
+  while( mpLogDirEntries(zStore)>0 && mpNowMs()<iEnd ) usleep(20000);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  sqlite3_close(db);
+  sqlite3_free(zReady);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1434,6 +1504,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_ddl_name_clash_and_memory_tables);
   tcase_add_test(tc, test_kvmp_ddl_creator_killed_before_publish);
   tcase_add_test(tc, test_kvmp_ddl_remover_killed_before_publish);
+  tcase_add_test(tc, test_kvmp_ddl_readonly_process_follows);
   suite_add_tcase(s, tc);
   return s;
 }
