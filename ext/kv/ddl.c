@@ -341,8 +341,22 @@ int kvDdlPrepare(KvRoot *p, char **pzErr){
   }
   kv_map_cursor_free(pCsr);
   /* Fresh ids, above every id the catalog (caught up under the writer
-  ** lock) and the store's files name, and the new tables' files. */
+  ** lock), the store's files and the list of removed tables name (a
+  ** removed table may have left no file an id scan finds), and the new
+  ** tables' files. */
   if( rc==SQLITE_OK && nNew>0 ) rc = kvBackendReserveIds(pEng, pzErr);
+  if( rc==SQLITE_OK && nNew>0 ){
+    char *zErr = 0;
+    if( ddlListLoad(pEng, &list, &zErr)==SQLITE_OK ){
+      for(i=0; i<list.n; i++){
+        if( list.a[i].meta.iId>=pEng->iNextTableId ){
+          pEng->iNextTableId = list.a[i].meta.iId+1;
+        }
+      }
+    }
+    sqlite3_free(zErr);               /* damaged: the removal starts afresh */
+    ddlListClear(&list);
+  }
   for(i=0; rc==SQLITE_OK && i<p->nNew; i++){
     KvTable *t = p->apNew[i];
     KvBuf buf = {0, 0, 0};
@@ -424,6 +438,9 @@ static int ddlDropListed(KvEngine *pEng, const uint64_t *aId, int n,
   rc = ddlListLoad(pEng, &list, pzErr);
   if( rc!=SQLITE_OK || list.n==0 ) return rc;
   pthread_mutex_lock(&pEng->mutex);
+  /* Every catalog change up to now applied (the writer lock is held): an
+  ** id that names a live table again keeps its files. */
+  if( pEng->bShared ) rc = pEng->xCatchUp(pEng, 0, pzErr);
   for(i=0; rc==SQLITE_OK && i<list.n; i++){
     DdlEntry *e = &list.a[i];
     int bDrop = 0;

@@ -1467,6 +1467,72 @@ START_TEST(test_kvmp_ddl_readonly_process_follows){
 }
 END_TEST
 
+/* Three processes create, write, check and remove tables of both types
+** at the same time, ten rounds each, while this one writes: every id is
+** taken once (no table finds another's rows), every statement succeeds,
+** and the removed tables' files are all deleted in the end. */
+START_TEST(test_kvmp_ddl_concurrent_creates_and_removes){
+  char *zDir = th_tmpdir("kvmp-ddlmany");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *azSql[3];
+  pid_t aPid[3];
+  sqlite3 *db = th_open(zDb);
+  int64_t iEnd;
+  int i, j, st;
+  th_exec(db, "PRAGMA busy_timeout=10000;"
+              "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(0, 'zero')");
+  for(i=0; i<3; i++){
+    azSql[i] = sqlite3_mprintf("");
+    for(j=0; j<10; j++){
+      azSql[i] = sqlite3_mprintf("%z"
+          "CREATE VIRTUAL TABLE b%d_%d USING kv_btree;"
+          "CREATE VIRTUAL TABLE l%d_%d USING kv_log;"
+          "INSERT INTO b%d_%d VALUES(%d, 'b');"
+          "INSERT INTO l%d_%d VALUES(%d, 'l');"
+          "CREATE TEMP TABLE c%d(v CHECK(v=%d));"
+          "INSERT INTO c%d SELECT sum(key) FROM b%d_%d;"
+          "INSERT INTO c%d SELECT sum(key) FROM l%d_%d;"
+          "DROP TABLE main.b%d_%d; DROP TABLE main.l%d_%d;",
+          azSql[i], i, j, i, j, i, j, 100*i+j, i, j, 100*i+j,
+          j, 100*i+j, j, i, j, j, i, j, i, j, i, j);
+    }
+    {
+      const char *azArg[] = { "exec", zDb, azSql[i], 0 };
+      aPid[i] = th_spawn(azArg);
+    }
+  }
+  for(j=1; j<=50; j++){
+    th_execf(db, "INSERT INTO a VALUES(%d, 'x')", j);
+    usleep(2000);
+  }
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0,
+                  "process %d ended with status %d", i, st);
+    sqlite3_free(azSql[i]);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 51);
+  iEnd = mpNowMs() + 10000;
+  while( mpNowMs()<iEnd
+         && (mpLogDirEntries(zStore)>0 || mpDataFileTables(zStore)>1) ){
+    usleep(20000);
+  }
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  ck_assert_int_eq(mpDataFileTables(zStore), 1);
+  sqlite3_close(db);
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 51);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM sqlite_schema "
+                              "WHERE name GLOB '[bl][0-9]_*'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1505,6 +1571,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_ddl_creator_killed_before_publish);
   tcase_add_test(tc, test_kvmp_ddl_remover_killed_before_publish);
   tcase_add_test(tc, test_kvmp_ddl_readonly_process_follows);
+  tcase_add_test(tc, test_kvmp_ddl_concurrent_creates_and_removes);
   suite_add_tcase(s, tc);
   return s;
 }
