@@ -1217,7 +1217,9 @@ static void engRetire(KvEngine *pEng){
   if( rc==SQLITE_OK ) rc = kvEngineCatchUp(pEng, 0, &zErr);
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
     if( t->meta.bPersist && t->pData ){
-      rc = t->pBackend->xSharedSync(t->pData, &zErr);
+      /* a kv_log table the catch-up just opened (ddl.c): keep all */
+      rc = t->pBackend->xSharedSync ? t->pBackend->xSharedSync(t->pData, &zErr)
+                                    : SQLITE_BUSY;
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
