@@ -520,16 +520,20 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** A store holding an in-doubt prepared transaction does not turn shared
 ** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
 ** SQLITE_BUSY.  A shared store stays shared while this process has it
-** open: its WAL segments retire only through the owner (below), tables
-** are neither created nor removed, and named prepares (kv_prepare with a
-** gid) are refused.
+** open: its WAL segments retire only through the owner (below), named
+** prepares (kv_prepare with a gid) are refused, and tables are created
+** and removed as ddl.c says: the catalog record commits like any other,
+** other processes apply it at catch-up, and the owner deletes a removed
+** table's files once every process is past the removal (engDdlReap).
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
 ** position (posSeen) is behind the published tail reads the records in
 ** between (wal_follow) and applies each one: one commit sequence number,
-** revisions for the conflict check, changed key versions, and new
-** readers of the kv_btree data file, which the writer already wrote.
+** revisions for the conflict check, changed key versions, new readers
+** of the kv_btree data file, which the writer already wrote, and catalog
+** changes (kvDdlFollow: tables opened in shared mode, or dropped from the
+** live list).
 ** A writer first also reads past the tail (wal_follow_end): records a
 ** writer wrote and flushed but did not publish before it died, which it
 ** applies as replay would (a conditional one only if its coordinator
@@ -554,7 +558,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          record written before it shares the flush.
 **   SLOT+i position slots: each shared process holds one, and publishes
 **          in LOCK at ENG_POS_OFF+8*i the segment of the log it has
-**          caught up to (u64, little-endian; 0 while it joins: hold all).
+**          caught up to (u64, little-endian; 0 while it joins: hold all),
+**          and at ENG_CID_OFF+8*i the CID of the last record it applied
+**          (0 while it joins), which the deletion of removed tables'
+**          files waits for (engDdlReap).
 **
 ** The store thread of a shared process catches up every ENG_BG_MS, so
 ** an idle process does not hold the log back.  The owner retires
@@ -596,6 +603,7 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BYTE_SLOT     64         /* first of ENG_SLOTS slot bytes */
 #define ENG_SLOTS         128
 #define ENG_POS_OFF       4096       /* slot i: u64 at ENG_POS_OFF+8*i */
+#define ENG_CID_OFF       16384      /* slot i: applied CID (engDdlReap) */
 #define ENG_BG_MS         20         /* shared: the store thread's period */
 #define ENG_RETIRE_MS     100        /* owner: retirement checks at most */
 
@@ -869,6 +877,7 @@ struct KvFollow {
   uint64_t *aDrop;              /* recovered conditional records to
                                 ** withdraw: CID, TID pairs */
   uint64_t cidLast;             /* last record applied */
+  int bCatalog;                 /* a record changed the catalog */
   char *zErr;
 };
 
@@ -901,10 +910,8 @@ static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
   if( pT->nTable>0 && pT->zTable[0]==0 ) return SQLITE_OK;  /* pseudo */
   if( pT->nTable==(int)strlen(KV_META_TABLE)
    && memcmp(pT->zTable, KV_META_TABLE, pT->nTable)==0 ){
-    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s changes "
-        "its tables, which no process does while the store is shared",
-        (unsigned long long)cid, pEng->zDir);
-    return SQLITE_CORRUPT;
+    f->bCatalog = 1;                 /* tables created or removed: ddl.c */
+    return kvDdlFollow(pEng, pT, iSeq, &f->zErr);
   }
   t = kvTableFind(pEng, pT->zTable, pT->nTable);
   if( t==0 || !t->meta.bPersist || t->pData==0 ) return SQLITE_OK;
@@ -1037,6 +1044,8 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
     for(i=0; rc==SQLITE_OK && i<f.nDrop; i+=2){
       rc = wal_abort(pEng->pWal, f.aDrop[i], f.aDrop[i+1], pzErr);
     }
+    /* the catalog file before the tail, as the commit would have (ddl.c) */
+    if( rc==SQLITE_OK && f.bCatalog ) rc = kvCatalogSaveLocked(pEng, pzErr);
     if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, pzErr);
   }
   sqlite3_free(f.zErr);
@@ -1095,6 +1104,17 @@ static uint64_t engSlotRead(KvEngine *pEng, int i){
   return wal_get_u64(a);
 }
 
+/* Publish cid as the position this process applied (its slot's word at
+** ENG_CID_OFF: see engDdlReap). */
+static void engSlotCidWrite(KvEngine *pEng, uint64_t cid){
+  uint8_t a[8];
+  if( pEng->iSlot<0 ) return;
+  wal_put_u64(a, cid);
+  if( pwrite(pEng->fdLock, a, 8, ENG_CID_OFF + 8*(off_t)pEng->iSlot)==8 ){
+    pEng->cidSlot = cid;
+  }
+}
+
 /* Take a free position slot and publish 0 in it (hold every segment). */
 static int engSlotClaim(KvEngine *pEng, char **pzErr){
   int i;
@@ -1102,6 +1122,7 @@ static int engSlotClaim(KvEngine *pEng, char **pzErr){
     if( engOfd(pEng, F_WRLCK, ENG_BYTE_SLOT+i)==0 ){
       pEng->iSlot = i;
       engSlotWrite(pEng, 0);
+      engSlotCidWrite(pEng, 0);
       __atomic_thread_fence(__ATOMIC_SEQ_CST);
       return SQLITE_OK;
     }
@@ -1215,7 +1236,9 @@ static void engRetire(KvEngine *pEng){
   if( rc==SQLITE_OK ) rc = kvEngineCatchUp(pEng, 0, &zErr);
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
     if( t->meta.bPersist && t->pData ){
-      rc = t->pBackend->xSharedSync(t->pData, &zErr);
+      /* a kv_log table the catch-up just opened (ddl.c): keep all */
+      rc = t->pBackend->xSharedSync ? t->pBackend->xSharedSync(t->pData, &zErr)
+                                    : SQLITE_BUSY;
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
@@ -1229,18 +1252,68 @@ static void engRetire(KvEngine *pEng){
   sqlite3_free(zErr);
 }
 
+/* ------------------------------------------ removed tables' files ---
+**
+** The owner deletes the files of tables removed while the store is
+** shared (ddl.c) once no process can read them: each process that can
+** write publishes, next to its slot's segment, the CID of the last record
+** it applied (u64 at ENG_CID_OFF+8*i, 0 while it joins); a set of removed
+** tables waits until every live slot shows the CID the owner had applied
+** when it found them gone, and no read-only process (READER) has the
+** store open.  The deletion itself runs under the writer lock (taken
+** without waiting: else the next turn tries again). */
+static int engSlotsPast(KvEngine *pEng, uint64_t cid){
+  int i;
+  if( engOfdHeld(pEng, ENG_BYTE_READER) ) return 0;
+  for(i=0; i<ENG_SLOTS; i++){
+    uint8_t a[8];
+    if( i==pEng->iSlot || !engOfdHeld(pEng, ENG_BYTE_SLOT+i) ) continue;
+    if( pread(pEng->fdLock, a, 8, ENG_CID_OFF + 8*(off_t)i)!=8 ) return 0;
+    if( wal_get_u64(a)<cid ) return 0;
+  }
+  return 1;
+}
+
+static void engDdlReap(KvEngine *pEng){
+  uint64_t cidDue = 0;
+  char *zErr = 0;
+  int rc;
+  if( !kvDdlReapDue(pEng, &cidDue) ){
+    rc = kvDdlReapCollect(pEng, &zErr);
+  }else if( !engSlotsPast(pEng, cidDue) ){
+    rc = SQLITE_OK;
+  }else if( kvEngineWriterLock(pEng, 0, &zErr)==SQLITE_OK ){
+    rc = kvDdlReapRun(pEng, &zErr);
+    kvEngineWriterUnlock(pEng);
+  }else{
+    rc = SQLITE_OK;                  /* a writer holds it: the next turn */
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "kv: store %s: removed tables' files: %s", pEng->zDir,
+                zErr ? zErr : sqlite3_errstr(rc));
+  }
+  sqlite3_free(zErr);
+}
+
 /* One turn of the store thread of a shared store: catch up, publish the
 ** position, and do the store's work when it is this process's turn. */
 static void engBackground(KvEngine *pEng){
-  uint64_t segno;
+  uint64_t segno, cid;
   char *zErr = 0;
   pthread_mutex_lock(&pEng->mutex);
   if( !pEng->rcFailed ) kvEngineCatchUp(pEng, 0, &zErr);  /* retried */
   segno = pEng->posSeen.segno;
+  cid = pEng->cidSeen;
   pthread_mutex_unlock(&pEng->mutex);
   sqlite3_free(zErr);
   if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
-  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ) engRetire(pEng);
+  if( cid!=pEng->cidSlot ) engSlotCidWrite(pEng, cid);
+  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ){
+    engRetire(pEng);
+    engDdlReap(pEng);
+  }
 }
 
 /* The first publication of a store turning shared (writer lock and
@@ -1444,6 +1517,7 @@ static void engFree(KvEngine *pEng){
     kvTableUnref(p);
   }
   kvTableUnref(pEng->pMeta);
+  kvDdlFree(pEng);
   wal_close(pEng->pWal);
   wal_shared_close(pEng->pShm);
   if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the locks */
@@ -1624,6 +1698,7 @@ static int engStart(KvEngine *pEng, char **pzErr){
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvDdlOpenAlone(pEng, pzErr);  /* removed files */
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){

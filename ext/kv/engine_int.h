@@ -7,6 +7,7 @@
 **   table.c    the backend list, table names, KvTable objects, the
 **              store's failed state
 **   catalog.c  the catalog: its entries, its file, publishing its changes
+**   ddl.c      catalog changes while several processes share the store
 **   resolve.c  the resolution log of named prepared transactions
 **   version.c  key versions: records, publication, queries, TTL sweeper
 **   engine.c   stores: registry, lock, open (catalog, WAL replay), close,
@@ -51,6 +52,7 @@ typedef struct KvVerReceipts KvVerReceipts;
 typedef struct KvHookStore KvHookStore;
 typedef struct KvHookEvent KvHookEvent;
 typedef struct KvSweeper KvSweeper;
+typedef struct KvDdl KvDdl;
 
 /* A table of a store: its catalog entry and its backend state.  All
 ** fields but the immutable ones (zName, nName, meta, pBackend, pEng) are
@@ -149,6 +151,10 @@ struct KvEngine {
   int (*xFilesPinned)(KvEngine*);
   int bRoAloneHeld;             /* engine mutex: read-only, opened alone,
                                 ** holds ROALONE (engine.c) */
+  KvDdl *pDdl;                  /* removed tables' files (ddl.c): the
+                                ** store thread's */
+  uint64_t cidSlot;             /* position last published in the slot's
+                                ** catch-up word (engine.c), store thread */
 };
 
 /* One table touched by a root. */
@@ -323,6 +329,49 @@ int kvCatalogSave(KvEngine*, char **pzErr);
 ** revisions and the catalog data. */
 int kvCatalogApply(KvEngine*, KvMap *pBatch, uint64_t iSeq,
                    KvTable **apNew, int nNew, char **pzErr);
+
+/* Write a[0..n) to zPath atomically (temp file, fsync, rename, directory
+** fsync), through the store's I/O layer. */
+int kvCatalogWriteFile(KvEngine*, const char *zPath, const uint8_t *a, int n,
+                       char **pzErr);
+/* kvCatalogSave with the engine mutex held, for a shared store's writer
+** (its writer lock orders every catalog file write then). */
+int kvCatalogSaveLocked(KvEngine*, char **pzErr);
+
+/* ---- ddl.c ------------------------------------------------------------ */
+/* Apply the catalog actions pT of another process's record, published at
+** iSeq (engine mutex held): created tables open in shared mode, removed
+** ones leave the live list; no file is deleted. */
+int kvDdlFollow(KvEngine*, const WalTableActions *pT, uint64_t iSeq,
+                char **pzErr);
+/* SQLITE_ERROR with *pzErr if a table of type zType with bPersist cannot
+** be created because the store is shared (its rows would live in one
+** process); else SQLITE_OK.  Any lock. */
+int kvDdlCreateCheck(KvEngine*, const char *zTab, int nTab,
+                     const char *zType, int bPersist, char **pzErr);
+/* The prepare of root p in a shared store, after its conflict check
+** (writer lock held, engine mutex not): fresh ids and open, shared files
+** for the tables it creates, and the tables it removes listed for the
+** deferred deletion of their files. */
+int kvDdlPrepare(KvRoot *p, char **pzErr);
+/* Deferred deletion of removed tables' files, by the owner of a shared
+** store (store thread; engine mutex not held): kvDdlReapDue says whether
+** a set of removed tables waits, and the position (CID) every other
+** process must have applied first; kvDdlReapCollect (now and then) picks
+** such a set; kvDdlReapRun (writer lock held) deletes their files. */
+int kvDdlReapDue(KvEngine*, uint64_t *pcidDue);
+int kvDdlReapCollect(KvEngine*, char **pzErr);
+int kvDdlReapRun(KvEngine*, char **pzErr);
+/* At an open alone, after the replay: delete the files of every listed
+** removed table that is gone. */
+int kvDdlOpenAlone(KvEngine*, char **pzErr);
+void kvDdlFree(KvEngine*);
+#ifdef DEPOT_TEST
+/* kv_engine_test_kill_ddl: SIGKILL at point iAt of root p's commit. */
+void kvDdlTestPoint(KvRoot *p, int iAt);
+#else
+# define kvDdlTestPoint(p, iAt)
+#endif
 
 /* ---- version.c -------------------------------------------------------- */
 /* After xApply of child writes pWrite of root p to table t (engine mutex

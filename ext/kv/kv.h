@@ -424,7 +424,10 @@ int kv_table_meta(KvEngine*, KvRoot *pRoot, const char *zTab, int nTab,
 ** if created, 0 if it existed with the same type and persistence (an
 ** error otherwise).  Must precede every write and remove in the root.
 ** The new table is visible to this root at once; nothing is durable or
-** visible to others before commit, and a rollback leaves nothing. */
+** visible to others before commit, and a rollback leaves nothing.  In a
+** store shared by several processes the table's id is chosen again at
+** prepare, under the writer lock, and a kv_memory table with
+** persistence=1 is refused (SQLITE_ERROR). */
 int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
                     int bPersist, const char *zOptions, int *pbCreated,
                     char **pzErr);

@@ -200,7 +200,10 @@ static int txnChildSnap(KvRoot *p, KvChild *c, char **pzErr){
 static int txnSchemaChild(KvRoot *p, KvChild **ppChild){
   int rc = SQLITE_OK;
   if( p->pSchema==0 ){
+    char *zErr = 0;
     pthread_mutex_lock(&p->pEng->mutex);
+    kvEngineCatchUp(p->pEng, 0, &zErr);      /* a shared store; retried */
+    sqlite3_free(zErr);
     rc = txnBindLive(p, p->pEng->pMeta, 1, 0, &p->pSchema);
     pthread_mutex_unlock(&p->pEng->mutex);
   }
@@ -887,7 +890,10 @@ int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
     return rc;
   }
   if( eOwn!=1 ){
+    char *zErr = 0;
     pthread_mutex_lock(&pEng->mutex);
+    kvEngineCatchUp(pEng, 0, &zErr);          /* a shared store; retried */
+    sqlite3_free(zErr);
     pT = kvTableFind(pEng, zTab, nTab);
   }
   if( pT ){
@@ -974,6 +980,14 @@ int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
   int bFound = 0;
   int rc = txnCreateCheck(p, zTab, nTab, zType, bPersist, pzErr);
   *pbCreated = 0;
+  if( rc==SQLITE_OK ){
+    rc = kvDdlCreateCheck(p->pEng, zTab, nTab, zType, bPersist, pzErr);
+  }
+  /* Shared: the check below sees the catalog the schema child binds, and
+  ** a create another process commits after that conflicts at prepare. */
+  if( rc==SQLITE_OK && __atomic_load_n(&p->pEng->bShared, __ATOMIC_RELAXED) ){
+    rc = txnSchemaChild(p, &s);
+  }
   if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
   if( rc!=SQLITE_OK ) return rc;
   if( bFound ){
@@ -1013,7 +1027,11 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
                              "transaction");
     return SQLITE_MISUSE;
   }
-  rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  memset(&meta, 0, sizeof(meta));
+  if( __atomic_load_n(&p->pEng->bShared, __ATOMIC_RELAXED) ){
+    rc = txnSchemaChild(p, &s);                  /* as kv_create_table */
+  }
+  if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
   kv_meta_clear(&meta);
   if( rc==SQLITE_OK && !bFound ) return txnNoSuchTable(p, zTab, nTab, pzErr);
   if( rc==SQLITE_OK ) rc = txnSchemaChild(p, &s);
@@ -1837,12 +1855,6 @@ static int txnSharedLock(KvRoot *p, char **pzErr){
         "open in one process", pEng->zDir);
     return SQLITE_ERROR;
   }
-  if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
-    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
-        "tables are created and removed while one process has it open",
-        pEng->zDir);
-    return SQLITE_ERROR;
-  }
   if( kvEngineWriterLock(pEng, p->msBusy, pzErr)!=SQLITE_OK ){
     return SQLITE_BUSY;
   }
@@ -1901,6 +1913,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
     *pzErr = txnConflictMessage(p);
     rc = SQLITE_BUSY_SNAPSHOT;
   }
+  if( rc==SQLITE_OK ) rc = kvDdlPrepare(p, pzErr);   /* shared: ddl.c */
   if( rc==SQLITE_OK ) rc = txnCheckWritable(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnOpenNewTables(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnRootLog(p, pzErr);
@@ -2068,12 +2081,25 @@ int kv_root_commit(KvRoot *p, char **pzErr){
         kv_root_who(p), kv_root_who_id(p));
     return SQLITE_MISUSE;
   }
+  kvDdlTestPoint(p, 0);
   pthread_mutex_lock(&p->pEng->mutex);
   rc = kvEngineFailed(p->pEng, pzErr);
   if( rc==SQLITE_OK ){
     rc = txnPublish(p, pzErr);
     if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
   }
+  if( rc==SQLITE_OK && p->bWriterLock && p->pSchema
+   && kv_map_count(p->pSchema->pWrite)>0 ){
+    /* A shared store: the catalog file holds the change before the tail
+    ** that covers it is published (a joiner reads the tail, then the
+    ** file: ddl.c). */
+    char *zErr = 0;
+    if( kvCatalogSaveLocked(p->pEng, &zErr)!=SQLITE_OK ){
+      sqlite3_log(SQLITE_IOERR, "%s", zErr ? zErr : "kv: catalog file");
+    }
+    sqlite3_free(zErr);
+  }
+  kvDdlTestPoint(p, 1);
   if( p->bWriterLock ){
     if( rc==SQLITE_OK && p->bAppended ){
       char *zErr = 0;

@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,8 +248,39 @@ static int mpReadOnly(char **argv){
   return nDone==2 ? 0 : 6;
 }
 
+/* roddl <db> <ready file>: a read-only connection of a store another
+** process has open reads table a, writes <ready file>, then waits (10 s
+** at most) until table nr, which another process creates meanwhile,
+** holds 2 rows, and then until it is removed (its reads fail). */
+static int mpReadOnlyDdl(char **argv){
+  sqlite3 *db = 0, *dbFirst = 0;
+  int64_t iEnd = mpNowMs() + 10000;
+  char *zUri = sqlite3_mprintf("file:%s?mode=ro", argv[1]);
+  int rc, fd, nStep = 0;
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0);
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+  sqlite3_free(zUri);
+  sqlite3_close(dbFirst);
+  if( rc ) return 2;
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  if( mpInt(db, "SELECT count(*) FROM a", &rc)<1 || rc ) return 3;
+  fd = open(argv[2], O_WRONLY|O_CREAT, 0644);
+  if( fd<0 ) return 4;
+  close(fd);
+  while( mpNowMs()<iEnd && nStep<2 ){
+    sqlite3_int64 n = mpInt(db, "SELECT count(*) FROM nr", &rc);
+    if( nStep==0 && rc==SQLITE_OK && n==2 ) nStep = 1;
+    if( nStep==1 && rc!=SQLITE_OK ) nStep = 2;
+    usleep(10000);
+  }
+  sqlite3_close(db);
+  return nStep==2 ? 0 : 6;
+}
+
 int depot_test_child(int argc, char **argv){
   if( argc==4 && strcmp(argv[0], "roread")==0 ) return mpReadOnly(argv);
+  if( argc==3 && strcmp(argv[0], "roddl")==0 ) return mpReadOnlyDdl(argv);
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
   if( argc==3 && strcmp(argv[0], "audit")==0 ) return mpAudit(argv);
   if( (argc==3 || argc==4)
@@ -261,6 +293,12 @@ int depot_test_child(int argc, char **argv){
   if( argc==4 && strcmp(argv[0], "rohold")==0 ) return mpRoHold(argv);
   if( argc==3 && strcmp(argv[0], "rokill")==0 ) return mpRoKill(argv);
   if( argc==5 && strcmp(argv[0], "ttl")==0 ) return mpTtl(argv);
+  if( argc==4 && strcmp(argv[0], "execk")==0 ){
+    /* execk <db> <kill point> <sql>: exec, SIGKILLed in a catalog commit */
+    const char *azExec[] = { "exec", argv[1], argv[3], 0 };
+    kv_engine_test_kill_ddl(atoi(argv[2]));
+    return mpExecChild(3, (char**)azExec);
+  }
   return 2;
 }
 
@@ -1598,6 +1636,414 @@ START_TEST(test_kvmp_roalone_not_a_store){
 }
 END_TEST
 
+/* ------------------------------------- tables created and removed --- */
+
+/* Tables t<id> of the kv_btree data file, read with plain SQLite. */
+static int mpDataFileTables(const char *zStore){
+  char *zPath = sqlite3_mprintf("%s/kv_btree.db", zStore);
+  sqlite3 *db = 0;
+  int rc, n;
+  ck_assert_int_eq(sqlite3_open_v2(zPath, &db, SQLITE_OPEN_READONLY, 0), 0);
+  n = (int)mpInt(db, "SELECT count(*) FROM sqlite_schema "
+                     "WHERE type='table' AND name GLOB 't[0-9]*'", &rc);
+  ck_assert_int_eq(rc, SQLITE_OK);
+  sqlite3_close(db);
+  sqlite3_free(zPath);
+  return n;
+}
+
+/* Entries of <store>/kv_log (a directory and a marker per kv_log table). */
+static int mpLogDirEntries(const char *zStore){
+  char *zCmd = sqlite3_mprintf("ls -A '%s/kv_log' 2>/dev/null", zStore);
+  FILE *p = popen(zCmd, "r");
+  char zLine[256];
+  int n = 0;
+  ck_assert_ptr_nonnull(p);
+  while( fgets(zLine, sizeof(zLine), p) ) n++;
+  pclose(p);
+  sqlite3_free(zCmd);
+  return n;
+}
+
+/* The statement made by sqlite3_mprintf(zFmt, ...) must fail with a
+** message that contains zWant. */
+static void mpFails(sqlite3 *db, const char *zWant, const char *zFmt, ...){
+  char *zErr = 0, *zSql;
+  va_list ap;
+  int rc;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  rc = th_try(db, zSql, &zErr);
+  ck_assert_msg(rc!=SQLITE_OK, "%s succeeded", zSql);
+  ck_assert_msg(zErr && strstr(zErr, zWant), "%s: '%s' lacks '%s'", zSql,
+                zErr ? zErr : "", zWant);
+  sqlite3_free(zErr);
+  sqlite3_free(zSql);
+}
+
+/* th_text_is of the statement made by sqlite3_mprintf(zFmt, ...). */
+static void mpTextIs(sqlite3 *db, const char *zWant, const char *zFmt, ...){
+  char *zSql;
+  va_list ap;
+  va_start(ap, zFmt);
+  zSql = sqlite3_vmprintf(zFmt, ap);
+  va_end(ap);
+  th_text_is(db, zSql, zWant);
+  sqlite3_free(zSql);
+}
+
+/* Process A has the store open and writes it; process B creates a
+** kv_btree and a kv_log table through SQL and writes them; A reads them
+** (its connection, a fresh one, a handle).  B removes both while handles
+** of A use them: a snapshot A took keeps reading, its commit fails with
+** SQLITE_BUSY_SNAPSHOT, a handle that only wrote fails at its first read;
+** a new handle works (the tables are gone).  A, which turned the store
+** shared, runs its background work: it deletes the removed tables' files
+** once B is past the removal.  B creates a table of the same name again:
+** A sees the new, empty one; the store opened alone has the same tables. */
+START_TEST(test_kvmp_ddl_create_remove_while_shared){
+  char *zDir = th_tmpdir("kvmp-ddl");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zDropped = sqlite3_mprintf("%s/tables_dropped", zStore);
+  sqlite3 *db = th_open(zDb), *db2;
+  sqlite3_int64 h, h2;
+  int64_t iEnd;
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  ck_assert_int_eq(mpRun(zDb, "CREATE VIRTUAL TABLE nb USING kv_btree;"
+      "CREATE VIRTUAL TABLE nl USING kv_log;"
+      "INSERT INTO nb VALUES(1, 'b1'), (2, 'b2');"
+      "INSERT INTO nl VALUES(1, 'l1');"
+      "INSERT INTO a VALUES(2, 'two')"), 0);
+  th_exec(db, "INSERT INTO a VALUES(3, 'three')");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM nb"), 2);
+  th_text_is(db, "SELECT value FROM nl WHERE key=1", "l1");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 3);
+  db2 = th_open(zDb);
+  ck_assert_int_eq(th_int(db2, "SELECT sum(key) FROM nb"), 3);
+  th_text_is(db2, "SELECT value FROM nl", "l1");
+  sqlite3_close(db2);
+  h = th_int(db, "SELECT kv_begin()");
+  mpTextIs(db, "b2", "SELECT kv_get(%lld, 'nb', 2)", h);
+  th_execf(db, "SELECT kv_put(%lld, 'nl', 2, 'l2'), kv_commit(%lld)", h, h);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE x(v CHECK(v=2));"
+                              "INSERT INTO x SELECT count(*) FROM nl"), 0);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 2);
+  ck_assert_int_eq(mpDataFileTables(zStore), 2);
+
+  /* B removes both while A's handles use them */
+  h = th_int(db, "SELECT kv_begin()");
+  mpTextIs(db, "l1", "SELECT kv_get(%lld, 'nl', 1)", h);
+  h2 = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_put(%lld, 'nb', 9, 'x')", h2);
+  ck_assert_int_eq(mpRun(zDb, "DROP TABLE main.nl; DROP TABLE main.nb"), 0);
+  mpTextIs(db, "l1", "SELECT kv_get(%lld, 'nl', 1)", h);
+  mpFails(db, "table nl (created or removed",
+          "SELECT kv_put(%lld, 'nl', 3, 'z'), "
+          "kv_commit(%lld)", h, h);
+  mpFails(db, "table nb was removed or recreated by a concurrent "
+          "transaction", "SELECT kv_get(%lld, 'nb', 1)", h2);
+  th_execf(db, "SELECT kv_rollback(%lld)", h2);
+  h = th_int(db, "SELECT kv_begin()");                 /* the retry */
+  mpFails(db, "no such table: nl", "SELECT kv_get(%lld, 'nl', 1)", h);
+  mpTextIs(db, "two", "SELECT kv_get(%lld, 'a', 2)", h);
+  th_execf(db, "SELECT kv_put(%lld, 'a', 4, 'four'), kv_commit(%lld)", h, h);
+  mpFails(db, "no such table", "SELECT * FROM nb");
+
+  /* the owner (A) deletes their files once no process can read them */
+  iEnd = mpNowMs() + 10000;
+  while( mpNowMs()<iEnd && (mpLogDirEntries(zStore)>0
+         || mpDataFileTables(zStore)>1 || access(zDropped, F_OK)==0) ){
+    usleep(20000);
+  }
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  ck_assert_int_eq(mpDataFileTables(zStore), 1);
+  ck_assert_int_ne(access(zDropped, F_OK), 0);
+
+  /* the same name again: a new table */
+  ck_assert_int_eq(mpRun(zDb, "CREATE VIRTUAL TABLE nl USING kv_log;"
+                              "INSERT INTO nl VALUES(5, 'new')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM nl"), 1);
+  th_text_is(db, "SELECT value FROM nl", "new");
+  sqlite3_close(db);
+  db = th_open(zDb);                          /* alone */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 4);
+  th_text_is(db, "SELECT value FROM nl", "new");
+  h = th_int(db, "SELECT kv_begin()");
+  mpFails(db, "no such table: nb", "SELECT kv_get(%lld, 'nb', 1)", h);
+  sqlite3_close(db);
+  sqlite3_free(zDropped);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Two processes create one name: the second commit fails as a second
+** connection's would, and sees the first's table.  kv_memory: with
+** persistence=0 each process has its own rows of a shared declaration;
+** with persistence=1 it is refused while the store is shared. */
+START_TEST(test_kvmp_ddl_name_clash_and_memory_tables){
+  char *zDir = th_tmpdir("kvmp-ddlclash");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  sqlite3_int64 h, h2;
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  ck_assert_int_eq(mpRun(zDb, "INSERT INTO a VALUES(2, 'two')"), 0);
+  h = th_int(db, "SELECT kv_begin()");
+  ck_assert_int_eq(th_intf(db, "SELECT kv_create_table(%lld, 'c', "
+                               "'kv_btree')", h), 1);
+  ck_assert_int_eq(mpRun(zDb, "CREATE VIRTUAL TABLE c USING kv_btree;"
+                              "INSERT INTO c VALUES(1, 'theirs')"), 0);
+  mpFails(db, "table c (created or removed concurrently)",
+          "SELECT kv_commit(%lld)", h);
+  h = th_int(db, "SELECT kv_begin()");
+  ck_assert_int_eq(th_intf(db, "SELECT kv_create_table(%lld, 'c', "
+                               "'kv_btree')", h), 0);
+  mpTextIs(db, "theirs", "SELECT kv_get(%lld, 'c', 1)", h);
+  th_execf(db, "SELECT kv_rollback(%lld)", h);
+
+  h = th_int(db, "SELECT kv_begin()");
+  mpFails(db, "persistence=1", "SELECT kv_create_table(%lld, 'm', "
+          "'kv_memory', '{\"persistence\":1}')", h);
+  th_execf(db, "SELECT kv_rollback(%lld)", h);
+  h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_create_table(%lld, 'pm', 'kv_memory'), "
+               "kv_put(%lld, 'pm', 1, 'mine'), kv_commit(%lld)", h, h, h);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "CREATE TEMP TABLE x(v CHECK(v IS NULL));"
+      "INSERT INTO x SELECT kv_get((SELECT h FROM hh), 'pm', 1);"
+      "SELECT kv_put((SELECT h FROM hh), 'pm', 2, 'theirs');"
+      "SELECT kv_commit((SELECT h FROM hh))"), 0);
+  h2 = th_int(db, "SELECT kv_begin()");
+  mpTextIs(db, "mine", "SELECT kv_get(%lld, 'pm', 1)", h2);
+  ck_assert_int_eq(th_intf(db, "SELECT kv_get(%lld, 'pm', 2) IS NULL", h2), 1);
+  th_execf(db, "SELECT kv_rollback(%lld)", h2);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A process creating a table (and writing it in the same commit) is
+** SIGKILLed after its WAL append, before it published anything (point 0),
+** or after it saved the catalog file (point 1): the next writer applies
+** the commit, so the table is there, with its row, in every process and
+** after an open alone. */
+static void mpDdlKillTest(const char *zType, int iAt){
+  char *zDir = th_tmpdir("kvmp-ddlkill");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zSql = sqlite3_mprintf("CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "SELECT kv_create_table((SELECT h FROM hh), 'k', '%s');"
+      "SELECT kv_put((SELECT h FROM hh), 'k', 1, 'v');"
+      "SELECT kv_commit((SELECT h FROM hh))", zType);
+  char zAt[8];
+  const char *azArg[] = { "execk", zDb, zAt, zSql, 0 };
+  sqlite3 *db = th_open(zDb);
+  sqlite3_int64 h;
+  pid_t pid;
+  int st = 0;
+  snprintf(zAt, sizeof(zAt), "%d", iAt);
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  ck_assert_int_eq(mpRun(zDb, "INSERT INTO a VALUES(2, 'two')"), 0);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st), "the creator ended with status %d", st);
+  th_exec(db, "INSERT INTO a VALUES(3, 'three')");    /* the next writer */
+  h = th_int(db, "SELECT kv_begin()");
+  mpTextIs(db, "v", "SELECT kv_get(%lld, 'k', 1)", h);
+  th_execf(db, "SELECT kv_put(%lld, 'k', 2, 'w'), kv_commit(%lld)", h, h);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "CREATE TEMP TABLE x(v CHECK(v='vw'));"
+      "INSERT INTO x SELECT kv_get((SELECT h FROM hh), 'k', 1)"
+      " || kv_get((SELECT h FROM hh), 'k', 2)"), 0);
+  sqlite3_close(db);
+  db = th_open(zDb);                          /* alone: the catalog file */
+  h = th_int(db, "SELECT kv_begin()");
+  ck_assert_int_eq(th_intf(db, "SELECT kv_create_table(%lld, 'k', '%s')",
+                           h, zType), 0);
+  mpTextIs(db, "w", "SELECT kv_get(%lld, 'k', 2)", h);
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_kvmp_ddl_creator_killed_before_publish){
+  mpDdlKillTest("kv_btree", 0);
+  mpDdlKillTest("kv_log", 0);
+  mpDdlKillTest("kv_btree", 1);
+  mpDdlKillTest("kv_log", 1);
+}
+END_TEST
+
+/* A process removing a table is SIGKILLed after its WAL append (point 0)
+** or after it saved the catalog file (point 1): the next writer applies
+** the removal, so the table is gone in every process and after an open
+** alone, and that open deletes its files. */
+static void mpDdlRemoveKillTest(const char *zType, int iAt){
+  char *zDir = th_tmpdir("kvmp-ddlrmkill");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zDropped = sqlite3_mprintf("%s/tables_dropped", zStore);
+  char zAt[8];
+  const char *azArg[] = { "execk", zDb, zAt, 0, 0 };
+  sqlite3 *db = th_open(zDb);
+  sqlite3_int64 h;
+  pid_t pid;
+  int st = 0;
+  char *zRm = sqlite3_mprintf("CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "SELECT kv_remove_table((SELECT h FROM hh), 'k');"
+      "SELECT kv_commit((SELECT h FROM hh))");
+  azArg[3] = zRm;
+  snprintf(zAt, sizeof(zAt), "%d", iAt);
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_create_table(%lld, 'k', '%s'), "
+               "kv_put(%lld, 'k', 1, 'v'), kv_commit(%lld)", h, zType, h, h);
+  ck_assert_int_eq(mpRun(zDb, "INSERT INTO a VALUES(2, 'two')"), 0);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFSIGNALED(st), "the remover ended with status %d", st);
+  th_exec(db, "INSERT INTO a VALUES(3, 'three')");    /* the next writer */
+  h = th_int(db, "SELECT kv_begin()");
+  mpFails(db, "no such table: k", "SELECT kv_get(%lld, 'k', 1)", h);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE hh AS SELECT kv_begin() h;"
+      "SELECT kv_get((SELECT h FROM hh), 'k', 1)"), 5);
+  sqlite3_close(db);
+  db = th_open(zDb);                          /* alone */
+  h = th_int(db, "SELECT kv_begin()");
+  mpFails(db, "no such table: k", "SELECT kv_get(%lld, 'k', 1)", h);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 3);
+  ck_assert_int_ne(access(zDropped, F_OK), 0);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  ck_assert_int_eq(mpDataFileTables(zStore), 1);
+  sqlite3_close(db);
+  sqlite3_free(zRm);
+  sqlite3_free(zDropped);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
+START_TEST(test_kvmp_ddl_remover_killed_before_publish){
+  mpDdlRemoveKillTest("kv_btree", 0);
+  mpDdlRemoveKillTest("kv_log", 0);
+  mpDdlRemoveKillTest("kv_btree", 1);
+  mpDdlRemoveKillTest("kv_log", 1);
+}
+END_TEST
+
+/* A read-only process follows a table another process creates (it reads
+** its rows) and its removal (its reads fail); the removed table's files
+** are deleted once it has closed the store (the owner waits while a
+** read-only process, which publishes no position, has it open). */
+START_TEST(test_kvmp_ddl_readonly_process_follows){
+  char *zDir = th_tmpdir("kvmp-ddlro");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zReady = sqlite3_mprintf("%s/ready", zDir);
+  const char *azArg[] = { "roddl", zDb, zReady, 0 };
+  sqlite3 *db = th_open(zDb);
+  pid_t pid;
+  int st = 0;
+  int64_t iEnd;
+  th_exec(db, "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(1, 'one')");
+  pid = th_spawn(azArg);
+  iEnd = mpNowMs() + 10000;
+  while( access(zReady, F_OK)!=0 && mpNowMs()<iEnd ) usleep(10000);
+  ck_assert_int_eq(access(zReady, F_OK), 0);
+  ck_assert_int_eq(mpRun(zDb, "CREATE VIRTUAL TABLE nr USING kv_log;"
+                              "INSERT INTO nr VALUES(1, 'x'), (2, 'y')"), 0);
+  usleep(300000);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 2);
+  th_exec(db, "DROP TABLE main.nr");
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0,
+                "the read-only process ended with status %d", st);
+  iEnd = mpNowMs() + 10000;
+  while( mpLogDirEntries(zStore)>0 && mpNowMs()<iEnd ) usleep(20000);
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  sqlite3_close(db);
+  sqlite3_free(zReady);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Three processes create, write, check and remove tables of both types
+** at the same time, ten rounds each, while this one writes: every id is
+** taken once (no table finds another's rows), every statement succeeds,
+** and the removed tables' files are all deleted in the end. */
+START_TEST(test_kvmp_ddl_concurrent_creates_and_removes){
+  char *zDir = th_tmpdir("kvmp-ddlmany");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *azSql[3];
+  pid_t aPid[3];
+  sqlite3 *db = th_open(zDb);
+  int64_t iEnd;
+  int i, j, st;
+  th_exec(db, "PRAGMA busy_timeout=10000;"
+              "CREATE VIRTUAL TABLE a USING kv_btree;"
+              "INSERT INTO a VALUES(0, 'zero')");
+  for(i=0; i<3; i++){
+    azSql[i] = sqlite3_mprintf("");
+    for(j=0; j<10; j++){
+      azSql[i] = sqlite3_mprintf("%z"
+          "CREATE VIRTUAL TABLE b%d_%d USING kv_btree;"
+          "CREATE VIRTUAL TABLE l%d_%d USING kv_log;"
+          "INSERT INTO b%d_%d VALUES(%d, 'b');"
+          "INSERT INTO l%d_%d VALUES(%d, 'l');"
+          "CREATE TEMP TABLE c%d(v CHECK(v=%d));"
+          "INSERT INTO c%d SELECT sum(key) FROM b%d_%d;"
+          "INSERT INTO c%d SELECT sum(key) FROM l%d_%d;"
+          "DROP TABLE main.b%d_%d; DROP TABLE main.l%d_%d;",
+          azSql[i], i, j, i, j, i, j, 100*i+j, i, j, 100*i+j,
+          j, 100*i+j, j, i, j, j, i, j, i, j, i, j);
+    }
+    {
+      const char *azArg[] = { "exec", zDb, azSql[i], 0 };
+      aPid[i] = th_spawn(azArg);
+    }
+  }
+  for(j=1; j<=50; j++){
+    th_execf(db, "INSERT INTO a VALUES(%d, 'x')", j);
+    usleep(2000);
+  }
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0,
+                  "process %d ended with status %d", i, st);
+    sqlite3_free(azSql[i]);
+  }
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 51);
+  iEnd = mpNowMs() + 10000;
+  while( mpNowMs()<iEnd
+         && (mpLogDirEntries(zStore)>0 || mpDataFileTables(zStore)>1) ){
+    usleep(20000);
+  }
+  ck_assert_int_eq(mpLogDirEntries(zStore), 0);
+  ck_assert_int_eq(mpDataFileTables(zStore), 1);
+  sqlite3_close(db);
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM a"), 51);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM sqlite_schema "
+                              "WHERE name GLOB '[bl][0-9]_*'"), 0);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1637,6 +2083,15 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_roalone_shell_and_read_only_mount);
   tcase_add_test(tc, test_kvmp_roalone_not_a_store);
   tcase_add_test(tc, test_kvmp_roalone_then_writer_in_same_process);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("ddl");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_ddl_create_remove_while_shared);
+  tcase_add_test(tc, test_kvmp_ddl_name_clash_and_memory_tables);
+  tcase_add_test(tc, test_kvmp_ddl_creator_killed_before_publish);
+  tcase_add_test(tc, test_kvmp_ddl_remover_killed_before_publish);
+  tcase_add_test(tc, test_kvmp_ddl_readonly_process_follows);
+  tcase_add_test(tc, test_kvmp_ddl_concurrent_creates_and_removes);
   suite_add_tcase(s, tc);
   return s;
 }
