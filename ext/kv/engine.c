@@ -561,9 +561,8 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** catches up (so it knows every commit up to that tail, which its writer
 ** wrote through before publishing it), has every table make durable what
 ** any process wrote through (xSharedSync: one synced commit of the
-** kv_btree data file), and removes the segments below
-** (wal_shared_retire); while the store holds a table whose files cannot
-** say so (no xSharedSync: kv_log), nothing retires.  Read-only processes
+** kv_btree data file, an fsync of each kv_log file that grew), and
+** removes the segments below (wal_shared_retire).  Read-only processes
 ** write nothing into LOCK, so they hold no slot and do none of this
 ** work: each holds READER (shared) instead, taken before it reads the
 ** tail, and nothing retires while another process holds it.  A joiner writes 0 in
@@ -1190,7 +1189,7 @@ static void engRetire(KvEngine *pEng){
   rc = pEng->rcFailed;
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
     if( t->meta.bPersist && t->pData && t->pBackend->xSharedSync==0 ){
-      rc = SQLITE_BUSY;         /* its files never say (kv_log): keep all */
+      rc = SQLITE_BUSY;         /* its files never say: keep all */
     }
   }
   if( rc==SQLITE_OK ) rc = kvEngineCatchUp(pEng, 0, &zErr);

@@ -16,7 +16,9 @@
 ** store another process writes, and leave every file of it as it was.
 ** Case "background": the background work of a shared store (WAL
 ** retirement, TTL sweeps) passes to another process when the one doing
-** it is killed, and the WAL stays small over a long shared run.
+** it is killed, and the WAL stays small over a long shared run.  Case
+** "logshared": the same long run over a kv_log table, also with the
+** owner SIGKILLed at any point of its retirement.
 ** DEPOT_TORTURE_ITERS=n makes each bank and the long run last n seconds
 ** (make torture).
 */
@@ -1087,6 +1089,99 @@ START_TEST(test_kvmp_readonly_shell_reads_log_while_app_writes){
 }
 END_TEST
 
+/* ------------------------------------------- kv_log, long shared runs --- */
+
+/* A long shared run over a kv_log table (log files of 64 KiB): two fill
+** writers and an idle process, as the kv_btree long run.  With bKill, one
+** of the three is SIGKILLed every 600 ms, in turn (the owner among them,
+** at whatever point of its retirement it is), and replaced, 9 times at
+** least.  The root WAL
+** keeps a handful of segments; the store opened alone afterwards holds
+** every acknowledged row of every writer. */
+static void mpLogLongRun(int bKill){
+  char *zDir = th_tmpdir(bKill ? "kvmp-logkill" : "kvmp-logbounded");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 0;
+  unsigned long long lo, hi = 0;
+  const char *azIdle[4];
+  pid_t aPid[3];
+  int aId[3];
+  int st, nMax = 0, nSeg, i, nId = 2, nKill = 0, nAck = 0;
+  int64_t iStart, iEnd, iKill;
+  sqlite3 *db = th_open(zDb);
+  setenv("KVMP_LOG_FILE_SIZE", "65536", 1);
+  th_exec(db, "CREATE VIRTUAL TABLE fill USING kv_log");
+  sqlite3_close(db);
+
+  azIdle[0] = "idle"; azIdle[1] = zDb; azIdle[2] = "600000"; azIdle[3] = 0;
+  aPid[0] = th_spawn(azIdle);
+  aId[0] = 0;
+  aId[1] = 1; aPid[1] = mpSpawnFill(zDb, 1, 600000, zDir);
+  aId[2] = 2; aPid[2] = mpSpawnFill(zDb, 2, 600000, zDir);
+  mpWaitAcks(zDir, 1, 1);
+  mpWaitAcks(zDir, 2, 1);
+  iStart = mpNowMs();
+  iEnd = iStart + (msRun>25000 ? msRun : 25000);
+  iKill = iStart + 600;
+  while( mpNowMs()<iEnd
+      && (hi<40 || mpNowMs()<iStart+msRun || (bKill && nKill<9)) ){
+    nSeg = mpSegments(zStore, &lo, &hi);
+    if( nSeg>nMax ) nMax = nSeg;
+    if( bKill && mpNowMs()>=iKill ){
+      int k = nKill%3;
+      kill(aPid[k], SIGKILL);
+      ck_assert_int_eq(waitpid(aPid[k], &st, 0), aPid[k]);
+      ck_assert_msg(WIFSIGNALED(st), "process %d ended early, status %d",
+                    aId[k], st);
+      nKill++;
+      if( k==0 ){
+        aPid[0] = th_spawn(azIdle);
+      }else{
+        aId[k] = ++nId;
+        aPid[k] = mpSpawnFill(zDb, aId[k], 600000, zDir);
+      }
+      iKill = mpNowMs() + 600;
+    }
+    usleep(50000);
+  }
+  for(i=0; i<3; i++){
+    kill(aPid[i], SIGKILL);
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFSIGNALED(st), "process %d ended early, status %d",
+                  aId[i], st);
+  }
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  ck_assert_msg(hi>=24, "only %llu segments written", hi);
+  ck_assert_msg(nMax<=16 || (unsigned long long)nMax*3<=hi,
+                "up to %d live segments of %llu", nMax, hi);
+
+  db = th_open(zDb);                /* alone: replays the live segments */
+  for(i=1; i<=nId; i++) nAck += mpCheckFillAcks(db, zDir, i);
+  ck_assert_int_gt(nAck, 0);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM fill"), nAck);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
+/* The root WAL of a store shared over a kv_log table stays bounded: the
+** owner syncs the log files every process appended to before it retires
+** segments. */
+START_TEST(test_kvmp_log_wal_bounded_in_long_shared_run){
+  mpLogLongRun(0);
+}
+END_TEST
+
+/* The same with a process SIGKILLed every 600 ms (the owner in turn, at
+** any point of its retirement): no acknowledged row is lost. */
+START_TEST(test_kvmp_log_owner_killed_during_retirement){
+  mpLogLongRun(1);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1117,6 +1212,11 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_readonly_open_writes_nothing);
   tcase_add_test(tc, test_kvmp_readonly_reads_while_another_writes);
   tcase_add_test(tc, test_kvmp_readonly_shell_reads_log_while_app_writes);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("logshared");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_log_wal_bounded_in_long_shared_run);
+  tcase_add_test(tc, test_kvmp_log_owner_killed_during_retirement);
   suite_add_tcase(s, tc);
   return s;
 }
