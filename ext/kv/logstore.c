@@ -1374,12 +1374,11 @@ int kv_logstore_sync_shared(KvLogStore *p, char **pzErr){
   KlSet *pSet;
   int64_t *aSz;
   int i, rc, bNew = 0;
-  pthread_mutex_lock(&p->muWrite);
   rc = klRefuse(p, pzErr);
-  if( rc!=SQLITE_OK ){
-    pthread_mutex_unlock(&p->muWrite);
-    return rc;
-  }
+  if( rc!=SQLITE_OK ) return rc;
+  /* Off muWrite (appends go on meanwhile; the fsyncs cover at least the
+  ** sizes read here).  One caller at a time (the engine's mutex), the
+  ** only writer of szShSynced. */
   pthread_mutex_lock(&p->mu);
   pSet = kl_set_ref(p->pSet);
   aSz = sqlite3_malloc64(sizeof(int64_t)*(pSet->nFile+1));
@@ -1398,6 +1397,5 @@ int kv_logstore_sync_shared(KvLogStore *p, char **pzErr){
   }
   sqlite3_free(aSz);
   kl_set_unref(pSet);
-  pthread_mutex_unlock(&p->muWrite);
   return rc;
 }
