@@ -571,12 +571,12 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** catches up (so it knows every commit up to that tail, which its writer
 ** wrote through before publishing it), has every table make durable what
 ** any process wrote through (xSharedSync: one synced commit of the
-** kv_btree data file), and removes the segments below
-** (wal_shared_retire); while the store holds a table whose files cannot
-** say so (no xSharedSync: kv_log), nothing retires.  Read-only processes
-** write nothing into LOCK, so they hold no slot and do none of this
-** work: each holds READER (shared) instead, taken before it reads the
-** tail, and nothing retires while another process holds it.  A joiner writes 0 in
+** kv_btree data file, an fsync of each kv_log file that grew), and
+** removes the segments below (wal_shared_retire), holding READER
+** exclusively meanwhile.  Read-only processes write nothing into LOCK,
+** so they hold no slot and do none of this work: each holds READER
+** (shared) only while it catches up, and one whose next segment retired
+** reads the tables' files instead (see "read-only catch-up").  A joiner writes 0 in
 ** its slot before it reads the tail, so an owner that read the tail
 ** earlier never retires past what the joiner will follow from. */
 #define ENG_BYTE_ALIVE    0
@@ -1056,6 +1056,7 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
 
 static int engRoAloneJoin(KvEngine *pEng, char **pzErr);
 static void engRoAloneRelease(KvEngine *pEng);
+static int engCatchUpReader(KvEngine *pEng, char **pzErr);
 
 int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   uint64_t a[WAL_SHARED_SLOTS];
@@ -1064,6 +1065,7 @@ int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   if( !pEng->bShared && pEng->bReadOnly ) return engRoAloneJoin(pEng, pzErr);
   if( !pEng->bShared ) return SQLITE_OK;
   if( pEng->bRoAloneHeld ) engRoAloneRelease(pEng);
+  if( pEng->bReadOnly ) return engCatchUpReader(pEng, pzErr);
   rc = wal_shared_read(pEng->pShm, a);
   if( rc==SQLITE_BUSY && !bRecover ){
     *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
@@ -1082,6 +1084,98 @@ int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   }
   if( rc==SQLITE_OK && bRecover ) rc = engFollow(pEng, 0, pzErr);
   return rc;
+}
+
+/* ----------------------------------------- read-only catch-up ---
+**
+** A read-only process has no position slot: nothing tells the owner how
+** far it has read, and it would hold the WAL back forever if it kept its
+** segments.  So it holds READER (shared) only while it catches up: it
+** takes it (waiting for an owner that holds it exclusively, for the
+** moment it removes segments), reads the published tail, follows the
+** records from its position, and lets READER go.  The owner retires
+** segments only while it holds READER exclusively (engRetire).  A reader
+** whose next segment retired meanwhile (wal_follow: SQLITE_NOTFOUND, met
+** before any record is applied) rebuilds from the tables' files instead
+** (engReaderRebuild): the owner made them hold every retired record
+** before it removed a segment, and every writer wrote its commit there
+** before it published it. */
+
+/* The records between the position of a read-only process and the tail
+** (pTail, CID cidTail) are gone: refresh every table up to that record
+** (kv_btree rereads its data file, kv_log follows its log files up to
+** cidTail), give every key a new version (the changed keys are unknown),
+** and take the tail as seen.  Engine mutex held, READER held. */
+static void engReaderRebuild(KvEngine *pEng, const WalPos *pTail,
+                             uint64_t cidTail){
+  KvTable *t;
+  sqlite3_log(SQLITE_NOTICE, "kv: store %s: the WAL segments this "
+              "read-only process had not read were retired; it reads the "
+              "tables' files up to record %llu", pEng->zDir,
+              (unsigned long long)cidTail);
+  ++pEng->iSeq;
+  kvVersionSnapDrop(pEng);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->meta.bPersist && t->pData && t->pBackend->xRefresh ){
+      t->pBackend->xRefresh(t->pData, cidTail);
+    }
+  }
+  kvVersionClearLocked(pEng);
+  pEng->posSeen = *pTail;
+  if( cidTail>pEng->cidSeen ) pEng->cidSeen = cidTail;
+}
+
+/* kvEngineCatchUp of a read-only process (engine mutex held). */
+static int engCatchUpReader(KvEngine *pEng, char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  WalPos tail;
+  struct flock fl;
+  int rc;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = ENG_BYTE_READER;
+  fl.l_len = 1;
+  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
+    if( errno!=EINTR ){
+      *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                               strerror(errno));
+      return SQLITE_IOERR_LOCK;
+    }
+  }
+  rc = wal_shared_read(pEng->pShm, a);
+  if( rc==SQLITE_BUSY ){
+    *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
+        "half-written (its writer died); the next writer repairs it",
+        pEng->zDir);
+  }else if( rc==SQLITE_OK ){
+    tail.segno = a[ENG_SHM_SEGNO];
+    tail.iOff = a[ENG_SHM_OFF];
+    if( tail.segno!=pEng->posSeen.segno || tail.iOff!=pEng->posSeen.iOff ){
+      rc = engFollow(pEng, &tail, pzErr);
+      if( rc==SQLITE_NOTFOUND ){
+        sqlite3_free(*pzErr);
+        *pzErr = 0;
+        engReaderRebuild(pEng, &tail, a[ENG_SHM_CID]);
+        rc = SQLITE_OK;
+      }
+    }
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_READER);
+  return rc;
+}
+
+/* The owner holds READER exclusively while it removes segments, so no
+** read-only process is reading them: SQLITE_OK when it has it, else
+** SQLITE_BUSY (a reader is catching up: the next check retries).  A few
+** tries, a millisecond apart: readers hold it for one catch-up. */
+static int engReaderExclude(KvEngine *pEng){
+  int i;
+  for(i=0; i<5; i++){
+    if( engOfd(pEng, F_WRLCK, ENG_BYTE_READER)==0 ) return SQLITE_OK;
+    engSleepMs(1);
+  }
+  return SQLITE_BUSY;
 }
 
 /* ------------------------------------------------ background work --- */
@@ -1209,7 +1303,6 @@ static void engRetire(KvEngine *pEng){
   segMin = a[ENG_SHM_SEGNO];               /* the tail first, then slots */
   if( segMin<=pEng->segRetired ) return;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  if( engOfdHeld(pEng, ENG_BYTE_READER) ) return;  /* a read-only process */
   for(i=0; i<ENG_SLOTS && segMin>pEng->segRetired; i++){
     uint64_t v;
     if( i==pEng->iSlot ){
@@ -1230,7 +1323,7 @@ static void engRetire(KvEngine *pEng){
   rc = pEng->rcFailed;
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
     if( t->meta.bPersist && t->pData && t->pBackend->xSharedSync==0 ){
-      rc = SQLITE_BUSY;         /* its files never say (kv_log): keep all */
+      rc = SQLITE_BUSY;         /* its files never say: keep all */
     }
   }
   if( rc==SQLITE_OK ) rc = kvEngineCatchUp(pEng, 0, &zErr);
@@ -1242,7 +1335,10 @@ static void engRetire(KvEngine *pEng){
     }
   }
   pthread_mutex_unlock(&pEng->mutex);
-  if( rc==SQLITE_OK ) rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
+  if( rc==SQLITE_OK && (rc = engReaderExclude(pEng))==SQLITE_OK ){
+    rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
+    engOfd(pEng, F_UNLCK, ENG_BYTE_READER);
+  }
   if( rc==SQLITE_OK ){
     pEng->segRetired = segMin;
   }else if( zErr ){
@@ -2167,6 +2263,8 @@ static int engStartReadOnly(KvEngine *pEng, char **pzErr){
     pEng->cidSeen = a[ENG_SHM_CID];
     __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
   }
+  if( pEng->fdLock>=0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_READER);  /* held
+                                ** again at each catch-up */
   return rc;
 }
 

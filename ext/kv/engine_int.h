@@ -380,6 +380,7 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite);
 int kvVersionStoreInit(KvEngine*);          /* at open; SQLITE_NOMEM */
 void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
 void kvVersionClearAll(KvEngine*);          /* after replay */
+void kvVersionClearLocked(KvEngine*);       /* the same, mutex held */
 /* Drop the cached query snapshot (engine mutex held, or closing); every
 ** publication calls it first. */
 void kvVersionSnapDrop(KvEngine*);

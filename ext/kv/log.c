@@ -19,7 +19,10 @@
 ** under the store's writer lock, after reading what the others appended
 ** (kv_logstore_follow); a process that another one's commit reaches reads
 ** the new frames into its index before its next snapshot.  Compaction is
-** off while the store is shared.
+** off while the store is shared.  Before the process running the store's
+** background work retires root WAL segments, it reads every frame up to
+** the published tail and syncs the log files (logSharedSync), so the
+** retired records are durable in them whichever process appended them.
 **
 ** Stored values.  Each value is stored behind an 8-byte big-endian prefix:
 ** the CID of the WAL record that wrote it.  The log store itself labels
@@ -597,9 +600,9 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
 ** (kv_logstore_share), and every apply first reads what the others
 ** appended (logFollowWriter), under the store's writer lock that orders
 ** the appends of all processes.  Each process's collector syncs its own
-** appends and confirms their records; while the store is shared the root
-** WAL keeps every record, and the next open alone replays them as it
-** would after a crash. */
+** appends and confirms their records; the root WAL keeps a record until
+** the owner's logSharedSync made its frames durable, and the next open
+** alone replays the live segments as it would after a crash. */
 static int logShare(KvBackendTable *t, char **pzErr){
   (void)pzErr;
   if( t->bMissing || t->bShared ) return SQLITE_OK;
@@ -632,6 +635,21 @@ static void logRefresh(KvBackendTable *t, uint64_t cid){
                 "failed: %s", t->zDir, zErr ? zErr : "");
   }
   sqlite3_free(zErr);
+}
+
+/* The owner's sync before root WAL segments retire (see logShare): the
+** frames every process appended, up to what this process has read (the
+** engine caught up to the published tail first), made durable in the log
+** files.  A table whose index lacks a record (bLost) or whose log failed
+** refuses: the WAL keeps its segments. */
+static int logSharedSync(KvBackendTable *t, char **pzErr){
+  if( t->bMissing ) return SQLITE_OK;
+  if( __atomic_load_n(&t->bLost, __ATOMIC_ACQUIRE) ){
+    *pzErr = sqlite3_mprintf("kv_log: table %s lacks a record in this "
+                             "process (%s)", t->zName, t->zDir);
+    return SQLITE_IOERR;
+  }
+  return kv_logstore_sync_shared(t->pLog, pzErr);
 }
 
 /* A replayed record that appended nothing is durable already. */
@@ -933,6 +951,5 @@ const KvBackend kvLogBackend = {
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
   logShare, logRefresh,
-  0                             /* no shared sync: while a kv_log table
-                                ** is shared no root WAL segment retires */
+  logSharedSync
 };

@@ -1375,3 +1375,33 @@ int kv_logstore_follow(KvLogStore *p, int bWriter, uint64_t cidMax,
   if( pnTxn ) *pnTxn = nTxn;
   return rc;
 }
+
+int kv_logstore_sync_shared(KvLogStore *p, char **pzErr){
+  KlSet *pSet;
+  int64_t *aSz;
+  int i, rc, bNew = 0;
+  rc = klRefuse(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  /* Off muWrite (appends go on meanwhile; the fsyncs cover at least the
+  ** sizes read here).  One caller at a time (the engine's mutex), the
+  ** only writer of szShSynced. */
+  pthread_mutex_lock(&p->mu);
+  pSet = kl_set_ref(p->pSet);
+  aSz = sqlite3_malloc64(sizeof(int64_t)*(pSet->nFile+1));
+  for(i=0; aSz && i<pSet->nFile; i++){
+    aSz[i] = pSet->apFile[i]->sz;
+    if( pSet->apFile[i]->szShSynced==0 ) bNew = 1;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if( aSz==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK && bNew ) rc = kl_syncdir(p, pzErr);
+  for(i=0; rc==SQLITE_OK && i<pSet->nFile; i++){
+    KlFile *pFile = pSet->apFile[i];
+    if( aSz[i]<=pFile->szShSynced ) continue;
+    rc = kl_fsync(p, pFile, pzErr);
+    if( rc==SQLITE_OK ) pFile->szShSynced = aSz[i];
+  }
+  sqlite3_free(aSz);
+  kl_set_unref(pSet);
+  return rc;
+}

@@ -21,7 +21,11 @@
 ** the same one) recovers it beside them, and they catch up with it.
 ** Case "background": the background work of a shared store (WAL
 ** retirement, TTL sweeps) passes to another process when the one doing
-** it is killed, and the WAL stays small over a long shared run.
+** it is killed, and the WAL stays small over a long shared run.  Case
+** "logshared": the same long run over a kv_log table, also with the
+** owner SIGKILLed at any point of its retirement.  Case "rolong": a
+** read-only process stays open through a long run of bank writers, over
+** kv_btree and kv_log tables, and holds none of the WAL back.
 ** DEPOT_TORTURE_ITERS=n makes each bank and the long run last n seconds
 ** (make torture).
 */
@@ -277,8 +281,12 @@ static int mpReadOnlyDdl(char **argv){
   sqlite3_close(db);
   return nStep==2 ? 0 : 6;
 }
+static int mpSegBank(char **argv);
+static int mpRoAudit(char **argv);
 
 int depot_test_child(int argc, char **argv){
+  if( argc==5 && strcmp(argv[0], "sbank")==0 ) return mpSegBank(argv);
+  if( argc==4 && strcmp(argv[0], "roaudit")==0 ) return mpRoAudit(argv);
   if( argc==4 && strcmp(argv[0], "roread")==0 ) return mpReadOnly(argv);
   if( argc==3 && strcmp(argv[0], "roddl")==0 ) return mpReadOnlyDdl(argv);
   if( argc==5 && strcmp(argv[0], "bank")==0 ) return mpBank(argv);
@@ -1931,6 +1939,256 @@ static void mpDdlRemoveKillTest(const char *zType, int iAt){
   sqlite3_free(zDir);
 }
 
+/* ------------------------------------------- kv_log, long shared runs --- */
+
+/* A long shared run over a kv_log table (log files of 64 KiB): two fill
+** writers and an idle process, as the kv_btree long run.  With bKill, one
+** of the three is SIGKILLed every 600 ms, in turn (the owner among them,
+** at whatever point of its retirement it is), and replaced, 9 times at
+** least.  The root WAL
+** keeps a handful of segments; the store opened alone afterwards holds
+** every acknowledged row of every writer. */
+static void mpLogLongRun(int bKill){
+  char *zDir = th_tmpdir(bKill ? "kvmp-logkill" : "kvmp-logbounded");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 0;
+  unsigned long long lo, hi = 0;
+  const char *azIdle[4];
+  pid_t aPid[3];
+  int aId[3];
+  int st, nMax = 0, nSeg, i, nId = 2, nKill = 0, nAck = 0;
+  int64_t iStart, iEnd, iKill;
+  sqlite3 *db = th_open(zDb);
+  setenv("KVMP_LOG_FILE_SIZE", "65536", 1);
+  th_exec(db, "CREATE VIRTUAL TABLE fill USING kv_log");
+  sqlite3_close(db);
+
+  azIdle[0] = "idle"; azIdle[1] = zDb; azIdle[2] = "600000"; azIdle[3] = 0;
+  aPid[0] = th_spawn(azIdle);
+  aId[0] = 0;
+  aId[1] = 1; aPid[1] = mpSpawnFill(zDb, 1, 600000, zDir);
+  aId[2] = 2; aPid[2] = mpSpawnFill(zDb, 2, 600000, zDir);
+  mpWaitAcks(zDir, 1, 1);
+  mpWaitAcks(zDir, 2, 1);
+  iStart = mpNowMs();
+  iEnd = iStart + (msRun>25000 ? msRun : 25000);
+  iKill = iStart + 600;
+  while( mpNowMs()<iEnd
+      && (hi<40 || mpNowMs()<iStart+msRun || (bKill && nKill<9)) ){
+    nSeg = mpSegments(zStore, &lo, &hi);
+    if( nSeg>nMax ) nMax = nSeg;
+    if( bKill && mpNowMs()>=iKill ){
+      int k = nKill%3;
+      kill(aPid[k], SIGKILL);
+      ck_assert_int_eq(waitpid(aPid[k], &st, 0), aPid[k]);
+      ck_assert_msg(WIFSIGNALED(st), "process %d ended early, status %d",
+                    aId[k], st);
+      nKill++;
+      if( k==0 ){
+        aPid[0] = th_spawn(azIdle);
+      }else{
+        aId[k] = ++nId;
+        aPid[k] = mpSpawnFill(zDb, aId[k], 600000, zDir);
+      }
+      iKill = mpNowMs() + 600;
+    }
+    usleep(50000);
+  }
+  for(i=0; i<3; i++){
+    kill(aPid[i], SIGKILL);
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFSIGNALED(st), "process %d ended early, status %d",
+                  aId[i], st);
+  }
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  ck_assert_msg(hi>=24, "only %llu segments written", hi);
+  ck_assert_msg(nMax<=16 || (unsigned long long)nMax*3<=hi,
+                "up to %d live segments of %llu", nMax, hi);
+
+  db = th_open(zDb);                /* alone: replays the live segments */
+  for(i=1; i<=nId; i++) nAck += mpCheckFillAcks(db, zDir, i);
+  ck_assert_int_gt(nAck, 0);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM fill"), nAck);
+  sqlite3_close(db);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
+/* The root WAL of a store shared over a kv_log table stays bounded: the
+** owner syncs the log files every process appended to before it retires
+** segments. */
+START_TEST(test_kvmp_log_wal_bounded_in_long_shared_run){
+  mpLogLongRun(0);
+}
+END_TEST
+
+/* The same with a process SIGKILLed every 600 ms (the owner in turn, at
+** any point of its retirement): no acknowledged row is lost. */
+START_TEST(test_kvmp_log_owner_killed_during_retirement){
+  mpLogLongRun(1);
+}
+END_TEST
+
+/* ------------------------------ read-only process, long writer run --- */
+
+/* sbank: bank (same arguments) on 8 KB root WAL segments. */
+static int mpSegBank(char **argv){
+  kv_engine_test_wal_config(MP_SEGMENT, 0);
+  return mpBank(argv);
+}
+
+static int mpRoRebuilds = 0;          /* roaudit: rebuilds logged */
+
+static void mpRoLog(void *pArg, int rc, const char *zMsg){
+  (void)pArg;
+  if( (rc & 0xff)==SQLITE_NOTICE && strstr(zMsg, "were retired") ){
+    mpRoRebuilds++;
+  }
+}
+
+/* roaudit <db> <stop file> <out file>: a read-only connection (URI
+** mode=ro) checks the bank's total on every snapshot, resting 250 ms
+** after every 8 snapshots (the WAL it has not read meanwhile may retire),
+** until the stop file exists (60 s at most); it takes one more snapshot
+** then, and writes "<snapshots> <rebuilds> <tlog rows of that snapshot>"
+** to the out file. */
+static int mpRoAudit(char **argv){
+  sqlite3 *db = 0, *dbFirst = 0;
+  char *zUri;
+  int64_t iEnd;
+  int nSnap = 0, rc, bStop = 0;
+  sqlite3_int64 nLog = 0;
+  FILE *f;
+  sqlite3_config(SQLITE_CONFIG_LOG, mpRoLog, (void*)0);
+  sqlite3_auto_extension((void(*)(void))sqlite3_depot_init);
+  sqlite3_open_v2(":memory:", &dbFirst, SQLITE_OPEN_READWRITE, 0);
+  zUri = sqlite3_mprintf("file:%s?mode=ro", argv[1]);
+  rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
+  sqlite3_free(zUri);
+  sqlite3_close(dbFirst);
+  if( rc ) return 2;
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  iEnd = mpNowMs() + 60000;
+  while( !bStop ){
+    sqlite3_int64 nSum, nRow;
+    bStop = access(argv[2], F_OK)==0 || mpNowMs()>iEnd;
+    rc = mpExec(db, "BEGIN");
+    nSum = rc ? 0 : mpInt(db, "SELECT sum(value) FROM acct", &rc);
+    nRow = rc ? 0 : mpInt(db, "SELECT count(*) FROM acct", &rc);
+    if( rc==SQLITE_OK ) nLog = mpInt(db, "SELECT count(*) FROM tlog", &rc);
+    mpExec(db, "COMMIT");
+    if( rc!=SQLITE_OK ){
+      fprintf(stderr, "roaudit: %s\n", sqlite3_errmsg(db));
+      return 5;
+    }
+    if( nSum!=MP_ACCOUNTS*MP_START || nRow!=MP_ACCOUNTS ){
+      fprintf(stderr, "roaudit: total %lld over %lld accounts\n",
+              (long long)nSum, (long long)nRow);
+      return 7;
+    }
+    if( (++nSnap)%8==0 && !bStop ) usleep(250000);
+  }
+  sqlite3_close(db);
+  f = fopen(argv[3], "w");
+  if( f==0 ) return 3;
+  fprintf(f, "%d %d %lld\n", nSnap, mpRoRebuilds, (long long)nLog);
+  fclose(f);
+  return 0;
+}
+
+/* Four bank writers (8 KB root WAL segments) and a read-only process that
+** stays open through the run, until 40 segments were written (at most
+** 25 s) or DEPOT_TORTURE_ITERS seconds; then the writers are killed.  The
+** WAL keeps a handful of segments (the read-only process holds none
+** back); the reader's snapshots keep the total, also after it found the
+** segments it had not read retired and read the tables' files instead;
+** its last snapshot, taken after the writers died, holds every
+** acknowledged transfer. */
+static void mpRoLongRun(const char *zType){
+  char *zDir = th_tmpdir("kvmp-rolong");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zOut = sqlite3_mprintf("%s/roaudit.out", zDir);
+  char *zStop = sqlite3_mprintf("%s/roaudit.stop", zDir);
+  const char *zIters = getenv("DEPOT_TORTURE_ITERS");
+  int msRun = zIters && atoi(zIters)>0 ? atoi(zIters)*1000 : 0;
+  const char *azRo[5];
+  unsigned long long lo, hi = 0;
+  pid_t aPid[MP_WRITERS], pidRo;
+  int i, st, nMax = 0, nSeg, nSnap = 0, nRebuild = 0, nAck = 0;
+  long long nLog = -1;
+  int64_t iStart, iEnd;
+  FILE *f;
+  sqlite3 *db = th_open(zDb);
+  th_execf(db, "PRAGMA busy_timeout=5000;"
+               "CREATE VIRTUAL TABLE acct USING %s;"
+               "CREATE VIRTUAL TABLE tlog USING %s", zType, zType);
+  for(i=0; i<MP_ACCOUNTS; i++){
+    th_execf(db, "INSERT INTO acct VALUES(%d, %d)", i, MP_START);
+  }
+  /* this connection keeps the store open until the reader is in */
+  azRo[0] = "roaudit"; azRo[1] = zDb; azRo[2] = zStop; azRo[3] = zOut;
+  azRo[4] = 0;
+  pidRo = th_spawn(azRo);
+  usleep(300000);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM acct"), MP_ACCOUNTS);
+  for(i=0; i<MP_WRITERS; i++){
+    char zId[16];
+    char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, i+1);
+    const char *azArg[] = { "sbank", zDb, zId, "600000", zAck, 0 };
+    snprintf(zId, sizeof(zId), "%d", i+1);
+    aPid[i] = th_spawn(azArg);
+    sqlite3_free(zAck);
+  }
+  sqlite3_close(db);
+  iStart = mpNowMs();
+  iEnd = iStart + (msRun>25000 ? msRun : 25000);
+  while( mpNowMs()<iEnd && (hi<40 || mpNowMs()<iStart+msRun) ){
+    nSeg = mpSegments(zStore, &lo, &hi);
+    if( nSeg>nMax ) nMax = nSeg;
+    usleep(50000);
+  }
+  for(i=0; i<MP_WRITERS; i++){
+    kill(aPid[i], SIGKILL);
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert_msg(WIFSIGNALED(st), "writer %d ended early, status %d", i+1,
+                  st);
+  }
+  f = fopen(zStop, "w");
+  ck_assert_ptr_nonnull(f);
+  fclose(f);
+  ck_assert_int_eq(waitpid(pidRo, &st, 0), pidRo);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "reader status %d", st);
+  f = fopen(zOut, "r");
+  ck_assert_ptr_nonnull(f);
+  ck_assert_int_eq(fscanf(f, "%d %d %lld", &nSnap, &nRebuild, &nLog), 3);
+  fclose(f);
+  ck_assert_msg(hi>=24, "only %llu segments written", hi);
+  ck_assert_msg(nMax<=16 || (unsigned long long)nMax*3<=hi,
+                "up to %d live segments of %llu", nMax, hi);
+  ck_assert_int_gt(nSnap, 8);
+  ck_assert_msg(nRebuild>0, "the reader never found its segments retired "
+                "(%d snapshots)", nSnap);
+
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"),
+                   MP_ACCOUNTS*MP_START);
+  for(i=1; i<=MP_WRITERS; i++) nAck += mpCheckAcks(db, zDir, i);
+  ck_assert_int_gt(nAck, 0);
+  ck_assert_msg(nLog>=nAck, "the reader's last snapshot holds %lld "
+                "transfers, %d were acknowledged", nLog, nAck);
+  ck_assert_int_ge(th_int(db, "SELECT count(*) FROM tlog"), nLog);
+  sqlite3_close(db);
+  sqlite3_free(zStop);
+  sqlite3_free(zOut);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
 START_TEST(test_kvmp_ddl_remover_killed_before_publish){
   mpDdlRemoveKillTest("kv_btree", 0);
   mpDdlRemoveKillTest("kv_log", 0);
@@ -2044,6 +2302,16 @@ START_TEST(test_kvmp_ddl_concurrent_creates_and_removes){
 }
 END_TEST
 
+START_TEST(test_kvmp_readonly_open_through_long_run){
+  mpRoLongRun("kv_btree");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_readonly_open_through_long_run){
+  mpRoLongRun("kv_log");
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -2092,6 +2360,16 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_ddl_remover_killed_before_publish);
   tcase_add_test(tc, test_kvmp_ddl_readonly_process_follows);
   tcase_add_test(tc, test_kvmp_ddl_concurrent_creates_and_removes);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("logshared");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_log_wal_bounded_in_long_shared_run);
+  tcase_add_test(tc, test_kvmp_log_owner_killed_during_retirement);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("rolong");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_readonly_open_through_long_run);
+  tcase_add_test(tc, test_kvmp_log_readonly_open_through_long_run);
   suite_add_tcase(s, tc);
   return s;
 }
