@@ -517,9 +517,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** A store holding an in-doubt prepared transaction does not turn shared
 ** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
 ** SQLITE_BUSY.  A shared store stays shared while this process has it
-** open: its WAL segments retire only through the owner (below), tables
-** are neither created nor removed, and named prepares (kv_prepare with a
-** gid) are refused.
+** open: its WAL segments retire only through the owner (below), and
+** tables are neither created nor removed.  Named prepares (kv_prepare
+** with a gid) made while it is shared are in doubt in every process: see
+** "in-doubt transactions, shared".
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
@@ -577,6 +578,8 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_SHM_CID       0          /* shared header slots */
 #define ENG_SHM_SEGNO     1
 #define ENG_SHM_OFF       2
+#define ENG_SHM_INDOUBT   7          /* lowest segment holding the record
+                                     ** of an in-doubt transaction, or 0 */
 #define ENG_BYTE_OWNER    3
 #define ENG_BYTE_SWEEP    4
 #define ENG_BYTE_SYNC     5
@@ -820,6 +823,7 @@ static int engPublish(KvEngine *pEng, const WalPos *pPos, uint64_t cid,
   a[ENG_SHM_CID] = cid;
   a[ENG_SHM_SEGNO] = pPos->segno;
   a[ENG_SHM_OFF] = pPos->iOff;
+  a[ENG_SHM_INDOUBT] = kvEngineInDoubtSegment(pEng);
   rc = wal_shared_write(pEng->pShm, a);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: cannot publish the tail of store %s",
@@ -856,6 +860,8 @@ struct KvFollow {
                                 ** withdraw: CID, TID pairs */
   uint64_t cidLast;             /* last record applied */
   char *zErr;
+  const WalPos *pPos;           /* the segment being read (in-doubt
+                                ** records) */
 };
 
 static int engFollowPush(uint64_t **pa, int *pn, int *pnAlloc, uint64_t v){
@@ -928,6 +934,136 @@ static void engNextTidPast(KvEngine *pEng, uint64_t tid){
                           0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ){}
 }
 
+/* ------------------------------- in-doubt transactions, shared ---
+**
+** A named prepare in a shared store (indoubt.c) appends its record under
+** the writer lock and publishes it; every other process learns it at
+** catch-up (engFollowInDoubt) and keeps the transaction in doubt, with
+** its reservations, as the replay of an alone open restores one.  Its
+** resolution, from any process and under the writer lock, is published
+** the same way: a commit as a new record holding the writes after a
+** KV_REC_GID_DONE pseudo-table naming the prepared record, a rollback as
+** the abort record of the prepared one; followers then forget the
+** transaction (engInDoubtForget) and apply the commit record as any
+** other.  Each process knows the segment of every in-doubt record it
+** holds (KvRoot.segInDoubt): the lowest one is published in the shared
+** header (ENG_SHM_INDOUBT), so a joiner reads the log from there to learn
+** the transactions in doubt (engJoinInDoubt), and the owner never
+** retires it (engRetire). */
+#define ENG_WAL_SEG_HDR 48           /* where a segment's frames start */
+
+static void engInDoubtFree(KvRoot *p);
+
+static int engIsGidDoneTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_GID_DONE_LEN
+      && memcmp(pT->zTable, KV_REC_GID_DONE, KV_REC_GID_DONE_LEN)==0
+      && pT->nAction==1 && pT->aAction[0].nVal==8;
+}
+
+uint64_t kvEngineInDoubtSegment(KvEngine *pEng){
+  uint64_t seg = 0;
+  KvRoot *p;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->cid && p->segInDoubt && (seg==0 || p->segInDoubt<seg) ){
+      seg = p->segInDoubt;
+    }
+  }
+  return seg;
+}
+
+/* Another process resolved the in-doubt transaction whose prepared record
+** is cid: forget it here (engine mutex held).  A root this process is
+** resolving itself (bResolving) stays. */
+static void engInDoubtForget(KvEngine *pEng, uint64_t cid){
+  KvRoot **pp, *p;
+  for(pp=&pEng->pInDoubt; (p = *pp)!=0; pp=&p->pNextInDoubt){
+    if( p->cid==cid && !p->bResolving ) break;
+  }
+  if( p==0 ) return;
+  *pp = p->pNextInDoubt;
+  for(pp=&pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
+    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+  }
+  pthread_cond_broadcast(&pEng->deltaCond);
+  engInDoubtFree(p);
+}
+
+/* A named prepared record another process published (or a dead writer
+** left): the transaction is in doubt here too, holding its reservations
+** (engine mutex held, or the open). */
+static int engFollowInDoubt(KvFollow *f, const WalRecord *pRec){
+  KvEngine *pEng = f->pEng;
+  KvReplay r;
+  KvRoot *p;
+  int rc;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->cid==pRec->cid ) return SQLITE_OK;          /* known already */
+  }
+  memset(&r, 0, sizeof(r));
+  r.pEng = pEng;
+  rc = engReplayInDoubt(&r, pRec);
+  if( pEng->pInDoubt && pEng->pInDoubt->cid==pRec->cid ){
+    pEng->pInDoubt->segInDoubt = f->pPos ? f->pPos->segno : 0;
+  }
+  if( rc!=SQLITE_OK && f->zErr==0 ){
+    f->zErr = sqlite3_mprintf("kv: cannot take in prepared transaction "
+        "'%.*s' (record %llu) of store %s: %s",
+        pRec->aTable[0].aAction[0].nKey,
+        (const char*)pRec->aTable[0].aAction[0].aKey,
+        (unsigned long long)pRec->cid, pEng->zDir, sqlite3_errstr(rc));
+  }
+  return rc;
+}
+
+/* The joiner's reading of the log from the lowest in-doubt segment to
+** the tail: pass 1 collects the abort records, pass 2 takes in every
+** named prepared record neither withdrawn, nor committed by a later
+** record, nor decided in prepared.log. */
+static int engJoinScanRecord(void *pCtx, const WalRecord *pRec){
+  KvFollow *f = (KvFollow*)pCtx;
+  const WalTableActions *pT = pRec->nTable>0 ? &pRec->aTable[0] : 0;
+  if( f->ePass==1 ){
+    if( pRec->cidAborted==0 ) return SQLITE_OK;
+    return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
+                         pRec->cidAborted);
+  }
+  if( pRec->cidAborted || engFollowAborted(f, pRec->cid) || pT==0 ){
+    return SQLITE_OK;
+  }
+  if( engIsGidDoneTable(pT) ){
+    engInDoubtForget(f->pEng, wal_get_u64(pT->aAction[0].aVal));
+  }else if( engIsGidTable(pT)
+         && kvResolvedGetCid(f->pEng, (const char*)pT->aAction[0].aKey,
+                             pT->aAction[0].nKey, pRec->cid)==0 ){
+    return engFollowInDoubt(f, pRec);
+  }
+  return SQLITE_OK;
+}
+
+static int engJoinInDoubt(KvEngine *pEng, uint64_t seg, char **pzErr){
+  KvFollow f;
+  WalPos pos;
+  int rc = SQLITE_OK;
+  if( seg==0 || seg>pEng->posSeen.segno ) return SQLITE_OK;
+  memset(&f, 0, sizeof(f));
+  f.pEng = pEng;
+  f.pPos = &pos;
+  for(f.ePass=1; rc==SQLITE_OK && f.ePass<=2; f.ePass++){
+    pos.segno = seg;
+    pos.iOff = ENG_WAL_SEG_HDR;
+    rc = wal_follow(pEng->zDir, pEng->pIo, &pos, &pEng->posSeen,
+                    engJoinScanRecord, &f, pzErr);
+  }
+  if( rc!=SQLITE_OK && f.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = f.zErr;
+    f.zErr = 0;
+  }
+  sqlite3_free(f.zErr);
+  sqlite3_free(f.aAbort);
+  return rc;
+}
+
 static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   KvFollow *f = (KvFollow*)pCtx;
   KvEngine *pEng = f->pEng;
@@ -940,12 +1076,13 @@ static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   }
   engNextTidPast(pEng, pRec->tid);
   if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
+  if( pRec->cidAborted ) engInDoubtForget(pEng, pRec->cidAborted);
   if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
-    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s is a "
-        "named prepared transaction, which no process makes while the "
-        "store is shared", (unsigned long long)pRec->cid, pEng->zDir);
-    return SQLITE_CORRUPT;
+    return engFollowInDoubt(f, pRec);
+  }
+  if( pRec->nTable>0 && engIsGidDoneTable(&pRec->aTable[0]) ){
+    engInDoubtForget(pEng, wal_get_u64(pRec->aTable[0].aAction[0].aVal));
   }
   if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
     if( f->bRecover ){
@@ -990,6 +1127,7 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
   memset(&f, 0, sizeof(f));
   f.pEng = pEng;
   f.bRecover = pTo==0;
+  f.pPos = &pos;
   for(f.ePass=1; f.ePass<=2; f.ePass++){
     pos = pEng->posSeen;
     if( pTo ){
@@ -1198,6 +1336,11 @@ static void engRetire(KvEngine *pEng){
     if( t->meta.bPersist && t->pData ){
       rc = t->pBackend->xSharedSync(t->pData, &zErr);
     }
+  }
+  if( rc==SQLITE_OK ){
+    uint64_t segKeep = kvEngineInDoubtSegment(pEng);  /* in doubt: stays */
+    if( segKeep && segKeep<segMin ) segMin = segKeep;
+    if( segMin<=pEng->segRetired ) rc = SQLITE_DONE;
   }
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK ) rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
@@ -1553,6 +1696,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
+    rc = engJoinInDoubt(pEng, a[ENG_SHM_INDOUBT], pzErr);
   }else if( rc==SQLITE_OK ){
     /* Half-written by a writer that died publishing: under the writer
     ** lock the end of the log's whole frames is the tail. */
@@ -1713,6 +1857,9 @@ static int engStartReadOnly(KvEngine *pEng, char **pzErr){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
+    rc = engJoinInDoubt(pEng, a[ENG_SHM_INDOUBT], pzErr);
+  }
+  if( rc==SQLITE_OK ){
     __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
   }
   return rc;

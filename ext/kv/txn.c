@@ -1832,10 +1832,10 @@ static int txnNeedsWriter(KvRoot *p){
 static int txnSharedLock(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   if( p->zGid ){
-    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
-        "named prepared transactions (kv_prepare with a gid) need a store "
-        "open in one process", pEng->zDir);
-    return SQLITE_ERROR;
+    /* indoubt.c takes the lock first; the store turned shared since */
+    *pzErr = sqlite3_mprintf("kv: store %s turned shared by several "
+        "processes during the named prepare; retry it", pEng->zDir);
+    return SQLITE_BUSY;
   }
   if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
     *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
@@ -2142,4 +2142,56 @@ void kv_root_rollback_to(KvRoot *p, int iLevel){
     kv_map_unref(p->apChild[i]->pDelta);
     p->apChild[i]->pDelta = pD ? kv_map_ref(pD) : 0;
   }
+}
+
+/* ---------------------------------- named prepares, shared store --- */
+
+void kvRootWriterRelease(KvRoot *p){
+  txnWriterRelease(p);
+}
+
+int kvRootLogGidDone(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  WalRecordBuilder *pRec = wal_record_new(p->tid);
+  const char **az = sqlite3_malloc64((p->nChild+1)*sizeof(char*));
+  int *an = sqlite3_malloc64((p->nChild+1)*sizeof(int));
+  uint8_t aCid[8];
+  uint64_t cid = 0, cidNew = 0;
+  WalPos pos;
+  int i, nPend = 0, rc = SQLITE_OK;
+  if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  wal_put_u64(aCid, p->cid);
+  if( rc==SQLITE_OK ){
+    rc = wal_record_table(pRec, KV_REC_GID_DONE, KV_REC_GID_DONE_LEN);
+  }
+  if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 0, p->zGid, p->nGid, aCid, 8);
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    if( txnIsPendingConfirm(p, c) ){
+      az[nPend] = c->pTab->zName;
+      an[nPend++] = c->pTab->nName;
+    }
+    rc = txnRecordTable(pRec, c);
+  }
+  if( rc==SQLITE_OK ){
+    /* continue the log where the last writer left it */
+    pthread_mutex_lock(&pEng->mutex);
+    pos = pEng->posSeen;
+    cid = pEng->cidSeen;
+    pthread_mutex_unlock(&pEng->mutex);
+    rc = wal_adopt_tail(pEng->pWal, &pos, cid, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = wal_append_sync(pEng->pWal, pRec, WAL_SYNC_FULL, nPend, az, an,
+                         &cidNew, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    p->cid = cidNew;
+    p->bAppended = 1;
+  }
+  wal_record_free(pRec);
+  sqlite3_free(az);
+  sqlite3_free(an);
+  return rc;
 }
