@@ -1671,6 +1671,23 @@ static int txnSyncMode(KvRoot *p){
   return (bAtApply && nLogged>1) ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
 }
 
+/* Must root p's record be flushed before its publication writes a table's
+** files (write-ahead)?  When it writes a table whose backend writes its
+** files at publication (kv_log) and another persistent table: the OS may
+** write that file back before the WAL's, and a power loss would then keep
+** the transaction in one table only.  A record of one such table alone is
+** all in that table's log or not there. */
+static int txnWriteAhead(KvRoot *p){
+  int i, nLogged = 0, bAtApply = 0;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    nLogged++;
+    bAtApply |= c->pTab->pBackend->bWritesAtApply;
+  }
+  return bAtApply && nLogged>1;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -1715,10 +1732,12 @@ static int txnRootLog(KvRoot *p, char **pzErr){
   }
   if( rc==SQLITE_OK ){
     int eSync = txnSyncMode(p);
-    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid ){
+    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid
+     && !txnWriteAhead(p) ){
       /* A shared store: the flush waits until the writer lock is let go
       ** (kv_root_commit), so that other processes' writers append while it
-      ** runs and flushes overlap. */
+      ** runs and flushes overlap (a record that needs write-ahead is
+      ** flushed here, before its publication writes a table's files). */
       eSync = WAL_SYNC_NORMAL;
       p->bFlushAfter = 1;
     }
