@@ -342,10 +342,21 @@ static int engReplayInDoubt(KvReplay *pR, const WalRecord *pRec){
   return rc;
 }
 
+static int engIsGidDoneTable(const WalTableActions *pT);
+static int engInDoubtForget(KvEngine *pEng, uint64_t cid);
+
 static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
   int i = 0, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
+  if( pRec->nTable>0 && engIsGidDoneTable(&pRec->aTable[0]) ){
+    /* a commit of a shared store's in-doubt transaction: it is decided,
+    ** and its writes are this record's */
+    uint64_t cidPrep = wal_get_u64(pRec->aTable[0].aAction[0].aVal);
+    if( engInDoubtForget(pR->pEng, cidPrep) ){
+      wal_confirm_record(pR->pEng->pWal, cidPrep);
+    }
+  }
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
     const WalAction *g = &pRec->aTable[0].aAction[0];
     int c = kvResolvedGet(pR->pEng, (const char*)g->aKey, g->nKey, 0);
@@ -514,9 +525,9 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          REFUSE while the joiner holds JOIN; the joiner, seeing it,
 **          fails at once with SQLITE_BUSY naming the table.
 **
-** A store holding an in-doubt prepared transaction does not turn shared
-** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
-** SQLITE_BUSY.  A shared store stays shared while this process has it
+** A store holding in-doubt prepared transactions turns shared too: they
+** become the in-doubt transactions of every process (engInDoubtShare,
+** engJoinInDoubt).  A shared store stays shared while this process has it
 ** open: its WAL segments retire only through the owner (below), and
 ** tables are neither created nor removed.  Named prepares (kv_prepare
 ** with a gid) made while it is shared are in doubt in every process: see
@@ -674,9 +685,8 @@ static int engJoinRefused(KvEngine *pEng, int64_t ms, char **pzErr){
   zPid[0] = 0;
   if( iPid>0 ) sqlite3_snprintf(sizeof(zPid), zPid, " (pid %ld)", iPid);
   *pzErr = sqlite3_mprintf("kv: store %s is locked by another process%s, "
-      "which did not share it within %lld ms: a store with an unresolved "
-      "prepared transaction is used by one process at a time", pEng->zDir,
-      zPid, (long long)ms);
+      "which did not share it within %lld ms", pEng->zDir, zPid,
+      (long long)ms);
   return SQLITE_BUSY;
 }
 
@@ -972,20 +982,21 @@ uint64_t kvEngineInDoubtSegment(KvEngine *pEng){
 }
 
 /* Another process resolved the in-doubt transaction whose prepared record
-** is cid: forget it here (engine mutex held).  A root this process is
-** resolving itself (bResolving) stays. */
-static void engInDoubtForget(KvEngine *pEng, uint64_t cid){
+** is cid: forget it here (engine mutex held, or the open); 1 if it was
+** here.  A root this process is resolving itself (bResolving) stays. */
+static int engInDoubtForget(KvEngine *pEng, uint64_t cid){
   KvRoot **pp, *p;
   for(pp=&pEng->pInDoubt; (p = *pp)!=0; pp=&p->pNextInDoubt){
     if( p->cid==cid && !p->bResolving ) break;
   }
-  if( p==0 ) return;
+  if( p==0 ) return 0;
   *pp = p->pNextInDoubt;
   for(pp=&pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
     if( *pp==p ){ *pp = p->pNextPrepared; break; }
   }
   pthread_cond_broadcast(&pEng->deltaCond);
   engInDoubtFree(p);
+  return 1;
 }
 
 /* A named prepared record another process published (or a dead writer
@@ -1387,23 +1398,55 @@ static int engPublishShared(KvEngine *pEng, char **pzErr){
   return engPublish(pEng, &pos, cid, pzErr);
 }
 
+/* Is a prepared root of the store under way (engine mutex held)?  Every
+** one but the in-doubt transactions, which stay prepared, and which the
+** store shares. */
+static int engPreparedBusy(KvEngine *pEng){
+  KvRoot *p;
+  for(p=pEng->pPrepared; p; p=p->pNextPrepared){
+    if( p->zGid==0 || p->bResolving || p->cid==0 ) return 1;
+  }
+  return 0;
+}
+
+/* The in-doubt transactions of a store turning shared (engine mutex held):
+** each record lies in a live segment (it is unconfirmed), whose segments
+** are numbered one after the other up to the active one; the lowest is
+** published, and a joiner reads from there (engJoinInDoubt). */
+static void engInDoubtShare(KvEngine *pEng){
+  WalStats st;
+  WalPos pos;
+  KvRoot *p;
+  uint64_t segFirst;
+  if( pEng->pInDoubt==0 ) return;
+  wal_stats(pEng->pWal, &st);
+  wal_tail(pEng->pWal, &pos, 0);
+  segFirst = pos.segno+1>(uint64_t)st.nSegment
+           ? pos.segno+1-(uint64_t)st.nSegment : 1;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->segInDoubt==0 ) p->segInDoubt = segFirst;
+  }
+}
+
 /* Turn the alone store shared, for a process that asks to join: see
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
-** that cannot be shared or an in-doubt transaction. */
+** that cannot be shared. */
 static int engGoShared(KvEngine *pEng){
   uint64_t segno = 0;
   KvTable *t, **apTab = 0;
   char *zErr = 0;
   int nTab = 0, i, rc = SQLITE_OK, bWriter = 0;
   pthread_mutex_lock(&pEng->mutex);
-  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng)
-   || pEng->pInDoubt ){
+  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng) ){
     rc = pEng->bShared ? SQLITE_OK : SQLITE_BUSY;
     pthread_mutex_unlock(&pEng->mutex);
     return rc;
   }
   pEng->bSharing = 1;
-  while( pEng->pPrepared ) pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  while( engPreparedBusy(pEng) ){
+    pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  }
+  engInDoubtShare(pEng);
   for(t=pEng->pTables; t; t=t->pNext) nTab++;
   apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
   if( apTab==0 ){

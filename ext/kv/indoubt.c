@@ -166,6 +166,7 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
   pthread_mutex_lock(&pEng->mutex);
   p->bResolving = 0;
   if( rc!=SQLITE_OK ) idUnlink(pEng, p);
+  pthread_cond_broadcast(&pEng->deltaCond);    /* engGoShared waits */
   pthread_mutex_unlock(&pEng->mutex);
   if( rc!=SQLITE_OK ){
     sqlite3_free(p->zGid);
@@ -340,6 +341,7 @@ int kv_prepared_resolve(KvEngine *pEng, const char *zGid, int nGid,
   pthread_mutex_lock(&pEng->mutex);
   if( rc==SQLITE_OK ) idUnlink(pEng, p);
   else p->bResolving = 0;
+  pthread_cond_broadcast(&pEng->deltaCond);    /* engGoShared waits */
   pthread_mutex_unlock(&pEng->mutex);
   if( rc!=SQLITE_OK ) return rc;
   *pbDone = 1;

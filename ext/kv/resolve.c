@@ -303,7 +303,9 @@ int kvResolvedLoad(KvEngine *pEng, char **pzErr){
   if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
     resErr(pzErr, "kv: cannot read %s: %s", zPath, strerror(errno));
   }
-  if( rc==SQLITE_OK && (bTorn || nDrop>0) ){
+  if( rc==SQLITE_OK && (bTorn || nDrop>0) && pEng->pShm==0 ){
+    /* (a process joining a shared store rewrites nothing: the others
+    ** append meanwhile; the next one to decide cuts a torn tail) */
     if( bTorn ){
       sqlite3_log(SQLITE_NOTICE, "kv: %s: a torn tail is cut off at byte %lld",
                   zPath, (long long)iOff);
@@ -425,6 +427,16 @@ int kvResolvedSync(KvEngine *pEng, char **pzErr){
     iOff += RES_HDR + nBody;
   }
   sqlite3_free(a);
+  if( rc==SQLITE_OK && iOff<(size_t)sz ){
+    /* a torn tail (a process died appending): cut off, so that the next
+    ** decision is appended after the last whole one */
+    fd = io->xOpen(io->pCtx, zPath, O_RDWR, 0);
+    if( fd<0 || io->xFtruncate(io->pCtx, fd, (off_t)iOff)!=0
+     || io->xFsync(io->pCtx, fd)!=0 ){
+      rc = SQLITE_IOERR_TRUNCATE;
+    }
+    if( fd>=0 ) io->xClose(io->pCtx, fd);
+  }
   if( rc==SQLITE_OK ){
     pEng->nResFile = n;
   }else if( rc!=SQLITE_NOMEM ){

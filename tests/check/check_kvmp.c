@@ -1270,6 +1270,43 @@ START_TEST(test_kvmp_gid_preparer_killed){
 }
 END_TEST
 
+/* A store holding transactions in doubt turns shared at once: the joining
+** process lists them, a writer there fails naming the gid, and it commits
+** one and rolls the other back. */
+START_TEST(test_kvmp_gid_in_doubt_store_turns_shared){
+  char *zDir = th_tmpdir("kvmp-gidjoin");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  char zOut[1024];
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "INSERT INTO acct VALUES('alice', 100), ('bob', 50)");
+  mpPrepare(db, "alice", 70, "j1");
+  sqlite3_close(db);
+  db = th_open(zDb);                    /* restored from the WAL alone */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 1);
+  mpPrepare(db, "bob", 40, "j2");
+  ck_assert_int_eq(mpRunMode("execq", zDb, "CREATE TEMP TABLE x(v CHECK(v));"
+      "INSERT INTO x SELECT count(*)=2 AND min(gid)='j1' AND max(gid)='j2' "
+      "FROM kv_prepared()"), 0);
+  ck_assert_int_eq(mpRunMsg(zDb, zDir, "UPDATE acct SET value=1 "
+                            "WHERE key='bob'", zOut, sizeof(zOut)), 5);
+  ck_assert_msg(strstr(zOut, "prepared transaction 'j2'"), "%s", zOut);
+  ck_assert_int_eq(mpRun(zDb, "SELECT kv_commit_prepared('j1'), "
+                              "kv_rollback_prepared('j2')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   70);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='bob'"), 50);
+  sqlite3_close(db);
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"), 120);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -1306,6 +1343,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_gid_prepare_resolve_across_processes);
   tcase_add_test(tc, test_kvmp_log_gid_prepare_resolve_across_processes);
   tcase_add_test(tc, test_kvmp_gid_preparer_killed);
+  tcase_add_test(tc, test_kvmp_gid_in_doubt_store_turns_shared);
   suite_add_tcase(s, tc);
   return s;
 }
