@@ -75,6 +75,8 @@ static int idPreparable(KvRoot *p, char **pzErr){
   if( p->eState!=KV_ROOT_ACTIVE ){
     zWhy = p->eState==KV_ROOT_PREPARED ? "is already prepared"
          : "is finished";
+  }else if( p->pEng->bReadOnly ){
+    zWhy = "is on a store open read-only in this process";
   }else if( p->pEng->pWal==0 ){
     zWhy = "is on an in-memory store, which cannot keep it in doubt";
   }else if( p->pSchema ){
@@ -97,8 +99,7 @@ static int idPreparable(KvRoot *p, char **pzErr){
 static int idSharedBegin(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   int rc;
-  if( !__atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) || pEng->bReadOnly
-   || pEng->pWal==0 ){
+  if( !__atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) || pEng->pWal==0 ){
     return SQLITE_OK;
   }
   rc = kvEngineWriterLock(pEng, p->msBusy, pzErr);
