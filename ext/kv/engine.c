@@ -345,10 +345,21 @@ static int engReplayInDoubt(KvReplay *pR, const WalRecord *pRec){
   return rc;
 }
 
+static int engIsGidDoneTable(const WalTableActions *pT);
+static int engInDoubtForget(KvEngine *pEng, uint64_t cid);
+
 static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
   int i = 0, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
+  if( pRec->nTable>0 && engIsGidDoneTable(&pRec->aTable[0]) ){
+    /* a commit of a shared store's in-doubt transaction: it is decided,
+    ** and its writes are this record's */
+    uint64_t cidPrep = wal_get_u64(pRec->aTable[0].aAction[0].aVal);
+    if( engInDoubtForget(pR->pEng, cidPrep) ){
+      wal_confirm_record(pR->pEng->pWal, cidPrep);
+    }
+  }
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
     const WalAction *g = &pRec->aTable[0].aAction[0];
     int c = kvResolvedGet(pR->pEng, (const char*)g->aKey, g->nKey, 0);
@@ -517,11 +528,12 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          REFUSE while the joiner holds JOIN; the joiner, seeing it,
 **          fails at once with SQLITE_BUSY naming the table.
 **
-** A store holding an in-doubt prepared transaction does not turn shared
-** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
-** SQLITE_BUSY.  A shared store stays shared while this process has it
-** open: its WAL segments retire only through the owner (below), named
-** prepares (kv_prepare with a gid) are refused, and tables are created
+** A store holding in-doubt prepared transactions turns shared too: they
+** become the in-doubt transactions of every process (engInDoubtShare,
+** engJoinInDoubt).  A shared store stays shared while this process has it
+** open: its WAL segments retire only through the owner (below); named
+** prepares (kv_prepare with a gid) made while it is shared are in doubt in
+** every process (see "in-doubt transactions, shared"); tables are created
 ** and removed as ddl.c says: the catalog record commits like any other,
 ** other processes apply it at catch-up, and the owner deletes a removed
 ** table's files once every process is past the removal (engDdlReap).
@@ -587,6 +599,8 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_SHM_CID       0          /* shared header slots */
 #define ENG_SHM_SEGNO     1
 #define ENG_SHM_OFF       2
+#define ENG_SHM_INDOUBT   7          /* lowest segment holding the record
+                                     ** of an in-doubt transaction, or 0 */
 #define ENG_BYTE_OWNER    3
 #define ENG_BYTE_SWEEP    4
 #define ENG_BYTE_SYNC     5
@@ -687,9 +701,8 @@ static int engJoinRefused(KvEngine *pEng, int64_t ms, char **pzErr){
   zPid[0] = 0;
   if( iPid>0 ) sqlite3_snprintf(sizeof(zPid), zPid, " (pid %ld)", iPid);
   *pzErr = sqlite3_mprintf("kv: store %s is locked by another process%s, "
-      "which did not share it within %lld ms: a store with an unresolved "
-      "prepared transaction is used by one process at a time", pEng->zDir,
-      zPid, (long long)ms);
+      "which did not share it within %lld ms", pEng->zDir, zPid,
+      (long long)ms);
   return SQLITE_BUSY;
 }
 
@@ -842,6 +855,7 @@ static int engPublish(KvEngine *pEng, const WalPos *pPos, uint64_t cid,
   a[ENG_SHM_CID] = cid;
   a[ENG_SHM_SEGNO] = pPos->segno;
   a[ENG_SHM_OFF] = pPos->iOff;
+  a[ENG_SHM_INDOUBT] = kvEngineInDoubtSegment(pEng);
   rc = wal_shared_write(pEng->pShm, a);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: cannot publish the tail of store %s",
@@ -879,6 +893,8 @@ struct KvFollow {
   uint64_t cidLast;             /* last record applied */
   int bCatalog;                 /* a record changed the catalog */
   char *zErr;
+  const WalPos *pPos;           /* the segment being read (in-doubt
+                                ** records) */
 };
 
 static int engFollowPush(uint64_t **pa, int *pn, int *pnAlloc, uint64_t v){
@@ -949,6 +965,137 @@ static void engNextTidPast(KvEngine *pEng, uint64_t tid){
                           0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ){}
 }
 
+/* ------------------------------- in-doubt transactions, shared ---
+**
+** A named prepare in a shared store (indoubt.c) appends its record under
+** the writer lock and publishes it; every other process learns it at
+** catch-up (engFollowInDoubt) and keeps the transaction in doubt, with
+** its reservations, as the replay of an alone open restores one.  Its
+** resolution, from any process and under the writer lock, is published
+** the same way: a commit as a new record holding the writes after a
+** KV_REC_GID_DONE pseudo-table naming the prepared record, a rollback as
+** the abort record of the prepared one; followers then forget the
+** transaction (engInDoubtForget) and apply the commit record as any
+** other.  Each process knows the segment of every in-doubt record it
+** holds (KvRoot.segInDoubt): the lowest one is published in the shared
+** header (ENG_SHM_INDOUBT), so a joiner reads the log from there to learn
+** the transactions in doubt (engJoinInDoubt), and the owner never
+** retires it (engRetire). */
+#define ENG_WAL_SEG_HDR 48           /* where a segment's frames start */
+
+static void engInDoubtFree(KvRoot *p);
+
+static int engIsGidDoneTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_GID_DONE_LEN
+      && memcmp(pT->zTable, KV_REC_GID_DONE, KV_REC_GID_DONE_LEN)==0
+      && pT->nAction==1 && pT->aAction[0].nVal==8;
+}
+
+uint64_t kvEngineInDoubtSegment(KvEngine *pEng){
+  uint64_t seg = 0;
+  KvRoot *p;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->cid && p->segInDoubt && (seg==0 || p->segInDoubt<seg) ){
+      seg = p->segInDoubt;
+    }
+  }
+  return seg;
+}
+
+/* Another process resolved the in-doubt transaction whose prepared record
+** is cid: forget it here (engine mutex held, or the open); 1 if it was
+** here.  A root this process is resolving itself (bResolving) stays. */
+static int engInDoubtForget(KvEngine *pEng, uint64_t cid){
+  KvRoot **pp, *p;
+  for(pp=&pEng->pInDoubt; (p = *pp)!=0; pp=&p->pNextInDoubt){
+    if( p->cid==cid && !p->bResolving ) break;
+  }
+  if( p==0 ) return 0;
+  *pp = p->pNextInDoubt;
+  for(pp=&pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
+    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+  }
+  pthread_cond_broadcast(&pEng->deltaCond);
+  engInDoubtFree(p);
+  return 1;
+}
+
+/* A named prepared record another process published (or a dead writer
+** left): the transaction is in doubt here too, holding its reservations
+** (engine mutex held, or the open). */
+static int engFollowInDoubt(KvFollow *f, const WalRecord *pRec){
+  KvEngine *pEng = f->pEng;
+  KvReplay r;
+  KvRoot *p;
+  int rc;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->cid==pRec->cid ) return SQLITE_OK;          /* known already */
+  }
+  memset(&r, 0, sizeof(r));
+  r.pEng = pEng;
+  rc = engReplayInDoubt(&r, pRec);
+  if( pEng->pInDoubt && pEng->pInDoubt->cid==pRec->cid ){
+    pEng->pInDoubt->segInDoubt = f->pPos ? f->pPos->segno : 0;
+  }
+  if( rc!=SQLITE_OK && f->zErr==0 ){
+    f->zErr = sqlite3_mprintf("kv: cannot take in prepared transaction "
+        "'%.*s' (record %llu) of store %s: %s",
+        pRec->aTable[0].aAction[0].nKey,
+        (const char*)pRec->aTable[0].aAction[0].aKey,
+        (unsigned long long)pRec->cid, pEng->zDir, sqlite3_errstr(rc));
+  }
+  return rc;
+}
+
+/* The joiner's reading of the log from the lowest in-doubt segment to
+** the tail: pass 1 collects the abort records, pass 2 takes in every
+** named prepared record neither withdrawn, nor committed by a later
+** record, nor decided in prepared.log. */
+static int engJoinScanRecord(void *pCtx, const WalRecord *pRec){
+  KvFollow *f = (KvFollow*)pCtx;
+  const WalTableActions *pT = pRec->nTable>0 ? &pRec->aTable[0] : 0;
+  if( f->ePass==1 ){
+    if( pRec->cidAborted==0 ) return SQLITE_OK;
+    return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
+                         pRec->cidAborted);
+  }
+  if( pRec->cidAborted || engFollowAborted(f, pRec->cid) || pT==0 ){
+    return SQLITE_OK;
+  }
+  if( engIsGidDoneTable(pT) ){
+    engInDoubtForget(f->pEng, wal_get_u64(pT->aAction[0].aVal));
+  }else if( engIsGidTable(pT)
+         && kvResolvedGetCid(f->pEng, (const char*)pT->aAction[0].aKey,
+                             pT->aAction[0].nKey, pRec->cid)==0 ){
+    return engFollowInDoubt(f, pRec);
+  }
+  return SQLITE_OK;
+}
+
+static int engJoinInDoubt(KvEngine *pEng, uint64_t seg, char **pzErr){
+  KvFollow f;
+  WalPos pos;
+  int rc = SQLITE_OK;
+  if( seg==0 || seg>pEng->posSeen.segno ) return SQLITE_OK;
+  memset(&f, 0, sizeof(f));
+  f.pEng = pEng;
+  f.pPos = &pos;
+  for(f.ePass=1; rc==SQLITE_OK && f.ePass<=2; f.ePass++){
+    pos.segno = seg;
+    pos.iOff = ENG_WAL_SEG_HDR;
+    rc = wal_follow(pEng->zDir, pEng->pIo, &pos, &pEng->posSeen,
+                    engJoinScanRecord, &f, pzErr);
+  }
+  if( rc!=SQLITE_OK && f.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = f.zErr;
+    f.zErr = 0;
+  }
+  sqlite3_free(f.zErr);
+  sqlite3_free(f.aAbort);
+  return rc;
+}
+
 static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   KvFollow *f = (KvFollow*)pCtx;
   KvEngine *pEng = f->pEng;
@@ -961,12 +1108,13 @@ static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   }
   engNextTidPast(pEng, pRec->tid);
   if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
+  if( pRec->cidAborted ) engInDoubtForget(pEng, pRec->cidAborted);
   if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
-    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s is a "
-        "named prepared transaction, which no process makes while the "
-        "store is shared", (unsigned long long)pRec->cid, pEng->zDir);
-    return SQLITE_CORRUPT;
+    return engFollowInDoubt(f, pRec);
+  }
+  if( pRec->nTable>0 && engIsGidDoneTable(&pRec->aTable[0]) ){
+    engInDoubtForget(pEng, wal_get_u64(pRec->aTable[0].aAction[0].aVal));
   }
   if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
     if( f->bRecover ){
@@ -1011,6 +1159,7 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
   memset(&f, 0, sizeof(f));
   f.pEng = pEng;
   f.bRecover = pTo==0;
+  f.pPos = &pos;
   for(f.ePass=1; f.ePass<=2; f.ePass++){
     pos = pEng->posSeen;
     if( pTo ){
@@ -1334,6 +1483,11 @@ static void engRetire(KvEngine *pEng){
                                     : SQLITE_BUSY;
     }
   }
+  if( rc==SQLITE_OK ){
+    uint64_t segKeep = kvEngineInDoubtSegment(pEng);  /* in doubt: stays */
+    if( segKeep && segKeep<segMin ) segMin = segKeep;
+    if( segMin<=pEng->segRetired ) rc = SQLITE_DONE;
+  }
   pthread_mutex_unlock(&pEng->mutex);
   if( rc==SQLITE_OK && (rc = engReaderExclude(pEng))==SQLITE_OK ){
     rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
@@ -1432,23 +1586,55 @@ static int engPublishShared(KvEngine *pEng, char **pzErr){
   return engPublish(pEng, &pos, cid, pzErr);
 }
 
+/* Is a prepared root of the store under way (engine mutex held)?  Every
+** one but the in-doubt transactions, which stay prepared, and which the
+** store shares. */
+static int engPreparedBusy(KvEngine *pEng){
+  KvRoot *p;
+  for(p=pEng->pPrepared; p; p=p->pNextPrepared){
+    if( p->zGid==0 || p->bResolving || p->cid==0 ) return 1;
+  }
+  return 0;
+}
+
+/* The in-doubt transactions of a store turning shared (engine mutex held):
+** each record lies in a live segment (it is unconfirmed), whose segments
+** are numbered one after the other up to the active one; the lowest is
+** published, and a joiner reads from there (engJoinInDoubt). */
+static void engInDoubtShare(KvEngine *pEng){
+  WalStats st;
+  WalPos pos;
+  KvRoot *p;
+  uint64_t segFirst;
+  if( pEng->pInDoubt==0 ) return;
+  wal_stats(pEng->pWal, &st);
+  wal_tail(pEng->pWal, &pos, 0);
+  segFirst = pos.segno+1>(uint64_t)st.nSegment
+           ? pos.segno+1-(uint64_t)st.nSegment : 1;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->segInDoubt==0 ) p->segInDoubt = segFirst;
+  }
+}
+
 /* Turn the alone store shared, for a process that asks to join: see
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
-** that cannot be shared or an in-doubt transaction. */
+** that cannot be shared. */
 static int engGoShared(KvEngine *pEng){
   uint64_t segno = 0;
   KvTable *t, **apTab = 0;
   char *zErr = 0;
   int nTab = 0, i, rc = SQLITE_OK, bWriter = 0;
   pthread_mutex_lock(&pEng->mutex);
-  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng)
-   || pEng->pInDoubt ){
+  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng) ){
     rc = pEng->bShared ? SQLITE_OK : SQLITE_BUSY;
     pthread_mutex_unlock(&pEng->mutex);
     return rc;
   }
   pEng->bSharing = 1;
-  while( pEng->pPrepared ) pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  while( engPreparedBusy(pEng) ){
+    pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  }
+  engInDoubtShare(pEng);
   for(t=pEng->pTables; t; t=t->pNext) nTab++;
   apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
   if( apTab==0 ){
@@ -1743,6 +1929,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
+    rc = engJoinInDoubt(pEng, a[ENG_SHM_INDOUBT], pzErr);
   }else if( rc==SQLITE_OK ){
     /* Half-written by a writer that died publishing: under the writer
     ** lock the end of the log's whole frames is the tail. */
@@ -2261,6 +2448,9 @@ static int engStartReadOnly(KvEngine *pEng, char **pzErr){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
+    rc = engJoinInDoubt(pEng, a[ENG_SHM_INDOUBT], pzErr);
+  }
+  if( rc==SQLITE_OK ){
     __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
   }
   if( pEng->fdLock>=0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_READER);  /* held

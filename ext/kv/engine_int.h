@@ -231,6 +231,8 @@ struct KvRoot {
   int eOrigin;                  /* KV_ORIGIN_* */
   KvHookEvent *pHookEv;         /* its writes for hooks, until published */
   uint64_t iHookSeq;            /* published with hooks to call: its seq */
+  uint64_t segInDoubt;          /* in doubt in a shared store: the WAL
+                                ** segment of its record (0: unknown) */
 };
 
 /* The names of the pseudo-tables of a WAL record: they start with a NUL
@@ -250,6 +252,12 @@ struct KvRoot {
 #define KV_REC_GID_LEN   4
 #define KV_REC_READS     "\0rd"
 #define KV_REC_READS_LEN 3
+/* KV_REC_GID_DONE: the first table of the record that commits a named
+** prepared transaction in a shared store (engine.c, "in-doubt
+** transactions, shared"): one put whose key is the gid and whose value
+** the CID of the prepared record (u64); its writes follow. */
+#define KV_REC_GID_DONE     "\0gidc"
+#define KV_REC_GID_DONE_LEN 5
 
 /* ---- resolve.c -------------------------------------------------------- */
 int64_t kvNowMs(void);                        /* wall clock, unix ms */
@@ -265,6 +273,12 @@ int kvResolvedAdd(KvEngine*, int cDecision, uint64_t cid,
 /* The decision remembered for gid ('c', 'r', or 0) and its time.  Engine
 ** mutex held (or the open). */
 int kvResolvedGet(KvEngine*, const char *zGid, int nGid, int64_t *piMs);
+/* The decision remembered for gid ('c', 'r', or 0) if it was taken on
+** the prepared record cid (or names no record).  Engine mutex held. */
+int kvResolvedGetCid(KvEngine*, const char *zGid, int nGid, uint64_t cid);
+/* A shared store: read prepared.log again into pEng->pResolved, for the
+** decisions other processes took.  Writer lock and engine mutex held. */
+int kvResolvedSync(KvEngine*, char **pzErr);
 
 /* ---- table.c ---------------------------------------------------------- */
 /* The store's failed state: SQLITE_OK, or the code of the publication
@@ -439,6 +453,9 @@ int kvEngineFlushShared(KvEngine*, uint64_t cid, const WalPos *pEnd,
 #define KV_WORK_STORE 0
 #define KV_WORK_SWEEP 1
 int kvEngineWorkTurn(KvEngine*, int eWork);
+/* The lowest WAL segment holding the record of an in-doubt transaction
+** this process knows (0: none).  Engine mutex held. */
+uint64_t kvEngineInDoubtSegment(KvEngine*);
 
 /* ---- metrics.c -------------------------------------------------------- */
 /* Root lifecycle counters (relaxed atomics). */
@@ -501,5 +518,12 @@ void kvRootDetach(KvRoot*);
 ** standard conflict checks (xCheck may add conflicts). */
 int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr);
+/* A root holding the writer lock of a shared store lets it go,
+** publishing the new tail when it appended. */
+void kvRootWriterRelease(KvRoot*);
+/* A shared store, writer lock held: append the record that commits
+** in-doubt root p (KV_REC_GID_DONE, then its writes), flushed; p->cid
+** becomes its CID and p publishes and releases the lock at its commit. */
+int kvRootLogGidDone(KvRoot *p, char **pzErr);
 
 #endif /* DEPOT_KV_ENGINE_INT_H */

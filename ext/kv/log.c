@@ -161,8 +161,9 @@ static int logCollectOnce(KvBackendTable *t){
   pthread_mutex_unlock(&t->mu);
   if( n==0 ) return !bStop;
   for(i=0; i<n; i++) if( aCid[i]>cidMax ) cidMax = aCid[i];
-  /* Shared: the apply flushed the WAL already (logFollowWriter); a flush
-  ** from here could meet the committing thread taking over the tail. */
+  /* Shared: each committing thread flushes its record (logFollowWriter);
+  ** a flush from here could meet the committing thread taking over the
+  ** tail. */
   if( t->xWalSync && cidMax && !__atomic_load_n(&t->bShared, __ATOMIC_ACQUIRE) ){
     rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
   }
@@ -512,8 +513,11 @@ static void logFollowed(KvBackendTable *t){
 }
 
 /* A shared table's apply, before its append (the writer lock is held):
-** flush the WAL up to the record, read what the others appended, cutting
-** a dead writer's torn tail.  A
+** read what the others appended, cutting a dead writer's torn tail.  The
+** WAL is not flushed here: a record that also writes another table was
+** flushed before its publication (write-ahead), one of this table alone
+** is flushed by its committing thread after the writer lock is let go
+** (it is all in this log or not at all).  A
 ** record found whole there (a writer died after its append, before it
 ** published; the engine applies the record again) appends nothing: its
 ** actions are filtered as a replay's, and the collector syncs and
@@ -521,11 +525,7 @@ static void logFollowed(KvBackendTable *t){
 static int logFollowWriter(KvBackendTable *t, uint64_t cid, KvLogAction *a,
                            int *pn, char **pzErr){
   int nTxn = 0, rc;
-  /* Write-ahead, in the committing thread as every writer of a shared
-  ** store does: the collector then finds the record flushed, and never
-  ** flushes the WAL while this process takes over its tail. */
-  rc = t->xWalSync ? t->xWalSync(t->pConfirmCtx, cid, pzErr) : SQLITE_OK;
-  if( rc==SQLITE_OK ) rc = kv_logstore_follow(t->pLog, 1, 0, &nTxn, pzErr);
+  rc = kv_logstore_follow(t->pLog, 1, 0, &nTxn, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   logFollowed(t);
   if( nTxn==0 ) return SQLITE_OK;

@@ -1689,6 +1689,23 @@ static int txnSyncMode(KvRoot *p){
   return (bAtApply && nLogged>1) ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
 }
 
+/* Must root p's record be flushed before its publication writes a table's
+** files (write-ahead)?  When it writes a table whose backend writes its
+** files at publication (kv_log) and another persistent table: the OS may
+** write that file back before the WAL's, and a power loss would then keep
+** the transaction in one table only.  A record of one such table alone is
+** all in that table's log or not there. */
+static int txnWriteAhead(KvRoot *p){
+  int i, nLogged = 0, bAtApply = 0;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    nLogged++;
+    bAtApply |= c->pTab->pBackend->bWritesAtApply;
+  }
+  return bAtApply && nLogged>1;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -1733,10 +1750,12 @@ static int txnRootLog(KvRoot *p, char **pzErr){
   }
   if( rc==SQLITE_OK ){
     int eSync = txnSyncMode(p);
-    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid ){
+    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid
+     && !txnWriteAhead(p) ){
       /* A shared store: the flush waits until the writer lock is let go
       ** (kv_root_commit), so that other processes' writers append while it
-      ** runs and flushes overlap. */
+      ** runs and flushes overlap (a record that needs write-ahead is
+      ** flushed here, before its publication writes a table's files). */
       eSync = WAL_SYNC_NORMAL;
       p->bFlushAfter = 1;
     }
@@ -1850,10 +1869,10 @@ static int txnNeedsWriter(KvRoot *p){
 static int txnSharedLock(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   if( p->zGid ){
-    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
-        "named prepared transactions (kv_prepare with a gid) need a store "
-        "open in one process", pEng->zDir);
-    return SQLITE_ERROR;
+    /* indoubt.c takes the lock first; the store turned shared since */
+    *pzErr = sqlite3_mprintf("kv: store %s turned shared by several "
+        "processes during the named prepare; retry it", pEng->zDir);
+    return SQLITE_BUSY;
   }
   if( kvEngineWriterLock(pEng, p->msBusy, pzErr)!=SQLITE_OK ){
     return SQLITE_BUSY;
@@ -2168,4 +2187,56 @@ void kv_root_rollback_to(KvRoot *p, int iLevel){
     kv_map_unref(p->apChild[i]->pDelta);
     p->apChild[i]->pDelta = pD ? kv_map_ref(pD) : 0;
   }
+}
+
+/* ---------------------------------- named prepares, shared store --- */
+
+void kvRootWriterRelease(KvRoot *p){
+  txnWriterRelease(p);
+}
+
+int kvRootLogGidDone(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  WalRecordBuilder *pRec = wal_record_new(p->tid);
+  const char **az = sqlite3_malloc64((p->nChild+1)*sizeof(char*));
+  int *an = sqlite3_malloc64((p->nChild+1)*sizeof(int));
+  uint8_t aCid[8];
+  uint64_t cid = 0, cidNew = 0;
+  WalPos pos;
+  int i, nPend = 0, rc = SQLITE_OK;
+  if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  wal_put_u64(aCid, p->cid);
+  if( rc==SQLITE_OK ){
+    rc = wal_record_table(pRec, KV_REC_GID_DONE, KV_REC_GID_DONE_LEN);
+  }
+  if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 0, p->zGid, p->nGid, aCid, 8);
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    if( txnIsPendingConfirm(p, c) ){
+      az[nPend] = c->pTab->zName;
+      an[nPend++] = c->pTab->nName;
+    }
+    rc = txnRecordTable(pRec, c);
+  }
+  if( rc==SQLITE_OK ){
+    /* continue the log where the last writer left it */
+    pthread_mutex_lock(&pEng->mutex);
+    pos = pEng->posSeen;
+    cid = pEng->cidSeen;
+    pthread_mutex_unlock(&pEng->mutex);
+    rc = wal_adopt_tail(pEng->pWal, &pos, cid, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = wal_append_sync(pEng->pWal, pRec, WAL_SYNC_FULL, nPend, az, an,
+                         &cidNew, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    p->cid = cidNew;
+    p->bAppended = 1;
+  }
+  wal_record_free(pRec);
+  sqlite3_free(az);
+  sqlite3_free(an);
+  return rc;
 }

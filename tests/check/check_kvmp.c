@@ -200,6 +200,7 @@ static int mpRoStateChild(char **argv);
 static int mpRoHold(char **argv);
 static int mpRoKill(char **argv);
 static int mpTtl(char **argv);
+static int mpPrepKill(char **argv);
 
 /* roread <db> <uri 0|1> <rows>: a read-only connection (URI mode=ro, or
 ** SQLITE_OPEN_READONLY) reads tables b (kv_btree) and l (kv_log), to
@@ -307,6 +308,7 @@ int depot_test_child(int argc, char **argv){
     kv_engine_test_kill_ddl(atoi(argv[2]));
     return mpExecChild(3, (char**)azExec);
   }
+  if( argc==3 && strcmp(argv[0], "prepkill")==0 ) return mpPrepKill(argv);
   return 2;
 }
 
@@ -2189,6 +2191,121 @@ static void mpRoLongRun(const char *zType){
   sqlite3_free(zDir);
 }
 
+/* ------------------------------------- named prepares while shared --- */
+
+/* prepkill <db> <sql>: run zSql (a named prepare), then die by SIGKILL. */
+static int mpPrepKill(char **argv){
+  sqlite3 *db = mpChildOpen(argv[1]);
+  if( mpExec(db, argv[2]) ){
+    fprintf(stderr, "prepkill: %s\n", sqlite3_errmsg(db));
+    return 5;
+  }
+  raise(SIGKILL);
+  return 6;
+}
+
+/* Run zSql in another process; its error message (or "") into zOut. */
+static int mpRunMsg(const char *zDb, const char *zDir, const char *zSql,
+                    char *zOut, int nOut){
+  char *zMsg = sqlite3_mprintf("%s/msg", zDir);
+  const char *azArg[] = { "exec", zDb, zSql, zMsg, 0 };
+  FILE *f;
+  size_t n = 0;
+  int st = 0;
+  pid_t pid;
+  unlink(zMsg);
+  pid = th_spawn(azArg);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  f = fopen(zMsg, "r");
+  if( f ){ n = fread(zOut, 1, nOut-1, f); fclose(f); }
+  zOut[n] = 0;
+  sqlite3_free(zMsg);
+  return WEXITSTATUS(st);
+}
+
+/* kv_prepare(h, zGid) of a new handle that writes key zKey = v. */
+static void mpPrepare(sqlite3 *db, const char *zKey, int v, const char *zGid){
+  sqlite3_int64 h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_put(%lld, 'acct', '%s', %d), kv_prepare(%lld, '%s')",
+           h, zKey, v, h, zGid);
+}
+
+/* A named prepare in one process, seen by another: its keys conflict
+** there naming the gid, the other process lists it and commits or rolls
+** it back, and a gid taken in one process is taken in the other. */
+static void mpGidTest(const char *zType){
+  char *zDir = th_tmpdir("kvmp-gid");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  char zOut[1024];
+  sqlite3_int64 h;
+  int rc;
+  th_execf(db, "CREATE VIRTUAL TABLE acct USING %s;"
+               "INSERT INTO acct VALUES('alice', 100), ('bob', 50)", zType);
+  /* a second process joins: the store is shared from now on */
+  ck_assert_int_eq(mpRun(zDb, "SELECT count(*) FROM acct"), 0);
+  mpPrepare(db, "alice", 70, "g1");
+  /* the other process: a writer of alice fails naming the gid ... */
+  rc = mpRunMsg(zDb, zDir, "UPDATE acct SET value=1 WHERE key='alice'",
+                zOut, sizeof(zOut));
+  ck_assert_int_eq(rc, 5);
+  ck_assert_msg(strstr(zOut, "prepared transaction 'g1'"), "%s", zOut);
+  /* ... it lists it, and commits it */
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE x(v CHECK(v));"
+      "INSERT INTO x SELECT count(*)=1 AND max(gid)='g1' "
+      "AND max(keys)=1 FROM kv_prepared()"), 0);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE x(v CHECK(v));"
+      "INSERT INTO x SELECT kv_commit_prepared('g1')=1"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   70);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 0);
+  th_exec(db, "UPDATE acct SET value=value+1 WHERE key='alice'");
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   71);
+  /* rolled back from the other process */
+  mpPrepare(db, "bob", 40, "g2");
+  ck_assert_int_eq(mpRun(zDb, "SELECT kv_rollback_prepared('g2')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='bob'"), 50);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  rc = th_try(db, "SELECT kv_commit_prepared('g2')", 0);
+  ck_assert_int_eq(rc, SQLITE_CONSTRAINT);
+  th_exec(db, "UPDATE acct SET value=value+1 WHERE key='bob'");
+  /* a gid in doubt in this process is taken in the other, and one
+  ** resolved there is taken here */
+  mpPrepare(db, "carol", 5, "g3");
+  rc = mpRunMsg(zDb, zDir, "SELECT kv_begin(), kv_put(1, 'acct', 'dave', 1),"
+                " kv_prepare(1, 'g3')", zOut, sizeof(zOut));
+  ck_assert_int_eq(rc, 5);
+  ck_assert_msg(strstr(zOut, "'g3' already exists"), "%s", zOut);
+  rc = mpRunMsg(zDb, zDir, "SELECT kv_begin(), kv_put(1, 'acct', 'dave', 1),"
+                " kv_prepare(1, 'g1')", zOut, sizeof(zOut));
+  ck_assert_int_eq(rc, 5);
+  ck_assert_msg(strstr(zOut, "'g1' belongs to a transaction"), "%s", zOut);
+  /* prepared in the other process, which exits: resolved here */
+  ck_assert_int_eq(mpRun(zDb, "SELECT kv_begin(), "
+      "kv_put(1, 'acct', 'erin', 9), kv_prepare(1, 'g4')"), 0);
+  h = th_int(db, "SELECT kv_begin()");
+  th_execf(db, "SELECT kv_put(%lld, 'acct', 'erin', 1)", h);
+  rc = th_tryf(db, 0, "SELECT kv_prepare(%lld, 'g5')", h);
+  ck_assert_int_eq(rc & 0xff, SQLITE_BUSY);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 2);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g4')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g3')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='erin'"), 9);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE x(v CHECK(v));"
+      "INSERT INTO x SELECT sum(value)=71+51+5+9 FROM acct"), 0);
+  sqlite3_close(db);
+  /* alone again: nothing in doubt, every commit there */
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"), 71+51+5+9);
+  sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+
 START_TEST(test_kvmp_ddl_remover_killed_before_publish){
   mpDdlRemoveKillTest("kv_btree", 0);
   mpDdlRemoveKillTest("kv_log", 0);
@@ -2231,6 +2348,72 @@ START_TEST(test_kvmp_ddl_readonly_process_follows){
   sqlite3_close(db);
   sqlite3_free(zReady);
   sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+START_TEST(test_kvmp_gid_prepare_resolve_across_processes){
+  mpGidTest("kv_btree");
+}
+END_TEST
+
+START_TEST(test_kvmp_log_gid_prepare_resolve_across_processes){
+  mpGidTest("kv_log");
+}
+END_TEST
+
+/* A process that prepared under a gid is SIGKILLed: the transaction stays
+** in doubt in the other process, which commits one and rolls one back;
+** one left in doubt when every process closed the store is there at the
+** next open alone, and a process joining later takes it in. */
+START_TEST(test_kvmp_gid_preparer_killed){
+  char *zDir = th_tmpdir("kvmp-gidkill");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  const char *azA[] = { "prepkill", zDb, "SELECT kv_begin(), "
+      "kv_put(1, 'acct', 'alice', 1), kv_prepare(1, 'k1')", 0 };
+  const char *azB[] = { "prepkill", zDb, "SELECT kv_begin(), "
+      "kv_put(1, 'acct', 'bob', 2), kv_prepare(1, 'k2')", 0 };
+  const char *azC[] = { "prepkill", zDb, "SELECT kv_begin(), "
+      "kv_put(1, 'acct', 'carol', 3), kv_prepare(1, 'k3')", 0 };
+  sqlite3 *db = th_open(zDb);
+  int st = 0;
+  pid_t pid;
+  if( th_under_tsan() ){ sqlite3_close(db); return; }
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "INSERT INTO acct VALUES('alice', 100), ('bob', 50)");
+  pid = th_spawn(azA);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL);
+  pid = th_spawn(azB);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 2);
+  ck_assert_int_ne(th_try(db, "UPDATE acct SET value=0 WHERE key='bob'", 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   100);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('k1')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_rollback_prepared('k2')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='bob'"), 50);
+  /* k3: its process dies, a later process joins and sees it */
+  pid = th_spawn(azC);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL);
+  ck_assert_int_eq(mpRun(zDb, "CREATE TEMP TABLE x(v CHECK(v));"
+      "INSERT INTO x SELECT count(*)=1 AND max(gid)='k3' FROM kv_prepared()"),
+      0);
+  sqlite3_close(db);
+  /* alone: still in doubt, not lost, not applied */
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM acct WHERE key='carol'"),
+                   0);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('k3')"), 1);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='carol'"), 3);
+  sqlite3_close(db);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
@@ -2297,6 +2480,43 @@ START_TEST(test_kvmp_ddl_concurrent_creates_and_removes){
                               "WHERE name GLOB '[bl][0-9]_*'"), 0);
   sqlite3_close(db);
   sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A store holding transactions in doubt turns shared at once: the joining
+** process lists them, a writer there fails naming the gid, and it commits
+** one and rolls the other back. */
+START_TEST(test_kvmp_gid_in_doubt_store_turns_shared){
+  char *zDir = th_tmpdir("kvmp-gidjoin");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  sqlite3 *db = th_open(zDb);
+  char zOut[1024];
+  th_exec(db, "CREATE VIRTUAL TABLE acct USING kv_btree;"
+              "INSERT INTO acct VALUES('alice', 100), ('bob', 50)");
+  mpPrepare(db, "alice", 70, "j1");
+  sqlite3_close(db);
+  db = th_open(zDb);                    /* restored from the WAL alone */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 1);
+  mpPrepare(db, "bob", 40, "j2");
+  ck_assert_int_eq(mpRunMode("execq", zDb, "CREATE TEMP TABLE x(v CHECK(v));"
+      "INSERT INTO x SELECT count(*)=2 AND min(gid)='j1' AND max(gid)='j2' "
+      "FROM kv_prepared()"), 0);
+  ck_assert_int_eq(mpRunMsg(zDb, zDir, "UPDATE acct SET value=1 "
+                            "WHERE key='bob'", zOut, sizeof(zOut)), 5);
+  ck_assert_msg(strstr(zOut, "prepared transaction 'j2'"), "%s", zOut);
+  ck_assert_int_eq(mpRun(zDb, "SELECT kv_commit_prepared('j1'), "
+                              "kv_rollback_prepared('j2')"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='alice'"),
+                   70);
+  ck_assert_int_eq(th_int(db, "SELECT value FROM acct WHERE key='bob'"), 50);
+  sqlite3_close(db);
+  db = th_open(zDb);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM kv_prepared()"), 0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(value) FROM acct"), 120);
+  sqlite3_close(db);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
@@ -2370,6 +2590,13 @@ Suite *depot_test_suite(void){
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_kvmp_readonly_open_through_long_run);
   tcase_add_test(tc, test_kvmp_log_readonly_open_through_long_run);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("gid");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_gid_prepare_resolve_across_processes);
+  tcase_add_test(tc, test_kvmp_log_gid_prepare_resolve_across_processes);
+  tcase_add_test(tc, test_kvmp_gid_preparer_killed);
+  tcase_add_test(tc, test_kvmp_gid_in_doubt_store_turns_shared);
   suite_add_tcase(s, tc);
   return s;
 }
