@@ -331,7 +331,10 @@ struct DepotCommit {
 ** written: past the database's cap the commit fails with SQLITE_FULL.  A
 ** branch created by the commit (iBranch 0) starts at txid 1.  On SQLITE_OK the
 ** commit is durable (store_commit()'s promise), *pHead is the new head and
-** *piBranch the branch id.  SQLITE_BUSY_SNAPSHOT when another writer
+** *piBranch the branch id.  A commit that staged nothing and finds STAGE
+** rows of its txid (a crashed writer's) removes them and their page index
+** rows first (depot_stage_sweep(): the caller holds the name's write lock)
+** and tries again.  SQLITE_BUSY_SNAPSHOT when another writer
 ** committed first (nothing written); SQLITE_FULL when the commit would
 ** pass the quota of its database (nothing written, *pzErr says how many
 ** bytes it needs and how many of the cap are used); any other error:

@@ -855,10 +855,12 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
                             uint64_t, int*, uint64_t*);
 
 /* The write buffer outgrew its budget: write its pages to the store as one
-** staged LTX part (vfs/db.h, DepotStageStream) in a store transaction of
-** its own, remember where each landed, and drop them from the buffer.  A
-** page that equals the snapshot's is dropped instead (and so is an older
-** staged version of it).  A page staged before and written again since (an
+** staged LTX part (vfs/db.h, DepotStageStream) with their page index rows
+** of txid head+1 in a store transaction of its own (the first part of a
+** transaction first removes what another one staged as that txid),
+** remember where each landed, and drop them from the buffer.  A page that
+** equals the snapshot's is dropped instead (and so is an older staged
+** version of it, whose row goes).  A page staged before and written again since (an
 ** interior or index page a bulk load keeps rewriting) stays in memory
 ** while such pages fill at most half the budget, so it is not staged once
 ** per batch.  Only a branch that exists, at its own page size, and

@@ -1500,7 +1500,7 @@ START_TEST(test_depot_corrupt_commit_row_and_unknown_layout_are_errors){
   ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
   ck_assert_ptr_nonnull(strstr(zErr, "corrupt commit row"));
   sqlite3_free(zErr);
-  poke_store(zDir, "UPDATE depot_kv SET value=x'00000003' WHERE"
+  poke_store(zDir, "UPDATE depot_kv SET value=x'00000004' WHERE"
              " key=x'0200666f726d6174'");
   ck_assert_int_eq(th_try(db, zSql, 0), SQLITE_CANTOPEN);
   ck_assert_int_eq(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
