@@ -860,10 +860,10 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
 ** transaction first removes what another one staged as that txid),
 ** remember where each landed, and drop them from the buffer.  A page that
 ** equals the snapshot's is dropped instead (and so is an older staged
-** version of it, whose row goes).  A page staged before and written again since (an
-** interior or index page a bulk load keeps rewriting) stays in memory
-** while such pages fill at most half the budget, so it is not staged once
-** per batch.  Only a branch that exists, at its own page size, and
+** version of it, whose row goes).  A page staged before and written again
+** since (an interior or index page a bulk load keeps rewriting) stays in
+** memory while such pages fill at most half the budget, so it is not
+** staged once per batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
 /* A name without a branch of its own gets one before the first part of
 ** its first transaction is staged: created empty (txid 0, the inherited
@@ -1336,14 +1336,14 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
+  if( p->stream.iTxid && p->stream.nBlob>0 ){
+    depotStageClear(p, iBranch);    /* its STAGE rows, published now */
+  }
   /* The page map moves forward with the pages written from memory; after
   ** a staged commit it starts over with them (a base equal to the new head
   ** never matches; base 0 would match a fork's map at txid 0): the staged
   ** pages' locations would cost as much memory again as the staged-page
   ** map, for entries the readers find again when they need them. */
-  if( p->stream.iTxid && p->stream.nBlob>0 ){
-    depotStageClear(p, iBranch);    /* its STAGE rows, published now */
-  }
   depot_stage_reset(&p->stream);
   txstage_clear(&p->stage);
   depot_pagemap_commit(p->pShared->pMap, iBranch,
