@@ -47,10 +47,10 @@ int depot_db_check_format(Store *pStore, char **pzErr){
   int rc = store_get(pStore, k, nKey, &pVal, &nVal);
   uint32_t v = (pVal && nVal==4) ? bytes_get32(pVal) : 0;
   if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
-  if( pVal && v!=LAYOUT_VERSION && v!=LAYOUT_VERSION_OLDEST ){
+  if( pVal && (v<LAYOUT_VERSION_OLDEST || v>LAYOUT_VERSION) ){
     rc = brErr(pzErr, SQLITE_CANTOPEN, sqlite3_mprintf("depot: the store has"
                " an unknown layout version (this build reads versions %d"
-               " and %d)", LAYOUT_VERSION_OLDEST, LAYOUT_VERSION));
+               " to %d)", LAYOUT_VERSION_OLDEST, LAYOUT_VERSION));
   }else if( pVal && v!=LAYOUT_VERSION ){
     /* the store backend migrated the file when it opened it writable:
     ** say so, so that builds that read only the old layout refuse it (a

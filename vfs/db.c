@@ -770,8 +770,121 @@ int depot_stage_exists(Store *pStore, uint64_t iBranch, uint64_t iFrom,
   int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1);
   int64_t n = 0;
   int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbCountRow, &n);
+  if( rc==SQLITE_OK && n==0 ){
+    nLo = layout_key_br(lo, iBranch, LAYOUT_BR_STAGE);
+    nHi = layout_key_br(hi, iBranch, LAYOUT_BR_STAGE+1);
+    rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbCountRow, &n);
+  }
   *pbExists = n>0;
   return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
+}
+
+/* The first STAGE row of a scan, copied. */
+typedef struct StageHit StageHit;
+struct StageHit {
+  int bFound;
+  unsigned char aKey[LAYOUT_MAX_KEY];
+  int nKey;
+  unsigned char aVal[LAYOUT_STAGE_ROW];
+  int nVal;                 /* -1: longer than any STAGE row */
+};
+
+static int dbStageRow(void *pArg, const unsigned char *pKey, int nKey,
+                      const unsigned char *pVal, int nVal){
+  StageHit *p = (StageHit*)pArg;
+  p->bFound = 1;
+  p->nKey = nKey<LAYOUT_MAX_KEY ? nKey : LAYOUT_MAX_KEY;
+  memcpy(p->aKey, pKey, p->nKey);
+  p->nVal = nVal<=LAYOUT_STAGE_ROW ? nVal : -1;
+  if( p->nVal>0 ) memcpy(p->aVal, pVal, nVal);
+  return 1;
+}
+
+int depot_stage_step(Store *pStore, uint64_t iBranch, int nMax,
+                     int64_t *pnRow, int *pbMore, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY], k[LAYOUT_MAX_KEY];
+  unsigned char aNext[LAYOUT_MAX_KEY+1];
+  StageHit *pHit = 0;
+  DbHead head;
+  int64_t n = 0;
+  int nLo, nHi, nNext = 0, rc;
+  *pnRow = 0;
+  *pbMore = 0;
+  rc = depot_db_head(pStore, iBranch, &head, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  /* published records: the commit of their txid happened */
+  nLo = layout_key_stage(lo, iBranch, 0, 0);
+  nHi = layout_key_stage(hi, iBranch, head.iTxid+1, 0);
+  rc = store_clear_some(pStore, lo, nLo, hi, nHi, nMax, 0, &n, aNext,
+                        (int)sizeof(aNext), &nNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( n>0 ){
+    *pnRow = n;
+    *pbMore = 1;
+    return SQLITE_OK;
+  }
+  /* one record past the head: its page index rows, then itself */
+  pHit = sqlite3_malloc64(sizeof(*pHit));
+  if( pHit==0 ) return SQLITE_NOMEM;
+  memset(pHit, 0, sizeof(*pHit));
+  nLo = nHi;
+  memcpy(lo, hi, nHi);
+  nHi = layout_key_br(hi, iBranch, LAYOUT_BR_STAGE+1);
+  rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbStageRow, pHit);
+  if( rc!=SQLITE_OK ){
+    rc = dbStoreErr(pStore, pzErr, rc);
+  }else if( pHit->bFound ){
+    int nPg = pHit->nKey==nLo ? layout_stage_count(pHit->aVal, pHit->nVal)
+                              : -1;
+    uint64_t iTxid = nPg>=0 ? bytes_get64(pHit->aKey+pHit->nKey-12) : 0;
+    int i;
+    if( nPg<0 ){
+      rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: corrupt staged-pages row%s",
+                 "");
+    }
+    for(i=0; rc==SQLITE_OK && i<nPg; i++){
+      rc = store_clear(pStore, k, layout_key_pidx(k, iBranch,
+                       layout_stage_pgno(pHit->aVal, i), iTxid));
+      if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+    }
+    if( rc==SQLITE_OK ){
+      rc = store_clear(pStore, pHit->aKey, pHit->nKey);
+      if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+    }
+    *pnRow = nPg+1;
+    *pbMore = 1;
+  }
+  sqlite3_free(pHit);
+  if( rc!=SQLITE_OK || *pbMore ) return rc;
+  /* the staged blob's chunk rows */
+  nLo = layout_key_delta(lo, iBranch, head.iTxid+1, 0);
+  nHi = layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1);
+  rc = store_clear_some(pStore, lo, nLo, hi, nHi, nMax, 0, &n, aNext,
+                        (int)sizeof(aNext), &nNext);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  *pnRow = n;
+  *pbMore = nNext>0;
+  return SQLITE_OK;
+}
+
+int depot_stage_sweep(Store *pStore, uint64_t iBranch, int nMax,
+                      char **pzErr){
+  int rc;
+  for(;;){
+    int64_t n = 0;
+    int bMore = 0;
+    rc = store_begin(pStore, 1);
+    if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+    rc = depot_stage_step(pStore, iBranch, nMax, &n, &bMore, pzErr);
+    if( rc==SQLITE_OK ){
+      rc = store_commit(pStore);
+      if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+    }else{
+      store_rollback(pStore);
+    }
+    if( rc!=SQLITE_OK || !bMore ) break;
+  }
+  return rc;
 }
 
 /* Write the stream's unwritten tail (its first pS->nBlob%szChunk bytes,
@@ -814,9 +927,38 @@ static void dbStreamAdvance(DepotStageStream *pS, int64_t n,
   }
 }
 
+/* The page index rows of a staged part's frames (offsets from the
+** part's start, which is at pS->nBlob) and the STAGE rows naming them. */
+static int dbStagePidx(Store *pStore, const DepotStageStream *pS,
+                       const LtxFrameRef *aRef, uint32_t nFrame){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW];
+  unsigned char *aRec = sqlite3_malloc64(LAYOUT_STAGE_ROW);
+  uint32_t *aPg = sqlite3_malloc64(sizeof(uint32_t)*LAYOUT_STAGE_PAGES);
+  uint32_t i, iPart = pS->nPart;
+  int rc = SQLITE_OK;
+  if( aRec==0 || aPg==0 ) rc = SQLITE_NOMEM;
+  for(i=0; rc==SQLITE_OK && i<nFrame; i++){
+    PidxValue pv;
+    pv.iOffset = (uint32_t)(pS->nBlob + aRef[i].iOffset);
+    pv.nByte = aRef[i].nByte;
+    pv.szChunk = pS->szChunk;
+    rc = store_put(pStore, k, layout_key_pidx(k, pS->iBranch, aRef[i].pgno,
+                   pS->iTxid), v, layout_pidx_encode(v, &pv));
+    aPg[i%LAYOUT_STAGE_PAGES] = aRef[i].pgno;
+    if( rc==SQLITE_OK && (i+1==nFrame || (i+1)%LAYOUT_STAGE_PAGES==0) ){
+      rc = store_put(pStore, k, layout_key_stage(k, pS->iBranch, pS->iTxid,
+                     iPart++), aRec, layout_stage_encode(aRec, aPg,
+                     (int)(i%LAYOUT_STAGE_PAGES)+1));
+    }
+  }
+  sqlite3_free(aRec);
+  sqlite3_free(aPg);
+  return rc;
+}
+
 int depot_stage_append(Store *pStore, DepotStageStream *pS,
                        const unsigned char *a, int64_t n, uint32_t nFrame,
-                       char **pzErr){
+                       const LtxFrameRef *aRef, char **pzErr){
   unsigned char *aBuf;
   int rc;
   if( pS->nBlob + (uint64_t)n > 0xffffffffULL ){
@@ -835,7 +977,8 @@ int depot_stage_append(Store *pStore, DepotStageStream *pS,
   }
   if( rc==SQLITE_OK ){
     rc = dbStreamPut(pStore, pS, a, n, 0, aBuf);
-    if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
+    if( rc==SQLITE_OK ) rc = dbStagePidx(pStore, pS, aRef, nFrame);
+    if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ) dbStoreErr(pStore, pzErr, rc);
   }
   if( rc==SQLITE_OK ){
     rc = store_commit(pStore);
@@ -843,13 +986,31 @@ int depot_stage_append(Store *pStore, DepotStageStream *pS,
   }else{
     store_rollback(pStore);
   }
-  if( rc==SQLITE_OK ) dbStreamAdvance(pS, n, aBuf, nFrame);
+  if( rc==SQLITE_OK ){
+    pS->nPart += (nFrame + LAYOUT_STAGE_PAGES - 1)/LAYOUT_STAGE_PAGES;
+    dbStreamAdvance(pS, n, aBuf, nFrame);
+  }
   sqlite3_free(aBuf);
   return rc;
 }
 
-/* The last part of a staged commit: its frames after the stream, their
-** page index rows, and those of the staged pages. */
+int depot_stage_unindex(Store *pStore, const DepotStageStream *pS,
+                        const uint32_t *aPgno, uint32_t n, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  uint32_t i;
+  int rc = store_begin(pStore, 1);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  for(i=0; rc==SQLITE_OK && i<n; i++){
+    rc = store_clear(pStore, k, layout_key_pidx(k, pS->iBranch, aPgno[i],
+                                                pS->iTxid));
+  }
+  if( rc==SQLITE_OK ) rc = store_commit(pStore);
+  else store_rollback(pStore);
+  return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
+}
+
+/* The last part of a staged commit: its frames after the stream and
+** their page index rows (the staged pages have theirs). */
 static int dbPutStaged(Store *pStore, const DepotCommit *pC,
                        const unsigned char *a, int64_t n,
                        const LtxFrameRef *aRef){
@@ -868,15 +1029,6 @@ static int dbPutStaged(Store *pStore, const DepotCommit *pC,
     pv.szChunk = pS->szChunk;
     rc = store_put(pStore, k, layout_key_pidx(k, pS->iBranch, aRef[i].pgno,
                    pS->iTxid), v, layout_pidx_encode(v, &pv));
-  }
-  for(i=0; rc==SQLITE_OK && i<pC->nStaged; i++){
-    PidxValue pv;
-    pv.iOffset = (uint32_t)pC->aStaged[i].iOffset;
-    pv.nByte = pC->aStaged[i].nByte;
-    pv.szChunk = pS->szChunk;
-    rc = store_put(pStore, k, layout_key_pidx(k, pS->iBranch,
-                   pC->aStaged[i].pgno, pS->iTxid), v,
-                   layout_pidx_encode(v, &pv));
   }
   return rc;
 }
@@ -898,14 +1050,31 @@ static void dbLocOut(const DepotCommit *pC, const LtxFrameRef *aRef,
   }
 }
 
+/* 1 in *pbLeft if iBranch has STAGE rows of txid iTxid or later: rows
+** that another write transaction staged and left (a crash), which a commit
+** of iTxid that staged nothing itself must not publish. */
+static int dbStagedLeft(Store *pStore, uint64_t iBranch, uint64_t iTxid,
+                        int *pbLeft, char **pzErr){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int nLo = layout_key_stage(lo, iBranch, iTxid, 0);
+  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_STAGE+1);
+  int64_t n = 0;
+  int rc = store_scan(pStore, lo, nLo, hi, nHi, 0, 1, dbCountRow, &n);
+  *pbLeft = n>0;
+  return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
+}
+
 /* One attempt at the store transaction of a commit, given the encoded
-** blob. */
+** blob.  *pbLeft is set (and nothing written, SQLITE_BUSY) when staged
+** rows of another transaction are in the way (dbStagedLeft()). */
 static int dbCommitOnce(Store *pStore, const DepotCommit *pC,
                        const unsigned char *aBlob, int64_t nBlob,
                        const LtxFrameRef *aRef, CommitRow *pRow,
-                       DbHead *pHead, uint64_t *piBranch, char **pzErr){
+                       DbHead *pHead, uint64_t *piBranch, int *pbLeft,
+                       char **pzErr){
   uint64_t iBranch = 0, iVs = 0;
   int rc = store_begin(pStore, 1);
+  *pbLeft = 0;
   if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
   rc = depot_next_vs(pStore, &iVs, pzErr);
   if( rc==SQLITE_OK ) rc = dbCasOrCreate(pStore, pC, iVs, &iBranch, pzErr);
@@ -914,6 +1083,10 @@ static int dbCommitOnce(Store *pStore, const DepotCommit *pC,
   }
   if( rc==SQLITE_OK && pC->pStage && iBranch!=pC->pStage->iBranch ){
     rc = SQLITE_BUSY_SNAPSHOT;
+  }
+  if( rc==SQLITE_OK && pC->pStage==0 && pC->iBranch ){
+    rc = dbStagedLeft(pStore, iBranch, pRow->iTxid, pbLeft, pzErr);
+    if( rc==SQLITE_OK && *pbLeft ) rc = SQLITE_BUSY;
   }
   if( rc==SQLITE_OK ){
     if( pC->pStage ){
@@ -998,11 +1171,17 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
                        DbHead *pHead, uint64_t *piBranch, char **pzErr){
   int nTry, rc;
   for(nTry=0; ; nTry++){
-    int eLost, eOut = 0;
+    int eLost, eOut = 0, bLeft = 0;
     char *zLost = 0;
     rc = dbCommitOnce(pStore, pC, aBlob, nBlob, aRef, pRow, pHead, piBranch,
-                      pzErr);
+                      &bLeft, pzErr);
     if( rc==SQLITE_OK ) break;
+    if( bLeft && nTry<2 ){
+      /* remove them (the caller holds the name's write lock), then again */
+      rc = depot_stage_sweep(pStore, pC->iBranch, DEPOT_STAGE_BATCH, pzErr);
+      if( rc!=SQLITE_OK ) break;
+      continue;
+    }
     eLost = store_commit_lost(pStore);
     if( eLost==STORE_LOST_NONE ) break;
     if( eLost==STORE_LOST_UNKNOWN ){
@@ -1041,8 +1220,6 @@ static const DepotCommit *dbUnstaged(const DepotCommit *pC,
                                      DepotCommit *pPlain){
   *pPlain = *pC;
   pPlain->pStage = 0;
-  pPlain->nStaged = 0;
-  pPlain->aStaged = 0;
   return pPlain;
 }
 

@@ -235,17 +235,21 @@ int depot_db_read_frame(Store*, DepotChunkCache *pChunks, ZSTD_DCtx*,
 /* The blob of a write transaction larger than its budget, written ahead
 ** of its commit (vfs/vfs.c stages pages past the budget): the DELTA chunk
 ** rows of txid iTxid (the head's txid + 1) of iBranch, a stream of LTX
-** parts back to back, cut into chunks of szChunk bytes.  No commit row, no
-** page index row and no head names those rows until the commit publishes
-** them, so no reader, fork or restore point can reach them; rows of a
-** txid past a branch's head are staged rows, which the next commit or
-** staging of the branch, its next writer and depot_gc remove.  Owned by
-** one file handle. */
+** parts back to back, cut into chunks of szChunk bytes, with the page
+** index rows (P, iTxid) of the pages staged and the STAGE rows naming
+** those pages (vfs/layout.h).  No commit row and no head name those rows
+** until the commit publishes them, and every read is capped at a head, so
+** no reader, fork or restore point can reach them; rows of a txid past a
+** branch's head are staged rows, which the branch's next writer (before it
+** stages or commits) and depot_gc remove with depot_stage_step().  Owned
+** by one file handle, whose writer holds the name's write lock from its
+** first staged part to its commit. */
 typedef struct DepotStageStream DepotStageStream;
 struct DepotStageStream {
   uint64_t iBranch, iTxid;    /* iTxid 0: nothing staged */
   uint32_t szChunk;
   uint32_t nFrame;            /* frames in the parts so far */
+  uint32_t nPart;             /* STAGE rows written so far */
   uint64_t nBlob;             /* bytes so far: whole chunk rows, then ... */
   unsigned char *aTail;       /* ... (szChunk bytes) the nBlob%szChunk bytes
                               ** of the partial last chunk, written by the
@@ -257,33 +261,54 @@ struct DepotStageStream {
 int depot_stage_begin(DepotStageStream*, uint64_t iBranch, uint64_t iTxid,
                       uint32_t szChunk);
 
-/* Append one LTX part of n bytes (whose frames are nFrame) in a store
-** write transaction of its own (the whole chunk rows it completes; the
-** rest stays in aTail); the first append first removes any rows
-** a crashed or abandoned earlier stream left past the head.  On an error
-** nothing is appended (the stream stays as it was). */
+/* Append one LTX part of n bytes in a store write transaction of its own:
+** the whole chunk rows it completes (the rest stays in aTail), a page
+** index row (P, txid) for each of its nFrame frames aRef[] (offsets from
+** the part's start; a page staged before gets its row replaced), and the
+** STAGE rows naming those pages.  The caller has removed what an earlier
+** stream of the txid left (depot_stage_step()); the first append also
+** removes any DELTA row of the txid.  On an error nothing is appended (the
+** stream stays as it was). */
 int depot_stage_append(Store*, DepotStageStream*, const unsigned char *a,
-                       int64_t n, uint32_t nFrame, char **pzErr);
+                       int64_t n, uint32_t nFrame, const LtxFrameRef *aRef,
+                       char **pzErr);
 
-/* Remove every DELTA row of iBranch at txid iFrom or later (staged rows:
-** nothing names them) inside the caller's write transaction; *pnRow (if
-** not NULL) gets how many there were. */
+/* Remove the page index rows (aPgno[i], pS->iTxid) of n pages whose staged
+** frames the transaction no longer publishes, in a store write transaction
+** of its own (their STAGE rows stay: removing a row twice is harmless). */
+int depot_stage_unindex(Store*, const DepotStageStream*,
+                        const uint32_t *aPgno, uint32_t n, char **pzErr);
+
+/* Remove every DELTA row of iBranch at txid iFrom or later inside the
+** caller's write transaction; *pnRow (if not NULL) gets how many there
+** were. */
 int depot_stage_clear(Store*, uint64_t iBranch, uint64_t iFrom,
                       int64_t *pnRow, char **pzErr);
 
-/* 1 if iBranch has DELTA rows at txid iFrom or later. */
+/* One bounded step of the removal of iBranch's staged rows, inside the
+** caller's write transaction, against the head read in it: published
+** STAGE rows (txid at or below the head, at most nMax); else one STAGE
+** row past the head with the page index rows it names (at most
+** LAYOUT_STAGE_PAGES + 1 rows); else DELTA rows past the head (at most
+** nMax).  *pnRow gets the rows removed, *pbMore 1 when more may remain.
+** Only the holder of the name's write lock, or a reclaim that found it
+** free inside this transaction, may call it. */
+int depot_stage_step(Store*, uint64_t iBranch, int nMax, int64_t *pnRow,
+                     int *pbMore, char **pzErr);
+
+/* Rows one removal step of a writer visits (depot_stage_sweep()). */
+#define DEPOT_STAGE_BATCH 1024
+
+/* depot_stage_step() until nothing is left, one store write transaction a
+** step (none may be open): the writer's removal of staged rows. */
+int depot_stage_sweep(Store*, uint64_t iBranch, int nMax, char **pzErr);
+
+/* 1 if iBranch has DELTA rows at txid iFrom or later or any STAGE row. */
 int depot_stage_exists(Store*, uint64_t iBranch, uint64_t iFrom,
                        int *pbExists, char **pzErr);
 
 /* Forget the stream (its rows stay for the caller to remove). */
 void depot_stage_reset(DepotStageStream*);
-
-/* One staged page the commit publishes: its newest frame in the stream. */
-typedef struct DepotStagedRef DepotStagedRef;
-struct DepotStagedRef {
-  uint32_t pgno, nByte;
-  uint64_t iOffset;
-};
 
 /* One commit to publish: the changed pages (ascending, already compared
 ** with the base) and the new size and checksum. */
@@ -304,17 +329,17 @@ struct DepotCommit {
                               ** when the commit succeeds */
   DepotStageStream *pStage;   /* not NULL and staged: the commit's blob
                               ** starts with this stream (iBranch must be
-                              ** its branch, base.iTxid+1 its txid) ... */
-  uint32_t nStaged;           /* ... and these staged pages (ascending, none
-                              ** of them in aPgno) are published too */
-  const DepotStagedRef *aStaged;
+                              ** its branch, base.iTxid+1 its txid), whose
+                              ** page index rows the commit publishes (a
+                              ** page of aPgno gets its row replaced) */
   int nThread;                /* zstd worker threads (ltx_encode_threads) */
 };
 
 /* Publish pC as one store transaction: the blob in DELTA chunk rows (after
 ** a staged stream: only its unwritten tail and the last part, the staged
 ** rows stay as written, none is written again), a page index row per page
-** (staged ones too: about 36 bytes of key and value a page), COMMITS/VTX/
+** of aPgno (staged pages have theirs already: the transaction's size is
+** bounded by the writer's budget, not by the pages staged), COMMITS/VTX/
 ** LOG rows, quota counters and the
 ** head, which must still equal pC->base (compare-and-set); the name must
 ** still lead where it led (to iBranch, or to the inherited branch).  The
@@ -322,7 +347,10 @@ struct DepotCommit {
 ** written: past the database's cap the commit fails with SQLITE_FULL.  A
 ** branch created by the commit (iBranch 0) starts at txid 1.  On SQLITE_OK the
 ** commit is durable (store_commit()'s promise), *pHead is the new head and
-** *piBranch the branch id.  SQLITE_BUSY_SNAPSHOT when another writer
+** *piBranch the branch id.  A commit that staged nothing and finds STAGE
+** rows of its txid (a crashed writer's) removes them and their page index
+** rows first (depot_stage_sweep(): the caller holds the name's write lock)
+** and tries again.  SQLITE_BUSY_SNAPSHOT when another writer
 ** committed first (nothing written); SQLITE_FULL when the commit would
 ** pass the quota of its database (nothing written, *pzErr says how many
 ** bytes it needs and how many of the cap are used); any other error:

@@ -3,8 +3,8 @@
 ** one write transaction each (a read transaction for the preview), so a
 ** writer waits at most for one batch.  A batch visits at most GC_BATCH
 ** commit rows, shard versions (whole shards: past GC_BATCH, the rest of
-** the shard it is in), staged rows past the head or rows of a dropped
-** branch, and keeps what it visits only for its own transaction: its
+** the shard it is in), staged rows past the head (one staged page list
+** with its page index rows: at most 1,025) or rows of a dropped branch, and keeps what it visits only for its own transaction: its
 ** memory is that of GC_BATCH rows (16 bytes a commit, 24 a shard
 ** version) plus the branch's coverage points, whatever the size of the
 ** database.  Each batch
@@ -228,11 +228,13 @@ static int gcShards(Cov *p, uint64_t b, const U64Set *pK, int bDry,
   return rc;
 }
 
-/* Staged blob rows past the head iHead of b, when no writer of the name
-** holds its lock (checked inside this write transaction: a writer that
-** takes it later stages only after this transaction), at most a batch of
-** them; pCur->bStaged once none is left.  A head that moved since the
-** last batch starts the range over. */
+/* Staged rows past the head iHead of b (chunk rows, page index rows and
+** the STAGE rows that name them) and published STAGE rows, when no
+** writer of the name holds its lock (checked inside this write
+** transaction: a writer that takes it later stages only after this
+** transaction), at most a batch of them; pCur->bStaged once none is left.
+** A preview counts the chunk rows; a head that moved since its last
+** batch starts their range over. */
 static int gcStaged(Cov *p, uint64_t b, const BranchRecord *pRec,
                     uint64_t iHead, int bDry, DepotGcResult *pRes,
                     GcCursor *pCur){
@@ -248,6 +250,14 @@ static int gcStaged(Cov *p, uint64_t b, const BranchRecord *pRec,
   if( rc!=SQLITE_OK || !bExists || bHeld ){
     pCur->bStaged = 1;
     pCur->nKey = 0;
+    return rc;
+  }
+  if( !bDry ){
+    /* published STAGE rows, or one staged page list with its page index
+    ** rows, or chunk rows (vfs/db.h) */
+    rc = depot_stage_step(p->pStore, b, gcBatch(), &nRow, &bMore, p->pzErr);
+    pRes->nRow += nRow;
+    if( rc==SQLITE_OK && !bMore ) pCur->bStaged = 1;
     return rc;
   }
   if( pCur->iStagedHead!=iHead ) pCur->nKey = 0;

@@ -82,6 +82,14 @@ int layout_key_delta(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
   return n+12;
 }
 
+int layout_key_stage(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
+                     uint32_t iPart){
+  int n = layout_key_br(a, iBranch, LAYOUT_BR_STAGE);
+  bytes_put64(a+n, iTxid);
+  bytes_put32(a+n+8, iPart);
+  return n+12;
+}
+
 int layout_key_shard(unsigned char *a, uint64_t iBranch, uint32_t iShard,
                      uint64_t iAsOf){
   int n = layout_key_br(a, iBranch, LAYOUT_BR_SHARD);
@@ -457,4 +465,20 @@ int layout_shard_decode(const unsigned char *a, int n, ShardRow *p){
     }
   }
   return SQLITE_OK;
+}
+
+int layout_stage_encode(unsigned char *a, const uint32_t *aPgno, int n){
+  int i;
+  a[0] = 1;
+  for(i=0; i<n; i++) bytes_put32(a+1+4*i, aPgno[i]);
+  return 1 + 4*n;
+}
+
+int layout_stage_count(const unsigned char *a, int n){
+  if( n<1 || a[0]!=1 || (n-1)%4!=0 || (n-1)/4>LAYOUT_STAGE_PAGES ) return -1;
+  return (n-1)/4;
+}
+
+uint32_t layout_stage_pgno(const unsigned char *a, int i){
+  return bytes_get32(a+1+4*i);
 }

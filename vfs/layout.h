@@ -5,7 +5,7 @@
 ** Every key starts with the prefix byte 0x02 and a partition byte; ids are
 ** big-endian and fixed-width so that keys sort numerically:
 **
-**   FORMAT   02 00 "format"                     -> u32 layout version (2)
+**   FORMAT   02 00 "format"                     -> u32 layout version (3)
 **   DBPTR    02 10 {db} 00 {branch} 00          -> PtrValue (bucket main)
 **   BUCKET_PTR 02 11 {bucket} 00                -> u64 bucket id (not main)
 **   BDBPTR   02 12 {bucket:8}{db} 00 {branch} 00 -> PtrValue (other buckets)
@@ -23,6 +23,8 @@
 **            02 30 {branch_id:8} 11 {vs:8}      -> u64 txid (VTX)
 **            02 30 {branch_id:8} 20 {pgno:4}{txid:8} -> PidxValue (PIDX)
 **            02 30 {branch_id:8} 30 {txid:8}{chunk:4} -> blob chunk (DELTA)
+**            02 30 {branch_id:8} 31 {txid:8}{part:4} -> staged pages (STAGE):
+**                                                  01, then u32 page numbers
 **            02 30 {branch_id:8} 04             -> u64 compacted watermark
 **            02 30 {branch_id:8} 05             -> i64 LE compaction generation
 **            02 30 {branch_id:8} 06             -> u64 creation vs: made by a
@@ -64,6 +66,19 @@
 ** them; "vs" orders commits across the whole store.  Neither comes from a
 ** clock.  Names of databases and branches are 1..255 bytes without NUL.
 **
+** Staged rows (vfs/db.h, DepotStageStream).  The writer of a branch, which
+** holds the name's write lock, knows its commit's txid T (the head + 1)
+** before it commits: past its budget it writes DELTA rows of T, the page
+** index rows (P, T) of the pages it staged, and STAGE rows of T naming
+** those pages (at most LAYOUT_STAGE_PAGES a row), each batch in its own
+** store transaction.  Nothing that reads as of the head or earlier reaches
+** a row of T; the commit row and head of T publish them.  Every page index
+** row past a branch's head is named by a STAGE row of its txid, so the
+** rows of a transaction that did not commit are found (and removed, in
+** bounded batches, by the next writer or depot_gc) without a scan of the
+** page index; a STAGE row at or below the head is a published record,
+** removed the same way.
+**
 ** Quotas.  A database, for quotas, is a database name in one bucket: every
 ** branch whose record carries that (bucket, name) -- forks, restore and
 ** rollback branches, frozen and dropped ones -- counts the blob bytes stored
@@ -99,8 +114,12 @@
 /* Version 2: the store keeps blob chunks apart from the ordered keys
 ** (vfs/store/sqlite.c, format 1); the keys and rows are those of version
 ** 1, which a writable open upgrades (the backend migrates the file, then
-** depot_db_check_format() rewrites the row). */
-#define LAYOUT_VERSION     2
+** depot_db_check_format() rewrites the row).  Version 3: page index rows
+** past the head (staged) and STAGE rows may exist; a version 2 store has
+** none, so a writable open upgrades it by rewriting the row alone, and a
+** build that reads only version 2 (whose commit would publish another
+** writer's staged page index rows) refuses it. */
+#define LAYOUT_VERSION     3
 #define LAYOUT_VERSION_OLDEST 1
 #define LAYOUT_MAX_KEY     520      /* longest key any builder produces */
 #define LAYOUT_MAX_NAME    255
@@ -143,6 +162,7 @@
 #define LAYOUT_BR_VTX      0x11
 #define LAYOUT_BR_PIDX     0x20
 #define LAYOUT_BR_DELTA    0x30
+#define LAYOUT_BR_STAGE    0x31
 #define LAYOUT_BR_CMPMARK  0x04
 #define LAYOUT_BR_CMPGEN   0x05
 #define LAYOUT_BR_UNBORN   0x06
@@ -154,6 +174,9 @@
 ** pages while a commit that touches one page makes a later compaction
 ** rewrite at most 64 pages of that shard per coverage point. */
 #define LAYOUT_SHARD_SIZE  64
+
+/* Page numbers one STAGE row names at most (4 KiB of value). */
+#define LAYOUT_STAGE_PAGES 1024
 
 /* META/head of a branch. */
 typedef struct DbHead DbHead;
@@ -268,6 +291,8 @@ int layout_key_pidx(unsigned char *a, uint64_t iBranch, uint32_t pgno,
                     uint64_t iTxid);
 int layout_key_delta(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
                      uint32_t iChunk);
+int layout_key_stage(unsigned char *a, uint64_t iBranch, uint64_t iTxid,
+                     uint32_t iPart);
 int layout_key_ctr(unsigned char *a, const char *zName);
 int layout_key_shard(unsigned char *a, uint64_t iBranch, uint32_t iShard,
                      uint64_t iAsOf);
@@ -320,6 +345,13 @@ int layout_pitr_encode(unsigned char *a, const PitrPolicy*);
 int layout_pitr_decode(const unsigned char *a, int n, PitrPolicy*);
 int layout_log_encode(unsigned char *a, const LogRow*);
 int layout_log_decode(const unsigned char *a, int n, LogRow*);
+/* STAGE row: n (<= LAYOUT_STAGE_PAGES) page numbers; a must hold
+** LAYOUT_STAGE_ROW bytes.  The decoder gives the count (-1: corrupt) and
+** the i-th page number with layout_stage_pgno(). */
+#define LAYOUT_STAGE_ROW (1 + 4*LAYOUT_STAGE_PAGES)
+int layout_stage_encode(unsigned char *a, const uint32_t *aPgno, int n);
+int layout_stage_count(const unsigned char *a, int n);
+uint32_t layout_stage_pgno(const unsigned char *a, int i);
 /* ShardRow needs LAYOUT_SHARD_ROW bytes (more than LAYOUT_MAX_ROW). */
 #define LAYOUT_SHARD_ROW (24 + 8*LAYOUT_SHARD_SIZE)
 int layout_shard_encode(unsigned char *a, const ShardRow*);

@@ -150,19 +150,26 @@ static TxStaged *txstageFind(const TxStage *p, uint32_t pgno){
   return 0;
 }
 
-/* Rehash into nSlot slots, keeping only live pages <= nKeep. */
+/* Rehash into nSlot slots, keeping live and dead entries; live pages
+** above nKeep become dead. */
 static int txstageRehash(TxStage *p, uint32_t nSlot, uint32_t nKeep){
   TxStaged *a = sqlite3_malloc64(sizeof(TxStaged)*(uint64_t)nSlot);
   uint32_t i;
   if( a==0 ) return SQLITE_NOMEM;
   memset(a, 0, sizeof(TxStaged)*(uint64_t)nSlot);
   p->nUsed = 0;
+  p->nDead = 0;
   for(i=0; i<p->nSlot; i++){
     uint32_t j;
-    if( p->a[i].pgno==0 || p->a[i].nByte==0 || p->a[i].pgno>nKeep ) continue;
+    if( p->a[i].pgno==0 || (p->a[i].nByte==0 && !p->a[i].bDead) ) continue;
     j = txbufSlot(p->a[i].pgno, nSlot);
     while( a[j].pgno ) j = (j+1) & (nSlot-1);
     a[j] = p->a[i];
+    if( a[j].nByte && a[j].pgno>nKeep ){
+      a[j].nByte = 0;
+      a[j].bDead = 1;
+    }
+    p->nDead += a[j].bDead;
     p->nUsed++;
   }
   sqlite3_free(p->a);
@@ -183,8 +190,11 @@ int txstage_put(TxStage *p, const TxStaged *pSt){
     while( p->a[i].pgno ) i = (i+1) & (p->nSlot-1);
     e = &p->a[i];
     p->nUsed++;
+  }else if( e->bDead ){
+    p->nDead--;
   }
   *e = *pSt;
+  e->bDead = 0;
   return SQLITE_OK;
 }
 
@@ -195,7 +205,27 @@ const TxStaged *txstage_get(const TxStage *p, uint32_t pgno){
 
 void txstage_drop(TxStage *p, uint32_t pgno){
   TxStaged *e = txstageFind(p, pgno);
-  if( e ) e->nByte = 0;      /* the slot stays, so probes go on past it */
+  if( e && e->nByte ){       /* the slot stays, so probes go on past it */
+    e->nByte = 0;
+    e->bDead = 1;
+    p->nDead++;
+  }
+}
+
+uint32_t txstage_dead(const TxStage *p, uint32_t *aOut, uint32_t nMax){
+  uint32_t i, n = 0;
+  for(i=0; i<p->nSlot && n<nMax && n<p->nDead; i++){
+    if( p->a[i].pgno && p->a[i].bDead ) aOut[n++] = p->a[i].pgno;
+  }
+  return n;
+}
+
+void txstage_undead(TxStage *p, uint32_t pgno){
+  TxStaged *e = txstageFind(p, pgno);
+  if( e && e->bDead ){
+    e->bDead = 0;
+    p->nDead--;
+  }
 }
 
 int txstage_truncate(TxStage *p, uint32_t nPage){

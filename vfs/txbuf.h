@@ -50,7 +50,9 @@ struct TxStaged {
   uint32_t nByte;            /* frame header + stored bytes; 0: dropped */
   uint32_t iOffset;          /* of the frame from the blob's start (a
                              ** blob stays below 4 GiB) */
-  int bOld;                  /* the page existed in the snapshot */
+  uint8_t bOld;              /* the page existed in the snapshot */
+  uint8_t bDead;             /* dropped, and its page index row (P, txid)
+                             ** is still in the store (vfs/db.h) */
   uint64_t iCrc;             /* CRC-64 of the page */
   uint64_t iOld;             /* CRC-64 of the snapshot's page, if bOld */
 };
@@ -59,6 +61,7 @@ typedef struct TxStage TxStage;
 struct TxStage {
   uint32_t nSlot;            /* power of two, or 0 before the first put */
   uint32_t nUsed;
+  uint32_t nDead;            /* entries with bDead */
   TxStaged *a;
 };
 
@@ -69,11 +72,19 @@ int txstage_put(TxStage*, const TxStaged *pSt);
 /* The live entry of pgno, or NULL. */
 const TxStaged *txstage_get(const TxStage*, uint32_t pgno);
 
-/* Forget page pgno (its staged frame is no longer its newest version). */
+/* Forget page pgno (its staged frame is no longer its newest version):
+** the entry stays, dead, until txstage_undead() says its row is gone. */
 void txstage_drop(TxStage*, uint32_t pgno);
 
-/* Forget every page above nPage.  SQLITE_NOMEM leaves it unchanged. */
+/* Forget every page above nPage (dead, as txstage_drop()).  SQLITE_NOMEM
+** leaves it unchanged. */
 int txstage_truncate(TxStage*, uint32_t nPage);
+
+/* Up to nMax page numbers of dead entries into aOut; returns how many. */
+uint32_t txstage_dead(const TxStage*, uint32_t *aOut, uint32_t nMax);
+
+/* The row of dead entry pgno is gone: forget it. */
+void txstage_undead(TxStage*, uint32_t pgno);
 
 /* Forget everything and free the memory. */
 void txstage_clear(TxStage*);

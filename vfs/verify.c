@@ -785,6 +785,7 @@ static void vfyPidxRow(Vfy *p, void *pCtx, const VRow *r){
   pgno = bytes_get32(r->aKey+11);
   iTxid = bytes_get64(r->aKey+15);
   if( iTxid<=pB->iMark ) return;     /* folded, left for the sweep */
+  if( iTxid>=pB->iStaged ) return;   /* staged past the head (layout.h) */
   c = vfyCommit(p, iTxid);
   if( c==0 ){
     vfyFind(p, pB, "page_index", (int64_t)iTxid, pgno, r->aKey, r->nKey,

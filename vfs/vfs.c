@@ -825,33 +825,36 @@ static int depotReadPinned(DepotFile *p, void *pBuf, int iAmt,
 
 /* ================= writes ================= */
 
-#define DEPOT_STAGE_CLEAR_BATCH 1024   /* chunk rows a clearing txn removes */
-
-/* Remove the staged rows of iBranch at txid iFrom or later (vfs/db.h,
-** DepotStageStream) in store write transactions of at most
-** DEPOT_STAGE_CLEAR_BATCH rows each, from the first on, so that no other
-** writer of the store waits for more than one batch.  Stops at the first
-** failure (the rest goes with the next writer or depot_gc).  No store
-** transaction may be open. */
-static int depotStageClear(DepotFile *p, uint64_t iBranch, uint64_t iFrom){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
-  int nLo = layout_key_delta(lo, iBranch, iFrom, 0);
-  int nHi = layout_key_br(hi, iBranch, LAYOUT_BR_DELTA+1);
-  int nMax = DEPOT_STAGE_CLEAR_BATCH, rc = SQLITE_OK;
+/* Remove the staged rows of iBranch past its head, and its published
+** STAGE rows (vfs/db.h, DepotStageStream), in store write transactions of
+** at most DEPOT_STAGE_BATCH rows each, so that no other writer of the
+** store waits for more than one batch.  Stops at the first failure (the
+** rest goes with the next writer or depot_gc).  Only the holder of the
+** name's write lock calls it; no store transaction may be open. */
+static int depotStageClear(DepotFile *p, uint64_t iBranch){
+  int nMax = DEPOT_STAGE_BATCH, rc;
+  char *zErr = 0;
 #ifdef DEPOT_TEST
   if( depot_gc_test_batch>0 ) nMax = depot_gc_test_batch;
 #endif
-  for(;;){
-    unsigned char aNext[LAYOUT_MAX_KEY+1];
-    int64_t n = 0;
-    int nNext = 0;
-    rc = store_begin(p->pStore, 1);
-    if( rc!=SQLITE_OK ) break;
-    rc = store_clear_some(p->pStore, lo, nLo, hi, nHi, nMax, 0, &n, aNext,
-                          (int)sizeof(aNext), &nNext);
-    if( rc==SQLITE_OK ) rc = store_commit(p->pStore);
-    else store_rollback(p->pStore);
-    if( rc!=SQLITE_OK || nNext==0 ) break;
+  rc = depot_stage_sweep(p->pStore, iBranch, nMax, &zErr);
+  sqlite3_free(zErr);
+  return rc;
+}
+
+/* Remove the page index rows of the staged pages the transaction dropped
+** (written again unchanged, cut off, or kept in memory and not
+** published), DEPOT_STAGE_BATCH a store write transaction: none may stay
+** for the commit to publish.  The caller has ended its read
+** transaction.  A failure leaves the rest dead (*pzErr says why). */
+static int depotStageReap(DepotFile *p, char **pzErr){
+  uint32_t aPg[DEPOT_STAGE_BATCH];
+  int rc = SQLITE_OK;
+  while( rc==SQLITE_OK && p->stage.nDead>0 ){
+    uint32_t i, n = txstage_dead(&p->stage, aPg, DEPOT_STAGE_BATCH);
+    if( n==0 ) break;
+    rc = depot_stage_unindex(p->pStore, &p->stream, aPg, n, pzErr);
+    for(i=0; rc==SQLITE_OK && i<n; i++) txstage_undead(&p->stage, aPg[i]);
   }
   return rc;
 }
@@ -863,7 +866,7 @@ static void depotStageDiscard(DepotFile *p){
   if( p->stream.iTxid && p->stream.nBlob>0 ){
     int bRead = p->bReadTxn;
     depotEndRead(p);
-    depotStageClear(p, p->stream.iBranch, p->stream.iTxid);
+    depotStageClear(p, p->stream.iBranch);
     if( bRead ) depotBeginRead(p);
   }
   depot_stage_reset(&p->stream);
@@ -890,13 +893,15 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
                             uint64_t, int*, uint64_t*);
 
 /* The write buffer outgrew its budget: write its pages to the store as one
-** staged LTX part (vfs/db.h, DepotStageStream) in a store transaction of
-** its own, remember where each landed, and drop them from the buffer.  A
-** page that equals the snapshot's is dropped instead (and so is an older
-** staged version of it).  A page staged before and written again since (an
-** interior or index page a bulk load keeps rewriting) stays in memory
-** while such pages fill at most half the budget, so it is not staged once
-** per batch.  Only a branch that exists, at its own page size, and
+** staged LTX part (vfs/db.h, DepotStageStream) with their page index rows
+** of txid head+1 in a store transaction of its own (the first part of a
+** transaction first removes what another one staged as that txid),
+** remember where each landed, and drop them from the buffer.  A page that
+** equals the snapshot's is dropped instead (and so is an older staged
+** version of it, whose row goes).  A page staged before and written again
+** since (an interior or index page a bulk load keeps rewriting) stays in
+** memory while such pages fill at most half the budget, so it is not
+** staged once per batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
 /* A name without a branch of its own gets one before the first part of
 ** its first transaction is staged: created empty (txid 0, the inherited
@@ -986,8 +991,15 @@ static int depotStage(DepotFile *p){
     ap[n++] = pNew;
   }
   if( rc==SQLITE_OK && n>0 && p->stream.iTxid==0 ){
-    rc = depot_stage_begin(&p->stream, p->iBranch, p->snap.iTxid+1,
-                           (uint32_t)store_max_value(p->pStore));
+    /* what another transaction staged as this txid goes first: its page
+    ** index rows would be published with this one's */
+    depotEndRead(p);
+    rc = depotStageClear(p, p->iBranch);
+    depotBeginRead(p);
+    if( rc==SQLITE_OK ){
+      rc = depot_stage_begin(&p->stream, p->iBranch, p->snap.iTxid+1,
+                             (uint32_t)store_max_value(p->pStore));
+    }
   }
   iBase = p->stream.nBlob;
   if( rc==SQLITE_OK && n>0 ){
@@ -1001,7 +1013,8 @@ static int depotStage(DepotFile *p){
   }
   if( rc==SQLITE_OK && n>0 ){
     depotEndRead(p);            /* the batch's store write transaction */
-    rc = depot_stage_append(p->pStore, &p->stream, aBlob, nBlob, n, &zErr);
+    rc = depot_stage_append(p->pStore, &p->stream, aBlob, nBlob, n, aRef,
+                            &zErr);
     depotBeginRead(p);
   }
   if( rc==SQLITE_OK ){
@@ -1017,6 +1030,11 @@ static int depotStage(DepotFile *p){
       if( pSt && pSt->iOffset<iBase ) txstage_drop(&p->stage, aDirty[i]);
       txbuf_drop(&p->tx, aDirty[i]);
     }
+  }
+  if( rc==SQLITE_OK && p->stage.nDead>0 ){
+    depotEndRead(p);
+    rc = depotStageReap(p, &zErr);
+    depotBeginRead(p);
   }
   sqlite3_free(aDirty);
   sqlite3_free(ap);
@@ -1126,8 +1144,8 @@ struct PubSet {
   const unsigned char **ap;
   unsigned char *aZero;      /* one zero page, for holes */
   uint64_t iChecksum;        /* post-apply checksum being computed */
-  uint32_t nStaged;
-  DepotStagedRef *aStaged;
+  uint32_t nStaged;          /* staged pages published ... */
+  int64_t nStagedByte;       /* ... and their frames' bytes */
 };
 
 /* Whether page pgno of the write transaction (pNew, whose CRC-64 is iNew)
@@ -1222,11 +1240,25 @@ static int depotPubResized(DepotFile *p, PubSet *s){
   return SQLITE_OK;
 }
 
+/* 1 if the commit publishes page pgno from memory (s->aPgno ascends). */
+static int depotPubHas(const PubSet *s, uint32_t pgno){
+  uint32_t lo = 0, hi = s->n;
+  while( lo<hi ){
+    uint32_t mid = lo + (hi-lo)/2;
+    if( s->aPgno[mid]==pgno ) return 1;
+    if( s->aPgno[mid]<pgno ) lo = mid+1;
+    else hi = mid;
+  }
+  return 0;
+}
+
 /* The staged pages the commit publishes: the newest staged version of
 ** each page not written again since (the buffer's copy wins) and not cut
 ** off.  A staged page that existed in the snapshot differs from it (that
 ** was checked when it was staged), so the checksum moves from its old CRC
-** to its new one; a page past the old end adds its CRC. */
+** to its new one; a page past the old end adds its CRC.  A staged page
+** written again that the commit does not publish (it equals the snapshot
+** now) is dropped: its page index row must go before the commit. */
 static int depotPubStaged(DepotFile *p, PubSet *s){
   uint32_t *a = 0;
   uint32_t i, n = 0;
@@ -1234,21 +1266,17 @@ static int depotPubStaged(DepotFile *p, PubSet *s){
   if( p->stream.iTxid==0 ) return SQLITE_OK;
   rc = txstage_sorted_pgno(&p->stage, &a, &n);
   if( rc!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
-  s->aStaged = sqlite3_malloc64(sizeof(DepotStagedRef)*((uint64_t)n+1));
-  if( s->aStaged==0 ){
-    sqlite3_free(a);
-    return SQLITE_IOERR_NOMEM;
-  }
   for(i=0; i<n; i++){
     const TxStaged *e = txstage_get(&p->stage, a[i]);
-    DepotStagedRef *r;
-    if( e==0 || a[i]>p->nPageTx || txbuf_get(&p->tx, a[i]) ) continue;
+    if( e==0 || a[i]>p->nPageTx ) continue;
+    if( txbuf_get(&p->tx, a[i]) ){
+      if( !depotPubHas(s, a[i]) ) txstage_drop(&p->stage, a[i]);
+      continue;
+    }
     if( e->bOld && a[i]<=p->snap.nPage ) s->iChecksum ^= e->iOld;
     s->iChecksum ^= e->iCrc;
-    r = &s->aStaged[s->nStaged++];
-    r->pgno = a[i];
-    r->nByte = e->nByte;
-    r->iOffset = e->iOffset;
+    s->nStaged++;
+    s->nStagedByte += e->nByte;
   }
   sqlite3_free(a);
   return SQLITE_OK;
@@ -1331,11 +1359,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.iChecksum = s->iChecksum;
   c.nDirty = s->n; c.aPgno = s->aPgno; c.apPage = s->ap;
   c.nThread = p->nThreads;
-  if( p->stream.iTxid ){
-    c.pStage = &p->stream;
-    c.nStaged = s->nStaged;
-    c.aStaged = s->aStaged;
-  }
+  if( p->stream.iTxid ) c.pStage = &p->stream;
   c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
   if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
   depotEndRead(p);            /* the commit's store write transaction */
@@ -1351,6 +1375,9 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
     depotBeginRead(p);
     return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
+  if( p->stream.iTxid && p->stream.nBlob>0 ){
+    depotStageClear(p, iBranch);    /* its STAGE rows, published now */
+  }
   /* The page map moves forward with the pages written from memory; after
   ** a staged commit it starts over with them (a base equal to the new head
   ** never matches; base 0 would match a fork's map at txid 0): the staged
@@ -1363,7 +1390,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
                                                             : head.iTxid,
                        head.iTxid, s->n, s->aPgno, c.aLocOut);
   for(i=0; i<s->n; i++) nBytes += c.aLocOut[i].nByte;
-  for(i=0; i<s->nStaged; i++) nBytes += s->aStaged[i].nByte;
+  nBytes += s->nStagedByte;
   sqlite3_free(c.aLocOut);
   for(i=0; i<s->n; i++){
     depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
@@ -1430,6 +1457,14 @@ static int depotPublish(DepotFile *p){
   }
   if( rc==SQLITE_OK ) rc = depotPubResized(p, &s);
   if( rc==SQLITE_OK ) rc = depotPubStaged(p, &s);
+  if( rc==SQLITE_OK && p->stage.nDead>0 ){
+    char *zErr = 0;
+    depotEndRead(p);
+    rc = depotStageReap(p, &zErr);
+    depotBeginRead(p);
+    if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
+    rc = depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
+  }
   if( rc==SQLITE_OK && (s.n>0 || s.nStaged>0
                         || p->nPageTx!=p->snap.nPage) ){
     rc = depotPubCommit(p, &s);
@@ -1444,7 +1479,6 @@ static int depotPublish(DepotFile *p){
   sqlite3_free(s.aPgno);
   sqlite3_free(s.ap);
   sqlite3_free(s.aZero);
-  sqlite3_free(s.aStaged);
   return rc;
 }
 
@@ -1519,7 +1553,7 @@ static void depotStageSweep(DepotFile *p){
   if( depot_stage_exists(p->pStore, p->iBranch, p->snap.iTxid+1, &bExists,
                          &zErr)==SQLITE_OK && bExists ){
     depotEndRead(p);
-    depotStageClear(p, p->iBranch, p->snap.iTxid+1);
+    depotStageClear(p, p->iBranch);
     depotBeginRead(p);
   }
   sqlite3_free(zErr);

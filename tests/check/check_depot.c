@@ -1500,7 +1500,7 @@ START_TEST(test_depot_corrupt_commit_row_and_unknown_layout_are_errors){
   ck_assert_int_eq(th_try(db, zSql, &zErr), SQLITE_CORRUPT);
   ck_assert_ptr_nonnull(strstr(zErr, "corrupt commit row"));
   sqlite3_free(zErr);
-  poke_store(zDir, "UPDATE depot_kv SET value=x'00000003' WHERE"
+  poke_store(zDir, "UPDATE depot_kv SET value=x'00000004' WHERE"
              " key=x'0200666f726d6174'");
   ck_assert_int_eq(th_try(db, zSql, 0), SQLITE_CANTOPEN);
   ck_assert_int_eq(sqlite3_open_v2(zUri, &db2, SQLITE_OPEN_READWRITE
@@ -2689,7 +2689,7 @@ END_TEST
 /* A store of the older layout (tests/check/data/store_v1.depot: a WITHOUT
 ** ROWID depot_kv with the blob chunks in its cells, layout version 1, made
 ** by the build before the change) opens read-only as it is, and a writable
-** open migrates it: depot_kv becomes a rowid table, the format row says 2,
+** open migrates it: depot_kv becomes a rowid table, the format row says 3,
 ** every row is still there, the database reads the same, passes
 ** integrity_check and depot_verify, and takes new commits. */
 START_TEST(test_depot_store_of_the_old_layout_is_migrated){
@@ -2732,7 +2732,7 @@ START_TEST(test_depot_store_of_the_old_layout_is_migrated){
                    " sqlite_schema WHERE name='depot_kv'"), 0);
   ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 1);
   ck_assert_int_eq(th_int(raw, "SELECT hex(value) FROM depot_kv WHERE"
-                   " key=x'0200666f726d6174'"), 2);
+                   " key=x'0200666f726d6174'"), 3);
   ck_assert_int_gt(th_int(raw, "SELECT count(*) FROM depot_kv"), nRows);
   sqlite3_close(raw);
   db = th_open(":memory:");

@@ -119,8 +119,23 @@ static sqlite3_int64 stored_bytes(sqlite3 *db, const char *zDir){
   return n;
 }
 
-/* 1 if branch main of zDb has blob rows past its head (staged rows);
-** with bMayLack, 0 when zDb has no branch. */
+/* A page index row of a txid past the head sets bPast. */
+typedef struct PastHead PastHead;
+struct PastHead { uint64_t iHead; int bPast; };
+static int pidx_past_head(void *pArg, const unsigned char *pKey, int nKey,
+                          const unsigned char *pVal, int nVal){
+  PastHead *x = (PastHead*)pArg;
+  (void)pVal; (void)nVal;
+  if( nKey==23 && bytes_get64(pKey+15)>x->iHead ){
+    x->bPast = 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* 1 if branch main of zDb has blob rows, page index rows or STAGE rows
+** past its head (staged rows), or STAGE rows at all; with bMayLack, 0 when
+** zDb has no branch. */
 static int staged_rows_db(const char *zDir, const char *zDb, int bMayLack){
   char *zStore = store_path(zDir);
   StoreSqliteConfig cfg;
@@ -135,9 +150,18 @@ static int staged_rows_db(const char *zDir, const char *zDb, int bMayLack){
                    SQLITE_OK);
   ck_assert(iBranch!=0 || bMayLack);
   if( iBranch ){
+    unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+    PastHead x;
     ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
     ck_assert_int_eq(depot_stage_exists(pStore, iBranch, head.iTxid+1,
                                         &bExists, 0), SQLITE_OK);
+    x.iHead = head.iTxid;
+    x.bPast = 0;
+    ck_assert_int_eq(store_scan(pStore, lo,
+        layout_key_br(lo, iBranch, LAYOUT_BR_PIDX), hi,
+        layout_key_br(hi, iBranch, LAYOUT_BR_PIDX+1), 0, -1, pidx_past_head,
+        &x), SQLITE_OK);
+    if( x.bPast ) bExists = 1;
   }
   store_rollback(pStore);
   store_close(pStore);
@@ -621,7 +645,10 @@ static void fault_check(const char *zDir, int rc, sqlite3_int64 nBefore,
   if( rc==SQLITE_OK ) ck_assert_int_eq(n, nBefore+60);
   assert_integrity(db);
   assert_verify(db, zDir);
-  th_exec(db, zSql);
+  th_exec(db, "BEGIN IMMEDIATE; ROLLBACK");   /* the next writer ... */
+  ck_assert(!staged_rows_of(zDir, 1));
+  assert_verify(db, zDir);
+  th_exec(db, zSql);                          /* ... and depot_gc */
   ck_assert(!staged_rows_of(zDir, 1));
   if( n==nBefore ){
     ck_assert_int_eq(stored_bytes(db, zDir), nBytes0);
@@ -660,8 +687,9 @@ static sqlite3_int64 fault_template(const char *zDir, const char *zTemplate,
 ** staging and of the commit) or write (N = 1, 8, 15, ...), until a round
 ** passes without the fault, fails while a transaction stages its pages and publishes
 ** them: SQLite's COMMIT fails or succeeds, the database is at one commit
-** or the other, and no staged row survives depot_gc.  _i: 0 an existing
-** database, 1 a new one (its first transaction stages). */
+** or the other, and no staged row survives the next writer or depot_gc.
+** _i: 0 an existing database, 1 a new one (its first transaction
+** stages). */
 START_TEST(test_staging_injected_failures_at_each_store_write){
   char *zDir = th_tmpdir("staging-fault");
   char *zTemplate = sqlite3_mprintf("%s/template.depot", zDir);
@@ -709,7 +737,7 @@ END_TEST
 ** SIGKILL at its Nth store sync (N = 1, 2, ..., until a child finishes)
 ** and, between those rounds, at its 10th, 20th, ... store write:
 ** after each kill the database is at one commit or the other, and the
-** next writer and depot_gc leave no staged row. */
+** next writer leaves no staged row (nor does depot_gc after it). */
 START_TEST(test_staging_sigkill_at_each_store_write){
   char *zDir = th_tmpdir("staging-killpoint");
   char *zTemplate = sqlite3_mprintf("%s/template.depot", zDir);
@@ -1388,6 +1416,7 @@ struct PutTally {
   int bCommitRow;
 };
 static PutTally tallyCur, tallyPub;
+static int64_t nTallyPidxAll;         /* page index rows of every txn */
 static uint64_t iTallyTxid;           /* the staged txid */
 static unsigned char aTallyChunk[4096];
 static int nTallyTwice;
@@ -1416,6 +1445,7 @@ static void tally_write(const void *pKey, int nKey, int nVal){
       }
     }else if( k[10]==LAYOUT_BR_PIDX ){
       tallyCur.nPidx++;
+      nTallyPidxAll++;
     }
   }
   if( nKey>=11 && k[0]==0x02 && k[1]==LAYOUT_P_BR
@@ -1424,18 +1454,15 @@ static void tally_write(const void *pKey, int nKey, int nVal){
   }
 }
 
-/* The publishing COMMIT of a transaction that staged N pages is one store
-** transaction that writes the pages still in memory (at most the budget),
-** the stream's unwritten tail (less than one chunk row), one page index
-** row per published page (at most 48 bytes of key and value each) and a
-** few fixed rows; no chunk row of the staged blob is written twice, during
-** staging or by the commit. */
-START_TEST(test_staging_publishing_commit_is_bounded){
-  char *zDir = th_tmpdir("staging-pubsize");
+/* The publishing COMMIT (the store transaction that writes the COMMITS
+** row) of one transaction of database "app" in a new store in zDir that
+** inserts nRow rows of 900 bytes (about nRow/4 pages) with a budget of
+** 64 KiB, tallied in tallyPub; nTallyPidxAll counts the page index rows
+** of every store transaction, staging included. */
+static void tally_big_txn(const char *zDir, int nRow){
   char *zUri = depot_uri(zDir, "db=app&txn_budget_kb=64&compact_after=0");
   char *zStore, *zSql;
   sqlite3 *db;
-  int64_t nBudget = 64*1024, nSz = 65536, nFixed = 4096;
   setup_vfs();
   db = th_open(zUri);
   th_exec(db, zSchema);
@@ -1449,28 +1476,152 @@ START_TEST(test_staging_publishing_commit_is_bounded){
   memset(&tallyPub, 0, sizeof(tallyPub));
   memset(aTallyChunk, 0, sizeof(aTallyChunk));
   nTallyTwice = 0;
+  nTallyPidxAll = 0;
   depot_store_test_write = tally_write;
-  th_exec(db, "BEGIN; INSERT INTO t SELECT 1000+value, randomblob(900),"
-              " value%13 FROM " SERIES(6000) "; UPDATE t SET w=w+1"
-              " WHERE k%50=0; COMMIT");
+  zSql = sqlite3_mprintf("BEGIN; INSERT INTO t SELECT 1000+value,"
+      " randomblob(900), value%%13 FROM (WITH RECURSIVE g(value) AS (SELECT"
+      " 1 UNION ALL SELECT value+1 FROM g WHERE value<%d) SELECT value FROM"
+      " g); UPDATE t SET w=w+1 WHERE k%%50=0; COMMIT", nRow);
+  th_exec(db, zSql);
   depot_store_test_write = 0;
+  sqlite3_free(zSql);
   ck_assert_int_eq(nTallyTwice, 0);
-  ck_assert_msg(tallyPub.nPidx>1500, "published %lld pages",
-                (long long)tallyPub.nPidx);
-  ck_assert_msg(tallyPub.nDeltaByte <= nBudget + nBudget/8 + nSz,
-                "the commit wrote %lld blob bytes",
-                (long long)tallyPub.nDeltaByte);
-  ck_assert_msg(tallyPub.nByte - tallyPub.nDeltaByte
-                  <= 48*tallyPub.nPidx + nFixed,
-                "%lld bytes of rows for %lld pages",
-                (long long)(tallyPub.nByte - tallyPub.nDeltaByte),
-                (long long)tallyPub.nPidx);
-  ck_assert_int_eq(count_t(db), 6200);
+  ck_assert_int_eq(count_t(db), 200+nRow);
   assert_integrity(db);
   assert_verify(db, zDir);
   ck_assert(!staged_rows(zDir));
   sqlite3_close(db);
   sqlite3_free(zUri);
+}
+
+/* The publishing COMMIT of a transaction that staged N pages is one store
+** transaction of bounded size: the pages still in memory (at most the
+** budget: their blob bytes and page index rows), the stream's unwritten
+** tail (less than one chunk row) and a few fixed rows.  The staged pages'
+** page index rows were written as they were staged, so the commit's rows
+** do not grow with N: about 200 pages and about 2,000 pages give commits
+** under the same bound.  No chunk row of the staged blob is written twice,
+** during staging or by the commit. */
+START_TEST(test_staging_publishing_commit_is_bounded){
+  char *zDir1 = th_tmpdir("staging-pubsize1");
+  char *zDir2 = th_tmpdir("staging-pubsize2");
+  int64_t nBudget = 64*1024, nSz = 65536, nFixed = 4096;
+  int64_t nPidxMax = 2*nBudget/4096 + 8;           /* 4 KiB pages */
+  int64_t nRowMax = nPidxMax + (nBudget+nSz)/nSz + 1 + 16;
+  PutTally small, big;
+  int64_t nSmallPages, nBigPages;
+  tally_big_txn(zDir1, 800);
+  small = tallyPub;
+  nSmallPages = nTallyPidxAll;
+  tally_big_txn(zDir2, 8000);
+  big = tallyPub;
+  nBigPages = nTallyPidxAll;
+  if( getenv("STAGING_DEBUG") ){
+    fprintf(stderr, "publishing commits: %lld rows (%lld page index) after"
+            " %lld pages, %lld rows (%lld) after %lld pages\n",
+            (long long)small.nRow, (long long)small.nPidx,
+            (long long)nSmallPages, (long long)big.nRow,
+            (long long)big.nPidx, (long long)nBigPages);
+  }
+  ck_assert_msg(nSmallPages>=150 && nBigPages>=1500, "indexed %lld and %lld"
+                " pages", (long long)nSmallPages, (long long)nBigPages);
+  ck_assert_msg(small.nRow<=nRowMax && big.nRow<=nRowMax, "the commits"
+                " wrote %lld and %lld rows (bound %lld)",
+                (long long)small.nRow, (long long)big.nRow,
+                (long long)nRowMax);
+  ck_assert_msg(small.nPidx<=nPidxMax && big.nPidx<=nPidxMax, "the commits"
+                " wrote %lld and %lld page index rows",
+                (long long)small.nPidx, (long long)big.nPidx);
+  ck_assert_msg(big.nDeltaByte <= nBudget + nBudget/8 + nSz,
+                "the commit wrote %lld blob bytes",
+                (long long)big.nDeltaByte);
+  ck_assert_msg(big.nByte - big.nDeltaByte <= 48*big.nPidx + nFixed,
+                "%lld bytes of rows for %lld pages",
+                (long long)(big.nByte - big.nDeltaByte),
+                (long long)big.nPidx);
+  sqlite3_free(zDir1);
+  sqlite3_free(zDir2);
+}
+END_TEST
+
+/* Stage, as a writer that then crashed would leave it, one page of
+** garbage as page pgno of txid head+1 of branch main of "app" (chunk,
+** page index and STAGE rows, no commit). */
+static void stage_garbage(const char *zDir, uint32_t pgno, uint32_t szPage){
+  char *zStore = store_path(zDir);
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  DepotStageStream st;
+  uint64_t iBranch = 0;
+  DbHead head;
+  LtxHeader h;
+  LtxFrameRef aRef[1];
+  unsigned char *aPage = sqlite3_malloc(szPage);
+  const unsigned char *ap[1];
+  unsigned char *aBlob = 0;
+  int64_t nBlob = 0;
+  ZSTD_CCtx *pCctx = ZSTD_createCCtx();
+  memset(&cfg, 0, sizeof(cfg));
+  memset(&st, 0, sizeof(st));
+  memset(aPage, 0x5a, szPage);
+  ap[0] = aPage;
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(depot_db_head(pStore, iBranch, &head, 0), SQLITE_OK);
+  store_rollback(pStore);
+  memset(&h, 0, sizeof(h));
+  h.szPage = szPage;
+  h.nPage = head.nPage;
+  h.iMinTxid = h.iMaxTxid = head.iTxid+1;
+  h.nFrame = 1;
+  ck_assert_int_eq(ltx_encode(&h, &pgno, ap, 0, pCctx, 3, &aBlob, &nBlob,
+                              aRef), SQLITE_OK);
+  ck_assert_int_eq(depot_stage_begin(&st, iBranch, head.iTxid+1,
+                   (uint32_t)store_max_value(pStore)), SQLITE_OK);
+  ck_assert_int_eq(depot_stage_append(pStore, &st, aBlob, nBlob, 1, aRef, 0),
+                   SQLITE_OK);
+  depot_stage_reset(&st);
+  store_close(pStore);
+  ZSTD_freeCCtx(pCctx);
+  sqlite3_free(aBlob);
+  sqlite3_free(aPage);
+  sqlite3_free(zStore);
+}
+
+/* A writer that already removed its branch's leftovers, whose next
+** transaction stages nothing, finds the staged rows another writer left
+** in the meantime (here made by hand: a page of garbage staged as the
+** next txid) at its COMMIT: it removes them and commits without them. */
+START_TEST(test_staging_commit_removes_leftovers_of_its_txid){
+  char *zDir = th_tmpdir("staging-leftover");
+  sqlite3 *db = open_app(zDir, -1);
+  sqlite3_int64 nBytes, nPage;
+  char *zBefore, *zAfter;
+  th_exec(db, zSchema);
+  th_exec(db, "UPDATE t SET v=zeroblob(300)||x'02' WHERE k=200");
+  nPage = th_int(db, "PRAGMA page_count");
+  zBefore = th_text(db, "SELECT group_concat(k||hex(v)||w,',') FROM t"
+                        " WHERE k>1");
+  nBytes = stored_bytes(db, zDir);
+  stage_garbage(zDir, (uint32_t)nPage, 4096);
+  ck_assert(staged_rows(zDir));
+  th_exec(db, "UPDATE t SET v=zeroblob(300)||x'01' WHERE k=1");
+  ck_assert(!staged_rows(zDir));
+  zAfter = th_text(db, "SELECT group_concat(k||hex(v)||w,',') FROM t"
+                       " WHERE k>1");
+  ck_assert_str_eq(zBefore, zAfter);
+  ck_assert_int_gt(stored_bytes(db, zDir), nBytes);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+  db = open_app(zDir, -1);
+  assert_integrity(db);
+  ck_assert_int_eq(count_t(db), 200);
+  sqlite3_close(db);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
   sqlite3_free(zDir);
 }
 END_TEST
@@ -1505,6 +1656,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
+  tcase_add_test(tc, test_staging_commit_removes_leftovers_of_its_txid);
   suite_add_tcase(s, tc);
   return s;
 }
