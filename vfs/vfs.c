@@ -1302,7 +1302,7 @@ static int depotPageChanged(DepotFile *p, uint32_t pgno,
   uint32_t sz = p->szPageTx;
   DepotPageLoc loc;
   char *zErr = 0;
-  int rc, bLoc = 0;
+  int rc, bLoc = 0, bHave = 0;
   if( p->chain.n>0 && pgno<=p->snap.nPage && p->snap.szPage==sz ){
     bLoc = depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
                              p->chain.aCap[0], pgno, &loc)
@@ -1311,20 +1311,24 @@ static int depotPageChanged(DepotFile *p, uint32_t pgno,
     sqlite3_free(zErr);
     zErr = 0;
   }
-  if( bLoc && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD)
-   && !depot_cache_get(p->pShared->pCache, loc.iBranch, pgno,
-                       depot_loc_owner(&loc), sz, p->aScratch) ){
-    uint64_t iOld = 0;
-    rc = depot_db_loc_crc(p->pStore, &loc, pgno, sz, &iOld, &zErr);
-    sqlite3_free(zErr);
-    if( rc==SQLITE_OK && iOld!=iNew ){
-      *pbChanged = 1;
-      *piOld = iOld;
-      return SQLITE_OK;
+  if( bLoc && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD) ){
+    bHave = depot_cache_get(p->pShared->pCache, loc.iBranch, pgno,
+                            depot_loc_owner(&loc), sz, p->aScratch);
+    if( !bHave ){
+      uint64_t iOld = 0;
+      rc = depot_db_loc_crc(p->pStore, &loc, pgno, sz, &iOld, &zErr);
+      sqlite3_free(zErr);
+      if( rc==SQLITE_OK && iOld!=iNew ){
+        *pbChanged = 1;
+        *piOld = iOld;
+        return SQLITE_OK;
+      }
     }
   }
-  rc = depotSnapPage(p, pgno, p->aScratch);
-  if( rc!=SQLITE_OK ) return rc;
+  if( !bHave ){                       /* else aScratch holds the page */
+    rc = depotSnapPage(p, pgno, p->aScratch);
+    if( rc!=SQLITE_OK ) return rc;
+  }
   *pbChanged = memcmp(p->aScratch, pNew, sz)!=0;
   if( *pbChanged ) *piOld = ltx_crc64(0, p->aScratch, sz);
   /* the branch's own version of a changed page leaves the decoded-page
