@@ -62,7 +62,7 @@ typedef struct DepotFile DepotFile;
 ** finds the pages decoded (see "Idle stores" below). */
 struct DepotStoreShared {
   char *zKey;                /* store file identity and path */
-  int nRef;                  /* DepotShared, open or idle; guarded by depotMutex */
+  int nRef;                  /* DepotShared, open or idle; depotMutex */
   int nOpen;                 /* handles open on the store; depotMutex */
   uint64_t iIdle;            /* nOpen 0: sequence number of its last close */
   uint64_t iFpVs;            /* nOpen 0: the store's commit sequence then */
