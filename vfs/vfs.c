@@ -43,6 +43,9 @@ SQLITE_EXTENSION_INIT3
 
 #include <errno.h>
 #include <limits.h>
+#if defined(__GLIBC__)
+# include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -1566,11 +1569,22 @@ static int depotHeaderTruncate(DepotFile *p){
   return SQLITE_OK;
 }
 
+/* After a bulk transaction (its write buffer, its staged parts' frames
+** and the commit's blob all freed), hand the free pages of malloc's heap
+** back to the system: glibc keeps them otherwise, and a process that
+** runs a few bulk transactions ends with several budgets' worth of
+** resident free heap on top of its caches. */
+static void depotHeapTrim(void){
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 static int depotPublish(DepotFile *p){
   PubSet s;
   uint32_t *aDirty = 0, nDirty = 0;
   uint64_t nCap;
-  int rc;
+  int rc, bBulk;
   if( p->eLock<SQLITE_LOCK_RESERVED || !p->bTxDirty || p->bRollback ){
     return SQLITE_OK;
   }
@@ -1592,6 +1606,7 @@ static int depotPublish(DepotFile *p){
   }
   if( rc==SQLITE_OK ) rc = depotPubResized(p, &s);
   if( rc==SQLITE_OK ) rc = depotPubStaged(p, &s);
+  bBulk = s.nStaged>0 || (int64_t)s.n*p->szPageTx>=DEPOT_BULK_BYTES;
   if( rc==SQLITE_OK && (s.n>0 || s.nStaged>0
                         || p->nPageTx!=p->snap.nPage) ){
     rc = depotPubCommit(p, &s);
@@ -1607,6 +1622,7 @@ static int depotPublish(DepotFile *p){
   sqlite3_free(s.ap);
   sqlite3_free(s.aZero);
   sqlite3_free(s.aStaged);
+  if( bBulk ) depotHeapTrim();
   return rc;
 }
 
