@@ -1185,6 +1185,7 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
     eLost = store_commit_lost(pStore);
     if( eLost==STORE_LOST_NONE ) break;
     if( eLost==STORE_LOST_UNKNOWN ){
+      int rcLost = rc;
       zLost = sqlite3_mprintf("%s", pzErr && *pzErr ? *pzErr : "");
       rc = dbCommitOutcome(pStore, pC, pRow, &eOut, piBranch, pzErr);
       if( rc!=SQLITE_OK ){
@@ -1197,17 +1198,28 @@ static int dbCommitTxn(Store *pStore, const DepotCommit *pC,
         else sqlite3_free(z);
         return rc;
       }
-      sqlite3_free(zLost);
       if( eOut==1 ){
+        sqlite3_free(zLost);
         if( pzErr ){ sqlite3_free(*pzErr); *pzErr = 0; }
         dbLocOut(pC, aRef, pRow, *piBranch);
         return SQLITE_OK;
       }
       if( eOut==2 ){
+        sqlite3_free(zLost);
         return dbErr(pzErr, SQLITE_BUSY_SNAPSHOT, "depot: the connection"
             " was lost during a commit, and another commit took its"
             " place%s", "");
       }
+      /* It did not happen: the commit failed as it was, unless a try is
+      ** left (the store connects again). */
+      rc = rcLost;
+      if( pzErr ){
+        sqlite3_free(*pzErr);
+        *pzErr = sqlite3_mprintf("depot: the connection was lost during a"
+            " commit, which did not happen (%d %s): %s", nTry+1,
+            nTry ? "tries" : "try", zLost ? zLost : "");
+      }
+      sqlite3_free(zLost);
     }
     if( pC->pStage || nTry>=2 ) break;
     if( pzErr ){ sqlite3_free(*pzErr); *pzErr = 0; }

@@ -35,4 +35,9 @@ extern void (*depot_gc_test_between)(const char *zStore);
 extern int depot_compact_test_plan_batch;
 extern void (*depot_compact_test_plan_between)(const char *zStore);
 
+/* The next N write-transaction COMMITs of PostgreSQL stores
+** (vfs/store/pg.c) are rolled back by the server and their answer lost
+** with the connection: to the caller, STORE_LOST_UNKNOWN. */
+extern int depot_pg_test_lost_commits;
+
 #endif /* DEPOT_VFS_TEST_H */

@@ -18,6 +18,7 @@
 #include "vfs/store/store.h"
 #include "vfs/depot_vfs.h"
 #include "ext/depot.h"
+#include "vfs/vfs_test.h"
 
 #include <libpq-fe.h>
 #include <pthread.h>
@@ -614,6 +615,59 @@ END_TEST
 
 /* ---- faults ---- */
 
+/* A commit whose COMMIT is lost on every try (the server rolled it back,
+** the answer never came): the COMMIT fails, saying so, nothing of it is
+** stored, and the connection commits again afterwards. */
+START_TEST(t_commit_lost_every_try_fails){
+  char *zDir = th_tmpdir("pg_lost3");
+  char *zUri = pgUri("lost3");
+  sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main");
+  sqlite3 *chk;
+  char *zErr = 0;
+  int rc;
+  th_exec(db, "CREATE TABLE t(x)");
+  depot_pg_test_lost_commits = 3;
+  rc = th_try(db, "INSERT INTO t VALUES('lost')", &zErr);
+  depot_pg_test_lost_commits = 0;
+  ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+  sqlite3_free(zErr);
+  zErr = th_text(db, "SELECT depot_last_error()");
+  ck_assert_msg(zErr && strstr(zErr, "lost during a commit, which did not"
+                " happen (3 tries)"), "%s", zErr ? zErr : "(null)");
+  sqlite3_free(zErr);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 0);
+  th_exec(db, "INSERT INTO t VALUES('kept')");
+  sqlite3_close(db);
+  chk = pgOpenDb(zDir, zUri, "main", "main");
+  ck_assert_int_eq(th_int(chk, "SELECT count(*) FROM t WHERE x='lost'"), 0);
+  ck_assert_int_eq(th_int(chk, "SELECT count(*) FROM t WHERE x='kept'"), 1);
+  ck_assert_int_eq(th_intf(chk, "SELECT count(*) FROM depot_verify(%Q)", zUri),
+                   0);
+  sqlite3_close(chk);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
+/* A COMMIT lost twice and answered the third time is acknowledged and
+** stored once. */
+START_TEST(t_commit_lost_then_retried_is_stored){
+  char *zDir = th_tmpdir("pg_lost2");
+  char *zUri = pgUri("lost2");
+  sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main");
+  sqlite3 *chk;
+  th_exec(db, "CREATE TABLE t(x)");
+  depot_pg_test_lost_commits = 2;
+  th_exec(db, "INSERT INTO t VALUES('third try')");
+  ck_assert_int_eq(depot_pg_test_lost_commits, 0);
+  sqlite3_close(db);
+  chk = pgOpenDb(zDir, zUri, "main", "main");
+  ck_assert_int_eq(th_int(chk, "SELECT count(*) FROM t WHERE x='third try'"),
+                   1);
+  sqlite3_close(chk);
+  sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 /* Terminates every other client backend of the server every 2..25 ms
 ** until told to stop. */
 typedef struct Killer Killer;
@@ -758,6 +812,56 @@ START_TEST(t_restart){
 }
 END_TEST
 
+/* A store the role may not read the format row of: the open fails saying
+** why (the server's answer), not that the format is unknown. */
+START_TEST(t_format_unreadable_says_why){
+  char *zDir = th_tmpdir("pg_nometa");
+  char *zUri = pgUri("nometa");
+  char *zRole, *zSql, *zErr = 0;
+  const char *zSchema = strstr(zUri, "schema=") + 7;
+  sqlite3 *db = pgOpenDb(zDir, zUri, "main", "main");
+  PGconn *c = PQconnectdb(getenv("DEPOT_TEST_STORE_URI"));
+  PGresult *r;
+  int rc;
+  th_exec(db, "CREATE TABLE t(x)");
+  sqlite3_close(db);
+  ck_assert_int_eq(PQstatus(c), CONNECTION_OK);
+  zSql = sqlite3_mprintf("DROP ROLE IF EXISTS depot_nometa_%d;"
+      " CREATE ROLE depot_nometa_%d LOGIN;"
+      " GRANT USAGE ON SCHEMA \"%w\" TO depot_nometa_%d;"
+      " GRANT SELECT ON \"%w\".depot_kv TO depot_nometa_%d",
+      (int)getpid(), (int)getpid(), zSchema, (int)getpid(), zSchema,
+      (int)getpid());
+  r = PQexec(c, zSql);
+  ck_assert_msg(PQresultStatus(r)==PGRES_COMMAND_OK, "%s",
+                PQresultErrorMessage(r));
+  PQclear(r);
+  sqlite3_free(zSql);
+  {
+    const char *zUser = strstr(zUri, "user=postgres");
+    ck_assert_ptr_nonnull(zUser);
+    zRole = sqlite3_mprintf("%.*suser=depot_nometa_%d%s",
+        (int)(zUser - zUri), zUri, (int)getpid(), zUser + 13);
+  }
+  db = th_open(":memory:");
+  rc = th_tryf(db, &zErr, "SELECT count(*) FROM depot_commits(%Q)", zRole);
+  ck_assert_int_ne(rc, SQLITE_OK);
+  ck_assert_msg(zErr && strstr(zErr, "format check")
+                && strstr(zErr, "permission denied")
+                && strstr(zErr, "format -1")==0, "%s", zErr ? zErr : "");
+  sqlite3_free(zErr);
+  sqlite3_close(db);
+  zSql = sqlite3_mprintf("REVOKE ALL ON \"%w\".depot_kv FROM"
+      " depot_nometa_%d; REVOKE ALL ON SCHEMA \"%w\" FROM depot_nometa_%d;"
+      " DROP ROLE depot_nometa_%d", zSchema, (int)getpid(), zSchema,
+      (int)getpid(), (int)getpid());
+  PQclear(PQexec(c, zSql));
+  sqlite3_free(zSql);
+  PQfinish(c);
+  sqlite3_free(zRole); sqlite3_free(zUri); sqlite3_free(zDir);
+}
+END_TEST
+
 /* A server that is down: a clear error naming the URI without its
 ** password, within the connect timeout. */
 START_TEST(t_down){
@@ -801,6 +905,7 @@ Suite *depot_test_suite(void){
   TCase *tc = tcase_create("store");
   tcase_add_test(tc, t_store_contract);
   tcase_add_test(tc, t_down);
+  tcase_add_test(tc, t_format_unreadable_says_why);
   suite_add_tcase(s, tc);
   tc = tcase_create("depot");
   tcase_add_test(tc, t_oracle);
@@ -812,6 +917,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, t_two_processes);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
+  tcase_add_test(tc, t_commit_lost_every_try_fails);
+  tcase_add_test(tc, t_commit_lost_then_retried_is_stored);
   tcase_add_test(tc, t_terminate);
   tcase_add_test(tc, t_restart);
   suite_add_tcase(s, tc);

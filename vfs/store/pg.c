@@ -1370,6 +1370,10 @@ static int pgBegin(Store *pStore, int bWrite){
   return rc;
 }
 
+#ifdef DEPOT_TEST
+int depot_pg_test_lost_commits = 0;
+#endif
+
 static int pgCommit(Store *pStore){
   StorePg *p = (StorePg*)pStore;
   int rc;
@@ -1388,9 +1392,26 @@ static int pgCommit(Store *pStore){
     rc = p->rcDead;
     if( p->bDeadGone ) p->eLost = STORE_LOST_ABORTED;
   }else{
-    /* lost on the way: the server may have committed it */
-    rc = pgFlush(p, "COMMIT");
-    if( rc!=SQLITE_OK && p->bDeadGone ) p->eLost = STORE_LOST_UNKNOWN;
+#ifdef DEPOT_TEST
+    if( p->bWriteTxn && depot_pg_test_lost_commits>0 ){
+      /* The server rolls the transaction back and the answer never comes
+      ** back: to the caller, a COMMIT lost on the way. */
+      depot_pg_test_lost_commits--;
+      pgFlush(p, "ROLLBACK");
+      PQfinish(p->pConn);
+      p->pConn = 0;
+      p->bPrepared = 0;
+      pgSetErr(p, sqlite3_mprintf("store: commit of %s: connection lost:"
+                                  " (test) no answer", p->zShow));
+      p->eLost = STORE_LOST_UNKNOWN;
+      rc = SQLITE_IOERR;
+    }else
+#endif
+    {
+      /* lost on the way: the server may have committed it */
+      rc = pgFlush(p, "COMMIT");
+      if( rc!=SQLITE_OK && p->bDeadGone ) p->eLost = STORE_LOST_UNKNOWN;
+    }
   }
   pgOpsClear(p);
   pgRaClear(p);
@@ -2051,6 +2072,7 @@ static int pgSetupSchema(StorePg *p, const char *zSchemaRaw, int bCreate,
   if( r==0 || PQresultStatus(r)!=PGRES_TUPLES_OK ){
     rc = pgResultErr(p, r, "schema check");
     PQclear(r);
+    *pzErr = sqlite3_mprintf("%s", p->zErr);
     return rc;
   }
   bThere = PQgetvalue(r, 0, 0)[0]=='t' && PQgetvalue(r, 0, 1)[0]=='t';
@@ -2087,9 +2109,15 @@ static int pgSetupSchema(StorePg *p, const char *zSchemaRaw, int bCreate,
   r = PQexec(p->pConn, zSql);
   pgTrip(p);
   sqlite3_free(zSql);
-  if( r && PQresultStatus(r)==PGRES_TUPLES_OK && PQntuples(r)==1 ){
-    nFormat = atoi(PQgetvalue(r, 0, 0));
+  if( r==0 || PQresultStatus(r)!=PGRES_TUPLES_OK ){
+    /* the question was not answered (a lost connection, no privilege):
+    ** say why, not that the format is unknown */
+    rc = pgResultErr(p, r, "format check");
+    PQclear(r);
+    *pzErr = sqlite3_mprintf("%s", p->zErr);
+    return rc;
   }
+  if( PQntuples(r)==1 ) nFormat = atoi(PQgetvalue(r, 0, 0));
   PQclear(r);
   if( nFormat!=PG_FORMAT ){
     *pzErr = sqlite3_mprintf("store: %s schema %s: store format %d, this"
