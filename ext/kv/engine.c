@@ -1552,6 +1552,8 @@ static void engDdlReap(KvEngine *pEng){
 static void engBackground(KvEngine *pEng){
   uint64_t segno, cid;
   char *zErr = 0;
+  KvTable *t;
+  int bOwner;
   pthread_mutex_lock(&pEng->mutex);
   if( !pEng->rcFailed ) kvEngineCatchUp(pEng, 0, &zErr);  /* retried */
   segno = pEng->posSeen.segno;
@@ -1560,10 +1562,18 @@ static void engBackground(KvEngine *pEng){
   sqlite3_free(zErr);
   if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
   if( cid!=pEng->cidSlot ) engSlotCidWrite(pEng, cid);
-  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ){
+  bOwner = kvEngineWorkTurn(pEng, KV_WORK_STORE);
+  if( bOwner ){
     engRetire(pEng);
     engDdlReap(pEng);
   }
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->pData && t->pBackend->xSharedTick ){
+      t->pBackend->xSharedTick(t->pData, bOwner);
+    }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
 }
 
 /* The first publication of a store turning shared (writer lock and

@@ -58,6 +58,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -115,9 +116,22 @@ struct KvBackendCursor {
 
 #ifdef DEPOT_TEST
 static int64_t logTestSzFile = 0;  /* kv_log_test_file_size (kv_test.h) */
+static int logTestKillStep = 0;    /* kv_log_test_compact_kill */
 
 void kv_log_test_file_size(int64_t szFile){
   __atomic_store_n(&logTestSzFile, szFile, __ATOMIC_SEQ_CST);
+}
+
+void kv_log_test_compact_kill(int eStep){
+  __atomic_store_n(&logTestKillStep, eStep, __ATOMIC_SEQ_CST);
+}
+
+static int logTestStep(void *pCtx, int eStep){
+  (void)pCtx;
+  if( eStep==__atomic_load_n(&logTestKillStep, __ATOMIC_SEQ_CST) ){
+    raise(SIGKILL);
+  }
+  return 0;
 }
 #endif /* DEPOT_TEST */
 
@@ -349,6 +363,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   t->bShared = pDef->bShared;
 #ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
+  cfg.xStep = logTestStep;
 #endif
   cfg.pIo = pDef->pIo;
   rc = kv_logstore_open(t->zDir, &cfg, &t->pLog, pzErr);
@@ -652,6 +667,13 @@ static int logSharedSync(KvBackendTable *t, char **pzErr){
   return kv_logstore_sync_shared(t->pLog, pzErr);
 }
 
+/* The store thread's turn (see logShare): the log store's thread loads a
+** compaction's MANIFEST and, in the owner, compacts. */
+static void logSharedTick(KvBackendTable *t, int bOwner){
+  if( t->bMissing || !t->bShared ) return;
+  kv_logstore_tick(t->pLog, bOwner);
+}
+
 /* A replayed record that appended nothing is durable already. */
 /* The log's labels are at least the CIDs it holds (see "Stored values"):
 ** the highest one it holds (engine mutex held, or the open). */
@@ -951,5 +973,6 @@ const KvBackend kvLogBackend = {
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
   logShare, logRefresh,
-  logSharedSync
+  logSharedSync,
+  logSharedTick
 };

@@ -268,6 +268,12 @@ int kv_logstore_compaction_due(KvLogStore*);
 ** *pnTxn (may be NULL): the transactions read.  Errors as for apply; a
 ** follower's index stays as it was. */
 void kv_logstore_share(KvLogStore*);
+/* Shared: called often (every few ms) by each process; bOwner says
+** whether this process runs the store's background work.  Its background
+** thread then loads a MANIFEST another process's compaction committed
+** and, in that process alone, removes what compactions replaced and
+** compacts when due (see the head comment of logcompact.c). */
+void kv_logstore_tick(KvLogStore*, int bOwner);
 int kv_logstore_follow(KvLogStore*, int bWriter, uint64_t cidMax,
                        int *pnTxn, char **pzErr);
 
