@@ -556,9 +556,11 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** the process closes the store or dies, when the kernel releases it and
 ** another process takes it at its next try:
 **
-**   OWNER  WAL retirement (and a backend's log compaction): the store
-**          thread of each shared process tries it every ENG_BG_MS; the
-**          process that turned the store shared takes it first.
+**   OWNER  WAL retirement (and a backend's log compaction: each turn
+**          tells every table whether this process holds it,
+**          KvBackend.xSharedTick): the store thread of each shared
+**          process tries it every ENG_BG_MS; the process that turned the
+**          store shared takes it first.
 **   SWEEP  TTL sweep passes: the sweeper thread of a process that has one
 **          tries it before each pass (expire.c).
 **   SYNC   the flush of a commit (kvEngineFlushShared): a writer lets

@@ -18,8 +18,10 @@
 ** shared, every process appends to the same log files, one at a time
 ** under the store's writer lock, after reading what the others appended
 ** (kv_logstore_follow); a process that another one's commit reaches reads
-** the new frames into its index before its next snapshot.  Compaction is
-** off while the store is shared.  Before the process running the store's
+** the new frames into its index before its next snapshot.  While shared,
+** the process running the store's background work compacts (xSharedTick
+** tells the log store; see logcompact.c), and every process's log store
+** loads the new file set.  Before the process running the store's
 ** background work retires root WAL segments, it reads every frame up to
 ** the published tail and syncs the log files (logSharedSync), so the
 ** retired records are durable in them whichever process appended them.
@@ -611,8 +613,9 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
   return SQLITE_IOERR;
 }
 
-/* Several processes.  The store turns shared: no compaction from now on
-** (kv_logstore_share), and every apply first reads what the others
+/* Several processes.  The store turns shared: compaction follows the
+** shared protocol from now on (kv_logstore_share, logSharedTick), and
+** every apply first reads what the others
 ** appended (logFollowWriter), under the store's writer lock that orders
 ** the appends of all processes.  Each process's collector syncs its own
 ** appends and confirms their records; the root WAL keeps a record until

@@ -22,6 +22,40 @@
 ** the merged files are unlisted leftovers; after it, the new MANIFEST,
 ** under which the old files are leftovers.  Either set is complete, because
 ** nothing is deleted before the new MANIFEST is durable.
+**
+** Shared stores (KvLogConfig.bShared: other processes append to the same
+** files, one at a time under the caller's writer lock, and follow each
+** other's appends).  One process compacts: the holder of the store's
+** OWNER lock (kv_logstore_tick), on its log store's thread
+** (kl_compact_shared; logstore.c drives it).
+**   1. no roll: A is the active file, and the input V0 is the index as it
+**      was when A became active (KvLogStore.pIdxRoll, kept at each roll
+**      and each followed roll): the state at the end of file A-1, which
+**      every process reads the same way.  Nothing to do until a roll.
+**   2, 3. as above; the merged files take the lowest numbers that no
+**      merged file on disk has (a log file may have the same one: the
+**      file kinds are keyed apart, KlFile.iKey, so every process rolls
+**      to active+1 whatever merged files it knows).
+**   4. nothing: V0 names records of files before A only.
+**   5. MANIFEST := (M = A-1, V0's highest CID, the merged files).
+**   6. under the write lock: the new index is N plus every entry of the
+**      current one that names a log file from A on (later records and
+**      the tombstones that hide merged ones); the replaced files are not
+**      doomed: other processes may still read them.
+** Every process (logstore.c, klReload) loads a MANIFEST newer than its own
+** once its active file is past M, so it has read every replaced file to
+** its end: its new index is the merged records plus its entries that name
+** log files past M (a read of the merged files and a walk of the index,
+** in proportion to the live data, once per compaction).  Each process
+** holds a shared lock on its active log file (kl_file_hold), from its
+** open on; the compacting process removes the replaced files - log files
+** up to M, unlisted merged files (a dead compactor's too), MANIFEST.tmp -
+** after a directory sync and only when no other process holds the lock
+** of one of those log files (klReap), before it starts its next
+** compaction.  A process keeps reading the files it has open after their
+** removal; one that opens loads again when the MANIFEST changed during
+** its load.  The compacting process killed at any step: its successor
+** loads the MANIFEST if it was renamed, then removes what is left over.
 */
 #include "config.h"
 #include "ext/kv/logstore_int.h"

@@ -25,7 +25,11 @@
 ** "logshared": the same long run over a kv_log table, also with the
 ** owner SIGKILLed at any point of its retirement.  Case "rolong": a
 ** read-only process stays open through a long run of bank writers, over
-** kv_btree and kv_log tables, and holds none of the WAL back.
+** kv_btree and kv_log tables, and holds none of the WAL back.  Case
+** "logcompact": a kv_log table is compacted while shared, by the process
+** that runs the background work, with another one appending, with that
+** process SIGKILLed at each compaction step, and with a read-only reader
+** open throughout.
 ** DEPOT_TORTURE_ITERS=n makes each bank and the long run last n seconds
 ** (make torture).
 */
