@@ -218,6 +218,12 @@ struct KvBackend {
   ** retires root WAL segments).  NULL: the table's files never say so,
   ** and no segment retires while the store is shared. */
   int (*xSharedSync)(KvBackendTable*, char **pzErr);
+  /* Shared tables: called by the store thread of every process that can
+  ** write, every few milliseconds (engine mutex held); bOwner: this
+  ** process runs the store's background work (OWNER), which for a
+  ** backend that compacts its files includes that.  Must not block: work
+  ** goes to the backend's own thread.  NULL: nothing to do. */
+  void (*xSharedTick)(KvBackendTable*, int bOwner);
 };
 
 /* memory.c */

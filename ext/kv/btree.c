@@ -2331,5 +2331,6 @@ const KvBackend kvBtreeBackend = {
   0,                            /* entries: batches are reused */
   btCursorStep,
   btShare, btRefresh,
-  btSharedSync
+  btSharedSync,
+  0                             /* no background work of its own */
 };

@@ -556,9 +556,11 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** the process closes the store or dies, when the kernel releases it and
 ** another process takes it at its next try:
 **
-**   OWNER  WAL retirement (and a backend's log compaction): the store
-**          thread of each shared process tries it every ENG_BG_MS; the
-**          process that turned the store shared takes it first.
+**   OWNER  WAL retirement (and a backend's log compaction: each turn
+**          tells every table whether this process holds it,
+**          KvBackend.xSharedTick): the store thread of each shared
+**          process tries it every ENG_BG_MS; the process that turned the
+**          store shared takes it first.
 **   SWEEP  TTL sweep passes: the sweeper thread of a process that has one
 **          tries it before each pass (expire.c).
 **   SYNC   the flush of a commit (kvEngineFlushShared): a writer lets
@@ -1552,6 +1554,8 @@ static void engDdlReap(KvEngine *pEng){
 static void engBackground(KvEngine *pEng){
   uint64_t segno, cid;
   char *zErr = 0;
+  KvTable *t;
+  int bOwner;
   pthread_mutex_lock(&pEng->mutex);
   if( !pEng->rcFailed ) kvEngineCatchUp(pEng, 0, &zErr);  /* retried */
   segno = pEng->posSeen.segno;
@@ -1560,10 +1564,18 @@ static void engBackground(KvEngine *pEng){
   sqlite3_free(zErr);
   if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
   if( cid!=pEng->cidSlot ) engSlotCidWrite(pEng, cid);
-  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ){
+  bOwner = kvEngineWorkTurn(pEng, KV_WORK_STORE);
+  if( bOwner ){
     engRetire(pEng);
     engDdlReap(pEng);
   }
+  pthread_mutex_lock(&pEng->mutex);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->pData && t->pBackend->xSharedTick ){
+      t->pBackend->xSharedTick(t->pData, bOwner);
+    }
+  }
+  pthread_mutex_unlock(&pEng->mutex);
 }
 
 /* The first publication of a store turning shared (writer lock and

@@ -71,6 +71,10 @@ int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit);
 ** default. */
 void kv_log_test_file_size(int64_t szFile);
 
+/* kv_log: a compaction of any table raises SIGKILL when it reaches step
+** eStep (logstore.h's KVLOG_STEP_*; 0: never, the default). */
+void kv_log_test_compact_kill(int eStep);
+
 /* A commit that creates or removes tables of a shared store raises
 ** SIGKILL: iAt 0 after its WAL record is appended, before anything of it
 ** is published; 1 after its catalog file is saved, before the log's new

@@ -18,8 +18,10 @@
 ** shared, every process appends to the same log files, one at a time
 ** under the store's writer lock, after reading what the others appended
 ** (kv_logstore_follow); a process that another one's commit reaches reads
-** the new frames into its index before its next snapshot.  Compaction is
-** off while the store is shared.  Before the process running the store's
+** the new frames into its index before its next snapshot.  While shared,
+** the process running the store's background work compacts (xSharedTick
+** tells the log store; see logcompact.c), and every process's log store
+** loads the new file set.  Before the process running the store's
 ** background work retires root WAL segments, it reads every frame up to
 ** the published tail and syncs the log files (logSharedSync), so the
 ** retired records are durable in them whichever process appended them.
@@ -58,6 +60,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -115,9 +118,22 @@ struct KvBackendCursor {
 
 #ifdef DEPOT_TEST
 static int64_t logTestSzFile = 0;  /* kv_log_test_file_size (kv_test.h) */
+static int logTestKillStep = 0;    /* kv_log_test_compact_kill */
 
 void kv_log_test_file_size(int64_t szFile){
   __atomic_store_n(&logTestSzFile, szFile, __ATOMIC_SEQ_CST);
+}
+
+void kv_log_test_compact_kill(int eStep){
+  __atomic_store_n(&logTestKillStep, eStep, __ATOMIC_SEQ_CST);
+}
+
+static int logTestStep(void *pCtx, int eStep){
+  (void)pCtx;
+  if( eStep==__atomic_load_n(&logTestKillStep, __ATOMIC_SEQ_CST) ){
+    raise(SIGKILL);
+  }
+  return 0;
 }
 #endif /* DEPOT_TEST */
 
@@ -349,6 +365,7 @@ static int logOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   t->bShared = pDef->bShared;
 #ifdef DEPOT_TEST
   cfg.szFile = __atomic_load_n(&logTestSzFile, __ATOMIC_SEQ_CST);
+  cfg.xStep = logTestStep;
 #endif
   cfg.pIo = pDef->pIo;
   rc = kv_logstore_open(t->zDir, &cfg, &t->pLog, pzErr);
@@ -596,8 +613,9 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
   return SQLITE_IOERR;
 }
 
-/* Several processes.  The store turns shared: no compaction from now on
-** (kv_logstore_share), and every apply first reads what the others
+/* Several processes.  The store turns shared: compaction follows the
+** shared protocol from now on (kv_logstore_share, logSharedTick), and
+** every apply first reads what the others
 ** appended (logFollowWriter), under the store's writer lock that orders
 ** the appends of all processes.  Each process's collector syncs its own
 ** appends and confirms their records; the root WAL keeps a record until
@@ -650,6 +668,13 @@ static int logSharedSync(KvBackendTable *t, char **pzErr){
     return SQLITE_IOERR;
   }
   return kv_logstore_sync_shared(t->pLog, pzErr);
+}
+
+/* The store thread's turn (see logShare): the log store's thread loads a
+** compaction's MANIFEST and, in the owner, compacts. */
+static void logSharedTick(KvBackendTable *t, int bOwner){
+  if( t->bMissing || !t->bShared ) return;
+  kv_logstore_tick(t->pLog, bOwner);
 }
 
 /* A replayed record that appended nothing is durable already. */
@@ -951,5 +976,6 @@ const KvBackend kvLogBackend = {
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
   logShare, logRefresh,
-  logSharedSync
+  logSharedSync,
+  logSharedTick
 };

@@ -22,6 +22,40 @@
 ** the merged files are unlisted leftovers; after it, the new MANIFEST,
 ** under which the old files are leftovers.  Either set is complete, because
 ** nothing is deleted before the new MANIFEST is durable.
+**
+** Shared stores (KvLogConfig.bShared: other processes append to the same
+** files, one at a time under the caller's writer lock, and follow each
+** other's appends).  One process compacts: the holder of the store's
+** OWNER lock (kv_logstore_tick), on its log store's thread
+** (kl_compact_shared; logstore.c drives it).
+**   1. no roll: A is the active file, and the input V0 is the index as it
+**      was when A became active (KvLogStore.pIdxRoll, kept at each roll
+**      and each followed roll): the state at the end of file A-1, which
+**      every process reads the same way.  Nothing to do until a roll.
+**   2, 3. as above; the merged files take the lowest numbers that no
+**      merged file on disk has (a log file may have the same one: the
+**      file kinds are keyed apart, KlFile.iKey, so every process rolls
+**      to active+1 whatever merged files it knows).
+**   4. nothing: V0 names records of files before A only.
+**   5. MANIFEST := (M = A-1, V0's highest CID, the merged files).
+**   6. under the write lock: the new index is N plus every entry of the
+**      current one that names a log file from A on (later records and
+**      the tombstones that hide merged ones); the replaced files are not
+**      doomed: other processes may still read them.
+** Every process (logstore.c, klReload) loads a MANIFEST newer than its own
+** once its active file is past M, so it has read every replaced file to
+** its end: its new index is the merged records plus its entries that name
+** log files past M (a read of the merged files and a walk of the index,
+** in proportion to the live data, once per compaction).  Each process
+** holds a shared lock on its active log file (kl_file_hold), from its
+** open on; the compacting process removes the replaced files - log files
+** up to M, unlisted merged files (a dead compactor's too), MANIFEST.tmp -
+** after a directory sync and only when no other process holds the lock
+** of one of those log files (klReap), before it starts its next
+** compaction.  A process keeps reading the files it has open after their
+** removal; one that opens loads again when the MANIFEST changed during
+** its load.  The compacting process killed at any step: its successor
+** loads the MANIFEST if it was renamed, then removes what is left over.
 */
 #include "config.h"
 #include "ext/kv/logstore_int.h"
@@ -45,6 +79,10 @@ struct KlCompact {
   KvMap *pNew;            /* the index being built */
   KlDelta *pSeen;         /* last delta node applied to pNew */
   int bRenamed;           /* MANIFEST may name apOut: never delete them */
+  int bShared;            /* the store is shared (kl_compact_shared) */
+  const uint32_t *aUsed;  /* shared: merged-file numbers on disk, sorted */
+  int nUsed;
+  uint32_t iNextMrg;      /* shared: the next merged-file number to try */
 };
 
 #define KL_OBUF (1024*1024)
@@ -109,9 +147,18 @@ static int klcOutNext(KvLogStore *p, KlCompact *c, char **pzErr){
     c->apOut = apNew;
     c->nOutAlloc = nNew;
   }
-  pthread_mutex_lock(&p->muWrite);
-  iNum = p->iNext++;
-  pthread_mutex_unlock(&p->muWrite);
+  if( c->bShared ){
+    /* Numbers no merged file on disk has: a log file's number is free */
+    int j = 0;
+    iNum = c->iNextMrg;
+    while( j<c->nUsed && c->aUsed[j]<iNum ) j++;
+    while( j<c->nUsed && c->aUsed[j]==iNum ){ iNum++; j++; }
+    c->iNextMrg = iNum+1;
+  }else{
+    pthread_mutex_lock(&p->muWrite);
+    iNum = p->iNext++;
+    pthread_mutex_unlock(&p->muWrite);
+  }
   if( iNum>KL_MAX_FILENUM ){
     kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s ran out of file numbers",
                                       p->zDir));
@@ -138,7 +185,7 @@ static int klcCopyOne(KvLogStore *p, KlCompact *c, const KvMapEntry *pE,
     if( rc ) return rc;
     pOut = c->apOut[c->nOut-1];
   }
-  locNew.iFile = pOut->iNum;
+  locNew.iFile = pOut->iKey;
   locNew.nFrame = loc.nFrame;
   locNew.iOff = (uint64_t)(pOut->sz + c->obuf.n);
   rc = kl_buf_reserve(&c->obuf, (int64_t)c->obuf.n + loc.nFrame);
@@ -217,14 +264,14 @@ static KlSet *klcSetAfter(KvLogStore *p, KlCompact *c){
   if( pNew==0 ) return 0;
   for(i=0; i<pCur->nFile; i++){
     KlFile *pF = pCur->apFile[i];
-    if( pF->iNum!=c->iActive && kl_set_find(c->pS0, pF->iNum)==pF ) continue;
+    if( pF->iNum!=c->iActive && kl_set_find(c->pS0, pF->iKey)==pF ) continue;
     __atomic_add_fetch(&pF->nRef, 1, __ATOMIC_RELAXED);
     pNew->apFile[pNew->nFile++] = pF;
   }
   for(i=0; i<c->nOut; i++){
     int j = pNew->nFile++;
     __atomic_add_fetch(&c->apOut[i]->nRef, 1, __ATOMIC_RELAXED);
-    while( j>0 && pNew->apFile[j-1]->iNum>c->apOut[i]->iNum ){
+    while( j>0 && pNew->apFile[j-1]->iKey>c->apOut[i]->iKey ){
       pNew->apFile[j] = pNew->apFile[j-1];
       j--;
     }
@@ -304,18 +351,13 @@ static void klcEnd(KvLogStore *p, KlCompact *c, int rc,
   pthread_mutex_unlock(&p->mu);
 }
 
-int kv_logstore_compact(KvLogStore *p, char **pzErr){
+/* The compaction of a store one process has open (muCompact held). */
+int kl_compact(KvLogStore *p, char **pzErr){
   KlCompact c;
   int bNothing = 0;
   uint32_t *aList = 0;
   int rc, i;
   memset(&c, 0, sizeof(c));
-  if( __atomic_load_n(&p->cfg.bShared, __ATOMIC_ACQUIRE) ){
-    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s is shared by several "
-        "processes: it is compacted when one process has it open", p->zDir));
-    return SQLITE_BUSY;
-  }
-  pthread_mutex_lock(&p->muCompact);
   rc = klcStart(p, &c, &bNothing, pzErr);
   if( rc==SQLITE_OK && !bNothing ){
     rc = kl_step(p, KVLOG_STEP_ROLLED, pzErr);
@@ -336,6 +378,139 @@ int kv_logstore_compact(KvLogStore *p, char **pzErr){
   if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
   klcEnd(p, &c, rc, pzErr ? *pzErr : 0);
   sqlite3_free(aList);
-  pthread_mutex_unlock(&p->muCompact);
+  return rc;
+}
+
+/* ------------------------------------------------ shared compaction -- */
+
+/* Step 1, shared: no roll (the appends of other processes go on): the
+** input is the index as it was when the active file A became active
+** (KvLogStore.pIdxRoll), which names records of files before A alone,
+** every one of them read to its end.  *pbNothing when there is none, or
+** no log file before A. */
+static int klcStartShared(KvLogStore *p, KlCompact *c, int *pbNothing,
+                          char **pzErr){
+  int rc = SQLITE_OK, i;
+  *pbNothing = 1;
+  pthread_mutex_lock(&p->muWrite);
+  if( p->bDestroyed || p->bFailed ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: store %s %s", p->zDir,
+               p->bDestroyed ? "was destroyed"
+                             : "had a failed write or sync; reopen it"));
+    rc = p->bDestroyed ? SQLITE_MISUSE : SQLITE_IOERR;
+  }else if( p->pIdxRoll ){
+    c->iActive = p->pActive->iNum;
+    c->maxCid = p->cntRoll.maxCid;
+    c->pV0 = kv_map_ref(p->pIdxRoll);
+    pthread_mutex_lock(&p->mu);
+    c->pS0 = kl_set_ref(p->pSet);
+    pthread_mutex_unlock(&p->mu);
+    for(i=0; i<c->pS0->nFile; i++){
+      KlFile *pF = c->pS0->apFile[i];
+      if( pF->eKind==KL_KIND_LOG && pF->iNum<c->iActive ) *pbNothing = 0;
+    }
+  }
+  pthread_mutex_unlock(&p->muWrite);
+  return rc;
+}
+
+/* Step 6, shared: the new index is the merged records plus every entry of
+** the current one that names a log file from A on (what this process
+** appended or read since A became active: later records, and the
+** tombstones that hide merged ones); the new set, the merged files plus
+** those log files.  The replaced files are not doomed: other processes
+** may read them until they load the new MANIFEST (the caller removes them
+** later, kv_logstore_compact). */
+static int klcSwapShared(KvLogStore *p, KlCompact *c, char **pzErr){
+  KvMapCursor *pCsr = 0;
+  KlSet *pNewSet = 0;
+  int rc = SQLITE_OK, bOn, i;
+  pthread_mutex_lock(&p->muWrite);
+  if( p->bFailed || p->bDestroyed ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: compaction of %s abandoned: "
+                                      "the store failed meanwhile", p->zDir));
+    rc = SQLITE_IOERR;
+  }
+  if( rc==SQLITE_OK ) rc = kl_sync_locked(p, pzErr);
+  if( rc==SQLITE_OK && (pCsr = kv_map_cursor_new(p->pIndex))==0 ){
+    rc = SQLITE_NOMEM;
+  }
+  for(bOn = rc==SQLITE_OK && kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+      bOn && rc==SQLITE_OK; bOn = kv_map_cursor_next(pCsr)){
+    KvMapEntry e;
+    KlLoc loc;
+    kv_map_cursor_entry(pCsr, &e);
+    memcpy(&loc, e.aVal, sizeof(loc));
+    if( (loc.iFile & KL_KEY_MRG)==0 && loc.iFile>=c->iActive ){
+      rc = kv_map_put(&c->pNew, e.aKey, e.nKey, &loc, sizeof(loc), e.rev,
+                      e.bTomb);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  if( rc==SQLITE_OK ){
+    pNewSet = kl_set_new(p->pSet->nFile + c->nOut);
+    if( pNewSet==0 ) rc = SQLITE_NOMEM;
+  }
+  if( rc==SQLITE_OK ){
+    for(i=0; i<p->pSet->nFile; i++){
+      KlFile *pF = p->pSet->apFile[i];
+      if( pF->eKind!=KL_KIND_LOG || pF->iNum<c->iActive ) continue;
+      __atomic_add_fetch(&pF->nRef, 1, __ATOMIC_RELAXED);
+      pNewSet->apFile[pNewSet->nFile++] = pF;
+    }
+    for(i=0; i<c->nOut; i++){             /* after the log files: iKey */
+      __atomic_add_fetch(&c->apOut[i]->nRef, 1, __ATOMIC_RELAXED);
+      pNewSet->apFile[pNewSet->nFile++] = c->apOut[i];
+    }
+    pthread_mutex_lock(&p->mu);
+    kl_set_unref(p->pSet);
+    p->pSet = pNewSet;
+    kv_map_unref(p->pIndex);
+    p->pIndex = c->pNew;
+    c->pNew = 0;
+    p->cnt.nTomb = kv_map_count(p->pIndex) - p->cnt.nLive;
+    p->nCompaction++;
+    p->iGen = c->iActive-1;
+    pthread_mutex_unlock(&p->mu);
+    kl_sync_point_locked(p);
+    kv_map_unref(p->pIdxRoll);
+    p->pIdxRoll = 0;
+  }
+  pthread_mutex_unlock(&p->muWrite);
+  return rc;
+}
+
+int kl_compact_shared(KvLogStore *p, const uint32_t *aUsed, int nUsed,
+                      int *pbCommitted, char **pzErr){
+  KlCompact c;
+  int bNothing = 0;
+  uint32_t *aList = 0;
+  int rc, i;
+  memset(&c, 0, sizeof(c));
+  c.bShared = 1;
+  c.aUsed = aUsed;
+  c.nUsed = nUsed;
+  c.iNextMrg = 1;
+  *pbCommitted = 0;
+  rc = klcStartShared(p, &c, &bNothing, pzErr);
+  if( rc==SQLITE_OK && !bNothing ){
+    rc = kl_step(p, KVLOG_STEP_ROLLED, pzErr);
+    if( rc==SQLITE_OK ) rc = klcWrite(p, &c, pzErr);
+    if( rc==SQLITE_OK ){
+      aList = sqlite3_malloc64(sizeof(uint32_t)*(c.nOut+1));
+      if( aList==0 ) rc = SQLITE_NOMEM;
+    }
+    for(i=0; rc==SQLITE_OK && i<c.nOut; i++) aList[i] = c.apOut[i]->iNum;
+    if( rc==SQLITE_OK ){
+      rc = kl_manifest_write(p, c.iActive-1, c.maxCid, aList, c.nOut,
+                             &c.bRenamed, pzErr);
+    }
+    *pbCommitted = c.bRenamed;
+    if( rc==SQLITE_OK ) rc = klcSwapShared(p, &c, pzErr);
+    if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);
+  }
+  if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
+  klcEnd(p, &c, rc, pzErr ? *pzErr : 0);
+  sqlite3_free(aList);
   return rc;
 }

@@ -17,6 +17,7 @@
 ** and take KvLogStore.mu themselves for the short pointer swaps; the
 ** others take no lock (file and set reference counts are atomic).
 */
+#define _GNU_SOURCE 1            /* F_OFD_SETLK */
 #include "config.h"
 #include "ext/kv/logstore_int.h"
 #include "sqlite3ext.h"
@@ -25,6 +26,7 @@ SQLITE_EXTENSION_INIT3
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 
 static const uint8_t klfMagic[8] = { 'd','k','v','l','o','g','0','1' };
 static const uint8_t klfManMagic[8] = { 'd','k','v','m','a','n','0','1' };
@@ -167,6 +169,7 @@ KlFile *kl_file_new(KvLogStore *p, uint32_t iNum, int eKind){
   if( pFile==0 ) return 0;
   memset(pFile, 0, sizeof(*pFile));
   pFile->iNum = iNum;
+  pFile->iKey = iNum | (eKind==KL_KIND_MRG ? KL_KEY_MRG : 0);
   pFile->eKind = eKind;
   pFile->fd = -1;
   pFile->nRef = 1;
@@ -258,28 +261,35 @@ void kl_set_unref(KlSet *pSet){
   sqlite3_free(pSet);
 }
 
-KlFile *kl_set_find(KlSet *pSet, uint32_t iNum){
+KlFile *kl_set_find(KlSet *pSet, uint32_t iKey){
   int lo = 0, hi = pSet->nFile-1;
   while( lo<=hi ){
     int mid = (lo+hi)/2;
-    uint32_t x = pSet->apFile[mid]->iNum;
-    if( x==iNum ) return pSet->apFile[mid];
-    if( x<iNum ) lo = mid+1; else hi = mid-1;
+    uint32_t x = pSet->apFile[mid]->iKey;
+    if( x==iKey ) return pSet->apFile[mid];
+    if( x<iKey ) lo = mid+1; else hi = mid-1;
   }
   return 0;
 }
 
-/* A copy of pOld plus pAdd (a new reference is taken on every file). */
+/* A copy of pOld plus pAdd (a new reference is taken on every file), kept
+** in iKey order. */
 KlSet *kl_set_with(KlSet *pOld, KlFile *pAdd){
   KlSet *pNew = kl_set_new(pOld->nFile+1);
   int i;
   if( pNew==0 ) return 0;
   for(i=0; i<pOld->nFile; i++){
+    if( pOld->apFile[i]->iKey>pAdd->iKey && pNew->nFile==i ){
+      klfFileRef(pAdd);
+      pNew->apFile[pNew->nFile++] = pAdd;
+    }
     klfFileRef(pOld->apFile[i]);
     pNew->apFile[pNew->nFile++] = pOld->apFile[i];
   }
-  klfFileRef(pAdd);
-  pNew->apFile[pNew->nFile++] = pAdd;
+  if( pNew->nFile==pOld->nFile ){
+    klfFileRef(pAdd);
+    pNew->apFile[pNew->nFile++] = pAdd;
+  }
   return pNew;
 }
 
@@ -345,7 +355,7 @@ int kl_read_frame(KlSet *pSet, const KlLoc *pLoc, const void *aKey, int nKey,
   int rc;
   if( pFile==0 ){
     kl_set_err(pzErr, sqlite3_mprintf("kv_log: file %08u is not in the "
-                                    "store", pLoc->iFile));
+                                    "store", pLoc->iFile & ~KL_KEY_MRG));
     return SQLITE_CORRUPT;
   }
   rc = kl_buf_reserve(pOut, pLoc->nFrame);
@@ -490,8 +500,44 @@ int kl_sync_locked(KvLogStore *p, char **pzErr){
 
 /* Start a new active log file (the old one is synced first).  muWrite
 ** held. */
+void kl_file_hold(KlFile *pFile, int bHold){
+  struct flock fl;
+  if( pFile==0 || pFile->fd<0 ) return;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = (short)(bHold ? F_RDLCK : F_UNLCK);
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 1;
+  fcntl(pFile->fd, F_OFD_SETLK, &fl);   /* unsupported: nothing is held */
+}
+
+int kl_file_locked(const char *zPath){
+  struct flock fl;
+  int fd = open(zPath, O_RDONLY|O_CLOEXEC), rc;
+  if( fd<0 ) return errno==ENOENT ? 0 : 1;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 1;
+  rc = fcntl(fd, F_OFD_GETLK, &fl)!=0 || fl.l_type!=F_UNLCK;
+  close(fd);
+  return rc;
+}
+
+void kl_active_switched(KvLogStore *p, KlFile *pOld){
+  kl_file_hold(p->pActive, 1);
+  if( pOld!=p->pActive ) kl_file_hold(pOld, 0);
+  kv_map_unref(p->pIdxRoll);
+  p->pIdxRoll = 0;
+  if( p->cfg.bShared && pOld ){
+    p->pIdxRoll = kv_map_ref(p->pIndex);
+    p->cntRoll = p->cnt;
+  }
+}
+
 int kl_roll_locked(KvLogStore *p, char **pzErr){
-  KlFile *pFile = 0;
+  KlFile *pFile = 0, *pOld;
   KlSet *pNew;
   int rc = kl_sync_locked(p, pzErr);
   if( rc ) return rc;
@@ -503,6 +549,7 @@ int kl_roll_locked(KvLogStore *p, char **pzErr){
   rc = kl_file_create(p, p->iNext, KL_KIND_LOG, &pFile, pzErr);
   if( rc ) return rc;
   p->iNext++;
+  pOld = p->pActive;
   pthread_mutex_lock(&p->mu);
   pNew = kl_set_with(p->pSet, pFile);
   if( pNew ){
@@ -516,6 +563,7 @@ int kl_roll_locked(KvLogStore *p, char **pzErr){
     kl_file_unref(pFile);
     return SQLITE_NOMEM;
   }
+  kl_active_switched(p, pOld);
   kl_file_unref(pFile);
   p->bDirDirty = 1;
   return SQLITE_OK;

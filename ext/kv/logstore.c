@@ -180,9 +180,10 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
   return SQLITE_OK;
 }
 
-/* Apply the scanned records to the index, newest first: the first record
-** met for a key decides it. */
-static int klScanApply(KvLogStore *p, KlFile *pFile, KlScan *pScan){
+/* Apply the scanned records to the index *ppIndex and its counters,
+** newest first: the first record met for a key decides it. */
+static int klScanApplyTo(KvMap **ppIndex, KlCounts *pCnt, KlFile *pFile,
+                         KlScan *pScan){
   int64_t i;
   int rc = SQLITE_OK;
   for(i=pScan->nRec-1; i>=0 && rc==SQLITE_OK; i--){
@@ -191,21 +192,25 @@ static int klScanApply(KvLogStore *p, KlFile *pFile, KlScan *pScan){
     KlLoc loc;
     int bTomb = (pRec->flags & KL_FLAG_DELETE)!=0;
     int bAdded = 0;
-    if( pRec->cid>p->cnt.maxCid ) p->cnt.maxCid = pRec->cid;
-    loc.iFile = pFile->iNum;
+    if( pRec->cid>pCnt->maxCid ) pCnt->maxCid = pRec->cid;
+    loc.iFile = pFile->iKey;
     loc.nFrame = pRec->nFrame;
     loc.iOff = (uint64_t)pRec->iOff;
-    rc = kv_map_put_absent(&p->pIndex, aKey, (int)pRec->nKey, &loc,
+    rc = kv_map_put_absent(ppIndex, aKey, (int)pRec->nKey, &loc,
                            sizeof(loc), pRec->cid, bTomb, &bAdded);
     if( rc!=SQLITE_OK || !bAdded ) continue;   /* a newer record decided */
     if( bTomb ){
-      p->cnt.nTomb++;
+      pCnt->nTomb++;
     }else{
-      p->cnt.nLive++;
-      p->cnt.szLive += pRec->nFrame;
+      pCnt->nLive++;
+      pCnt->szLive += pRec->nFrame;
     }
   }
   return rc;
+}
+
+static int klScanApply(KvLogStore *p, KlFile *pFile, KlScan *pScan){
+  return klScanApplyTo(&p->pIndex, &p->cnt, pFile, pScan);
 }
 
 /* Cut the newest log file at iEnd (rewriting its header if that was
@@ -336,7 +341,7 @@ static int klListDir(KvLogStore *p, KlDirList *pList, char **pzErr){
 }
 
 static int klCmpFilePtr(const void *a, const void *b){
-  uint32_t x = (*(KlFile*const*)a)->iNum, y = (*(KlFile*const*)b)->iNum;
+  uint32_t x = (*(KlFile*const*)a)->iKey, y = (*(KlFile*const*)b)->iKey;
   return x<y ? -1 : x>y;
 }
 
@@ -419,6 +424,7 @@ static void klStoreFree(KvLogStore *p){
   if( p==0 ) return;
   kv_map_unref(p->pIndex);
   kv_map_unref(p->pSynced);
+  kv_map_unref(p->pIdxRoll);
   kl_set_unref(p->pSet);
   kl_delta_free(p->pDeltaFirst);
   kv_logbuf_free(&p->wbuf);
@@ -492,8 +498,10 @@ static int klCheckFirst(KvLogStore *p, KlDirList *pList, uint32_t iMerged,
   return rc;
 }
 
-/* Read MANIFEST, delete leftovers, load every live file. */
-static int klOpenFiles(KvLogStore *p, char **pzErr){
+/* Read MANIFEST, delete leftovers, load every live file.  The MANIFEST
+** is read before the directory is listed, so every file it names is
+** listed unless it was removed since. */
+static int klOpenFilesOnce(KvLogStore *p, uint32_t *piMerged, char **pzErr){
   KlDirList list;
   uint32_t iMerged = 0;
   uint64_t maxCid = 0;
@@ -501,17 +509,17 @@ static int klOpenFiles(KvLogStore *p, char **pzErr){
   int nList = 0, i;
   int rc;
   memset(&list, 0, sizeof(list));
-  rc = klListDir(p, &list, pzErr);
-  if( rc==SQLITE_OK ){
-    rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
-  }
+  rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
+  if( rc==SQLITE_OK ) rc = klListDir(p, &list, pzErr);
   p->cnt.maxCid = maxCid;
+  p->iGen = *piMerged = iMerged;
   if( rc==SQLITE_OK ) rc = klCheckFirst(p, &list, iMerged, pzErr);
   if( rc==SQLITE_OK ){
     if( nList>1 ) qsort(aList, nList, sizeof(uint32_t), klCmpU32);
     if( !p->cfg.bShared ) klDeleteGarbage(p, &list, iMerged, aList, nList);
     rc = klLoadAll(p, &list, iMerged, aList, nList, pzErr);
   }
+  if( p->pActive ) kl_file_hold(p->pActive, 1);
   p->iNext = list.iMax>iMerged ? list.iMax+1 : iMerged+1;
   for(i=0; i<nList; i++){
     if( aList[i]>=p->iNext ) p->iNext = aList[i]+1;
@@ -520,6 +528,42 @@ static int klOpenFiles(KvLogStore *p, char **pzErr){
   sqlite3_free(list.aMrg);
   sqlite3_free(aList);
   return rc;
+}
+
+/* M of the MANIFEST on disk now (0: none, or it cannot be read). */
+static uint32_t klManifestGen(KvLogStore *p){
+  uint32_t iMerged = 0, *aList = 0;
+  uint64_t maxCid;
+  int nList = 0;
+  if( kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, 0) ){
+    iMerged = 0;
+  }
+  sqlite3_free(aList);
+  return iMerged;
+}
+
+/* klOpenFilesOnce.  Shared, another process may compact meanwhile and
+** remove the files it replaced: they are kept while a process holds the
+** lock of a log file they include (kl_file_hold), which an opener takes
+** only once it has loaded.  So a load that met a file removed meanwhile,
+** or that read a MANIFEST replaced since, starts again. */
+static int klOpenFiles(KvLogStore *p, char **pzErr){
+  int nTry;
+  for(nTry=0; ; nTry++){
+    uint32_t iMerged = 0;
+    int rc = klOpenFilesOnce(p, &iMerged, pzErr);
+    if( !p->cfg.bShared || nTry>=100 || klManifestGen(p)==iMerged ){
+      return rc;
+    }
+    kl_set_err(pzErr, 0);
+    kl_set_unref(p->pSet);
+    p->pSet = 0;
+    p->pActive = 0;
+    kv_map_unref(p->pIndex);
+    p->pIndex = kv_map_new();
+    if( p->pIndex==0 ) return SQLITE_NOMEM;
+    memset(&p->cnt, 0, sizeof(p->cnt));
+  }
 }
 
 /* Make sure there is an active log file, then make everything loaded
@@ -543,6 +587,7 @@ static int klOpenActive(KvLogStore *p, char **pzErr){
     kl_set_unref(p->pSet);
     p->pSet = pNew;
     p->pActive = pFile;
+    kl_file_hold(pFile, 1);
   }
   if( !p->cfg.bShared ){      /* shared: the appending processes sync */
     rc = kl_fsync(p, p->pActive, pzErr);
@@ -569,7 +614,7 @@ int kv_logstore_open(const char *zDir, const KvLogConfig *pCfg,
   rc = p->cfg.bReadOnly ? SQLITE_OK : klMakeDir(p, pzErr);
   if( rc==SQLITE_OK ) rc = klOpenFiles(p, pzErr);
   if( rc==SQLITE_OK ) rc = klOpenActive(p, pzErr);
-  if( rc==SQLITE_OK && p->cfg.bBackground && !p->cfg.bShared ){
+  if( rc==SQLITE_OK && p->cfg.bBackground ){
     if( pthread_create(&p->thread, 0, klThreadMain, p)!=0 ){
       kl_set_err(pzErr, sqlite3_mprintf("kv_log: cannot start the compaction "
                                       "thread of %s", p->zDir));
@@ -682,7 +727,7 @@ static int klIndexBuild(KvLogStore *p, uint64_t cid, int nAction,
     const KvLogAction *pA = &aAction[i];
     KvMapOld o;
     KlLoc loc, old;
-    loc.iFile = p->pActive->iNum;
+    loc.iFile = p->pActive->iKey;
     loc.nFrame = (uint32_t)klFrameSize(pA);
     loc.iOff = (uint64_t)iOff;
     iOff += loc.nFrame;
@@ -728,7 +773,7 @@ static int klDeltaAdd(KvLogStore *p, uint64_t cid, int nAction,
     pI->aKey = aKeys;
     pI->nKey = aAction[i].nKey;
     aKeys += aAction[i].nKey;
-    pI->loc.iFile = p->pActive->iNum;
+    pI->loc.iFile = p->pActive->iKey;
     pI->loc.nFrame = (uint32_t)klFrameSize(&aAction[i]);
     pI->loc.iOff = (uint64_t)iBase;
     iBase += pI->loc.nFrame;
@@ -1118,6 +1163,247 @@ int kv_logstore_destroy(KvLogStore *p, char **pzErr){
   return rc;
 }
 
+/* ------------------------------------------------ shared compaction --
+**
+** While shared, the one process that runs the store's background work
+** compacts (kv_logstore_tick says which; kl_compact_shared) and removes
+** what compactions replaced (klReap); every process loads a new MANIFEST
+** when its thread notices one (klReload).  Each process holds a shared
+** lock on its active log file (kl_file_hold), so the files a compaction
+** replaced are removed only once no process may still have to read one
+** it has not opened: every process has read past them.  Files a process
+** has open stay readable after their removal, so a process reads its
+** snapshots through them until it loads the new MANIFEST. */
+
+/* Remove what compactions replaced: log files up to the MANIFEST's M,
+** merged files it does not list (a crashed compaction's too), and
+** MANIFEST.tmp, once no process holds the lock of one of those log
+** files.  *pbClean: none is left.  The merged-file numbers on disk
+** afterwards go to *paMrg / *pnMrg (sqlite3_malloc'd; may be NULL). */
+static int klReap(KvLogStore *p, int *pbClean, uint32_t **paMrg, int *pnMrg,
+                  char **pzErr){
+  KlDirList list;
+  uint32_t iMerged = 0, *aList = 0;
+  uint64_t maxCid = 0;
+  int nList = 0, rc, bAny = 0, bHeld = 0;
+  int64_t i;
+  memset(&list, 0, sizeof(list));
+  *pbClean = 0;
+  rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
+  if( rc==SQLITE_OK ) rc = klListDir(p, &list, pzErr);
+  if( rc==SQLITE_OK ){
+    if( nList>1 ) qsort(aList, nList, sizeof(uint32_t), klCmpU32);
+    bAny = list.bManifestTmp;
+    for(i=0; i<list.nMrg; i++){
+      if( !klInList(aList, nList, list.aMrg[i]) ) bAny = 1;
+    }
+    for(i=0; rc==SQLITE_OK && !bHeld && i<list.nLog; i++){
+      char *z;
+      if( list.aLog[i]>iMerged ) break;
+      bAny = 1;
+      z = kl_path(p->zDir, list.aLog[i], KL_KIND_LOG);
+      if( z==0 ) rc = SQLITE_NOMEM;
+      else bHeld = kl_file_locked(z);
+      sqlite3_free(z);
+    }
+  }
+  if( rc==SQLITE_OK && bAny && !bHeld ){
+    /* the MANIFEST that replaced them is durable first */
+    rc = kl_syncdir(p, pzErr);
+    if( rc==SQLITE_OK ){
+      klDeleteGarbage(p, &list, iMerged, aList, nList);
+      list.nMrg = 0;
+      for(i=0; i<nList; i++) list.aMrg[list.nMrg++] = aList[i];
+    }
+  }
+  if( rc==SQLITE_OK && !bHeld ){
+    *pbClean = 1;
+    if( paMrg ){
+      *paMrg = list.aMrg;
+      *pnMrg = (int)list.nMrg;
+      list.aMrg = 0;
+    }
+  }
+  sqlite3_free(list.aLog);
+  sqlite3_free(list.aMrg);
+  sqlite3_free(aList);
+  return rc;
+}
+
+/* Load the MANIFEST another process's compaction committed (muCompact
+** held), once this process has read every log file it replaced (its
+** active file is past M): the new index is the merged files' records plus
+** every entry of the current one that names a log file past M; the new
+** set, the merged files plus those log files.  Nothing to do (SQLITE_OK)
+** when the MANIFEST is the loaded one or the process is not past it yet;
+** a merged file removed meanwhile (a later compaction) fails the load,
+** which the next try repeats with the newer MANIFEST.  Costs a read of
+** the merged files and a walk of the index. */
+static int klReload(KvLogStore *p, char **pzErr){
+  uint32_t iMerged = 0, *aList = 0;
+  uint64_t maxCid = 0;
+  int nList = 0, nMrg = 0, rc, i, bReady;
+  KlFile **apMrg = 0;
+  KvMap *pNew = 0;
+  KlCounts cnt;
+  KvMapCursor *pCsr = 0;
+  rc = kl_manifest_read(p, &iMerged, &maxCid, &aList, &nList, pzErr);
+  if( rc ) return rc;
+  pthread_mutex_lock(&p->muWrite);
+  bReady = iMerged>p->iGen && p->pActive && p->pActive->iNum>iMerged
+        && !p->bFailed && !p->bDestroyed;
+  pthread_mutex_unlock(&p->muWrite);
+  if( !bReady ){
+    sqlite3_free(aList);
+    return SQLITE_OK;
+  }
+  memset(&cnt, 0, sizeof(cnt));
+  pNew = kv_map_new();
+  apMrg = sqlite3_malloc64(sizeof(KlFile*)*(nList+1));
+  if( pNew==0 || apMrg==0 ) rc = SQLITE_NOMEM;
+  for(i=0; rc==SQLITE_OK && i<nList; i++){
+    KlScan scan;
+    KlFile *pFile = 0;
+    rc = klFileOpen(p, aList[i], KL_KIND_MRG, &pFile, pzErr);
+    if( rc ) break;
+    apMrg[nMrg++] = pFile;
+    memset(&scan, 0, sizeof(scan));
+    scan.iWin = -1;
+    rc = klScanFile(p, pFile, 0, &scan, pzErr);
+    if( rc==SQLITE_OK ) rc = klScanApplyTo(&pNew, &cnt, pFile, &scan);
+    klScanFree(&scan);
+  }
+  if( rc==SQLITE_OK ){
+    KlSet *pSet = 0;
+    int bOn;
+    pthread_mutex_lock(&p->muWrite);
+    rc = klRefuse(p, pzErr);
+    if( rc==SQLITE_OK ) rc = kl_sync_locked(p, pzErr);
+    if( rc==SQLITE_OK && (pCsr = kv_map_cursor_new(p->pIndex))==0 ){
+      rc = SQLITE_NOMEM;
+    }
+    for(bOn = rc==SQLITE_OK && kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0);
+        bOn && rc==SQLITE_OK; bOn = kv_map_cursor_next(pCsr)){
+      KvMapEntry e;
+      KlLoc loc;
+      kv_map_cursor_entry(pCsr, &e);
+      memcpy(&loc, e.aVal, sizeof(loc));
+      if( (loc.iFile & KL_KEY_MRG)==0 && loc.iFile>iMerged ){
+        rc = kv_map_put(&pNew, e.aKey, e.nKey, &loc, sizeof(loc), e.rev,
+                        e.bTomb);
+      }
+    }
+    kv_map_cursor_free(pCsr);
+    if( rc==SQLITE_OK && (pSet = kl_set_new(p->pSet->nFile+nMrg))==0 ){
+      rc = SQLITE_NOMEM;
+    }
+    if( rc==SQLITE_OK ){
+      for(i=0; i<p->pSet->nFile; i++){
+        KlFile *pF = p->pSet->apFile[i];
+        if( pF->eKind!=KL_KIND_LOG || pF->iNum<=iMerged ) continue;
+        pSet->apFile[pSet->nFile++] = pF;
+        __atomic_add_fetch(&pF->nRef, 1, __ATOMIC_RELAXED);
+      }
+      for(i=0; i<nMrg; i++){
+        pSet->apFile[pSet->nFile++] = apMrg[i];
+        apMrg[i] = 0;
+      }
+      qsort(pSet->apFile, pSet->nFile, sizeof(KlFile*), klCmpFilePtr);
+      pthread_mutex_lock(&p->mu);
+      kl_set_unref(p->pSet);
+      p->pSet = pSet;
+      kv_map_unref(p->pIndex);
+      p->pIndex = pNew;
+      pNew = 0;
+      p->cnt.nTomb = kv_map_count(p->pIndex) - p->cnt.nLive;
+      if( maxCid>p->cnt.maxCid ) p->cnt.maxCid = maxCid;
+      p->iGen = iMerged;
+      pthread_mutex_unlock(&p->mu);
+      kl_sync_point_locked(p);
+      kv_map_unref(p->pIdxRoll);
+      p->pIdxRoll = 0;
+    }
+    pthread_mutex_unlock(&p->muWrite);
+  }
+  for(i=0; i<nMrg; i++) kl_file_unref(apMrg[i]);
+  sqlite3_free(apMrg);
+  kv_map_unref(pNew);
+  sqlite3_free(aList);
+  return rc;
+}
+
+/* The shared compaction (muCompact held): the new MANIFEST loaded first,
+** what earlier compactions replaced removed; if some of it must stay (a
+** process has not read past it), SQLITE_BUSY and nothing else.  bDue: a
+** compaction runs (else only the removal). */
+static int klCompactShared(KvLogStore *p, int bDue, char **pzErr){
+  uint32_t *aMrg = 0;
+  int nMrg = 0, bClean = 0, bCommitted = 0, rc;
+  rc = klReload(p, pzErr);
+  if( rc==SQLITE_OK && klManifestGen(p)!=p->iGen ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s: this process has not "
+        "read past the files the last compaction replaced", p->zDir));
+    return SQLITE_BUSY;
+  }
+  if( rc==SQLITE_OK ) rc = klReap(p, &bClean, &aMrg, &nMrg, pzErr);
+  if( rc==SQLITE_OK && !bClean ){
+    kl_set_err(pzErr, sqlite3_mprintf("kv_log: %s: a process has not read "
+        "past the files the last compaction replaced", p->zDir));
+    rc = SQLITE_BUSY;
+  }
+  if( rc==SQLITE_OK ) p->bReapDue = 0;
+  if( rc==SQLITE_OK && bDue ){
+    rc = kl_compact_shared(p, aMrg, nMrg, &bCommitted, pzErr);
+    if( bCommitted ) p->bReapDue = 1;
+  }
+  sqlite3_free(aMrg);
+  if( rc==SQLITE_OK && p->bReapDue ){
+    rc = klReap(p, &bClean, 0, 0, pzErr);    /* the others may be past */
+    if( rc==SQLITE_OK && bClean ) p->bReapDue = 0;
+  }
+  return rc;
+}
+
+/* A turn of the background thread while shared: load a new MANIFEST;
+** in the process that compacts, remove what was replaced and compact
+** when due.  SQLITE_BUSY (files still needed) is no failure. */
+static int klSharedWork(KvLogStore *p, char **pzErr){
+  int rc;
+  pthread_mutex_lock(&p->muCompact);
+  rc = klReload(p, pzErr);
+  if( rc==SQLITE_OK && __atomic_load_n(&p->bOwner, __ATOMIC_ACQUIRE) ){
+    int bDue = kv_logstore_compaction_due(p);
+    if( bDue || p->bReapDue ) rc = klCompactShared(p, bDue, pzErr);
+    if( rc==SQLITE_BUSY ){
+      kl_set_err(pzErr, 0);
+      rc = SQLITE_OK;
+    }
+  }
+  pthread_mutex_unlock(&p->muCompact);
+  return rc;
+}
+
+int kv_logstore_compact(KvLogStore *p, char **pzErr){
+  int rc;
+  pthread_mutex_lock(&p->muCompact);
+  if( __atomic_load_n(&p->cfg.bShared, __ATOMIC_ACQUIRE) ){
+    rc = klCompactShared(p, 1, pzErr);
+  }else{
+    rc = kl_compact(p, pzErr);
+  }
+  pthread_mutex_unlock(&p->muCompact);
+  return rc;
+}
+
+void kv_logstore_tick(KvLogStore *p, int bOwner){
+  __atomic_store_n(&p->bOwner, bOwner, __ATOMIC_RELEASE);
+  if( !p->bThread ) return;
+  pthread_mutex_lock(&p->mu);
+  p->bKick = 1;
+  pthread_cond_signal(&p->cond);
+  pthread_mutex_unlock(&p->mu);
+}
+
 /* ------------------------------------------------- background thread -- */
 
 static void *klThreadMain(void *pArg){
@@ -1132,7 +1418,11 @@ static void *klThreadMain(void *pArg){
     }
     p->bKick = 0;
     pthread_mutex_unlock(&p->mu);
-    rc = kv_logstore_compact(p, &zErr);
+    if( __atomic_load_n(&p->cfg.bShared, __ATOMIC_ACQUIRE) ){
+      rc = klSharedWork(p, &zErr);
+    }else{
+      rc = kv_logstore_compact(p, &zErr);
+    }
     if( rc!=SQLITE_OK ) sqlite3_log(rc, "%s", zErr ? zErr : "kv_log: "
                                     "background compaction failed");
     sqlite3_free(zErr);
@@ -1153,15 +1443,7 @@ static void *klThreadMain(void *pArg){
 /* --------------------------------------------------- several processes -- */
 
 void kv_logstore_share(KvLogStore *p){
-  if( p->bThread ){
-    pthread_mutex_lock(&p->mu);
-    p->bStop = 1;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->thread, 0);         /* it finishes its compaction */
-    p->bThread = 0;
-  }
-  pthread_mutex_lock(&p->muCompact);
+  pthread_mutex_lock(&p->muCompact);    /* a compaction finishes first */
   pthread_mutex_lock(&p->muWrite);
   __atomic_store_n(&p->cfg.bShared, 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&p->muWrite);
@@ -1211,7 +1493,7 @@ static int klFollowIndex(KlFile *pFile, KlScan *pScan, KvMap **ppIndex,
     int bTomb = (pRec->flags & KL_FLAG_DELETE)!=0;
     KvMapOld o;
     KlLoc loc, old;
-    loc.iFile = pFile->iNum;
+    loc.iFile = pFile->iKey;
     loc.nFrame = pRec->nFrame;
     loc.iOff = (uint64_t)pRec->iOff;
     o.aBuf = &old;
@@ -1283,13 +1565,12 @@ static int klFollowActive(KvLogStore *p, int bWriter, uint64_t cidMax,
   return rc;
 }
 
-/* The number of the log file a roll starts after the active one: the
-** next number no live file has (merged files took some, and no process
-** compacts while the store is shared, so every process agrees). */
+/* The number of the log file a roll starts after the active one, while
+** shared: the next number (a merged file may have it too: its name and
+** its KlFile.iKey differ), so every process agrees whatever merged files
+** it knows. */
 static uint32_t klNextLogNum(KvLogStore *p){
-  uint32_t iNum = p->pActive->iNum + 1;
-  while( kl_set_find(p->pSet, iNum) ) iNum++;
-  return iNum;
+  return p->pActive->iNum + 1;
 }
 
 /* The log file after the active one, when another process rolled to it
@@ -1335,6 +1616,7 @@ static int klFollowNext(KvLogStore *p, int bWriter, KlFile **ppNext,
 /* Make pNext (a reference is taken) the active file. */
 static int klFollowSwitch(KvLogStore *p, KlFile *pNext){
   KlSet *pSet;
+  KlFile *pOld = p->pActive;
   pthread_mutex_lock(&p->mu);
   pSet = kl_set_with(p->pSet, pNext);
   if( pSet ){
@@ -1344,6 +1626,7 @@ static int klFollowSwitch(KvLogStore *p, KlFile *pNext){
   }
   pthread_mutex_unlock(&p->mu);
   if( pSet==0 ) return SQLITE_NOMEM;
+  kl_active_switched(p, pOld);
   return SQLITE_OK;
 }
 
@@ -1372,6 +1655,9 @@ int kv_logstore_follow(KvLogStore *p, int bWriter, uint64_t cidMax,
     if( nTxn>0 ) p->bDirty = 1;    /* a dead writer's appends: sync them */
   }
   pthread_mutex_unlock(&p->muWrite);
+  if( p->cfg.bReadOnly && nTxn>0 ){
+    kv_logstore_tick(p, 0);        /* no tick otherwise: look for a MANIFEST */
+  }
   if( pnTxn ) *pnTxn = nTxn;
   return rc;
 }

@@ -13,7 +13,10 @@
 **                   new one started) before a transaction would take it
 **                   past KvLogConfig.szFile bytes; a transaction is never
 **                   split, so one larger than szFile gets a file alone.
-**   NNNNNNNN.kmrg   merged files written by compaction, one record per key.
+**   NNNNNNNN.kmrg   merged files written by compaction, one record per key
+**                   (a merged file and a log file may have the same
+**                   number: a shared store's compaction takes numbers no
+**                   merged file has).
 **   MANIFEST        which merged files are live, the highest log-file
 **                   number they replaced ("merged-through" number M) and
 **                   the highest CID they hold.
@@ -28,7 +31,9 @@
 ** all integers little-endian.  The live set at open is: every merged file
 ** listed in MANIFEST plus every log file numbered above M.  Anything else
 ** (log files <= M, unlisted merged files, MANIFEST.tmp) is what a crashed
-** or finished compaction left behind and is deleted at open.
+** or finished compaction left behind and is deleted at open (shared: by
+** the compacting process, once no process may read it; see
+** logcompact.c).
 **
 ** Load.  Log files newest to oldest, then merged files; within a file the
 ** records newest to oldest (a forward scan finds the frame boundaries and
@@ -112,8 +117,9 @@ struct KvLogConfig {
   /* Other processes append to the store too, one at a time under a lock
   ** of the caller's (see kv_logstore_follow): the open changes no file
   ** (no torn tail is cut, no leftover deleted, nothing synced; the index
-  ** ends at the last whole transaction), and nothing is compacted (no
-  ** background thread; kv_logstore_compact refuses). */
+  ** ends at the last whole transaction), and compaction follows the
+  ** shared protocol of logcompact.c (the process kv_logstore_tick names
+  ** compacts; every process loads the new MANIFEST). */
   int bShared;
   /* With bShared: a reader only.  Files are opened read-only, nothing is
   ** created (a store without its files is SQLITE_CANTOPEN), and apply,
@@ -243,15 +249,21 @@ int kv_logcursor_step_row(KvLogCursor*, int bPrev, const uint8_t **paKey,
 ** the complete old set or the complete new set (see docs/ARCHITECTURE.md).
 ** Errors: SQLITE_IOERR_*, SQLITE_FULL (the old set stays in use, the
 ** partial output is deleted), SQLITE_CORRUPT (a record read back is
-** damaged), SQLITE_ABORT (stopped by KvLogConfig.xStep). */
+** damaged), SQLITE_ABORT (stopped by KvLogConfig.xStep).
+**
+** Shared: the caller is the one process that compacts (logcompact.c);
+** SQLITE_BUSY, nothing compacted, while a process may still read files
+** the last compaction replaced (they are removed first), and while this
+** process has not read past them; nothing to merge is SQLITE_OK. */
 int kv_logstore_compact(KvLogStore*, char **pzErr);
 
 /* 1 if dead bytes have passed the configured trigger. */
 int kv_logstore_compaction_due(KvLogStore*);
 
 /* Several processes.  kv_logstore_share() turns an open store into the
-** shared mode of KvLogConfig.bShared for good: it stops the background
-** compaction thread (waiting for a compaction it runs).
+** shared mode of KvLogConfig.bShared for good (waiting for a compaction
+** it runs); its background thread then does the shared work that
+** kv_logstore_tick() asks for.
 **
 ** kv_logstore_follow() reads what other processes appended since this
 ** store last looked (from the known end of its active file, then each
@@ -268,6 +280,12 @@ int kv_logstore_compaction_due(KvLogStore*);
 ** *pnTxn (may be NULL): the transactions read.  Errors as for apply; a
 ** follower's index stays as it was. */
 void kv_logstore_share(KvLogStore*);
+/* Shared: called often (every few ms) by each process; bOwner says
+** whether this process runs the store's background work.  Its background
+** thread then loads a MANIFEST another process's compaction committed
+** and, in that process alone, removes what compactions replaced and
+** compacts when due (see the head comment of logcompact.c). */
+void kv_logstore_tick(KvLogStore*, int bOwner);
 int kv_logstore_follow(KvLogStore*, int bWriter, uint64_t cidMax,
                        int *pnTxn, char **pzErr);
 

@@ -27,6 +27,7 @@
 #define KL_KIND_MRG     2             /* NNNNNNNN.kmrg */
 #define KL_MAX_FILENUM  99999999u
 #define KL_DEFAULT_SZFILE (64*1024*1024)
+#define KL_KEY_MRG      0x80000000u   /* KlFile.iKey of a merged file */
 
 /* One open file.  Referenced by every KlSet that lists it and, briefly,
 ** by readers; the last unref closes it and, if bDoomed (it was replaced by
@@ -34,6 +35,8 @@
 typedef struct KlFile KlFile;
 struct KlFile {
   uint32_t iNum;
+  uint32_t iKey;         /* iNum, | KL_KEY_MRG for a merged file: a log
+                         ** file and a merged file may share a number */
   int eKind;
   int fd;
   int nRef;              /* atomic */
@@ -45,7 +48,8 @@ struct KlFile {
   char *zPath;
 };
 
-/* An immutable, reference-counted set of files sorted by number. */
+/* An immutable, reference-counted set of files sorted by iKey (log files
+** by number, then merged files by number). */
 typedef struct KlSet KlSet;
 struct KlSet {
   int nRef;              /* atomic */
@@ -56,7 +60,7 @@ struct KlSet {
 /* Where a key's newest record is: the value stored in the index map. */
 typedef struct KlLoc KlLoc;
 struct KlLoc {
-  uint32_t iFile;
+  uint32_t iFile;        /* KlFile.iKey */
   uint32_t nFrame;       /* whole frame: header + body */
   uint64_t iOff;
 };
@@ -117,6 +121,17 @@ struct KvLogStore {
   int bCompacting;       /* record index changes in the delta list */
   KlDelta *pDeltaFirst, *pDeltaLast;
 
+  /* Shared (cfg.bShared), under muWrite: the index and counters as they
+  ** were when the active file became active (every file before it read
+  ** to its end, nothing of it): the input of a shared compaction.  NULL
+  ** until this process's first roll, or follow of a roll, while shared. */
+  KvMap *pIdxRoll;
+  KlCounts cntRoll;
+  uint32_t iGen;         /* M of the MANIFEST the file set follows */
+  int bOwner;            /* atomic: this process compacts (kv_logstore_tick) */
+  int bReapDue;          /* muCompact: a compaction of this process
+                         ** committed; the files it replaced remain */
+
   pthread_mutex_t muCompact;  /* one compaction at a time */
   int bThread;
   pthread_t thread;
@@ -171,7 +186,7 @@ int kl_file_create(KvLogStore*, uint32_t iNum, int eKind, KlFile **ppFile,
 KlSet *kl_set_new(int nFile);
 KlSet *kl_set_ref(KlSet*);
 void kl_set_unref(KlSet*);
-KlFile *kl_set_find(KlSet*, uint32_t iNum);
+KlFile *kl_set_find(KlSet*, uint32_t iKey);
 KlSet *kl_set_with(KlSet *pOld, KlFile *pAdd);
 /* Check the frame at a (nAvail bytes) and parse it: NULL if whole and
 ** valid, else the reason. */
@@ -216,6 +231,18 @@ void kl_sync_point_locked(KvLogStore*);
 int kl_sync_locked(KvLogStore*, char **pzErr);
 /* muWrite held: sync, then start a new active log file. */
 int kl_roll_locked(KvLogStore*, char **pzErr);
+/* Shared: hold (bHold) or let go a shared lock on byte 0 of pFile: each
+** process holds one on its active log file, so the compacting process
+** sees which processes may still have to read the log files a compaction
+** replaced (kl_file_locked).  muWrite held, or the open. */
+void kl_file_hold(KlFile*, int bHold);
+/* 1 if another open of the file at zPath holds that lock (or the check
+** fails), 0 if none does or the file is gone. */
+int kl_file_locked(const char *zPath);
+/* muWrite held, p->pActive just replaced pOld (NULL: none) as the active
+** file: hold the new one's lock, let the old one's go and, while shared,
+** keep the index at this moment as KvLogStore.pIdxRoll. */
+void kl_active_switched(KvLogStore*, KlFile *pOld);
 /* MANIFEST: read it (no file: M 0, no list), or replace it (temp file,
 ** fsync, rename, directory fsync), reporting each
 ** KVLOG_STEP_MANIFEST_TMP..COMMITTED.  *pbRenamed is set once the rename
@@ -226,7 +253,14 @@ int kl_manifest_write(KvLogStore*, uint32_t iMerged, uint64_t maxCid,
                       const uint32_t *aList, int nList, int *pbRenamed,
                       char **pzErr);
 
-/* ---- logcompact.c: used by logstore.c (its background thread) ----
-** kv_logstore_compact, declared in logstore.h. */
+/* ---- logcompact.c: used by logstore.c (kv_logstore_compact) ----
+** Both run with muCompact held.  kl_compact: the compaction of a store one
+** process has open (see logcompact.c).  kl_compact_shared: the one of a
+** shared store, by the one process that compacts it: merged files take
+** numbers that no merged file on disk has (aUsed, nUsed: those, sorted);
+** *pbCommitted is set once its MANIFEST may be the one on disk. */
+int kl_compact(KvLogStore*, char **pzErr);
+int kl_compact_shared(KvLogStore*, const uint32_t *aUsed, int nUsed,
+                      int *pbCommitted, char **pzErr);
 
 #endif /* DEPOT_KV_LOGSTORE_INT_H */

@@ -190,5 +190,6 @@ const KvBackend kvMemoryBackend = {
   0, 0,                         /* shared stores: persistence=0 tables stay
                                 ** private to their process, persistence=1
                                 ** ones are not shared */
-  0                             /* (so no shared sync) */
+  0,                            /* (so no shared sync) */
+  0                             /* nor shared background work */
 };

@@ -3,8 +3,9 @@
 ** (ext/kv/logstore.h): append/sync/reopen, newest-wins load, torn tails,
 ** corruption reports, snapshots and cursors, compaction and its crash
 ** safety (stopped at every step in-process, killed at every step in a
-** child, failed writes and syncs), and SIGKILL of a child running a stream
-** of applies, syncs and compactions.
+** child, failed writes and syncs), SIGKILL of a child running a stream
+** of applies, syncs and compactions, and the compaction of a store two
+** handles share (as two processes would).
 **
 ** The SIGKILL test kills 4 children in make check, each at a random point
 ** 0-80 ms into its run (its open included), all continuing one store;
@@ -1745,6 +1746,91 @@ START_TEST(test_kvlog_destroy_removes_the_directory){
 }
 END_TEST
 
+/* ------------------------------------------- several processes -- */
+
+static int64_t tk_now_ms(void){
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec*1000 + ts.tv_nsec/1000000;
+}
+
+/* Follow what other handles appended (bWriter: as the one about to
+** append), up to cidMax (0: all). */
+static void tk_follow(KvLogStore *p, int bWriter, uint64_t cidMax){
+  char *zErr = 0;
+  int rc = kv_logstore_follow(p, bWriter, cidMax, 0, &zErr);
+  ck_assert_msg(rc==SQLITE_OK, "follow: rc=%d %s", rc, zErr ? zErr : "");
+}
+
+/* Two handles of one shared store (as two processes would have it): the
+** one that compacts keeps the files its compaction replaced while the
+** other one has not read past them, the other one switches to the merged
+** files once it has, and the next compaction then removes them; both
+** read every key right throughout, and a merged file and a log file may
+** have the same number. */
+START_TEST(test_kvlog_shared_compaction_waits_for_follower_then_removes){
+  char *zDir = th_tmpdir("kvlog-shcmp");
+  char *zFirst = tk_file(zDir, 1, "klog");
+  char aVal[64];
+  KvLogConfig cfg;
+  KvLogStore *pA, *pB;
+  int64_t iEnd;
+  uint64_t cid;
+  int i;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szFile = 512;
+  cfg.szDeadTrigger = -1;
+  cfg.bShared = 1;
+  pA = tk_open_cfg(zDir, &cfg);
+  cfg.bBackground = 1;
+  pB = tk_open_cfg(zDir, &cfg);
+  for(cid=1; cid<=60; cid++){
+    char zKey[8];
+    snprintf(zKey, sizeof(zKey), "k%d", (int)(cid%4));
+    snprintf(aVal, sizeof(aVal), "%040llu", (unsigned long long)cid);
+    tk_follow(pA, 1, 0);
+    tk_put(pA, cid, zKey, aVal);
+  }
+  tk_sync(pA);
+  tk_follow(pB, 0, 20);                    /* B lags behind */
+  tk_compact(pA);
+  ck_assert_int_eq(tk_stats(pA).nCompaction, 1);
+  ck_assert_msg(tk_exists(zFirst), "a file B may still read was removed");
+  for(i=0; i<4; i++){
+    char zKey[8];
+    snprintf(zKey, sizeof(zKey), "k%d", i);
+    snprintf(aVal, sizeof(aVal), "%040llu", (unsigned long long)(i ? 56+i : 60));
+    tk_expect(pA, zKey, aVal);
+  }
+  tk_follow(pB, 0, 0);                     /* B reads past them ... */
+  iEnd = tk_now_ms() + 5000;
+  while( tk_stats(pB).nFile>tk_stats(pA).nFile ){
+    kv_logstore_tick(pB, 0);               /* ... and loads the MANIFEST */
+    ck_assert_msg(tk_now_ms()<iEnd, "B kept %d files, A has %d",
+                  tk_stats(pB).nFile, tk_stats(pA).nFile);
+    usleep(5000);
+  }
+  tk_compact(pA);                          /* removes them */
+  ck_assert_msg(!tk_exists(zFirst), "a replaced file is still there");
+  ck_assert_int_le(tk_count_files(zDir, ".klog"), 2);
+  tk_follow(pB, 1, 0);                     /* B appends too */
+  tk_put(pB, 61, "k1", "from B");
+  tk_sync(pB);
+  tk_follow(pA, 0, 0);
+  for(i=0; i<4; i++){
+    char zKey[8];
+    snprintf(zKey, sizeof(zKey), "k%d", i);
+    snprintf(aVal, sizeof(aVal), "%040llu", (unsigned long long)(i ? 56+i : 60));
+    tk_expect(pA, zKey, i==1 ? "from B" : aVal);
+    tk_expect(pB, zKey, i==1 ? "from B" : aVal);
+  }
+  kv_logstore_close(pB);
+  kv_logstore_close(pA);
+  sqlite3_free(zFirst);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvlog");
   TCase *tc = tcase_create("kvlog");
@@ -1804,6 +1890,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_stats_and_compaction_due);
   tcase_add_test(tc, test_kvlog_leftovers_are_deleted_at_open);
   tcase_add_test(tc, test_kvlog_destroy_removes_the_directory);
+  tcase_add_test(tc, test_kvlog_shared_compaction_waits_for_follower_then_removes);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -25,7 +25,11 @@
 ** "logshared": the same long run over a kv_log table, also with the
 ** owner SIGKILLed at any point of its retirement.  Case "rolong": a
 ** read-only process stays open through a long run of bank writers, over
-** kv_btree and kv_log tables, and holds none of the WAL back.
+** kv_btree and kv_log tables, and holds none of the WAL back.  Case
+** "logcompact": a kv_log table is compacted while shared, by the process
+** that runs the background work, with another one appending, with that
+** process SIGKILLed at each compaction step, and with a read-only reader
+** open throughout.
 ** DEPOT_TORTURE_ITERS=n makes each bank and the long run last n seconds
 ** (make torture).
 */
@@ -36,7 +40,9 @@
 #include "ext/kv/kv_test.h"
 #include "ext/depot.h"
 #include "ext/kv_sql.h"
+#include "ext/kv/logstore.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -201,6 +207,10 @@ static int mpRoHold(char **argv);
 static int mpRoKill(char **argv);
 static int mpTtl(char **argv);
 static int mpPrepKill(char **argv);
+static int mpLcWrite(char **argv);
+static int mpLcRead(char **argv);
+static int mpLcReadOnly(char **argv);
+static int mpLcHold(char **argv);
 
 /* roread <db> <uri 0|1> <rows>: a read-only connection (URI mode=ro, or
 ** SQLITE_OPEN_READONLY) reads tables b (kv_btree) and l (kv_log), to
@@ -309,6 +319,10 @@ int depot_test_child(int argc, char **argv){
     return mpExecChild(3, (char**)azExec);
   }
   if( argc==3 && strcmp(argv[0], "prepkill")==0 ) return mpPrepKill(argv);
+  if( argc==6 && strcmp(argv[0], "lcw")==0 ) return mpLcWrite(argv);
+  if( argc==3 && strcmp(argv[0], "lcread")==0 ) return mpLcRead(argv);
+  if( argc==3 && strcmp(argv[0], "lcro")==0 ) return mpLcReadOnly(argv);
+  if( argc==3 && strcmp(argv[0], "lchold")==0 ) return mpLcHold(argv);
   return 2;
 }
 
@@ -2532,6 +2546,515 @@ START_TEST(test_kvmp_log_readonly_open_through_long_run){
 }
 END_TEST
 
+/* ------------------------------------ kv_log compaction while shared --- */
+
+/* The value a writer of table lc stores at its n-th commit: n, then
+** padding (each commit replaces one of the writer's 8 keys). */
+#define MP_LC_SQL "INSERT OR REPLACE INTO lc VALUES(%d, printf('%%d:%%.200c', " \
+                  "%d, 'x'))"
+
+/* lcw <db> <id> <ms> <ack file> <kill step>: writes key id*100 + n%8 with
+** value n (MP_LC_SQL) for n = 1, 2, ... until the time is up, appending
+** "key n" to the ack file once a commit returned OK; with a kill step
+** (logstore.h's KVLOG_STEP_*, 0: none), a compaction of the table while
+** shared raises SIGKILL there. */
+static int mpLcWrite(char **argv){
+  sqlite3 *db;
+  int id = atoi(argv[2]), n = 0, nOk = 0;
+  int64_t iEnd;
+  int fd = open(argv[4], O_WRONLY|O_CREAT|O_APPEND, 0644);
+  kv_log_test_compact_kill(atoi(argv[5]));
+  db = mpChildOpen(argv[1]);
+  iEnd = mpNowMs() + atoi(argv[3]);
+  if( fd<0 ) return 3;
+  while( mpNowMs()<iEnd ){
+    int key = id*100 + (++n)%8, rc;
+    char zSql[200];
+    sqlite3_snprintf(sizeof(zSql), zSql, MP_LC_SQL, key, n);
+    rc = mpExec(db, zSql);
+    if( rc==SQLITE_OK ){
+      char zLine[48];
+      int nLine = snprintf(zLine, sizeof(zLine), "%d %d\n", key, n);
+      if( write(fd, zLine, nLine)!=nLine ) return 4;
+      nOk++;
+    }else if( (sqlite3_extended_errcode(db) & 0xff)!=SQLITE_BUSY ){
+      fprintf(stderr, "lcw %d: %s\n", id, sqlite3_errmsg(db));
+      return 5;
+    }
+  }
+  close(fd);
+  sqlite3_close(db);
+  return nOk>0 ? 0 : 6;
+}
+
+/* The n stored for key in table lc (-1: none, or not a value of MP_LC_SQL
+** for that key). */
+static int mpLcValue(sqlite3 *db, int key, int *pRc){
+  char zSql[200];
+  sqlite3_int64 v;
+  sqlite3_snprintf(sizeof(zSql), zSql, "SELECT CASE WHEN length(value)=201"
+                   "+length(value+0) THEN value+0 ELSE -1 END FROM lc "
+                   "WHERE key=%d", key);
+  v = mpInt(db, zSql, pRc);
+  if( *pRc!=SQLITE_OK ) return -1;
+  if( v<=0 || (int)(v%8)!=key%100 ) return -1;
+  return (int)v;
+}
+
+/* Check every commit writer id acknowledged in its ack file: each of its
+** keys holds the last n acknowledged for it, or a later one (a commit
+** whose acknowledgement a kill prevented).  Returns the acks read. */
+static int mpLcCheckAcks(sqlite3 *db, const char *zDir, int id){
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  FILE *f = fopen(zAck, "r");
+  int aLast[8], key, n, i, nAck = 0, rc;
+  memset(aLast, 0, sizeof(aLast));
+  ck_assert_ptr_nonnull(f);
+  while( fscanf(f, "%d %d", &key, &n)==2 ){
+    ck_assert_int_eq(key/100, id);
+    aLast[key%100] = n;
+    nAck++;
+  }
+  fclose(f);
+  for(i=0; i<8; i++){
+    int v;
+    if( aLast[i]==0 ) continue;
+    v = mpLcValue(db, id*100+i, &rc);
+    ck_assert_msg(rc==SQLITE_OK, "reading key %d: %s", id*100+i,
+                  sqlite3_errmsg(db));
+    ck_assert_msg(v>=aLast[i], "writer %d key %d: acknowledged %d, holds %d",
+                  id, id*100+i, aLast[i], v);
+  }
+  sqlite3_free(zAck);
+  return nAck;
+}
+
+static pid_t mpSpawnLc(const char *zDb, int id, int ms, const char *zDir,
+                       int iKill){
+  char zId[16], zMs[16], zKill[16];
+  char *zAck = sqlite3_mprintf("%s/ack.%d", zDir, id);
+  const char *azArg[] = { "lcw", zDb, zId, zMs, zAck, zKill, 0 };
+  pid_t pid;
+  snprintf(zId, sizeof(zId), "%d", id);
+  snprintf(zMs, sizeof(zMs), "%d", ms);
+  snprintf(zKill, sizeof(zKill), "%d", iKill);
+  pid = th_spawn(azArg);
+  sqlite3_free(zAck);
+  return pid;
+}
+
+/* The log directory of the store's one kv_log table. */
+static char *mpLcDir(const char *zStore){
+  char *zParent = sqlite3_mprintf("%s/kv_log", zStore), *zOut = 0;
+  DIR *d = opendir(zParent);
+  struct dirent *e;
+  ck_assert_ptr_nonnull(d);
+  while( zOut==0 && (e = readdir(d))!=0 ){
+    if( e->d_name[0]>='0' && e->d_name[0]<='9' && strchr(e->d_name, '.')==0 ){
+      zOut = sqlite3_mprintf("%s/%s", zParent, e->d_name);
+    }
+  }
+  closedir(d);
+  sqlite3_free(zParent);
+  ck_assert_ptr_nonnull(zOut);
+  return zOut;
+}
+
+/* What the log directory zLog holds: the M of its MANIFEST (0: none), the
+** bytes of its log and merged files, and the leftovers of compactions
+** (log files up to M, merged files the MANIFEST does not list,
+** MANIFEST.tmp). */
+typedef struct MpLc MpLc;
+struct MpLc { unsigned M; long long nByte; int nLeft; int nFile; };
+static MpLc mpLcScan(const char *zLog){
+  MpLc r;
+  unsigned aList[4096];
+  unsigned n = 0, i;
+  char *zMan = sqlite3_mprintf("%s/MANIFEST", zLog);
+  FILE *f = fopen(zMan, "rb");
+  DIR *d;
+  struct dirent *e;
+  memset(&r, 0, sizeof(r));
+  if( f ){
+    unsigned char a[24];
+    if( fread(a, 1, 24, f)==24 ){
+      r.M = a[8] | a[9]<<8 | a[10]<<16 | (unsigned)a[11]<<24;
+      n = a[20] | a[21]<<8 | a[22]<<16 | (unsigned)a[23]<<24;
+      for(i=0; i<n && i<4096; i++){
+        unsigned char b[4];
+        if( fread(b, 1, 4, f)!=4 ) break;
+        aList[i] = b[0] | b[1]<<8 | b[2]<<16 | (unsigned)b[3]<<24;
+      }
+    }
+    fclose(f);
+  }
+  d = opendir(zLog);
+  ck_assert_ptr_nonnull(d);
+  while( (e = readdir(d))!=0 ){
+    unsigned v = (unsigned)strtoul(e->d_name, 0, 10);
+    const char *zExt = strchr(e->d_name, '.');
+    struct stat st;
+    char *zPath;
+    if( strcmp(e->d_name, "MANIFEST.tmp")==0 ){ r.nLeft++; continue; }
+    if( zExt==0 || (strcmp(zExt, ".klog") && strcmp(zExt, ".kmrg")) ){
+      continue;
+    }
+    zPath = sqlite3_mprintf("%s/%s", zLog, e->d_name);
+    if( stat(zPath, &st)==0 ) r.nByte += st.st_size;
+    sqlite3_free(zPath);
+    r.nFile++;
+    if( strcmp(zExt, ".klog")==0 ){
+      if( v<=r.M ) r.nLeft++;
+    }else{
+      int bListed = 0;
+      for(i=0; i<n; i++) if( aList[i]==v ) bListed = 1;
+      if( !bListed ) r.nLeft++;
+    }
+  }
+  closedir(d);
+  sqlite3_free(zMan);
+  return r;
+}
+
+/* Wait (up to ms) until the log directory's MANIFEST passes M: 1 if it
+** did. */
+static int mpLcWaitM(const char *zLog, unsigned M, int ms){
+  int64_t iEnd = mpNowMs() + ms;
+  while( mpLcScan(zLog).M<=M ){
+    if( mpNowMs()>iEnd ) return 0;
+    usleep(10000);
+  }
+  return 1;
+}
+
+/* lcread <db> <n>: reads keys 0..7 of table lc, which the parent wrote
+** with MP_LC_SQL up to its n-th commit (key n%8), then writes keys
+** 500..507 (n 1..8). */
+static int mpLcRead(char **argv){
+  sqlite3 *db = mpChildOpen(argv[1]);
+  int n = atoi(argv[2]), k, rc;
+  for(k=0; k<8; k++){
+    int v = mpLcValue(db, k, &rc), want = n - ((n-k)%8+8)%8;
+    if( v!=want ){
+      fprintf(stderr, "lcread: key %d holds %d, not %d (%s)\n", k, v, want,
+              rc ? sqlite3_errmsg(db) : "");
+      return 5;
+    }
+  }
+  for(k=0; k<8; k++){
+    char zSql[200];
+    sqlite3_snprintf(sizeof(zSql), zSql, MP_LC_SQL, 500+k, 8+k);
+    if( mpExec(db, zSql) ){
+      fprintf(stderr, "lcread: %s\n", sqlite3_errmsg(db));
+      return 6;
+    }
+  }
+  sqlite3_close(db);
+  return 0;
+}
+
+/* lcro <db> <ms>: a read-only connection reads table lc until key 999
+** holds the parent's last n (then keys 0..7 must hold its last values),
+** checking on every read that each of keys 0..7 holds a value MP_LC_SQL
+** wrote for it, and that those values never go back. */
+static int mpLcReadOnly(char **argv){
+  sqlite3 *db = mpRoOpen(argv[1], 1);
+  int64_t iEnd = mpNowMs() + atoi(argv[2]);
+  int aSeen[8], k, rc, nRead = 0;
+  memset(aSeen, 0, sizeof(aSeen));
+  if( db==0 ) return 2;
+  sqlite3_exec(db, "PRAGMA busy_timeout=5000", 0, 0, 0);
+  while( mpNowMs()<iEnd ){
+    sqlite3_int64 nLast = mpInt(db, "SELECT value FROM lc WHERE key=999",
+                                &rc);
+    if( rc ){
+      fprintf(stderr, "lcro: %s\n", sqlite3_errmsg(db));
+      return 5;
+    }
+    for(k=0; k<8; k++){
+      int v = mpLcValue(db, k, &rc);
+      if( v<0 || v<aSeen[k] ){
+        fprintf(stderr, "lcro: key %d holds %d after %d (%s)\n", k, v,
+                aSeen[k], rc ? sqlite3_errmsg(db) : "");
+        return 7;
+      }
+      aSeen[k] = v;
+      if( nLast>0 && v!=nLast - ((nLast-k)%8+8)%8 ){
+        fprintf(stderr, "lcro: key %d holds %d at the end (%lld)\n", k, v,
+                (long long)nLast);
+        return 8;
+      }
+    }
+    nRead++;
+    if( nLast>0 ) break;
+    usleep(2000);
+  }
+  sqlite3_close(db);
+  return mpNowMs()<iEnd ? 0 : 6;
+}
+
+/* lchold <db> <ready file>: opens the store (which turns shared when
+** another process has it), reads table lc, creates the ready file, and
+** stays until killed (60 s at most). */
+static int mpLcHold(char **argv){
+  sqlite3 *db = mpChildOpen(argv[1]);
+  int rc, fd;
+  mpInt(db, "SELECT count(*) FROM lc", &rc);
+  if( rc ){
+    fprintf(stderr, "lchold: %s\n", sqlite3_errmsg(db));
+    return 5;
+  }
+  fd = open(argv[2], O_WRONLY|O_CREAT, 0644);
+  if( fd<0 ) return 3;
+  close(fd);
+  sleep(60);
+  sqlite3_close(db);
+  return 0;
+}
+
+/* Start lchold and wait until it has the store open. */
+static pid_t mpSpawnHold(const char *zDb, const char *zDir){
+  char *zReady = sqlite3_mprintf("%s/hold.ready", zDir);
+  const char *azArg[] = { "lchold", zDb, zReady, 0 };
+  pid_t pid;
+  unlink(zReady);
+  pid = th_spawn(azArg);
+  ck_assert_msg(mpWaitFile(zReady), "lchold did not open the store");
+  sqlite3_free(zReady);
+  return pid;
+}
+
+/* th_open with a busy timeout (other processes write). */
+static sqlite3 *mpLcOpen(const char *zDb){
+  sqlite3 *db = th_open(zDb);
+  th_exec(db, "PRAGMA busy_timeout=5000");
+  return db;
+}
+
+/* Commit n (1..) of the parent: key n%8, value n (MP_LC_SQL). */
+static void mpLcParent(sqlite3 *db, int n){
+  th_execf(db, MP_LC_SQL, n%8, n);
+}
+
+/* Two processes share a store; the first (which runs the store's
+** background work) writes many versions of 8 keys to a kv_log table, and
+** its compactions run meanwhile: the MANIFEST moves on, the log files on
+** disk shrink back, no leftover stays; the other process then reads
+** every key right and keeps writing, and a later open alone reads all. */
+START_TEST(test_kvmp_log_compacts_while_shared){
+  char *zDir = th_tmpdir("kvmp-lcshared");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zLog, zN[16];
+  const char *azRead[] = { "lcread", zDb, zN, 0 };
+  sqlite3 *db;
+  MpLc r0, r;
+  long long nMax = 0;
+  int n, st;
+  pid_t pidIdle;
+  int64_t iEnd;
+  kv_log_test_file_size(2048);
+  setenv("KVMP_LOG_FILE_SIZE", "2048", 1);
+  db = mpLcOpen(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lc USING kv_log");
+  zLog = mpLcDir(zStore);
+  pidIdle = mpSpawnHold(zDb, zDir);       /* the store turns shared */
+  for(n=1; n<=8; n++) mpLcParent(db, n);
+  r0 = mpLcScan(zLog);
+  for(n=9; n<=600; n++){
+    mpLcParent(db, n);
+    r = mpLcScan(zLog);
+    if( r.nByte>nMax ) nMax = r.nByte;
+  }
+  ck_assert_msg(mpLcWaitM(zLog, r0.M, 5000), "no compaction while shared");
+  iEnd = mpNowMs() + 5000;
+  while( (r = mpLcScan(zLog)).nLeft>0 || r.nByte>8*2048 ){
+    ck_assert_msg(mpNowMs()<iEnd, "log files: %lld bytes, %d leftovers "
+                  "(at most %lld bytes)", r.nByte, r.nLeft, nMax);
+    usleep(10000);
+  }
+  /* 600 commits of 200-byte values were appended: bounded by compactions,
+  ** the log files hold a fraction of it, during the run and after */
+  ck_assert_msg(4*r.nByte<600*200 && nMax<600*200, "%lld bytes of log "
+                "files, %lld at most", r.nByte, nMax);
+  snprintf(zN, sizeof(zN), "%d", 600);
+  {
+    pid_t pid = th_spawn(azRead);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "lcread: %d", st);
+  }
+  for(n=0; n<8; n++){
+    ck_assert_int_eq(th_intf(db, "SELECT value+0 FROM lc WHERE key=%d",
+                             500+n), 8+n);
+  }
+  kill(pidIdle, SIGKILL);
+  waitpid(pidIdle, &st, 0);
+  sqlite3_close(db);
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  db = th_open(zDb);                       /* alone */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM lc"), 16);
+  for(n=0; n<8; n++){
+    ck_assert_int_eq(th_intf(db, "SELECT value+0 FROM lc WHERE key=%d", n),
+                     600 - ((600-n)%8));
+  }
+  sqlite3_close(db);
+  ck_assert_int_eq(mpLcScan(zLog).nLeft, 0);
+  kv_log_test_file_size(0);
+  sqlite3_free(zLog);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* While the process that compacts (the first one) runs a compaction,
+** another process appends to the same table: no commit either one saw
+** acknowledged is lost, in the store shared or opened alone later. */
+START_TEST(test_kvmp_log_appends_during_shared_compaction){
+  char *zDir = th_tmpdir("kvmp-lcappend");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zLog;
+  sqlite3 *db;
+  MpLc r0;
+  pid_t pid;
+  int n = 0, k, st = 0, nAck;
+  kv_log_test_file_size(2048);
+  setenv("KVMP_LOG_FILE_SIZE", "2048", 1);
+  db = mpLcOpen(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lc USING kv_log");
+  zLog = mpLcDir(zStore);
+  r0 = mpLcScan(zLog);
+  pid = mpSpawnLc(zDb, 1, 2500, zDir, 0);
+  mpWaitAcks(zDir, 1, 1);
+  while( waitpid(pid, &st, WNOHANG)==0 ) mpLcParent(db, ++n);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "lcw: status %d", st);
+  ck_assert_msg(mpLcScan(zLog).M>r0.M, "no compaction while shared");
+  nAck = mpLcCheckAcks(db, zDir, 1);
+  ck_assert_int_gt(nAck, 50);
+  for(k=0; k<8; k++){
+    ck_assert_int_eq(th_intf(db, "SELECT value+0 FROM lc WHERE key=%d", k),
+                     n - ((n-k)%8+8)%8);
+  }
+  sqlite3_close(db);
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  db = th_open(zDb);                       /* alone */
+  ck_assert_int_eq(mpLcCheckAcks(db, zDir, 1), nAck);
+  for(k=0; k<8; k++){
+    ck_assert_int_eq(th_intf(db, "SELECT value+0 FROM lc WHERE key=%d", k),
+                     n - ((n-k)%8+8)%8);
+  }
+  sqlite3_close(db);
+  ck_assert_int_eq(mpLcScan(zLog).nLeft, 0);
+  kv_log_test_file_size(0);
+  sqlite3_free(zLog);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The process that compacts a shared kv_log table is SIGKILLed at step
+** _i of a compaction (KVLOG_STEP_ROLLED .. KVLOG_STEP_SWAPPED) while
+** another process writes it: the other one takes the compactions over
+** (the files of the dead one's are removed or loaded), a third process
+** and a later open alone read every acknowledged commit, and no leftover
+** file stays. */
+START_TEST(test_kvmp_log_compactor_killed_at_each_step){
+  char *zDir = th_tmpdir("kvmp-lckill");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  char *zLog;
+  sqlite3 *db;
+  pid_t pidA, pidB;
+  int st = 0, nA, nB, bClean = 0;
+  int64_t iEnd;
+  MpLc r, rDeath;
+  kv_log_test_file_size(2048);
+  setenv("KVMP_LOG_FILE_SIZE", "2048", 1);
+  db = mpLcOpen(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lc USING kv_log");
+  sqlite3_close(db);
+  zLog = mpLcDir(zStore);
+  pidA = mpSpawnLc(zDb, 1, 8000, zDir, _i);    /* alone first: it compacts */
+  mpWaitAcks(zDir, 1, 1);
+  pidB = mpSpawnLc(zDb, 2, 3500, zDir, 0);
+  ck_assert_int_eq(waitpid(pidA, &st, 0), pidA);
+  ck_assert_msg(WIFSIGNALED(st), "the compacting process was not killed "
+                "at step %d (status %d)", _i, st);
+  rDeath = mpLcScan(zLog);
+  db = mpLcOpen(zDb);                      /* a third process, shared */
+  nA = mpLcCheckAcks(db, zDir, 1);
+  ck_assert_int_gt(nA, 0);
+  sqlite3_close(db);
+  iEnd = mpNowMs() + 3000;
+  while( !bClean && mpNowMs()<iEnd ){      /* B compacts from now on */
+    r = mpLcScan(zLog);
+    bClean = r.M>rDeath.M && r.nLeft==0;
+    usleep(5000);
+  }
+  ck_assert_msg(bClean, "step %d: M %u (%u at the kill), %d leftovers",
+                _i, r.M, rDeath.M, r.nLeft);
+  ck_assert_int_eq(waitpid(pidB, &st, 0), pidB);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "lcw: status %d", st);
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  db = th_open(zDb);                       /* alone */
+  ck_assert_int_eq(mpLcCheckAcks(db, zDir, 1), nA);
+  nB = mpLcCheckAcks(db, zDir, 2);
+  ck_assert_int_gt(nB, 0);
+  sqlite3_close(db);
+  ck_assert_int_eq(mpLcScan(zLog).nLeft, 0);
+  kv_log_test_file_size(0);
+  sqlite3_free(zLog);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A read-only process reads a kv_log table through compactions that the
+** process writing it runs while a third one shares the store: every read
+** holds values the writer wrote, never older than an earlier read, and
+** the last ones at the end. */
+START_TEST(test_kvmp_log_readonly_reads_through_shared_compactions){
+  char *zDir = th_tmpdir("kvmp-lcro");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zStore = sqlite3_mprintf("%s/app.db-kv", zDir);
+  const char *azRo[] = { "lcro", zDb, "30000", 0 };
+  char *zLog;
+  sqlite3 *db;
+  MpLc r0;
+  pid_t pidHold, pidRo;
+  int n, st;
+  kv_log_test_file_size(2048);
+  setenv("KVMP_LOG_FILE_SIZE", "2048", 1);
+  db = mpLcOpen(zDb);
+  th_exec(db, "CREATE VIRTUAL TABLE lc USING kv_log");
+  zLog = mpLcDir(zStore);
+  pidHold = mpSpawnHold(zDb, zDir);
+  for(n=1; n<=8; n++) mpLcParent(db, n);
+  r0 = mpLcScan(zLog);
+  pidRo = th_spawn(azRo);
+  for(n=9; n<=600; n++){
+    mpLcParent(db, n);
+    if( n%50==0 ) usleep(20000);
+  }
+  ck_assert_msg(mpLcWaitM(zLog, r0.M, 5000), "no compaction while shared");
+  th_exec(db, "INSERT INTO lc VALUES(999, 600)");
+  ck_assert_int_eq(waitpid(pidRo, &st, 0), pidRo);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "lcro: status %d", st);
+  kill(pidHold, SIGKILL);
+  waitpid(pidHold, &st, 0);
+  sqlite3_close(db);
+  unsetenv("KVMP_LOG_FILE_SIZE");
+  kv_log_test_file_size(0);
+  sqlite3_free(zLog);
+  sqlite3_free(zStore);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvmp");
   TCase *tc = tcase_create("processes");
@@ -2597,6 +3120,14 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvmp_log_gid_prepare_resolve_across_processes);
   tcase_add_test(tc, test_kvmp_gid_preparer_killed);
   tcase_add_test(tc, test_kvmp_gid_in_doubt_store_turns_shared);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("logcompact");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_kvmp_log_compacts_while_shared);
+  tcase_add_test(tc, test_kvmp_log_appends_during_shared_compaction);
+  tcase_add_loop_test(tc, test_kvmp_log_compactor_killed_at_each_step,
+                      KVLOG_STEP_ROLLED, KVLOG_STEP_SWAPPED+1);
+  tcase_add_test(tc, test_kvmp_log_readonly_reads_through_shared_compactions);
   suite_add_tcase(s, tc);
   return s;
 }
