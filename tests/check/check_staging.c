@@ -1130,6 +1130,49 @@ START_TEST(test_staging_memory_listing_bounds_each_structure){
 }
 END_TEST
 
+/* The staged_page_map bytes inside one transaction of database "app" in
+** a new store in zDir that inserts nRow rows of 900 bytes (about nRow/4
+** pages, all staged past a 64 KiB budget); the transaction commits and
+** the rows are all there. */
+static sqlite3_int64 staged_map_bytes(const char *zDir, int nRow){
+  sqlite3 *db = open_app(zDir, 64);
+  sqlite3_int64 n;
+  char *zSql;
+  th_exec(db, zSchema);
+  zSql = sqlite3_mprintf("BEGIN; INSERT INTO t SELECT 1000+value,"
+      " randomblob(900), value%%13 FROM (WITH RECURSIVE g(value) AS (SELECT"
+      " 1 UNION ALL SELECT value+1 FROM g WHERE value<%d) SELECT value FROM"
+      " g); UPDATE t SET w=w+1 WHERE k%%50=0", nRow);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  n = memory_of(db, "staged_page_map", 0);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(count_t(db), 200+nRow);
+  ck_assert_int_eq(memory_of(db, "staged_page_map", 0), 0);
+  assert_integrity(db);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(db);
+  return n;
+}
+
+/* The writer's memory for its staged pages does not grow with the
+** transaction: one bit a page (in steps of 4 KiB), the list of rows to
+** remove and the stream's tail.  About 2,000 and about 20,000 staged
+** pages take the same bytes (a map with an entry a page took about 40
+** bytes a page: 800 KB for 20,000). */
+START_TEST(test_staging_map_memory_does_not_grow_with_the_txn){
+  char *zDir1 = th_tmpdir("staging-mapsize1");
+  char *zDir2 = th_tmpdir("staging-mapsize2");
+  sqlite3_int64 nSmall = staged_map_bytes(zDir1, 8000);
+  sqlite3_int64 nBig = staged_map_bytes(zDir2, 80000);
+  ck_assert_int_gt(nSmall, 0);
+  ck_assert_int_eq(nBig, nSmall);
+  ck_assert_int_le(nBig, 65536 + 4096 + 4*TXSTAGE_GONE);
+  sqlite3_free(zDir1);
+  sqlite3_free(zDir2);
+}
+END_TEST
+
 /* ltx_encode_threads() gives the blob ltx_encode() gives, byte for byte,
 ** at any thread count: 1000 pages, some random, some compressible, some
 ** zero. */
@@ -1241,47 +1284,59 @@ START_TEST(test_staging_threads_parameter){
 END_TEST
 
 /* txbuf_drop() keeps every other page findable (deletion from the probe
-** runs), and txstage entries can be dropped, revived and cut off. */
+** runs), and the staged-page map (a bitmap) marks, unmarks and walks
+** pages, lists unstaged pages whose rows are still in the store, and
+** spends one bit a page up to the highest page staged. */
 START_TEST(test_staging_buffer_and_map_drop_pages){
   TxBuf b;
   TxStage m;
   unsigned char a[16];
-  uint32_t i;
+  uint32_t i, n;
   memset(&b, 0, sizeof(b));
   memset(&m, 0, sizeof(m));
   for(i=1; i<=3000; i++){
-    TxStaged st;
     memset(a, (int)(i&0xff), sizeof(a));
     ck_assert_int_eq(txbuf_put(&b, i, a, sizeof(a)), SQLITE_OK);
-    memset(&st, 0, sizeof(st));
-    st.pgno = i;
-    st.nByte = 20+i;
-    st.iOffset = i*100;
-    ck_assert_int_eq(txstage_put(&m, &st), SQLITE_OK);
+    ck_assert_int_eq(txstage_set(&m, i), SQLITE_OK);
   }
   for(i=1; i<=3000; i+=3){
     txbuf_drop(&b, i);
-    txstage_drop(&m, i);
+    ck_assert_int_eq(txstage_unset(&m, i, i<2000), SQLITE_OK);
   }
+  ck_assert_int_eq(m.nGone, 667);
   for(i=1; i<=3000; i++){
     unsigned char *p = txbuf_get(&b, i);
-    const TxStaged *e = txstage_get(&m, i);
     if( i%3==1 ){
       ck_assert_ptr_null(p);
-      ck_assert_ptr_null(e);
+      ck_assert(!txstage_has(&m, i));
     }else{
       ck_assert_ptr_nonnull(p);
       ck_assert_int_eq(p[0], (int)(i&0xff));
-      ck_assert_ptr_nonnull(e);
-      ck_assert_int_eq(e->iOffset, i*100);
+      ck_assert(txstage_has(&m, i));
     }
   }
   ck_assert_int_eq(b.nUsed, 2000);
-  ck_assert_int_eq(txstage_truncate(&m, 1500), SQLITE_OK);
-  ck_assert_ptr_null(txstage_get(&m, 1502));
-  ck_assert_ptr_nonnull(txstage_get(&m, 1499));
+  /* the walk a truncation makes: every staged page above 1500, in order */
+  for(i=1500, n=0; (i = txstage_next(&m, i))!=0; n++){
+    ck_assert_int_ne(i%3, 1);
+    ck_assert_int_gt(i, 1500);
+  }
+  ck_assert_int_eq(n, 1000);
+  ck_assert_int_eq(txstage_next(&m, 3000), 0);
+  ck_assert(!txstage_has(&m, 0));
+  ck_assert(!txstage_has(&m, 4000000));
+  /* 4 KiB of bits (32 Ki pages), then one more step, and the gone list */
+  ck_assert_int_eq(txstage_bytes(&m), 4096 + 4*TXSTAGE_GONE);
+  ck_assert_int_eq(txstage_set(&m, 40000), SQLITE_OK);
+  ck_assert_int_eq(txstage_bytes(&m), 8192 + 4*TXSTAGE_GONE);
+  ck_assert_int_eq(txstage_next(&m, 3000), 40000);
+  ck_assert_int_eq(txstage_set(&m, 1000000), SQLITE_OK);   /* 4 GiB */
+  ck_assert(txstage_has(&m, 1000000));
+  ck_assert_int_eq(txstage_next(&m, 40000), 1000000);
+  ck_assert_int_le(txstage_bytes(&m), 128*1024 + 4*TXSTAGE_GONE);
   txbuf_clear(&b);
   txstage_clear(&m);
+  ck_assert_int_eq(txstage_bytes(&m), 0);
 }
 END_TEST
 
@@ -1528,6 +1583,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
+  tcase_add_test(tc, test_staging_map_memory_does_not_grow_with_the_txn);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
   tcase_add_test(tc, test_staging_sigkilled_import_leaves_no_commit);
