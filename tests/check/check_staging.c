@@ -74,6 +74,27 @@ static char *depot_uri(const char *zDir, const char *zParams){
   return zUri;
 }
 
+/* Remove the store file of zDir and the directory (a test of many pages
+** leaves no store behind). */
+static void remove_store(const char *zDir){
+  char *zStore = store_path(zDir);
+  char *z;
+  if( strncmp(zStore, "postgresql://", 13)!=0 ){
+    unlink(zStore);
+    z = sqlite3_mprintf("%s-wal", zStore);
+    unlink(z);
+    sqlite3_free(z);
+    z = sqlite3_mprintf("%s-shm", zStore);
+    unlink(z);
+    sqlite3_free(z);
+    z = sqlite3_mprintf("%s-lock", zStore);
+    unlink(z);
+    sqlite3_free(z);
+    rmdir(zDir);
+  }
+  sqlite3_free(zStore);
+}
+
 /* Database "app" of the store in zDir, budget of nKb (-1: default). */
 /* Background compaction stays off (compact_after=0): a compaction that a
 ** killed writer left half swept would change stored_bytes at the next GC,
@@ -234,6 +255,58 @@ START_TEST(test_staging_large_txn_matches_plain_file){
   ck_assert(!staged_rows(zDir));
   sqlite3_close(a);
   sqlite3_close(b);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A transaction that stages thousands of pages and then gives most of
+** them back (auto_vacuum=FULL: its commit moves pages down and cuts the
+** database) unstages more pages than the writer lists at once (the list
+** of rows to remove empties as it fills): the same rows and page count as
+** a plain file, and integrity_check and depot_verify (the commit's
+** checksum) are clean. */
+START_TEST(test_staging_cut_of_many_staged_pages_matches_plain_file){
+  char *zDir = th_tmpdir("staging-cut");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, 64);
+  const char *azStep[] = {
+    "PRAGMA auto_vacuum=FULL; PRAGMA cache_size=5",
+    zSchema,
+    "CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB);"
+    "INSERT INTO u SELECT value, zeroblob(900)||x'03' FROM " SERIES(4000),
+    "BEGIN; UPDATE u SET v=zeroblob(800)||x'04' WHERE k%3=0;"
+    " INSERT INTO t SELECT 1000+value, zeroblob(900)||x'01', value%13"
+    " FROM " SERIES(12000) "; DELETE FROM t WHERE k>1300;"
+    " DELETE FROM u WHERE k>500; COMMIT",
+  };
+  int i;
+  for(i=0; i<(int)(sizeof(azStep)/sizeof(azStep[0])); i++){
+    char *zA = 0, *zB = 0;
+    th_exec(a, azStep[i]);
+    th_exec(b, azStep[i]);
+    if( i<2 ) continue;
+    zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                    "group_concat(k||hex(v),',')||(SELECT group_concat(k||"
+                    "hex(v),',') FROM u) FROM t");
+    zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                    "group_concat(k||hex(v),',')||(SELECT group_concat(k||"
+                    "hex(v),',') FROM u) FROM t");
+    ck_assert_msg(zA && zB && strcmp(zA, zB)==0, "step %d", i);
+    sqlite3_free(zA);
+    sqlite3_free(zB);
+  }
+  ck_assert_int_eq(th_int(a, "PRAGMA page_count"),
+                   th_int(b, "PRAGMA page_count"));
+  ck_assert_int_lt(th_int(b, "PRAGMA page_count"), 1000);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  unlink(zPlain);
+  remove_store(zDir);
   sqlite3_free(zPlain);
   sqlite3_free(zDir);
 }
@@ -1130,14 +1203,15 @@ START_TEST(test_staging_memory_listing_bounds_each_structure){
 }
 END_TEST
 
-/* The staged_page_map bytes inside one transaction of database "app" in
-** a new store in zDir that inserts nRow rows of 900 bytes (about nRow/4
-** pages, all staged past a 64 KiB budget); the transaction commits and
-** the rows are all there. */
+/* The staged_page_map bytes inside one transaction of database "app" (of
+** 1 KiB pages) in a new store in zDir that inserts nRow rows of 900 bytes
+** (about nRow pages, all staged past a 64 KiB budget); the transaction
+** commits and the rows are all there. */
 static sqlite3_int64 staged_map_bytes(const char *zDir, int nRow){
   sqlite3 *db = open_app(zDir, 64);
   sqlite3_int64 n;
   char *zSql;
+  th_exec(db, "PRAGMA page_size=1024");
   th_exec(db, zSchema);
   zSql = sqlite3_mprintf("BEGIN; INSERT INTO t SELECT 1000+value,"
       " randomblob(900), value%%13 FROM (WITH RECURSIVE g(value) AS (SELECT"
@@ -1151,7 +1225,9 @@ static sqlite3_int64 staged_map_bytes(const char *zDir, int nRow){
   ck_assert_int_eq(memory_of(db, "staged_page_map", 0), 0);
   assert_integrity(db);
   ck_assert(!staged_rows(zDir));
+  ck_assert_int_gt(th_int(db, "PRAGMA page_count"), nRow);
   sqlite3_close(db);
+  remove_store(zDir);
   return n;
 }
 
@@ -1163,8 +1239,8 @@ static sqlite3_int64 staged_map_bytes(const char *zDir, int nRow){
 START_TEST(test_staging_map_memory_does_not_grow_with_the_txn){
   char *zDir1 = th_tmpdir("staging-mapsize1");
   char *zDir2 = th_tmpdir("staging-mapsize2");
-  sqlite3_int64 nSmall = staged_map_bytes(zDir1, 8000);
-  sqlite3_int64 nBig = staged_map_bytes(zDir2, 80000);
+  sqlite3_int64 nSmall = staged_map_bytes(zDir1, 2000);
+  sqlite3_int64 nBig = staged_map_bytes(zDir2, 20000);
   ck_assert_int_gt(nSmall, 0);
   ck_assert_int_eq(nBig, nSmall);
   ck_assert_int_le(nBig, 65536 + 4096 + 4*TXSTAGE_GONE);
@@ -1584,6 +1660,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
   tcase_add_test(tc, test_staging_map_memory_does_not_grow_with_the_txn);
+  tcase_add_test(tc, test_staging_cut_of_many_staged_pages_matches_plain_file);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
   tcase_add_test(tc, test_staging_sigkilled_import_leaves_no_commit);
