@@ -532,12 +532,13 @@ static int dsqlNameExists(const char *zStore, const char *zDb){
   return rc!=SQLITE_OK || f.bFound;
 }
 
-/* After a failed import that created database zDb (its first transaction
-** creates it before it stages pages), drop it again, so no empty database
-** stays behind; its rows go with the next compaction and depot_gc. */
+/* After a failed import into a new name zDb (its first staged batch
+** creates the name's branch, unborn until the commit), take the name
+** away again, so no empty database stays behind; the branch's rows go
+** with depot_gc, which would also take the name away. */
 static void dsqlImportUndo(const char *zStore, const char *zDb){
   char *zErr = 0;
-  depot_drop_branch(zStore, zDb, "main", 0, &zErr);
+  depot_abandon_unborn(zStore, zDb, "main", &zErr);
   sqlite3_free(zErr);
 }
 
@@ -564,10 +565,12 @@ static void dsqlImport(sqlite3_context *ctx, int argc,
   }else{
     const char *zStore = (const char*)sqlite3_value_text(argv[1]);
     int bExisted = dsqlNameExists(zStore, zDb);
+    struct stat st;
     n = dsqlCopy("import", zFrom, SQLITE_OPEN_READONLY, zUri,
                  SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE|SQLITE_OPEN_URI,
                  &rc, &zErr);
-    if( n<0 && !bExisted && dsqlNameExists(zStore, zDb) ){
+    if( n<0 && !bExisted && (stat(zStore, &st)==0
+                             || strncmp(zStore, "postgres", 8)==0) ){
       dsqlImportUndo(zStore, zDb);
     }
     if( n<0 && (z = dsqlImportError(zFrom, zUri, zDb, zErr, &rc))!=0 ){

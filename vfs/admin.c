@@ -123,12 +123,16 @@ static int adminPointerRow(void *pArg, const unsigned char *pKey, int nKey,
   int nDb = zEnd ? (int)(zEnd-(pKey+2)) : -1;
   DbHead head;
   PtrValue pv;
+  int bUnborn = 0;
   if( nDb<1 || nDb>LAYOUT_MAX_NAME
    || layout_ptr_decode(pVal, nVal, &pv)!=SQLITE_OK ){
     p->rc = SQLITE_CORRUPT;
     *p->pzErr = sqlite3_mprintf("depot: corrupt database pointer row");
     return 1;
   }
+  p->rc = depot_branch_unborn(p->pStore, pv.iBranch, &bUnborn, p->pzErr);
+  if( p->rc!=SQLITE_OK ) return 1;
+  if( bUnborn ) return 0;              /* no commit yet: not shown */
   if( nDb!=p->nPrevDb || memcmp(p->zPrevDb, pKey+2, nDb)!=0 ){
     p->pStats->nDatabase++;
     memcpy(p->zPrevDb, pKey+2, nDb);

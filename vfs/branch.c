@@ -8,6 +8,7 @@
 */
 #include "config.h"
 #include "vfs/db.h"
+#include "vfs/lock.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
@@ -440,4 +441,86 @@ int depot_branch_create(Store *pStore, const BranchRecord *pRec,
   bytes_put64(o, (uint64_t)iNew);
   return depot_pin_add(pStore, pRec->iParent, pRec->iParentTxid,
                        LAYOUT_PIN_FORK, o, 8, pzErr);
+}
+
+/* ---- unborn branches ---- */
+
+int depot_branch_unborn(Store *pStore, uint64_t iBranch, int *pbUnborn,
+                        char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0, rc;
+  DbHead head;
+  *pbUnborn = 0;
+  if( iBranch==0 ) return SQLITE_OK;
+  rc = store_get(pStore, k, layout_key_br(k, iBranch, LAYOUT_BR_UNBORN),
+                 &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  if( pVal==0 ) return SQLITE_OK;
+  sqlite3_free(pVal);
+  pVal = 0;
+  rc = store_get(pStore, k, layout_key_br(k, iBranch, LAYOUT_BR_HEAD),
+                 &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  memset(&head, 0, sizeof(head));
+  if( pVal && layout_head_decode(pVal, nVal, &head)!=SQLITE_OK ){
+    rc = brErr(pzErr, SQLITE_CORRUPT, sqlite3_mprintf("depot: corrupt head"
+               " row of branch %llu", (unsigned long long)iBranch));
+  }
+  sqlite3_free(pVal);
+  if( rc==SQLITE_OK ) *pbUnborn = head.iTxid==0;
+  return rc;
+}
+
+int depot_branch_abandon(Store *pStore, uint64_t iBranch,
+                         const BranchRecord *pRec, int *pbDone,
+                         char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY], v[LAYOUT_MAX_ROW], o[8];
+  void *pVal = 0;
+  int nVal = 0, nKey, bUnborn = 0, bHeld = 0, rc;
+  BranchRecord rec = *pRec;
+  PtrValue pv;
+  DepotLock lk;
+  *pbDone = 0;
+  if( rec.eState!=LAYOUT_STATE_LIVE ) return SQLITE_OK;
+  rc = depot_branch_unborn(pStore, iBranch, &bUnborn, pzErr);
+  if( rc!=SQLITE_OK || !bUnborn ) return rc;
+  rc = store_get(pStore, k, layout_key_branch_sub(k, iBranch,
+                 LAYOUT_BRANCH_REFCOUNT), &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  if( pVal && nVal==8 && (int64_t)bytes_get64le(pVal)>0 ) bHeld = 1;
+  sqlite3_free(pVal);
+  pVal = 0;
+  if( bHeld ) return SQLITE_OK;                /* forked meanwhile */
+  nKey = layout_key_ptr(k, rec.iBucket, rec.zDb, rec.zBranch);
+  rc = store_get(pStore, k, nKey, &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  if( pVal==0 || layout_ptr_decode(pVal, nVal, &pv)!=SQLITE_OK
+   || pv.iBranch!=iBranch ){
+    sqlite3_free(pVal);
+    return SQLITE_OK;                          /* the name leads elsewhere */
+  }
+  sqlite3_free(pVal);
+  depot_lock_init(&lk, pStore, rec.iBucket, rec.zDb, rec.zBranch);
+  rc = depot_lock_other(&lk, &bHeld, pzErr);
+  if( rc!=SQLITE_OK || bHeld ) return rc;      /* its writer is alive */
+  if( rec.iBucket==0 || rec.iParent ){
+    rc = store_clear(pStore, k, nKey);
+  }else{
+    pv.iBranch = 0;                            /* a tombstone: as before */
+    rc = store_put(pStore, k, nKey, v, layout_ptr_encode(v, &pv));
+  }
+  if( rc==SQLITE_OK ) rc = store_clear(pStore, k, layout_key_ptr_hist(k,
+      rec.iBucket, rec.zDb, rec.zBranch, rec.iCreateVs));
+  rec.eState = LAYOUT_STATE_DROPPED;
+  if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_branch(k, iBranch),
+                                     v, layout_branch_encode(v, &rec));
+  if( rc!=SQLITE_OK ) return brStoreErr(pStore, pzErr, rc);
+  if( rec.iParent ){
+    bytes_put64(o, iBranch);
+    rc = depot_pin_remove(pStore, rec.iParent, rec.iParentTxid,
+                          LAYOUT_PIN_FORK, o, 8, pzErr);
+  }
+  if( rc==SQLITE_OK ) *pbDone = 1;
+  return rc;
 }

@@ -9,9 +9,15 @@
 ** past W (or, when the first one is further, W + CMP_MAX_COMMITS, covered
 ** like a coverage point so that no install folds more than
 ** CMP_MAX_COMMITS commits), and
-**   1. plans, in one store read transaction: the generation, W, the
-**      coverage points, every page index row (P, t) with W < t <= T, and
-**      for each the pair (shard of P, smallest coverage point >= t);
+**   1. plans: in one store read transaction the generation, W, the head
+**      H and the coverage points but those in time; then in read
+**      transactions of at most CMP_PLAN_BATCH rows each (each continuing
+**      after the last row of the one before, each checking that the
+**      generation and W are still the plan's: else the plan is stale)
+**      the commit rows up to H for the retained points in time, which
+**      gives T, and every page index row (P, t) with W < t <= T, and for
+**      each the pair (shard of P, smallest coverage point >= t); a commit
+**      between batches only adds rows past H;
 **   2. builds each pair's shard version in its own write transaction: the
 **      full image of the shard's pages as B reads them at that point,
 **      through its ancestors; this only adds rows, so it may be repeated
@@ -30,11 +36,14 @@
 ** has, they are folded rows that verify and the next plan skip.  A plan
 ** that finds DELTA rows at or below W (a sweep a crash or an error cut
 ** short) sweeps again first.  So the memory of a job is its plan (16
-** bytes a shard version to build, and the coverage points), one shard
+** bytes a distinct shard version to build, and the coverage points; the
+** page index rows are visited, not kept), one shard
 ** version (LAYOUT_SHARD_SIZE pages) and one batch of rows, whatever the
 ** size of the commits it folds, and no store write transaction of it
 ** holds more than one shard version, CMP_MAX_COMMITS commit rows or
-** CMP_SWEEP rows.  A changed
+** CMP_SWEEP rows, nor any read transaction of it more than
+** CMP_PLAN_BATCH page index rows (the outer store's snapshot is never
+** pinned for a whole scan of the index).  A changed
 ** generation (a pin came or went, another job installed, GC ran) makes the
 ** job plan again.  The progress hook (vfs/progress.c) is called before
 ** each shard version is built; a stop request deletes the versions the
@@ -55,6 +64,20 @@ SQLITE_EXTENSION_INIT3
 #define CMP_MAX_RETRY   4        /* plans per job before giving up */
 #define CMP_LEVEL       3        /* zstd level of shard blobs */
 #define CMP_SWEEP       1024     /* rows one sweep transaction visits */
+#define CMP_PLAN_BATCH  1024     /* page index rows one plan transaction
+                                 ** visits */
+
+#ifdef DEPOT_TEST
+int depot_compact_test_plan_batch = 0;
+void (*depot_compact_test_plan_between)(const char *zStore) = 0;
+#endif
+
+static int cmpPlanBatch(void){
+#ifdef DEPOT_TEST
+  if( depot_compact_test_plan_batch>0 ) return depot_compact_test_plan_batch;
+#endif
+  return CMP_PLAN_BATCH;
+}
 
 /* A shard version to build: shard number and as_of. */
 typedef struct ShardPair ShardPair;
@@ -74,6 +97,10 @@ struct Plan {
   ShardPair *aPair;
   int64_t *aWrote;          /* per pair: blob bytes this job wrote, or -1 */
   int bSweep;               /* DELTA rows at or below W remain (step 4) */
+  CovPitr *pWalk;           /* while the plan walks the commit rows */
+  int nRow;                 /* page index rows the plan batch visited */
+  unsigned char aLast[LAYOUT_MAX_KEY+1];  /* ... the last one's key */
+  int nLast;
   int rc;
 };
 
@@ -132,6 +159,7 @@ static int cmpDeltaRow(void *pArg, const unsigned char *pKey, int nKey,
 }
 
 static uint64_t cmpPlanAsOf(const Plan *pl, uint64_t t);
+static int cmpGenSame(Cov *p, const Plan *pl, int *pbSame);
 
 /* PIDX row 02 30 {b:8} 20 {pgno:4}{txid:8}. */
 static int cmpPlanPidxRow(void *pArg, const unsigned char *pKey, int nKey,
@@ -140,6 +168,11 @@ static int cmpPlanPidxRow(void *pArg, const unsigned char *pKey, int nKey,
   uint32_t pgno;
   uint64_t t;
   (void)pVal; (void)nVal;
+  pl->nRow++;
+  if( nKey<=LAYOUT_MAX_KEY ){
+    memcpy(pl->aLast, pKey, nKey);
+    pl->nLast = nKey;
+  }
   if( nKey!=23 ) return 0;
   pgno = bytes_get32(pKey+11);
   t = bytes_get64(pKey+15);
@@ -178,8 +211,9 @@ static int cmpCtrGet(Cov *p, const char *zName, int64_t *pv){
   return cov_get64(p, k, layout_key_ctr(k, zName), 1, pv);
 }
 
-/* Step 1, inside a read transaction. */
-static int cmpPlanTxn(Cov *p, Plan *pl){
+/* Step 1's start, inside a read transaction: the branch's state and its
+** coverage points but those in time (pl->iHead 0: nothing to fold). */
+static int cmpPlanTxn(Cov *p, Plan *pl, CovPitr *pWalk){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   BranchRecord rec;
   DbHead head;
@@ -204,24 +238,85 @@ static int cmpPlanTxn(Cov *p, Plan *pl){
   if( rc!=SQLITE_OK || head.iTxid<=(uint64_t)pl->iMark ) return rc;
   pl->iHead = head.iTxid;
   rc = cov_load_buckets(p);
-  if( rc==SQLITE_OK ) rc = cov_points(p, b, &rec, head.iTxid, &pl->K);
-  if( rc!=SQLITE_OK ) return rc;
-  pl->iTarget = cmpPlanTarget(pl);
-  if( pl->iTarget==0 ) return SQLITE_OK;
-  rc = store_scan(p->pStore, lo, layout_key_br(lo, b, LAYOUT_BR_PIDX),
-                  hi, layout_key_br(hi, b, LAYOUT_BR_PIDX+1), 0, -1,
-                  cmpPlanPidxRow, pl);
-  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  if( pl->rc!=SQLITE_OK ) return pl->rc;
-  cmpPlanSortPairs(pl);
-  return SQLITE_OK;
+  if( rc==SQLITE_OK ) rc = cov_points_base(p, b, head.iTxid, &pl->K);
+  if( rc==SQLITE_OK ) rc = cov_pitr_begin(p, rec.zDb, &pl->K, pWalk);
+  return rc;
 }
 
-static int cmpPlan(Cov *p, Plan *pl){
+/* Step 1 over the page index, one batch of at most cmpPlanBatch() rows
+** from key lo on, in a read transaction of its own; the generation,
+** watermark and bucket counter are those the plan began with, else the
+** plan is stale (pl->iGen -1: no build or install will pass). */
+static int cmpPlanBatchTxn(Cov *p, Plan *pl, const unsigned char *lo,
+                           int nLo, const unsigned char *hi, int nHi){
+  int bSame = 0;
   int rc = store_begin(p->pStore, 0);
   if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  rc = cmpPlanTxn(p, pl);
+  pl->nRow = 0;
+  rc = cmpGenSame(p, pl, &bSame);
+  if( rc==SQLITE_OK && !bSame ){
+    pl->iGen = -1;
+  }else if( rc==SQLITE_OK && lo==0 ){          /* points in time */
+    int bMore = 0;
+    rc = cov_pitr_some(p, pl->iBranch, pl->iHead, pl->pWalk, cmpPlanBatch(),
+                       &bMore);
+    pl->nRow = bMore ? cmpPlanBatch() : 0;
+  }else if( rc==SQLITE_OK ){
+    rc = store_scan(p->pStore, lo, nLo, hi, nHi, 0, cmpPlanBatch(),
+                    cmpPlanPidxRow, pl);
+    if( rc!=SQLITE_OK ) rc = cov_store_err(p, rc);
+    else rc = pl->rc;
+  }
   store_rollback(p->pStore);
+  return rc;
+}
+
+/* Step 1: the branch's state in one read transaction, then its page
+** index rows of txids W+1..target in batches (above), each continuing
+** from the last key the one before visited.  A commit between batches
+** adds rows past the target only, which the plan skips; a pin, an install
+** or a reclaim meanwhile changes the generation: the plan goes stale. */
+static int cmpPlan(Cov *p, Plan *pl){
+  unsigned char lo[LAYOUT_MAX_KEY+1], hi[LAYOUT_MAX_KEY];
+  CovPitr walk;
+  int nLo, nHi;
+  int rc = store_begin(p->pStore, 0);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  memset(&walk, 0, sizeof(walk));
+  rc = cmpPlanTxn(p, pl, &walk);
+  store_rollback(p->pStore);
+  if( rc!=SQLITE_OK || pl->iHead==0 ) return rc;
+  pl->pWalk = &walk;
+  for(;;){                     /* the points in time, a batch at a time */
+    rc = cmpPlanBatchTxn(p, pl, 0, 0, 0, 0);
+    if( rc!=SQLITE_OK || pl->iGen<0 || pl->nRow<cmpPlanBatch() ) break;
+#ifdef DEPOT_TEST
+    if( depot_compact_test_plan_between ){
+      depot_compact_test_plan_between(p->zPath);
+    }
+#endif
+  }
+  pl->pWalk = 0;
+  if( rc==SQLITE_OK ) rc = cov_pitr_end(&walk);
+  if( rc!=SQLITE_OK || pl->iGen<0 ) return rc;
+  cov_set_sort(&pl->K);
+  pl->iTarget = cmpPlanTarget(pl);
+  if( pl->iTarget==0 ) return SQLITE_OK;
+  nLo = layout_key_br(lo, pl->iBranch, LAYOUT_BR_PIDX);
+  nHi = layout_key_br(hi, pl->iBranch, LAYOUT_BR_PIDX+1);
+  for(;;){
+    rc = cmpPlanBatchTxn(p, pl, lo, nLo, hi, nHi);
+    if( rc!=SQLITE_OK || pl->iGen<0 || pl->nRow<cmpPlanBatch() ) break;
+    memcpy(lo, pl->aLast, pl->nLast);
+    lo[pl->nLast] = 0;                      /* the key right after it */
+    nLo = pl->nLast+1;
+#ifdef DEPOT_TEST
+    if( depot_compact_test_plan_between ){
+      depot_compact_test_plan_between(p->zPath);
+    }
+#endif
+  }
+  if( rc==SQLITE_OK ) cmpPlanSortPairs(pl);
   return rc;
 }
 
@@ -665,6 +760,13 @@ static int cmpBranch(Cov *p, uint64_t b, DepotCompactResult *pRes){
     p->iNowMs = cov_now_ms();
     rc = cmpPlan(p, &pl);
     if( rc==SQLITE_OK && pl.bSweep ) rc = cmpSweep(p, b, pRes);
+    if( rc==SQLITE_OK && pl.iGen<0 ){         /* stale while planning */
+      if( ++nStale>=CMP_MAX_RETRY ){
+        pRes->nSkipped++;
+        break;
+      }
+      continue;
+    }
     if( rc!=SQLITE_OK || pl.iTarget==0 ) break;
     if( iStop==0 ) iStop = pl.iHead;
     rc = cmpBuild(p, &pl, &bStale, pRes);

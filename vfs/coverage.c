@@ -223,22 +223,12 @@ static int covPolicy(Cov *p, const char *zDb, PitrPolicy *pPol){
   return SQLITE_OK;
 }
 
-/* Commits in txid order: the last of each interval is a representative. */
-typedef struct PitrWalk PitrWalk;
-struct PitrWalk {
-  int64_t iInterval, iCutoff;
-  int bHave;
-  uint64_t iPrevTxid, iPrevTime;
-  uint64_t iOldRep;         /* newest representative at or before cutoff */
-  U64Set *pK;
-  int rc;
-};
-
 static int covPitrRow(void *pArg, const unsigned char *pKey, int nKey,
                       const unsigned char *pVal, int nVal){
-  PitrWalk *w = (PitrWalk*)pArg;
+  CovPitr *w = (CovPitr*)pArg;
   CommitRow row;
   (void)pKey; (void)nKey;
+  w->nRow++;
   if( layout_commit_decode(pVal, nVal, &row)!=SQLITE_OK ){
     w->rc = SQLITE_CORRUPT;
     return 1;
@@ -257,31 +247,45 @@ static int covPitrRow(void *pArg, const unsigned char *pKey, int nKey,
   return 0;
 }
 
-static int covPitrPoints(Cov *p, uint64_t b, const char *zDb, U64Set *pK){
-  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+int cov_pitr_begin(Cov *p, const char *zDb, U64Set *pK, CovPitr *w){
   PitrPolicy pol;
-  PitrWalk w;
   int rc = covPolicy(p, zDb, &pol);
-  if( rc!=SQLITE_OK || pol.iRetentionMs==0 ) return rc;
-  memset(&w, 0, sizeof(w));
-  w.iInterval = pol.iIntervalMs;
-  w.iCutoff = p->iNowMs - pol.iRetentionMs;
-  w.pK = pK;
-  rc = store_scan(p->pStore, lo, layout_key_br(lo, b, LAYOUT_BR_COMMITS),
-                  hi, layout_key_br(hi, b, LAYOUT_BR_COMMITS+1), 0, -1,
-                  covPitrRow, &w);
-  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
-  if( w.rc!=SQLITE_OK ){
-    return cov_fail(p, w.rc, sqlite3_mprintf("depot: corrupt commit row of"
-        " branch %llu", (unsigned long long)b));
-  }
-  if( w.iOldRep ) rc = cov_set_add(pK, w.iOldRep);
-  return rc;
+  memset(w, 0, sizeof(*w));
+  if( rc!=SQLITE_OK ) return rc;
+  w->bOn = pol.iRetentionMs!=0;
+  w->iInterval = pol.iIntervalMs;
+  w->iCutoff = p->iNowMs - pol.iRetentionMs;
+  w->pK = pK;
+  return SQLITE_OK;
 }
 
-/* Every coverage point of branch b (record pRec, head iHead), sorted. */
-int cov_points(Cov *p, uint64_t b, const BranchRecord *pRec,
-               uint64_t iHead, U64Set *pK){
+int cov_pitr_some(Cov *p, uint64_t b, uint64_t iHead, CovPitr *w, int nMax,
+                  int *pbMore){
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int n, rc;
+  *pbMore = 0;
+  if( !w->bOn || iHead==0 || (w->bHave && w->iPrevTxid>=iHead) ){
+    return SQLITE_OK;
+  }
+  n = layout_key_commit(lo, b, w->bHave ? w->iPrevTxid+1 : 0);
+  layout_key_commit(hi, b, iHead+1);
+  w->nRow = 0;
+  rc = store_scan(p->pStore, lo, n, hi, n, 0, nMax, covPitrRow, w);
+  if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
+  if( w->rc!=SQLITE_OK ){
+    return cov_fail(p, w->rc, sqlite3_mprintf("depot: corrupt commit row of"
+        " branch %llu", (unsigned long long)b));
+  }
+  *pbMore = nMax>0 && w->nRow>=nMax;
+  return SQLITE_OK;
+}
+
+int cov_pitr_end(CovPitr *w){
+  if( w->bOn && w->iOldRep ) return cov_set_add(w->pK, w->iOldRep);
+  return SQLITE_OK;
+}
+
+int cov_points_base(Cov *p, uint64_t b, uint64_t iHead, U64Set *pK){
   unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
   int nLo = layout_key_pin(lo, b, 0, 0, 0, 0) - 9;
   int i, rc = SQLITE_OK;
@@ -292,12 +296,23 @@ int cov_points(Cov *p, uint64_t b, const BranchRecord *pRec,
     rc = store_scan(p->pStore, lo, nLo, hi, nLo, 0, -1, covPinRow, pK);
     if( rc!=SQLITE_OK ) return cov_store_err(p, rc);
   }
-  if( rc==SQLITE_OK ) rc = covPitrPoints(p, b, pRec->zDb, pK);
   for(i=0; rc==SQLITE_OK && i<p->forkVs.n; i++){
     uint64_t t = 0;
     rc = depot_db_txid_at_vs(p->pStore, b, p->forkVs.a[i], &t, p->pzErr);
     if( rc==SQLITE_OK && t ) rc = cov_set_add(pK, t);
   }
+  return rc;
+}
+
+/* Every coverage point of branch b (record pRec, head iHead), sorted. */
+int cov_points(Cov *p, uint64_t b, const BranchRecord *pRec,
+               uint64_t iHead, U64Set *pK){
+  CovPitr w;
+  int bMore = 0;
+  int rc = cov_points_base(p, b, iHead, pK);
+  if( rc==SQLITE_OK ) rc = cov_pitr_begin(p, pRec->zDb, pK, &w);
+  if( rc==SQLITE_OK ) rc = cov_pitr_some(p, b, iHead, &w, -1, &bMore);
+  if( rc==SQLITE_OK ) rc = cov_pitr_end(&w);
   cov_set_sort(pK);
   return rc;
 }

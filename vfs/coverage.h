@@ -92,6 +92,30 @@ int cov_load_buckets(Cov *p);
 int cov_points(Cov *p, uint64_t b, const BranchRecord *pRec,
                uint64_t iHead, U64Set *pK);
 
+/* The same in parts, so that the retained points in time, one visit per
+** commit row, can be found in batches of transactions of their own:
+** cov_points_base() adds the head, the pins and the bucket forks' points;
+** cov_pitr_begin() reads zDb's policy; each cov_pitr_some() visits at most
+** nMax (<0: all) more commit rows up to iHead, *pbMore while some may be
+** left; cov_pitr_end() adds the newest point older than the retention.
+** Then sort the set (cov_set_sort). */
+typedef struct CovPitr CovPitr;
+struct CovPitr {
+  int bOn;                  /* the policy retains points in time */
+  int64_t iInterval, iCutoff;
+  int bHave;
+  uint64_t iPrevTxid, iPrevTime;
+  uint64_t iOldRep;         /* newest representative at or before cutoff */
+  U64Set *pK;
+  int nRow;                 /* rows the last cov_pitr_some() visited */
+  int rc;
+};
+int cov_points_base(Cov *p, uint64_t b, uint64_t iHead, U64Set *pK);
+int cov_pitr_begin(Cov *p, const char *zDb, U64Set *pK, CovPitr *w);
+int cov_pitr_some(Cov *p, uint64_t b, uint64_t iHead, CovPitr *w, int nMax,
+                  int *pbMore);
+int cov_pitr_end(CovPitr *w);
+
 /* ---- commit rows a job folds or reclaims ---- */
 
 /* COMMITS rows of txids (lo, hi]: their blob bytes, and which to drop

@@ -666,6 +666,9 @@ int depot_db_create(Store *pStore, const DepotCommit *pC, DbHead *pHead,
                    layout_head_encode(v, pHead));
     if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_br(k, iBranch,
         LAYOUT_BR_FORKHEAD), v, layout_head_encode(v, pHead));
+    bytes_put64(v, iVs);
+    if( rc==SQLITE_OK ) rc = store_put(pStore, k, layout_key_br(k, iBranch,
+        LAYOUT_BR_UNBORN), v, 8);
     if( rc==SQLITE_OK ) rc = store_commit(pStore);
     if( rc!=SQLITE_OK ) dbStoreErr(pStore, pzErr, rc);
   }

@@ -105,6 +105,22 @@ int depot_pin_remove(Store*, uint64_t iBranch, uint64_t iTxid, int eKind,
 int depot_branch_create(Store*, const BranchRecord *pRec,
                         const DbHead *pState, uint64_t *piNew, char **pzErr);
 
+/* *pbUnborn: 1 when branch iBranch was created by a staged batch and has
+** no commit (its UNBORN row is there and its head is at txid 0). */
+int depot_branch_unborn(Store*, uint64_t iBranch, int *pbUnborn,
+                        char **pzErr);
+
+/* Inside a write transaction: if branch iBranch (record *pRec) is unborn,
+** live, unpinned, the one its name leads to, and no writer holds the
+** name's lock (a writer that takes it later finds the name gone), take
+** the name away as if the branch had never been created (its pointer and
+** the pointer's history row; a tombstone in a bucket other than main
+** when nothing was inherited, which shows the same), release its fork pin
+** and mark it dropped, so reclaim removes its rows and record.
+** *pbDone says whether it did. */
+int depot_branch_abandon(Store*, uint64_t iBranch, const BranchRecord *pRec,
+                         int *pbDone, char **pzErr);
+
 /* The head of branch iBranch; a branch id of 0 (not created) gives an
 ** all-zero head.  SQLITE_CORRUPT with *pzErr if the row does not decode. */
 int depot_db_head(Store*, uint64_t iBranch, DbHead *pHead, char **pzErr);
@@ -351,7 +367,8 @@ int depot_db_commit(Store*, const DepotCommit *pC, ZSTD_CCtx*, int iLevel,
 /* Create the branch a first commit of pC would create (iBranch must be 0;
 ** a fork of the inherited branch when the name was inherited), without a
 ** commit, as one store transaction of its own: its record, its pointer
-** and a head at txid 0 with the geometry and checksum of pC->base.  A
+** and a head at txid 0 with the geometry and checksum of pC->base, and
+** its UNBORN row (vfs/layout.h: unborn until its first commit).  A
 ** write transaction that stages pages (vfs/vfs.c) creates its branch so
 ** first.  *pHead gets the head, *piBranch the id.  SQLITE_BUSY_SNAPSHOT
 ** when the name leads elsewhere now (nothing written). */

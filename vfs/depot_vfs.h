@@ -244,6 +244,16 @@ int depot_rollback(const char *zStore, const char *zDb, const char *zBranch,
 int depot_drop_branch(const char *zStore, const char *zDb,
                       const char *zBranch, uint64_t iBranch, char **pzErr);
 
+/* Take away name zBranch of zDb (NAME or BUCKET/NAME) when it leads to an
+** unborn branch -- one that a write transaction's first staged batch
+** created and that has no commit (an import or large transaction that
+** failed or was killed) -- whose writer is gone: the name shows again what
+** it showed before (nothing, or the inherited branch), and depot_gc
+** removes the branch's rows and record.  SQLITE_OK, doing nothing, for
+** any other name. */
+int depot_abandon_unborn(const char *zStore, const char *zDb,
+                         const char *zBranch, char **pzErr);
+
 /* Point-in-time policy of zDb (NULL: the store default).  Interval 0:
 ** every commit is a point; retention 0: point-in-time targets are off. */
 int depot_pitr_set(const char *zStore, const char *zDb, int64_t iIntervalS,

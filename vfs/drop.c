@@ -3,6 +3,7 @@
 ** a tombstone in a forked bucket) or a frozen branch by id; its restore
 ** points and history pins are released, and its fork pin on the parent
 ** once nothing reads through it.  Its rows stay for reclaim (vfs/gc.c).
+** Also the abandonment of an unborn branch's name (vfs/layout.h).
 ** One operation of vfs/op.h.
 */
 #include "config.h"
@@ -129,6 +130,24 @@ int depot_drop_branch(const char *zStore, const char *zDb,
   if( rc==SQLITE_OK && iBranch ){
     rc = op_set_state(&op, iBranch, LAYOUT_STATE_DROPPED);
     if( rc==SQLITE_OK ) rc = dropRelease(&op, iBranch);
+  }
+  return op_end(&op, rc);
+}
+
+int depot_abandon_unborn(const char *zStore, const char *zDb,
+                         const char *zBranch, char **pzErr){
+  Op op;
+  DepotName nm;
+  BranchRecord rec;
+  int bDone = 0;
+  int rc = op_open(&op, zStore, zDb, pzErr);
+  if( rc==SQLITE_OK ) rc = op_check_name(&op, "branch", zBranch);
+  if( rc==SQLITE_OK ) rc = depot_name_resolve(op.pStore, op.iBucket, op.zDb,
+                                              zBranch, &nm, pzErr);
+  if( rc==SQLITE_OK && nm.iBranch ){
+    rc = depot_branch_get(op.pStore, nm.iBranch, &rec, pzErr);
+    if( rc==SQLITE_OK ) rc = depot_branch_abandon(op.pStore, nm.iBranch, &rec,
+                                                  &bDone, pzErr);
   }
   return op_end(&op, rc);
 }

@@ -20,7 +20,9 @@
 ** which a write transaction staged (vfs/db.h, DepotStageStream) and a
 ** crash, a failed commit or a failed cleanup left behind, go too, unless a
 ** writer holds the branch name's write lock (it may be staging them now);
-** they were never charged.  The progress hook (vfs/progress.c)
+** they were never charged.  An unborn branch (vfs/layout.h) whose writer
+** is gone loses its name, then its rows and record, as a dropped one.
+** The progress hook (vfs/progress.c)
 ** is called before each branch and may stop the reclaim there.
 */
 #include "config.h"
@@ -334,6 +336,11 @@ static int gcBranch(Cov *p, uint64_t b, int bDry, DepotGcResult *pRes,
   if( rc==SQLITE_OK ) rc = cov_get64(p, k, layout_key_branch_sub(k, b,
                                      LAYOUT_BRANCH_REFCOUNT), 1, &nRef);
   if( rc==SQLITE_OK ) rc = cov_load_buckets(p);
+  if( rc==SQLITE_OK && !bDry && nRef<=0 && !pCur->bCredited ){
+    int bGone = 0;                /* unborn, its writer gone: drop it */
+    rc = depot_branch_abandon(p->pStore, b, &rec, &bGone, p->pzErr);
+    if( bGone ) rec.eState = LAYOUT_STATE_DROPPED;
+  }
   if( rc==SQLITE_OK ){
     if( rec.eState==LAYOUT_STATE_DROPPED && nRef<=0 ){
       rc = gcDropBranch(p, b, bDry, pRes, pCur);

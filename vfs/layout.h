@@ -27,6 +27,8 @@
 **                                                  01, then u32 page numbers
 **            02 30 {branch_id:8} 04             -> u64 compacted watermark
 **            02 30 {branch_id:8} 05             -> i64 LE compaction generation
+**            02 30 {branch_id:8} 06             -> u64 creation vs: made by a
+**                                                  writer's first staged batch
 **            02 30 {branch_id:8} 40 {shard:4}{as_of:8} -> ShardRow (SHARD)
 **            02 30 {branch_id:8} 41 {shard:4}{as_of:8}{chunk:4} -> blob chunk
 **   CTR      02 40 "vs"                         -> i64 LE commit sequence
@@ -86,6 +88,12 @@
 ** sum of the branches' BR 02 counters; it is written the first time a commit
 ** or reclaim of the database charges it (absent: computed from the branch
 ** counters), always through depot_quota_charge() (vfs/db.h).
+**
+** Unborn branches.  A branch with an UNBORN row and a head at txid 0 was
+** created by a writer's first staged batch (depot_db_create()) and has no
+** commit yet: listings and depot_stats leave it out, and depot_gc removes
+** it, name and all, once no writer holds the name's lock.  Its first
+** commit makes it an ordinary branch (the row stays until reclaim).
 **
 ** Shards (vfs/compact.c).  Shard S of a branch covers pages
 ** S*LAYOUT_SHARD_SIZE+1 .. (S+1)*LAYOUT_SHARD_SIZE.  A shard version "as of
@@ -157,6 +165,7 @@
 #define LAYOUT_BR_STAGE    0x31
 #define LAYOUT_BR_CMPMARK  0x04
 #define LAYOUT_BR_CMPGEN   0x05
+#define LAYOUT_BR_UNBORN   0x06
 #define LAYOUT_BR_SHARD    0x40
 #define LAYOUT_BR_SHARDBLOB 0x41
 

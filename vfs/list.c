@@ -2,8 +2,9 @@
 ** list.c -- the catalog listings behind depot_branches
 ** (depot_list_branches: every branch record) and depot_databases
 ** (depot_list_databases: every name a bucket shows, its own or inherited
-** from an ancestor bucket).  Each runs as one read-only operation of
-** vfs/op.h, so a store on read-only media lists too.
+** from an ancestor bucket).  Neither shows an unborn branch
+** (vfs/layout.h).  Each runs as one read-only operation of vfs/op.h, so a
+** store on read-only media lists too.
 */
 #include "config.h"
 #include "vfs/op.h"
@@ -66,6 +67,7 @@ static int listBranchRow(void *pArg, const unsigned char *pKey, int nKey,
   DbHead head;
   char zBucket[LAYOUT_MAX_NAME+1];
   uint64_t iBranch;
+  int bUnborn = 0;
   if( nKey!=10 ) return 0;
   iBranch = bytes_get64(pKey+2);
   if( layout_branch_decode(pVal, nVal, &rec)!=SQLITE_OK ){
@@ -74,6 +76,9 @@ static int listBranchRow(void *pArg, const unsigned char *pKey, int nKey,
     return 1;
   }
   if( s->zDb && strcmp(s->zDb, rec.zDb)!=0 ) return 0;
+  s->rc = depot_branch_unborn(s->p->pStore, iBranch, &bUnborn, s->p->pzErr);
+  if( s->rc!=SQLITE_OK ) return 1;
+  if( bUnborn ) return 0;
   s->rc = depot_db_head(s->p->pStore, iBranch, &head, s->p->pzErr);
   if( s->rc==SQLITE_OK ) s->rc = listBucketName(s->p, rec.iBucket, zBucket);
   if( s->rc==SQLITE_OK ) s->rc = op_refcount(s->p, iBranch, &info.nRef);
@@ -184,6 +189,24 @@ static int listCollectNames(Op *p, uint64_t iBucket, NameSet *s){
   }
 }
 
+/* A name whose own branch is unborn (vfs/layout.h) shows what it showed
+** before that branch was made: the inherited branch it forks, or
+** nothing. */
+static int listUnborn(Op *p, DepotName *pNm){
+  BranchRecord rec;
+  int bUnborn = 0;
+  int rc = depot_branch_unborn(p->pStore, pNm->iBranch, &bUnborn, p->pzErr);
+  if( rc==SQLITE_OK && bUnborn ){
+    rc = depot_branch_get(p->pStore, pNm->iBranch, &rec, p->pzErr);
+    if( rc==SQLITE_OK ){
+      pNm->iBranch = 0;
+      pNm->iInhBranch = rec.iParent;
+      pNm->iInhTxid = rec.iParent ? rec.iParentTxid : 0;
+    }
+  }
+  return rc;
+}
+
 /* Hand out every name of the collected set that resolves in iBucket. */
 static int listEmitNames(Op *p, uint64_t iBucket, const char *zBucket,
                          NameSet *s, DepotNameFn xFn, void *pArg, int *pbStop){
@@ -195,6 +218,7 @@ static int listEmitNames(Op *p, uint64_t iBucket, const char *zBucket,
     DbHead head;
     memset(&head, 0, sizeof(head));
     rc = depot_name_resolve(p->pStore, iBucket, zDb, zBranch, &nm, p->pzErr);
+    if( rc==SQLITE_OK ) rc = listUnborn(p, &nm);
     if( rc!=SQLITE_OK || (nm.iBranch==0 && nm.iInhBranch==0) ) continue;
     if( nm.iBranch ){
       rc = depot_db_head(p->pStore, nm.iBranch, &head, p->pzErr);

@@ -291,17 +291,44 @@ struct QuList {
   int rc;
 };
 
+static int quDbCmp(const void *a, const void *b){
+  const QuDb *x = (const QuDb*)a, *y = (const QuDb*)b;
+  if( x->iBucket!=y->iBucket ) return x->iBucket<y->iBucket ? -1 : 1;
+  return strcmp(x->zDb, y->zDb);
+}
+
+/* Sort the list and keep one entry per (bucket, db). */
+static void quListUnique(QuList *l){
+  int i, j;
+  if( l->n>1 ) qsort(l->a, l->n, sizeof(QuDb), quDbCmp);
+  for(i=j=0; i<l->n; i++){
+    if( j>0 && quDbCmp(&l->a[j-1], &l->a[i])==0 ) continue;
+    l->a[j++] = l->a[i];
+  }
+  l->n = j;
+}
+
+/* Add (iBucket, zDb); a full list is first made unique, and grows only
+** when that leaves it more than three quarters full, so it holds about
+** one entry per database, not one per branch record. */
 static int quListAdd(QuList *p, uint64_t iBucket, const char *zDb, int nDb){
   if( nDb<1 || nDb>LAYOUT_MAX_NAME ) return 0;
   if( p->n==p->nAlloc ){
-    int nNew = p->nAlloc ? p->nAlloc*2 : 16;
-    QuDb *aNew = sqlite3_realloc64(p->a, sizeof(QuDb)*nNew);
-    if( aNew==0 ){
-      p->rc = SQLITE_NOMEM;
-      return 1;
+    int bGrow = 1;
+    if( p->nAlloc>0 ){
+      quListUnique(p);
+      bGrow = p->n*4 > p->nAlloc*3;
     }
-    p->a = aNew;
-    p->nAlloc = nNew;
+    if( bGrow ){
+      int nNew = p->nAlloc ? p->nAlloc*2 : 16;
+      QuDb *aNew = sqlite3_realloc64(p->a, sizeof(QuDb)*nNew);
+      if( aNew==0 ){
+        p->rc = SQLITE_NOMEM;
+        return 1;
+      }
+      p->a = aNew;
+      p->nAlloc = nNew;
+    }
   }
   p->a[p->n].iBucket = iBucket;
   memcpy(p->a[p->n].zDb, zDb, nDb);
@@ -325,17 +352,11 @@ static int quListQuota(void *pArg, const unsigned char *pKey, int nKey,
                    nKey-12);
 }
 
-static int quDbCmp(const void *a, const void *b){
-  const QuDb *x = (const QuDb*)a, *y = (const QuDb*)b;
-  if( x->iBucket!=y->iBucket ) return x->iBucket<y->iBucket ? -1 : 1;
-  return strcmp(x->zDb, y->zDb);
-}
-
 /* Every (bucket, db) with a branch or a QUOTA row, sorted, unique. */
 static int quCollect(Store *pStore, QuList *l, char **pzErr){
   unsigned char lo[2] = { 0x02, LAYOUT_P_BRANCHES };
   unsigned char hi[2] = { 0x02, LAYOUT_P_BRANCHES+1 };
-  int i, j, rc = store_scan(pStore, lo, 2, hi, 2, 0, -1, quListBranch, l);
+  int rc = store_scan(pStore, lo, 2, hi, 2, 0, -1, quListBranch, l);
   lo[1] = LAYOUT_P_QUOTA;
   hi[1] = LAYOUT_P_QUOTA+1;
   if( rc==SQLITE_OK && l->rc==SQLITE_OK ){
@@ -343,12 +364,7 @@ static int quCollect(Store *pStore, QuList *l, char **pzErr){
   }
   if( rc!=SQLITE_OK ) return quStoreErr(pStore, pzErr, rc);
   if( l->rc!=SQLITE_OK ) return l->rc;
-  if( l->n>1 ) qsort(l->a, l->n, sizeof(QuDb), quDbCmp);
-  for(i=j=0; i<l->n; i++){
-    if( j>0 && quDbCmp(&l->a[j-1], &l->a[i])==0 ) continue;
-    l->a[j++] = l->a[i];
-  }
-  l->n = j;
+  quListUnique(l);
   return SQLITE_OK;
 }
 

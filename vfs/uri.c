@@ -63,6 +63,7 @@ static void uriParseInts(UriArgs *a, char **pzErr){
   uriInt(a, "compact_after", -1, 0, LLONG_MAX,
          ">= 0 (0: no background compaction)", &a->nCompactAfter, pzErr);
   a->iLevel = (int)iLevel;
+  a->bLevelGiven = uriArg(a, "zstd_level")!=0;
   a->bCacheGiven = uriArg(a, "cache_kb")!=0;
   uriInt(a, "map_kb", URI_DEFAULT_MAP_KB, 0,
          URI_MAX_CACHE_KB, "0..1073741824", &a->nMapKb, pzErr);

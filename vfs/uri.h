@@ -38,6 +38,7 @@ struct UriArgs {
   sqlite3_int64 nReadahead;      /* pages decoded ahead of a scan (0: off) */
   int iSync;
   int iLevel;
+  int bLevelGiven;               /* zstd_level named (else the default) */
   sqlite3_int64 nCompactAfter;   /* -1: the store's setting */
   sqlite3_int64 nTxBudgetKb;     /* dirty pages before staging (0: never) */
   sqlite3_int64 nThreads;        /* compression workers (-1: one per core) */

@@ -44,6 +44,9 @@ SQLITE_EXTENSION_INIT3
 
 #include <errno.h>
 #include <limits.h>
+#if defined(__GLIBC__)
+# include <malloc.h>
+#endif
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -58,18 +61,27 @@ typedef struct DepotFile DepotFile;
 /* One per store file in the process: the decoded-page cache that every
 ** connection to any database or branch of the store shares.  Its keys
 ** (blob branch, page, owner txid) name immutable content, so branches,
-** forks and restores of one store share entries safely. */
+** forks and restores of one store share entries safely.  It outlives the
+** last handle of the store (idle, nOpen 0): a reopen in the same process
+** finds the pages decoded (see "Idle stores" below). */
 struct DepotStoreShared {
   char *zKey;                /* store file identity and path */
-  int nRef;                  /* DepotShared users; guarded by depotMutex */
+  int nRef;                  /* DepotShared, open or idle; depotMutex */
+  int nOpen;                 /* handles open on the store; depotMutex */
+  uint64_t iIdle;            /* nOpen 0: sequence number of its last close */
+  uint64_t iFpVs;            /* nOpen 0: the store's commit sequence then */
+  int nFp;                   /* and the bytes of its LOG row there */
+  unsigned char aFp[128];
   DepotCache *pCache;        /* thread-safe on its own */
   DepotStoreShared *pNext;   /* guarded by depotMutex */
 };
 
-/* One per (store path, db, branch) in the process. */
+/* One per (store path, db, branch) in the process; kept idle (nRef 0)
+** with its page map while its store is kept. */
 struct DepotShared {
   char *zKey;                /* store file identity, path, db, branch */
-  int nRef;                  /* guarded by depotMutex */
+  int nRef;                  /* handles; guarded by depotMutex */
+  uint64_t iIdle;            /* nRef 0: sequence number of its last close */
   DepotStoreShared *pStoreShared;  /* its store's; one reference held */
   DepotCache *pCache;        /* pStoreShared->pCache (not owned) */
   DepotPageMap *pMap;        /* thread-safe on its own */
@@ -88,6 +100,7 @@ struct DepotFile {
   int eLock;
   int bReadOnly;
   int iLevel;                /* zstd level */
+  int bLevelGiven;           /* zstd_level named: no bulk level */
   uint64_t iBranch;          /* 0 until the name has its own branch */
   uint64_t iInhBranch;       /* iBranch 0: the name is inherited from an */
   uint64_t iInhTxid;         /* ancestor bucket, as this branch at txid */
@@ -101,6 +114,7 @@ struct DepotFile {
   TxStage stage;             /* pages of the transaction staged in ... */
   DepotStageStream stream;   /* ... its blob, ahead of the commit */
   int bStageSwept;           /* staged leftovers of the branch removed */
+  int bUnborn;               /* iBranch was seen unborn (vfs/layout.h) */
   uint32_t nPageTx, szPageTx;/* size and page size seen by the writer */
   int bTxDirty;              /* tx or nPageTx differs from snap */
   int bRollback;             /* the main journal is being played back */
@@ -227,12 +241,88 @@ static char *depotSharedKey(DepotFile *p, const char *zPath, char **pzStore){
   return z;
 }
 
+/* Idle stores.  When the last handle of a store closes, its decoded-page
+** cache and the page maps of its (db, branch) names stay in the process,
+** within their byte limits, so that a reopen reads no page again: at most
+** DEPOT_IDLE_STORES stores and DEPOT_IDLE_SHARED names, the ones closed
+** longest ago freed first; every entry of a store is freed when its
+** store is.  The entries are only as valid as the store file is the same
+** store: a file deleted and made anew may get the same device and inode,
+** and a backup copied over it starts an older history whose next txids
+** name other pages.  So the last close notes the store's commit sequence
+** (CTR vs), the LOG row of that sequence and the commit row it names;
+** the next open of an idle store reads those rows and frees the store's
+** entries unless they are byte-for-byte the same (they also differ when
+** PITR trimmed the row: the pages decode again).  Every commit takes a
+** new sequence; its rows hold its branch, txid, wall-clock millisecond
+** and the database's checksum after it. */
+#define DEPOT_IDLE_STORES 4
+#define DEPOT_IDLE_SHARED 32
+
+static uint64_t iDepotIdleSeq = 0;       /* guarded by depotMutex */
+
+/* The commit sequence of the store (iVs, or the current one when
+** bCurrent) in *piVs, and the bytes of its LOG row followed by those of
+** the COMMITS row it names (none for a catalog change) in aRow: *pnRow
+** bytes, at most nRow, or 0 when there is no such row or it cannot be
+** read.  The commit row carries the database's checksum after it. */
+static void depotStoreFingerprint(Store *pStore, uint64_t iVs, int bCurrent,
+                                  uint64_t *piVs, unsigned char *aRow,
+                                  int nRow, int *pnRow){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0, n = 0;
+  LogRow lr;
+  *pnRow = 0;
+  if( pStore==0 ) return;
+  if( bCurrent ){
+    if( store_get(pStore, k, layout_key_ctr(k, "vs"), &pVal, &nVal)!=SQLITE_OK
+     || pVal==0 || nVal!=8 ){
+      sqlite3_free(pVal);
+      return;
+    }
+    iVs = bytes_get64le((const unsigned char*)pVal);
+    sqlite3_free(pVal);
+    pVal = 0;
+  }
+  *piVs = iVs;
+  if( iVs==0 ) return;
+  if( store_get(pStore, k, layout_key_log(k, iVs), &pVal, &nVal)!=SQLITE_OK
+   || pVal==0 || nVal<=0 || nVal>nRow
+   || layout_log_decode(pVal, nVal, &lr)!=SQLITE_OK ){
+    sqlite3_free(pVal);
+    return;
+  }
+  memcpy(aRow, pVal, nVal);
+  n = nVal;
+  sqlite3_free(pVal);
+  pVal = 0;
+  if( lr.iBranch!=0 ){
+    if( store_get(pStore, k, layout_key_commit(k, lr.iBranch, lr.iTxid),
+                  &pVal, &nVal)!=SQLITE_OK
+     || pVal==0 || nVal<=0 || n+nVal>nRow ){
+      sqlite3_free(pVal);
+      return;
+    }
+    memcpy(aRow+n, pVal, nVal);
+    n += nVal;
+    sqlite3_free(pVal);
+  }
+  *pnRow = n;
+}
+
+/* The DepotStoreShared of key zKey, or NULL.  Caller holds depotMutex. */
+static DepotStoreShared *depotStoreSharedFind(const char *zKey){
+  DepotStoreShared *t;
+  for(t=pDepotStoreShared; t && strcmp(t->zKey, zKey)!=0; t=t->pNext){}
+  return t;
+}
+
 /* The DepotStoreShared of key zKey (consumed), with one more reference;
 ** made with a cache of nCacheKb when new.  Caller holds depotMutex.  NULL
 ** when out of memory. */
 static DepotStoreShared *depotStoreSharedRef(char *zKey, int64_t nCacheKb){
-  DepotStoreShared *t;
-  for(t=pDepotStoreShared; t && strcmp(t->zKey, zKey)!=0; t=t->pNext){}
+  DepotStoreShared *t = depotStoreSharedFind(zKey);
   if( t==0 && (t = sqlite3_malloc64(sizeof(*t)))!=0 ){
     memset(t, 0, sizeof(*t));
     t->pCache = depot_cache_new(nCacheKb*1024);
@@ -262,14 +352,88 @@ static void depotStoreSharedUnref(DepotStoreShared *t){
   sqlite3_free(t);
 }
 
+/* Unlink and free s, which no handle uses (nRef 0), and its reference to
+** its store.  Caller holds depotMutex. */
+static void depotSharedFree(DepotShared *s){
+  DepotShared **pp;
+  for(pp=&pDepotShared; *pp!=s; pp=&(*pp)->pNext){}
+  *pp = s->pNext;
+  depotStoreSharedUnref(s->pStoreShared);
+  depot_pagemap_free(s->pMap);
+  sqlite3_free(s->zKey);
+  sqlite3_free(s);
+}
+
+/* Free every entry of store t, which no handle uses (nOpen 0), and so t.
+** Caller holds depotMutex. */
+static void depotStoreSharedDrop(DepotStoreShared *t){
+  DepotShared *s = pDepotShared, *pNext;
+  while( s ){
+    pNext = s->pNext;
+    if( s->pStoreShared==t ) depotSharedFree(s);
+    s = pNext;
+  }
+}
+
+/* Free the idle entries past DEPOT_IDLE_SHARED names and DEPOT_IDLE_STORES
+** stores, those closed longest ago first.  Caller holds depotMutex. */
+static void depotIdleTrim(void){
+  for(;;){
+    DepotShared *s, *pOld = 0;
+    int n = 0;
+    for(s=pDepotShared; s; s=s->pNext){
+      if( s->nRef==0 ){
+        n++;
+        if( pOld==0 || s->iIdle<pOld->iIdle ) pOld = s;
+      }
+    }
+    if( n<=DEPOT_IDLE_SHARED ) break;
+    depotSharedFree(pOld);
+  }
+  for(;;){
+    DepotStoreShared *t, *pOld = 0;
+    int n = 0;
+    for(t=pDepotStoreShared; t; t=t->pNext){
+      if( t->nOpen==0 ){
+        n++;
+        if( pOld==0 || t->iIdle<pOld->iIdle ) pOld = t;
+      }
+    }
+    if( n<=DEPOT_IDLE_STORES ) break;
+    depotStoreSharedDrop(pOld);
+  }
+}
+
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
                               sqlite3_int64 nCacheKb, int bCacheGiven,
                               sqlite3_int64 nMapKb, int bMapGiven){
   char *zStore = 0;
   char *zKey = depotSharedKey(p, zPath, &zStore);
+  DepotStoreShared *t;
   DepotShared *s;
+  unsigned char aFp[128], aNow[128];
+  uint64_t iVs = 0;
+  int nFp = 0, nNow = 0, bCheck;
   if( zKey==0 ) return SQLITE_NOMEM;
+  /* an idle store's entries serve this open only if the store's history
+  ** still holds the commit its last close saw (read without the mutex) */
   pthread_mutex_lock(&depotMutex);
+  t = depotStoreSharedFind(zStore);
+  bCheck = t && t->nOpen==0;
+  if( bCheck ){
+    iVs = t->iFpVs;
+    nFp = t->nFp;
+    memcpy(aFp, t->aFp, sizeof(aFp));
+  }
+  pthread_mutex_unlock(&depotMutex);
+  if( bCheck && nFp>0 ){
+    depotStoreFingerprint(p->pStore, iVs, 0, &iVs, aNow, sizeof(aNow), &nNow);
+  }
+  pthread_mutex_lock(&depotMutex);
+  if( bCheck && (nFp==0 || nNow!=nFp || memcmp(aNow, aFp, nFp)!=0) ){
+    t = depotStoreSharedFind(zStore);
+    if( t && t->nOpen==0 ) depotStoreSharedDrop(t);
+  }
   for(s=pDepotShared; s && strcmp(s->zKey, zKey)!=0; s=s->pNext){}
   if( s==0 && (s = sqlite3_malloc64(sizeof(*s)))!=0 ){
     memset(s, 0, sizeof(*s));
@@ -294,6 +458,7 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
   if( s ){
     if( bCacheGiven ) depot_cache_set_limit(s->pCache, nCacheKb*1024);
     s->nRef++;
+    s->pStoreShared->nOpen++;
   }
   pthread_mutex_unlock(&depotMutex);
   sqlite3_free(zKey);
@@ -302,23 +467,42 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
   return s ? SQLITE_OK : SQLITE_NOMEM;
 }
 
-static void depotSharedRelease(DepotFile *p){
-  DepotShared *s = p->pShared, **pp;
+/* 1 when p is the only open handle of its store (read under the mutex;
+** another open may start before p closes: its own check then reads the
+** fingerprint p notes). */
+static int depotSharedLastOfStore(DepotFile *p){
+  int bLast;
+  if( p->pShared==0 ) return 0;
+  pthread_mutex_lock(&depotMutex);
+  bLast = p->pShared->pStoreShared->nOpen==1;
+  pthread_mutex_unlock(&depotMutex);
+  return bLast;
+}
+
+/* Release p's DepotShared.  nFp bytes of aFp (0: none) are the LOG row of
+** commit sequence iVs of the store as p closes: when p was its last
+** handle, the store's entries stay idle under that fingerprint, or are
+** freed without one. */
+static void depotSharedRelease(DepotFile *p, uint64_t iVs,
+                               const unsigned char *aFp, int nFp){
+  DepotShared *s = p->pShared;
+  DepotStoreShared *t;
   if( s==0 ) return;
   pthread_mutex_lock(&depotMutex);
-  if( --s->nRef==0 ){
-    for(pp=&pDepotShared; *pp!=s; pp=&(*pp)->pNext){}
-    *pp = s->pNext;
-    depotStoreSharedUnref(s->pStoreShared);
-  }else{
-    s = 0;
+  t = s->pStoreShared;
+  if( --s->nRef==0 ) s->iIdle = ++iDepotIdleSeq;
+  if( --t->nOpen==0 ){
+    if( nFp>0 && nFp<=(int)sizeof(t->aFp) ){
+      t->iIdle = ++iDepotIdleSeq;
+      t->iFpVs = iVs;
+      t->nFp = nFp;
+      memcpy(t->aFp, aFp, nFp);
+    }else{
+      depotStoreSharedDrop(t);
+    }
   }
+  depotIdleTrim();
   pthread_mutex_unlock(&depotMutex);
-  if( s ){
-    depot_pagemap_free(s->pMap);
-    sqlite3_free(s->zKey);
-    sqlite3_free(s);
-  }
   p->pShared = 0;
 }
 
@@ -407,11 +591,48 @@ static int depotPinHead(DepotFile *p, char **pzErr){
   return rc;
 }
 
+/* Whether the branch this handle pinned, which had no commit, was an
+** unborn one (vfs/layout.h) that depot_gc has taken the name from since
+** (its record dropped, or gone after the handle saw it unborn): then
+** *pbGone, and the handle forgets it, so the name is read anew at the
+** next pin, as on a first open. */
+static int depotUnbornGone(DepotFile *p, int *pbGone, char **pzErr){
+  BranchRecord rec;
+  int bUnborn = 0, rc;
+  *pbGone = 0;
+  if( p->iBranch==0 || p->snap.iTxid!=0 ) return SQLITE_OK;
+  rc = depot_branch_unborn(p->pStore, p->iBranch, &bUnborn, pzErr);
+  if( rc==SQLITE_OK && bUnborn ){
+    p->bUnborn = 1;
+    rc = depot_branch_get(p->pStore, p->iBranch, &rec, pzErr);
+    if( rc==SQLITE_OK ) bUnborn = rec.eState==LAYOUT_STATE_DROPPED;
+  }else if( rc==SQLITE_OK && p->bUnborn ){   /* reclaimed since */
+    rc = depot_branch_get(p->pStore, p->iBranch, &rec, pzErr);
+    bUnborn = rc==SQLITE_NOTFOUND;
+  }
+  if( rc==SQLITE_NOTFOUND ){
+    sqlite3_free(*pzErr);
+    *pzErr = 0;
+    rc = SQLITE_OK;
+  }
+  if( rc==SQLITE_OK && bUnborn ){
+    p->iBranch = 0;
+    p->bUnborn = 0;
+    p->bStageSwept = 0;
+    *pbGone = 1;
+  }
+  return rc;
+}
+
 static int depotPin(DepotFile *p){
   char *zErr = 0;
   int rc = SQLITE_OK;
   depotBeginRead(p);
-  if( p->iBranch==0 ){
+  if( p->iBranch && p->snap.iTxid==0 ){
+    int bGone = 0;
+    rc = depotUnbornGone(p, &bGone, &zErr);
+  }
+  if( rc==SQLITE_OK && p->iBranch==0 ){
     DepotName nm;
     rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
                             &zErr);
@@ -938,6 +1159,22 @@ static uint32_t depotHeaderPageSize(const void *pPage1){
   return sz==1 ? 65536 : sz;
 }
 
+/* The zstd level of frames of the write transaction: the connection's,
+** except that, when no zstd_level was named, a bulk transaction (one that
+** stages, or commits DEPOT_BULK_BYTES of pages or more: VACUUM, a load)
+** encodes at DEPOT_BULK_LEVEL, which takes about a fifth fewer encoding
+** instructions a page for a few percent more bytes; compaction re-encodes
+** those pages into shards at its own level. */
+#define DEPOT_BULK_LEVEL 1
+#define DEPOT_BULK_BYTES (8*1024*1024)
+static int depotTxLevel(DepotFile *p, int64_t nBytes){
+  if( !p->bLevelGiven && p->iLevel>DEPOT_BULK_LEVEL
+   && (p->stream.iTxid!=0 || nBytes>=DEPOT_BULK_BYTES) ){
+    return DEPOT_BULK_LEVEL;
+  }
+  return p->iLevel;
+}
+
 static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
                             uint64_t, int*, uint64_t*);
 
@@ -981,6 +1218,7 @@ static int depotStageCreate(DepotFile *p){
   if( rc==SQLITE_OK ){
     depotAdopt(p, iBranch, &head);
     p->bStageSwept = 1;
+    p->bUnborn = 1;
   }
   depotBeginRead(p);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
@@ -1083,7 +1321,7 @@ static int depotStage(DepotFile *p){
     h.nPage = p->nPageTx;
     h.iMinTxid = h.iMaxTxid = p->stream.iTxid;
     h.nFrame = n;
-    rc = ltx_encode_threads(&h, aPg, ap, 0, p->pCctx, p->iLevel,
+    rc = ltx_encode_threads(&h, aPg, ap, 0, p->pCctx, depotTxLevel(p, 0),
                             p->nThreads, &aBlob, &nBlob, aRef);
   }
   if( rc==SQLITE_OK && n>0 ){
@@ -1261,7 +1499,7 @@ static int depotPageChanged(DepotFile *p, uint32_t pgno,
   uint32_t sz = p->szPageTx;
   DepotPageLoc loc;
   char *zErr = 0;
-  int rc, bLoc = 0;
+  int rc, bLoc = 0, bHave = 0;
   if( p->chain.n>0 && pgno<=p->snap.nPage && p->snap.szPage==sz ){
     bLoc = depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
                              p->chain.aCap[0], pgno, &loc)
@@ -1270,20 +1508,24 @@ static int depotPageChanged(DepotFile *p, uint32_t pgno,
     sqlite3_free(zErr);
     zErr = 0;
   }
-  if( bLoc && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD)
-   && !depot_cache_get(p->pShared->pCache, loc.iBranch, pgno,
-                       depot_loc_owner(&loc), sz, p->aScratch) ){
-    uint64_t iOld = 0;
-    rc = depot_db_loc_crc(p->pStore, &loc, pgno, sz, &iOld, &zErr);
-    sqlite3_free(zErr);
-    if( rc==SQLITE_OK && iOld!=iNew ){
-      *pbChanged = 1;
-      *piOld = iOld;
-      return SQLITE_OK;
+  if( bLoc && (loc.eKind==DEPOT_LOC_DELTA || loc.eKind==DEPOT_LOC_SHARD) ){
+    bHave = depot_cache_get(p->pShared->pCache, loc.iBranch, pgno,
+                            depot_loc_owner(&loc), sz, p->aScratch);
+    if( !bHave ){
+      uint64_t iOld = 0;
+      rc = depot_db_loc_crc(p->pStore, &loc, pgno, sz, &iOld, &zErr);
+      sqlite3_free(zErr);
+      if( rc==SQLITE_OK && iOld!=iNew ){
+        *pbChanged = 1;
+        *piOld = iOld;
+        return SQLITE_OK;
+      }
     }
   }
-  rc = depotSnapPage(p, pgno, p->aScratch);
-  if( rc!=SQLITE_OK ) return rc;
+  if( !bHave ){                       /* else aScratch holds the page */
+    rc = depotSnapPage(p, pgno, p->aScratch);
+    if( rc!=SQLITE_OK ) return rc;
+  }
   *pbChanged = memcmp(p->aScratch, pNew, sz)!=0;
   if( *pbChanged ) *piOld = ltx_crc64(0, p->aScratch, sz);
   /* the branch's own version of a changed page leaves the decoded-page
@@ -1471,8 +1713,9 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   c.aLocOut = sqlite3_malloc64(sizeof(DepotPageLoc)*(s->n+1));
   if( c.aLocOut==0 ) return SQLITE_IOERR_NOMEM;
   depotEndRead(p);            /* the commit's store write transaction */
-  rc = depot_db_commit(p->pStore, &c, p->pCctx, p->iLevel, &head, &iBranch,
-                       &zErr);
+  rc = depot_db_commit(p->pStore, &c, p->pCctx,
+                       depotTxLevel(p, (int64_t)s->n*c.szPage), &head,
+                       &iBranch, &zErr);
   if( rc==SQLITE_BUSY_SNAPSHOT ){
     sqlite3_free(zErr);
     zErr = sqlite3_mprintf("depot: commit refused: database %s branch %s"
@@ -1540,11 +1783,22 @@ static int depotHeaderTruncate(DepotFile *p){
   return SQLITE_OK;
 }
 
+/* After a bulk transaction (its write buffer, its staged parts' frames
+** and the commit's blob all freed), hand the free pages of malloc's heap
+** back to the system: glibc keeps them otherwise, and a process that
+** runs a few bulk transactions ends with several budgets' worth of
+** resident free heap on top of its caches. */
+static void depotHeapTrim(void){
+#if defined(__GLIBC__)
+  malloc_trim(0);
+#endif
+}
+
 static int depotPublish(DepotFile *p){
   PubSet s;
   uint32_t *aDirty = 0, nDirty = 0;
   uint64_t nCap;
-  int rc;
+  int rc, bBulk;
   if( p->eLock<SQLITE_LOCK_RESERVED || !p->bTxDirty || p->bRollback ){
     return SQLITE_OK;
   }
@@ -1574,6 +1828,7 @@ static int depotPublish(DepotFile *p){
     if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
     rc = depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   }
+  bBulk = s.nStaged>0 || (int64_t)s.n*p->szPageTx>=DEPOT_BULK_BYTES;
   if( rc==SQLITE_OK && (s.n>0 || s.nStaged>0
                         || p->nPageTx!=p->snap.nPage) ){
     rc = depotPubCommit(p, &s);
@@ -1588,6 +1843,7 @@ static int depotPublish(DepotFile *p){
   sqlite3_free(s.aPgno);
   sqlite3_free(s.ap);
   sqlite3_free(s.aZero);
+  if( bBulk ) depotHeapTrim();
   return rc;
 }
 
@@ -1616,6 +1872,12 @@ static int depotCheckFresh(DepotFile *p, char **pzErr){
   int rc = depot_name_resolve(p->pStore, p->iBucket, p->zDb, p->zBranch, &nm,
                               pzErr);
   if( rc!=SQLITE_OK ) return rc;
+  if( p->iBranch && nm.iBranch!=p->iBranch ){
+    int bGone = 0;
+    rc = depotUnbornGone(p, &bGone, pzErr);
+    if( rc!=SQLITE_OK ) return rc;
+    if( bGone ) return SQLITE_BUSY_SNAPSHOT;
+  }
   if( p->iBranch && nm.iBranch!=p->iBranch ) return depotMoved(p);
   if( p->iBranch==0 ){
     if( nm.iBranch || nm.iInhBranch!=p->iInhBranch
@@ -1879,13 +2141,19 @@ static int depotDeviceCharacteristics(sqlite3_file *pFile){
 }
 
 static void depotFileFree(DepotFile *p){
+  unsigned char aFp[128];
+  uint64_t iVs = 0;
+  int nFp = 0;
   txbuf_clear(&p->tx);
   depotStageDiscard(p);
   depot_chunk_cache_clear(&p->chunks);
   depot_ra_free(p->pRa);     /* joins its thread before the cache goes */
   depot_lock_release(&p->lock);
+  if( depotSharedLastOfStore(p) ){
+    depotStoreFingerprint(p->pStore, 0, 1, &iVs, aFp, sizeof(aFp), &nFp);
+  }
   store_close(p->pStore);
-  depotSharedRelease(p);
+  depotSharedRelease(p, iVs, aFp, nFp);
   ZSTD_freeCCtx(p->pCctx);
   ZSTD_freeDCtx(p->pDctx);
   sqlite3_free(p->aScratch);
@@ -2034,6 +2302,7 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   sqlite3_free(zErr);
   p->bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
   p->iLevel = a.iLevel;
+  p->bLevelGiven = a.bLevelGiven;
   p->nTxBudget = (int64_t)a.nTxBudgetKb*1024;
   p->nThreads = (int)a.nThreads;
   if( p->nThreads<0 ){

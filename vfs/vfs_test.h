@@ -28,4 +28,11 @@ extern void (*depot_store_test_write)(const void *pKey, int nKey, int nVal);
 extern int depot_gc_test_batch;
 extern void (*depot_gc_test_between)(const char *zStore);
 
+/* Page index rows one read transaction of a compaction plan visits
+** (vfs/compact.c; 0: its default), and, when not NULL, a call with the
+** store path between two such batches (no store transaction is open
+** then).  Set them only while no compaction runs. */
+extern int depot_compact_test_plan_batch;
+extern void (*depot_compact_test_plan_between)(const char *zStore);
+
 #endif /* DEPOT_VFS_TEST_H */

@@ -67,7 +67,18 @@ struct KvTableDef {
                            ** (xShare follows it) */
   int bReadOnly;           /* with bShared: a read-only process, which
                            ** creates and writes no file; xApply is never
-                           ** called */
+                           ** called.  Without bShared: a read-only process
+                           ** that opened the store with no writer process
+                           ** there; it creates and writes no file either,
+                           ** and xApply (the replay of WAL records the
+                           ** table's files do not hold yet) keeps the batch
+                           ** in memory */
+  /* 1 while a read-only process that opened the store alone reads it:
+  ** the files of the store must then stay as that process read them
+  ** (appends a reader of the old state ignores are fine; a kv_btree
+  ** checkpoint into its data file is not).  Same context as xConfirm;
+  ** any thread; a system call.  NULL: never. */
+  int (*xFilesPinned)(void *pConfirmCtx);
 };
 
 /* Counters for kv_stats: KvBackendStats (kv.h). */

@@ -105,6 +105,7 @@ struct BtBlock {
 
 struct BtReader {
   sqlite3 *db;
+  int bAlone;                   /* opened for a read-only store alone */
   pthread_mutex_t mu;           /* one user of db at a time */
   int nRef;                     /* store mutex */
   int nStmt;
@@ -140,6 +141,10 @@ struct BtStore {
   char *zPath;                  /* <dir>/kv_btree.db */
   int bReadOnly;                /* opened for a read-only store: every
                                 ** connection reads only (btOpenDb) */
+  int bAlone;                   /* read-only, opened with no writer process
+                                ** (KvTableDef.bShared 0): see "Read-only
+                                ** stores opened alone" */
+  int (*xFilesPinned)(void*);   /* KvTableDef's (may be NULL) */
   int nRef;                     /* btGlobalMutex */
   int (*xConfirm)(void*, uint64_t, const char*, int); /* KvTableDef's */
   int (*xWalSync)(void*, uint64_t, char**);           /* KvTableDef's */
@@ -281,15 +286,66 @@ static int btOpenError(sqlite3 *db, int rc, const char *zPath, char **pzErr){
   return rc;
 }
 
+/* ------------------------------------ read-only stores opened alone ---
+**
+** A read-only store that no writer process had open when it opened
+** (KvTableDef.bReadOnly, not bShared) writes no file, not even SQLite's
+** -wal and -shm of the data file, which a read-only connection of a WAL
+** database creates when they are missing.  Its connections open the data
+** file by URI: with immutable=1 when the file has no WAL of its own (a
+** clean close removed it; nothing else is read), else mode=ro with
+** readonly_shm=1 (the -shm file is read, never written).  Every snapshot
+** reads through one read transaction, taken at the open and kept while
+** the store reads alone: the file as it was when the store opened.
+** xApply (the engine's replay of root-WAL records the file does not hold
+** yet) puts the batch into the overlay only.  A writer process that opens
+** the store later writes the data file's own WAL and never checkpoints it
+** into the file while such a reader is there (KvTableDef.xFilesPinned), so
+** that reader keeps reading the state it opened until the engine joins it
+** to that writer (xRefresh: the overlay goes, the writer wrote it into the
+** file, and later snapshots read the file through ordinary read-only
+** connections). */
+
+/* The URI of data file zPath for a read-only store opened alone. */
+static char *btAloneUri(const char *zPath){
+  int64_t nWal = 0;
+  char *zWal = sqlite3_mprintf("%s-wal", zPath);
+  struct stat st;
+  char *z = sqlite3_mprintf("file:");
+  const char *p;
+  if( zWal && stat(zWal, &st)==0 ) nWal = (int64_t)st.st_size;
+  sqlite3_free(zWal);
+  for(p=zPath; z && *p; p++){
+    unsigned char c = (unsigned char)*p;
+    if( (c>='a' && c<='z') || (c>='A' && c<='Z') || (c>='0' && c<='9')
+     || c=='/' || c=='.' || c=='_' || c=='-' || c=='~' ){
+      z = sqlite3_mprintf("%z%c", z, c);
+    }else{
+      z = sqlite3_mprintf("%z%%%02X", z, c);
+    }
+  }
+  if( z ){
+    z = sqlite3_mprintf("%z?%s", z, nWal>0 ? "mode=ro&readonly_shm=1"
+                                           : "immutable=1");
+  }
+  return z;
+}
+
 /* Open a connection on the data file (WAL mode); bReadOnly: read-only,
-** on a file a writer process keeps in WAL mode. */
+** on a file a writer process keeps in WAL mode; 2: read-only, for a
+** read-only store opened alone (btAloneUri). */
 static int btOpenDbEx(const char *zPath, int bReadOnly, sqlite3 **pDb,
                       char **pzErr){
   sqlite3 *db = 0;
-  int rc = sqlite3_open_v2(zPath, &db, (bReadOnly ? SQLITE_OPEN_READONLY
+  char *zUri = bReadOnly==2 ? btAloneUri(zPath) : 0;
+  int rc = (bReadOnly==2 && zUri==0) ? SQLITE_NOMEM
+         : sqlite3_open_v2(zUri ? zUri : zPath, &db,
+                           (bReadOnly ? SQLITE_OPEN_READONLY
                            : SQLITE_OPEN_READWRITE|SQLITE_OPEN_CREATE)
-                           |SQLITE_OPEN_NOMUTEX|SQLITE_OPEN_PRIVATECACHE,
+                           |SQLITE_OPEN_NOMUTEX|SQLITE_OPEN_PRIVATECACHE
+                           |(zUri ? SQLITE_OPEN_URI : 0),
                            btVfs());
+  sqlite3_free(zUri);
   if( rc==SQLITE_OK ) rc = sqlite3_extended_result_codes(db, 1);
   if( rc==SQLITE_OK ) sqlite3_busy_timeout(db, 10000);
   if( rc==SQLITE_OK && !bReadOnly ) rc = btExec(db, "PRAGMA journal_mode=WAL");
@@ -435,7 +491,7 @@ static int btRowValue(int bCrc, const uint8_t *aKey, int nKey,
 ** journal mode), and only reads whether values carry a CRC. */
 static int btOpenReadOnly(BtStore *s, char **pzErr){
   sqlite3_stmt *p = 0;
-  int rc = btOpenDbEx(s->zPath, 1, &s->dbW, pzErr);
+  int rc = btOpenDbEx(s->zPath, 1+s->bAlone, &s->dbW, pzErr);
   if( rc==SQLITE_OK ){
     rc = sqlite3_prepare_v2(s->dbW, "SELECT v=1 FROM bt_meta WHERE "
                             "k='row_crc'", -1, &p, 0);
@@ -459,12 +515,27 @@ static const char *btReadErrText(sqlite3 *db, int rc, int bBad){
                                           : sqlite3_errstr(rc);
 }
 
+/* The writer connection's WAL hook, in place of SQLite's automatic
+** checkpoint (the same: a passive checkpoint once the data file's own WAL
+** holds BT_CKPT_FRAMES frames), but none while a read-only process reads
+** the file as it was (see "Read-only stores opened alone"). */
+#define BT_CKPT_FRAMES 1000
+static int btWalHook(void *pArg, sqlite3 *db, const char *zDb, int nFrame){
+  BtStore *s = (BtStore*)pArg;
+  if( nFrame>=BT_CKPT_FRAMES
+   && !(s->xFilesPinned && s->xFilesPinned(s->pConfirmCtx)) ){
+    sqlite3_wal_checkpoint_v2(db, zDb, SQLITE_CHECKPOINT_PASSIVE, 0, 0);
+  }
+  return SQLITE_OK;
+}
+
 static int btOpenWriter(BtStore *s, char **pzErr){
   int64_t nDb = btFileSize(s->zPath, "");
   int64_t nWal = btFileSize(s->zPath, "-wal");
   int rc;
   if( s->bReadOnly ) return btOpenReadOnly(s, pzErr);
   rc = btOpenDb(s->zPath, &s->dbW, pzErr);
+  if( rc==SQLITE_OK ) sqlite3_wal_hook(s->dbW, btWalHook, s);
   if( rc==SQLITE_OK ) rc = btCheckDb(s->dbW, s->zPath, pzErr);
   if( rc==SQLITE_OK ) rc = btCheckWhole(s->dbW, s->zPath, nDb, nWal, pzErr);
   if( rc==SQLITE_OK ){
@@ -565,7 +636,8 @@ static int btReaderPin(BtStore *s, BtReader **pp){
     if( r==0 ) return SQLITE_NOMEM;
     memset(r, 0, sizeof(*r));
     pthread_mutex_init(&r->mu, 0);
-    rc = btOpenDbEx(s->zPath, s->bReadOnly, &r->db, &zErr);
+    r->bAlone = s->bAlone;
+    rc = btOpenDbEx(s->zPath, s->bReadOnly+s->bAlone, &r->db, &zErr);
     sqlite3_free(zErr);
     /* Readers only read: the data file mapped (no read() per page) and a
     ** cache that holds a working set, not SQLite's 2 MB default. */
@@ -589,7 +661,8 @@ static void btReaderUnref(BtStore *s, BtReader *r){
   if( r==0 || --r->nRef>0 ) return;
   btReaderDropBlocks(r);        /* its rows are of the ending transaction */
   r->nAbsent = 0;               /* so are its absent tables */
-  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL ){
+  if( btReaderTxn(r, 2)!=SQLITE_OK || s->nFree>=BT_POOL
+   || r->bAlone!=s->bAlone ){
     btReaderClose(r);
     return;
   }
@@ -1024,6 +1097,11 @@ static void btStoreFree(BtStore *s){
   }
   if( s->pCur ) btReaderUnref(s, s->pCur);
   while( (r = s->pFree)!=0 ){ s->pFree = r->pNextFree; btReaderClose(r); }
+  if( s->dbW && !s->bReadOnly && s->xFilesPinned
+   && s->xFilesPinned(s->pConfirmCtx) ){
+    /* the last close would checkpoint into the file a reader reads */
+    sqlite3_db_config(s->dbW, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int*)0);
+  }
   sqlite3_close(s->dbW);
   sqlite3_free(s->aCidFile);
   kv_buf_free(&s->crcBuf);
@@ -1050,8 +1128,20 @@ static int btStoreNew(const KvTableDef *pDef, BtStore **pp, char **pzErr){
   s->pConfirmCtx = pDef->pConfirmCtx;
   s->nRef = 1;
   s->bReadOnly = pDef->bReadOnly;
+  s->bAlone = pDef->bReadOnly && !pDef->bShared;
+  s->xFilesPinned = pDef->xFilesPinned;
   s->zPath = sqlite3_mprintf("%s/kv_btree.db", pDef->zStore);
   rc = s->zPath ? btOpenWriter(s, pzErr) : SQLITE_NOMEM;
+  if( rc==SQLITE_OK && s->bAlone ){
+    /* the one read transaction of every snapshot, from the open on */
+    pthread_mutex_lock(&s->mu);
+    rc = btReaderPin(s, &s->pCur);
+    pthread_mutex_unlock(&s->mu);
+    if( rc!=SQLITE_OK ){
+      *pzErr = sqlite3_mprintf("kv_btree: cannot read data file %s",
+                               s->zPath);
+    }
+  }
   if( rc==SQLITE_OK ){
     rc = pthread_create(&s->thread, 0, btCollector, s)==0 ? SQLITE_OK
                                                          : SQLITE_NOMEM;
@@ -1221,6 +1311,26 @@ static int btDrop(KvBackendTable *t, char **pzErr){
   return rc;
 }
 
+/* A read-only store opened alone: the replay of a record the data file
+** does not hold yet goes into the overlay only (nothing is queued: the
+** file is never written; engine mutex held). */
+static int btApplyOverlay(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq){
+  BtStore *s = t->pStore;
+  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapEntry e;
+  int bOn, rc = SQLITE_OK;
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  pthread_mutex_lock(&s->mu);
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn && rc==SQLITE_OK;
+      bOn=kv_map_cursor_next(pCsr)){
+    kv_map_cursor_entry(pCsr, &e);
+    rc = kv_map_put_from(&t->pOverlay, pCsr, iSeq, e.bTomb);
+  }
+  pthread_mutex_unlock(&s->mu);
+  kv_map_cursor_free(pCsr);
+  return rc;
+}
+
 /* Publish a committed batch into the overlay and queue it.  Waits while
 ** the store's overlays are over their limit (engine mutex held; the
 ** collector needs neither the engine mutex nor anything a committer
@@ -1236,6 +1346,7 @@ static int btApply(KvBackendTable *t, KvMap *pBatch, uint64_t iSeq,
   if( __atomic_load_n(&s->bThrough, __ATOMIC_ACQUIRE) ){
     return btApplyThrough(t, pBatch, iSeq, cid);
   }
+  if( s->bReadOnly ) return btApplyOverlay(t, pBatch, iSeq);
   if( cid && cid<=t->cidFile ) return SQLITE_OK;   /* in the file: replay */
   pCsr = kv_map_cursor_new(pBatch);
   if( pCsr==0 ) return SQLITE_NOMEM;
@@ -1316,8 +1427,27 @@ static int btShare(KvBackendTable *t, char **pzErr){
 
 /* Another process committed to the data file: later snapshots read it. */
 static void btRefresh(KvBackendTable *t, uint64_t cid){
+  BtStore *s = t->pStore;
   (void)cid;
-  btNewGeneration(t->pStore);
+  pthread_mutex_lock(&s->mu);
+  if( s->bReadOnly && kv_map_count(t->pOverlay)>0 ){
+    /* a read-only store opened alone, now next to a writer process,
+    ** whose recovery wrote what the replay put here into the data file */
+    KvMap *pEmpty = kv_map_new();
+    if( pEmpty ){
+      kv_map_unref(t->pOverlay);
+      t->pOverlay = pEmpty;
+    }
+  }
+  if( s->bAlone ){
+    /* from now on, connections that read what the writer writes */
+    BtReader *r;
+    s->bAlone = 0;
+    while( (r = s->pFree)!=0 ){ s->pFree = r->pNextFree; btReaderClose(r); }
+    s->nFree = 0;
+  }
+  pthread_mutex_unlock(&s->mu);
+  btNewGeneration(s);
 }
 
 /* Several processes: one synced data-file commit makes durable every

@@ -23,7 +23,10 @@
 ** Locking: publishing (kvCatalogApply) runs with the engine mutex held;
 ** kvCatalogSave takes KvEngine.catMutex (one file writer at a time), then
 ** the engine mutex only to serialise the published catalog, and writes
-** the file without it.
+** the file without it.  kvCatalogSaveLocked writes it with the engine
+** mutex held, for the writer of a shared store, whose writer lock orders
+** every catalog file write (ddl.c).  While the store is shared, a removal
+** deletes no file: ddl.c does that once no process can read them.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
@@ -89,7 +92,8 @@ static int catEntry(KvEngine *pEng, const KvMapEntry *e,
   if( e->bTomb ){
     if( pOld ){
       char *zIgnore = 0;
-      pOld->pBackend->xDrop(pOld->pData, &zIgnore);
+      /* shared: another process may read the files yet (ddl.c) */
+      if( !pEng->bShared ) pOld->pBackend->xDrop(pOld->pData, &zIgnore);
       sqlite3_free(zIgnore);
       kvTableUnlink(pEng, pOld);
     }
@@ -334,6 +338,27 @@ int kvCatalogSave(KvEngine *pEng, char **pzErr){
     rc = catWriteAtomic(pEng, zPath, buf.a, buf.n, pzErr);
   }
   pthread_mutex_unlock(&pEng->catMutex);
+  kv_buf_free(&buf);
+  sqlite3_free(zPath);
+  return rc;
+}
+
+int kvCatalogWriteFile(KvEngine *pEng, const char *zPath, const uint8_t *a,
+                       int n, char **pzErr){
+  return catWriteAtomic(pEng, zPath, a, n, pzErr);
+}
+
+int kvCatalogSaveLocked(KvEngine *pEng, char **pzErr){
+  KvBuf buf = {0, 0, 0};
+  char *zPath;
+  int rc;
+  if( pEng->zDir==0 ) return SQLITE_OK;
+  zPath = sqlite3_mprintf("%s/%s", pEng->zDir, KV_CATALOG_FILE);
+  if( zPath==0 ) return SQLITE_NOMEM;
+  rc = catSerialise(pEng, &buf);
+  if( rc==SQLITE_OK && !catSame(pEng, zPath, buf.a, buf.n) ){
+    rc = catWriteAtomic(pEng, zPath, buf.a, buf.n, pzErr);
+  }
   kv_buf_free(&buf);
   sqlite3_free(zPath);
   return rc;

@@ -4,9 +4,11 @@
 ** store, opening a store (alone: catalog file, then WAL replay in CID
 ** order, then confirmation; else joining the processes that share it)
 ** and closing it, sharing a store and catching up with what other
-** processes committed (see "Sharing a store"), the listings of every
-** open store (kv_engine_list, and the kv_stats accessors), and key
-** rendering for messages.  The contracts are in kv.h.
+** processes committed (see "Sharing a store"), read-only opens, which
+** write nothing (alone: the WAL replayed in memory; see "Read-only
+** opens"), the listings of every open store (kv_engine_list, and the
+** kv_stats accessors), and key rendering for messages.  The contracts are
+** in kv.h.
 **
 ** Locking: engGlobalMutex (the registry mutex) guards engList and every
 ** KvEngine.nRef, and is held across a whole open, so one store is never
@@ -20,6 +22,7 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -342,10 +345,21 @@ static int engReplayInDoubt(KvReplay *pR, const WalRecord *pRec){
   return rc;
 }
 
+static int engIsGidDoneTable(const WalTableActions *pT);
+static int engInDoubtForget(KvEngine *pEng, uint64_t cid);
+
 static int engReplayRecord(void *pCtx, const WalRecord *pRec){
   KvReplay *pR = (KvReplay*)pCtx;
   int i = 0, rc = SQLITE_OK;
   if( pRec->tid>=pR->pEng->iNextTid ) pR->pEng->iNextTid = pRec->tid+1;
+  if( pRec->nTable>0 && engIsGidDoneTable(&pRec->aTable[0]) ){
+    /* a commit of a shared store's in-doubt transaction: it is decided,
+    ** and its writes are this record's */
+    uint64_t cidPrep = wal_get_u64(pRec->aTable[0].aAction[0].aVal);
+    if( engInDoubtForget(pR->pEng, cidPrep) ){
+      wal_confirm_record(pR->pEng->pWal, cidPrep);
+    }
+  }
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
     const WalAction *g = &pRec->aTable[0].aAction[0];
     int c = kvResolvedGet(pR->pEng, (const char*)g->aKey, g->nKey, 0);
@@ -514,19 +528,24 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          REFUSE while the joiner holds JOIN; the joiner, seeing it,
 **          fails at once with SQLITE_BUSY naming the table.
 **
-** A store holding an in-doubt prepared transaction does not turn shared
-** until it is resolved: the joiner gives up after ENG_JOIN_WAIT_MS with
-** SQLITE_BUSY.  A shared store stays shared while this process has it
-** open: its WAL segments retire only through the owner (below), tables
-** are neither created nor removed, and named prepares (kv_prepare with a
-** gid) are refused.
+** A store holding in-doubt prepared transactions turns shared too: they
+** become the in-doubt transactions of every process (engInDoubtShare,
+** engJoinInDoubt).  A shared store stays shared while this process has it
+** open: its WAL segments retire only through the owner (below); named
+** prepares (kv_prepare with a gid) made while it is shared are in doubt in
+** every process (see "in-doubt transactions, shared"); tables are created
+** and removed as ddl.c says: the catalog record commits like any other,
+** other processes apply it at catch-up, and the owner deletes a removed
+** table's files once every process is past the removal (engDdlReap).
 **
 ** Catch-up (kvEngineCatchUp): before a child binds a snapshot, a read
 ** without a root, and the conflict check of a prepare, a process whose
 ** position (posSeen) is behind the published tail reads the records in
 ** between (wal_follow) and applies each one: one commit sequence number,
-** revisions for the conflict check, changed key versions, and new
-** readers of the kv_btree data file, which the writer already wrote.
+** revisions for the conflict check, changed key versions, new readers
+** of the kv_btree data file, which the writer already wrote, and catalog
+** changes (kvDdlFollow: tables opened in shared mode, or dropped from the
+** live list).
 ** A writer first also reads past the tail (wal_follow_end): records a
 ** writer wrote and flushed but did not publish before it died, which it
 ** applies as replay would (a conditional one only if its coordinator
@@ -551,7 +570,10 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 **          record written before it shares the flush.
 **   SLOT+i position slots: each shared process holds one, and publishes
 **          in LOCK at ENG_POS_OFF+8*i the segment of the log it has
-**          caught up to (u64, little-endian; 0 while it joins: hold all).
+**          caught up to (u64, little-endian; 0 while it joins: hold all),
+**          and at ENG_CID_OFF+8*i the CID of the last record it applied
+**          (0 while it joins), which the deletion of removed tables'
+**          files waits for (engDdlReap).
 **
 ** The store thread of a shared process catches up every ENG_BG_MS, so
 ** an idle process does not hold the log back.  The owner retires
@@ -561,12 +583,12 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 ** catches up (so it knows every commit up to that tail, which its writer
 ** wrote through before publishing it), has every table make durable what
 ** any process wrote through (xSharedSync: one synced commit of the
-** kv_btree data file), and removes the segments below
-** (wal_shared_retire); while the store holds a table whose files cannot
-** say so (no xSharedSync: kv_log), nothing retires.  Read-only processes
-** write nothing into LOCK, so they hold no slot and do none of this
-** work: each holds READER (shared) instead, taken before it reads the
-** tail, and nothing retires while another process holds it.  A joiner writes 0 in
+** kv_btree data file, an fsync of each kv_log file that grew), and
+** removes the segments below (wal_shared_retire), holding READER
+** exclusively meanwhile.  Read-only processes write nothing into LOCK,
+** so they hold no slot and do none of this work: each holds READER
+** (shared) only while it catches up, and one whose next segment retired
+** reads the tables' files instead (see "read-only catch-up").  A joiner writes 0 in
 ** its slot before it reads the tail, so an owner that read the tail
 ** earlier never retires past what the joiner will follow from. */
 #define ENG_BYTE_ALIVE    0
@@ -577,11 +599,17 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_SHM_CID       0          /* shared header slots */
 #define ENG_SHM_SEGNO     1
 #define ENG_SHM_OFF       2
+#define ENG_SHM_INDOUBT   7          /* lowest segment holding the record
+                                     ** of an in-doubt transaction, or 0 */
 #define ENG_BYTE_OWNER    3
 #define ENG_BYTE_SWEEP    4
 #define ENG_BYTE_SYNC     5
 #define ENG_BYTE_REFUSE   6
 #define ENG_BYTE_READER   7          /* read-only processes: shared */
+#define ENG_BYTE_WRITABLE 8          /* every process that opened the
+                                     ** store writable: shared */
+#define ENG_BYTE_ROALONE  9          /* read-only processes that opened
+                                     ** it with no writer: shared */
 #define ENG_SYNC_OFF      4064       /* flushed position: segno, offset */
 #define ENG_WORD_WRITER   0          /* SHARED word: bumped at each release
                                      ** of WRITER, a futex its waiters
@@ -589,6 +617,7 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BYTE_SLOT     64         /* first of ENG_SLOTS slot bytes */
 #define ENG_SLOTS         128
 #define ENG_POS_OFF       4096       /* slot i: u64 at ENG_POS_OFF+8*i */
+#define ENG_CID_OFF       16384      /* slot i: applied CID (engDdlReap) */
 #define ENG_BG_MS         20         /* shared: the store thread's period */
 #define ENG_RETIRE_MS     100        /* owner: retirement checks at most */
 
@@ -660,6 +689,7 @@ static int engLockAlone(KvEngine *pEng, char **pzErr){
     pEng->fdDirLock = -1;
     if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
+  engOfd(pEng, F_RDLCK, ENG_BYTE_WRITABLE);
   engLockWritePid(pEng);
   return SQLITE_OK;
 }
@@ -671,9 +701,8 @@ static int engJoinRefused(KvEngine *pEng, int64_t ms, char **pzErr){
   zPid[0] = 0;
   if( iPid>0 ) sqlite3_snprintf(sizeof(zPid), zPid, " (pid %ld)", iPid);
   *pzErr = sqlite3_mprintf("kv: store %s is locked by another process%s, "
-      "which did not share it within %lld ms: a store with an unresolved "
-      "prepared transaction is used by one process at a time", pEng->zDir,
-      zPid, (long long)ms);
+      "which did not share it within %lld ms", pEng->zDir, zPid,
+      (long long)ms);
   return SQLITE_BUSY;
 }
 
@@ -698,8 +727,9 @@ static int engJoinRefusedTable(KvEngine *pEng, char **pzErr){
   return SQLITE_BUSY;
 }
 
-/* Takes the store's locks: alone (*pbJoin 0) or joining processes that
-** share it (*pbJoin 1). */
+/* Takes the store's locks: alone (*pbJoin 0), joining processes that
+** share it (*pbJoin 1), or next to read-only processes only (*pbJoin 2:
+** JOIN stays held, see "Read-only opens"). */
 static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   int64_t iEnd, iStart;
@@ -730,7 +760,12 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
         return engLockAlone(pEng, pzErr);
       }
       if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
-        engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+        if( !engOfdHeld(pEng, ENG_BYTE_WRITABLE)
+         && engOfdHeld(pEng, ENG_BYTE_ROALONE) ){
+          *pbJoin = 2;              /* read-only processes opened alone */
+        }
+        engOfd(pEng, F_RDLCK, ENG_BYTE_WRITABLE);
+        if( *pbJoin==0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
         break;
       }
       if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
@@ -752,7 +787,7 @@ static int engLockStore(KvEngine *pEng, int *pbJoin, char **pzErr){
     pEng->fdDirLock = -1;
     if( e==EWOULDBLOCK ) return engLockBusy(pEng, e, pzErr);
   }
-  *pbJoin = 1;
+  if( *pbJoin==0 ) *pbJoin = 1;
   return SQLITE_OK;
 }
 
@@ -820,6 +855,7 @@ static int engPublish(KvEngine *pEng, const WalPos *pPos, uint64_t cid,
   a[ENG_SHM_CID] = cid;
   a[ENG_SHM_SEGNO] = pPos->segno;
   a[ENG_SHM_OFF] = pPos->iOff;
+  a[ENG_SHM_INDOUBT] = kvEngineInDoubtSegment(pEng);
   rc = wal_shared_write(pEng->pShm, a);
   if( rc!=SQLITE_OK ){
     *pzErr = sqlite3_mprintf("kv: cannot publish the tail of store %s",
@@ -855,7 +891,10 @@ struct KvFollow {
   uint64_t *aDrop;              /* recovered conditional records to
                                 ** withdraw: CID, TID pairs */
   uint64_t cidLast;             /* last record applied */
+  int bCatalog;                 /* a record changed the catalog */
   char *zErr;
+  const WalPos *pPos;           /* the segment being read (in-doubt
+                                ** records) */
 };
 
 static int engFollowPush(uint64_t **pa, int *pn, int *pnAlloc, uint64_t v){
@@ -887,10 +926,8 @@ static int engFollowTable(KvFollow *f, uint64_t iSeq, uint64_t cid,
   if( pT->nTable>0 && pT->zTable[0]==0 ) return SQLITE_OK;  /* pseudo */
   if( pT->nTable==(int)strlen(KV_META_TABLE)
    && memcmp(pT->zTable, KV_META_TABLE, pT->nTable)==0 ){
-    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s changes "
-        "its tables, which no process does while the store is shared",
-        (unsigned long long)cid, pEng->zDir);
-    return SQLITE_CORRUPT;
+    f->bCatalog = 1;                 /* tables created or removed: ddl.c */
+    return kvDdlFollow(pEng, pT, iSeq, &f->zErr);
   }
   t = kvTableFind(pEng, pT->zTable, pT->nTable);
   if( t==0 || !t->meta.bPersist || t->pData==0 ) return SQLITE_OK;
@@ -928,6 +965,137 @@ static void engNextTidPast(KvEngine *pEng, uint64_t tid){
                           0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ){}
 }
 
+/* ------------------------------- in-doubt transactions, shared ---
+**
+** A named prepare in a shared store (indoubt.c) appends its record under
+** the writer lock and publishes it; every other process learns it at
+** catch-up (engFollowInDoubt) and keeps the transaction in doubt, with
+** its reservations, as the replay of an alone open restores one.  Its
+** resolution, from any process and under the writer lock, is published
+** the same way: a commit as a new record holding the writes after a
+** KV_REC_GID_DONE pseudo-table naming the prepared record, a rollback as
+** the abort record of the prepared one; followers then forget the
+** transaction (engInDoubtForget) and apply the commit record as any
+** other.  Each process knows the segment of every in-doubt record it
+** holds (KvRoot.segInDoubt): the lowest one is published in the shared
+** header (ENG_SHM_INDOUBT), so a joiner reads the log from there to learn
+** the transactions in doubt (engJoinInDoubt), and the owner never
+** retires it (engRetire). */
+#define ENG_WAL_SEG_HDR 48           /* where a segment's frames start */
+
+static void engInDoubtFree(KvRoot *p);
+
+static int engIsGidDoneTable(const WalTableActions *pT){
+  return pT->nTable==KV_REC_GID_DONE_LEN
+      && memcmp(pT->zTable, KV_REC_GID_DONE, KV_REC_GID_DONE_LEN)==0
+      && pT->nAction==1 && pT->aAction[0].nVal==8;
+}
+
+uint64_t kvEngineInDoubtSegment(KvEngine *pEng){
+  uint64_t seg = 0;
+  KvRoot *p;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->cid && p->segInDoubt && (seg==0 || p->segInDoubt<seg) ){
+      seg = p->segInDoubt;
+    }
+  }
+  return seg;
+}
+
+/* Another process resolved the in-doubt transaction whose prepared record
+** is cid: forget it here (engine mutex held, or the open); 1 if it was
+** here.  A root this process is resolving itself (bResolving) stays. */
+static int engInDoubtForget(KvEngine *pEng, uint64_t cid){
+  KvRoot **pp, *p;
+  for(pp=&pEng->pInDoubt; (p = *pp)!=0; pp=&p->pNextInDoubt){
+    if( p->cid==cid && !p->bResolving ) break;
+  }
+  if( p==0 ) return 0;
+  *pp = p->pNextInDoubt;
+  for(pp=&pEng->pPrepared; *pp; pp=&(*pp)->pNextPrepared){
+    if( *pp==p ){ *pp = p->pNextPrepared; break; }
+  }
+  pthread_cond_broadcast(&pEng->deltaCond);
+  engInDoubtFree(p);
+  return 1;
+}
+
+/* A named prepared record another process published (or a dead writer
+** left): the transaction is in doubt here too, holding its reservations
+** (engine mutex held, or the open). */
+static int engFollowInDoubt(KvFollow *f, const WalRecord *pRec){
+  KvEngine *pEng = f->pEng;
+  KvReplay r;
+  KvRoot *p;
+  int rc;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->cid==pRec->cid ) return SQLITE_OK;          /* known already */
+  }
+  memset(&r, 0, sizeof(r));
+  r.pEng = pEng;
+  rc = engReplayInDoubt(&r, pRec);
+  if( pEng->pInDoubt && pEng->pInDoubt->cid==pRec->cid ){
+    pEng->pInDoubt->segInDoubt = f->pPos ? f->pPos->segno : 0;
+  }
+  if( rc!=SQLITE_OK && f->zErr==0 ){
+    f->zErr = sqlite3_mprintf("kv: cannot take in prepared transaction "
+        "'%.*s' (record %llu) of store %s: %s",
+        pRec->aTable[0].aAction[0].nKey,
+        (const char*)pRec->aTable[0].aAction[0].aKey,
+        (unsigned long long)pRec->cid, pEng->zDir, sqlite3_errstr(rc));
+  }
+  return rc;
+}
+
+/* The joiner's reading of the log from the lowest in-doubt segment to
+** the tail: pass 1 collects the abort records, pass 2 takes in every
+** named prepared record neither withdrawn, nor committed by a later
+** record, nor decided in prepared.log. */
+static int engJoinScanRecord(void *pCtx, const WalRecord *pRec){
+  KvFollow *f = (KvFollow*)pCtx;
+  const WalTableActions *pT = pRec->nTable>0 ? &pRec->aTable[0] : 0;
+  if( f->ePass==1 ){
+    if( pRec->cidAborted==0 ) return SQLITE_OK;
+    return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
+                         pRec->cidAborted);
+  }
+  if( pRec->cidAborted || engFollowAborted(f, pRec->cid) || pT==0 ){
+    return SQLITE_OK;
+  }
+  if( engIsGidDoneTable(pT) ){
+    engInDoubtForget(f->pEng, wal_get_u64(pT->aAction[0].aVal));
+  }else if( engIsGidTable(pT)
+         && kvResolvedGetCid(f->pEng, (const char*)pT->aAction[0].aKey,
+                             pT->aAction[0].nKey, pRec->cid)==0 ){
+    return engFollowInDoubt(f, pRec);
+  }
+  return SQLITE_OK;
+}
+
+static int engJoinInDoubt(KvEngine *pEng, uint64_t seg, char **pzErr){
+  KvFollow f;
+  WalPos pos;
+  int rc = SQLITE_OK;
+  if( seg==0 || seg>pEng->posSeen.segno ) return SQLITE_OK;
+  memset(&f, 0, sizeof(f));
+  f.pEng = pEng;
+  f.pPos = &pos;
+  for(f.ePass=1; rc==SQLITE_OK && f.ePass<=2; f.ePass++){
+    pos.segno = seg;
+    pos.iOff = ENG_WAL_SEG_HDR;
+    rc = wal_follow(pEng->zDir, pEng->pIo, &pos, &pEng->posSeen,
+                    engJoinScanRecord, &f, pzErr);
+  }
+  if( rc!=SQLITE_OK && f.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = f.zErr;
+    f.zErr = 0;
+  }
+  sqlite3_free(f.zErr);
+  sqlite3_free(f.aAbort);
+  return rc;
+}
+
 static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   KvFollow *f = (KvFollow*)pCtx;
   KvEngine *pEng = f->pEng;
@@ -940,12 +1108,13 @@ static int engFollowRecord(void *pCtx, const WalRecord *pRec){
   }
   engNextTidPast(pEng, pRec->tid);
   if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
+  if( pRec->cidAborted ) engInDoubtForget(pEng, pRec->cidAborted);
   if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
   if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
-    f->zErr = sqlite3_mprintf("kv: record %llu of shared store %s is a "
-        "named prepared transaction, which no process makes while the "
-        "store is shared", (unsigned long long)pRec->cid, pEng->zDir);
-    return SQLITE_CORRUPT;
+    return engFollowInDoubt(f, pRec);
+  }
+  if( pRec->nTable>0 && engIsGidDoneTable(&pRec->aTable[0]) ){
+    engInDoubtForget(pEng, wal_get_u64(pRec->aTable[0].aAction[0].aVal));
   }
   if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
     if( f->bRecover ){
@@ -990,6 +1159,7 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
   memset(&f, 0, sizeof(f));
   f.pEng = pEng;
   f.bRecover = pTo==0;
+  f.pPos = &pos;
   for(f.ePass=1; f.ePass<=2; f.ePass++){
     pos = pEng->posSeen;
     if( pTo ){
@@ -1023,6 +1193,8 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
     for(i=0; rc==SQLITE_OK && i<f.nDrop; i+=2){
       rc = wal_abort(pEng->pWal, f.aDrop[i], f.aDrop[i+1], pzErr);
     }
+    /* the catalog file before the tail, as the commit would have (ddl.c) */
+    if( rc==SQLITE_OK && f.bCatalog ) rc = kvCatalogSaveLocked(pEng, pzErr);
     if( rc==SQLITE_OK ) rc = kvEnginePublishTail(pEng, pzErr);
   }
   sqlite3_free(f.zErr);
@@ -1031,11 +1203,18 @@ static int engFollow(KvEngine *pEng, const WalPos *pTo, char **pzErr){
   return rc;
 }
 
+static int engRoAloneJoin(KvEngine *pEng, char **pzErr);
+static void engRoAloneRelease(KvEngine *pEng);
+static int engCatchUpReader(KvEngine *pEng, char **pzErr);
+
 int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   uint64_t a[WAL_SHARED_SLOTS];
   WalPos tail;
   int rc;
+  if( !pEng->bShared && pEng->bReadOnly ) return engRoAloneJoin(pEng, pzErr);
   if( !pEng->bShared ) return SQLITE_OK;
+  if( pEng->bRoAloneHeld ) engRoAloneRelease(pEng);
+  if( pEng->bReadOnly ) return engCatchUpReader(pEng, pzErr);
   rc = wal_shared_read(pEng->pShm, a);
   if( rc==SQLITE_BUSY && !bRecover ){
     *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
@@ -1054,6 +1233,98 @@ int kvEngineCatchUp(KvEngine *pEng, int bRecover, char **pzErr){
   }
   if( rc==SQLITE_OK && bRecover ) rc = engFollow(pEng, 0, pzErr);
   return rc;
+}
+
+/* ----------------------------------------- read-only catch-up ---
+**
+** A read-only process has no position slot: nothing tells the owner how
+** far it has read, and it would hold the WAL back forever if it kept its
+** segments.  So it holds READER (shared) only while it catches up: it
+** takes it (waiting for an owner that holds it exclusively, for the
+** moment it removes segments), reads the published tail, follows the
+** records from its position, and lets READER go.  The owner retires
+** segments only while it holds READER exclusively (engRetire).  A reader
+** whose next segment retired meanwhile (wal_follow: SQLITE_NOTFOUND, met
+** before any record is applied) rebuilds from the tables' files instead
+** (engReaderRebuild): the owner made them hold every retired record
+** before it removed a segment, and every writer wrote its commit there
+** before it published it. */
+
+/* The records between the position of a read-only process and the tail
+** (pTail, CID cidTail) are gone: refresh every table up to that record
+** (kv_btree rereads its data file, kv_log follows its log files up to
+** cidTail), give every key a new version (the changed keys are unknown),
+** and take the tail as seen.  Engine mutex held, READER held. */
+static void engReaderRebuild(KvEngine *pEng, const WalPos *pTail,
+                             uint64_t cidTail){
+  KvTable *t;
+  sqlite3_log(SQLITE_NOTICE, "kv: store %s: the WAL segments this "
+              "read-only process had not read were retired; it reads the "
+              "tables' files up to record %llu", pEng->zDir,
+              (unsigned long long)cidTail);
+  ++pEng->iSeq;
+  kvVersionSnapDrop(pEng);
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->meta.bPersist && t->pData && t->pBackend->xRefresh ){
+      t->pBackend->xRefresh(t->pData, cidTail);
+    }
+  }
+  kvVersionClearLocked(pEng);
+  pEng->posSeen = *pTail;
+  if( cidTail>pEng->cidSeen ) pEng->cidSeen = cidTail;
+}
+
+/* kvEngineCatchUp of a read-only process (engine mutex held). */
+static int engCatchUpReader(KvEngine *pEng, char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  WalPos tail;
+  struct flock fl;
+  int rc;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = ENG_BYTE_READER;
+  fl.l_len = 1;
+  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
+    if( errno!=EINTR ){
+      *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                               strerror(errno));
+      return SQLITE_IOERR_LOCK;
+    }
+  }
+  rc = wal_shared_read(pEng->pShm, a);
+  if( rc==SQLITE_BUSY ){
+    *pzErr = sqlite3_mprintf("kv: the shared header of store %s is "
+        "half-written (its writer died); the next writer repairs it",
+        pEng->zDir);
+  }else if( rc==SQLITE_OK ){
+    tail.segno = a[ENG_SHM_SEGNO];
+    tail.iOff = a[ENG_SHM_OFF];
+    if( tail.segno!=pEng->posSeen.segno || tail.iOff!=pEng->posSeen.iOff ){
+      rc = engFollow(pEng, &tail, pzErr);
+      if( rc==SQLITE_NOTFOUND ){
+        sqlite3_free(*pzErr);
+        *pzErr = 0;
+        engReaderRebuild(pEng, &tail, a[ENG_SHM_CID]);
+        rc = SQLITE_OK;
+      }
+    }
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_READER);
+  return rc;
+}
+
+/* The owner holds READER exclusively while it removes segments, so no
+** read-only process is reading them: SQLITE_OK when it has it, else
+** SQLITE_BUSY (a reader is catching up: the next check retries).  A few
+** tries, a millisecond apart: readers hold it for one catch-up. */
+static int engReaderExclude(KvEngine *pEng){
+  int i;
+  for(i=0; i<5; i++){
+    if( engOfd(pEng, F_WRLCK, ENG_BYTE_READER)==0 ) return SQLITE_OK;
+    engSleepMs(1);
+  }
+  return SQLITE_BUSY;
 }
 
 /* ------------------------------------------------ background work --- */
@@ -1076,6 +1347,17 @@ static uint64_t engSlotRead(KvEngine *pEng, int i){
   return wal_get_u64(a);
 }
 
+/* Publish cid as the position this process applied (its slot's word at
+** ENG_CID_OFF: see engDdlReap). */
+static void engSlotCidWrite(KvEngine *pEng, uint64_t cid){
+  uint8_t a[8];
+  if( pEng->iSlot<0 ) return;
+  wal_put_u64(a, cid);
+  if( pwrite(pEng->fdLock, a, 8, ENG_CID_OFF + 8*(off_t)pEng->iSlot)==8 ){
+    pEng->cidSlot = cid;
+  }
+}
+
 /* Take a free position slot and publish 0 in it (hold every segment). */
 static int engSlotClaim(KvEngine *pEng, char **pzErr){
   int i;
@@ -1083,6 +1365,7 @@ static int engSlotClaim(KvEngine *pEng, char **pzErr){
     if( engOfd(pEng, F_WRLCK, ENG_BYTE_SLOT+i)==0 ){
       pEng->iSlot = i;
       engSlotWrite(pEng, 0);
+      engSlotCidWrite(pEng, 0);
       __atomic_thread_fence(__ATOMIC_SEQ_CST);
       return SQLITE_OK;
     }
@@ -1169,7 +1452,6 @@ static void engRetire(KvEngine *pEng){
   segMin = a[ENG_SHM_SEGNO];               /* the tail first, then slots */
   if( segMin<=pEng->segRetired ) return;
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  if( engOfdHeld(pEng, ENG_BYTE_READER) ) return;  /* a read-only process */
   for(i=0; i<ENG_SLOTS && segMin>pEng->segRetired; i++){
     uint64_t v;
     if( i==pEng->iSlot ){
@@ -1190,17 +1472,27 @@ static void engRetire(KvEngine *pEng){
   rc = pEng->rcFailed;
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
     if( t->meta.bPersist && t->pData && t->pBackend->xSharedSync==0 ){
-      rc = SQLITE_BUSY;         /* its files never say (kv_log): keep all */
+      rc = SQLITE_BUSY;         /* its files never say: keep all */
     }
   }
   if( rc==SQLITE_OK ) rc = kvEngineCatchUp(pEng, 0, &zErr);
   for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
     if( t->meta.bPersist && t->pData ){
-      rc = t->pBackend->xSharedSync(t->pData, &zErr);
+      /* a kv_log table the catch-up just opened (ddl.c): keep all */
+      rc = t->pBackend->xSharedSync ? t->pBackend->xSharedSync(t->pData, &zErr)
+                                    : SQLITE_BUSY;
     }
   }
+  if( rc==SQLITE_OK ){
+    uint64_t segKeep = kvEngineInDoubtSegment(pEng);  /* in doubt: stays */
+    if( segKeep && segKeep<segMin ) segMin = segKeep;
+    if( segMin<=pEng->segRetired ) rc = SQLITE_DONE;
+  }
   pthread_mutex_unlock(&pEng->mutex);
-  if( rc==SQLITE_OK ) rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
+  if( rc==SQLITE_OK && (rc = engReaderExclude(pEng))==SQLITE_OK ){
+    rc = wal_shared_retire(pEng->pWal, segMin, &n, &zErr);
+    engOfd(pEng, F_UNLCK, ENG_BYTE_READER);
+  }
   if( rc==SQLITE_OK ){
     pEng->segRetired = segMin;
   }else if( zErr ){
@@ -1210,18 +1502,68 @@ static void engRetire(KvEngine *pEng){
   sqlite3_free(zErr);
 }
 
+/* ------------------------------------------ removed tables' files ---
+**
+** The owner deletes the files of tables removed while the store is
+** shared (ddl.c) once no process can read them: each process that can
+** write publishes, next to its slot's segment, the CID of the last record
+** it applied (u64 at ENG_CID_OFF+8*i, 0 while it joins); a set of removed
+** tables waits until every live slot shows the CID the owner had applied
+** when it found them gone, and no read-only process (READER) has the
+** store open.  The deletion itself runs under the writer lock (taken
+** without waiting: else the next turn tries again). */
+static int engSlotsPast(KvEngine *pEng, uint64_t cid){
+  int i;
+  if( engOfdHeld(pEng, ENG_BYTE_READER) ) return 0;
+  for(i=0; i<ENG_SLOTS; i++){
+    uint8_t a[8];
+    if( i==pEng->iSlot || !engOfdHeld(pEng, ENG_BYTE_SLOT+i) ) continue;
+    if( pread(pEng->fdLock, a, 8, ENG_CID_OFF + 8*(off_t)i)!=8 ) return 0;
+    if( wal_get_u64(a)<cid ) return 0;
+  }
+  return 1;
+}
+
+static void engDdlReap(KvEngine *pEng){
+  uint64_t cidDue = 0;
+  char *zErr = 0;
+  int rc;
+  if( !kvDdlReapDue(pEng, &cidDue) ){
+    rc = kvDdlReapCollect(pEng, &zErr);
+  }else if( !engSlotsPast(pEng, cidDue) ){
+    rc = SQLITE_OK;
+  }else if( kvEngineWriterLock(pEng, 0, &zErr)==SQLITE_OK ){
+    rc = kvDdlReapRun(pEng, &zErr);
+    kvEngineWriterUnlock(pEng);
+  }else{
+    rc = SQLITE_OK;                  /* a writer holds it: the next turn */
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  if( rc!=SQLITE_OK ){
+    sqlite3_log(rc, "kv: store %s: removed tables' files: %s", pEng->zDir,
+                zErr ? zErr : sqlite3_errstr(rc));
+  }
+  sqlite3_free(zErr);
+}
+
 /* One turn of the store thread of a shared store: catch up, publish the
 ** position, and do the store's work when it is this process's turn. */
 static void engBackground(KvEngine *pEng){
-  uint64_t segno;
+  uint64_t segno, cid;
   char *zErr = 0;
   pthread_mutex_lock(&pEng->mutex);
   if( !pEng->rcFailed ) kvEngineCatchUp(pEng, 0, &zErr);  /* retried */
   segno = pEng->posSeen.segno;
+  cid = pEng->cidSeen;
   pthread_mutex_unlock(&pEng->mutex);
   sqlite3_free(zErr);
   if( segno!=pEng->segSlot ) engSlotWrite(pEng, segno);
-  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ) engRetire(pEng);
+  if( cid!=pEng->cidSlot ) engSlotCidWrite(pEng, cid);
+  if( kvEngineWorkTurn(pEng, KV_WORK_STORE) ){
+    engRetire(pEng);
+    engDdlReap(pEng);
+  }
 }
 
 /* The first publication of a store turning shared (writer lock and
@@ -1244,23 +1586,55 @@ static int engPublishShared(KvEngine *pEng, char **pzErr){
   return engPublish(pEng, &pos, cid, pzErr);
 }
 
+/* Is a prepared root of the store under way (engine mutex held)?  Every
+** one but the in-doubt transactions, which stay prepared, and which the
+** store shares. */
+static int engPreparedBusy(KvEngine *pEng){
+  KvRoot *p;
+  for(p=pEng->pPrepared; p; p=p->pNextPrepared){
+    if( p->zGid==0 || p->bResolving || p->cid==0 ) return 1;
+  }
+  return 0;
+}
+
+/* The in-doubt transactions of a store turning shared (engine mutex held):
+** each record lies in a live segment (it is unconfirmed), whose segments
+** are numbered one after the other up to the active one; the lowest is
+** published, and a joiner reads from there (engJoinInDoubt). */
+static void engInDoubtShare(KvEngine *pEng){
+  WalStats st;
+  WalPos pos;
+  KvRoot *p;
+  uint64_t segFirst;
+  if( pEng->pInDoubt==0 ) return;
+  wal_stats(pEng->pWal, &st);
+  wal_tail(pEng->pWal, &pos, 0);
+  segFirst = pos.segno+1>(uint64_t)st.nSegment
+           ? pos.segno+1-(uint64_t)st.nSegment : 1;
+  for(p=pEng->pInDoubt; p; p=p->pNextInDoubt){
+    if( p->segInDoubt==0 ) p->segInDoubt = segFirst;
+  }
+}
+
 /* Turn the alone store shared, for a process that asks to join: see
 ** "Sharing a store".  SQLITE_BUSY (nothing changed) when it holds a table
-** that cannot be shared or an in-doubt transaction. */
+** that cannot be shared. */
 static int engGoShared(KvEngine *pEng){
   uint64_t segno = 0;
   KvTable *t, **apTab = 0;
   char *zErr = 0;
   int nTab = 0, i, rc = SQLITE_OK, bWriter = 0;
   pthread_mutex_lock(&pEng->mutex);
-  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng)
-   || pEng->pInDoubt ){
+  if( pEng->bShared || pEng->rcFailed || engUnshareable(pEng) ){
     rc = pEng->bShared ? SQLITE_OK : SQLITE_BUSY;
     pthread_mutex_unlock(&pEng->mutex);
     return rc;
   }
   pEng->bSharing = 1;
-  while( pEng->pPrepared ) pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  while( engPreparedBusy(pEng) ){
+    pthread_cond_wait(&pEng->deltaCond, &pEng->mutex);
+  }
+  engInDoubtShare(pEng);
   for(t=pEng->pTables; t; t=t->pNext) nTab++;
   apTab = sqlite3_malloc64((nTab+1)*sizeof(KvTable*));
   if( apTab==0 ){
@@ -1425,6 +1799,7 @@ static void engFree(KvEngine *pEng){
     kvTableUnref(p);
   }
   kvTableUnref(pEng->pMeta);
+  kvDdlFree(pEng);
   wal_close(pEng->pWal);
   wal_shared_close(pEng->pShm);
   if( pEng->fdLock>=0 ) close(pEng->fdLock);   /* releases the locks */
@@ -1467,6 +1842,7 @@ static int engAlloc(const char *zReal, KvEngine **pp){
   pthread_cond_init(&p->deltaCond, 0);
   p->xCatchUp = kvEngineCatchUp;
   p->xWorkTurn = kvEngineWorkTurn;
+  p->xFilesPinned = kvEngineFilesPinned;
 #ifdef DEPOT_TEST
   p->pIo = engTestIo ? engTestIo : wal_io_posix();
 #else
@@ -1553,6 +1929,7 @@ static int engJoin(KvEngine *pEng, char **pzErr){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
+    rc = engJoinInDoubt(pEng, a[ENG_SHM_INDOUBT], pzErr);
   }else if( rc==SQLITE_OK ){
     /* Half-written by a writer that died publishing: under the writer
     ** lock the end of the log's whole frames is the tail. */
@@ -1580,13 +1957,16 @@ static int engJoin(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
+static int engBesideReaders(KvEngine *pEng, int rc, char **pzErr);
+
 /* Lock; alone: load the catalog, open and replay the WAL, check the
-** tables, and start the join thread; else join the processes sharing it. */
+** tables, and start the join thread; else join the processes sharing it.
+** Next to read-only processes only, as alone, then shared at once. */
 static int engStart(KvEngine *pEng, char **pzErr){
   WalConfig cfg;
   int bJoin = 0;
   int rc = engLockStore(pEng, &bJoin, pzErr);
-  if( rc==SQLITE_OK && bJoin ) return engJoin(pEng, pzErr);
+  if( rc==SQLITE_OK && bJoin==1 ) return engJoin(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
   if( rc==SQLITE_OK ){
 #ifdef DEPOT_TEST
@@ -1597,9 +1977,11 @@ static int engStart(KvEngine *pEng, char **pzErr){
     cfg.pIo = pEng->pIo;
     rc = wal_open(pEng->zDir, &cfg, &pEng->pWal, pzErr);
   }
+  if( rc==SQLITE_OK && bJoin==2 ) wal_set_shared(pEng->pWal, 1);  /* keep */
   if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engReplay(pEng, pzErr);
   if( rc==SQLITE_OK ) rc = engCheckTables(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvDdlOpenAlone(pEng, pzErr);  /* removed files */
   if( rc==SQLITE_OK ) rc = kvBackendReserveIds(pEng, pzErr);
   if( rc==SQLITE_OK ) kvVersionClearAll(pEng);   /* versions: memory only */
   if( rc==SQLITE_OK ){
@@ -1608,61 +1990,143 @@ static int engStart(KvEngine *pEng, char **pzErr){
     if( st.lastCid>=pEng->iNextTid ) pEng->iNextTid = st.lastCid+1;
   }
   if( rc==SQLITE_OK ) rc = engThreadStart(pEng);
+  if( bJoin==2 ) rc = engBesideReaders(pEng, rc, pzErr);
   return rc;
 }
 
 /* ------------------------------------------------ read-only opens ---
 **
 ** A read-only store object (kv_engine_open_readonly) creates and writes
-** no file of the store: it opens LOCK read-only and takes only read locks
-** (OFD read locks need no write access), and joins the processes that
-** share the store as a reader: ALIVE shared, JOIN shared while it asks an
-** alone holder to share, the shared header mapped read-only, tables
-** opened read-only (KvTableDef.bReadOnly), no WAL object (catch-up reads
-** the WAL segments by name), no writer lock, no store thread, and every
-** write refused at prepare (txn.c).  It cannot replay a WAL, so it needs
-** another process to have the store open; without one the store is
-** opened as kv_engine_open does (engOpen). */
+** no file of the store, whether or not another process has it open.  It
+** opens LOCK read-only and takes only read locks (OFD read locks need no
+** write access): READER and ALIVE shared, and JOIN shared while it opens
+** (a writer holds JOIN while it joins or recovers the store: the reader
+** waits; an alone holder sees it as a request to share).  Every write is
+** refused at prepare (txn.c).  A directory with neither LOCK nor wal/ is
+** not a store: the open fails, creating nothing.
+**
+** With a writer process there (WRITABLE held: every process that opened
+** the store writable holds it, shared), it joins the processes that share
+** the store as a reader: the shared header mapped read-only, tables opened
+** read-only (KvTableDef.bReadOnly with bShared), no WAL object (catch-up
+** reads the WAL segments by name), no writer lock, no store thread; it
+** sees later commits as every shared process does.
+**
+** With none, it opens alone (engReadOnlyAlone): it also holds ROALONE
+** shared, loads the catalog, opens the tables read-only (bReadOnly
+** without bShared: kv_btree reads its data file as it is, through one read
+** transaction, creating no -wal or -shm), and replays every record of the
+** live WAL segments in memory (engRoReplay: into a kv_btree table's
+** overlay, never its file), so it reads what a writable open would.  It
+** keeps that state, a consistent snapshot, until a writer process has
+** the store open and shared; from its next snapshot on it follows their
+** commits as a reader that joined them (engRoAloneJoin).  A writer
+** process that opens the store meanwhile
+** finds ALIVE and ROALONE held and WRITABLE free: it opens as if alone
+** (recovery and replay, with its WAL shared from the start so that no
+** segment retires, and kv_btree's data file written only through that
+** file's own WAL), holding JOIN so that no process joins before it is
+** done, and turns the store shared at once (engBesideReaders); a writer
+** that finds only readers that joined writers (ROALONE free) joins as
+** before, by the tail they published.  While ROALONE is held, no
+** kv_btree checkpoint writes into the data file (kvEngineFilesPinned),
+** and, READER being held, no root WAL segment retires.  A kv_log table
+** whose files lack a record the WAL holds (its writer died in between)
+** cannot be read that way: the open fails, asking for a writable open
+** first.  Without a LOCK file (a read-only file system, a store copied
+** without it) it takes no lock at all. */
 
-/* No other process has the store open: SQLITE_NOTFOUND, and the caller
-** opens it as kv_engine_open does (a replay may be due, which only an
-** open that writes can do). */
-static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
-  (void)pEng;
-  (void)pzErr;
-  return SQLITE_NOTFOUND;
+#define ENG_WAL_FIRST_OFF 48       /* a segment's first frame (wal.h) */
+
+int kvEngineFilesPinned(KvEngine *pEng){
+  return pEng->zDir && pEng->fdLock>=0 && !pEng->bReadOnly
+      && engOfdHeld(pEng, ENG_BYTE_ROALONE);
 }
 
-/* Read locks only: ALIVE shared next to another process that holds it,
-** after asking an alone holder to share (JOIN, shared). */
-static int engLockReadOnly(KvEngine *pEng, char **pzErr){
+/* A writer opening next to read-only processes only (engLockStore set
+** *pbJoin 2, JOIN held; rc: its alone open): the store turns shared at
+** once, so that the next writer joins it, and JOIN is let go. */
+static int engBesideReaders(KvEngine *pEng, int rc, char **pzErr){
+  if( rc==SQLITE_OK && engGoShared(pEng)!=SQLITE_OK ){
+    KvTable *t = engUnshareable(pEng);
+    if( t ){
+      *pzErr = sqlite3_mprintf("kv: store %s is open read-only in another "
+          "process, and holds kv_memory table %s with persistence=1, whose "
+          "rows live in one process's memory: such a store is written by "
+          "one process at a time, with no other process reading it",
+          pEng->zDir, t->zName);
+    }else{
+      *pzErr = sqlite3_mprintf("kv: store %s is open read-only in another "
+          "process and cannot be shared yet (an unresolved prepared "
+          "transaction, or a kv_btree collector that cannot write)",
+          pEng->zDir);
+    }
+    rc = SQLITE_BUSY;
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* SQLITE_OK if zDir holds a store (its LOCK file or its wal folder). */
+static int engRoIsStore(KvEngine *pEng, char **pzErr){
+  char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
+  char *zWal = sqlite3_mprintf("%s/wal", pEng->zDir);
+  struct stat st;
+  int rc = SQLITE_OK;
+  if( zLock==0 || zWal==0 ){
+    rc = SQLITE_NOMEM;
+  }else if( lstat(zLock, &st)!=0
+         && (stat(zWal, &st)!=0 || !S_ISDIR(st.st_mode)) ){
+    *pzErr = sqlite3_mprintf("kv: %s is not a KV store (it holds neither a "
+        "LOCK file nor a wal folder); a read-only open creates none",
+        pEng->zDir);
+    rc = SQLITE_CANTOPEN;
+  }
+  sqlite3_free(zLock);
+  sqlite3_free(zWal);
+  return rc;
+}
+
+/* Read locks only: *pbAlone 1 when no writer process has the store open
+** (ALIVE then held shared, and JOIN until engReadOnlyAlone is done, or no
+** LOCK file: no lock), else 0 (ALIVE shared next to a writer process, after
+** asking an alone holder to share). */
+static int engLockReadOnly(KvEngine *pEng, int *pbAlone, char **pzErr){
   char *zLock = sqlite3_mprintf("%s/LOCK", pEng->zDir);
   int64_t iStart = engNowMs(), iEnd = iStart + ENG_JOIN_WAIT_MS;
-  int rc = SQLITE_OK;
+  int rc = SQLITE_OK, e;
+  *pbAlone = 0;
   if( zLock==0 ) return SQLITE_NOMEM;
   pEng->fdLock = open(zLock, O_RDONLY|O_CLOEXEC);
+  e = errno;
   sqlite3_free(zLock);
-  if( pEng->fdLock<0 ) return engReadOnlyAlone(pEng, pzErr);
+  if( pEng->fdLock<0 && e==ENOENT ){
+    *pbAlone = 1;                 /* no LOCK: nothing writes the store */
+    return SQLITE_OK;
+  }
+  if( pEng->fdLock<0 ){
+    *pzErr = sqlite3_mprintf("kv: cannot open lock file of store %s "
+                             "read-only: %s", pEng->zDir, strerror(e));
+    return SQLITE_CANTOPEN;
+  }
 #ifdef DEPOT_TEST
   if( __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED)>0 ){
     iEnd = iStart + __atomic_load_n(&engTestJoinWaitMs, __ATOMIC_RELAXED);
   }
 #endif
   for(;;){
-    if( !engOfdHeld(pEng, ENG_BYTE_ALIVE) ){
-      rc = engReadOnlyAlone(pEng, pzErr);
-      break;
-    }
-    if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
-      if( engOfdHeld(pEng, ENG_BYTE_ALIVE) ) break;     /* shared: in */
-      engOfd(pEng, F_UNLCK, ENG_BYTE_ALIVE);             /* it left */
-      rc = engReadOnlyAlone(pEng, pzErr);
-      break;
-    }
-    engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN);    /* held alone: ask to share */
-    if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){
-      rc = engJoinRefusedTable(pEng, pzErr);
-      break;
+    if( engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN)==0 ){
+      if( engOfd(pEng, F_RDLCK, ENG_BYTE_ALIVE)==0 ){
+        if( !engOfdHeld(pEng, ENG_BYTE_WRITABLE) ){
+          *pbAlone = 1;           /* JOIN stays held while it opens */
+          return SQLITE_OK;
+        }
+        break;                    /* writer processes share it: in */
+      }
+      if( engOfdHeld(pEng, ENG_BYTE_REFUSE) ){   /* held alone: asked */
+        rc = engJoinRefusedTable(pEng, pzErr);
+        break;
+      }
     }
     if( engNowMs()>iEnd ){
       rc = engJoinRefused(pEng, engNowMs()-iStart, pzErr);
@@ -1674,13 +2138,284 @@ static int engLockReadOnly(KvEngine *pEng, char **pzErr){
   return rc;
 }
 
-/* Join as a reader: the catalog and the tables (read-only, shared), the
-** shared header (read-only) and its tail as seen. */
+/* The number of the oldest segment in the store's wal folder (0: none). */
+static int engRoFirstSegment(KvEngine *pEng, uint64_t *pSeg, char **pzErr){
+  char *zWal = sqlite3_mprintf("%s/wal", pEng->zDir);
+  DIR *d;
+  struct dirent *pE;
+  *pSeg = 0;
+  if( zWal==0 ) return SQLITE_NOMEM;
+  d = opendir(zWal);
+  if( d==0 ){
+    int e = errno;
+    if( e!=ENOENT ){
+      *pzErr = sqlite3_mprintf("kv: cannot list %s: %s", zWal, strerror(e));
+    }
+    sqlite3_free(zWal);
+    return e==ENOENT ? SQLITE_OK : SQLITE_CANTOPEN;
+  }
+  while( (pE = readdir(d))!=0 ){
+    const char *z = pE->d_name;
+    uint64_t v = 0;
+    int i;
+    for(i=0; i<16 && z[i]>='0' && z[i]<='9'; i++) v = v*10 + (z[i]-'0');
+    if( i==16 && strcmp(&z[16], ".log")==0 && v>0 && (*pSeg==0 || v<*pSeg) ){
+      *pSeg = v;
+    }
+  }
+  closedir(d);
+  sqlite3_free(zWal);
+  return SQLITE_OK;
+}
+
+/* Catalog batch pBatch of a replayed record, in memory: a removed table
+** is unlinked without xDrop (its files stay as they are). */
+static int engRoCatalog(KvEngine *pEng, KvMap *pBatch, char **pzErr){
+  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapEntry e;
+  int bOn;
+  if( pCsr==0 ) return SQLITE_NOMEM;
+  for(bOn=kv_map_cursor_seek(pCsr, KV_SEEK_FIRST, 0, 0); bOn;
+      bOn=kv_map_cursor_next(pCsr)){
+    KvTable *t;
+    kv_map_cursor_entry(pCsr, &e);
+    if( e.bTomb && (t = kvTableFind(pEng, (const char*)e.aKey, e.nKey))!=0 ){
+      kvTableUnlink(pEng, t);
+    }
+  }
+  kv_map_cursor_free(pCsr);
+  return kvCatalogApply(pEng, pBatch, pEng->iSeq, 0, 0, pzErr);
+}
+
+/* One table's actions of a replayed record, in memory. */
+static int engRoTable(KvFollow *f, uint64_t cid, const WalTableActions *pT){
+  KvEngine *pEng = f->pEng;
+  int bMeta = pT->nTable==(int)strlen(KV_META_TABLE)
+           && memcmp(pT->zTable, KV_META_TABLE, pT->nTable)==0;
+  KvTable *t = 0;
+  KvMap *pBatch = 0;
+  int rc;
+  if( pT->nTable>0 && pT->zTable[0]==0 ) return SQLITE_OK;   /* pseudo */
+  if( !bMeta ){
+    t = kvTableFind(pEng, pT->zTable, pT->nTable);
+    if( t==0 || !t->meta.bPersist || t->pData==0 ) return SQLITE_OK;
+    if( t->pBackend->bWritesAtApply ){
+      /* its files hold every record they were given: the ones missing
+      ** would have to be written */
+      uint64_t cMax = t->pBackend->xMaxCid ? t->pBackend->xMaxCid(t->pData)
+                                           : 0;
+      if( cid<=cMax ) return SQLITE_OK;
+      f->zErr = sqlite3_mprintf("kv: store %s cannot be read read-only: "
+          "WAL record %llu is not in the files of %s table %s yet (the "
+          "process that wrote it died first); open the store writable once "
+          "to apply it", pEng->zDir, (unsigned long long)cid,
+          t->meta.zType, t->zName);
+      return SQLITE_CANTOPEN;
+    }
+  }
+  rc = engReplayBatch(pT, bMeta, &pBatch);
+  if( rc==SQLITE_OK ){
+    pEng->iSeq++;
+    if( bMeta ){
+      rc = engRoCatalog(pEng, pBatch, &f->zErr);
+    }else{
+      rc = t->pBackend->xApply(t->pData, pBatch, pEng->iSeq, cid);
+      if( rc!=SQLITE_OK && f->zErr==0 ){
+        char *zWhy = kvApplyErrmsg(t, rc);
+        f->zErr = sqlite3_mprintf("kv: cannot replay WAL record %llu of "
+            "store %s into %s", (unsigned long long)cid, pEng->zDir,
+            zWhy ? zWhy : sqlite3_errstr(rc));
+        sqlite3_free(zWhy);
+      }
+    }
+  }
+  kv_map_unref(pBatch);
+  return rc;
+}
+
+/* wal_follow_end callback of engRoReplay: pass 1 collects the withdrawn
+** CIDs, pass 2 applies the other records as engReplayRecord does, in
+** memory (a named prepared one only when its commit was decided, a
+** conditional one only when its coordinator committed). */
+static int engRoRecord(void *pCtx, const WalRecord *pRec){
+  KvFollow *f = (KvFollow*)pCtx;
+  KvEngine *pEng = f->pEng;
+  int i = 0, rc = SQLITE_OK;
+  if( f->ePass==1 ){
+    if( pRec->cidAborted==0 ) return SQLITE_OK;
+    return engFollowPush(&f->aAbort, &f->nAbort, &f->nAbortAlloc,
+                         pRec->cidAborted);
+  }
+  if( pRec->cid>f->cidLast ) f->cidLast = pRec->cid;
+  if( pRec->cidAborted || engFollowAborted(f, pRec->cid) ) return SQLITE_OK;
+  if( pRec->nTable>0 && engIsGidTable(&pRec->aTable[0]) ){
+    const WalAction *g = &pRec->aTable[0].aAction[0];
+    int c = kvResolvedGet(pEng, (const char*)g->aKey, g->nKey, 0);
+    if( c==0 || c=='r' ) return SQLITE_OK;     /* in doubt, rolled back */
+    i = 1;
+  }else if( pRec->nTable>0 && engIsCondTable(&pRec->aTable[0]) ){
+    KvReplay r;
+    int bHeld = 0;
+    memset(&r, 0, sizeof(r));
+    r.pEng = pEng;
+    rc = engReplayDecide(&r, pRec, &bHeld);
+    if( rc!=SQLITE_OK ){
+      f->zErr = r.zErr;
+      return rc;
+    }
+    if( !bHeld ) return SQLITE_OK;
+    i = 1;
+  }
+  for(; i<pRec->nTable && rc==SQLITE_OK; i++){
+    rc = engRoTable(f, pRec->cid, &pRec->aTable[i]);
+  }
+  return rc;
+}
+
+/* Replay every record of the live WAL segments in memory (see above):
+** the records a writable open would replay, and those it would skip as
+** already in the tables' files, which give the same state again. */
+static int engRoReplay(KvEngine *pEng, char **pzErr){
+  KvFollow f;
+  WalPos pos;
+  uint64_t segFirst = 0;
+  int rc = engRoFirstSegment(pEng, &segFirst, pzErr);
+  memset(&f, 0, sizeof(f));
+  memset(&pos, 0, sizeof(pos));
+  f.pEng = pEng;
+  for(f.ePass=1; rc==SQLITE_OK && segFirst && f.ePass<=2; f.ePass++){
+    pos.segno = segFirst;
+    pos.iOff = ENG_WAL_FIRST_OFF;
+    rc = wal_follow_end(pEng->zDir, pEng->pIo, &pos, engRoRecord, &f, 0,
+                        pzErr);
+  }
+  if( rc!=SQLITE_OK && f.zErr ){
+    sqlite3_free(*pzErr);
+    *pzErr = f.zErr;
+    f.zErr = 0;
+  }
+  if( rc==SQLITE_OK ){
+    pEng->posSeen = pos;
+    pEng->cidSeen = f.cidLast;
+  }
+  sqlite3_free(f.zErr);
+  sqlite3_free(f.aAbort);
+  sqlite3_free(f.aDrop);
+  return rc;
+}
+
+/* An alone read-only store (engine mutex held, before a snapshot): once a
+** writer process has the store open and shared (WRITABLE held, JOIN free),
+** it joins it as engStartReadOnly would have: the shared header, the
+** tables in shared mode, the records from where its replay ended to the
+** published tail followed, then every table refreshed (kv_btree drops
+** what the replay put in its overlay, which that writer's recovery wrote
+** into the data file, and reads the file through ordinary read-only
+** connections from then on); ROALONE is let go once no transaction bound
+** before is left (engRoAloneRelease).  Until then it reads its snapshot.
+** One lock test per call while alone. */
+static int engRoAloneJoin(KvEngine *pEng, char **pzErr){
+  uint64_t a[WAL_SHARED_SLOTS];
+  WalPos tail;
+  KvTable *t;
+  int rc = SQLITE_OK;
+  if( pEng->fdLock<0 || pEng->zDir==0
+   || !engOfdHeld(pEng, ENG_BYTE_WRITABLE) ){
+    return SQLITE_OK;
+  }
+  if( engOfd(pEng, F_RDLCK, ENG_BYTE_JOIN)!=0 ) return SQLITE_OK;  /* later */
+  if( pEng->pShm==0 ) rc = wal_shared_open(pEng->zDir, 1, &pEng->pShm, pzErr);
+  if( rc==SQLITE_OK && wal_shared_read(pEng->pShm, a)!=SQLITE_OK ){
+    engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+    return SQLITE_OK;                /* half-written: the next call */
+  }
+  if( rc==SQLITE_OK && pEng->posSeen.segno==0 ){
+    /* the WAL had no segment at the open: all there is now is new */
+    uint64_t seg = 0;
+    rc = engRoFirstSegment(pEng, &seg, pzErr);
+    pEng->posSeen.segno = seg;
+    pEng->posSeen.iOff = ENG_WAL_FIRST_OFF;
+  }
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->pData && t->pBackend->xShare ){
+      rc = t->pBackend->xShare(t->pData, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    tail.segno = a[ENG_SHM_SEGNO];
+    tail.iOff = a[ENG_SHM_OFF];
+    if( pEng->posSeen.segno && (tail.segno!=pEng->posSeen.segno
+                                || tail.iOff!=pEng->posSeen.iOff) ){
+      rc = engFollow(pEng, &tail, pzErr);
+    }
+  }
+  if( rc==SQLITE_OK ){
+    if( a[ENG_SHM_CID]>pEng->cidSeen ) pEng->cidSeen = a[ENG_SHM_CID];
+    for(t=pEng->pTables; t; t=t->pNext){
+      if( t->pData && t->pBackend->xRefresh ){
+        t->pBackend->xRefresh(t->pData, pEng->cidSeen);
+      }
+    }
+    kvVersionSnapDrop(pEng);
+    __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
+    engRoAloneRelease(pEng);
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* A read-only store that joined writers after it opened alone lets
+** ROALONE go once no transaction is bound to any table (engine mutex
+** held): one bound before may still read the kv_btree data file through
+** the connection that ignores its WAL, which a checkpoint would change
+** under it. */
+static void engRoAloneRelease(KvEngine *pEng){
+  KvTable *t;
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->nActive>0 ) return;
+  }
+  engOfd(pEng, F_UNLCK, ENG_BYTE_ROALONE);
+  pEng->bRoAloneHeld = 0;
+}
+
+/* Open alone (see above): READER and ROALONE shared (with a LOCK file),
+** the catalog, the tables read-only, the WAL replayed in memory; then
+** JOIN is let go. */
+static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
+  KvTable *t;
+  int rc = SQLITE_OK, e = 0;
+  if( pEng->fdLock>=0 ){
+    e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER);
+    if( e==0 ) e = engOfd(pEng, F_RDLCK, ENG_BYTE_ROALONE);
+    pEng->bRoAloneHeld = e==0;
+    if( e ){
+      *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                               strerror(e));
+      rc = SQLITE_CANTOPEN;
+    }
+  }
+  if( rc==SQLITE_OK ) rc = kvCatalogLoad(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = kvResolvedLoad(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engRoReplay(pEng, pzErr);
+  for(t=pEng->pTables; rc==SQLITE_OK && t; t=t->pNext){
+    if( t->pData && t->pBackend->xCheckOpen ){
+      rc = t->pBackend->xCheckOpen(t->pData, pzErr);
+    }
+  }
+  if( pEng->fdLock>=0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_JOIN);
+  return rc;
+}
+
+/* Alone (see above), or join as a reader: the catalog and the tables
+** (read-only, shared), the shared header (read-only) and its tail as
+** seen. */
 static int engStartReadOnly(KvEngine *pEng, char **pzErr){
   KvTable *t;
   uint64_t a[WAL_SHARED_SLOTS];
-  int e;
-  int rc = engLockReadOnly(pEng, pzErr);
+  int e, bAlone = 0;
+  int rc = engRoIsStore(pEng, pzErr);
+  if( rc==SQLITE_OK ) rc = engLockReadOnly(pEng, &bAlone, pzErr);
+  if( rc==SQLITE_OK && bAlone ) return engReadOnlyAlone(pEng, pzErr);
   /* READER before the tail (the segments from it on stay), then the
   ** published tail, as engJoin reads it. */
   if( rc==SQLITE_OK && (e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER))!=0 ){
@@ -1713,8 +2448,13 @@ static int engStartReadOnly(KvEngine *pEng, char **pzErr){
     pEng->posSeen.segno = a[ENG_SHM_SEGNO];
     pEng->posSeen.iOff = a[ENG_SHM_OFF];
     pEng->cidSeen = a[ENG_SHM_CID];
+    rc = engJoinInDoubt(pEng, a[ENG_SHM_INDOUBT], pzErr);
+  }
+  if( rc==SQLITE_OK ){
     __atomic_store_n(&pEng->bShared, 1, __ATOMIC_RELAXED);
   }
+  if( pEng->fdLock>=0 ) engOfd(pEng, F_UNLCK, ENG_BYTE_READER);  /* held
+                                ** again at each catch-up */
   return rc;
 }
 
@@ -1784,15 +2524,6 @@ static int engOpen(const char *zDir, int bReadOnly, KvEngine **ppEng,
     if( rc==SQLITE_OK && zReal && bReadOnly ){
       p->bReadOnly = 1;
       rc = engStartReadOnly(p, pzErr);
-      if( rc==SQLITE_NOTFOUND ){
-        /* No other process has it open: open it as before. */
-        engFree(p);
-        p = 0;
-        sqlite3_free(*pzErr);
-        *pzErr = 0;
-        rc = engAlloc(zReal, &p);
-        if( rc==SQLITE_OK ) rc = engStart(p, pzErr);
-      }
     }else if( rc==SQLITE_OK && zReal ){
       rc = engStart(p, pzErr);
     }

@@ -7,6 +7,7 @@
 **   table.c    the backend list, table names, KvTable objects, the
 **              store's failed state
 **   catalog.c  the catalog: its entries, its file, publishing its changes
+**   ddl.c      catalog changes while several processes share the store
 **   resolve.c  the resolution log of named prepared transactions
 **   version.c  key versions: records, publication, queries, TTL sweeper
 **   engine.c   stores: registry, lock, open (catalog, WAL replay), close,
@@ -51,6 +52,7 @@ typedef struct KvVerReceipts KvVerReceipts;
 typedef struct KvHookStore KvHookStore;
 typedef struct KvHookEvent KvHookEvent;
 typedef struct KvSweeper KvSweeper;
+typedef struct KvDdl KvDdl;
 
 /* A table of a store: its catalog entry and its backend state.  All
 ** fields but the immutable ones (zName, nName, meta, pBackend, pEng) are
@@ -145,6 +147,14 @@ struct KvEngine {
   int (*xCatchUp)(KvEngine*, int bRecover, char **pzErr);
   /* kvEngineWorkTurn, for table.c (KvTableDef.xStoreWork). */
   int (*xWorkTurn)(KvEngine*, int eWork);
+  /* kvEngineFilesPinned, for table.c (KvTableDef.xFilesPinned). */
+  int (*xFilesPinned)(KvEngine*);
+  int bRoAloneHeld;             /* engine mutex: read-only, opened alone,
+                                ** holds ROALONE (engine.c) */
+  KvDdl *pDdl;                  /* removed tables' files (ddl.c): the
+                                ** store thread's */
+  uint64_t cidSlot;             /* position last published in the slot's
+                                ** catch-up word (engine.c), store thread */
 };
 
 /* One table touched by a root. */
@@ -221,6 +231,8 @@ struct KvRoot {
   int eOrigin;                  /* KV_ORIGIN_* */
   KvHookEvent *pHookEv;         /* its writes for hooks, until published */
   uint64_t iHookSeq;            /* published with hooks to call: its seq */
+  uint64_t segInDoubt;          /* in doubt in a shared store: the WAL
+                                ** segment of its record (0: unknown) */
 };
 
 /* The names of the pseudo-tables of a WAL record: they start with a NUL
@@ -240,6 +252,12 @@ struct KvRoot {
 #define KV_REC_GID_LEN   4
 #define KV_REC_READS     "\0rd"
 #define KV_REC_READS_LEN 3
+/* KV_REC_GID_DONE: the first table of the record that commits a named
+** prepared transaction in a shared store (engine.c, "in-doubt
+** transactions, shared"): one put whose key is the gid and whose value
+** the CID of the prepared record (u64); its writes follow. */
+#define KV_REC_GID_DONE     "\0gidc"
+#define KV_REC_GID_DONE_LEN 5
 
 /* ---- resolve.c -------------------------------------------------------- */
 int64_t kvNowMs(void);                        /* wall clock, unix ms */
@@ -255,6 +273,12 @@ int kvResolvedAdd(KvEngine*, int cDecision, uint64_t cid,
 /* The decision remembered for gid ('c', 'r', or 0) and its time.  Engine
 ** mutex held (or the open). */
 int kvResolvedGet(KvEngine*, const char *zGid, int nGid, int64_t *piMs);
+/* The decision remembered for gid ('c', 'r', or 0) if it was taken on
+** the prepared record cid (or names no record).  Engine mutex held. */
+int kvResolvedGetCid(KvEngine*, const char *zGid, int nGid, uint64_t cid);
+/* A shared store: read prepared.log again into pEng->pResolved, for the
+** decisions other processes took.  Writer lock and engine mutex held. */
+int kvResolvedSync(KvEngine*, char **pzErr);
 
 /* ---- table.c ---------------------------------------------------------- */
 /* The store's failed state: SQLITE_OK, or the code of the publication
@@ -320,6 +344,49 @@ int kvCatalogSave(KvEngine*, char **pzErr);
 int kvCatalogApply(KvEngine*, KvMap *pBatch, uint64_t iSeq,
                    KvTable **apNew, int nNew, char **pzErr);
 
+/* Write a[0..n) to zPath atomically (temp file, fsync, rename, directory
+** fsync), through the store's I/O layer. */
+int kvCatalogWriteFile(KvEngine*, const char *zPath, const uint8_t *a, int n,
+                       char **pzErr);
+/* kvCatalogSave with the engine mutex held, for a shared store's writer
+** (its writer lock orders every catalog file write then). */
+int kvCatalogSaveLocked(KvEngine*, char **pzErr);
+
+/* ---- ddl.c ------------------------------------------------------------ */
+/* Apply the catalog actions pT of another process's record, published at
+** iSeq (engine mutex held): created tables open in shared mode, removed
+** ones leave the live list; no file is deleted. */
+int kvDdlFollow(KvEngine*, const WalTableActions *pT, uint64_t iSeq,
+                char **pzErr);
+/* SQLITE_ERROR with *pzErr if a table of type zType with bPersist cannot
+** be created because the store is shared (its rows would live in one
+** process); else SQLITE_OK.  Any lock. */
+int kvDdlCreateCheck(KvEngine*, const char *zTab, int nTab,
+                     const char *zType, int bPersist, char **pzErr);
+/* The prepare of root p in a shared store, after its conflict check
+** (writer lock held, engine mutex not): fresh ids and open, shared files
+** for the tables it creates, and the tables it removes listed for the
+** deferred deletion of their files. */
+int kvDdlPrepare(KvRoot *p, char **pzErr);
+/* Deferred deletion of removed tables' files, by the owner of a shared
+** store (store thread; engine mutex not held): kvDdlReapDue says whether
+** a set of removed tables waits, and the position (CID) every other
+** process must have applied first; kvDdlReapCollect (now and then) picks
+** such a set; kvDdlReapRun (writer lock held) deletes their files. */
+int kvDdlReapDue(KvEngine*, uint64_t *pcidDue);
+int kvDdlReapCollect(KvEngine*, char **pzErr);
+int kvDdlReapRun(KvEngine*, char **pzErr);
+/* At an open alone, after the replay: delete the files of every listed
+** removed table that is gone. */
+int kvDdlOpenAlone(KvEngine*, char **pzErr);
+void kvDdlFree(KvEngine*);
+#ifdef DEPOT_TEST
+/* kv_engine_test_kill_ddl: SIGKILL at point iAt of root p's commit. */
+void kvDdlTestPoint(KvRoot *p, int iAt);
+#else
+# define kvDdlTestPoint(p, iAt)
+#endif
+
 /* ---- version.c -------------------------------------------------------- */
 /* After xApply of child writes pWrite of root p to table t (engine mutex
 ** held): publish the key versions (and receipts for a versioned root). */
@@ -327,6 +394,7 @@ int kvVersionPublish(KvRoot *p, KvTable *t, KvMap *pWrite);
 int kvVersionStoreInit(KvEngine*);          /* at open; SQLITE_NOMEM */
 void kvVersionStoreStop(KvEngine*);         /* joins the sweeper */
 void kvVersionClearAll(KvEngine*);          /* after replay */
+void kvVersionClearLocked(KvEngine*);       /* the same, mutex held */
 /* Drop the cached query snapshot (engine mutex held, or closing); every
 ** publication calls it first. */
 void kvVersionSnapDrop(KvEngine*);
@@ -358,6 +426,9 @@ int kvEngineCatchUp(KvEngine*, int bRecover, char **pzErr);
 ** *pzErr after that), and its release.  Engine mutex not held. */
 int kvEngineWriterLock(KvEngine*, int msBusy, char **pzErr);
 void kvEngineWriterUnlock(KvEngine*);
+/* 1 while a read-only process that opened store pEng with no writer
+** there reads it (KvTableDef.xFilesPinned); 0 for a store without LOCK. */
+int kvEngineFilesPinned(KvEngine *pEng);
 /* Publish the end of this process's log as the store's tail (writer lock
 ** and engine mutex held) and take it as seen. */
 int kvEnginePublishTail(KvEngine*, char **pzErr);
@@ -382,6 +453,9 @@ int kvEngineFlushShared(KvEngine*, uint64_t cid, const WalPos *pEnd,
 #define KV_WORK_STORE 0
 #define KV_WORK_SWEEP 1
 int kvEngineWorkTurn(KvEngine*, int eWork);
+/* The lowest WAL segment holding the record of an in-doubt transaction
+** this process knows (0: none).  Engine mutex held. */
+uint64_t kvEngineInDoubtSegment(KvEngine*);
 
 /* ---- metrics.c -------------------------------------------------------- */
 /* Root lifecycle counters (relaxed atomics). */
@@ -444,5 +518,12 @@ void kvRootDetach(KvRoot*);
 ** standard conflict checks (xCheck may add conflicts). */
 int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,
                     char **pzErr);
+/* A root holding the writer lock of a shared store lets it go,
+** publishing the new tail when it appended. */
+void kvRootWriterRelease(KvRoot*);
+/* A shared store, writer lock held: append the record that commits
+** in-doubt root p (KV_REC_GID_DONE, then its writes), flushed; p->cid
+** becomes its CID and p publishes and releases the lock at its commit. */
+int kvRootLogGidDone(KvRoot *p, char **pzErr);
 
 #endif /* DEPOT_KV_ENGINE_INT_H */

@@ -19,6 +19,17 @@
 ** confirm the record, then the record's KV_REC_GID) or rolled back (its
 ** record withdrawn by an abort record).  A crash in between finds the
 ** decision at the next open, and the replay carries it out.
+**
+** A shared store (engine.c, "in-doubt transactions, shared"): a named
+** prepare takes the writer lock before it checks the gid (idSharedBegin:
+** catch-up, prepared.log read again), so a gid in doubt or decided in any
+** process is taken; it publishes its record and lets the lock go, and
+** every process takes the transaction in at catch-up.  A resolution runs
+** under the writer lock too (idResolveShared): it catches up, finds the
+** transaction wherever it was prepared (a decision in prepared.log that
+** its process died before carrying out is carried out instead), flushes
+** the decision, then publishes a commit record (kvRootLogGidDone) or the
+** abort record, which every other process follows.
 */
 #include "config.h"
 #include "ext/kv/engine_int.h"
@@ -64,6 +75,8 @@ static int idPreparable(KvRoot *p, char **pzErr){
   if( p->eState!=KV_ROOT_ACTIVE ){
     zWhy = p->eState==KV_ROOT_PREPARED ? "is already prepared"
          : "is finished";
+  }else if( p->pEng->bReadOnly ){
+    zWhy = "is on a store open read-only in this process";
   }else if( p->pEng->pWal==0 ){
     zWhy = "is on an in-memory store, which cannot keep it in doubt";
   }else if( p->pSchema ){
@@ -80,6 +93,36 @@ static int idPreparable(KvRoot *p, char **pzErr){
   return rc;
 }
 
+/* A shared store: the writer lock, then catch up and read prepared.log
+** again, before the gid is checked.  SQLITE_OK (p->bWriterLock set when
+** the store is shared) or an error, with nothing held. */
+static int idSharedBegin(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  int rc;
+  if( !__atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) || pEng->pWal==0 ){
+    return SQLITE_OK;
+  }
+  rc = kvEngineWriterLock(pEng, p->msBusy, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  p->bWriterLock = 1;
+  pthread_mutex_lock(&pEng->mutex);
+  rc = kvEngineCatchUp(pEng, 1, pzErr);
+  if( rc==SQLITE_OK ) rc = kvResolvedSync(pEng, pzErr);
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc!=SQLITE_OK ) kvRootWriterRelease(p);
+  return rc;
+}
+
+/* A shared store, after the named prepare of p appended its record: note
+** the record's segment, then publish it and let the writer lock go. */
+static void idSharedPrepared(KvRoot *p){
+  WalPos pos;
+  if( !p->bWriterLock ) return;
+  wal_tail(p->pEng->pWal, &pos, 0);
+  p->segInDoubt = pos.iOff>48 ? pos.segno : pos.segno-1;  /* 48: header */
+  kvRootWriterRelease(p);
+}
+
 int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
                           char **pzErr){
   KvRoot *p = *pp;
@@ -88,8 +131,12 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
   int rc = idGidCheck(zGid, nGid, pzErr);
   if( rc==SQLITE_OK ) rc = idPreparable(p, pzErr);
   if( rc==SQLITE_OK ) rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr);
+  if( rc==SQLITE_OK ) rc = idSharedBegin(p, pzErr);
   if( rc!=SQLITE_OK ) return rc;
-  if( (p->zGid = sqlite3_mprintf("%.*s", nGid, zGid))==0 ) return SQLITE_NOMEM;
+  if( (p->zGid = sqlite3_mprintf("%.*s", nGid, zGid))==0 ){
+    kvRootWriterRelease(p);
+    return SQLITE_NOMEM;
+  }
   p->nGid = nGid;
   pthread_mutex_lock(&pEng->mutex);
   if( idFind(pEng, zGid, nGid) ){
@@ -112,6 +159,7 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
     sqlite3_free(p->zGid);
     p->zGid = 0;
     p->nGid = 0;
+    kvRootWriterRelease(p);
     return SQLITE_CONSTRAINT;
   }
   p->iPreparedMs = kvNowMs();
@@ -119,6 +167,7 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
   pthread_mutex_lock(&pEng->mutex);
   p->bResolving = 0;
   if( rc!=SQLITE_OK ) idUnlink(pEng, p);
+  pthread_cond_broadcast(&pEng->deltaCond);    /* engGoShared waits */
   pthread_mutex_unlock(&pEng->mutex);
   if( rc!=SQLITE_OK ){
     sqlite3_free(p->zGid);
@@ -126,6 +175,7 @@ int kv_root_prepare_named(KvRoot **pp, const char *zGid, int nGid,
     p->nGid = 0;
     return rc;
   }
+  idSharedPrepared(p);
   kvRootDetach(p);
   *pp = 0;
   p->bNoEngRef = 1;
@@ -153,6 +203,106 @@ static int idFinish(KvRoot *p, int bCommit, char **pzErr){
   return rc;
 }
 
+/* The answer for gid when no transaction of that gid is in doubt: the
+** decision cHad taken earlier ('c', 'r') or none (0). */
+static int idNotInDoubt(KvEngine *pEng, const char *zGid, int nGid,
+                        int cHad, int bCommit, char **pzErr){
+  if( cHad==(bCommit ? 'c' : 'r') ) return SQLITE_OK;
+  if( cHad ){
+    *pzErr = sqlite3_mprintf("kv: prepared transaction '%.*s' was %s, it "
+        "cannot be %s", nGid, zGid,
+        cHad=='c' ? "committed" : "rolled back",
+        bCommit ? "committed" : "rolled back");
+    return SQLITE_CONSTRAINT;
+  }
+  *pzErr = sqlite3_mprintf("kv: no prepared transaction '%.*s' in store %s",
+                           nGid, zGid, pEng->zDir);
+  return SQLITE_NOTFOUND;
+}
+
+/* Carry out decision bCommit on in-doubt root p of a shared store, already
+** unlinked and decided durably, whose commit record (bCommit) or abort
+** record is to be published: p holds the writer lock, which its end
+** lets go. */
+static int idFinishShared(KvRoot *p, int bCommit, uint64_t cidPrepared,
+                          char **pzErr){
+  KvEngine *pEng = kv_engine_ref(p->pEng);
+  int rc;
+  p->bNoEngRef = 0;                        /* takes the reference above */
+  if( bCommit ){
+    rc = kv_root_commit(p, pzErr);
+    if( rc==SQLITE_OK ) wal_confirm_record(pEng->pWal, cidPrepared);
+  }else{
+    rc = kv_root_rollback_err(p, pzErr);
+  }
+  kv_root_free(p);
+  return rc;
+}
+
+/* kv_prepared_resolve in a shared store: see the header comment. */
+static int idResolveShared(KvEngine *pEng, const char *zGid, int nGid,
+                           int bCommit, int *pbDone, char **pzErr){
+  int cWant = bCommit ? 'c' : 'r', cHad = 0, cDo;
+  uint64_t cidPrepared = 0;
+  KvRoot *p = 0;
+  int rc = kvEngineWriterLock(pEng, KV_BUSY_DEFAULT_MS, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  pthread_mutex_lock(&pEng->mutex);
+  rc = kvEngineCatchUp(pEng, 1, pzErr);
+  if( rc==SQLITE_OK ) rc = kvResolvedSync(pEng, pzErr);
+  if( rc==SQLITE_OK ) p = idFind(pEng, zGid, nGid);
+  if( p && p->bResolving ){
+    rc = SQLITE_BUSY;
+    *pzErr = sqlite3_mprintf("kv: prepared transaction '%.*s' is being "
+        "prepared or resolved by another connection", nGid, zGid);
+  }else if( p ){
+    p->bResolving = 1;
+    cidPrepared = p->cid;
+    cHad = kvResolvedGetCid(pEng, zGid, nGid, p->cid);
+  }else if( rc==SQLITE_OK ){
+    cHad = kvResolvedGet(pEng, zGid, nGid, 0);
+  }
+  pthread_mutex_unlock(&pEng->mutex);
+  if( rc!=SQLITE_OK || p==0 ){
+    kvEngineWriterUnlock(pEng);
+    if( rc!=SQLITE_OK ) return rc;
+    return idNotInDoubt(pEng, zGid, nGid, cHad, bCommit, pzErr);
+  }
+  /* A decision found in prepared.log whose process died before it carried
+  ** it out is carried out now, whatever was asked. */
+  cDo = cHad ? cHad : cWant;
+  if( cHad==0 ) rc = kvResolvedAdd(pEng, cWant, p->cid, zGid, nGid, pzErr);
+  p->bWriterLock = 1;
+  if( rc==SQLITE_OK && cDo=='c' ){
+    rc = kvRootLogGidDone(p, pzErr);
+  }else if( rc==SQLITE_OK ){
+    WalPos pos;
+    uint64_t cid;
+    pthread_mutex_lock(&pEng->mutex);
+    pos = pEng->posSeen;
+    cid = pEng->cidSeen;
+    pthread_mutex_unlock(&pEng->mutex);
+    rc = wal_adopt_tail(pEng->pWal, &pos, cid, pzErr);
+    if( rc==SQLITE_OK ) p->bAppended = 1;     /* its abort record, below */
+  }
+  if( rc!=SQLITE_OK ){
+    kvRootWriterRelease(p);                   /* stays in doubt */
+    pthread_mutex_lock(&pEng->mutex);
+    p->bResolving = 0;
+    pthread_mutex_unlock(&pEng->mutex);
+    return rc;
+  }
+  pthread_mutex_lock(&pEng->mutex);
+  idUnlink(pEng, p);
+  pthread_mutex_unlock(&pEng->mutex);
+  *pbDone = 1;
+  rc = idFinishShared(p, cDo=='c', cidPrepared, pzErr);
+  if( rc==SQLITE_OK && cDo!=cWant ){
+    rc = idNotInDoubt(pEng, zGid, nGid, cDo, bCommit, pzErr);
+  }
+  return rc;
+}
+
 int kv_prepared_resolve(KvEngine *pEng, const char *zGid, int nGid,
                         int bCommit, int *pbDone, char **pzErr){
   int cWant = bCommit ? 'c' : 'r';
@@ -163,6 +313,15 @@ int kv_prepared_resolve(KvEngine *pEng, const char *zGid, int nGid,
   rc = idGidCheck(zGid, nGid, pzErr);
   if( rc==SQLITE_OK ) rc = kvEngineFailed(pEng, pzErr);
   if( rc!=SQLITE_OK ) return rc;
+  if( __atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) ){
+    if( pEng->bReadOnly ){
+      *pzErr = sqlite3_mprintf("kv: store %s is open read-only in this "
+          "process: prepared transaction '%.*s' cannot be resolved here",
+          pEng->zDir, nGid, zGid);
+      return SQLITE_READONLY;
+    }
+    return idResolveShared(pEng, zGid, nGid, bCommit, pbDone, pzErr);
+  }
   pthread_mutex_lock(&pEng->mutex);
   p = idFind(pEng, zGid, nGid);
   if( p && p->bResolving ){
@@ -178,23 +337,12 @@ int kv_prepared_resolve(KvEngine *pEng, const char *zGid, int nGid,
         "prepared or resolved by another connection", nGid, zGid);
     return rc;
   }
-  if( p==0 ){
-    if( cHad==cWant ) return SQLITE_OK;
-    if( cHad ){
-      *pzErr = sqlite3_mprintf("kv: prepared transaction '%.*s' was %s, it "
-          "cannot be %s", nGid, zGid,
-          cHad=='c' ? "committed" : "rolled back",
-          bCommit ? "committed" : "rolled back");
-      return SQLITE_CONSTRAINT;
-    }
-    *pzErr = sqlite3_mprintf("kv: no prepared transaction '%.*s' in store %s",
-                             nGid, zGid, pEng->zDir);
-    return SQLITE_NOTFOUND;
-  }
+  if( p==0 ) return idNotInDoubt(pEng, zGid, nGid, cHad, bCommit, pzErr);
   rc = kvResolvedAdd(pEng, cWant, p->cid, zGid, nGid, pzErr);
   pthread_mutex_lock(&pEng->mutex);
   if( rc==SQLITE_OK ) idUnlink(pEng, p);
   else p->bResolving = 0;
+  pthread_cond_broadcast(&pEng->deltaCond);    /* engGoShared waits */
   pthread_mutex_unlock(&pEng->mutex);
   if( rc!=SQLITE_OK ) return rc;
   *pbDone = 1;
@@ -226,6 +374,11 @@ int kv_prepared_list(KvEngine *pEng, KvPreparedInfo **paOut, int *pnOut){
   *paOut = 0;
   *pnOut = 0;
   pthread_mutex_lock(&pEng->mutex);
+  if( __atomic_load_n(&pEng->bShared, __ATOMIC_RELAXED) ){
+    char *zErr = 0;
+    kvEngineCatchUp(pEng, 0, &zErr);   /* other processes' prepares */
+    sqlite3_free(zErr);
+  }
   for(p=pEng->pInDoubt; p; p=p->pNextInDoubt) n++;
   if( n>0 && (a = sqlite3_malloc64(n*sizeof(*a)))==0 ) rc = SQLITE_NOMEM;
   if( a ) memset(a, 0, n*sizeof(*a));

@@ -301,14 +301,17 @@ struct KvMapEntry {
 ** it, SQLITE_CANTOPEN, SQLITE_CORRUPT, I/O codes; *pzErr is set.  Takes
 ** the registry mutex. */
 int kv_engine_open(const char *zDir, KvEngine **ppEng, char **pzErr);
-/* Open the existing store in zDir to read it.  When another process has
-** it open, nothing of the store is created or changed (only read locks
-** are taken): this process joins the others as a reader, asking an alone
-** holder to share the store, reads their commits, and every write fails
-** with SQLITE_READONLY at prepare.  A read-write store object of zDir in
-** this process is reused instead; with no other process, the store is
-** opened as kv_engine_open does (a replay may be due; the caller refuses
-** writes).  Errors: SQLITE_CANTOPEN (no such directory), SQLITE_BUSY as
+/* Open the existing store in zDir to read it.  Nothing of the store is
+** created or changed (only read locks are taken, none without a LOCK
+** file), and every write fails with SQLITE_READONLY at prepare.  When a
+** writer process has it open, this process joins the others as a reader,
+** asking an alone holder to share the store, and reads their commits;
+** with none, it reads the store as it is, with the WAL records its
+** tables' files lack replayed in memory, as one snapshot until a writer
+** opens the store, and from its next snapshot on reads that writer's
+** commits.  A read-write store object of zDir in this process is reused
+** instead.  Errors: SQLITE_CANTOPEN (no such directory, not a store, a
+** kv_log table missing a record only the WAL holds), SQLITE_BUSY as
 ** kv_engine_open, I/O codes; *pzErr is set. */
 int kv_engine_open_readonly(const char *zDir, KvEngine **ppEng,
                             char **pzErr);
@@ -421,7 +424,10 @@ int kv_table_meta(KvEngine*, KvRoot *pRoot, const char *zTab, int nTab,
 ** if created, 0 if it existed with the same type and persistence (an
 ** error otherwise).  Must precede every write and remove in the root.
 ** The new table is visible to this root at once; nothing is durable or
-** visible to others before commit, and a rollback leaves nothing. */
+** visible to others before commit, and a rollback leaves nothing.  In a
+** store shared by several processes the table's id is chosen again at
+** prepare, under the writer lock, and a kv_memory table with
+** persistence=1 is refused (SQLITE_ERROR). */
 int kv_create_table(KvRoot*, const char *zTab, int nTab, const char *zType,
                     int bPersist, const char *zOptions, int *pbCreated,
                     char **pzErr);

@@ -71,4 +71,10 @@ int kv_btree_test_overlay_limit(const char *zStoreDir, int64_t nLimit);
 ** default. */
 void kv_log_test_file_size(int64_t szFile);
 
+/* A commit that creates or removes tables of a shared store raises
+** SIGKILL: iAt 0 after its WAL record is appended, before anything of it
+** is published; 1 after its catalog file is saved, before the log's new
+** tail is published; -1: never (the default). */
+void kv_engine_test_kill_ddl(int iAt);
+
 #endif /* DEPOT_KV_TEST_H */

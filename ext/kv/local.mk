@@ -17,6 +17,7 @@ DEPOT_SOURCES += \
 	ext/kv/log.c \
 	ext/kv/engine_int.h ext/kv/table.c \
 	ext/kv/catalog.c \
+	ext/kv/ddl.c \
 	ext/kv/resolve.c \
 	ext/kv/version.c \
 	ext/kv/engine.c \

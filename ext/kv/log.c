@@ -19,7 +19,10 @@
 ** under the store's writer lock, after reading what the others appended
 ** (kv_logstore_follow); a process that another one's commit reaches reads
 ** the new frames into its index before its next snapshot.  Compaction is
-** off while the store is shared.
+** off while the store is shared.  Before the process running the store's
+** background work retires root WAL segments, it reads every frame up to
+** the published tail and syncs the log files (logSharedSync), so the
+** retired records are durable in them whichever process appended them.
 **
 ** Stored values.  Each value is stored behind an 8-byte big-endian prefix:
 ** the CID of the WAL record that wrote it.  The log store itself labels
@@ -158,8 +161,9 @@ static int logCollectOnce(KvBackendTable *t){
   pthread_mutex_unlock(&t->mu);
   if( n==0 ) return !bStop;
   for(i=0; i<n; i++) if( aCid[i]>cidMax ) cidMax = aCid[i];
-  /* Shared: the apply flushed the WAL already (logFollowWriter); a flush
-  ** from here could meet the committing thread taking over the tail. */
+  /* Shared: each committing thread flushes its record (logFollowWriter);
+  ** a flush from here could meet the committing thread taking over the
+  ** tail. */
   if( t->xWalSync && cidMax && !__atomic_load_n(&t->bShared, __ATOMIC_ACQUIRE) ){
     rc = t->xWalSync(t->pConfirmCtx, cidMax, &zErr);
   }
@@ -509,8 +513,11 @@ static void logFollowed(KvBackendTable *t){
 }
 
 /* A shared table's apply, before its append (the writer lock is held):
-** flush the WAL up to the record, read what the others appended, cutting
-** a dead writer's torn tail.  A
+** read what the others appended, cutting a dead writer's torn tail.  The
+** WAL is not flushed here: a record that also writes another table was
+** flushed before its publication (write-ahead), one of this table alone
+** is flushed by its committing thread after the writer lock is let go
+** (it is all in this log or not at all).  A
 ** record found whole there (a writer died after its append, before it
 ** published; the engine applies the record again) appends nothing: its
 ** actions are filtered as a replay's, and the collector syncs and
@@ -518,11 +525,7 @@ static void logFollowed(KvBackendTable *t){
 static int logFollowWriter(KvBackendTable *t, uint64_t cid, KvLogAction *a,
                            int *pn, char **pzErr){
   int nTxn = 0, rc;
-  /* Write-ahead, in the committing thread as every writer of a shared
-  ** store does: the collector then finds the record flushed, and never
-  ** flushes the WAL while this process takes over its tail. */
-  rc = t->xWalSync ? t->xWalSync(t->pConfirmCtx, cid, pzErr) : SQLITE_OK;
-  if( rc==SQLITE_OK ) rc = kv_logstore_follow(t->pLog, 1, 0, &nTxn, pzErr);
+  rc = kv_logstore_follow(t->pLog, 1, 0, &nTxn, pzErr);
   if( rc!=SQLITE_OK ) return rc;
   logFollowed(t);
   if( nTxn==0 ) return SQLITE_OK;
@@ -597,9 +600,9 @@ static int logCheckWrite(KvBackendTable *t, char **pzErr){
 ** (kv_logstore_share), and every apply first reads what the others
 ** appended (logFollowWriter), under the store's writer lock that orders
 ** the appends of all processes.  Each process's collector syncs its own
-** appends and confirms their records; while the store is shared the root
-** WAL keeps every record, and the next open alone replays them as it
-** would after a crash. */
+** appends and confirms their records; the root WAL keeps a record until
+** the owner's logSharedSync made its frames durable, and the next open
+** alone replays the live segments as it would after a crash. */
 static int logShare(KvBackendTable *t, char **pzErr){
   (void)pzErr;
   if( t->bMissing || t->bShared ) return SQLITE_OK;
@@ -632,6 +635,21 @@ static void logRefresh(KvBackendTable *t, uint64_t cid){
                 "failed: %s", t->zDir, zErr ? zErr : "");
   }
   sqlite3_free(zErr);
+}
+
+/* The owner's sync before root WAL segments retire (see logShare): the
+** frames every process appended, up to what this process has read (the
+** engine caught up to the published tail first), made durable in the log
+** files.  A table whose index lacks a record (bLost) or whose log failed
+** refuses: the WAL keeps its segments. */
+static int logSharedSync(KvBackendTable *t, char **pzErr){
+  if( t->bMissing ) return SQLITE_OK;
+  if( __atomic_load_n(&t->bLost, __ATOMIC_ACQUIRE) ){
+    *pzErr = sqlite3_mprintf("kv_log: table %s lacks a record in this "
+                             "process (%s)", t->zName, t->zDir);
+    return SQLITE_IOERR;
+  }
+  return kv_logstore_sync_shared(t->pLog, pzErr);
 }
 
 /* A replayed record that appended nothing is durable already. */
@@ -933,6 +951,5 @@ const KvBackend kvLogBackend = {
   0,                            /* entries: the value buffer is reused */
   logCursorStep,
   logShare, logRefresh,
-  0                             /* no shared sync: while a kv_log table
-                                ** is shared no root WAL segment retires */
+  logSharedSync
 };

@@ -120,6 +120,22 @@ static const char *klHeaderCheck(KvLogStore *p, KlFile *pFile, KlScan *pScan,
   return kl_header_check(a, pFile);
 }
 
+/* The frame at iOff of pFile in the scan window: its header, then (when
+** the header names a body of a possible length) the whole frame; *pnAvail
+** bytes at *pa (fewer than the frame at the end of the file). */
+static int klScanFrame(KvLogStore *p, KlFile *pFile, KlScan *pScan,
+                       int64_t iOff, const uint8_t **pa, int64_t *pnAvail,
+                       char **pzErr){
+  int rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, pa, pnAvail,
+                        pzErr);
+  if( rc==SQLITE_OK && *pnAvail>=KL_FRAME_HDR
+   && wal_get_u32(*pa)<=KL_MAX_BODY ){
+    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(*pa),
+                      pa, pnAvail, pzErr);
+  }
+  return rc;
+}
+
 /* Forward scan: every frame checked, records listed.  A bad frame in the
 ** newest log file (bNewest), or a header that was never written there,
 ** ends the scan (the tail is cut by the caller at pScan->iEnd); any other
@@ -142,13 +158,8 @@ static int klScanFile(KvLogStore *p, KlFile *pFile, int bNewest,
     const uint8_t *a;
     int64_t nAvail;
     KlFrame fr;
-    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
+    rc = klScanFrame(p, pFile, pScan, iOff, &a, &nAvail, pzErr);
     if( rc ) return rc;
-    if( nAvail>=KL_FRAME_HDR && wal_get_u32(a)<=KL_MAX_BODY ){
-      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(a),
-                        &a, &nAvail, pzErr);
-      if( rc ) return rc;
-    }
     zWhy = kl_frame_parse(a, nAvail, &fr);
     if( zWhy ) break;
     rc = klScanAdd(pScan, iOff, &fr);
@@ -1173,13 +1184,8 @@ static int klFollowScan(KvLogStore *p, KlFile *pFile, int64_t iFrom,
     const uint8_t *a;
     int64_t nAvail;
     KlFrame fr;
-    rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR, &a, &nAvail, pzErr);
+    rc = klScanFrame(p, pFile, pScan, iOff, &a, &nAvail, pzErr);
     if( rc ) return rc;
-    if( nAvail>=KL_FRAME_HDR && wal_get_u32(a)<=KL_MAX_BODY ){
-      rc = klScanWindow(p, pFile, pScan, iOff, KL_FRAME_HDR+wal_get_u32(a),
-                        &a, &nAvail, pzErr);
-      if( rc ) return rc;
-    }
     if( kl_frame_parse(a, nAvail, &fr) ) break;   /* in progress, or torn */
     if( cidMax && fr.cid>cidMax ){ *pbBound = 1; break; }
     rc = klScanAdd(pScan, iOff, &fr);
@@ -1367,5 +1373,35 @@ int kv_logstore_follow(KvLogStore *p, int bWriter, uint64_t cidMax,
   }
   pthread_mutex_unlock(&p->muWrite);
   if( pnTxn ) *pnTxn = nTxn;
+  return rc;
+}
+
+int kv_logstore_sync_shared(KvLogStore *p, char **pzErr){
+  KlSet *pSet;
+  int64_t *aSz;
+  int i, rc, bNew = 0;
+  rc = klRefuse(p, pzErr);
+  if( rc!=SQLITE_OK ) return rc;
+  /* Off muWrite (appends go on meanwhile; the fsyncs cover at least the
+  ** sizes read here).  One caller at a time (the engine's mutex), the
+  ** only writer of szShSynced. */
+  pthread_mutex_lock(&p->mu);
+  pSet = kl_set_ref(p->pSet);
+  aSz = sqlite3_malloc64(sizeof(int64_t)*(pSet->nFile+1));
+  for(i=0; aSz && i<pSet->nFile; i++){
+    aSz[i] = pSet->apFile[i]->sz;
+    if( pSet->apFile[i]->szShSynced==0 ) bNew = 1;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if( aSz==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK && bNew ) rc = kl_syncdir(p, pzErr);
+  for(i=0; rc==SQLITE_OK && i<pSet->nFile; i++){
+    KlFile *pFile = pSet->apFile[i];
+    if( aSz[i]<=pFile->szShSynced ) continue;
+    rc = kl_fsync(p, pFile, pzErr);
+    if( rc==SQLITE_OK ) pFile->szShSynced = aSz[i];
+  }
+  sqlite3_free(aSz);
+  kl_set_unref(pSet);
   return rc;
 }

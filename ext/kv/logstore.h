@@ -271,6 +271,14 @@ void kv_logstore_share(KvLogStore*);
 int kv_logstore_follow(KvLogStore*, int bWriter, uint64_t cidMax,
                        int *pnTxn, char **pzErr);
 
+/* Shared: make durable every byte of the log files this store has read
+** or written so far (the known end of each live file), whichever process
+** appended them: one fsync per file that grew since the last call, and
+** one of the directory when a file is new to it.  The process that runs
+** the store's background work calls it, after reading up to the
+** published tail, before the root WAL segments below retire. */
+int kv_logstore_sync_shared(KvLogStore*, char **pzErr);
+
 /* Counters for kv_stats. */
 typedef struct KvLogStats KvLogStats;
 struct KvLogStats {

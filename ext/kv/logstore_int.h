@@ -39,6 +39,8 @@ struct KlFile {
   int nRef;              /* atomic */
   int bDoomed;           /* atomic; set once, under KvLogStore.mu */
   int64_t sz;            /* bytes; the active file's grows under mu */
+  int64_t szShSynced;    /* shared: bytes this process made durable
+                         ** (kv_logstore_sync_shared, its only user) */
   const WalIo *pIo;
   char *zPath;
 };

@@ -303,7 +303,10 @@ int kvResolvedLoad(KvEngine *pEng, char **pzErr){
   if( rc!=SQLITE_OK && rc!=SQLITE_NOMEM ){
     resErr(pzErr, "kv: cannot read %s: %s", zPath, strerror(errno));
   }
-  if( rc==SQLITE_OK && (bTorn || nDrop>0) ){
+  if( rc==SQLITE_OK && (bTorn || nDrop>0) && pEng->pShm==0
+   && !pEng->bReadOnly ){
+    /* (a process joining a shared store rewrites nothing: the others
+    ** append meanwhile; the next one to decide cuts a torn tail) */
     if( bTorn ){
       sqlite3_log(SQLITE_NOTICE, "kv: %s: a torn tail is cut off at byte %lld",
                   zPath, (long long)iOff);
@@ -366,4 +369,80 @@ int kvResolvedGet(KvEngine *pEng, const char *zGid, int nGid, int64_t *piMs){
   }
   if( piMs ) *piMs = (int64_t)wal_get_u64(e.aVal+1);
   return e.aVal[0];
+}
+
+int kvResolvedGetCid(KvEngine *pEng, const char *zGid, int nGid,
+                     uint64_t cid){
+  KvMapEntry e;
+  uint64_t cidHad;
+  if( pEng->pResolved==0
+   || !kv_map_get(pEng->pResolved, zGid, nGid, &e) || e.nVal<RES_FIXED ){
+    return 0;
+  }
+  cidHad = wal_get_u64(e.aVal+9);
+  return (cidHad==0 || cidHad==cid) ? e.aVal[0] : 0;
+}
+
+/* A shared store: every process appends its decisions to the one file
+** (under the writer lock, which orders them), so a process reads it again
+** before it prepares or resolves under a gid.  A torn tail (a process
+** died appending) ends the reading; the file is not rewritten here. */
+int kvResolvedSync(KvEngine *pEng, char **pzErr){
+  const WalIo *io = pEng->pIo;
+  char *zPath = sqlite3_mprintf("%s/" RES_FILE, pEng->zDir);
+  uint8_t *a = 0;
+  off_t sz = 0;
+  size_t iOff = 0;
+  int fd, n = 0, rc = SQLITE_OK;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  fd = io->xOpen(io->pCtx, zPath, O_RDONLY, 0);
+  if( fd<0 ){
+    sqlite3_free(zPath);
+    return SQLITE_OK;                      /* no decision was ever taken */
+  }
+  if( io->xFstatSize(io->pCtx, fd, &sz)!=0 ) rc = SQLITE_IOERR_READ;
+  if( rc==SQLITE_OK && sz>0 && (a = sqlite3_malloc64(sz))==0 ) rc = SQLITE_NOMEM;
+  if( rc==SQLITE_OK && sz>0 && io->xPread(io->pCtx, fd, a, sz, 0)!=sz ){
+    rc = SQLITE_IOERR_READ;
+  }
+  io->xClose(io->pCtx, fd);
+  while( rc==SQLITE_OK && iOff+RES_HDR<=(size_t)sz ){
+    uint32_t nBody = wal_get_u32(a+iOff);
+    const uint8_t *pBody = a+iOff+RES_HDR;
+    int nFixed = 0;
+    if( iOff+RES_HDR+nBody>(size_t)sz || nBody==0 ) break;
+    switch( pBody[0] ){
+      case 'C': case 'R': nFixed = RES_FIXED;     break;
+      case 'c': case 'r': nFixed = RES_FIXED_OLD; break;
+    }
+    if( nFixed==0 || nBody<(uint32_t)nFixed+1
+     || nBody>(uint32_t)nFixed+KV_GID_MAX_BYTES
+     || wal_crc32c(0, pBody, nBody)!=wal_get_u32(a+iOff+4) ){
+      break;
+    }
+    rc = resRemember(pEng, pBody[0]=='C' || pBody[0]=='c' ? 'c' : 'r',
+                     (int64_t)wal_get_u64(pBody+1),
+                     nFixed==RES_FIXED ? wal_get_u64(pBody+9) : 0,
+                     pBody+nFixed, (int)nBody-nFixed);
+    n++;
+    iOff += RES_HDR + nBody;
+  }
+  sqlite3_free(a);
+  if( rc==SQLITE_OK && iOff<(size_t)sz ){
+    /* a torn tail (a process died appending): cut off, so that the next
+    ** decision is appended after the last whole one */
+    fd = io->xOpen(io->pCtx, zPath, O_RDWR, 0);
+    if( fd<0 || io->xFtruncate(io->pCtx, fd, (off_t)iOff)!=0
+     || io->xFsync(io->pCtx, fd)!=0 ){
+      rc = SQLITE_IOERR_TRUNCATE;
+    }
+    if( fd>=0 ) io->xClose(io->pCtx, fd);
+  }
+  if( rc==SQLITE_OK ){
+    pEng->nResFile = n;
+  }else if( rc!=SQLITE_NOMEM ){
+    resErr(pzErr, "kv: cannot read %s: %s", zPath, strerror(errno));
+  }
+  sqlite3_free(zPath);
+  return rc;
 }

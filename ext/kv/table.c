@@ -161,6 +161,12 @@ static int tblStoreWork(void *pStore){
   return pEng->xWorkTurn ? pEng->xWorkTurn(pEng, KV_WORK_STORE) : 1;
 }
 
+/* KvTableDef.xFilesPinned: through the engine (engine.c sets it). */
+static int tblFilesPinned(void *pStore){
+  KvEngine *pEng = (KvEngine*)pStore;
+  return pEng->xFilesPinned ? pEng->xFilesPinned(pEng) : 0;
+}
+
 int kvTableNew(KvEngine *pEng, const char *zName, int nName,
                const KvMeta *pMeta, KvTable **pp, char **pzErr){
   KvTable *p;
@@ -205,6 +211,7 @@ int kvTableOpenData(KvTable *p, int bCreate, char **pzErr){
   def.xStoreWork = tblStoreWork;
   def.bShared = p->pEng->bJoining;
   def.bReadOnly = p->pEng->bReadOnly;
+  def.xFilesPinned = tblFilesPinned;
   return p->pBackend->xOpen(&def, bCreate, &p->pData, pzErr);
 }
 

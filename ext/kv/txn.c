@@ -200,7 +200,10 @@ static int txnChildSnap(KvRoot *p, KvChild *c, char **pzErr){
 static int txnSchemaChild(KvRoot *p, KvChild **ppChild){
   int rc = SQLITE_OK;
   if( p->pSchema==0 ){
+    char *zErr = 0;
     pthread_mutex_lock(&p->pEng->mutex);
+    kvEngineCatchUp(p->pEng, 0, &zErr);      /* a shared store; retried */
+    sqlite3_free(zErr);
     rc = txnBindLive(p, p->pEng->pMeta, 1, 0, &p->pSchema);
     pthread_mutex_unlock(&p->pEng->mutex);
   }
@@ -887,7 +890,10 @@ int kv_table_meta(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
     return rc;
   }
   if( eOwn!=1 ){
+    char *zErr = 0;
     pthread_mutex_lock(&pEng->mutex);
+    kvEngineCatchUp(pEng, 0, &zErr);          /* a shared store; retried */
+    sqlite3_free(zErr);
     pT = kvTableFind(pEng, zTab, nTab);
   }
   if( pT ){
@@ -974,6 +980,14 @@ int kv_create_table(KvRoot *p, const char *zTab, int nTab, const char *zType,
   int bFound = 0;
   int rc = txnCreateCheck(p, zTab, nTab, zType, bPersist, pzErr);
   *pbCreated = 0;
+  if( rc==SQLITE_OK ){
+    rc = kvDdlCreateCheck(p->pEng, zTab, nTab, zType, bPersist, pzErr);
+  }
+  /* Shared: the check below sees the catalog the schema child binds, and
+  ** a create another process commits after that conflicts at prepare. */
+  if( rc==SQLITE_OK && __atomic_load_n(&p->pEng->bShared, __ATOMIC_RELAXED) ){
+    rc = txnSchemaChild(p, &s);
+  }
   if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
   if( rc!=SQLITE_OK ) return rc;
   if( bFound ){
@@ -1013,7 +1027,11 @@ int kv_remove_table(KvRoot *p, const char *zTab, int nTab, char **pzErr){
                              "transaction");
     return SQLITE_MISUSE;
   }
-  rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
+  memset(&meta, 0, sizeof(meta));
+  if( __atomic_load_n(&p->pEng->bShared, __ATOMIC_RELAXED) ){
+    rc = txnSchemaChild(p, &s);                  /* as kv_create_table */
+  }
+  if( rc==SQLITE_OK ) rc = kv_table_meta(p->pEng, p, zTab, nTab, &meta, &bFound);
   kv_meta_clear(&meta);
   if( rc==SQLITE_OK && !bFound ) return txnNoSuchTable(p, zTab, nTab, pzErr);
   if( rc==SQLITE_OK ) rc = txnSchemaChild(p, &s);
@@ -1671,6 +1689,23 @@ static int txnSyncMode(KvRoot *p){
   return (bAtApply && nLogged>1) ? WAL_SYNC_FULL : WAL_SYNC_NORMAL;
 }
 
+/* Must root p's record be flushed before its publication writes a table's
+** files (write-ahead)?  When it writes a table whose backend writes its
+** files at publication (kv_log) and another persistent table: the OS may
+** write that file back before the WAL's, and a power loss would then keep
+** the transaction in one table only.  A record of one such table alone is
+** all in that table's log or not there. */
+static int txnWriteAhead(KvRoot *p){
+  int i, nLogged = 0, bAtApply = 0;
+  for(i=0; i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    nLogged++;
+    bAtApply |= c->pTab->pBackend->bWritesAtApply;
+  }
+  return bAtApply && nLogged>1;
+}
+
 /* Append the root's persistent writes to the WAL (nothing if none).  The
 ** record waits for the confirmations of the tables txnIsPendingConfirm()
 ** names (at most nChild; a few fit on the stack). */
@@ -1715,10 +1750,12 @@ static int txnRootLog(KvRoot *p, char **pzErr){
   }
   if( rc==SQLITE_OK ){
     int eSync = txnSyncMode(p);
-    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid ){
+    if( eSync==WAL_SYNC_FULL && p->bWriterLock && !p->zCond && !p->zGid
+     && !txnWriteAhead(p) ){
       /* A shared store: the flush waits until the writer lock is let go
       ** (kv_root_commit), so that other processes' writers append while it
-      ** runs and flushes overlap. */
+      ** runs and flushes overlap (a record that needs write-ahead is
+      ** flushed here, before its publication writes a table's files). */
       eSync = WAL_SYNC_NORMAL;
       p->bFlushAfter = 1;
     }
@@ -1832,16 +1869,10 @@ static int txnNeedsWriter(KvRoot *p){
 static int txnSharedLock(KvRoot *p, char **pzErr){
   KvEngine *pEng = p->pEng;
   if( p->zGid ){
-    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
-        "named prepared transactions (kv_prepare with a gid) need a store "
-        "open in one process", pEng->zDir);
-    return SQLITE_ERROR;
-  }
-  if( p->pSchema && kv_map_count(p->pSchema->pWrite)>0 ){
-    *pzErr = sqlite3_mprintf("kv: store %s is shared by several processes: "
-        "tables are created and removed while one process has it open",
-        pEng->zDir);
-    return SQLITE_ERROR;
+    /* indoubt.c takes the lock first; the store turned shared since */
+    *pzErr = sqlite3_mprintf("kv: store %s turned shared by several "
+        "processes during the named prepare; retry it", pEng->zDir);
+    return SQLITE_BUSY;
   }
   if( kvEngineWriterLock(pEng, p->msBusy, pzErr)!=SQLITE_OK ){
     return SQLITE_BUSY;
@@ -1901,6 +1932,7 @@ int kvRootPrepareEx(KvRoot *p, int (*xCheck)(KvRoot*, void*), void *pArg,
     *pzErr = txnConflictMessage(p);
     rc = SQLITE_BUSY_SNAPSHOT;
   }
+  if( rc==SQLITE_OK ) rc = kvDdlPrepare(p, pzErr);   /* shared: ddl.c */
   if( rc==SQLITE_OK ) rc = txnCheckWritable(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnOpenNewTables(p, pzErr);
   if( rc==SQLITE_OK ) rc = txnRootLog(p, pzErr);
@@ -2068,12 +2100,25 @@ int kv_root_commit(KvRoot *p, char **pzErr){
         kv_root_who(p), kv_root_who_id(p));
     return SQLITE_MISUSE;
   }
+  kvDdlTestPoint(p, 0);
   pthread_mutex_lock(&p->pEng->mutex);
   rc = kvEngineFailed(p->pEng, pzErr);
   if( rc==SQLITE_OK ){
     rc = txnPublish(p, pzErr);
     if( rc!=SQLITE_OK ) kvEngineFail(p->pEng, rc, p->cid, pzErr);
   }
+  if( rc==SQLITE_OK && p->bWriterLock && p->pSchema
+   && kv_map_count(p->pSchema->pWrite)>0 ){
+    /* A shared store: the catalog file holds the change before the tail
+    ** that covers it is published (a joiner reads the tail, then the
+    ** file: ddl.c). */
+    char *zErr = 0;
+    if( kvCatalogSaveLocked(p->pEng, &zErr)!=SQLITE_OK ){
+      sqlite3_log(SQLITE_IOERR, "%s", zErr ? zErr : "kv: catalog file");
+    }
+    sqlite3_free(zErr);
+  }
+  kvDdlTestPoint(p, 1);
   if( p->bWriterLock ){
     if( rc==SQLITE_OK && p->bAppended ){
       char *zErr = 0;
@@ -2142,4 +2187,56 @@ void kv_root_rollback_to(KvRoot *p, int iLevel){
     kv_map_unref(p->apChild[i]->pDelta);
     p->apChild[i]->pDelta = pD ? kv_map_ref(pD) : 0;
   }
+}
+
+/* ---------------------------------- named prepares, shared store --- */
+
+void kvRootWriterRelease(KvRoot *p){
+  txnWriterRelease(p);
+}
+
+int kvRootLogGidDone(KvRoot *p, char **pzErr){
+  KvEngine *pEng = p->pEng;
+  WalRecordBuilder *pRec = wal_record_new(p->tid);
+  const char **az = sqlite3_malloc64((p->nChild+1)*sizeof(char*));
+  int *an = sqlite3_malloc64((p->nChild+1)*sizeof(int));
+  uint8_t aCid[8];
+  uint64_t cid = 0, cidNew = 0;
+  WalPos pos;
+  int i, nPend = 0, rc = SQLITE_OK;
+  if( pRec==0 || az==0 || an==0 ) rc = SQLITE_NOMEM;
+  wal_put_u64(aCid, p->cid);
+  if( rc==SQLITE_OK ){
+    rc = wal_record_table(pRec, KV_REC_GID_DONE, KV_REC_GID_DONE_LEN);
+  }
+  if( rc==SQLITE_OK ) rc = wal_record_action(pRec, 0, p->zGid, p->nGid, aCid, 8);
+  for(i=0; rc==SQLITE_OK && i<p->nChild; i++){
+    KvChild *c = p->apChild[i];
+    if( !txnIsLogged(p, c) ) continue;
+    if( txnIsPendingConfirm(p, c) ){
+      az[nPend] = c->pTab->zName;
+      an[nPend++] = c->pTab->nName;
+    }
+    rc = txnRecordTable(pRec, c);
+  }
+  if( rc==SQLITE_OK ){
+    /* continue the log where the last writer left it */
+    pthread_mutex_lock(&pEng->mutex);
+    pos = pEng->posSeen;
+    cid = pEng->cidSeen;
+    pthread_mutex_unlock(&pEng->mutex);
+    rc = wal_adopt_tail(pEng->pWal, &pos, cid, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    rc = wal_append_sync(pEng->pWal, pRec, WAL_SYNC_FULL, nPend, az, an,
+                         &cidNew, pzErr);
+  }
+  if( rc==SQLITE_OK ){
+    p->cid = cidNew;
+    p->bAppended = 1;
+  }
+  wal_record_free(pRec);
+  sqlite3_free(az);
+  sqlite3_free(an);
+  return rc;
 }

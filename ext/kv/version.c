@@ -536,6 +536,15 @@ void kvVersionClearAll(KvEngine *pEng){
   pthread_mutex_unlock(&pEng->mutex);
 }
 
+/* kvVersionClearAll with the engine mutex held (a read-only process
+** that skipped records it cannot read). */
+void kvVersionClearLocked(KvEngine *pEng){
+  KvTable *t;
+  for(t=pEng->pTables; t; t=t->pNext){
+    if( t->pVer ) verTableClear(t->pVer);
+  }
+}
+
 /* ------------------------------------------------------------- query --- */
 
 /* Under the engine mutex: the value and the version of aKey in t. */

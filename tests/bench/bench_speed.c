@@ -15,7 +15,9 @@
 ** wall times, CPU times (user + system, every thread: the CPU ratio
 ** holds still on a loaded machine where wall times swing) and its peak
 ** RSS as of the end of each step (so the step that raised it shows); the parent takes the child's overall peak RSS from
-** wait4() (the ru_maxrss of that child alone).  The tables show per step the medians
+** wait4() (the ru_maxrss of that child alone), and prints the depot
+** child's memory by structure after VACUUM, where its peak RSS is.  The
+** tables show per step the medians
 ** over the runs and the ratio of the medians, the totals, the peak RSS of
 ** both sides, and then the depot child's store file: its physical bytes
 ** (store file plus -wal) after the workload and after depot_compact +
@@ -51,6 +53,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <malloc.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,6 +96,8 @@ struct SpResult {
   long long nTrips;          /* depot: round trips to a PostgreSQL store */
   double rOpenScan;          /* history: open + scan seconds */
   double rOpenScanCpu;       /* history: its CPU seconds */
+  char zMem[700];            /* depot: depot_memory and the heap after
+                             ** VACUUM (the step of the peak RSS) */
 };
 
 static double spNow(void){
@@ -272,6 +277,49 @@ static int spInsert(sqlite3 *db, const char *zTab, int N){
   return rc;
 }
 
+/* The depot child's memory after a step into zOut: each depot_memory
+** row's bytes (MiB), their sum, what sqlite3_malloc() has out (SQLite's
+** and the depot's), the heap malloc has handed out and what it holds from
+** the system (glibc mallinfo2), and the RSS now. */
+static void spMemory(sqlite3 *db, char *zOut, int nOut){
+  sqlite3_stmt *p = 0;
+  sqlite3_str *s = sqlite3_str_new(0);
+  double rSum = 0;
+  struct mallinfo2 mi = mallinfo2();
+  long nRssKb = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if( f ){
+    long a = 0, b = 0;
+    if( fscanf(f, "%ld %ld", &a, &b)==2 ){
+      nRssKb = b*(sysconf(_SC_PAGESIZE)/1024);
+    }
+    fclose(f);
+  }
+  if( sqlite3_prepare_v2(db, "SELECT name, bytes FROM depot_memory", -1, &p,
+                         0)==SQLITE_OK ){
+    while( sqlite3_step(p)==SQLITE_ROW ){
+      double r = sqlite3_column_int64(p, 1)/1048576.0;
+      rSum += r;
+      if( r>=0.05 ){
+        sqlite3_str_appendf(s, "%s %.1f, ", sqlite3_column_text(p, 0), r);
+      }
+    }
+  }
+  sqlite3_finalize(p);
+  sqlite3_str_appendf(s, "sum %.1f MiB; sqlite3_malloc in use %.1f MiB;"
+      " malloc in use %.1f MiB of %.1f MiB taken from the system;"
+      " RSS %.1f MiB",
+      rSum, sqlite3_memory_used()/1048576.0,
+      (double)mi.uordblks/1048576.0 + (double)mi.hblkhd/1048576.0,
+      (double)mi.arena/1048576.0 + (double)mi.hblkhd/1048576.0,
+      nRssKb/1024.0);
+  {
+    char *z = sqlite3_str_finish(s);
+    snprintf(zOut, nOut, "%s", z ? z : "");
+    sqlite3_free(z);
+  }
+}
+
 /* Run zSql nRep times, binding ?1 = f(i) and ?2 = words or number; if
 ** bTxn, all inside one transaction. */
 typedef void (*SpBindFn)(sqlite3_stmt*, int i, int N);
@@ -365,7 +413,10 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
       case 14: rc = spExec(db, "DELETE FROM t3 WHERE a%5=0;"
                            " DELETE FROM t2 WHERE a%5=0"); break;
       case 15: rc = spExec(db, "PRAGMA integrity_check"); break;
-      case 16: rc = spExec(db, "VACUUM"); break;
+      case 16:
+        rc = spExec(db, "VACUUM");
+        if( rc==0 && bDepot ) spMemory(db, pR->zMem, sizeof(pR->zMem));
+        break;
       case 17:
         sqlite3_close(db);
         db = spOpen(bDepot, zDir, 0);
@@ -638,6 +689,9 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
     printf("peak RSS: unix %.1f MiB, depot %.1f MiB (+%.1f MiB)\n",
            spMedian(aRu, nRun), spMedian(aRd, nRun),
            spMedian(aRd, nRun)-spMedian(aRu, nRun));
+    if( aR[1][0].zMem[0] ){
+      printf("depot memory after VACUUM (run 1, MiB): %s\n", aR[1][0].zMem);
+    }
     printf("bytes: plain file %.1f MB; depot store after the workload"
            " %.1f MB; after compact+gc(+vacuum) %.1f MB; stored_bytes"
            " %.1f MB\n", pl/1e6, pb/1e6, pa/1e6, st/1e6);

@@ -1365,6 +1365,97 @@ START_TEST(test_compaction_sweeps_in_batches_with_commits_between){
 }
 END_TEST
 
+/* ---- compaction plans in batches ---- */
+
+/* Between two plan batches of a compaction: the writer commits once more
+** (up to 20 times). */
+static void plan_between_batches(const char *zStore){
+  (void)zStore;
+  nHookBatches++;
+  if( pHookDepot==0 || nHookCommits>=20 ) return;
+  work(pHookDepot, pHookPlain, &hookSeed, 1);
+  nHookCommits++;
+}
+
+/* A compaction plans over the commit rows (its points in time) and the
+** page index in read transactions of two rows each: the shard versions and every row it leaves equal those of a
+** plan in one transaction; with a writer committing between the batches,
+** the store equals that of the same compaction followed by the same
+** commits, verifies clean with its counters exact, and the next
+** compaction folds the writer's commits too. */
+START_TEST(test_compaction_plans_in_batches_with_commits_between){
+  Fx fa, fb;
+  sqlite3 *pA, *pB, *pP;
+  unsigned sa = 9, sb = 9, sc = 23;
+  char *zKa, *zKb;
+  fx_open(&fa, "cmp-plan-a");
+  fx_open(&fb, "cmp-plan-b");
+  pA = fx_db_args(&fa, "app", "main", "&compact_after=0");
+  pB = fx_db_args(&fb, "app", "main", "&compact_after=0");
+  ck_assert_int_eq(sqlite3_open(fa.zPlain, &pP), SQLITE_OK);
+  /* every commit of the last day a point in time: the plan walks the
+  ** commit rows in batches too, and no interval ends between the stores */
+  fx_exec(&fa, "SELECT depot_pitr_policy(%Q, 0, 86400)", fa.zStore);
+  fx_exec(&fb, "SELECT depot_pitr_policy(%Q, 0, 86400)", fb.zStore);
+  th_exec(pA, zSchema);
+  th_exec(pP, zSchema);
+  th_exec(pB, zSchema);
+  work(pA, pP, &sa, 30);
+  work(pB, 0, &sb, 30);
+  pHookDepot = pHookPlain = 0;
+  nHookBatches = nHookCommits = 0;
+  depot_compact_test_plan_batch = 2;
+  depot_compact_test_plan_between = plan_between_batches;
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  depot_compact_test_plan_batch = 0;
+  depot_compact_test_plan_between = 0;
+  ck_assert_int_gt(nHookBatches, 20);
+  fx_exec(&fb, "SELECT depot_compact(%Q)", fb.zStore);
+  zKa = store_keys(fa.zStore);
+  zKb = store_keys(fb.zStore);
+  ck_assert_msg(zKa && zKb && strcmp(zKa, zKb)==0, "the stores' rows differ");
+  sqlite3_free(zKa);
+  sqlite3_free(zKb);
+
+  work(pA, pP, &sa, 30);
+  work(pB, 0, &sb, 30);
+  hookSeed = sc;
+  pHookDepot = pA;
+  pHookPlain = pP;
+  nHookBatches = nHookCommits = 0;
+  depot_compact_test_plan_batch = 2;
+  depot_compact_test_plan_between = plan_between_batches;
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  depot_compact_test_plan_batch = 0;
+  depot_compact_test_plan_between = 0;
+  pHookDepot = pHookPlain = 0;
+  ck_assert_int_eq(nHookCommits, 20);
+  fx_exec(&fb, "SELECT depot_compact(%Q)", fb.zStore);
+  work(pB, 0, &sc, 20);
+  zKa = store_keys(fa.zStore);
+  zKb = store_keys(fb.zStore);
+  ck_assert_msg(zKa && zKb && strcmp(zKa, zKb)==0, "the stores' rows differ"
+                " after commits between plan batches");
+  sqlite3_free(zKa);
+  sqlite3_free(zKb);
+  assert_same(pA, pP);
+  assert_counters_exact(fa.zStore);
+  assert_verify_clean(fa.zStore);
+  assert_shards_sound(fa.zStore);
+  fx_exec(&fa, "SELECT depot_compact(%Q)", fa.zStore);
+  ck_assert_int_eq(fx_int(&fa, "SELECT compaction_lag FROM depot_stats(%Q)",
+                          fa.zStore), 0);
+  assert_same(pA, pP);
+  assert_integrity(pA);
+  assert_verify_clean(fa.zStore);
+  sqlite3_close(pA);
+  sqlite3_close(pB);
+  sqlite3_close(pP);
+  fx_close(&fa);
+  fx_close(&fb);
+}
+END_TEST
+
 /* ---- bad input ---- */
 
 START_TEST(test_bad_input_to_compact_and_gc_gives_clear_errors){
@@ -1472,7 +1563,8 @@ START_TEST(test_corrupt_shard_is_reported_by_reads_and_verify){
       " kind='shard' AND db='app' AND branch='main' AND message LIKE"
       " 'depot: shard %% as of txid %%'", f.zStore), 0);
   {
-    char *z = fx_uri(f.zStore, "db=app");
+    /* a cold read: the pages decoded before outlive their connection */
+    char *z = fx_uri(f.zStore, "db=app&cache_kb=0&map_kb=0");
     pD = 0;
     rc = sqlite3_open_v2(z, &pD, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0);
     if( rc==SQLITE_OK ){
@@ -1918,6 +2010,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_compact_stops_at_the_head_it_started_with);
   tcase_add_test(tc, test_gc_in_batches_with_commits_between);
   tcase_add_test(tc, test_compaction_sweeps_in_batches_with_commits_between);
+  tcase_add_test(tc, test_compaction_plans_in_batches_with_commits_between);
   tcase_add_test(tc, test_bad_input_to_compact_and_gc_gives_clear_errors);
   tcase_add_test(tc, test_compaction_functions_are_direct_only);
   if( bFile ){

@@ -11,13 +11,18 @@
 ** time.  Neither ever serves a stale page.  The concurrent readers read
 ** ahead, decoding the pages of their scans on a thread of each connection
 ** into that shared cache meanwhile; a last case checks read-ahead queues
-** pages, and that its pragma turns it off.
+** pages, and that its pragma turns it off.  The store's caches outlive its
+** last connection: a reopen decodes nothing again, and neither a commit
+** of another process, compaction + GC or a rollback while nothing was
+** open, nor a store deleted and made anew at its path, makes a reopen
+** read a stale page.
 */
 #include "config.h"
 #include "tests/check/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/readahead.h"
+#include "vfs/pcache.h"
 #include <check.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -263,6 +268,110 @@ START_TEST(test_pagemap_compaction_and_gc){
 }
 END_TEST
 
+/* The last connection of the store closes, so its decoded pages and page
+** map stay idle in the process; then another process commits, and
+** compaction + GC and a depot_rollback run while nothing is open: each
+** reopen reads what the store holds. */
+START_TEST(test_pagemap_reopen_after_other_process_commit){
+  Fx f;
+  iFxCache = _i;
+  sqlite3 *a;
+  pid_t pid;
+  int st = 0;
+  char *z;
+  fx_open(&f, "pm-reopen");
+  a = fx_db(&f, "main");
+  fx_fill(a, 0);
+  assert_all(a, 0);
+  z = sqlite3_mprintf("SELECT depot_restore_point(%Q,'app','main','r0')",
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  sqlite3_close(a);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    sqlite3 *b = fx_db(&f, "main");
+    int rc = sqlite3_exec(b, "UPDATE t SET n=7", 0, 0, 0);
+    sqlite3_close(b);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  a = fx_db(&f, "main");
+  assert_all(a, 7);
+  th_exec(a, "UPDATE t SET n=8");
+  assert_all(a, 8);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("SELECT depot_compact(%Q), depot_gc(%Q)", f.zStore,
+                      f.zStore);
+  sqlite3_free(th_text(f.admin, z));
+  sqlite3_free(z);
+  a = fx_db(&f, "main");
+  assert_all(a, 8);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("SELECT depot_rollback(%Q,'app','main','r0')",
+                      f.zStore);
+  th_int(f.admin, z);
+  sqlite3_free(z);
+  a = fx_db(&f, "main");
+  assert_all(a, 0);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
+/* A store deleted while nothing has it open, and made anew at the same
+** path (often on the same inode) by the same steps, starts its branch ids
+** and txids over: the idle pages of the old one are never served. */
+START_TEST(test_pagemap_store_made_anew){
+  Fx f;
+  iFxCache = _i;
+  sqlite3 *a;
+  char *z;
+  int i;
+  fx_open(&f, "pm-anew");
+  for(i=0; i<3; i++){
+    a = fx_db(&f, "main");
+    fx_fill(a, i);
+    assert_all(a, i);
+    sqlite3_close(a);
+    z = sqlite3_mprintf("rm -f '%q' '%q-wal' '%q-shm' '%q-journal'",
+                        f.zStore, f.zStore, f.zStore, f.zStore);
+    ck_assert_int_eq(system(z), 0);
+    sqlite3_free(z);
+  }
+  fx_close(&f);
+}
+END_TEST
+
+/* A reopen in the same process decodes no page again: the store's
+** decoded pages outlive its last connection. */
+START_TEST(test_reopen_hits_the_idle_cache){
+  Fx f;
+  sqlite3 *a;
+  char *z;
+  int64_t nHit0, nMiss0, nHit1, nMiss1;
+  fx_open(&f, "pm-idle");
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&branch=main&cache_kb=65536",
+                      f.zStore);
+  a = th_open(z);
+  fx_fill(a, 3);
+  assert_all(a, 3);
+  sqlite3_close(a);
+  depot_cache_counters(&nHit0, &nMiss0);
+  a = th_open(z);
+  th_exec(a, "PRAGMA cache_size=10");
+  assert_all(a, 3);
+  depot_cache_counters(&nHit1, &nMiss1);
+  ck_assert_int_eq(nMiss1, nMiss0);
+  ck_assert_int_gt(nHit1, nHit0+100);
+  sqlite3_close(a);
+  sqlite3_free(z);
+  fx_close(&f);
+}
+END_TEST
+
 /* map_kb as a URI parameter and a pragma; a map of 0 KiB or 1 KiB still
 ** reads right. */
 START_TEST(test_pagemap_limit_uri_and_pragma){
@@ -402,10 +511,12 @@ START_TEST(test_readahead_scan){
   a = fx_db(&f, "main");
   fx_fill(a, 3);
   sqlite3_close(a);
-  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=65536",
+  /* the pages a's commit cached outlive a: empty the cache, then scan */
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=0",
                       f.zStore);
   b = th_open(z);
   sqlite3_free(z);
+  th_exec(b, "PRAGMA depot_cache_kb=65536");
   th_exec(b, "PRAGMA cache_size=10");
   ck_assert_int_eq(th_int(b, "PRAGMA depot_readahead"), 64);
   n0 = depot_ra_queued();
@@ -521,6 +632,10 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_pagemap_restore, 0, 3);
   tcase_add_loop_test(tc, test_pagemap_rollback, 0, 3);
   tcase_add_loop_test(tc, test_pagemap_compaction_and_gc, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_reopen_after_other_process_commit, 0,
+                      3);
+  tcase_add_loop_test(tc, test_pagemap_store_made_anew, 0, 3);
+  tcase_add_test(tc, test_reopen_hits_the_idle_cache);
   tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
   tcase_add_test(tc, test_cache_limit_is_shared_by_the_store);
   tcase_add_test(tc, test_writer_drops_replaced_versions_from_cache);

@@ -1068,33 +1068,87 @@ START_TEST(test_staging_interrupted_import_leaves_no_database){
 }
 END_TEST
 
-/* Progress hook of a child: SIGKILL itself once the import has copied
-** 95% of its pages (past the default budget: it has staged by then). */
-static int kill_late(void *pArg, const char *zWhat, int64_t nDone,
-                     int64_t nTotal, int64_t nBytes){
-  (void)pArg; (void)zWhat; (void)nBytes;
-  if( nTotal>0 && nDone*100>=nTotal*95 ) raise(SIGKILL);
+/* Progress hook of a child, at point *pArg: 0 SIGKILL itself at 50% of
+** the pages (before the first staged batch), 1 at 95% (after it staged),
+** 2 at the report before the last step (the first store write after it,
+** in the publishing COMMIT, kills); 3 at 95% makes the next store write
+** fail instead (an I/O error, no kill). */
+static int kill_at(void *pArg, const char *zWhat, int64_t nDone,
+                   int64_t nTotal, int64_t nBytes){
+  int ePoint = *(int*)pArg;
+  (void)zWhat; (void)nBytes;
+  if( nTotal<=0 ) return 0;
+  if( ePoint==0 && nDone*100>=nTotal*50 ) raise(SIGKILL);
+  if( ePoint==1 && nDone*100>=nTotal*95 ) raise(SIGKILL);
+  if( ePoint==2 && nDone+256>=nTotal && nDone<nTotal ){
+    bFaultKill = 1;
+    faultWrites = 1;
+  }
+  if( ePoint==3 && nDone*100>=nTotal*95 && faultHits==0 ) faultWrites = 1;
   return 0;
 }
 
-/* depot_import killed (SIGKILL) after it staged pages: no commit of
-** database "imp" exists (at most the empty database its first staged part
-** created, with no pages), stored_bytes is what it was, depot_gc (in
-** batches of two rows) leaves no staged row, the store verifies clean,
-** and the import run again stores every row. */
-START_TEST(test_staging_sigkilled_import_leaves_no_commit){
+/* What is left of database "imp" in the store of zDir: names in
+** depot_databases (*pnName), branches in depot_branches (*pnListed) and
+** branch records of it in the store, whatever their state (the return). */
+static int find_imp_branch(void *pArg, const DepotBranchInfo *pInfo){
+  if( strcmp(pInfo->zDb, "imp")==0 ) (*(int*)pArg)++;
+  return 0;
+}
+static int imp_record_row(void *pArg, const unsigned char *pKey, int nKey,
+                          const unsigned char *pVal, int nVal){
+  BranchRecord rec;
+  if( nKey==10 && layout_branch_decode(pVal, nVal, &rec)==SQLITE_OK
+   && strcmp(rec.zDb, "imp")==0 ){
+    (*(int*)pArg)++;
+  }
+  return 0;
+}
+static int imp_trace(const char *zDir, int *pnName, int *pnListed){
+  char *zStore = store_path(zDir);
+  unsigned char lo[2] = { 0x02, LAYOUT_P_BRANCHES };
+  unsigned char hi[2] = { 0x02, LAYOUT_P_BRANCHES+1 };
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  int nRec = 0;
+  *pnName = *pnListed = 0;
+  ck_assert_int_eq(depot_list_databases(zStore, 0, find_imp, pnName, 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(depot_list_branches(zStore, 0, find_imp_branch, pnListed,
+                                       0), SQLITE_OK);
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_scan(pStore, lo, 2, hi, 2, 0, -1, imp_record_row,
+                              &nRec), SQLITE_OK);
+  store_rollback(pStore);
+  store_close(pStore);
+  sqlite3_free(zStore);
+  return nRec;
+}
+
+/* depot_import of a source past the default budget (36 MB) killed with
+** SIGKILL before its first staged batch, after it, and in its publishing
+** COMMIT, or failed by an I/O error after it staged (_i 0..3): no
+** database "imp" is listed (depot_databases, depot_branches, the
+** databases of depot_stats) -- or, killed in the COMMIT after its store
+** transaction was written, "imp" is whole -- stored_bytes is what it
+** was, depot_gc (in batches of two rows) leaves no row of a half import
+** (no branch record of "imp"), the store verifies clean, and the import
+** run again stores every row. */
+START_TEST(test_staging_killed_import_leaves_no_trace){
   char *zDir = th_tmpdir("staging-import-kill");
   char *zStore = store_path(zDir);
   char *zSrc = sqlite3_mprintf("%s/src.db", zDir);
   char *zSql = sqlite3_mprintf("SELECT depot_import(%Q, %Q, 'imp')", zSrc,
                                zStore);
   char *zGc = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
-  char *zCommits = sqlite3_mprintf("SELECT count(*) FROM depot_commits(%Q,"
-                                   " 'imp')", zStore);
+  char *zDbs = sqlite3_mprintf("SELECT databases FROM depot_stats(%Q)",
+                               zStore);
   sqlite3 *src = th_open(zSrc);
   sqlite3 *db = open_app(zDir, -1);
-  sqlite3_int64 nBytes;
-  int st = 0;
+  sqlite3_int64 nBytes, nDbs;
+  int st = 0, ePoint = _i, nName = 0, nListed = 0, bWhole = 0;
   pid_t pid;
   th_exec(src, "PRAGMA page_size=4096; CREATE TABLE t(x);"
                "INSERT INTO t SELECT randomblob(16)||zeroblob(3900) FROM"
@@ -1102,29 +1156,55 @@ START_TEST(test_staging_sigkilled_import_leaves_no_commit){
   sqlite3_close(src);
   th_exec(db, "CREATE TABLE x(y)");
   nBytes = stored_bytes(db, zDir);
+  nDbs = th_int(db, zDbs);
   sqlite3_close(db);
-  pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if( pid==0 ){
-    sqlite3 *c = 0;
-    if( sqlite3_open(":memory:", &c)!=SQLITE_OK ) _exit(3);
-    depot_progress_set(kill_late, 0);
-    sqlite3_exec(c, zSql, 0, 0, 0);
-    _exit(2);                          /* not killed: the test fails */
+  if( ePoint==3 ){
+    int rc;
+    db = open_app(zDir, -1);
+    setup_fault_vfs();
+    faultHits = 0;
+    depot_progress_set(kill_at, &ePoint);
+    rc = sqlite3_exec(db, zSql, 0, 0, 0);
+    depot_progress_set(0, 0);
+    faultWrites = 0;
+    ck_assert_int_eq(faultHits, 1);
+    ck_assert_int_eq(rc&0xff, SQLITE_IOERR);
+    sqlite3_close(db);
+  }else{
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if( pid==0 ){
+      sqlite3 *c = 0;
+      if( sqlite3_open(":memory:", &c)!=SQLITE_OK ) _exit(3);
+      setup_fault_vfs_child();
+      depot_progress_set(kill_at, &ePoint);
+      sqlite3_exec(c, zSql, 0, 0, 0);
+      _exit(2);                        /* not killed: the test fails */
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL, "status %d", st);
   }
-  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-  ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st)==SIGKILL, "status %d", st);
   db = open_app(zDir, -1);
-  ck_assert_int_eq(th_int(db, zCommits), 0);
-  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
-  ck_assert(staged_rows_db(zDir, "imp", 0));
-  depot_gc_test_batch = 2;              /* the staged rows go in batches */
+  imp_trace(zDir, &nName, &nListed);
+  if( ePoint==2 && nName==1 ){
+    bWhole = 1;                        /* the COMMIT was written: whole */
+    ck_assert_int_eq(nListed, 1);
+    ck_assert_int_eq(th_int(db, zDbs), nDbs+1);
+  }else{
+    ck_assert_int_eq(nName, 0);
+    ck_assert_int_eq(nListed, 0);
+    ck_assert_int_eq(th_int(db, zDbs), nDbs);
+    ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  }
+  depot_gc_test_batch = 2;              /* the rows go in batches */
   th_exec(db, zGc);
   depot_gc_test_batch = 0;
-  ck_assert(!staged_rows_db(zDir, "imp", 1));
-  ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  if( !bWhole ){
+    ck_assert_int_eq(imp_trace(zDir, &nName, &nListed), 0);
+    ck_assert_int_eq(stored_bytes(db, zDir), nBytes);
+  }
   assert_verify(db, zDir);
-  ck_assert_int_gt(th_int(db, zSql), 9000);
+  if( !bWhole ) ck_assert_int_gt(th_int(db, zSql), 9000);
   sqlite3_close(db);
   {
     char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=imp", zStore);
@@ -1133,10 +1213,51 @@ START_TEST(test_staging_sigkilled_import_leaves_no_commit){
     sqlite3_close(db);
     sqlite3_free(zUri);
   }
-  sqlite3_free(zCommits);
+  ck_assert_int_eq(imp_trace(zDir, &nName, &nListed), 1);
+  ck_assert_int_eq(nName, 1);
+  sqlite3_free(zDbs);
   sqlite3_free(zGc);
   sqlite3_free(zSql);
   sqlite3_free(zSrc);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A large transaction that creates a new database and is rolled back
+** leaves its unborn branch to the next writer of the name or to depot_gc;
+** a connection that kept the name open writes on after depot_gc took the
+** name away (the name is read anew, as on a first open). */
+START_TEST(test_staging_rolled_back_new_database_is_not_listed){
+  char *zDir = th_tmpdir("staging-unborn");
+  char *zStore = store_path(zDir);
+  char *zUri = sqlite3_mprintf("file:%s?vfs=depot&db=imp&txn_budget_kb=8"
+                               "&compact_after=0", zStore);
+  char *zGc = sqlite3_mprintf("SELECT depot_gc(%Q)", zStore);
+  sqlite3 *db, *o;
+  int nName = 0, nListed = 0;
+  setup_vfs();
+  o = open_app(zDir, -1);
+  th_exec(o, "CREATE TABLE x(y)");
+  db = th_open(zUri);
+  sqlite3_extended_result_codes(db, 1);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN; CREATE TABLE t(x);"
+              "INSERT INTO t SELECT randomblob(900) FROM " SERIES(300) "");
+  ck_assert_int_eq(imp_trace(zDir, &nName, &nListed), 1);   /* staged */
+  ck_assert_int_eq(nName+nListed, 0);
+  th_exec(db, "ROLLBACK");
+  th_exec(o, zGc);
+  ck_assert_int_eq(imp_trace(zDir, &nName, &nListed), 0);
+  th_exec(db, "CREATE TABLE t(x); INSERT INTO t VALUES(1)");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 1);
+  ck_assert_int_eq(imp_trace(zDir, &nName, &nListed), 1);
+  ck_assert_int_eq(nName, 1);
+  ck_assert_int_eq(nListed, 1);
+  assert_verify(o, zDir);
+  sqlite3_close(db);
+  sqlite3_close(o);
+  sqlite3_free(zGc);
+  sqlite3_free(zUri);
   sqlite3_free(zStore);
   sqlite3_free(zDir);
 }
@@ -1664,7 +1785,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_cut_of_many_staged_pages_matches_plain_file);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
-  tcase_add_test(tc, test_staging_sigkilled_import_leaves_no_commit);
+  tcase_add_loop_test(tc, test_staging_killed_import_leaves_no_trace, 0, 4);
+  tcase_add_test(tc, test_staging_rolled_back_new_database_is_not_listed);
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);

@@ -364,6 +364,39 @@ START_TEST(test_quota_use_equals_stored_bytes_of_the_database){
 }
 END_TEST
 
+/* depot_quotas (and depot_stats' quota columns) list each database once
+** however many branch records it has: 70 forks of "app" between the
+** records of three other databases give four rows, each database's use
+** its stored bytes, the sum the store's. */
+START_TEST(test_quota_list_has_one_row_per_database_of_many_branches){
+  Fx f;
+  sqlite3 *db;
+  int i;
+  fx_open(&f, "quota_many");
+  build_store(&f);
+  for(i=0; i<70; i++){
+    fx_exec(&f, "SELECT depot_fork(%Q,'app','main','f%d')", f.zStore, i);
+    if( i==20 || i==45 ){
+      char zDb[8];
+      snprintf(zDb, sizeof(zDb), "d%d", i);
+      db = fx_db(&f, zDb, "main", 0);
+      th_exec(db, "CREATE TABLE u(x); INSERT INTO u VALUES(1)");
+      sqlite3_close(db);
+    }
+  }
+  ck_assert_int_eq(fx_int(&f, "SELECT count(*) FROM depot_quotas(%Q)",
+                          f.zStore), 4);
+  ck_assert_int_eq(fx_int(&f, "SELECT count(DISTINCT db) FROM"
+                          " depot_quotas(%Q)", f.zStore), 4);
+  ck_assert_int_eq(fx_int(&f, "SELECT used_bytes FROM depot_quotas(%Q)"
+      " WHERE db='app'", f.zStore), raw_db_bytes(&f, 0, "app"));
+  ck_assert_int_eq(fx_int(&f, "SELECT quota_used_bytes FROM depot_stats(%Q)",
+      f.zStore), fx_int(&f, "SELECT stored_bytes FROM depot_stats(%Q)",
+      f.zStore));
+  fx_close(&f);
+}
+END_TEST
+
 START_TEST(test_quota_fork_counts_only_its_own_bytes){
   Fx f;
   sqlite3 *db;
@@ -986,6 +1019,7 @@ Suite *depot_test_suite(void){
   s = suite_create("verify");
   tc = tcase_create("quota");
   tcase_add_test(tc, test_quota_use_equals_stored_bytes_of_the_database);
+  tcase_add_test(tc, test_quota_list_has_one_row_per_database_of_many_branches);
   tcase_add_test(tc, test_quota_fork_counts_only_its_own_bytes);
   tcase_add_test(tc, test_quota_use_row_absent_is_computed_from_branch_counters);
   tcase_add_test(tc, test_quota_commit_past_cap_fails_full_and_writes_nothing);
