@@ -1758,6 +1758,108 @@ START_TEST(test_staging_commit_removes_leftovers_of_its_txid){
 }
 END_TEST
 
+/* Rows of t and u (if it exists) as one string. */
+static char *rows_tu(sqlite3 *db){
+  return th_text(db, "SELECT (SELECT count(*)||':'||total(w)||':'||"
+      "group_concat(k||hex(v),',') FROM t)||'/'||ifnull((SELECT"
+      " group_concat(k||hex(v),',') FROM u),'')");
+}
+
+/* ROLLBACK TO a savepoint that opened the transaction, after it rewrote
+** every row of a table and staged its pages (more pages than the writer
+** lists for removal at once), gives each of those pages back as the
+** snapshot has it, so the transaction unstages them all: the commit after
+** it adds one row, and the rows, page count, integrity_check, depot_verify
+** (the commit's checksum) are as on a plain file; no staged row stays. */
+START_TEST(test_staging_rollback_to_the_start_unstages_every_page){
+  char *zDir = th_tmpdir("staging-sp-start");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, _i ? 64 : 8);
+  const char *azStep[] = {
+    "PRAGMA cache_size=5",
+    zSchema,
+    "CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB);"
+    "INSERT INTO u SELECT value, zeroblob(900)||x'03' FROM " SERIES(6000),
+    "BEGIN; SAVEPOINT s; UPDATE u SET v=zeroblob(900)||x'04';"
+    " INSERT INTO u SELECT 9000+value, zeroblob(900) FROM " SERIES(500) ";"
+    " ROLLBACK TO s; INSERT INTO u VALUES(20000, x'05'); RELEASE s; COMMIT",
+  };
+  char *zA, *zB;
+  int i;
+  for(i=0; i<(int)(sizeof(azStep)/sizeof(azStep[0])); i++){
+    th_exec(a, azStep[i]);
+    th_exec(b, azStep[i]);
+  }
+  zA = rows_tu(a);
+  zB = rows_tu(b);
+  ck_assert_msg(zA && zB && strcmp(zA, zB)==0, "rows differ");
+  ck_assert_int_eq(th_int(a, "PRAGMA page_count"),
+                   th_int(b, "PRAGMA page_count"));
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  unlink(zPlain);
+  remove_store(zDir);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A COMMIT of a transaction with staged pages (some of them written back
+** as the snapshot has them) that finds the store's write lock held by
+** another connection fails with SQLITE_BUSY and keeps the transaction
+** open; COMMIT again once the lock is free publishes it: the rows as on a
+** plain file, integrity_check and depot_verify (the commit's checksum)
+** clean, no staged row left. */
+START_TEST(test_staging_busy_commit_is_retried){
+  char *zDir = th_tmpdir("staging-busy");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  char *zStore = store_path(zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, 8);
+  sqlite3 *s;
+  static const char zTxn[] =
+    "PRAGMA cache_size=5; BEGIN; UPDATE t SET w=w+1;"
+    "INSERT INTO t SELECT 1000+value, zeroblob(900)||x'01', value%13"
+    " FROM " SERIES(300) "; UPDATE t SET w=w-1 WHERE k<=200";
+  char *zA, *zB;
+  int rc;
+  th_exec(a, zSchema);
+  th_exec(b, zSchema);
+  th_exec(a, zTxn);
+  th_exec(b, zTxn);
+  th_exec(a, "COMMIT");
+  s = th_open(zStore);
+  th_exec(s, "BEGIN IMMEDIATE");
+  rc = th_try(b, "COMMIT", 0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_BUSY);
+  ck_assert_int_eq(sqlite3_get_autocommit(b), 0);
+  th_exec(s, "ROLLBACK");
+  sqlite3_close(s);
+  th_exec(b, "COMMIT");
+  zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  ck_assert_str_eq(zA, zB);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zStore);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
@@ -1791,6 +1893,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_threads_parameter);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
   tcase_add_test(tc, test_staging_commit_removes_leftovers_of_its_txid);
+  tcase_add_loop_test(tc, test_staging_rollback_to_the_start_unstages_every_page,
+                      0, 2);
+  tcase_add_test(tc, test_staging_busy_commit_is_retried);
   suite_add_tcase(s, tc);
   return s;
 }
