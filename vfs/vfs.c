@@ -1408,14 +1408,12 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
    && p->szPageTx==p->snap.szPage ){
     /* The journal gives back the page as the snapshot has it: forget the
     ** transaction's copy (in memory or staged) instead of keeping another,
-    ** so the playback of a transaction of any size needs no memory. */
+    ** so the playback of a transaction of any size needs no memory.  A
+    ** staged page only leaves the map, without the store: the rollback
+    ** ends with the transaction's reset (depotJournalRollback()), which
+    ** clears the map and its sums and removes every staged row. */
     txbuf_drop(&p->tx, pgno);
-    if( txstage_has(&p->stage, pgno) ){
-      char *zErr = 0;
-      int rc = depotUnstage(p, pgno, ltx_crc64(0, pBuf, (size_t)iAmt), &zErr);
-      if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
-      if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_WRITE);
-    }
+    txstage_unset(&p->stage, pgno, 0);
     if( pgno>p->nPageTx ) p->nPageTx = pgno;
     p->bTxDirty = 1;
     return SQLITE_OK;

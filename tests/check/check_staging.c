@@ -1860,6 +1860,86 @@ START_TEST(test_staging_busy_commit_is_retried){
 }
 END_TEST
 
+/* Store transactions committed while tally_commits is the store's write
+** hook. */
+static int nTallyCommits = 0;
+static void tally_commits(const void *pKey, int nKey, int nVal){
+  (void)nKey; (void)nVal;
+  if( pKey==0 ) nTallyCommits++;
+}
+
+/* A STAGE row adds one to *pArg. */
+static int stage_row_count(void *pArg, const unsigned char *pKey, int nKey,
+                           const unsigned char *pVal, int nVal){
+  (void)pKey; (void)nKey; (void)pVal; (void)nVal;
+  (*(int*)pArg)++;
+  return 0;
+}
+
+/* The STAGE rows (one a staged part) of branch main of "app". */
+static int stage_rows(const char *zDir){
+  char *zStore = store_path(zDir);
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  uint64_t iBranch = 0;
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int n = 0;
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(store_scan(pStore, lo,
+      layout_key_br(lo, iBranch, LAYOUT_BR_STAGE), hi,
+      layout_key_br(hi, iBranch, LAYOUT_BR_STAGE+1), 0, -1, stage_row_count,
+      &n), SQLITE_OK);
+  store_rollback(pStore);
+  store_close(pStore);
+  sqlite3_free(zStore);
+  return n;
+}
+
+/* ROLLBACK of a transaction that staged thousands of pages of existing
+** rows (the journal gives each back as the snapshot has it) writes the
+** store only to remove the staged rows: with removal batches unlimited,
+** one store transaction per staged part (its STAGE row and page index
+** rows) and one for the blob's chunk rows; the rows read as before and no
+** staged row stays. */
+START_TEST(test_staging_rollback_writes_the_store_only_to_remove_rows){
+  char *zDir = th_tmpdir("staging-rb-once");
+  sqlite3 *db = open_app(zDir, 8);
+  char *zBefore, *zAfter;
+  int nPart;
+  th_exec(db, "CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB);"
+              "INSERT INTO u SELECT value, zeroblob(900)||x'03' FROM "
+              SERIES(6000));
+  zBefore = th_text(db, "SELECT count(*)||':'||sum(length(v))||':'||"
+                        "group_concat(hex(substr(v,-1)),'') FROM u");
+  th_exec(db, "PRAGMA cache_size=5; BEGIN;"
+              "UPDATE u SET v=zeroblob(900)||x'04'");
+  nPart = stage_rows(zDir);
+  ck_assert_int_gt(nPart, 100);
+  nTallyCommits = 0;
+  depot_gc_test_batch = 1<<30;
+  depot_store_test_write = tally_commits;
+  th_exec(db, "ROLLBACK");
+  depot_store_test_write = 0;
+  depot_gc_test_batch = 0;
+  ck_assert_int_eq(nTallyCommits, nPart+1);
+  ck_assert(!staged_rows(zDir));
+  zAfter = th_text(db, "SELECT count(*)||':'||sum(length(v))||':'||"
+                       "group_concat(hex(substr(v,-1)),'') FROM u");
+  ck_assert_str_eq(zBefore, zAfter);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+  remove_store(zDir);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
@@ -1896,6 +1976,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_staging_rollback_to_the_start_unstages_every_page,
                       0, 2);
   tcase_add_test(tc, test_staging_busy_commit_is_retried);
+  tcase_add_test(tc, test_staging_rollback_writes_the_store_only_to_remove_rows);
   suite_add_tcase(s, tc);
   return s;
 }
