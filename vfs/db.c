@@ -1009,6 +1009,24 @@ int depot_stage_unindex(Store *pStore, const DepotStageStream *pS,
   return rc==SQLITE_OK ? rc : dbStoreErr(pStore, pzErr, rc);
 }
 
+int depot_stage_locate(Store *pStore, const DepotStageStream *pS,
+                       uint32_t pgno, PidxValue *pv, char **pzErr){
+  unsigned char k[LAYOUT_MAX_KEY];
+  void *pVal = 0;
+  int nVal = 0;
+  int rc = store_get(pStore, k, layout_key_pidx(k, pS->iBranch, pgno,
+                                                pS->iTxid), &pVal, &nVal);
+  if( rc!=SQLITE_OK ) return dbStoreErr(pStore, pzErr, rc);
+  if( pVal==0 || layout_pidx_decode(pVal, nVal, pv)!=SQLITE_OK
+   || pv->szChunk!=pS->szChunk
+   || (uint64_t)pv->iOffset + pv->nByte > pS->nBlob ){
+    rc = dbErr(pzErr, SQLITE_CORRUPT, "depot: the page index row of a"
+               " staged page is missing or wrong%s", "");
+  }
+  sqlite3_free(pVal);
+  return rc;
+}
+
 /* The last part of a staged commit: its frames after the stream and
 ** their page index rows (the staged pages have theirs). */
 static int dbPutStaged(Store *pStore, const DepotCommit *pC,

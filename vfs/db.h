@@ -279,6 +279,12 @@ int depot_stage_append(Store*, DepotStageStream*, const unsigned char *a,
 int depot_stage_unindex(Store*, const DepotStageStream*,
                         const uint32_t *aPgno, uint32_t n, char **pzErr);
 
+/* Where the newest staged frame of page pgno of stream pS is: its page
+** index row (pgno, pS->iTxid), in *pv (offset from the blob's start).  A
+** missing or malformed row is SQLITE_CORRUPT. */
+int depot_stage_locate(Store*, const DepotStageStream *pS, uint32_t pgno,
+                       PidxValue *pv, char **pzErr);
+
 /* Remove every DELTA row of iBranch at txid iFrom or later inside the
 ** caller's write transaction; *pnRow (if not NULL) gets how many there
 ** were. */

@@ -1,7 +1,7 @@
 /*
 ** txbuf.c -- the transaction write buffer (see vfs/txbuf.h): an
-** open-addressing hash table from page number to a page copy, and one
-** from page number to a staged frame's location.
+** open-addressing hash table from page number to a page copy, and a
+** bitmap of the staged pages.
 */
 #include "config.h"
 #include "vfs/txbuf.h"
@@ -139,119 +139,72 @@ int64_t txbuf_bytes(const TxBuf *p, uint32_t szPage){
 
 /* ---- staged pages ---- */
 
-static TxStaged *txstageFind(const TxStage *p, uint32_t pgno){
-  uint32_t i;
-  if( p->nSlot==0 ) return 0;
-  i = txbufSlot(pgno, p->nSlot);
-  while( p->a[i].pgno ){
-    if( p->a[i].pgno==pgno ) return &p->a[i];
-    i = (i+1) & (p->nSlot-1);
+int txstage_reserve(TxStage *p, uint32_t pgno){
+  uint32_t iWord = pgno ? (pgno-1)/64 : 0;
+  if( p->aGone==0 ){
+    p->aGone = sqlite3_malloc64(sizeof(uint32_t)*TXSTAGE_GONE);
+    if( p->aGone==0 ) return SQLITE_NOMEM;
   }
-  return 0;
-}
-
-/* Rehash into nSlot slots, keeping live and dead entries; live pages
-** above nKeep become dead. */
-static int txstageRehash(TxStage *p, uint32_t nSlot, uint32_t nKeep){
-  TxStaged *a = sqlite3_malloc64(sizeof(TxStaged)*(uint64_t)nSlot);
-  uint32_t i;
-  if( a==0 ) return SQLITE_NOMEM;
-  memset(a, 0, sizeof(TxStaged)*(uint64_t)nSlot);
-  p->nUsed = 0;
-  p->nDead = 0;
-  for(i=0; i<p->nSlot; i++){
-    uint32_t j;
-    if( p->a[i].pgno==0 || (p->a[i].nByte==0 && !p->a[i].bDead) ) continue;
-    j = txbufSlot(p->a[i].pgno, nSlot);
-    while( a[j].pgno ) j = (j+1) & (nSlot-1);
-    a[j] = p->a[i];
-    if( a[j].nByte && a[j].pgno>nKeep ){
-      a[j].nByte = 0;
-      a[j].bDead = 1;
-    }
-    p->nDead += a[j].bDead;
-    p->nUsed++;
+  if( iWord>=p->nWord ){
+    /* grown in steps of 4 KiB (32 Ki pages), so it stays within 4 KiB
+    ** of one bit per page up to the highest page staged */
+    uint64_t nNew = ((uint64_t)iWord/512 + 1)*512;
+    uint64_t *a = sqlite3_realloc64(p->aBit, sizeof(uint64_t)*nNew);
+    if( a==0 ) return SQLITE_NOMEM;
+    memset(a+p->nWord, 0, sizeof(uint64_t)*(nNew-p->nWord));
+    p->aBit = a;
+    p->nWord = (uint32_t)nNew;
   }
-  sqlite3_free(p->a);
-  p->a = a;
-  p->nSlot = nSlot;
   return SQLITE_OK;
 }
 
-int txstage_put(TxStage *p, const TxStaged *pSt){
-  TxStaged *e = txstageFind(p, pSt->pgno);
-  if( e==0 ){
-    uint32_t i;
-    if( (uint64_t)(p->nUsed+1)*4 > (uint64_t)p->nSlot*3 ){  /* 3/4 full */
-      int rc = txstageRehash(p, p->nSlot ? p->nSlot*2 : 64, 0xffffffffu);
-      if( rc!=SQLITE_OK ) return rc;
+int txstage_set(TxStage *p, uint32_t pgno){
+  int rc;
+  if( pgno==0 ) return SQLITE_OK;
+  rc = txstage_reserve(p, pgno);
+  if( rc==SQLITE_OK ) p->aBit[(pgno-1)/64] |= 1ULL<<((pgno-1)%64);
+  return rc;
+}
+
+int txstage_has(const TxStage *p, uint32_t pgno){
+  uint32_t iWord = (pgno-1)/64;
+  if( pgno==0 || iWord>=p->nWord ) return 0;
+  return (p->aBit[iWord]>>((pgno-1)%64)) & 1;
+}
+
+int txstage_unset(TxStage *p, uint32_t pgno, int bGone){
+  if( !txstage_has(p, pgno) ) return SQLITE_OK;
+  if( bGone ){
+    if( p->aGone==0 ){
+      p->aGone = sqlite3_malloc64(sizeof(uint32_t)*TXSTAGE_GONE);
+      if( p->aGone==0 ) return SQLITE_NOMEM;
     }
-    i = txbufSlot(pSt->pgno, p->nSlot);
-    while( p->a[i].pgno ) i = (i+1) & (p->nSlot-1);
-    e = &p->a[i];
-    p->nUsed++;
-  }else if( e->bDead ){
-    p->nDead--;
+    if( p->nGone>=TXSTAGE_GONE ) return SQLITE_FULL;
+    p->aGone[p->nGone++] = pgno;
   }
-  *e = *pSt;
-  e->bDead = 0;
+  p->aBit[(pgno-1)/64] &= ~(1ULL<<((pgno-1)%64));
   return SQLITE_OK;
 }
 
-const TxStaged *txstage_get(const TxStage *p, uint32_t pgno){
-  const TxStaged *e = txstageFind(p, pgno);
-  return e && e->nByte ? e : 0;
-}
-
-void txstage_drop(TxStage *p, uint32_t pgno){
-  TxStaged *e = txstageFind(p, pgno);
-  if( e && e->nByte ){       /* the slot stays, so probes go on past it */
-    e->nByte = 0;
-    e->bDead = 1;
-    p->nDead++;
+uint32_t txstage_next(const TxStage *p, uint32_t pgno){
+  uint64_t iBit = pgno;                /* bit of page pgno+1 */
+  uint32_t iWord = (uint32_t)(iBit/64);
+  uint64_t m;
+  if( iWord>=p->nWord ) return 0;
+  m = p->aBit[iWord] & (~0ULL << (iBit%64));
+  while( m==0 ){
+    if( ++iWord>=p->nWord ) return 0;
+    m = p->aBit[iWord];
   }
-}
-
-uint32_t txstage_dead(const TxStage *p, uint32_t *aOut, uint32_t nMax){
-  uint32_t i, n = 0;
-  for(i=0; i<p->nSlot && n<nMax && n<p->nDead; i++){
-    if( p->a[i].pgno && p->a[i].bDead ) aOut[n++] = p->a[i].pgno;
-  }
-  return n;
-}
-
-void txstage_undead(TxStage *p, uint32_t pgno){
-  TxStaged *e = txstageFind(p, pgno);
-  if( e && e->bDead ){
-    e->bDead = 0;
-    p->nDead--;
-  }
-}
-
-int txstage_truncate(TxStage *p, uint32_t nPage){
-  if( p->nSlot==0 ) return SQLITE_OK;
-  return txstageRehash(p, p->nSlot, nPage);
+  return iWord*64 + (uint32_t)__builtin_ctzll(m) + 1;
 }
 
 void txstage_clear(TxStage *p){
-  sqlite3_free(p->a);
+  sqlite3_free(p->aBit);
+  sqlite3_free(p->aGone);
   memset(p, 0, sizeof(*p));
 }
 
-static int txstagePgnoCmp(const void *a, const void *b){
-  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
-  return x<y ? -1 : x>y;
-}
-
-int txstage_sorted_pgno(const TxStage *p, uint32_t **paOut, uint32_t *pnOut){
-  uint32_t *a = sqlite3_malloc64(sizeof(uint32_t)*((uint64_t)p->nUsed+1));
-  uint32_t i, n = 0;
-  if( a==0 ) return SQLITE_NOMEM;
-  for(i=0; i<p->nSlot; i++){
-    if( p->a[i].pgno && p->a[i].nByte ) a[n++] = p->a[i].pgno;
-  }
-  qsort(a, n, sizeof(uint32_t), txstagePgnoCmp);
-  *paOut = a;
-  *pnOut = n;
-  return SQLITE_OK;
+int64_t txstage_bytes(const TxStage *p){
+  return (int64_t)p->nWord*8 + (p->aGone ? 4*TXSTAGE_GONE : 0);
 }

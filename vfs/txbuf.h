@@ -40,57 +40,53 @@ int txbuf_sorted(const TxBuf*, uint32_t **paPgno, uint32_t *pnPgno);
 int64_t txbuf_bytes(const TxBuf*, uint32_t szPage);
 
 /* The staged pages of a write transaction whose buffer outgrew its budget
-** (vfs/vfs.c): where the newest staged frame of each page sits in the
-** transaction's blob, with what the commit's checksum needs: 32 bytes a
-** page in a table at most 3/4 full (43..85 bytes a page), never the page
-** itself. */
-typedef struct TxStaged TxStaged;
-struct TxStaged {
-  uint32_t pgno;             /* 0: empty slot */
-  uint32_t nByte;            /* frame header + stored bytes; 0: dropped */
-  uint32_t iOffset;          /* of the frame from the blob's start (a
-                             ** blob stays below 4 GiB) */
-  uint8_t bOld;              /* the page existed in the snapshot */
-  uint8_t bDead;             /* dropped, and its page index row (P, txid)
-                             ** is still in the store (vfs/db.h) */
-  uint64_t iCrc;             /* CRC-64 of the page */
-  uint64_t iOld;             /* CRC-64 of the snapshot's page, if bOld */
-};
+** (vfs/vfs.c): which pages are staged, one bit a page (128 KiB per 4 GiB
+** of 4 KiB pages: the only memory the map spends per page), with running
+** sums over them for the commit; where a staged page's frame is, and its
+** CRC, are in the store (its page index row of the transaction's txid,
+** vfs/db.h).  A page unstaged while its row is still in the store waits in
+** aGone (at most TXSTAGE_GONE pages) until the writer removes those rows
+** (vfs.c empties it before it fills up and before the commit). */
+#define TXSTAGE_GONE 1024
 
 typedef struct TxStage TxStage;
 struct TxStage {
-  uint32_t nSlot;            /* power of two, or 0 before the first put */
-  uint32_t nUsed;
-  uint32_t nDead;            /* entries with bDead */
-  TxStaged *a;
+  uint32_t nWord;            /* 64-bit words in aBit */
+  uint64_t *aBit;            /* bit (P-1)%64 of word (P-1)/64: P staged */
+  uint32_t nLive;            /* pages staged */
+  int64_t nLiveByte;         /* their newest frames' bytes */
+  uint64_t iSum;             /* XOR over the staged pages of their CRC-64,
+                             ** and of the snapshot's CRC-64 of those that
+                             ** existed in it: the commit checksum's move */
+  uint32_t nGone;            /* pages in aGone */
+  uint32_t *aGone;           /* unstaged pages whose page index row is
+                             ** still in the store (TXSTAGE_GONE slots) */
 };
 
-/* Record (or replace) where page pSt->pgno is staged.  SQLITE_NOMEM
-** leaves the map as it was. */
-int txstage_put(TxStage*, const TxStaged *pSt);
+/* Room for pages up to pgno and for aGone: txstage_set() of such a page
+** and txstage_unset() cannot fail then.  SQLITE_NOMEM leaves the map as
+** it was. */
+int txstage_reserve(TxStage*, uint32_t pgno);
 
-/* The live entry of pgno, or NULL. */
-const TxStaged *txstage_get(const TxStage*, uint32_t pgno);
+/* Mark page pgno staged.  SQLITE_NOMEM leaves the map as it was. */
+int txstage_set(TxStage*, uint32_t pgno);
 
-/* Forget page pgno (its staged frame is no longer its newest version):
-** the entry stays, dead, until txstage_undead() says its row is gone. */
-void txstage_drop(TxStage*, uint32_t pgno);
+/* 1 if page pgno is staged. */
+int txstage_has(const TxStage*, uint32_t pgno);
 
-/* Forget every page above nPage (dead, as txstage_drop()).  SQLITE_NOMEM
-** leaves it unchanged. */
-int txstage_truncate(TxStage*, uint32_t nPage);
+/* Page pgno is staged no longer; with bGone its page index row is still
+** in the store: it goes to aGone, which must have room (nGone below
+** TXSTAGE_GONE, else SQLITE_FULL).  SQLITE_NOMEM (aGone could not be
+** allocated) and SQLITE_FULL leave the map as it was. */
+int txstage_unset(TxStage*, uint32_t pgno, int bGone);
 
-/* Up to nMax page numbers of dead entries into aOut; returns how many. */
-uint32_t txstage_dead(const TxStage*, uint32_t *aOut, uint32_t nMax);
-
-/* The row of dead entry pgno is gone: forget it. */
-void txstage_undead(TxStage*, uint32_t pgno);
+/* The first staged page above pgno, or 0. */
+uint32_t txstage_next(const TxStage*, uint32_t pgno);
 
 /* Forget everything and free the memory. */
 void txstage_clear(TxStage*);
 
-/* The page numbers of the live entries, ascending, in a sqlite3_malloc'd
-** array (4 bytes a page). */
-int txstage_sorted_pgno(const TxStage*, uint32_t **paOut, uint32_t *pnOut);
+/* The bytes the map holds. */
+int64_t txstage_bytes(const TxStage*);
 
 #endif /* DEPOT_TXBUF_H */

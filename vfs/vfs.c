@@ -6,8 +6,9 @@
 ** inside a write transaction, from the write buffer; writes go to the write
 ** buffer, and past the connection's budget (txn_budget_kb) the buffer's
 ** pages are staged in the store (vfs/db.h, DepotStageStream; reads of the
-** transaction find them through its staged-page map, never through the
-** shared caches) so a transaction of any size runs in bounded memory.  The
+** transaction find them through its bitmap of staged pages and their page
+** index rows, never through the shared caches) so a transaction of any
+** size runs in bounded memory.  The
 ** transaction is published as one depot commit at its sync point (SQLITE_FCNTL_SYNC, xSync, or SQLITE_FCNTL_COMMIT_ATOMIC_WRITE
 ** where the host SQLite has batch-atomic writes), so pages SQLite spills
 ** before COMMIT stay private until then.  Journals, statement journals and
@@ -885,45 +886,92 @@ static void depotVirtualCounter(DepotFile *p, unsigned char *a){
   bytes_put32(a+24, c);
 }
 
-/* The staged frame pSt of the write transaction, decoded into pOut.  Not
-** through the decoded-page cache: no other connection may see it.  A
-** frame that reaches into the stream's unwritten tail (vfs/db.h,
-** DepotStageStream) is read from the chunk rows up to the tail and from
-** the tail in memory. */
-static int depotStagedPage(DepotFile *p, const TxStaged *pSt,
-                           unsigned char *pOut){
+/* Bytes [iOff, iOff+n) of the write transaction's staged blob (vfs/db.h,
+** DepotStageStream): from its chunk rows up to the stream's unwritten
+** tail, the rest from the tail in memory. */
+static int depotStagedBytes(DepotFile *p, uint32_t pgno, uint64_t iOff,
+                            uint32_t n, unsigned char *a, char **pzErr){
   DepotStageStream *pS = &p->stream;
-  uint64_t iEnd = (uint64_t)pSt->iOffset + pSt->nByte;
+  uint64_t iWritten = pS->nBlob - pS->nBlob%pS->szChunk;
+  uint32_t nHead = 0;
+  int rc = SQLITE_OK;
+  if( iOff<iWritten ){
+    nHead = iWritten-iOff < n ? (uint32_t)(iWritten-iOff) : n;
+  }
+  if( nHead>0 ){
+    DepotPageLoc loc;
+    memset(&loc, 0, sizeof(loc));
+    loc.eKind = DEPOT_LOC_DELTA;
+    loc.iBranch = pS->iBranch;
+    loc.iTxid = pS->iTxid;
+    loc.szChunk = pS->szChunk;
+    loc.iOffset = (uint32_t)iOff;
+    loc.nByte = nHead;
+    rc = depot_db_read_span(p->pStore, &loc, pgno, nHead, a, pzErr);
+  }
+  if( rc==SQLITE_OK && nHead<n ){
+    memcpy(a+nHead, pS->aTail + (iOff+nHead-iWritten), n-nHead);
+  }
+  return rc;
+}
+
+/* The newest staged frame of page pgno of the write transaction, found
+** through its page index row of the transaction's txid and decoded into
+** pOut.  Not through the decoded-page cache: no other connection may see
+** it. */
+static int depotStagedPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
+  DepotStageStream *pS = &p->stream;
   uint64_t iWritten = pS->nBlob - pS->nBlob%pS->szChunk;
   DepotPageLoc loc;
+  PidxValue pv;
   char *zErr = 0;
-  int rc;
-  memset(&loc, 0, sizeof(loc));
-  loc.eKind = DEPOT_LOC_DELTA;
-  loc.iBranch = pS->iBranch;
-  loc.iTxid = pS->iTxid;
-  loc.szChunk = pS->szChunk;
-  loc.iOffset = (uint32_t)pSt->iOffset;
-  loc.nByte = pSt->nByte;
-  if( iEnd>iWritten ){
-    unsigned char *a = sqlite3_malloc64(pSt->nByte);
-    uint32_t nHead = pSt->iOffset<iWritten ?
-                     (uint32_t)(iWritten - pSt->iOffset) : 0;
+  int rc = depot_stage_locate(p->pStore, pS, pgno, &pv, &zErr);
+  if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_READ);
+  if( (uint64_t)pv.iOffset + pv.nByte > iWritten ){
+    unsigned char *a = sqlite3_malloc64(pv.nByte);
     if( a==0 ) return SQLITE_IOERR_NOMEM;
-    rc = nHead ? depot_db_read_span(p->pStore, &loc, pSt->pgno, nHead, a,
-                                    &zErr) : SQLITE_OK;
+    rc = depotStagedBytes(p, pgno, pv.iOffset, pv.nByte, a, &zErr);
     if( rc==SQLITE_OK ){
-      memcpy(a+nHead, pS->aTail + (pSt->iOffset+nHead-iWritten),
-             pSt->nByte-nHead);
-      rc = ltx_decode_frame(a, pSt->nByte, pSt->pgno, p->szPageTx, p->pDctx,
+      rc = ltx_decode_frame(a, pv.nByte, pgno, p->szPageTx, p->pDctx,
                             pOut, 0, &zErr);
     }
     sqlite3_free(a);
     return depotReport(rc, zErr, SQLITE_IOERR_READ);
   }
-  rc = depot_db_read_loc(p->pStore, 0, 0, p->pDctx, &loc, pSt->pgno,
+  memset(&loc, 0, sizeof(loc));
+  loc.eKind = DEPOT_LOC_DELTA;
+  loc.iBranch = pS->iBranch;
+  loc.iTxid = pS->iTxid;
+  loc.szChunk = pS->szChunk;
+  loc.iOffset = pv.iOffset;
+  loc.nByte = pv.nByte;
+  rc = depot_db_read_loc(p->pStore, 0, 0, p->pDctx, &loc, pgno,
                          p->szPageTx, pOut, &zErr);
   return depotReport(rc, zErr, SQLITE_IOERR_READ);
+}
+
+/* The CRC-64 of the newest staged version of page pgno (from its frame's
+** header) and the bytes of that frame. */
+static int depotStagedCrc(DepotFile *p, uint32_t pgno, uint64_t *piCrc,
+                          uint32_t *pnByte, char **pzErr){
+  unsigned char a[LTX_FRAME_HEADER];
+  PidxValue pv;
+  int rc = depot_stage_locate(p->pStore, &p->stream, pgno, &pv, pzErr);
+  if( rc==SQLITE_OK ){
+    rc = depotStagedBytes(p, pgno, pv.iOffset, LTX_FRAME_HEADER, a, pzErr);
+  }
+  if( rc==SQLITE_OK && (bytes_get32(a)!=pgno
+                        || bytes_get32(a+4)+LTX_FRAME_HEADER!=pv.nByte) ){
+    sqlite3_free(*pzErr);
+    *pzErr = sqlite3_mprintf("depot: the staged frame of page %u does not"
+                             " match its page index row", pgno);
+    rc = SQLITE_CORRUPT;
+  }
+  if( rc==SQLITE_OK ){
+    *piCrc = bytes_get64(a+12);
+    *pnByte = pv.nByte;
+  }
+  return rc;
 }
 
 /* Page pgno as SQLite should see it: the writer's own copy (in memory or
@@ -933,14 +981,11 @@ static int depotGetPage(DepotFile *p, uint32_t pgno, uint32_t sz,
   int rc;
   if( p->eLock>=SQLITE_LOCK_RESERVED ){
     unsigned char *a = txbuf_get(&p->tx, pgno);
-    const TxStaged *pSt;
     if( a ){
       memcpy(pOut, a, sz);
       return SQLITE_OK;
     }
-    if( (pSt = txstage_get(&p->stage, pgno))!=0 ){
-      return depotStagedPage(p, pSt, pOut);
-    }
+    if( txstage_has(&p->stage, pgno) ) return depotStagedPage(p, pgno, pOut);
   }
   rc = depotSnapPage(p, pgno, pOut);
   if( rc==SQLITE_OK && pgno==1 && p->chain.n>0 ){
@@ -1025,19 +1070,61 @@ static int depotStageClear(DepotFile *p, uint64_t iBranch){
   return rc;
 }
 
-/* Remove the page index rows of the staged pages the transaction dropped
+/* Remove the page index rows of the pages the transaction unstaged
 ** (written again unchanged, cut off, or kept in memory and not
-** published), DEPOT_STAGE_BATCH a store write transaction: none may stay
-** for the commit to publish.  The caller has ended its read
-** transaction.  A failure leaves the rest dead (*pzErr says why). */
+** published), listed in p->stage.aGone, in one store write transaction:
+** none may stay for the commit to publish.  A page staged again since has
+** its row back and keeps it.  The read transaction, if any, is ended and
+** begun again.  A failure leaves the list as it was (*pzErr says why). */
 static int depotStageReap(DepotFile *p, char **pzErr){
-  uint32_t aPg[DEPOT_STAGE_BATCH];
+  TxStage *pSt = &p->stage;
+  uint32_t i, n = 0;
+  int bRead = p->bReadTxn, rc;
+  for(i=0; i<pSt->nGone; i++){
+    if( !txstage_has(pSt, pSt->aGone[i]) ) pSt->aGone[n++] = pSt->aGone[i];
+  }
+  pSt->nGone = n;
+  if( n==0 ) return SQLITE_OK;
+  depotEndRead(p);
+  rc = depot_stage_unindex(p->pStore, &p->stream, pSt->aGone, n, pzErr);
+  if( rc==SQLITE_OK ) pSt->nGone = 0;
+  if( bRead ) depotBeginRead(p);
+  return rc;
+}
+
+/* Page pgno, staged, is staged no longer: its newest staged frame leaves
+** the running sums of the map (vfs/txbuf.h, TxStage) together with iSnap,
+** the CRC-64 of the snapshot's page when the page existed in it, and its
+** page index row goes to the map's list of rows to remove (emptied first
+** when full).  A failure changes nothing. */
+static int depotUnstage(DepotFile *p, uint32_t pgno, uint64_t iSnap,
+                        char **pzErr){
+  uint64_t iPrev = 0;
+  uint32_t nPrev = 0;
+  int rc = depotStagedCrc(p, pgno, &iPrev, &nPrev, pzErr);
+  if( rc==SQLITE_OK && p->stage.nGone>=TXSTAGE_GONE ){
+    rc = depotStageReap(p, pzErr);
+  }
+  if( rc==SQLITE_OK ) rc = txstage_unset(&p->stage, pgno, 1);
+  if( rc==SQLITE_OK ){
+    p->stage.nLive--;
+    p->stage.nLiveByte -= nPrev;
+    p->stage.iSum ^= iPrev ^ (pgno<=p->snap.nPage ? iSnap : 0);
+  }
+  return rc;
+}
+
+/* Unstage every staged page above nPage (a truncation). */
+static int depotStageCut(DepotFile *p, uint32_t nPage, char **pzErr){
+  uint32_t pgno = nPage;
   int rc = SQLITE_OK;
-  while( rc==SQLITE_OK && p->stage.nDead>0 ){
-    uint32_t i, n = txstage_dead(&p->stage, aPg, DEPOT_STAGE_BATCH);
-    if( n==0 ) break;
-    rc = depot_stage_unindex(p->pStore, &p->stream, aPg, n, pzErr);
-    for(i=0; rc==SQLITE_OK && i<n; i++) txstage_undead(&p->stage, aPg[i]);
+  while( rc==SQLITE_OK && (pgno = txstage_next(&p->stage, pgno))!=0 ){
+    uint64_t iSnap = 0;
+    if( pgno<=p->snap.nPage ){
+      rc = depotSnapPage(p, pgno, p->aScratch);
+      if( rc==SQLITE_OK ) iSnap = ltx_crc64(0, p->aScratch, p->szPageTx);
+    }
+    if( rc==SQLITE_OK ) rc = depotUnstage(p, pgno, iSnap, pzErr);
   }
   return rc;
 }
@@ -1142,15 +1229,26 @@ static int depotStageCreate(DepotFile *p){
   return depotReport(rc, zErr, SQLITE_IOERR_WRITE);
 }
 
+/* What depotStage() learned of one page of the batch before writing it. */
+typedef struct StageNote StageNote;
+struct StageNote {
+  uint32_t pgno;
+  uint32_t nPrev;            /* bytes of its newest staged frame, if bPrev */
+  int bPrev;                 /* it was staged before */
+  uint64_t iCrc;             /* CRC-64 of the page */
+  uint64_t iOld;             /* of the snapshot's page, if changed from it */
+  uint64_t iPrev;            /* of its newest staged frame, if bPrev */
+};
+
 static int depotStage(DepotFile *p){
-  uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nKeep = 0, sz = p->szPageTx;
+  uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nUn = 0, nKeep = 0;
+  uint32_t sz = p->szPageTx;
   const unsigned char **ap = 0;
   uint32_t *aPg = 0;
-  TxStaged *aSt = 0;
+  StageNote *aSt = 0, *aUn = 0;
   LtxFrameRef *aRef = 0;
   unsigned char *aBlob = 0;
   int64_t nBlob = 0;
-  uint64_t iBase;
   char *zErr = 0;
   LtxHeader h;
   int rc;
@@ -1163,16 +1261,18 @@ static int depotStage(DepotFile *p){
   if( rc==SQLITE_OK ){
     ap = sqlite3_malloc64(sizeof(void*)*(nDirty+1));
     aPg = sqlite3_malloc64(sizeof(uint32_t)*(nDirty+1));
-    aSt = sqlite3_malloc64(sizeof(TxStaged)*(nDirty+1));
+    aSt = sqlite3_malloc64(sizeof(StageNote)*(nDirty+1));
+    aUn = sqlite3_malloc64(sizeof(StageNote)*(nDirty+1));
     aRef = sqlite3_malloc64(sizeof(LtxFrameRef)*(nDirty+1));
-    if( ap==0 || aPg==0 || aSt==0 || aRef==0 ) rc = SQLITE_NOMEM;
+    if( ap==0 || aPg==0 || aSt==0 || aUn==0 || aRef==0 ) rc = SQLITE_NOMEM;
   }
   for(i=0; rc==SQLITE_OK && i<nDirty; i++){
     const unsigned char *pNew = txbuf_get(&p->tx, aDirty[i]);
-    TxStaged st;
+    int bStaged = txstage_has(&p->stage, aDirty[i]);
+    StageNote st;
     int bChanged = 1;
     if( aDirty[i]>p->nPageTx ) continue;
-    if( txstage_get(&p->stage, aDirty[i]) && (nKeep+1)*sz<=p->nTxBudget/2 ){
+    if( bStaged && (nKeep+1)*sz<=p->nTxBudget/2 ){
       aDirty[i] = 0;                        /* kept in memory */
       nKeep++;
       continue;
@@ -1182,9 +1282,19 @@ static int depotStage(DepotFile *p){
     st.iCrc = ltx_crc64(0, pNew, sz);
     if( aDirty[i]<=p->snap.nPage ){
       rc = depotPageChanged(p, aDirty[i], pNew, st.iCrc, &bChanged, &st.iOld);
-      st.bOld = 1;
     }
-    if( rc!=SQLITE_OK || !bChanged ) continue;
+    if( rc==SQLITE_OK && bStaged ){
+      st.bPrev = 1;
+      rc = depotStagedCrc(p, aDirty[i], &st.iPrev, &st.nPrev, &zErr);
+    }
+    if( rc!=SQLITE_OK ) continue;
+    if( !bChanged ){
+      if( bStaged ){
+        aUn[nUn++] = st;                    /* unstaged below */
+        aDirty[i] = 0;
+      }
+      continue;
+    }
     aSt[n] = st;
     aPg[n] = st.pgno;
     ap[n++] = pNew;
@@ -1200,7 +1310,11 @@ static int depotStage(DepotFile *p){
                              (uint32_t)store_max_value(p->pStore));
     }
   }
-  iBase = p->stream.nBlob;
+  if( rc==SQLITE_OK && n>0 ){
+    /* the map's room for these pages, so that nothing fails once their
+    ** rows are in the store */
+    rc = txstage_reserve(&p->stage, aPg[n-1]);
+  }
   if( rc==SQLITE_OK && n>0 ){
     memset(&h, 0, sizeof(h));
     h.szPage = sz;
@@ -1217,28 +1331,41 @@ static int depotStage(DepotFile *p){
     depotBeginRead(p);
   }
   if( rc==SQLITE_OK ){
-    for(i=0; rc==SQLITE_OK && i<n; i++){
-      aSt[i].iOffset = (uint32_t)(iBase + aRef[i].iOffset);
-      aSt[i].nByte = aRef[i].nByte;
-      rc = txstage_put(&p->stage, &aSt[i]);
+    TxStage *pSt = &p->stage;
+    for(i=0; i<n; i++){
+      const StageNote *e = &aSt[i];
+      if( e->bPrev ){
+        pSt->iSum ^= e->iPrev ^ e->iCrc;
+        pSt->nLiveByte += (int64_t)aRef[i].nByte - e->nPrev;
+      }else{
+        txstage_set(pSt, e->pgno);          /* reserved: cannot fail */
+        pSt->nLive++;
+        pSt->nLiveByte += aRef[i].nByte;
+        pSt->iSum ^= e->iCrc ^ (e->pgno<=p->snap.nPage ? e->iOld : 0);
+      }
     }
     for(i=0; i<nDirty; i++){
-      const TxStaged *pSt;
-      if( aDirty[i]==0 ) continue;
-      pSt = txstage_get(&p->stage, aDirty[i]);
-      if( pSt && pSt->iOffset<iBase ) txstage_drop(&p->stage, aDirty[i]);
-      txbuf_drop(&p->tx, aDirty[i]);
+      if( aDirty[i] ) txbuf_drop(&p->tx, aDirty[i]);
+    }
+    /* pages staged before and now equal to the snapshot's: the buffer's
+    ** copy goes once the staged version is gone (a failure keeps it) */
+    for(i=0; rc==SQLITE_OK && i<nUn; i++){
+      if( pSt->nGone>=TXSTAGE_GONE ) rc = depotStageReap(p, &zErr);
+      if( rc==SQLITE_OK ) rc = txstage_unset(pSt, aUn[i].pgno, 1);
+      if( rc==SQLITE_OK ){
+        pSt->nLive--;
+        pSt->nLiveByte -= aUn[i].nPrev;
+        pSt->iSum ^= aUn[i].iPrev ^ aUn[i].iCrc;
+        txbuf_drop(&p->tx, aUn[i].pgno);
+      }
     }
   }
-  if( rc==SQLITE_OK && p->stage.nDead>0 ){
-    depotEndRead(p);
-    rc = depotStageReap(p, &zErr);
-    depotBeginRead(p);
-  }
+  if( rc==SQLITE_OK && p->stage.nGone>0 ) rc = depotStageReap(p, &zErr);
   sqlite3_free(aDirty);
   sqlite3_free(ap);
   sqlite3_free(aPg);
   sqlite3_free(aSt);
+  sqlite3_free(aUn);
   sqlite3_free(aRef);
   sqlite3_free(aBlob);
   if( rc==SQLITE_TOOBIG ){        /* past 4 GiB: the rest stays in memory */
@@ -1281,9 +1408,12 @@ static int depotWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
    && p->szPageTx==p->snap.szPage ){
     /* The journal gives back the page as the snapshot has it: forget the
     ** transaction's copy (in memory or staged) instead of keeping another,
-    ** so the playback of a transaction of any size needs no memory. */
+    ** so the playback of a transaction of any size needs no memory.  A
+    ** staged page only leaves the map, without the store: the rollback
+    ** ends with the transaction's reset (depotJournalRollback()), which
+    ** clears the map and its sums and removes every staged row. */
     txbuf_drop(&p->tx, pgno);
-    txstage_drop(&p->stage, pgno);
+    txstage_unset(&p->stage, pgno, 0);
     if( pgno>p->nPageTx ) p->nPageTx = pgno;
     p->bTxDirty = 1;
     return SQLITE_OK;
@@ -1310,9 +1440,12 @@ static int depotTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   }
   if( p->szPageTx==0 ) return SQLITE_OK;
   n = (uint32_t)(size/p->szPageTx);
-  if( n<p->nPageTx && (txbuf_truncate(&p->tx, n)!=SQLITE_OK
-                       || txstage_truncate(&p->stage, n)!=SQLITE_OK) ){
-    return SQLITE_IOERR_NOMEM;
+  if( n<p->nPageTx ){
+    char *zErr = 0;
+    int rc = txbuf_truncate(&p->tx, n);
+    if( rc==SQLITE_OK ) rc = depotStageCut(p, n, &zErr);
+    if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
+    if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_TRUNCATE);
   }
   p->nPageTx = n;
   p->bTxDirty = 1;
@@ -1345,6 +1478,8 @@ struct PubSet {
   uint64_t iChecksum;        /* post-apply checksum being computed */
   uint32_t nStaged;          /* staged pages published ... */
   int64_t nStagedByte;       /* ... and their frames' bytes */
+  uint32_t nCancel;          /* staged pages published from memory ... */
+  int64_t nCancelByte;       /* ... and their staged frames' bytes */
 };
 
 /* Whether page pgno of the write transaction (pNew, whose CRC-64 is iNew)
@@ -1402,8 +1537,37 @@ static int depotPageChanged(DepotFile *p, uint32_t pgno,
   return SQLITE_OK;
 }
 
+/* A staged page that the commit publishes from memory: its staged
+** frame's part of the map's running sums (iSnap: the snapshot's CRC-64 of
+** it, if it existed there) stays out of this commit; the commit replaces
+** its page index row. */
+static int depotPubCancel(DepotFile *p, PubSet *s, uint32_t pgno,
+                          uint64_t iSnap){
+  uint64_t iPrev = 0;
+  uint32_t nPrev = 0;
+  char *zErr = 0;
+  int rc = depotStagedCrc(p, pgno, &iPrev, &nPrev, &zErr);
+  if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
+  s->iChecksum ^= iPrev ^ (pgno<=p->snap.nPage ? iSnap : 0);
+  s->nCancel++;
+  s->nCancelByte += nPrev;
+  return SQLITE_OK;
+}
+
+/* A staged page written again equal to the snapshot's (CRC-64 iSnap):
+** the commit does not publish it, so it is unstaged (its page index row
+** must go before the commit). */
+static int depotPubUnstage(DepotFile *p, uint32_t pgno, uint64_t iSnap){
+  char *zErr = 0;
+  int rc = depotUnstage(p, pgno, iSnap, &zErr);
+  if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
+  return rc==SQLITE_OK ? rc : depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
+}
+
 /* Changed pages that existed before: compare with the snapshot, keep the
-** ones that differ, and move the checksum from old to new content. */
+** ones that differ, and move the checksum from old to new content.  A
+** staged page among them leaves the staged set's part of the commit
+** (depotPubCancel()), or, unchanged, is unstaged. */
 static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
                             uint32_t nDirty){
   uint32_t i, sz = p->szPageTx;
@@ -1415,6 +1579,11 @@ static int depotPubModified(DepotFile *p, PubSet *s, const uint32_t *aDirty,
     iNew = ltx_crc64(0, pNew, sz);
     rc = depotPageChanged(p, aDirty[i], pNew, iNew, &bChanged, &iOld);
     if( rc!=SQLITE_OK ) return rc;
+    if( txstage_has(&p->stage, aDirty[i]) ){
+      rc = bChanged ? depotPubCancel(p, s, aDirty[i], iOld)
+                    : depotPubUnstage(p, aDirty[i], iNew);
+      if( rc!=SQLITE_OK ) return rc;
+    }
     if( !bChanged ) continue;
     s->iChecksum ^= iOld ^ iNew;
     s->aPgno[s->n] = aDirty[i];
@@ -1429,7 +1598,12 @@ static int depotPubResized(DepotFile *p, PubSet *s){
   uint32_t pgno, sz = p->szPageTx;
   for(pgno=p->snap.nPage+1; pgno<=p->nPageTx; pgno++){
     const unsigned char *pNew = txbuf_get(&p->tx, pgno);
-    if( pNew==0 && txstage_get(&p->stage, pgno) ) continue;  /* staged */
+    int bStaged = txstage_has(&p->stage, pgno);
+    if( pNew==0 && bStaged ) continue;  /* staged */
+    if( bStaged ){
+      int rc = depotPubCancel(p, s, pgno, 0);
+      if( rc!=SQLITE_OK ) return rc;
+    }
     if( pNew==0 ) pNew = s->aZero;
     s->iChecksum ^= ltx_crc64(0, pNew, sz);
     s->aPgno[s->n] = pgno;
@@ -1443,46 +1617,17 @@ static int depotPubResized(DepotFile *p, PubSet *s){
   return SQLITE_OK;
 }
 
-/* 1 if the commit publishes page pgno from memory (s->aPgno ascends). */
-static int depotPubHas(const PubSet *s, uint32_t pgno){
-  uint32_t lo = 0, hi = s->n;
-  while( lo<hi ){
-    uint32_t mid = lo + (hi-lo)/2;
-    if( s->aPgno[mid]==pgno ) return 1;
-    if( s->aPgno[mid]<pgno ) lo = mid+1;
-    else hi = mid;
-  }
-  return 0;
-}
-
-/* The staged pages the commit publishes: the newest staged version of
-** each page not written again since (the buffer's copy wins) and not cut
-** off.  A staged page that existed in the snapshot differs from it (that
-** was checked when it was staged), so the checksum moves from its old CRC
-** to its new one; a page past the old end adds its CRC.  A staged page
-** written again that the commit does not publish (it equals the snapshot
-** now) is dropped: its page index row must go before the commit. */
-static int depotPubStaged(DepotFile *p, PubSet *s){
-  uint32_t *a = 0;
-  uint32_t i, n = 0;
-  int rc;
-  if( p->stream.iTxid==0 ) return SQLITE_OK;
-  rc = txstage_sorted_pgno(&p->stage, &a, &n);
-  if( rc!=SQLITE_OK ) return SQLITE_IOERR_NOMEM;
-  for(i=0; i<n; i++){
-    const TxStaged *e = txstage_get(&p->stage, a[i]);
-    if( e==0 || a[i]>p->nPageTx ) continue;
-    if( txbuf_get(&p->tx, a[i]) ){
-      if( !depotPubHas(s, a[i]) ) txstage_drop(&p->stage, a[i]);
-      continue;
-    }
-    if( e->bOld && a[i]<=p->snap.nPage ) s->iChecksum ^= e->iOld;
-    s->iChecksum ^= e->iCrc;
-    s->nStaged++;
-    s->nStagedByte += e->nByte;
-  }
-  sqlite3_free(a);
-  return SQLITE_OK;
+/* The staged pages the commit publishes: those the map holds, but for the
+** ones published from memory (s->nCancel, already out of the checksum).
+** A staged page that existed in the snapshot differs from it (that was
+** checked when it was staged), so the checksum moves from its old CRC to
+** its new one; a page past the old end adds its CRC (the map's running
+** sum, vfs/txbuf.h). */
+static void depotPubStaged(DepotFile *p, PubSet *s){
+  if( p->stream.iTxid==0 ) return;
+  s->iChecksum ^= p->stage.iSum;
+  s->nStaged = p->stage.nLive - s->nCancel;
+  s->nStagedByte = p->stage.nLiveByte - s->nCancelByte;
 }
 
 /* After a commit: the new head; a name that had no branch of its own now
@@ -1585,8 +1730,8 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   /* The page map moves forward with the pages written from memory; after
   ** a staged commit it starts over with them (a base equal to the new head
   ** never matches; base 0 would match a fork's map at txid 0): the staged
-  ** pages' locations would cost as much memory again as the staged-page
-  ** map, for entries the readers find again when they need them. */
+  ** pages' locations would cost memory per staged page, for entries the
+  ** readers find again when they need them. */
   depot_stage_reset(&p->stream);
   txstage_clear(&p->stage);
   depot_pagemap_commit(p->pShared->pMap, iBranch,
@@ -1615,10 +1760,11 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
 ** so the commit records the smaller database. */
 static int depotHeaderTruncate(DepotFile *p){
   const unsigned char *a = txbuf_get(&p->tx, 1);
-  const TxStaged *pSt = txstage_get(&p->stage, 1);
   uint32_t n;
-  if( a==0 && pSt && p->szPageTx>=100 ){
-    int rc = depotStagedPage(p, pSt, p->aScratch);
+  char *zErr = 0;
+  int rc;
+  if( a==0 && txstage_has(&p->stage, 1) && p->szPageTx>=100 ){
+    rc = depotStagedPage(p, 1, p->aScratch);
     if( rc!=SQLITE_OK ) return rc;
     a = p->aScratch;
   }
@@ -1627,10 +1773,10 @@ static int depotHeaderTruncate(DepotFile *p){
   if( n==0 || n>=p->nPageTx || bytes_get32(a+24)!=bytes_get32(a+92) ){
     return SQLITE_OK;
   }
-  if( txbuf_truncate(&p->tx, n)!=SQLITE_OK
-   || txstage_truncate(&p->stage, n)!=SQLITE_OK ){
-    return SQLITE_IOERR_NOMEM;
-  }
+  rc = txbuf_truncate(&p->tx, n);
+  if( rc==SQLITE_OK ) rc = depotStageCut(p, n, &zErr);
+  if( rc==SQLITE_NOMEM ) rc = SQLITE_IOERR_NOMEM;
+  if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_FSYNC);
   p->nPageTx = n;
   return SQLITE_OK;
 }
@@ -1671,8 +1817,8 @@ static int depotPublish(DepotFile *p){
     rc = depotPubModified(p, &s, aDirty, nDirty);
   }
   if( rc==SQLITE_OK ) rc = depotPubResized(p, &s);
-  if( rc==SQLITE_OK ) rc = depotPubStaged(p, &s);
-  if( rc==SQLITE_OK && p->stage.nDead>0 ){
+  if( rc==SQLITE_OK ) depotPubStaged(p, &s);
+  if( rc==SQLITE_OK && p->stage.nGone>0 ){
     char *zErr = 0;
     depotEndRead(p);
     rc = depotStageReap(p, &zErr);
@@ -2388,7 +2534,7 @@ int depot_vfs_memory(void *pArg0, DepotMemoryFn xRow, void *pArg){
       txbuf_bytes(&p->tx, p->szPageTx) + nSlot,
       p->nTxBudget>0 ? p->nTxBudget : -1);
   if( rc==SQLITE_OK ) rc = xRow(pArg, "staged_page_map", "transaction",
-      (int64_t)p->stage.nSlot*(int64_t)sizeof(TxStaged)
+      txstage_bytes(&p->stage)
       + (p->stream.aTail ? (int64_t)p->stream.szChunk : 0), -1);
   if( rc==SQLITE_OK ) rc = xRow(pArg, "zstd_contexts", "connection",
       (int64_t)(p->pCctx ? ZSTD_sizeof_CCtx(p->pCctx) : 0)

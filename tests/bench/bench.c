@@ -311,7 +311,7 @@ static const BenchWorkload aWorkload[] = {
     "same on one depot database, store_sync=normal",
     0, 3, bench_lock_procs_normal },
   { "big_vacuum",
-    "VACUUM INTO a plain file, ~96 MB TPC-H-like source (DEPOT_BENCH_BIG_MB)",
+    "VACUUM INTO a plain file, ~1 GB TPC-H-like source (DEPOT_BENCH_BIG_MB)",
     "VACUUM INTO a new depot database (peak RSS of each run: stderr)",
     3.00, 3, bench_big_vacuum },
   { "big_import",

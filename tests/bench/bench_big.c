@@ -3,7 +3,7 @@
 ** transaction's budget (txn_budget_kb, default 32 MiB).  The source is a
 ** plain database of a TPC-H-like schema of our own (region, nation,
 ** supplier, customer, part, orders, lineitem with its indexes), built to
-** about DEPOT_BENCH_BIG_MB MB (default 96; make bench-large: 4096) once
+** about DEPOT_BENCH_BIG_MB MB (default 1024; make bench-large: 4096) once
 ** and kept as tests/tmp/big-source-NMB.db for later workloads and runs
 ** (with big-source-NMB.depot, the store big_read reads).
 **
@@ -160,7 +160,7 @@ static int bigFill(sqlite3 *db, int iUnit){
 ** workloads of one make bench, and later runs, build it once. */
 static char *bigSource(const char *zDir){
   const char *zMb = getenv("DEPOT_BENCH_BIG_MB");
-  int nWant = zMb && atoi(zMb)>0 ? atoi(zMb) : 96;
+  int nWant = zMb && atoi(zMb)>0 ? atoi(zMb) : 1024;
   const char *zSlash = strrchr(zDir, '/');
   int nParent = zSlash ? (int)(zSlash-zDir) : 1;
   return sqlite3_mprintf("%.*s/big-source-%dMB.db", nParent,
@@ -183,7 +183,7 @@ static char *bigPath(const char *zDir, const char *zName){
 /* The source database, built on first use. */
 static int bigPrepare(const char *zDir){
   const char *zMb = getenv("DEPOT_BENCH_BIG_MB");
-  int nWant = zMb && atoi(zMb)>0 ? atoi(zMb) : 96, rc = 0, i;
+  int nWant = zMb && atoi(zMb)>0 ? atoi(zMb) : 1024, rc = 0, i;
   char *zSrc = bigPath(zDir, "source.db");
   sqlite3 *db;
   double t0 = bench_now();

@@ -74,6 +74,27 @@ static char *depot_uri(const char *zDir, const char *zParams){
   return zUri;
 }
 
+/* Remove the store file of zDir and the directory (a test of many pages
+** leaves no store behind). */
+static void remove_store(const char *zDir){
+  char *zStore = store_path(zDir);
+  char *z;
+  if( strncmp(zStore, "postgresql://", 13)!=0 ){
+    unlink(zStore);
+    z = sqlite3_mprintf("%s-wal", zStore);
+    unlink(z);
+    sqlite3_free(z);
+    z = sqlite3_mprintf("%s-shm", zStore);
+    unlink(z);
+    sqlite3_free(z);
+    z = sqlite3_mprintf("%s-lock", zStore);
+    unlink(z);
+    sqlite3_free(z);
+    rmdir(zDir);
+  }
+  sqlite3_free(zStore);
+}
+
 /* Database "app" of the store in zDir, budget of nKb (-1: default). */
 /* Background compaction stays off (compact_after=0): a compaction that a
 ** killed writer left half swept would change stored_bytes at the next GC,
@@ -234,6 +255,58 @@ START_TEST(test_staging_large_txn_matches_plain_file){
   ck_assert(!staged_rows(zDir));
   sqlite3_close(a);
   sqlite3_close(b);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A transaction that stages thousands of pages and then gives most of
+** them back (auto_vacuum=FULL: its commit moves pages down and cuts the
+** database) unstages more pages than the writer lists at once (the list
+** of rows to remove empties as it fills): the same rows and page count as
+** a plain file, and integrity_check and depot_verify (the commit's
+** checksum) are clean. */
+START_TEST(test_staging_cut_of_many_staged_pages_matches_plain_file){
+  char *zDir = th_tmpdir("staging-cut");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, 64);
+  const char *azStep[] = {
+    "PRAGMA auto_vacuum=FULL; PRAGMA cache_size=5",
+    zSchema,
+    "CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB);"
+    "INSERT INTO u SELECT value, zeroblob(900)||x'03' FROM " SERIES(4000),
+    "BEGIN; UPDATE u SET v=zeroblob(800)||x'04' WHERE k%3=0;"
+    " INSERT INTO t SELECT 1000+value, zeroblob(900)||x'01', value%13"
+    " FROM " SERIES(12000) "; DELETE FROM t WHERE k>1300;"
+    " DELETE FROM u WHERE k>500; COMMIT",
+  };
+  int i;
+  for(i=0; i<(int)(sizeof(azStep)/sizeof(azStep[0])); i++){
+    char *zA = 0, *zB = 0;
+    th_exec(a, azStep[i]);
+    th_exec(b, azStep[i]);
+    if( i<2 ) continue;
+    zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                    "group_concat(k||hex(v),',')||(SELECT group_concat(k||"
+                    "hex(v),',') FROM u) FROM t");
+    zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                    "group_concat(k||hex(v),',')||(SELECT group_concat(k||"
+                    "hex(v),',') FROM u) FROM t");
+    ck_assert_msg(zA && zB && strcmp(zA, zB)==0, "step %d", i);
+    sqlite3_free(zA);
+    sqlite3_free(zB);
+  }
+  ck_assert_int_eq(th_int(a, "PRAGMA page_count"),
+                   th_int(b, "PRAGMA page_count"));
+  ck_assert_int_lt(th_int(b, "PRAGMA page_count"), 1000);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  unlink(zPlain);
+  remove_store(zDir);
   sqlite3_free(zPlain);
   sqlite3_free(zDir);
 }
@@ -1210,9 +1283,10 @@ static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
 
 /* depot_memory lists every structure of the connection: inside a large
 ** transaction its write buffer stays within the budget (plus one page and
-** the slot arrays) while its staged-page map holds a few dozen bytes a
-** page; after the COMMIT both are empty; the caches stay within their
-** limits (plus entry overhead); a plain database lists nothing. */
+** the slot arrays) while its staged-page map holds one bit a page (in
+** steps of 4 KiB), a list of rows to remove and the stream's tail; after
+** the COMMIT both are empty; the caches stay within their limits (plus
+** entry overhead); a plain database lists nothing. */
 START_TEST(test_staging_memory_listing_bounds_each_structure){
   char *zDir = th_tmpdir("staging-memory");
   char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
@@ -1227,7 +1301,7 @@ START_TEST(test_staging_memory_listing_bounds_each_structure){
   ck_assert_int_le(n, nLimit + 4096 + 64*1024);
   n = memory_of(db, "staged_page_map", &nLimit);
   ck_assert_int_gt(n, 0);
-  ck_assert_int_le(n, 65536 + 1024*48);  /* ~300 pages staged, the tail */
+  ck_assert_int_le(n, 65536 + 1024*48);  /* bits, the list, the tail */
   ck_assert_int_eq(nLimit, -1);
   th_exec(db, "COMMIT");
   ck_assert_int_eq(memory_of(db, "write_buffer", 0), 0);
@@ -1248,6 +1322,52 @@ START_TEST(test_staging_memory_listing_bounds_each_structure){
   sqlite3_close(a);
   sqlite3_free(zPlain);
   sqlite3_free(zDir);
+}
+END_TEST
+
+/* The staged_page_map bytes inside one transaction of database "app" (of
+** 1 KiB pages) in a new store in zDir that inserts nRow rows of 900 bytes
+** (about nRow pages, all staged past a 64 KiB budget); the transaction
+** commits and the rows are all there. */
+static sqlite3_int64 staged_map_bytes(const char *zDir, int nRow){
+  sqlite3 *db = open_app(zDir, 64);
+  sqlite3_int64 n;
+  char *zSql;
+  th_exec(db, "PRAGMA page_size=1024");
+  th_exec(db, zSchema);
+  zSql = sqlite3_mprintf("BEGIN; INSERT INTO t SELECT 1000+value,"
+      " randomblob(900), value%%13 FROM (WITH RECURSIVE g(value) AS (SELECT"
+      " 1 UNION ALL SELECT value+1 FROM g WHERE value<%d) SELECT value FROM"
+      " g); UPDATE t SET w=w+1 WHERE k%%50=0", nRow);
+  th_exec(db, zSql);
+  sqlite3_free(zSql);
+  n = memory_of(db, "staged_page_map", 0);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(count_t(db), 200+nRow);
+  ck_assert_int_eq(memory_of(db, "staged_page_map", 0), 0);
+  assert_integrity(db);
+  ck_assert(!staged_rows(zDir));
+  ck_assert_int_gt(th_int(db, "PRAGMA page_count"), nRow);
+  sqlite3_close(db);
+  remove_store(zDir);
+  return n;
+}
+
+/* The writer's memory for its staged pages does not grow with the
+** transaction: one bit a page (in steps of 4 KiB), the list of rows to
+** remove and the stream's tail.  About 2,000 and about 20,000 staged
+** pages take the same bytes (a map with an entry a page took about 40
+** bytes a page: 800 KB for 20,000). */
+START_TEST(test_staging_map_memory_does_not_grow_with_the_txn){
+  char *zDir1 = th_tmpdir("staging-mapsize1");
+  char *zDir2 = th_tmpdir("staging-mapsize2");
+  sqlite3_int64 nSmall = staged_map_bytes(zDir1, 2000);
+  sqlite3_int64 nBig = staged_map_bytes(zDir2, 20000);
+  ck_assert_int_gt(nSmall, 0);
+  ck_assert_int_eq(nBig, nSmall);
+  ck_assert_int_le(nBig, 65536 + 4096 + 4*TXSTAGE_GONE);
+  sqlite3_free(zDir1);
+  sqlite3_free(zDir2);
 }
 END_TEST
 
@@ -1362,47 +1482,59 @@ START_TEST(test_staging_threads_parameter){
 END_TEST
 
 /* txbuf_drop() keeps every other page findable (deletion from the probe
-** runs), and txstage entries can be dropped, revived and cut off. */
+** runs), and the staged-page map (a bitmap) marks, unmarks and walks
+** pages, lists unstaged pages whose rows are still in the store, and
+** spends one bit a page up to the highest page staged. */
 START_TEST(test_staging_buffer_and_map_drop_pages){
   TxBuf b;
   TxStage m;
   unsigned char a[16];
-  uint32_t i;
+  uint32_t i, n;
   memset(&b, 0, sizeof(b));
   memset(&m, 0, sizeof(m));
   for(i=1; i<=3000; i++){
-    TxStaged st;
     memset(a, (int)(i&0xff), sizeof(a));
     ck_assert_int_eq(txbuf_put(&b, i, a, sizeof(a)), SQLITE_OK);
-    memset(&st, 0, sizeof(st));
-    st.pgno = i;
-    st.nByte = 20+i;
-    st.iOffset = i*100;
-    ck_assert_int_eq(txstage_put(&m, &st), SQLITE_OK);
+    ck_assert_int_eq(txstage_set(&m, i), SQLITE_OK);
   }
   for(i=1; i<=3000; i+=3){
     txbuf_drop(&b, i);
-    txstage_drop(&m, i);
+    ck_assert_int_eq(txstage_unset(&m, i, i<2000), SQLITE_OK);
   }
+  ck_assert_int_eq(m.nGone, 667);
   for(i=1; i<=3000; i++){
     unsigned char *p = txbuf_get(&b, i);
-    const TxStaged *e = txstage_get(&m, i);
     if( i%3==1 ){
       ck_assert_ptr_null(p);
-      ck_assert_ptr_null(e);
+      ck_assert(!txstage_has(&m, i));
     }else{
       ck_assert_ptr_nonnull(p);
       ck_assert_int_eq(p[0], (int)(i&0xff));
-      ck_assert_ptr_nonnull(e);
-      ck_assert_int_eq(e->iOffset, i*100);
+      ck_assert(txstage_has(&m, i));
     }
   }
   ck_assert_int_eq(b.nUsed, 2000);
-  ck_assert_int_eq(txstage_truncate(&m, 1500), SQLITE_OK);
-  ck_assert_ptr_null(txstage_get(&m, 1502));
-  ck_assert_ptr_nonnull(txstage_get(&m, 1499));
+  /* the walk a truncation makes: every staged page above 1500, in order */
+  for(i=1500, n=0; (i = txstage_next(&m, i))!=0; n++){
+    ck_assert_int_ne(i%3, 1);
+    ck_assert_int_gt(i, 1500);
+  }
+  ck_assert_int_eq(n, 1000);
+  ck_assert_int_eq(txstage_next(&m, 3000), 0);
+  ck_assert(!txstage_has(&m, 0));
+  ck_assert(!txstage_has(&m, 4000000));
+  /* 4 KiB of bits (32 Ki pages), then one more step, and the gone list */
+  ck_assert_int_eq(txstage_bytes(&m), 4096 + 4*TXSTAGE_GONE);
+  ck_assert_int_eq(txstage_set(&m, 40000), SQLITE_OK);
+  ck_assert_int_eq(txstage_bytes(&m), 8192 + 4*TXSTAGE_GONE);
+  ck_assert_int_eq(txstage_next(&m, 3000), 40000);
+  ck_assert_int_eq(txstage_set(&m, 1000000), SQLITE_OK);   /* 4 GiB */
+  ck_assert(txstage_has(&m, 1000000));
+  ck_assert_int_eq(txstage_next(&m, 40000), 1000000);
+  ck_assert_int_le(txstage_bytes(&m), 128*1024 + 4*TXSTAGE_GONE);
   txbuf_clear(&b);
   txstage_clear(&m);
+  ck_assert_int_eq(txstage_bytes(&m), 0);
 }
 END_TEST
 
@@ -1626,6 +1758,188 @@ START_TEST(test_staging_commit_removes_leftovers_of_its_txid){
 }
 END_TEST
 
+/* Rows of t and u (if it exists) as one string. */
+static char *rows_tu(sqlite3 *db){
+  return th_text(db, "SELECT (SELECT count(*)||':'||total(w)||':'||"
+      "group_concat(k||hex(v),',') FROM t)||'/'||ifnull((SELECT"
+      " group_concat(k||hex(v),',') FROM u),'')");
+}
+
+/* ROLLBACK TO a savepoint that opened the transaction, after it rewrote
+** every row of a table and staged its pages (more pages than the writer
+** lists for removal at once), gives each of those pages back as the
+** snapshot has it, so the transaction unstages them all: the commit after
+** it adds one row, and the rows, page count, integrity_check, depot_verify
+** (the commit's checksum) are as on a plain file; no staged row stays. */
+START_TEST(test_staging_rollback_to_the_start_unstages_every_page){
+  char *zDir = th_tmpdir("staging-sp-start");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, _i ? 64 : 8);
+  const char *azStep[] = {
+    "PRAGMA cache_size=5",
+    zSchema,
+    "CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB);"
+    "INSERT INTO u SELECT value, zeroblob(900)||x'03' FROM " SERIES(6000),
+    "BEGIN; SAVEPOINT s; UPDATE u SET v=zeroblob(900)||x'04';"
+    " INSERT INTO u SELECT 9000+value, zeroblob(900) FROM " SERIES(500) ";"
+    " ROLLBACK TO s; INSERT INTO u VALUES(20000, x'05'); RELEASE s; COMMIT",
+  };
+  char *zA, *zB;
+  int i;
+  for(i=0; i<(int)(sizeof(azStep)/sizeof(azStep[0])); i++){
+    th_exec(a, azStep[i]);
+    th_exec(b, azStep[i]);
+  }
+  zA = rows_tu(a);
+  zB = rows_tu(b);
+  ck_assert_msg(zA && zB && strcmp(zA, zB)==0, "rows differ");
+  ck_assert_int_eq(th_int(a, "PRAGMA page_count"),
+                   th_int(b, "PRAGMA page_count"));
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  unlink(zPlain);
+  remove_store(zDir);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A COMMIT of a transaction with staged pages (some of them written back
+** as the snapshot has them) that finds the store's write lock held by
+** another connection fails with SQLITE_BUSY and keeps the transaction
+** open; COMMIT again once the lock is free publishes it: the rows as on a
+** plain file, integrity_check and depot_verify (the commit's checksum)
+** clean, no staged row left. */
+START_TEST(test_staging_busy_commit_is_retried){
+  char *zDir = th_tmpdir("staging-busy");
+  char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  char *zStore = store_path(zDir);
+  sqlite3 *a = th_open(zPlain);
+  sqlite3 *b = open_app(zDir, 8);
+  sqlite3 *s;
+  static const char zTxn[] =
+    "PRAGMA cache_size=5; BEGIN; UPDATE t SET w=w+1;"
+    "INSERT INTO t SELECT 1000+value, zeroblob(900)||x'01', value%13"
+    " FROM " SERIES(300) "; UPDATE t SET w=w-1 WHERE k<=200";
+  char *zA, *zB;
+  int rc;
+  th_exec(a, zSchema);
+  th_exec(b, zSchema);
+  th_exec(a, zTxn);
+  th_exec(b, zTxn);
+  th_exec(a, "COMMIT");
+  s = th_open(zStore);
+  th_exec(s, "BEGIN IMMEDIATE");
+  rc = th_try(b, "COMMIT", 0);
+  ck_assert_int_eq(rc & 0xff, SQLITE_BUSY);
+  ck_assert_int_eq(sqlite3_get_autocommit(b), 0);
+  th_exec(s, "ROLLBACK");
+  sqlite3_close(s);
+  th_exec(b, "COMMIT");
+  zA = th_text(a, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  zB = th_text(b, "SELECT count(*)||':'||total(w)||':'||"
+                  "group_concat(k||hex(v),',') FROM t");
+  ck_assert_str_eq(zA, zB);
+  assert_integrity(b);
+  assert_verify(b, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(a);
+  sqlite3_close(b);
+  sqlite3_free(zA);
+  sqlite3_free(zB);
+  sqlite3_free(zStore);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Store transactions committed while tally_commits is the store's write
+** hook. */
+static int nTallyCommits = 0;
+static void tally_commits(const void *pKey, int nKey, int nVal){
+  (void)nKey; (void)nVal;
+  if( pKey==0 ) nTallyCommits++;
+}
+
+/* A STAGE row adds one to *pArg. */
+static int stage_row_count(void *pArg, const unsigned char *pKey, int nKey,
+                           const unsigned char *pVal, int nVal){
+  (void)pKey; (void)nKey; (void)pVal; (void)nVal;
+  (*(int*)pArg)++;
+  return 0;
+}
+
+/* The STAGE rows (one a staged part) of branch main of "app". */
+static int stage_rows(const char *zDir){
+  char *zStore = store_path(zDir);
+  StoreSqliteConfig cfg;
+  Store *pStore = 0;
+  uint64_t iBranch = 0;
+  unsigned char lo[LAYOUT_MAX_KEY], hi[LAYOUT_MAX_KEY];
+  int n = 0;
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_eq(store_open(zStore, &cfg, &pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(store_begin(pStore, 0), SQLITE_OK);
+  ck_assert_int_eq(depot_db_resolve(pStore, "app", "main", &iBranch, 0),
+                   SQLITE_OK);
+  ck_assert_int_eq(store_scan(pStore, lo,
+      layout_key_br(lo, iBranch, LAYOUT_BR_STAGE), hi,
+      layout_key_br(hi, iBranch, LAYOUT_BR_STAGE+1), 0, -1, stage_row_count,
+      &n), SQLITE_OK);
+  store_rollback(pStore);
+  store_close(pStore);
+  sqlite3_free(zStore);
+  return n;
+}
+
+/* ROLLBACK of a transaction that staged thousands of pages of existing
+** rows (the journal gives each back as the snapshot has it) writes the
+** store only to remove the staged rows: with removal batches unlimited,
+** one store transaction per staged part (its STAGE row and page index
+** rows) and one for the blob's chunk rows; the rows read as before and no
+** staged row stays. */
+START_TEST(test_staging_rollback_writes_the_store_only_to_remove_rows){
+  char *zDir = th_tmpdir("staging-rb-once");
+  sqlite3 *db = open_app(zDir, 8);
+  char *zBefore, *zAfter;
+  int nPart;
+  th_exec(db, "CREATE TABLE u(k INTEGER PRIMARY KEY, v BLOB);"
+              "INSERT INTO u SELECT value, zeroblob(900)||x'03' FROM "
+              SERIES(6000));
+  zBefore = th_text(db, "SELECT count(*)||':'||sum(length(v))||':'||"
+                        "group_concat(hex(substr(v,-1)),'') FROM u");
+  th_exec(db, "PRAGMA cache_size=5; BEGIN;"
+              "UPDATE u SET v=zeroblob(900)||x'04'");
+  nPart = stage_rows(zDir);
+  ck_assert_int_gt(nPart, 100);
+  nTallyCommits = 0;
+  depot_gc_test_batch = 1<<30;
+  depot_store_test_write = tally_commits;
+  th_exec(db, "ROLLBACK");
+  depot_store_test_write = 0;
+  depot_gc_test_batch = 0;
+  ck_assert_int_eq(nTallyCommits, nPart+1);
+  ck_assert(!staged_rows(zDir));
+  zAfter = th_text(db, "SELECT count(*)||':'||sum(length(v))||':'||"
+                       "group_concat(hex(substr(v,-1)),'') FROM u");
+  ck_assert_str_eq(zBefore, zAfter);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  sqlite3_close(db);
+  remove_store(zDir);
+  sqlite3_free(zBefore);
+  sqlite3_free(zAfter);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
@@ -1649,6 +1963,8 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
+  tcase_add_test(tc, test_staging_map_memory_does_not_grow_with_the_txn);
+  tcase_add_test(tc, test_staging_cut_of_many_staged_pages_matches_plain_file);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);
   tcase_add_test(tc, test_staging_interrupted_import_leaves_no_database);
   tcase_add_loop_test(tc, test_staging_killed_import_leaves_no_trace, 0, 4);
@@ -1657,6 +1973,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_threads_parameter);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
   tcase_add_test(tc, test_staging_commit_removes_leftovers_of_its_txid);
+  tcase_add_loop_test(tc, test_staging_rollback_to_the_start_unstages_every_page,
+                      0, 2);
+  tcase_add_test(tc, test_staging_busy_commit_is_retried);
+  tcase_add_test(tc, test_staging_rollback_writes_the_store_only_to_remove_rows);
   suite_add_tcase(s, tc);
   return s;
 }
