@@ -1061,7 +1061,8 @@ START_TEST(test_kvmp_wal_bounded_in_long_shared_run){
   mpWaitAcks(zDir, 2, 1);
   iStart = mpNowMs();
   iEnd = iStart + (msRun>25000 ? msRun : 25000);
-  while( mpNowMs()<iEnd && (hi<40 || mpNowMs()<iStart+msRun) ){
+  while( mpNowMs()<iEnd
+      && (hi<40 || mpNowMs()<iStart+2000 || mpNowMs()<iStart+msRun) ){
     nSeg = mpSegments(zStore, &lo, &hi);
     if( nSeg>nMax ) nMax = nSeg;
     usleep(50000);
@@ -1961,9 +1962,10 @@ static void mpDdlRemoveKillTest(const char *zType, int iAt){
 ** writers and an idle process, as the kv_btree long run.  With bKill, one
 ** of the three is SIGKILLed every 600 ms, in turn (the owner among them,
 ** at whatever point of its retirement it is), and replaced, 9 times at
-** least.  The root WAL
-** keeps a handful of segments; the store opened alone afterwards holds
-** every acknowledged row of every writer. */
+** least.  The run lasts 2 s at least, past the start-up (the first
+** segments roll before the owner's first turn).  The root WAL keeps a
+** handful of segments (at most a third of those written); the store
+** opened alone afterwards holds every acknowledged row of every writer. */
 static void mpLogLongRun(int bKill){
   char *zDir = th_tmpdir(bKill ? "kvmp-logkill" : "kvmp-logbounded");
   char *zDb = sqlite3_mprintf("%s/app.db", zDir);
@@ -1992,7 +1994,8 @@ static void mpLogLongRun(int bKill){
   iEnd = iStart + (msRun>25000 ? msRun : 25000);
   iKill = iStart + 600;
   while( mpNowMs()<iEnd
-      && (hi<40 || mpNowMs()<iStart+msRun || (bKill && nKill<9)) ){
+      && (hi<40 || mpNowMs()<iStart+2000 || mpNowMs()<iStart+msRun
+          || (bKill && nKill<9)) ){
     nSeg = mpSegments(zStore, &lo, &hi);
     if( nSeg>nMax ) nMax = nSeg;
     if( bKill && mpNowMs()>=iKill ){
@@ -2162,7 +2165,8 @@ static void mpRoLongRun(const char *zType){
   sqlite3_close(db);
   iStart = mpNowMs();
   iEnd = iStart + (msRun>25000 ? msRun : 25000);
-  while( mpNowMs()<iEnd && (hi<40 || mpNowMs()<iStart+msRun) ){
+  while( mpNowMs()<iEnd
+      && (hi<40 || mpNowMs()<iStart+2000 || mpNowMs()<iStart+msRun) ){
     nSeg = mpSegments(zStore, &lo, &hi);
     if( nSeg>nMax ) nMax = nSeg;
     usleep(50000);
