@@ -351,33 +351,36 @@ static void klcEnd(KvLogStore *p, KlCompact *c, int rc,
   pthread_mutex_unlock(&p->mu);
 }
 
+/* Step 5: the MANIFEST names the merged files (M = the active file at the
+** start - 1). */
+static int klcManifest(KvLogStore *p, KlCompact *c, char **pzErr){
+  uint32_t *aList = sqlite3_malloc64(sizeof(uint32_t)*(c->nOut+1));
+  int rc, i;
+  if( aList==0 ) return SQLITE_NOMEM;
+  for(i=0; i<c->nOut; i++) aList[i] = c->apOut[i]->iNum;
+  rc = kl_manifest_write(p, c->iActive-1, c->maxCid, aList, c->nOut,
+                         &c->bRenamed, pzErr);
+  sqlite3_free(aList);
+  return rc;
+}
+
 /* The compaction of a store one process has open (muCompact held). */
 int kl_compact(KvLogStore *p, char **pzErr){
   KlCompact c;
   int bNothing = 0;
-  uint32_t *aList = 0;
-  int rc, i;
+  int rc;
   memset(&c, 0, sizeof(c));
   rc = klcStart(p, &c, &bNothing, pzErr);
   if( rc==SQLITE_OK && !bNothing ){
     rc = kl_step(p, KVLOG_STEP_ROLLED, pzErr);
     if( rc==SQLITE_OK ) rc = klcWrite(p, &c, pzErr);
     if( rc==SQLITE_OK ) rc = klcCatchUp(p, &c);
-    if( rc==SQLITE_OK ){
-      aList = sqlite3_malloc64(sizeof(uint32_t)*(c.nOut+1));
-      if( aList==0 ) rc = SQLITE_NOMEM;
-    }
-    for(i=0; rc==SQLITE_OK && i<c.nOut; i++) aList[i] = c.apOut[i]->iNum;
-    if( rc==SQLITE_OK ){
-      rc = kl_manifest_write(p, c.iActive-1, c.maxCid, aList, c.nOut,
-                             &c.bRenamed, pzErr);
-    }
+    if( rc==SQLITE_OK ) rc = klcManifest(p, &c, pzErr);
     if( rc==SQLITE_OK ) rc = klcSwap(p, &c, pzErr);
     if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);
   }
   if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
   klcEnd(p, &c, rc, pzErr ? *pzErr : 0);
-  sqlite3_free(aList);
   return rc;
 }
 
@@ -484,8 +487,7 @@ int kl_compact_shared(KvLogStore *p, const uint32_t *aUsed, int nUsed,
                       int *pbCommitted, char **pzErr){
   KlCompact c;
   int bNothing = 0;
-  uint32_t *aList = 0;
-  int rc, i;
+  int rc;
   memset(&c, 0, sizeof(c));
   c.bShared = 1;
   c.aUsed = aUsed;
@@ -496,21 +498,12 @@ int kl_compact_shared(KvLogStore *p, const uint32_t *aUsed, int nUsed,
   if( rc==SQLITE_OK && !bNothing ){
     rc = kl_step(p, KVLOG_STEP_ROLLED, pzErr);
     if( rc==SQLITE_OK ) rc = klcWrite(p, &c, pzErr);
-    if( rc==SQLITE_OK ){
-      aList = sqlite3_malloc64(sizeof(uint32_t)*(c.nOut+1));
-      if( aList==0 ) rc = SQLITE_NOMEM;
-    }
-    for(i=0; rc==SQLITE_OK && i<c.nOut; i++) aList[i] = c.apOut[i]->iNum;
-    if( rc==SQLITE_OK ){
-      rc = kl_manifest_write(p, c.iActive-1, c.maxCid, aList, c.nOut,
-                             &c.bRenamed, pzErr);
-    }
+    if( rc==SQLITE_OK ) rc = klcManifest(p, &c, pzErr);
     *pbCommitted = c.bRenamed;
     if( rc==SQLITE_OK ) rc = klcSwapShared(p, &c, pzErr);
     if( rc==SQLITE_OK ) kl_step(p, KVLOG_STEP_SWAPPED, 0);
   }
   if( rc==SQLITE_NOMEM ) kl_set_err(pzErr, 0);
   klcEnd(p, &c, rc, pzErr ? *pzErr : 0);
-  sqlite3_free(aList);
   return rc;
 }
