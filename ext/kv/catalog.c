@@ -197,23 +197,21 @@ static int catParse(KvEngine *pEng, const uint8_t *a, int64_t n,
   return rc;
 }
 
-int kvCatalogLoad(KvEngine *pEng, char **pzErr){
+int kvCatalogReadFile(KvEngine *pEng, const char *zPath, int64_t mxByte,
+                      uint8_t **pa, int64_t *pn, char **pzErr){
   const WalIo *io = pEng->pIo;
-  char *zPath = sqlite3_mprintf("%s/%s", pEng->zDir, KV_CATALOG_FILE);
   uint8_t *a = 0;
   off_t sz = 0;
   int fd, rc = SQLITE_OK;
-  if( zPath==0 ) return SQLITE_NOMEM;
+  *pa = 0;
+  *pn = 0;
   fd = io->xOpen(io->pCtx, zPath, O_RDONLY, 0);
   if( fd<0 ){
-    if( errno!=ENOENT ){
-      *pzErr = sqlite3_mprintf("kv: cannot open %s: %s", zPath, strerror(errno));
-      rc = SQLITE_CANTOPEN;
-    }
-    sqlite3_free(zPath);
-    return rc;
+    if( errno==ENOENT ) return SQLITE_OK;
+    *pzErr = sqlite3_mprintf("kv: cannot open %s: %s", zPath, strerror(errno));
+    return SQLITE_CANTOPEN;
   }
-  if( io->xFstatSize(io->pCtx, fd, &sz)!=0 || sz>(off_t)1<<30 ){
+  if( io->xFstatSize(io->pCtx, fd, &sz)!=0 || sz>(off_t)mxByte ){
     rc = SQLITE_IOERR_READ;
   }else if( (a = sqlite3_malloc64(sz>0 ? sz : 1))==0 ){
     rc = SQLITE_NOMEM;
@@ -222,10 +220,27 @@ int kvCatalogLoad(KvEngine *pEng, char **pzErr){
   }
   io->xClose(io->pCtx, fd);
   if( rc==SQLITE_IOERR_READ ){
-    *pzErr = sqlite3_mprintf("kv: cannot read %s: %s", zPath, strerror(errno));
-  }else if( rc==SQLITE_OK ){
-    rc = catParse(pEng, a, sz, pzErr);
+    *pzErr = sqlite3_mprintf("kv: cannot read %s: %s", zPath,
+                             sz>(off_t)mxByte ? "file too large"
+                                              : strerror(errno));
   }
+  if( rc!=SQLITE_OK ){
+    sqlite3_free(a);
+    return rc;
+  }
+  *pa = a;
+  *pn = (int64_t)sz;
+  return SQLITE_OK;
+}
+
+int kvCatalogLoad(KvEngine *pEng, char **pzErr){
+  char *zPath = sqlite3_mprintf("%s/%s", pEng->zDir, KV_CATALOG_FILE);
+  uint8_t *a = 0;
+  int64_t sz = 0;
+  int rc;
+  if( zPath==0 ) return SQLITE_NOMEM;
+  rc = kvCatalogReadFile(pEng, zPath, (int64_t)1<<30, &a, &sz, pzErr);
+  if( rc==SQLITE_OK && a ) rc = catParse(pEng, a, sz, pzErr);
   sqlite3_free(a);
   sqlite3_free(zPath);
   return rc;

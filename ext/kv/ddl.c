@@ -131,34 +131,21 @@ static char *ddlPath(KvEngine *pEng){
 
 /* Load the list file (none: an empty list). */
 static int ddlListLoad(KvEngine *pEng, DdlList *pList, char **pzErr){
-  const WalIo *io = pEng->pIo;
   char *zPath = ddlPath(pEng);
   uint8_t *a = 0;
-  off_t sz = 0;
+  int64_t sz = 0;
   int64_t off = 12;
   uint32_t i, nEntry = 0;
-  int fd, rc = SQLITE_OK;
+  int rc;
   memset(pList, 0, sizeof(*pList));
   if( zPath==0 ) return SQLITE_NOMEM;
-  fd = io->xOpen(io->pCtx, zPath, O_RDONLY, 0);
-  if( fd<0 ){
-    if( errno!=ENOENT ){
-      *pzErr = sqlite3_mprintf("kv: cannot open %s: %s", zPath, strerror(errno));
-      rc = SQLITE_CANTOPEN;
-    }
+  rc = kvCatalogReadFile(pEng, zPath, (int64_t)1<<26, &a, &sz, pzErr);
+  if( rc!=SQLITE_OK || a==0 ){
     sqlite3_free(zPath);
     return rc;
   }
-  if( io->xFstatSize(io->pCtx, fd, &sz)!=0 || sz>(off_t)1<<26 ){
-    rc = SQLITE_IOERR_READ;
-  }else if( (a = sqlite3_malloc64(sz>0 ? sz : 1))==0 ){
-    rc = SQLITE_NOMEM;
-  }else if( io->xPread(io->pCtx, fd, a, (size_t)sz, 0)!=(ssize_t)sz ){
-    rc = SQLITE_IOERR_READ;
-  }
-  io->xClose(io->pCtx, fd);
-  if( rc==SQLITE_OK && (sz<16 || memcmp(a, KV_DROP_MAGIC, 8)!=0
-   || wal_crc32c(0, a, (size_t)(sz-4))!=wal_get_be32(&a[sz-4])) ){
+  if( sz<16 || memcmp(a, KV_DROP_MAGIC, 8)!=0
+   || wal_crc32c(0, a, (size_t)(sz-4))!=wal_get_be32(&a[sz-4]) ){
     rc = SQLITE_CORRUPT;
   }
   if( rc==SQLITE_OK ) nEntry = wal_get_be32(&a[8]);
@@ -182,9 +169,7 @@ static int ddlListLoad(KvEngine *pEng, DdlList *pList, char **pzErr){
     off += 8+nName+nMeta;
   }
   if( rc==SQLITE_OK && off!=sz-4 ) rc = SQLITE_CORRUPT;
-  if( rc==SQLITE_IOERR_READ ){
-    *pzErr = sqlite3_mprintf("kv: cannot read %s: %s", zPath, strerror(errno));
-  }else if( rc==SQLITE_CORRUPT ){
+  if( rc==SQLITE_CORRUPT ){
     *pzErr = sqlite3_mprintf("kv: list of removed tables %s is corrupt",
                              zPath);
   }

@@ -333,6 +333,11 @@ int kvSnapshotError(int rc, const char *zTab, int nTab, char **pzErr);
 /* The byte encoding of a catalog entry (catalog.c's opening comment). */
 int kv_meta_encode(const KvMeta*, KvBuf *pOut);
 int kv_meta_decode(const uint8_t *a, int n, KvMeta *pOut);
+/* Read the whole small file zPath (at most mxByte) into *pa, *pn bytes
+** (sqlite3_free it); a file that does not exist: SQLITE_OK and *pa NULL.
+** Errors come with *pzErr naming the file. */
+int kvCatalogReadFile(KvEngine*, const char *zPath, int64_t mxByte,
+                      uint8_t **pa, int64_t *pn, char **pzErr);
 /* Load the catalog file at open (none yet: an empty catalog). */
 int kvCatalogLoad(KvEngine*, char **pzErr);
 /* Rewrite the catalog file atomically from the published catalog, unless
