@@ -348,7 +348,7 @@ static const BenchWorkload aWorkload[] = {
     0, 3, bench_fork_read_16 },
   { "compact_space",
     "live bytes of a depot database after 100k small commits",
-    "stored bytes after depot_compact + depot_gc (DEPOT_BENCH_COMPACT_COMMITS)",
+    "stored bytes after depot_compact + depot_gc, time targets off (DEPOT_BENCH_COMPACT_COMMITS)",
     2.00, 1, bench_compact_space },
   { "compact_read",
     "cold full read of 100 MB / 10k commits, before compaction",
