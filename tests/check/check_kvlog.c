@@ -2092,6 +2092,108 @@ START_TEST(test_kvlog_cache_never_holds_bytes_past_the_published_end){
 }
 END_TEST
 
+/* Threads that walk and get (values "v-<key>", as tk_fill_keys writes
+** them) count what reads wrong or fails, while another rewrites keys. */
+typedef struct TkCacheReader TkCacheReader;
+struct TkCacheReader {
+  KvLogStore *p;
+  int nWalk;
+  int nBad;                       /* wrong values and failed reads */
+  int nRow;
+};
+
+static void *tk_cache_reader_main(void *pArg){
+  TkCacheReader *r = (TkCacheReader*)pArg;
+  KvLogBuf buf = {0, 0, 0};
+  int i;
+  for(i=0; i<r->nWalk; i++){
+    KvLogSnap *pSnap = 0;
+    KvLogCursor *pCur = 0;
+    const uint8_t *aKey, *aVal;
+    int nKey, nVal, rc, bFound = 0;
+    char zVal[32], zKey[16];
+    if( kv_logstore_snapshot(r->p, &pSnap)!=SQLITE_OK
+     || kv_logsnap_cursor(pSnap, &pCur)!=SQLITE_OK ){
+      r->nBad++;
+      kv_logsnap_free(pSnap);
+      break;
+    }
+    kv_logsnap_free(pSnap);
+    rc = kv_logcursor_seek(pCur, (i&1) ? KV_SEEK_LAST : KV_SEEK_FIRST, 0, 0)
+         ? kv_logcursor_row(pCur, &aKey, &nKey, &buf, &aVal, &nVal, 0)
+         : SQLITE_DONE;
+    while( rc==SQLITE_OK ){
+      snprintf(zVal, sizeof(zVal), "v-%.*s", nKey, (const char*)aKey);
+      if( nVal!=(int)strlen(zVal) || memcmp(aVal, zVal, nVal)!=0 ) r->nBad++;
+      r->nRow++;
+      rc = kv_logcursor_step_row(pCur, i&1, &aKey, &nKey, &buf, &aVal, &nVal,
+                                 0);
+    }
+    if( rc!=SQLITE_DONE ) r->nBad++;
+    kv_logcursor_free(pCur);
+    snprintf(zKey, sizeof(zKey), "k%05d", (i*997)%3000);
+    snprintf(zVal, sizeof(zVal), "v-%s", zKey);
+    if( kv_logstore_get(r->p, zKey, 6, &buf, 0, &bFound, 0)!=SQLITE_OK
+     || !bFound || buf.n!=8 || memcmp(buf.a, zVal, 8)!=0 ){
+      r->nBad++;
+    }
+  }
+  kv_logbuf_free(&buf);
+  return 0;
+}
+
+static void *tk_cache_writer_main(void *pArg){
+  TkWriter *w = (TkWriter*)pArg;
+  uint64_t c;
+  for(c=w->iFrom; c<=w->iTo && w->rc==SQLITE_OK; c++){
+    char zKey[16], zVal[32];
+    KvLogAction a;
+    snprintf(zKey, sizeof(zKey), "k%05d", (int)((c*7919)%3000));
+    snprintf(zVal, sizeof(zVal), "v-%s", zKey);
+    memset(&a, 0, sizeof(a));
+    a.aKey = (const uint8_t*)zKey; a.nKey = 6;
+    a.aVal = (const uint8_t*)zVal; a.nVal = 8;
+    w->rc = kv_logstore_apply(w->p, c, 1, &a, 0);
+  }
+  return 0;
+}
+
+/* Three threads walk (forward and backward) and get while a fourth
+** rewrites keys, under a 12 KiB cache limit: chunks are dropped from the
+** cache while other threads' walks still read them, and every read is
+** right; the cache stays within its limit. */
+START_TEST(test_kvlog_cache_shared_by_threads_under_a_small_limit){
+  char *zDir = th_tmpdir("kvlog-cachethreads");
+  KvLogStore *p = tk_open(zDir, 0);
+  int64_t nOld = kv_logstore_cache_limit(12288);
+  TkCacheReader ar[3];
+  pthread_t at[3], tw;
+  TkWriter w;
+  int i;
+  tk_fill_keys(p, 3000, 1);
+  w.p = p; w.iFrom = 3001; w.iTo = 9000; w.rc = SQLITE_OK;
+  ck_assert_int_eq(pthread_create(&tw, 0, tk_cache_writer_main, &w), 0);
+  for(i=0; i<3; i++){
+    memset(&ar[i], 0, sizeof(ar[i]));
+    ar[i].p = p;
+    ar[i].nWalk = 20;
+    ck_assert_int_eq(pthread_create(&at[i], 0, tk_cache_reader_main, &ar[i]),
+                     0);
+  }
+  for(i=0; i<3; i++) pthread_join(at[i], 0);
+  pthread_join(tw, 0);
+  ck_assert_int_eq(w.rc, SQLITE_OK);
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(ar[i].nBad, 0);
+    ck_assert_int_eq(ar[i].nRow, 20*3000);
+  }
+  ck_assert_int_le(kv_logstore_cache_used(), 12288);
+  kv_logstore_cache_limit(nOld);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvlog");
   TCase *tc = tcase_create("kvlog");
@@ -2159,6 +2261,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc,
                  test_kvlog_file_truncated_under_the_cache_is_corrupt_past_it);
   tcase_add_test(tc, test_kvlog_cache_never_holds_bytes_past_the_published_end);
+  tcase_add_test(tc, test_kvlog_cache_shared_by_threads_under_a_small_limit);
   suite_add_tcase(s, tc);
   return s;
 }
