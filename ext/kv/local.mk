@@ -12,7 +12,8 @@ DEPOT_SOURCES += \
 	ext/kv/backend.h \
 	ext/kv/memory.c \
 	ext/kv/btree.c \
-	ext/kv/logstore.h ext/kv/logstore_int.h ext/kv/logfile.c \
+	ext/kv/logstore.h ext/kv/logstore_int.h ext/kv/logcache.c \
+	ext/kv/logfile.c \
 	ext/kv/logcompact.c ext/kv/logstore.c \
 	ext/kv/log.c \
 	ext/kv/engine_int.h ext/kv/table.c \

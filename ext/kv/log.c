@@ -887,8 +887,13 @@ static int logCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
   if( c->rc!=SQLITE_OK ) return logLandedRow(c, 0, SQLITE_OK, 0);
   rc = kv_logcursor_step_row(c->pCsr, bPrev, &c->aKey, &c->nKey, &c->val,
                              &c->aVal, &c->nVal, &zErr);
-  if( rc==SQLITE_DONE ) return logLandedRow(c, 0, SQLITE_OK, 0);
-  if( !logLandedRow(c, 1, rc, zErr) ) return 0;
+  if( rc==SQLITE_OK && c->nVal>=8 ){
+    c->bOn = 1;
+  }else if( rc==SQLITE_DONE ){
+    return logLandedRow(c, 0, SQLITE_OK, 0);
+  }else if( !logLandedRow(c, 1, rc, zErr) ){
+    return 0;
+  }
   pOut->aKey = c->aKey;
   pOut->nKey = c->nKey;
   pOut->aVal = c->aVal+8;

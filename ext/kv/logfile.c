@@ -189,6 +189,7 @@ static void klfFileRef(KlFile *pFile){
 void kl_file_unref(KlFile *pFile){
   if( pFile==0 ) return;
   if( __atomic_sub_fetch(&pFile->nRef, 1, __ATOMIC_ACQ_REL)>0 ) return;
+  kl_cache_drop_file(pFile);
   if( pFile->fd>=0 ) pFile->pIo->xClose(pFile->pIo->pCtx, pFile->fd);
   if( __atomic_load_n(&pFile->bDoomed, __ATOMIC_ACQUIRE) ){
     /* A failed unlink leaves garbage that the next open deletes. */
@@ -327,23 +328,6 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail, KlFrame *pOut){
   return klfFrameParse(a, nAvail, pOut);
 }
 
-/* Whether the n bytes at a and b are the same (a record's key against the
-** index's: short, so compared here rather than by a call to memcmp). */
-static int klfSameBytes(const uint8_t *a, const uint8_t *b, int n){
-  while( n>=8 ){
-    uint64_t x, y;
-    memcpy(&x, a, 8);
-    memcpy(&y, b, 8);
-    if( x!=y ) return 0;
-    a += 8; b += 8; n -= 8;
-  }
-  while( n>0 ){
-    if( *a++!=*b++ ) return 0;
-    n--;
-  }
-  return 1;
-}
-
 /* Read the frame at *pLoc from the set's file into pOut and check it (and
 ** that it holds key aKey when aKey is not NULL).  With bValueOnly, pOut
 ** is left holding just the value; else the whole frame. */
@@ -382,30 +366,22 @@ int kl_read_frame(KlSet *pSet, const KlLoc *pLoc, const void *aKey, int nKey,
   return SQLITE_OK;
 }
 
-/* Fill pWin with up to pWin->nNext bytes (at least the frame) of the
-** frame's file from the frame on, and double nNext for the next fill, up
-** to KL_WINDOW_BYTES; SQLITE_OK when the whole frame is in it. */
-static int klWindowFill(KlFile *pFile, const KlLoc *pLoc, KlWindow *pWin){
-  size_t nGot = 0, nWant;
-  if( pWin->nNext<KL_WINDOW_FIRST ) pWin->nNext = KL_WINDOW_FIRST;
-  nWant = (size_t)pWin->nNext;
-  if( nWant<pLoc->nFrame ) nWant = (size_t)pLoc->nFrame;
-  if( pWin->nNext<KL_WINDOW_BYTES ) pWin->nNext *= 2;
-  pWin->buf.n = 0;
-  if( kl_buf_reserve(&pWin->buf, (int64_t)nWant) ) return SQLITE_NOMEM;
-  while( nGot<nWant ){
-    ssize_t r = pFile->pIo->xPread(pFile->pIo->pCtx, pFile->fd,
-                                   pWin->buf.a+nGot, nWant-nGot,
-                                   (off_t)(pLoc->iOff+nGot));
-    if( r<0 && errno==EINTR ) continue;
-    if( r<=0 ) break;
-    nGot += (size_t)r;
-  }
-  if( nGot<pLoc->nFrame ) return SQLITE_IOERR_SHORT_READ;
-  pWin->iFile = pLoc->iFile;
-  pWin->iOff = pLoc->iOff;
-  pWin->buf.n = (int)nGot;
-  return SQLITE_OK;
+/* The frame at a, whose checksum was checked when it was first read from
+** its chunk: its lengths (nFrame, the index's, must be the frame's) and
+** fields.  NULL if they hold, else the reason. */
+static inline __attribute__((always_inline)) const char *klfFrameFields(
+  const uint8_t *a, uint32_t nFrame, KlFrame *pOut
+){
+  uint32_t nBody = wal_get_u32(a), nKey;
+  if( (uint64_t)nBody+KL_FRAME_HDR!=nFrame ) return "impossible record length";
+  a += KL_FRAME_HDR;
+  nKey = wal_get_u32(a+9);
+  if( nKey<1 || nKey>nBody-KL_BODY_FIXED ) return "impossible key length";
+  pOut->aKey = a+KL_BODY_FIXED;
+  pOut->nKey = nKey;
+  pOut->aVal = a+KL_BODY_FIXED+nKey;
+  pOut->nVal = nBody-KL_BODY_FIXED-nKey;
+  return 0;
 }
 
 int kl_read_frame_in(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
@@ -414,23 +390,28 @@ int kl_read_frame_in(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
   KlFrame fr;
   const char *zWhy;
   const uint8_t *a;
-  if( pWin->buf.n==0 || pWin->iFile!=pLoc->iFile || pLoc->iOff<pWin->iOff
-   || pLoc->iOff+pLoc->nFrame > pWin->iOff+(uint64_t)pWin->buf.n ){
+  if( pWin->pChunk==0 || pWin->iFile!=pLoc->iFile || pLoc->iOff<pWin->iOff
+   || pLoc->iOff+pLoc->nFrame > pWin->iOff+(uint64_t)pWin->n ){
     KlFile *pFile = kl_set_find(pSet, pLoc->iFile);
-    if( pFile==0 || pLoc->nFrame>KL_WINDOW_BYTES
-     || klWindowFill(pFile, pLoc, pWin)!=SQLITE_OK ){
-      int rc;
-      pWin->buf.n = 0;
-      rc = kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
+    if( pFile==0 || kl_window_fill(pFile, pLoc, pWin)!=SQLITE_OK ){
+      int rc = kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
       *paVal = pOut->a;
       *pnVal = pOut->n;
       return rc;
     }
   }
-  a = pWin->buf.a + (pLoc->iOff - pWin->iOff);
-  zWhy = klfFrameParse(a, pLoc->nFrame, &fr);
+  a = pWin->a + (pLoc->iOff - pWin->iOff);
+  if( kl_window_checked(pWin, pLoc->iOff) ){
+    zWhy = klfFrameFields(a, pLoc->nFrame, &fr);
+  }else{
+    zWhy = klfFrameParse(a, pLoc->nFrame, &fr);
+    if( zWhy==0 && fr.nKey+KL_BODY_FIXED+fr.nVal+KL_FRAME_HDR!=pLoc->nFrame ){
+      zWhy = "impossible record length";
+    }
+    if( zWhy==0 ) kl_window_mark(pWin, pLoc->iOff);
+  }
   if( zWhy==0 && aKey && (fr.nKey!=(uint32_t)nKey
-                          || !klfSameBytes(fr.aKey, aKey, nKey)) ){
+                          || !kl_same_bytes(fr.aKey, aKey, nKey)) ){
     zWhy = "record holds another key";
   }
   if( zWhy ){

@@ -851,7 +851,7 @@ static int klAppendLocked(KvLogStore *p, uint64_t cid, int nAction,
   kv_map_unref(p->pIndex);
   p->pIndex = pNew;
   p->cnt = cnt;
-  p->pActive->sz = iBase + p->wbuf.n;
+  __atomic_store_n(&p->pActive->sz, iBase + p->wbuf.n, __ATOMIC_RELEASE);
   if( p->bThread && klDueLocked(p) ){
     p->bKick = 1;
     pthread_cond_signal(&p->cond);
@@ -903,10 +903,13 @@ static int klLookup(KvMap *pIndex, const void *aKey, int nKey, KlLoc *pLoc,
 static int klReadValue(KlSet *pSet, int bFound, const KlLoc *pLoc,
                        const void *aKey, int nKey, KvLogBuf *pOut,
                        int *pbFound, char **pzErr){
+  KlWindow win;
   int rc = SQLITE_OK;
   *pbFound = 0;
   if( bFound ){
-    rc = kl_read_frame(pSet, pLoc, aKey, nKey, pOut, 1, pzErr);
+    memset(&win, 0, sizeof(win));
+    rc = kl_read_frame_ahead(pSet, pLoc, aKey, nKey, &win, pOut, pzErr);
+    kl_window_release(&win);
     if( rc==SQLITE_OK ) *pbFound = 1;
   }
   return rc;
@@ -984,31 +987,24 @@ int64_t kv_logsnap_count(KvLogSnap *pSnap){
 struct KvLogCursor {
   KvMapCursor *pCsr;
   KlSet *pSet;
-  KlWindow win;                 /* read-ahead of the values it walks */
+  KlWindow win;                 /* the chunk of the values it walks */
 };
 
-/* The process keeps one freed cursor with its window's buffer for the
-** next cursor of any store (taken and given back by atomic exchange, so
-** from any thread): a short range allocates no window.  The window
-** itself starts over (nothing in it, KL_WINDOW_FIRST bytes next). */
+/* The process keeps one freed cursor for the next cursor of any store
+** (taken and given back by atomic exchange, so from any thread).  A
+** cursor's window starts empty, KL_WINDOW_FIRST bytes next. */
 static KvLogCursor *klSpareCursor = 0;
 
 int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
   KvLogCursor *pCur = __atomic_exchange_n(&klSpareCursor, (KvLogCursor*)0,
                                           __ATOMIC_ACQ_REL);
-  KvLogBuf buf = {0, 0, 0};
   *ppCsr = 0;
-  if( pCur ){
-    buf = pCur->win.buf;
-  }else if( (pCur = sqlite3_malloc64(sizeof(KvLogCursor)))==0 ){
+  if( pCur==0 && (pCur = sqlite3_malloc64(sizeof(KvLogCursor)))==0 ){
     return SQLITE_NOMEM;
   }
   memset(&pCur->win, 0, sizeof(pCur->win));
-  pCur->win.buf.a = buf.a;
-  pCur->win.buf.nAlloc = buf.nAlloc;
   pCur->pCsr = kv_map_cursor_new(pSnap->pIndex);
   if( pCur->pCsr==0 ){
-    kv_logbuf_free(&pCur->win.buf);
     sqlite3_free(pCur);
     return SQLITE_NOMEM;
   }
@@ -1019,16 +1015,13 @@ int kv_logsnap_cursor(KvLogSnap *pSnap, KvLogCursor **ppCsr){
 
 void kv_logcursor_free(KvLogCursor *pCur){
   if( pCur==0 ) return;
+  kl_window_release(&pCur->win);
   kv_map_cursor_free(pCur->pCsr);
   kl_set_unref(pCur->pSet);
   pCur->pCsr = 0;
   pCur->pSet = 0;
-  if( pCur->win.buf.nAlloc>2*KL_WINDOW_BYTES ) kv_logbuf_free(&pCur->win.buf);
   pCur = __atomic_exchange_n(&klSpareCursor, pCur, __ATOMIC_ACQ_REL);
-  if( pCur ){
-    kv_logbuf_free(&pCur->win.buf);
-    sqlite3_free(pCur);
-  }
+  sqlite3_free(pCur);
 }
 
 /* Step over tombstones in direction dir (+1 next, -1 prev). */
@@ -1105,6 +1098,9 @@ int kv_logcursor_step_row(KvLogCursor *pCur, int bPrev,
   memcpy(&loc, e.aVal, sizeof(loc));
   *paKey = e.aKey;
   *pnKey = e.nKey;
+  if( kl_window_value(&pCur->win, &loc, e.aKey, e.nKey, paVal, pnVal) ){
+    return SQLITE_OK;
+  }
   return kl_read_frame_in(pCur->pSet, &loc, e.aKey, e.nKey, &pCur->win,
                           pSpare, paVal, pnVal, pzErr);
 }
@@ -1548,7 +1544,7 @@ static int klFollowActive(KvLogStore *p, int bWriter, uint64_t cidMax,
       p->pIndex = pNew;
       pNew = 0;
       p->cnt = cnt;
-      pFile->sz = scan.iEnd;
+      __atomic_store_n(&pFile->sz, scan.iEnd, __ATOMIC_RELEASE);
       pthread_mutex_unlock(&p->mu);
     }
   }

@@ -189,7 +189,8 @@ int kv_logstore_sync(KvLogStore*, char **pzErr);
 
 /* Point read of the current state: *pbFound=1, pOut filled with the value
 ** and *pCid with the CID of the transaction that wrote it, or *pbFound=0
-** (absent or deleted).  pCid may be NULL.  One pread.  Errors: SQLITE_CORRUPT
+** (absent or deleted).  pCid may be NULL.  From the read cache, or one
+** pread.  Errors: SQLITE_CORRUPT
 ** (the record read back fails its checksum; file + offset in *pzErr),
 ** SQLITE_IOERR_READ, SQLITE_NOMEM. */
 int kv_logstore_get(KvLogStore*, const void *aKey, int nKey, KvLogBuf *pOut,
@@ -221,7 +222,8 @@ int kv_logcursor_valid(KvLogCursor*);
 /* The current key (valid until the cursor moves or is freed) and CID. */
 void kv_logcursor_key(KvLogCursor*, const uint8_t **paKey, int *pnKey,
                       uint64_t *pCid);
-/* Read the current value into pOut (one pread).  Errors as for get. */
+/* Read the current value into pOut (the read cache, or one pread).
+** Errors as for get. */
 int kv_logcursor_value(KvLogCursor*, KvLogBuf *pOut, char **pzErr);
 /* The current key (as kv_logcursor_key, without the CID) and value (as
 ** kv_logcursor_value) in one call, the value in place: valid until the
@@ -296,6 +298,21 @@ int kv_logstore_follow(KvLogStore*, int bWriter, uint64_t cidMax,
 ** the store's background work calls it, after reading up to the
 ** published tail, before the root WAL segments below retire. */
 int kv_logstore_sync_shared(KvLogStore*, char **pzErr);
+
+/* The read cache.  Reads (gets, cursors) serve records from chunks of
+** file bytes that the process keeps, least recently used first out, up to
+** a limit for all stores together (16 MiB until set);
+** a record's checksum is checked the first time it is read from the
+** cache, not again.  So a record damaged on disk after this process
+** cached it reads as it was until the cache lets go of it (the limit, or
+** its store is closed); the next read from the file reports the damage.
+** Damaged bytes are never returned.  kv_logstore_cache_limit sets the
+** limit (nByte >= 0; 0: nothing is cached, each walk keeps its own
+** chunk), dropping what no longer fits, and returns the one before
+** (nByte < 0: only returns it); kv_logstore_cache_used reports the bytes
+** cached. */
+int64_t kv_logstore_cache_limit(int64_t nByte);
+int64_t kv_logstore_cache_used(void);
 
 /* Counters for kv_stats. */
 typedef struct KvLogStats KvLogStats;

@@ -1,9 +1,11 @@
 /*
 ** logstore_int.h -- the structures and functions shared by the files of
-** the kv_log storage engine: logfile.c (files, sets, frames, the active
-** file's sync and roll, the MANIFEST), logcompact.c (compaction) and
-** logstore.c (load, appends, reads, the background thread).  They call
-** each other in that order only.  Private to those three files.
+** the kv_log storage engine: logcache.c (the process's cache of checked
+** file bytes that reads serve records from), logfile.c (files, sets,
+** frames, the active file's sync and roll, the MANIFEST), logcompact.c
+** (compaction) and logstore.c (load, appends, reads, the background
+** thread).  They call each other in that order only.  Private to those
+** four files.
 **
 ** Locking: KvLogStore.mu guards the published state (index, file set,
 ** counters, thread control); KvLogStore.muWrite the write side (active
@@ -16,6 +18,7 @@
 #include "ext/kv/logstore.h"
 #include "ext/kv/map.h"
 #include <pthread.h>
+#include <string.h>
 
 #define KL_HDR          16            /* file header bytes */
 #define KL_FRAME_HDR    8             /* u32 nBody, u32 crc */
@@ -28,6 +31,8 @@
 #define KL_MAX_FILENUM  99999999u
 #define KL_DEFAULT_SZFILE (64*1024*1024)
 #define KL_KEY_MRG      0x80000000u   /* KlFile.iKey of a merged file */
+
+typedef struct KlChunk KlChunk;
 
 /* One open file.  Referenced by every KlSet that lists it and, briefly,
 ** by readers; the last unref closes it and, if bDoomed (it was replaced by
@@ -46,6 +51,8 @@ struct KlFile {
                          ** (kv_logstore_sync_shared, its only user) */
   const WalIo *pIo;
   char *zPath;
+  KlChunk **apChunk;     /* logcache.c's mutex: the file's cached chunks, */
+  int nChunk, nChunkAlloc; /* sorted by offset, never overlapping */
 };
 
 /* An immutable, reference-counted set of files sorted by iKey (log files
@@ -146,6 +153,60 @@ struct KlFrame {
   const uint8_t *aVal; uint32_t nVal;
 };
 
+/* ---- logcache.c: used by logfile.c and logstore.c ----
+** The process keeps the bytes that reads fetch from log and merged files
+** in chunks: each chunk holds whole frames of one file, [iOff, iOff+n),
+** read once and kept with the file (a file's chunks never overlap) up to
+** a process-wide byte limit (kv_logstore_cache_limit), least recently
+** used first out; a file's chunks go when the file is closed.  Frames of
+** a file are never rewritten while an index refers to them, and a chunk
+** only holds bytes below the file's published end (KlFile.sz), so a
+** chunk stays true for the life of its file.  Each chunk remembers which
+** of its frames passed their checksum (one bit per 16 bytes of the chunk:
+** a frame is longer, so at most one starts in each): a frame is checked
+** the first time it is read from the chunk, never again.
+**
+** A walk reads through a KlWindow: the chunk holding the frame it reads
+** (a reference), found in the cache or read into a new chunk of up to
+** nNext bytes from the frame on.  nNext starts at KL_WINDOW_FIRST and
+** doubles at each read up to KL_WINDOW_BYTES (0 means KL_WINDOW_FIRST),
+** so a short range reads little and a long walk reads few times. */
+#define KL_WINDOW_FIRST 4096
+#define KL_WINDOW_BYTES 65536
+#define KL_CACHE_DEFAULT (16*1024*1024)
+typedef struct KlWindow KlWindow;
+struct KlWindow {
+  KlChunk *pChunk;              /* NULL: empty */
+  const uint8_t *a;             /* pChunk's bytes ... */
+  uint8_t *aCheck;              /* ... and its checked-frame bits */
+  uint64_t iOff;                /* file offset of a[0] */
+  uint32_t iFile;               /* KlFile.iKey */
+  int n;                        /* bytes at a */
+  int nNext;                    /* bytes of the next read */
+};
+/* Point pWin at a chunk holding the whole frame at *pLoc of pFile: one of
+** the cache, or one read now (and cached when it fits the limit).  Lets
+** go of the chunk pWin held.  SQLITE_OK, or SQLITE_NOTFOUND when the
+** frame cannot be read into a chunk (larger than KL_WINDOW_BYTES, not
+** whole below the file's published end, a read error): pWin is then
+** empty and the caller reads the frame on its own, which reports why. */
+int kl_window_fill(KlFile *pFile, const KlLoc *pLoc, KlWindow *pWin);
+/* Let go of pWin's chunk (pWin is then empty). */
+void kl_window_release(KlWindow *pWin);
+/* Whether the frame at file offset iOff, inside pWin, passed its checksum
+** (kl_window_checked), and record that it did (kl_window_mark). */
+static inline int kl_window_checked(const KlWindow *pWin, uint64_t iOff){
+  uint32_t i = (uint32_t)(iOff - pWin->iOff) >> 4;
+  return (__atomic_load_n(&pWin->aCheck[i>>3], __ATOMIC_RELAXED)>>(i&7)) & 1;
+}
+static inline void kl_window_mark(const KlWindow *pWin, uint64_t iOff){
+  uint32_t i = (uint32_t)(iOff - pWin->iOff) >> 4;
+  __atomic_fetch_or(&pWin->aCheck[i>>3], (uint8_t)(1<<(i&7)),
+                    __ATOMIC_RELAXED);
+}
+/* The file is being closed: drop its chunks from the cache. */
+void kl_cache_drop_file(KlFile *pFile);
+
 /* ---- logfile.c: used by logstore.c and logcompact.c ----
 ** Errors follow logstore.h: an SQLite code, and for functions that take
 ** pzErr a sqlite3_malloc'd message naming the file (kl_set_err replaces
@@ -195,33 +256,71 @@ const char *kl_frame_parse(const uint8_t *a, int64_t nAvail, KlFrame *pOut);
 ** pOut: the value alone with bValueOnly, else the whole frame. */
 int kl_read_frame(KlSet*, const KlLoc*, const void *aKey, int nKey,
                   KvLogBuf *pOut, int bValueOnly, char **pzErr);
-/* The read-ahead window of a walk: up to KL_WINDOW_BYTES of one log file
-** from iOff (buf.n of them valid; 0: empty).  The first read of a walk is
-** KL_WINDOW_FIRST bytes and each refill doubles it up to KL_WINDOW_BYTES
-** (nNext; 0 means KL_WINDOW_FIRST), so a short range reads little and a
-** long walk reads few times.  Frames of a set are never rewritten, so a
-** window stays true for the life of the walk's set. */
-#define KL_WINDOW_FIRST 4096
-#define KL_WINDOW_BYTES 65536
-typedef struct KlWindow KlWindow;
-struct KlWindow {
-  uint32_t iFile;
-  uint64_t iOff;
-  int nNext;                    /* bytes of the next fill */
-  KvLogBuf buf;
-};
-/* kl_read_frame of the value alone for a walk: served from *pWin when the
-** frame is inside it, else from one read of a new window at the frame
-** (a frame larger than a window, and every read error, go through
-** kl_read_frame, which reports them). */
+/* kl_read_frame of the value alone through a window: served from *pWin
+** when the frame is inside it, else from the chunk kl_window_fill finds
+** or reads (a frame it cannot serve, and every read error, go through
+** kl_read_frame, which reports them).  A frame is checked (checksum, key)
+** the first time it is read from its chunk; later reads check its key
+** and lengths. */
 int kl_read_frame_ahead(KlSet*, const KlLoc*, const void *aKey, int nKey,
                         KlWindow *pWin, KvLogBuf *pOut, char **pzErr);
 /* kl_read_frame_ahead without the copy: *paVal and *pnVal give the value
-** in place, in pWin's buffer (valid until the window's next fill) or, for a
+** in place, in pWin's chunk (valid until the window's next fill) or, for a
 ** frame read on its own, in pOut. */
 int kl_read_frame_in(KlSet*, const KlLoc*, const void *aKey, int nKey,
                      KlWindow *pWin, KvLogBuf *pOut, const uint8_t **paVal,
                      int *pnVal, char **pzErr);
+/* Whether the n bytes at a and b are the same (a record's key against the
+** index's: short, so compared here rather than by a call to memcmp). */
+static inline __attribute__((always_inline)) int kl_same_bytes(
+  const uint8_t *a, const uint8_t *b, int n
+){
+  uint64_t x, y;
+  if( n<8 ){
+    while( n>0 ){
+      if( *a++!=*b++ ) return 0;
+      n--;
+    }
+    return 1;
+  }
+  while( n>8 ){
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    if( x!=y ) return 0;
+    a += 8; b += 8; n -= 8;
+  }
+  memcpy(&x, a+n-8, 8);         /* the last 8 bytes, overlapping */
+  memcpy(&y, b+n-8, 8);
+  return x==y;
+}
+/* kl_read_frame_in's common case, inlined into a walk's step: 1, with the
+** value in place, when the frame is inside pWin, was checked before and
+** still holds key aKey with the lengths the index gives; else 0 (the
+** caller then calls kl_read_frame_in, which checks and reports). */
+static inline __attribute__((always_inline)) int kl_window_value(
+  const KlWindow *pWin, const KlLoc *pLoc, const uint8_t *aKey, int nKey,
+  const uint8_t **paVal, int *pnVal
+){
+  const uint8_t *a;
+  uint32_t nBody;
+  if( pWin->pChunk==0 || pWin->iFile!=pLoc->iFile || pLoc->iOff<pWin->iOff
+   || pLoc->iOff+pLoc->nFrame > pWin->iOff+(uint64_t)pWin->n
+   || !kl_window_checked(pWin, pLoc->iOff) ){
+    return 0;
+  }
+  a = pWin->a + (pLoc->iOff - pWin->iOff);
+  nBody = wal_get_u32(a);
+  if( (uint64_t)nBody+KL_FRAME_HDR!=pLoc->nFrame
+   || wal_get_u32(a+KL_FRAME_HDR+9)!=(uint32_t)nKey
+   || (uint32_t)nKey>nBody-KL_BODY_FIXED ){
+    return 0;
+  }
+  a += KL_FRAME_HDR+KL_BODY_FIXED;
+  if( !kl_same_bytes(a, aKey, nKey) ) return 0;
+  *paVal = a+nKey;
+  *pnVal = (int)(nBody-KL_BODY_FIXED-(uint32_t)nKey);
+  return 1;
+}
 void kl_delta_free(KlDelta*);
 /* muWrite held: remember the current index as the last durable one. */
 void kl_sync_point_locked(KvLogStore*);

@@ -19,6 +19,7 @@
 #include "tests/check/harness.h"
 #include "ext/kv/kv.h"
 #include "ext/kv/kv_test.h"
+#include "ext/kv/logstore.h"
 #include "wal/wal.h"
 
 #include <dirent.h>
@@ -1255,7 +1256,9 @@ static off_t kb_find(const char *zPath, const char *zNeedle){
 /* A record damaged after the open checked it (open verifies every
 ** checksum): a scan reaching it and a point read of it fail with
 ** SQLITE_CORRUPT naming the log file and the record's offset; before, the
-** scan ended there as if the table had ended. */
+** scan ended there as if the table had ended.  The first scan cached the
+** records it checked, which would read as they were checked: the cache
+** lets go of them before the damage, so the reads go to the file. */
 START_TEST(test_kvlog_damaged_record_fails_scan_and_read)
 {
   char *zDir = th_tmpdir("kvlog_damaged");
@@ -1264,10 +1267,13 @@ START_TEST(test_kvlog_damaged_record_fails_scan_and_read)
   char *zErr = 0;
   int fd;
   off_t iOff;
+  int64_t nLimit;
   kb_mk(db, "l", "kv_log", zDir);
   kb_fill(db, "l", 1, 20, "a");
   kb_settle(db);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM l"), 20);
+  nLimit = kv_logstore_cache_limit(0);
+  kv_logstore_cache_limit(nLimit);
   /* damage the value of key 7 in place: one byte of "v7-a" */
   iOff = kb_find(zFile, "v7-a");
   fd = open(zFile, O_RDWR);

@@ -1831,6 +1831,369 @@ START_TEST(test_kvlog_shared_compaction_waits_for_follower_then_removes){
 }
 END_TEST
 
+/* --------------------------------------------------------- read cache -- */
+
+/* Walk the whole store: every value must be "v-<key>" (keys from
+** tk_fill_keys); returns the rc that ended the walk (SQLITE_DONE at the
+** end) with *pn the rows read, *pzErr the message of an error. */
+static int tk_walk(KvLogStore *p, int *pn, char **pzErr){
+  KvLogSnap *pSnap = 0;
+  KvLogCursor *pCur = 0;
+  KvLogBuf buf = {0, 0, 0};
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, rc;
+  char zVal[64];
+  *pn = 0;
+  ck_assert_int_eq(kv_logstore_snapshot(p, &pSnap), SQLITE_OK);
+  ck_assert_int_eq(kv_logsnap_cursor(pSnap, &pCur), SQLITE_OK);
+  kv_logsnap_free(pSnap);
+  if( !kv_logcursor_seek(pCur, KV_SEEK_FIRST, 0, 0) ){
+    rc = SQLITE_DONE;
+  }else{
+    rc = kv_logcursor_row(pCur, &aKey, &nKey, &buf, &aVal, &nVal, pzErr);
+  }
+  while( rc==SQLITE_OK ){
+    snprintf(zVal, sizeof(zVal), "v-%.*s", nKey, (const char*)aKey);
+    ck_assert_int_eq(nVal, (int)strlen(zVal));
+    ck_assert_msg(memcmp(aVal, zVal, nVal)==0, "row %d: %.*s", *pn, nVal,
+                  (const char*)aVal);
+    (*pn)++;
+    rc = kv_logcursor_step_row(pCur, 0, &aKey, &nKey, &buf, &aVal, &nVal,
+                               pzErr);
+  }
+  kv_logcursor_free(pCur);
+  kv_logbuf_free(&buf);
+  return rc;
+}
+
+/* Keys k00000.. (6 bytes), values "v-<key>" (8 bytes): frames of 35
+** bytes, the first at offset 16; cids from cid0 on. */
+static void tk_fill_keys(KvLogStore *p, int n, uint64_t cid0){
+  char zKey[16], zVal[32];
+  int i;
+  for(i=0; i<n; i++){
+    snprintf(zKey, sizeof(zKey), "k%05d", i);
+    snprintf(zVal, sizeof(zVal), "v-%s", zKey);
+    tk_put(p, cid0+(uint64_t)i, zKey, zVal);
+  }
+  tk_sync(p);
+}
+
+/* A record is checked when it is first read into the cache: damage made
+** to the file after that is not seen while the cache holds the record -
+** reads return the bytes that were checked, never the damaged ones -
+** and is reported (SQLITE_CORRUPT with file and offset) by the next read
+** once the cache has let go of it (here: the limit set to 0), at every
+** read after that. */
+START_TEST(test_kvlog_record_damaged_after_caching_reads_as_cached){
+  char *zDir = th_tmpdir("kvlog-cachedamage");
+  KvLogStore *p = tk_open(zDir, 0);
+  char *zFile = tk_file(zDir, 1, "klog");
+  int64_t nOld;
+  char *zErr = 0;
+  int n;
+  tk_fill_keys(p, 100, 1);
+  ck_assert_int_eq(tk_walk(p, &n, &zErr), SQLITE_DONE);
+  ck_assert_int_eq(n, 100);
+  ck_assert_int_gt(kv_logstore_cache_used(), 100*35);
+  tk_flip(zFile, 16 + 50*35 + 8+13+6+3);   /* a byte of k00050's value */
+  ck_assert_int_eq(tk_walk(p, &n, &zErr), SQLITE_DONE);
+  ck_assert_int_eq(n, 100);
+  tk_expect(p, "k00050", "v-k00050");
+  nOld = kv_logstore_cache_limit(0);
+  ck_assert_int_eq(kv_logstore_cache_used(), 0);
+  ck_assert_int_eq(tk_walk(p, &n, &zErr), SQLITE_CORRUPT);
+  ck_assert_int_eq(n, 50);
+  ck_assert_msg(zErr && strstr(zErr, "00000001.klog is corrupt at offset 1766"),
+                "%s", zErr ? zErr : "(no message)");
+  sqlite3_free(zErr);
+  zErr = 0;
+  kv_logstore_cache_limit(nOld);
+  ck_assert_int_eq(tk_walk(p, &n, &zErr), SQLITE_CORRUPT);   /* again */
+  ck_assert_int_eq(n, 50);
+  sqlite3_free(zErr);
+  kv_logstore_close(p);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A damaged record read from the cache is reported at every read, by a
+** get as by a walk: a failed check is not remembered as a pass. */
+START_TEST(test_kvlog_damaged_record_in_cache_is_reported_at_every_read){
+  char *zDir = th_tmpdir("kvlog-cachebad");
+  KvLogStore *p = tk_open(zDir, 0);
+  char *zFile = tk_file(zDir, 1, "klog");
+  KvLogBuf buf = {0, 0, 0};
+  char *zErr = 0;
+  int i, n, bFound;
+  tk_fill_keys(p, 100, 1);
+  tk_flip(zFile, 16 + 20*35 + 8+13+6+3);   /* a byte of k00020's value */
+  tk_expect(p, "k00019", "v-k00019");       /* caches the bytes around */
+  for(i=0; i<2; i++){
+    bFound = 1;
+    ck_assert_int_eq(kv_logstore_get(p, "k00020", 6, &buf, 0, &bFound, &zErr),
+                     SQLITE_CORRUPT);
+    ck_assert_int_eq(bFound, 0);
+    ck_assert_ptr_nonnull(strstr(zErr, "corrupt at offset 716"));
+    sqlite3_free(zErr);
+    zErr = 0;
+    ck_assert_int_eq(tk_walk(p, &n, &zErr), SQLITE_CORRUPT);
+    ck_assert_int_eq(n, 20);
+    ck_assert_ptr_nonnull(strstr(zErr, "corrupt at offset 716"));
+    sqlite3_free(zErr);
+    zErr = 0;
+  }
+  tk_expect(p, "k00021", "v-k00021");
+  kv_logbuf_free(&buf);
+  kv_logstore_close(p);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The cache stays within its limit, dropping the least recently used
+** chunks, while walks and gets read every value right: two cursors walk
+** side by side over 4000 records with an 8 KiB limit (each keeps reading
+** a chunk the other's reads pushed out), and with the limit 0 nothing is
+** cached. */
+START_TEST(test_kvlog_cache_limit_bounds_the_cache_reads_stay_right){
+  char *zDir = th_tmpdir("kvlog-cachelimit");
+  KvLogStore *p = tk_open(zDir, 0);
+  int64_t nOld = kv_logstore_cache_limit(8192);
+  KvLogSnap *pSnap = 0;
+  KvLogCursor *apCur[2] = {0, 0};
+  KvLogBuf buf = {0, 0, 0};
+  const uint8_t *aKey, *aVal;
+  int nKey, nVal, i, j, n;
+  char *zErr = 0;
+  char zVal[32];
+  ck_assert_int_eq(kv_logstore_cache_limit(-1), 8192);
+  tk_fill_keys(p, 4000, 1);
+  ck_assert_int_eq(kv_logstore_snapshot(p, &pSnap), SQLITE_OK);
+  for(j=0; j<2; j++){
+    ck_assert_int_eq(kv_logsnap_cursor(pSnap, &apCur[j]), SQLITE_OK);
+    ck_assert(kv_logcursor_seek(apCur[j], j ? KV_SEEK_LAST : KV_SEEK_FIRST,
+                                0, 0));
+  }
+  for(i=0; i<4000; i++){
+    for(j=0; j<2; j++){
+      int rc = i==0 ? kv_logcursor_row(apCur[j], &aKey, &nKey, &buf, &aVal,
+                                       &nVal, &zErr)
+                    : kv_logcursor_step_row(apCur[j], j, &aKey, &nKey, &buf,
+                                            &aVal, &nVal, &zErr);
+      ck_assert_int_eq(rc, SQLITE_OK);
+      snprintf(zVal, sizeof(zVal), "v-k%05d", j ? 3999-i : i);
+      ck_assert_int_eq(nVal, (int)strlen(zVal));
+      ck_assert(memcmp(aVal, zVal, nVal)==0);
+    }
+    ck_assert_int_le(kv_logstore_cache_used(), 8192);
+  }
+  for(j=0; j<2; j++) kv_logcursor_free(apCur[j]);
+  kv_logsnap_free(pSnap);
+  tk_expect(p, "k01234", "v-k01234");
+  ck_assert_int_gt(kv_logstore_cache_used(), 0);
+  kv_logstore_cache_limit(0);
+  ck_assert_int_eq(tk_walk(p, &n, &zErr), SQLITE_DONE);
+  ck_assert_int_eq(n, 4000);
+  tk_expect(p, "k03999", "v-k03999");
+  ck_assert_int_eq(kv_logstore_cache_used(), 0);
+  kv_logstore_cache_limit(nOld);
+  kv_logbuf_free(&buf);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A log file cut short under an open store: what the cache holds still
+** reads (it was checked), a record past the new end is SQLITE_CORRUPT
+** ("record beyond the end of the file"), and nothing crashes. */
+START_TEST(test_kvlog_file_truncated_under_the_cache_is_corrupt_past_it){
+  char *zDir = th_tmpdir("kvlog-cachetrunc");
+  KvLogStore *p = tk_open(zDir, 0);
+  char *zFile = tk_file(zDir, 1, "klog");
+  KvLogBuf buf = {0, 0, 0};
+  char *zErr = 0;
+  int bFound = 1;
+  tk_fill_keys(p, 1000, 1);
+  tk_expect(p, "k00000", "v-k00000");     /* caches 4 KiB from offset 16 */
+  tk_truncate(zFile, 16 + 10*35);
+  tk_expect(p, "k00050", "v-k00050");
+  ck_assert_int_eq(kv_logstore_get(p, "k00900", 6, &buf, 0, &bFound, &zErr),
+                   SQLITE_CORRUPT);
+  ck_assert_int_eq(bFound, 0);
+  ck_assert_msg(zErr && strstr(zErr, "record beyond the end of the file"),
+                "%s", zErr ? zErr : "(no message)");
+  sqlite3_free(zErr);
+  kv_logbuf_free(&buf);
+  kv_logstore_close(p);
+  sqlite3_free(zFile);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A WalIo whose armed write writes, lets a get read the store while the
+** bytes are in the file, then fails. */
+typedef struct TkMidIo TkMidIo;
+struct TkMidIo {
+  WalIo io;
+  const WalIo *pBase;
+  KvLogStore *p;
+  int bArmed;
+};
+static ssize_t tkmPwrite(void *pCtx, int fd, const void *a, size_t n,
+                         off_t o){
+  TkMidIo *t = (TkMidIo*)pCtx;
+  ssize_t r = t->pBase->xPwrite(t->pBase->pCtx, fd, a, n, o);
+  if( t->bArmed ){
+    t->bArmed = 0;
+    tk_expect(t->p, "a", "1");
+    errno = EIO;
+    return -1;
+  }
+  return r;
+}
+
+/* The cache holds no byte past a file's published end: a get that reads
+** while a transaction is being written (and then fails, so the file is
+** cut back) caches none of its frames, and the next transaction, written
+** at the same offset with other values, reads back as written. */
+START_TEST(test_kvlog_cache_never_holds_bytes_past_the_published_end){
+  char *zDir = th_tmpdir("kvlog-cacheend");
+  TkMidIo t;
+  KvLogConfig cfg;
+  KvLogStore *p;
+  KvLogAction a;
+  char *zErr = 0;
+  memset(&t, 0, sizeof(t));
+  t.pBase = wal_io_posix();
+  t.io = *t.pBase;             /* the POSIX methods take no context */
+  t.io.pCtx = &t;
+  t.io.xPwrite = tkmPwrite;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.szDeadTrigger = -1;
+  cfg.pIo = &t.io;
+  p = tk_open_cfg(zDir, &cfg);
+  t.p = p;
+  tk_put(p, 1, "a", "1");
+  tk_sync(p);
+  memset(&a, 0, sizeof(a));
+  a.aKey = (const uint8_t*)"b"; a.nKey = 1;
+  a.aVal = (const uint8_t*)"x"; a.nVal = 1;
+  t.bArmed = 1;
+  ck_assert_int_eq(kv_logstore_apply(p, 2, 1, &a, &zErr), SQLITE_IOERR_WRITE);
+  sqlite3_free(zErr);
+  tk_expect(p, "b", 0);
+  tk_put(p, 2, "b", "2");
+  tk_expect(p, "b", "2");
+  tk_expect(p, "a", "1");
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Threads that walk and get (values "v-<key>", as tk_fill_keys writes
+** them) count what reads wrong or fails, while another rewrites keys. */
+typedef struct TkCacheReader TkCacheReader;
+struct TkCacheReader {
+  KvLogStore *p;
+  int nWalk;
+  int nBad;                       /* wrong values and failed reads */
+  int nRow;
+};
+
+static void *tk_cache_reader_main(void *pArg){
+  TkCacheReader *r = (TkCacheReader*)pArg;
+  KvLogBuf buf = {0, 0, 0};
+  int i;
+  for(i=0; i<r->nWalk; i++){
+    KvLogSnap *pSnap = 0;
+    KvLogCursor *pCur = 0;
+    const uint8_t *aKey, *aVal;
+    int nKey, nVal, rc, bFound = 0;
+    char zVal[32], zKey[16];
+    if( kv_logstore_snapshot(r->p, &pSnap)!=SQLITE_OK
+     || kv_logsnap_cursor(pSnap, &pCur)!=SQLITE_OK ){
+      r->nBad++;
+      kv_logsnap_free(pSnap);
+      break;
+    }
+    kv_logsnap_free(pSnap);
+    rc = kv_logcursor_seek(pCur, (i&1) ? KV_SEEK_LAST : KV_SEEK_FIRST, 0, 0)
+         ? kv_logcursor_row(pCur, &aKey, &nKey, &buf, &aVal, &nVal, 0)
+         : SQLITE_DONE;
+    while( rc==SQLITE_OK ){
+      snprintf(zVal, sizeof(zVal), "v-%.*s", nKey, (const char*)aKey);
+      if( nVal!=(int)strlen(zVal) || memcmp(aVal, zVal, nVal)!=0 ) r->nBad++;
+      r->nRow++;
+      rc = kv_logcursor_step_row(pCur, i&1, &aKey, &nKey, &buf, &aVal, &nVal,
+                                 0);
+    }
+    if( rc!=SQLITE_DONE ) r->nBad++;
+    kv_logcursor_free(pCur);
+    snprintf(zKey, sizeof(zKey), "k%05d", (i*997)%3000);
+    snprintf(zVal, sizeof(zVal), "v-%s", zKey);
+    if( kv_logstore_get(r->p, zKey, 6, &buf, 0, &bFound, 0)!=SQLITE_OK
+     || !bFound || buf.n!=8 || memcmp(buf.a, zVal, 8)!=0 ){
+      r->nBad++;
+    }
+  }
+  kv_logbuf_free(&buf);
+  return 0;
+}
+
+static void *tk_cache_writer_main(void *pArg){
+  TkWriter *w = (TkWriter*)pArg;
+  uint64_t c;
+  for(c=w->iFrom; c<=w->iTo && w->rc==SQLITE_OK; c++){
+    char zKey[16], zVal[32];
+    KvLogAction a;
+    snprintf(zKey, sizeof(zKey), "k%05d", (int)((c*7919)%3000));
+    snprintf(zVal, sizeof(zVal), "v-%s", zKey);
+    memset(&a, 0, sizeof(a));
+    a.aKey = (const uint8_t*)zKey; a.nKey = 6;
+    a.aVal = (const uint8_t*)zVal; a.nVal = 8;
+    w->rc = kv_logstore_apply(w->p, c, 1, &a, 0);
+  }
+  return 0;
+}
+
+/* Three threads walk (forward and backward) and get while a fourth
+** rewrites keys, under a 12 KiB cache limit: chunks are dropped from the
+** cache while other threads' walks still read them, and every read is
+** right; the cache stays within its limit. */
+START_TEST(test_kvlog_cache_shared_by_threads_under_a_small_limit){
+  char *zDir = th_tmpdir("kvlog-cachethreads");
+  KvLogStore *p = tk_open(zDir, 0);
+  int64_t nOld = kv_logstore_cache_limit(12288);
+  TkCacheReader ar[3];
+  pthread_t at[3], tw;
+  TkWriter w;
+  int i;
+  tk_fill_keys(p, 3000, 1);
+  w.p = p; w.iFrom = 3001; w.iTo = 9000; w.rc = SQLITE_OK;
+  ck_assert_int_eq(pthread_create(&tw, 0, tk_cache_writer_main, &w), 0);
+  for(i=0; i<3; i++){
+    memset(&ar[i], 0, sizeof(ar[i]));
+    ar[i].p = p;
+    ar[i].nWalk = 20;
+    ck_assert_int_eq(pthread_create(&at[i], 0, tk_cache_reader_main, &ar[i]),
+                     0);
+  }
+  for(i=0; i<3; i++) pthread_join(at[i], 0);
+  pthread_join(tw, 0);
+  ck_assert_int_eq(w.rc, SQLITE_OK);
+  for(i=0; i<3; i++){
+    ck_assert_int_eq(ar[i].nBad, 0);
+    ck_assert_int_eq(ar[i].nRow, 20*3000);
+  }
+  ck_assert_int_le(kv_logstore_cache_used(), 12288);
+  kv_logstore_cache_limit(nOld);
+  kv_logstore_close(p);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("kvlog");
   TCase *tc = tcase_create("kvlog");
@@ -1891,6 +2254,14 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kvlog_leftovers_are_deleted_at_open);
   tcase_add_test(tc, test_kvlog_destroy_removes_the_directory);
   tcase_add_test(tc, test_kvlog_shared_compaction_waits_for_follower_then_removes);
+  tcase_add_test(tc, test_kvlog_record_damaged_after_caching_reads_as_cached);
+  tcase_add_test(tc,
+                 test_kvlog_damaged_record_in_cache_is_reported_at_every_read);
+  tcase_add_test(tc, test_kvlog_cache_limit_bounds_the_cache_reads_stay_right);
+  tcase_add_test(tc,
+                 test_kvlog_file_truncated_under_the_cache_is_corrupt_past_it);
+  tcase_add_test(tc, test_kvlog_cache_never_holds_bytes_past_the_published_end);
+  tcase_add_test(tc, test_kvlog_cache_shared_by_threads_under_a_small_limit);
   suite_add_tcase(s, tc);
   return s;
 }
