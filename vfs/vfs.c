@@ -2090,6 +2090,37 @@ static int depotPragmaThreads(DepotFile *p, char **azArg){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_store_cache_kb[=N]: the page cache, in KiB, of this
+** connection's store connection (1..1048576; a PostgreSQL store has none:
+** it answers 0 and refuses a size); answers the size in effect. */
+static int depotPragmaStoreCache(DepotFile *p, char **azArg){
+  int64_t nUsed = 0, nLimit = 0, n;
+  if( azArg[2] ){
+    int rc;
+    if( depotPragmaInt(azArg, "depot_store_cache_kb", azArg[2], 1048576,
+                       &n) || n<1 ){
+      sqlite3_free(azArg[0]);
+      azArg[0] = sqlite3_mprintf("depot: depot_store_cache_kb must be an"
+                                 " integer 1..1048576, got %s", azArg[2]);
+      return SQLITE_ERROR;
+    }
+    rc = store_sqlite_set_cache_kb(p->pStore, (int)n);
+    if( rc==SQLITE_NOTFOUND ){
+      azArg[0] = sqlite3_mprintf("depot: depot_store_cache_kb: the store of"
+          " this database is not a store file and has no page cache");
+      return SQLITE_ERROR;
+    }
+    if( rc!=SQLITE_OK ){
+      azArg[0] = sqlite3_mprintf("depot: depot_store_cache_kb: %s",
+                                 sqlite3_errstr(rc));
+      return rc;
+    }
+  }
+  store_memory(p->pStore, &nUsed, &nLimit);
+  azArg[0] = sqlite3_mprintf("%lld", (long long)(nLimit/1024));
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
@@ -2101,6 +2132,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     return depotPragmaKb(p, azArg, 0);
+  }
+  if( sqlite3_stricmp(zName, "depot_store_cache_kb")==0 ){
+    return depotPragmaStoreCache(p, azArg);
   }
   if( sqlite3_stricmp(zName, "depot_readahead")==0 ){
     return depotPragmaReadahead(p, azArg);
