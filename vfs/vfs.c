@@ -1233,6 +1233,21 @@ static int depotStageCreate(DepotFile *p){
 ** several parts, one store transaction each. */
 #define DEPOT_STAGE_PART_BYTES (4*1024*1024)
 
+#ifdef DEPOT_TEST
+int depot_stage_test_part_bytes = 0;
+#endif
+
+/* The page bytes of one staged part: DEPOT_STAGE_PART_BYTES, or the test
+** hook's size. */
+static uint32_t depotStagePartBytes(void){
+#ifdef DEPOT_TEST
+  if( depot_stage_test_part_bytes>0 ){
+    return (uint32_t)depot_stage_test_part_bytes;
+  }
+#endif
+  return DEPOT_STAGE_PART_BYTES;
+}
+
 /* What depotStage() learned of one page of the batch before writing it. */
 typedef struct StageNote StageNote;
 struct StageNote {
@@ -1320,12 +1335,12 @@ static int depotStage(DepotFile *p){
     ** rows are in the store */
     rc = txstage_reserve(&p->stage, aPg[n-1]);
   }
-  /* the pages go in parts of at most DEPOT_STAGE_PART_BYTES, each freed
+  /* the pages go in parts of at most depotStagePartBytes(), each freed
   ** from the buffer once its store transaction is in: the encoded frames
   ** in memory at once are one such part's, not the batch's */
   for(j=0; rc==SQLITE_OK && j<n; j+=nPart){
     uint32_t k;
-    nPart = DEPOT_STAGE_PART_BYTES/sz;
+    nPart = depotStagePartBytes()/sz;
     if( nPart==0 ) nPart = 1;
     if( nPart>n-j ) nPart = n-j;
     memset(&h, 0, sizeof(h));
