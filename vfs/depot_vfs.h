@@ -145,6 +145,19 @@ int depot_store_stats(const char *zStore, DepotStats *pStats, char **pzErr);
 int depot_store_replica(const char *zStore, int *pbStandby, double *prLag,
                         char **pzErr);
 
+/* The memory bound of depot databases.  A process that opens one store
+** through one connection has a peak RSS of at most what the same work
+** takes through the unix VFS, plus the limits configured for it: the
+** limit_bytes of its depot_memory rows (cache_kb, map_kb, store_cache_kb,
+** txn_budget_kb, the 64 KiB page scratch) with the transaction budget
+** counted twice (the buffer's pages, and while a commit writes them, their
+** encoded frames: at most as many bytes again; a staged batch encodes in
+** parts of 4 MiB), plus DEPOT_MEMORY_SLACK_KB for what has no limit of its
+** own (zstd contexts, one staged part's frames, the commit's index and
+** location arrays, malloc's per-chunk overhead and fragmentation).  make
+** bench-speed reports it per size. */
+#define DEPOT_MEMORY_SLACK_KB (16*1024)
+
 /* One structure of a connection's memory, as depot_memory lists it:
 ** what it is (zName), whose it is (zScope: "connection", "transaction",
 ** "process"), the bytes it holds now and its bound (-1: none; it grows

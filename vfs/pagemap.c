@@ -92,10 +92,12 @@ int64_t depot_pagemap_used(DepotPageMap *p){
   return n;
 }
 
-/* The entry of pgno, growing the array (doubling, within the limit) when
-** needed; NULL when pgno is past the limit or out of memory. */
+/* The entry of pgno, growing the array (doubling, within the limit, which
+** counts the array and the map) when needed; NULL when pgno is past the
+** limit or out of memory. */
 static MapEntry *mapSlot(DepotPageMap *p, uint32_t pgno){
-  int64_t nCap = p->nMax / (int64_t)sizeof(MapEntry);
+  /* the array and the map itself fit the limit */
+  int64_t nCap = (p->nMax - (int64_t)sizeof(*p)) / (int64_t)sizeof(MapEntry);
   if( pgno==0 || (int64_t)pgno>nCap ) return 0;
   if( pgno>p->nAlloc ){
     int64_t n = p->nAlloc ? (int64_t)p->nAlloc*2 : 1024;

@@ -57,7 +57,8 @@ void depot_pagemap_free(DepotPageMap*);
 void depot_pagemap_set_limit(DepotPageMap*, int64_t nMaxBytes);
 int64_t depot_pagemap_limit(DepotPageMap*);
 
-/* The bytes the map holds now (its entry array, within the limit). */
+/* The bytes the map holds now (its entry array and the map itself, both
+** within the limit). */
 int64_t depot_pagemap_used(DepotPageMap*);
 
 /* The location of page pgno for a reader of iTop pinned at txid iCap:

@@ -23,12 +23,15 @@ struct CacheEntry {
 
 struct DepotCache {
   pthread_mutex_t mutex;          /* guards every field below */
-  int64_t nMax, nUsed;            /* bytes */
+  int64_t nMax;                   /* bytes: entries, table and this */
+  int64_t nUsed;                  /* bytes of the entries (headers too) */
   uint32_t nSlot;                 /* power of two */
   uint32_t nEntry;
   CacheEntry **aSlot;
   CacheEntry *pHead, *pTail;
 };
+
+#define CACHE_MIN_SLOT 16        /* the hash table's first size */
 
 static int64_t nCacheHit = 0, nCacheMiss = 0;   /* atomic */
 
@@ -48,7 +51,7 @@ DepotCache *depot_cache_new(int64_t nMaxBytes){
   DepotCache *p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return 0;
   memset(p, 0, sizeof(*p));
-  p->nSlot = 1024;
+  p->nSlot = CACHE_MIN_SLOT;
   p->aSlot = sqlite3_malloc64(sizeof(CacheEntry*)*p->nSlot);
   if( p->aSlot==0 ){ sqlite3_free(p); return 0; }
   memset(p->aSlot, 0, sizeof(CacheEntry*)*p->nSlot);
@@ -88,18 +91,35 @@ static CacheEntry **cacheFind(DepotCache *p, uint64_t b, uint32_t pgno,
   return pp;
 }
 
+/* The bytes an entry of a szPage page takes. */
+static int64_t cacheEntryBytes(uint32_t szPage){
+  return (int64_t)sizeof(CacheEntry) + (int64_t)szPage;
+}
+
+/* The bytes the cache holds: its entries, its hash table and itself. */
+static int64_t cacheBytes(const DepotCache *p){
+  return p->nUsed + (int64_t)p->nSlot*(int64_t)sizeof(CacheEntry*)
+       + (int64_t)sizeof(*p);
+}
+
+int64_t depot_cache_bytes_for(uint32_t nPage, uint32_t szPage){
+  return (int64_t)nPage*cacheEntryBytes(szPage)
+       + (int64_t)CACHE_MIN_SLOT*(int64_t)sizeof(CacheEntry*)
+       + (int64_t)sizeof(DepotCache);
+}
+
 /* Remove entry e, whose hash chain link is *pp, and free it. */
 static void cacheRemove(DepotCache *p, CacheEntry **pp, CacheEntry *e){
   *pp = e->pHashNext;
   cacheUnlink(p, e);
-  p->nUsed -= e->szPage;
+  p->nUsed -= cacheEntryBytes(e->szPage);
   p->nEntry--;
   sqlite3_free(e);
 }
 
 /* Drop least recently used entries until the cache fits nMax. */
 static void cacheEvict(DepotCache *p){
-  while( p->pTail && p->nUsed > p->nMax ){
+  while( p->pTail && cacheBytes(p) > p->nMax ){
     CacheEntry *e = p->pTail;
     cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
   }
@@ -114,11 +134,14 @@ void depot_cache_drop(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_unlock(&p->mutex);
 }
 
-/* Double the hash table when it gets crowded (best effort). */
+/* Double the hash table when it gets crowded (best effort), while it
+** stays within 1/64 of the limit (a chain of a few entries costs less than
+** the pages a larger table would evict). */
 static void cacheGrow(DepotCache *p){
   uint32_t n = p->nSlot*2, i;
   CacheEntry **a;
-  if( p->nEntry < p->nSlot || n>(1u<<24) ) return;
+  if( p->nEntry < p->nSlot || n>(1u<<24)
+   || (int64_t)n*(int64_t)sizeof(CacheEntry*) > p->nMax/64 ) return;
   a = sqlite3_malloc64(sizeof(CacheEntry*)*n);
   if( a==0 ) return;
   memset(a, 0, sizeof(CacheEntry*)*n);
@@ -154,8 +177,7 @@ int64_t depot_cache_limit(DepotCache *p){
 int64_t depot_cache_used(DepotCache *p){
   int64_t n;
   pthread_mutex_lock(&p->mutex);
-  n = p->nUsed + (int64_t)p->nEntry*(int64_t)sizeof(CacheEntry)
-    + (int64_t)p->nSlot*(int64_t)sizeof(CacheEntry*) + (int64_t)sizeof(*p);
+  n = cacheBytes(p);
   pthread_mutex_unlock(&p->mutex);
   return n;
 }
@@ -196,10 +218,11 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a,
                      int bScan){
   CacheEntry *e, **pp;
+  int64_t nNew = cacheEntryBytes(szPage);
   pthread_mutex_lock(&p->mutex);
   pp = cacheFind(p, iBranch, pgno, iOwner);
-  if( *pp==0 && (int64_t)szPage<=p->nMax
-   && (!bScan || p->nUsed+(int64_t)szPage<=p->nMax
+  if( *pp==0 && cacheBytes(p)-p->nUsed+nNew<=p->nMax
+   && (!bScan || cacheBytes(p)+nNew<=p->nMax
        || (p->pTail && !p->pTail->bScan)) ){
     e = sqlite3_malloc64(sizeof(*e)+szPage);
     if( e ){
@@ -210,10 +233,10 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
       memcpy(e->a, a, szPage);
       *pp = e;
       cachePushFront(p, e);
-      p->nUsed += szPage;
+      p->nUsed += nNew;
       p->nEntry++;
-      cacheEvict(p);
       cacheGrow(p);
+      cacheEvict(p);
     }
   }
   pthread_mutex_unlock(&p->mutex);

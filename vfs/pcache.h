@@ -25,12 +25,17 @@ typedef struct DepotCache DepotCache;
 DepotCache *depot_cache_new(int64_t nMaxBytes);
 void depot_cache_free(DepotCache*);
 
+/* The smallest limit that holds nPage pages of szPage bytes (below 16
+** pages: the table does not grow before it holds 16). */
+int64_t depot_cache_bytes_for(uint32_t nPage, uint32_t szPage);
+
 /* Change the byte limit, evicting at once if needed. */
 void depot_cache_set_limit(DepotCache*, int64_t nMaxBytes);
 int64_t depot_cache_limit(DepotCache*);
 
-/* The bytes the cache holds now: its pages, their entries and the hash
-** table (entries and table come on top of the limit, which counts pages). */
+/* The bytes the cache holds now: its pages, their entries' headers, the
+** hash table and the cache itself; at most the limit, except for a table
+** and cache struct (8 KiB) larger than a limit below that. */
 int64_t depot_cache_used(DepotCache*);
 
 /* Copy the cached page into pOut (szPage bytes) and return 1, or return 0
@@ -44,7 +49,7 @@ int depot_cache_has(DepotCache*, uint64_t iBranch, uint32_t pgno,
                     uint64_t iOwner, uint32_t szPage);
 
 /* Add a copy of page p (best effort: silently skipped when out of memory
-** or larger than the limit). */
+** or when the page, its entry and the table exceed the limit). */
 void depot_cache_put(DepotCache*, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *p);
 

@@ -1229,6 +1229,25 @@ static int depotStageCreate(DepotFile *p){
   return depotReport(rc, zErr, SQLITE_IOERR_WRITE);
 }
 
+/* The page bytes of one staged LTX part: a batch larger than this goes in
+** several parts, one store transaction each. */
+#define DEPOT_STAGE_PART_BYTES (4*1024*1024)
+
+#ifdef DEPOT_TEST
+int depot_stage_test_part_bytes = 0;
+#endif
+
+/* The page bytes of one staged part: DEPOT_STAGE_PART_BYTES, or the test
+** hook's size. */
+static uint32_t depotStagePartBytes(void){
+#ifdef DEPOT_TEST
+  if( depot_stage_test_part_bytes>0 ){
+    return (uint32_t)depot_stage_test_part_bytes;
+  }
+#endif
+  return DEPOT_STAGE_PART_BYTES;
+}
+
 /* What depotStage() learned of one page of the batch before writing it. */
 typedef struct StageNote StageNote;
 struct StageNote {
@@ -1241,7 +1260,8 @@ struct StageNote {
 };
 
 static int depotStage(DepotFile *p){
-  uint32_t *aDirty = 0, nDirty = 0, i, n = 0, nUn = 0, nKeep = 0;
+  uint32_t *aDirty = 0, nDirty = 0, i, j, n = 0, nUn = 0, nKeep = 0;
+  uint32_t nPart = 0;
   uint32_t sz = p->szPageTx;
   const unsigned char **ap = 0;
   uint32_t *aPg = 0;
@@ -1315,35 +1335,47 @@ static int depotStage(DepotFile *p){
     ** rows are in the store */
     rc = txstage_reserve(&p->stage, aPg[n-1]);
   }
-  if( rc==SQLITE_OK && n>0 ){
+  /* the pages go in parts of at most depotStagePartBytes(), each freed
+  ** from the buffer once its store transaction is in: the encoded frames
+  ** in memory at once are one such part's, not the batch's */
+  for(j=0; rc==SQLITE_OK && j<n; j+=nPart){
+    uint32_t k;
+    nPart = depotStagePartBytes()/sz;
+    if( nPart==0 ) nPart = 1;
+    if( nPart>n-j ) nPart = n-j;
     memset(&h, 0, sizeof(h));
     h.szPage = sz;
     h.nPage = p->nPageTx;
     h.iMinTxid = h.iMaxTxid = p->stream.iTxid;
-    h.nFrame = n;
-    rc = ltx_encode_threads(&h, aPg, ap, 0, p->pCctx, depotTxLevel(p, 0),
-                            p->nThreads, &aBlob, &nBlob, aRef);
-  }
-  if( rc==SQLITE_OK && n>0 ){
-    depotEndRead(p);            /* the batch's store write transaction */
-    rc = depot_stage_append(p->pStore, &p->stream, aBlob, nBlob, n, aRef,
-                            &zErr);
-    depotBeginRead(p);
-  }
-  if( rc==SQLITE_OK ){
-    TxStage *pSt = &p->stage;
-    for(i=0; i<n; i++){
-      const StageNote *e = &aSt[i];
+    h.nFrame = nPart;
+    rc = ltx_encode_threads(&h, &aPg[j], &ap[j], 0, p->pCctx,
+                            depotTxLevel(p, 0), p->nThreads, &aBlob, &nBlob,
+                            &aRef[j]);
+    if( rc==SQLITE_OK ){
+      depotEndRead(p);          /* the part's store write transaction */
+      rc = depot_stage_append(p->pStore, &p->stream, aBlob, nBlob, nPart,
+                              &aRef[j], &zErr);
+      depotBeginRead(p);
+    }
+    sqlite3_free(aBlob);
+    aBlob = 0;
+    for(k=j; rc==SQLITE_OK && k<j+nPart; k++){
+      TxStage *pSt = &p->stage;
+      const StageNote *e = &aSt[k];
       if( e->bPrev ){
         pSt->iSum ^= e->iPrev ^ e->iCrc;
-        pSt->nLiveByte += (int64_t)aRef[i].nByte - e->nPrev;
+        pSt->nLiveByte += (int64_t)aRef[k].nByte - e->nPrev;
       }else{
         txstage_set(pSt, e->pgno);          /* reserved: cannot fail */
         pSt->nLive++;
-        pSt->nLiveByte += aRef[i].nByte;
+        pSt->nLiveByte += aRef[k].nByte;
         pSt->iSum ^= e->iCrc ^ (e->pgno<=p->snap.nPage ? e->iOld : 0);
       }
+      txbuf_drop(&p->tx, e->pgno);
     }
+  }
+  if( rc==SQLITE_OK ){
+    TxStage *pSt = &p->stage;
     for(i=0; i<nDirty; i++){
       if( aDirty[i] ) txbuf_drop(&p->tx, aDirty[i]);
     }
@@ -2073,6 +2105,37 @@ static int depotPragmaThreads(DepotFile *p, char **azArg){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_store_cache_kb[=N]: the page cache, in KiB, of this
+** connection's store connection (1..1048576; a PostgreSQL store has none:
+** it answers 0 and refuses a size); answers the size in effect. */
+static int depotPragmaStoreCache(DepotFile *p, char **azArg){
+  int64_t nUsed = 0, nLimit = 0, n;
+  if( azArg[2] ){
+    int rc;
+    if( depotPragmaInt(azArg, "depot_store_cache_kb", azArg[2], 1048576,
+                       &n) || n<1 ){
+      sqlite3_free(azArg[0]);
+      azArg[0] = sqlite3_mprintf("depot: depot_store_cache_kb must be an"
+                                 " integer 1..1048576, got %s", azArg[2]);
+      return SQLITE_ERROR;
+    }
+    rc = store_sqlite_set_cache_kb(p->pStore, (int)n);
+    if( rc==SQLITE_NOTFOUND ){
+      azArg[0] = sqlite3_mprintf("depot: depot_store_cache_kb: the store of"
+          " this database is not a store file and has no page cache");
+      return SQLITE_ERROR;
+    }
+    if( rc!=SQLITE_OK ){
+      azArg[0] = sqlite3_mprintf("depot: depot_store_cache_kb: %s",
+                                 sqlite3_errstr(rc));
+      return rc;
+    }
+  }
+  store_memory(p->pStore, &nUsed, &nLimit);
+  azArg[0] = sqlite3_mprintf("%lld", (long long)(nLimit/1024));
+  return SQLITE_OK;
+}
+
 static int depotPragma(DepotFile *p, char **azArg){
   const char *zName = azArg[1];
   depot_lock_pragma(&p->lock, azArg);      /* locking and journal modes */
@@ -2084,6 +2147,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     return depotPragmaKb(p, azArg, 0);
+  }
+  if( sqlite3_stricmp(zName, "depot_store_cache_kb")==0 ){
+    return depotPragmaStoreCache(p, azArg);
   }
   if( sqlite3_stricmp(zName, "depot_readahead")==0 ){
     return depotPragmaReadahead(p, azArg);

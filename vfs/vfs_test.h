@@ -40,4 +40,9 @@ extern void (*depot_compact_test_plan_between)(const char *zStore);
 ** with the connection: to the caller, STORE_LOST_UNKNOWN. */
 extern int depot_pg_test_lost_commits;
 
+/* Page bytes of one staged LTX part of a write transaction past its
+** budget (vfs/vfs.c); 0: 4 MiB.  A test sets it small to have one batch
+** go in several parts. */
+extern int depot_stage_test_part_bytes;
+
 #endif /* DEPOT_VFS_TEST_H */

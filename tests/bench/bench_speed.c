@@ -16,7 +16,9 @@
 ** holds still on a loaded machine where wall times swing) and its peak
 ** RSS as of the end of each step (so the step that raised it shows); the parent takes the child's overall peak RSS from
 ** wait4() (the ru_maxrss of that child alone), and prints the depot
-** child's memory by structure after VACUUM, where its peak RSS is.  The
+** child's memory by structure after VACUUM, where its peak RSS is, and
+** whether that peak holds the bound of vfs/depot_vfs.h (the unix child's
+** peak + the depot child's limits + DEPOT_MEMORY_SLACK_KB).  The
 ** tables show per step the medians
 ** over the runs and the ratio of the medians, the totals, the peak RSS of
 ** both sides, and then the depot child's store file: its physical bytes
@@ -98,6 +100,8 @@ struct SpResult {
   double rOpenScanCpu;       /* history: its CPU seconds */
   char zMem[700];            /* depot: depot_memory and the heap after
                              ** VACUUM (the step of the peak RSS) */
+  long long nLimit;          /* depot: the sum of depot_memory's limits,
+                             ** the write buffer's twice */
 };
 
 static double spNow(void){
@@ -415,7 +419,17 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
       case 15: rc = spExec(db, "PRAGMA integrity_check"); break;
       case 16:
         rc = spExec(db, "VACUUM");
-        if( rc==0 && bDepot ) spMemory(db, pR->zMem, sizeof(pR->zMem));
+        if( rc==0 && bDepot ){
+          /* the limits of the bound of vfs/depot_vfs.h: the budget twice */
+          sqlite3_stmt *pL = spPrep(db, "SELECT sum(limit_bytes) + (SELECT"
+              " max(limit_bytes, 0) FROM depot_memory WHERE"
+              " name='write_buffer') FROM depot_memory WHERE limit_bytes>0");
+          spMemory(db, pR->zMem, sizeof(pR->zMem));
+          if( pL && sqlite3_step(pL)==SQLITE_ROW ){
+            pR->nLimit = sqlite3_column_int64(pL, 0);
+          }
+          sqlite3_finalize(pL);
+        }
         break;
       case 17:
         sqlite3_close(db);
@@ -689,6 +703,24 @@ static double spSize(int nMb, int nRun, const char *zTmp, int *pnMiss){
     printf("peak RSS: unix %.1f MiB, depot %.1f MiB (+%.1f MiB)\n",
            spMedian(aRu, nRun), spMedian(aRd, nRun),
            spMedian(aRd, nRun)-spMedian(aRu, nRun));
+    {
+      /* the bound of vfs/depot_vfs.h, run by run: unix peak + limits +
+      ** DEPOT_MEMORY_SLACK_KB */
+      int nHeld = 0;
+      double rBound = 0, rLim = aR[1][0].nLimit/1048576.0;
+      for(r=0; r<nRun; r++){
+        double b = aRu[r] + aR[1][r].nLimit/1048576.0
+                 + DEPOT_MEMORY_SLACK_KB/1024.0;
+        if( r==0 || b>rBound ) rBound = b;
+        nHeld += aRd[r]<=b;
+      }
+      printf("peak RSS bound: unix peak + limits (budget twice) %.1f MiB"
+             " + %d MiB = %.1f"
+             " MiB; depot %.1f MiB: %s (%d of %d runs)\n", rLim,
+             DEPOT_MEMORY_SLACK_KB/1024, rBound, spMedian(aRd, nRun),
+             nHeld==nRun ? "holds" : "NOT MET", nHeld, nRun);
+      if( nHeld<nRun ) (*pnMiss)++;
+    }
     if( aR[1][0].zMem[0] ){
       printf("depot memory after VACUUM (run 1, MiB): %s\n", aR[1][0].zMem);
     }

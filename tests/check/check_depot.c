@@ -1885,6 +1885,79 @@ START_TEST(test_depot_cache_kb_pragma_reads_sets_and_validates){
 }
 END_TEST
 
+/* PRAGMA depot_store_cache_kb reads back store_cache_kb, sets the store
+** connection's page cache (the limit depot_memory reports follows, and a
+** smaller one frees the pages past it at once) and refuses a value out of
+** 1..1048576 with a message naming the pragma, changing nothing. */
+START_TEST(test_depot_store_cache_kb_pragma_reads_sets_and_validates){
+  char *zDir = th_tmpdir("depot-storecache");
+  sqlite3 *db = open_depot(zDir, "c", "store_cache_kb=4096");
+  static const char *const azBad[] = { "0", "-1", "1048577", "abc",
+                                       "'12x'" };
+  char *z;
+  int i;
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_store_cache_kb"), 4096);
+  th_exec(db, "CREATE TABLE t(a INTEGER PRIMARY KEY, b);"
+              "WITH RECURSIVE g(v) AS (SELECT 1 UNION ALL SELECT v+1 FROM g"
+              " WHERE v<20000) INSERT INTO t SELECT v, randomblob(200)"
+              " FROM g");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 20000);
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_store_cache_kb=64"), 64);
+  ck_assert_int_eq(th_int(db, "SELECT limit_bytes FROM depot_memory"
+                              " WHERE name='store_connection'"), 64*1024);
+  for(i=0; i<(int)(sizeof(azBad)/sizeof(azBad[0])); i++){
+    char *zSql = sqlite3_mprintf("PRAGMA depot_store_cache_kb=%s", azBad[i]);
+    ck_assert_int_eq(th_try(db, zSql, &z), SQLITE_ERROR);
+    ck_assert_ptr_nonnull(strstr(z, "depot_store_cache_kb must be an integer"
+                                    " 1..1048576"));
+    sqlite3_free(z);
+    sqlite3_free(zSql);
+  }
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_store_cache_kb"), 64);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 20000);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* At tiny limits (cache_kb=16 and map_kb=16: three decoded pages, 512
+** page map entries) a workload of ~3 MB (a load, an index, updates, a
+** scan) gives the right results while depot_memory shows the decoded-page
+** cache and the page map within their limits after every step. */
+START_TEST(test_depot_tiny_cache_limits_hold_under_a_larger_workload){
+  char *zDir = th_tmpdir("depot-tinycache");
+  sqlite3 *db = open_depot(zDir, "c", "cache_kb=16&map_kb=16");
+  static const char *const azStep[] = {
+    "CREATE TABLE t(a INTEGER PRIMARY KEY, b INT, c TEXT)",
+    "INSERT INTO t SELECT value, value*7919%10007, printf('%d %s', value,"
+    " hex(randomblob(60))) FROM (WITH RECURSIVE g(value) AS (SELECT 1"
+    " UNION ALL SELECT value+1 FROM g WHERE value<20000) SELECT value"
+    " FROM g)",
+    "CREATE INDEX tb ON t(b)",
+    "UPDATE t SET b=b+1 WHERE a%3=0",
+    "DELETE FROM t WHERE a%7=0",
+    "SELECT sum(length(c)) FROM t",
+  };
+  int i;
+  sqlite3_int64 nPage = 0;
+  for(i=0; i<(int)(sizeof(azStep)/sizeof(azStep[0])); i++){
+    th_exec(db, azStep[i]);
+    ck_assert_int_le(th_int(db, "SELECT bytes FROM depot_memory"
+                                " WHERE name='decoded_page_cache'"), 16*1024);
+    ck_assert_int_le(th_int(db, "SELECT bytes FROM depot_memory"
+                                " WHERE name='page_map'"), 16*1024);
+  }
+  nPage = th_int(db, "PRAGMA page_count");
+  ck_assert_int_gt(nPage*4096, 32*16*1024);    /* far past the limits */
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 20000 - 20000/7);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE a%3=0"
+                              " AND b!=a*7919%10007+1"), 0);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Pages committed at a fast (negative) zstd level read back under any
 ** level, and a database mixes frames of both. */
 START_TEST(test_depot_fast_zstd_level_commits_and_reads){
@@ -3039,6 +3112,8 @@ Suite *depot_test_suite(void){
       test_depot_failed_commit_in_exclusive_mode_is_never_stored, 0,
       (int)(sizeof(azFailJournal)/sizeof(azFailJournal[0])));
   tcase_add_test(tc, test_depot_cache_kb_pragma_reads_sets_and_validates);
+  tcase_add_test(tc, test_depot_store_cache_kb_pragma_reads_sets_and_validates);
+  tcase_add_test(tc, test_depot_tiny_cache_limits_hold_under_a_larger_workload);
   tcase_add_test(tc, test_depot_mmap_size_pragma_answers_zero);
   tcase_add_test(tc, test_depot_store_replaced_at_its_path_is_read_afresh);
   tcase_add_loop_test(tc, test_depot_bad_uri_parameters_cannot_open, 0,

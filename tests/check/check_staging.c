@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -215,13 +216,16 @@ static sqlite3_int64 count_t(sqlite3 *db){
 /* The same large transactions (inserts, updates, deletes, a page rewritten
 ** after it was staged, a shrink) on a plain file and on a database with a
 ** tiny budget (8 KiB; 64 KiB, where pages rewritten after they were staged
-** stay in memory) give the same rows; integrity_check and depot_verify are
-** clean. */
+** stay in memory; 64 KiB staged in parts of two pages, so that one batch
+** goes in several store transactions) give the same rows; integrity_check
+** and depot_verify are clean. */
 START_TEST(test_staging_large_txn_matches_plain_file){
   char *zDir = th_tmpdir("staging-oracle");
   char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
   sqlite3 *a = th_open(zPlain);
-  sqlite3 *b = open_app(zDir, _i ? 64 : 8);   /* 64: rewritten pages stay */
+  sqlite3 *b;
+  if( _i==2 ) depot_stage_test_part_bytes = 8192;  /* batches of parts */
+  b = open_app(zDir, _i ? 64 : 8);   /* 64: rewritten pages stay */
   const char *azStep[] = {
     zSchema,
     "PRAGMA cache_size=5",
@@ -1940,12 +1944,92 @@ START_TEST(test_staging_rollback_writes_the_store_only_to_remove_rows){
 }
 END_TEST
 
+/* The workload of the peak RSS test in database zUri: a ~20 MB table
+** loaded in one transaction, an index, an update of a quarter of the rows,
+** a delete of a fifth, VACUUM and a full scan; 0 when every step worked
+** and the scan counts what it should. */
+static int rss_workload(const char *zUri){
+  sqlite3 *db = 0;
+  sqlite3_stmt *pS = 0;
+  int rc = sqlite3_open_v2(zUri, &db, SQLITE_OPEN_READWRITE
+                           |SQLITE_OPEN_CREATE|SQLITE_OPEN_URI, 0);
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(db,
+      "CREATE TABLE t(a INTEGER PRIMARY KEY, b INT, c TEXT);"
+      "BEGIN;"
+      "INSERT INTO t SELECT value, value*7919%100003,"
+      " printf('%d %s', value, hex(randomblob(120))) FROM " SERIES(80000) ";"
+      "COMMIT;"
+      "CREATE INDEX tb ON t(b);"
+      "UPDATE t SET c=lower(c) WHERE a%4=0;"
+      "DELETE FROM t WHERE a%5=0;"
+      "VACUUM;", 0, 0, 0);
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_prepare_v2(db, "SELECT count(*), sum(b>=0) FROM t"
+                            " WHERE length(c)>240", -1, &pS, 0);
+  }
+  if( rc==SQLITE_OK ){
+    rc = sqlite3_step(pS)==SQLITE_ROW && sqlite3_column_int(pS, 0)==64000
+      && sqlite3_column_int(pS, 1)==64000 ? SQLITE_OK : SQLITE_ERROR;
+  }
+  if( rc!=SQLITE_OK ) fprintf(stderr, "rss workload: %s\n", sqlite3_errmsg(db));
+  sqlite3_finalize(pS);
+  sqlite3_close(db);
+  return rc;
+}
+
+/* Run rss_workload(zUri) in a child process: its peak RSS in KiB (its own
+** ru_maxrss), and whether it worked in *pbOk. */
+static long rss_child(const char *zUri, int *pbOk){
+  struct rusage ru;
+  int st = 0;
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ) _exit(rss_workload(zUri)==SQLITE_OK ? 0 : 1);
+  ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
+  *pbOk = WIFEXITED(st) && WEXITSTATUS(st)==0;
+  return ru.ru_maxrss;
+}
+
+/* The memory bound of vfs/depot_vfs.h at small limits: a child process
+** running a ~20 MB workload on a depot database with a 1 MiB decoded-page
+** cache, page map and store cache and a 2 MiB transaction budget peaks at
+** most DEPOT_MEMORY_SLACK_KB above a child doing the same through the
+** unix VFS plus those limits (the budget twice, and the 64 KiB page
+** scratch); both give the same result. */
+START_TEST(test_staging_peak_rss_within_the_bound){
+  char *zDir = th_tmpdir("staging-rss");
+  char *zPlain = sqlite3_mprintf("file:%s/plain.db", zDir);
+  char *zDepot = sqlite3_mprintf("file:%s/store.depot?vfs=depot&db=app"
+      "&cache_kb=1024&map_kb=1024&store_cache_kb=1024&txn_budget_kb=2048",
+      zDir);
+  long nLimitKb = 1024 + 1024 + 1024 + 2*2048 + 64;  /* the budget twice */
+  long nUnix, nDepot;
+  int bOk = 0;
+  if( th_under_valgrind() || th_under_tsan() ) return;   /* RSS is theirs */
+  setup_vfs();
+  nUnix = rss_child(zPlain, &bOk);
+  ck_assert_int_eq(bOk, 1);
+  nDepot = rss_child(zDepot, &bOk);
+  ck_assert_int_eq(bOk, 1);
+  fprintf(stderr, "peak RSS: unix %ld KiB, depot %ld KiB, bound %ld KiB\n",
+          nUnix, nDepot, nUnix + nLimitKb + DEPOT_MEMORY_SLACK_KB);
+  ck_assert_int_le(nDepot, nUnix + nLimitKb + DEPOT_MEMORY_SLACK_KB);
+  sqlite3_free(zPlain);
+  zPlain = sqlite3_mprintf("%s/plain.db", zDir);
+  unlink(zPlain);
+  remove_store(zDir);
+  sqlite3_free(zPlain);
+  sqlite3_free(zDepot);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 Suite *depot_test_suite(void){
   Suite *s = suite_create("staging");
   TCase *tc = tcase_create("staging");
   const char *zPg = getenv("DEPOT_TEST_STORE_URI");
   int nKillLoop = (zPg && zPg[0]) ? 1 : 2;  /* on PostgreSQL: pg_suite.sh */
-  tcase_add_loop_test(tc, test_staging_large_txn_matches_plain_file, 0, 2);
+  tcase_add_loop_test(tc, test_staging_large_txn_matches_plain_file, 0, 3);
   tcase_add_test(tc, test_staging_budget_pragma_and_uri);
   tcase_add_test(tc, test_staging_buffer_and_map_drop_pages);
   tcase_add_test(tc, test_staging_rollback_leaves_nothing);
@@ -1963,6 +2047,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_staging_sigkill_at_each_store_write, 0, 2);
   tcase_add_test(tc, test_staging_first_transaction_of_a_new_database);
   tcase_add_test(tc, test_staging_memory_listing_bounds_each_structure);
+  tcase_add_test(tc, test_staging_peak_rss_within_the_bound);
   tcase_add_test(tc, test_staging_map_memory_does_not_grow_with_the_txn);
   tcase_add_test(tc, test_staging_cut_of_many_staged_pages_matches_plain_file);
   tcase_add_test(tc, test_staging_quota_counts_no_staged_rows);

@@ -485,7 +485,7 @@ END_TEST
 /* ---- page cache and write buffer ---- */
 
 START_TEST(test_cache_keeps_recent_pages_within_limit){
-  DepotCache *c = depot_cache_new(4*512);
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(4, 512));
   unsigned char a[512], b[512];
   uint32_t i;
   for(i=1; i<=10; i++){
@@ -507,7 +507,7 @@ END_TEST
 ** longer than the cache hits on the pages the first pass left; a scan
 ** shorter than the cache evicts other reads' pages and fits whole. */
 START_TEST(test_cache_scan_pages_do_not_flush_it){
-  DepotCache *c = depot_cache_new(4*512);
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(4, 512));
   unsigned char a[512], b[512];
   uint32_t i, nHit = 0;
   int iPass;
@@ -530,7 +530,7 @@ START_TEST(test_cache_scan_pages_do_not_flush_it){
                    + depot_cache_has(c, 1, 3, 5, 512)
                    + depot_cache_has(c, 1, 4, 5, 512), 3);
   depot_cache_free(c);
-  c = depot_cache_new(4*512);
+  c = depot_cache_new(depot_cache_bytes_for(4, 512));
   for(i=1; i<=4; i++) depot_cache_put(c, 1, i, 6, 512, a);
   for(iPass=0; iPass<2; iPass++){
     for(i=11; i<=13; i++){
@@ -546,10 +546,37 @@ START_TEST(test_cache_scan_pages_do_not_flush_it){
 }
 END_TEST
 
+/* The limit counts every byte the cache holds (pages, entry headers,
+** table): at a limit of three 4 KiB pages, 1,000 pages put and read back
+** keep the cache within it, holding the three most recent, and a smaller
+** limit evicts at once down to it. */
+START_TEST(test_cache_tiny_limit_holds_within_it){
+  int64_t nLimit = depot_cache_bytes_for(3, 4096);
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[4096], b[4096];
+  uint32_t i;
+  for(i=1; i<=1000; i++){
+    memset(a, (int)(i & 0xff), sizeof(a));
+    depot_cache_put(c, 1, i, 9, 4096, a);
+    ck_assert_int_le(depot_cache_used(c), nLimit);
+    ck_assert_int_eq(depot_cache_get(c, 1, i, 9, 4096, b), 1);
+    ck_assert_int_eq(b[4095], (int)(i & 0xff));
+  }
+  ck_assert_int_eq(depot_cache_used(c), nLimit);
+  ck_assert_int_eq(depot_cache_has(c, 1, 998, 9, 4096), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 997, 9, 4096), 0);
+  depot_cache_set_limit(c, depot_cache_bytes_for(1, 4096));
+  ck_assert_int_le(depot_cache_used(c), depot_cache_bytes_for(1, 4096));
+  ck_assert_int_eq(depot_cache_has(c, 1, 1000, 9, 4096), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 999, 9, 4096), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
 /* depot_cache_drop() removes one version of one page and nothing else;
 ** dropping what the cache does not hold changes nothing. */
 START_TEST(test_cache_drop_removes_one_version){
-  DepotCache *c = depot_cache_new(8*512);
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(8, 512));
   unsigned char a[512], b[512];
   int64_t nUsed;
   memset(a, 7, sizeof(a));
@@ -622,6 +649,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_layout_branch_row_with_bad_name_is_corrupt);
   tcase_add_test(tc, test_layout_commit_row_with_huge_blob_size_is_corrupt);
   tcase_add_test(tc, test_cache_keeps_recent_pages_within_limit);
+  tcase_add_test(tc, test_cache_tiny_limit_holds_within_it);
   tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
   tcase_add_test(tc, test_cache_drop_removes_one_version);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);

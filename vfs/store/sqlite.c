@@ -549,6 +549,22 @@ static const StoreMethods storeSqliteMethods = {
   ssDataVersion, 0
 };
 
+int store_sqlite_set_cache_kb(Store *pStore, int nCacheKb){
+  StoreSqlite *p = (StoreSqlite*)pStore;
+  char *zSql;
+  int rc;
+  if( pStore==0 || pStore->pMethods!=&storeSqliteMethods ){
+    return SQLITE_NOTFOUND;
+  }
+  if( nCacheKb<1 || nCacheKb>1048576 ) return SQLITE_RANGE;
+  /* a smaller cache_size frees the pages past it at once */
+  zSql = sqlite3_mprintf("PRAGMA cache_size=-%d", nCacheKb);
+  rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
+  sqlite3_free(zSql);
+  if( rc==SQLITE_OK ) p->nCacheKb = nCacheKb;
+  return rc;
+}
+
 /* Names the VFS of a store whose StoreSqliteConfig.zVfs is NULL; set by
 ** store_sqlite_plain_vfs(), read by every open (atomically: opens on
 ** other threads may read it while it is set). */

@@ -267,6 +267,13 @@ struct StoreSqliteConfig {
 int store_sqlite_open(const char *zPath, const StoreSqliteConfig *pCfg,
                       Store **ppStore, char **pzErr);
 
+/* Set the page cache of the store connection of pStore, a handle of
+** store_sqlite_open(), to nCacheKb KiB (1..1048576), shrinking it at
+** once.  SQLITE_NOTFOUND for a handle of another backend (which has no
+** page cache), SQLITE_RANGE for a size out of range; either changes
+** nothing. */
+int store_sqlite_set_cache_kb(Store *pStore, int nCacheKb);
+
 /* Names a VFS, or returns NULL for SQLite's default. */
 typedef const char *(*StoreVfsNameFn)(void);
 
