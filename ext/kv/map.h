@@ -44,7 +44,10 @@ typedef struct KvMap KvMap;
 typedef struct KvMapCursor KvMapCursor;
 
 /* Entries are KvMapEntry (kv.h); their pointers stay valid while the
-** version they were read from is referenced. */
+** version they were read from is referenced.  Every entry's value bytes
+** are followed by a NUL byte that nVal does not count (aVal[nVal]==0, for
+** tombstones and empty values too), so a text value without an interior
+** NUL is also a NUL-terminated string in place. */
 
 /* A new empty version (refcount 1), or NULL on OOM. */
 KvMap *kv_map_new(void);

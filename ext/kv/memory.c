@@ -185,7 +185,8 @@ const KvBackend kvMemoryBackend = {
   0,                            /* xApply fails only for want of memory */
   memGetNow,                    /* a read with no root: one lookup */
   0, 0,                         /* no files: no write at apply, no CIDs */
-  1,                            /* entries live in the snapshot's version */
+  KV_ENTRY_STABLE|KV_ENTRY_TERM, /* entries live in the snapshot's version,
+                                ** a kv_map (values terminated: map.h) */
   memCursorStep,
   0, 0,                         /* shared stores: persistence=0 tables stay
                                 ** private to their process, persistence=1
