@@ -138,7 +138,8 @@ struct VtabCursor {
   int nPointAlloc;              /* aPoint[] entries with buffers: reused
                                 ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
-  KvBuf val;                    /* point mode: current value */
+  KvBuf val;                    /* point mode: current value, */
+  int fVal;                     /* ... KV_ENTRY_TERM when a NUL follows */
   KvBuf lo, hi;                 /* range mode: encoded bounds */
   int bStaticUsed;              /* pIter's scan handed out values in place */
   int nKeep;                    /* scans kept open until xClose: */
@@ -824,6 +825,11 @@ static int vtabPointSettle(VtabCursor *c){
     c->iPoint++;
   }
   c->bEof = rc!=SQLITE_OK || c->iPoint>=c->nPoint;
+  c->fVal = 0;
+  if( !c->bEof && kv_buf_reserve(&c->val, 1)==SQLITE_OK ){
+    c->val.a[c->val.n] = 0;       /* a text goes terminated (xColumn) */
+    c->fVal = KV_ENTRY_TERM;
+  }
   if( zErr ) vtabSetError(p, zErr);
   return rc;
 }
@@ -1065,7 +1071,7 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   if( c->bPoint ){
     const KvBuf *k = &c->aPoint[c->iPoint];
     if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->val.a, c->val.n);
-    return kv_value_result(ctx, c->val.a, c->val.n);
+    return kv_value_result_entry(ctx, c->val.a, c->val.n, c->fVal);
   }else{
     const KvMapEntry *e = c->pEntry;
     if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
