@@ -825,6 +825,13 @@ void kv_map_cursor_free(KvMapCursor *pCur){
   }
 }
 
+void kv_map_cursor_reset(KvMapCursor *pCur, KvMap *p){
+  KvMap *pOld = pCur->pMap;
+  pCur->pMap = kv_map_ref(p);
+  pCur->nDepth = 0;
+  kv_map_unref(pOld);
+}
+
 int kv_map_cursor_valid(const KvMapCursor *pCur){
   return pCur->nDepth>0;
 }

@@ -16,6 +16,8 @@ SQLITE_EXTENSION_INIT3
 
 struct KvBackendTable {
   KvMap *pData;                 /* published version; engine mutex */
+  KvMapCursor *pApply;          /* xApply's walk of a batch, reused (on no
+                                ** version between batches); engine mutex */
 };
 struct KvBackendSnap {
   KvMap *pMap;
@@ -31,7 +33,10 @@ static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   *pp = 0;
   if( p==0 ) return SQLITE_NOMEM;
   p->pData = kv_map_new();
-  if( p->pData==0 ){
+  p->pApply = kv_map_cursor_new(0);
+  if( p->pData==0 || p->pApply==0 ){
+    kv_map_unref(p->pData);
+    kv_map_cursor_free(p->pApply);
     sqlite3_free(p);
     return SQLITE_NOMEM;
   }
@@ -42,6 +47,7 @@ static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
 static void memClose(KvBackendTable *p){
   if( p ){
     kv_map_unref(p->pData);
+    kv_map_cursor_free(p->pApply);
     sqlite3_free(p);
   }
 }
@@ -133,15 +139,12 @@ static int memCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
 static int memApply(KvBackendTable *p, KvMap *pBatch, uint64_t iSeq,
                     uint64_t cid){
   KvMap *pNew = kv_map_ref(p->pData);
-  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapCursor *pCsr = p->pApply;
   KvMapEntry e;
   int rc = SQLITE_OK;
   int bOn;
   (void)cid;
-  if( pCsr==0 ){
-    kv_map_unref(pNew);
-    return SQLITE_NOMEM;
-  }
+  kv_map_cursor_reset(pCsr, pBatch);
   /* Drop the published reference so that, when no snapshot shares the
   ** nodes, the updates below happen in place. */
   kv_map_unref(p->pData);
@@ -155,7 +158,7 @@ static int memApply(KvBackendTable *p, KvMap *pBatch, uint64_t iSeq,
       rc = kv_map_put_from(&pNew, pCsr, iSeq, 0);   /* shares the bytes */
     }
   }
-  kv_map_cursor_free(pCsr);
+  kv_map_cursor_reset(pCsr, 0);         /* the batch is not kept */
   p->pData = pNew;   /* on NOMEM: the entries applied so far stay */
   return rc;
 }
