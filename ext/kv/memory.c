@@ -19,12 +19,12 @@ struct KvBackendTable {
   KvMapCursor *pApply;          /* xApply's walk of a batch, reused (on no
                                 ** version between batches); engine mutex */
 };
-struct KvBackendSnap {
-  KvMap *pMap;
-};
-struct KvBackendCursor {
-  KvMapCursor *pCsr;
-};
+/* A snapshot is a reference to a version: the KvBackendSnap pointer is
+** the KvMap itself.  A cursor is a kv_map cursor on it: the
+** KvBackendCursor pointer is the KvMapCursor.  Neither costs an
+** allocation of its own. */
+#define memSnapMap(s)  ((KvMap*)(s))
+#define memCsr(c)      ((KvMapCursor*)(c))
 
 static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
                    char **pzErr){
@@ -58,33 +58,22 @@ static int memDrop(KvBackendTable *p, char **pzErr){
 }
 
 static int memSnapshot(KvBackendTable *p, KvBackendSnap **pp){
-  KvBackendSnap *s = sqlite3_malloc64(sizeof(*s));
-  *pp = 0;
-  if( s==0 ) return SQLITE_NOMEM;
-  s->pMap = kv_map_ref(p->pData);
-  *pp = s;
+  *pp = (KvBackendSnap*)kv_map_ref(p->pData);
   return SQLITE_OK;
 }
 
 static void memSnapshotFree(KvBackendSnap *s){
-  if( s ){
-    kv_map_unref(s->pMap);
-    sqlite3_free(s);
-  }
+  kv_map_unref(memSnapMap(s));
 }
 
 static int memSnapshotDup(KvBackendSnap *s, KvBackendSnap **pp){
-  KvBackendSnap *c = sqlite3_malloc64(sizeof(*c));
-  *pp = 0;
-  if( c==0 ) return SQLITE_NOMEM;
-  c->pMap = kv_map_ref(s->pMap);
-  *pp = c;
+  *pp = (KvBackendSnap*)kv_map_ref(memSnapMap(s));
   return SQLITE_OK;
 }
 
 static int memGet(KvBackendSnap *s, const uint8_t *aKey, int nKey,
                   int *pbFound, KvMapEntry *pOut){
-  *pbFound = kv_map_get(s->pMap, aKey, nKey, pOut) && !pOut->bTomb;
+  *pbFound = kv_map_get(memSnapMap(s), aKey, nKey, pOut) && !pOut->bTomb;
   return SQLITE_OK;
 }
 
@@ -98,39 +87,29 @@ static int memGetNow(KvBackendTable *p, const uint8_t *aKey, int nKey,
 }
 
 static int memCursorOpen(KvBackendSnap *s, KvBackendCursor **pp){
-  KvBackendCursor *c = sqlite3_malloc64(sizeof(*c));
-  *pp = 0;
-  if( c==0 ) return SQLITE_NOMEM;
-  c->pCsr = kv_map_cursor_new(s->pMap);
-  if( c->pCsr==0 ){
-    sqlite3_free(c);
-    return SQLITE_NOMEM;
-  }
-  *pp = c;
-  return SQLITE_OK;
+  KvMapCursor *pCsr = kv_map_cursor_new(memSnapMap(s));
+  *pp = (KvBackendCursor*)pCsr;
+  return pCsr ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static void memCursorClose(KvBackendCursor *c){
-  if( c ){
-    kv_map_cursor_free(c->pCsr);
-    sqlite3_free(c);
-  }
+  kv_map_cursor_free(memCsr(c));
 }
 
 static int memCursorSeek(KvBackendCursor *c, int eSeek, const void *a, int n){
-  return kv_map_cursor_seek(c->pCsr, eSeek, a, n);
+  return kv_map_cursor_seek(memCsr(c), eSeek, a, n);
 }
 static int memCursorNext(KvBackendCursor *c){
-  return kv_map_cursor_next(c->pCsr);
+  return kv_map_cursor_next(memCsr(c));
 }
 static int memCursorPrev(KvBackendCursor *c){
-  return kv_map_cursor_prev(c->pCsr);
+  return kv_map_cursor_prev(memCsr(c));
 }
 static void memCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
-  kv_map_cursor_entry(c->pCsr, pOut);
+  kv_map_cursor_entry(memCsr(c), pOut);
 }
 static int memCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
-  return kv_map_cursor_step(c->pCsr, bPrev, pOut);
+  return kv_map_cursor_step(memCsr(c), bPrev, pOut);
 }
 
 /* Fold every entry of pBatch into the published map.  Only SQLITE_NOMEM
