@@ -1671,10 +1671,11 @@ static void btGetError(KvBackendSnap *h, char **pzErr){
 ** one reader-mutex hold per batch: the keys and checked values of up to
 ** nBatch rows are copied into one buffer (arena), each value followed by
 ** a NUL byte (KV_ENTRY_TERM: the overlay's values, a kv_map's, have one
-** too), and handed out from there.  A walk's first batch is small (a short range read steps little
-** past its end) and each next one twice as large, up to BT_BATCH_ROWS
-** rows or BT_BATCH_BYTES bytes.  A read error met while filling a batch is
-** kept (rcNext) and ends the walk only after the rows before it.
+** too), and handed out from there.  A walk's first batch is small (a
+** short range read steps little past its end) and each next one twice
+** as large, up to BT_BATCH_ROWS rows or BT_BATCH_BYTES bytes.  A read
+** error met while filling a batch is kept (rcNext) and ends the walk only
+** after the rows before it.
 **
 ** Scan cache.  A reader's read transaction sees one state of the data
 ** file for as long as it lasts (until the collector's next commit, see
