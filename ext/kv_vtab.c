@@ -124,7 +124,10 @@ struct VtabTable {
 ** Point reads, keys and the root's own writes are always copied; so the
 ** one place SQLite closes a cursor early (a one-row DELETE or UPDATE,
 ** which needs SQLITE_INDEX_SCAN_UNIQUE: point mode) never sees a value
-** handed out in place. */
+** handed out in place.  A text whose buffer has a NUL after it
+** (KV_ENTRY_TERM), in place or copied, goes as a terminated string, so a
+** host that fetches it with sqlite3_column_text gets it without SQLite
+** making a terminated copy per row. */
 #define VTAB_KEEP 4
 
 struct VtabCursor {
@@ -135,13 +138,14 @@ struct VtabCursor {
   int nPointAlloc;              /* aPoint[] entries with buffers: reused
                                 ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
-  KvBuf val;                    /* point mode: current value */
+  KvBuf val;                    /* point mode: current value, */
+  int fVal;                     /* ... KV_ENTRY_TERM when a NUL follows */
   KvBuf lo, hi;                 /* range mode: encoded bounds */
   int bStaticUsed;              /* pIter's scan handed out values in place */
   int nKeep;                    /* scans kept open until xClose: */
   KvIter *apKeep[VTAB_KEEP];    /* their values may still be referenced */
   const KvMapEntry *pEntry;     /* range mode: pIter's current entry */
-  int bEntryStable;             /* ... whose value may be handed in place */
+  int fEntry;                   /* ... and its KV_ENTRY_* flags */
   int bEof;
   sqlite3_int64 iRow;
 };
@@ -821,6 +825,11 @@ static int vtabPointSettle(VtabCursor *c){
     c->iPoint++;
   }
   c->bEof = rc!=SQLITE_OK || c->iPoint>=c->nPoint;
+  c->fVal = 0;
+  if( !c->bEof && kv_buf_reserve(&c->val, 1)==SQLITE_OK ){
+    c->val.a[c->val.n] = 0;       /* a text goes terminated (xColumn) */
+    c->fVal = KV_ENTRY_TERM;
+  }
   if( zErr ) vtabSetError(p, zErr);
   return rc;
 }
@@ -884,7 +893,7 @@ static int vtabFilterPoints(VtabCursor *c, int idxNum, sqlite3_value *pArg){
 
 /* Range mode: the scan moved; note where it is for xEof and xColumn. */
 static void vtabRangeLanded(VtabCursor *c){
-  c->pEntry = kv_iter_landed(c->pIter, &c->bEntryStable);
+  c->pEntry = kv_iter_landed(c->pIter, &c->fEntry);
   c->bEof = c->pEntry==0;
 }
 
@@ -1041,7 +1050,7 @@ static int vtabNext(sqlite3_vtab_cursor *pCsr){
     c->iPoint++;
     return vtabPointSettle(c);
   }
-  c->pEntry = kv_iter_step(c->pIter, &c->bEntryStable);
+  c->pEntry = kv_iter_step(c->pIter, &c->fEntry);
   c->bEof = c->pEntry==0;
   if( c->bEof ){
     char *zErr = 0;
@@ -1062,15 +1071,17 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   if( c->bPoint ){
     const KvBuf *k = &c->aPoint[c->iPoint];
     if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->val.a, c->val.n);
-    return kv_value_result(ctx, c->val.a, c->val.n);
+    return kv_value_result_entry(ctx, c->val.a, c->val.n, c->fVal);
   }else{
     const KvMapEntry *e = c->pEntry;
     if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
-    if( c->bEntryStable && c->nKeep<VTAB_KEEP ){
+    int f = c->fEntry;
+    if( (f & KV_ENTRY_STABLE) && c->nKeep<VTAB_KEEP ){
       c->bStaticUsed = 1;
-      return kv_value_result_static(ctx, e->aVal, e->nVal);
+    }else{
+      f &= ~KV_ENTRY_STABLE;
     }
-    return kv_value_result(ctx, e->aVal, e->nVal);
+    return kv_value_result_entry(ctx, e->aVal, e->nVal, f);
   }
 }
 

@@ -190,11 +190,14 @@ struct KvBackend {
   ** CID greater (wal_advance_cid).  Called once when a store opens,
   ** after its replay.  NULL: the files hold no CIDs. */
   uint64_t (*xMaxCid)(KvBackendTable*);
-  /* A cursor's entries (key and value bytes) stay valid and unchanged for
-  ** as long as the cursor's snapshot lives, not only until the cursor
-  ** moves: the data is an immutable version in memory that the snapshot
-  ** holds.  0: valid until the cursor moves. */
-  int bStableEntries;
+  /* What a cursor promises about its entries' bytes (KV_ENTRY_* flags,
+  ** kv.h).  KV_ENTRY_STABLE: key and value bytes stay valid and unchanged
+  ** for as long as the cursor's snapshot lives, not only until the cursor
+  ** moves (the data is an immutable version in memory that the snapshot
+  ** holds).  KV_ENTRY_TERM: every entry's value bytes are followed by a
+  ** NUL byte (aVal[nVal]==0) for as long as they are valid.  0: bytes
+  ** valid until the cursor moves, nothing after them. */
+  int fEntries;
   /* xCursorNext (bPrev: xCursorPrev) and, when that lands on an entry,
   ** xCursorEntry into *pOut, in one call: a scan steps once per row.
   ** Same result as xCursorNext/xCursorPrev.  NULL: the two calls. */

@@ -1669,11 +1669,13 @@ static void btGetError(KvBackendSnap *h, char **pzErr){
 **
 ** Batches.  The data side takes its rows from the statement in batches,
 ** one reader-mutex hold per batch: the keys and checked values of up to
-** nBatch rows are copied into one buffer (arena) and handed out from
-** there.  A walk's first batch is small (a short range read steps little
-** past its end) and each next one twice as large, up to BT_BATCH_ROWS
-** rows or BT_BATCH_BYTES bytes.  A read error met while filling a batch is
-** kept (rcNext) and ends the walk only after the rows before it.
+** nBatch rows are copied into one buffer (arena), each value followed by
+** a NUL byte (KV_ENTRY_TERM: the overlay's values, a kv_map's, have one
+** too), and handed out from there.  A walk's first batch is small (a
+** short range read steps little past its end) and each next one twice
+** as large, up to BT_BATCH_ROWS rows or BT_BATCH_BYTES bytes.  A read
+** error met while filling a batch is kept (rcNext) and ends the walk only
+** after the rows before it.
 **
 ** Scan cache.  A reader's read transaction sees one state of the data
 ** file for as long as it lasts (until the collector's next commit, see
@@ -1947,7 +1949,7 @@ static int btBatchAdd(KvBackendCursor *p){
       return SQLITE_CORRUPT;
     }
   }
-  rc = kv_buf_reserve(&p->arena, nKey+nVal);
+  rc = kv_buf_reserve(&p->arena, nKey+nVal+1);
   if( rc!=SQLITE_OK ) return rc;
   pRow = &p->aRow[p->nRow];
   pRow->iKey = p->arena.n;
@@ -1958,6 +1960,7 @@ static int btBatchAdd(KvBackendCursor *p){
   pRow->nVal = nVal;
   if( nVal>0 ) memcpy(p->arena.a + p->arena.n, aVal, (size_t)nVal);
   p->arena.n += nVal;
+  p->arena.a[p->arena.n++] = 0;         /* the value's terminator */
   p->nRow++;
   return SQLITE_OK;
 }
@@ -2328,7 +2331,8 @@ const KvBackend kvBtreeBackend = {
                                 ** the file after a root WAL flush
                                 ** (btWalSync) */
   btMaxCid,                     /* commits written through (shared) */
-  0,                            /* entries: batches are reused */
+  KV_ENTRY_TERM,                /* entries: batches are reused; values
+                                ** are terminated (btBatchAdd, map.h) */
   btCursorStep,
   btShare, btRefresh,
   btSharedSync,

@@ -737,15 +737,23 @@ int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
 }
 
 /* A text or blob value (the common case) goes straight to SQLite; any
-** other is decoded (kvcValueDecode checks the same bytes the same way). */
+** other is decoded (kvcValueDecode checks the same bytes the same way).
+** A text whose bytes are followed by a NUL (bTerm) and hold none goes as
+** a NUL-terminated string (length -1): SQLite marks it terminated, so
+** sqlite3_value_text reads it where it is instead of making a terminated
+** copy.  A text with an interior NUL keeps its length. */
 static inline __attribute__((always_inline)) int kvcValueResult(
-  sqlite3_context *ctx, const uint8_t *aVal, int nVal, void (*xDel)(void*)
+  sqlite3_context *ctx, const uint8_t *aVal, int nVal, void (*xDel)(void*),
+  int bTerm
 ){
   KvcVal v;
   int rc;
   if( nVal>2 && aVal && aVal[0]<=KVC_KIND_NEGZERO ){
     if( aVal[1]==KVC_VAL_TEXT ){
-      sqlite3_result_text(ctx, (const char*)aVal+2, nVal-2, xDel);
+      const char *z = (const char*)aVal+2;
+      int n = nVal-2;
+      if( bTerm && memchr(z, 0, (size_t)n)==0 ) n = -1;
+      sqlite3_result_text(ctx, z, n, xDel);
       return SQLITE_OK;
     }
     if( aVal[1]==KVC_VAL_BLOB ){
@@ -760,12 +768,16 @@ static inline __attribute__((always_inline)) int kvcValueResult(
 }
 
 int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal){
-  return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT);
+  return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT, 0);
 }
 
-int kv_value_result_static(sqlite3_context *ctx, const uint8_t *aVal,
-                           int nVal){
-  return kvcValueResult(ctx, aVal, nVal, SQLITE_STATIC);  /* in place */
+int kv_value_result_entry(sqlite3_context *ctx, const uint8_t *aVal,
+                          int nVal, int fEntry){
+  int bTerm = (fEntry & KV_ENTRY_TERM)!=0;
+  if( fEntry & KV_ENTRY_STABLE ){
+    return kvcValueResult(ctx, aVal, nVal, SQLITE_STATIC, bTerm);
+  }
+  return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT, bTerm);
 }
 
 /* The private connection that turns decoded values into sqlite3_value

@@ -36,10 +36,11 @@ struct KvIter {
   int rc;                       /* read error that ended the scan */
   char *zErr;                   /* its message (or NULL) */
   /* Set at open for kv_iter_step's fast path: the backend's xCursorStep
-  ** when there is no write set to merge (else NULL), whether its entries
-  ** are stable, and whether the walk has a far bound to check. */
+  ** when there is no write set to merge (else NULL), what it promises
+  ** about its entries (KV_ENTRY_*), and whether the walk has a far bound
+  ** to check. */
   int (*xStep)(KvBackendCursor*, int, KvMapEntry*);
-  int bStableData;
+  int fData;
   int bFar;
 };
 
@@ -249,7 +250,7 @@ static int iterOpenInto(KvIter *p, KvEngine *pEng, KvRoot *pRoot,
   if( rc==SQLITE_OK ){
     const KvBackend *pB = p->pTab->pBackend;
     p->xStep = p->pOwn==0 ? pB->xCursorStep : 0;
-    p->bStableData = pB->bStableEntries;
+    p->fData = pB->fEntries;
     p->bFar = p->bDesc ? p->bLo : p->bHi;
   }
   if( rc==SQLITE_OK && (rc = iterStart(p))!=SQLITE_OK ){
@@ -309,7 +310,7 @@ void kv_iter_next(KvIter *p){
   iterSettleLive(p);
 }
 
-const KvMapEntry *kv_iter_step(KvIter *p, int *pbStable){
+const KvMapEntry *kv_iter_step(KvIter *p, int *pfEntry){
   if( p->bEof ) return 0;
   if( p->xStep ){
     /* kv_iter_next's path without a write set, and kv_iter_landed */
@@ -328,11 +329,11 @@ const KvMapEntry *kv_iter_step(KvIter *p, int *pbStable){
       iterSettleLive(p);                   /* past expired entries */
       if( p->bEof ) return 0;
     }
-    *pbStable = p->bStableData;
+    *pfEntry = p->fData;
     return &p->cur;
   }
   kv_iter_next(p);
-  return kv_iter_landed(p, pbStable);
+  return kv_iter_landed(p, pfEntry);
 }
 
 int kv_iter_error(KvIter *p, char **pzErr){
@@ -352,12 +353,14 @@ const KvMapEntry *kv_iter_current(KvIter *p){
 }
 
 int kv_iter_stable(KvIter *p){
-  return !p->bEof && !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+  return !p->bEof && !p->bCurOwn
+      && (p->pTab->pBackend->fEntries & KV_ENTRY_STABLE)!=0;
 }
 
-const KvMapEntry *kv_iter_landed(KvIter *p, int *pbStable){
+const KvMapEntry *kv_iter_landed(KvIter *p, int *pfEntry){
   if( p->bEof ) return 0;
-  *pbStable = !p->bCurOwn && p->pTab->pBackend->bStableEntries;
+  /* the write set is a kv_map: its values are terminated (map.h) */
+  *pfEntry = p->bCurOwn ? KV_ENTRY_TERM : p->pTab->pBackend->fEntries;
   return &p->cur;
 }
 

@@ -174,12 +174,19 @@ int kv_key_result(sqlite3_context *ctx, const uint8_t *aKey, int nKey,
 ** SQLITE_CORRUPT or SQLITE_NOMEM, the result of ctx then being the
 ** error). */
 int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
-/* kv_value_result handing a text or blob to SQLite in place
-** (SQLITE_STATIC): aVal must stay valid and unchanged until the statement
-** that reads it is reset (SQLite may keep the pointer in a register or an
-** aggregate, sqlite3VdbeMemCopy, beyond the row). */
-int kv_value_result_static(sqlite3_context *ctx, const uint8_t *aVal,
-                           int nVal);
+/* kv_value_result for a value whose buffer the caller vouches for with
+** KV_ENTRY_* flags (kv_iter_step):
+**   KV_ENTRY_STABLE  a text or blob goes to SQLite in place (SQLITE_STATIC):
+**                    aVal must stay valid and unchanged until the
+**                    statement that reads it is reset (SQLite may keep the
+**                    pointer in a register or an aggregate,
+**                    sqlite3VdbeMemCopy, beyond the row); without it the
+**                    bytes are copied (SQLITE_TRANSIENT).
+**   KV_ENTRY_TERM    aVal[nVal] is a NUL byte: a text with no interior NUL
+**                    goes as a NUL-terminated string, which
+**                    sqlite3_column_text then returns without a copy. */
+int kv_value_result_entry(sqlite3_context *ctx, const uint8_t *aVal,
+                          int nVal, int fEntry);
 /* The key as a new sqlite3_value (sqlite3_value_dup semantics: the caller
 ** frees it with sqlite3_value_free), or NULL with *pRc set
 ** (SQLITE_CORRUPT, SQLITE_NOMEM).  Serialised on a private in-memory
@@ -814,15 +821,26 @@ int kv_iter_reopen(KvIter *p, KvEngine*, KvRoot*, const char *zTab,
 /* Whether the current entry's bytes stay valid and unchanged until the
 ** iterator is released or closed (not only until it moves): entries of
 ** the committed data of a backend whose versions are immutable in memory
-** (KvBackend.bStableEntries); never an entry of the root's write set. */
+** (KvBackend.fEntries); never an entry of the root's write set. */
 int kv_iter_stable(KvIter*);
-/* kv_iter_eof, kv_iter_current and kv_iter_stable in one call (a scan
-** asks after every step): the current entry in place and *pbStable, or
-** NULL at EOF. */
-const KvMapEntry *kv_iter_landed(KvIter*, int *pbStable);
+/* What a scan promises about its current entry (kv_iter_landed,
+** kv_iter_step), a set of flags:
+**   KV_ENTRY_STABLE  the bytes stay valid and unchanged until the iterator
+**                    is released or closed (kv_iter_stable);
+**   KV_ENTRY_TERM    a NUL byte follows the value bytes (aVal[nVal]==0,
+**                    not counted in nVal) for as long as they are valid:
+**                    entries of the root's write set, and of a backend
+**                    that says so (KvBackend.fEntries).
+** Without KV_ENTRY_TERM nothing may be assumed about aVal[nVal]. */
+#define KV_ENTRY_STABLE 0x01
+#define KV_ENTRY_TERM   0x02
+/* kv_iter_eof, kv_iter_current and the current entry's KV_ENTRY_* flags
+** in one call (a scan asks after every step): the current entry in place
+** and *pfEntry, or NULL at EOF. */
+const KvMapEntry *kv_iter_landed(KvIter*, int *pfEntry);
 /* kv_iter_next and kv_iter_landed in one call: the next entry in place
-** and *pbStable, or NULL at EOF (then kv_iter_error says why). */
-const KvMapEntry *kv_iter_step(KvIter*, int *pbStable);
+** and *pfEntry, or NULL at EOF (then kv_iter_error says why). */
+const KvMapEntry *kv_iter_step(KvIter*, int *pfEntry);
 /* Close the scan and release its snapshot.  NULL-safe. */
 void kv_iter_close(KvIter*);
 

@@ -74,7 +74,7 @@ struct KvmEntry {
   int nKey;
   int nVal;
   uint64_t pfx;               /* kvmPrefix() of the key */
-  uint8_t a[];                /* nKey key bytes, then nVal value bytes */
+  uint8_t a[];                /* nKey key bytes, nVal value bytes, a NUL */
 };
 
 struct KvmNode {
@@ -164,8 +164,9 @@ static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
                              int nVal){
   KvmEntry *p;
   if( nKey<0 || nVal<0 ) return 0;
-  p = sqlite3_malloc64(sizeof(KvmEntry) + (sqlite3_uint64)nKey + nVal);
+  p = sqlite3_malloc64(sizeof(KvmEntry) + (sqlite3_uint64)nKey + nVal + 1);
   if( p==0 ) return 0;
+  p->a[nKey + nVal] = 0;        /* the value's terminator (map.h) */
   atomic_init(&p->nRef, 1);
   p->nKey = nKey;
   p->nVal = nVal;
@@ -822,6 +823,13 @@ void kv_map_cursor_free(KvMapCursor *pCur){
     kv_map_unref(pCur->pMap);
     sqlite3_free(pCur);
   }
+}
+
+void kv_map_cursor_reset(KvMapCursor *pCur, KvMap *p){
+  KvMap *pOld = pCur->pMap;
+  pCur->pMap = kv_map_ref(p);
+  pCur->nDepth = 0;
+  kv_map_unref(pOld);
 }
 
 int kv_map_cursor_valid(const KvMapCursor *pCur){

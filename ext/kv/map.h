@@ -44,7 +44,10 @@ typedef struct KvMap KvMap;
 typedef struct KvMapCursor KvMapCursor;
 
 /* Entries are KvMapEntry (kv.h); their pointers stay valid while the
-** version they were read from is referenced. */
+** version they were read from is referenced.  Every entry's value bytes
+** are followed by a NUL byte that nVal does not count (aVal[nVal]==0, for
+** tombstones and empty values too), so a text value without an interior
+** NUL is also a NUL-terminated string in place. */
 
 /* A new empty version (refcount 1), or NULL on OOM. */
 KvMap *kv_map_new(void);
@@ -120,6 +123,11 @@ int kv_map_remove(KvMap **ppMap, const void *aKey, int nKey);
 #define KV_SEEK_LT    5
 KvMapCursor *kv_map_cursor_new(KvMap *p);      /* NULL on OOM */
 void kv_map_cursor_free(KvMapCursor*);
+/* Point the cursor at version p instead (a reference to p is taken, the
+** one to its old version dropped), on no entry: a walk of another version
+** without allocating a cursor.  p NULL: it holds no version, and a seek
+** finds nothing until the next reset. */
+void kv_map_cursor_reset(KvMapCursor*, KvMap *p);
 /* Position; returns 1 if the cursor is on an entry, 0 if none matches (or
 ** eSeek is not one of the modes above).  After next/prev ran off either
 ** end the cursor is on no entry until the next seek. */

@@ -16,13 +16,15 @@ SQLITE_EXTENSION_INIT3
 
 struct KvBackendTable {
   KvMap *pData;                 /* published version; engine mutex */
+  KvMapCursor *pApply;          /* xApply's walk of a batch, reused (on no
+                                ** version between batches); engine mutex */
 };
-struct KvBackendSnap {
-  KvMap *pMap;
-};
-struct KvBackendCursor {
-  KvMapCursor *pCsr;
-};
+/* A snapshot is a reference to a version: the KvBackendSnap pointer is
+** the KvMap itself.  A cursor is a kv_map cursor on it: the
+** KvBackendCursor pointer is the KvMapCursor.  Neither costs an
+** allocation of its own. */
+#define memSnapMap(s)  ((KvMap*)(s))
+#define memCsr(c)      ((KvMapCursor*)(c))
 
 static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
                    char **pzErr){
@@ -31,7 +33,10 @@ static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
   *pp = 0;
   if( p==0 ) return SQLITE_NOMEM;
   p->pData = kv_map_new();
-  if( p->pData==0 ){
+  p->pApply = kv_map_cursor_new(0);
+  if( p->pData==0 || p->pApply==0 ){
+    kv_map_unref(p->pData);
+    kv_map_cursor_free(p->pApply);
     sqlite3_free(p);
     return SQLITE_NOMEM;
   }
@@ -42,6 +47,7 @@ static int memOpen(const KvTableDef *pDef, int bCreate, KvBackendTable **pp,
 static void memClose(KvBackendTable *p){
   if( p ){
     kv_map_unref(p->pData);
+    kv_map_cursor_free(p->pApply);
     sqlite3_free(p);
   }
 }
@@ -52,33 +58,22 @@ static int memDrop(KvBackendTable *p, char **pzErr){
 }
 
 static int memSnapshot(KvBackendTable *p, KvBackendSnap **pp){
-  KvBackendSnap *s = sqlite3_malloc64(sizeof(*s));
-  *pp = 0;
-  if( s==0 ) return SQLITE_NOMEM;
-  s->pMap = kv_map_ref(p->pData);
-  *pp = s;
+  *pp = (KvBackendSnap*)kv_map_ref(p->pData);
   return SQLITE_OK;
 }
 
 static void memSnapshotFree(KvBackendSnap *s){
-  if( s ){
-    kv_map_unref(s->pMap);
-    sqlite3_free(s);
-  }
+  kv_map_unref(memSnapMap(s));
 }
 
 static int memSnapshotDup(KvBackendSnap *s, KvBackendSnap **pp){
-  KvBackendSnap *c = sqlite3_malloc64(sizeof(*c));
-  *pp = 0;
-  if( c==0 ) return SQLITE_NOMEM;
-  c->pMap = kv_map_ref(s->pMap);
-  *pp = c;
+  *pp = (KvBackendSnap*)kv_map_ref(memSnapMap(s));
   return SQLITE_OK;
 }
 
 static int memGet(KvBackendSnap *s, const uint8_t *aKey, int nKey,
                   int *pbFound, KvMapEntry *pOut){
-  *pbFound = kv_map_get(s->pMap, aKey, nKey, pOut) && !pOut->bTomb;
+  *pbFound = kv_map_get(memSnapMap(s), aKey, nKey, pOut) && !pOut->bTomb;
   return SQLITE_OK;
 }
 
@@ -92,39 +87,29 @@ static int memGetNow(KvBackendTable *p, const uint8_t *aKey, int nKey,
 }
 
 static int memCursorOpen(KvBackendSnap *s, KvBackendCursor **pp){
-  KvBackendCursor *c = sqlite3_malloc64(sizeof(*c));
-  *pp = 0;
-  if( c==0 ) return SQLITE_NOMEM;
-  c->pCsr = kv_map_cursor_new(s->pMap);
-  if( c->pCsr==0 ){
-    sqlite3_free(c);
-    return SQLITE_NOMEM;
-  }
-  *pp = c;
-  return SQLITE_OK;
+  KvMapCursor *pCsr = kv_map_cursor_new(memSnapMap(s));
+  *pp = (KvBackendCursor*)pCsr;
+  return pCsr ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 static void memCursorClose(KvBackendCursor *c){
-  if( c ){
-    kv_map_cursor_free(c->pCsr);
-    sqlite3_free(c);
-  }
+  kv_map_cursor_free(memCsr(c));
 }
 
 static int memCursorSeek(KvBackendCursor *c, int eSeek, const void *a, int n){
-  return kv_map_cursor_seek(c->pCsr, eSeek, a, n);
+  return kv_map_cursor_seek(memCsr(c), eSeek, a, n);
 }
 static int memCursorNext(KvBackendCursor *c){
-  return kv_map_cursor_next(c->pCsr);
+  return kv_map_cursor_next(memCsr(c));
 }
 static int memCursorPrev(KvBackendCursor *c){
-  return kv_map_cursor_prev(c->pCsr);
+  return kv_map_cursor_prev(memCsr(c));
 }
 static void memCursorEntry(KvBackendCursor *c, KvMapEntry *pOut){
-  kv_map_cursor_entry(c->pCsr, pOut);
+  kv_map_cursor_entry(memCsr(c), pOut);
 }
 static int memCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
-  return kv_map_cursor_step(c->pCsr, bPrev, pOut);
+  return kv_map_cursor_step(memCsr(c), bPrev, pOut);
 }
 
 /* Fold every entry of pBatch into the published map.  Only SQLITE_NOMEM
@@ -133,15 +118,12 @@ static int memCursorStep(KvBackendCursor *c, int bPrev, KvMapEntry *pOut){
 static int memApply(KvBackendTable *p, KvMap *pBatch, uint64_t iSeq,
                     uint64_t cid){
   KvMap *pNew = kv_map_ref(p->pData);
-  KvMapCursor *pCsr = kv_map_cursor_new(pBatch);
+  KvMapCursor *pCsr = p->pApply;
   KvMapEntry e;
   int rc = SQLITE_OK;
   int bOn;
   (void)cid;
-  if( pCsr==0 ){
-    kv_map_unref(pNew);
-    return SQLITE_NOMEM;
-  }
+  kv_map_cursor_reset(pCsr, pBatch);
   /* Drop the published reference so that, when no snapshot shares the
   ** nodes, the updates below happen in place. */
   kv_map_unref(p->pData);
@@ -155,7 +137,7 @@ static int memApply(KvBackendTable *p, KvMap *pBatch, uint64_t iSeq,
       rc = kv_map_put_from(&pNew, pCsr, iSeq, 0);   /* shares the bytes */
     }
   }
-  kv_map_cursor_free(pCsr);
+  kv_map_cursor_reset(pCsr, 0);         /* the batch is not kept */
   p->pData = pNew;   /* on NOMEM: the entries applied so far stay */
   return rc;
 }
@@ -185,7 +167,8 @@ const KvBackend kvMemoryBackend = {
   0,                            /* xApply fails only for want of memory */
   memGetNow,                    /* a read with no root: one lookup */
   0, 0,                         /* no files: no write at apply, no CIDs */
-  1,                            /* entries live in the snapshot's version */
+  KV_ENTRY_STABLE|KV_ENTRY_TERM, /* entries live in the snapshot's version,
+                                ** a kv_map (values terminated: map.h) */
   memCursorStep,
   0, 0,                         /* shared stores: persistence=0 tables stay
                                 ** private to their process, persistence=1

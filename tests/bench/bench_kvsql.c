@@ -12,7 +12,10 @@
 ** (kv_synchronous('normal')).  The _full variants compare both sides at
 ** synchronous=FULL / kv_synchronous('full'), report only.  Both hold the same KS_ROWS rows
 ** (integer keys 0..KS_ROWS-1, 16-byte text values), loaded outside the
-** timed region; a kv_btree table's rows are all in its data file.
+** timed region; a kv_btree table's rows are all in its data file.  Reads
+** fetch every column of every row as Python's sqlite3 module does: a text
+** with sqlite3_column_text (a NUL-terminated string), an integer with
+** sqlite3_column_int64.
 **
 ** kv_<backend>_point    KS_POINT "SELECT value FROM t WHERE key=?1" of
 **                       random present keys
@@ -152,11 +155,31 @@ static sqlite3 *ksOpen(int iType, int bCandidate, const char *zDir){
   return db;
 }
 
-/* Step pStmt to its end; *pn += the bytes of column 0 of every row. */
+/* Step pStmt to its end, fetching every column of every row as most
+** hosts do (Python's sqlite3 module): by its type, a text with
+** sqlite3_column_text, which needs a NUL-terminated string, then its
+** length; *pn += the bytes of the texts and blobs and the integers. */
 static int ksStepAll(sqlite3_stmt *pStmt, sqlite3_int64 *pn){
-  int rc;
+  int rc, i, nCol = sqlite3_column_count(pStmt);
   while( (rc = sqlite3_step(pStmt))==SQLITE_ROW ){
-    *pn += sqlite3_column_bytes(pStmt, 0);
+    for(i=0; i<nCol; i++){
+      switch( sqlite3_column_type(pStmt, i) ){
+        case SQLITE_INTEGER:
+          *pn += sqlite3_column_int64(pStmt, i);
+          break;
+        case SQLITE_TEXT:
+          if( sqlite3_column_text(pStmt, i)==0 ) rc = SQLITE_NOMEM;
+          *pn += sqlite3_column_bytes(pStmt, i);
+          break;
+        case SQLITE_BLOB:
+          if( sqlite3_column_blob(pStmt, i)==0 ) rc = SQLITE_NOMEM;
+          *pn += sqlite3_column_bytes(pStmt, i);
+          break;
+        default:
+          break;
+      }
+    }
+    if( rc!=SQLITE_ROW ) break;
   }
   sqlite3_reset(pStmt);
   return rc==SQLITE_DONE ? SQLITE_OK : rc;

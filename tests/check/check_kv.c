@@ -1108,6 +1108,200 @@ START_TEST(test_kv_memory_values_in_place_stay_right){
 }
 END_TEST
 
+/* Values as hosts fetch them (sqlite3_column_type, then
+** sqlite3_column_text / _blob / _int64 / _double and _bytes, as Python's
+** sqlite3 module does): text with an interior NUL keeps every byte, empty
+** text and blob stay empty and of their type, and every text comes back
+** NUL-terminated; from committed data (a scan and a point read) and from
+** the open transaction's own writes, for each backend. */
+static const char *const azTextBackend[] = { "kv_memory", "kv_btree",
+                                             "kv_log" };
+
+/* A database with table t of backend azTextBackend[i] in a new store
+** directory (*pzDir, which the caller frees). */
+static sqlite3 *kv_text_db(int i, char **pzDir){
+  sqlite3 *db = kv_db();
+  *pzDir = th_tmpdir("kv-text");
+  th_execf(db, "CREATE VIRTUAL TABLE t USING %s(dir='%q')",
+           azTextBackend[i], *pzDir);
+  return db;
+}
+
+/* Wait (up to 10 s) until the rows are in the tables' own files (for
+** kv_btree: its data file, not the overlay). */
+static void kv_text_settle(sqlite3 *db){
+  int i;
+  for(i=0; i<1000; i++){
+    if( th_int(db, "SELECT coalesce(sum(pending_confirmations),0) "
+                   "+ coalesce(sum(overlay_entries),0) FROM kv_stats")==0 ){
+      return;
+    }
+    usleep(10000);
+  }
+  ck_abort_msg("collectors did not write everything in 10 s");
+}
+
+/* The values of keys 1..9 (key 9 is written inside a transaction). */
+static const struct { int eType; int n; const char *z; } aKvWant[] = {
+  { SQLITE_TEXT,    10, "plain text" },
+  { SQLITE_TEXT,     3, "a\0b" },
+  { SQLITE_TEXT,     0, "" },
+  { SQLITE_BLOB,     3, "\0\377\0" },
+  { SQLITE_NULL,     0, 0 },
+  { SQLITE_INTEGER,  0, 0 },             /* 42 */
+  { SQLITE_FLOAT,    0, 0 },             /* 2.5 */
+  { SQLITE_BLOB,     0, "" },
+  { SQLITE_TEXT,     5, "own\0x" },
+};
+
+/* Check the row of pStmt (key, value) as a host fetches it. */
+static void kv_value_row_check(sqlite3_stmt *pStmt){
+  int k = sqlite3_column_int(pStmt, 0) - 1;
+  int e = sqlite3_column_type(pStmt, 1);
+  ck_assert(k>=0 && k<9);
+  ck_assert_int_eq(e, aKvWant[k].eType);
+  if( e==SQLITE_TEXT ){
+    const unsigned char *z = sqlite3_column_text(pStmt, 1);
+    ck_assert_ptr_nonnull(z);
+    ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), aKvWant[k].n);
+    ck_assert_int_eq(memcmp(z, aKvWant[k].z, aKvWant[k].n), 0);
+    ck_assert_int_eq(z[aKvWant[k].n], 0);
+  }else if( e==SQLITE_BLOB ){
+    const void *a = sqlite3_column_blob(pStmt, 1);
+    ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), aKvWant[k].n);
+    if( aKvWant[k].n ) ck_assert_int_eq(memcmp(a, aKvWant[k].z, 3), 0);
+  }else if( e==SQLITE_INTEGER ){
+    ck_assert_int_eq(sqlite3_column_int64(pStmt, 1), 42);
+  }else if( e==SQLITE_FLOAT ){
+    ck_assert(sqlite3_column_double(pStmt, 1)==2.5);
+  }
+}
+
+/* Read keys 1..nKey of t with a range scan, a full scan and point reads,
+** checking every value. */
+static void kv_values_check(sqlite3 *db, int nKey){
+  static const char *const azSql[] = {
+    "SELECT key, value FROM t WHERE key>=1",
+    "SELECT key, value FROM t",
+    "SELECT key, value FROM t WHERE key=?1",
+  };
+  int iSql;
+  for(iSql=0; iSql<3; iSql++){
+    sqlite3_stmt *pStmt = 0;
+    int i, n = 0;
+    ck_assert_int_eq(sqlite3_prepare_v2(db, azSql[iSql], -1, &pStmt, 0),
+                     SQLITE_OK);
+    for(i=1; i<=(iSql==2 ? nKey : 1); i++){
+      sqlite3_bind_int(pStmt, 1, i);
+      while( sqlite3_step(pStmt)==SQLITE_ROW ){
+        kv_value_row_check(pStmt);
+        n++;
+      }
+      ck_assert_int_eq(sqlite3_reset(pStmt), SQLITE_OK);
+    }
+    ck_assert_int_eq(n, nKey);
+    sqlite3_finalize(pStmt);
+  }
+}
+
+START_TEST(test_kv_values_reach_column_text_whole){
+  char *zDir = 0;
+  sqlite3 *db = kv_text_db(_i, &zDir);
+  th_exec(db, "INSERT INTO t VALUES(1, 'plain text'),"
+              "(2, CAST(x'610062' AS TEXT)), (3, ''), (4, x'00ff00'),"
+              "(5, NULL), (6, 42), (7, 2.5), (8, x'')");
+  kv_text_settle(db);
+  kv_values_check(db, 8);
+  th_exec(db, "BEGIN; INSERT INTO t VALUES(9, CAST(x'6f776e0078' AS TEXT));"
+              "UPDATE t SET value=value||'' WHERE key IN (1,2,3)");
+  kv_values_check(db, 9);             /* the transaction's own writes too */
+  th_exec(db, "COMMIT");
+  kv_values_check(db, 9);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A text that a statement holds (sqlite3_column_text's pointer, which is
+** valid until the statement steps) stays right while the same connection
+** rewrites and deletes every row under the open scan, and the scan goes on
+** reading its snapshot; for each backend. */
+START_TEST(test_kv_text_held_by_a_scan_survives_rewrites){
+  char *zDir = 0;
+  sqlite3 *db = kv_text_db(_i, &zDir);
+  sqlite3_stmt *pStmt = 0;
+  int n = 0;
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<300) INSERT INTO t SELECT i, printf('text-%04d', i) "
+              "FROM c");
+  kv_text_settle(db);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key, value FROM t "
+                                      "WHERE key>=1", -1, &pStmt, 0),
+                   SQLITE_OK);
+  while( sqlite3_step(pStmt)==SQLITE_ROW ){
+    int k = sqlite3_column_int(pStmt, 0);
+    const unsigned char *z = sqlite3_column_text(pStmt, 1);
+    char zWant[16];
+    snprintf(zWant, sizeof(zWant), "text-%04d", k);
+    ck_assert_str_eq((const char*)z, zWant);
+    if( k==3 || k==250 ){
+      th_exec(db, "UPDATE t SET value=printf('%0100d', key);"
+                  "DELETE FROM t WHERE key>200");
+      ck_assert_str_eq((const char*)z, zWant);
+      ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 9);
+    }
+    ck_assert_int_eq(k, ++n);
+  }
+  ck_assert_int_eq(n, 300);           /* the scan's snapshot */
+  sqlite3_finalize(pStmt);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE length(value)"
+                              "=100"), 200);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A kv_memory scan hands each text to SQLite as a terminated string in
+** place: fetching it with sqlite3_column_text allocates nothing (no
+** terminated copy per row), except a text with an interior NUL, which
+** SQLite copies to terminate. */
+START_TEST(test_kv_memory_column_text_allocates_nothing){
+  sqlite3 *db = kv_db();
+  sqlite3_stmt *pStmt = 0;
+  int n = 0;
+  th_exec(db, "CREATE VIRTUAL TABLE t USING kv_memory;"
+              "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<100) INSERT INTO t SELECT i, printf('value-%010d', i) "
+              "FROM c; UPDATE t SET value=CAST(x'610062' AS TEXT) "
+              "WHERE key=100");
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key, value FROM t "
+                                      "WHERE key>=1", -1, &pStmt, 0),
+                   SQLITE_OK);
+  while( sqlite3_step(pStmt)==SQLITE_ROW ){
+    sqlite3_int64 nBefore = 0, nAfter = 0, nHi = 0;
+    const unsigned char *z;
+    int k = sqlite3_column_int(pStmt, 0);
+    ck_assert_int_eq(sqlite3_status64(SQLITE_STATUS_MALLOC_COUNT, &nBefore,
+                                      &nHi, 0), SQLITE_OK);
+    z = sqlite3_column_text(pStmt, 1);
+    ck_assert_int_eq(sqlite3_status64(SQLITE_STATUS_MALLOC_COUNT, &nAfter,
+                                      &nHi, 0), SQLITE_OK);
+    ck_assert_ptr_nonnull(z);
+    if( k<100 ){
+      ck_assert_int_eq(nAfter, nBefore);
+      ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 16);
+    }else{
+      ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 3);
+      ck_assert_int_eq(memcmp(z, "a\0b", 4), 0);
+    }
+    n++;
+  }
+  ck_assert_int_eq(n, 100);
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+}
+END_TEST
+
 START_TEST(test_kv_inmemory_db_needs_dir_for_persistence){
   sqlite3 *db = kv_db();
   kv_fail(db, "CREATE VIRTUAL TABLE t USING kv_memory(persistence=1)",
@@ -3466,6 +3660,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_keys_order_like_sqlite);
   tcase_add_test(tc, test_kv_range_and_in_constraints);
   tcase_add_test(tc, test_kv_memory_values_in_place_stay_right);
+  tcase_add_loop_test(tc, test_kv_values_reach_column_text_whole, 0, 3);
+  tcase_add_loop_test(tc, test_kv_text_held_by_a_scan_survives_rewrites, 0,
+                      3);
+  tcase_add_test(tc, test_kv_memory_column_text_allocates_nothing);
   tcase_add_test(tc, test_kv_in_list_of_only_nulls_matches_nothing);
   tcase_add_test(tc, test_kv_query_plan_pushes_down);
   tcase_add_loop_test(tc, test_kv_query_plan_pushes_down_each_operator,

@@ -1369,6 +1369,86 @@ START_TEST(test_kvlib_map_cursor_outlives_the_callers_reference){
 }
 END_TEST
 
+/* A cursor reset to another version walks that one (the reference to the
+** old version is dropped, the caller's may go); reset to none, it finds
+** nothing. */
+START_TEST(test_kvlib_map_cursor_reset_walks_the_new_version){
+  KvMap *p1 = kv_map_new(), *p2 = kv_map_new();
+  KvMapCursor *pCur;
+  KvMapEntry e;
+  int i, n = 0;
+  char z[16];
+  for(i=0; i<100; i++){
+    snprintf(z, sizeof(z), "a%03d", i);
+    kv_map_put(&p1, z, 4, z, 4, 1, 0);
+    if( i<7 ){
+      snprintf(z, sizeof(z), "b%03d", i);
+      kv_map_put(&p2, z, 4, z, 4, 2, 0);
+    }
+  }
+  pCur = kv_map_cursor_new(p1);
+  kv_map_unref(p1);                    /* the cursor holds p1 */
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_FIRST, 0, 0), 1);
+  kv_map_cursor_reset(pCur, p2);       /* drops p1, off any entry */
+  T_ASSERT(!kv_map_cursor_valid(pCur));
+  kv_map_unref(p2);                    /* the cursor holds p2 */
+  for(i=kv_map_cursor_seek(pCur, KV_SEEK_FIRST, 0, 0); i;
+      i=kv_map_cursor_next(pCur)){
+    kv_map_cursor_entry(pCur, &e);
+    T_EQ(e.rev, 2);
+    T_EQ(e.aKey[0], 'b');
+    n++;
+  }
+  T_EQ(n, 7);
+  kv_map_cursor_reset(pCur, 0);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_FIRST, 0, 0), 0);
+  T_EQ(kv_map_cursor_seek(pCur, KV_SEEK_GE, "b", 1), 0);
+  kv_map_cursor_free(pCur);
+}
+END_TEST
+
+/* Every entry's value bytes are followed by a NUL byte that nVal does not
+** count: empty values, values holding NULs, tombstones, and entries that
+** kv_map_put_from shares into another map. */
+START_TEST(test_kvlib_map_values_are_terminated){
+  static const struct { const char *z; int n; } aVal[] = {
+    { "", 0 }, { "abc", 3 }, { "a\0b", 3 }, { "\377\377", 2 },
+  };
+  KvMap *p = kv_map_new(), *q = kv_map_new();
+  KvMapCursor *pCur;
+  KvMapEntry e;
+  int i, n = 0;
+  for(i=0; i<4; i++){
+    char k = (char)('a' + i);
+    T_EQ(kv_map_put(&p, &k, 1, aVal[i].z, aVal[i].n, 1, 0), SQLITE_OK);
+  }
+  T_EQ(kv_map_put(&p, "t", 1, 0, 0, 1, 1), SQLITE_OK);    /* tombstone */
+  pCur = kv_map_cursor_new(p);
+  for(i=kv_map_cursor_seek(pCur, KV_SEEK_FIRST, 0, 0); i;
+      i=kv_map_cursor_next(pCur)){
+    kv_map_cursor_entry(pCur, &e);
+    T_ASSERT(e.aVal!=0);
+    T_EQ(e.aVal[e.nVal], 0);
+    if( !e.bTomb ){
+      T_EQ(e.nVal, aVal[e.aKey[0]-'a'].n);
+      T_EQ(kv_map_put_from(&q, pCur, 2, 0), SQLITE_OK);
+    }
+    n++;
+  }
+  T_EQ(n, 5);
+  kv_map_cursor_free(pCur);
+  for(i=0; i<4; i++){
+    char k = (char)('a' + i);
+    T_ASSERT(kv_map_get(q, &k, 1, &e));
+    T_EQ(e.nVal, aVal[i].n);
+    T_EQ(memcmp(e.aVal, aVal[i].z, aVal[i].n), 0);
+    T_EQ(e.aVal[e.nVal], 0);
+  }
+  kv_map_unref(p);
+  kv_map_unref(q);
+}
+END_TEST
+
 START_TEST(test_kvlib_map_empty_map_has_no_entries){
   KvMap *p = kv_map_new();
   KvMapCursor *pCur = kv_map_cursor_new(p);
@@ -1871,6 +1951,8 @@ tcase_add_test(tc, test_kvlib_key_result_returns_every_integer);
   tcase_add_test(tc, test_kvlib_map_put_old_reports_the_replaced_entry);
   tcase_add_test(tc, test_kvlib_map_put_accepts_bytes_from_the_map_itself);
   tcase_add_test(tc, test_kvlib_map_cursor_outlives_the_callers_reference);
+  tcase_add_test(tc, test_kvlib_map_cursor_reset_walks_the_new_version);
+  tcase_add_test(tc, test_kvlib_map_values_are_terminated);
   tcase_add_test(tc, test_kvlib_map_empty_map_has_no_entries);
   tcase_add_test(tc, test_kvlib_map_nomem_leaves_version_unchanged);
   tcase_add_test(tc, test_kvlib_map_concurrent_readers_and_writer);
