@@ -371,6 +371,71 @@ START_TEST(test_staging_rollback_leaves_nothing){
 }
 END_TEST
 
+/* The pages a transaction stages enter the decoded-page cache as it
+** stages them: the writer reads them back from there (the pager's cache
+** is 5 pages), and its commit publishes those entries, so a reader of the
+** same process decodes none of the transaction's pages. */
+START_TEST(test_staging_staged_pages_are_cached){
+  char *zDir = th_tmpdir("staging-cached");
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3 *r = open_app(zDir, 8);
+  int64_t nHit0, nMiss0, nHit1, nMiss1;
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);
+  ck_assert(staged_rows(zDir));
+  depot_cache_counters(&nHit0, &nMiss0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(v)) FROM t"),
+                   200*300 + 1000*900);
+  depot_cache_counters(&nHit1, &nMiss1);
+  ck_assert_int_eq(nMiss1, nMiss0);
+  ck_assert_int_gt(nHit1, nHit0);
+  th_exec(db, "COMMIT");
+  depot_cache_counters(&nHit0, &nMiss0);
+  ck_assert_int_eq(th_int(r, "SELECT sum(length(v)) FROM t"),
+                   200*300 + 1000*900);
+  depot_cache_counters(&nHit1, &nMiss1);
+  ck_assert_int_eq(nMiss1, nMiss0);
+  ck_assert_int_gt(nHit1, nHit0);
+  assert_integrity(r);
+  sqlite3_close(db);
+  sqlite3_close(r);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The cache entries of a rolled-back transaction's staged pages go with
+** it: the next transaction stages other content as the same txid, reads
+** its own back and publishes it. */
+START_TEST(test_staging_rolled_back_pages_leave_the_cache){
+  char *zDir = th_tmpdir("staging-cache-rollback");
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3 *r = open_app(zDir, 8);
+  const char *zCount = "SELECT count(*) FROM t WHERE k>1000"
+                       " AND v=zeroblob(899)||x'02'";
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, "INSERT INTO t SELECT 1000+value, zeroblob(899)||x'01',"
+              " value%13 FROM " SERIES(1000));
+  ck_assert(staged_rows(zDir));
+  th_exec(db, "ROLLBACK; BEGIN");
+  th_exec(db, "INSERT INTO t SELECT 1000+value, zeroblob(899)||x'02',"
+              " value%13 FROM " SERIES(1000));
+  ck_assert(staged_rows(zDir));
+  ck_assert_int_eq(th_int(db, zCount), 1000);
+  th_exec(db, "UPDATE t SET v=zeroblob(899)||x'03' WHERE k%2=0");
+  ck_assert_int_eq(th_int(db, zCount), 500);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(r, zCount), 500);
+  ck_assert_int_eq(th_int(r, "SELECT count(*) FROM t"), 1200);
+  assert_integrity(r);
+  assert_verify(r, zDir);
+  sqlite3_close(db);
+  sqlite3_close(r);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ROLLBACK TO a savepoint taken before pages were staged (and rewritten
 ** and staged again) gives back the savepoint's pages: the journal's writes
 ** override the staged versions. */
@@ -1971,6 +2036,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_rolled_back_new_database_is_not_listed);
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
+  tcase_add_test(tc, test_staging_staged_pages_are_cached);
+  tcase_add_test(tc, test_staging_rolled_back_pages_leave_the_cache);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
   tcase_add_test(tc, test_staging_commit_removes_leftovers_of_its_txid);
   tcase_add_loop_test(tc, test_staging_rollback_to_the_start_unstages_every_page,
