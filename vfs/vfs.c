@@ -1195,9 +1195,10 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
 ** remember where each landed, and drop them from the buffer.  A page that
 ** equals the snapshot's is dropped instead (and so is an older staged
 ** version of it, whose row goes).  A page staged before and written again
-** since (an interior or index page a bulk load keeps rewriting) stays in
-** memory while such pages fill at most half the budget, so it is not
-** staged once per batch.  Only a branch that exists, at its own page size, and
+** since, or written again while in the buffer (an interior or index page
+** a bulk load or a large delete keeps rewriting), stays in memory while
+** such pages fill at most half the budget, so it is not staged once per
+** batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
 /* A name without a branch of its own gets one before the first part of
 ** its first transaction is staged: created empty (txid 0, the inherited
@@ -1297,7 +1298,8 @@ static int depotStage(DepotFile *p){
     StageNote st;
     int bChanged = 1;
     if( aDirty[i]>p->nPageTx ) continue;
-    if( bStaged && (nKeep+1)*sz<=p->nTxBudget/2 ){
+    if( (bStaged || txbuf_rewritten(&p->tx, aDirty[i], sz))
+     && (nKeep+1)*sz<=p->nTxBudget/2 ){
       aDirty[i] = 0;                        /* kept in memory */
       nKeep++;
       continue;

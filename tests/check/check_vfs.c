@@ -666,6 +666,30 @@ START_TEST(test_cache_rekey_moves_kept_entries){
 }
 END_TEST
 
+/* txbuf_rewritten() tells a page put again while the buffer held it from
+** a page put once, and forgets it when the page leaves the buffer. */
+START_TEST(test_txbuf_rewritten_marks_pages_put_again){
+  TxBuf t;
+  unsigned char a[512];
+  memset(&t, 0, sizeof(t));
+  memset(a, 1, sizeof(a));
+  ck_assert_int_eq(txbuf_put(&t, 3, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_put(&t, 4, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 0);
+  a[0] = 2;
+  ck_assert_int_eq(txbuf_put(&t, 3, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 1);
+  ck_assert_int_eq(txbuf_rewritten(&t, 4, 512), 0);
+  ck_assert_int_eq(txbuf_rewritten(&t, 5, 512), 0);
+  ck_assert_int_eq(txbuf_get(&t, 3)[0], 2);
+  txbuf_drop(&t, 3);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 0);
+  ck_assert_int_eq(txbuf_put(&t, 3, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 0);
+  txbuf_clear(&t);
+}
+END_TEST
+
 START_TEST(test_txbuf_truncate_drops_pages_above){
   TxBuf t;
   unsigned char a[512];
@@ -719,6 +743,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_cache_drop_removes_one_version);
   tcase_add_test(tc, test_cache_rekey_moves_kept_entries);
   tcase_add_test(tc, test_cache_bulk_pages_keep_the_first_part);
+  tcase_add_test(tc, test_txbuf_rewritten_marks_pages_put_again);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);
   return s;
