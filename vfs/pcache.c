@@ -134,6 +134,32 @@ void depot_cache_drop(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_unlock(&p->mutex);
 }
 
+void depot_cache_rekey(DepotCache *p, uint64_t iBranch, uint64_t iFrom,
+                       uint64_t iTo, int (*xKeep)(void*, uint32_t pgno),
+                       void *pArg){
+  CacheEntry *e, *pNext;
+  pthread_mutex_lock(&p->mutex);
+  for(e=p->pHead; e; e=pNext){
+    CacheEntry **pp;
+    pNext = e->pNext;
+    if( e->iBranch!=iBranch || e->iOwner!=iFrom ) continue;
+    pp = cacheFind(p, iBranch, e->pgno, iFrom);
+    if( xKeep && xKeep(pArg, e->pgno)
+     && *cacheFind(p, iBranch, e->pgno, iTo)==0 ){
+      CacheEntry **ppTo;
+      *pp = e->pHashNext;                 /* out of the old key's chain */
+      e->iOwner = iTo;
+      e->bScan = 0;
+      ppTo = &p->aSlot[cacheHash(iBranch, e->pgno, iTo) & (p->nSlot-1)];
+      e->pHashNext = *ppTo;
+      *ppTo = e;
+    }else{
+      cacheRemove(p, pp, e);
+    }
+  }
+  pthread_mutex_unlock(&p->mutex);
+}
+
 /* Double the hash table when it gets crowded (best effort), while it
 ** stays within 1/64 of the limit (a chain of a few entries costs less than
 ** the pages a larger table would evict). */
@@ -210,26 +236,38 @@ int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   return bHas;
 }
 
-/* Add page a unless the cache has it or is smaller than a page.  A scan's
-** page (bScan) that needs room is dropped instead when the least recently
-** used entry is a scan's page too: a scan only ever evicts what other
-** reads brought in. */
+/* Add page a unless the cache has it or is smaller than a page.  A page
+** that needs room is dropped instead when the least recently used entry
+** is of its own kind: for a scan's page (eKind CACHE_SCAN) a scan's page,
+** for a bulk page (CACHE_BULK) one of the same branch and owner.  So a
+** scan only ever evicts what other reads brought in, and a transaction's
+** pages never evict its own.  A staged page (a bulk page whose owner has
+** DEPOT_CACHE_STAGED) counts as a scan's until depot_cache_rekey()
+** publishes it. */
+#define CACHE_READ 0
+#define CACHE_SCAN 1
+#define CACHE_BULK 2
 static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a,
-                     int bScan){
+                     int eKind){
   CacheEntry *e, **pp;
   int64_t nNew = cacheEntryBytes(szPage);
+  int bFits;
   pthread_mutex_lock(&p->mutex);
   pp = cacheFind(p, iBranch, pgno, iOwner);
+  bFits = cacheBytes(p)+nNew<=p->nMax || p->pTail==0;
   if( *pp==0 && cacheBytes(p)-p->nUsed+nNew<=p->nMax
-   && (!bScan || cacheBytes(p)+nNew<=p->nMax
-       || (p->pTail && !p->pTail->bScan)) ){
+   && (eKind==CACHE_READ || bFits
+       || (eKind==CACHE_SCAN && !p->pTail->bScan)
+       || (eKind==CACHE_BULK && (p->pTail->iBranch!=iBranch
+                                 || p->pTail->iOwner!=iOwner))) ){
     e = sqlite3_malloc64(sizeof(*e)+szPage);
     if( e ){
       memset(e, 0, sizeof(*e));
       e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
       e->szPage = szPage;
-      e->bScan = bScan;
+      e->bScan = eKind==CACHE_SCAN
+              || (eKind==CACHE_BULK && (iOwner & DEPOT_CACHE_STAGED)!=0);
       memcpy(e->a, a, szPage);
       *pp = e;
       cachePushFront(p, e);
@@ -244,11 +282,17 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
 
 void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a){
-  cachePut(p, iBranch, pgno, iOwner, szPage, a, 0);
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, CACHE_READ);
+}
+
+void depot_cache_put_bulk(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                          uint64_t iOwner, uint32_t szPage,
+                          const unsigned char *a){
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, CACHE_BULK);
 }
 
 void depot_cache_put_scan(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                           uint64_t iOwner, uint32_t szPage,
                           const unsigned char *a){
-  cachePut(p, iBranch, pgno, iOwner, szPage, a, 1);
+  cachePut(p, iBranch, pgno, iOwner, szPage, a, CACHE_SCAN);
 }

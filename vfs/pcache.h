@@ -70,6 +70,38 @@ void depot_cache_put_scan(DepotCache*, uint64_t iBranch, uint32_t pgno,
                           uint64_t iOwner, uint32_t szPage,
                           const unsigned char *p);
 
+/* The owner bit of the entries of a write transaction's staged pages
+** (vfs/vfs.c): such an entry of (branch, pgno, txid|DEPOT_CACHE_STAGED)
+** holds the newest frame the writer of that branch staged for that page as
+** that txid.  No page location has the bit (txids stay below it; shards
+** set bit 63), so no reader reaches these entries; the writer reads them
+** back, and its commit moves them to their published key with
+** depot_cache_rekey() or drops them. */
+#define DEPOT_CACHE_STAGED ((uint64_t)1<<62)
+
+/* Every entry of iBranch with owner iFrom: when xKeep is not NULL and
+** returns nonzero for its page number, the entry takes owner iTo (it keeps
+** its place in the LRU order, and counts as a read's page from then on; an
+** entry of (iBranch, pgno, iTo) already there wins and this one is
+** dropped); else it is dropped.  Walks every entry of the cache. */
+void depot_cache_rekey(DepotCache*, uint64_t iBranch, uint64_t iFrom,
+                       uint64_t iTo, int (*xKeep)(void*, uint32_t pgno),
+                       void *pArg);
+
+/* depot_cache_put() for a page of a bulk transaction (its staged pages,
+** then its commit's): when the cache is full and its least recently used
+** entry has the same branch and owner, the page is not added.  So a
+** transaction larger than the cache keeps its first pages cached instead
+** of cycling every page through it and leaving only its last ones (a
+** following pass in page order hits on that part).  A staged page (owner
+** with DEPOT_CACHE_STAGED) counts as a scan's page until
+** depot_cache_rekey() publishes it: the transaction's own reads of the
+** snapshot, when sequential, do not evict it; published, it is evicted as
+** any read's page is. */
+void depot_cache_put_bulk(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                          uint64_t iOwner, uint32_t szPage,
+                          const unsigned char *p);
+
 /* Process-wide hit and miss counts since the module loaded. */
 void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss);
 

@@ -63,6 +63,8 @@ unsigned char *txbuf_get(const TxBuf *p, uint32_t pgno){
   return 0;
 }
 
+/* A copy is szPage bytes and one more, after them: 1 once the page was
+** put again while the buffer held it (txbuf_rewritten()). */
 int txbuf_put(TxBuf *p, uint32_t pgno, const void *pPage, uint32_t szPage){
   unsigned char *a = txbuf_get(p, pgno);
   if( a==0 ){
@@ -70,13 +72,21 @@ int txbuf_put(TxBuf *p, uint32_t pgno, const void *pPage, uint32_t szPage){
       int rc = txbufRehash(p, p->nSlot ? p->nSlot*2 : 64, 0xffffffffu);
       if( rc!=SQLITE_OK ) return rc;
     }
-    a = sqlite3_malloc64(szPage);
+    a = sqlite3_malloc64((uint64_t)szPage+1);
     if( a==0 ) return SQLITE_NOMEM;
     txbufInsert(p->aPgno, p->apPage, p->nSlot, pgno, a);
     p->nUsed++;
+    a[szPage] = 0;
+  }else{
+    a[szPage] = 1;
   }
   memcpy(a, pPage, szPage);
   return SQLITE_OK;
+}
+
+int txbuf_rewritten(const TxBuf *p, uint32_t pgno, uint32_t szPage){
+  const unsigned char *a = txbuf_get(p, pgno);
+  return a!=0 && a[szPage]!=0;
 }
 
 void txbuf_drop(TxBuf *p, uint32_t pgno){

@@ -24,6 +24,10 @@ int txbuf_put(TxBuf*, uint32_t pgno, const void *pPage, uint32_t szPage);
 /* The buffered copy of pgno, or NULL. */
 unsigned char *txbuf_get(const TxBuf*, uint32_t pgno);
 
+/* 1 if the buffer holds page pgno (of szPage bytes) and it was put again
+** since its copy entered the buffer, else 0. */
+int txbuf_rewritten(const TxBuf*, uint32_t pgno, uint32_t szPage);
+
 /* Drop every page above nPage.  SQLITE_NOMEM leaves it unchanged. */
 int txbuf_truncate(TxBuf*, uint32_t nPage);
 

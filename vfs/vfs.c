@@ -915,17 +915,22 @@ static int depotStagedBytes(DepotFile *p, uint32_t pgno, uint64_t iOff,
   return rc;
 }
 
-/* The newest staged frame of page pgno of the write transaction, found
-** through its page index row of the transaction's txid and decoded into
-** pOut.  Not through the decoded-page cache: no other connection may see
-** it. */
+/* The newest staged frame of page pgno of the write transaction: its
+** decoded-page cache entry under the staged key (DEPOT_CACHE_STAGED, which
+** no other connection reads), else found through its page index row of
+** the transaction's txid and decoded into pOut. */
 static int depotStagedPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   DepotStageStream *pS = &p->stream;
   uint64_t iWritten = pS->nBlob - pS->nBlob%pS->szChunk;
   DepotPageLoc loc;
   PidxValue pv;
   char *zErr = 0;
-  int rc = depot_stage_locate(p->pStore, pS, pgno, &pv, &zErr);
+  int rc;
+  if( depot_cache_get(p->pShared->pCache, pS->iBranch, pgno,
+                      pS->iTxid|DEPOT_CACHE_STAGED, p->szPageTx, pOut) ){
+    return SQLITE_OK;
+  }
+  rc = depot_stage_locate(p->pStore, pS, pgno, &pv, &zErr);
   if( rc!=SQLITE_OK ) return depotReport(rc, zErr, SQLITE_IOERR_READ);
   if( (uint64_t)pv.iOffset + pv.nByte > iWritten ){
     unsigned char *a = sqlite3_malloc64(pv.nByte);
@@ -1130,9 +1135,14 @@ static int depotStageCut(DepotFile *p, uint32_t nPage, char **pzErr){
 }
 
 /* Forget what the transaction staged and remove its rows (a failure
-** leaves them to the branch's next commit, staging, writer or depot_gc). */
+** leaves them to the branch's next commit, staging, writer or depot_gc),
+** and its pages' entries in the decoded-page cache. */
 static void depotStageDiscard(DepotFile *p){
   txstage_clear(&p->stage);
+  if( p->stream.iTxid ){
+    depot_cache_rekey(p->pShared->pCache, p->stream.iBranch,
+                      p->stream.iTxid|DEPOT_CACHE_STAGED, 0, 0, 0);
+  }
   if( p->stream.iTxid && p->stream.nBlob>0 ){
     int bRead = p->bReadTxn;
     depotEndRead(p);
@@ -1185,9 +1195,10 @@ static int depotPageChanged(DepotFile*, uint32_t, const unsigned char*,
 ** remember where each landed, and drop them from the buffer.  A page that
 ** equals the snapshot's is dropped instead (and so is an older staged
 ** version of it, whose row goes).  A page staged before and written again
-** since (an interior or index page a bulk load keeps rewriting) stays in
-** memory while such pages fill at most half the budget, so it is not
-** staged once per batch.  Only a branch that exists, at its own page size, and
+** since, or written again while in the buffer (an interior or index page
+** a bulk load or a large delete keeps rewriting), stays in memory while
+** such pages fill at most half the budget, so it is not staged once per
+** batch.  Only a branch that exists, at its own page size, and
 ** not during a journal playback, stages; else the pages stay in memory. */
 /* A name without a branch of its own gets one before the first part of
 ** its first transaction is staged: created empty (txid 0, the inherited
@@ -1248,6 +1259,21 @@ static uint32_t depotStagePartBytes(void){
   return DEPOT_STAGE_PART_BYTES;
 }
 
+/* Page pgno, just staged with content pPage, enters the decoded-page cache
+** under the staged key (DEPOT_CACHE_STAGED), replacing the entry of its
+** previous staged frame: the writer reads it back from there, and the
+** commit publishes the entry (depotPubCommit()).  Entered as a bulk page
+** (depot_cache_put_bulk()): a transaction that stages more pages than the
+** cache holds keeps its first pages cached, instead of cycling every page
+** through the cache and leaving only its last ones. */
+static void depotStageCachePut(DepotFile *p, uint32_t pgno,
+                               const unsigned char *pPage){
+  uint64_t iKey = p->stream.iTxid|DEPOT_CACHE_STAGED;
+  depot_cache_drop(p->pShared->pCache, p->stream.iBranch, pgno, iKey);
+  depot_cache_put_bulk(p->pShared->pCache, p->stream.iBranch, pgno, iKey,
+                       p->szPageTx, pPage);
+}
+
 /* What depotStage() learned of one page of the batch before writing it. */
 typedef struct StageNote StageNote;
 struct StageNote {
@@ -1292,7 +1318,8 @@ static int depotStage(DepotFile *p){
     StageNote st;
     int bChanged = 1;
     if( aDirty[i]>p->nPageTx ) continue;
-    if( bStaged && (nKeep+1)*sz<=p->nTxBudget/2 ){
+    if( (bStaged || txbuf_rewritten(&p->tx, aDirty[i], sz))
+     && (nKeep+1)*sz<=p->nTxBudget/2 ){
       aDirty[i] = 0;                        /* kept in memory */
       nKeep++;
       continue;
@@ -1329,6 +1356,10 @@ static int depotStage(DepotFile *p){
       rc = depot_stage_begin(&p->stream, p->iBranch, p->snap.iTxid+1,
                              (uint32_t)store_max_value(p->pStore));
     }
+    if( rc==SQLITE_OK ){
+      depot_cache_rekey(p->pShared->pCache, p->stream.iBranch,
+                        p->stream.iTxid|DEPOT_CACHE_STAGED, 0, 0, 0);
+    }
   }
   if( rc==SQLITE_OK && n>0 ){
     /* the map's room for these pages, so that nothing fails once their
@@ -1362,6 +1393,7 @@ static int depotStage(DepotFile *p){
     for(k=j; rc==SQLITE_OK && k<j+nPart; k++){
       TxStage *pSt = &p->stage;
       const StageNote *e = &aSt[k];
+      depotStageCachePut(p, e->pgno, ap[k]);
       if( e->bPrev ){
         pSt->iSum ^= e->iPrev ^ e->iCrc;
         pSt->nLiveByte += (int64_t)aRef[k].nByte - e->nPrev;
@@ -1715,6 +1747,15 @@ static void depotMaybeCompact(DepotFile *p, uint64_t iBranch, uint64_t iHead,
   }
 }
 
+/* depot_cache_rekey() callback of a staged commit: whether page pgno is
+** published from its staged frame (staged, within the database, and not
+** written again into memory since). */
+static int depotStagedKeep(void *pArg, uint32_t pgno){
+  DepotFile *p = (DepotFile*)pArg;
+  return pgno<=p->nPageTx && txstage_has(&p->stage, pgno)
+      && txbuf_get(&p->tx, pgno)==0;
+}
+
 static int depotPubCommit(DepotFile *p, PubSet *s){
   DepotCommit c;
   DbHead head;
@@ -1722,7 +1763,7 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   int64_t nBytes = 0;
   char *zErr = 0;
   uint32_t i;
-  int rc;
+  int rc, bStaged;
   memset(&c, 0, sizeof(c));
   if( p->iBranch==0 && p->chain.n>DEPOT_MAX_FORK_DEPTH ){
     depotLog(SQLITE_IOERR_FSYNC, "depot: the first write to database %s"
@@ -1759,6 +1800,16 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   if( p->stream.iTxid && p->stream.nBlob>0 ){
     depotStageClear(p, iBranch);    /* its STAGE rows, published now */
   }
+  bStaged = p->stream.iTxid!=0;
+  if( bStaged ){
+    /* the staged pages' cache entries become the published versions,
+    ** but for pages published from memory (put below) or unstaged */
+    depot_cache_rekey(p->pShared->pCache, p->stream.iBranch,
+                      p->stream.iTxid|DEPOT_CACHE_STAGED, head.iTxid,
+                      p->stream.iBranch==iBranch
+                      && p->stream.iTxid==head.iTxid ? depotStagedKeep : 0,
+                      p);
+  }
   /* The page map moves forward with the pages written from memory; after
   ** a staged commit it starts over with them (a base equal to the new head
   ** never matches; base 0 would match a fork's map at txid 0): the staged
@@ -1774,8 +1825,13 @@ static int depotPubCommit(DepotFile *p, PubSet *s){
   nBytes += s->nStagedByte;
   sqlite3_free(c.aLocOut);
   for(i=0; i<s->n; i++){
-    depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
-                    c.szPage, s->ap[i]);
+    if( bStaged ){
+      depot_cache_put_bulk(p->pShared->pCache, iBranch, s->aPgno[i],
+                           head.iTxid, c.szPage, s->ap[i]);
+    }else{
+      depot_cache_put(p->pShared->pCache, iBranch, s->aPgno[i], head.iTxid,
+                      c.szPage, s->ap[i]);
+    }
   }
   depotAdopt(p, iBranch, &head);
   depotMaybeCompact(p, iBranch, head.iTxid, nBytes);

@@ -371,6 +371,12 @@ static int spRepeat(sqlite3 *db, const char *zSql, int nRep, int bTxn,
   return rc;
 }
 
+/* DEPOT_SPEED_MARKS set: each child writes to stderr, per step, its pid
+** and the CLOCK_MONOTONIC times the step started and ended (a profiler
+** recording with that clock, as `perf record -k CLOCK_MONOTONIC`, then
+** reports one step of one side). */
+static int bSpMarks = 0;
+
 static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
   sqlite3 *db = spOpen(bDepot, zDir, 0);
   double t, c;
@@ -440,6 +446,10 @@ static int spWorkload(int bDepot, const char *zDir, int N, SpResult *pR){
     }
     pR->aStep[i] = spNow() - t;
     pR->aCpu[i] = spCpu() - c;
+    if( bSpMarks ){
+      fprintf(stderr, "speed: mark pid %d %s step %d %.6f %.6f\n",
+              (int)getpid(), bDepot ? "depot" : "unix", i, t, spNow());
+    }
     {
       struct rusage ru;
       pR->aRssKb[i] = getrusage(RUSAGE_SELF, &ru)==0 ? ru.ru_maxrss : 0;
@@ -791,6 +801,7 @@ int main(int argc, char **argv){
   int nSize = 2, nRun = 3, nHistMb = 100, nCommit = 10000, bHist = 1;
   int i, nMiss = 0;
   if( zTmp==0 || zTmp[0]==0 ) zTmp = "tests/tmp";
+  bSpMarks = getenv("DEPOT_SPEED_MARKS")!=0;
   mkdir(zTmp, 0777);
   for(i=1; i<argc; i++){
     if( strcmp(argv[i], "--sizes")==0 && i+1<argc ){

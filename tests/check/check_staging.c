@@ -375,6 +375,128 @@ START_TEST(test_staging_rollback_leaves_nothing){
 }
 END_TEST
 
+/* The pages a transaction stages enter the decoded-page cache as it
+** stages them: the writer reads them back from there (the pager's cache
+** is 5 pages), and its commit publishes those entries, so a reader of the
+** same process decodes none of the transaction's pages. */
+START_TEST(test_staging_staged_pages_are_cached){
+  char *zDir = th_tmpdir("staging-cached");
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3 *r = open_app(zDir, 8);
+  int64_t nHit0, nMiss0, nHit1, nMiss1;
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);
+  ck_assert(staged_rows(zDir));
+  depot_cache_counters(&nHit0, &nMiss0);
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(v)) FROM t"),
+                   200*300 + 1000*900);
+  depot_cache_counters(&nHit1, &nMiss1);
+  ck_assert_int_eq(nMiss1, nMiss0);
+  ck_assert_int_gt(nHit1, nHit0);
+  th_exec(db, "COMMIT");
+  depot_cache_counters(&nHit0, &nMiss0);
+  ck_assert_int_eq(th_int(r, "SELECT sum(length(v)) FROM t"),
+                   200*300 + 1000*900);
+  depot_cache_counters(&nHit1, &nMiss1);
+  ck_assert_int_eq(nMiss1, nMiss0);
+  ck_assert_int_gt(nHit1, nHit0);
+  assert_integrity(r);
+  sqlite3_close(db);
+  sqlite3_close(r);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The cache entries of a rolled-back transaction's staged pages go with
+** it: the next transaction stages other content as the same txid, reads
+** its own back and publishes it. */
+START_TEST(test_staging_rolled_back_pages_leave_the_cache){
+  char *zDir = th_tmpdir("staging-cache-rollback");
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3 *r = open_app(zDir, 8);
+  const char *zCount = "SELECT count(*) FROM t WHERE k>1000"
+                       " AND v=zeroblob(899)||x'02'";
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA cache_size=5; BEGIN");
+  th_exec(db, "INSERT INTO t SELECT 1000+value, zeroblob(899)||x'01',"
+              " value%13 FROM " SERIES(1000));
+  ck_assert(staged_rows(zDir));
+  th_exec(db, "ROLLBACK; BEGIN");
+  th_exec(db, "INSERT INTO t SELECT 1000+value, zeroblob(899)||x'02',"
+              " value%13 FROM " SERIES(1000));
+  ck_assert(staged_rows(zDir));
+  ck_assert_int_eq(th_int(db, zCount), 1000);
+  th_exec(db, "UPDATE t SET v=zeroblob(899)||x'03' WHERE k%2=0");
+  ck_assert_int_eq(th_int(db, zCount), 500);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(r, zCount), 500);
+  ck_assert_int_eq(th_int(r, "SELECT count(*) FROM t"), 1200);
+  assert_integrity(r);
+  assert_verify(r, zDir);
+  sqlite3_close(db);
+  sqlite3_close(r);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* The page index rows of txid iPidxTxid written per page (pages below
+** 4096), through depot_store_test_write. */
+static unsigned char aPidxPer[4096];
+static uint64_t iPidxTxid;
+static void tally_pidx(const void *pKey, int nKey, int nVal){
+  const unsigned char *k = (const unsigned char*)pKey;
+  uint32_t pgno = 0;
+  uint64_t iTxid = 0;
+  int i;
+  (void)nVal;
+  if( pKey==0 || nKey!=23 || k[0]!=0x02 || k[1]!=LAYOUT_P_BR
+   || k[10]!=LAYOUT_BR_PIDX ){
+    return;
+  }
+  for(i=11; i<15; i++) pgno = (pgno<<8) | k[i];
+  for(i=15; i<23; i++) iTxid = (iTxid<<8) | k[i];
+  if( iTxid==iPidxTxid && pgno<4096 && aPidxPer[pgno]<255 ) aPidxPer[pgno]++;
+}
+
+/* A page written again while the write buffer holds it (an index page a
+** large DELETE keeps rewriting: the pager's cache is 5 pages) stays in
+** memory when the buffer is staged, as a page staged before and written
+** again does, so the transaction writes almost every page's frame once
+** (one page index row of its txid a page). */
+START_TEST(test_staging_rewritten_pages_stay_in_memory){
+  char *zDir = th_tmpdir("staging-rewritten");
+  sqlite3 *db = open_app(zDir, 64);
+  char *zStore = store_path(zDir);
+  char *zSql = sqlite3_mprintf("SELECT max(txid) FROM depot_commits(%Q,"
+                               "'app')", zStore);
+  int i, nPage = 0, nTwice = 0;
+  th_exec(db, "CREATE TABLE t(k INTEGER PRIMARY KEY, v BLOB, w INT);"
+      " CREATE INDEX tw ON t(w);"
+      " INSERT INTO t SELECT value, zeroblob(300), value*7919%2003 FROM "
+      SERIES(2000));
+  iPidxTxid = (uint64_t)th_int(db, zSql) + 1;
+  memset(aPidxPer, 0, sizeof(aPidxPer));
+  depot_store_test_write = tally_pidx;
+  th_exec(db, "PRAGMA cache_size=5; DELETE FROM t WHERE k%5=0");
+  depot_store_test_write = 0;
+  for(i=0; i<4096; i++){
+    if( aPidxPer[i] ) nPage++;
+    if( aPidxPer[i]>1 ) nTwice++;
+  }
+  ck_assert_int_gt(nPage, 32);            /* more than twice the budget */
+  ck_assert_msg(nTwice<=2, "%d of %d pages written twice", nTwice, nPage);
+  ck_assert_int_eq(count_t(db), 1600);
+  assert_integrity(db);
+  assert_verify(db, zDir);
+  ck_assert(!staged_rows(zDir));
+  sqlite3_close(db);
+  sqlite3_free(zSql);
+  sqlite3_free(zStore);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* ROLLBACK TO a savepoint taken before pages were staged (and rewritten
 ** and staged again) gives back the savepoint's pages: the journal's writes
 ** override the staged versions. */
@@ -2056,6 +2178,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_rolled_back_new_database_is_not_listed);
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
+  tcase_add_test(tc, test_staging_staged_pages_are_cached);
+  tcase_add_test(tc, test_staging_rolled_back_pages_leave_the_cache);
+  tcase_add_test(tc, test_staging_rewritten_pages_stay_in_memory);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
   tcase_add_test(tc, test_staging_commit_removes_leftovers_of_its_txid);
   tcase_add_loop_test(tc, test_staging_rollback_to_the_start_unstages_every_page,

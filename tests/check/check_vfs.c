@@ -600,6 +600,123 @@ START_TEST(test_cache_drop_removes_one_version){
 }
 END_TEST
 
+/* A bulk transaction's pages (one branch and owner) never evict its own:
+** past the limit its first pages stay and the rest are not added, while
+** they evict other entries; a read's page evicts them as any other. */
+START_TEST(test_cache_bulk_pages_keep_the_first_part){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(4, 512));
+  unsigned char a[512], b[512];
+  uint32_t i;
+  memset(a, 0, sizeof(a));
+  depot_cache_put(c, 1, 100, 3, 512, a);
+  depot_cache_put_scan(c, 1, 101, 3, 512, a);
+  for(i=1; i<=10; i++){
+    memset(a, (int)i, sizeof(a));
+    depot_cache_put_bulk(c, 1, i, 7, 512, a);
+  }
+  ck_assert_int_eq(depot_cache_has(c, 1, 100, 3, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 101, 3, 512), 0);
+  for(i=1; i<=4; i++){
+    ck_assert_int_eq(depot_cache_get(c, 1, i, 7, 512, b), 1);
+    ck_assert_int_eq(b[0], (int)i);
+  }
+  for(i=5; i<=10; i++){
+    ck_assert_int_eq(depot_cache_has(c, 1, i, 7, 512), 0);
+  }
+  depot_cache_put_bulk(c, 1, 11, 8, 512, a);    /* another owner evicts */
+  ck_assert_int_eq(depot_cache_has(c, 1, 11, 8, 512), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 7, 512), 0);
+  depot_cache_put(c, 1, 12, 7, 512, a);         /* a read evicts */
+  ck_assert_int_eq(depot_cache_has(c, 1, 12, 7, 512), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, 7, 512), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
+static int keep_even(void *pArg, uint32_t pgno){
+  (void)pArg;
+  return pgno%2==0;
+}
+
+/* depot_cache_rekey() gives the entries of one branch and owner that the
+** callback keeps the new owner, with their content, and drops the others
+** (all of them without a callback); an entry already under the new key
+** wins; other branches and owners stay as they were.  A staged entry
+** (DEPOT_CACHE_STAGED) is kept from scans' pages until it is rekeyed. */
+START_TEST(test_cache_rekey_moves_kept_entries){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(16, 512));
+  unsigned char a[512], b[512];
+  uint64_t iStaged = 7|DEPOT_CACHE_STAGED;
+  uint32_t i;
+  for(i=1; i<=4; i++){
+    memset(a, (int)i, sizeof(a));
+    depot_cache_put(c, 1, i, iStaged, 512, a);
+  }
+  memset(a, 0x44, sizeof(a));
+  depot_cache_put(c, 1, 4, 7, 512, a);          /* already published */
+  depot_cache_put(c, 2, 2, iStaged, 512, a);    /* another branch */
+  depot_cache_put(c, 1, 2, 6, 512, a);          /* another owner */
+  depot_cache_rekey(c, 1, iStaged, 7, keep_even, 0);
+  for(i=1; i<=4; i++){
+    ck_assert_int_eq(depot_cache_has(c, 1, i, iStaged, 512), 0);
+  }
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 7, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 7, 512), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 2, 7, 512, b), 1);
+  ck_assert_int_eq(b[0], 2);
+  ck_assert_int_eq(depot_cache_get(c, 1, 4, 7, 512, b), 1);
+  ck_assert_int_eq(b[0], 0x44);
+  ck_assert_int_eq(depot_cache_has(c, 2, 2, iStaged, 512), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, 6, 512), 1);
+  memset(a, 1, sizeof(a));
+  depot_cache_put(c, 2, 5, iStaged, 512, a);
+  depot_cache_rekey(c, 2, iStaged, 7, 0, 0);
+  ck_assert_int_eq(depot_cache_has(c, 2, 2, iStaged, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 2, 5, iStaged, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 2, 5, 7, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, 7, 512), 1);
+  depot_cache_free(c);
+  /* a staged page counts as a scan's (a scan's page does not evict it)
+  ** until it is published */
+  c = depot_cache_new(depot_cache_bytes_for(2, 512));
+  depot_cache_put_bulk(c, 1, 2, iStaged, 512, a);
+  depot_cache_put_bulk(c, 1, 4, iStaged, 512, a);
+  depot_cache_put_scan(c, 1, 9, 3, 512, a);
+  ck_assert_int_eq(depot_cache_has(c, 1, 9, 3, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, iStaged, 512), 1);
+  depot_cache_rekey(c, 1, iStaged, 7, keep_even, 0);
+  depot_cache_put_scan(c, 1, 9, 3, 512, a);
+  ck_assert_int_eq(depot_cache_has(c, 1, 9, 3, 512), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, 7, 512), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 4, 7, 512), 1);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* txbuf_rewritten() tells a page put again while the buffer held it from
+** a page put once, and forgets it when the page leaves the buffer. */
+START_TEST(test_txbuf_rewritten_marks_pages_put_again){
+  TxBuf t;
+  unsigned char a[512];
+  memset(&t, 0, sizeof(t));
+  memset(a, 1, sizeof(a));
+  ck_assert_int_eq(txbuf_put(&t, 3, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_put(&t, 4, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 0);
+  a[0] = 2;
+  ck_assert_int_eq(txbuf_put(&t, 3, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 1);
+  ck_assert_int_eq(txbuf_rewritten(&t, 4, 512), 0);
+  ck_assert_int_eq(txbuf_rewritten(&t, 5, 512), 0);
+  ck_assert_int_eq(txbuf_get(&t, 3)[0], 2);
+  txbuf_drop(&t, 3);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 0);
+  ck_assert_int_eq(txbuf_put(&t, 3, a, 512), SQLITE_OK);
+  ck_assert_int_eq(txbuf_rewritten(&t, 3, 512), 0);
+  txbuf_clear(&t);
+}
+END_TEST
+
 START_TEST(test_txbuf_truncate_drops_pages_above){
   TxBuf t;
   unsigned char a[512];
@@ -652,6 +769,9 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_cache_tiny_limit_holds_within_it);
   tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
   tcase_add_test(tc, test_cache_drop_removes_one_version);
+  tcase_add_test(tc, test_cache_rekey_moves_kept_entries);
+  tcase_add_test(tc, test_cache_bulk_pages_keep_the_first_part);
+  tcase_add_test(tc, test_txbuf_rewritten_marks_pages_put_again);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);
   suite_add_tcase(s, tc);
   return s;
