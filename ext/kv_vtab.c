@@ -127,7 +127,11 @@ struct VtabTable {
 ** handed out in place.  A text whose buffer has a NUL after it
 ** (KV_ENTRY_TERM), in place or copied, goes as a terminated string, so a
 ** host that fetches it with sqlite3_column_text gets it without SQLite
-** making a terminated copy per row. */
+** making a terminated copy per row.  A text from a backend whose values
+** have no NUL after them (kv_log: the next bytes of its cache) is copied
+** with a terminator into the cursor's scratch buffer and goes from there,
+** terminated and SQLITE_TRANSIENT: SQLite copies it into the register's
+** own buffer, reused row after row, so no row allocates. */
 #define VTAB_KEEP 4
 
 struct VtabCursor {
@@ -139,7 +143,9 @@ struct VtabCursor {
                                 ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
   KvBuf val;                    /* point mode: current value, */
-  int fVal;                     /* ... KV_ENTRY_TERM when a NUL follows */
+  int fVal;                     /* ... KV_ENTRY_TERM when a NUL follows;
+                                ** range mode: val is xColumn's scratch for
+                                ** a text that needs a terminator */
   KvBuf lo, hi;                 /* range mode: encoded bounds */
   int bStaticUsed;              /* pIter's scan handed out values in place */
   int nKeep;                    /* scans kept open until xClose: */
@@ -1076,6 +1082,9 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
     const KvMapEntry *e = c->pEntry;
     if( i==0 ) return kv_key_result(ctx, e->aKey, e->nKey, e->aVal, e->nVal);
     int f = c->fEntry;
+    if( (f & (KV_ENTRY_TERM|KV_ENTRY_STABLE))==0 ){
+      return kv_value_result_unterm(ctx, e->aVal, e->nVal, &c->val);
+    }
     if( (f & KV_ENTRY_STABLE) && c->nKeep<VTAB_KEEP ){
       c->bStaticUsed = 1;
     }else{

@@ -780,6 +780,25 @@ int kv_value_result_entry(sqlite3_context *ctx, const uint8_t *aVal,
   return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT, bTerm);
 }
 
+int kv_value_result_unterm(sqlite3_context *ctx, const uint8_t *aVal,
+                           int nVal, KvBuf *pScratch){
+  if( nVal>2 && aVal[0]<=KVC_KIND_NEGZERO && aVal[1]==KVC_VAL_TEXT ){
+    const uint8_t *z = aVal+2;
+    int n = nVal-2;
+    if( memchr(z, 0, (size_t)n)==0 ){
+      kv_buf_reset(pScratch);
+      if( kv_buf_reserve(pScratch, n+1)==SQLITE_OK ){
+        memcpy(pScratch->a, z, (size_t)n);
+        pScratch->a[n] = 0;
+        sqlite3_result_text(ctx, (const char*)pScratch->a, -1,
+                            SQLITE_TRANSIENT);
+        return SQLITE_OK;
+      }
+    }
+  }
+  return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT, 0);
+}
+
 /* The private connection that turns decoded values into sqlite3_value
 ** objects.  Opened on first use, closed by kv_codec_release(); kvcMutex
 ** guards both fields and every use of the statement. */

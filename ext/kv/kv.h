@@ -187,6 +187,16 @@ int kv_value_result(sqlite3_context *ctx, const uint8_t *aVal, int nVal);
 **                    sqlite3_column_text then returns without a copy. */
 int kv_value_result_entry(sqlite3_context *ctx, const uint8_t *aVal,
                           int nVal, int fEntry);
+/* kv_value_result for a value with no NUL after its bytes (an entry
+** without KV_ENTRY_TERM): a text with no interior NUL is copied with a
+** terminator into *pScratch (reset first, its memory reused) and goes to
+** SQLite as a NUL-terminated string (length -1, SQLITE_TRANSIENT), so
+** SQLite's copy is terminated and sqlite3_column_text returns it without
+** allocating; anything else (and a text when *pScratch cannot grow) goes
+** as kv_value_result sends it.  *pScratch may be overwritten as soon as
+** the call returns. */
+int kv_value_result_unterm(sqlite3_context *ctx, const uint8_t *aVal,
+                           int nVal, KvBuf *pScratch);
 /* The key as a new sqlite3_value (sqlite3_value_dup semantics: the caller
 ** frees it with sqlite3_value_free), or NULL with *pRc set
 ** (SQLITE_CORRUPT, SQLITE_NOMEM).  Serialised on a private in-memory

@@ -1302,6 +1302,104 @@ START_TEST(test_kv_memory_column_text_allocates_nothing){
 }
 END_TEST
 
+/* SQLite's allocator with a count of the allocations it makes (xMalloc
+** and xRealloc calls: a realloc may move a buffer as a malloc does). */
+static sqlite3_mem_methods kvAllocDefault;
+static sqlite3_int64 nKvAlloc = 0;
+static void *kvCountMalloc(int n){
+  nKvAlloc++;
+  return kvAllocDefault.xMalloc(n);
+}
+static void *kvCountRealloc(void *p, int n){
+  nKvAlloc++;
+  return kvAllocDefault.xRealloc(p, n);
+}
+static void kv_alloc_count_install(void){
+  sqlite3_mem_methods m;
+  sqlite3_shutdown();
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_GETMALLOC, &kvAllocDefault),
+                   SQLITE_OK);
+  m = kvAllocDefault;
+  m.xMalloc = kvCountMalloc;
+  m.xRealloc = kvCountRealloc;
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_MALLOC, &m), SQLITE_OK);
+  ck_assert_int_eq(sqlite3_initialize(), SQLITE_OK);
+}
+/* Put SQLite's own allocator back (a later test of the same process, with
+** CK_FORK=no, installs the counting one over the real one). */
+static void kv_alloc_count_remove(void){
+  sqlite3_shutdown();
+  ck_assert_int_eq(sqlite3_config(SQLITE_CONFIG_MALLOC, &kvAllocDefault),
+                   SQLITE_OK);
+  ck_assert_int_eq(sqlite3_initialize(), SQLITE_OK);
+}
+
+/* A kv_log scan hands each text to SQLite as a terminated string (a
+** cached value has no NUL after it: the text goes from a terminated
+** copy): fetching it with sqlite3_column_text allocates nothing, and
+** neither does stepping from row to row, except around a text with an
+** interior NUL, which SQLite terminates in a resized buffer (row 99; so
+** the step to row 100 is not counted); every text and blob keeps its
+** bytes. */
+START_TEST(test_kv_log_column_text_allocates_nothing){
+  char *zDir = 0;
+  sqlite3 *db;
+  sqlite3_stmt *pStmt = 0;
+  sqlite3_int64 nStep = 0;
+  int n = 0, iPass;
+  kv_alloc_count_install();
+  db = kv_text_db(2, &zDir);
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<100) INSERT INTO t SELECT i, printf('value-%010d', i) "
+              "FROM c; UPDATE t SET value=CAST(x'610062' AS TEXT) "
+              "WHERE key=99; UPDATE t SET value=x'00ff00' WHERE key=100");
+  kv_text_settle(db);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT key, value FROM t "
+                                      "WHERE key>=1", -1, &pStmt, 0),
+                   SQLITE_OK);
+  for(iPass=0; iPass<2; iPass++){       /* the first pass fills the cache */
+    sqlite3_int64 nBefore = nKvAlloc;
+    n = 0;
+    while( sqlite3_step(pStmt)==SQLITE_ROW ){
+      const unsigned char *z;
+      char zWant[32];
+      int k = sqlite3_column_int(pStmt, 0);
+      ck_assert_int_eq(k, ++n);
+      if( iPass==1 && k>1 && k<100 ) nStep += nKvAlloc - nBefore;
+      if( k==100 ){
+        const unsigned char *a = sqlite3_column_blob(pStmt, 1);
+        ck_assert_int_eq(sqlite3_column_type(pStmt, 1), SQLITE_BLOB);
+        ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 3);
+        ck_assert_int_eq(memcmp(a, "\0\xff\0", 3), 0);
+        nBefore = nKvAlloc;
+        continue;
+      }
+      nBefore = nKvAlloc;
+      z = sqlite3_column_text(pStmt, 1);
+      ck_assert_ptr_nonnull(z);
+      if( k<99 ){
+        ck_assert_int_eq(nKvAlloc, nBefore);
+        snprintf(zWant, sizeof(zWant), "value-%010d", k);
+        ck_assert_str_eq((const char*)z, zWant);
+        ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 16);
+      }else{
+        ck_assert_int_eq(sqlite3_column_bytes(pStmt, 1), 3);
+        ck_assert_int_eq(memcmp(z, "a\0b", 4), 0);
+      }
+      nBefore = nKvAlloc;
+    }
+    ck_assert_int_eq(sqlite3_reset(pStmt), SQLITE_OK);
+    ck_assert_int_eq(n, 100);
+  }
+  ck_assert_msg(nStep==0, "steps to rows 2..99 allocated %lld times",
+                (long long)nStep);
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+  kv_alloc_count_remove();
+}
+END_TEST
+
 START_TEST(test_kv_inmemory_db_needs_dir_for_persistence){
   sqlite3 *db = kv_db();
   kv_fail(db, "CREATE VIRTUAL TABLE t USING kv_memory(persistence=1)",
@@ -3664,6 +3762,7 @@ Suite *depot_test_suite(void){
   tcase_add_loop_test(tc, test_kv_text_held_by_a_scan_survives_rewrites, 0,
                       3);
   tcase_add_test(tc, test_kv_memory_column_text_allocates_nothing);
+  tcase_add_test(tc, test_kv_log_column_text_allocates_nothing);
   tcase_add_test(tc, test_kv_in_list_of_only_nulls_matches_nothing);
   tcase_add_test(tc, test_kv_query_plan_pushes_down);
   tcase_add_loop_test(tc, test_kv_query_plan_pushes_down_each_operator,
