@@ -147,6 +147,37 @@ uint64_t ltx_crc64_table(uint64_t crc, const void *p, size_t n){
   return ~ltxCrcTable(~crc, (const unsigned char*)p, n);
 }
 
+/* a*b mod P, both in the reflected form of the tables. */
+static uint64_t ltxCrcMul(uint64_t a, uint64_t b){
+  uint64_t m = 1ULL<<63, r = 0;
+  for(; m && a; m>>=1){
+    if( a & m ){
+      r ^= b;
+      a ^= m;
+    }
+    b = (b>>1) ^ ((b & 1) ? LTX_CRC_POLY : 0);
+  }
+  return r;
+}
+
+/* x^(8n) mod P: x^(2^k) by squaring for each bit k of 8n. */
+static uint64_t ltxCrcBytePow(uint64_t n){
+  uint64_t r = 1ULL<<63, p = ltxCrcXPow(8);
+  for(; n; n>>=1){
+    if( n & 1 ) r = ltxCrcMul(r, p);
+    p = ltxCrcMul(p, p);
+  }
+  return r;
+}
+
+uint64_t ltx_crc64_shift(uint64_t nB){
+  return ltxCrcBytePow(nB);
+}
+
+uint64_t ltx_crc64_combine(uint64_t crcA, uint64_t crcB, uint64_t xShift){
+  return ltxCrcMul(crcA, xShift) ^ crcB;
+}
+
 static int ltxPageSizeOk(uint32_t sz){
   return sz>=512 && sz<=65536 && (sz & (sz-1))==0;
 }
@@ -233,7 +264,7 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
                ZSTD_CCtx *pCctx, int iLevel, unsigned char **ppBlob,
                int64_t *pnBlob, LtxFrameRef *aRef){
   uint32_t i, n = pHdr->nFrame, sz = pHdr->szPage;
-  uint64_t nCap, iPagesCrc = 0;
+  uint64_t nCap, iPagesCrc = 0, xPage;
   unsigned char *a;
   size_t off = LTX_HEADER_SIZE;
   *ppBlob = 0;
@@ -248,6 +279,7 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
   a = sqlite3_malloc64(nCap);
   if( a==0 ) return SQLITE_NOMEM;
   ltxEncodeHeader(a, pHdr);
+  xPage = ltx_crc64_shift(sz);
   for(i=0; i<n; i++){
     uint64_t c = ltx_crc64(0, apPage[i], sz);
     size_t nFrame = ltxEncodeFrame(a+off, aPgno[i], apPage[i], sz, pCctx,
@@ -257,7 +289,7 @@ int ltx_encode(const LtxHeader *pHdr, const uint32_t *aPgno,
     aRef[i].iOffset = (uint32_t)off;
     aRef[i].nByte = (uint32_t)nFrame;
     aRef[i].iCrc = c;
-    iPagesCrc = ltx_crc64(iPagesCrc, apPage[i], sz);
+    iPagesCrc = ltx_crc64_combine(iPagesCrc, c, xPage);
     off += nFrame;
   }
   *ppBlob = a;
@@ -321,7 +353,7 @@ int ltx_encode_threads(const LtxHeader *pHdr, const uint32_t *aPgno,
   pthread_t aTid[LTX_MAX_THREADS+1];
   int abTid[LTX_MAX_THREADS+1];
   uint32_t i, n = pHdr->nFrame, sz = pHdr->szPage, nPer;
-  uint64_t nCap, iPagesCrc = 0;
+  uint64_t nCap, iPagesCrc = 0, xPage;
   unsigned char *a;
   size_t off = LTX_HEADER_SIZE;
   int k, nW, nFail = 0;
@@ -358,10 +390,13 @@ int ltx_encode_threads(const LtxHeader *pHdr, const uint32_t *aPgno,
     abTid[k] = k>0 && pthread_create(&aTid[k], 0, ltxWorkRun, &aW[k])==0;
   }
   for(k=0; k<nW; k++) if( !abTid[k] ) ltxWorkRun(&aW[k]);
-  for(i=0; i<n; i++) iPagesCrc = ltx_crc64(iPagesCrc, apPage[i], sz);
   for(k=0; k<nW; k++){
     if( abTid[k] ) pthread_join(aTid[k], 0);
     nFail += aW[k].nFail;
+  }
+  xPage = ltx_crc64_shift(sz);
+  for(i=0; i<n; i++){
+    iPagesCrc = ltx_crc64_combine(iPagesCrc, aRef[i].iCrc, xPage);
   }
   if( nFail ){
     sqlite3_free(a);

@@ -75,6 +75,13 @@ struct LtxFrameRef {
 uint64_t ltx_crc64(uint64_t crc, const void *p, size_t n);
 uint64_t ltx_crc64_table(uint64_t crc, const void *p, size_t n);
 
+/* The CRC-64 of A followed by B from the CRC-64 of each (crcA, crcB) and
+** xShift = ltx_crc64_shift(length of B in bytes), without reading either:
+** a multiplication mod P.  A blob's CRC over all its pages comes from the
+** pages' own CRCs this way. */
+uint64_t ltx_crc64_shift(uint64_t nB);
+uint64_t ltx_crc64_combine(uint64_t crcA, uint64_t crcB, uint64_t xShift);
+
 /* Encode pHdr->nFrame pages (aPgno ascending, apPage[i] szPage bytes
 ** each) with the trailer's checksum iDbChecksum.  pCctx is a zstd context
 ** reused across calls (level iLevel; its parameters are reset).  On SQLITE_OK *ppBlob is a

@@ -20,7 +20,29 @@ struct MemFile {
   int bSized;                /* the last call was xFileSize */
   sqlite3_vfs *pSpill;       /* VFS of the temporary file, NULL: none */
   sqlite3_file *pReal;       /* the temporary file once spilled, else NULL */
+  unsigned char *aW;         /* spilled: writes not yet in pReal ... */
+  sqlite3_int64 iW;          /* ... the bytes [iW, iW+nW) of the file */
+  int nW;
+  sqlite3_int64 nReal;       /* bytes pReal has been written or cut to */
 };
+
+/* A spilled file gathers adjacent writes (a journal record is three: page
+** number, page, checksum) into one write of up to MEMFILE_WRITE_BYTES to
+** its temporary file.  Those bytes go out before any read, truncation or
+** write elsewhere; a failure to write them keeps them and is the error of
+** the call that needed them out. */
+#define MEMFILE_WRITE_BYTES (64*1024)
+
+static int memFlush(MemFile *p){
+  int rc;
+  if( p->nW==0 ) return SQLITE_OK;
+  rc = p->pReal->pMethods->xWrite(p->pReal, p->aW, p->nW, p->iW);
+  if( rc==SQLITE_OK ){
+    if( p->iW+p->nW > p->nReal ) p->nReal = p->iW+p->nW;
+    p->nW = 0;
+  }
+  return rc;
+}
 
 /* Move the bytes to a temporary file of p->pSpill, in pieces of 64 KiB
 ** (the unix VFS writes at most 128 KiB per call).  Nonzero on success;
@@ -50,6 +72,9 @@ static int memSpill(MemFile *p){
   p->a = 0;
   p->nAlloc = 0;
   p->pReal = pReal;
+  p->aW = sqlite3_malloc64(MEMFILE_WRITE_BYTES);   /* NULL: writes go out */
+  p->nW = 0;                                      /* one by one */
+  p->nReal = p->n;
   return 1;
 }
 
@@ -67,6 +92,7 @@ static int memClose(sqlite3_file *pFile){
   MemFile *p = (MemFile*)pFile;
   memEndRollback(p);
   sqlite3_free(p->a);
+  sqlite3_free(p->aW);                 /* the file goes: nothing to write */
   if( p->pReal ){
     p->pReal->pMethods->xClose(p->pReal);
     sqlite3_free(p->pReal);
@@ -89,6 +115,10 @@ static int memRead(sqlite3_file *pFile, void *pBuf, int iAmt,
   }
   p->bSized = 0;
   if( p->pReal ){
+    if( p->nW>0 && (iOfst+iAmt>p->iW || iOfst+iAmt>p->nReal) ){
+      int rc = memFlush(p);
+      if( rc!=SQLITE_OK ) return rc;
+    }
     if( iOfst+iAmt > p->n ){
       sqlite3_int64 nHave = iOfst<p->n ? p->n-iOfst : 0;
       int rc = SQLITE_OK;
@@ -118,7 +148,21 @@ static int memWrite(sqlite3_file *pFile, const void *pBuf, int iAmt,
   if( iOfst==0 ) memEndRollback(p);
   if( p->pReal==0 && nEnd>MEMFILE_SPILL_BYTES && p->pSpill ) memSpill(p);
   if( p->pReal ){
-    int rc = p->pReal->pMethods->xWrite(p->pReal, pBuf, iAmt, iOfst);
+    int rc = SQLITE_OK;
+    if( p->aW && !(p->nW>0 && iOfst==p->iW+p->nW
+                   && p->nW+iAmt<=MEMFILE_WRITE_BYTES) ){
+      rc = memFlush(p);
+      if( rc==SQLITE_OK ) p->iW = iOfst;
+    }
+    if( rc==SQLITE_OK ){
+      if( p->aW && iAmt<=MEMFILE_WRITE_BYTES ){
+        memcpy(p->aW+p->nW, pBuf, iAmt);
+        p->nW += iAmt;
+      }else{
+        rc = p->pReal->pMethods->xWrite(p->pReal, pBuf, iAmt, iOfst);
+        if( rc==SQLITE_OK && nEnd>p->nReal ) p->nReal = nEnd;
+      }
+    }
     if( rc==SQLITE_OK && nEnd>p->n ) p->n = nEnd;
     return rc;
   }
@@ -142,8 +186,13 @@ static int memTruncate(sqlite3_file *pFile, sqlite3_int64 size){
   p->bSized = 0;
   if( size==0 ) memEndRollback(p);
   if( size<p->n ){
+    if( p->pReal ){
+      int rc = memFlush(p);
+      if( rc==SQLITE_OK ) rc = p->pReal->pMethods->xTruncate(p->pReal, size);
+      if( rc==SQLITE_OK ) p->n = p->nReal = size;
+      return rc;
+    }
     p->n = size;
-    if( p->pReal ) return p->pReal->pMethods->xTruncate(p->pReal, size);
   }
   return SQLITE_OK;
 }

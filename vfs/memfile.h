@@ -8,7 +8,9 @@
 ** (deleted on close, never synced), which serves it from then on, so a
 ** large transaction's journal or VACUUM's temporary database does not
 ** grow the process's memory.  When that file cannot be opened the bytes
-** stay in memory.  The main journal of a
+** stay in memory.  A spilled file gathers adjacent writes in a 64 KiB
+** buffer and writes them to the temporary file in one call (a journal
+** record is three writes), before any read or truncation that needs them.  The main journal of a
 ** depot database tells its database when SQLite plays it back: a ROLLBACK
 ** plays the main journal back (pager_playback) after looking for a
 ** super-journal name, that is xFileSize, then a read of the 4 bytes 16

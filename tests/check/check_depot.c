@@ -1156,6 +1156,7 @@ END_TEST
 ** (faultSyncs) fails; 0 = off. */
 static int faultWrites = 0, faultSyncs = 0;
 static int faultWriteRc = SQLITE_IOERR_WRITE;   /* what a failing write returns */
+static int faultNWrite = 0;           /* writes made through the VFS */
 static int faultExitMainWrites = 0;   /* the process dies at the Nth write to
                                       ** a main database file; 0 = off */
 static sqlite3_vfs *pFaultRoot = 0;
@@ -1171,6 +1172,7 @@ static int fRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
   return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
 }
 static int fWrite(sqlite3_file *f, const void *p, int n, sqlite3_int64 o){
+  faultNWrite++;
   if( ((FaultFile*)f)->bMainDb && faultHit(&faultExitMainWrites) ) _exit(0);
   if( faultHit(&faultWrites) ) return faultWriteRc;
   return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
@@ -1587,6 +1589,85 @@ START_TEST(test_depot_journal_past_the_memory_bound_spills_and_rolls_back){
   sqlite3_close(db);
   sqlite3_free(zSum);
   sqlite3_free(zDir);
+}
+END_TEST
+
+/* A journal record is three writes (page number, page, checksum); past
+** MEMFILE_SPILL_BYTES a MemFile gathers adjacent writes into few writes
+** to its temporary file, and every read, overwrite and truncation sees
+** the bytes written, those not yet out too.  A write that fails to go out
+** is the error of the read that needed it and loses no byte. */
+static void jrnl_record(unsigned char *a, int i){
+  memset(a, 0, 4104);
+  a[0] = (unsigned char)(i>>8); a[1] = (unsigned char)i;
+  memset(a+4, 'a'+i%26, 4096);
+  a[4100] = (unsigned char)(i*7);
+}
+
+START_TEST(test_depot_spilled_journal_gathers_adjacent_writes){
+  sqlite3_file *f = sqlite3_malloc(memfile_size());
+  unsigned char a[4104], b[4104];
+  sqlite3_int64 n = 0;
+  int i, nWrite;
+  setup_fault_vfs();
+  memset(f, 0, memfile_size());
+  memfile_open(f, 0, 0, &faultVfs);
+  faultNWrite = 0;
+  for(i=0; i<400; i++){                    /* 1.6 MB */
+    jrnl_record(a, i);
+    ck_assert_int_eq(f->pMethods->xWrite(f, a, 4, (sqlite3_int64)i*4104),
+                     SQLITE_OK);
+    ck_assert_int_eq(f->pMethods->xWrite(f, a+4, 4096,
+                     (sqlite3_int64)i*4104+4), SQLITE_OK);
+    ck_assert_int_eq(f->pMethods->xWrite(f, a+4100, 4,
+                     (sqlite3_int64)i*4104+4100), SQLITE_OK);
+  }
+  ck_assert_int_eq(memfile_spilled(f), 1);
+  nWrite = faultNWrite;
+  ck_assert_int_le(nWrite, 40);     /* 16 to spill, then 64 KiB each */
+  ck_assert_int_eq(f->pMethods->xFileSize(f, &n), SQLITE_OK);
+  ck_assert_int_eq(n, 400*4104);
+  /* the last record is not out yet: a read of it sees it */
+  jrnl_record(a, 399);
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, 399*4104), SQLITE_OK);
+  ck_assert(memcmp(a, b, 4104)==0);
+  for(i=0; i<400; i+=37){
+    jrnl_record(a, i);
+    ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, (sqlite3_int64)i*4104),
+                     SQLITE_OK);
+    ck_assert(memcmp(a, b, 4104)==0);
+  }
+  /* an overwrite of a header field (as the pager updates its record
+  ** count), then appends after it */
+  ck_assert_int_eq(f->pMethods->xWrite(f, "\1\2\3\4", 4, 8), SQLITE_OK);
+  jrnl_record(a, 400);
+  ck_assert_int_eq(f->pMethods->xWrite(f, a, 4104, 400*4104), SQLITE_OK);
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4, 8), SQLITE_OK);
+  ck_assert(memcmp(b, "\1\2\3\4", 4)==0);
+  /* the write of the gathered bytes fails: the read that needs them fails,
+  ** and the next one has them */
+  faultWrites = 1;
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, 400*4104),
+                   SQLITE_IOERR_WRITE);
+  faultWrites = 0;
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, 400*4104), SQLITE_OK);
+  ck_assert(memcmp(a, b, 4104)==0);
+  /* truncation, then a write past a gap reads back, the gap as zeros */
+  jrnl_record(a, 401);
+  ck_assert_int_eq(f->pMethods->xWrite(f, a, 4104, 401*4104), SQLITE_OK);
+  ck_assert_int_eq(f->pMethods->xTruncate(f, 300*4104), SQLITE_OK);
+  ck_assert_int_eq(f->pMethods->xFileSize(f, &n), SQLITE_OK);
+  ck_assert_int_eq(n, 300*4104);
+  ck_assert_int_eq(f->pMethods->xWrite(f, a, 4104, 310*4104), SQLITE_OK);
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, 305*4104), SQLITE_OK);
+  for(i=0; i<4104; i++) ck_assert_int_eq(b[i], 0);
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, 310*4104), SQLITE_OK);
+  ck_assert(memcmp(a, b, 4104)==0);
+  jrnl_record(a, 299);
+  ck_assert_int_eq(f->pMethods->xRead(f, b, 4104, 299*4104), SQLITE_OK);
+  ck_assert(memcmp(a, b, 4104)==0);
+  f->pMethods->xClose(f);
+  sqlite3_free(f);
 }
 END_TEST
 
@@ -3094,6 +3175,7 @@ Suite *depot_test_suite(void){
       (int)(sizeof(azExclJournal)/sizeof(azExclJournal[0])));
   tcase_add_test(tc,
       test_depot_journal_past_the_memory_bound_spills_and_rolls_back);
+  tcase_add_test(tc, test_depot_spilled_journal_gathers_adjacent_writes);
   tcase_add_test(tc, test_depot_fast_zstd_level_commits_and_reads);
   tcase_add_test(tc, test_depot_commit_of_uncached_pages_keeps_the_checksum);
   tcase_add_loop_test(tc,

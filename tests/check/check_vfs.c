@@ -383,6 +383,38 @@ START_TEST(test_ltx_crc64_folding_matches_tables){
 }
 END_TEST
 
+/* The CRC of two pieces joined, from the CRC of each and the length of
+** the second, is the CRC of the joined bytes, at every split and for
+** empty pieces; a blob's CRC over its pages is built that way. */
+START_TEST(test_ltx_crc64_combine_matches_joined_bytes){
+  unsigned char a[4200];
+  size_t i, n, nB;
+  uint64_t s = 0x2545F4914F6CDD1DULL, acc = 0, x4k = ltx_crc64_shift(4096);
+  for(i=0; i<sizeof(a); i++){
+    s = s*6364136223846793005ULL + 1442695040888963407ULL;
+    a[i] = (unsigned char)(s>>56);
+  }
+  for(n=0; n<300; n++){
+    for(nB=0; n+nB<=300; nB+=7){
+      ck_assert(ltx_crc64_combine(ltx_crc64(0, a, n), ltx_crc64(0, a+n, nB),
+                                  ltx_crc64_shift(nB))
+                ==ltx_crc64(0, a, n+nB));
+    }
+  }
+  ck_assert(ltx_crc64_combine(ltx_crc64(0, a, 104), ltx_crc64(0, a+104, 4096),
+                              x4k)==ltx_crc64(0, a, 4200));
+  /* page by page, as the encoder does */
+  for(i=0; i<3; i++){
+    acc = ltx_crc64_combine(acc, ltx_crc64(0, a+i*32, 4096), x4k);
+  }
+  {
+    uint64_t want = 0;
+    for(i=0; i<3; i++) want = ltx_crc64(want, a+i*32, 4096);
+    ck_assert(acc==want);
+  }
+}
+END_TEST
+
 /* ---- layout ---- */
 
 START_TEST(test_layout_pidx_keys_sort_by_page_then_txid){
@@ -758,6 +790,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_ltx_frame_bit_flip_is_corrupt_or_harmless);
   tcase_add_test(tc, test_ltx_crc64_matches_reference_vector);
   tcase_add_test(tc, test_ltx_crc64_folding_matches_tables);
+  tcase_add_test(tc, test_ltx_crc64_combine_matches_joined_bytes);
   suite_add_tcase(s, tc);
   tc = tcase_create("layout");
   tcase_add_test(tc, test_layout_pidx_keys_sort_by_page_then_txid);
