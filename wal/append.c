@@ -482,6 +482,10 @@ static void appendPost(WalWaiter *pPost){
 ** WAL_GATHER_MAX_US); a wait that times out lowers the target to what
 ** came.  Without this, N busy appenders settle into two alternating groups
 ** of N/2 and twice the flushes.  A lone appender waits once, then never.
+** A group no member of which asks for a flush (WAL_SYNC_NORMAL appends
+** only) does not wait: it has no flush to share, and its write costs
+** less than the wait (a committer alone with a collector's occasional
+** records would otherwise wait at most every commit).
 ** On a fast log the wait spins outside the mutex (only this leader swaps
 ** p->pOpen, and nRec is read atomically), else it sleeps on condGather.
 ** Mutex held. */
@@ -490,12 +494,13 @@ static void appendGather(Wal *p){
   int64_t us = p->usLastFlush/2;
   struct timespec ts;
   int bTimeout = 0;
-  if( p->zFailed ) return;
+  if( p->zFailed || !p->pOpen->bSync ) return;
   if( p->pOpen->nRec>=p->nGroupTarget ){
     p->nGroupTarget = p->pOpen->nRec;
     return;
   }
   if( us>WAL_GATHER_MAX_US ) us = WAL_GATHER_MAX_US;
+  p->nGatherWait++;
   if( appendSpinUs(p)>0 ){
     WalGroup *g = p->pOpen;
     int nTarget = p->nGroupTarget;

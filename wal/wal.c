@@ -506,6 +506,7 @@ void wal_stats(Wal *p, WalStats *pStats){
   pStats->lastCid = p->lastCid;
   pStats->firstCid = p->nSeg>0 ? p->aSeg[0].baseCid : p->lastCid+1;
   pStats->nDeferred = p->nDeferred;
+  pStats->nGatherWait = p->nGatherWait;
   pStats->syncedCid = p->cidSynced;
   pthread_mutex_unlock(&p->mutex);
 }

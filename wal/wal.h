@@ -341,6 +341,9 @@ struct WalStats {
                             ** segment: none will ever be replayed again */
   int64_t nDeferred;        /* groups written without a flush */
   uint64_t syncedCid;       /* every record up to it is durable */
+  int64_t nGatherWait;      /* group leaders that waited for more records
+                            ** to share a flush (never for a group that
+                            ** asks for none) */
 };
 void wal_stats(Wal*, WalStats*);
 

@@ -221,6 +221,7 @@ struct Wal {
   int64_t nAppend;           /* acknowledged appends since open */
   int64_t nFlush;            /* group flushes since open */
   int64_t nDeferred;         /* groups written without a flush */
+  int64_t nGatherWait;       /* leaders that waited for more records */
 
   /* Deferred flushes (WAL_SYNC_NORMAL appends, append.c).  The active
   ** segment's bytes [szSynced, szActive) are written but not flushed;

@@ -1320,6 +1320,36 @@ START_TEST(test_wal_group_commit_on_a_fast_log){
 }
 END_TEST
 
+/* A group no member of which asks for a flush does not wait for more
+** records: after eight FULL appenders raised the group target, one
+** thread's NORMAL appends never make their leader wait (nGatherWait). */
+START_TEST(test_wal_normal_appends_do_not_gather){
+  char *zDir = th_tmpdir("walnogather");
+  Wal *pWal = tw_open_cfg(zDir, 16*1024, 0, 0);
+  WalStats st0, st1;
+  int i;
+  tw_run_appenders(pWal, TW_NTHREAD, 40);
+  wal_stats(pWal, &st0);
+  for(i=0; i<50; i++){
+    WalRecordBuilder *pRec = wal_record_new(9);
+    const char *az[1] = {"t"};
+    int an[1] = {1};
+    uint64_t cid = 0;
+    ck_assert_ptr_nonnull(pRec);
+    ck_assert_int_eq(wal_record_table(pRec, "t", 1), SQLITE_OK);
+    ck_assert_int_eq(wal_record_action(pRec, 0, "k", 1, "v", 1), SQLITE_OK);
+    ck_assert_int_eq(wal_append_sync(pWal, pRec, WAL_SYNC_NORMAL, 1, az, an,
+                                     &cid, 0), SQLITE_OK);
+    wal_record_free(pRec);
+  }
+  wal_stats(pWal, &st1);
+  ck_assert_int_eq(st1.nAppend, st0.nAppend+50);
+  ck_assert_int_eq(st1.nGatherWait, st0.nGatherWait);
+  wal_close(pWal);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* A thread of the mixed-durability test: appends alternate NORMAL and
 ** FULL (every third a wal_sync() instead); after each FULL append and each
 ** sync the log must report its CID durable.  Violations are counted. */
@@ -2933,6 +2963,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_wal_spinning_waiters_sleep_through_a_stalled_flush);
   tcase_add_test(tc, test_wal_group_commit_on_a_fast_log);
   tcase_add_test(tc, test_wal_mixed_durability_from_eight_threads);
+  tcase_add_test(tc, test_wal_normal_appends_do_not_gather);
   tcase_add_loop_test(tc, test_wal_sigkill_keeps_every_acknowledged_record,
                       0, 2);
   suite_add_tcase(s, tc);
