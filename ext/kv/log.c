@@ -61,6 +61,7 @@ SQLITE_EXTENSION_INIT3
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -160,6 +161,23 @@ static void logMarkWrite(KvBackendTable *t, uint64_t iLabel){
   }
 }
 
+/* After the first commit of a pass arrives, the collector lets more
+** gather for LOG_GATHER_MS (mu held; a stop ends the wait), so one root
+** WAL flush and one log sync carry many commits: the flush a pass makes
+** (wal_sync) holds up a commit that appends meanwhile, which a pass per
+** commit would do to nearly every commit. */
+#define LOG_GATHER_MS 20
+static void logGather(KvBackendTable *t){
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_nsec += (long)LOG_GATHER_MS*1000000L;
+  ts.tv_sec += ts.tv_nsec/1000000000L;
+  ts.tv_nsec %= 1000000000L;
+  while( !t->bStop ){
+    if( pthread_cond_timedwait(&t->cond, &t->mu, &ts)==ETIMEDOUT ) break;
+  }
+}
+
 /* Sync what was appended, then confirm it.  The root WAL is flushed up to
 ** the records first (write-ahead: commits that deferred its flush,
 ** KV_SYNC_NORMAL).  Returns 0 when told to stop. */
@@ -169,6 +187,7 @@ static int logCollectOnce(KvBackendTable *t){
   int n, i, rc = SQLITE_OK, bStop;
   pthread_mutex_lock(&t->mu);
   while( t->nCid==0 && !t->bStop ) pthread_cond_wait(&t->cond, &t->mu);
+  logGather(t);
   bStop = t->bStop;
   iLabel = t->labelPending;
   n = t->nCid;
@@ -491,7 +510,7 @@ static int logNotePending(KvBackendTable *t, uint64_t cid, uint64_t iLabel){
   }
   t->aCid[t->nCid++] = cid;
   if( iLabel>t->labelPending ) t->labelPending = iLabel;
-  pthread_cond_signal(&t->cond);
+  if( t->nCid==1 ) pthread_cond_signal(&t->cond);  /* a pass starts */
   pthread_mutex_unlock(&t->mu);
   return SQLITE_OK;
 }

@@ -3132,6 +3132,55 @@ START_TEST(test_kv_wal_failure_fails_commit_and_store_reopens){
 }
 END_TEST
 
+/* A kv_log table's collector syncs once per batch of commits, not once
+** per commit: single-row autocommit upserts at kv_synchronous('normal') take two
+** fsyncs (root WAL and log) per 20 ms, not two per few commits (root WAL and log), not two per commit. */
+START_TEST(test_kv_log_collector_batches_commits){
+  char *zDir = th_tmpdir("kv-log-batch");
+  WalFault *f = wal_fault_new(wal_io_posix());
+  sqlite3 *db;
+  sqlite3_stmt *pStmt = 0;
+  char *zSql;
+  struct timespec t0, t1;
+  long long ms;
+  int i, nBefore;
+  ck_assert_ptr_nonnull(f);
+  kv_engine_test_io(wal_fault_io(f));
+  db = kv_db();
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_log(dir='%q');"
+                         "SELECT kv_synchronous('normal')", zDir);
+  th_exec(db, zSql);
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t "
+                   "VALUES(?1, printf('value-%010d', ?1))", -1, &pStmt, 0),
+                   SQLITE_OK);
+  for(i=0; i<2000; i++){
+    sqlite3_bind_int(pStmt, 1, (i*7919)%500);
+    ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_DONE);
+    sqlite3_reset(pStmt);
+  }
+  nBefore = wal_fault_count(f, WAL_FAULT_FSYNC);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for(i=0; i<2000; i++){
+    sqlite3_bind_int(pStmt, 1, (i*7919)%500);
+    ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_DONE);
+    sqlite3_reset(pStmt);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  sqlite3_finalize(pStmt);
+  /* a pass (two fsyncs: the root WAL's, the log's) at most every 20 ms of
+  ** the loop, and one more on each side of it */
+  ms = (t1.tv_sec-t0.tv_sec)*1000 + (t1.tv_nsec-t0.tv_nsec)/1000000;
+  ck_assert_int_le(wal_fault_count(f, WAL_FAULT_FSYNC) - nBefore,
+                   2*(int)(ms/20 + 3));
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t"), 500);
+  sqlite3_close(db);
+  kv_engine_test_io(0);
+  wal_fault_free(f);
+  sqlite3_free(zSql);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* sqlite3_exec callback: fails (aborts the exec) unless the value is 0. */
 static int kvCountIsZero(void *pArg, int nCol, char **az, char **azCol){
   (void)pArg; (void)azCol;
@@ -3844,6 +3893,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("durability");
   tcase_add_test(tc, test_kv_sigkill_keeps_every_acknowledged_commit);
   tcase_add_test(tc, test_kv_create_failing_at_any_write_leaves_no_files);
+  tcase_add_test(tc, test_kv_log_collector_batches_commits);
   tcase_add_loop_test(tc, test_kv_wal_failure_fails_commit_and_store_reopens,
                       0, (int)(sizeof(aFault)/sizeof(aFault[0])));
   tcase_add_test(tc, test_kv_replay_is_idempotent_across_reopens);
