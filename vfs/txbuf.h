@@ -62,6 +62,7 @@ struct TxStage {
   uint64_t iSum;             /* XOR over the staged pages of their CRC-64,
                              ** and of the snapshot's CRC-64 of those that
                              ** existed in it: the commit checksum's move */
+  uint32_t nCached;          /* pages put in the decoded-page cache */
   uint32_t nGone;            /* pages in aGone */
   uint32_t *aGone;           /* unstaged pages whose page index row is
                              ** still in the store (TXSTAGE_GONE slots) */

@@ -1265,13 +1265,23 @@ static uint32_t depotStagePartBytes(void){
 ** commit publishes the entry (depotPubCommit()).  Entered as a bulk page
 ** (depot_cache_put_bulk()): a transaction that stages more pages than the
 ** cache holds keeps its first pages cached, instead of cycling every page
-** through the cache and leaving only its last ones. */
+** through the cache and leaving only its last ones.  A transaction puts
+** at most a quarter of the cache's limit there (TxStage.nCached): with
+** the write buffer, the whole cache filled by one bulk transaction would
+** take the process past the write budget plus 64 MiB (a VACUUM INTO or
+** an import of a large database). */
 static void depotStageCachePut(DepotFile *p, uint32_t pgno,
                                const unsigned char *pPage){
   uint64_t iKey = p->stream.iTxid|DEPOT_CACHE_STAGED;
-  depot_cache_drop(p->pShared->pCache, p->stream.iBranch, pgno, iKey);
-  depot_cache_put_bulk(p->pShared->pCache, p->stream.iBranch, pgno, iKey,
-                       p->szPageTx, pPage);
+  DepotCache *pCache = p->pShared->pCache;
+  depot_cache_drop(pCache, p->stream.iBranch, pgno, iKey);
+  if( (int64_t)(p->stage.nCached+1)*p->szPageTx
+        > depot_cache_limit(pCache)/4 ){
+    return;
+  }
+  p->stage.nCached++;
+  depot_cache_put_bulk(pCache, p->stream.iBranch, pgno, iKey, p->szPageTx,
+                       pPage);
 }
 
 /* What depotStage() learned of one page of the batch before writing it. */

@@ -1407,6 +1407,31 @@ static sqlite3_int64 memory_of(sqlite3 *db, const char *zName,
   return n;
 }
 
+/* A transaction puts at most a quarter of the decoded-page cache's limit
+** of its staged pages there: a bulk transaction larger than the cache
+** does not fill it (the rest is read back from the store). */
+START_TEST(test_staging_caches_a_quarter_of_the_cache_at_most){
+  char *zDir = th_tmpdir("staging-cache-quarter");
+  sqlite3 *db = open_app(zDir, 8);
+  sqlite3_int64 nLimit = -1, nUsed;
+  th_exec(db, zSchema);
+  th_exec(db, "PRAGMA depot_cache_kb=256; PRAGMA cache_size=5; BEGIN");
+  th_exec(db, zBig);
+  ck_assert(staged_rows(zDir));
+  nUsed = memory_of(db, "decoded_page_cache", &nLimit);
+  ck_assert_int_eq(nLimit, 256*1024);
+  ck_assert_int_le(nUsed, nLimit/4*3);    /* the rest: pages read back */
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(v)) FROM t"),
+                   200*300 + 1000*900);
+  th_exec(db, "COMMIT");
+  ck_assert_int_eq(th_int(db, "SELECT sum(length(v)) FROM t"),
+                   200*300 + 1000*900);
+  assert_integrity(db);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* depot_memory lists every structure of the connection: inside a large
 ** transaction its write buffer stays within the budget (plus one page and
 ** the slot arrays) while its staged-page map holds one bit a page (in
@@ -2179,6 +2204,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_staging_threaded_compression_is_byte_identical);
   tcase_add_test(tc, test_staging_threads_parameter);
   tcase_add_test(tc, test_staging_staged_pages_are_cached);
+  tcase_add_test(tc, test_staging_caches_a_quarter_of_the_cache_at_most);
   tcase_add_test(tc, test_staging_rolled_back_pages_leave_the_cache);
   tcase_add_test(tc, test_staging_rewritten_pages_stay_in_memory);
   tcase_add_test(tc, test_staging_publishing_commit_is_bounded);
