@@ -429,9 +429,11 @@ int kl_read_frame_ahead(KlSet *pSet, const KlLoc *pLoc, const void *aKey,
   const uint8_t *a = 0;
   int n = 0;
   int rc = kl_read_frame_in(pSet, pLoc, aKey, nKey, pWin, pOut, &a, &n, pzErr);
-  if( rc!=SQLITE_OK || a==pOut->a ) return rc;      /* read into pOut */
-  if( kl_buf_reserve(pOut, n) ) return SQLITE_NOMEM;
-  memcpy(pOut->a, a, n);
+  if( rc!=SQLITE_OK || (a!=0 && a==pOut->a) ) return rc; /* read into pOut */
+  if( n>0 ){
+    if( kl_buf_reserve(pOut, n) ) return SQLITE_NOMEM;
+    memcpy(pOut->a, a, n);
+  }
   pOut->n = n;
   return SQLITE_OK;
 }

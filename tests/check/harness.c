@@ -229,6 +229,11 @@ int th_under_tsan(void){
   return z && strcmp(z, "tsan")==0;
 }
 
+int th_under_asan(void){
+  const char *z = getenv("DEPOT_SANITIZER");
+  return z && strcmp(z, "asan")==0;
+}
+
 int th_under_valgrind(void){
   const char *z = getenv("DEPOT_SANITIZER");
   return z && strcmp(z, "valgrind")==0;

@@ -75,6 +75,9 @@ sqlite3_int64 th_intf(sqlite3 *db, const char *zFmt, ...);
 ** partly, and those rounds prove durability, which the plain and the
 ** ASan+UBSan builds check. */
 int th_under_tsan(void);
+/* 1 in a build with AddressSanitizer (./configure --enable-sanitizers):
+** its shadow memory and quarantine make RSS figures meaningless. */
+int th_under_asan(void);
 
 /* True under Valgrind memcheck ($DEPOT_SANITIZER is "valgrind", set by
 ** make valgrind).  Memcheck runs a program 20 to 50 times slower and runs
