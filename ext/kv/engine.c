@@ -636,6 +636,22 @@ static int engOfd(KvEngine *pEng, int eType, int iByte){
   return errno==EACCES ? EAGAIN : errno;
 }
 
+/* Byte iByte of LOCK shared, waiting while another open holds it
+** exclusively (the owner holds READER so only while it removes
+** segments): 0, or the errno of the failure. */
+static int engOfdWaitShared(KvEngine *pEng, int iByte){
+  struct flock fl;
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = iByte;
+  fl.l_len = 1;
+  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
+    if( errno!=EINTR ) return errno;
+  }
+  return 0;
+}
+
 /* Does another open of LOCK hold (any lock on) byte iByte? */
 static int engOfdHeld(KvEngine *pEng, int iByte){
   struct flock fl;
@@ -1280,19 +1296,11 @@ static void engReaderRebuild(KvEngine *pEng, const WalPos *pTail,
 static int engCatchUpReader(KvEngine *pEng, char **pzErr){
   uint64_t a[WAL_SHARED_SLOTS];
   WalPos tail;
-  struct flock fl;
-  int rc;
-  memset(&fl, 0, sizeof(fl));
-  fl.l_type = F_RDLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = ENG_BYTE_READER;
-  fl.l_len = 1;
-  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
-    if( errno!=EINTR ){
-      *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
-                               strerror(errno));
-      return SQLITE_IOERR_LOCK;
-    }
+  int rc, e = engOfdWaitShared(pEng, ENG_BYTE_READER);
+  if( e ){
+    *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
+                             strerror(e));
+    return SQLITE_IOERR_LOCK;
   }
   rc = wal_shared_read(pEng->pShm, a);
   if( rc==SQLITE_BUSY ){
@@ -2397,7 +2405,7 @@ static int engReadOnlyAlone(KvEngine *pEng, char **pzErr){
   KvTable *t;
   int rc = SQLITE_OK, e = 0;
   if( pEng->fdLock>=0 ){
-    e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER);
+    e = engOfdWaitShared(pEng, ENG_BYTE_READER);
     if( e==0 ) e = engOfd(pEng, F_RDLCK, ENG_BYTE_ROALONE);
     pEng->bRoAloneHeld = e==0;
     if( e ){
@@ -2430,7 +2438,7 @@ static int engStartReadOnly(KvEngine *pEng, char **pzErr){
   if( rc==SQLITE_OK && bAlone ) return engReadOnlyAlone(pEng, pzErr);
   /* READER before the tail (the segments from it on stay), then the
   ** published tail, as engJoin reads it. */
-  if( rc==SQLITE_OK && (e = engOfd(pEng, F_RDLCK, ENG_BYTE_READER))!=0 ){
+  if( rc==SQLITE_OK && (e = engOfdWaitShared(pEng, ENG_BYTE_READER))!=0 ){
     *pzErr = sqlite3_mprintf("kv: cannot lock store %s: %s", pEng->zDir,
                              strerror(e));
     rc = SQLITE_CANTOPEN;

@@ -33,6 +33,7 @@
 ** DEPOT_TORTURE_ITERS=n makes each bank and the long run last n seconds
 ** (make torture).
 */
+#define _GNU_SOURCE 1  /* F_OFD_SETLK */
 #define SQLITE_CORE 1  /* engine headers pull in sqlite3ext.h */
 #define DEPOT_TEST 1   /* kv_sql.h's test hooks (libdepot_core has them) */
 #include "config.h"
@@ -1028,6 +1029,45 @@ START_TEST(test_kvmp_readonly_reads_while_another_writes){
   ck_assert_int_eq(waitpid(pid, &st, 0), pid);
   ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "reader status %d", st);
   sqlite3_close(db);
+  sqlite3_free(zDb);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A read-only process opens the store while the owner holds READER
+** exclusively (byte 7 of LOCK, which it holds while it removes WAL
+** segments): the open waits for the segments to go, and reads. */
+START_TEST(test_kvmp_readonly_open_waits_for_segment_removal){
+  char *zDir = th_tmpdir("kvmp-roretire");
+  char *zDb = sqlite3_mprintf("%s/app.db", zDir);
+  char *zLock = sqlite3_mprintf("%s/app.db-kv/LOCK", zDir);
+  const char *azArg[] = { "roread", zDb, "0", "1", 0 };
+  sqlite3 *db = th_open(zDb);
+  struct flock fl;
+  int fd, st = 0;
+  pid_t pid;
+  th_exec(db, "CREATE VIRTUAL TABLE b USING kv_btree;"
+              "CREATE VIRTUAL TABLE l USING kv_log;"
+              "BEGIN; INSERT INTO b VALUES(1, 'x'), (-1, 'x');"
+              "INSERT INTO l VALUES(1, 'x'), (-1, 'x'); COMMIT");
+  fd = open(zLock, O_RDWR|O_CLOEXEC);
+  ck_assert_int_ge(fd, 0);
+  memset(&fl, 0, sizeof(fl));
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 7;                      /* ENG_BYTE_READER */
+  fl.l_len = 1;
+  ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  pid = th_spawn(azArg);
+  usleep(300000);
+  ck_assert_int_eq(waitpid(pid, &st, WNOHANG), 0);   /* still waiting */
+  fl.l_type = F_UNLCK;
+  ck_assert_int_eq(fcntl(fd, F_OFD_SETLK, &fl), 0);
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "reader status %d", st);
+  close(fd);
+  sqlite3_close(db);
+  sqlite3_free(zLock);
   sqlite3_free(zDb);
   sqlite3_free(zDir);
 }
@@ -3088,6 +3128,7 @@ Suite *depot_test_suite(void){
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_kvmp_readonly_open_writes_nothing);
   tcase_add_test(tc, test_kvmp_readonly_reads_while_another_writes);
+  tcase_add_test(tc, test_kvmp_readonly_open_waits_for_segment_removal);
   tcase_add_test(tc, test_kvmp_readonly_shell_reads_log_while_app_writes);
   suite_add_tcase(s, tc);
   tc = tcase_create("roalone");
