@@ -3,6 +3,7 @@
 ** table over a doubly linked LRU list, bounded in bytes; pages of
 ** sequential scans never evict other scans' pages.
 */
+#define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
 #include "vfs/pcache.h"
 #include "sqlite3ext.h"
@@ -47,6 +48,23 @@ static uint32_t cacheHash(uint64_t b, uint32_t pgno, uint64_t o){
   return (uint32_t)(h ^ (h>>32));
 }
 
+/* A connection's read-ahead thread puts pages while the connection looks
+** pages up, each for a short stretch; where glibc has it the mutex is
+** adaptive, so a collision spins briefly instead of a futex sleep and
+** wake-up. */
+static void cacheMutexInit(pthread_mutex_t *pMutex){
+#if HAVE_DECL_PTHREAD_MUTEX_ADAPTIVE_NP
+  pthread_mutexattr_t attr;
+  if( pthread_mutexattr_init(&attr)==0 ){
+    int rc = pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+    if( rc==0 ) rc = pthread_mutex_init(pMutex, &attr);
+    pthread_mutexattr_destroy(&attr);
+    if( rc==0 ) return;
+  }
+#endif
+  pthread_mutex_init(pMutex, 0);
+}
+
 DepotCache *depot_cache_new(int64_t nMaxBytes){
   DepotCache *p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return 0;
@@ -56,7 +74,7 @@ DepotCache *depot_cache_new(int64_t nMaxBytes){
   if( p->aSlot==0 ){ sqlite3_free(p); return 0; }
   memset(p->aSlot, 0, sizeof(CacheEntry*)*p->nSlot);
   p->nMax = nMaxBytes;
-  pthread_mutex_init(&p->mutex, 0);
+  cacheMutexInit(&p->mutex);
   return p;
 }
 

@@ -27,7 +27,8 @@ struct DepotReadahead {
   pthread_mutex_t mutex;      /* guards every field below */
   pthread_cond_t cond;        /* signalled on a new job and on stop */
   RaJob *pHead, *pTail;
-  uint32_t nPending;          /* pages in the queue and in the job at hand */
+  uint32_t nPending;          /* pages in the queue and in the job at hand
+                              ** (changed under mutex, read without: atomic) */
   int bStop;
   int bWaiting;               /* the thread waits for a job */
   int bThread;                /* the thread was started (by pid) */
@@ -87,7 +88,7 @@ static void *raThreadMain(void *pArg){
     pthread_mutex_unlock(&p->mutex);
     if( pDctx && aPage ) raDecodeJob(p->pCache, pDctx, j, aPage);
     pthread_mutex_lock(&p->mutex);
-    p->nPending -= j->n;
+    __atomic_sub_fetch(&p->nPending, j->n, __ATOMIC_RELAXED);
     raJobFree(j);
   }
   pthread_mutex_unlock(&p->mutex);
@@ -129,12 +130,8 @@ void depot_ra_free(DepotReadahead *p){
 }
 
 uint32_t depot_ra_pending(DepotReadahead *p){
-  uint32_t n;
   if( p->bThread && p->pid!=getpid() ) return 0;
-  pthread_mutex_lock(&p->mutex);
-  n = p->nPending;
-  pthread_mutex_unlock(&p->mutex);
-  return n;
+  return __atomic_load_n(&p->nPending, __ATOMIC_RELAXED);
 }
 
 int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
@@ -167,7 +164,7 @@ int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
   if( p->bThread && p->nPending < nMaxPending ){
     if( p->pTail ) p->pTail->pNext = j; else p->pHead = j;
     p->pTail = j;
-    p->nPending += n;
+    __atomic_add_fetch(&p->nPending, n, __ATOMIC_RELAXED);
     __atomic_add_fetch(&nRaQueued, n, __ATOMIC_RELAXED);
     if( p->bWaiting ) pthread_cond_signal(&p->cond);   /* else it is busy */
     j = 0;
