@@ -623,16 +623,24 @@ static void engMutexInit(pthread_mutex_t *pMutex){
 #define ENG_BG_MS         20         /* shared: the store thread's period */
 #define ENG_RETIRE_MS     100        /* owner: retirement checks at most */
 
+/* fcntl() command eCmd (F_OFD_SETLK, F_OFD_SETLKW, F_OFD_GETLK) with a
+** lock of type eType on byte iByte of LOCK: fcntl's result, *pfl as it
+** left it. */
+static int engOfdCmd(KvEngine *pEng, int eCmd, int eType, int iByte,
+                     struct flock *pfl){
+  memset(pfl, 0, sizeof(*pfl));
+  pfl->l_type = (short)eType;
+  pfl->l_whence = SEEK_SET;
+  pfl->l_start = iByte;
+  pfl->l_len = 1;
+  return fcntl(pEng->fdLock, eCmd, pfl);
+}
+
 /* Set (eType F_RDLCK, F_WRLCK, F_UNLCK) the lock of byte iByte of LOCK
 ** without waiting: 0, or the errno (EAGAIN: held elsewhere). */
 static int engOfd(KvEngine *pEng, int eType, int iByte){
   struct flock fl;
-  memset(&fl, 0, sizeof(fl));
-  fl.l_type = (short)eType;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = iByte;
-  fl.l_len = 1;
-  if( fcntl(pEng->fdLock, F_OFD_SETLK, &fl)==0 ) return 0;
+  if( engOfdCmd(pEng, F_OFD_SETLK, eType, iByte, &fl)==0 ) return 0;
   return errno==EACCES ? EAGAIN : errno;
 }
 
@@ -641,12 +649,7 @@ static int engOfd(KvEngine *pEng, int eType, int iByte){
 ** segments): 0, or the errno of the failure. */
 static int engOfdWaitShared(KvEngine *pEng, int iByte){
   struct flock fl;
-  memset(&fl, 0, sizeof(fl));
-  fl.l_type = F_RDLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = iByte;
-  fl.l_len = 1;
-  while( fcntl(pEng->fdLock, F_OFD_SETLKW, &fl)!=0 ){
+  while( engOfdCmd(pEng, F_OFD_SETLKW, F_RDLCK, iByte, &fl)!=0 ){
     if( errno!=EINTR ) return errno;
   }
   return 0;
@@ -655,12 +658,7 @@ static int engOfdWaitShared(KvEngine *pEng, int iByte){
 /* Does another open of LOCK hold (any lock on) byte iByte? */
 static int engOfdHeld(KvEngine *pEng, int iByte){
   struct flock fl;
-  memset(&fl, 0, sizeof(fl));
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = iByte;
-  fl.l_len = 1;
-  if( fcntl(pEng->fdLock, F_OFD_GETLK, &fl)!=0 ) return 0;
+  if( engOfdCmd(pEng, F_OFD_GETLK, F_WRLCK, iByte, &fl)!=0 ) return 0;
   return fl.l_type!=F_UNLCK;
 }
 
