@@ -276,25 +276,47 @@ static int kvmWritable(KvmNode **pp){
   return SQLITE_OK;
 }
 
-/* Index of the first entry of leaf p >= key (bGt: > key). */
-static int kvmLeafSearch(const KvmNode *p, const KvmKey *pKey, int bGt){
-  int lo = 0, hi = p->n;
-  while( lo<hi ){
-    int mid = (lo+hi)/2;
-    int c = kvmCmpAt(p, mid, pKey);
-    if( c<0 || (bGt && c==0) ) lo = mid+1; else hi = mid;
+/* Index of the first of a[lo..hi) that is >= x, hi if none.  The loop
+** runs log2(hi-lo) times whatever the data, and its one data-dependent
+** choice compiles to a conditional move: a binary search over a node's
+** prefixes costs no branch mispredictions. */
+static int kvmPfxBound(const uint64_t *a, int lo, int hi, uint64_t x){
+  const uint64_t *b = a + lo;
+  int n = hi - lo;
+  if( n<=0 ) return lo;
+  while( n>1 ){
+    int half = n/2;
+    b = b[half]<x ? b + half : b;
+    n -= half;
   }
-  return lo;
+  return (int)(b - a) + (*b<x);
 }
 
-/* Index of the child of interior node p whose range holds key. */
-static int kvmChildSearch(const KvmNode *p, const KvmKey *pKey){
-  int lo = 1, hi = p->n;
-  while( lo<hi ){
-    int mid = (lo+hi)/2;
-    if( kvmCmpAt(p, mid, pKey)<=0 ) lo = mid+1; else hi = mid;
+/* Index of the first item in [lo, hi) of node p that is >= key (bGt:
+** > key), hi if none.  The prefixes place the key among the items; only
+** items whose prefix equals the key's are compared in full. */
+static int kvmSearch(const KvmNode *p, int lo, int hi, const KvmKey *pKey,
+                     int bGt){
+  int i = kvmPfxBound(p->aPfx, lo, hi, pKey->pfx);
+  int j = i;
+  while( j<hi && p->aPfx[j]==pKey->pfx ) j++;
+  while( i<j ){                       /* the items tied on the prefix */
+    int mid = (i+j)/2;
+    int c = kvmCmp(p->u.aEnt[mid], pKey);
+    if( c<0 || (bGt && c==0) ) i = mid+1; else j = mid;
   }
-  return lo-1;
+  return i;
+}
+
+/* Index of the first entry of leaf p >= key (bGt: > key). */
+static int kvmLeafSearch(const KvmNode *p, const KvmKey *pKey, int bGt){
+  return kvmSearch(p, 0, p->n, pKey, bGt);
+}
+
+/* Index of the child of interior node p whose range holds key: the one
+** before the first separator > key. */
+static int kvmChildSearch(const KvmNode *p, const KvmKey *pKey){
+  return kvmSearch(p, 1, p->n, pKey, 1) - 1;
 }
 
 /* Insert an item at index i of node p, which has room: for an interior

@@ -841,7 +841,7 @@ END_TEST
 
 typedef struct ModelEnt ModelEnt;
 struct ModelEnt {
-  uint8_t aKey[8]; int nKey;
+  uint8_t aKey[16]; int nKey;
   uint64_t valSeed; int nVal;     /* value: val_bytes(valSeed, nVal) */
   uint64_t rev;
   int bTomb;
@@ -982,11 +982,16 @@ static void check_seek(KvMap *pMap, const Model *m, int eSeek,
   kv_map_cursor_free(pCur);
 }
 
+/* Bytes every random key starts with (map_model_run's nPad). */
+static int nKeyPad = 0;
+
 static void random_key(uint8_t *a, int *pn, int nSpace){
-  /* keys of 0..4 bytes from a small alphabet: many prefixes of each other */
+  /* keys of 0..4 bytes from a small alphabet: many prefixes of each other,
+  ** after nKeyPad bytes common to all */
   int v = rng_below(nSpace);
   int n = 0;
-  while( v>0 && n<4 ){ a[n++] = (uint8_t)("\x00\x01\x61\xff\x62"[v%5]); v/=5; }
+  while( n<nKeyPad ){ a[n] = (uint8_t)('k' + n); n++; }
+  while( v>0 && n<nKeyPad+4 ){ a[n++] = (uint8_t)("\x00\x01\x61\xff\x62"[v%5]); v/=5; }
   *pn = n;
 }
 
@@ -1091,6 +1096,16 @@ static const struct { int nOp; int nSpace; } aMapCase[] = {
 START_TEST(test_kvlib_map_matches_sorted_array_model){
   map_model_run(4242 + _i, aMapCase[_i].nOp * torture(),
                 aMapCase[_i].nSpace);
+}
+END_TEST
+
+/* The same with every key starting with 6 (9) common bytes: a node's
+** 8-byte key prefixes tie for some (all) of its keys, so searches compare
+** the tied keys in full. */
+START_TEST(test_kvlib_map_keys_sharing_a_long_prefix_match_model){
+  nKeyPad = _i==0 ? 6 : 9;
+  map_model_run(4343 + _i, 20000 * torture(), 700);
+  nKeyPad = 0;
 }
 END_TEST
 
@@ -1943,6 +1958,8 @@ tcase_add_test(tc, test_kvlib_key_result_returns_every_integer);
   tc = tcase_create("map");
   tcase_add_loop_test(tc, test_kvlib_map_matches_sorted_array_model, 0,
       (int)(sizeof(aMapCase)/sizeof(aMapCase[0])));
+  tcase_add_loop_test(tc, test_kvlib_map_keys_sharing_a_long_prefix_match_model,
+                      0, 2);
   tcase_add_test(tc, test_kvlib_map_ordered_puts_match_model);
   tcase_add_test(tc, test_kvlib_map_bytes_tracks_keys_and_values);
   tcase_add_test(tc, test_kvlib_map_snapshot_is_unchanged_by_later_writes);
