@@ -2,6 +2,20 @@
 ** pcache.c -- the decoded-page cache (see vfs/pcache.h): a chained hash
 ** table over a doubly linked LRU list, bounded in bytes; pages of
 ** sequential scans never evict other scans' pages.
+**
+** The spill file.  A page evicted from memory goes, when the cache has a
+** spill limit, to a slot of an unlinked temporary file; its entry stays in
+** the hash table as a header without the bytes (iSpill: the slot's
+** offset), on a second LRU list.  A get of such an entry reads the slot
+** (pread: the bytes come from the OS page cache, as a plain database
+** file's would, instead of being decoded again).  Slots all have the size
+** of the first page spilled (pages of another size are not spilled);
+** freed slots are reused; past the spill limit the least recently used
+** spilled entry gives its slot up.  The headers count in the cache's byte
+** limit.  A failed write or read drops the page (the next read decodes
+** it); the file is opened on the first spill, in SQLite's temporary
+** directory, and a process forked from the one that opened it opens its
+** own.  All of it is under the cache's mutex.
 */
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
@@ -9,17 +23,24 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct CacheEntry CacheEntry;
 struct CacheEntry {
   uint64_t iBranch, iOwner;
   uint32_t pgno, szPage;
   int bScan;                      /* added by a scan (depot_cache_put_scan) */
+  int bMem;                       /* holds its bytes (else: a header) */
+  int64_t iSpill;                 /* offset of its spill slot, or -1 */
   CacheEntry *pHashNext;
-  CacheEntry *pPrev, *pNext;      /* LRU list, most recent at pHead */
-  unsigned char a[];              /* szPage bytes */
+  CacheEntry *pPrev, *pNext;      /* LRU list, most recent at the head */
+  unsigned char a[];              /* szPage bytes (none when spilled) */
 };
 
 struct DepotCache {
@@ -29,12 +50,46 @@ struct DepotCache {
   uint32_t nSlot;                 /* power of two */
   uint32_t nEntry;
   CacheEntry **aSlot;
-  CacheEntry *pHead, *pTail;
+  CacheEntry *pHead, *pTail;      /* entries holding their bytes */
+  /* the spill file */
+  int64_t nSpillMax;              /* bytes of slots at most; 0: no spill */
+  int64_t nSpillEnd;              /* the slots the file has: their bytes */
+  int64_t nSpillHdr;              /* bytes of the spilled entries' headers */
+  uint32_t szSpill;               /* the slot size (0: none spilled yet) */
+  int fdSpill;                    /* -1: not open */
+  pid_t pidSpill;                 /* the process that opened fdSpill */
+  int bSpillFailed;               /* the file could not be opened */
+  int64_t *aFree;                 /* offsets of free slots */
+  int nFree, nFreeAlloc;
+  CacheEntry *pSpHead, *pSpTail;  /* spilled entries */
 };
 
 #define CACHE_MIN_SLOT 16        /* the hash table's first size */
 
 static int64_t nCacheHit = 0, nCacheMiss = 0;   /* atomic */
+static int64_t nSpillWrite = 0, nSpillRead = 0; /* atomic */
+
+#ifdef DEPOT_TEST
+/* Spill writes and reads to fail from now on: this many (< 0: all). */
+int depot_cache_test_spill_fail = 0;
+#endif
+
+/* 1 when a spill write or read is to fail (the test hook), else 0. */
+static int spillFault(void){
+#ifdef DEPOT_TEST
+  int n = __atomic_load_n(&depot_cache_test_spill_fail, __ATOMIC_RELAXED);
+  while( n>0 && !__atomic_compare_exchange_n(&depot_cache_test_spill_fail,
+                     &n, n-1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED) ){}
+  return n!=0;
+#else
+  return 0;
+#endif
+}
+
+void depot_cache_spill_counters(int64_t *pnWrite, int64_t *pnRead){
+  *pnWrite = __atomic_load_n(&nSpillWrite, __ATOMIC_RELAXED);
+  *pnRead = __atomic_load_n(&nSpillRead, __ATOMIC_RELAXED);
+}
 
 void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss){
   *pnHit = __atomic_load_n(&nCacheHit, __ATOMIC_RELAXED);
@@ -74,6 +129,7 @@ DepotCache *depot_cache_new(int64_t nMaxBytes){
   if( p->aSlot==0 ){ sqlite3_free(p); return 0; }
   memset(p->aSlot, 0, sizeof(CacheEntry*)*p->nSlot);
   p->nMax = nMaxBytes;
+  p->fdSpill = -1;
   cacheMutexInit(&p->mutex);
   return p;
 }
@@ -82,22 +138,30 @@ void depot_cache_free(DepotCache *p){
   CacheEntry *e, *pNext;
   if( p==0 ) return;
   for(e=p->pHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
+  for(e=p->pSpHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
+  if( p->fdSpill>=0 && p->pidSpill==getpid() ) close(p->fdSpill);
   pthread_mutex_destroy(&p->mutex);
+  sqlite3_free(p->aFree);
   sqlite3_free(p->aSlot);
   sqlite3_free(p);
 }
 
+/* Unlink e from its LRU list: the spilled entries' or the others'. */
 static void cacheUnlink(DepotCache *p, CacheEntry *e){
-  if( e->pPrev ) e->pPrev->pNext = e->pNext; else p->pHead = e->pNext;
-  if( e->pNext ) e->pNext->pPrev = e->pPrev; else p->pTail = e->pPrev;
+  CacheEntry **ppHead = e->bMem ? &p->pHead : &p->pSpHead;
+  CacheEntry **ppTail = e->bMem ? &p->pTail : &p->pSpTail;
+  if( e->pPrev ) e->pPrev->pNext = e->pNext; else *ppHead = e->pNext;
+  if( e->pNext ) e->pNext->pPrev = e->pPrev; else *ppTail = e->pPrev;
   e->pPrev = e->pNext = 0;
 }
 
 static void cachePushFront(DepotCache *p, CacheEntry *e){
-  e->pNext = p->pHead;
+  CacheEntry **ppHead = e->bMem ? &p->pHead : &p->pSpHead;
+  CacheEntry **ppTail = e->bMem ? &p->pTail : &p->pSpTail;
+  e->pNext = *ppHead;
   e->pPrev = 0;
-  if( p->pHead ) p->pHead->pPrev = e; else p->pTail = e;
-  p->pHead = e;
+  if( *ppHead ) (*ppHead)->pPrev = e; else *ppTail = e;
+  *ppHead = e;
 }
 
 static CacheEntry **cacheFind(DepotCache *p, uint64_t b, uint32_t pgno,
@@ -114,9 +178,11 @@ static int64_t cacheEntryBytes(uint32_t szPage){
   return (int64_t)sizeof(CacheEntry) + (int64_t)szPage;
 }
 
-/* The bytes the cache holds: its entries, its hash table and itself. */
+/* The bytes the cache holds: its entries, the spilled entries' headers
+** and the free-slot list, its hash table and itself. */
 static int64_t cacheBytes(const DepotCache *p){
-  return p->nUsed + (int64_t)p->nSlot*(int64_t)sizeof(CacheEntry*)
+  return p->nUsed + p->nSpillHdr + (int64_t)p->nFreeAlloc*(int64_t)sizeof(int64_t)
+       + (int64_t)p->nSlot*(int64_t)sizeof(CacheEntry*)
        + (int64_t)sizeof(*p);
 }
 
@@ -126,19 +192,157 @@ int64_t depot_cache_bytes_for(uint32_t nPage, uint32_t szPage){
        + (int64_t)sizeof(DepotCache);
 }
 
+/* Put slot iOff on the free list (best effort: a slot the list has no
+** room for is lost until the file is reset). */
+static void spillFreeSlot(DepotCache *p, int64_t iOff){
+  if( p->nFree==p->nFreeAlloc ){
+    int n = p->nFreeAlloc ? p->nFreeAlloc*2 : 64;
+    int64_t *a = sqlite3_realloc64(p->aFree, sizeof(int64_t)*(uint64_t)n);
+    if( a==0 ) return;
+    p->aFree = a;
+    p->nFreeAlloc = n;
+  }
+  p->aFree[p->nFree++] = iOff;
+}
+
 /* Remove entry e, whose hash chain link is *pp, and free it. */
 static void cacheRemove(DepotCache *p, CacheEntry **pp, CacheEntry *e){
   *pp = e->pHashNext;
   cacheUnlink(p, e);
-  p->nUsed -= cacheEntryBytes(e->szPage);
+  if( e->iSpill>=0 ) spillFreeSlot(p, e->iSpill);
+  if( e->bMem ){
+    p->nUsed -= cacheEntryBytes(e->szPage);
+  }else{
+    p->nSpillHdr -= (int64_t)sizeof(CacheEntry);
+  }
   p->nEntry--;
   sqlite3_free(e);
 }
 
-/* Drop least recently used entries until the cache fits nMax. */
+/* Drop every spilled entry and forget the file's slots (the file of
+** another process, or a lowered limit): those pages decode again. */
+static void spillReset(DepotCache *p){
+  CacheEntry *e;
+  while( p->pSpTail ){
+    e = p->pSpTail;
+    cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
+  }
+  for(e=p->pHead; e; e=e->pNext) e->iSpill = -1;
+  p->nFree = 0;
+  p->nSpillEnd = 0;
+  p->szSpill = 0;
+  if( p->fdSpill>=0 ){
+    if( p->pidSpill==getpid() ){
+      if( ftruncate(p->fdSpill, 0)!=0 ){ /* the slots are rewritten first */ }
+    }else{
+      p->fdSpill = -1;            /* the parent's: left to it, not closed */
+    }
+  }
+}
+
+/* The spill file is usable by this process: 1, or 0 (no spill). */
+static int spillReady(DepotCache *p){
+  if( p->nSpillMax<=0 ) return 0;
+  if( p->fdSpill>=0 && p->pidSpill!=getpid() ) spillReset(p);
+  if( p->fdSpill<0 && !p->bSpillFailed ){
+    p->fdSpill = depot_cache_tempfile();
+    p->pidSpill = getpid();
+    if( p->fdSpill<0 ) p->bSpillFailed = 1;
+  }
+  return p->fdSpill>=0;
+}
+
+/* Replace entry e (hash chain link *pp) by a copy n of nByte bytes of
+** which the first nCopy are e's; e's place in the LRU lists goes to n
+** (bMem says which list), and e is freed.  Returns n, or 0 (and e stays)
+** when out of memory. */
+static CacheEntry *cacheReplace(DepotCache *p, CacheEntry **pp, CacheEntry *e,
+                                size_t nByte, size_t nCopy, int bMem){
+  CacheEntry *n = sqlite3_malloc64(nByte);
+  if( n==0 ) return 0;
+  memcpy(n, e, nCopy);
+  cacheUnlink(p, e);
+  *pp = n;                               /* n->pHashNext is e's */
+  n->pPrev = n->pNext = 0;
+  n->bMem = bMem;
+  cachePushFront(p, n);
+  if( e->bMem ) p->nUsed -= cacheEntryBytes(e->szPage);
+  else p->nSpillHdr -= (int64_t)sizeof(CacheEntry);
+  if( bMem ) p->nUsed += cacheEntryBytes(n->szPage);
+  else p->nSpillHdr += (int64_t)sizeof(CacheEntry);
+  sqlite3_free(e);
+  return n;
+}
+
+/* A free slot of the spill file for a page of szPage bytes in *piOff:
+** 1, or 0 (none: another size, or the file full of slots no spilled
+** header can give up).  May remove the least recently used spilled entry
+** (so hash chain links taken before may be stale). */
+static int spillSlot(DepotCache *p, uint32_t szPage, int64_t *piOff){
+  if( p->szSpill==0 ) p->szSpill = szPage;
+  if( szPage!=p->szSpill ) return 0;
+  if( p->nFree==0 && p->nSpillEnd + p->szSpill <= p->nSpillMax ){
+    *piOff = p->nSpillEnd;
+    p->nSpillEnd += p->szSpill;
+    return 1;
+  }
+  if( p->nFree==0 && p->pSpTail ){
+    CacheEntry *t = p->pSpTail;
+    cacheRemove(p, cacheFind(p, t->iBranch, t->pgno, t->iOwner), t);
+  }
+  if( p->nFree==0 ) return 0;
+  *piOff = p->aFree[--p->nFree];
+  return 1;
+}
+
+/* Write page a to slot iOff: 1, or 0 (the slot is freed again). */
+static int spillWrite(DepotCache *p, const unsigned char *a, uint32_t szPage,
+                      int64_t iOff){
+  if( spillFault() || pwrite(p->fdSpill, a, szPage, iOff)!=(ssize_t)szPage ){
+    spillFreeSlot(p, iOff);
+    return 0;
+  }
+  __atomic_add_fetch(&nSpillWrite, 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
+/* Make e (holding its bytes, the memory list's tail) a spilled header:
+** its bytes go to a slot of the spill file unless they have one already.
+** 1 done (e is freed), 0 not spilled. */
+static int cacheSpill(DepotCache *p, CacheEntry **pp, CacheEntry *e){
+  int64_t iOff;
+  if( (e->iOwner & DEPOT_CACHE_STAGED)!=0
+   || p->nSpillHdr + (int64_t)sizeof(CacheEntry) > p->nMax/2
+   || !spillReady(p) ){
+    return 0;
+  }
+  if( e->iSpill<0 ){                  /* after spillReady(): it may reset */
+    if( !spillSlot(p, e->szPage, &iOff) ) return 0;
+    pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
+    if( !spillWrite(p, e->a, e->szPage, iOff) ) return 0;
+    e->iSpill = iOff;
+  }
+  return cacheReplace(p, pp, e, sizeof(CacheEntry), sizeof(CacheEntry), 0)!=0;
+}
+
+/* Drop or spill least recently used entries until the cache fits nMax;
+** the spilled entries' headers take at most half of it (the least recently
+** used go first), and when the pages in memory are gone, as much as is
+** left. */
 static void cacheEvict(DepotCache *p){
+  while( p->pSpTail && p->nSpillHdr > p->nMax/2 ){
+    CacheEntry *e = p->pSpTail;
+    cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
+  }
   while( p->pTail && cacheBytes(p) > p->nMax ){
     CacheEntry *e = p->pTail;
+    if( !cacheSpill(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e) ){
+      /* links found before may be stale: cacheSpill() can remove others */
+      cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
+    }
+  }
+  while( p->pSpTail && cacheBytes(p) > p->nMax ){
+    CacheEntry *e = p->pSpTail;
     cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
   }
 }
@@ -156,23 +360,26 @@ void depot_cache_rekey(DepotCache *p, uint64_t iBranch, uint64_t iFrom,
                        uint64_t iTo, int (*xKeep)(void*, uint32_t pgno),
                        void *pArg){
   CacheEntry *e, *pNext;
+  int iList;
   pthread_mutex_lock(&p->mutex);
-  for(e=p->pHead; e; e=pNext){
-    CacheEntry **pp;
-    pNext = e->pNext;
-    if( e->iBranch!=iBranch || e->iOwner!=iFrom ) continue;
-    pp = cacheFind(p, iBranch, e->pgno, iFrom);
-    if( xKeep && xKeep(pArg, e->pgno)
-     && *cacheFind(p, iBranch, e->pgno, iTo)==0 ){
-      CacheEntry **ppTo;
-      *pp = e->pHashNext;                 /* out of the old key's chain */
-      e->iOwner = iTo;
-      e->bScan = 0;
-      ppTo = &p->aSlot[cacheHash(iBranch, e->pgno, iTo) & (p->nSlot-1)];
-      e->pHashNext = *ppTo;
-      *ppTo = e;
-    }else{
-      cacheRemove(p, pp, e);
+  for(iList=0; iList<2; iList++){
+    for(e=iList ? p->pSpHead : p->pHead; e; e=pNext){
+      CacheEntry **pp;
+      pNext = e->pNext;
+      if( e->iBranch!=iBranch || e->iOwner!=iFrom ) continue;
+      pp = cacheFind(p, iBranch, e->pgno, iFrom);
+      if( xKeep && xKeep(pArg, e->pgno)
+       && *cacheFind(p, iBranch, e->pgno, iTo)==0 ){
+        CacheEntry **ppTo;
+        *pp = e->pHashNext;               /* out of the old key's chain */
+        e->iOwner = iTo;
+        e->bScan = 0;
+        ppTo = &p->aSlot[cacheHash(iBranch, e->pgno, iTo) & (p->nSlot-1)];
+        e->pHashNext = *ppTo;
+        *ppTo = e;
+      }else{
+        cacheRemove(p, pp, e);
+      }
     }
   }
   pthread_mutex_unlock(&p->mutex);
@@ -210,6 +417,57 @@ void depot_cache_set_limit(DepotCache *p, int64_t nMaxBytes){
   pthread_mutex_unlock(&p->mutex);
 }
 
+void depot_cache_set_spill_limit(DepotCache *p, int64_t nMaxBytes){
+  pthread_mutex_lock(&p->mutex);
+  if( nMaxBytes<0 ) nMaxBytes = 0;
+  if( nMaxBytes<p->nSpillEnd ) spillReset(p);
+  p->nSpillMax = nMaxBytes;
+  pthread_mutex_unlock(&p->mutex);
+}
+
+int64_t depot_cache_spill_limit(DepotCache *p){
+  int64_t n;
+  pthread_mutex_lock(&p->mutex);
+  n = p->nSpillMax;
+  pthread_mutex_unlock(&p->mutex);
+  return n;
+}
+
+int64_t depot_cache_spill_bytes(DepotCache *p){
+  int64_t n;
+  pthread_mutex_lock(&p->mutex);
+  n = p->fdSpill>=0 && p->pidSpill==getpid() ? p->nSpillEnd : 0;
+  pthread_mutex_unlock(&p->mutex);
+  return n;
+}
+
+int depot_cache_tempfile(void){
+  const char *azDir[] = { 0, 0, "/var/tmp", "/usr/tmp", "/tmp", "." };
+  unsigned i;
+  azDir[0] = getenv("SQLITE_TMPDIR");
+  azDir[1] = getenv("TMPDIR");
+  for(i=0; i<sizeof(azDir)/sizeof(azDir[0]); i++){
+    struct stat st;
+    int fd;
+    if( azDir[i]==0 || stat(azDir[i], &st)!=0 || !S_ISDIR(st.st_mode) ){
+      continue;
+    }
+#ifdef O_TMPFILE
+    fd = open(azDir[i], O_TMPFILE|O_RDWR|O_CLOEXEC, 0600);
+    if( fd>=0 ) return fd;
+#endif
+    {
+      char *z = sqlite3_mprintf("%s/depot-spill-XXXXXX", azDir[i]);
+      if( z==0 ) return -1;
+      fd = mkostemp(z, O_CLOEXEC);
+      if( fd>=0 ) unlink(z);
+      sqlite3_free(z);
+      if( fd>=0 ) return fd;
+    }
+  }
+  return -1;
+}
+
 int64_t depot_cache_limit(DepotCache *p){
   int64_t n;
   pthread_mutex_lock(&p->mutex);
@@ -233,10 +491,35 @@ int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_lock(&p->mutex);
   e = *cacheFind(p, iBranch, pgno, iOwner);
   if( e && e->szPage==szPage ){
-    memcpy(pOut, e->a, szPage);
-    cacheUnlink(p, e);
-    cachePushFront(p, e);
-    bHit = 1;
+    if( e->bMem ){
+      memcpy(pOut, e->a, szPage);
+      cacheUnlink(p, e);
+      cachePushFront(p, e);
+      bHit = 1;
+    }else{
+      int bReady = spillReady(p);        /* may drop every spilled entry */
+      CacheEntry **pp = cacheFind(p, iBranch, pgno, iOwner);
+      e = *pp;
+      if( e && bReady && !spillFault()
+       && pread(p->fdSpill, pOut, szPage, e->iSpill)==(ssize_t)szPage ){
+        CacheEntry *m;
+        bHit = 1;
+        __atomic_add_fetch(&nSpillRead, 1, __ATOMIC_RELAXED);
+        /* back in memory, keeping its slot: evicted again, it needs no
+        ** write */
+        m = cacheReplace(p, pp, e, sizeof(CacheEntry)+szPage,
+                         sizeof(CacheEntry), 1);
+        if( m ){
+          memcpy(m->a, pOut, szPage);
+          cacheEvict(p);
+        }else{
+          cacheUnlink(p, e);
+          cachePushFront(p, e);
+        }
+      }else if( e ){
+        cacheRemove(p, pp, e);
+      }
+    }
   }
   pthread_mutex_unlock(&p->mutex);
   __atomic_add_fetch(bHit ? &nCacheHit : &nCacheMiss, 1, __ATOMIC_RELAXED);
@@ -274,7 +557,7 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_lock(&p->mutex);
   pp = cacheFind(p, iBranch, pgno, iOwner);
   bFits = cacheBytes(p)+nNew<=p->nMax || p->pTail==0;
-  if( *pp==0 && cacheBytes(p)-p->nUsed+nNew<=p->nMax
+  if( *pp==0 && cacheBytes(p)-p->nUsed-p->nSpillHdr+nNew<=p->nMax
    && (eKind==CACHE_READ || bFits
        || (eKind==CACHE_SCAN && !p->pTail->bScan)
        || (eKind==CACHE_BULK && (p->pTail->iBranch!=iBranch
@@ -282,6 +565,8 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
     e = sqlite3_malloc64(sizeof(*e)+szPage);
     if( e ){
       memset(e, 0, sizeof(*e));
+      e->iSpill = -1;
+      e->bMem = 1;
       e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
       e->szPage = szPage;
       e->bScan = eKind==CACHE_SCAN
@@ -313,4 +598,34 @@ void depot_cache_put_scan(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                           uint64_t iOwner, uint32_t szPage,
                           const unsigned char *a){
   cachePut(p, iBranch, pgno, iOwner, szPage, a, CACHE_SCAN);
+}
+
+void depot_cache_put_spill(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                           uint64_t iOwner, uint32_t szPage,
+                           const unsigned char *a){
+  CacheEntry *h;
+  int64_t iOff;
+  pthread_mutex_lock(&p->mutex);
+  if( *cacheFind(p, iBranch, pgno, iOwner)==0
+   && p->nSpillHdr + (int64_t)sizeof(CacheEntry) <= p->nMax/2
+   && spillReady(p) && spillSlot(p, szPage, &iOff) ){
+    if( (h = sqlite3_malloc64(sizeof(CacheEntry)))==0 ){
+      spillFreeSlot(p, iOff);
+    }else if( !spillWrite(p, a, szPage, iOff) ){
+      sqlite3_free(h);
+    }else{
+      CacheEntry **pp = cacheFind(p, iBranch, pgno, iOwner);
+      memset(h, 0, sizeof(*h));
+      h->iBranch = iBranch; h->pgno = pgno; h->iOwner = iOwner;
+      h->szPage = szPage;
+      h->iSpill = iOff;
+      *pp = h;
+      cachePushFront(p, h);
+      p->nSpillHdr += (int64_t)sizeof(CacheEntry);
+      p->nEntry++;
+      cacheGrow(p);
+      cacheEvict(p);
+    }
+  }
+  pthread_mutex_unlock(&p->mutex);
 }

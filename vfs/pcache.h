@@ -102,6 +102,35 @@ void depot_cache_put_bulk(DepotCache*, uint64_t iBranch, uint32_t pgno,
                           uint64_t iOwner, uint32_t szPage,
                           const unsigned char *p);
 
+/* The spill file: a page the cache evicts goes to a slot of an unlinked
+** temporary file (in $SQLITE_TMPDIR, $TMPDIR, /var/tmp, /usr/tmp, /tmp or
+** ., the first that is a directory) holding at most nMaxBytes of slots,
+** and a later get reads it from there (a pread, served by the OS page
+** cache) instead of missing; a spilled page read goes back to memory and
+** keeps its slot.  Slots have the size of the first page spilled; pages
+** of another size are not spilled, nor are staged pages evicted from
+** memory (depot_cache_put_spill() puts them there directly).  The
+** spilled entries' headers count in the cache's byte limit.  A failed
+** open, write or read only drops pages.  0 (the default of a new cache)
+** turns spilling off; a limit below the bytes the file has drops every
+** spilled entry. */
+void depot_cache_set_spill_limit(DepotCache*, int64_t nMaxBytes);
+int64_t depot_cache_spill_limit(DepotCache*);
+/* Add page p to the spill file only (not to memory; its header counts in
+** the limit), best effort: a bulk transaction's pages past the part it
+** keeps in memory. */
+void depot_cache_put_spill(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                           uint64_t iOwner, uint32_t szPage,
+                           const unsigned char *p);
+
+/* Process-wide counts of pages written to and read from spill files. */
+void depot_cache_spill_counters(int64_t *pnWrite, int64_t *pnRead);
+/* The bytes of slots the spill file of this process has (0: none). */
+int64_t depot_cache_spill_bytes(DepotCache*);
+/* An unlinked temporary file open for reading and writing (close-on-exec)
+** in the first of the directories above that takes one, or -1. */
+int depot_cache_tempfile(void);
+
 /* Process-wide hit and miss counts since the module loaded. */
 void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss);
 

@@ -52,7 +52,7 @@ static void uriInt(const UriArgs *a, const char *zParam,
                            zParam, zRange, zVal);
 }
 
-/* The integer URI parameters: cache_kb, map_kb, store_cache_kb,
+/* The integer URI parameters: cache_kb, map_kb, spill_kb, store_cache_kb,
 ** zstd_level, compact_after, txn_budget_kb, readahead and threads. */
 static void uriParseInts(UriArgs *a, char **pzErr){
   sqlite3_int64 iLevel = URI_DEFAULT_LEVEL;
@@ -68,6 +68,9 @@ static void uriParseInts(UriArgs *a, char **pzErr){
   uriInt(a, "map_kb", URI_DEFAULT_MAP_KB, 0,
          URI_MAX_CACHE_KB, "0..1073741824", &a->nMapKb, pzErr);
   a->bMapGiven = uriArg(a, "map_kb")!=0;
+  uriInt(a, "spill_kb", URI_DEFAULT_SPILL_KB, 0, URI_MAX_SPILL_KB,
+         "0..1073741824", &a->nSpillKb, pzErr);
+  a->bSpillGiven = uriArg(a, "spill_kb")!=0;
   uriInt(a, "store_cache_kb", URI_DEFAULT_STORE_CACHE_KB, 1, 1048576,
          "1..1048576", &a->nStoreCacheKb, pzErr);
   uriInt(a, "txn_budget_kb", URI_DEFAULT_TXN_BUDGET_KB, 0, URI_MAX_CACHE_KB,
@@ -129,9 +132,9 @@ int uri_parse_args(const char *zName, const char *zDflt, UriArgs *a,
 const char *uri_params_file(const char *zParams, int *pRc, char **pzErr){
   static const char *const azKey[] = { "db", "branch", "bucket", "cache_kb",
     "store_vfs", "store_sync", "zstd_level", "compact_after", "map_kb", "store_cache_kb",
-    "txn_budget_kb", "readahead", "threads" };
+    "txn_budget_kb", "readahead", "threads", "spill_kb" };
   const int nKeyAll = (int)(sizeof(azKey)/sizeof(azKey[0]));
-  const char *azParam[2*13];
+  const char *azParam[2*14];
   char *zCopy = sqlite3_mprintf("%s", zParams);
   const char *zNoParams = sqlite3_create_filename("depot", "", "", 0, 0);
   const char *zFile = 0;
@@ -150,7 +153,8 @@ const char *uri_params_file(const char *zParams, int *pRc, char **pzErr){
     if( zEq==0 || k==nKeyAll ){
       *pzErr = sqlite3_mprintf("depot: depot_default_vfs parameters are "
           "KEY=VALUE pairs joined by '&' with KEY one of db, branch, bucket, "
-          "cache_kb, map_kb, store_cache_kb, store_vfs, store_sync, zstd_level,"
+          "cache_kb, map_kb, spill_kb, store_cache_kb, store_vfs, store_sync,"
+          " zstd_level,"
           " compact_after, txn_budget_kb, readahead, threads;"
           " got "
           "'%s'", zParams);

@@ -20,6 +20,8 @@
 #define URI_DEFAULT_MAP_KB   8192
 #define URI_DEFAULT_STORE_CACHE_KB 8192
 #define URI_MAX_CACHE_KB     (1<<30)
+#define URI_DEFAULT_SPILL_KB 262144
+#define URI_MAX_SPILL_KB     (1<<30)
 #define URI_DEFAULT_TXN_BUDGET_KB 32768
 #define URI_DEFAULT_READAHEAD 0
 #define URI_MAX_READAHEAD    4096
@@ -32,6 +34,8 @@ struct UriArgs {
   const char *zDb, *zBranch, *zBucket, *zStoreVfs;
   sqlite3_int64 nCacheKb;
   int bCacheGiven;
+  sqlite3_int64 nSpillKb;        /* the cache's spill file (spill_kb) */
+  int bSpillGiven;
   sqlite3_int64 nMapKb;          /* page map limit (map_kb) */
   int bMapGiven;
   sqlite3_int64 nStoreCacheKb;   /* the store connection's page cache */

@@ -319,13 +319,15 @@ static DepotStoreShared *depotStoreSharedFind(const char *zKey){
 }
 
 /* The DepotStoreShared of key zKey (consumed), with one more reference;
-** made with a cache of nCacheKb when new.  Caller holds depotMutex.  NULL
-** when out of memory. */
-static DepotStoreShared *depotStoreSharedRef(char *zKey, int64_t nCacheKb){
+** made with a cache of nCacheKb and a spill file of nSpillKb when new.
+** Caller holds depotMutex.  NULL when out of memory. */
+static DepotStoreShared *depotStoreSharedRef(char *zKey, int64_t nCacheKb,
+                                             int64_t nSpillKb){
   DepotStoreShared *t = depotStoreSharedFind(zKey);
   if( t==0 && (t = sqlite3_malloc64(sizeof(*t)))!=0 ){
     memset(t, 0, sizeof(*t));
     t->pCache = depot_cache_new(nCacheKb*1024);
+    if( t->pCache ) depot_cache_set_spill_limit(t->pCache, nSpillKb*1024);
     if( t->pCache==0 ){
       sqlite3_free(t);
       t = 0;
@@ -405,8 +407,9 @@ static void depotIdleTrim(void){
 }
 
 static int depotSharedAcquire(DepotFile *p, const char *zPath,
-                              sqlite3_int64 nCacheKb, int bCacheGiven,
-                              sqlite3_int64 nMapKb, int bMapGiven){
+                              const UriArgs *a){
+  sqlite3_int64 nCacheKb = a->nCacheKb, nMapKb = a->nMapKb;
+  int bCacheGiven = a->bCacheGiven, bMapGiven = a->bMapGiven;
   char *zStore = 0;
   char *zKey = depotSharedKey(p, zPath, &zStore);
   DepotStoreShared *t;
@@ -437,7 +440,7 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
   for(s=pDepotShared; s && strcmp(s->zKey, zKey)!=0; s=s->pNext){}
   if( s==0 && (s = sqlite3_malloc64(sizeof(*s)))!=0 ){
     memset(s, 0, sizeof(*s));
-    s->pStoreShared = depotStoreSharedRef(zStore, nCacheKb);
+    s->pStoreShared = depotStoreSharedRef(zStore, nCacheKb, a->nSpillKb);
     zStore = 0;
     s->pMap = depot_pagemap_new(nMapKb*1024);
     if( s->pStoreShared==0 || s->pMap==0 ){
@@ -457,6 +460,9 @@ static int depotSharedAcquire(DepotFile *p, const char *zPath,
   }
   if( s ){
     if( bCacheGiven ) depot_cache_set_limit(s->pCache, nCacheKb*1024);
+    if( a->bSpillGiven ){
+      depot_cache_set_spill_limit(s->pCache, a->nSpillKb*1024);
+    }
     s->nRef++;
     s->pStoreShared->nOpen++;
   }
@@ -1269,7 +1275,8 @@ static uint32_t depotStagePartBytes(void){
 ** at most a quarter of the cache's limit there (TxStage.nCached): with
 ** the write buffer, the whole cache filled by one bulk transaction would
 ** take the process past the write budget plus 64 MiB (a VACUUM INTO or
-** an import of a large database). */
+** an import of a large database); the pages past that quarter go to the
+** cache's spill file, whose slots cost no memory but their headers. */
 static void depotStageCachePut(DepotFile *p, uint32_t pgno,
                                const unsigned char *pPage){
   uint64_t iKey = p->stream.iTxid|DEPOT_CACHE_STAGED;
@@ -1277,6 +1284,8 @@ static void depotStageCachePut(DepotFile *p, uint32_t pgno,
   depot_cache_drop(pCache, p->stream.iBranch, pgno, iKey);
   if( (int64_t)(p->stage.nCached+1)*p->szPageTx
         > depot_cache_limit(pCache)/4 ){
+    depot_cache_put_spill(pCache, p->stream.iBranch, pgno, iKey,
+                          p->szPageTx, pPage);
     return;
   }
   p->stage.nCached++;
@@ -2131,6 +2140,20 @@ static int depotPragmaKb(DepotFile *p, char **azArg, int bMap){
   return SQLITE_OK;
 }
 
+/* PRAGMA depot_spill_kb[=N]: the byte limit, in KiB, of the decoded-page
+** cache's spill file (0: off); answers the limit in effect. */
+static int depotPragmaSpill(DepotFile *p, char **azArg){
+  int64_t n;
+  if( azArg[2] ){
+    if( depotPragmaInt(azArg, "depot_spill_kb", azArg[2], URI_MAX_SPILL_KB,
+                       &n) ) return SQLITE_ERROR;
+    depot_cache_set_spill_limit(p->pShared->pCache, n*1024);
+  }
+  n = depot_cache_spill_limit(p->pShared->pCache);
+  azArg[0] = sqlite3_mprintf("%lld", (long long)(n/1024));
+  return SQLITE_OK;
+}
+
 /* PRAGMA depot_txn_budget_kb[=N]: the bytes of pages, in KiB, a write
 ** transaction of this connection keeps in memory before it stages them in
 ** the store (0: never stages); answers the budget in effect. */
@@ -2213,6 +2236,9 @@ static int depotPragma(DepotFile *p, char **azArg){
   }
   if( sqlite3_stricmp(zName, "depot_cache_kb")==0 ){
     return depotPragmaKb(p, azArg, 0);
+  }
+  if( sqlite3_stricmp(zName, "depot_spill_kb")==0 ){
+    return depotPragmaSpill(p, azArg);
   }
   if( sqlite3_stricmp(zName, "depot_store_cache_kb")==0 ){
     return depotPragmaStoreCache(p, azArg);
@@ -2409,9 +2435,7 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
       rc = SQLITE_NOMEM;
     }
   }
-  if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zStore, a.nCacheKb,
-                                              a.bCacheGiven, a.nMapKb,
-                                              a.bMapGiven);
+  if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zStore, &a);
   if( rc==SQLITE_OK ){
     p->nReadahead = (uint32_t)a.nReadahead;
     p->pRa = depot_ra_new(p->pShared->pCache);

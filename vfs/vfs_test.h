@@ -45,4 +45,9 @@ extern int depot_pg_test_lost_commits;
 ** go in several parts. */
 extern int depot_stage_test_part_bytes;
 
+/* The next N spill-file writes and reads of the decoded-page cache
+** (vfs/pcache.c) fail (N < 0: every one); each failure drops its page, as
+** a real one does. */
+extern int depot_cache_test_spill_fail;
+
 #endif /* DEPOT_VFS_TEST_H */

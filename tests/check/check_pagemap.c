@@ -50,9 +50,13 @@ static void fx_close(Fx *f){
   sqlite3_free(f->zDir);
 }
 
-/* The cache parameters of the three runs of each case (_i). */
+/* The cache parameters of the four runs of each case (_i): no cache, a
+** large one, a tiny one (its evicted pages go to the spill file, the
+** default 256 MiB), and a small one whose spill file of 16 slots reuses
+** them. */
 static const char *const azFxCache[] = {
-  "cache_kb=0", "cache_kb=65536&map_kb=0", "cache_kb=8&map_kb=0"
+  "cache_kb=0", "cache_kb=65536&map_kb=0", "cache_kb=8&map_kb=0",
+  "cache_kb=64&map_kb=0&spill_kb=64"
 };
 static int iFxCache = 0;
 
@@ -410,6 +414,59 @@ START_TEST(test_pagemap_limit_uri_and_pragma){
 }
 END_TEST
 
+/* spill_kb as a URI parameter and a pragma: pages the decoded-page cache
+** evicts are read back from its spill file, right; 0 turns it off, a bad
+** value is refused; the default is 262144. */
+START_TEST(test_spill_uri_and_pragma){
+  Fx f;
+  sqlite3 *a;
+  char *z, *zErr = 0;
+  int64_t nW0, nR0, nW1, nR1;
+  fx_open(&f, "pm-spill");
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app", f.zStore);
+  a = th_open(z);
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_spill_kb"), 262144);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=spill&cache_kb=128&spill_kb=512",
+                      f.zStore);
+  a = th_open(z);
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_spill_kb"), 512);
+  th_exec(a, "PRAGMA cache_size=10");
+  depot_cache_spill_counters(&nW0, &nR0);
+  fx_fill(a, 3);
+  assert_all(a, 3);
+  th_exec(a, "UPDATE t SET n=5 WHERE k%2=0");
+  ck_assert_int_eq(th_int(a, "SELECT sum(n) FROM t"), 1500*3 + 1500*5);
+  depot_cache_spill_counters(&nW1, &nR1);
+  ck_assert_int_gt(nW1-nW0, 0);
+  ck_assert_int_gt(nR1-nR0, 0);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_spill_kb=0"), 0);
+  th_exec(a, "UPDATE t SET n=5");
+  assert_all(a, 5);
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_spill_kb=1024"), 1024);
+  assert_all(a, 5);
+  ck_assert_int_eq(th_try(a, "PRAGMA depot_spill_kb=-1", &zErr),
+                   SQLITE_ERROR);
+  ck_assert_ptr_nonnull(strstr(zErr, "depot_spill_kb must be"));
+  sqlite3_free(zErr);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&spill_kb=x", f.zStore);
+  ck_assert_int_ne(sqlite3_open_v2(z, &a, SQLITE_OPEN_READWRITE
+                                   |SQLITE_OPEN_URI, 0), SQLITE_OK);
+  sqlite3_close(a);
+  sqlite3_free(z);
+  a = th_open(":memory:");               /* the reason of the failed open */
+  z = th_text(a, "SELECT depot_last_error()");
+  ck_assert_str_eq(z, "depot: spill_kb must be an integer 0..1073741824,"
+                      " got 'x'");
+  sqlite3_free(z);
+  sqlite3_close(a);
+  fx_close(&f);
+}
+END_TEST
+
 /* A commit drops from the decoded-page cache the versions of its branch's
 ** pages it replaces: rewriting the table again and again leaves the cache
 ** about one version of it, not one per commit, and a reader pinned on
@@ -626,20 +683,21 @@ END_TEST
 Suite *depot_test_suite(void){
   Suite *s = suite_create("pagemap");
   TCase *tc = tcase_create("stale");
-  tcase_add_loop_test(tc, test_pagemap_other_connection_commit, 0, 3);
-  tcase_add_loop_test(tc, test_pagemap_other_process_commit, 0, 3);
-  tcase_add_loop_test(tc, test_pagemap_fork, 0, 3);
-  tcase_add_loop_test(tc, test_pagemap_restore, 0, 3);
-  tcase_add_loop_test(tc, test_pagemap_rollback, 0, 3);
-  tcase_add_loop_test(tc, test_pagemap_compaction_and_gc, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_other_connection_commit, 0, 4);
+  tcase_add_loop_test(tc, test_pagemap_other_process_commit, 0, 4);
+  tcase_add_loop_test(tc, test_pagemap_fork, 0, 4);
+  tcase_add_loop_test(tc, test_pagemap_restore, 0, 4);
+  tcase_add_loop_test(tc, test_pagemap_rollback, 0, 4);
+  tcase_add_loop_test(tc, test_pagemap_compaction_and_gc, 0, 4);
   tcase_add_loop_test(tc, test_pagemap_reopen_after_other_process_commit, 0,
                       3);
-  tcase_add_loop_test(tc, test_pagemap_store_made_anew, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_store_made_anew, 0, 4);
   tcase_add_test(tc, test_reopen_hits_the_idle_cache);
   tcase_add_test(tc, test_pagemap_limit_uri_and_pragma);
+  tcase_add_test(tc, test_spill_uri_and_pragma);
   tcase_add_test(tc, test_cache_limit_is_shared_by_the_store);
   tcase_add_test(tc, test_writer_drops_replaced_versions_from_cache);
-  tcase_add_loop_test(tc, test_pagemap_concurrent_readers_and_writer, 0, 3);
+  tcase_add_loop_test(tc, test_pagemap_concurrent_readers_and_writer, 0, 4);
   tcase_add_test(tc, test_readahead_scan);
   suite_add_tcase(s, tc);
   return s;

@@ -11,6 +11,7 @@
 #include "vfs/layout.h"
 #include "vfs/pcache.h"
 #include "vfs/txbuf.h"
+#include "vfs/vfs_test.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -725,6 +726,220 @@ START_TEST(test_cache_rekey_moves_kept_entries){
 }
 END_TEST
 
+/* ---- the cache's spill file ---- */
+
+/* Fill a 4096-byte page with bytes derived from (pgno, owner). */
+static void spill_page(unsigned char *a, uint32_t pgno, uint64_t iOwner){
+  int i;
+  for(i=0; i<4096; i++) a[i] = (unsigned char)(pgno*7 + iOwner*13 + i);
+}
+
+/* The spilled pages' headers (under 80 bytes each) count in the limit: the
+** tests below give the cache room for its pages and 1000 (3000) bytes. */
+
+/* Pages evicted from a cache of 3 pages go to the spill file: every one
+** of 40 pages is served afterwards, with its own bytes, while the cache
+** stays within its limit, and the reads came from the file. */
+START_TEST(test_cache_spill_serves_evicted_pages){
+  int64_t nLimit = depot_cache_bytes_for(3, 4096) + 3000;
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[4096], b[4096];
+  int64_t nW0, nR0, nW1, nR1;
+  uint32_t i;
+  depot_cache_set_spill_limit(c, 64*4096);
+  ck_assert_int_eq(depot_cache_spill_limit(c), 64*4096);
+  depot_cache_spill_counters(&nW0, &nR0);
+  for(i=1; i<=40; i++){
+    spill_page(a, i, 9);
+    depot_cache_put(c, 1, i, 9, 4096, a);
+    ck_assert_int_le(depot_cache_used(c), nLimit);
+  }
+  for(i=1; i<=40; i++){
+    ck_assert_int_eq(depot_cache_has(c, 1, i, 9, 4096), 1);
+    memset(b, 0, sizeof(b));
+    ck_assert_int_eq(depot_cache_get(c, 1, i, 9, 4096, b), 1);
+    spill_page(a, i, 9);
+    ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  }
+  ck_assert_int_eq(depot_cache_get(c, 1, 41, 9, 4096, b), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 5, 8, 4096, b), 0);
+  depot_cache_spill_counters(&nW1, &nR1);
+  ck_assert_int_ge(nW1-nW0, 37);
+  ck_assert_int_ge(nR1-nR0, 37);
+  ck_assert_int_le(depot_cache_spill_bytes(c), 64*4096);
+  ck_assert_int_ge(depot_cache_spill_bytes(c), 37*4096);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* The spill file holds at most its limit: past it the least recently
+** used spilled page gives its slot up (and misses); a lower limit drops
+** every spilled page; 0 turns spilling off; pages of another size than
+** the first spilled are not spilled. */
+START_TEST(test_cache_spill_limit_drops_the_oldest){
+  int64_t nLimit = depot_cache_bytes_for(2, 4096) + 1000;
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[4096], b[4096];
+  uint32_t i;
+  depot_cache_set_spill_limit(c, 4*4096);
+  for(i=1; i<=20; i++){
+    spill_page(a, i, 3);
+    depot_cache_put(c, 1, i, 3, 4096, a);
+  }
+  ck_assert_int_le(depot_cache_spill_bytes(c), 4*4096);
+  for(i=1; i<=20; i++){
+    ck_assert_int_eq(depot_cache_has(c, 1, i, 3, 4096), i>=15);
+  }
+  ck_assert_int_eq(depot_cache_get(c, 1, 15, 3, 4096, b), 1);
+  spill_page(a, 15, 3);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  depot_cache_set_spill_limit(c, 4096);          /* below what it has */
+  ck_assert_int_eq(depot_cache_spill_bytes(c), 0);
+  depot_cache_set_spill_limit(c, 0);
+  for(i=21; i<=30; i++){
+    spill_page(a, i, 3);
+    depot_cache_put(c, 1, i, 3, 4096, a);
+  }
+  ck_assert_int_eq(depot_cache_spill_bytes(c), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 21, 3, 4096), 0);
+  depot_cache_free(c);
+  /* slots take the first spilled page's size */
+  c = depot_cache_new(depot_cache_bytes_for(1, 4096) + 1000);
+  depot_cache_set_spill_limit(c, 64*4096);
+  spill_page(a, 1, 1);
+  depot_cache_put(c, 1, 1, 1, 4096, a);
+  depot_cache_put(c, 1, 2, 1, 4096, a);          /* spills page 1 */
+  depot_cache_put(c, 1, 3, 1, 2048, a);          /* spills page 2 */
+  depot_cache_put(c, 1, 4, 1, 4096, a);          /* 2048: not spilled */
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 1, 4096), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, 1, 4096), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 1, 2048), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* A spilled page that is read goes back to memory and keeps its slot:
+** evicted again, it is not written again. */
+START_TEST(test_cache_spill_read_keeps_the_slot){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(1, 4096) + 1000);
+  unsigned char a[4096], b[4096];
+  int64_t nW0, nR0, nW1, nR1;
+  depot_cache_set_spill_limit(c, 64*4096);
+  depot_cache_spill_counters(&nW0, &nR0);
+  spill_page(a, 1, 4);
+  depot_cache_put(c, 1, 1, 4, 4096, a);
+  spill_page(a, 2, 4);
+  depot_cache_put(c, 1, 2, 4, 4096, a);          /* writes page 1 */
+  ck_assert_int_eq(depot_cache_get(c, 1, 1, 4, 4096, b), 1); /* writes 2 */
+  ck_assert_int_eq(depot_cache_get(c, 1, 2, 4, 4096, b), 1); /* 1: none */
+  ck_assert_int_eq(depot_cache_get(c, 1, 1, 4, 4096, b), 1); /* 2: none */
+  spill_page(a, 1, 4);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  depot_cache_spill_counters(&nW1, &nR1);
+  ck_assert_int_eq(nW1-nW0, 2);
+  ck_assert_int_eq(nR1-nR0, 3);
+  ck_assert_int_eq(depot_cache_spill_bytes(c), 2*4096);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* depot_cache_put_spill() puts a page in the spill file only: it is
+** served from there, rekeyed or dropped as any spilled page, and the
+** cache's memory holds its header only. */
+START_TEST(test_cache_put_spill_bypasses_memory){
+  int64_t nLimit = depot_cache_bytes_for(1, 4096) + 1000;
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[4096], b[4096];
+  uint64_t iStaged = 3|DEPOT_CACHE_STAGED;
+  uint32_t i;
+  int64_t nUsed0;
+  spill_page(a, 7, 1);
+  depot_cache_put(c, 1, 7, 1, 4096, a);          /* fills the memory */
+  nUsed0 = depot_cache_used(c);
+  depot_cache_put_spill(c, 1, 1, iStaged, 4096, a);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, iStaged, 4096), 0);  /* off */
+  depot_cache_set_spill_limit(c, 64*4096);
+  for(i=1; i<=4; i++){
+    spill_page(a, i, 3);
+    depot_cache_put_spill(c, 1, i, iStaged, 4096, a);
+  }
+  ck_assert_int_le(depot_cache_used(c), nUsed0 + 4*100);
+  ck_assert_int_eq(depot_cache_has(c, 1, 7, 1, 4096), 1);
+  depot_cache_rekey(c, 1, iStaged, 3, keep_even, 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 3, 4096), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 3, 4096), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, iStaged, 4096), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 2, 3, 4096, b), 1);
+  spill_page(a, 2, 3);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 4, 3, 4096, b), 1);
+  spill_page(a, 4, 3);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* A spilled page is dropped by depot_cache_drop() and moved or dropped by
+** depot_cache_rekey() as a page in memory is; staged pages never spill. */
+START_TEST(test_cache_spill_drop_and_rekey){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(1, 4096) + 1000);
+  unsigned char a[4096], b[4096];
+  uint64_t iStaged = 7|DEPOT_CACHE_STAGED;
+  uint32_t i;
+  depot_cache_set_spill_limit(c, 64*4096);
+  for(i=1; i<=6; i++){
+    spill_page(a, i, 5);
+    depot_cache_put(c, 1, i, 5, 4096, a);
+  }
+  depot_cache_drop(c, 1, 2, 5);
+  ck_assert_int_eq(depot_cache_get(c, 1, 2, 5, 4096, b), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 3, 5, 4096, b), 1);
+  depot_cache_rekey(c, 1, 5, 6, keep_even, 0);
+  for(i=1; i<=6; i++){
+    ck_assert_int_eq(depot_cache_has(c, 1, i, 5, 4096), 0);
+    ck_assert_int_eq(depot_cache_has(c, 1, i, 6, 4096), i%2==0 && i!=2);
+  }
+  ck_assert_int_eq(depot_cache_get(c, 1, 4, 6, 4096, b), 1);
+  spill_page(a, 4, 5);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  /* staged pages are dropped, not spilled, when evicted */
+  for(i=1; i<=3; i++){
+    spill_page(a, i, 1);
+    depot_cache_put_bulk(c, 2, i, iStaged, 4096, a);
+  }
+  depot_cache_put(c, 2, 9, 1, 4096, a);
+  ck_assert_int_eq(depot_cache_has(c, 2, 1, iStaged, 4096)
+                   + depot_cache_has(c, 2, 2, iStaged, 4096)
+                   + depot_cache_has(c, 2, 3, iStaged, 4096), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* A failed spill write drops the page it was to keep, a failed read the
+** page it was to serve: each then misses, and the cache goes on. */
+START_TEST(test_cache_spill_io_errors_drop_pages){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(1, 4096) + 1000);
+  unsigned char a[4096], b[4096];
+  uint32_t i;
+  depot_cache_set_spill_limit(c, 64*4096);
+  spill_page(a, 1, 2);
+  depot_cache_put(c, 1, 1, 2, 4096, a);
+  depot_cache_test_spill_fail = 1;
+  depot_cache_put(c, 1, 2, 2, 4096, a);          /* page 1's write fails */
+  ck_assert_int_eq(depot_cache_test_spill_fail, 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 2, 4096), 0);
+  for(i=3; i<=5; i++) depot_cache_put(c, 1, i, 2, 4096, a);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 2, 4096), 1);   /* spilled */
+  depot_cache_test_spill_fail = 1;
+  ck_assert_int_eq(depot_cache_get(c, 1, 3, 2, 4096, b), 0);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 2, 4096), 0);
+  ck_assert_int_eq(depot_cache_get(c, 1, 4, 2, 4096, b), 1);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  depot_cache_test_spill_fail = 0;
+  depot_cache_free(c);
+}
+END_TEST
+
 /* txbuf_rewritten() tells a page put again while the buffer held it from
 ** a page put once, and forgets it when the page leaves the buffer. */
 START_TEST(test_txbuf_rewritten_marks_pages_put_again){
@@ -803,6 +1018,12 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
   tcase_add_test(tc, test_cache_drop_removes_one_version);
   tcase_add_test(tc, test_cache_rekey_moves_kept_entries);
+  tcase_add_test(tc, test_cache_spill_serves_evicted_pages);
+  tcase_add_test(tc, test_cache_spill_limit_drops_the_oldest);
+  tcase_add_test(tc, test_cache_spill_read_keeps_the_slot);
+  tcase_add_test(tc, test_cache_spill_drop_and_rekey);
+  tcase_add_test(tc, test_cache_put_spill_bypasses_memory);
+  tcase_add_test(tc, test_cache_spill_io_errors_drop_pages);
   tcase_add_test(tc, test_cache_bulk_pages_keep_the_first_part);
   tcase_add_test(tc, test_txbuf_rewritten_marks_pages_put_again);
   tcase_add_test(tc, test_txbuf_truncate_drops_pages_above);

@@ -63,7 +63,9 @@ char *th_tmpdir(const char *zTag){
 ** entries), "large", or unset (the defaults). */
 static const char *thCacheParams(void){
   const char *z = getenv("DEPOT_TEST_CACHE");
-  if( z && strcmp(z, "tiny")==0 ) return "&cache_kb=8&map_kb=1&readahead=64";
+  if( z && strcmp(z, "tiny")==0 ){
+    return "&cache_kb=8&map_kb=1&readahead=64&spill_kb=16";
+  }
   if( z && strcmp(z, "large")==0 ){
     return "&cache_kb=262144&map_kb=65536&readahead=256";
   }
