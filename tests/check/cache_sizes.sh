@@ -2,7 +2,8 @@
 # cache_sizes.sh -- the depot suites again with a tiny cache and a large
 # one: check_depot, check_fork and check_compact with DEPOT_TEST_CACHE=tiny
 # (decoded-page cache of two 4 KiB pages, page map of a few dozen entries,
-# read-ahead of 64 pages that the cache cannot keep; large: read-ahead 256)
+# read-ahead of 64 pages that the cache cannot keep, a spill file of four
+# slots; large: read-ahead 256)
 # and =large, which the harness adds to every depot URI that sets no cache
 # parameter of its own; then with DEPOT_TEST_BUDGET=tiny and =small
 # (below).

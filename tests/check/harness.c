@@ -60,7 +60,8 @@ char *th_tmpdir(const char *zTag){
 
 /* The cache parameters DEPOT_TEST_CACHE selects for depot URIs that set
 ** none: "tiny" (a few pages of decoded cache, a page map of a few
-** entries), "large", or unset (the defaults). */
+** entries, a spill file of four pages), "large", or unset (the
+** defaults). */
 static const char *thCacheParams(void){
   const char *z = getenv("DEPOT_TEST_CACHE");
   if( z && strcmp(z, "tiny")==0 ){
