@@ -14,8 +14,10 @@
 ** spilled entry gives its slot up.  The headers count in the cache's byte
 ** limit.  A failed write or read drops the page (the next read decodes
 ** it); the file is opened on the first spill, in SQLite's temporary
-** directory, and a process forked from the one that opened it opens its
-** own.  All of it is under the cache's mutex.
+** directory, and a process forked from the one that opened it drops the
+** spilled entries it inherited and opens its own (the slots of the
+** parent's file are the parent's to change).  All of it is under the
+** cache's mutex.
 */
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
@@ -139,7 +141,7 @@ void depot_cache_free(DepotCache *p){
   if( p==0 ) return;
   for(e=p->pHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
   for(e=p->pSpHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
-  if( p->fdSpill>=0 && p->pidSpill==getpid() ) close(p->fdSpill);
+  if( p->fdSpill>=0 ) close(p->fdSpill);
   pthread_mutex_destroy(&p->mutex);
   sqlite3_free(p->aFree);
   sqlite3_free(p->aSlot);
@@ -235,7 +237,8 @@ static void spillReset(DepotCache *p){
     if( p->pidSpill==getpid() ){
       if( ftruncate(p->fdSpill, 0)!=0 ){ /* the slots are rewritten first */ }
     }else{
-      p->fdSpill = -1;            /* the parent's: left to it, not closed */
+      close(p->fdSpill);          /* this process's copy of the parent's */
+      p->fdSpill = -1;
     }
   }
 }

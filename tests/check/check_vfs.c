@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static Store *open_store(const char *zTag, int nMaxValue){
   char *zDir = th_tmpdir(zTag);
@@ -879,6 +881,44 @@ START_TEST(test_cache_put_spill_bypasses_memory){
 }
 END_TEST
 
+/* A child forked from a process whose cache has spilled pages does not
+** use the parent's file: its copies of those entries miss, it spills to
+** a file of its own, and the parent's pages are intact afterwards. */
+START_TEST(test_cache_spill_after_fork_uses_a_file_of_its_own){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(1, 4096) + 1000);
+  unsigned char a[4096], b[4096];
+  uint32_t i;
+  pid_t pid;
+  int st = 0;
+  depot_cache_set_spill_limit(c, 64*4096);
+  for(i=1; i<=4; i++){
+    spill_page(a, i, 8);
+    depot_cache_put(c, 1, i, 8, 4096, a);
+  }
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    int bad = 0;
+    if( depot_cache_get(c, 1, 1, 8, 4096, b)!=0 ) bad |= 1;
+    for(i=1; i<=4; i++){                   /* other bytes, same keys */
+      memset(a, 0xEE, sizeof(a));
+      depot_cache_put(c, 1, i, 8, 4096, a);
+    }
+    if( depot_cache_get(c, 1, 2, 8, 4096, b)!=1 || b[0]!=0xEE ) bad |= 2;
+    _exit(bad);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert(WIFEXITED(st));
+  ck_assert_int_eq(WEXITSTATUS(st), 0);
+  for(i=1; i<=3; i++){
+    ck_assert_int_eq(depot_cache_get(c, 1, i, 8, 4096, b), 1);
+    spill_page(a, i, 8);
+    ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  }
+  depot_cache_free(c);
+}
+END_TEST
+
 /* A spilled page is dropped by depot_cache_drop() and moved or dropped by
 ** depot_cache_rekey() as a page in memory is; staged pages never spill. */
 START_TEST(test_cache_spill_drop_and_rekey){
@@ -1023,6 +1063,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_cache_spill_read_keeps_the_slot);
   tcase_add_test(tc, test_cache_spill_drop_and_rekey);
   tcase_add_test(tc, test_cache_put_spill_bypasses_memory);
+  tcase_add_test(tc, test_cache_spill_after_fork_uses_a_file_of_its_own);
   tcase_add_test(tc, test_cache_spill_io_errors_drop_pages);
   tcase_add_test(tc, test_cache_bulk_pages_keep_the_first_part);
   tcase_add_test(tc, test_txbuf_rewritten_marks_pages_put_again);
