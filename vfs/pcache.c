@@ -279,9 +279,11 @@ static CacheEntry *cacheReplace(DepotCache *p, CacheEntry **pp, CacheEntry *e,
 
 /* A free slot of the spill file for a page of szPage bytes in *piOff:
 ** 1, or 0 (none: another size, or the file full of slots no spilled
-** header can give up).  May remove the least recently used spilled entry
-** (so hash chain links taken before may be stale). */
-static int spillSlot(DepotCache *p, uint32_t szPage, int64_t *piOff){
+** header can give up, or bEvict 0 and no slot free).  With bEvict, may
+** remove the least recently used spilled entry (so hash chain links taken
+** before may be stale). */
+static int spillSlot(DepotCache *p, uint32_t szPage, int bEvict,
+                     int64_t *piOff){
   if( p->szSpill==0 ) p->szSpill = szPage;
   if( szPage!=p->szSpill ) return 0;
   if( p->nFree==0 && p->nSpillEnd + p->szSpill <= p->nSpillMax ){
@@ -289,7 +291,7 @@ static int spillSlot(DepotCache *p, uint32_t szPage, int64_t *piOff){
     p->nSpillEnd += p->szSpill;
     return 1;
   }
-  if( p->nFree==0 && p->pSpTail ){
+  if( p->nFree==0 && p->pSpTail && bEvict ){
     CacheEntry *t = p->pSpTail;
     cacheRemove(p, cacheFind(p, t->iBranch, t->pgno, t->iOwner), t);
   }
@@ -320,7 +322,7 @@ static int cacheSpill(DepotCache *p, CacheEntry **pp, CacheEntry *e){
     return 0;
   }
   if( e->iSpill<0 ){                  /* after spillReady(): it may reset */
-    if( !spillSlot(p, e->szPage, &iOff) ) return 0;
+    if( !spillSlot(p, e->szPage, 1, &iOff) ) return 0;
     pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
     if( !spillWrite(p, e->a, e->szPage, iOff) ) return 0;
     e->iSpill = iOff;
@@ -611,7 +613,7 @@ void depot_cache_put_spill(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_lock(&p->mutex);
   if( *cacheFind(p, iBranch, pgno, iOwner)==0
    && p->nSpillHdr + (int64_t)sizeof(CacheEntry) <= p->nMax/2
-   && spillReady(p) && spillSlot(p, szPage, &iOff) ){
+   && spillReady(p) && spillSlot(p, szPage, 0, &iOff) ){
     if( (h = sqlite3_malloc64(sizeof(CacheEntry)))==0 ){
       spillFreeSlot(p, iOff);
     }else if( !spillWrite(p, a, szPage, iOff) ){

@@ -117,7 +117,8 @@ void depot_cache_put_bulk(DepotCache*, uint64_t iBranch, uint32_t pgno,
 void depot_cache_set_spill_limit(DepotCache*, int64_t nMaxBytes);
 int64_t depot_cache_spill_limit(DepotCache*);
 /* Add page p to the spill file only (not to memory; its header counts in
-** the limit), best effort: a bulk transaction's pages past the part it
+** the limit), best effort, into a free slot (it never takes the slot of
+** another spilled page): a bulk transaction's pages past the part it
 ** keeps in memory. */
 void depot_cache_put_spill(DepotCache*, uint64_t iBranch, uint32_t pgno,
                            uint64_t iOwner, uint32_t szPage,

@@ -63,6 +63,7 @@ struct TxStage {
                              ** and of the snapshot's CRC-64 of those that
                              ** existed in it: the commit checksum's move */
   uint32_t nCached;          /* pages put in the decoded-page cache */
+  uint32_t nSpilled;         /* pages put in its spill file */
   uint32_t nGone;            /* pages in aGone */
   uint32_t *aGone;           /* unstaged pages whose page index row is
                              ** still in the store (TXSTAGE_GONE slots) */

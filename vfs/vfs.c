@@ -1276,7 +1276,10 @@ static uint32_t depotStagePartBytes(void){
 ** the write buffer, the whole cache filled by one bulk transaction would
 ** take the process past the write budget plus 64 MiB (a VACUUM INTO or
 ** an import of a large database); the pages past that quarter go to the
-** cache's spill file, whose slots cost no memory but their headers. */
+** cache's spill file, whose slots cost no memory but their headers, up to
+** a quarter of its limit (so an import or a VACUUM INTO of a database
+** larger than the file writes the file a quarter full, not many times
+** over). */
 static void depotStageCachePut(DepotFile *p, uint32_t pgno,
                                const unsigned char *pPage){
   uint64_t iKey = p->stream.iTxid|DEPOT_CACHE_STAGED;
@@ -1284,8 +1287,12 @@ static void depotStageCachePut(DepotFile *p, uint32_t pgno,
   depot_cache_drop(pCache, p->stream.iBranch, pgno, iKey);
   if( (int64_t)(p->stage.nCached+1)*p->szPageTx
         > depot_cache_limit(pCache)/4 ){
-    depot_cache_put_spill(pCache, p->stream.iBranch, pgno, iKey,
-                          p->szPageTx, pPage);
+    if( (int64_t)(p->stage.nSpilled+1)*p->szPageTx
+          <= depot_cache_spill_limit(pCache)/4 ){
+      p->stage.nSpilled++;
+      depot_cache_put_spill(pCache, p->stream.iBranch, pgno, iKey,
+                            p->szPageTx, pPage);
+    }
     return;
   }
   p->stage.nCached++;

@@ -878,6 +878,18 @@ START_TEST(test_cache_put_spill_bypasses_memory){
   spill_page(a, 4, 3);
   ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
   depot_cache_free(c);
+  /* it takes free slots only: a full file keeps the pages it has */
+  c = depot_cache_new(nLimit);
+  depot_cache_set_spill_limit(c, 2*4096);
+  for(i=1; i<=3; i++){
+    spill_page(a, i, 3);
+    depot_cache_put_spill(c, 1, i, 3, 4096, a);
+  }
+  ck_assert_int_eq(depot_cache_has(c, 1, 1, 3, 4096), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 2, 3, 4096), 1);
+  ck_assert_int_eq(depot_cache_has(c, 1, 3, 3, 4096), 0);
+  ck_assert_int_eq(depot_cache_spill_bytes(c), 2*4096);
+  depot_cache_free(c);
 }
 END_TEST
 
