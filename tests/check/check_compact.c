@@ -1315,6 +1315,10 @@ START_TEST(test_compaction_sweeps_in_batches_with_commits_between){
   pA = fx_db_args(&fa, "app", "main", "&compact_after=0");
   pB = fx_db_args(&fb, "app", "main", "&compact_after=0");
   ck_assert_int_eq(sqlite3_open(fa.zPlain, &pP), SQLITE_OK);
+  /* no time targets: the two stores, built seconds apart, must not keep
+  ** different shard versions because a PITR interval ended between them */
+  fx_exec(&fa, "SELECT depot_pitr_policy(%Q, 300, 0)", fa.zStore);
+  fx_exec(&fb, "SELECT depot_pitr_policy(%Q, 300, 0)", fb.zStore);
   th_exec(pA, zSchema);
   th_exec(pP, zSchema);
   th_exec(pB, zSchema);
