@@ -25,7 +25,6 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
 
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -243,12 +242,42 @@ static void spillReset(DepotCache *p){
   }
 }
 
+/* An unlinked temporary file open for reading and writing (close-on-exec)
+** in the first of $SQLITE_TMPDIR, $TMPDIR, /var/tmp, /usr/tmp, /tmp and .
+** that takes one, or -1. */
+static int spillTempFile(void){
+  const char *azDir[] = { 0, 0, "/var/tmp", "/usr/tmp", "/tmp", "." };
+  unsigned i;
+  azDir[0] = getenv("SQLITE_TMPDIR");
+  azDir[1] = getenv("TMPDIR");
+  for(i=0; i<sizeof(azDir)/sizeof(azDir[0]); i++){
+    struct stat st;
+    int fd;
+    if( azDir[i]==0 || stat(azDir[i], &st)!=0 || !S_ISDIR(st.st_mode) ){
+      continue;
+    }
+#ifdef O_TMPFILE
+    fd = open(azDir[i], O_TMPFILE|O_RDWR|O_CLOEXEC, 0600);
+    if( fd>=0 ) return fd;
+#endif
+    {
+      char *z = sqlite3_mprintf("%s/depot-spill-XXXXXX", azDir[i]);
+      if( z==0 ) return -1;
+      fd = mkostemp(z, O_CLOEXEC);
+      if( fd>=0 ) unlink(z);
+      sqlite3_free(z);
+      if( fd>=0 ) return fd;
+    }
+  }
+  return -1;
+}
+
 /* The spill file is usable by this process: 1, or 0 (no spill). */
 static int spillReady(DepotCache *p){
   if( p->nSpillMax<=0 ) return 0;
   if( p->fdSpill>=0 && p->pidSpill!=getpid() ) spillReset(p);
   if( p->fdSpill<0 && !p->bSpillFailed ){
-    p->fdSpill = depot_cache_tempfile();
+    p->fdSpill = spillTempFile();
     p->pidSpill = getpid();
     if( p->fdSpill<0 ) p->bSpillFailed = 1;
   }
@@ -446,32 +475,6 @@ int64_t depot_cache_spill_bytes(DepotCache *p){
   return n;
 }
 
-int depot_cache_tempfile(void){
-  const char *azDir[] = { 0, 0, "/var/tmp", "/usr/tmp", "/tmp", "." };
-  unsigned i;
-  azDir[0] = getenv("SQLITE_TMPDIR");
-  azDir[1] = getenv("TMPDIR");
-  for(i=0; i<sizeof(azDir)/sizeof(azDir[0]); i++){
-    struct stat st;
-    int fd;
-    if( azDir[i]==0 || stat(azDir[i], &st)!=0 || !S_ISDIR(st.st_mode) ){
-      continue;
-    }
-#ifdef O_TMPFILE
-    fd = open(azDir[i], O_TMPFILE|O_RDWR|O_CLOEXEC, 0600);
-    if( fd>=0 ) return fd;
-#endif
-    {
-      char *z = sqlite3_mprintf("%s/depot-spill-XXXXXX", azDir[i]);
-      if( z==0 ) return -1;
-      fd = mkostemp(z, O_CLOEXEC);
-      if( fd>=0 ) unlink(z);
-      sqlite3_free(z);
-      if( fd>=0 ) return fd;
-    }
-  }
-  return -1;
-}
 
 int64_t depot_cache_limit(DepotCache *p){
   int64_t n;

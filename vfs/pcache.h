@@ -128,9 +128,6 @@ void depot_cache_put_spill(DepotCache*, uint64_t iBranch, uint32_t pgno,
 void depot_cache_spill_counters(int64_t *pnWrite, int64_t *pnRead);
 /* The bytes of slots the spill file of this process has (0: none). */
 int64_t depot_cache_spill_bytes(DepotCache*);
-/* An unlinked temporary file open for reading and writing (close-on-exec)
-** in the first of the directories above that takes one, or -1. */
-int depot_cache_tempfile(void);
 
 /* Process-wide hit and miss counts since the module loaded. */
 void depot_cache_counters(int64_t *pnHit, int64_t *pnMiss);
