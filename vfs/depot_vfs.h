@@ -149,10 +149,10 @@ int depot_store_replica(const char *zStore, int *pbStandby, double *prLag,
 ** through one connection has a peak RSS of at most what the same work
 ** takes through the unix VFS, plus the limits configured for it: the
 ** limit_bytes of its depot_memory rows (cache_kb, map_kb, store_cache_kb,
-** txn_budget_kb, the 64 KiB page scratch) with the transaction budget
-** counted twice (the buffer's pages, and while a commit writes them, their
-** encoded frames: at most as many bytes again; a staged batch encodes in
-** parts of 4 MiB), plus DEPOT_MEMORY_SLACK_KB for what has no limit of its
+** txn_budget_kb, the 64 KiB page scratch, readahead) with the transaction
+** budget counted twice (the buffer's pages, and while a commit writes
+** them, their encoded frames: at most as many bytes again; a staged batch
+** encodes in parts of 4 MiB), plus DEPOT_MEMORY_SLACK_KB for what has no limit of its
 ** own (zstd contexts, one staged part's frames, the commit's index and
 ** location arrays, malloc's per-chunk overhead and fragmentation).  make
 ** bench-speed reports it per size. */

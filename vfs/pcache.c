@@ -104,11 +104,7 @@ static uint32_t cacheHash(uint64_t b, uint32_t pgno, uint64_t o){
   return (uint32_t)(h ^ (h>>32));
 }
 
-/* A connection's read-ahead thread puts pages while the connection looks
-** pages up, each for a short stretch; where glibc has it the mutex is
-** adaptive, so a collision spins briefly instead of a futex sleep and
-** wake-up. */
-static void cacheMutexInit(pthread_mutex_t *pMutex){
+void depot_mutex_init_adaptive(pthread_mutex_t *pMutex){
 #if HAVE_DECL_PTHREAD_MUTEX_ADAPTIVE_NP
   pthread_mutexattr_t attr;
   if( pthread_mutexattr_init(&attr)==0 ){
@@ -131,7 +127,7 @@ DepotCache *depot_cache_new(int64_t nMaxBytes){
   memset(p->aSlot, 0, sizeof(CacheEntry*)*p->nSlot);
   p->nMax = nMaxBytes;
   p->fdSpill = -1;
-  cacheMutexInit(&p->mutex);
+  depot_mutex_init_adaptive(&p->mutex);
   return p;
 }
 
@@ -559,36 +555,44 @@ int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
 static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a,
                      int eKind){
-  CacheEntry *e, **pp;
+  CacheEntry *e = 0, **pp;
   int64_t nNew = cacheEntryBytes(szPage);
-  int bFits;
-  pthread_mutex_lock(&p->mutex);
-  pp = cacheFind(p, iBranch, pgno, iOwner);
-  bFits = cacheBytes(p)+nNew<=p->nMax || p->pTail==0;
-  if( *pp==0 && cacheBytes(p)-p->nUsed-p->nSpillHdr+nNew<=p->nMax
-   && (eKind==CACHE_READ || bFits
-       || (eKind==CACHE_SCAN && !p->pTail->bScan)
-       || (eKind==CACHE_BULK && (p->pTail->iBranch!=iBranch
-                                 || p->pTail->iOwner!=iOwner))) ){
-    e = sqlite3_malloc64(sizeof(*e)+szPage);
-    if( e ){
-      memset(e, 0, sizeof(*e));
-      e->iSpill = -1;
-      e->bMem = 1;
-      e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
-      e->szPage = szPage;
-      e->bScan = eKind==CACHE_SCAN
-              || (eKind==CACHE_BULK && (iOwner & DEPOT_CACHE_STAGED)!=0);
-      memcpy(e->a, a, szPage);
+  int bFits, iTry;
+  /* The entry is allocated and filled without the mutex (an allocation
+  ** may take system calls), between a first check and a second one. */
+  for(iTry=0; iTry<2; iTry++){
+    int bAdd;
+    pthread_mutex_lock(&p->mutex);
+    pp = cacheFind(p, iBranch, pgno, iOwner);
+    bFits = cacheBytes(p)+nNew<=p->nMax || p->pTail==0;
+    bAdd = *pp==0 && cacheBytes(p)-p->nUsed-p->nSpillHdr+nNew<=p->nMax
+        && (eKind==CACHE_READ || bFits
+            || (eKind==CACHE_SCAN && !p->pTail->bScan)
+            || (eKind==CACHE_BULK && (p->pTail->iBranch!=iBranch
+                                      || p->pTail->iOwner!=iOwner)));
+    if( bAdd && e ){
       *pp = e;
       cachePushFront(p, e);
       p->nUsed += nNew;
       p->nEntry++;
       cacheGrow(p);
       cacheEvict(p);
+      e = 0;
     }
+    pthread_mutex_unlock(&p->mutex);
+    if( !bAdd || iTry==1 ) break;
+    e = sqlite3_malloc64(sizeof(*e)+szPage);
+    if( e==0 ) break;
+    memset(e, 0, sizeof(*e));
+    e->iSpill = -1;
+    e->bMem = 1;
+    e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
+    e->szPage = szPage;
+    e->bScan = eKind==CACHE_SCAN
+            || (eKind==CACHE_BULK && (iOwner & DEPOT_CACHE_STAGED)!=0);
+    memcpy(e->a, a, szPage);
   }
-  pthread_mutex_unlock(&p->mutex);
+  sqlite3_free(e);
 }
 
 void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,

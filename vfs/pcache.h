@@ -16,9 +16,16 @@
 #ifndef DEPOT_PCACHE_H
 #define DEPOT_PCACHE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 typedef struct DepotCache DepotCache;
+
+/* Initialise a mutex that two threads take for short stretches, page by
+** page (a connection and its read-ahead thread, in the cache and in the
+** read-ahead ring): where glibc has it the mutex is adaptive, so a
+** collision spins briefly instead of a futex sleep and wake-up. */
+void depot_mutex_init_adaptive(pthread_mutex_t*);
 
 /* A new, empty cache holding at most nMaxBytes of pages (0: caching off).
 ** NULL when out of memory. */

@@ -1,7 +1,17 @@
 /*
 ** readahead.c -- the read-ahead decoder thread of one connection (see
-** vfs/readahead.h): a queue of spans of stored frames, guarded by one
-** mutex, and a thread that decodes them into the decoded-page cache.
+** vfs/readahead.h): a queue of spans of stored frames and a ring of
+** decoded pages, guarded by one mutex, and a thread that decodes the
+** queued frames into the ring.
+**
+** A page's ring slot is its page number modulo the ring's size, which is
+** larger than the pages read ahead of a scan, so the pages in flight never
+** share a slot.  A slot is EMPTY, PENDING (queued for the thread) or READY
+** (decoded).  Only the foreground makes a slot PENDING (depot_ra_submit())
+** or takes a PENDING slot back (depot_ra_get()); only the thread writes a
+** slot's bytes, into a PENDING slot it marked busy, and makes it READY.
+** So the foreground copies a READY slot's bytes without the mutex: until it
+** submits again, no slot it could read is written.
 */
 #include "config.h"
 #include "vfs/readahead.h"
@@ -22,22 +32,50 @@ struct RaJob {
   DepotRaFrame aFrame[];      /* n frames */
 };
 
+/* The bytes of the thread's zstd decompression context (libzstd 1.5:
+** 95,992 for one-shot frames). */
+#define RA_DCTX_BYTES (96*1024)
+
+/* Done jobs' buffers kept for the next batches. */
+#define RA_KEEP_BUFFERS 2
+
+#define RA_EMPTY   0
+#define RA_PENDING 1
+#define RA_READY   2
+
+typedef struct RaSlot RaSlot;
+struct RaSlot {
+  uint64_t iBranch, iOwner;   /* the page's decoded-page cache key ... */
+  uint32_t pgno;
+  uint32_t eState;            /* RA_EMPTY, RA_PENDING or RA_READY */
+};
+
 struct DepotReadahead {
   DepotCache *pCache;         /* not owned */
   pthread_mutex_t mutex;      /* guards every field below */
   pthread_cond_t cond;        /* signalled on a new job and on stop */
+  pthread_cond_t condSlot;    /* signalled when the busy slot is done */
   RaJob *pHead, *pTail;
   uint32_t nPending;          /* pages in the queue and in the job at hand
                               ** (changed under mutex, read without: atomic) */
   int bStop;
   int bWaiting;               /* the thread waits for a job */
+  int bWaitSlot;              /* the foreground waits for the busy slot */
   int bThread;                /* the thread was started (by pid) */
   pid_t pid;
   pthread_t thread;
+  /* the ring of decoded pages */
+  uint32_t nSlot;             /* slots (a power of two), 0 before the first */
+  uint32_t szSlot;            /* bytes of a slot's page */
+  int64_t iBusy;              /* the slot the thread decodes into, or -1 */
+  RaSlot *aSlot;
+  unsigned char *aPage;       /* nSlot*szSlot bytes */
+  unsigned char *aFree[RA_KEEP_BUFFERS];  /* done jobs' buffers, for reuse */
 };
 
 static int64_t nRaQueued = 0;     /* atomic */
 static int64_t nRaDecoded = 0;    /* atomic */
+static int64_t nRaHit = 0;        /* atomic */
 
 int64_t depot_ra_queued(void){
   return __atomic_load_n(&nRaQueued, __ATOMIC_RELAXED);
@@ -47,24 +85,88 @@ int64_t depot_ra_decoded(void){
   return __atomic_load_n(&nRaDecoded, __ATOMIC_RELAXED);
 }
 
+int64_t depot_ra_hits(void){
+  return __atomic_load_n(&nRaHit, __ATOMIC_RELAXED);
+}
+
+#ifdef DEPOT_TEST
+int depot_ra_test_patient = 0;
+#endif
+
+/* 1 when depot_ra_get() is to wait for every queued page (the test
+** hook), else 0. */
+static int raPatient(void){
+#ifdef DEPOT_TEST
+  return __atomic_load_n(&depot_ra_test_patient, __ATOMIC_RELAXED)!=0;
+#else
+  return 0;
+#endif
+}
+
 static void raJobFree(RaJob *j){
   sqlite3_free(j->aBuf);
   sqlite3_free(j);
 }
 
-/* Decode the frames of j that the cache does not hold yet.  A frame that
-** does not decode is skipped: the foreground reads and reports it. */
-static void raDecodeJob(DepotCache *pCache, ZSTD_DCtx *pDctx, RaJob *j,
-                        unsigned char *aPage){
+/* Keep the buffer of job j for the next batch if there is room, else free
+** it, and free j (mutex held).  A scan's batches would otherwise each take
+** fresh memory (each its page faults). */
+static void raJobDone(DepotReadahead *p, RaJob *j){
+  int i;
+  for(i=0; i<RA_KEEP_BUFFERS && j->aBuf; i++){
+    if( p->aFree[i]==0 ){
+      p->aFree[i] = j->aBuf;
+      j->aBuf = 0;
+    }
+  }
+  raJobFree(j);
+}
+
+static int raSlotIs(const RaSlot *s, const DepotRaFrame *f){
+  return s->pgno==f->pgno && s->iBranch==f->iBranch && s->iOwner==f->iOwner;
+}
+
+/* Decode the frames of j whose slots still wait for them, each into its
+** slot, and add each to the decoded-page cache as a scan's page.  A frame
+** that does not decode leaves its slot EMPTY: the foreground reads and
+** reports it.  Called without the mutex. */
+static void raDecodeJob(DepotReadahead *p, ZSTD_DCtx *pDctx, RaJob *j){
   uint32_t i;
   for(i=0; i<j->n; i++){
     const DepotRaFrame *f = &j->aFrame[i];
-    if( f->iOff>j->nBuf || f->nByte>j->nBuf-f->iOff ) continue;
-    if( !depot_cache_has(pCache, f->iBranch, f->pgno, f->iOwner, j->szPage)
-     && ltx_decode_frame(j->aBuf+f->iOff, f->nByte, f->pgno, j->szPage,
-                         pDctx, aPage, 0, 0)==SQLITE_OK ){
-      depot_cache_put(pCache, f->iBranch, f->pgno, f->iOwner, j->szPage,
-                      aPage);
+    uint32_t iSlot = 0;
+    RaSlot *s = 0;
+    unsigned char *a = 0;
+    int bGo, rc, bFits = f->iOff<=j->nBuf && f->nByte<=j->nBuf-f->iOff;
+    pthread_mutex_lock(&p->mutex);
+    bGo = !p->bStop && j->szPage==p->szSlot && p->nSlot>0;
+    if( bGo ){
+      iSlot = f->pgno & (p->nSlot-1);
+      s = &p->aSlot[iSlot];
+      a = p->aPage + (uint64_t)iSlot*p->szSlot;
+      bGo = s->eState==RA_PENDING && raSlotIs(s, f);
+    }
+    if( bGo ) p->iBusy = iSlot;
+    pthread_mutex_unlock(&p->mutex);
+    if( !bGo ) continue;
+    rc = !bFits ? SQLITE_CORRUPT
+       : ltx_decode_frame(j->aBuf+f->iOff, f->nByte, f->pgno, j->szPage,
+                          pDctx, a, 0, 0);
+    pthread_mutex_lock(&p->mutex);
+    p->iBusy = -1;
+    if( s->eState==RA_PENDING && raSlotIs(s, f) ){
+      s->eState = rc==SQLITE_OK ? RA_READY : RA_EMPTY;
+    }
+    if( p->bWaitSlot ){
+      p->bWaitSlot = 0;
+      pthread_cond_broadcast(&p->condSlot);
+    }
+    pthread_mutex_unlock(&p->mutex);
+    if( rc==SQLITE_OK ){
+      /* a's bytes stay this page's: only this thread writes slots, and
+      ** the ring is replaced only while no job is pending */
+      depot_cache_put_scan(p->pCache, f->iBranch, f->pgno, f->iOwner,
+                           j->szPage, a);
       __atomic_add_fetch(&nRaDecoded, 1, __ATOMIC_RELAXED);
     }
   }
@@ -73,7 +175,6 @@ static void raDecodeJob(DepotCache *pCache, ZSTD_DCtx *pDctx, RaJob *j,
 static void *raThreadMain(void *pArg){
   DepotReadahead *p = (DepotReadahead*)pArg;
   ZSTD_DCtx *pDctx = ZSTD_createDCtx();
-  unsigned char *aPage = sqlite3_malloc64(65536);
   pthread_mutex_lock(&p->mutex);
   while( !p->bStop ){
     RaJob *j = p->pHead;
@@ -86,13 +187,12 @@ static void *raThreadMain(void *pArg){
     p->pHead = j->pNext;
     if( p->pHead==0 ) p->pTail = 0;
     pthread_mutex_unlock(&p->mutex);
-    if( pDctx && aPage ) raDecodeJob(p->pCache, pDctx, j, aPage);
+    if( pDctx ) raDecodeJob(p, pDctx, j);
     pthread_mutex_lock(&p->mutex);
     __atomic_sub_fetch(&p->nPending, j->n, __ATOMIC_RELAXED);
-    raJobFree(j);
+    raJobDone(p, j);
   }
   pthread_mutex_unlock(&p->mutex);
-  sqlite3_free(aPage);
   ZSTD_freeDCtx(pDctx);
   return 0;
 }
@@ -102,17 +202,23 @@ DepotReadahead *depot_ra_new(DepotCache *pCache){
   if( p==0 ) return 0;
   memset(p, 0, sizeof(*p));
   p->pCache = pCache;
-  pthread_mutex_init(&p->mutex, 0);
+  p->iBusy = -1;
+  depot_mutex_init_adaptive(&p->mutex);
   pthread_cond_init(&p->cond, 0);
+  pthread_cond_init(&p->condSlot, 0);
   return p;
+}
+
+/* In a forked child the thread, its mutex and its ring are the parent's. */
+static int raForeign(DepotReadahead *p){
+  return p->bThread && p->pid!=getpid();
 }
 
 void depot_ra_free(DepotReadahead *p){
   RaJob *j;
+  int i;
   if( p==0 ) return;
-  if( p->bThread && p->pid!=getpid() ){
-    return;     /* a forked child: the thread and its mutex are the parent's */
-  }
+  if( raForeign(p) ) return;
   if( p->bThread ){
     pthread_mutex_lock(&p->mutex);
     p->bStop = 1;
@@ -124,22 +230,84 @@ void depot_ra_free(DepotReadahead *p){
     p->pHead = j->pNext;
     raJobFree(j);
   }
+  for(i=0; i<RA_KEEP_BUFFERS; i++) sqlite3_free(p->aFree[i]);
+  sqlite3_free(p->aSlot);
+  sqlite3_free(p->aPage);
+  pthread_cond_destroy(&p->condSlot);
   pthread_cond_destroy(&p->cond);
   pthread_mutex_destroy(&p->mutex);
   sqlite3_free(p);
 }
 
+int64_t depot_ra_bytes(DepotReadahead *p){
+  int64_t n = 0;
+  RaJob *j;
+  int i;
+  if( p==0 || raForeign(p) ) return 0;
+  pthread_mutex_lock(&p->mutex);
+  if( p->bThread ) n += RA_DCTX_BYTES;
+  n += (int64_t)p->nSlot*(int64_t)(p->szSlot + sizeof(RaSlot));
+  for(i=0; i<RA_KEEP_BUFFERS; i++) n += sqlite3_msize(p->aFree[i]);
+  for(j=p->pHead; j; j=j->pNext) n += sqlite3_msize(j->aBuf);
+  pthread_mutex_unlock(&p->mutex);
+  return n;
+}
+
+int depot_ra_forked(DepotReadahead *p){
+  return raForeign(p);
+}
+
 uint32_t depot_ra_pending(DepotReadahead *p){
-  if( p->bThread && p->pid!=getpid() ) return 0;
+  if( raForeign(p) ) return 0;
   return __atomic_load_n(&p->nPending, __ATOMIC_RELAXED);
+}
+
+/* The ring's slots for a window of nWindow pages. */
+static uint32_t raSlots(uint32_t nWindow){
+  uint32_t nSlot = 2;
+  while( nSlot<=nWindow && nSlot<(1u<<20) ) nSlot *= 2;
+  return nSlot;
+}
+
+int64_t depot_ra_limit(uint32_t nWindow, uint32_t szPage){
+  if( nWindow==0 ) return 0;
+  return (int64_t)raSlots(nWindow)*(int64_t)(szPage + sizeof(RaSlot))
+       + (2+RA_KEEP_BUFFERS)*(int64_t)nWindow*(int64_t)(szPage+LTX_FRAME_HEADER)
+       + RA_DCTX_BYTES;
+}
+
+/* Give the ring nSlot slots of szPage bytes, unless it has them.  Only
+** when no job is queued or at hand (mutex held).
+** 0 when the ring is ready, else nonzero. */
+static int raRing(DepotReadahead *p, uint32_t nSlot, uint32_t szPage){
+  RaSlot *aSlot;
+  unsigned char *aPage;
+  if( p->nSlot>=nSlot && p->szSlot==szPage ) return 0;
+  if( p->nPending>0 ) return 1;
+  aSlot = sqlite3_malloc64((uint64_t)nSlot*sizeof(RaSlot));
+  aPage = sqlite3_malloc64((uint64_t)nSlot*szPage);
+  if( aSlot==0 || aPage==0 ){
+    sqlite3_free(aSlot);
+    sqlite3_free(aPage);
+    return 1;
+  }
+  memset(aSlot, 0, (uint64_t)nSlot*sizeof(RaSlot));
+  sqlite3_free(p->aSlot);
+  sqlite3_free(p->aPage);
+  p->aSlot = aSlot;
+  p->aPage = aPage;
+  p->nSlot = nSlot;
+  p->szSlot = szPage;
+  return 0;
 }
 
 int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
                     const DepotRaFrame *aFrame, unsigned char *aBuf,
-                    uint32_t nBuf, uint32_t nMaxPending){
+                    uint32_t nBuf, uint32_t nWindow){
   RaJob *j;
+  uint32_t nSlot = raSlots(nWindow), i;
   int rc = 1;
-  if( n==0 || (p->bThread && p->pid!=getpid()) ){
+  if( n==0 || raForeign(p) ){
     sqlite3_free(aBuf);
     return 1;
   }
@@ -161,7 +329,16 @@ int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
       p->pid = getpid();
     }
   }
-  if( p->bThread && p->nPending < nMaxPending ){
+  if( p->bThread && p->nPending < 2*nWindow
+   && raRing(p, nSlot, szPage)==0 ){
+    for(i=0; i<n; i++){
+      RaSlot *s = &p->aSlot[aFrame[i].pgno & (p->nSlot-1)];
+      if( (int64_t)(aFrame[i].pgno & (p->nSlot-1))==p->iBusy ) continue;
+      s->iBranch = aFrame[i].iBranch;
+      s->iOwner = aFrame[i].iOwner;
+      s->pgno = aFrame[i].pgno;
+      s->eState = RA_PENDING;
+    }
     if( p->pTail ) p->pTail->pNext = j; else p->pHead = j;
     p->pTail = j;
     __atomic_add_fetch(&p->nPending, n, __ATOMIC_RELAXED);
@@ -173,4 +350,61 @@ int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
   pthread_mutex_unlock(&p->mutex);
   if( j ) raJobFree(j);
   return rc;
+}
+
+unsigned char *depot_ra_buffer(DepotReadahead *p){
+  unsigned char *a = 0;
+  int i;
+  if( p==0 || raForeign(p) ) return 0;
+  pthread_mutex_lock(&p->mutex);
+  for(i=0; i<RA_KEEP_BUFFERS && a==0; i++){
+    a = p->aFree[i];
+    p->aFree[i] = 0;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  return a;
+}
+
+int depot_ra_has(DepotReadahead *p, uint64_t iBranch, uint32_t pgno,
+                 uint64_t iOwner, uint32_t szPage){
+  const RaSlot *s;
+  int bHas;
+  if( p->nSlot==0 || raForeign(p) ) return 0;
+  pthread_mutex_lock(&p->mutex);
+  s = &p->aSlot[pgno & (p->nSlot-1)];
+  bHas = p->szSlot==szPage && s->eState!=RA_EMPTY && s->pgno==pgno
+      && s->iBranch==iBranch && s->iOwner==iOwner;
+  pthread_mutex_unlock(&p->mutex);
+  return bHas;
+}
+
+int depot_ra_get(DepotReadahead *p, uint64_t iBranch, uint32_t pgno,
+                 uint64_t iOwner, uint32_t szPage, unsigned char *pOut){
+  RaSlot *s;
+  uint32_t iSlot;
+  int bHit = 0;
+  if( p->nSlot==0 || raForeign(p) ) return 0;
+  pthread_mutex_lock(&p->mutex);
+  iSlot = pgno & (p->nSlot-1);
+  s = &p->aSlot[iSlot];
+  if( p->szSlot==szPage && s->eState!=RA_EMPTY && s->pgno==pgno
+   && s->iBranch==iBranch && s->iOwner==iOwner ){
+    /* the thread decodes it now: wait, it costs less than a decode */
+    while( s->eState==RA_PENDING
+        && (p->iBusy==(int64_t)iSlot || raPatient()) ){
+      p->bWaitSlot = 1;
+      pthread_cond_wait(&p->condSlot, &p->mutex);
+    }
+    if( s->eState==RA_READY ){
+      bHit = 1;
+    }else{
+      s->eState = RA_EMPTY;    /* not reached yet: the caller decodes it */
+    }
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( bHit ){
+    memcpy(pOut, p->aPage + (uint64_t)iSlot*szPage, szPage);
+    __atomic_add_fetch(&nRaHit, 1, __ATOMIC_RELAXED);
+  }
+  return bHit;
 }

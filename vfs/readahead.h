@@ -7,14 +7,17 @@
 ** will read next can be decoded before it asks for them.  The connection
 ** reads those frames' stored bytes itself (one range read for a run of
 ** frames stored next to each other in one blob) and hands them here; a
-** thread of the connection decodes them into the shared decoded-page
-** cache, so that its next reads hit the cache.  The foreground never
-** waits for it: a page it reads before the thread got to it is decoded in
-** the foreground as always (the thread then skips it), and frames it
-** would queue past a bound are simply not read ahead.  The thread starts
-** with the first frames queued and is stopped and joined by
-** depot_ra_free(), before the connection lets go of the cache.  A forked
-** child's copy of a connection never reads ahead.
+** thread of the connection decodes them into a ring of decoded pages that
+** the connection reads first (depot_ra_get()), and adds each to the shared
+** decoded-page cache as a scan's page (depot_cache_put_scan()), so a scan
+** longer than the cache is read ahead to its end.  The foreground waits
+** only for the page the thread is decoding at that moment: a page it
+** reads before the thread got to it is decoded in the foreground as
+** always (the thread then skips it), and frames it would queue past a
+** bound are simply not read ahead.  The thread starts with the first
+** frames queued and is stopped and joined by depot_ra_free(), before the
+** connection lets go of the cache.  A forked child's copy of a connection
+** never reads ahead and never reads the ring.
 */
 #ifndef DEPOT_READAHEAD_H
 #define DEPOT_READAHEAD_H
@@ -41,19 +44,57 @@ struct DepotRaFrame {
 
 /* Queue the n frames aFrame (copied) of pages of szPage bytes, stored in
 ** aBuf (nBuf bytes, taken over: freed with sqlite3_free() whatever the
-** outcome).  0 when queued, else nonzero (the thread could not start, or
-** the queue holds nMaxPending pages or more already). */
+** outcome).  The caller reads at most nWindow pages ahead: the ring gets
+** the power of two above nWindow slots (made anew, when it has fewer or
+** another page size, only while nothing is queued).  0 when queued, else
+** nonzero (the thread could not start, the ring could not be made, or the
+** queue holds 2*nWindow pages or more already). */
 int depot_ra_submit(DepotReadahead*, uint32_t szPage, uint32_t n,
                     const DepotRaFrame *aFrame, unsigned char *aBuf,
-                    uint32_t nBuf, uint32_t nMaxPending);
+                    uint32_t nBuf, uint32_t nWindow);
+
+/* A buffer a done job left (sqlite3_msize() tells its size), taken over
+** by the caller, to gather the next job's frames in; NULL when none. */
+unsigned char *depot_ra_buffer(DepotReadahead*);
+
+/* 1 when the ring has page pgno of cache key (iBranch, pgno, iOwner)
+** queued or decoded, else 0. */
+int depot_ra_has(DepotReadahead*, uint64_t iBranch, uint32_t pgno,
+                 uint64_t iOwner, uint32_t szPage);
+
+/* Copy page pgno of cache key (iBranch, pgno, iOwner) into pOut (szPage
+** bytes) from the ring and return 1, or return 0 when the ring does not
+** have it decoded.  Waits while the thread decodes that very page; a page
+** still queued is taken back (the thread skips it, the caller decodes
+** it). */
+int depot_ra_get(DepotReadahead*, uint64_t iBranch, uint32_t pgno,
+                 uint64_t iOwner, uint32_t szPage, unsigned char *pOut);
+
+/* The most memory a read-ahead of nWindow pages of szPage bytes takes:
+** the ring, the stored frames of 2*nWindow queued pages and of two done
+** jobs' buffers kept for reuse, and the thread's zstd context (0 when
+** nWindow is 0). */
+int64_t depot_ra_limit(uint32_t nWindow, uint32_t szPage);
+
+/* The memory it holds now: the ring, the buffers of queued jobs and of
+** done ones kept for reuse, the thread's zstd context (not the frames of
+** the job at hand). */
+int64_t depot_ra_bytes(DepotReadahead*);
+
+/* 1 in a forked child of the process that started the thread (nothing
+** is read ahead there), else 0. */
+int depot_ra_forked(DepotReadahead*);
 
 /* Pages queued and not yet decoded (or skipped). */
 uint32_t depot_ra_pending(DepotReadahead*);
 
 /* Process-wide counts of pages queued for read-ahead, and of pages the
-** read-ahead threads decoded into a cache (the rest the foreground read
+** read-ahead threads decoded into their rings (the rest the foreground read
 ** first, or a thread was stopped before it got to them). */
 int64_t depot_ra_queued(void);
 int64_t depot_ra_decoded(void);
+
+/* Process-wide count of pages read from a ring (depot_ra_get() hits). */
+int64_t depot_ra_hits(void);
 
 #endif /* DEPOT_READAHEAD_H */

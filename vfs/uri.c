@@ -75,7 +75,7 @@ static void uriParseInts(UriArgs *a, char **pzErr){
          "1..1048576", &a->nStoreCacheKb, pzErr);
   uriInt(a, "txn_budget_kb", URI_DEFAULT_TXN_BUDGET_KB, 0, URI_MAX_CACHE_KB,
          "0..1073741824", &a->nTxBudgetKb, pzErr);
-  uriInt(a, "readahead", URI_DEFAULT_READAHEAD, 0, URI_MAX_READAHEAD,
+  uriInt(a, "readahead", -1, 0, URI_MAX_READAHEAD,
          "0..4096", &a->nReadahead, pzErr);
   uriInt(a, "threads", -1, 0, 64, "0..64", &a->nThreads, pzErr);
 }

@@ -23,7 +23,7 @@
 #define URI_DEFAULT_SPILL_KB 262144
 #define URI_MAX_SPILL_KB     (1<<30)
 #define URI_DEFAULT_TXN_BUDGET_KB 32768
-#define URI_DEFAULT_READAHEAD 0
+#define URI_DEFAULT_READAHEAD 256   /* of a store file; 0 on PostgreSQL */
 #define URI_MAX_READAHEAD    4096
 
 /* The parameters of one open. */
@@ -39,7 +39,8 @@ struct UriArgs {
   sqlite3_int64 nMapKb;          /* page map limit (map_kb) */
   int bMapGiven;
   sqlite3_int64 nStoreCacheKb;   /* the store connection's page cache */
-  sqlite3_int64 nReadahead;      /* pages decoded ahead of a scan (0: off) */
+  sqlite3_int64 nReadahead;      /* pages decoded ahead of a scan (0: off,
+                                 ** -1: absent) */
   int iSync;
   int iLevel;
   int bLevelGiven;               /* zstd_level named (else the default) */

@@ -128,6 +128,7 @@ struct DepotFile {
   unsigned char *aScratch;   /* one page of the largest size */
   DepotReadahead *pRa;       /* decoder thread of read-ahead frames */
   uint32_t nReadahead;       /* pages to read ahead of a scan (0: off) */
+  int bRaCores;              /* the machine has a core for read-ahead */
   uint32_t iRaLast;          /* page of the last snapshot read */
   uint32_t nRaRun;           /* reads in order that led up to it */
   uint32_t iRaHigh;          /* last page read ahead in this run */
@@ -717,12 +718,17 @@ static int depotRaReadSpan(DepotFile *p, RaBatch *b){
   char *zErr = 0;
   uint32_t i, off;
   if( b->iSpan==b->n ) return 0;
-  a = sqlite3_realloc64(b->aBuf, (uint64_t)b->nBuf + b->nSpan);
-  if( a==0 ){
-    b->n = b->iSpan;
-    return 1;
+  if( (uint64_t)sqlite3_msize(b->aBuf) < (uint64_t)b->nBuf + b->nSpan ){
+    /* grown in steps of a quarter batch, not span by span */
+    a = sqlite3_realloc64(b->aBuf, (uint64_t)b->nBuf + b->nSpan
+                                   + (RA_BATCH_PAGES/4)*p->snap.szPage);
+    if( a==0 ){
+      b->n = b->iSpan;
+      return 1;
+    }
+    b->aBuf = a;
   }
-  b->aBuf = a;
+  a = b->aBuf;
   if( depot_db_read_span(p->pStore, &b->locSpan, b->aFrame[b->iSpan].pgno,
                          b->nSpan, a+b->nBuf, &zErr)!=SQLITE_OK ){
     sqlite3_free(zErr);
@@ -754,38 +760,51 @@ static int depotRaNext(const RaBatch *b, uint32_t pgno,
              ==(pgno-1)/LAYOUT_SHARD_SIZE);
 }
 
-/* Page pgno of the snapshot was just read.  When the reads so far came in
-** page order, gather the frames of the next pages (up to nReadahead past
-** pgno, not already cached), reading each run of frames stored next to
-** each other with one range read, and queue them as one job for the
-** decoder thread.  Best effort: it stops at the first page it cannot
-** locate, and queues nothing while the thread is behind. */
+/* Page pgno of the snapshot was just read.  When the last RA_MIN_RUN
+** reads or more came in page order, gather the frames of the next pages
+** not already cached or read ahead (up to twice the run past pgno, at
+** most nReadahead: a short range read ahead little, a scan up to
+** nReadahead), reading each run of frames stored next to each other with
+** one range read, and queue them as one job for the decoder thread.  Best
+** effort: it stops at the first page it cannot locate, and queues nothing
+** while the thread is behind. */
+#define RA_MIN_RUN 4
 static void depotReadAhead(DepotFile *p, uint32_t pgno){
   RaBatch *b;
-  uint32_t q, iLast;
-  if( p->nReadahead==0 || p->pRa==0 ) return;
-  if( pgno==p->iRaLast+1 ){
+  uint32_t q, iLast, nWin;
+  if( p->nReadahead==0 || p->pRa==0 || !p->bRaCores
+   || depot_ra_forked(p->pRa) ){
+    return;
+  }
+  if( pgno==p->iRaLast+1
+   || (pgno>p->iRaLast && pgno<=p->iRaHigh && p->nRaRun>=RA_MIN_RUN) ){
+    /* in order, or a skip forward over pages already read ahead */
     if( p->nRaRun<UINT32_MAX ) p->nRaRun++;
   }else{
     p->nRaRun = 0;
     p->iRaHigh = pgno;
   }
   p->iRaLast = pgno;
-  if( p->nRaRun<2 ) return;
+  if( p->nRaRun<RA_MIN_RUN ) return;
   if( p->iRaHigh<pgno ) p->iRaHigh = pgno;
-  if( p->iRaHigh >= pgno + p->nReadahead/2 ) return;
+  /* the window: twice the run so far, at most nReadahead pages */
+  nWin = p->nRaRun < p->nReadahead/2 ? 2*p->nRaRun : p->nReadahead;
+  if( p->iRaHigh >= pgno + nWin/2 ) return;
   if( depot_ra_pending(p->pRa) >= p->nReadahead ) return;
-  iLast = pgno + p->nReadahead;
+  iLast = pgno + nWin;
   if( iLast>p->snap.nPage || iLast<pgno ) iLast = p->snap.nPage;
   b = sqlite3_malloc64(sizeof(*b));
   if( b==0 ) return;
   memset(b, 0, sizeof(*b));
+  b->aBuf = depot_ra_buffer(p->pRa);
   for(q=p->iRaHigh+1; q<=iLast && b->n<RA_BATCH_PAGES; q++){
     DepotPageLoc loc;
     DepotRaFrame *f;
     if( depotRaLocate(p, q, &loc)!=SQLITE_OK ) break;
     p->iRaHigh = q;
     if( (loc.eKind!=DEPOT_LOC_DELTA && loc.eKind!=DEPOT_LOC_SHARD)
+     || depot_ra_has(p->pRa, loc.iBranch, q, depot_loc_owner(&loc),
+                     p->snap.szPage)
      || depot_cache_has(p->pShared->pCache, loc.iBranch, q,
                         depot_loc_owner(&loc), p->snap.szPage) ){
       continue;
@@ -804,7 +823,7 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
   depotRaReadSpan(p, b);
   if( b->n>0 ){
     depot_ra_submit(p->pRa, p->snap.szPage, b->n, b->aFrame, b->aBuf,
-                    b->nBuf, 2*p->nReadahead);
+                    b->nBuf, p->nReadahead);
   }else{
     sqlite3_free(b->aBuf);
   }
@@ -828,6 +847,15 @@ static int depotScanning(DepotFile *p, uint32_t pgno){
   return p->nScanRun>=DEPOT_SCAN_RUN;
 }
 
+/* Page pgno at location loc from the read-ahead ring into pOut: 1, or 0
+** when the ring does not have it decoded. */
+static int depotRaGet(DepotFile *p, const DepotPageLoc *loc, uint32_t pgno,
+                      unsigned char *pOut){
+  return p->pRa && (loc->eKind==DEPOT_LOC_DELTA || loc->eKind==DEPOT_LOC_SHARD)
+      && depot_ra_get(p->pRa, loc->iBranch, pgno, depot_loc_owner(loc),
+                      p->snap.szPage, pOut);
+}
+
 /* Page pgno of the pinned snapshot: its location from the page map, else
 ** from the seeks (then remembered in the map). */
 static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
@@ -841,6 +869,10 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
   bScan = depotScanning(p, pgno);
   if( depot_pagemap_get(p->pShared->pMap, p->chain.aBranch[0],
                         p->chain.aCap[0], pgno, &loc) ){
+    if( depotRaGet(p, &loc, pgno, pOut) ){
+      depotReadAhead(p, pgno);
+      return SQLITE_OK;
+    }
     rc = depot_db_read_loc(p->pStore, p->pShared->pCache, bScan, p->pDctx,
                            &loc, pgno, p->snap.szPage, pOut, &zErr);
     if( rc==SQLITE_OK ){
@@ -852,7 +884,7 @@ static int depotSnapPage(DepotFile *p, uint32_t pgno, unsigned char *pOut){
     zErr = 0;
   }
   rc = depot_db_locate(p->pStore, &p->chunks, &p->chain, pgno, &loc, &zErr);
-  if( rc==SQLITE_OK ){
+  if( rc==SQLITE_OK && !depotRaGet(p, &loc, pgno, pOut) ){
     rc = depot_db_read_loc(p->pStore, p->pShared->pCache, bScan, p->pDctx,
                            &loc, pgno, p->snap.szPage, pOut, &zErr);
   }
@@ -2444,7 +2476,10 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   }
   if( rc==SQLITE_OK ) rc = depotSharedAcquire(p, zStore, &a);
   if( rc==SQLITE_OK ){
-    p->nReadahead = (uint32_t)a.nReadahead;
+    /* a PostgreSQL store's reads fetch a blob's chunks 1 MiB at a time
+    ** already: read-ahead there would add round trips */
+    p->nReadahead = a.nReadahead>=0 ? (uint32_t)a.nReadahead
+                  : store_is_pg_uri(zStore) ? 0 : URI_DEFAULT_READAHEAD;
     p->pRa = depot_ra_new(p->pShared->pCache);
     if( p->pRa==0 ) rc = SQLITE_NOMEM;
   }
@@ -2466,6 +2501,7 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
   p->bLevelGiven = a.bLevelGiven;
   p->nTxBudget = (int64_t)a.nTxBudgetKb*1024;
   p->nThreads = (int)a.nThreads;
+  p->bRaCores = sysconf(_SC_NPROCESSORS_ONLN)>1;
   if( p->nThreads<0 ){
     long nCore = sysconf(_SC_NPROCESSORS_ONLN);
     p->nThreads = nCore<1 ? 0 : nCore>LTX_MAX_THREADS ? LTX_MAX_THREADS
@@ -2704,11 +2740,11 @@ int depot_vfs_memory(void *pArg0, DepotMemoryFn xRow, void *pArg){
       + (int64_t)(p->pDctx ? ZSTD_sizeof_DCtx(p->pDctx) : 0), -1);
   if( rc==SQLITE_OK ) rc = xRow(pArg, "page_scratch", "connection",
       p->aScratch ? 65536 : 0, 65536);
-  /* the decoder thread's page and context, one window of stored frames */
-  nUsed = p->nReadahead==0 ? 0 : 65536 + (int64_t)p->nReadahead*p->snap.szPage
-        + (int64_t)(p->pDctx ? ZSTD_sizeof_DCtx(p->pDctx) : 0);
-  if( rc==SQLITE_OK ) rc = xRow(pArg, "readahead", "connection", nUsed,
-                                nUsed);
+  /* the ring of decoded pages, the queued frames, the thread's context */
+  nUsed = depot_ra_limit(p->nReadahead, p->snap.szPage ? p->snap.szPage
+                                                       : p->szPageTx);
+  if( rc==SQLITE_OK ) rc = xRow(pArg, "readahead", "connection",
+                                depot_ra_bytes(p->pRa), nUsed);
   return rc;
 }
 

@@ -50,4 +50,10 @@ extern int depot_stage_test_part_bytes;
 ** a real one does. */
 extern int depot_cache_test_spill_fail;
 
+/* When nonzero, a read of a page that a read-ahead thread has queued and
+** not decoded yet waits for the thread (vfs/readahead.c), instead of
+** taking the page back and decoding it itself: so a test knows which
+** pages come from the read-ahead ring. */
+extern int depot_ra_test_patient;
+
 #endif /* DEPOT_VFS_TEST_H */

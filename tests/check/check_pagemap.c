@@ -22,6 +22,7 @@
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
 #include "vfs/readahead.h"
+#include "vfs/vfs_test.h"
 #include "vfs/pcache.h"
 #include <check.h>
 #include <pthread.h>
@@ -566,6 +567,7 @@ START_TEST(test_readahead_scan){
   fx_open(&f, "pm-readahead");
   iFxCache = 1;
   a = fx_db(&f, "main");
+  ck_assert_int_eq(th_int(a, "PRAGMA depot_readahead"), 256);  /* default */
   fx_fill(a, 3);
   sqlite3_close(a);
   /* the pages a's commit cached outlive a: empty the cache, then scan */
@@ -590,6 +592,76 @@ START_TEST(test_readahead_scan){
   ck_assert_int_eq(depot_ra_queued(), n0);
   ck_assert_int_ne(th_try(b, "PRAGMA depot_readahead=-1", 0), SQLITE_OK);
   sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
+/* A scan far longer than the decoded-page cache is read ahead to its end:
+** its pages come from the read-ahead ring, not from the cache. */
+START_TEST(test_readahead_ring_serves_scan_longer_than_cache){
+  Fx f;
+  sqlite3 *a, *b;
+  char *z;
+  int64_t h0, q0;
+  fx_open(&f, "pm-ra-ring");
+  iFxCache = 1;
+  a = fx_db(&f, "main");
+  fx_fill(a, 3);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=0"
+                      "&spill_kb=0", f.zStore);
+  b = th_open(z);
+  sqlite3_free(z);
+  th_exec(b, "PRAGMA depot_cache_kb=64");     /* 16 pages of ~300 */
+  th_exec(b, "PRAGMA cache_size=10");
+  depot_ra_test_patient = 1;
+  h0 = depot_ra_hits();
+  q0 = depot_ra_queued();
+  ck_assert_int_eq(th_int(b, "SELECT sum(length(pad)) FROM t"), 3000*300);
+  depot_ra_test_patient = 0;
+  ck_assert_int_gt(depot_ra_queued() - q0, 100);
+  ck_assert_int_eq(depot_ra_hits() - h0, depot_ra_queued() - q0);
+  assert_all(b, 3);
+  sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
+/* The ring holds pages by their cache keys: after another connection's
+** commit rewrites every page, a scan reads the new versions, never the
+** ones the ring decoded before. */
+START_TEST(test_readahead_ring_never_serves_replaced_page){
+  Fx f;
+  sqlite3 *a, *b;
+  char *z;
+  int64_t h0;
+  fx_open(&f, "pm-ra-stale");
+  iFxCache = 1;
+  a = fx_db(&f, "main");
+  fx_fill(a, 3);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=64"
+                      "&spill_kb=0", f.zStore);
+  b = th_open(z);
+  sqlite3_free(z);
+  sqlite3_busy_timeout(b, 5000);
+  th_exec(b, "PRAGMA cache_size=10");
+  th_exec(b, "PRAGMA depot_cache_kb=0");
+  th_exec(b, "PRAGMA depot_cache_kb=64");
+  depot_ra_test_patient = 1;
+  h0 = depot_ra_hits();
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*3);
+  ck_assert_int_gt(depot_ra_hits() - h0, 100);
+  th_exec(a, "UPDATE t SET n=4, pad=randomblob(300)");
+  h0 = depot_ra_hits();
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*4);
+  ck_assert_int_gt(depot_ra_hits() - h0, 100);
+  depot_ra_test_patient = 0;
+  assert_all(b, 4);
+  th_exec(b, "UPDATE t SET n=5 WHERE k%3=0");
+  ck_assert_int_eq(th_int(a, "SELECT sum(n) FROM t"), 2000*4 + 1000*5);
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 2000*4 + 1000*5);
+  sqlite3_close(b);
+  sqlite3_close(a);
   fx_close(&f);
 }
 END_TEST
@@ -699,6 +771,8 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_writer_drops_replaced_versions_from_cache);
   tcase_add_loop_test(tc, test_pagemap_concurrent_readers_and_writer, 0, 4);
   tcase_add_test(tc, test_readahead_scan);
+  tcase_add_test(tc, test_readahead_ring_serves_scan_longer_than_cache);
+  tcase_add_test(tc, test_readahead_ring_never_serves_replaced_page);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -501,6 +501,8 @@ START_TEST(t_cold_scan_round_trips){
   /* the decoded pages and page map outlive the connection: empty both */
   db = pgOpenDb(zDir, zUri, "main",
                 "main&compact_after=0&cache_kb=0&map_kb=0");
+  /* no read-ahead on a PostgreSQL store unless asked for */
+  ck_assert_int_eq(th_int(db, "PRAGMA depot_readahead"), 0);
   n0 = store_pg_round_trips();
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE length(b)>0"),
                    3000);

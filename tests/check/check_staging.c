@@ -1436,8 +1436,8 @@ END_TEST
 ** transaction its write buffer stays within the budget (plus one page and
 ** the slot arrays) while its staged-page map holds one bit a page (in
 ** steps of 4 KiB), a list of rows to remove and the stream's tail; after
-** the COMMIT both are empty; the caches stay within their limits (plus
-** entry overhead); a plain database lists nothing. */
+** the COMMIT both are empty; the caches and the read-ahead stay within
+** their limits (plus entry overhead); a plain database lists nothing. */
 START_TEST(test_staging_memory_listing_bounds_each_structure){
   char *zDir = th_tmpdir("staging-memory");
   char *zPlain = sqlite3_mprintf("%s/plain.db", zDir);
@@ -1467,6 +1467,10 @@ START_TEST(test_staging_memory_listing_bounds_each_structure){
   ck_assert_int_gt(n, 0);
   ck_assert_int_eq(nLimit, 8192*1024);
   ck_assert_int_gt(memory_of(db, "zstd_contexts", 0), 0);
+  n = memory_of(db, "readahead", &nLimit);     /* the default, 256 pages */
+  ck_assert_int_gt(nLimit, 256*1024);
+  ck_assert_int_ge(n, 0);
+  ck_assert_int_le(n, nLimit);
   ck_assert_int_eq(th_int(db, "SELECT count(*) FROM depot_memory"), 8);
   ck_assert_int_eq(th_int(a, "SELECT count(*) FROM depot_memory"), 0);
   sqlite3_close(db);
