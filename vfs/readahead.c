@@ -61,9 +61,10 @@ struct DepotReadahead {
   int bStop;
   int bWaiting;               /* the thread waits for a job */
   int bWaitSlot;              /* the foreground waits for the busy slot */
-  int bThread;                /* the thread was started (by pid) */
-  pid_t pid;
+  int bThread;                /* the thread runs */
+  pid_t pidOwner;             /* the process that made it */
   pthread_t thread;
+  DepotReadahead *pNextAll;   /* next of the process (raAllMutex) */
   /* the ring of decoded pages */
   uint32_t nSlot;             /* slots (a power of two), 0 before the first */
   uint32_t szSlot;            /* bytes of a slot's page */
@@ -197,39 +198,91 @@ static void *raThreadMain(void *pArg){
   return 0;
 }
 
+/* Every read-ahead of the process, so that fork() can stop their threads
+** first (raForkPrepare()): a child then starts from a process with no
+** read-ahead thread, and the parent's threads start again with their
+** connections' next read-ahead. */
+static pthread_mutex_t raAllMutex = PTHREAD_MUTEX_INITIALIZER;
+static DepotReadahead *pRaAll = 0;
+static int bRaForking = 0;                /* atomic */
+static pthread_once_t raForkOnce = PTHREAD_ONCE_INIT;
+
+/* In a forked child the thread, its mutex and its ring are the parent's. */
+static int raForeign(DepotReadahead *p){
+  return p->pidOwner!=getpid();
+}
+
+/* Stop and join the thread of p, if it runs, and drop its queue: the
+** slots the queue would have decoded go back to EMPTY. */
+static void raStop(DepotReadahead *p){
+  RaJob *j;
+  uint32_t i;
+  pthread_mutex_lock(&p->mutex);
+  if( p->bThread ){
+    p->bStop = 1;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->mutex);
+    pthread_join(p->thread, 0);
+    pthread_mutex_lock(&p->mutex);
+    p->bThread = 0;
+    p->bStop = 0;
+  }
+  while( (j = p->pHead)!=0 ){
+    p->pHead = j->pNext;
+    __atomic_sub_fetch(&p->nPending, j->n, __ATOMIC_RELAXED);
+    raJobFree(j);
+  }
+  p->pTail = 0;
+  for(i=0; i<p->nSlot; i++){
+    if( p->aSlot[i].eState==RA_PENDING ) p->aSlot[i].eState = RA_EMPTY;
+  }
+  pthread_mutex_unlock(&p->mutex);
+}
+
+static void raForkPrepare(void){
+  DepotReadahead *p;
+  pthread_mutex_lock(&raAllMutex);
+  __atomic_store_n(&bRaForking, 1, __ATOMIC_SEQ_CST);
+  for(p=pRaAll; p; p=p->pNextAll){
+    if( !raForeign(p) ) raStop(p);
+  }
+}
+static void raForkRelease(void){
+  __atomic_store_n(&bRaForking, 0, __ATOMIC_SEQ_CST);
+  pthread_mutex_unlock(&raAllMutex);
+}
+static void raForkRegister(void){
+  pthread_atfork(raForkPrepare, raForkRelease, raForkRelease);
+}
+
 DepotReadahead *depot_ra_new(DepotCache *pCache){
   DepotReadahead *p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return 0;
   memset(p, 0, sizeof(*p));
   p->pCache = pCache;
   p->iBusy = -1;
+  p->pidOwner = getpid();
   depot_mutex_init_adaptive(&p->mutex);
   pthread_cond_init(&p->cond, 0);
   pthread_cond_init(&p->condSlot, 0);
+  pthread_once(&raForkOnce, raForkRegister);
+  pthread_mutex_lock(&raAllMutex);
+  p->pNextAll = pRaAll;
+  pRaAll = p;
+  pthread_mutex_unlock(&raAllMutex);
   return p;
 }
 
-/* In a forked child the thread, its mutex and its ring are the parent's. */
-static int raForeign(DepotReadahead *p){
-  return p->bThread && p->pid!=getpid();
-}
-
 void depot_ra_free(DepotReadahead *p){
-  RaJob *j;
+  DepotReadahead **pp;
   int i;
   if( p==0 ) return;
   if( raForeign(p) ) return;
-  if( p->bThread ){
-    pthread_mutex_lock(&p->mutex);
-    p->bStop = 1;
-    pthread_cond_signal(&p->cond);
-    pthread_mutex_unlock(&p->mutex);
-    pthread_join(p->thread, 0);
-  }
-  while( (j = p->pHead)!=0 ){
-    p->pHead = j->pNext;
-    raJobFree(j);
-  }
+  pthread_mutex_lock(&raAllMutex);
+  for(pp=&pRaAll; *pp && *pp!=p; pp=&(*pp)->pNextAll){}
+  if( *pp ) *pp = p->pNextAll;
+  pthread_mutex_unlock(&raAllMutex);
+  raStop(p);
   for(i=0; i<RA_KEEP_BUFFERS; i++) sqlite3_free(p->aFree[i]);
   sqlite3_free(p->aSlot);
   sqlite3_free(p->aPage);
@@ -323,11 +376,10 @@ int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
   j->aBuf = aBuf;
   j->nBuf = nBuf;
   pthread_mutex_lock(&p->mutex);
-  if( !p->bThread ){
-    if( pthread_create(&p->thread, 0, raThreadMain, p)==0 ){
-      p->bThread = 1;
-      p->pid = getpid();
-    }
+  if( !p->bThread && !__atomic_load_n(&bRaForking, __ATOMIC_SEQ_CST) ){
+    /* (a fork()'s prepare handler sets bRaForking before it takes this
+    ** mutex: it joins any thread started here) */
+    if( pthread_create(&p->thread, 0, raThreadMain, p)==0 ) p->bThread = 1;
   }
   if( p->bThread && p->nPending < 2*nWindow
    && raRing(p, nSlot, szPage)==0 ){

@@ -16,8 +16,10 @@
 ** always (the thread then skips it), and frames it would queue past a
 ** bound are simply not read ahead.  The thread starts with the first
 ** frames queued and is stopped and joined by depot_ra_free(), before the
-** connection lets go of the cache.  A forked child's copy of a connection
-** never reads ahead and never reads the ring.
+** connection lets go of the cache, and by fork() (a pthread_atfork()
+** handler; the queue is dropped, the next read-ahead starts the thread
+** again), so a child starts without read-ahead threads.  A forked child's
+** copy of a connection never reads ahead and never reads the ring.
 */
 #ifndef DEPOT_READAHEAD_H
 #define DEPOT_READAHEAD_H
@@ -81,8 +83,8 @@ int64_t depot_ra_limit(uint32_t nWindow, uint32_t szPage);
 ** the job at hand). */
 int64_t depot_ra_bytes(DepotReadahead*);
 
-/* 1 in a forked child of the process that started the thread (nothing
-** is read ahead there), else 0. */
+/* 1 in a forked child of the process that made it (nothing is read ahead
+** there), else 0. */
 int depot_ra_forked(DepotReadahead*);
 
 /* Pages queued and not yet decoded (or skipped). */

@@ -26,6 +26,7 @@
 #include "vfs/pcache.h"
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -666,6 +667,70 @@ START_TEST(test_readahead_ring_never_serves_replaced_page){
 }
 END_TEST
 
+/* The threads of this process (entries of /proc/self/task but . and ..). */
+static int thread_count(void){
+  return th_count_suffix("/proc/self/task", "") - 2;
+}
+
+/* fork() stops the read-ahead threads first (the process forks with no
+** read-ahead thread running); the child reads ahead with threads of its
+** own; the parent's connection reads ahead again after the fork. */
+START_TEST(test_readahead_fork_stops_threads_and_parent_resumes){
+  Fx f;
+  sqlite3 *a, *b;
+  char *z;
+  int64_t h0;
+  pid_t pid;
+  int st = 0, nThread;
+  fx_open(&f, "pm-ra-fork");
+  iFxCache = 1;
+  a = fx_db(&f, "main");
+  fx_fill(a, 3);
+  sqlite3_close(a);
+  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=64"
+                      "&spill_kb=0", f.zStore);
+  b = th_open(z);
+  th_exec(b, "PRAGMA cache_size=10");
+  th_exec(b, "PRAGMA depot_cache_kb=0");
+  th_exec(b, "PRAGMA depot_cache_kb=64");
+  depot_ra_test_patient = 1;
+  h0 = depot_ra_hits();
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*3);
+  ck_assert_int_gt(depot_ra_hits() - h0, 100);
+  nThread = thread_count();
+  ck_assert_int_gt(nThread, 1);                 /* b's read-ahead thread */
+  fflush(stdout);
+  fflush(stderr);
+  pid = fork();
+  if( pid==0 ){
+    sqlite3 *c = 0;
+    int rc = 0;
+    if( sqlite3_open_v2(z, &c, SQLITE_OPEN_READWRITE|SQLITE_OPEN_URI, 0) ){
+      _exit(2);
+    }
+    sqlite3_exec(c, "PRAGMA cache_size=10", 0, 0, 0);
+    h0 = depot_ra_hits();
+    if( th_int(c, "SELECT sum(n) FROM t")!=3000*3 ) rc = 3;
+    else if( depot_ra_hits() - h0 <= 100 ) rc = 4;
+    sqlite3_close(c);
+    _exit(rc);
+  }
+  ck_assert_int_gt(pid, 0);
+  ck_assert_int_eq(thread_count(), nThread-1);  /* joined before the fork */
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st)==0, "child status %d", st);
+  th_exec(b, "PRAGMA depot_cache_kb=0");
+  th_exec(b, "PRAGMA depot_cache_kb=64");
+  h0 = depot_ra_hits();
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*3);
+  ck_assert_int_gt(depot_ra_hits() - h0, 100);
+  depot_ra_test_patient = 0;
+  sqlite3_close(b);
+  sqlite3_free(z);
+  fx_close(&f);
+}
+END_TEST
+
 /* ---- concurrent readers and a writer share the map and the cache ---- */
 
 typedef struct Racer Racer;
@@ -773,6 +838,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_readahead_scan);
   tcase_add_test(tc, test_readahead_ring_serves_scan_longer_than_cache);
   tcase_add_test(tc, test_readahead_ring_never_serves_replaced_page);
+  tcase_add_test(tc, test_readahead_fork_stops_threads_and_parent_resumes);
   suite_add_tcase(s, tc);
   return s;
 }
