@@ -527,8 +527,8 @@ int depot_db_read_loc(Store *pStore, DepotCache *pCache, int bScan,
     memset(pOut, 0, szPage);
     return SQLITE_OK;
   }
-  if( pCache && depot_cache_get(pCache, pLoc->iBranch, pgno, iOwner, szPage,
-                                pOut) ){
+  if( pCache && (bScan ? depot_cache_get_scan : depot_cache_get)(pCache,
+                         pLoc->iBranch, pgno, iOwner, szPage, pOut) ){
     return SQLITE_OK;
   }
   id.iBranch = pLoc->iBranch;

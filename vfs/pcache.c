@@ -488,8 +488,9 @@ int64_t depot_cache_used(DepotCache *p){
   return n;
 }
 
-int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
-                    uint64_t iOwner, uint32_t szPage, unsigned char *pOut){
+static int cacheGet(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                    uint64_t iOwner, uint32_t szPage, unsigned char *pOut,
+                    int bScan){
   CacheEntry *e;
   int bHit = 0;
   pthread_mutex_lock(&p->mutex);
@@ -510,9 +511,9 @@ int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
         bHit = 1;
         __atomic_add_fetch(&nSpillRead, 1, __ATOMIC_RELAXED);
         /* back in memory, keeping its slot: evicted again, it needs no
-        ** write */
-        m = cacheReplace(p, pp, e, sizeof(CacheEntry)+szPage,
-                         sizeof(CacheEntry), 1);
+        ** write; a scan's read leaves it in its slot */
+        m = bScan ? 0 : cacheReplace(p, pp, e, sizeof(CacheEntry)+szPage,
+                                     sizeof(CacheEntry), 1);
         if( m ){
           memcpy(m->a, pOut, szPage);
           cacheEvict(p);
@@ -528,6 +529,17 @@ int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
   pthread_mutex_unlock(&p->mutex);
   __atomic_add_fetch(bHit ? &nCacheHit : &nCacheMiss, 1, __ATOMIC_RELAXED);
   return bHit;
+}
+
+int depot_cache_get(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                    uint64_t iOwner, uint32_t szPage, unsigned char *pOut){
+  return cacheGet(p, iBranch, pgno, iOwner, szPage, pOut, 0);
+}
+
+int depot_cache_get_scan(DepotCache *p, uint64_t iBranch, uint32_t pgno,
+                         uint64_t iOwner, uint32_t szPage,
+                         unsigned char *pOut){
+  return cacheGet(p, iBranch, pgno, iOwner, szPage, pOut, 1);
 }
 
 int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,

@@ -50,6 +50,13 @@ int64_t depot_cache_used(DepotCache*);
 int depot_cache_get(DepotCache*, uint64_t iBranch, uint32_t pgno,
                     uint64_t iOwner, uint32_t szPage, unsigned char *pOut);
 
+/* depot_cache_get() for a page a sequential scan reads: a spilled page is
+** read from its slot and stays there (most recently used of the spilled
+** ones), so a scan neither evicts pages from memory nor writes slots for
+** them. */
+int depot_cache_get_scan(DepotCache*, uint64_t iBranch, uint32_t pgno,
+                         uint64_t iOwner, uint32_t szPage, unsigned char *pOut);
+
 /* 1 when the cache holds the page, else 0; neither copies it, moves it
 ** in the LRU order nor counts a hit or a miss (read-ahead asks this). */
 int depot_cache_has(DepotCache*, uint64_t iBranch, uint32_t pgno,

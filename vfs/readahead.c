@@ -205,11 +205,14 @@ static void *raThreadMain(void *pArg){
 static pthread_mutex_t raAllMutex = PTHREAD_MUTEX_INITIALIZER;
 static DepotReadahead *pRaAll = 0;
 static int bRaForking = 0;                /* atomic */
+static pid_t raPid = 0;                   /* this process (atomic): set
+                                          ** by the first depot_ra_new()
+                                          ** and in a child by fork() */
 static pthread_once_t raForkOnce = PTHREAD_ONCE_INIT;
 
 /* In a forked child the thread, its mutex and its ring are the parent's. */
 static int raForeign(DepotReadahead *p){
-  return p->pidOwner!=getpid();
+  return p->pidOwner!=__atomic_load_n(&raPid, __ATOMIC_RELAXED);
 }
 
 /* Stop and join the thread of p, if it runs, and drop its queue: the
@@ -251,8 +254,13 @@ static void raForkRelease(void){
   __atomic_store_n(&bRaForking, 0, __ATOMIC_SEQ_CST);
   pthread_mutex_unlock(&raAllMutex);
 }
+static void raForkChild(void){
+  __atomic_store_n(&raPid, getpid(), __ATOMIC_RELAXED);
+  raForkRelease();
+}
 static void raForkRegister(void){
-  pthread_atfork(raForkPrepare, raForkRelease, raForkRelease);
+  __atomic_store_n(&raPid, getpid(), __ATOMIC_RELAXED);
+  pthread_atfork(raForkPrepare, raForkRelease, raForkChild);
 }
 
 DepotReadahead *depot_ra_new(DepotCache *pCache){
@@ -261,11 +269,11 @@ DepotReadahead *depot_ra_new(DepotCache *pCache){
   memset(p, 0, sizeof(*p));
   p->pCache = pCache;
   p->iBusy = -1;
-  p->pidOwner = getpid();
   depot_mutex_init_adaptive(&p->mutex);
   pthread_cond_init(&p->cond, 0);
   pthread_cond_init(&p->condSlot, 0);
   pthread_once(&raForkOnce, raForkRegister);
+  p->pidOwner = __atomic_load_n(&raPid, __ATOMIC_RELAXED);
   pthread_mutex_lock(&raAllMutex);
   p->pNextAll = pRaAll;
   pRaAll = p;

@@ -845,6 +845,38 @@ START_TEST(test_cache_spill_read_keeps_the_slot){
 }
 END_TEST
 
+/* A scan's read of a spilled page (depot_cache_get_scan()) serves its
+** bytes from the slot and leaves it there: the page in memory stays, no
+** slot is written; an ordinary read then brings it back to memory. */
+START_TEST(test_cache_scan_read_of_spilled_page_stays_spilled){
+  DepotCache *c = depot_cache_new(depot_cache_bytes_for(1, 4096) + 1000);
+  unsigned char a[4096], b[4096];
+  int64_t nW0, nR0, nW1, nR1;
+  depot_cache_set_spill_limit(c, 64*4096);
+  spill_page(a, 1, 4);
+  depot_cache_put(c, 1, 1, 4, 4096, a);
+  spill_page(a, 2, 4);
+  depot_cache_put(c, 1, 2, 4, 4096, a);          /* writes page 1 */
+  depot_cache_spill_counters(&nW0, &nR0);
+  ck_assert_int_eq(depot_cache_get_scan(c, 1, 1, 4, 4096, b), 1);
+  ck_assert_int_eq(depot_cache_get_scan(c, 1, 1, 4, 4096, b), 1);
+  spill_page(a, 1, 4);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  depot_cache_spill_counters(&nW1, &nR1);
+  ck_assert_int_eq(nW1-nW0, 0);                  /* page 2 stayed */
+  ck_assert_int_eq(nR1-nR0, 2);
+  ck_assert_int_eq(depot_cache_get_scan(c, 1, 2, 4, 4096, b), 1);
+  depot_cache_spill_counters(&nW1, &nR1);
+  ck_assert_int_eq(nR1-nR0, 2);                  /* from memory */
+  ck_assert_int_eq(depot_cache_get(c, 1, 1, 4, 4096, b), 1);  /* writes 2 */
+  depot_cache_spill_counters(&nW1, &nR1);
+  ck_assert_int_eq(nW1-nW0, 1);
+  ck_assert_int_eq(nR1-nR0, 3);
+  ck_assert_int_eq(memcmp(a, b, sizeof(a)), 0);
+  depot_cache_free(c);
+}
+END_TEST
+
 /* depot_cache_put_spill() puts a page in the spill file only: it is
 ** served from there, rekeyed or dropped as any spilled page, and the
 ** cache's memory holds its header only. */
@@ -1073,6 +1105,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_cache_spill_serves_evicted_pages);
   tcase_add_test(tc, test_cache_spill_limit_drops_the_oldest);
   tcase_add_test(tc, test_cache_spill_read_keeps_the_slot);
+  tcase_add_test(tc, test_cache_scan_read_of_spilled_page_stays_spilled);
   tcase_add_test(tc, test_cache_spill_drop_and_rekey);
   tcase_add_test(tc, test_cache_put_spill_bypasses_memory);
   tcase_add_test(tc, test_cache_spill_after_fork_uses_a_file_of_its_own);
