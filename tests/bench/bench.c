@@ -351,7 +351,7 @@ static const BenchWorkload aWorkload[] = {
     "stored bytes after depot_compact + depot_gc, time targets off (DEPOT_BENCH_COMPACT_COMMITS)",
     2.00, 1, bench_compact_space },
   { "compact_read",
-    "cold full read of 100 MB / 10k commits, before compaction",
+    "cold full read of 100 MB / 10k commits, no read-ahead, before compaction",
     "same read after depot_compact + depot_gc (DEPOT_BENCH_COMPACT_MB)",
     0.50, 3, bench_compact_read },
   { "compact_pitr",

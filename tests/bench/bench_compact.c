@@ -12,7 +12,9 @@
 **                  space, not compaction's).  Cost: bytes.  Target: at most 2x.  Also printed: the
 **                  stored bytes before compaction and both file sizes.
 **   compact_read   baseline: a cold full read (new connection, decoded-
-**                  page cache off) of a DEPOT_BENCH_COMPACT_MB (default
+**                  page cache and read-ahead off: the work per page that
+**                  the layout decides, on one thread) of a
+**                  DEPOT_BENCH_COMPACT_MB (default
 **                  100) MB database with 100 commits of history per MB
 **                  (10000 for 100 MB: one 1 MB insert per MB, then commits
 **                  that each rewrite 10 random rows), before compaction;
@@ -262,7 +264,7 @@ double bench_compact_read(int bCandidate, const char *zDir){
   if( bReadBuilt==0 ) readBuild(zDir);
   if( bReadBuilt<0 ) return -1.0;
   db = cmpOpen(bCandidate ? zReadAfter : zReadBefore, "main",
-               "&cache_kb=0&compact_after=0");
+               "&cache_kb=0&compact_after=0&readahead=0");
   if( db==0 ) return -1.0;
   t0 = bench_now();
   n = cmpInt(db, "SELECT sum(length(v)) FROM t");
