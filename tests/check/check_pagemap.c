@@ -597,24 +597,41 @@ START_TEST(test_readahead_scan){
 }
 END_TEST
 
+/* The store of f filled by fx_fill(.., 3) (its writer kept in *pa, else
+** closed) and the URI of a reader that reads 64 pages ahead and spills
+** nothing (sqlite3_free() it). */
+static char *ra_store(Fx *f, const char *zName, sqlite3 **pa){
+  sqlite3 *a;
+  fx_open(f, zName);
+  iFxCache = 1;
+  a = fx_db(f, "main");
+  fx_fill(a, 3);
+  if( pa ) *pa = a;
+  else sqlite3_close(a);
+  return sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64"
+                         "&cache_kb=64&spill_kb=0", f->zStore);
+}
+
+/* Open z with a 10-page SQLite cache and the decoded-page cache emptied
+** (64 KiB: 16 of the ~300 pages of the table). */
+static sqlite3 *ra_reader(const char *z){
+  sqlite3 *b = th_open(z);
+  sqlite3_busy_timeout(b, 5000);
+  th_exec(b, "PRAGMA cache_size=10");
+  th_exec(b, "PRAGMA depot_cache_kb=0");
+  th_exec(b, "PRAGMA depot_cache_kb=64");
+  return b;
+}
+
 /* A scan far longer than the decoded-page cache is read ahead to its end:
 ** its pages come from the read-ahead ring, not from the cache. */
 START_TEST(test_readahead_ring_serves_scan_longer_than_cache){
   Fx f;
-  sqlite3 *a, *b;
-  char *z;
+  sqlite3 *b;
+  char *z = ra_store(&f, "pm-ra-ring", 0);
   int64_t h0, q0;
-  fx_open(&f, "pm-ra-ring");
-  iFxCache = 1;
-  a = fx_db(&f, "main");
-  fx_fill(a, 3);
-  sqlite3_close(a);
-  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=0"
-                      "&spill_kb=0", f.zStore);
-  b = th_open(z);
+  b = ra_reader(z);
   sqlite3_free(z);
-  th_exec(b, "PRAGMA depot_cache_kb=64");     /* 16 pages of ~300 */
-  th_exec(b, "PRAGMA cache_size=10");
   depot_ra_test_patient = 1;
   h0 = depot_ra_hits();
   q0 = depot_ra_queued();
@@ -636,18 +653,9 @@ START_TEST(test_readahead_ring_never_serves_replaced_page){
   sqlite3 *a, *b;
   char *z;
   int64_t h0;
-  fx_open(&f, "pm-ra-stale");
-  iFxCache = 1;
-  a = fx_db(&f, "main");
-  fx_fill(a, 3);
-  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=64"
-                      "&spill_kb=0", f.zStore);
-  b = th_open(z);
+  z = ra_store(&f, "pm-ra-stale", &a);
+  b = ra_reader(z);
   sqlite3_free(z);
-  sqlite3_busy_timeout(b, 5000);
-  th_exec(b, "PRAGMA cache_size=10");
-  th_exec(b, "PRAGMA depot_cache_kb=0");
-  th_exec(b, "PRAGMA depot_cache_kb=64");
   depot_ra_test_patient = 1;
   h0 = depot_ra_hits();
   ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*3);
@@ -677,22 +685,13 @@ static int thread_count(void){
 ** own; the parent's connection reads ahead again after the fork. */
 START_TEST(test_readahead_fork_stops_threads_and_parent_resumes){
   Fx f;
-  sqlite3 *a, *b;
+  sqlite3 *b;
   char *z;
   int64_t h0;
   pid_t pid;
   int st = 0, nThread;
-  fx_open(&f, "pm-ra-fork");
-  iFxCache = 1;
-  a = fx_db(&f, "main");
-  fx_fill(a, 3);
-  sqlite3_close(a);
-  z = sqlite3_mprintf("file:%s?vfs=depot&db=app&readahead=64&cache_kb=64"
-                      "&spill_kb=0", f.zStore);
-  b = th_open(z);
-  th_exec(b, "PRAGMA cache_size=10");
-  th_exec(b, "PRAGMA depot_cache_kb=0");
-  th_exec(b, "PRAGMA depot_cache_kb=64");
+  z = ra_store(&f, "pm-ra-fork", 0);
+  b = ra_reader(z);
   depot_ra_test_patient = 1;
   h0 = depot_ra_hits();
   ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*3);
