@@ -1,8 +1,9 @@
 /*
-** readahead.c -- the read-ahead decoder thread of one connection (see
+** readahead.c -- the read-ahead thread of one connection (see
 ** vfs/readahead.h): a queue of spans of stored frames and a ring of
-** decoded pages, guarded by one mutex, and a thread that decodes the
-** queued frames into the ring.
+** decoded pages, guarded by one mutex, and a thread that reads the queued
+** spans through its own store handle and decodes their frames into the
+** ring.
 **
 ** A page's ring slot is its page number modulo the ring's size, which is
 ** larger than the pages read ahead of a scan, so the pages in flight never
@@ -15,6 +16,7 @@
 */
 #include "config.h"
 #include "vfs/readahead.h"
+#include "vfs/db.h"
 #include "vfs/ltx.h"
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT3
@@ -27,14 +29,18 @@ SQLITE_EXTENSION_INIT3
 typedef struct RaJob RaJob;
 struct RaJob {
   RaJob *pNext;
-  uint32_t szPage, n, nBuf;
-  unsigned char *aBuf;
+  uint32_t szPage, n, nBuf, nSpan;
+  DepotRaSpan *aSpan;         /* nSpan spans, after the frames */
   DepotRaFrame aFrame[];      /* n frames */
 };
 
 /* The bytes of the thread's zstd decompression context (libzstd 1.5:
 ** 95,992 for one-shot frames). */
 #define RA_DCTX_BYTES (96*1024)
+
+/* What an open store handle holds beyond its page cache (connection,
+** schema, statements), for depot_ra_limit(). */
+#define RA_STORE_SLACK (256*1024)
 
 /* Done jobs' buffers kept for the next batches. */
 #define RA_KEEP_BUFFERS 2
@@ -52,6 +58,12 @@ struct RaSlot {
 
 struct DepotReadahead {
   DepotCache *pCache;         /* not owned */
+  char *zStore;               /* the store the thread reads */
+  char *zStoreVfs;            /* its store_vfs, or NULL */
+  StoreSqliteConfig cfg;      /* how the thread opens it */
+  Store *pStore;              /* the thread's handle (the thread's alone) */
+  int bNoStore;               /* the handle failed to open (atomic) */
+  int64_t nStoreBytes;        /* memory the handle holds (atomic) */
   pthread_mutex_t mutex;      /* guards every field below */
   pthread_cond_t cond;        /* signalled on a new job and on stop */
   pthread_cond_t condSlot;    /* signalled when the busy slot is done */
@@ -71,6 +83,7 @@ struct DepotReadahead {
   int64_t iBusy;              /* the slot the thread decodes into, or -1 */
   RaSlot *aSlot;
   unsigned char *aPage;       /* nSlot*szSlot bytes */
+  unsigned char *aBuf;        /* the job at hand's stored frames */
   unsigned char *aFree[RA_KEEP_BUFFERS];  /* done jobs' buffers, for reuse */
 };
 
@@ -92,6 +105,7 @@ int64_t depot_ra_hits(void){
 
 #ifdef DEPOT_TEST
 int depot_ra_test_patient = 0;
+int depot_ra_test_no_store = 0;
 #endif
 
 /* 1 when depot_ra_get() is to wait for every queued page (the test
@@ -104,72 +118,164 @@ static int raPatient(void){
 #endif
 }
 
-static void raJobFree(RaJob *j){
-  sqlite3_free(j->aBuf);
-  sqlite3_free(j);
-}
-
-/* Keep the buffer of job j for the next batch if there is room, else free
-** it, and free j (mutex held).  A scan's batches would otherwise each take
+/* Keep the buffer of the job at hand for the next batch if there is room,
+** else free it (mutex held).  A scan's batches would otherwise each take
 ** fresh memory (each its page faults). */
-static void raJobDone(DepotReadahead *p, RaJob *j){
+static void raBufDone(DepotReadahead *p){
   int i;
-  for(i=0; i<RA_KEEP_BUFFERS && j->aBuf; i++){
+  for(i=0; i<RA_KEEP_BUFFERS && p->aBuf; i++){
     if( p->aFree[i]==0 ){
-      p->aFree[i] = j->aBuf;
-      j->aBuf = 0;
+      p->aFree[i] = p->aBuf;
+      p->aBuf = 0;
     }
   }
-  raJobFree(j);
+  sqlite3_free(p->aBuf);
+  p->aBuf = 0;
+}
+
+/* A buffer of at least n bytes for the job at hand, in p->aBuf: a kept
+** one, grown if need be (rounded up to 64 KiB, so that later jobs of
+** about its size fit), else a new one.  0 on success. */
+static int raBufGet(DepotReadahead *p, uint32_t n){
+  uint64_t nAlloc = ((uint64_t)n + 0xffff) & ~0xffffULL;
+  unsigned char *a = 0;
+  int i;
+  pthread_mutex_lock(&p->mutex);
+  for(i=0; i<RA_KEEP_BUFFERS && a==0; i++){
+    a = p->aFree[i];
+    p->aFree[i] = 0;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( a==0 || sqlite3_msize(a)<(sqlite3_uint64)n ){
+    unsigned char *aNew = sqlite3_realloc64(a, nAlloc);
+    if( aNew==0 ) sqlite3_free(a);
+    a = aNew;
+  }
+  pthread_mutex_lock(&p->mutex);
+  p->aBuf = a;
+  pthread_mutex_unlock(&p->mutex);
+  return a==0;
 }
 
 static int raSlotIs(const RaSlot *s, const DepotRaFrame *f){
   return s->pgno==f->pgno && s->iBranch==f->iBranch && s->iOwner==f->iOwner;
 }
 
-/* Decode the frames of j whose slots still wait for them, each into its
-** slot, and add each to the decoded-page cache as a scan's page.  A frame
-** that does not decode leaves its slot EMPTY: the foreground reads and
-** reports it.  Called without the mutex. */
-static void raDecodeJob(DepotReadahead *p, ZSTD_DCtx *pDctx, RaJob *j){
+/* Whether frame f's slot still waits for it (mutex held). */
+static int raWaits(DepotReadahead *p, const RaJob *j, const DepotRaFrame *f){
+  const RaSlot *s;
+  if( p->bStop || j->szPage!=p->szSlot || p->nSlot==0 ) return 0;
+  s = &p->aSlot[f->pgno & (p->nSlot-1)];
+  return s->eState==RA_PENDING && raSlotIs(s, f);
+}
+
+/* Read the span sp of job j into p->aBuf, unless none of its frames' slots
+** waits for it any more.  SQLITE_OK when read, else SQLITE_DONE (nothing
+** waits) or an error (a blob compaction and GC removed, an I/O error: the
+** foreground reads those pages, and reports what it finds). */
+static int raReadSpan(DepotReadahead *p, const RaJob *j,
+                      const DepotRaSpan *sp){
+  const DepotRaFrame *f0 = &j->aFrame[sp->iFrame];
   uint32_t i;
-  for(i=0; i<j->n; i++){
-    const DepotRaFrame *f = &j->aFrame[i];
-    uint32_t iSlot = 0;
-    RaSlot *s = 0;
-    unsigned char *a = 0;
-    int bGo, rc, bFits = f->iOff<=j->nBuf && f->nByte<=j->nBuf-f->iOff;
-    pthread_mutex_lock(&p->mutex);
-    bGo = !p->bStop && j->szPage==p->szSlot && p->nSlot>0;
-    if( bGo ){
-      iSlot = f->pgno & (p->nSlot-1);
-      s = &p->aSlot[iSlot];
-      a = p->aPage + (uint64_t)iSlot*p->szSlot;
-      bGo = s->eState==RA_PENDING && raSlotIs(s, f);
+  int bAny = 0, rc;
+  char *zErr = 0;
+  pthread_mutex_lock(&p->mutex);
+  for(i=0; i<sp->nFrame && !bAny; i++) bAny = raWaits(p, j, &f0[i]);
+  pthread_mutex_unlock(&p->mutex);
+  if( !bAny ) return SQLITE_DONE;
+  if( f0->iOff>j->nBuf || sp->nByte>j->nBuf-f0->iOff ) return SQLITE_CORRUPT;
+  rc = depot_db_read_span(p->pStore, &sp->loc, sp->pgno, sp->nByte,
+                          p->aBuf+f0->iOff, &zErr);
+  sqlite3_free(zErr);
+  return rc;
+}
+
+/* Decode frame f of job j, read, into its slot if the slot still waits for
+** it, and add it to the decoded-page cache as a scan's page.  bRead 0: its
+** span could not be read, the slot goes back to EMPTY (as for a frame that
+** does not decode): the foreground reads and reports it.  Called without
+** the mutex. */
+static void raDecodeFrame(DepotReadahead *p, ZSTD_DCtx *pDctx, RaJob *j,
+                          const DepotRaFrame *f, int bRead){
+  uint32_t iSlot = 0;
+  RaSlot *s = 0;
+  unsigned char *a = 0;
+  int bGo, rc;
+  int bFits = f->iOff<=j->nBuf && f->nByte<=j->nBuf-f->iOff;
+  pthread_mutex_lock(&p->mutex);
+  bGo = raWaits(p, j, f);
+  if( bGo ){
+    iSlot = f->pgno & (p->nSlot-1);
+    s = &p->aSlot[iSlot];
+    a = p->aPage + (uint64_t)iSlot*p->szSlot;
+    p->iBusy = iSlot;
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( !bGo ) return;
+  rc = !bRead ? SQLITE_IOERR : !bFits ? SQLITE_CORRUPT
+     : ltx_decode_frame(p->aBuf+f->iOff, f->nByte, f->pgno, j->szPage,
+                        pDctx, a, 0, 0);
+  pthread_mutex_lock(&p->mutex);
+  p->iBusy = -1;
+  if( s->eState==RA_PENDING && raSlotIs(s, f) ){
+    s->eState = rc==SQLITE_OK ? RA_READY : RA_EMPTY;
+  }
+  if( p->bWaitSlot ){
+    p->bWaitSlot = 0;
+    pthread_cond_broadcast(&p->condSlot);
+  }
+  pthread_mutex_unlock(&p->mutex);
+  if( rc==SQLITE_OK ){
+    /* a's bytes stay this page's: only this thread writes slots, and
+    ** the ring is replaced only while no job is pending */
+    depot_cache_put_scan(p->pCache, f->iBranch, f->pgno, f->iOwner,
+                         j->szPage, a);
+    __atomic_add_fetch(&nRaDecoded, 1, __ATOMIC_RELAXED);
+  }
+}
+
+/* Open the thread's store handle, unless it is open (0), or failed to
+** open before (nonzero; then nothing is read ahead any more). */
+static int raOpenStore(DepotReadahead *p){
+  char *zErr = 0;
+  int rc;
+  if( p->pStore ) return 0;
+  if( __atomic_load_n(&p->bNoStore, __ATOMIC_RELAXED) ) return 1;
+#ifdef DEPOT_TEST
+  if( __atomic_load_n(&depot_ra_test_no_store, __ATOMIC_RELAXED) ){
+    rc = SQLITE_CANTOPEN;
+  }else
+#endif
+  rc = store_open(p->zStore, &p->cfg, &p->pStore, &zErr);
+  sqlite3_free(zErr);
+  if( rc!=SQLITE_OK ){
+    p->pStore = 0;
+    __atomic_store_n(&p->bNoStore, 1, __ATOMIC_RELAXED);
+    return 1;
+  }
+  return 0;
+}
+
+/* Read the spans of j and decode their frames whose slots still wait for
+** them, span by span.  Called without the mutex. */
+static void raRunJob(DepotReadahead *p, ZSTD_DCtx *pDctx, RaJob *j){
+  uint32_t i, k;
+  int bOk = pDctx!=0 && raOpenStore(p)==0 && raBufGet(p, j->nBuf)==0;
+  /* one read transaction for the job's spans, not one each */
+  int bTxn = bOk && store_begin(p->pStore, 0)==SQLITE_OK;
+  for(i=0; i<j->nSpan; i++){
+    const DepotRaSpan *sp = &j->aSpan[i];
+    int rc = bOk ? raReadSpan(p, j, sp) : SQLITE_ERROR;
+    if( rc==SQLITE_DONE ) continue;
+    for(k=0; k<sp->nFrame; k++){
+      raDecodeFrame(p, pDctx, j, &j->aFrame[sp->iFrame+k], rc==SQLITE_OK);
     }
-    if( bGo ) p->iBusy = iSlot;
-    pthread_mutex_unlock(&p->mutex);
-    if( !bGo ) continue;
-    rc = !bFits ? SQLITE_CORRUPT
-       : ltx_decode_frame(j->aBuf+f->iOff, f->nByte, f->pgno, j->szPage,
-                          pDctx, a, 0, 0);
-    pthread_mutex_lock(&p->mutex);
-    p->iBusy = -1;
-    if( s->eState==RA_PENDING && raSlotIs(s, f) ){
-      s->eState = rc==SQLITE_OK ? RA_READY : RA_EMPTY;
-    }
-    if( p->bWaitSlot ){
-      p->bWaitSlot = 0;
-      pthread_cond_broadcast(&p->condSlot);
-    }
-    pthread_mutex_unlock(&p->mutex);
-    if( rc==SQLITE_OK ){
-      /* a's bytes stay this page's: only this thread writes slots, and
-      ** the ring is replaced only while no job is pending */
-      depot_cache_put_scan(p->pCache, f->iBranch, f->pgno, f->iOwner,
-                           j->szPage, a);
-      __atomic_add_fetch(&nRaDecoded, 1, __ATOMIC_RELAXED);
-    }
+  }
+  if( bTxn ) store_rollback(p->pStore);
+  if( p->pStore ){
+    int64_t nUsed = 0, nLimit = 0;
+    store_memory(p->pStore, &nUsed, &nLimit);
+    __atomic_store_n(&p->nStoreBytes, nUsed, __ATOMIC_RELAXED);
   }
 }
 
@@ -188,13 +294,19 @@ static void *raThreadMain(void *pArg){
     p->pHead = j->pNext;
     if( p->pHead==0 ) p->pTail = 0;
     pthread_mutex_unlock(&p->mutex);
-    if( pDctx ) raDecodeJob(p, pDctx, j);
+    raRunJob(p, pDctx, j);
     pthread_mutex_lock(&p->mutex);
     __atomic_sub_fetch(&p->nPending, j->n, __ATOMIC_RELAXED);
-    raJobDone(p, j);
+    raBufDone(p);
+    sqlite3_free(j);
   }
   pthread_mutex_unlock(&p->mutex);
   ZSTD_freeDCtx(pDctx);
+  if( p->pStore ){
+    store_close(p->pStore);
+    p->pStore = 0;
+    __atomic_store_n(&p->nStoreBytes, 0, __ATOMIC_RELAXED);
+  }
   return 0;
 }
 
@@ -233,7 +345,7 @@ static void raStop(DepotReadahead *p){
   while( (j = p->pHead)!=0 ){
     p->pHead = j->pNext;
     __atomic_sub_fetch(&p->nPending, j->n, __ATOMIC_RELAXED);
-    raJobFree(j);
+    sqlite3_free(j);
   }
   p->pTail = 0;
   for(i=0; i<p->nSlot; i++){
@@ -263,11 +375,27 @@ static void raForkRegister(void){
   pthread_atfork(raForkPrepare, raForkRelease, raForkChild);
 }
 
-DepotReadahead *depot_ra_new(DepotCache *pCache){
+DepotReadahead *depot_ra_new(DepotCache *pCache, const char *zStore,
+                             const StoreSqliteConfig *pCfg){
   DepotReadahead *p = sqlite3_malloc64(sizeof(*p));
   if( p==0 ) return 0;
   memset(p, 0, sizeof(*p));
   p->pCache = pCache;
+  p->zStore = sqlite3_mprintf("%s", zStore);
+  p->zStoreVfs = pCfg->zVfs ? sqlite3_mprintf("%s", pCfg->zVfs) : 0;
+  if( p->zStore==0 || (pCfg->zVfs && p->zStoreVfs==0) ){
+    sqlite3_free(p->zStore);
+    sqlite3_free(p->zStoreVfs);
+    sqlite3_free(p);
+    return 0;
+  }
+  /* the thread only reads: no creating, no set-up writes, no long waits */
+  p->cfg = *pCfg;
+  p->cfg.zVfs = p->zStoreVfs;
+  p->cfg.bCreate = 0;
+  p->cfg.bReadOnly = 1;
+  p->cfg.nBusyMs = 100;
+  p->cfg.nCacheKb = DEPOT_RA_STORE_CACHE_KB;
   p->iBusy = -1;
   depot_mutex_init_adaptive(&p->mutex);
   pthread_cond_init(&p->cond, 0);
@@ -292,6 +420,9 @@ void depot_ra_free(DepotReadahead *p){
   pthread_mutex_unlock(&raAllMutex);
   raStop(p);
   for(i=0; i<RA_KEEP_BUFFERS; i++) sqlite3_free(p->aFree[i]);
+  sqlite3_free(p->aBuf);
+  sqlite3_free(p->zStore);
+  sqlite3_free(p->zStoreVfs);
   sqlite3_free(p->aSlot);
   sqlite3_free(p->aPage);
   pthread_cond_destroy(&p->condSlot);
@@ -302,20 +433,19 @@ void depot_ra_free(DepotReadahead *p){
 
 int64_t depot_ra_bytes(DepotReadahead *p){
   int64_t n = 0;
-  RaJob *j;
   int i;
   if( p==0 || raForeign(p) ) return 0;
   pthread_mutex_lock(&p->mutex);
   if( p->bThread ) n += RA_DCTX_BYTES;
   n += (int64_t)p->nSlot*(int64_t)(p->szSlot + sizeof(RaSlot));
   for(i=0; i<RA_KEEP_BUFFERS; i++) n += sqlite3_msize(p->aFree[i]);
-  for(j=p->pHead; j; j=j->pNext) n += sqlite3_msize(j->aBuf);
+  n += sqlite3_msize(p->aBuf);
   pthread_mutex_unlock(&p->mutex);
-  return n;
+  return n + __atomic_load_n(&p->nStoreBytes, __ATOMIC_RELAXED);
 }
 
-int depot_ra_forked(DepotReadahead *p){
-  return raForeign(p);
+int depot_ra_usable(DepotReadahead *p){
+  return !raForeign(p) && !__atomic_load_n(&p->bNoStore, __ATOMIC_RELAXED);
 }
 
 uint32_t depot_ra_pending(DepotReadahead *p){
@@ -331,10 +461,14 @@ static uint32_t raSlots(uint32_t nWindow){
 }
 
 int64_t depot_ra_limit(uint32_t nWindow, uint32_t szPage){
+  int64_t nBuf;
   if( nWindow==0 ) return 0;
+  /* a job covers at most nWindow pages; its buffer is rounded up to 64 KiB
+  ** (raBufGet()) */
+  nBuf = ((int64_t)nWindow*(szPage+LTX_FRAME_HEADER) + 0xffff) & ~0xffffLL;
   return (int64_t)raSlots(nWindow)*(int64_t)(szPage + sizeof(RaSlot))
-       + (2+RA_KEEP_BUFFERS)*(int64_t)nWindow*(int64_t)(szPage+LTX_FRAME_HEADER)
-       + RA_DCTX_BYTES;
+       + (1+RA_KEEP_BUFFERS)*nBuf + RA_DCTX_BYTES
+       + DEPOT_RA_STORE_CACHE_KB*1024LL + RA_STORE_SLACK;
 }
 
 /* Give the ring nSlot slots of szPage bytes, unless it has them.  Only
@@ -363,25 +497,23 @@ static int raRing(DepotReadahead *p, uint32_t nSlot, uint32_t szPage){
 }
 
 int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
-                    const DepotRaFrame *aFrame, unsigned char *aBuf,
-                    uint32_t nBuf, uint32_t nWindow){
+                    const DepotRaFrame *aFrame, uint32_t nSpan,
+                    const DepotRaSpan *aSpan, uint32_t nBuf,
+                    uint32_t nWindow){
   RaJob *j;
   uint32_t nSlot = raSlots(nWindow), i;
   int rc = 1;
-  if( n==0 || raForeign(p) ){
-    sqlite3_free(aBuf);
-    return 1;
-  }
-  j = sqlite3_malloc64(sizeof(*j) + (uint64_t)n*sizeof(DepotRaFrame));
-  if( j==0 ){
-    sqlite3_free(aBuf);
-    return 1;
-  }
+  if( n==0 || nSpan==0 || !depot_ra_usable(p) ) return 1;
+  j = sqlite3_malloc64(sizeof(*j) + (uint64_t)n*sizeof(DepotRaFrame)
+                       + (uint64_t)nSpan*sizeof(DepotRaSpan));
+  if( j==0 ) return 1;
   memset(j, 0, sizeof(*j));
   memcpy(j->aFrame, aFrame, n*sizeof(DepotRaFrame));
+  j->aSpan = (DepotRaSpan*)&j->aFrame[n];
+  memcpy(j->aSpan, aSpan, nSpan*sizeof(DepotRaSpan));
   j->szPage = szPage;
   j->n = n;
-  j->aBuf = aBuf;
+  j->nSpan = nSpan;
   j->nBuf = nBuf;
   pthread_mutex_lock(&p->mutex);
   if( !p->bThread && !__atomic_load_n(&bRaForking, __ATOMIC_SEQ_CST) ){
@@ -408,21 +540,8 @@ int depot_ra_submit(DepotReadahead *p, uint32_t szPage, uint32_t n,
     rc = 0;
   }
   pthread_mutex_unlock(&p->mutex);
-  if( j ) raJobFree(j);
+  sqlite3_free(j);
   return rc;
-}
-
-unsigned char *depot_ra_buffer(DepotReadahead *p){
-  unsigned char *a = 0;
-  int i;
-  if( p==0 || raForeign(p) ) return 0;
-  pthread_mutex_lock(&p->mutex);
-  for(i=0; i<RA_KEEP_BUFFERS && a==0; i++){
-    a = p->aFree[i];
-    p->aFree[i] = 0;
-  }
-  pthread_mutex_unlock(&p->mutex);
-  return a;
 }
 
 int depot_ra_has(DepotReadahead *p, uint64_t iBranch, uint32_t pgno,

@@ -691,7 +691,7 @@ static int depotRaLocate(DepotFile *p, uint32_t pgno, DepotPageLoc *pLoc){
   return rc;
 }
 
-/* The most pages one read-ahead batch (one job of the decoder thread)
+/* The most pages one read-ahead batch (one job of the read-ahead thread)
 ** and one span (frames read with one range read) cover, and the most
 ** stored bytes of a span. */
 #define RA_BATCH_PAGES 256
@@ -702,78 +702,44 @@ static int depotRaLocate(DepotFile *p, uint32_t pgno, DepotPageLoc *pLoc){
 typedef struct RaBatch RaBatch;
 struct RaBatch {
   DepotRaFrame aFrame[RA_BATCH_PAGES];
+  DepotRaSpan aSpan[RA_BATCH_PAGES];
   uint32_t n;                /* frames in aFrame */
-  uint32_t iSpan;            /* aFrame[iSpan..n) are the span not read yet */
-  DepotPageLoc locSpan;      /* location of aFrame[iSpan] */
-  uint32_t nSpan;            /* their stored bytes */
-  unsigned char *aBuf;       /* the frames read so far */
-  uint32_t nBuf;
+  uint32_t nSpan;            /* spans in aSpan, the last one open */
+  uint32_t nBuf;             /* stored bytes of the frames */
 };
 
-/* Read the span of b (frames of one blob, each right after the one
-** before) with one range read, to the end of b->aBuf.  Nonzero on
-** failure (the span is dropped from the batch). */
-static int depotRaReadSpan(DepotFile *p, RaBatch *b){
-  unsigned char *a;
-  char *zErr = 0;
-  uint32_t i, off;
-  if( b->iSpan==b->n ) return 0;
-  if( (uint64_t)sqlite3_msize(b->aBuf) < (uint64_t)b->nBuf + b->nSpan ){
-    /* grown in steps of a quarter batch, not span by span */
-    a = sqlite3_realloc64(b->aBuf, (uint64_t)b->nBuf + b->nSpan
-                                   + (RA_BATCH_PAGES/4)*p->snap.szPage);
-    if( a==0 ){
-      b->n = b->iSpan;
-      return 1;
-    }
-    b->aBuf = a;
-  }
-  a = b->aBuf;
-  if( depot_db_read_span(p->pStore, &b->locSpan, b->aFrame[b->iSpan].pgno,
-                         b->nSpan, a+b->nBuf, &zErr)!=SQLITE_OK ){
-    sqlite3_free(zErr);
-    b->n = b->iSpan;
-    return 1;
-  }
-  for(i=b->iSpan, off=b->nBuf; i<b->n; i++){
-    b->aFrame[i].iOff = off;
-    off += b->aFrame[i].nByte;
-  }
-  b->nBuf = off;
-  b->iSpan = b->n;
-  b->nSpan = 0;
-  return 0;
-}
-
 /* Whether location loc of page pgno is the frame stored right after the
-** span of b, within the bounds of a span. */
+** last span of b, within the bounds of a span. */
 static int depotRaNext(const RaBatch *b, uint32_t pgno,
                        const DepotPageLoc *loc){
-  const DepotPageLoc *a = &b->locSpan;
-  uint32_t n = b->n - b->iSpan;
-  return n>0 && n<RA_SPAN_PAGES && b->nSpan+loc->nByte<=RA_SPAN_BYTES
+  const DepotRaSpan *sp;
+  const DepotPageLoc *a;
+  if( b->nSpan==0 ) return 0;
+  sp = &b->aSpan[b->nSpan-1];
+  a = &sp->loc;
+  return sp->nFrame<RA_SPAN_PAGES
+      && sp->nByte+loc->nByte<=RA_SPAN_BYTES
       && loc->eKind==a->eKind && loc->iBranch==a->iBranch
       && loc->iTxid==a->iTxid && loc->szChunk==a->szChunk
-      && loc->iOffset==a->iOffset+b->nSpan
+      && loc->iOffset==a->iOffset+sp->nByte
       && (a->eKind!=DEPOT_LOC_SHARD
-          || (b->aFrame[b->iSpan].pgno-1)/LAYOUT_SHARD_SIZE
-             ==(pgno-1)/LAYOUT_SHARD_SIZE);
+          || (sp->pgno-1)/LAYOUT_SHARD_SIZE==(pgno-1)/LAYOUT_SHARD_SIZE);
 }
 
 /* Page pgno of the snapshot was just read.  When the last RA_MIN_RUN
-** reads or more came in page order, gather the frames of the next pages
+** reads or more came in page order, locate the frames of the next pages
 ** not already cached or read ahead (up to twice the run past pgno, at
 ** most nReadahead: a short range read ahead little, a scan up to
-** nReadahead), reading each run of frames stored next to each other with
-** one range read, and queue them as one job for the decoder thread.  Best
-** effort: it stops at the first page it cannot locate, and queues nothing
-** while the thread is behind. */
+** nReadahead), as runs of frames stored next to each other (spans, each
+** read with one range read), and queue them as one job for the read-ahead
+** thread.  Best effort: it stops at the first page it cannot locate, and
+** queues nothing while the thread is behind. */
 #define RA_MIN_RUN 4
 static void depotReadAhead(DepotFile *p, uint32_t pgno){
   RaBatch *b;
   uint32_t q, iLast, nWin;
   if( p->nReadahead==0 || p->pRa==0 || !p->bRaCores
-   || depot_ra_forked(p->pRa) ){
+   || !depot_ra_usable(p->pRa) ){
     return;
   }
   if( pgno==p->iRaLast+1
@@ -795,14 +761,14 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
   if( iLast>p->snap.nPage || iLast<pgno ) iLast = p->snap.nPage;
   b = sqlite3_malloc64(sizeof(*b));
   if( b==0 ) return;
-  memset(b, 0, sizeof(*b));
-  b->aBuf = depot_ra_buffer(p->pRa);
+  b->n = b->nSpan = b->nBuf = 0;
   for(q=p->iRaHigh+1; q<=iLast && b->n<RA_BATCH_PAGES; q++){
     DepotPageLoc loc;
     DepotRaFrame *f;
     if( depotRaLocate(p, q, &loc)!=SQLITE_OK ) break;
     p->iRaHigh = q;
     if( (loc.eKind!=DEPOT_LOC_DELTA && loc.eKind!=DEPOT_LOC_SHARD)
+     || loc.nByte==0
      || depot_ra_has(p->pRa, loc.iBranch, q, depot_loc_owner(&loc),
                      p->snap.szPage)
      || depot_cache_has(p->pShared->pCache, loc.iBranch, q,
@@ -810,22 +776,26 @@ static void depotReadAhead(DepotFile *p, uint32_t pgno){
       continue;
     }
     if( !depotRaNext(b, q, &loc) ){
-      if( depotRaReadSpan(p, b) ) break;
-      b->locSpan = loc;
+      DepotRaSpan *sp = &b->aSpan[b->nSpan++];
+      sp->loc = loc;
+      sp->pgno = q;
+      sp->nByte = 0;
+      sp->iFrame = b->n;
+      sp->nFrame = 0;
     }
+    b->aSpan[b->nSpan-1].nByte += loc.nByte;
+    b->aSpan[b->nSpan-1].nFrame++;
     f = &b->aFrame[b->n++];
     f->iBranch = loc.iBranch;
     f->iOwner = depot_loc_owner(&loc);
     f->pgno = q;
+    f->iOff = b->nBuf;
     f->nByte = loc.nByte;
-    b->nSpan += loc.nByte;
+    b->nBuf += loc.nByte;
   }
-  depotRaReadSpan(p, b);
   if( b->n>0 ){
-    depot_ra_submit(p->pRa, p->snap.szPage, b->n, b->aFrame, b->aBuf,
-                    b->nBuf, p->nReadahead);
-  }else{
-    sqlite3_free(b->aBuf);
+    depot_ra_submit(p->pRa, p->snap.szPage, b->n, b->aFrame, b->nSpan,
+                    b->aSpan, b->nBuf, p->nReadahead);
   }
   sqlite3_free(b);
 }
@@ -2372,19 +2342,26 @@ static const sqlite3_io_methods depotIoMethods = {
 
 /* ================= opening ================= */
 
+/* How an open of zName with URI arguments a and open flags opens its
+** store. */
+static void depotStoreConfig(const char *zName, const UriArgs *a, int flags,
+                             StoreSqliteConfig *pCfg){
+  memset(pCfg, 0, sizeof(*pCfg));
+  pCfg->zVfs = a->zStoreVfs;
+  pCfg->iSynchronous = a->iSync;
+  pCfg->nCacheKb = (int)a->nStoreCacheKb;
+  pCfg->bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
+  pCfg->bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
+  pCfg->bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);
+}
+
 /* Open the store zStore (the name, or its store= parameter), check its
 ** layout, find the branch. */
 static int depotOpenStore(DepotFile *p, const char *zName, const char *zStore,
                           const UriArgs *a, int flags, char **pzErr){
   StoreSqliteConfig cfg;
   int rc;
-  memset(&cfg, 0, sizeof(cfg));
-  cfg.zVfs = a->zStoreVfs;
-  cfg.iSynchronous = a->iSync;
-  cfg.nCacheKb = (int)a->nStoreCacheKb;
-  cfg.bCreate = (flags & SQLITE_OPEN_CREATE)!=0;
-  cfg.bReadOnly = (flags & SQLITE_OPEN_READONLY)!=0;
-  cfg.bImmutable = sqlite3_uri_boolean(zName, "immutable", 0);
+  depotStoreConfig(zName, a, flags, &cfg);
   rc = store_open(zStore, &cfg, &p->pStore, pzErr);
   if( rc==SQLITE_OK ) rc = depot_db_check_format(p->pStore, pzErr);
   if( rc==SQLITE_OK ){
@@ -2450,6 +2427,30 @@ static DepotDefaults *depotDefaultsFor(const char *zName){
   return d;
 }
 
+/* The read-ahead of p, whose thread opens the store zStore as this open
+** did: a store file by its full path (the process may change its working
+** directory before the thread opens it). */
+static int depotRaNew(DepotFile *p, const char *zName, const char *zStore,
+                      const UriArgs *a, int flags){
+  StoreSqliteConfig cfg;
+  sqlite3_vfs *pVfs = store_is_pg_uri(zStore) ? 0
+                    : sqlite3_vfs_find(a->zStoreVfs);
+  char *zFull = 0;
+  depotStoreConfig(zName, a, flags, &cfg);
+  if( pVfs ){
+    zFull = sqlite3_malloc64(pVfs->mxPathname+1);
+    if( zFull==0 ) return SQLITE_NOMEM;
+    if( pVfs->xFullPathname(pVfs, zStore, pVfs->mxPathname+1, zFull)
+        !=SQLITE_OK ){
+      sqlite3_free(zFull);
+      zFull = 0;
+    }
+  }
+  p->pRa = depot_ra_new(p->pShared->pCache, zFull ? zFull : zStore, &cfg);
+  sqlite3_free(zFull);
+  return p->pRa ? SQLITE_OK : SQLITE_NOMEM;
+}
+
 static int depotOpenMainWith(DepotFile *p, const char *zName,
                              const char *zDflt, int flags, int *pOutFlags){
   UriArgs a;
@@ -2480,8 +2481,7 @@ static int depotOpenMainWith(DepotFile *p, const char *zName,
     ** already: read-ahead there would add round trips */
     p->nReadahead = a.nReadahead>=0 ? (uint32_t)a.nReadahead
                   : store_is_pg_uri(zStore) ? 0 : URI_DEFAULT_READAHEAD;
-    p->pRa = depot_ra_new(p->pShared->pCache);
-    if( p->pRa==0 ) rc = SQLITE_NOMEM;
+    rc = depotRaNew(p, zName, zStore, &a, flags);
   }
   if( rc==SQLITE_OK ){
     depot_lock_init(&p->lock, p->pStore, p->iBucket, p->zDb, p->zBranch);

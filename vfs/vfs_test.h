@@ -56,4 +56,8 @@ extern int depot_cache_test_spill_fail;
 ** pages come from the read-ahead ring. */
 extern int depot_ra_test_patient;
 
+/* When nonzero, a read-ahead thread's store handle fails to open, as it
+** does when the store file it names is gone (vfs/readahead.c). */
+extern int depot_ra_test_no_store;
+
 #endif /* DEPOT_VFS_TEST_H */

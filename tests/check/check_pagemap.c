@@ -675,6 +675,35 @@ START_TEST(test_readahead_ring_never_serves_replaced_page){
 }
 END_TEST
 
+/* A read-ahead thread reads through a store handle of its own; when that
+** handle cannot be opened (the store file it names is gone), the job it
+** was given is read in the foreground, the connection queues nothing more,
+** and every read gives what the store holds. */
+START_TEST(test_readahead_without_store_handle_reads_in_foreground){
+  Fx f;
+  sqlite3 *b;
+  char *z = ra_store(&f, "pm-ra-nostore", 0);
+  int64_t h0, q0, q1;
+  b = ra_reader(z);
+  sqlite3_free(z);
+  depot_ra_test_no_store = 1;
+  h0 = depot_ra_hits();
+  q0 = depot_ra_queued();
+  ck_assert_int_eq(th_int(b, "SELECT sum(length(pad)) FROM t"), 3000*300);
+  assert_all(b, 3);
+  q1 = depot_ra_queued();
+  ck_assert_int_gt(q1 - q0, 0);      /* queued until the thread failed */
+  th_exec(b, "PRAGMA depot_cache_kb=0");
+  th_exec(b, "PRAGMA depot_cache_kb=64");
+  ck_assert_int_eq(th_int(b, "SELECT sum(n) FROM t"), 3000*3);
+  depot_ra_test_no_store = 0;
+  ck_assert_int_eq(depot_ra_hits() - h0, 0);
+  ck_assert_int_eq(depot_ra_queued(), q1);       /* then nothing more */
+  sqlite3_close(b);
+  fx_close(&f);
+}
+END_TEST
+
 /* The threads of this process (entries of /proc/self/task but . and ..). */
 static int thread_count(void){
   return th_count_suffix("/proc/self/task", "") - 2;
@@ -837,6 +866,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_readahead_scan);
   tcase_add_test(tc, test_readahead_ring_serves_scan_longer_than_cache);
   tcase_add_test(tc, test_readahead_ring_never_serves_replaced_page);
+  tcase_add_test(tc, test_readahead_without_store_handle_reads_in_foreground);
   tcase_add_test(tc, test_readahead_fork_stops_threads_and_parent_resumes);
   suite_add_tcase(s, tc);
   return s;

@@ -21,7 +21,7 @@ kv_btree_test_overlay_limit kv_log_test_file_size wal_fault_new
 wal_fault_free wal_fault_io wal_fault_arm wal_fault_count kv_coord_test_off
 kv_ttl_test_interval kv_ttl_test_before_commit wal_crc32c_test_table
 depot_cache_test_spill_fail
-depot_ra_test_patient"
+depot_ra_test_patient depot_ra_test_no_store"
 STATE="engTestIo engTestWalCfg txnApplyFault verReceiptFault
 verReceiptFaultDup btFailWrites btFailReads logTestSzFile coordTestOff
 ttlTestBeforeCommit"
