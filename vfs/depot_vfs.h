@@ -154,7 +154,9 @@ int depot_store_replica(const char *zStore, int *pbStandby, double *prLag,
 ** them, their encoded frames: at most as many bytes again; a staged batch
 ** encodes in parts of 4 MiB), plus DEPOT_MEMORY_SLACK_KB for what has no limit of its
 ** own (zstd contexts, one staged part's frames, the commit's index and
-** location arrays, malloc's per-chunk overhead and fragmentation).  make
+** location arrays, the free room of the decoded-page cache's slabs (at
+** most 1/16 of cache_kb plus 256 KiB: 4.25 MiB at the default), malloc's
+** per-chunk overhead and fragmentation).  make
 ** bench-speed reports it per size. */
 #define DEPOT_MEMORY_SLACK_KB (16*1024)
 

@@ -18,6 +18,20 @@
 ** spilled entries it inherited and opens its own (the slots of the
 ** parent's file are the parent's to change).  All of it is under the
 ** cache's mutex.
+**
+** Slabs.  An entry that holds its bytes is carved from a slab: one
+** allocation of about CACHE_SLAB_BYTES cut into entries of one page size,
+** with its free entries on a list of its own.  A cache filling up takes
+** one allocation per slab instead of one per page (an allocator's arena
+** that grows page by page costs a system call per page), and evicting
+** and adding pages reuses entries without the allocator.  A slab whose
+** entries are all free goes back to the allocator unless it is the only
+** one of its page size with a free entry.  Spilled entries' headers are
+** allocated one by one.  Before a new slab is taken while the slabs'
+** free room exceeds 1/16 of the limit (pages of another size, a cache
+** that shrank), and when the limit is lowered, every slab with a free
+** entry moves its pages into allocations of their own and is freed: the
+** cache holds at most its limit, plus 1/16 of it, plus a slab.
 */
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
@@ -33,8 +47,11 @@ SQLITE_EXTENSION_INIT3
 #include <unistd.h>
 
 typedef struct CacheEntry CacheEntry;
+typedef struct CacheSlab CacheSlab;
+typedef struct CacheClass CacheClass;
 struct CacheEntry {
   uint64_t iBranch, iOwner;
+  CacheSlab *pSlab;               /* the slab it is carved from, or NULL */
   uint32_t pgno, szPage;
   int bScan;                      /* added by a scan (depot_cache_put_scan) */
   int bMem;                       /* holds its bytes (else: a header) */
@@ -43,6 +60,32 @@ struct CacheEntry {
   CacheEntry *pPrev, *pNext;      /* LRU list, most recent at the head */
   unsigned char a[];              /* szPage bytes (none when spilled) */
 };
+
+/* A slab: nEntry entries of one page size after this header, nFree of
+** them on pFree (linked by pHashNext). */
+struct CacheSlab {
+  CacheSlab *pPrev, *pNext;       /* its class's list: with a free entry,
+                                  ** or full */
+  CacheEntry *pFree;
+  uint32_t nFree, nEntry;
+  CacheClass *pClass;
+};
+
+/* The slabs of one page size. */
+struct CacheClass {
+  uint32_t szPage;
+  uint32_t szStride;              /* bytes of an entry in a slab */
+  CacheSlab *pPart;               /* slabs with a free entry */
+  CacheSlab *pFull;               /* slabs without */
+  CacheClass *pNext;
+};
+
+/* The bytes of a slab: at most CACHE_SLAB_BYTES and at most 1/64 of the
+** cache's limit, and at least CACHE_SLAB_MIN entries; a cache whose limit
+** is too small for that allocates its entries one by one. */
+#define CACHE_SLAB_BYTES (256*1024)
+#define CACHE_SLAB_MIN   4
+#define CACHE_SLAB_HDR ((sizeof(CacheSlab)+15) & ~(size_t)15)
 
 struct DepotCache {
   pthread_mutex_t mutex;          /* guards every field below */
@@ -63,6 +106,9 @@ struct DepotCache {
   int64_t *aFree;                 /* offsets of free slots */
   int nFree, nFreeAlloc;
   CacheEntry *pSpHead, *pSpTail;  /* spilled entries */
+  CacheClass *pClass;             /* the slabs, by page size */
+  int64_t nSlabBytes;             /* bytes of every slab */
+  int64_t nSlabLive;              /* bytes of the entries in use in them */
 };
 
 #define CACHE_MIN_SLOT 16        /* the hash table's first size */
@@ -131,16 +177,130 @@ DepotCache *depot_cache_new(int64_t nMaxBytes){
   return p;
 }
 
+/* Free every slab of p (and so every entry carved from them). */
+static void slabFreeAll(DepotCache *p){
+  while( p->pClass ){
+    CacheClass *c = p->pClass;
+    int iList;
+    for(iList=0; iList<2; iList++){
+      CacheSlab *b = iList ? c->pFull : c->pPart, *pNext;
+      for(; b; b=pNext){ pNext = b->pNext; sqlite3_free(b); }
+    }
+    p->pClass = c->pNext;
+    sqlite3_free(c);
+  }
+  p->nSlabBytes = p->nSlabLive = 0;
+}
+
 void depot_cache_free(DepotCache *p){
   CacheEntry *e, *pNext;
   if( p==0 ) return;
-  for(e=p->pHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
+  for(e=p->pHead; e; e=pNext){ pNext = e->pNext; if( !e->pSlab ) sqlite3_free(e); }
   for(e=p->pSpHead; e; e=pNext){ pNext = e->pNext; sqlite3_free(e); }
+  slabFreeAll(p);
   if( p->fdSpill>=0 ) close(p->fdSpill);
   pthread_mutex_destroy(&p->mutex);
   sqlite3_free(p->aFree);
   sqlite3_free(p->aSlot);
   sqlite3_free(p);
+}
+
+static int64_t cacheEntryBytes(uint32_t szPage);
+static void slabRelease(DepotCache*);
+
+/* Move slab b from list *ppFrom of its class to list *ppTo. */
+static void slabMove(CacheSlab *b, CacheSlab **ppFrom, CacheSlab **ppTo){
+  if( b->pPrev ) b->pPrev->pNext = b->pNext; else *ppFrom = b->pNext;
+  if( b->pNext ) b->pNext->pPrev = b->pPrev;
+  b->pPrev = 0;
+  b->pNext = *ppTo;
+  if( *ppTo ) (*ppTo)->pPrev = b;
+  *ppTo = b;
+}
+
+/* The class of szPage pages, made when new; NULL when out of memory. */
+static CacheClass *slabClass(DepotCache *p, uint32_t szPage){
+  CacheClass *c;
+  for(c=p->pClass; c && c->szPage!=szPage; c=c->pNext){}
+  if( c==0 && (c = sqlite3_malloc64(sizeof(*c)))!=0 ){
+    memset(c, 0, sizeof(*c));
+    c->szPage = szPage;
+    c->szStride = (uint32_t)cacheEntryBytes(szPage);
+    c->pNext = p->pClass;
+    p->pClass = c;
+  }
+  return c;
+}
+
+/* A free entry for a page of szPage bytes, from a slab (a new slab when
+** none of that size has one), or else allocated on its own; NULL when out
+** of memory.  Only its pSlab is set. */
+static CacheEntry *cacheEntryAlloc(DepotCache *p, uint32_t szPage){
+  CacheClass *c = slabClass(p, szPage);
+  CacheSlab *b = 0;
+  CacheEntry *e;
+  if( c && c->pPart==0 && p->nSlabBytes-p->nSlabLive > p->nMax/16 ){
+    /* the room evictions and drops left free in slabs of other sizes
+    ** (or partly used ones) is not reused by this size: give it back */
+    slabRelease(p);
+  }
+  if( c && c->pPart==0 ){
+    int64_t nSlab = p->nMax/64 < CACHE_SLAB_BYTES ? p->nMax/64
+                                                   : CACHE_SLAB_BYTES;
+    int64_t nPer = (nSlab - (int64_t)CACHE_SLAB_HDR) / c->szStride;
+    int64_t nByte = (int64_t)CACHE_SLAB_HDR + nPer*c->szStride;
+    uint32_t i;
+    if( nPer>=CACHE_SLAB_MIN ) b = sqlite3_malloc64(nByte);
+    if( b ){
+      memset(b, 0, sizeof(*b));
+      b->pClass = c;
+      b->nEntry = b->nFree = (uint32_t)nPer;
+      for(i=(uint32_t)nPer; i>0; i--){
+        e = (CacheEntry*)((unsigned char*)b + CACHE_SLAB_HDR
+                          + (size_t)(i-1)*c->szStride);
+        e->szPage = 0;                    /* free */
+        e->pHashNext = b->pFree;
+        b->pFree = e;
+      }
+      b->pNext = 0;
+      c->pPart = b;
+      p->nSlabBytes += nByte;
+    }
+  }
+  if( c==0 || (b = c->pPart)==0 ){
+    e = sqlite3_malloc64(sizeof(*e)+szPage);
+    if( e ) e->pSlab = 0;
+    return e;
+  }
+  e = b->pFree;
+  b->pFree = e->pHashNext;
+  if( --b->nFree==0 ) slabMove(b, &c->pPart, &c->pFull);
+  p->nSlabLive += c->szStride;
+  e->pSlab = b;
+  return e;
+}
+
+/* Give entry e back: to its slab, or to the allocator. */
+static void cacheEntryFree(DepotCache *p, CacheEntry *e){
+  CacheSlab *b = e->pSlab;
+  CacheClass *c;
+  if( b==0 ){
+    sqlite3_free(e);
+    return;
+  }
+  c = b->pClass;
+  e->szPage = 0;                          /* free */
+  e->pHashNext = b->pFree;
+  b->pFree = e;
+  if( b->nFree++==0 ) slabMove(b, &c->pFull, &c->pPart);
+  p->nSlabLive -= c->szStride;
+  if( b->nFree==b->nEntry && (b->pPrev || b->pNext) ){
+    /* empty, and not the only one with a free entry */
+    if( b->pPrev ) b->pPrev->pNext = b->pNext; else c->pPart = b->pNext;
+    if( b->pNext ) b->pNext->pPrev = b->pPrev;
+    p->nSlabBytes -= (int64_t)CACHE_SLAB_HDR + (int64_t)b->nEntry*c->szStride;
+    sqlite3_free(b);
+  }
 }
 
 /* Unlink e from its LRU list: the spilled entries' or the others'. */
@@ -170,9 +330,9 @@ static CacheEntry **cacheFind(DepotCache *p, uint64_t b, uint32_t pgno,
   return pp;
 }
 
-/* The bytes an entry of a szPage page takes. */
+/* The bytes an entry of a szPage page takes (its stride in a slab). */
 static int64_t cacheEntryBytes(uint32_t szPage){
-  return (int64_t)sizeof(CacheEntry) + (int64_t)szPage;
+  return ((int64_t)sizeof(CacheEntry) + (int64_t)szPage + 15) & ~(int64_t)15;
 }
 
 /* The bytes the cache holds: its entries, the spilled entries' headers
@@ -213,7 +373,7 @@ static void cacheRemove(DepotCache *p, CacheEntry **pp, CacheEntry *e){
     p->nSpillHdr -= (int64_t)sizeof(CacheEntry);
   }
   p->nEntry--;
-  sqlite3_free(e);
+  cacheEntryFree(p, e);
 }
 
 /* Drop every spilled entry and forget the file's slots (the file of
@@ -286,9 +446,20 @@ static int spillReady(DepotCache *p){
 ** when out of memory. */
 static CacheEntry *cacheReplace(DepotCache *p, CacheEntry **pp, CacheEntry *e,
                                 size_t nByte, size_t nCopy, int bMem){
-  CacheEntry *n = sqlite3_malloc64(nByte);
+  CacheEntry *n;
+  if( bMem ){
+    n = cacheEntryAlloc(p, e->szPage);
+  }else{
+    n = sqlite3_malloc64(nByte);
+    if( n ) n->pSlab = 0;
+  }
   if( n==0 ) return 0;
-  memcpy(n, e, nCopy);
+  pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner); /* entries may move */
+  {
+    CacheSlab *pSlab = n->pSlab;
+    memcpy(n, e, nCopy);
+    n->pSlab = pSlab;
+  }
   cacheUnlink(p, e);
   *pp = n;                               /* n->pHashNext is e's */
   n->pPrev = n->pNext = 0;
@@ -298,7 +469,7 @@ static CacheEntry *cacheReplace(DepotCache *p, CacheEntry **pp, CacheEntry *e,
   else p->nSpillHdr -= (int64_t)sizeof(CacheEntry);
   if( bMem ) p->nUsed += cacheEntryBytes(n->szPage);
   else p->nSpillHdr += (int64_t)sizeof(CacheEntry);
-  sqlite3_free(e);
+  cacheEntryFree(p, e);
   return n;
 }
 
@@ -440,9 +611,54 @@ static void cacheGrow(DepotCache *p){
   p->nSlot = n;
 }
 
+/* Free every slab that has a free entry, moving its pages into
+** allocations of their own (after the limit is lowered: the room such a
+** slab keeps free is no longer the cache's to hold).  Stops where memory
+** runs out, every list consistent. */
+static void slabRelease(DepotCache *p){
+  CacheClass *c;
+  for(c=p->pClass; c; c=c->pNext){
+    CacheSlab *b, *pNext;
+    for(b=c->pPart; b; b=pNext){
+      uint32_t i;
+      pNext = b->pNext;
+      for(i=0; i<b->nEntry; i++){
+        CacheEntry *e = (CacheEntry*)((unsigned char*)b + CACHE_SLAB_HDR
+                                      + (size_t)i*c->szStride);
+        CacheEntry *m, **pp;
+        size_t n;
+        if( e->szPage==0 ) continue;            /* free */
+        n = sizeof(*e) + e->szPage;
+        if( (m = sqlite3_malloc64(n))==0 ) return;
+        pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
+        memcpy(m, e, n);
+        m->pSlab = 0;
+        *pp = m;
+        if( m->pPrev ) m->pPrev->pNext = m; else p->pHead = m;
+        if( m->pNext ) m->pNext->pPrev = m; else p->pTail = m;
+        e->szPage = 0;
+        e->pHashNext = b->pFree;
+        b->pFree = e;
+        b->nFree++;
+        p->nSlabLive -= c->szStride;
+      }
+      if( b->pPrev ) b->pPrev->pNext = b->pNext; else c->pPart = b->pNext;
+      if( b->pNext ) b->pNext->pPrev = b->pPrev;
+      p->nSlabBytes -= (int64_t)CACHE_SLAB_HDR + (int64_t)b->nEntry*c->szStride;
+      sqlite3_free(b);
+    }
+  }
+}
+
 void depot_cache_set_limit(DepotCache *p, int64_t nMaxBytes){
   pthread_mutex_lock(&p->mutex);
-  p->nMax = nMaxBytes<0 ? 0 : nMaxBytes;
+  if( nMaxBytes<0 ) nMaxBytes = 0;
+  if( nMaxBytes<p->nMax ){
+    p->nMax = nMaxBytes;
+    cacheEvict(p);
+    slabRelease(p);
+  }
+  p->nMax = nMaxBytes;
   cacheEvict(p);
   pthread_mutex_unlock(&p->mutex);
 }
@@ -483,7 +699,7 @@ int64_t depot_cache_limit(DepotCache *p){
 int64_t depot_cache_used(DepotCache *p){
   int64_t n;
   pthread_mutex_lock(&p->mutex);
-  n = cacheBytes(p);
+  n = cacheBytes(p) + (p->nSlabBytes - p->nSlabLive);  /* + free slab room */
   pthread_mutex_unlock(&p->mutex);
   return n;
 }
@@ -567,35 +783,22 @@ int depot_cache_has(DepotCache *p, uint64_t iBranch, uint32_t pgno,
 static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
                      uint64_t iOwner, uint32_t szPage, const unsigned char *a,
                      int eKind){
-  CacheEntry *e = 0, **pp;
+  CacheEntry *e, **pp;
   int64_t nNew = cacheEntryBytes(szPage);
-  int bFits, iTry;
-  /* The entry is allocated and filled without the mutex (an allocation
-  ** may take system calls), between a first check and a second one. */
-  for(iTry=0; iTry<2; iTry++){
-    int bAdd;
-    pthread_mutex_lock(&p->mutex);
-    pp = cacheFind(p, iBranch, pgno, iOwner);
-    bFits = cacheBytes(p)+nNew<=p->nMax || p->pTail==0;
-    bAdd = *pp==0 && cacheBytes(p)-p->nUsed-p->nSpillHdr+nNew<=p->nMax
-        && (eKind==CACHE_READ || bFits
-            || (eKind==CACHE_SCAN && !p->pTail->bScan)
-            || (eKind==CACHE_BULK && (p->pTail->iBranch!=iBranch
-                                      || p->pTail->iOwner!=iOwner)));
-    if( bAdd && e ){
-      *pp = e;
-      cachePushFront(p, e);
-      p->nUsed += nNew;
-      p->nEntry++;
-      cacheGrow(p);
-      cacheEvict(p);
-      e = 0;
-    }
-    pthread_mutex_unlock(&p->mutex);
-    if( !bAdd || iTry==1 ) break;
-    e = sqlite3_malloc64(sizeof(*e)+szPage);
-    if( e==0 ) break;
+  int bFits, bAdd;
+  pthread_mutex_lock(&p->mutex);
+  pp = cacheFind(p, iBranch, pgno, iOwner);
+  bFits = cacheBytes(p)+nNew<=p->nMax || p->pTail==0;
+  bAdd = *pp==0 && cacheBytes(p)-p->nUsed-p->nSpillHdr+nNew<=p->nMax
+      && (eKind==CACHE_READ || bFits
+          || (eKind==CACHE_SCAN && !p->pTail->bScan)
+          || (eKind==CACHE_BULK && (p->pTail->iBranch!=iBranch
+                                    || p->pTail->iOwner!=iOwner)));
+  if( bAdd && (e = cacheEntryAlloc(p, szPage))!=0 ){
+    CacheSlab *pSlab = e->pSlab;
+    pp = cacheFind(p, iBranch, pgno, iOwner);  /* the alloc may move entries */
     memset(e, 0, sizeof(*e));
+    e->pSlab = pSlab;
     e->iSpill = -1;
     e->bMem = 1;
     e->iBranch = iBranch; e->pgno = pgno; e->iOwner = iOwner;
@@ -603,8 +806,14 @@ static void cachePut(DepotCache *p, uint64_t iBranch, uint32_t pgno,
     e->bScan = eKind==CACHE_SCAN
             || (eKind==CACHE_BULK && (iOwner & DEPOT_CACHE_STAGED)!=0);
     memcpy(e->a, a, szPage);
+    *pp = e;
+    cachePushFront(p, e);
+    p->nUsed += nNew;
+    p->nEntry++;
+    cacheGrow(p);
+    cacheEvict(p);
   }
-  sqlite3_free(e);
+  pthread_mutex_unlock(&p->mutex);
 }
 
 void depot_cache_put(DepotCache *p, uint64_t iBranch, uint32_t pgno,
@@ -639,7 +848,7 @@ void depot_cache_put_spill(DepotCache *p, uint64_t iBranch, uint32_t pgno,
       sqlite3_free(h);
     }else{
       CacheEntry **pp = cacheFind(p, iBranch, pgno, iOwner);
-      memset(h, 0, sizeof(*h));
+      memset(h, 0, sizeof(*h));          /* pSlab NULL: its own allocation */
       h->iBranch = iBranch; h->pgno = pgno; h->iOwner = iOwner;
       h->szPage = szPage;
       h->iSpill = iOff;

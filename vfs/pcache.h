@@ -41,8 +41,12 @@ void depot_cache_set_limit(DepotCache*, int64_t nMaxBytes);
 int64_t depot_cache_limit(DepotCache*);
 
 /* The bytes the cache holds now: its pages, their entries' headers, the
-** hash table and the cache itself; at most the limit, except for a table
-** and cache struct (8 KiB) larger than a limit below that. */
+** free room of its slabs, the hash table and the cache itself.  The pages
+** take at most the limit (except for a table and cache struct, 8 KiB,
+** larger than a limit below that); the free room of the slabs their
+** entries are cut from adds at most 1/16 of the limit plus one slab (1/64
+** of the limit, 256 KiB at most), and is given back when the limit is
+** lowered. */
 int64_t depot_cache_used(DepotCache*);
 
 /* Copy the cached page into pOut (szPage bytes) and return 1, or return 0

@@ -635,6 +635,140 @@ START_TEST(test_cache_drop_removes_one_version){
 }
 END_TEST
 
+/* Fill page a of szPage bytes with a pattern of (pgno, owner). */
+static void cache_pattern(unsigned char *a, uint32_t szPage, uint32_t pgno,
+                          uint64_t iOwner){
+  uint32_t i;
+  for(i=0; i<szPage; i++) a[i] = (unsigned char)(pgno*31 + iOwner*7 + i);
+}
+
+/* 1 when the cache holds page (1, pgno, iOwner) with its pattern. */
+static int cache_holds(DepotCache *c, uint32_t pgno, uint64_t iOwner,
+                       uint32_t szPage){
+  unsigned char a[8192], b[8192];
+  if( !depot_cache_get(c, 1, pgno, iOwner, szPage, b) ) return 0;
+  cache_pattern(a, szPage, pgno, iOwner);
+  return memcmp(a, b, szPage)==0;
+}
+
+/* Pages of two sizes share one cache (entries come from slabs of each
+** size): every page reads back as it was put, and the cache holds at
+** most its pages plus one partly used slab of each size. */
+START_TEST(test_cache_slabs_hold_pages_of_two_sizes){
+  int64_t nLimit = 32*1024*1024;
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[8192];
+  uint32_t i;
+  for(i=1; i<=2000; i++){
+    cache_pattern(a, 4096, i, 4);
+    depot_cache_put(c, 1, i, 4, 4096, a);
+    if( i%4==0 ){
+      cache_pattern(a, 8192, i, 8);
+      depot_cache_put(c, 1, i, 8, 8192, a);
+    }
+  }
+  for(i=1; i<=2000; i++){
+    ck_assert_int_eq(cache_holds(c, i, 4, 4096), 1);
+    ck_assert_int_eq(cache_holds(c, i, 8, 8192), i%4==0);
+  }
+  ck_assert_int_le(depot_cache_used(c),
+                   depot_cache_bytes_for(2000, 4096)
+                   + depot_cache_bytes_for(500, 8192) + 2*256*1024);
+  depot_cache_free(c);
+}
+END_TEST
+
+/* Pages of one size evicting those of another (whose slabs they cannot
+** reuse) keep the cache within its limit, plus 1/16 of it, plus a slab;
+** the pages it keeps read back as they were put. */
+START_TEST(test_cache_slabs_of_another_size_are_given_back){
+  int64_t nLimit = 8*1024*1024;
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[8192];
+  uint32_t i;
+  for(i=1; i<=2100; i++){
+    cache_pattern(a, 4096, i, 4);
+    depot_cache_put(c, 1, i, 4, 4096, a);
+  }
+  /* every other page recently used: evictions leave every slab half
+  ** used */
+  for(i=2; i<=2100; i+=2){
+    if( depot_cache_has(c, 1, i, 4, 4096) ){
+      ck_assert_int_eq(cache_holds(c, i, 4, 4096), 1);
+    }
+  }
+  for(i=1; i<=2100; i++){
+    cache_pattern(a, 8192, i, 8);
+    depot_cache_put(c, 1, i, 8, 8192, a);
+    ck_assert_int_le(depot_cache_used(c), nLimit + nLimit/16 + 256*1024);
+  }
+  for(i=2100; i>2000; i--) ck_assert_int_eq(cache_holds(c, i, 8, 8192), 1);
+  for(i=1; i<=2100; i++){
+    if( depot_cache_has(c, 1, i, 4, 4096) ){
+      ck_assert_int_eq(cache_holds(c, i, 4, 4096), 1);
+    }
+  }
+  depot_cache_free(c);
+}
+END_TEST
+
+/* A cache that keeps being refilled past its limit, with pages dropped
+** in between, stays within its limit plus one slab, and serves every
+** page it has as it was put. */
+START_TEST(test_cache_churn_stays_within_limit_and_a_slab){
+  int64_t nLimit = 8*1024*1024;
+  DepotCache *c = depot_cache_new(nLimit);
+  unsigned char a[4096];
+  uint32_t i, nHeld = 0;
+  for(i=1; i<=12000; i++){
+    cache_pattern(a, 4096, i, 1);
+    depot_cache_put(c, 1, i, 1, 4096, a);
+    if( i%3==0 ) depot_cache_drop(c, 1, i-1, 1);
+    ck_assert_int_le(depot_cache_used(c), nLimit + nLimit/64);
+  }
+  for(i=1; i<=12000; i++){
+    if( depot_cache_has(c, 1, i, 1, 4096) ){
+      ck_assert_int_eq(cache_holds(c, i, 1, 4096), 1);
+      nHeld++;
+    }
+  }
+  ck_assert_int_gt(nHeld, 1500);          /* most of 8 MiB of pages */
+  depot_cache_free(c);
+}
+END_TEST
+
+/* Lowering the limit gives back the room of the slabs the evictions left
+** partly used: the cache then holds at most the new limit, and the pages
+** it kept read back as they were put, also after more puts. */
+START_TEST(test_cache_lowered_limit_gives_slab_room_back){
+  DepotCache *c = depot_cache_new(16*1024*1024);
+  int64_t nLow = 1024*1024;
+  unsigned char a[4096];
+  uint32_t i, nHeld = 0;
+  for(i=1; i<=3500; i++){
+    cache_pattern(a, 4096, i, 2);
+    depot_cache_put(c, 1, i, 2, 4096, a);
+  }
+  for(i=1; i<=3500; i+=2) depot_cache_drop(c, 1, i, 2);  /* every slab */
+  depot_cache_set_limit(c, nLow);
+  ck_assert_int_le(depot_cache_used(c), nLow);
+  for(i=1; i<=3500; i++){
+    if( depot_cache_has(c, 1, i, 2, 4096) ){
+      ck_assert_int_eq(cache_holds(c, i, 2, 4096), 1);
+      nHeld++;
+    }
+  }
+  ck_assert_int_gt(nHeld, 100);
+  for(i=4000; i<4500; i++){
+    cache_pattern(a, 4096, i, 2);
+    depot_cache_put(c, 1, i, 2, 4096, a);
+    ck_assert_int_le(depot_cache_used(c), nLow);
+  }
+  ck_assert_int_eq(cache_holds(c, 4499, 2, 4096), 1);
+  depot_cache_free(c);
+}
+END_TEST
+
 /* A bulk transaction's pages (one branch and owner) never evict its own:
 ** past the limit its first pages stay and the rest are not added, while
 ** they evict other entries; a read's page evicts them as any other. */
@@ -1101,6 +1235,10 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_cache_tiny_limit_holds_within_it);
   tcase_add_test(tc, test_cache_scan_pages_do_not_flush_it);
   tcase_add_test(tc, test_cache_drop_removes_one_version);
+  tcase_add_test(tc, test_cache_slabs_hold_pages_of_two_sizes);
+  tcase_add_test(tc, test_cache_slabs_of_another_size_are_given_back);
+  tcase_add_test(tc, test_cache_churn_stays_within_limit_and_a_slab);
+  tcase_add_test(tc, test_cache_lowered_limit_gives_slab_room_back);
   tcase_add_test(tc, test_cache_rekey_moves_kept_entries);
   tcase_add_test(tc, test_cache_spill_serves_evicted_pages);
   tcase_add_test(tc, test_cache_spill_limit_drops_the_oldest);
