@@ -642,6 +642,14 @@ static void cache_pattern(unsigned char *a, uint32_t szPage, uint32_t pgno,
   for(i=0; i<szPage; i++) a[i] = (unsigned char)(pgno*31 + iOwner*7 + i);
 }
 
+/* Put page (1, pgno, iOwner) of szPage bytes with its pattern. */
+static void cache_put_pattern(DepotCache *c, uint32_t pgno, uint64_t iOwner,
+                              uint32_t szPage){
+  unsigned char a[8192];
+  cache_pattern(a, szPage, pgno, iOwner);
+  depot_cache_put(c, 1, pgno, iOwner, szPage, a);
+}
+
 /* 1 when the cache holds page (1, pgno, iOwner) with its pattern. */
 static int cache_holds(DepotCache *c, uint32_t pgno, uint64_t iOwner,
                        uint32_t szPage){
@@ -651,20 +659,32 @@ static int cache_holds(DepotCache *c, uint32_t pgno, uint64_t iOwner,
   return memcmp(a, b, szPage)==0;
 }
 
+/* The pages (1, pgno, iOwner) with pgno from lo to hi (by iStep) that the
+** cache holds, each asserted to read back with its pattern. */
+static uint32_t cache_check_held(DepotCache *c, uint32_t lo, uint32_t hi,
+                                 uint32_t iStep, uint64_t iOwner,
+                                 uint32_t szPage){
+  uint32_t i, nHeld = 0;
+  for(i=lo; i<=hi; i+=iStep){
+    if( depot_cache_has(c, 1, i, iOwner, szPage) ){
+      ck_assert_int_eq(cache_holds(c, i, iOwner, szPage), 1);
+      nHeld++;
+    }
+  }
+  return nHeld;
+}
+
 /* Pages of two sizes share one cache (entries come from slabs of each
 ** size): every page reads back as it was put, and the cache holds at
 ** most its pages plus one partly used slab of each size. */
 START_TEST(test_cache_slabs_hold_pages_of_two_sizes){
   int64_t nLimit = 32*1024*1024;
   DepotCache *c = depot_cache_new(nLimit);
-  unsigned char a[8192];
   uint32_t i;
   for(i=1; i<=2000; i++){
-    cache_pattern(a, 4096, i, 4);
-    depot_cache_put(c, 1, i, 4, 4096, a);
+    cache_put_pattern(c, i, 4, 4096);
     if( i%4==0 ){
-      cache_pattern(a, 8192, i, 8);
-      depot_cache_put(c, 1, i, 8, 8192, a);
+      cache_put_pattern(c, i, 8, 8192);
     }
   }
   for(i=1; i<=2000; i++){
@@ -684,30 +704,19 @@ END_TEST
 START_TEST(test_cache_slabs_of_another_size_are_given_back){
   int64_t nLimit = 8*1024*1024;
   DepotCache *c = depot_cache_new(nLimit);
-  unsigned char a[8192];
   uint32_t i;
   for(i=1; i<=2100; i++){
-    cache_pattern(a, 4096, i, 4);
-    depot_cache_put(c, 1, i, 4, 4096, a);
+    cache_put_pattern(c, i, 4, 4096);
   }
   /* every other page recently used: evictions leave every slab half
   ** used */
-  for(i=2; i<=2100; i+=2){
-    if( depot_cache_has(c, 1, i, 4, 4096) ){
-      ck_assert_int_eq(cache_holds(c, i, 4, 4096), 1);
-    }
-  }
+  cache_check_held(c, 2, 2100, 2, 4, 4096);
   for(i=1; i<=2100; i++){
-    cache_pattern(a, 8192, i, 8);
-    depot_cache_put(c, 1, i, 8, 8192, a);
+    cache_put_pattern(c, i, 8, 8192);
     ck_assert_int_le(depot_cache_used(c), nLimit + nLimit/16 + 256*1024);
   }
   for(i=2100; i>2000; i--) ck_assert_int_eq(cache_holds(c, i, 8, 8192), 1);
-  for(i=1; i<=2100; i++){
-    if( depot_cache_has(c, 1, i, 4, 4096) ){
-      ck_assert_int_eq(cache_holds(c, i, 4, 4096), 1);
-    }
-  }
+  cache_check_held(c, 1, 2100, 1, 4, 4096);
   depot_cache_free(c);
 }
 END_TEST
@@ -718,21 +727,14 @@ END_TEST
 START_TEST(test_cache_churn_stays_within_limit_and_a_slab){
   int64_t nLimit = 8*1024*1024;
   DepotCache *c = depot_cache_new(nLimit);
-  unsigned char a[4096];
-  uint32_t i, nHeld = 0;
+  uint32_t i;
   for(i=1; i<=12000; i++){
-    cache_pattern(a, 4096, i, 1);
-    depot_cache_put(c, 1, i, 1, 4096, a);
+    cache_put_pattern(c, i, 1, 4096);
     if( i%3==0 ) depot_cache_drop(c, 1, i-1, 1);
     ck_assert_int_le(depot_cache_used(c), nLimit + nLimit/64);
   }
-  for(i=1; i<=12000; i++){
-    if( depot_cache_has(c, 1, i, 1, 4096) ){
-      ck_assert_int_eq(cache_holds(c, i, 1, 4096), 1);
-      nHeld++;
-    }
-  }
-  ck_assert_int_gt(nHeld, 1500);          /* most of 8 MiB of pages */
+  /* most of 8 MiB of pages */
+  ck_assert_int_gt(cache_check_held(c, 1, 12000, 1, 1, 4096), 1500);
   depot_cache_free(c);
 }
 END_TEST
@@ -743,25 +745,16 @@ END_TEST
 START_TEST(test_cache_lowered_limit_gives_slab_room_back){
   DepotCache *c = depot_cache_new(16*1024*1024);
   int64_t nLow = 1024*1024;
-  unsigned char a[4096];
-  uint32_t i, nHeld = 0;
+  uint32_t i;
   for(i=1; i<=3500; i++){
-    cache_pattern(a, 4096, i, 2);
-    depot_cache_put(c, 1, i, 2, 4096, a);
+    cache_put_pattern(c, i, 2, 4096);
   }
   for(i=1; i<=3500; i+=2) depot_cache_drop(c, 1, i, 2);  /* every slab */
   depot_cache_set_limit(c, nLow);
   ck_assert_int_le(depot_cache_used(c), nLow);
-  for(i=1; i<=3500; i++){
-    if( depot_cache_has(c, 1, i, 2, 4096) ){
-      ck_assert_int_eq(cache_holds(c, i, 2, 4096), 1);
-      nHeld++;
-    }
-  }
-  ck_assert_int_gt(nHeld, 100);
+  ck_assert_int_gt(cache_check_held(c, 1, 3500, 1, 2, 4096), 100);
   for(i=4000; i<4500; i++){
-    cache_pattern(a, 4096, i, 2);
-    depot_cache_put(c, 1, i, 2, 4096, a);
+    cache_put_pattern(c, i, 2, 4096);
     ck_assert_int_le(depot_cache_used(c), nLow);
   }
   ck_assert_int_eq(cache_holds(c, 4499, 2, 4096), 1);
