@@ -440,13 +440,13 @@ static int spillReady(DepotCache *p){
   return p->fdSpill>=0;
 }
 
-/* Replace entry e (hash chain link *pp) by a copy n of nByte bytes of
+/* Replace entry e (in the hash table) by a copy n of nByte bytes of
 ** which the first nCopy are e's; e's place in the LRU lists goes to n
 ** (bMem says which list), and e is freed.  Returns n, or 0 (and e stays)
 ** when out of memory. */
-static CacheEntry *cacheReplace(DepotCache *p, CacheEntry **pp, CacheEntry *e,
-                                size_t nByte, size_t nCopy, int bMem){
-  CacheEntry *n;
+static CacheEntry *cacheReplace(DepotCache *p, CacheEntry *e, size_t nByte,
+                                size_t nCopy, int bMem){
+  CacheEntry *n, **pp;
   if( bMem ){
     n = cacheEntryAlloc(p, e->szPage);
   }else{
@@ -454,7 +454,9 @@ static CacheEntry *cacheReplace(DepotCache *p, CacheEntry **pp, CacheEntry *e,
     if( n ) n->pSlab = 0;
   }
   if( n==0 ) return 0;
-  pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner); /* entries may move */
+  /* e's hash chain link, found after the allocation (it may move
+  ** entries: slabRelease()) */
+  pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
   {
     CacheSlab *pSlab = n->pSlab;
     memcpy(n, e, nCopy);
@@ -510,7 +512,7 @@ static int spillWrite(DepotCache *p, const unsigned char *a, uint32_t szPage,
 /* Make e (holding its bytes, the memory list's tail) a spilled header:
 ** its bytes go to a slot of the spill file unless they have one already.
 ** 1 done (e is freed), 0 not spilled. */
-static int cacheSpill(DepotCache *p, CacheEntry **pp, CacheEntry *e){
+static int cacheSpill(DepotCache *p, CacheEntry *e){
   int64_t iOff;
   if( (e->iOwner & DEPOT_CACHE_STAGED)!=0
    || p->nSpillHdr + (int64_t)sizeof(CacheEntry) > p->nMax/2
@@ -519,11 +521,10 @@ static int cacheSpill(DepotCache *p, CacheEntry **pp, CacheEntry *e){
   }
   if( e->iSpill<0 ){                  /* after spillReady(): it may reset */
     if( !spillSlot(p, e->szPage, 1, &iOff) ) return 0;
-    pp = cacheFind(p, e->iBranch, e->pgno, e->iOwner);
     if( !spillWrite(p, e->a, e->szPage, iOff) ) return 0;
     e->iSpill = iOff;
   }
-  return cacheReplace(p, pp, e, sizeof(CacheEntry), sizeof(CacheEntry), 0)!=0;
+  return cacheReplace(p, e, sizeof(CacheEntry), sizeof(CacheEntry), 0)!=0;
 }
 
 /* Drop or spill least recently used entries until the cache fits nMax;
@@ -537,8 +538,8 @@ static void cacheEvict(DepotCache *p){
   }
   while( p->pTail && cacheBytes(p) > p->nMax ){
     CacheEntry *e = p->pTail;
-    if( !cacheSpill(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e) ){
-      /* links found before may be stale: cacheSpill() can remove others */
+    if( !cacheSpill(p, e) ){
+      /* cacheSpill() can remove others: find e's link now */
       cacheRemove(p, cacheFind(p, e->iBranch, e->pgno, e->iOwner), e);
     }
   }
@@ -728,7 +729,7 @@ static int cacheGet(DepotCache *p, uint64_t iBranch, uint32_t pgno,
         __atomic_add_fetch(&nSpillRead, 1, __ATOMIC_RELAXED);
         /* back in memory, keeping its slot: evicted again, it needs no
         ** write; a scan's read leaves it in its slot */
-        m = bScan ? 0 : cacheReplace(p, pp, e, sizeof(CacheEntry)+szPage,
+        m = bScan ? 0 : cacheReplace(p, e, sizeof(CacheEntry)+szPage,
                                      sizeof(CacheEntry), 1);
         if( m ){
           memcpy(m->a, pOut, szPage);
