@@ -673,39 +673,27 @@ static int kvcResultError(sqlite3_context *ctx, int rc, const char *zWhat){
 ** records an integer or no kind, in *piOut: 1 if it is one, 0 if the key
 ** needs kvcKeyDecode (which then gives the same integer, or a real, or
 ** SQLITE_CORRUPT).  The common key of a scan, decoded without a KvcVal. */
-/* The double is read from its bits: an exponent e of 0..62 (as a power
-** of two) with no fraction bits below 2^0 is the integer of its mantissa
-** shifted; below 2^0 only +0.0 is one; -2^63 is the one integer at e 63.
-** Anything else (fractions, -0.0, infinities, NaN, |f| >= 2^63) is left
-** to kvcKeyDecode. */
+/* The double is converted and converted back: it is an integer when the
+** round trip gives it again, it lies in [-2^63, 2^63) (the conversion of
+** anything outside, infinities and NaN included, is not used) and it is
+** not -0.0 (whose round trip gives +0.0, equal to it).  Anything else
+** (fractions, -0.0, infinities, NaN, |f| >= 2^63 but -2^63) is left to
+** kvcKeyDecode. */
 static int kvcIntKeyFast(const uint8_t *aKey, int nKey, const uint8_t *aVal,
                          int nVal, int64_t *piOut){
   const uint64_t SIGN = (uint64_t)1<<63;
-  uint64_t u, m;
-  int e;
+  uint64_t u;
+  double f;
+  int64_t i;
   if( nKey!=10 || aKey==0 || aKey[0]!=KVC_KEY_NUM || aKey[9]!=0x00 ) return 0;
   if( nVal!=0 && (aVal==0 || nVal<0 || aVal[0]>KVC_KIND_INT) ) return 0;
   u = kvcGet64(aKey+1);
   u = (u & SIGN) ? (u & ~SIGN) : ~u;       /* the bits of the double */
-  e = (int)((u>>52) & 0x7ff) - 1023;
-  if( e<0 ){
-    if( u!=0 ) return 0;                   /* a fraction, or -0.0 */
-    *piOut = 0;
-    return 1;
-  }
-  if( e>62 ){
-    if( u!=(SIGN | (uint64_t)(1023+63)<<52) ) return 0;
-    *piOut = INT64_MIN;
-    return 1;
-  }
-  m = (u & (((uint64_t)1<<52)-1)) | ((uint64_t)1<<52);
-  if( e<52 ){
-    if( m & (((uint64_t)1<<(52-e))-1) ) return 0;
-    m >>= 52-e;
-  }else{
-    m <<= e-52;
-  }
-  *piOut = (u & SIGN) ? -(int64_t)m : (int64_t)m;
+  memcpy(&f, &u, sizeof(f));
+  if( !(f>=-KVC_TWO63 && f<KVC_TWO63) ) return 0;
+  i = (int64_t)f;
+  if( (double)i!=f || (i==0 && u!=0) ) return 0;
+  *piOut = i;
   return 1;
 }
 

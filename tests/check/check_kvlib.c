@@ -558,6 +558,9 @@ static const char *azCorruptSql[] = {
   "SELECT kvt_raw_key(x'40', x'')",              /* unknown tag */
   "SELECT kvt_raw_key(x'2061000000', x'')",      /* bytes after the end */
   "SELECT kvt_raw_key(x'20610000', x'0900')",    /* impossible kind */
+  "SELECT kvt_raw_key(x'107FFFFFFFFFFFFFFF00', x'')",  /* -0.0 image */
+  "SELECT kvt_raw_key(x'107FFFFFFFFFFFFFFF00', x'010B')",  /* as integer */
+  "SELECT kvt_raw_key(x'10FFF800000000000000', x'')",  /* NaN image */
   "SELECT kvt_raw_value(x'')",
   "SELECT kvt_raw_value(x'00')",
   "SELECT kvt_raw_value(x'0005')",               /* 4-byte int, no bytes */
