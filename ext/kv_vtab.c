@@ -121,10 +121,16 @@ struct VtabTable {
 ** cursor: so a scan that handed out values in place is kept open, snapshot
 ** and all, until xClose.  At most VTAB_KEEP scans are kept per cursor;
 ** once that many are, later scans of the statement copy (TRANSIENT).
-** Point reads, keys and the root's own writes are always copied; so the
-** one place SQLite closes a cursor early (a one-row DELETE or UPDATE,
-** which needs SQLITE_INDEX_SCAN_UNIQUE: point mode) never sees a value
-** handed out in place.  A text whose buffer has a NUL after it
+** Keys and the root's own writes are always copied, and so are the
+** values of point reads, but for one case: a point read with no root of
+** a kv_memory table pins the entry in the map (kv_get_pin) instead of
+** copying it, and its text or blob goes to SQLite in place under a pin
+** of its own that SQLite's destructor gives back
+** (kv_value_result_pinned), so such a value stays valid however long
+** SQLite keeps it: past the one place SQLite closes a cursor early (a
+** one-row DELETE or UPDATE, which needs SQLITE_INDEX_SCAN_UNIQUE: point
+** mode), where no SQLITE_STATIC value may be handed out.  A text whose
+** buffer has a NUL after it
 ** (KV_ENTRY_TERM), in place or copied, goes as a terminated string, so a
 ** host that fetches it with sqlite3_column_text gets it without SQLite
 ** making a terminated copy per row.  A text from a backend whose values
@@ -142,6 +148,9 @@ struct VtabCursor {
   int nPointAlloc;              /* aPoint[] entries with buffers: reused
                                 ** by later xFilter calls */
   KvBuf *aPoint;                /* encoded keys, in output order */
+  const uint8_t *aPin;          /* point mode: current value when pinned
+                                ** (kv_get_pin), else NULL and in val: */
+  int nPin;
   KvBuf val;                    /* point mode: current value, */
   int fVal;                     /* ... KV_ENTRY_TERM when a NUL follows;
                                 ** range mode: val is xColumn's scratch for
@@ -755,7 +764,17 @@ static int vtabOpen(sqlite3_vtab *pVtab, sqlite3_vtab_cursor **ppCsr){
   return SQLITE_OK;
 }
 
+/* Give back the point value's pin, if any. */
+static void vtabPointUnpin(VtabCursor *c){
+  if( c->aPin ){
+    kv_get_unpin(c->aPin);
+    c->aPin = 0;
+    c->nPin = 0;
+  }
+}
+
 static void vtabCursorReset(VtabCursor *c){
+  vtabPointUnpin(c);
   if( c->bStaticUsed ){                 /* keep the scan until xClose */
     c->apKeep[c->nKeep++] = c->pIter;
     c->pIter = 0;
@@ -823,16 +842,17 @@ static int vtabPointSettle(VtabCursor *c){
   VtabTable *p = (VtabTable*)c->base.pVtab;
   int rc = SQLITE_OK, bFound = 0;
   char *zErr = 0;
+  vtabPointUnpin(c);
   while( c->iPoint<c->nPoint && rc==SQLITE_OK ){
     KvBuf *k = &c->aPoint[c->iPoint];
-    rc = kv_get(p->pEng, vtabReadRoot(p), p->zName, p->nName, k->a, k->n,
-                &c->val, &bFound, &zErr);
+    rc = kv_get_pin(p->pEng, vtabReadRoot(p), p->zName, p->nName, k->a,
+                    k->n, &c->val, &c->aPin, &c->nPin, &bFound, &zErr);
     if( rc==SQLITE_OK && bFound ) break;
     c->iPoint++;
   }
   c->bEof = rc!=SQLITE_OK || c->iPoint>=c->nPoint;
-  c->fVal = 0;
-  if( !c->bEof && kv_buf_reserve(&c->val, 1)==SQLITE_OK ){
+  c->fVal = c->aPin ? KV_ENTRY_TERM : 0;   /* a map keeps a NUL after it */
+  if( !c->bEof && c->aPin==0 && kv_buf_reserve(&c->val, 1)==SQLITE_OK ){
     c->val.a[c->val.n] = 0;       /* a text goes terminated (xColumn) */
     c->fVal = KV_ENTRY_TERM;
   }
@@ -1076,6 +1096,10 @@ static int vtabColumn(sqlite3_vtab_cursor *pCsr, sqlite3_context *ctx, int i){
   VtabCursor *c = (VtabCursor*)pCsr;
   if( c->bPoint ){
     const KvBuf *k = &c->aPoint[c->iPoint];
+    if( c->aPin ){
+      if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->aPin, c->nPin);
+      return kv_value_result_pinned(ctx, c->aPin, c->nPin);
+    }
     if( i==0 ) return kv_key_result(ctx, k->a, k->n, c->val.a, c->val.n);
     return kv_value_result_entry(ctx, c->val.a, c->val.n, c->fVal);
   }else{

@@ -174,11 +174,14 @@ struct KvBackend {
   ** is known).  NULL: no messages. */
   void (*xApplyError)(KvBackendTable*, char **pzErr);
   /* Point read of the committed state as it is now, with the engine mutex
-  ** held: the value is copied into *pVal (reset first) when *pbFound.
-  ** For backends whose reads are a lookup in memory: a read with no root
-  ** then takes no snapshot.  NULL: such reads go through xSnapshot. */
+  ** held, for backends whose committed data is a kv_map in memory: when
+  ** *pbFound, *pOut is the entry, pinned (kv_map_value_pin): its bytes
+  ** stay valid after the mutex is released, until the caller's
+  ** kv_map_value_unpin(pOut->aVal).  A read with no root then takes no
+  ** snapshot and copies nothing.  NULL: such reads go through
+  ** xSnapshot. */
   int (*xGetNow)(KvBackendTable*, const uint8_t *aKey, int nKey,
-                 KvBuf *pVal, int *pbFound);
+                 KvMapEntry *pOut, int *pbFound);
   /* xApply writes the batch into the table's own files at once, before
   ** the WAL record is flushed when its commit deferred the flush (a
   ** KV_SYNC_NORMAL commit, kv.h): the engine flushes such a commit anyway

@@ -47,6 +47,7 @@
 */
 #include "config.h"
 #include "ext/kv/codec.h"
+#include "ext/kv/map.h"
 SQLITE_EXTENSION_INIT3
 
 #include <limits.h>
@@ -766,6 +767,30 @@ int kv_value_result_entry(sqlite3_context *ctx, const uint8_t *aVal,
     return kvcValueResult(ctx, aVal, nVal, SQLITE_STATIC, bTerm);
   }
   return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT, bTerm);
+}
+
+/* SQLite's destructor of a value handed out by kv_value_result_pinned:
+** z is the payload, 2 bytes (kind and type) after the pinned aVal. */
+static void kvcPinnedRelease(void *z){
+  kv_map_value_unpin((const uint8_t*)z - 2);
+}
+
+int kv_value_result_pinned(sqlite3_context *ctx, const uint8_t *aVal,
+                           int nVal){
+  if( nVal>2 && aVal[0]<=KVC_KIND_NEGZERO
+   && (aVal[1]==KVC_VAL_TEXT || aVal[1]==KVC_VAL_BLOB) ){
+    const uint8_t *z = aVal+2;
+    int n = nVal-2;
+    kv_map_value_pin(aVal);
+    if( aVal[1]==KVC_VAL_BLOB ){
+      sqlite3_result_blob(ctx, z, n, kvcPinnedRelease);
+    }else{
+      if( memchr(z, 0, (size_t)n)==0 ) n = -1;
+      sqlite3_result_text(ctx, (const char*)z, n, kvcPinnedRelease);
+    }
+    return SQLITE_OK;
+  }
+  return kvcValueResult(ctx, aVal, nVal, SQLITE_TRANSIENT, 1);
 }
 
 int kv_value_result_unterm(sqlite3_context *ctx, const uint8_t *aVal,

@@ -197,6 +197,16 @@ int kv_value_result_entry(sqlite3_context *ctx, const uint8_t *aVal,
 ** the call returns. */
 int kv_value_result_unterm(sqlite3_context *ctx, const uint8_t *aVal,
                            int nVal, KvBuf *pScratch);
+/* kv_value_result for a value pinned in a kv_map (kv_get_pin, map.h): a
+** text or blob goes to SQLite in place, under a pin of its own that
+** SQLite gives back through the destructor it is handed with the value
+** (when the register that holds it is overwritten or its statement is
+** reset), so the bytes outlive the cursor that read them (SQLite closes
+** the cursor of a one-row UPDATE or DELETE before it uses the values);
+** a text with no interior NUL goes NUL-terminated (the map keeps a NUL
+** after every value).  Anything else is decoded and copied. */
+int kv_value_result_pinned(sqlite3_context *ctx, const uint8_t *aVal,
+                           int nVal);
 /* The key as a new sqlite3_value (sqlite3_value_dup semantics: the caller
 ** frees it with sqlite3_value_free), or NULL with *pRc set
 ** (SQLITE_CORRUPT, SQLITE_NOMEM).  Serialised on a private in-memory
@@ -576,6 +586,17 @@ int kv_root_protocol_get(KvRoot*);
 int kv_get(KvEngine*, KvRoot*, const char *zTab, int nTab,
            const uint8_t *aKey, int nKey, KvBuf *pVal, int *pbFound,
            char **pzErr);
+/* kv_get, except that a read with no root of a table whose committed data
+** is a kv_map in memory (kv_memory) copies nothing: the value's bytes are
+** pinned where they are (map.h) and handed over in *paPin / *pnPin, a NUL
+** after them, valid until the caller's kv_get_unpin(*paPin), from any
+** thread; *pVal is then left as it was.  Otherwise *paPin is NULL, *pnPin
+** 0, and the value is in *pVal as kv_get leaves it. */
+int kv_get_pin(KvEngine*, KvRoot*, const char *zTab, int nTab,
+               const uint8_t *aKey, int nKey, KvBuf *pVal,
+               const uint8_t **paPin, int *pnPin, int *pbFound,
+               char **pzErr);
+void kv_get_unpin(const uint8_t *aPin);
 /* Like kv_get with a root, but neutral: registers no read and selects no
 ** protocol, and sees an expired entry (kv.h "Deadlines") as it is stored:
 ** derived data and the TTL sweeper follow the stored rows.  A caller that

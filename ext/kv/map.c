@@ -57,6 +57,7 @@
 SQLITE_EXTENSION_INIT3
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #define KVM_FAN       32
@@ -74,7 +75,9 @@ struct KvmEntry {
   int nKey;
   int nVal;
   uint64_t pfx;               /* kvmPrefix() of the key */
-  uint8_t a[];                /* nKey key bytes, nVal value bytes, a NUL */
+  uint8_t a[];                /* nVal value bytes, a NUL, nKey key bytes:
+                              ** the value first, so that its address
+                              ** finds the entry (kv_map_value_pin) */
 };
 
 struct KvmNode {
@@ -166,14 +169,19 @@ static KvmEntry *kvmEntryNew(const void *aKey, int nKey, const void *aVal,
   if( nKey<0 || nVal<0 ) return 0;
   p = sqlite3_malloc64(sizeof(KvmEntry) + (sqlite3_uint64)nKey + nVal + 1);
   if( p==0 ) return 0;
-  p->a[nKey + nVal] = 0;        /* the value's terminator (map.h) */
+  p->a[nVal] = 0;               /* the value's terminator (map.h) */
   atomic_init(&p->nRef, 1);
   p->nKey = nKey;
   p->nVal = nVal;
   p->pfx = kvmPrefix(aKey, nKey);
-  if( nKey ) memcpy(p->a, aKey, (size_t)nKey);
-  if( nVal ) memcpy(p->a + nKey, aVal, (size_t)nVal);
+  if( nVal ) memcpy(p->a, aVal, (size_t)nVal);
+  if( nKey ) memcpy(p->a + nVal + 1, aKey, (size_t)nKey);
   return p;
+}
+
+/* The key bytes of entry p. */
+static const uint8_t *kvmKeyOf(const KvmEntry *p){
+  return p->a + p->nVal + 1;
 }
 
 static void kvmEntryUnref(KvmEntry *p){
@@ -187,7 +195,7 @@ static int64_t kvmEntryBytes(const KvmEntry *p){
 /* memcmp order, a shorter key before the longer keys it is a prefix of. */
 static int kvmCmp(const KvmEntry *p, const KvmKey *pKey){
   int n = p->nKey<pKey->n ? p->nKey : pKey->n;
-  int c = n ? memcmp(p->a, pKey->a, (size_t)n) : 0;
+  int c = n ? memcmp(kvmKeyOf(p), pKey->a, (size_t)n) : 0;
   return c ? c : p->nKey - pKey->n;
 }
 
@@ -423,9 +431,9 @@ static int kvmFinish(KvMap **ppMap, KvMap *pV, KvMap *pOwn, int rc){
 /* Describe entry i of leaf p in *pOut. */
 static void kvmEntryOut(const KvmNode *p, int i, KvMapEntry *pOut){
   const KvmEntry *pE = p->u.aEnt[i];
-  pOut->aKey = pE->a;
+  pOut->aKey = kvmKeyOf(pE);
   pOut->nKey = pE->nKey;
-  pOut->aVal = pE->a + pE->nKey;
+  pOut->aVal = pE->a;
   pOut->nVal = pE->nVal;
   pOut->rev = p->c.aRev[i];
   pOut->bTomb = p->aTomb[i];
@@ -446,6 +454,19 @@ int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut){
   return 1;
 }
 
+/* The entry whose value bytes start at aVal (KvmEntry.a). */
+static KvmEntry *kvmEntryOfValue(const uint8_t *aVal){
+  return (KvmEntry*)(void*)(aVal - offsetof(KvmEntry, a));
+}
+
+void kv_map_value_pin(const uint8_t *aVal){
+  kvmRef(&kvmEntryOfValue(aVal)->nRef);
+}
+
+void kv_map_value_unpin(const uint8_t *aVal){
+  kvmEntryUnref(kvmEntryOfValue(aVal));
+}
+
 /* ---- insert ---- */
 
 /* Split the full writable node p in two: p keeps the lower half, the new
@@ -460,7 +481,7 @@ static int kvmSplit(KvmNode *p, int nLeft, KvmNode **ppRight,
   if( pR==0 ) return SQLITE_NOMEM;
   if( p->bLeaf ){
     const KvmEntry *pFirst = p->u.aEnt[nLeft];
-    pSep = kvmEntryNew(pFirst->a, pFirst->nKey, 0, 0);
+    pSep = kvmEntryNew(kvmKeyOf(pFirst), pFirst->nKey, 0, 0);
     if( pSep==0 ){
       sqlite3_free(pR);
       return SQLITE_NOMEM;
@@ -561,7 +582,7 @@ static int kvmLeafPut(KvMap *pV, KvmNode *pParent, int iChild, KvmNode *p,
       pOld->bTomb = p->aTomb[i];
       pOld->rev = p->c.aRev[i];
       pOld->nVal = pE->nVal;
-      if( n>0 ) memcpy(pOld->aBuf, pE->a + pE->nKey, (size_t)n);
+      if( n>0 ) memcpy(pOld->aBuf, pE->a, (size_t)n);
     }
     pV->nByte += kvmEntryBytes(pItem->pEnt) - kvmEntryBytes(p->u.aEnt[i]);
     kvmEntryUnref(p->u.aEnt[i]);
@@ -634,7 +655,7 @@ static int kvmPutEntryEx(KvMap **ppMap, KvmEntry *pEnt, uint64_t rev,
   KvmItem item;
   int rc;
   item.pEnt = pEnt;
-  item.key.a = pEnt->a;
+  item.key.a = kvmKeyOf(pEnt);
   item.key.n = pEnt->nKey;
   item.key.pfx = pEnt->pfx;
   item.rev = rev;
@@ -711,7 +732,7 @@ static int kvmBorrow(KvmNode *p, int iLeft){
     int j = pL->n-1;
     if( pR->bLeaf ){
       KvmEntry *pE = pL->u.aEnt[j];
-      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0);
+      KvmEntry *pSep = kvmEntryNew(kvmKeyOf(pE), pE->nKey, 0, 0);
       if( pSep==0 ) return SQLITE_NOMEM;
       kvmLeafInsertFrom(pR, 0, pL, j);
       kvmEntryUnref(p->u.aSep[iLeft+1]);
@@ -728,7 +749,7 @@ static int kvmBorrow(KvmNode *p, int iLeft){
   }else{                                  /* first of pR to end of pL */
     if( pR->bLeaf ){
       KvmEntry *pE = pR->u.aEnt[1];
-      KvmEntry *pSep = kvmEntryNew(pE->a, pE->nKey, 0, 0);
+      KvmEntry *pSep = kvmEntryNew(kvmKeyOf(pE), pE->nKey, 0, 0);
       if( pSep==0 ) return SQLITE_NOMEM;
       kvmLeafInsertFrom(pL, pL->n, pR, 0);
       kvmNodeRemoveAt(pR, 0);

@@ -65,6 +65,18 @@ int64_t kv_map_bytes(const KvMap *p);
 ** 0 if absent. */
 int kv_map_get(const KvMap *p, const void *aKey, int nKey, KvMapEntry *pOut);
 
+/* Pins.  An entry's bytes never change; a put or remove of its key drops
+** the map's reference to it.  kv_map_value_pin(aVal) adds a reference to
+** the entry whose value starts at aVal (the aVal of a KvMapEntry this
+** map's kv_map_get or cursors gave, tombstones and empty values too), so
+** its key and value bytes stay valid, whatever happens to the map, until
+** the matching kv_map_value_unpin(aVal), which frees the entry when no
+** version or pin holds it.  Both may be called from any thread, without
+** the map's owner's lock; pinning needs the entry to be alive (read under
+** that lock, or while the version it was read from is referenced). */
+void kv_map_value_pin(const uint8_t *aVal);
+void kv_map_value_unpin(const uint8_t *aVal);
+
 /* Insert or replace key -> (val, rev, bTomb).  KvMapEntry pointers taken
 ** from the consumed version stay valid only if the caller holds another
 ** reference to it (a snapshot or a cursor); an unshared version is changed

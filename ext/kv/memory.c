@@ -78,12 +78,10 @@ static int memGet(KvBackendSnap *s, const uint8_t *aKey, int nKey,
 }
 
 static int memGetNow(KvBackendTable *p, const uint8_t *aKey, int nKey,
-                     KvBuf *pVal, int *pbFound){
-  KvMapEntry e;
-  *pbFound = kv_map_get(p->pData, aKey, nKey, &e) && !e.bTomb;
-  if( !*pbFound ) return SQLITE_OK;
-  kv_buf_reset(pVal);
-  return kv_buf_append(pVal, e.aVal, e.nVal);
+                     KvMapEntry *pOut, int *pbFound){
+  *pbFound = kv_map_get(p->pData, aKey, nKey, pOut) && !pOut->bTomb;
+  if( *pbFound ) kv_map_value_pin(pOut->aVal);
+  return SQLITE_OK;
 }
 
 static int memCursorOpen(KvBackendSnap *s, KvBackendCursor **pp){

@@ -317,9 +317,14 @@ static int txnExpired(const KvMapEntry *e){
       && kv_value_expired(e->aVal, e->nVal, kv_clock_ms());
 }
 
-/* A read with no root: the latest committed state. */
+/* A read with no root: the latest committed state.  A backend with
+** xGetNow reads under the engine mutex and pins the entry: with paPin,
+** the pinned value is handed over (*paPin, *pnPin; the caller unpins
+** it), else copied into *pVal and unpinned.  Any other backend reads a
+** snapshot taken for the read. */
 static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
                          const uint8_t *aKey, int nKey, KvBuf *pVal,
+                         const uint8_t **paPin, int *pnPin,
                          int *pbFound, char **pzErr){
   KvBackendSnap *pSnap = 0;
   KvTable *pTab;
@@ -335,12 +340,19 @@ static int txnGetDetached(KvEngine *pEng, const char *zTab, int nTab,
   pTab = kvTableFind(pEng, zTab, nTab);
   if( pTab && pTab->pData && pTab->pBackend->xGetNow ){
     /* an in-memory lookup: done under the mutex, no snapshot */
-    rc = pTab->pBackend->xGetNow(pTab->pData, aKey, nKey, pVal, pbFound);
+    rc = pTab->pBackend->xGetNow(pTab->pData, aKey, nKey, &e, pbFound);
     pthread_mutex_unlock(&pEng->mutex);
-    if( rc==SQLITE_OK && *pbFound && pVal->n>=10 && (pVal->a[0] & 0x80)
-     && kv_value_expired(pVal->a, pVal->n, kv_clock_ms()) ){
+    if( rc!=SQLITE_OK || !*pbFound ) return rc;
+    if( txnExpired(&e) ){
       *pbFound = 0;
+    }else if( paPin ){
+      *paPin = e.aVal;
+      *pnPin = e.nVal;
+      return SQLITE_OK;
+    }else{
+      rc = txnCopyOut(pVal, &e);
     }
+    kv_map_value_unpin(e.aVal);
     return rc;
   }
   if( pTab ){
@@ -372,7 +384,8 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
   int rc;
   *pbFound = 0;
   if( p==0 ){
-    return txnGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
+    return txnGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, 0, 0,
+                          pbFound, pzErr);
   }
   if( (rc = txnRootUsable(p, pzErr))!=SQLITE_OK ) return rc;
   if( (rc = kv_root_protocol(p, KV_PROTO_ORDINARY, pzErr))!=SQLITE_OK ){
@@ -391,6 +404,24 @@ int kv_get(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
     if( rc==SQLITE_OK && *pbFound ) rc = txnCopyOut(pVal, &e);
   }
   return rc;
+}
+
+void kv_get_unpin(const uint8_t *aPin){
+  kv_map_value_unpin(aPin);
+}
+
+int kv_get_pin(KvEngine *pEng, KvRoot *p, const char *zTab, int nTab,
+               const uint8_t *aKey, int nKey, KvBuf *pVal,
+               const uint8_t **paPin, int *pnPin, int *pbFound,
+               char **pzErr){
+  *paPin = 0;
+  *pnPin = 0;
+  if( p==0 ){
+    *pbFound = 0;
+    return txnGetDetached(pEng, zTab, nTab, aKey, nKey, pVal, paPin, pnPin,
+                          pbFound, pzErr);
+  }
+  return kv_get(pEng, p, zTab, nTab, aKey, nKey, pVal, pbFound, pzErr);
 }
 
 int kv_peek(KvRoot *p, const char *zTab, int nTab, const uint8_t *aKey,

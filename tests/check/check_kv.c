@@ -1108,6 +1108,67 @@ START_TEST(test_kv_memory_values_in_place_stay_right){
 }
 END_TEST
 
+/* kv_memory point reads with no transaction hand the value to SQLite in
+** place, pinned in the map: the bytes a statement holds stay right while
+** the key is rewritten and deleted by the same connection and by another
+** one on the store, until the statement lets them go; a one-row UPDATE
+** (whose cursor SQLite closes before it writes) moves the right value to
+** a new key; aggregates over points keep the right bytes. */
+START_TEST(test_kv_memory_point_values_pinned_stay_right){
+  char *zDir = th_tmpdir("kv-pin");
+  sqlite3 *db = kv_db(), *db2 = kv_db();
+  sqlite3_stmt *pStmt = 0;
+  const unsigned char *a, *b;
+  char *z;
+  kv_mk(db, "t", zDir, 0);
+  kv_mk(db2, "t", zDir, 0);
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<50) INSERT INTO t SELECT i, printf('text-%04d', i) "
+              "FROM c; INSERT INTO t VALUES(100, x'00ff0102')");
+  ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT value FROM t WHERE key=?1",
+                                      -1, &pStmt, 0), SQLITE_OK);
+  sqlite3_bind_int(pStmt, 1, 5);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  a = sqlite3_column_text(pStmt, 0);
+  ck_assert_str_eq((const char*)a, "text-0005");
+  th_exec(db, "UPDATE t SET value='changed!!' WHERE key=5");
+  th_exec(db2, "DELETE FROM t WHERE key=5");
+  ck_assert_str_eq((const char*)a, "text-0005");
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_DONE);
+  ck_assert_int_eq(sqlite3_reset(pStmt), SQLITE_OK);
+  sqlite3_bind_int(pStmt, 1, 5);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_DONE);      /* deleted */
+  sqlite3_reset(pStmt);
+  sqlite3_bind_int(pStmt, 1, 100);
+  ck_assert_int_eq(sqlite3_step(pStmt), SQLITE_ROW);
+  b = sqlite3_column_blob(pStmt, 0);
+  ck_assert_int_eq(sqlite3_column_bytes(pStmt, 0), 4);
+  th_exec(db2, "UPDATE t SET value=x'' WHERE key=100");
+  ck_assert_int_eq(memcmp(b, "\000\377\001\002", 4), 0);
+  sqlite3_finalize(pStmt);
+
+  th_exec(db, "UPDATE t SET key=1007 WHERE key=7; "
+              "UPDATE t SET value=value||'+' WHERE key=8; "
+              "DELETE FROM t WHERE key=9");
+  z = th_text(db, "SELECT value FROM t WHERE key=1007");
+  ck_assert_str_eq(z, "text-0007");
+  sqlite3_free(z);
+  z = th_text(db, "SELECT value FROM t WHERE key=8");
+  ck_assert_str_eq(z, "text-0008+");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key IN "
+                              "(7, 9, 1007)"), 1);
+  z = th_text(db, "SELECT max(value)||','||min(value)||','||"
+                  "group_concat(value, '/') FROM t WHERE key IN (3, 1, 2, 5)");
+  ck_assert_str_eq(z, "text-0003,text-0001,"
+                      "text-0001/text-0002/text-0003");
+  sqlite3_free(z);
+  sqlite3_close(db2);
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 /* Values as hosts fetch them (sqlite3_column_type, then
 ** sqlite3_column_text / _blob / _int64 / _double and _bytes, as Python's
 ** sqlite3 module does): text with an interior NUL keeps every byte, empty
@@ -3807,6 +3868,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_keys_order_like_sqlite);
   tcase_add_test(tc, test_kv_range_and_in_constraints);
   tcase_add_test(tc, test_kv_memory_values_in_place_stay_right);
+  tcase_add_test(tc, test_kv_memory_point_values_pinned_stay_right);
   tcase_add_loop_test(tc, test_kv_values_reach_column_text_whole, 0, 3);
   tcase_add_loop_test(tc, test_kv_text_held_by_a_scan_survives_rewrites, 0,
                       3);
