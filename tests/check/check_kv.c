@@ -1108,12 +1108,29 @@ START_TEST(test_kv_memory_values_in_place_stay_right){
 }
 END_TEST
 
+/* kv_side_delete(k): deletes key k of table t through the connection
+** given as user data (another connection on the same store), in the
+** middle of the statement that calls it; returns k. */
+static void kv_side_delete(sqlite3_context *ctx, int argc,
+                           sqlite3_value **argv){
+  sqlite3 *db2 = (sqlite3*)sqlite3_user_data(ctx);
+  char *z = sqlite3_mprintf("DELETE FROM t WHERE key=%lld",
+                            sqlite3_value_int64(argv[0]));
+  int rc = sqlite3_exec(db2, z, 0, 0, 0);
+  (void)argc;
+  sqlite3_free(z);
+  if( rc!=SQLITE_OK ) sqlite3_result_error(ctx, sqlite3_errmsg(db2), -1);
+  else sqlite3_result_value(ctx, argv[0]);
+}
+
 /* kv_memory point reads with no transaction hand the value to SQLite in
 ** place, pinned in the map: the bytes a statement holds stay right while
 ** the key is rewritten and deleted by the same connection and by another
-** one on the store, until the statement lets them go; a one-row UPDATE
-** (whose cursor SQLite closes before it writes) moves the right value to
-** a new key; aggregates over points keep the right bytes. */
+** one on the store, until the statement lets them go, also when SQLite
+** keeps a value past the cursor's move to the next point (min()/max()
+** over an IN list whose keys another connection deletes as the statement
+** reads them); a one-row UPDATE (whose cursor SQLite closes before it
+** writes) moves the right value to a new key. */
 START_TEST(test_kv_memory_point_values_pinned_stay_right){
   char *zDir = th_tmpdir("kv-pin");
   sqlite3 *db = kv_db(), *db2 = kv_db();
@@ -1163,6 +1180,14 @@ START_TEST(test_kv_memory_point_values_pinned_stay_right){
   ck_assert_str_eq(z, "text-0003,text-0001,"
                       "text-0001/text-0002/text-0003");
   sqlite3_free(z);
+  ck_assert_int_eq(sqlite3_create_function(db, "kv_side_delete", 1,
+                       SQLITE_UTF8, db2, kv_side_delete, 0, 0), SQLITE_OK);
+  z = th_text(db, "SELECT max(value)||','||min(value)||','||"
+                  "sum(kv_side_delete(key)) FROM t WHERE key IN (40, 30, 20)");
+  ck_assert_str_eq(z, "text-0040,text-0020,90");
+  sqlite3_free(z);
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM t WHERE key IN "
+                              "(20, 30, 40)"), 0);
   sqlite3_close(db2);
   sqlite3_close(db);
   sqlite3_free(zDir);
