@@ -448,6 +448,7 @@ static void kvmPrefetchNode(const KvmNode *p){
 #if defined(__GNUC__)
   const char *a = (const char*)p;
   size_t i;
+#pragma GCC unroll 16
   for(i=0; i<sizeof(*p); i+=64) __builtin_prefetch(a+i);
   __builtin_prefetch(a+sizeof(*p)-1);
 #else
