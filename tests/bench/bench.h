@@ -82,6 +82,9 @@ double bench_kvsql_btree_upsert1_full(int bCandidate, const char *zDir);
 double bench_kvsql_log_upsert1_full(int bCandidate, const char *zDir);
 double bench_kvsql_memory_upsert1(int bCandidate, const char *zDir);
 double bench_kvsql_memory_upsertN(int bCandidate, const char *zDir);
+double bench_kvsql_floor_point(int bCandidate, const char *zDir);
+double bench_kvsql_floor_range(int bCandidate, const char *zDir);
+double bench_kvsql_floor_scan(int bCandidate, const char *zDir);
 double bench_kvsql_btree_8conn(int bCandidate, const char *zDir);
 
 /* tests/bench/bench_twopc.c: mixed KV + file transactions. */
