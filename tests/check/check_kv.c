@@ -2989,6 +2989,81 @@ START_TEST(test_kv_two_threads_overlapping_keys_one_commits){
 }
 END_TEST
 
+/* Point readers against a writer: every value a reader gets is one the
+** writer wrote for that key, whole, while the writer replaces the entries
+** the readers have pinned (ThreadSanitizer and ASan check the pins). */
+#define PIN_KEYS    16
+#define PIN_ROUNDS  400
+
+typedef struct KvPinRace KvPinRace;
+struct KvPinRace {
+  const char *zDir;
+  int bWriter;
+  int nBad;
+};
+
+static void *kvPinRaceThread(void *pArg){
+  KvPinRace *p = (KvPinRace*)pArg;
+  sqlite3 *db = 0;
+  sqlite3_stmt *pStmt = 0;
+  char *zSql;
+  int i, k;
+  sqlite3_open(":memory:", &db);
+  zSql = sqlite3_mprintf("CREATE VIRTUAL TABLE t USING kv_memory(dir='%q')",
+                         p->zDir);
+  sqlite3_exec(db, zSql, 0, 0, 0);
+  sqlite3_free(zSql);
+  sqlite3_prepare_v2(db, p->bWriter
+      ? "INSERT OR REPLACE INTO t VALUES(?1, printf('k%02d-r%06d-', ?1, ?2))"
+      : "SELECT value FROM t WHERE key=?1", -1, &pStmt, 0);
+  for(i=0; i<PIN_ROUNDS; i++){
+    for(k=0; k<PIN_KEYS; k++){
+      int rc;
+      sqlite3_bind_int(pStmt, 1, k);
+      if( p->bWriter ) sqlite3_bind_int(pStmt, 2, i);
+      rc = sqlite3_step(pStmt);
+      if( !p->bWriter && rc==SQLITE_ROW ){
+        const char *z = (const char*)sqlite3_column_text(pStmt, 0);
+        char zWant[8];
+        snprintf(zWant, sizeof(zWant), "k%02d-r", k);
+        if( z==0 || sqlite3_column_bytes(pStmt, 0)!=12
+         || memcmp(z, zWant, 5)!=0 || z[11]!='-' ){
+          p->nBad++;
+        }
+      }else if( rc!=SQLITE_DONE ){
+        p->nBad++;
+      }
+      sqlite3_reset(pStmt);
+    }
+  }
+  sqlite3_finalize(pStmt);
+  sqlite3_close(db);
+  return 0;
+}
+
+START_TEST(test_kv_memory_pinned_point_reads_race_a_writer){
+  char *zDir = th_tmpdir("kv-pin-race");
+  sqlite3 *db = kv_db();
+  pthread_t a[4];
+  KvPinRace r[4];
+  int i;
+  kv_mk(db, "t", zDir, 0);
+  th_exec(db, "WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM c "
+              "WHERE i<15) INSERT INTO t SELECT i, printf('k%02d-r%06d-', i, "
+              "0) FROM c");
+  for(i=0; i<4; i++){
+    r[i].zDir = zDir; r[i].bWriter = i==0; r[i].nBad = 0;
+    ck_assert_int_eq(pthread_create(&a[i], 0, kvPinRaceThread, &r[i]), 0);
+  }
+  for(i=0; i<4; i++) pthread_join(a[i], 0);
+  for(i=0; i<4; i++) ck_assert_int_eq(r[i].nBad, 0);
+  kv_rows_eq(db, "SELECT count(*) AS x FROM t "
+                 "WHERE value LIKE '%-r000399-'", "16");
+  sqlite3_close(db);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 #define BANK_ACCOUNTS 8
 #define BANK_THREADS  4
 #define BANK_MOVES    300
@@ -3894,6 +3969,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_range_and_in_constraints);
   tcase_add_test(tc, test_kv_memory_values_in_place_stay_right);
   tcase_add_test(tc, test_kv_memory_point_values_pinned_stay_right);
+  tcase_add_test(tc, test_kv_memory_pinned_point_reads_race_a_writer);
   tcase_add_loop_test(tc, test_kv_values_reach_column_text_whole, 0, 3);
   tcase_add_loop_test(tc, test_kv_text_held_by_a_scan_survives_rewrites, 0,
                       3);
