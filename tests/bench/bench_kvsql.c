@@ -54,8 +54,9 @@
 
 #define KS_ROWS    20000
 #define KS_POINT   20000
-#define KS_RANGE   10000         /* 20 rows each: 50-100 ms, over the timer
-                                 ** and scheduling noise of a 10 ms run */
+#define KS_RANGE   10000         /* 20 rows each: 50-100 ms, long enough
+                                 ** that timer and scheduling noise do not
+                                 ** decide the median */
 #define KS_SPAN    20
 #define KS_SCAN    20
 #define KS_UP1     2000

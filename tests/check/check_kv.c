@@ -3022,7 +3022,11 @@ static void *kvPinRaceThread(void *pArg){
       sqlite3_bind_int(pStmt, 1, k);
       if( p->bWriter ) sqlite3_bind_int(pStmt, 2, i);
       rc = sqlite3_step(pStmt);
-      if( !p->bWriter && rc==SQLITE_ROW ){
+      if( p->bWriter ){
+        if( rc!=SQLITE_DONE ) p->nBad++;
+      }else if( rc!=SQLITE_ROW ){
+        p->nBad++;                      /* every key is always there */
+      }else{
         const char *z = (const char*)sqlite3_column_text(pStmt, 0);
         char zWant[8];
         snprintf(zWant, sizeof(zWant), "k%02d-r", k);
@@ -3030,8 +3034,6 @@ static void *kvPinRaceThread(void *pArg){
          || memcmp(z, zWant, 5)!=0 || z[11]!='-' ){
           p->nBad++;
         }
-      }else if( rc!=SQLITE_DONE ){
-        p->nBad++;
       }
       sqlite3_reset(pStmt);
     }
