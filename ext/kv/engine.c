@@ -250,6 +250,38 @@ static int engIsGidTable(const WalTableActions *pT){
       && pT->aAction[0].nKey<=KV_GID_MAX_BYTES && pT->aAction[0].nVal==8;
 }
 
+/* ------------------------------------------------- root children --- */
+
+KvChild *kvRootChildNew(KvRoot *p){
+  KvChild *c;
+  if( p->apChild==0 ){
+    p->apChild = p->aChildIn;
+    p->nChildAlloc = KV_ROOT_CHILDREN;
+  }
+  if( p->nChild==p->nChildAlloc ){
+    int nNew = p->nChildAlloc*2;
+    KvChild **a = sqlite3_malloc64(nNew*sizeof(KvChild*));
+    if( a==0 ) return 0;
+    memcpy(a, p->apChild, p->nChild*sizeof(KvChild*));
+    if( p->apChild!=p->aChildIn ) sqlite3_free(p->apChild);
+    p->apChild = a;
+    p->nChildAlloc = nNew;
+  }
+  c = p->nChild==0 ? &p->child0 : sqlite3_malloc64(sizeof(*c));
+  if( c==0 ) return 0;
+  memset(c, 0, sizeof(*c));
+  p->apChild[p->nChild++] = c;
+  return c;
+}
+
+void kvRootChildrenFree(KvRoot *p){
+  int i;
+  for(i=1; i<p->nChild; i++) sqlite3_free(p->apChild[i]);
+  if( p->apChild!=p->aChildIn ) sqlite3_free(p->apChild);
+  p->apChild = 0;
+  p->nChild = p->nChildAlloc = 0;
+}
+
 /* The child of in-doubt root p on table t, made if needed. */
 static int engInDoubtChild(KvRoot *p, KvTable *t, KvChild **ppChild){
   KvChild *c;
@@ -257,21 +289,11 @@ static int engInDoubtChild(KvRoot *p, KvTable *t, KvChild **ppChild){
   for(i=0; i<p->nChild; i++){
     if( p->apChild[i]->pTab==t ){ *ppChild = p->apChild[i]; return SQLITE_OK; }
   }
-  if( p->nChild==p->nChildAlloc ){
-    int nNew = p->nChildAlloc ? p->nChildAlloc*2 : 4;
-    KvChild **a = sqlite3_realloc64(p->apChild, nNew*sizeof(KvChild*));
-    if( a==0 ) return SQLITE_NOMEM;
-    p->apChild = a;
-    p->nChildAlloc = nNew;
-  }
-  c = sqlite3_malloc64(sizeof(*c));
-  if( c==0 ) return SQLITE_NOMEM;
-  memset(c, 0, sizeof(*c));
+  if( (c = kvRootChildNew(p))==0 ) return SQLITE_NOMEM;
   c->pTab = t;
   t->nRef++;
   c->iSnap = p->pEng->iSeq;
   c->pWrite = kv_map_new();
-  p->apChild[p->nChild++] = c;
   *ppChild = c;
   return c->pWrite ? SQLITE_OK : SQLITE_NOMEM;
 }
@@ -1784,11 +1806,10 @@ static void engInDoubtFree(KvRoot *p){
     kvTableUnref(c->pTab);
     kv_map_unref(c->pWrite);
     kv_map_unref(c->pRead);
-    sqlite3_free(c);
   }
+  kvRootChildrenFree(p);
   for(i=0; i<p->nConflict; i++) sqlite3_free((char*)p->aConflict[i].zTable);
   sqlite3_free(p->aConflict);
-  sqlite3_free(p->apChild);
   sqlite3_free(p->zGid);
   sqlite3_free(p->zHeldBy);
   sqlite3_free(p->zCond);

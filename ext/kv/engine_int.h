@@ -157,6 +157,9 @@ struct KvEngine {
                                 ** catch-up word (engine.c), store thread */
 };
 
+/* Children a root holds without an allocation of their list. */
+#define KV_ROOT_CHILDREN 4
+
 /* One table touched by a root. */
 struct KvChild {
   KvTable *pTab;                /* holds a reference */
@@ -167,6 +170,9 @@ struct KvChild {
                                 ** first read (txn.c) */
   KvMap *pWrite;                /* key -> value or tombstone */
   KvMap *pRead;                 /* keys of point reads */
+  int bWatch;                   /* a write bound it (kv_root_touch): the
+                                ** prepare checks the table's catalog entry
+                                ** even with no key read or written */
   KvMap *pRange;                /* range reads: low key -> high key (an
                                 ** empty high key: no upper bound) */
   KvMap *pDelta;                /* counter deltas (kv_counter_add): key ->
@@ -193,7 +199,10 @@ struct KvRoot {
   int eState;
   int bRemove;                  /* did remove_table */
   int nChild, nChildAlloc;
-  KvChild **apChild;            /* first-touch order */
+  KvChild **apChild;            /* first-touch order: aChildIn until more
+                                ** than KV_ROOT_CHILDREN (kvRootChildNew) */
+  KvChild *aChildIn[KV_ROOT_CHILDREN];
+  KvChild child0;               /* apChild[0]'s storage */
   KvChild *pSchema;
   int nNew;
   KvTable **apNew;              /* tables created here (pending) */
@@ -519,6 +528,14 @@ int kvNoteReads(KvRoot*, const char *zTab, int nTab,
 ** reservations stay).  Such a root holds only table references, maps and
 ** text, which engine.c frees at close without touching the WAL. */
 void kvRootDetach(KvRoot*);
+/* A zeroed child appended to root p's list, NULL on OOM.  The first
+** child lives in the root (KvRoot.child0) and the list in the root's
+** array until it outgrows it, so a root of one table allocates neither. */
+KvChild *kvRootChildNew(KvRoot *p);
+/* Free the storage of root p's children and their list (each child's maps
+** and references are the caller's to release first); the list is empty
+** after. */
+void kvRootChildrenFree(KvRoot *p);
 /* Prepare with an extra check run under the engine mutex before the
 ** standard conflict checks (xCheck may add conflicts). */
 int kvRootPrepareEx(KvRoot*, int (*xCheck)(KvRoot*, void*), void *pArg,

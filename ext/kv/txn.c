@@ -100,22 +100,13 @@ int kv_root_protocol(KvRoot *p, int eProto, char **pzErr){
 
 static int txnChildAdd(KvRoot *p, KvTable *pTab, uint64_t iSnap,
                       KvBackendSnap *pSnap, KvChild **ppChild){
-  KvChild *c = sqlite3_malloc64(sizeof(*c));
-  if( c==0 ) return SQLITE_NOMEM;
-  memset(c, 0, sizeof(*c));
+  KvMap *pWrite = kv_map_new();
+  KvChild *c = pWrite ? kvRootChildNew(p) : 0;
+  if( c==0 ){ kv_map_unref(pWrite); return SQLITE_NOMEM; }
   c->pTab = pTab;
   c->iSnap = iSnap;
   c->pSnap = pSnap;
-  c->pWrite = kv_map_new();
-  if( c->pWrite==0 ){ sqlite3_free(c); return SQLITE_NOMEM; }
-  if( p->nChild==p->nChildAlloc ){
-    int nNew = p->nChildAlloc ? p->nChildAlloc*2 : 4;
-    KvChild **a = sqlite3_realloc64(p->apChild, nNew*sizeof(KvChild*));
-    if( a==0 ){ kv_map_unref(c->pWrite); sqlite3_free(c); return SQLITE_NOMEM; }
-    p->apChild = a;
-    p->nChildAlloc = nNew;
-  }
-  p->apChild[p->nChild++] = c;
+  c->pWrite = pWrite;
   *ppChild = c;
   return SQLITE_OK;
 }
@@ -184,7 +175,9 @@ int kvChildSnapLocked(KvRoot *p, KvChild *c, char **pzErr){
   rc = c->pTab->pBackend->xSnapshot(c->pTab->pData, &c->pSnap);
   if( rc!=SQLITE_OK ) return rc;
   c->bSnapLater = 0;
-  if( kv_map_count(c->pWrite)==0 && c->pRead==0 ) c->iSnap = p->pEng->iSeq;
+  if( kv_map_count(c->pWrite)==0 && c->pRead==0 && !c->bWatch ){
+    c->iSnap = p->pEng->iSeq;
+  }
   return SQLITE_OK;
 }
 
@@ -1105,10 +1098,7 @@ int kv_root_touch(KvRoot *p, const char *zTab, int nTab, int bWatch,
                   char **pzErr){
   KvChild *c = 0;
   int rc = txnBind(p, zTab, nTab, 1, &c, pzErr);
-  if( rc==SQLITE_OK && bWatch && c->pRead==0 ){
-    /* an empty read set: the prepare checks the table's catalog entry */
-    if( (c->pRead = kv_map_new())==0 ) rc = SQLITE_NOMEM;
-  }
+  if( rc==SQLITE_OK && bWatch ) c->bWatch = 1;
   return rc;
 }
 
@@ -1354,7 +1344,8 @@ static int txnCheckRoot(KvRoot *p){
   for(i=0; i<p->nChild && rc==SQLITE_OK; i++){
     KvChild *c = p->apChild[i];
     if( txnIsPending(c->pTab) ) continue;    /* nobody else can see it */
-    if( !c->bSchema && (kv_map_count(c->pWrite)>0 || c->pRead || c->pRange)
+    if( !c->bSchema
+     && (kv_map_count(c->pWrite)>0 || c->pRead || c->bWatch || c->pRange)
      && txnTableRedefinedLocked(p, c) ){
       rc = txnConflictAdd(p, KV_META_TABLE, (int)strlen(KV_META_TABLE),
                          (const uint8_t*)c->pTab->zName, c->pTab->nName);
@@ -1494,11 +1485,9 @@ static void txnRootFinish(KvRoot *p, int eState){
     kv_map_unref(p->apChild[i]->pRange);
     kv_map_unref(p->apChild[i]->pDelta);
     kv_map_unref(p->apChild[i]->pWritePre);
-    sqlite3_free(p->apChild[i]);
   }
-  sqlite3_free(p->apChild);
+  kvRootChildrenFree(p);
   sqlite3_free(p->apNew);
-  p->apChild = 0; p->nChild = p->nChildAlloc = 0;
   p->apNew = 0; p->nNew = 0;
   p->pSchema = 0;
   txnSavepointsClear(p, 0);
