@@ -10,10 +10,12 @@
 ** kv_stats accessors), and key rendering for messages.  The contracts are
 ** in kv.h.
 **
-** Locking: engGlobalMutex (the registry mutex) guards engList and every
-** KvEngine.nRef, and is held across a whole open, so one store is never
-** opened twice; it is taken before any engine mutex, never after.  The
-** listings take each store's engine mutex in turn.
+** Locking: engGlobalMutex (the registry mutex) guards engList and the
+** last release of every KvEngine.nRef (an atomic count: a holder takes
+** or drops a further reference without the mutex), and is held across a
+** whole open, so one store is never opened twice; it is taken before any
+** engine mutex, never after.  The listings take each store's engine
+** mutex in turn.
 */
 #define _GNU_SOURCE 1            /* PTHREAD_MUTEX_ADAPTIVE_NP, where glibc */
 #include "config.h"
@@ -2557,7 +2559,7 @@ static int engOpen(const char *zDir, int bReadOnly, KvEngine **ppEng,
     }
   }
   if( p ){
-    p->nRef++;
+    __atomic_add_fetch(&p->nRef, 1, __ATOMIC_RELAXED);
   }else{
     rc = engAlloc(zReal, &p);
     if( rc==SQLITE_OK && zReal && bReadOnly ){
@@ -2612,16 +2614,16 @@ int kv_engine_set_wal_config(KvEngine *p, const WalConfig *pCfg){
 int kvEngineTryRef(KvEngine *p){
   int bOk;
   pthread_mutex_lock(&engGlobalMutex);
-  bOk = p->nRef>0;
-  if( bOk ) p->nRef++;
+  bOk = __atomic_load_n(&p->nRef, __ATOMIC_RELAXED)>0;
+  if( bOk ) __atomic_add_fetch(&p->nRef, 1, __ATOMIC_RELAXED);
   pthread_mutex_unlock(&engGlobalMutex);
   return bOk;
 }
 
+/* The caller holds a reference, so the count cannot reach 0 meanwhile:
+** no registry mutex is needed. */
 KvEngine *kv_engine_ref(KvEngine *p){
-  pthread_mutex_lock(&engGlobalMutex);
-  p->nRef++;
-  pthread_mutex_unlock(&engGlobalMutex);
+  __atomic_add_fetch(&p->nRef, 1, __ATOMIC_RELAXED);
   return p;
 }
 
@@ -2632,9 +2634,20 @@ void kv_engine_unref(KvEngine *p){
   KvEngine **pp;
   int bFree = 0, bLast = 0;
   char *zClosing = 0;
+  int n;
   if( p==0 ) return;
+  /* Not the last reference: drop it without the registry mutex.  The last
+  ** one is dropped under the mutex, so an open that finds the engine in
+  ** the list (under the mutex) either refs it before or never sees it. */
+  n = __atomic_load_n(&p->nRef, __ATOMIC_RELAXED);
+  while( n>1 ){
+    if( __atomic_compare_exchange_n(&p->nRef, &n, n-1, 1, __ATOMIC_RELEASE,
+                                    __ATOMIC_RELAXED) ){
+      return;
+    }
+  }
   pthread_mutex_lock(&engGlobalMutex);
-  if( --p->nRef==0 ){
+  if( __atomic_sub_fetch(&p->nRef, 1, __ATOMIC_ACQ_REL)==0 ){
     for(pp=&engList; *pp; pp=&(*pp)->pNextEngine){
       if( *pp==p ){ *pp = p->pNextEngine; break; }
     }
@@ -2690,7 +2703,10 @@ int kv_engine_foreach(int (*xEach)(KvEngine*, void*), void *pCtx){
   for(p=engList; p; p=p->pNextEngine) nEng++;
   apEng = sqlite3_malloc64((nEng+1)*sizeof(KvEngine*));
   if( apEng ){
-    for(i=0, p=engList; p; p=p->pNextEngine){ p->nRef++; apEng[i++] = p; }
+    for(i=0, p=engList; p; p=p->pNextEngine){
+      __atomic_add_fetch(&p->nRef, 1, __ATOMIC_RELAXED);
+      apEng[i++] = p;
+    }
   }
   pthread_mutex_unlock(&engGlobalMutex);
   if( apEng==0 ) return SQLITE_NOMEM;

@@ -29,7 +29,9 @@
 ** Locking: KvEngine.mutex (the engine mutex) guards every field of
 ** KvEngine and KvTable not marked otherwise, the catalog, the prepared
 ** list and all version state; the registry mutex of engine.c guards the
-** list of open stores and KvEngine.nRef; KvEngine.catMutex serialises
+** list of open stores and the last release of KvEngine.nRef (a holder
+** takes or drops a further reference with an atomic operation alone);
+** KvEngine.catMutex serialises
 ** catalog file writes and is taken before the engine mutex.  A KvRoot,
 ** its children and savepoints belong to the one thread using the root;
 ** KvRoot.pNextPrepared is guarded by the engine mutex.
@@ -80,7 +82,8 @@ struct KvTable {
 
 struct KvEngine {
   char *zDir;                   /* real path, NULL: anonymous */
-  int nRef;                     /* registry mutex (engine.c) */
+  int nRef;                     /* atomic; drops to 0 only under the
+                                ** registry mutex (engine.c) */
   int fdLock;                   /* LOCK; -1 for anonymous */
   int fdDirLock;                /* the store directory, flocked; -1 if none */
   Wal *pWal;                    /* NULL for anonymous */
