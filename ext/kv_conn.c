@@ -52,6 +52,7 @@ void kv_conn_unref(void *pArg){
     sqlite3_free(h);
   }
   kv_root_free(p->pSqlRoot);
+  sqlite3_free(p->pSpareRoot);
   if( p->xDerivedFree ) p->xDerivedFree(p);    /* kv_derived.c's cache */
   if( p->xTtlFree ) p->xTtlFree(p);            /* kv_ttl.c's policies */
   while( p->pDecl ){                 /* the notes of kv_decl.c */

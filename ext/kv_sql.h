@@ -48,6 +48,8 @@ struct KvConn {
   int nStore;
   KvEngine **apStore;       /* stores used so far, kept open until close */
   KvRoot *pSqlRoot;         /* root of the open SQLite transaction */
+  KvRoot *pSpareRoot;       /* memory for the next one
+                            ** (kv_root_free_spare) */
   int nJoin;                /* virtual tables joined to pSqlRoot */
   KvEngine *pJoinEng;       /* set while a read joins the SQL transaction:
                             ** the store its root is to be on (kv_vtab.c) */

@@ -1273,7 +1273,9 @@ static int vtabBegin(sqlite3_vtab *pVtab){
         zB ? zB : "(memory)", zA ? zA : "(memory)"));
     return SQLITE_ERROR;
   }
-  if( pConn->pSqlRoot==0 ) rc = kv_root_begin(p->pEng, &pConn->pSqlRoot);
+  if( pConn->pSqlRoot==0 ){
+    rc = kv_root_begin_spare(p->pEng, &pConn->pSpareRoot, &pConn->pSqlRoot);
+  }
   if( rc==SQLITE_OK && !p->bJoined ){
     p->bJoined = 1;
     pConn->nJoin++;
@@ -1287,7 +1289,7 @@ static void vtabLeave(VtabTable *p){
   if( !p->bJoined ) return;
   p->bJoined = 0;
   if( --pConn->nJoin==0 ){
-    kv_root_free(pConn->pSqlRoot);
+    kv_root_free_spare(pConn->pSqlRoot, &pConn->pSpareRoot);
     pConn->pSqlRoot = 0;
   }
 }

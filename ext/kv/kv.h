@@ -499,6 +499,14 @@ int kv_root_state(KvRoot*);
 void kv_root_set_handle(KvRoot*, int64_t iHandle);
 /* Roll back first if still active or prepared, then free.  NULL-safe. */
 void kv_root_free(KvRoot*);
+/* kv_root_begin and kv_root_free for a caller that begins roots one after
+** another (a connection's SQL transactions): kv_root_free_spare keeps the
+** freed root's memory in *ppSpare when that is empty (else frees it), and
+** kv_root_begin_spare begins the next root there, so a transaction
+** allocates no root.  The spare holds nothing else (no store reference);
+** free it with sqlite3_free. */
+int kv_root_begin_spare(KvEngine *pEng, KvRoot **ppSpare, KvRoot **ppRoot);
+void kv_root_free_spare(KvRoot*, KvRoot **ppSpare);
 
 /* Durability of the root's commit (its prepare, which writes the WAL
 ** record).  KV_SYNC_FULL (the default): the record is flushed

@@ -47,7 +47,17 @@ static int txnRootUsable(KvRoot *p, char **pzErr){
 }
 
 int kv_root_begin(KvEngine *pEng, KvRoot **pp){
-  KvRoot *p = sqlite3_malloc64(sizeof(*p));
+  return kv_root_begin_spare(pEng, 0, pp);
+}
+
+int kv_root_begin_spare(KvEngine *pEng, KvRoot **ppSpare, KvRoot **pp){
+  KvRoot *p;
+  if( ppSpare && *ppSpare ){
+    p = *ppSpare;
+    *ppSpare = 0;
+  }else{
+    p = sqlite3_malloc64(sizeof(*p));
+  }
   *pp = 0;
   if( p==0 ) return SQLITE_NOMEM;
   memset(p, 0, sizeof(*p));
@@ -1593,6 +1603,10 @@ void kvRootDetach(KvRoot *p){
 }
 
 void kv_root_free(KvRoot *p){
+  kv_root_free_spare(p, 0);
+}
+
+void kv_root_free_spare(KvRoot *p, KvRoot **ppSpare){
   int i;
   if( p==0 ) return;
   kv_root_rollback(p);
@@ -1603,7 +1617,11 @@ void kv_root_free(KvRoot *p){
   sqlite3_free(p->zGid);
   sqlite3_free(p->zHeldBy);
   if( !p->bNoEngRef ) kv_engine_unref(p->pEng);
-  sqlite3_free(p);
+  if( ppSpare && *ppSpare==0 ){
+    *ppSpare = p;
+  }else{
+    sqlite3_free(p);
+  }
 }
 
 /* ----------------------------------------------------------- prepare --- */
