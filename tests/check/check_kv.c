@@ -365,6 +365,64 @@ START_TEST(test_kv_scan_in_progress_never_sees_later_commits){
 }
 END_TEST
 
+/* One SQL transaction over more KV tables than a root holds in itself
+** (KV_ROOT_CHILDREN): every table's write commits, a rollback leaves
+** none, a one-table write between them reuses the connection's root, and
+** a conflict on the last table bound fails the whole commit. */
+START_TEST(test_kv_transaction_over_many_tables){
+  char *zDir = th_tmpdir("kv-many");
+  sqlite3 *db = kv_db();
+  sqlite3 *db2 = kv_db();
+  char *z;
+  int i, r;
+  for(i=0; i<6; i++){
+    char zTab[8];
+    sqlite3_snprintf(sizeof(zTab), zTab, "t%d", i);
+    kv_mk(db, zTab, zDir, 0);
+    kv_mk(db2, zTab, zDir, 0);
+  }
+  for(r=1; r<=3; r++){
+    z = sqlite3_mprintf("BEGIN; REPLACE INTO t0 VALUES('k', %d);"
+        "REPLACE INTO t1 VALUES('k', %d); REPLACE INTO t2 VALUES('k', %d);"
+        "REPLACE INTO t3 VALUES('k', %d); REPLACE INTO t4 VALUES('k', %d);"
+        "REPLACE INTO t5 VALUES('k', %d); COMMIT", r, r, r, r, r, r);
+    th_exec(db, z);
+    sqlite3_free(z);
+    th_exec(db, "INSERT OR REPLACE INTO t0 VALUES('one', 1)");
+    th_exec(db, "BEGIN; INSERT OR REPLACE INTO t0 VALUES('k', 0);"
+                "INSERT OR REPLACE INTO t3 VALUES('k', 0);"
+                "INSERT OR REPLACE INTO t5 VALUES('k', 0);"
+                "INSERT INTO t4 VALUES('gone', 0); ROLLBACK");
+    ck_assert_int_eq(th_int(db2, "SELECT (SELECT value FROM t0 WHERE key='k')"
+        "+(SELECT value FROM t1 WHERE key='k')"
+        "+(SELECT value FROM t2 WHERE key='k')"
+        "+(SELECT value FROM t3 WHERE key='k')"
+        "+(SELECT value FROM t4 WHERE key='k')"
+        "+(SELECT value FROM t5 WHERE key='k')"), 6*r);
+    ck_assert_int_eq(th_int(db2, "SELECT count(*) FROM t4 WHERE key='gone'"),
+                     0);
+  }
+  /* db binds t0..t4 by writes and t5 by a read; db2 rewrites what it read */
+  th_exec(db, "BEGIN; UPDATE t0 SET value=10 WHERE key='k';"
+              "UPDATE t1 SET value=10 WHERE key='k';"
+              "UPDATE t2 SET value=10 WHERE key='k';"
+              "UPDATE t3 SET value=10 WHERE key='k';"
+              "UPDATE t4 SET value=10 WHERE key='k';"
+              "SELECT value FROM t5 WHERE key='k'");
+  th_exec(db2, "UPDATE t5 SET value=50 WHERE key='k'");
+  ck_assert_int_eq(kv_fail(db, "UPDATE t0 SET value=11 WHERE key='one';"
+                               "COMMIT", "t5 key 'k'"), SQLITE_BUSY_SNAPSHOT);
+  ck_assert_int_eq(sqlite3_get_autocommit(db), 1);
+  kv_rows_eq(db2, "SELECT value AS x FROM (SELECT value FROM t0 WHERE key='k'"
+             " UNION ALL SELECT value FROM t4 WHERE key='k'"
+             " UNION ALL SELECT value FROM t5 WHERE key='k'"
+             " UNION ALL SELECT value FROM t0 WHERE key='one')", "3 3 50 1");
+  sqlite3_close(db);
+  sqlite3_close(db2);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_kv_conflict_fails_commit_and_rolls_back){
   char *zDir = th_tmpdir("kv-conflict");
   sqlite3 *db = kv_db();
@@ -3972,6 +4030,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_kv_memory_values_in_place_stay_right);
   tcase_add_test(tc, test_kv_memory_point_values_pinned_stay_right);
   tcase_add_test(tc, test_kv_memory_pinned_point_reads_race_a_writer);
+  tcase_add_test(tc, test_kv_transaction_over_many_tables);
   tcase_add_loop_test(tc, test_kv_values_reach_column_text_whole, 0, 3);
   tcase_add_loop_test(tc, test_kv_text_held_by_a_scan_survives_rewrites, 0,
                       3);

@@ -109,6 +109,11 @@ static int tpChildPrepared(int argc, char **argv){
   const char *zSql = strcmp(argv[0], "prepare")==0
     ? "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
       "SELECT kv_get(1, 'acct', 'b'); SELECT kv_prepare(1, 'g1')"
+    : strcmp(argv[0], "prepare6")==0
+    ? "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
+      "SELECT kv_put(1, 'u1', 'k', 1); SELECT kv_put(1, 'u2', 'k', 2);"
+      "SELECT kv_put(1, 'u3', 'k', 3); SELECT kv_put(1, 'u4', 'k', 4);"
+      "SELECT kv_get(1, 'u5', 'k'); SELECT kv_prepare(1, 'g6')"
     : strcmp(argv[0], "unnamed")==0
     ? "SELECT kv_begin(); SELECT kv_put(1, 'acct', 'a', 90);"
       "SELECT kv_prepare(1)"
@@ -165,6 +170,7 @@ int depot_test_child(int argc, char **argv){
   char *zErr = 0;
   if( argc==3 && strcmp(argv[0], "trim")==0 ) return tpChildTrim(argv);
   if( argc==2 && (strcmp(argv[0], "prepare")==0
+               || strcmp(argv[0], "prepare6")==0
                || strcmp(argv[0], "unnamed")==0
                || strcmp(argv[0], "resolve")==0) ){
     return tpChildPrepared(argc, argv);
@@ -411,6 +417,44 @@ START_TEST(test_twopc_prepared_stays_in_doubt_after_kill){
   ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g1')"), 0);
   tp_fails(db, "SELECT kv_rollback_prepared('g1')", SQLITE_CONSTRAINT,
            "was committed");
+  sqlite3_close(db);
+  sqlite3_free(zUri);
+}
+END_TEST
+
+/* A prepared transaction over more tables than a root holds in itself
+** (KV_ROOT_CHILDREN) comes back in doubt with every table, holds the key
+** it read, and commits every write. */
+START_TEST(test_twopc_prepared_many_tables_in_doubt){
+  char *zUri = tp_acct("tp-doubt6");
+  sqlite3 *db = tp_open(zUri, "wal");
+  th_exec(db, "CREATE VIRTUAL TABLE u1 USING kv_btree;"
+              "CREATE VIRTUAL TABLE u2 USING kv_btree;"
+              "CREATE VIRTUAL TABLE u3 USING kv_btree;"
+              "CREATE VIRTUAL TABLE u4 USING kv_btree;"
+              "CREATE VIRTUAL TABLE u5 USING kv_btree;"
+              "INSERT INTO u5 VALUES('k', 5)");
+  sqlite3_close(db);
+  tp_child2("prepare6", zUri);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT keys FROM kv_prepared WHERE gid='g6'"),
+                   5);
+  ck_assert_int_eq(th_int(db, "SELECT json_array_length(\"tables\") FROM"
+                              " kv_prepared WHERE gid='g6'"), 6);
+  tp_fails(db, "UPDATE u5 SET value=0 WHERE key='k'", SQLITE_BUSY, "'g6'");
+  tp_fails(db, "INSERT INTO u4 VALUES('k', 0)", SQLITE_BUSY, "'g6'");
+  ck_assert_int_eq(th_int(db, "SELECT count(*) FROM u4"), 0);
+  sqlite3_close(db);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT kv_commit_prepared('g6')"), 1);
+  tp_prepared_is(db, "");
+  sqlite3_close(db);
+  db = tp_open(zUri, "wal");
+  ck_assert_int_eq(th_int(db, "SELECT (SELECT value FROM acct WHERE key='a')"
+      "+(SELECT value FROM u1 WHERE key='k')+(SELECT value FROM u2 WHERE"
+      " key='k')+(SELECT value FROM u3 WHERE key='k')+(SELECT value FROM u4"
+      " WHERE key='k')+(SELECT value FROM u5 WHERE key='k')"), 90+1+2+3+4+5);
+  th_exec(db, "UPDATE u5 SET value=6 WHERE key='k'");
   sqlite3_close(db);
   sqlite3_free(zUri);
 }
@@ -746,6 +790,7 @@ Suite *depot_test_suite(void){
   tc = tcase_create("prepared");
   tcase_add_test(tc, test_twopc_prepared_stays_in_doubt_after_kill);
   tcase_add_test(tc, test_twopc_prepared_rollback_after_restart);
+  tcase_add_test(tc, test_twopc_prepared_many_tables_in_doubt);
   tcase_add_test(tc, test_twopc_prepared_decision_survives_crash_in_commit);
   tcase_add_test(tc, test_twopc_prepared_record_never_retires);
   tcase_add_test(tc, test_twopc_prepared_bad_input_changes_nothing);
