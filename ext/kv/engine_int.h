@@ -31,10 +31,10 @@
 ** list and all version state; the registry mutex of engine.c guards the
 ** list of open stores and the last release of KvEngine.nRef (a holder
 ** takes or drops a further reference with an atomic operation alone);
-** KvEngine.catMutex serialises
-** catalog file writes and is taken before the engine mutex.  A KvRoot,
-** its children and savepoints belong to the one thread using the root;
-** KvRoot.pNextPrepared is guarded by the engine mutex.
+** KvEngine.catMutex serialises catalog file writes and is taken before
+** the engine mutex.  A KvRoot, its children and savepoints belong to the
+** one thread using the root; KvRoot.pNextPrepared is guarded by the
+** engine mutex.
 */
 #ifndef DEPOT_KV_ENGINE_INT_H
 #define DEPOT_KV_ENGINE_INT_H
