@@ -2845,9 +2845,10 @@ END_TEST
 /* A store of the older layout (tests/check/data/store_v1.depot: a WITHOUT
 ** ROWID depot_kv with the blob chunks in its cells, layout version 1, made
 ** by the build before the change) opens read-only as it is, and a writable
-** open migrates it: depot_kv becomes a rowid table, the format row says 3,
-** every row is still there, the database reads the same, passes
-** integrity_check and depot_verify, and takes new commits. */
+** open migrates it to the current store format (user_version 2: the keys
+** in depot_keys, the big values in depot_blobs, depot_kv a view of them),
+** the format row says 3, every row is still there, the database reads the
+** same, passes integrity_check and depot_verify, and takes new commits. */
 START_TEST(test_depot_store_of_the_old_layout_is_migrated){
   const char *zData = getenv("DEPOT_TEST_DATA");
   char *zDir = th_tmpdir("depot-migrate");
@@ -2886,7 +2887,10 @@ START_TEST(test_depot_store_of_the_old_layout_is_migrated){
   raw = th_open(zStore);
   ck_assert_int_eq(th_int(raw, "SELECT sql LIKE '%WITHOUT ROWID%' FROM"
                    " sqlite_schema WHERE name='depot_kv'"), 0);
-  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 1);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM sqlite_schema WHERE"
+                   " name='depot_kv' AND type='view'"), 1);
+  th_text_is(raw, "PRAGMA integrity_check", "ok");
   ck_assert_int_eq(th_int(raw, "SELECT hex(value) FROM depot_kv WHERE"
                    " key=x'0200666f726d6174'"), 3);
   ck_assert_int_gt(th_int(raw, "SELECT count(*) FROM depot_kv"), nRows);

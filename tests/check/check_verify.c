@@ -827,8 +827,8 @@ START_TEST(test_verify_finds_fork_pin_rp_vtx_and_counter_damage){
   iMain = build_store(&f);
   {
     sqlite3 *db = raw_open(&f);
-    char *zSql = sqlite3_mprintf("DELETE FROM depot_kv WHERE key IN (SELECT"
-        " key FROM depot_kv WHERE key>x'0230%016llx11' AND"
+    char *zSql = sqlite3_mprintf("DELETE FROM depot_keys WHERE key IN"
+        " (SELECT key FROM depot_keys WHERE key>x'0230%016llx11' AND"
         " key<x'0230%016llx12' LIMIT 1)", (unsigned long long)iMain,
         (unsigned long long)iMain);
     th_exec(db, zSql);

@@ -151,6 +151,191 @@ START_TEST(test_store_scan_orders_bounds_and_limits){
 }
 END_TEST
 
+/* Keys k00..k19, the odd ones with values of 129 + i bytes (past the
+** 128 bytes of depot_kv_small), the even ones of i bytes ("k08" has 128).
+** Each value is its key's last digit repeated. */
+static void put_mixed(Store *p){
+  char zKey[8], aVal[200];
+  int i, n;
+  for(i=0; i<20; i++){
+    snprintf(zKey, sizeof(zKey), "k%02d", i);
+    n = (i%2) ? 129+i : (i==8 ? 128 : i);
+    memset(aVal, '0'+i%10, n);
+    ck_assert_int_eq(store_put(p, zKey, 3, aVal, n), SQLITE_OK);
+  }
+}
+
+typedef struct MixedLog MixedLog;
+struct MixedLog { char z[512]; int bBad; };
+
+/* Logs "kNN," per row, and notes a value of the wrong size or bytes. */
+static int mixed_row(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  MixedLog *p = (MixedLog*)pArg;
+  size_t n = strlen(p->z);
+  int i = (pKey[1]-'0')*10 + (pKey[2]-'0'), j;
+  int nWant = (i%2) ? 129+i : (i==8 ? 128 : i);
+  snprintf(p->z+n, sizeof(p->z)-n, "%.*s,", nKey, (const char*)pKey);
+  if( nVal!=nWant ) p->bBad = 1;
+  for(j=0; j<nVal; j++) if( pVal[j]!='0'+i%10 ) p->bBad = 1;
+  return 0;
+}
+
+static char *mixed_scan(Store *p, const char *zLo, const char *zHi,
+                        int flags, int nLimit){
+  MixedLog log;
+  memset(&log, 0, sizeof(log));
+  ck_assert_int_eq(store_scan(p, zLo, (int)strlen(zLo), zHi,
+                              zHi ? (int)strlen(zHi) : 0, flags, nLimit,
+                              mixed_row, &log), SQLITE_OK);
+  ck_assert_int_eq(log.bBad, 0);
+  return sqlite3_mprintf("%s", log.z);
+}
+
+/* The same answers whichever index a row's value size puts it in. */
+static void check_mixed(Store *p){
+  char *z;
+  void *pVal = 0;
+  int i, nVal = 0;
+  z = mixed_scan(p, "k", "l", 0, -1);
+  ck_assert_str_eq(z, "k00,k01,k02,k03,k04,k05,k06,k07,k08,k09,k10,k11,"
+                   "k12,k13,k14,k15,k16,k17,k18,k19,");
+  sqlite3_free(z);
+  z = mixed_scan(p, "k05", "k11", STORE_SCAN_REVERSE, -1);
+  ck_assert_str_eq(z, "k10,k09,k08,k07,k06,k05,");
+  sqlite3_free(z);
+  z = mixed_scan(p, "k07", "k13", 0, 3);
+  ck_assert_str_eq(z, "k07,k08,k09,");
+  sqlite3_free(z);
+  z = mixed_scan(p, "k16", 0, 0, -1);
+  ck_assert_str_eq(z, "k16,k17,k18,k19,");
+  sqlite3_free(z);
+  z = mixed_scan(p, "k00", 0, STORE_SCAN_REVERSE, 3);
+  ck_assert_str_eq(z, "k19,k18,k17,");
+  sqlite3_free(z);
+  z = mixed_scan(p, "k02", "k03", 0, 1);
+  ck_assert_str_eq(z, "k02,");
+  sqlite3_free(z);
+  z = mixed_scan(p, "k03", "k04", STORE_SCAN_REVERSE, 1);
+  ck_assert_str_eq(z, "k03,");
+  sqlite3_free(z);
+  for(i=0; i<20; i++){
+    char zKey[8];
+    int nWant = (i%2) ? 129+i : (i==8 ? 128 : i);
+    snprintf(zKey, sizeof(zKey), "k%02d", i);
+    ck_assert_int_eq(store_get(p, zKey, 3, &pVal, &nVal), SQLITE_OK);
+    ck_assert_ptr_nonnull(pVal);
+    ck_assert_int_eq(nVal, nWant);
+    ck_assert_int_eq(nVal==0 || ((char*)pVal)[nVal-1]=='0'+i%10, 1);
+    sqlite3_free(pVal);
+  }
+  ck_assert_int_eq(store_get(p, "k20", 3, &pVal, &nVal), SQLITE_OK);
+  ck_assert_ptr_null(pVal);
+  {
+    char aPart[4];
+    int nGot = 0;
+    ck_assert_int_eq(store_get_range(p, "k17", 3, 100, 4, aPart, &nGot),
+                     SQLITE_OK);
+    ck_assert_int_eq(nGot, 4);
+    ck_assert_int_eq(memcmp(aPart, "7777", 4), 0);
+  }
+}
+
+/* Values of up to 128 bytes live in their keys' cells, bigger ones in
+** depot_blobs: scans read both alike in key order, forwards and
+** backwards, within bounds and limits, as do gets and range reads; a value
+** that grows past 128 bytes or shrinks under it, or is cleared, leaves no
+** depot_blobs row behind.  A store of format 1 (one rowid table) reads the
+** same read-only, and a writable open migrates it to format 2. */
+START_TEST(test_store_small_and_big_values_read_alike){
+  char *zDir = th_tmpdir("store-split");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  char *zOld = sqlite3_mprintf("%s/old.db", zDir);
+  StoreSqliteConfig cfg;
+  Store *p = 0, *pRo = 0;
+  sqlite3 *raw;
+  char aBig[300], aPart[8];
+  int nGot = 0;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.bCreate = 1;
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &p, 0), SQLITE_OK);
+  put_mixed(p);
+  check_mixed(p);
+  /* k02 grows past the cell and shrinks back; k03 goes and comes back */
+  memset(aBig, 'x', sizeof(aBig));
+  ck_assert_int_eq(store_put(p, "k02", 3, aBig, 300), SQLITE_OK);
+  ck_assert_int_eq(store_clear(p, "k03", 3), SQLITE_OK);
+  {
+    MixedLog log;
+    memset(&log, 0, sizeof(log));
+    ck_assert_int_eq(store_scan(p, "k01", 3, "k05", 3, 0, -1, mixed_row,
+                                &log), SQLITE_OK);
+    ck_assert_str_eq(log.z, "k01,k02,k04,");
+    ck_assert_int_eq(log.bBad, 1);     /* k02's 300 bytes of 'x' */
+  }
+  ck_assert_int_eq(store_begin(p, 1), SQLITE_OK);
+  put_mixed(p);
+  ck_assert_int_eq(store_commit(p), SQLITE_OK);
+  check_mixed(p);
+  /* range reads: of a big value, of an inline one, past the end */
+  ck_assert_int_eq(store_get_range(p, "k19", 3, 140, 8, aPart, &nGot),
+                   SQLITE_OK);
+  ck_assert_int_eq(nGot, 8);
+  ck_assert_int_eq(memcmp(aPart, "99999999", 8), 0);
+  ck_assert_int_eq(store_get_range(p, "k06", 3, 4, 8, aPart, &nGot),
+                   SQLITE_OK);
+  ck_assert_int_eq(nGot, 2);
+  ck_assert_int_eq(memcmp(aPart, "66", 2), 0);
+  ck_assert_int_eq(store_get_range(p, "k20", 3, 0, 8, aPart, &nGot),
+                   SQLITE_OK);
+  ck_assert_int_eq(nGot, -1);
+  store_close(p);
+  raw = th_open(zPath);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_keys"
+                   " WHERE blob IS NULL"), 10);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_blobs"), 10);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_keys JOIN"
+                   " depot_blobs ON id=blob"), 10);
+  /* the same rows as a format-1 store */
+  th_execf(raw, "ATTACH %Q AS old;"
+           "CREATE TABLE old.depot_kv(key BLOB PRIMARY KEY, value BLOB);"
+           "INSERT INTO old.depot_kv SELECT key, value FROM main.depot_kv;"
+           "PRAGMA old.user_version=1; PRAGMA old.journal_mode=WAL;"
+           "DETACH old", zOld);
+  th_text_is(raw, "PRAGMA integrity_check", "ok");
+  sqlite3_close(raw);
+  cfg.bCreate = 0;
+  cfg.bReadOnly = 1;
+  ck_assert_int_eq(store_sqlite_open(zOld, &cfg, &pRo, 0), SQLITE_OK);
+  check_mixed(pRo);
+  raw = th_open(zOld);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 1);
+  sqlite3_close(raw);
+  cfg.bReadOnly = 0;
+  ck_assert_int_eq(store_sqlite_open(zOld, &cfg, &p, 0), SQLITE_OK);
+  check_mixed(p);
+  store_close(p);
+  /* the read-only handle, open across the migration, follows it: in a
+  ** transaction and outside one */
+  ck_assert_int_eq(store_begin(pRo, 0), SQLITE_OK);
+  check_mixed(pRo);
+  ck_assert_int_eq(store_rollback(pRo), SQLITE_OK);
+  check_mixed(pRo);
+  store_close(pRo);
+  raw = th_open(zOld);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM sqlite_schema WHERE"
+                   " name='depot_kv' AND type='view'"), 1);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_blobs"), 10);
+  th_text_is(raw, "PRAGMA integrity_check", "ok");
+  sqlite3_close(raw);
+  sqlite3_free(zOld);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_store_rollback_discards_and_commit_keeps){
   Store *p = open_store("store-txn", 0);
   char *z;
@@ -1203,6 +1388,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_store_put_get_clear_round_trip);
   tcase_add_test(tc, test_store_data_version_moves_on_every_change);
   tcase_add_test(tc, test_store_scan_orders_bounds_and_limits);
+  tcase_add_test(tc, test_store_small_and_big_values_read_alike);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
   tcase_add_test(tc, test_store_value_over_max_is_toobig);

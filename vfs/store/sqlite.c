@@ -1,26 +1,35 @@
 /*
-** sqlite.c -- the embedded outer store: one SQLite file in WAL mode with
-** one rowid table (sql/store_schema.sql)
+** sqlite.c -- the embedded outer store: one SQLite file in WAL mode
+** (sql/store_schema.sql) implementing vfs/store/store.h:
 **
-**     CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB);
+**     depot_keys(key BLOB PRIMARY KEY, value BLOB, blob INTEGER)
+**                                              WITHOUT ROWID
+**     depot_blobs(id INTEGER PRIMARY KEY, value BLOB)
 **
-** implementing vfs/store/store.h.  The keys live in the table's key index
-** (key, rowid), apart from the values: a key seek only ever compares small
-** index cells and never drags a 64 KiB blob chunk's overflow chain through
-** memory (as the cells of a WITHOUT ROWID table holding the values did),
-** and store_get_range() finds a value's rowid in the index alone and reads
-** a byte range of it through sqlite3_blob_read(), which fetches only the
-** overflow pages that hold the range.
+** A value of at most SS_INLINE_MAX (128) bytes lives in its key's cell;
+** a bigger one (a blob chunk of up to 64 KiB) in a depot_blobs row whose
+** id the key's cell holds.  A key seek or scan thus only ever compares
+** small cells, never drags a chunk's overflow chain through memory, and
+** reads a page index row or a commit record where it finds the key (no
+** second seek, as a rowid table's key index needed); store_get_range()
+** reads a byte range of a big value through sqlite3_blob_read(), which
+** fetches only the overflow pages that hold the range.  A small put
+** writes one B-tree, a big one two.
 **
-** Store format (PRAGMA user_version of the file): 0 is the older layout, a
-** WITHOUT ROWID depot_kv holding keys and values in its cells; 1 is the
-** layout above.  A writable open migrates a format-0 store in one
-** transaction; a read-only open reads either (range reads of format 0
-** fetch the whole value).
+** Store format (PRAGMA user_version of the file): 2 is the layout above;
+** 1 one rowid table depot_kv(key BLOB PRIMARY KEY, value BLOB), keys in
+** its key index; 0 a WITHOUT ROWID depot_kv holding keys and values in its
+** cells.  A writable open migrates an older store, each step in one
+** transaction (0 to 1, then 1 to 2); a read-only open reads any of them as
+** it is (range reads of format 0 fetch the whole value).  A build that
+** knows only formats 0 and 1 refuses a format-2 store (it has no depot_kv
+** table, only the view of that name): it cannot read it, and never writes
+** to it.
 **
 ** Statements are prepared once per handle.  A write transaction is BEGIN
 ** IMMEDIATE (the outer file's write lock, waited for up to nBusyMs); reads
-** outside a transaction run in autocommit.  The writer locks of
+** outside a transaction run in autocommit, and a big put outside one runs
+** its two statements under a savepoint.  The writer locks of
 ** store_writer_lock() are byte-range locks on the file "<store>-lock"
 ** (vfs/store/lockfile.c).  The connection never takes part in SQLite's
 ** shared cache (SQLITE_OPEN_PRIVATECACHE): a store opened from the depot
@@ -41,19 +50,28 @@ SQLITE_EXTENSION_INIT3
 #include <sys/statvfs.h>
 
 /* The store format this build writes (PRAGMA user_version). */
-#define SS_FORMAT 1
+#define SS_FORMAT 2
+
+/* The largest value kept in its key's cell (format 2); the same number is
+** in the triggers of sql/store_schema.sql. */
+#define SS_INLINE_MAX 128
 
 enum {
   SS_GET, SS_PUT, SS_DEL, SS_DELRANGE, SS_SCANF, SS_SCANR, SS_SCANF_OPEN,
   SS_SCANR_OPEN, SS_BEGINR, SS_BEGINW, SS_COMMIT, SS_ROLLBACK, SS_ROWID,
-  SS_DATAVER, SS_NSTMT
+  SS_DATAVER, SS_PUTBLOB, SS_DELRANGE_OPEN, SS_NSTMT
 };
 
-static const char *const azStoreSql[SS_NSTMT] = {
+/* A value of format 2: inline, or the depot_blobs row it names. */
+#define SS_VALUE2 "CASE WHEN k.blob IS NULL THEN k.value" \
+  " ELSE (SELECT b.value FROM depot_blobs AS b WHERE b.id=k.blob) END"
+
+/* Formats 0 and 1 (read-only opens; SS_PUTBLOB is unused). */
+static const char *const azStoreSql1[SS_NSTMT] = {
   "SELECT value FROM depot_kv WHERE key=?1",
   "INSERT OR REPLACE INTO depot_kv(key,value) VALUES(?1,?2)",
   "DELETE FROM depot_kv WHERE key=?1",
-  "DELETE FROM depot_kv WHERE key>=?1 AND (?2 IS NULL OR key<?2)",
+  "DELETE FROM depot_kv WHERE key>=?1 AND key<?2",
   "SELECT key,value FROM depot_kv WHERE key>=?1 AND key<?2 ORDER BY key"
   " LIMIT ?3",
   "SELECT key,value FROM depot_kv WHERE key>=?1 AND key<?2"
@@ -66,6 +84,37 @@ static const char *const azStoreSql[SS_NSTMT] = {
   "ROLLBACK",
   "SELECT rowid FROM depot_kv WHERE key=?1",
   "PRAGMA data_version",
+  "",
+  "DELETE FROM depot_kv WHERE key>=?1",
+};
+
+/* Format 2.  SS_PUT binds the key, the inline value (NULL for a big one)
+** and the depot_blobs id (NULL for an inline one); replacing a big value
+** deletes its depot_blobs row (trigger depot_keys_update), as does
+** deleting its key (depot_keys_delete).  SS_ROWID answers the id and the
+** inline value. */
+static const char *const azStoreSql2[SS_NSTMT] = {
+  "SELECT " SS_VALUE2 " FROM depot_keys AS k WHERE k.key=?1",
+  "INSERT INTO depot_keys(key,value,blob) VALUES(?1,?2,?3)"
+  " ON CONFLICT(key) DO UPDATE SET value=excluded.value, blob=excluded.blob",
+  "DELETE FROM depot_keys WHERE key=?1",
+  "DELETE FROM depot_keys WHERE key>=?1 AND key<?2",
+  "SELECT k.key," SS_VALUE2 " FROM depot_keys AS k WHERE k.key>=?1"
+  " AND k.key<?2 ORDER BY k.key LIMIT ?3",
+  "SELECT k.key," SS_VALUE2 " FROM depot_keys AS k WHERE k.key>=?1"
+  " AND k.key<?2 ORDER BY k.key DESC LIMIT ?3",
+  "SELECT k.key," SS_VALUE2 " FROM depot_keys AS k WHERE k.key>=?1"
+  " ORDER BY k.key LIMIT ?3",
+  "SELECT k.key," SS_VALUE2 " FROM depot_keys AS k WHERE k.key>=?1"
+  " ORDER BY k.key DESC LIMIT ?3",
+  "BEGIN",
+  "BEGIN IMMEDIATE",
+  "COMMIT",
+  "ROLLBACK",
+  "SELECT blob, value FROM depot_keys WHERE key=?1",
+  "PRAGMA data_version",
+  "INSERT INTO depot_blobs(value) VALUES(?1)",
+  "DELETE FROM depot_keys WHERE key>=?1",
 };
 
 typedef struct StoreSqlite StoreSqlite;
@@ -77,7 +126,8 @@ struct StoreSqlite {
                                   ** transaction only (it holds a read) */
   unsigned char aBlobKey[64];     /* the key of that row (nBlobKey bytes, */
   int nBlobKey;                   /* 0: not remembered) */
-  int bOldLayout;                 /* format 0 (read-only open): no rowids */
+  int iFormat;                    /* the store format: 0, 1 (read-only
+                                  ** opens) or 2 (SS_FORMAT) */
   int bInTxn;                     /* inside store_begin() .. commit/rollback */
   int bReadOnly;                  /* opened read-only or immutable */
   StoreLockFile lk;               /* writer locks */
@@ -107,7 +157,8 @@ static void ssSetErr(StoreSqlite *p, const char *zWhat){
 static int ssStmt(StoreSqlite *p, int i, sqlite3_stmt **ppStmt){
   int rc = SQLITE_OK;
   if( p->aStmt[i]==0 ){
-    rc = sqlite3_prepare_v3(p->db, azStoreSql[i], -1,
+    rc = sqlite3_prepare_v3(p->db,
+                            p->iFormat>=2 ? azStoreSql2[i] : azStoreSql1[i], -1,
                             SQLITE_PREPARE_PERSISTENT, &p->aStmt[i], 0);
     if( rc!=SQLITE_OK ){
       ssSetErr(p, "prepare");
@@ -156,6 +207,27 @@ static void ssClose(Store *pStore){
   sqlite3_free(p);
 }
 
+/* A handle reading an older format (read-only) whose store another handle
+** migrated since: its statements are made anew for the new tables. */
+static int ssFormatOf(StoreSqlite*);
+static void ssFollowFormat(StoreSqlite *p){
+  int i, iFormat = ssFormatOf(p);
+  if( iFormat<0 || iFormat==p->iFormat ) return;
+  ssBlobClose(p);
+  for(i=0; i<SS_NSTMT; i++){
+    if( i!=SS_BEGINR && i!=SS_BEGINW && i!=SS_COMMIT && i!=SS_ROLLBACK ){
+      sqlite3_finalize(p->aStmt[i]);
+      p->aStmt[i] = 0;
+    }
+  }
+  p->iFormat = iFormat;
+}
+
+/* Before a read outside a transaction on a handle of an older format. */
+static void ssFresh(StoreSqlite *p){
+  if( p->iFormat<SS_FORMAT && !p->bInTxn ) ssFollowFormat(p);
+}
+
 static int ssBegin(Store *pStore, int bWrite){
   StoreSqlite *p = (StoreSqlite*)pStore;
   sqlite3_stmt *pStmt = 0;
@@ -164,6 +236,8 @@ static int ssBegin(Store *pStore, int bWrite){
   rc = ssStmt(p, bWrite ? SS_BEGINW : SS_BEGINR, &pStmt);
   if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "begin");
   if( rc==SQLITE_OK ) p->bInTxn = 1;
+  /* the transaction's first read: the schema of its snapshot */
+  if( rc==SQLITE_OK && p->iFormat<SS_FORMAT ) ssFollowFormat(p);
   return rc;
 }
 
@@ -204,7 +278,9 @@ static int ssGet(Store *pStore, const void *pKey, int nKey,
                  void **ppVal, int *pnVal){
   StoreSqlite *p = (StoreSqlite*)pStore;
   sqlite3_stmt *pStmt = 0;
-  int rc = ssStmt(p, SS_GET, &pStmt);
+  int rc;
+  ssFresh(p);
+  rc = ssStmt(p, SS_GET, &pStmt);
   *ppVal = 0;
   *pnVal = -1;
   if( rc!=SQLITE_OK ) return rc;
@@ -232,12 +308,23 @@ static int ssGet(Store *pStore, const void *pKey, int nKey,
   return rc;
 }
 
+/* Bytes [iOff, iOff+n) of value pVal (nVal bytes) into pOut; the count
+** taken. */
+static int ssTakeRange(const void *pVal, int nVal, int iOff, int n,
+                       void *pOut){
+  int nTake = nVal>iOff ? nVal-iOff : 0;
+  if( nTake>n ) nTake = n;
+  if( nTake>0 ) memcpy(pOut, (const char*)pVal+iOff, nTake);
+  return nTake;
+}
+
 /* Bytes [iOff, iOff+n) of the value under pKey into pOut; *pnGot gets how
-** many there were (fewer at the value's end; -1: no such key).  The rowid
-** comes from the key index alone; the range is read with
-** sqlite3_blob_read(), which fetches only the overflow pages holding it.
-** The blob handle stays open until the transaction ends (outside one it
-** is closed at once). */
+** many there were (fewer at the value's end; -1: no such key).  The row of
+** a big value comes from the key's cell (format 2; format 1: the key index
+** alone); the range is read with sqlite3_blob_read(), which fetches only
+** the overflow pages holding it.  The blob handle stays open until the
+** transaction ends (outside one it is closed at once).  An inline value
+** is copied from the key's cell. */
 static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
                       int n, void *pOut, int *pnGot){
   StoreSqlite *p = (StoreSqlite*)pStore;
@@ -245,14 +332,12 @@ static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
   sqlite3_int64 iRowid = 0;
   int rc, nVal, nTake;
   *pnGot = -1;
-  if( p->bOldLayout ){
+  ssFresh(p);
+  if( p->iFormat==0 ){
     void *pVal = 0;
     rc = ssGet(pStore, pKey, nKey, &pVal, &nVal);
     if( rc==SQLITE_OK && pVal ){
-      nTake = nVal>iOff ? nVal-iOff : 0;
-      if( nTake>n ) nTake = n;
-      if( nTake>0 ) memcpy(pOut, (char*)pVal+iOff, nTake);
-      *pnGot = nTake;
+      *pnGot = ssTakeRange(pVal, nVal, iOff, n, pOut);
     }
     sqlite3_free(pVal);
     return rc;
@@ -267,7 +352,13 @@ static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
   rc = sqlite3_step(pStmt);
-  if( rc==SQLITE_ROW ){
+  if( rc==SQLITE_ROW && p->iFormat>=2
+   && sqlite3_column_type(pStmt, 0)==SQLITE_NULL ){
+    /* an inline value */
+    nVal = sqlite3_column_bytes(pStmt, 1);
+    *pnGot = ssTakeRange(sqlite3_column_blob(pStmt, 1), nVal, iOff, n, pOut);
+    rc = SQLITE_DONE;
+  }else if( rc==SQLITE_ROW ){
     iRowid = sqlite3_column_int64(pStmt, 0);
     rc = SQLITE_OK;
   }else if( rc==SQLITE_DONE ){
@@ -285,8 +376,9 @@ static int ssGetRange(Store *pStore, const void *pKey, int nKey, int iOff,
     ssBlobClose(p);
   }
   if( p->pBlob==0 ){
-    rc = sqlite3_blob_open(p->db, "main", "depot_kv", "value", iRowid, 0,
-                           &p->pBlob);
+    rc = sqlite3_blob_open(p->db, "main",
+                           p->iFormat>=2 ? "depot_blobs" : "depot_kv",
+                           "value", iRowid, 0, &p->pBlob);
     if( rc!=SQLITE_OK ){
       ssSetErr(p, "range read");
       ssBlobClose(p);
@@ -319,7 +411,9 @@ static int ssScan(Store *pStore, const void *pLo, int nLo, const void *pHi,
   int bRev = (flags & STORE_SCAN_REVERSE)!=0;
   int i = nHi>0 ? (bRev ? SS_SCANR : SS_SCANF)
                 : (bRev ? SS_SCANR_OPEN : SS_SCANF_OPEN);
-  int rc = ssStmt(p, i, &pStmt);
+  int rc;
+  ssFresh(p);
+  rc = ssStmt(p, i, &pStmt);
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pLo, nLo, SQLITE_STATIC);
   if( nHi>0 ) sqlite3_bind_blob(pStmt, 2, pHi, nHi, SQLITE_STATIC);
@@ -343,6 +437,50 @@ static int ssScan(Store *pStore, const void *pLo, int nLo, const void *pHi,
   return rc;
 }
 
+/* A value of more than SS_INLINE_MAX bytes (format 2): a new depot_blobs
+** row, then the key's cell naming it (which deletes the row of the value
+** it replaces), both or neither: under a savepoint. */
+static int ssPutBig(StoreSqlite *p, const void *pKey, int nKey,
+                    const void *pVal, int nVal){
+  sqlite3_stmt *pStmt = 0;
+  sqlite3_int64 iBlob;
+  int rc = sqlite3_exec(p->db, "SAVEPOINT depot_put", 0, 0, 0);
+  if( rc!=SQLITE_OK ){
+    ssSetErr(p, "put");
+    return rc;
+  }
+  rc = ssStmt(p, SS_PUTBLOB, &pStmt);
+  if( rc==SQLITE_OK ){
+    sqlite3_bind_blob(pStmt, 1, pVal, nVal, SQLITE_STATIC);
+    rc = ssRun(p, pStmt, "put");
+  }
+  iBlob = sqlite3_last_insert_rowid(p->db);
+  if( rc==SQLITE_OK ) rc = ssStmt(p, SS_PUT, &pStmt);
+  if( rc==SQLITE_OK ){
+    sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
+    sqlite3_bind_int64(pStmt, 3, iBlob);
+    rc = ssRun(p, pStmt, "put");
+  }
+  if( rc!=SQLITE_OK ){
+    char *zKeep = p->zErr;
+    p->zErr = 0;
+    sqlite3_exec(p->db, "ROLLBACK TO depot_put", 0, 0, 0);
+    sqlite3_free(p->zErr);
+    p->zErr = zKeep;
+  }
+  if( sqlite3_exec(p->db, "RELEASE depot_put", 0, 0, 0)!=SQLITE_OK ){
+    if( rc==SQLITE_OK ){
+      rc = sqlite3_extended_errcode(p->db);
+      ssSetErr(p, "put");
+    }
+    /* the savepoint began the transaction and could not commit it */
+    if( !p->bInTxn && !sqlite3_get_autocommit(p->db) ){
+      sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
+    }
+  }
+  return rc;
+}
+
 static int ssPut(Store *pStore, const void *pKey, int nKey,
                  const void *pVal, int nVal){
   StoreSqlite *p = (StoreSqlite*)pStore;
@@ -354,6 +492,8 @@ static int ssPut(Store *pStore, const void *pKey, int nKey,
                               " of %d", nVal, p->nMaxValue);
     return SQLITE_TOOBIG;
   }
+  if( p->iFormat>=2 && nVal>SS_INLINE_MAX ) return ssPutBig(p, pKey, nKey,
+                                                         pVal, nVal);
   rc = ssStmt(p, SS_PUT, &pStmt);
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
@@ -374,7 +514,7 @@ static int ssClearRange(Store *pStore, const void *pLo, int nLo,
                         const void *pHi, int nHi){
   StoreSqlite *p = (StoreSqlite*)pStore;
   sqlite3_stmt *pStmt = 0;
-  int rc = ssStmt(p, SS_DELRANGE, &pStmt);
+  int rc = ssStmt(p, nHi>0 ? SS_DELRANGE : SS_DELRANGE_OPEN, &pStmt);
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pLo, nLo, SQLITE_STATIC);
   if( nHi>0 ) sqlite3_bind_blob(pStmt, 2, pHi, nHi, SQLITE_STATIC);
@@ -616,8 +756,8 @@ static int ssReadErr(StoreSqlite *p, int rc){
 static int ssCheckIsStore(StoreSqlite *p){
   sqlite3_stmt *pStmt = 0;
   int rc = sqlite3_prepare_v2(p->db, "SELECT count(*), count(*) FILTER"
-      " (WHERE type='table' AND name='depot_kv') FROM sqlite_schema", -1,
-      &pStmt, 0);
+      " (WHERE type='table' AND name IN ('depot_kv','depot_keys'))"
+      " FROM sqlite_schema", -1, &pStmt, 0);
   if( rc==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW
    && sqlite3_column_int(pStmt, 0)>0 && sqlite3_column_int(pStmt, 1)==0 ){
     const char *zFile = sqlite3_db_filename(p->db, "main");
@@ -657,18 +797,21 @@ static int ssSetupErr(StoreSqlite *p, int rc){
   return SQLITE_FULL;
 }
 
-/* 1 if depot_kv is the WITHOUT ROWID table of format 0, 0 if not (or
-** there is none yet). */
-static int ssIsOldLayout(StoreSqlite *p){
+/* The store format of the file's tables: 2 with depot_keys, 0 when
+** depot_kv is a WITHOUT ROWID table, 1 when it is a rowid table, -1
+** without either (a new store). */
+static int ssFormatOf(StoreSqlite *p){
   sqlite3_stmt *pStmt = 0;
-  int bOld = 0;
-  if( sqlite3_prepare_v2(p->db, "SELECT sql LIKE '%WITHOUT ROWID%' FROM"
-      " sqlite_schema WHERE type='table' AND name='depot_kv'", -1, &pStmt,
-      0)==SQLITE_OK && sqlite3_step(pStmt)==SQLITE_ROW ){
-    bOld = sqlite3_column_int(pStmt, 0);
+  int iFormat = -1;
+  if( sqlite3_prepare_v2(p->db, "SELECT CASE WHEN name='depot_keys' THEN 2"
+      " WHEN sql LIKE '%WITHOUT ROWID%' THEN 0 ELSE 1 END FROM sqlite_schema"
+      " WHERE type='table' AND name IN ('depot_kv','depot_keys')"
+      " ORDER BY 1 DESC", -1, &pStmt, 0)==SQLITE_OK
+   && sqlite3_step(pStmt)==SQLITE_ROW ){
+    iFormat = sqlite3_column_int(pStmt, 0);
   }
   sqlite3_finalize(pStmt);
-  return bOld;
+  return iFormat;
 }
 
 /* 1 if the file has no schema yet (a new store). */
@@ -702,20 +845,53 @@ static int ssUserVersion(StoreSqlite *p){
 ** nothing is left to do. */
 static int ssMigrate(StoreSqlite *p){
   int rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", 0, 0, 0);
-  if( rc==SQLITE_OK && ssIsOldLayout(p) ){
-    char *z = sqlite3_mprintf("CREATE TABLE depot_kv_migrating(key BLOB"
+  if( rc==SQLITE_OK && ssFormatOf(p)==0 ){
+    rc = sqlite3_exec(p->db, "CREATE TABLE depot_kv_migrating(key BLOB"
         " PRIMARY KEY, value BLOB);"
         "INSERT INTO depot_kv_migrating(key, value) SELECT key, value FROM"
         " depot_kv ORDER BY key;"
         "DROP TABLE depot_kv;"
         "ALTER TABLE depot_kv_migrating RENAME TO depot_kv;"
-        "PRAGMA user_version=%d;", SS_FORMAT);
-    rc = z ? sqlite3_exec(p->db, z, 0, 0, 0) : SQLITE_NOMEM;
-    sqlite3_free(z);
+        "PRAGMA user_version=1;", 0, 0, 0);
   }
   if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, "COMMIT", 0, 0, 0);
   if( rc!=SQLITE_OK ){
     ssSetErr(p, "cannot migrate the store to format 1");
+    sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
+  }
+  return rc;
+}
+
+/* Migrate a format-1 store to format 2 in one write transaction: every
+** value of more than SS_INLINE_MAX bytes moves to depot_blobs under its
+** old rowid, every key, in key order, to depot_keys with its value or that
+** id; then the table depot_kv goes and the rest of the schema (triggers,
+** the view depot_kv) is made.  A store another process migrated meanwhile
+** is left as it is. */
+static int ssMigrate2(StoreSqlite *p){
+  int rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", 0, 0, 0);
+  if( rc==SQLITE_OK && ssFormatOf(p)==1 ){
+    char *z = sqlite3_mprintf(
+        "CREATE TABLE depot_keys(key BLOB PRIMARY KEY, value BLOB,"
+        " blob INTEGER) WITHOUT ROWID;"
+        "CREATE TABLE depot_blobs(id INTEGER PRIMARY KEY, value BLOB);"
+        "INSERT INTO depot_blobs(id, value) SELECT rowid, value FROM"
+        " depot_kv WHERE length(CAST(value AS BLOB))>%d;"
+        "INSERT INTO depot_keys(key, value, blob) SELECT key,"
+        " CASE WHEN length(CAST(value AS BLOB))>%d THEN NULL ELSE value END,"
+        " CASE WHEN length(CAST(value AS BLOB))>%d THEN rowid END"
+        " FROM depot_kv ORDER BY key;"
+        "DROP TABLE depot_kv;", SS_INLINE_MAX, SS_INLINE_MAX, SS_INLINE_MAX);
+    rc = z ? sqlite3_exec(p->db, z, 0, 0, 0) : SQLITE_NOMEM;
+    sqlite3_free(z);
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
+    if( rc==SQLITE_OK ){
+      rc = sqlite3_exec(p->db, "PRAGMA user_version=2", 0, 0, 0);
+    }
+  }
+  if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, "COMMIT", 0, 0, 0);
+  if( rc!=SQLITE_OK ){
+    ssSetErr(p, "cannot migrate the store to format 2");
     sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
   }
   return rc;
@@ -748,17 +924,41 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
       ** and GC call store_maintain() */
       rc = sqlite3_exec(p->db, "PRAGMA auto_vacuum=INCREMENTAL", 0, 0, 0);
     }
-    if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
-    if( rc==SQLITE_OK && ssIsOldLayout(p) ){
+    /* WAL journaling, the -wal truncated back to 4 MiB after checkpoints */
+    if( rc==SQLITE_OK ){
+      rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
+                        " PRAGMA journal_size_limit=4194304", 0, 0, 0);
+    }
+    if( rc==SQLITE_OK && ssFormatOf(p)==0 ){
       rc = ssMigrate(p);
       if( rc!=SQLITE_OK ) return rc;
-    }else if( rc==SQLITE_OK && ssUserVersion(p)!=SS_FORMAT ){
+    }
+    if( rc==SQLITE_OK && ssFormatOf(p)==1 ){
+      rc = ssMigrate2(p);
+      if( rc!=SQLITE_OK ) return rc;
+      /* the pages of the old table go back to the file system (a store
+      ** made with auto_vacuum=INCREMENTAL), and the -wal that carried
+      ** the copy is truncated unless a reader pins it */
+      rc = sqlite3_exec(p->db, "PRAGMA incremental_vacuum", 0, 0, 0);
+      if( rc==SQLITE_OK ){
+        sqlite3_busy_timeout(p->db, 0);
+        sqlite3_wal_checkpoint_v2(p->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
+                                  0, 0);
+        sqlite3_busy_timeout(p->db, p->nBusyMs);
+      }
+    }
+    if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
+    if( rc==SQLITE_OK && ssUserVersion(p)!=SS_FORMAT ){
       zSql = sqlite3_mprintf("PRAGMA user_version=%d", SS_FORMAT);
       rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
       sqlite3_free(zSql);
     }
   }
-  if( rc==SQLITE_OK ) p->bOldLayout = ssIsOldLayout(p);
+  if( rc==SQLITE_OK ){
+    p->iFormat = ssFormatOf(p);
+    /* a read-only open of a new, empty file reads it as it will be */
+    if( p->iFormat<0 ) p->iFormat = SS_FORMAT;
+  }
   if( rc!=SQLITE_OK ) rc = ssSetupErr(p, rc);
   return rc;
 }

@@ -236,8 +236,9 @@ int store_writer_unlock(Store*, const void *pKey, int nKey);
 int store_writer_held(Store*, const void *pKey, int nKey, int *pbHeld);
 
 /*
-** The embedded backend: one SQLite file in WAL mode holding the rowid table
-** depot_kv(key BLOB PRIMARY KEY, value BLOB) (sql/store_schema.sql;
+** The embedded backend: one SQLite file in WAL mode holding the keys, with
+** the values of up to 128 bytes, in the WITHOUT ROWID table depot_keys and
+** the bigger values in the rowid table depot_blobs (sql/store_schema.sql;
 ** vfs/store/sqlite.c says more).
 */
 typedef struct StoreSqliteConfig StoreSqliteConfig;
