@@ -154,12 +154,16 @@ END_TEST
 /* Keys k00..k19, the odd ones with values of 129 + i bytes (past the
 ** 128 bytes of depot_kv_small), the even ones of i bytes ("k08" has 128).
 ** Each value is its key's last digit repeated. */
+static int mixed_len(int i){
+  return (i%2) ? 129+i : (i==8 ? 128 : i);
+}
+
 static void put_mixed(Store *p){
   char zKey[8], aVal[200];
   int i, n;
   for(i=0; i<20; i++){
     snprintf(zKey, sizeof(zKey), "k%02d", i);
-    n = (i%2) ? 129+i : (i==8 ? 128 : i);
+    n = mixed_len(i);
     memset(aVal, '0'+i%10, n);
     ck_assert_int_eq(store_put(p, zKey, 3, aVal, n), SQLITE_OK);
   }
@@ -174,7 +178,7 @@ static int mixed_row(void *pArg, const unsigned char *pKey, int nKey,
   MixedLog *p = (MixedLog*)pArg;
   size_t n = strlen(p->z);
   int i = (pKey[1]-'0')*10 + (pKey[2]-'0'), j;
-  int nWant = (i%2) ? 129+i : (i==8 ? 128 : i);
+  int nWant = mixed_len(i);
   snprintf(p->z+n, sizeof(p->z)-n, "%.*s,", nKey, (const char*)pKey);
   if( nVal!=nWant ) p->bBad = 1;
   for(j=0; j<nVal; j++) if( pVal[j]!='0'+i%10 ) p->bBad = 1;
@@ -221,7 +225,7 @@ static void check_mixed(Store *p){
   sqlite3_free(z);
   for(i=0; i<20; i++){
     char zKey[8];
-    int nWant = (i%2) ? 129+i : (i==8 ? 128 : i);
+    int nWant = mixed_len(i);
     snprintf(zKey, sizeof(zKey), "k%02d", i);
     ck_assert_int_eq(store_get(p, zKey, 3, &pVal, &nVal), SQLITE_OK);
     ck_assert_ptr_nonnull(pVal);
