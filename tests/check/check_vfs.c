@@ -13,10 +13,12 @@
 #include "vfs/txbuf.h"
 #include "vfs/vfs_test.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static Store *open_store(const char *zTag, int nMaxValue){
@@ -335,6 +337,120 @@ START_TEST(test_store_small_and_big_values_read_alike){
   th_text_is(raw, "PRAGMA integrity_check", "ok");
   sqlite3_close(raw);
   sqlite3_free(zOld);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A format-1 store of nRow keys "r%05d": every third value 4000 bytes of
+** its key's last digit, the others 9 bytes. */
+static void make_format1_store(const char *zPath, int nRow){
+  sqlite3 *raw = th_open(zPath);
+  th_execf(raw, "PRAGMA journal_mode=WAL;"
+           "CREATE TABLE depot_kv(key BLOB PRIMARY KEY, value BLOB);"
+           "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i+1 FROM n"
+           " WHERE i<%d-1)"
+           " INSERT INTO depot_kv SELECT CAST(printf('r%%05d', i) AS BLOB),"
+           " CAST(CASE WHEN i%%3=0 THEN replace(printf('%%.4000c', 'x'), 'x',"
+           " i%%10) ELSE printf('v%%08d', i) END AS BLOB) FROM n;"
+           "PRAGMA user_version=1", nRow);
+  sqlite3_close(raw);
+}
+
+typedef struct RowCheck RowCheck;
+struct RowCheck { int n; int bBad; };
+
+static int check_row(void *pArg, const unsigned char *pKey, int nKey,
+                     const unsigned char *pVal, int nVal){
+  RowCheck *p = (RowCheck*)pArg;
+  char zKey[16], zVal[16];
+  int i = p->n++, j;
+  snprintf(zKey, sizeof(zKey), "r%05d", i);
+  if( nKey!=6 || memcmp(pKey, zKey, 6)!=0 ) p->bBad = 1;
+  if( i%3==0 ){
+    if( nVal!=4000 ) p->bBad = 1;
+    for(j=0; j<nVal; j++) if( pVal[j]!='0'+i%10 ) p->bBad = 1;
+  }else{
+    snprintf(zVal, sizeof(zVal), "v%08d", i);
+    if( nVal!=9 || memcmp(pVal, zVal, 9)!=0 ) p->bBad = 1;
+  }
+  return 0;
+}
+
+/* Forks a process that opens store zPath writable (migrating it) and
+** closes it; kills it after nDelayUs microseconds (negative: lets it
+** finish).  Returns the microseconds from the fork to its end. */
+static int64_t open_in_child(const char *zPath, int nDelayUs){
+  struct timespec t0, t1;
+  pid_t pid;
+  int st = 0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if( pid==0 ){
+    StoreSqliteConfig cfg;
+    Store *p = 0;
+    int rc;
+    memset(&cfg, 0, sizeof(cfg));
+    rc = store_sqlite_open(zPath, &cfg, &p, 0);
+    if( rc==SQLITE_OK ) store_close(p);
+    _exit(rc==SQLITE_OK ? 0 : 1);
+  }
+  if( nDelayUs>=0 ){
+    usleep(nDelayUs);
+    kill(pid, SIGKILL);
+  }
+  ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+  if( nDelayUs<0 ) ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (int64_t)(t1.tv_sec-t0.tv_sec)*1000000
+       + (t1.tv_nsec-t0.tv_nsec)/1000;
+}
+
+/* A process killed while its writable open migrates a format-1 store
+** leaves the store as it was or migrated, never in between: the next open
+** finds every row with its value, and the file passes integrity_check.
+** The kills fall at fractions of the time an open that migrates takes. */
+START_TEST(test_store_migration_killed_loses_nothing){
+  static const int aPct[] = { 10, 30, 50, 70, 90, 95 };
+  char *zDir = th_tmpdir("store-migrate-kill");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  char *zRm = sqlite3_mprintf("rm -f '%q' '%q-wal' '%q-shm'", zPath, zPath,
+                              zPath);
+  int nRow = th_scaled(9000, 3), k, nOld = 0;
+  int64_t nFullUs;
+  make_format1_store(zPath, nRow);
+  nFullUs = open_in_child(zPath, -1);
+  for(k=0; k<(int)(sizeof(aPct)/sizeof(aPct[0])); k++){
+    StoreSqliteConfig cfg;
+    Store *p = 0;
+    RowCheck chk;
+    sqlite3 *raw;
+    ck_assert_int_eq(system(zRm), 0);
+    make_format1_store(zPath, nRow);
+    open_in_child(zPath, (int)(nFullUs*aPct[k]/100));
+    raw = th_open(zPath);
+    if( th_int(raw, "PRAGMA user_version")!=2 ) nOld++;
+    th_text_is(raw, "PRAGMA integrity_check", "ok");
+    sqlite3_close(raw);
+    memset(&cfg, 0, sizeof(cfg));
+    ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &p, 0), SQLITE_OK);
+    memset(&chk, 0, sizeof(chk));
+    ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, check_row, &chk),
+                     SQLITE_OK);
+    ck_assert_int_eq(chk.n, nRow);
+    ck_assert_int_eq(chk.bBad, 0);
+    store_close(p);
+    raw = th_open(zPath);
+    ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
+    ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_blobs"),
+                     (nRow+2)/3);
+    th_text_is(raw, "PRAGMA integrity_check", "ok");
+    sqlite3_close(raw);
+  }
+  /* the early kills fall before the migration commits */
+  ck_assert_int_gt(nOld, 0);
+  sqlite3_free(zRm);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
 }
@@ -1393,6 +1509,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_store_data_version_moves_on_every_change);
   tcase_add_test(tc, test_store_scan_orders_bounds_and_limits);
   tcase_add_test(tc, test_store_small_and_big_values_read_alike);
+  tcase_add_test(tc, test_store_migration_killed_loses_nothing);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
   tcase_add_test(tc, test_store_value_over_max_is_toobig);
