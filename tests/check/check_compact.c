@@ -1778,100 +1778,6 @@ END_TEST
 
 /* ---- injected store failures ---- */
 
-/* A VFS over the default one whose Nth write (faultWrites) or Nth sync
-** (faultSyncs) fails; 0 = off.  Registered as the default VFS, so the
-** store handles of depot_compact() and depot_gc() go through it. */
-static int faultWrites = 0, faultSyncs = 0, faultHits = 0;
-static sqlite3_vfs *pFaultRoot = 0;
-typedef struct FaultFile FaultFile;
-struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
-
-static int faultHit(int *pCount){
-  if( *pCount>0 && --(*pCount)==0 ){ faultHits++; return 1; }
-  return 0;
-}
-#define REAL(f) (((FaultFile*)(f))->pReal)
-static int faultClose(sqlite3_file *f){
-  int rc = REAL(f)->pMethods->xClose(REAL(f));
-  return rc;
-}
-static int faultRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
-  return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
-}
-static int faultWrite(sqlite3_file *f, const void *p, int n,
-                      sqlite3_int64 o){
-  if( faultHit(&faultWrites) ) return SQLITE_IOERR_WRITE;
-  return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
-}
-static int faultTruncate(sqlite3_file *f, sqlite3_int64 n){
-  return REAL(f)->pMethods->xTruncate(REAL(f), n);
-}
-static int faultSync(sqlite3_file *f, int fl){
-  if( faultHit(&faultSyncs) ) return SQLITE_IOERR_FSYNC;
-  return REAL(f)->pMethods->xSync(REAL(f), fl);
-}
-static int faultSize(sqlite3_file *f, sqlite3_int64 *p){
-  return REAL(f)->pMethods->xFileSize(REAL(f), p);
-}
-static int faultLock(sqlite3_file *f, int e){
-  return REAL(f)->pMethods->xLock(REAL(f), e);
-}
-static int faultUnlock(sqlite3_file *f, int e){
-  return REAL(f)->pMethods->xUnlock(REAL(f), e);
-}
-static int faultReserved(sqlite3_file *f, int *p){
-  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), p);
-}
-static int faultFcntl(sqlite3_file *f, int op, void *p){
-  return REAL(f)->pMethods->xFileControl(REAL(f), op, p);
-}
-static int faultSector(sqlite3_file *f){
-  return REAL(f)->pMethods->xSectorSize(REAL(f));
-}
-static int faultDevchar(sqlite3_file *f){
-  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
-}
-static int faultShmMap(sqlite3_file *f, int i, int n, int b,
-                       void volatile **pp){
-  return REAL(f)->pMethods->xShmMap(REAL(f), i, n, b, pp);
-}
-static int faultShmLock(sqlite3_file *f, int o, int n, int fl){
-  return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
-}
-static void faultShmBarrier(sqlite3_file *f){
-  REAL(f)->pMethods->xShmBarrier(REAL(f));
-}
-static int faultShmUnmap(sqlite3_file *f, int d){
-  return REAL(f)->pMethods->xShmUnmap(REAL(f), d);
-}
-static const sqlite3_io_methods faultIo = {
-  2, faultClose, faultRead, faultWrite, faultTruncate, faultSync, faultSize,
-  faultLock, faultUnlock, faultReserved, faultFcntl, faultSector,
-  faultDevchar, faultShmMap, faultShmLock, faultShmBarrier, faultShmUnmap,
-  0, 0
-};
-static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
-                     int *pOut){
-  FaultFile *p = (FaultFile*)f;
-  int rc;
-  (void)v;
-  p->pReal = (sqlite3_file*)&p[1];
-  rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
-  p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
-  return rc;
-}
-static sqlite3_vfs faultVfs;
-
-static void setup_fault_vfs(void){
-  if( pFaultRoot ) return;
-  pFaultRoot = sqlite3_vfs_find(0);
-  faultVfs = *pFaultRoot;
-  faultVfs.zName = "faulty-default";
-  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
-  faultVfs.xOpen = faultOpen;
-  ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 1), SQLITE_OK);
-}
-
 /* Copy file zFrom to zTo byte for byte. */
 static void copy_file(const char *zFrom, const char *zTo){
   FILE *in = fopen(zFrom, "rb"), *out = fopen(zTo, "wb");
@@ -1921,8 +1827,8 @@ static int fault_rounds(Fx *f, const char *zTemplate, int bGc, int bSync,
     int rc;
     sqlite3 *db;
     restore_store(zTemplate, f->zStore);
-    faultHits = 0;
-    if( bSync ) faultSyncs = n; else faultWrites = n;
+    th_fault_hits = 0;
+    if( bSync ) th_fault_syncs = n; else th_fault_writes = n;
     if( bGc ){
       DepotGcResult g;
       rc = depot_gc(f->zStore, &g, &zErr);
@@ -1930,14 +1836,14 @@ static int fault_rounds(Fx *f, const char *zTemplate, int bGc, int bSync,
       DepotCompactResult r;
       rc = depot_compact(f->zStore, 0, 0, &r, &zErr);
     }
-    faultWrites = faultSyncs = 0;
+    th_fault_writes = th_fault_syncs = 0;
     sqlite3_free(zErr);
     if( rc!=SQLITE_OK ) nFailed++;
     db = fx_db(f, "app", "main");
     assert_content(db, zWant);
     sqlite3_close(db);
     assert_counters_exact(f->zStore);
-    if( faultHits==0 ){
+    if( th_fault_hits==0 ){
       ck_assert_int_eq(rc, SQLITE_OK);
       break;
     }
@@ -1962,7 +1868,7 @@ START_TEST(test_injected_store_failures_at_each_step_leave_data_intact){
   char *zWant, *zTemplate, *zTemplate2;
   int nFailed = 0;
   fx_open(&f, "cmp-fault");
-  setup_fault_vfs();
+  th_fault_vfs();
   zTemplate = sqlite3_mprintf("%s/template.depot", f.zDir);
   zTemplate2 = sqlite3_mprintf("%s/template2.depot", f.zDir);
   pD = fx_db(&f, "app", "main");

@@ -377,6 +377,30 @@ static int check_row(void *pArg, const unsigned char *pKey, int nKey,
   return 0;
 }
 
+/* Every row of make_format1_store(zPath, nRow) read through a writable
+** open of zPath (which migrates the store if needed); the file then is
+** format 2 and passes integrity_check. */
+static void assert_rows_and_format2(const char *zPath, int nRow){
+  StoreSqliteConfig cfg;
+  Store *p = 0;
+  RowCheck chk;
+  sqlite3 *raw;
+  memset(&cfg, 0, sizeof(cfg));
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &p, 0), SQLITE_OK);
+  memset(&chk, 0, sizeof(chk));
+  ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, check_row, &chk),
+                   SQLITE_OK);
+  ck_assert_int_eq(chk.n, nRow);
+  ck_assert_int_eq(chk.bBad, 0);
+  store_close(p);
+  raw = th_open(zPath);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_blobs"),
+                   (nRow+2)/3);
+  th_text_is(raw, "PRAGMA integrity_check", "ok");
+  sqlite3_close(raw);
+}
+
 /* Forks a process that opens store zPath writable (migrating it) and
 ** closes it; kills it after nDelayUs microseconds (negative: lets it
 ** finish).  Returns the microseconds from the fork to its end. */
@@ -392,6 +416,7 @@ static int64_t open_in_child(const char *zPath, int nDelayUs){
     Store *p = 0;
     int rc;
     memset(&cfg, 0, sizeof(cfg));
+    cfg.iSynchronous = 2;
     rc = store_sqlite_open(zPath, &cfg, &p, 0);
     if( rc==SQLITE_OK ) store_close(p);
     _exit(rc==SQLITE_OK ? 0 : 1);
@@ -422,9 +447,6 @@ START_TEST(test_store_migration_killed_loses_nothing){
   make_format1_store(zPath, nRow);
   nFullUs = open_in_child(zPath, -1);
   for(k=0; k<(int)(sizeof(aPct)/sizeof(aPct[0])); k++){
-    StoreSqliteConfig cfg;
-    Store *p = 0;
-    RowCheck chk;
     sqlite3 *raw;
     ck_assert_int_eq(system(zRm), 0);
     make_format1_store(zPath, nRow);
@@ -433,23 +455,63 @@ START_TEST(test_store_migration_killed_loses_nothing){
     if( th_int(raw, "PRAGMA user_version")!=2 ) nOld++;
     th_text_is(raw, "PRAGMA integrity_check", "ok");
     sqlite3_close(raw);
-    memset(&cfg, 0, sizeof(cfg));
-    ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &p, 0), SQLITE_OK);
-    memset(&chk, 0, sizeof(chk));
-    ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, check_row, &chk),
-                     SQLITE_OK);
-    ck_assert_int_eq(chk.n, nRow);
-    ck_assert_int_eq(chk.bBad, 0);
-    store_close(p);
-    raw = th_open(zPath);
-    ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
-    ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_blobs"),
-                     (nRow+2)/3);
-    th_text_is(raw, "PRAGMA integrity_check", "ok");
-    sqlite3_close(raw);
+    assert_rows_and_format2(zPath, nRow);
   }
   /* the early kills fall before the migration commits */
   ck_assert_int_gt(nOld, 0);
+  sqlite3_free(zRm);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* A migrating open whose Nth write or Nth sync fails (N from 1 up, in
+** steps that grow by half, until an open hits no failure) reports the
+** error and leaves the store format 1 or wholly format 2, readable: the
+** next open finds every row. */
+START_TEST(test_store_migration_io_errors_lose_nothing){
+  char *zDir = th_tmpdir("store-migrate-ioerr");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  char *zRm = sqlite3_mprintf("rm -f '%q' '%q-wal' '%q-shm'", zPath, zPath,
+                              zPath);
+  int nRow = th_scaled(1500, 3), bSync, nFailed = 0;
+  th_fault_vfs();
+  for(bSync=0; bSync<2; bSync++){
+    int n;
+    for(n=1; n<100000; n += (n+1)/2){
+      StoreSqliteConfig cfg;
+      Store *p = 0;
+      char *zErr = 0;
+      int rc;
+      ck_assert_int_eq(system(zRm), 0);
+      make_format1_store(zPath, nRow);
+      memset(&cfg, 0, sizeof(cfg));
+      cfg.iSynchronous = 2;
+      th_fault_hits = 0;
+      if( bSync ) th_fault_syncs = n; else th_fault_writes = n;
+      rc = store_sqlite_open(zPath, &cfg, &p, &zErr);
+      th_fault_writes = th_fault_syncs = 0;
+      if( rc==SQLITE_OK ){
+        store_close(p);
+      }else{
+        nFailed++;
+        ck_assert_int_eq(rc & 0xff, SQLITE_IOERR);
+        ck_assert_ptr_nonnull(zErr);
+        ck_assert_msg(strstr(zErr, "store")!=0, "%s", zErr);
+      }
+      sqlite3_free(zErr);
+      {
+        sqlite3 *raw = th_open(zPath);
+        int v = (int)th_int(raw, "PRAGMA user_version");
+        ck_assert(v==1 || v==2);
+        th_text_is(raw, "PRAGMA integrity_check", "ok");
+        sqlite3_close(raw);
+      }
+      assert_rows_and_format2(zPath, nRow);
+      if( th_fault_hits==0 ) break;
+    }
+  }
+  ck_assert_int_gt(nFailed, 5);
   sqlite3_free(zRm);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
@@ -1510,6 +1572,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_store_scan_orders_bounds_and_limits);
   tcase_add_test(tc, test_store_small_and_big_values_read_alike);
   tcase_add_test(tc, test_store_migration_killed_loses_nothing);
+  tcase_add_test(tc, test_store_migration_io_errors_lose_nothing);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
   tcase_add_test(tc, test_store_value_over_max_is_toobig);

@@ -301,3 +301,96 @@ int main(int argc, char **argv){
   depot_fork_idle_close();
   return nFail==0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
+
+/* ---- the fault-injecting VFS (th_fault_vfs) ---- */
+
+int th_fault_writes = 0, th_fault_syncs = 0, th_fault_hits = 0;
+static sqlite3_vfs *pFaultRoot = 0;
+typedef struct FaultFile FaultFile;
+struct FaultFile { sqlite3_file base; sqlite3_file *pReal; };
+
+static int faultHit(int *pCount){
+  if( *pCount>0 && --(*pCount)==0 ){ th_fault_hits++; return 1; }
+  return 0;
+}
+#define REAL(f) (((FaultFile*)(f))->pReal)
+static int faultClose(sqlite3_file *f){
+  int rc = REAL(f)->pMethods->xClose(REAL(f));
+  return rc;
+}
+static int faultRead(sqlite3_file *f, void *p, int n, sqlite3_int64 o){
+  return REAL(f)->pMethods->xRead(REAL(f), p, n, o);
+}
+static int faultWrite(sqlite3_file *f, const void *p, int n,
+                      sqlite3_int64 o){
+  if( faultHit(&th_fault_writes) ) return SQLITE_IOERR_WRITE;
+  return REAL(f)->pMethods->xWrite(REAL(f), p, n, o);
+}
+static int faultTruncate(sqlite3_file *f, sqlite3_int64 n){
+  return REAL(f)->pMethods->xTruncate(REAL(f), n);
+}
+static int faultSync(sqlite3_file *f, int fl){
+  if( faultHit(&th_fault_syncs) ) return SQLITE_IOERR_FSYNC;
+  return REAL(f)->pMethods->xSync(REAL(f), fl);
+}
+static int faultSize(sqlite3_file *f, sqlite3_int64 *p){
+  return REAL(f)->pMethods->xFileSize(REAL(f), p);
+}
+static int faultLock(sqlite3_file *f, int e){
+  return REAL(f)->pMethods->xLock(REAL(f), e);
+}
+static int faultUnlock(sqlite3_file *f, int e){
+  return REAL(f)->pMethods->xUnlock(REAL(f), e);
+}
+static int faultReserved(sqlite3_file *f, int *p){
+  return REAL(f)->pMethods->xCheckReservedLock(REAL(f), p);
+}
+static int faultFcntl(sqlite3_file *f, int op, void *p){
+  return REAL(f)->pMethods->xFileControl(REAL(f), op, p);
+}
+static int faultSector(sqlite3_file *f){
+  return REAL(f)->pMethods->xSectorSize(REAL(f));
+}
+static int faultDevchar(sqlite3_file *f){
+  return REAL(f)->pMethods->xDeviceCharacteristics(REAL(f));
+}
+static int faultShmMap(sqlite3_file *f, int i, int n, int b,
+                       void volatile **pp){
+  return REAL(f)->pMethods->xShmMap(REAL(f), i, n, b, pp);
+}
+static int faultShmLock(sqlite3_file *f, int o, int n, int fl){
+  return REAL(f)->pMethods->xShmLock(REAL(f), o, n, fl);
+}
+static void faultShmBarrier(sqlite3_file *f){
+  REAL(f)->pMethods->xShmBarrier(REAL(f));
+}
+static int faultShmUnmap(sqlite3_file *f, int d){
+  return REAL(f)->pMethods->xShmUnmap(REAL(f), d);
+}
+static const sqlite3_io_methods faultIo = {
+  2, faultClose, faultRead, faultWrite, faultTruncate, faultSync, faultSize,
+  faultLock, faultUnlock, faultReserved, faultFcntl, faultSector,
+  faultDevchar, faultShmMap, faultShmLock, faultShmBarrier, faultShmUnmap,
+  0, 0
+};
+static int faultOpen(sqlite3_vfs *v, const char *z, sqlite3_file *f, int fl,
+                     int *pOut){
+  FaultFile *p = (FaultFile*)f;
+  int rc;
+  (void)v;
+  p->pReal = (sqlite3_file*)&p[1];
+  rc = pFaultRoot->xOpen(pFaultRoot, z, p->pReal, fl, pOut);
+  p->base.pMethods = p->pReal->pMethods ? &faultIo : 0;
+  return rc;
+}
+static sqlite3_vfs faultVfs;
+
+void th_fault_vfs(void){
+  if( pFaultRoot ) return;
+  pFaultRoot = sqlite3_vfs_find(0);
+  faultVfs = *pFaultRoot;
+  faultVfs.zName = "faulty-default";
+  faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
+  faultVfs.xOpen = faultOpen;
+  ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 1), SQLITE_OK);
+}

@@ -102,4 +102,12 @@ int th_count_suffix(const char *zDir, const char *zSuffix);
 /* Path of the built loadable module ($DEPOT_MODULE), or NULL if unset. */
 const char *th_module_path(void);
 
+/* Registers (once) "faulty-default", a VFS over the default one, as the
+** default VFS, so the store handles a test opens go through it.  Its Nth
+** write (th_fault_writes = N) fails with SQLITE_IOERR_WRITE, its Nth sync
+** (th_fault_syncs = N) with SQLITE_IOERR_FSYNC; each counts down once, 0
+** is off, and th_fault_hits counts the failures injected. */
+void th_fault_vfs(void);
+extern int th_fault_writes, th_fault_syncs, th_fault_hits;
+
 #endif /* DEPOT_TEST_HARNESS_H */
