@@ -442,7 +442,8 @@ START_TEST(test_store_migration_killed_loses_nothing){
   char *zPath = sqlite3_mprintf("%s/store.db", zDir);
   char *zRm = sqlite3_mprintf("rm -f '%q' '%q-wal' '%q-shm'", zPath, zPath,
                               zPath);
-  int nRow = th_scaled(9000, 3), k, nOld = 0;
+  int nRow = th_under_tsan() || th_under_asan() ? 2000 : th_scaled(9000, 3);
+  int k, nOld = 0;
   int64_t nFullUs;
   make_format1_store(zPath, nRow);
   nFullUs = open_in_child(zPath, -1);
@@ -474,7 +475,8 @@ START_TEST(test_store_migration_io_errors_lose_nothing){
   char *zPath = sqlite3_mprintf("%s/store.db", zDir);
   char *zRm = sqlite3_mprintf("rm -f '%q' '%q-wal' '%q-shm'", zPath, zPath,
                               zPath);
-  int nRow = th_scaled(1500, 3), bSync, nFailed = 0;
+  int nRow = th_under_tsan() || th_under_asan() ? 500 : th_scaled(1500, 3);
+  int bSync, nFailed = 0;
   th_fault_vfs();
   for(bSync=0; bSync<2; bSync++){
     int n;
