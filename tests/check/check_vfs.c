@@ -404,12 +404,8 @@ static void assert_rows_and_format2(const char *zPath, int nRow){
 /* Forks a process that opens store zPath writable (migrating it) and
 ** closes it; kills it after nDelayUs microseconds (negative: lets it
 ** finish).  Returns the microseconds from the fork to its end. */
-static int64_t open_in_child(const char *zPath, int nDelayUs){
-  struct timespec t0, t1;
-  pid_t pid;
-  int st = 0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  pid = fork();
+static pid_t fork_open(const char *zPath){
+  pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if( pid==0 ){
     StoreSqliteConfig cfg;
@@ -421,6 +417,15 @@ static int64_t open_in_child(const char *zPath, int nDelayUs){
     if( rc==SQLITE_OK ) store_close(p);
     _exit(rc==SQLITE_OK ? 0 : 1);
   }
+  return pid;
+}
+
+static int64_t open_in_child(const char *zPath, int nDelayUs){
+  struct timespec t0, t1;
+  pid_t pid;
+  int st = 0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pid = fork_open(zPath);
   if( nDelayUs>=0 ){
     usleep(nDelayUs);
     kill(pid, SIGKILL);
@@ -515,6 +520,28 @@ START_TEST(test_store_migration_io_errors_lose_nothing){
   }
   ck_assert_int_gt(nFailed, 5);
   sqlite3_free(zRm);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
+/* Two processes opening a format-1 store writable at once: one migrates
+** it, the other waits for that and finds nothing left to do; both opens
+** succeed and every row is there once. */
+START_TEST(test_store_migration_by_two_processes_at_once){
+  char *zDir = th_tmpdir("store-migrate-two");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  int nRow = th_under_tsan() || th_under_asan() ? 2000 : th_scaled(9000, 3);
+  int i;
+  pid_t aPid[2];
+  make_format1_store(zPath, nRow);
+  for(i=0; i<2; i++) aPid[i] = fork_open(zPath);
+  for(i=0; i<2; i++){
+    int st = 0;
+    ck_assert_int_eq(waitpid(aPid[i], &st, 0), aPid[i]);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st)==0);
+  }
+  assert_rows_and_format2(zPath, nRow);
   sqlite3_free(zPath);
   sqlite3_free(zDir);
 }
@@ -1575,6 +1602,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_store_small_and_big_values_read_alike);
   tcase_add_test(tc, test_store_migration_killed_loses_nothing);
   tcase_add_test(tc, test_store_migration_io_errors_lose_nothing);
+  tcase_add_test(tc, test_store_migration_by_two_processes_at_once);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
   tcase_add_test(tc, test_store_value_over_max_is_toobig);
