@@ -3,6 +3,13 @@
 ## A suite is three lines: the program, its TESTS entry, its sources
 ## with $(TEST_HARNESS); every suite links $(TEST_LDADD).
 
+# The longest suite first: make -j starts the tests in this order, so it
+# runs beside the others instead of alone at the end.
+check_PROGRAMS += tests/check/check_staging
+TESTS += tests/check/check_staging
+tests_check_check_staging_SOURCES = tests/check/check_staging.c $(TEST_HARNESS)
+tests_check_check_staging_LDADD = $(TEST_LDADD)
+
 check_PROGRAMS += tests/check/check_wal
 TESTS += tests/check/check_wal
 tests_check_check_wal_SOURCES = tests/check/check_wal.c $(TEST_HARNESS)
@@ -245,8 +252,3 @@ endif
 TESTS += tests/check/pgrepl_suite.sh
 EXTRA_DIST += tests/check/pgrepl_suite.sh
 AM_TESTS_ENVIRONMENT += PG_BINDIR='$(PG_BINDIR)'; export PG_BINDIR;
-
-check_PROGRAMS += tests/check/check_staging
-TESTS += tests/check/check_staging
-tests_check_check_staging_SOURCES = tests/check/check_staging.c $(TEST_HARNESS)
-tests_check_check_staging_LDADD = $(TEST_LDADD)
