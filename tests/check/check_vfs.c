@@ -401,9 +401,9 @@ static void assert_rows_and_format2(const char *zPath, int nRow){
   sqlite3_close(raw);
 }
 
-/* Forks a process that opens store zPath writable (migrating it) and
-** closes it; kills it after nDelayUs microseconds (negative: lets it
-** finish).  Returns the microseconds from the fork to its end. */
+/* Forks a process that opens store zPath writable at synchronous=FULL
+** (migrating it), closes it and exits 0 (1 if the open failed); returns
+** its pid. */
 static pid_t fork_open(const char *zPath){
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
@@ -420,6 +420,9 @@ static pid_t fork_open(const char *zPath){
   return pid;
 }
 
+/* fork_open(zPath), killed after nDelayUs microseconds (negative: left to
+** finish, which must succeed).  Returns the microseconds from the fork to
+** its end. */
 static int64_t open_in_child(const char *zPath, int nDelayUs){
   struct timespec t0, t1;
   pid_t pid;
