@@ -550,6 +550,99 @@ START_TEST(test_store_migration_by_two_processes_at_once){
 }
 END_TEST
 
+/* The milliseconds since t0. */
+static int64_t ms_since(const struct timespec *t0){
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (int64_t)(t1.tv_sec-t0->tv_sec)*1000
+       + (t1.tv_nsec-t0->tv_nsec)/1000000;
+}
+
+/* A writable open of a format-1 store whose write lock another connection
+** holds (as one migrating it does, for as long as the copy takes) does not
+** wait for it: it waits at most a second, then reads the old tables, and
+** its first write migrates the store, waiting for the lock like any write
+** (SQLITE_BUSY with the migration named after the busy timeout; inside a
+** transaction begun before the migration, SQLITE_BUSY at once).  A
+** migration another handle made meanwhile is followed, not redone. */
+START_TEST(test_store_open_while_the_write_lock_is_held_migrates_later){
+  char *zDir = th_tmpdir("store-migrate-later");
+  char *zPath = sqlite3_mprintf("%s/store.db", zDir);
+  StoreSqliteConfig cfg;
+  Store *p = 0, *q = 0;
+  sqlite3 *raw;
+  RowCheck chk;
+  struct timespec t0;
+  int64_t nMs;
+  make_format1_store(zPath, 300);
+  raw = th_open(zPath);
+  th_exec(raw, "BEGIN IMMEDIATE");
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.nBusyMs = 300;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &p, 0), SQLITE_OK);
+  nMs = ms_since(&t0);
+  ck_assert_int_lt(nMs, 1000);        /* min(busy timeout, 1 s) */
+  memset(&chk, 0, sizeof(chk));
+  ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, check_row, &chk),
+                   SQLITE_OK);
+  ck_assert_int_eq(chk.n, 300);
+  ck_assert_int_eq(chk.bBad, 0);
+  /* a write waits for the lock, then fails naming the migration */
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ck_assert_int_eq(store_put(p, "r00001", 6, "v00000001", 9) & 0xff,
+                   SQLITE_BUSY);
+  ck_assert_int_ge(ms_since(&t0), 250);
+  ck_assert_ptr_nonnull(strstr(store_errmsg(p), "format 2"));
+  ck_assert_int_eq(store_begin(p, 1) & 0xff, SQLITE_BUSY);
+  /* in a read transaction of the old tables: busy at once */
+  ck_assert_int_eq(store_begin(p, 0), SQLITE_OK);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ck_assert_int_eq(store_put(p, "r00001", 6, "v00000001", 9), SQLITE_BUSY);
+  ck_assert_int_lt(ms_since(&t0), 250);
+  ck_assert_ptr_nonnull(strstr(store_errmsg(p), "being migrated"));
+  ck_assert_int_eq(store_rollback(p), SQLITE_OK);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 1);
+  th_exec(raw, "ROLLBACK");
+  /* the lock is free: the first write migrates */
+  ck_assert_int_eq(store_put(p, "r00001", 6, "v00000001", 9), SQLITE_OK);
+  ck_assert_int_eq(th_int(raw, "PRAGMA user_version"), 2);
+  ck_assert_int_eq(th_int(raw, "SELECT count(*) FROM depot_blobs"), 100);
+  memset(&chk, 0, sizeof(chk));
+  ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, check_row, &chk),
+                   SQLITE_OK);
+  ck_assert_int_eq(chk.n, 300);
+  ck_assert_int_eq(chk.bBad, 0);
+  store_close(p);
+  sqlite3_close(raw);
+  assert_rows_and_format2(zPath, 300);
+
+  /* deferred, then another handle migrates: the first follows */
+  sqlite3_free(zPath);
+  zPath = sqlite3_mprintf("%s/store2.db", zDir);
+  make_format1_store(zPath, 300);
+  raw = th_open(zPath);
+  th_exec(raw, "BEGIN IMMEDIATE");
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &p, 0), SQLITE_OK);
+  th_exec(raw, "ROLLBACK");
+  sqlite3_close(raw);
+  ck_assert_int_eq(store_sqlite_open(zPath, &cfg, &q, 0), SQLITE_OK);
+  store_close(q);
+  memset(&chk, 0, sizeof(chk));
+  ck_assert_int_eq(store_scan(p, "", 0, 0, 0, 0, -1, check_row, &chk),
+                   SQLITE_OK);
+  ck_assert_int_eq(chk.n, 300);
+  ck_assert_int_eq(chk.bBad, 0);
+  ck_assert_int_eq(store_begin(p, 1), SQLITE_OK);
+  ck_assert_int_eq(store_put(p, "r00002", 6, "v00000002", 9), SQLITE_OK);
+  ck_assert_int_eq(store_commit(p), SQLITE_OK);
+  store_close(p);
+  assert_rows_and_format2(zPath, 300);
+  sqlite3_free(zPath);
+  sqlite3_free(zDir);
+}
+END_TEST
+
 START_TEST(test_store_rollback_discards_and_commit_keeps){
   Store *p = open_store("store-txn", 0);
   char *z;
@@ -1606,6 +1699,7 @@ Suite *depot_test_suite(void){
   tcase_add_test(tc, test_store_migration_killed_loses_nothing);
   tcase_add_test(tc, test_store_migration_io_errors_lose_nothing);
   tcase_add_test(tc, test_store_migration_by_two_processes_at_once);
+  tcase_add_test(tc, test_store_open_while_the_write_lock_is_held_migrates_later);
   tcase_add_test(tc, test_store_rollback_discards_and_commit_keeps);
   tcase_add_test(tc, test_store_add_counts_and_rejects_non_counters);
   tcase_add_test(tc, test_store_value_over_max_is_toobig);

@@ -130,6 +130,9 @@ struct StoreSqlite {
                                   ** opens) or 2 (SS_FORMAT) */
   int bInTxn;                     /* inside store_begin() .. commit/rollback */
   int bReadOnly;                  /* opened read-only or immutable */
+  int bUpgrade;                   /* writable, of an older format: its
+                                  ** first write migrates the store
+                                  ** (ssUpgradeNow()) */
   StoreLockFile lk;               /* writer locks */
   int nMaxValue;
   int nBusyMs;                    /* the connection's busy timeout */
@@ -228,11 +231,43 @@ static void ssFresh(StoreSqlite *p){
   if( p->iFormat<SS_FORMAT && !p->bInTxn ) ssFollowFormat(p);
 }
 
+/* Before a write of a handle whose open found the store of an older
+** format and its write lock held (bUpgrade): outside a transaction,
+** migrate the store now, waiting for the lock as long as any write does
+** (the busy timeout); inside one, whose snapshot still has the old
+** tables, fail with SQLITE_BUSY.  SQLITE_OK when the handle writes
+** format 2. */
+static int ssUpgrade(StoreSqlite*, int nWaitMs);
+static int ssUpgradeNow(StoreSqlite *p){
+  int rc;
+  if( !p->bUpgrade ) return SQLITE_OK;
+  if( p->bInTxn ){
+    const char *zFile = sqlite3_db_filename(p->db, "main");
+    if( p->iFormat>=SS_FORMAT ){
+      p->bUpgrade = 0;
+      return SQLITE_OK;
+    }
+    sqlite3_free(p->zErr);
+    p->zErr = sqlite3_mprintf("store: the store file %s is being migrated to"
+        " format %d by another connection: a transaction begun before the"
+        " migration committed cannot write (retry it)", zFile ? zFile : "",
+        SS_FORMAT);
+    return SQLITE_BUSY;
+  }
+  rc = ssUpgrade(p, p->nBusyMs);
+  if( rc==SQLITE_OK ){
+    p->bUpgrade = 0;
+    ssFollowFormat(p);
+  }
+  return rc;
+}
+
 static int ssBegin(Store *pStore, int bWrite){
   StoreSqlite *p = (StoreSqlite*)pStore;
   sqlite3_stmt *pStmt = 0;
   int rc;
   if( p->bInTxn ) return SQLITE_MISUSE;
+  if( bWrite && (rc = ssUpgradeNow(p))!=SQLITE_OK ) return rc;
   rc = ssStmt(p, bWrite ? SS_BEGINW : SS_BEGINR, &pStmt);
   if( rc==SQLITE_OK ) rc = ssRun(p, pStmt, "begin");
   if( rc==SQLITE_OK ) p->bInTxn = 1;
@@ -492,6 +527,7 @@ static int ssPut(Store *pStore, const void *pKey, int nKey,
                               " of %d", nVal, p->nMaxValue);
     return SQLITE_TOOBIG;
   }
+  if( (rc = ssUpgradeNow(p))!=SQLITE_OK ) return rc;
   if( p->iFormat>=2 && nVal>SS_INLINE_MAX ) return ssPutBig(p, pKey, nKey,
                                                          pVal, nVal);
   rc = ssStmt(p, SS_PUT, &pStmt);
@@ -504,7 +540,8 @@ static int ssPut(Store *pStore, const void *pKey, int nKey,
 static int ssClear(Store *pStore, const void *pKey, int nKey){
   StoreSqlite *p = (StoreSqlite*)pStore;
   sqlite3_stmt *pStmt = 0;
-  int rc = ssStmt(p, SS_DEL, &pStmt);
+  int rc = ssUpgradeNow(p);
+  if( rc==SQLITE_OK ) rc = ssStmt(p, SS_DEL, &pStmt);
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pKey, nKey, SQLITE_STATIC);
   return ssRun(p, pStmt, "clear");
@@ -514,7 +551,10 @@ static int ssClearRange(Store *pStore, const void *pLo, int nLo,
                         const void *pHi, int nHi){
   StoreSqlite *p = (StoreSqlite*)pStore;
   sqlite3_stmt *pStmt = 0;
-  int rc = ssStmt(p, nHi>0 ? SS_DELRANGE : SS_DELRANGE_OPEN, &pStmt);
+  int rc = ssUpgradeNow(p);
+  if( rc==SQLITE_OK ){
+    rc = ssStmt(p, nHi>0 ? SS_DELRANGE : SS_DELRANGE_OPEN, &pStmt);
+  }
   if( rc!=SQLITE_OK ) return rc;
   sqlite3_bind_blob(pStmt, 1, pLo, nLo, SQLITE_STATIC);
   if( nHi>0 ) sqlite3_bind_blob(pStmt, 2, pHi, nHi, SQLITE_STATIC);
@@ -839,12 +879,22 @@ static int ssUserVersion(StoreSqlite *p){
   return v;
 }
 
+/* BEGIN IMMEDIATE for a migration, waiting at most nWaitMs for the write
+** lock. */
+static int ssMigrateBegin(StoreSqlite *p, int nWaitMs){
+  int rc;
+  sqlite3_busy_timeout(p->db, nWaitMs);
+  rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", 0, 0, 0);
+  sqlite3_busy_timeout(p->db, p->nBusyMs);
+  return rc;
+}
+
 /* Migrate a format-0 store to format 1 in one write transaction: the rows
 ** move, in key order, into a new rowid table that takes depot_kv's name.
-** Another process migrating at the same time is waited for, and then
-** nothing is left to do. */
-static int ssMigrate(StoreSqlite *p){
-  int rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", 0, 0, 0);
+** Another connection migrating at the same time is waited for (up to
+** nWaitMs), and then nothing is left to do. */
+static int ssMigrate(StoreSqlite *p, int nWaitMs){
+  int rc = ssMigrateBegin(p, nWaitMs);
   if( rc==SQLITE_OK && ssFormatOf(p)==0 ){
     rc = sqlite3_exec(p->db, "CREATE TABLE depot_kv_migrating(key BLOB"
         " PRIMARY KEY, value BLOB);"
@@ -866,10 +916,10 @@ static int ssMigrate(StoreSqlite *p){
 ** value of more than SS_INLINE_MAX bytes moves to depot_blobs under its
 ** old rowid, every key, in key order, to depot_keys with its value or that
 ** id; then the table depot_kv goes and the rest of the schema (triggers,
-** the view depot_kv) is made.  A store another process migrated meanwhile
-** is left as it is. */
-static int ssMigrate2(StoreSqlite *p){
-  int rc = sqlite3_exec(p->db, "BEGIN IMMEDIATE", 0, 0, 0);
+** the view depot_kv) is made.  A store another connection migrated
+** meanwhile is left as it is. */
+static int ssMigrate2(StoreSqlite *p, int nWaitMs){
+  int rc = ssMigrateBegin(p, nWaitMs);
   if( rc==SQLITE_OK && ssFormatOf(p)==1 ){
     char *z = sqlite3_mprintf(
         "CREATE TABLE depot_keys(key BLOB PRIMARY KEY, value BLOB,"
@@ -893,6 +943,50 @@ static int ssMigrate2(StoreSqlite *p){
   if( rc!=SQLITE_OK ){
     ssSetErr(p, "cannot migrate the store to format 2");
     sqlite3_exec(p->db, "ROLLBACK", 0, 0, 0);
+  }
+  return rc;
+}
+
+/* How long a writable open waits for the write lock to migrate an older
+** store; a lock held longer (another connection migrating it) leaves the
+** migration to the handle's first write (ssUpgradeNow()). */
+#define SS_MIGRATE_WAIT_MS 1000
+
+/* The tables, triggers and view of the current format, where missing, and
+** its user_version. */
+static int ssSchema(StoreSqlite *p){
+  int rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
+  if( rc==SQLITE_OK && ssUserVersion(p)!=SS_FORMAT ){
+    char *zSql = sqlite3_mprintf("PRAGMA user_version=%d", SS_FORMAT);
+    rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
+    sqlite3_free(zSql);
+  }
+  return rc;
+}
+
+/* Migrate a store of format 0 or 1 to the current format (each step
+** waiting at most nWaitMs for the write lock; a step another connection
+** did meanwhile is skipped), then give the old table's pages back and
+** truncate the -wal that carried the copy. */
+static int ssUpgrade(StoreSqlite *p, int nWaitMs){
+  int rc = SQLITE_OK;
+  ssBlobClose(p);
+  if( ssFormatOf(p)==0 ) rc = ssMigrate(p, nWaitMs);
+  if( rc==SQLITE_OK && ssFormatOf(p)==1 ){
+    rc = ssMigrate2(p, nWaitMs);
+    if( rc!=SQLITE_OK ) return rc;
+    /* the pages of the old table go back to the file system (a store
+    ** made with auto_vacuum=INCREMENTAL), and the -wal that carried the
+    ** copy is truncated unless a reader pins it; neither is needed for
+    ** the migration, which has committed */
+    sqlite3_exec(p->db, "PRAGMA incremental_vacuum", 0, 0, 0);
+    sqlite3_busy_timeout(p->db, 0);
+    sqlite3_wal_checkpoint_v2(p->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
+                              0, 0);
+    sqlite3_busy_timeout(p->db, p->nBusyMs);
+  }
+  if( rc==SQLITE_OK && (rc = ssSchema(p))!=SQLITE_OK ){
+    ssSetErr(p, "cannot set up the store file");
   }
   return rc;
 }
@@ -929,29 +1023,25 @@ static int ssSetup(StoreSqlite *p, const StoreSqliteConfig *pCfg){
       rc = sqlite3_exec(p->db, "PRAGMA journal_mode=WAL;"
                         " PRAGMA journal_size_limit=4194304", 0, 0, 0);
     }
-    if( rc==SQLITE_OK && ssFormatOf(p)==0 ){
-      rc = ssMigrate(p);
-      if( rc!=SQLITE_OK ) return rc;
-    }
-    if( rc==SQLITE_OK && ssFormatOf(p)==1 ){
-      rc = ssMigrate2(p);
-      if( rc!=SQLITE_OK ) return rc;
-      /* the pages of the old table go back to the file system (a store
-      ** made with auto_vacuum=INCREMENTAL), and the -wal that carried
-      ** the copy is truncated unless a reader pins it */
-      rc = sqlite3_exec(p->db, "PRAGMA incremental_vacuum", 0, 0, 0);
-      if( rc==SQLITE_OK ){
-        sqlite3_busy_timeout(p->db, 0);
-        sqlite3_wal_checkpoint_v2(p->db, "main", SQLITE_CHECKPOINT_TRUNCATE,
-                                  0, 0);
-        sqlite3_busy_timeout(p->db, p->nBusyMs);
+    if( rc==SQLITE_OK ){
+      int iFormat = ssFormatOf(p);
+      if( iFormat==0 || iFormat==1 ){
+        rc = ssUpgrade(p, p->nBusyMs<SS_MIGRATE_WAIT_MS ? p->nBusyMs
+                                                        : SS_MIGRATE_WAIT_MS);
+        if( (rc&0xff)==SQLITE_BUSY ){
+          /* another connection holds the write lock, as one migrating
+          ** the store does: read the old tables (following the migration
+          ** when it commits) and migrate at the first write */
+          sqlite3_free(p->zErr);
+          p->zErr = 0;
+          p->bUpgrade = 1;
+          rc = SQLITE_OK;
+        }else if( rc!=SQLITE_OK ){
+          return rc;
+        }
+      }else{
+        rc = ssSchema(p);
       }
-    }
-    if( rc==SQLITE_OK ) rc = sqlite3_exec(p->db, STORE_SCHEMA_SQL, 0, 0, 0);
-    if( rc==SQLITE_OK && ssUserVersion(p)!=SS_FORMAT ){
-      zSql = sqlite3_mprintf("PRAGMA user_version=%d", SS_FORMAT);
-      rc = zSql ? sqlite3_exec(p->db, zSql, 0, 0, 0) : SQLITE_NOMEM;
-      sqlite3_free(zSql);
     }
   }
   if( rc==SQLITE_OK ){
