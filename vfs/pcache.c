@@ -133,6 +133,23 @@ static int spillFault(void){
 #endif
 }
 
+/* This process's id without a system call (glibc's getpid() makes one, and
+** spillReady() runs on every read of a spilled page): taken at the first
+** use, and again in the child by fork()'s handler. */
+static pid_t cachePidNow = 0;           /* atomic */
+static pthread_once_t cachePidOnce = PTHREAD_ONCE_INIT;
+static void cachePidSet(void){
+  __atomic_store_n(&cachePidNow, getpid(), __ATOMIC_RELAXED);
+}
+static void cachePidInit(void){
+  cachePidSet();
+  pthread_atfork(0, 0, cachePidSet);
+}
+static pid_t cachePid(void){
+  pthread_once(&cachePidOnce, cachePidInit);
+  return __atomic_load_n(&cachePidNow, __ATOMIC_RELAXED);
+}
+
 void depot_cache_spill_counters(int64_t *pnWrite, int64_t *pnRead){
   *pnWrite = __atomic_load_n(&nSpillWrite, __ATOMIC_RELAXED);
   *pnRead = __atomic_load_n(&nSpillRead, __ATOMIC_RELAXED);
@@ -389,7 +406,7 @@ static void spillReset(DepotCache *p){
   p->nSpillEnd = 0;
   p->szSpill = 0;
   if( p->fdSpill>=0 ){
-    if( p->pidSpill==getpid() ){
+    if( p->pidSpill==cachePid() ){
       if( ftruncate(p->fdSpill, 0)!=0 ){ /* the slots are rewritten first */ }
     }else{
       close(p->fdSpill);          /* this process's copy of the parent's */
@@ -431,10 +448,10 @@ static int spillTempFile(void){
 /* The spill file is usable by this process: 1, or 0 (no spill). */
 static int spillReady(DepotCache *p){
   if( p->nSpillMax<=0 ) return 0;
-  if( p->fdSpill>=0 && p->pidSpill!=getpid() ) spillReset(p);
+  if( p->fdSpill>=0 && p->pidSpill!=cachePid() ) spillReset(p);
   if( p->fdSpill<0 && !p->bSpillFailed ){
     p->fdSpill = spillTempFile();
-    p->pidSpill = getpid();
+    p->pidSpill = cachePid();
     if( p->fdSpill<0 ) p->bSpillFailed = 1;
   }
   return p->fdSpill>=0;
@@ -683,7 +700,7 @@ int64_t depot_cache_spill_limit(DepotCache *p){
 int64_t depot_cache_spill_bytes(DepotCache *p){
   int64_t n;
   pthread_mutex_lock(&p->mutex);
-  n = p->fdSpill>=0 && p->pidSpill==getpid() ? p->nSpillEnd : 0;
+  n = p->fdSpill>=0 && p->pidSpill==cachePid() ? p->nSpillEnd : 0;
   pthread_mutex_unlock(&p->mutex);
   return n;
 }
