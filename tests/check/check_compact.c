@@ -876,16 +876,6 @@ static void wait_background(Fx *f, int64_t nRuns, sqlite3_int64 nLag){
                (long long)depot_compact_background_runs());
 }
 
-/* Wait (up to 20 s) until no background request is queued or running:
-** a commit can queue one more while the compactor works. */
-static void wait_background_idle(void){
-  int i;
-  for(i=0; i<400 && depot_compact_background_pending()>0; i++){
-    usleep(50000);
-  }
-  ck_assert_int_eq(depot_compact_background_pending(), 0);
-}
-
 /* Few commits that hold as many bytes as the database wake the compactor
 ** although the commit threshold is far away. */
 START_TEST(test_background_compaction_runs_past_a_byte_threshold){
@@ -904,7 +894,7 @@ START_TEST(test_background_compaction_runs_past_a_byte_threshold){
   assert_integrity(pD);
   ck_assert_int_eq(th_int(pD, "SELECT count(*) FROM t"), 6000);
   sqlite3_close(pD);
-  wait_background_idle();
+  th_compact_idle();
   fx_close(&f);
 }
 END_TEST
@@ -928,7 +918,7 @@ START_TEST(test_background_compaction_runs_past_the_threshold){
   assert_same(pD, pP);
   assert_integrity(pD);
   sqlite3_close(pD);
-  wait_background_idle();
+  th_compact_idle();
   /* the store's setting applies to connections without compact_after */
   fx_exec(&f, "SELECT depot_compact(%Q), depot_compact_threshold(%Q, 4)",
           f.zStore, f.zStore);
@@ -939,7 +929,7 @@ START_TEST(test_background_compaction_runs_past_the_threshold){
   assert_same(pD, pP);
   /* 0 turns it off */
   sqlite3_close(pD);
-  wait_background_idle();
+  th_compact_idle();
   pD = fx_db_args(&f, "app", "main", "&compact_after=0");
   n0 = depot_compact_background_runs();
   work(pD, pP, &seed, 12);
@@ -996,7 +986,7 @@ START_TEST(test_background_compaction_at_fork_keeps_the_childs_commits){
   work(pD, 0, &seed, 30);
   n0 = th_int(pD, "SELECT count(*) FROM t");
   sqlite3_close(pD);
-  wait_background_idle();
+  th_compact_idle();
   pthread_mutex_lock(&holdMutex);
   nHeld = bHoldRelease = 0;
   pthread_mutex_unlock(&holdMutex);
@@ -1036,7 +1026,7 @@ START_TEST(test_background_compaction_at_fork_keeps_the_childs_commits){
   bHoldRelease = 1;
   pthread_cond_broadcast(&holdCond);
   pthread_mutex_unlock(&holdMutex);
-  wait_background_idle();              /* the job ran to its end */
+  th_compact_idle();              /* the job ran to its end */
   depot_compact_test_encoded = 0;
   ck_assert_int_eq(write(toChild[1], "x", 1), 1);
   ck_assert_int_eq(waitpid(pid, &st, 0), pid);

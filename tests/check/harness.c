@@ -6,6 +6,7 @@
 #include "tests/check/harness.h"
 #include "ext/depot.h"
 #include "vfs/depot_vfs.h"
+#include "vfs/db.h"                 /* depot_compact_background_pending() */
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -393,4 +394,12 @@ void th_fault_vfs(void){
   faultVfs.szOsFile = (int)sizeof(FaultFile) + pFaultRoot->szOsFile;
   faultVfs.xOpen = faultOpen;
   ck_assert_int_eq(sqlite3_vfs_register(&faultVfs, 1), SQLITE_OK);
+}
+
+void th_compact_idle(void){
+  int i;
+  for(i=0; i<400 && depot_compact_background_pending()>0; i++){
+    usleep(50000);
+  }
+  ck_assert_int_eq(depot_compact_background_pending(), 0);
 }

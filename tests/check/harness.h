@@ -110,4 +110,9 @@ const char *th_module_path(void);
 void th_fault_vfs(void);
 extern int th_fault_writes, th_fault_syncs, th_fault_hits;
 
+/* Waits (up to 20 s) until the process's background compactor has no
+** request queued or running (a commit can queue one more while it works),
+** and fails the test if it still has one. */
+void th_compact_idle(void);
+
 #endif /* DEPOT_TEST_HARNESS_H */
