@@ -10,6 +10,7 @@
 #define SQLITE_CORE 1          /* sqlite3ext.h: the struct only, no macros */
 #include "sqlite3ext.h"
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 START_TEST(test_version_matches_configure_version){

@@ -18,6 +18,12 @@
 #include "ext/kv/kv.h"
 #include "ext/kv_sql.h"
 
+/* libdepot_core's test hooks (ext/kv_sql.h declares them for its
+** DEPOT_TEST build only) */
+void kv_ttl_test_interval(int64_t iMs);
+void kv_ttl_test_before_commit(void (*x)(void*), void *pArg);
+int64_t kv_ttl_test_examined(void);
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
